@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A handler applies one command. It returns the success data (nil is sent
+// as "data":null) or an error whose text is the failure message. A handler
+// whose answer waits on the outside world hands that work to answerLater
+// and returns noReply.
+type handler func(s *server, r *request) (any, error)
+
+// noReply, returned by a handler, means the dispatcher writes no response:
+// the answer comes later from answerLater, or the command gets none (a
+// valid extension_ui_response).
+type noReply struct{}
+
+// commands maps each command type to its handler; get_capabilities lists
+// its keys. A command appears here only once it really works.
+var commands map[string]handler
+
+func init() {
+	commands = map[string]handler{
+		"get_state":               (*server).getState,
+		"get_messages":            (*server).getMessages,
+		"get_last_assistant_text": (*server).getLastAssistantText,
+		"get_capabilities":        (*server).getCapabilities,
+		"set_thinking_level":      (*server).setThinkingLevel,
+		"cycle_thinking_level":    (*server).cycleThinkingLevel,
+		"set_steering_mode":       (*server).setSteeringMode,
+		"set_follow_up_mode":      (*server).setFollowUpMode,
+		"set_auto_compaction":     (*server).setAutoCompaction,
+		"set_auto_retry":          (*server).setAutoRetry,
+		"set_session_name":        (*server).setSessionName,
+		"bash":                    (*server).bash,
+		"abort_bash":              (*server).abortBash,
+		"extension_ui_response":   (*server).extensionUIResponse,
+	}
+}
+
+var (
+	thinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh"}
+	queueModes     = []string{"all", "one-at-a-time"}
+)
+
+// server is one rpi session host: its configuration, its output and the
+// state the commands read and change.
+type server struct {
+	cfg          config
+	out          *output
+	stderr       io.Writer
+	header       sessionHeader
+	maxLineBytes int
+	shell        string // bash, or /bin/sh where bash is missing
+
+	// ctx is cancelled at shutdown; everything running watches it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// background counts answers that background work has still to write.
+	background sync.WaitGroup
+
+	mu             sync.Mutex // guards every field below
+	thinkingLevel  string
+	steeringMode   string
+	followUpMode   string
+	autoCompaction bool
+	autoRetry      bool
+	sessionName    string
+	messages       []any
+	bashRuns       map[*bashRun]bool
+	dialogs        map[string]*dialog
+	tempFiles      []string
+}
+
+// sessionHeader is the data of session_started and the first line of a
+// session file (minus its "type").
+type sessionHeader struct {
+	Version       int    `json:"version"`
+	ID            string `json:"id"`
+	Timestamp     string `json:"timestamp"`
+	Cwd           string `json:"cwd"`
+	ParentSession string `json:"parentSession,omitempty"`
+}
+
+func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
+	now := time.Now()
+	s := &server{
+		cfg:            cfg,
+		out:            newOutput(stdout, stderr),
+		stderr:         stderr,
+		header:         sessionHeader{Version: 3, ID: newUUIDv7(now), Timestamp: timestamp(now), Cwd: cfg.cwd},
+		maxLineBytes:   maxLineBytes,
+		shell:          findShell(),
+		thinkingLevel:  "medium",
+		steeringMode:   "one-at-a-time",
+		followUpMode:   "one-at-a-time",
+		autoCompaction: true,
+		autoRetry:      true,
+		sessionName:    cfg.name,
+		bashRuns:       map[*bashRun]bool{},
+		dialogs:        map[string]*dialog{},
+	}
+	if cfg.thinking != "" {
+		s.thinkingLevel = cfg.thinking
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// ---- Dispatch ----
+
+// handleFrame answers one input line: exactly one response, except for a
+// valid extension_ui_response, which gets none.
+func (s *server) handleFrame(f frame) {
+	if f.tooLong {
+		s.out.write(failureResponse{Type: "response", Command: "parse",
+			Error: fmt.Sprintf("Failed to parse command: line longer than %d bytes", s.maxLineBytes)})
+		return
+	}
+	r, rerr := decodeRequest(f.line)
+	if rerr != nil {
+		s.out.write(failureResponse{ID: rerr.id, Type: "response", Command: rerr.command, Error: rerr.message})
+		return
+	}
+	h, ok := commands[r.typ]
+	if !ok {
+		s.reply(r, nil, fmt.Errorf("Unknown command: %s", r.typ))
+		return
+	}
+	data, err := s.call(h, r)
+	s.reply(r, data, err)
+}
+
+// call runs a handler, turning a panic into a failure for that command and
+// a stack trace on stderr, so one bug never stops the loop.
+func (s *server) call(h func(*server, *request) (any, error), r *request) (data any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(s.stderr, "rpi: panic in %s: %v\n%s", r.typ, p, debug.Stack())
+			data, err = nil, fmt.Errorf("Internal error in %s: %v", r.typ, p)
+		}
+	}()
+	return h(s, r)
+}
+
+// reply writes the response to r.
+func (s *server) reply(r *request, data any, err error) {
+	if err != nil {
+		s.out.write(failureResponse{ID: r.id, Type: "response", Command: r.typ, Error: err.Error()})
+		return
+	}
+	if _, ok := data.(noReply); ok {
+		return
+	}
+	s.out.write(successResponse{ID: r.id, Type: "response", Command: r.typ, Success: true, Data: data})
+}
+
+// answerLater runs work in the background and answers r with its result,
+// so the commands after r are not held up. The returned channel is closed
+// once the answer has been written.
+func (s *server) answerLater(r *request, work func() (any, error)) <-chan struct{} {
+	answered := make(chan struct{})
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		defer close(answered)
+		data, err := s.call(func(*server, *request) (any, error) { return work() }, r)
+		s.reply(r, data, err)
+	}()
+	return answered
+}
+
+// ---- State and messages ----
+
+// stateData is the answer to get_state (§6), in pi's key order.
+type stateData struct {
+	Model                 any    `json:"model"` // null: no model until the agent lands
+	ThinkingLevel         string `json:"thinkingLevel"`
+	IsStreaming           bool   `json:"isStreaming"`
+	IsCompacting          bool   `json:"isCompacting"`
+	SteeringMode          string `json:"steeringMode"`
+	FollowUpMode          string `json:"followUpMode"`
+	SessionFile           any    `json:"sessionFile"` // null: nothing is written to disk yet
+	SessionID             string `json:"sessionId"`
+	SessionName           string `json:"sessionName,omitempty"`
+	AutoCompactionEnabled bool   `json:"autoCompactionEnabled"`
+	AutoRetryEnabled      bool   `json:"autoRetryEnabled"`
+	MessageCount          int    `json:"messageCount"`
+	PendingMessageCount   int    `json:"pendingMessageCount"`
+	Todos                 []todo `json:"todos"`
+	ProcessCount          int    `json:"processCount"`
+}
+
+// todo is one entry of the agent's todo list.
+type todo struct {
+	ID      string `json:"id"`
+	Content string `json:"content"`
+	Status  string `json:"status"`
+}
+
+// getState answers every field of the session's state.
+// Fields: none. Answer: stateData. Events: none.
+func (s *server) getState(r *request) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return stateData{
+		ThinkingLevel:         s.thinkingLevel,
+		SteeringMode:          s.steeringMode,
+		FollowUpMode:          s.followUpMode,
+		SessionID:             s.header.ID,
+		SessionName:           s.sessionName,
+		AutoCompactionEnabled: s.autoCompaction,
+		AutoRetryEnabled:      s.autoRetry,
+		MessageCount:          len(s.messages),
+		Todos:                 []todo{},
+	}, nil
+}
+
+// getMessages answers the conversation's messages, oldest first.
+// Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
+func (s *server) getMessages(r *request) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return struct {
+		Messages []any `json:"messages"`
+	}{append([]any{}, s.messages...)}, nil
+}
+
+// getLastAssistantText answers the text of the last assistant message, or
+// null. Until the agent lands no assistant message can exist, so the text
+// is always null.
+// Fields: none. Answer: {"text": string|null}. Events: none.
+func (s *server) getLastAssistantText(r *request) (any, error) {
+	return struct {
+		Text *string `json:"text"`
+	}{nil}, nil
+}
+
+// capabilities is the answer to get_capabilities.
+type capabilities struct {
+	ProtocolVersion int      `json:"protocolVersion"`
+	Version         string   `json:"version"`
+	Commands        []string `json:"commands"`
+	Events          []string `json:"events"`
+	ProcessSignals  []string `json:"processSignals"`
+	ProcessKeys     []string `json:"processKeys"`
+	Tools           []string `json:"tools"`
+	MaxLineBytes    int      `json:"maxLineBytes"`
+}
+
+// getCapabilities answers what this rpi accepts and emits, derived from the
+// dispatch table itself so it cannot drift.
+// Fields: none. Answer: capabilities. Events: none.
+func (s *server) getCapabilities(r *request) (any, error) {
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return capabilities{
+		ProtocolVersion: 1,
+		Version:         version,
+		Commands:        names,
+		Events:          eventTypes,
+		ProcessSignals:  []string{},
+		ProcessKeys:     []string{},
+		Tools:           []string{},
+		MaxLineBytes:    s.maxLineBytes,
+	}, nil
+}
+
+// ---- Settings ----
+
+// setThinkingLevel sets the reasoning effort used for the next model call.
+// Fields: level (off|minimal|low|medium|high|xhigh). Answer: null. Events: none.
+func (s *server) setThinkingLevel(r *request) (any, error) {
+	level, err := r.enum("level", thinkingLevels)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.thinkingLevel = level
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// cycleThinkingLevel moves to the next thinking level the model supports.
+// With no reasoning model (always, until models land) it answers null.
+// Fields: none. Answer: {"level":…} or null. Events: none.
+func (s *server) cycleThinkingLevel(r *request) (any, error) {
+	return nil, nil
+}
+
+// setSteeringMode sets how many queued steering messages one turn takes.
+// Fields: mode (all|one-at-a-time). Answer: null. Events: none.
+func (s *server) setSteeringMode(r *request) (any, error) {
+	mode, err := r.enum("mode", queueModes)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.steeringMode = mode
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// setFollowUpMode sets how many queued follow-ups one turn takes.
+// Fields: mode (all|one-at-a-time). Answer: null. Events: none.
+func (s *server) setFollowUpMode(r *request) (any, error) {
+	mode, err := r.enum("mode", queueModes)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.followUpMode = mode
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// setAutoCompaction turns compaction near the context window on or off.
+// Fields: enabled (bool). Answer: null. Events: none.
+func (s *server) setAutoCompaction(r *request) (any, error) {
+	enabled, err := r.boolean("enabled")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.autoCompaction = enabled
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// setAutoRetry turns retrying of failed model calls on or off.
+// Fields: enabled (bool). Answer: null. Events: none.
+func (s *server) setAutoRetry(r *request) (any, error) {
+	enabled, err := r.boolean("enabled")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.autoRetry = enabled
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// setSessionName names the session; get_state reports it.
+// Fields: name (non-empty after trimming). Answer: null. Events: none.
+func (s *server) setSessionName(r *request) (any, error) {
+	name, err := r.str("name")
+	if err != nil {
+		return nil, err
+	}
+	if name = strings.TrimSpace(name); name == "" {
+		return nil, errors.New("Session name cannot be empty")
+	}
+	s.mu.Lock()
+	s.sessionName = name
+	s.mu.Unlock()
+	return nil, nil
+}
+
+// ---- Extension UI ----
+
+// extensionUIResponse delivers the client's answer to a pending dialog.
+// Fields: id (of a pending extension_ui_request) and exactly one of value
+// (string), confirmed (bool), cancelled (true).
+// Answer: none on success; a failure when the id is unknown or already
+// answered, or the answer is malformed. Events: none.
+func (s *server) extensionUIResponse(r *request) (any, error) {
+	id := r.idString()
+	if id == nil {
+		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
+	}
+	var a uiAnswer
+	given := 0
+	if r.has("value") {
+		v, err := r.str("value")
+		if err != nil {
+			return nil, err
+		}
+		a.value, given = &v, given+1
+	}
+	if r.has("confirmed") {
+		c, err := r.boolean("confirmed")
+		if err != nil {
+			return nil, err
+		}
+		a.confirmed, given = &c, given+1
+	}
+	if r.has("cancelled") {
+		c, err := r.boolean("cancelled")
+		if err != nil || !c {
+			return nil, invalid("cancelled", "true")
+		}
+		a.cancelled, given = true, given+1
+	}
+	if given != 1 {
+		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
+	}
+	s.mu.Lock()
+	d, ok := s.dialogs[*id]
+	delete(s.dialogs, *id)
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("Unknown extension UI request id: %s (never asked, already answered or expired)", *id)
+	}
+	d.answer <- a
+	return noReply{}, nil
+}
+
+// ---- Temp files ----
+
+// createTempFile makes a temp file that rpi removes when it exits.
+func (s *server) createTempFile(pattern string) (*os.File, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.tempFiles = append(s.tempFiles, f.Name())
+	s.mu.Unlock()
+	return f, nil
+}
+
+func (s *server) removeTempFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.tempFiles {
+		os.Remove(name)
+	}
+	s.tempFiles = nil
+}

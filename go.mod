@@ -1,0 +1,3 @@
+module rpi
+
+go 1.26
