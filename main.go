@@ -214,7 +214,7 @@ const (
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, sigs <-chan os.Signal) int {
 	s.out.write(event{Type: "session_started", Data: s.header})
-	frames := make(chan frame, 64)
+	frames := make(chan []frame, 4)
 	go readFrames(stdin, s.maxLineBytes, frames)
 
 	code := 0
@@ -222,11 +222,13 @@ func (s *server) serve(stdin io.Reader, sigs <-chan os.Signal) int {
 loop:
 	for {
 		select {
-		case f, ok := <-frames:
+		case batch, ok := <-frames:
 			if !ok {
 				break loop
 			}
-			s.handleFrame(f)
+			for _, f := range batch {
+				s.handleFrame(f)
+			}
 		case sig := <-sigs:
 			stopSignal = sig
 			if sig == syscall.SIGINT {

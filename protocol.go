@@ -29,19 +29,28 @@ type frame struct {
 	tooLong bool
 }
 
-// readFrames splits r into frames on "\n" and sends them to frames, which
-// it closes at EOF or on a read error. One trailing "\r" is stripped, blank
-// lines are skipped, and a final line without "\n" is still delivered. A
-// line longer than max is discarded as it streams past, never held whole.
-func readFrames(r io.Reader, max int, frames chan<- frame) {
+// readFrames splits r into frames on "\n" and sends them to frames in
+// batches (every line already buffered goes in one batch, so a pipelining
+// client costs one hand-off per read, not per line); it closes frames at EOF
+// or on a read error. One trailing "\r" is stripped, blank lines are
+// skipped, and a final line without "\n" is still delivered. A line longer
+// than max is discarded as it streams past, never held whole.
+func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	defer close(frames)
 	br := bufio.NewReaderSize(r, 64<<10)
+	var batch []frame
 	for {
 		line, tooLong, err := readLine(br, max)
 		if tooLong {
-			frames <- frame{tooLong: true}
+			batch = append(batch, frame{tooLong: true})
 		} else if line = bytes.TrimSuffix(line, []byte("\r")); !isBlank(line) {
-			frames <- frame{line: line}
+			batch = append(batch, frame{line: line})
+		}
+		if err != nil || br.Buffered() == 0 || len(batch) >= 256 {
+			if len(batch) > 0 {
+				frames <- batch
+				batch = make([]frame, 0, 256)
+			}
 		}
 		if err != nil {
 			return

@@ -1,0 +1,233 @@
+package main
+
+// Benchmarks of the built binary, driven through real pipes. Run:
+//
+//	go test -run '^$' -bench . -benchtime 1x -count 5 .
+//
+// Each reports its figure as a custom metric; README.md lists the results.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// rpiBinary builds the static binary once per test run.
+func rpiBinary(b *testing.B) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rpi-bench-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rpi")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// benchProcess is the built rpi with pipes, its first line already read.
+type benchProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+}
+
+func startBench(b *testing.B) *benchProcess {
+	cmd := exec.Command(rpiBinary(b), "rpc", "--cwd", b.TempDir())
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
+	if _, err := p.stdout.ReadBytes('\n'); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	return p
+}
+
+// rssMiB reads the resident set size of pid from /proc.
+func rssMiB(b *testing.B, pid int) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// BenchmarkStartup: exec → session_started on stdout.
+func BenchmarkStartup(b *testing.B) {
+	bin := rpiBinary(b)
+	dir := b.TempDir()
+	var total time.Duration
+	for b.Loop() {
+		cmd := exec.Command(bin, "rpc", "--cwd", dir)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadBytes('\n')
+		total += time.Since(start)
+		if err != nil || !bytes.Contains(line, []byte("session_started")) {
+			b.Fatalf("first line %q, %v", line, err)
+		}
+		stdin.Close()
+		cmd.Wait()
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-session_started")
+}
+
+// pipeline writes n get_state commands and reads their n responses.
+func (p *benchProcess) pipeline(b *testing.B, n int) {
+	go func() {
+		w := bufio.NewWriterSize(p.stdin, 1<<20)
+		for range n {
+			w.WriteString(`{"id":"s","type":"get_state"}` + "\n")
+		}
+		w.Flush()
+	}()
+	for seen := 0; seen < n; {
+		chunk, err := p.stdout.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			b.Fatal(err)
+		}
+		seen += bytes.Count(chunk, []byte("\n"))
+	}
+}
+
+// BenchmarkGetStatePipelined: 200,000 get_state written without waiting,
+// all responses read back.
+func BenchmarkGetStatePipelined(b *testing.B) {
+	const n = 200_000
+	p := startBench(b)
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		p.pipeline(b, n)
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+}
+
+// BenchmarkBashTrue: the round trip of `bash true`, one at a time.
+func BenchmarkBashTrue(b *testing.B) {
+	p := startBench(b)
+	for b.Loop() {
+		io.WriteString(p.stdin, `{"id":"t","type":"bash","command":"true"}`+"\n")
+		for {
+			line, err := p.stdout.ReadBytes('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"id":"t"`)) {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/bash-true")
+}
+
+// BenchmarkMemory: resident memory when idle, and after 1,000,000
+// get_state (it must stay flat).
+func BenchmarkMemory(b *testing.B) {
+	for b.Loop() {
+		p := startBench(b)
+		time.Sleep(200 * time.Millisecond)
+		idle := rssMiB(b, p.cmd.Process.Pid)
+		p.pipeline(b, 200_000)
+		after200k := rssMiB(b, p.cmd.Process.Pid)
+		p.pipeline(b, 800_000)
+		after1M := rssMiB(b, p.cmd.Process.Pid)
+		b.ReportMetric(idle, "MiB-idle")
+		b.ReportMetric(after200k, "MiB-after-200k")
+		b.ReportMetric(after1M, "MiB-after-1M")
+	}
+}
+
+// BenchmarkGetStateInProcess: the server's own cost per get_state, with
+// real pipes but no exec, for profiling (-cpuprofile).
+func BenchmarkGetStateInProcess(b *testing.B) {
+	input := []byte(strings.Repeat(`{"id":"s","type":"get_state"}`+"\n", b.N))
+	cfg, _, _ := parseArgs([]string{"rpc", "--cwd", b.TempDir()})
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	s, _ := newServer(cfg, outW, io.Discard)
+	go func() { inW.Write(input); inW.Close() }()
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, outR); close(done) }()
+	b.ResetTimer()
+	s.serve(inR, nil)
+	outW.Close()
+	<-done
+}
+
+// BenchmarkBashTrueFloor: `bash -c true` started straight from os/exec
+// with its output piped, no rpi: the floor BenchmarkBashTrue stands on.
+func BenchmarkBashTrueFloor(b *testing.B) {
+	for b.Loop() {
+		cmd := exec.Command(findShell(), "-c", "true")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/bash-true")
+}
+
+// BenchmarkStartupFloor: exec → first line of a static hello-world Go
+// program, the floor BenchmarkStartup stands on.
+func BenchmarkStartupFloor(b *testing.B) {
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.Write([]byte(\"hi\\n\")) }\n"), 0o644)
+	build := exec.Command("go", "build", "-o", "hello", ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	var total time.Duration
+	for b.Loop() {
+		cmd := exec.Command(filepath.Join(dir, "hello"))
+		stdout, _ := cmd.StdoutPipe()
+		start := time.Now()
+		cmd.Start()
+		bufio.NewReader(stdout).ReadBytes('\n')
+		total += time.Since(start)
+		cmd.Wait()
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-line")
+}

@@ -1,0 +1,813 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the want.jsonl section of every fixture from rpi's output")
+
+// TestMain lets the test binary stand in for programs: with RPI_TEST_MAIN=1
+// it is rpi itself (for end-to-end tests of real stdin EOF and signals);
+// with RPI_HELPER=name it is one of the helper programs below.
+func TestMain(m *testing.M) {
+	if name := os.Getenv("RPI_HELPER"); name != "" {
+		helper, ok := helpers[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
+			os.Exit(2)
+		}
+		helper(os.Args[1:])
+		os.Exit(0)
+	}
+	if os.Getenv("RPI_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// helpers are the programs the test binary can impersonate.
+var helpers = map[string]func(args []string){
+	// spawn-grandchild starts a long sleep in the background, prints its pid
+	// and waits forever itself.
+	"spawn-grandchild": func(args []string) {
+		cmd := exec.Command("sleep", "300")
+		cmd.Start()
+		fmt.Println(cmd.Process.Pid)
+		select {}
+	},
+}
+
+// ---- Fixtures ----
+
+// fixture is one testdata/*.txtar case: a sentence saying what it shows,
+// then sections.
+type fixture struct {
+	path     string
+	comment  string
+	sections map[string]string
+	order    []string
+}
+
+func parseFixture(path string) (*fixture, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f := &fixture{path: path, sections: map[string]string{}}
+	name := ""
+	var text strings.Builder
+	flush := func() {
+		if name == "" {
+			f.comment = text.String()
+		} else {
+			f.sections[name] = text.String()
+			f.order = append(f.order, name)
+		}
+		text.Reset()
+	}
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		trimmed := strings.TrimRight(line, "\n")
+		if strings.HasPrefix(trimmed, "-- ") && strings.HasSuffix(trimmed, " --") {
+			flush()
+			name = strings.TrimSuffix(strings.TrimPrefix(trimmed, "-- "), " --")
+			continue
+		}
+		text.WriteString(line)
+	}
+	flush()
+	if strings.TrimSpace(f.comment) == "" {
+		return nil, fmt.Errorf("%s: a fixture starts with a sentence saying what it shows", path)
+	}
+	if _, ok := f.sections["input.jsonl"]; !ok {
+		return nil, fmt.Errorf("%s: no -- input.jsonl -- section", path)
+	}
+	return f, nil
+}
+
+func (f *fixture) format() []byte {
+	var b bytes.Buffer
+	b.WriteString(f.comment)
+	for _, name := range f.order {
+		fmt.Fprintf(&b, "-- %s --\n%s", name, f.sections[name])
+	}
+	return b.Bytes()
+}
+
+// rawByte lets fixture input hold bytes a text file cannot show: \xHH.
+var rawByte = regexp.MustCompile(`\\x[0-9a-fA-F]{2}`)
+
+func (f *fixture) input() []byte {
+	return rawByte.ReplaceAllFunc([]byte(f.sections["input.jsonl"]), func(m []byte) []byte {
+		b, _ := strconv.ParseUint(string(m[2:]), 16, 8)
+		return []byte{byte(b)}
+	})
+}
+
+// options reads the harness's own settings (not rpi flags): "maxLineBytes N".
+func (f *fixture) maxLine() int {
+	for _, line := range strings.Split(f.sections["options"], "\n") {
+		if v, ok := strings.CutPrefix(line, "maxLineBytes "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+func (f *fixture) args() []string {
+	args := []string{"rpc"}
+	for _, line := range strings.Split(f.sections["args"], "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			args = append(args, line)
+		}
+	}
+	return args
+}
+
+// feeds are the ways a fixture's input is written to rpi's stdin: all at
+// once, a line per write, and a byte per write, so that framing bugs cannot
+// hide behind a lucky buffer size.
+var feeds = []struct {
+	name  string
+	write func(w io.Writer, b []byte)
+}{
+	{"bulk", func(w io.Writer, b []byte) { w.Write(b) }},
+	{"lines", func(w io.Writer, b []byte) {
+		for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+			w.Write(line)
+		}
+	}},
+	{"bytes", func(w io.Writer, b []byte) {
+		for i := range b {
+			w.Write(b[i : i+1])
+		}
+	}},
+}
+
+// feedReader returns a reader of data written by feed, for framing tests.
+func feedReader(write func(io.Writer, []byte), data []byte) io.Reader {
+	pr, pw := io.Pipe()
+	go func() { write(pw, data); pw.Close() }()
+	return pr
+}
+
+// watchedOutput is rpi's stdout in tests: it lets the feeder wait until an
+// output line contains some text.
+type watchedOutput struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newWatchedOutput() *watchedOutput { return &watchedOutput{changed: make(chan struct{})} }
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.changed)
+	w.changed = make(chan struct{})
+	return w.buf.Write(p)
+}
+
+func (w *watchedOutput) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.buf.Bytes())
+}
+
+// waitFor waits until the output contains text, or gives up after a minute.
+func (w *watchedOutput) waitFor(text string) bool {
+	deadline := time.After(time.Minute)
+	for {
+		w.mu.Lock()
+		found, changed := bytes.Contains(w.buf.Bytes(), []byte(text)), w.changed
+		w.mu.Unlock()
+		if found {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// feedFixture writes input to w with feed, obeying "#wait TEXT" lines:
+// like a client waiting for an answer, it pauses until out contains TEXT.
+func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput) {
+	defer w.Close()
+	var segment []byte
+	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
+		text, ok := bytes.CutPrefix(line, []byte("#wait "))
+		if !ok {
+			segment = append(segment, line...)
+			continue
+		}
+		write(w, segment)
+		segment = nil
+		if !out.waitFor(string(bytes.TrimSpace(text))) {
+			t.Errorf("#wait %s: never seen in the output", bytes.TrimSpace(text))
+			return
+		}
+	}
+	write(w, segment)
+}
+
+// serveInProcess runs rpi with args on stdin until EOF, writing to stdout.
+func serveInProcess(t testing.TB, args []string, stdin io.Reader, stdout io.Writer, maxLine int) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cfg, action, err := parseArgs(args)
+	if err != nil || action != "serve" {
+		run(args, stdin, stdout, &stderr, nil)
+		return
+	}
+	s, _ := newServer(cfg, stdout, &stderr)
+	if maxLine > 0 {
+		s.maxLineBytes = maxLine
+	}
+	if code := s.serve(stdin, nil); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("stderr:\n%s", stderr.Bytes())
+	}
+}
+
+// normalizer replaces what is truly nondeterministic with placeholders.
+// Numbered placeholders keep identity: $UUID1 is the same value wherever it
+// appears, and a second distinct value becomes $UUID2.
+type normalizer struct {
+	literal map[string]string // exact strings (temp dirs) → placeholder
+}
+
+var (
+	uuidPattern    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timePattern    = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	msPattern      = regexp.MustCompile(`"(timestamp|durationMs)":\d+`)
+	pidPattern     = regexp.MustCompile(`"pid":\d+`)
+	tempLogPattern = regexp.MustCompile(`rpi-bash-\d+\.log`)
+)
+
+func (n normalizer) apply(out []byte) string {
+	s := string(mergeChunks(out))
+	for lit, placeholder := range n.literal {
+		s = strings.ReplaceAll(s, lit, placeholder)
+	}
+	s = numbered(s, uuidPattern, func(i int, _ string) string { return fmt.Sprintf("$UUID%d", i) })
+	s = numbered(s, pidPattern, func(i int, _ string) string { return fmt.Sprintf(`"pid":$PID%d`, i) })
+	s = timePattern.ReplaceAllString(s, "$$TIME")
+	s = msPattern.ReplaceAllString(s, `"$1":$$MS`)
+	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
+	return s
+}
+
+// mergeChunks joins consecutive output events of the same stream into one,
+// because where a child's output is split into chunks is up to the kernel.
+func mergeChunks(out []byte) []byte {
+	type chunkEvent struct {
+		Type string `json:"type"`
+		Data struct {
+			RequestID *string `json:"requestId"`
+			Stream    string  `json:"stream"`
+			Chunk     string  `json:"chunk"`
+		} `json:"data"`
+	}
+	var merged bytes.Buffer
+	var pending *chunkEvent
+	flush := func() {
+		if pending != nil {
+			data, _ := json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
+			merged.Write(data)
+			merged.WriteByte('\n')
+			pending = nil
+		}
+	}
+	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
+		var ev chunkEvent
+		if !bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || json.Unmarshal(line, &ev) != nil {
+			flush()
+			merged.Write(line)
+			continue
+		}
+		if pending != nil && sameID(pending.Data.RequestID, ev.Data.RequestID) && pending.Data.Stream == ev.Data.Stream {
+			pending.Data.Chunk += ev.Data.Chunk
+			continue
+		}
+		flush()
+		pending = &ev
+	}
+	flush()
+	return merged.Bytes()
+}
+
+func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// numbered replaces each distinct match of re with name(i), i counting
+// distinct values from 1 in order of first appearance.
+func numbered(s string, re *regexp.Regexp, name func(int, string) string) string {
+	seen := map[string]string{}
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		if p, ok := seen[m]; ok {
+			return p
+		}
+		seen[m] = name(len(seen)+1, m)
+		return seen[m]
+	})
+}
+
+func TestFixtures(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/*.txtar")
+	if len(paths) == 0 {
+		t.Fatal("no fixtures in testdata/")
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			f, err := parseFixture(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, feed := range feeds {
+				if *update && feed.name != "bulk" {
+					continue
+				}
+				got := runFixture(t, f, feed.write)
+				if *update {
+					f.sections["want.jsonl"] = got
+					if !slices.Contains(f.order, "want.jsonl") {
+						f.order = append(f.order, "want.jsonl")
+					}
+					if err := os.WriteFile(path, f.format(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if want := f.sections["want.jsonl"]; got != want {
+					t.Errorf("fed %s: output differs\n--- got ---\n%s--- want ---\n%s", feed.name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// runFixture serves a fixture's input in a fresh cwd and TMPDIR, checks
+// that every output line is one JSON object and that no temp file is left
+// behind, and returns the normalised output.
+func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
+	cwd, tmp := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	args := append(f.args(), "--cwd", cwd)
+	out := newWatchedOutput()
+	pr, pw := io.Pipe()
+	go feedFixture(t, pw, f.input(), write, out)
+	serveInProcess(t, args, pr, out, f.maxLine())
+	pr.Close()
+	checkRecords(t, out.bytes())
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("temp files left behind: %v", left)
+	}
+	return normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR"}}.apply(out.bytes())
+}
+
+// checkRecords fails unless out is whole lines, each one JSON object.
+func checkRecords(t testing.TB, out []byte) {
+	t.Helper()
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		t.Errorf("output does not end with a newline")
+	}
+	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
+			t.Errorf("output line is not a JSON object: %q", line)
+		}
+	}
+}
+
+// TestEventsDocumented checks that get_capabilities' event list is exactly
+// the set of events the fixtures show.
+func TestEventsDocumented(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/*.txtar")
+	shown := map[string]bool{}
+	for _, path := range paths {
+		f, err := parseFixture(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(f.sections["want.jsonl"], "\n") {
+			var rec struct{ Type string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Type != "response" && rec.Type != "" && rec.Type != "extension_ui_request" {
+				shown[rec.Type] = true
+			}
+		}
+	}
+	for _, name := range eventTypes {
+		if !shown[name] {
+			t.Errorf("event %s is listed in eventTypes but no fixture shows it", name)
+		}
+		delete(shown, name)
+	}
+	for name := range shown {
+		t.Errorf("fixtures show event %s, which eventTypes does not list", name)
+	}
+}
+
+// TestCommandsDocumented checks that every registered command has a fixture
+// and a README section.
+func TestCommandsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs strings.Builder
+	paths, _ := filepath.Glob("testdata/*.txtar")
+	for _, path := range paths {
+		f, _ := parseFixture(path)
+		inputs.WriteString(f.sections["input.jsonl"])
+	}
+	for name := range commands {
+		if !strings.Contains(inputs.String(), `"type":"`+name+`"`) {
+			t.Errorf("command %s has no fixture", name)
+		}
+		if !bytes.Contains(readme, []byte("`"+name+"`")) {
+			t.Errorf("command %s is not in README.md", name)
+		}
+	}
+	for _, name := range eventTypes {
+		if !bytes.Contains(readme, []byte("`"+name+"`")) {
+			t.Errorf("event %s is not in README.md", name)
+		}
+	}
+}
+
+// ---- Framing ----
+
+func TestFraming(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		max   int
+		want  []string // frames; "!" is a too-long frame
+	}{
+		{"lf", "a\nb\n", 100, []string{"a", "b"}},
+		{"crlf", "a\r\nb\r\n", 100, []string{"a", "b"}},
+		{"one cr stripped", "a\r\r\n", 100, []string{"a\r"}},
+		{"lone cr does not split", "a\rb\n", 100, []string{"a\rb"}},
+		{"final line without lf", "a\nb", 100, []string{"a", "b"}},
+		{"final line with cr only", "a\r", 100, []string{"a"}},
+		{"blank lines skipped", "\n \t\n\r\na\n\n", 100, []string{"a"}},
+		{"u2028 is content", "a\u2028b\u2029c\n", 100, []string{"a\u2028b\u2029c"}},
+		{"at the limit", "12345\nx\n", 5, []string{"12345", "x"}},
+		{"over the limit", "123456\nx\n", 5, []string{"!", "x"}},
+		{"over the limit at eof", "x\n123456", 5, []string{"x", "!"}},
+		{"long line over the buffer", strings.Repeat("y", 200<<10) + "\nz\n", 300 << 10, []string{strings.Repeat("y", 200<<10), "z"}},
+		{"long line over the limit", strings.Repeat("y", 200<<10) + "\nz\n", 100 << 10, []string{"!", "z"}},
+	}
+	for _, tt := range tests {
+		for _, feed := range feeds {
+			t.Run(tt.name+"/"+feed.name, func(t *testing.T) {
+				frames := make(chan []frame)
+				go readFrames(feedReader(feed.write, []byte(tt.input)), tt.max, frames)
+				var got []string
+				for batch := range frames {
+					for _, f := range batch {
+						if f.tooLong {
+							got = append(got, "!")
+						} else {
+							got = append(got, string(f.line))
+						}
+					}
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("frames %q, want %q", short(got), short(tt.want))
+				}
+			})
+		}
+	}
+}
+
+func short(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if len(l) > 20 {
+			l = fmt.Sprintf("%s…(%d bytes)", l[:10], len(l))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// TestPanicBecomesFailure registers a command that panics and checks that
+// it gets a failure response and the loop goes on.
+func TestPanicBecomesFailure(t *testing.T) {
+	commands["test_panic"] = func(s *server, r *request) (any, error) { panic("boom") }
+	defer delete(commands, "test_panic")
+	in := `{"id":"p","type":"test_panic"}` + "\n" + `{"id":"s","type":"set_auto_retry","enabled":false}` + "\n"
+	var out bytes.Buffer
+	serveInProcess(t, []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out, 0)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		`{"id":"p","type":"response","command":"test_panic","success":false,"error":"Internal error in test_panic: boom"}`,
+		`{"id":"s","type":"response","command":"set_auto_retry","success":true,"data":null}`,
+	}
+	if len(lines) != 3 || !slices.Equal(lines[1:], want) {
+		t.Errorf("got\n%s\nwant session_started then\n%s", out.Bytes(), strings.Join(want, "\n"))
+	}
+}
+
+func TestUUIDv7(t *testing.T) {
+	now := time.UnixMilli(0x0123456789ab)
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newUUIDv7(now)
+		if !strings.HasPrefix(id, "01234567-89ab-7") || !strings.ContainsAny(id[19:20], "89ab") {
+			t.Fatalf("%s: want timestamp 01234567-89ab, version 7, variant 10", id)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %s", id)
+		}
+		seen[id] = true
+	}
+}
+
+// ---- End to end: the test binary re-run as rpi ----
+
+// rpiProcess is rpi running as a real process with pipes.
+type rpiProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr bytes.Buffer
+}
+
+func startRPI(t *testing.T, args ...string) *rpiProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0")
+	p := &rpiProcess{cmd: cmd}
+	cmd.Stderr = &p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return p
+}
+
+// next reads one output record.
+func (p *rpiProcess) next(t *testing.T) map[string]any {
+	t.Helper()
+	line, err := p.stdout.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading stdout: %v (stderr: %s)", err, p.stderr.Bytes())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(line, &rec); err != nil {
+		t.Fatalf("not JSON: %q", line)
+	}
+	return rec
+}
+
+// until reads records until one has the given type and id (id "" = none).
+func (p *rpiProcess) until(t *testing.T, typ, id string) map[string]any {
+	t.Helper()
+	for {
+		rec := p.next(t)
+		if rec["type"] == typ && (id == "" || rec["id"] == id) {
+			return rec
+		}
+	}
+}
+
+func (p *rpiProcess) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, line); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exit waits for rpi to end and returns its exit code and remaining output.
+func (p *rpiProcess) exit(t *testing.T) (int, string) {
+	t.Helper()
+	rest, _ := io.ReadAll(p.stdout)
+	err := p.cmd.Wait()
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		return exitErr.ExitCode(), string(rest)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(rest)
+}
+
+func TestEndToEndEOF(t *testing.T) {
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	if rec := p.next(t); rec["type"] != "session_started" {
+		t.Fatalf("first record %v, want session_started", rec)
+	}
+	// A final line without "\n" is still a command.
+	p.send(t, `{"id":"last","type":"get_state"}`)
+	p.stdin.Close()
+	code, rest := p.exit(t)
+	if code != 0 || !strings.Contains(rest, `"id":"last"`) {
+		t.Errorf("exit %d, output %q: want 0 and the last command answered", code, rest)
+	}
+}
+
+func TestEndToEndSignals(t *testing.T) {
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}} {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			p := startRPI(t, "rpc", "--cwd", t.TempDir())
+			p.next(t)
+			p.send(t, `{"id":"b","type":"bash","command":"sleep 30"}`+"\n")
+			p.send(t, `{"id":"s","type":"get_state"}`+"\n")
+			p.until(t, "response", "s")
+			p.cmd.Process.Signal(tt.sig)
+			code, rest := p.exit(t)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			if !strings.Contains(rest, `"id":"b","type":"response","command":"bash","success":true,"data":{"exitCode":null`) ||
+				!strings.Contains(rest, `"cancelled":true`) {
+				t.Errorf("the running bash was not answered as cancelled: %q", rest)
+			}
+		})
+	}
+}
+
+func TestEndToEndOverlongLine(t *testing.T) {
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	go func() {
+		w := bufio.NewWriterSize(p.stdin, 1<<20)
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 64 {
+			w.Write(chunk)
+		}
+		w.WriteString("x\n" + `{"id":"after","type":"get_state"}` + "\n")
+		w.Flush()
+		p.stdin.Close()
+	}()
+	rec := p.next(t)
+	if rec["command"] != "parse" || rec["error"] != "Failed to parse command: line longer than 67108864 bytes" {
+		t.Errorf("got %v, want the over-long parse failure", rec)
+	}
+	if rec := p.next(t); rec["id"] != "after" || rec["success"] != true {
+		t.Errorf("got %v, want the next line answered", rec)
+	}
+	if code, _ := p.exit(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+func TestEndToEndLineAtLimit(t *testing.T) {
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	go func() {
+		head := `{"id":"big","type":"get_state","pad":"`
+		tail := `"}`
+		w := bufio.NewWriterSize(p.stdin, 1<<20)
+		w.WriteString(head)
+		w.Write(bytes.Repeat([]byte("x"), maxLineBytes-len(head)-len(tail)))
+		w.WriteString(tail + "\n")
+		w.Flush()
+		p.stdin.Close()
+	}()
+	if rec := p.next(t); rec["id"] != "big" || rec["success"] != true {
+		t.Errorf("a line of exactly maxLineBytes: got %v, want it answered", rec)
+	}
+	p.exit(t)
+}
+
+// TestEndToEndNoOrphans checks that on EOF a running bash's whole process
+// group, grandchildren included, is gone when rpi exits.
+func TestEndToEndNoOrphans(t *testing.T) {
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	helper := fmt.Sprintf("RPI_HELPER=spawn-grandchild %q", os.Args[0])
+	p.send(t, `{"id":"b","type":"bash","command":`+strconv.Quote(helper)+`}`+"\n")
+	update := p.until(t, "bash_execution_update", "")
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(update["data"].(map[string]any)["chunk"].(string)))
+	if grandchild == 0 {
+		t.Fatalf("no grandchild pid in %v", update)
+	}
+	p.stdin.Close()
+	if code, _ := p.exit(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	if alive(grandchild) {
+		t.Errorf("grandchild %d survived rpi's exit", grandchild)
+	}
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func TestInitFailures(t *testing.T) {
+	for _, args := range [][]string{
+		{"rpc", "--mode", "json"},
+		{"--mode", "tui"},
+		{},
+		{"rpc", "--nope"},
+		{"rpc", "--thinking", "max"},
+		{"rpc", "--tools", "read,teleport"},
+		{"rpc", "--cwd", "/does/not/exist"},
+		{"rpc", "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, strings.NewReader(""), &stdout, &stderr, nil)
+		var rec failureResponse
+		lines := strings.Count(stdout.String(), "\n")
+		if err := json.Unmarshal(stdout.Bytes(), &rec); code == 0 || lines != 1 || err != nil ||
+			rec.Command != "init" || rec.Success || rec.Error == "" {
+			t.Errorf("rpi %q: exit %d, stdout %q: want one init failure line and a nonzero exit", args, code, stdout.String())
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"rpc", "--help"}, {"--version"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, strings.NewReader(""), &stdout, &stderr, nil); code != 0 || stdout.Len() == 0 {
+			t.Errorf("rpi %q: exit %d, stdout %q", args, code, stdout.String())
+		}
+	}
+}
+
+// ---- Fuzzing ----
+
+// FuzzServe feeds arbitrary stdin to rpi, with every child program replaced
+// by /bin/true, and checks that stdout holds only whole JSON objects and
+// exactly one response per non-blank line.
+func FuzzServe(f *testing.F) {
+	paths, _ := filepath.Glob("testdata/*.txtar")
+	for _, path := range paths {
+		if fx, err := parseFixture(path); err == nil {
+			f.Add(fx.input())
+		}
+	}
+	f.Add([]byte("{\"type\":\"get_state\"}\r\n\n  \n[1,2]\n\xff\xfe\n{\"id\":{},\"type\":1}"))
+	cwd := f.TempDir()
+	f.Fuzz(func(t *testing.T, input []byte) {
+		cfg, _, _ := parseArgs([]string{"rpc", "--cwd", cwd})
+		var stdout bytes.Buffer
+		s, _ := newServer(cfg, &stdout, io.Discard)
+		s.shell = "/bin/true"
+		s.maxLineBytes = 1 << 10
+		s.serve(bytes.NewReader(input), nil)
+		checkRecords(t, stdout.Bytes())
+		responses := 0
+		for _, line := range bytes.Split(stdout.Bytes(), []byte("\n")) {
+			var rec struct{ Type string }
+			if json.Unmarshal(line, &rec) == nil && rec.Type == "response" {
+				responses++
+			}
+		}
+		want := 0
+		for _, line := range bytes.Split(input, []byte("\n")) {
+			if !isBlank(bytes.TrimSuffix(line, []byte("\r"))) {
+				want++
+			}
+		}
+		if responses != want {
+			t.Errorf("%d responses for %d non-blank lines; output:\n%s", responses, want, stdout.Bytes())
+		}
+	})
+}
