@@ -44,6 +44,15 @@ func init() {
 		"bash":                    (*server).bash,
 		"abort_bash":              (*server).abortBash,
 		"extension_ui_response":   (*server).extensionUIResponse,
+		"process_start":           (*server).processStart,
+		"process_list":            (*server).processList,
+		"process_output":          (*server).processOutput,
+		"process_write":           (*server).processWrite,
+		"process_send_keys":       (*server).processSendKeys,
+		"process_signal":          (*server).processSignal,
+		"process_kill":            (*server).processKill,
+		"process_wait":            (*server).processWait,
+		"process_remove":          (*server).processRemove,
 	}
 }
 
@@ -67,6 +76,8 @@ type server struct {
 	cancel context.CancelFunc
 	// background counts answers that background work has still to write.
 	background sync.WaitGroup
+	// children counts background processes whose process_exited is not out yet.
+	children sync.WaitGroup
 
 	mu             sync.Mutex // guards every field below
 	thinkingLevel  string
@@ -77,6 +88,8 @@ type server struct {
 	sessionName    string
 	messages       []any
 	bashRuns       map[*bashRun]bool
+	processes      map[string]*process
+	processOrder   []string // process ids, oldest first
 	dialogs        map[string]*dialog
 	tempFiles      []string
 }
@@ -107,6 +120,7 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 		autoRetry:      true,
 		sessionName:    cfg.name,
 		bashRuns:       map[*bashRun]bool{},
+		processes:      map[string]*process{},
 		dialogs:        map[string]*dialog{},
 	}
 	if cfg.thinking != "" {
@@ -210,6 +224,7 @@ type todo struct {
 // getState answers every field of the session's state.
 // Fields: none. Answer: stateData. Events: none.
 func (s *server) getState(r *request) (any, error) {
+	running := s.runningProcesses()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return stateData{
@@ -222,6 +237,7 @@ func (s *server) getState(r *request) (any, error) {
 		AutoRetryEnabled:      s.autoRetry,
 		MessageCount:          len(s.messages),
 		Todos:                 []todo{},
+		ProcessCount:          running,
 	}, nil
 }
 
@@ -271,8 +287,8 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		Version:         version,
 		Commands:        names,
 		Events:          eventTypes,
-		ProcessSignals:  []string{},
-		ProcessKeys:     []string{},
+		ProcessSignals:  processSignals,
+		ProcessKeys:     processKeys,
 		Tools:           []string{},
 		MaxLineBytes:    s.maxLineBytes,
 	}, nil

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -251,20 +252,19 @@ loop:
 // waits for the last answers to be written.
 func (s *server) shutdown(patient bool) {
 	if patient {
-		s.waitBackground(finishGrace)
+		waitGroup(&s.background, finishGrace)
 	}
 	s.cancel()
-	if !s.waitBackground(exitLimit) {
+	if !waitGroup(&s.children, exitLimit) || !waitGroup(&s.background, exitLimit) {
 		fmt.Fprintln(s.stderr, "rpi: gave up waiting for running commands at exit")
 	}
 	s.removeTempFiles()
 }
 
-// waitBackground waits up to limit for every background answer to be
-// written and reports whether they all were.
-func (s *server) waitBackground(limit time.Duration) bool {
+// waitGroup waits up to limit for wg and reports whether it finished.
+func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 	done := make(chan struct{})
-	go func() { s.background.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	select {

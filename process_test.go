@@ -64,7 +64,7 @@ func TestBashFullOutput(t *testing.T) {
 		close(done)
 	}()
 	io.WriteString(pw, `{"id":"big","type":"bash","command":"for i in $(seq 1 30000); do echo line$i; done; echo tail >&2"}`+"\n")
-	if !out.waitFor(`"id":"big"`) {
+	if !out.waitFor(`"id":"big"`, func(b []byte) string { return string(b) }) {
 		t.Fatal("no answer")
 	}
 	var res struct {

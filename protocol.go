@@ -165,6 +165,9 @@ type event struct {
 var eventTypes = []string{
 	"session_started",
 	"bash_execution_update",
+	"process_started",
+	"process_output",
+	"process_exited",
 }
 
 // ---- Requests ----
@@ -301,6 +304,50 @@ func (r *request) optPositive(name string) (float64, bool, error) {
 		return 0, false, invalid(name, "a number greater than 0")
 	}
 	return f, true, nil
+}
+
+// optBool reads an optional boolean (false when absent).
+func (r *request) optBool(name string) (bool, error) {
+	if !r.has(name) {
+		return false, nil
+	}
+	return r.boolean(name)
+}
+
+// optPositiveInt reads an optional whole number greater than zero.
+func (r *request) optPositiveInt(name string, otherwise int) (int, error) {
+	if !r.has(name) {
+		return otherwise, nil
+	}
+	var n int
+	if err := r.decodeField(name, "a whole number greater than 0", &n); err != nil || n <= 0 {
+		return 0, invalid(name, "a whole number greater than 0")
+	}
+	return n, nil
+}
+
+// optStrings reads an optional array of strings (nil when absent).
+func (r *request) optStrings(name string) ([]string, error) {
+	if !r.has(name) {
+		return nil, nil
+	}
+	list := []string{}
+	if err := r.decodeField(name, "an array of strings", &list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// optStringMap reads an optional object whose values are strings.
+func (r *request) optStringMap(name string) (map[string]string, error) {
+	if !r.has(name) {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := r.decodeField(name, "an object of strings", &m); err != nil || r.fields[name][0] != '{' {
+		return nil, invalid(name, "an object of strings")
+	}
+	return m, nil
 }
 
 func oneOf(s string, values []string) bool {

@@ -50,7 +50,7 @@ var helpers = map[string]func(args []string){
 		cmd := exec.Command("sleep", "300")
 		cmd.Start()
 		fmt.Println(cmd.Process.Pid)
-		select {}
+		time.Sleep(time.Hour)
 	},
 }
 
@@ -192,14 +192,15 @@ func (w *watchedOutput) bytes() []byte {
 	return bytes.Clone(w.buf.Bytes())
 }
 
-// waitFor waits until the output contains text, or gives up after a minute.
-func (w *watchedOutput) waitFor(text string) bool {
-	deadline := time.After(time.Minute)
+// waitFor waits until the output, seen through seen, contains text, or
+// gives up after 20 s.
+func (w *watchedOutput) waitFor(text string, seen func([]byte) string) bool {
+	deadline := time.After(20 * time.Second)
 	for {
 		w.mu.Lock()
-		found, changed := bytes.Contains(w.buf.Bytes(), []byte(text)), w.changed
+		out, changed := bytes.Clone(w.buf.Bytes()), w.changed
 		w.mu.Unlock()
-		if found {
+		if strings.Contains(seen(out), text) {
 			return true
 		}
 		select {
@@ -211,8 +212,11 @@ func (w *watchedOutput) waitFor(text string) bool {
 }
 
 // feedFixture writes input to w with feed, obeying "#wait TEXT" lines:
-// like a client waiting for an answer, it pauses until out contains TEXT.
-func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput) {
+// like a client waiting for an answer, it pauses until the normalised
+// output contains TEXT (written as the want section shows it). A $UUIDn in
+// the input is replaced by the UUID that placeholder stands for in the
+// output so far, so a case can name a processId rpi generated.
+func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer) {
 	defer w.Close()
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
@@ -221,15 +225,38 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 			segment = append(segment, line...)
 			continue
 		}
-		write(w, segment)
+		write(w, withActualUUIDs(t, segment, out))
 		segment = nil
-		if !out.waitFor(string(bytes.TrimSpace(text))) {
-			t.Errorf("#wait %s: never seen in the output", bytes.TrimSpace(text))
+		text = bytes.TrimSpace(text)
+		if !out.waitFor(string(text), norm.apply) {
+			t.Errorf("#wait %s: never seen in the output", text)
 			return
 		}
 	}
-	write(w, segment)
+	write(w, withActualUUIDs(t, segment, out))
 }
+
+// withActualUUIDs replaces each $UUIDn in b with the UUID that placeholder
+// stands for in the output so far.
+func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
+	if !uuidPlaceholder.Match(b) {
+		return b
+	}
+	actual := map[string]string{}
+	numbered(string(out.bytes()), uuidPattern, func(i int, uuid string) string {
+		actual[fmt.Sprintf("$UUID%d", i)] = uuid
+		return ""
+	})
+	return uuidPlaceholder.ReplaceAllFunc(b, func(p []byte) []byte {
+		if uuid, ok := actual[string(p)]; ok {
+			return []byte(uuid)
+		}
+		t.Errorf("input names %s before the output shows it", p)
+		return p
+	})
+}
+
+var uuidPlaceholder = regexp.MustCompile(`\$UUID\d+`)
 
 // serveInProcess runs rpi with args on stdin until EOF, writing to stdout.
 func serveInProcess(t testing.TB, args []string, stdin io.Reader, stdout io.Writer, maxLine int) {
@@ -286,7 +313,8 @@ func mergeChunks(out []byte) []byte {
 	type chunkEvent struct {
 		Type string `json:"type"`
 		Data struct {
-			RequestID *string `json:"requestId"`
+			RequestID *string `json:"requestId,omitempty"`
+			ProcessID *string `json:"processId,omitempty"`
 			Stream    string  `json:"stream"`
 			Chunk     string  `json:"chunk"`
 		} `json:"data"`
@@ -295,7 +323,12 @@ func mergeChunks(out []byte) []byte {
 	var pending *chunkEvent
 	flush := func() {
 		if pending != nil {
-			data, _ := json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
+			var data []byte
+			if pending.Type == "process_output" {
+				data, _ = json.Marshal(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
+			} else {
+				data, _ = json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
+			}
 			merged.Write(data)
 			merged.WriteByte('\n')
 			pending = nil
@@ -303,12 +336,14 @@ func mergeChunks(out []byte) []byte {
 	}
 	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
 		var ev chunkEvent
-		if !bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || json.Unmarshal(line, &ev) != nil {
+		isChunk := bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || bytes.HasPrefix(line, []byte(`{"type":"process_output"`))
+		if !isChunk || json.Unmarshal(line, &ev) != nil {
 			flush()
 			merged.Write(line)
 			continue
 		}
-		if pending != nil && sameID(pending.Data.RequestID, ev.Data.RequestID) && pending.Data.Stream == ev.Data.Stream {
+		if pending != nil && pending.Type == ev.Type && sameID(pending.Data.RequestID, ev.Data.RequestID) &&
+			sameID(pending.Data.ProcessID, ev.Data.ProcessID) && pending.Data.Stream == ev.Data.Stream {
 			pending.Data.Chunk += ev.Data.Chunk
 			continue
 		}
@@ -375,16 +410,17 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	cwd, tmp := t.TempDir(), t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	args := append(f.args(), "--cwd", cwd)
+	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR"}}
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
-	go feedFixture(t, pw, f.input(), write, out)
+	go feedFixture(t, pw, f.input(), write, out, norm)
 	serveInProcess(t, args, pr, out, f.maxLine())
 	pr.Close()
 	checkRecords(t, out.bytes())
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("temp files left behind: %v", left)
 	}
-	return normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR"}}.apply(out.bytes())
+	return norm.apply(out.bytes())
 }
 
 // checkRecords fails unless out is whole lines, each one JSON object.

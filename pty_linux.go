@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// openPTY opens a new pseudo-terminal pair with the standard library only:
+// /dev/ptmx, unlocked and named with ioctl, and a 24×80 window.
+func openPTY() (master, slave *os.File, err error) {
+	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	fail := func(what string, err error) (*os.File, *os.File, error) {
+		master.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var unlock int32
+	if err := ioctl(master, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
+		return fail("unlock pty", err)
+	}
+	var n uint32
+	if err := ioctl(master, syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
+		return fail("name pty", err)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("open pty slave", err)
+	}
+	size := struct{ rows, cols, xpixel, ypixel uint16 }{24, 80, 0, 0}
+	if err := ioctl(slave, syscall.TIOCSWINSZ, unsafe.Pointer(&size)); err != nil {
+		slave.Close()
+		return fail("set pty window size", err)
+	}
+	return master, slave, nil
+}
+
+func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	err = conn.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, request, uintptr(arg))
+	})
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"os"
+)
+
+// openPTY is only implemented on Linux.
+func openPTY() (master, slave *os.File, err error) {
+	return nil, nil, errors.New("pty:true needs Linux; this rpi was built for another system")
+}
