@@ -231,3 +231,77 @@ func BenchmarkStartupFloor(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-line")
 }
+
+// floodCommand writes 200 MB of printable bytes to stdout.
+const floodCommand = "head -c 200000000 /dev/zero | tr '\\0' x"
+
+// BenchmarkProcessFlood: a child writing 200 MB, read by the client as
+// process_output events; reports MB/s and rpi's peak resident memory.
+func BenchmarkProcessFlood(b *testing.B) {
+	p := startBench(b)
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		io.WriteString(p.stdin, `{"id":"f","type":"process_start","command":"`+strings.ReplaceAll(floodCommand, `\`, `\\`)+`"}`+"\n")
+		for {
+			line, err := p.stdout.ReadSlice('\n')
+			if err != nil && err != bufio.ErrBufferFull {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
+				break
+			}
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(200*float64(b.N)/total.Seconds(), "MB/s")
+	b.ReportMetric(peakRSSMiB(b, p.cmd.Process.Pid), "MiB-peak-RSS")
+}
+
+// BenchmarkProcessFloodFloor: the same child piped straight to /dev/null.
+func BenchmarkProcessFloodFloor(b *testing.B) {
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := exec.Command("bash", "-c", floodCommand+" > /dev/null").Run(); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(200*float64(b.N)/total.Seconds(), "MB/s")
+}
+
+// BenchmarkProcessStarted: process_start of `true` (exec, no shell) until
+// its process_started event arrives.
+func BenchmarkProcessStarted(b *testing.B) {
+	p := startBench(b)
+	for b.Loop() {
+		io.WriteString(p.stdin, `{"id":"s","type":"process_start","command":"true","args":[]}`+"\n")
+		for {
+			line, err := p.stdout.ReadBytes('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"type":"process_started"`)) {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/process_started")
+}
+
+// peakRSSMiB reads the peak resident set size (VmHWM) of pid.
+func peakRSSMiB(b *testing.B, pid int) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
+}

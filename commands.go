@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -70,6 +71,9 @@ type server struct {
 	header       sessionHeader
 	maxLineBytes int
 	shell        string // bash, or /bin/sh where bash is missing
+	// command builds every child rpi runs (exec.Command; the fuzz test
+	// replaces it so that no input can run a real program).
+	command func(name string, args ...string) *exec.Cmd
 
 	// ctx is cancelled at shutdown; everything running watches it.
 	ctx    context.Context
@@ -113,6 +117,7 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 		header:         sessionHeader{Version: 3, ID: newUUIDv7(now), Timestamp: timestamp(now), Cwd: cfg.cwd},
 		maxLineBytes:   maxLineBytes,
 		shell:          findShell(),
+		command:        exec.Command,
 		thinkingLevel:  "medium",
 		steeringMode:   "one-at-a-time",
 		followUpMode:   "one-at-a-time",

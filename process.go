@@ -75,6 +75,7 @@ func startChild(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p
 			return nil, err
 		}
 		parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
+		growPipe(r)
 	}
 	cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[1]
 	var stdin *os.File
@@ -125,10 +126,16 @@ func startPTYChild(cmd *exec.Cmd, onOutput func(stream string, p []byte)) (*chil
 	return c, nil
 }
 
+// read passes a stream's output to onOutput until it ends. While a child
+// keeps writing (two reads in a row found data), a short read is followed
+// by readPause to let the pipe fill, so a flood of small writes costs a few
+// large reads instead of a wake-up each; output is coalesced for longer
+// than that anyway, and a single burst (echo hi) is not delayed.
 func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)) {
 	defer c.readers.Done()
 	defer pipe.Close()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 256<<10)
+	flowing := false
 	for {
 		n, err := pipe.Read(buf)
 		if n > 0 {
@@ -137,8 +144,15 @@ func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)
 		if err != nil {
 			return
 		}
+		if flowing && n < len(buf)/4 {
+			time.Sleep(readPause)
+		}
+		flowing = n > 0
 	}
 }
+
+// readPause is how long a reader lets a pipe fill after a short read.
+const readPause = time.Millisecond
 
 // wait waits for the child to exit, then kills what remains of its process
 // group (nothing a command started outlives it) and waits for the last of
@@ -205,7 +219,10 @@ type utf8Stream struct{ held []byte }
 // next returns the text of p (with what was held before), keeping back an
 // incomplete character at its end. Invalid bytes become U+FFFD when encoded.
 func (u *utf8Stream) next(p []byte) string {
-	data := append(u.held, p...)
+	data := p
+	if len(u.held) > 0 {
+		data = append(u.held, p...)
+	}
 	cut := len(data)
 	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax+1; i-- {
 		if utf8.RuneStart(data[i]) {
@@ -412,7 +429,7 @@ func (s *server) bash(r *request) (any, error) {
 		return nil, err
 	}
 	out := &bashOutput{s: s, requestID: r.idString(), text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
-	cmd := exec.Command(s.shell, "-c", command)
+	cmd := s.command(s.shell, "-c", command)
 	cmd.Dir = s.cfg.cwd
 	c, err := startChild(cmd, childOptions{}, out.add)
 	if err != nil {
@@ -642,6 +659,11 @@ func (p *process) addOutput(stream string, b []byte) {
 		p.flushLocked()
 		p.pendingOf = stream
 	}
+	for len(p.pending) == 0 && len(b) >= coalesceBytes {
+		// Whole chunks go out straight from the read buffer.
+		p.sendOutput(stream, p.text[stream].next(b[:coalesceBytes]))
+		b = b[coalesceBytes:]
+	}
 	p.pending = append(p.pending, b...)
 	if len(p.pending) >= coalesceBytes {
 		p.flushLocked()
@@ -810,9 +832,9 @@ func (s *server) processStart(r *request) (any, error) {
 
 	var cmd *exec.Cmd
 	if args != nil {
-		cmd = exec.Command(command, args...)
+		cmd = s.command(command, args...)
 	} else {
-		cmd = exec.Command(s.shell, "-c", command)
+		cmd = s.command(s.shell, "-c", command)
 	}
 	cmd.Dir = cwd
 	cmd.Env = os.Environ()

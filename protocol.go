@@ -90,23 +90,37 @@ func isBlank(line []byte) bool {
 
 // ---- Output: the one locked writer ----
 
-// output is the only path to stdout. Every record is encoded, given its
-// "\n", and written with one Write while mu is held.
+// output is the only path to stdout. Every record is encoded with its
+// "\n" and written with exactly one Write (json.Encoder writes each record
+// whole, once) while mu is held.
 type output struct {
-	mu     sync.Mutex // guards buf, enc, w and err: one whole record per Write
-	w      io.Writer
-	buf    bytes.Buffer
+	mu     sync.Mutex // guards enc, w and the records' order: one whole record per Write
 	enc    *json.Encoder
-	err    error
+	w      *recordWriter
 	stderr io.Writer
 
 	// gone is closed when a write fails: the client stopped reading.
 	gone chan struct{}
 }
 
+// recordWriter passes writes through and remembers the first failure.
+type recordWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (rw *recordWriter) Write(p []byte) (int, error) {
+	if rw.err != nil {
+		return 0, rw.err
+	}
+	n, err := rw.w.Write(p)
+	rw.err = err
+	return n, err
+}
+
 func newOutput(w, stderr io.Writer) *output {
-	o := &output{w: w, stderr: stderr, gone: make(chan struct{})}
-	o.enc = json.NewEncoder(&o.buf)
+	o := &output{w: &recordWriter{w: w}, stderr: stderr, gone: make(chan struct{})}
+	o.enc = json.NewEncoder(o.w)
 	o.enc.SetEscapeHTML(false)
 	return o
 }
@@ -117,20 +131,15 @@ func newOutput(w, stderr io.Writer) *output {
 func (o *output) write(v any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.buf.Cap() > 1<<20 {
-		o.buf = bytes.Buffer{} // do not keep one huge record's buffer forever
+	if o.w.err != nil {
+		return
 	}
-	o.buf.Reset()
 	if err := o.enc.Encode(v); err != nil {
+		if o.w.err != nil {
+			close(o.gone)
+			return
+		}
 		fmt.Fprintf(o.stderr, "rpi: bug: cannot encode %T: %v\n", v, err)
-		return
-	}
-	if o.err != nil {
-		return
-	}
-	if _, err := o.w.Write(o.buf.Bytes()); err != nil {
-		o.err = err
-		close(o.gone)
 	}
 }
 

@@ -450,10 +450,9 @@ func TestEventsDocumented(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(f.sections["want.jsonl"], "\n") {
-			var rec struct{ Type string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Type != "response" && rec.Type != "" && rec.Type != "extension_ui_request" {
-				shown[rec.Type] = true
+		for _, m := range recordType.FindAllStringSubmatch(f.sections["want.jsonl"], -1) {
+			if m[1] != "response" && m[1] != "extension_ui_request" {
+				shown[m[1]] = true
 			}
 		}
 	}
@@ -467,6 +466,8 @@ func TestEventsDocumented(t *testing.T) {
 		t.Errorf("fixtures show event %s, which eventTypes does not list", name)
 	}
 }
+
+var recordType = regexp.MustCompile(`(?m)^\{"type":"([a-z_]+)"`)
 
 // TestCommandsDocumented checks that every registered command has a fixture
 // and a README section.
@@ -809,8 +810,8 @@ func TestHelpAndVersion(t *testing.T) {
 
 // ---- Fuzzing ----
 
-// FuzzServe feeds arbitrary stdin to rpi, with every child program replaced
-// by /bin/true, and checks that stdout holds only whole JSON objects and
+// FuzzServe feeds arbitrary stdin to rpi, with every child program (bash
+// and process_start alike) replaced by /bin/true, and checks that stdout holds only whole JSON objects and
 // exactly one response per non-blank line.
 func FuzzServe(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/*.txtar")
@@ -825,7 +826,7 @@ func FuzzServe(f *testing.F) {
 		cfg, _, _ := parseArgs([]string{"rpc", "--cwd", cwd})
 		var stdout bytes.Buffer
 		s, _ := newServer(cfg, &stdout, io.Discard)
-		s.shell = "/bin/true"
+		s.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
 		s.maxLineBytes = 1 << 10
 		s.serve(bytes.NewReader(input), nil)
 		checkRecords(t, stdout.Bytes())

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 )
 
+// Linux-only parts of process handling: pseudo-terminals and pipe sizes.
+
 // openPTY opens a new pseudo-terminal pair with the standard library only:
 // /dev/ptmx, unlocked and named with ioctl, and a 24×80 window.
 func openPTY() (master, slave *os.File, err error) {
@@ -36,6 +38,17 @@ func openPTY() (master, slave *os.File, err error) {
 		return fail("set pty window size", err)
 	}
 	return master, slave, nil
+}
+
+// growPipe asks for a 1 MiB pipe buffer (Linux F_SETPIPE_SZ), so a child
+// that floods its output wakes rpi far less often. It is only a hint.
+func growPipe(f *os.File) {
+	const setPipeSize = 1031 // F_SETPIPE_SZ
+	if conn, err := f.SyscallConn(); err == nil {
+		conn.Control(func(fd uintptr) {
+			syscall.Syscall(syscall.SYS_FCNTL, fd, setPipeSize, 1<<20)
+		})
+	}
 }
 
 func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
