@@ -70,19 +70,20 @@ func startBench(b *testing.B) *benchProcess {
 	return p
 }
 
-// rssMiB reads the resident set size of pid from /proc.
-func rssMiB(b *testing.B, pid int) float64 {
+// statusMiB reads a memory figure of pid from /proc/PID/status: VmRSS
+// (resident now) or VmHWM (peak resident).
+func statusMiB(b *testing.B, pid int, field string) float64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return float64(kb) / 1024
 		}
 	}
-	b.Fatal("no VmRSS")
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -166,11 +167,11 @@ func BenchmarkMemory(b *testing.B) {
 	for b.Loop() {
 		p := startBench(b)
 		time.Sleep(200 * time.Millisecond)
-		idle := rssMiB(b, p.cmd.Process.Pid)
+		idle := statusMiB(b, p.cmd.Process.Pid, "VmRSS")
 		p.pipeline(b, 200_000)
-		after200k := rssMiB(b, p.cmd.Process.Pid)
+		after200k := statusMiB(b, p.cmd.Process.Pid, "VmRSS")
 		p.pipeline(b, 800_000)
-		after1M := rssMiB(b, p.cmd.Process.Pid)
+		after1M := statusMiB(b, p.cmd.Process.Pid, "VmRSS")
 		b.ReportMetric(idle, "MiB-idle")
 		b.ReportMetric(after200k, "MiB-after-200k")
 		b.ReportMetric(after1M, "MiB-after-1M")
@@ -255,7 +256,7 @@ func BenchmarkProcessFlood(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(200*float64(b.N)/total.Seconds(), "MB/s")
-	b.ReportMetric(peakRSSMiB(b, p.cmd.Process.Pid), "MiB-peak-RSS")
+	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak-RSS")
 }
 
 // BenchmarkProcessFloodFloor: the same child piped straight to /dev/null.
@@ -288,20 +289,4 @@ func BenchmarkProcessStarted(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/process_started")
-}
-
-// peakRSSMiB reads the peak resident set size (VmHWM) of pid.
-func peakRSSMiB(b *testing.B, pid int) float64 {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return float64(kb) / 1024
-		}
-	}
-	b.Fatal("no VmHWM")
-	return 0
 }
