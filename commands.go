@@ -54,6 +54,17 @@ func init() {
 		"process_kill":            (*server).processKill,
 		"process_wait":            (*server).processWait,
 		"process_remove":          (*server).processRemove,
+		"prompt":                  (*server).prompt,
+		"steer":                   (*server).steer,
+		"follow_up":               (*server).followUpCommand,
+		"abort":                   (*server).abort,
+		"abort_retry":             (*server).abortRetry,
+		"clear_queue":             (*server).clearQueue,
+		"set_model":               (*server).setModel,
+		"cycle_model":             (*server).cycleModel,
+		"get_available_models":    (*server).getAvailableModels,
+		"get_session_stats":       (*server).getSessionStats,
+		"get_todos":               (*server).getTodos,
 	}
 }
 
@@ -92,6 +103,15 @@ type server struct {
 	sessionName    string
 	messages       []any
 	bashRuns       map[*bashRun]bool
+	models         []*model
+	model          *model    // the model the next call uses; nil when none is usable
+	run            *agentRun // the running agent, nil when idle
+	steering       []*userMessage
+	followUp       []*userMessage
+	deferred       []any // user bash results waiting for the run to end
+	todos          []todo
+	retry          retrySettings
+	contextFiles   []contextFile
 	processes      map[string]*process
 	processOrder   []string // process ids, oldest first
 	dialogs        map[string]*dialog
@@ -131,6 +151,21 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 	if cfg.thinking != "" {
 		s.thinkingLevel = cfg.thinking
 	}
+	dir := agentDir()
+	models, err := loadModels(dir, cfg.provider, cfg.apiKey)
+	if err != nil {
+		return nil, err
+	}
+	defProvider, defModel, retry := loadSettings(dir)
+	m, thinking, err := chooseModel(models, cfg.provider, cfg.model, defProvider, defModel)
+	if err != nil {
+		return nil, err
+	}
+	if thinking != "" {
+		s.thinkingLevel = thinking
+	}
+	s.models, s.model, s.retry = models, m, retry
+	s.contextFiles = loadContextFiles(dir, cfg.cwd)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -202,7 +237,7 @@ func (s *server) answerLater(r *request, work func() (any, error)) <-chan struct
 
 // stateData is the answer to get_state (§6), in pi's key order.
 type stateData struct {
-	Model                 any    `json:"model"` // null: no model until the agent lands
+	Model                 any    `json:"model"` // a Model, or null when none is usable
 	ThinkingLevel         string `json:"thinkingLevel"`
 	IsStreaming           bool   `json:"isStreaming"`
 	IsCompacting          bool   `json:"isCompacting"`
@@ -232,8 +267,14 @@ func (s *server) getState(r *request) (any, error) {
 	running := s.runningProcesses()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var model any
+	if s.model != nil {
+		model = s.model
+	}
 	return stateData{
-		ThinkingLevel:         s.thinkingLevel,
+		Model:                 model,
+		ThinkingLevel:         s.effectiveThinking(),
+		IsStreaming:           s.run != nil,
 		SteeringMode:          s.steeringMode,
 		FollowUpMode:          s.followUpMode,
 		SessionID:             s.header.ID,
@@ -241,7 +282,8 @@ func (s *server) getState(r *request) (any, error) {
 		AutoCompactionEnabled: s.autoCompaction,
 		AutoRetryEnabled:      s.autoRetry,
 		MessageCount:          len(s.messages),
-		Todos:                 []todo{},
+		PendingMessageCount:   len(s.steering) + len(s.followUp),
+		Todos:                 append([]todo{}, s.todos...),
 		ProcessCount:          running,
 	}, nil
 }
@@ -256,14 +298,13 @@ func (s *server) getMessages(r *request) (any, error) {
 	}{append([]any{}, s.messages...)}, nil
 }
 
-// getLastAssistantText answers the text of the last assistant message, or
-// null. Until the agent lands no assistant message can exist, so the text
-// is always null.
+// getLastAssistantText answers the text of the last assistant answer that
+// has text (an aborted empty one is skipped), or null.
 // Fields: none. Answer: {"text": string|null}. Events: none.
 func (s *server) getLastAssistantText(r *request) (any, error) {
 	return struct {
 		Text *string `json:"text"`
-	}{nil}, nil
+	}{s.lastAssistantText()}, nil
 }
 
 // capabilities is the answer to get_capabilities.
@@ -287,6 +328,13 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var toolList []string
+	for _, t := range s.activeTools() {
+		toolList = append(toolList, t.name)
+	}
+	if toolList == nil {
+		toolList = []string{}
+	}
 	return capabilities{
 		ProtocolVersion: 1,
 		Version:         version,
@@ -294,7 +342,7 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		Events:          eventTypes,
 		ProcessSignals:  processSignals,
 		ProcessKeys:     processKeys,
-		Tools:           []string{},
+		Tools:           toolList,
 		MaxLineBytes:    s.maxLineBytes,
 	}, nil
 }
@@ -314,11 +362,20 @@ func (s *server) setThinkingLevel(r *request) (any, error) {
 	return nil, nil
 }
 
-// cycleThinkingLevel moves to the next thinking level the model supports.
-// With no reasoning model (always, until models land) it answers null.
+// cycleThinkingLevel moves to the next thinking level; with a model that
+// does not reason (or none) it answers null and nothing changes.
 // Fields: none. Answer: {"level":…} or null. Events: none.
 func (s *server) cycleThinkingLevel(r *request) (any, error) {
-	return nil, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil || !s.model.Reasoning {
+		return nil, nil
+	}
+	i := slices.Index(thinkingLevels, s.thinkingLevel)
+	s.thinkingLevel = thinkingLevels[(i+1)%len(thinkingLevels)]
+	return struct {
+		Level string `json:"level"`
+	}{s.thinkingLevel}, nil
 }
 
 // setSteeringMode sets how many queued steering messages one turn takes.

@@ -37,7 +37,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan o
 	case err != nil:
 		return initFailure(stdout, stderr, err)
 	case action == "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usageText)
 		return 0
 	case action == "version":
 		fmt.Fprintf(stdout, "rpi %s\n", version)
@@ -57,7 +57,7 @@ func initFailure(stdout, stderr io.Writer, err error) int {
 	return 1
 }
 
-const usage = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
+const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
 
 Usage:
   rpi rpc [flags]          serve the RPC protocol (same as --mode rpc)
@@ -101,8 +101,8 @@ type config struct {
 	cwd                string
 }
 
-// toolNames are the tools rpi knows, in the default order.
-var toolNames = []string{"read", "bash", "edit", "write", "todo_write", "process", "ask_user", "ls", "grep", "find"}
+// toolNames are the tools rpi knows (filled from tools in tools.go).
+var toolNames []string
 
 // parseArgs reads the command line. action is "serve", "help" or "version".
 func parseArgs(args []string) (cfg config, action string, err error) {

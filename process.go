@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -306,17 +305,16 @@ func cutTail(b []byte, maxLines, maxBytes int) []byte {
 
 // bashRun is one user bash command in flight.
 type bashRun struct {
-	child     *child
-	cancelled atomic.Bool
-	answered  <-chan struct{}
+	cancel   context.CancelFunc // abort_bash: kills the command
+	answered <-chan struct{}
 }
 
-// bashOutput gathers a bash command's output as it arrives: an event per
-// chunk, a tail per stream and of both interleaved, and — once the output
-// passes the limits — all of it in a temp file.
+// bashOutput gathers a shell command's output as it arrives: a tail per
+// stream and of both interleaved, onText for each chunk of text, and —
+// once the output passes the limits — all of it in a temp file.
 type bashOutput struct {
-	s         *server
-	requestID *string
+	s      *server
+	onText func(stream, text string)
 
 	mu       sync.Mutex // guards the fields below; the two streams write concurrently
 	stdout   tail
@@ -324,6 +322,10 @@ type bashOutput struct {
 	combined tail
 	text     map[string]*utf8Stream
 	full     *os.File
+}
+
+func newBashOutput(s *server, onText func(stream, text string)) *bashOutput {
+	return &bashOutput{s: s, onText: onText, text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
 }
 
 // bashUpdate is the data of a bash_execution_update event.
@@ -348,7 +350,7 @@ func (o *bashOutput) add(stream string, p []byte) {
 		o.saveFullOutput()
 	}
 	if chunk := o.text[stream].next(p); chunk != "" {
-		o.s.out.write(event{Type: "bash_execution_update", Data: bashUpdate{o.requestID, stream, chunk}})
+		o.onText(stream, chunk)
 	}
 }
 
@@ -394,7 +396,7 @@ func (o *bashOutput) finish(exitCode *int, cancelled bool) bashResult {
 	defer o.mu.Unlock()
 	for _, stream := range []string{"stdout", "stderr"} {
 		if chunk := o.text[stream].flush(); chunk != "" {
-			o.s.out.write(event{Type: "bash_execution_update", Data: bashUpdate{o.requestID, stream, chunk}})
+			o.onText(stream, chunk)
 		}
 	}
 	res := bashResult{ExitCode: exitCode, Cancelled: cancelled}
@@ -408,6 +410,34 @@ func (o *bashOutput) finish(exitCode *int, cancelled bool) bashResult {
 		o.full.Close()
 	}
 	return res
+}
+
+// runShell runs command with bash -c in the session cwd, in its own
+// process group, feeding its output to out, until it ends. Cancelling ctx
+// or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
+// and SIGKILL after a grace.
+func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *bashOutput) (ps *os.ProcessState, timedOut bool, err error) {
+	cmd := s.command(s.shell, "-c", command)
+	cmd.Dir = s.cfg.cwd
+	c, err := startChild(cmd, childOptions{}, out.add)
+	if err != nil {
+		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
+	}
+	cancel := context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if s.ctx.Err() != nil {
+			c.terminate()
+		} else {
+			c.signalGroup(syscall.SIGKILL)
+		}
+	})
+	ps = c.wait()
+	stop()
+	return ps, errors.Is(ctx.Err(), context.DeadlineExceeded), nil
 }
 
 // bash runs the user's own shell command (not the model's tool) with
@@ -424,43 +454,31 @@ func (s *server) bash(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout, hasTimeout, err := r.optPositive("timeout")
+	timeout, _, err := r.optPositive("timeout")
 	if err != nil {
 		return nil, err
 	}
-	out := &bashOutput{s: s, requestID: r.idString(), text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
-	cmd := s.command(s.shell, "-c", command)
-	cmd.Dir = s.cfg.cwd
-	c, err := startChild(cmd, childOptions{}, out.add)
-	if err != nil {
-		return nil, fmt.Errorf("Cannot start bash: %v", err)
-	}
-	run := &bashRun{child: c}
-	ctx, cancel := s.ctx, context.CancelFunc(func() {})
-	if hasTimeout {
-		ctx, cancel = context.WithTimeout(s.ctx, time.Duration(timeout*float64(time.Second)))
-	}
-	stopWatching := context.AfterFunc(ctx, func() {
-		run.cancelled.Store(true)
-		if s.ctx.Err() != nil {
-			c.terminate() // shutdown: SIGTERM first, SIGKILL after a grace
-		} else {
-			c.signalGroup(syscall.SIGKILL) // timeout
-		}
+	requestID := r.idString()
+	out := newBashOutput(s, func(stream, text string) {
+		s.emit("bash_execution_update", bashUpdate{requestID, stream, text})
 	})
+	ctx, cancel := context.WithCancel(s.ctx)
+	run := &bashRun{cancel: cancel}
 	s.mu.Lock()
 	s.bashRuns[run] = true
 	s.mu.Unlock()
 	run.answered = s.answerLater(r, func() (any, error) {
-		ps := c.wait()
-		stopWatching()
-		cancel()
+		defer cancel()
+		ps, timedOut, err := s.runShell(ctx, command, time.Duration(timeout*float64(time.Second)), out)
 		s.mu.Lock()
 		delete(s.bashRuns, run)
 		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		code, _ := exitStatus(ps)
-		res := out.finish(code, run.cancelled.Load())
-		s.appendMessage(bashExecutionMessage{
+		res := out.finish(code, ctx.Err() != nil || timedOut)
+		s.addBashMessage(bashExecutionMessage{
 			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,
 			Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath,
 			Timestamp: time.Now().UnixMilli(),
@@ -480,12 +498,11 @@ func (s *server) abortBash(r *request) (any, error) {
 		runs = append(runs, run)
 	}
 	s.mu.Unlock()
-	for _, run := range runs {
-		run.cancelled.Store(true)
-		run.child.signalGroup(syscall.SIGKILL)
-	}
 	if len(runs) == 0 {
 		return nil, nil
+	}
+	for _, run := range runs {
+		run.cancel()
 	}
 	s.answerLater(r, func() (any, error) {
 		for _, run := range runs {
@@ -494,6 +511,19 @@ func (s *server) abortBash(r *request) (any, error) {
 		return nil, nil
 	})
 	return noReply{}, nil
+}
+
+// addBashMessage adds a user bash command's result to the conversation;
+// while the agent runs it waits for the run to end, so that it never lands
+// between a tool call and its result.
+func (s *server) addBashMessage(m bashExecutionMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run != nil {
+		s.deferred = append(s.deferred, m)
+		return
+	}
+	s.messages = append(s.messages, m)
 }
 
 // appendMessage adds a message to the conversation.
@@ -794,6 +824,24 @@ func (s *server) runningProcess(r *request) (*process, error) {
 // Answer: {processId, pid}. Events: process_started right after the
 // answer, then process_output chunks, then process_exited.
 func (s *server) processStart(r *request) (any, error) {
+	_, err := s.startProcess(r, func(p *process) {
+		s.reply(r, processStartAnswer{p.id, p.child.pid}, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return noReply{}, nil
+}
+
+type processStartAnswer struct {
+	ProcessID string `json:"processId"`
+	PID       int    `json:"pid"`
+}
+
+// startProcess starts the process r describes. announce runs once it is
+// registered, before process_started and while no output event can be
+// written yet, so whatever announce writes comes first.
+func (s *server) startProcess(r *request, announce func(*process)) (*process, error) {
 	command, err := r.str("command")
 	if err == nil && command == "" {
 		err = invalid("command", "a non-empty string")
@@ -864,15 +912,12 @@ func (s *server) processStart(r *request) (any, error) {
 	s.mu.Unlock()
 	s.children.Add(1)
 	go p.waitExit()
-	s.reply(r, struct {
-		ProcessID string `json:"processId"`
-		PID       int    `json:"pid"`
-	}{p.id, c.pid}, nil)
-	s.out.write(event{Type: "process_started", Data: processStartedData{
+	announce(p)
+	s.emit("process_started", processStartedData{
 		ProcessID: p.id, PID: c.pid, Command: command, Args: args, Cwd: cwd, Name: name, PTY: pty,
 		StartedAt: timestamp(p.startedAt),
-	}})
-	return noReply{}, nil
+	})
+	return p, nil
 }
 
 // processInfo is one entry of process_list.

@@ -177,6 +177,21 @@ var eventTypes = []string{
 	"process_started",
 	"process_output",
 	"process_exited",
+	"agent_start",
+	"turn_start",
+	"message_start",
+	"message_update",
+	"message_end",
+	"tool_execution_start",
+	"tool_execution_update",
+	"tool_execution_end",
+	"turn_end",
+	"agent_end",
+	"agent_settled",
+	"queue_update",
+	"auto_retry_start",
+	"auto_retry_end",
+	"todo_updated",
 }
 
 // ---- Requests ----

@@ -120,15 +120,29 @@ func (f *fixture) input() []byte {
 	})
 }
 
-// options reads the harness's own settings (not rpi flags): "maxLineBytes N".
-func (f *fixture) maxLine() int {
+// option reads one of the harness's own settings (not rpi flags) from the
+// options section: "name value".
+func (f *fixture) option(name, otherwise string) string {
 	for _, line := range strings.Split(f.sections["options"], "\n") {
-		if v, ok := strings.CutPrefix(line, "maxLineBytes "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strings.TrimSpace(v)
 		}
 	}
-	return 0
+	return otherwise
+}
+
+func (f *fixture) maxLine() int {
+	n, _ := strconv.Atoi(f.option("maxLineBytes", "0"))
+	return n
+}
+
+// isolate points rpi at an empty agent dir and hides the developer's API
+// keys, so a test sees only the models it sets up.
+func isolate(t testing.TB, agentDir string) {
+	t.Setenv("PI_CODING_AGENT_DIR", agentDir)
+	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"} {
+		t.Setenv(name, "")
+	}
 }
 
 func (f *fixture) args() []string {
@@ -407,10 +421,22 @@ func TestFixtures(t *testing.T) {
 // that every output line is one JSON object and that no temp file is left
 // behind, and returns the normalised output.
 func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
-	cwd, tmp := t.TempDir(), t.TempDir()
+	cwd, tmp, agent := t.TempDir(), t.TempDir(), t.TempDir()
 	t.Setenv("TMPDIR", tmp)
+	isolate(t, agent)
+	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR", agent: "$AGENT_DIR"}}
+	if script, ok := f.sections["model.jsonl"]; ok {
+		fm := startFakeModel(t, f.option("api", apiOpenAI), script, agent)
+		norm.literal[fm.server.URL] = "$MODEL_URL"
+	}
+	for name, content := range f.sections {
+		if file, ok := strings.CutPrefix(name, "file "); ok {
+			path := filepath.Join(cwd, file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(content), 0o644)
+		}
+	}
 	args := append(f.args(), "--cwd", cwd)
-	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR"}}
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
 	go feedFixture(t, pw, f.input(), write, out, norm)
