@@ -495,9 +495,9 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
-	err := callModel(ctx, req, msg, start, func(ev assistantEvent) {
-		s.emit("message_update", messageUpdate{ev})
-	})
+	batch := &deltaBatch{send: func(ev assistantEvent) { s.emit("message_update", messageUpdate{ev}) }}
+	err := callModel(ctx, req, msg, start, batch.add)
+	batch.close()
 	run.mu.Lock()
 	run.retryAfter = -1
 	run.mu.Unlock()
@@ -526,6 +526,79 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 
 // modelTimeout bounds one model call, from request to the end of the stream.
 const modelTimeout = 10 * time.Minute
+
+// Deltas are coalesced: consecutive deltas of one block go out as one
+// message_update once deltaBatchBytes have gathered or deltaBatchDelay
+// after the first, so a fast model costs a few events, not one per token.
+const (
+	deltaBatchBytes = 4 << 10
+	deltaBatchDelay = 30 * time.Millisecond
+)
+
+// deltaBatch coalesces the deltas of a streaming answer; every other
+// event first sends what is pending, so the order is kept.
+type deltaBatch struct {
+	send func(assistantEvent)
+
+	mu      sync.Mutex // guards the fields below; held while sending
+	pending *assistantEvent
+	text    strings.Builder
+	timer   *time.Timer
+	closed  bool
+}
+
+func (b *deltaBatch) add(ev assistantEvent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ev.Delta == nil {
+		b.flushLocked()
+		b.send(ev)
+		return
+	}
+	if b.pending != nil && (b.pending.Type != ev.Type || b.pending.ContentIndex != ev.ContentIndex) {
+		b.flushLocked()
+	}
+	if b.pending == nil {
+		b.pending = &assistantEvent{Type: ev.Type, ContentIndex: ev.ContentIndex}
+	}
+	b.text.WriteString(*ev.Delta)
+	if b.text.Len() >= deltaBatchBytes {
+		b.flushLocked()
+	} else if b.timer == nil {
+		b.timer = time.AfterFunc(deltaBatchDelay, b.flush)
+	}
+}
+
+func (b *deltaBatch) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.flushLocked()
+	}
+}
+
+func (b *deltaBatch) flushLocked() {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	if b.pending == nil {
+		return
+	}
+	delta := b.text.String()
+	b.pending.Delta = &delta
+	b.send(*b.pending)
+	b.pending = nil
+	b.text.Reset()
+}
+
+// close sends what is pending; later timer firings do nothing.
+func (b *deltaBatch) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushLocked()
+	b.closed = true
+}
 
 // runTools runs the answer's tool calls one after another. A steering
 // message queued meanwhile skips the calls not yet started.
@@ -751,20 +824,29 @@ func (s *server) abort(r *request) (any, error) {
 }
 
 // abortRetry cancels a pending auto-retry wait; the run then ends with
-// auto_retry_end {success:false, finalError:"Retry cancelled"}.
+// auto_retry_end {success:false, finalError:"Retry cancelled"} and
+// agent_settled, and abortRetry answers after them. With no retry waiting
+// it answers at once and changes nothing.
 // Fields: none. Answer: null.
 func (s *server) abortRetry(r *request) (any, error) {
 	s.mu.Lock()
 	run := s.run
 	s.mu.Unlock()
-	if run != nil {
-		run.mu.Lock()
-		if run.cancelRetry != nil {
-			run.cancelRetry()
-		}
-		run.mu.Unlock()
+	if run == nil {
+		return nil, nil
 	}
-	return nil, nil
+	run.mu.Lock()
+	cancel := run.cancelRetry
+	run.mu.Unlock()
+	if cancel == nil {
+		return nil, nil
+	}
+	cancel()
+	s.answerLater(r, func() (any, error) {
+		<-run.settled
+		return nil, nil
+	})
+	return noReply{}, nil
 }
 
 // clearQueue empties both queues.

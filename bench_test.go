@@ -9,11 +9,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,8 +57,9 @@ type benchProcess struct {
 	stdout *bufio.Reader
 }
 
-func startBench(b *testing.B) *benchProcess {
+func startBench(b *testing.B, env ...string) *benchProcess {
 	cmd := exec.Command(rpiBinary(b), "rpc", "--cwd", b.TempDir())
+	cmd.Env = append(os.Environ(), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -289,4 +292,70 @@ func BenchmarkProcessStarted(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/process_started")
+}
+
+// benchAgent starts the built rpi against a fake model serving script.
+func benchAgent(b *testing.B, script string) *benchProcess {
+	agent := b.TempDir()
+	startFakeModel(b, apiOpenAI, script, agent).repeat()
+	return startBench(b, "PI_CODING_AGENT_DIR="+agent, "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+}
+
+// untilSettled reads records until agent_settled and returns the bytes read.
+func (p *benchProcess) untilSettled(b *testing.B) int {
+	n := 0
+	for {
+		line, err := p.stdout.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			b.Fatal(err)
+		}
+		n += len(line)
+		if bytes.HasPrefix(line, []byte(`{"type":"agent_settled"`)) {
+			return n
+		}
+	}
+}
+
+// BenchmarkPromptTwoTurns: a prompt whose answer is one bash tool call
+// (true) and then text, prompt → agent_settled, against the local fake
+// model; reports the median over the iterations (run with -benchtime 100x).
+func BenchmarkPromptTwoTurns(b *testing.B) {
+	benchPrompt(b, `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"true\"}"]}],"usage":{"input":100,"output":10}}
+{"text":["Done."],"usage":{"input":120,"output":2}}`)
+}
+
+// BenchmarkPromptText: a prompt answered with text only, for comparison.
+func BenchmarkPromptText(b *testing.B) {
+	benchPrompt(b, `{"text":["Done."],"usage":{"input":120,"output":2}}`)
+}
+
+// benchPrompt reports the median time from prompt to agent_settled.
+func benchPrompt(b *testing.B, script string) {
+	p := benchAgent(b, script)
+	var times []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Go"}`+"\n")
+		p.untilSettled(b)
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
+}
+
+// BenchmarkStreamCost: stdout bytes for a 10,000-token answer (4-byte
+// tokens) divided by the answer's own size.
+func BenchmarkStreamCost(b *testing.B) {
+	tokens := make([]string, 10000)
+	for i := range tokens {
+		tokens[i] = "tok "
+	}
+	line, _ := json.Marshal(map[string]any{"text": tokens})
+	p := benchAgent(b, string(line))
+	var ratio float64
+	for b.Loop() {
+		io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Talk"}`+"\n")
+		ratio = float64(p.untilSettled(b)) / float64(4*len(tokens))
+	}
+	b.ReportMetric(ratio, "stdout/answer")
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,6 +47,8 @@ type fakeModel struct {
 	mu       sync.Mutex
 	script   []scriptedResponse
 	requests []map[string]any // bodies received, in order
+	cycle    bool             // start the script again when it runs out (benchmarks)
+	served   int
 }
 
 // startFakeModel serves script in the given API's format and writes a
@@ -86,8 +89,15 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the fake model has no more scripted answers", http.StatusTeapot)
 		return
 	}
-	resp := fm.script[0]
-	fm.script = fm.script[1:]
+	resp := fm.script[fm.served%len(fm.script)]
+	fm.served++
+	if !fm.cycle {
+		fm.script = fm.script[1:]
+		fm.served = 0
+	}
+	if len(fm.requests) > 100 {
+		fm.requests = fm.requests[1:] // keep memory flat in long benchmarks
+	}
 	fm.mu.Unlock()
 	wantPath := "/v1/chat/completions"
 	if fm.api == apiAnthropic {
@@ -253,6 +263,13 @@ func (fm *fakeModel) anthropicStream(resp scriptedResponse, send func(string, st
 	send("message_stop", `{"type":"message_stop"}`)
 }
 
+// repeat makes the script start again when it runs out (for benchmarks).
+func (fm *fakeModel) repeat() {
+	fm.mu.Lock()
+	fm.cycle = true
+	fm.mu.Unlock()
+}
+
 // lastRequest is the body of the latest request the fake server received.
 func (fm *fakeModel) lastRequest() map[string]any {
 	fm.mu.Lock()
@@ -261,4 +278,62 @@ func (fm *fakeModel) lastRequest() map[string]any {
 		return nil
 	}
 	return fm.requests[len(fm.requests)-1]
+}
+
+// agentSession is an in-process rpi with a fake model.
+func agentSession(t *testing.T, api, script string, extraArgs ...string) (*processSession, *fakeModel, string) {
+	agent, cwd := t.TempDir(), t.TempDir()
+	isolate(t, agent)
+	fm := startFakeModel(t, api, script, agent)
+	os.WriteFile(filepath.Join(cwd, "AGENTS.md"), []byte("Always answer in French."), 0o644)
+	pr, pw := io.Pipe()
+	ps := &processSession{t: t, in: pw, out: newWatchedOutput(), done: make(chan struct{})}
+	go func() {
+		serveInProcess(t, append([]string{"rpc", "--cwd", cwd}, extraArgs...), pr, ps.out, 0)
+		close(ps.done)
+	}()
+	return ps, fm, cwd
+}
+
+// TestRequestBodies checks what rpi sends each API: the system prompt with
+// the context file, the tools, an image, the tool call and its result in
+// the next request, and the thinking settings.
+func TestRequestBodies(t *testing.T) {
+	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
+{"text":["done"]}`
+	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`
+	for _, api := range []string{apiOpenAI, apiAnthropic} {
+		t.Run(api, func(t *testing.T) {
+			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
+			ps.send(`{"id":"p","type":"prompt","message":"Look","images":[` + image + `]}`)
+			ps.waitFor(`"agent_settled"`)
+			ps.close()
+			body := fm.lastRequest()
+			data, _ := json.Marshal(body)
+			text := string(data)
+			for _, want := range wantInRequest[api] {
+				if !strings.Contains(text, want) {
+					t.Errorf("request lacks %s:\n%.3000s", want, text)
+				}
+			}
+		})
+	}
+}
+
+var wantInRequest = map[string][]string{
+	apiOpenAI: {
+		`"stream":true`, `"stream_options":{"include_usage":true}`, `"max_tokens":4096`, `"reasoning_effort":"low"`,
+		`{"content":"You are an expert coding assistant`, `"role":"system"`, `Always answer in French.`,
+		`{"image_url":{"url":"data:image/png;base64,aGk="},"type":"image_url"}`,
+		`"tool_calls":[{"function":{"arguments":"{\"command\":\"echo hi\"}","name":"bash"},"id":"call_1","type":"function"}]`,
+		`{"content":"hi\n","role":"tool","tool_call_id":"call_1"}`,
+		`"tools":[{"function":{"description":`, `"name":"read"`,
+	},
+	apiAnthropic: {
+		`"stream":true`, `"thinking":{"budget_tokens":4096,"type":"enabled"}`, `"system":"You are an expert coding assistant`,
+		`Always answer in French.`, `{"source":{"data":"aGk=","media_type":"image/png","type":"base64"},"type":"image"}`,
+		`{"id":"call_1","input":{"command":"echo hi"},"name":"bash","type":"tool_use"}`,
+		`{"content":"hi\n","is_error":false,"tool_use_id":"call_1","type":"tool_result"}`,
+		`"input_schema":{`,
+	},
 }

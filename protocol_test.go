@@ -322,7 +322,9 @@ func (n normalizer) apply(out []byte) string {
 }
 
 // mergeChunks joins consecutive output events of the same stream into one,
-// because where a child's output is split into chunks is up to the kernel.
+// and consecutive message_update deltas of the same block, because where a
+// child's output is split into chunks is up to the kernel, and where deltas
+// are batched is up to the clock.
 func mergeChunks(out []byte) []byte {
 	type chunkEvent struct {
 		Type string `json:"type"`
@@ -333,36 +335,53 @@ func mergeChunks(out []byte) []byte {
 			Chunk     string  `json:"chunk"`
 		} `json:"data"`
 	}
+	type deltaEvent struct {
+		Data messageUpdate `json:"data"`
+	}
 	var merged bytes.Buffer
 	var pending *chunkEvent
+	var pendingDelta *assistantEvent
 	flush := func() {
-		if pending != nil {
-			var data []byte
-			if pending.Type == "process_output" {
-				data, _ = json.Marshal(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
-			} else {
-				data, _ = json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
-			}
-			merged.Write(data)
-			merged.WriteByte('\n')
-			pending = nil
+		var data []byte
+		switch {
+		case pending != nil && pending.Type == "process_output":
+			data, _ = json.Marshal(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
+		case pending != nil:
+			data, _ = json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
+		case pendingDelta != nil:
+			data, _ = encodeJSON(event{Type: "message_update", Data: messageUpdate{*pendingDelta}})
+		default:
+			return
 		}
+		merged.Write(data)
+		merged.WriteByte('\n')
+		pending, pendingDelta = nil, nil
 	}
 	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
 		var ev chunkEvent
-		isChunk := bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || bytes.HasPrefix(line, []byte(`{"type":"process_output"`))
-		if !isChunk || json.Unmarshal(line, &ev) != nil {
+		var de deltaEvent
+		switch {
+		case bytes.HasPrefix(line, []byte(`{"type":"message_update"`)) && json.Unmarshal(line, &de) == nil && de.Data.AssistantMessageEvent.Delta != nil:
+			d := de.Data.AssistantMessageEvent
+			if pendingDelta != nil && pendingDelta.Type == d.Type && pendingDelta.ContentIndex == d.ContentIndex {
+				joined := *pendingDelta.Delta + *d.Delta
+				pendingDelta.Delta = &joined
+				continue
+			}
+			flush()
+			pendingDelta = &d
+		case (bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || bytes.HasPrefix(line, []byte(`{"type":"process_output"`))) && json.Unmarshal(line, &ev) == nil:
+			if pending != nil && pending.Type == ev.Type && sameID(pending.Data.RequestID, ev.Data.RequestID) &&
+				sameID(pending.Data.ProcessID, ev.Data.ProcessID) && pending.Data.Stream == ev.Data.Stream {
+				pending.Data.Chunk += ev.Data.Chunk
+				continue
+			}
+			flush()
+			pending = &ev
+		default:
 			flush()
 			merged.Write(line)
-			continue
 		}
-		if pending != nil && pending.Type == ev.Type && sameID(pending.Data.RequestID, ev.Data.RequestID) &&
-			sameID(pending.Data.ProcessID, ev.Data.ProcessID) && pending.Data.Stream == ev.Data.Stream {
-			pending.Data.Chunk += ev.Data.Chunk
-			continue
-		}
-		flush()
-		pending = &ev
 	}
 	flush()
 	return merged.Bytes()

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// toolServer is a server whose cwd is a temp dir holding files.
+func toolServer(t *testing.T, files map[string]string) *server {
+	t.Helper()
+	isolate(t, t.TempDir())
+	dir := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--tools", strings.Join(toolNames, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfg, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cancel(); waitGroup(&s.children, exitLimit); s.removeTempFiles() })
+	return s
+}
+
+// callTool runs a tool and returns its text (or error text) and whether it failed.
+func callTool(t *testing.T, s *server, name, args string) (string, bool) {
+	t.Helper()
+	res, isError := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "c", Name: name, Arguments: json.RawMessage(args)})
+	var parts []string
+	for _, b := range res.Content {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		} else {
+			parts = append(parts, "<"+b.Type+" "+b.MimeType+">")
+		}
+	}
+	return strings.Join(parts, "|"), isError
+}
+
+func TestTools(t *testing.T) {
+	long := strings.Repeat("line\n", 2500)
+	files := map[string]string{
+		"a.txt":          "one\ntwo\nthree\n",
+		"long.txt":       long,
+		"dup.txt":        "x = 1\nx = 1\n",
+		"crlf.txt":       "a\r\nb\r\n",
+		"pic.png":        "\x89PNG\r\n\x1a\nrest",
+		"src/main.go":    "package main\n\nfunc main() {\n\tprintln(\"hi\")\n}\n",
+		"src/util.go":    "package main\n// TODO: tidy\n",
+		"build/out.go":   "// TODO: generated\n",
+		".gitignore":     "build/\n*.log\n",
+		"debug.log":      "TODO in a log\n",
+		"docs/README.md": "# Docs\n",
+	}
+	tests := []struct {
+		tool, args string
+		want       string // the text must contain this
+		isError    bool
+	}{
+		{"read", `{"path":"a.txt"}`, "one\ntwo\nthree\n", false},
+		{"read", `{"path":"a.txt","offset":2,"limit":1}`, "two\n\n[2 more lines in file. Use offset=3 to continue.]", false},
+		{"read", `{"path":"a.txt","offset":9}`, "Offset 9 is beyond end of file (4 lines total)", true},
+		{"read", `{"path":"long.txt"}`, "[Showing lines 1-2000 of 2501. Use offset=2001 to continue.]", false},
+		{"read", `{"path":"pic.png"}`, "Read image file [image/png]|<image image/png>", false},
+		{"read", `{"path":"missing.txt"}`, "no such file or directory", true},
+		{"read", `{}`, `Invalid arguments for read: missing "path"`, true},
+		{"write", `{"path":"new/dir/b.txt","content":"hello"}`, "Successfully wrote 5 bytes to new/dir/b.txt", false},
+		{"edit", `{"path":"a.txt","oldText":"two","newText":"2"}`, "Successfully replaced text in a.txt.", false},
+		{"edit", `{"path":"a.txt","oldText":"zzz","newText":"2"}`, "Could not find the exact text in a.txt.", true},
+		{"edit", `{"path":"dup.txt","oldText":"x = 1","newText":"y"}`, "Found 2 occurrences of the text in dup.txt.", true},
+		{"edit", `{"path":"a.txt","oldText":"one","newText":"one"}`, "No changes made to a.txt.", true},
+		{"edit", `{"path":"nope.txt","oldText":"a","newText":"b"}`, "File not found: nope.txt", true},
+		{"edit", `{"path":"crlf.txt","oldText":"a\nb","newText":"c\nd"}`, "Successfully replaced text in crlf.txt.", false},
+		{"bash", `{"command":"echo out; sleep 0.1; echo err >&2"}`, "out\nerr\n", false},
+		{"bash", `{"command":"true"}`, "(no output)", false},
+		{"bash", `{"command":"echo bad; exit 3"}`, "bad\n\n\nCommand exited with code 3", true},
+		{"bash", `{"command":"sleep 5","timeout":0.1}`, "Command timed out after 0.1 seconds", true},
+		{"ls", `{}`, ".gitignore\na.txt\nbuild/\ncrlf.txt", false},
+		{"ls", `{"path":"a.txt"}`, "Not a directory:", true},
+		{"ls", `{"path":"nowhere"}`, "Path not found:", true},
+		{"ls", `{"limit":2}`, "[2 entries limit reached. Use limit=4 for more]", false},
+		{"grep", `{"pattern":"TODO"}`, "src/util.go:2: // TODO: tidy", false},
+		{"grep", `{"pattern":"todo","ignoreCase":true,"glob":"*.go"}`, "src/util.go:2: // TODO: tidy", false},
+		{"grep", `{"pattern":"println(","literal":true,"context":1}`, "src/main.go-3- func main() {\nsrc/main.go:4: \tprintln(\"hi\")\nsrc/main.go-5- }", false},
+		{"grep", `{"pattern":"nothing here"}`, "No matches found", false},
+		{"grep", `{"pattern":"(unclosed"}`, "Invalid pattern:", true},
+		{"grep", `{"pattern":"e","limit":1}`, "[1 matches limit reached. Use limit=2 for more, or refine pattern]", false},
+		{"find", `{"pattern":"*.go"}`, "src/main.go\nsrc/util.go", false},
+		{"find", `{"pattern":"src/**"}`, "src/main.go", false},
+		{"find", `{"pattern":"*.{md,txt}","limit":1}`, "[1 results limit reached. Use limit=2 for more, or refine pattern]", false},
+		{"find", `{"pattern":"*.xyz"}`, "No files found matching pattern", false},
+		{"todo_write", `{"todos":[{"content":"a","status":"pending"},{"id":"1","content":"b","status":"completed"}]}`, "Todo list updated: 2 items (1 pending, 0 in progress, 1 completed)", false},
+		{"todo_write", `{"todos":[{"content":"a","status":"done"}]}`, "item 1 needs content and a status of pending, in_progress or completed", true},
+		{"process", `{"action":"list"}`, `{"processes":[]}`, false},
+		{"process", `{"action":"fly"}`, "Invalid field action: must be one of start, list", true},
+		{"process", `{"action":"output","processId":"x"}`, "Unknown process: x", true},
+		{"nosuch", `{}`, "Tool nosuch not found", true},
+	}
+	s := toolServer(t, files)
+	for _, tt := range tests {
+		got, isError := callTool(t, s, tt.tool, tt.args)
+		if !strings.Contains(got, tt.want) || isError != tt.isError {
+			t.Errorf("%s %s:\n got %q (isError %v)\nwant it to contain %q (isError %v)", tt.tool, tt.args, got, isError, tt.want, tt.isError)
+		}
+	}
+	// What the tools did to the files.
+	for path, want := range map[string]string{"a.txt": "one\n2\nthree\n", "new/dir/b.txt": "hello", "crlf.txt": "c\r\nd\r\n"} {
+		if data, _ := os.ReadFile(filepath.Join(s.cfg.cwd, path)); string(data) != want {
+			t.Errorf("%s holds %q, want %q", path, data, want)
+		}
+	}
+	// .gitignore'd files never show up.
+	for _, args := range []string{`{"pattern":"TODO"}`, `{"pattern":"*"}`} {
+		tool := "grep"
+		if strings.Contains(args, `"*"`) {
+			tool = "find"
+		}
+		if got, _ := callTool(t, s, tool, args); strings.Contains(got, "build/out.go") || strings.Contains(got, "debug.log") {
+			t.Errorf("%s %s shows ignored files:\n%s", tool, args, got)
+		}
+	}
+	if todos := s.todos; len(todos) != 2 || todos[0].ID != "2" || todos[1].ID != "1" {
+		t.Errorf("todos %+v: want the new item to get a free id", todos)
+	}
+}
+
+// TestProcessTool drives a background process through the process tool.
+func TestProcessTool(t *testing.T) {
+	s := toolServer(t, nil)
+	got, isError := callTool(t, s, "process", `{"action":"start","command":"cat","name":"echo"}`)
+	var started processStartAnswer
+	if isError || json.Unmarshal([]byte(got), &started) != nil || started.ProcessID == "" {
+		t.Fatalf("start: %q", got)
+	}
+	id := started.ProcessID
+	for _, step := range []struct{ args, want string }{
+		{`{"action":"write","processId":"` + id + `","data":"ping\n"}`, "done"},
+		{`{"action":"send_keys","processId":"` + id + `","keys":["CtrlD"]}`, "done"},
+		{`{"action":"wait","processId":"` + id + `","timeout":5000}`, `"exitCode":0`},
+		{`{"action":"output","processId":"` + id + `"}`, `"stdout":"ping\n"`},
+	} {
+		if got, isError := callTool(t, s, "process", step.args); isError || !strings.Contains(got, step.want) {
+			t.Errorf("%s: got %q, want %q", step.args, got, step.want)
+		}
+	}
+}
+
+func TestGlobRegexp(t *testing.T) {
+	for _, tt := range []struct {
+		glob, path string
+		match      bool
+	}{
+		{"*.go", "main.go", true},
+		{"*.go", "src/main.go", false},
+		{"src/**/*.go", "src/a/b/c.go", true},
+		{"src/**/*.go", "src/c.go", true},
+		{"**/test_*.py", "a/test_x.py", true},
+		{"*.{md,txt}", "a.txt", true},
+		{"file?.txt", "file1.txt", true},
+		{"[ab].txt", "c.txt", false},
+	} {
+		re, err := globRegexp(tt.glob)
+		if err != nil || re.MatchString(tt.path) != tt.match {
+			t.Errorf("glob %q on %q: %v, want %v", tt.glob, tt.path, err == nil && re.MatchString(tt.path), tt.match)
+		}
+	}
+}
