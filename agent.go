@@ -184,10 +184,44 @@ func contextMessages(messages []any) []any {
 		case bashExecutionMessage:
 			closeOpen()
 			out = append(out, &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp})
+		case *summaryMessage:
+			closeOpen()
+			text := "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n" + m.Summary + "</summary>"
+			if m.Role == "compactionSummary" {
+				text = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n" + m.Summary + "\n</summary>"
+			}
+			out = append(out, &userMessage{Role: "user", Content: textBlocks(text), Timestamp: m.Timestamp})
+		case rawMessage:
+			var custom struct {
+				Role    string
+				Content json.RawMessage
+			}
+			json.Unmarshal(m, &custom)
+			if text := rawText(custom.Content); custom.Role == "custom" && text != "" {
+				closeOpen()
+				out = append(out, &userMessage{Role: "user", Content: textBlocks(text)})
+			}
 		}
 	}
 	closeOpen()
 	return out
+}
+
+// rawText is the text of a message content that is a string or blocks.
+func rawText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []contentBlock
+	json.Unmarshal(content, &blocks)
+	var b strings.Builder
+	for _, c := range blocks {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
 }
 
 // bashContextText is how a user bash command is told to the model (pi's text).
@@ -279,17 +313,20 @@ type retrySettings struct {
 }
 
 // loadSettings reads what rpi uses of pi's settings.json in the agent dir:
-// the default model and the retry timing. A missing file is fine.
-func loadSettings(dir string) (defaultProvider, defaultModel string, retry retrySettings) {
+// the default model, the retry timing and the compaction sizes. A missing
+// file is fine.
+func loadSettings(dir string) (defaultProvider, defaultModel string, retry retrySettings, compaction compactionSettings) {
 	retry = retrySettings{MaxRetries: 3, BaseDelayMs: 2000}
+	compaction = compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000}
 	data, err := os.ReadFile(filepath.Join(dir, "settings.json"))
 	if err != nil {
-		return "", "", retry
+		return "", "", retry, compaction
 	}
 	var file struct {
-		DefaultProvider string        `json:"defaultProvider"`
-		DefaultModel    string        `json:"defaultModel"`
-		Retry           retrySettings `json:"retry"`
+		DefaultProvider string             `json:"defaultProvider"`
+		DefaultModel    string             `json:"defaultModel"`
+		Retry           retrySettings      `json:"retry"`
+		Compaction      compactionSettings `json:"compaction"`
 	}
 	json.Unmarshal(data, &file)
 	if file.Retry.MaxRetries > 0 {
@@ -298,7 +335,13 @@ func loadSettings(dir string) (defaultProvider, defaultModel string, retry retry
 	if file.Retry.BaseDelayMs > 0 {
 		retry.BaseDelayMs = file.Retry.BaseDelayMs
 	}
-	return file.DefaultProvider, file.DefaultModel, retry
+	if file.Compaction.ReserveTokens > 0 {
+		compaction.ReserveTokens = file.Compaction.ReserveTokens
+	}
+	if file.Compaction.KeepRecentTokens > 0 {
+		compaction.KeepRecentTokens = file.Compaction.KeepRecentTokens
+	}
+	return file.DefaultProvider, file.DefaultModel, retry, compaction
 }
 
 // chooseModel picks the starting model: --model (and --provider), then
@@ -366,12 +409,17 @@ func (s *server) runAgent(run *agentRun, pending []*userMessage) {
 	defer s.background.Done()
 	defer close(run.settled)
 	attempt := 0
+	overflowRetried := false
 	for {
 		last, retryErr := s.runTurns(run, pending, attempt)
 		pending = nil
 		if retryErr == "" {
 			if attempt > 0 && last != nil && last.StopReason == "error" {
 				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
+			}
+			if s.autoCompact(run, last, overflowRetried) {
+				overflowRetried, attempt = true, 0
+				continue
 			}
 			break
 		}
@@ -385,8 +433,7 @@ func (s *server) runAgent(run *agentRun, pending []*userMessage) {
 	}
 	s.mu.Lock()
 	s.run = nil
-	s.messages = append(s.messages, s.deferred...)
-	s.deferred = nil
+	s.flushDeferred()
 	s.mu.Unlock()
 	run.cancel()
 	s.emit("agent_settled", nil)
@@ -769,8 +816,7 @@ func (s *server) prompt(r *request) (any, error) {
 		s.mu.Unlock()
 		return nil, errors.New(noModelMessage)
 	}
-	s.messages = append(s.messages, s.deferred...)
-	s.deferred = nil
+	s.flushDeferred()
 	run := s.startRun()
 	s.mu.Unlock()
 	s.reply(r, nil, nil)
@@ -901,6 +947,7 @@ func (s *server) setModel(r *request) (any, error) {
 	for _, m := range s.usableModels() {
 		if m.Provider == provider && m.ID == id {
 			s.model = m
+			s.record("model_change", "provider", m.Provider, "modelId", m.ID)
 			return m, nil
 		}
 	}
@@ -924,6 +971,7 @@ func (s *server) cycleModel(r *request) (any, error) {
 		}
 	}
 	s.model = next
+	s.record("model_change", "provider", next.Provider, "modelId", next.ID)
 	return struct {
 		Model         *model `json:"model"`
 		ThinkingLevel string `json:"thinkingLevel"`
@@ -974,6 +1022,9 @@ func (s *server) getSessionStats(r *request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := sessionStats{SessionID: s.header.ID, TotalMessages: len(s.messages)}
+	if s.session.path != "" {
+		st.SessionFile = s.session.path
+	}
 	for _, m := range s.messages {
 		switch m := m.(type) {
 		case *userMessage:

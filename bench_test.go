@@ -59,7 +59,7 @@ type benchProcess struct {
 
 func startBench(b *testing.B, env ...string) *benchProcess {
 	cmd := exec.Command(rpiBinary(b), "rpc", "--cwd", b.TempDir())
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir()), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -93,10 +93,11 @@ func statusMiB(b *testing.B, pid int, field string) float64 {
 // BenchmarkStartup: exec → session_started on stdout.
 func BenchmarkStartup(b *testing.B) {
 	bin := rpiBinary(b)
-	dir := b.TempDir()
+	dir, agent := b.TempDir(), b.TempDir()
 	var total time.Duration
 	for b.Loop() {
 		cmd := exec.Command(bin, "rpc", "--cwd", dir)
+		cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agent)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		start := time.Now()

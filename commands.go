@@ -65,6 +65,12 @@ func init() {
 		"get_available_models":    (*server).getAvailableModels,
 		"get_session_stats":       (*server).getSessionStats,
 		"get_todos":               (*server).getTodos,
+		"new_session":             (*server).newSessionCommand,
+		"switch_session":          (*server).switchSession,
+		"fork":                    (*server).fork,
+		"get_fork_messages":       (*server).getForkMessages,
+		"export_html":             (*server).exportHTML,
+		"compact":                 (*server).compact,
 	}
 }
 
@@ -111,6 +117,10 @@ type server struct {
 	deferred       []any // user bash results waiting for the run to end
 	todos          []todo
 	retry          retrySettings
+	compaction     compactionSettings
+	isCompacting   bool
+	session        *session
+	sessionDir     string // where new session files go; "" with --no-session or --session
 	contextFiles   []contextFile
 	processes      map[string]*process
 	processOrder   []string // process ids, oldest first
@@ -156,7 +166,7 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	defProvider, defModel, retry := loadSettings(dir)
+	defProvider, defModel, retry, compaction := loadSettings(dir)
 	m, thinking, err := chooseModel(models, cfg.provider, cfg.model, defProvider, defModel)
 	if err != nil {
 		return nil, err
@@ -164,8 +174,11 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 	if thinking != "" {
 		s.thinkingLevel = thinking
 	}
-	s.models, s.model, s.retry = models, m, retry
+	s.models, s.model, s.retry, s.compaction = models, m, retry, compaction
 	s.contextFiles = loadContextFiles(dir, cfg.cwd)
+	if err := s.openSession(dir); err != nil {
+		return nil, err
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -243,7 +256,7 @@ type stateData struct {
 	IsCompacting          bool   `json:"isCompacting"`
 	SteeringMode          string `json:"steeringMode"`
 	FollowUpMode          string `json:"followUpMode"`
-	SessionFile           any    `json:"sessionFile"` // null: nothing is written to disk yet
+	SessionFile           any    `json:"sessionFile"` // null with --no-session
 	SessionID             string `json:"sessionId"`
 	SessionName           string `json:"sessionName,omitempty"`
 	AutoCompactionEnabled bool   `json:"autoCompactionEnabled"`
@@ -267,14 +280,19 @@ func (s *server) getState(r *request) (any, error) {
 	running := s.runningProcesses()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var model any
+	var model, sessionFile any
 	if s.model != nil {
 		model = s.model
+	}
+	if s.session.path != "" {
+		sessionFile = s.session.path
 	}
 	return stateData{
 		Model:                 model,
 		ThinkingLevel:         s.effectiveThinking(),
 		IsStreaming:           s.run != nil,
+		IsCompacting:          s.isCompacting,
+		SessionFile:           sessionFile,
 		SteeringMode:          s.steeringMode,
 		FollowUpMode:          s.followUpMode,
 		SessionID:             s.header.ID,
@@ -358,6 +376,7 @@ func (s *server) setThinkingLevel(r *request) (any, error) {
 	}
 	s.mu.Lock()
 	s.thinkingLevel = level
+	s.record("thinking_level_change", "thinkingLevel", s.effectiveThinking())
 	s.mu.Unlock()
 	return nil, nil
 }
@@ -373,6 +392,7 @@ func (s *server) cycleThinkingLevel(r *request) (any, error) {
 	}
 	i := slices.Index(thinkingLevels, s.thinkingLevel)
 	s.thinkingLevel = thinkingLevels[(i+1)%len(thinkingLevels)]
+	s.record("thinking_level_change", "thinkingLevel", s.thinkingLevel)
 	return struct {
 		Level string `json:"level"`
 	}{s.thinkingLevel}, nil
@@ -430,7 +450,8 @@ func (s *server) setAutoRetry(r *request) (any, error) {
 	return nil, nil
 }
 
-// setSessionName names the session; get_state reports it.
+// setSessionName names the session (a session_info entry); get_state
+// reports it.
 // Fields: name (non-empty after trimming). Answer: null. Events: none.
 func (s *server) setSessionName(r *request) (any, error) {
 	name, err := r.str("name")
@@ -442,6 +463,7 @@ func (s *server) setSessionName(r *request) (any, error) {
 	}
 	s.mu.Lock()
 	s.sessionName = name
+	s.record("session_info", "name", name)
 	s.mu.Unlock()
 	return nil, nil
 }

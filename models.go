@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,11 +196,7 @@ func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
 
 // sortModels orders models.json models by provider, then as listed.
 func sortModels(models []*model) {
-	for i := 1; i < len(models); i++ {
-		for j := i; j > 0 && models[j].Provider < models[j-1].Provider; j-- {
-			models[j], models[j-1] = models[j-1], models[j]
-		}
-	}
+	slices.SortStableFunc(models, func(a, b *model) int { return strings.Compare(a.Provider, b.Provider) })
 }
 
 func cmpOr(a, b string) string {

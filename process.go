@@ -519,18 +519,28 @@ func (s *server) abortBash(r *request) (any, error) {
 func (s *server) addBashMessage(m bashExecutionMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.run != nil {
-		s.deferred = append(s.deferred, m)
-		return
+	s.deferred = append(s.deferred, m)
+	if s.run == nil {
+		s.flushDeferred()
 	}
-	s.messages = append(s.messages, m)
 }
 
-// appendMessage adds a message to the conversation.
+// appendMessage adds a message to the conversation and the session.
 func (s *server) appendMessage(m any) {
 	s.mu.Lock()
 	s.messages = append(s.messages, m)
+	s.record("message", "message", m)
 	s.mu.Unlock()
+}
+
+// flushDeferred adds the user bash results that waited for a run to end.
+// s.mu must be held.
+func (s *server) flushDeferred() {
+	for _, m := range s.deferred {
+		s.messages = append(s.messages, m)
+		s.record("message", "message", m)
+	}
+	s.deferred = nil
 }
 
 // ---- Background processes (§6) ----

@@ -192,6 +192,8 @@ var eventTypes = []string{
 	"auto_retry_start",
 	"auto_retry_end",
 	"todo_updated",
+	"auto_compaction_start",
+	"auto_compaction_end",
 }
 
 // ---- Requests ----

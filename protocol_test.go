@@ -275,6 +275,9 @@ var uuidPlaceholder = regexp.MustCompile(`\$UUID\d+`)
 // serveInProcess runs rpi with args on stdin until EOF, writing to stdout.
 func serveInProcess(t testing.TB, args []string, stdin io.Reader, stdout io.Writer, maxLine int) {
 	t.Helper()
+	if os.Getenv("PI_CODING_AGENT_DIR") == "" {
+		isolate(t, t.TempDir())
+	}
 	var stderr bytes.Buffer
 	cfg, action, err := parseArgs(args)
 	if err != nil || action != "serve" {
@@ -301,11 +304,13 @@ type normalizer struct {
 }
 
 var (
-	uuidPattern    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timePattern    = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
-	msPattern      = regexp.MustCompile(`"(timestamp|durationMs)":\d+`)
-	pidPattern     = regexp.MustCompile(`"pid":\d+`)
-	tempLogPattern = regexp.MustCompile(`rpi-bash-\d+\.log`)
+	uuidPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	msPattern       = regexp.MustCompile(`"(timestamp|durationMs)":\d+`)
+	pidPattern      = regexp.MustCompile(`"pid":\d+`)
+	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
+	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
+	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId)":"([0-9a-f]{8})"`)
 )
 
 func (n normalizer) apply(out []byte) string {
@@ -316,6 +321,8 @@ func (n normalizer) apply(out []byte) string {
 	s = numbered(s, uuidPattern, func(i int, _ string) string { return fmt.Sprintf("$UUID%d", i) })
 	s = numbered(s, pidPattern, func(i int, _ string) string { return fmt.Sprintf(`"pid":$PID%d`, i) })
 	s = timePattern.ReplaceAllString(s, "$$TIME")
+	s = fileTimePattern.ReplaceAllString(s, "$$FILETIME")
+	s = numberedGroup(s, entryIDPattern, "ENTRY")
 	s = msPattern.ReplaceAllString(s, `"$1":$$MS`)
 	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
 	return s
@@ -345,9 +352,9 @@ func mergeChunks(out []byte) []byte {
 		var data []byte
 		switch {
 		case pending != nil && pending.Type == "process_output":
-			data, _ = json.Marshal(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
+			data, _ = encodeJSON(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
 		case pending != nil:
-			data, _ = json.Marshal(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
+			data, _ = encodeJSON(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
 		case pendingDelta != nil:
 			data, _ = encodeJSON(event{Type: "message_update", Data: messageUpdate{*pendingDelta}})
 		default:
@@ -388,6 +395,21 @@ func mergeChunks(out []byte) []byte {
 }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// numberedGroup numbers the second group of each match, keeping the
+// first: "parentId":"a1b2c3d4" becomes "parentId":"$ENTRY1".
+func numberedGroup(s string, re *regexp.Regexp, prefix string) string {
+	seen := map[string]string{}
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		sub := re.FindStringSubmatch(m)
+		p, ok := seen[sub[2]]
+		if !ok {
+			p = fmt.Sprintf("%s%d", prefix, len(seen)+1)
+			seen[sub[2]] = p
+		}
+		return fmt.Sprintf(`"%s":"%s"`, sub[1], "$"+p)
+	})
+}
 
 // numbered replaces each distinct match of re with name(i), i counting
 // distinct values from 1 in order of first appearance.
@@ -443,11 +465,13 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	cwd, tmp, agent := t.TempDir(), t.TempDir(), t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	isolate(t, agent)
-	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR", agent: "$AGENT_DIR"}}
+	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR", agent: "$AGENT_DIR",
+		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"}}
 	if script, ok := f.sections["model.jsonl"]; ok {
 		fm := startFakeModel(t, f.option("api", apiOpenAI), script, agent)
 		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
+	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	for name, content := range f.sections {
 		if file, ok := strings.CutPrefix(name, "file "); ok {
 			path := filepath.Join(cwd, file)
@@ -465,7 +489,34 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("temp files left behind: %v", left)
 	}
+	if want, ok := f.sections["session.jsonl"]; ok {
+		files, _ := filepath.Glob(filepath.Join(agent, "sessions", "*", "*.jsonl"))
+		if len(files) != 1 {
+			t.Fatalf("want one session file, found %v", files)
+		}
+		data, _ := os.ReadFile(files[0])
+		// Normalised together with the output, so ids match across both.
+		both := norm.apply(append(append(out.bytes(), "--\n"...), data...))
+		got := both[strings.Index(both, "--\n")+3:]
+		if *update {
+			f.sections["session.jsonl"] = got
+		} else if got != want {
+			t.Errorf("session file differs\n--- got ---\n%s--- want ---\n%s", got, want)
+		}
+	}
 	return norm.apply(out.bytes())
+}
+
+// copyDir copies the files of src into dst.
+func copyDir(t testing.TB, src, dst string) {
+	entries, _ := os.ReadDir(src)
+	os.MkdirAll(dst, 0o755)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err == nil {
+			os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644)
+		}
+	}
 }
 
 // checkRecords fails unless out is whole lines, each one JSON object.
@@ -645,7 +696,12 @@ type rpiProcess struct {
 func startRPI(t *testing.T, args ...string) *rpiProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0")
+	agent := os.Getenv("PI_CODING_AGENT_DIR") // set by isolate, or a fresh one
+	if agent == "" {
+		agent = t.TempDir()
+	}
+	cmd.Env = append(os.Environ(), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0", "PI_CODING_AGENT_DIR="+agent,
+		"OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
 	p := &rpiProcess{cmd: cmd}
 	cmd.Stderr = &p.stderr
 	var err error
@@ -832,8 +888,14 @@ func TestInitFailures(t *testing.T) {
 		{"rpc", "--tools", "read,teleport"},
 		{"rpc", "--cwd", "/does/not/exist"},
 		{"rpc", "extra"},
+		{"rpc", "--session-dir", "/proc/rpi-cannot-write-here"},
+		{"rpc", "--session", "testdata/sessions/not-a-session.jsonl"},
 	} {
 		var stdout, stderr bytes.Buffer
+		isolate(t, t.TempDir())
+		if slices.Contains(args, "--session") {
+			args = append(args, "--cwd", ".")
+		}
 		code := run(args, strings.NewReader(""), &stdout, &stderr, nil)
 		var rec failureResponse
 		lines := strings.Count(stdout.String(), "\n")
@@ -867,8 +929,13 @@ func FuzzServe(f *testing.F) {
 	}
 	f.Add([]byte("{\"type\":\"get_state\"}\r\n\n  \n[1,2]\n\xff\xfe\n{\"id\":{},\"type\":1}"))
 	cwd := f.TempDir()
+	// export_html writes wherever it is told: not a thing to fuzz.
+	exportHTML := commands["export_html"]
+	delete(commands, "export_html")
+	f.Cleanup(func() { commands["export_html"] = exportHTML })
+	f.Setenv("PI_CODING_AGENT_DIR", f.TempDir())
 	f.Fuzz(func(t *testing.T, input []byte) {
-		cfg, _, _ := parseArgs([]string{"rpc", "--cwd", cwd})
+		cfg, _, _ := parseArgs([]string{"rpc", "--cwd", cwd, "--no-session"})
 		var stdout bytes.Buffer
 		s, _ := newServer(cfg, &stdout, io.Discard)
 		s.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
