@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -312,21 +313,27 @@ type retrySettings struct {
 	BaseDelayMs int `json:"baseDelayMs"`
 }
 
+// defaultConfirmTimeoutMs is how long an approval waits for the client
+// before it counts as denied (settings.json confirmTimeoutMs).
+const defaultConfirmTimeoutMs = 5 * 60 * 1000
+
 // loadSettings reads what rpi uses of pi's settings.json in the agent dir:
-// the default model, the retry timing and the compaction sizes. A missing
-// file is fine.
-func loadSettings(dir string) (defaultProvider, defaultModel string, retry retrySettings, compaction compactionSettings) {
+// the default model, the retry timing, the compaction sizes and rpi's own
+// confirmTimeoutMs. A missing file is fine.
+func loadSettings(dir string) (defaultProvider, defaultModel string, retry retrySettings, compaction compactionSettings, confirmTimeoutMs int64) {
+	confirmTimeoutMs = defaultConfirmTimeoutMs
 	retry = retrySettings{MaxRetries: 3, BaseDelayMs: 2000}
 	compaction = compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000}
 	data, err := os.ReadFile(filepath.Join(dir, "settings.json"))
 	if err != nil {
-		return "", "", retry, compaction
+		return "", "", retry, compaction, confirmTimeoutMs
 	}
 	var file struct {
 		DefaultProvider string             `json:"defaultProvider"`
 		DefaultModel    string             `json:"defaultModel"`
 		Retry           retrySettings      `json:"retry"`
 		Compaction      compactionSettings `json:"compaction"`
+		ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
 	}
 	json.Unmarshal(data, &file)
 	if file.Retry.MaxRetries > 0 {
@@ -341,7 +348,10 @@ func loadSettings(dir string) (defaultProvider, defaultModel string, retry retry
 	if file.Compaction.KeepRecentTokens > 0 {
 		compaction.KeepRecentTokens = file.Compaction.KeepRecentTokens
 	}
-	return file.DefaultProvider, file.DefaultModel, retry, compaction
+	if file.ConfirmTimeout > 0 {
+		confirmTimeoutMs = file.ConfirmTimeout
+	}
+	return file.DefaultProvider, file.DefaultModel, retry, compaction, confirmTimeoutMs
 }
 
 // chooseModel picks the starting model: --model (and --provider), then
@@ -426,6 +436,9 @@ func (s *server) runAgent(run *agentRun, pending []*userMessage) {
 		attempt++
 		delay := s.retryDelay(attempt, run)
 		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: s.retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr})
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
+			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, s.retry.MaxRetries, retryErr)})
+		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, s.retry.MaxRetries))
 		if !run.waitRetry(delay) {
 			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"})
 			break
@@ -436,6 +449,7 @@ func (s *server) runAgent(run *agentRun, pending []*userMessage) {
 	s.flushDeferred()
 	s.mu.Unlock()
 	run.cancel()
+	s.status("idle")
 	s.emit("agent_settled", nil)
 }
 
@@ -534,6 +548,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Unlock()
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: time.Now().UnixMilli()}
+	s.status("thinking")
 	started := false
 	start := func() {
 		started = true
@@ -690,6 +705,10 @@ func (s *server) runTool(ctx context.Context, call contentBlock) (toolResult, bo
 	if t == nil {
 		return toolResult{Content: textBlocks(fmt.Sprintf("Tool %s not found", call.Name))}, true
 	}
+	if slices.Contains(s.cfg.confirm, call.Name) && !s.approve(ctx, call) {
+		return toolResult{Content: textBlocks("Denied by user")}, true
+	}
+	s.status("running " + call.Name)
 	update := func(partial toolResult) {
 		s.emit("tool_execution_update", toolExecUpdate{call.ID, call.Name, call.Arguments, partial})
 	}
@@ -699,6 +718,12 @@ func (s *server) runTool(ctx context.Context, call contentBlock) (toolResult, bo
 		return res, true
 	}
 	return res, false
+}
+
+// status shows the agent's current activity in the client's status bar
+// (setStatus, key "rpi").
+func (s *server) status(activity string) {
+	s.tell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: activity})
 }
 
 // ---- Queues ----
@@ -762,11 +787,12 @@ func (s *server) emitQueue() { s.emit("queue_update", s.queueTexts()) }
 // ---- Prompting commands ----
 
 // userInput reads a command's message and images into a user message.
-func userInput(r *request) (*userMessage, error) {
+func (s *server) userInput(r *request) (*userMessage, error) {
 	text, err := r.str("message")
 	if err != nil {
 		return nil, err
 	}
+	text = s.expandSlash(text)
 	var images []contentBlock
 	if r.has("images") {
 		if err := r.decodeField("images", "an array of images", &images); err != nil {
@@ -793,7 +819,7 @@ func userInput(r *request) (*userMessage, error) {
 // turn_start, message_start/end, message_update, tool_execution_*,
 // turn_end, agent_end, agent_settled; queue_update when queued.
 func (s *server) prompt(r *request) (any, error) {
-	msg, err := userInput(r)
+	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
 	}
@@ -831,7 +857,7 @@ func (s *server) prompt(r *request) (any, error) {
 // skipped. While idle it waits for the next run.
 // Fields: message, [images]. Answer: null. Events: queue_update.
 func (s *server) steer(r *request) (any, error) {
-	msg, err := userInput(r)
+	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
 	}
@@ -842,7 +868,7 @@ func (s *server) steer(r *request) (any, error) {
 // followUpCommand queues a message delivered when the agent would otherwise stop.
 // Fields: message, [images]. Answer: null. Events: queue_update.
 func (s *server) followUpCommand(r *request) (any, error) {
-	msg, err := userInput(r)
+	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
 	}

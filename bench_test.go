@@ -30,7 +30,7 @@ var (
 )
 
 // rpiBinary builds the static binary once per test run.
-func rpiBinary(b *testing.B) string {
+func rpiBinary(b testing.TB) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rpi-bench-")
 		if err != nil {

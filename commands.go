@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -71,6 +72,7 @@ func init() {
 		"get_fork_messages":       (*server).getForkMessages,
 		"export_html":             (*server).exportHTML,
 		"compact":                 (*server).compact,
+		"get_commands":            (*server).getCommands,
 	}
 }
 
@@ -100,32 +102,35 @@ type server struct {
 	// children counts background processes whose process_exited is not out yet.
 	children sync.WaitGroup
 
-	mu             sync.Mutex // guards every field below
-	thinkingLevel  string
-	steeringMode   string
-	followUpMode   string
-	autoCompaction bool
-	autoRetry      bool
-	sessionName    string
-	messages       []any
-	bashRuns       map[*bashRun]bool
-	models         []*model
-	model          *model    // the model the next call uses; nil when none is usable
-	run            *agentRun // the running agent, nil when idle
-	steering       []*userMessage
-	followUp       []*userMessage
-	deferred       []any // user bash results waiting for the run to end
-	todos          []todo
-	retry          retrySettings
-	compaction     compactionSettings
-	isCompacting   bool
-	session        *session
-	sessionDir     string // where new session files go; "" with --no-session or --session
-	contextFiles   []contextFile
-	processes      map[string]*process
-	processOrder   []string // process ids, oldest first
-	dialogs        map[string]*dialog
-	tempFiles      []string
+	mu               sync.Mutex // guards every field below
+	thinkingLevel    string
+	steeringMode     string
+	followUpMode     string
+	autoCompaction   bool
+	autoRetry        bool
+	sessionName      string
+	messages         []any
+	bashRuns         map[*bashRun]bool
+	models           []*model
+	model            *model    // the model the next call uses; nil when none is usable
+	run              *agentRun // the running agent, nil when idle
+	steering         []*userMessage
+	followUp         []*userMessage
+	deferred         []any // user bash results waiting for the run to end
+	todos            []todo
+	retry            retrySettings
+	compaction       compactionSettings
+	isCompacting     bool
+	session          *session
+	sessionDir       string // where new session files go; "" with --no-session or --session
+	contextFiles     []contextFile
+	slashCommands    []slashCommand // prompt templates and skills
+	confirmTimeoutMs int64
+	notice           string // a warning for the client at startup
+	processes        map[string]*process
+	processOrder     []string // process ids, oldest first
+	dialogs          map[string]*dialog
+	tempFiles        []string
 }
 
 // sessionHeader is the data of session_started and the first line of a
@@ -166,7 +171,8 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	defProvider, defModel, retry, compaction := loadSettings(dir)
+	defProvider, defModel, retry, compaction, confirmTimeout := loadSettings(dir)
+	s.confirmTimeoutMs = confirmTimeout
 	m, thinking, err := chooseModel(models, cfg.provider, cfg.model, defProvider, defModel)
 	if err != nil {
 		return nil, err
@@ -176,6 +182,12 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 	}
 	s.models, s.model, s.retry, s.compaction = models, m, retry, compaction
 	s.contextFiles = loadContextFiles(dir, cfg.cwd)
+	s.slashCommands = loadResources(dir, "user")
+	if cfg.approve {
+		s.slashCommands = append(s.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project")...)
+	} else {
+		s.notice = skippedNotice(cfg.cwd)
+	}
 	if err := s.openSession(dir); err != nil {
 		return nil, err
 	}
@@ -452,7 +464,7 @@ func (s *server) setAutoRetry(r *request) (any, error) {
 
 // setSessionName names the session (a session_info entry); get_state
 // reports it.
-// Fields: name (non-empty after trimming). Answer: null. Events: none.
+// Fields: name (non-empty after trimming). Answer: null. UI: setTitle.
 func (s *server) setSessionName(r *request) (any, error) {
 	name, err := r.str("name")
 	if err != nil {
@@ -465,6 +477,7 @@ func (s *server) setSessionName(r *request) (any, error) {
 	s.sessionName = name
 	s.record("session_info", "name", name)
 	s.mu.Unlock()
+	s.tell(uiRequest{Method: "setTitle", Title: name})
 	return nil, nil
 }
 
@@ -507,12 +520,21 @@ func (s *server) extensionUIResponse(r *request) (any, error) {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	d, ok := s.dialogs[*id]
-	delete(s.dialogs, *id)
-	s.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("Unknown extension UI request id: %s (never asked, already answered or expired)", *id)
 	}
+	switch {
+	case a.cancelled:
+	case d.method == "confirm" && a.confirmed == nil:
+		return nil, errors.New("Invalid extension_ui_response: a confirm dialog takes confirmed (true or false) or cancelled")
+	case d.method != "confirm" && a.value == nil:
+		return nil, fmt.Errorf("Invalid extension_ui_response: a %s dialog takes value (a string) or cancelled", d.method)
+	case d.method == "select" && !oneOf(*a.value, d.options):
+		return nil, fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.options, ", "))
+	}
+	delete(s.dialogs, *id)
 	d.answer <- a
 	return noReply{}, nil
 }

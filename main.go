@@ -215,6 +215,9 @@ const (
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, sigs <-chan os.Signal) int {
 	s.out.write(event{Type: "session_started", Data: s.header})
+	if s.notice != "" {
+		s.tell(uiRequest{Method: "notify", Message: s.notice, NotifyType: "warning"})
+	}
 	frames := make(chan []frame, 4)
 	go readFrames(stdin, s.maxLineBytes, frames)
 

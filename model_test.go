@@ -53,7 +53,8 @@ type fakeModel struct {
 
 // startFakeModel serves script in the given API's format and writes a
 // models.json (model "fake/fake-model", no key needed) and a settings.json
-// (1 ms retry base delay; compaction keeps only the last turn) into agentDir.
+// (1 ms retry base delay; compaction keeps only the last turn; approvals
+// time out after 1 s) into agentDir.
 func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	fm := &fakeModel{api: api}
 	for _, line := range strings.Split(strings.TrimSpace(script), "\n") {
@@ -75,7 +76,7 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":%q,"models":[{"id":"fake-model","name":"Fake Model",`+
 		`"reasoning":true,"input":["text","image"],"contextWindow":100000,"maxTokens":4096,"cost":{"input":3,"output":15,"cacheRead":0.3,"cacheWrite":3.75}}]}}}`, base, api)
 	os.WriteFile(filepath.Join(agentDir, "models.json"), []byte(models), 0o644)
-	os.WriteFile(filepath.Join(agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":1},"compaction":{"keepRecentTokens":1}}`), 0o644)
+	os.WriteFile(filepath.Join(agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":1},"compaction":{"keepRecentTokens":1},"confirmTimeoutMs":1000}`), 0o644)
 	return fm
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -415,10 +416,32 @@ func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 
 // ---- Extension UI requests (§7) ----
 
+// uiRequest is an extension_ui_request: the host asking the client's UI.
+// Its fields are flattened beside type, id and method, as pi sends them.
+type uiRequest struct {
+	Type            string   `json:"type"`
+	ID              string   `json:"id"`
+	Method          string   `json:"method"`
+	Title           string   `json:"title,omitempty"`
+	Message         string   `json:"message,omitempty"`
+	Options         []string `json:"options,omitempty"`
+	Placeholder     string   `json:"placeholder,omitempty"`
+	Prefill         string   `json:"prefill,omitempty"`
+	Timeout         int64    `json:"timeout,omitempty"`
+	NotifyType      string   `json:"notifyType,omitempty"`
+	StatusKey       string   `json:"statusKey,omitempty"`
+	StatusText      string   `json:"statusText,omitempty"`
+	WidgetKey       string   `json:"widgetKey,omitempty"`
+	WidgetLines     []string `json:"widgetLines,omitempty"`
+	WidgetPlacement string   `json:"widgetPlacement,omitempty"`
+	Text            string   `json:"text,omitempty"`
+}
+
 // dialog is an extension_ui_request that waits for the client's answer.
 type dialog struct {
-	method string
-	answer chan uiAnswer // buffered: receives exactly one answer
+	method  string
+	options []string
+	answer  chan uiAnswer // buffered: receives exactly one answer
 }
 
 // uiAnswer is a client's extension_ui_response, already validated.
@@ -426,4 +449,43 @@ type uiAnswer struct {
 	value     *string
 	confirmed *bool
 	cancelled bool
+}
+
+// tell sends a fire-and-forget UI request (notify, setStatus, setWidget,
+// setTitle, set_editor_text); the client does not answer it.
+func (s *server) tell(req uiRequest) {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(time.Now())
+	s.out.write(req)
+}
+
+// ask shows a dialog (select, confirm, input, editor) and waits for the
+// client's answer. A timeout (req.Timeout ms) or ctx ending resolves it to
+// cancelled; the id is then forgotten, so a late answer is refused.
+func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(time.Now())
+	d := &dialog{method: req.Method, options: req.Options, answer: make(chan uiAnswer, 1)}
+	s.mu.Lock()
+	s.dialogs[req.ID] = d
+	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.dialogs, req.ID)
+		s.mu.Unlock()
+	}
+	s.out.write(req)
+	var expired <-chan time.Time
+	if req.Timeout > 0 {
+		timer := time.NewTimer(time.Duration(req.Timeout) * time.Millisecond)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case a := <-d.answer:
+		return a
+	case <-expired:
+		forget()
+	case <-ctx.Done():
+		forget()
+	}
+	return uiAnswer{cancelled: true}
 }

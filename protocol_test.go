@@ -227,23 +227,36 @@ func (w *watchedOutput) waitFor(text string, seen func([]byte) string) bool {
 
 // feedFixture writes input to w with feed, obeying "#wait TEXT" lines:
 // like a client waiting for an answer, it pauses until the normalised
-// output contains TEXT (written as the want section shows it). A $UUIDn in
+// output contains TEXT (written as the want section shows it); "#waitn N
+// TEXT" waits until it contains TEXT N times. A $UUIDn in
 // the input is replaced by the UUID that placeholder stands for in the
 // output so far, so a case can name a processId rpi generated.
 func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer) {
 	defer w.Close()
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
-		text, ok := bytes.CutPrefix(line, []byte("#wait "))
-		if !ok {
+		times, text := 1, []byte(nil)
+		if rest, ok := bytes.CutPrefix(line, []byte("#waitn ")); ok {
+			n, after, _ := bytes.Cut(rest, []byte(" "))
+			times, _ = strconv.Atoi(string(n))
+			text = after
+		} else if rest, ok := bytes.CutPrefix(line, []byte("#wait ")); ok {
+			text = rest
+		} else {
 			segment = append(segment, line...)
 			continue
 		}
 		write(w, withActualUUIDs(t, segment, out))
 		segment = nil
 		text = bytes.TrimSpace(text)
-		if !out.waitFor(string(text), norm.apply) {
-			t.Errorf("#wait %s: never seen in the output", text)
+		seen := func(b []byte) string {
+			if strings.Count(norm.apply(b), string(text)) >= times {
+				return string(text)
+			}
+			return ""
+		}
+		if !out.waitFor(string(text), seen) {
+			t.Errorf("#wait %s: never seen %d times in the output", text, times)
 			return
 		}
 	}
@@ -251,8 +264,22 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 }
 
 // withActualUUIDs replaces each $UUIDn in b with the UUID that placeholder
-// stands for in the output so far.
+// stands for in the output so far, and $DIALOG_ID with the id of the
+// latest dialog request (select, confirm, input, editor).
 func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
+	if bytes.Contains(b, []byte("$DIALOG_ID")) {
+		last := ""
+		for _, line := range bytes.Split(out.bytes(), []byte("\n")) {
+			var req uiRequest
+			if json.Unmarshal(line, &req) == nil && req.Type == "extension_ui_request" && oneOf(req.Method, []string{"select", "confirm", "input", "editor"}) {
+				last = req.ID
+			}
+		}
+		if last == "" {
+			t.Errorf("input names $DIALOG_ID before any dialog was asked")
+		}
+		b = bytes.ReplaceAll(b, []byte("$DIALOG_ID"), []byte(last))
+	}
 	if !uuidPlaceholder.Match(b) {
 		return b
 	}
@@ -473,6 +500,11 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	for name, content := range f.sections {
+		if file, ok := strings.CutPrefix(name, "agent "); ok {
+			path := filepath.Join(agent, file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(content), 0o644)
+		}
 		if file, ok := strings.CutPrefix(name, "file "); ok {
 			path := filepath.Join(cwd, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)

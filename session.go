@@ -695,7 +695,7 @@ func userText(raw json.RawMessage) (string, bool) {
 // names the old file as parentSession.
 // Fields: entryId (of a user message entry). Answer: {text (that
 // message's text, to edit and send again), cancelled:false}. Events:
-// session_started after the answer.
+// session_started after the answer. UI: set_editor_text with the text.
 func (s *server) fork(r *request) (any, error) {
 	id, err := r.str("entryId")
 	if err != nil {
@@ -739,10 +739,12 @@ func (s *server) fork(r *request) (any, error) {
 		}
 	}
 	s.mu.Unlock()
-	return s.switchTo(r, struct {
+	s.switchTo(r, struct {
 		Text      string `json:"text"`
 		Cancelled bool   `json:"cancelled"`
 	}{text, false}, cleared)
+	s.tell(uiRequest{Method: "set_editor_text", Text: text})
+	return noReply{}, nil
 }
 
 // getForkMessages lists the user messages a fork can start from, in file
@@ -1126,5 +1128,7 @@ func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetr
 		return false
 	}
 	s.emit("auto_compaction_end", compactionEnd{Result: &res, WillRetry: reason == "overflow"})
+	s.tell(uiRequest{Method: "notify", NotifyType: "info",
+		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
 	return reason == "overflow"
 }

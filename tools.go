@@ -45,10 +45,10 @@ func textResult(text string) toolResult { return toolResult{Content: textBlocks(
 var tools []*tool
 
 // defaultTools are active without --tools.
-var defaultTools = []string{"read", "bash", "edit", "write", "todo_write", "process"}
+var defaultTools = []string{"read", "bash", "edit", "write", "todo_write", "process", "ask_user"}
 
 func init() {
-	tools = []*tool{readTool, bashTool, editTool, writeTool, todoWriteTool, processTool, lsTool, grepTool, findTool}
+	tools = []*tool{readTool, bashTool, editTool, writeTool, todoWriteTool, processTool, askUserTool, lsTool, grepTool, findTool}
 	toolNames = nil
 	for _, t := range tools {
 		toolNames = append(toolNames, t.name)
@@ -720,9 +720,97 @@ var todoWriteTool = &tool{
 		s.emit("todo_updated", struct {
 			Todos []todo `json:"todos"`
 		}{todos})
+		lines := []string{}
+		for _, t := range todos {
+			mark := map[string]string{"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}[t.Status]
+			lines = append(lines, mark+" "+t.Content)
+		}
+		s.tell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: lines})
 		return textResult(fmt.Sprintf("Todo list updated: %d items (%d pending, %d in progress, %d completed)",
 			len(todos), counts["pending"], counts["in_progress"], counts["completed"])), nil
 	},
+}
+
+// ---- ask_user ----
+
+var askUserTool = &tool{
+	name:    "ask_user",
+	summary: "Ask the user a question and wait for the answer",
+	description: "Ask the user something only they can answer. With options the user picks one; with multiline " +
+		"they write longer text; otherwise they type a short answer. The answer comes back as text.",
+	schema: schema(`{"type":"object","properties":{"question":{"type":"string"},"options":{"type":"array","items":{"type":"string"},` +
+		`"description":"Choices to pick from"},"multiline":{"type":"boolean","description":"Ask for longer, multi-line text"},` +
+		`"placeholder":{"type":"string","description":"Hint shown in an empty answer field"}},"required":["question"]}`),
+	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+		var a struct {
+			Question    string
+			Options     []string
+			Multiline   bool
+			Placeholder string
+		}
+		if err := decodeArgs("ask_user", raw, &a, "question"); err != nil {
+			return toolResult{}, err
+		}
+		req := uiRequest{Method: "input", Title: a.Question, Placeholder: a.Placeholder}
+		switch {
+		case len(a.Options) > 0:
+			req = uiRequest{Method: "select", Title: a.Question, Options: a.Options}
+		case a.Multiline:
+			req = uiRequest{Method: "editor", Title: a.Question}
+		}
+		answer := s.ask(ctx, req)
+		if answer.cancelled || answer.value == nil {
+			return textResult("The user cancelled the question without answering."), nil
+		}
+		return textResult(*answer.value), nil
+	},
+}
+
+// ---- the approval gate ----
+
+// approve asks the client whether a --confirm tool call may run, saying
+// exactly what it would do. No answer within confirmTimeoutMs counts as
+// no.
+func (s *server) approve(ctx context.Context, call contentBlock) bool {
+	var a struct {
+		Path, Content, OldText, NewText, Command, Action, ProcessID, Signal, Data string
+		Args                                                                      []string
+	}
+	json.Unmarshal(call.Arguments, &a)
+	title, message := "Allow "+call.Name+"?", string(call.Arguments)
+	switch call.Name {
+	case "bash":
+		title, message = "Allow bash?", "Run: "+a.Command
+	case "write":
+		what := "create it"
+		if info, err := os.Stat(s.toolPath(a.Path)); err == nil {
+			what = fmt.Sprintf("replace its %d bytes", info.Size())
+		}
+		title, message = "Allow write to "+a.Path+"?", fmt.Sprintf("Write %d bytes to %s (%s)", len(a.Content), a.Path, what)
+	case "edit":
+		title = "Allow edit of " + a.Path + "?"
+		message = fmt.Sprintf("Replace %d lines with %d lines in %s:\n- %s\n+ %s", strings.Count(a.OldText, "\n")+1,
+			strings.Count(a.NewText, "\n")+1, a.Path, clip(a.OldText), clip(a.NewText))
+	case "process":
+		title = "Allow process " + a.Action + "?"
+		if a.Action == "start" {
+			message = "Start: " + strings.TrimSpace(a.Command+" "+strings.Join(a.Args, " "))
+		}
+	}
+	s.mu.Lock()
+	timeout := s.confirmTimeoutMs
+	s.mu.Unlock()
+	answer := s.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: timeout})
+	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
+}
+
+// clip shortens text for a one-line preview.
+func clip(text string) string {
+	text = strings.ReplaceAll(text, "\n", "⏎")
+	if len(text) > 80 {
+		return text[:77] + "..."
+	}
+	return text
 }
 
 // ---- process ----

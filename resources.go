@@ -1,0 +1,207 @@
+package main
+
+// Prompt templates and skills: Markdown files the user (and, with
+// --approve, the project) provides, listed by get_commands and expanded
+// when a prompt starts with /name or /skill:name.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// slashCommand is one entry of get_commands.
+type slashCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Source      string `json:"source"`   // prompt or skill
+	Location    string `json:"location"` // user or project
+	Path        string `json:"path"`
+
+	body string // the template or skill text, front matter removed
+}
+
+// frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
+func frontMatter(text string) (map[string]string, string) {
+	fields := map[string]string{}
+	rest, ok := strings.CutPrefix(strings.ReplaceAll(text, "\r\n", "\n"), "---\n")
+	if !ok {
+		return fields, text
+	}
+	head, body, ok := strings.Cut(rest, "\n---")
+	if !ok {
+		return fields, text
+	}
+	for _, line := range strings.Split(head, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return fields, strings.TrimPrefix(strings.TrimPrefix(body, "\r"), "\n")
+}
+
+// firstLine is a template's description when it has none: its first
+// non-empty line, cut to 60 characters.
+func firstLine(body string) string {
+	for _, line := range strings.Split(body, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if len(line) > 60 {
+				return line[:60] + "..."
+			}
+			return line
+		}
+	}
+	return ""
+}
+
+// loadResources reads the templates and skills of one location: *.md in
+// dir/prompts, and dir/skills/<name>/SKILL.md.
+func loadResources(dir, location string) []slashCommand {
+	var out []slashCommand
+	prompts, _ := filepath.Glob(filepath.Join(dir, "prompts", "*.md"))
+	for _, path := range prompts {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		fields, body := frontMatter(string(data))
+		desc := fields["description"]
+		if desc == "" {
+			desc = firstLine(body)
+		}
+		out = append(out, slashCommand{Name: strings.TrimSuffix(filepath.Base(path), ".md"), Description: desc,
+			Source: "prompt", Location: location, Path: path, body: body})
+	}
+	skills, _ := filepath.Glob(filepath.Join(dir, "skills", "*", "SKILL.md"))
+	for _, path := range skills {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		fields, body := frontMatter(string(data))
+		name := fields["name"]
+		if name == "" {
+			name = filepath.Base(filepath.Dir(path))
+		}
+		out = append(out, slashCommand{Name: "skill:" + name, Description: fields["description"],
+			Source: "skill", Location: location, Path: path, body: strings.TrimSpace(body)})
+	}
+	return out
+}
+
+// projectResources counts what ./.pi holds, to say what was skipped.
+func projectResources(cwd string) (prompts, skills int, settings bool) {
+	p, _ := filepath.Glob(filepath.Join(cwd, ".pi", "prompts", "*.md"))
+	k, _ := filepath.Glob(filepath.Join(cwd, ".pi", "skills", "*", "SKILL.md"))
+	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
+	return len(p), len(k), err == nil
+}
+
+// skippedNotice is the warning sent at startup when ./.pi holds resources
+// that only --approve loads; "" when there are none.
+func skippedNotice(cwd string) string {
+	prompts, skills, settings := projectResources(cwd)
+	var parts []string
+	if prompts > 0 {
+		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
+	}
+	if skills > 0 {
+		parts = append(parts, fmt.Sprintf("skills: %d", skills))
+	}
+	if settings {
+		parts = append(parts, "settings.json")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
+}
+
+// getCommands lists the prompt templates and skills a prompt can name.
+// Fields: none. Answer: {"commands":[{name, description, source:
+// "prompt"|"skill", location: "user"|"project", path}]}.
+func (s *server) getCommands(r *request) (any, error) {
+	commands := s.slashCommands
+	if commands == nil {
+		commands = []slashCommand{}
+	}
+	return struct {
+		Commands []slashCommand `json:"commands"`
+	}{commands}, nil
+}
+
+// expandSlash expands a prompt starting with /skill:name or /name (a
+// template); any other text comes back unchanged.
+func (s *server) expandSlash(text string) string {
+	if !strings.HasPrefix(text, "/") {
+		return text
+	}
+	name, rest, _ := strings.Cut(text[1:], " ")
+	name = strings.TrimSpace(name)
+	i := slices.IndexFunc(s.slashCommands, func(c slashCommand) bool { return c.Name == name })
+	if i < 0 {
+		return text
+	}
+	c := s.slashCommands[i]
+	rest = strings.TrimSpace(rest)
+	if c.Source == "skill" {
+		out := fmt.Sprintf("<skill name=%q location=%q>\nReferences are relative to %s.\n\n%s\n</skill>",
+			strings.TrimPrefix(c.Name, "skill:"), c.Path, filepath.Dir(c.Path), c.body)
+		if rest != "" {
+			out += "\n\n" + rest
+		}
+		return out
+	}
+	return substituteArgs(c.body, splitArgs(rest))
+}
+
+// splitArgs splits template arguments like a shell: on spaces and tabs,
+// with "…" and '…' quoting.
+func splitArgs(s string) []string {
+	var args []string
+	var cur strings.Builder
+	quote, inArg := rune(0), false
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inArg = r, true
+		case r == ' ' || r == '\t':
+			if inArg {
+				args, inArg = append(args, cur.String()), false
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+			inArg = true
+		}
+	}
+	if inArg {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
+var positional = regexp.MustCompile(`\$(\d+)`)
+
+// substituteArgs fills a template: $1…$n (missing ones are empty), then
+// $ARGUMENTS and $@ (all arguments joined with a space).
+func substituteArgs(body string, args []string) string {
+	out := positional.ReplaceAllStringFunc(body, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
+		if n >= 1 && n <= len(args) {
+			return args[n-1]
+		}
+		return ""
+	})
+	all := strings.Join(args, " ")
+	out = strings.ReplaceAll(out, "$ARGUMENTS", all)
+	return strings.ReplaceAll(out, "$@", all)
+}
