@@ -213,86 +213,37 @@ func BenchmarkBashTrueFloor(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/bash-true")
 }
 
-// BenchmarkStartupFloor: exec → first line of a static hello-world Go
-// program, the floor BenchmarkStartup stands on.
+// BenchmarkStartupFloor: exec → first line of two static hello-world Go
+// programs, one plain and one that links net/http (as rpi must, to reach
+// the model APIs): the floors BenchmarkStartup stands on.
 func BenchmarkStartupFloor(b *testing.B) {
-	dir := b.TempDir()
-	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.Write([]byte(\"hi\\n\")) }\n"), 0o644)
-	build := exec.Command("go", "build", "-o", "hello", ".")
-	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("%v\n%s", err, out)
-	}
-	var total time.Duration
-	for b.Loop() {
-		cmd := exec.Command(filepath.Join(dir, "hello"))
-		stdout, _ := cmd.StdoutPipe()
-		start := time.Now()
-		cmd.Start()
-		bufio.NewReader(stdout).ReadBytes('\n')
-		total += time.Since(start)
-		cmd.Wait()
-	}
-	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-line")
-}
-
-// floodCommand writes 200 MB of printable bytes to stdout.
-const floodCommand = "head -c 200000000 /dev/zero | tr '\\0' x"
-
-// BenchmarkProcessFlood: a child writing 200 MB, read by the client as
-// process_output events; reports MB/s and rpi's peak resident memory.
-func BenchmarkProcessFlood(b *testing.B) {
-	p := startBench(b)
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		io.WriteString(p.stdin, `{"id":"f","type":"process_start","command":"`+strings.ReplaceAll(floodCommand, `\`, `\\`)+`"}`+"\n")
-		for {
-			line, err := p.stdout.ReadSlice('\n')
-			if err != nil && err != bufio.ErrBufferFull {
-				b.Fatal(err)
+	for _, variant := range []struct{ name, imports, use string }{
+		{"plain", `"os"`, ""},
+		{"net-http", "\"net/http\"\n\t\"os\"", "var _ = http.DefaultClient\n\n"},
+	} {
+		b.Run(variant.name, func(b *testing.B) {
+			dir := b.TempDir()
+			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n"), 0o644)
+			os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport (\n\t"+variant.imports+"\n)\n\n"+variant.use+
+				"func main() { os.Stdout.Write([]byte(\"hi\\n\")) }\n"), 0o644)
+			build := exec.Command("go", "build", "-o", "hello", ".")
+			build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				b.Fatalf("%v\n%s", err, out)
 			}
-			if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
-				break
+			var total time.Duration
+			for b.Loop() {
+				cmd := exec.Command(filepath.Join(dir, "hello"))
+				stdout, _ := cmd.StdoutPipe()
+				start := time.Now()
+				cmd.Start()
+				bufio.NewReader(stdout).ReadBytes('\n')
+				total += time.Since(start)
+				cmd.Wait()
 			}
-		}
-		total += time.Since(start)
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-line")
+		})
 	}
-	b.ReportMetric(200*float64(b.N)/total.Seconds(), "MB/s")
-	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak-RSS")
-}
-
-// BenchmarkProcessFloodFloor: the same child piped straight to /dev/null.
-func BenchmarkProcessFloodFloor(b *testing.B) {
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if err := exec.Command("bash", "-c", floodCommand+" > /dev/null").Run(); err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(start)
-	}
-	b.ReportMetric(200*float64(b.N)/total.Seconds(), "MB/s")
-}
-
-// BenchmarkProcessStarted: process_start of `true` (exec, no shell) until
-// its process_started event arrives.
-func BenchmarkProcessStarted(b *testing.B) {
-	p := startBench(b)
-	for b.Loop() {
-		io.WriteString(p.stdin, `{"id":"s","type":"process_start","command":"true","args":[]}`+"\n")
-		for {
-			line, err := p.stdout.ReadBytes('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if bytes.HasPrefix(line, []byte(`{"type":"process_started"`)) {
-				break
-			}
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/process_started")
 }
 
 // benchAgent starts the built rpi against a fake model serving script.
@@ -355,6 +306,17 @@ func BenchmarkStreamCost(b *testing.B) {
 	p := benchAgent(b, string(line))
 	var ratio float64
 	for b.Loop() {
+		// A fresh session each time, so the conversation does not grow.
+		io.WriteString(p.stdin, `{"id":"n","type":"new_session"}`+"\n")
+		for {
+			line, err := p.stdout.ReadBytes('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"type":"session_started"`)) {
+				break
+			}
+		}
 		io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Talk"}`+"\n")
 		ratio = float64(p.untilSettled(b)) / float64(4*len(tokens))
 	}
