@@ -652,7 +652,7 @@ type process struct {
 	pendingOf  string
 	flushTimer *time.Timer
 	text       map[string]*utf8Stream
-	lastInput  chan struct{} // closed when the latest stdin write or key press is done
+	lastInput  <-chan struct{} // closed when the latest stdin write or key press is answered
 	stdinGone  bool          // closed by CtrlD
 	exited     bool
 	exitCode   *int
@@ -763,15 +763,14 @@ func (p *process) waitExit() {
 	close(p.done)
 }
 
-// afterInput runs work once the process's earlier stdin writes and key
-// presses are done, in the background, and answers r with its error or null.
+// afterInput runs work in the background once the process's earlier
+// stdin writes and key presses have been answered, and answers r with its
+// error or null; so writes happen, and are answered, in the order sent.
 func (p *process) afterInput(r *request, work func() error) {
 	p.mu.Lock()
-	previous, done := p.lastInput, make(chan struct{})
-	p.lastInput = done
-	p.mu.Unlock()
-	p.s.answerLater(r, func() (any, error) {
-		defer close(done)
+	defer p.mu.Unlock()
+	previous := p.lastInput
+	p.lastInput = p.s.answerLater(r, func() (any, error) {
 		<-previous
 		return nil, work()
 	})

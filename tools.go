@@ -905,8 +905,9 @@ func (s *server) processInput(r *request, action string) error {
 		}
 	}
 	done := make(chan error, 1)
+	mine := make(chan struct{})
 	p.mu.Lock()
-	previous, mine := p.lastInput, make(chan struct{})
+	previous := p.lastInput
 	p.lastInput = mine
 	p.mu.Unlock()
 	go func() {
