@@ -653,7 +653,7 @@ type process struct {
 	flushTimer *time.Timer
 	text       map[string]*utf8Stream
 	lastInput  <-chan struct{} // closed when the latest stdin write or key press is answered
-	stdinGone  bool          // closed by CtrlD
+	stdinGone  bool            // closed by CtrlD
 	exited     bool
 	exitCode   *int
 	signal     *string
