@@ -1093,10 +1093,39 @@ func (s *server) processKill(r *request) (any, error) {
 	return nil, nil
 }
 
-// processWait waits for a process to exit, in the background.
+// waitResult is the answer to process_wait.
+type waitResult struct {
+	ExitCode *int    `json:"exitCode"`
+	Signal   *string `json:"signal"`
+	TimedOut bool    `json:"timedOut"`
+}
+
+// waitFor waits until the process has exited (and process_exited is
+// out), the timeout passes (0: no timeout), or ctx ends (ok is false).
+func (p *process) waitFor(ctx context.Context, timeout time.Duration) (res waitResult, ok bool) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return waitResult{p.exitCode, p.signal, false}, true
+	case <-expired:
+		return waitResult{TimedOut: true}, true
+	case <-ctx.Done():
+		return waitResult{}, false
+	}
+}
+
+// processWait waits for a process to exit, in the background (at once
+// when it already has).
 // Fields: processId; [timeout] (ms). Answer: {exitCode, signal, timedOut}.
 func (s *server) processWait(r *request) (any, error) {
-	timeout, hasTimeout, err := r.optPositive("timeout")
+	timeout, _, err := r.optPositive("timeout")
 	if err != nil {
 		return nil, err
 	}
@@ -1104,35 +1133,16 @@ func (s *server) processWait(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	type waitResult struct {
-		ExitCode *int    `json:"exitCode"`
-		Signal   *string `json:"signal"`
-		TimedOut bool    `json:"timedOut"`
-	}
-	exit := func() waitResult {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return waitResult{p.exitCode, p.signal, false}
+	wait := func() (any, error) {
+		res, _ := p.waitFor(context.Background(), time.Duration(timeout*float64(time.Millisecond)))
+		return res, nil
 	}
 	select {
 	case <-p.done:
-		return exit(), nil
+		return wait()
 	default:
 	}
-	s.answerLater(r, func() (any, error) {
-		var expired <-chan time.Time
-		if hasTimeout {
-			timer := time.NewTimer(time.Duration(timeout * float64(time.Millisecond)))
-			defer timer.Stop()
-			expired = timer.C
-		}
-		select {
-		case <-p.done:
-			return exit(), nil
-		case <-expired:
-			return waitResult{TimedOut: true}, nil
-		}
-	})
+	s.answerLater(r, wait)
 	return noReply{}, nil
 }
 

@@ -388,14 +388,8 @@ var lsTool = &tool{
 			names = append(names, name)
 		}
 		sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
-		if len(names) == 0 {
-			return textResult("(empty directory)"), nil
-		}
-		text := strings.Join(names[:min(limit, len(names))], "\n")
-		if len(names) > limit {
-			text += fmt.Sprintf("\n\n[%d entries limit reached. Use limit=%d for more]", limit, 2*limit)
-		}
-		return textResult(text), nil
+		return listResult(names[:min(limit, len(names))], "(empty directory)", len(names) > limit,
+			fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, 2*limit)), nil
 	},
 }
 
@@ -609,15 +603,22 @@ var grepTool = &tool{
 		if err != nil {
 			return toolResult{}, err
 		}
-		if len(out) == 0 {
-			return textResult("No matches found"), nil
-		}
-		text := strings.Join(out, "\n")
-		if cut {
-			text += fmt.Sprintf("\n\n[%d matches limit reached. Use limit=%d for more, or refine pattern]", limit, 2*limit)
-		}
-		return textResult(text), nil
+		return listResult(out, "No matches found", cut,
+			fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", limit, 2*limit)), nil
 	},
+}
+
+// listResult is a tool result of lines: emptyText when there are none,
+// and notice in brackets after them when the list was cut.
+func listResult(lines []string, emptyText string, cut bool, notice string) toolResult {
+	if len(lines) == 0 {
+		return textResult(emptyText)
+	}
+	text := strings.Join(lines, "\n")
+	if cut {
+		text += "\n\n[" + notice + "]"
+	}
+	return textResult(text)
 }
 
 // ---- find ----
@@ -666,14 +667,8 @@ var findTool = &tool{
 		if err != nil {
 			return toolResult{}, err
 		}
-		if len(found) == 0 {
-			return textResult("No files found matching pattern"), nil
-		}
-		text := strings.Join(found, "\n")
-		if cut {
-			text += fmt.Sprintf("\n\n[%d results limit reached. Use limit=%d for more, or refine pattern]", limit, 2*limit)
-		}
-		return textResult(text), nil
+		return listResult(found, "No files found matching pattern", cut,
+			fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, 2*limit)), nil
 	},
 }
 
@@ -921,28 +916,17 @@ func (s *server) processInput(r *request, action string) error {
 // waitForProcess waits for the process tool: until the process exits, the
 // timeout (ms) passes, or the run is aborted.
 func (s *server) waitForProcess(ctx context.Context, r *request) (any, error) {
+	timeout, _, err := r.optPositive("timeout")
+	if err != nil {
+		return nil, err
+	}
 	p, err := s.lookupProcess(r)
 	if err != nil {
 		return nil, err
 	}
-	timeout, hasTimeout, err := r.optPositive("timeout")
-	if err != nil {
-		return nil, err
-	}
-	var expired <-chan time.Time
-	if hasTimeout {
-		timer := time.NewTimer(time.Duration(timeout * float64(time.Millisecond)))
-		defer timer.Stop()
-		expired = timer.C
-	}
-	select {
-	case <-p.done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return map[string]any{"exitCode": p.exitCode, "signal": p.signal, "timedOut": false}, nil
-	case <-expired:
-		return map[string]any{"exitCode": nil, "signal": nil, "timedOut": true}, nil
-	case <-ctx.Done():
+	res, ok := p.waitFor(ctx, time.Duration(timeout*float64(time.Millisecond)))
+	if !ok {
 		return nil, errors.New("Operation aborted")
 	}
+	return res, nil
 }
