@@ -1065,7 +1065,8 @@ func (p *process) pressKey(key string) error {
 }
 
 // processSignal sends a signal to a running process's whole group.
-// Fields: processId, signal (ProcessSignal). Answer: null.
+// Fields: processId, signal (ProcessSignal). Answer: null, always before
+// the process_exited the signal may cause.
 func (s *server) processSignal(r *request) (any, error) {
 	name, err := r.enum("signal", processSignals)
 	if err != nil {
@@ -1075,21 +1076,37 @@ func (s *server) processSignal(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, p.child.signalGroup(signalNumbers[name])
+	return p.signalAndReply(r, signalNumbers[name])
 }
 
 // processKill stops a running process: SIGTERM to its group, then SIGKILL
 // if it has not exited 2 s later.
-// Fields: processId. Answer: null once SIGTERM is sent. Events: process_exited.
+// Fields: processId. Answer: null once SIGTERM is sent, before
+// process_exited.
 func (s *server) processKill(r *request) (any, error) {
 	p, err := s.runningProcess(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.child.signalGroup(syscall.SIGTERM); err != nil {
+	data, err := p.signalAndReply(r, syscall.SIGTERM)
+	if err == nil {
+		go p.child.killAfterGrace()
+	}
+	return data, err
+}
+
+// signalAndReply signals the process group and answers r while holding
+// p.mu, which process_exited also needs: the answer always comes first.
+func (p *process) signalAndReply(r *request, sig syscall.Signal) (any, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.child.signalGroup(sig); err != nil {
 		return nil, err
 	}
-	go p.child.killAfterGrace()
+	if r.typ != "process" { // the process tool answers through its tool result
+		p.s.reply(r, nil, nil)
+		return noReply{}, nil
+	}
 	return nil, nil
 }
 
