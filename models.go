@@ -45,7 +45,6 @@ type model struct {
 	apiKey    string            // resolved credential; empty when none
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
-	fromFile  bool
 	imageable bool
 }
 
@@ -145,7 +144,7 @@ func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
 				}
 				mod := &model{ID: m.ID, Name: cmpOr(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					fromFile: true, needsKey: p.APIKey != "", headers: map[string]string{}}
+					needsKey: p.APIKey != "", headers: map[string]string{}}
 				if mod.Input == nil {
 					mod.Input = []string{"text"}
 				}
@@ -246,12 +245,10 @@ type providerError struct {
 
 func (e *providerError) Error() string { return e.message }
 
-// streamer receives a streaming answer: started once the provider accepts
-// the request, then an event per delta.
+// streamer builds a streaming answer in msg and emits an event per delta.
 type streamer struct {
-	msg     *assistantMessage
-	started func()
-	emit    func(assistantEvent)
+	msg  *assistantMessage
+	emit func(assistantEvent)
 	// open blocks by provider index: each content block of msg as it grows.
 	blocks map[int]int
 	args   map[int]*strings.Builder
@@ -315,7 +312,7 @@ func (st *streamer) endBlock(i int) {
 // callModel streams one answer into msg, calling started once the provider
 // has accepted the request and emit for each delta.
 func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
-	st := &streamer{msg: msg, started: started, emit: emit, blocks: map[int]int{}, args: map[int]*strings.Builder{}}
+	st := &streamer{msg: msg, emit: emit, blocks: map[int]int{}, args: map[int]*strings.Builder{}}
 	var (
 		url  string
 		body any
