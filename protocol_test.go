@@ -311,7 +311,14 @@ func serveInProcess(t testing.TB, args []string, stdin io.Reader, stdout io.Writ
 		run(args, stdin, stdout, &stderr, nil)
 		return
 	}
-	s, _ := newServer(cfg, stdout, &stderr)
+	s, err := newServer(cfg, stdout, &stderr)
+	if err != nil {
+		// A fatal init error found while setting up: run writes its one line.
+		if code := run(args, stdin, stdout, &stderr, nil); code == 0 {
+			t.Errorf("newServer failed (%v) but run exited 0", err)
+		}
+		return
+	}
 	if maxLine > 0 {
 		s.maxLineBytes = maxLine
 	}
