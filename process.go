@@ -776,13 +776,20 @@ func (p *process) afterInput(r *request, work func() error) {
 	})
 }
 
+// stdinClosed is the error for writing after CtrlD closed stdin, or nil.
+func (p *process) stdinClosed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdinGone {
+		return fmt.Errorf("Process %s has closed stdin (CtrlD)", p.id)
+	}
+	return nil
+}
+
 // writeStdin writes data to the process's stdin (or its terminal).
 func (p *process) writeStdin(data []byte) error {
-	p.mu.Lock()
-	gone := p.stdinGone
-	p.mu.Unlock()
-	if gone {
-		return fmt.Errorf("Process %s has closed stdin (CtrlD)", p.id)
+	if err := p.stdinClosed(); err != nil {
+		return err
 	}
 	if _, err := p.child.stdin.Write(data); err != nil {
 		if p.isExited() {
@@ -1006,6 +1013,9 @@ func (s *server) processWrite(r *request) (any, error) {
 	p, err := s.runningProcess(r)
 	if err != nil {
 		return nil, err
+	}
+	if err := p.stdinClosed(); err != nil {
+		return nil, err // known now: answer in order, not from the background
 	}
 	p.afterInput(r, func() error { return p.writeStdin([]byte(data)) })
 	return noReply{}, nil
