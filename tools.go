@@ -851,7 +851,7 @@ var processTool = &tool{
 		case "kill":
 			data, err = s.processKill(r)
 		case "write", "send_keys":
-			data, err = nil, s.processInput(r, action)
+			data, err = nil, s.processInput(ctx, r, action)
 		case "wait":
 			data, err = s.waitForProcess(ctx, r)
 		}
@@ -867,8 +867,8 @@ var processTool = &tool{
 }
 
 // processInput writes data or presses keys for the process tool, in order
-// with the client's own writes to that process.
-func (s *server) processInput(r *request, action string) error {
+// with the client's own writes to that process; an abort stops the wait.
+func (s *server) processInput(ctx context.Context, r *request, action string) error {
 	p, err := s.runningProcess(r)
 	if err != nil {
 		return err
@@ -910,7 +910,12 @@ func (s *server) processInput(r *request, action string) error {
 		<-previous
 		done <- work()
 	}()
-	return <-done
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errors.New("Operation aborted")
+	}
 }
 
 // waitForProcess waits for the process tool: until the process exits, the
