@@ -1,18 +1,17 @@
 package main
 
-// The agent: messages, the prompt → model → tools → next turn loop, the
-// steering and follow-up queues, abort and auto-retry, and the commands
-// that drive them.
+// The agent: messages, the run lifecycle (prompt → model → tools → next
+// turn, until nothing is queued), the steering and follow-up queues,
+// abort and auto-retry, the approval gate, and the commands that drive
+// them.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -38,39 +37,30 @@ type contentBlock struct {
 func (b contentBlock) MarshalJSON() ([]byte, error) {
 	switch b.Type {
 	case "thinking":
-		return encodeJSON(struct {
+		return marshalJSON(struct {
 			Type              string `json:"type"`
 			Thinking          string `json:"thinking"`
 			ThinkingSignature string `json:"thinkingSignature,omitempty"`
 		}{b.Type, b.Thinking, b.ThinkingSignature})
 	case "image":
-		return encodeJSON(struct {
+		return marshalJSON(struct {
 			Type     string `json:"type"`
 			Data     string `json:"data"`
 			MimeType string `json:"mimeType"`
 		}{b.Type, b.Data, b.MimeType})
 	case "toolCall":
-		return encodeJSON(struct {
+		return marshalJSON(struct {
 			Type      string          `json:"type"`
 			ID        string          `json:"id"`
 			Name      string          `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
 		}{b.Type, b.ID, b.Name, b.Arguments})
 	default:
-		return encodeJSON(struct {
+		return marshalJSON(struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}{b.Type, b.Text})
 	}
-}
-
-// encodeJSON marshals without HTML escaping, like the output writer.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(v)
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
 
 type userMessage struct {
@@ -183,6 +173,9 @@ func contextMessages(messages []any) []any {
 			closeOpen()
 			out = append(out, m)
 		case bashExecutionMessage:
+			if m.ExcludeFromContext {
+				continue
+			}
 			closeOpen()
 			out = append(out, &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp})
 		case *summaryMessage:
@@ -273,6 +266,7 @@ type toolExecEnd struct {
 	ToolName   string     `json:"toolName"`
 	Result     toolResult `json:"result"`
 	IsError    bool       `json:"isError"`
+	DurationMs int64      `json:"durationMs"`
 }
 
 type turnEnd struct {
@@ -283,6 +277,16 @@ type turnEnd struct {
 type agentEnd struct {
 	Messages  []any `json:"messages"`
 	WillRetry bool  `json:"willRetry"`
+}
+
+// agentSettled is agent_settled's data in pi's shape; the default shape
+// has none (§5, §10).
+type agentSettled struct {
+	Aborted bool `json:"aborted"`
+}
+
+type runFailed struct {
+	Message string `json:"message"`
 }
 
 type queueUpdate struct {
@@ -303,154 +307,220 @@ type retryEnd struct {
 	FinalError string `json:"finalError,omitempty"`
 }
 
-func (s *server) emit(typ string, data any) { s.out.write(event{Type: typ, Data: data}) }
+// ---- The run lifecycle ----
 
-// ---- Settings ----
+// runPhase is what the agent is doing.
+type runPhase int
 
-// retrySettings are pi's settings.json "retry" block.
-type retrySettings struct {
-	MaxRetries  int `json:"maxRetries"`
-	BaseDelayMs int `json:"baseDelayMs"`
-}
+const (
+	idle       runPhase = iota
+	running             // a run chain: turns of model calls and tools
+	compacting          // summarising (the compact command, or automatically within a run)
+	stopping            // aborted, not yet settled
+)
 
-// defaultConfirmTimeoutMs is how long an approval waits for the client
-// before it counts as denied (settings.json confirmTimeoutMs).
-const defaultConfirmTimeoutMs = 5 * 60 * 1000
-
-// loadSettings reads what rpi uses of pi's settings.json in the agent dir:
-// the default model, the retry timing, the compaction sizes and rpi's own
-// confirmTimeoutMs. A missing file is fine.
-func loadSettings(dir string) (defaultProvider, defaultModel string, retry retrySettings, compaction compactionSettings, confirmTimeoutMs int64) {
-	confirmTimeoutMs = defaultConfirmTimeoutMs
-	retry = retrySettings{MaxRetries: 3, BaseDelayMs: 2000}
-	compaction = compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000}
-	data, err := os.ReadFile(filepath.Join(dir, "settings.json"))
-	if err != nil {
-		return "", "", retry, compaction, confirmTimeoutMs
-	}
-	var file struct {
-		DefaultProvider string             `json:"defaultProvider"`
-		DefaultModel    string             `json:"defaultModel"`
-		Retry           retrySettings      `json:"retry"`
-		Compaction      compactionSettings `json:"compaction"`
-		ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
-	}
-	json.Unmarshal(data, &file)
-	if file.Retry.MaxRetries > 0 {
-		retry.MaxRetries = file.Retry.MaxRetries
-	}
-	if file.Retry.BaseDelayMs > 0 {
-		retry.BaseDelayMs = file.Retry.BaseDelayMs
-	}
-	if file.Compaction.ReserveTokens > 0 {
-		compaction.ReserveTokens = file.Compaction.ReserveTokens
-	}
-	if file.Compaction.KeepRecentTokens > 0 {
-		compaction.KeepRecentTokens = file.Compaction.KeepRecentTokens
-	}
-	if file.ConfirmTimeout > 0 {
-		confirmTimeoutMs = file.ConfirmTimeout
-	}
-	return file.DefaultProvider, file.DefaultModel, retry, compaction, confirmTimeoutMs
-}
-
-// chooseModel picks the starting model: --model (and --provider), then
-// settings.json's default, then the first usable model. The thinking
-// suffix of --model ("id:high") is returned too.
-func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
-	thinking := ""
-	if spec != "" {
-		id := spec
-		if i := strings.LastIndex(spec, ":"); i > 0 && oneOf(spec[i+1:], thinkingLevels) {
-			id, thinking = spec[:i], spec[i+1:]
-		}
-		if provider == "" {
-			if p, rest, ok := strings.Cut(id, "/"); ok {
-				provider, id = p, rest
-			}
-		}
-		for _, m := range models {
-			if m.ID == id && (provider == "" || m.Provider == provider) {
-				return m, thinking, nil
-			}
-		}
-		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
-	}
-	for _, m := range models {
-		if m.Provider == defProvider && m.ID == defModel && m.usable() {
-			return m, "", nil
-		}
-	}
-	for _, m := range models {
-		if m.usable() && (provider == "" || m.Provider == provider) {
-			return m, "", nil
-		}
-	}
-	return nil, "", nil
-}
-
-// ---- The run ----
-
-// agentRun is one run chain, from a prompt to agent_settled.
+// agentRun is one run chain, from a prompt (or compact) until nothing
+// queued is left and it settles.
 type agentRun struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	settled chan struct{} // closed after agent_settled
+	settled chan struct{} // closed once the run has settled (after agent_settled)
+	agent   bool          // it ran the agent (so it ends with agent_settled)
 
-	mu          sync.Mutex
-	cancelRetry context.CancelFunc // set while waiting to retry
-	retryAfter  time.Duration      // the last failure's Retry-After, or -1
+	mu          sync.Mutex // guards the fields below
+	cancelRetry func()     // set while waiting to retry
+	retryAfter  time.Duration
 }
 
 // retryable matches errors worth another attempt (pi's list).
 var retryable = regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
 
-// startRun marks the agent busy; s.mu must be held.
-func (s *server) startRun() *agentRun {
+// startRun begins a run chain in the given phase; s.mu must not be held.
+// With releasing, it also ends a holdRuns, in the same step.
+func (s *server) startRun(phase runPhase, releasing bool) *agentRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if releasing {
+		s.changing--
+	}
+	return s.startRunLocked(phase)
+}
+
+func (s *server) startRunLocked(phase runPhase) *agentRun {
 	ctx, cancel := context.WithCancel(s.ctx)
-	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{})}
-	s.run = run
+	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
+	s.run, s.phase = run, phase
+	s.conv.hold()
 	return run
 }
 
+// setPhase changes the phase of the run in progress.
+func (s *server) setPhase(phase runPhase) {
+	s.mu.Lock()
+	if s.run != nil && s.phase != stopping {
+		s.phase = phase
+	}
+	s.mu.Unlock()
+}
+
+// settle ends a run chain, or continues it: under the lock prompt takes
+// to queue, it takes what is queued (then the caller runs it) or marks
+// the agent idle and writes agent_settled, so nothing queued is ever
+// left behind. A compaction run that finds messages queued goes on as an
+// agent run.
+func (s *server) settle(run *agentRun) (next []*userMessage) {
+	s.mu.Lock()
+	if run.ctx.Err() == nil {
+		next = append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...)
+	}
+	if len(next) > 0 {
+		s.phase, run.agent = running, true
+		s.mu.Unlock()
+		return next
+	}
+	s.run, s.phase = nil, idle
+	if run.agent {
+		s.status("idle")
+		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
+	}
+	close(run.settled)
+	s.mu.Unlock()
+	run.cancel()
+	s.conv.release()
+	return nil
+}
+
+// holdRuns keeps new runs from starting (prompt fails as busy) and
+// aborts the one in progress; the channel closes once it has settled.
+// releaseRuns (or startRun with releasing) ends the hold.
+func (s *server) holdRuns() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changing++
+	if s.run == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	s.run.cancel()
+	s.phase = stopping
+	return s.run.settled
+}
+
+func (s *server) releaseRuns() {
+	s.mu.Lock()
+	s.changing--
+	s.mu.Unlock()
+}
+
+// whenIdle applies a change that needs the agent still (a session change):
+// after prepare (which may read files; nil for none) it aborts a running
+// agent, waits for it to settle, applies change, answers r, and calls then
+// (nil for nothing) after a successful answer. When nothing runs and
+// there is nothing to prepare, it does all this at once, in order with
+// the commands around it; otherwise in the background.
+func (s *server) whenIdle(r *request, prepare func() error, change func() (any, error), then func()) (any, error) {
+	s.mu.Lock()
+	busy := s.run != nil
+	s.mu.Unlock()
+	apply := func() {
+		defer s.releaseRuns()
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				s.reply(r, nil, err)
+				return
+			}
+		}
+		<-s.holdRunsAgain()
+		data, err := s.call(r.typ, change)
+		s.reply(r, data, err)
+		if err == nil && then != nil {
+			then()
+		}
+	}
+	s.mu.Lock()
+	s.changing++
+	s.mu.Unlock()
+	if !busy && prepare == nil {
+		apply()
+	} else {
+		s.goBackground(apply)
+	}
+	return noReply{}, nil
+}
+
+// holdRunsAgain aborts the run in progress (no new one can start: the
+// caller holds runs) and returns a channel closed once it has settled.
+func (s *server) holdRunsAgain() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	s.run.cancel()
+	s.phase = stopping
+	return s.run.settled
+}
+
 // runAgent drives a run chain: turns until the model stops with nothing
-// queued, auto-retries, and finally agent_settled.
+// queued, auto-retries, compaction, and finally agent_settled. A panic
+// anywhere in it ends the run with an error instead of ending rpi.
 func (s *server) runAgent(run *agentRun, pending []*userMessage) {
-	defer s.background.Done()
-	defer close(run.settled)
+	for pending != nil {
+		s.runOnce(run, pending)
+		pending = s.settle(run)
+	}
+}
+
+// runOnce is one prompt's work: turns, retries and compaction.
+func (s *server) runOnce(run *agentRun, pending []*userMessage) {
 	attempt := 0
 	overflowRetried := false
 	for {
-		last, retryErr := s.runTurns(run, pending, attempt)
+		last, retryErr := s.safeTurns(run, pending, attempt)
 		pending = nil
 		if retryErr == "" {
 			if attempt > 0 && last != nil && last.StopReason == "error" {
-				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
+				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage}, nil)
 			}
 			if s.autoCompact(run, last, overflowRetried) {
 				overflowRetried, attempt = true, 0
 				continue
 			}
-			break
+			if last != nil && last.StopReason == "error" {
+				s.emit("run_failed", runFailed{last.ErrorMessage}, nil)
+			}
+			return
 		}
 		attempt++
 		delay := s.retryDelay(attempt, run)
-		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: s.retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr})
+		max := s.set.retry.MaxRetries
+		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: max, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr}, nil)
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
-			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, s.retry.MaxRetries, retryErr)})
-		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, s.retry.MaxRetries))
-		if !run.waitRetry(delay) {
-			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"})
-			break
+			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, max, retryErr)})
+		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, max))
+		if !s.waitRetry(run, delay) {
+			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"}, nil)
+			return
 		}
 	}
-	s.mu.Lock()
-	s.run = nil
-	s.flushDeferred()
-	s.mu.Unlock()
-	run.cancel()
-	s.status("idle")
-	s.emit("agent_settled", nil)
+}
+
+// safeTurns is runTurns with a panic turned into a failed answer.
+func (s *server) safeTurns(run *agentRun, pending []*userMessage, attempt int) (last *assistantMessage, retryErr string) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
+			last = &assistantMessage{Role: "assistant", Content: []contentBlock{}, StopReason: "error",
+				ErrorMessage: fmt.Sprintf("Internal error: %v", p), Timestamp: s.env.clock.Now().UnixMilli()}
+			s.conv.appendMessage(last)
+			s.emit("agent_end", agentEnd{Messages: []any{last}}, nil)
+			retryErr = ""
+		}
+	}()
+	return s.runTurns(run, pending, attempt)
 }
 
 // retryDelay is the server's Retry-After when it gave one, else
@@ -461,22 +531,30 @@ func (s *server) retryDelay(attempt int, run *agentRun) time.Duration {
 	if run.retryAfter >= 0 {
 		return run.retryAfter
 	}
-	return time.Duration(s.retry.BaseDelayMs) * time.Millisecond << (attempt - 1)
+	return time.Duration(s.set.retry.BaseDelayMs) * time.Millisecond << (attempt - 1)
 }
 
 // waitRetry sleeps before a retry; abort or abort_retry end it early
 // (false).
-func (run *agentRun) waitRetry(delay time.Duration) bool {
-	ctx, cancel := context.WithTimeout(run.ctx, delay)
+func (s *server) waitRetry(run *agentRun, delay time.Duration) bool {
+	elapsed, stop := after(s.env.clock, delay)
+	defer stop()
+	cancelled := make(chan struct{})
 	run.mu.Lock()
-	run.cancelRetry = cancel
+	run.cancelRetry = sync.OnceFunc(func() { close(cancelled) })
 	run.mu.Unlock()
-	<-ctx.Done()
-	run.mu.Lock()
-	run.cancelRetry = nil
-	run.mu.Unlock()
-	cancel()
-	return errors.Is(ctx.Err(), context.DeadlineExceeded)
+	defer func() {
+		run.mu.Lock()
+		run.cancelRetry = nil
+		run.mu.Unlock()
+	}()
+	select {
+	case <-elapsed:
+		return run.ctx.Err() == nil
+	case <-cancelled:
+	case <-run.ctx.Done():
+	}
+	return false
 }
 
 // runTurns emits one agent_start … agent_end: turns until the model stops
@@ -484,35 +562,35 @@ func (run *agentRun) waitRetry(delay time.Duration) bool {
 // when the run ended in an error worth retrying (then agent_end says
 // willRetry and the failed answer leaves the context).
 func (s *server) runTurns(run *agentRun, pending []*userMessage, attempt int) (*assistantMessage, string) {
-	s.emit("agent_start", nil)
+	s.emit("agent_start", nil, nil)
 	var produced []any
 	var last *assistantMessage
 	for {
-		s.emit("turn_start", nil)
+		s.emit("turn_start", nil, nil)
 		for _, m := range pending {
-			s.emit("message_start", messageEvent{m})
-			s.emit("message_end", messageEvent{m})
-			s.appendMessage(m)
+			s.emit("message_start", messageEvent{m}, nil)
+			s.emit("message_end", messageEvent{m}, nil)
+			s.conv.appendMessage(m)
 			produced = append(produced, m)
 		}
 		pending = nil
 		answer := s.streamAnswer(run)
 		last = answer
-		s.appendMessage(answer)
+		s.conv.appendMessage(answer)
 		produced = append(produced, answer)
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
-			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt})
+			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt}, nil)
 			attempt = 0
 		}
 		if answer.StopReason == "error" || answer.StopReason == "aborted" {
-			s.emit("turn_end", turnEnd{answer, []*toolResultMessage{}})
+			s.emit("turn_end", turnEnd{answer, []*toolResultMessage{}}, nil)
 			break
 		}
 		results := s.runTools(run, answer)
 		for _, r := range results {
 			produced = append(produced, r)
 		}
-		s.emit("turn_end", turnEnd{answer, results})
+		s.emit("turn_end", turnEnd{answer, results}, nil)
 		if run.ctx.Err() != nil {
 			break
 		}
@@ -528,13 +606,11 @@ func (s *server) runTurns(run *agentRun, pending []*userMessage, attempt int) (*
 	s.mu.Lock()
 	autoRetry := s.autoRetry
 	s.mu.Unlock()
-	if last.StopReason == "error" && autoRetry && attempt < s.retry.MaxRetries && retryable.MatchString(last.ErrorMessage) {
+	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && retryable.MatchString(last.ErrorMessage) {
 		willRetry = last.ErrorMessage
-		s.mu.Lock()
-		s.messages = s.messages[:len(s.messages)-1] // the failed answer leaves the context
-		s.mu.Unlock()
+		s.conv.dropLast(last) // the failed answer leaves the context
 	}
-	s.emit("agent_end", agentEnd{Messages: produced, WillRetry: willRetry != ""})
+	s.emit("agent_end", agentEnd{Messages: produced, WillRetry: willRetry != ""}, nil)
 	return last, willRetry
 }
 
@@ -542,22 +618,22 @@ func (s *server) runTurns(run *agentRun, pending []*userMessage, attempt int) (*
 // message_start, message_update… and message_end.
 func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
-	m := s.model
-	req := streamRequest{model: m, system: s.systemPrompt(), messages: append([]any{}, s.messages...),
-		tools: s.activeTools(), thinking: s.effectiveThinking()}
+	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
+	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
+		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
-		StopReason: "stop", Timestamp: time.Now().UnixMilli()}
+		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
 	s.status("thinking")
 	started := false
 	start := func() {
 		started = true
 		empty := *msg
-		s.emit("message_start", messageEvent{&empty})
+		s.emit("message_start", messageEvent{&empty}, nil)
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
-	batch := &deltaBatch{send: func(ev assistantEvent) { s.emit("message_update", messageUpdate{ev}) }}
+	batch := &deltaBatch{send: func(ev assistantEvent) { s.emit("message_update", messageUpdate{ev}, nil) }}
 	err := callModel(ctx, req, msg, start, batch.add)
 	batch.close()
 	run.mu.Lock()
@@ -580,9 +656,9 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 		computeCost(&msg.Usage, m)
 	}
 	if !started {
-		s.emit("message_start", messageEvent{msg})
+		s.emit("message_start", messageEvent{msg}, nil)
 	}
-	s.emit("message_end", messageEvent{msg})
+	s.emit("message_end", messageEvent{msg}, nil)
 	return msg
 }
 
@@ -671,7 +747,8 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 		if call.Type != "toolCall" {
 			continue
 		}
-		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments})
+		began := s.env.clock.Now()
+		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments}, nil)
 		var res toolResult
 		var isError bool
 		switch {
@@ -680,12 +757,12 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 		default:
 			res, isError = s.runTool(run.ctx, call)
 		}
-		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError})
+		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()}, nil)
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
-			Details: res.Details, IsError: isError, Timestamp: time.Now().UnixMilli()}
-		s.emit("message_start", messageEvent{msg})
-		s.emit("message_end", messageEvent{msg})
-		s.appendMessage(msg)
+			Details: res.Details, IsError: isError, Timestamp: s.env.clock.Now().UnixMilli()}
+		s.emit("message_start", messageEvent{msg}, nil)
+		s.emit("message_end", messageEvent{msg}, nil)
+		s.conv.appendMessage(msg)
 		results = append(results, msg)
 		if skip == "" {
 			switch {
@@ -699,20 +776,29 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 	return results
 }
 
-// runTool runs one tool call, streaming its updates.
-func (s *server) runTool(ctx context.Context, call contentBlock) (toolResult, bool) {
-	t := s.findTool(call.Name)
-	if t == nil {
-		return toolResult{Content: textBlocks(fmt.Sprintf("Tool %s not found", call.Name))}, true
+// runTool decodes one tool call, asks for approval when its tool is behind
+// --confirm (showing what the decoded call will do), and runs that same
+// decoded call, streaming its updates. A panic in a tool becomes its error
+// result.
+func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
+	call, err := s.decodeToolCall(block.Name, block.Arguments)
+	if err != nil {
+		return textResult(err.Error()), true
 	}
-	if slices.Contains(s.cfg.confirm, call.Name) && !s.approve(ctx, call) {
-		return toolResult{Content: textBlocks("Denied by user")}, true
+	if slices.Contains(s.set.confirm, block.Name) && !s.approve(ctx, call) {
+		return textResult("Denied by user"), true
 	}
-	s.status("running " + call.Name)
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", block.Name, p, debug.Stack())
+			res, isError = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true
+		}
+	}()
+	s.status("running " + block.Name)
 	update := func(partial toolResult) {
-		s.emit("tool_execution_update", toolExecUpdate{call.ID, call.Name, call.Arguments, partial})
+		s.emit("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial}, nil)
 	}
-	res, err := t.run(ctx, s, call.Arguments, update)
+	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update})
 	if err != nil {
 		res.Content = textBlocks(err.Error())
 		return res, true
@@ -720,10 +806,12 @@ func (s *server) runTool(ctx context.Context, call contentBlock) (toolResult, bo
 	return res, false
 }
 
-// status shows the agent's current activity in the client's status bar
-// (setStatus, key "rpi").
-func (s *server) status(activity string) {
-	s.tell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: activity})
+// approve asks the client whether a call may run, with exactly what it
+// will do. No answer within the confirm timeout counts as no.
+func (s *server) approve(ctx context.Context, call toolCall) bool {
+	title, message := call.describe()
+	answer := s.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: s.set.confirmTimeout.Milliseconds()})
+	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
 }
 
 // ---- Queues ----
@@ -738,40 +826,40 @@ func (s *server) steeringQueued() bool {
 // queue's mode and reports the change.
 func (s *server) takeQueued(steering bool) []*userMessage {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeQueuedLocked(steering)
+}
+
+func (s *server) takeQueuedLocked(steering bool) []*userMessage {
 	queue, mode := &s.followUp, s.followUpMode
 	if steering {
 		queue, mode = &s.steering, s.steeringMode
 	}
 	n := len(*queue)
 	if n == 0 {
-		s.mu.Unlock()
 		return nil
 	}
 	if mode == "one-at-a-time" {
 		n = 1
 	}
-	taken := append([]*userMessage{}, (*queue)[:n]...)
+	taken := slices.Clone((*queue)[:n])
 	*queue = (*queue)[n:]
-	s.mu.Unlock()
-	s.emitQueue()
+	s.emitQueueLocked()
 	return taken
 }
 
-// enqueue adds a user message to a queue and reports the change.
-func (s *server) enqueue(steering bool, m *userMessage) {
-	s.mu.Lock()
+// enqueueLocked adds a user message to a queue and reports the change;
+// s.mu is held, so the report is in order with every other change.
+func (s *server) enqueueLocked(steering bool, m *userMessage) {
 	if steering {
 		s.steering = append(s.steering, m)
 	} else {
 		s.followUp = append(s.followUp, m)
 	}
-	s.mu.Unlock()
-	s.emitQueue()
+	s.emitQueueLocked()
 }
 
-func (s *server) queueTexts() queueUpdate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *server) queueTextsLocked() queueUpdate {
 	texts := func(q []*userMessage) []string {
 		out := []string{}
 		for _, m := range q {
@@ -782,9 +870,20 @@ func (s *server) queueTexts() queueUpdate {
 	return queueUpdate{texts(s.steering), texts(s.followUp)}
 }
 
-func (s *server) emitQueue() { s.emit("queue_update", s.queueTexts()) }
+func (s *server) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
+
+func (s *server) emitQueue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emitQueueLocked()
+}
 
 // ---- Prompting commands ----
+
+// disposition is what pi 1.6 answers prompt, steer and follow_up with.
+type disposition struct {
+	Disposition string `json:"disposition"`
+}
 
 // userInput reads a command's message and images into a user message.
 func (s *server) userInput(r *request) (*userMessage, error) {
@@ -809,15 +908,16 @@ func (s *server) userInput(r *request) (*userMessage, error) {
 		}
 		content = append(content, contentBlock{Type: "image", Data: img.Data, MimeType: img.MimeType})
 	}
-	return &userMessage{Role: "user", Content: content, Timestamp: time.Now().UnixMilli()}, nil
+	return &userMessage{Role: "user", Content: content, Timestamp: s.env.clock.Now().UnixMilli()}, nil
 }
 
 // prompt starts a run with a user message, or queues it while one runs.
 // Fields: message; [images] ([{type:"image",data,mimeType}]);
 // [streamingBehavior] ("steer"|"followUp", needed while a run streams).
-// Answer: null once accepted (before agent_start). Events: agent_start,
-// turn_start, message_start/end, message_update, tool_execution_*,
-// turn_end, agent_end, agent_settled; queue_update when queued.
+// Answer: null once accepted (before agent_start); pi's mode answers
+// {disposition: started|queued}. Events: agent_start, turn_start,
+// message_start/end, message_update, tool_execution_*, turn_end,
+// agent_end, agent_settled; queue_update when queued.
 func (s *server) prompt(r *request) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
@@ -829,65 +929,72 @@ func (s *server) prompt(r *request) (any, error) {
 			return nil, err
 		}
 	}
+	if err := s.conv.writable(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
-	if s.run != nil {
-		s.mu.Unlock()
+	if s.run != nil || s.changing > 0 {
+		defer s.mu.Unlock()
 		if behavior == "" {
 			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
 		}
-		s.enqueue(behavior == "steer", msg)
-		return nil, nil
+		s.enqueueLocked(behavior == "steer", msg)
+		return piOnly{disposition{"queued"}}, nil
 	}
 	if s.model == nil || !s.model.usable() {
 		s.mu.Unlock()
 		return nil, errors.New(noModelMessage)
 	}
-	s.flushDeferred()
-	run := s.startRun()
+	run := s.startRunLocked(running)
 	s.mu.Unlock()
-	s.reply(r, nil, nil)
-	s.background.Add(1)
+	s.reply(r, piOnly{disposition{"started"}}, nil)
 	pending := append([]*userMessage{msg}, s.takeQueued(true)...)
-	go s.runAgent(run, pending)
+	s.goBackground(func() { s.runAgent(run, pending) })
 	return noReply{}, nil
 }
 
 // steer queues a message for the running agent: it is delivered after the
 // current tool call, and the calls of that answer not yet started are
 // skipped. While idle it waits for the next run.
-// Fields: message, [images]. Answer: null. Events: queue_update.
+// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
+// Events: queue_update.
 func (s *server) steer(r *request) (any, error) {
-	msg, err := s.userInput(r)
-	if err != nil {
-		return nil, err
-	}
-	s.enqueue(true, msg)
-	return nil, nil
+	return s.queueCommand(r, true)
 }
 
 // followUpCommand queues a message delivered when the agent would otherwise stop.
-// Fields: message, [images]. Answer: null. Events: queue_update.
+// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
+// Events: queue_update.
 func (s *server) followUpCommand(r *request) (any, error) {
+	return s.queueCommand(r, false)
+}
+
+func (s *server) queueCommand(r *request, steering bool) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
 	}
-	s.enqueue(false, msg)
-	return nil, nil
+	s.mu.Lock()
+	s.enqueueLocked(steering, msg)
+	s.mu.Unlock()
+	return piOnly{disposition{"queued"}}, nil
 }
 
-// abort stops the running agent: its model stream, running tool and any
-// retry wait. The queues are kept. It answers after the run's agent_end and
-// agent_settled; while idle, at once.
+// abort stops the running agent (or compaction): its model stream,
+// running tool, open dialogs and any retry wait. The queues are kept. It
+// answers after the run's agent_end and agent_settled; while idle, at once.
 // Fields: none. Answer: null.
 func (s *server) abort(r *request) (any, error) {
 	s.mu.Lock()
 	run := s.run
+	if run != nil {
+		run.cancel()
+		s.phase = stopping
+	}
 	s.mu.Unlock()
 	if run == nil {
 		return nil, nil
 	}
-	run.cancel()
 	s.answerLater(r, func() (any, error) {
 		<-run.settled
 		return nil, nil
@@ -923,104 +1030,19 @@ func (s *server) abortRetry(r *request) (any, error) {
 
 // clearQueue empties both queues.
 // Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
-// Events: queue_update.
+// Events: queue_update when anything was removed.
 func (s *server) clearQueue(r *request) (any, error) {
-	removed := s.queueTexts()
 	s.mu.Lock()
-	s.steering, s.followUp = nil, nil
-	s.mu.Unlock()
-	s.emitQueue()
+	defer s.mu.Unlock()
+	removed := s.queueTextsLocked()
+	if len(s.steering)+len(s.followUp) > 0 {
+		s.steering, s.followUp = nil, nil
+		s.emitQueueLocked()
+	}
 	return removed, nil
 }
 
-// ---- Model commands ----
-
-// effectiveThinking is the thinking level the current model gets: off for
-// a model without reasoning, otherwise the level set (also while there is
-// no model). s.mu must be held.
-func (s *server) effectiveThinking() string {
-	if s.model != nil && !s.model.Reasoning {
-		return "off"
-	}
-	return s.thinkingLevel
-}
-
-// usableModels lists the models that can be called.
-func (s *server) usableModels() []*model {
-	var out []*model
-	for _, m := range s.models {
-		if m.usable() {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// setModel switches the model for the next call.
-// Fields: provider, modelId. Answer: the Model object; a model that is
-// unknown or has no credentials fails with "Model not found: p/id".
-func (s *server) setModel(r *request) (any, error) {
-	provider, err := r.str("provider")
-	if err != nil {
-		return nil, err
-	}
-	id, err := r.str("modelId")
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.usableModels() {
-		if m.Provider == provider && m.ID == id {
-			s.model = m
-			s.record("model_change", "provider", m.Provider, "modelId", m.ID)
-			return m, nil
-		}
-	}
-	return nil, fmt.Errorf("Model not found: %s/%s", provider, id)
-}
-
-// cycleModel moves to the next usable model.
-// Fields: none. Answer: {model, thinkingLevel, isScoped:false}, or null
-// when fewer than two models are usable.
-func (s *server) cycleModel(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	models := s.usableModels()
-	if len(models) < 2 {
-		return nil, nil
-	}
-	next := models[0]
-	for i, m := range models {
-		if m == s.model {
-			next = models[(i+1)%len(models)]
-		}
-	}
-	s.model = next
-	s.record("model_change", "provider", next.Provider, "modelId", next.ID)
-	return struct {
-		Model         *model `json:"model"`
-		ThinkingLevel string `json:"thinkingLevel"`
-		IsScoped      bool   `json:"isScoped"`
-	}{next, s.effectiveThinking(), false}, nil
-}
-
-// getAvailableModels lists the models whose provider has credentials (or
-// needs none). Keys are never included.
-// Fields: none. Answer: {"models":[Model]}.
-func (s *server) getAvailableModels(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	models := s.usableModels()
-	if models == nil {
-		models = []*model{}
-	}
-	return struct {
-		Models []*model `json:"models"`
-	}{models}, nil
-}
-
-// ---- Stats and todos ----
+// ---- Stats ----
 
 type tokenStats struct {
 	Input      int `json:"input"`
@@ -1045,13 +1067,13 @@ type sessionStats struct {
 // getSessionStats counts the conversation's messages, tokens and cost.
 // Fields: none. Answer: pi's SessionStats.
 func (s *server) getSessionStats(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := sessionStats{SessionID: s.header.ID, TotalMessages: len(s.messages)}
-	if s.session.path != "" {
-		st.SessionFile = s.session.path
+	info := s.conv.info()
+	messages := s.conv.messages()
+	st := sessionStats{SessionID: info.id, TotalMessages: len(messages)}
+	if info.path != "" {
+		st.SessionFile = info.path
 	}
-	for _, m := range s.messages {
+	for _, m := range messages {
 		switch m := m.(type) {
 		case *userMessage:
 			st.UserMessages++
@@ -1075,22 +1097,10 @@ func (s *server) getSessionStats(r *request) (any, error) {
 	return st, nil
 }
 
-// getTodos answers the agent's todo list.
-// Fields: none. Answer: {"todos":[{id, content, status}]}.
-func (s *server) getTodos(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return struct {
-		Todos []todo `json:"todos"`
-	}{append([]todo{}, s.todos...)}, nil
-}
-
 // lastAssistantText is the text of the last assistant answer that has any.
-func (s *server) lastAssistantText() *string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.messages) - 1; i >= 0; i-- {
-		if m, ok := s.messages[i].(*assistantMessage); ok {
+func lastAssistantText(messages []any) *string {
+	for i := len(messages) - 1; i >= 0; i-- {
+		if m, ok := messages[i].(*assistantMessage); ok {
 			if text := strings.TrimSpace(m.text()); text != "" {
 				return &text
 			}
@@ -1106,61 +1116,30 @@ func (s *server) lastAssistantText() *string {
 
 // systemPrompt is the instructions the model gets: the base text (or
 // --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
-// CLAUDE.md context files, the date and the cwd. s.mu must be held.
+// CLAUDE.md context files, the date and the cwd.
 func (s *server) systemPrompt() string {
 	var b strings.Builder
-	if s.cfg.systemPrompt != "" {
-		b.WriteString(s.cfg.systemPrompt)
+	cfg := s.set.cfg
+	if cfg.systemPrompt != "" {
+		b.WriteString(cfg.systemPrompt)
 	} else {
 		b.WriteString("You are an expert coding assistant. You help the user with their code by reading files, " +
 			"running commands, editing code and writing new files.\n\nAvailable tools:\n")
-		for _, t := range s.activeTools() {
+		for _, t := range s.set.tools {
 			fmt.Fprintf(&b, "- %s: %s\n", t.name, t.summary)
 		}
 		b.WriteString("\nGuidelines:\n- Read files before editing them.\n- Use edit for precise changes and write for new files or complete rewrites.\n" +
 			"- Keep answers short and concrete; show file paths clearly.")
 	}
-	if s.cfg.appendSystemPrompt != "" {
-		b.WriteString("\n\n" + s.cfg.appendSystemPrompt)
+	if cfg.appendSystemPrompt != "" {
+		b.WriteString("\n\n" + cfg.appendSystemPrompt)
 	}
-	if files := s.contextFiles; len(files) > 0 {
+	if files := s.set.contextFiles; len(files) > 0 {
 		b.WriteString("\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n")
 		for _, f := range files {
 			fmt.Fprintf(&b, "## %s\n\n%s\n\n", f.path, f.content)
 		}
 	}
-	fmt.Fprintf(&b, "\nCurrent date: %s\nCurrent working directory: %s", time.Now().Format("2006-01-02"), s.cfg.cwd)
+	fmt.Fprintf(&b, "\nCurrent date: %s\nCurrent working directory: %s", s.env.clock.Now().Format("2006-01-02"), s.set.cwd)
 	return b.String()
-}
-
-type contextFile struct{ path, content string }
-
-// loadContextFiles reads AGENTS.md (or else CLAUDE.md) from the agent dir,
-// then from every directory from the root down to the cwd.
-func loadContextFiles(agentDir, cwd string) []contextFile {
-	dirs := []string{agentDir}
-	var chain []string
-	for dir := cwd; ; dir = filepath.Dir(dir) {
-		chain = append([]string{dir}, chain...)
-		if filepath.Dir(dir) == dir {
-			break
-		}
-	}
-	dirs = append(dirs, chain...)
-	var files []contextFile
-	seen := map[string]bool{}
-	for _, dir := range dirs {
-		for _, name := range []string{"AGENTS.md", "CLAUDE.md"} {
-			path := filepath.Join(dir, name)
-			if seen[path] {
-				break
-			}
-			if data, err := os.ReadFile(path); err == nil {
-				seen[path] = true
-				files = append(files, contextFile{path, string(data)})
-				break
-			}
-		}
-	}
-	return files
 }

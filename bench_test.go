@@ -186,15 +186,13 @@ func BenchmarkMemory(b *testing.B) {
 // real pipes but no exec, for profiling (-cpuprofile).
 func BenchmarkGetStateInProcess(b *testing.B) {
 	input := []byte(strings.Repeat(`{"id":"s","type":"get_state"}`+"\n", b.N))
-	cfg, _, _ := parseArgs([]string{"rpc", "--cwd", b.TempDir()})
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
-	s, _ := newServer(cfg, outW, io.Discard)
 	go func() { inW.Write(input); inW.Close() }()
 	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, outR); close(done) }()
 	b.ResetTimer()
-	s.serve(inR, nil)
+	runRPI(b, newTestEnv(b), []string{"rpc", "--cwd", b.TempDir(), "--no-session"}, inR, outW)
 	outW.Close()
 	<-done
 }

@@ -1,18 +1,18 @@
 package main
 
+// The server, the dispatch table from command type to handler, and the
+// commands that read or set plain state.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // A handler applies one command. It returns the success data (nil is sent
@@ -22,8 +22,8 @@ import (
 type handler func(s *server, r *request) (any, error)
 
 // noReply, returned by a handler, means the dispatcher writes no response:
-// the answer comes later from answerLater, or the command gets none (a
-// valid extension_ui_response).
+// the answer comes later, or the command gets none (a valid
+// extension_ui_response).
 type noReply struct{}
 
 // commands maps each command type to its handler; get_capabilities lists
@@ -46,13 +46,15 @@ func init() {
 		"bash":                    (*server).bash,
 		"abort_bash":              (*server).abortBash,
 		"extension_ui_response":   (*server).extensionUIResponse,
-		"process_start":           (*server).processStart,
+		"process_spawn":           (*server).processSpawn,
 		"process_list":            (*server).processList,
-		"process_output":          (*server).processOutput,
+		"process_describe":        (*server).processDescribe,
+		"process_logs":            (*server).processLogsCommand,
 		"process_write":           (*server).processWrite,
-		"process_send_keys":       (*server).processSendKeys,
+		"process_keys":            (*server).processKeysCommand,
+		"process_resize":          (*server).processResize,
 		"process_signal":          (*server).processSignal,
-		"process_kill":            (*server).processKill,
+		"process_stop":            (*server).processStop,
 		"process_wait":            (*server).processWait,
 		"process_remove":          (*server).processRemove,
 		"prompt":                  (*server).prompt,
@@ -81,15 +83,15 @@ var (
 	queueModes     = []string{"all", "one-at-a-time"}
 )
 
-// server is one rpi session host: its configuration, its output and the
-// state the commands read and change.
+// server is one rpi session host. What never changes after startup is in
+// set; each part that changes has its own owner and lock, named here. Lock
+// order: s.mu before conv.mu, p.mu and ui.mu; the output lock is always
+// last (anything may write a record while holding its own lock).
 type server struct {
-	cfg          config
-	out          *output
-	stderr       io.Writer
-	header       sessionHeader
-	maxLineBytes int
-	shell        string // bash, or /bin/sh where bash is missing
+	set    *settings // fixed at startup; read without locks
+	env    environment
+	out    *output
+	stderr io.Writer
 	// command builds every child rpi runs (exec.Command; the fuzz test
 	// replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
@@ -97,98 +99,66 @@ type server struct {
 	// ctx is cancelled at shutdown; everything running watches it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// background counts answers that background work has still to write.
+	// background counts answers and work that have still to finish.
 	background sync.WaitGroup
-	// children counts background processes whose process_exited is not out yet.
-	children sync.WaitGroup
 
-	mu               sync.Mutex // guards every field below
-	thinkingLevel    string
-	steeringMode     string
-	followUpMode     string
-	autoCompaction   bool
-	autoRetry        bool
-	sessionName      string
-	messages         []any
-	bashRuns         map[*bashRun]bool
-	models           []*model
-	model            *model    // the model the next call uses; nil when none is usable
-	run              *agentRun // the running agent, nil when idle
-	steering         []*userMessage
-	followUp         []*userMessage
-	deferred         []any // user bash results waiting for the run to end
-	todos            []todo
-	retry            retrySettings
-	compaction       compactionSettings
-	isCompacting     bool
-	session          *session
-	sessionDir       string // where new session files go; "" with --no-session or --session
-	contextFiles     []contextFile
-	slashCommands    []slashCommand // prompt templates and skills
-	confirmTimeoutMs int64
-	notice           string // a warning for the client at startup
-	processes        map[string]*process
-	processOrder     []string // process ids, oldest first
-	dialogs          map[string]*dialog
-	tempFiles        []string
+	conv     *conversation // the messages and the session file (own locks)
+	procs    *processTable // children: background processes, user bash (own lock)
+	ui       *dialogs      // open dialogs (own lock)
+	temp     *tempFiles    // rpi's temp folder (own lock)
+	watchdog *watchdog     // kills children if rpi dies (own lock)
+
+	mu             sync.Mutex // guards the agent's state below
+	model          *model     // the model the next call uses; nil when none is usable
+	thinkingLevel  string
+	steeringMode   string
+	followUpMode   string
+	autoCompaction bool
+	autoRetry      bool
+	phase          runPhase
+	run            *agentRun // the run chain in progress; nil when idle
+	changing       int       // session changes waiting for the agent to stop; no run starts meanwhile
+	steering       []*userMessage
+	followUp       []*userMessage
+	todos          []todo
 }
 
-// sessionHeader is the data of session_started and the first line of a
-// session file (minus its "type").
-type sessionHeader struct {
-	Version       int    `json:"version"`
-	ID            string `json:"id"`
-	Timestamp     string `json:"timestamp"`
-	Cwd           string `json:"cwd"`
-	ParentSession string `json:"parentSession,omitempty"`
-}
-
-func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
-	now := time.Now()
+func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, error) {
+	set, err := loadSettings(cfg, env)
+	if err != nil {
+		return nil, err
+	}
 	s := &server{
-		cfg:            cfg,
-		out:            newOutput(stdout, stderr),
+		set:            set,
+		env:            env,
+		out:            newOutput(stdout, stderr, false),
 		stderr:         stderr,
-		header:         sessionHeader{Version: 3, ID: newUUIDv7(now), Timestamp: timestamp(now), Cwd: cfg.cwd},
-		maxLineBytes:   maxLineBytes,
-		shell:          findShell(),
 		command:        exec.Command,
+		ui:             newDialogs(),
 		thinkingLevel:  "medium",
 		steeringMode:   "one-at-a-time",
 		followUpMode:   "one-at-a-time",
 		autoCompaction: true,
 		autoRetry:      true,
-		sessionName:    cfg.name,
-		bashRuns:       map[*bashRun]bool{},
-		processes:      map[string]*process{},
-		dialogs:        map[string]*dialog{},
 	}
+	if env.command != nil {
+		s.command = env.command
+	}
+	s.watchdog = newWatchdog(env.executable, env.environ)
+	s.procs = newProcessTable(s.watchdog, stderr)
+	s.temp = &tempFiles{parent: env.tempDir, watchdog: s.watchdog, stderr: stderr}
 	if cfg.thinking != "" {
 		s.thinkingLevel = cfg.thinking
 	}
-	dir := agentDir()
-	models, err := loadModels(dir, cfg.provider, cfg.apiKey)
+	m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, set.defaultProvider, set.defaultModel)
 	if err != nil {
 		return nil, err
 	}
-	defProvider, defModel, retry, compaction, confirmTimeout := loadSettings(dir)
-	s.confirmTimeoutMs = confirmTimeout
-	m, thinking, err := chooseModel(models, cfg.provider, cfg.model, defProvider, defModel)
-	if err != nil {
-		return nil, err
-	}
+	s.model = m
 	if thinking != "" {
 		s.thinkingLevel = thinking
 	}
-	s.models, s.model, s.retry, s.compaction = models, m, retry, compaction
-	s.contextFiles = loadContextFiles(dir, cfg.cwd)
-	s.slashCommands = loadResources(dir, "user")
-	if cfg.approve {
-		s.slashCommands = append(s.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project")...)
-	} else {
-		s.notice = skippedNotice(cfg.cwd)
-	}
-	if err := s.openSession(dir); err != nil {
+	if s.conv, err = s.openConversation(); err != nil {
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -201,13 +171,12 @@ func newServer(cfg config, stdout, stderr io.Writer) (*server, error) {
 // valid extension_ui_response, which gets none.
 func (s *server) handleFrame(f frame) {
 	if f.tooLong {
-		s.out.write(failureResponse{Type: "response", Command: "parse",
-			Error: fmt.Sprintf("Failed to parse command: line longer than %d bytes", s.maxLineBytes)})
+		s.writeResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
 	}
 	r, rerr := decodeRequest(f.line)
 	if rerr != nil {
-		s.out.write(failureResponse{ID: rerr.id, Type: "response", Command: rerr.command, Error: rerr.message})
+		s.writeResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
 	}
 	h, ok := commands[r.typ]
@@ -215,54 +184,65 @@ func (s *server) handleFrame(f frame) {
 		s.reply(r, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
 	}
-	data, err := s.call(h, r)
+	data, err := s.call(r.typ, func() (any, error) { return h(s, r) })
 	s.reply(r, data, err)
 }
 
-// call runs a handler, turning a panic into a failure for that command and
-// a stack trace on stderr, so one bug never stops the loop.
-func (s *server) call(h func(*server, *request) (any, error), r *request) (data any, err error) {
+// call runs work, turning a panic into a failure and a stack trace on
+// stderr, so one bug never stops the loop.
+func (s *server) call(what string, work func() (any, error)) (data any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(s.stderr, "rpi: panic in %s: %v\n%s", r.typ, p, debug.Stack())
-			data, err = nil, fmt.Errorf("Internal error in %s: %v", r.typ, p)
+			fmt.Fprintf(s.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+			data, err = nil, fmt.Errorf("Internal error in %s: %v", what, p)
 		}
 	}()
-	return h(s, r)
+	return work()
+}
+
+// recoverPanic, deferred at the top of a goroutine, logs a panic with its
+// stack instead of letting it end rpi.
+func (s *server) recoverPanic(what string) {
+	if p := recover(); p != nil {
+		fmt.Fprintf(s.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+	}
 }
 
 // reply writes the response to r.
 func (s *server) reply(r *request, data any, err error) {
-	if err != nil {
-		s.out.write(failureResponse{ID: r.id, Type: "response", Command: r.typ, Error: err.Error()})
+	if _, ok := data.(noReply); ok && err == nil {
 		return
 	}
-	if _, ok := data.(noReply); ok {
-		return
-	}
-	s.out.write(successResponse{ID: r.id, Type: "response", Command: r.typ, Success: true, Data: data})
+	s.writeResponse(r.id, r.typ, data, err)
+}
+
+func (s *server) writeResponse(id []byte, command string, data any, err error) {
+	s.out.record(func(buf []byte, compat bool) ([]byte, error) {
+		return encodeResponse(buf, id, command, data, err, compat)
+	})
+}
+
+// emit writes an event; pi is its payload in pi's shape when that differs.
+func (s *server) emit(typ string, data, pi any) {
+	s.out.record(func(buf []byte, compat bool) ([]byte, error) {
+		return encodeEvent(buf, event{typ, data, pi}, compat)
+	})
 }
 
 // answerLater runs work in the background and answers r with its result,
-// so the commands after r are not held up. The returned channel is closed
-// once the answer has been written.
-func (s *server) answerLater(r *request, work func() (any, error)) <-chan struct{} {
-	answered := make(chan struct{})
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		defer close(answered)
-		data, err := s.call(func(*server, *request) (any, error) { return work() }, r)
+// so the commands after r are not held up.
+func (s *server) answerLater(r *request, work func() (any, error)) {
+	s.goBackground(func() {
+		data, err := s.call(r.typ, work)
 		s.reply(r, data, err)
-	}()
-	return answered
+	})
 }
 
 // ---- State and messages ----
 
 // stateData is the answer to get_state (§6), in pi's key order.
 type stateData struct {
-	Model                 any    `json:"model"` // a Model, or null when none is usable
+	Model                 *model `json:"model"` // null when none is usable
 	ThinkingLevel         string `json:"thinkingLevel"`
 	IsStreaming           bool   `json:"isStreaming"`
 	IsCompacting          bool   `json:"isCompacting"`
@@ -279,53 +259,42 @@ type stateData struct {
 	ProcessCount          int    `json:"processCount"`
 }
 
-// todo is one entry of the agent's todo list.
-type todo struct {
-	ID      string `json:"id"`
-	Content string `json:"content"`
-	Status  string `json:"status"`
-}
-
 // getState answers every field of the session's state.
 // Fields: none. Answer: stateData. Events: none.
 func (s *server) getState(r *request) (any, error) {
-	running := s.runningProcesses()
+	processes := s.runningProcesses()
+	info := s.conv.info()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var model, sessionFile any
-	if s.model != nil {
-		model = s.model
-	}
-	if s.session.path != "" {
-		sessionFile = s.session.path
+	var sessionFile any
+	if info.path != "" {
+		sessionFile = info.path
 	}
 	return stateData{
-		Model:                 model,
+		Model:                 s.model,
 		ThinkingLevel:         s.effectiveThinking(),
-		IsStreaming:           s.run != nil,
-		IsCompacting:          s.isCompacting,
+		IsStreaming:           s.phase == running || s.phase == stopping,
+		IsCompacting:          s.phase == compacting,
 		SessionFile:           sessionFile,
 		SteeringMode:          s.steeringMode,
 		FollowUpMode:          s.followUpMode,
-		SessionID:             s.header.ID,
-		SessionName:           s.sessionName,
+		SessionID:             info.id,
+		SessionName:           info.name,
 		AutoCompactionEnabled: s.autoCompaction,
 		AutoRetryEnabled:      s.autoRetry,
-		MessageCount:          len(s.messages),
+		MessageCount:          info.messages,
 		PendingMessageCount:   len(s.steering) + len(s.followUp),
 		Todos:                 append([]todo{}, s.todos...),
-		ProcessCount:          running,
+		ProcessCount:          processes,
 	}, nil
 }
 
 // getMessages answers the conversation's messages, oldest first.
 // Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
 func (s *server) getMessages(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return struct {
 		Messages []any `json:"messages"`
-	}{append([]any{}, s.messages...)}, nil
+	}{s.conv.messages()}, nil
 }
 
 // getLastAssistantText answers the text of the last assistant answer that
@@ -334,7 +303,7 @@ func (s *server) getMessages(r *request) (any, error) {
 func (s *server) getLastAssistantText(r *request) (any, error) {
 	return struct {
 		Text *string `json:"text"`
-	}{s.lastAssistantText()}, nil
+	}{lastAssistantText(s.conv.messages())}, nil
 }
 
 // capabilities is the answer to get_capabilities.
@@ -358,12 +327,9 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var toolList []string
-	for _, t := range s.activeTools() {
+	toolList := []string{}
+	for _, t := range s.set.tools {
 		toolList = append(toolList, t.name)
-	}
-	if toolList == nil {
-		toolList = []string{}
 	}
 	return capabilities{
 		ProtocolVersion: 1,
@@ -373,42 +339,11 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		ProcessSignals:  processSignals,
 		ProcessKeys:     processKeys,
 		Tools:           toolList,
-		MaxLineBytes:    s.maxLineBytes,
+		MaxLineBytes:    s.env.maxLineBytes,
 	}, nil
 }
 
 // ---- Settings ----
-
-// setThinkingLevel sets the reasoning effort used for the next model call.
-// Fields: level (off|minimal|low|medium|high|xhigh). Answer: null. Events: none.
-func (s *server) setThinkingLevel(r *request) (any, error) {
-	level, err := r.enum("level", thinkingLevels)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.thinkingLevel = level
-	s.record("thinking_level_change", "thinkingLevel", s.effectiveThinking())
-	s.mu.Unlock()
-	return nil, nil
-}
-
-// cycleThinkingLevel moves to the next thinking level; with a model that
-// does not reason (or none) it answers null and nothing changes.
-// Fields: none. Answer: {"level":…} or null. Events: none.
-func (s *server) cycleThinkingLevel(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.model == nil || !s.model.Reasoning {
-		return nil, nil
-	}
-	i := slices.Index(thinkingLevels, s.thinkingLevel)
-	s.thinkingLevel = thinkingLevels[(i+1)%len(thinkingLevels)]
-	s.record("thinking_level_change", "thinkingLevel", s.thinkingLevel)
-	return struct {
-		Level string `json:"level"`
-	}{s.thinkingLevel}, nil
-}
 
 // setSteeringMode sets how many queued steering messages one turn takes.
 // Fields: mode (all|one-at-a-time). Answer: null. Events: none.
@@ -462,8 +397,8 @@ func (s *server) setAutoRetry(r *request) (any, error) {
 	return nil, nil
 }
 
-// setSessionName names the session (a session_info entry); get_state
-// reports it.
+// setSessionName names the session (a session_info entry, written only
+// when the name changes); get_state reports it.
 // Fields: name (non-empty after trimming). Answer: null. UI: setTitle.
 func (s *server) setSessionName(r *request) (any, error) {
 	name, err := r.str("name")
@@ -473,91 +408,19 @@ func (s *server) setSessionName(r *request) (any, error) {
 	if name = strings.TrimSpace(name); name == "" {
 		return nil, errors.New("Session name cannot be empty")
 	}
-	s.mu.Lock()
-	s.sessionName = name
-	s.record("session_info", "name", name)
-	s.mu.Unlock()
+	if err := s.conv.setName(name); err != nil {
+		return nil, err
+	}
 	s.tell(uiRequest{Method: "setTitle", Title: name})
 	return nil, nil
 }
 
-// ---- Extension UI ----
-
-// extensionUIResponse delivers the client's answer to a pending dialog.
-// Fields: id (of a pending extension_ui_request) and exactly one of value
-// (string), confirmed (bool), cancelled (true).
-// Answer: none on success; a failure when the id is unknown or already
-// answered, or the answer is malformed. Events: none.
-func (s *server) extensionUIResponse(r *request) (any, error) {
-	id := r.idString()
-	if id == nil {
-		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
-	}
-	var a uiAnswer
-	given := 0
-	if r.has("value") {
-		v, err := r.str("value")
-		if err != nil {
-			return nil, err
-		}
-		a.value, given = &v, given+1
-	}
-	if r.has("confirmed") {
-		c, err := r.boolean("confirmed")
-		if err != nil {
-			return nil, err
-		}
-		a.confirmed, given = &c, given+1
-	}
-	if r.has("cancelled") {
-		c, err := r.boolean("cancelled")
-		if err != nil || !c {
-			return nil, invalid("cancelled", "true")
-		}
-		a.cancelled, given = true, given+1
-	}
-	if given != 1 {
-		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
-	}
+// getTodos answers the agent's todo list.
+// Fields: none. Answer: {"todos":[{id, content, status}]}.
+func (s *server) getTodos(r *request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.dialogs[*id]
-	if !ok {
-		return nil, fmt.Errorf("Unknown extension UI request id: %s (never asked, already answered or expired)", *id)
-	}
-	switch {
-	case a.cancelled:
-	case d.method == "confirm" && a.confirmed == nil:
-		return nil, errors.New("Invalid extension_ui_response: a confirm dialog takes confirmed (true or false) or cancelled")
-	case d.method != "confirm" && a.value == nil:
-		return nil, fmt.Errorf("Invalid extension_ui_response: a %s dialog takes value (a string) or cancelled", d.method)
-	case d.method == "select" && !oneOf(*a.value, d.options):
-		return nil, fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.options, ", "))
-	}
-	delete(s.dialogs, *id)
-	d.answer <- a
-	return noReply{}, nil
-}
-
-// ---- Temp files ----
-
-// createTempFile makes a temp file that rpi removes when it exits.
-func (s *server) createTempFile(pattern string) (*os.File, error) {
-	f, err := os.CreateTemp("", pattern)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.tempFiles = append(s.tempFiles, f.Name())
-	s.mu.Unlock()
-	return f, nil
-}
-
-func (s *server) removeTempFiles() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, name := range s.tempFiles {
-		os.Remove(name)
-	}
-	s.tempFiles = nil
+	return struct {
+		Todos []todo `json:"todos"`
+	}{append([]todo{}, s.todos...)}, nil
 }

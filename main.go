@@ -1,5 +1,5 @@
 // Command rpi hosts a coding agent without a terminal and speaks a
-// line-delimited JSON protocol on stdin/stdout. See README.md and SPEC.md.
+// line-delimited JSON protocol on stdin/stdout. See README.md and docs/.
 package main
 
 import (
@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,20 +19,42 @@ import (
 )
 
 // version is what --version and get_capabilities report.
-const version = "0.1.0"
+const version = "0.2.0"
 
 func main() {
-	sigs := make(chan os.Signal, 1)
-	// SIGPIPE is caught so that a vanished client turns into a write error
-	// (and an orderly shutdown) instead of killing rpi with its children alive.
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs))
+	if dir, ok := os.LookupEnv(watchdogEnv); ok {
+		os.Exit(runWatchdog(os.Stdin, dir))
+	}
+	stop := make(chan os.Signal, 1)
+	watchSignals(stop)
+	os.Exit(run(os.Args[1:], hostEnvironment(), os.Stdin, os.Stdout, os.Stderr, stop))
+}
+
+// environment is everything rpi takes from the machine besides its
+// arguments and stdio, so that tests can give each run its own.
+type environment struct {
+	getenv       func(string) string
+	environ      []string // the variables children start from (before provider keys are removed)
+	clock        clock
+	tempDir      string // where rpi's own temp folder goes
+	maxLineBytes int
+	executable   string // rpi's binary, started again as the watchdog; "" for none
+	// command builds every child rpi runs; nil is exec.Command (the fuzz
+	// test replaces it so that no input can run a real program).
+	command func(name string, args ...string) *exec.Cmd
+}
+
+// hostEnvironment is the real machine's.
+func hostEnvironment() environment {
+	exe, _ := os.Executable()
+	return environment{getenv: os.Getenv, environ: os.Environ(), clock: realClock{}, tempDir: os.TempDir(),
+		maxLineBytes: maxLineBytes, executable: exe}
 }
 
 // run is the whole program: it parses args, serves the protocol until stdin
 // ends or a signal arrives, and returns the exit code. Nothing but main
-// touches the process's real stdin, stdout or signals.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+// touches the process's real stdin, stdout, environment or signals.
+func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	cfg, action, err := parseArgs(args)
 	switch {
 	case err != nil:
@@ -43,18 +66,48 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan o
 		fmt.Fprintf(stdout, "rpi %s\n", version)
 		return 0
 	}
-	s, err := newServer(cfg, stdout, stderr)
-	if err != nil {
-		return initFailure(stdout, stderr, err)
+	// Startup reads files a project controls; a signal still stops it.
+	type started struct {
+		s   *server
+		err error
 	}
-	return s.serve(stdin, sigs)
+	ready := make(chan started, 1)
+	go func() {
+		s, err := newServer(cfg, env, stdout, stderr)
+		ready <- started{s, err}
+	}()
+	select {
+	case st := <-ready:
+		if st.err != nil {
+			return initFailure(stdout, stderr, st.err)
+		}
+		return st.s.serve(stdin, stop)
+	case sig := <-stop:
+		fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
+		return exitCode(sig)
+	}
 }
 
 // initFailure writes the one failure line of a fatal initialization error.
 func initFailure(stdout, stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "rpi: %v\n", err)
-	newOutput(stdout, stderr).write(failureResponse{Type: "response", Command: "init", Error: err.Error()})
+	newOutput(stdout, stderr, false).record(func(buf []byte, compat bool) ([]byte, error) {
+		return encodeResponse(buf, nil, "init", nil, err, compat)
+	})
 	return 1
+}
+
+// exitCode is rpi's exit code after a stop signal (§2).
+func exitCode(sig os.Signal) int {
+	switch sig {
+	case syscall.SIGINT:
+		return 130
+	case syscall.SIGHUP:
+		return 129
+	case syscall.SIGQUIT:
+		return 131
+	}
+	return 0
 }
 
 const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
@@ -81,8 +134,7 @@ Flags:
   --cwd DIR                     working directory (default: the current one)
 `
 
-// config holds the command line. Flags whose features arrive in later
-// issues are parsed and kept so the command line never changes shape.
+// config holds the command line.
 type config struct {
 	provider           string
 	model              string
@@ -100,9 +152,6 @@ type config struct {
 	confirm            []string
 	cwd                string
 }
-
-// toolNames are the tools rpi knows (filled from tools in tools.go).
-var toolNames []string
 
 // parseArgs reads the command line. action is "serve", "help" or "version".
 func parseArgs(args []string) (cfg config, action string, err error) {
@@ -159,7 +208,7 @@ func parseArgs(args []string) (cfg config, action string, err error) {
 	case mode != "" && mode != "rpc":
 		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi only speaks rpc)", mode)
 	}
-	if cfg.thinking != "" && !oneOf(cfg.thinking, thinkingLevels) {
+	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
 	}
 	if cfg.tools, err = toolList("--tools", tools); err != nil {
@@ -194,8 +243,8 @@ func toolList(flagName, list string) ([]string, error) {
 	var names []string
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
-		if !oneOf(name, toolNames) {
-			return nil, fmt.Errorf("Invalid %s: unknown tool %q (known: %s)", flagName, name, strings.Join(toolNames, ", "))
+		if toolNamed(name) == nil {
+			return nil, fmt.Errorf("Invalid %s: unknown tool %q (known: %s)", flagName, name, strings.Join(toolNames(), ", "))
 		}
 		names = append(names, name)
 	}
@@ -213,15 +262,15 @@ const (
 
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as §2 says and returns the exit code.
-func (s *server) serve(stdin io.Reader, sigs <-chan os.Signal) int {
-	s.out.write(event{Type: "session_started", Data: s.header})
-	if s.notice != "" {
-		s.tell(uiRequest{Method: "notify", Message: s.notice, NotifyType: "warning"})
+func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
+	s.emit("session_started", s.conv.header(), nil)
+	for _, notice := range s.set.notices {
+		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
+	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	frames := make(chan []frame, 4)
-	go readFrames(stdin, s.maxLineBytes, frames)
+	go readFrames(stdin, s.env.maxLineBytes, frames)
 
-	code := 0
 	var stopSignal os.Signal
 loop:
 	for {
@@ -233,11 +282,7 @@ loop:
 			for _, f := range batch {
 				s.handleFrame(f)
 			}
-		case sig := <-sigs:
-			stopSignal = sig
-			if sig == syscall.SIGINT {
-				code = 130
-			}
+		case stopSignal = <-stop:
 			break loop
 		case <-s.out.gone:
 			break loop
@@ -246,22 +291,36 @@ loop:
 	s.shutdown(stopSignal == nil)
 	if stopSignal != nil {
 		fmt.Fprintf(s.stderr, "rpi: %v: shut down\n", stopSignal)
+		return exitCode(stopSignal)
 	}
-	return code
+	return 0
 }
 
 // shutdown lets running commands finish (for up to finishGrace, when
-// patient), then aborts what remains, kills every child's process group and
-// waits for the last answers to be written.
+// patient), then refuses new children, aborts what remains, kills every
+// child's process group and waits for the last answers to be written.
 func (s *server) shutdown(patient bool) {
 	if patient {
 		waitGroup(&s.background, finishGrace)
 	}
+	s.procs.close()
 	s.cancel()
-	if !waitGroup(&s.children, exitLimit) || !waitGroup(&s.background, exitLimit) {
+	if !waitGroup(&s.procs.children, exitLimit) || !waitGroup(&s.background, exitLimit) {
 		fmt.Fprintln(s.stderr, "rpi: gave up waiting for running commands at exit")
 	}
-	s.removeTempFiles()
+	s.temp.removeAll()
+	s.watchdog.close()
+}
+
+// goBackground runs work on its own goroutine, counted for shutdown; a
+// panic in it is logged and does not take rpi down.
+func (s *server) goBackground(work func()) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		defer s.recoverPanic("background work")
+		work()
+	}()
 }
 
 // waitGroup waits up to limit for wg and reports whether it finished.
@@ -276,4 +335,27 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// ---- Clock ----
+
+// clock is where rpi's timers come from: the real one, or a fake one in
+// tests whose time moves only when the test says so.
+type clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed; stop
+	// cancels it and reports whether it did so before f ran.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// after returns a channel closed once d has passed on c, and a stop func.
+func after(c clock, d time.Duration) (<-chan struct{}, func() bool) {
+	done := make(chan struct{})
+	return done, c.AfterFunc(d, func() { close(done) })
 }

@@ -7,7 +7,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -283,17 +282,10 @@ func (fm *fakeModel) lastRequest() map[string]any {
 
 // agentSession is an in-process rpi with a fake model.
 func agentSession(t *testing.T, api, script string, extraArgs ...string) (*processSession, *fakeModel, string) {
-	agent, cwd := t.TempDir(), t.TempDir()
-	isolate(t, agent)
-	fm := startFakeModel(t, api, script, agent)
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, api, script, e.agentDir)
 	os.WriteFile(filepath.Join(cwd, "AGENTS.md"), []byte("Always answer in French."), 0o644)
-	pr, pw := io.Pipe()
-	ps := &processSession{t: t, in: pw, out: newWatchedOutput(), done: make(chan struct{})}
-	go func() {
-		serveInProcess(t, append([]string{"rpc", "--cwd", cwd}, extraArgs...), pr, ps.out, 0)
-		close(ps.done)
-	}()
-	return ps, fm, cwd
+	return startSessionIn(t, e, append([]string{"rpc", "--cwd", cwd}, extraArgs...)), fm, cwd
 }
 
 // TestRequestBodies checks what rpi sends each API: the system prompt with

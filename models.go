@@ -7,12 +7,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,16 +77,6 @@ func builtinModels() []*model {
 	}
 }
 
-// agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR, or
-// ~/.pi/agent.
-func agentDir() string {
-	if dir := os.Getenv("PI_CODING_AGENT_DIR"); dir != "" {
-		return dir
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".pi", "agent")
-}
-
 // modelsFile is pi's models.json.
 type modelsFile struct {
 	Providers map[string]struct {
@@ -108,41 +100,71 @@ type modelsFile struct {
 
 // envOrLiteral resolves a models.json value: the environment variable of
 // that name when it is set, otherwise the value itself.
-func envOrLiteral(v string) string {
-	if env := os.Getenv(v); env != "" {
+func envOrLiteral(v string, getenv func(string) string) string {
+	if env := getenv(strings.TrimPrefix(strings.Trim(v, "${}"), "$")); env != "" && isEnvName(v) {
 		return env
 	}
 	return v
 }
 
+// isEnvName reports whether v names an environment variable: NAME, $NAME
+// or ${NAME}.
+func isEnvName(v string) bool {
+	v = strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(v, "${"), "}"), "$")
+	if v == "" {
+		return false
+	}
+	for _, c := range v {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// providerKeyVars are the environment variables the built-in providers
+// take their keys from. Children never see them (nor any variable a
+// models.json key or header names).
+var providerKeyVars = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+
 // loadModels builds the model list: models.json's models first (a user's
 // own configuration is what they want by default), then the catalog, each
-// with its credential resolved. A models.json that cannot be read or is
-// invalid is an error; a missing one is not.
-func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
-	var models []*model
+// with its credential resolved. It also returns every secret it resolved
+// (for redaction) and the variables they came from. A models.json that
+// cannot be read or is invalid is an error; a missing one is not.
+func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (models []*model, secrets *redactor, keyVars, warnings []string, err error) {
+	keyVars = slices.Clone(providerKeyVars)
+	var keys []string
+	resolve := func(v string) string {
+		if isEnvName(v) {
+			keyVars = append(keyVars, strings.TrimPrefix(strings.Trim(v, "${}"), "$"))
+		}
+		value := envOrLiteral(v, getenv)
+		keys = append(keys, value)
+		return value
+	}
 	path := filepath.Join(dir, "models.json")
-	data, err := os.ReadFile(path)
+	data, err := readRegularFile(path, maxResourceBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("Cannot read %s: %v", path, err)
+		return nil, nil, nil, nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
 	}
 	if err == nil {
 		var file modelsFile
 		if err := json.Unmarshal(data, &file); err != nil {
-			return nil, fmt.Errorf("Invalid %s: %v", path, err)
+			return nil, nil, nil, nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
 		for name, p := range file.Providers {
 			for _, m := range p.Models {
-				api, baseURL := cmpOr(m.API, p.API), cmpOr(m.BaseURL, p.BaseURL)
+				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				switch {
 				case m.ID == "":
-					return nil, fmt.Errorf("Invalid %s: provider %s: model missing \"id\"", path, name)
+					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: model missing \"id\"", path, name)
 				case baseURL == "":
-					return nil, fmt.Errorf("Invalid %s: provider %s: \"baseUrl\" is required", path, name)
+					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: \"baseUrl\" is required", path, name)
 				case api != apiOpenAI && api != apiAnthropic:
-					return nil, fmt.Errorf("Invalid %s: provider %s, model %s: \"api\" must be %s or %s", path, name, m.ID, apiOpenAI, apiAnthropic)
+					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s, model %s: \"api\" must be %s or %s", path, name, m.ID, apiOpenAI, apiAnthropic)
 				}
-				mod := &model{ID: m.ID, Name: cmpOr(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
+				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
 					needsKey: p.APIKey != "", headers: map[string]string{}}
 				if mod.Input == nil {
@@ -158,10 +180,10 @@ func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
 					mod.Cost = *m.Cost
 				}
 				if p.APIKey != "" {
-					mod.apiKey = envOrLiteral(p.APIKey)
+					mod.apiKey = resolve(p.APIKey)
 				}
 				for k, v := range p.Headers {
-					mod.headers[k] = envOrLiteral(v)
+					mod.headers[k] = resolve(v)
 				}
 				models = append(models, mod)
 			}
@@ -171,16 +193,18 @@ func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
 	for _, m := range builtinModels() {
 		switch m.Provider {
 		case "openai":
-			m.apiKey = os.Getenv("OPENAI_API_KEY")
-			if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
+			m.apiKey = getenv("OPENAI_API_KEY")
+			if base := getenv("OPENAI_BASE_URL"); base != "" {
 				m.BaseURL = strings.TrimRight(base, "/")
 			}
 		case "anthropic":
-			m.apiKey = os.Getenv("ANTHROPIC_API_KEY")
+			m.apiKey = getenv("ANTHROPIC_API_KEY")
 		}
+		keys = append(keys, m.apiKey)
 		models = append(models, m)
 	}
 	if cliKey != "" {
+		keys = append(keys, cliKey)
 		for _, m := range models {
 			if cliProvider == "" || m.Provider == cliProvider {
 				m.apiKey = cliKey
@@ -188,21 +212,56 @@ func loadModels(dir, cliProvider, cliKey string) ([]*model, error) {
 		}
 	}
 	for _, m := range models {
-		m.imageable = oneOf("image", m.Input)
+		m.imageable = slices.Contains(m.Input, "image")
 	}
-	return models, nil
+	return models, newRedactor(keys), keyVars, nil, nil
+}
+
+// redactor removes secrets from text that leaves rpi.
+type redactor struct{ replacer *strings.Replacer }
+
+// minSecretLength: shorter values (a local server's "x") are not secrets
+// worth hiding and would mangle ordinary text.
+const minSecretLength = 8
+
+func newRedactor(secrets []string) *redactor {
+	var pairs []string
+	seen := map[string]bool{}
+	for _, secret := range secrets {
+		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+			if len(form) >= minSecretLength && !seen[form] {
+				seen[form] = true
+				pairs = append(pairs, form, "[redacted]")
+			}
+		}
+	}
+	return &redactor{strings.NewReplacer(pairs...)}
+}
+
+func (r *redactor) redact(text string) string {
+	if r == nil {
+		return text
+	}
+	return r.replacer.Replace(text)
+}
+
+// MarshalJSON writes the Model object with any password in its baseUrl
+// masked; keys and headers are never part of it.
+func (m *model) MarshalJSON() ([]byte, error) {
+	type plain model
+	c := plain(*m)
+	if u, err := url.Parse(c.BaseURL); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "***")
+			c.BaseURL = strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+		}
+	}
+	return marshalJSON(c)
 }
 
 // sortModels orders models.json models by provider, then as listed.
 func sortModels(models []*model) {
 	slices.SortStableFunc(models, func(a, b *model) int { return strings.Compare(a.Provider, b.Provider) })
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // usable reports whether a model can be called: it has a key or needs none.
@@ -233,6 +292,7 @@ type streamRequest struct {
 	messages []any
 	tools    []*tool
 	thinking string
+	secrets  *redactor
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for
@@ -309,9 +369,26 @@ func (st *streamer) endBlock(i int) {
 	}
 }
 
+// modelClient calls providers. It follows no redirect: a key sent in a
+// header must not travel on to another host.
+var modelClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // callModel streams one answer into msg, calling started once the provider
-// has accepted the request and emit for each delta.
+// has accepted the request and emit for each delta. Every secret rpi
+// holds is removed from the error it returns: a server may echo a key.
 func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
+	err := streamModel(ctx, req, msg, started, emit)
+	var perr *providerError
+	switch {
+	case errors.As(err, &perr):
+		perr.message = req.secrets.redact(perr.message)
+	case err != nil && ctx.Err() == nil:
+		err = errors.New(req.secrets.redact(err.Error()))
+	}
+	return err
+}
+
+func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
 	st := &streamer{msg: msg, emit: emit, blocks: map[int]int{}, args: map[int]*strings.Builder{}}
 	var (
 		url  string
@@ -344,7 +421,7 @@ func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, st
 	for k, v := range headers {
 		httpReq.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(httpReq)
+	resp, err := modelClient.Do(httpReq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -789,4 +866,177 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 	}
 	computeCost(u, m)
 	return nil
+}
+
+// ---- Choosing the model ----
+
+// chooseModel picks the starting model: --model (and --provider), then
+// settings.json's default, then the first usable model. The thinking
+// suffix of --model ("id:high") is returned too.
+func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
+	thinking := ""
+	if spec != "" {
+		id := spec
+		if i := strings.LastIndex(spec, ":"); i > 0 && slices.Contains(thinkingLevels, spec[i+1:]) {
+			id, thinking = spec[:i], spec[i+1:]
+		}
+		if provider == "" {
+			if p, rest, ok := strings.Cut(id, "/"); ok {
+				provider, id = p, rest
+			}
+		}
+		for _, m := range models {
+			if m.ID == id && (provider == "" || m.Provider == provider) {
+				return m, thinking, nil
+			}
+		}
+		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
+	}
+	for _, m := range models {
+		if m.Provider == defProvider && m.ID == defModel && m.usable() {
+			return m, "", nil
+		}
+	}
+	for _, m := range models {
+		if m.usable() && (provider == "" || m.Provider == provider) {
+			return m, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// effectiveThinking is the thinking level the current model gets: off for
+// a model without reasoning, otherwise the level set (also while there is
+// no model). s.mu must be held.
+func (s *server) effectiveThinking() string {
+	if s.model != nil && !s.model.Reasoning {
+		return "off"
+	}
+	return s.thinkingLevel
+}
+
+// usableModels lists the models that can be called.
+func (s *server) usableModels() []*model {
+	var out []*model
+	for _, m := range s.set.catalog {
+		if m.usable() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// switchModel makes m the current model and records the change.
+func (s *server) switchModel(m *model) {
+	s.mu.Lock()
+	s.model = m
+	s.mu.Unlock()
+	s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+}
+
+// setModel switches the model for the next call.
+// Fields: provider, modelId. Answer: the Model object; a model that is
+// unknown or has no credentials fails with "Model not found: p/id".
+func (s *server) setModel(r *request) (any, error) {
+	provider, err := r.str("provider")
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.str("modelId")
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range s.usableModels() {
+		if m.Provider == provider && m.ID == id {
+			s.switchModel(m)
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("Model not found: %s/%s", provider, id)
+}
+
+// cycleModel moves to the next usable model.
+// Fields: none. Answer: {model, thinkingLevel, isScoped:false}, or null
+// when fewer than two models are usable.
+func (s *server) cycleModel(r *request) (any, error) {
+	models := s.usableModels()
+	if len(models) < 2 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	next := models[0]
+	for i, m := range models {
+		if m == s.model {
+			next = models[(i+1)%len(models)]
+		}
+	}
+	s.mu.Unlock()
+	s.switchModel(next)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return struct {
+		Model         *model `json:"model"`
+		ThinkingLevel string `json:"thinkingLevel"`
+		IsScoped      bool   `json:"isScoped"`
+	}{next, s.effectiveThinking(), false}, nil
+}
+
+// getAvailableModels lists the models whose provider has credentials (or
+// needs none). Keys are never included.
+// Fields: none. Answer: {"models":[Model]}.
+func (s *server) getAvailableModels(r *request) (any, error) {
+	models := s.usableModels()
+	if models == nil {
+		models = []*model{}
+	}
+	return struct {
+		Models []*model `json:"models"`
+	}{models}, nil
+}
+
+// ---- Thinking ----
+
+// thinkingAnswer is what set_thinking_level answers (§11).
+type thinkingAnswer struct {
+	Requested string `json:"requested"`
+	Level     string `json:"level"`
+}
+
+// setThinkingLevel sets the reasoning effort used for the next model call;
+// an unchanged effective level writes no session entry.
+// Fields: level (off|minimal|low|medium|high|xhigh). Answer: {requested,
+// level (the level in force: off for a model without reasoning)}.
+func (s *server) setThinkingLevel(r *request) (any, error) {
+	level, err := r.enum("level", thinkingLevels)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	before := s.effectiveThinking()
+	s.thinkingLevel = level
+	now := s.effectiveThinking()
+	s.mu.Unlock()
+	if now != before {
+		s.conv.record("thinking_level_change", field{"thinkingLevel", now})
+	}
+	return thinkingAnswer{level, now}, nil
+}
+
+// cycleThinkingLevel moves to the next thinking level; with a model that
+// does not reason (or none) it answers null and nothing changes.
+// Fields: none. Answer: {"level":…} or null.
+func (s *server) cycleThinkingLevel(r *request) (any, error) {
+	s.mu.Lock()
+	if s.model == nil || !s.model.Reasoning {
+		s.mu.Unlock()
+		return nil, nil
+	}
+	i := slices.Index(thinkingLevels, s.thinkingLevel)
+	s.thinkingLevel = thinkingLevels[(i+1)%len(thinkingLevels)]
+	level := s.thinkingLevel
+	s.mu.Unlock()
+	s.conv.record("thinking_level_change", field{"thinkingLevel", level})
+	return struct {
+		Level string `json:"level"`
+	}{level}, nil
 }

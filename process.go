@@ -1,15 +1,26 @@
 package main
 
+// Child processes: how rpi starts, reads, signals and reaps them; the
+// user's own bash command (§6); and background processes as the seed's
+// command table names them (§11), shared by the client's process_*
+// commands and the model's process tool.
+
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +28,7 @@ import (
 	"unicode/utf8"
 )
 
-// Output limits of the user's bash (§6): the answer keeps the tail, at most
+// Output limits of a shell command's answer (§6): the tail, at most
 // maxOutputLines lines and maxOutputBytes bytes.
 const (
 	maxOutputLines = 2000
@@ -34,39 +45,96 @@ func findShell() string {
 
 // ---- Children: start, group, read, signal, reap ----
 
+// processTable owns every child rpi starts: the background processes by
+// id, the user's running bash commands, and the count shutdown waits for.
+type processTable struct {
+	watchdog *watchdog
+	stderr   io.Writer
+
+	// children counts started children not yet reaped.
+	children sync.WaitGroup
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool       // shutting down: no new children
+	byID     map[string]*process
+	order    []string // process ids, oldest first
+	bashRuns map[*bashRun]bool
+}
+
+func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
+	return &processTable{watchdog: w, stderr: stderr, byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
+}
+
+// close refuses every later child; shutdown then waits for the others.
+func (t *processTable) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
+
+var errShuttingDown = errors.New("rpi is shutting down")
+
 // child is a started process in its own process group whose output is
 // read by one goroutine per stream.
 type child struct {
+	table   *processTable
 	cmd     *exec.Cmd
 	pid     int
 	exited  chan struct{} // closed once the child itself has exited
 	stdin   *os.File      // write end of its stdin pipe, or the PTY master; nil when stdin is /dev/null
+	tty     *os.File      // the PTY master, for resizing; nil without a PTY
 	readers sync.WaitGroup
 	pipes   []*os.File // read ends (or the PTY master), closed by the readers
 }
 
 // childOptions say how a child's stdin and output are connected.
 type childOptions struct {
-	stdin bool // a pipe the host writes to (otherwise /dev/null)
-	pty   bool // a new pseudo-terminal as stdin, stdout and stderr, in a new session
+	stdin      bool // a pipe the host writes to (otherwise /dev/null)
+	combined   bool // stdout and stderr share one pipe, read as stream "combined"
+	pty        bool // a new pseudo-terminal as stdin, stdout and stderr, in a new session
+	rows, cols int  // the PTY's size
 }
 
-// startChild starts cmd in a new process group (under a PTY: a new session
-// whose process group it leads). Each chunk of output is passed to
-// onOutput, from one goroutine per stream ("stdout", "stderr"; a PTY has
-// only "stdout"); onOutput may block, and then the child blocks on its pipe.
-func startChild(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p []byte)) (*child, error) {
-	if opts.pty {
-		return startPTYChild(cmd, onOutput)
+// start starts cmd in a new process group (under a PTY: a new session
+// whose process group it leads) that the watchdog kills should rpi die.
+// Each chunk of output is passed to onOutput, from one goroutine per
+// stream ("stdout" and "stderr", or one "combined"); onOutput may block,
+// and then the child blocks on its pipe. The caller must wait() for it.
+func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p []byte)) (*child, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errShuttingDown
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var c *child
+	var err error
+	if opts.pty {
+		c, err = startPTYChild(cmd, opts, onOutput)
+	} else {
+		c, err = startPipeChild(cmd, opts, onOutput)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.table = t
+	t.children.Add(1)
+	t.watchdog.send("+"+strconv.Itoa(c.pid), t.stderr)
+	return c, nil
+}
+
+func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+	startInGroup(cmd, false)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(files []*os.File) {
 		for _, f := range files {
 			f.Close()
 		}
 	}
-	for range 2 {
+	streams := []string{"stdout", "stderr"}
+	if opts.combined {
+		streams = []string{"combined"}
+	}
+	for range streams {
 		r, w, err := os.Pipe()
 		if err != nil {
 			closeAll(parentEnds)
@@ -76,7 +144,7 @@ func startChild(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p
 		parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
 		growPipe(r)
 	}
-	cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[1]
+	cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[len(childEnds)-1]
 	var stdin *os.File
 	if opts.stdin {
 		r, w, err := os.Pipe()
@@ -98,30 +166,31 @@ func startChild(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p
 		return nil, err
 	}
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
-	c.readers.Add(2)
-	go c.read(parentEnds[0], "stdout", onOutput)
-	go c.read(parentEnds[1], "stderr", onOutput)
+	c.readers.Add(len(parentEnds))
+	for i, pipe := range parentEnds {
+		go c.read(pipe, streams[i], onOutput)
+	}
 	return c, nil
 }
 
 // startPTYChild starts cmd with a new pseudo-terminal as its controlling
 // terminal and stdio; the master is both its output and its stdin.
-func startPTYChild(cmd *exec.Cmd, onOutput func(stream string, p []byte)) (*child, error) {
-	master, slave, err := openPTY()
+func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+	master, slave, err := openPTY(opts.rows, opts.cols)
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	startInGroup(cmd, true)
 	err = cmd.Start()
 	slave.Close()
 	if err != nil {
 		master.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, pipes: []*os.File{master}}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
 	c.readers.Add(1)
-	go c.read(master, "stdout", onOutput)
+	go c.read(master, "combined", onOutput)
 	return c, nil
 }
 
@@ -153,13 +222,17 @@ func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)
 // readPause is how long a reader lets a pipe fill after a short read.
 const readPause = time.Millisecond
 
-// wait waits for the child to exit, then kills what remains of its process
-// group (nothing a command started outlives it) and waits for the last of
-// its output. A descendant that left the group and still holds a pipe is
-// cut off after killGrace.
+// wait waits for the child to exit, closes its stdin, kills what remains
+// of its process group (nothing a command started outlives it) and waits
+// for the last of its output. A descendant that left the group and still
+// holds a pipe is cut off after killGrace. It must be called once, and
+// release once its owner has reported the end.
 func (c *child) wait() *os.ProcessState {
 	c.cmd.Wait()
 	close(c.exited)
+	if c.stdin != nil && c.tty == nil {
+		c.stdin.Close()
+	}
 	c.signalGroup(syscall.SIGKILL)
 	done := make(chan struct{})
 	go func() { c.readers.Wait(); close(done) }()
@@ -171,32 +244,33 @@ func (c *child) wait() *os.ProcessState {
 		}
 		<-done
 	}
+	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
 	return c.cmd.ProcessState
 }
 
+// release tells shutdown that the child and everything about it is done.
+func (c *child) release() { c.table.children.Done() }
+
 // signalGroup sends sig to the child's whole process group.
-func (c *child) signalGroup(sig syscall.Signal) error {
-	err := syscall.Kill(-c.pid, sig)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil // already gone
-	}
-	return err
-}
+func (c *child) signalGroup(sig syscall.Signal) error { return signalGroup(c.pid, sig) }
 
 // terminate asks the group to stop with SIGTERM and sends SIGKILL if the
-// child has not exited after killGrace.
-func (c *child) terminate() {
+// child has not exited after grace.
+func (c *child) terminate(grace time.Duration) {
 	c.signalGroup(syscall.SIGTERM)
-	c.killAfterGrace()
-}
-
-// killAfterGrace sends SIGKILL to the group unless the child exits within
-// killGrace.
-func (c *child) killAfterGrace() {
 	select {
 	case <-c.exited:
-	case <-time.After(killGrace):
+	case <-time.After(grace):
 		c.signalGroup(syscall.SIGKILL)
+	}
+}
+
+func (c *child) hasExited() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -209,7 +283,79 @@ func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
 	return &c, 0
 }
 
-// ---- Text ----
+// ---- Rings: bounded output ----
+
+// ring keeps the last limit bytes written to it and counts them all; a
+// byte's cursor is how many bytes came before it.
+type ring struct {
+	buf   []byte // grows up to limit, then wraps
+	limit int
+	next  int // where the next byte goes once buf is full
+	total int64
+}
+
+func (r *ring) write(p []byte) {
+	r.total += int64(len(p))
+	if len(p) >= r.limit {
+		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
+		r.next = 0
+		return
+	}
+	if room := r.limit - len(r.buf); room > 0 {
+		n := min(room, len(p))
+		r.buf = append(r.buf, p[:n]...)
+		p = p[n:]
+	}
+	for len(p) > 0 {
+		n := copy(r.buf[r.next:], p)
+		p = p[n:]
+		r.next = (r.next + n) % r.limit
+	}
+}
+
+// startCursor is the cursor of the oldest byte kept.
+func (r *ring) startCursor() int64 { return r.total - int64(len(r.buf)) }
+
+// bytes returns everything kept, oldest first (a copy).
+func (r *ring) bytes() []byte {
+	return append(append(make([]byte, 0, len(r.buf)), r.buf[r.next:]...), r.buf[:r.next]...)
+}
+
+// readFrom returns up to max bytes from cursor on (or from the oldest kept
+// byte, when cursor is older), and the cursor they start at.
+func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
+	start = min(max(cursor, r.startCursor()), r.total)
+	all := r.bytes()
+	from := int(start - r.startCursor())
+	return start, all[from:min(len(all), from+limit)]
+}
+
+// shrink drops the room a finished stream will not use.
+func (r *ring) shrink() {
+	r.buf, r.next = r.bytes(), 0
+	r.limit = max(len(r.buf), 1)
+}
+
+// cutTail keeps whole lines from the end of b, at most maxLines lines and
+// maxBytes bytes; when the last line alone is longer, it keeps its end.
+func cutTail(b []byte, maxLines, maxBytes int) []byte {
+	end := len(b)
+	start := end
+	for lines := 0; start > 0 && lines < maxLines; lines++ {
+		lineStart := bytes.LastIndexByte(b[:start-1], '\n') + 1
+		if end-lineStart > maxBytes {
+			break
+		}
+		start = lineStart
+	}
+	if start == end && end > 0 {
+		start = max(end-maxBytes, 0)
+		for start < end && !utf8.RuneStart(b[start]) {
+			start++
+		}
+	}
+	return b[start:]
+}
 
 // utf8Stream turns a byte stream into valid UTF-8 chunks: a multi-byte
 // character split between two reads is held back until it is whole.
@@ -242,133 +388,169 @@ func (u *utf8Stream) flush() string {
 	return s
 }
 
-// tail keeps the end of a stream and counts all of it, so that the last
-// maxOutputLines lines / maxOutputBytes bytes can be cut at the end.
-type tail struct {
-	buf      []byte
-	total    int64
-	newlines int
-	bounded  bool // drop the front once buf is well past the limit
+// ---- Temp files ----
+
+// tempFiles is rpi's own temp folder, made on first use and removed at
+// exit (by the watchdog if rpi is killed; else by the next rpi's sweep).
+type tempFiles struct {
+	parent   string
+	watchdog *watchdog
+	stderr   io.Writer
+
+	mu  sync.Mutex // guards dir
+	dir string
 }
 
-func (t *tail) write(p []byte) {
-	t.total += int64(len(p))
-	t.newlines += bytes.Count(p, []byte("\n"))
-	t.buf = append(t.buf, p...)
-	if t.bounded && len(t.buf) > 4*maxOutputBytes {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-2*maxOutputBytes:]...)
+// create makes a new file in rpi's temp folder.
+func (tf *tempFiles) create(pattern string) (*os.File, error) {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	if tf.dir == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		dir := filepath.Join(tf.parent, fmt.Sprintf("rpi-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+		tf.dir = dir
+		tf.watchdog.send("d"+dir, tf.stderr)
+	}
+	return os.CreateTemp(tf.dir, pattern)
+}
+
+func (tf *tempFiles) removeAll() {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	if tf.dir != "" {
+		os.RemoveAll(tf.dir)
+		tf.dir = ""
+	}
+}
+
+// sweepTempDirs removes the temp folders of rpis that died without
+// cleaning up (rpi-<pid>-<hex> whose pid is gone).
+func sweepTempDirs(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(parts) != 3 || parts[0] != "rpi" || len(parts[2]) != 8 {
+			continue
+		}
+		if pid, err := strconv.Atoi(parts[1]); err == nil && pid != os.Getpid() && !processAlive(pid) {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+// ---- Shell commands: the user's bash and the model's ----
+
+// shellOutput gathers a shell command's output as it arrives: a bounded
+// tail per stream and of both interleaved, onText for each chunk of text,
+// and — once the output passes the limits — all of it streamed to a temp
+// file, so memory stays flat whatever the size.
+type shellOutput struct {
+	temp   *tempFiles
+	stderr io.Writer
+	onText func(stream, text string)
+
+	mu       sync.Mutex // guards the fields below; the two streams write concurrently
+	streams  map[string]*shellTail
+	combined shellTail
+	text     map[string]*utf8Stream
+	full     *os.File
+	fullErr  error
+}
+
+// shellTail is one stream's tail and line count.
+type shellTail struct {
+	ring     ring
+	newlines int64
+	lastByte byte
+}
+
+func newShellTail() shellTail { return shellTail{ring: ring{limit: 2 * maxOutputBytes}} }
+
+func (t *shellTail) write(p []byte) {
+	t.ring.write(p)
+	t.newlines += int64(bytes.Count(p, []byte("\n")))
+	if len(p) > 0 {
+		t.lastByte = p[len(p)-1]
 	}
 }
 
 // lines counts lines: each "\n" ends one, and a final unterminated one counts.
-func (t *tail) lines() int {
-	if len(t.buf) > 0 && t.buf[len(t.buf)-1] != '\n' {
+func (t *shellTail) lines() int64 {
+	if t.ring.total > 0 && t.lastByte != '\n' {
 		return t.newlines + 1
 	}
 	return t.newlines
 }
 
-func (t *tail) overLimit() bool {
-	return t.total > maxOutputBytes || t.lines() > maxOutputLines
+func (t *shellTail) overLimit() bool {
+	return t.ring.total > maxOutputBytes || t.lines() > maxOutputLines
 }
 
 // text returns the whole stream, or its cut tail when it is over the limit.
-func (t *tail) text() (text string, truncated bool) {
+func (t *shellTail) text() (text string, truncated bool) {
 	if !t.overLimit() {
-		return string(t.buf), false
+		return string(t.ring.bytes()), false
 	}
-	return string(cutTail(t.buf, maxOutputLines, maxOutputBytes)), true
+	return string(cutTail(t.ring.bytes(), maxOutputLines, maxOutputBytes)), true
 }
 
-// cutTail keeps whole lines from the end of b, at most maxLines lines and
-// maxBytes bytes; when the last line alone is longer, it keeps its end.
-func cutTail(b []byte, maxLines, maxBytes int) []byte {
-	end := len(b)
-	start := end
-	for lines := 0; start > 0 && lines < maxLines; lines++ {
-		lineStart := bytes.LastIndexByte(b[:start-1], '\n') + 1
-		if end-lineStart > maxBytes {
-			break
-		}
-		start = lineStart
-	}
-	if start == end && end > 0 {
-		start = max(end-maxBytes, 0)
-		for start < end && !utf8.RuneStart(b[start]) {
-			start++
-		}
-	}
-	return b[start:]
+func newShellOutput(temp *tempFiles, stderr io.Writer, onText func(stream, text string)) *shellOutput {
+	o := &shellOutput{temp: temp, stderr: stderr, onText: onText, combined: newShellTail(),
+		text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
+	stdout, stderrTail := newShellTail(), newShellTail()
+	o.streams = map[string]*shellTail{"stdout": &stdout, "stderr": &stderrTail}
+	return o
 }
 
-// ---- The user's bash (§6) ----
-
-// bashRun is one user bash command in flight.
-type bashRun struct {
-	cancel   context.CancelFunc // abort_bash: kills the command
-	answered <-chan struct{}
-}
-
-// bashOutput gathers a shell command's output as it arrives: a tail per
-// stream and of both interleaved, onText for each chunk of text, and —
-// once the output passes the limits — all of it in a temp file.
-type bashOutput struct {
-	s      *server
-	onText func(stream, text string)
-
-	mu       sync.Mutex // guards the fields below; the two streams write concurrently
-	stdout   tail
-	stderr   tail
-	combined tail
-	text     map[string]*utf8Stream
-	full     *os.File
-}
-
-func newBashOutput(s *server, onText func(stream, text string)) *bashOutput {
-	return &bashOutput{s: s, onText: onText, text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
-}
-
-// bashUpdate is the data of a bash_execution_update event.
-type bashUpdate struct {
-	RequestID *string `json:"requestId"`
-	Stream    string  `json:"stream"`
-	Chunk     string  `json:"chunk"`
-}
-
-func (o *bashOutput) add(stream string, p []byte) {
+func (o *shellOutput) add(stream string, p []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if stream == "stdout" {
-		o.stdout.write(p)
-	} else {
-		o.stderr.write(p)
+	newlines := o.combined.newlines + int64(bytes.Count(p, []byte("\n")))
+	if o.full == nil && (o.combined.ring.total+int64(len(p)) > maxOutputBytes || newlines >= maxOutputLines) {
+		o.startFull()
 	}
+	o.streams[stream].write(p)
 	o.combined.write(p)
 	if o.full != nil {
-		o.full.Write(p)
-	} else if o.combined.overLimit() {
-		o.saveFullOutput()
+		o.writeFull(p)
 	}
 	if chunk := o.text[stream].next(p); chunk != "" {
 		o.onText(stream, chunk)
 	}
 }
 
-// saveFullOutput starts the temp file with everything so far (all still in
-// memory: the combined tail is unbounded until now).
-func (o *bashOutput) saveFullOutput() {
-	f, err := o.s.createTempFile("rpi-bash-*.log")
-	if err != nil {
-		fmt.Fprintf(o.s.stderr, "rpi: cannot save full bash output: %v\n", err)
+// startFull starts the temp file with everything so far: the combined
+// ring still holds all of it, as it is not yet over the byte limit.
+func (o *shellOutput) startFull() {
+	if o.fullErr != nil {
 		return
 	}
-	f.Write(o.combined.buf)
+	f, err := o.temp.create("rpi-bash-*.log")
+	if err != nil {
+		o.fullErr = err
+		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output: %v\n", err)
+		return
+	}
 	o.full = f
-	o.combined.bounded = true
+	o.writeFull(o.combined.ring.bytes())
 }
 
-// bashResult is the answer to the bash command.
-type bashResult struct {
+func (o *shellOutput) writeFull(p []byte) {
+	if o.fullErr != nil {
+		return
+	}
+	if _, err := o.full.Write(p); err != nil {
+		o.fullErr = err
+		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output to %s: %v\n", o.full.Name(), err)
+	}
+}
+
+// shellResult is what a finished shell command produced.
+type shellResult struct {
 	ExitCode       *int   `json:"exitCode"`
 	Stdout         string `json:"stdout"`
 	Stderr         string `json:"stderr"`
@@ -378,20 +560,9 @@ type bashResult struct {
 	FullOutputPath string `json:"fullOutputPath,omitempty"`
 }
 
-// bashExecutionMessage is how a bash result joins the conversation (pi's shape).
-type bashExecutionMessage struct {
-	Role           string `json:"role"`
-	Command        string `json:"command"`
-	Output         string `json:"output"`
-	ExitCode       *int   `json:"exitCode,omitempty"`
-	Cancelled      bool   `json:"cancelled"`
-	Truncated      bool   `json:"truncated"`
-	FullOutputPath string `json:"fullOutputPath,omitempty"`
-	Timestamp      int64  `json:"timestamp"`
-}
-
-// finish flushes held-back text and builds the result.
-func (o *bashOutput) finish(exitCode *int, cancelled bool) bashResult {
+// finish flushes held-back text and builds the result. The full-output
+// file is named only when it holds all of the output.
+func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, stream := range []string{"stdout", "stderr"} {
@@ -399,27 +570,34 @@ func (o *bashOutput) finish(exitCode *int, cancelled bool) bashResult {
 			o.onText(stream, chunk)
 		}
 	}
-	res := bashResult{ExitCode: exitCode, Cancelled: cancelled}
+	res := shellResult{ExitCode: exitCode, Cancelled: cancelled}
 	var cut [3]bool
-	res.Stdout, cut[0] = o.stdout.text()
-	res.Stderr, cut[1] = o.stderr.text()
+	res.Stdout, cut[0] = o.streams["stdout"].text()
+	res.Stderr, cut[1] = o.streams["stderr"].text()
 	res.Output, cut[2] = o.combined.text()
 	res.Truncated = cut[0] || cut[1] || cut[2]
 	if o.full != nil {
-		res.FullOutputPath = o.full.Name()
-		o.full.Close()
+		if err := o.full.Close(); err != nil && o.fullErr == nil {
+			o.fullErr = err
+		}
+		if o.fullErr == nil && res.Truncated {
+			res.FullOutputPath = o.full.Name()
+		} else {
+			os.Remove(o.full.Name())
+		}
 	}
 	return res
 }
 
-// runShell runs command with bash -c in the session cwd, in its own
+// runShell runs command with the shell in the session cwd, in its own
 // process group, feeding its output to out, until it ends. Cancelling ctx
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
 // and SIGKILL after a grace.
-func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *bashOutput) (ps *os.ProcessState, timedOut bool, err error) {
-	cmd := s.command(s.shell, "-c", command)
-	cmd.Dir = s.cfg.cwd
-	c, err := startChild(cmd, childOptions{}, out.add)
+func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
+	cmd := s.command(s.set.shell, "-c", command)
+	cmd.Dir = s.set.cwd
+	cmd.Env = s.set.childEnv
+	c, err := s.procs.start(cmd, childOptions{}, out.add)
 	if err != nil {
 		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
 	}
@@ -430,21 +608,59 @@ func (s *server) runShell(ctx context.Context, command string, timeout time.Dura
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
 		if s.ctx.Err() != nil {
-			c.terminate()
+			c.terminate(killGrace)
 		} else {
 			c.signalGroup(syscall.SIGKILL)
 		}
 	})
 	ps = c.wait()
+	c.release() // the caller's answer is counted as background work
 	stop()
 	return ps, errors.Is(ctx.Err(), context.DeadlineExceeded), nil
+}
+
+// ---- The user's bash (§6) ----
+
+// bashRun is one user bash command in flight.
+type bashRun struct {
+	cancel context.CancelFunc
+	// abortAnswered is closed once abort_bash has answered, when it
+	// cancelled this run: the cancelled answer comes after that one.
+	abortAnswered chan struct{}
+	aborted       bool
+}
+
+// bashUpdate is the data of a bash_execution_update event; pi writes
+// {id, delta} (§10).
+type bashUpdate struct {
+	RequestID *string `json:"requestId"`
+	Stream    string  `json:"stream"`
+	Chunk     string  `json:"chunk"`
+}
+
+type piBashUpdate struct {
+	ID    *string `json:"id,omitempty"`
+	Delta string  `json:"delta"`
+}
+
+// bashExecutionMessage is how a bash result joins the conversation (pi's shape).
+type bashExecutionMessage struct {
+	Role               string `json:"role"`
+	Command            string `json:"command"`
+	Output             string `json:"output"`
+	ExitCode           *int   `json:"exitCode,omitempty"`
+	Cancelled          bool   `json:"cancelled"`
+	Truncated          bool   `json:"truncated"`
+	FullOutputPath     string `json:"fullOutputPath,omitempty"`
+	ExcludeFromContext bool   `json:"excludeFromContext,omitempty"`
+	Timestamp          int64  `json:"timestamp"`
 }
 
 // bash runs the user's own shell command (not the model's tool) with
 // `bash -c` in the session cwd, in its own process group, and answers when
 // it ends; the commands after it are answered meanwhile.
 // Fields: command (string), [timeout] (seconds; on expiry the command is
-// killed and answers cancelled:true).
+// killed and answers cancelled:true), [excludeFromContext] (bool).
 // Answer: {exitCode (null when killed by a signal), stdout, stderr, output
 // (both interleaved as they arrived), cancelled, truncated, [fullOutputPath]};
 // a nonzero exit is still a success.
@@ -454,34 +670,42 @@ func (s *server) bash(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout, _, err := r.optPositive("timeout")
+	timeout, err := r.optDuration("timeout", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	exclude, err := r.optBool("excludeFromContext", false)
 	if err != nil {
 		return nil, err
 	}
 	requestID := r.idString()
-	out := newBashOutput(s, func(stream, text string) {
-		s.emit("bash_execution_update", bashUpdate{requestID, stream, text})
+	out := newShellOutput(s.temp, s.stderr, func(stream, text string) {
+		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{requestID, text})
 	})
 	ctx, cancel := context.WithCancel(s.ctx)
-	run := &bashRun{cancel: cancel}
-	s.mu.Lock()
-	s.bashRuns[run] = true
-	s.mu.Unlock()
-	run.answered = s.answerLater(r, func() (any, error) {
+	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
+	s.procs.mu.Lock()
+	s.procs.bashRuns[run] = true
+	s.procs.mu.Unlock()
+	s.answerLater(r, func() (any, error) {
 		defer cancel()
-		ps, timedOut, err := s.runShell(ctx, command, time.Duration(timeout*float64(time.Second)), out)
-		s.mu.Lock()
-		delete(s.bashRuns, run)
-		s.mu.Unlock()
+		ps, timedOut, err := s.runShell(ctx, command, timeout, out)
+		s.procs.mu.Lock()
+		delete(s.procs.bashRuns, run)
+		aborted := run.aborted
+		s.procs.mu.Unlock()
+		if aborted {
+			<-run.abortAnswered
+		}
 		if err != nil {
 			return nil, err
 		}
 		code, _ := exitStatus(ps)
 		res := out.finish(code, ctx.Err() != nil || timedOut)
-		s.addBashMessage(bashExecutionMessage{
+		s.conv.addBashResult(bashExecutionMessage{
 			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,
 			Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath,
-			Timestamp: time.Now().UnixMilli(),
+			ExcludeFromContext: exclude, Timestamp: s.env.clock.Now().UnixMilli(),
 		})
 		return res, nil
 	})
@@ -489,76 +713,48 @@ func (s *server) bash(r *request) (any, error) {
 }
 
 // abortBash kills every running user bash command (the whole process
-// group, SIGKILL) and answers once each of them has answered cancelled:true.
+// group, SIGKILL); each then answers cancelled:true, after this answer.
 // Fields: none. Answer: null. Events: none.
 func (s *server) abortBash(r *request) (any, error) {
-	s.mu.Lock()
+	s.procs.mu.Lock()
 	var runs []*bashRun
-	for run := range s.bashRuns {
+	for run := range s.procs.bashRuns {
+		run.aborted = true
 		runs = append(runs, run)
 	}
-	s.mu.Unlock()
-	if len(runs) == 0 {
-		return nil, nil
-	}
+	s.procs.mu.Unlock()
 	for _, run := range runs {
 		run.cancel()
 	}
-	s.answerLater(r, func() (any, error) {
-		for _, run := range runs {
-			<-run.answered
-		}
-		return nil, nil
-	})
+	s.reply(r, nil, nil)
+	for _, run := range runs {
+		close(run.abortAnswered)
+	}
 	return noReply{}, nil
 }
 
-// addBashMessage adds a user bash command's result to the conversation;
-// while the agent runs it waits for the run to end, so that it never lands
-// between a tool call and its result.
-func (s *server) addBashMessage(m bashExecutionMessage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deferred = append(s.deferred, m)
-	if s.run == nil {
-		s.flushDeferred()
-	}
-}
+// ---- Background processes (§11) ----
 
-// appendMessage adds a message to the conversation and the session.
-func (s *server) appendMessage(m any) {
-	s.mu.Lock()
-	s.messages = append(s.messages, m)
-	s.record("message", "message", m)
-	s.mu.Unlock()
-}
-
-// flushDeferred adds the user bash results that waited for a run to end.
-// s.mu must be held.
-func (s *server) flushDeferred() {
-	for _, m := range s.deferred {
-		s.messages = append(s.messages, m)
-		s.record("message", "message", m)
-	}
-	s.deferred = nil
-}
-
-// ---- Background processes (§6) ----
-
-// Process tuning: what process_output retains per stream, what it returns
-// by default, and how output is coalesced into process_output events.
+// Process limits and tuning: how many may run at once, the output ring's
+// default (and largest) size, the default process_logs page, how output
+// is coalesced into process_output events, how long a process nobody
+// touches lives, and the grace between SIGTERM and SIGKILL when one is
+// stopped, times out or expires.
 const (
-	retainedOutputBytes = 1 << 20
-	defaultTailBytes    = 64 << 10
+	maxRunningProcesses = 16
+	defaultOutputBytes  = 1 << 20
+	defaultLogBytes     = 256 << 10
 	coalesceBytes       = 32 << 10
 	coalesceDelay       = 5 * time.Millisecond
+	processIdleExpiry   = 30 * time.Minute
+	stopGrace           = time.Second
 )
 
-// processSignals are the signals process_signal accepts, in §6's order.
-var processSignals = []string{"SIGINT", "SIGTERM", "SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"}
+// processSignals are the signals process_signal accepts (§11).
+var processSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGTSTP"}
 
-// signalNumbers maps signal names to numbers: the nine above and the others
-// a process_exited event may report.
+// signalNumbers maps signal names to numbers: those above and the others
+// a process may end by.
 var signalNumbers = map[string]syscall.Signal{
 	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
 	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
@@ -581,133 +777,290 @@ func signalName(sig syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(sig))
 }
 
-// processKeys are the keys process_send_keys accepts, in §6's order.
-var processKeys = []string{"Enter", "Tab", "Escape", "Backspace", "Delete", "Space", "Up", "Down", "Left", "Right",
-	"Home", "End", "PageUp", "PageDown", "CtrlA", "CtrlC", "CtrlD", "CtrlE", "CtrlK", "CtrlL", "CtrlU", "CtrlW", "CtrlZ"}
+// processKeys are the keys process_keys accepts (§11), and keyBytes what a
+// terminal sends for each; they are always written as these bytes.
+var processKeys = []string{"ENTER", "TAB", "ESCAPE", "CTRL_C", "CTRL_D", "UP", "DOWN", "LEFT", "RIGHT",
+	"BACKSPACE", "DELETE", "SPACE", "HOME", "END", "PAGE_UP", "PAGE_DOWN",
+	"CTRL_A", "CTRL_B", "CTRL_E", "CTRL_F", "CTRL_G", "CTRL_H", "CTRL_I", "CTRL_J", "CTRL_K", "CTRL_L", "CTRL_M",
+	"CTRL_N", "CTRL_O", "CTRL_P", "CTRL_Q", "CTRL_R", "CTRL_S", "CTRL_T", "CTRL_U", "CTRL_V", "CTRL_W", "CTRL_X",
+	"CTRL_Y", "CTRL_Z"}
 
-// keyBytes are the bytes a terminal sends for each key (Enter is "\r"
-// under a PTY and "\n" without one).
-var keyBytes = map[string]string{
-	"Enter": "\r", "Tab": "\t", "Escape": "\x1b", "Backspace": "\x7f", "Delete": "\x1b[3~", "Space": " ",
-	"Up": "\x1b[A", "Down": "\x1b[B", "Right": "\x1b[C", "Left": "\x1b[D", "Home": "\x1b[H", "End": "\x1b[F",
-	"PageUp": "\x1b[5~", "PageDown": "\x1b[6~",
-	"CtrlA": "\x01", "CtrlC": "\x03", "CtrlD": "\x04", "CtrlE": "\x05", "CtrlK": "\x0b", "CtrlL": "\x0c",
-	"CtrlU": "\x15", "CtrlW": "\x17", "CtrlZ": "\x1a",
+var keyBytes = func() map[string]string {
+	m := map[string]string{
+		"ENTER": "\r", "TAB": "\t", "ESCAPE": "\x1b", "UP": "\x1b[A", "DOWN": "\x1b[B", "RIGHT": "\x1b[C",
+		"LEFT": "\x1b[D", "BACKSPACE": "\x7f", "DELETE": "\x1b[3~", "SPACE": " ", "HOME": "\x1b[H", "END": "\x1b[F",
+		"PAGE_UP": "\x1b[5~", "PAGE_DOWN": "\x1b[6~",
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		m["CTRL_"+string(c)] = string(rune(c - 'A' + 1))
+	}
+	return m
+}()
+
+// processSpec is what to start: §11's spec, shared by process_spawn and
+// the model's process tool.
+type processSpec struct {
+	Argv         []string           `json:"argv"`
+	Cwd          string             `json:"cwd"`
+	Env          map[string]*string `json:"env"`
+	TTY          bool               `json:"tty"`
+	TerminalSize *terminalSize      `json:"terminalSize"`
+	Label        string             `json:"label"`
+	TimeoutMs    int64              `json:"timeoutMs"`
+	OutputBytes  int                `json:"outputBytes"`
 }
 
-// ring keeps the last len(buf) bytes written to it and counts them all.
-type ring struct {
-	buf   []byte // grows up to its limit, then wraps
-	limit int
-	next  int // where the next byte goes once buf is full
-	total int64
+type terminalSize struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
 }
 
-func (r *ring) write(p []byte) {
-	r.total += int64(len(p))
-	if len(p) >= r.limit {
-		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
-		r.next = 0
-		return
+// decodeProcessSpec reads and checks a spec. With cwdBase set, a missing
+// or relative cwd is taken from it (the model's tool); without, cwd must
+// be absolute (the client's process_spawn).
+func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error) {
+	var spec processSpec
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &spec) != nil {
+		return spec, invalid("spec", "an object {argv, cwd, [env], [tty], [terminalSize], [label], [timeoutMs], [outputBytes]}")
 	}
-	if room := r.limit - len(r.buf); room > 0 {
-		n := min(room, len(p))
-		r.buf = append(r.buf, p[:n]...)
-		p = p[n:]
+	var present map[string]json.RawMessage
+	json.Unmarshal(raw, &present)
+	switch {
+	case len(spec.Argv) == 0 || spec.Argv[0] == "":
+		return spec, invalid("spec.argv", "a non-empty array of strings, the program first")
+	case cwdBase != "":
+		spec.Cwd = resolvePath(cwdBase, spec.Cwd)
+	case spec.Cwd == "":
+		return spec, missing("spec.cwd", "an absolute path")
+	case !filepath.IsAbs(spec.Cwd):
+		return spec, invalid("spec.cwd", "an absolute path")
 	}
-	for len(p) > 0 {
-		n := copy(r.buf[r.next:], p)
-		p = p[n:]
-		r.next = (r.next + n) % r.limit
+	if info, err := os.Stat(spec.Cwd); err != nil || !info.IsDir() {
+		return spec, invalid("spec.cwd", "an existing directory")
 	}
+	for key := range spec.Env {
+		if key == "" || strings.ContainsAny(key, "=\x00") {
+			return spec, invalid("spec.env", "an object of variable names (no = or NUL) to strings or null")
+		}
+	}
+	for _, s := range append(slices.Clone(spec.Argv), spec.Label) {
+		if strings.ContainsRune(s, 0) {
+			return spec, invalid("spec.argv", "strings without NUL bytes")
+		}
+	}
+	if _, ok := present["label"]; ok && (len(spec.Label) < 1 || len(spec.Label) > 64) {
+		return spec, invalid("spec.label", "a string of 1 to 64 bytes")
+	}
+	if t := spec.TerminalSize; t != nil {
+		switch {
+		case !spec.TTY:
+			return spec, invalid("spec.terminalSize", "given only with tty:true")
+		case t.Rows < 1 || t.Rows > 65535 || t.Cols < 1 || t.Cols > 65535:
+			return spec, invalid("spec.terminalSize", "{rows, cols}, each from 1 to 65535")
+		}
+	}
+	if _, ok := present["timeoutMs"]; ok && (spec.TimeoutMs < 1 || spec.TimeoutMs > 86400000) {
+		return spec, invalid("spec.timeoutMs", "a number of milliseconds from 1 to 86400000")
+	}
+	if _, ok := present["outputBytes"]; ok && (spec.OutputBytes < 1 || spec.OutputBytes > defaultOutputBytes) {
+		return spec, invalid("spec.outputBytes", fmt.Sprintf("a whole number from 1 to %d", defaultOutputBytes))
+	}
+	if spec.TTY && !ptySupported {
+		return spec, invalid("spec.tty", "false on this system (no PTY support)")
+	}
+	if spec.OutputBytes == 0 {
+		spec.OutputBytes = defaultOutputBytes
+	}
+	return spec, nil
 }
 
-// tail returns the last n retained bytes, starting at a character boundary.
-func (r *ring) tail(n int) []byte {
-	ordered := append(append([]byte{}, r.buf[r.next:]...), r.buf[:r.next]...)
-	start := max(len(ordered)-n, 0)
-	for start < len(ordered) && !utf8.RuneStart(ordered[start]) {
-		start++
-	}
-	return ordered[start:]
-}
-
-// process is one background process started by process_start.
+// process is one background process.
 type process struct {
 	s         *server
 	id        string
-	name      *string
-	command   string
-	args      []string
-	cwd       string
-	pty       bool
+	ownerID   string
+	spec      processSpec
 	startedAt time.Time
 	child     *child
-	done      chan struct{} // closed once process_exited is written
 
-	mu         sync.Mutex // guards the fields below; held while this process's events are written, so they stay in order
-	stdout     ring
-	stderr     ring
-	pending    []byte // output not yet sent, all of pendingStream
-	pendingOf  string
-	flushTimer *time.Timer
-	text       map[string]*utf8Stream
-	lastInput  <-chan struct{} // closed when the latest stdin write or key press is answered
-	stdinGone  bool            // closed by CtrlD
-	exited     bool
-	exitCode   *int
-	signal     *string
+	mu          sync.Mutex // guards the fields below; held while this process's events are written, so they stay in order
+	state       string     // starting, running, stopping, exited, timed_out, expired, failed
+	endState    string     // what state exiting leads to (exited, timed_out, expired)
+	exitCode    *int
+	signal      string
+	exitedAt    time.Time
+	out         ring
+	pending     []byte // output not yet sent in a process_output event
+	pendingFrom int64  // the cursor of pending's first byte
+	flushTimer  *time.Timer
+	lastInput   <-chan struct{} // closed when the latest write or key press is done
+	stdinClosed bool
+	touched     time.Time // for the idle expiry
+	stopExpiry  func() bool
+	done        chan struct{} // closed once process_exited is written
 }
 
-// Event data of the process events.
-type processStartedData struct {
-	ProcessID string   `json:"processId"`
-	PID       int      `json:"pid"`
-	Command   string   `json:"command"`
-	Args      []string `json:"args"`
-	Cwd       string   `json:"cwd"`
-	Name      *string  `json:"name"`
-	PTY       bool     `json:"pty"`
-	StartedAt string   `json:"startedAt"`
+// processInfo is §11's ProcessInfo.
+type processInfo struct {
+	ID                string `json:"id"`
+	OwnerID           string `json:"ownerId"`
+	Label             string `json:"label,omitempty"`
+	State             string `json:"state"`
+	PID               int    `json:"pid,omitempty"`
+	TTY               bool   `json:"tty"`
+	StartedAtMs       int64  `json:"startedAtMs"`
+	ExitedAtMs        int64  `json:"exitedAtMs,omitempty"`
+	ExitCode          *int   `json:"exitCode,omitempty"`
+	Signal            string `json:"signal,omitempty"`
+	OutputStartCursor int64  `json:"outputStartCursor"`
+	OutputCursor      int64  `json:"outputCursor"`
 }
 
-type processOutputData struct {
-	ProcessID string `json:"processId"`
-	Stream    string `json:"stream"`
-	Chunk     string `json:"chunk"`
+// infoLocked describes the process; p.mu must be held.
+func (p *process) infoLocked() processInfo {
+	info := processInfo{ID: p.id, OwnerID: p.ownerID, Label: p.spec.Label, State: p.state, TTY: p.spec.TTY,
+		StartedAtMs: p.startedAt.UnixMilli(), ExitCode: p.exitCode, Signal: p.signal,
+		OutputStartCursor: p.out.startCursor(), OutputCursor: p.out.total}
+	if p.child != nil {
+		info.PID = p.child.pid
+	}
+	if !p.exitedAt.IsZero() {
+		info.ExitedAtMs = p.exitedAt.UnixMilli()
+	}
+	return info
 }
 
-type processExitedData struct {
-	ProcessID  string  `json:"processId"`
-	ExitCode   *int    `json:"exitCode"`
-	Signal     *string `json:"signal"`
-	DurationMs int64   `json:"durationMs"`
-}
-
-// addOutput takes a chunk from one of the process's streams: it is kept
-// in the stream's ring and sent in a coalesced process_output event, at
-// once when coalesceBytes are pending, else after coalesceDelay.
-func (p *process) addOutput(stream string, b []byte) {
+func (p *process) info() processInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if stream == "stdout" {
-		p.stdout.write(b)
-	} else {
-		p.stderr.write(b)
+	return p.infoLocked()
+}
+
+// ended reports whether process_exited is out.
+func (p *process) ended() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
 	}
-	if p.pendingOf != stream {
-		p.flushLocked()
-		p.pendingOf = stream
+}
+
+// endedLocked reports whether the process has reached a final state.
+func (p *process) endedLocked() bool {
+	return p.state != "starting" && p.state != "running" && p.state != "stopping"
+}
+
+// processEvent is the data of process_started and process_exited.
+type processEvent struct {
+	Process processInfo `json:"process"`
+}
+
+// processOutputData is the data of a process_output event.
+type processOutputData struct {
+	ID          string `json:"id"`
+	OwnerID     string `json:"ownerId"`
+	Stream      string `json:"stream"`
+	StartCursor int64  `json:"startCursor"`
+	Cursor      int64  `json:"cursor"`
+	DataBase64  string `json:"dataBase64"`
+}
+
+// spawn starts a background process. announce runs once it is
+// registered and process_started is out, while no output event can be
+// written yet, so whatever announce writes comes next.
+func (s *server) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
+	s.procs.mu.Lock()
+	running := 0
+	for _, p := range s.procs.byID {
+		if !p.child.hasExited() {
+			running++
+		}
 	}
+	s.procs.mu.Unlock()
+	if running >= maxRunningProcesses {
+		return nil, fmt.Errorf("process limit reached (maximum %d)", maxRunningProcesses)
+	}
+	cmd := s.command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Cwd
+	cmd.Env = overrideEnv(s.set.childEnv, spec.Env)
+	started := make(chan struct{})
+	close(started)
+	now := s.env.clock.Now()
+	p := &process{s: s, id: newUUIDv7(now), ownerID: ownerID, spec: spec, startedAt: now, state: "starting",
+		endState: "exited", out: ring{limit: spec.OutputBytes}, lastInput: started, touched: now, done: make(chan struct{})}
+	opts := childOptions{stdin: true, combined: true, pty: spec.TTY, rows: 24, cols: 80}
+	if t := spec.TerminalSize; t != nil {
+		opts.rows, opts.cols = t.Rows, t.Cols
+	}
+	// Hold p.mu until process_started (and announce) are out, so no output
+	// event can come first.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, err := s.procs.start(cmd, opts, p.addOutput)
+	if err != nil {
+		if errors.Is(err, errShuttingDown) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("Cannot start %s: %v", spec.Argv[0], unwrapPathError(err))
+	}
+	p.child, p.state = c, "running"
+	s.procs.mu.Lock()
+	s.procs.byID[p.id] = p
+	s.procs.order = append(s.procs.order, p.id)
+	s.procs.mu.Unlock()
+	if spec.TimeoutMs > 0 {
+		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), func() { p.end("timed_out") })
+	}
+	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, p.checkExpiry)
+	go p.waitExit()
+	info := p.infoLocked()
+	s.emit("process_started", processEvent{info}, nil)
+	announce(info)
+	return p, nil
+}
+
+// overrideEnv is base with the overrides applied: a string sets a
+// variable, null removes it.
+func overrideEnv(base []string, overrides map[string]*string) []string {
+	if len(overrides) == 0 {
+		return base
+	}
+	env := make([]string, 0, len(base)+len(overrides))
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		if _, ok := overrides[key]; !ok {
+			env = append(env, kv)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(overrides)) {
+		if v := overrides[key]; v != nil {
+			env = append(env, key+"="+*v)
+		}
+	}
+	return env
+}
+
+// addOutput takes a chunk of output: it is kept in the ring and sent in a
+// coalesced process_output event, at once when coalesceBytes are pending,
+// else after coalesceDelay.
+func (p *process) addOutput(_ string, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) == 0 {
+		p.pendingFrom = p.out.total
+	}
+	p.out.write(b)
 	for len(p.pending) == 0 && len(b) >= coalesceBytes {
 		// Whole chunks go out straight from the read buffer.
-		p.sendOutput(stream, p.text[stream].next(b[:coalesceBytes]))
+		p.sendOutput(p.out.total-int64(len(b)), b[:coalesceBytes])
 		b = b[coalesceBytes:]
+		p.pendingFrom = p.out.total - int64(len(b))
 	}
 	p.pending = append(p.pending, b...)
 	if len(p.pending) >= coalesceBytes {
 		p.flushLocked()
-	} else if p.flushTimer == nil {
+	} else if p.flushTimer == nil && len(p.pending) > 0 {
 		p.flushTimer = time.AfterFunc(coalesceDelay, p.flush)
 	}
 }
@@ -724,485 +1077,527 @@ func (p *process) flushLocked() {
 		p.flushTimer.Stop()
 		p.flushTimer = nil
 	}
-	if len(p.pending) == 0 {
-		return
-	}
-	chunk := p.text[p.pendingOf].next(p.pending)
-	p.pending = p.pending[:0]
-	p.sendOutput(p.pendingOf, chunk)
-}
-
-func (p *process) sendOutput(stream, chunk string) {
-	if chunk != "" {
-		p.s.out.write(event{Type: "process_output", Data: processOutputData{p.id, stream, chunk}})
+	if len(p.pending) > 0 {
+		p.sendOutput(p.pendingFrom, p.pending)
+		p.pending = p.pending[:0]
 	}
 }
 
-// waitExit waits for the process to end (killing it at shutdown), sends
-// the last of its output and then process_exited.
+func (p *process) sendOutput(start int64, data []byte) {
+	p.s.emit("process_output", processOutputData{ID: p.id, OwnerID: p.ownerID, Stream: "combined",
+		StartCursor: start, Cursor: start + int64(len(data)), DataBase64: base64.StdEncoding.EncodeToString(data)}, nil)
+}
+
+// waitExit waits for the process to end (stopping it at shutdown), then,
+// under p.mu, sends the last of its output, records the final state and
+// sends process_exited, so every command after that event sees it ended.
 func (p *process) waitExit() {
-	defer p.s.children.Done()
-	stop := context.AfterFunc(p.s.ctx, p.child.terminate)
+	defer p.s.recoverPanic("process " + p.id)
+	stop := context.AfterFunc(p.s.ctx, func() { p.child.terminate(killGrace) })
 	defer stop()
 	ps := p.child.wait()
-	duration := time.Since(p.startedAt)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.flushLocked()
-	for _, stream := range []string{"stdout", "stderr"} {
-		p.sendOutput(stream, p.text[stream].flush())
-	}
-	p.exited = true
+	p.stopExpiry()
 	code, sig := exitStatus(ps)
-	p.exitCode = code
 	if sig != 0 {
-		name := signalName(sig)
-		p.signal = &name
+		n := 128 + int(sig)
+		code, p.signal = &n, signalName(sig)
 	}
-	p.s.out.write(event{Type: "process_exited", Data: processExitedData{p.id, p.exitCode, p.signal, duration.Milliseconds()}})
+	if p.endState == "timed_out" {
+		n := 124
+		code = &n
+	}
+	p.state, p.exitCode, p.exitedAt = p.endState, code, p.s.env.clock.Now()
+	p.stdinClosed = true
+	p.out.shrink()
+	p.s.emit("process_exited", processEvent{p.infoLocked()}, nil)
 	close(p.done)
+	p.child.release()
 }
 
-// afterInput runs work in the background once the process's earlier
-// stdin writes and key presses have been answered, and answers r with its
-// error or null; so writes happen, and are answered, in the order sent.
-func (p *process) afterInput(r *request, work func() error) {
+// end stops the process for a reason (timed_out, expired): SIGTERM to its
+// group, SIGKILL after stopGrace.
+func (p *process) end(reason string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	if p.endedLocked() {
+		p.mu.Unlock()
+		return
+	}
+	p.endState = reason
+	p.state = "stopping"
+	p.mu.Unlock()
+	p.child.terminate(stopGrace)
+}
+
+// touch notes that a command named the process (for the idle expiry).
+func (p *process) touch() {
+	p.mu.Lock()
+	p.touched = p.s.env.clock.Now()
+	p.mu.Unlock()
+}
+
+// checkExpiry ends a process nobody has touched for processIdleExpiry, or
+// waits again for the rest of that time.
+func (p *process) checkExpiry() {
+	p.mu.Lock()
+	idle := p.s.env.clock.Now().Sub(p.touched)
+	if p.endedLocked() {
+		p.mu.Unlock()
+		return
+	}
+	if idle < processIdleExpiry {
+		p.stopExpiry = p.s.env.clock.AfterFunc(processIdleExpiry-idle, p.checkExpiry)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.end("expired")
+}
+
+// input runs work after the process's earlier writes and key presses,
+// unless ctx ends first (then work never runs); the channel receives its
+// error. Writes to one process happen in the order they were asked for.
+func (p *process) input(ctx context.Context, work func() error) <-chan error {
+	result := make(chan error, 1)
+	mine := make(chan struct{})
+	p.mu.Lock()
 	previous := p.lastInput
-	p.lastInput = p.s.answerLater(r, func() (any, error) {
-		<-previous
-		return nil, work()
-	})
+	p.lastInput = mine
+	p.mu.Unlock()
+	go func() {
+		defer close(mine)
+		select {
+		case <-previous:
+		case <-ctx.Done():
+			<-previous
+		}
+		if ctx.Err() != nil {
+			result <- errors.New("Operation aborted")
+			return
+		}
+		result <- work()
+	}()
+	return result
 }
 
-// stdinClosed is the error for writing after CtrlD closed stdin, or nil.
-func (p *process) stdinClosed() error {
+// writeInput writes data to the process's stdin (or terminal), then
+// closes stdin when closeStdin is set. An ended ctx stops a write the
+// process does not read.
+func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) error {
+	p.mu.Lock()
+	closed := p.stdinClosed
+	p.mu.Unlock()
+	if closed {
+		if p.child.hasExited() {
+			return errors.New("process has exited")
+		}
+		return errors.New("process has closed stdin")
+	}
+	if len(data) > 0 {
+		p.child.stdin.SetWriteDeadline(time.Time{})
+		stop := context.AfterFunc(ctx, func() { p.child.stdin.SetWriteDeadline(time.Now()) })
+		_, err := p.child.stdin.Write(data)
+		stop()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return errors.New("Operation aborted")
+		case err != nil && p.child.hasExited():
+			return errors.New("process has exited")
+		case err != nil:
+			return fmt.Errorf("cannot write to process %s: %v", p.id, err)
+		}
+	}
+	if closeStdin && p.child.tty == nil {
+		p.mu.Lock()
+		p.stdinClosed = true
+		p.mu.Unlock()
+		return p.child.stdin.Close()
+	}
+	return nil
+}
+
+// keyInput is the bytes of keys, or an error naming the field.
+func keyInput(keys []string) ([]byte, error) {
+	var data []byte
+	for _, key := range keys {
+		b, ok := keyBytes[key]
+		if !ok {
+			return nil, invalid("keys", "an array of keys, each one of "+strings.Join(processKeys, ", "))
+		}
+		data = append(data, b...)
+	}
+	return data, nil
+}
+
+// signal sends a signal to the process's group and calls then while
+// holding p.mu, which process_exited also needs: whatever then writes
+// comes before that event. Once the process has ended it does nothing.
+func (p *process) sendSignal(sig syscall.Signal, then func()) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stdinGone {
-		return fmt.Errorf("Process %s has closed stdin (CtrlD)", p.id)
-	}
-	return nil
-}
-
-// writeStdin writes data to the process's stdin (or its terminal).
-func (p *process) writeStdin(data []byte) error {
-	if err := p.stdinClosed(); err != nil {
-		return err
-	}
-	if _, err := p.child.stdin.Write(data); err != nil {
-		if p.isExited() {
-			return fmt.Errorf("Process %s has exited", p.id)
+	if !p.endedLocked() {
+		if err := p.child.signalGroup(sig); err != nil {
+			return err
 		}
-		return fmt.Errorf("Cannot write to process %s: %v", p.id, err)
 	}
+	then()
 	return nil
 }
 
-func (p *process) isExited() bool {
+// stop ends the process: SIGTERM to its group, SIGKILL after stopGrace;
+// it returns once process_exited is out.
+func (p *process) stop() processInfo {
+	p.mu.Lock()
+	if !p.endedLocked() {
+		p.state = "stopping"
+	}
+	p.mu.Unlock()
+	p.child.terminate(stopGrace)
+	<-p.done
+	return p.info()
+}
+
+// wait waits until the process has ended and process_exited is out (then
+// ok), the timeout passes (0: none), or ctx ends.
+func (p *process) wait(ctx context.Context, timeout time.Duration) (processInfo, error) {
+	var expired <-chan struct{}
+	if timeout > 0 {
+		done, stop := after(p.s.env.clock, timeout)
+		defer stop()
+		expired = done
+	}
 	select {
-	case <-p.child.exited:
-		return true
-	default:
-		return false
+	case <-p.done:
+		return p.info(), nil
+	case <-expired:
+		return processInfo{}, fmt.Errorf("timed out waiting for process %s", p.id)
+	case <-ctx.Done():
+		return processInfo{}, errors.New("Operation aborted")
 	}
 }
 
-// lookupProcess finds the process a command names in its processId field.
-func (s *server) lookupProcess(r *request) (*process, error) {
-	id, err := r.str("processId")
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	p, ok := s.processes[id]
-	s.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("Unknown process: %s", id)
-	}
-	return p, nil
+// processLogs is the answer to process_logs.
+type processLogs struct {
+	RequestedCursor int64      `json:"requestedCursor"`
+	StartCursor     int64      `json:"startCursor"`
+	Cursor          int64      `json:"cursor"`
+	Lost            bool       `json:"lost"`
+	LostBytes       int64      `json:"lostBytes"`
+	Chunks          []logChunk `json:"chunks"`
+	EOF             bool       `json:"eof"`
 }
 
-// runningProcess is lookupProcess for commands that need it still running.
-func (s *server) runningProcess(r *request) (*process, error) {
-	p, err := s.lookupProcess(r)
-	if err == nil && p.isExited() {
-		err = fmt.Errorf("Process %s has exited", p.id)
-	}
-	return p, err
+type logChunk struct {
+	StartCursor int64  `json:"startCursor"`
+	Cursor      int64  `json:"cursor"`
+	Stream      string `json:"stream"`
+	DataBase64  string `json:"dataBase64"`
 }
 
-// processStart starts a background process.
-// Fields: command; [args] (array: exec command directly with them; absent:
-// bash -c command); [cwd] (relative to the session cwd); [env] (object of
-// strings added to the host environment); [name]; [pty] (bool).
-// Answer: {processId, pid}. Events: process_started right after the
-// answer, then process_output chunks, then process_exited.
-func (s *server) processStart(r *request) (any, error) {
-	_, err := s.startProcess(r, func(p *process) {
-		s.reply(r, processStartAnswer{p.id, p.child.pid}, nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return noReply{}, nil
-}
-
-type processStartAnswer struct {
-	ProcessID string `json:"processId"`
-	PID       int    `json:"pid"`
-}
-
-// startProcess starts the process r describes. announce runs once it is
-// registered, before process_started and while no output event can be
-// written yet, so whatever announce writes comes first.
-func (s *server) startProcess(r *request, announce func(*process)) (*process, error) {
-	command, err := r.str("command")
-	if err == nil && command == "" {
-		err = invalid("command", "a non-empty string")
-	}
-	if err != nil {
-		return nil, err
-	}
-	args, err := r.optStrings("args")
-	if err != nil {
-		return nil, err
-	}
-	cwd, err := r.optStr("cwd")
-	if err != nil {
-		return nil, err
-	}
-	cwd = resolvePath(s.cfg.cwd, cwd)
-	if info, statErr := os.Stat(cwd); statErr != nil || !info.IsDir() {
-		return nil, fmt.Errorf("Invalid field cwd: %s is not a directory", cwd)
-	}
-	env, err := r.optStringMap("env")
-	if err != nil {
-		return nil, err
-	}
-	var name *string
-	if r.has("name") {
-		n, err := r.str("name")
-		if err != nil {
-			return nil, err
-		}
-		name = &n
-	}
-	pty, err := r.optBool("pty")
-	if err != nil {
-		return nil, err
-	}
-
-	var cmd *exec.Cmd
-	if args != nil {
-		cmd = s.command(command, args...)
-	} else {
-		cmd = s.command(s.shell, "-c", command)
-	}
-	cmd.Dir = cwd
-	cmd.Env = os.Environ()
-	for _, key := range slices.Sorted(maps.Keys(env)) {
-		cmd.Env = append(cmd.Env, key+"="+env[key])
-	}
-	started := make(chan struct{})
-	close(started)
-	p := &process{
-		s: s, id: newUUIDv7(time.Now()), name: name, command: command, args: args, cwd: cwd, pty: pty,
-		done: make(chan struct{}), lastInput: started,
-		stdout: ring{limit: retainedOutputBytes}, stderr: ring{limit: retainedOutputBytes},
-		text: map[string]*utf8Stream{"stdout": {}, "stderr": {}},
-	}
-	// Hold p.mu until process_started is out, so no output event can come first.
+// logs reads kept output from cursor on, at most limit bytes.
+func (p *process) logs(cursor int64, limit int) (processLogs, []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.startedAt = time.Now()
-	c, err := startChild(cmd, childOptions{stdin: true, pty: pty}, p.addOutput)
-	if err != nil {
-		return nil, fmt.Errorf("Cannot start process: %v", err)
+	start, data := p.out.readFrom(cursor, limit)
+	res := processLogs{RequestedCursor: cursor, StartCursor: start, Cursor: start + int64(len(data)), Chunks: []logChunk{}}
+	if start > cursor {
+		res.Lost, res.LostBytes = true, start-cursor
 	}
-	p.child = c
-	s.mu.Lock()
-	s.processes[p.id] = p
-	s.processOrder = append(s.processOrder, p.id)
-	s.mu.Unlock()
-	s.children.Add(1)
-	go p.waitExit()
-	announce(p)
-	s.emit("process_started", processStartedData{
-		ProcessID: p.id, PID: c.pid, Command: command, Args: args, Cwd: cwd, Name: name, PTY: pty,
-		StartedAt: timestamp(p.startedAt),
-	})
+	if len(data) > 0 {
+		res.Chunks = append(res.Chunks, logChunk{start, res.Cursor, "combined", base64.StdEncoding.EncodeToString(data)})
+	}
+	res.EOF = p.endedLocked() && res.Cursor == p.out.total
+	return res, data
+}
+
+// resize sets the size of the process's terminal.
+func (p *process) resize(rows, cols int) error {
+	if p.child.tty == nil {
+		return errors.New("process is not attached to a PTY")
+	}
+	if p.child.hasExited() {
+		return errors.New("process has exited")
+	}
+	return setWindowSize(p.child.tty, rows, cols)
+}
+
+// findProcess looks up a process by id and notes the use.
+func (s *server) findProcess(id string) (*process, error) {
+	s.procs.mu.Lock()
+	p, ok := s.procs.byID[id]
+	s.procs.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("process not found: %s", id)
+	}
+	p.touch()
 	return p, nil
 }
 
-// processInfo is one entry of process_list.
-type processInfo struct {
-	ProcessID   string  `json:"processId"`
-	PID         int     `json:"pid"`
-	Name        *string `json:"name"`
-	Command     string  `json:"command"`
-	Status      string  `json:"status"`
-	ExitCode    *int    `json:"exitCode"`
-	Signal      *string `json:"signal"`
-	StartedAt   string  `json:"startedAt"`
-	OutputBytes int64   `json:"outputBytes"`
+// removeProcess forgets an ended process.
+func (s *server) removeProcess(p *process) error {
+	p.mu.Lock()
+	ended := p.endedLocked()
+	p.mu.Unlock()
+	if !ended {
+		return fmt.Errorf("process %s is still running; stop it first", p.id)
+	}
+	s.procs.mu.Lock()
+	delete(s.procs.byID, p.id)
+	s.procs.order = slices.DeleteFunc(s.procs.order, func(id string) bool { return id == p.id })
+	s.procs.mu.Unlock()
+	return nil
 }
 
-// processList answers every process not yet removed, oldest first.
-// Fields: none. Answer: {"processes":[{processId, pid, name, command,
-// status: running|exited, exitCode, signal, startedAt, outputBytes}]}.
-func (s *server) processList(r *request) (any, error) {
-	s.mu.Lock()
+// listProcesses describes every process not yet removed, oldest first.
+func (s *server) listProcesses() []processInfo {
+	s.procs.mu.Lock()
 	var procs []*process
-	for _, id := range s.processOrder {
-		procs = append(procs, s.processes[id])
+	for _, id := range s.procs.order {
+		procs = append(procs, s.procs.byID[id])
 	}
-	s.mu.Unlock()
+	s.procs.mu.Unlock()
 	list := []processInfo{}
 	for _, p := range procs {
-		p.mu.Lock()
-		info := processInfo{
-			ProcessID: p.id, PID: p.child.pid, Name: p.name, Command: p.command, Status: "running",
-			ExitCode: p.exitCode, Signal: p.signal, StartedAt: timestamp(p.startedAt),
-			OutputBytes: p.stdout.total + p.stderr.total,
-		}
-		if p.exited {
-			info.Status = "exited"
-		}
-		p.mu.Unlock()
-		list = append(list, info)
+		list = append(list, p.info())
 	}
-	return struct {
-		Processes []processInfo `json:"processes"`
-	}{list}, nil
+	return list
 }
 
-// processOutput answers the retained tail of a process's output.
-// Fields: processId; [tail] (bytes per stream, default 65536).
-// Answer: {processId, stdout, stderr, truncated} — truncated when the
-// process wrote more to either stream than is returned.
-func (s *server) processOutput(r *request) (any, error) {
-	tail, err := r.optPositiveInt("tail", defaultTailBytes)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.lookupProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	stdout, stderr := p.stdout.tail(tail), p.stderr.tail(tail)
-	return struct {
-		ProcessID string `json:"processId"`
-		Stdout    string `json:"stdout"`
-		Stderr    string `json:"stderr"`
-		Truncated bool   `json:"truncated"`
-	}{p.id, string(stdout), string(stderr), int64(len(stdout)) < p.stdout.total || int64(len(stderr)) < p.stderr.total}, nil
-}
-
-// processWrite writes to a running process's stdin, after any earlier
-// writes and keys to it.
-// Fields: processId, data (string). Answer: null once written.
-func (s *server) processWrite(r *request) (any, error) {
-	data, err := r.str("data")
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.runningProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.stdinClosed(); err != nil {
-		return nil, err // known now: answer in order, not from the background
-	}
-	p.afterInput(r, func() error { return p.writeStdin([]byte(data)) })
-	return noReply{}, nil
-}
-
-// processSendKeys presses keys in a running process. Under a PTY each key
-// is written as the bytes a terminal sends. Without one, CtrlC sends
-// SIGINT to the process group, CtrlZ SIGTSTP, CtrlD closes stdin, and the
-// other keys are written as bytes (Enter as "\n").
-// Fields: processId, keys ([ProcessKey]). Answer: null once pressed.
-func (s *server) processSendKeys(r *request) (any, error) {
-	keys, err := r.optStrings("keys")
-	if err == nil && keys == nil {
-		err = missing("keys", "an array of keys")
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, key := range keys {
-		if _, ok := keyBytes[key]; !ok {
-			return nil, fmt.Errorf("Invalid key %q: must be one of %s", key, strings.Join(processKeys, ", "))
-		}
-	}
-	p, err := s.runningProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	p.afterInput(r, func() error {
-		for _, key := range keys {
-			if err := p.pressKey(key); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return noReply{}, nil
-}
-
-// pressKey does what one key means for this process (see processSendKeys).
-func (p *process) pressKey(key string) error {
-	if !p.pty {
-		switch key {
-		case "CtrlC":
-			return p.child.signalGroup(syscall.SIGINT)
-		case "CtrlZ":
-			return p.child.signalGroup(syscall.SIGTSTP)
-		case "CtrlD":
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.stdinGone = true
-			return p.child.stdin.Close()
-		case "Enter":
-			return p.writeStdin([]byte("\n"))
-		}
-	}
-	return p.writeStdin([]byte(keyBytes[key]))
-}
-
-// processSignal sends a signal to a running process's whole group.
-// Fields: processId, signal (ProcessSignal). Answer: null, always before
-// the process_exited the signal may cause.
-func (s *server) processSignal(r *request) (any, error) {
-	name, err := r.enum("signal", processSignals)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.runningProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	return p.signalAndReply(r, signalNumbers[name])
-}
-
-// processKill stops a running process: SIGTERM to its group, then SIGKILL
-// if it has not exited 2 s later.
-// Fields: processId. Answer: null once SIGTERM is sent, before
-// process_exited.
-func (s *server) processKill(r *request) (any, error) {
-	p, err := s.runningProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	data, err := p.signalAndReply(r, syscall.SIGTERM)
-	if err == nil {
-		go p.child.killAfterGrace()
-	}
-	return data, err
-}
-
-// signalAndReply signals the process group and answers r while holding
-// p.mu, which process_exited also needs: the answer always comes first.
-func (p *process) signalAndReply(r *request, sig syscall.Signal) (any, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.child.signalGroup(sig); err != nil {
-		return nil, err
-	}
-	if r.typ != "process" { // the process tool answers through its tool result
-		p.s.reply(r, nil, nil)
-		return noReply{}, nil
-	}
-	return nil, nil
-}
-
-// waitResult is the answer to process_wait.
-type waitResult struct {
-	ExitCode *int    `json:"exitCode"`
-	Signal   *string `json:"signal"`
-	TimedOut bool    `json:"timedOut"`
-}
-
-// waitFor waits until the process has exited (and process_exited is
-// out), the timeout passes (0: no timeout), or ctx ends (ok is false).
-func (p *process) waitFor(ctx context.Context, timeout time.Duration) (res waitResult, ok bool) {
-	var expired <-chan time.Time
-	if timeout > 0 {
-		timer := time.NewTimer(timeout)
-		defer timer.Stop()
-		expired = timer.C
-	}
-	select {
-	case <-p.done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return waitResult{p.exitCode, p.signal, false}, true
-	case <-expired:
-		return waitResult{TimedOut: true}, true
-	case <-ctx.Done():
-		return waitResult{}, false
-	}
-}
-
-// processWait waits for a process to exit, in the background (at once
-// when it already has).
-// Fields: processId; [timeout] (ms). Answer: {exitCode, signal, timedOut}.
-func (s *server) processWait(r *request) (any, error) {
-	timeout, _, err := r.optPositive("timeout")
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.lookupProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	wait := func() (any, error) {
-		res, _ := p.waitFor(context.Background(), time.Duration(timeout*float64(time.Millisecond)))
-		return res, nil
-	}
-	select {
-	case <-p.done:
-		return wait()
-	default:
-	}
-	s.answerLater(r, wait)
-	return noReply{}, nil
-}
-
-// processRemove forgets an exited process.
-// Fields: processId. Answer: null; a running process is an error.
-func (s *server) processRemove(r *request) (any, error) {
-	p, err := s.lookupProcess(r)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-p.done:
-	default:
-		return nil, fmt.Errorf("Process %s is still running; kill it first", p.id)
-	}
-	s.mu.Lock()
-	delete(s.processes, p.id)
-	s.processOrder = slices.DeleteFunc(s.processOrder, func(id string) bool { return id == p.id })
-	s.mu.Unlock()
-	return nil, nil
-}
-
-// runningProcesses counts the processes that have not exited.
+// runningProcesses counts the processes that have not ended.
 func (s *server) runningProcesses() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, p := range s.processes {
-		if !p.isExited() {
+	for _, info := range s.listProcesses() {
+		if info.State == "starting" || info.State == "running" || info.State == "stopping" {
 			n++
 		}
 	}
 	return n
+}
+
+// requestProcess finds the process a command names in its processId field.
+func (s *server) requestProcess(r *request) (*process, error) {
+	id, err := r.str("processId")
+	if err != nil {
+		return nil, err
+	}
+	return s.findProcess(id)
+}
+
+// processSpawn starts a background process (argv exec'd directly, no shell).
+// Fields: spec {argv, cwd (absolute), [env] ({K: string|null} over rpi's
+// environment), [tty], [terminalSize] {rows, cols}, [label], [timeoutMs],
+// [outputBytes]}.
+// Answer: ProcessInfo. Events: process_started before the answer, then
+// process_output chunks, then process_exited after the last of them.
+func (s *server) processSpawn(r *request) (any, error) {
+	if !r.has("spec") {
+		return nil, missing("spec", "an object {argv, cwd, …}")
+	}
+	spec, err := decodeProcessSpec(r.fields["spec"], "")
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) })
+	if err != nil {
+		return nil, err
+	}
+	return noReply{}, nil
+}
+
+// processList answers every process not yet removed, oldest first.
+// Fields: none. Answer: {"processes":[ProcessInfo]}.
+func (s *server) processList(r *request) (any, error) {
+	return struct {
+		Processes []processInfo `json:"processes"`
+	}{s.listProcesses()}, nil
+}
+
+// processDescribe answers one process's ProcessInfo.
+// Fields: processId. Answer: ProcessInfo.
+func (s *server) processDescribe(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	return p.info(), nil
+}
+
+// processLogsCommand answers kept output from a byte cursor on.
+// Fields: processId, [cursor] (default 0), [limitBytes] (default 262144).
+// Answer: {requestedCursor, startCursor, cursor (the next to ask for),
+// lost, lostBytes (output the ring no longer holds), chunks:[{startCursor,
+// cursor, stream:"combined", dataBase64}], eof (ended and all read)}.
+func (s *server) processLogsCommand(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	cursor, err := r.optInt("cursor", 0, -1, 0)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := r.optInt("limitBytes", 1, 16<<20, defaultLogBytes)
+	if err != nil {
+		return nil, err
+	}
+	logs, _ := p.logs(int64(cursor), limit)
+	return logs, nil
+}
+
+// processWrite writes to a process's stdin, after its earlier writes and
+// keys, and can close stdin.
+// Fields: processId, [dataBase64], [closeStdin] (at least one of them).
+// Answer: null once written.
+func (s *server) processWrite(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	if r.has("dataBase64") {
+		text, err := r.str("dataBase64")
+		if err != nil {
+			return nil, err
+		}
+		if data, err = base64.StdEncoding.DecodeString(text); err != nil {
+			return nil, invalid("dataBase64", "base64 (standard alphabet, padded)")
+		}
+	}
+	closeStdin, err := r.optBool("closeStdin", false)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 && !closeStdin {
+		return nil, missing("dataBase64", "non-empty base64 data, unless closeStdin is true")
+	}
+	return s.afterInput(r, p, func() error { return p.writeInput(s.ctx, data, closeStdin) })
+}
+
+// afterInput answers r once work has run after the process's earlier
+// input; a process whose stdin is already closed fails at once, in order.
+func (s *server) afterInput(r *request, p *process, work func() error) (any, error) {
+	p.mu.Lock()
+	closed := p.stdinClosed
+	p.mu.Unlock()
+	if closed {
+		return nil, p.writeInput(s.ctx, nil, false)
+	}
+	result := p.input(s.ctx, work)
+	s.answerLater(r, func() (any, error) { return nil, <-result })
+	return noReply{}, nil
+}
+
+// processKeys presses keys: each is written as the bytes a terminal
+// sends (ENTER is "\r", CTRL_C is 0x03), with or without a terminal.
+// Fields: processId, keys ([ProcessKey]). Answer: null once written.
+func (s *server) processKeysCommand(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := r.optStrings("keys")
+	if err == nil && len(keys) == 0 {
+		err = missing("keys", "a non-empty array of keys")
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := keyInput(keys)
+	if err != nil {
+		return nil, err
+	}
+	return s.afterInput(r, p, func() error { return p.writeInput(s.ctx, data, false) })
+}
+
+// processResize sets the size of a process's terminal (the process gets
+// SIGWINCH).
+// Fields: processId, cols, rows (1–65535). Answer: null.
+func (s *server) processResize(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := r.optInt("cols", 1, 65535, 0)
+	if err == nil && cols == 0 {
+		err = missing("cols", "a whole number from 1 to 65535")
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.optInt("rows", 1, 65535, 0)
+	if err == nil && rows == 0 {
+		err = missing("rows", "a whole number from 1 to 65535")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, p.resize(rows, cols)
+}
+
+// processSignal sends a signal to a process's whole group; once the
+// process has ended it does nothing.
+// Fields: processId, signal (ProcessSignal). Answer: null, always before
+// the process_exited the signal may cause.
+func (s *server) processSignal(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	name, err := r.enum("signal", processSignals)
+	if err != nil {
+		return nil, err
+	}
+	err = p.sendSignal(signalNumbers[name], func() { s.reply(r, nil, nil) })
+	if err != nil {
+		return nil, err
+	}
+	return noReply{}, nil
+}
+
+// processStop stops a process: SIGTERM to its group, then SIGKILL if it
+// has not exited a second later.
+// Fields: processId. Answer: the final ProcessInfo, after process_exited.
+func (s *server) processStop(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	if p.ended() {
+		return p.info(), nil // in order with the commands around it
+	}
+	s.answerLater(r, func() (any, error) { return p.stop(), nil })
+	return noReply{}, nil
+}
+
+// processWait waits for a process to end, in the background.
+// Fields: processId, [timeoutMs]. Answer: the final ProcessInfo, after
+// process_exited; a timeout fails ("timed out waiting for process <id>").
+func (s *server) processWait(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := r.optDuration("timeoutMs", time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	if p.ended() {
+		return p.info(), nil // in order with the commands around it
+	}
+	s.answerLater(r, func() (any, error) { return p.wait(context.Background(), timeout) })
+	return noReply{}, nil
+}
+
+// processRemove forgets an ended process (rpi's addition to §11).
+// Fields: processId. Answer: null; a running process is an error.
+func (s *server) processRemove(r *request) (any, error) {
+	p, err := s.requestProcess(r)
+	if err != nil {
+		return nil, err
+	}
+	return nil, s.removeProcess(p)
 }
 
 // resolvePath makes path absolute against dir.
@@ -1215,3 +1610,6 @@ func resolvePath(dir, path string) string {
 	}
 	return filepath.Join(dir, path)
 }
+
+// msDuration is ms milliseconds.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

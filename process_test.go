@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,23 +60,14 @@ func TestUTF8Stream(t *testing.T) {
 // holding the whole output, interleaved as it came, and that rpi removes
 // the file when it exits.
 func TestBashFullOutput(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
-	pr, pw := io.Pipe()
-	out := newWatchedOutput()
-	done := make(chan struct{})
-	go func() {
-		serveInProcess(t, []string{"rpc", "--cwd", t.TempDir()}, pr, out, 0)
-		close(done)
-	}()
-	io.WriteString(pw, `{"id":"big","type":"bash","command":"for i in $(seq 1 30000); do echo line$i; done; echo tail >&2"}`+"\n")
-	if !out.waitFor(`"id":"big"`, func(b []byte) string { return string(b) }) {
-		t.Fatal("no answer")
-	}
+	ps := startSession(t)
+	ps.send(`{"id":"big","type":"bash","command":"for i in $(seq 1 30000); do echo line$i; done; echo tail >&2"}`)
+	ps.waitFor(`"id":"big"`)
 	var res struct {
-		Data bashResult
+		Data shellResult
 	}
-	lines := bytes.Split(bytes.TrimSpace(out.bytes()), []byte("\n"))
-	if err := json.Unmarshal(lines[len(lines)-1], &res); err != nil {
+	recs := bytes.Split(bytes.TrimSpace(ps.out.bytes()), []byte("\n"))
+	if err := json.Unmarshal(recs[len(recs)-1], &res); err != nil {
 		t.Fatal(err)
 	}
 	full, err := os.ReadFile(res.Data.FullOutputPath)
@@ -93,8 +87,7 @@ func TestBashFullOutput(t *testing.T) {
 	if res.Data.Stderr != "tail\n" || strings.Count(res.Data.Stdout, "\n") != maxOutputLines || !strings.HasSuffix(res.Data.Stdout, "line30000\n") {
 		t.Errorf("stderr %q, stdout %d lines", res.Data.Stderr, strings.Count(res.Data.Stdout, "\n"))
 	}
-	pw.Close()
-	<-done
+	ps.close()
 	if _, err := os.Stat(res.Data.FullOutputPath); !os.IsNotExist(err) {
 		t.Errorf("full output file still there after exit: %v", err)
 	}
@@ -113,16 +106,24 @@ func linesBytes(n int) int64 {
 // they come, for tests that check properties rather than exact lines.
 type processSession struct {
 	t    *testing.T
+	env  *testEnv
 	in   *io.PipeWriter
 	out  *watchedOutput
 	done chan struct{}
 }
 
 func startSession(t *testing.T) *processSession {
+	return startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir()})
+}
+
+// startSessionIn starts an in-process rpi with args in environment e.
+func startSessionIn(t *testing.T, e *testEnv, args []string) *processSession {
 	pr, pw := io.Pipe()
-	ps := &processSession{t: t, in: pw, out: newWatchedOutput(), done: make(chan struct{})}
+	ps := &processSession{t: t, env: e, in: pw, out: newWatchedOutput(), done: make(chan struct{})}
 	go func() {
-		serveInProcess(t, []string{"rpc", "--cwd", t.TempDir()}, pr, ps.out, 0)
+		if code := runRPI(t, e, args, pr, ps.out); code != 0 {
+			t.Errorf("exit code %d", code)
+		}
 		close(ps.done)
 	}()
 	return ps
@@ -142,6 +143,11 @@ func (ps *processSession) waitFor(text string) {
 func (ps *processSession) close() []map[string]any {
 	ps.in.Close()
 	<-ps.done
+	return ps.records()
+}
+
+// records returns the records so far without ending the session.
+func (ps *processSession) records() []map[string]any {
 	var recs []map[string]any
 	for _, line := range bytes.Split(bytes.TrimSpace(ps.out.bytes()), []byte("\n")) {
 		var rec map[string]any
@@ -153,41 +159,72 @@ func (ps *processSession) close() []map[string]any {
 	return recs
 }
 
-// processIDs returns the processId answered to each process_start id.
+// spawnLine is a process_spawn command line for argv, in cwd "/".
+func spawnLine(id string, argv []string, specExtra string) string {
+	quoted, _ := json.Marshal(argv)
+	return fmt.Sprintf(`{"id":%q,"type":"process_spawn","spec":{"argv":%s,"cwd":"/"%s}}`, id, quoted, specExtra)
+}
+
+// processIDs returns the process id answered to each process_spawn id.
 func processIDs(recs []map[string]any) map[string]string {
 	ids := map[string]string{}
 	for _, rec := range recs {
-		if rec["command"] == "process_start" && rec["success"] == true {
-			ids[rec["id"].(string)] = rec["data"].(map[string]any)["processId"].(string)
+		if rec["command"] == "process_spawn" && rec["success"] == true {
+			ids[rec["id"].(string)] = rec["data"].(map[string]any)["id"].(string)
 		}
 	}
 	return ids
 }
 
+// eventProcess is the process id an event is about.
+func eventProcess(rec map[string]any) string {
+	data, _ := rec["data"].(map[string]any)
+	if p, ok := data["process"].(map[string]any); ok {
+		return p["id"].(string)
+	}
+	id, _ := data["id"].(string)
+	return id
+}
+
+// outputOf joins the process_output data of process id.
+func outputOf(recs []map[string]any, id string) string {
+	var out strings.Builder
+	for _, rec := range recs {
+		if rec["type"] == "process_output" && eventProcess(rec) == id {
+			b, _ := base64.StdEncoding.DecodeString(rec["data"].(map[string]any)["dataBase64"].(string))
+			out.Write(b)
+		}
+	}
+	return out.String()
+}
+
 // TestProcessEventOrder floods output from several processes at once and
 // checks, per process, that process_started comes first, process_exited
-// last, and that the output chunks add up to exactly what was written.
+// last, and that the output chunks add up to exactly what was written,
+// with cursors that follow each other.
 func TestProcessEventOrder(t *testing.T) {
 	ps := startSession(t)
 	const n = 4
 	for i := range n {
-		ps.send(fmt.Sprintf(`{"id":"p%d","type":"process_start","command":"seq 1 50000; seq 1 1000 >&2"}`, i))
+		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "seq 1 50000"}, ""))
 	}
 	for range n {
 		ps.waitFor(`"type":"process_exited"`)
 	}
-	time.Sleep(100 * time.Millisecond)
 	recs := ps.close()
 	var want bytes.Buffer
 	for i := 1; i <= 50000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	for _, id := range processIDs(recs) {
+	ids := processIDs(recs)
+	if len(ids) != n {
+		t.Fatalf("%d processes started, want %d", len(ids), n)
+	}
+	for _, id := range ids {
 		state := "before"
-		var stdout strings.Builder
+		var cursor float64
 		for _, rec := range recs {
-			data, _ := rec["data"].(map[string]any)
-			if data == nil || data["processId"] != id {
+			if eventProcess(rec) != id {
 				continue
 			}
 			switch rec["type"] {
@@ -197,12 +234,11 @@ func TestProcessEventOrder(t *testing.T) {
 				}
 				state = "started"
 			case "process_output":
-				if state != "started" {
-					t.Errorf("%s: output while %s", id, state)
+				data := rec["data"].(map[string]any)
+				if state != "started" || data["startCursor"].(float64) != cursor {
+					t.Errorf("%s: output at %v while %s, cursor %v", id, data["startCursor"], state, cursor)
 				}
-				if data["stream"] == "stdout" {
-					stdout.WriteString(data["chunk"].(string))
-				}
+				cursor = data["cursor"].(float64)
 			case "process_exited":
 				if state != "started" {
 					t.Errorf("%s: process_exited while %s", id, state)
@@ -210,33 +246,27 @@ func TestProcessEventOrder(t *testing.T) {
 				state = "exited"
 			}
 		}
-		if state != "exited" || stdout.String() != want.String() {
-			t.Errorf("%s: ended %s with %d bytes of stdout, want exited with %d", id, state, stdout.Len(), want.Len())
+		if got := outputOf(recs, id); state != "exited" || got != want.String() {
+			t.Errorf("%s: ended %s with %d bytes of output, want exited with %d", id, state, len(got), want.Len())
 		}
 	}
 }
 
 // TestPTYEcho checks what the terminal's line discipline does with keys:
-// typed text is echoed, and CtrlC is echoed as ^C and interrupts.
+// typed text is echoed, and CTRL_C is echoed as ^C and interrupts.
 func TestPTYEcho(t *testing.T) {
 	ps := startSession(t)
-	ps.send(`{"id":"p","type":"process_start","command":"cat","pty":true}`)
+	ps.send(spawnLine("p", []string{"cat"}, `,"tty":true`))
 	ps.waitFor(`"type":"process_started"`)
 	id := processIDs(ps.records())["p"]
-	ps.send(`{"id":"w","type":"process_write","processId":"` + id + `","data":"hello"}`)
-	ps.send(`{"id":"k","type":"process_send_keys","processId":"` + id + `","keys":["Enter"]}`)
-	// CtrlC makes the terminal flush output not yet read, so wait first.
+	ps.send(`{"id":"w","type":"process_write","processId":"` + id + `","dataBase64":"` + base64.StdEncoding.EncodeToString([]byte("hello")) + `"}`)
+	ps.send(`{"id":"k","type":"process_keys","processId":"` + id + `","keys":["ENTER"]}`)
+	// CTRL_C makes the terminal flush output not yet read, so wait first.
 	ps.waitForOutput(id, "hello\r\nhello\r\n")
-	ps.send(`{"id":"c","type":"process_send_keys","processId":"` + id + `","keys":["CtrlC"]}`)
+	ps.send(`{"id":"c","type":"process_keys","processId":"` + id + `","keys":["CTRL_C"]}`)
 	ps.waitFor(`"signal":"SIGINT"`)
-	var output strings.Builder
-	for _, rec := range ps.close() {
-		if data, _ := rec["data"].(map[string]any); rec["type"] == "process_output" {
-			output.WriteString(data["chunk"].(string))
-		}
-	}
 	// The echo of the typed line, cat's copy of it, then the echoed ^C.
-	if got := output.String(); got != "hello\r\nhello\r\n^C" {
+	if got := outputOf(ps.close(), id); got != "hello\r\nhello\r\n^C" {
 		t.Errorf("terminal output %q", got)
 	}
 }
@@ -245,34 +275,9 @@ func TestPTYEcho(t *testing.T) {
 // contains text.
 func (ps *processSession) waitForOutput(id, text string) {
 	ps.t.Helper()
-	joined := func(b []byte) string {
-		var all strings.Builder
-		for _, line := range bytes.Split(b, []byte("\n")) {
-			var rec struct {
-				Type string
-				Data processOutputData
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Type == "process_output" && rec.Data.ProcessID == id {
-				all.WriteString(rec.Data.Chunk)
-			}
-		}
-		return all.String()
-	}
-	if !ps.out.waitFor(text, joined) {
+	if !ps.out.waitFor(text, func(b []byte) string { return outputOf(ps.records(), id) }) {
 		ps.t.Fatalf("process %s never wrote %q", id, text)
 	}
-}
-
-// records returns the records so far without ending the session.
-func (ps *processSession) records() []map[string]any {
-	var recs []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(ps.out.bytes()), []byte("\n")) {
-		var rec map[string]any
-		if json.Unmarshal(line, &rec) == nil {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
 }
 
 // TestSignalReachesGrandchild checks that process_signal goes to the whole
@@ -280,16 +285,11 @@ func (ps *processSession) records() []map[string]any {
 // and both die from one SIGTERM.
 func TestSignalReachesGrandchild(t *testing.T) {
 	ps := startSession(t)
-	ps.send(fmt.Sprintf(`{"id":"p","type":"process_start","command":%q,"args":[],"env":{"RPI_HELPER":"spawn-grandchild"}}`, os.Args[0]))
-	ps.waitFor(`"stream":"stdout"`)
+	ps.send(spawnLine("p", []string{os.Args[0]}, `,"env":{"RPI_HELPER":"spawn-grandchild"}`))
+	ps.waitFor(`"type":"process_output"`)
 	recs := ps.records()
 	id := processIDs(recs)["p"]
-	var grandchild int
-	for _, rec := range recs {
-		if data, _ := rec["data"].(map[string]any); rec["type"] == "process_output" {
-			grandchild, _ = strconv.Atoi(strings.TrimSpace(data["chunk"].(string)))
-		}
-	}
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(outputOf(recs, id)))
 	if !alive(grandchild) {
 		t.Fatalf("grandchild %d is not running", grandchild)
 	}
@@ -311,25 +311,11 @@ func TestSignalReachesGrandchild(t *testing.T) {
 func TestEndToEndNoOrphanProcesses(t *testing.T) {
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
-	p.send(t, `{"id":"plain","type":"process_start","command":"sleep 300"}`+"\n")
-	p.send(t, `{"id":"pty","type":"process_start","command":"sleep 300","pty":true}`+"\n")
-	p.send(t, `{"id":"stubborn","type":"process_start","command":"trap '' TERM; echo ready; while :; do sleep 0.05; done"}`+"\n")
-	p.send(t, fmt.Sprintf(`{"id":"family","type":"process_start","command":%q,"args":[],"env":{"RPI_HELPER":"spawn-grandchild"}}`+"\n", os.Args[0]))
-	var pids []int
-	outputs := 0
-	for len(pids) < 4 || outputs < 2 {
-		rec := p.next(t)
-		data, _ := rec["data"].(map[string]any)
-		switch rec["type"] {
-		case "process_started":
-			pids = append(pids, int(data["pid"].(float64)))
-		case "process_output":
-			outputs++
-			if pid, err := strconv.Atoi(strings.TrimSpace(data["chunk"].(string))); err == nil {
-				pids = append(pids, pid) // the grandchild
-			}
-		}
-	}
+	p.send(t, spawnLine("plain", []string{"sleep", "300"}, "")+"\n")
+	p.send(t, spawnLine("pty", []string{"sleep", "300"}, `,"tty":true`)+"\n")
+	p.send(t, spawnLine("stubborn", []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}, "")+"\n")
+	p.send(t, spawnLine("family", []string{os.Args[0]}, `,"env":{"RPI_HELPER":"spawn-grandchild"}`)+"\n")
+	pids := watchPIDs(t, p, 4)
 	p.stdin.Close()
 	code, rest := p.exit(t)
 	if code != 0 || strings.Count(rest, `"type":"process_exited"`) != 4 {
@@ -342,24 +328,154 @@ func TestEndToEndNoOrphanProcesses(t *testing.T) {
 	}
 }
 
+// watchPIDs reads records until n processes have started and the two
+// that print have printed; it returns their pids and the grandchild's.
+func watchPIDs(t *testing.T, p *rpiProcess, n int) []int {
+	var pids []int
+	outputs := 0
+	for len(pids) < n || outputs < 2 {
+		rec := p.next(t)
+		data, _ := rec["data"].(map[string]any)
+		switch rec["type"] {
+		case "process_started":
+			pids = append(pids, int(data["process"].(map[string]any)["pid"].(float64)))
+		case "process_output":
+			outputs++
+			text, _ := base64.StdEncoding.DecodeString(data["dataBase64"].(string))
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(text))); err == nil {
+				pids = append(pids, pid) // the grandchild
+			}
+		}
+	}
+	return pids
+}
+
+// TestEndToEndKilledRPILeavesNoChildren kills rpi with SIGKILL while it
+// runs processes, a grandchild and a user bash: the kernel's parent-death
+// signal and the watchdog end every one of them, and the watchdog removes
+// rpi's temp folder.
+func TestEndToEndKilledRPILeavesNoChildren(t *testing.T) {
+	tmp := t.TempDir()
+	p := startRPIWith(t, withEnv("TMPDIR="+tmp), "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	p.send(t, spawnLine("plain", []string{"sleep", "300"}, "")+"\n")
+	p.send(t, spawnLine("stubborn", []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}, "")+"\n")
+	p.send(t, spawnLine("family", []string{os.Args[0]}, `,"env":{"RPI_HELPER":"spawn-grandchild"}`)+"\n")
+	pids := watchPIDs(t, p, 3)
+	p.send(t, `{"id":"b","type":"bash","command":"seq 1 100000; sleep 300"}`+"\n")
+	for {
+		p.until(t, "bash_execution_update", "")
+		if dirs, _ := filepath.Glob(filepath.Join(tmp, "rpi-*", "rpi-bash-*.log")); len(dirs) == 1 {
+			break // the output passed the limit: rpi's temp folder holds its full copy
+		}
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("pid %d survived rpi's SIGKILL", pid)
+		}
+	}
+	for time.Now().Before(deadline) {
+		if dirs, _ := filepath.Glob(filepath.Join(tmp, "rpi-*")); len(dirs) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("rpi's temp folder is still there after SIGKILL")
+}
+
+// TestEndToEndDefaultSignals starts rpi the way nohup and a shell's
+// background job do (SIGHUP, SIGINT and SIGQUIT ignored): its children
+// still start with every signal at its default, so process_signal SIGHUP
+// ends one.
+func TestEndToEndDefaultSignals(t *testing.T) {
+	p := startRPIWith(t, func(cmd *exec.Cmd) {
+		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT TSTP TTIN TTOU; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+		cmd.Path, _ = exec.LookPath("sh")
+	}, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	p.send(t, spawnLine("p", []string{"sh", "-c", "grep SigIgn /proc/self/status; sleep 300"}, "")+"\n")
+	var ignored string
+	for ignored == "" {
+		rec := p.next(t)
+		if rec["type"] == "process_output" {
+			text, _ := base64.StdEncoding.DecodeString(rec["data"].(map[string]any)["dataBase64"].(string))
+			ignored = strings.TrimSpace(strings.TrimPrefix(string(text), "SigIgn:"))
+		}
+	}
+	if ignored != "0000000000000000" {
+		t.Errorf("the child started with ignored signals %s, want none", ignored)
+	}
+	ps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if !strings.Contains(string(ps), "SigIgn:") {
+		t.Fatal("no /proc status for rpi")
+	}
+	id := ""
+	for id == "" {
+		p.send(t, `{"id":"l","type":"process_list"}`+"\n")
+		rec := p.until(t, "response", "l")
+		for _, info := range rec["data"].(map[string]any)["processes"].([]any) {
+			id = info.(map[string]any)["id"].(string)
+		}
+	}
+	p.send(t, `{"id":"hup","type":"process_signal","processId":"`+id+`","signal":"SIGHUP"}`+"\n")
+	rec := p.until(t, "process_exited", "")
+	if info := rec["data"].(map[string]any)["process"].(map[string]any); info["signal"] != "SIGHUP" || info["exitCode"].(float64) != 129 {
+		t.Errorf("after SIGHUP: %v", info)
+	}
+	p.stdin.Close()
+	p.exit(t)
+}
+
+// TestExitedProcessesHoldNothing starts many short processes and checks
+// that, once they have exited, rpi holds no descriptor for any of them and
+// little memory, though none was removed.
+func TestExitedProcessesHoldNothing(t *testing.T) {
+	ps := startSession(t)
+	ps.send(`{"id":"warm","type":"get_state"}`)
+	ps.waitFor(`"id":"warm"`)
+	before := openFDs(t)
+	const n = 100
+	for i := range n {
+		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "head -c 1000 /dev/zero"}, ""))
+	}
+	for i := range n {
+		ps.waitFor(fmt.Sprintf(`"id":"p%d"`, i))
+	}
+	for strings.Count(string(ps.out.bytes()), `"type":"process_exited"`) < n {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := openFDs(t); after > before+3 { // the watchdog's pipe, and slack for the runtime
+		t.Errorf("%d open descriptors after %d exited processes, %d before", after, n, before)
+	}
+	ps.send(`{"id":"l","type":"process_list"}`)
+	ps.waitFor(`"id":"l"`)
+	ps.close()
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(entries)
+}
+
 // TestBackpressure checks that a client that stops reading makes the
 // child wait instead of rpi buffering: rpi's memory stays bounded while a
 // child floods, and every byte arrives once the client reads again.
 func TestBackpressure(t *testing.T) {
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
-	p.send(t, `{"id":"flood","type":"process_start","command":"head -c 20000000 /dev/zero | tr '\\0' x"}`+"\n")
+	p.send(t, spawnLine("flood", []string{"sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' x"}, "")+"\n")
 	time.Sleep(1500 * time.Millisecond) // not reading: rpi's stdout pipe fills up
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rssKB int
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			rssKB, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
+	rssKB := residentKB(t, p.cmd.Process.Pid)
 	t.Logf("rpi resident while its client is not reading: %d kB", rssKB)
 	if rssKB == 0 || rssKB > 64<<10 {
 		t.Errorf("rpi holds %d kB while its client is not reading", rssKB)
@@ -368,7 +484,8 @@ func TestBackpressure(t *testing.T) {
 	for {
 		rec := p.next(t)
 		if rec["type"] == "process_output" {
-			got += len(rec["data"].(map[string]any)["chunk"].(string))
+			b, _ := base64.StdEncoding.DecodeString(rec["data"].(map[string]any)["dataBase64"].(string))
+			got += len(b)
 		}
 		if rec["type"] == "process_exited" {
 			break
@@ -376,6 +493,49 @@ func TestBackpressure(t *testing.T) {
 	}
 	if got != 20_000_000 {
 		t.Errorf("got %d bytes of output, want 20000000", got)
+	}
+	p.stdin.Close()
+	p.exit(t)
+}
+
+// residentKB is a process's resident memory (VmRSS), or its peak (VmHWM).
+func residentKB(t *testing.T, pid int, field ...string) int {
+	name := "VmRSS:"
+	if len(field) > 0 {
+		name = field[0]
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb
+		}
+	}
+	return 0
+}
+
+// TestBashMemoryIsFlat runs bash commands that print 200 MiB (the user's
+// and the model's): rpi streams the excess to the full-output file, so its
+// peak resident memory stays far below the output's size.
+func TestBashMemoryIsFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("prints 200 MiB")
+	}
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	p.send(t, `{"id":"b","type":"bash","command":"head -c 209715200 /dev/zero | tr '\\0' 'y' | fold -w 100"}`+"\n")
+	rec := p.until(t, "response", "b")
+	res := rec["data"].(map[string]any)
+	if info, err := os.Stat(res["fullOutputPath"].(string)); err != nil || info.Size() < 200<<20 {
+		t.Errorf("full output %v, %v", info, err)
+	}
+	peak := residentKB(t, p.cmd.Process.Pid, "VmHWM:")
+	t.Logf("rpi's peak resident memory after 200 MiB of bash output: %d kB", peak)
+	if peak > 64<<10 {
+		t.Errorf("peak resident memory %d kB, want under 64 MiB", peak)
 	}
 	p.stdin.Close()
 	p.exit(t)

@@ -1,9 +1,12 @@
 package main
 
+// The wire: framing of input lines (§3), the one locked writer that every
+// output record goes through, the shapes of responses and events (§4, §5;
+// default and pi-compatible, §10), and the decoding of command lines.
+
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,13 +65,14 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 }
 
 // readLine returns the next line without its "\n" (a copy the caller owns),
-// or tooLong once more than max bytes came before the "\n". err is non-nil
-// only at the end of input, possibly with a final partial line.
+// or tooLong once more than max bytes came before the "\n" (max < 0: no
+// limit). err is non-nil only at the end of input, possibly with a final
+// partial line.
 func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
-		if len(line)+len(chunk) > max {
+		if max >= 0 && len(line)+len(chunk) > max {
 			for err == bufio.ErrBufferFull {
 				_, err = br.ReadSlice('\n')
 			}
@@ -92,82 +98,197 @@ func isBlank(line []byte) bool {
 // ---- Output: the one locked writer ----
 
 // output is the only path to stdout. Every record is encoded with its
-// "\n" and written with exactly one Write (json.Encoder writes each record
-// whole, once) while mu is held.
+// "\n" and written whole with one Write while mu is held, so records never
+// interleave or split, and their order on stdout is the order of the calls.
 type output struct {
-	mu     sync.Mutex // guards enc, w and the records' order: one whole record per Write
-	enc    *json.Encoder
-	w      *recordWriter
+	mu     sync.Mutex // guards w, buf and the order of records
+	w      io.Writer
+	err    error // the first write failure; later records are dropped
+	buf    []byte
+	compat bool // pi's shapes (§10) instead of the default ones
 	stderr io.Writer
 
 	// gone is closed when a write fails: the client stopped reading.
 	gone chan struct{}
 }
 
-// recordWriter passes writes through and remembers the first failure.
-type recordWriter struct {
-	w   io.Writer
-	err error
+func newOutput(w, stderr io.Writer, compat bool) *output {
+	return &output{w: w, stderr: stderr, compat: compat, gone: make(chan struct{})}
 }
 
-func (rw *recordWriter) Write(p []byte) (int, error) {
-	if rw.err != nil {
-		return 0, rw.err
-	}
-	n, err := rw.w.Write(p)
-	rw.err = err
-	return n, err
-}
-
-func newOutput(w, stderr io.Writer) *output {
-	o := &output{w: &recordWriter{w: w}, stderr: stderr, gone: make(chan struct{})}
-	o.enc = json.NewEncoder(o.w)
-	o.enc.SetEscapeHTML(false)
-	return o
-}
-
-// write sends one record. A record that cannot be encoded is a bug: it is
-// reported on stderr and nothing is written. After a failed write (the
-// client stopped reading) gone is closed and later records are dropped.
-func (o *output) write(v any) {
+// record writes one record built by encode, which appends the record's
+// JSON to buf. An encoding failure is a bug: it is reported on stderr and
+// nothing is written.
+func (o *output) record(encode func(buf []byte, compat bool) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.w.err != nil {
+	if o.err != nil {
 		return
 	}
-	if err := o.enc.Encode(v); err != nil {
-		if o.w.err != nil {
-			close(o.gone)
-			return
-		}
-		fmt.Fprintf(o.stderr, "rpi: bug: cannot encode %T: %v\n", v, err)
+	buf, err := encode(o.buf[:0], o.compat)
+	if err != nil {
+		fmt.Fprintf(o.stderr, "rpi: bug: cannot encode a record: %v\n", err)
+		return
+	}
+	buf = append(buf, '\n')
+	if _, err := o.w.Write(buf); err != nil {
+		o.err = err
+		close(o.gone)
+	}
+	if cap(buf) <= 64<<10 {
+		o.buf = buf // reuse small buffers; let big ones go
 	}
 }
 
-// ---- Envelopes (§4, §5) ----
+// ---- Envelopes (§4, §5, §10) ----
 
-// successResponse and failureResponse are the two response shapes; their
-// field order is the wire's key order.
-type successResponse struct {
-	ID      json.RawMessage `json:"id,omitempty"`
-	Type    string          `json:"type"`
-	Command string          `json:"command"`
-	Success bool            `json:"success"`
-	Data    any             `json:"data"`
-}
-
-type failureResponse struct {
-	ID      json.RawMessage `json:"id,omitempty"`
-	Type    string          `json:"type"`
-	Command string          `json:"command"`
-	Success bool            `json:"success"`
-	Error   string          `json:"error"`
-}
-
-// event is every event record: a type, and data when it has a payload.
+// event is every event record: a type and its payload (nil: none). pi is
+// the payload in pi-compatible mode when its shape differs there (§10);
+// the envelope (under "data" or flat) is chosen only when it is encoded.
 type event struct {
-	Type string `json:"type"`
-	Data any    `json:"data,omitempty"`
+	Type string
+	Data any
+	Pi   any
+}
+
+// piOnly is success data that only pi-compatible mode shows; the default
+// mode answers null (prompt's disposition, §10).
+type piOnly struct{ data any }
+
+// encodeEvent appends ev: {"type":T,"data":{…}} by default, or
+// {"type":T,…fields} in pi's flat shape.
+func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
+	data := ev.Data
+	if compat && ev.Pi != nil {
+		data = ev.Pi
+	}
+	buf = append(buf, `{"type":`...)
+	buf = appendJSONString(buf, ev.Type)
+	if data == nil {
+		return append(buf, '}'), nil
+	}
+	payload, err := marshalJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	if !compat {
+		buf = append(buf, `,"data":`...)
+		buf = append(buf, payload...)
+		return append(buf, '}'), nil
+	}
+	if len(payload) < 2 || payload[0] != '{' {
+		return nil, fmt.Errorf("event %s: payload is not an object", ev.Type)
+	}
+	if inner := payload[1 : len(payload)-1]; len(inner) > 0 {
+		buf = append(buf, ',')
+		buf = append(buf, inner...)
+	}
+	return append(buf, '}'), nil
+}
+
+// encodeResponse appends a response: success with data (always present by
+// default; omitted when null in pi-compatible mode), or failure with error.
+func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
+	buf = append(buf, '{')
+	if id != nil {
+		buf = append(buf, `"id":`...)
+		buf = append(buf, id...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"type":"response","command":`...)
+	buf = appendJSONString(buf, command)
+	if failure != nil {
+		buf = append(buf, `,"success":false,"error":`...)
+		buf = appendJSONString(buf, failure.Error())
+		return append(buf, '}'), nil
+	}
+	buf = append(buf, `,"success":true`...)
+	if p, ok := data.(piOnly); ok {
+		data = nil
+		if compat {
+			data = p.data
+		}
+	}
+	if data == nil {
+		if compat {
+			return append(buf, '}'), nil
+		}
+		return append(buf, `,"data":null}`...), nil
+	}
+	payload, err := marshalJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	buf = append(buf, `,"data":`...)
+	buf = append(buf, payload...)
+	return append(buf, '}'), nil
+}
+
+// marshalJSON encodes v like the writer does: no HTML escaping.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// does with SetEscapeHTML(false): quotes, backslashes and control
+// characters, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(buf []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
 }
 
 // eventTypes lists every event rpi emits, for get_capabilities. A test
@@ -193,8 +314,9 @@ var eventTypes = []string{
 	"auto_retry_start",
 	"auto_retry_end",
 	"todo_updated",
-	"auto_compaction_start",
-	"auto_compaction_end",
+	"compaction_start",
+	"compaction_end",
+	"run_failed",
 }
 
 // ---- Requests ----
@@ -275,8 +397,7 @@ func invalid(name, want string) error { return fmt.Errorf("Invalid field %s: mus
 
 // decodeField decodes a present field into v, which must be of kind want.
 func (r *request) decodeField(name, want string, v any) error {
-	raw := r.fields[name]
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := json.Unmarshal(r.fields[name], v); err != nil {
 		return invalid(name, want)
 	}
 	return nil
@@ -308,6 +429,14 @@ func (r *request) boolean(name string) (bool, error) {
 	return b, r.decodeField(name, "true or false", &b)
 }
 
+// optBool reads an optional boolean (otherwise when absent).
+func (r *request) optBool(name string, otherwise bool) (bool, error) {
+	if !r.has(name) {
+		return otherwise, nil
+	}
+	return r.boolean(name)
+}
+
 // enum reads a required string field that must be one of values.
 func (r *request) enum(name string, values []string) (string, error) {
 	want := "one of " + strings.Join(values, ", ")
@@ -315,40 +444,47 @@ func (r *request) enum(name string, values []string) (string, error) {
 		return "", missing(name, want)
 	}
 	var s string
-	if err := r.decodeField(name, want, &s); err != nil || !oneOf(s, values) {
+	if err := r.decodeField(name, want, &s); err != nil || !slices.Contains(values, s) {
 		return "", invalid(name, want)
 	}
 	return s, nil
 }
 
-// optPositive reads an optional number that must be greater than zero.
-func (r *request) optPositive(name string) (float64, bool, error) {
+// optDuration reads an optional timeout in unit (time.Second for a field
+// in seconds, time.Millisecond for one in ms): absent is 0 (no timeout);
+// a present one must lie between 1 ms and a day.
+func (r *request) optDuration(name string, unit time.Duration) (time.Duration, error) {
 	if !r.has(name) {
-		return 0, false, nil
+		return 0, nil
+	}
+	want := "a number of milliseconds from 1 to 86400000"
+	if unit == time.Second {
+		want = "a number of seconds from 0.001 to 86400"
 	}
 	var f float64
-	if err := r.decodeField(name, "a number greater than 0", &f); err != nil || f <= 0 {
-		return 0, false, invalid(name, "a number greater than 0")
+	if err := r.decodeField(name, want, &f); err != nil {
+		return 0, err
 	}
-	return f, true, nil
+	d := f * float64(unit)
+	if math.IsNaN(d) || d < float64(time.Millisecond) || d > float64(24*time.Hour) {
+		return 0, invalid(name, want)
+	}
+	return time.Duration(d), nil
 }
 
-// optBool reads an optional boolean (false when absent).
-func (r *request) optBool(name string) (bool, error) {
-	if !r.has(name) {
-		return false, nil
-	}
-	return r.boolean(name)
-}
-
-// optPositiveInt reads an optional whole number greater than zero.
-func (r *request) optPositiveInt(name string, otherwise int) (int, error) {
+// optInt reads an optional whole number between lo and hi (hi < lo: no
+// upper bound).
+func (r *request) optInt(name string, lo, hi, otherwise int) (int, error) {
 	if !r.has(name) {
 		return otherwise, nil
 	}
+	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if hi < lo {
+		hi, want = math.MaxInt, fmt.Sprintf("a whole number, at least %d", lo)
+	}
 	var n int
-	if err := r.decodeField(name, "a whole number greater than 0", &n); err != nil || n <= 0 {
-		return 0, invalid(name, "a whole number greater than 0")
+	if err := r.decodeField(name, want, &n); err != nil || n < lo || n > hi {
+		return 0, invalid(name, want)
 	}
 	return n, nil
 }
@@ -363,27 +499,6 @@ func (r *request) optStrings(name string) ([]string, error) {
 		return nil, err
 	}
 	return list, nil
-}
-
-// optStringMap reads an optional object whose values are strings.
-func (r *request) optStringMap(name string) (map[string]string, error) {
-	if !r.has(name) {
-		return nil, nil
-	}
-	var m map[string]string
-	if err := r.decodeField(name, "an object of strings", &m); err != nil || r.fields[name][0] != '{' {
-		return nil, invalid(name, "an object of strings")
-	}
-	return m, nil
-}
-
-func oneOf(s string, values []string) bool {
-	for _, v := range values {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }
 
 // ---- Ids and times ----
@@ -413,79 +528,3 @@ func newUUIDv7(now time.Time) string {
 
 // timestamp formats t as RFC 3339 in UTC with milliseconds.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// ---- Extension UI requests (§7) ----
-
-// uiRequest is an extension_ui_request: the host asking the client's UI.
-// Its fields are flattened beside type, id and method, as pi sends them.
-type uiRequest struct {
-	Type            string   `json:"type"`
-	ID              string   `json:"id"`
-	Method          string   `json:"method"`
-	Title           string   `json:"title,omitempty"`
-	Message         string   `json:"message,omitempty"`
-	Options         []string `json:"options,omitempty"`
-	Placeholder     string   `json:"placeholder,omitempty"`
-	Prefill         string   `json:"prefill,omitempty"`
-	Timeout         int64    `json:"timeout,omitempty"`
-	NotifyType      string   `json:"notifyType,omitempty"`
-	StatusKey       string   `json:"statusKey,omitempty"`
-	StatusText      string   `json:"statusText,omitempty"`
-	WidgetKey       string   `json:"widgetKey,omitempty"`
-	WidgetLines     []string `json:"widgetLines,omitempty"`
-	WidgetPlacement string   `json:"widgetPlacement,omitempty"`
-	Text            string   `json:"text,omitempty"`
-}
-
-// dialog is an extension_ui_request that waits for the client's answer.
-type dialog struct {
-	method  string
-	options []string
-	answer  chan uiAnswer // buffered: receives exactly one answer
-}
-
-// uiAnswer is a client's extension_ui_response, already validated.
-type uiAnswer struct {
-	value     *string
-	confirmed *bool
-	cancelled bool
-}
-
-// tell sends a fire-and-forget UI request (notify, setStatus, setWidget,
-// setTitle, set_editor_text); the client does not answer it.
-func (s *server) tell(req uiRequest) {
-	req.Type, req.ID = "extension_ui_request", newUUIDv7(time.Now())
-	s.out.write(req)
-}
-
-// ask shows a dialog (select, confirm, input, editor) and waits for the
-// client's answer. A timeout (req.Timeout ms) or ctx ending resolves it to
-// cancelled; the id is then forgotten, so a late answer is refused.
-func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
-	req.Type, req.ID = "extension_ui_request", newUUIDv7(time.Now())
-	d := &dialog{method: req.Method, options: req.Options, answer: make(chan uiAnswer, 1)}
-	s.mu.Lock()
-	s.dialogs[req.ID] = d
-	s.mu.Unlock()
-	forget := func() {
-		s.mu.Lock()
-		delete(s.dialogs, req.ID)
-		s.mu.Unlock()
-	}
-	s.out.write(req)
-	var expired <-chan time.Time
-	if req.Timeout > 0 {
-		timer := time.NewTimer(time.Duration(req.Timeout) * time.Millisecond)
-		defer timer.Stop()
-		expired = timer.C
-	}
-	select {
-	case a := <-d.answer:
-		return a
-	case <-expired:
-		forget()
-	case <-ctx.Done():
-		forget()
-	}
-	return uiAnswer{cancelled: true}
-}

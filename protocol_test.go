@@ -3,14 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +29,9 @@ var update = flag.Bool("update", false, "rewrite the want.jsonl section of every
 // it is rpi itself (for end-to-end tests of real stdin EOF and signals);
 // with RPI_HELPER=name it is one of the helper programs below.
 func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(watchdogEnv); ok {
+		os.Exit(runWatchdog(os.Stdin, ""))
+	}
 	if name := os.Getenv("RPI_HELPER"); name != "" {
 		helper, ok := helpers[name]
 		if !ok {
@@ -38,6 +44,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RPI_TEST_MAIN") == "1" {
 		main()
 		return
+	}
+	// Fixtures wait on children and timers far more than on the CPU: run
+	// more of them at once than there are cores, unless told otherwise.
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
+		f.Value.Set("8")
 	}
 	os.Exit(m.Run())
 }
@@ -136,13 +148,67 @@ func (f *fixture) maxLine() int {
 	return n
 }
 
-// isolate points rpi at an empty agent dir and hides the developer's API
-// keys, so a test sees only the models it sets up.
-func isolate(t testing.TB, agentDir string) {
-	t.Setenv("PI_CODING_AGENT_DIR", agentDir)
-	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"} {
-		t.Setenv(name, "")
+// testEnv is an isolated environment for an in-process rpi: its own agent
+// dir, HOME and TMPDIR, no API keys, and the real clock unless a test
+// gives it a fake one. Tests that use it can run in parallel.
+type testEnv struct {
+	agentDir, home, tmp string
+	vars                map[string]string // the environment rpi reads; set before it starts
+	clock               clock
+	maxLineBytes        int
+	command             func(string, ...string) *exec.Cmd
+}
+
+func newTestEnv(t testing.TB) *testEnv {
+	e := &testEnv{agentDir: t.TempDir(), home: t.TempDir(), tmp: t.TempDir(), clock: realClock{}, maxLineBytes: maxLineBytes}
+	e.vars = map[string]string{"PI_CODING_AGENT_DIR": e.agentDir, "HOME": e.home, "TMPDIR": e.tmp, "PATH": os.Getenv("PATH")}
+	return e
+}
+
+// hiddenVars are the host's variables a test run never passes on.
+var hiddenVars = []string{"PI_CODING_AGENT_DIR", "HOME", "TMPDIR", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "RPI_COMPAT"}
+
+// env is the environment rpi gets: the host's (for children), without
+// anything of the developer's that rpi reads, plus the test's variables.
+func (e *testEnv) env() environment {
+	environ := withoutVariables(os.Environ(), hiddenVars)
+	for k, v := range e.vars {
+		if !slices.Contains(hiddenVars, k) || v != "" {
+			environ = append(withoutVariables(environ, []string{k}), k+"="+v)
+		}
 	}
+	vars := maps.Clone(e.vars)
+	return environment{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
+		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command}
+}
+
+// syncBuffer is a bytes.Buffer several goroutines may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runRPI runs rpi in-process, as main does, with args and e's
+// environment until stdin ends; it returns the exit code.
+func runRPI(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.Writer) int {
+	var stderr syncBuffer
+	code := run(args, e.env(), stdin, stdout, &stderr, nil)
+	if out := stderr.String(); out != "" {
+		t.Logf("stderr:\n%s", out)
+	}
+	return code
 }
 
 func (f *fixture) args() []string {
@@ -231,11 +297,36 @@ func (w *watchedOutput) waitFor(text string, seen func([]byte) string) bool {
 // TEXT" waits until it contains TEXT N times. A $UUIDn in
 // the input is replaced by the UUID that placeholder stands for in the
 // output so far, so a case can name a processId rpi generated.
-func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer) {
+func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer, clock *fakeClock) {
 	defer w.Close()
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
 		times, text := 1, []byte(nil)
+		if rest, ok := bytes.CutPrefix(line, []byte("#advance ")); ok {
+			write(w, withActualUUIDs(t, segment, out))
+			segment = nil
+			d, err := time.ParseDuration(string(bytes.TrimSpace(rest)))
+			if err != nil || clock == nil {
+				t.Errorf("#advance %s: needs a duration and the option clock fake", rest)
+				return
+			}
+			clock.advance(d)
+			continue
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("#waitdata ")); ok {
+			write(w, withActualUUIDs(t, segment, out))
+			segment = nil
+			var want string
+			if err := json.Unmarshal(bytes.TrimSpace(rest), &want); err != nil {
+				t.Errorf("#waitdata %s: needs a JSON string", rest)
+				return
+			}
+			if !out.waitFor(want, processData) {
+				t.Errorf("#waitdata %s: never seen in the processes' output", rest)
+				return
+			}
+			continue
+		}
 		if rest, ok := bytes.CutPrefix(line, []byte("#waitn ")); ok {
 			n, after, _ := bytes.Cut(rest, []byte(" "))
 			times, _ = strconv.Atoi(string(n))
@@ -263,6 +354,22 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 	write(w, withActualUUIDs(t, segment, out))
 }
 
+// processData is every process's output so far, decoded and joined.
+func processData(out []byte) string {
+	var all strings.Builder
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		var ev struct {
+			Type string
+			Data processOutputData
+		}
+		if json.Unmarshal(line, &ev) == nil && ev.Type == "process_output" {
+			b, _ := base64.StdEncoding.DecodeString(ev.Data.DataBase64)
+			all.Write(b)
+		}
+	}
+	return all.String()
+}
+
 // withActualUUIDs replaces each $UUIDn in b with the UUID that placeholder
 // stands for in the output so far, and $DIALOG_ID with the id of the
 // latest dialog request (select, confirm, input, editor).
@@ -271,7 +378,7 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 		last := ""
 		for _, line := range bytes.Split(out.bytes(), []byte("\n")) {
 			var req uiRequest
-			if json.Unmarshal(line, &req) == nil && req.Type == "extension_ui_request" && oneOf(req.Method, []string{"select", "confirm", "input", "editor"}) {
+			if json.Unmarshal(line, &req) == nil && req.Type == "extension_ui_request" && slices.Contains([]string{"select", "confirm", "input", "editor"}, req.Method) {
 				last = req.ID
 			}
 		}
@@ -299,58 +406,42 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 
 var uuidPlaceholder = regexp.MustCompile(`\$UUID\d+`)
 
-// serveInProcess runs rpi with args on stdin until EOF, writing to stdout.
-func serveInProcess(t testing.TB, args []string, stdin io.Reader, stdout io.Writer, maxLine int) {
-	t.Helper()
-	if os.Getenv("PI_CODING_AGENT_DIR") == "" {
-		isolate(t, t.TempDir())
-	}
-	var stderr bytes.Buffer
-	cfg, action, err := parseArgs(args)
-	if err != nil || action != "serve" {
-		run(args, stdin, stdout, &stderr, nil)
-		return
-	}
-	s, err := newServer(cfg, stdout, &stderr)
-	if err != nil {
-		// A fatal init error found while setting up: run writes its one line.
-		if code := run(args, stdin, stdout, &stderr, nil); code == 0 {
-			t.Errorf("newServer failed (%v) but run exited 0", err)
-		}
-		return
-	}
-	if maxLine > 0 {
-		s.maxLineBytes = maxLine
-	}
-	if code := s.serve(stdin, nil); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-	if stderr.Len() > 0 {
-		t.Logf("stderr:\n%s", stderr.Bytes())
-	}
-}
-
 // normalizer replaces what is truly nondeterministic with placeholders.
 // Numbered placeholders keep identity: $UUID1 is the same value wherever it
 // appears, and a second distinct value becomes $UUID2.
 type normalizer struct {
 	literal map[string]string // exact strings (temp dirs) → placeholder
+	hide    []string          // UI request methods left out (option "hide setStatus")
 }
 
 var (
 	uuidPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
-	msPattern       = regexp.MustCompile(`"(timestamp|durationMs)":\d+`)
+	msPattern       = regexp.MustCompile(`"(timestamp|durationMs|startedAtMs|exitedAtMs)":\d+`)
 	pidPattern      = regexp.MustCompile(`"pid":\d+`)
 	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
+	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
 	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId)":"([0-9a-f]{8})"`)
 )
 
 func (n normalizer) apply(out []byte) string {
+	if len(n.hide) > 0 {
+		var kept []byte
+		for _, line := range bytes.SplitAfter(out, []byte("\n")) {
+			if !slices.ContainsFunc(n.hide, func(m string) bool {
+				return bytes.HasPrefix(line, []byte(`{"type":"extension_ui_request",`)) && bytes.Contains(line, []byte(`"method":"`+m+`"`))
+			}) {
+				kept = append(kept, line...)
+			}
+		}
+		out = kept
+	}
 	s := string(mergeChunks(out))
-	for lit, placeholder := range n.literal {
-		s = strings.ReplaceAll(s, lit, placeholder)
+	literals := slices.Collect(maps.Keys(n.literal))
+	slices.SortFunc(literals, func(a, b string) int { return len(b) - len(a) })
+	for _, lit := range literals {
+		s = strings.ReplaceAll(s, lit, n.literal[lit])
 	}
 	s = numbered(s, uuidPattern, func(i int, _ string) string { return fmt.Sprintf("$UUID%d", i) })
 	s = numbered(s, pidPattern, func(i int, _ string) string { return fmt.Sprintf(`"pid":$PID%d`, i) })
@@ -359,74 +450,114 @@ func (n normalizer) apply(out []byte) string {
 	s = numberedGroup(s, entryIDPattern, "ENTRY")
 	s = msPattern.ReplaceAllString(s, `"$1":$$MS`)
 	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
+	s = tempDirPattern.ReplaceAllString(s, "$$RPI_TEMP")
 	return s
 }
 
-// mergeChunks joins consecutive output events of the same stream into one,
-// and consecutive message_update deltas of the same block, because where a
-// child's output is split into chunks is up to the kernel, and where deltas
-// are batched is up to the clock.
+// mergeChunks joins consecutive output events of one stream into one
+// (bash_execution_update, process_output), and consecutive message_update
+// deltas of one block, because where a child's output is split into
+// chunks is up to the kernel, and where deltas are batched is up to the
+// clock.
 func mergeChunks(out []byte) []byte {
-	type chunkEvent struct {
-		Type string `json:"type"`
-		Data struct {
-			RequestID *string `json:"requestId,omitempty"`
-			ProcessID *string `json:"processId,omitempty"`
-			Stream    string  `json:"stream"`
-			Chunk     string  `json:"chunk"`
-		} `json:"data"`
-	}
-	type deltaEvent struct {
-		Data messageUpdate `json:"data"`
-	}
 	var merged bytes.Buffer
-	var pending *chunkEvent
-	var pendingDelta *assistantEvent
+	var pending mergeable
 	flush := func() {
-		var data []byte
-		switch {
-		case pending != nil && pending.Type == "process_output":
-			data, _ = encodeJSON(event{Type: pending.Type, Data: processOutputData{*pending.Data.ProcessID, pending.Data.Stream, pending.Data.Chunk}})
-		case pending != nil:
-			data, _ = encodeJSON(event{Type: pending.Type, Data: bashUpdate{pending.Data.RequestID, pending.Data.Stream, pending.Data.Chunk}})
-		case pendingDelta != nil:
-			data, _ = encodeJSON(event{Type: "message_update", Data: messageUpdate{*pendingDelta}})
-		default:
-			return
+		if pending != nil {
+			merged.Write(pending.encode())
+			merged.WriteByte('\n')
+			pending = nil
 		}
-		merged.Write(data)
-		merged.WriteByte('\n')
-		pending, pendingDelta = nil, nil
 	}
 	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
-		var ev chunkEvent
-		var de deltaEvent
-		switch {
-		case bytes.HasPrefix(line, []byte(`{"type":"message_update"`)) && json.Unmarshal(line, &de) == nil && de.Data.AssistantMessageEvent.Delta != nil:
-			d := de.Data.AssistantMessageEvent
-			if pendingDelta != nil && pendingDelta.Type == d.Type && pendingDelta.ContentIndex == d.ContentIndex {
-				joined := *pendingDelta.Delta + *d.Delta
-				pendingDelta.Delta = &joined
-				continue
-			}
-			flush()
-			pendingDelta = &d
-		case (bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update"`)) || bytes.HasPrefix(line, []byte(`{"type":"process_output"`))) && json.Unmarshal(line, &ev) == nil:
-			if pending != nil && pending.Type == ev.Type && sameID(pending.Data.RequestID, ev.Data.RequestID) &&
-				sameID(pending.Data.ProcessID, ev.Data.ProcessID) && pending.Data.Stream == ev.Data.Stream {
-				pending.Data.Chunk += ev.Data.Chunk
-				continue
-			}
-			flush()
-			pending = &ev
-		default:
-			flush()
-			merged.Write(line)
+		next := parseMergeable(line)
+		if next != nil && pending != nil && pending.key() == next.key() && pending.add(next) {
+			continue
 		}
+		flush()
+		if next != nil {
+			pending = next
+			continue
+		}
+		merged.Write(line)
 	}
 	flush()
 	return merged.Bytes()
 }
+
+// mergeable is an event that can absorb the next one of its kind.
+type mergeable interface {
+	key() string
+	add(next mergeable) bool
+	encode() []byte
+}
+
+func parseMergeable(line []byte) mergeable {
+	switch {
+	case bytes.HasPrefix(line, []byte(`{"type":"message_update","data":`)):
+		var ev struct{ Data messageUpdate }
+		if json.Unmarshal(line, &ev) == nil && ev.Data.AssistantMessageEvent.Delta != nil {
+			return &deltaChunk{ev.Data.AssistantMessageEvent}
+		}
+	case bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update","data":`)):
+		var ev struct{ Data bashUpdate }
+		if json.Unmarshal(line, &ev) == nil {
+			return &bashChunk{ev.Data}
+		}
+	case bytes.HasPrefix(line, []byte(`{"type":"process_output","data":`)):
+		var ev struct{ Data processOutputData }
+		if json.Unmarshal(line, &ev) == nil {
+			return &processChunk{ev.Data}
+		}
+	}
+	return nil
+}
+
+func encodeTestEvent(typ string, data any) []byte {
+	b, _ := encodeEvent(nil, event{Type: typ, Data: data}, false)
+	return b
+}
+
+type deltaChunk struct{ ev assistantEvent }
+
+func (c *deltaChunk) key() string { return fmt.Sprintf("delta/%s/%d", c.ev.Type, c.ev.ContentIndex) }
+func (c *deltaChunk) add(next mergeable) bool {
+	joined := *c.ev.Delta + *next.(*deltaChunk).ev.Delta
+	c.ev.Delta = &joined
+	return true
+}
+func (c *deltaChunk) encode() []byte { return encodeTestEvent("message_update", messageUpdate{c.ev}) }
+
+type bashChunk struct{ u bashUpdate }
+
+func (c *bashChunk) key() string {
+	id := "<none>"
+	if c.u.RequestID != nil {
+		id = *c.u.RequestID
+	}
+	return "bash/" + id + "/" + c.u.Stream
+}
+func (c *bashChunk) add(next mergeable) bool {
+	c.u.Chunk += next.(*bashChunk).u.Chunk
+	return true
+}
+func (c *bashChunk) encode() []byte { return encodeTestEvent("bash_execution_update", c.u) }
+
+type processChunk struct{ d processOutputData }
+
+func (c *processChunk) key() string { return "process/" + c.d.ID }
+func (c *processChunk) add(next mergeable) bool {
+	n := next.(*processChunk).d
+	if n.StartCursor != c.d.Cursor {
+		return false
+	}
+	a, _ := base64.StdEncoding.DecodeString(c.d.DataBase64)
+	b, _ := base64.StdEncoding.DecodeString(n.DataBase64)
+	c.d.DataBase64 = base64.StdEncoding.EncodeToString(append(a, b...))
+	c.d.Cursor = n.Cursor
+	return true
+}
+func (c *processChunk) encode() []byte { return encodeTestEvent("process_output", c.d) }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
@@ -465,6 +596,7 @@ func TestFixtures(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			t.Parallel()
 			f, err := parseFixture(path)
 			if err != nil {
 				t.Fatal(err)
@@ -492,23 +624,31 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// runFixture serves a fixture's input in a fresh cwd and TMPDIR, checks
-// that every output line is one JSON object and that no temp file is left
-// behind, and returns the normalised output.
+// runFixture serves a fixture's input in a fresh cwd, agent dir and
+// TMPDIR, checks the exit code, that every output line is one JSON object
+// and that no temp file is left behind, and returns the normalised output.
 func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
-	cwd, tmp, agent := t.TempDir(), t.TempDir(), t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	isolate(t, agent)
-	norm := normalizer{literal: map[string]string{cwd: "$CWD", tmp: "$TMPDIR", agent: "$AGENT_DIR",
-		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"}}
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	if n := f.maxLine(); n > 0 {
+		e.maxLineBytes = n
+	}
+	var fake *fakeClock
+	if f.option("clock", "real") == "fake" {
+		fake = newFakeClock()
+		e.clock = fake
+	}
+	norm := normalizer{literal: map[string]string{cwd: "$CWD", e.tmp: "$TMPDIR", e.agentDir: "$AGENT_DIR", e.home: "$HOME",
+		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"},
+		hide: strings.Fields(f.option("hide", ""))}
 	if script, ok := f.sections["model.jsonl"]; ok {
-		fm := startFakeModel(t, f.option("api", apiOpenAI), script, agent)
+		fm := startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
 		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	for name, content := range f.sections {
 		if file, ok := strings.CutPrefix(name, "agent "); ok {
-			path := filepath.Join(agent, file)
+			path := filepath.Join(e.agentDir, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
 		}
@@ -521,15 +661,19 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	args := append(f.args(), "--cwd", cwd)
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
-	go feedFixture(t, pw, f.input(), write, out, norm)
-	serveInProcess(t, args, pr, out, f.maxLine())
+	input := bytes.ReplaceAll(f.input(), []byte("$CWD"), []byte(cwd))
+	go feedFixture(t, pw, input, write, out, norm, fake)
+	code := runRPI(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())
-	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+	if initFailed := bytes.HasPrefix(out.bytes(), []byte(`{"type":"response","command":"init"`)); initFailed != (code != 0) {
+		t.Errorf("exit code %d, with output starting %.80q", code, out.bytes())
+	}
+	if left, _ := os.ReadDir(e.tmp); len(left) > 0 {
 		t.Errorf("temp files left behind: %v", left)
 	}
 	if want, ok := f.sections["session.jsonl"]; ok {
-		files, _ := filepath.Glob(filepath.Join(agent, "sessions", "*", "*.jsonl"))
+		files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
 		if len(files) != 1 {
 			t.Fatalf("want one session file, found %v", files)
 		}
@@ -544,6 +688,59 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		}
 	}
 	return norm.apply(out.bytes())
+}
+
+// fakeClock is a clock whose time moves only when a test advances it
+// (#advance in a fixture), so timeouts need no waiting.
+type fakeClock struct {
+	mu     sync.Mutex // guards the fields below
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	when time.Time
+	f    func()
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{when: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := len(c.timers)
+		c.timers = slices.DeleteFunc(c.timers, func(x *fakeTimer) bool { return x == t })
+		return len(c.timers) < n
+	}
+}
+
+// advance moves time on by d and fires the timers that are due.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool {
+		if !t.when.After(c.now) {
+			due = append(due, t)
+			return true
+		}
+		return false
+	})
+	c.mu.Unlock()
+	for _, t := range due {
+		go t.f()
+	}
 }
 
 // copyDir copies the files of src into dst.
@@ -605,11 +802,16 @@ func TestEventsDocumented(t *testing.T) {
 var recordType = regexp.MustCompile(`(?m)^\{"type":"([a-z_]+)"`)
 
 // TestCommandsDocumented checks that every registered command has a fixture
-// and a README section.
+// and is documented (README.md or docs/).
 func TestCommandsDocumented(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	docs, _ := filepath.Glob("docs/*.md")
+	for _, path := range docs {
+		data, _ := os.ReadFile(path)
+		readme = append(readme, data...)
 	}
 	var inputs strings.Builder
 	paths, _ := filepath.Glob("testdata/*.txtar")
@@ -696,7 +898,7 @@ func TestPanicBecomesFailure(t *testing.T) {
 	defer delete(commands, "test_panic")
 	in := `{"id":"p","type":"test_panic"}` + "\n" + `{"id":"s","type":"set_auto_retry","enabled":false}` + "\n"
 	var out bytes.Buffer
-	serveInProcess(t, []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out, 0)
+	runRPI(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
 		`{"id":"p","type":"response","command":"test_panic","success":false,"error":"Internal error in test_panic: boom"}`,
@@ -732,15 +934,19 @@ type rpiProcess struct {
 	stderr bytes.Buffer
 }
 
-func startRPI(t *testing.T, args ...string) *rpiProcess {
+func startRPI(t *testing.T, args ...string) *rpiProcess { return startRPIWith(t, nil, args...) }
+
+// startRPIWith starts the test binary as rpi with args, its own agent dir,
+// HOME and TMPDIR and no keys; configure (if not nil) adjusts the command
+// before it starts.
+func startRPIWith(t *testing.T, configure func(*exec.Cmd), args ...string) *rpiProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	agent := os.Getenv("PI_CODING_AGENT_DIR") // set by isolate, or a fresh one
-	if agent == "" {
-		agent = t.TempDir()
+	cmd.Env = append(withoutVariables(os.Environ(), hiddenVars), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0",
+		"PI_CODING_AGENT_DIR="+t.TempDir(), "HOME="+t.TempDir(), "TMPDIR="+t.TempDir())
+	if configure != nil {
+		configure(cmd)
 	}
-	cmd.Env = append(os.Environ(), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0", "PI_CODING_AGENT_DIR="+agent,
-		"OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
 	p := &rpiProcess{cmd: cmd}
 	cmd.Stderr = &p.stderr
 	var err error
@@ -757,6 +963,11 @@ func startRPI(t *testing.T, args ...string) *rpiProcess {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return p
+}
+
+// withEnv sets variables in an rpi started by startRPIWith.
+func withEnv(vars ...string) func(*exec.Cmd) {
+	return func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, vars...) }
 }
 
 // next reads one output record.
@@ -930,16 +1141,18 @@ func TestInitFailures(t *testing.T) {
 		{"rpc", "--session-dir", "/proc/rpi-cannot-write-here"},
 		{"rpc", "--session", "testdata/sessions/not-a-session.jsonl"},
 	} {
-		var stdout, stderr bytes.Buffer
-		isolate(t, t.TempDir())
+		var stdout bytes.Buffer
 		if slices.Contains(args, "--session") {
 			args = append(args, "--cwd", ".")
 		}
-		code := run(args, strings.NewReader(""), &stdout, &stderr, nil)
-		var rec failureResponse
+		code := runRPI(t, newTestEnv(t), args, strings.NewReader(""), &stdout)
+		var rec struct {
+			Type, Command, Error string
+			Success              bool
+		}
 		lines := strings.Count(stdout.String(), "\n")
 		if err := json.Unmarshal(stdout.Bytes(), &rec); code == 0 || lines != 1 || err != nil ||
-			rec.Command != "init" || rec.Success || rec.Error == "" {
+			rec.Type != "response" || rec.Command != "init" || rec.Success || rec.Error == "" {
 			t.Errorf("rpi %q: exit %d, stdout %q: want one init failure line and a nonzero exit", args, code, stdout.String())
 		}
 	}
@@ -947,8 +1160,8 @@ func TestInitFailures(t *testing.T) {
 
 func TestHelpAndVersion(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"rpc", "--help"}, {"--version"}} {
-		var stdout, stderr bytes.Buffer
-		if code := run(args, strings.NewReader(""), &stdout, &stderr, nil); code != 0 || stdout.Len() == 0 {
+		var stdout bytes.Buffer
+		if code := runRPI(t, newTestEnv(t), args, strings.NewReader(""), &stdout); code != 0 || stdout.Len() == 0 {
 			t.Errorf("rpi %q: exit %d, stdout %q", args, code, stdout.String())
 		}
 	}
@@ -972,14 +1185,12 @@ func FuzzServe(f *testing.F) {
 	exportHTML := commands["export_html"]
 	delete(commands, "export_html")
 	f.Cleanup(func() { commands["export_html"] = exportHTML })
-	f.Setenv("PI_CODING_AGENT_DIR", f.TempDir())
+	e := newTestEnv(f)
+	e.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
+	e.maxLineBytes = 1 << 10
 	f.Fuzz(func(t *testing.T, input []byte) {
-		cfg, _, _ := parseArgs([]string{"rpc", "--cwd", cwd, "--no-session"})
 		var stdout bytes.Buffer
-		s, _ := newServer(cfg, &stdout, io.Discard)
-		s.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
-		s.maxLineBytes = 1 << 10
-		s.serve(bytes.NewReader(input), nil)
+		run([]string{"rpc", "--cwd", cwd, "--no-session"}, e.env(), bytes.NewReader(input), &stdout, io.Discard, nil)
 		checkRecords(t, stdout.Bytes())
 		responses := 0
 		for _, line := range bytes.Split(stdout.Bytes(), []byte("\n")) {

@@ -1,11 +1,15 @@
 package main
 
-// Prompt templates and skills: Markdown files the user (and, with
-// --approve, the project) provides, listed by get_commands and expanded
-// when a prompt starts with /name or /skill:name.
+// Resources: the AGENTS.md / CLAUDE.md context files that join the system
+// prompt, and prompt templates and skills — Markdown files the user (and,
+// with --approve, the project) provides, listed by get_commands and
+// expanded when a prompt starts with /name or /skill:name. Every one is
+// read only if it is a regular file of at most maxResourceBytes.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,17 +62,74 @@ func firstLine(body string) string {
 	return ""
 }
 
+type contextFile struct{ path, content string }
+
+// loadContextFiles reads AGENTS.md (or else CLAUDE.md) from the agent dir,
+// then from every directory from the root down to the cwd. Files that
+// cannot be used are named in skipped.
+func loadContextFiles(agentDir, cwd string) (files []contextFile, skipped []string) {
+	dirs := []string{agentDir}
+	var chain []string
+	for dir := cwd; ; dir = filepath.Dir(dir) {
+		chain = append(chain, dir)
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	slices.Reverse(chain)
+	dirs = append(dirs, chain...)
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		for _, name := range []string{"AGENTS.md", "CLAUDE.md"} {
+			path := filepath.Join(dir, name)
+			if seen[path] {
+				break
+			}
+			data, err := readRegularFile(path, maxResourceBytes)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			seen[path] = true
+			if err != nil {
+				skipped = append(skipped, "context file "+resourceError(path, err))
+				break
+			}
+			files = append(files, contextFile{path, string(data)})
+			break
+		}
+	}
+	return files, skipped
+}
+
+// resourceError says why a resource file was skipped.
+func resourceError(path string, err error) string {
+	var nr *errNotRegular
+	if errors.As(err, &nr) {
+		return fmt.Sprintf("%s: it is %s", path, nr.kind)
+	}
+	return fmt.Sprintf("%s: %v", path, unwrapPathError(err))
+}
+
 // loadResources reads the templates and skills of one location: *.md in
-// dir/prompts, and dir/skills/<name>/SKILL.md.
-func loadResources(dir, location string) []slashCommand {
+// dir/prompts, and dir/skills/<name>/SKILL.md. Files that cannot be used
+// are added to skipped.
+func loadResources(dir, location string, skipped *[]string) []slashCommand {
 	var out []slashCommand
+	read := func(path string) (string, bool) {
+		data, err := readRegularFile(path, maxResourceBytes)
+		if err != nil {
+			*skipped = append(*skipped, location+" resource "+resourceError(path, err))
+			return "", false
+		}
+		return string(data), true
+	}
 	prompts, _ := filepath.Glob(filepath.Join(dir, "prompts", "*.md"))
 	for _, path := range prompts {
-		data, err := os.ReadFile(path)
-		if err != nil {
+		text, ok := read(path)
+		if !ok {
 			continue
 		}
-		fields, body := frontMatter(string(data))
+		fields, body := frontMatter(text)
 		desc := fields["description"]
 		if desc == "" {
 			desc = firstLine(body)
@@ -78,11 +139,11 @@ func loadResources(dir, location string) []slashCommand {
 	}
 	skills, _ := filepath.Glob(filepath.Join(dir, "skills", "*", "SKILL.md"))
 	for _, path := range skills {
-		data, err := os.ReadFile(path)
-		if err != nil {
+		text, ok := read(path)
+		if !ok {
 			continue
 		}
-		fields, body := frontMatter(string(data))
+		fields, body := frontMatter(text)
 		name := fields["name"]
 		if name == "" {
 			name = filepath.Base(filepath.Dir(path))
@@ -125,7 +186,7 @@ func skippedNotice(cwd string) string {
 // Fields: none. Answer: {"commands":[{name, description, source:
 // "prompt"|"skill", location: "user"|"project", path}]}.
 func (s *server) getCommands(r *request) (any, error) {
-	commands := s.slashCommands
+	commands := s.set.slashCommands
 	if commands == nil {
 		commands = []slashCommand{}
 	}
@@ -142,11 +203,11 @@ func (s *server) expandSlash(text string) string {
 	}
 	name, rest, _ := strings.Cut(text[1:], " ")
 	name = strings.TrimSpace(name)
-	i := slices.IndexFunc(s.slashCommands, func(c slashCommand) bool { return c.Name == name })
+	i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name })
 	if i < 0 {
 		return text
 	}
-	c := s.slashCommands[i]
+	c := s.set.slashCommands[i]
 	rest = strings.TrimSpace(rest)
 	if c.Source == "skill" {
 		out := fmt.Sprintf("<skill name=%q location=%q>\nReferences are relative to %s.\n\n%s\n</skill>",

@@ -1,22 +1,23 @@
 package main
 
-// The session store: pi's session file format (version 3), written as the
-// conversation happens and read back (with versions 1 and 2 migrated).
+// Sessions: pi's session file format (version 3), read back with versions
+// 1 and 2 migrated; the conversation store that owns the messages and
+// writes the file; and the session commands.
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -43,12 +44,23 @@ type sessionEntry struct {
 	raw []byte
 }
 
+// sessionHeader is the data of session_started and the first line of a
+// session file (minus its "type").
+type sessionHeader struct {
+	Version       int    `json:"version"`
+	ID            string `json:"id"`
+	Timestamp     string `json:"timestamp"`
+	Cwd           string `json:"cwd"`
+	ParentSession string `json:"parentSession,omitempty"`
+}
+
 // session is the conversation's record: its header, its entries as a
 // tree, and the file they are written to.
 type session struct {
 	header  sessionHeader
 	path    string // "" for an in-memory session (--no-session)
 	written bool   // the file exists and holds every entry so far
+	loaded  bool   // read from an existing file: its end is checked before the first append
 	entries []*sessionEntry
 	byID    map[string]*sessionEntry
 	leaf    string // the current entry; "" before the first
@@ -56,8 +68,7 @@ type session struct {
 
 // newSession starts an empty session whose file (unless in memory) will be
 // path, or a fresh name in dir.
-func newSession(cwd, dir, path, parent string, inMemory bool) *session {
-	now := time.Now()
+func newSession(now time.Time, cwd, dir, path, parent string, inMemory bool) *session {
 	s := &session{header: sessionHeader{Version: 3, ID: newUUIDv7(now), Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
 		byID: map[string]*sessionEntry{}}
 	switch {
@@ -89,96 +100,137 @@ func (ss *session) newEntryID() string {
 	}
 }
 
-// append adds an entry under the current leaf. fields are the entry's own
-// fields in order after type, id, parentId and timestamp. The file is
-// created, whole, once the first assistant message exists; after that
-// every entry is appended with one write.
-func (ss *session) append(typ string, fields ...any) (*sessionEntry, error) {
+// field is one of an entry's own fields, in order after type, id,
+// parentId and timestamp.
+type field struct {
+	name  string
+	value any
+}
+
+// add appends an entry under the current leaf, in memory.
+func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
 	id := ss.newEntryID()
-	var parent *string
+	line := []byte(`{"type":`)
+	line = appendJSONString(line, typ)
+	line = append(line, `,"id":`...)
+	line = appendJSONString(line, id)
+	line = append(line, `,"parentId":`...)
 	if ss.leaf != "" {
-		p := ss.leaf
-		parent = &p
+		line = appendJSONString(line, ss.leaf)
+	} else {
+		line = append(line, "null"...)
 	}
-	var line bytes.Buffer
-	head, _ := encodeJSON(struct {
-		Type      string  `json:"type"`
-		ID        string  `json:"id"`
-		ParentID  *string `json:"parentId"`
-		Timestamp string  `json:"timestamp"`
-	}{typ, id, parent, timestamp(time.Now())})
-	line.Write(head[:len(head)-1])
-	for i := 0; i+1 < len(fields); i += 2 {
-		value, err := encodeJSON(fields[i+1])
+	line = append(line, `,"timestamp":`...)
+	line = appendJSONString(line, timestamp(now))
+	for _, f := range fields {
+		value, err := marshalJSON(f.value)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(&line, ",%q:%s", fields[i], value)
+		line = append(line, ',')
+		line = appendJSONString(line, f.name)
+		line = append(line, ':')
+		line = append(line, value...)
 	}
-	line.WriteString("}")
+	line = append(line, '}')
 	e := &sessionEntry{}
-	if err := json.Unmarshal(line.Bytes(), e); err != nil {
+	if err := json.Unmarshal(line, e); err != nil {
 		return nil, err
 	}
-	e.raw = line.Bytes()
+	e.raw = line
 	ss.entries = append(ss.entries, e)
 	ss.byID[id] = e
 	ss.leaf = id
-	return e, ss.persist(e)
+	return e, nil
 }
 
-// persist writes what the file still lacks.
-func (ss *session) persist(e *sessionEntry) error {
-	if ss.path == "" {
-		return nil
-	}
-	if ss.written {
-		return appendLine(ss.path, e.raw)
-	}
-	if e.Type == "message" && messageRole(e.Message) == "assistant" {
-		return ss.rewrite()
-	}
-	return nil
-}
-
-// rewrite writes the whole file: the header, then every entry.
-func (ss *session) rewrite() error {
-	var buf bytes.Buffer
-	header, _ := encodeJSON(struct {
+// headerLine is the file's first line.
+func (ss *session) headerLine() []byte {
+	line, _ := marshalJSON(struct {
 		Type string `json:"type"`
 		sessionHeader
 	}{"session", ss.header})
-	buf.Write(header)
+	return line
+}
+
+// wholeFile is the file as it should be: the header, then every entry.
+func (ss *session) wholeFile() []byte {
+	var buf bytes.Buffer
+	buf.Write(ss.headerLine())
 	buf.WriteByte('\n')
 	for _, e := range ss.entries {
 		buf.Write(e.raw)
 		buf.WriteByte('\n')
 	}
-	if err := os.MkdirAll(filepath.Dir(ss.path), 0o755); err != nil {
-		return err
-	}
-	tmp := ss.path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, ss.path); err != nil {
-		return err
-	}
-	ss.written = true
-	return nil
+	return buf.Bytes()
 }
 
-// appendLine appends one line to a file with a single write.
-func appendLine(path string, line []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// writeWholeFile replaces path with data atomically (a temp file renamed).
+func writeWholeFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// appendLine appends one line to an existing file with a single write.
+// When the file does not end with "\n" (a crash tore its last line), the
+// torn bytes are dropped first, or, when they are a whole entry, ended.
+func appendLine(path string, line []byte, checkEnd bool) error {
+	f, err := openRegular(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(append([]byte{}, line...), '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	defer f.Close()
+	if checkEnd {
+		if err := mendEnd(f); err != nil {
+			return err
+		}
 	}
-	return err
+	if _, err := f.Write(append(slices.Clip(line), '\n')); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// mendEnd makes the file end with "\n" before an append: a last line
+// without one is kept (and ended) when it is a whole JSON object, and cut
+// off when it is torn.
+func mendEnd(f *os.File) error {
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return err
+	}
+	size := info.Size()
+	const window = 64 << 10
+	for end := size; end > 0; {
+		start := max(end-window, 0)
+		buf := make([]byte, end-start)
+		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+			return err
+		}
+		if end == size && buf[len(buf)-1] == '\n' {
+			return nil
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 || start == 0 {
+			lineStart := start + int64(i) + 1
+			tail := make([]byte, size-lineStart)
+			f.ReadAt(tail, lineStart)
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(tail, &obj) == nil && obj != nil {
+				_, err := f.Write([]byte("\n"))
+				return err
+			}
+			return f.Truncate(lineStart)
+		}
+		end = start
+	}
+	return nil
 }
 
 func messageRole(raw json.RawMessage) string {
@@ -188,46 +240,50 @@ func messageRole(raw json.RawMessage) string {
 }
 
 // loadSession reads a session file: a header line, then entries. Lines
-// that are not JSON (a torn last line, say) are skipped. Version 1 and 2
-// files are migrated in memory (and rewritten on the next append).
+// that are not JSON (a torn last line, say) are skipped; lines of any
+// length are read as they stream by. Version 1 and 2 files are migrated
+// in memory (and rewritten on the next append). A file whose parentId
+// links loop is refused.
 func loadSession(path string) (*session, error) {
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("Not a valid session file: %s (not a regular file)", path)
-	}
-	data, err := os.ReadFile(path)
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("Session file not found: %s", path)
+	}
+	var nr *errNotRegular
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
-	ss := &session{path: path, written: true, byID: map[string]*sessionEntry{}}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, maxLineBytes)
+	defer f.Close()
+	ss := &session{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
+	br := bufio.NewReaderSize(f, 64<<10)
 	first := true
 	var header struct {
 		Type    string `json:"type"`
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+	for {
+		line, _, err := readLine(br, -1)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 		}
-		if first {
-			first = false
-			if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
-				return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			if first {
+				first = false
+				if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+					return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
+				}
+			} else if e := (&sessionEntry{}); json.Unmarshal(line, e) == nil && e.Type != "" {
+				e.raw = line
+				ss.entries = append(ss.entries, e)
 			}
-			continue
 		}
-		e := &sessionEntry{}
-		if json.Unmarshal(line, e) != nil || e.Type == "" {
-			continue
+		if err == io.EOF {
+			break
 		}
-		e.raw = bytes.Clone(line)
-		ss.entries = append(ss.entries, e)
 	}
 	if first {
 		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
@@ -247,6 +303,9 @@ func loadSession(path string) (*session, error) {
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
+	if id := ss.parentLoop(); id != "" {
+		return nil, fmt.Errorf("Not a valid session file: %s (the parentId links from entry %s loop)", path, id)
+	}
 	if len(ss.entries) > 0 {
 		ss.leaf = ss.entries[len(ss.entries)-1].ID
 	}
@@ -254,6 +313,50 @@ func loadSession(path string) (*session, error) {
 		ss.written = false // the next append rewrites the file as version 3
 	}
 	return ss, nil
+}
+
+// parentLoop returns an entry whose chain of parents loops, or "".
+func (ss *session) parentLoop() string {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[string]int{}
+	for _, start := range ss.entries {
+		var path []string
+		for e := start; e != nil && state[e.ID] != done; {
+			if state[e.ID] == visiting {
+				return e.ID
+			}
+			state[e.ID] = visiting
+			path = append(path, e.ID)
+			if e.ParentID == nil {
+				break
+			}
+			e = ss.byID[*e.ParentID]
+		}
+		for _, id := range path {
+			state[id] = done
+		}
+	}
+	return ""
+}
+
+// branch is the path of entries from the root to leaf; it stops at an
+// entry seen twice (loaded files never loop: see parentLoop).
+func (ss *session) branch(leaf string) []*sessionEntry {
+	var path []*sessionEntry
+	seen := map[string]bool{}
+	for e := ss.byID[leaf]; e != nil && !seen[e.ID]; {
+		seen[e.ID] = true
+		path = append(path, e)
+		if e.ParentID == nil {
+			break
+		}
+		e = ss.byID[*e.ParentID]
+	}
+	slices.Reverse(path)
+	return path
 }
 
 // migrateV1 gives version 1's linear entries ids and parents, and turns a
@@ -315,7 +418,9 @@ func orderedEntry(fields map[string]json.RawMessage) []byte {
 			buf.WriteByte(',')
 		}
 		first = false
-		fmt.Fprintf(&buf, "%q:%s", k, v)
+		buf.Write(appendJSONString(nil, k))
+		buf.WriteByte(':')
+		buf.Write(v)
 	}
 	for _, k := range []string{"type", "id", "parentId", "timestamp"} {
 		if v, ok := fields[k]; ok {
@@ -333,19 +438,6 @@ func orderedEntry(fields map[string]json.RawMessage) []byte {
 	}
 	buf.WriteByte('}')
 	return buf.Bytes()
-}
-
-// branch is the path of entries from the root to the leaf.
-func (ss *session) branch(leaf string) []*sessionEntry {
-	var path []*sessionEntry
-	for e := ss.byID[leaf]; e != nil; {
-		path = append([]*sessionEntry{e}, path...)
-		if e.ParentID == nil {
-			break
-		}
-		e = ss.byID[*e.ParentID]
-	}
-	return path
 }
 
 // sessionContext is what a session says the conversation is.
@@ -415,7 +507,7 @@ func (ss *session) context() sessionContext {
 				Details json.RawMessage `json:"details"`
 			}
 			json.Unmarshal(e.raw, &display)
-			fields, _ := encodeJSON(struct {
+			fields, _ := marshalJSON(struct {
 				Role       string          `json:"role"`
 				CustomType string          `json:"customType"`
 				Content    json.RawMessage `json:"content"`
@@ -497,131 +589,388 @@ func decodeMessage(raw json.RawMessage) any {
 }
 
 // ---- The server's session ----
+// ---- The conversation store ----
 
-// compactionSettings are pi's settings.json "compaction" block.
-type compactionSettings struct {
-	ReserveTokens    int `json:"reserveTokens"`
-	KeepRecentTokens int `json:"keepRecentTokens"`
+// conversation owns the messages and the session they are recorded in.
+// Its file writes happen under its own fileMu, never under the server's
+// state lock, in the order the entries were made; a write that returned
+// is on disk.
+type conversation struct {
+	clock clock
+	warn  func(string) // tells the client (a notify) when the file cannot be written
+
+	mu       sync.Mutex // guards the fields below
+	session  *session
+	msgs     []any
+	name     string
+	holds    int   // runs in progress: user bash results wait for them to end
+	deferred []any // those results
+	queue    []fileWrite
+	writeErr error // the last write failure, until a write works again
+
+	fileMu sync.Mutex // held while writing the file
 }
 
-// openSession sets up the session at startup: --no-session (memory only),
-// --session FILE (loaded when it exists, else created there), or a new
-// file in --session-dir or pi's default folder, which must be writable.
-func (s *server) openSession(agentDir string) error {
-	cfg := s.cfg
-	switch {
-	case cfg.noSession:
-		s.session = newSession(cfg.cwd, "", "", "", true)
-	case cfg.sessionFile != "":
-		path := resolvePath(cfg.cwd, cfg.sessionFile)
-		if _, err := os.Stat(path); err == nil {
-			ss, err := loadSession(path)
-			if err != nil {
-				return err
-			}
-			s.useSession(ss)
-			return nil
-		}
-		s.session = newSession(cfg.cwd, "", path, "", false)
-	default:
-		dir := defaultSessionDir(agentDir, cfg.cwd)
-		if cfg.sessionDir != "" {
-			dir = resolvePath(cfg.cwd, cfg.sessionDir)
-		}
-		if err := checkWritableDir(dir); err != nil {
-			return fmt.Errorf("Cannot use session directory %s: %v", dir, err)
-		}
-		s.sessionDir = dir
-		s.session = newSession(cfg.cwd, dir, "", "", false)
+// fileWrite is one write the file still needs: an entry's line, or the
+// whole file.
+type fileWrite struct {
+	ss       *session
+	line     []byte
+	whole    []byte
+	checkEnd bool
+}
+
+// convInfo is what get_state needs of the conversation.
+type convInfo struct {
+	path, id, name string
+	messages       int
+}
+
+func (c *conversation) info() convInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return convInfo{c.session.path, c.session.header.ID, c.name, len(c.msgs)}
+}
+
+func (c *conversation) header() sessionHeader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session.header
+}
+
+// messages is a copy of the conversation, oldest first.
+func (c *conversation) messages() []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]any{}, c.msgs...)
+}
+
+// record appends a session entry and writes it.
+func (c *conversation) record(typ string, fields ...field) error {
+	c.mu.Lock()
+	err := c.addLocked(typ, fields)
+	c.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	s.header = s.session.header
-	s.startEntries()
+	return c.flush()
+}
+
+// addLocked adds an entry in memory and queues its write; c.mu is held.
+func (c *conversation) addLocked(typ string, fields []field) error {
+	ss := c.session
+	e, err := ss.add(c.clock.Now(), typ, fields)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ss.path == "":
+	case ss.written:
+		c.queue = append(c.queue, fileWrite{ss: ss, line: e.raw, checkEnd: ss.loaded})
+		ss.loaded = false
+	case e.Type == "message" && messageRole(e.Message) == "assistant":
+		// Like pi, the file appears once the first answer exists.
+		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
+		ss.written = true
+	}
 	return nil
 }
 
-// checkWritableDir creates dir if needed and proves a file can be made there.
-func checkWritableDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return unwrapPathError(err)
-	}
-	f, err := os.CreateTemp(dir, ".rpi-check-*")
+// appendMessage adds a message to the conversation and the session.
+func (c *conversation) appendMessage(m any) error {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	err := c.addLocked("message", []field{{"message", m}})
+	c.mu.Unlock()
 	if err != nil {
-		return unwrapPathError(err)
+		return err
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	return c.flush()
+}
+
+// dropLast takes m out of the conversation again (a failed answer about
+// to be retried); the session keeps its entry.
+func (c *conversation) dropLast(m any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.msgs); n > 0 && c.msgs[n-1] == m {
+		c.msgs = c.msgs[:n-1]
+	}
+}
+
+// hold makes user bash results wait until release: a run is in progress
+// and they must not land between a tool call and its result.
+func (c *conversation) hold() {
+	c.mu.Lock()
+	c.holds++
+	c.mu.Unlock()
+}
+
+// release ends a hold, adding the results that waited when none is left.
+func (c *conversation) release() {
+	c.mu.Lock()
+	c.holds--
+	var waiting []any
+	if c.holds == 0 {
+		waiting, c.deferred = c.deferred, nil
+	}
+	c.mu.Unlock()
+	for _, m := range waiting {
+		c.appendMessage(m)
+	}
+}
+
+// addBashResult adds a user bash command's result now, or after the run
+// in progress.
+func (c *conversation) addBashResult(m bashExecutionMessage) {
+	c.mu.Lock()
+	if c.holds > 0 {
+		c.deferred = append(c.deferred, m)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.appendMessage(m)
+}
+
+// setName names the session; an unchanged name writes nothing.
+func (c *conversation) setName(name string) error {
+	c.mu.Lock()
+	if name == c.name {
+		c.mu.Unlock()
+		return nil
+	}
+	c.name = name
+	err := c.addLocked("session_info", []field{{"name", name}})
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// replace makes ss the session, its context the conversation.
+func (c *conversation) replace(ss *session, sc sessionContext) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.session, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
+}
+
+// compacted records a compaction and makes the conversation its summary
+// and the messages it kept, in one step.
+func (c *conversation) compacted(fields []field) error {
+	c.mu.Lock()
+	err := c.addLocked("compaction", fields)
+	if err == nil {
+		c.msgs = c.session.context().messages
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// flush does the queued writes, in order. An append that fails (the file
+// or its folder vanished) writes the whole file again, header first, from
+// memory; a failure that stays is told to the client once and kept for
+// writable to report.
+func (c *conversation) flush() error {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			err := c.writeErr
+			c.mu.Unlock()
+			return err
+		}
+		w := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		var err error
+		if w.line != nil {
+			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
+				c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): writing it again from memory", w.ss.path, unwrapPathError(err)))
+				err = c.rewriteLocked(w.ss)
+			}
+		} else {
+			err = writeWholeFile(w.ss.path, w.whole)
+		}
+		c.noteWrite(w.ss, err)
+	}
+}
+
+// rewriteLocked writes ss's whole file, dropping the queued writes it
+// covers; c.fileMu is held.
+func (c *conversation) rewriteLocked(ss *session) error {
+	c.mu.Lock()
+	whole := ss.wholeFile()
+	c.queue = slices.DeleteFunc(c.queue, func(w fileWrite) bool { return w.ss == ss })
+	c.mu.Unlock()
+	return writeWholeFile(ss.path, whole)
+}
+
+func (c *conversation) noteWrite(ss *session, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ss != c.session {
+		return
+	}
+	if err != nil && c.writeErr == nil {
+		c.warn(fmt.Sprintf("Cannot write the session file %s: %v. The conversation goes on in memory; commands that need the file fail until it can be written.", ss.path, unwrapPathError(err)))
+	}
+	c.writeErr = err
+}
+
+// writable reports whether the session file can be written, trying again
+// (the whole file) when the last write failed.
+func (c *conversation) writable() error {
+	c.mu.Lock()
+	failed, ss := c.writeErr != nil, c.session
+	c.mu.Unlock()
+	if !failed {
+		return nil
+	}
+	c.fileMu.Lock()
+	err := c.rewriteLocked(ss)
+	c.fileMu.Unlock()
+	c.noteWrite(ss, err)
+	if err != nil {
+		return fmt.Errorf("Cannot write the session file %s: %v", ss.path, unwrapPathError(err))
+	}
+	return nil
+}
+
+// branchEntries is the current branch, root first.
+func (c *conversation) branchEntries() []*sessionEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session.branch(c.session.leaf)
+}
+
+// ---- The server's session ----
+
+// openConversation sets up the session at startup: --no-session (memory
+// only), --session FILE (loaded when it exists, else created there), or a
+// new file in --session-dir or pi's default folder, which must be
+// writable (nothing is created until the first answer).
+func (s *server) openConversation() (*conversation, error) {
+	cfg := s.set.cfg
+	c := &conversation{clock: s.env.clock, warn: func(msg string) {
+		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
+	}}
+	now := s.env.clock.Now()
+	var ss *session
+	switch {
+	case cfg.noSession:
+		ss = newSession(now, cfg.cwd, "", "", "", true)
+	case cfg.sessionFile != "":
+		path := resolvePath(cfg.cwd, cfg.sessionFile)
+		if _, err := os.Lstat(path); err == nil {
+			loaded, err := loadSession(path)
+			if err != nil {
+				return nil, err
+			}
+			s.useSessionIn(c, loaded)
+			return c, nil
+		}
+		ss = newSession(now, cfg.cwd, "", path, "", false)
+	default:
+		if err := checkWritableDir(s.sessionDir()); err != nil {
+			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.sessionDir(), err)
+		}
+		ss = newSession(now, cfg.cwd, s.sessionDir(), "", "", false)
+	}
+	c.replace(ss, sessionContext{name: cfg.name})
+	s.conv = c
+	s.startEntries()
+	return c, nil
+}
+
+// sessionDir is where new session files go: --session-dir, or pi's folder
+// for the cwd ("" with --no-session or --session).
+func (s *server) sessionDir() string {
+	cfg := s.set.cfg
+	switch {
+	case cfg.noSession || cfg.sessionFile != "":
+		return ""
+	case cfg.sessionDir != "":
+		return resolvePath(cfg.cwd, cfg.sessionDir)
+	}
+	return defaultSessionDir(s.set.agentDir, cfg.cwd)
+}
+
+// checkWritableDir proves that dir, or the nearest folder above it that
+// exists, can hold a new file, without leaving anything behind.
+func checkWritableDir(dir string) error {
+	for {
+		info, err := os.Stat(dir)
+		if err == nil {
+			if !info.IsDir() {
+				return fmt.Errorf("%s is not a directory", dir)
+			}
+			f, err := os.CreateTemp(dir, ".rpi-check-*")
+			if err != nil {
+				return unwrapPathError(err)
+			}
+			f.Close()
+			return os.Remove(f.Name())
+		}
+		if !errors.Is(err, os.ErrNotExist) || filepath.Dir(dir) == dir {
+			return unwrapPathError(err)
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // startEntries records a fresh session's model, thinking level and name,
-// as pi does. s.mu must be held or the server not yet serving.
+// as pi does.
 func (s *server) startEntries() {
-	if s.model != nil {
-		s.record("model_change", "provider", s.model.Provider, "modelId", s.model.ID)
+	s.mu.Lock()
+	m, thinking := s.model, s.effectiveThinking()
+	s.mu.Unlock()
+	if m != nil {
+		s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
 	}
-	s.record("thinking_level_change", "thinkingLevel", s.effectiveThinking())
-	if s.sessionName != "" {
-		s.record("session_info", "name", s.sessionName)
+	s.conv.record("thinking_level_change", field{"thinkingLevel", thinking})
+	if name := s.conv.info().name; name != "" {
+		s.conv.record("session_info", field{"name", name})
 	}
-}
-
-// record appends a session entry; a failure to write is reported on
-// stderr (the conversation goes on in memory). s.mu must be held.
-func (s *server) record(typ string, fields ...any) *sessionEntry {
-	e, err := s.session.append(typ, fields...)
-	if err != nil {
-		fmt.Fprintf(s.stderr, "rpi: cannot write session file %s: %v\n", s.session.path, err)
-	}
-	return e
 }
 
 // useSession makes ss the current session: its conversation, model,
-// thinking level and name; the queues are emptied. It reports whether
-// they held anything. s.mu must be held or the server not serving.
+// thinking level and name; the queues and todos are emptied. It reports
+// whether the queues held anything.
 func (s *server) useSession(ss *session) (queuesCleared bool) {
+	return s.useSessionIn(s.conv, ss)
+}
+
+func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool) {
+	sc := ss.context()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
-	c := ss.context()
-	s.session, s.header = ss, ss.header
-	s.messages = c.messages
-	s.sessionName = c.name
-	if c.thinkingLevel != "" && oneOf(c.thinkingLevel, thinkingLevels) {
-		s.thinkingLevel = c.thinkingLevel
+	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
+		s.thinkingLevel = sc.thinkingLevel
 	}
 	for _, m := range s.usableModels() {
-		if m.Provider == c.provider && m.ID == c.modelID {
+		if m.Provider == sc.provider && m.ID == sc.modelID {
 			s.model = m
 		}
 	}
-	s.steering, s.followUp, s.deferred, s.todos = nil, nil, nil, nil
+	s.steering, s.followUp, s.todos = nil, nil, nil
+	c.replace(ss, sc)
 	return queuesCleared
 }
 
-// stopRun aborts a running agent and waits for it to settle, so a session
-// change finds the conversation still.
-func (s *server) stopRun() error {
-	s.mu.Lock()
-	run := s.run
-	s.mu.Unlock()
-	if run == nil {
-		return nil
-	}
-	run.cancel()
-	select {
-	case <-run.settled:
-		return nil
-	case <-time.After(exitLimit):
-		return errors.New("The running agent did not stop in time; try again")
-	}
-}
-
-// switchTo answers r with data, then (when the change emptied the queues)
-// queue_update and session_started for the new session.
-func (s *server) switchTo(r *request, data any, queuesCleared bool) (any, error) {
-	s.reply(r, data, nil)
+// announceSession follows a session change's answer: queue_update when
+// the change emptied the queues, then session_started.
+func (s *server) announceSession(queuesCleared bool) {
 	if queuesCleared {
 		s.emitQueue()
 	}
-	s.emit("session_started", s.header)
-	return noReply{}, nil
+	s.emit("session_started", s.conv.header(), nil)
 }
 
 var notCancelled = struct {
@@ -631,30 +980,29 @@ var notCancelled = struct {
 // newSessionCommand starts a new, empty session (a running agent is
 // aborted first; its last events are still sent and saved).
 // Fields: [parentSession] (path recorded in the new header).
-// Answer: {"cancelled":false}. Events: session_started after the answer.
+// Answer: {"cancelled":false}, from the background when a run had to
+// stop first. Events: session_started after the answer.
 func (s *server) newSessionCommand(r *request) (any, error) {
 	parent, err := r.optStr("parentSession")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.stopRun(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	inMemory := s.session.path == ""
-	dir := s.sessionDir
-	if dir == "" && !inMemory {
-		dir = filepath.Dir(s.session.path)
-	}
-	cleared := s.useSession(newSession(s.cfg.cwd, dir, "", parent, inMemory))
-	s.messages, s.sessionName = nil, ""
-	s.startEntries()
-	s.mu.Unlock()
-	return s.switchTo(r, notCancelled, cleared)
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		info := s.conv.info()
+		dir := s.sessionDir()
+		if dir == "" && info.path != "" {
+			dir = filepath.Dir(info.path)
+		}
+		ss := newSession(s.env.clock.Now(), s.set.cwd, dir, "", parent, info.path == "")
+		cleared = s.useSession(ss)
+		s.startEntries()
+		return notCancelled, nil
+	}, func() { s.announceSession(cleared) })
 }
 
-// switchSession opens another session file. A missing or invalid file
-// fails and the current session stays as it was.
+// switchSession opens another session file, read in the background. A
+// missing or invalid file fails and the current session stays as it was.
 // Fields: sessionPath. Answer: {"cancelled":false}. Events:
 // session_started with the loaded header after the answer.
 func (s *server) switchSession(r *request) (any, error) {
@@ -662,17 +1010,16 @@ func (s *server) switchSession(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss, err := loadSession(resolvePath(s.cfg.cwd, path))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.stopRun(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	cleared := s.useSession(ss)
-	s.mu.Unlock()
-	return s.switchTo(r, notCancelled, cleared)
+	path = resolvePath(s.set.cwd, path)
+	cleared := false
+	var loaded *session
+	return s.whenIdle(r, func() error {
+		loaded, err = loadSession(path)
+		return err
+	}, func() (any, error) {
+		cleared = s.useSession(loaded)
+		return notCancelled, nil
+	}, func() { s.announceSession(cleared) })
 }
 
 // userText joins the text blocks of a stored user message.
@@ -701,10 +1048,10 @@ func (s *server) fork(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	old := s.session
+	s.conv.mu.Lock()
+	old := s.conv.session
 	e := old.byID[id]
-	s.mu.Unlock()
+	s.conv.mu.Unlock()
 	var text string
 	ok := e != nil && e.Type == "message"
 	if ok {
@@ -713,38 +1060,41 @@ func (s *server) fork(r *request) (any, error) {
 	if !ok {
 		return nil, errors.New("Invalid entry ID for forking")
 	}
-	if err := s.stopRun(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	dir := s.sessionDir
-	if dir == "" && old.path != "" {
-		dir = filepath.Dir(old.path)
-	}
-	forked := newSession(s.cfg.cwd, dir, "", old.path, old.path == "")
-	if e.ParentID != nil {
-		for _, pe := range old.branch(*e.ParentID) {
-			forked.entries = append(forked.entries, pe)
-			forked.byID[pe.ID] = pe
-			forked.leaf = pe.ID
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		dir := s.sessionDir()
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
 		}
-	}
-	cleared := s.useSession(forked)
-	for _, pe := range forked.entries {
-		if pe.Type == "message" && messageRole(pe.Message) == "assistant" && forked.path != "" {
-			if err := forked.rewrite(); err != nil {
-				fmt.Fprintf(s.stderr, "rpi: cannot write session file %s: %v\n", forked.path, err)
+		forked := newSession(s.env.clock.Now(), s.set.cwd, dir, "", old.path, old.path == "")
+		if e.ParentID != nil {
+			s.conv.mu.Lock()
+			for _, pe := range old.branch(*e.ParentID) {
+				forked.entries = append(forked.entries, pe)
+				forked.byID[pe.ID] = pe
+				forked.leaf = pe.ID
 			}
-			break
+			s.conv.mu.Unlock()
 		}
-	}
-	s.mu.Unlock()
-	s.switchTo(r, struct {
-		Text      string `json:"text"`
-		Cancelled bool   `json:"cancelled"`
-	}{text, false}, cleared)
-	s.tell(uiRequest{Method: "set_editor_text", Text: text})
-	return noReply{}, nil
+		cleared = s.useSession(forked)
+		hasAnswer := slices.ContainsFunc(forked.entries, func(pe *sessionEntry) bool {
+			return pe.Type == "message" && messageRole(pe.Message) == "assistant"
+		})
+		if hasAnswer && forked.path != "" {
+			s.conv.mu.Lock()
+			s.conv.queue = append(s.conv.queue, fileWrite{ss: forked, whole: forked.wholeFile()})
+			forked.written = true
+			s.conv.mu.Unlock()
+			s.conv.flush()
+		}
+		return struct {
+			Text      string `json:"text"`
+			Cancelled bool   `json:"cancelled"`
+		}{text, false}, nil
+	}, func() {
+		s.announceSession(cleared)
+		s.tell(uiRequest{Method: "set_editor_text", Text: text})
+	})
 }
 
 // getForkMessages lists the user messages a fork can start from, in file
@@ -755,10 +1105,10 @@ func (s *server) getForkMessages(r *request) (any, error) {
 		EntryID string `json:"entryId"`
 		Text    string `json:"text"`
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
 	points := []forkPoint{}
-	for _, e := range s.session.entries {
+	for _, e := range s.conv.session.entries {
 		if e.Type != "message" {
 			continue
 		}
@@ -774,7 +1124,8 @@ func (s *server) getForkMessages(r *request) (any, error) {
 // ---- Export ----
 
 // exportHTML writes the conversation as one self-contained HTML file,
-// every piece of text escaped.
+// every piece of text escaped, in the background; it only writes regular
+// files.
 // Fields: [outputPath] (relative to the cwd; default: beside the session
 // file, or rpi-session-<id>.html in the cwd without one).
 // Answer: {"path": …}.
@@ -783,30 +1134,32 @@ func (s *server) exportHTML(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	messages := append([]any{}, s.messages...)
-	header, name, path := s.header, s.sessionName, s.session.path
-	s.mu.Unlock()
+	messages := s.conv.messages()
+	info := s.conv.info()
+	header := s.conv.header()
 	if len(messages) == 0 {
 		return nil, errors.New("Nothing to export yet - start a conversation first")
 	}
 	switch {
 	case out != "":
-		out = resolvePath(s.cfg.cwd, out)
-	case path != "":
-		out = strings.TrimSuffix(path, ".jsonl") + ".html"
+		out = resolvePath(s.set.cwd, out)
+	case info.path != "":
+		out = strings.TrimSuffix(info.path, ".jsonl") + ".html"
 	default:
-		out = filepath.Join(s.cfg.cwd, "rpi-session-"+header.ID+".html")
+		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
-	}
-	if err := os.WriteFile(out, renderHTML(header, name, messages), 0o644); err != nil {
-		return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
-	}
-	return struct {
-		Path string `json:"path"`
-	}{out}, nil
+	s.answerLater(r, func() (any, error) {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
+		}
+		if err := replaceFile(out, renderHTML(header, info.name, messages), os.O_CREATE); err != nil {
+			return nil, fileError("write", out, err)
+		}
+		return struct {
+			Path string `json:"path"`
+		}{out}, nil
+	})
+	return noReply{}, nil
 }
 
 // renderHTML is the export page: a header, then one block per message.
@@ -877,258 +1230,4 @@ func renderHTML(h sessionHeader, name string, messages []any) []byte {
 // htmlEscape escapes text for HTML element content and attribute values.
 func htmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;").Replace(s)
-}
-
-// ---- Compaction ----
-
-// compactionResult is the answer to compact and auto_compaction_end's result.
-type compactionResult struct {
-	Summary          string            `json:"summary"`
-	FirstKeptEntryID string            `json:"firstKeptEntryId"`
-	TokensBefore     int               `json:"tokensBefore"`
-	Details          compactionDetails `json:"details"`
-}
-
-type compactionDetails struct {
-	ReadFiles     []string `json:"readFiles"`
-	ModifiedFiles []string `json:"modifiedFiles"`
-}
-
-// estimateTokens guesses a message's size in tokens (4 bytes each).
-func estimateTokens(m any) int {
-	data, _ := json.Marshal(m)
-	return len(data) / 4
-}
-
-// contextTokens is how full the context is: the last answer's reported
-// usage, or an estimate when there is none.
-func contextTokens(messages []any) int {
-	for i := len(messages) - 1; i >= 0; i-- {
-		if a, ok := messages[i].(*assistantMessage); ok && a.Usage.TotalTokens > 0 && a.StopReason != "error" {
-			return a.Usage.TotalTokens
-		}
-	}
-	total := 0
-	for _, m := range messages {
-		total += estimateTokens(m)
-	}
-	return total
-}
-
-// compactionPlan is what a compaction will summarise and keep.
-type compactionPlan struct {
-	model        *model
-	summarise    []any  // the messages before the kept turns
-	firstKept    string // the entry the kept part starts at
-	tokensBefore int
-	details      compactionDetails
-}
-
-// planCompaction decides what to summarise: everything before the most
-// recent turns worth keepRecentTokens (the cut falls on a user message).
-// It fails when there is no usable model or too little to summarise.
-func (s *server) planCompaction() (*compactionPlan, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.model == nil || !s.model.usable() {
-		return nil, errors.New(noModelMessage)
-	}
-	plan := &compactionPlan{model: s.model, tokensBefore: contextTokens(s.messages),
-		details: compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}}
-	path := s.session.branch(s.session.leaf)
-	start := len(path)
-	kept := 0
-	for i := len(path) - 1; i >= 0 && kept < s.compaction.KeepRecentTokens; i-- {
-		if path[i].Type == "message" {
-			kept += len(path[i].Message) / 4
-		}
-		start = i
-	}
-	for start > 0 && start < len(path) && !(path[start].Type == "message" && messageRole(path[start].Message) == "user") {
-		start--
-	}
-	for _, e := range path[:start] {
-		switch e.Type {
-		case "compaction":
-			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.Summary}}
-		case "message":
-			msg := decodeMessage(e.Message)
-			plan.summarise = append(plan.summarise, msg)
-			if a, ok := msg.(*assistantMessage); ok {
-				collectFiles(a, &plan.details)
-			}
-		}
-	}
-	if start == 0 || start >= len(path) || len(plan.summarise) == 0 {
-		return nil, errors.New("Nothing to compact (session too small)")
-	}
-	plan.firstKept = path[start].ID
-	return plan, nil
-}
-
-// compactNow carries out a plan: the current model writes the summary, a
-// compaction entry records it, and the context becomes the summary plus
-// the kept turns.
-func (s *server) compactNow(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
-	s.mu.Lock()
-	s.isCompacting = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.isCompacting = false
-		s.mu.Unlock()
-	}()
-	var transcript strings.Builder
-	for _, msg := range contextMessages(plan.summarise) {
-		data, _ := encodeJSON(msg)
-		transcript.Write(data)
-		transcript.WriteString("\n")
-	}
-	prompt := "Summarise the conversation below so that work on it can go on without it: the goal, decisions made, " +
-		"files read and changed, the current state, and what remains to do. Be concise and concrete."
-	if instructions != "" {
-		prompt += "\n\nAlso: " + instructions
-	}
-	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off",
-		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript.String() + "</conversation>")}}}
-	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
-	defer cancel()
-	if err := callModel(cctx, req, answer, func() {}, func(assistantEvent) {}); err != nil {
-		if ctx.Err() != nil {
-			return compactionResult{}, errors.New("Compaction cancelled")
-		}
-		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
-	}
-	summary := strings.TrimSpace(answer.text())
-	if summary == "" {
-		return compactionResult{}, errors.New("Compaction failed: the model gave an empty summary")
-	}
-	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore, Details: plan.details}
-	s.mu.Lock()
-	s.record("compaction", "summary", res.Summary, "firstKeptEntryId", res.FirstKeptEntryID, "tokensBefore", res.TokensBefore, "details", res.Details)
-	s.messages = s.session.context().messages
-	s.mu.Unlock()
-	return res, nil
-}
-
-// collectFiles notes the files an answer's tool calls read and changed.
-func collectFiles(a *assistantMessage, d *compactionDetails) {
-	for _, c := range a.Content {
-		if c.Type != "toolCall" {
-			continue
-		}
-		var args struct{ Path string }
-		json.Unmarshal(c.Arguments, &args)
-		if args.Path == "" {
-			continue
-		}
-		switch c.Name {
-		case "read":
-			if !oneOf(args.Path, d.ReadFiles) {
-				d.ReadFiles = append(d.ReadFiles, args.Path)
-			}
-		case "write", "edit":
-			if !oneOf(args.Path, d.ModifiedFiles) {
-				d.ModifiedFiles = append(d.ModifiedFiles, args.Path)
-			}
-		}
-	}
-}
-
-// compact summarises the older part of the conversation (a running agent
-// is aborted first).
-// Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
-// tokensBefore, details:{readFiles, modifiedFiles}}.
-func (s *server) compact(r *request) (any, error) {
-	instructions, err := r.optStr("customInstructions")
-	if err != nil {
-		return nil, err
-	}
-	if err := s.stopRun(); err != nil {
-		return nil, err
-	}
-	plan, err := s.planCompaction()
-	if err != nil {
-		return nil, err
-	}
-	s.answerLater(r, func() (any, error) {
-		res, err := s.compactNow(s.ctx, plan, instructions)
-		if err != nil {
-			return nil, err
-		}
-		return res, nil
-	})
-	return noReply{}, nil
-}
-
-// autoCompaction payloads.
-type compactionStart struct {
-	Reason string `json:"reason"`
-}
-
-type compactionEnd struct {
-	Result       *compactionResult `json:"result,omitempty"`
-	Aborted      bool              `json:"aborted"`
-	WillRetry    bool              `json:"willRetry"`
-	ErrorMessage string            `json:"errorMessage,omitempty"`
-}
-
-// contextOverflow matches provider errors that say the context is too long.
-var contextOverflow = regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
-
-// autoCompact compacts after a run when the context nears the window
-// (reason "threshold"), or when the answer failed because it overflowed
-// ("overflow"; the caller then retries once). It reports whether to retry.
-func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
-	s.mu.Lock()
-	enabled, m := s.autoCompaction, s.model
-	tokens := contextTokens(s.messages)
-	reserve := s.compaction.ReserveTokens
-	s.mu.Unlock()
-	if !enabled || m == nil || last == nil {
-		return false
-	}
-	reason := ""
-	switch {
-	case last.StopReason == "error" && contextOverflow.MatchString(last.ErrorMessage):
-		reason = "overflow"
-	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-reserve:
-		reason = "threshold"
-	default:
-		return false
-	}
-	s.emit("auto_compaction_start", compactionStart{reason})
-	if reason == "overflow" && overflowRetried {
-		s.emit("auto_compaction_end", compactionEnd{ErrorMessage: "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."})
-		return false
-	}
-	if reason == "overflow" {
-		s.mu.Lock()
-		if n := len(s.messages); n > 0 && s.messages[n-1] == any(last) {
-			s.messages = s.messages[:n-1] // the failed answer is not part of what gets compacted
-		}
-		s.mu.Unlock()
-	}
-	plan, err := s.planCompaction()
-	var res compactionResult
-	if err == nil {
-		res, err = s.compactNow(run.ctx, plan, "")
-	}
-	switch {
-	case run.ctx.Err() != nil:
-		s.emit("auto_compaction_end", compactionEnd{Aborted: true})
-		return false
-	case err != nil:
-		prefix := "Auto-compaction failed: "
-		if reason == "overflow" {
-			prefix = "Context overflow recovery failed: "
-		}
-		s.emit("auto_compaction_end", compactionEnd{ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")})
-		return false
-	}
-	s.emit("auto_compaction_end", compactionEnd{Result: &res, WillRetry: reason == "overflow"})
-	s.tell(uiRequest{Method: "notify", NotifyType: "info",
-		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
-	return reason == "overflow"
 }

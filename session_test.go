@@ -89,10 +89,9 @@ func TestSessionFileMatchesPi(t *testing.T) {
 // session file holds everything answered so far and loads.
 func TestEndToEndKill9(t *testing.T) {
 	agent, cwd := t.TempDir(), t.TempDir()
-	isolate(t, agent)
 	startFakeModel(t, apiOpenAI, `{"text":["first answer"]}
 {"text":["slow ","answer ","never ","finished"],"delayMs":500}`, agent)
-	p := startRPI(t, "rpc", "--cwd", cwd)
+	p := startRPIWith(t, withEnv("PI_CODING_AGENT_DIR="+agent), "rpc", "--cwd", cwd)
 	header := p.next(t)["data"].(map[string]any)
 	p.send(t, `{"id":"p1","type":"prompt","message":"one"}`+"\n")
 	p.until(t, "agent_settled", "")

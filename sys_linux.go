@@ -7,11 +7,18 @@ import (
 	"unsafe"
 )
 
-// Linux-only parts of process handling: pseudo-terminals and pipe sizes.
+// Linux-only parts of process handling: pseudo-terminals, pipe sizes and
+// the parent-death signal.
+
+// setParentDeathSignal makes the kernel SIGKILL a child when rpi dies.
+func setParentDeathSignal(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGKILL }
+
+// ptySupported says whether process_spawn can give a process a terminal.
+const ptySupported = true
 
 // openPTY opens a new pseudo-terminal pair with the standard library only:
-// /dev/ptmx, unlocked and named with ioctl, and a 24×80 window.
-func openPTY() (master, slave *os.File, err error) {
+// /dev/ptmx, unlocked and named with ioctl, and a rows×cols window.
+func openPTY(rows, cols int) (master, slave *os.File, err error) {
 	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
@@ -32,12 +39,18 @@ func openPTY() (master, slave *os.File, err error) {
 	if err != nil {
 		return fail("open pty slave", err)
 	}
-	size := struct{ rows, cols, xpixel, ypixel uint16 }{24, 80, 0, 0}
-	if err := ioctl(slave, syscall.TIOCSWINSZ, unsafe.Pointer(&size)); err != nil {
+	if err := setWindowSize(slave, rows, cols); err != nil {
 		slave.Close()
 		return fail("set pty window size", err)
 	}
 	return master, slave, nil
+}
+
+// setWindowSize sets a terminal's size; the kernel tells its foreground
+// process group with SIGWINCH.
+func setWindowSize(tty *os.File, rows, cols int) error {
+	size := struct{ rows, cols, xpixel, ypixel uint16 }{uint16(rows), uint16(cols), 0, 0}
+	return ioctl(tty, syscall.TIOCSWINSZ, unsafe.Pointer(&size))
 }
 
 // growPipe asks for a 1 MiB pipe buffer (Linux F_SETPIPE_SZ), so a child

@@ -1,8 +1,9 @@
 package main
 
-// The model's tools: read, bash, edit, write, ls, grep, find, todo_write and
-// process, with pi's names and parameters. Paths resolve against the
-// session cwd.
+// The model's tools: read, bash, edit, write, ls, grep, find, todo_write,
+// process and ask_user, with pi's names and parameters. A tool call is
+// decoded once, strictly, into a value that can describe itself (what the
+// approval dialog shows) and run; what is approved is what runs.
 
 import (
 	"bufio"
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,8 +30,25 @@ type tool struct {
 	name        string
 	summary     string // one line for the system prompt
 	description string
-	schema      json.RawMessage // JSON Schema of the arguments
-	run         func(ctx context.Context, s *server, args json.RawMessage, update func(toolResult)) (toolResult, error)
+	schema      json.RawMessage // JSON Schema of the arguments; also what decodeToolCall enforces
+	parsed      map[string]any
+	// decode builds the call from arguments already checked against schema.
+	decode func(s *server, raw json.RawMessage) (toolCall, error)
+}
+
+// toolCall is one decoded call of a tool.
+type toolCall interface {
+	// describe says exactly what the call will do, for the approval
+	// dialog: a title and a message whose values are escaped (§7).
+	describe() (title, message string)
+	// run does it; update streams partial results.
+	run(ctx context.Context, s *server, call toolRun) (toolResult, error)
+}
+
+// toolRun is what a running call knows of itself.
+type toolRun struct {
+	id     string // the model's tool call id
+	update func(toolResult)
 }
 
 // toolResult is what a tool gives back: content for the model, details
@@ -49,29 +68,15 @@ var defaultTools = []string{"read", "bash", "edit", "write", "todo_write", "proc
 
 func init() {
 	tools = []*tool{readTool, bashTool, editTool, writeTool, todoWriteTool, processTool, askUserTool, lsTool, grepTool, findTool}
-	toolNames = nil
 	for _, t := range tools {
-		toolNames = append(toolNames, t.name)
-	}
-}
-
-// activeTools are the tools the model is offered.
-func (s *server) activeTools() []*tool {
-	names := defaultTools
-	if s.cfg.toolsGiven {
-		names = s.cfg.tools
-	}
-	var active []*tool
-	for _, t := range tools {
-		if slices.Contains(names, t.name) {
-			active = append(active, t)
+		if err := json.Unmarshal(t.schema, &t.parsed); err != nil {
+			panic("tool " + t.name + ": bad schema: " + err.Error())
 		}
 	}
-	return active
 }
 
-func (s *server) findTool(name string) *tool {
-	for _, t := range s.activeTools() {
+func toolNamed(name string) *tool {
+	for _, t := range tools {
 		if t.name == name {
 			return t
 		}
@@ -79,36 +84,256 @@ func (s *server) findTool(name string) *tool {
 	return nil
 }
 
-// decodeArgs reads a tool's arguments into v; required names the fields
-// that must be present.
-func decodeArgs(tool string, args json.RawMessage, v any, required ...string) error {
-	var present map[string]json.RawMessage
-	if err := json.Unmarshal(args, &present); err != nil || present == nil {
-		return fmt.Errorf("Invalid arguments for %s: expected a JSON object", tool)
+func toolNames() []string {
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.name)
 	}
-	for _, name := range required {
-		if _, ok := present[name]; !ok {
-			return fmt.Errorf("Invalid arguments for %s: missing %q", tool, name)
+	return names
+}
+
+// activeTool finds a tool the model is offered.
+func (s *server) activeTool(name string) *tool {
+	for _, t := range s.set.tools {
+		if t.name == name {
+			return t
 		}
-	}
-	if err := json.Unmarshal(args, v); err != nil {
-		return fmt.Errorf("Invalid arguments for %s: %v", tool, err)
 	}
 	return nil
 }
+
+// decodeToolCall decodes a call's arguments once, strictly: a JSON object
+// whose keys are exactly the tool's parameters (no unknown, duplicate or
+// differently-cased keys), each of its type.
+func (s *server) decodeToolCall(name string, raw json.RawMessage) (toolCall, error) {
+	t := s.activeTool(name)
+	if t == nil {
+		return nil, fmt.Errorf("Tool %s not found", name)
+	}
+	if err := checkArgs(raw, t.parsed); err != nil {
+		return nil, fmt.Errorf("Invalid arguments for %s: %v", name, err)
+	}
+	call, err := t.decode(s, raw)
+	if err != nil {
+		return nil, fmt.Errorf("Invalid arguments for %s: %v", name, err)
+	}
+	return call, nil
+}
+
+// ---- Strict arguments ----
+
+// checkArgs checks raw against a schema: the subset of JSON Schema the
+// tools use (type, properties, required, additionalProperties, items,
+// enum, minimum, maximum). Objects allow no property the schema does not
+// name, and no key twice.
+func checkArgs(raw []byte, schema map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := checkValue(dec, schema, "", false); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("expected one JSON object")
+	}
+	return nil
+}
+
+func checkValue(dec *json.Decoder, schema map[string]any, path string, optional bool) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return errors.New("expected one JSON object")
+	}
+	types := schemaTypes(schema)
+	if tok == nil {
+		if optional || len(types) == 0 || slices.Contains(types, "null") {
+			return nil
+		}
+		return typeError(path, types)
+	}
+	allows := func(t string) bool {
+		return len(types) == 0 || slices.Contains(types, t) || t == "number" && slices.Contains(types, "integer")
+	}
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '{' {
+			if !allows("object") {
+				return typeError(path, types)
+			}
+			return checkObject(dec, schema, path)
+		}
+		if !allows("array") {
+			return typeError(path, types)
+		}
+		items, _ := schema["items"].(map[string]any)
+		for i := 0; dec.More(); i++ {
+			if err := checkValue(dec, items, fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+				return err
+			}
+		}
+		dec.Token()
+	case string:
+		if !allows("string") {
+			return typeError(path, types)
+		}
+		if enum, ok := schema["enum"].([]any); ok && !slices.Contains(enum, any(tok)) {
+			var names []string
+			for _, v := range enum {
+				names = append(names, fmt.Sprint(v))
+			}
+			return fmt.Errorf("field %q must be one of %s", path, strings.Join(names, ", "))
+		}
+	case json.Number:
+		if !allows("number") {
+			return typeError(path, types)
+		}
+		f, err := tok.Float64()
+		if err != nil {
+			return typeError(path, types)
+		}
+		if slices.Contains(types, "integer") && !slices.Contains(types, "number") && f != float64(int64(f)) {
+			return fmt.Errorf("field %q must be a whole number", path)
+		}
+		if lo, ok := schema["minimum"].(float64); ok && f < lo {
+			return fmt.Errorf("field %q must be at least %v", path, lo)
+		}
+		if hi, ok := schema["maximum"].(float64); ok && f > hi {
+			return fmt.Errorf("field %q must be at most %v", path, hi)
+		}
+	case bool:
+		if !allows("boolean") {
+			return typeError(path, types)
+		}
+	}
+	return nil
+}
+
+func checkObject(dec *json.Decoder, schema map[string]any, path string) error {
+	props, _ := schema["properties"].(map[string]any)
+	extra, _ := schema["additionalProperties"].(map[string]any)
+	var required []string
+	if list, ok := schema["required"].([]any); ok {
+		for _, name := range list {
+			required = append(required, name.(string))
+		}
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errors.New("expected one JSON object")
+		}
+		key := tok.(string)
+		name := key
+		if path != "" {
+			name = path + "." + key
+		}
+		if seen[key] {
+			return fmt.Errorf("field %q appears twice", name)
+		}
+		seen[key] = true
+		sub, ok := props[key].(map[string]any)
+		if !ok && extra == nil {
+			known := slices.Sorted(func(yield func(string) bool) {
+				for k := range props {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			return fmt.Errorf("unknown field %q (the fields are: %s)", name, strings.Join(known, ", "))
+		}
+		if !ok {
+			sub = extra
+		}
+		if err := checkValue(dec, sub, name, !slices.Contains(required, key)); err != nil {
+			return err
+		}
+	}
+	dec.Token()
+	for _, name := range required {
+		if !seen[name] {
+			if path != "" {
+				name = path + "." + name
+			}
+			return fmt.Errorf("missing field %q", name)
+		}
+	}
+	return nil
+}
+
+func schemaTypes(schema map[string]any) []string {
+	switch t := schema["type"].(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var types []string
+		for _, v := range t {
+			types = append(types, fmt.Sprint(v))
+		}
+		return types
+	}
+	return nil
+}
+
+func typeError(path string, types []string) error {
+	want := strings.Join(types, " or ")
+	if path == "" {
+		return fmt.Errorf("expected a JSON %s", want)
+	}
+	return fmt.Errorf("field %q must be %s", path, want)
+}
+
+// decodeChecked decodes arguments already checked by checkArgs.
+func decodeChecked(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }
+
+// ---- Files ----
 
 // toolPath resolves a path argument: a leading @ is dropped, ~ is the home
 // directory, relative paths are taken from the session cwd.
 func (s *server) toolPath(p string) string {
 	p = strings.TrimPrefix(p, "@")
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		home, _ := os.UserHomeDir()
+		home := s.env.getenv("HOME")
 		p = filepath.Join(home, p[1:])
 	}
-	return resolvePath(s.cfg.cwd, p)
+	return resolvePath(s.set.cwd, p)
 }
 
-func schema(s string) json.RawMessage { return json.RawMessage(s) }
+// readRegularFile reads a whole regular file (see openRegular) of at most
+// limit bytes.
+func readRegularFile(path string, limit int64) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %s", path, formatSize(int(limit)))
+	}
+	return data, nil
+}
+
+// fileError is the message for a file that cannot be used.
+func fileError(verb, path string, err error) error {
+	var nr *errNotRegular
+	if errors.As(err, &nr) {
+		return fmt.Errorf("Cannot %s %s: it is %s; the file tools only use regular files", verb, path, nr.kind)
+	}
+	return fmt.Errorf("Cannot %s %s: %v", verb, path, unwrapPathError(err))
+}
+
+// unwrapPathError drops the op and path an *fs.PathError repeats.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
 
 // formatSize is pi's size text: 512B, 50.0KB, 1.2MB.
 func formatSize(n int) string {
@@ -122,7 +347,52 @@ func formatSize(n int) string {
 	}
 }
 
+// lineReader reads lines split on "\n" (a final line without one counts,
+// even when empty, as strings.Split would), keeping at most keep bytes of
+// each but counting its full length, so a huge line costs no memory.
+type lineReader struct {
+	br   *bufio.Reader
+	keep int
+	done bool
+}
+
+func (lr *lineReader) next() (line []byte, length int, ok bool, err error) {
+	if lr.done {
+		return nil, 0, false, nil
+	}
+	for {
+		chunk, rerr := lr.br.ReadSlice('\n')
+		ended := rerr == nil
+		if ended {
+			chunk = chunk[:len(chunk)-1]
+		}
+		length += len(chunk)
+		if room := lr.keep - len(line); room > 0 {
+			line = append(line, chunk[:min(room, len(chunk))]...)
+		}
+		switch {
+		case ended:
+			return line, length, true, nil
+		case rerr == bufio.ErrBufferFull:
+			continue
+		case rerr == io.EOF:
+			lr.done = true
+			return line, length, true, nil
+		default:
+			return nil, 0, false, rerr
+		}
+	}
+}
+
 // ---- read ----
+
+// maxImageBytes is the largest image read returns.
+const maxImageBytes = 20 << 20
+
+type readCall struct {
+	path, abs     string
+	offset, limit int
+}
 
 var readTool = &tool{
 	name:    "read",
@@ -130,68 +400,96 @@ var readTool = &tool{
 	description: "Read a file. Text comes back as lines (at most 2000 lines or 50KB at a time; use offset and limit to page " +
 		"through long files). Images (png, jpeg, gif, webp) come back as images.",
 	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to read, relative to the working directory or absolute"},` +
-		`"offset":{"type":"number","description":"First line to read, from 1"},"limit":{"type":"number","description":"How many lines to read"}},"required":["path"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+		`"offset":{"type":"integer","description":"First line to read, from 1"},"limit":{"type":"integer","description":"How many lines to read"}},"required":["path"]}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path          string
 			Offset, Limit int
 		}
-		if err := decodeArgs("read", raw, &a, "path"); err != nil {
-			return toolResult{}, err
-		}
-		path := s.toolPath(a.Path)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return toolResult{}, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
-		}
-		if mime := imageType(data); mime != "" {
-			return toolResult{Content: []contentBlock{{Type: "text", Text: "Read image file [" + mime + "]"},
-				{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
-		}
-		lines := strings.Split(string(data), "\n")
-		start := max(a.Offset, 1) - 1
-		if start >= len(lines) {
-			return toolResult{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", a.Offset, len(lines))
-		}
-		end := len(lines)
-		if a.Limit > 0 {
-			end = min(start+a.Limit, len(lines))
-		}
-		shown, byBytes := headLines(lines[start:end], maxOutputLines, maxOutputBytes)
-		if len(shown) == 0 {
-			return textResult(fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
-				start+1, formatSize(len(lines[start])), formatSize(maxOutputBytes), start+1, a.Path, maxOutputBytes)), nil
-		}
-		text := strings.Join(shown, "\n")
-		last := start + len(shown)
-		switch {
-		case len(shown) < end-start:
-			limit := ""
-			if byBytes {
-				limit = fmt.Sprintf(" (%s limit)", formatSize(maxOutputBytes))
-			}
-			text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d%s. Use offset=%d to continue.]", start+1, last, len(lines), limit, last+1)
-		case end < len(lines):
-			text += fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", len(lines)-end, end+1)
-		}
-		return textResult(text), nil
+		err := decodeChecked(raw, &a)
+		return &readCall{a.Path, s.toolPath(a.Path), a.Offset, a.Limit}, err
 	},
 }
 
-// headLines keeps whole lines from the start: at most maxLines lines and
-// maxBytes bytes. byBytes says the byte limit was what cut.
-func headLines(lines []string, maxLines, maxBytes int) (kept []string, byBytes bool) {
-	size := 0
-	for i, line := range lines {
-		if i == maxLines {
-			return lines[:i], false
+func (c *readCall) describe() (string, string) {
+	return "Allow read of " + escapeControl(c.path) + "?", "Read " + escapeControl(c.abs)
+}
+
+func (c *readCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	f, err := openRegular(c.abs, os.O_RDONLY, 0)
+	if err != nil {
+		return toolResult{}, fileError("read", c.abs, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	head, _ := br.Peek(16)
+	if mime := imageType(head); mime != "" {
+		data, err := io.ReadAll(io.LimitReader(br, maxImageBytes+1))
+		if err != nil {
+			return toolResult{}, fileError("read", c.abs, err)
 		}
-		size += len(line) + 1
-		if size-1 > maxBytes {
-			return lines[:i], true
+		if len(data) > maxImageBytes {
+			return toolResult{}, fmt.Errorf("Cannot read %s: the image is larger than %s", c.abs, formatSize(maxImageBytes))
+		}
+		return toolResult{Content: []contentBlock{{Type: "text", Text: "Read image file [" + mime + "]"},
+			{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
+	}
+	start := max(c.offset, 1) - 1
+	lr := &lineReader{br: br, keep: maxOutputBytes + 1}
+	var shown []string
+	total, size, firstLength := 0, 0, 0
+	cut, byBytes := false, false
+	for {
+		line, length, ok, err := lr.next()
+		if err != nil {
+			return toolResult{}, fileError("read", c.abs, err)
+		}
+		if !ok {
+			break
+		}
+		if total >= start && (c.limit <= 0 || total < start+c.limit) && !cut {
+			if total == start {
+				firstLength = length
+			}
+			switch {
+			case len(shown) == maxOutputLines:
+				cut = true
+			case size+length > maxOutputBytes:
+				cut, byBytes = true, true
+			default:
+				shown = append(shown, string(line))
+				size += length + 1
+			}
+		}
+		total++
+		if total%4096 == 0 && ctx.Err() != nil {
+			return toolResult{}, errors.New("Operation aborted")
 		}
 	}
-	return lines, false
+	if start >= total {
+		return toolResult{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", c.offset, total)
+	}
+	end := total
+	if c.limit > 0 {
+		end = min(start+c.limit, total)
+	}
+	if len(shown) == 0 {
+		return textResult(fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
+			start+1, formatSize(firstLength), formatSize(maxOutputBytes), start+1, c.path, maxOutputBytes)), nil
+	}
+	text := strings.Join(shown, "\n")
+	last := start + len(shown)
+	switch {
+	case len(shown) < end-start:
+		limit := ""
+		if byBytes {
+			limit = fmt.Sprintf(" (%s limit)", formatSize(maxOutputBytes))
+		}
+		text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d%s. Use offset=%d to continue.]", start+1, last, total, limit, last+1)
+	case end < total:
+		text += fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", total-end, end+1)
+	}
+	return textResult(text), nil
 }
 
 // imageType recognises an image by its first bytes.
@@ -203,22 +501,15 @@ func imageType(data []byte) string {
 		return "image/jpeg"
 	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
 		return "image/gif"
-	case len(data) > 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
 		return "image/webp"
 	}
 	return ""
 }
 
-// unwrapPathError drops the op and path an *fs.PathError repeats.
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 // ---- write ----
+
+type writeCall struct{ path, abs, content string }
 
 var writeTool = &tool{
 	name:        "write",
@@ -226,23 +517,78 @@ var writeTool = &tool{
 	description: "Write a file with the given content, creating it and its parent directories, or replacing it.",
 	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to write"},` +
 		`"content":{"type":"string","description":"The whole new content"}},"required":["path","content"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
-		if err := decodeArgs("write", raw, &a, "path", "content"); err != nil {
-			return toolResult{}, err
-		}
-		path := s.toolPath(a.Path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return toolResult{}, fmt.Errorf("Cannot create the directory of %s: %v", a.Path, unwrapPathError(err))
-		}
-		if err := os.WriteFile(path, []byte(a.Content), 0o644); err != nil {
-			return toolResult{}, fmt.Errorf("Cannot write %s: %v", a.Path, unwrapPathError(err))
-		}
-		return textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(a.Content), a.Path)), nil
+		err := decodeChecked(raw, &a)
+		return &writeCall{a.Path, s.toolPath(a.Path), a.Content}, err
 	},
 }
 
+func (c *writeCall) describe() (string, string) {
+	what := "create it"
+	if info, err := os.Stat(c.abs); err == nil {
+		what = fmt.Sprintf("replace its %d bytes", info.Size())
+	}
+	return "Allow write to " + escapeControl(c.path) + "?",
+		fmt.Sprintf("Write %d bytes to %s (%s):\n%s", len(c.content), escapeControl(c.path), what, showText("+ ", c.content))
+}
+
+func (c *writeCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	if err := os.MkdirAll(filepath.Dir(c.abs), 0o755); err != nil {
+		return toolResult{}, fmt.Errorf("Cannot create the directory of %s: %v", c.path, unwrapPathError(err))
+	}
+	if err := replaceFile(c.abs, []byte(c.content), os.O_CREATE); err != nil {
+		return toolResult{}, fileError("write", c.path, err)
+	}
+	return textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(c.content), c.path)), nil
+}
+
+// replaceFile sets a regular file's content (creating it with extraFlag
+// os.O_CREATE), keeping its mode.
+func replaceFile(path string, content []byte, extraFlag int) error {
+	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.Write(content)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// showText lays out text for a dialog, each line after prefix, with
+// control characters escaped; at most maxShownBytes are shown and the
+// rest is counted.
+func showText(prefix, text string) string {
+	const maxShownBytes = 4096
+	rest := ""
+	if len(text) > maxShownBytes {
+		cut := maxShownBytes
+		for cut > 0 && !utf8RuneStart(text[cut]) {
+			cut--
+		}
+		rest = fmt.Sprintf("\n(%d more bytes not shown)", len(text)-cut)
+		text = text[:cut]
+	}
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		lines[i] = prefix + escapeControl(line)
+	}
+	return strings.Join(lines, "\n") + rest
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
 // ---- edit ----
+
+// maxEditBytes is the largest file edit changes.
+const maxEditBytes = 64 << 20
+
+type editCall struct{ path, abs, oldText, newText string }
 
 var editTool = &tool{
 	name:    "edit",
@@ -252,46 +598,60 @@ var editTool = &tool{
 	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to edit"},` +
 		`"oldText":{"type":"string","description":"Exact text to find; must occur once"},"newText":{"type":"string","description":"Text to put in its place"}},` +
 		`"required":["path","oldText","newText"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, OldText, NewText string }
-		if err := decodeArgs("edit", raw, &a, "path", "oldText", "newText"); err != nil {
-			return toolResult{}, err
-		}
-		path := s.toolPath(a.Path)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return toolResult{}, fmt.Errorf("File not found: %s", a.Path)
-		}
-		content := string(data)
-		crlf := strings.Contains(content, "\r\n")
-		if crlf {
-			content = strings.ReplaceAll(content, "\r\n", "\n")
-			a.OldText = strings.ReplaceAll(a.OldText, "\r\n", "\n")
-			a.NewText = strings.ReplaceAll(a.NewText, "\r\n", "\n")
-		}
-		switch n := strings.Count(content, a.OldText); {
-		case a.OldText == "" || n == 0:
-			return toolResult{}, fmt.Errorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", a.Path)
-		case n > 1:
-			return toolResult{}, fmt.Errorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, a.Path)
-		case a.OldText == a.NewText:
-			return toolResult{}, fmt.Errorf("No changes made to %s. The replacement produced identical content.", a.Path)
-		}
-		line := strings.Count(content[:strings.Index(content, a.OldText)], "\n") + 1
-		content = strings.Replace(content, a.OldText, a.NewText, 1)
-		if crlf {
-			content = strings.ReplaceAll(content, "\n", "\r\n")
-		}
-		info, _ := os.Stat(path)
-		if err := os.WriteFile(path, []byte(content), info.Mode().Perm()); err != nil {
-			return toolResult{}, fmt.Errorf("Cannot write %s: %v", a.Path, unwrapPathError(err))
-		}
-		return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced text in %s.", a.Path)),
-			Details: map[string]int{"firstChangedLine": line}}, nil
+		err := decodeChecked(raw, &a)
+		return &editCall{a.Path, s.toolPath(a.Path), a.OldText, a.NewText}, err
 	},
 }
 
+func (c *editCall) describe() (string, string) {
+	return "Allow edit of " + escapeControl(c.path) + "?",
+		fmt.Sprintf("Replace %d lines with %d lines in %s:\n%s\n%s", strings.Count(c.oldText, "\n")+1,
+			strings.Count(c.newText, "\n")+1, escapeControl(c.path), showText("- ", c.oldText), showText("+ ", c.newText))
+}
+
+func (c *editCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	data, err := readRegularFile(c.abs, maxEditBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return toolResult{}, fmt.Errorf("File not found: %s", c.path)
+	}
+	if err != nil {
+		return toolResult{}, fileError("edit", c.path, err)
+	}
+	content, oldText, newText := string(data), c.oldText, c.newText
+	crlf := strings.Contains(content, "\r\n")
+	if crlf {
+		content = strings.ReplaceAll(content, "\r\n", "\n")
+		oldText = strings.ReplaceAll(oldText, "\r\n", "\n")
+		newText = strings.ReplaceAll(newText, "\r\n", "\n")
+	}
+	switch n := strings.Count(content, oldText); {
+	case oldText == "" || n == 0:
+		return toolResult{}, fmt.Errorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", c.path)
+	case n > 1:
+		return toolResult{}, fmt.Errorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, c.path)
+	case oldText == newText:
+		return toolResult{}, fmt.Errorf("No changes made to %s. The replacement produced identical content.", c.path)
+	}
+	line := strings.Count(content[:strings.Index(content, oldText)], "\n") + 1
+	content = strings.Replace(content, oldText, newText, 1)
+	if crlf {
+		content = strings.ReplaceAll(content, "\n", "\r\n")
+	}
+	if err := replaceFile(c.abs, []byte(content), 0); err != nil {
+		return toolResult{}, fileError("write", c.path, err)
+	}
+	return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced text in %s.", c.path)),
+		Details: map[string]int{"firstChangedLine": line}}, nil
+}
+
 // ---- bash ----
+
+type bashCall struct {
+	command string
+	timeout time.Duration
+}
 
 var bashTool = &tool{
 	name:    "bash",
@@ -299,98 +659,117 @@ var bashTool = &tool{
 	description: "Run a command with bash in the working directory. Output (stdout and stderr together) is cut to its " +
 		"last 2000 lines or 50KB; the full output is then saved to a file. A nonzero exit is an error.",
 	schema: schema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line"},` +
-		`"timeout":{"type":"number","description":"Seconds before the command is killed (default: none)"}},"required":["command"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, update func(toolResult)) (toolResult, error) {
+		`"timeout":{"type":"number","minimum":0.001,"maximum":86400,"description":"Seconds before the command is killed (default: none)"}},"required":["command"]}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Command string
 			Timeout float64
 		}
-		if err := decodeArgs("bash", raw, &a, "command"); err != nil {
-			return toolResult{}, err
-		}
-		var out *bashOutput
-		var lastUpdate time.Time
-		out = newBashOutput(s, func(string, string) {
-			// Called with out.mu held: send the tail so far, at most every 50 ms.
-			if time.Since(lastUpdate) >= 50*time.Millisecond {
-				lastUpdate = time.Now()
-				text, _ := out.combined.text()
-				update(textResult(text))
-			}
-		})
-		ps, timedOut, err := s.runShell(ctx, a.Command, time.Duration(a.Timeout*float64(time.Second)), out)
-		if err != nil {
-			return toolResult{}, err
-		}
-		code, _ := exitStatus(ps)
-		res := out.finish(code, false)
-		text := res.Output
-		if text == "" {
-			text = "(no output)"
-		}
-		var details any
-		if res.Truncated {
-			text += fmt.Sprintf("\n\n[Showing the last %d lines of %d. Full output: %s]",
-				strings.Count(res.Output, "\n"), out.combined.lines(), res.FullOutputPath)
-			details = map[string]string{"fullOutputPath": res.FullOutputPath}
-		}
-		switch {
-		case ctx.Err() != nil:
-			return toolResult{Details: details}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
-		case timedOut:
-			return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, a.Timeout)
-		case code == nil || *code != 0:
-			status := "was killed by a signal"
-			if code != nil {
-				status = fmt.Sprintf("exited with code %d", *code)
-			}
-			return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand %s", text, status)
-		}
-		return toolResult{Content: textBlocks(text), Details: details}, nil
+		err := decodeChecked(raw, &a)
+		return &bashCall{a.Command, time.Duration(a.Timeout * float64(time.Second))}, err
 	},
 }
 
+func (c *bashCall) describe() (string, string) {
+	message := "Run: " + escapeControl(c.command)
+	if c.timeout > 0 {
+		message += fmt.Sprintf("\nTimeout: %gs", c.timeout.Seconds())
+	}
+	return "Allow bash?", message
+}
+
+func (c *bashCall) run(ctx context.Context, s *server, call toolRun) (toolResult, error) {
+	var out *shellOutput
+	var lastUpdate time.Time
+	out = newShellOutput(s.temp, s.stderr, func(string, string) {
+		// Called with out.mu held: send the tail so far, at most every 50 ms.
+		if time.Since(lastUpdate) >= 50*time.Millisecond {
+			lastUpdate = time.Now()
+			text, _ := out.combined.text()
+			call.update(textResult(text))
+		}
+	})
+	ps, timedOut, err := s.runShell(ctx, c.command, c.timeout, out)
+	if err != nil {
+		return toolResult{}, err
+	}
+	code, _ := exitStatus(ps)
+	res := out.finish(code, false)
+	text := res.Output
+	if text == "" {
+		text = "(no output)"
+	}
+	var details any
+	if res.Truncated {
+		text += fmt.Sprintf("\n\n[Showing the last %d lines of %d. Full output: %s]",
+			strings.Count(res.Output, "\n"), out.combined.lines(), res.FullOutputPath)
+		details = map[string]string{"fullOutputPath": res.FullOutputPath}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return toolResult{Details: details}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
+	case timedOut:
+		return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, c.timeout.Seconds())
+	case code == nil || *code != 0:
+		status := "was killed by a signal"
+		if code != nil {
+			status = fmt.Sprintf("exited with code %d", *code)
+		}
+		return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand %s", text, status)
+	}
+	return toolResult{Content: textBlocks(text), Details: details}, nil
+}
+
 // ---- ls ----
+
+type lsCall struct {
+	path, abs string
+	limit     int
+}
 
 var lsTool = &tool{
 	name:        "ls",
 	summary:     "List directory contents",
 	description: "List a directory, sorted by name; directories end with /. Dotfiles are included.",
 	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"Directory (default: the working directory)"},` +
-		`"limit":{"type":"number","description":"Most entries to list (default 500)"}}}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+		`"limit":{"type":"integer","minimum":1,"description":"Most entries to list (default 500)"}}}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path  string
 			Limit int
 		}
-		if err := decodeArgs("ls", raw, &a); err != nil {
-			return toolResult{}, err
-		}
-		limit := cmpOrInt(a.Limit, 500)
-		dir := s.toolPath(a.Path)
-		info, err := os.Stat(dir)
-		switch {
-		case err != nil:
-			return toolResult{}, fmt.Errorf("Path not found: %s", dir)
-		case !info.IsDir():
-			return toolResult{}, fmt.Errorf("Not a directory: %s", dir)
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return toolResult{}, fmt.Errorf("Cannot read directory: %v", unwrapPathError(err))
-		}
-		var names []string
-		for _, e := range entries {
-			name := e.Name()
-			if e.IsDir() {
-				name += "/"
-			}
-			names = append(names, name)
-		}
-		sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
-		return listResult(names[:min(limit, len(names))], "(empty directory)", len(names) > limit,
-			fmt.Sprintf("%d entries limit reached. Use limit=%d for more", limit, 2*limit)), nil
+		err := decodeChecked(raw, &a)
+		return &lsCall{a.Path, s.toolPath(a.Path), cmpOrInt(a.Limit, 500)}, err
 	},
+}
+
+func (c *lsCall) describe() (string, string) {
+	return "Allow ls of " + escapeControl(c.abs) + "?", "List " + escapeControl(c.abs)
+}
+
+func (c *lsCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	info, err := os.Stat(c.abs)
+	switch {
+	case err != nil:
+		return toolResult{}, fmt.Errorf("Path not found: %s", c.abs)
+	case !info.IsDir():
+		return toolResult{}, fmt.Errorf("Not a directory: %s", c.abs)
+	}
+	entries, err := os.ReadDir(c.abs)
+	if err != nil {
+		return toolResult{}, fmt.Errorf("Cannot read directory: %v", unwrapPathError(err))
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
+	return listResult(names[:min(c.limit, len(names))], "(empty directory)", len(names) > c.limit,
+		fmt.Sprintf("%d entries limit reached. Use limit=%d for more", c.limit, 2*c.limit)), nil
 }
 
 func cmpOrInt(n, otherwise int) int {
@@ -407,6 +786,7 @@ func cmpOrInt(n, otherwise int) int {
 func globRegexp(glob string) (*regexp.Regexp, error) {
 	var b strings.Builder
 	b.WriteString("^")
+	depth := 0
 	for i := 0; i < len(glob); i++ {
 		c := glob[i]
 		switch {
@@ -422,9 +802,11 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 			b.WriteString("[^/]")
 		case c == '{':
 			b.WriteString("(?:")
-		case c == '}':
+			depth++
+		case c == '}' && depth > 0:
 			b.WriteString(")")
-		case c == ',' && strings.Contains(b.String(), "(?:"):
+			depth--
+		case c == ',' && depth > 0:
 			b.WriteString("|")
 		case c == '[':
 			end := strings.IndexByte(glob[i:], ']')
@@ -451,14 +833,13 @@ type ignoreRule struct {
 
 // loadIgnore reads the .gitignore at root (negations are not supported).
 func loadIgnore(root string) []ignoreRule {
-	data, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+	data, err := readRegularFile(filepath.Join(root, ".gitignore"), 1<<20)
 	if err != nil {
 		return nil
 	}
 	var rules []ignoreRule
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
 			continue
 		}
@@ -485,16 +866,19 @@ func ignored(rules []ignoreRule, rel string, isDir bool) bool {
 	return false
 }
 
-// walk visits the files under root (or root itself when it is a file),
-// skipping .git and what the root .gitignore lists, with paths relative to
-// root. fn returns false to stop.
+// walk visits the regular files and directories under root (or root
+// itself when it is a file), skipping .git, what the root .gitignore lists,
+// and everything that is neither (FIFOs, sockets, devices), with paths
+// relative to root. fn returns false to stop; an ended ctx stops it too.
 func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
 	info, err := os.Stat(root)
 	if err != nil {
 		return fmt.Errorf("Path not found: %s", root)
 	}
 	if !info.IsDir() {
-		fn(filepath.Base(root), root, false)
+		if info.Mode().IsRegular() {
+			fn(filepath.Base(root), root, false)
+		}
 		return nil
 	}
 	rules := loadIgnore(root)
@@ -514,18 +898,30 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 			}
 			return nil
 		}
+		if !d.IsDir() && !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
+			return nil // FIFOs, sockets, devices
+		}
 		if !fn(rel, path, d.IsDir()) {
 			return stop
 		}
 		return nil
 	})
-	if err == stop {
+	switch {
+	case err == stop:
 		return nil
+	case ctx.Err() != nil:
+		return errors.New("Operation aborted")
 	}
 	return err
 }
 
 // ---- grep ----
+
+type grepCall struct {
+	pattern, path, abs, glob string
+	re, globRe               *regexp.Regexp
+	context, limit           int
+}
 
 var grepTool = &tool{
 	name:    "grep",
@@ -536,15 +932,15 @@ var grepTool = &tool{
 		`"path":{"type":"string","description":"Directory or file to search (default: the working directory)"},` +
 		`"glob":{"type":"string","description":"Only files whose path matches this glob, e.g. *.go or src/**/*.ts"},` +
 		`"ignoreCase":{"type":"boolean"},"literal":{"type":"boolean","description":"Treat pattern as plain text"},` +
-		`"context":{"type":"number","description":"Lines of context around each match"},"limit":{"type":"number","description":"Most matches (default 100)"}},"required":["pattern"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+		`"context":{"type":"integer","minimum":0,"description":"Lines of context around each match"},"limit":{"type":"integer","minimum":1,"description":"Most matches (default 100)"}},"required":["pattern"]}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path, Glob string
 			IgnoreCase, Literal bool
 			Context, Limit      int
 		}
-		if err := decodeArgs("grep", raw, &a, "pattern"); err != nil {
-			return toolResult{}, err
+		if err := decodeChecked(raw, &a); err != nil {
+			return nil, err
 		}
 		pattern := a.Pattern
 		if a.Literal {
@@ -553,59 +949,93 @@ var grepTool = &tool{
 		if a.IgnoreCase {
 			pattern = "(?i)" + pattern
 		}
-		re, err := regexp.Compile(pattern)
-		if err != nil {
-			return toolResult{}, fmt.Errorf("Invalid pattern: %v", err)
+		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob, context: a.Context, limit: cmpOrInt(a.Limit, 100)}
+		var err error
+		if c.re, err = regexp.Compile(pattern); err != nil {
+			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
-		var glob *regexp.Regexp
 		if a.Glob != "" {
-			if glob, err = globRegexp(a.Glob); err != nil {
-				return toolResult{}, fmt.Errorf("Invalid glob: %v", err)
+			if c.globRe, err = globRegexp(a.Glob); err != nil {
+				return nil, fmt.Errorf("invalid glob: %v", err)
 			}
 		}
-		limit := cmpOrInt(a.Limit, 100)
-		var out []string
-		matches, cut := 0, false
-		err = walk(ctx, s.toolPath(a.Path), func(rel, path string, isDir bool) bool {
-			if isDir || glob != nil && !glob.MatchString(rel) && !glob.MatchString(filepath.Base(rel)) {
-				return true
-			}
-			data, err := os.ReadFile(path)
-			if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
-				return true // unreadable or binary
-			}
-			lines := strings.Split(string(data), "\n")
-			shown := -1
-			for i, line := range lines {
-				if !re.MatchString(line) {
-					continue
-				}
-				if matches == limit {
-					cut = true
-					return false
-				}
-				matches++
-				for j := max(i-a.Context, shown+1); j <= min(i+a.Context, len(lines)-1); j++ {
-					sep := "-"
-					if j == i {
-						sep = ":"
-					}
-					text := lines[j]
-					if len(text) > 500 {
-						text = text[:500] + "... [truncated]"
-					}
-					out = append(out, fmt.Sprintf("%s%s%d%s %s", rel, sep, j+1, sep, text))
-					shown = j
-				}
-			}
-			return true
-		})
-		if err != nil {
-			return toolResult{}, err
-		}
-		return listResult(out, "No matches found", cut,
-			fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", limit, 2*limit)), nil
+		return c, nil
 	},
+}
+
+func (c *grepCall) describe() (string, string) {
+	return "Allow grep in " + escapeControl(c.abs) + "?", "Search " + escapeControl(c.abs) + " for " + strconv.Quote(c.pattern)
+}
+
+func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	var out []string
+	matches, cut := 0, false
+	err := walk(ctx, c.abs, func(rel, path string, isDir bool) bool {
+		if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+			return true
+		}
+		var more bool
+		out, matches, more = c.searchFile(ctx, rel, path, out, matches)
+		cut = !more
+		return more
+	})
+	if err != nil {
+		return toolResult{}, err
+	}
+	return listResult(out, "No matches found", cut,
+		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+}
+
+// searchFile adds the matches of one file to out; it reports false once
+// the match limit is reached. Unreadable, binary and non-regular files
+// are skipped.
+func (c *grepCall) searchFile(ctx context.Context, rel, path string, out []string, matches int) ([]string, int, bool) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return out, matches, true
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+		return out, matches, true // binary
+	}
+	lr := &lineReader{br: br, keep: 64 << 10}
+	var before []string // the context lines before the next match
+	after := 0          // context lines still to show after a match
+	for n := 1; ; n++ {
+		line, _, ok, err := lr.next()
+		if !ok || err != nil || ctx.Err() != nil {
+			return out, matches, true
+		}
+		text := string(line)
+		if len(text) > 500 {
+			text = text[:500] + "... [truncated]"
+		}
+		if c.re.Match(line) {
+			if matches == c.limit {
+				return out, matches, false
+			}
+			matches++
+			for i, b := range before {
+				out = append(out, fmt.Sprintf("%s-%d- %s", rel, n-len(before)+i, b))
+			}
+			before = nil
+			out = append(out, fmt.Sprintf("%s:%d: %s", rel, n, text))
+			after = c.context
+			continue
+		}
+		if after > 0 {
+			out = append(out, fmt.Sprintf("%s-%d- %s", rel, n, text))
+			after--
+			continue
+		}
+		if c.context > 0 {
+			before = append(before, text)
+			if len(before) > c.context {
+				before = before[1:]
+			}
+		}
+	}
 }
 
 // listResult is a tool result of lines: emptyText when there are none,
@@ -623,58 +1053,78 @@ func listResult(lines []string, emptyText string, cut bool, notice string) toolR
 
 // ---- find ----
 
+type findCall struct {
+	pattern, abs string
+	re           *regexp.Regexp
+	limit        int
+}
+
 var findTool = &tool{
 	name:    "find",
 	summary: "Find files by glob pattern (respects .gitignore)",
 	description: "Find files and directories whose path matches a glob (*, ?, **, {a,b}); a pattern without / matches " +
 		"names. Paths are relative; directories end with /. .git and what .gitignore lists are skipped.",
 	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob, e.g. *.go or src/**/test_*.py"},` +
-		`"path":{"type":"string","description":"Directory to search (default: the working directory)"},"limit":{"type":"number","description":"Most results (default 1000)"}},"required":["pattern"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+		`"path":{"type":"string","description":"Directory to search (default: the working directory)"},"limit":{"type":"integer","minimum":1,"description":"Most results (default 1000)"}},"required":["pattern"]}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path string
 			Limit         int
 		}
-		if err := decodeArgs("find", raw, &a, "pattern"); err != nil {
-			return toolResult{}, err
+		if err := decodeChecked(raw, &a); err != nil {
+			return nil, err
 		}
 		re, err := globRegexp(a.Pattern)
 		if err != nil {
-			return toolResult{}, fmt.Errorf("Invalid pattern: %v", err)
+			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
-		byName := !strings.Contains(a.Pattern, "/")
-		limit := cmpOrInt(a.Limit, 1000)
-		var found []string
-		cut := false
-		err = walk(ctx, s.toolPath(a.Path), func(rel, _ string, isDir bool) bool {
-			subject := rel
-			if byName {
-				subject = filepath.Base(rel)
-			}
-			if !re.MatchString(subject) {
-				return true
-			}
-			if len(found) == limit {
-				cut = true
-				return false
-			}
-			if isDir {
-				rel += "/"
-			}
-			found = append(found, rel)
-			return true
-		})
-		if err != nil {
-			return toolResult{}, err
-		}
-		return listResult(found, "No files found matching pattern", cut,
-			fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", limit, 2*limit)), nil
+		return &findCall{a.Pattern, s.toolPath(a.Path), re, cmpOrInt(a.Limit, 1000)}, nil
 	},
+}
+
+func (c *findCall) describe() (string, string) {
+	return "Allow find in " + escapeControl(c.abs) + "?", "Find " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs)
+}
+
+func (c *findCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	byName := !strings.Contains(c.pattern, "/")
+	var found []string
+	cut := false
+	err := walk(ctx, c.abs, func(rel, _ string, isDir bool) bool {
+		subject := rel
+		if byName {
+			subject = filepath.Base(rel)
+		}
+		if !c.re.MatchString(subject) {
+			return true
+		}
+		if len(found) == c.limit {
+			cut = true
+			return false
+		}
+		if isDir {
+			rel += "/"
+		}
+		found = append(found, rel)
+		return true
+	})
+	if err != nil {
+		return toolResult{}, err
+	}
+	return listResult(found, "No files found matching pattern", cut,
+		fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
 }
 
 // ---- todo_write ----
 
-var todoStatuses = []string{"pending", "in_progress", "completed"}
+// todo is one entry of the agent's todo list.
+type todo struct {
+	ID      string `json:"id"`
+	Content string `json:"content"`
+	Status  string `json:"status"`
+}
+
+type todoWriteCall struct{ todos []todo }
 
 var todoWriteTool = &tool{
 	name:    "todo_write",
@@ -684,21 +1134,20 @@ var todoWriteTool = &tool{
 	schema: schema(`{"type":"object","properties":{"todos":{"type":"array","items":{"type":"object","properties":{` +
 		`"id":{"type":"string"},"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]}},` +
 		`"required":["content","status"]}}},"required":["todos"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Todos []todo }
-		if err := decodeArgs("todo_write", raw, &a, "todos"); err != nil {
-			return toolResult{}, err
+		if err := decodeChecked(raw, &a); err != nil {
+			return nil, err
 		}
 		used := map[string]bool{}
 		for _, t := range a.Todos {
 			used[t.ID] = true
 		}
 		next := 1
-		counts := map[string]int{}
 		for i := range a.Todos {
 			t := &a.Todos[i]
-			if !oneOf(t.Status, todoStatuses) || strings.TrimSpace(t.Content) == "" {
-				return toolResult{}, fmt.Errorf("Invalid arguments for todo_write: item %d needs content and a status of pending, in_progress or completed", i+1)
+			if strings.TrimSpace(t.Content) == "" {
+				return nil, fmt.Errorf("item %d needs content", i+1)
 			}
 			for t.ID == "" {
 				if id := strconv.Itoa(next); !used[id] {
@@ -706,27 +1155,44 @@ var todoWriteTool = &tool{
 				}
 				next++
 			}
-			counts[t.Status]++
 		}
-		todos := append([]todo{}, a.Todos...)
-		s.mu.Lock()
-		s.todos = todos
-		s.mu.Unlock()
-		s.emit("todo_updated", struct {
-			Todos []todo `json:"todos"`
-		}{todos})
-		lines := []string{}
-		for _, t := range todos {
-			mark := map[string]string{"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}[t.Status]
-			lines = append(lines, mark+" "+t.Content)
-		}
-		s.tell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: lines})
-		return textResult(fmt.Sprintf("Todo list updated: %d items (%d pending, %d in progress, %d completed)",
-			len(todos), counts["pending"], counts["in_progress"], counts["completed"])), nil
+		return &todoWriteCall{a.Todos}, nil
 	},
 }
 
+func (c *todoWriteCall) describe() (string, string) {
+	return "Allow todo_write?", fmt.Sprintf("Replace the todo list with %d items", len(c.todos))
+}
+
+func (c *todoWriteCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	todos := slices.Clone(c.todos)
+	counts := map[string]int{}
+	for _, t := range todos {
+		counts[t.Status]++
+	}
+	s.mu.Lock()
+	s.todos = todos
+	s.mu.Unlock()
+	s.emit("todo_updated", struct {
+		Todos []todo `json:"todos"`
+	}{todos}, nil)
+	lines := []string{}
+	for _, t := range todos {
+		mark := map[string]string{"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}[t.Status]
+		lines = append(lines, mark+" "+t.Content)
+	}
+	s.tell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: lines})
+	return textResult(fmt.Sprintf("Todo list updated: %d items (%d pending, %d in progress, %d completed)",
+		len(todos), counts["pending"], counts["in_progress"], counts["completed"])), nil
+}
+
 // ---- ask_user ----
+
+type askUserCall struct {
+	question, placeholder string
+	options               []string
+	multiline             bool
+}
 
 var askUserTool = &tool{
 	name:    "ask_user",
@@ -736,202 +1202,304 @@ var askUserTool = &tool{
 	schema: schema(`{"type":"object","properties":{"question":{"type":"string"},"options":{"type":"array","items":{"type":"string"},` +
 		`"description":"Choices to pick from"},"multiline":{"type":"boolean","description":"Ask for longer, multi-line text"},` +
 		`"placeholder":{"type":"string","description":"Hint shown in an empty answer field"}},"required":["question"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Question    string
 			Options     []string
 			Multiline   bool
 			Placeholder string
 		}
-		if err := decodeArgs("ask_user", raw, &a, "question"); err != nil {
-			return toolResult{}, err
-		}
-		req := uiRequest{Method: "input", Title: a.Question, Placeholder: a.Placeholder}
-		switch {
-		case len(a.Options) > 0:
-			req = uiRequest{Method: "select", Title: a.Question, Options: a.Options}
-		case a.Multiline:
-			req = uiRequest{Method: "editor", Title: a.Question}
-		}
-		answer := s.ask(ctx, req)
-		if answer.cancelled || answer.value == nil {
-			return textResult("The user cancelled the question without answering."), nil
-		}
-		return textResult(*answer.value), nil
+		err := decodeChecked(raw, &a)
+		return &askUserCall{a.Question, a.Placeholder, a.Options, a.Multiline}, err
 	},
 }
 
-// ---- the approval gate ----
-
-// approve asks the client whether a --confirm tool call may run, saying
-// exactly what it would do. No answer within confirmTimeoutMs counts as
-// no.
-func (s *server) approve(ctx context.Context, call contentBlock) bool {
-	var a struct {
-		Path, Content, OldText, NewText, Command, Action, ProcessID, Signal, Data string
-		Args                                                                      []string
-	}
-	json.Unmarshal(call.Arguments, &a)
-	title, message := "Allow "+call.Name+"?", string(call.Arguments)
-	switch call.Name {
-	case "bash":
-		title, message = "Allow bash?", "Run: "+a.Command
-	case "write":
-		what := "create it"
-		if info, err := os.Stat(s.toolPath(a.Path)); err == nil {
-			what = fmt.Sprintf("replace its %d bytes", info.Size())
-		}
-		title, message = "Allow write to "+a.Path+"?", fmt.Sprintf("Write %d bytes to %s (%s)", len(a.Content), a.Path, what)
-	case "edit":
-		title = "Allow edit of " + a.Path + "?"
-		message = fmt.Sprintf("Replace %d lines with %d lines in %s:\n- %s\n+ %s", strings.Count(a.OldText, "\n")+1,
-			strings.Count(a.NewText, "\n")+1, a.Path, clip(a.OldText), clip(a.NewText))
-	case "process":
-		title = "Allow process " + a.Action + "?"
-		if a.Action == "start" {
-			message = "Start: " + strings.TrimSpace(a.Command+" "+strings.Join(a.Args, " "))
-		}
-	}
-	s.mu.Lock()
-	timeout := s.confirmTimeoutMs
-	s.mu.Unlock()
-	answer := s.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: timeout})
-	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
+func (c *askUserCall) describe() (string, string) {
+	return "Allow ask_user?", "Ask: " + escapeControl(c.question)
 }
 
-// clip shortens text for a one-line preview.
-func clip(text string) string {
-	text = strings.ReplaceAll(text, "\n", "⏎")
-	if len(text) > 80 {
-		return text[:77] + "..."
+func (c *askUserCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	req := uiRequest{Method: "input", Title: c.question, Placeholder: c.placeholder}
+	switch {
+	case len(c.options) > 0:
+		req = uiRequest{Method: "select", Title: c.question, Options: c.options}
+	case c.multiline:
+		req = uiRequest{Method: "editor", Title: c.question}
 	}
-	return text
+	answer := s.ask(ctx, req)
+	if answer.cancelled || answer.value == nil {
+		return textResult("The user cancelled the question without answering."), nil
+	}
+	return textResult(*answer.value), nil
 }
 
 // ---- process ----
 
-var processActions = []string{"start", "list", "output", "write", "send_keys", "signal", "kill", "wait"}
+// processActions are the process tool's actions, and the fields each
+// takes beside action: §11's commands for the model.
+var processActions = map[string][]string{
+	"spawn":    {"spec"},
+	"list":     {},
+	"describe": {"processId"},
+	"logs":     {"processId", "cursor", "limitBytes"},
+	"write":    {"processId", "dataBase64", "closeStdin"},
+	"keys":     {"processId", "keys"},
+	"resize":   {"processId", "cols", "rows"},
+	"signal":   {"processId", "signal"},
+	"stop":     {"processId"},
+	"wait":     {"processId", "timeoutMs"},
+	"remove":   {"processId"},
+}
+
+type processCall struct {
+	action     string
+	spec       processSpec
+	processID  string
+	cursor     int64
+	limitBytes int
+	data       []byte
+	closeStdin bool
+	keys       []string
+	cols, rows int
+	signal     string
+	timeout    time.Duration
+}
 
 var processTool = &tool{
 	name:    "process",
 	summary: "Run and control background processes (servers, watchers, REPLs)",
-	description: "Manage long-running processes without blocking: start one (command, optional args, cwd, env, name, pty), " +
-		"list them, read their output (processId, tail), write to stdin (processId, data), send keys (processId, keys " +
-		"such as Enter or CtrlC), signal (processId, signal such as SIGTERM), kill (processId), or wait for exit " +
-		"(processId, timeout in ms). The user sees their output as it happens.",
-	schema: schema(`{"type":"object","properties":{"action":{"type":"string","enum":["start","list","output","write","send_keys","signal","kill","wait"]},` +
-		`"command":{"type":"string"},"args":{"type":"array","items":{"type":"string"}},"cwd":{"type":"string"},` +
-		`"env":{"type":"object","additionalProperties":{"type":"string"}},"name":{"type":"string"},"pty":{"type":"boolean"},` +
-		`"processId":{"type":"string"},"tail":{"type":"number"},"data":{"type":"string"},"keys":{"type":"array","items":{"type":"string"}},` +
-		`"signal":{"type":"string"},"timeout":{"type":"number"}},"required":["action"]}`),
-	run: func(ctx context.Context, s *server, raw json.RawMessage, _ func(toolResult)) (toolResult, error) {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return toolResult{}, errors.New("Invalid arguments for process: expected a JSON object")
-		}
-		r := &request{typ: "process", fields: fields}
-		action, err := r.enum("action", processActions)
-		if err != nil {
-			return toolResult{}, err
-		}
-		var data any
-		switch action {
-		case "start":
-			p, err := s.startProcess(r, func(*process) {})
-			if err != nil {
-				return toolResult{}, err
-			}
-			data = processStartAnswer{p.id, p.child.pid}
-		case "list":
-			data, err = s.processList(r)
-		case "output":
-			data, err = s.processOutput(r)
-		case "signal":
-			data, err = s.processSignal(r)
-		case "kill":
-			data, err = s.processKill(r)
-		case "write", "send_keys":
-			data, err = nil, s.processInput(ctx, r, action)
-		case "wait":
-			data, err = s.waitForProcess(ctx, r)
-		}
-		if err != nil {
-			return toolResult{}, err
-		}
-		text, _ := encodeJSON(data)
-		if data == nil {
-			text = []byte("done")
-		}
-		return textResult(string(text)), nil
-	},
+	description: "Manage long-running processes without blocking. spawn starts one from spec {argv (run directly, no shell; " +
+		"use [\"bash\",\"-c\",\"…\"] for a shell), cwd, env, tty, terminalSize, label, timeoutMs, outputBytes}; list, " +
+		"describe, logs (output from a byte cursor), write (dataBase64 to stdin, closeStdin), keys (ENTER, CTRL_C, UP, …), " +
+		"resize, signal (SIGINT, SIGTERM, …), stop, wait (timeoutMs) and remove (forget an ended process) take its " +
+		"processId. The user sees the output as it happens.",
+	schema: schema(`{"type":"object","properties":{"action":{"type":"string","enum":["spawn","list","describe","logs","write","keys","resize","signal","stop","wait","remove"]},` +
+		`"spec":{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"cwd":{"type":"string"},` +
+		`"env":{"type":"object","additionalProperties":{"type":["string","null"]}},"tty":{"type":"boolean"},` +
+		`"terminalSize":{"type":"object","properties":{"rows":{"type":"integer"},"cols":{"type":"integer"}},"required":["rows","cols"]},` +
+		`"label":{"type":"string"},"timeoutMs":{"type":"integer"},"outputBytes":{"type":"integer"}},"required":["argv"]},` +
+		`"processId":{"type":"string"},"cursor":{"type":"integer","minimum":0},"limitBytes":{"type":"integer","minimum":1,"maximum":16777216},` +
+		`"dataBase64":{"type":"string"},"closeStdin":{"type":"boolean"},"keys":{"type":"array","items":{"type":"string"}},` +
+		`"cols":{"type":"integer","minimum":1,"maximum":65535},"rows":{"type":"integer","minimum":1,"maximum":65535},` +
+		`"signal":{"type":"string","enum":["SIGINT","SIGTERM","SIGHUP","SIGQUIT","SIGKILL","SIGUSR1","SIGUSR2","SIGSTOP","SIGCONT","SIGTSTP"]},` +
+		`"timeoutMs":{"type":"integer","minimum":1,"maximum":86400000}},"required":["action"]}`),
+	decode: decodeProcessCall,
 }
 
-// processInput writes data or presses keys for the process tool, in order
-// with the client's own writes to that process; an abort stops the wait.
-func (s *server) processInput(ctx context.Context, r *request, action string) error {
-	p, err := s.runningProcess(r)
-	if err != nil {
-		return err
+func decodeProcessCall(s *server, raw json.RawMessage) (toolCall, error) {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(raw, &fields)
+	var c processCall
+	json.Unmarshal(fields["action"], &c.action)
+	allowed := processActions[c.action]
+	for name, value := range fields {
+		if name != "action" && string(value) != "null" && !slices.Contains(allowed, name) {
+			return nil, fmt.Errorf("field %q does not go with action %s (it takes: %s)", name, c.action, strings.Join(allowed, ", "))
+		}
 	}
-	var work func() error
-	if action == "write" {
-		data, err := r.str("data")
-		if err != nil {
-			return err
+	need := func(name string) error {
+		if raw, ok := fields[name]; !ok || string(raw) == "null" {
+			return fmt.Errorf("action %s needs field %q", c.action, name)
 		}
-		work = func() error { return p.writeStdin([]byte(data)) }
-	} else {
-		keys, err := r.optStrings("keys")
-		if err != nil {
-			return err
+		return nil
+	}
+	if slices.Contains(allowed, "processId") {
+		if err := need("processId"); err != nil {
+			return nil, err
 		}
-		for _, key := range keys {
-			if _, ok := keyBytes[key]; !ok {
-				return fmt.Errorf("Invalid key %q: must be one of %s", key, strings.Join(processKeys, ", "))
-			}
+		json.Unmarshal(fields["processId"], &c.processID)
+	}
+	var err error
+	switch c.action {
+	case "spawn":
+		if err := need("spec"); err != nil {
+			return nil, err
 		}
-		work = func() error {
-			for _, key := range keys {
-				if err := p.pressKey(key); err != nil {
-					return err
+		if c.spec, err = decodeProcessSpec(fields["spec"], s.set.cwd); err != nil {
+			return nil, err
+		}
+	case "logs":
+		json.Unmarshal(fields["cursor"], &c.cursor)
+		c.limitBytes = defaultLogBytes
+		json.Unmarshal(fields["limitBytes"], &c.limitBytes)
+	case "write":
+		var text string
+		json.Unmarshal(fields["dataBase64"], &text)
+		if c.data, err = base64.StdEncoding.DecodeString(text); err != nil {
+			return nil, errors.New(`field "dataBase64" must be base64`)
+		}
+		json.Unmarshal(fields["closeStdin"], &c.closeStdin)
+		if len(c.data) == 0 && !c.closeStdin {
+			return nil, errors.New(`action write needs non-empty "dataBase64", or "closeStdin": true`)
+		}
+	case "keys":
+		json.Unmarshal(fields["keys"], &c.keys)
+		if _, err := keyInput(c.keys); err != nil || len(c.keys) == 0 {
+			return nil, fmt.Errorf(`field "keys" must be a non-empty array of keys, each one of %s`, strings.Join(processKeys, ", "))
+		}
+	case "resize":
+		if err := need("cols"); err != nil {
+			return nil, err
+		}
+		if err := need("rows"); err != nil {
+			return nil, err
+		}
+		json.Unmarshal(fields["cols"], &c.cols)
+		json.Unmarshal(fields["rows"], &c.rows)
+	case "signal":
+		if err := need("signal"); err != nil {
+			return nil, err
+		}
+		json.Unmarshal(fields["signal"], &c.signal)
+	case "wait":
+		var ms int64
+		json.Unmarshal(fields["timeoutMs"], &ms)
+		c.timeout = msDuration(ms)
+	}
+	return &c, nil
+}
+
+// dangerousEnv reports whether a variable changes what a program runs or
+// loads (so the approval dialog shows its value, not only its name).
+func dangerousEnv(key string) bool {
+	for _, prefix := range []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_", "PYTHON", "PERL", "RUBY", "NODE_", "JAVA_", "GCONV", "MALLOC_"} {
+		if strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	return slices.Contains([]string{"PATH", "BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND",
+		"CDPATH", "HOME", "SHELL", "EDITOR", "VISUAL", "PAGER", "TMPDIR", "ZDOTDIR", "LESSOPEN", "CLASSPATH"}, key) ||
+		strings.HasSuffix(key, "_OPTIONS") || strings.HasSuffix(key, "PATH") || strings.HasSuffix(key, "LIB")
+}
+
+func (c *processCall) describe() (string, string) {
+	title := "Allow process " + c.action + "?"
+	switch c.action {
+	case "spawn":
+		var argv []string
+		for _, a := range c.spec.Argv {
+			argv = append(argv, escapeControl(strconv.Quote(a)))
+		}
+		lines := []string{"Start: " + strings.Join(argv, " "), "cwd: " + escapeControl(c.spec.Cwd)}
+		if len(c.spec.Env) > 0 {
+			var env []string
+			for _, key := range slices.Sorted(func(yield func(string) bool) {
+				for k := range c.spec.Env {
+					if !yield(k) {
+						return
+					}
+				}
+			}) {
+				v := c.spec.Env[key]
+				switch {
+				case v == nil:
+					env = append(env, escapeControl(key)+" (removed)")
+				case dangerousEnv(key):
+					env = append(env, escapeControl(key)+"="+escapeControl(strconv.Quote(*v)))
+				default:
+					env = append(env, escapeControl(key)+" (set)")
 				}
 			}
-			return nil
+			lines = append(lines, "env: "+strings.Join(env, ", "))
 		}
+		tty := "tty: no"
+		if c.spec.TTY {
+			rows, cols := 24, 80
+			if t := c.spec.TerminalSize; t != nil {
+				rows, cols = t.Rows, t.Cols
+			}
+			tty = fmt.Sprintf("tty: yes (%d rows × %d cols)", rows, cols)
+		}
+		lines = append(lines, tty)
+		if c.spec.Label != "" {
+			lines = append(lines, "label: "+escapeControl(c.spec.Label))
+		}
+		if c.spec.TimeoutMs > 0 {
+			lines = append(lines, fmt.Sprintf("timeout: %d ms", c.spec.TimeoutMs))
+		}
+		return title, strings.Join(lines, "\n")
+	case "list":
+		return title, "List the background processes"
+	case "write":
+		what := fmt.Sprintf("Write %d bytes to the stdin of process %s:\n%s", len(c.data), escapeControl(c.processID), showText("", string(c.data)))
+		if c.closeStdin {
+			what += "\nthen close its stdin"
+		}
+		return title, what
+	case "keys":
+		return title, fmt.Sprintf("Press %s in process %s", strings.Join(c.keys, " "), escapeControl(c.processID))
+	case "signal":
+		return title, fmt.Sprintf("Send %s to process %s", c.signal, escapeControl(c.processID))
+	case "resize":
+		return title, fmt.Sprintf("Resize the terminal of process %s to %d rows × %d cols", escapeControl(c.processID), c.rows, c.cols)
 	}
-	done := make(chan error, 1)
-	mine := make(chan struct{})
-	p.mu.Lock()
-	previous := p.lastInput
-	p.lastInput = mine
-	p.mu.Unlock()
-	go func() {
-		defer close(mine)
-		<-previous
-		done <- work()
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return errors.New("Operation aborted")
-	}
+	return title, fmt.Sprintf("%s process %s", c.action, escapeControl(c.processID))
 }
 
-// waitForProcess waits for the process tool: until the process exits, the
-// timeout (ms) passes, or the run is aborted.
-func (s *server) waitForProcess(ctx context.Context, r *request) (any, error) {
-	timeout, _, err := r.optPositive("timeout")
+func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolResult, error) {
+	if c.action == "spawn" {
+		p, err := s.spawn(c.spec, "tool:"+call.id, func(processInfo) {})
+		if err != nil {
+			return toolResult{}, err
+		}
+		return jsonResult(p.info())
+	}
+	if c.action == "list" {
+		return jsonResult(struct {
+			Processes []processInfo `json:"processes"`
+		}{s.listProcesses()})
+	}
+	p, err := s.findProcess(c.processID)
 	if err != nil {
-		return nil, err
+		return toolResult{}, err
 	}
-	p, err := s.lookupProcess(r)
-	if err != nil {
-		return nil, err
+	done := func(err error) (toolResult, error) {
+		if err != nil {
+			return toolResult{}, err
+		}
+		return textResult("done"), nil
 	}
-	res, ok := p.waitFor(ctx, time.Duration(timeout*float64(time.Millisecond)))
-	if !ok {
-		return nil, errors.New("Operation aborted")
+	switch c.action {
+	case "describe":
+		return jsonResult(p.info())
+	case "logs":
+		logs, data := p.logs(c.cursor, c.limitBytes)
+		return jsonResult(struct {
+			RequestedCursor int64  `json:"requestedCursor"`
+			StartCursor     int64  `json:"startCursor"`
+			Cursor          int64  `json:"cursor"`
+			Lost            bool   `json:"lost"`
+			LostBytes       int64  `json:"lostBytes"`
+			EOF             bool   `json:"eof"`
+			Text            string `json:"text"`
+		}{logs.RequestedCursor, logs.StartCursor, logs.Cursor, logs.Lost, logs.LostBytes, logs.EOF, strings.ToValidUTF8(string(data), "\uFFFD")})
+	case "write":
+		return done(<-p.input(ctx, func() error { return p.writeInput(ctx, c.data, c.closeStdin) }))
+	case "keys":
+		data, _ := keyInput(c.keys)
+		return done(<-p.input(ctx, func() error { return p.writeInput(ctx, data, false) }))
+	case "resize":
+		return done(p.resize(c.rows, c.cols))
+	case "signal":
+		return done(p.sendSignal(signalNumbers[c.signal], func() {}))
+	case "stop":
+		return jsonResult(p.stop())
+	case "wait":
+		info, err := p.wait(ctx, c.timeout)
+		if err != nil {
+			return toolResult{}, err
+		}
+		return jsonResult(info)
+	case "remove":
+		return done(s.removeProcess(p))
 	}
-	return res, nil
+	return toolResult{}, fmt.Errorf("unknown action %s", c.action)
 }
+
+// jsonResult is a tool result holding v as JSON text.
+func jsonResult(v any) (toolResult, error) {
+	text, err := marshalJSON(v)
+	return textResult(string(text)), err
+}
+
+func schema(s string) json.RawMessage { return json.RawMessage(s) }

@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // toolServer is a server whose cwd is a temp dir holding files.
 func toolServer(t *testing.T, files map[string]string) *server {
 	t.Helper()
-	isolate(t, t.TempDir())
 	dir := t.TempDir()
 	for name, content := range files {
 		path := filepath.Join(dir, name)
@@ -22,15 +23,15 @@ func toolServer(t *testing.T, files map[string]string) *server {
 			t.Fatal(err)
 		}
 	}
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--tools", strings.Join(toolNames, ",")})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newServer(cfg, io.Discard, io.Discard)
+	s, err := newServer(cfg, newTestEnv(t).env(), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.cancel(); waitGroup(&s.children, exitLimit); s.removeTempFiles() })
+	t.Cleanup(func() { s.shutdown(false) })
 	return s
 }
 
@@ -75,7 +76,12 @@ func TestTools(t *testing.T) {
 		{"read", `{"path":"long.txt"}`, "[Showing lines 1-2000 of 2501. Use offset=2001 to continue.]", false},
 		{"read", `{"path":"pic.png"}`, "Read image file [image/png]|<image image/png>", false},
 		{"read", `{"path":"missing.txt"}`, "no such file or directory", true},
-		{"read", `{}`, `Invalid arguments for read: missing "path"`, true},
+		{"read", `{}`, `Invalid arguments for read: missing field "path"`, true},
+		{"read", `{"path":"a.txt","Path":"/etc/passwd"}`, `Invalid arguments for read: unknown field "Path" (the fields are: limit, offset, path)`, true},
+		{"read", `{"path":"a.txt","path":"/etc/passwd"}`, `Invalid arguments for read: field "path" appears twice`, true},
+		{"read", `{"path":7}`, `Invalid arguments for read: field "path" must be string`, true},
+		{"read", `["a.txt"]`, `Invalid arguments for read: expected a JSON object`, true},
+		{"read", `{"path":"a.txt","offset":1.5}`, `Invalid arguments for read: field "offset" must be a whole number`, true},
 		{"write", `{"path":"new/dir/b.txt","content":"hello"}`, "Successfully wrote 5 bytes to new/dir/b.txt", false},
 		{"edit", `{"path":"a.txt","oldText":"two","newText":"2"}`, "Successfully replaced text in a.txt.", false},
 		{"edit", `{"path":"a.txt","oldText":"zzz","newText":"2"}`, "Could not find the exact text in a.txt.", true},
@@ -95,17 +101,19 @@ func TestTools(t *testing.T) {
 		{"grep", `{"pattern":"todo","ignoreCase":true,"glob":"*.go"}`, "src/util.go:2: // TODO: tidy", false},
 		{"grep", `{"pattern":"println(","literal":true,"context":1}`, "src/main.go-3- func main() {\nsrc/main.go:4: \tprintln(\"hi\")\nsrc/main.go-5- }", false},
 		{"grep", `{"pattern":"nothing here"}`, "No matches found", false},
-		{"grep", `{"pattern":"(unclosed"}`, "Invalid pattern:", true},
+		{"grep", `{"pattern":"(unclosed"}`, "Invalid arguments for grep: invalid pattern:", true},
 		{"grep", `{"pattern":"e","limit":1}`, "[1 matches limit reached. Use limit=2 for more, or refine pattern]", false},
 		{"find", `{"pattern":"*.go"}`, "src/main.go\nsrc/util.go", false},
 		{"find", `{"pattern":"src/**"}`, "src/main.go", false},
 		{"find", `{"pattern":"*.{md,txt}","limit":1}`, "[1 results limit reached. Use limit=2 for more, or refine pattern]", false},
 		{"find", `{"pattern":"*.xyz"}`, "No files found matching pattern", false},
 		{"todo_write", `{"todos":[{"content":"a","status":"pending"},{"id":"1","content":"b","status":"completed"}]}`, "Todo list updated: 2 items (1 pending, 0 in progress, 1 completed)", false},
-		{"todo_write", `{"todos":[{"content":"a","status":"done"}]}`, "item 1 needs content and a status of pending, in_progress or completed", true},
+		{"todo_write", `{"todos":[{"content":"a","status":"done"}]}`, `field "todos[0].status" must be one of pending, in_progress, completed`, true},
 		{"process", `{"action":"list"}`, `{"processes":[]}`, false},
-		{"process", `{"action":"fly"}`, "Invalid field action: must be one of start, list", true},
-		{"process", `{"action":"output","processId":"x"}`, "Unknown process: x", true},
+		{"process", `{"action":"fly"}`, `field "action" must be one of spawn, list`, true},
+		{"process", `{"action":"logs","processId":"x"}`, "process not found: x", true},
+		{"process", `{"action":"list","processId":"x"}`, `field "processId" does not go with action list`, true},
+		{"process", `{"action":"spawn","spec":{"argv":["ls"],"Argv":["rm"]}}`, `unknown field "spec.Argv"`, true},
 		{"nosuch", `{}`, "Tool nosuch not found", true},
 	}
 	s := toolServer(t, files)
@@ -117,7 +125,7 @@ func TestTools(t *testing.T) {
 	}
 	// What the tools did to the files.
 	for path, want := range map[string]string{"a.txt": "one\n2\nthree\n", "new/dir/b.txt": "hello", "crlf.txt": "c\r\nd\r\n"} {
-		if data, _ := os.ReadFile(filepath.Join(s.cfg.cwd, path)); string(data) != want {
+		if data, _ := os.ReadFile(filepath.Join(s.set.cwd, path)); string(data) != want {
 			t.Errorf("%s holds %q, want %q", path, data, want)
 		}
 	}
@@ -139,22 +147,88 @@ func TestTools(t *testing.T) {
 // TestProcessTool drives a background process through the process tool.
 func TestProcessTool(t *testing.T) {
 	s := toolServer(t, nil)
-	got, isError := callTool(t, s, "process", `{"action":"start","command":"cat","name":"echo"}`)
-	var started processStartAnswer
-	if isError || json.Unmarshal([]byte(got), &started) != nil || started.ProcessID == "" {
-		t.Fatalf("start: %q", got)
+	got, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["cat"],"label":"echo"}}`)
+	var started processInfo
+	if isError || json.Unmarshal([]byte(got), &started) != nil || started.ID == "" || started.OwnerID != "tool:c" || started.Label != "echo" {
+		t.Fatalf("spawn: %q", got)
 	}
-	id := started.ProcessID
+	id := started.ID
 	for _, step := range []struct{ args, want string }{
-		{`{"action":"write","processId":"` + id + `","data":"ping\n"}`, "done"},
-		{`{"action":"send_keys","processId":"` + id + `","keys":["CtrlD"]}`, "done"},
-		{`{"action":"wait","processId":"` + id + `","timeout":5000}`, `"exitCode":0`},
-		{`{"action":"output","processId":"` + id + `"}`, `"stdout":"ping\n"`},
+		{`{"action":"write","processId":"` + id + `","dataBase64":"cGluZwo="}`, "done"},
+		{`{"action":"write","processId":"` + id + `","closeStdin":true}`, "done"},
+		{`{"action":"wait","processId":"` + id + `","timeoutMs":5000}`, `"state":"exited","pid"`},
+		{`{"action":"logs","processId":"` + id + `"}`, `"eof":true,"text":"ping\n"`},
+		{`{"action":"remove","processId":"` + id + `"}`, "done"},
+		{`{"action":"describe","processId":"` + id + `"}`, "process not found"},
 	} {
-		if got, isError := callTool(t, s, "process", step.args); isError || !strings.Contains(got, step.want) {
+		if got, _ := callTool(t, s, "process", step.args); !strings.Contains(got, step.want) {
 			t.Errorf("%s: got %q, want %q", step.args, got, step.want)
 		}
 	}
+}
+
+// TestToolsRefuseSpecialFiles checks that the file tools touch only
+// regular files: rpi's own stdio, devices and FIFOs are refused at once
+// (nothing blocks), and grep and find skip a FIFO in the tree.
+func TestToolsRefuseSpecialFiles(t *testing.T) {
+	s := toolServer(t, map[string]string{"dir/a.txt": "needle\n"})
+	fifo := filepath.Join(s.set.cwd, "dir", "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	os.Symlink("/dev/stdout", filepath.Join(s.set.cwd, "out"))
+	for _, tt := range []struct{ tool, args, want string }{
+		{"write", `{"path":"/dev/stdout","content":"{\"type\":\"response\"}"}`, "Cannot write /dev/stdout: it is"},
+		{"write", `{"path":"out","content":"forged"}`, "Cannot write out: it is"},
+		{"read", `{"path":"/dev/stdin"}`, "Cannot read /dev/stdin: it is"},
+		{"read", `{"path":"/proc/self/fd/0"}`, "Cannot read /proc/self/fd/0: it is"},
+		{"read", `{"path":"/dev/zero"}`, "Cannot read /dev/zero: it is a device"},
+		{"read", `{"path":"dir/pipe"}`, "it is a named pipe (FIFO)"},
+		{"write", `{"path":"dir/pipe","content":"x"}`, "it is a named pipe (FIFO)"},
+		{"edit", `{"path":"dir/pipe","oldText":"a","newText":"b"}`, "it is a named pipe (FIFO)"},
+		{"ls", `{"path":"dir/pipe"}`, "Not a directory"},
+	} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if got, isError := callTool(t, s, tt.tool, tt.args); !isError || !strings.Contains(got, tt.want) {
+				t.Errorf("%s %s: got %q (isError %v), want an error containing %q", tt.tool, tt.args, got, isError, tt.want)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s %s blocked", tt.tool, tt.args)
+		}
+	}
+	if got, _ := callTool(t, s, "grep", `{"pattern":"needle"}`); got != "dir/a.txt:1: needle" {
+		t.Errorf("grep over a tree with a FIFO: %q", got)
+	}
+	if got, _ := callTool(t, s, "find", `{"pattern":"*"}`); strings.Contains(got, "pipe") {
+		t.Errorf("find lists the FIFO: %q", got)
+	}
+}
+
+// TestToolPanicIsIsolated runs a tool that panics: the call ends with an
+// error result and rpi goes on.
+func TestToolPanicIsIsolated(t *testing.T) {
+	s := toolServer(t, nil)
+	boom := &tool{name: "boom", schema: schema(`{"type":"object"}`), parsed: map[string]any{"type": "object"},
+		decode: func(*server, json.RawMessage) (toolCall, error) { return panicCall{}, nil }}
+	s.set.tools = append(s.set.tools, boom)
+	if got, isError := callTool(t, s, "boom", `{}`); !isError || got != "Internal error in tool boom: kaboom" {
+		t.Errorf("got %q (isError %v)", got, isError)
+	}
+	if got, isError := callTool(t, s, "read", `{"path":"."}`); !isError || !strings.Contains(got, "a directory") {
+		t.Errorf("after the panic: %q", got)
+	}
+}
+
+type panicCall struct{}
+
+func (panicCall) describe() (string, string) { return "", "" }
+func (panicCall) run(context.Context, *server, toolRun) (toolResult, error) {
+	panic("kaboom")
 }
 
 func TestGlobRegexp(t *testing.T) {

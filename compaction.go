@@ -1,0 +1,304 @@
+package main
+
+// Compaction: the older part of the conversation summarised by the model
+// into one compaction entry, on the compact command or automatically near
+// the context window (and after an overflow, with one retry).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// compactionResult is the answer to compact and compaction_end's result.
+type compactionResult struct {
+	Summary              string            `json:"summary"`
+	FirstKeptEntryID     string            `json:"firstKeptEntryId"`
+	TokensBefore         int               `json:"tokensBefore"`
+	EstimatedTokensAfter int               `json:"estimatedTokensAfter"`
+	Usage                usage             `json:"usage"`
+	Details              compactionDetails `json:"details"`
+}
+
+type compactionDetails struct {
+	ReadFiles     []string `json:"readFiles"`
+	ModifiedFiles []string `json:"modifiedFiles"`
+}
+
+// compactionStart and compactionEnd are the data of compaction_start and
+// compaction_end.
+type compactionStart struct {
+	Reason string `json:"reason"`
+}
+
+type compactionEnd struct {
+	Reason       string            `json:"reason"`
+	Result       *compactionResult `json:"result"`
+	Aborted      bool              `json:"aborted"`
+	WillRetry    bool              `json:"willRetry"`
+	ErrorMessage string            `json:"errorMessage,omitempty"`
+}
+
+// estimateTokens guesses a message's size in tokens (4 bytes each).
+func estimateTokens(m any) int {
+	data, _ := json.Marshal(m)
+	return len(data) / 4
+}
+
+// contextTokens is how full the context is: the last answer's reported
+// usage, or an estimate when there is none.
+func contextTokens(messages []any) int {
+	for i := len(messages) - 1; i >= 0; i-- {
+		if a, ok := messages[i].(*assistantMessage); ok && a.Usage.TotalTokens > 0 && a.StopReason != "error" {
+			return a.Usage.TotalTokens
+		}
+	}
+	total := 0
+	for _, m := range messages {
+		total += estimateTokens(m)
+	}
+	return total
+}
+
+// compactionPlan is what a compaction will summarise and keep.
+type compactionPlan struct {
+	model        *model
+	summarise    []any  // the messages before the kept turns
+	firstKept    string // the entry the kept part starts at
+	tokensBefore int
+	details      compactionDetails
+}
+
+// planCompaction decides what to summarise: everything before the most
+// recent turns worth keepRecentTokens (the cut falls on a user message).
+// It fails when there is no usable model or too little to summarise.
+func (s *server) planCompaction() (*compactionPlan, error) {
+	s.mu.Lock()
+	m := s.model
+	s.mu.Unlock()
+	if m == nil || !m.usable() {
+		return nil, errors.New(noModelMessage)
+	}
+	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()),
+		details: compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}}
+	path := s.conv.branchEntries()
+	start := len(path)
+	kept := 0
+	for i := len(path) - 1; i >= 0 && kept < s.set.compaction.KeepRecentTokens; i-- {
+		if path[i].Type == "message" {
+			kept += len(path[i].Message) / 4
+		}
+		start = i
+	}
+	for start > 0 && start < len(path) && !(path[start].Type == "message" && messageRole(path[start].Message) == "user") {
+		start--
+	}
+	for _, e := range path[:start] {
+		switch e.Type {
+		case "compaction":
+			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.Summary}}
+		case "message":
+			msg := decodeMessage(e.Message)
+			plan.summarise = append(plan.summarise, msg)
+			if a, ok := msg.(*assistantMessage); ok {
+				collectFiles(a, &plan.details)
+			}
+		}
+	}
+	if start == 0 || start >= len(path) || len(plan.summarise) == 0 {
+		return nil, errors.New("Nothing to compact (session too small)")
+	}
+	plan.firstKept = path[start].ID
+	return plan, nil
+}
+
+// summarise carries out a plan: the plan's model writes the summary, a
+// compaction entry records it, and the context becomes the summary plus
+// the kept turns.
+func (s *server) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
+	var transcript strings.Builder
+	for _, msg := range contextMessages(plan.summarise) {
+		data, _ := marshalJSON(msg)
+		transcript.Write(data)
+		transcript.WriteString("\n")
+	}
+	prompt := "Summarise the conversation below so that work on it can go on without it: the goal, decisions made, " +
+		"files read and changed, the current state, and what remains to do. Be concise and concrete."
+	if instructions != "" {
+		prompt += "\n\nAlso: " + instructions
+	}
+	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
+	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets,
+		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript.String() + "</conversation>")}}}
+	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
+	defer cancel()
+	if err := callModel(cctx, req, answer, func() {}, func(assistantEvent) {}); err != nil {
+		if ctx.Err() != nil {
+			return compactionResult{}, errors.New("Compaction cancelled")
+		}
+		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
+	}
+	summary := strings.TrimSpace(answer.text())
+	if summary == "" {
+		return compactionResult{}, errors.New("Compaction failed: the model gave an empty summary")
+	}
+	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
+		Usage: answer.Usage, Details: plan.details}
+	if err := s.conv.compacted([]field{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
+		{"tokensBefore", res.TokensBefore}, {"details", res.Details}}); err != nil {
+		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
+	}
+	for _, m := range s.conv.messages() {
+		res.EstimatedTokensAfter += estimateTokens(m)
+	}
+	return res, nil
+}
+
+// collectFiles notes the files an answer's tool calls read and changed.
+func collectFiles(a *assistantMessage, d *compactionDetails) {
+	for _, c := range a.Content {
+		if c.Type != "toolCall" {
+			continue
+		}
+		var args struct{ Path string }
+		json.Unmarshal(c.Arguments, &args)
+		if args.Path == "" {
+			continue
+		}
+		switch c.Name {
+		case "read":
+			if !slices.Contains(d.ReadFiles, args.Path) {
+				d.ReadFiles = append(d.ReadFiles, args.Path)
+			}
+		case "write", "edit":
+			if !slices.Contains(d.ModifiedFiles, args.Path) {
+				d.ModifiedFiles = append(d.ModifiedFiles, args.Path)
+			}
+		}
+	}
+}
+
+// compact summarises the older part of the conversation, in the
+// background. A running agent is aborted first; abort cancels the
+// compaction itself (it then fails with "Compaction cancelled").
+// Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
+// tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
+// modifiedFiles}}. Events: compaction_start and compaction_end (reason
+// "manual") before the answer.
+func (s *server) compact(r *request) (any, error) {
+	instructions, err := r.optStr("customInstructions")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.conv.writable(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	busy := s.run != nil
+	s.mu.Unlock()
+	if !busy {
+		// The plan reads only memory: made now, a too-small session fails
+		// in order, and the compaction starts before the next command.
+		plan, err := s.planCompaction()
+		if err != nil {
+			return nil, err
+		}
+		run := s.startRun(compacting, false)
+		s.goBackground(func() { s.compactRun(r, run, plan, instructions) })
+		return noReply{}, nil
+	}
+	stopped := s.holdRuns()
+	s.goBackground(func() {
+		<-stopped
+		plan, err := s.planCompaction()
+		if err != nil {
+			s.releaseRuns()
+			s.reply(r, nil, err)
+			return
+		}
+		s.compactRun(r, s.startRun(compacting, true), plan, instructions)
+	})
+	return noReply{}, nil
+}
+
+// compactRun carries out the compact command's plan as a run of its own
+// (so abort reaches it), answers r, and settles the run.
+func (s *server) compactRun(r *request, run *agentRun, plan *compactionPlan, instructions string) {
+	s.emit("compaction_start", compactionStart{"manual"}, nil)
+	res, err := s.summarise(run.ctx, plan, instructions)
+	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
+	if err == nil {
+		end.Result = &res
+	} else if !end.Aborted {
+		end.ErrorMessage = err.Error()
+	}
+	s.emit("compaction_end", end, nil)
+	if err != nil {
+		s.reply(r, nil, err)
+	} else {
+		s.reply(r, res, nil)
+	}
+	if next := s.settle(run); next != nil {
+		s.runAgent(run, next)
+	}
+}
+
+// contextOverflow matches provider errors that say the context is too long.
+var contextOverflow = regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
+
+// autoCompact compacts after a run when the context nears the window
+// (reason "threshold"), or when the answer failed because it overflowed
+// ("overflow"; the caller then retries once). It reports whether to retry.
+func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
+	s.mu.Lock()
+	enabled, m := s.autoCompaction, s.model
+	s.mu.Unlock()
+	tokens := contextTokens(s.conv.messages())
+	if !enabled || m == nil || last == nil {
+		return false
+	}
+	reason := ""
+	switch {
+	case last.StopReason == "error" && contextOverflow.MatchString(last.ErrorMessage):
+		reason = "overflow"
+	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
+		reason = "threshold"
+	default:
+		return false
+	}
+	s.emit("compaction_start", compactionStart{reason}, nil)
+	if reason == "overflow" && overflowRetried {
+		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."}, nil)
+		return false
+	}
+	if reason == "overflow" {
+		s.conv.dropLast(last) // the failed answer is not part of what gets compacted
+	}
+	s.setPhase(compacting)
+	defer s.setPhase(running)
+	plan, err := s.planCompaction()
+	var res compactionResult
+	if err == nil {
+		res, err = s.summarise(run.ctx, plan, "")
+	}
+	switch {
+	case run.ctx.Err() != nil:
+		s.emit("compaction_end", compactionEnd{Reason: reason, Aborted: true}, nil)
+		return false
+	case err != nil:
+		prefix := "Auto-compaction failed: "
+		if reason == "overflow" {
+			prefix = "Context overflow recovery failed: "
+		}
+		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")}, nil)
+		return false
+	}
+	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: reason == "overflow"}, nil)
+	s.tell(uiRequest{Method: "notify", NotifyType: "info",
+		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
+	return reason == "overflow"
+}

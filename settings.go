@@ -1,0 +1,181 @@
+package main
+
+// Settings: everything rpi decides at startup and never changes after —
+// the command line, pi's settings.json (the user's, and the project's
+// with --approve), the model catalog and its keys, context files, prompt
+// templates and skills, the active tools and the environment children
+// get. Read without locks.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+type settings struct {
+	cfg      config
+	cwd      string
+	agentDir string
+	shell    string   // bash, or /bin/sh where bash is missing
+	childEnv []string // the environment children start from: rpi's, without provider keys
+
+	catalog         []*model // every model rpi knows, usable or not
+	secrets         *redactor
+	defaultProvider string
+	defaultModel    string
+
+	retry          retrySettings
+	compaction     compactionSettings
+	confirm        []string // tools behind the approval dialog
+	confirmTimeout time.Duration
+
+	contextFiles  []contextFile
+	slashCommands []slashCommand // prompt templates and skills
+	tools         []*tool        // the tools the model is offered
+	notices       []string       // warnings for the client at startup
+}
+
+// retrySettings are pi's settings.json "retry" block.
+type retrySettings struct {
+	MaxRetries  int `json:"maxRetries"`
+	BaseDelayMs int `json:"baseDelayMs"`
+}
+
+// compactionSettings are pi's settings.json "compaction" block.
+type compactionSettings struct {
+	ReserveTokens    int `json:"reserveTokens"`
+	KeepRecentTokens int `json:"keepRecentTokens"`
+}
+
+// settingsFile is what rpi reads of pi's settings.json, plus its own
+// confirmTimeoutMs. Absent fields keep the value they had.
+type settingsFile struct {
+	DefaultProvider string             `json:"defaultProvider"`
+	DefaultModel    string             `json:"defaultModel"`
+	Retry           retrySettings      `json:"retry"`
+	Compaction      compactionSettings `json:"compaction"`
+	ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
+}
+
+// defaultConfirmTimeout is how long an approval waits for the client
+// before it counts as denied (settings.json confirmTimeoutMs).
+const defaultConfirmTimeout = 5 * time.Minute
+
+// maxResourceBytes caps every file rpi reads at startup (settings,
+// models.json, context files, templates, skills): a larger one is skipped
+// with a warning.
+const maxResourceBytes = 1 << 20
+
+// agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR, or
+// ~/.pi/agent.
+func agentDir(getenv func(string) string) string {
+	if dir := getenv("PI_CODING_AGENT_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(getenv("HOME"), ".pi", "agent")
+}
+
+func loadSettings(cfg config, env environment) (*settings, error) {
+	dir := agentDir(env.getenv)
+	set := &settings{cfg: cfg, cwd: cfg.cwd, agentDir: dir, shell: findShell(), confirm: cfg.confirm,
+		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
+		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
+		confirmTimeout: defaultConfirmTimeout}
+	set.applySettingsFile(filepath.Join(dir, "settings.json"))
+	if cfg.approve {
+		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
+	}
+	catalog, secrets, keyVars, warnings, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	set.catalog, set.secrets = catalog, secrets
+	set.notices = append(set.notices, warnings...)
+	set.childEnv = withoutVariables(env.environ, keyVars)
+	var skipped []string
+	set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
+	set.slashCommands = loadResources(dir, "user", &skipped)
+	if cfg.approve {
+		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project", &skipped)...)
+	} else if notice := skippedNotice(cfg.cwd); notice != "" {
+		set.notices = append(set.notices, notice)
+	}
+	for _, s := range skipped {
+		set.notices = append(set.notices, "Skipped "+s)
+	}
+	names := defaultTools
+	if cfg.toolsGiven {
+		names = cfg.tools
+	}
+	for _, t := range tools {
+		if slices.Contains(names, t.name) {
+			set.tools = append(set.tools, t)
+		}
+	}
+	return set, nil
+}
+
+// applySettingsFile reads one settings.json over the values so far. A
+// missing file changes nothing; an unreadable or invalid one is skipped
+// with a warning.
+func (set *settings) applySettingsFile(path string) {
+	data, err := readRegularFile(path, maxResourceBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var file settingsFile
+	if err == nil {
+		err = json.Unmarshal(data, &file)
+	}
+	if err != nil {
+		set.notices = append(set.notices, fmt.Sprintf("Ignored %s: %v", path, jsonError(data, err)))
+		return
+	}
+	if file.DefaultProvider != "" || file.DefaultModel != "" {
+		set.defaultProvider, set.defaultModel = file.DefaultProvider, file.DefaultModel
+	}
+	if file.Retry.MaxRetries > 0 {
+		set.retry.MaxRetries = file.Retry.MaxRetries
+	}
+	if file.Retry.BaseDelayMs > 0 {
+		set.retry.BaseDelayMs = file.Retry.BaseDelayMs
+	}
+	if file.Compaction.ReserveTokens > 0 {
+		set.compaction.ReserveTokens = file.Compaction.ReserveTokens
+	}
+	if file.Compaction.KeepRecentTokens > 0 {
+		set.compaction.KeepRecentTokens = file.Compaction.KeepRecentTokens
+	}
+	if file.ConfirmTimeout > 0 {
+		set.confirmTimeout = msDuration(file.ConfirmTimeout)
+	}
+}
+
+// jsonError says where in data a JSON error is (line and column).
+func jsonError(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) && syntax.Offset > 0 {
+		before := data[:min(int(syntax.Offset), len(data))]
+		line := strings.Count(string(before), "\n") + 1
+		col := len(before) - strings.LastIndexByte(string(before), '\n') - 1
+		return fmt.Errorf("line %d, column %d: %v", line, col, err)
+	}
+	return err
+}
+
+// withoutVariables is environ minus the named variables.
+func withoutVariables(environ []string, names []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,26 @@
+//go:build unix && !linux
+
+package main
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// Where rpi has no PTY support (every Unix but Linux, for now), a process
+// cannot ask for a terminal and get_capabilities says so.
+
+const ptySupported = false
+
+func openPTY(rows, cols int) (master, slave *os.File, err error) {
+	return nil, nil, errors.New("tty:true needs Linux; this rpi was built for another system")
+}
+
+func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupported }
+
+// growPipe does nothing where F_SETPIPE_SZ does not exist.
+func growPipe(f *os.File) {}
+
+// setParentDeathSignal: no such signal here; the watchdog still cleans up.
+func setParentDeathSignal(attr *syscall.SysProcAttr) {}

@@ -1,0 +1,251 @@
+//go:build unix
+
+package main
+
+// What rpi needs from a Unix system: signals, process groups, the
+// watchdog that outlives a killed rpi just long enough to kill its
+// children, and opening files without blocking on FIFOs or devices.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// watchSignals sends to stop the signals that end rpi (§2): SIGINT,
+// SIGTERM, and SIGHUP and SIGQUIT unless they were ignored when rpi
+// started (nohup). Every signal a shell may have left ignored gets a
+// handler, so that children start with the default dispositions instead
+// of inheriting "ignore".
+func watchSignals(stop chan<- os.Signal) {
+	ignoredAtStart := map[os.Signal]bool{}
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
+		ignoredAtStart[sig] = signal.Ignored(sig)
+	}
+	all := make(chan os.Signal, 8)
+	signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	go func() {
+		for sig := range all {
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				if !ignoredAtStart[sig] {
+					select {
+					case stop <- sig:
+					default:
+					}
+				}
+			}
+			// SIGPIPE becomes a write error; the others mean nothing to rpi.
+		}
+	}()
+}
+
+// startInGroup makes cmd start as the leader of a new process group
+// (under a PTY: of a new session whose controlling terminal is the PTY),
+// killed by the kernel if rpi dies first.
+func startInGroup(cmd *exec.Cmd, pty bool) {
+	attr := &syscall.SysProcAttr{Setpgid: !pty, Setsid: pty, Setctty: pty}
+	setParentDeathSignal(attr)
+	cmd.SysProcAttr = attr
+}
+
+// signalGroup sends sig to the process group led by pid; a group that is
+// already gone is not an error.
+func signalGroup(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// processAlive reports whether a process with this pid exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ---- Files ----
+
+// errNotRegular says a path is not a regular file.
+type errNotRegular struct {
+	path, kind string
+}
+
+func (e *errNotRegular) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.path, e.kind)
+}
+
+// fileKind names what a mode is, for errors.
+func fileKind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a directory"
+	case mode&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// ownStdio identifies rpi's own stdin, stdout and stderr, so that no file
+// tool reaches them even when they are regular files.
+var ownStdio = sync.OnceValue(func() map[[2]uint64]bool {
+	ids := map[[2]uint64]bool{}
+	for fd := range 3 {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) == nil {
+			ids[[2]uint64{uint64(st.Dev), uint64(st.Ino)}] = true
+		}
+	}
+	return ids
+})
+
+// openRegular opens path (following symlinks) only if it is a regular
+// file and not one of rpi's own stdio: a FIFO, socket or device is refused
+// before it is opened and checked again on the open file, and the open
+// itself never blocks.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, &errNotRegular{path, "a named pipe (FIFO)"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, err
+	case !info.Mode().IsRegular():
+		f.Close()
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	case ownStdio()[[2]uint64{uint64(st.Dev), uint64(st.Ino)}]:
+		f.Close()
+		return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
+	}
+	return f, nil
+}
+
+// ---- The watchdog ----
+
+// watchdogEnv, set in rpi's own environment, makes the binary the
+// watchdog instead of rpi; its value is unused.
+const watchdogEnv = "RPI_WATCHDOG"
+
+// watchdog is a second copy of rpi that reads the process groups rpi
+// starts (and its temp folder) from a pipe. When the pipe closes — rpi
+// exited, however it died — it kills every group still listed and removes
+// the folder. The kernel's parent-death signal only reaches direct
+// children; this reaches their descendants too (all but those that left
+// their group with setsid).
+type watchdog struct {
+	exe     string
+	environ []string
+
+	mu     sync.Mutex // guards the fields below
+	cmd    *exec.Cmd
+	pipe   *os.File
+	failed bool
+}
+
+func newWatchdog(exe string, environ []string) *watchdog {
+	return &watchdog{exe: exe, environ: environ}
+}
+
+// send writes one line to the watchdog, starting it first if need be. A
+// watchdog that cannot start is reported once; rpi goes on without it.
+func (w *watchdog) send(line string, stderr io.Writer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.exe == "" || w.failed {
+		return
+	}
+	if w.pipe == nil {
+		r, pw, err := os.Pipe()
+		if err == nil {
+			cmd := exec.Command(w.exe)
+			cmd.Env = append(w.environ, watchdogEnv+"=1", "GORACE=atexit_sleep_ms=0")
+			cmd.Stdin = r
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			err = cmd.Start()
+			r.Close()
+			if err == nil {
+				w.cmd, w.pipe = cmd, pw
+			} else {
+				pw.Close()
+			}
+		}
+		if err != nil {
+			w.failed = true
+			fmt.Fprintf(stderr, "rpi: cannot start the watchdog (children may outlive a killed rpi): %v\n", err)
+			return
+		}
+	}
+	w.pipe.WriteString(line + "\n")
+}
+
+// close ends the watchdog: rpi has cleaned up itself.
+func (w *watchdog) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pipe != nil {
+		w.pipe.Close()
+		w.cmd.Wait()
+		w.pipe, w.cmd = nil, nil
+	}
+}
+
+// runWatchdog is the watchdog's main: "+pgid" adds a group, "-pgid"
+// forgets one, "d/path" names the temp folder; at EOF it cleans up.
+func runWatchdog(in io.Reader, _ string) int {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	groups := map[int]bool{}
+	dir := ""
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		switch line[0] {
+		case '+', '-':
+			if pgid, err := strconv.Atoi(line[1:]); err == nil && pgid > 1 {
+				groups[pgid] = line[0] == '+'
+			}
+		case 'd':
+			dir = line[1:]
+		}
+	}
+	for pgid, live := range groups {
+		if live {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	if dir != "" && strings.HasPrefix(filepath.Base(dir), "rpi-") {
+		os.RemoveAll(dir)
+	}
+	return 0
+}

@@ -1,0 +1,235 @@
+package main
+
+// The client's UI (§7): fire-and-forget requests (notify, setStatus,
+// setWidget, setTitle, set_editor_text), dialogs that wait for an
+// extension_ui_response (select, confirm, input, editor), and the
+// command that delivers those answers.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// uiRequest is an extension_ui_request: the host asking the client's UI.
+// Its fields are flattened beside type, id and method, as pi sends them.
+type uiRequest struct {
+	Type            string   `json:"type"`
+	ID              string   `json:"id"`
+	Method          string   `json:"method"`
+	Title           string   `json:"title,omitempty"`
+	Message         string   `json:"message,omitempty"`
+	Options         []string `json:"options,omitempty"`
+	Placeholder     string   `json:"placeholder,omitempty"`
+	Prefill         string   `json:"prefill,omitempty"`
+	Timeout         int64    `json:"timeout,omitempty"`
+	NotifyType      string   `json:"notifyType,omitempty"`
+	StatusKey       string   `json:"statusKey,omitempty"`
+	StatusText      string   `json:"statusText,omitempty"`
+	WidgetKey       string   `json:"widgetKey,omitempty"`
+	WidgetLines     []string `json:"widgetLines,omitempty"`
+	WidgetPlacement string   `json:"widgetPlacement,omitempty"`
+	Text            string   `json:"text,omitempty"`
+}
+
+// uiAnswer is a client's extension_ui_response, already validated.
+type uiAnswer struct {
+	value     *string
+	confirmed *bool
+	cancelled bool
+}
+
+// dialog is an extension_ui_request that waits for the client's answer.
+type dialog struct {
+	method  string
+	options []string
+	answer  chan uiAnswer // buffered: receives at most one answer
+}
+
+// dialogs holds the open dialogs and remembers the ids of recent one-way
+// requests, so that a client answering those is not told off (§4).
+type dialogs struct {
+	mu      sync.Mutex // guards the fields below
+	open    map[string]*dialog
+	oneWay  map[string]bool
+	oneWays []string // the same ids, oldest first, for forgetting
+}
+
+// maxRememberedOneWay bounds the one-way request ids kept.
+const maxRememberedOneWay = 1024
+
+func newDialogs() *dialogs {
+	return &dialogs{open: map[string]*dialog{}, oneWay: map[string]bool{}}
+}
+
+// take removes the open dialog id and returns it: whoever takes it first
+// (the client's answer, or a timeout or abort) resolves it, once.
+func (ds *dialogs) take(id string) *dialog {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	d := ds.open[id]
+	delete(ds.open, id)
+	return d
+}
+
+func (ds *dialogs) rememberOneWay(id string) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.oneWay[id] = true
+	ds.oneWays = append(ds.oneWays, id)
+	if len(ds.oneWays) > maxRememberedOneWay {
+		delete(ds.oneWay, ds.oneWays[0])
+		ds.oneWays = ds.oneWays[1:]
+	}
+}
+
+func (ds *dialogs) wasOneWay(id string) bool {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return ds.oneWay[id]
+}
+
+// writeUIRequest writes an extension_ui_request record.
+func (s *server) writeUIRequest(req uiRequest) {
+	s.out.record(func(buf []byte, _ bool) ([]byte, error) {
+		data, err := marshalJSON(req)
+		return append(buf, data...), err
+	})
+}
+
+// tell sends a fire-and-forget UI request (notify, setStatus, setWidget,
+// setTitle, set_editor_text); the client need not answer it.
+func (s *server) tell(req uiRequest) {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(s.env.clock.Now())
+	s.ui.rememberOneWay(req.ID)
+	s.writeUIRequest(req)
+}
+
+// status shows the agent's current activity in the client's status bar
+// (setStatus, key "rpi").
+func (s *server) status(activity string) {
+	s.tell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: activity})
+}
+
+// ask shows a dialog (select, confirm, input, editor) and waits for the
+// client's answer. A timeout (req.Timeout ms) or ctx ending resolves it to
+// cancelled; an answer and a timeout that race resolve it once, and the
+// loser of the race gets nothing (a late answer is refused).
+func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(s.env.clock.Now())
+	d := &dialog{method: req.Method, options: req.Options, answer: make(chan uiAnswer, 1)}
+	s.ui.mu.Lock()
+	s.ui.open[req.ID] = d
+	s.ui.mu.Unlock()
+	s.writeUIRequest(req)
+	var expired <-chan struct{}
+	if req.Timeout > 0 {
+		done, stop := after(s.env.clock, msDuration(req.Timeout))
+		defer stop()
+		expired = done
+	}
+	select {
+	case a := <-d.answer:
+		return a
+	case <-expired:
+	case <-ctx.Done():
+	}
+	if s.ui.take(req.ID) == nil {
+		return <-d.answer // the client's answer won the race: it is on its way
+	}
+	return uiAnswer{cancelled: true}
+}
+
+// extensionUIResponse delivers the client's answer to a pending dialog.
+// Fields: id (of a pending extension_ui_request) and exactly one of value
+// (string), confirmed (bool), cancelled (true).
+// Answer: none on success, and none for an answer to a one-way request;
+// a failure when the id is unknown or already answered or expired, or the
+// answer is malformed. Events: none.
+func (s *server) extensionUIResponse(r *request) (any, error) {
+	id := r.idString()
+	if id == nil {
+		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
+	}
+	var a uiAnswer
+	given := 0
+	if r.has("value") {
+		v, err := r.str("value")
+		if err != nil {
+			return nil, err
+		}
+		a.value, given = &v, given+1
+	}
+	if r.has("confirmed") {
+		c, err := r.boolean("confirmed")
+		if err != nil {
+			return nil, err
+		}
+		a.confirmed, given = &c, given+1
+	}
+	if r.has("cancelled") {
+		c, err := r.boolean("cancelled")
+		if err != nil || !c {
+			return nil, invalid("cancelled", "true")
+		}
+		a.cancelled, given = true, given+1
+	}
+	if s.ui.wasOneWay(*id) {
+		return noReply{}, nil // §4: answering a one-way request is allowed and changes nothing
+	}
+	if given != 1 {
+		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
+	}
+	s.ui.mu.Lock()
+	d, ok := s.ui.open[*id]
+	if ok {
+		var err error
+		switch {
+		case a.cancelled:
+		case d.method == "confirm" && a.confirmed == nil:
+			err = errors.New("Invalid extension_ui_response: a confirm dialog takes confirmed (true or false) or cancelled")
+		case d.method != "confirm" && a.value == nil:
+			err = fmt.Errorf("Invalid extension_ui_response: a %s dialog takes value (a string) or cancelled", d.method)
+		case d.method == "select" && !slices.Contains(d.options, *a.value):
+			err = fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.options, ", "))
+		}
+		if err != nil {
+			s.ui.mu.Unlock()
+			return nil, err
+		}
+		delete(s.ui.open, *id)
+	}
+	s.ui.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("Unknown extension UI request id: %s (never asked, already answered or expired)", *id)
+	}
+	d.answer <- a
+	return noReply{}, nil
+}
+
+// escapeControl shows control characters as escapes (\r, \x1b, …), so that
+// text shown in a dialog cannot hide or rewrite what is around it on a
+// terminal client. Newlines are escaped too: the caller lays out lines.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == '\u2028' || r == '\u2029' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+			fmt.Fprintf(&b, `\u%04x`, r) // line separators and bidi overrides
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
