@@ -497,11 +497,13 @@ func (s *server) runOnce(run *agentRun, pending []*userMessage) {
 		attempt++
 		delay := s.retryDelay(attempt, run)
 		max := s.set.retry.MaxRetries
+		// abort_retry can end the wait from the moment auto_retry_start is out.
+		cancelled := run.armRetry()
 		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: max, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr}, nil)
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
 			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, max, retryErr)})
 		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, max))
-		if !s.waitRetry(run, delay) {
+		if !s.waitRetry(run, delay, cancelled) {
 			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"}, nil)
 			return
 		}
@@ -534,15 +536,21 @@ func (s *server) retryDelay(attempt int, run *agentRun) time.Duration {
 	return time.Duration(s.set.retry.BaseDelayMs) * time.Millisecond << (attempt - 1)
 }
 
-// waitRetry sleeps before a retry; abort or abort_retry end it early
-// (false).
-func (s *server) waitRetry(run *agentRun, delay time.Duration) bool {
-	elapsed, stop := after(s.env.clock, delay)
-	defer stop()
+// armRetry makes abort_retry able to cancel the coming retry wait; the
+// channel closes when it does.
+func (run *agentRun) armRetry() <-chan struct{} {
 	cancelled := make(chan struct{})
 	run.mu.Lock()
 	run.cancelRetry = sync.OnceFunc(func() { close(cancelled) })
 	run.mu.Unlock()
+	return cancelled
+}
+
+// waitRetry sleeps before a retry; abort or abort_retry end it early
+// (false).
+func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
+	elapsed, stop := after(s.env.clock, delay)
+	defer stop()
 	defer func() {
 		run.mu.Lock()
 		run.cancelRetry = nil
