@@ -349,7 +349,7 @@ func (s *server) startRun(phase runPhase, releasing bool) *agentRun {
 func (s *server) startRunLocked(phase runPhase) *agentRun {
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
-	s.run, s.phase = run, phase
+	s.activeRun, s.phase = run, phase
 	s.conv.hold()
 	return run
 }
@@ -357,7 +357,7 @@ func (s *server) startRunLocked(phase runPhase) *agentRun {
 // setPhase changes the phase of the run in progress.
 func (s *server) setPhase(phase runPhase) {
 	s.mu.Lock()
-	if s.run != nil && s.phase != stopping {
+	if s.activeRun != nil && s.phase != stopping {
 		s.phase = phase
 	}
 	s.mu.Unlock()
@@ -378,7 +378,7 @@ func (s *server) settle(run *agentRun) (next []*userMessage) {
 		s.mu.Unlock()
 		return next
 	}
-	s.run, s.phase = nil, idle
+	s.activeRun, s.phase = nil, idle
 	if run.agent {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
@@ -397,14 +397,14 @@ func (s *server) holdRuns() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changing++
-	if s.run == nil {
+	if s.activeRun == nil {
 		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	s.run.cancel()
+	s.activeRun.cancel()
 	s.phase = stopping
-	return s.run.settled
+	return s.activeRun.settled
 }
 
 func (s *server) releaseRuns() {
@@ -421,7 +421,7 @@ func (s *server) releaseRuns() {
 // the commands around it; otherwise in the background.
 func (s *server) whenIdle(r *request, prepare func() error, change func() (any, error), then func()) (any, error) {
 	s.mu.Lock()
-	busy := s.run != nil
+	busy := s.activeRun != nil
 	s.mu.Unlock()
 	apply := func() {
 		defer s.releaseRuns()
@@ -454,14 +454,14 @@ func (s *server) whenIdle(r *request, prepare func() error, change func() (any, 
 func (s *server) holdRunsAgain() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.run == nil {
+	if s.activeRun == nil {
 		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	s.run.cancel()
+	s.activeRun.cancel()
 	s.phase = stopping
-	return s.run.settled
+	return s.activeRun.settled
 }
 
 // runAgent drives a run chain: turns until the model stops with nothing
@@ -941,7 +941,7 @@ func (s *server) prompt(r *request) (any, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	if s.run != nil || s.changing > 0 {
+	if s.activeRun != nil || s.changing > 0 {
 		defer s.mu.Unlock()
 		if behavior == "" {
 			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
@@ -994,7 +994,7 @@ func (s *server) queueCommand(r *request, steering bool) (any, error) {
 // Fields: none. Answer: null.
 func (s *server) abort(r *request) (any, error) {
 	s.mu.Lock()
-	run := s.run
+	run := s.activeRun
 	if run != nil {
 		run.cancel()
 		s.phase = stopping
@@ -1017,7 +1017,7 @@ func (s *server) abort(r *request) (any, error) {
 // Fields: none. Answer: null.
 func (s *server) abortRetry(r *request) (any, error) {
 	s.mu.Lock()
-	run := s.run
+	run := s.activeRun
 	s.mu.Unlock()
 	if run == nil {
 		return nil, nil

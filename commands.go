@@ -116,7 +116,7 @@ type server struct {
 	autoCompaction bool
 	autoRetry      bool
 	phase          runPhase
-	run            *agentRun // the run chain in progress; nil when idle
+	activeRun      *agentRun // the run chain in progress; nil when idle
 	changing       int       // session changes waiting for the agent to stop; no run starts meanwhile
 	steering       []*userMessage
 	followUp       []*userMessage
@@ -262,7 +262,7 @@ type stateData struct {
 // getState answers every field of the session's state.
 // Fields: none. Answer: stateData. Events: none.
 func (s *server) getState(r *request) (any, error) {
-	processes := s.runningProcesses()
+	processes := s.runningProcessCount()
 	info := s.conv.info()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -198,7 +198,7 @@ func (s *server) compact(r *request) (any, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	busy := s.run != nil
+	busy := s.activeRun != nil
 	s.mu.Unlock()
 	if !busy {
 		// The plan reads only memory: made now, a too-small session fails

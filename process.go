@@ -1365,8 +1365,8 @@ func (s *server) listProcesses() []processInfo {
 	return list
 }
 
-// runningProcesses counts the processes that have not ended.
-func (s *server) runningProcesses() int {
+// runningProcessCount counts the processes that have not ended.
+func (s *server) runningProcessCount() int {
 	n := 0
 	for _, info := range s.listProcesses() {
 		if info.State == "starting" || info.State == "running" || info.State == "stopping" {

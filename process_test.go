@@ -440,7 +440,7 @@ func TestExitedProcessesHoldNothing(t *testing.T) {
 	ps.send(`{"id":"warm","type":"get_state"}`)
 	ps.waitFor(`"id":"warm"`)
 	before := openFDs(t)
-	const n = 100
+	const n = 300
 	for i := range n {
 		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "head -c 1000 /dev/zero"}, ""))
 	}
@@ -450,7 +450,9 @@ func TestExitedProcessesHoldNothing(t *testing.T) {
 	for strings.Count(string(ps.out.bytes()), `"type":"process_exited"`) < n {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if after := openFDs(t); after > before+3 { // the watchdog's pipe, and slack for the runtime
+	after := openFDs(t)
+	t.Logf("open descriptors: %d before, %d after %d exited processes", before, after, n)
+	if after > before+3 { // the watchdog's pipe, and slack for the runtime
 		t.Errorf("%d open descriptors after %d exited processes, %d before", after, n, before)
 	}
 	ps.send(`{"id":"l","type":"process_list"}`)

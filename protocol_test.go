@@ -725,6 +725,13 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
+// pending reports whether a timer is waiting.
+func (c *fakeClock) pending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers) > 0
+}
+
 // advance moves time on by d and fires the timers that are due.
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()

@@ -449,10 +449,10 @@ type sessionContext struct {
 	name          string
 }
 
-// context rebuilds the conversation from the leaf's branch: the latest
+// conversation rebuilds the conversation from the leaf's branch: the latest
 // compaction's summary first, then the entries it kept and those after
 // it; the last model and thinking level on the branch; the session name.
-func (ss *session) context() sessionContext {
+func (ss *session) conversation() sessionContext {
 	var c sessionContext
 	path := ss.branch(ss.leaf)
 	compaction := -1
@@ -762,7 +762,7 @@ func (c *conversation) compacted(fields []field) error {
 	c.mu.Lock()
 	err := c.addLocked("compaction", fields)
 	if err == nil {
-		c.msgs = c.session.context().messages
+		c.msgs = c.session.conversation().messages
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -947,7 +947,7 @@ func (s *server) useSession(ss *session) (queuesCleared bool) {
 }
 
 func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool) {
-	sc := ss.context()
+	sc := ss.conversation()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // keyOrder lists an object's keys in order, and those of its "message".
@@ -112,7 +113,7 @@ func TestEndToEndKill9(t *testing.T) {
 		t.Errorf("header id %s, want %v", ss.header.ID, header["id"])
 	}
 	var texts []string
-	for _, m := range ss.context().messages {
+	for _, m := range ss.conversation().messages {
 		switch m := m.(type) {
 		case *userMessage:
 			texts = append(texts, "user:"+m.Content[0].Text)
@@ -122,5 +123,161 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 	if got := strings.Join(texts, "|"); got != "user:one|assistant:first answer|user:two" {
 		t.Errorf("after kill -9 the session holds %q", got)
+	}
+}
+
+// sessionLines reads a session file's lines.
+func sessionLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// TestTornLastLineCostsNothing opens a session file whose last line a
+// crash tore, and appends to it: the torn bytes are dropped first, so the
+// file loads again with every entry, old and new.
+func TestTornLastLineCostsNothing(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["new answer"]}`, e.agentDir)
+	path := filepath.Join(cwd, "torn.jsonl")
+	torn, _ := os.ReadFile("testdata/sessions/pi-v3-torn.jsonl")
+	os.WriteFile(path, torn, 0o644)
+	before := len(sessionLines(t, path))
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"p","type":"prompt","message":"new question"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	lines := sessionLines(t, path)
+	ss, err := loadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The torn line went; the new user message and answer came.
+	if len(lines) != before-1+2 || len(ss.entries) != len(lines)-1 {
+		t.Errorf("%d lines (%d before, one torn), %d entries load:\n%s", len(lines), before, len(ss.entries), strings.Join(lines, "\n"))
+	}
+	var texts []string
+	for _, m := range ss.conversation().messages {
+		if a, ok := m.(*assistantMessage); ok {
+			texts = append(texts, a.text())
+		}
+	}
+	if got := strings.Join(texts, "|"); got != "Recent answer|new answer" {
+		t.Errorf("answers after reload: %q", got)
+	}
+}
+
+// TestHugeSessionLine loads a session whose one line is longer than any
+// input line may be (a 65 MiB message): nothing is dropped.
+func TestHugeSessionLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 65 MiB")
+	}
+	path := filepath.Join(t.TempDir(), "huge.jsonl")
+	f, _ := os.Create(path)
+	f.WriteString(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n")
+	f.WriteString(`{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"`)
+	f.Write(bytes.Repeat([]byte("y"), 65<<20))
+	f.WriteString(`"}],"timestamp":1}}` + "\n")
+	f.WriteString(`{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"after"}],"timestamp":2}}` + "\n")
+	f.Close()
+	ss, err := loadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := ss.conversation().messages; len(msgs) != 2 || len(msgs[0].(*userMessage).Content[0].Text) != 65<<20 {
+		t.Errorf("%d messages loaded, want both", len(msgs))
+	}
+}
+
+// TestLoopingSessionFile refuses a session file whose parentId links form
+// a loop, naming an entry on it, both at startup and on switch_session.
+func TestLoopingSessionFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loop.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+{"type":"message","id":"a0000001","parentId":"a0000002","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}
+{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"user","content":"two","timestamp":2}}
+`), 0o644)
+	want := "(the parentId links from entry a0000001 loop)"
+	var out bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(""), &out)
+	}()
+	select {
+	case code := <-done:
+		if code == 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("--session with a loop: exit %d, %s", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("rpi hangs on a looping session file")
+	}
+	ps := startSession(t)
+	ps.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+	ps.waitFor(`"id":"sw"`)
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	ps.close()
+	if !strings.Contains(string(ps.out.bytes()), want) {
+		t.Errorf("switch_session to a loop:\n%s", ps.out.bytes())
+	}
+}
+
+// TestSessionFolderVanishes removes the session folder mid-session: the
+// client is told, and the next entry writes the file again, header first,
+// with everything so far.
+func TestSessionFolderVanishes(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, "{\"text\":[\"one\"]}\n{\"text\":[\"two\"]}", e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"id":"p1","type":"prompt","message":"first"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	dir := defaultSessionDir(e.agentDir, cwd)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files: %v", files)
+	}
+	os.RemoveAll(dir)
+	ps.send(`{"id":"p2","type":"prompt","message":"second"}`)
+	ps.waitFor(`"id":"p2"`)
+	for strings.Count(string(ps.out.bytes()), `"type":"agent_settled"`) < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ps.close()
+	if !bytes.Contains(ps.out.bytes(), []byte(`"method":"notify","message":"Cannot append to the session file `+files[0])) {
+		t.Errorf("the client was not told:\n%s", ps.out.bytes())
+	}
+	lines := sessionLines(t, files[0])
+	ss, err := loadSession(files[0])
+	if err != nil || !strings.HasPrefix(lines[0], `{"type":"session"`) {
+		t.Fatalf("the recreated file does not start with its header: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if n := len(ss.conversation().messages); n != 4 {
+		t.Errorf("%d messages in the recreated file, want 4", n)
+	}
+}
+
+// TestUnchangedValuesWriteNothing sets the same session name and thinking
+// level twice on an existing session: only the first of each writes an
+// entry.
+func TestUnchangedValuesWriteNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	data, _ := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	os.WriteFile(path, data, 0o644)
+	before := len(sessionLines(t, path))
+	in := `{"id":"n1","type":"set_session_name","name":"renamed"}
+{"id":"n2","type":"set_session_name","name":" renamed "}
+{"id":"t1","type":"set_thinking_level","level":"minimal"}
+{"id":"t2","type":"set_thinking_level","level":"minimal"}
+`
+	var out bytes.Buffer
+	runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(in), &out)
+	lines := sessionLines(t, path)
+	added := strings.Join(lines[before:], "\n")
+	if len(lines) != before+2 || !strings.Contains(added, `"type":"session_info"`) || !strings.Contains(added, `"type":"thinking_level_change"`) {
+		t.Errorf("entries added:\n%s\noutput:\n%s", added, out.String())
 	}
 }

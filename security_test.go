@@ -1,0 +1,155 @@
+package main
+
+// Tests of the security model (docs/security.md): what the approval gate
+// shows, where keys go and don't, what a hostile project or model server
+// can do to rpi.
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKeysNeverLeave has a model server echo the key it was sent — in a
+// 401 body, then in an SSE error event — and checks that the key reaches
+// neither stdout nor the session file nor an export, that get_state and
+// get_available_models mask the baseUrl's password, and that children do
+// not inherit the provider keys rpi read from its environment.
+func TestKeysNeverLeave(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			http.Error(w, "invalid key: "+r.Header.Get("Authorization")+" (also "+r.URL.String()+")", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"error\":{\"message\":\"quota exceeded for %s\"}}\n\n", r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	e := newTestEnv(t)
+	base := strings.Replace(srv.URL, "http://", "http://user:hunter2secret@", 1) + "/v1"
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+base+
+		`","api":"openai-completions","apiKey":"`+key+`","models":[{"id":"m"}]}}}`), 0o644)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"maxRetries":1,"baseDelayMs":1}}`), 0o644)
+	e.vars["OPENAI_API_KEY"] = "sk-from-the-environment-42"
+	cwd := t.TempDir()
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"id":"p1","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.send(`{"id":"p2","type":"prompt","message":"again"}`)
+	ps.waitFor(`"id":"p2"`)
+	for strings.Count(string(ps.out.bytes()), `"type":"agent_settled"`) < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ps.send(`{"id":"child","type":"bash","command":"echo ${OPENAI_API_KEY:-no key here}"}`)
+	ps.waitFor(`"id":"child"`)
+	ps.send(`{"id":"x","type":"export_html","outputPath":"out.html"}`)
+	ps.waitFor(`"id":"x"`)
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.send(`{"id":"m","type":"get_available_models"}`)
+	ps.waitFor(`"id":"m"`)
+	ps.close()
+	out := ps.out.bytes()
+	session, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
+	if len(session) != 1 {
+		t.Fatalf("session files %v", session)
+	}
+	sessionData, _ := os.ReadFile(session[0])
+	export, _ := os.ReadFile(filepath.Join(cwd, "out.html"))
+	for name, data := range map[string][]byte{"stdout": out, "the session file": sessionData, "the export": export} {
+		for _, secret := range []string{key, "hunter2secret", "sk-from-the-environment-42"} {
+			if bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s holds the secret %s", name, secret)
+			}
+		}
+	}
+	for _, want := range []string{`invalid key: Bearer [redacted]`, `quota exceeded for Bearer [redacted]`, `no key here`,
+		`"baseUrl":"http://user:***@`} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+}
+
+// TestNoRedirects checks that a provider's redirect is not followed: the
+// key, sent in a header, must not travel on to another host.
+func TestNoRedirects(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the redirect was followed, with headers %v", r.Header)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.RedirectHandler(other.URL+"/steal", http.StatusTemporaryRedirect))
+	defer srv.Close()
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+srv.URL+
+		`","api":"anthropic-messages","apiKey":"sk-ant-0123456789","models":[{"id":"m"}]}}}`), 0o644)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"maxRetries":1,"baseDelayMs":1}}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	if !bytes.Contains(ps.out.bytes(), []byte(`"errorMessage":"307 Temporary Redirect`)) {
+		t.Errorf("want the redirect reported as an error:\n%s", ps.out.bytes())
+	}
+}
+
+// TestHostileProject starts rpi in a project whose AGENTS.md is a FIFO
+// nobody writes, whose CLAUDE.md one level down is a symlink to /dev/zero,
+// and whose .pi/prompts holds a huge template: startup neither hangs nor
+// runs out of memory, and says what it skipped.
+func TestHostileProject(t *testing.T) {
+	root := t.TempDir()
+	cwd := filepath.Join(root, "sub")
+	os.MkdirAll(filepath.Join(cwd, ".pi", "prompts"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(root, "AGENTS.md"), 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	os.Symlink("/dev/zero", filepath.Join(cwd, "CLAUDE.md"))
+	os.WriteFile(filepath.Join(cwd, ".pi", "prompts", "big.md"), bytes.Repeat([]byte("x"), maxResourceBytes+1), 0o644)
+	done := make(chan []byte)
+	go func() {
+		var out bytes.Buffer
+		runRPI(t, newTestEnv(t), []string{"rpc", "--cwd", cwd, "--approve"}, strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &out)
+		done <- out.Bytes()
+	}()
+	select {
+	case out := <-done:
+		for _, want := range []string{`"id":"s"`, `Skipped context file ` + filepath.Join(root, "AGENTS.md") + `: it is a named pipe (FIFO)`,
+			`Skipped context file ` + filepath.Join(cwd, "CLAUDE.md") + `: it is a device`, `big.md is larger than 1.0MB`} {
+			if !bytes.Contains(out, []byte(want)) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("startup hung on the project's files")
+	}
+}
+
+// TestExportToFIFO checks that export_html refuses a FIFO at once instead
+// of blocking, and that other commands are answered meanwhile.
+func TestExportToFIFO(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(cwd, "pipe.html"), 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"id":"b","type":"bash","command":"echo hi"}`)
+	ps.waitFor(`"id":"b"`)
+	ps.send(`{"id":"x","type":"export_html","outputPath":"pipe.html"}`)
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"x"`)
+	ps.close()
+	if !bytes.Contains(ps.out.bytes(), []byte(`pipe.html: it is a named pipe (FIFO); the file tools only use regular files"`)) {
+		t.Errorf("export to a FIFO:\n%s", ps.out.bytes())
+	}
+}
