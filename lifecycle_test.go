@@ -122,11 +122,13 @@ func TestDialogResolvesOnce(t *testing.T) {
 			s.ui.mu.Unlock()
 			time.Sleep(10 * time.Microsecond)
 		}
-		go clock.advance(time.Second)
+		advanced := make(chan struct{})
+		go func() { clock.advance(time.Second); close(advanced) }()
 		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
 			fields: map[string]json.RawMessage{"confirmed": json.RawMessage("true")}}
 		_, respErr := s.extensionUIResponse(r)
 		a := <-answered
+		<-advanced
 		switch {
 		case respErr == nil && a.confirmed != nil && *a.confirmed:
 			outcomes["answer won"]++
