@@ -1,0 +1,650 @@
+package main
+
+// The wire formats of the model APIs rpi speaks, over net/http with
+// server-sent events: OpenAI Chat Completions, OpenAI Responses,
+// Anthropic Messages and Google Gemini. Each API has a request body
+// builder and a stream reader; every reader builds the answer through one
+// streamer, so all four produce the same message_update events, usage and
+// stop reasons.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ---- Streaming ----
+
+// assistantEvent is the assistantMessageEvent of a message_update: deltas
+// only, never a copy of the message so far.
+type assistantEvent struct {
+	Type         string        `json:"type"`
+	ContentIndex int           `json:"contentIndex"`
+	Delta        *string       `json:"delta,omitempty"`
+	ID           string        `json:"id,omitempty"`
+	ToolName     string        `json:"toolName,omitempty"`
+	ToolCall     *contentBlock `json:"toolCall,omitempty"`
+}
+
+// streamRequest is one model call.
+type streamRequest struct {
+	model    *model
+	system   string
+	messages []any
+	tools    []*tool
+	thinking string
+	secrets  *redactor
+}
+
+// providerError is a failed model call; status is the HTTP status (0 for
+// a network failure) and retryAfter the server's Retry-After, if any.
+type providerError struct {
+	status     int
+	retryAfter time.Duration
+	message    string
+}
+
+func (e *providerError) Error() string { return e.message }
+
+// streamer builds a streaming answer in msg and emits an event per delta.
+// A block's text grows in a builder (linear in the answer's length) and is
+// written into msg when the block ends, or by finish when the stream stops
+// first.
+type streamer struct {
+	msg  *assistantMessage
+	emit func(assistantEvent)
+	// blocks maps a provider's key for each open block (its index or
+	// output_index) to the block's index in msg.Content.
+	blocks map[int]int
+	// bufs holds each block's text, thinking or argument JSON so far.
+	bufs map[int]*strings.Builder
+}
+
+func newStreamer(msg *assistantMessage, emit func(assistantEvent)) *streamer {
+	return &streamer{msg: msg, emit: emit, blocks: map[int]int{}, bufs: map[int]*strings.Builder{}}
+}
+
+func (st *streamer) startBlock(key int, b contentBlock) int {
+	st.msg.Content = append(st.msg.Content, b)
+	i := len(st.msg.Content) - 1
+	st.blocks[key] = i
+	st.bufs[i] = &strings.Builder{}
+	switch b.Type {
+	case "text":
+		st.emit(assistantEvent{Type: "text_start", ContentIndex: i})
+	case "thinking":
+		st.emit(assistantEvent{Type: "thinking_start", ContentIndex: i})
+	case "toolCall":
+		st.emit(assistantEvent{Type: "toolcall_start", ContentIndex: i, ID: b.ID, ToolName: b.Name})
+	}
+	return i
+}
+
+func (st *streamer) delta(i int, text string) {
+	kind := ""
+	switch st.msg.Content[i].Type {
+	case "text":
+		kind = "text_delta"
+	case "thinking":
+		kind = "thinking_delta"
+	case "toolCall":
+		kind = "toolcall_delta"
+	}
+	st.bufs[i].WriteString(text)
+	st.emit(assistantEvent{Type: kind, ContentIndex: i, Delta: &text})
+}
+
+// sofar is block i's text (or argument JSON) so far.
+func (st *streamer) sofar(i int) string { return st.bufs[i].String() }
+
+// settle writes block i's text or thinking so far into msg.
+func (st *streamer) settle(i int) {
+	b := &st.msg.Content[i]
+	switch b.Type {
+	case "text":
+		b.Text = st.bufs[i].String()
+	case "thinking":
+		b.Thinking = st.bufs[i].String()
+	}
+}
+
+func (st *streamer) endBlock(i int) {
+	st.settle(i)
+	b := &st.msg.Content[i]
+	switch b.Type {
+	case "text":
+		st.emit(assistantEvent{Type: "text_end", ContentIndex: i})
+	case "thinking":
+		st.emit(assistantEvent{Type: "thinking_end", ContentIndex: i})
+	case "toolCall":
+		args := strings.TrimSpace(st.bufs[i].String())
+		if args == "" {
+			args = "{}"
+		}
+		if !json.Valid([]byte(args)) {
+			raw, _ := json.Marshal(map[string]string{"_raw": args})
+			args = string(raw)
+		}
+		b.Arguments = json.RawMessage(args)
+		call := *b
+		st.emit(assistantEvent{Type: "toolcall_end", ContentIndex: i, ToolCall: &call})
+	}
+}
+
+// finish writes the text of every block into msg, ended or not (a stream
+// that failed midway keeps what it had said).
+func (st *streamer) finish() {
+	for i := range st.msg.Content {
+		if st.bufs[i] != nil {
+			st.settle(i)
+		}
+	}
+}
+
+// modelClient calls providers. It follows no redirect: a key sent in a
+// header must not travel on to another host.
+var modelClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// callModel streams one answer into msg, calling started once the provider
+// has accepted the request and emit for each delta. Every secret rpi
+// holds is removed from the error it returns: a server may echo a key.
+func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
+	err := streamModel(ctx, req, msg, started, emit)
+	var perr *providerError
+	switch {
+	case errors.As(err, &perr):
+		perr.message = req.secrets.redact(perr.message)
+	case err != nil && ctx.Err() == nil:
+		err = errors.New(req.secrets.redact(err.Error()))
+	}
+	return err
+}
+
+func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
+	st := newStreamer(msg, emit)
+	defer st.finish()
+	var (
+		url  string
+		body any
+	)
+	headers := map[string]string{"Content-Type": "application/json", "Accept": "text/event-stream"}
+	if req.model.API == apiAnthropic {
+		url, body = req.model.BaseURL+"/v1/messages", anthropicBody(req)
+		headers["anthropic-version"] = "2023-06-01"
+		if req.model.apiKey != "" {
+			headers["x-api-key"] = req.model.apiKey
+		}
+	} else {
+		url, body = req.model.BaseURL+"/chat/completions", openAIBody(req)
+		if req.model.apiKey != "" {
+			headers["Authorization"] = "Bearer " + req.model.apiKey
+		}
+	}
+	for k, v := range req.model.headers {
+		headers[k] = v
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	for k, v := range headers {
+		httpReq.Header.Set(k, v)
+	}
+	resp, err := modelClient.Do(httpReq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return &providerError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
+			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(string(text)))}
+	}
+	started()
+	if req.model.API == apiAnthropic {
+		err = readAnthropic(resp.Body, st, req.model)
+	} else {
+		err = readOpenAI(resp.Body, st, req.model)
+	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return -1
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return -1
+}
+
+// sseEvents reads server-sent events, calling fn with each event's name
+// and data (data lines joined by "\n").
+func sseEvents(r io.Reader, fn func(name, data string) (stop bool, err error)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var name string
+	var data []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil && (err != io.EOF || line == "") {
+			if err == io.EOF {
+				return &providerError{message: "Connection error: the stream ended before the answer was complete"}
+			}
+			return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if len(data) > 0 {
+				if stop, err := fn(name, strings.Join(data, "\n")); stop || err != nil {
+					return err
+				}
+			}
+			name, data = "", nil
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			name = strings.TrimSpace(line[len("event:"):])
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
+		}
+	}
+}
+
+// computeCost fills usage.Cost from the model's per-million prices.
+func computeCost(u *usage, m *model) {
+	u.Cost = costBreakdown{
+		Input:      float64(u.Input) * m.Cost.Input / 1e6,
+		Output:     float64(u.Output) * m.Cost.Output / 1e6,
+		CacheRead:  float64(u.CacheRead) * m.Cost.CacheRead / 1e6,
+		CacheWrite: float64(u.CacheWrite) * m.Cost.CacheWrite / 1e6,
+	}
+	u.Cost.Total = u.Cost.Input + u.Cost.Output + u.Cost.CacheRead + u.Cost.CacheWrite
+	u.TotalTokens = u.Input + u.Output + u.CacheRead + u.CacheWrite
+}
+
+// ---- OpenAI Chat Completions ----
+
+// openAIEffort maps a thinking level to reasoning_effort.
+func openAIEffort(level string) string {
+	if level == "xhigh" {
+		return "high"
+	}
+	return level
+}
+
+func openAIBody(req streamRequest) map[string]any {
+	var messages []map[string]any
+	if req.system != "" {
+		messages = append(messages, map[string]any{"role": "system", "content": req.system})
+	}
+	for _, m := range contextMessages(req.messages) {
+		switch m := m.(type) {
+		case *userMessage:
+			var parts []map[string]any
+			for _, b := range m.Content {
+				if b.Type == "text" {
+					parts = append(parts, map[string]any{"type": "text", "text": b.Text})
+				} else if b.Type == "image" && req.model.imageable {
+					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": "data:" + b.MimeType + ";base64," + b.Data}})
+				}
+			}
+			if len(parts) > 0 {
+				messages = append(messages, map[string]any{"role": "user", "content": parts})
+			}
+		case *assistantMessage:
+			msg := map[string]any{"role": "assistant", "content": nil}
+			var text strings.Builder
+			var calls []map[string]any
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					text.WriteString(b.Text)
+				case "toolCall":
+					calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+						"function": map[string]string{"name": b.Name, "arguments": string(b.Arguments)}})
+				}
+			}
+			if text.Len() > 0 {
+				msg["content"] = text.String()
+			}
+			if calls != nil {
+				msg["tool_calls"] = calls
+			}
+			if text.Len() > 0 || calls != nil {
+				messages = append(messages, msg)
+			}
+		case *toolResultMessage:
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": resultText(m.Content)})
+		}
+	}
+	body := map[string]any{
+		"model": req.model.ID, "messages": messages, "stream": true,
+		"stream_options": map[string]bool{"include_usage": true},
+	}
+	if strings.Contains(req.model.BaseURL, "api.openai.com") {
+		body["max_completion_tokens"] = min(req.model.MaxTokens, 32000)
+	} else {
+		body["max_tokens"] = min(req.model.MaxTokens, 32000)
+	}
+	if len(req.tools) > 0 {
+		var tools []map[string]any
+		for _, t := range req.tools {
+			tools = append(tools, map[string]any{"type": "function",
+				"function": map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}})
+		}
+		body["tools"] = tools
+	}
+	if req.model.Reasoning && req.thinking != "off" {
+		body["reasoning_effort"] = openAIEffort(req.thinking)
+	}
+	return body
+}
+
+type openAIChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ReasoningText    *string `json:"reasoning_text"`
+			ToolCalls        []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func readOpenAI(body io.Reader, st *streamer, m *model) error {
+	current := -1 // index of the open content block
+	finish := ""
+	closeCurrent := func() {
+		if current >= 0 {
+			st.endBlock(current)
+			current = -1
+		}
+	}
+	open := func(kind string, b contentBlock) int {
+		if current >= 0 && st.msg.Content[current].Type == kind && (kind != "toolCall" || b.ID == "") {
+			return current
+		}
+		closeCurrent()
+		current = st.startBlock(len(st.msg.Content), b)
+		return current
+	}
+	err := sseEvents(body, func(_, data string) (bool, error) {
+		if data == "[DONE]" {
+			return true, nil
+		}
+		var chunk openAIChunk
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		if chunk.Error != nil {
+			return true, &providerError{message: chunk.Error.Message}
+		}
+		if u := chunk.Usage; u != nil {
+			cached := 0
+			if u.PromptTokensDetails != nil {
+				cached = u.PromptTokensDetails.CachedTokens
+			}
+			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = u.PromptTokens-cached, cached, u.CompletionTokens
+		}
+		for _, c := range chunk.Choices {
+			d := c.Delta
+			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText} {
+				if thinking != nil && *thinking != "" {
+					st.delta(open("thinking", contentBlock{Type: "thinking"}), *thinking)
+					break
+				}
+			}
+			if d.Content != nil && *d.Content != "" {
+				st.delta(open("text", contentBlock{Type: "text"}), *d.Content)
+			}
+			for _, tc := range d.ToolCalls {
+				i := open("toolCall", contentBlock{Type: "toolCall", ID: tc.ID, Name: tc.Function.Name})
+				if tc.Function.Arguments != "" {
+					st.delta(i, tc.Function.Arguments)
+				}
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+		return false, nil
+	})
+	closeCurrent()
+	if err != nil {
+		return err
+	}
+	switch finish {
+	case "stop", "end", "":
+		st.msg.StopReason = "stop"
+	case "length":
+		st.msg.StopReason = "length"
+	case "tool_calls", "function_call":
+		st.msg.StopReason = "toolUse"
+	default:
+		return &providerError{message: "The model stopped: " + finish}
+	}
+	computeCost(&st.msg.Usage, m)
+	return nil
+}
+
+// ---- Anthropic Messages ----
+
+// thinkingBudgets are Anthropic's thinking token budgets per level.
+var thinkingBudgets = map[string]int{"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
+
+func anthropicBody(req streamRequest) map[string]any {
+	var messages []map[string]any
+	add := func(role string, blocks []map[string]any) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(messages); n > 0 && messages[n-1]["role"] == role {
+			messages[n-1]["content"] = append(messages[n-1]["content"].([]map[string]any), blocks...)
+			return
+		}
+		messages = append(messages, map[string]any{"role": role, "content": blocks})
+	}
+	for _, m := range contextMessages(req.messages) {
+		switch m := m.(type) {
+		case *userMessage:
+			var blocks []map[string]any
+			for _, b := range m.Content {
+				if b.Type == "text" && b.Text != "" {
+					blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
+				} else if b.Type == "image" && req.model.imageable {
+					blocks = append(blocks, map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}})
+				}
+			}
+			add("user", blocks)
+		case *assistantMessage:
+			var blocks []map[string]any
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					if b.Text != "" {
+						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
+					}
+				case "thinking":
+					if b.ThinkingSignature != "" {
+						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.ThinkingSignature})
+					}
+				case "toolCall":
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Arguments})
+				}
+			}
+			add("assistant", blocks)
+		case *toolResultMessage:
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": resultText(m.Content), "is_error": m.IsError}})
+		}
+	}
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": req.model.MaxTokens}
+	if req.system != "" {
+		body["system"] = req.system
+	}
+	if len(req.tools) > 0 {
+		var tools []map[string]any
+		for _, t := range req.tools {
+			tools = append(tools, map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema})
+		}
+		body["tools"] = tools
+	}
+	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
+		body["max_tokens"] = max(req.model.MaxTokens, budget+4096)
+	}
+	return body
+}
+
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Index   int    `json:"index"`
+	Message struct {
+		Usage anthropicUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+}
+
+func readAnthropic(body io.Reader, st *streamer, m *model) error {
+	stop := ""
+	u := &st.msg.Usage
+	err := sseEvents(body, func(_, data string) (bool, error) {
+		var ev anthropicEvent
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		switch ev.Type {
+		case "message_start":
+			mu := ev.Message.Usage
+			u.Input, u.Output, u.CacheRead, u.CacheWrite = mu.InputTokens, mu.OutputTokens, mu.CacheReadInputTokens, mu.CacheCreationInputTokens
+		case "content_block_start":
+			switch ev.ContentBlock.Type {
+			case "text":
+				st.startBlock(ev.Index, contentBlock{Type: "text"})
+			case "thinking":
+				st.startBlock(ev.Index, contentBlock{Type: "thinking"})
+			case "tool_use":
+				st.startBlock(ev.Index, contentBlock{Type: "toolCall", ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
+			}
+		case "content_block_delta":
+			i, ok := st.blocks[ev.Index]
+			if !ok {
+				return true, &providerError{message: "Invalid response from the model server: delta for a block that never started"}
+			}
+			switch ev.Delta.Type {
+			case "text_delta":
+				st.delta(i, ev.Delta.Text)
+			case "thinking_delta":
+				st.delta(i, ev.Delta.Thinking)
+			case "signature_delta":
+				st.msg.Content[i].ThinkingSignature += ev.Delta.Signature
+			case "input_json_delta":
+				st.delta(i, ev.Delta.PartialJSON)
+			}
+		case "content_block_stop":
+			if i, ok := st.blocks[ev.Index]; ok {
+				st.endBlock(i)
+				delete(st.blocks, ev.Index)
+			}
+		case "message_delta":
+			if ev.Delta.StopReason != "" {
+				stop = ev.Delta.StopReason
+			}
+			if ev.Usage != nil {
+				u.Output = ev.Usage.OutputTokens
+				if ev.Usage.InputTokens > 0 {
+					u.Input = ev.Usage.InputTokens
+				}
+			}
+		case "message_stop":
+			return true, nil
+		case "error":
+			msg := "The model server reported an error"
+			if ev.Error != nil {
+				msg = ev.Error.Type + ": " + ev.Error.Message
+			}
+			return true, &providerError{message: msg}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	switch stop {
+	case "end_turn", "stop_sequence", "pause_turn", "":
+		st.msg.StopReason = "stop"
+	case "max_tokens":
+		st.msg.StopReason = "length"
+	case "tool_use":
+		st.msg.StopReason = "toolUse"
+	default:
+		return &providerError{message: "The model stopped: " + stop}
+	}
+	computeCost(u, m)
+	return nil
+}
