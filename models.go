@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -46,6 +48,28 @@ const (
 	apiOpenAI    = "openai-completions"
 	apiAnthropic = "anthropic-messages"
 )
+
+// supportedAPIs are the model APIs rpi speaks. A models.json model with
+// another API is kept in the catalog, so that set_model can say why it
+// cannot be used, but is never available.
+var supportedAPIs = []string{apiOpenAI, apiAnthropic}
+
+// speaks reports whether rpi speaks m's API.
+func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) }
+
+// countOf is "1 model" or "3 models".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// unspokenError is the failure to use a model whose API rpi does not speak.
+func unspokenError(m *model) error {
+	return fmt.Errorf("Model %s/%s uses %s, which rpi does not speak (supported: %s)",
+		m.Provider, m.ID, m.API, strings.Join(supportedAPIs, ", "))
+}
 
 // builtinModels is the small catalog of current OpenAI and Anthropic models.
 func builtinModels() []*model {
@@ -123,7 +147,8 @@ var providerKeyVars = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 // own configuration is what they want by default), then the catalog, each
 // with its credential resolved. It also returns every secret it resolved
 // (for redaction) and the variables they came from. A models.json that
-// cannot be read or is invalid is an error; a missing one is not.
+// cannot be read or is not JSON is an error; a missing one is not, and a
+// provider or model it cannot use is a warning.
 func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (models []*model, secrets *redactor, keyVars, warnings []string, err error) {
 	keyVars = slices.Clone(providerKeyVars)
 	var keys []string
@@ -145,20 +170,30 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 		if err := json.Unmarshal(data, &file); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
-		for name, p := range file.Providers {
+		// One provider's mistake never stops startup: its models are
+		// skipped or kept out of use, with a warning.
+		var unspoken []string
+		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
+			p := file.Providers[name]
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				switch {
 				case m.ID == "":
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: model missing \"id\"", path, name)
+					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped a model without \"id\"", path, name))
+					continue
+				case api == "":
+					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"api\"", path, name, m.ID))
+					continue
 				case baseURL == "":
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: \"baseUrl\" is required", path, name)
-				case api != apiOpenAI && api != apiAnthropic:
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s, model %s: \"api\" must be %s or %s", path, name, m.ID, apiOpenAI, apiAnthropic)
+					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"baseUrl\"", path, name, m.ID))
+					continue
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
 					needsKey: p.APIKey != "", headers: map[string]string{}}
+				if !mod.speaks() {
+					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
+				}
 				if mod.Input == nil {
 					mod.Input = []string{"text"}
 				}
@@ -179,6 +214,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 				}
 				models = append(models, mod)
 			}
+		}
+		if len(unspoken) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: left out %s whose API rpi does not speak: %s; rpi speaks %s",
+				path, countOf(len(unspoken), "model", "models"), strings.Join(unspoken, ", "), strings.Join(supportedAPIs, ", ")))
 		}
 		sortModels(models)
 	}
@@ -206,7 +245,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 	for _, m := range models {
 		m.imageable = slices.Contains(m.Input, "image")
 	}
-	return models, newRedactor(keys), keyVars, nil, nil
+	return models, newRedactor(keys), keyVars, warnings, nil
 }
 
 // redactor removes secrets from text that leaves rpi.
@@ -257,7 +296,7 @@ func sortModels(models []*model) {
 }
 
 // usable reports whether a model can be called: it has a key or needs none.
-func (m *model) usable() bool { return !m.needsKey || m.apiKey != "" }
+func (m *model) usable() bool { return m.speaks() && (!m.needsKey || m.apiKey != "") }
 
 // noModelMessage says how to configure a model; it is the prompt failure
 // when none is usable.
@@ -281,10 +320,17 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 				provider, id = p, rest
 			}
 		}
+		var unspoken *model
 		for _, m := range models {
 			if m.ID == id && (provider == "" || m.Provider == provider) {
-				return m, thinking, nil
+				if m.speaks() {
+					return m, thinking, nil
+				}
+				unspoken = cmp.Or(unspoken, m)
 			}
+		}
+		if unspoken != nil {
+			return nil, "", unspokenError(unspoken)
 		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
@@ -332,7 +378,8 @@ func (s *server) switchModel(m *model) {
 
 // setModel switches the model for the next call.
 // Fields: provider, modelId. Answer: the Model object; a model that is
-// unknown or has no credentials fails with "Model not found: p/id".
+// unknown or has no credentials fails with "Model not found: p/id", one
+// whose API rpi does not speak with a message naming the API.
 func (s *server) setModel(r *request) (any, error) {
 	provider, err := r.str("provider")
 	if err != nil {
@@ -342,8 +389,12 @@ func (s *server) setModel(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range s.usableModels() {
-		if m.Provider == provider && m.ID == id {
+	for _, m := range s.set.catalog {
+		switch {
+		case m.Provider != provider || m.ID != id:
+		case !m.speaks():
+			return nil, unspokenError(m)
+		case m.usable():
 			s.switchModel(m)
 			return m, nil
 		}
