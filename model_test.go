@@ -1,8 +1,9 @@
 package main
 
-// A fake model server for tests: it speaks the OpenAI Chat Completions and
-// Anthropic Messages streaming formats byte for byte, following a script
-// of one JSON line per response.
+// A fake model server for tests: it speaks the streaming formats of the
+// four APIs byte for byte (OpenAI Chat Completions, OpenAI Responses,
+// Anthropic Messages, Google Gemini), following a script of one JSON line
+// per response.
 
 import (
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +48,7 @@ type fakeModel struct {
 	mu       sync.Mutex
 	script   []scriptedResponse
 	requests []map[string]any // bodies received, in order
+	headers  []http.Header    // their headers
 	cycle    bool             // start the script again when it runs out (benchmarks)
 	served   int
 }
@@ -69,7 +72,8 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	fm.server = httptest.NewServer(http.HandlerFunc(fm.serve))
 	t.Cleanup(fm.server.Close)
 	base := fm.server.URL
-	if api == apiOpenAI {
+	switch api {
+	case apiOpenAI, apiResponses:
 		base += "/v1"
 	}
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":%q,"models":[{"id":"fake-model","name":"Fake Model",`+
@@ -84,6 +88,7 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewDecoder(r.Body).Decode(&body)
 	fm.mu.Lock()
 	fm.requests = append(fm.requests, body)
+	fm.headers = append(fm.headers, r.Header.Clone())
 	if len(fm.script) == 0 {
 		fm.mu.Unlock()
 		http.Error(w, "the fake model has no more scripted answers", http.StatusTeapot)
@@ -97,14 +102,12 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(fm.requests) > 100 {
 		fm.requests = fm.requests[1:] // keep memory flat in long benchmarks
+		fm.headers = fm.headers[1:]
 	}
 	fm.mu.Unlock()
-	wantPath := "/v1/chat/completions"
-	if fm.api == apiAnthropic {
-		wantPath = "/v1/messages"
-	}
-	if r.URL.Path != wantPath {
-		http.Error(w, "unexpected path "+r.URL.Path, http.StatusNotFound)
+	wantPath := map[string]string{apiOpenAI: "/v1/chat/completions", apiResponses: "/v1/responses", apiAnthropic: "/v1/messages"}[fm.api]
+	if r.URL.RequestURI() != wantPath {
+		http.Error(w, "unexpected path "+r.URL.RequestURI(), http.StatusNotFound)
 		return
 	}
 	if resp.Status != 0 {
@@ -136,9 +139,12 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 	}
-	if fm.api == apiAnthropic {
+	switch fm.api {
+	case apiAnthropic:
 		fm.anthropicStream(resp, send, pause)
-	} else {
+	case apiResponses:
+		responsesStream(resp, send, pause)
+	default:
 		fm.openAIStream(resp, send, pause)
 	}
 	if resp.Cut {
@@ -263,6 +269,110 @@ func (fm *fakeModel) anthropicStream(resp scriptedResponse, send func(string, st
 	send("message_stop", `{"type":"message_stop"}`)
 }
 
+// responsesStream writes an OpenAI Responses stream as api.openai.com
+// does: response.created and .in_progress, then per output item (a
+// reasoning item with one summary part, a message, each function call)
+// its added event, deltas and done events, then response.completed with
+// the usage. Every event is "event: <type>" and "data: <json>" whose
+// first keys are type and sequence_number.
+func responsesStream(resp scriptedResponse, send func(string, string), pause func() bool) {
+	seq := 0
+	event := func(typ, rest string) {
+		send(typ, fmt.Sprintf(`{"type":%q,"sequence_number":%d,%s}`, typ, seq, rest))
+		seq++
+	}
+	response := func(status, output, usage string) string {
+		return `"response":{"id":"resp_fake","object":"response","created_at":1763500000,"status":"` + status + `","background":false,` +
+			`"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":4096,"max_tool_calls":null,"model":"fake-model",` +
+			`"output":[` + output + `],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":"low","summary":"auto"},` +
+			`"safety_identifier":null,"service_tier":"default","store":false,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},` +
+			`"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":` + usage + `,"user":null,"metadata":{}}`
+	}
+	event("response.created", response("in_progress", "", "null"))
+	event("response.in_progress", response("in_progress", "", "null"))
+	var output []string
+	index := 0
+	// each sends events written "<type> <the fields after sequence_number>".
+	each := func(events []string) {
+		for _, e := range events {
+			typ, rest, _ := strings.Cut(e, " ")
+			event(typ, rest)
+		}
+	}
+	// item streams one output item: output_item.added, the start events,
+	// the deltas, the done events, then output_item.done.
+	item := func(added string, start []string, deltaType string, deltas []string, deltaJSON func(string) string, done []string, final string) bool {
+		event("response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":%s`, index, added))
+		each(start)
+		for _, d := range deltas {
+			if !pause() {
+				return false
+			}
+			event(deltaType, deltaJSON(d))
+		}
+		if resp.Cut {
+			return false
+		}
+		each(done)
+		event("response.output_item.done", fmt.Sprintf(`"output_index":%d,"item":%s`, index, final))
+		output = append(output, final)
+		index++
+		return true
+	}
+	if len(resp.Thinking) > 0 {
+		summary := strings.Join(resp.Thinking, "")
+		id := `"item_id":"rs_fake","output_index":` + strconv.Itoa(index) + `,"summary_index":0`
+		if !item(`{"id":"rs_fake","type":"reasoning","encrypted_content":"gAAAAEncryptedFake1","summary":[]}`,
+			[]string{"response.reasoning_summary_part.added " + id + `,"part":{"type":"summary_text","text":""}`},
+			"response.reasoning_summary_text.delta", resp.Thinking,
+			func(d string) string { return id + `,"delta":` + quote(d) + `,"obfuscation":"x7"` },
+			[]string{"response.reasoning_summary_text.done " + id + `,"text":` + quote(summary),
+				"response.reasoning_summary_part.done " + id + `,"part":{"type":"summary_text","text":` + quote(summary) + `}`},
+			`{"id":"rs_fake","type":"reasoning","encrypted_content":"gAAAAEncryptedFake2","summary":[{"type":"summary_text","text":`+quote(summary)+`}]}`) {
+			return
+		}
+	}
+	if len(resp.Text) > 0 {
+		text := strings.Join(resp.Text, "")
+		id := `"item_id":"msg_fake","output_index":` + strconv.Itoa(index) + `,"content_index":0`
+		if !item(`{"id":"msg_fake","type":"message","status":"in_progress","content":[],"role":"assistant"}`,
+			[]string{"response.content_part.added " + id + `,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}`},
+			"response.output_text.delta", resp.Text,
+			func(d string) string { return id + `,"delta":` + quote(d) + `,"logprobs":[]` },
+			[]string{"response.output_text.done " + id + `,"text":` + quote(text) + `,"logprobs":[]`,
+				"response.content_part.done " + id + `,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":` + quote(text) + `}`},
+			`{"id":"msg_fake","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":`+quote(text)+`}],"role":"assistant"}`) {
+			return
+		}
+	}
+	for n, tc := range resp.ToolCalls {
+		args := strings.Join(tc.Args, "")
+		itemID := fmt.Sprintf("fc_fake%d", n+1)
+		id := `"item_id":"` + itemID + `","output_index":` + strconv.Itoa(index)
+		call := func(status, arguments string) string {
+			return fmt.Sprintf(`{"id":%q,"type":"function_call","status":%q,"arguments":%s,"call_id":%s,"name":%s}`,
+				itemID, status, quote(arguments), quote(tc.ID), quote(tc.Name))
+		}
+		if !item(call("in_progress", ""), nil, "response.function_call_arguments.delta", tc.Args,
+			func(d string) string { return id + `,"delta":` + quote(d) },
+			[]string{"response.function_call_arguments.done " + id + `,"arguments":` + quote(args)},
+			call("completed", args)) {
+			return
+		}
+	}
+	if resp.Malformed {
+		send("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":`)
+		return
+	}
+	in, out, cached := 0, 0, 0
+	if u := resp.Usage; u != nil {
+		in, out, cached = u.Input+u.CacheRead, u.Output, u.CacheRead
+	}
+	usage := fmt.Sprintf(`{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d},"output_tokens":%d,`+
+		`"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}`, in, cached, out, in+out)
+	event("response.completed", response("completed", strings.Join(output, ","), usage))
+}
+
 // repeat makes the script start again when it runs out (for benchmarks).
 func (fm *fakeModel) repeat() {
 	fm.mu.Lock()
@@ -295,7 +405,7 @@ func TestRequestBodies(t *testing.T) {
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["done"]}`
 	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`
-	for _, api := range []string{apiOpenAI, apiAnthropic} {
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic} {
 		t.Run(api, func(t *testing.T) {
 			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
 			ps.send(`{"id":"p","type":"prompt","message":"Look","images":[` + image + `]}`)
@@ -322,6 +432,15 @@ var wantInRequest = map[string][]string{
 		`{"content":"hi\n","role":"tool","tool_call_id":"call_1"}`,
 		`"tools":[{"function":{"description":`, `"name":"read"`,
 	},
+	apiResponses: {
+		`"stream":true`, `"store":false`, `"max_output_tokens":4096`, `"model":"fake-model"`,
+		`"reasoning":{"effort":"low","summary":"auto"}`, `"include":["reasoning.encrypted_content"]`,
+		`{"content":"You are an expert coding assistant`, `"role":"developer"`, `Always answer in French.`,
+		`{"content":[{"text":"Look","type":"input_text"},{"detail":"auto","image_url":"data:image/png;base64,aGk=","type":"input_image"}],"role":"user"}`,
+		`{"arguments":"{\"command\":\"echo hi\"}","call_id":"call_1","id":"fc_fake1","name":"bash","type":"function_call"}`,
+		`{"call_id":"call_1","output":"hi\n","type":"function_call_output"}`,
+		`"tools":[{"description":`, `"name":"read","parameters":{`, `"type":"function"}`,
+	},
 	apiAnthropic: {
 		`"stream":true`, `"thinking":{"budget_tokens":4096,"type":"enabled"}`, `"system":"You are an expert coding assistant`,
 		`Always answer in French.`, `{"source":{"data":"aGk=","media_type":"image/png","type":"base64"},"type":"image"}`,
@@ -329,4 +448,81 @@ var wantInRequest = map[string][]string{
 		`{"content":"hi\n","is_error":false,"tool_use_id":"call_1","type":"tool_result"}`,
 		`"input_schema":{`,
 	},
+}
+
+// readStream runs an API's stream reader over raw SSE text and returns
+// the answer, the events it emitted and the error.
+func readStream(t *testing.T, api, sse string) (*assistantMessage, []string, error) {
+	t.Helper()
+	msg := &assistantMessage{Content: []contentBlock{}}
+	var events []string
+	st := newStreamer(msg, func(ev assistantEvent) {
+		data, _ := json.Marshal(ev)
+		events = append(events, string(data))
+	})
+	m := &model{ID: "m", API: api, Cost: modelCost{Input: 1, Output: 2}}
+	err := wireAPIs[api].read(strings.NewReader(sse), st, m)
+	st.finish()
+	return msg, events, err
+}
+
+// TestResponsesEndings checks how the Responses reader ends an answer:
+// response.incomplete for max_output_tokens is stopReason length, another
+// reason or response.failed an error naming it, an error event its
+// message (either shape), and a reasoning item with two summary parts is
+// one thinking block whose parts are joined by a blank line.
+func TestResponsesEndings(t *testing.T) {
+	ev := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\",\"sequence_number\":0," + rest + "}\n\n"
+	}
+	text := ev("response.output_item.added", `"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}`) +
+		ev("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Once upon a time","logprobs":[]`)
+	end := func(typ, status, extra string) string {
+		return ev(typ, `"response":{"id":"resp_1","object":"response","status":"`+status+`",`+extra+
+			`"usage":{"input_tokens":20,"input_tokens_details":{"cached_tokens":4},"output_tokens":16,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":36}}`)
+	}
+	cases := []struct {
+		name, sse, stop, err, thinking string
+	}{
+		{"length", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"max_output_tokens"},`), "length", "", ""},
+		{"filtered", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"content_filter"},`), "", "Response incomplete: content_filter", ""},
+		{"failed", ev("response.failed", `"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model produced invalid content."},"incomplete_details":null,"output":[],"usage":null}`),
+			"", "server_error: The model produced invalid content.", ""},
+		{"error event", text + ev("error", `"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota.","param":null}`),
+			"", "insufficient_quota: You exceeded your current quota.", ""},
+		{"flat error", "data: {\"type\":\"error\",\"sequence_number\":1,\"code\":\"server_error\",\"message\":\"Something went wrong.\",\"param\":null}\n\n",
+			"", "server_error: Something went wrong.", ""},
+		{"no terminal event", text, "", "Connection error: the stream ended before the answer was complete", ""},
+		{"two summary parts",
+			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
+				ev("response.reasoning_summary_part.added", `"item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}`) +
+				ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"**One**"`) +
+				ev("response.reasoning_summary_part.added", `"item_id":"rs_1","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""}`) +
+				ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":1,"delta":"**Two**"`) +
+				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"**One**"},{"type":"summary_text","text":"**Two**"}]}`) +
+				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
+			"stop", "", "**One**\n\n**Two**"},
+		{"summary without deltas",
+			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
+				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"A"},{"type":"summary_text","text":"B"}]}`) +
+				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
+			"stop", "", "A\n\nB"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg, _, err := readStream(t, apiResponses, c.sse)
+			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
+				t.Errorf("error %q, want %q", got, c.err)
+			}
+			if c.stop != "" && msg.StopReason != c.stop {
+				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
+			}
+			if c.thinking != "" && (len(msg.Content) == 0 || msg.Content[0].Thinking != c.thinking) {
+				t.Errorf("content %+v, want thinking %q", msg.Content, c.thinking)
+			}
+			if c.stop == "length" && (msg.Usage.Input != 16 || msg.Usage.CacheRead != 4 || msg.Usage.Output != 16 || msg.Content[0].Text != "Once upon a time") {
+				t.Errorf("usage %+v, content %+v", msg.Usage, msg.Content)
+			}
+		})
+	}
 }

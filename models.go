@@ -42,17 +42,64 @@ type model struct {
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
 	imageable bool
+	// levels is pi's thinkingLevelMap: what a level is sent as, or nil
+	// for a level the model does not take. A level it does not name is
+	// sent as itself, except xhigh and max, which it then does not take.
+	levels map[string]*string
+}
+
+// levelOrder is pi's order of thinking levels, lowest first.
+var levelOrder = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// takes reports whether m accepts a thinking level, and what it is sent as.
+func (m *model) takes(level string) (string, bool) {
+	if v, named := m.levels[level]; named {
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
+	switch level {
+	case "xhigh", "max":
+		return "", false
+	case "off":
+		return "", true
+	}
+	return level, true
+}
+
+// wireLevel is the thinking level m gets for the level set, and what it
+// is sent as: a level m does not take moves to the nearest higher level
+// it takes, else to the nearest lower one (pi's rule). "off" is sent as
+// the empty string unless the model names a value for it ("none").
+func (m *model) wireLevel(level string) (string, string) {
+	i := slices.Index(levelOrder, level)
+	if i < 0 {
+		i = slices.Index(levelOrder, "medium")
+	}
+	for j := i; j < len(levelOrder); j++ {
+		if v, ok := m.takes(levelOrder[j]); ok {
+			return levelOrder[j], v
+		}
+	}
+	for j := i - 1; j >= 0; j-- {
+		if v, ok := m.takes(levelOrder[j]); ok {
+			return levelOrder[j], v
+		}
+	}
+	return "off", ""
 }
 
 const (
 	apiOpenAI    = "openai-completions"
+	apiResponses = "openai-responses"
 	apiAnthropic = "anthropic-messages"
 )
 
 // supportedAPIs are the model APIs rpi speaks. A models.json model with
 // another API is kept in the catalog, so that set_model can say why it
 // cannot be used, but is never available.
-var supportedAPIs = []string{apiOpenAI, apiAnthropic}
+var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic}
 
 // speaks reports whether rpi speaks m's API.
 func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) }
