@@ -75,6 +75,8 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	switch api {
 	case apiOpenAI, apiResponses:
 		base += "/v1"
+	case apiGoogle:
+		base += "/v1beta"
 	}
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":%q,"models":[{"id":"fake-model","name":"Fake Model",`+
 		`"reasoning":true,"input":["text","image"],"contextWindow":100000,"maxTokens":4096,"cost":{"input":3,"output":15,"cacheRead":0.3,"cacheWrite":3.75}}]}}}`, base, api)
@@ -105,7 +107,8 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		fm.headers = fm.headers[1:]
 	}
 	fm.mu.Unlock()
-	wantPath := map[string]string{apiOpenAI: "/v1/chat/completions", apiResponses: "/v1/responses", apiAnthropic: "/v1/messages"}[fm.api]
+	wantPath := map[string]string{apiOpenAI: "/v1/chat/completions", apiResponses: "/v1/responses", apiAnthropic: "/v1/messages",
+		apiGoogle: "/v1beta/models/fake-model:streamGenerateContent?alt=sse"}[fm.api]
 	if r.URL.RequestURI() != wantPath {
 		http.Error(w, "unexpected path "+r.URL.RequestURI(), http.StatusNotFound)
 		return
@@ -144,6 +147,8 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		fm.anthropicStream(resp, send, pause)
 	case apiResponses:
 		responsesStream(resp, send, pause)
+	case apiGoogle:
+		geminiStream(resp, w, pause)
 	default:
 		fm.openAIStream(resp, send, pause)
 	}
@@ -373,6 +378,106 @@ func responsesStream(resp scriptedResponse, send func(string, string), pause fun
 	event("response.completed", response("completed", strings.Join(output, ","), usage))
 }
 
+// googleJSON spaces JSON as Google's servers do: a space after each colon
+// and none after commas.
+func googleJSON(compact string) string {
+	var b strings.Builder
+	inString, escaped := false, false
+	for _, c := range compact {
+		b.WriteRune(c)
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\' && inString:
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case c == ':' && !inString:
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// geminiStream writes a Gemini streamGenerateContent?alt=sse stream as
+// Google does: "data: <json>" and CRLF CRLF per chunk, no event names, no
+// end marker. Each delta is a chunk with the usage so far; thoughts are
+// parts with "thought":true, the first text part carries a thought
+// signature, each function call comes whole in its own chunk (with its
+// signature, and its id when the script gives one); the last chunk has an
+// empty text part, finishReason and the final usage.
+func geminiStream(resp scriptedResponse, w http.ResponseWriter, pause func() bool) {
+	flusher := w.(http.Flusher)
+	in, out, cached := 0, 0, 0
+	if u := resp.Usage; u != nil {
+		in, out, cached = u.Input+u.CacheRead, u.Output, u.CacheRead
+	}
+	thoughts := 0
+	if len(resp.Thinking) > 0 {
+		thoughts = out / 2
+	}
+	chunk := func(parts, finish string, final bool) {
+		candidates := 0
+		if final || len(resp.Thinking) == 0 {
+			candidates = out - thoughts
+		}
+		usage := fmt.Sprintf(`{"promptTokenCount":%d,`, in)
+		if candidates > 0 {
+			usage += fmt.Sprintf(`"candidatesTokenCount":%d,`, candidates)
+		}
+		usage += fmt.Sprintf(`"totalTokenCount":%d,`, in+candidates+thoughts)
+		if cached > 0 {
+			usage += fmt.Sprintf(`"cachedContentTokenCount":%d,`, cached)
+		}
+		usage += fmt.Sprintf(`"promptTokensDetails":[{"modality":"TEXT","tokenCount":%d}]`, in)
+		if thoughts > 0 {
+			usage += fmt.Sprintf(`,"thoughtsTokenCount":%d`, thoughts)
+		}
+		usage += "}"
+		if finish != "" {
+			finish = `"finishReason":"` + finish + `",`
+		}
+		data := `{"candidates":[{"content":{"parts":[` + parts + `],"role":"model"},` + finish + `"index":0}],` +
+			`"usageMetadata":` + usage + `,"modelVersion":"fake-model","responseId":"fakeResponseId1"}`
+		fmt.Fprintf(w, "data: %s\r\n\r\n", googleJSON(data))
+		flusher.Flush()
+	}
+	for _, t := range resp.Thinking {
+		if !pause() {
+			return
+		}
+		chunk(`{"text":`+quote(t)+`,"thought":true}`, "", false)
+	}
+	for i, t := range resp.Text {
+		if !pause() {
+			return
+		}
+		sig := ""
+		if i == 0 && len(resp.Thinking) > 0 {
+			sig = `,"thoughtSignature":"c2lnLXRleHQ="`
+		}
+		chunk(`{"text":`+quote(t)+sig+`}`, "", false)
+	}
+	for _, tc := range resp.ToolCalls {
+		if !pause() {
+			return
+		}
+		id := ""
+		if tc.ID != "" {
+			id = `"id":` + quote(tc.ID) + `,`
+		}
+		chunk(`{"functionCall":{`+id+`"name":`+quote(tc.Name)+`,"args":`+strings.Join(tc.Args, "")+`},"thoughtSignature":"c2lnLWNhbGw="}`, "", false)
+	}
+	if resp.Malformed {
+		fmt.Fprint(w, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"oops\"\r\n\r\n")
+		return
+	}
+	if resp.Cut {
+		return
+	}
+	chunk(`{"text":""}`, "STOP", true)
+}
+
 // repeat makes the script start again when it runs out (for benchmarks).
 func (fm *fakeModel) repeat() {
 	fm.mu.Lock()
@@ -405,7 +510,7 @@ func TestRequestBodies(t *testing.T) {
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["done"]}`
 	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`
-	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic} {
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
 		t.Run(api, func(t *testing.T) {
 			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
 			ps.send(`{"id":"p","type":"prompt","message":"Look","images":[` + image + `]}`)
@@ -440,6 +545,14 @@ var wantInRequest = map[string][]string{
 		`{"arguments":"{\"command\":\"echo hi\"}","call_id":"call_1","id":"fc_fake1","name":"bash","type":"function_call"}`,
 		`{"call_id":"call_1","output":"hi\n","type":"function_call_output"}`,
 		`"tools":[{"description":`, `"name":"read","parameters":{`, `"type":"function"}`,
+	},
+	apiGoogle: {
+		`"systemInstruction":{"parts":[{"text":"You are an expert coding assistant`, `Always answer in French.`,
+		`{"parts":[{"text":"Look"},{"inlineData":{"data":"aGk=","mimeType":"image/png"}}],"role":"user"}`,
+		`{"parts":[{"functionCall":{"args":{"command":"echo hi"},"name":"bash"},"thoughtSignature":"c2lnLWNhbGw="}],"role":"model"}`,
+		`{"parts":[{"functionResponse":{"name":"bash","response":{"output":"hi\n"}}}],"role":"user"}`,
+		`"tools":[{"functionDeclarations":[{"description":`, `"name":"read","parametersJsonSchema":{`,
+		`"generationConfig":{"maxOutputTokens":4096,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":-1}}`,
 	},
 	apiAnthropic: {
 		`"stream":true`, `"thinking":{"budget_tokens":4096,"type":"enabled"}`, `"system":"You are an expert coding assistant`,
@@ -524,5 +637,99 @@ func TestResponsesEndings(t *testing.T) {
 				t.Errorf("usage %+v, content %+v", msg.Usage, msg.Content)
 			}
 		})
+	}
+}
+
+// TestGeminiEndings checks how the Gemini reader ends an answer and what
+// it makes of its parts: MAX_TOKENS is stopReason length, another
+// finishReason or an error chunk an error naming it, a blocked prompt
+// says so; a function call without an id gets one made up (unique in the
+// answer); the empty part that ends a stream opens no block unless it
+// carries a signature; "\n\n" framing works as well as CRLF.
+func TestGeminiEndings(t *testing.T) {
+	chunk := func(parts, finish string) string {
+		if finish != "" {
+			finish = `"finishReason": "` + finish + `",`
+		}
+		return `data: {"candidates": [{"content": {"parts": [` + parts + `],"role": "model"},` + finish + `"index": 0}],` +
+			`"usageMetadata": {"promptTokenCount": 812,"candidatesTokenCount": 15,"totalTokenCount": 923,"thoughtsTokenCount": 96}}` + "\r\n\r\n"
+	}
+	call := `{"functionCall": {"name": "read","args": {"path": "a.go"}},"thoughtSignature": "CiQBjz1rX0vCq3mW9hB2yT8kLq1nR5sP7uA3eD6fG0hJ2kM4oQ=="}`
+	cases := []struct {
+		name, sse, stop, err string
+		check                func(t *testing.T, msg *assistantMessage)
+	}{
+		{name: "length", sse: chunk(`{"text": "Once upon a time"}`, "MAX_TOKENS"), stop: "length"},
+		{name: "safety", sse: chunk(`{"text": ""}`, "SAFETY"), err: "The model stopped: SAFETY"},
+		{name: "error chunk", sse: chunk(`{"text": "Hi"}`, "") +
+			`data: {"error": {"code": 503,"message": "The model is overloaded. Please try again later.","status": "UNAVAILABLE"}}` + "\r\n\r\n",
+			err: "503 UNAVAILABLE: The model is overloaded. Please try again later."},
+		{name: "blocked", sse: `data: {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9}}` + "\r\n\r\n",
+			err: "The prompt was blocked: PROHIBITED_CONTENT"},
+		{name: "no finish", sse: chunk(`{"text": "Hi"}`, ""), err: "Connection error: the stream ended before the answer was complete"},
+		{name: "calls without ids", sse: chunk(call, "") + chunk(call, "") + chunk(`{"text": ""}`, "STOP"), stop: "toolUse",
+			check: func(t *testing.T, msg *assistantMessage) {
+				if len(msg.Content) != 2 {
+					t.Fatalf("want two tool calls and no empty text block, got %+v", msg.Content)
+				}
+				a, b := msg.Content[0], msg.Content[1]
+				if !strings.HasPrefix(a.ID, "read_") || a.ID == b.ID || string(a.Arguments) != `{"path": "a.go"}` || !strings.HasPrefix(a.ThoughtSignature, "CiQB") {
+					t.Errorf("calls %+v", msg.Content)
+				}
+				if msg.Usage.Input != 812 || msg.Usage.Output != 111 {
+					t.Errorf("usage %+v, want input 812, output 15+96", msg.Usage)
+				}
+			}},
+		{name: "signed empty part", sse: strings.ReplaceAll(chunk(`{"text": "Done."}`, "")+chunk(`{"text": "","thoughtSignature": "c2ln"}`, "STOP"), "\r\n", "\n"), stop: "stop",
+			check: func(t *testing.T, msg *assistantMessage) {
+				if len(msg.Content) != 1 || msg.Content[0].Text != "Done." || msg.Content[0].TextSignature != "c2ln" {
+					t.Errorf("content %+v", msg.Content)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg, _, err := readStream(t, apiGoogle, c.sse)
+			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
+				t.Errorf("error %q, want %q", got, c.err)
+			}
+			if c.stop != "" && msg.StopReason != c.stop {
+				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
+			}
+			if c.check != nil {
+				c.check(t, msg)
+			}
+		})
+	}
+}
+
+// TestGeminiThinking checks thinkingConfig per model and level: budgets
+// for 2.5 models, levels for Gemini 3, and "off" as a zero budget or the
+// lowest level without thoughts.
+func TestGeminiThinking(t *testing.T) {
+	none := map[string]*string{"off": nil, "xhigh": nil, "max": nil}
+	cases := []struct {
+		id     string
+		levels map[string]*string
+		level  string
+		want   string
+	}{
+		{"gemini-2.5-flash", nil, "medium", `{"includeThoughts":true,"thinkingBudget":8192}`},
+		{"gemini-2.5-flash", nil, "xhigh", `{"includeThoughts":true,"thinkingBudget":24576}`},
+		{"gemini-2.5-flash-lite", nil, "minimal", `{"includeThoughts":true,"thinkingBudget":512}`},
+		{"gemini-2.5-pro", nil, "high", `{"includeThoughts":true,"thinkingBudget":32768}`},
+		{"gemini-2.5-flash", nil, "off", `{"thinkingBudget":0}`},
+		{"gemini-2.5-pro", none, "off", `{"thinkingBudget":128}`},
+		{"gemini-3-flash-preview", none, "low", `{"includeThoughts":true,"thinkingLevel":"LOW"}`},
+		{"gemini-3-flash-preview", none, "off", `{"thinkingLevel":"MINIMAL"}`},
+		{"gemini-3.1-pro-preview", think("!off !minimal low medium high !xhigh !max"), "off", `{"thinkingLevel":"LOW"}`},
+		{"gemini-3.1-pro-preview", think("!off !minimal low medium high !xhigh !max"), "xhigh", `{"includeThoughts":true,"thinkingLevel":"HIGH"}`},
+	}
+	for _, c := range cases {
+		m := &model{ID: c.id, levels: c.levels}
+		got, _ := json.Marshal(geminiThinking(m, c.level))
+		if string(got) != c.want {
+			t.Errorf("%s at %s: %s, want %s", c.id, c.level, got, c.want)
+		}
 	}
 }

@@ -48,6 +48,25 @@ type model struct {
 	levels map[string]*string
 }
 
+// think writes a thinkingLevelMap compactly: "!off" for a level the
+// model does not take, "off=none" for one sent as another word, "low" for
+// one sent as itself.
+func think(spec string) map[string]*string {
+	levels := map[string]*string{}
+	for _, word := range strings.Fields(spec) {
+		if name, ok := strings.CutPrefix(word, "!"); ok {
+			levels[name] = nil
+			continue
+		}
+		name, value, ok := strings.Cut(word, "=")
+		if !ok {
+			value = name
+		}
+		levels[name] = &value
+	}
+	return levels
+}
+
 // levelOrder is pi's order of thinking levels, lowest first.
 var levelOrder = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
 
@@ -94,12 +113,13 @@ const (
 	apiOpenAI    = "openai-completions"
 	apiResponses = "openai-responses"
 	apiAnthropic = "anthropic-messages"
+	apiGoogle    = "google-generative-ai"
 )
 
 // supportedAPIs are the model APIs rpi speaks. A models.json model with
 // another API is kept in the catalog, so that set_model can say why it
 // cannot be used, but is never available.
-var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic}
+var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle}
 
 // speaks reports whether rpi speaks m's API.
 func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) }
