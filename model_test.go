@@ -733,3 +733,48 @@ func TestGeminiThinking(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossModelHistory checks what a conversation that moves between
+// APIs sends: a Responses tool call id goes to the other APIs as its
+// call id alone, and signatures, reasoning items and item ids go only to
+// the API (and model) that made them.
+func TestCrossModelHistory(t *testing.T) {
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: apiResponses, Provider: "openai", Model: "gpt-5.1", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: "Need to read.", ThinkingSignature: `{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA","summary":[]}`},
+			{Type: "text", Text: "Let me look.", TextSignature: `{"v":1,"id":"msg_1"}`},
+			{Type: "toolCall", ID: "call_1|fc_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1|fc_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	for _, c := range []struct {
+		api, provider, id string
+		want, never       []string
+	}{
+		{apiResponses, "openai", "gpt-5.1",
+			[]string{`"encrypted_content":"gAAAA"`, `"id":"msg_1"`, `"call_id":"call_1","id":"fc_1"`}, nil},
+		{apiResponses, "openai", "gpt-5.5",
+			[]string{`"id":"msg_rpi_1"`, `{"arguments":"{\"path\":\"a.txt\"}","call_id":"call_1","name":"read","type":"function_call"}`},
+			[]string{"gAAAA", "msg_1", "fc_1"}},
+		{apiAnthropic, "anthropic", "claude-sonnet-4-5",
+			[]string{`"id":"call_1","input"`, `"tool_use_id":"call_1"`}, []string{"gAAAA", "fc_1", `"type":"thinking"`}},
+		{apiOpenAI, "groq", "llama",
+			[]string{`"id":"call_1","type":"function"`, `"tool_call_id":"call_1"`}, []string{"fc_1"}},
+		{apiGoogle, "google", "gemini-3-flash-preview",
+			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1","name":"read"}`, `"functionResponse":{"id":"call_1"`},
+			[]string{"fc_1", "thought"}},
+	} {
+		m := &model{ID: c.id, API: c.api, Provider: c.provider, Reasoning: true, MaxTokens: 1000}
+		data, _ := json.Marshal(wireAPIs[c.api].body(streamRequest{model: m, messages: history, thinking: "medium"}))
+		for _, want := range c.want {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s/%s: request lacks %s:\n%s", c.api, c.id, want, data)
+			}
+		}
+		for _, never := range c.never {
+			if strings.Contains(string(data), never) {
+				t.Errorf("%s/%s: request has %s:\n%s", c.api, c.id, never, data)
+			}
+		}
+	}
+}

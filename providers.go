@@ -380,7 +380,8 @@ func openAIBody(req streamRequest) map[string]any {
 				case "text":
 					text.WriteString(b.Text)
 				case "toolCall":
-					calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+					id, _ := splitCallID(b.ID)
+					calls = append(calls, map[string]any{"id": id, "type": "function",
 						"function": map[string]string{"name": b.Name, "arguments": string(b.Arguments)}})
 				}
 			}
@@ -394,7 +395,8 @@ func openAIBody(req streamRequest) map[string]any {
 				messages = append(messages, msg)
 			}
 		case *toolResultMessage:
-			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": resultText(m.Content)})
+			id, _ := splitCallID(m.ToolCallID)
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": id, "content": resultText(m.Content)})
 		}
 	}
 	body := map[string]any{
@@ -556,6 +558,8 @@ func anthropicBody(req streamRequest) map[string]any {
 			}
 			add("user", blocks)
 		case *assistantMessage:
+			// A signature from another API or provider would be refused.
+			signed := m.API == apiAnthropic && m.Provider == req.model.Provider
 			var blocks []map[string]any
 			for _, b := range m.Content {
 				switch b.Type {
@@ -564,16 +568,18 @@ func anthropicBody(req streamRequest) map[string]any {
 						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
 					}
 				case "thinking":
-					if b.ThinkingSignature != "" {
+					if signed && b.ThinkingSignature != "" {
 						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.ThinkingSignature})
 					}
 				case "toolCall":
-					blocks = append(blocks, map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Arguments})
+					id, _ := splitCallID(b.ID)
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": b.Name, "input": b.Arguments})
 				}
 			}
 			add("assistant", blocks)
 		case *toolResultMessage:
-			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": resultText(m.Content), "is_error": m.IsError}})
+			id, _ := splitCallID(m.ToolCallID)
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": resultText(m.Content), "is_error": m.IsError}})
 		}
 	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": req.model.MaxTokens}
@@ -716,7 +722,8 @@ func sameModel(m *assistantMessage, to *model) bool {
 }
 
 // splitCallID splits a tool call id as the Responses API makes it,
-// "<call_id>|<item id>"; other ids have no item id.
+// "<call_id>|<item id>"; other ids have no item id. Every API gets the
+// call id alone, so a conversation can move between APIs.
 func splitCallID(id string) (callID, itemID string) {
 	callID, itemID, _ = strings.Cut(id, "|")
 	return callID, itemID
