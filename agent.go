@@ -633,7 +633,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
-		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets}
+		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
 	s.status("thinking")

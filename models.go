@@ -4,7 +4,9 @@ package main
 // model and thinking commands. The APIs' wire formats are in providers.go.
 
 import (
+	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // modelCost is a model's price in dollars per million tokens.
@@ -38,7 +43,7 @@ type model struct {
 	ContextWindow int       `json:"contextWindow"`
 	MaxTokens     int       `json:"maxTokens"`
 
-	apiKey    string            // resolved credential; empty when none
+	cred      *credential       // where its key comes from; nil when none is configured
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
 	imageable bool
@@ -138,28 +143,6 @@ func unspokenError(m *model) error {
 		m.Provider, m.ID, m.API, strings.Join(supportedAPIs, ", "))
 }
 
-// builtinModels is the small catalog of current OpenAI and Anthropic models.
-func builtinModels() []*model {
-	openai := func(id, name string, reasoning bool, window, max int, cost modelCost) *model {
-		return &model{ID: id, Name: name, API: apiOpenAI, Provider: "openai", BaseURL: "https://api.openai.com/v1",
-			Reasoning: reasoning, Input: []string{"text", "image"}, Cost: cost, ContextWindow: window, MaxTokens: max, needsKey: true}
-	}
-	anthropic := func(id, name string, window, max int, cost modelCost) *model {
-		return &model{ID: id, Name: name, API: apiAnthropic, Provider: "anthropic", BaseURL: "https://api.anthropic.com",
-			Reasoning: true, Input: []string{"text", "image"}, Cost: cost, ContextWindow: window, MaxTokens: max, needsKey: true}
-	}
-	return []*model{
-		anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5", 200000, 64000, modelCost{3, 15, 0.3, 3.75}),
-		anthropic("claude-opus-4-1", "Claude Opus 4.1", 200000, 32000, modelCost{15, 75, 1.5, 18.75}),
-		anthropic("claude-haiku-4-5", "Claude Haiku 4.5", 200000, 64000, modelCost{1, 5, 0.1, 1.25}),
-		openai("gpt-5", "GPT-5", true, 400000, 128000, modelCost{1.25, 10, 0.125, 0}),
-		openai("gpt-5-mini", "GPT-5 mini", true, 400000, 128000, modelCost{0.25, 2, 0.025, 0}),
-		openai("gpt-4.1", "GPT-4.1", false, 1047576, 32768, modelCost{2, 8, 0.5, 0}),
-		openai("gpt-4o", "GPT-4o", false, 128000, 16384, modelCost{2.5, 10, 1.25, 0}),
-		openai("o4-mini", "o4-mini", true, 200000, 100000, modelCost{1.1, 4.4, 0.275, 0}),
-	}
-}
-
 // modelsFile is pi's models.json.
 type modelsFile struct {
 	Providers map[string]struct {
@@ -193,11 +176,15 @@ func envOrLiteral(v string, getenv func(string) string) string {
 // isEnvName reports whether v names an environment variable: NAME, $NAME
 // or ${NAME}.
 func isEnvName(v string) bool {
-	v = strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(v, "${"), "}"), "$")
-	if v == "" {
+	return validVarName(strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(v, "${"), "}"), "$"))
+}
+
+// validVarName reports whether name can be an environment variable's.
+func validVarName(name string) bool {
+	if name == "" || name[0] >= '0' && name[0] <= '9' {
 		return false
 	}
-	for _, c := range v {
+	for _, c := range name {
 		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
 			return false
 		}
@@ -205,23 +192,35 @@ func isEnvName(v string) bool {
 	return true
 }
 
-// providerKeyVars are the environment variables the built-in providers
-// take their keys from. Children never see them (nor any variable a
-// models.json key or header names).
-var providerKeyVars = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+// modelSetup is what loadModels makes of the configuration.
+type modelSetup struct {
+	catalog  []*model  // models.json's models, then the built-in ones
+	secrets  *redactor // every key rpi holds (a command's, once it has run)
+	keyVars  []string  // the variables keys came from: children never see them
+	warnings []string  // for the client at startup
+}
 
 // loadModels builds the model list: models.json's models first (a user's
 // own configuration is what they want by default), then the catalog, each
-// with its credential resolved. It also returns every secret it resolved
-// (for redaction) and the variables they came from. A models.json that
-// cannot be read or is not JSON is an error; a missing one is not, and a
-// provider or model it cannot use is a warning.
-func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (models []*model, secrets *redactor, keyVars, warnings []string, err error) {
-	keyVars = slices.Clone(providerKeyVars)
+// with its provider's credential (see credentials). A models.json or
+// auth.json that cannot be read or is not JSON is an error; a missing one
+// is not, and a provider or model it cannot use is a warning.
+func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*modelSetup, error) {
+	setup := &modelSetup{}
+	hosted := hostedProviders()
+	keyVar := map[string]string{}
+	for _, p := range hosted {
+		keyVar[p.id] = p.keyVar
+		setup.keyVars = append(setup.keyVars, p.keyVar)
+	}
+	auth, err := loadAuth(dir, setup)
+	if err != nil {
+		return nil, err
+	}
 	var keys []string
 	resolve := func(v string) string {
 		if isEnvName(v) {
-			keyVars = append(keyVars, strings.TrimPrefix(strings.Trim(v, "${}"), "$"))
+			setup.keyVars = append(setup.keyVars, strings.TrimPrefix(strings.Trim(v, "${}"), "$"))
 		}
 		value := envOrLiteral(v, getenv)
 		keys = append(keys, value)
@@ -230,34 +229,37 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 	path := filepath.Join(dir, "models.json")
 	data, err := readRegularFile(path, maxResourceBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil, nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
+		return nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
 	}
+	fileKeys := map[string]string{} // models.json's apiKey per provider
+	var models []*model
 	if err == nil {
 		var file modelsFile
 		if err := json.Unmarshal(data, &file); err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
+			return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
 		// One provider's mistake never stops startup: its models are
 		// skipped or kept out of use, with a warning.
 		var unspoken []string
 		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
 			p := file.Providers[name]
+			fileKeys[name] = p.APIKey
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				switch {
 				case m.ID == "":
-					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped a model without \"id\"", path, name))
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped a model without \"id\"", path, name))
 					continue
 				case api == "":
-					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"api\"", path, name, m.ID))
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"api\"", path, name, m.ID))
 					continue
 				case baseURL == "":
-					warnings = append(warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"baseUrl\"", path, name, m.ID))
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"baseUrl\"", path, name, m.ID))
 					continue
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "", headers: map[string]string{}}
+					needsKey: p.APIKey != "" || keyVar[name] != "", headers: map[string]string{}}
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
 				}
@@ -273,9 +275,6 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 				if m.Cost != nil {
 					mod.Cost = *m.Cost
 				}
-				if p.APIKey != "" {
-					mod.apiKey = resolve(p.APIKey)
-				}
 				for k, v := range p.Headers {
 					mod.headers[k] = resolve(v)
 				}
@@ -283,49 +282,373 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 			}
 		}
 		if len(unspoken) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: left out %s whose API rpi does not speak: %s; rpi speaks %s",
+			setup.warnings = append(setup.warnings, fmt.Sprintf("%s: left out %s whose API rpi does not speak: %s; rpi speaks %s",
 				path, countOf(len(unspoken), "model", "models"), strings.Join(unspoken, ", "), strings.Join(supportedAPIs, ", ")))
 		}
 		sortModels(models)
 	}
-	for _, m := range builtinModels() {
-		switch m.Provider {
-		case "openai":
-			m.apiKey = getenv("OPENAI_API_KEY")
-			if base := getenv("OPENAI_BASE_URL"); base != "" {
+	for _, p := range hosted {
+		for _, m := range p.models {
+			if base := getenv("OPENAI_BASE_URL"); base != "" && p.id == "openai" {
 				m.BaseURL = strings.TrimRight(base, "/")
 			}
-		case "anthropic":
-			m.apiKey = getenv("ANTHROPIC_API_KEY")
-		}
-		keys = append(keys, m.apiKey)
-		models = append(models, m)
-	}
-	if cliKey != "" {
-		keys = append(keys, cliKey)
-		for _, m := range models {
-			if cliProvider == "" || m.Provider == cliProvider {
-				m.apiKey = cliKey
-			}
+			models = append(models, m)
 		}
 	}
+	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, keyVar: keyVar, cliProvider: cliProvider, cliKey: cliKey,
+		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: map[string]*credential{}, setup: setup}
 	for _, m := range models {
+		m.cred = creds.of(m.Provider)
 		m.imageable = slices.Contains(m.Input, "image")
 	}
-	return models, newRedactor(keys), keyVars, warnings, nil
+	setup.catalog, setup.secrets = models, newRedactor(append(keys, creds.keys...))
+	return setup, nil
 }
 
-// redactor removes secrets from text that leaves rpi.
-type redactor struct{ replacer *strings.Replacer }
+// ---- Credentials ----
+
+// credential is where a provider's key comes from. A literal or an
+// environment variable is resolved at startup; a "!command" runs on the
+// first call that needs it, once for the life of rpi, and what it prints
+// is the key. When the command gives no key, fallback (the provider's
+// variable, as pi falls back) is used.
+type credential struct {
+	key      string // the key, when known at startup
+	command  string // the shell command after "!", run on first use
+	source   string // where it was configured, for messages
+	fallback *credential
+	commands *keyCommands
+}
+
+// keyRunner runs a key command and returns its trimmed output.
+type keyRunner func(ctx context.Context, command string) (string, error)
+
+// resolve returns the key, running the command the first time; a key a
+// command printed joins the secrets that are redacted from every error.
+func (c *credential) resolve(ctx context.Context, run keyRunner, secrets *redactor) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	if c.command == "" {
+		return c.key, nil
+	}
+	key, err := c.commands.run(ctx, c.command, run)
+	if err == nil {
+		secrets.add(key)
+		return key, nil
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if c.fallback != nil {
+		return c.fallback.resolve(ctx, run, secrets)
+	}
+	return "", fmt.Errorf("the command in %s %v", c.source, err)
+}
+
+// keyCommandTimeout bounds a key command (pi's is 10 s too).
+var keyCommandTimeout = 10 * time.Second
+
+// maxKeyCommandOutput bounds what rpi keeps of a key command's output.
+const maxKeyCommandOutput = 64 << 10
+
+// runKeyCommand runs a "!command" key as every child runs: with /bin/sh
+// in the session cwd, in its own process group, with the environment
+// children get (no provider keys), stdin /dev/null, stderr dropped,
+// killed after keyCommandTimeout. Its output, trimmed, is the key.
+func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
+	var out bytes.Buffer
+	overflow := false
+	cmd := s.command("/bin/sh", "-c", command)
+	cmd.Dir = s.set.cwd
+	cmd.Env = s.set.childEnv
+	ps, timedOut, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {
+		switch {
+		case stream != "stdout":
+		case out.Len()+len(p) > maxKeyCommandOutput:
+			overflow = true
+		default:
+			out.Write(p)
+		}
+	})
+	key := strings.TrimSpace(out.String())
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("could not start: %v", err)
+	case timedOut:
+		return "", fmt.Errorf("did not finish within %v", keyCommandTimeout)
+	case !ps.Success():
+		return "", fmt.Errorf("failed (%v)", ps)
+	case overflow:
+		return "", fmt.Errorf("printed more than %s", formatSize(maxKeyCommandOutput))
+	case key == "":
+		return "", errors.New("printed nothing")
+	}
+	return key, nil
+}
+
+// keyCommands remembers what each key command gave (pi: cached for the
+// process), so that it runs once however many providers name it.
+type keyCommands struct {
+	mu      sync.Mutex // guards results
+	results map[string]*keyCommand
+}
+
+type keyCommand struct {
+	mu   sync.Mutex // held while the command runs
+	done bool
+	key  string
+	err  error
+}
+
+func (k *keyCommands) run(ctx context.Context, command string, run keyRunner) (string, error) {
+	k.mu.Lock()
+	kc := k.results[command]
+	if kc == nil {
+		kc = &keyCommand{}
+		k.results[command] = kc
+	}
+	k.mu.Unlock()
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if !kc.done {
+		if run == nil {
+			return "", errors.New("cannot run here")
+		}
+		key, err := run(ctx, command)
+		if ctx.Err() != nil {
+			return "", ctx.Err() // an abort is not the command's answer: it runs again next time
+		}
+		kc.done, kc.key, kc.err = true, key, err
+	}
+	return kc.key, kc.err
+}
+
+// credentials picks each provider's credential in pi's order: --api-key,
+// then auth.json, then models.json's apiKey, then the provider's
+// variable. An auth.json key that resolves to nothing falls through to
+// the variable (as in pi, models.json's apiKey is then not consulted).
+type credentials struct {
+	getenv      func(string) string
+	auth        map[string]authCredential
+	fileKeys    map[string]string // models.json apiKey per provider
+	keyVar      map[string]string // built-in providers' variables
+	cliProvider string
+	cliKey      string
+	commands    *keyCommands
+	byProvider  map[string]*credential
+	keys        []string // every key resolved at startup
+	setup       *modelSetup
+}
+
+// literal is a credential with a known key, or nil for an empty one.
+func (cs *credentials) literal(key, source string) *credential {
+	if key == "" {
+		return nil
+	}
+	cs.keys = append(cs.keys, key)
+	return &credential{key: key, source: source}
+}
+
+func (cs *credentials) of(provider string) *credential {
+	if c, ok := cs.byProvider[provider]; ok {
+		return c
+	}
+	var env *credential
+	if name := cs.keyVar[provider]; name != "" {
+		env = cs.literal(cs.getenv(name), name)
+	}
+	var c *credential
+	switch entry, stored := cs.auth[provider]; {
+	case cs.cliKey != "" && (cs.cliProvider == "" || cs.cliProvider == provider):
+		c = cs.literal(cs.cliKey, "--api-key")
+	case stored:
+		c = cs.fromAuth(entry, env)
+	case cs.fileKeys[provider] != "":
+		c = cs.fromModelsFile(cs.fileKeys[provider], env)
+	default:
+		c = env
+	}
+	cs.byProvider[provider] = c
+	return c
+}
+
+// fromAuth resolves an auth.json key as pi does: "!command" runs on
+// first use; otherwise $NAME and ${NAME} are environment variables (the
+// entry's "env" first), $$ and $! a literal $ and !, and the rest
+// literal text. A key with a variable that is not set resolves to
+// nothing, and the provider's own variable is used instead.
+func (cs *credentials) fromAuth(entry authCredential, env *credential) *credential {
+	source := "auth.json"
+	if command, ok := strings.CutPrefix(entry.Key, "!"); ok {
+		return &credential{command: command, source: source, fallback: env, commands: cs.commands}
+	}
+	key, names, ok := expandKey(entry.Key, func(name string) string { return cmp.Or(entry.Env[name], cs.getenv(name)) })
+	cs.setup.keyVars = append(cs.setup.keyVars, names...)
+	if !ok {
+		return env
+	}
+	return cmp.Or(cs.literal(key, source), env)
+}
+
+// fromModelsFile resolves models.json's apiKey: "!command" as in
+// auth.json, otherwise the variable it names if that is set, else the
+// text itself.
+func (cs *credentials) fromModelsFile(apiKey string, env *credential) *credential {
+	source := "models.json"
+	if command, ok := strings.CutPrefix(apiKey, "!"); ok {
+		return &credential{command: command, source: source, fallback: env, commands: cs.commands}
+	}
+	if isEnvName(apiKey) {
+		cs.setup.keyVars = append(cs.setup.keyVars, strings.TrimPrefix(strings.Trim(apiKey, "${}"), "$"))
+	}
+	return cs.literal(envOrLiteral(apiKey, cs.getenv), source)
+}
+
+// expandKey expands $NAME, ${NAME}, $$ and $! in v (pi's config values).
+// It returns the names it looked up, and ok false when one is unset.
+func expandKey(v string, lookup func(string) string) (out string, names []string, ok bool) {
+	var b strings.Builder
+	ok = true
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' || i+1 == len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		name, width := "", 0
+		switch next := v[i+1]; {
+		case next == '$' || next == '!':
+			b.WriteByte(next)
+			i++
+			continue
+		case next == '{':
+			if end := strings.IndexByte(v[i+2:], '}'); end >= 0 && validVarName(v[i+2:i+2+end]) {
+				name, width = v[i+2:i+2+end], end+3
+			}
+		default:
+			end := i + 1
+			for end < len(v) && (v[end] == '_' || v[end] >= 'A' && v[end] <= 'Z' || v[end] >= 'a' && v[end] <= 'z' || v[end] >= '0' && v[end] <= '9') {
+				end++
+			}
+			if validVarName(v[i+1 : end]) {
+				name, width = v[i+1:end], end-i
+			}
+		}
+		if name == "" {
+			b.WriteByte('$')
+			continue
+		}
+		names = append(names, name)
+		value := lookup(name)
+		if value == "" {
+			ok = false
+		}
+		b.WriteString(value)
+		i += width - 1
+	}
+	return b.String(), names, ok
+}
+
+// authCredential is an api_key entry of pi's auth.json.
+type authCredential struct {
+	Key string            `json:"key"`
+	Env map[string]string `json:"env"`
+}
+
+// loadAuth reads pi's auth.json ({"<provider>": {"type":"api_key",
+// "key":…}}), a regular file only. An OAuth login (pi's /login) cannot be
+// used by rpi: one warning names those providers, which then take their
+// key from models.json or their variable. An entry of another shape is
+// ignored with a warning.
+func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) {
+	path := filepath.Join(dir, "auth.json")
+	data, err := readRegularFile(path, maxResourceBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
+	}
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(data, &file); err != nil || file == nil {
+		if err == nil {
+			err = errors.New("expected an object")
+		}
+		return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
+	}
+	auth := map[string]authCredential{}
+	var oauth []string
+	for _, provider := range slices.Sorted(maps.Keys(file)) {
+		var entry struct {
+			Type string          `json:"type"`
+			Key  json.RawMessage `json:"key"`
+			Env  json.RawMessage `json:"env"`
+		}
+		var cred authCredential
+		err := json.Unmarshal(file[provider], &entry)
+		switch {
+		case err != nil:
+		case entry.Type == "oauth":
+			oauth = append(oauth, provider)
+			continue
+		case entry.Type != "api_key":
+			err = fmt.Errorf("unknown type %q", entry.Type)
+		case entry.Key != nil && json.Unmarshal(entry.Key, &cred.Key) != nil:
+			err = errors.New(`"key" must be a string`)
+		case entry.Env != nil && json.Unmarshal(entry.Env, &cred.Env) != nil:
+			err = errors.New(`"env" must be an object of strings`)
+		}
+		if err != nil {
+			setup.warnings = append(setup.warnings, fmt.Sprintf("%s: ignored the credential of %s: %v", path, provider, err))
+			continue
+		}
+		auth[provider] = cred
+	}
+	if len(oauth) > 0 {
+		setup.warnings = append(setup.warnings, fmt.Sprintf("%s: ignored the OAuth login (pi's /login) of %s: rpi cannot use OAuth; "+
+			`give an API key instead ({"type":"api_key","key":…} here, apiKey in models.json, or the provider's key variable)`, path, strings.Join(oauth, ", ")))
+	}
+	return auth, nil
+}
+
+// redactor removes secrets from text that leaves rpi. Keys a command
+// prints join it when the command has run.
+type redactor struct {
+	mu       sync.Mutex // guards secrets and serialises add
+	secrets  []string
+	replacer atomic.Pointer[strings.Replacer]
+}
 
 // minSecretLength: shorter values (a local server's "x") are not secrets
 // worth hiding and would mangle ordinary text.
 const minSecretLength = 8
 
 func newRedactor(secrets []string) *redactor {
+	r := &redactor{}
+	for _, s := range secrets {
+		r.add(s)
+	}
+	if r.replacer.Load() == nil {
+		r.replacer.Store(strings.NewReplacer())
+	}
+	return r
+}
+
+// add makes text with secret (or its URL-escaped forms) come out redacted.
+func (r *redactor) add(secret string) {
+	if r == nil || len(secret) < minSecretLength {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.secrets, secret) {
+		return
+	}
+	r.secrets = append(r.secrets, secret)
 	var pairs []string
 	seen := map[string]bool{}
-	for _, secret := range secrets {
+	for _, secret := range r.secrets {
 		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
 			if len(form) >= minSecretLength && !seen[form] {
 				seen[form] = true
@@ -333,14 +656,14 @@ func newRedactor(secrets []string) *redactor {
 			}
 		}
 	}
-	return &redactor{strings.NewReplacer(pairs...)}
+	r.replacer.Store(strings.NewReplacer(pairs...))
 }
 
 func (r *redactor) redact(text string) string {
 	if r == nil {
 		return text
 	}
-	return r.replacer.Replace(text)
+	return r.replacer.Load().Replace(text)
 }
 
 // MarshalJSON writes the Model object with any password in its baseUrl
@@ -363,7 +686,7 @@ func sortModels(models []*model) {
 }
 
 // usable reports whether a model can be called: it has a key or needs none.
-func (m *model) usable() bool { return m.speaks() && (!m.needsKey || m.apiKey != "") }
+func (m *model) usable() bool { return m.speaks() && (!m.needsKey || m.cred != nil) }
 
 // noModelMessage says how to configure a model; it is the prompt failure
 // when none is usable.

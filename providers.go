@@ -48,6 +48,9 @@ type streamRequest struct {
 	tools    []*tool
 	thinking string
 	secrets  *redactor
+	// runKey runs a "!command" key the first time it is needed.
+	runKey keyRunner
+	key    string // the model's key, resolved by callModel
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for
@@ -177,7 +180,13 @@ var modelClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // has accepted the request and emit for each delta. Every secret rpi
 // holds is removed from the error it returns: a server may echo a key.
 func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
-	err := streamModel(ctx, req, msg, started, emit)
+	key, err := req.model.cred.resolve(ctx, req.runKey, req.secrets)
+	if err == nil {
+		req.key = key
+		err = streamModel(ctx, req, msg, started, emit)
+	} else if ctx.Err() == nil {
+		err = fmt.Errorf("No API key for %s: %v", req.model.Provider, err)
+	}
 	var perr *providerError
 	switch {
 	case errors.As(err, &perr):
@@ -259,7 +268,7 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "text/event-stream")
-	api.auth(httpReq.Header, req.model.apiKey)
+	api.auth(httpReq.Header, req.key)
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
 	}

@@ -90,13 +90,13 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	if cfg.approve {
 		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
 	}
-	catalog, secrets, keyVars, warnings, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
+	models, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
 	if err != nil {
 		return nil, err
 	}
-	set.catalog, set.secrets = catalog, secrets
-	set.notices = append(set.notices, warnings...)
-	set.childEnv = withoutVariables(env.environ, keyVars)
+	set.catalog, set.secrets = models.catalog, models.secrets
+	set.notices = append(set.notices, models.warnings...)
+	set.childEnv = withoutVariables(env.environ, models.keyVars)
 	var skipped []string
 	set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
 	set.slashCommands = loadResources(dir, "user", &skipped)
