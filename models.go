@@ -43,6 +43,8 @@ type model struct {
 	ContextWindow int       `json:"contextWindow"`
 	MaxTokens     int       `json:"maxTokens"`
 
+	builtin   bool              // from the catalog, not models.json
+	compat    compat            // request quirks of its host (OpenAI-compatible APIs)
 	cred      *credential       // where its key comes from; nil when none is configured
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
@@ -150,16 +152,19 @@ type modelsFile struct {
 		API     string            `json:"api"`
 		APIKey  string            `json:"apiKey"`
 		Headers map[string]string `json:"headers"`
+		Compat  *compat           `json:"compat"`
 		Models  []struct {
-			ID            string     `json:"id"`
-			Name          string     `json:"name"`
-			API           string     `json:"api"`
-			BaseURL       string     `json:"baseUrl"`
-			Reasoning     bool       `json:"reasoning"`
-			Input         []string   `json:"input"`
-			ContextWindow int        `json:"contextWindow"`
-			MaxTokens     int        `json:"maxTokens"`
-			Cost          *modelCost `json:"cost"`
+			ID               string             `json:"id"`
+			Name             string             `json:"name"`
+			API              string             `json:"api"`
+			BaseURL          string             `json:"baseUrl"`
+			Reasoning        bool               `json:"reasoning"`
+			Input            []string           `json:"input"`
+			ContextWindow    int                `json:"contextWindow"`
+			MaxTokens        int                `json:"maxTokens"`
+			Cost             *modelCost         `json:"cost"`
+			Compat           *compat            `json:"compat"`
+			ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
 		} `json:"models"`
 	} `json:"providers"`
 }
@@ -259,7 +264,8 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "" || keyVar[name] != "", headers: map[string]string{}}
+					needsKey: p.APIKey != "" || keyVar[name] != "", headers: map[string]string{}, levels: m.ThinkingLevelMap}
+				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
 				}
@@ -292,6 +298,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			if base := getenv("OPENAI_BASE_URL"); base != "" && p.id == "openai" {
 				m.BaseURL = strings.TrimRight(base, "/")
 			}
+			m.compat = detectCompat(m.Provider, m.BaseURL)
 			models = append(models, m)
 		}
 	}
@@ -690,14 +697,17 @@ func (m *model) usable() bool { return m.speaks() && (!m.needsKey || m.cred != n
 
 // noModelMessage says how to configure a model; it is the prompt failure
 // when none is usable.
-const noModelMessage = "No model available. Set OPENAI_API_KEY or ANTHROPIC_API_KEY, pass --api-key with --provider, " +
-	"or add an OpenAI-compatible server to models.json in $PI_CODING_AGENT_DIR (default ~/.pi/agent); see README.md."
+const noModelMessage = "No model available. Set a provider's key variable (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, " +
+	"GROQ_API_KEY, OPENROUTER_API_KEY, … see docs/models.md), give it a key in auth.json, pass --api-key with --provider, " +
+	"or add a server to models.json in $PI_CODING_AGENT_DIR (default ~/.pi/agent)."
 
 // ---- Choosing the model ----
 
 // chooseModel picks the starting model: --model (and --provider), then
 // settings.json's default, then the first usable model. The thinking
-// suffix of --model ("id:high") is returned too.
+// suffix of --model ("id:high") is returned too. With --provider naming a
+// built-in provider, an id the catalog does not list is taken as a model
+// of that provider (see adoptModel); the caller adds it to the catalog.
 func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
 	thinking := ""
 	if spec != "" {
@@ -705,6 +715,7 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		if i := strings.LastIndex(spec, ":"); i > 0 && slices.Contains(thinkingLevels, spec[i+1:]) {
 			id, thinking = spec[:i], spec[i+1:]
 		}
+		explicit := provider != ""
 		if provider == "" {
 			if p, rest, ok := strings.Cut(id, "/"); ok {
 				provider, id = p, rest
@@ -722,6 +733,9 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		if unspoken != nil {
 			return nil, "", unspokenError(unspoken)
 		}
+		if m := adoptModel(models, provider, id); explicit && m != nil {
+			return m, thinking, nil
+		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
 	for _, m := range models {
@@ -735,6 +749,21 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		}
 	}
 	return nil, "", nil
+}
+
+// adoptModel makes a model of a built-in provider from an id its catalog
+// entry does not list (the catalog holds a few models per provider): the
+// provider's URL, API and key, a 128000-token window and a 16384-token
+// output limit, no reasoning settings and no prices. Nil when provider is
+// not built in.
+func adoptModel(models []*model, provider, id string) *model {
+	for _, m := range models {
+		if m.builtin && m.Provider == provider {
+			return &model{ID: id, Name: id, API: m.API, Provider: provider, BaseURL: m.BaseURL, Input: []string{"text"},
+				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey}
+		}
+	}
+	return nil
 }
 
 // effectiveThinking is the thinking level the current model gets: off for

@@ -353,15 +353,11 @@ func computeCost(u *usage, m *model) {
 
 // ---- OpenAI Chat Completions ----
 
-// openAIEffort maps a thinking level to reasoning_effort.
-func openAIEffort(level string) string {
-	if level == "xhigh" {
-		return "high"
-	}
-	return level
-}
-
+// openAIBody is a Chat Completions request, with the quirks of the
+// model's host (compat): the field that caps the answer, how reasoning is
+// asked for, and whether usage is asked for in the stream.
 func openAIBody(req streamRequest) map[string]any {
+	c := req.model.compat
 	var messages []map[string]any
 	if req.system != "" {
 		messages = append(messages, map[string]any{"role": "system", "content": req.system})
@@ -382,12 +378,14 @@ func openAIBody(req streamRequest) map[string]any {
 			}
 		case *assistantMessage:
 			msg := map[string]any{"role": "assistant", "content": nil}
-			var text strings.Builder
+			var text, thinking strings.Builder
 			var calls []map[string]any
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
 					text.WriteString(b.Text)
+				case "thinking":
+					thinking.WriteString(b.Thinking)
 				case "toolCall":
 					id, _ := splitCallID(b.ID)
 					calls = append(calls, map[string]any{"id": id, "type": "function",
@@ -400,6 +398,9 @@ func openAIBody(req streamRequest) map[string]any {
 			if calls != nil {
 				msg["tool_calls"] = calls
 			}
+			if setting(c.RequiresReasoningContent, false) {
+				msg["reasoning_content"] = thinking.String()
+			}
 			if text.Len() > 0 || calls != nil {
 				messages = append(messages, msg)
 			}
@@ -408,14 +409,10 @@ func openAIBody(req streamRequest) map[string]any {
 			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": id, "content": resultText(m.Content)})
 		}
 	}
-	body := map[string]any{
-		"model": req.model.ID, "messages": messages, "stream": true,
-		"stream_options": map[string]bool{"include_usage": true},
-	}
-	if strings.Contains(req.model.BaseURL, "api.openai.com") {
-		body["max_completion_tokens"] = min(req.model.MaxTokens, 32000)
-	} else {
-		body["max_tokens"] = min(req.model.MaxTokens, 32000)
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,
+		cmp.Or(c.MaxTokensField, "max_tokens"): min(req.model.MaxTokens, maxOutputTokens)}
+	if setting(c.SupportsUsageInStreaming, true) {
+		body["stream_options"] = map[string]bool{"include_usage": true}
 	}
 	if len(req.tools) > 0 {
 		var tools []map[string]any
@@ -425,19 +422,87 @@ func openAIBody(req streamRequest) map[string]any {
 		}
 		body["tools"] = tools
 	}
-	if req.model.Reasoning && req.thinking != "off" {
-		body["reasoning_effort"] = openAIEffort(req.thinking)
+	if req.model.Reasoning {
+		openAIReasoning(body, req.model, req.thinking)
 	}
 	return body
+}
+
+// openAIReasoning asks for the thinking level the way the host takes it.
+// A level the model does not take moves to the nearest one it does; off
+// is sent only where the host has a way to say it (or the model names a
+// value for it, like "none").
+func openAIReasoning(body map[string]any, m *model, thinking string) {
+	c := m.compat
+	level, effort := m.wireLevel(thinking)
+	on := level != "off"
+	sendEffort := setting(c.SupportsReasoningEffort, true) && effort != ""
+	switch c.ThinkingFormat {
+	case "openrouter":
+		body["reasoning"] = map[string]string{"effort": cmp.Or(effort, "none")}
+		return
+	case "deepseek":
+		body["thinking"] = map[string]string{"type": map[bool]string{true: "enabled", false: "disabled"}[on]}
+		sendEffort = sendEffort && on
+	case "together":
+		body["reasoning"] = map[string]bool{"enabled": on}
+		sendEffort = sendEffort && on
+	case "zai":
+		if on {
+			body["thinking"] = map[string]any{"type": "enabled", "clear_thinking": false}
+		} else {
+			body["thinking"] = map[string]string{"type": "disabled"}
+		}
+		sendEffort = sendEffort && on
+	case "none":
+		return
+	}
+	if sendEffort {
+		body["reasoning_effort"] = effort
+	}
+}
+
+// openAIContent is a delta's content: a string, or (Mistral) a list of
+// chunks, text and thinking.
+type openAIContent struct{ text, thinking string }
+
+func (c *openAIContent) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '[' {
+		var chunks []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking []struct {
+				Text string `json:"text"`
+			} `json:"thinking"`
+		}
+		if err := json.Unmarshal(data, &chunks); err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			c.text += ch.Text
+			for _, t := range ch.Thinking {
+				c.thinking += t.Text
+			}
+		}
+		return nil
+	}
+	var text *string
+	if err := json.Unmarshal(data, &text); err != nil {
+		return err
+	}
+	if text != nil {
+		c.text = *text
+	}
+	return nil
 }
 
 type openAIChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-			ReasoningText    *string `json:"reasoning_text"`
+			Content          openAIContent `json:"content"`
+			ReasoningContent *string       `json:"reasoning_content"`
+			Reasoning        *string       `json:"reasoning"`
+			ReasoningText    *string       `json:"reasoning_text"`
 			ToolCalls        []struct {
 				Index    int    `json:"index"`
 				ID       string `json:"id"`
@@ -498,14 +563,14 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		}
 		for _, c := range chunk.Choices {
 			d := c.Delta
-			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText} {
+			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText, &d.Content.thinking} {
 				if thinking != nil && *thinking != "" {
 					st.delta(open("thinking", contentBlock{Type: "thinking"}), *thinking)
 					break
 				}
 			}
-			if d.Content != nil && *d.Content != "" {
-				st.delta(open("text", contentBlock{Type: "text"}), *d.Content)
+			if d.Content.text != "" {
+				st.delta(open("text", contentBlock{Type: "text"}), d.Content.text)
 			}
 			for _, tc := range d.ToolCalls {
 				i := open("toolCall", contentBlock{Type: "toolCall", ID: tc.ID, Name: tc.Function.Name})
