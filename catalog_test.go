@@ -120,11 +120,12 @@ func TestHostedProviderByVariable(t *testing.T) {
 	for _, id := range []string{"openai/gpt-oss-120b", "moonshotai/kimi-k2-instruct"} {
 		e := newTestEnv(t)
 		e.vars["GROQ_API_KEY"] = "gsk_test_key_123456"
+		cwd := t.TempDir()
 		pr, pw := io.Pipe()
 		out := newWatchedOutput()
 		done := make(chan int)
 		go func() {
-			done <- runRPI(t, e, []string{"rpc", "--cwd", t.TempDir(), "--provider", "groq", "--model", id}, pr, out)
+			done <- runRPI(t, e, []string{"rpc", "--cwd", cwd, "--provider", "groq", "--model", id}, pr, out)
 		}()
 		io.WriteString(pw, `{"id":"s","type":"get_state"}`+"\n"+`{"id":"l","type":"get_available_models"}`+"\n")
 		pw.Close()
@@ -161,5 +162,19 @@ func TestHostedProviderByVariable(t *testing.T) {
 		if strings.Contains(string(out.bytes()), "gsk_test_key") {
 			t.Errorf("the key is in the output")
 		}
+	}
+}
+
+// TestMistralContentChunks checks that a Chat Completions delta whose
+// content is a list of chunks (Mistral's thinking and text) streams as
+// thinking and text.
+func TestMistralContentChunks(t *testing.T) {
+	sse := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me see."}]}]},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}]},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	msg, _, err := readStream(t, apiOpenAI, sse)
+	if err != nil || len(msg.Content) != 2 || msg.Content[0].Thinking != "Let me see." || msg.Content[1].Text != "Hi there" || msg.StopReason != "stop" {
+		t.Errorf("err %v, message %+v", err, msg)
 	}
 }
