@@ -579,6 +579,31 @@ func readStream(t *testing.T, api, sse string) (*assistantMessage, []string, err
 	return msg, events, err
 }
 
+// streamCase is raw SSE for an API's reader and what it must make of it:
+// the stop reason, or the error, and anything else check looks at.
+type streamCase struct {
+	name, sse, stop, err string
+	check                func(t *testing.T, msg *assistantMessage)
+}
+
+// checkStreams runs each case through api's reader.
+func checkStreams(t *testing.T, api string, cases []streamCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg, _, err := readStream(t, api, c.sse)
+			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
+				t.Errorf("error %q, want %q", got, c.err)
+			}
+			if c.stop != "" && msg.StopReason != c.stop {
+				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
+			}
+			if c.check != nil {
+				c.check(t, msg)
+			}
+		})
+	}
+}
+
 // TestResponsesEndings checks how the Responses reader ends an answer:
 // response.incomplete for max_output_tokens is stopReason length, another
 // reason or response.failed an error naming it, an error event its
@@ -594,18 +619,27 @@ func TestResponsesEndings(t *testing.T) {
 		return ev(typ, `"response":{"id":"resp_1","object":"response","status":"`+status+`",`+extra+
 			`"usage":{"input_tokens":20,"input_tokens_details":{"cached_tokens":4},"output_tokens":16,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":36}}`)
 	}
-	cases := []struct {
-		name, sse, stop, err, thinking string
-	}{
-		{"length", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"max_output_tokens"},`), "length", "", ""},
-		{"filtered", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"content_filter"},`), "", "Response incomplete: content_filter", ""},
+	thinking := func(want string) func(*testing.T, *assistantMessage) {
+		return func(t *testing.T, msg *assistantMessage) {
+			if len(msg.Content) == 0 || msg.Content[0].Thinking != want {
+				t.Errorf("content %+v, want thinking %q", msg.Content, want)
+			}
+		}
+	}
+	checkStreams(t, apiResponses, []streamCase{
+		{"length", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"max_output_tokens"},`), "length", "", func(t *testing.T, msg *assistantMessage) {
+			if msg.Usage.Input != 16 || msg.Usage.CacheRead != 4 || msg.Usage.Output != 16 || msg.Content[0].Text != "Once upon a time" {
+				t.Errorf("usage %+v, content %+v", msg.Usage, msg.Content)
+			}
+		}},
+		{"filtered", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"content_filter"},`), "", "Response incomplete: content_filter", nil},
 		{"failed", ev("response.failed", `"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model produced invalid content."},"incomplete_details":null,"output":[],"usage":null}`),
-			"", "server_error: The model produced invalid content.", ""},
+			"", "server_error: The model produced invalid content.", nil},
 		{"error event", text + ev("error", `"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota.","param":null}`),
-			"", "insufficient_quota: You exceeded your current quota.", ""},
+			"", "insufficient_quota: You exceeded your current quota.", nil},
 		{"flat error", "data: {\"type\":\"error\",\"sequence_number\":1,\"code\":\"server_error\",\"message\":\"Something went wrong.\",\"param\":null}\n\n",
-			"", "server_error: Something went wrong.", ""},
-		{"no terminal event", text, "", "Connection error: the stream ended before the answer was complete", ""},
+			"", "server_error: Something went wrong.", nil},
+		{"no terminal event", text, "", "Connection error: the stream ended before the answer was complete", nil},
 		{"two summary parts",
 			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
 				ev("response.reasoning_summary_part.added", `"item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}`) +
@@ -614,30 +648,13 @@ func TestResponsesEndings(t *testing.T) {
 				ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":1,"delta":"**Two**"`) +
 				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"**One**"},{"type":"summary_text","text":"**Two**"}]}`) +
 				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
-			"stop", "", "**One**\n\n**Two**"},
+			"stop", "", thinking("**One**\n\n**Two**")},
 		{"summary without deltas",
 			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
 				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"A"},{"type":"summary_text","text":"B"}]}`) +
 				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
-			"stop", "", "A\n\nB"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			msg, _, err := readStream(t, apiResponses, c.sse)
-			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
-				t.Errorf("error %q, want %q", got, c.err)
-			}
-			if c.stop != "" && msg.StopReason != c.stop {
-				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
-			}
-			if c.thinking != "" && (len(msg.Content) == 0 || msg.Content[0].Thinking != c.thinking) {
-				t.Errorf("content %+v, want thinking %q", msg.Content, c.thinking)
-			}
-			if c.stop == "length" && (msg.Usage.Input != 16 || msg.Usage.CacheRead != 4 || msg.Usage.Output != 16 || msg.Content[0].Text != "Once upon a time") {
-				t.Errorf("usage %+v, content %+v", msg.Usage, msg.Content)
-			}
-		})
-	}
+			"stop", "", thinking("A\n\nB")},
+	})
 }
 
 // TestGeminiEndings checks how the Gemini reader ends an answer and what
@@ -655,10 +672,7 @@ func TestGeminiEndings(t *testing.T) {
 			`"usageMetadata": {"promptTokenCount": 812,"candidatesTokenCount": 15,"totalTokenCount": 923,"thoughtsTokenCount": 96}}` + "\r\n\r\n"
 	}
 	call := `{"functionCall": {"name": "read","args": {"path": "a.go"}},"thoughtSignature": "CiQBjz1rX0vCq3mW9hB2yT8kLq1nR5sP7uA3eD6fG0hJ2kM4oQ=="}`
-	cases := []struct {
-		name, sse, stop, err string
-		check                func(t *testing.T, msg *assistantMessage)
-	}{
+	checkStreams(t, apiGoogle, []streamCase{
 		{name: "length", sse: chunk(`{"text": "Once upon a time"}`, "MAX_TOKENS"), stop: "length"},
 		{name: "safety", sse: chunk(`{"text": ""}`, "SAFETY"), err: "The model stopped: SAFETY"},
 		{name: "error chunk", sse: chunk(`{"text": "Hi"}`, "") +
@@ -686,21 +700,7 @@ func TestGeminiEndings(t *testing.T) {
 					t.Errorf("content %+v", msg.Content)
 				}
 			}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			msg, _, err := readStream(t, apiGoogle, c.sse)
-			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
-				t.Errorf("error %q, want %q", got, c.err)
-			}
-			if c.stop != "" && msg.StopReason != c.stop {
-				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
-			}
-			if c.check != nil {
-				c.check(t, msg)
-			}
-		})
-	}
+	})
 }
 
 // TestGeminiThinking checks thinkingConfig per model and level: budgets

@@ -162,6 +162,21 @@ func (st *streamer) hasToolCalls() bool {
 	return slices.ContainsFunc(st.msg.Content, func(b contentBlock) bool { return b.Type == "toolCall" })
 }
 
+// stopAs ends the answer with stop, rpi's stop reason for the provider's
+// raw one ("stop" becomes "toolUse" when the answer calls a tool), and
+// prices its usage; an empty stop is a reason rpi does not know, an error.
+func (st *streamer) stopAs(stop, raw string, m *model) error {
+	if stop == "" {
+		return &providerError{message: "The model stopped: " + raw}
+	}
+	if stop == "stop" && st.hasToolCalls() {
+		stop = "toolUse"
+	}
+	st.msg.StopReason = stop
+	computeCost(&st.msg.Usage, m)
+	return nil
+}
+
 // finish writes the text of every block into msg, ended or not (a stream
 // that failed midway keeps what it had said).
 func (st *streamer) finish() {
@@ -588,18 +603,8 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 	if err != nil {
 		return err
 	}
-	switch finish {
-	case "stop", "end", "":
-		st.msg.StopReason = "stop"
-	case "length":
-		st.msg.StopReason = "length"
-	case "tool_calls", "function_call":
-		st.msg.StopReason = "toolUse"
-	default:
-		return &providerError{message: "The model stopped: " + finish}
-	}
-	computeCost(&st.msg.Usage, m)
-	return nil
+	stop := map[string]string{"stop": "stop", "end": "stop", "": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+	return st.stopAs(stop[finish], finish, m)
 }
 
 // ---- Anthropic Messages ----
@@ -772,18 +777,8 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 	if err != nil {
 		return err
 	}
-	switch stop {
-	case "end_turn", "stop_sequence", "pause_turn", "":
-		st.msg.StopReason = "stop"
-	case "max_tokens":
-		st.msg.StopReason = "length"
-	case "tool_use":
-		st.msg.StopReason = "toolUse"
-	default:
-		return &providerError{message: "The model stopped: " + stop}
-	}
-	computeCost(u, m)
-	return nil
+	reasons := map[string]string{"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "": "stop", "max_tokens": "length", "tool_use": "toolUse"}
+	return st.stopAs(reasons[stop], stop, m)
 }
 
 // ---- Shared by the body builders ----
@@ -1101,22 +1096,15 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 	if err != nil {
 		return err
 	}
-	switch status {
-	case "completed", "in_progress", "queued":
-		st.msg.StopReason = "stop"
-		if st.hasToolCalls() {
-			st.msg.StopReason = "toolUse"
-		}
-	case "incomplete":
-		if failure != "max_output_tokens" {
-			return &providerError{message: "Response incomplete: " + failure}
-		}
-		st.msg.StopReason = "length"
-	default:
-		return &providerError{message: cmp.Or(failure, "The response "+status)}
+	switch {
+	case status == "completed" || status == "in_progress" || status == "queued":
+		return st.stopAs("stop", status, m)
+	case status == "incomplete" && failure == "max_output_tokens":
+		return st.stopAs("length", status, m)
+	case status == "incomplete":
+		return &providerError{message: "Response incomplete: " + failure}
 	}
-	computeCost(&st.msg.Usage, m)
-	return nil
+	return &providerError{message: cmp.Or(failure, "The response "+status)}
 }
 
 // ---- Google Gemini ----
@@ -1406,17 +1394,6 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 		}
 		return err
 	}
-	switch finish {
-	case "STOP":
-		st.msg.StopReason = "stop"
-		if st.hasToolCalls() {
-			st.msg.StopReason = "toolUse"
-		}
-	case "MAX_TOKENS", "CONTINUATION":
-		st.msg.StopReason = "length"
-	default:
-		return &providerError{message: "The model stopped: " + finish}
-	}
-	computeCost(&st.msg.Usage, m)
-	return nil
+	stop := map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
+	return st.stopAs(stop[finish], finish, m)
 }
