@@ -5,6 +5,8 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -176,5 +178,22 @@ func TestMistralContentChunks(t *testing.T) {
 	msg, _, err := readStream(t, apiOpenAI, sse)
 	if err != nil || len(msg.Content) != 2 || msg.Content[0].Thinking != "Let me see." || msg.Content[1].Text != "Hi there" || msg.StopReason != "stop" {
 		t.Errorf("err %v, message %+v", err, msg)
+	}
+}
+
+// TestModelsJSONAddsToBuiltin checks that a models.json model under a
+// built-in provider's name takes that provider's URL, API and key.
+func TestModelsJSONAddsToBuiltin(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"models":[{"id":"new-model","contextWindow":8192}]}}}`), 0o600)
+	setup, err := loadModels(dir, "", "", func(k string) string { return map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := setup.catalog[0]
+	key, _ := m.cred.resolve(t.Context(), nil, setup.secrets)
+	if m.ID != "new-model" || m.BaseURL != "https://api.groq.com/openai/v1" || m.API != apiOpenAI || key != "gsk_abcdefgh" || !m.usable() ||
+		m.compat.MaxTokensField != "max_completion_tokens" || len(setup.warnings) > 0 {
+		t.Errorf("model %+v, key %q, warnings %q", m, key, setup.warnings)
 	}
 }

@@ -214,8 +214,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	setup := &modelSetup{}
 	hosted := hostedProviders()
 	keyVar := map[string]string{}
+	builtin := map[string]*hostedProvider{}
 	for _, p := range hosted {
-		keyVar[p.id] = p.keyVar
+		keyVar[p.id], builtin[p.id] = p.keyVar, p
 		setup.keyVars = append(setup.keyVars, p.keyVar)
 	}
 	auth, err := loadAuth(dir, setup)
@@ -251,6 +252,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			fileKeys[name] = p.APIKey
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
+				if hp := builtin[name]; hp != nil { // a model added to a built-in provider
+					api, baseURL = cmp.Or(api, hp.api), cmp.Or(baseURL, hp.baseURL)
+				}
 				switch {
 				case m.ID == "":
 					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped a model without \"id\"", path, name))
