@@ -24,13 +24,15 @@ import (
 type contentBlock struct {
 	Type              string          `json:"type"`
 	Text              string          `json:"text"`
+	TextSignature     string          `json:"textSignature"` // OpenAI Responses: the message item's id; Gemini: a thought signature
 	Thinking          string          `json:"thinking"`
-	ThinkingSignature string          `json:"thinkingSignature"`
+	ThinkingSignature string          `json:"thinkingSignature"` // Anthropic's signature; the Responses reasoning item; Gemini's thought signature
 	Data              string          `json:"data"`
 	MimeType          string          `json:"mimeType"`
 	ID                string          `json:"id"`
 	Name              string          `json:"name"`
 	Arguments         json.RawMessage `json:"arguments"`
+	ThoughtSignature  string          `json:"thoughtSignature"` // Gemini's signature on a tool call
 }
 
 // MarshalJSON writes only the fields of the block's type, in pi's order.
@@ -50,16 +52,18 @@ func (b contentBlock) MarshalJSON() ([]byte, error) {
 		}{b.Type, b.Data, b.MimeType})
 	case "toolCall":
 		return marshalJSON(struct {
-			Type      string          `json:"type"`
-			ID        string          `json:"id"`
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}{b.Type, b.ID, b.Name, b.Arguments})
+			Type             string          `json:"type"`
+			ID               string          `json:"id"`
+			Name             string          `json:"name"`
+			Arguments        json.RawMessage `json:"arguments"`
+			ThoughtSignature string          `json:"thoughtSignature,omitempty"`
+		}{b.Type, b.ID, b.Name, b.Arguments, b.ThoughtSignature})
 	default:
 		return marshalJSON(struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{b.Type, b.Text})
+			Type          string `json:"type"`
+			Text          string `json:"text"`
+			TextSignature string `json:"textSignature,omitempty"`
+		}{b.Type, b.Text, b.TextSignature})
 	}
 }
 
@@ -629,7 +633,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
-		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets}
+		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
 	s.status("thinking")

@@ -248,7 +248,7 @@ func BenchmarkStartupFloor(b *testing.B) {
 func benchAgent(b *testing.B, script string) *benchProcess {
 	agent := b.TempDir()
 	startFakeModel(b, apiOpenAI, script, agent).repeat()
-	return startBench(b, "PI_CODING_AGENT_DIR="+agent, "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+	return startBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
 }
 
 // untilSettled reads records until agent_settled and returns the bytes read.

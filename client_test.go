@@ -34,7 +34,7 @@ func TestPythonClient(t *testing.T) {
 {"text":["You ","picked ","blue."]}`, agent)
 	cmd := exec.Command(python, client, "Pick", "a", "color")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RPI="+rpiBinary(t), "PI_CODING_AGENT_DIR="+agent, "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
+	cmd.Env = withoutKeys(append(os.Environ(), "RPI="+rpiBinary(t), "PI_CODING_AGENT_DIR="+agent))
 	cmd.Stdin = strings.NewReader("blue\n")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

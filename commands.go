@@ -154,6 +154,9 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 	if err != nil {
 		return nil, err
 	}
+	if m != nil && !slices.Contains(set.catalog, m) {
+		set.catalog = append(set.catalog, m) // an id adopted for --provider
+	}
 	s.model = m
 	if thinking != "" {
 		s.thinkingLevel = thinking

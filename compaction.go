@@ -132,7 +132,7 @@ func (s *server) summarise(ctx context.Context, plan *compactionPlan, instructio
 		prompt += "\n\nAlso: " + instructions
 	}
 	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets,
+	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand,
 		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript.String() + "</conversation>")}}}
 	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()

@@ -1,8 +1,9 @@
 package main
 
-// A fake model server for tests: it speaks the OpenAI Chat Completions and
-// Anthropic Messages streaming formats byte for byte, following a script
-// of one JSON line per response.
+// A fake model server for tests: it speaks the streaming formats of the
+// four APIs byte for byte (OpenAI Chat Completions, OpenAI Responses,
+// Anthropic Messages, Google Gemini), following a script of one JSON line
+// per response.
 
 import (
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +48,7 @@ type fakeModel struct {
 	mu       sync.Mutex
 	script   []scriptedResponse
 	requests []map[string]any // bodies received, in order
+	headers  []http.Header    // their headers
 	cycle    bool             // start the script again when it runs out (benchmarks)
 	served   int
 }
@@ -69,8 +72,11 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	fm.server = httptest.NewServer(http.HandlerFunc(fm.serve))
 	t.Cleanup(fm.server.Close)
 	base := fm.server.URL
-	if api == apiOpenAI {
+	switch api {
+	case apiOpenAI, apiResponses:
 		base += "/v1"
+	case apiGoogle:
+		base += "/v1beta"
 	}
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":%q,"models":[{"id":"fake-model","name":"Fake Model",`+
 		`"reasoning":true,"input":["text","image"],"contextWindow":100000,"maxTokens":4096,"cost":{"input":3,"output":15,"cacheRead":0.3,"cacheWrite":3.75}}]}}}`, base, api)
@@ -84,6 +90,7 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewDecoder(r.Body).Decode(&body)
 	fm.mu.Lock()
 	fm.requests = append(fm.requests, body)
+	fm.headers = append(fm.headers, r.Header.Clone())
 	if len(fm.script) == 0 {
 		fm.mu.Unlock()
 		http.Error(w, "the fake model has no more scripted answers", http.StatusTeapot)
@@ -97,14 +104,13 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(fm.requests) > 100 {
 		fm.requests = fm.requests[1:] // keep memory flat in long benchmarks
+		fm.headers = fm.headers[1:]
 	}
 	fm.mu.Unlock()
-	wantPath := "/v1/chat/completions"
-	if fm.api == apiAnthropic {
-		wantPath = "/v1/messages"
-	}
-	if r.URL.Path != wantPath {
-		http.Error(w, "unexpected path "+r.URL.Path, http.StatusNotFound)
+	wantPath := map[string]string{apiOpenAI: "/v1/chat/completions", apiResponses: "/v1/responses", apiAnthropic: "/v1/messages",
+		apiGoogle: "/v1beta/models/fake-model:streamGenerateContent?alt=sse"}[fm.api]
+	if r.URL.RequestURI() != wantPath {
+		http.Error(w, "unexpected path "+r.URL.RequestURI(), http.StatusNotFound)
 		return
 	}
 	if resp.Status != 0 {
@@ -136,9 +142,14 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 	}
-	if fm.api == apiAnthropic {
+	switch fm.api {
+	case apiAnthropic:
 		fm.anthropicStream(resp, send, pause)
-	} else {
+	case apiResponses:
+		responsesStream(resp, send, pause)
+	case apiGoogle:
+		geminiStream(resp, w, pause)
+	default:
 		fm.openAIStream(resp, send, pause)
 	}
 	if resp.Cut {
@@ -263,6 +274,210 @@ func (fm *fakeModel) anthropicStream(resp scriptedResponse, send func(string, st
 	send("message_stop", `{"type":"message_stop"}`)
 }
 
+// responsesStream writes an OpenAI Responses stream as api.openai.com
+// does: response.created and .in_progress, then per output item (a
+// reasoning item with one summary part, a message, each function call)
+// its added event, deltas and done events, then response.completed with
+// the usage. Every event is "event: <type>" and "data: <json>" whose
+// first keys are type and sequence_number.
+func responsesStream(resp scriptedResponse, send func(string, string), pause func() bool) {
+	seq := 0
+	event := func(typ, rest string) {
+		send(typ, fmt.Sprintf(`{"type":%q,"sequence_number":%d,%s}`, typ, seq, rest))
+		seq++
+	}
+	response := func(status, output, usage string) string {
+		return `"response":{"id":"resp_fake","object":"response","created_at":1763500000,"status":"` + status + `","background":false,` +
+			`"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":4096,"max_tool_calls":null,"model":"fake-model",` +
+			`"output":[` + output + `],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":"low","summary":"auto"},` +
+			`"safety_identifier":null,"service_tier":"default","store":false,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},` +
+			`"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":` + usage + `,"user":null,"metadata":{}}`
+	}
+	event("response.created", response("in_progress", "", "null"))
+	event("response.in_progress", response("in_progress", "", "null"))
+	var output []string
+	index := 0
+	// each sends events written "<type> <the fields after sequence_number>".
+	each := func(events []string) {
+		for _, e := range events {
+			typ, rest, _ := strings.Cut(e, " ")
+			event(typ, rest)
+		}
+	}
+	// item streams one output item: output_item.added, the start events,
+	// the deltas, the done events, then output_item.done.
+	item := func(added string, start []string, deltaType string, deltas []string, deltaJSON func(string) string, done []string, final string) bool {
+		event("response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":%s`, index, added))
+		each(start)
+		for _, d := range deltas {
+			if !pause() {
+				return false
+			}
+			event(deltaType, deltaJSON(d))
+		}
+		if resp.Cut {
+			return false
+		}
+		each(done)
+		event("response.output_item.done", fmt.Sprintf(`"output_index":%d,"item":%s`, index, final))
+		output = append(output, final)
+		index++
+		return true
+	}
+	if len(resp.Thinking) > 0 {
+		summary := strings.Join(resp.Thinking, "")
+		id := `"item_id":"rs_fake","output_index":` + strconv.Itoa(index) + `,"summary_index":0`
+		if !item(`{"id":"rs_fake","type":"reasoning","encrypted_content":"gAAAAEncryptedFake1","summary":[]}`,
+			[]string{"response.reasoning_summary_part.added " + id + `,"part":{"type":"summary_text","text":""}`},
+			"response.reasoning_summary_text.delta", resp.Thinking,
+			func(d string) string { return id + `,"delta":` + quote(d) + `,"obfuscation":"x7"` },
+			[]string{"response.reasoning_summary_text.done " + id + `,"text":` + quote(summary),
+				"response.reasoning_summary_part.done " + id + `,"part":{"type":"summary_text","text":` + quote(summary) + `}`},
+			`{"id":"rs_fake","type":"reasoning","encrypted_content":"gAAAAEncryptedFake2","summary":[{"type":"summary_text","text":`+quote(summary)+`}]}`) {
+			return
+		}
+	}
+	if len(resp.Text) > 0 {
+		text := strings.Join(resp.Text, "")
+		id := `"item_id":"msg_fake","output_index":` + strconv.Itoa(index) + `,"content_index":0`
+		if !item(`{"id":"msg_fake","type":"message","status":"in_progress","content":[],"role":"assistant"}`,
+			[]string{"response.content_part.added " + id + `,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}`},
+			"response.output_text.delta", resp.Text,
+			func(d string) string { return id + `,"delta":` + quote(d) + `,"logprobs":[]` },
+			[]string{"response.output_text.done " + id + `,"text":` + quote(text) + `,"logprobs":[]`,
+				"response.content_part.done " + id + `,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":` + quote(text) + `}`},
+			`{"id":"msg_fake","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":`+quote(text)+`}],"role":"assistant"}`) {
+			return
+		}
+	}
+	for n, tc := range resp.ToolCalls {
+		args := strings.Join(tc.Args, "")
+		itemID := fmt.Sprintf("fc_fake%d", n+1)
+		id := `"item_id":"` + itemID + `","output_index":` + strconv.Itoa(index)
+		call := func(status, arguments string) string {
+			return fmt.Sprintf(`{"id":%q,"type":"function_call","status":%q,"arguments":%s,"call_id":%s,"name":%s}`,
+				itemID, status, quote(arguments), quote(tc.ID), quote(tc.Name))
+		}
+		if !item(call("in_progress", ""), nil, "response.function_call_arguments.delta", tc.Args,
+			func(d string) string { return id + `,"delta":` + quote(d) },
+			[]string{"response.function_call_arguments.done " + id + `,"arguments":` + quote(args)},
+			call("completed", args)) {
+			return
+		}
+	}
+	if resp.Malformed {
+		send("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":`)
+		return
+	}
+	in, out, cached := 0, 0, 0
+	if u := resp.Usage; u != nil {
+		in, out, cached = u.Input+u.CacheRead, u.Output, u.CacheRead
+	}
+	usage := fmt.Sprintf(`{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d},"output_tokens":%d,`+
+		`"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}`, in, cached, out, in+out)
+	event("response.completed", response("completed", strings.Join(output, ","), usage))
+}
+
+// googleJSON spaces JSON as Google's servers do: a space after each colon
+// and none after commas.
+func googleJSON(compact string) string {
+	var b strings.Builder
+	inString, escaped := false, false
+	for _, c := range compact {
+		b.WriteRune(c)
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\' && inString:
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case c == ':' && !inString:
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// geminiStream writes a Gemini streamGenerateContent?alt=sse stream as
+// Google does: "data: <json>" and CRLF CRLF per chunk, no event names, no
+// end marker. Each delta is a chunk with the usage so far; thoughts are
+// parts with "thought":true, the first text part carries a thought
+// signature, each function call comes whole in its own chunk (with its
+// signature, and its id when the script gives one); the last chunk has an
+// empty text part, finishReason and the final usage.
+func geminiStream(resp scriptedResponse, w http.ResponseWriter, pause func() bool) {
+	flusher := w.(http.Flusher)
+	in, out, cached := 0, 0, 0
+	if u := resp.Usage; u != nil {
+		in, out, cached = u.Input+u.CacheRead, u.Output, u.CacheRead
+	}
+	thoughts := 0
+	if len(resp.Thinking) > 0 {
+		thoughts = out / 2
+	}
+	chunk := func(parts, finish string, final bool) {
+		candidates := 0
+		if final || len(resp.Thinking) == 0 {
+			candidates = out - thoughts
+		}
+		usage := fmt.Sprintf(`{"promptTokenCount":%d,`, in)
+		if candidates > 0 {
+			usage += fmt.Sprintf(`"candidatesTokenCount":%d,`, candidates)
+		}
+		usage += fmt.Sprintf(`"totalTokenCount":%d,`, in+candidates+thoughts)
+		if cached > 0 {
+			usage += fmt.Sprintf(`"cachedContentTokenCount":%d,`, cached)
+		}
+		usage += fmt.Sprintf(`"promptTokensDetails":[{"modality":"TEXT","tokenCount":%d}]`, in)
+		if thoughts > 0 {
+			usage += fmt.Sprintf(`,"thoughtsTokenCount":%d`, thoughts)
+		}
+		usage += "}"
+		if finish != "" {
+			finish = `"finishReason":"` + finish + `",`
+		}
+		data := `{"candidates":[{"content":{"parts":[` + parts + `],"role":"model"},` + finish + `"index":0}],` +
+			`"usageMetadata":` + usage + `,"modelVersion":"fake-model","responseId":"fakeResponseId1"}`
+		fmt.Fprintf(w, "data: %s\r\n\r\n", googleJSON(data))
+		flusher.Flush()
+	}
+	for _, t := range resp.Thinking {
+		if !pause() {
+			return
+		}
+		chunk(`{"text":`+quote(t)+`,"thought":true}`, "", false)
+	}
+	for i, t := range resp.Text {
+		if !pause() {
+			return
+		}
+		sig := ""
+		if i == 0 && len(resp.Thinking) > 0 {
+			sig = `,"thoughtSignature":"c2lnLXRleHQ="`
+		}
+		chunk(`{"text":`+quote(t)+sig+`}`, "", false)
+	}
+	for _, tc := range resp.ToolCalls {
+		if !pause() {
+			return
+		}
+		id := ""
+		if tc.ID != "" {
+			id = `"id":` + quote(tc.ID) + `,`
+		}
+		chunk(`{"functionCall":{`+id+`"name":`+quote(tc.Name)+`,"args":`+strings.Join(tc.Args, "")+`},"thoughtSignature":"c2lnLWNhbGw="}`, "", false)
+	}
+	if resp.Malformed {
+		fmt.Fprint(w, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"oops\"\r\n\r\n")
+		return
+	}
+	if resp.Cut {
+		return
+	}
+	chunk(`{"text":""}`, "STOP", true)
+}
+
 // repeat makes the script start again when it runs out (for benchmarks).
 func (fm *fakeModel) repeat() {
 	fm.mu.Lock()
@@ -295,7 +510,7 @@ func TestRequestBodies(t *testing.T) {
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["done"]}`
 	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`
-	for _, api := range []string{apiOpenAI, apiAnthropic} {
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
 		t.Run(api, func(t *testing.T) {
 			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
 			ps.send(`{"id":"p","type":"prompt","message":"Look","images":[` + image + `]}`)
@@ -322,6 +537,23 @@ var wantInRequest = map[string][]string{
 		`{"content":"hi\n","role":"tool","tool_call_id":"call_1"}`,
 		`"tools":[{"function":{"description":`, `"name":"read"`,
 	},
+	apiResponses: {
+		`"stream":true`, `"store":false`, `"max_output_tokens":4096`, `"model":"fake-model"`,
+		`"reasoning":{"effort":"low","summary":"auto"}`, `"include":["reasoning.encrypted_content"]`,
+		`{"content":"You are an expert coding assistant`, `"role":"developer"`, `Always answer in French.`,
+		`{"content":[{"text":"Look","type":"input_text"},{"detail":"auto","image_url":"data:image/png;base64,aGk=","type":"input_image"}],"role":"user"}`,
+		`{"arguments":"{\"command\":\"echo hi\"}","call_id":"call_1","id":"fc_fake1","name":"bash","type":"function_call"}`,
+		`{"call_id":"call_1","output":"hi\n","type":"function_call_output"}`,
+		`"tools":[{"description":`, `"name":"read","parameters":{`, `"type":"function"}`,
+	},
+	apiGoogle: {
+		`"systemInstruction":{"parts":[{"text":"You are an expert coding assistant`, `Always answer in French.`,
+		`{"parts":[{"text":"Look"},{"inlineData":{"data":"aGk=","mimeType":"image/png"}}],"role":"user"}`,
+		`{"parts":[{"functionCall":{"args":{"command":"echo hi"},"name":"bash"},"thoughtSignature":"c2lnLWNhbGw="}],"role":"model"}`,
+		`{"parts":[{"functionResponse":{"name":"bash","response":{"output":"hi\n"}}}],"role":"user"}`,
+		`"tools":[{"functionDeclarations":[{"description":`, `"name":"read","parametersJsonSchema":{`,
+		`"generationConfig":{"maxOutputTokens":4096,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":-1}}`,
+	},
 	apiAnthropic: {
 		`"stream":true`, `"thinking":{"budget_tokens":4096,"type":"enabled"}`, `"system":"You are an expert coding assistant`,
 		`Always answer in French.`, `{"source":{"data":"aGk=","media_type":"image/png","type":"base64"},"type":"image"}`,
@@ -329,4 +561,220 @@ var wantInRequest = map[string][]string{
 		`{"content":"hi\n","is_error":false,"tool_use_id":"call_1","type":"tool_result"}`,
 		`"input_schema":{`,
 	},
+}
+
+// readStream runs an API's stream reader over raw SSE text and returns
+// the answer, the events it emitted and the error.
+func readStream(t *testing.T, api, sse string) (*assistantMessage, []string, error) {
+	t.Helper()
+	msg := &assistantMessage{Content: []contentBlock{}}
+	var events []string
+	st := newStreamer(msg, func(ev assistantEvent) {
+		data, _ := json.Marshal(ev)
+		events = append(events, string(data))
+	})
+	m := &model{ID: "m", API: api, Cost: modelCost{Input: 1, Output: 2}}
+	err := wireAPIs[api].read(strings.NewReader(sse), st, m)
+	st.finish()
+	return msg, events, err
+}
+
+// streamCase is raw SSE for an API's reader and what it must make of it:
+// the stop reason, or the error, and anything else check looks at.
+type streamCase struct {
+	name, sse, stop, err string
+	check                func(t *testing.T, msg *assistantMessage)
+}
+
+// checkStreams runs each case through api's reader.
+func checkStreams(t *testing.T, api string, cases []streamCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg, _, err := readStream(t, api, c.sse)
+			if got := fmt.Sprint(err); (err != nil || c.err != "") && got != c.err {
+				t.Errorf("error %q, want %q", got, c.err)
+			}
+			if c.stop != "" && msg.StopReason != c.stop {
+				t.Errorf("stopReason %q, want %q", msg.StopReason, c.stop)
+			}
+			if c.check != nil {
+				c.check(t, msg)
+			}
+		})
+	}
+}
+
+// TestResponsesEndings checks how the Responses reader ends an answer:
+// response.incomplete for max_output_tokens is stopReason length, another
+// reason or response.failed an error naming it, an error event its
+// message (either shape), and a reasoning item with two summary parts is
+// one thinking block whose parts are joined by a blank line.
+func TestResponsesEndings(t *testing.T) {
+	ev := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\",\"sequence_number\":0," + rest + "}\n\n"
+	}
+	text := ev("response.output_item.added", `"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}`) +
+		ev("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Once upon a time","logprobs":[]`)
+	end := func(typ, status, extra string) string {
+		return ev(typ, `"response":{"id":"resp_1","object":"response","status":"`+status+`",`+extra+
+			`"usage":{"input_tokens":20,"input_tokens_details":{"cached_tokens":4},"output_tokens":16,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":36}}`)
+	}
+	thinking := func(want string) func(*testing.T, *assistantMessage) {
+		return func(t *testing.T, msg *assistantMessage) {
+			if len(msg.Content) == 0 || msg.Content[0].Thinking != want {
+				t.Errorf("content %+v, want thinking %q", msg.Content, want)
+			}
+		}
+	}
+	checkStreams(t, apiResponses, []streamCase{
+		{"length", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"max_output_tokens"},`), "length", "", func(t *testing.T, msg *assistantMessage) {
+			if msg.Usage.Input != 16 || msg.Usage.CacheRead != 4 || msg.Usage.Output != 16 || msg.Content[0].Text != "Once upon a time" {
+				t.Errorf("usage %+v, content %+v", msg.Usage, msg.Content)
+			}
+		}},
+		{"filtered", text + end("response.incomplete", "incomplete", `"error":null,"incomplete_details":{"reason":"content_filter"},`), "", "Response incomplete: content_filter", nil},
+		{"failed", ev("response.failed", `"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model produced invalid content."},"incomplete_details":null,"output":[],"usage":null}`),
+			"", "server_error: The model produced invalid content.", nil},
+		{"error event", text + ev("error", `"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota.","param":null}`),
+			"", "insufficient_quota: You exceeded your current quota.", nil},
+		{"flat error", "data: {\"type\":\"error\",\"sequence_number\":1,\"code\":\"server_error\",\"message\":\"Something went wrong.\",\"param\":null}\n\n",
+			"", "server_error: Something went wrong.", nil},
+		{"no terminal event", text, "", "Connection error: the stream ended before the answer was complete", nil},
+		{"two summary parts",
+			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
+				ev("response.reasoning_summary_part.added", `"item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}`) +
+				ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"**One**"`) +
+				ev("response.reasoning_summary_part.added", `"item_id":"rs_1","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""}`) +
+				ev("response.reasoning_summary_text.delta", `"item_id":"rs_1","output_index":0,"summary_index":1,"delta":"**Two**"`) +
+				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"**One**"},{"type":"summary_text","text":"**Two**"}]}`) +
+				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
+			"stop", "", thinking("**One**\n\n**Two**")},
+		{"summary without deltas",
+			ev("response.output_item.added", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`) +
+				ev("response.output_item.done", `"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"A"},{"type":"summary_text","text":"B"}]}`) +
+				end("response.completed", "completed", `"error":null,"incomplete_details":null,`),
+			"stop", "", thinking("A\n\nB")},
+	})
+}
+
+// TestGeminiEndings checks how the Gemini reader ends an answer and what
+// it makes of its parts: MAX_TOKENS is stopReason length, another
+// finishReason or an error chunk an error naming it, a blocked prompt
+// says so; a function call without an id gets one made up (unique in the
+// answer); the empty part that ends a stream opens no block unless it
+// carries a signature; "\n\n" framing works as well as CRLF.
+func TestGeminiEndings(t *testing.T) {
+	chunk := func(parts, finish string) string {
+		if finish != "" {
+			finish = `"finishReason": "` + finish + `",`
+		}
+		return `data: {"candidates": [{"content": {"parts": [` + parts + `],"role": "model"},` + finish + `"index": 0}],` +
+			`"usageMetadata": {"promptTokenCount": 812,"candidatesTokenCount": 15,"totalTokenCount": 923,"thoughtsTokenCount": 96}}` + "\r\n\r\n"
+	}
+	call := `{"functionCall": {"name": "read","args": {"path": "a.go"}},"thoughtSignature": "CiQBjz1rX0vCq3mW9hB2yT8kLq1nR5sP7uA3eD6fG0hJ2kM4oQ=="}`
+	checkStreams(t, apiGoogle, []streamCase{
+		{name: "length", sse: chunk(`{"text": "Once upon a time"}`, "MAX_TOKENS"), stop: "length"},
+		{name: "safety", sse: chunk(`{"text": ""}`, "SAFETY"), err: "The model stopped: SAFETY"},
+		{name: "error chunk", sse: chunk(`{"text": "Hi"}`, "") +
+			`data: {"error": {"code": 503,"message": "The model is overloaded. Please try again later.","status": "UNAVAILABLE"}}` + "\r\n\r\n",
+			err: "503 UNAVAILABLE: The model is overloaded. Please try again later."},
+		{name: "blocked", sse: `data: {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},"usageMetadata": {"promptTokenCount": 9,"totalTokenCount": 9}}` + "\r\n\r\n",
+			err: "The prompt was blocked: PROHIBITED_CONTENT"},
+		{name: "no finish", sse: chunk(`{"text": "Hi"}`, ""), err: "Connection error: the stream ended before the answer was complete"},
+		{name: "calls without ids", sse: chunk(call, "") + chunk(call, "") + chunk(`{"text": ""}`, "STOP"), stop: "toolUse",
+			check: func(t *testing.T, msg *assistantMessage) {
+				if len(msg.Content) != 2 {
+					t.Fatalf("want two tool calls and no empty text block, got %+v", msg.Content)
+				}
+				a, b := msg.Content[0], msg.Content[1]
+				if !strings.HasPrefix(a.ID, "read_") || a.ID == b.ID || string(a.Arguments) != `{"path": "a.go"}` || !strings.HasPrefix(a.ThoughtSignature, "CiQB") {
+					t.Errorf("calls %+v", msg.Content)
+				}
+				if msg.Usage.Input != 812 || msg.Usage.Output != 111 {
+					t.Errorf("usage %+v, want input 812, output 15+96", msg.Usage)
+				}
+			}},
+		{name: "signed empty part", sse: strings.ReplaceAll(chunk(`{"text": "Done."}`, "")+chunk(`{"text": "","thoughtSignature": "c2ln"}`, "STOP"), "\r\n", "\n"), stop: "stop",
+			check: func(t *testing.T, msg *assistantMessage) {
+				if len(msg.Content) != 1 || msg.Content[0].Text != "Done." || msg.Content[0].TextSignature != "c2ln" {
+					t.Errorf("content %+v", msg.Content)
+				}
+			}},
+	})
+}
+
+// TestGeminiThinking checks thinkingConfig per model and level: budgets
+// for 2.5 models, levels for Gemini 3, and "off" as a zero budget or the
+// lowest level without thoughts.
+func TestGeminiThinking(t *testing.T) {
+	none := map[string]*string{"off": nil, "xhigh": nil, "max": nil}
+	cases := []struct {
+		id     string
+		levels map[string]*string
+		level  string
+		want   string
+	}{
+		{"gemini-2.5-flash", nil, "medium", `{"includeThoughts":true,"thinkingBudget":8192}`},
+		{"gemini-2.5-flash", nil, "xhigh", `{"includeThoughts":true,"thinkingBudget":24576}`},
+		{"gemini-2.5-flash-lite", nil, "minimal", `{"includeThoughts":true,"thinkingBudget":512}`},
+		{"gemini-2.5-pro", nil, "high", `{"includeThoughts":true,"thinkingBudget":32768}`},
+		{"gemini-2.5-flash", nil, "off", `{"thinkingBudget":0}`},
+		{"gemini-2.5-pro", none, "off", `{"thinkingBudget":128}`},
+		{"gemini-3-flash-preview", none, "low", `{"includeThoughts":true,"thinkingLevel":"LOW"}`},
+		{"gemini-3-flash-preview", none, "off", `{"thinkingLevel":"MINIMAL"}`},
+		{"gemini-3.1-pro-preview", think("!off !minimal low medium high !xhigh !max"), "off", `{"thinkingLevel":"LOW"}`},
+		{"gemini-3.1-pro-preview", think("!off !minimal low medium high !xhigh !max"), "xhigh", `{"includeThoughts":true,"thinkingLevel":"HIGH"}`},
+	}
+	for _, c := range cases {
+		m := &model{ID: c.id, levels: c.levels}
+		got, _ := json.Marshal(geminiThinking(m, c.level))
+		if string(got) != c.want {
+			t.Errorf("%s at %s: %s, want %s", c.id, c.level, got, c.want)
+		}
+	}
+}
+
+// TestCrossModelHistory checks what a conversation that moves between
+// APIs sends: a Responses tool call id goes to the other APIs as its
+// call id alone, and signatures, reasoning items and item ids go only to
+// the API (and model) that made them.
+func TestCrossModelHistory(t *testing.T) {
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: apiResponses, Provider: "openai", Model: "gpt-5.1", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: "Need to read.", ThinkingSignature: `{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA","summary":[]}`},
+			{Type: "text", Text: "Let me look.", TextSignature: `{"v":1,"id":"msg_1"}`},
+			{Type: "toolCall", ID: "call_1|fc_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1|fc_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	for _, c := range []struct {
+		api, provider, id string
+		want, never       []string
+	}{
+		{apiResponses, "openai", "gpt-5.1",
+			[]string{`"encrypted_content":"gAAAA"`, `"id":"msg_1"`, `"call_id":"call_1","id":"fc_1"`}, nil},
+		{apiResponses, "openai", "gpt-5.5",
+			[]string{`"id":"msg_rpi_1"`, `{"arguments":"{\"path\":\"a.txt\"}","call_id":"call_1","name":"read","type":"function_call"}`},
+			[]string{"gAAAA", "msg_1", "fc_1"}},
+		{apiAnthropic, "anthropic", "claude-sonnet-4-5",
+			[]string{`"id":"call_1","input"`, `"tool_use_id":"call_1"`}, []string{"gAAAA", "fc_1", `"type":"thinking"`}},
+		{apiOpenAI, "groq", "llama",
+			[]string{`"id":"call_1","type":"function"`, `"tool_call_id":"call_1"`}, []string{"fc_1"}},
+		{apiGoogle, "google", "gemini-3-flash-preview",
+			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1","name":"read"}`, `"functionResponse":{"id":"call_1"`},
+			[]string{"fc_1", "thought"}},
+	} {
+		m := &model{ID: c.id, API: c.api, Provider: c.provider, Reasoning: true, MaxTokens: 1000}
+		data, _ := json.Marshal(wireAPIs[c.api].body(streamRequest{model: m, messages: history, thinking: "medium"}))
+		for _, want := range c.want {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s/%s: request lacks %s:\n%s", c.api, c.id, want, data)
+			}
+		}
+		for _, never := range c.never {
+			if strings.Contains(string(data), never) {
+				t.Errorf("%s/%s: request has %s:\n%s", c.api, c.id, never, data)
+			}
+		}
+	}
 }

@@ -1,25 +1,24 @@
 package main
 
-// Models: the built-in catalog, pi's models.json, credentials, and the two
-// streaming APIs (OpenAI Chat Completions and Anthropic Messages) over
-// net/http with server-sent events.
+// Models: the built-in catalog, pi's models.json, credentials, and the
+// model and thinking commands. The APIs' wire formats are in providers.go.
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,37 +43,106 @@ type model struct {
 	ContextWindow int       `json:"contextWindow"`
 	MaxTokens     int       `json:"maxTokens"`
 
-	apiKey    string            // resolved credential; empty when none
+	builtin   bool              // from the catalog, not models.json
+	compat    compat            // request quirks of its host (OpenAI-compatible APIs)
+	cred      *credential       // where its key comes from; nil when none is configured
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
 	imageable bool
+	// levels is pi's thinkingLevelMap: what a level is sent as, or nil
+	// for a level the model does not take. A level it does not name is
+	// sent as itself, except xhigh and max, which it then does not take.
+	levels map[string]*string
+}
+
+// think writes a thinkingLevelMap compactly: "!off" for a level the
+// model does not take, "off=none" for one sent as another word, "low" for
+// one sent as itself.
+func think(spec string) map[string]*string {
+	levels := map[string]*string{}
+	for _, word := range strings.Fields(spec) {
+		if name, ok := strings.CutPrefix(word, "!"); ok {
+			levels[name] = nil
+			continue
+		}
+		name, value, ok := strings.Cut(word, "=")
+		if !ok {
+			value = name
+		}
+		levels[name] = &value
+	}
+	return levels
+}
+
+// levelOrder is pi's order of thinking levels, lowest first.
+var levelOrder = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// takes reports whether m accepts a thinking level, and what it is sent as.
+func (m *model) takes(level string) (string, bool) {
+	if v, named := m.levels[level]; named {
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
+	switch level {
+	case "xhigh", "max":
+		return "", false
+	case "off":
+		return "", true
+	}
+	return level, true
+}
+
+// wireLevel is the thinking level m gets for the level set, and what it
+// is sent as: a level m does not take moves to the nearest higher level
+// it takes, else to the nearest lower one (pi's rule). "off" is sent as
+// the empty string unless the model names a value for it ("none").
+func (m *model) wireLevel(level string) (string, string) {
+	i := slices.Index(levelOrder, level)
+	if i < 0 {
+		i = slices.Index(levelOrder, "medium")
+	}
+	for j := i; j < len(levelOrder); j++ {
+		if v, ok := m.takes(levelOrder[j]); ok {
+			return levelOrder[j], v
+		}
+	}
+	for j := i - 1; j >= 0; j-- {
+		if v, ok := m.takes(levelOrder[j]); ok {
+			return levelOrder[j], v
+		}
+	}
+	return "off", ""
 }
 
 const (
 	apiOpenAI    = "openai-completions"
+	apiResponses = "openai-responses"
 	apiAnthropic = "anthropic-messages"
+	apiGoogle    = "google-generative-ai"
 )
 
-// builtinModels is the small catalog of current OpenAI and Anthropic models.
-func builtinModels() []*model {
-	openai := func(id, name string, reasoning bool, window, max int, cost modelCost) *model {
-		return &model{ID: id, Name: name, API: apiOpenAI, Provider: "openai", BaseURL: "https://api.openai.com/v1",
-			Reasoning: reasoning, Input: []string{"text", "image"}, Cost: cost, ContextWindow: window, MaxTokens: max, needsKey: true}
+// supportedAPIs are the model APIs rpi speaks. A models.json model with
+// another API is kept in the catalog, so that set_model can say why it
+// cannot be used, but is never available.
+var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle}
+
+// speaks reports whether rpi speaks m's API.
+func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) }
+
+// countOf is "1 model" or "3 models".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	anthropic := func(id, name string, window, max int, cost modelCost) *model {
-		return &model{ID: id, Name: name, API: apiAnthropic, Provider: "anthropic", BaseURL: "https://api.anthropic.com",
-			Reasoning: true, Input: []string{"text", "image"}, Cost: cost, ContextWindow: window, MaxTokens: max, needsKey: true}
-	}
-	return []*model{
-		anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5", 200000, 64000, modelCost{3, 15, 0.3, 3.75}),
-		anthropic("claude-opus-4-1", "Claude Opus 4.1", 200000, 32000, modelCost{15, 75, 1.5, 18.75}),
-		anthropic("claude-haiku-4-5", "Claude Haiku 4.5", 200000, 64000, modelCost{1, 5, 0.1, 1.25}),
-		openai("gpt-5", "GPT-5", true, 400000, 128000, modelCost{1.25, 10, 0.125, 0}),
-		openai("gpt-5-mini", "GPT-5 mini", true, 400000, 128000, modelCost{0.25, 2, 0.025, 0}),
-		openai("gpt-4.1", "GPT-4.1", false, 1047576, 32768, modelCost{2, 8, 0.5, 0}),
-		openai("gpt-4o", "GPT-4o", false, 128000, 16384, modelCost{2.5, 10, 1.25, 0}),
-		openai("o4-mini", "o4-mini", true, 200000, 100000, modelCost{1.1, 4.4, 0.275, 0}),
-	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// unspokenError is the failure to use a model whose API rpi does not speak.
+func unspokenError(m *model) error {
+	return fmt.Errorf("Model %s/%s uses %s, which rpi does not speak (supported: %s)",
+		m.Provider, m.ID, m.API, strings.Join(supportedAPIs, ", "))
 }
 
 // modelsFile is pi's models.json.
@@ -84,16 +152,19 @@ type modelsFile struct {
 		API     string            `json:"api"`
 		APIKey  string            `json:"apiKey"`
 		Headers map[string]string `json:"headers"`
+		Compat  *compat           `json:"compat"`
 		Models  []struct {
-			ID            string     `json:"id"`
-			Name          string     `json:"name"`
-			API           string     `json:"api"`
-			BaseURL       string     `json:"baseUrl"`
-			Reasoning     bool       `json:"reasoning"`
-			Input         []string   `json:"input"`
-			ContextWindow int        `json:"contextWindow"`
-			MaxTokens     int        `json:"maxTokens"`
-			Cost          *modelCost `json:"cost"`
+			ID               string             `json:"id"`
+			Name             string             `json:"name"`
+			API              string             `json:"api"`
+			BaseURL          string             `json:"baseUrl"`
+			Reasoning        bool               `json:"reasoning"`
+			Input            []string           `json:"input"`
+			ContextWindow    int                `json:"contextWindow"`
+			MaxTokens        int                `json:"maxTokens"`
+			Cost             *modelCost         `json:"cost"`
+			Compat           *compat            `json:"compat"`
+			ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
 		} `json:"models"`
 	} `json:"providers"`
 }
@@ -110,11 +181,15 @@ func envOrLiteral(v string, getenv func(string) string) string {
 // isEnvName reports whether v names an environment variable: NAME, $NAME
 // or ${NAME}.
 func isEnvName(v string) bool {
-	v = strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(v, "${"), "}"), "$")
-	if v == "" {
+	return validVarName(strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(v, "${"), "}"), "$"))
+}
+
+// validVarName reports whether name can be an environment variable's.
+func validVarName(name string) bool {
+	if name == "" || name[0] >= '0' && name[0] <= '9' {
 		return false
 	}
-	for _, c := range v {
+	for _, c := range name {
 		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
 			return false
 		}
@@ -122,22 +197,36 @@ func isEnvName(v string) bool {
 	return true
 }
 
-// providerKeyVars are the environment variables the built-in providers
-// take their keys from. Children never see them (nor any variable a
-// models.json key or header names).
-var providerKeyVars = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+// modelSetup is what loadModels makes of the configuration.
+type modelSetup struct {
+	catalog  []*model  // models.json's models, then the built-in ones
+	secrets  *redactor // every key rpi holds (a command's, once it has run)
+	keyVars  []string  // the variables keys came from: children never see them
+	warnings []string  // for the client at startup
+}
 
 // loadModels builds the model list: models.json's models first (a user's
 // own configuration is what they want by default), then the catalog, each
-// with its credential resolved. It also returns every secret it resolved
-// (for redaction) and the variables they came from. A models.json that
-// cannot be read or is invalid is an error; a missing one is not.
-func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (models []*model, secrets *redactor, keyVars, warnings []string, err error) {
-	keyVars = slices.Clone(providerKeyVars)
+// with its provider's credential (see credentials). A models.json or
+// auth.json that cannot be read or is not JSON is an error; a missing one
+// is not, and a provider or model it cannot use is a warning.
+func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*modelSetup, error) {
+	setup := &modelSetup{}
+	hosted := hostedProviders()
+	keyVar := map[string]string{}
+	builtin := map[string]*hostedProvider{}
+	for _, p := range hosted {
+		keyVar[p.id], builtin[p.id] = p.keyVar, p
+		setup.keyVars = append(setup.keyVars, p.keyVar)
+	}
+	auth, err := loadAuth(dir, setup)
+	if err != nil {
+		return nil, err
+	}
 	var keys []string
 	resolve := func(v string) string {
 		if isEnvName(v) {
-			keyVars = append(keyVars, strings.TrimPrefix(strings.Trim(v, "${}"), "$"))
+			setup.keyVars = append(setup.keyVars, strings.TrimPrefix(strings.Trim(v, "${}"), "$"))
 		}
 		value := envOrLiteral(v, getenv)
 		keys = append(keys, value)
@@ -146,27 +235,44 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 	path := filepath.Join(dir, "models.json")
 	data, err := readRegularFile(path, maxResourceBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil, nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
+		return nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
 	}
+	fileKeys := map[string]string{} // models.json's apiKey per provider
+	var models []*model
 	if err == nil {
 		var file modelsFile
 		if err := json.Unmarshal(data, &file); err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
+			return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
-		for name, p := range file.Providers {
+		// One provider's mistake never stops startup: its models are
+		// skipped or kept out of use, with a warning.
+		var unspoken []string
+		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
+			p := file.Providers[name]
+			fileKeys[name] = p.APIKey
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
+				if hp := builtin[name]; hp != nil { // a model added to a built-in provider
+					api, baseURL = cmp.Or(api, hp.api), cmp.Or(baseURL, hp.baseURL)
+				}
 				switch {
 				case m.ID == "":
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: model missing \"id\"", path, name)
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped a model without \"id\"", path, name))
+					continue
+				case api == "":
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"api\"", path, name, m.ID))
+					continue
 				case baseURL == "":
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s: \"baseUrl\" is required", path, name)
-				case api != apiOpenAI && api != apiAnthropic:
-					return nil, nil, nil, nil, fmt.Errorf("Invalid %s: provider %s, model %s: \"api\" must be %s or %s", path, name, m.ID, apiOpenAI, apiAnthropic)
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: skipped model %s: no \"baseUrl\"", path, name, m.ID))
+					continue
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "", headers: map[string]string{}}
+					needsKey: p.APIKey != "" || keyVar[name] != "", headers: map[string]string{}, levels: m.ThinkingLevelMap}
+				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
+				if !mod.speaks() {
+					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
+				}
 				if mod.Input == nil {
 					mod.Input = []string{"text"}
 				}
@@ -179,55 +285,381 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (mo
 				if m.Cost != nil {
 					mod.Cost = *m.Cost
 				}
-				if p.APIKey != "" {
-					mod.apiKey = resolve(p.APIKey)
-				}
 				for k, v := range p.Headers {
 					mod.headers[k] = resolve(v)
 				}
 				models = append(models, mod)
 			}
 		}
+		if len(unspoken) > 0 {
+			setup.warnings = append(setup.warnings, fmt.Sprintf("%s: left out %s whose API rpi does not speak: %s; rpi speaks %s",
+				path, countOf(len(unspoken), "model", "models"), strings.Join(unspoken, ", "), strings.Join(supportedAPIs, ", ")))
+		}
 		sortModels(models)
 	}
-	for _, m := range builtinModels() {
-		switch m.Provider {
-		case "openai":
-			m.apiKey = getenv("OPENAI_API_KEY")
-			if base := getenv("OPENAI_BASE_URL"); base != "" {
+	for _, p := range hosted {
+		for _, m := range p.models {
+			if base := getenv("OPENAI_BASE_URL"); base != "" && p.id == "openai" {
 				m.BaseURL = strings.TrimRight(base, "/")
 			}
-		case "anthropic":
-			m.apiKey = getenv("ANTHROPIC_API_KEY")
-		}
-		keys = append(keys, m.apiKey)
-		models = append(models, m)
-	}
-	if cliKey != "" {
-		keys = append(keys, cliKey)
-		for _, m := range models {
-			if cliProvider == "" || m.Provider == cliProvider {
-				m.apiKey = cliKey
-			}
+			m.compat = detectCompat(m.Provider, m.BaseURL)
+			models = append(models, m)
 		}
 	}
+	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, keyVar: keyVar, cliProvider: cliProvider, cliKey: cliKey,
+		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: map[string]*credential{}, setup: setup}
 	for _, m := range models {
+		m.cred = creds.of(m.Provider)
 		m.imageable = slices.Contains(m.Input, "image")
 	}
-	return models, newRedactor(keys), keyVars, nil, nil
+	setup.catalog, setup.secrets = models, newRedactor(append(keys, creds.keys...))
+	return setup, nil
 }
 
-// redactor removes secrets from text that leaves rpi.
-type redactor struct{ replacer *strings.Replacer }
+// ---- Credentials ----
+
+// credential is where a provider's key comes from. A literal or an
+// environment variable is resolved at startup; a "!command" runs on the
+// first call that needs it, once for the life of rpi, and what it prints
+// is the key. When the command gives no key, fallback (the provider's
+// variable, as pi falls back) is used.
+type credential struct {
+	key      string // the key, when known at startup
+	command  string // the shell command after "!", run on first use
+	source   string // where it was configured, for messages
+	fallback *credential
+	commands *keyCommands
+}
+
+// keyRunner runs a key command and returns its trimmed output.
+type keyRunner func(ctx context.Context, command string) (string, error)
+
+// resolve returns the key, running the command the first time; a key a
+// command printed joins the secrets that are redacted from every error.
+func (c *credential) resolve(ctx context.Context, run keyRunner, secrets *redactor) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	if c.command == "" {
+		return c.key, nil
+	}
+	key, err := c.commands.run(ctx, c.command, run)
+	if err == nil {
+		secrets.add(key)
+		return key, nil
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if c.fallback != nil {
+		return c.fallback.resolve(ctx, run, secrets)
+	}
+	return "", fmt.Errorf("the command in %s %v", c.source, err)
+}
+
+// keyCommandTimeout bounds a key command (pi's is 10 s too).
+var keyCommandTimeout = 10 * time.Second
+
+// maxKeyCommandOutput bounds what rpi keeps of a key command's output.
+const maxKeyCommandOutput = 64 << 10
+
+// runKeyCommand runs a "!command" key as every child runs: with /bin/sh
+// in the session cwd, in its own process group, with the environment
+// children get (no provider keys), stdin /dev/null, stderr dropped,
+// killed after keyCommandTimeout. Its output, trimmed, is the key.
+func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
+	var out bytes.Buffer
+	overflow := false
+	cmd := s.command("/bin/sh", "-c", command)
+	cmd.Dir = s.set.cwd
+	cmd.Env = s.set.childEnv
+	ps, timedOut, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {
+		switch {
+		case stream != "stdout":
+		case out.Len()+len(p) > maxKeyCommandOutput:
+			overflow = true
+		default:
+			out.Write(p)
+		}
+	})
+	key := strings.TrimSpace(out.String())
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("could not start: %v", err)
+	case timedOut:
+		return "", fmt.Errorf("did not finish within %v", keyCommandTimeout)
+	case !ps.Success():
+		return "", fmt.Errorf("failed (%v)", ps)
+	case overflow:
+		return "", fmt.Errorf("printed more than %s", formatSize(maxKeyCommandOutput))
+	case key == "":
+		return "", errors.New("printed nothing")
+	}
+	return key, nil
+}
+
+// keyCommands remembers what each key command gave (pi: cached for the
+// process), so that it runs once however many providers name it.
+type keyCommands struct {
+	mu      sync.Mutex // guards results
+	results map[string]*keyCommand
+}
+
+type keyCommand struct {
+	mu   sync.Mutex // held while the command runs
+	done bool
+	key  string
+	err  error
+}
+
+func (k *keyCommands) run(ctx context.Context, command string, run keyRunner) (string, error) {
+	k.mu.Lock()
+	kc := k.results[command]
+	if kc == nil {
+		kc = &keyCommand{}
+		k.results[command] = kc
+	}
+	k.mu.Unlock()
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if !kc.done {
+		if run == nil {
+			return "", errors.New("cannot run here")
+		}
+		key, err := run(ctx, command)
+		if ctx.Err() != nil {
+			return "", ctx.Err() // an abort is not the command's answer: it runs again next time
+		}
+		kc.done, kc.key, kc.err = true, key, err
+	}
+	return kc.key, kc.err
+}
+
+// credentials picks each provider's credential in pi's order: --api-key,
+// then auth.json, then models.json's apiKey, then the provider's
+// variable. An auth.json key that resolves to nothing falls through to
+// the variable (as in pi, models.json's apiKey is then not consulted).
+type credentials struct {
+	getenv      func(string) string
+	auth        map[string]authCredential
+	fileKeys    map[string]string // models.json apiKey per provider
+	keyVar      map[string]string // built-in providers' variables
+	cliProvider string
+	cliKey      string
+	commands    *keyCommands
+	byProvider  map[string]*credential
+	keys        []string // every key resolved at startup
+	setup       *modelSetup
+}
+
+// literal is a credential with a known key, or nil for an empty one.
+func (cs *credentials) literal(key, source string) *credential {
+	if key == "" {
+		return nil
+	}
+	cs.keys = append(cs.keys, key)
+	return &credential{key: key, source: source}
+}
+
+func (cs *credentials) of(provider string) *credential {
+	if c, ok := cs.byProvider[provider]; ok {
+		return c
+	}
+	var env *credential
+	if name := cs.keyVar[provider]; name != "" {
+		env = cs.literal(cs.getenv(name), name)
+	}
+	var c *credential
+	switch entry, stored := cs.auth[provider]; {
+	case cs.cliKey != "" && (cs.cliProvider == "" || cs.cliProvider == provider):
+		c = cs.literal(cs.cliKey, "--api-key")
+	case stored:
+		c = cs.fromAuth(entry, env)
+	case cs.fileKeys[provider] != "":
+		c = cs.fromModelsFile(cs.fileKeys[provider], env)
+	default:
+		c = env
+	}
+	cs.byProvider[provider] = c
+	return c
+}
+
+// fromAuth resolves an auth.json key as pi does: "!command" runs on
+// first use; otherwise $NAME and ${NAME} are environment variables (the
+// entry's "env" first), $$ and $! a literal $ and !, and the rest
+// literal text. A key with a variable that is not set resolves to
+// nothing, and the provider's own variable is used instead.
+func (cs *credentials) fromAuth(entry authCredential, env *credential) *credential {
+	source := "auth.json"
+	if command, ok := strings.CutPrefix(entry.Key, "!"); ok {
+		return &credential{command: command, source: source, fallback: env, commands: cs.commands}
+	}
+	key, names, ok := expandKey(entry.Key, func(name string) string { return cmp.Or(entry.Env[name], cs.getenv(name)) })
+	cs.setup.keyVars = append(cs.setup.keyVars, names...)
+	if !ok {
+		return env
+	}
+	return cmp.Or(cs.literal(key, source), env)
+}
+
+// fromModelsFile resolves models.json's apiKey: "!command" as in
+// auth.json, otherwise the variable it names if that is set, else the
+// text itself.
+func (cs *credentials) fromModelsFile(apiKey string, env *credential) *credential {
+	source := "models.json"
+	if command, ok := strings.CutPrefix(apiKey, "!"); ok {
+		return &credential{command: command, source: source, fallback: env, commands: cs.commands}
+	}
+	if isEnvName(apiKey) {
+		cs.setup.keyVars = append(cs.setup.keyVars, strings.TrimPrefix(strings.Trim(apiKey, "${}"), "$"))
+	}
+	return cs.literal(envOrLiteral(apiKey, cs.getenv), source)
+}
+
+// expandKey expands $NAME, ${NAME}, $$ and $! in v (pi's config values).
+// It returns the names it looked up, and ok false when one is unset.
+func expandKey(v string, lookup func(string) string) (out string, names []string, ok bool) {
+	var b strings.Builder
+	ok = true
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' || i+1 == len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		name, width := "", 0
+		switch next := v[i+1]; {
+		case next == '$' || next == '!':
+			b.WriteByte(next)
+			i++
+			continue
+		case next == '{':
+			if end := strings.IndexByte(v[i+2:], '}'); end >= 0 && validVarName(v[i+2:i+2+end]) {
+				name, width = v[i+2:i+2+end], end+3
+			}
+		default:
+			end := i + 1
+			for end < len(v) && (v[end] == '_' || v[end] >= 'A' && v[end] <= 'Z' || v[end] >= 'a' && v[end] <= 'z' || v[end] >= '0' && v[end] <= '9') {
+				end++
+			}
+			if validVarName(v[i+1 : end]) {
+				name, width = v[i+1:end], end-i
+			}
+		}
+		if name == "" {
+			b.WriteByte('$')
+			continue
+		}
+		names = append(names, name)
+		value := lookup(name)
+		if value == "" {
+			ok = false
+		}
+		b.WriteString(value)
+		i += width - 1
+	}
+	return b.String(), names, ok
+}
+
+// authCredential is an api_key entry of pi's auth.json.
+type authCredential struct {
+	Key string            `json:"key"`
+	Env map[string]string `json:"env"`
+}
+
+// loadAuth reads pi's auth.json ({"<provider>": {"type":"api_key",
+// "key":…}}), a regular file only. An OAuth login (pi's /login) cannot be
+// used by rpi: one warning names those providers, which then take their
+// key from models.json or their variable. An entry of another shape is
+// ignored with a warning.
+func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) {
+	path := filepath.Join(dir, "auth.json")
+	data, err := readRegularFile(path, maxResourceBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
+	}
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(data, &file); err != nil || file == nil {
+		if err == nil {
+			err = errors.New("expected an object")
+		}
+		return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
+	}
+	auth := map[string]authCredential{}
+	var oauth []string
+	for _, provider := range slices.Sorted(maps.Keys(file)) {
+		var entry struct {
+			Type string          `json:"type"`
+			Key  json.RawMessage `json:"key"`
+			Env  json.RawMessage `json:"env"`
+		}
+		var cred authCredential
+		err := json.Unmarshal(file[provider], &entry)
+		switch {
+		case err != nil:
+		case entry.Type == "oauth":
+			oauth = append(oauth, provider)
+			continue
+		case entry.Type != "api_key":
+			err = fmt.Errorf("unknown type %q", entry.Type)
+		case entry.Key != nil && json.Unmarshal(entry.Key, &cred.Key) != nil:
+			err = errors.New(`"key" must be a string`)
+		case entry.Env != nil && json.Unmarshal(entry.Env, &cred.Env) != nil:
+			err = errors.New(`"env" must be an object of strings`)
+		}
+		if err != nil {
+			setup.warnings = append(setup.warnings, fmt.Sprintf("%s: ignored the credential of %s: %v", path, provider, err))
+			continue
+		}
+		auth[provider] = cred
+	}
+	if len(oauth) > 0 {
+		setup.warnings = append(setup.warnings, fmt.Sprintf("%s: ignored the OAuth login (pi's /login) of %s: rpi cannot use OAuth; "+
+			`give an API key instead ({"type":"api_key","key":…} here, apiKey in models.json, or the provider's key variable)`, path, strings.Join(oauth, ", ")))
+	}
+	return auth, nil
+}
+
+// redactor removes secrets from text that leaves rpi. Keys a command
+// prints join it when the command has run.
+type redactor struct {
+	mu       sync.Mutex // guards secrets and serialises add
+	secrets  []string
+	replacer atomic.Pointer[strings.Replacer]
+}
 
 // minSecretLength: shorter values (a local server's "x") are not secrets
 // worth hiding and would mangle ordinary text.
 const minSecretLength = 8
 
 func newRedactor(secrets []string) *redactor {
+	r := &redactor{}
+	for _, s := range secrets {
+		r.add(s)
+	}
+	if r.replacer.Load() == nil {
+		r.replacer.Store(strings.NewReplacer())
+	}
+	return r
+}
+
+// add makes text with secret (or its URL-escaped forms) come out redacted.
+func (r *redactor) add(secret string) {
+	if r == nil || len(secret) < minSecretLength {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.secrets, secret) {
+		return
+	}
+	r.secrets = append(r.secrets, secret)
 	var pairs []string
 	seen := map[string]bool{}
-	for _, secret := range secrets {
+	for _, secret := range r.secrets {
 		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
 			if len(form) >= minSecretLength && !seen[form] {
 				seen[form] = true
@@ -235,14 +667,14 @@ func newRedactor(secrets []string) *redactor {
 			}
 		}
 	}
-	return &redactor{strings.NewReplacer(pairs...)}
+	r.replacer.Store(strings.NewReplacer(pairs...))
 }
 
 func (r *redactor) redact(text string) string {
 	if r == nil {
 		return text
 	}
-	return r.replacer.Replace(text)
+	return r.replacer.Load().Replace(text)
 }
 
 // MarshalJSON writes the Model object with any password in its baseUrl
@@ -265,614 +697,21 @@ func sortModels(models []*model) {
 }
 
 // usable reports whether a model can be called: it has a key or needs none.
-func (m *model) usable() bool { return !m.needsKey || m.apiKey != "" }
+func (m *model) usable() bool { return m.speaks() && (!m.needsKey || m.cred != nil) }
 
 // noModelMessage says how to configure a model; it is the prompt failure
 // when none is usable.
-const noModelMessage = "No model available. Set OPENAI_API_KEY or ANTHROPIC_API_KEY, pass --api-key with --provider, " +
-	"or add an OpenAI-compatible server to models.json in $PI_CODING_AGENT_DIR (default ~/.pi/agent); see README.md."
-
-// ---- Streaming ----
-
-// assistantEvent is the assistantMessageEvent of a message_update: deltas
-// only, never a copy of the message so far.
-type assistantEvent struct {
-	Type         string        `json:"type"`
-	ContentIndex int           `json:"contentIndex"`
-	Delta        *string       `json:"delta,omitempty"`
-	ID           string        `json:"id,omitempty"`
-	ToolName     string        `json:"toolName,omitempty"`
-	ToolCall     *contentBlock `json:"toolCall,omitempty"`
-}
-
-// streamRequest is one model call.
-type streamRequest struct {
-	model    *model
-	system   string
-	messages []any
-	tools    []*tool
-	thinking string
-	secrets  *redactor
-}
-
-// providerError is a failed model call; status is the HTTP status (0 for
-// a network failure) and retryAfter the server's Retry-After, if any.
-type providerError struct {
-	status     int
-	retryAfter time.Duration
-	message    string
-}
-
-func (e *providerError) Error() string { return e.message }
-
-// streamer builds a streaming answer in msg and emits an event per delta.
-type streamer struct {
-	msg  *assistantMessage
-	emit func(assistantEvent)
-	// open blocks by provider index: each content block of msg as it grows.
-	blocks map[int]int
-	args   map[int]*strings.Builder
-}
-
-func (st *streamer) startBlock(key int, b contentBlock) int {
-	st.msg.Content = append(st.msg.Content, b)
-	i := len(st.msg.Content) - 1
-	st.blocks[key] = i
-	switch b.Type {
-	case "text":
-		st.emit(assistantEvent{Type: "text_start", ContentIndex: i})
-	case "thinking":
-		st.emit(assistantEvent{Type: "thinking_start", ContentIndex: i})
-	case "toolCall":
-		st.args[i] = &strings.Builder{}
-		st.emit(assistantEvent{Type: "toolcall_start", ContentIndex: i, ID: b.ID, ToolName: b.Name})
-	}
-	return i
-}
-
-func (st *streamer) delta(i int, text string) {
-	b := &st.msg.Content[i]
-	kind := ""
-	switch b.Type {
-	case "text":
-		b.Text += text
-		kind = "text_delta"
-	case "thinking":
-		b.Thinking += text
-		kind = "thinking_delta"
-	case "toolCall":
-		st.args[i].WriteString(text)
-		kind = "toolcall_delta"
-	}
-	st.emit(assistantEvent{Type: kind, ContentIndex: i, Delta: &text})
-}
-
-func (st *streamer) endBlock(i int) {
-	b := &st.msg.Content[i]
-	switch b.Type {
-	case "text":
-		st.emit(assistantEvent{Type: "text_end", ContentIndex: i})
-	case "thinking":
-		st.emit(assistantEvent{Type: "thinking_end", ContentIndex: i})
-	case "toolCall":
-		args := strings.TrimSpace(st.args[i].String())
-		if args == "" {
-			args = "{}"
-		}
-		if !json.Valid([]byte(args)) {
-			raw, _ := json.Marshal(map[string]string{"_raw": args})
-			args = string(raw)
-		}
-		b.Arguments = json.RawMessage(args)
-		call := *b
-		st.emit(assistantEvent{Type: "toolcall_end", ContentIndex: i, ToolCall: &call})
-	}
-}
-
-// modelClient calls providers. It follows no redirect: a key sent in a
-// header must not travel on to another host.
-var modelClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// callModel streams one answer into msg, calling started once the provider
-// has accepted the request and emit for each delta. Every secret rpi
-// holds is removed from the error it returns: a server may echo a key.
-func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
-	err := streamModel(ctx, req, msg, started, emit)
-	var perr *providerError
-	switch {
-	case errors.As(err, &perr):
-		perr.message = req.secrets.redact(perr.message)
-	case err != nil && ctx.Err() == nil:
-		err = errors.New(req.secrets.redact(err.Error()))
-	}
-	return err
-}
-
-func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
-	st := &streamer{msg: msg, emit: emit, blocks: map[int]int{}, args: map[int]*strings.Builder{}}
-	var (
-		url  string
-		body any
-	)
-	headers := map[string]string{"Content-Type": "application/json", "Accept": "text/event-stream"}
-	if req.model.API == apiAnthropic {
-		url, body = req.model.BaseURL+"/v1/messages", anthropicBody(req)
-		headers["anthropic-version"] = "2023-06-01"
-		if req.model.apiKey != "" {
-			headers["x-api-key"] = req.model.apiKey
-		}
-	} else {
-		url, body = req.model.BaseURL+"/chat/completions", openAIBody(req)
-		if req.model.apiKey != "" {
-			headers["Authorization"] = "Bearer " + req.model.apiKey
-		}
-	}
-	for k, v := range req.model.headers {
-		headers[k] = v
-	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	for k, v := range headers {
-		httpReq.Header.Set(k, v)
-	}
-	resp, err := modelClient.Do(httpReq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &providerError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
-			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(string(text)))}
-	}
-	started()
-	if req.model.API == apiAnthropic {
-		err = readAnthropic(resp.Body, st, req.model)
-	} else {
-		err = readOpenAI(resp.Body, st, req.model)
-	}
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
-
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string) time.Duration {
-	if v == "" {
-		return -1
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return -1
-}
-
-// sseEvents reads server-sent events, calling fn with each event's name
-// and data (data lines joined by "\n").
-func sseEvents(r io.Reader, fn func(name, data string) (stop bool, err error)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var name string
-	var data []string
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil && (err != io.EOF || line == "") {
-			if err == io.EOF {
-				return &providerError{message: "Connection error: the stream ended before the answer was complete"}
-			}
-			return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
-		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case line == "":
-			if len(data) > 0 {
-				if stop, err := fn(name, strings.Join(data, "\n")); stop || err != nil {
-					return err
-				}
-			}
-			name, data = "", nil
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "event:"):
-			name = strings.TrimSpace(line[len("event:"):])
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
-		}
-	}
-}
-
-// computeCost fills usage.Cost from the model's per-million prices.
-func computeCost(u *usage, m *model) {
-	u.Cost = costBreakdown{
-		Input:      float64(u.Input) * m.Cost.Input / 1e6,
-		Output:     float64(u.Output) * m.Cost.Output / 1e6,
-		CacheRead:  float64(u.CacheRead) * m.Cost.CacheRead / 1e6,
-		CacheWrite: float64(u.CacheWrite) * m.Cost.CacheWrite / 1e6,
-	}
-	u.Cost.Total = u.Cost.Input + u.Cost.Output + u.Cost.CacheRead + u.Cost.CacheWrite
-	u.TotalTokens = u.Input + u.Output + u.CacheRead + u.CacheWrite
-}
-
-// ---- OpenAI Chat Completions ----
-
-// openAIEffort maps a thinking level to reasoning_effort.
-func openAIEffort(level string) string {
-	if level == "xhigh" {
-		return "high"
-	}
-	return level
-}
-
-func openAIBody(req streamRequest) map[string]any {
-	var messages []map[string]any
-	if req.system != "" {
-		messages = append(messages, map[string]any{"role": "system", "content": req.system})
-	}
-	for _, m := range contextMessages(req.messages) {
-		switch m := m.(type) {
-		case *userMessage:
-			var parts []map[string]any
-			for _, b := range m.Content {
-				if b.Type == "text" {
-					parts = append(parts, map[string]any{"type": "text", "text": b.Text})
-				} else if b.Type == "image" && req.model.imageable {
-					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": "data:" + b.MimeType + ";base64," + b.Data}})
-				}
-			}
-			if len(parts) > 0 {
-				messages = append(messages, map[string]any{"role": "user", "content": parts})
-			}
-		case *assistantMessage:
-			msg := map[string]any{"role": "assistant", "content": nil}
-			var text strings.Builder
-			var calls []map[string]any
-			for _, b := range m.Content {
-				switch b.Type {
-				case "text":
-					text.WriteString(b.Text)
-				case "toolCall":
-					calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-						"function": map[string]string{"name": b.Name, "arguments": string(b.Arguments)}})
-				}
-			}
-			if text.Len() > 0 {
-				msg["content"] = text.String()
-			}
-			if calls != nil {
-				msg["tool_calls"] = calls
-			}
-			if text.Len() > 0 || calls != nil {
-				messages = append(messages, msg)
-			}
-		case *toolResultMessage:
-			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": resultText(m.Content)})
-		}
-	}
-	body := map[string]any{
-		"model": req.model.ID, "messages": messages, "stream": true,
-		"stream_options": map[string]bool{"include_usage": true},
-	}
-	if strings.Contains(req.model.BaseURL, "api.openai.com") {
-		body["max_completion_tokens"] = min(req.model.MaxTokens, 32000)
-	} else {
-		body["max_tokens"] = min(req.model.MaxTokens, 32000)
-	}
-	if len(req.tools) > 0 {
-		var tools []map[string]any
-		for _, t := range req.tools {
-			tools = append(tools, map[string]any{"type": "function",
-				"function": map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}})
-		}
-		body["tools"] = tools
-	}
-	if req.model.Reasoning && req.thinking != "off" {
-		body["reasoning_effort"] = openAIEffort(req.thinking)
-	}
-	return body
-}
-
-type openAIChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-			ReasoningText    *string `json:"reasoning_text"`
-			ToolCalls        []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func readOpenAI(body io.Reader, st *streamer, m *model) error {
-	current := -1 // index of the open content block
-	finish := ""
-	closeCurrent := func() {
-		if current >= 0 {
-			st.endBlock(current)
-			current = -1
-		}
-	}
-	open := func(kind string, b contentBlock) int {
-		if current >= 0 && st.msg.Content[current].Type == kind && (kind != "toolCall" || b.ID == "") {
-			return current
-		}
-		closeCurrent()
-		current = st.startBlock(len(st.msg.Content), b)
-		return current
-	}
-	err := sseEvents(body, func(_, data string) (bool, error) {
-		if data == "[DONE]" {
-			return true, nil
-		}
-		var chunk openAIChunk
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
-		}
-		if chunk.Error != nil {
-			return true, &providerError{message: chunk.Error.Message}
-		}
-		if u := chunk.Usage; u != nil {
-			cached := 0
-			if u.PromptTokensDetails != nil {
-				cached = u.PromptTokensDetails.CachedTokens
-			}
-			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = u.PromptTokens-cached, cached, u.CompletionTokens
-		}
-		for _, c := range chunk.Choices {
-			d := c.Delta
-			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText} {
-				if thinking != nil && *thinking != "" {
-					st.delta(open("thinking", contentBlock{Type: "thinking"}), *thinking)
-					break
-				}
-			}
-			if d.Content != nil && *d.Content != "" {
-				st.delta(open("text", contentBlock{Type: "text"}), *d.Content)
-			}
-			for _, tc := range d.ToolCalls {
-				i := open("toolCall", contentBlock{Type: "toolCall", ID: tc.ID, Name: tc.Function.Name})
-				if tc.Function.Arguments != "" {
-					st.delta(i, tc.Function.Arguments)
-				}
-			}
-			if c.FinishReason != nil {
-				finish = *c.FinishReason
-			}
-		}
-		return false, nil
-	})
-	closeCurrent()
-	if err != nil {
-		return err
-	}
-	switch finish {
-	case "stop", "end", "":
-		st.msg.StopReason = "stop"
-	case "length":
-		st.msg.StopReason = "length"
-	case "tool_calls", "function_call":
-		st.msg.StopReason = "toolUse"
-	default:
-		return &providerError{message: "The model stopped: " + finish}
-	}
-	computeCost(&st.msg.Usage, m)
-	return nil
-}
-
-// ---- Anthropic Messages ----
-
-// thinkingBudgets are Anthropic's thinking token budgets per level.
-var thinkingBudgets = map[string]int{"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
-
-func anthropicBody(req streamRequest) map[string]any {
-	var messages []map[string]any
-	add := func(role string, blocks []map[string]any) {
-		if len(blocks) == 0 {
-			return
-		}
-		if n := len(messages); n > 0 && messages[n-1]["role"] == role {
-			messages[n-1]["content"] = append(messages[n-1]["content"].([]map[string]any), blocks...)
-			return
-		}
-		messages = append(messages, map[string]any{"role": role, "content": blocks})
-	}
-	for _, m := range contextMessages(req.messages) {
-		switch m := m.(type) {
-		case *userMessage:
-			var blocks []map[string]any
-			for _, b := range m.Content {
-				if b.Type == "text" && b.Text != "" {
-					blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
-				} else if b.Type == "image" && req.model.imageable {
-					blocks = append(blocks, map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}})
-				}
-			}
-			add("user", blocks)
-		case *assistantMessage:
-			var blocks []map[string]any
-			for _, b := range m.Content {
-				switch b.Type {
-				case "text":
-					if b.Text != "" {
-						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
-					}
-				case "thinking":
-					if b.ThinkingSignature != "" {
-						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.ThinkingSignature})
-					}
-				case "toolCall":
-					blocks = append(blocks, map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Arguments})
-				}
-			}
-			add("assistant", blocks)
-		case *toolResultMessage:
-			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": resultText(m.Content), "is_error": m.IsError}})
-		}
-	}
-	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": req.model.MaxTokens}
-	if req.system != "" {
-		body["system"] = req.system
-	}
-	if len(req.tools) > 0 {
-		var tools []map[string]any
-		for _, t := range req.tools {
-			tools = append(tools, map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema})
-		}
-		body["tools"] = tools
-	}
-	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
-		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
-		body["max_tokens"] = max(req.model.MaxTokens, budget+4096)
-	}
-	return body
-}
-
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Index   int    `json:"index"`
-	Message struct {
-		Usage anthropicUsage `json:"usage"`
-	} `json:"message"`
-	ContentBlock struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"content_block"`
-	Delta struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Thinking    string `json:"thinking"`
-		Signature   string `json:"signature"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
-	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
-	Error *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-}
-
-func readAnthropic(body io.Reader, st *streamer, m *model) error {
-	stop := ""
-	u := &st.msg.Usage
-	err := sseEvents(body, func(_, data string) (bool, error) {
-		var ev anthropicEvent
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
-		}
-		switch ev.Type {
-		case "message_start":
-			mu := ev.Message.Usage
-			u.Input, u.Output, u.CacheRead, u.CacheWrite = mu.InputTokens, mu.OutputTokens, mu.CacheReadInputTokens, mu.CacheCreationInputTokens
-		case "content_block_start":
-			switch ev.ContentBlock.Type {
-			case "text":
-				st.startBlock(ev.Index, contentBlock{Type: "text"})
-			case "thinking":
-				st.startBlock(ev.Index, contentBlock{Type: "thinking"})
-			case "tool_use":
-				st.startBlock(ev.Index, contentBlock{Type: "toolCall", ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
-			}
-		case "content_block_delta":
-			i, ok := st.blocks[ev.Index]
-			if !ok {
-				return true, &providerError{message: "Invalid response from the model server: delta for a block that never started"}
-			}
-			switch ev.Delta.Type {
-			case "text_delta":
-				st.delta(i, ev.Delta.Text)
-			case "thinking_delta":
-				st.delta(i, ev.Delta.Thinking)
-			case "signature_delta":
-				st.msg.Content[i].ThinkingSignature += ev.Delta.Signature
-			case "input_json_delta":
-				st.delta(i, ev.Delta.PartialJSON)
-			}
-		case "content_block_stop":
-			if i, ok := st.blocks[ev.Index]; ok {
-				st.endBlock(i)
-				delete(st.blocks, ev.Index)
-			}
-		case "message_delta":
-			if ev.Delta.StopReason != "" {
-				stop = ev.Delta.StopReason
-			}
-			if ev.Usage != nil {
-				u.Output = ev.Usage.OutputTokens
-				if ev.Usage.InputTokens > 0 {
-					u.Input = ev.Usage.InputTokens
-				}
-			}
-		case "message_stop":
-			return true, nil
-		case "error":
-			msg := "The model server reported an error"
-			if ev.Error != nil {
-				msg = ev.Error.Type + ": " + ev.Error.Message
-			}
-			return true, &providerError{message: msg}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return err
-	}
-	switch stop {
-	case "end_turn", "stop_sequence", "pause_turn", "":
-		st.msg.StopReason = "stop"
-	case "max_tokens":
-		st.msg.StopReason = "length"
-	case "tool_use":
-		st.msg.StopReason = "toolUse"
-	default:
-		return &providerError{message: "The model stopped: " + stop}
-	}
-	computeCost(u, m)
-	return nil
-}
+const noModelMessage = "No model available. Set a provider's key variable (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, " +
+	"GROQ_API_KEY, OPENROUTER_API_KEY, … see docs/models.md), give it a key in auth.json, pass --api-key with --provider, " +
+	"or add a server to models.json in $PI_CODING_AGENT_DIR (default ~/.pi/agent)."
 
 // ---- Choosing the model ----
 
 // chooseModel picks the starting model: --model (and --provider), then
 // settings.json's default, then the first usable model. The thinking
-// suffix of --model ("id:high") is returned too.
+// suffix of --model ("id:high") is returned too. With --provider naming a
+// built-in provider, an id the catalog does not list is taken as a model
+// of that provider (see adoptModel); the caller adds it to the catalog.
 func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
 	thinking := ""
 	if spec != "" {
@@ -880,15 +719,26 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		if i := strings.LastIndex(spec, ":"); i > 0 && slices.Contains(thinkingLevels, spec[i+1:]) {
 			id, thinking = spec[:i], spec[i+1:]
 		}
+		explicit := provider != ""
 		if provider == "" {
 			if p, rest, ok := strings.Cut(id, "/"); ok {
 				provider, id = p, rest
 			}
 		}
+		var unspoken *model
 		for _, m := range models {
 			if m.ID == id && (provider == "" || m.Provider == provider) {
-				return m, thinking, nil
+				if m.speaks() {
+					return m, thinking, nil
+				}
+				unspoken = cmp.Or(unspoken, m)
 			}
+		}
+		if unspoken != nil {
+			return nil, "", unspokenError(unspoken)
+		}
+		if m := adoptModel(models, provider, id); explicit && m != nil {
+			return m, thinking, nil
 		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
@@ -903,6 +753,21 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		}
 	}
 	return nil, "", nil
+}
+
+// adoptModel makes a model of a built-in provider from an id its catalog
+// entry does not list (the catalog holds a few models per provider): the
+// provider's URL, API and key, a 128000-token window and a 16384-token
+// output limit, no reasoning settings and no prices. Nil when provider is
+// not built in.
+func adoptModel(models []*model, provider, id string) *model {
+	for _, m := range models {
+		if m.builtin && m.Provider == provider {
+			return &model{ID: id, Name: id, API: m.API, Provider: provider, BaseURL: m.BaseURL, Input: []string{"text"},
+				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey}
+		}
+	}
+	return nil
 }
 
 // effectiveThinking is the thinking level the current model gets: off for
@@ -936,7 +801,8 @@ func (s *server) switchModel(m *model) {
 
 // setModel switches the model for the next call.
 // Fields: provider, modelId. Answer: the Model object; a model that is
-// unknown or has no credentials fails with "Model not found: p/id".
+// unknown or has no credentials fails with "Model not found: p/id", one
+// whose API rpi does not speak with a message naming the API.
 func (s *server) setModel(r *request) (any, error) {
 	provider, err := r.str("provider")
 	if err != nil {
@@ -946,8 +812,12 @@ func (s *server) setModel(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range s.usableModels() {
-		if m.Provider == provider && m.ID == id {
+	for _, m := range s.set.catalog {
+		switch {
+		case m.Provider != provider || m.ID != id:
+		case !m.speaks():
+			return nil, unspokenError(m)
+		case m.usable():
 			s.switchModel(m)
 			return m, nil
 		}

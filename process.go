@@ -597,9 +597,21 @@ func (s *server) runShell(ctx context.Context, command string, timeout time.Dura
 	cmd := s.command(s.set.shell, "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
-	c, err := s.procs.start(cmd, childOptions{}, out.add)
+	ps, timedOut, err = s.runChild(ctx, cmd, timeout, out.add)
 	if err != nil {
 		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
+	}
+	return ps, timedOut, nil
+}
+
+// runChild runs cmd to its end as every short-lived child runs: in its own
+// process group, with stdin /dev/null, its stdout and stderr passed to
+// onOutput. Cancelling ctx or the timeout (0: none) kills the group:
+// SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
+func (s *server) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
+	c, err := s.procs.start(cmd, childOptions{}, onOutput)
+	if err != nil {
+		return nil, false, err
 	}
 	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {

@@ -165,8 +165,26 @@ func newTestEnv(t testing.TB) *testEnv {
 	return e
 }
 
-// hiddenVars are the host's variables a test run never passes on.
-var hiddenVars = []string{"PI_CODING_AGENT_DIR", "HOME", "TMPDIR", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "RPI_COMPAT"}
+// hiddenVars are the host's variables a test run never passes on: rpi's
+// own and every built-in provider's key variable.
+var hiddenVars = append([]string{"PI_CODING_AGENT_DIR", "HOME", "TMPDIR", "OPENAI_BASE_URL", "RPI_COMPAT"}, catalogKeyVars()...)
+
+// catalogKeyVars are the built-in providers' key variables.
+func catalogKeyVars() []string {
+	var vars []string
+	for _, p := range hostedProviders() {
+		vars = append(vars, p.keyVar)
+	}
+	return vars
+}
+
+// withoutKeys is environ with every built-in provider's key variable empty.
+func withoutKeys(environ []string) []string {
+	for _, v := range catalogKeyVars() {
+		environ = append(environ, v+"=")
+	}
+	return environ
+}
 
 // env is the environment rpi gets: the host's (for children), without
 // anything of the developer's that rpi reads, plus the test's variables.

@@ -90,13 +90,13 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	if cfg.approve {
 		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
 	}
-	catalog, secrets, keyVars, warnings, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
+	models, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
 	if err != nil {
 		return nil, err
 	}
-	set.catalog, set.secrets = catalog, secrets
-	set.notices = append(set.notices, warnings...)
-	set.childEnv = withoutVariables(env.environ, keyVars)
+	set.catalog, set.secrets = models.catalog, models.secrets
+	set.notices = append(set.notices, models.warnings...)
+	set.childEnv = withoutVariables(env.environ, models.keyVars)
 	var skipped []string
 	set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
 	set.slashCommands = loadResources(dir, "user", &skipped)
@@ -156,11 +156,20 @@ func (set *settings) applySettingsFile(path string) {
 	}
 }
 
-// jsonError says where in data a JSON error is (line and column).
+// jsonError says where in data a JSON error is (line and column): a
+// syntax error, or a value of the wrong type.
 func jsonError(data []byte, err error) error {
 	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) && syntax.Offset > 0 {
-		before := data[:min(int(syntax.Offset), len(data))]
+	var typeErr *json.UnmarshalTypeError
+	offset := int64(0)
+	switch {
+	case errors.As(err, &syntax):
+		offset = syntax.Offset
+	case errors.As(err, &typeErr):
+		offset = typeErr.Offset
+	}
+	if offset > 0 {
+		before := data[:min(int(offset), len(data))]
 		line := strings.Count(string(before), "\n") + 1
 		col := len(before) - strings.LastIndexByte(string(before), '\n') - 1
 		return fmt.Errorf("line %d, column %d: %v", line, col, err)

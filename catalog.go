@@ -1,0 +1,225 @@
+package main
+
+// The built-in catalog: the providers rpi knows by name, each with its
+// base URL, API, key variable and a few current models, and the request
+// quirks of OpenAI-compatible hosts. The entries follow pi's generated
+// catalog (pi-ai 1.6.0, generated 2026-11-20); docs/models.md says how to
+// bring them up to date.
+
+import (
+	"net/url"
+	"strings"
+)
+
+// catalogDate is the date of pi's catalog the entries below follow.
+const catalogDate = "2026-11-20"
+
+// hostedProvider is a provider rpi knows by name.
+type hostedProvider struct {
+	id      string
+	baseURL string
+	api     string
+	keyVar  string   // the environment variable its key comes from
+	models  []*model // its models, with Provider, API and BaseURL filled in
+}
+
+// chat declares a catalog model: its id and name, whether it reasons and
+// takes images, its context window and output limit, its price in
+// dollars per million tokens (input, output, cache read, cache write) and
+// the thinking levels it takes (think's notation; "" for the default:
+// off to high).
+func chat(id, name string, reasoning, images bool, window, maxTokens int, cost modelCost, levels string) *model {
+	m := &model{ID: id, Name: name, Reasoning: reasoning, Input: []string{"text"}, Cost: cost,
+		ContextWindow: window, MaxTokens: maxTokens, needsKey: true, builtin: true}
+	if images {
+		m.Input = append(m.Input, "image")
+	}
+	if levels != "" {
+		m.levels = think(levels)
+	}
+	return m
+}
+
+// Thinking levels some models share (think's notation).
+const (
+	lowToHigh        = "!off !minimal low medium high !xhigh !max"
+	offLowToHigh     = "off=none !minimal low medium high !xhigh !max"
+	lowHighMax       = "!off !minimal low !medium high !xhigh max"
+	minimalToHigh    = "!off minimal low medium high !xhigh !max"
+	offLowToXhigh    = "off=none !minimal low medium high xhigh !max"
+	thinkingOnlyHigh = "!minimal !low !medium high !xhigh"
+)
+
+// hostedProviders is the catalog, built afresh each time (its models
+// get their credentials attached).
+func hostedProviders() []*hostedProvider {
+	const text, image = false, true
+	providers := []*hostedProvider{
+		{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", models: []*model{
+			chat("claude-sonnet-4-5", "Claude Sonnet 4.5", true, image, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""),
+			chat("claude-opus-4-1", "Claude Opus 4.1", true, image, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""),
+			chat("claude-haiku-4-5", "Claude Haiku 4.5", true, image, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""),
+		}},
+		{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", models: []*model{
+			chat("gpt-6.2-sol", "GPT-6.2 Sol", true, image, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"),
+			chat("gpt-5.5", "GPT-5.5", true, image, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh),
+			chat("gpt-5.1", "GPT-5.1", true, image, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh),
+			chat("gpt-5", "GPT-5", true, image, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, minimalToHigh),
+			chat("gpt-5-mini", "GPT-5 mini", true, image, 400000, 128000, modelCost{0.25, 2, 0.025, 0}, minimalToHigh),
+			chat("gpt-4.1", "GPT-4.1", false, image, 1047576, 32768, modelCost{2, 8, 0.5, 0}, ""),
+			chat("gpt-4o", "GPT-4o", false, image, 128000, 16384, modelCost{2.5, 10, 1.25, 0}, ""),
+			chat("o4-mini", "o4-mini", true, image, 200000, 100000, modelCost{1.1, 4.4, 0.275, 0}, lowToHigh),
+		}},
+		{id: "google", baseURL: "https://generativelanguage.googleapis.com/v1beta", api: apiGoogle, keyVar: "GEMINI_API_KEY", models: []*model{
+			chat("gemini-3.1-pro-preview", "Gemini 3.1 Pro Preview", true, image, 1048576, 65536, modelCost{2, 12, 0.2, 0}, lowToHigh),
+			chat("gemini-3-flash-preview", "Gemini 3 Flash Preview", true, image, 1048576, 65536, modelCost{0.5, 3, 0.05, 0}, minimalToHigh),
+			// 2.5 Pro cannot stop thinking: off is its lowest budget.
+			chat("gemini-2.5-pro", "Gemini 2.5 Pro", true, image, 1048576, 65536, modelCost{1.25, 10, 0.125, 0}, "!off"),
+			chat("gemini-2.5-flash", "Gemini 2.5 Flash", true, image, 1048576, 65536, modelCost{0.3, 2.5, 0.03, 0}, ""),
+		}},
+		{id: "deepseek", baseURL: "https://api.deepseek.com", api: apiOpenAI, keyVar: "DEEPSEEK_API_KEY", models: []*model{
+			chat("deepseek-v4-pro", "DeepSeek V4 Pro", true, text, 1000000, 384000, modelCost{1.32, 3.96, 0.044, 0}, "!minimal !low !medium high max"),
+			chat("deepseek-flash", "DeepSeek V4.1 Flash", true, image, 1000000, 384000, modelCost{0.3, 1.2, 0.006, 0}, "!minimal low !medium high max"),
+		}},
+		{id: "groq", baseURL: "https://api.groq.com/openai/v1", api: apiOpenAI, keyVar: "GROQ_API_KEY", models: []*model{
+			chat("llama-3.3-70b-versatile", "Llama 3.3 70B", false, text, 131072, 32768, modelCost{0.59, 0.79, 0, 0}, ""),
+			chat("llama-3.1-8b-instant", "Llama 3.1 8B", false, text, 131072, 131072, modelCost{0.05, 0.08, 0, 0}, ""),
+			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 65536, modelCost{0.15, 0.6, 0.075, 0}, lowToHigh),
+			chat("qwen/qwen3.8-27b", "Qwen3.8 27B", true, image, 131072, 16384, modelCost{0.8, 4, 0, 0}, offLowToHigh),
+		}},
+		{id: "cerebras", baseURL: "https://api.cerebras.ai/v1", api: apiOpenAI, keyVar: "CEREBRAS_API_KEY", models: []*model{
+			chat("gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 40960, modelCost{0.35, 0.75, 0.35, 0}, lowToHigh),
+			chat("qwen-3.8-27b", "Qwen3.8 27B", true, image, 131072, 40960, modelCost{0.99, 1.49, 0.99, 0}, offLowToHigh),
+		}},
+		{id: "xai", baseURL: "https://api.x.ai/v1", api: apiResponses, keyVar: "XAI_API_KEY", models: []*model{
+			chat("grok-4.7", "Grok 4.7", true, image, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"),
+			chat("grok-4.3", "Grok 4.3", true, image, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh),
+		}},
+		{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", models: []*model{
+			chat("openai/gpt-5.5", "OpenAI: GPT-5.5", true, image, 1050000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh),
+			chat("deepseek/deepseek-v4.1-flash", "DeepSeek: DeepSeek V4.1 Flash", true, image, 1048576, 943718, modelCost{0.3, 1.2, 0.006, 0}, "off=none !minimal low !medium high !xhigh max"),
+			chat("google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", true, image, 1048576, 65536, modelCost{1.25, 10, 0.125, 0.375}, "!off"),
+		}},
+		// pi speaks Mistral's own API (mistral-conversations); rpi uses
+		// the OpenAI-compatible Chat Completions endpoint of the same
+		// server, without reasoning settings (see docs/models.md).
+		{id: "mistral", baseURL: "https://api.mistral.ai/v1", api: apiOpenAI, keyVar: "MISTRAL_API_KEY", models: []*model{
+			chat("devstral-2512", "Devstral 2", false, text, 262144, 262144, modelCost{0.4, 2, 0.04, 0}, ""),
+			chat("codestral-2508", "Codestral 25.08", false, text, 256000, 8192, modelCost{0.3, 0.9, 0.03, 0}, ""),
+			chat("mistral-large-latest", "Mistral Large (latest)", false, image, 1048576, 262144, modelCost{0.7, 2.1, 0.07, 0}, ""),
+			chat("mistral-medium-latest", "Mistral Medium (latest)", false, image, 262144, 262144, modelCost{1.5, 7.5, 0.15, 0}, ""),
+		}},
+		{id: "together", baseURL: "https://api.together.ai/v1", api: apiOpenAI, keyVar: "TOGETHER_API_KEY", models: []*model{
+			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 131072, modelCost{0.15, 0.6, 0, 0}, lowToHigh),
+			chat("deepseek-ai/DeepSeek-V4-Pro-0813", "DeepSeek V4 Pro 0813", true, text, 1048576, 384000, modelCost{1.32, 3.96, 0.13, 0}, thinkingOnlyHigh),
+			chat("zai-org/GLM-5.3", "GLM-5.3", true, text, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"),
+			chat("moonshotai/Kimi-K3", "Kimi K3", true, image, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"),
+		}},
+		{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", models: []*model{
+			chat("accounts/fireworks/models/glm-5p3", "GLM 5.3", true, text, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax),
+			chat("accounts/fireworks/models/kimi-k3", "Kimi K3", true, image, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax),
+		}},
+		{id: "huggingface", baseURL: "https://router.huggingface.co/v1", api: apiOpenAI, keyVar: "HF_TOKEN", models: []*model{
+			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 131072, modelCost{0.25, 0.69, 0, 0}, lowToHigh),
+			chat("moonshotai/Kimi-K3", "Kimi K3", true, image, 1000000, 1000000, modelCost{3, 15, 0, 0}, lowHighMax),
+			chat("Qwen/Qwen3-Coder-480B-A35B-Instruct", "Qwen3-Coder-480B-A35B-Instruct", false, text, 262144, 65536, modelCost{2, 2, 0, 0}, ""),
+			chat("zai-org/GLM-5.3", "GLM-5.3", true, text, 1048576, 131072, modelCost{1.4, 4.4, 0, 0}, lowHighMax),
+		}},
+	}
+	for _, p := range providers {
+		for _, m := range p.models {
+			m.Provider, m.API, m.BaseURL = p.id, p.api, p.baseURL
+		}
+	}
+	return providers
+}
+
+// compat are the request quirks of an OpenAI-compatible host (pi's
+// detectCompat): the field that caps the answer, how reasoning is asked
+// for, and what the host refuses.
+type compat struct {
+	// MaxTokensField is "max_tokens" or "max_completion_tokens".
+	MaxTokensField string `json:"maxTokensField"`
+	// ThinkingFormat is how reasoning is asked for: "openai"
+	// (reasoning_effort), "deepseek" (thinking.type), "openrouter"
+	// (reasoning.effort), "together" (reasoning.enabled), "zai"
+	// (thinking.type with clear_thinking), or "none".
+	ThinkingFormat string `json:"thinkingFormat"`
+	// SupportsReasoningEffort: reasoning_effort goes with the openai,
+	// deepseek, together and zai formats.
+	SupportsReasoningEffort *bool `json:"supportsReasoningEffort"`
+	// SupportsUsageInStreaming: stream_options.include_usage is sent.
+	SupportsUsageInStreaming *bool `json:"supportsUsageInStreaming"`
+	// RequiresReasoningContent: replayed assistant turns carry
+	// reasoning_content (DeepSeek's rule).
+	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
+}
+
+// detectCompat is a host's quirks, known from the provider's name or its
+// base URL's host. An unknown host (a local server) gets max_tokens,
+// which every OpenAI-compatible server takes, and reasoning_effort.
+func detectCompat(provider, baseURL string) compat {
+	host := ""
+	if u, err := url.Parse(baseURL); err == nil {
+		host = u.Hostname()
+	}
+	is := func(id, domain string) bool {
+		return provider == id || host == domain || strings.HasSuffix(host, "."+domain)
+	}
+	c := compat{MaxTokensField: "max_tokens", ThinkingFormat: "openai"}
+	switch {
+	case is("openrouter", "openrouter.ai"):
+		c.MaxTokensField, c.ThinkingFormat = "max_completion_tokens", "openrouter"
+	case is("openai", "openai.com"), is("groq", "groq.com"), is("cerebras", "cerebras.ai"),
+		is("fireworks", "fireworks.ai"), is("huggingface", "huggingface.co"):
+		c.MaxTokensField = "max_completion_tokens"
+	case is("xai", "x.ai"):
+		c.MaxTokensField, c.SupportsReasoningEffort = "max_completion_tokens", ptr(false)
+	case is("deepseek", "deepseek.com"):
+		c.ThinkingFormat, c.RequiresReasoningContent = "deepseek", ptr(true)
+	case is("together", "together.ai"), is("together", "together.xyz"):
+		c.ThinkingFormat = "together"
+	case is("zai", "z.ai"), is("zai", "bigmodel.cn"):
+		c.ThinkingFormat = "zai"
+	case is("moonshotai", "moonshot.ai"), is("moonshotai", "moonshot.cn"):
+		c.ThinkingFormat, c.SupportsReasoningEffort = "deepseek", ptr(false)
+	case is("mistral", "mistral.ai"):
+		// Mistral refuses fields it does not know (stream_options too);
+		// usage comes in the last chunk anyway.
+		c.ThinkingFormat, c.SupportsReasoningEffort, c.SupportsUsageInStreaming = "none", ptr(false), ptr(false)
+	}
+	return c
+}
+
+// over is c with the fields o sets (models.json's compat).
+func (c compat) over(o *compat) compat {
+	if o == nil {
+		return c
+	}
+	if o.MaxTokensField != "" {
+		c.MaxTokensField = o.MaxTokensField
+	}
+	if o.ThinkingFormat != "" {
+		c.ThinkingFormat = o.ThinkingFormat
+	}
+	for _, f := range []struct{ to, from **bool }{
+		{&c.SupportsReasoningEffort, &o.SupportsReasoningEffort},
+		{&c.SupportsUsageInStreaming, &o.SupportsUsageInStreaming},
+		{&c.RequiresReasoningContent, &o.RequiresReasoningContent},
+	} {
+		if *f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	return c
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// setting reads an optional setting.
+func setting(b *bool, otherwise bool) bool {
+	if b == nil {
+		return otherwise
+	}
+	return *b
+}

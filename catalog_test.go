@@ -1,0 +1,199 @@
+package main
+
+// The built-in catalog and the request quirks of each host.
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// catalogModel is a built-in model as loadModels sets it up.
+func catalogModel(t *testing.T, provider, id string) *model {
+	t.Helper()
+	setup, err := loadModels(t.TempDir(), "", "", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range setup.catalog {
+		if m.Provider == provider && m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("no %s/%s in the catalog", provider, id)
+	return nil
+}
+
+// TestCatalog checks that every provider the issue names is built in,
+// with an https base URL, an API rpi speaks, a key variable, and models
+// whose numbers are filled in and whose thinking levels make sense.
+func TestCatalog(t *testing.T) {
+	want := []string{"anthropic", "openai", "google", "deepseek", "groq", "cerebras", "xai", "openrouter", "mistral", "together", "fireworks", "huggingface"}
+	var got []string
+	vars := map[string]bool{}
+	for _, p := range hostedProviders() {
+		got = append(got, p.id)
+		if !strings.HasPrefix(p.baseURL, "https://") || !slices.Contains(supportedAPIs, p.api) || p.keyVar == "" || vars[p.keyVar] || len(p.models) < 2 {
+			t.Errorf("provider %s: %+v", p.id, p)
+		}
+		vars[p.keyVar] = true
+		for _, m := range p.models {
+			if m.ContextWindow <= 0 || m.MaxTokens <= 0 || m.Cost.Input <= 0 || m.Cost.Output <= 0 || m.Name == "" {
+				t.Errorf("%s/%s: %+v", p.id, m.ID, m)
+			}
+			for _, level := range levelOrder {
+				if l, _ := m.wireLevel(level); m.Reasoning {
+					if _, ok := m.takes(l); !ok {
+						t.Errorf("%s/%s: level %s moves to %s, which it does not take", p.id, m.ID, level, l)
+					}
+				}
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("providers %q, want %q", got, want)
+	}
+}
+
+// TestHostQuirks checks what each host is sent: the field that caps the
+// answer, how reasoning is asked for at a level (a level a model does not
+// take moves to the nearest one it does), what is left out where a host
+// refuses it, and DeepSeek's reasoning_content on replayed answers.
+func TestHostQuirks(t *testing.T) {
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("hi")},
+		&assistantMessage{Role: "assistant", StopReason: "stop", Content: []contentBlock{{Type: "thinking", Thinking: "Hm."}, {Type: "text", Text: "Hello."}}},
+		&userMessage{Role: "user", Content: textBlocks("again")},
+	}
+	cases := []struct {
+		provider, id, level string
+		want, never         []string
+	}{
+		{"deepseek", "deepseek-v4-pro", "high", []string{`"max_tokens":32000`, `"thinking":{"type":"enabled"}`, `"reasoning_effort":"high"`,
+			`"reasoning_content":"Hm."`, `"stream_options":{"include_usage":true}`}, []string{"max_completion_tokens"}},
+		{"deepseek", "deepseek-v4-pro", "off", []string{`"thinking":{"type":"disabled"}`}, []string{"reasoning_effort"}},
+		{"deepseek", "deepseek-v4-pro", "xhigh", []string{`"reasoning_effort":"max"`}, nil},
+		{"openrouter", "openai/gpt-5.5", "medium", []string{`"max_completion_tokens":32000`, `"reasoning":{"effort":"medium"}`}, []string{"reasoning_effort"}},
+		{"openrouter", "openai/gpt-5.5", "off", []string{`"reasoning":{"effort":"none"}`}, nil},
+		{"groq", "openai/gpt-oss-120b", "low", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"low"`}, []string{`"max_tokens"`}},
+		{"groq", "openai/gpt-oss-120b", "off", []string{`"reasoning_effort":"low"`}, nil},
+		{"groq", "qwen/qwen3.8-27b", "off", []string{`"reasoning_effort":"none"`}, nil},
+		{"groq", "llama-3.3-70b-versatile", "high", []string{`"max_completion_tokens":32000`}, []string{"reasoning"}},
+		{"cerebras", "gpt-oss-120b", "medium", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"medium"`}, nil},
+		{"together", "deepseek-ai/DeepSeek-V4-Pro-0813", "xhigh", []string{`"max_tokens":32000`, `"reasoning":{"enabled":true}`, `"reasoning_effort":"high"`}, nil},
+		{"together", "deepseek-ai/DeepSeek-V4-Pro-0813", "off", []string{`"reasoning":{"enabled":false}`}, []string{"reasoning_effort"}},
+		{"fireworks", "accounts/fireworks/models/kimi-k3", "high", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"high"`}, nil},
+		{"huggingface", "moonshotai/Kimi-K3", "medium", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"high"`}, nil},
+		{"mistral", "devstral-2512", "high", []string{`"max_tokens":32000`}, []string{"stream_options", "reasoning", "thinking"}},
+		{"openai", "gpt-5.1", "off", []string{`"reasoning":{"effort":"none"}`, `"max_output_tokens":32000`, `"role":"developer"`}, []string{"include", "summary"}},
+		{"openai", "gpt-5", "off", []string{`"reasoning":{"effort":"minimal","summary":"auto"}`, `"include":["reasoning.encrypted_content"]`}, nil},
+		{"openai", "gpt-5.5", "xhigh", []string{`"reasoning":{"effort":"xhigh","summary":"auto"}`, `"strict":false`}, nil},
+		{"xai", "grok-4.3", "off", []string{`"reasoning":{"effort":"none"}`, `"include":["reasoning.encrypted_content"]`}, []string{"strict"}},
+		{"google", "gemini-2.5-pro", "off", []string{`"thinkingConfig":{"thinkingBudget":128}`}, nil},
+	}
+	for _, c := range cases {
+		m := catalogModel(t, c.provider, c.id)
+		readTool := &tool{name: "read", description: "Read a file", schema: json.RawMessage(`{"type":"object"}`)}
+		data, _ := json.Marshal(wireAPIs[m.API].body(streamRequest{model: m, system: "SYS", messages: history, thinking: c.level, tools: []*tool{readTool}}))
+		for _, want := range c.want {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s/%s at %s: request lacks %s:\n%s", c.provider, c.id, c.level, want, data)
+			}
+		}
+		for _, never := range c.never {
+			if strings.Contains(string(data), never) {
+				t.Errorf("%s/%s at %s: request has %s:\n%s", c.provider, c.id, c.level, never, data)
+			}
+		}
+	}
+}
+
+// TestHostedProviderByVariable checks that a provider's key variable is
+// all it takes: with GROQ_API_KEY set, --provider groq --model <id>
+// starts with that model, get_available_models lists Groq's models (and
+// no provider without a key), and an id the catalog does not list is
+// taken as a Groq model with Groq's URL and key.
+func TestHostedProviderByVariable(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"openai/gpt-oss-120b", "moonshotai/kimi-k2-instruct"} {
+		e := newTestEnv(t)
+		e.vars["GROQ_API_KEY"] = "gsk_test_key_123456"
+		cwd := t.TempDir()
+		pr, pw := io.Pipe()
+		out := newWatchedOutput()
+		done := make(chan int)
+		go func() {
+			done <- runRPI(t, e, []string{"rpc", "--cwd", cwd, "--provider", "groq", "--model", id}, pr, out)
+		}()
+		io.WriteString(pw, `{"id":"s","type":"get_state"}`+"\n"+`{"id":"l","type":"get_available_models"}`+"\n")
+		pw.Close()
+		if code := <-done; code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out.bytes())
+		}
+		var state, list struct {
+			Data struct {
+				Model  *model   `json:"model"`
+				Models []*model `json:"models"`
+			} `json:"data"`
+		}
+		for _, line := range strings.Split(string(out.bytes()), "\n") {
+			switch {
+			case strings.HasPrefix(line, `{"id":"s"`):
+				json.Unmarshal([]byte(line), &state)
+			case strings.HasPrefix(line, `{"id":"l"`):
+				json.Unmarshal([]byte(line), &list)
+			}
+		}
+		if m := state.Data.Model; m == nil || m.ID != id || m.Provider != "groq" || m.BaseURL != "https://api.groq.com/openai/v1" || m.API != apiOpenAI {
+			t.Errorf("%s: state model %+v\n%s", id, m, out.bytes())
+		}
+		var listed []string
+		for _, m := range list.Data.Models {
+			if m.Provider != "groq" {
+				t.Errorf("%s: listed %s/%s without a key", id, m.Provider, m.ID)
+			}
+			listed = append(listed, m.ID)
+		}
+		if !slices.Contains(listed, id) || !slices.Contains(listed, "llama-3.3-70b-versatile") {
+			t.Errorf("%s: listed %q", id, listed)
+		}
+		if strings.Contains(string(out.bytes()), "gsk_test_key") {
+			t.Errorf("the key is in the output")
+		}
+	}
+}
+
+// TestMistralContentChunks checks that a Chat Completions delta whose
+// content is a list of chunks (Mistral's thinking and text) streams as
+// thinking and text.
+func TestMistralContentChunks(t *testing.T) {
+	sse := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me see."}]}]},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}]},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	msg, _, err := readStream(t, apiOpenAI, sse)
+	if err != nil || len(msg.Content) != 2 || msg.Content[0].Thinking != "Let me see." || msg.Content[1].Text != "Hi there" || msg.StopReason != "stop" {
+		t.Errorf("err %v, message %+v", err, msg)
+	}
+}
+
+// TestModelsJSONAddsToBuiltin checks that a models.json model under a
+// built-in provider's name takes that provider's URL, API and key.
+func TestModelsJSONAddsToBuiltin(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"models":[{"id":"new-model","contextWindow":8192}]}}}`), 0o600)
+	setup, err := loadModels(dir, "", "", func(k string) string { return map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := setup.catalog[0]
+	key, _ := m.cred.resolve(t.Context(), nil, setup.secrets)
+	if m.ID != "new-model" || m.BaseURL != "https://api.groq.com/openai/v1" || m.API != apiOpenAI || key != "gsk_abcdefgh" || !m.usable() ||
+		m.compat.MaxTokensField != "max_completion_tokens" || len(setup.warnings) > 0 {
+		t.Errorf("model %+v, key %q, warnings %q", m, key, setup.warnings)
+	}
+}
