@@ -122,7 +122,7 @@ Flags:
   --model ID                    model (provider/id, or id with --provider; optional :thinking suffix)
   --api-key KEY                 API key for the provider
   --thinking LEVEL              off, minimal, low, medium, high or xhigh
-  --tools a,b,c                 active tools (read, write, edit, bash, ls, grep, find, todo_write, process, ask_user)
+  --tools a,b,c                 active tools (read, write, edit, bash, ls, grep, find, todo, process, ask_user)
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
   --session FILE                open this session file
