@@ -334,7 +334,7 @@ type agentRun struct {
 }
 
 // runInput is a message a run starts from or takes from a queue: the
-// user's (*userMessage), or a loop's custom message.
+// user's (*userMessage), or a loop's custom message (rawMessage, loops.go).
 type runInput interface{ runInput() }
 
 func (*userMessage) runInput() {}
@@ -387,6 +387,7 @@ func (s *server) setPhase(phase runPhase) {
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
 // agent run.
+// Once idle, the loops report the run and may start a waiting fire.
 func (s *server) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
@@ -402,6 +403,7 @@ func (s *server) settle(run *agentRun) (next []runInput) {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
 	}
+	s.loopsSettledLocked(run)
 	close(run.settled)
 	s.mu.Unlock()
 	run.cancel()

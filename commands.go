@@ -70,6 +70,11 @@ func init() {
 		"get_todos":               (*server).getTodos,
 		"set_todos":               (*server).setTodos,
 		"todo_op":                 (*server).todoOpCommand,
+		"loop_create":             (*server).loopCreate,
+		"loop_update":             (*server).loopUpdate,
+		"loop_list":               (*server).loopList,
+		"loop_delete":             (*server).loopDelete,
+		"loop_cancel":             (*server).loopCancel,
 		"new_session":             (*server).newSessionCommand,
 		"switch_session":          (*server).switchSession,
 		"fork":                    (*server).fork,
@@ -104,11 +109,12 @@ type server struct {
 	// background counts answers and work that have still to finish.
 	background sync.WaitGroup
 
-	conv     *conversation // the messages and the session file (own locks)
-	procs    *processTable // children: background processes, user bash (own lock)
-	ui       *dialogs      // open dialogs (own lock)
-	temp     *tempFiles    // rpi's temp folder (own lock)
-	watchdog *watchdog     // kills children if rpi dies (own lock)
+	conv     *conversation  // the messages and the session file (own locks)
+	procs    *processTable  // children: background processes, user bash (own lock)
+	loops    *loopScheduler // scheduled prompts (own locks, loops.go)
+	ui       *dialogs       // open dialogs (own lock)
+	temp     *tempFiles     // rpi's temp folder (own lock)
+	watchdog *watchdog      // kills children if rpi dies (own lock)
 
 	mu             sync.Mutex // guards the agent's state below
 	model          *model     // the model the next call uses; nil when none is usable
@@ -137,6 +143,7 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 		stderr:         stderr,
 		command:        exec.Command,
 		ui:             newDialogs(),
+		loops:          &loopScheduler{},
 		thinkingLevel:  "medium",
 		steeringMode:   "one-at-a-time",
 		followUpMode:   "one-at-a-time",
