@@ -288,6 +288,31 @@ func (s *server) loopUpdate(r *request) (any, error) {
 			}
 		}
 	}
+	now := s.env.clock.Now()
+	l := s.loops
+	return s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
+		changed := *t
+		change(&changed, now)
+		tasks[slices.Index(tasks, t)] = &changed
+		return tasks
+	}, func(t *loopTask) (any, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.findLocked(id) != t {
+			return nil, noLoop(id) // expired meanwhile
+		}
+		change(t, now)
+		s.emit("loop_updated", loopUpdated{t.wire()}, nil)
+		s.armLoopsLocked(now)
+		return t.wire(), nil
+	})
+}
+
+// editLoop changes the loop named id, holding the loops file's lock:
+// when the loop is durable, the file is first saved as plan (applied to a
+// copy of the list) says the loops will be, and only then does commit
+// make the change (it must check that the loop is still there).
+func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -297,31 +322,12 @@ func (s *server) loopUpdate(r *request) (any, error) {
 	if t == nil {
 		return nil, noLoop(id)
 	}
-	now := s.env.clock.Now()
 	if t.Durable {
-		err := l.save(path, func(tasks []*loopTask) []*loopTask {
-			for i, task := range tasks {
-				if task == t {
-					changed := *t
-					change(&changed, now)
-					tasks[i] = &changed
-				}
-			}
-			return tasks
-		})
-		if err != nil {
+		if err := l.save(path, func(tasks []*loopTask) []*loopTask { return plan(tasks, t) }); err != nil {
 			return nil, err
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.findLocked(id) != t {
-		return nil, noLoop(id) // expired meanwhile
-	}
-	change(t, now)
-	s.emit("loop_updated", loopUpdated{t.wire()}, nil)
-	s.armLoopsLocked(now)
-	return t.wire(), nil
+	return commit(t)
 }
 
 // loopList answers the loops, oldest first.
@@ -355,40 +361,27 @@ func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := s.loops
-	l.fileMu.Lock()
-	defer l.fileMu.Unlock()
-	l.mu.Lock()
-	t, path := l.findLocked(id), l.path
-	l.mu.Unlock()
-	if t == nil {
-		return nil, noLoop(id)
-	}
-	if t.Durable {
-		err := l.save(path, func(tasks []*loopTask) []*loopTask {
-			return slices.DeleteFunc(tasks, func(task *loopTask) bool { return task == t })
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
 	reason := "deleted"
 	if cancel {
 		reason = "cancelled"
 	}
-	s.mu.Lock()
-	l.mu.Lock()
-	if l.findLocked(id) != t {
-		l.mu.Unlock()
-		s.mu.Unlock()
-		return nil, noLoop(id) // expired meanwhile
-	}
-	aborted := s.dropLoopLocked(t, reason, cancel)
-	s.armLoopsLocked(s.env.clock.Now())
-	l.mu.Unlock()
-	s.mu.Unlock()
-	if aborted == nil {
+	var aborted *agentRun
+	_, err = s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
+		return slices.DeleteFunc(tasks, func(task *loopTask) bool { return task == t })
+	}, func(t *loopTask) (any, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.loops.mu.Lock()
+		defer s.loops.mu.Unlock()
+		if s.loops.findLocked(id) != t {
+			return nil, noLoop(id) // expired meanwhile
+		}
+		aborted = s.dropLoopLocked(t, reason, cancel)
+		s.armLoopsLocked(s.env.clock.Now())
 		return nil, nil
+	})
+	if err != nil || aborted == nil {
+		return nil, err
 	}
 	s.answerLater(r, func() (any, error) {
 		<-aborted.settled

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,21 @@ func TestDurableLoopSurvivesRestart(t *testing.T) {
 	}
 	if lines := strings.Split(second.String(), "\n"); len(lines) < 4 || !slices.Equal(lines[1:4], want) {
 		t.Errorf("second run:\n%s\nwant after session_started:\n%s", second.String(), strings.Join(want, "\n"))
+	}
+
+	// Updating and deleting durable loops rewrite the file; deleting the
+	// last one removes it.
+	var third syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"u","type":"loop_update","taskId":"`+tasks[0].ID+`","prompt":"Weekly report"}`+"\n"+
+		`{"id":"x","type":"loop_delete","taskId":"`+tasks[2].ID+`"}`+"\n"), &third)
+	saved, _ = os.ReadFile(session + ".loops.json")
+	if !strings.Contains(string(saved), "Weekly report") || strings.Contains(string(saved), "Fires at once") {
+		t.Errorf("after update and delete: %s\n%s", saved, third.String())
+	}
+	var fourth syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"x","type":"loop_cancel","taskId":"`+tasks[0].ID+`"}`+"\n"), &fourth)
+	if _, err := os.Stat(session + ".loops.json"); !errors.Is(err, os.ErrNotExist) || !strings.Contains(fourth.String(), `"reason":"cancelled"`) {
+		t.Errorf("the loops file is still there (%v):\n%s", err, fourth.String())
 	}
 }
 
