@@ -334,6 +334,25 @@ type agentRun struct {
 	mu          sync.Mutex // guards the fields below
 	cancelRetry func()     // set while waiting to retry
 	retryAfter  time.Duration
+	failure     string // run_failed's message, once the run failed for good
+}
+
+// runInput is a message a run starts from or takes from a queue: the
+// user's (*userMessage), or a loop's custom message (rawMessage, loops.go).
+type runInput interface{ runInput() }
+
+func (*userMessage) runInput() {}
+
+// inputs makes user messages run inputs (nil stays nil).
+func inputs(ms []*userMessage) []runInput {
+	if ms == nil {
+		return nil
+	}
+	out := make([]runInput, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
 }
 
 // retryable matches errors worth another attempt (pi's list).
@@ -372,10 +391,11 @@ func (s *server) setPhase(phase runPhase) {
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
 // agent run.
-func (s *server) settle(run *agentRun) (next []*userMessage) {
+// Once idle, the loops report the run and may start a waiting fire.
+func (s *server) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
-		next = append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...)
+		next = inputs(append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...))
 	}
 	if len(next) > 0 {
 		s.phase, run.agent = running, true
@@ -387,6 +407,7 @@ func (s *server) settle(run *agentRun) (next []*userMessage) {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
 	}
+	s.loopsSettledLocked(run)
 	close(run.settled)
 	s.mu.Unlock()
 	run.cancel()
@@ -471,7 +492,7 @@ func (s *server) holdRunsAgain() <-chan struct{} {
 // runAgent drives a run chain: turns until the model stops with nothing
 // queued, auto-retries, compaction, and finally agent_settled. A panic
 // anywhere in it ends the run with an error instead of ending rpi.
-func (s *server) runAgent(run *agentRun, pending []*userMessage) {
+func (s *server) runAgent(run *agentRun, pending []runInput) {
 	for pending != nil {
 		s.runOnce(run, pending)
 		pending = s.settle(run)
@@ -479,7 +500,7 @@ func (s *server) runAgent(run *agentRun, pending []*userMessage) {
 }
 
 // runOnce is one prompt's work: turns, retries and compaction.
-func (s *server) runOnce(run *agentRun, pending []*userMessage) {
+func (s *server) runOnce(run *agentRun, pending []runInput) {
 	attempt := 0
 	overflowRetried := false
 	for {
@@ -495,6 +516,9 @@ func (s *server) runOnce(run *agentRun, pending []*userMessage) {
 			}
 			if last != nil && last.StopReason == "error" {
 				s.emit("run_failed", runFailed{last.ErrorMessage}, nil)
+				run.mu.Lock()
+				run.failure = last.ErrorMessage
+				run.mu.Unlock()
 			}
 			return
 		}
@@ -515,7 +539,7 @@ func (s *server) runOnce(run *agentRun, pending []*userMessage) {
 }
 
 // safeTurns is runTurns with a panic turned into a failed answer.
-func (s *server) safeTurns(run *agentRun, pending []*userMessage, attempt int) (last *assistantMessage, retryErr string) {
+func (s *server) safeTurns(run *agentRun, pending []runInput, attempt int) (last *assistantMessage, retryErr string) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
@@ -573,7 +597,7 @@ func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan 
 // with nothing queued. It returns the last answer, and the error message
 // when the run ended in an error worth retrying (then agent_end says
 // willRetry and the failed answer leaves the context).
-func (s *server) runTurns(run *agentRun, pending []*userMessage, attempt int) (*assistantMessage, string) {
+func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
 	s.emit("agent_start", nil, nil)
 	var produced []any
 	var last *assistantMessage
@@ -606,10 +630,10 @@ func (s *server) runTurns(run *agentRun, pending []*userMessage, attempt int) (*
 		if run.ctx.Err() != nil {
 			break
 		}
-		if pending = s.takeQueued(true); len(pending) > 0 || len(results) > 0 {
+		if pending = inputs(s.takeQueued(true)); len(pending) > 0 || len(results) > 0 {
 			continue
 		}
-		if pending = s.takeQueued(false); len(pending) > 0 {
+		if pending = inputs(s.takeQueued(false)); len(pending) > 0 {
 			continue
 		}
 		break
@@ -960,7 +984,7 @@ func (s *server) prompt(r *request) (any, error) {
 	run := s.startRunLocked(running)
 	s.mu.Unlock()
 	s.reply(r, piOnly{disposition{"started"}}, nil)
-	pending := append([]*userMessage{msg}, s.takeQueued(true)...)
+	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
 	s.goBackground(func() { s.runAgent(run, pending) })
 	return noReply{}, nil
 }

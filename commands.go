@@ -68,6 +68,13 @@ func init() {
 		"get_available_models":    (*server).getAvailableModels,
 		"get_session_stats":       (*server).getSessionStats,
 		"get_todos":               (*server).getTodos,
+		"set_todos":               (*server).setTodos,
+		"todo_op":                 (*server).todoOpCommand,
+		"loop_create":             (*server).loopCreate,
+		"loop_update":             (*server).loopUpdate,
+		"loop_list":               (*server).loopList,
+		"loop_delete":             (*server).loopDelete,
+		"loop_cancel":             (*server).loopCancel,
 		"new_session":             (*server).newSessionCommand,
 		"switch_session":          (*server).switchSession,
 		"fork":                    (*server).fork,
@@ -102,11 +109,12 @@ type server struct {
 	// background counts answers and work that have still to finish.
 	background sync.WaitGroup
 
-	conv     *conversation // the messages and the session file (own locks)
-	procs    *processTable // children: background processes, user bash (own lock)
-	ui       *dialogs      // open dialogs (own lock)
-	temp     *tempFiles    // rpi's temp folder (own lock)
-	watchdog *watchdog     // kills children if rpi dies (own lock)
+	conv     *conversation  // the messages and the session file (own locks)
+	procs    *processTable  // children: background processes, user bash (own lock)
+	loops    *loopScheduler // scheduled prompts (own locks, loops.go)
+	ui       *dialogs       // open dialogs (own lock)
+	temp     *tempFiles     // rpi's temp folder (own lock)
+	watchdog *watchdog      // kills children if rpi dies (own lock)
 
 	mu             sync.Mutex // guards the agent's state below
 	model          *model     // the model the next call uses; nil when none is usable
@@ -120,7 +128,7 @@ type server struct {
 	changing       int       // session changes waiting for the agent to stop; no run starts meanwhile
 	steering       []*userMessage
 	followUp       []*userMessage
-	todos          []todo
+	todos          []todoPhase // the plan (todos.go)
 }
 
 func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, error) {
@@ -135,6 +143,7 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 		stderr:         stderr,
 		command:        exec.Command,
 		ui:             newDialogs(),
+		loops:          &loopScheduler{},
 		thinkingLevel:  "medium",
 		steeringMode:   "one-at-a-time",
 		followUpMode:   "one-at-a-time",
@@ -245,21 +254,21 @@ func (s *server) answerLater(r *request, work func() (any, error)) {
 
 // stateData is the answer to get_state (§6), in pi's key order.
 type stateData struct {
-	Model                 *model `json:"model"` // null when none is usable
-	ThinkingLevel         string `json:"thinkingLevel"`
-	IsStreaming           bool   `json:"isStreaming"`
-	IsCompacting          bool   `json:"isCompacting"`
-	SteeringMode          string `json:"steeringMode"`
-	FollowUpMode          string `json:"followUpMode"`
-	SessionFile           any    `json:"sessionFile"` // null with --no-session
-	SessionID             string `json:"sessionId"`
-	SessionName           string `json:"sessionName,omitempty"`
-	AutoCompactionEnabled bool   `json:"autoCompactionEnabled"`
-	AutoRetryEnabled      bool   `json:"autoRetryEnabled"`
-	MessageCount          int    `json:"messageCount"`
-	PendingMessageCount   int    `json:"pendingMessageCount"`
-	Todos                 []todo `json:"todos"`
-	ProcessCount          int    `json:"processCount"`
+	Model                 *model      `json:"model"` // null when none is usable
+	ThinkingLevel         string      `json:"thinkingLevel"`
+	IsStreaming           bool        `json:"isStreaming"`
+	IsCompacting          bool        `json:"isCompacting"`
+	SteeringMode          string      `json:"steeringMode"`
+	FollowUpMode          string      `json:"followUpMode"`
+	SessionFile           any         `json:"sessionFile"` // null with --no-session
+	SessionID             string      `json:"sessionId"`
+	SessionName           string      `json:"sessionName,omitempty"`
+	AutoCompactionEnabled bool        `json:"autoCompactionEnabled"`
+	AutoRetryEnabled      bool        `json:"autoRetryEnabled"`
+	MessageCount          int         `json:"messageCount"`
+	PendingMessageCount   int         `json:"pendingMessageCount"`
+	TodoPhases            []todoPhase `json:"todoPhases"`
+	ProcessCount          int         `json:"processCount"`
 }
 
 // getState answers every field of the session's state.
@@ -287,7 +296,7 @@ func (s *server) getState(r *request) (any, error) {
 		AutoRetryEnabled:      s.autoRetry,
 		MessageCount:          info.messages,
 		PendingMessageCount:   len(s.steering) + len(s.followUp),
-		Todos:                 append([]todo{}, s.todos...),
+		TodoPhases:            s.todoPlanLocked(),
 		ProcessCount:          processes,
 	}, nil
 }
@@ -416,14 +425,4 @@ func (s *server) setSessionName(r *request) (any, error) {
 	}
 	s.tell(uiRequest{Method: "setTitle", Title: name})
 	return nil, nil
-}
-
-// getTodos answers the agent's todo list.
-// Fields: none. Answer: {"todos":[{id, content, status}]}.
-func (s *server) getTodos(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return struct {
-		Todos []todo `json:"todos"`
-	}{append([]todo{}, s.todos...)}, nil
 }

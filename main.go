@@ -122,7 +122,7 @@ Flags:
   --model ID                    model (provider/id, or id with --provider; optional :thinking suffix)
   --api-key KEY                 API key for the provider
   --thinking LEVEL              off, minimal, low, medium, high or xhigh
-  --tools a,b,c                 active tools (read, write, edit, bash, ls, grep, find, todo_write, process, ask_user)
+  --tools a,b,c                 active tools (read, write, edit, bash, ls, grep, find, todo, process, ask_user)
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
   --session FILE                open this session file
@@ -267,6 +267,7 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	for _, notice := range s.set.notices {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
+	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	frames := make(chan []frame, 4)
 	go readFrames(stdin, s.env.maxLineBytes, frames)
@@ -296,10 +297,11 @@ loop:
 	return 0
 }
 
-// shutdown lets running commands finish (for up to finishGrace, when
-// patient), then refuses new children, aborts what remains, kills every
+// shutdown ends the loops, lets running commands finish (for up to
+// finishGrace, when patient), then refuses new children, aborts what remains, kills every
 // child's process group and waits for the last answers to be written.
 func (s *server) shutdown(patient bool) {
+	s.stopLoops()
 	if patient {
 		waitGroup(&s.background, finishGrace)
 	}

@@ -405,7 +405,7 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 		}
 		b = bytes.ReplaceAll(b, []byte("$DIALOG_ID"), []byte(last))
 	}
-	if !uuidPlaceholder.Match(b) {
+	if !uuidPlaceholder.Match(b) && !loopPlaceholder.Match(b) {
 		return b
 	}
 	actual := map[string]string{}
@@ -413,16 +413,22 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 		actual[fmt.Sprintf("$UUID%d", i)] = uuid
 		return ""
 	})
-	return uuidPlaceholder.ReplaceAllFunc(b, func(p []byte) []byte {
-		if uuid, ok := actual[string(p)]; ok {
-			return []byte(uuid)
+	numberedLoopIDs(string(out.bytes()), func(i int, id string) {
+		actual[fmt.Sprintf("$LOOP%d", i)] = id
+	})
+	replace := func(p []byte) []byte {
+		if id, ok := actual[string(p)]; ok {
+			return []byte(id)
 		}
 		t.Errorf("input names %s before the output shows it", p)
 		return p
-	})
+	}
+	return loopPlaceholder.ReplaceAllFunc(uuidPlaceholder.ReplaceAllFunc(b, replace), replace)
 }
 
 var uuidPlaceholder = regexp.MustCompile(`\$UUID\d+`)
+
+var loopPlaceholder = regexp.MustCompile(`\$LOOP\d+`)
 
 // normalizer replaces what is truly nondeterministic with placeholders.
 // Numbered placeholders keep identity: $UUID1 is the same value wherever it
@@ -441,6 +447,8 @@ var (
 	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
 	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId)":"([0-9a-f]{8})"`)
+	// loopIDPattern finds a loop's 12 hex digits where rpi writes them.
+	loopIDPattern = regexp.MustCompile(`("(?:id|task_id)":"|Loop |loop with id )([0-9a-f]{12})\b`)
 )
 
 func (n normalizer) apply(out []byte) string {
@@ -466,6 +474,7 @@ func (n normalizer) apply(out []byte) string {
 	s = timePattern.ReplaceAllString(s, "$$TIME")
 	s = fileTimePattern.ReplaceAllString(s, "$$FILETIME")
 	s = numberedGroup(s, entryIDPattern, "ENTRY")
+	s = numberedLoopIDs(s, nil)
 	s = msPattern.ReplaceAllString(s, `"$1":$$MS`)
 	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
 	s = tempDirPattern.ReplaceAllString(s, "$$RPI_TEMP")
@@ -591,6 +600,25 @@ func numberedGroup(s string, re *regexp.Regexp, prefix string) string {
 			seen[sub[2]] = p
 		}
 		return fmt.Sprintf(`"%s":"%s"`, sub[1], "$"+p)
+	})
+}
+
+// numberedLoopIDs replaces each distinct loop id with $LOOPn, n counting
+// from 1 in order of first appearance, calling found (when not nil) with
+// each new one.
+func numberedLoopIDs(s string, found func(int, string)) string {
+	seen := map[string]string{}
+	return loopIDPattern.ReplaceAllStringFunc(s, func(m string) string {
+		sub := loopIDPattern.FindStringSubmatch(m)
+		p, ok := seen[sub[2]]
+		if !ok {
+			p = fmt.Sprintf("$LOOP%d", len(seen)+1)
+			seen[sub[2]] = p
+			if found != nil {
+				found(len(seen), sub[2])
+			}
+		}
+		return sub[1] + p
 	})
 }
 

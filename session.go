@@ -678,14 +678,35 @@ func (c *conversation) addLocked(typ string, fields []field) error {
 
 // appendMessage adds a message to the conversation and the session.
 func (c *conversation) appendMessage(m any) error {
+	typ, fields := "message", []field{{"message", m}}
+	if raw, ok := m.(rawMessage); ok && messageRole(json.RawMessage(raw)) == "custom" {
+		typ, fields = "custom_message", customMessageFields(raw)
+	}
 	c.mu.Lock()
 	c.msgs = append(c.msgs, m)
-	err := c.addLocked("message", []field{{"message", m}})
+	err := c.addLocked(typ, fields)
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return c.flush()
+}
+
+// customMessageFields are the fields of the custom_message entry pi
+// records a custom message as.
+func customMessageFields(raw rawMessage) []field {
+	var m struct {
+		CustomType string          `json:"customType"`
+		Content    json.RawMessage `json:"content"`
+		Display    bool            `json:"display"`
+		Details    json.RawMessage `json:"details"`
+	}
+	json.Unmarshal(raw, &m)
+	fields := []field{{"customType", m.CustomType}, {"content", m.Content}, {"display", m.Display}}
+	if len(m.Details) > 0 {
+		fields = append(fields, field{"details", m.Details})
+	}
+	return fields
 }
 
 // dropLast takes m out of the conversation again (a failed answer about
@@ -940,9 +961,11 @@ func (s *server) startEntries() {
 }
 
 // useSession makes ss the current session: its conversation, model,
-// thinking level and name; the queues and todos are emptied. It reports
+// thinking level and name; the queues and todos are emptied, the loops
+// move to the new session (loops.go). It reports
 // whether the queues held anything.
 func (s *server) useSession(ss *session) (queuesCleared bool) {
+	s.moveLoops(ss.path)
 	return s.useSessionIn(s.conv, ss)
 }
 
@@ -965,12 +988,14 @@ func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool)
 }
 
 // announceSession follows a session change's answer: queue_update when
-// the change emptied the queues, then session_started.
+// the change emptied the queues, then session_started, then the new
+// session's restored loops.
 func (s *server) announceSession(queuesCleared bool) {
 	if queuesCleared {
 		s.emitQueue()
 	}
 	s.emit("session_started", s.conv.header(), nil)
+	s.announceLoops()
 }
 
 var notCancelled = struct {

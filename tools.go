@@ -1,7 +1,7 @@
 package main
 
-// The model's tools: read, bash, edit, write, ls, grep, find, todo_write,
-// process and ask_user, with pi's names and parameters. A tool call is
+// The model's tools: read, bash, edit, write, ls, grep, find, todo
+// (todos.go), process and ask_user, with pi's names and parameters. A tool call is
 // decoded once, strictly, into a value that can describe itself (what the
 // approval dialog shows) and run; what is approved is what runs.
 
@@ -64,10 +64,10 @@ func textResult(text string) toolResult { return toolResult{Content: textBlocks(
 var tools []*tool
 
 // defaultTools are active without --tools.
-var defaultTools = []string{"read", "bash", "edit", "write", "todo_write", "process", "ask_user"}
+var defaultTools = []string{"read", "bash", "edit", "write", "todo", "process", "ask_user"}
 
 func init() {
-	tools = []*tool{readTool, bashTool, editTool, writeTool, todoWriteTool, processTool, askUserTool, lsTool, grepTool, findTool}
+	tools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
 	for _, t := range tools {
 		if err := json.Unmarshal(t.schema, &t.parsed); err != nil {
 			panic("tool " + t.name + ": bad schema: " + err.Error())
@@ -1113,77 +1113,6 @@ func (c *findCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 	}
 	return listResult(found, "No files found matching pattern", cut,
 		fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
-}
-
-// ---- todo_write ----
-
-// todo is one entry of the agent's todo list.
-type todo struct {
-	ID      string `json:"id"`
-	Content string `json:"content"`
-	Status  string `json:"status"`
-}
-
-type todoWriteCall struct{ todos []todo }
-
-var todoWriteTool = &tool{
-	name:    "todo_write",
-	summary: "Replace the todo list that tracks your plan",
-	description: "Replace the whole todo list. Keep one item in_progress while working; mark items completed as soon " +
-		"as they are done. Items keep their id when given one.",
-	schema: schema(`{"type":"object","properties":{"todos":{"type":"array","items":{"type":"object","properties":{` +
-		`"id":{"type":"string"},"content":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]}},` +
-		`"required":["content","status"]}}},"required":["todos"]}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
-		var a struct{ Todos []todo }
-		if err := decodeChecked(raw, &a); err != nil {
-			return nil, err
-		}
-		used := map[string]bool{}
-		for _, t := range a.Todos {
-			used[t.ID] = true
-		}
-		next := 1
-		for i := range a.Todos {
-			t := &a.Todos[i]
-			if strings.TrimSpace(t.Content) == "" {
-				return nil, fmt.Errorf("item %d needs content", i+1)
-			}
-			for t.ID == "" {
-				if id := strconv.Itoa(next); !used[id] {
-					t.ID, used[id] = id, true
-				}
-				next++
-			}
-		}
-		return &todoWriteCall{a.Todos}, nil
-	},
-}
-
-func (c *todoWriteCall) describe() (string, string) {
-	return "Allow todo_write?", fmt.Sprintf("Replace the todo list with %d items", len(c.todos))
-}
-
-func (c *todoWriteCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
-	todos := slices.Clone(c.todos)
-	counts := map[string]int{}
-	for _, t := range todos {
-		counts[t.Status]++
-	}
-	s.mu.Lock()
-	s.todos = todos
-	s.mu.Unlock()
-	s.emit("todo_updated", struct {
-		Todos []todo `json:"todos"`
-	}{todos}, nil)
-	lines := []string{}
-	for _, t := range todos {
-		mark := map[string]string{"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}[t.Status]
-		lines = append(lines, mark+" "+t.Content)
-	}
-	s.tell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: lines})
-	return textResult(fmt.Sprintf("Todo list updated: %d items (%d pending, %d in progress, %d completed)",
-		len(todos), counts["pending"], counts["in_progress"], counts["completed"])), nil
 }
 
 // ---- ask_user ----

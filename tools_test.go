@@ -107,8 +107,11 @@ func TestTools(t *testing.T) {
 		{"find", `{"pattern":"src/**"}`, "src/main.go", false},
 		{"find", `{"pattern":"*.{md,txt}","limit":1}`, "[1 results limit reached. Use limit=2 for more, or refine pattern]", false},
 		{"find", `{"pattern":"*.xyz"}`, "No files found matching pattern", false},
-		{"todo_write", `{"todos":[{"content":"a","status":"pending"},{"id":"1","content":"b","status":"completed"}]}`, "Todo list updated: 2 items (1 pending, 0 in progress, 1 completed)", false},
-		{"todo_write", `{"todos":[{"content":"a","status":"done"}]}`, `field "todos[0].status" must be one of pending, in_progress, completed`, true},
+		{"todo", `{"op":"init","list":[{"phase":"Build","items":["a","b"]}]}`, "2 tasks: 0 completed, 0 abandoned, 1 in progress, 1 pending.\nBuild:\n  [~] a (task-", false},
+		{"todo", `{"op":"done","task":"a"}`, "  [x] a (task-", false},
+		{"todo", `{"op":"finish"}`, `field "op" must be one of init, start, done`, true},
+		{"todo", `{"op":"view","task":"a"}`, `field "task" does not go with op view (it takes no other field)`, true},
+		{"todo", `{"op":"append","phase":"Build","items":["b"]}`, `Errors: Task "b" already exists`, true},
 		{"process", `{"action":"list"}`, `{"processes":[]}`, false},
 		{"process", `{"action":"fly"}`, `field "action" must be one of spawn, list`, true},
 		{"process", `{"action":"logs","processId":"x"}`, "process not found: x", true},
@@ -139,8 +142,8 @@ func TestTools(t *testing.T) {
 			t.Errorf("%s %s shows ignored files:\n%s", tool, args, got)
 		}
 	}
-	if todos := s.todos; len(todos) != 2 || todos[0].ID != "2" || todos[1].ID != "1" {
-		t.Errorf("todos %+v: want the new item to get a free id", todos)
+	if plan := s.todos; len(plan) != 1 || len(plan[0].Tasks) != 2 || plan[0].Tasks[1].Status != "in_progress" {
+		t.Errorf("plan %+v: want b in progress once a is done", plan)
 	}
 }
 

@@ -1,0 +1,857 @@
+package main
+
+// Loops (§11): prompts rpi runs again on a schedule. A fire starts a normal
+// agent run whose first message is a custom message naming the loop; while
+// the agent is busy a fire waits in a queue (or is skipped when that loop's
+// run is already running or waiting). Durable loops are saved beside the
+// session file and come back with it. Every timer is the server's clock.
+//
+// Locks: the loops file's lock first (commands that save hold it across
+// the write and the change it records), then s.mu, then the scheduler's.
+// No file is touched under s.mu or the scheduler's lock.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	maxLoops       = 50
+	loopLifetime   = 7 * 24 * time.Hour
+	maxLoopSeconds = 1 << 32 // about 136 years; longer intervals are refused
+	loopsVersion   = 1       // of the loops file
+	maxLoopsFile   = 4 << 20
+)
+
+// loopTask is one loop (LoopTask on the wire).
+type loopTask struct {
+	ID           string
+	IntervalSecs int64
+	Prompt       string
+	Durable      bool
+	CreatedAt    time.Time
+	LastFiredAt  time.Time // zero until the first fire
+	ExpiresAt    time.Time
+	RunCount     int64
+}
+
+// loopTaskJSON is a LoopTask as answers, events and the loops file show
+// it; times are RFC 3339 in UTC with milliseconds.
+type loopTaskJSON struct {
+	ID           string  `json:"id"`
+	IntervalSecs int64   `json:"intervalSecs"`
+	Prompt       string  `json:"prompt"`
+	Durable      bool    `json:"durable"`
+	CreatedAt    string  `json:"createdAt"`
+	LastFiredAt  *string `json:"lastFiredAt"`
+	ExpiresAt    string  `json:"expiresAt"`
+	RunCount     int64   `json:"runCount"`
+}
+
+func (t *loopTask) wire() loopTaskJSON {
+	w := loopTaskJSON{t.ID, t.IntervalSecs, t.Prompt, t.Durable, timestamp(t.CreatedAt), nil, timestamp(t.ExpiresAt), t.RunCount}
+	if !t.LastFiredAt.IsZero() {
+		last := timestamp(t.LastFiredAt)
+		w.LastFiredAt = &last
+	}
+	return w
+}
+
+// nextFire is one interval after the last fire (or the creation).
+func (t *loopTask) nextFire() time.Time {
+	base := t.CreatedAt
+	if !t.LastFiredAt.IsZero() {
+		base = t.LastFiredAt
+	}
+	return base.Add(time.Duration(t.IntervalSecs) * time.Second)
+}
+
+func (t *loopTask) expired(now time.Time) bool { return !now.Before(t.ExpiresAt) }
+
+// schedule says the interval in words: "every 3 seconds", "every 1 day".
+func (t *loopTask) schedule() string {
+	n, unit := t.IntervalSecs, "second"
+	for _, u := range []struct {
+		secs int64
+		name string
+	}{{86400, "day"}, {3600, "hour"}, {60, "minute"}} {
+		if n%u.secs == 0 {
+			n, unit = n/u.secs, u.name
+			break
+		}
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("every %d %s", n, unit)
+}
+
+// loopScheduler holds the session's loops and their timer.
+type loopScheduler struct {
+	fileMu sync.Mutex // held while the loops file is written (and by changes that save)
+
+	mu        sync.Mutex  // guards the fields below; taken after s.mu
+	tasks     []*loopTask // in creation order
+	restoring []*loopTask // read from the file of a session just opened, announced after its session_started
+	path      string      // the loops file; "" keeps durable loops in memory only (--no-session)
+	queue     []*loopFire // fires waiting for the agent, oldest first
+	active    *loopFire   // the fire whose run is in progress
+	stopTimer func() bool // the timer for the next deadline, when one is set
+	closed    bool        // shut down
+}
+
+// loopFire is one fire of a loop that waits for the agent or runs.
+type loopFire struct {
+	task   *loopTask
+	next   time.Time // the loop's next fire after this one
+	run    *agentRun
+	report bool // loop_finished or loop_failed when its run settles
+}
+
+// loopsFileOf is where a session's durable loops are saved.
+func loopsFileOf(sessionPath string) string {
+	if sessionPath == "" {
+		return ""
+	}
+	return sessionPath + ".loops.json"
+}
+
+// ---- Events ----
+
+type loopCreated struct {
+	Task     loopTaskJSON `json:"task"`
+	Restored bool         `json:"restored"`
+}
+
+type loopUpdated struct {
+	Task loopTaskJSON `json:"task"`
+}
+
+type loopQueued struct {
+	TaskID     string `json:"task_id"`
+	Position   int    `json:"position"`
+	NextFireAt string `json:"next_fire_at"`
+}
+
+type loopFired struct {
+	TaskID     string `json:"task_id"`
+	FiredAt    string `json:"fired_at"`
+	NextFireAt string `json:"next_fire_at"`
+}
+
+type loopSkipped struct {
+	TaskID     string `json:"task_id"`
+	Reason     string `json:"reason"`
+	NextFireAt string `json:"next_fire_at"`
+}
+
+type loopFinished struct {
+	TaskID     string  `json:"task_id"`
+	FinishedAt string  `json:"finished_at"`
+	NextFireAt *string `json:"next_fire_at"` // null once the loop is gone
+}
+
+type loopFailed struct {
+	TaskID     string  `json:"task_id"`
+	Message    string  `json:"message"`
+	NextFireAt *string `json:"next_fire_at"`
+}
+
+type loopRemoved struct {
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
+}
+
+// ---- Commands ----
+
+// loopCreate schedules a prompt. With fireImmediately the loop is created
+// one interval in the past, so it fires at once (after the answer).
+// Fields: interval ("300", "3s", "5m", "2h", "1d", or a number of
+// seconds), prompt, [fireImmediately]=true, [durable]=false (saved beside
+// the session file). Answer: LoopTask. Events: loop_created before the
+// answer; then, when it fires at once, loop_fired (or loop_queued while
+// the agent is busy) and the run's events.
+func (s *server) loopCreate(r *request) (any, error) {
+	rawInterval, err := loopIntervalField(r)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := r.str("prompt")
+	if err != nil {
+		return nil, err
+	}
+	fireNow, err := r.optBool("fireImmediately", true)
+	if err != nil {
+		return nil, err
+	}
+	durable, err := r.optBool("durable", false)
+	if err != nil {
+		return nil, err
+	}
+	task, err := s.addLoop(rawInterval, prompt, fireNow, durable)
+	if err != nil {
+		return nil, err
+	}
+	s.reply(r, task, nil)
+	s.fireDueLoops()
+	return noReply{}, nil
+}
+
+// addLoop checks and adds a loop (the cap, the prompt, the interval, in
+// the original's order), saving it first when it is durable.
+func (s *server) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	l.mu.Lock()
+	count, path := len(l.tasks)+len(l.restoring), l.path
+	l.mu.Unlock()
+	if count >= maxLoops {
+		return loopTaskJSON{}, fmt.Errorf("maximum of %d scheduled tasks reached", maxLoops)
+	}
+	if prompt = strings.TrimSpace(prompt); prompt == "" {
+		return loopTaskJSON{}, errors.New("loop prompt cannot be empty")
+	}
+	secs, err := parseLoopInterval(rawInterval)
+	if err != nil {
+		return loopTaskJSON{}, err
+	}
+	now := s.env.clock.Now()
+	t := &loopTask{ID: newLoopID(), IntervalSecs: secs, Prompt: prompt, Durable: durable, CreatedAt: now,
+		ExpiresAt: now.Add(loopLifetime)}
+	if fireNow {
+		t.CreatedAt = now.Add(-time.Duration(secs) * time.Second)
+	}
+	if durable {
+		if err := l.save(path, func(tasks []*loopTask) []*loopTask { return append(tasks, t) }); err != nil {
+			return loopTaskJSON{}, err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tasks = append(l.tasks, t)
+	s.emit("loop_created", loopCreated{t.wire(), false}, nil)
+	return t.wire(), nil
+}
+
+// loopUpdate changes a loop's interval or prompt. A new interval that
+// would make the loop due at once counts from now instead.
+// Fields: taskId, [interval], [prompt]. Answer: LoopTask. Events:
+// loop_updated.
+func (s *server) loopUpdate(r *request) (any, error) {
+	id, err := r.str("taskId")
+	if err != nil {
+		return nil, err
+	}
+	var rawInterval any
+	if r.has("interval") {
+		if rawInterval, err = loopIntervalField(r); err != nil {
+			return nil, err
+		}
+	}
+	prompt, err := r.optStr("prompt")
+	if err != nil {
+		return nil, err
+	}
+	if rawInterval == nil && !r.has("prompt") {
+		return nil, errors.New("nothing to update; provide interval and/or prompt")
+	}
+	var secs int64
+	if rawInterval != nil {
+		if secs, err = parseLoopInterval(rawInterval); err != nil {
+			return nil, err
+		}
+	}
+	if prompt = strings.TrimSpace(prompt); r.has("prompt") && prompt == "" {
+		return nil, errors.New("loop prompt cannot be empty")
+	}
+	change := func(t *loopTask, now time.Time) {
+		if prompt != "" {
+			t.Prompt = prompt
+		}
+		if secs > 0 {
+			t.IntervalSecs = secs
+			if !t.nextFire().After(now) {
+				t.LastFiredAt = now
+			}
+		}
+	}
+	now := s.env.clock.Now()
+	l := s.loops
+	return s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
+		changed := *t
+		change(&changed, now)
+		tasks[slices.Index(tasks, t)] = &changed
+		return tasks
+	}, func(t *loopTask) (any, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.findLocked(id) != t {
+			return nil, noLoop(id) // expired meanwhile
+		}
+		change(t, now)
+		s.emit("loop_updated", loopUpdated{t.wire()}, nil)
+		s.armLoopsLocked(now)
+		return t.wire(), nil
+	})
+}
+
+// editLoop changes the loop named id, holding the loops file's lock:
+// when the loop is durable, the file is first saved as plan (applied to a
+// copy of the list) says the loops will be, and only then does commit
+// make the change (it must check that the loop is still there).
+func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	l.mu.Lock()
+	t, path := l.findLocked(id), l.path
+	l.mu.Unlock()
+	if t == nil {
+		return nil, noLoop(id)
+	}
+	if t.Durable {
+		if err := l.save(path, func(tasks []*loopTask) []*loopTask { return plan(tasks, t) }); err != nil {
+			return nil, err
+		}
+	}
+	return commit(t)
+}
+
+// loopList answers the loops, oldest first.
+// Fields: none. Answer: {"tasks":[LoopTask]}. Events: none.
+func (s *server) loopList(r *request) (any, error) {
+	l := s.loops
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tasks := []loopTaskJSON{}
+	for _, t := range l.tasks {
+		tasks = append(tasks, t.wire())
+	}
+	return struct {
+		Tasks []loopTaskJSON `json:"tasks"`
+	}{tasks}, nil
+}
+
+// loopDelete removes a loop; a run of it in progress goes on (without
+// loop_finished).
+// Fields: taskId. Answer: null. Events: loop_removed {reason: deleted}.
+func (s *server) loopDelete(r *request) (any, error) { return s.removeLoop(r, false) }
+
+// loopCancel removes a loop and aborts its run in progress, answering
+// once that run has settled.
+// Fields: taskId. Answer: null. Events: loop_removed {reason: cancelled},
+// then the aborted run's end (agent_end, agent_settled).
+func (s *server) loopCancel(r *request) (any, error) { return s.removeLoop(r, true) }
+
+func (s *server) removeLoop(r *request, cancel bool) (any, error) {
+	id, err := r.str("taskId")
+	if err != nil {
+		return nil, err
+	}
+	reason := "deleted"
+	if cancel {
+		reason = "cancelled"
+	}
+	var aborted *agentRun
+	_, err = s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
+		return slices.DeleteFunc(tasks, func(task *loopTask) bool { return task == t })
+	}, func(t *loopTask) (any, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.loops.mu.Lock()
+		defer s.loops.mu.Unlock()
+		if s.loops.findLocked(id) != t {
+			return nil, noLoop(id) // expired meanwhile
+		}
+		aborted = s.dropLoopLocked(t, reason, cancel)
+		s.armLoopsLocked(s.env.clock.Now())
+		return nil, nil
+	})
+	if err != nil || aborted == nil {
+		return nil, err
+	}
+	s.answerLater(r, func() (any, error) {
+		<-aborted.settled
+		return nil, nil
+	})
+	return noReply{}, nil
+}
+
+func noLoop(id string) error { return fmt.Errorf("no scheduled loop with id %s", id) }
+
+// ---- Scheduling ----
+
+// fireDueLoops fires every loop that is due and removes every one that
+// has expired, then sets the timer for the next deadline. It is the
+// timer's function, and runs at once after a create and a restore.
+func (s *server) fireDueLoops() {
+	l := s.loops
+	save := false
+	s.mu.Lock()
+	l.mu.Lock()
+	now := s.env.clock.Now()
+	for !l.closed {
+		i := slices.IndexFunc(l.tasks, func(t *loopTask) bool { return t.expired(now) || !t.nextFire().After(now) })
+		if i < 0 {
+			break
+		}
+		t := l.tasks[i]
+		save = save || t.Durable
+		if t.expired(now) {
+			s.dropLoopLocked(t, "expired", false)
+			continue
+		}
+		t.LastFiredAt, t.RunCount = now, t.RunCount+1
+		s.fireLoopLocked(t)
+	}
+	s.armLoopsLocked(now)
+	l.mu.Unlock()
+	s.mu.Unlock()
+	if save {
+		s.saveLoops()
+	}
+}
+
+// armLoopsLocked sets the timer for the earliest next fire or expiry.
+func (s *server) armLoopsLocked(now time.Time) {
+	l := s.loops
+	if l.stopTimer != nil {
+		l.stopTimer()
+		l.stopTimer = nil
+	}
+	if l.closed || len(l.tasks) == 0 {
+		return
+	}
+	next := l.tasks[0].ExpiresAt
+	for _, t := range l.tasks {
+		next = earliest(next, t.ExpiresAt, t.nextFire())
+	}
+	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), func() {
+		defer s.recoverPanic("loop timer")
+		s.fireDueLoops()
+	})
+}
+
+func earliest(times ...time.Time) time.Time {
+	return slices.MinFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+}
+
+// fireLoopLocked handles one fire of t: skipped when its run is already
+// running or waiting, else queued and started as soon as the agent is
+// free (loop_queued says when it has to wait).
+func (s *server) fireLoopLocked(t *loopTask) {
+	l := s.loops
+	next := timestamp(t.nextFire())
+	switch {
+	case l.active != nil && l.active.task == t:
+		s.emit("loop_skipped", loopSkipped{t.ID, "already_running", next}, nil)
+	case slices.ContainsFunc(l.queue, func(f *loopFire) bool { return f.task == t }):
+		s.emit("loop_skipped", loopSkipped{t.ID, "already_queued", next}, nil)
+	default:
+		f := &loopFire{task: t, next: t.nextFire(), report: true}
+		l.queue = append(l.queue, f)
+		s.startQueuedLoopLocked()
+		if i := slices.Index(l.queue, f); i >= 0 {
+			s.emit("loop_queued", loopQueued{t.ID, i + 1, next}, nil)
+		}
+	}
+}
+
+// startQueuedLoopLocked starts the oldest waiting fire when the agent is
+// free. It runs after each fire and whenever a run settles; a fire that
+// waited through a session change that failed starts at the next of
+// those.
+func (s *server) startQueuedLoopLocked() {
+	l := s.loops
+	for !l.closed && l.active == nil && len(l.queue) > 0 && s.run == nil && s.changing == 0 {
+		f := l.queue[0]
+		l.queue = l.queue[1:]
+		if s.model == nil || !s.model.usable() {
+			s.emit("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
+			continue
+		}
+		now := s.env.clock.Now()
+		f.run = s.startRunLocked(running)
+		l.active = f
+		s.emit("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
+		msg := loopMessage(f.task, now)
+		run := f.run
+		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
+		return
+	}
+}
+
+// loopsSettledLocked is called by settle (s.mu held) once a run chain has
+// settled: a loop's run reports how it ended, and a waiting fire starts.
+func (s *server) loopsSettledLocked(run *agentRun) {
+	l := s.loops
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.active; f != nil && f.run == run {
+		l.active = nil
+		run.mu.Lock()
+		failure := run.failure
+		run.mu.Unlock()
+		switch {
+		case !f.report:
+		case failure != "":
+			s.emit("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)}, nil)
+		default:
+			s.emit("loop_finished", loopFinished{f.task.ID, timestamp(s.env.clock.Now()), l.nextFireLocked(f.task)}, nil)
+		}
+	}
+	s.startQueuedLoopLocked()
+}
+
+// loopMessage is a fire's first message: pi's custom message, shown to
+// the client with the loop's name and joining the model's context as the
+// user's text.
+func loopMessage(t *loopTask, now time.Time) rawMessage {
+	m, _ := marshalJSON(struct {
+		Role       string `json:"role"`
+		CustomType string `json:"customType"`
+		Content    string `json:"content"`
+		Display    bool   `json:"display"`
+		Timestamp  int64  `json:"timestamp"`
+	}{"custom", "Loop " + t.ID + " · " + t.schedule(), t.Prompt, true, now.UnixMilli()})
+	return rawMessage(m)
+}
+
+func (rawMessage) runInput() {}
+
+// nextFireLocked is t's next fire, or null once t is gone.
+func (l *loopScheduler) nextFireLocked(t *loopTask) *string {
+	if !slices.Contains(l.tasks, t) {
+		return nil
+	}
+	next := timestamp(t.nextFire())
+	return &next
+}
+
+func (l *loopScheduler) findLocked(id string) *loopTask {
+	for _, t := range l.tasks {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+// dropLoopLocked removes t and its waiting fire, writes loop_removed, and
+// stops reporting a run of it in progress; with abort it also aborts that
+// run and returns it.
+func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
+	l := s.loops
+	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
+	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
+	if f := l.active; f != nil && f.task == t {
+		f.report = false
+		if abort && s.run == f.run {
+			f.run.cancel()
+			s.phase = stopping
+			aborted = f.run
+		}
+	}
+	s.emit("loop_removed", loopRemoved{t.ID, reason}, nil)
+	return aborted
+}
+
+// ---- Sessions and shutdown ----
+
+// moveLoops follows a session change (before its answer): the loops of
+// the session left are removed (session_changed; their file keeps the
+// durable ones), and the durable loops saved beside the new session file
+// are read, to be announced after its session_started (announceLoops).
+func (s *server) moveLoops(sessionPath string) {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	path := loopsFileOf(sessionPath)
+	restored, err := readLoopsFile(path)
+	if err != nil {
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: fmt.Sprintf("Cannot restore the loops in %s: %v", path, err)})
+	}
+	s.mu.Lock()
+	l.mu.Lock()
+	for _, t := range slices.Clone(l.tasks) {
+		s.dropLoopLocked(t, "session_changed", false)
+	}
+	if l.active != nil {
+		l.active.report = false
+	}
+	l.path, l.restoring = path, restored
+	s.armLoopsLocked(s.env.clock.Now())
+	l.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// announceLoops writes loop_created {restored:true} for each loop read
+// from the session's file (loop_removed {expired} for those past their
+// time), then fires those that are due. It follows session_started.
+func (s *server) announceLoops() {
+	l := s.loops
+	save := false
+	s.mu.Lock()
+	l.mu.Lock()
+	now := s.env.clock.Now()
+	for _, t := range l.restoring {
+		if t.expired(now) {
+			s.emit("loop_removed", loopRemoved{t.ID, "expired"}, nil)
+			save = true
+			continue
+		}
+		l.tasks = append(l.tasks, t)
+		s.emit("loop_created", loopCreated{t.wire(), true}, nil)
+	}
+	l.restoring = nil
+	l.mu.Unlock()
+	s.mu.Unlock()
+	if save {
+		s.saveLoops()
+	}
+	s.fireDueLoops()
+}
+
+// startLoops restores the startup session's durable loops.
+func (s *server) startLoops() {
+	s.moveLoops(s.conv.info().path)
+	s.announceLoops()
+}
+
+// stopLoops ends every loop at shutdown (loop_removed {shutdown}; the
+// file keeps the durable ones) and aborts a loop's run in progress.
+func (s *server) stopLoops() {
+	l := s.loops
+	s.mu.Lock()
+	l.mu.Lock()
+	for _, t := range slices.Clone(l.tasks) {
+		s.dropLoopLocked(t, "shutdown", true)
+	}
+	l.closed, l.restoring = true, nil
+	s.armLoopsLocked(s.env.clock.Now())
+	l.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// ---- The loops file ----
+
+// loopsFile is the content of <session file>.loops.json.
+type loopsFile struct {
+	Version int            `json:"version"`
+	Tasks   []loopTaskJSON `json:"tasks"`
+}
+
+// save writes the durable loops as they will be after change (applied to a
+// copy of the list) to path; the caller holds fileMu, and makes the change
+// itself once this succeeded.
+func (l *loopScheduler) save(path string, change func([]*loopTask) []*loopTask) error {
+	if path == "" {
+		return nil
+	}
+	l.mu.Lock()
+	tasks := change(slices.Concat(l.tasks, l.restoring))
+	l.mu.Unlock()
+	if err := writeLoopsFile(path, tasks); err != nil {
+		return fmt.Errorf("failed to persist loop scheduler state: %v", unwrapPathError(err))
+	}
+	return nil
+}
+
+// saveLoops writes the durable loops after fires and expiries changed
+// them; a failure is told to the client.
+func (s *server) saveLoops() {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	l.mu.Lock()
+	path := l.path
+	l.mu.Unlock()
+	if err := l.save(path, func(tasks []*loopTask) []*loopTask { return tasks }); err != nil {
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: err.Error()})
+	}
+}
+
+// writeLoopsFile replaces the file with the durable ones of tasks,
+// atomically (a temp file renamed over it), or removes it when there are
+// none. Only a regular file is ever replaced or removed.
+func writeLoopsFile(path string, tasks []*loopTask) error {
+	file := loopsFile{Version: loopsVersion, Tasks: []loopTaskJSON{}}
+	for _, t := range tasks {
+		if t.Durable {
+			file.Tasks = append(file.Tasks, t.wire())
+		}
+	}
+	info, err := os.Lstat(path)
+	switch {
+	case err == nil && !info.Mode().IsRegular():
+		return &errNotRegular{path, fileKind(info.Mode())}
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return err
+	case len(file.Tasks) == 0 && err == nil:
+		return os.Remove(path)
+	case len(file.Tasks) == 0:
+		return nil
+	}
+	data, err := marshalJSON(file)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// readLoopsFile reads the durable loops saved at path (none when there is
+// no file).
+func readLoopsFile(path string) ([]*loopTask, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unwrapPathError(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxLoopsFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxLoopsFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxLoopsFile)
+	}
+	var file loopsFile
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("not a loops file: %v", err)
+	}
+	if file.Version != loopsVersion {
+		return nil, fmt.Errorf("unsupported loop state version %d; expected %d", file.Version, loopsVersion)
+	}
+	var tasks []*loopTask
+	for _, w := range file.Tasks {
+		t := &loopTask{ID: w.ID, IntervalSecs: w.IntervalSecs, Prompt: w.Prompt, Durable: true, RunCount: w.RunCount}
+		var errs []error
+		for _, at := range []struct {
+			text *string
+			into *time.Time
+		}{{&w.CreatedAt, &t.CreatedAt}, {w.LastFiredAt, &t.LastFiredAt}, {&w.ExpiresAt, &t.ExpiresAt}} {
+			if at.text != nil {
+				var err error
+				*at.into, err = time.Parse(time.RFC3339Nano, *at.text)
+				errs = append(errs, err)
+			}
+		}
+		if w.ID == "" || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || strings.TrimSpace(w.Prompt) == "" || errors.Join(errs...) != nil {
+			return nil, fmt.Errorf("invalid loop %q", w.ID)
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// ---- Intervals and ids ----
+
+// loopIntervalField reads interval: a string, or a number of seconds.
+func loopIntervalField(r *request) (any, error) {
+	const want = `a string like "300", "3s", "5m", "2h" or "1d", or a number of seconds`
+	if !r.has("interval") {
+		return nil, missing("interval", want)
+	}
+	var v any
+	if err := r.decodeField("interval", want, &v); err != nil {
+		return nil, err
+	}
+	switch v.(type) {
+	case string, float64:
+		return v, nil
+	}
+	return nil, invalid("interval", want)
+}
+
+// parseLoopInterval turns an interval into whole seconds: a positive
+// integer, bare or with s, m, h or d; or a positive whole JSON number.
+func parseLoopInterval(v any) (int64, error) {
+	fail := func(format string, args ...any) (int64, error) {
+		return 0, fmt.Errorf("invalid interval: "+format, args...)
+	}
+	if f, ok := v.(float64); ok {
+		switch {
+		case f != math.Trunc(f):
+			return fail("interval must be a whole number of seconds")
+		case f <= 0:
+			return fail("interval value must be greater than 0")
+		case f > maxLoopSeconds:
+			return fail("interval too large: %v", f)
+		}
+		return int64(f), nil
+	}
+	text := strings.TrimSpace(v.(string))
+	if text == "" {
+		return fail("interval cannot be empty")
+	}
+	digits, unit := text, int64(1)
+	if last := text[len(text)-1]; last < '0' || last > '9' {
+		digits = text[:len(text)-1]
+		if !allDigits(digits) {
+			return fail("invalid interval format: %q (expected e.g. 300, 5m, 2h, 1d)", text)
+		}
+		if unit = map[byte]int64{'s': 1, 'm': 60, 'h': 3600, 'd': 86400}[last]; unit == 0 {
+			return fail("invalid interval suffix: %q (expected s, m, h, or d)", text[len(text)-1:])
+		}
+	}
+	if !allDigits(digits) {
+		return fail("invalid interval format: %q (expected e.g. 300, 5m, 2h, 1d)", text)
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	switch {
+	case err != nil || n > maxLoopSeconds/uint64(unit):
+		return fail("interval too large: %q", text)
+	case n == 0:
+		return fail("interval value must be greater than 0")
+	}
+	return int64(n) * unit, nil
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// newLoopID is 12 random hex digits.
+func newLoopID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

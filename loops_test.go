@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoopInterval(t *testing.T) {
+	for _, tt := range []struct {
+		in   any
+		secs int64
+		err  string
+	}{
+		{"300", 300, ""}, {"3s", 3, ""}, {"5m", 300, ""}, {"2h", 7200, ""}, {"1d", 86400, ""}, {" 7 ", 7, ""},
+		{float64(90), 90, ""},
+		{"0", 0, "invalid interval: interval value must be greater than 0"},
+		{"0m", 0, "invalid interval: interval value must be greater than 0"},
+		{"5x", 0, `invalid interval: invalid interval suffix: "x" (expected s, m, h, or d)`},
+		{"m", 0, `invalid interval: invalid interval format: "m" (expected e.g. 300, 5m, 2h, 1d)`},
+		{"-5m", 0, `invalid interval: invalid interval format: "-5m" (expected e.g. 300, 5m, 2h, 1d)`},
+		{"1.5h", 0, `invalid interval: invalid interval format: "1.5h" (expected e.g. 300, 5m, 2h, 1d)`},
+		{"", 0, "invalid interval: interval cannot be empty"},
+		{"99999999999999999999", 0, `invalid interval: interval too large: "99999999999999999999"`},
+		{"50000000d", 0, `invalid interval: interval too large: "50000000d"`},
+		{float64(0.5), 0, "invalid interval: interval must be a whole number of seconds"},
+		{float64(-1), 0, "invalid interval: interval value must be greater than 0"},
+	} {
+		secs, err := parseLoopInterval(tt.in)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if secs != tt.secs || got != tt.err {
+			t.Errorf("%v: got %d, %q; want %d, %q", tt.in, secs, got, tt.secs, tt.err)
+		}
+	}
+}
+
+func TestLoopScheduleAndMessage(t *testing.T) {
+	for secs, want := range map[int64]string{1: "every 1 second", 3: "every 3 seconds", 60: "every 1 minute",
+		90: "every 90 seconds", 300: "every 5 minutes", 7200: "every 2 hours", 86400: "every 1 day", 172800: "every 2 days"} {
+		if got := (&loopTask{IntervalSecs: secs}).schedule(); got != want {
+			t.Errorf("%d: %q, want %q", secs, got, want)
+		}
+	}
+	// The model gets a loop's message as the user's text.
+	msg := loopMessage(&loopTask{ID: "0123456789ab", IntervalSecs: 3, Prompt: "Check it"}, time.UnixMilli(5))
+	var m map[string]any
+	json.Unmarshal(msg, &m)
+	if m["role"] != "custom" || m["customType"] != "Loop 0123456789ab · every 3 seconds" || m["content"] != "Check it" || m["display"] != true {
+		t.Errorf("message: %s", msg)
+	}
+	ctx := contextMessages([]any{msg})
+	if u, ok := ctx[0].(*userMessage); len(ctx) != 1 || !ok || u.Content[0].Text != "Check it" {
+		t.Errorf("context: %#v", ctx)
+	}
+}
+
+// TestDurableLoopSurvivesRestart runs rpi twice on one session file:
+// durable loops made in the first run (one of them fired at once, failing
+// for want of a model) are saved beside the file and come back in the
+// second with restored:true, as they were; a memory-only one does not.
+func TestDurableLoopSurvivesRestart(t *testing.T) {
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	session := filepath.Join(dir, "work.jsonl")
+	args := []string{"rpc", "--cwd", dir, "--session", session}
+	var first syncBuffer
+	runRPI(t, e, args, strings.NewReader(
+		`{"id":"d","type":"loop_create","interval":"1h","prompt":"Nightly report","durable":true,"fireImmediately":false}`+"\n"+
+			`{"id":"m","type":"loop_create","interval":"1h","prompt":"Memory only","fireImmediately":false}`+"\n"+
+			`{"id":"f","type":"loop_create","interval":"2h","prompt":"Fires at once","durable":true}`+"\n"+
+			`{"id":"l","type":"loop_list"}`+"\n"), &first)
+	var list struct {
+		Data struct{ Tasks []loopTaskJSON }
+	}
+	for _, line := range strings.Split(first.String(), "\n") {
+		if strings.HasPrefix(line, `{"id":"l",`) {
+			json.Unmarshal([]byte(line), &list)
+		}
+	}
+	tasks := list.Data.Tasks
+	if len(tasks) != 3 || !tasks[0].Durable || tasks[2].RunCount != 1 || !strings.Contains(first.String(), `"type":"loop_failed"`) {
+		t.Fatalf("first run:\n%s", first.String())
+	}
+	for _, task := range tasks {
+		if !strings.Contains(first.String(), `{"type":"loop_removed","data":{"task_id":"`+task.ID+`","reason":"shutdown"}}`) {
+			t.Errorf("no loop_removed for %s at shutdown:\n%s", task.ID, first.String())
+		}
+	}
+	saved, err := os.ReadFile(session + ".loops.json")
+	if err != nil || strings.Contains(string(saved), "Memory only") {
+		t.Fatalf("loops file: %s (%v)", saved, err)
+	}
+
+	var second syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"l","type":"loop_list"}`+"\n"), &second)
+	nightly, _ := json.Marshal(tasks[0])
+	fired, _ := json.Marshal(tasks[2])
+	want := []string{
+		`{"type":"loop_created","data":{"task":` + string(nightly) + `,"restored":true}}`,
+		`{"type":"loop_created","data":{"task":` + string(fired) + `,"restored":true}}`,
+		`{"id":"l","type":"response","command":"loop_list","success":true,"data":{"tasks":[` + string(nightly) + `,` + string(fired) + `]}}`,
+	}
+	if lines := strings.Split(second.String(), "\n"); len(lines) < 4 || !slices.Equal(lines[1:4], want) {
+		t.Errorf("second run:\n%s\nwant after session_started:\n%s", second.String(), strings.Join(want, "\n"))
+	}
+
+	// Updating and deleting durable loops rewrite the file; deleting the
+	// last one removes it.
+	var third syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"u","type":"loop_update","taskId":"`+tasks[0].ID+`","prompt":"Weekly report"}`+"\n"+
+		`{"id":"x","type":"loop_delete","taskId":"`+tasks[2].ID+`"}`+"\n"), &third)
+	saved, _ = os.ReadFile(session + ".loops.json")
+	if !strings.Contains(string(saved), "Weekly report") || strings.Contains(string(saved), "Fires at once") {
+		t.Errorf("after update and delete: %s\n%s", saved, third.String())
+	}
+	var fourth syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"x","type":"loop_cancel","taskId":"`+tasks[0].ID+`"}`+"\n"), &fourth)
+	if _, err := os.Stat(session + ".loops.json"); !errors.Is(err, os.ErrNotExist) || !strings.Contains(fourth.String(), `"reason":"cancelled"`) {
+		t.Errorf("the loops file is still there (%v):\n%s", err, fourth.String())
+	}
+}
+
+// TestLoopsFileOnlyRegular: a loops file that is not a regular file is
+// neither read nor replaced.
+func TestLoopsFileOnlyRegular(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.jsonl.loops.json")
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readLoopsFile(path); err == nil {
+		t.Errorf("read a directory")
+	}
+	if err := writeLoopsFile(path, []*loopTask{{ID: "0123456789ab", IntervalSecs: 1, Prompt: "x", Durable: true}}); err == nil {
+		t.Errorf("replaced a directory")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// todoServer is a server for driving the plan directly.
+func todoServer(t *testing.T) *server { return toolServer(t, nil) }
+
+// setPlan replaces the plan from JSON phases and fails the test on error.
+func setPlan(t *testing.T, s *server, phases string) todoResult {
+	t.Helper()
+	var plan []todoPhase
+	if err := json.Unmarshal([]byte(phases), &plan); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.changeTodos(func([]todoPhase) ([]todoPhase, todoError) { return plan, prepareTodos(plan) })
+	if err != nil {
+		t.Fatalf("set %s: %v", phases, err)
+	}
+	return res
+}
+
+// opErr applies an op given as JSON and returns its error text ("" for none).
+func opErr(t *testing.T, s *server, op string) string {
+	t.Helper()
+	var o todoOp
+	if err := json.Unmarshal([]byte(op), &o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.applyTodoOp(o); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// states lists "id:status:ready" for every task, phases joined by "|".
+func states(s *server) string {
+	var out []string
+	for _, p := range s.todoPlan() {
+		var tasks []string
+		for _, t := range p.Tasks {
+			r := ""
+			if t.Ready {
+				r = "+"
+			}
+			tasks = append(tasks, t.ID+":"+t.Status+r)
+		}
+		out = append(out, strings.Join(tasks, " "))
+	}
+	return strings.Join(out, "|")
+}
+
+const diamond = `[{"name":"Roots","tasks":[{"id":"a","content":"root a","status":"pending"},{"id":"b","content":"root b","status":"pending"}]},
+	{"name":"Join","tasks":[{"id":"c","content":"join","status":"in_progress","dependsOn":["a","b"]},{"id":"d","content":"leaf","status":"pending","dependsOn":["c"]}]}]`
+
+func TestTodoReadiness(t *testing.T) {
+	s := todoServer(t)
+	res := setPlan(t, s, diamond)
+	// c is in progress but blocked: it goes back to pending, and the first
+	// pending ready task (a) starts.
+	if got := states(s); got != "a:in_progress+ b:pending+|c:pending d:pending" {
+		t.Errorf("after set: %s", got)
+	}
+	join := res.Phases[1].Tasks[0]
+	if len(join.BlockedBy) != 2 || join.BlockedBy[0] != (todoBlocker{"a", "root a", "in_progress"}) || join.DependsOn[1] != "b" {
+		t.Errorf("join: %+v", join)
+	}
+	if got := opErr(t, s, `{"op":"start","task":"join"}`); got != `Errors: Task "join" (c) is blocked by root a (a), root b (b)` {
+		t.Errorf("start blocked: %s", got)
+	}
+	// Completing one root and dropping the other unblocks c; b is not
+	// started meanwhile because a is still in progress.
+	if got := opErr(t, s, `{"op":"drop","task":"b"}`); got != "" {
+		t.Fatal(got)
+	}
+	if got := states(s); got != "a:in_progress+ b:abandoned|c:pending d:pending" {
+		t.Errorf("after drop b: %s", got)
+	}
+	res, err := s.applyTodoOp(todoOp{Op: "done", Task: "root a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := states(s); got != "a:completed b:abandoned|c:in_progress+ d:pending" {
+		t.Errorf("after done a: %s", got)
+	}
+	if len(res.CompletedTasks) != 1 || res.CompletedTasks[0] != (todoCompletion{"Roots", "root a"}) {
+		t.Errorf("completed: %+v", res.CompletedTasks)
+	}
+	// done with no task or phase completes everything; only what was
+	// open is reported.
+	res, _ = s.applyTodoOp(todoOp{Op: "done"})
+	if len(res.CompletedTasks) != 3 || res.CompletedTasks[0].Content != "root b" {
+		t.Errorf("completed: %+v", res.CompletedTasks)
+	}
+	// Several ready tasks may be in progress at once (start does not stop others).
+	setPlan(t, s, `[{"name":"P","tasks":[{"content":"x","status":"in_progress"},{"content":"y","status":"pending"}]}]`)
+	if got := opErr(t, s, `{"op":"start","task":"y"}`); got != "" {
+		t.Fatal(got)
+	}
+	if p := s.todoPlan(); p[0].Tasks[0].Status != "in_progress" || p[0].Tasks[1].Status != "in_progress" {
+		t.Errorf("two started: %+v", p)
+	}
+}
+
+func TestTodoValidation(t *testing.T) {
+	s := todoServer(t)
+	setPlan(t, s, diamond)
+	before := states(s)
+	for _, tt := range []struct{ op, want string }{
+		{`{"op":"add_dependency","task":"a","dependsOn":["d"]}`, "Errors: Todo dependencies contain a cycle"},
+		{`{"op":"add_dependency","task":"a","dependsOn":["a","zz"]}`, `Errors: Task "a" cannot depend on itself; Dependency task ID "zz" not found`},
+		{`{"op":"add_dependency","task":"root a","dependsOn":["b"]}`, `Errors: Task ID "root a" not found`},
+		{`{"op":"add_dependency","task":"a","dependsOn":[]}`, "Errors: dependsOn must contain at least one task ID"},
+		{`{"op":"remove_dependency","task":"d","dependsOn":["a"]}`, `Errors: Task "d" does not depend on "a"`},
+		{`{"op":"rm","task":"c"}`, `Errors: Cannot remove dependency target(s) c: task "leaf" (d) depends on them; retry rm with cascade=true to remove those dependency edges`},
+		{`{"op":"append","phase":" X ","items":["", "root a", " pad"]}`, `Errors: Phase name must not have leading or trailing whitespace; Task content must not be empty; Task " pad" must not have leading or trailing whitespace`},
+		{`{"op":"append","phase":"Roots","items":["root a","new","new"]}`, `Errors: Task "root a" already exists; Task "new" already exists`},
+		{`{"op":"done","phase":"Nope"}`, `Errors: Phase "Nope" not found`},
+		{`{"op":"start"}`, "Errors: Missing task ID or content"},
+		{`{"op":"init"}`, "Errors: Missing list for init operation"},
+		{`{"op":"init","list":[{"phase":"A","items":["x"]},{"phase":"A","items":["x"],"agents":[]}]}`,
+			`Errors: Agents for phase "A" must match its items one for one (1 items, 0 agents); Duplicate phase "A" in init list; Duplicate task "x" in init list`},
+	} {
+		if got := opErr(t, s, tt.op); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.op, got, tt.want)
+		}
+		if got := states(s); got != before {
+			t.Errorf("%s changed the plan: %s", tt.op, got)
+		}
+	}
+	var plan []todoPhase
+	json.Unmarshal([]byte(`[{"name":"P","tasks":[{"id":"a","content":"x","status":"pending","dependsOn":["b","b","a"]},{"id":"a","content":"x","status":"pending"}]}]`), &plan)
+	want := `Errors: Duplicate task "x"; Task "a" has duplicate dependency task ID "b"; Duplicate task ID "a"; ` +
+		`Task "a" depends on missing task ID "b"; Task "a" depends on missing task ID "b"; Task "a" cannot depend on itself`
+	if errs := prepareTodos(plan); errs.Error() != want {
+		t.Errorf("got  %s\nwant %s", errs, want)
+	}
+}
+
+func TestTodoIDs(t *testing.T) {
+	s := todoServer(t)
+	first := setPlan(t, s, `[{"name":"P","tasks":[{"content":"x","status":"pending"},{"content":"y","status":"pending"}]}]`)
+	again := setPlan(t, s, `[{"name":"P","tasks":[{"content":"x","status":"pending"},{"content":"y","status":"pending"}]}]`)
+	x, y := first.Phases[0].Tasks[0].ID, first.Phases[0].Tasks[1].ID
+	if !strings.HasPrefix(x, "task-") || len(x) != 25 || x == y || again.Phases[0].Tasks[0].ID != x {
+		t.Errorf("hashed ids: %s %s, again %s", x, y, again.Phases[0].Tasks[0].ID)
+	}
+	// An id already taken gets a suffix.
+	clash := setPlan(t, s, `[{"name":"P","tasks":[{"id":"`+x+`","content":"other","status":"pending"},{"content":"x","status":"pending"}]}]`)
+	if got := clash.Phases[0].Tasks[1].ID; got != x+"-2" {
+		t.Errorf("clash: %s", got)
+	}
+	// init makes new ids; an identical re-init keeps them, another does not.
+	init := `{"op":"init","list":[{"phase":"Build","items":["compile","test"],"agents":["a1","a2"]}]}`
+	opErr(t, s, init)
+	ids := states(s)
+	if p := s.todoPlan(); !strings.HasPrefix(p[0].Tasks[0].ID, "task-") || p[0].Tasks[1].Agent != "a2" {
+		t.Errorf("init: %+v", p)
+	}
+	opErr(t, s, `{"op":"done","task":"compile"}`)
+	opErr(t, s, init)
+	if got := states(s); got != ids {
+		t.Errorf("identical re-init: %s, want %s", got, ids)
+	}
+	opErr(t, s, `{"op":"init","items":["compile","test"],"phase":"Build"}`)
+	if got := states(s); got == ids {
+		t.Errorf("re-init without the agents kept the ids")
+	}
+}
+
+func TestTodoRemoveAndAppend(t *testing.T) {
+	s := todoServer(t)
+	setPlan(t, s, diamond)
+	if got := opErr(t, s, `{"op":"rm","task":"c","cascade":true}`); got != "" {
+		t.Fatal(got)
+	}
+	if p := s.todoPlan(); len(p[1].Tasks) != 1 || len(p[1].Tasks[0].DependsOn) != 0 || !p[1].Tasks[0].Ready {
+		t.Errorf("after rm cascade: %+v", p[1])
+	}
+	opErr(t, s, `{"op":"append","phase":"Later","items":["one","two"]}`)
+	opErr(t, s, `{"op":"update_dependencies","task":"d","dependsOn":["a","b"]}`)
+	if got := states(s); !strings.HasPrefix(got, "a:in_progress+ b:pending+|d:pending|task-") {
+		t.Errorf("after append: %s", got)
+	}
+	opErr(t, s, `{"op":"rm","phase":"Roots","cascade":true}`)
+	opErr(t, s, `{"op":"rm"}`)
+	if got := states(s); got != "||" {
+		t.Errorf("after rm all: %q", got)
+	}
+	if res, _ := s.applyTodoOp(todoOp{Op: "view"}); res.Summary != "Todo list is empty." || len(res.Phases) != 3 {
+		t.Errorf("view: %+v", res)
+	}
+}
