@@ -476,7 +476,7 @@ func (s *server) fireLoopLocked(t *loopTask) {
 // those.
 func (s *server) startQueuedLoopLocked() {
 	l := s.loops
-	for !l.closed && l.active == nil && len(l.queue) > 0 && s.run == nil && s.changing == 0 {
+	for !l.closed && l.active == nil && len(l.queue) > 0 && s.activeRun == nil && s.changing == 0 {
 		f := l.queue[0]
 		l.queue = l.queue[1:]
 		if s.model == nil || !s.model.usable() {
@@ -559,7 +559,7 @@ func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
 	if f := l.active; f != nil && f.task == t {
 		f.report = false
-		if abort && s.run == f.run {
+		if abort && s.activeRun == f.run {
 			f.run.cancel()
 			s.phase = stopping
 			aborted = f.run
