@@ -38,6 +38,7 @@ type scriptedResponse struct {
 	Cut        bool   `json:"cut"`        // drop the connection after the deltas
 	Malformed  bool   `json:"malformed"`  // send an event that is not JSON
 	DelayMs    int    `json:"delayMs"`    // pause before each delta
+	HoldAt     int    `json:"holdAt"`     // before the n-th delta, wait for the fixture's #release
 }
 
 // fakeModel is a running fake provider.
@@ -51,6 +52,7 @@ type fakeModel struct {
 	headers  []http.Header    // their headers
 	cycle    bool             // start the script again when it runs out (benchmarks)
 	served   int
+	release  chan struct{} // #release in a fixture: a held stream goes on
 }
 
 // startFakeModel serves script in the given API's format and writes a
@@ -58,7 +60,7 @@ type fakeModel struct {
 // (1 ms retry base delay; compaction keeps only the last turn; approvals
 // time out after 1 s) into agentDir.
 func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
-	fm := &fakeModel{api: api}
+	fm := &fakeModel{api: api, release: make(chan struct{}, 16)}
 	for _, line := range strings.Split(strings.TrimSpace(script), "\n") {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
@@ -131,7 +133,15 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: %s\n\n", data)
 		flusher.Flush()
 	}
+	deltas := 0
 	pause := func() bool {
+		if deltas++; deltas == resp.HoldAt {
+			select {
+			case <-fm.release:
+			case <-r.Context().Done():
+				return false
+			}
+		}
 		if resp.DelayMs == 0 {
 			return true
 		}

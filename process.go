@@ -1169,10 +1169,10 @@ func (p *process) checkExpiry() {
 }
 
 // input runs work after the process's earlier writes and key presses,
-// unless ctx ends first (then work never runs); the channel receives its
-// error. Writes to one process happen in the order they were asked for.
-func (p *process) input(ctx context.Context, work func() error) <-chan error {
-	result := make(chan error, 1)
+// unless ctx ends first (then work never runs), then done with its error,
+// before the next input's turn: writes to one process happen, and are
+// answered, in the order they were asked for.
+func (p *process) input(ctx context.Context, work func() error, done func(error)) {
 	mine := make(chan struct{})
 	p.mu.Lock()
 	previous := p.lastInput
@@ -1186,12 +1186,18 @@ func (p *process) input(ctx context.Context, work func() error) <-chan error {
 			<-previous
 		}
 		if ctx.Err() != nil {
-			result <- errors.New("Operation aborted")
+			done(errors.New("Operation aborted"))
 			return
 		}
-		result <- work()
+		done(work())
 	}()
-	return result
+}
+
+// inputAndWait is input for a caller that waits for the result.
+func (p *process) inputAndWait(ctx context.Context, work func() error) error {
+	result := make(chan error, 1)
+	p.input(ctx, work, func(err error) { result <- err })
+	return <-result
 }
 
 // writeInput writes data to the process's stdin (or terminal), then
@@ -1496,8 +1502,11 @@ func (s *server) afterInput(r *request, p *process, work func() error) (any, err
 	if closed {
 		return nil, p.writeInput(s.ctx, nil, false)
 	}
-	result := p.input(s.ctx, work)
-	s.answerLater(r, func() (any, error) { return nil, <-result })
+	s.background.Add(1)
+	p.input(s.ctx, work, func(err error) {
+		defer s.background.Done()
+		s.reply(r, nil, err)
+	})
 	return noReply{}, nil
 }
 

@@ -442,13 +442,9 @@ func TestExitedProcessesHoldNothing(t *testing.T) {
 	before := openFDs(t)
 	const n = 300
 	for i := range n {
+		// One at a time: at most 16 may run at once.
 		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "head -c 1000 /dev/zero"}, ""))
-	}
-	for i := range n {
-		ps.waitFor(fmt.Sprintf(`"id":"p%d"`, i))
-	}
-	for strings.Count(string(ps.out.bytes()), `"type":"process_exited"`) < n {
-		time.Sleep(10 * time.Millisecond)
+		waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"process_exited"`) == i+1 })
 	}
 	after := openFDs(t)
 	t.Logf("open descriptors: %d before, %d after %d exited processes", before, after, n)

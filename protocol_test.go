@@ -315,7 +315,7 @@ func (w *watchedOutput) waitFor(text string, seen func([]byte) string) bool {
 // TEXT" waits until it contains TEXT N times. A $UUIDn in
 // the input is replaced by the UUID that placeholder stands for in the
 // output so far, so a case can name a processId rpi generated.
-func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer, clock *fakeClock) {
+func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer, clock *fakeClock, model *fakeModel) {
 	defer w.Close()
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
@@ -329,6 +329,16 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 				return
 			}
 			clock.advance(d)
+			continue
+		}
+		if bytes.Equal(bytes.TrimSpace(line), []byte("#release")) {
+			write(w, withActualUUIDs(t, segment, out))
+			segment = nil
+			if model == nil {
+				t.Errorf("#release needs a -- model.jsonl -- section")
+				return
+			}
+			model.release <- struct{}{}
 			continue
 		}
 		if rest, ok := bytes.CutPrefix(line, []byte("#waitdata ")); ok {
@@ -687,8 +697,9 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	norm := normalizer{literal: map[string]string{cwd: "$CWD", e.tmp: "$TMPDIR", e.agentDir: "$AGENT_DIR", e.home: "$HOME",
 		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"},
 		hide: strings.Fields(f.option("hide", ""))}
+	var fm *fakeModel
 	if script, ok := f.sections["model.jsonl"]; ok {
-		fm := startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
+		fm = startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
 		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
@@ -708,7 +719,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
 	input := bytes.ReplaceAll(f.input(), []byte("$CWD"), []byte(cwd))
-	go feedFixture(t, pw, input, write, out, norm, fake)
+	go feedFixture(t, pw, input, write, out, norm, fake, fm)
 	code := runRPI(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())
