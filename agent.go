@@ -686,7 +686,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 			msg.ErrorMessage = fmt.Sprintf("Connection error: no answer within %v", modelTimeout)
 		case errors.As(err, &perr):
 			run.mu.Lock()
-			run.retryAfter = perr.retryAfter
+			run.retryAfter = min(perr.retryAfter, maxRetryAfter)
 			run.mu.Unlock()
 		}
 		computeCost(&msg.Usage, m)
@@ -697,6 +697,9 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	s.emit("message_end", messageEvent{msg}, nil)
 	return msg
 }
+
+// maxRetryAfter caps the wait a server's Retry-After may ask for.
+const maxRetryAfter = time.Minute
 
 // modelTimeout bounds one model call, from request to the end of the stream.
 const modelTimeout = 10 * time.Minute
@@ -832,14 +835,26 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 	}()
 	s.status("running " + block.Name)
 	update := func(partial toolResult) {
+		for i, b := range partial.Content {
+			if b.Type == "text" {
+				partial.Content[i].Text = s.set.secrets.redact(b.Text)
+			}
+		}
 		s.emit("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial}, nil)
 	}
 	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update})
 	if err != nil {
 		res.Content = textBlocks(err.Error())
-		return res, true
+		isError = true
 	}
-	return res, false
+	// A key rpi holds never goes back to the model or out to the client,
+	// whatever a tool came across.
+	for i, b := range res.Content {
+		if b.Type == "text" {
+			res.Content[i].Text = s.set.secrets.redact(b.Text)
+		}
+	}
+	return res, isError
 }
 
 // approve asks the client whether a call may run, with exactly what it
@@ -969,7 +984,12 @@ func (s *server) prompt(r *request) (any, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	if s.activeRun != nil || s.changing > 0 {
+	if s.changing > 0 {
+		s.mu.Unlock()
+		// Queued now, the message would be dropped with the old session.
+		return nil, errors.New("A session change is in progress; send the prompt once it is answered.")
+	}
+	if s.activeRun != nil {
 		defer s.mu.Unlock()
 		if behavior == "" {
 			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")

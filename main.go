@@ -25,6 +25,7 @@ func main() {
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
+	hideOwnEnvironment()
 	stop := make(chan os.Signal, 1)
 	watchSignals(stop)
 	os.Exit(run(os.Args[1:], hostEnvironment(), os.Stdin, os.Stdout, os.Stderr, stop))

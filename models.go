@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // modelCost is a model's price in dollars per million tokens.
@@ -660,7 +661,12 @@ func (r *redactor) add(secret string) {
 	var pairs []string
 	seen := map[string]bool{}
 	for _, secret := range r.secrets {
-		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+		// As sent, URL-escaped, and as a JSON string would hold it (a
+		// server's JSON error body quotes it with \/ or \u escapes).
+		quoted, _ := json.Marshal(secret)
+		forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret), string(quoted[1 : len(quoted)-1]),
+			strings.ReplaceAll(secret, "/", `\/`), asciiEscaped(secret)}
+		for _, form := range forms {
 			if len(form) >= minSecretLength && !seen[form] {
 				seen[form] = true
 				pairs = append(pairs, form, "[redacted]")
@@ -668,6 +674,20 @@ func (r *redactor) add(secret string) {
 		}
 	}
 	r.replacer.Store(strings.NewReplacer(pairs...))
+}
+
+// asciiEscaped is s with every character but letters and digits as a
+// JSON \u escape.
+func asciiEscaped(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c < 0x80 && (unicode.IsLetter(c) || unicode.IsDigit(c)) {
+			b.WriteRune(c)
+		} else {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+	}
+	return b.String()
 }
 
 func (r *redactor) redact(text string) string {

@@ -233,7 +233,7 @@ func (c *child) wait() *os.ProcessState {
 	if c.stdin != nil && c.tty == nil {
 		c.stdin.Close()
 	}
-	c.signalGroup(syscall.SIGKILL)
+	killTree(c.pid)
 	done := make(chan struct{})
 	go func() { c.readers.Wait(); close(done) }()
 	select {
@@ -261,7 +261,7 @@ func (c *child) terminate(grace time.Duration) {
 	select {
 	case <-c.exited:
 	case <-time.After(grace):
-		c.signalGroup(syscall.SIGKILL)
+		killTree(c.pid)
 	}
 }
 
@@ -330,9 +330,11 @@ func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
 	return start, all[from:min(len(all), from+limit)]
 }
 
-// shrink drops the room a finished stream will not use.
-func (r *ring) shrink() {
-	r.buf, r.next = r.bytes(), 0
+// shrink drops the room a finished stream will not use, and all but its
+// last keep bytes.
+func (r *ring) shrink(keep int) {
+	all := r.bytes()
+	r.buf, r.next = all[max(len(all)-keep, 0):], 0
 	r.limit = max(len(r.buf), 1)
 }
 
@@ -453,13 +455,18 @@ type shellOutput struct {
 	stderr io.Writer
 	onText func(stream, text string)
 
-	mu       sync.Mutex // guards the fields below; the two streams write concurrently
-	streams  map[string]*shellTail
-	combined shellTail
-	text     map[string]*utf8Stream
-	full     *os.File
-	fullErr  error
+	mu        sync.Mutex // guards the fields below; the two streams write concurrently
+	streams   map[string]*shellTail
+	combined  shellTail
+	text      map[string]*utf8Stream
+	full      *os.File
+	fullBytes int64
+	fullErr   error
 }
+
+// maxFullOutputBytes caps the full-output file: a command that never
+// stops printing cannot fill the disk (or a RAM-backed TMPDIR).
+const maxFullOutputBytes = 1 << 30
 
 // shellTail is one stream's tail and line count.
 type shellTail struct {
@@ -540,8 +547,13 @@ func (o *shellOutput) startFull() {
 }
 
 func (o *shellOutput) writeFull(p []byte) {
-	if o.fullErr != nil {
+	if o.fullErr != nil || o.fullBytes > maxFullOutputBytes {
 		return
+	}
+	o.fullBytes += int64(len(p))
+	if o.fullBytes > maxFullOutputBytes {
+		p = append(p[:len(p)-int(o.fullBytes-maxFullOutputBytes):len(p)-int(o.fullBytes-maxFullOutputBytes)],
+			"\n[rpi: the output went on; this file keeps its first 1 GiB]\n"...)
 	}
 	if _, err := o.full.Write(p); err != nil {
 		o.fullErr = err
@@ -622,7 +634,7 @@ func (s *server) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Durat
 		if s.ctx.Err() != nil {
 			c.terminate(killGrace)
 		} else {
-			c.signalGroup(syscall.SIGKILL)
+			killTree(c.pid)
 		}
 	})
 	ps = c.wait()
@@ -760,6 +772,7 @@ const (
 	coalesceDelay       = 5 * time.Millisecond
 	processIdleExpiry   = 30 * time.Minute
 	stopGrace           = time.Second
+	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
 )
 
 // processSignals are the signals process_signal accepts (§11).
@@ -1123,7 +1136,7 @@ func (p *process) waitExit() {
 	}
 	p.state, p.exitCode, p.exitedAt = p.endState, code, p.s.env.clock.Now()
 	p.stdinClosed = true
-	p.out.shrink()
+	p.out.shrink(exitedOutputBytes)
 	p.s.emit("process_exited", processEvent{p.infoLocked()}, nil)
 	close(p.done)
 	p.child.release()

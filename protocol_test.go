@@ -320,13 +320,24 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
 		times, text := 1, []byte(nil)
-		if rest, ok := bytes.CutPrefix(line, []byte("#advance ")); ok {
+		rest, advance := bytes.CutPrefix(line, []byte("#advance "))
+		rest, expire := bytes.CutPrefix(rest, []byte("#expire "))
+		if advance || expire {
 			write(w, withActualUUIDs(t, segment, out))
 			segment = nil
 			d, err := time.ParseDuration(string(bytes.TrimSpace(rest)))
 			if err != nil || clock == nil {
-				t.Errorf("#advance %s: needs a duration and the option clock fake", rest)
+				t.Errorf("%s: needs a duration and the option clock fake", bytes.TrimSpace(line))
 				return
+			}
+			// #expire: a timer set from the background may not be set yet;
+			// wait until one falls within the step, so the step fires it.
+			for deadline := time.Now().Add(20 * time.Second); expire && !clock.dueWithin(d); {
+				if time.Now().After(deadline) {
+					t.Errorf("#expire %s: no timer falls within it", d)
+					return
+				}
+				time.Sleep(time.Millisecond)
 			}
 			clock.advance(d)
 			continue
@@ -780,6 +791,18 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 		c.timers = slices.DeleteFunc(c.timers, func(x *fakeTimer) bool { return x == t })
 		return len(c.timers) < n
 	}
+}
+
+// dueWithin reports whether a timer falls due within d from now.
+func (c *fakeClock) dueWithin(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if !t.when.After(c.now.Add(d)) {
+			return true
+		}
+	}
+	return false
 }
 
 // pending reports whether a timer is waiting.

@@ -328,8 +328,13 @@ func sseEvents(r io.Reader, fn func(name, data string) (stop bool, err error)) e
 	br := bufio.NewReaderSize(r, 64<<10)
 	var name string
 	var data []string
+	size := 0
 	for {
-		line, err := br.ReadString('\n')
+		raw, tooLong, err := readLine(br, maxSSELineBytes)
+		if tooLong {
+			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", maxSSELineBytes)}
+		}
+		line := string(raw)
 		if err != nil && (err != io.EOF || line == "") {
 			if err == io.EOF {
 				return &providerError{message: "Connection error: the stream ended before the answer was complete"}
@@ -350,9 +355,19 @@ func sseEvents(r io.Reader, fn func(name, data string) (stop bool, err error)) e
 			name = strings.TrimSpace(line[len("event:"):])
 		case strings.HasPrefix(line, "data:"):
 			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
+			if size += len(line); size > maxSSELineBytes {
+				return &providerError{message: fmt.Sprintf("Invalid response from the model server: an event longer than %d bytes", maxSSELineBytes)}
+			}
+		}
+		if line == "" {
+			size = 0
 		}
 	}
 }
+
+// maxSSELineBytes bounds one server-sent event: a server that never ends
+// a line cannot make rpi hold more than this.
+const maxSSELineBytes = 16 << 20
 
 // computeCost fills usage.Cost from the model's per-million prices.
 func computeCost(u *usage, m *model) {

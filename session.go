@@ -64,6 +64,20 @@ type session struct {
 	entries []*sessionEntry
 	byID    map[string]*sessionEntry
 	leaf    string // the current entry; "" before the first
+	skipped []int  // lines that were not entries, besides a torn last one
+}
+
+// maxSessionLineBytes is the longest session line rpi reads: far more
+// than any entry rpi or pi writes (a 64 MiB image prompt), and a bound on
+// what a hostile file can make it hold.
+const maxSessionLineBytes = 256 << 20
+
+// skippedNotice tells the client about lines a load had to skip, or "".
+func (ss *session) skippedNotice() string {
+	if len(ss.skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %v): what they held is not in the conversation", len(ss.skipped), ss.path, ss.skipped)
 }
 
 // newSession starts an empty session whose file (unless in memory) will be
@@ -170,12 +184,28 @@ func writeWholeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
+	// A fresh name (O_EXCL): nothing planted beside the file is followed.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // appendLine appends one line to an existing file with a single write.
@@ -265,10 +295,19 @@ func loadSession(path string) (*session, error) {
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
+	lineNo, badLast := 0, false
 	for {
-		line, _, err := readLine(br, -1)
+		line, tooLong, err := readLine(br, maxSessionLineBytes)
+		lineNo++
+		if tooLong {
+			return nil, fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, lineNo, maxSessionLineBytes)
+		}
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+		}
+		if badLast {
+			ss.skipped = append(ss.skipped, lineNo-1) // a bad line that was not the last
+			badLast = false
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			if first {
@@ -279,6 +318,8 @@ func loadSession(path string) (*session, error) {
 			} else if e := (&sessionEntry{}); json.Unmarshal(line, e) == nil && e.Type != "" {
 				e.raw = line
 				ss.entries = append(ss.entries, e)
+			} else {
+				badLast = true // ignored when it is the last line: a torn write
 			}
 		}
 		if err == io.EOF {
@@ -607,6 +648,8 @@ type conversation struct {
 	deferred []any // those results
 	queue    []fileWrite
 	writeErr error // the last write failure, until a write works again
+	// appendWarned: the client was told an append failed (once is enough)
+	appendWarned bool
 
 	fileMu sync.Mutex // held while writing the file
 }
@@ -812,7 +855,10 @@ func (c *conversation) flush() error {
 		var err error
 		if w.line != nil {
 			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
-				c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): writing it again from memory", w.ss.path, unwrapPathError(err)))
+				if !c.appendWarned {
+					c.appendWarned = true
+					c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): writing it again from memory", w.ss.path, unwrapPathError(err)))
+				}
 				err = c.rewriteLocked(w.ss)
 			}
 		} else {
@@ -892,6 +938,9 @@ func (s *server) openConversation() (*conversation, error) {
 			loaded, err := loadSession(path)
 			if err != nil {
 				return nil, err
+			}
+			if notice := loaded.skippedNotice(); notice != "" {
+				s.set.notices = append(s.set.notices, notice)
 			}
 			s.useSessionIn(c, loaded)
 			return c, nil
@@ -1044,7 +1093,12 @@ func (s *server) switchSession(r *request) (any, error) {
 	}, func() (any, error) {
 		cleared = s.useSession(loaded)
 		return notCancelled, nil
-	}, func() { s.announceSession(cleared) })
+	}, func() {
+		s.announceSession(cleared)
+		if notice := loaded.skippedNotice(); notice != "" {
+			s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
+		}
+	})
 }
 
 // userText joins the text blocks of a stored user message.

@@ -24,3 +24,13 @@ func growPipe(f *os.File) {}
 
 // setParentDeathSignal: no such signal here; the watchdog still cleans up.
 func setParentDeathSignal(attr *syscall.SysProcAttr) {}
+
+// killSession has no portable way to find a session's members here; the
+// process group is killed.
+func killSession(sid int) {}
+
+// specialFileSystem: nothing to refuse beyond non-regular files here.
+func specialFileSystem(f *os.File) string { return "" }
+
+// hideOwnEnvironment: no such control here.
+func hideOwnEnvironment() {}

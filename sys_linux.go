@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -80,4 +82,58 @@ func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 		return errno
 	}
 	return nil
+}
+
+// killSession SIGKILLs every process whose session is sid (read from
+// /proc/*/stat), so jobs a shell moved to their own process groups die
+// with the child that leads the session.
+func killSession(sid int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == sid {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After "pid (comm) ": state ppid pgrp session …
+		fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
+		if len(fields) > 3 {
+			if s, err := strconv.Atoi(string(fields[3])); err == nil && s == sid {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// procFSMagic and sysFSMagic are the statfs types of /proc and /sys.
+const (
+	procFSMagic = 0x9fa0
+	sysFSMagic  = 0x62656572
+)
+
+// specialFileSystem names the kernel file system f is on (/proc, /sys),
+// or "": their "regular" files hold rpi's own environment and more.
+func specialFileSystem(f *os.File) string {
+	var st syscall.Statfs_t
+	if syscall.Fstatfs(int(f.Fd()), &st) != nil {
+		return ""
+	}
+	switch st.Type {
+	case procFSMagic:
+		return "a file of /proc"
+	case sysFSMagic:
+		return "a file of /sys"
+	}
+	return ""
+}
+
+// hideOwnEnvironment makes rpi non-dumpable: no other process of the same
+// user — its children included — can read /proc/<rpi>/environ (where the
+// provider keys are) or attach to it.
+func hideOwnEnvironment() {
+	const prSetDumpable = 4
+	syscall.Syscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
 }

@@ -50,11 +50,12 @@ func watchSignals(stop chan<- os.Signal) {
 	}()
 }
 
-// startInGroup makes cmd start as the leader of a new process group
-// (under a PTY: of a new session whose controlling terminal is the PTY),
-// killed by the kernel if rpi dies first.
+// startInGroup makes cmd start as the leader of a new session and process
+// group (under a PTY, with the PTY as its controlling terminal), killed by
+// the kernel if rpi dies first. The session holds every process group a
+// job-control shell makes for its jobs, so killTree finds them all.
 func startInGroup(cmd *exec.Cmd, pty bool) {
-	attr := &syscall.SysProcAttr{Setpgid: !pty, Setsid: pty, Setctty: pty}
+	attr := &syscall.SysProcAttr{Setsid: true, Setctty: pty}
 	setParentDeathSignal(attr)
 	cmd.SysProcAttr = attr
 }
@@ -67,6 +68,13 @@ func signalGroup(pid int, sig syscall.Signal) error {
 		return nil
 	}
 	return err
+}
+
+// killTree SIGKILLs what a child started: its process group and every
+// process still in its session (a job-control shell's jobs).
+func killTree(pid int) {
+	signalGroup(pid, syscall.SIGKILL)
+	killSession(pid)
 }
 
 // processAlive reports whether a process with this pid exists.
@@ -145,6 +153,10 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	case ownStdio()[[2]uint64{uint64(st.Dev), uint64(st.Ino)}]:
 		f.Close()
 		return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
+	}
+	if kind := specialFileSystem(f); kind != "" {
+		f.Close()
+		return nil, &errNotRegular{path, kind}
 	}
 	return f, nil
 }
@@ -241,7 +253,7 @@ func runWatchdog(in io.Reader, _ string) int {
 	}
 	for pgid, live := range groups {
 		if live {
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			killTree(pgid)
 		}
 	}
 	if dir != "" && strings.HasPrefix(filepath.Base(dir), "rpi-") {

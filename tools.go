@@ -349,8 +349,10 @@ func formatSize(n int) string {
 
 // lineReader reads lines split on "\n" (a final line without one counts,
 // even when empty, as strings.Split would), keeping at most keep bytes of
-// each but counting its full length, so a huge line costs no memory.
+// each but counting its full length, so a huge line costs no memory. It
+// stops with the context's error when ctx ends, even within one line.
 type lineReader struct {
+	ctx  context.Context
 	br   *bufio.Reader
 	keep int
 	done bool
@@ -361,6 +363,9 @@ func (lr *lineReader) next() (line []byte, length int, ok bool, err error) {
 		return nil, 0, false, nil
 	}
 	for {
+		if lr.ctx.Err() != nil {
+			return nil, 0, false, errors.New("Operation aborted")
+		}
 		chunk, rerr := lr.br.ReadSlice('\n')
 		ended := rerr == nil
 		if ended {
@@ -435,12 +440,15 @@ func (c *readCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 			{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
 	}
 	start := max(c.offset, 1) - 1
-	lr := &lineReader{br: br, keep: maxOutputBytes + 1}
+	lr := &lineReader{ctx: ctx, br: br, keep: maxOutputBytes + 1}
 	var shown []string
 	total, size, firstLength := 0, 0, 0
 	cut, byBytes := false, false
 	for {
 		line, length, ok, err := lr.next()
+		if ctx.Err() != nil {
+			return toolResult{}, errors.New("Operation aborted")
+		}
 		if err != nil {
 			return toolResult{}, fileError("read", c.abs, err)
 		}
@@ -509,7 +517,7 @@ func imageType(data []byte) string {
 
 // ---- write ----
 
-type writeCall struct{ path, abs, content string }
+type writeCall struct{ path, abs, content, where string }
 
 var writeTool = &tool{
 	name:        "write",
@@ -520,7 +528,8 @@ var writeTool = &tool{
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
 		err := decodeChecked(raw, &a)
-		return &writeCall{a.Path, s.toolPath(a.Path), a.Content}, err
+		abs := s.toolPath(a.Path)
+		return &writeCall{a.Path, abs, a.Content, s.whereIs(abs)}, err
 	},
 }
 
@@ -530,7 +539,7 @@ func (c *writeCall) describe() (string, string) {
 		what = fmt.Sprintf("replace its %d bytes", info.Size())
 	}
 	return "Allow write to " + escapeControl(c.path) + "?",
-		fmt.Sprintf("Write %d bytes to %s (%s):\n%s", len(c.content), escapeControl(c.path), what, showText("+ ", c.content))
+		fmt.Sprintf("Write %d bytes to %s%s (%s):\n%s", len(c.content), escapeControl(c.path), c.where, what, showText("+ ", c.content))
 }
 
 func (c *writeCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
@@ -588,7 +597,7 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // maxEditBytes is the largest file edit changes.
 const maxEditBytes = 64 << 20
 
-type editCall struct{ path, abs, oldText, newText string }
+type editCall struct{ path, abs, oldText, newText, where string }
 
 var editTool = &tool{
 	name:    "edit",
@@ -601,14 +610,15 @@ var editTool = &tool{
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, OldText, NewText string }
 		err := decodeChecked(raw, &a)
-		return &editCall{a.Path, s.toolPath(a.Path), a.OldText, a.NewText}, err
+		abs := s.toolPath(a.Path)
+		return &editCall{a.Path, abs, a.OldText, a.NewText, s.whereIs(abs)}, err
 	},
 }
 
 func (c *editCall) describe() (string, string) {
 	return "Allow edit of " + escapeControl(c.path) + "?",
-		fmt.Sprintf("Replace %d lines with %d lines in %s:\n%s\n%s", strings.Count(c.oldText, "\n")+1,
-			strings.Count(c.newText, "\n")+1, escapeControl(c.path), showText("- ", c.oldText), showText("+ ", c.newText))
+		fmt.Sprintf("Replace %d lines with %d lines in %s%s:\n%s\n%s", strings.Count(c.oldText, "\n")+1,
+			strings.Count(c.newText, "\n")+1, escapeControl(c.path), c.where, showText("- ", c.oldText), showText("+ ", c.newText))
 }
 
 func (c *editCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
@@ -871,6 +881,9 @@ func ignored(rules []ignoreRule, rel string, isDir bool) bool {
 // and everything that is neither (FIFOs, sockets, devices), with paths
 // relative to root. fn returns false to stop; an ended ctx stops it too.
 func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
+	if resolved, err := filepath.EvalSymlinks(root); err == nil {
+		root = resolved // a symlink to a directory is walked as that directory
+	}
 	info, err := os.Stat(root)
 	if err != nil {
 		return fmt.Errorf("Path not found: %s", root)
@@ -999,7 +1012,7 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, out []strin
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return out, matches, true // binary
 	}
-	lr := &lineReader{br: br, keep: 64 << 10}
+	lr := &lineReader{ctx: ctx, br: br, keep: 64 << 10}
 	var before []string // the context lines before the next match
 	after := 0          // context lines still to show after a match
 	for n := 1; ; n++ {
@@ -1038,11 +1051,31 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, out []strin
 	}
 }
 
+// headLines keeps whole lines from the start: at most maxLines lines and
+// maxBytes bytes. byBytes says the byte limit was what cut.
+func headLines(lines []string, maxLines, maxBytes int) (kept []string, byBytes bool) {
+	size := 0
+	for i, line := range lines {
+		if i == maxLines {
+			return lines[:i], false
+		}
+		size += len(line) + 1
+		if size-1 > maxBytes {
+			return lines[:i], true
+		}
+	}
+	return lines, false
+}
+
 // listResult is a tool result of lines: emptyText when there are none,
 // and notice in brackets after them when the list was cut.
 func listResult(lines []string, emptyText string, cut bool, notice string) toolResult {
 	if len(lines) == 0 {
 		return textResult(emptyText)
+	}
+	if kept, byBytes := headLines(lines, len(lines), maxOutputBytes); byBytes {
+		lines, cut = kept, true
+		notice = fmt.Sprintf("Output cut at %s; %s", formatSize(maxOutputBytes), notice)
 	}
 	text := strings.Join(lines, "\n")
 	if cut {
@@ -1226,6 +1259,15 @@ func decodeProcessCall(s *server, raw json.RawMessage) (toolCall, error) {
 			return nil, fmt.Errorf("field %q does not go with action %s (it takes: %s)", name, c.action, strings.Join(allowed, ", "))
 		}
 	}
+	// number reads a whole number the schema has checked (1000.0 and 1e3
+	// are whole numbers too).
+	number := func(name string, otherwise int64) int64 {
+		var f float64
+		if json.Unmarshal(fields[name], &f) != nil {
+			return otherwise
+		}
+		return int64(f)
+	}
 	need := func(name string) error {
 		if raw, ok := fields[name]; !ok || string(raw) == "null" {
 			return fmt.Errorf("action %s needs field %q", c.action, name)
@@ -1248,9 +1290,8 @@ func decodeProcessCall(s *server, raw json.RawMessage) (toolCall, error) {
 			return nil, err
 		}
 	case "logs":
-		json.Unmarshal(fields["cursor"], &c.cursor)
-		c.limitBytes = defaultLogBytes
-		json.Unmarshal(fields["limitBytes"], &c.limitBytes)
+		c.cursor = number("cursor", 0)
+		c.limitBytes = int(number("limitBytes", defaultLogBytes))
 	case "write":
 		var text string
 		json.Unmarshal(fields["dataBase64"], &text)
@@ -1273,19 +1314,48 @@ func decodeProcessCall(s *server, raw json.RawMessage) (toolCall, error) {
 		if err := need("rows"); err != nil {
 			return nil, err
 		}
-		json.Unmarshal(fields["cols"], &c.cols)
-		json.Unmarshal(fields["rows"], &c.rows)
+		c.cols, c.rows = int(number("cols", 0)), int(number("rows", 0))
 	case "signal":
 		if err := need("signal"); err != nil {
 			return nil, err
 		}
 		json.Unmarshal(fields["signal"], &c.signal)
 	case "wait":
-		var ms int64
-		json.Unmarshal(fields["timeoutMs"], &ms)
-		c.timeout = msDuration(ms)
+		c.timeout = msDuration(number("timeoutMs", 0))
 	}
 	return &c, nil
+}
+
+// shownValue is a value for a dialog: quoted, escaped, and cut at 200
+// bytes with the rest counted.
+func shownValue(v string) string {
+	if len(v) <= 200 {
+		return escapeControl(strconv.Quote(v))
+	}
+	return escapeControl(strconv.Quote(strings.ToValidUTF8(v[:200], ""))) + fmt.Sprintf("…(%d bytes in all)", len(v))
+}
+
+// whereIs says, for an approval dialog, where a path really leads when a
+// symlink takes it elsewhere, and when that is outside the working
+// directory; "" when it is just the path.
+func (s *server) whereIs(abs string) string {
+	target, err := filepath.EvalSymlinks(abs)
+	if err != nil { // a new file: resolve its folder
+		dir, derr := filepath.EvalSymlinks(filepath.Dir(abs))
+		if derr != nil {
+			return ""
+		}
+		target = filepath.Join(dir, filepath.Base(abs))
+	}
+	where := ""
+	if target != abs {
+		where = " → " + escapeControl(target)
+	}
+	cwd, _ := filepath.EvalSymlinks(s.set.cwd)
+	if rel, err := filepath.Rel(cwd, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		where += " (outside the working directory)"
+	}
+	return where
 }
 
 // dangerousEnv reports whether a variable changes what a program runs or
@@ -1324,9 +1394,9 @@ func (c *processCall) describe() (string, string) {
 				case v == nil:
 					env = append(env, escapeControl(key)+" (removed)")
 				case dangerousEnv(key):
-					env = append(env, escapeControl(key)+"="+escapeControl(strconv.Quote(*v)))
+					env = append(env, escapeControl(key)+"="+shownValue(*v)+" (changes what runs)")
 				default:
-					env = append(env, escapeControl(key)+" (set)")
+					env = append(env, escapeControl(key)+"="+shownValue(*v))
 				}
 			}
 			lines = append(lines, "env: "+strings.Join(env, ", "))

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // uiRequest is an extension_ui_request: the host asking the client's UI.
@@ -225,8 +227,10 @@ func escapeControl(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r == '\u2028' || r == '\u2029' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
-			fmt.Fprintf(&b, `\u%04x`, r) // line separators and bidi overrides
+		case r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' || unicode.Is(unicode.Cf, r):
+			// Invisible and format characters (bidi controls, zero-width
+			// spaces, line separators) could hide or reorder text.
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)
 		}
