@@ -538,3 +538,35 @@ func TestBashMemoryIsFlat(t *testing.T) {
 	p.stdin.Close()
 	p.exit(t)
 }
+
+// TestJobsDieWithTheirChild starts job-control shells whose jobs go to
+// process groups of their own: when the child ends (stopped, or a user
+// bash that returns), its jobs end too, as they share its session.
+func TestJobsDieWithTheirChild(t *testing.T) {
+	ps := startSession(t)
+	ps.send(spawnLine("j", []string{"bash", "-c", "set -m; sleep 4321 & echo $!; sleep 300"}, ""))
+	ps.waitFor(`"type":"process_output"`)
+	recs := ps.records()
+	id := processIDs(recs)["j"]
+	job, _ := strconv.Atoi(strings.TrimSpace(outputOf(recs, id)))
+	ps.send(`{"id":"b","type":"bash","command":"set -m; sleep 4322 & echo $!"}`)
+	ps.waitFor(`"id":"b"`)
+	var bashJob int
+	for _, rec := range ps.records() {
+		if rec["id"] == "b" {
+			bashJob, _ = strconv.Atoi(strings.TrimSpace(rec["data"].(map[string]any)["stdout"].(string)))
+		}
+	}
+	ps.send(`{"id":"stop","type":"process_stop","processId":"` + id + `"}`)
+	ps.waitFor(`"id":"stop"`)
+	ps.close()
+	for _, pid := range []int{job, bashJob} {
+		deadline := time.Now().Add(5 * time.Second)
+		for pid > 0 && alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if pid == 0 || alive(pid) {
+			t.Errorf("job %d outlived its child", pid)
+		}
+	}
+}

@@ -281,3 +281,24 @@ func TestUnchangedValuesWriteNothing(t *testing.T) {
 		t.Errorf("entries added:\n%s\noutput:\n%s", added, out.String())
 	}
 }
+
+// TestPlantedTempFileIsNotFollowed plants a symlink where a careless
+// writer would put its temp file beside the session file: writing the
+// session must not follow it.
+func TestPlantedTempFileIsNotFollowed(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("untouched"), 0o644)
+	os.Symlink(victim, filepath.Join(cwd, "s.jsonl.tmp"))
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", "s.jsonl"})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	if data, _ := os.ReadFile(victim); string(data) != "untouched" {
+		t.Errorf("the planted symlink was followed: %q", data)
+	}
+	if _, err := loadSession(filepath.Join(cwd, "s.jsonl")); err != nil {
+		t.Error(err)
+	}
+}

@@ -190,6 +190,9 @@ func TestToolsRefuseSpecialFiles(t *testing.T) {
 		{"write", `{"path":"dir/pipe","content":"x"}`, "it is a named pipe (FIFO)"},
 		{"edit", `{"path":"dir/pipe","oldText":"a","newText":"b"}`, "it is a named pipe (FIFO)"},
 		{"ls", `{"path":"dir/pipe"}`, "Not a directory"},
+		{"read", `{"path":"/proc/self/environ"}`, "it is a file of /proc"},
+		{"read", `{"path":"/proc/self/status"}`, "it is a file of /proc"},
+		{"write", `{"path":"/proc/self/comm","content":"x"}`, "it is a file of /proc"},
 	} {
 		done := make(chan struct{})
 		go func() {
