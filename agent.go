@@ -250,6 +250,13 @@ type messageEvent struct {
 
 type messageUpdate struct {
 	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
+	Usage                 usage          `json:"usage"`
+}
+
+// piMessageUpdate is message_update in pi's order (usage first).
+type piMessageUpdate struct {
+	Usage                 usage          `json:"usage"`
+	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
 }
 
 type toolExecStart struct {
@@ -669,8 +676,12 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
-	batch := &deltaBatch{send: func(ev assistantEvent) { s.emit("message_update", messageUpdate{ev}, nil) }}
-	err := callModel(ctx, req, msg, start, batch.add)
+	batch := &deltaBatch{send: func(ev assistantEvent, u usage) {
+		s.emit("message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev})
+	}}
+	// Called on the streaming goroutine: the usage so far goes with the event.
+	emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
+	err := callModel(ctx, req, msg, start, emit)
 	batch.close()
 	run.mu.Lock()
 	run.retryAfter = -1
@@ -715,21 +726,23 @@ const (
 // deltaBatch coalesces the deltas of a streaming answer; every other
 // event first sends what is pending, so the order is kept.
 type deltaBatch struct {
-	send func(assistantEvent)
+	send func(assistantEvent, usage)
 
 	mu      sync.Mutex // guards the fields below; held while sending
+	usage   usage      // the answer's usage so far
 	pending *assistantEvent
 	text    strings.Builder
 	timer   *time.Timer
 	closed  bool
 }
 
-func (b *deltaBatch) add(ev assistantEvent) {
+func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.usage = u
 	if ev.Delta == nil {
 		b.flushLocked()
-		b.send(ev)
+		b.send(ev, u)
 		return
 	}
 	if b.pending != nil && (b.pending.Type != ev.Type || b.pending.ContentIndex != ev.ContentIndex) {
@@ -764,7 +777,7 @@ func (b *deltaBatch) flushLocked() {
 	}
 	delta := b.text.String()
 	b.pending.Delta = &delta
-	b.send(*b.pending)
+	b.send(*b.pending, b.usage)
 	b.pending = nil
 	b.text.Reset()
 }
@@ -1116,12 +1129,45 @@ type sessionStats struct {
 	ToolCalls         int        `json:"toolCalls"`
 	ToolResults       int        `json:"toolResults"`
 	TotalMessages     int        `json:"totalMessages"`
-	Tokens            tokenStats `json:"tokens"`
-	Cost              float64    `json:"cost"`
+	Tokens            tokenStats    `json:"tokens"`
+	Cost              float64       `json:"cost"`
+	ContextUsage      *contextUsage `json:"contextUsage,omitempty"`
+}
+
+// contextUsage is how full the context window is (pi 1.6): tokens and
+// percent are null when unknown (right after a compaction).
+type contextUsage struct {
+	Tokens        *int     `json:"tokens"`
+	ContextWindow int      `json:"contextWindow"`
+	Percent       *float64 `json:"percent"`
+}
+
+// estimateContext is pi's estimate of the context's size: the last valid
+// answer's reported total, plus chars/4 for every message after it; with
+// no valid answer, chars/4 of all of it — unknown (nil) when a compaction
+// summary has no answer after it yet.
+func estimateContext(messages []any) *int {
+	base, from := 0, 0
+	for i := len(messages) - 1; i >= 0; i-- {
+		a, ok := messages[i].(*assistantMessage)
+		if ok && a.StopReason != "error" && a.StopReason != "aborted" && a.Usage.TotalTokens > 0 {
+			base, from = a.Usage.TotalTokens, i+1
+			break
+		}
+		if m, ok := messages[i].(*summaryMessage); ok && m.Role == "compactionSummary" {
+			return nil
+		}
+	}
+	for _, m := range messages[from:] {
+		data, _ := json.Marshal(m)
+		base += (len(data) + 3) / 4
+	}
+	return &base
 }
 
 // getSessionStats counts the conversation's messages, tokens and cost.
-// Fields: none. Answer: pi's SessionStats.
+// Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
+// contextWindow, percent} when there is a model.
 func (s *server) getSessionStats(r *request) (any, error) {
 	info := s.conv.info()
 	messages := s.conv.messages()
@@ -1150,6 +1196,17 @@ func (s *server) getSessionStats(r *request) (any, error) {
 		}
 	}
 	st.Tokens.Total = st.Tokens.Input + st.Tokens.Output + st.Tokens.CacheRead + st.Tokens.CacheWrite
+	s.mu.Lock()
+	m := s.model
+	s.mu.Unlock()
+	if m != nil && m.ContextWindow > 0 {
+		cu := &contextUsage{Tokens: estimateContext(messages), ContextWindow: m.ContextWindow}
+		if cu.Tokens != nil {
+			percent := float64(*cu.Tokens) / float64(m.ContextWindow) * 100
+			cu.Percent = &percent
+		}
+		st.ContextUsage = cu
+	}
 	return st, nil
 }
 

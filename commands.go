@@ -32,61 +32,65 @@ var commands map[string]handler
 
 func init() {
 	commands = map[string]handler{
-		"get_state":               (*server).getState,
-		"get_messages":            (*server).getMessages,
-		"get_last_assistant_text": (*server).getLastAssistantText,
-		"get_capabilities":        (*server).getCapabilities,
-		"set_thinking_level":      (*server).setThinkingLevel,
-		"cycle_thinking_level":    (*server).cycleThinkingLevel,
-		"set_steering_mode":       (*server).setSteeringMode,
-		"set_follow_up_mode":      (*server).setFollowUpMode,
-		"set_auto_compaction":     (*server).setAutoCompaction,
-		"set_auto_retry":          (*server).setAutoRetry,
-		"set_session_name":        (*server).setSessionName,
-		"bash":                    (*server).bash,
-		"abort_bash":              (*server).abortBash,
-		"extension_ui_response":   (*server).extensionUIResponse,
-		"process_spawn":           (*server).processSpawn,
-		"process_list":            (*server).processList,
-		"process_describe":        (*server).processDescribe,
-		"process_logs":            (*server).processLogsCommand,
-		"process_write":           (*server).processWrite,
-		"process_keys":            (*server).processKeysCommand,
-		"process_resize":          (*server).processResize,
-		"process_signal":          (*server).processSignal,
-		"process_stop":            (*server).processStop,
-		"process_wait":            (*server).processWait,
-		"process_remove":          (*server).processRemove,
-		"prompt":                  (*server).prompt,
-		"steer":                   (*server).steer,
-		"follow_up":               (*server).followUpCommand,
-		"abort":                   (*server).abort,
-		"abort_retry":             (*server).abortRetry,
-		"clear_queue":             (*server).clearQueue,
-		"set_model":               (*server).setModel,
-		"cycle_model":             (*server).cycleModel,
-		"get_available_models":    (*server).getAvailableModels,
-		"get_session_stats":       (*server).getSessionStats,
-		"get_todos":               (*server).getTodos,
-		"set_todos":               (*server).setTodos,
-		"todo_op":                 (*server).todoOpCommand,
-		"loop_create":             (*server).loopCreate,
-		"loop_update":             (*server).loopUpdate,
-		"loop_list":               (*server).loopList,
-		"loop_delete":             (*server).loopDelete,
-		"loop_cancel":             (*server).loopCancel,
-		"new_session":             (*server).newSessionCommand,
-		"switch_session":          (*server).switchSession,
-		"fork":                    (*server).fork,
-		"get_fork_messages":       (*server).getForkMessages,
-		"export_html":             (*server).exportHTML,
-		"compact":                 (*server).compact,
-		"get_commands":            (*server).getCommands,
+		"get_state":                     (*server).getState,
+		"get_messages":                  (*server).getMessages,
+		"get_last_assistant_text":       (*server).getLastAssistantText,
+		"get_capabilities":              (*server).getCapabilities,
+		"set_thinking_level":            (*server).setThinkingLevel,
+		"cycle_thinking_level":          (*server).cycleThinkingLevel,
+		"set_steering_mode":             (*server).setSteeringMode,
+		"set_follow_up_mode":            (*server).setFollowUpMode,
+		"set_auto_compaction":           (*server).setAutoCompaction,
+		"set_auto_retry":                (*server).setAutoRetry,
+		"set_session_name":              (*server).setSessionName,
+		"bash":                          (*server).bash,
+		"abort_bash":                    (*server).abortBash,
+		"extension_ui_response":         (*server).extensionUIResponse,
+		"process_spawn":                 (*server).processSpawn,
+		"process_list":                  (*server).processList,
+		"process_describe":              (*server).processDescribe,
+		"process_logs":                  (*server).processLogsCommand,
+		"process_write":                 (*server).processWrite,
+		"process_keys":                  (*server).processKeysCommand,
+		"process_resize":                (*server).processResize,
+		"process_signal":                (*server).processSignal,
+		"process_stop":                  (*server).processStop,
+		"process_wait":                  (*server).processWait,
+		"process_remove":                (*server).processRemove,
+		"prompt":                        (*server).prompt,
+		"steer":                         (*server).steer,
+		"follow_up":                     (*server).followUpCommand,
+		"abort":                         (*server).abort,
+		"abort_retry":                   (*server).abortRetry,
+		"clear_queue":                   (*server).clearQueue,
+		"set_model":                     (*server).setModel,
+		"cycle_model":                   (*server).cycleModel,
+		"get_available_models":          (*server).getAvailableModels,
+		"get_session_stats":             (*server).getSessionStats,
+		"get_todos":                     (*server).getTodos,
+		"set_todos":                     (*server).setTodos,
+		"todo_op":                       (*server).todoOpCommand,
+		"loop_create":                   (*server).loopCreate,
+		"loop_update":                   (*server).loopUpdate,
+		"loop_list":                     (*server).loopList,
+		"loop_delete":                   (*server).loopDelete,
+		"loop_cancel":                   (*server).loopCancel,
+		"new_session":                   (*server).newSessionCommand,
+		"switch_session":                (*server).switchSession,
+		"fork":                          (*server).fork,
+		"get_fork_messages":             (*server).getForkMessages,
+		"export_html":                   (*server).exportHTML,
+		"compact":                       (*server).compact,
+		"get_commands":                  (*server).getCommands,
+		"get_available_thinking_levels": (*server).getAvailableThinkingLevels,
+		"clone":                         (*server).clone,
+		"get_entries":                   (*server).getEntries,
+		"get_tree":                      (*server).getTree,
 	}
 }
 
 var (
-	thinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh"}
+	thinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
 	queueModes     = []string{"all", "one-at-a-time"}
 )
 
@@ -139,7 +143,7 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 	s := &server{
 		set:            set,
 		env:            env,
-		out:            newOutput(stdout, stderr, false),
+		out:            newOutput(stdout, stderr, cfg.compat),
 		stderr:         stderr,
 		command:        exec.Command,
 		ui:             newDialogs(),
@@ -167,6 +171,11 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 		set.catalog = append(set.catalog, m) // an id adopted for --provider
 	}
 	s.model = m
+	if cfg.model == "" && len(cfg.models) > 0 {
+		if scoped, _ := s.scopedModels(); len(scoped) > 0 {
+			s.model = scoped[0] // --models without --model starts with the first
+		}
+	}
 	if thinking != "" {
 		s.thinkingLevel = thinking
 	}
@@ -411,7 +420,8 @@ func (s *server) setAutoRetry(r *request) (any, error) {
 
 // setSessionName names the session (a session_info entry, written only
 // when the name changes); get_state reports it.
-// Fields: name (non-empty after trimming). Answer: null. UI: setTitle.
+// Fields: name (non-empty after trimming). Answer: null. Events:
+// session_info_changed before the answer, when the name changed. UI: setTitle.
 func (s *server) setSessionName(r *request) (any, error) {
 	name, err := r.str("name")
 	if err != nil {
@@ -420,9 +430,15 @@ func (s *server) setSessionName(r *request) (any, error) {
 	if name = strings.TrimSpace(name); name == "" {
 		return nil, errors.New("Session name cannot be empty")
 	}
-	if err := s.conv.setName(name); err != nil {
-		return nil, err
+	changed, err := s.conv.setName(name)
+	if changed {
+		s.emit("session_info_changed", sessionInfoChanged{name}, nil)
+		s.tell(uiRequest{Method: "setTitle", Title: name})
 	}
-	s.tell(uiRequest{Method: "setTitle", Title: name})
-	return nil, nil
+	return nil, err
+}
+
+// sessionInfoChanged is the data of session_info_changed.
+type sessionInfoChanged struct {
+	Name string `json:"name"`
 }

@@ -93,7 +93,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 	e := newTestEnv(t)
 	clock := newFakeClock()
 	e.clock = clock
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, e.env())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 func TestCommandLoopNeverWaits(t *testing.T) {
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"text":["slow ","answer"],"delayMs":100}`, e.agentDir)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ type environment struct {
 	tempDir      string // where rpi's own temp folder goes
 	maxLineBytes int
 	executable   string // rpi's binary, started again as the watchdog; "" for none
+	program      string // the name rpi was started as ("pi" selects pi's shapes)
 	// command builds every child rpi runs; nil is exec.Command (the fuzz
 	// test replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
@@ -49,19 +50,22 @@ type environment struct {
 func hostEnvironment() environment {
 	exe, _ := os.Executable()
 	return environment{getenv: os.Getenv, environ: os.Environ(), clock: realClock{}, tempDir: os.TempDir(),
-		maxLineBytes: maxLineBytes, executable: exe}
+		maxLineBytes: maxLineBytes, executable: exe, program: filepath.Base(os.Args[0])}
 }
 
 // run is the whole program: it parses args, serves the protocol until stdin
 // ends or a signal arrives, and returns the exit code. Nothing but main
 // touches the process's real stdin, stdout, environment or signals.
 func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop <-chan os.Signal) int {
-	cfg, action, err := parseArgs(args)
+	cfg, action, err := parseArgs(args, env)
 	switch {
 	case err != nil:
 		return initFailure(stdout, stderr, err)
 	case action == "help":
 		fmt.Fprint(stdout, usageText)
+		return 0
+	case action == "version" && cfg.compat:
+		fmt.Fprintln(stdout, piVersion)
 		return 0
 	case action == "version":
 		fmt.Fprintf(stdout, "rpi %s\n", version)
@@ -121,72 +125,140 @@ Usage:
 Flags:
   --provider NAME               model provider
   --model ID                    model (provider/id, or id with --provider; optional :thinking suffix)
+  --models a,b                  the models cycle_model goes through (globs; provider/id or id)
   --api-key KEY                 API key for the provider
-  --thinking LEVEL              off, minimal, low, medium, high or xhigh
-  --tools a,b,c                 active tools (read, write, edit, bash, ls, grep, find, todo, process, ask_user)
+  --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
+  -t, --tools a,b,c             active tools (read, write, edit, bash, ls, grep, find, todo, process, ask_user)
+  --no-tools                    no tools at all
+  --exclude-tools a,b           leave these tools out
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
   --session FILE                open this session file
-  --name NAME                   session name
+  --session-id ID               the cwd's session with this id (made when missing)
+  --fork FILE                   start a new session as a copy of this one
+  -n, --name NAME               session name
   --system-prompt TEXT          replace the base system prompt
   --append-system-prompt TEXT   append to the system prompt
-  --approve                     load project resources from ./.pi/
+  -nc, --no-context-files       do not read AGENTS.md / CLAUDE.md
+  -ns, --no-skills              no skills
+  -np, --no-prompt-templates    no prompt templates
+  --approve, --no-approve       load (or not: the default) project resources from ./.pi/
   --confirm TOOLS               ask the client before running these tools
   --cwd DIR                     working directory (default: the current one)
+  --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
+  Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
+  -ne/--no-extensions, --no-mcp, --verbose.
+
+Environment: PI_CODING_AGENT_DIR (models.json, auth.json, settings.json,
+sessions; default ~/.pi/agent), provider keys such as OPENAI_API_KEY,
+ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY (see docs/models.md),
+RPI_COMPAT=pi. The protocol: docs/protocol.md and docs/commands.md.
+
+Example:
+  echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session
 `
+
+// piVersion is the pi release whose RPC rpi speaks; in pi-compatible mode
+// --version prints it bare, as pi does (clients such as pi-acp parse it).
+const piVersion = "1.6.0"
 
 // config holds the command line.
 type config struct {
 	provider           string
 	model              string
+	models             []string // --models: the scope of cycle_model
 	apiKey             string
 	thinking           string
 	tools              []string
 	toolsGiven         bool
+	excludeTools       []string
 	noSession          bool
 	sessionDir         string
 	sessionFile        string
+	sessionID          string
+	forkFrom           string
 	name               string
 	systemPrompt       string
 	appendSystemPrompt string
+	noContextFiles     bool
+	noSkills           bool
+	noPromptTemplates  bool
 	approve            bool
 	confirm            []string
 	cwd                string
+	compat             bool // pi's shapes (§10)
 }
 
-// parseArgs reads the command line. action is "serve", "help" or "version".
-func parseArgs(args []string) (cfg config, action string, err error) {
+// parseArgs reads the command line (and the environment's RPI_COMPAT and
+// program name, which also select pi's shapes). action is "serve",
+// "help" or "version".
+func parseArgs(args []string, env environment) (cfg config, action string, err error) {
 	subcommand := len(args) > 0 && args[0] == "rpc"
 	if subcommand {
 		args = args[1:]
 	}
 	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var mode, tools, confirm string
-	var help, showVersion bool
+	var mode, tools, exclude, models, confirm, compat, ignored string
+	var help, showVersion, noTools, noApprove, ignoredBool bool
 	fs.StringVar(&mode, "mode", "", "")
 	fs.StringVar(&cfg.provider, "provider", "", "")
 	fs.StringVar(&cfg.model, "model", "", "")
+	fs.StringVar(&models, "models", "", "")
 	fs.StringVar(&cfg.apiKey, "api-key", "", "")
 	fs.StringVar(&cfg.thinking, "thinking", "", "")
 	fs.StringVar(&tools, "tools", "", "")
+	fs.StringVar(&tools, "t", "", "")
+	fs.BoolVar(&noTools, "no-tools", false, "")
+	fs.BoolVar(&noTools, "nt", false, "")
+	fs.StringVar(&exclude, "exclude-tools", "", "")
+	fs.StringVar(&exclude, "xt", "", "")
 	fs.BoolVar(&cfg.noSession, "no-session", false, "")
 	fs.StringVar(&cfg.sessionDir, "session-dir", "", "")
 	fs.StringVar(&cfg.sessionFile, "session", "", "")
+	fs.StringVar(&cfg.sessionID, "session-id", "", "")
+	fs.StringVar(&cfg.forkFrom, "fork", "", "")
 	fs.StringVar(&cfg.name, "name", "", "")
+	fs.StringVar(&cfg.name, "n", "", "")
 	fs.StringVar(&cfg.systemPrompt, "system-prompt", "", "")
 	fs.StringVar(&cfg.appendSystemPrompt, "append-system-prompt", "", "")
+	fs.BoolVar(&cfg.noContextFiles, "no-context-files", false, "")
+	fs.BoolVar(&cfg.noContextFiles, "nc", false, "")
+	fs.BoolVar(&cfg.noSkills, "no-skills", false, "")
+	fs.BoolVar(&cfg.noSkills, "ns", false, "")
+	fs.BoolVar(&cfg.noPromptTemplates, "no-prompt-templates", false, "")
+	fs.BoolVar(&cfg.noPromptTemplates, "np", false, "")
 	fs.BoolVar(&cfg.approve, "approve", false, "")
+	fs.BoolVar(&cfg.approve, "a", false, "")
+	fs.BoolVar(&noApprove, "no-approve", false, "")
+	fs.BoolVar(&noApprove, "na", false, "")
 	fs.StringVar(&confirm, "confirm", "", "")
 	fs.StringVar(&cfg.cwd, "cwd", "", "")
+	fs.StringVar(&compat, "compat", "", "")
+	// pi's presentation flags: accepted so that pi's clients can launch
+	// rpi with pi's arguments; rpi has no themes, extensions or MCP, and
+	// never goes online on its own.
+	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne", "no-mcp", "verbose"} {
+		fs.BoolVar(&ignoredBool, name, false, "")
+	}
+	fs.StringVar(&ignored, "theme", "", "")
 	fs.BoolVar(&help, "help", false, "")
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&showVersion, "version", false, "")
+	fs.BoolVar(&showVersion, "v", false, "")
 	if err := fs.Parse(args); err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			return cfg, "", fmt.Errorf("Unknown flag: --%s (see rpi --help)", name)
 		}
 		return cfg, "", fmt.Errorf("Invalid arguments: %v (see rpi --help)", err)
+	}
+	switch {
+	case compat != "" && compat != "pi" && compat != "rpi":
+		return cfg, "", fmt.Errorf("Invalid --compat %q: must be pi or rpi", compat)
+	case compat != "":
+		cfg.compat = compat == "pi"
+	default:
+		cfg.compat = env.getenv("RPI_COMPAT") == "pi" || env.program == "pi"
 	}
 	if help {
 		return cfg, "help", nil
@@ -208,6 +280,14 @@ func parseArgs(args []string) (cfg config, action string, err error) {
 		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc`")
 	case mode != "" && mode != "rpc":
 		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi only speaks rpc)", mode)
+	case cfg.approve && noApprove:
+		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
+	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.noSession):
+		return cfg, "", errors.New("Conflicting flags: --session-id goes with neither --session nor --no-session")
+	case cfg.forkFrom != "" && (cfg.sessionFile != "" || cfg.noSession):
+		return cfg, "", errors.New("Conflicting flags: --fork goes with neither --session nor --no-session")
+	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
+		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
 	}
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
@@ -215,9 +295,20 @@ func parseArgs(args []string) (cfg config, action string, err error) {
 	if cfg.tools, err = toolList("--tools", tools); err != nil {
 		return cfg, "", err
 	}
-	cfg.toolsGiven = tools != ""
+	cfg.toolsGiven = tools != "" || noTools
+	if noTools {
+		cfg.tools = []string{}
+	}
+	if cfg.excludeTools, err = toolList("--exclude-tools", exclude); err != nil {
+		return cfg, "", err
+	}
 	if cfg.confirm, err = toolList("--confirm", confirm); err != nil {
 		return cfg, "", err
+	}
+	for _, m := range strings.Split(models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.models = append(cfg.models, m)
+		}
 	}
 	if strings.TrimSpace(cfg.name) == "" && cfg.name != "" {
 		return cfg, "", errors.New("Invalid --name: must not be blank")
@@ -234,6 +325,17 @@ func parseArgs(args []string) (cfg config, action string, err error) {
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
 	return cfg, "serve", nil
+}
+
+// validSessionID is pi's rule for --session-id.
+func validSessionID(id string) bool {
+	for i, c := range id {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && ((c != '.' && c != '_' && c != '-') || i == 0 || i == len(id)-1) {
+			return false
+		}
+	}
+	return id != ""
 }
 
 // toolList splits a comma-separated list of tool names and checks each.

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -790,14 +791,68 @@ func adoptModel(models []*model, provider, id string) *model {
 	return nil
 }
 
-// effectiveThinking is the thinking level the current model gets: off for
-// a model without reasoning, otherwise the level set (also while there is
-// no model). s.mu must be held.
-func (s *server) effectiveThinking() string {
-	if s.model != nil && !s.model.Reasoning {
-		return "off"
+// availableLevels are the thinking levels model m accepts (pi 1.6's
+// rule): every level without a model, only off without reasoning, else
+// off to high — minus those its thinkingLevelMap maps to null — plus
+// xhigh and max where the map names them.
+func availableLevels(m *model) []string {
+	switch {
+	case m == nil:
+		return slices.Clone(thinkingLevels)
+	case !m.Reasoning:
+		return []string{"off"}
 	}
-	return s.thinkingLevel
+	var levels []string
+	for _, level := range thinkingLevels {
+		v, named := m.levels[level]
+		extra := level == "xhigh" || level == "max"
+		if extra && named && v != nil || !extra && (!named || v != nil) {
+			levels = append(levels, level)
+		}
+	}
+	return levels
+}
+
+// clampLevel is the level m gets for a requested one: itself when m takes
+// it, else the next one up that m takes, else the next one down.
+func clampLevel(m *model, level string) string {
+	levels := availableLevels(m)
+	if slices.Contains(levels, level) {
+		return level
+	}
+	i := slices.Index(thinkingLevels, level)
+	for j := i + 1; j < len(thinkingLevels); j++ {
+		if slices.Contains(levels, thinkingLevels[j]) {
+			return thinkingLevels[j]
+		}
+	}
+	for j := i - 1; j >= 0; j-- {
+		if slices.Contains(levels, thinkingLevels[j]) {
+			return thinkingLevels[j]
+		}
+	}
+	return levels[0]
+}
+
+// effectiveThinking is the thinking level the current model gets: the
+// level set, clamped to what the model takes (off without reasoning).
+// s.mu must be held.
+func (s *server) effectiveThinking() string {
+	return clampLevel(s.model, s.thinkingLevel)
+}
+
+// thinkingChanged records and reports a change of the effective thinking
+// level (thinking_level_changed), when there was one.
+func (s *server) thinkingChanged(before, now string) {
+	if now == before {
+		return
+	}
+	s.emit("thinking_level_changed", thinkingLevelChanged{now}, nil)
+	s.conv.record("thinking_level_change", field{"thinkingLevel", now})
+}
+
+type thinkingLevelChanged struct {
+	Level string `json:"level"`
 }
 
 // usableModels lists the models that can be called.
@@ -811,12 +866,38 @@ func (s *server) usableModels() []*model {
 	return out
 }
 
-// switchModel makes m the current model and records the change.
+// switchModel makes m the current model and records the change; a
+// thinking level the new model takes differently is reported too.
 func (s *server) switchModel(m *model) {
 	s.mu.Lock()
+	before := s.effectiveThinking()
 	s.model = m
+	now := s.effectiveThinking()
 	s.mu.Unlock()
 	s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+	s.thinkingChanged(before, now)
+}
+
+// scopedModels are the models cycle_model goes through: the usable ones,
+// or those --models names (globs over provider/id or id).
+func (s *server) scopedModels() (models []*model, scoped bool) {
+	if len(s.set.cfg.models) == 0 {
+		return s.usableModels(), false
+	}
+	for _, m := range s.usableModels() {
+		for _, pattern := range s.set.cfg.models {
+			pattern, _, _ = strings.Cut(pattern, ":") // a thinking suffix
+			if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
+				models = append(models, m)
+				break
+			}
+			if ok, _ := path.Match(pattern, m.ID); ok {
+				models = append(models, m)
+				break
+			}
+		}
+	}
+	return models, true
 }
 
 // setModel switches the model for the next call.
@@ -846,10 +927,11 @@ func (s *server) setModel(r *request) (any, error) {
 }
 
 // cycleModel moves to the next usable model.
-// Fields: none. Answer: {model, thinkingLevel, isScoped:false}, or null
-// when fewer than two models are usable.
+// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
+// --models)}, or null when fewer than two models are in scope. Events:
+// thinking_level_changed when the new model takes the level differently.
 func (s *server) cycleModel(r *request) (any, error) {
-	models := s.usableModels()
+	models, scoped := s.scopedModels()
 	if len(models) < 2 {
 		return nil, nil
 	}
@@ -868,7 +950,7 @@ func (s *server) cycleModel(r *request) (any, error) {
 		Model         *model `json:"model"`
 		ThinkingLevel string `json:"thinkingLevel"`
 		IsScoped      bool   `json:"isScoped"`
-	}{next, s.effectiveThinking(), false}, nil
+	}{next, s.effectiveThinking(), scoped}, nil
 }
 
 // getAvailableModels lists the models whose provider has credentials (or
@@ -892,10 +974,12 @@ type thinkingAnswer struct {
 	Level     string `json:"level"`
 }
 
-// setThinkingLevel sets the reasoning effort used for the next model call;
-// an unchanged effective level writes no session entry.
-// Fields: level (off|minimal|low|medium|high|xhigh). Answer: {requested,
-// level (the level in force: off for a model without reasoning)}.
+// setThinkingLevel sets the reasoning effort used for the next model call.
+// A level the model does not take is clamped (the next one up it takes,
+// else the next one down); an unchanged effective level writes nothing.
+// Fields: level (off|minimal|low|medium|high|xhigh|max). Answer:
+// {requested, level (the level in force)}. Events: thinking_level_changed
+// before the answer, when the level in force changed.
 func (s *server) setThinkingLevel(r *request) (any, error) {
 	level, err := r.enum("level", thinkingLevels)
 	if err != nil {
@@ -906,27 +990,37 @@ func (s *server) setThinkingLevel(r *request) (any, error) {
 	s.thinkingLevel = level
 	now := s.effectiveThinking()
 	s.mu.Unlock()
-	if now != before {
-		s.conv.record("thinking_level_change", field{"thinkingLevel", now})
-	}
+	s.thinkingChanged(before, now)
 	return thinkingAnswer{level, now}, nil
 }
 
-// cycleThinkingLevel moves to the next thinking level; with a model that
-// does not reason (or none) it answers null and nothing changes.
-// Fields: none. Answer: {"level":…} or null.
+// cycleThinkingLevel moves to the next level the model takes, wrapping
+// around; with a model that does not reason it answers null.
+// Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
 func (s *server) cycleThinkingLevel(r *request) (any, error) {
 	s.mu.Lock()
-	if s.model == nil || !s.model.Reasoning {
+	if s.model != nil && !s.model.Reasoning {
 		s.mu.Unlock()
 		return nil, nil
 	}
-	i := slices.Index(thinkingLevels, s.thinkingLevel)
-	s.thinkingLevel = thinkingLevels[(i+1)%len(thinkingLevels)]
-	level := s.thinkingLevel
+	levels := availableLevels(s.model)
+	before := s.effectiveThinking()
+	now := levels[(slices.Index(levels, before)+1)%len(levels)]
+	s.thinkingLevel = now
 	s.mu.Unlock()
-	s.conv.record("thinking_level_change", field{"thinkingLevel", level})
+	s.thinkingChanged(before, now)
 	return struct {
 		Level string `json:"level"`
-	}{level}, nil
+	}{now}, nil
+}
+
+// getAvailableThinkingLevels lists the levels the current model takes.
+// Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
+// level without a model).
+func (s *server) getAvailableThinkingLevels(r *request) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return struct {
+		Levels []string `json:"levels"`
+	}{availableLevels(s.model)}, nil
 }

@@ -324,6 +324,8 @@ var eventTypes = []string{
 	"loop_removed",
 	"compaction_start",
 	"compaction_end",
+	"thinking_level_changed",
+	"session_info_changed",
 	"run_failed",
 }
 

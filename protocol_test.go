@@ -426,7 +426,7 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 		}
 		b = bytes.ReplaceAll(b, []byte("$DIALOG_ID"), []byte(last))
 	}
-	if !uuidPlaceholder.Match(b) && !loopPlaceholder.Match(b) {
+	if !uuidPlaceholder.Match(b) && !loopPlaceholder.Match(b) && !entryPlaceholder.Match(b) {
 		return b
 	}
 	actual := map[string]string{}
@@ -437,6 +437,13 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 	numberedLoopIDs(string(out.bytes()), func(i int, id string) {
 		actual[fmt.Sprintf("$LOOP%d", i)] = id
 	})
+	entries := map[string]bool{}
+	for _, m := range entryIDPattern.FindAllStringSubmatch(string(out.bytes()), -1) {
+		if !entries[m[2]] {
+			entries[m[2]] = true
+			actual[fmt.Sprintf("$ENTRY%d", len(entries))] = m[2]
+		}
+	}
 	replace := func(p []byte) []byte {
 		if id, ok := actual[string(p)]; ok {
 			return []byte(id)
@@ -444,8 +451,10 @@ func withActualUUIDs(t testing.TB, b []byte, out *watchedOutput) []byte {
 		t.Errorf("input names %s before the output shows it", p)
 		return p
 	}
-	return loopPlaceholder.ReplaceAllFunc(uuidPlaceholder.ReplaceAllFunc(b, replace), replace)
+	return entryPlaceholder.ReplaceAllFunc(loopPlaceholder.ReplaceAllFunc(uuidPlaceholder.ReplaceAllFunc(b, replace), replace), replace)
 }
+
+var entryPlaceholder = regexp.MustCompile(`\$ENTRY\d+`)
 
 var uuidPlaceholder = regexp.MustCompile(`\$UUID\d+`)
 
@@ -467,7 +476,7 @@ var (
 	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
 	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
-	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId)":"([0-9a-f]{8})"`)
+	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId)":"([0-9a-f]{8})"`)
 	// loopIDPattern finds a loop's 12 hex digits where rpi writes them.
 	loopIDPattern = regexp.MustCompile(`("(?:id|task_id)":"|Loop |loop with id )([0-9a-f]{12})\b`)
 )
@@ -545,7 +554,7 @@ func parseMergeable(line []byte) mergeable {
 	case bytes.HasPrefix(line, []byte(`{"type":"message_update","data":`)):
 		var ev struct{ Data messageUpdate }
 		if json.Unmarshal(line, &ev) == nil && ev.Data.AssistantMessageEvent.Delta != nil {
-			return &deltaChunk{ev.Data.AssistantMessageEvent}
+			return &deltaChunk{ev.Data}
 		}
 	case bytes.HasPrefix(line, []byte(`{"type":"bash_execution_update","data":`)):
 		var ev struct{ Data bashUpdate }
@@ -566,15 +575,19 @@ func encodeTestEvent(typ string, data any) []byte {
 	return b
 }
 
-type deltaChunk struct{ ev assistantEvent }
+type deltaChunk struct{ u messageUpdate }
 
-func (c *deltaChunk) key() string { return fmt.Sprintf("delta/%s/%d", c.ev.Type, c.ev.ContentIndex) }
+func (c *deltaChunk) key() string {
+	return fmt.Sprintf("delta/%s/%d", c.u.AssistantMessageEvent.Type, c.u.AssistantMessageEvent.ContentIndex)
+}
 func (c *deltaChunk) add(next mergeable) bool {
-	joined := *c.ev.Delta + *next.(*deltaChunk).ev.Delta
-	c.ev.Delta = &joined
+	n := next.(*deltaChunk).u
+	joined := *c.u.AssistantMessageEvent.Delta + *n.AssistantMessageEvent.Delta
+	c.u.AssistantMessageEvent.Delta = &joined
+	c.u.Usage = n.Usage // the usage as of the last delta
 	return true
 }
-func (c *deltaChunk) encode() []byte { return encodeTestEvent("message_update", messageUpdate{c.ev}) }
+func (c *deltaChunk) encode() []byte { return encodeTestEvent("message_update", c.u) }
 
 type bashChunk struct{ u bashUpdate }
 
@@ -1221,7 +1234,10 @@ func TestInitFailures(t *testing.T) {
 		{"--mode", "tui"},
 		{},
 		{"rpc", "--nope"},
-		{"rpc", "--thinking", "max"},
+		{"rpc", "--thinking", "ultra"},
+		{"rpc", "--approve", "--no-approve"},
+		{"rpc", "--compat", "node"},
+		{"rpc", "--session-id", "-bad-"},
 		{"rpc", "--tools", "read,teleport"},
 		{"rpc", "--cwd", "/does/not/exist"},
 		{"rpc", "extra"},
@@ -1246,11 +1262,57 @@ func TestInitFailures(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"rpc", "--help"}, {"--version"}} {
+	for _, tt := range []struct {
+		args    []string
+		compat  string // RPI_COMPAT
+		program string
+		want    string // the start of stdout
+	}{
+		{[]string{"--help"}, "", "rpi", "rpi: a headless"},
+		{[]string{"rpc", "--help"}, "", "rpi", "rpi: a headless"},
+		{[]string{"--version"}, "", "rpi", "rpi " + version + "\n"},
+		{[]string{"--version"}, "pi", "rpi", piVersion + "\n"},
+		{[]string{"--version"}, "", "pi", piVersion + "\n"},
+		{[]string{"-v", "--compat", "pi"}, "", "rpi", piVersion + "\n"},
+	} {
+		e := newTestEnv(t)
+		e.vars["RPI_COMPAT"] = tt.compat
+		env := e.env()
+		env.program = tt.program
 		var stdout bytes.Buffer
-		if code := runRPI(t, newTestEnv(t), args, strings.NewReader(""), &stdout); code != 0 || stdout.Len() == 0 {
-			t.Errorf("rpi %q: exit %d, stdout %q", args, code, stdout.String())
+		if code := run(tt.args, env, strings.NewReader(""), &stdout, io.Discard, nil); code != 0 || !strings.HasPrefix(stdout.String(), tt.want) {
+			t.Errorf("rpi %q (RPI_COMPAT=%q, as %s): exit %d, stdout %q, want it to start %q", tt.args, tt.compat, tt.program, code, stdout.String(), tt.want)
 		}
+	}
+}
+
+// TestSessionIDAndFork: --session-id names a new session and opens it again
+// by its id; --fork starts a new session holding a copy of another.
+func TestSessionIDAndFork(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "my-id.1"})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	files, _ := filepath.Glob(filepath.Join(defaultSessionDir(e.agentDir, cwd), "*_my-id.1.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files %v", files)
+	}
+	again := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "my-id.1"})
+	again.send(`{"id":"s","type":"get_state"}`)
+	again.waitFor(`"id":"s"`)
+	again.close()
+	if out := string(again.out.bytes()); !strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":2`) {
+		t.Errorf("--session-id did not reopen the session:\n%s", out)
+	}
+	forked := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--fork", files[0]})
+	forked.send(`{"id":"s","type":"get_state"}`)
+	forked.waitFor(`"id":"s"`)
+	forked.close()
+	if out := string(forked.out.bytes()); strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":2`) ||
+		!strings.Contains(out, `"parentSession":"`+files[0]) {
+		t.Errorf("--fork:\n%s", out)
 	}
 }
 

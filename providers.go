@@ -35,6 +35,7 @@ type assistantEvent struct {
 	Type         string        `json:"type"`
 	ContentIndex int           `json:"contentIndex"`
 	Delta        *string       `json:"delta,omitempty"`
+	Content      *string       `json:"content,omitempty"` // the block's whole text, on text_end and thinking_end
 	ID           string        `json:"id,omitempty"`
 	ToolName     string        `json:"toolName,omitempty"`
 	ToolCall     *contentBlock `json:"toolCall,omitempty"`
@@ -130,9 +131,11 @@ func (st *streamer) endBlock(i int) {
 	b := &st.msg.Content[i]
 	switch b.Type {
 	case "text":
-		st.emit(assistantEvent{Type: "text_end", ContentIndex: i})
+		text := b.Text
+		st.emit(assistantEvent{Type: "text_end", ContentIndex: i, Content: &text})
 	case "thinking":
-		st.emit(assistantEvent{Type: "thinking_end", ContentIndex: i})
+		text := b.Thinking
+		st.emit(assistantEvent{Type: "thinking_end", ContentIndex: i, Content: &text})
 	case "toolCall":
 		args := strings.TrimSpace(st.bufs[i].String())
 		if args == "" {

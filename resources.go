@@ -20,13 +20,23 @@ import (
 
 // slashCommand is one entry of get_commands.
 type slashCommand struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Source      string `json:"source"`   // prompt or skill
-	Location    string `json:"location"` // user or project
-	Path        string `json:"path"`
+	Name        string     `json:"name"`
+	Description string     `json:"description"`
+	Source      string     `json:"source"`   // prompt or skill
+	Location    string     `json:"location"` // user or project
+	Path        string     `json:"path"`
+	SourceInfo  sourceInfo `json:"sourceInfo"`
 
 	body string // the template or skill text, front matter removed
+}
+
+// sourceInfo says where a command comes from, as pi 1.6 gives it.
+type sourceInfo struct {
+	Path    string `json:"path"`
+	Source  string `json:"source"` // auto: discovered in its folder
+	Scope   string `json:"scope"`  // user or project
+	Origin  string `json:"origin"` // top-level
+	BaseDir string `json:"baseDir"`
 }
 
 // frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
@@ -110,10 +120,14 @@ func resourceError(path string, err error) string {
 	return fmt.Sprintf("%s: %v", path, unwrapPathError(err))
 }
 
+// resourceKinds says which resources to read (--no-prompt-templates,
+// --no-skills leave theirs out).
+type resourceKinds struct{ templates, skills bool }
+
 // loadResources reads the templates and skills of one location: *.md in
 // dir/prompts, and dir/skills/<name>/SKILL.md. Files that cannot be used
 // are added to skipped.
-func loadResources(dir, location string, skipped *[]string) []slashCommand {
+func loadResources(dir, location string, kinds resourceKinds, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	read := func(path string) (string, bool) {
 		data, err := readRegularFile(path, maxResourceBytes)
@@ -123,7 +137,13 @@ func loadResources(dir, location string, skipped *[]string) []slashCommand {
 		}
 		return string(data), true
 	}
-	prompts, _ := filepath.Glob(filepath.Join(dir, "prompts", "*.md"))
+	var prompts, skills []string
+	if kinds.templates {
+		prompts, _ = filepath.Glob(filepath.Join(dir, "prompts", "*.md"))
+	}
+	if kinds.skills {
+		skills, _ = filepath.Glob(filepath.Join(dir, "skills", "*", "SKILL.md"))
+	}
 	for _, path := range prompts {
 		text, ok := read(path)
 		if !ok {
@@ -135,9 +155,8 @@ func loadResources(dir, location string, skipped *[]string) []slashCommand {
 			desc = firstLine(body)
 		}
 		out = append(out, slashCommand{Name: strings.TrimSuffix(filepath.Base(path), ".md"), Description: desc,
-			Source: "prompt", Location: location, Path: path, body: body})
+			Source: "prompt", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir}, body: body})
 	}
-	skills, _ := filepath.Glob(filepath.Join(dir, "skills", "*", "SKILL.md"))
 	for _, path := range skills {
 		text, ok := read(path)
 		if !ok {
@@ -149,7 +168,8 @@ func loadResources(dir, location string, skipped *[]string) []slashCommand {
 			name = filepath.Base(filepath.Dir(path))
 		}
 		out = append(out, slashCommand{Name: "skill:" + name, Description: fields["description"],
-			Source: "skill", Location: location, Path: path, body: strings.TrimSpace(body)})
+			Source: "skill", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir},
+			body: strings.TrimSpace(body)})
 	}
 	return out
 }

@@ -797,20 +797,21 @@ func (c *conversation) addBashResult(m bashExecutionMessage) {
 	c.appendMessage(m)
 }
 
-// setName names the session; an unchanged name writes nothing.
-func (c *conversation) setName(name string) error {
+// setName names the session; an unchanged name writes nothing (changed
+// is false).
+func (c *conversation) setName(name string) (changed bool, err error) {
 	c.mu.Lock()
 	if name == c.name {
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	c.name = name
-	err := c.addLocked("session_info", []field{{"name", name}})
+	err = c.addLocked("session_info", []field{{"name", name}})
 	c.mu.Unlock()
 	if err != nil {
-		return err
+		return true, err
 	}
-	return c.flush()
+	return true, c.flush()
 }
 
 // replace makes ss the session, its context the conversation.
@@ -947,10 +948,37 @@ func (s *server) openConversation() (*conversation, error) {
 		}
 		ss = newSession(now, cfg.cwd, "", path, "", false)
 	default:
-		if err := checkWritableDir(s.sessionDir()); err != nil {
-			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.sessionDir(), err)
+		dir := s.sessionDir()
+		if err := checkWritableDir(dir); err != nil {
+			return nil, fmt.Errorf("Cannot use session directory %s: %v", dir, err)
 		}
-		ss = newSession(now, cfg.cwd, s.sessionDir(), "", "", false)
+		if cfg.sessionID != "" && cfg.forkFrom == "" {
+			if found, _ := filepath.Glob(filepath.Join(dir, "*_"+cfg.sessionID+".jsonl")); len(found) > 0 {
+				loaded, err := loadSession(found[0])
+				if err != nil {
+					return nil, err
+				}
+				s.useSessionIn(c, loaded)
+				return c, nil
+			}
+		}
+		ss = newSession(now, cfg.cwd, dir, "", "", false)
+		if cfg.sessionID != "" {
+			ss.header.ID = cfg.sessionID
+			ss.path = filepath.Join(dir, strings.NewReplacer(":", "-", ".", "-").Replace(ss.header.Timestamp)+"_"+cfg.sessionID+".jsonl")
+		}
+		if cfg.forkFrom != "" {
+			from, err := loadSession(resolvePath(cfg.cwd, cfg.forkFrom))
+			if err != nil {
+				return nil, err
+			}
+			copyBranch(ss, from, from.leaf)
+			ss.header.ParentSession = from.path
+			s.useSessionIn(c, ss)
+			s.conv = c
+			c.writeWhole(ss)
+			return c, nil
+		}
 	}
 	c.replace(ss, sessionContext{name: cfg.name})
 	s.conv = c
@@ -1148,24 +1176,11 @@ func (s *server) fork(r *request) (any, error) {
 		forked := newSession(s.env.clock.Now(), s.set.cwd, dir, "", old.path, old.path == "")
 		if e.ParentID != nil {
 			s.conv.mu.Lock()
-			for _, pe := range old.branch(*e.ParentID) {
-				forked.entries = append(forked.entries, pe)
-				forked.byID[pe.ID] = pe
-				forked.leaf = pe.ID
-			}
+			copyBranch(forked, old, *e.ParentID)
 			s.conv.mu.Unlock()
 		}
 		cleared = s.useSession(forked)
-		hasAnswer := slices.ContainsFunc(forked.entries, func(pe *sessionEntry) bool {
-			return pe.Type == "message" && messageRole(pe.Message) == "assistant"
-		})
-		if hasAnswer && forked.path != "" {
-			s.conv.mu.Lock()
-			s.conv.queue = append(s.conv.queue, fileWrite{ss: forked, whole: forked.wholeFile()})
-			forked.written = true
-			s.conv.mu.Unlock()
-			s.conv.flush()
-		}
+		s.conv.writeWhole(forked)
 		return struct {
 			Text      string `json:"text"`
 			Cancelled bool   `json:"cancelled"`
@@ -1174,6 +1189,142 @@ func (s *server) fork(r *request) (any, error) {
 		s.announceSession(cleared)
 		s.tell(uiRequest{Method: "set_editor_text", Text: text})
 	})
+}
+
+// copyBranch gives ss the entries of from's branch up to leaf (the same
+// ids), ending there.
+func copyBranch(ss, from *session, leaf string) {
+	for _, e := range from.branch(leaf) {
+		ss.entries = append(ss.entries, e)
+		ss.byID[e.ID] = e
+		ss.leaf = e.ID
+	}
+}
+
+// writeWhole writes a session made from another's entries at once, when
+// it holds an answer (as pi does: a file appears with the first answer).
+func (c *conversation) writeWhole(ss *session) {
+	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
+		return e.Type == "message" && messageRole(e.Message) == "assistant"
+	})
+	if !hasAnswer || ss.path == "" {
+		return
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
+	ss.written = true
+	c.mu.Unlock()
+	c.flush()
+}
+
+// clone starts a new session holding the current branch as it is (the same
+// entries), whose header names the old file as parentSession (pi 1.6).
+// Fields: none. Answer: {"cancelled":false}. Events: session_started after
+// the answer.
+func (s *server) clone(r *request) (any, error) {
+	s.conv.mu.Lock()
+	old := s.conv.session
+	leaf := old.leaf
+	s.conv.mu.Unlock()
+	if leaf == "" {
+		return nil, errors.New("Cannot clone session: no current entry selected")
+	}
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		dir := s.sessionDir()
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		cloned := newSession(s.env.clock.Now(), s.set.cwd, dir, "", old.path, old.path == "")
+		s.conv.mu.Lock()
+		copyBranch(cloned, old, leaf)
+		s.conv.mu.Unlock()
+		cleared = s.useSession(cloned)
+		s.conv.writeWhole(cloned)
+		return notCancelled, nil
+	}, func() { s.announceSession(cleared) })
+}
+
+// entriesAnswer is get_entries' answer.
+type entriesAnswer struct {
+	Entries []json.RawMessage `json:"entries"`
+	LeafID  *string           `json:"leafId"`
+}
+
+// getEntries answers the session's entries in file order (every branch),
+// or only those after one.
+// Fields: [since] (an entry id). Answer: {entries, leafId (null when the
+// session is empty)}; an unknown since fails "Entry not found: <id>".
+func (s *server) getEntries(r *request) (any, error) {
+	since, err := r.optStr("since")
+	if err != nil {
+		return nil, err
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.session
+	entries := ss.entries
+	if since != "" {
+		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
+		if i < 0 {
+			return nil, fmt.Errorf("Entry not found: %s", since)
+		}
+		entries = entries[i+1:]
+	}
+	answer := entriesAnswer{Entries: []json.RawMessage{}}
+	for _, e := range entries {
+		answer.Entries = append(answer.Entries, e.raw)
+	}
+	if ss.leaf != "" {
+		leaf := ss.leaf
+		answer.LeafID = &leaf
+	}
+	return answer, nil
+}
+
+// treeNode is one node of get_tree: an entry and the entries under it.
+type treeNode struct {
+	Entry    json.RawMessage `json:"entry"`
+	Children []*treeNode     `json:"children"`
+}
+
+// getTree answers the session's entries as a tree (pi 1.6's shape):
+// roots are the entries without a parent (or whose parent is missing),
+// children in timestamp order.
+// Fields: none. Answer: {tree:[{entry, children}], leafId}.
+func (s *server) getTree(r *request) (any, error) {
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.session
+	nodes := map[string]*treeNode{}
+	for _, e := range ss.entries {
+		nodes[e.ID] = &treeNode{Entry: e.raw, Children: []*treeNode{}}
+	}
+	roots := []*treeNode{}
+	for _, e := range ss.entries {
+		if e.ParentID != nil && nodes[*e.ParentID] != nil && *e.ParentID != e.ID {
+			parent := nodes[*e.ParentID]
+			parent.Children = append(parent.Children, nodes[e.ID])
+		} else {
+			roots = append(roots, nodes[e.ID])
+		}
+	}
+	stamp := map[*treeNode]string{}
+	for _, e := range ss.entries {
+		stamp[nodes[e.ID]] = e.Timestamp
+	}
+	for _, n := range nodes {
+		slices.SortStableFunc(n.Children, func(a, b *treeNode) int { return strings.Compare(stamp[a], stamp[b]) })
+	}
+	var leaf *string
+	if ss.leaf != "" {
+		l := ss.leaf
+		leaf = &l
+	}
+	return struct {
+		Tree   []*treeNode `json:"tree"`
+		LeafID *string     `json:"leafId"`
+	}{roots, leaf}, nil
 }
 
 // getForkMessages lists the user messages a fork can start from, in file

@@ -98,10 +98,13 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	set.notices = append(set.notices, models.warnings...)
 	set.childEnv = withoutVariables(env.environ, models.keyVars)
 	var skipped []string
-	set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
-	set.slashCommands = loadResources(dir, "user", &skipped)
+	if !cfg.noContextFiles {
+		set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
+	}
+	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
+	set.slashCommands = loadResources(dir, "user", kinds, &skipped)
 	if cfg.approve {
-		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project", &skipped)...)
+		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project", kinds, &skipped)...)
 	} else if notice := skippedNotice(cfg.cwd); notice != "" {
 		set.notices = append(set.notices, notice)
 	}
@@ -113,7 +116,7 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 		names = cfg.tools
 	}
 	for _, t := range tools {
-		if slices.Contains(names, t.name) {
+		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
 			set.tools = append(set.tools, t)
 		}
 	}

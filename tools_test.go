@@ -23,7 +23,7 @@ func toolServer(t *testing.T, files map[string]string) *server {
 			t.Fatal(err)
 		}
 	}
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")}, environment{getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}

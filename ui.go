@@ -182,7 +182,7 @@ func (s *server) extensionUIResponse(r *request) (any, error) {
 	if s.ui.wasOneWay(*id) {
 		return noReply{}, nil // §4: answering a one-way request is allowed and changes nothing
 	}
-	if given != 1 {
+	if given != 1 && !s.set.cfg.compat {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
 	}
 	s.ui.mu.Lock()
@@ -205,6 +205,9 @@ func (s *server) extensionUIResponse(r *request) (any, error) {
 		delete(s.ui.open, *id)
 	}
 	s.ui.mu.Unlock()
+	if !ok && s.set.cfg.compat {
+		return noReply{}, nil // pi ignores an answer it has no dialog for
+	}
 	if !ok {
 		return nil, fmt.Errorf("Unknown extension UI request id: %s (never asked, already answered or expired)", *id)
 	}
