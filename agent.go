@@ -1122,13 +1122,13 @@ type tokenStats struct {
 }
 
 type sessionStats struct {
-	SessionFile       any        `json:"sessionFile"`
-	SessionID         string     `json:"sessionId"`
-	UserMessages      int        `json:"userMessages"`
-	AssistantMessages int        `json:"assistantMessages"`
-	ToolCalls         int        `json:"toolCalls"`
-	ToolResults       int        `json:"toolResults"`
-	TotalMessages     int        `json:"totalMessages"`
+	SessionFile       any           `json:"sessionFile"`
+	SessionID         string        `json:"sessionId"`
+	UserMessages      int           `json:"userMessages"`
+	AssistantMessages int           `json:"assistantMessages"`
+	ToolCalls         int           `json:"toolCalls"`
+	ToolResults       int           `json:"toolResults"`
+	TotalMessages     int           `json:"totalMessages"`
 	Tokens            tokenStats    `json:"tokens"`
 	Cost              float64       `json:"cost"`
 	ContextUsage      *contextUsage `json:"contextUsage,omitempty"`
