@@ -90,7 +90,13 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	if cfg.approve {
 		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
 	}
-	models, err := loadModels(dir, cfg.provider, cfg.apiKey, env.getenv)
+	// --api-key goes to one provider: --provider's, or --model's
+	// (provider/id); only with neither does it go to every provider.
+	keyProvider := cfg.provider
+	if p, _, ok := strings.Cut(cfg.model, "/"); ok && keyProvider == "" {
+		keyProvider = p
+	}
+	models, err := loadModels(dir, keyProvider, cfg.apiKey, env.getenv)
 	if err != nil {
 		return nil, err
 	}

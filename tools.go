@@ -1419,6 +1419,8 @@ func (c *processCall) describe() (string, string) {
 		return title, strings.Join(lines, "\n")
 	case "list":
 		return title, "List the background processes"
+	case "describe", "logs", "wait":
+		return title, fmt.Sprintf("%s process %s", c.action, escapeControl(c.processID))
 	case "write":
 		what := fmt.Sprintf("Write %d bytes to the stdin of process %s:\n%s", len(c.data), escapeControl(c.processID), showText("", string(c.data)))
 		if c.closeStdin {
@@ -1434,6 +1436,10 @@ func (c *processCall) describe() (string, string) {
 	}
 	return title, fmt.Sprintf("%s process %s", c.action, escapeControl(c.processID))
 }
+
+// Run does the action. The model may look at every process (describe,
+// logs, wait, list) but change only those it started: a process the
+// client started is the client's to write to, signal, stop or remove.
 
 func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolResult, error) {
 	if c.action == "spawn" {
@@ -1451,6 +1457,9 @@ func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolRes
 	p, err := s.findProcess(c.processID)
 	if err != nil {
 		return toolResult{}, err
+	}
+	if !slices.Contains([]string{"describe", "logs", "wait"}, c.action) && !strings.HasPrefix(p.ownerID, "tool:") {
+		return toolResult{}, fmt.Errorf("process %s was started by the client: the process tool can look at it, not %s it", p.id, c.action)
 	}
 	done := func(err error) (toolResult, error) {
 		if err != nil {

@@ -257,3 +257,26 @@ func TestGlobRegexp(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessToolLeavesClientProcesses: the model's tool can look at a
+// process the client started, not change it.
+func TestProcessToolLeavesClientProcesses(t *testing.T) {
+	s := toolServer(t, nil)
+	spec, err := decodeProcessSpec(json.RawMessage(`{"argv":["sleep","30"],"cwd":"/"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.spawn(spec, "client", func(processInfo) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, isError := callTool(t, s, "process", `{"action":"describe","processId":"`+p.id+`"}`); isError || !strings.Contains(got, `"ownerId":"client"`) {
+		t.Errorf("describe: %q", got)
+	}
+	for _, action := range []string{`"action":"stop"`, `"action":"signal","signal":"SIGKILL"`, `"action":"write","closeStdin":true`} {
+		if got, isError := callTool(t, s, "process", `{`+action+`,"processId":"`+p.id+`"}`); !isError || !strings.Contains(got, "was started by the client") {
+			t.Errorf("%s: %q", action, got)
+		}
+	}
+	p.stop()
+}
