@@ -1319,7 +1319,7 @@ func TestSessionIDAndFork(t *testing.T) {
 // ---- Fuzzing ----
 
 // FuzzServe feeds arbitrary stdin to rpi, with every child program (bash
-// and process_start alike) replaced by /bin/true, and checks that stdout holds only whole JSON objects and
+// and process_spawn alike) replaced by /bin/true, and checks that stdout holds only whole JSON objects and
 // exactly one response per non-blank line.
 func FuzzServe(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/*.txtar")
