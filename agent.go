@@ -672,6 +672,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 	start := func() {
 		started = true
 		empty := *msg
+		empty.StopReason = "pending" // pi's partial answer
 		s.emit("message_start", messageEvent{&empty}, nil)
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
@@ -1008,7 +1009,7 @@ func (s *server) prompt(r *request) (any, error) {
 			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
 		}
 		s.enqueueLocked(behavior == "steer", msg)
-		return piOnly{disposition{"queued"}}, nil
+		return piOnly{data: disposition{"queued"}}, nil
 	}
 	if s.model == nil || !s.model.usable() {
 		s.mu.Unlock()
@@ -1016,7 +1017,7 @@ func (s *server) prompt(r *request) (any, error) {
 	}
 	run := s.startRunLocked(running)
 	s.mu.Unlock()
-	s.reply(r, piOnly{disposition{"started"}}, nil)
+	s.reply(r, piOnly{data: disposition{"started"}}, nil)
 	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
 	s.goBackground(func() { s.runAgent(run, pending) })
 	return noReply{}, nil
@@ -1046,7 +1047,7 @@ func (s *server) queueCommand(r *request, steering bool) (any, error) {
 	s.mu.Lock()
 	s.enqueueLocked(steering, msg)
 	s.mu.Unlock()
-	return piOnly{disposition{"queued"}}, nil
+	return piOnly{data: disposition{"queued"}}, nil
 }
 
 // abort stops the running agent (or compaction): its model stream,

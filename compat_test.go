@@ -82,7 +82,6 @@ func isSubsequence(want, got []string) bool {
 // purpose, each with the reason (docs/pi-compat.md).
 var knownDifferences = map[string]string{
 	"response/set_thinking_level/record": "§11: set_thinking_level answers {requested, level}",
-	"response/bash/data":                 "§6: bash answers {exitCode, stdout, stderr, output, …}, a superset in the protocol's order",
 }
 
 // TestPiTranscriptShapes feeds rpi, in pi-compatible mode, the lines a

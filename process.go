@@ -654,6 +654,16 @@ type bashRun struct {
 	aborted       bool
 }
 
+// piBashResult is bash's answer in pi's shape: one merged output, no
+// exitCode when it was cancelled.
+type piBashResult struct {
+	Output         string `json:"output"`
+	ExitCode       *int   `json:"exitCode,omitempty"`
+	Cancelled      bool   `json:"cancelled"`
+	Truncated      bool   `json:"truncated"`
+	FullOutputPath string `json:"fullOutputPath,omitempty"`
+}
+
 // bashUpdate is the data of a bash_execution_update event; pi writes
 // {id, delta} (§10).
 type bashUpdate struct {
@@ -726,12 +736,13 @@ func (s *server) bash(r *request) (any, error) {
 		}
 		code, _ := exitStatus(ps)
 		res := out.finish(code, ctx.Err() != nil || timedOut)
+		pi := piBashResult{Output: res.Output, ExitCode: res.ExitCode, Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath}
 		s.conv.addBashResult(bashExecutionMessage{
 			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,
 			Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath,
 			ExcludeFromContext: exclude, Timestamp: s.env.clock.Now().UnixMilli(),
 		})
-		return res, nil
+		return piOnly{data: pi, otherwise: res}, nil
 	})
 	return noReply{}, nil
 }

@@ -151,9 +151,10 @@ type event struct {
 	Pi   any
 }
 
-// piOnly is success data that only pi-compatible mode shows; the default
-// mode answers null (prompt's disposition, §10).
-type piOnly struct{ data any }
+// piOnly is success data whose pi-compatible shape differs (§10): data in
+// pi's mode, otherwise (nil: null) in the default mode — prompt's
+// disposition, a cancelled bash without exitCode.
+type piOnly struct{ data, otherwise any }
 
 // encodeEvent appends ev: {"type":T,"data":{…}} by default, or
 // {"type":T,…fields} in pi's flat shape.
@@ -204,7 +205,7 @@ func encodeResponse(buf []byte, id json.RawMessage, command string, data any, fa
 	}
 	buf = append(buf, `,"success":true`...)
 	if p, ok := data.(piOnly); ok {
-		data = nil
+		data = p.otherwise
 		if compat {
 			data = p.data
 		}

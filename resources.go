@@ -55,7 +55,8 @@ func frontMatter(text string) (map[string]string, string) {
 			fields[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
 		}
 	}
-	return fields, strings.TrimPrefix(strings.TrimPrefix(body, "\r"), "\n")
+	// As pi: a body after front matter is trimmed.
+	return fields, strings.TrimSpace(body)
 }
 
 // firstLine is a template's description when it has none: its first
