@@ -335,6 +335,7 @@ type capabilities struct {
 	Events          []string `json:"events"`
 	ProcessSignals  []string `json:"processSignals"`
 	ProcessKeys     []string `json:"processKeys"`
+	TTY             bool     `json:"tty"` // whether process_spawn can give a process a terminal
 	Tools           []string `json:"tools"`
 	MaxLineBytes    int      `json:"maxLineBytes"`
 }
@@ -359,6 +360,7 @@ func (s *server) getCapabilities(r *request) (any, error) {
 		Events:          eventTypes,
 		ProcessSignals:  processSignals,
 		ProcessKeys:     processKeys,
+		TTY:             ptySupported,
 		Tools:           toolList,
 		MaxLineBytes:    s.env.maxLineBytes,
 	}, nil

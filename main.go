@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -100,19 +99,6 @@ func initFailure(stdout, stderr io.Writer, err error) int {
 		return encodeResponse(buf, nil, "init", nil, err, compat)
 	})
 	return 1
-}
-
-// exitCode is rpi's exit code after a stop signal (§2).
-func exitCode(sig os.Signal) int {
-	switch sig {
-	case syscall.SIGINT:
-		return 130
-	case syscall.SIGHUP:
-		return 129
-	case syscall.SIGQUIT:
-		return 131
-	}
-	return 0
 }
 
 const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.

@@ -379,13 +379,13 @@ var keyCommandTimeout = 10 * time.Second
 const maxKeyCommandOutput = 64 << 10
 
 // runKeyCommand runs a "!command" key as every child runs: with /bin/sh
-// in the session cwd, in its own process group, with the environment
+// (bash on Windows) in the session cwd, in its own process group, with the environment
 // children get (no provider keys), stdin /dev/null, stderr dropped,
 // killed after keyCommandTimeout. Its output, trimmed, is the key.
 func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
 	var out bytes.Buffer
 	overflow := false
-	cmd := s.command("/bin/sh", "-c", command)
+	cmd := s.command(keyShell(), "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
 	ps, timedOut, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {

@@ -1,0 +1,188 @@
+package main
+
+// What rpi does on Windows. The protocol, sessions, the agent and the file
+// tools work as everywhere; bash is Git for Windows' bash.exe, found on
+// PATH. What Windows cannot give a child the way Unix does is left out,
+// and get_capabilities says so: no pseudo-terminals (tty:false), no
+// signals but SIGINT (a CTRL_BREAK to the child's process group, which
+// reaches it only when it shares rpi's console) and SIGKILL, no watchdog,
+// and killing a child kills that process, not what it started.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+// findShell is bash.exe on PATH (Git for Windows); without it, running a
+// command fails with exec's "executable file not found".
+func findShell() string {
+	if path, err := exec.LookPath("bash"); err == nil {
+		return path
+	}
+	return "bash"
+}
+
+// keyShell runs auth.json's and models.json's "!command" keys.
+func keyShell() string { return findShell() }
+
+// exitCode is rpi's exit code after a stop signal (§2).
+func exitCode(sig os.Signal) int {
+	if sig == os.Interrupt {
+		return 130
+	}
+	return 0
+}
+
+// watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop.
+func watchSignals(stop chan<- os.Signal) {
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+}
+
+// startInGroup starts cmd in a new process group, so that a CTRL_BREAK
+// can be sent to it alone. There is no PTY to attach.
+func startInGroup(cmd *exec.Cmd, pty bool) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: syscall.CREATE_NEW_PROCESS_GROUP}
+}
+
+// sysSignal is a signal as Go numbers it on Windows.
+type sysSignal = syscall.Signal
+
+// sigTerm asks a process to stop; on Windows that ends it.
+const sigTerm = syscall.SIGTERM
+
+// processSignals are the signals process_signal accepts here.
+var processSignals = []string{"SIGINT", "SIGKILL"}
+
+// signalNumbers maps the names rpi knows to Go's numbers.
+var signalNumbers = map[string]syscall.Signal{
+	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
+}
+
+var generateConsoleCtrlEvent = syscall.NewLazyDLL("kernel32.dll").NewProc("GenerateConsoleCtrlEvent")
+
+// signalGroup interrupts the process group led by pid (SIGINT) or ends
+// the process (SIGTERM, SIGKILL); a process already gone is not an error.
+func signalGroup(pid int, sig syscall.Signal) error {
+	switch sig {
+	case syscall.SIGINT:
+		if ok, _, err := generateConsoleCtrlEvent.Call(syscall.CTRL_BREAK_EVENT, uintptr(pid)); ok == 0 {
+			return fmt.Errorf("cannot interrupt process %d: %v (a CTRL_BREAK reaches only a process that shares rpi's console)", pid, err)
+		}
+		return nil
+	case syscall.SIGTERM, syscall.SIGKILL:
+		p, err := os.FindProcess(pid)
+		if err != nil {
+			return nil
+		}
+		defer p.Release()
+		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
+	}
+	return fmt.Errorf("%s cannot be sent on Windows (only %v)", signalName(sig), processSignals)
+}
+
+// killTree ends the child; Windows gives no process group to kill with it.
+func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
+
+// processAlive reports whether a process with this pid exists.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	p.Release()
+	return true
+}
+
+// exitStatus reads a finished child's exit code; Windows has no signals
+// to end a process by.
+func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
+	c := ps.ExitCode()
+	return &c, 0
+}
+
+// ---- Files ----
+
+// ownStdio is what rpi's own stdin, stdout and stderr are, so that no
+// file tool reaches them even when they are regular files.
+var ownStdio = sync.OnceValue(func() []os.FileInfo {
+	var infos []os.FileInfo
+	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		if info, err := f.Stat(); err == nil {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+})
+
+// openRegular opens path (following symlinks) only if it is a regular
+// file and not one of rpi's own stdio.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, err
+	case !info.Mode().IsRegular():
+		f.Close()
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	for _, own := range ownStdio() {
+		if os.SameFile(info, own) {
+			f.Close()
+			return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
+		}
+	}
+	return f, nil
+}
+
+// ---- What Windows does not have ----
+
+// ptySupported: no pseudo-terminals; process_spawn with tty:true fails.
+const ptySupported = false
+
+func openPTY(rows, cols int) (master, slave *os.File, err error) {
+	return nil, nil, errors.New("tty:true is not supported on Windows")
+}
+
+func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupported }
+
+// growPipe: pipe sizes are fixed at creation here.
+func growPipe(f *os.File) {}
+
+// specialFileSystem: no /proc or /sys to refuse.
+func specialFileSystem(f *os.File) string { return "" }
+
+// hideOwnEnvironment: no such control here; a process of the same user
+// may read rpi's memory, keys included.
+func hideOwnEnvironment() {}
+
+// watchdogEnv would make the binary the watchdog; there is none here.
+const watchdogEnv = "RPI_WATCHDOG"
+
+// watchdog does nothing on Windows: a child of a killed rpi lives on.
+type watchdog struct{}
+
+func newWatchdog(exe string, environ []string) *watchdog { return &watchdog{} }
+
+func (w *watchdog) send(line string, stderr io.Writer) {}
+
+func (w *watchdog) close() {}
+
+// runWatchdog is never started on Windows.
+func runWatchdog(in io.Reader, _ string) int { return 0 }
