@@ -620,8 +620,6 @@ func (c *processChunk) add(next mergeable) bool {
 }
 func (c *processChunk) encode() []byte { return encodeTestEvent("process_output", c.d) }
 
-func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
 // numberedGroup numbers the second group of each match, keeping the
 // first: "parentId":"a1b2c3d4" becomes "parentId":"$ENTRY1".
 func numberedGroup(s string, re *regexp.Regexp, prefix string) string {

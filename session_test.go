@@ -302,3 +302,24 @@ func TestPlantedTempFileIsNotFollowed(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMessageEntryWithoutMessage: an entry of type message whose message
+// is missing, null or not an object is skipped on load; the rest of the
+// conversation loads and get_messages is answered.
+func TestMessageEntryWithoutMessage(t *testing.T) {
+	cwd := t.TempDir()
+	path := filepath.Join(cwd, "odd.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/x"}
+{"type":"message","id":"a1b2c3d1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}
+{"type":"message","id":"a1b2c3d2","parentId":"a1b2c3d1","timestamp":"2026-01-01T00:00:00.000Z","message":null}
+{"type":"message","id":"a1b2c3d3","parentId":"a1b2c3d2","timestamp":"2026-01-01T00:00:00.000Z","message":"text"}
+{"type":"message","id":"a1b2c3d4","parentId":"a1b2c3d3","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi","timestamp":1}}
+`), 0o644)
+	ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"data":{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}]}`) {
+		t.Errorf("get_messages:\n%s", out)
+	}
+}

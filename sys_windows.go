@@ -165,9 +165,6 @@ func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupp
 // growPipe: pipe sizes are fixed at creation here.
 func growPipe(f *os.File) {}
 
-// specialFileSystem: no /proc or /sys to refuse.
-func specialFileSystem(f *os.File) string { return "" }
-
 // hideOwnEnvironment: no such control here; a process of the same user
 // may read rpi's memory, keys included.
 func hideOwnEnvironment() {}
