@@ -54,6 +54,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// endToEnd marks a slow end-to-end test (real processes, signals, memory,
+// example clients): go test -short skips it and runs the fixtures and the
+// quick checks, in seconds.
+func endToEnd(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end to end: skipped with -short")
+	}
+}
+
 // helpers are the programs the test binary can impersonate.
 var helpers = map[string]func(args []string){
 	// spawn-grandchild starts a long sleep in the background, prints its pid
@@ -727,6 +737,9 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	for name, content := range f.sections {
 		if file, ok := strings.CutPrefix(name, "agent "); ok {
+			if fm != nil {
+				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)
+			}
 			path := filepath.Join(e.agentDir, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
@@ -1114,6 +1127,7 @@ func (p *rpiProcess) exit(t *testing.T) (int, string) {
 }
 
 func TestEndToEndEOF(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	if rec := p.next(t); rec["type"] != "session_started" {
 		t.Fatalf("first record %v, want session_started", rec)
@@ -1128,6 +1142,7 @@ func TestEndToEndEOF(t *testing.T) {
 }
 
 func TestEndToEndSignals(t *testing.T) {
+	endToEnd(t)
 	for _, tt := range []struct {
 		sig  syscall.Signal
 		code int
@@ -1152,6 +1167,7 @@ func TestEndToEndSignals(t *testing.T) {
 }
 
 func TestEndToEndOverlongLine(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	go func() {
@@ -1177,6 +1193,7 @@ func TestEndToEndOverlongLine(t *testing.T) {
 }
 
 func TestEndToEndLineAtLimit(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	go func() {
@@ -1198,6 +1215,7 @@ func TestEndToEndLineAtLimit(t *testing.T) {
 // TestEndToEndNoOrphans checks that on EOF a running bash's whole process
 // group, grandchildren included, is gone when rpi exits.
 func TestEndToEndNoOrphans(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	helper := fmt.Sprintf("RPI_HELPER=spawn-grandchild %q", os.Args[0])
@@ -1320,6 +1338,7 @@ func TestSessionIDAndFork(t *testing.T) {
 // and process_spawn alike) replaced by /bin/true, and checks that stdout holds only whole JSON objects and
 // exactly one response per non-blank line.
 func FuzzServe(f *testing.F) {
+	endToEnd(f)
 	paths, _ := filepath.Glob("testdata/*.txtar")
 	for _, path := range paths {
 		if fx, err := parseFixture(path); err == nil {

@@ -89,6 +89,7 @@ func TestSessionFileMatchesPi(t *testing.T) {
 // TestEndToEndKill9 kills rpi with SIGKILL mid-run and checks that the
 // session file holds everything answered so far and loads.
 func TestEndToEndKill9(t *testing.T) {
+	endToEnd(t)
 	agent, cwd := t.TempDir(), t.TempDir()
 	startFakeModel(t, apiOpenAI, `{"text":["first answer"]}
 {"text":["slow ","answer ","never ","finished"],"delayMs":500}`, agent)
@@ -173,6 +174,7 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 // TestHugeSessionLine loads a session whose one line is longer than any
 // input line may be (a 65 MiB message): nothing is dropped.
 func TestHugeSessionLine(t *testing.T) {
+	endToEnd(t)
 	if testing.Short() {
 		t.Skip("writes 65 MiB")
 	}
