@@ -325,3 +325,18 @@ func TestMessageEntryWithoutMessage(t *testing.T) {
 		t.Errorf("get_messages:\n%s", out)
 	}
 }
+
+// TestNoAnswerNoFile: a session that never got an answer leaves no file
+// and no folder, whatever else happened in it (a name, the user's bash).
+func TestNoAnswerNoFile(t *testing.T) {
+	e := newTestEnv(t)
+	in := `{"id":"n","type":"set_session_name","name":"named"}` + "\n" + `{"id":"b","type":"bash","command":"echo hi"}` + "\n"
+	var out bytes.Buffer
+	runRPI(t, e, []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out)
+	if !strings.Contains(out.String(), `"id":"b","type":"response","command":"bash","success":true`) {
+		t.Fatalf("output:\n%s", out.Bytes())
+	}
+	if left, _ := os.ReadDir(e.agentDir); len(left) > 0 {
+		t.Errorf("the agent directory holds %v", left)
+	}
+}
