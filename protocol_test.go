@@ -883,68 +883,6 @@ func checkRecords(t testing.TB, out []byte) {
 	}
 }
 
-// TestEventsDocumented checks that get_capabilities' event list is exactly
-// the set of events the fixtures show.
-func TestEventsDocumented(t *testing.T) {
-	paths, _ := filepath.Glob("testdata/*.txtar")
-	shown := map[string]bool{}
-	for _, path := range paths {
-		f, err := parseFixture(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range recordType.FindAllStringSubmatch(f.sections["want.jsonl"], -1) {
-			if m[1] != "response" && m[1] != "extension_ui_request" {
-				shown[m[1]] = true
-			}
-		}
-	}
-	for _, name := range eventTypes {
-		if !shown[name] {
-			t.Errorf("event %s is listed in eventTypes but no fixture shows it", name)
-		}
-		delete(shown, name)
-	}
-	for name := range shown {
-		t.Errorf("fixtures show event %s, which eventTypes does not list", name)
-	}
-}
-
-var recordType = regexp.MustCompile(`(?m)^\{"type":"([a-z_]+)"`)
-
-// TestCommandsDocumented checks that every registered command has a fixture
-// and is documented (README.md or docs/).
-func TestCommandsDocumented(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, _ := filepath.Glob("docs/*.md")
-	for _, path := range docs {
-		data, _ := os.ReadFile(path)
-		readme = append(readme, data...)
-	}
-	var inputs strings.Builder
-	paths, _ := filepath.Glob("testdata/*.txtar")
-	for _, path := range paths {
-		f, _ := parseFixture(path)
-		inputs.WriteString(f.sections["input.jsonl"])
-	}
-	for name := range commands {
-		if !strings.Contains(inputs.String(), `"type":"`+name+`"`) {
-			t.Errorf("command %s has no fixture", name)
-		}
-		if !bytes.Contains(readme, []byte("`"+name+"`")) {
-			t.Errorf("command %s is not in README.md", name)
-		}
-	}
-	for _, name := range eventTypes {
-		if !bytes.Contains(readme, []byte("`"+name+"`")) {
-			t.Errorf("event %s is not in README.md", name)
-		}
-	}
-}
-
 // ---- Framing ----
 
 func TestFraming(t *testing.T) {
