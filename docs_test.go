@@ -91,8 +91,9 @@ func TestCommandsDocumented(t *testing.T) {
 // entry once its file has landed.
 var linkPending = map[string]bool{"docs/performance.md": true}
 
-// TestDocLinks checks that every relative link in the documentation
-// leads to a file of the repository (a clone has nothing else).
+// TestDocLinks checks that every relative link in the documentation, and
+// every document rpi's own texts name, is a file of the repository (a
+// clone has nothing else).
 func TestDocLinks(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([^)#\s]*)(#[^)\s]*)?\)`)
 	for _, path := range docFiles(t) {
@@ -105,6 +106,19 @@ func TestDocLinks(t *testing.T) {
 			target = filepath.Join(filepath.Dir(path), target)
 			if _, err := os.Stat(target); err != nil && !linkPending[filepath.ToSlash(target)] {
 				t.Errorf("%s links to %s, which is not in the repository", path, target)
+			}
+		}
+	}
+	// rpi's own texts (--help, error messages) name documents too.
+	sources, _ := filepath.Glob("*.go")
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		data, _ := os.ReadFile(path)
+		for _, doc := range regexp.MustCompile(`docs/[\w-]+\.md`).FindAllString(string(data), -1) {
+			if _, err := os.Stat(doc); err != nil {
+				t.Errorf("%s names %s, which is not in the repository", path, doc)
 			}
 		}
 	}
