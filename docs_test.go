@@ -268,3 +268,17 @@ func checkRealExample(t *testing.T, where string, b block) {
 		return
 	}
 }
+
+// TestDefaultToolsDocumented checks that --help and the documents give
+// the default tools as rpi has them.
+func TestDefaultToolsDocumented(t *testing.T) {
+	want := strings.Join(defaultTools, ",")
+	if !strings.Contains(usageText, want) {
+		t.Errorf("--help does not give the default tools %s", want)
+	}
+	for _, path := range []string{"docs/protocol.md", "docs/commands.md"} {
+		if data, _ := os.ReadFile(path); !strings.Contains(string(data), want) {
+			t.Errorf("%s does not give the default tools %s", path, want)
+		}
+	}
+}
