@@ -34,6 +34,15 @@ const (
 	maxOutputBytes = 50 * 1024
 )
 
+// findShell picks bash from PATH (on Windows, Git for Windows' bash.exe),
+// or the system's fallbackShell.
+func findShell() string {
+	if path, err := exec.LookPath("bash"); err == nil {
+		return path
+	}
+	return fallbackShell
+}
+
 // ---- Children: start, group, read, signal, reap ----
 
 // processTable owns every child rpi starts: the background processes by

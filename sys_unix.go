@@ -21,13 +21,8 @@ import (
 	"syscall"
 )
 
-// findShell picks bash, or /bin/sh where bash is missing.
-func findShell() string {
-	if path, err := exec.LookPath("bash"); err == nil {
-		return path
-	}
-	return "/bin/sh"
-}
+// fallbackShell runs commands where bash is missing.
+const fallbackShell = "/bin/sh"
 
 // keyShell runs auth.json's and models.json's "!command" keys.
 func keyShell() string { return "/bin/sh" }
@@ -141,56 +136,15 @@ func processAlive(pid int) bool {
 
 // ---- Files ----
 
-// ownStdio identifies rpi's own stdin, stdout and stderr, so that no file
-// tool reaches them even when they are regular files.
-var ownStdio = sync.OnceValue(func() map[[2]uint64]bool {
-	ids := map[[2]uint64]bool{}
-	for fd := range 3 {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) == nil {
-			ids[[2]uint64{uint64(st.Dev), uint64(st.Ino)}] = true
-		}
-	}
-	return ids
-})
-
-// openRegular opens path (following symlinks) only if it is a regular
-// file and not one of rpi's own stdio: a FIFO, socket or device is refused
-// before it is opened and checked again on the open file, and the open
-// itself never blocks.
-func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	}
+// openNonBlocking opens path without blocking on a FIFO that has no
+// writer or a device, and without making a terminal rpi's own; a FIFO
+// without a reader is refused.
+func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
 	if errors.Is(err, syscall.ENXIO) {
 		return nil, &errNotRegular{path, "a named pipe (FIFO)"}
 	}
-	if err != nil {
-		return nil, err
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		f.Close()
-		return nil, err
-	}
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-		f.Close()
-		return nil, err
-	case !info.Mode().IsRegular():
-		f.Close()
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	case ownStdio()[[2]uint64{uint64(st.Dev), uint64(st.Ino)}]:
-		f.Close()
-		return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
-	}
-	if kind := specialFileSystem(f); kind != "" {
-		f.Close()
-		return nil, &errNotRegular{path, kind}
-	}
-	return f, nil
+	return f, err
 }
 
 // ---- The watchdog ----

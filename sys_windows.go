@@ -15,18 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"sync"
 	"syscall"
 )
 
-// findShell is bash.exe on PATH (Git for Windows); without it, running a
+// fallbackShell: without Git for Windows' bash.exe on PATH, running a
 // command fails with exec's "executable file not found".
-func findShell() string {
-	if path, err := exec.LookPath("bash"); err == nil {
-		return path
-	}
-	return "bash"
-}
+const fallbackShell = "bash"
 
 // keyShell runs auth.json's and models.json's "!command" keys.
 func keyShell() string { return findShell() }
@@ -111,44 +105,10 @@ func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
 
 // ---- Files ----
 
-// ownStdio is what rpi's own stdin, stdout and stderr are, so that no
-// file tool reaches them even when they are regular files.
-var ownStdio = sync.OnceValue(func() []os.FileInfo {
-	var infos []os.FileInfo
-	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
-		if info, err := f.Stat(); err == nil {
-			infos = append(infos, info)
-		}
-	}
-	return infos
-})
-
-// openRegular opens path (following symlinks) only if it is a regular
-// file and not one of rpi's own stdio.
-func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	}
-	f, err := os.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-		f.Close()
-		return nil, err
-	case !info.Mode().IsRegular():
-		f.Close()
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	}
-	for _, own := range ownStdio() {
-		if os.SameFile(info, own) {
-			f.Close()
-			return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
-		}
-	}
-	return f, nil
+// openNonBlocking opens path: Windows has no FIFOs in its file system to
+// block on.
+func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(path, flag, perm)
 }
 
 // ---- What Windows does not have ----
@@ -161,6 +121,9 @@ func openPTY(rows, cols int) (master, slave *os.File, err error) {
 }
 
 func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupported }
+
+// specialFileSystem: no /proc or /sys to refuse.
+func specialFileSystem(f *os.File) string { return "" }
 
 // growPipe: pipe sizes are fixed at creation here.
 func growPipe(f *os.File) {}

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -321,6 +322,54 @@ func fileKind(mode os.FileMode) string {
 		return "a device"
 	}
 	return "not a regular file"
+}
+
+// ownStdio is what rpi's own stdin, stdout and stderr are, so that no
+// file tool reaches them even when they are regular files.
+var ownStdio = sync.OnceValue(func() []os.FileInfo {
+	var infos []os.FileInfo
+	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		if info, err := f.Stat(); err == nil {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+})
+
+// openRegular opens path (following symlinks) only if it is a regular
+// file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
+// socket or device is refused before it is opened and checked again on
+// the open file, and the open itself never blocks.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	f, err := openNonBlocking(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	kind := ""
+	if !info.Mode().IsRegular() {
+		kind = fileKind(info.Mode())
+	}
+	for _, own := range ownStdio() {
+		if kind == "" && os.SameFile(info, own) {
+			kind = "rpi's own stdin, stdout or stderr"
+		}
+	}
+	if kind == "" {
+		kind = specialFileSystem(f)
+	}
+	if kind != "" {
+		f.Close()
+		return nil, &errNotRegular{path, kind}
+	}
+	return f, nil
 }
 
 // readRegularFile reads a whole regular file (see openRegular) of at most
