@@ -41,6 +41,7 @@ func (fm *fakeModel) lastAuthorization() string {
 // prompts, one run) without the provider keys in its environment; and
 // that a child never sees a variable a key came from.
 func TestAuthJSONKeys(t *testing.T) {
+	endToEnd(t)
 	t.Parallel()
 	count := filepath.Join(t.TempDir(), "runs")
 	cases := []struct {
@@ -85,6 +86,7 @@ func TestAuthJSONKeys(t *testing.T) {
 // answer fails naming the provider and auth.json (never the command),
 // and the command is not run again on the next prompt.
 func TestAuthJSONCommandFails(t *testing.T) {
+	endToEnd(t)
 	t.Parallel()
 	count := filepath.Join(t.TempDir(), "runs")
 	ps, fm, _, _ := authSession(t, `{"fake":{"type":"api_key","key":"!echo run >> `+count+`; exit 3"}}`, `{"text":["never"]}`, nil)
@@ -116,6 +118,7 @@ func TestAuthJSONCommandFails(t *testing.T) {
 // TestAuthJSONCommandTimeout checks that a key command that hangs is
 // killed after the timeout (not in parallel: it shortens the timeout).
 func TestAuthJSONCommandTimeout(t *testing.T) {
+	endToEnd(t)
 	defer func(d time.Duration) { keyCommandTimeout = d }(keyCommandTimeout)
 	keyCommandTimeout = 300 * time.Millisecond
 	ps, _, _, _ := authSession(t, `{"fake":{"type":"api_key","key":"!sleep 30; echo late"}}`, `{"text":["never"]}`, nil)
@@ -136,6 +139,7 @@ func TestAuthJSONCommandTimeout(t *testing.T) {
 // body reaches neither stdout nor the session file nor an export: a
 // literal auth.json key and a !command key alike.
 func TestKeyRedaction(t *testing.T) {
+	endToEnd(t)
 	t.Parallel()
 	for _, c := range []struct{ name, key, secret string }{
 		{"literal", `"sk-echoed-secret-0001"`, "sk-echoed-secret-0001"},

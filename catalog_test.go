@@ -57,6 +57,9 @@ func TestCatalog(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("providers %q, want %q", got, want)
 	}
+	if doc, _ := os.ReadFile("docs/models.md"); !strings.Contains(string(doc), "**"+catalogDate+"**") {
+		t.Errorf("docs/models.md does not give the catalog's date, %s", catalogDate)
+	}
 }
 
 // TestHostQuirks checks what each host is sent: the field that caps the

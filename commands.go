@@ -331,10 +331,12 @@ func (s *server) getLastAssistantText(r *request) (any, error) {
 type capabilities struct {
 	ProtocolVersion int      `json:"protocolVersion"`
 	Version         string   `json:"version"`
+	Compat          string   `json:"compat"` // "rpi", or "pi" in pi-compatible mode (§10)
 	Commands        []string `json:"commands"`
 	Events          []string `json:"events"`
 	ProcessSignals  []string `json:"processSignals"`
 	ProcessKeys     []string `json:"processKeys"`
+	TTY             bool     `json:"tty"` // whether process_spawn can give a process a terminal
 	Tools           []string `json:"tools"`
 	MaxLineBytes    int      `json:"maxLineBytes"`
 }
@@ -355,10 +357,12 @@ func (s *server) getCapabilities(r *request) (any, error) {
 	return capabilities{
 		ProtocolVersion: 1,
 		Version:         version,
+		Compat:          map[bool]string{false: "rpi", true: "pi"}[s.set.cfg.compat],
 		Commands:        names,
 		Events:          eventTypes,
 		ProcessSignals:  processSignals,
 		ProcessKeys:     processKeys,
+		TTY:             ptySupported,
 		Tools:           toolList,
 		MaxLineBytes:    s.env.maxLineBytes,
 	}, nil

@@ -103,6 +103,9 @@ func (s *server) planCompaction() (*compactionPlan, error) {
 			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.Summary}}
 		case "message":
 			msg := decodeMessage(e.Message)
+			if msg == nil {
+				continue
+			}
 			plan.summarise = append(plan.summarise, msg)
 			if a, ok := msg.(*assistantMessage); ok {
 				collectFiles(a, &plan.details)

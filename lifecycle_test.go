@@ -20,6 +20,7 @@ import (
 // run's agent_end is out — while the run is settling — many times: each
 // one runs (now or as the next run), none is left in the queue.
 func TestFollowUpAtTheSettlingMoment(t *testing.T) {
+	endToEnd(t)
 	e := newTestEnv(t)
 	fm := startFakeModel(t, apiOpenAI, `{"text":["ok"]}`, e.agentDir)
 	fm.repeat()
@@ -90,6 +91,7 @@ func waitUntil(t *testing.T, ps *processSession, done func(out string) bool) {
 // response) or the timeout does (the dialog is cancelled, the answer is
 // told it expired) — never both lost.
 func TestDialogResolvesOnce(t *testing.T) {
+	endToEnd(t)
 	e := newTestEnv(t)
 	clock := newFakeClock()
 	e.clock = clock
@@ -146,6 +148,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 // the state: get_state is answered while the run cannot settle, and
 // new_session answers once the disk is back.
 func TestCommandLoopNeverWaits(t *testing.T) {
+	endToEnd(t)
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"text":["slow ","answer"],"delayMs":100}`, e.agentDir)
 	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
@@ -186,6 +189,7 @@ func TestCommandLoopNeverWaits(t *testing.T) {
 // TestRemoveRightAfterExit removes each process the moment its
 // process_exited is read: every command after that event sees it ended.
 func TestRemoveRightAfterExit(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	for i := range 40 {

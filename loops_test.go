@@ -67,6 +67,7 @@ func TestLoopScheduleAndMessage(t *testing.T) {
 // for want of a model) are saved beside the file and come back in the
 // second with restored:true, as they were; a memory-only one does not.
 func TestDurableLoopSurvivesRestart(t *testing.T) {
+	endToEnd(t)
 	e := newTestEnv(t)
 	dir := t.TempDir()
 	session := filepath.Join(dir, "work.jsonl")

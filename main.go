@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -102,19 +101,6 @@ func initFailure(stdout, stderr io.Writer, err error) int {
 	return 1
 }
 
-// exitCode is rpi's exit code after a stop signal (§2).
-func exitCode(sig os.Signal) int {
-	switch sig {
-	case syscall.SIGINT:
-		return 130
-	case syscall.SIGHUP:
-		return 129
-	case syscall.SIGQUIT:
-		return 131
-	}
-	return 0
-}
-
 const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
 
 Usage:
@@ -128,7 +114,8 @@ Flags:
   --models a,b                  the models cycle_model goes through (globs; provider/id or id)
   --api-key KEY                 API key for the provider
   --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
-  -t, --tools a,b,c             active tools (read, write, edit, bash, ls, grep, find, todo, process, ask_user)
+  -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user;
+                                also ls, grep, find)
   --no-tools                    no tools at all
   --exclude-tools a,b           leave these tools out
   --no-session                  keep the session in memory only
@@ -152,7 +139,8 @@ Flags:
 Environment: PI_CODING_AGENT_DIR (models.json, auth.json, settings.json,
 sessions; default ~/.pi/agent), provider keys such as OPENAI_API_KEY,
 ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY (see docs/models.md),
-RPI_COMPAT=pi. The protocol: docs/protocol.md and docs/commands.md.
+RPI_COMPAT=pi. The protocol: docs/protocol.md and docs/commands.md; writing a
+client: docs/clients.md.
 
 Example:
   echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session

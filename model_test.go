@@ -517,6 +517,7 @@ func agentSession(t *testing.T, api, script string, extraArgs ...string) (*proce
 // the context file, the tools, an image, the tool call and its result in
 // the next request, and the thinking settings.
 func TestRequestBodies(t *testing.T) {
+	endToEnd(t)
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["done"]}`
 	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`

@@ -147,6 +147,19 @@ func unspokenError(m *model) error {
 		m.Provider, m.ID, m.API, strings.Join(supportedAPIs, ", "))
 }
 
+// keylessError says that a model rpi knows has no key, and where one goes:
+// --model naming it is an init error and set_model to it fails, so a
+// model without a key is never the current one.
+func keylessError(m *model) error {
+	where := "the variable its apiKey in models.json names"
+	for _, p := range hostedProviders() {
+		if p.id == m.Provider {
+			where = p.keyVar
+		}
+	}
+	return fmt.Errorf("No API key for %s/%s: set %s, put a key in auth.json, or pass --api-key", m.Provider, m.ID, where)
+}
+
 // modelsFile is pi's models.json.
 type modelsFile struct {
 	Providers map[string]struct {
@@ -366,13 +379,13 @@ var keyCommandTimeout = 10 * time.Second
 const maxKeyCommandOutput = 64 << 10
 
 // runKeyCommand runs a "!command" key as every child runs: with /bin/sh
-// in the session cwd, in its own process group, with the environment
+// (bash on Windows) in the session cwd, in its own process group, with the environment
 // children get (no provider keys), stdin /dev/null, stderr dropped,
 // killed after keyCommandTimeout. Its output, trimmed, is the key.
 func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
 	var out bytes.Buffer
 	overflow := false
-	cmd := s.command("/bin/sh", "-c", command)
+	cmd := s.command(keyShell(), "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
 	ps, timedOut, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {
@@ -746,20 +759,35 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 				provider, id = p, rest
 			}
 		}
-		var unspoken *model
+		var found *model // the first model of that name, when none is usable
 		for _, m := range models {
 			if m.ID == id && (provider == "" || m.Provider == provider) {
-				if m.speaks() {
+				if m.usable() {
 					return m, thinking, nil
 				}
-				unspoken = cmp.Or(unspoken, m)
+				found = cmp.Or(found, m)
 			}
 		}
-		if unspoken != nil {
-			return nil, "", unspokenError(unspoken)
+		if found == nil && explicit {
+			found = adoptModel(models, provider, id)
 		}
-		if m := adoptModel(models, provider, id); explicit && m != nil {
-			return m, thinking, nil
+		switch {
+		case found == nil:
+		case !found.speaks():
+			return nil, "", unspokenError(found)
+		case found.usable(): // adopted, with the provider's key
+			return found, thinking, nil
+		default:
+			return nil, "", keylessError(found)
+		}
+		// "gpt-5:ultra": a known model with a suffix that is no level.
+		if i := strings.LastIndex(id, ":"); i > 0 && thinking == "" {
+			for _, m := range models {
+				if m.ID == id[:i] && (provider == "" || m.Provider == provider) {
+					return nil, "", fmt.Errorf("Invalid --model %s: the thinking level must be one of %s",
+						spec, strings.Join(thinkingLevels, ", "))
+				}
+			}
 		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
@@ -901,9 +929,9 @@ func (s *server) scopedModels() (models []*model, scoped bool) {
 }
 
 // setModel switches the model for the next call.
-// Fields: provider, modelId. Answer: the Model object; a model that is
-// unknown or has no credentials fails with "Model not found: p/id", one
-// whose API rpi does not speak with a message naming the API.
+// Fields: provider, modelId. Answer: the Model object. An unknown model
+// fails with "Model not found: p/id", one without a key with "No API key
+// for p/id: …", one whose API rpi does not speak with a message naming it.
 func (s *server) setModel(r *request) (any, error) {
 	provider, err := r.str("provider")
 	if err != nil {
@@ -918,7 +946,9 @@ func (s *server) setModel(r *request) (any, error) {
 		case m.Provider != provider || m.ID != id:
 		case !m.speaks():
 			return nil, unspokenError(m)
-		case m.usable():
+		case !m.usable():
+			return nil, keylessError(m)
+		default:
 			s.switchModel(m)
 			return m, nil
 		}

@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -35,12 +34,13 @@ const (
 	maxOutputBytes = 50 * 1024
 )
 
-// findShell picks bash, or /bin/sh where bash is missing.
+// findShell picks bash from PATH (on Windows, Git for Windows' bash.exe),
+// or the system's fallbackShell.
 func findShell() string {
 	if path, err := exec.LookPath("bash"); err == nil {
 		return path
 	}
-	return "/bin/sh"
+	return fallbackShell
 }
 
 // ---- Children: start, group, read, signal, reap ----
@@ -252,12 +252,12 @@ func (c *child) wait() *os.ProcessState {
 func (c *child) release() { c.table.children.Done() }
 
 // signalGroup sends sig to the child's whole process group.
-func (c *child) signalGroup(sig syscall.Signal) error { return signalGroup(c.pid, sig) }
+func (c *child) signalGroup(sig sysSignal) error { return signalGroup(c.pid, sig) }
 
 // terminate asks the group to stop with SIGTERM and sends SIGKILL if the
 // child has not exited after grace.
 func (c *child) terminate(grace time.Duration) {
-	c.signalGroup(syscall.SIGTERM)
+	c.signalGroup(sigTerm)
 	select {
 	case <-c.exited:
 	case <-time.After(grace):
@@ -272,15 +272,6 @@ func (c *child) hasExited() bool {
 	default:
 		return false
 	}
-}
-
-// exitStatus reads a finished child's exit code, or the signal that killed it.
-func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return nil, ws.Signal()
-	}
-	c := ps.ExitCode()
-	return &c, 0
 }
 
 // ---- Rings: bounded output ----
@@ -786,25 +777,9 @@ const (
 	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
 )
 
-// processSignals are the signals process_signal accepts (§11).
-var processSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGTSTP"}
-
-// signalNumbers maps signal names to numbers: those above and the others
-// a process may end by.
-var signalNumbers = map[string]syscall.Signal{
-	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
-	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
-	"SIGUSR2": syscall.SIGUSR2, "SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT,
-	"SIGABRT": syscall.SIGABRT, "SIGALRM": syscall.SIGALRM, "SIGBUS": syscall.SIGBUS,
-	"SIGFPE": syscall.SIGFPE, "SIGILL": syscall.SIGILL, "SIGPIPE": syscall.SIGPIPE,
-	"SIGSEGV": syscall.SIGSEGV, "SIGTRAP": syscall.SIGTRAP, "SIGTSTP": syscall.SIGTSTP,
-	"SIGTTIN": syscall.SIGTTIN, "SIGTTOU": syscall.SIGTTOU, "SIGXCPU": syscall.SIGXCPU,
-	"SIGXFSZ": syscall.SIGXFSZ, "SIGPROF": syscall.SIGPROF, "SIGSYS": syscall.SIGSYS,
-	"SIGVTALRM": syscall.SIGVTALRM, "SIGWINCH": syscall.SIGWINCH, "SIGURG": syscall.SIGURG,
-}
-
-// signalName is the SCREAMING_SNAKE_CASE name of sig.
-func signalName(sig syscall.Signal) string {
+// signalName is the SCREAMING_SNAKE_CASE name of sig (signalNumbers is
+// the system's table).
+func signalName(sig sysSignal) string {
 	for name, n := range signalNumbers {
 		if n == sig {
 			return name
@@ -1276,7 +1251,7 @@ func keyInput(keys []string) ([]byte, error) {
 // signal sends a signal to the process's group and calls then while
 // holding p.mu, which process_exited also needs: whatever then writes
 // comes before that event. Once the process has ended it does nothing.
-func (p *process) sendSignal(sig syscall.Signal, then func()) error {
+func (p *process) sendSignal(sig sysSignal, then func()) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.endedLocked() {

@@ -60,6 +60,7 @@ func TestUTF8Stream(t *testing.T) {
 // holding the whole output, interleaved as it came, and that rpi removes
 // the file when it exits.
 func TestBashFullOutput(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	ps.send(`{"id":"big","type":"bash","command":"for i in $(seq 1 30000); do echo line$i; done; echo tail >&2"}`)
 	ps.waitFor(`"id":"big"`)
@@ -203,6 +204,7 @@ func outputOf(recs []map[string]any, id string) string {
 // last, and that the output chunks add up to exactly what was written,
 // with cursors that follow each other.
 func TestProcessEventOrder(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	const n = 4
 	for i := range n {
@@ -255,6 +257,7 @@ func TestProcessEventOrder(t *testing.T) {
 // TestPTYEcho checks what the terminal's line discipline does with keys:
 // typed text is echoed, and CTRL_C is echoed as ^C and interrupts.
 func TestPTYEcho(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	ps.send(spawnLine("p", []string{"cat"}, `,"tty":true`))
 	ps.waitFor(`"type":"process_started"`)
@@ -284,6 +287,7 @@ func (ps *processSession) waitForOutput(id, text string) {
 // process group: the test binary, started as a helper, starts a grandchild
 // and both die from one SIGTERM.
 func TestSignalReachesGrandchild(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	ps.send(spawnLine("p", []string{os.Args[0]}, `,"env":{"RPI_HELPER":"spawn-grandchild"}`))
 	ps.waitFor(`"type":"process_output"`)
@@ -309,6 +313,7 @@ func TestSignalReachesGrandchild(t *testing.T) {
 // PTY, one that ignores SIGTERM, one with a grandchild — then closes stdin:
 // each gets its process_exited, rpi exits 0, and /proc shows none of them.
 func TestEndToEndNoOrphanProcesses(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	p.send(t, spawnLine("plain", []string{"sleep", "300"}, "")+"\n")
@@ -355,6 +360,7 @@ func watchPIDs(t *testing.T, p *rpiProcess, n int) []int {
 // signal and the watchdog end every one of them, and the watchdog removes
 // rpi's temp folder.
 func TestEndToEndKilledRPILeavesNoChildren(t *testing.T) {
+	endToEnd(t)
 	tmp := t.TempDir()
 	p := startRPIWith(t, withEnv("TMPDIR="+tmp), "rpc", "--cwd", t.TempDir())
 	p.next(t)
@@ -394,6 +400,7 @@ func TestEndToEndKilledRPILeavesNoChildren(t *testing.T) {
 // still start with every signal at its default, so process_signal SIGHUP
 // ends one.
 func TestEndToEndDefaultSignals(t *testing.T) {
+	endToEnd(t)
 	p := startRPIWith(t, func(cmd *exec.Cmd) {
 		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT TSTP TTIN TTOU; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path, _ = exec.LookPath("sh")
@@ -436,6 +443,7 @@ func TestEndToEndDefaultSignals(t *testing.T) {
 // that, once they have exited, rpi holds no descriptor for any of them and
 // little memory, though none was removed.
 func TestExitedProcessesHoldNothing(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	ps.send(`{"id":"warm","type":"get_state"}`)
 	ps.waitFor(`"id":"warm"`)
@@ -469,6 +477,7 @@ func openFDs(t *testing.T) int {
 // child wait instead of rpi buffering: rpi's memory stays bounded while a
 // child floods, and every byte arrives once the client reads again.
 func TestBackpressure(t *testing.T) {
+	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
 	p.send(t, spawnLine("flood", []string{"sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' x"}, "")+"\n")
@@ -519,6 +528,7 @@ func residentKB(t *testing.T, pid int, field ...string) int {
 // and the model's): rpi streams the excess to the full-output file, so its
 // peak resident memory stays far below the output's size.
 func TestBashMemoryIsFlat(t *testing.T) {
+	endToEnd(t)
 	if testing.Short() {
 		t.Skip("prints 200 MiB")
 	}
@@ -543,6 +553,7 @@ func TestBashMemoryIsFlat(t *testing.T) {
 // process groups of their own: when the child ends (stopped, or a user
 // bash that returns), its jobs end too, as they share its session.
 func TestJobsDieWithTheirChild(t *testing.T) {
+	endToEnd(t)
 	ps := startSession(t)
 	ps.send(spawnLine("j", []string{"bash", "-c", "set -m; sleep 4321 & echo $!; sleep 300"}, ""))
 	ps.waitFor(`"type":"process_output"`)

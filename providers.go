@@ -1174,7 +1174,7 @@ func geminiThinking(m *model, thinking string) map[string]any {
 	config := map[string]any{}
 	if geminiLevelModel.MatchString(id) {
 		if level == "off" {
-			level, value = m.wireLevel("minimal")
+			_, value = m.wireLevel("minimal")
 		}
 		config["thinkingLevel"] = strings.ToUpper(value)
 	} else if level == "off" {

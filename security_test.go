@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -110,7 +109,7 @@ func TestHostileProject(t *testing.T) {
 	root := t.TempDir()
 	cwd := filepath.Join(root, "sub")
 	os.MkdirAll(filepath.Join(cwd, ".pi", "prompts"), 0o755)
-	if err := syscall.Mkfifo(filepath.Join(root, "AGENTS.md"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(root, "AGENTS.md"), 0o600); err != nil {
 		t.Skip("no FIFOs here:", err)
 	}
 	os.Symlink("/dev/zero", filepath.Join(cwd, "CLAUDE.md"))
@@ -139,7 +138,7 @@ func TestHostileProject(t *testing.T) {
 func TestExportToFIFO(t *testing.T) {
 	e := newTestEnv(t)
 	cwd := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(cwd, "pipe.html"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(cwd, "pipe.html"), 0o600); err != nil {
 		t.Skip("no FIFOs here:", err)
 	}
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})

@@ -585,8 +585,13 @@ type rawMessage json.RawMessage
 
 func (m rawMessage) MarshalJSON() ([]byte, error) { return json.RawMessage(m), nil }
 
-// decodeMessage reads a stored message into its type.
+// decodeMessage reads a stored message into its type; one of a role rpi
+// does not know is kept as it is, and an entry whose message is missing
+// or not an object gives nil (the entry is skipped).
 func decodeMessage(raw json.RawMessage) any {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
 	switch messageRole(raw) {
 	case "user":
 		var probe struct{ Content json.RawMessage }

@@ -89,6 +89,7 @@ func TestSessionFileMatchesPi(t *testing.T) {
 // TestEndToEndKill9 kills rpi with SIGKILL mid-run and checks that the
 // session file holds everything answered so far and loads.
 func TestEndToEndKill9(t *testing.T) {
+	endToEnd(t)
 	agent, cwd := t.TempDir(), t.TempDir()
 	startFakeModel(t, apiOpenAI, `{"text":["first answer"]}
 {"text":["slow ","answer ","never ","finished"],"delayMs":500}`, agent)
@@ -173,6 +174,7 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 // TestHugeSessionLine loads a session whose one line is longer than any
 // input line may be (a 65 MiB message): nothing is dropped.
 func TestHugeSessionLine(t *testing.T) {
+	endToEnd(t)
 	if testing.Short() {
 		t.Skip("writes 65 MiB")
 	}
@@ -300,5 +302,41 @@ func TestPlantedTempFileIsNotFollowed(t *testing.T) {
 	}
 	if _, err := loadSession(filepath.Join(cwd, "s.jsonl")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMessageEntryWithoutMessage: an entry of type message whose message
+// is missing, null or not an object is skipped on load; the rest of the
+// conversation loads and get_messages is answered.
+func TestMessageEntryWithoutMessage(t *testing.T) {
+	cwd := t.TempDir()
+	path := filepath.Join(cwd, "odd.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/x"}
+{"type":"message","id":"a1b2c3d1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}
+{"type":"message","id":"a1b2c3d2","parentId":"a1b2c3d1","timestamp":"2026-01-01T00:00:00.000Z","message":null}
+{"type":"message","id":"a1b2c3d3","parentId":"a1b2c3d2","timestamp":"2026-01-01T00:00:00.000Z","message":"text"}
+{"type":"message","id":"a1b2c3d4","parentId":"a1b2c3d3","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi","timestamp":1}}
+`), 0o644)
+	ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"data":{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}]}`) {
+		t.Errorf("get_messages:\n%s", out)
+	}
+}
+
+// TestNoAnswerNoFile: a session that never got an answer leaves no file
+// and no folder, whatever else happened in it (a name, the user's bash).
+func TestNoAnswerNoFile(t *testing.T) {
+	e := newTestEnv(t)
+	in := `{"id":"n","type":"set_session_name","name":"named"}` + "\n" + `{"id":"b","type":"bash","command":"echo hi"}` + "\n"
+	var out bytes.Buffer
+	runRPI(t, e, []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out)
+	if !strings.Contains(out.String(), `"id":"b","type":"response","command":"bash","success":true`) {
+		t.Fatalf("output:\n%s", out.Bytes())
+	}
+	if left, _ := os.ReadDir(e.agentDir); len(left) > 0 {
+		t.Errorf("the agent directory holds %v", left)
 	}
 }

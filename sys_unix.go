@@ -21,6 +21,25 @@ import (
 	"syscall"
 )
 
+// fallbackShell runs commands where bash is missing.
+const fallbackShell = "/bin/sh"
+
+// keyShell runs auth.json's and models.json's "!command" keys.
+func keyShell() string { return "/bin/sh" }
+
+// exitCode is rpi's exit code after a stop signal (§2).
+func exitCode(sig os.Signal) int {
+	switch sig {
+	case syscall.SIGINT:
+		return 130
+	case syscall.SIGHUP:
+		return 129
+	case syscall.SIGQUIT:
+		return 131
+	}
+	return 0
+}
+
 // watchSignals sends to stop the signals that end rpi (§2): SIGINT,
 // SIGTERM, and SIGHUP and SIGQUIT unless they were ignored when rpi
 // started (nohup). Every signal a shell may have left ignored gets a
@@ -70,6 +89,38 @@ func signalGroup(pid int, sig syscall.Signal) error {
 	return err
 }
 
+// sysSignal is a signal as the system numbers it.
+type sysSignal = syscall.Signal
+
+// sigTerm asks a process to stop.
+const sigTerm = syscall.SIGTERM
+
+// processSignals are the signals process_signal accepts (§11).
+var processSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGTSTP"}
+
+// signalNumbers maps signal names to numbers: those above and the others
+// a process may end by.
+var signalNumbers = map[string]syscall.Signal{
+	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
+	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
+	"SIGUSR2": syscall.SIGUSR2, "SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT,
+	"SIGABRT": syscall.SIGABRT, "SIGALRM": syscall.SIGALRM, "SIGBUS": syscall.SIGBUS,
+	"SIGFPE": syscall.SIGFPE, "SIGILL": syscall.SIGILL, "SIGPIPE": syscall.SIGPIPE,
+	"SIGSEGV": syscall.SIGSEGV, "SIGTRAP": syscall.SIGTRAP, "SIGTSTP": syscall.SIGTSTP,
+	"SIGTTIN": syscall.SIGTTIN, "SIGTTOU": syscall.SIGTTOU, "SIGXCPU": syscall.SIGXCPU,
+	"SIGXFSZ": syscall.SIGXFSZ, "SIGPROF": syscall.SIGPROF, "SIGSYS": syscall.SIGSYS,
+	"SIGVTALRM": syscall.SIGVTALRM, "SIGWINCH": syscall.SIGWINCH, "SIGURG": syscall.SIGURG,
+}
+
+// exitStatus reads a finished child's exit code, or the signal that killed it.
+func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return nil, ws.Signal()
+	}
+	c := ps.ExitCode()
+	return &c, 0
+}
+
 // killTree SIGKILLs what a child started: its process group and every
 // process still in its session (a job-control shell's jobs).
 func killTree(pid int) {
@@ -85,80 +136,15 @@ func processAlive(pid int) bool {
 
 // ---- Files ----
 
-// errNotRegular says a path is not a regular file.
-type errNotRegular struct {
-	path, kind string
-}
-
-func (e *errNotRegular) Error() string {
-	return fmt.Sprintf("%s is %s, not a regular file", e.path, e.kind)
-}
-
-// fileKind names what a mode is, for errors.
-func fileKind(mode os.FileMode) string {
-	switch {
-	case mode.IsDir():
-		return "a directory"
-	case mode&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case mode&os.ModeSocket != 0:
-		return "a socket"
-	case mode&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}
-
-// ownStdio identifies rpi's own stdin, stdout and stderr, so that no file
-// tool reaches them even when they are regular files.
-var ownStdio = sync.OnceValue(func() map[[2]uint64]bool {
-	ids := map[[2]uint64]bool{}
-	for fd := range 3 {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) == nil {
-			ids[[2]uint64{uint64(st.Dev), uint64(st.Ino)}] = true
-		}
-	}
-	return ids
-})
-
-// openRegular opens path (following symlinks) only if it is a regular
-// file and not one of rpi's own stdio: a FIFO, socket or device is refused
-// before it is opened and checked again on the open file, and the open
-// itself never blocks.
-func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	}
+// openNonBlocking opens path without blocking on a FIFO that has no
+// writer or a device, and without making a terminal rpi's own; a FIFO
+// without a reader is refused.
+func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
 	if errors.Is(err, syscall.ENXIO) {
 		return nil, &errNotRegular{path, "a named pipe (FIFO)"}
 	}
-	if err != nil {
-		return nil, err
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		f.Close()
-		return nil, err
-	}
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-		f.Close()
-		return nil, err
-	case !info.Mode().IsRegular():
-		f.Close()
-		return nil, &errNotRegular{path, fileKind(info.Mode())}
-	case ownStdio()[[2]uint64{uint64(st.Dev), uint64(st.Ino)}]:
-		f.Close()
-		return nil, &errNotRegular{path, "rpi's own stdin, stdout or stderr"}
-	}
-	if kind := specialFileSystem(f); kind != "" {
-		f.Close()
-		return nil, &errNotRegular{path, kind}
-	}
-	return f, nil
+	return f, err
 }
 
 // ---- The watchdog ----

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -297,6 +298,78 @@ func (s *server) toolPath(p string) string {
 		p = filepath.Join(home, p[1:])
 	}
 	return resolvePath(s.set.cwd, p)
+}
+
+// errNotRegular says a path is not a regular file.
+type errNotRegular struct {
+	path, kind string
+}
+
+func (e *errNotRegular) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.path, e.kind)
+}
+
+// fileKind names what a mode is, for errors.
+func fileKind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a directory"
+	case mode&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// ownStdio is what rpi's own stdin, stdout and stderr are, so that no
+// file tool reaches them even when they are regular files.
+var ownStdio = sync.OnceValue(func() []os.FileInfo {
+	var infos []os.FileInfo
+	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		if info, err := f.Stat(); err == nil {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+})
+
+// openRegular opens path (following symlinks) only if it is a regular
+// file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
+// socket or device is refused before it is opened and checked again on
+// the open file, and the open itself never blocks.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	f, err := openNonBlocking(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	kind := ""
+	if !info.Mode().IsRegular() {
+		kind = fileKind(info.Mode())
+	}
+	for _, own := range ownStdio() {
+		if kind == "" && os.SameFile(info, own) {
+			kind = "rpi's own stdin, stdout or stderr"
+		}
+	}
+	if kind == "" {
+		kind = specialFileSystem(f)
+	}
+	if kind != "" {
+		f.Close()
+		return nil, &errNotRegular{path, kind}
+	}
+	return f, nil
 }
 
 // readRegularFile reads a whole regular file (see openRegular) of at most
@@ -1233,7 +1306,7 @@ var processTool = &tool{
 	description: "Manage long-running processes without blocking. spawn starts one from spec {argv (run directly, no shell; " +
 		"use [\"bash\",\"-c\",\"…\"] for a shell), cwd, env, tty, terminalSize, label, timeoutMs, outputBytes}; list, " +
 		"describe, logs (output from a byte cursor), write (dataBase64 to stdin, closeStdin), keys (ENTER, CTRL_C, UP, …), " +
-		"resize, signal (SIGINT, SIGTERM, …), stop, wait (timeoutMs) and remove (forget an ended process) take its " +
+		"resize, signal (SIGINT, SIGKILL, …), stop, wait (timeoutMs) and remove (forget an ended process) take its " +
 		"processId. The user sees the output as it happens.",
 	schema: schema(`{"type":"object","properties":{"action":{"type":"string","enum":["spawn","list","describe","logs","write","keys","resize","signal","stop","wait","remove"]},` +
 		`"spec":{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"cwd":{"type":"string"},` +
@@ -1243,7 +1316,7 @@ var processTool = &tool{
 		`"processId":{"type":"string"},"cursor":{"type":"integer","minimum":0},"limitBytes":{"type":"integer","minimum":1,"maximum":16777216},` +
 		`"dataBase64":{"type":"string"},"closeStdin":{"type":"boolean"},"keys":{"type":"array","items":{"type":"string"}},` +
 		`"cols":{"type":"integer","minimum":1,"maximum":65535},"rows":{"type":"integer","minimum":1,"maximum":65535},` +
-		`"signal":{"type":"string","enum":["SIGINT","SIGTERM","SIGHUP","SIGQUIT","SIGKILL","SIGUSR1","SIGUSR2","SIGSTOP","SIGCONT","SIGTSTP"]},` +
+		`"signal":{"type":"string","enum":` + jsonStrings(processSignals) + `},` +
 		`"timeoutMs":{"type":"integer","minimum":1,"maximum":86400000}},"required":["action"]}`),
 	decode: decodeProcessCall,
 }
@@ -1511,3 +1584,9 @@ func jsonResult(v any) (toolResult, error) {
 }
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+// jsonStrings writes a list of names as a JSON array, for a schema's enum.
+func jsonStrings(names []string) string {
+	b, _ := marshalJSON(names)
+	return string(b)
+}
