@@ -168,21 +168,25 @@ func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
 	if data == nil {
 		return append(buf, '}'), nil
 	}
-	payload, err := marshalJSON(data)
+	if !compat {
+		buf = append(buf, `,"data":`...)
+		buf, err := appendPayload(buf, data)
+		return append(buf, '}'), err
+	}
+	// Flat: the payload's fields follow "type" in the same object.
+	mark := len(buf)
+	buf, err := appendPayload(buf, data)
 	if err != nil {
 		return nil, err
 	}
-	if !compat {
-		buf = append(buf, `,"data":`...)
-		buf = append(buf, payload...)
-		return append(buf, '}'), nil
-	}
-	if len(payload) < 2 || payload[0] != '{' {
+	if len(buf)-mark < 2 || buf[mark] != '{' {
 		return nil, fmt.Errorf("event %s: payload is not an object", ev.Type)
 	}
-	if inner := payload[1 : len(payload)-1]; len(inner) > 0 {
-		buf = append(buf, ',')
-		buf = append(buf, inner...)
+	if len(buf)-mark == 2 { // {}
+		buf = buf[:mark]
+	} else {
+		buf[mark] = ','
+		buf = buf[:len(buf)-1]
 	}
 	return append(buf, '}'), nil
 }
@@ -216,13 +220,30 @@ func encodeResponse(buf []byte, id json.RawMessage, command string, data any, fa
 		}
 		return append(buf, `,"data":null}`...), nil
 	}
+	buf = append(buf, `,"data":`...)
+	buf, err := appendPayload(buf, data)
+	return append(buf, '}'), err
+}
+
+// A jsonAppender is a payload on a hot path that appends its own JSON,
+// without reflection. What it appends must equal marshalJSON of the same
+// value, byte for byte; TestAppendersMatchEncodingJSON and the fuzz tests
+// check each one.
+type jsonAppender interface {
+	appendJSON(buf []byte) []byte
+}
+
+// appendPayload appends data's JSON: by its own appender when it has one,
+// by encoding/json otherwise.
+func appendPayload(buf []byte, data any) ([]byte, error) {
+	if a, ok := data.(jsonAppender); ok {
+		return a.appendJSON(buf), nil
+	}
 	payload, err := marshalJSON(data)
 	if err != nil {
 		return nil, err
 	}
-	buf = append(buf, `,"data":`...)
-	buf = append(buf, payload...)
-	return append(buf, '}'), nil
+	return append(buf, payload...), nil
 }
 
 // marshalJSON encodes v like the writer does: no HTML escaping.
