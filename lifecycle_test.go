@@ -127,7 +127,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 		advanced := make(chan struct{})
 		go func() { clock.advance(time.Second); close(advanced) }()
 		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
-			fields: map[string]json.RawMessage{"confirmed": json.RawMessage("true")}}
+			members: []member{{[]byte("confirmed"), []byte("true")}}}
 		_, respErr := s.extensionUIResponse(r)
 		a := <-answered
 		<-advanced

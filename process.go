@@ -1412,7 +1412,8 @@ func (s *server) processSpawn(r *request) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
 	}
-	spec, err := decodeProcessSpec(r.fields["spec"], "")
+	rawSpec, _ := r.field("spec")
+	spec, err := decodeProcessSpec(rawSpec, "")
 	if err != nil {
 		return nil, err
 	}

@@ -353,11 +353,29 @@ var eventTypes = []string{
 
 // ---- Requests ----
 
-// request is one decoded command line. Fields are looked up by exact key.
+// request is one decoded command line. Its fields stay raw JSON, found by
+// exact key, and are decoded only when a handler asks for them.
 type request struct {
-	id     json.RawMessage // as sent, or nil when absent or null
-	typ    string
-	fields map[string]json.RawMessage
+	id      json.RawMessage // as sent, or nil when absent or null
+	typ     string
+	members []member // the object's members in line order
+}
+
+// A member is one key and its raw value, both slices of the line (the key
+// unescaped into its own bytes when it had escapes).
+type member struct {
+	key, value []byte
+}
+
+// field is the raw value of the member called name; as with any JSON
+// object decoded in Go, the last of duplicate keys wins.
+func (r *request) field(name string) (json.RawMessage, bool) {
+	for i := len(r.members) - 1; i >= 0; i-- {
+		if string(r.members[i].key) == name {
+			return r.members[i].value, true
+		}
+	}
+	return nil, false
 }
 
 // A requestError is a failure to answer before the command is known.
@@ -367,7 +385,10 @@ type requestError struct {
 	message string
 }
 
-// decodeRequest checks a line in §4's order: JSON object, type, id.
+// decodeRequest checks a line in §4's order: JSON object, type, id. It
+// takes one pass over the line (scanObject); a line that pass cannot
+// accept is decoded again by encoding/json, whose error text is the
+// answer.
 func decodeRequest(line []byte) (*request, *requestError) {
 	parseFailure := func(detail string) *requestError {
 		return &requestError{command: "parse", message: "Failed to parse command: " + detail}
@@ -375,22 +396,31 @@ func decodeRequest(line []byte) (*request, *requestError) {
 	if !utf8.Valid(line) {
 		return nil, parseFailure("invalid UTF-8")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(line, &fields); err != nil {
+	members, ok := scanObject(line)
+	if !ok {
+		var fields map[string]json.RawMessage
+		err := json.Unmarshal(line, &fields)
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
+		switch {
+		case errors.As(err, &typeErr):
 			return nil, parseFailure("expected a JSON object, got " + typeErr.Value)
+		case err != nil:
+			return nil, parseFailure(err.Error())
+		case fields == nil:
+			return nil, parseFailure("expected a JSON object, got null")
 		}
-		return nil, parseFailure(err.Error())
+		// Valid, but beyond what scanObject takes (deep nesting): keep
+		// encoding/json's view.
+		members = members[:0]
+		for k, v := range fields {
+			members = append(members, member{[]byte(k), v})
+		}
 	}
-	if fields == nil {
-		return nil, parseFailure("expected a JSON object, got null")
-	}
-	r := &request{fields: fields}
-	rawID, hasID := fields["id"]
+	r := &request{members: members}
+	rawID, hasID := r.field("id")
 	idIsString := hasID && rawID[0] == '"'
-	rawType := fields["type"]
-	if len(rawType) == 0 || rawType[0] != '"' || json.Unmarshal(rawType, &r.typ) != nil {
+	rawType, _ := r.field("type")
+	if len(rawType) == 0 || rawType[0] != '"' || !unquote(rawType, &r.typ) {
 		e := &requestError{command: "parse", message: "Missing or invalid field: type"}
 		if idIsString {
 			e.id = rawID
@@ -404,6 +434,211 @@ func decodeRequest(line []byte) (*request, *requestError) {
 		r.id = rawID
 	}
 	return r, nil
+}
+
+// unquote decodes a valid JSON string into s, without encoding/json when
+// it has no escapes.
+func unquote(raw []byte, s *string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		*s = string(raw[1 : len(raw)-1])
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// maxScanDepth is how deep scanObject follows nested values; deeper lines
+// go to encoding/json.
+const maxScanDepth = 512
+
+// scanObject splits a line holding one JSON object into its members, in
+// one pass that also checks the whole line is valid JSON (the line is
+// already valid UTF-8). ok is false for anything else.
+func scanObject(line []byte) (members []member, ok bool) {
+	i := skipSpace(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(line, i+1)
+	if i < len(line) && line[i] == '}' {
+		return nil, skipSpace(line, i+1) == len(line)
+	}
+	for {
+		keyStart := i
+		if i = skipString(line, i); i < 0 {
+			return nil, false
+		}
+		key := line[keyStart+1 : i-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(line[keyStart:i], &k) != nil {
+				return nil, false
+			}
+			key = []byte(k)
+		}
+		if i = skipSpace(line, i); i >= len(line) || line[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(line, i+1)
+		valueStart := i
+		if i = skipValue(line, i, 0); i < 0 {
+			return nil, false
+		}
+		members = append(members, member{key, line[valueStart:i]})
+		if i = skipSpace(line, i); i >= len(line) {
+			return nil, false
+		}
+		switch line[i] {
+		case ',':
+			i = skipSpace(line, i+1)
+		case '}':
+			return members, skipSpace(line, i+1) == len(line)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at b[i],
+// or -1 when there is no valid value there.
+func skipValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		if depth >= maxScanDepth {
+			return -1
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == end {
+			return i + 1
+		}
+		for {
+			if c == '{' {
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+					return -1
+				}
+				i = skipSpace(b, i+1)
+			}
+			if i = skipValue(b, i, depth+1); i < 0 {
+				return -1
+			}
+			if i = skipSpace(b, i); i >= len(b) {
+				return -1
+			}
+			if b[i] == end {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return skipNumber(b, i)
+	case c == 't':
+		return skipLiteral(b, i, "true")
+	case c == 'f':
+		return skipLiteral(b, i, "false")
+	case c == 'n':
+		return skipLiteral(b, i, "null")
+	}
+	return -1
+}
+
+// skipString returns the index just past the JSON string at b[i], or -1.
+func skipString(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if i++; i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) {
+					return -1
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return -1
+					}
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// skipNumber returns the index just past the JSON number at b[i], or -1.
+func skipNumber(b []byte, i int) int {
+	digits := func(i int) int {
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return -1
+		}
+		return i
+	}
+	if b[i] == '-' {
+		i++
+	}
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if i = digits(i); i < 0 {
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i = digits(i + 1); i < 0 {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i = digits(i); i < 0 {
+			return -1
+		}
+	}
+	return i
+}
+
+func skipLiteral(b []byte, i int, lit string) int {
+	if !bytes.HasPrefix(b[i:], []byte(lit)) {
+		return -1
+	}
+	return i + len(lit)
 }
 
 // idString is the request's id as a string, or nil when it had none.
@@ -420,7 +655,7 @@ func (r *request) idString() *string {
 // must be, so handlers can return it as is.
 
 func (r *request) has(name string) bool {
-	raw, ok := r.fields[name]
+	raw, ok := r.field(name)
 	return ok && string(raw) != "null"
 }
 
@@ -429,7 +664,8 @@ func invalid(name, want string) error { return fmt.Errorf("Invalid field %s: mus
 
 // decodeField decodes a present field into v, which must be of kind want.
 func (r *request) decodeField(name, want string, v any) error {
-	if err := json.Unmarshal(r.fields[name], v); err != nil {
+	raw, _ := r.field(name)
+	if err := json.Unmarshal(raw, v); err != nil {
 		return invalid(name, want)
 	}
 	return nil
@@ -440,10 +676,10 @@ func (r *request) str(name string) (string, error) {
 		return "", missing(name, "a string")
 	}
 	var s string
-	if r.fields[name][0] != '"' {
+	if raw, _ := r.field(name); raw[0] != '"' || !unquote(raw, &s) {
 		return "", invalid(name, "a string")
 	}
-	return s, r.decodeField(name, "a string", &s)
+	return s, nil
 }
 
 func (r *request) optStr(name string) (string, error) {
