@@ -192,21 +192,24 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 // valid extension_ui_response, which gets none.
 func (s *server) handleFrame(f frame) {
 	if f.tooLong {
-		s.writeResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
+		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
 	}
 	r, rerr := decodeRequest(f.line)
 	if rerr != nil {
-		s.writeResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
+		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
 	}
 	h, ok := commands[r.typ]
 	if !ok {
-		s.reply(r, nil, fmt.Errorf("Unknown command: %s", r.typ))
+		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
 	}
 	data, err := s.call(r.typ, func() (any, error) { return h(s, r) })
-	s.reply(r, data, err)
+	if _, ok := data.(noReply); ok && err == nil {
+		return
+	}
+	s.gatherResponse(r.id, r.typ, data, err)
 }
 
 // call runs work, turning a panic into a failure and a stack trace on
@@ -239,6 +242,14 @@ func (s *server) reply(r *request, data any, err error) {
 
 func (s *server) writeResponse(id []byte, command string, data any, err error) {
 	s.out.record(func(buf []byte, compat bool) ([]byte, error) {
+		return encodeResponse(buf, id, command, data, err, compat)
+	})
+}
+
+// gatherResponse is writeResponse for the dispatcher's own answers: they
+// may wait for the rest of the input batch (output.gather).
+func (s *server) gatherResponse(id []byte, command string, data any, err error) {
+	s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
 		return encodeResponse(buf, id, command, data, err, compat)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"math"
 	"testing"
 	"unicode/utf8"
 )
@@ -64,6 +65,70 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
 			t.Fatalf("appendJSONString(%q) = %s, encoding/json gives %s", s, got, want)
+		}
+	})
+}
+
+// TestAppendersMatchEncodingJSON: every hand-written encoder writes what
+// encoding/json writes for the same value, hostile strings included.
+func TestAppendersMatchEncodingJSON(t *testing.T) {
+	hostile := "q\" b\\ \n\r\t\x00\x1f <>& \u2028\u2029 \xff é😀"
+	text, empty := hostile, ""
+	m := &model{ID: hostile, Name: "n", API: "openai-completions", Provider: "p", BaseURL: "https://user:secret@host.example/v1",
+		Reasoning: true, Input: []string{"text", hostile}, Cost: modelCost{Input: 1.25, Output: 1e-7, CacheRead: 3e21, CacheWrite: 0.1 + 0.2},
+		ContextWindow: 200000, MaxTokens: 64000}
+	bare := &model{ID: "x", BaseURL: "http://localhost:1234/v1"}
+	userOnly := &model{ID: "x", BaseURL: "http://user@host/v1"}
+	plans := [][]todoPhase{nil, {}, {{Name: hostile}}, {{Name: "p", Tasks: []todoItem{
+		{ID: "1", Content: hostile, Status: "pending", DependsOn: []string{"2"}, BlockedBy: []todoBlocker{{TaskID: "2", Content: "c", Status: "pending"}}, Agent: "a"},
+		{ID: "2", Content: "c", Status: "in_progress", Ready: true, DependsOn: []string{}, BlockedBy: []todoBlocker{}},
+	}}}}
+	var values []jsonAppender
+	for _, model := range []*model{nil, m, bare, userOnly} {
+		for _, plan := range plans {
+			values = append(values, stateData{Model: model, ThinkingLevel: "high", IsStreaming: true, SteeringMode: "all",
+				FollowUpMode: "one-at-a-time", SessionFile: "/tmp/" + hostile, SessionID: "id", SessionName: hostile,
+				AutoRetryEnabled: true, MessageCount: 3, PendingMessageCount: 1, TodoPhases: plan, ProcessCount: 2})
+		}
+	}
+	values = append(values, stateData{}, m, bare)
+	u := usage{Input: 100, Output: 20, CacheRead: 3, CacheWrite: 4, TotalTokens: 127,
+		Cost: costBreakdown{Input: 0.000123, Output: 1e-9, CacheRead: 12345678.5, CacheWrite: -0.0, Total: 1e22}}
+	for _, ev := range []assistantEvent{
+		{Type: "text_delta", ContentIndex: 0, Delta: &text},
+		{Type: "text_delta", ContentIndex: 2, Delta: &empty},
+		{Type: "text_end", ContentIndex: 1, Content: &text},
+		{Type: "toolcall_start", ContentIndex: 3, ID: hostile, ToolName: "bash"},
+		{Type: "toolcall_end", ContentIndex: 3, ToolCall: &contentBlock{Type: "toolCall", ID: "c", Name: "bash", Arguments: []byte(`{"command":"ls"}`)}},
+		{},
+	} {
+		values = append(values, messageUpdate{ev, u}, piMessageUpdate{u, ev}, ev)
+	}
+	values = append(values, usage{})
+	for _, v := range values {
+		want, err := marshalJSON(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("%T:\nappendJSON   %s\nencoding/json %s", v, got, want)
+		}
+	}
+}
+
+// FuzzAppendJSONFloat: appendJSONFloat writes a finite float64 as
+// encoding/json does.
+func FuzzAppendJSONFloat(f *testing.F) {
+	for _, seed := range []float64{0, -0.0, 1, 0.1, 1e-6, 9.99e-7, 1e20, 1e21, 123456789.125, -3.5e-300, math.MaxFloat64, math.SmallestNonzeroFloat64} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, x float64) {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return
+		}
+		want, _ := json.Marshal(x)
+		if got := appendJSONFloat(nil, x); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSONFloat(%v) = %s, encoding/json gives %s", x, got, want)
 		}
 	})
 }

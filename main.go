@@ -374,12 +374,16 @@ loop:
 			for _, f := range batch {
 				s.handleFrame(f)
 			}
+			if len(frames) == 0 { // rpi would wait for input now
+				s.out.flush()
+			}
 		case stopSignal = <-stop:
 			break loop
 		case <-s.out.gone:
 			break loop
 		}
 	}
+	s.out.flush()
 	s.shutdown(stopSignal == nil)
 	if stopSignal != nil {
 		fmt.Fprintf(s.stderr, "rpi: %v: shut down\n", stopSignal)

@@ -716,12 +716,7 @@ func (r *redactor) redact(text string) string {
 func (m *model) MarshalJSON() ([]byte, error) {
 	type plain model
 	c := plain(*m)
-	if u, err := url.Parse(c.BaseURL); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "***")
-			c.BaseURL = strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
-		}
-	}
+	c.BaseURL = maskedBaseURL(c.BaseURL)
 	return marshalJSON(c)
 }
 

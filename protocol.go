@@ -98,45 +98,87 @@ func isBlank(line []byte) bool {
 // ---- Output: the one locked writer ----
 
 // output is the only path to stdout. Every record is encoded with its
-// "\n" and written whole with one Write while mu is held, so records never
-// interleave or split, and their order on stdout is the order of the calls.
+// "\n" into pending while mu is held and leaves in whole records, so
+// records never interleave or split, and their order on stdout is the
+// order of the calls. A record is written at once, after whatever is
+// pending; only the dispatcher's answers to input that was already
+// buffered may wait in pending (gather), until the dispatcher would wait
+// for input (flush) or maxPending bytes have gathered. A pipelining client
+// thus costs one write per batch, and no record waits on input.
 type output struct {
-	mu     sync.Mutex // guards w, buf and the order of records
-	w      io.Writer
-	err    error // the first write failure; later records are dropped
-	buf    []byte
-	compat bool // pi's shapes (§10) instead of the default ones
-	stderr io.Writer
+	mu      sync.Mutex // guards the fields below and the order of records
+	w       io.Writer
+	err     error  // the first write failure; later records are dropped
+	pending []byte // encoded records not yet written
+	compat  bool   // pi's shapes (§10) instead of the default ones
+	stderr  io.Writer
 
 	// gone is closed when a write fails: the client stopped reading.
 	gone chan struct{}
 }
+
+// maxPending bounds the answers gathered into one write.
+const maxPending = 64 << 10
 
 func newOutput(w, stderr io.Writer, compat bool) *output {
 	return &output{w: w, stderr: stderr, compat: compat, gone: make(chan struct{})}
 }
 
 // record writes one record built by encode, which appends the record's
-// JSON to buf. An encoding failure is a bug: it is reported on stderr and
-// nothing is written.
+// JSON to buf, together with whatever is pending before it. An encoding
+// failure is a bug: it is reported on stderr and nothing is added.
 func (o *output) record(encode func(buf []byte, compat bool) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.appendLocked(encode)
+	o.flushLocked()
+}
+
+// gather adds a record to pending without writing it, unless maxPending
+// bytes have gathered. Only the dispatcher gathers, and it flushes before
+// it waits for input.
+func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.appendLocked(encode)
+	if len(o.pending) >= maxPending {
+		o.flushLocked()
+	}
+}
+
+// flush writes what is pending.
+func (o *output) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+}
+
+func (o *output) appendLocked(encode func(buf []byte, compat bool) ([]byte, error)) {
 	if o.err != nil {
 		return
 	}
-	buf, err := encode(o.buf[:0], o.compat)
+	mark := len(o.pending)
+	buf, err := encode(o.pending, o.compat)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "rpi: bug: cannot encode a record: %v\n", err)
+		o.pending = o.pending[:mark]
 		return
 	}
-	buf = append(buf, '\n')
-	if _, err := o.w.Write(buf); err != nil {
+	o.pending = append(buf, '\n')
+}
+
+func (o *output) flushLocked() {
+	if len(o.pending) == 0 || o.err != nil {
+		return
+	}
+	if _, err := o.w.Write(o.pending); err != nil {
 		o.err = err
 		close(o.gone)
 	}
-	if cap(buf) <= 64<<10 {
-		o.buf = buf // reuse small buffers; let big ones go
+	if cap(o.pending) <= 4*maxPending {
+		o.pending = o.pending[:0] // reuse small buffers; let big ones go
+	} else {
+		o.pending = nil
 	}
 }
 

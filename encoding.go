@@ -1,0 +1,302 @@
+package main
+
+// Reflection-free JSON for the records rpi writes most: the get_state
+// answer and message_update deltas. Each appendJSON writes exactly what
+// encoding/json writes for the same value (with SetEscapeHTML(false)), in
+// the same key order; encoding_test.go checks them against it.
+
+import (
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// appendJSONFloat appends f as encoding/json writes a float64: the
+// shortest form, in exponent notation only below 1e-6 or from 1e21, with
+// a one-digit negative exponent unpadded. f must be finite.
+func appendJSONFloat(buf []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	buf = strconv.AppendFloat(buf, f, format, -1, 64)
+	if n := len(buf); format == 'e' && n >= 4 && buf[n-4] == 'e' && buf[n-3] == '-' && buf[n-2] == '0' {
+		buf[n-2] = buf[n-1] // e-07 → e-7
+		buf = buf[:n-1]
+	}
+	return buf
+}
+
+func appendJSONBool(buf []byte, b bool) []byte { return strconv.AppendBool(buf, b) }
+
+// appendKey appends `"name":` after a comma unless it opens the object;
+// name must need no escaping.
+func appendKey(buf []byte, name string) []byte {
+	if buf[len(buf)-1] != '{' {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, '"')
+	buf = append(buf, name...)
+	return append(buf, '"', ':')
+}
+
+// appendJSONStrings appends a string array; nil is null.
+func appendJSONStrings(buf []byte, list []string) []byte {
+	if list == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '[')
+	for i, s := range list {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, s)
+	}
+	return append(buf, ']')
+}
+
+func (s stateData) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "model")
+	if s.Model == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = s.Model.appendJSON(buf)
+	}
+	buf = appendKey(buf, "thinkingLevel")
+	buf = appendJSONString(buf, s.ThinkingLevel)
+	buf = appendKey(buf, "isStreaming")
+	buf = appendJSONBool(buf, s.IsStreaming)
+	buf = appendKey(buf, "isCompacting")
+	buf = appendJSONBool(buf, s.IsCompacting)
+	buf = appendKey(buf, "steeringMode")
+	buf = appendJSONString(buf, s.SteeringMode)
+	buf = appendKey(buf, "followUpMode")
+	buf = appendJSONString(buf, s.FollowUpMode)
+	buf = appendKey(buf, "sessionFile")
+	if path, ok := s.SessionFile.(string); ok {
+		buf = appendJSONString(buf, path)
+	} else {
+		buf = append(buf, "null"...)
+	}
+	buf = appendKey(buf, "sessionId")
+	buf = appendJSONString(buf, s.SessionID)
+	if s.SessionName != "" {
+		buf = appendKey(buf, "sessionName")
+		buf = appendJSONString(buf, s.SessionName)
+	}
+	buf = appendKey(buf, "autoCompactionEnabled")
+	buf = appendJSONBool(buf, s.AutoCompactionEnabled)
+	buf = appendKey(buf, "autoRetryEnabled")
+	buf = appendJSONBool(buf, s.AutoRetryEnabled)
+	buf = appendKey(buf, "messageCount")
+	buf = strconv.AppendInt(buf, int64(s.MessageCount), 10)
+	buf = appendKey(buf, "pendingMessageCount")
+	buf = strconv.AppendInt(buf, int64(s.PendingMessageCount), 10)
+	buf = appendKey(buf, "todoPhases")
+	buf = appendTodoPhases(buf, s.TodoPhases)
+	buf = appendKey(buf, "processCount")
+	buf = strconv.AppendInt(buf, int64(s.ProcessCount), 10)
+	return append(buf, '}')
+}
+
+// appendJSON writes the Model object as MarshalJSON does: any password in
+// its baseUrl masked, keys and headers never.
+func (m *model) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "id")
+	buf = appendJSONString(buf, m.ID)
+	buf = appendKey(buf, "name")
+	buf = appendJSONString(buf, m.Name)
+	buf = appendKey(buf, "api")
+	buf = appendJSONString(buf, m.API)
+	buf = appendKey(buf, "provider")
+	buf = appendJSONString(buf, m.Provider)
+	buf = appendKey(buf, "baseUrl")
+	buf = appendJSONString(buf, maskedBaseURL(m.BaseURL))
+	buf = appendKey(buf, "reasoning")
+	buf = appendJSONBool(buf, m.Reasoning)
+	buf = appendKey(buf, "input")
+	buf = appendJSONStrings(buf, m.Input)
+	buf = appendKey(buf, "cost")
+	buf = append(buf, '{')
+	buf = appendKey(buf, "input")
+	buf = appendJSONFloat(buf, m.Cost.Input)
+	buf = appendKey(buf, "output")
+	buf = appendJSONFloat(buf, m.Cost.Output)
+	buf = appendKey(buf, "cacheRead")
+	buf = appendJSONFloat(buf, m.Cost.CacheRead)
+	buf = appendKey(buf, "cacheWrite")
+	buf = appendJSONFloat(buf, m.Cost.CacheWrite)
+	buf = append(buf, '}')
+	buf = appendKey(buf, "contextWindow")
+	buf = strconv.AppendInt(buf, int64(m.ContextWindow), 10)
+	buf = appendKey(buf, "maxTokens")
+	buf = strconv.AppendInt(buf, int64(m.MaxTokens), 10)
+	return append(buf, '}')
+}
+
+// maskedBaseURL is baseURL with any password in it replaced by ***.
+func maskedBaseURL(baseURL string) string {
+	if !strings.Contains(baseURL, "@") {
+		return baseURL // no user info, nothing to mask
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || u.User == nil {
+		return baseURL
+	}
+	if _, has := u.User.Password(); !has {
+		return baseURL
+	}
+	u.User = url.UserPassword(u.User.Username(), "***")
+	return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+}
+
+func appendTodoPhases(buf []byte, phases []todoPhase) []byte {
+	if phases == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '[')
+	for i, p := range phases {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '{')
+		buf = appendKey(buf, "name")
+		buf = appendJSONString(buf, p.Name)
+		buf = appendKey(buf, "tasks")
+		if p.Tasks == nil {
+			buf = append(buf, "null"...)
+		} else {
+			buf = append(buf, '[')
+			for j, t := range p.Tasks {
+				if j > 0 {
+					buf = append(buf, ',')
+				}
+				buf = t.appendJSON(buf)
+			}
+			buf = append(buf, ']')
+		}
+		buf = append(buf, '}')
+	}
+	return append(buf, ']')
+}
+
+func (t todoItem) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "id")
+	buf = appendJSONString(buf, t.ID)
+	buf = appendKey(buf, "content")
+	buf = appendJSONString(buf, t.Content)
+	buf = appendKey(buf, "status")
+	buf = appendJSONString(buf, t.Status)
+	buf = appendKey(buf, "dependsOn")
+	buf = appendJSONStrings(buf, t.DependsOn)
+	buf = appendKey(buf, "ready")
+	buf = appendJSONBool(buf, t.Ready)
+	buf = appendKey(buf, "blockedBy")
+	if t.BlockedBy == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, b := range t.BlockedBy {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '{')
+			buf = appendKey(buf, "taskId")
+			buf = appendJSONString(buf, b.TaskID)
+			buf = appendKey(buf, "content")
+			buf = appendJSONString(buf, b.Content)
+			buf = appendKey(buf, "status")
+			buf = appendJSONString(buf, b.Status)
+			buf = append(buf, '}')
+		}
+		buf = append(buf, ']')
+	}
+	if t.Agent != "" {
+		buf = appendKey(buf, "agent")
+		buf = appendJSONString(buf, t.Agent)
+	}
+	return append(buf, '}')
+}
+
+func (m messageUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "assistantMessageEvent")
+	buf = m.AssistantMessageEvent.appendJSON(buf)
+	buf = appendKey(buf, "usage")
+	buf = m.Usage.appendJSON(buf)
+	return append(buf, '}')
+}
+
+func (m piMessageUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "usage")
+	buf = m.Usage.appendJSON(buf)
+	buf = appendKey(buf, "assistantMessageEvent")
+	buf = m.AssistantMessageEvent.appendJSON(buf)
+	return append(buf, '}')
+}
+
+func (e assistantEvent) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "type")
+	buf = appendJSONString(buf, e.Type)
+	buf = appendKey(buf, "contentIndex")
+	buf = strconv.AppendInt(buf, int64(e.ContentIndex), 10)
+	if e.Delta != nil {
+		buf = appendKey(buf, "delta")
+		buf = appendJSONString(buf, *e.Delta)
+	}
+	if e.Content != nil {
+		buf = appendKey(buf, "content")
+		buf = appendJSONString(buf, *e.Content)
+	}
+	if e.ID != "" {
+		buf = appendKey(buf, "id")
+		buf = appendJSONString(buf, e.ID)
+	}
+	if e.ToolName != "" {
+		buf = appendKey(buf, "toolName")
+		buf = appendJSONString(buf, e.ToolName)
+	}
+	if e.ToolCall != nil { // once per tool call, not per delta
+		buf = appendKey(buf, "toolCall")
+		block, err := marshalJSON(e.ToolCall)
+		if err != nil {
+			block = []byte("null")
+		}
+		buf = append(buf, block...)
+	}
+	return append(buf, '}')
+}
+
+func (u usage) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "input")
+	buf = strconv.AppendInt(buf, int64(u.Input), 10)
+	buf = appendKey(buf, "output")
+	buf = strconv.AppendInt(buf, int64(u.Output), 10)
+	buf = appendKey(buf, "cacheRead")
+	buf = strconv.AppendInt(buf, int64(u.CacheRead), 10)
+	buf = appendKey(buf, "cacheWrite")
+	buf = strconv.AppendInt(buf, int64(u.CacheWrite), 10)
+	buf = appendKey(buf, "totalTokens")
+	buf = strconv.AppendInt(buf, int64(u.TotalTokens), 10)
+	buf = appendKey(buf, "cost")
+	buf = append(buf, '{')
+	buf = appendKey(buf, "input")
+	buf = appendJSONFloat(buf, u.Cost.Input)
+	buf = appendKey(buf, "output")
+	buf = appendJSONFloat(buf, u.Cost.Output)
+	buf = appendKey(buf, "cacheRead")
+	buf = appendJSONFloat(buf, u.Cost.CacheRead)
+	buf = appendKey(buf, "cacheWrite")
+	buf = appendJSONFloat(buf, u.Cost.CacheWrite)
+	buf = appendKey(buf, "total")
+	buf = appendJSONFloat(buf, u.Cost.Total)
+	buf = append(buf, '}')
+	return append(buf, '}')
+}
