@@ -147,6 +147,37 @@ func BenchmarkGetStatePipelined(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
 }
 
+// BenchmarkGetStatePipelinedFloor: the same 200,000 lines to a program
+// that writes rpi's own get_state answer once per line with one plain
+// write and no JSON: the floor BenchmarkGetStatePipelined is measured
+// against.
+func BenchmarkGetStatePipelinedFloor(b *testing.B) {
+	const n = 200_000
+	rpi := startBench(b)
+	io.WriteString(rpi.stdin, `{"id":"s","type":"get_state"}`+"\n")
+	record, err := rpi.stdout.ReadBytes('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "RPI_HELPER=write-per-line", "RPI_FLOOR_RECORD="+string(record))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	floor := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		floor.pipeline(b, n)
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+}
+
 // BenchmarkBashTrue: the round trip of `bash true`, one at a time.
 func BenchmarkBashTrue(b *testing.B) {
 	p := startBench(b)

@@ -30,7 +30,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if !utf8.Valid(line) {
 			return
 		}
-		members, ok := scanObject(line)
+		members, ok := scanObject(line, nil)
 		var fields map[string]json.RawMessage
 		err := json.Unmarshal(line, &fields)
 		if !ok {

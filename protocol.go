@@ -401,6 +401,7 @@ type request struct {
 	id      json.RawMessage // as sent, or nil when absent or null
 	typ     string
 	members []member // the object's members in line order
+	room    [4]member // members' first home: most commands have a few fields
 }
 
 // A member is one key and its raw value, both slices of the line (the key
@@ -438,7 +439,8 @@ func decodeRequest(line []byte) (*request, *requestError) {
 	if !utf8.Valid(line) {
 		return nil, parseFailure("invalid UTF-8")
 	}
-	members, ok := scanObject(line)
+	r := &request{}
+	members, ok := scanObject(line, r.room[:0])
 	if !ok {
 		var fields map[string]json.RawMessage
 		err := json.Unmarshal(line, &fields)
@@ -458,7 +460,7 @@ func decodeRequest(line []byte) (*request, *requestError) {
 			members = append(members, member{[]byte(k), v})
 		}
 	}
-	r := &request{members: members}
+	r.members = members
 	rawID, hasID := r.field("id")
 	idIsString := hasID && rawID[0] == '"'
 	rawType, _ := r.field("type")
@@ -495,7 +497,9 @@ const maxScanDepth = 512
 // scanObject splits a line holding one JSON object into its members, in
 // one pass that also checks the whole line is valid JSON (the line is
 // already valid UTF-8). ok is false for anything else.
-func scanObject(line []byte) (members []member, ok bool) {
+// The members are appended to dst.
+func scanObject(line []byte, dst []member) (members []member, ok bool) {
+	members = dst
 	i := skipSpace(line, 0)
 	if i >= len(line) || line[i] != '{' {
 		return nil, false

@@ -74,6 +74,20 @@ var helpers = map[string]func(args []string){
 		fmt.Println(cmd.Process.Pid)
 		time.Sleep(time.Hour)
 	},
+	// write-per-line is the floor of BenchmarkGetStatePipelined: for each
+	// input line it writes $RPI_FLOOR_RECORD with one plain write, no JSON.
+	"write-per-line": func(args []string) {
+		record := []byte(os.Getenv("RPI_FLOOR_RECORD"))
+		in := bufio.NewReaderSize(os.Stdin, 64<<10)
+		for {
+			if _, err := in.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+				return
+			}
+			if _, err := os.Stdout.Write(record); err != nil {
+				return
+			}
+		}
+	},
 }
 
 // ---- Fixtures ----
