@@ -196,8 +196,8 @@ func BenchmarkBashTrue(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/bash-true")
 }
 
-// BenchmarkMemory: resident memory when idle, and after 1,000,000
-// get_state (it must stay flat).
+// BenchmarkMemory: resident memory when idle, after 200,000 and 1,000,000
+// pipelined get_state (it must stay flat), and the peak over all of it.
 func BenchmarkMemory(b *testing.B) {
 	for b.Loop() {
 		p := startBench(b)
@@ -210,6 +210,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportMetric(idle, "MiB-idle")
 		b.ReportMetric(after200k, "MiB-after-200k")
 		b.ReportMetric(after1M, "MiB-after-1M")
+		b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
 	}
 }
 
@@ -350,4 +351,54 @@ func BenchmarkStreamCost(b *testing.B) {
 		ratio = float64(p.untilSettled(b)) / float64(4*len(tokens))
 	}
 	b.ReportMetric(ratio, "stdout/answer")
+}
+
+// cpuTime is the CPU time (user and system) pid has used so far.
+func cpuTime(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which ends with the last ')':
+	// utime and stime are the 12th and 13th, in clock ticks (100 a second).
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// BenchmarkStreamTokens: rpi's CPU time for one streamed answer of 1k,
+// 4k, 16k and 64k tokens (4 bytes each) from the local fake model, each
+// in a fresh session, divided by the tokens: constant when streaming is
+// linear.
+func BenchmarkStreamTokens(b *testing.B) {
+	for _, n := range []int{1000, 4000, 16000, 64000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			tokens := make([]string, n)
+			for i := range tokens {
+				tokens[i] = "tok "
+			}
+			line, _ := json.Marshal(map[string]any{"text": tokens})
+			p := benchAgent(b, string(line))
+			var cpu time.Duration
+			for b.Loop() {
+				io.WriteString(p.stdin, `{"id":"n","type":"new_session"}`+"\n")
+				for {
+					line, err := p.stdout.ReadBytes('\n')
+					if err != nil {
+						b.Fatal(err)
+					}
+					if bytes.HasPrefix(line, []byte(`{"type":"session_started"`)) {
+						break
+					}
+				}
+				before := cpuTime(b, p.cmd.Process.Pid)
+				io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Talk"}`+"\n")
+				p.untilSettled(b)
+				cpu += cpuTime(b, p.cmd.Process.Pid) - before
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/answer")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n*b.N), "cpu-ns/token")
+		})
+	}
 }
