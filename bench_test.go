@@ -178,6 +178,35 @@ func BenchmarkGetStatePipelinedFloor(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
 }
 
+// BenchmarkGetStatePipelinedPi: the same 200,000 lines to pi itself, when
+// RPI_BENCH_PI names its command (scripts/bench-pi.sh installs pi 1.6 and
+// sets it); skipped otherwise.
+func BenchmarkGetStatePipelinedPi(b *testing.B) {
+	const n = 200_000
+	command := os.Getenv("RPI_BENCH_PI")
+	if command == "" {
+		b.Skip("RPI_BENCH_PI is not set: run scripts/bench-pi.sh")
+	}
+	cmd := exec.Command("sh", "-c", command+" --mode rpc --no-session")
+	cmd.Dir = b.TempDir()
+	cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir()))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	pi := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
+	pi.pipeline(b, 1000) // warm up: pi is ready once it answers
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		pi.pipeline(b, n)
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+}
+
 // BenchmarkBashTrue: the round trip of `bash true`, one at a time.
 func BenchmarkBashTrue(b *testing.B) {
 	p := startBench(b)

@@ -40,13 +40,19 @@ type frame struct {
 // client costs one hand-off per read, not per line); it closes frames at EOF
 // or on a read error. One trailing "\r" is stripped, blank lines are
 // skipped, and a final line without "\n" is still delivered. A line longer
-// than max is discarded as it streams past, never held whole.
+// than max is discarded as it streams past, never held whole. The lines of
+// a batch share one allocation.
 func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	defer close(frames)
 	br := bufio.NewReaderSize(r, 64<<10)
 	var batch []frame
+	var arena []byte
 	for {
-		line, tooLong, err := readLine(br, max)
+		start := len(arena)
+		var tooLong bool
+		var err error
+		arena, tooLong, err = appendInputLine(arena, br, max)
+		line := arena[start:len(arena):len(arena)]
 		if tooLong {
 			batch = append(batch, frame{tooLong: true})
 		} else if line = bytes.TrimSuffix(line, []byte("\r")); !isBlank(line) {
@@ -56,6 +62,7 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 			if len(batch) > 0 {
 				frames <- batch
 				batch = make([]frame, 0, 256)
+				arena = nil
 			}
 		}
 		if err != nil {
@@ -69,18 +76,25 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 // limit). err is non-nil only at the end of input, possibly with a final
 // partial line.
 func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	return appendInputLine(nil, br, max)
+}
+
+// appendInputLine is readLine appending the line to dst; when the line is too
+// long, dst comes back as it was.
+func appendInputLine(dst []byte, br *bufio.Reader, max int) (_ []byte, tooLong bool, err error) {
+	start := len(dst)
 	for {
 		chunk, err := br.ReadSlice('\n')
 		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
-		if max >= 0 && len(line)+len(chunk) > max {
+		if max >= 0 && len(dst)-start+len(chunk) > max {
 			for err == bufio.ErrBufferFull {
 				_, err = br.ReadSlice('\n')
 			}
-			return nil, true, err
+			return dst[:start], true, err
 		}
-		line = append(line, chunk...)
+		dst = append(dst, chunk...)
 		if err != bufio.ErrBufferFull {
-			return line, false, err
+			return dst, false, err
 		}
 	}
 }
