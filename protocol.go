@@ -414,7 +414,7 @@ var eventTypes = []string{
 type request struct {
 	id      json.RawMessage // as sent, or nil when absent or null
 	typ     string
-	members []member // the object's members in line order
+	members []member  // the object's members in line order
 	room    [4]member // members' first home: most commands have a few fields
 }
 
