@@ -28,6 +28,27 @@ func appendJSONFloat(buf []byte, f float64) []byte {
 	return buf
 }
 
+// finite reports whether every float is finite, which appendJSONFloat
+// needs: encoding/json refuses NaN and ±Inf.
+func finite(fs ...float64) bool {
+	for _, f := range fs {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c modelCost) finiteJSON() bool { return finite(c.Input, c.Output, c.CacheRead, c.CacheWrite) }
+func (m *model) finiteJSON() bool    { return m == nil || m.Cost.finiteJSON() }
+func (s stateData) finiteJSON() bool { return s.Model.finiteJSON() }
+func (u usage) finiteJSON() bool {
+	c := u.Cost
+	return finite(c.Input, c.Output, c.CacheRead, c.CacheWrite, c.Total)
+}
+func (m messageUpdate) finiteJSON() bool   { return m.Usage.finiteJSON() }
+func (m piMessageUpdate) finiteJSON() bool { return m.Usage.finiteJSON() }
+
 func appendJSONBool(buf []byte, b bool) []byte { return strconv.AppendBool(buf, b) }
 
 // appendKey appends `"name":` after a comma unless it opens the object;
@@ -104,6 +125,9 @@ func (s stateData) appendJSON(buf []byte) []byte {
 // appendJSON writes the Model object as MarshalJSON does: any password in
 // its baseUrl masked, keys and headers never.
 func (m *model) appendJSON(buf []byte) []byte {
+	if m == nil { // as encoding/json writes a nil *model
+		return append(buf, "null"...)
+	}
 	buf = append(buf, '{')
 	buf = appendKey(buf, "id")
 	buf = appendJSONString(buf, m.ID)

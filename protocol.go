@@ -58,6 +58,12 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 		} else if line = bytes.TrimSuffix(line, []byte("\r")); !isBlank(line) {
 			batch = append(batch, frame{line: line})
 		}
+		if tooLong || len(arena)-start > maxArenaLine {
+			// The lines after a long one (or the up to max bytes of one
+			// too long) get an allocation of their own: a command kept
+			// by a background answer must not keep a long line alive.
+			arena = nil
+		}
 		if err != nil || br.Buffered() == 0 || len(batch) >= 256 {
 			if len(batch) > 0 {
 				frames <- batch
@@ -70,6 +76,10 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 		}
 	}
 }
+
+// maxArenaLine is the longest line after which the next lines of a batch
+// still share its allocation.
+const maxArenaLine = 64 << 10
 
 // readLine returns the next line without its "\n" (a copy the caller owns),
 // or tooLong once more than max bytes came before the "\n" (max < 0: no
@@ -293,7 +303,11 @@ type jsonAppender interface {
 // by encoding/json otherwise.
 func appendPayload(buf []byte, data any) ([]byte, error) {
 	if a, ok := data.(jsonAppender); ok {
-		return a.appendJSON(buf), nil
+		// A non-finite float is no JSON: encoding/json refuses it, and so
+		// must the appenders (they write it as NaN or +Inf).
+		if f, ok := data.(interface{ finiteJSON() bool }); !ok || f.finiteJSON() {
+			return a.appendJSON(buf), nil
+		}
 	}
 	payload, err := marshalJSON(data)
 	if err != nil {
