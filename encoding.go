@@ -167,7 +167,10 @@ func maskedBaseURL(baseURL string) string {
 		return baseURL // no user info, nothing to mask
 	}
 	u, err := url.Parse(baseURL)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return maskUnparsedBaseURL(baseURL)
+	}
+	if u.User == nil {
 		return baseURL
 	}
 	if _, has := u.User.Password(); !has {
@@ -175,6 +178,29 @@ func maskedBaseURL(baseURL string) string {
 	}
 	u.User = url.UserPassword(u.User.Username(), "***")
 	return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+}
+
+// maskUnparsedBaseURL masks the password of a baseURL that net/url
+// refuses (a bad escape or a space anywhere, a bad port): the userinfo is
+// what comes between "://" and the last "@" before the path.
+func maskUnparsedBaseURL(baseURL string) string {
+	scheme, rest, ok := strings.Cut(baseURL, "://")
+	if !ok {
+		return baseURL
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return baseURL
+	}
+	user, _, has := strings.Cut(authority[:at], ":")
+	if !has {
+		return baseURL
+	}
+	return scheme + "://" + user + ":***" + rest[at:]
 }
 
 func appendTodoPhases(buf []byte, phases []todoPhase) []byte {

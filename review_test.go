@@ -254,3 +254,36 @@ func TestReviewNilModel(t *testing.T) {
 		t.Errorf("got %s, %v; want %s", got, err, want)
 	}
 }
+
+// TestReviewBaseURLPasswordUnparsed: a baseUrl that net/url refuses kept
+// its password in get_state and get_available_models (before the
+// appenders as well: MarshalJSON masked only what url.Parse took).
+func TestReviewBaseURLPasswordUnparsed(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:p%zz@host/v1":       "https://user:***@host/v1",
+		"https://user:sec ret@host/v1":    "https://user:***@host/v1",
+		"https://user:secret@host/v1/%zz": "https://user:***@host/v1/%zz",
+		"https://user:secret@host:80x/v1": "https://user:***@host:80x/v1",
+		"https://user:secret@host/v1#%zz": "https://user:***@host/v1#%zz",
+		"https://user@host/v1/%zz":        "https://user@host/v1/%zz",
+		"https://host/v1/%zz@x":           "https://host/v1/%zz@x",
+		"https://user:secret@host/v1?x=1": "https://user:***@host/v1?x=1",
+	} {
+		m := &model{ID: "m", BaseURL: in}
+		for _, got := range [][]byte{m.appendJSON(nil), must(marshalJSON(m))} {
+			if strings.Contains(string(got), "secret") || strings.Contains(string(got), "zz@") && strings.Contains(in, "p%zz") {
+				t.Errorf("%s: password not masked: %s", in, got)
+			}
+			if !strings.Contains(string(got), `"baseUrl":`+string(must(marshalJSON(want)))) {
+				t.Errorf("%s: got %s, want baseUrl %s", in, got, want)
+			}
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
