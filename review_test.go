@@ -287,3 +287,40 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+type writesRecorder struct{ writes []string }
+
+func (w *writesRecorder) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+// TestReviewGatherOrder: a gathered answer leaves before any later record,
+// in the same write; flush writes the rest. (Holds.) A single write may
+// exceed maxPending: the bound is checked after the answer is added.
+func TestReviewGatherOrder(t *testing.T) {
+	w := &writesRecorder{}
+	o := newOutput(w, &bytes.Buffer{}, false)
+	rec := func(s string) func([]byte, bool) ([]byte, error) {
+		return func(buf []byte, _ bool) ([]byte, error) { return append(buf, s...), nil }
+	}
+	o.gather(rec(`"a"`))
+	o.gather(rec(`"b"`))
+	if len(w.writes) != 0 {
+		t.Fatalf("gathered answers written early: %q", w.writes)
+	}
+	o.record(rec(`"event"`))
+	o.gather(rec(`"c"`))
+	o.flush()
+	o.flush()
+	if want := []string{"\"a\"\n\"b\"\n\"event\"\n", "\"c\"\n"}; strings.Join(w.writes, "|") != strings.Join(want, "|") {
+		t.Fatalf("writes %q, want %q", w.writes, want)
+	}
+	w.writes = nil
+	o.gather(rec(strings.Repeat("x", maxPending-10)))
+	o.gather(rec(`"` + strings.Repeat("y", 1<<20) + `"`))
+	if len(w.writes) != 1 || len(w.writes[0]) <= maxPending {
+		t.Fatalf("%d writes", len(w.writes))
+	}
+	t.Logf("one write of %d bytes (docs: at most %d)", len(w.writes[0]), maxPending)
+}
