@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -381,6 +382,13 @@ func computeCost(u *usage, m *model) {
 		CacheWrite: float64(u.CacheWrite) * m.Cost.CacheWrite / 1e6,
 	}
 	u.Cost.Total = u.Cost.Input + u.Cost.Output + u.Cost.CacheRead + u.Cost.CacheWrite
+	// An absurd price in models.json must not make a cost no JSON can
+	// carry (a record with +Inf could not be written at all).
+	for _, c := range []*float64{&u.Cost.Input, &u.Cost.Output, &u.Cost.CacheRead, &u.Cost.CacheWrite, &u.Cost.Total} {
+		if math.IsInf(*c, 1) {
+			*c = math.MaxFloat64
+		}
+	}
 	u.TotalTokens = u.Input + u.Output + u.CacheRead + u.CacheWrite
 }
 

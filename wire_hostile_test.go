@@ -144,9 +144,10 @@ func TestReviewAppendersRefuseNonFinite(t *testing.T) {
 	m := &model{ID: "m", Cost: modelCost{Input: 1e306, Output: 1}}
 	u := usage{Input: 1000, Output: 10}
 	computeCost(&u, m)
-	if !math.IsInf(u.Cost.Input, 1) {
-		t.Fatalf("cost did not overflow: %v", u.Cost)
+	if u.Cost.Input != math.MaxFloat64 || u.Cost.Total != math.MaxFloat64 {
+		t.Fatalf("an overflowing cost is not capped: %v", u.Cost)
 	}
+	u.Cost.Input = math.Inf(1) // as if it had not been
 	text := "hi"
 	ev := assistantEvent{Type: "text_delta", Delta: &text}
 	for _, u := range []usage{u, {Cost: costBreakdown{Total: math.NaN()}}, {Cost: costBreakdown{Output: math.Inf(-1)}}} {
