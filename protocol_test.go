@@ -51,7 +51,11 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
 		f.Value.Set("8")
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
 }
 
 // endToEnd marks a slow end-to-end test (real processes, signals, memory,
