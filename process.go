@@ -663,9 +663,35 @@ type bashUpdate struct {
 	Chunk     string  `json:"chunk"`
 }
 
+func (u bashUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"requestId":`...)
+	if u.RequestID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *u.RequestID)
+	}
+	buf = append(buf, `,"stream":`...)
+	buf = appendJSONString(buf, u.Stream)
+	buf = append(buf, `,"chunk":`...)
+	buf = appendJSONString(buf, u.Chunk)
+	return append(buf, '}')
+}
+
 type piBashUpdate struct {
 	ID    *string `json:"id,omitempty"`
 	Delta string  `json:"delta"`
+}
+
+func (u piBashUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	if u.ID != nil {
+		buf = append(buf, `"id":`...)
+		buf = appendJSONString(buf, *u.ID)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"delta":`...)
+	buf = appendJSONString(buf, u.Delta)
+	return append(buf, '}')
 }
 
 // bashExecutionMessage is how a bash result joins the conversation (pi's shape).
@@ -967,14 +993,39 @@ type processEvent struct {
 	Process processInfo `json:"process"`
 }
 
-// processOutputData is the data of a process_output event.
+// processOutputData is the data of a process_output event. Data is the
+// output itself, which JSON carries as base64 (as encoding/json does any
+// []byte); it is encoded straight into the record, so it need only stay
+// unchanged until the event is written.
 type processOutputData struct {
 	ID          string `json:"id"`
 	OwnerID     string `json:"ownerId"`
 	Stream      string `json:"stream"`
 	StartCursor int64  `json:"startCursor"`
 	Cursor      int64  `json:"cursor"`
-	DataBase64  string `json:"dataBase64"`
+	Data        []byte `json:"dataBase64"`
+}
+
+func (d processOutputData) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"id":`...)
+	buf = appendJSONString(buf, d.ID)
+	buf = append(buf, `,"ownerId":`...)
+	buf = appendJSONString(buf, d.OwnerID)
+	buf = append(buf, `,"stream":`...)
+	buf = appendJSONString(buf, d.Stream)
+	buf = append(buf, `,"startCursor":`...)
+	buf = strconv.AppendInt(buf, d.StartCursor, 10)
+	buf = append(buf, `,"cursor":`...)
+	buf = strconv.AppendInt(buf, d.Cursor, 10)
+	buf = append(buf, `,"dataBase64":`...)
+	if d.Data == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '"')
+		buf = base64.StdEncoding.AppendEncode(buf, d.Data)
+		buf = append(buf, '"')
+	}
+	return append(buf, '}')
 }
 
 // spawn starts a background process. announce runs once it is
@@ -1096,7 +1147,7 @@ func (p *process) flushLocked() {
 
 func (p *process) sendOutput(start int64, data []byte) {
 	p.s.emit("process_output", processOutputData{ID: p.id, OwnerID: p.ownerID, Stream: "combined",
-		StartCursor: start, Cursor: start + int64(len(data)), DataBase64: base64.StdEncoding.EncodeToString(data)}, nil)
+		StartCursor: start, Cursor: start + int64(len(data)), Data: data}, nil)
 }
 
 // waitExit waits for the process to end (stopping it at shutdown), then,

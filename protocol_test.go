@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -416,8 +415,7 @@ func processData(out []byte) string {
 			Data processOutputData
 		}
 		if json.Unmarshal(line, &ev) == nil && ev.Type == "process_output" {
-			b, _ := base64.StdEncoding.DecodeString(ev.Data.DataBase64)
-			all.Write(b)
+			all.Write(ev.Data.Data)
 		}
 	}
 	return all.String()
@@ -626,9 +624,7 @@ func (c *processChunk) add(next mergeable) bool {
 	if n.StartCursor != c.d.Cursor {
 		return false
 	}
-	a, _ := base64.StdEncoding.DecodeString(c.d.DataBase64)
-	b, _ := base64.StdEncoding.DecodeString(n.DataBase64)
-	c.d.DataBase64 = base64.StdEncoding.EncodeToString(append(a, b...))
+	c.d.Data = append(c.d.Data, n.Data...)
 	c.d.Cursor = n.Cursor
 	return true
 }
