@@ -361,6 +361,22 @@ func BenchmarkProcessFlood(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
 	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
+	b.ReportMetric(cpuSeconds(b, p.cmd.Process.Pid)/float64(total)*1e9, "rpi-CPU-s/GB")
+}
+
+// cpuSeconds is the CPU time (user and system) pid has used so far, from
+// /proc/PID/stat.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's ")": state is the first, utime and
+	// stime the 12th and 13th, in clock ticks (100 a second on Linux).
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return float64(utime+stime) / 100
 }
 
 // BenchmarkProcessFloodFloor: the same child started from os/exec, its

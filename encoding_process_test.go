@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,21 @@ func TestProcessAppendersMatchEncodingJSON(t *testing.T) {
 		got := v.appendJSON(prefix)
 		if !bytes.Equal(got[:len(prefix)], []byte("prefix")) || !bytes.Equal(got[len(prefix):], want) {
 			t.Errorf("%#v:\nappendJSON  %s\nmarshalJSON %s", v, got, want)
+		}
+	}
+}
+
+// TestAppendBase64 checks appendBase64 against encoding/base64 for every
+// length up to a few blocks and every byte value.
+func TestAppendBase64(t *testing.T) {
+	src := make([]byte, 300)
+	for i := range src {
+		src[i] = byte(i*151 + 7)
+	}
+	for n := range len(src) + 1 {
+		want := base64.StdEncoding.AppendEncode([]byte("x"), src[:n])
+		if got := appendBase64([]byte("x"), src[:n]); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes:\ngot  %s\nwant %s", n, got, want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -1022,10 +1023,37 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 		buf = append(buf, "null"...)
 	} else {
 		buf = append(buf, '"')
-		buf = base64.StdEncoding.AppendEncode(buf, d.Data)
+		buf = appendBase64(buf, d.Data)
 		buf = append(buf, '"')
 	}
 	return append(buf, '}')
+}
+
+// base64Pairs maps 12 bits to their two characters of standard base64,
+// the first in the low byte.
+var base64Pairs = func() (t [4096]uint16) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for v := range t {
+		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
+	}
+	return t
+}()
+
+// appendBase64 appends src in standard base64 with padding, as
+// base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
+// bytes at a time, two characters per table look-up.
+func appendBase64(dst, src []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(src))
+	dst = slices.Grow(dst, n)
+	out := dst[len(dst) : len(dst)+n]
+	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
+		v := binary.BigEndian.Uint64(src)
+		binary.LittleEndian.PutUint64(out, uint64(base64Pairs[v>>52])|uint64(base64Pairs[v>>40&0xfff])<<16|
+			uint64(base64Pairs[v>>28&0xfff])<<32|uint64(base64Pairs[v>>16&0xfff])<<48)
+		src, out = src[6:], out[8:]
+	}
+	base64.StdEncoding.Encode(out, src)
+	return dst[:len(dst)+n]
 }
 
 // spawn starts a background process. announce runs once it is
