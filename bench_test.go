@@ -399,9 +399,9 @@ func BenchmarkProcessFloodFloor(b *testing.B) {
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
 }
 
-// BenchmarkProcessFloodInProcess: BenchmarkProcessFlood with rpi in the
+// BenchmarkFloodInProcess: BenchmarkProcessFlood with rpi in the
 // test process, for profiling (-cpuprofile).
-func BenchmarkProcessFloodInProcess(b *testing.B) {
+func BenchmarkFloodInProcess(b *testing.B) {
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
 	done := make(chan struct{})
