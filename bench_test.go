@@ -25,11 +25,12 @@ import (
 
 var (
 	buildOnce sync.Once
+	benchDir  string // holds the built binary; TestMain removes it
 	binPath   string
 	buildErr  error
 )
 
-// rpiBinary builds the static binary once per test run.
+// rpiBinary builds the static binary once per test run, into benchDir.
 func rpiBinary(b testing.TB) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rpi-bench-")
@@ -37,6 +38,7 @@ func rpiBinary(b testing.TB) string {
 			buildErr = err
 			return
 		}
+		benchDir = dir
 		binPath = filepath.Join(dir, "rpi")
 		cmd := exec.Command("go", "build", "-o", binPath, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -430,4 +432,97 @@ func BenchmarkStreamTokens(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n*b.N), "cpu-ns/token")
 		})
 	}
+}
+
+// floodCommand is the child of BenchmarkProcessFlood and its floor: it
+// writes floodBytes zero bytes, base64-encoded (76-column lines), as fast
+// as it can.
+const (
+	floodBytes   = 512 << 20
+	floodCommand = "head -c 536870912 /dev/zero | base64"
+)
+
+// BenchmarkProcessFlood: floodCommand started with process_spawn, every
+// process_output read until process_exited; reports the child's output
+// in MB/s and rpi's peak resident memory (VmHWM). Compare MB/s with
+// BenchmarkProcessFloodFloor:
+//
+//	go test -run '^$' -bench 'ProcessFlood' -benchtime 3x -count 3 .
+func BenchmarkProcessFlood(b *testing.B) {
+	p := startBench(b)
+	spawn, _ := json.Marshal(map[string]any{"id": "f", "type": "process_spawn",
+		"spec": map[string]any{"argv": []string{"sh", "-c", floodCommand}, "cwd": b.TempDir()}})
+	var total int64
+	for b.Loop() {
+		p.stdin.Write(append(spawn, '\n'))
+		for {
+			line, err := p.stdout.ReadSlice('\n')
+			if err != nil {
+				b.Fatalf("%.200s: %v", line, err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
+				var ev struct{ Data struct{ Process processInfo } }
+				if err := json.Unmarshal(line, &ev); err != nil || ev.Data.Process.ExitCode == nil || *ev.Data.Process.ExitCode != 0 {
+					b.Fatalf("%s: %v", line, err)
+				}
+				total += ev.Data.Process.OutputCursor
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
+	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
+	b.ReportMetric(cpuTime(b, p.cmd.Process.Pid).Seconds()/float64(total)*1e9, "rpi-CPU-s/GB")
+}
+
+
+// BenchmarkProcessFloodFloor: the same child started from os/exec, its
+// stdout copied to io.Discard, no rpi: the floor BenchmarkProcessFlood
+// stands on.
+func BenchmarkProcessFloodFloor(b *testing.B) {
+	var total int64
+	for b.Loop() {
+		cmd := exec.Command("sh", "-c", floodCommand)
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, stdout)
+		if err != nil || cmd.Wait() != nil {
+			b.Fatal(err)
+		}
+		total += n
+	}
+	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
+}
+
+// BenchmarkFloodInProcess: BenchmarkProcessFlood with rpi in the
+// test process, for profiling (-cpuprofile).
+func BenchmarkFloodInProcess(b *testing.B) {
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	done := make(chan struct{})
+	go func() {
+		runRPI(b, newTestEnv(b), []string{"rpc", "--cwd", b.TempDir(), "--no-session"}, inR, outW)
+		outW.Close()
+		close(done)
+	}()
+	stdout := bufio.NewReaderSize(outR, 1<<20)
+	spawn, _ := json.Marshal(map[string]any{"id": "f", "type": "process_spawn",
+		"spec": map[string]any{"argv": []string{"sh", "-c", floodCommand}, "cwd": b.TempDir()}})
+	for b.Loop() {
+		inW.Write(append(spawn, '\n'))
+		for {
+			line, err := stdout.ReadSlice('\n')
+			if err != nil && err != bufio.ErrBufferFull {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
+				break
+			}
+		}
+	}
+	inW.Close()
+	io.Copy(io.Discard, outR)
+	<-done
 }

@@ -27,6 +27,9 @@ func main() {
 	hideOwnEnvironment()
 	stop := make(chan os.Signal, 1)
 	watchSignals(stop)
+	// A client reading a flood of output then wakes rpi (and rpi it) far
+	// less often; only a hint, and nothing when stdout is not a pipe.
+	growPipe(os.Stdout)
 	os.Exit(run(os.Args[1:], hostEnvironment(), os.Stdin, os.Stdout, os.Stderr, stop))
 }
 

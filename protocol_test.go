@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -51,7 +50,11 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
 		f.Value.Set("8")
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
 }
 
 // endToEnd marks a slow end-to-end test (real processes, signals, memory,
@@ -426,8 +429,7 @@ func processData(out []byte) string {
 			Data processOutputData
 		}
 		if json.Unmarshal(line, &ev) == nil && ev.Type == "process_output" {
-			b, _ := base64.StdEncoding.DecodeString(ev.Data.DataBase64)
-			all.Write(b)
+			all.Write(ev.Data.Data)
 		}
 	}
 	return all.String()
@@ -636,9 +638,7 @@ func (c *processChunk) add(next mergeable) bool {
 	if n.StartCursor != c.d.Cursor {
 		return false
 	}
-	a, _ := base64.StdEncoding.DecodeString(c.d.DataBase64)
-	b, _ := base64.StdEncoding.DecodeString(n.DataBase64)
-	c.d.DataBase64 = base64.StdEncoding.EncodeToString(append(a, b...))
+	c.d.Data = append(c.d.Data, n.Data...)
 	c.d.Cursor = n.Cursor
 	return true
 }
