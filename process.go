@@ -1141,9 +1141,13 @@ func (p *process) addOutput(_ string, b []byte) {
 		p.pendingFrom = p.out.total
 	}
 	p.out.write(b)
+	// Whole chunks go out straight from the read buffer, gathered into
+	// one write with what follows them before this returns.
+	defer p.s.out.flush()
 	for len(p.pending) == 0 && len(b) >= coalesceBytes {
-		// Whole chunks go out straight from the read buffer.
-		p.sendOutput(p.out.total-int64(len(b)), b[:coalesceBytes])
+		p.s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
+			return encodeEvent(buf, event{Type: "process_output", Data: p.outputData(p.out.total-int64(len(b)), b[:coalesceBytes])}, compat)
+		})
 		b = b[coalesceBytes:]
 		p.pendingFrom = p.out.total - int64(len(b))
 	}
@@ -1174,8 +1178,12 @@ func (p *process) flushLocked() {
 }
 
 func (p *process) sendOutput(start int64, data []byte) {
-	p.s.emit("process_output", processOutputData{ID: p.id, OwnerID: p.ownerID, Stream: "combined",
-		StartCursor: start, Cursor: start + int64(len(data)), Data: data}, nil)
+	p.s.emit("process_output", p.outputData(start, data), nil)
+}
+
+func (p *process) outputData(start int64, data []byte) processOutputData {
+	return processOutputData{ID: p.id, OwnerID: p.ownerID, Stream: "combined",
+		StartCursor: start, Cursor: start + int64(len(data)), Data: data}
 }
 
 // waitExit waits for the process to end (stopping it at shutdown), then,

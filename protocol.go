@@ -141,8 +141,8 @@ type output struct {
 	gone chan struct{}
 }
 
-// maxPending bounds the answers gathered into one write.
-const maxPending = 64 << 10
+// maxPending bounds the records gathered into one write.
+const maxPending = 256 << 10
 
 func newOutput(w, stderr io.Writer, compat bool) *output {
 	return &output{w: w, stderr: stderr, compat: compat, gone: make(chan struct{})}
@@ -159,8 +159,9 @@ func (o *output) record(encode func(buf []byte, compat bool) ([]byte, error)) {
 }
 
 // gather adds a record to pending without writing it, unless maxPending
-// bytes have gathered. Only the dispatcher gathers, and it flushes before
-// it waits for input.
+// bytes have gathered. Whoever gathers flushes before it waits for
+// anything: the dispatcher before it waits for input, a process's reader
+// before it reads again.
 func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
