@@ -475,7 +475,6 @@ func BenchmarkProcessFlood(b *testing.B) {
 	b.ReportMetric(cpuTime(b, p.cmd.Process.Pid).Seconds()/float64(total)*1e9, "rpi-CPU-s/GB")
 }
 
-
 // BenchmarkProcessFloodFloor: the same child started from os/exec, its
 // stdout copied to io.Discard, no rpi: the floor BenchmarkProcessFlood
 // stands on.
