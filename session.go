@@ -929,6 +929,8 @@ func (c *conversation) branchEntries() []*sessionEntry {
 // new file in --session-dir or pi's default folder, which must be
 // writable (nothing is created until the first answer).
 func (s *server) openConversation() (*conversation, error) {
+	s.env.trace.phase("tools, model")
+	defer s.env.trace.phase("session")
 	cfg := s.set.cfg
 	c := &conversation{clock: s.env.clock, warn: func(msg string) {
 		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
