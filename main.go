@@ -26,18 +26,11 @@ func main() {
 	}
 	trace := newStartupTrace(os.Stderr)
 	hideOwnEnvironment()
-	// Each signal's handler is installed in a round trip to a thread of
-	// its own that the first one starts: a millisecond or more, spent
-	// beside startup; run waits for it before it writes anything.
 	stop := make(chan os.Signal, 1)
-	watching := make(chan struct{})
-	go func() {
-		watchSignals(stop)
-		close(watching)
-	}()
+	watchSignals(stop)
 	env := hostEnvironment()
-	env.trace, env.signalsWatched = trace, watching
-	trace.phase("main: environment")
+	env.trace = trace
+	trace.phase("main: signals, environment")
 	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
 
@@ -55,18 +48,6 @@ type environment struct {
 	// test replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
 	trace   *startupTrace // the phases of startup on stderr; nil for none
-	// signalsWatched is closed once rpi's signal handlers are in place
-	// (nil: they are, or there are none).
-	signalsWatched <-chan struct{}
-}
-
-// awaitSignals returns once rpi's signal handlers are in place, so that
-// from the first line rpi writes, signals are handled as §2 says.
-func (e environment) awaitSignals() {
-	if e.signalsWatched != nil {
-		<-e.signalsWatched
-		e.trace.phase("signal handlers (the wait)")
-	}
 }
 
 // hostEnvironment is the real machine's.
@@ -82,9 +63,6 @@ func hostEnvironment() environment {
 func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	cfg, action, err := parseArgs(args, env)
 	env.trace.phase("flags")
-	if action != "serve" {
-		env.awaitSignals()
-	}
 	switch {
 	case err != nil:
 		return initFailure(stdout, stderr, err)
@@ -110,7 +88,6 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 	}()
 	select {
 	case st := <-ready:
-		env.awaitSignals()
 		if st.err != nil {
 			return initFailure(stdout, stderr, st.err)
 		}
