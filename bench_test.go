@@ -92,40 +92,52 @@ func statusMiB(b *testing.B, pid int, field string) float64 {
 
 // BenchmarkStartup: exec → session_started on stdout (the mean, and the
 // median, which the machine's other work moves less). Compare with
-// BenchmarkStartupFloor/net-http; RPI_TRACE_STARTUP=1 shows the phases.
+// BenchmarkStartupFloor/net-http, or see BenchmarkStartupRatio;
+// RPI_TRACE_STARTUP=1 shows the phases.
 func BenchmarkStartup(b *testing.B) {
+	rpi := rpiStartup(b)
+	var times []time.Duration
+	for b.Loop() {
+		times = append(times, firstLineTime(b, rpi()))
+	}
+	reportFirstLine(b, times)
+}
+
+// rpiStartup makes the command BenchmarkStartup times: the built rpi in a
+// cwd, agent directory and TMPDIR of its own.
+func rpiStartup(b *testing.B) func() *exec.Cmd {
 	bin := rpiBinary(b)
 	dir, agent, tmp := b.TempDir(), b.TempDir(), b.TempDir()
-	timeFirstLine(b, `{"type":"session_started"`, func() *exec.Cmd {
+	return func() *exec.Cmd {
 		cmd := exec.Command(bin, "rpc", "--cwd", dir)
 		cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agent, "TMPDIR="+tmp)
 		return cmd
-	})
+	}
 }
 
-// timeFirstLine starts the command b.N times, each with its stdin and stdout
-// piped, and reports the time from exec to its first line, which must
-// start with prefix.
-func timeFirstLine(b *testing.B, prefix string, command func() *exec.Cmd) {
-	var times []time.Duration
-	for b.Loop() {
-		cmd := command()
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		line, err := bufio.NewReader(stdout).ReadBytes('\n')
-		times = append(times, time.Since(start))
-		if err != nil || !bytes.HasPrefix(line, []byte(prefix)) {
-			b.Fatalf("first line %q, %v", line, err)
-		}
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Fatal(err)
-		}
+// firstLineTime starts cmd with its stdin and stdout piped and returns the
+// time from exec to its first line, which must be session_started's.
+func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
 	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	took := time.Since(start)
+	if err != nil || !bytes.HasPrefix(line, []byte(`{"type":"session_started"`)) {
+		b.Fatalf("first line %q, %v", line, err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// reportFirstLine reports the mean and the median of times.
+func reportFirstLine(b *testing.B, times []time.Duration) {
 	var total time.Duration
 	for _, t := range times {
 		total += t
@@ -242,24 +254,52 @@ func BenchmarkStartupFloor(b *testing.B) {
 		{"net-http", floorNetHTTP},
 	} {
 		b.Run(variant.name, func(b *testing.B) {
-			dir := b.TempDir()
-			// rpi's go.mod, so that both get the same language version
-			// and GODEBUG defaults.
-			mod, err := os.ReadFile("go.mod")
-			if err != nil {
-				b.Fatal(err)
+			floor := buildFloor(b, variant.source)
+			var times []time.Duration
+			for b.Loop() {
+				times = append(times, firstLineTime(b, exec.Command(floor)))
 			}
-			_, goLine, _ := strings.Cut(string(mod), "\n")
-			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n"+goLine), 0o644)
-			os.WriteFile(filepath.Join(dir, "main.go"), []byte(variant.source), 0o644)
-			build := exec.Command("go", "build", "-o", "floor", ".")
-			build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				b.Fatalf("%v\n%s", err, out)
-			}
-			timeFirstLine(b, `{"type":"session_started"`, func() *exec.Cmd { return exec.Command(filepath.Join(dir, "floor")) })
+			reportFirstLine(b, times)
 		})
 	}
+}
+
+// BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
+// net-http floor's, the two started by turns so that the machine's other
+// work weighs on both alike; reports both medians and their ratio.
+func BenchmarkStartupRatio(b *testing.B) {
+	rpi, floor := rpiStartup(b), buildFloor(b, floorNetHTTP)
+	var rpiTimes, floorTimes []time.Duration
+	for b.Loop() {
+		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
+		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
+	}
+	slices.Sort(rpiTimes)
+	slices.Sort(floorTimes)
+	r, f := rpiTimes[len(rpiTimes)/2], floorTimes[len(floorTimes)/2]
+	b.ReportMetric(float64(r.Microseconds())/1000, "rpi-ms-median")
+	b.ReportMetric(float64(f.Microseconds())/1000, "floor-ms-median")
+	b.ReportMetric(float64(r)/float64(f), "rpi/floor")
+}
+
+// buildFloor builds a floor program from source, in a temp folder.
+func buildFloor(b *testing.B, source string) string {
+	dir := b.TempDir()
+	// rpi's go.mod, so that both get the same language version and
+	// GODEBUG defaults.
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, goLine, _ := strings.Cut(string(mod), "\n")
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n"+goLine), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o644)
+	build := exec.Command("go", "build", "-o", "floor", ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	return filepath.Join(dir, "floor")
 }
 
 const floorPlain = `package main
