@@ -362,8 +362,11 @@ func inputs(ms []*userMessage) []runInput {
 	return out
 }
 
-// retryable matches errors worth another attempt (pi's list).
-var retryable = regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
+// retryable matches errors worth another attempt (pi's list). Like every
+// regexp of rpi, it is compiled at first use, not at startup.
+var retryable = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
+})
 
 // startRun begins a run chain in the given phase; s.mu must not be held.
 // With releasing, it also ends a holdRuns, in the same step.
@@ -649,7 +652,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 	s.mu.Lock()
 	autoRetry := s.autoRetry
 	s.mu.Unlock()
-	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && retryable.MatchString(last.ErrorMessage) {
+	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && retryable().MatchString(last.ErrorMessage) {
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}

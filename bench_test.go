@@ -92,29 +92,61 @@ func statusMiB(b *testing.B, pid int, field string) float64 {
 	return 0
 }
 
-// BenchmarkStartup: exec → session_started on stdout.
+// BenchmarkStartup: exec → session_started on stdout (the mean, and the
+// median, which the machine's other work moves less). Compare with
+// BenchmarkStartupFloor/net-http, or see BenchmarkStartupRatio;
+// RPI_TRACE_STARTUP=1 shows the phases.
 func BenchmarkStartup(b *testing.B) {
-	bin := rpiBinary(b)
-	dir, agent := b.TempDir(), b.TempDir()
-	var total time.Duration
+	rpi := rpiStartup(b)
+	var times []time.Duration
 	for b.Loop() {
-		cmd := exec.Command(bin, "rpc", "--cwd", dir)
-		cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agent)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		line, err := bufio.NewReader(stdout).ReadBytes('\n')
-		total += time.Since(start)
-		if err != nil || !bytes.Contains(line, []byte("session_started")) {
-			b.Fatalf("first line %q, %v", line, err)
-		}
-		stdin.Close()
-		cmd.Wait()
+		times = append(times, firstLineTime(b, rpi()))
 	}
-	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-session_started")
+	reportFirstLine(b, times)
+}
+
+// rpiStartup makes the command BenchmarkStartup times: the built rpi in a
+// cwd, agent directory and TMPDIR of its own.
+func rpiStartup(b *testing.B) func() *exec.Cmd {
+	bin := rpiBinary(b)
+	dir, agent, tmp := b.TempDir(), b.TempDir(), b.TempDir()
+	return func() *exec.Cmd {
+		cmd := exec.Command(bin, "rpc", "--cwd", dir)
+		cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agent, "TMPDIR="+tmp)
+		return cmd
+	}
+}
+
+// firstLineTime starts cmd with its stdin and stdout piped and returns the
+// time from exec to its first line, which must be session_started's.
+func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	took := time.Since(start)
+	if err != nil || !bytes.HasPrefix(line, []byte(`{"type":"session_started"`)) {
+		b.Fatalf("first line %q, %v", line, err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// reportFirstLine reports the mean and the median of times.
+func reportFirstLine(b *testing.B, times []time.Duration) {
+	var total time.Duration
+	for _, t := range times {
+		total += t
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(len(times)), "ms-to-first-line")
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
 }
 
 // pipeline writes n get_state commands and reads their n responses.
@@ -274,38 +306,98 @@ func BenchmarkBashTrueFloor(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/bash-true")
 }
 
-// BenchmarkStartupFloor: exec → first line of two static hello-world Go
-// programs, one plain and one that links net/http (as rpi must, to reach
-// the model APIs): the floors BenchmarkStartup stands on.
+// BenchmarkStartupFloor: exec → first line of two static Go programs
+// built here: plain writes a line with os alone; net-http links what rpi
+// must to reach the model APIs (net/http, crypto/tls, encoding/json) and
+// writes one JSON line as rpi does. net-http is the floor BenchmarkStartup
+// is held to.
 func BenchmarkStartupFloor(b *testing.B) {
-	for _, variant := range []struct{ name, imports, use string }{
-		{"plain", `"os"`, ""},
-		{"net-http", "\"net/http\"\n\t\"os\"", "var _ = http.DefaultClient\n\n"},
+	for _, variant := range []struct{ name, source string }{
+		{"plain", floorPlain},
+		{"net-http", floorNetHTTP},
 	} {
 		b.Run(variant.name, func(b *testing.B) {
-			dir := b.TempDir()
-			os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n"), 0o644)
-			os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport (\n\t"+variant.imports+"\n)\n\n"+variant.use+
-				"func main() { os.Stdout.Write([]byte(\"hi\\n\")) }\n"), 0o644)
-			build := exec.Command("go", "build", "-o", "hello", ".")
-			build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				b.Fatalf("%v\n%s", err, out)
-			}
-			var total time.Duration
+			floor := buildFloor(b, variant.source)
+			var times []time.Duration
 			for b.Loop() {
-				cmd := exec.Command(filepath.Join(dir, "hello"))
-				stdout, _ := cmd.StdoutPipe()
-				start := time.Now()
-				cmd.Start()
-				bufio.NewReader(stdout).ReadBytes('\n')
-				total += time.Since(start)
-				cmd.Wait()
+				times = append(times, firstLineTime(b, exec.Command(floor)))
 			}
-			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-line")
+			reportFirstLine(b, times)
 		})
 	}
 }
+
+// BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
+// net-http floor's, the two started by turns so that the machine's other
+// work weighs on both alike; reports both medians and their ratio.
+func BenchmarkStartupRatio(b *testing.B) {
+	rpi, floor := rpiStartup(b), buildFloor(b, floorNetHTTP)
+	var rpiTimes, floorTimes []time.Duration
+	for b.Loop() {
+		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
+		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
+	}
+	slices.Sort(rpiTimes)
+	slices.Sort(floorTimes)
+	r, f := rpiTimes[len(rpiTimes)/2], floorTimes[len(floorTimes)/2]
+	b.ReportMetric(float64(r.Microseconds())/1000, "rpi-ms-median")
+	b.ReportMetric(float64(f.Microseconds())/1000, "floor-ms-median")
+	b.ReportMetric(float64(r)/float64(f), "rpi/floor")
+}
+
+// buildFloor builds a floor program from source, in a temp folder.
+func buildFloor(b *testing.B, source string) string {
+	dir := b.TempDir()
+	// rpi's go.mod, so that both get the same language version and
+	// GODEBUG defaults.
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, goLine, _ := strings.Cut(string(mod), "\n")
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n"+goLine), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o644)
+	build := exec.Command("go", "build", "-o", "floor", ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	return filepath.Join(dir, "floor")
+}
+
+const floorPlain = `package main
+
+import "os"
+
+func main() { os.Stdout.Write([]byte("{\"type\":\"session_started\"}\n")) }
+`
+
+// floorNetHTTP uses what it imports (a client whose transport speaks TLS,
+// its settings encoded with encoding/json), so the linker keeps it all.
+const floorNetHTTP = `package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"os"
+)
+
+var client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}}
+
+func main() {
+	line := struct {
+		Type string         ` + "`json:\"type\"`" + `
+		Data map[string]any ` + "`json:\"data\"`" + `
+	}{"session_started", map[string]any{
+		"tls":     client.Transport.(*http.Transport).TLSClientConfig.MinVersion,
+		"timeout": client.Timeout,
+	}}
+	if err := json.NewEncoder(os.Stdout).Encode(line); err != nil {
+		os.Exit(1)
+	}
+}
+`
 
 // benchAgent starts the built rpi against a fake model serving script.
 func benchAgent(b *testing.B, script string) *benchProcess {

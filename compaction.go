@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // compactionResult is the answer to compact and compaction_end's result.
@@ -250,8 +251,11 @@ func (s *server) compactRun(r *request, run *agentRun, plan *compactionPlan, ins
 	}
 }
 
-// contextOverflow matches provider errors that say the context is too long.
-var contextOverflow = regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
+// contextOverflow matches provider errors that say the context is too long
+// (compiled at first use).
+var contextOverflow = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
+})
 
 // autoCompact compacts after a run when the context nears the window
 // (reason "threshold"), or when the answer failed because it overflowed
@@ -266,7 +270,7 @@ func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetr
 	}
 	reason := ""
 	switch {
-	case last.StopReason == "error" && contextOverflow.MatchString(last.ErrorMessage):
+	case last.StopReason == "error" && contextOverflow().MatchString(last.ErrorMessage):
 		reason = "overflow"
 	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
 		reason = "threshold"

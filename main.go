@@ -24,13 +24,17 @@ func main() {
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
+	trace := newStartupTrace(os.Stderr)
 	hideOwnEnvironment()
 	stop := make(chan os.Signal, 1)
 	watchSignals(stop)
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
-	os.Exit(run(os.Args[1:], hostEnvironment(), os.Stdin, os.Stdout, os.Stderr, stop))
+	env := hostEnvironment()
+	env.trace = trace
+	trace.phase("main: signals, environment")
+	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
 
 // environment is everything rpi takes from the machine besides its
@@ -46,6 +50,7 @@ type environment struct {
 	// command builds every child rpi runs; nil is exec.Command (the fuzz
 	// test replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
+	trace   *startupTrace // the phases of startup on stderr; nil for none
 }
 
 // hostEnvironment is the real machine's.
@@ -60,6 +65,7 @@ func hostEnvironment() environment {
 // touches the process's real stdin, stdout, environment or signals.
 func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	cfg, action, err := parseArgs(args, env)
+	env.trace.phase("flags")
 	switch {
 	case err != nil:
 		return initFailure(stdout, stderr, err)
@@ -358,6 +364,7 @@ const (
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	s.emit("session_started", s.conv.header(), nil)
+	s.env.trace.phase("first write (session_started)")
 	for _, notice := range s.set.notices {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
@@ -435,6 +442,39 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// ---- Startup trace ----
+
+// startupTrace, with RPI_TRACE_STARTUP=1, writes to stderr how long each
+// phase of startup took, from main's first line to session_started. What
+// comes before main (the runtime and every package's init) shows with
+// GODEBUG=inittrace=1.
+type startupTrace struct {
+	w           io.Writer
+	start, last time.Time
+	own         time.Duration // spent writing the trace, left out of every figure
+}
+
+// newStartupTrace is nil, which traces nothing, unless RPI_TRACE_STARTUP=1.
+func newStartupTrace(w io.Writer) *startupTrace {
+	if os.Getenv("RPI_TRACE_STARTUP") != "1" {
+		return nil
+	}
+	now := time.Now()
+	return &startupTrace{w: w, start: now, last: now}
+}
+
+// phase reports the phase that has just ended.
+func (t *startupTrace) phase(name string) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	fmt.Fprintf(t.w, "rpi: startup: %7.3f ms %-32s (%.3f ms since main)\n",
+		float64(now.Sub(t.last).Microseconds())/1000, name, float64((now.Sub(t.start)-t.own).Microseconds())/1000)
+	t.last = time.Now()
+	t.own += t.last.Sub(now)
 }
 
 // ---- Clock ----

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -1137,8 +1138,11 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 
 // geminiLevelModel matches the Gemini models whose thinking is set by a
 // level rather than a token budget (pi's rule: Gemini 3 pro and flash,
-// Gemini 4 and later, the -latest flash aliases, Gemma 4).
-var geminiLevelModel = regexp.MustCompile(`^(gemini-3(\.\d+)?-(pro|flash)|gemini-([4-9]|[1-9]\d)|gemini-flash(-lite)?-latest|gemma-?4)`)
+// Gemini 4 and later, the -latest flash aliases, Gemma 4); compiled at
+// first use.
+var geminiLevelModel = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(gemini-3(\.\d+)?-(pro|flash)|gemini-([4-9]|[1-9]\d)|gemini-flash(-lite)?-latest|gemma-?4)`)
+})
 
 // geminiVersion is the major version in a Gemini model id (0 if none).
 func geminiVersion(id string) int {
@@ -1180,7 +1184,7 @@ func geminiThinking(m *model, thinking string) map[string]any {
 	id := strings.TrimPrefix(m.ID, "models/")
 	level, value := m.wireLevel(thinking)
 	config := map[string]any{}
-	if geminiLevelModel.MatchString(id) {
+	if geminiLevelModel().MatchString(id) {
 		if level == "off" {
 			_, value = m.wireLevel("minimal")
 		}

@@ -80,10 +80,14 @@ func (ss *session) skippedNotice() string {
 	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %v): what they held is not in the conversation", len(ss.skipped), ss.path, ss.skipped)
 }
 
-// newSession starts an empty session whose file (unless in memory) will be
-// path, or a fresh name in dir.
-func newSession(now time.Time, cwd, dir, path, parent string, inMemory bool) *session {
-	s := &session{header: sessionHeader{Version: 3, ID: newUUIDv7(now), Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
+// newSession starts an empty session whose id is id (a fresh UUID when
+// "", the only one made) and whose file (unless in memory) will be path,
+// or a fresh name in dir.
+func newSession(now time.Time, id, cwd, dir, path, parent string, inMemory bool) *session {
+	if id == "" {
+		id = newUUIDv7(now)
+	}
+	s := &session{header: sessionHeader{Version: 3, ID: id, Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
 		byID: map[string]*sessionEntry{}}
 	switch {
 	case inMemory:
@@ -929,6 +933,8 @@ func (c *conversation) branchEntries() []*sessionEntry {
 // new file in --session-dir or pi's default folder, which must be
 // writable (nothing is created until the first answer).
 func (s *server) openConversation() (*conversation, error) {
+	s.env.trace.phase("tools, model")
+	defer s.env.trace.phase("session")
 	cfg := s.set.cfg
 	c := &conversation{clock: s.env.clock, warn: func(msg string) {
 		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
@@ -937,7 +943,7 @@ func (s *server) openConversation() (*conversation, error) {
 	var ss *session
 	switch {
 	case cfg.noSession:
-		ss = newSession(now, cfg.cwd, "", "", "", true)
+		ss = newSession(now, "", cfg.cwd, "", "", "", true)
 	case cfg.sessionFile != "":
 		path := resolvePath(cfg.cwd, cfg.sessionFile)
 		if _, err := os.Lstat(path); err == nil {
@@ -951,7 +957,7 @@ func (s *server) openConversation() (*conversation, error) {
 			s.useSessionIn(c, loaded)
 			return c, nil
 		}
-		ss = newSession(now, cfg.cwd, "", path, "", false)
+		ss = newSession(now, "", cfg.cwd, "", path, "", false)
 	default:
 		dir := s.sessionDir()
 		if err := checkWritableDir(dir); err != nil {
@@ -967,11 +973,7 @@ func (s *server) openConversation() (*conversation, error) {
 				return c, nil
 			}
 		}
-		ss = newSession(now, cfg.cwd, dir, "", "", false)
-		if cfg.sessionID != "" {
-			ss.header.ID = cfg.sessionID
-			ss.path = filepath.Join(dir, strings.NewReplacer(":", "-", ".", "-").Replace(ss.header.Timestamp)+"_"+cfg.sessionID+".jsonl")
-		}
+		ss = newSession(now, cfg.sessionID, cfg.cwd, dir, "", "", false)
 		if cfg.forkFrom != "" {
 			from, err := loadSession(resolvePath(cfg.cwd, cfg.forkFrom))
 			if err != nil {
@@ -1101,7 +1103,7 @@ func (s *server) newSessionCommand(r *request) (any, error) {
 		if dir == "" && info.path != "" {
 			dir = filepath.Dir(info.path)
 		}
-		ss := newSession(s.env.clock.Now(), s.set.cwd, dir, "", parent, info.path == "")
+		ss := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
 		cleared = s.useSession(ss)
 		s.startEntries()
 		return notCancelled, nil
@@ -1178,7 +1180,7 @@ func (s *server) fork(r *request) (any, error) {
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
-		forked := newSession(s.env.clock.Now(), s.set.cwd, dir, "", old.path, old.path == "")
+		forked := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
 		if e.ParentID != nil {
 			s.conv.mu.Lock()
 			copyBranch(forked, old, *e.ParentID)
@@ -1240,7 +1242,7 @@ func (s *server) clone(r *request) (any, error) {
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
-		cloned := newSession(s.env.clock.Now(), s.set.cwd, dir, "", old.path, old.path == "")
+		cloned := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
 		s.conv.mu.Lock()
 		copyBranch(cloned, old, leaf)
 		s.conv.mu.Unlock()

@@ -90,6 +90,7 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	if cfg.approve {
 		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
 	}
+	env.trace.phase("settings.json, shell")
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider
@@ -103,10 +104,12 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = append(set.notices, models.warnings...)
 	set.childEnv = withoutVariables(env.environ, models.keyVars)
+	env.trace.phase("catalog, auth.json, models.json")
 	var skipped []string
 	if !cfg.noContextFiles {
 		set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
 	}
+	env.trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
 	set.slashCommands = loadResources(dir, "user", kinds, &skipped)
 	if cfg.approve {
@@ -117,6 +120,7 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	for _, s := range skipped {
 		set.notices = append(set.notices, "Skipped "+s)
 	}
+	env.trace.phase("skills, prompt templates")
 	names := defaultTools
 	if cfg.toolsGiven {
 		names = cfg.tools

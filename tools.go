@@ -32,6 +32,7 @@ type tool struct {
 	summary     string // one line for the system prompt
 	description string
 	schema      json.RawMessage // JSON Schema of the arguments; also what decodeToolCall enforces
+	parseOnce   sync.Once       // parsed is decoded from schema at the tool's first call, not at startup
 	parsed      map[string]any
 	// decode builds the call from arguments already checked against schema.
 	decode func(s *server, raw json.RawMessage) (toolCall, error)
@@ -69,11 +70,17 @@ var defaultTools = []string{"read", "bash", "edit", "write", "todo", "process", 
 
 func init() {
 	tools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
-	for _, t := range tools {
+}
+
+// params is the tool's schema, decoded once (TestToolSchemas proves that
+// every schema decodes).
+func (t *tool) params() map[string]any {
+	t.parseOnce.Do(func() {
 		if err := json.Unmarshal(t.schema, &t.parsed); err != nil {
 			panic("tool " + t.name + ": bad schema: " + err.Error())
 		}
-	}
+	})
+	return t.parsed
 }
 
 func toolNamed(name string) *tool {
@@ -111,7 +118,7 @@ func (s *server) decodeToolCall(name string, raw json.RawMessage) (toolCall, err
 	if t == nil {
 		return nil, fmt.Errorf("Tool %s not found", name)
 	}
-	if err := checkArgs(raw, t.parsed); err != nil {
+	if err := checkArgs(raw, t.params()); err != nil {
 		return nil, fmt.Errorf("Invalid arguments for %s: %v", name, err)
 	}
 	call, err := t.decode(s, raw)

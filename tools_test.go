@@ -49,6 +49,17 @@ func callTool(t *testing.T, s *server, name, args string) (string, bool) {
 	return strings.Join(parts, "|"), isError
 }
 
+// TestToolSchemas: every tool's schema is a JSON object (they are decoded
+// at first use, not at startup, so this is where a bad one shows).
+func TestToolSchemas(t *testing.T) {
+	for _, tl := range tools {
+		var schema map[string]any
+		if err := json.Unmarshal(tl.schema, &schema); err != nil || schema["type"] != "object" {
+			t.Errorf("tool %s: schema %s: %v", tl.name, tl.schema, err)
+		}
+	}
+}
+
 func TestTools(t *testing.T) {
 	long := strings.Repeat("line\n", 2500)
 	files := map[string]string{
