@@ -27,12 +27,13 @@ func main() {
 	trace := newStartupTrace(os.Stderr)
 	hideOwnEnvironment()
 	stop := make(chan os.Signal, 1)
-	watchSignals(stop)
+	otherSignals := watchSignals(stop)
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
 	env := hostEnvironment()
 	env.trace = trace
+	env.afterFirstLine = otherSignals
 	trace.phase("main: signals, environment")
 	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
@@ -51,6 +52,9 @@ type environment struct {
 	// test replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
 	trace   *startupTrace // the phases of startup on stderr; nil for none
+	// afterFirstLine, when set, runs once session_started is written and
+	// before any command is read (the signal handlers that can wait).
+	afterFirstLine func()
 }
 
 // hostEnvironment is the real machine's.
@@ -365,6 +369,9 @@ const (
 func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	s.emit("session_started", s.conv.header(), nil)
 	s.env.trace.phase("first write (session_started)")
+	if s.env.afterFirstLine != nil {
+		s.env.afterFirstLine()
+	}
 	for _, notice := range s.set.notices {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}

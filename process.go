@@ -598,7 +598,7 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
 // and SIGKILL after a grace.
 func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
-	cmd := s.command(s.set.shell, "-c", command)
+	cmd := s.command(s.set.shell(), "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
 	ps, timedOut, err = s.runChild(ctx, cmd, timeout, out.add)

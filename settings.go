@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,8 +22,8 @@ type settings struct {
 	cfg      config
 	cwd      string
 	agentDir string
-	shell    string   // bash, or /bin/sh where bash is missing
-	childEnv []string // the environment children start from: rpi's, without provider keys
+	shell    func() string // bash, or /bin/sh where bash is missing; looked up at first use
+	childEnv []string      // the environment children start from: rpi's, without provider keys
 
 	catalog         []*model // every model rpi knows, usable or not
 	secrets         *redactor
@@ -82,7 +83,7 @@ func agentDir(getenv func(string) string) string {
 
 func loadSettings(cfg config, env environment) (*settings, error) {
 	dir := agentDir(env.getenv)
-	set := &settings{cfg: cfg, cwd: cfg.cwd, agentDir: dir, shell: findShell(), confirm: cfg.confirm,
+	set := &settings{cfg: cfg, cwd: cfg.cwd, agentDir: dir, shell: sync.OnceValue(findShell), confirm: cfg.confirm,
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
 		confirmTimeout: defaultConfirmTimeout}

@@ -42,17 +42,20 @@ func exitCode(sig os.Signal) int {
 
 // watchSignals sends to stop the signals that end rpi (§2): SIGINT,
 // SIGTERM, and SIGHUP and SIGQUIT unless they were ignored when rpi
-// started (nohup). Every signal a shell may have left ignored gets a
-// handler, so that children start with the default dispositions instead
-// of inheriting "ignore".
-func watchSignals(stop chan<- os.Signal) {
+// started (nohup); SIGPIPE becomes a write error. Every other signal a
+// shell may have left ignored gets a handler too, so that children start
+// with the default dispositions instead of inheriting "ignore"; those are
+// set up by the func it returns, which serve calls once session_started
+// is written and before any child can start (each handler costs a round
+// trip to the runtime's signal thread, and none of these needs to be
+// there sooner).
+func watchSignals(stop chan<- os.Signal) (others func()) {
 	ignoredAtStart := map[os.Signal]bool{}
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
 		ignoredAtStart[sig] = signal.Ignored(sig)
 	}
 	all := make(chan os.Signal, 8)
-	signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
-		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
 	go func() {
 		for sig := range all {
 			switch sig {
@@ -67,6 +70,9 @@ func watchSignals(stop chan<- os.Signal) {
 			// SIGPIPE becomes a write error; the others mean nothing to rpi.
 		}
 	}()
+	return func() {
+		signal.Notify(all, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	}
 }
 
 // startInGroup makes cmd start as the leader of a new session and process

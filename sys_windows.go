@@ -34,8 +34,10 @@ func exitCode(sig os.Signal) int {
 }
 
 // watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop.
-func watchSignals(stop chan<- os.Signal) {
+// There are no others to set up later.
+func watchSignals(stop chan<- os.Signal) (others func()) {
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	return func() {}
 }
 
 // startInGroup starts cmd in a new process group, so that a CTRL_BREAK
