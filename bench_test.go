@@ -120,6 +120,11 @@ func rpiStartup(b *testing.B) func() *exec.Cmd {
 // firstLineTime starts cmd with its stdin and stdout piped and returns the
 // time from exec to its first line, which must be session_started's.
 func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
+	return lineTime(b, cmd, `{"type":"session_started"`)
+}
+
+// lineTime is firstLineTime for a first line that starts with want.
+func lineTime(b *testing.B, cmd *exec.Cmd, want string) time.Duration {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	start := time.Now()
@@ -128,7 +133,7 @@ func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
 	}
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	took := time.Since(start)
-	if err != nil || !bytes.HasPrefix(line, []byte(`{"type":"session_started"`)) {
+	if err != nil || !bytes.HasPrefix(line, []byte(want)) {
 		b.Fatalf("first line %q, %v", line, err)
 	}
 	stdin.Close()
@@ -329,19 +334,25 @@ func BenchmarkStartupFloor(b *testing.B) {
 
 // BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
 // net-http floor's, the two started by turns so that the machine's other
-// work weighs on both alike; reports both medians and their ratio.
+// work weighs on both alike; reports both medians and their ratio, and the
+// median of `rpi --version` (exec, package init and flags, no server),
+// which shows how much of the difference comes before rpi does any work.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor := rpiStartup(b), buildFloor(b, floorNetHTTP)
-	var rpiTimes, floorTimes []time.Duration
+	var rpiTimes, floorTimes, versionTimes []time.Duration
 	for b.Loop() {
 		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
 		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
+		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "rpi "))
 	}
-	slices.Sort(rpiTimes)
-	slices.Sort(floorTimes)
-	r, f := rpiTimes[len(rpiTimes)/2], floorTimes[len(floorTimes)/2]
+	median := func(times []time.Duration) time.Duration {
+		slices.Sort(times)
+		return times[len(times)/2]
+	}
+	r, f, v := median(rpiTimes), median(floorTimes), median(versionTimes)
 	b.ReportMetric(float64(r.Microseconds())/1000, "rpi-ms-median")
 	b.ReportMetric(float64(f.Microseconds())/1000, "floor-ms-median")
+	b.ReportMetric(float64(v.Microseconds())/1000, "version-ms-median")
 	b.ReportMetric(float64(r)/float64(f), "rpi/floor")
 }
 
