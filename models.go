@@ -819,42 +819,49 @@ func adoptModel(models []*model, provider, id string) *model {
 // off to high — minus those its thinkingLevelMap maps to null — plus
 // xhigh and max where the map names them.
 func availableLevels(m *model) []string {
-	switch {
-	case m == nil:
-		return slices.Clone(thinkingLevels)
-	case !m.Reasoning:
-		return []string{"off"}
-	}
 	var levels []string
 	for _, level := range thinkingLevels {
-		v, named := m.levels[level]
-		extra := level == "xhigh" || level == "max"
-		if extra && named && v != nil || !extra && (!named || v != nil) {
+		if takesLevel(m, level) {
 			levels = append(levels, level)
 		}
 	}
 	return levels
 }
 
+// takesLevel reports whether m takes a thinking level (every level when
+// there is no model; only off without reasoning).
+func takesLevel(m *model, level string) bool {
+	switch {
+	case !slices.Contains(thinkingLevels, level):
+		return false
+	case m == nil:
+		return true
+	case !m.Reasoning:
+		return level == "off"
+	}
+	v, named := m.levels[level]
+	extra := level == "xhigh" || level == "max"
+	return extra && named && v != nil || !extra && (!named || v != nil)
+}
+
 // clampLevel is the level m gets for a requested one: itself when m takes
 // it, else the next one up that m takes, else the next one down.
 func clampLevel(m *model, level string) string {
-	levels := availableLevels(m)
-	if slices.Contains(levels, level) {
+	if takesLevel(m, level) {
 		return level
 	}
 	i := slices.Index(thinkingLevels, level)
 	for j := i + 1; j < len(thinkingLevels); j++ {
-		if slices.Contains(levels, thinkingLevels[j]) {
+		if takesLevel(m, thinkingLevels[j]) {
 			return thinkingLevels[j]
 		}
 	}
 	for j := i - 1; j >= 0; j-- {
-		if slices.Contains(levels, thinkingLevels[j]) {
+		if takesLevel(m, thinkingLevels[j]) {
 			return thinkingLevels[j]
 		}
 	}
-	return levels[0]
+	return "off"
 }
 
 // effectiveThinking is the thinking level the current model gets: the
