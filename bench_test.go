@@ -1,10 +1,9 @@
 package main
 
-// Benchmarks of the built binary, driven through real pipes. Run:
-//
-//	go test -run '^$' -bench . -benchtime 1x -count 5 .
-//
-// Each reports its figure as a custom metric; README.md lists the results.
+// Benchmarks of the built binary, driven through real pipes, each beside
+// a floor measured the same way. Each reports its figure as a custom
+// metric. scripts/bench.sh runs them all with the -benchtime each needs
+// and prints the medians that docs/performance.md quotes.
 
 import (
 	"bufio"

@@ -86,11 +86,6 @@ func TestCommandsDocumented(t *testing.T) {
 	}
 }
 
-// linkPending are files the documentation links to that another branch
-// adds: docs/performance.md comes with the performance work. Remove an
-// entry once its file has landed.
-var linkPending = map[string]bool{"docs/performance.md": true}
-
 // TestDocLinks checks that every relative link in the documentation, and
 // every document rpi's own texts name, is a file of the repository (a
 // clone has nothing else).
@@ -104,7 +99,7 @@ func TestDocLinks(t *testing.T) {
 				continue
 			}
 			target = filepath.Join(filepath.Dir(path), target)
-			if _, err := os.Stat(target); err != nil && !linkPending[filepath.ToSlash(target)] {
+			if _, err := os.Stat(target); err != nil {
 				t.Errorf("%s links to %s, which is not in the repository", path, target)
 			}
 		}
@@ -279,6 +274,30 @@ func TestDefaultToolsDocumented(t *testing.T) {
 	for _, path := range []string{"docs/protocol.md", "docs/commands.md"} {
 		if data, _ := os.ReadFile(path); !strings.Contains(string(data), want) {
 			t.Errorf("%s does not give the default tools %s", path, want)
+		}
+	}
+}
+
+// TestPerformanceDocSources: every benchmark and script docs/performance.md
+// quotes a figure from exists, so each figure has a command behind it.
+func TestPerformanceDocSources(t *testing.T) {
+	doc, err := os.ReadFile("docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench, _ := os.ReadFile("bench_test.go")
+	names := regexp.MustCompile(`Benchmark[A-Za-z]+`).FindAllString(string(doc), -1)
+	if len(names) == 0 {
+		t.Fatal("docs/performance.md names no benchmark")
+	}
+	for _, name := range names {
+		if !strings.Contains(string(bench), "func "+name+"(") {
+			t.Errorf("docs/performance.md quotes %s, which bench_test.go does not have", name)
+		}
+	}
+	for _, script := range regexp.MustCompile(`scripts/[a-z-]+\.sh`).FindAllString(string(doc), -1) {
+		if _, err := os.Stat(script); err != nil {
+			t.Errorf("docs/performance.md names %s: %v", script, err)
 		}
 	}
 }
