@@ -733,17 +733,19 @@ type deltaBatch struct {
 	send func(assistantEvent, usage)
 
 	mu      sync.Mutex // guards the fields below; held while sending
-	usage   usage      // the answer's usage so far
+	usage   usage      // the answer's usage as of the pending delta's last text
 	pending *assistantEvent
 	text    strings.Builder
 	timer   *time.Timer
 	closed  bool
 }
 
+// add takes an event and the answer's usage when it came. A delta goes
+// out with the usage as of its own text, whether the timer or the next
+// event sends it, so what a delta reports never depends on the clock.
 func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.usage = u
 	if ev.Delta == nil {
 		b.flushLocked()
 		b.send(ev, u)
@@ -752,6 +754,7 @@ func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	if b.pending != nil && (b.pending.Type != ev.Type || b.pending.ContentIndex != ev.ContentIndex) {
 		b.flushLocked()
 	}
+	b.usage = u
 	if b.pending == nil {
 		b.pending = &assistantEvent{Type: ev.Type, ContentIndex: ev.ContentIndex}
 	}

@@ -921,21 +921,22 @@ type process struct {
 	startedAt time.Time
 	child     *child
 
-	mu          sync.Mutex // guards the fields below; held while this process's events are written, so they stay in order
-	state       string     // starting, running, stopping, exited, timed_out, expired, failed
-	endState    string     // what state exiting leads to (exited, timed_out, expired)
-	exitCode    *int
-	signal      string
-	exitedAt    time.Time
-	out         ring
-	pending     []byte // output not yet sent in a process_output event
-	pendingFrom int64  // the cursor of pending's first byte
-	flushTimer  *time.Timer
-	lastInput   <-chan struct{} // closed when the latest write or key press is done
-	stdinClosed bool
-	touched     time.Time // for the idle expiry
-	stopExpiry  func() bool
-	done        chan struct{} // closed once process_exited is written
+	mu            sync.Mutex // guards the fields below; held while this process's events are written, so they stay in order
+	state         string     // starting, running, stopping, exited, timed_out, expired, failed
+	endState      string     // what state exiting leads to (exited, timed_out, expired)
+	exitCode      *int
+	signal        string
+	exitedAt      time.Time
+	out           ring
+	pending       []byte // output not yet sent in a process_output event
+	pendingFrom   int64  // the cursor of pending's first byte
+	flushTimer    *time.Timer
+	lastInput     <-chan struct{} // closed when the latest write or key press is done
+	inputsPending int             // writes and key presses not yet answered
+	stdinClosed   bool
+	touched       time.Time // for the idle expiry
+	stopExpiry    func() bool
+	done          chan struct{} // closed once process_exited is written
 }
 
 // processInfo is §11's ProcessInfo.
@@ -1263,6 +1264,7 @@ func (p *process) input(ctx context.Context, work func() error, done func(error)
 	p.mu.Lock()
 	previous := p.lastInput
 	p.lastInput = mine
+	p.inputsPending++
 	p.mu.Unlock()
 	go func() {
 		defer close(mine)
@@ -1271,11 +1273,16 @@ func (p *process) input(ctx context.Context, work func() error, done func(error)
 		case <-ctx.Done():
 			<-previous
 		}
-		if ctx.Err() != nil {
-			done(errors.New("Operation aborted"))
-			return
+		err := errors.New("Operation aborted")
+		if ctx.Err() == nil {
+			err = work()
 		}
-		done(work())
+		// Answered under p.mu, with the count: afterInput sees either
+		// this answer written or the input still pending, never between.
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.inputsPending--
+		done(err)
 	}()
 }
 
@@ -1581,12 +1588,14 @@ func (s *server) processWrite(r *request) (any, error) {
 }
 
 // afterInput answers r once work has run after the process's earlier
-// input; a process whose stdin is already closed fails at once, in order.
+// input. A process whose stdin is already closed fails at once, in order
+// with the other answers, unless an earlier write's answer is still to
+// come (the one that closed stdin, say): then the failure follows it.
 func (s *server) afterInput(r *request, p *process, work func() error) (any, error) {
 	p.mu.Lock()
-	closed := p.stdinClosed
+	closed, idle := p.stdinClosed, p.inputsPending == 0
 	p.mu.Unlock()
-	if closed {
+	if closed && idle {
 		return nil, p.writeInput(s.ctx, nil, false)
 	}
 	s.background.Add(1)
