@@ -61,17 +61,23 @@ type benchProcess struct {
 func startBench(b *testing.B, env ...string) *benchProcess {
 	cmd := exec.Command(rpiBinary(b), "rpc", "--cwd", b.TempDir())
 	cmd.Env = append(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir()), env...)
+	p := startPiped(b, cmd)
+	if _, err := p.stdout.ReadBytes('\n'); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// startPiped starts cmd with its stdin and stdout piped; it is stopped
+// (stdin closed, waited for) when the benchmark ends.
+func startPiped(b *testing.B, cmd *exec.Cmd) *benchProcess {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
-	if _, err := p.stdout.ReadBytes('\n'); err != nil {
-		b.Fatal(err)
-	}
 	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	return p
+	return &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
 }
 
 // statusMiB reads a memory figure of pid from /proc/PID/status: VmRSS
@@ -171,18 +177,25 @@ func (p *benchProcess) pipeline(b *testing.B, n int) {
 	}
 }
 
-// BenchmarkGetStatePipelined: 200,000 get_state written without waiting,
-// all responses read back.
-func BenchmarkGetStatePipelined(b *testing.B) {
-	const n = 200_000
-	p := startBench(b)
+// pipelinedLines is how many get_state each pipelined benchmark writes.
+const pipelinedLines = 200_000
+
+// timePipeline runs p.pipeline once per iteration and reports the answers
+// a second.
+func (p *benchProcess) timePipeline(b *testing.B) {
 	var total time.Duration
 	for b.Loop() {
 		start := time.Now()
-		p.pipeline(b, n)
+		p.pipeline(b, pipelinedLines)
 		total += time.Since(start)
 	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+	b.ReportMetric(float64(pipelinedLines*b.N)/total.Seconds(), "get_state/s")
+}
+
+// BenchmarkGetStatePipelined: 200,000 get_state written without waiting,
+// all responses read back.
+func BenchmarkGetStatePipelined(b *testing.B) {
+	startBench(b).timePipeline(b)
 }
 
 // BenchmarkGetStatePipelinedFloor: the same 200,000 lines to a program
@@ -190,7 +203,6 @@ func BenchmarkGetStatePipelined(b *testing.B) {
 // write and no JSON: the floor BenchmarkGetStatePipelined is measured
 // against.
 func BenchmarkGetStatePipelinedFloor(b *testing.B) {
-	const n = 200_000
 	rpi := startBench(b)
 	io.WriteString(rpi.stdin, `{"id":"s","type":"get_state"}`+"\n")
 	record, err := rpi.stdout.ReadBytes('\n')
@@ -200,27 +212,13 @@ func BenchmarkGetStatePipelinedFloor(b *testing.B) {
 	self, _ := os.Executable()
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), "RPI_HELPER=write-per-line", "RPI_FLOOR_RECORD="+string(record))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	floor := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		floor.pipeline(b, n)
-		total += time.Since(start)
-	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+	startPiped(b, cmd).timePipeline(b)
 }
 
 // BenchmarkGetStatePipelinedPi: the same 200,000 lines to pi itself, when
 // RPI_BENCH_PI names its command (scripts/bench-pi.sh installs pi 1.6 and
 // sets it); skipped otherwise.
 func BenchmarkGetStatePipelinedPi(b *testing.B) {
-	const n = 200_000
 	command := os.Getenv("RPI_BENCH_PI")
 	if command == "" {
 		b.Skip("RPI_BENCH_PI is not set: run scripts/bench-pi.sh")
@@ -228,21 +226,9 @@ func BenchmarkGetStatePipelinedPi(b *testing.B) {
 	cmd := exec.Command("sh", "-c", command+" --mode rpc --no-session")
 	cmd.Dir = b.TempDir()
 	cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir()))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	pi := &benchProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
+	pi := startPiped(b, cmd)
 	pi.pipeline(b, 1000) // warm up: pi is ready once it answers
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		pi.pipeline(b, n)
-		total += time.Since(start)
-	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "get_state/s")
+	pi.timePipeline(b)
 }
 
 // BenchmarkBashTrue: the round trip of `bash true`, one at a time.
