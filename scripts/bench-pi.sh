@@ -26,21 +26,7 @@ if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ];
 fi
 pi16="$pkgdir/node_modules/@earendil-works/pi-coding-agent"
 
-node_ok() { command -v node >/dev/null && node -e '
-  const [a, b] = process.versions.node.split(".").map(Number);
-  process.exit(a > 22 || (a === 22 && b >= 19) ? 0 : 1)'; }
-if node_ok; then
-  nodebin=$(dirname "$(command -v node)")
-else
-  case "$(uname -m)" in x86_64|amd64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
-  os=$(uname -s | tr '[:upper:]' '[:lower:]')
-  if [ ! -x "$pkgdir/node22/package/bin/node" ]; then
-    echo "fetching node-$os-$arch@22.23.5 ..."
-    mkdir -p "$pkgdir/node22"
-    (cd "$pkgdir/node22" && npm pack --silent "node-$os-$arch@22.23.5" >/dev/null && tar xzf node-"$os"-"$arch"-22.23.5.tgz && rm -f ./*.tgz)
-  fi
-  nodebin="$pkgdir/node22/package/bin"
-fi
+. "$repo/scripts/node22.sh"   # sets nodebin
 
 cd "$repo"
 RPI_BENCH_PI="'$nodebin/node' '$pi16/dist/bundle/cli.js'" \
