@@ -261,6 +261,15 @@ func (s *server) emit(typ string, data, pi any) {
 	})
 }
 
+// gatherEvent is emit for a writer that flushes before it waits (a
+// process's reader with more of one read to send): the event may wait in
+// output.gather for what follows it.
+func (s *server) gatherEvent(typ string, data any) {
+	s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
+		return encodeEvent(buf, event{Type: typ, Data: data}, compat)
+	})
+}
+
 // answerLater runs work in the background and answers r with its result,
 // so the commands after r are not held up.
 func (s *server) answerLater(r *request, work func() (any, error)) {

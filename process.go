@@ -1031,14 +1031,15 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 }
 
 // base64Pairs maps 12 bits to their two characters of standard base64,
-// the first in the low byte.
-var base64Pairs = func() (t [4096]uint16) {
+// the first in the low byte; built at first use, not at startup.
+var base64Pairs = sync.OnceValue(func() *[4096]uint16 {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var t [4096]uint16
 	for v := range t {
 		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
 	}
-	return t
-}()
+	return &t
+})
 
 // appendBase64 appends src in standard base64 with padding, as
 // base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
@@ -1047,10 +1048,11 @@ func appendBase64(dst, src []byte) []byte {
 	n := base64.StdEncoding.EncodedLen(len(src))
 	dst = slices.Grow(dst, n)
 	out := dst[len(dst) : len(dst)+n]
+	pairs := base64Pairs()
 	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
 		v := binary.BigEndian.Uint64(src)
-		binary.LittleEndian.PutUint64(out, uint64(base64Pairs[v>>52])|uint64(base64Pairs[v>>40&0xfff])<<16|
-			uint64(base64Pairs[v>>28&0xfff])<<32|uint64(base64Pairs[v>>16&0xfff])<<48)
+		binary.LittleEndian.PutUint64(out, uint64(pairs[v>>52])|uint64(pairs[v>>40&0xfff])<<16|
+			uint64(pairs[v>>28&0xfff])<<32|uint64(pairs[v>>16&0xfff])<<48)
 		src, out = src[6:], out[8:]
 	}
 	base64.StdEncoding.Encode(out, src)
@@ -1146,9 +1148,7 @@ func (p *process) addOutput(_ string, b []byte) {
 	// one write with what follows them before this returns.
 	defer p.s.out.flush()
 	for len(p.pending) == 0 && len(b) >= coalesceBytes {
-		p.s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
-			return encodeEvent(buf, event{Type: "process_output", Data: p.outputData(p.out.total-int64(len(b)), b[:coalesceBytes])}, compat)
-		})
+		p.s.gatherEvent("process_output", p.outputData(p.out.total-int64(len(b)), b[:coalesceBytes]))
 		b = b[coalesceBytes:]
 		p.pendingFrom = p.out.total - int64(len(b))
 	}
