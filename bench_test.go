@@ -125,21 +125,28 @@ func rpiStartup(b *testing.B) func() *exec.Cmd {
 // firstLineTime starts cmd with its stdin and stdout piped and returns the
 // time from exec to its first line, which must be session_started's.
 func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
-	return lineTime(b, cmd, `{"type":"session_started"`)
+	return lineTime(b, cmd, "", `{"type":"session_started"`)
 }
 
-// lineTime is firstLineTime for a first line that starts with want.
-func lineTime(b *testing.B, cmd *exec.Cmd, want string) time.Duration {
+// lineTime starts cmd with its stdin and stdout piped, writes input to its
+// stdin at once, and returns the time from exec to the first line that
+// starts with want; the lines before it must be whole.
+func lineTime(b *testing.B, cmd *exec.Cmd, input, want string) time.Duration {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	io.WriteString(stdin, input)
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadBytes('\n')
+	for err == nil && !bytes.HasPrefix(line, []byte(want)) {
+		line, err = r.ReadBytes('\n')
+	}
 	took := time.Since(start)
-	if err != nil || !bytes.HasPrefix(line, []byte(want)) {
-		b.Fatalf("first line %q, %v", line, err)
+	if err != nil {
+		b.Fatalf("no line starting %q before %q, %v", want, line, err)
 	}
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
@@ -319,25 +326,30 @@ func BenchmarkStartupFloor(b *testing.B) {
 
 // BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
 // net-http floor's, the two started by turns so that the machine's other
-// work weighs on both alike; reports both medians and their ratio, and the
+// work weighs on both alike; reports both medians and their ratio; the
 // median of `rpi --version` (exec, package init and flags, no server),
-// which shows how much of the difference comes before rpi does any work.
+// which shows how much of the difference comes before rpi does any work;
+// and the median from exec to the answer of a get_state written at once,
+// which shows that what rpi does after the first line (the signal
+// handlers) delays the first answer no more than it did before the line.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor := rpiStartup(b), buildFloor(b, floorNetHTTP)
-	var rpiTimes, floorTimes, versionTimes []time.Duration
+	var rpiTimes, floorTimes, versionTimes, answerTimes []time.Duration
 	for b.Loop() {
 		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
 		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
-		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "rpi "))
+		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
+		answerTimes = append(answerTimes, lineTime(b, rpi(), `{"id":"first","type":"get_state"}`+"\n", `{"id":"first","type":"response"`))
 	}
 	median := func(times []time.Duration) time.Duration {
 		slices.Sort(times)
 		return times[len(times)/2]
 	}
-	r, f, v := median(rpiTimes), median(floorTimes), median(versionTimes)
+	r, f, v, a := median(rpiTimes), median(floorTimes), median(versionTimes), median(answerTimes)
 	b.ReportMetric(float64(r.Microseconds())/1000, "rpi-ms-median")
 	b.ReportMetric(float64(f.Microseconds())/1000, "floor-ms-median")
 	b.ReportMetric(float64(v.Microseconds())/1000, "version-ms-median")
+	b.ReportMetric(float64(a.Microseconds())/1000, "answer-ms-median")
 	b.ReportMetric(float64(r)/float64(f), "rpi/floor")
 }
 

@@ -27,14 +27,14 @@ func main() {
 	trace := newStartupTrace(os.Stderr)
 	hideOwnEnvironment()
 	stop := make(chan os.Signal, 1)
-	otherSignals := watchSignals(stop)
+	handleSignals := watchSignals(stop)
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
 	env := hostEnvironment()
 	env.trace = trace
-	env.afterFirstLine = otherSignals
-	trace.phase("main: signals, environment")
+	env.afterFirstLine = handleSignals
+	trace.phase("main: environment")
 	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
 
@@ -53,7 +53,7 @@ type environment struct {
 	command func(name string, args ...string) *exec.Cmd
 	trace   *startupTrace // the phases of startup on stderr; nil for none
 	// afterFirstLine, when set, runs once session_started is written and
-	// before any command is read (the signal handlers that can wait).
+	// before any command is read (the signal handlers).
 	afterFirstLine func()
 }
 
@@ -83,26 +83,13 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "rpi %s\n", version)
 		return 0
 	}
-	// Startup reads files a project controls; a signal still stops it.
-	type started struct {
-		s   *server
-		err error
+	// Startup reads files a project controls; a signal still stops it,
+	// by its default effect (the handlers come with the first line).
+	s, err := newServer(cfg, env, stdout, stderr)
+	if err != nil {
+		return initFailure(stdout, stderr, err)
 	}
-	ready := make(chan started, 1)
-	go func() {
-		s, err := newServer(cfg, env, stdout, stderr)
-		ready <- started{s, err}
-	}()
-	select {
-	case st := <-ready:
-		if st.err != nil {
-			return initFailure(stdout, stderr, st.err)
-		}
-		return st.s.serve(stdin, stop)
-	case sig := <-stop:
-		fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
-		return exitCode(sig)
-	}
+	return s.serve(stdin, stop)
 }
 
 // initFailure writes the one failure line of a fatal initialization error.
@@ -371,6 +358,7 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	s.env.trace.phase("first write (session_started)")
 	if s.env.afterFirstLine != nil {
 		s.env.afterFirstLine()
+		s.env.trace.phase("signal handlers (after the line)")
 	}
 	for _, notice := range s.set.notices {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})

@@ -999,14 +999,20 @@ type rpiProcess struct {
 
 func startRPI(t *testing.T, args ...string) *rpiProcess { return startRPIWith(t, nil, args...) }
 
-// startRPIWith starts the test binary as rpi with args, its own agent dir,
-// HOME and TMPDIR and no keys; configure (if not nil) adjusts the command
-// before it starts.
-func startRPIWith(t *testing.T, configure func(*exec.Cmd), args ...string) *rpiProcess {
-	t.Helper()
+// rpiCommand is the test binary as rpi with args, its own agent dir, HOME
+// and TMPDIR and no keys.
+func rpiCommand(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(withoutVariables(os.Environ(), hiddenVars), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0",
 		"PI_CODING_AGENT_DIR="+t.TempDir(), "HOME="+t.TempDir(), "TMPDIR="+t.TempDir())
+	return cmd
+}
+
+// startRPIWith starts rpiCommand(args) with pipes; configure (if not nil)
+// adjusts the command before it starts.
+func startRPIWith(t *testing.T, configure func(*exec.Cmd), args ...string) *rpiProcess {
+	t.Helper()
+	cmd := rpiCommand(t, args...)
 	if configure != nil {
 		configure(cmd)
 	}
@@ -1102,9 +1108,9 @@ func TestEndToEndSignals(t *testing.T) {
 		t.Run(tt.sig.String(), func(t *testing.T) {
 			p := startRPI(t, "rpc", "--cwd", t.TempDir())
 			p.next(t)
-			p.send(t, `{"id":"b","type":"bash","command":"sleep 30"}`+"\n")
-			p.send(t, `{"id":"s","type":"get_state"}`+"\n")
-			p.until(t, "response", "s")
+			// Signalled once the bash is running (its first output shows it).
+			p.send(t, `{"id":"b","type":"bash","command":"echo running; sleep 30"}`+"\n")
+			p.until(t, "bash_execution_update", "")
 			p.cmd.Process.Signal(tt.sig)
 			code, rest := p.exit(t)
 			if code != tt.code {
@@ -1115,6 +1121,38 @@ func TestEndToEndSignals(t *testing.T) {
 				t.Errorf("the running bash was not answered as cancelled: %q", rest)
 			}
 		})
+	}
+}
+
+// TestEndToEndNobodyReadsFirstLine starts rpi with its stdout a pipe
+// nobody reads: writing session_started fails, which ends rpi as at EOF
+// (exit 0) although stdin stays open. Its signal handlers come after that
+// line, so this holds only because SIGPIPE is ignored until then.
+func TestEndToEndNobodyReadsFirstLine(t *testing.T) {
+	endToEnd(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := rpiCommand(t, "rpc", "--cwd", t.TempDir())
+	cmd.Stdout = w
+	stdin, _ := cmd.StdinPipe()
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("rpi ended with %v, want exit 0 after the failed write", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("rpi still running 30 s after its first write failed")
 	}
 }
 

@@ -40,38 +40,42 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// watchSignals sends to stop the signals that end rpi (§2): SIGINT,
+// watchSignals prepares what serve sets up once session_started is
+// written, before any command is read (so before any child starts): the
+// handlers that send to stop the signals that end rpi (§2): SIGINT,
 // SIGTERM, and SIGHUP and SIGQUIT unless they were ignored when rpi
-// started (nohup); SIGPIPE becomes a write error. Every other signal a
-// shell may have left ignored gets a handler too, so that children start
-// with the default dispositions instead of inheriting "ignore"; those are
-// set up by the func it returns, which serve calls once session_started
-// is written and before any child can start (each handler costs a round
-// trip to the runtime's signal thread, and none of these needs to be
-// there sooner).
-func watchSignals(stop chan<- os.Signal) (others func()) {
+// started (nohup); SIGPIPE as a write error; and a handler for every other
+// signal a shell may have left ignored, so that children start with the
+// default dispositions instead of inheriting "ignore". Until then a
+// signal has its default effect, which ends rpi before it has started
+// anything: the first handler costs the Go runtime new threads, which
+// the first line need not wait for. SIGPIPE alone is
+// ignored from the start, so that even the first write fails instead of
+// killing rpi.
+func watchSignals(stop chan<- os.Signal) (install func()) {
 	ignoredAtStart := map[os.Signal]bool{}
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
 		ignoredAtStart[sig] = signal.Ignored(sig)
 	}
-	all := make(chan os.Signal, 8)
-	signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
-	go func() {
-		for sig := range all {
-			switch sig {
-			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-				if !ignoredAtStart[sig] {
-					select {
-					case stop <- sig:
-					default:
+	signal.Ignore(syscall.SIGPIPE) // no handler, so no thread
+	return func() {
+		all := make(chan os.Signal, 8)
+		signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
+			syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+		go func() {
+			for sig := range all {
+				switch sig {
+				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+					if !ignoredAtStart[sig] {
+						select {
+						case stop <- sig:
+						default:
+						}
 					}
 				}
+				// SIGPIPE becomes a write error; the others mean nothing to rpi.
 			}
-			// SIGPIPE becomes a write error; the others mean nothing to rpi.
-		}
-	}()
-	return func() {
-		signal.Notify(all, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+		}()
 	}
 }
 

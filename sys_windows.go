@@ -33,11 +33,10 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop.
-// There are no others to set up later.
-func watchSignals(stop chan<- os.Signal) (others func()) {
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	return func() {}
+// watchSignals returns what serve sets up once session_started is
+// written: Ctrl+C, Ctrl+Break and the console's close sent to stop.
+func watchSignals(stop chan<- os.Signal) (install func()) {
+	return func() { signal.Notify(stop, os.Interrupt, syscall.SIGTERM) }
 }
 
 // startInGroup starts cmd in a new process group, so that a CTRL_BREAK
