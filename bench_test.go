@@ -312,6 +312,7 @@ func BenchmarkStartupFloor(b *testing.B) {
 	for _, variant := range []struct{ name, source string }{
 		{"plain", floorPlain},
 		{"net-http", floorNetHTTP},
+		{"net-http-signals", floorNetHTTPSignals},
 	} {
 		b.Run(variant.name, func(b *testing.B) {
 			floor := buildFloor(b, variant.source)
@@ -325,33 +326,52 @@ func BenchmarkStartupFloor(b *testing.B) {
 }
 
 // BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
-// net-http floor's, the two started by turns so that the machine's other
-// work weighs on both alike; reports both medians and their ratio; the
-// median of `rpi --version` (exec, package init and flags, no server),
-// which shows how much of the difference comes before rpi does any work;
-// and the median from exec to the answer of a get_state written at once,
-// which shows that what rpi does after the first line (the signal
-// handlers) delays the first answer no more than it did before the line.
+// net-http floor's, started by turns so that the machine's other work
+// weighs on all alike. It reports the medians and their ratio, and three
+// more medians that show where the difference comes from: the floor with
+// the signal handlers §2 makes rpi install before its first line
+// (net-http-signals); `rpi --version` (exec, package init and flags, no
+// server); and exec → the answer to a get_state written at once.
 func BenchmarkStartupRatio(b *testing.B) {
-	rpi, floor := rpiStartup(b), buildFloor(b, floorNetHTTP)
-	var rpiTimes, floorTimes, versionTimes, answerTimes []time.Duration
+	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
+	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes []time.Duration
 	for b.Loop() {
 		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
 		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
+		signalsTimes = append(signalsTimes, firstLineTime(b, exec.Command(floorSignals)))
 		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
 		answerTimes = append(answerTimes, lineTime(b, rpi(), `{"id":"first","type":"get_state"}`+"\n", `{"id":"first","type":"response"`))
 	}
-	median := func(times []time.Duration) time.Duration {
+	median := func(times []time.Duration) float64 {
 		slices.Sort(times)
-		return times[len(times)/2]
+		return float64(times[len(times)/2].Microseconds()) / 1000
 	}
-	r, f, v, a := median(rpiTimes), median(floorTimes), median(versionTimes), median(answerTimes)
-	b.ReportMetric(float64(r.Microseconds())/1000, "rpi-ms-median")
-	b.ReportMetric(float64(f.Microseconds())/1000, "floor-ms-median")
-	b.ReportMetric(float64(v.Microseconds())/1000, "version-ms-median")
-	b.ReportMetric(float64(a.Microseconds())/1000, "answer-ms-median")
-	b.ReportMetric(float64(r)/float64(f), "rpi/floor")
+	r, f := median(rpiTimes), median(floorTimes)
+	b.ReportMetric(r, "rpi-ms-median")
+	b.ReportMetric(f, "floor-ms-median")
+	b.ReportMetric(median(signalsTimes), "floor-signals-ms-median")
+	b.ReportMetric(median(versionTimes), "version-ms-median")
+	b.ReportMetric(median(answerTimes), "answer-ms-median")
+	b.ReportMetric(r/f, "rpi/floor")
 }
+
+// floorNetHTTPSignals is floorNetHTTP with the handlers rpi installs
+// before its first line (sys_unix.go's watchSignals), installed the same
+// way: on a goroutine, waited for before the line.
+var floorNetHTTPSignals = strings.NewReplacer(
+	`"os"`, `"os"
+	"os/signal"
+	"syscall"`,
+	"func main() {\n", `func main() {
+	installed := make(chan struct{})
+	go func() {
+		c := make(chan os.Signal, 8)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+		close(installed)
+	}()
+`,
+	"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder").Replace(floorNetHTTP)
 
 // buildFloor builds a floor program from source, in a temp folder.
 func buildFloor(b *testing.B, source string) string {

@@ -11,7 +11,6 @@ package main
 // No file is touched under s.mu or the scheduler's lock.
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -852,6 +851,6 @@ func allDigits(s string) bool {
 // newLoopID is 12 random hex digits.
 func newLoopID() string {
 	var b [6]byte
-	rand.Read(b[:])
+	randomID(b[:])
 	return hex.EncodeToString(b[:])
 }

@@ -24,16 +24,16 @@ func main() {
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
+	stop := make(chan os.Signal, 1)
+	signalsReady := watchSignals(stop)
 	trace := newStartupTrace(os.Stderr)
 	hideOwnEnvironment()
-	stop := make(chan os.Signal, 1)
-	handleSignals := watchSignals(stop)
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
 	env := hostEnvironment()
 	env.trace = trace
-	env.afterFirstLine = handleSignals
+	env.signalsReady = signalsReady
 	trace.phase("main: environment")
 	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
@@ -52,9 +52,9 @@ type environment struct {
 	// test replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
 	trace   *startupTrace // the phases of startup on stderr; nil for none
-	// afterFirstLine, when set, runs once session_started is written and
-	// before any command is read (the signal handlers).
-	afterFirstLine func()
+	// signalsReady, when set, is closed once rpi's signal handlers are
+	// installed; the first line waits for it.
+	signalsReady <-chan struct{}
 }
 
 // hostEnvironment is the real machine's.
@@ -83,13 +83,26 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "rpi %s\n", version)
 		return 0
 	}
-	// Startup reads files a project controls; a signal still stops it,
-	// by its default effect (the handlers come with the first line).
-	s, err := newServer(cfg, env, stdout, stderr)
-	if err != nil {
-		return initFailure(stdout, stderr, err)
+	// Startup reads files a project controls; a signal still stops it.
+	type started struct {
+		s   *server
+		err error
 	}
-	return s.serve(stdin, stop)
+	ready := make(chan started, 1)
+	go func() {
+		s, err := newServer(cfg, env, stdout, stderr)
+		ready <- started{s, err}
+	}()
+	select {
+	case st := <-ready:
+		if st.err != nil {
+			return initFailure(stdout, stderr, st.err)
+		}
+		return st.s.serve(stdin, stop)
+	case sig := <-stop:
+		fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
+		return exitCode(sig)
+	}
 }
 
 // initFailure writes the one failure line of a fatal initialization error.
@@ -354,12 +367,12 @@ const (
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
+	if s.env.signalsReady != nil {
+		<-s.env.signalsReady
+		s.env.trace.phase("waiting for the signal handlers")
+	}
 	s.emit("session_started", s.conv.header(), nil)
 	s.env.trace.phase("first write (session_started)")
-	if s.env.afterFirstLine != nil {
-		s.env.afterFirstLine()
-		s.env.trace.phase("signal handlers (after the line)")
-	}
 	for _, notice := range s.set.notices {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}

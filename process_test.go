@@ -396,13 +396,13 @@ func TestEndToEndKilledRPILeavesNoChildren(t *testing.T) {
 }
 
 // TestEndToEndDefaultSignals starts rpi the way nohup and a shell's
-// background job do (SIGHUP, SIGINT and SIGQUIT ignored): its children
-// still start with every signal at its default, so process_signal SIGHUP
-// ends one.
+// background job do (SIGHUP, SIGINT and SIGQUIT ignored), and with other
+// signals ignored too: its children still start with every signal at its
+// default, so process_signal SIGHUP ends one.
 func TestEndToEndDefaultSignals(t *testing.T) {
 	endToEnd(t)
 	p := startRPIWith(t, func(cmd *exec.Cmd) {
-		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT TSTP TTIN TTOU USR1 USR2 ALRM; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT PIPE TSTP TTIN TTOU USR1 USR2 ALRM; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path, _ = exec.LookPath("sh")
 	}, "rpc", "--cwd", t.TempDir())
 	p.next(t)

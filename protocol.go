@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -846,11 +846,23 @@ func (r *request) optStrings(name string) ([]string, error) {
 
 // ---- Ids and times ----
 
+// randomID fills b for an id: session, entry and loop ids must be unique,
+// not secret. math/rand/v2's generator is ChaCha8, seeded by the runtime
+// from the system's entropy, and costs no system call, while the first
+// crypto/rand read sets up per-thread state (on Linux, the vDSO's), which
+// startup need not wait for. Names that must not be guessed, such as
+// rpi's temp folder, still come from crypto/rand.
+func randomID(b []byte) {
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+}
+
 // newUUIDv7 returns an RFC 9562 version 7 UUID: a 48-bit Unix millisecond
 // timestamp, the version and variant bits, and 74 random bits.
 func newUUIDv7(now time.Time) string {
 	var u [16]byte
-	rand.Read(u[6:])
+	randomID(u[6:])
 	ms := uint64(now.UnixMilli())
 	binary.BigEndian.PutUint16(u[0:2], uint16(ms>>32))
 	binary.BigEndian.PutUint32(u[2:6], uint32(ms))

@@ -1125,34 +1125,52 @@ func TestEndToEndSignals(t *testing.T) {
 }
 
 // TestEndToEndNobodyReadsFirstLine starts rpi with its stdout a pipe
-// nobody reads: writing session_started fails, which ends rpi as at EOF
-// (exit 0) although stdin stays open. Its signal handlers come after that
-// line, so this holds only because SIGPIPE is ignored until then.
+// nobody reads: writing its first line fails, and SIGPIPE never kills it,
+// whether or not its handlers are installed yet (SIGPIPE is ignored until
+// they are). rpi then ends as at EOF (exit 0) although stdin stays open;
+// after an init failure, with exit code 1.
 func TestEndToEndNobodyReadsFirstLine(t *testing.T) {
 	endToEnd(t)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	cmd := rpiCommand(t, "rpc", "--cwd", t.TempDir())
-	cmd.Stdout = w
-	stdin, _ := cmd.StdinPipe()
-	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("rpi ended with %v, want exit 0 after the failed write", err)
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("rpi still running 30 s after its first write failed")
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"session_started", []string{"rpc", "--cwd", t.TempDir()}, 0},
+		{"init failure", []string{"rpc", "--no-such-flag"}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			cmd := rpiCommand(t, tt.args...)
+			cmd.Stdout = w
+			stdin, _ := cmd.StdinPipe()
+			defer stdin.Close()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				code := 0
+				if exitErr, ok := err.(*exec.ExitError); ok {
+					code = exitErr.ExitCode() // -1 when a signal killed it
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if code != tt.code {
+					t.Errorf("rpi ended with %v, want exit code %d after the failed write", err, tt.code)
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("rpi still running 30 s after its first write failed")
+			}
+		})
 	}
 }
 

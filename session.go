@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -111,7 +110,7 @@ func defaultSessionDir(agentDir, cwd string) string {
 func (ss *session) newEntryID() string {
 	for {
 		var b [4]byte
-		rand.Read(b[:])
+		randomID(b[:])
 		if id := hex.EncodeToString(b[:]); ss.byID[id] == nil {
 			return id
 		}
@@ -412,7 +411,7 @@ func (ss *session) migrateV1() {
 	for _, e := range ss.entries {
 		for e.ID == "" || ids[e.ID] != nil {
 			var b [4]byte
-			rand.Read(b[:])
+			randomID(b[:])
 			e.ID = hex.EncodeToString(b[:])
 		}
 		ids[e.ID] = e

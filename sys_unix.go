@@ -40,43 +40,39 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// watchSignals prepares what serve sets up once session_started is
-// written, before any command is read (so before any child starts): the
-// handlers that send to stop the signals that end rpi (§2): SIGINT,
-// SIGTERM, and SIGHUP and SIGQUIT unless they were ignored when rpi
-// started (nohup); SIGPIPE as a write error; and a handler for every other
-// signal a shell may have left ignored, so that children start with the
-// default dispositions instead of inheriting "ignore". Until then a
-// signal has its default effect, which ends rpi before it has started
-// anything: the first handler costs the Go runtime new threads, which
-// the first line need not wait for. SIGPIPE alone is
-// ignored from the start, so that even the first write fails instead of
-// killing rpi.
-func watchSignals(stop chan<- os.Signal) (install func()) {
-	ignoredAtStart := map[os.Signal]bool{}
-	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
-		ignoredAtStart[sig] = signal.Ignored(sig)
-	}
-	signal.Ignore(syscall.SIGPIPE) // no handler, so no thread
-	return func() {
+// watchSignals starts installing, on a goroutine of its own, the handlers
+// that send to stop the signals that end rpi (§2): SIGINT, SIGTERM,
+// SIGQUIT, and SIGHUP unless it was ignored when rpi started (nohup).
+// SIGPIPE gets one too, so that a write to a reader that is gone is an
+// error (it is ignored until then); and SIGTSTP, SIGTTIN and SIGTTOU,
+// which the Go runtime would otherwise leave as rpi inherited them, so
+// that children start with them at their defaults instead of "ignore"
+// (the runtime already gives every other signal a handler, which exec
+// resets). The first handler makes the runtime start threads, which is
+// why this runs beside the rest of startup; serve waits for ready before
+// it writes the first line.
+func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
+	hupIgnored := signal.Ignored(syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
+	installed := make(chan struct{})
+	go func() {
 		all := make(chan os.Signal, 8)
-		signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
-			syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
-		go func() {
-			for sig := range all {
-				switch sig {
-				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					if !ignoredAtStart[sig] {
-						select {
-						case stop <- sig:
-						default:
-						}
-					}
+		signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+		close(installed)
+		for sig := range all {
+			ends := sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGQUIT ||
+				sig == syscall.SIGHUP && !hupIgnored
+			if ends {
+				select {
+				case stop <- sig:
+				default:
 				}
-				// SIGPIPE becomes a write error; the others mean nothing to rpi.
 			}
-		}()
-	}
+			// SIGPIPE becomes a write error; the others mean nothing to rpi.
+		}
+	}()
+	return installed
 }
 
 // startInGroup makes cmd start as the leader of a new session and process

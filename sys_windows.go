@@ -33,10 +33,13 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// watchSignals returns what serve sets up once session_started is
-// written: Ctrl+C, Ctrl+Break and the console's close sent to stop.
-func watchSignals(stop chan<- os.Signal) (install func()) {
-	return func() { signal.Notify(stop, os.Interrupt, syscall.SIGTERM) }
+// watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop;
+// ready is closed once that is set up.
+func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	installed := make(chan struct{})
+	close(installed)
+	return installed
 }
 
 // startInGroup starts cmd in a new process group, so that a CTRL_BREAK
