@@ -34,6 +34,7 @@ func main() {
 	env := hostEnvironment()
 	env.trace = trace
 	env.signalsReady = signalsReady
+	env.exit = os.Exit
 	trace.phase("main: environment")
 	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
@@ -55,6 +56,8 @@ type environment struct {
 	// signalsReady, when set, is closed once rpi's signal handlers are
 	// installed; the first line waits for it.
 	signalsReady <-chan struct{}
+	// exit ends the process at once (os.Exit); nil in in-process tests.
+	exit func(code int)
 }
 
 // hostEnvironment is the real machine's.
@@ -67,7 +70,7 @@ func hostEnvironment() environment {
 // run is the whole program: it parses args, serves the protocol until stdin
 // ends or a signal arrives, and returns the exit code. Nothing but main
 // touches the process's real stdin, stdout, environment or signals.
-func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop <-chan os.Signal) int {
+func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
 	cfg, action, err := parseArgs(args, env)
 	env.trace.phase("flags")
 	switch {
@@ -83,25 +86,52 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "rpi %s\n", version)
 		return 0
 	}
-	// Startup reads files a project controls; a signal still stops it.
-	type started struct {
-		s   *server
-		err error
+	// Startup reads files a project controls and can take seconds (a
+	// large --session or --fork). It runs on this goroutine, whose stack
+	// has grown already: a new goroutine's stack would grow again, which
+	// costs about as much as the rest of startup. So a signal that comes
+	// meanwhile is taken by endStartupOnSignal.
+	startupOver := endStartupOnSignal(env, stop, stderr)
+	s, err := newServer(cfg, env, stdout, stderr)
+	startupOver()
+	if err != nil {
+		return initFailure(stdout, stderr, err)
 	}
-	ready := make(chan started, 1)
+	return s.serve(stdin, stop)
+}
+
+// endStartupOnSignal watches stop while startup runs: a signal then ends
+// the process at once through env.exit, with its §2 exit code. The func it
+// returns marks startup over; a signal after that is left on stop for
+// serve. Without env.exit (in-process tests) it watches nothing.
+func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) (over func()) {
+	if env.exit == nil {
+		return func() {}
+	}
+	var mu sync.Mutex // held while deciding who acts on a signal
+	finished := false
+	done := make(chan struct{})
 	go func() {
-		s, err := newServer(cfg, env, stdout, stderr)
-		ready <- started{s, err}
-	}()
-	select {
-	case st := <-ready:
-		if st.err != nil {
-			return initFailure(stdout, stderr, st.err)
+		select {
+		case sig := <-stop:
+			mu.Lock()
+			if !finished {
+				fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
+				env.exit(exitCode(sig))
+			}
+			mu.Unlock()
+			select {
+			case stop <- sig: // serve's now
+			default: // another signal is already waiting for serve
+			}
+		case <-done:
 		}
-		return st.s.serve(stdin, stop)
-	case sig := <-stop:
-		fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
-		return exitCode(sig)
+	}()
+	return func() {
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+		close(done)
 	}
 }
 

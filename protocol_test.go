@@ -1124,6 +1124,35 @@ func TestEndToEndSignals(t *testing.T) {
 	}
 }
 
+// TestEndStartupOnSignal: a signal while startup runs ends the process at
+// once with its §2 exit code; once startup is over it is left for serve.
+func TestEndStartupOnSignal(t *testing.T) {
+	exited := make(chan int, 1)
+	var stderr syncBuffer
+	env := environment{exit: func(code int) { exited <- code; runtime.Goexit() }}
+
+	stop := make(chan os.Signal, 1)
+	endStartupOnSignal(env, stop, &stderr) // startup never ends here
+	stop <- syscall.SIGINT
+	if code := <-exited; code != 130 || !strings.Contains(stderr.String(), "during startup: exiting") {
+		t.Errorf("during startup: exit code %d, stderr %q; want 130 and the notice", code, stderr.String())
+	}
+
+	stop = make(chan os.Signal, 1)
+	over := endStartupOnSignal(env, stop, &stderr)
+	over()
+	stop <- syscall.SIGTERM
+	// The watcher may still take it, but then puts it back.
+	if sig := <-stop; sig != syscall.SIGTERM {
+		t.Errorf("after startup: %v left on stop, want SIGTERM", sig)
+	}
+	select {
+	case code := <-exited:
+		t.Errorf("after startup: exit(%d) called; the signal is serve's", code)
+	default:
+	}
+}
+
 // TestEndToEndNobodyReadsFirstLine starts rpi with its stdout a pipe
 // nobody reads: writing its first line fails, and SIGPIPE never kills it,
 // whether or not its handlers are installed yet (SIGPIPE is ignored until
