@@ -367,7 +367,7 @@ var floorNetHTTPSignals = strings.NewReplacer(
 	go func() {
 		c := make(chan os.Signal, 8)
 		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 		close(installed)
 	}()
 `,

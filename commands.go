@@ -106,6 +106,10 @@ type server struct {
 	// command builds every child rpi runs (exec.Command; the fuzz test
 	// replaces it so that no input can run a real program).
 	command func(name string, args ...string) *exec.Cmd
+	// serving is set when serve starts, on the goroutine that ran startup:
+	// until then a warning is kept as a startup notice, so that
+	// session_started stays the first line.
+	serving bool
 
 	// ctx is cancelled at shutdown; everything running watches it.
 	ctx    context.Context

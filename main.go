@@ -116,7 +116,16 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 		case sig := <-stop:
 			mu.Lock()
 			if !finished {
-				fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
+				// A stderr nobody reads must not keep rpi from ending.
+				written := make(chan struct{})
+				go func() {
+					fmt.Fprintf(stderr, "rpi: %v during startup: exiting\n", sig)
+					close(written)
+				}()
+				select {
+				case <-written:
+				case <-time.After(time.Second):
+				}
 				env.exit(exitCode(sig))
 			}
 			mu.Unlock()
@@ -397,6 +406,7 @@ const (
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
+	s.serving = true
 	if s.env.signalsReady != nil {
 		<-s.env.signalsReady
 		s.env.trace.phase("waiting for the signal handlers")

@@ -402,7 +402,7 @@ func TestEndToEndKilledRPILeavesNoChildren(t *testing.T) {
 func TestEndToEndDefaultSignals(t *testing.T) {
 	endToEnd(t)
 	p := startRPIWith(t, func(cmd *exec.Cmd) {
-		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT PIPE TSTP TTIN TTOU USR1 USR2 ALRM; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+		cmd.Args = append([]string{"sh", "-c", `trap '' HUP INT QUIT PIPE TSTP TTIN TTOU CONT USR1 USR2 ALRM; exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
 		cmd.Path, _ = exec.LookPath("sh")
 	}, "rpc", "--cwd", t.TempDir())
 	p.next(t)

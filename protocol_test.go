@@ -1153,6 +1153,47 @@ func TestEndStartupOnSignal(t *testing.T) {
 	}
 }
 
+// TestEndToEndStartupWarningAfterFirstLine forks a session whose copy
+// cannot be written (over the file size limit `ulimit -f` sets): the
+// warning that causes comes as a notify after session_started, which stays
+// the first line.
+func TestEndToEndStartupWarningAfterFirstLine(t *testing.T) {
+	endToEnd(t)
+	var src strings.Builder
+	src.WriteString(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000009","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/tmp"}` + "\n")
+	parent := "null"
+	for i := range 200 { // questions and answers: a fork with an answer is written at once
+		id, role := fmt.Sprintf(`"e%07d"`, i), []string{"user", "assistant"}[i%2]
+		fmt.Fprintf(&src, `{"type":"message","id":%s,"parentId":%s,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":%q,"content":[{"type":"text","text":"%s"}],"timestamp":1773651601000}}`+"\n",
+			id, parent, role, strings.Repeat("x", 200))
+		parent = id
+	}
+	from := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(from, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startRPIWith(t, func(cmd *exec.Cmd) {
+		// 16 blocks of 512 bytes: far less than the 80 KB copy.
+		cmd.Args = append([]string{"sh", "-c", `ulimit -f 16 && exec "$0" "$@"`, cmd.Path}, cmd.Args[1:]...)
+		cmd.Path, _ = exec.LookPath("sh")
+	}, "rpc", "--cwd", t.TempDir(), "--fork", from)
+	if rec := p.next(t); rec["type"] != "session_started" {
+		t.Fatalf("first line %v, want session_started", rec)
+	}
+	// Startup notices come before the answer to the first command.
+	p.send(t, `{"id":"s","type":"get_state"}`+"\n")
+	warned := false
+	for rec := p.next(t); rec["id"] != "s"; rec = p.next(t) {
+		msg, _ := rec["message"].(string)
+		warned = warned || rec["type"] == "extension_ui_request" && strings.Contains(msg, "Cannot write the session file")
+	}
+	if !warned {
+		t.Errorf("no warning that the forked copy cannot be written (stderr: %s)", p.stderr.Bytes())
+	}
+	p.stdin.Close()
+	p.exit(t)
+}
+
 // TestEndToEndNobodyReadsFirstLine starts rpi with its stdout a pipe
 // nobody reads: writing its first line fails, and SIGPIPE never kills it,
 // whether or not its handlers are installed yet (SIGPIPE is ignored until

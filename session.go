@@ -936,6 +936,10 @@ func (s *server) openConversation() (*conversation, error) {
 	defer s.env.trace.phase("session")
 	cfg := s.set.cfg
 	c := &conversation{clock: s.env.clock, warn: func(msg string) {
+		if !s.serving { // during startup: a notice after session_started
+			s.set.notices = append(s.set.notices, msg)
+			return
+		}
 		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
 	}}
 	now := s.env.clock.Now()

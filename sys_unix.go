@@ -44,13 +44,13 @@ func exitCode(sig os.Signal) int {
 // that send to stop the signals that end rpi (§2): SIGINT, SIGTERM,
 // SIGQUIT, and SIGHUP unless it was ignored when rpi started (nohup).
 // SIGPIPE gets one too, so that a write to a reader that is gone is an
-// error (it is ignored until then); and SIGTSTP, SIGTTIN and SIGTTOU,
-// which the Go runtime would otherwise leave as rpi inherited them, so
-// that children start with them at their defaults instead of "ignore"
-// (the runtime already gives every other signal a handler, which exec
-// resets). The first handler makes the runtime start threads, which is
-// why this runs beside the rest of startup; serve waits for ready before
-// it writes the first line.
+// error (it is ignored until then); and SIGTSTP, SIGTTIN, SIGTTOU and
+// SIGCONT, which the Go runtime would otherwise leave as rpi inherited
+// them, so that children start with them at their defaults instead of
+// "ignore" (the runtime already gives every other signal a handler, which
+// exec resets). The first handler makes the runtime start threads, which
+// is why this runs beside the rest of startup; serve waits for ready
+// before it writes the first line.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	hupIgnored := signal.Ignored(syscall.SIGHUP)
 	signal.Ignore(syscall.SIGPIPE)
@@ -58,7 +58,7 @@ func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	go func() {
 		all := make(chan os.Signal, 8)
 		signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 		close(installed)
 		for sig := range all {
 			ends := sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGQUIT ||
