@@ -330,8 +330,9 @@ func BenchmarkStartupFloor(b *testing.B) {
 // weighs on all alike. It reports the medians and their ratio, and three
 // more medians that show where the difference comes from: the floor with
 // the signal handlers §2 makes rpi install before its first line
-// (net-http-signals); `rpi --version` (exec, package init and flags, no
-// server); and exec → the answer to a get_state written at once.
+// (net-http-signals); `rpi --version` (exec, package init, the start of
+// the handlers' goroutine and flags, no server); and exec → the answer to
+// a get_state written at once.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
 	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes []time.Duration
