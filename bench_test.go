@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -357,22 +358,27 @@ func BenchmarkStartupRatio(b *testing.B) {
 }
 
 // floorNetHTTPSignals is floorNetHTTP with the handlers rpi installs
-// before its first line (sys_unix.go's watchSignals), installed the same
+// before its first line (handledSignals, by number), installed the same
 // way: on a goroutine, waited for before the line.
-var floorNetHTTPSignals = strings.NewReplacer(
-	`"os"`, `"os"
+var floorNetHTTPSignals = func() string {
+	var numbers []string
+	for _, sig := range handledSignals {
+		numbers = append(numbers, fmt.Sprintf("syscall.Signal(%d)", sig.(syscall.Signal)))
+	}
+	return strings.NewReplacer(
+		`"os"`, `"os"
 	"os/signal"
 	"syscall"`,
-	"func main() {\n", `func main() {
+		"func main() {\n", `func main() {
 	installed := make(chan struct{})
 	go func() {
-		c := make(chan os.Signal, 8)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
+		c := make(chan os.Signal, 16)
+		signal.Notify(c, `+strings.Join(numbers, ", ")+`)
 		close(installed)
 	}()
 `,
-	"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder").Replace(floorNetHTTP)
+		"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder").Replace(floorNetHTTP)
+}()
 
 // buildFloor builds a floor program from source, in a temp folder.
 func buildFloor(b *testing.B, source string) string {

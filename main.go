@@ -109,13 +109,18 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 		return func() {}
 	}
 	var mu sync.Mutex // held while deciding who acts on a signal
-	finished := false
 	done := make(chan struct{})
 	go func() {
 		select {
 		case sig := <-stop:
 			mu.Lock()
-			if !finished {
+			select {
+			case <-done: // startup ended meanwhile: serve's signal now
+				select {
+				case stop <- sig:
+				default: // another signal is already waiting for serve
+				}
+			default:
 				// A stderr nobody reads must not keep rpi from ending.
 				written := make(chan struct{})
 				go func() {
@@ -129,18 +134,13 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 				env.exit(exitCode(sig))
 			}
 			mu.Unlock()
-			select {
-			case stop <- sig: // serve's now
-			default: // another signal is already waiting for serve
-			}
 		case <-done:
 		}
 	}()
 	return func() {
 		mu.Lock()
-		finished = true
-		mu.Unlock()
 		close(done)
+		mu.Unlock()
 	}
 }
 

@@ -40,6 +40,10 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
+// handledSignals are the signals watchSignals gives a handler.
+var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT}
+
 // watchSignals starts installing, on a goroutine of its own, the handlers
 // that send to stop the signals that end rpi (§2): SIGINT, SIGTERM,
 // SIGQUIT, and SIGHUP unless it was ignored when rpi started (nohup).
@@ -56,9 +60,8 @@ func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	signal.Ignore(syscall.SIGPIPE)
 	installed := make(chan struct{})
 	go func() {
-		all := make(chan os.Signal, 8)
-		signal.Notify(all, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
+		all := make(chan os.Signal, len(handledSignals))
+		signal.Notify(all, handledSignals...)
 		close(installed)
 		for sig := range all {
 			ends := sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGQUIT ||

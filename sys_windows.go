@@ -33,10 +33,13 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
+// handledSignals are the signals watchSignals gives a handler.
+var handledSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
 // watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop;
 // ready is closed once that is set up.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(stop, handledSignals...)
 	installed := make(chan struct{})
 	close(installed)
 	return installed
