@@ -350,3 +350,25 @@ func (u usage) appendJSON(buf []byte) []byte {
 	buf = append(buf, '}')
 	return append(buf, '}')
 }
+
+func (h sessionHeader) appendJSON(buf []byte) []byte {
+	return append(h.appendMembers(append(buf, '{')), '}')
+}
+
+// appendMembers appends the header's members, for session_started's data
+// and the session file's first line.
+func (h sessionHeader) appendMembers(buf []byte) []byte {
+	buf = appendKey(buf, "version")
+	buf = strconv.AppendInt(buf, int64(h.Version), 10)
+	buf = appendKey(buf, "id")
+	buf = appendJSONString(buf, h.ID)
+	buf = appendKey(buf, "timestamp")
+	buf = appendJSONString(buf, h.Timestamp)
+	buf = appendKey(buf, "cwd")
+	buf = appendJSONString(buf, h.Cwd)
+	if h.ParentSession != "" {
+		buf = appendKey(buf, "parentSession")
+		buf = appendJSONString(buf, h.ParentSession)
+	}
+	return buf
+}

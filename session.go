@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // sessionEntry is one entry of a session file. The fields rpi reads are
@@ -137,22 +138,40 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 	} else {
 		line = append(line, "null"...)
 	}
+	stamp := timestamp(now)
 	line = append(line, `,"timestamp":`...)
-	line = appendJSONString(line, timestamp(now))
+	line = appendJSONString(line, stamp)
+	// An entry whose fields are all text (a model, thinking level or name
+	// change) is set directly: what json.Unmarshal of its line would give,
+	// without encoding/json's reflection, whose first use costs startup.
+	e, direct := &sessionEntry{}, true
 	for _, f := range fields {
+		line = append(line, ',')
+		line = appendJSONString(line, f.name)
+		line = append(line, ':')
+		if text, ok := f.value.(string); ok && utf8.ValidString(text) && e.setText(f.name, text) {
+			line = appendJSONString(line, text)
+			continue
+		}
+		direct = false
 		value, err := marshalJSON(f.value)
 		if err != nil {
 			return nil, err
 		}
-		line = append(line, ',')
-		line = appendJSONString(line, f.name)
-		line = append(line, ':')
 		line = append(line, value...)
 	}
 	line = append(line, '}')
-	e := &sessionEntry{}
-	if err := json.Unmarshal(line, e); err != nil {
-		return nil, err
+	if direct {
+		e.Type, e.ID, e.Timestamp = typ, id, stamp
+		if ss.leaf != "" {
+			parent := ss.leaf
+			e.ParentID = &parent
+		}
+	} else {
+		e = &sessionEntry{}
+		if err := json.Unmarshal(line, e); err != nil {
+			return nil, err
+		}
 	}
 	e.raw = line
 	ss.entries = append(ss.entries, e)
@@ -161,13 +180,37 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 	return e, nil
 }
 
-// headerLine is the file's first line.
+// setText sets the text field whose JSON name is name, as json.Unmarshal
+// of the entry's line would; false for a name that is not one.
+func (e *sessionEntry) setText(name, text string) bool {
+	switch name {
+	case "provider":
+		e.Provider = text
+	case "modelId":
+		e.ModelID = text
+	case "thinkingLevel":
+		e.ThinkingLevel = text
+	case "summary":
+		e.Summary = text
+	case "firstKeptEntryId":
+		e.FirstKeptEntryID = text
+	case "name":
+		e.Name = text
+	case "fromId":
+		e.FromID = text
+	case "customType":
+		e.CustomType = text
+	default:
+		return false
+	}
+	return true
+}
+
+// headerLine is the file's first line: the header with "type":"session"
+// first.
 func (ss *session) headerLine() []byte {
-	line, _ := marshalJSON(struct {
-		Type string `json:"type"`
-		sessionHeader
-	}{"session", ss.header})
-	return line
+	line := ss.header.appendMembers([]byte(`{"type":"session"`))
+	return append(line, '}')
 }
 
 // wholeFile is the file as it should be: the header, then every entry.
@@ -1010,7 +1053,8 @@ func (s *server) sessionDir() string {
 }
 
 // checkWritableDir proves that dir, or the nearest folder above it that
-// exists, can hold a new file, without leaving anything behind.
+// exists, can hold a new file (canCreateIn), without leaving anything
+// behind.
 func checkWritableDir(dir string) error {
 	for {
 		info, err := os.Stat(dir)
@@ -1018,12 +1062,7 @@ func checkWritableDir(dir string) error {
 			if !info.IsDir() {
 				return fmt.Errorf("%s is not a directory", dir)
 			}
-			f, err := os.CreateTemp(dir, ".rpi-check-*")
-			if err != nil {
-				return unwrapPathError(err)
-			}
-			f.Close()
-			return os.Remove(f.Name())
+			return canCreateIn(dir)
 		}
 		if !errors.Is(err, os.ErrNotExist) || filepath.Dir(dir) == dir {
 			return unwrapPathError(err)

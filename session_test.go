@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -338,5 +339,60 @@ func TestNoAnswerNoFile(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(e.agentDir); len(left) > 0 {
 		t.Errorf("the agent directory holds %v", left)
+	}
+}
+
+// TestTextEntriesMatchDecoding: an entry whose fields are all text is set
+// without decoding its line; it must be what decoding the line gives, for
+// every text field of an entry, hostile and invalid text included.
+func TestTextEntriesMatchDecoding(t *testing.T) {
+	ss := newSession(time.Unix(1e9, 0), "", "/", "", "", "", true)
+	entryType := reflect.TypeFor[sessionEntry]()
+	for i := range entryType.NumField() {
+		name, _, _ := strings.Cut(entryType.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "type" || name == "id" || name == "timestamp" || entryType.Field(i).Type.Kind() != reflect.String {
+			continue
+		}
+		if !(&sessionEntry{}).setText(name, "") {
+			t.Errorf("setText does not know the text field %q", name)
+		}
+		for _, text := range []string{"", "gpt-5", "q\" b\\ \n\x00 <>& \u2028 é😀", "\xff bad"} {
+			for _, fields := range [][]field{{{name, text}}, {{"provider", "p"}, {name, text}}} {
+				e, err := ss.add(time.Unix(1e9, 0), "custom", fields)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := &sessionEntry{}
+				if err := json.Unmarshal(e.raw, want); err != nil {
+					t.Fatalf("%s: %v", e.raw, err)
+				}
+				want.raw = e.raw
+				if !reflect.DeepEqual(e, want) {
+					t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
+				}
+			}
+		}
+	}
+}
+
+// TestCheckWritableDir: the session folder's startup check walks up to
+// the nearest folder that exists, refuses one rpi cannot write to, and
+// creates nothing either way.
+func TestCheckWritableDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkWritableDir(filepath.Join(dir, "a", "b")); err != nil {
+		t.Errorf("a folder that does not exist yet, under a writable one: %v", err)
+	}
+	locked := filepath.Join(dir, "locked")
+	os.Mkdir(locked, 0o555)
+	err := checkWritableDir(filepath.Join(locked, "sessions"))
+	if os.Geteuid() != 0 && (err == nil || err.Error() != "permission denied") {
+		t.Errorf("a read-only folder: %v, want permission denied", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the check left %v behind", entries)
+	}
+	if entries, _ := os.ReadDir(locked); len(entries) != 0 {
+		t.Errorf("the check left %v behind", entries)
 	}
 }

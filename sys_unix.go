@@ -8,6 +8,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -154,6 +155,29 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 		return nil, &errNotRegular{path, "a named pipe (FIFO)"}
 	}
 	return f, err
+}
+
+// canCreateIn proves that the folder dir can hold a new file by making
+// one and removing it. Plain system calls do it: an *os.File would start
+// the runtime's poller, which nothing else before session_started needs.
+// (access(2) would create nothing, but it answers for permissions only:
+// /proc says yes to root, then refuses the file.)
+func canCreateIn(dir string) (err error) {
+	for range 3 { // a name taken already (a random 64 bits) is tried again
+		var b [8]byte
+		randomID(b[:])
+		path := filepath.Join(dir, ".rpi-check-"+hex.EncodeToString(b[:]))
+		var fd int
+		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+		if err == nil {
+			syscall.Close(fd)
+			return syscall.Unlink(path)
+		}
+		if err != syscall.EEXIST {
+			return err
+		}
+	}
+	return err
 }
 
 // ---- The watchdog ----

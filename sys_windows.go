@@ -118,6 +118,17 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 	return os.OpenFile(path, flag, perm)
 }
 
+// canCreateIn proves that the folder dir can hold a new file by making
+// one and removing it.
+func canCreateIn(dir string) error {
+	f, err := os.CreateTemp(dir, ".rpi-check-*")
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // ---- What Windows does not have ----
 
 // ptySupported: no pseudo-terminals; process_spawn with tty:true fails.

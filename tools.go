@@ -1594,6 +1594,5 @@ func schema(s string) json.RawMessage { return json.RawMessage(s) }
 
 // jsonStrings writes a list of names as a JSON array, for a schema's enum.
 func jsonStrings(names []string) string {
-	b, _ := marshalJSON(names)
-	return string(b)
+	return string(appendJSONStrings(nil, names))
 }
