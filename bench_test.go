@@ -211,6 +211,13 @@ func BenchmarkGetStatePipelined(b *testing.B) {
 // write and no JSON: the floor BenchmarkGetStatePipelined is measured
 // against.
 func BenchmarkGetStatePipelinedFloor(b *testing.B) {
+	startPipelineFloor(b).timePipeline(b)
+}
+
+// startPipelineFloor starts the floor of the pipelined benchmarks: this
+// test binary as a helper that writes rpi's own get_state answer once
+// per line read, with one plain write.
+func startPipelineFloor(b *testing.B) *benchProcess {
 	rpi := startBench(b)
 	io.WriteString(rpi.stdin, `{"id":"s","type":"get_state"}`+"\n")
 	record, err := rpi.stdout.ReadBytes('\n')
@@ -220,7 +227,31 @@ func BenchmarkGetStatePipelinedFloor(b *testing.B) {
 	self, _ := os.Executable()
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), "RPI_HELPER=write-per-line", "RPI_FLOOR_RECORD="+string(record))
-	startPiped(b, cmd).timePipeline(b)
+	return startPiped(b, cmd)
+}
+
+// BenchmarkGetStatePipelinedRatio: BenchmarkGetStatePipelined over its
+// floor, the two run by turns (one pipeline each per iteration), so that
+// the machine's other work weighs on both alike; it reports the medians
+// of their rates and their ratio.
+func BenchmarkGetStatePipelinedRatio(b *testing.B) {
+	rpi, floor := startBench(b), startPipelineFloor(b)
+	var rpiRates, floorRates []float64
+	rate := func(p *benchProcess) float64 {
+		start := time.Now()
+		p.pipeline(b, pipelinedLines)
+		return pipelinedLines / time.Since(start).Seconds()
+	}
+	for b.Loop() {
+		rpiRates = append(rpiRates, rate(rpi))
+		floorRates = append(floorRates, rate(floor))
+	}
+	slices.Sort(rpiRates)
+	slices.Sort(floorRates)
+	r, f := rpiRates[len(rpiRates)/2], floorRates[len(floorRates)/2]
+	b.ReportMetric(r, "rpi-get_state/s")
+	b.ReportMetric(f, "floor-get_state/s")
+	b.ReportMetric(r/f, "rpi/floor")
 }
 
 // BenchmarkGetStatePipelinedPi: the same 200,000 lines to pi itself, when

@@ -48,6 +48,10 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	var batch []frame
 	var arena []byte
 	for {
+		if arena == nil {
+			// What is buffered is what this batch will hold, or more.
+			arena = make([]byte, 0, min(br.Buffered(), batchArenaBytes))
+		}
 		start := len(arena)
 		var tooLong bool
 		var err error
@@ -80,6 +84,9 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 // maxArenaLine is the longest line after which the next lines of a batch
 // still share its allocation.
 const maxArenaLine = 64 << 10
+
+// batchArenaBytes bounds a batch's first allocation for its lines.
+const batchArenaBytes = 8 << 10
 
 // readLine returns the next line without its "\n" (a copy the caller owns),
 // or tooLong once more than max bytes came before the "\n" (max < 0: no

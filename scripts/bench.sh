@@ -12,7 +12,7 @@ raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benchmark' | tee -a "$raw" >&2; }
 {
-  bench '^BenchmarkGetStatePipelined(Floor)?$' 3x
+  bench '^BenchmarkGetStatePipelinedRatio$' 9x
   bench '^BenchmarkStartup' 200x
   bench '^BenchmarkMemory$' 1x
   bench '^BenchmarkStreamTokens' 5x
