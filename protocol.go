@@ -41,7 +41,7 @@ type frame struct {
 // or on a read error. One trailing "\r" is stripped, blank lines are
 // skipped, and a final line without "\n" is still delivered. A line longer
 // than max is discarded as it streams past, never held whole. The lines of
-// a batch share one allocation.
+// a batch share allocations of about maxArenaLine bytes or less.
 func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	defer close(frames)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -49,7 +49,9 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	var arena []byte
 	for {
 		if arena == nil {
-			// What is buffered is what this batch will hold, or more.
+			// The lines already read in are what the arena will hold (up
+			// to batchArenaBytes); Peek waits where ReadSlice would.
+			br.Peek(1)
 			arena = make([]byte, 0, min(br.Buffered(), batchArenaBytes))
 		}
 		start := len(arena)
@@ -62,10 +64,11 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 		} else if line = bytes.TrimSuffix(line, []byte("\r")); !isBlank(line) {
 			batch = append(batch, frame{line: line})
 		}
-		if tooLong || len(arena)-start > maxArenaLine {
-			// The lines after a long one (or the up to max bytes of one
-			// too long) get an allocation of their own: a command kept
-			// by a background answer must not keep a long line alive.
+		if tooLong || len(arena) > maxArenaLine {
+			// Once the arena holds a long line or many (or the up to max
+			// bytes of one too long), the next lines get an allocation of
+			// their own: a command kept by a background answer must not
+			// keep much more than itself alive.
 			arena = nil
 		}
 		if err != nil || br.Buffered() == 0 || len(batch) >= 256 {
@@ -81,8 +84,8 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 	}
 }
 
-// maxArenaLine is the longest line after which the next lines of a batch
-// still share its allocation.
+// maxArenaLine is how many bytes of lines a batch's allocation may hold
+// before the next line starts another.
 const maxArenaLine = 64 << 10
 
 // batchArenaBytes bounds a batch's first allocation for its lines.

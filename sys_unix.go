@@ -168,16 +168,33 @@ func canCreateIn(dir string) (err error) {
 		randomID(b[:])
 		path := filepath.Join(dir, ".rpi-check-"+hex.EncodeToString(b[:]))
 		var fd int
-		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+		fd, err = retryInterrupted(func() (int, error) {
+			return syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+		})
 		if err == nil {
 			syscall.Close(fd)
-			return syscall.Unlink(path)
+			if _, err := retryInterrupted(func() (int, error) { return 0, syscall.Unlink(path) }); err != nil {
+				return &os.PathError{Op: "remove", Path: path, Err: err} // names the file left behind
+			}
+			return nil
 		}
 		if err != syscall.EEXIST {
 			return err
 		}
 	}
 	return err
+}
+
+// retryInterrupted calls call again while a signal interrupts it (EINTR),
+// as package os does: on FUSE, NFS and CIFS, the runtime's own signals
+// can interrupt an open or unlink.
+func retryInterrupted(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // ---- The watchdog ----
