@@ -614,30 +614,14 @@ const (
 // BenchmarkProcessFlood: floodCommand started with process_spawn, every
 // process_output read until process_exited; reports the child's output
 // in MB/s and rpi's peak resident memory (VmHWM). Compare MB/s with
-// BenchmarkProcessFloodFloor:
+// BenchmarkProcessFloodFloor, or see BenchmarkProcessFloodRatio:
 //
 //	go test -run '^$' -bench 'ProcessFlood' -benchtime 3x -count 3 .
 func BenchmarkProcessFlood(b *testing.B) {
 	p := startBench(b)
-	spawn, _ := json.Marshal(map[string]any{"id": "f", "type": "process_spawn",
-		"spec": map[string]any{"argv": []string{"sh", "-c", floodCommand}, "cwd": b.TempDir()}})
 	var total int64
 	for b.Loop() {
-		p.stdin.Write(append(spawn, '\n'))
-		for {
-			line, err := p.stdout.ReadSlice('\n')
-			if err != nil {
-				b.Fatalf("%.200s: %v", line, err)
-			}
-			if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
-				var ev struct{ Data struct{ Process processInfo } }
-				if err := json.Unmarshal(line, &ev); err != nil || ev.Data.Process.ExitCode == nil || *ev.Data.Process.ExitCode != 0 {
-					b.Fatalf("%s: %v", line, err)
-				}
-				total += ev.Data.Process.OutputCursor
-				break
-			}
-		}
+		total += floodThroughRPI(b, p)
 	}
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
 	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
@@ -650,18 +634,70 @@ func BenchmarkProcessFlood(b *testing.B) {
 func BenchmarkProcessFloodFloor(b *testing.B) {
 	var total int64
 	for b.Loop() {
-		cmd := exec.Command("sh", "-c", floodCommand)
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, stdout)
-		if err != nil || cmd.Wait() != nil {
-			b.Fatal(err)
-		}
-		total += n
+		total += floodThroughCopy(b)
 	}
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
+}
+
+// BenchmarkProcessFloodRatio: BenchmarkProcessFlood over its floor, the
+// two run by turns (one flood each per iteration), so that the machine's
+// other work weighs on both alike; it reports the medians of their MB/s,
+// their ratio, and rpi's peak resident memory.
+func BenchmarkProcessFloodRatio(b *testing.B) {
+	p := startBench(b)
+	var rpiRates, floorRates []float64
+	rate := func(flood func() int64) float64 {
+		start := time.Now()
+		n := flood()
+		return float64(n) / 1e6 / time.Since(start).Seconds()
+	}
+	for b.Loop() {
+		rpiRates = append(rpiRates, rate(func() int64 { return floodThroughRPI(b, p) }))
+		floorRates = append(floorRates, rate(func() int64 { return floodThroughCopy(b) }))
+	}
+	slices.Sort(rpiRates)
+	slices.Sort(floorRates)
+	r, f := rpiRates[len(rpiRates)/2], floorRates[len(floorRates)/2]
+	b.ReportMetric(r, "rpi-MB/s")
+	b.ReportMetric(f, "floor-MB/s")
+	b.ReportMetric(r/f, "rpi/floor")
+	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
+}
+
+// floodThroughRPI runs floodCommand with process_spawn in rpi p, reads
+// every record until process_exited, and returns the child's output bytes.
+func floodThroughRPI(b *testing.B, p *benchProcess) int64 {
+	spawn, _ := json.Marshal(map[string]any{"id": "f", "type": "process_spawn",
+		"spec": map[string]any{"argv": []string{"sh", "-c", floodCommand}, "cwd": b.TempDir()}})
+	p.stdin.Write(append(spawn, '\n'))
+	for {
+		line, err := p.stdout.ReadSlice('\n')
+		if err != nil {
+			b.Fatalf("%.200s: %v", line, err)
+		}
+		if bytes.HasPrefix(line, []byte(`{"type":"process_exited"`)) {
+			var ev struct{ Data struct{ Process processInfo } }
+			if err := json.Unmarshal(line, &ev); err != nil || ev.Data.Process.ExitCode == nil || *ev.Data.Process.ExitCode != 0 {
+				b.Fatalf("%s: %v", line, err)
+			}
+			return ev.Data.Process.OutputCursor
+		}
+	}
+}
+
+// floodThroughCopy runs floodCommand from os/exec, copies its stdout to
+// io.Discard and returns the bytes copied.
+func floodThroughCopy(b *testing.B) int64 {
+	cmd := exec.Command("sh", "-c", floodCommand)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, stdout)
+	if err != nil || cmd.Wait() != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // BenchmarkFloodInProcess: BenchmarkProcessFlood with rpi in the

@@ -16,7 +16,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkStartup' 200x
   bench '^BenchmarkMemory$' 1x
   bench '^BenchmarkStreamTokens' 5x
-  bench '^BenchmarkProcessFlood(Floor)?$' 3x
+  bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 # Each line: name, iterations, then value/unit pairs (ns/op first); the
