@@ -246,11 +246,17 @@ func BenchmarkGetStatePipelinedRatio(b *testing.B) {
 		rpiRates = append(rpiRates, rate(rpi))
 		floorRates = append(floorRates, rate(floor))
 	}
+	reportRatio(b, rpiRates, floorRates, "get_state/s")
+}
+
+// reportRatio reports the medians of rates taken by turns from rpi and
+// its floor, in unit, and the ratio of the two.
+func reportRatio(b *testing.B, rpiRates, floorRates []float64, unit string) {
 	slices.Sort(rpiRates)
 	slices.Sort(floorRates)
 	r, f := rpiRates[len(rpiRates)/2], floorRates[len(floorRates)/2]
-	b.ReportMetric(r, "rpi-get_state/s")
-	b.ReportMetric(f, "floor-get_state/s")
+	b.ReportMetric(r, "rpi-"+unit)
+	b.ReportMetric(f, "floor-"+unit)
 	b.ReportMetric(r/f, "rpi/floor")
 }
 
@@ -655,12 +661,7 @@ func BenchmarkProcessFloodRatio(b *testing.B) {
 		rpiRates = append(rpiRates, rate(func() int64 { return floodThroughRPI(b, p) }))
 		floorRates = append(floorRates, rate(func() int64 { return floodThroughCopy(b) }))
 	}
-	slices.Sort(rpiRates)
-	slices.Sort(floorRates)
-	r, f := rpiRates[len(rpiRates)/2], floorRates[len(floorRates)/2]
-	b.ReportMetric(r, "rpi-MB/s")
-	b.ReportMetric(f, "floor-MB/s")
-	b.ReportMetric(r/f, "rpi/floor")
+	reportRatio(b, rpiRates, floorRates, "MB/s")
 	b.ReportMetric(statusMiB(b, p.cmd.Process.Pid, "VmHWM"), "MiB-peak")
 }
 
