@@ -365,21 +365,25 @@ func BenchmarkStartupFloor(b *testing.B) {
 
 // BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
 // net-http floor's, started by turns so that the machine's other work
-// weighs on all alike. It reports the medians and their ratio, and three
-// more medians that show where the difference comes from: the floor with
-// the signal handlers §2 makes rpi install before its first line
+// weighs on all alike. It reports the medians and their ratio, and more
+// medians that show where the difference comes from: the floor with the
+// signal handlers §2 makes rpi install before its first line
 // (net-http-signals); `rpi --version` (exec, package init, the start of
 // the handlers' goroutine and flags, no server); and exec → the answer to
-// a get_state written at once.
+// a get_state written at once, beside the same for a floor that reads
+// that line and answers it (floor-answer).
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
-	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes []time.Duration
+	floorAnswer := buildFloor(b, floorNetHTTPAnswer)
+	const command, answer = `{"id":"first","type":"get_state"}` + "\n", `{"id":"first","type":"response"`
+	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes, floorAnswerTimes []time.Duration
 	for b.Loop() {
 		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
 		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
 		signalsTimes = append(signalsTimes, firstLineTime(b, exec.Command(floorSignals)))
 		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
-		answerTimes = append(answerTimes, lineTime(b, rpi(), `{"id":"first","type":"get_state"}`+"\n", `{"id":"first","type":"response"`))
+		answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer))
+		floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
 	}
 	median := func(times []time.Duration) float64 {
 		slices.Sort(times)
@@ -390,9 +394,18 @@ func BenchmarkStartupRatio(b *testing.B) {
 	b.ReportMetric(f, "floor-ms-median")
 	b.ReportMetric(median(signalsTimes), "floor-signals-ms-median")
 	b.ReportMetric(median(versionTimes), "version-ms-median")
-	b.ReportMetric(median(answerTimes), "answer-ms-median")
+	a, fa := median(answerTimes), median(floorAnswerTimes)
+	b.ReportMetric(a, "answer-ms-median")
+	b.ReportMetric(fa, "floor-answer-ms-median")
 	b.ReportMetric(r/f, "rpi/floor")
+	b.ReportMetric(a/fa, "answer/floor-answer")
 }
+
+// floorNetHTTPAnswer is floorNetHTTP answering a command instead: it
+// reads one JSON line from stdin and writes an answer with its id.
+var floorNetHTTPAnswer = strings.NewReplacer(
+	"\tline := struct {\n\t\tType string", "\tvar command struct{ ID string }\n\tjson.NewDecoder(os.Stdin).Decode(&command)\n\tline := struct {\n\t\tID   string `json:\"id\"`\n\t\tType string",
+	`}{"session_started", map[string]any{`, `}{command.ID, "response", map[string]any{`).Replace(floorNetHTTP)
 
 // floorNetHTTPSignals is floorNetHTTP with the handlers rpi installs
 // before its first line (handledSignals, by number), installed the same
