@@ -403,9 +403,9 @@ func BenchmarkStartupRatio(b *testing.B) {
 
 // floorNetHTTPAnswer is floorNetHTTP answering a command instead: it
 // reads one JSON line from stdin and writes an answer with its id.
-var floorNetHTTPAnswer = strings.NewReplacer(
+var floorNetHTTPAnswer = editFloor(floorNetHTTP,
 	"\tline := struct {\n\t\tType string", "\tvar command struct{ ID string }\n\tjson.NewDecoder(os.Stdin).Decode(&command)\n\tline := struct {\n\t\tID   string `json:\"id\"`\n\t\tType string",
-	`}{"session_started", map[string]any{`, `}{command.ID, "response", map[string]any{`).Replace(floorNetHTTP)
+	`}{"session_started", map[string]any{`, `}{command.ID, "response", map[string]any{`)
 
 // floorNetHTTPSignals is floorNetHTTP with the handlers rpi installs
 // before its first line (handledSignals, by number), installed the same
@@ -415,7 +415,7 @@ var floorNetHTTPSignals = func() string {
 	for _, sig := range handledSignals {
 		numbers = append(numbers, fmt.Sprintf("syscall.Signal(%d)", sig.(syscall.Signal)))
 	}
-	return strings.NewReplacer(
+	return editFloor(floorNetHTTP,
 		`"os"`, `"os"
 	"os/signal"
 	"syscall"`,
@@ -427,8 +427,20 @@ var floorNetHTTPSignals = func() string {
 		close(installed)
 	}()
 `,
-		"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder").Replace(floorNetHTTP)
+		"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder")
 }()
+
+// editFloor replaces each old text of a floor's source with its new one
+// (pairs: old, new, …). An old text the source lacks is a panic, so that
+// a floor edited elsewhere cannot quietly become the plain one.
+func editFloor(source string, pairs ...string) string {
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(source, pairs[i]) {
+			panic(fmt.Sprintf("floor source lacks %q", pairs[i]))
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(source)
+}
 
 // buildFloor builds a floor program from source, in a temp folder.
 func buildFloor(b *testing.B, source string) string {
