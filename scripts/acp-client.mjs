@@ -322,6 +322,17 @@ class Agent {
       this.waiters.add(w);
     });
   }
+  // nextUpdate waits for the session's next update of a kind after wire line `from`.
+  nextUpdate(sid, k, from, ms = 3000) {
+    return this.waitFor((e) => e.msg?.method === "session/update" && e.msg.params?.sessionId === sid && e.msg.params.update?.sessionUpdate === k, ms, k, from);
+  }
+  // busy sends a prompt and, once its first chunk has arrived, resolves to {done}: the call, still running.
+  async busy(sid, text) {
+    const from = SEQ;
+    const done = this.call("session/prompt", { sessionId: sid, prompt: [{ type: "text", text }] });
+    await this.nextUpdate(sid, "agent_message_chunk", from, 10000);
+    return { done };
+  }
   // call sends one request through the SDK; returns {result | error, req, res} with the wire entries.
   async call(method, params, ms = 20000) {
     const fn = { initialize: "initialize", "session/new": "newSession", "session/load": "loadSession", "session/resume": "resumeSession",
@@ -489,8 +500,8 @@ await step("session file on disk at the answer", "§12.3", async () => {
 await step("available_commands_update and usage_update after session/new", "§12.3, §12.8", async () => {
   need(S.sid, "no session");
   const { req, res } = S.newRes;
-  const ac = await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "available_commands_update" && e.msg.params.sessionId === S.sid, 3000, "available_commands_update", req.seq);
-  const uu = await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "usage_update" && e.msg.params.sessionId === S.sid, 3000, "usage_update", req.seq);
+  const ac = await A.nextUpdate(S.sid, "available_commands_update", req.seq, 3000);
+  const uu = await A.nextUpdate(S.sid, "usage_update", req.seq, 3000);
   eq(A.updates(S.sid, req.seq, res.seq).map((u) => u.sessionUpdate), [], "updates before the session/new response");
   ok(ac.seq > res.seq && uu.seq > res.seq, "after the response");
   const cmds = ac.msg.params.update.availableCommands, by = Object.fromEntries(cmds.map((c) => [c.name, c]));
@@ -819,9 +830,8 @@ await step("stopReason max_tokens", "§12.4", async () => {
 // §12.4: a prompt while the turn runs is queued as a follow-up and answered when its own turn ends.
 await step("a prompt during a turn is queued", "§12.4", async () => {
   need(S.sid, "no session");
-  const from = SEQ, calls = model.requests.length;
-  const p1 = A.call("session/prompt", { sessionId: S.sid, prompt: [{ type: "text", text: "[[medium]] first" }] });
-  await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "agent_message_chunk" && e.msg.params.sessionId === S.sid, 10000, "the first chunk", from);
+  const calls = model.requests.length;
+  const p1 = (await A.busy(S.sid, "[[medium]] first")).done;
   const p2 = A.call("session/prompt", { sessionId: S.sid, prompt: [{ type: "text", text: "[[hello]] second" }] });
   const [r1, r2] = await Promise.all([p1, p2]);
   if (r1.error || r2.error) fail(errText(r1.error ?? r2.error));
@@ -836,9 +846,8 @@ await step("a prompt during a turn is queued", "§12.4", async () => {
 // §12.4: session/cancel → the running prompt answers cancelled within 1 s, queued prompts answer cancelled (and never run).
 await step("session/cancel", "§12.4", async () => {
   need(S.sid, "no session");
-  const from = SEQ, calls = model.requests.length;
-  const p1 = A.call("session/prompt", { sessionId: S.sid, prompt: [{ type: "text", text: "[[slow]] cancel me" }] });
-  await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "agent_message_chunk" && e.msg.params.sessionId === S.sid, 10000, "the first chunk", from);
+  const calls = model.requests.length;
+  const p1 = (await A.busy(S.sid, "[[slow]] cancel me")).done;
   const p2 = A.call("session/prompt", { sessionId: S.sid, prompt: [{ type: "text", text: "[[hello]] queued, then cancelled" }] });
   await sleep(200);
   const t0 = Date.now();
@@ -865,7 +874,7 @@ await step("set_config_option model", "§12.8", async () => {
   eq(list.find((o) => o.id === "model").currentValue, "fake/fake-plain", "model");
   const t = list.find((o) => o.id === "thought_level");
   ok(t.options.some((o) => o.value === t.currentValue), `thought_level ${t.currentValue} not among ${J(t.options.map((o) => o.value))} (fake-plain has no reasoning)`);
-  const upd = await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "config_option_update" && e.msg.params.sessionId === S.sid, 2000, "config_option_update", from);
+  const upd = await A.nextUpdate(S.sid, "config_option_update", from, 2000);
   eq(upd.msg.params.update.configOptions, list, "config_option_update's list (= the answer)");
   await A.ok("session/set_config_option", { sessionId: S.sid, configId: "model", value: "fake/fake-model" });
   const m = (await A.turn(S.sid, "[[hello]] which model")).models[0];
@@ -879,7 +888,7 @@ await step("set_config_option thought_level", "§12.8", async () => {
   const from = SEQ;
   const r = await A.ok("session/set_config_option", { sessionId: S.sid, configId: "thought_level", value: "high" });
   eq(r.result.configOptions.find((o) => o.id === "thought_level")?.currentValue, "high", "thought_level");
-  await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "config_option_update" && e.msg.params.sessionId === S.sid, 2000, "config_option_update", from);
+  await A.nextUpdate(S.sid, "config_option_update", from, 2000);
   return "high";
 });
 
@@ -902,7 +911,7 @@ await step("approvals config option", "§12.7, §12.8", async () => {
     const from = SEQ;
     const r = await A.ok("session/set_config_option", { sessionId: S.sid, configId: "approvals", value: v });
     eq(r.result.configOptions.find((o) => o.id === "approvals")?.currentValue, v, "approvals");
-    const u = await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "config_option_update" && e.msg.params.sessionId === S.sid, 2000, "config_option_update", from);
+    const u = await A.nextUpdate(S.sid, "config_option_update", from, 2000);
     eq(u.msg.params.update.configOptions, r.result.configOptions, "config_option_update's list (= the answer)");
   };
   await set("auto");
@@ -921,7 +930,7 @@ await step("set_mode mirrors approvals", "§12.7, §12.8", async () => {
   const from = SEQ;
   const r = await A.ok("session/set_mode", { sessionId: S.sid, modeId: "edits" });
   eq(r.result, {}, "result");
-  const u = await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "current_mode_update" && e.msg.params.sessionId === S.sid, 2000, "current_mode_update", from);
+  const u = await A.nextUpdate(S.sid, "current_mode_update", from, 2000);
   eq(u.msg.params.update.currentModeId, "edits", "currentModeId");
   const t = await A.ok("session/set_config_option", { sessionId: S.sid, configId: "thought_level", value: "low" });
   eq(t.result.configOptions.find((o) => o.id === "approvals")?.currentValue, "edits", "approvals after set_mode edits");
@@ -967,9 +976,7 @@ await step("session/list: title, cwd, updatedAt", "§12.3", async () => {
 // §12.3: several sessions may be open, one runs at a time: a prompt for an idle session while another runs → -32603.
 await step("one session runs at a time", "§12.3", async () => {
   need(S.sid && S.sid2, "no two sessions");
-  const from = SEQ;
-  const p1 = A.call("session/prompt", { sessionId: S.sid, prompt: [{ type: "text", text: "[[slow]] keep busy" }] });
-  await A.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "agent_message_chunk" && e.msg.params.sessionId === S.sid, 10000, "the first chunk", from);
+  const p1 = (await A.busy(S.sid, "[[slow]] keep busy")).done;
   const r = await A.call("session/prompt", { sessionId: S.sid2, prompt: [{ type: "text", text: "[[hello]] while another runs" }] });
   await A.conn.cancel({ sessionId: S.sid });
   const r1 = await p1;
@@ -1028,8 +1035,8 @@ await step("session/load in a new process: replay", "§12.3", async () => {
   for (const c of cs) { eq(c.first.sessionUpdate, "tool_call", `${c.id}'s first update`); eq(c.calls.length, 1, `tool_calls for ${c.id}`); ok(["completed", "failed"].includes(c.final), `${c.id} ends ${c.final}`); }
   const denied = cs.find((c) => J(c.events).includes("denied.txt")) ?? cs.find((c) => textContent(c.content).includes("Denied by user"));
   eq(denied?.final, "failed", "the rejected write's final status");
-  const ac = await B.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "available_commands_update" && e.msg.params.sessionId === S.sid, 3000, "available_commands_update", r.res.seq);
-  const uu = await B.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "usage_update" && e.msg.params.sessionId === S.sid, 3000, "usage_update", r.res.seq);
+  const ac = await B.nextUpdate(S.sid, "available_commands_update", r.res.seq, 3000);
+  const uu = await B.nextUpdate(S.sid, "usage_update", r.res.seq, 3000);
   ok(ac && uu, "no available_commands_update/usage_update after the answer");
   return `${users.length} user messages, ${cs.length} tool calls`;
 });
@@ -1099,7 +1106,7 @@ await step("session/resume", "§12.3", async () => {
   const r = await B.ok("session/resume", { sessionId: S.sid2, cwd: PROJ, mcpServers: [] });
   ok(Array.isArray(r.result.configOptions) && r.result.modes, "the answer lacks configOptions or modes");
   eq(B.updates(S.sid2, r.req.seq, r.res.seq).filter((u) => /chunk|tool_call/.test(u.sessionUpdate)).length, 0, "replayed updates");
-  await B.waitFor((e) => e.msg?.params?.update?.sessionUpdate === "available_commands_update" && e.msg.params.sessionId === S.sid2, 3000, "available_commands_update", r.res.seq);
+  await B.nextUpdate(S.sid2, "available_commands_update", r.res.seq, 3000);
   const t = await B.turn(S.sid2, "[[hello]] after resume");
   eq(t.result?.stopReason, "end_turn", "stopReason");
   ok(t.models[0].messages.some((m) => textOf(m.content).includes("second session")), "the model did not get the history");
