@@ -43,7 +43,9 @@ const short = (v, n = 300) => { const s = typeof v === "string" ? v : J(v); retu
 class Skip extends Error {}
 function fail(msg) { throw new Error(msg); }
 function ok(cond, msg) { if (!cond) fail(msg); }
-function eq(got, want, what) { if (J(got) !== J(want)) fail(`${what}: got ${short(got)}, want ${short(want)}`); }
+// canon is JSON with object keys sorted: key order on the wire is not part of the protocol.
+const canon = (v) => J(v, (k, x) => x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.keys(x).sort().map((key) => [key, x[key]])) : x);
+function eq(got, want, what) { if (canon(got) !== canon(want)) fail(`${what}: got ${short(got)}, want ${short(want)}`); }
 function need(value, why) { if (!value) throw new Skip(why); return value; }
 function withTimeout(p, ms, what) {
   let t; return Promise.race([p, new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: no answer within ${ms} ms`)), ms); })]).finally(() => clearTimeout(t));
