@@ -107,7 +107,7 @@ func TestDurableLoopSurvivesRestart(t *testing.T) {
 	want := []string{
 		`{"type":"loop_created","data":{"task":` + string(nightly) + `,"restored":true}}`,
 		`{"type":"loop_created","data":{"task":` + string(fired) + `,"restored":true}}`,
-		`{"id":"l","type":"response","command":"loop_list","success":true,"data":{"tasks":[` + string(nightly) + `,` + string(fired) + `]}}`,
+		`{"id":"l","type":"response","command":"loop_list","success":true,"data":[` + string(nightly) + `,` + string(fired) + `]}`,
 	}
 	if lines := strings.Split(second.String(), "\n"); len(lines) < 4 || !slices.Equal(lines[1:4], want) {
 		t.Errorf("second run:\n%s\nwant after session_started:\n%s", second.String(), strings.Join(want, "\n"))

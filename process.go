@@ -1518,12 +1518,11 @@ func (s *server) processSpawn(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processList answers every process not yet removed, oldest first.
-// Fields: none. Answer: {"processes":[ProcessInfo]}.
+// processList answers every process not yet removed (ended ones
+// included), oldest first, as a bare array as the original does.
+// Fields: none. Answer: [ProcessInfo].
 func (s *server) processList(r *request) (any, error) {
-	return struct {
-		Processes []processInfo `json:"processes"`
-	}{s.listProcesses()}, nil
+	return s.listProcesses(), nil
 }
 
 // processDescribe answers one process's ProcessInfo.

@@ -426,7 +426,7 @@ func TestEndToEndDefaultSignals(t *testing.T) {
 	for id == "" {
 		p.send(t, `{"id":"l","type":"process_list"}`+"\n")
 		rec := p.until(t, "response", "l")
-		for _, info := range rec["data"].(map[string]any)["processes"].([]any) {
+		for _, info := range rec["data"].([]any) {
 			id = info.(map[string]any)["id"].(string)
 		}
 	}

@@ -502,7 +502,7 @@ var (
 	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
 	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
-	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId)":"([0-9a-f]{8})"`)
+	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId|activeLeafId)":"([0-9a-f]{8})"`)
 	// loopIDPattern finds a loop's 12 hex digits where rpi writes them.
 	loopIDPattern = regexp.MustCompile(`("(?:id|task_id)":"|Loop |loop with id )([0-9a-f]{12})\b`)
 )
