@@ -170,6 +170,20 @@ func (f *fixture) option(name, otherwise string) string {
 	return otherwise
 }
 
+// envVars are the variables the options section gives rpi ("env NAME
+// value", one a line): what rpi's getenv answers, as the real environment
+// would.
+func (f *fixture) envVars() map[string]string {
+	vars := map[string]string{}
+	for _, line := range strings.Split(f.sections["options"], "\n") {
+		if rest, ok := strings.CutPrefix(line, "env "); ok {
+			name, value, _ := strings.Cut(rest, " ")
+			vars[name] = value
+		}
+	}
+	return vars
+}
+
 func (f *fixture) maxLine() int {
 	n, _ := strconv.Atoi(f.option("maxLineBytes", "0"))
 	return n
@@ -735,6 +749,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
+	maps.Copy(e.vars, f.envVars())
 	var fake *fakeClock
 	if f.option("clock", "real") == "fake" {
 		fake = newFakeClock()

@@ -1103,7 +1103,7 @@ func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool)
 	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
 		s.thinkingLevel = sc.thinkingLevel
 	}
-	for _, m := range s.usableModels() {
+	for _, m := range s.usableModels(s.model) {
 		if m.Provider == sc.provider && m.ID == sc.modelID {
 			s.model = m
 		}
