@@ -86,6 +86,8 @@ func init() {
 		"clone":                         (*server).clone,
 		"get_entries":                   (*server).getEntries,
 		"get_tree":                      (*server).getTree,
+		"session_list":                  (*server).sessionList,
+		"session_delete":                (*server).sessionDelete,
 	}
 }
 

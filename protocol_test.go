@@ -764,7 +764,12 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
+	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
 	for name, content := range f.sections {
+		// A file's name may hold the cwd's session folder name, its
+		// content the cwd (a session header, say).
+		name = strings.ReplaceAll(name, "$CWD_NAME", cwdName)
+		content = strings.ReplaceAll(content, "$CWD", cwd)
 		if file, ok := strings.CutPrefix(name, "agent "); ok {
 			if fm != nil {
 				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)
@@ -782,8 +787,8 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	args := append(f.args(), "--cwd", cwd)
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
-	input := bytes.ReplaceAll(f.input(), []byte("$CWD"), []byte(cwd))
-	go feedFixture(t, pw, input, write, out, norm, fake, fm)
+	input := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(string(f.input()))
+	go feedFixture(t, pw, []byte(input), write, out, norm, fake, fm)
 	code := runRPI(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())
