@@ -915,17 +915,24 @@ func originalIdleSteer(t *testing.T) {
 	}
 	_, settled := c.settles("prompt-1", "main assignment alpha")
 	bareSettled(t, settled)
-	state := obj(c.ask("state-2", `{"type":"get_state","id":"state-2"}`)["data"])
+	c.steeredAndRecorded("state-2", "messages-1", "course correction alpha", "main assignment alpha")
+	c.finish()
+}
+
+// steeredAndRecorded checks, after a run, that the queue is empty and the
+// transcript holds each of the user's texts.
+func (c *originalClient) steeredAndRecorded(stateID, messagesID string, texts ...string) {
+	c.t.Helper()
+	state := obj(c.ask(stateID, fmt.Sprintf(`{"type":"get_state","id":%q}`, stateID))["data"])
 	if num(state["pendingMessageCount"]) != 0 || num(state["messageCount"]) < 2 {
-		t.Errorf("after the run: %v", state)
+		c.t.Errorf("after the run: %v", state)
 	}
-	texts := userTexts(c.ask("messages-1", `{"type":"get_messages","id":"messages-1"}`))
-	for _, want := range []string{"course correction alpha", "main assignment alpha"} {
-		if !slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, want) }) {
-			t.Errorf("the transcript lacks %q: %q", want, texts)
+	recorded := userTexts(c.ask(messagesID, fmt.Sprintf(`{"type":"get_messages","id":%q}`, messagesID)))
+	for _, want := range texts {
+		if !slices.ContainsFunc(recorded, func(s string) bool { return strings.Contains(s, want) }) {
+			c.t.Errorf("the transcript lacks %q: %q", want, recorded)
 		}
 	}
-	c.finish()
 }
 
 func originalMidStreamSteer(t *testing.T) {
@@ -944,15 +951,6 @@ func originalMidStreamSteer(t *testing.T) {
 	if !slices.ContainsFunc(seen, func(r map[string]any) bool { return r["type"] == "message_start" || r["type"] == "agent_start" }) {
 		t.Errorf("no streaming event before agent_settled")
 	}
-	state := obj(c.ask("state-mid", `{"type":"get_state","id":"state-mid"}`)["data"])
-	if num(state["pendingMessageCount"]) != 0 || num(state["messageCount"]) < 2 {
-		t.Errorf("after the run: %v", state)
-	}
-	texts := userTexts(c.ask("messages-mid", `{"type":"get_messages","id":"messages-mid"}`))
-	for _, want := range []string{"mid-turn correction beta", "long assignment beta"} {
-		if !slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, want) }) {
-			t.Errorf("the transcript lacks %q: %q", want, texts)
-		}
-	}
+	c.steeredAndRecorded("state-mid", "messages-mid", "mid-turn correction beta", "long assignment beta")
 	c.finish()
 }
