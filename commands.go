@@ -86,6 +86,8 @@ func init() {
 		"clone":                         (*server).clone,
 		"get_entries":                   (*server).getEntries,
 		"get_tree":                      (*server).getTree,
+		"session_list":                  (*server).sessionList,
+		"session_delete":                (*server).sessionDelete,
 	}
 }
 
@@ -199,7 +201,7 @@ func (s *server) handleFrame(f frame) {
 		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
 	}
-	r, rerr := decodeRequest(f.line)
+	r, rerr := decodeRequest(f.line, s.set.cfg.compat)
 	if rerr != nil {
 		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -24,10 +25,18 @@ func TestProcessAppendersMatchEncodingJSON(t *testing.T) {
 	for _, s := range hostileStrings {
 		ptrs = append(ptrs, &s)
 	}
+	// pi's shape echoes the request's id as sent: a JSON string or number.
+	rawIDs := []json.RawMessage{nil, json.RawMessage("7"), json.RawMessage("-1.5e3")}
+	for _, s := range hostileStrings {
+		raw, _ := marshalJSON(s)
+		rawIDs = append(rawIDs, raw)
+	}
 	for i, s := range hostileStrings {
 		for _, id := range ptrs {
-			values = append(values, bashUpdate{RequestID: id, Stream: hostileStrings[(i+1)%len(hostileStrings)], Chunk: s},
-				piBashUpdate{ID: id, Delta: s})
+			values = append(values, bashUpdate{RequestID: id, Stream: hostileStrings[(i+1)%len(hostileStrings)], Chunk: s})
+		}
+		for _, id := range rawIDs {
+			values = append(values, piBashUpdate{ID: id, Delta: s})
 		}
 	}
 	datas := [][]byte{nil, {}, {0}, {0xff, 0xfe}, []byte("abc"), []byte("abcd"), []byte("\xff\x00<>&\u2028"), bytes.Repeat([]byte{0xfb, 0xff, 0xbf}, 1000)}

@@ -329,8 +329,9 @@ func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) [
 	return commit(t)
 }
 
-// loopList answers the loops, oldest first.
-// Fields: none. Answer: {"tasks":[LoopTask]}. Events: none.
+// loopList answers the loops, oldest first, as a bare array as the
+// original does.
+// Fields: none. Answer: [LoopTask]. Events: none.
 func (s *server) loopList(r *request) (any, error) {
 	l := s.loops
 	l.mu.Lock()
@@ -339,20 +340,20 @@ func (s *server) loopList(r *request) (any, error) {
 	for _, t := range l.tasks {
 		tasks = append(tasks, t.wire())
 	}
-	return struct {
-		Tasks []loopTaskJSON `json:"tasks"`
-	}{tasks}, nil
+	return tasks, nil
 }
 
 // loopDelete removes a loop; a run of it in progress goes on (without
 // loop_finished).
-// Fields: taskId. Answer: null. Events: loop_removed {reason: deleted}.
+// Fields: taskId. Answer: true, or false when no loop has that id (as the
+// original: no failure). Events: loop_removed {reason: deleted}.
 func (s *server) loopDelete(r *request) (any, error) { return s.removeLoop(r, false) }
 
 // loopCancel removes a loop and aborts its run in progress, answering
 // once that run has settled.
-// Fields: taskId. Answer: null. Events: loop_removed {reason: cancelled},
-// then the aborted run's end (agent_end, agent_settled).
+// Fields: taskId. Answer: true, or false when no loop has that id.
+// Events: loop_removed {reason: cancelled}, then the aborted run's end
+// (agent_end, agent_settled).
 func (s *server) loopCancel(r *request) (any, error) { return s.removeLoop(r, true) }
 
 func (s *server) removeLoop(r *request, cancel bool) (any, error) {
@@ -379,17 +380,29 @@ func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 		s.armLoopsLocked(s.env.clock.Now())
 		return nil, nil
 	})
-	if err != nil || aborted == nil {
+	var none *noLoopError
+	switch {
+	case errors.As(err, &none):
+		return false, nil
+	case err != nil:
 		return nil, err
+	case aborted == nil:
+		return true, nil
 	}
 	s.answerLater(r, func() (any, error) {
 		<-aborted.settled
-		return nil, nil
+		return true, nil
 	})
 	return noReply{}, nil
 }
 
-func noLoop(id string) error { return fmt.Errorf("no scheduled loop with id %s", id) }
+// noLoopError is the failure to find a loop: loop_update fails with it;
+// loop_delete and loop_cancel answer false.
+type noLoopError struct{ id string }
+
+func (e *noLoopError) Error() string { return "no scheduled loop with id " + e.id }
+
+func noLoop(id string) error { return &noLoopError{id} }
 
 // ---- Scheduling ----
 
@@ -495,6 +508,8 @@ func (s *server) startQueuedLoopLocked() {
 
 // loopsSettledLocked is called by settle (s.mu held) once a run chain has
 // settled: a loop's run reports how it ended, and a waiting fire starts.
+// A run the user aborted reports nothing (no loop_finished, no
+// loop_failed): an abort is no failure of the loop, which stays scheduled.
 func (s *server) loopsSettledLocked(run *agentRun) {
 	l := s.loops
 	l.mu.Lock()
@@ -505,7 +520,7 @@ func (s *server) loopsSettledLocked(run *agentRun) {
 		failure := run.failure
 		run.mu.Unlock()
 		switch {
-		case !f.report:
+		case !f.report, run.ctx.Err() != nil:
 		case failure != "":
 			s.emit("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)}, nil)
 		default:

@@ -78,15 +78,13 @@ func TestDurableLoopSurvivesRestart(t *testing.T) {
 			`{"id":"m","type":"loop_create","interval":"1h","prompt":"Memory only","fireImmediately":false}`+"\n"+
 			`{"id":"f","type":"loop_create","interval":"2h","prompt":"Fires at once","durable":true}`+"\n"+
 			`{"id":"l","type":"loop_list"}`+"\n"), &first)
-	var list struct {
-		Data struct{ Tasks []loopTaskJSON }
-	}
+	var list struct{ Data []loopTaskJSON }
 	for _, line := range strings.Split(first.String(), "\n") {
 		if strings.HasPrefix(line, `{"id":"l",`) {
 			json.Unmarshal([]byte(line), &list)
 		}
 	}
-	tasks := list.Data.Tasks
+	tasks := list.Data
 	if len(tasks) != 3 || !tasks[0].Durable || tasks[2].RunCount != 1 || !strings.Contains(first.String(), `"type":"loop_failed"`) {
 		t.Fatalf("first run:\n%s", first.String())
 	}
@@ -107,7 +105,7 @@ func TestDurableLoopSurvivesRestart(t *testing.T) {
 	want := []string{
 		`{"type":"loop_created","data":{"task":` + string(nightly) + `,"restored":true}}`,
 		`{"type":"loop_created","data":{"task":` + string(fired) + `,"restored":true}}`,
-		`{"id":"l","type":"response","command":"loop_list","success":true,"data":{"tasks":[` + string(nightly) + `,` + string(fired) + `]}}`,
+		`{"id":"l","type":"response","command":"loop_list","success":true,"data":[` + string(nightly) + `,` + string(fired) + `]}`,
 	}
 	if lines := strings.Split(second.String(), "\n"); len(lines) < 4 || !slices.Equal(lines[1:4], want) {
 		t.Errorf("second run:\n%s\nwant after session_started:\n%s", second.String(), strings.Join(want, "\n"))

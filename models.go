@@ -51,6 +51,8 @@ type model struct {
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
 	headers   map[string]string // extra request headers from models.json
 	imageable bool
+	faux      bool   // the built-in offline model (faux.go)
+	fauxReply string // what faux answers: PI_FAUX_RESPONSE, trimmed
 	// levels is pi's thinkingLevelMap: what a level is sent as, or nil
 	// for a level the model does not take. A level it does not name is
 	// sent as itself, except xhigh and max, which it then does not take.
@@ -130,8 +132,9 @@ const (
 // cannot be used, but is never available.
 var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle}
 
-// speaks reports whether rpi speaks m's API.
-func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) }
+// speaks reports whether rpi speaks m's API (the built-in faux model's
+// too; a models.json model cannot use it).
+func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) || m.faux }
 
 // countOf is "1 model" or "3 models".
 func countOf(n int, one, many string) string {
@@ -320,6 +323,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			m.compat = detectCompat(m.Provider, m.BaseURL)
 			models = append(models, m)
 		}
+	}
+	if _, replaced := fileKeys[fauxProvider]; !replaced { // a models.json provider "faux" replaces it
+		models = append(models, newFauxModel(getenv(fauxResponseVar)))
 	}
 	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, keyVar: keyVar, cliProvider: cliProvider, cliKey: cliKey,
 		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: map[string]*credential{}, setup: setup}
@@ -792,7 +798,8 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		}
 	}
 	for _, m := range models {
-		if m.usable() && (provider == "" || m.Provider == provider) {
+		// faux is never chosen on its own, only when named.
+		if m.usable() && (provider == "" && !m.faux || provider != "" && m.Provider == provider) {
 			return m, "", nil
 		}
 	}
@@ -885,11 +892,12 @@ type thinkingLevelChanged struct {
 	Level string `json:"level"`
 }
 
-// usableModels lists the models that can be called.
-func (s *server) usableModels() []*model {
+// usableModels lists the models that can be called, faux only while
+// listedFaux says so (current is the current model).
+func (s *server) usableModels(current *model) []*model {
 	var out []*model
 	for _, m := range s.set.catalog {
-		if m.usable() {
+		if m.usable() && listedFaux(m, current) {
 			out = append(out, m)
 		}
 	}
@@ -911,10 +919,13 @@ func (s *server) switchModel(m *model) {
 // scopedModels are the models cycle_model goes through: the usable ones,
 // or those --models names (globs over provider/id or id).
 func (s *server) scopedModels() (models []*model, scoped bool) {
+	s.mu.Lock()
+	usable := s.usableModels(s.model)
+	s.mu.Unlock()
 	if len(s.set.cfg.models) == 0 {
-		return s.usableModels(), false
+		return usable, false
 	}
-	for _, m := range s.usableModels() {
+	for _, m := range usable {
 		for _, pattern := range s.set.cfg.models {
 			pattern, _, _ = strings.Cut(pattern, ":") // a thinking suffix
 			if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
@@ -989,7 +1000,9 @@ func (s *server) cycleModel(r *request) (any, error) {
 // needs none). Keys are never included.
 // Fields: none. Answer: {"models":[Model]}.
 func (s *server) getAvailableModels(r *request) (any, error) {
-	models := s.usableModels()
+	s.mu.Lock()
+	models := s.usableModels(s.model)
+	s.mu.Unlock()
 	if models == nil {
 		models = []*model{}
 	}

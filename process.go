@@ -679,15 +679,15 @@ func (u bashUpdate) appendJSON(buf []byte) []byte {
 }
 
 type piBashUpdate struct {
-	ID    *string `json:"id,omitempty"`
-	Delta string  `json:"delta"`
+	ID    json.RawMessage `json:"id,omitempty"` // the request's id as sent (pi's mode takes numbers too)
+	Delta string          `json:"delta"`
 }
 
 func (u piBashUpdate) appendJSON(buf []byte) []byte {
 	buf = append(buf, '{')
 	if u.ID != nil {
 		buf = append(buf, `"id":`...)
-		buf = appendJSONString(buf, *u.ID)
+		buf = append(buf, u.ID...)
 		buf = append(buf, ',')
 	}
 	buf = append(buf, `"delta":`...)
@@ -732,7 +732,7 @@ func (s *server) bash(r *request) (any, error) {
 	}
 	requestID := r.idString()
 	out := newShellOutput(s.temp, s.stderr, func(stream, text string) {
-		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{requestID, text})
+		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
 	})
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
@@ -1518,12 +1518,11 @@ func (s *server) processSpawn(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processList answers every process not yet removed, oldest first.
-// Fields: none. Answer: {"processes":[ProcessInfo]}.
+// processList answers every process not yet removed (ended ones
+// included), oldest first, as a bare array as the original does.
+// Fields: none. Answer: [ProcessInfo].
 func (s *server) processList(r *request) (any, error) {
-	return struct {
-		Processes []processInfo `json:"processes"`
-	}{s.listProcesses()}, nil
+	return s.listProcesses(), nil
 }
 
 // processDescribe answers one process's ProcessInfo.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -426,7 +427,7 @@ func TestEndToEndDefaultSignals(t *testing.T) {
 	for id == "" {
 		p.send(t, `{"id":"l","type":"process_list"}`+"\n")
 		rec := p.until(t, "response", "l")
-		for _, info := range rec["data"].(map[string]any)["processes"].([]any) {
+		for _, info := range rec["data"].([]any) {
 			id = info.(map[string]any)["id"].(string)
 		}
 	}
@@ -579,5 +580,24 @@ func TestJobsDieWithTheirChild(t *testing.T) {
 		if pid == 0 || alive(pid) {
 			t.Errorf("job %d outlived its child", pid)
 		}
+	}
+}
+
+// TestProcessToolListIsProcessList: the model's process tool answers list
+// with process_list's answer, a bare array of ProcessInfo (ended ones
+// included).
+func TestProcessToolListIsProcessList(t *testing.T) {
+	s := toolServer(t, nil)
+	p, err := s.spawn(processSpec{Argv: []string{"true"}, Cwd: "/"}, "client", func(processInfo) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.wait(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := s.processList(nil)
+	want, _ := marshalJSON(answer)
+	if got, isError := callTool(t, s, "process", `{"action":"list"}`); got != string(want) || isError || !strings.HasPrefix(got, `[{"id":`) {
+		t.Errorf("the process tool's list:\n%s\nprocess_list's answer:\n%s", got, want)
 	}
 }

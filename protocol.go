@@ -470,8 +470,9 @@ type requestError struct {
 // decodeRequest checks a line in §4's order: JSON object, type, id. It
 // takes one pass over the line (scanObject); a line that pass cannot
 // accept is decoded again by encoding/json, whose error text is the
-// answer.
-func decodeRequest(line []byte) (*request, *requestError) {
+// answer. With numericIDs (pi-compatible mode, §10) an id may also be a
+// number, echoed as sent, as pi does.
+func decodeRequest(line []byte, numericIDs bool) (*request, *requestError) {
 	parseFailure := func(detail string) *requestError {
 		return &requestError{command: "parse", message: "Failed to parse command: " + detail}
 	}
@@ -501,7 +502,7 @@ func decodeRequest(line []byte) (*request, *requestError) {
 	}
 	r.members = members
 	rawID, hasID := r.field("id")
-	idIsString := hasID && rawID[0] == '"'
+	idIsString := hasID && (rawID[0] == '"' || numericIDs && (rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9'))
 	rawType, _ := r.field("type")
 	if len(rawType) == 0 || rawType[0] != '"' || !unquote(rawType, &r.typ) {
 		e := &requestError{command: "parse", message: "Missing or invalid field: type"}
@@ -511,6 +512,9 @@ func decodeRequest(line []byte) (*request, *requestError) {
 		return nil, e
 	}
 	if hasID && !idIsString && string(rawID) != "null" {
+		if numericIDs {
+			return nil, &requestError{id: rawID, command: r.typ, message: "Invalid field id: must be a string or a number"}
+		}
 		return nil, &requestError{id: rawID, command: r.typ, message: "Invalid field id: must be a string"}
 	}
 	if idIsString {
@@ -726,13 +730,16 @@ func skipLiteral(b []byte, i int, lit string) int {
 	return i + len(lit)
 }
 
-// idString is the request's id as a string, or nil when it had none.
+// idString is the request's id as a string (a numeric id of pi's mode
+// as written), or nil when it had none.
 func (r *request) idString() *string {
 	if r.id == nil {
 		return nil
 	}
-	var s string
-	json.Unmarshal(r.id, &s)
+	s := string(r.id)
+	if r.id[0] == '"' {
+		json.Unmarshal(r.id, &s)
+	}
 	return &s
 }
 

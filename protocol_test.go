@@ -170,6 +170,20 @@ func (f *fixture) option(name, otherwise string) string {
 	return otherwise
 }
 
+// envVars are the variables the options section gives rpi ("env NAME
+// value", one a line): what rpi's getenv answers, as the real environment
+// would.
+func (f *fixture) envVars() map[string]string {
+	vars := map[string]string{}
+	for _, line := range strings.Split(f.sections["options"], "\n") {
+		if rest, ok := strings.CutPrefix(line, "env "); ok {
+			name, value, _ := strings.Cut(rest, " ")
+			vars[name] = value
+		}
+	}
+	return vars
+}
+
 func (f *fixture) maxLine() int {
 	n, _ := strconv.Atoi(f.option("maxLineBytes", "0"))
 	return n
@@ -502,7 +516,7 @@ var (
 	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
 	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
-	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId)":"([0-9a-f]{8})"`)
+	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId|activeLeafId)":"([0-9a-f]{8})"`)
 	// loopIDPattern finds a loop's 12 hex digits where rpi writes them.
 	loopIDPattern = regexp.MustCompile(`("(?:id|task_id)":"|Loop |loop with id )([0-9a-f]{12})\b`)
 )
@@ -735,6 +749,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
+	maps.Copy(e.vars, f.envVars())
 	var fake *fakeClock
 	if f.option("clock", "real") == "fake" {
 		fake = newFakeClock()
@@ -749,7 +764,12 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
+	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
 	for name, content := range f.sections {
+		// A file's name may hold the cwd's session folder name, its
+		// content the cwd (a session header, say).
+		name = strings.ReplaceAll(name, "$CWD_NAME", cwdName)
+		content = strings.ReplaceAll(content, "$CWD", cwd)
 		if file, ok := strings.CutPrefix(name, "agent "); ok {
 			if fm != nil {
 				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)
@@ -767,8 +787,8 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	args := append(f.args(), "--cwd", cwd)
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
-	input := bytes.ReplaceAll(f.input(), []byte("$CWD"), []byte(cwd))
-	go feedFixture(t, pw, input, write, out, norm, fake, fm)
+	input := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(string(f.input()))
+	go feedFixture(t, pw, []byte(input), write, out, norm, fake, fm)
 	code := runRPI(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())

@@ -274,6 +274,9 @@ func bearer(h http.Header, key string) {
 func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
 	st := newStreamer(msg, emit)
 	defer st.finish()
+	if req.model.faux {
+		return streamFaux(ctx, req.model, st, started) // the offline model (faux.go)
+	}
 	api, ok := wireAPIs[req.model.API]
 	if !ok {
 		return unspokenError(req.model)

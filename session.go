@@ -1103,7 +1103,7 @@ func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool)
 	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
 		s.thinkingLevel = sc.thinkingLevel
 	}
-	for _, m := range s.usableModels() {
+	for _, m := range s.usableModels(s.model) {
 		if m.Provider == sc.provider && m.ID == sc.modelID {
 			s.model = m
 		}
@@ -1337,10 +1337,12 @@ type treeNode struct {
 	Children []*treeNode     `json:"children"`
 }
 
-// getTree answers the session's entries as a tree (pi 1.6's shape):
-// roots are the entries without a parent (or whose parent is missing),
-// children in timestamp order.
-// Fields: none. Answer: {tree:[{entry, children}], leafId}.
+// getTree answers the session's entries as a tree (pi 1.6's shape, plus
+// the original's activeLeafId): roots are the entries without a parent
+// (or whose parent is missing), children in timestamp order.
+// Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
+// (the leaf the next entry hangs under; rpi has no other leaf, so it is
+// leafId)}.
 func (s *server) getTree(r *request) (any, error) {
 	s.conv.mu.Lock()
 	defer s.conv.mu.Unlock()
@@ -1371,9 +1373,10 @@ func (s *server) getTree(r *request) (any, error) {
 		leaf = &l
 	}
 	return struct {
-		Tree   []*treeNode `json:"tree"`
-		LeafID *string     `json:"leafId"`
-	}{roots, leaf}, nil
+		Tree         []*treeNode `json:"tree"`
+		LeafID       *string     `json:"leafId"`
+		ActiveLeafID *string     `json:"activeLeafId"`
+	}{roots, leaf, leaf}, nil
 }
 
 // getForkMessages lists the user messages a fork can start from, in file

@@ -1530,9 +1530,7 @@ func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolRes
 		return jsonResult(p.info())
 	}
 	if c.action == "list" {
-		return jsonResult(struct {
-			Processes []processInfo `json:"processes"`
-		}{s.listProcesses()})
+		return jsonResult(s.listProcesses()) // process_list's answer
 	}
 	p, err := s.findProcess(c.processID)
 	if err != nil {

@@ -122,7 +122,7 @@ func TestTools(t *testing.T) {
 		{"todo", `{"op":"finish"}`, `field "op" must be one of init, start, done`, true},
 		{"todo", `{"op":"view","task":"a"}`, `field "task" does not go with op view (it takes no other field)`, true},
 		{"todo", `{"op":"append","phase":"Build","items":["b"]}`, `Errors: Task "b" already exists`, true},
-		{"process", `{"action":"list"}`, `{"processes":[]}`, false},
+		{"process", `{"action":"list"}`, `[]`, false},
 		{"process", `{"action":"fly"}`, `field "action" must be one of spawn, list`, true},
 		{"process", `{"action":"logs","processId":"x"}`, "process not found: x", true},
 		{"process", `{"action":"list","processId":"x"}`, `field "processId" does not go with action list`, true},

@@ -1,0 +1,371 @@
+package main
+
+// The session catalog (§6 session_list, session_delete): the session files
+// on disk, listed without loading them and deleted only where they
+// belong. pi has no command for this (its clients read the folder
+// themselves); these are the original system's. The core takes plain
+// values, not a request, so that the ACP mode's session/list and
+// session/delete (§12.3) are the same code.
+//
+// What a row costs: a file is read for at most catalogHeadBytes from its
+// start and catalogTailBytes from its end, whatever its size, so a 1 GiB
+// session costs as much as a small one. The header gives the id and cwd;
+// the first user message found in the head gives the summary; the last
+// session_info in head or tail gives the name. messageCount is exact for
+// a file read whole (up to catalogHeadBytes) and null for a larger one:
+// counting its messages would mean reading all of it.
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+const (
+	catalogHeadBytes   = 256 << 10 // read from a file's start; a file this small is read whole
+	catalogTailBytes   = 64 << 10  // read from the end of a larger one, for a late rename
+	catalogSummaryRune = 80        // a summary's length at most, in characters
+)
+
+// sessionStore is where session files live: root is pi's sessions folder
+// (<agent dir>/sessions, one folder per working directory, named by
+// defaultSessionDir), or with flat a --session-dir holding the files of
+// every working directory itself.
+type sessionStore struct {
+	root string
+	flat bool
+}
+
+// sessionRow is one session of session_list: the original's row fields.
+type sessionRow struct {
+	SessionID     string  `json:"sessionId"`
+	Name          *string `json:"name"` // null when the session has none
+	Cwd           string  `json:"cwd"`
+	Path          string  `json:"path"`
+	Summary       string  `json:"summary"`       // the first user message's first line, ≤ 80 characters ("" when none was read)
+	ModifiedEpoch int64   `json:"modifiedEpoch"` // the file's modification time, in seconds
+	Size          int64   `json:"size"`          // in bytes
+	MessageCount  *int    `json:"messageCount"`  // null when the file is too large to count cheaply
+
+	modified int64 // in nanoseconds, for the order
+}
+
+// listSessions lists the sessions of cwd, or of every working directory
+// when cwd is "", newest first (ties by path). The cwd's sessions are the
+// files of its folder; in a flat store, the files whose header names cwd
+// (pi's rule for a --session-dir). Anything that is not a session file
+// (another name, a symlink, a file whose first line is no session header)
+// is skipped; a folder that cannot be read too, except the root or the
+// cwd's own folder. It stops when ctx ends.
+func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessionRow, error) {
+	var dirs []string
+	single := store.flat || cwd != "" // one folder: the flat one, or the cwd's
+	switch {
+	case store.flat:
+		dirs = []string{store.root}
+	case cwd != "":
+		dirs = []string{defaultSessionDir(filepath.Dir(store.root), cwd)} // the root is <agent dir>/sessions
+	default:
+		entries, err := os.ReadDir(store.root)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("Cannot list sessions in %s: %v", store.root, unwrapPathError(err))
+		}
+		for _, e := range entries {
+			if e.Type().IsDir() { // a symlink to a folder is not followed
+				dirs = append(dirs, filepath.Join(store.root, e.Name()))
+			}
+		}
+	}
+	rows := []sessionRow{}
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil && single && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("Cannot list sessions in %s: %v", dir, unwrapPathError(err))
+		}
+		for _, e := range entries {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
+				continue
+			}
+			row, ok := readSessionRow(filepath.Join(dir, e.Name()))
+			if ok && (!store.flat || cwd == "" || row.Cwd == cwd) {
+				rows = append(rows, row)
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b sessionRow) int {
+		return cmp.Or(cmp.Compare(b.modified, a.modified), strings.Compare(a.Path, b.Path))
+	})
+	return rows, nil
+}
+
+// catalogEntry is what a row needs of a session entry.
+type catalogEntry struct {
+	Type    string          `json:"type"`
+	Name    *string         `json:"name"`
+	Message json.RawMessage `json:"message"`
+}
+
+// readSessionRow reads a session file's row; ok is false when it is not
+// a session file.
+func readSessionRow(path string) (row sessionRow, ok bool) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return row, false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return row, false
+	}
+	row, ok = sessionRowOf(f, info.Size())
+	row.Path, row.ModifiedEpoch, row.Size, row.modified = path, info.ModTime().Unix(), info.Size(), info.ModTime().UnixNano()
+	return row, ok
+}
+
+// sessionRowOf reads the row's fields from a session file's content of
+// size bytes, reading no more than its head and tail.
+func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
+	whole := size <= catalogHeadBytes
+	head := bufio.NewReaderSize(io.NewSectionReader(f, 0, catalogHeadBytes), 64<<10)
+	first, err := head.ReadBytes('\n')
+	if err != nil && (err != io.EOF || !whole) {
+		return row, false // no whole first line within the head
+	}
+	header, ok := parseSessionHeader(first)
+	if !ok {
+		return row, false
+	}
+	row.SessionID, row.Cwd = header.ID, header.Cwd
+	messages, summarized := 0, false
+	take := func(line []byte, namesOnly bool) {
+		var e catalogEntry
+		if json.Unmarshal(line, &e) != nil || namesOnly && e.Type != "session_info" {
+			return
+		}
+		switch e.Type {
+		case "session_info":
+			row.Name = nil
+			if e.Name != nil && strings.TrimSpace(*e.Name) != "" {
+				name := strings.TrimSpace(*e.Name)
+				row.Name = &name
+			}
+		case "message":
+			messages++
+			if text, isUser := userText(e.Message); isUser && !summarized && strings.TrimSpace(text) != "" {
+				row.Summary, summarized = summaryLine(text), true
+			}
+		}
+	}
+	for {
+		line, err := head.ReadBytes('\n')
+		if err != nil && !whole {
+			break // the line the head cuts: the tail has what follows
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			take(line, false)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if whole {
+		row.MessageCount = &messages
+		return row, true
+	}
+	// A larger file: its last lines, for a name given later on.
+	start := max(size-catalogTailBytes-1, catalogHeadBytes-1) // from the byte before a line the head did not take
+	tail := make([]byte, size-start)
+	n, _ := f.ReadAt(tail, start)
+	tail = tail[:n]
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:] // the first line is cut (or ends just before the tail)
+		for _, line := range bytes.Split(tail, []byte("\n")) {
+			if bytes.Contains(line, []byte(`"session_info"`)) { // only names count here
+				take(line, true)
+			}
+		}
+	}
+	return row, true
+}
+
+// parseSessionHeader reads a session file's first line: a header has
+// type "session" and an id.
+func parseSessionHeader(line []byte) (sessionHeader, bool) {
+	var header struct {
+		Type string `json:"type"`
+		sessionHeader
+	}
+	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+		return sessionHeader{}, false
+	}
+	return header.sessionHeader, true
+}
+
+// isSessionFile reports whether path is a regular file whose first line
+// (within catalogHeadBytes) is a session header.
+func isSessionFile(path string) bool {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
+	if err != nil && err != io.EOF {
+		return false
+	}
+	_, ok := parseSessionHeader(first)
+	return ok
+}
+
+// summaryLine is the first non-blank line of text, at most 80 characters
+// (cut with "…").
+func summaryLine(text string) string {
+	line := ""
+	for l := range strings.Lines(text) {
+		if line = strings.TrimSpace(l); line != "" {
+			break
+		}
+	}
+	if utf8.RuneCountInString(line) <= catalogSummaryRune {
+		return line
+	}
+	runes := []rune(line)
+	return strings.TrimSpace(string(runes[:catalogSummaryRune-1])) + "…"
+}
+
+// deleteSession removes the session file at path (absolute) and its loops
+// file. It refuses, deleting nothing, the current session (current, ""
+// for none) and any path that is not a session file inside store's tree
+// (a file of one of its project folders, or of the flat folder), judged
+// after symlinks and ".." are resolved.
+func deleteSession(store sessionStore, path, current string) error {
+	notOurs := func(why string) error {
+		return fmt.Errorf("Cannot delete %s: %s", path, why)
+	}
+	if current != "" && sameSessionPath(path, current) {
+		return errors.New("Cannot delete the current session")
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("Session file not found: %s", path)
+	}
+	if err != nil {
+		return notOurs(unwrapPathError(err).Error())
+	}
+	if current != "" && sameSessionPath(real, current) {
+		return errors.New("Cannot delete the current session")
+	}
+	outside := "it is not in a project's folder of the session directory " + store.root
+	depth := 2 // a project's folder, then the file
+	if store.flat {
+		outside, depth = "it is not in the session directory "+store.root, 1
+	}
+	root, err := filepath.EvalSymlinks(store.root)
+	if err != nil {
+		return notOurs(outside)
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil || !filepath.IsLocal(rel) || len(strings.Split(rel, string(filepath.Separator))) != depth {
+		return notOurs(outside)
+	}
+	if !strings.HasSuffix(real, ".jsonl") || !isSessionFile(real) {
+		return notOurs("it is not a session file")
+	}
+	if err := os.Remove(real); err != nil {
+		return notOurs(unwrapPathError(err).Error())
+	}
+	loops := loopsFileOf(real)
+	if info, err := os.Lstat(loops); err == nil && info.Mode().IsRegular() {
+		os.Remove(loops)
+	}
+	return nil
+}
+
+// sameSessionPath reports whether two paths name the same session file:
+// the same path once symlinks are resolved (a file not written yet
+// resolves through its folder), or the same file on disk.
+func sameSessionPath(a, b string) bool {
+	resolve := func(p string) string {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(dir, filepath.Base(p))
+		}
+		return filepath.Clean(p)
+	}
+	if resolve(a) == resolve(b) {
+		return true
+	}
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
+}
+
+// ---- The commands ----
+
+// sessionStore is this server's: --session-dir (flat), else pi's
+// sessions folder in the agent directory.
+func (s *server) sessionStore() sessionStore {
+	if dir := s.set.cfg.sessionDir; dir != "" {
+		return sessionStore{root: resolvePath(s.set.cfg.cwd, dir), flat: true}
+	}
+	return sessionStore{root: filepath.Join(s.set.agentDir, "sessions")}
+}
+
+// sessionList lists the session files on disk, read in the background.
+// Fields: [scope]: "current" (default: the sessions of this cwd) or
+// "all_projects". Answer: {"sessions":[{sessionId, name, cwd, path,
+// summary, modifiedEpoch, size, messageCount}]}, newest first.
+func (s *server) sessionList(r *request) (any, error) {
+	scope := "current"
+	if r.has("scope") {
+		var err error
+		if scope, err = r.enum("scope", []string{"current", "all_projects"}); err != nil {
+			return nil, err
+		}
+	}
+	store, cwd := s.sessionStore(), s.set.cwd
+	if scope == "all_projects" {
+		cwd = ""
+	}
+	s.answerLater(r, func() (any, error) {
+		rows, err := listSessions(s.ctx, store, cwd)
+		return struct {
+			Sessions []sessionRow `json:"sessions"`
+		}{rows}, err
+	})
+	return noReply{}, nil
+}
+
+// sessionDelete deletes a session file and its loops file, in the
+// background.
+// Fields: sessionPath (relative to the cwd, or absolute). Answer: null.
+// Fails "Cannot delete the current session" for the session in use, and
+// "Cannot delete <path>: …" for a path that is not a session file inside
+// the session directory (nothing is deleted then).
+func (s *server) sessionDelete(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	path = resolvePath(s.set.cwd, path)
+	store, current := s.sessionStore(), s.conv.info().path
+	s.answerLater(r, func() (any, error) {
+		return nil, deleteSession(store, path, current)
+	})
+	return noReply{}, nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bigSession is a session file of size bytes made up as it is read: a
+// header and a user message, then one long answer, then a rename. It
+// counts the bytes read.
+type bigSession struct {
+	head, tail string
+	size, read int64
+}
+
+func (b *bigSession) ReadAt(p []byte, off int64) (int, error) {
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), b.size-off))
+	tailAt := b.size - int64(len(b.tail))
+	for i := range n {
+		at := off + int64(i)
+		switch {
+		case at < int64(len(b.head)):
+			p[i] = b.head[at]
+		case at >= tailAt:
+			p[i] = b.tail[at-tailAt]
+		default:
+			p[i] = 'x'
+		}
+	}
+	b.read += int64(n)
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestSessionRowOfHugeFile: a 1 GiB session costs its head and tail, not
+// 1 GiB: the row has its id, cwd, summary and late name, and no count.
+func TestSessionRowOfHugeFile(t *testing.T) {
+	f := &bigSession{size: 1 << 30,
+		head: `{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
+			`{"type":"session_info","id":"e0","parentId":null,"name":"Early"}` + "\n" +
+			`{"type":"message","id":"e1","parentId":"e0","message":{"role":"user","content":"First line\nsecond"}}` + "\n" +
+			`{"type":"message","id":"e2","parentId":"e1","message":{"role":"assistant","content":[{"type":"text","text":"`,
+		tail: `"}]}}` + "\n" + `{"type":"session_info","id":"e3","parentId":"e2","name":"Late"}` + "\n" +
+			`{"type":"message","id":"e4","parentId":"e3","message":{"role":"user","content":"\"session_info\" in a message"}}` + "\n",
+	}
+	row, ok := sessionRowOf(f, f.size)
+	if !ok || row.SessionID != "s1" || row.Cwd != "/p" || row.Summary != "First line" || row.Name == nil || *row.Name != "Late" || row.MessageCount != nil {
+		t.Errorf("row %+v (ok %v)", row, ok)
+	}
+	if most := int64(catalogHeadBytes + catalogTailBytes + 1); f.read > most {
+		t.Errorf("read %d bytes of a 1 GiB file, want at most %d", f.read, most)
+	}
+}
+
+// TestSessionRowOfSmallFile: a file read whole gets its exact count and
+// its last name; a blank session_info name clears it, as in pi.
+func TestSessionRowOfSmallFile(t *testing.T) {
+	content := `{"type":"session","version":3,"id":"s2","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
+		`{"type":"message","id":"e1","message":{"role":"user","content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}}` + "\n" +
+		`{"type":"message","id":"e2","message":{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("é", 100) + `"}]}}` + "\n" +
+		`{"type":"session_info","id":"e3","name":"Named"}` + "\n" +
+		`{"type":"session_info","id":"e4","name":"  "}` + "\n" +
+		`{"type":"message","id":"e5","message":{"role":"assistant","content":[]}}` + "\n" +
+		`{"type":"message","id":"e6","mes` // a torn last line
+	row, ok := sessionRowOf(strings.NewReader(content), int64(len(content)))
+	if !ok || row.MessageCount == nil || *row.MessageCount != 3 || row.Name != nil || row.Summary != strings.Repeat("é", 79)+"…" {
+		t.Errorf("row %+v (ok %v)", row, ok)
+	}
+	for _, notSession := range []string{"", "not json\n", `{"type":"message"}` + "\n", `{"type":"session"}` + "\n"} {
+		if row, ok := sessionRowOf(strings.NewReader(notSession), int64(len(notSession))); ok {
+			t.Errorf("%q taken as a session: %+v", notSession, row)
+		}
+	}
+}
+
+// writeSession writes a session file with a header (and makes its folder).
+func writeSession(t *testing.T, path string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	header := `{"type":"session","version":3,"id":"` + filepath.Base(path) + `","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
+	if err := os.WriteFile(path, []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeleteSession: a session file of a project folder goes, with its
+// loops file; everything else is refused and left as it was, judged
+// after symlinks and ".." are resolved.
+func TestDeleteSession(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "agent", "sessions")
+	store := sessionStore{root: root}
+	project := filepath.Join(root, "--p--")
+	outside := filepath.Join(base, "elsewhere")
+	for _, p := range []string{"a.jsonl", "b.jsonl", "sub/deep.jsonl", "notes.txt"} {
+		writeSession(t, filepath.Join(project, p))
+	}
+	writeSession(t, filepath.Join(root, "loose.jsonl"))
+	writeSession(t, filepath.Join(outside, "o.jsonl"))
+	os.WriteFile(filepath.Join(project, "a.jsonl.loops.json"), []byte(`{"version":1,"tasks":[]}`), 0o644)
+	os.Mkdir(filepath.Join(project, "b.jsonl.loops.json"), 0o755) // not a file: kept
+	os.WriteFile(filepath.Join(project, "plain.jsonl"), []byte("no header\n"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "--evil--"))
+	os.Symlink(filepath.Join(outside, "o.jsonl"), filepath.Join(project, "link.jsonl"))
+	alias := filepath.Join(base, "alias")
+	os.Symlink(root, alias)
+	current := filepath.Join(project, "current.jsonl") // not written yet
+
+	refusals := []struct{ path, want string }{
+		{filepath.Join(alias, "--p--", "current.jsonl"), "Cannot delete the current session"},
+		{filepath.Join(project, "sub", "deep.jsonl"), "not in a project's folder"},
+		{filepath.Join(root, "loose.jsonl"), "not in a project's folder"},
+		{filepath.Join(project, "..", "loose.jsonl"), "not in a project's folder"},
+		{filepath.Join(root, "--evil--", "o.jsonl"), "not in a project's folder"},
+		{filepath.Join(project, "link.jsonl"), "not in a project's folder"},
+		{filepath.Join(project, "notes.txt"), "not a session file"},
+		{filepath.Join(project, "plain.jsonl"), "not a session file"},
+		{filepath.Join(project, "gone.jsonl"), "Session file not found"},
+	}
+	for _, r := range refusals {
+		if err := deleteSession(store, r.path, current); err == nil || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("delete %s: %v, want %q", r.path, err, r.want)
+		}
+	}
+	for _, kept := range []string{"--p--/sub/deep.jsonl", "--p--/notes.txt", "--p--/plain.jsonl", "--p--/link.jsonl", "loose.jsonl"} {
+		if _, err := os.Lstat(filepath.Join(root, kept)); err != nil {
+			t.Errorf("refused, yet %s is gone: %v", kept, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "o.jsonl")); err != nil {
+		t.Errorf("a file outside is gone: %v", err)
+	}
+
+	if err := deleteSession(store, filepath.Join(alias, "--p--", "a.jsonl"), current); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteSession(store, filepath.Join(project, "b.jsonl"), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"a.jsonl", "a.jsonl.loops.json", "b.jsonl"} {
+		if _, err := os.Lstat(filepath.Join(project, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there (%v)", gone, err)
+		}
+	}
+	if info, err := os.Lstat(filepath.Join(project, "b.jsonl.loops.json")); err != nil || !info.IsDir() {
+		t.Errorf("a folder named like a loops file was removed (%v)", err)
+	}
+}
+
+// TestListSessionsSkipsWhatIsNotASession: symlinks (to a file or a
+// folder) are not followed, and a list stops when its context ends.
+func TestListSessionsSkipsWhatIsNotASession(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "sessions")
+	writeSession(t, filepath.Join(root, "--p--", "a.jsonl"))
+	writeSession(t, filepath.Join(base, "elsewhere", "o.jsonl"))
+	os.Symlink(filepath.Join(base, "elsewhere", "o.jsonl"), filepath.Join(root, "--p--", "link.jsonl"))
+	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(root, "--linked--"))
+	rows, err := listSessions(context.Background(), sessionStore{root: root}, "")
+	if err != nil || len(rows) != 1 || rows[0].SessionID != "a.jsonl" {
+		t.Errorf("rows %+v, %v", rows, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := listSessions(ctx, sessionStore{root: root}, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled list: %v", err)
+	}
+	if rows, err := listSessions(context.Background(), sessionStore{root: filepath.Join(base, "none")}, ""); err != nil || len(rows) != 0 {
+		t.Errorf("no sessions folder: %+v, %v", rows, err)
+	}
+}
