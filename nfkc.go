@@ -10,6 +10,7 @@ package main
 // combining marks by class, compose canonically.
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,17 @@ type nfkcTables struct {
 	class   map[rune]uint8
 	compose map[[2]rune]rune
 	second  map[rune]bool // runes that are the second of some composition
+	// bmp holds the flags of each rune below U+10000 (see flags).
+	bmp [0x10000]uint8
 }
+
+const (
+	nfkcDecomposes = 1 << iota
+	nfkcHasClass
+	nfkcIsSecond
+	nfkcAttached // what it decomposes to starts with a rune that has a class or is a second
+	nfkcStable   // it decomposes, and composes back to itself
+)
 
 var nfkcData = sync.OnceValue(loadNFKC)
 
@@ -92,7 +103,43 @@ func loadNFKC() *nfkcTables {
 	for r := rune(hangulT + 1); r < hangulT+hangulTCount; r++ {
 		t.second[r] = true
 	}
+	for r := range rune(0x10000) {
+		t.bmp[r] = t.lookFlags(r)
+	}
 	return t
+}
+
+// flags says whether r decomposes, has a class, is a second, starts with
+// a rune that does (attached), or decomposes and composes back (stable).
+func (t *nfkcTables) flags(r rune) uint8 {
+	if r < 0x10000 {
+		return t.bmp[r]
+	}
+	return t.lookFlags(r)
+}
+
+func (t *nfkcTables) lookFlags(r rune) uint8 {
+	var f uint8
+	if t.class[r] != 0 {
+		f |= nfkcHasClass
+	}
+	if t.second[r] {
+		f |= nfkcIsSecond
+	}
+	first := r
+	switch d, ok := t.decomp[r]; {
+	case ok:
+		f, first = f|nfkcDecomposes, d[0]
+		if c := t.composed(t.ordered(slices.Clone(d))); len(c) == 1 && c[0] == r {
+			f |= nfkcStable
+		}
+	case r >= hangulS && r < hangulS+hangulSCount:
+		f, first = f|nfkcDecomposes|nfkcStable, hangulL
+	}
+	if t.class[first] != 0 || t.second[first] {
+		f |= nfkcAttached
+	}
+	return f
 }
 
 // nfkc returns s in normalization form KC. Bytes that are not UTF-8 are
@@ -118,7 +165,11 @@ func nfkc(s string) string {
 	var seg []rune
 	flush := func() {
 		if len(seg) == 1 {
-			b.WriteRune(seg[0])
+			if seg[0] < utf8.RuneSelf {
+				b.WriteByte(byte(seg[0]))
+			} else {
+				b.WriteRune(seg[0])
+			}
 		} else if len(seg) > 1 {
 			for _, r := range t.composed(t.ordered(seg)) {
 				b.WriteRune(r)
@@ -127,15 +178,25 @@ func nfkc(s string) string {
 		seg = seg[:0]
 	}
 	add := func(r rune) {
-		if t.class[r] == 0 && !t.second[r] {
+		if t.flags(r)&(nfkcHasClass|nfkcIsSecond) == 0 {
 			flush()
 		}
 		seg = append(seg, r)
 	}
 	for i < len(s) {
-		if s[i] < utf8.RuneSelf {
-			add(rune(s[i]))
-			i++
+		if s[i] < utf8.RuneSelf { // a run of ASCII, copied but for its last character
+			j := i + 1
+			for j < len(s) && s[j] < utf8.RuneSelf {
+				j++
+			}
+			flush()
+			if t.boundary(s[j:]) {
+				b.WriteString(s[i:j])
+			} else {
+				b.WriteString(s[i : j-1])
+				seg = append(seg, rune(s[j-1]))
+			}
+			i = j
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -145,12 +206,18 @@ func nfkc(s string) string {
 			i++
 			continue
 		}
+		f := t.flags(r)
+		if f&nfkcAttached == 0 && f&(nfkcDecomposes|nfkcStable) != nfkcDecomposes && t.boundary(s[i+size:]) {
+			// Nothing before or after it can change it: as it is.
+			flush()
+			b.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
 		i += size
-		switch d, ok := t.decomp[r]; {
-		case ok:
-			for _, x := range d {
-				add(x)
-			}
+		switch {
+		case f&nfkcDecomposes == 0:
+			add(r)
 		case r >= hangulS && r < hangulS+hangulSCount:
 			n := r - hangulS
 			add(hangulL + n/hangulNCount)
@@ -159,11 +226,23 @@ func nfkc(s string) string {
 				add(hangulT + n%hangulTCount)
 			}
 		default:
-			add(r)
+			for _, x := range t.decomp[r] {
+				add(x)
+			}
 		}
 	}
 	flush()
 	return b.String()
+}
+
+// boundary reports whether what comes next in s starts afresh: nothing
+// in it composes or reorders with what came before.
+func (t *nfkcTables) boundary(s string) bool {
+	if s == "" || s[0] < utf8.RuneSelf {
+		return true
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	return r == utf8.RuneError && size == 1 || t.flags(r)&nfkcAttached == 0
 }
 
 // ordered puts each run of combining marks in order of class (stable).
