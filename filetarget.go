@@ -181,23 +181,21 @@ func (t *fileTarget) read(limit int64) ([]byte, error) {
 // for a new file, the open folder); verb names the tool in errors. With
 // before, an existing file must still hold exactly that.
 func (t *fileTarget) write(verb string, before, content []byte) error {
-	changed := func(what string) error {
-		return fmt.Errorf("Cannot %s %s: %s while this call was waiting (it led to %s); nothing was written", verb, t.path, what, t.real)
-	}
+	pathChanged := fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
 	if t.check() != nil {
-		return changed("the path changed")
+		return pathChanged
 	}
 	if t.file == nil {
 		err := t.create(content)
 		if errors.Is(err, errPathChanged) {
-			return changed("the path changed")
+			return pathChanged
 		}
 		return err
 	}
 	if before != nil {
 		now, err := t.read(int64(len(before)) + 1)
 		if err != nil || !bytes.Equal(now, before) {
-			return changed("the file changed")
+			return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
 		}
 	}
 	err := t.file.Truncate(0)
