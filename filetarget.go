@@ -44,10 +44,15 @@ type fileTarget struct {
 var errPathChanged = errors.New("the path changed")
 
 // openTarget opens the file at path (abs) for a call that will change it:
-// an existing regular file (following symlinks), or with create the place
-// where a new one will be.
+// an existing regular file (following symlinks; for writing, and with
+// create only for writing), or with create the place where a new one will
+// be.
 func (s *server) openTarget(path, abs string, create bool) (*fileTarget, error) {
-	f, err := openRegular(abs, os.O_RDWR, 0)
+	flag := os.O_RDWR
+	if create {
+		flag = os.O_WRONLY // write reads nothing: a file it may write but not read is still written
+	}
+	f, err := openRegular(abs, flag, 0)
 	if err == nil {
 		t := &fileTarget{path: path, abs: abs, file: f}
 		t.id, err = f.Stat()
@@ -179,7 +184,8 @@ func (t *fileTarget) read(limit int64) ([]byte, error) {
 
 // write sets the file's content after check, through the open file (or,
 // for a new file, the open folder); verb names the tool in errors. With
-// before, an existing file must still hold exactly that.
+// before (edit, which opened it for reading too), an existing file must
+// still hold exactly that.
 func (t *fileTarget) write(verb string, before, content []byte) error {
 	pathChanged := fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
 	if t.check() != nil {

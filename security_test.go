@@ -168,6 +168,11 @@ func TestApprovalHoldsUntilTheWrite(t *testing.T) {
 			t.Skip("no symlinks here:", err)
 		}
 	}
+	// linkToKeys puts a symlink to outside/keys where notes.md was.
+	linkToKeys := func(t *testing.T, d dirs) {
+		os.Rename(filepath.Join(d.cwd, "notes.md"), filepath.Join(d.cwd, "notes.old"))
+		symlink(t, filepath.Join(d.outside, "keys"), filepath.Join(d.cwd, "notes.md"))
+	}
 	for _, tc := range []struct {
 		name, tool, args, dialog string
 		setup, swap              func(t *testing.T, d dirs)
@@ -181,10 +186,7 @@ func TestApprovalHoldsUntilTheWrite(t *testing.T) {
 			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original"), 0o644)
 			os.WriteFile(filepath.Join(d.outside, "keys"), []byte("secret"), 0o644)
 		},
-		swap: func(t *testing.T, d dirs) {
-			os.Rename(filepath.Join(d.cwd, "notes.md"), filepath.Join(d.cwd, "notes.old"))
-			symlink(t, filepath.Join(d.outside, "keys"), filepath.Join(d.cwd, "notes.md"))
-		},
+		swap:    linkToKeys,
 		outside: "keys", want: "secret", error: "Cannot write notes.md: the path changed while this call was waiting",
 	}, {
 		name: "write a new file", tool: "write", args: `{"path":"new.md","content":"approved"}`,
@@ -207,10 +209,7 @@ func TestApprovalHoldsUntilTheWrite(t *testing.T) {
 			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original"), 0o644)
 			os.WriteFile(filepath.Join(d.outside, "keys"), []byte("original"), 0o644)
 		},
-		swap: func(t *testing.T, d dirs) {
-			os.Rename(filepath.Join(d.cwd, "notes.md"), filepath.Join(d.cwd, "notes.old"))
-			symlink(t, filepath.Join(d.outside, "keys"), filepath.Join(d.cwd, "notes.md"))
-		},
+		swap:    linkToKeys,
 		outside: "keys", want: "original", error: "Cannot edit notes.md: the path changed while this call was waiting",
 	}, {
 		name: "edit of a file changed meanwhile", tool: "edit", args: `{"path":"notes.md","edits":[{"oldText":"original","newText":"approved"}]}`,

@@ -21,23 +21,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export npm_config_cache="$work/npm-cache" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-mkdir -p "$work/tmp" && export TMPDIR="$work/tmp"
-
-pkgdir=${PI_COMPAT_CACHE:-$work/pkgs}
-mkdir -p "$pkgdir"
-pkgdir=$(cd "$pkgdir" && pwd)
-if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
-  echo "installing pi 1.6.0 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error @earendil-works/pi-coding-agent@1.6.0 >/dev/null
-fi
+. "$repo/scripts/pi16.sh"     # sets pkgdir and pi16
 . "$repo/scripts/node22.sh"   # sets nodebin
 echo "node $("$nodebin/node" --version) (Unicode $("$nodebin/node" -p process.versions.unicode))"
 
 status=0
-"$nodebin/node" scripts/pi-edit-compare.mjs "$pkgdir/node_modules/@earendil-works/pi-coding-agent" \
+"$nodebin/node" scripts/pi-edit-compare.mjs "$pi16" \
   "$pkgdir/node_modules/@earendil-works/pi-ai" testdata/edit ${1:+"$1"} || status=1
-"$nodebin/node" scripts/pi-edit-compare.mjs "$pkgdir/node_modules/@earendil-works/pi-coding-agent" \
+"$nodebin/node" scripts/pi-edit-compare.mjs "$pi16" \
   "$pkgdir/node_modules/@earendil-works/pi-ai" testdata/edit --random 5000 "$work/edits.jsonl"
 
 "$nodebin/node" -e '
