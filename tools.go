@@ -36,7 +36,8 @@ type tool struct {
 	accepts     json.RawMessage // what decodeToolCall enforces instead, when the tool takes more than schema says (edit)
 	parseOnce   sync.Once       // parsed is decoded from accepts or schema at the tool's first call, not at startup
 	parsed      map[string]any
-	// decode builds the call from arguments already checked against schema.
+	// decode builds the call from arguments already checked against
+	// accepts (else schema).
 	decode func(s *server, raw json.RawMessage) (toolCall, error)
 }
 
@@ -657,6 +658,9 @@ func (c *writeCall) describe() (string, string) {
 }
 
 func (c *writeCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	if ctx.Err() != nil {
+		return toolResult{}, errors.New("Operation aborted")
+	}
 	if err := c.target.write("write", nil, []byte(c.content)); err != nil {
 		return toolResult{}, err
 	}
