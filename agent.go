@@ -835,17 +835,14 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 	return results
 }
 
-// runTool decodes one tool call, asks for approval when its tool is behind
-// --confirm (showing what the decoded call will do), and runs that same
-// decoded call, streaming its updates. A panic in a tool becomes its error
-// result.
+// runTool decodes one tool call, opens what it changes (write, edit), asks
+// for approval when its tool is behind --confirm (showing what the decoded
+// call will do to what it opened), and runs that same decoded call,
+// streaming its updates. A panic in a tool becomes its error result.
 func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
 	call, err := s.decodeToolCall(block.Name, block.Arguments)
 	if err != nil {
 		return textResult(err.Error()), true
-	}
-	if slices.Contains(s.set.confirm, block.Name) && !s.approve(ctx, call) {
-		return textResult("Denied by user"), true
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -853,6 +850,15 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 			res, isError = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true
 		}
 	}()
+	if p, ok := call.(preparer); ok {
+		defer p.release()
+		if err := p.prepare(s); err != nil {
+			return textResult(err.Error()), true
+		}
+	}
+	if slices.Contains(s.set.confirm, block.Name) && !s.approve(ctx, call) {
+		return textResult("Denied by user"), true
+	}
 	s.status("running " + block.Name)
 	update := func(partial toolResult) {
 		for i, b := range partial.Content {
@@ -1248,8 +1254,13 @@ func (s *server) systemPrompt() string {
 		for _, t := range s.set.tools {
 			fmt.Fprintf(&b, "- %s: %s\n", t.name, t.summary)
 		}
-		b.WriteString("\nGuidelines:\n- Read files before editing them.\n- Use edit for precise changes and write for new files or complete rewrites.\n" +
-			"- Keep answers short and concrete; show file paths clearly.")
+		b.WriteString("\nGuidelines:\n- Read files before editing them.\n- Use edit for precise changes and write for new files or complete rewrites.\n")
+		for _, t := range s.set.tools {
+			for _, g := range t.guidelines {
+				b.WriteString("- " + g + "\n")
+			}
+		}
+		b.WriteString("- Keep answers short and concrete; show file paths clearly.")
 	}
 	if cfg.appendSystemPrompt != "" {
 		b.WriteString("\n\n" + cfg.appendSystemPrompt)

@@ -547,6 +547,9 @@ var wantInRequest = map[string][]string{
 		`"tool_calls":[{"function":{"arguments":"{\"command\":\"echo hi\"}","name":"bash"},"id":"call_1","type":"function"}]`,
 		`{"content":"hi\n","role":"tool","tool_call_id":"call_1"}`,
 		`"tools":[{"function":{"description":`, `"name":"read"`,
+		// edit as pi 1.6 offers it, and its guidelines in the system prompt.
+		`"name":"edit","parameters":{"properties":{"edits":{"description":"One or more replacements`,
+		`"required":["path","edits"]`, `- Use edit for targeted changes, and put all the changes to one file in one call.`,
 	},
 	apiResponses: {
 		`"stream":true`, `"store":false`, `"max_output_tokens":4096`, `"model":"fake-model"`,

@@ -109,19 +109,33 @@ func parseFixture(path string) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fixture{path: path, sections: map[string]string{}}
+	f := &fixture{path: path}
+	f.comment, f.sections, f.order = splitSections(string(data))
+	if strings.TrimSpace(f.comment) == "" {
+		return nil, fmt.Errorf("%s: a fixture starts with a sentence saying what it shows", path)
+	}
+	if _, ok := f.sections["input.jsonl"]; !ok {
+		return nil, fmt.Errorf("%s: no -- input.jsonl -- section", path)
+	}
+	return f, nil
+}
+
+// splitSections splits a txtar-style file into the text before its first
+// "-- NAME --" line and its sections, in order.
+func splitSections(data string) (comment string, sections map[string]string, order []string) {
+	sections = map[string]string{}
 	name := ""
 	var text strings.Builder
 	flush := func() {
 		if name == "" {
-			f.comment = text.String()
+			comment = text.String()
 		} else {
-			f.sections[name] = text.String()
-			f.order = append(f.order, name)
+			sections[name] = text.String()
+			order = append(order, name)
 		}
 		text.Reset()
 	}
-	for _, line := range strings.SplitAfter(string(data), "\n") {
+	for _, line := range strings.SplitAfter(data, "\n") {
 		trimmed := strings.TrimRight(line, "\n")
 		if strings.HasPrefix(trimmed, "-- ") && strings.HasSuffix(trimmed, " --") {
 			flush()
@@ -131,13 +145,7 @@ func parseFixture(path string) (*fixture, error) {
 		text.WriteString(line)
 	}
 	flush()
-	if strings.TrimSpace(f.comment) == "" {
-		return nil, fmt.Errorf("%s: a fixture starts with a sentence saying what it shows", path)
-	}
-	if _, ok := f.sections["input.jsonl"]; !ok {
-		return nil, fmt.Errorf("%s: no -- input.jsonl -- section", path)
-	}
-	return f, nil
+	return comment, sections, order
 }
 
 func (f *fixture) format() []byte {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -150,5 +151,116 @@ func TestExportToFIFO(t *testing.T) {
 	ps.close()
 	if !bytes.Contains(ps.out.bytes(), []byte(`pipe.html: it is a named pipe (FIFO); the file tools only use regular files"`)) {
 		t.Errorf("export to a FIFO:\n%s", ps.out.bytes())
+	}
+}
+
+// TestApprovalHoldsUntilTheWrite: under --confirm write,edit, what the
+// dialog named is what is written. While each dialog is open the path is
+// replaced — by a symlink to a file outside the working directory, as a
+// background process could do — and then approved: nothing outside is
+// written or created, and the call says the path changed. An edit whose
+// file changed meanwhile writes nothing either (the dialog showed edits
+// of the old text).
+func TestApprovalHoldsUntilTheWrite(t *testing.T) {
+	type dirs struct{ cwd, outside string }
+	symlink := func(t *testing.T, target, link string) {
+		if err := os.Symlink(target, link); err != nil {
+			t.Skip("no symlinks here:", err)
+		}
+	}
+	// linkToKeys puts a symlink to outside/keys where notes.md was.
+	linkToKeys := func(t *testing.T, d dirs) {
+		os.Rename(filepath.Join(d.cwd, "notes.md"), filepath.Join(d.cwd, "notes.old"))
+		symlink(t, filepath.Join(d.outside, "keys"), filepath.Join(d.cwd, "notes.md"))
+	}
+	for _, tc := range []struct {
+		name, tool, args, dialog string
+		setup, swap              func(t *testing.T, d dirs)
+		outside, want            string // a file outside the cwd, and what it must hold ("" for: must not exist)
+		inside                   string // what notes.md must hold, when it says
+		error                    string
+	}{{
+		name: "write over a file", tool: "write", args: `{"path":"notes.md","content":"approved"}`,
+		dialog: "Write 8 bytes to notes.md (replace its 8 bytes)",
+		setup: func(t *testing.T, d dirs) {
+			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original"), 0o644)
+			os.WriteFile(filepath.Join(d.outside, "keys"), []byte("secret"), 0o644)
+		},
+		swap:    linkToKeys,
+		outside: "keys", want: "secret", error: "Cannot write notes.md: the path changed while this call was waiting",
+	}, {
+		name: "write a new file", tool: "write", args: `{"path":"new.md","content":"approved"}`,
+		dialog: "Write 8 bytes to new.md (create it)",
+		swap: func(t *testing.T, d dirs) {
+			symlink(t, filepath.Join(d.outside, "planted"), filepath.Join(d.cwd, "new.md"))
+		},
+		outside: "planted", error: "Cannot write new.md: the path changed while this call was waiting",
+	}, {
+		name: "write in a new folder", tool: "write", args: `{"path":"sub/new.md","content":"approved"}`,
+		dialog: "Write 8 bytes to sub/new.md (create it)",
+		swap: func(t *testing.T, d dirs) {
+			symlink(t, d.outside, filepath.Join(d.cwd, "sub"))
+		},
+		outside: "new.md", error: "Cannot write sub/new.md: the path changed while this call was waiting",
+	}, {
+		name: "edit", tool: "edit", args: `{"path":"notes.md","oldText":"original","newText":"approved"}`,
+		dialog: "Apply 1 edit to notes.md:\nedits[0] at line 1:\n- original\n+ approved",
+		setup: func(t *testing.T, d dirs) {
+			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original"), 0o644)
+			os.WriteFile(filepath.Join(d.outside, "keys"), []byte("original"), 0o644)
+		},
+		swap:    linkToKeys,
+		outside: "keys", want: "original", error: "Cannot edit notes.md: the path changed while this call was waiting",
+	}, {
+		name: "edit of a file changed meanwhile", tool: "edit", args: `{"path":"notes.md","edits":[{"oldText":"original","newText":"approved"}]}`,
+		dialog: "Apply 1 edit to notes.md:\nedits[0] at line 1:\n- original\n+ approved",
+		setup: func(t *testing.T, d dirs) {
+			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original"), 0o644)
+		},
+		swap: func(t *testing.T, d dirs) {
+			os.WriteFile(filepath.Join(d.cwd, "notes.md"), []byte("original, then more"), 0o644)
+		},
+		inside: "original, then more", error: "Cannot edit notes.md: the file changed while this call was waiting",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			d := dirs{t.TempDir(), t.TempDir()}
+			if tc.setup != nil {
+				tc.setup(t, d)
+			}
+			args, _ := json.Marshal([]string{tc.args})
+			startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"`+tc.tool+`","args":`+string(args)+`}]}`+"\n"+`{"text":["Done."]}`, e.agentDir)
+			os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"confirmTimeoutMs":60000}`), 0o644)
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", d.cwd, "--no-session", "--confirm", "write,edit"})
+			ps.send(`{"id":"p","type":"prompt","message":"go"}`)
+			ps.waitFor(`"method":"confirm"`)
+			var dialog map[string]any
+			for _, rec := range ps.records() {
+				if rec["method"] == "confirm" {
+					dialog = rec
+				}
+			}
+			if !strings.HasPrefix(dialog["message"].(string), tc.dialog) {
+				t.Errorf("the dialog says %q, want it to start %q", dialog["message"], tc.dialog)
+			}
+			tc.swap(t, d)
+			ps.send(fmt.Sprintf(`{"type":"extension_ui_response","id":%q,"confirmed":true}`, dialog["id"]))
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			if data, _ := os.ReadFile(filepath.Join(d.cwd, "notes.md")); tc.inside != "" && string(data) != tc.inside {
+				t.Errorf("notes.md holds %q, want %q", data, tc.inside)
+			}
+			data, err := os.ReadFile(filepath.Join(d.outside, tc.outside))
+			switch {
+			case tc.outside == "":
+			case tc.want == "" && err == nil:
+				t.Errorf("%s was created outside the working directory, holding %q", tc.outside, data)
+			case tc.want != "" && string(data) != tc.want:
+				t.Errorf("%s outside the working directory holds %q, want %q", tc.outside, data, tc.want)
+			}
+			if !bytes.Contains(ps.out.bytes(), []byte(tc.error)) || !bytes.Contains(ps.out.bytes(), []byte("nothing was written")) {
+				t.Errorf("the tool result does not say %q:\n%s", tc.error, ps.out.bytes())
+			}
+		})
 	}
 }

@@ -31,10 +31,13 @@ type tool struct {
 	name        string
 	summary     string // one line for the system prompt
 	description string
+	guidelines  []string        // for the system prompt, when the tool is offered
 	schema      json.RawMessage // JSON Schema of the arguments; also what decodeToolCall enforces
-	parseOnce   sync.Once       // parsed is decoded from schema at the tool's first call, not at startup
+	accepts     json.RawMessage // what decodeToolCall enforces instead, when the tool takes more than schema says (edit)
+	parseOnce   sync.Once       // parsed is decoded from accepts or schema at the tool's first call, not at startup
 	parsed      map[string]any
-	// decode builds the call from arguments already checked against schema.
+	// decode builds the call from arguments already checked against
+	// accepts (else schema).
 	decode func(s *server, raw json.RawMessage) (toolCall, error)
 }
 
@@ -45,6 +48,15 @@ type toolCall interface {
 	describe() (title, message string)
 	// run does it; update streams partial results.
 	run(ctx context.Context, s *server, call toolRun) (toolResult, error)
+}
+
+// preparer is a call that opens what it will change before the approval
+// dialog is built from it (write, edit), so that the dialog and the run
+// use the same open file; release lets go of it after the run or the
+// denial.
+type preparer interface {
+	prepare(s *server) error
+	release()
 }
 
 // toolRun is what a running call knows of itself.
@@ -72,11 +84,15 @@ func init() {
 	tools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
 }
 
-// params is the tool's schema, decoded once (TestToolSchemas proves that
-// every schema decodes).
+// params is what the tool's arguments are checked against (accepts, else
+// schema), decoded once (TestToolSchemas proves that every schema decodes).
 func (t *tool) params() map[string]any {
 	t.parseOnce.Do(func() {
-		if err := json.Unmarshal(t.schema, &t.parsed); err != nil {
+		checked := t.schema
+		if t.accepts != nil {
+			checked = t.accepts
+		}
+		if err := json.Unmarshal(checked, &t.parsed); err != nil {
 			panic("tool " + t.name + ": bad schema: " + err.Error())
 		}
 	})
@@ -597,7 +613,11 @@ func imageType(data []byte) string {
 
 // ---- write ----
 
-type writeCall struct{ path, abs, content, where string }
+type writeCall struct {
+	path, abs, content string
+	target             *fileTarget // what prepare opened
+	where              string      // where the path leads, for the dialog
+}
 
 var writeTool = &tool{
 	name:        "write",
@@ -608,26 +628,41 @@ var writeTool = &tool{
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
 		err := decodeChecked(raw, &a)
-		abs := s.toolPath(a.Path)
-		return &writeCall{a.Path, abs, a.Content, s.whereIs(abs)}, err
+		return &writeCall{path: a.Path, abs: s.toolPath(a.Path), content: a.Content}, err
 	},
+}
+
+// prepare opens the file, or the folder a new one will be made in.
+func (c *writeCall) prepare(s *server) error {
+	target, err := s.openTarget(c.path, c.abs, true)
+	if err != nil {
+		return fileError("write", c.path, err)
+	}
+	c.target, c.where = target, target.where(s)
+	return nil
+}
+
+func (c *writeCall) release() {
+	if c.target != nil {
+		c.target.close()
+	}
 }
 
 func (c *writeCall) describe() (string, string) {
 	what := "create it"
-	if info, err := os.Stat(c.abs); err == nil {
-		what = fmt.Sprintf("replace its %d bytes", info.Size())
+	if c.target.exists() {
+		what = fmt.Sprintf("replace its %d bytes", c.target.id.Size())
 	}
 	return "Allow write to " + escapeControl(c.path) + "?",
 		fmt.Sprintf("Write %d bytes to %s%s (%s):\n%s", len(c.content), escapeControl(c.path), c.where, what, showText("+ ", c.content))
 }
 
 func (c *writeCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
-	if err := os.MkdirAll(filepath.Dir(c.abs), 0o755); err != nil {
-		return toolResult{}, fmt.Errorf("Cannot create the directory of %s: %v", c.path, unwrapPathError(err))
+	if ctx.Err() != nil {
+		return toolResult{}, errors.New("Operation aborted")
 	}
-	if err := replaceFile(c.abs, []byte(c.content), os.O_CREATE); err != nil {
-		return toolResult{}, fileError("write", c.path, err)
+	if err := c.target.write("write", nil, []byte(c.content)); err != nil {
+		return toolResult{}, err
 	}
 	return textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(c.content), c.path)), nil
 }
@@ -671,70 +706,6 @@ func showText(prefix, text string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// ---- edit ----
-
-// maxEditBytes is the largest file edit changes.
-const maxEditBytes = 64 << 20
-
-type editCall struct{ path, abs, oldText, newText, where string }
-
-var editTool = &tool{
-	name:    "edit",
-	summary: "Make surgical edits to files (find exact text and replace)",
-	description: "Replace one exact, unique piece of text in a file. oldText must match the file exactly, whitespace " +
-		"and newlines included, and occur exactly once.",
-	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to edit"},` +
-		`"oldText":{"type":"string","description":"Exact text to find; must occur once"},"newText":{"type":"string","description":"Text to put in its place"}},` +
-		`"required":["path","oldText","newText"]}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
-		var a struct{ Path, OldText, NewText string }
-		err := decodeChecked(raw, &a)
-		abs := s.toolPath(a.Path)
-		return &editCall{a.Path, abs, a.OldText, a.NewText, s.whereIs(abs)}, err
-	},
-}
-
-func (c *editCall) describe() (string, string) {
-	return "Allow edit of " + escapeControl(c.path) + "?",
-		fmt.Sprintf("Replace %d lines with %d lines in %s%s:\n%s\n%s", strings.Count(c.oldText, "\n")+1,
-			strings.Count(c.newText, "\n")+1, escapeControl(c.path), c.where, showText("- ", c.oldText), showText("+ ", c.newText))
-}
-
-func (c *editCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
-	data, err := readRegularFile(c.abs, maxEditBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return toolResult{}, fmt.Errorf("File not found: %s", c.path)
-	}
-	if err != nil {
-		return toolResult{}, fileError("edit", c.path, err)
-	}
-	content, oldText, newText := string(data), c.oldText, c.newText
-	crlf := strings.Contains(content, "\r\n")
-	if crlf {
-		content = strings.ReplaceAll(content, "\r\n", "\n")
-		oldText = strings.ReplaceAll(oldText, "\r\n", "\n")
-		newText = strings.ReplaceAll(newText, "\r\n", "\n")
-	}
-	switch n := strings.Count(content, oldText); {
-	case oldText == "" || n == 0:
-		return toolResult{}, fmt.Errorf("Could not find the exact text in %s. The old text must match exactly including all whitespace and newlines.", c.path)
-	case n > 1:
-		return toolResult{}, fmt.Errorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", n, c.path)
-	case oldText == newText:
-		return toolResult{}, fmt.Errorf("No changes made to %s. The replacement produced identical content.", c.path)
-	}
-	line := strings.Count(content[:strings.Index(content, oldText)], "\n") + 1
-	content = strings.Replace(content, oldText, newText, 1)
-	if crlf {
-		content = strings.ReplaceAll(content, "\n", "\r\n")
-	}
-	if err := replaceFile(c.abs, []byte(content), 0); err != nil {
-		return toolResult{}, fileError("write", c.path, err)
-	}
-	return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced text in %s.", c.path)),
-		Details: map[string]int{"firstChangedLine": line}}, nil
-}
 
 // ---- bash ----
 
@@ -1413,29 +1384,6 @@ func shownValue(v string) string {
 		return escapeControl(strconv.Quote(v))
 	}
 	return escapeControl(strconv.Quote(strings.ToValidUTF8(v[:200], ""))) + fmt.Sprintf("…(%d bytes in all)", len(v))
-}
-
-// whereIs says, for an approval dialog, where a path really leads when a
-// symlink takes it elsewhere, and when that is outside the working
-// directory; "" when it is just the path.
-func (s *server) whereIs(abs string) string {
-	target, err := filepath.EvalSymlinks(abs)
-	if err != nil { // a new file: resolve its folder
-		dir, derr := filepath.EvalSymlinks(filepath.Dir(abs))
-		if derr != nil {
-			return ""
-		}
-		target = filepath.Join(dir, filepath.Base(abs))
-	}
-	where := ""
-	if target != abs {
-		where = " → " + escapeControl(target)
-	}
-	cwd, _ := filepath.EvalSymlinks(s.set.cwd)
-	if rel, err := filepath.Rel(cwd, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		where += " (outside the working directory)"
-	}
-	return where
 }
 
 // dangerousEnv reports whether a variable changes what a program runs or

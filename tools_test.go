@@ -53,9 +53,11 @@ func callTool(t *testing.T, s *server, name, args string) (string, bool) {
 // at first use, not at startup, so this is where a bad one shows).
 func TestToolSchemas(t *testing.T) {
 	for _, tl := range tools {
-		var schema map[string]any
-		if err := json.Unmarshal(tl.schema, &schema); err != nil || schema["type"] != "object" {
-			t.Errorf("tool %s: schema %s: %v", tl.name, tl.schema, err)
+		for _, raw := range []json.RawMessage{tl.schema, tl.accepts} {
+			var schema map[string]any
+			if err := json.Unmarshal(raw, &schema); raw != nil && (err != nil || schema["type"] != "object") {
+				t.Errorf("tool %s: schema %s: %v", tl.name, raw, err)
+			}
 		}
 	}
 }
@@ -93,12 +95,24 @@ func TestTools(t *testing.T) {
 		{"read", `["a.txt"]`, `Invalid arguments for read: expected a JSON object`, true},
 		{"read", `{"path":"a.txt","offset":1.5}`, `Invalid arguments for read: field "offset" must be a whole number`, true},
 		{"write", `{"path":"new/dir/b.txt","content":"hello"}`, "Successfully wrote 5 bytes to new/dir/b.txt", false},
-		{"edit", `{"path":"a.txt","oldText":"two","newText":"2"}`, "Successfully replaced text in a.txt.", false},
+		{"edit", `{"path":"a.txt","oldText":"two","newText":"2"}`, "Successfully replaced 1 block(s) in a.txt.", false},
 		{"edit", `{"path":"a.txt","oldText":"zzz","newText":"2"}`, "Could not find the exact text in a.txt.", true},
 		{"edit", `{"path":"dup.txt","oldText":"x = 1","newText":"y"}`, "Found 2 occurrences of the text in dup.txt.", true},
 		{"edit", `{"path":"a.txt","oldText":"one","newText":"one"}`, "No changes made to a.txt.", true},
 		{"edit", `{"path":"nope.txt","oldText":"a","newText":"b"}`, "File not found: nope.txt", true},
-		{"edit", `{"path":"crlf.txt","oldText":"a\nb","newText":"c\nd"}`, "Successfully replaced text in crlf.txt.", false},
+		{"edit", `{"path":"crlf.txt","oldText":"a\nb","newText":"c\nd"}`, "Successfully replaced 1 block(s) in crlf.txt.", false},
+		// The shapes edit takes are read strictly (testdata/edit/ has what they do).
+		{"edit", `{"path":"a.txt"}`, "Invalid arguments for edit: edits must contain at least one replacement", true},
+		{"edit", `{"path":"a.txt","edits":[]}`, "Invalid arguments for edit: edits must contain at least one replacement", true},
+		{"edit", `{"path":"a.txt","oldText":"one"}`, "Invalid arguments for edit: oldText and newText go together (or give edits)", true},
+		{"edit", `{"path":"a.txt","edits":"not json"}`, `Invalid arguments for edit: field "edits" is a string that does not hold a JSON list of edits: expected one JSON object`, true},
+		{"edit", `{"path":"a.txt","edits":"[{\"oldText\":\"one\",\"newText\":\"1\",\"why\":\"\"}]"}`, `field "edits" is a string that does not hold a JSON list of edits: unknown field "[0].why"`, true},
+		{"edit", `{"path":"a.txt","edits":"[{\"oldText\":\"one\"}]"}`, `does not hold a JSON list of edits: missing field "[0].newText"`, true},
+		{"edit", `{"path":"a.txt","edits":"[1]"}`, `does not hold a JSON list of edits: field "[0]" must be object`, true},
+		{"edit", `{"path":"a.txt","edits":{"oldText":"one","newText":"1","Path":"x"}}`, `Invalid arguments for edit: unknown field "edits.Path"`, true},
+		{"edit", `{"path":"a.txt","edits":[{"oldText":"one","newText":"1","oldText":"two"}]}`, `Invalid arguments for edit: field "edits[0].oldText" appears twice`, true},
+		{"edit", `{"path":"a.txt","edits":7}`, `Invalid arguments for edit: field "edits" must be array or object or string`, true},
+		{"edit", `{"path":"a.txt","Edits":[]}`, `Invalid arguments for edit: unknown field "Edits" (the fields are: edits, newText, oldText, path)`, true},
 		{"bash", `{"command":"echo out; sleep 0.1; echo err >&2"}`, "out\nerr\n", false},
 		{"bash", `{"command":"true"}`, "(no output)", false},
 		{"bash", `{"command":"echo bad; exit 3"}`, "bad\n\n\nCommand exited with code 3", true},

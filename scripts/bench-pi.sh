@@ -14,17 +14,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
-export npm_config_cache="$work/npm-cache" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-mkdir -p "$work/tmp" && export TMPDIR="$work/tmp"
-
-pkgdir=${PI_COMPAT_CACHE:-$work/pkgs}
-mkdir -p "$pkgdir"
-pkgdir=$(cd "$pkgdir" && pwd)
-if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
-  echo "installing pi 1.6.0 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error @earendil-works/pi-coding-agent@1.6.0 >/dev/null
-fi
-pi16="$pkgdir/node_modules/@earendil-works/pi-coding-agent"
+. "$repo/scripts/pi16.sh"     # sets pkgdir and pi16
 
 . "$repo/scripts/node22.sh"   # sets nodebin
 

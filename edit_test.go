@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestEditCases runs the model's edit tool on every case of testdata/edit/
+// (see scripts/pi-edit-compare.mjs for their format): the tool's text and
+// the file afterwards must be what the case says — what pi 1.6 does, which
+// scripts/pi-edit-compare.sh checks — and the approval dialog what "want
+// dialog" says (rpi's own; -update rewrites it).
+func TestEditCases(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/edit/*.txtar")
+	if len(paths) == 0 {
+		t.Fatal("no cases in testdata/edit/")
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			comment, sections, order := splitSections(string(data))
+			var name string
+			for _, section := range order {
+				if file, ok := strings.CutPrefix(section, "file "); ok {
+					name = file
+				}
+			}
+			before := fileLines(t, sections["file "+name])
+			s := toolServer(t, map[string]string{name: before})
+			args := sections["args.json"]
+
+			dialog := ""
+			if call, err := s.decodeToolCall("edit", json.RawMessage(args)); err == nil {
+				p := call.(preparer)
+				if p.prepare(s) == nil {
+					title, message := call.describe()
+					dialog = title + "\n" + message + "\n"
+				}
+				p.release()
+			}
+			text, isError := callTool(t, s, "edit", args)
+			after, _ := os.ReadFile(filepath.Join(s.set.cwd, name))
+
+			wantText, wantError := sections["want result"], false
+			if e, ok := sections["want error"]; ok {
+				wantText, wantError = e, true
+			}
+			if text+"\n" != wantText || isError != wantError {
+				t.Errorf("the tool says %q (isError %v), want %q (isError %v)", text, isError, wantText, wantError)
+			}
+			if want := fileLines(t, sections["want "+name]); string(after) != want {
+				t.Errorf("the file holds %q, want %q", after, want)
+			}
+			if *update {
+				if dialog == "" {
+					delete(sections, "want dialog")
+					order = slices.DeleteFunc(order, func(n string) bool { return n == "want dialog" })
+				} else if _, ok := sections["want dialog"]; !ok {
+					order = append(order, "want dialog")
+				}
+				sections["want dialog"] = dialog
+				var b strings.Builder
+				b.WriteString(comment)
+				for _, n := range order {
+					fmt.Fprintf(&b, "-- %s --\n%s", n, sections[n])
+				}
+				os.WriteFile(path, []byte(b.String()), 0o644)
+			} else if dialog != sections["want dialog"] {
+				t.Errorf("the dialog:\n%s\nwant:\n%s", dialog, sections["want dialog"])
+			}
+		})
+	}
+}
+
+// fileLines is the content of a case's file section: each line a JSON
+// string, the file their concatenation.
+func fileLines(t *testing.T, section string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(section, "\n") {
+		if line == "" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("file line %s: %v", line, err)
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// TestEditAgainstPi runs the edit tool on random calls that pi 1.6's own
+// edit tool has run, read from the file RPI_EDIT_ORACLE names
+// (scripts/pi-edit-compare.sh writes it; skipped without it): rpi must
+// answer the same text and leave the same file, or fail as pi failed.
+// Where pi's argument check failed, rpi's must fail too, in its own words.
+func TestEditAgainstPi(t *testing.T) {
+	path := os.Getenv("RPI_EDIT_ORACLE")
+	if path == "" {
+		t.Skip("RPI_EDIT_ORACLE is not set (scripts/pi-edit-compare.sh sets it)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := toolServer(t, nil)
+	file := filepath.Join(s.set.cwd, "f.txt")
+	n, bad := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c struct {
+			File, Text, After string
+			Args              json.RawMessage
+			IsError           bool
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(c.File), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		text, isError := callTool(t, s, "edit", string(c.Args))
+		after, _ := os.ReadFile(file)
+		n++
+		same := isError == c.IsError && string(after) == c.After &&
+			(text == c.Text || strings.HasPrefix(c.Text, "Validation failed") && strings.HasPrefix(text, "Invalid arguments for edit"))
+		if !same {
+			if bad++; bad <= 10 {
+				t.Errorf("file %q, edit %s:\nrpi: %q (isError %v), file %q\npi:  %q (isError %v), file %q", c.File, c.Args, text, isError, after, c.Text, c.IsError, c.After)
+			}
+		}
+	}
+	t.Logf("%d random edit calls compared with pi 1.6, %d differ", n, bad)
+}

@@ -1,0 +1,289 @@
+package main
+
+// The file a write or edit call changes, resolved and opened once: the
+// approval dialog is built from it, and the write goes through it. What the
+// user approved is what is written, even when the path is replaced while
+// the dialog is open (by a background process the model started, say):
+// then nothing is written and the call says why.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// fileTarget is the file a call will change. An existing file is held
+// open for reading and writing, and written through that descriptor; a new
+// one is created through the open folder it will be in, with O_EXCL. Before
+// writing, check makes sure the path still leads there.
+//
+// ACP mode writes through the editor, by path (SPEC §12.6): it opens the
+// target the same way to build its permission request, and calls check
+// right before it sends fs/write_text_file, which it sends only when the
+// path still leads where the request said.
+type fileTarget struct {
+	path string // as the model gave it, for messages
+	abs  string // joined to the working directory, symlinks not resolved
+	real string // where abs leads, symlinks resolved: what the dialog names
+	file *os.File
+	id   os.FileInfo // the open file, or for a new file the open folder
+	// For a new file: the deepest folder of abs that exists (as reached
+	// from abs, and open), and the names to create below it: folders, then
+	// the file.
+	dirPath string
+	dir     *os.Root
+	names   []string
+}
+
+// errPathChanged says the path no longer leads where it did when it was opened.
+var errPathChanged = errors.New("the path changed")
+
+// openTarget opens the file at path (abs) for a call that will change it:
+// an existing regular file (following symlinks; for writing, and with
+// create only for writing), or with create the place where a new one will
+// be.
+func (s *server) openTarget(path, abs string, create bool) (*fileTarget, error) {
+	flag := os.O_RDWR
+	if create {
+		flag = os.O_WRONLY // write reads nothing: a file it may write but not read is still written
+	}
+	f, err := openRegular(abs, flag, 0)
+	if err == nil {
+		t := &fileTarget{path: path, abs: abs, file: f}
+		t.id, err = f.Stat()
+		if err == nil {
+			t.real, err = filepath.EvalSymlinks(abs)
+		}
+		if err == nil {
+			if info, serr := os.Stat(t.real); serr != nil || !os.SameFile(info, t.id) {
+				err = errPathChanged // replaced between the open and the look
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	if !create || !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	dirPath, names, err := newFilePlace(abs)
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dirPath)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.OpenRoot(realDir)
+	if err != nil {
+		return nil, err
+	}
+	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names}
+	t.id, err = dir.Stat(".")
+	if err == nil && t.check() != nil {
+		err = errPathChanged
+	}
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// newFilePlace finds where a file that does not exist would be created: a
+// dangling symlink at abs is followed to where it points, and the deepest
+// folder on the way that exists is returned with the names to create below
+// it (folders, then the file).
+func newFilePlace(abs string) (dirPath string, names []string, err error) {
+	p := abs
+	for hops := 0; ; hops++ {
+		info, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if info.Mode()&os.ModeSymlink == 0 {
+			return "", nil, errPathChanged // it exists after all
+		}
+		if hops == 40 {
+			return "", nil, fmt.Errorf("too many levels of symbolic links")
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", nil, err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = filepath.Clean(target)
+	}
+	for dirPath = p; ; {
+		parent := filepath.Dir(dirPath)
+		if parent == dirPath {
+			return "", nil, fs.ErrNotExist
+		}
+		names = append([]string{filepath.Base(dirPath)}, names...)
+		dirPath = parent
+		info, err := os.Stat(dirPath)
+		if err == nil && !info.IsDir() {
+			return "", nil, fmt.Errorf("%s is not a directory", dirPath)
+		}
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return dirPath, names, err
+		}
+	}
+}
+
+// exists reports whether the target is a file that exists (not a new one).
+func (t *fileTarget) exists() bool { return t.file != nil }
+
+// check reports errPathChanged unless the path still leads to the file
+// that was opened, or (for a new file) still to the same place in the
+// same open folder.
+func (t *fileTarget) check() error {
+	if t.file != nil {
+		if info, err := os.Stat(t.abs); err != nil || !os.SameFile(info, t.id) {
+			return errPathChanged
+		}
+		return nil
+	}
+	dirPath, names, err := newFilePlace(t.abs)
+	if err != nil {
+		return errPathChanged
+	}
+	realDir, err := filepath.EvalSymlinks(dirPath)
+	if err != nil || filepath.Join(append([]string{realDir}, names...)...) != t.real {
+		return errPathChanged
+	}
+	if info, err := os.Stat(t.dirPath); err != nil || !os.SameFile(info, t.id) {
+		return errPathChanged
+	}
+	return nil
+}
+
+// read reads the whole file, at most limit bytes.
+func (t *fileTarget) read(limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.NewSectionReader(t.file, 0, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %s", t.path, formatSize(int(limit)))
+	}
+	return data, nil
+}
+
+// write sets the file's content after check, through the open file (or,
+// for a new file, the open folder); verb names the tool in errors. With
+// before (edit, which opened it for reading too), an existing file must
+// still hold exactly that.
+func (t *fileTarget) write(verb string, before, content []byte) error {
+	pathChanged := fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
+	if t.check() != nil {
+		return pathChanged
+	}
+	if t.file == nil {
+		err := t.create(content)
+		if errors.Is(err, errPathChanged) {
+			return pathChanged
+		}
+		return err
+	}
+	if before != nil {
+		now, err := t.read(int64(len(before)) + 1)
+		if err != nil || !bytes.Equal(now, before) {
+			return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
+		}
+	}
+	err := t.file.Truncate(0)
+	if err == nil {
+		_, err = t.file.WriteAt(content, 0)
+	}
+	if err != nil {
+		return fileError(verb, t.path, err)
+	}
+	return nil
+}
+
+// create makes the missing folders one by one below the open folder, each
+// checked to be the plain folder just made (or found), then the file with
+// O_EXCL: nothing that appeared at one of those names meanwhile is
+// followed.
+func (t *fileTarget) create(content []byte) error {
+	dir := t.dir
+	defer func() {
+		if dir != t.dir {
+			dir.Close()
+		}
+	}()
+	last := len(t.names) - 1
+	for _, name := range t.names[:last] {
+		if err := dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("Cannot create the directory of %s: %v", t.path, unwrapPathError(err))
+		}
+		made, err := dir.Lstat(name)
+		if err != nil || !made.IsDir() {
+			return errPathChanged
+		}
+		sub, err := dir.OpenRoot(name)
+		if err != nil {
+			return errPathChanged
+		}
+		if opened, err := sub.Stat("."); err != nil || !os.SameFile(opened, made) {
+			sub.Close()
+			return errPathChanged
+		}
+		if dir != t.dir {
+			dir.Close()
+		}
+		dir = sub
+	}
+	f, err := dir.OpenFile(t.names[last], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return errPathChanged
+	}
+	if err != nil {
+		return fileError("write", t.path, err)
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fileError("write", t.path, err)
+	}
+	return nil
+}
+
+// close lets go of the open file or folder.
+func (t *fileTarget) close() {
+	if t.file != nil {
+		t.file.Close()
+	}
+	if t.dir != nil {
+		t.dir.Close()
+	}
+}
+
+// where says, for the dialog, where the path leads when a symlink takes it
+// elsewhere, and when that is outside the working directory.
+func (t *fileTarget) where(s *server) string {
+	where := ""
+	if t.real != t.abs {
+		where = " → " + escapeControl(t.real)
+	}
+	cwd, _ := filepath.EvalSymlinks(s.set.cwd)
+	if rel, err := filepath.Rel(cwd, t.real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		where += " (outside the working directory)"
+	}
+	return where
+}

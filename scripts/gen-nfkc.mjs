@@ -1,0 +1,123 @@
+// Writes nfkc_table.go: the Unicode data rpi's NFKC (nfkc.go) needs, taken
+// from the normalisation of the node that runs it (pi 1.6's edit tool uses
+// node's String.prototype.normalize("NFKC"), so this is the reference).
+// Not part of CI. Run from the repo root with node >= 22.19:
+//   node scripts/gen-nfkc.mjs > nfkc_table.go && gofmt -l .
+//
+// What it asks node, for every code point but the surrogates and the
+// Hangul syllables (decomposed and composed by arithmetic in nfkc.go):
+//   - its full compatibility decomposition, normalize("NFKD");
+//   - for one that decomposes to itself, its canonical combining class,
+//     found by where normalize("NFD") puts it beside a mark of each class
+//     (marks of a higher class than another's move after it);
+//   - the primary composites: a code point that is its own NFC and whose
+//     NFD is longer than one code point composes from NFC(all but the last
+//     code point of its NFD) and that last code point.
+
+// One mark for each canonical combining class value there is (UnicodeData).
+const classMarks = [
+  [1, 0x334], [6, 0x16ff0], [7, 0x93c], [8, 0x3099], [9, 0x94d], [10, 0x5b0], [11, 0x5b1], [12, 0x5b2],
+  [13, 0x5b3], [14, 0x5b4], [15, 0x5b5], [16, 0x5b6], [17, 0x5b7], [18, 0x5b8], [19, 0x5b9], [20, 0x5bb],
+  [21, 0x5bc], [22, 0x5bd], [23, 0x5bf], [24, 0x5c1], [25, 0x5c2], [26, 0xfb1e], [27, 0x64b], [28, 0x64c],
+  [29, 0x64d], [30, 0x618], [31, 0x619], [32, 0x61a], [33, 0x651], [34, 0x652], [35, 0x670], [36, 0x711],
+  [84, 0xc55], [91, 0xc56], [103, 0xe38], [107, 0xe48], [118, 0xeb8], [122, 0xec8], [129, 0xf71], [130, 0xf72],
+  [132, 0xf74], [202, 0x321], [214, 0x1dce], [216, 0x31b], [218, 0x1dfa], [220, 0x316], [222, 0x59a],
+  [224, 0x302e], [226, 0x1d16d], [228, 0x5ae], [230, 0x300], [232, 0x315], [233, 0x35c], [234, 0x35d], [240, 0x345],
+];
+
+const str = (cp) => String.fromCodePoint(cp);
+const cps = (s) => [...s].map((c) => c.codePointAt(0));
+const b36 = (n) => n.toString(36);
+const skip = (cp) => (cp >= 0xd800 && cp < 0xe000) || (cp >= 0xac00 && cp < 0xac00 + 11172);
+
+// Whether c moves after mark m when both follow a starter: c's class is higher.
+const movesAfter = (c, m) => "a" + str(c) + str(m) !== ("a" + str(c) + str(m)).normalize("NFD");
+
+// 0 for a starter; else the class of the first mark (by class) it does not move after.
+function combiningClass(cp) {
+  const first = classMarks[0][1], last = classMarks[classMarks.length - 1][1];
+  const s = "a" + str(last) + str(cp);
+  if (s.normalize("NFD") === s && !movesAfter(cp, first)) return 0;
+  for (const [cls, m] of classMarks) if (!movesAfter(cp, m)) return cls;
+  throw new Error(`no class for U+${cp.toString(16)}`);
+}
+
+const decomps = [], classes = [], pairs = [];
+for (let cp = 0; cp < 0x110000; cp++) {
+  if (skip(cp)) continue;
+  const s = str(cp);
+  const d = s.normalize("NFKD");
+  if (d !== s) decomps.push([cp, cps(d)]);
+  else {
+    const cls = combiningClass(cp);
+    if (cls) classes.push([cp, cls]);
+  }
+  const nfd = cps(s.normalize("NFD"));
+  if (nfd.length > 1 && s.normalize("NFC") === s) {
+    const first = cps(String.fromCodePoint(...nfd.slice(0, -1)).normalize("NFC"));
+    const second = nfd[nfd.length - 1];
+    if (first.length !== 1 || (str(first[0]) + str(second)).normalize("NFC") !== s) throw new Error(`U+${cp.toString(16)} does not compose from two`);
+    pairs.push([first[0], second, cp]);
+  }
+}
+
+// Decompositions: "@delta" (from the last code point the entry before covered,
+// when not 1), then "*count:first" (that many code points mapping to one code
+// point each, counting up from first) or a space and the code points of the
+// decomposition (without "@delta", just the code points).
+const dec = [];
+let prev = -1;
+for (let i = 0; i < decomps.length; ) {
+  const [cp, d] = decomps[i];
+  let j = i;
+  while (d.length === 1 && j + 1 < decomps.length && decomps[j + 1][0] === decomps[j][0] + 1 &&
+    decomps[j + 1][1].length === 1 && decomps[j + 1][1][0] === decomps[j][1][0] + 1) j++;
+  const body = j > i ? "*" + b36(j - i + 1) + ":" + b36(d[0]) : d.map(b36).join(" ");
+  dec.push(cp === prev + 1 ? body : "@" + b36(cp - prev) + (j > i ? "" : " ") + body);
+  prev = decomps[j][0];
+  i = j + 1;
+}
+
+// Classes: "start+count:class", runs of consecutive code points of one class.
+const ccc = [];
+for (let i = 0; i < classes.length; ) {
+  let j = i;
+  while (j + 1 < classes.length && classes[j + 1][0] === classes[j][0] + 1 && classes[j + 1][1] === classes[i][1]) j++;
+  ccc.push(b36(classes[i][0]) + "+" + b36(j - i + 1) + ":" + b36(classes[i][1]));
+  i = j + 1;
+}
+
+// Go string constants, cut into lines at entry boundaries.
+function goString(entries) {
+  const lines = [];
+  let line = "";
+  for (const e of entries) {
+    if (line.length + e.length > 100) { lines.push(line); line = ""; }
+    line += e + ";";
+  }
+  lines.push(line);
+  return lines.map((l) => "\t" + JSON.stringify(l)).join(" +\n");
+}
+
+process.stdout.write(`// Code generated by scripts/gen-nfkc.mjs from node ${process.version} (Unicode ${process.versions.unicode}); DO NOT EDIT.
+
+package main
+
+// nfkcUnicodeVersion is the Unicode version of the data below.
+const nfkcUnicodeVersion = "${process.versions.unicode}"
+
+// nfkdData holds the full compatibility decomposition of every code point
+// that has one (${decomps.length}), Hangul syllables aside; see loadNFKC.
+const nfkdData = "" +
+${goString(dec)}
+
+// cccData holds the canonical combining class of every code point whose
+// class is not 0 (${classes.length}) and that does not decompose; see loadNFKC.
+const cccData = "" +
+${goString(ccc)}
+
+// compositionData holds the primary composites (${pairs.length}) as "first second
+// composite", Hangul aside; see loadNFKC.
+const compositionData = "" +
+${goString(pairs.map((p) => p.map(b36).join(" ")))}
+`);
