@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -299,5 +302,135 @@ func TestPerformanceDocSources(t *testing.T) {
 		if _, err := os.Stat(script); err != nil {
 			t.Errorf("docs/performance.md names %s: %v", script, err)
 		}
+	}
+}
+
+// parserFlags are the flags parseArgs defines, read from its source: the
+// names given to fs.StringVar, fs.BoolVar and the like, as literals or
+// from a loop over a literal list.
+func parserFlags(t *testing.T) []string {
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Name.Name != "parseArgs" {
+				continue
+			}
+			var names []string
+			lists := map[string][]string{} // a range variable → the literal strings it ranges over
+			ast.Inspect(fn, func(n ast.Node) bool {
+				if r, ok := n.(*ast.RangeStmt); ok {
+					if v, ok := r.Value.(*ast.Ident); ok {
+						if lit, ok := r.X.(*ast.CompositeLit); ok {
+							for _, e := range lit.Elts {
+								if s, ok := e.(*ast.BasicLit); ok {
+									lists[v.Name] = append(lists[v.Name], strings.Trim(s.Value, `"`))
+								}
+							}
+						}
+					}
+				}
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) < 2 {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || !strings.HasSuffix(sel.Sel.Name, "Var") {
+					return true
+				}
+				switch name := call.Args[1].(type) {
+				case *ast.BasicLit:
+					names = append(names, strings.Trim(name.Value, `"`))
+				case *ast.Ident:
+					names = append(names, lists[name.Name]...)
+				}
+				return true
+			})
+			if len(names) < 10 {
+				t.Fatalf("found only %d flags in parseArgs (%s)", len(names), path)
+			}
+			return names
+		}
+	}
+	t.Fatal("no func parseArgs")
+	return nil
+}
+
+// helpFlag is a flag as --help writes it: -t, -nc, --thinking.
+var helpFlag = regexp.MustCompile(`(?:^|[\s,/(])(--?[a-z][a-z-]*)`)
+
+// TestHelpListsEveryFlag checks --help against the parser both ways:
+// every flag rpi accepts is in --help, each written as --help writes
+// short and long names (one dash for one or two letters, two for more),
+// and every flag --help names is one rpi accepts; and docs/protocol.md
+// names each.
+func TestHelpListsEveryFlag(t *testing.T) {
+	accepted := map[string]bool{}
+	for _, name := range parserFlags(t) {
+		flag := "--" + name
+		if len(name) <= 2 {
+			flag = "-" + name
+		}
+		accepted[flag] = true
+	}
+	inHelp := map[string]bool{}
+	for _, m := range helpFlag.FindAllStringSubmatch(usageText, -1) {
+		inHelp[m[1]] = true
+	}
+	protocol, err := os.ReadFile("docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag := range accepted {
+		if !inHelp[flag] {
+			t.Errorf("rpi accepts %s, which --help does not list", flag)
+		}
+		if !regexp.MustCompile(`(^|[^\w-])` + flag + `([^\w-]|$)`).Match(protocol) {
+			t.Errorf("rpi accepts %s, which docs/protocol.md does not name", flag)
+		}
+	}
+	for flag := range inHelp {
+		if !accepted[flag] {
+			t.Errorf("--help lists %s, which rpi does not accept", flag)
+		}
+	}
+}
+
+// TestHelpListsEveryVariable checks that every environment variable rpi
+// reads by name is in --help and in docs/protocol.md (the provider keys
+// are listed in docs/models.md; RPI_WATCHDOG is rpi talking to itself).
+func TestHelpListsEveryVariable(t *testing.T) {
+	sources, _ := filepath.Glob("*.go")
+	read := regexp.MustCompile(`(?:getenv|Getenv|LookupEnv)\("([A-Z_]+)"\)|\w+Var\s*=\s*"([A-Z_]+)"`)
+	protocol, _ := os.ReadFile("docs/protocol.md")
+	found := 0
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		data, _ := os.ReadFile(path)
+		for _, m := range read.FindAllStringSubmatch(string(data), -1) {
+			name := m[1] + m[2]
+			if name == "HOME" {
+				continue
+			}
+			found++
+			if !strings.Contains(usageText, name) {
+				t.Errorf("%s reads %s, which --help does not name", path, name)
+			}
+			if !strings.Contains(string(protocol), "`"+name) {
+				t.Errorf("%s reads %s, which docs/protocol.md does not name", path, name)
+			}
+		}
+	}
+	if found < 4 {
+		t.Errorf("found only %d variables read by name", found)
 	}
 }

@@ -1383,6 +1383,26 @@ func TestInitFailures(t *testing.T) {
 	}
 }
 
+// TestFlagErrorsNameTheFlagAsTyped: the flag package writes every flag
+// with one dash; rpi's errors name it as the command line did.
+func TestFlagErrorsNameTheFlagAsTyped(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rpc", "--thinking"}, "Invalid arguments: flag needs an argument: --thinking (see rpi --help)"},
+		{[]string{"rpc", "-t"}, "Invalid arguments: flag needs an argument: -t (see rpi --help)"},
+		{[]string{"rpc", "--no-session=maybe"}, `Invalid arguments: invalid boolean value "maybe" for --no-session: parse error (see rpi --help)`},
+		{[]string{"rpc", "--frobnicate=1"}, "Unknown flag: --frobnicate (see rpi --help)"},
+		{[]string{"rpc", "-zz"}, "Unknown flag: -zz (see rpi --help)"},
+	} {
+		_, _, err := parseArgs(c.args, newTestEnv(t).env())
+		if err == nil || err.Error() != c.want {
+			t.Errorf("rpi %q: %v, want %s", c.args, err, c.want)
+		}
+	}
+}
+
 func TestHelpAndVersion(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
