@@ -13,7 +13,9 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -432,5 +434,74 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	}
 	if found < 4 {
 		t.Errorf("found only %d variables read by name", found)
+	}
+}
+
+// TestPiShapesDocumented checks that docs/pi-compat.md's "pi-compatible
+// mode" section names every event and command whose shape differs in
+// that mode beyond the flat envelope: the events emitted with a pi shape
+// of their own (emit's third argument), and the commands whose handler,
+// or a function it calls, answers a piOnly.
+func TestPiShapesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/pi-compat.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ := strings.Cut(string(doc)[strings.Index(string(doc), "## pi-compatible mode"):], "\n## pi's flags")
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	bodies := map[string]string{} // function name → its source
+	var shaped []string           // events with a pi shape of their own
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, _ := os.ReadFile(path)
+		file, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				bodies[fn.Name.Name] = string(src[fset.Position(fn.Body.Pos()).Offset:fset.Position(fn.Body.End()).Offset])
+			}
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 3 {
+				return true
+			}
+			if sel, isSel := call.Fun.(*ast.SelectorExpr); !isSel || sel.Sel.Name != "emit" {
+				return true
+			}
+			name, isLit := call.Args[0].(*ast.BasicLit)
+			if nilArg, isIdent := call.Args[2].(*ast.Ident); isLit && !(isIdent && nilArg.Name == "nil") {
+				shaped = append(shaped, strings.Trim(name.Value, `"`))
+			}
+			return true
+		})
+	}
+	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
+	for name, h := range commands {
+		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*server).bash-fm or main.(*server).bash
+		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
+		body := bodies[fn]
+		shapedHere := answersPiOnly(body)
+		for callee, calleeBody := range bodies {
+			if answersPiOnly(calleeBody) && strings.Contains(body, "."+callee+"(") {
+				shapedHere = true
+			}
+		}
+		if shapedHere {
+			shaped = append(shaped, name)
+		}
+	}
+	if len(shaped) < 3 {
+		t.Fatalf("found only %v with a shape of their own in pi's mode", shaped)
+	}
+	for _, name := range shaped {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("%s has a shape of its own in pi's mode, which docs/pi-compat.md's pi-compatible mode section does not name", name)
+		}
 	}
 }
