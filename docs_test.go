@@ -248,6 +248,7 @@ func checkRealExample(t *testing.T, where string, b block) {
 		}
 	}
 	lines := strings.Split(strings.TrimSuffix(plain(norm.apply(example)), "\n"), "\n")
+	checkAnswersPaired(t, where, lines, inputs, want)
 	in, out := 0, 0 // where the next request and the next output line are looked for
 	run := false    // the previous line was output: the next must follow it
 	for _, line := range lines {
@@ -266,6 +267,41 @@ func checkRealExample(t *testing.T, where string, b block) {
 		}
 		t.Errorf("%s: not what %s shows at this point (normalised):\n%s", where, b.fixture, line)
 		return
+	}
+}
+
+// checkAnswersPaired checks that each request an example shows is
+// followed by its answer, when the fixture has one: an example shows a
+// request with what it gets. (An answer may be shown alone: the answer to
+// a bash that abort_bash cancelled, say.)
+func checkAnswersPaired(t *testing.T, where string, lines, inputs, want []string) {
+	type envelope struct {
+		ID   json.RawMessage `json:"id"`
+		Type string          `json:"type"`
+	}
+	idOf := func(line string) (string, string) {
+		var e envelope
+		json.Unmarshal([]byte(line), &e)
+		return string(e.ID), e.Type
+	}
+	answered := map[string]bool{} // ids the fixture's output answers
+	for _, line := range want {
+		if id, typ := idOf(line); typ == "response" && id != "" {
+			answered[id] = true
+		}
+	}
+	asked := map[string]bool{} // ids of the requests shown so far, not yet answered
+	for _, line := range lines {
+		id, typ := idOf(line)
+		switch {
+		case slices.Contains(inputs, line) && id != "" && answered[id]:
+			asked[id] = true
+		case typ == "response":
+			delete(asked, id)
+		}
+	}
+	for id := range asked {
+		t.Errorf("%s: the request with id %s is shown without its answer", where, id)
 	}
 }
 
