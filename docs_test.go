@@ -541,3 +541,34 @@ func TestPiShapesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureListsEveryFile checks docs/architecture.md's file table
+// against the repository: every non-test .go file has a row (its name in
+// the first column), and every file a row names exists.
+func TestArchitectureListsEveryFile(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([\\w.]+\\.go)`").FindAllStringSubmatch(cells[1], -1) {
+			listed[m[1]] = true
+		}
+	}
+	sources, _ := filepath.Glob("*.go")
+	for _, path := range sources {
+		if !strings.HasSuffix(path, "_test.go") && !listed[path] {
+			t.Errorf("%s has no row in docs/architecture.md's file table", path)
+		}
+	}
+	for name := range listed {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("docs/architecture.md's file table lists %s, which is not in the repository", name)
+		}
+	}
+}
