@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -193,6 +194,7 @@ func TestDocExamples(t *testing.T) {
 					if strings.HasPrefix(line, "{") && (json.Unmarshal([]byte(line), &obj) != nil || obj == nil) {
 						t.Errorf("%s:%d: not one JSON object: %.120s", path, b.line+i, line)
 					}
+					checkTimes(t, fmt.Sprintf("%s:%d", path, b.line+i), line)
 				}
 			}
 			if b.fixture != "" {
@@ -203,6 +205,22 @@ func TestDocExamples(t *testing.T) {
 	}
 	if marked == 0 {
 		t.Error("no example is marked as a fixture's real output")
+	}
+}
+
+// msField is a field of milliseconds in a JSON line: a duration or a time.
+var msField = regexp.MustCompile(`"(durationMs|delayMs|timestamp|startedAtMs|exitedAtMs)":(\d+)`)
+
+// checkTimes checks that an example's durations look like durations and
+// its times like times: the fixtures' normalisation takes any number for
+// both, so a timestamp pasted as a duration would pass unnoticed.
+func checkTimes(t *testing.T, where, line string) {
+	for _, m := range msField.FindAllStringSubmatch(line, -1) {
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		isTime := n >= 1e12 // after 2001
+		if wantTime := !strings.HasSuffix(m[1], "durationMs") && m[1] != "delayMs"; isTime != wantTime {
+			t.Errorf("%s: %s is %s, which is not a %s", where, m[1], m[2], map[bool]string{true: "time in ms", false: "duration"}[wantTime])
+		}
 	}
 }
 
