@@ -590,3 +590,137 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 		}
 	}
 }
+
+// docCommands are the shell commands the documents give: each line of a
+// fenced block without a language or marked sh/bash/shell, and each
+// inline code span that starts with go, bash, ./rpi or a variable
+// assignment followed by one of those. Spans may wrap across lines.
+func docCommands(t *testing.T) map[string][]string {
+	span := regexp.MustCompile("`([^`]+)`")
+	typed := regexp.MustCompile(`^(?:[A-Z_]+=\S+ )*(?:go |bash |\./rpi\b)`)
+	cmds := map[string][]string{} // document → commands
+	for _, path := range append(docFiles(t), "testdata/README.md") {
+		data, _ := os.ReadFile(path)
+		for _, b := range fencedBlocks(data) {
+			if b.lang == "" || b.lang == "sh" || b.lang == "bash" || b.lang == "shell" {
+				for _, line := range strings.Split(b.text, "\n") {
+					if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "{") {
+						cmds[path] = append(cmds[path], line)
+					}
+				}
+			}
+		}
+		prose := regexp.MustCompile("(?s)```.*?\n```").ReplaceAllString(string(data), "")
+		for _, m := range span.FindAllStringSubmatch(prose, -1) {
+			text := strings.Join(strings.Fields(m[1]), " ")
+			if typed.MatchString(text) {
+				cmds[path] = append(cmds[path], text)
+			}
+		}
+	}
+	return cmds
+}
+
+// shellWords splits a command as sh would, for the quoting docs use
+// (single and double quotes, no escapes); a comment ends it.
+func shellWords(cmd string) []string {
+	var words []string
+	var word strings.Builder
+	inWord := false
+	var quote rune
+	for _, c := range cmd {
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			word.WriteRune(c)
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == '#' && !inWord:
+			return words
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
+}
+
+// TestDocCommands checks the commands the documents give, as typed: the
+// -run and -bench patterns of go test match a test or benchmark that
+// exists (a pattern matching nothing passes silently), the scripts they
+// run exist, and rpi's flags are ones it accepts.
+func TestDocCommands(t *testing.T) {
+	var funcs []string
+	sources, _ := filepath.Glob("*_test.go")
+	for _, path := range sources {
+		data, _ := os.ReadFile(path)
+		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)\w*)\(`).FindAllStringSubmatch(string(data), -1) {
+			funcs = append(funcs, m[1])
+		}
+	}
+	placeholder := regexp.MustCompile(`^[A-Z]+$|…|\[`)
+	checked := 0
+	for path, cmds := range docCommands(t) {
+		for _, cmd := range cmds {
+			words := shellWords(cmd)
+			for len(words) > 0 && regexp.MustCompile(`^[A-Z_]+=`).MatchString(words[0]) {
+				words = words[1:]
+			}
+			if i := slices.IndexFunc(words, func(w string) bool { return w != "" && strings.ContainsAny(w[:1], "<>|&;") }); i >= 0 {
+				words = words[:i] // the command ends at a redirection, a pipe or a list
+			}
+			if len(words) == 0 {
+				continue
+			}
+			for i, w := range words {
+				if strings.HasPrefix(w, "scripts/") {
+					if _, err := os.Stat(w); err != nil {
+						t.Errorf("%s: %q runs %s, which is not in the repository", path, cmd, w)
+					}
+				}
+				if i+1 >= len(words) || words[0] != "go" || (w != "-run" && w != "-bench") {
+					continue
+				}
+				pattern := words[i+1]
+				top, _, _ := strings.Cut(pattern, "/")
+				if pattern == "^$" || placeholder.MatchString(top) {
+					continue
+				}
+				re, err := regexp.Compile(top)
+				if err != nil {
+					t.Errorf("%s: %q: %s %s is no regexp: %v", path, cmd, w, pattern, err)
+					continue
+				}
+				checked++
+				matched := false
+				for _, f := range funcs {
+					if strings.HasPrefix(f, "Benchmark") == (w == "-bench") && re.MatchString(f) {
+						matched = true
+					}
+				}
+				if !matched {
+					t.Errorf("%s: %q: %s %s matches nothing in the tests", path, cmd, w, pattern)
+				}
+			}
+			if words[0] == "./rpi" && len(words) > 1 && !slices.ContainsFunc(words, placeholder.MatchString) {
+				checked++
+				if _, _, err := parseArgs(words[1:], newTestEnv(t).env()); err != nil {
+					t.Errorf("%s: %q: %v", path, cmd, err)
+				}
+			}
+		}
+	}
+	if checked < 5 {
+		t.Errorf("checked only %d commands", checked)
+	}
+}
