@@ -724,3 +724,51 @@ func TestDocCommands(t *testing.T) {
 		t.Errorf("checked only %d commands", checked)
 	}
 }
+
+// TestDocConfigFiles checks the configuration files the documents show,
+// which a reader pastes whole: a ```json block with "providers" is a
+// models.json that loads without a warning and gives a usable model of
+// its own; a provider's block alone is not shown as a file; and one with
+// settings.json's keys holds only keys rpi reads.
+func TestDocConfigFiles(t *testing.T) {
+	models, settingsFiles := 0, 0
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		for _, b := range fencedBlocks(data) {
+			var top map[string]json.RawMessage
+			if b.lang != "json" || json.Unmarshal([]byte(b.text), &top) != nil {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", path, b.line)
+			switch {
+			case top["providers"] != nil:
+				models++
+				dir := t.TempDir()
+				os.WriteFile(filepath.Join(dir, "models.json"), []byte(b.text), 0o600)
+				setup, err := loadModels(dir, "", "", func(string) string { return "" })
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					continue
+				}
+				if len(setup.warnings) > 0 {
+					t.Errorf("%s: warnings: %q", where, setup.warnings)
+				}
+				if !setup.catalog[0].usable() || setup.catalog[0].builtin {
+					t.Errorf("%s: gives no usable model of its own", where)
+				}
+			case top["models"] != nil:
+				t.Errorf("%s: one provider's block, which pasted as a models.json is refused: show the whole file", where)
+			case top["defaultProvider"] != nil || top["retry"] != nil || top["compaction"] != nil:
+				settingsFiles++
+				dec := json.NewDecoder(strings.NewReader(b.text))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&settingsFile{}); err != nil {
+					t.Errorf("%s: not what rpi reads of settings.json: %v", where, err)
+				}
+			}
+		}
+	}
+	if models < 2 || settingsFiles < 1 {
+		t.Errorf("found %d models.json and %d settings.json files in the documents", models, settingsFiles)
+	}
+}
