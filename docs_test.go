@@ -772,3 +772,34 @@ func TestDocConfigFiles(t *testing.T) {
 		t.Errorf("found %d models.json and %d settings.json files in the documents", models, settingsFiles)
 	}
 }
+
+// TestSettingsDocumented checks that docs/settings.md names every key rpi
+// reads from settings.json (settingsFile's fields, nested ones dotted).
+func TestSettingsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/settings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys func(prefix string, typ reflect.Type) []string
+	keys = func(prefix string, typ reflect.Type) []string {
+		var out []string
+		for f := range typ.Fields() {
+			name := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			if f.Type.Kind() == reflect.Struct {
+				out = append(out, keys(name+".", f.Type)...)
+			} else {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	all := keys("", reflect.TypeFor[settingsFile]())
+	if len(all) < 5 {
+		t.Fatalf("settingsFile has only %v", all)
+	}
+	for _, key := range all {
+		if !strings.Contains(string(doc), "`"+key+"`") {
+			t.Errorf("rpi reads %s from settings.json, which docs/settings.md does not name", key)
+		}
+	}
+}
