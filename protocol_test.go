@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		f.Value.Set("8")
 	}
 	code := m.Run()
+	reportSkippedForPrograms()
 	if benchDir != "" {
 		os.RemoveAll(benchDir)
 	}
