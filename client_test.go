@@ -16,7 +16,8 @@ import (
 // and a fake model: each must print the streamed answer, put the model's
 // question to the "terminal" (its stdin), send the answer back, and exit
 // when the agent settles. A client whose runtime is not installed is
-// skipped, and go test ./... says so without -v (needProgram). The README's Python client must be the one tested here.
+// skipped, and go test ./... says so without -v (needProgram). The
+// README's Python client must be the one tested here.
 func TestExampleClients(t *testing.T) {
 	endToEnd(t)
 	doc, err := os.ReadFile("docs/clients.md")
