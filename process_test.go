@@ -211,9 +211,9 @@ func TestProcessEventOrder(t *testing.T) {
 	for i := range n {
 		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "seq 1 50000"}, ""))
 	}
-	for range n {
-		ps.waitFor(`"type":"process_exited"`)
-	}
+	// Every process_exited, not the first one n times: closing stdin
+	// early would kill the others.
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"process_exited"`) == n })
 	recs := ps.close()
 	var want bytes.Buffer
 	for i := 1; i <= 50000; i++ {
