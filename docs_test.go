@@ -621,40 +621,6 @@ func docCommands(t *testing.T) map[string][]string {
 	return cmds
 }
 
-// shellWords splits a command as sh would, for the quoting docs use
-// (single and double quotes, no escapes); a comment ends it.
-func shellWords(cmd string) []string {
-	var words []string
-	var word strings.Builder
-	inWord := false
-	var quote rune
-	for _, c := range cmd {
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote != 0:
-			word.WriteRune(c)
-		case c == '\'' || c == '"':
-			quote, inWord = c, true
-		case c == '#' && !inWord:
-			return words
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, word.String())
-				word.Reset()
-				inWord = false
-			}
-		default:
-			word.WriteRune(c)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, word.String())
-	}
-	return words
-}
-
 // TestDocCommands checks the commands the documents give, as typed: the
 // -run and -bench patterns of go test match a test or benchmark that
 // exists (a pattern matching nothing passes silently), the scripts they
@@ -672,7 +638,8 @@ func TestDocCommands(t *testing.T) {
 	checked := 0
 	for path, cmds := range docCommands(t) {
 		for _, cmd := range cmds {
-			words := shellWords(cmd)
+			cmd, _, _ := strings.Cut(cmd, " #") // a comment
+			words := splitArgs(cmd)             // as sh splits it, for the quoting docs use
 			for len(words) > 0 && regexp.MustCompile(`^[A-Z_]+=`).MatchString(words[0]) {
 				words = words[1:]
 			}
