@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -14,7 +16,8 @@ import (
 // and a fake model: each must print the streamed answer, put the model's
 // question to the "terminal" (its stdin), send the answer back, and exit
 // when the agent settles. A client whose runtime is not installed is
-// skipped. The README's Python client must be the one tested here.
+// skipped, and go test ./... says so without -v (needProgram). The
+// README's Python client must be the one tested here.
 func TestExampleClients(t *testing.T) {
 	endToEnd(t)
 	doc, err := os.ReadFile("docs/clients.md")
@@ -37,10 +40,7 @@ func TestExampleClients(t *testing.T) {
 		{"go", "client.go", "go", []string{"run", "client.go"}},
 	} {
 		t.Run(c.lang, func(t *testing.T) {
-			runtime, err := exec.LookPath(c.runtime)
-			if err != nil {
-				t.Skipf("%s is not installed", c.runtime)
-			}
+			runtime := needProgram(t, c.runtime)
 			code := firstBlock(doc, c.lang)
 			if code == "" {
 				t.Fatalf("docs/clients.md has no ```%s block", c.lang)
@@ -82,4 +82,49 @@ func firstBlock(md []byte, lang string) string {
 		}
 	}
 	return ""
+}
+
+// skippedForPrograms lists the tests skipped because a program they need
+// is not installed, with the program, for TestMain to report.
+var skippedForPrograms struct {
+	sync.Mutex
+	tests []string
+}
+
+// needProgram is the path of program (node, python3, go), or skips t,
+// noting it for reportSkippedForPrograms.
+func needProgram(t *testing.T, program string) string {
+	path, err := exec.LookPath(program)
+	if err != nil {
+		skippedForPrograms.Lock()
+		skippedForPrograms.tests = append(skippedForPrograms.tests, fmt.Sprintf("%s (%s is not installed)", t.Name(), program))
+		skippedForPrograms.Unlock()
+		t.Skipf("%s is not installed", program)
+	}
+	return path
+}
+
+// reportSkippedForPrograms says on stderr which tests were skipped for
+// want of a program. go test ./... shows a passing package's output only
+// with -v, so without -v the line also goes to the go command's own
+// stderr, where /proc shows it (Linux); elsewhere, run go test -v to see it.
+func reportSkippedForPrograms() {
+	if len(skippedForPrograms.tests) == 0 {
+		return
+	}
+	line := "rpi: skipped for want of a program: " + strings.Join(skippedForPrograms.tests, ", ") + "\n"
+	os.Stderr.WriteString(line)
+	if testing.Verbose() {
+		return
+	}
+	parent := fmt.Sprintf("/proc/%d/fd/2", os.Getppid())
+	theirs, err1 := os.Stat(parent)
+	ours, err2 := os.Stderr.Stat()
+	if err1 != nil || err2 != nil || os.SameFile(theirs, ours) {
+		return // no /proc, or our stderr is theirs already
+	}
+	if f, err := os.OpenFile(parent, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		f.WriteString(line)
+		f.Close()
+	}
 }

@@ -8,10 +8,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -188,6 +194,7 @@ func TestDocExamples(t *testing.T) {
 					if strings.HasPrefix(line, "{") && (json.Unmarshal([]byte(line), &obj) != nil || obj == nil) {
 						t.Errorf("%s:%d: not one JSON object: %.120s", path, b.line+i, line)
 					}
+					checkTimes(t, fmt.Sprintf("%s:%d", path, b.line+i), line)
 				}
 			}
 			if b.fixture != "" {
@@ -198,6 +205,22 @@ func TestDocExamples(t *testing.T) {
 	}
 	if marked == 0 {
 		t.Error("no example is marked as a fixture's real output")
+	}
+}
+
+// msField is a field of milliseconds in a JSON line: a duration or a time.
+var msField = regexp.MustCompile(`"(durationMs|delayMs|timestamp|startedAtMs|exitedAtMs)":(\d+)`)
+
+// checkTimes checks that an example's durations look like durations and
+// its times like times: the fixtures' normalisation takes any number for
+// both, so a timestamp pasted as a duration would pass unnoticed.
+func checkTimes(t *testing.T, where, line string) {
+	for _, m := range msField.FindAllStringSubmatch(line, -1) {
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		isTime := n >= 1e12 // after 2001
+		if wantTime := !strings.HasSuffix(m[1], "durationMs") && m[1] != "delayMs"; isTime != wantTime {
+			t.Errorf("%s: %s is %s, which is not a %s", where, m[1], m[2], map[bool]string{true: "time in ms", false: "duration"}[wantTime])
+		}
 	}
 }
 
@@ -243,6 +266,7 @@ func checkRealExample(t *testing.T, where string, b block) {
 		}
 	}
 	lines := strings.Split(strings.TrimSuffix(plain(norm.apply(example)), "\n"), "\n")
+	checkAnswersPaired(t, where, lines, inputs, want)
 	in, out := 0, 0 // where the next request and the next output line are looked for
 	run := false    // the previous line was output: the next must follow it
 	for _, line := range lines {
@@ -261,6 +285,41 @@ func checkRealExample(t *testing.T, where string, b block) {
 		}
 		t.Errorf("%s: not what %s shows at this point (normalised):\n%s", where, b.fixture, line)
 		return
+	}
+}
+
+// checkAnswersPaired checks that each request an example shows is
+// followed by its answer, when the fixture has one: an example shows a
+// request with what it gets. (An answer may be shown alone: the answer to
+// a bash that abort_bash cancelled, say.)
+func checkAnswersPaired(t *testing.T, where string, lines, inputs, want []string) {
+	type envelope struct {
+		ID   json.RawMessage `json:"id"`
+		Type string          `json:"type"`
+	}
+	idOf := func(line string) (string, string) {
+		var e envelope
+		json.Unmarshal([]byte(line), &e)
+		return string(e.ID), e.Type
+	}
+	answered := map[string]bool{} // ids the fixture's output answers
+	for _, line := range want {
+		if id, typ := idOf(line); typ == "response" && id != "" {
+			answered[id] = true
+		}
+	}
+	asked := map[string]bool{} // ids of the requests shown so far, not yet answered
+	for _, line := range lines {
+		id, typ := idOf(line)
+		switch {
+		case slices.Contains(inputs, line) && id != "" && answered[id]:
+			asked[id] = true
+		case typ == "response":
+			delete(asked, id)
+		}
+	}
+	for id := range asked {
+		t.Errorf("%s: the request with id %s is shown without its answer", where, id)
 	}
 }
 
@@ -298,6 +357,416 @@ func TestPerformanceDocSources(t *testing.T) {
 	for _, script := range regexp.MustCompile(`scripts/[a-z-]+\.sh`).FindAllString(string(doc), -1) {
 		if _, err := os.Stat(script); err != nil {
 			t.Errorf("docs/performance.md names %s: %v", script, err)
+		}
+	}
+}
+
+// parserFlags are the flags parseArgs defines, read from its source: the
+// names given to fs.StringVar, fs.BoolVar and the like, as literals or
+// from a loop over a literal list.
+func parserFlags(t *testing.T) []string {
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Name.Name != "parseArgs" {
+				continue
+			}
+			var names []string
+			lists := map[string][]string{} // a range variable → the literal strings it ranges over
+			ast.Inspect(fn, func(n ast.Node) bool {
+				if r, ok := n.(*ast.RangeStmt); ok {
+					if v, ok := r.Value.(*ast.Ident); ok {
+						if lit, ok := r.X.(*ast.CompositeLit); ok {
+							for _, e := range lit.Elts {
+								if s, ok := e.(*ast.BasicLit); ok {
+									lists[v.Name] = append(lists[v.Name], strings.Trim(s.Value, `"`))
+								}
+							}
+						}
+					}
+				}
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) < 2 {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || !strings.HasSuffix(sel.Sel.Name, "Var") {
+					return true
+				}
+				switch name := call.Args[1].(type) {
+				case *ast.BasicLit:
+					names = append(names, strings.Trim(name.Value, `"`))
+				case *ast.Ident:
+					names = append(names, lists[name.Name]...)
+				}
+				return true
+			})
+			if len(names) < 10 {
+				t.Fatalf("found only %d flags in parseArgs (%s)", len(names), path)
+			}
+			return names
+		}
+	}
+	t.Fatal("no func parseArgs")
+	return nil
+}
+
+// helpFlag is a flag as --help writes it: -t, -nc, --thinking.
+var helpFlag = regexp.MustCompile(`(?:^|[\s,/(])(--?[a-z][a-z-]*)`)
+
+// TestHelpListsEveryFlag checks --help against the parser both ways:
+// every flag rpi accepts is in --help, each written as --help writes
+// short and long names (one dash for one or two letters, two for more),
+// and every flag --help names is one rpi accepts; and docs/protocol.md
+// names each.
+func TestHelpListsEveryFlag(t *testing.T) {
+	accepted := map[string]bool{}
+	for _, name := range parserFlags(t) {
+		flag := "--" + name
+		if len(name) <= 2 {
+			flag = "-" + name
+		}
+		accepted[flag] = true
+	}
+	inHelp := map[string]bool{}
+	for _, m := range helpFlag.FindAllStringSubmatch(usageText, -1) {
+		inHelp[m[1]] = true
+	}
+	protocol, err := os.ReadFile("docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag := range accepted {
+		if !inHelp[flag] {
+			t.Errorf("rpi accepts %s, which --help does not list", flag)
+		}
+		if !regexp.MustCompile(`(^|[^\w-])` + flag + `([^\w-]|$)`).Match(protocol) {
+			t.Errorf("rpi accepts %s, which docs/protocol.md does not name", flag)
+		}
+	}
+	for flag := range inHelp {
+		if !accepted[flag] {
+			t.Errorf("--help lists %s, which rpi does not accept", flag)
+		}
+	}
+}
+
+// TestHelpListsEveryVariable checks that every environment variable rpi
+// reads by name is in --help and in docs/protocol.md (the provider keys
+// are listed in docs/models.md; RPI_WATCHDOG is rpi talking to itself).
+func TestHelpListsEveryVariable(t *testing.T) {
+	sources, _ := filepath.Glob("*.go")
+	read := regexp.MustCompile(`(?:getenv|Getenv|LookupEnv)\("([A-Z_]+)"\)|\w+Var\s*=\s*"([A-Z_]+)"`)
+	protocol, _ := os.ReadFile("docs/protocol.md")
+	found := 0
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		data, _ := os.ReadFile(path)
+		for _, m := range read.FindAllStringSubmatch(string(data), -1) {
+			name := m[1] + m[2]
+			if name == "HOME" {
+				continue
+			}
+			found++
+			if !strings.Contains(usageText, name) {
+				t.Errorf("%s reads %s, which --help does not name", path, name)
+			}
+			if !strings.Contains(string(protocol), "`"+name) {
+				t.Errorf("%s reads %s, which docs/protocol.md does not name", path, name)
+			}
+		}
+	}
+	if found < 4 {
+		t.Errorf("found only %d variables read by name", found)
+	}
+}
+
+// TestPiShapesDocumented checks that docs/pi-compat.md's "pi-compatible
+// mode" section names every event and command whose shape differs in
+// that mode beyond the flat envelope: the events emitted with a pi shape
+// of their own (emit's third argument), and the commands whose handler,
+// or a function it calls, answers a piOnly.
+func TestPiShapesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/pi-compat.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ := strings.Cut(string(doc)[strings.Index(string(doc), "## pi-compatible mode"):], "\n## pi's flags")
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	bodies := map[string]string{} // function name → its source
+	var shaped []string           // events with a pi shape of their own
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, _ := os.ReadFile(path)
+		file, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				bodies[fn.Name.Name] = string(src[fset.Position(fn.Body.Pos()).Offset:fset.Position(fn.Body.End()).Offset])
+			}
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 3 {
+				return true
+			}
+			if sel, isSel := call.Fun.(*ast.SelectorExpr); !isSel || sel.Sel.Name != "emit" {
+				return true
+			}
+			name, isLit := call.Args[0].(*ast.BasicLit)
+			if nilArg, isIdent := call.Args[2].(*ast.Ident); isLit && !(isIdent && nilArg.Name == "nil") {
+				shaped = append(shaped, strings.Trim(name.Value, `"`))
+			}
+			return true
+		})
+	}
+	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
+	for name, h := range commands {
+		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*server).bash-fm or main.(*server).bash
+		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
+		body := bodies[fn]
+		shapedHere := answersPiOnly(body)
+		for callee, calleeBody := range bodies {
+			if answersPiOnly(calleeBody) && strings.Contains(body, "."+callee+"(") {
+				shapedHere = true
+			}
+		}
+		if shapedHere {
+			shaped = append(shaped, name)
+		}
+	}
+	if len(shaped) < 3 {
+		t.Fatalf("found only %v with a shape of their own in pi's mode", shaped)
+	}
+	for _, name := range shaped {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("%s has a shape of its own in pi's mode, which docs/pi-compat.md's pi-compatible mode section does not name", name)
+		}
+	}
+}
+
+// TestArchitectureListsEveryFile checks docs/architecture.md's file table
+// against the repository: every non-test .go file has a row (its name in
+// the first column), and every file a row names exists.
+func TestArchitectureListsEveryFile(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([\\w.]+\\.go)`").FindAllStringSubmatch(cells[1], -1) {
+			listed[m[1]] = true
+		}
+	}
+	sources, _ := filepath.Glob("*.go")
+	for _, path := range sources {
+		if !strings.HasSuffix(path, "_test.go") && !listed[path] {
+			t.Errorf("%s has no row in docs/architecture.md's file table", path)
+		}
+	}
+	for name := range listed {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("docs/architecture.md's file table lists %s, which is not in the repository", name)
+		}
+	}
+}
+
+// docCommands are the shell commands the documents give: each line of a
+// fenced block without a language or marked sh/bash/shell, and each
+// inline code span that starts with go, bash, ./rpi or a variable
+// assignment followed by one of those. Spans may wrap across lines.
+func docCommands(t *testing.T) map[string][]string {
+	span := regexp.MustCompile("`([^`]+)`")
+	typed := regexp.MustCompile(`^(?:[A-Z_]+=\S+ )*(?:go |bash |\./rpi\b)`)
+	cmds := map[string][]string{} // document → commands
+	for _, path := range append(docFiles(t), "testdata/README.md") {
+		data, _ := os.ReadFile(path)
+		for _, b := range fencedBlocks(data) {
+			if b.lang == "" || b.lang == "sh" || b.lang == "bash" || b.lang == "shell" {
+				for _, line := range strings.Split(b.text, "\n") {
+					if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "{") {
+						cmds[path] = append(cmds[path], line)
+					}
+				}
+			}
+		}
+		prose := regexp.MustCompile("(?s)```.*?\n```").ReplaceAllString(string(data), "")
+		for _, m := range span.FindAllStringSubmatch(prose, -1) {
+			text := strings.Join(strings.Fields(m[1]), " ")
+			if typed.MatchString(text) {
+				cmds[path] = append(cmds[path], text)
+			}
+		}
+	}
+	return cmds
+}
+
+// TestDocCommands checks the commands the documents give, as typed: the
+// -run and -bench patterns of go test match a test or benchmark that
+// exists (a pattern matching nothing passes silently), the scripts they
+// run exist, and rpi's flags are ones it accepts.
+func TestDocCommands(t *testing.T) {
+	var funcs []string
+	sources, _ := filepath.Glob("*_test.go")
+	for _, path := range sources {
+		data, _ := os.ReadFile(path)
+		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)\w*)\(`).FindAllStringSubmatch(string(data), -1) {
+			funcs = append(funcs, m[1])
+		}
+	}
+	placeholder := regexp.MustCompile(`^[A-Z]+$|…|\[`)
+	checked := 0
+	for path, cmds := range docCommands(t) {
+		for _, cmd := range cmds {
+			cmd, _, _ := strings.Cut(cmd, " #") // a comment
+			words := splitArgs(cmd)             // as sh splits it, for the quoting docs use
+			for len(words) > 0 && regexp.MustCompile(`^[A-Z_]+=`).MatchString(words[0]) {
+				words = words[1:]
+			}
+			if i := slices.IndexFunc(words, func(w string) bool { return w != "" && strings.ContainsAny(w[:1], "<>|&;") }); i >= 0 {
+				words = words[:i] // the command ends at a redirection, a pipe or a list
+			}
+			if len(words) == 0 {
+				continue
+			}
+			for i, w := range words {
+				if strings.HasPrefix(w, "scripts/") {
+					if _, err := os.Stat(w); err != nil {
+						t.Errorf("%s: %q runs %s, which is not in the repository", path, cmd, w)
+					}
+				}
+				if i+1 >= len(words) || words[0] != "go" || (w != "-run" && w != "-bench") {
+					continue
+				}
+				pattern := words[i+1]
+				top, _, _ := strings.Cut(pattern, "/")
+				if pattern == "^$" || placeholder.MatchString(top) {
+					continue
+				}
+				re, err := regexp.Compile(top)
+				if err != nil {
+					t.Errorf("%s: %q: %s %s is no regexp: %v", path, cmd, w, pattern, err)
+					continue
+				}
+				checked++
+				matched := false
+				for _, f := range funcs {
+					if strings.HasPrefix(f, "Benchmark") == (w == "-bench") && re.MatchString(f) {
+						matched = true
+					}
+				}
+				if !matched {
+					t.Errorf("%s: %q: %s %s matches nothing in the tests", path, cmd, w, pattern)
+				}
+			}
+			if words[0] == "./rpi" && len(words) > 1 && !slices.ContainsFunc(words, placeholder.MatchString) {
+				checked++
+				if _, _, err := parseArgs(words[1:], newTestEnv(t).env()); err != nil {
+					t.Errorf("%s: %q: %v", path, cmd, err)
+				}
+			}
+		}
+	}
+	if checked < 5 {
+		t.Errorf("checked only %d commands", checked)
+	}
+}
+
+// TestDocConfigFiles checks the configuration files the documents show,
+// which a reader pastes whole: a ```json block with "providers" is a
+// models.json that loads without a warning and gives a usable model of
+// its own; a provider's block alone is not shown as a file; and one with
+// settings.json's keys holds only keys rpi reads.
+func TestDocConfigFiles(t *testing.T) {
+	models, settingsFiles := 0, 0
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		for _, b := range fencedBlocks(data) {
+			var top map[string]json.RawMessage
+			if b.lang != "json" || json.Unmarshal([]byte(b.text), &top) != nil {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", path, b.line)
+			switch {
+			case top["providers"] != nil:
+				models++
+				dir := t.TempDir()
+				os.WriteFile(filepath.Join(dir, "models.json"), []byte(b.text), 0o600)
+				setup, err := loadModels(dir, "", "", func(string) string { return "" })
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					continue
+				}
+				if len(setup.warnings) > 0 {
+					t.Errorf("%s: warnings: %q", where, setup.warnings)
+				}
+				if !setup.catalog[0].usable() || setup.catalog[0].builtin {
+					t.Errorf("%s: gives no usable model of its own", where)
+				}
+			case top["models"] != nil:
+				t.Errorf("%s: one provider's block, which pasted as a models.json is refused: show the whole file", where)
+			case top["defaultProvider"] != nil || top["retry"] != nil || top["compaction"] != nil:
+				settingsFiles++
+				dec := json.NewDecoder(strings.NewReader(b.text))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&settingsFile{}); err != nil {
+					t.Errorf("%s: not what rpi reads of settings.json: %v", where, err)
+				}
+			}
+		}
+	}
+	if models < 2 || settingsFiles < 1 {
+		t.Errorf("found %d models.json and %d settings.json files in the documents", models, settingsFiles)
+	}
+}
+
+// TestSettingsDocumented checks that docs/settings.md names every key rpi
+// reads from settings.json (settingsFile's fields, nested ones dotted).
+func TestSettingsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/settings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys func(prefix string, typ reflect.Type) []string
+	keys = func(prefix string, typ reflect.Type) []string {
+		var out []string
+		for f := range typ.Fields() {
+			name := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			if f.Type.Kind() == reflect.Struct {
+				out = append(out, keys(name+".", f.Type)...)
+			} else {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	all := keys("", reflect.TypeFor[settingsFile]())
+	if len(all) < 5 {
+		t.Fatalf("settingsFile has only %v", all)
+	}
+	for _, key := range all {
+		if !strings.Contains(string(doc), "`"+key+"`") {
+			t.Errorf("rpi reads %s from settings.json, which docs/settings.md does not name", key)
 		}
 	}
 }

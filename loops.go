@@ -828,7 +828,7 @@ func parseLoopInterval(v any) (int64, error) {
 		case f <= 0:
 			return fail("interval value must be greater than 0")
 		case f > maxLoopSeconds:
-			return fail("interval too large: %v", f)
+			return fail("interval too large: %s", jsNumber(f))
 		}
 		return int64(f), nil
 	}
@@ -857,6 +857,15 @@ func parseLoopInterval(v any) (int64, error) {
 		return fail("interval value must be greater than 0")
 	}
 	return int64(n) * unit, nil
+}
+
+// jsNumber writes a number as JavaScript does: 8589934592, not
+// 8.589934592e+09 (exponents only from 1e21).
+func jsNumber(f float64) string {
+	if math.Abs(f) < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func allDigits(s string) bool {

@@ -28,6 +28,8 @@ func TestLoopInterval(t *testing.T) {
 		{"", 0, "invalid interval: interval cannot be empty"},
 		{"99999999999999999999", 0, `invalid interval: interval too large: "99999999999999999999"`},
 		{"50000000d", 0, `invalid interval: interval too large: "50000000d"`},
+		{float64(1 << 33), 0, `invalid interval: interval too large: 8589934592`},
+		{float64(1e300), 0, `invalid interval: interval too large: 1e+300`},
 		{float64(0.5), 0, "invalid interval: interval must be a whole number of seconds"},
 		{float64(-1), 0, "invalid interval: interval value must be greater than 0"},
 	} {

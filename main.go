@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -168,8 +169,8 @@ Flags:
   --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
   -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user;
                                 also ls, grep, find)
-  --no-tools                    no tools at all
-  --exclude-tools a,b           leave these tools out
+  -nt, --no-tools               no tools at all
+  -xt, --exclude-tools a,b      leave these tools out
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
   --session FILE                open this session file
@@ -181,21 +182,34 @@ Flags:
   -nc, --no-context-files       do not read AGENTS.md / CLAUDE.md
   -ns, --no-skills              no skills
   -np, --no-prompt-templates    no prompt templates
-  --approve, --no-approve       load (or not: the default) project resources from ./.pi/
+  -a, --approve                 load the project's own resources from ./.pi/ (settings, templates, skills)
+  -na, --no-approve             do not (the default)
   --confirm TOOLS               ask the client before running these tools
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
+  -h, --help                    this text
+  -v, --version                 rpi's version (pi's, bare, with pi's shapes)
   Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
   -ne/--no-extensions, --no-mcp, --verbose.
 
-Environment: PI_CODING_AGENT_DIR (models.json, auth.json, settings.json,
-sessions; default ~/.pi/agent), provider keys such as OPENAI_API_KEY,
-ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY (see docs/models.md),
-RPI_COMPAT=pi. The protocol: docs/protocol.md and docs/commands.md; writing a
-client: docs/clients.md.
+Environment:
+  PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default ~/.pi/agent)
+  OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY, …
+                        provider keys (all of them in docs/models.md)
+  OPENAI_BASE_URL       another base URL for the openai provider
+  PI_FAUX_RESPONSE      what the offline model faux/faux-1 answers (--model faux/faux-1)
+  RPI_COMPAT=pi         pi 1.6's shapes, as --compat pi
+  RPI_TRACE_STARTUP=1   how long each phase of startup took, on stderr
+  TMPDIR                where rpi keeps its temp files
+
+Without --model, rpi starts with settings.json's default or the first model
+that can be used (docs/settings.md); "model":null in get_state means none
+can. The protocol: docs/protocol.md and docs/commands.md; writing a client:
+docs/clients.md.
 
 Example:
   echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session
+  PI_FAUX_RESPONSE='Hello from rpi' rpi rpc --model faux/faux-1
 `
 
 // piVersion is the pi release whose RPC rpi speaks; in pi-compatible mode
@@ -288,9 +302,15 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 	fs.BoolVar(&showVersion, "v", false, "")
 	if err := fs.Parse(args); err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-			return cfg, "", fmt.Errorf("Unknown flag: --%s (see rpi --help)", name)
+			return cfg, "", fmt.Errorf("Unknown flag: %s (see rpi --help)", typedFlag(args, name))
 		}
-		return cfg, "", fmt.Errorf("Invalid arguments: %v (see rpi --help)", err)
+		// The flag package names a flag with one dash: name it as typed.
+		named := regexp.MustCompile(`(argument: | for | for flag )-([\w-]+)`)
+		text := named.ReplaceAllStringFunc(err.Error(), func(m string) string {
+			i := strings.LastIndex(m, " -")
+			return m[:i+1] + typedFlag(args, m[i+2:])
+		})
+		return cfg, "", fmt.Errorf("Invalid arguments: %s (see rpi --help)", text)
 	}
 	switch {
 	case compat != "" && compat != "pi" && compat != "rpi":
@@ -365,6 +385,21 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
 	return cfg, "serve", nil
+}
+
+// typedFlag is flag name as args spell it (-t, --thinking), else as
+// --help does: one dash for a name of one or two letters, two for longer.
+func typedFlag(args []string, name string) string {
+	for _, arg := range args {
+		arg, _, _ = strings.Cut(arg, "=")
+		if arg == "-"+name || arg == "--"+name {
+			return arg
+		}
+	}
+	if len(name) <= 2 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // validSessionID is pi's rule for --session-id.

@@ -262,6 +262,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		if err := json.Unmarshal(data, &file); err != nil {
 			return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
+		if file.Providers == nil { // a provider's block pasted as the whole file, say
+			return nil, fmt.Errorf(`Invalid %s: no "providers" object; the file is {"providers": {"NAME": {"baseUrl": …, "api": …, "models": [{"id": …}]}}} (see docs/models.md)`, path)
+		}
 		// One provider's mistake never stops startup: its models are
 		// skipped or kept out of use, with a warning.
 		var unspoken []string

@@ -211,9 +211,9 @@ func TestProcessEventOrder(t *testing.T) {
 	for i := range n {
 		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "seq 1 50000"}, ""))
 	}
-	for range n {
-		ps.waitFor(`"type":"process_exited"`)
-	}
+	// Every process_exited, not the first one n times: closing stdin
+	// early would kill the others.
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"process_exited"`) == n })
 	recs := ps.close()
 	var want bytes.Buffer
 	for i := 1; i <= 50000; i++ {
@@ -481,20 +481,26 @@ func TestBackpressure(t *testing.T) {
 	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)
-	p.send(t, spawnLine("flood", []string{"sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' x"}, "")+"\n")
-	time.Sleep(1500 * time.Millisecond) // not reading: rpi's stdout pipe fills up
+	p.send(t, spawnLine("flood", []string{"head", "-c", "20000000", "/dev/zero"}, "")+"\n")
+	var got, pid int
+	for pid == 0 { // up to the answer, which gives the child's pid
+		rec := p.next(t)
+		got += outputBytes(rec)
+		if rec["type"] == "response" {
+			pid = int(rec["data"].(map[string]any)["pid"].(float64))
+		}
+	}
+	// Not reading: rpi's stdout pipe fills up, rpi stops reading the
+	// child, and the child waits in write.
+	written := waitBlockedWriting(t, pid)
 	rssKB := residentKB(t, p.cmd.Process.Pid)
-	t.Logf("rpi resident while its client is not reading: %d kB", rssKB)
+	t.Logf("rpi resident while its client is not reading: %d kB (the child wrote %d bytes so far)", rssKB, written)
 	if rssKB == 0 || rssKB > 64<<10 {
 		t.Errorf("rpi holds %d kB while its client is not reading", rssKB)
 	}
-	var got int
 	for {
 		rec := p.next(t)
-		if rec["type"] == "process_output" {
-			b, _ := base64.StdEncoding.DecodeString(rec["data"].(map[string]any)["dataBase64"].(string))
-			got += len(b)
-		}
+		got += outputBytes(rec)
 		if rec["type"] == "process_exited" {
 			break
 		}
@@ -504,6 +510,49 @@ func TestBackpressure(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// outputBytes is how many bytes of output a process_output record carries.
+func outputBytes(rec map[string]any) int {
+	if rec["type"] != "process_output" {
+		return 0
+	}
+	b, _ := base64.StdEncoding.DecodeString(rec["data"].(map[string]any)["dataBase64"].(string))
+	return len(b)
+}
+
+// waitBlockedWriting waits until process pid has stopped writing (for
+// 100 ms; in write(2) where /proc/PID/wchan says so) and returns how many
+// bytes it wrote. It fails when the process ends first: nothing then held
+// it back.
+func waitBlockedWriting(t *testing.T, pid int) int64 {
+	t.Helper()
+	written := func() int64 {
+		stats, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+		if err != nil || !alive(pid) {
+			t.Fatalf("process %d ended while its output was not being read: nothing held it back", pid)
+		}
+		_, after, _ := strings.Cut(string(stats), "wchar: ")
+		n, _ := strconv.ParseInt(strings.Fields(after)[0], 10, 64)
+		return n
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	last, still := written(), 0
+	for time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		n := written()
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+		inWrite := strings.Contains(string(wchan), "pipe_write") || string(wchan) == "0" || len(wchan) == 0
+		if n != last || !inWrite {
+			last, still = n, 0
+			continue
+		}
+		if still++; still == 10 {
+			return n
+		}
+	}
+	t.Fatalf("process %d never stopped writing", pid)
+	return 0
 }
 
 // residentKB is a process's resident memory (VmRSS), or its peak (VmHWM).

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		f.Value.Set("8")
 	}
 	code := m.Run()
+	reportSkippedForPrograms()
 	if benchDir != "" {
 		os.RemoveAll(benchDir)
 	}
@@ -1379,6 +1380,26 @@ func TestInitFailures(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &rec); code == 0 || lines != 1 || err != nil ||
 			rec.Type != "response" || rec.Command != "init" || rec.Success || rec.Error == "" {
 			t.Errorf("rpi %q: exit %d, stdout %q: want one init failure line and a nonzero exit", args, code, stdout.String())
+		}
+	}
+}
+
+// TestFlagErrorsNameTheFlagAsTyped: the flag package writes every flag
+// with one dash; rpi's errors name it as the command line did.
+func TestFlagErrorsNameTheFlagAsTyped(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rpc", "--thinking"}, "Invalid arguments: flag needs an argument: --thinking (see rpi --help)"},
+		{[]string{"rpc", "-t"}, "Invalid arguments: flag needs an argument: -t (see rpi --help)"},
+		{[]string{"rpc", "--no-session=maybe"}, `Invalid arguments: invalid boolean value "maybe" for --no-session: parse error (see rpi --help)`},
+		{[]string{"rpc", "--frobnicate=1"}, "Unknown flag: --frobnicate (see rpi --help)"},
+		{[]string{"rpc", "-zz"}, "Unknown flag: -zz (see rpi --help)"},
+	} {
+		_, _, err := parseArgs(c.args, newTestEnv(t).env())
+		if err == nil || err.Error() != c.want {
+			t.Errorf("rpi %q: %v, want %s", c.args, err, c.want)
 		}
 	}
 }

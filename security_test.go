@@ -47,9 +47,7 @@ func TestKeysNeverLeave(t *testing.T) {
 	ps.waitFor(`"type":"agent_settled"`)
 	ps.send(`{"id":"p2","type":"prompt","message":"again"}`)
 	ps.waitFor(`"id":"p2"`)
-	for strings.Count(string(ps.out.bytes()), `"type":"agent_settled"`) < 2 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) >= 2 })
 	ps.send(`{"id":"child","type":"bash","command":"echo ${OPENAI_API_KEY:-no key here}"}`)
 	ps.waitFor(`"id":"child"`)
 	ps.send(`{"id":"x","type":"export_html","outputPath":"out.html"}`)

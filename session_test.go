@@ -246,9 +246,7 @@ func TestSessionFolderVanishes(t *testing.T) {
 	os.RemoveAll(dir)
 	ps.send(`{"id":"p2","type":"prompt","message":"second"}`)
 	ps.waitFor(`"id":"p2"`)
-	for strings.Count(string(ps.out.bytes()), `"type":"agent_settled"`) < 2 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) >= 2 })
 	ps.close()
 	if !bytes.Contains(ps.out.bytes(), []byte(`"method":"notify","message":"Cannot append to the session file `+files[0])) {
 		t.Errorf("the client was not told:\n%s", ps.out.bytes())
