@@ -5,7 +5,6 @@ package main
 // writes the file; and the session commands.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -22,13 +21,15 @@ import (
 )
 
 // sessionEntry is one entry of a session file. The fields rpi reads are
-// decoded; raw keeps the line as it was, so entries and fields rpi does
-// not know survive a rewrite untouched.
+// decoded (decodeEntry); raw keeps the line as it was, so entries and
+// fields rpi does not know survive a rewrite untouched. A message entry
+// whose line is exactly what rpi would write for its decoded message
+// keeps no raw: the message is held once, and its line is written again
+// from it (line).
 type sessionEntry struct {
 	Type             string          `json:"type"`
 	ID               string          `json:"id"`
 	ParentID         *string         `json:"parentId"`
-	Message          json.RawMessage `json:"message"`
 	Provider         string          `json:"provider"`
 	ModelID          string          `json:"modelId"`
 	ThinkingLevel    string          `json:"thinkingLevel"`
@@ -41,7 +42,86 @@ type sessionEntry struct {
 	Content          json.RawMessage `json:"content"`
 	Timestamp        string          `json:"timestamp"`
 
-	raw []byte
+	raw     []byte
+	msg     any // a message entry's message, as decodeMessage gives it
+	msgSize int // the bytes of its JSON
+}
+
+// line is the entry's line in the file.
+func (e *sessionEntry) line() []byte {
+	if e.raw != nil {
+		return e.raw
+	}
+	return e.appendLine(nil)
+}
+
+// appendLine appends the entry's line to buf.
+func (e *sessionEntry) appendLine(buf []byte) []byte {
+	if e.raw != nil {
+		return append(buf, e.raw...)
+	}
+	buf, _ = e.appendMessageLine(buf)
+	return buf
+}
+
+// appendMessageLine appends the line rpi writes for a message entry:
+// type, id, parentId, timestamp and the message (appendMessageJSON); ok
+// is false when the message cannot be written so.
+func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
+	return e.appendMessageLineFrom(buf, nil)
+}
+
+// appendMessageLineFrom is appendMessageLine copying what sources hold.
+func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
+	buf = append(buf, `{"type":"message","id":`...)
+	buf = appendJSONString(buf, e.ID)
+	buf = append(buf, `,"parentId":`...)
+	if e.ParentID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *e.ParentID)
+	}
+	buf = append(buf, `,"timestamp":`...)
+	buf = appendJSONString(buf, e.Timestamp)
+	buf = append(buf, `,"message":`...)
+	buf, ok = appendMessageFrom(buf, e.msg, sources)
+	return append(buf, '}'), ok
+}
+
+// keepLine sets the entry's raw to a copy of line, just decoded by d,
+// unless it is a message entry that appendMessageLine writes byte for
+// byte. The check copies the texts d found written as appendJSONString
+// writes them (d.sources) instead of encoding them again.
+func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
+	if e.Type == "message" && e.msg != nil {
+		again, ok := e.appendMessageLineFrom(d.scratch[:0], d.sources)
+		d.scratch = again[:0]
+		if ok && bytes.Equal(again, line) {
+			e.raw = nil
+			return
+		}
+	}
+	e.raw = bytes.Clone(line)
+}
+
+// role is the role of a message entry's message ("" without one), as
+// messageRole of its JSON gives it.
+func (e *sessionEntry) role() string {
+	switch m := e.msg.(type) {
+	case *userMessage:
+		return m.Role
+	case *assistantMessage:
+		return m.Role
+	case *toolResultMessage:
+		return m.Role
+	case bashExecutionMessage:
+		return m.Role
+	case *summaryMessage:
+		return m.Role
+	case rawMessage:
+		return messageRole(json.RawMessage(m))
+	}
+	return ""
 }
 
 // sessionHeader is the data of session_started and the first line of a
@@ -167,13 +247,15 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 			parent := ss.leaf
 			e.ParentID = &parent
 		}
+		e.raw = line
 	} else {
-		e = &sessionEntry{}
-		if err := json.Unmarshal(line, e); err != nil {
+		var err error
+		var d jsonIn
+		if e, err = decodeEntry(line, &d); err != nil {
 			return nil, err
 		}
+		e.keepLine(line, &d)
 	}
-	e.raw = line
 	ss.entries = append(ss.entries, e)
 	ss.byID[id] = e
 	ss.leaf = id
@@ -215,14 +297,11 @@ func (ss *session) headerLine() []byte {
 
 // wholeFile is the file as it should be: the header, then every entry.
 func (ss *session) wholeFile() []byte {
-	var buf bytes.Buffer
-	buf.Write(ss.headerLine())
-	buf.WriteByte('\n')
+	buf := append(ss.headerLine(), '\n')
 	for _, e := range ss.entries {
-		buf.Write(e.raw)
-		buf.WriteByte('\n')
+		buf = append(e.appendLine(buf), '\n')
 	}
-	return buf.Bytes()
+	return buf
 }
 
 // writeWholeFile replaces path with data atomically (a temp file renamed).
@@ -334,47 +413,40 @@ func loadSession(path string) (*session, error) {
 	}
 	defer f.Close()
 	ss := &session{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
-	br := bufio.NewReaderSize(f, 64<<10)
-	first := true
+	tooLong := func(line int) error {
+		return fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, line, maxSessionLineBytes)
+	}
+	line, lineNo, next, err := readHeaderLine(f)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(lineNo)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	case line == nil:
+		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+	}
 	var header struct {
 		Type    string `json:"type"`
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
-	lineNo, badLast := 0, false
-	for {
-		line, tooLong, err := readLine(br, maxSessionLineBytes)
-		lineNo++
-		if tooLong {
-			return nil, fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, lineNo, maxSessionLineBytes)
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
-		}
-		if badLast {
-			ss.skipped = append(ss.skipped, lineNo-1) // a bad line that was not the last
-			badLast = false
-		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			if first {
-				first = false
-				if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
-					return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
-				}
-			} else if e := (&sessionEntry{}); json.Unmarshal(line, e) == nil && e.Type != "" {
-				e.raw = line
-				ss.entries = append(ss.entries, e)
-			} else {
-				badLast = true // ignored when it is the last line: a torn write
-			}
-		}
-		if err == io.EOF {
-			break
-		}
+	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+		return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
 	}
-	if first {
-		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+	// Version 3 lines are written again as they are (keepLine); older
+	// ones are kept for the migrations below.
+	var parts int
+	if info, err := f.Stat(); err == nil {
+		parts = sessionParts(info.Size() - next)
 	}
+	read, err := readEntries(f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(read.tooLong)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	}
+	ss.entries, ss.skipped = read.entries, read.skipped
 	ss.header = header.sessionHeader
 	version := 1
 	if header.Version != nil {
@@ -487,8 +559,9 @@ func (ss *session) migrateV1() {
 func (ss *session) migrateV2() {
 	old, renamed := []byte(`"role":"hookMessage"`), []byte(`"role":"custom"`)
 	for _, e := range ss.entries {
-		if e.Type == "message" && messageRole(e.Message) == "hookMessage" {
-			e.Message = bytes.Replace(e.Message, old, renamed, 1)
+		if m, ok := e.msg.(rawMessage); ok && e.Type == "message" && e.role() == "hookMessage" {
+			m = bytes.Replace(m, old, renamed, 1)
+			e.msg, e.msgSize = decodeMessage(json.RawMessage(m)), len(m)
 			e.raw = bytes.Replace(e.raw, old, renamed, 1)
 		}
 	}
@@ -550,10 +623,8 @@ func (ss *session) conversation() sessionContext {
 		case "model_change":
 			c.provider, c.modelID = e.Provider, e.ModelID
 		case "message":
-			var m struct{ Role, Provider, Model string }
-			json.Unmarshal(e.Message, &m)
-			if m.Role == "assistant" {
-				c.provider, c.modelID = m.Provider, m.Model
+			if provider, model, ok := e.answeredBy(); ok {
+				c.provider, c.modelID = provider, model
 			}
 		case "compaction":
 			compaction = i
@@ -581,8 +652,8 @@ func (ss *session) conversation() sessionContext {
 		}
 		switch e := path[i]; e.Type {
 		case "message":
-			if m := decodeMessage(e.Message); m != nil {
-				c.messages = append(c.messages, m)
+			if e.msg != nil {
+				c.messages = append(c.messages, e.msg)
 			}
 		case "branch_summary":
 			if e.Summary != "" {
@@ -608,6 +679,19 @@ func (ss *session) conversation() sessionContext {
 	return c
 }
 
+// answeredBy is the provider and model of an assistant message entry.
+func (e *sessionEntry) answeredBy() (provider, model string, ok bool) {
+	switch m := e.msg.(type) {
+	case *assistantMessage:
+		return m.Provider, m.Model, true
+	case rawMessage:
+		var probe struct{ Role, Provider, Model string }
+		json.Unmarshal(m, &probe)
+		return probe.Provider, probe.Model, probe.Role == "assistant"
+	}
+	return "", "", false
+}
+
 func entryMillis(e *sessionEntry) int64 {
 	t, err := time.Parse(time.RFC3339Nano, e.Timestamp)
 	if err != nil {
@@ -631,10 +715,9 @@ type rawMessage json.RawMessage
 
 func (m rawMessage) MarshalJSON() ([]byte, error) { return json.RawMessage(m), nil }
 
-// decodeMessage reads a stored message into its type; one of a role rpi
-// does not know is kept as it is, and an entry whose message is missing
-// or not an object gives nil (the entry is skipped).
-func decodeMessage(raw json.RawMessage) any {
+// decodeMessageSlow is decodeMessage by encoding/json, for what the fast
+// path does not take (sessionline.go).
+func decodeMessageSlow(raw json.RawMessage) any {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
@@ -760,9 +843,9 @@ func (c *conversation) addLocked(typ string, fields []field) error {
 	switch {
 	case ss.path == "":
 	case ss.written:
-		c.queue = append(c.queue, fileWrite{ss: ss, line: e.raw, checkEnd: ss.loaded})
+		c.queue = append(c.queue, fileWrite{ss: ss, line: e.line(), checkEnd: ss.loaded})
 		ss.loaded = false
-	case e.Type == "message" && messageRole(e.Message) == "assistant":
+	case e.Type == "message" && e.role() == "assistant":
 		// Like pi, the file appears once the first answer exists.
 		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 		ss.written = true
@@ -1178,9 +1261,9 @@ func (s *server) switchSession(r *request) (any, error) {
 	})
 }
 
-// userText joins the text blocks of a stored user message.
-func userText(raw json.RawMessage) (string, bool) {
-	m, ok := decodeMessage(raw).(*userMessage)
+// userText joins the text blocks of a user message.
+func userText(msg any) (string, bool) {
+	m, ok := msg.(*userMessage)
 	if !ok {
 		return "", false
 	}
@@ -1211,7 +1294,7 @@ func (s *server) fork(r *request) (any, error) {
 	var text string
 	ok := e != nil && e.Type == "message"
 	if ok {
-		text, ok = userText(e.Message)
+		text, ok = userText(e.msg)
 	}
 	if !ok {
 		return nil, errors.New("Invalid entry ID for forking")
@@ -1254,7 +1337,7 @@ func copyBranch(ss, from *session, leaf string) {
 // it holds an answer (as pi does: a file appears with the first answer).
 func (c *conversation) writeWhole(ss *session) {
 	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
-		return e.Type == "message" && messageRole(e.Message) == "assistant"
+		return e.Type == "message" && e.role() == "assistant"
 	})
 	if !hasAnswer || ss.path == "" {
 		return
@@ -1322,7 +1405,7 @@ func (s *server) getEntries(r *request) (any, error) {
 	}
 	answer := entriesAnswer{Entries: []json.RawMessage{}}
 	for _, e := range entries {
-		answer.Entries = append(answer.Entries, e.raw)
+		answer.Entries = append(answer.Entries, e.line())
 	}
 	if ss.leaf != "" {
 		leaf := ss.leaf
@@ -1347,7 +1430,7 @@ func (s *server) getTree(r *request) (any, error) {
 	ss := s.conv.session
 	nodes := map[string]*treeNode{}
 	for _, e := range ss.entries {
-		nodes[e.ID] = &treeNode{Entry: e.raw, Children: []*treeNode{}}
+		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
 	}
 	roots := []*treeNode{}
 	for _, e := range ss.entries {
@@ -1391,7 +1474,7 @@ func (s *server) getForkMessages(r *request) (any, error) {
 		if e.Type != "message" {
 			continue
 		}
-		if text, ok := userText(e.Message); ok && text != "" {
+		if text, ok := userText(e.msg); ok && text != "" {
 			points = append(points, forkPoint{e.ID, text})
 		}
 	}
