@@ -334,12 +334,30 @@ func (s *server) getState(r *request) (any, error) {
 	}, nil
 }
 
-// getMessages answers the conversation's messages, oldest first.
+// getMessages answers the conversation's messages, oldest first. The
+// answer, as big as the conversation, is written message by message
+// (output.stream), never held whole.
 // Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
 func (s *server) getMessages(r *request) (any, error) {
+	messages := s.conv.messages()
+	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
+		s.out.stream(func(buf []byte, _ bool, spill func([]byte) []byte) []byte {
+			buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"messages":[`...)
+			for i, m := range messages {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf, _ = appendMessageJSON(buf, m)
+				buf = spill(buf)
+			}
+			return append(buf, "]}}"...)
+		})
+		return noReply{}, nil
+	}
+	// One that encoding/json refuses: its failure is the answer's.
 	return struct {
 		Messages []any `json:"messages"`
-	}{s.conv.messages()}, nil
+	}{messages}, nil
 }
 
 // getLastAssistantText answers the text of the last assistant answer that

@@ -182,6 +182,35 @@ func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
 	}
 }
 
+// stream writes one record too big to hold whole (get_messages of a big
+// session): encode appends it piece by piece and hands what it has so
+// far to spill, which writes it out once maxPending bytes have gathered
+// and gives the buffer back empty. The lock is held throughout, so the
+// record still leaves whole and uninterrupted, after whatever was
+// pending. encode cannot fail: what could fail is checked before.
+func (o *output) stream(encode func(buf []byte, compat bool, spill func([]byte) []byte) []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return
+	}
+	o.pending = append(encode(o.pending, o.compat, o.spillLocked), '\n')
+	o.flushLocked()
+}
+
+// spillLocked is stream's spill; o.mu is held.
+func (o *output) spillLocked(buf []byte) []byte {
+	if o.err != nil {
+		return buf[:0] // the client is gone: nothing more reaches it
+	}
+	if len(buf) < maxPending {
+		return buf
+	}
+	o.pending = buf
+	o.flushLocked()
+	return o.pending
+}
+
 // flush writes what is pending.
 func (o *output) flush() {
 	o.mu.Lock()
@@ -272,14 +301,7 @@ func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
 // encodeResponse appends a response: success with data (always present by
 // default; omitted when null in pi-compatible mode), or failure with error.
 func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
-	buf = append(buf, '{')
-	if id != nil {
-		buf = append(buf, `"id":`...)
-		buf = append(buf, id...)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"type":"response","command":`...)
-	buf = appendJSONString(buf, command)
+	buf = appendResponseHead(buf, id, command)
 	if failure != nil {
 		buf = append(buf, `,"success":false,"error":`...)
 		buf = appendJSONString(buf, failure.Error())
@@ -301,6 +323,19 @@ func encodeResponse(buf []byte, id json.RawMessage, command string, data any, fa
 	buf = append(buf, `,"data":`...)
 	buf, err := appendPayload(buf, data)
 	return append(buf, '}'), err
+}
+
+// appendResponseHead appends a response's first members: its id (when it
+// has one), type and command.
+func appendResponseHead(buf []byte, id json.RawMessage, command string) []byte {
+	buf = append(buf, '{')
+	if id != nil {
+		buf = append(buf, `"id":`...)
+		buf = append(buf, id...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"type":"response","command":`...)
+	return appendJSONString(buf, command)
 }
 
 // A jsonAppender is a payload on a hot path that appends its own JSON,

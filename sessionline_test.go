@@ -6,13 +6,19 @@ package main
 // written again as marshalJSON writes it.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // sessionLineSeeds are lines of every kind: the fixtures' session files,
@@ -336,5 +342,172 @@ func TestReadEntriesInParts(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+}
+
+// ---- Big sessions ----
+
+// writeBigSession writes a session file of about size bytes to path, as
+// rpi and pi write one: a header, a model and a thinking level change,
+// then user and assistant messages by turns, each of about 12 KB of text
+// (lines of prose and code: tabs, a quoted word in 12, a non-ASCII one in
+// 100, so that decoding has escapes to undo). It returns the number of messages.
+func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(26, 2026))
+	words := strings.Fields("the session file grows as an agent reads big files and runs chatty commands for days " +
+		"func return err nil if for range := buffer line decode encode message content assistant user tool " +
+		"path/to/file.go 0x1f 42 3.14 map[string]any { } ( ) , ; == != && ||")
+	rare := strings.Fields("résumé naïve → “quoted” 中文")
+	pool := make([]string, 2048)
+	for i := range pool {
+		var b strings.Builder
+		b.WriteString(strings.Repeat("\t", rng.IntN(3)))
+		for b.Len() < 40+rng.IntN(60) {
+			word := words[rng.IntN(len(words))]
+			switch rng.IntN(100) {
+			case 0:
+				word = rare[rng.IntN(len(rare))]
+			case 1, 2, 3, 4, 5, 6, 7, 8:
+				word = `"` + word + `"`
+			}
+			b.WriteString(word + " ")
+		}
+		pool[i] = b.String()
+	}
+	text := func() string {
+		var b strings.Builder
+		for b.Len() < 12<<10 {
+			b.WriteString(pool[rng.IntN(len(pool))])
+			b.WriteByte('\n')
+		}
+		return b.String()
+	}
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	header := sessionHeader{Version: 3, ID: "0f0e8a52-1c4f-4a2e-9d6b-3c1f2e4d5a6b", Timestamp: timestamp(start), Cwd: cwd}
+	w.Write(append(header.appendMembers([]byte(`{"type":"session"`)), "}\n"...))
+	written, entries := int64(0), 0
+	// add writes an entry as session.add makes one: type, id, parentId
+	// and timestamp, then its fields.
+	add := func(now time.Time, typ string, fields ...field) {
+		line := fmt.Appendf(nil, `{"type":%q,"id":"%08x","parentId":`, typ, entries+1)
+		if entries == 0 {
+			line = append(line, "null"...)
+		} else {
+			line = fmt.Appendf(line, `"%08x"`, entries)
+		}
+		line = fmt.Appendf(line, `,"timestamp":%q`, timestamp(now))
+		for _, f := range fields {
+			value, err := marshalJSON(f.value)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			line = fmt.Appendf(line, ",%q:%s", f.name, value)
+		}
+		line = append(line, "}\n"...)
+		w.Write(line)
+		written += int64(len(line))
+		entries++
+	}
+	add(start, "model_change", field{"provider", "anthropic"}, field{"modelId", "claude-sonnet-4-5"})
+	add(start, "thinking_level_change", field{"thinkingLevel", "medium"})
+	messages := 0
+	for written < size {
+		now := start.Add(time.Duration(messages) * time.Second)
+		var m any = &userMessage{Role: "user", Content: textBlocks(text()), Timestamp: now.UnixMilli()}
+		if messages%2 == 1 {
+			m = &assistantMessage{Role: "assistant", Content: textBlocks(text()), API: "anthropic-messages",
+				Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "stop", Timestamp: now.UnixMilli(),
+				Usage: usage{Input: 3000 + messages, Output: 3000, TotalTokens: 6000 + messages,
+					Cost: costBreakdown{Input: 0.009, Output: 0.045, Total: 0.054}}}
+		}
+		add(now, "message", field{"message", m})
+		messages++
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return messages
+}
+
+// writeSizes is a stdout that keeps what is written and the largest
+// single write.
+type writeSizes struct {
+	mu      sync.Mutex
+	out     bytes.Buffer
+	largest int
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.largest = max(w.largest, len(p))
+	return w.out.Write(p)
+}
+
+func (w *writeSizes) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.out.Bytes())
+}
+
+// TestGetMessagesStreamed: the get_messages answer of a big session is
+// what encoding/json writes for the conversation, written whole and
+// uninterrupted while a child's output streams beside it, but never held
+// whole: no single write is near its size.
+func TestGetMessagesStreamed(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	path := filepath.Join(cwd, "big.jsonl")
+	writeBigSession(t, path, cwd, 4<<20)
+	ss, err := loadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := marshalJSON(struct {
+		Messages []any `json:"messages"`
+	}{ss.conversation().messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"m","type":"response","command":"get_messages","success":true,"data":` + string(data) + "}"
+	stdout := &writeSizes{}
+	stdin, input := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session", path}, stdin, stdout)
+		close(done)
+	}()
+	io.WriteString(input, spawnLine("p", []string{"sh", "-c", "for i in $(seq 1 20000); do echo line $i; done"}, "")+"\n")
+	for !bytes.Contains(stdout.bytes(), []byte(`"type":"process_output"`)) {
+		time.Sleep(time.Millisecond)
+	}
+	io.WriteString(input, `{"id":"m","type":"get_messages"}`+"\n")
+	for !bytes.Contains(stdout.bytes(), []byte(`{"id":"m"`)) {
+		time.Sleep(time.Millisecond)
+	}
+	input.Close()
+	<-done
+	found := false
+	for _, line := range bytes.Split(bytes.TrimSuffix(stdout.bytes(), []byte("\n")), []byte("\n")) {
+		if !json.Valid(line) {
+			t.Fatalf("a record is not whole JSON: %.200s…", line)
+		}
+		if bytes.HasPrefix(line, []byte(`{"id":"m"`)) {
+			found = true
+			if string(line) != want {
+				t.Errorf("get_messages answered %d bytes, differing from encoding/json's %d", len(line), len(want))
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no get_messages answer")
+	}
+	if stdout.largest > 2*maxPending {
+		t.Errorf("a single write of %d bytes for a %d byte answer: it was held whole", stdout.largest, len(want))
 	}
 }
