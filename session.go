@@ -5,6 +5,7 @@ package main
 // writes the file; and the session commands.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -1485,6 +1486,23 @@ func (s *server) getForkMessages(r *request) (any, error) {
 
 // ---- Export ----
 
+// replaceFileWith is replaceFile with the content written by write
+// through a buffer, as it is made.
+func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) error) error {
+	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		err = write(bufio.NewWriterSize(f, 256<<10))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // exportHTML writes the conversation as one self-contained HTML file,
 // every piece of text escaped, in the background; it only writes regular
 // files.
@@ -1514,7 +1532,8 @@ func (s *server) exportHTML(r *request) (any, error) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
 		}
-		if err := replaceFile(out, renderHTML(header, info.name, messages), os.O_CREATE); err != nil {
+		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
+		if err != nil {
 			return nil, fileError("write", out, err)
 		}
 		return struct {
@@ -1524,72 +1543,130 @@ func (s *server) exportHTML(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// renderHTML is the export page: a header, then one block per message.
-func renderHTML(h sessionHeader, name string, messages []any) []byte {
-	var b strings.Builder
-	esc := htmlEscape
+// writeHTML writes the export page to w as it goes, never held whole: a
+// header, then one block per message.
+func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) error {
 	title := "rpi session " + h.ID
 	if name != "" {
 		title = name
 	}
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n<style>" +
+	text := func(parts ...string) {
+		for _, part := range parts {
+			writeHTMLEscaped(w, part)
+		}
+	}
+	w.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>")
+	text(title)
+	w.WriteString("</title>\n<style>" +
 		"body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}" +
 		".m{border-left:4px solid #ccc;margin:1rem 0;padding:.5rem 1rem;background:#fafafa}" +
 		".user{border-color:#36c}.assistant{border-color:#393}.toolResult{border-color:#999}.error{border-color:#c33}" +
 		".role{font-size:.8rem;color:#666;text-transform:uppercase}pre{white-space:pre-wrap;word-break:break-word;margin:.3rem 0}" +
-		".thinking{color:#777;font-style:italic}</style></head><body>\n")
-	fmt.Fprintf(&b, "<h1>%s</h1>\n<p>Session %s, started %s in <code>%s</code></p>\n", esc(title), esc(h.ID), esc(h.Timestamp), esc(h.Cwd))
-	block := func(class, role string, body string) {
-		fmt.Fprintf(&b, "<div class=\"m %s\"><div class=\"role\">%s</div>%s</div>\n", class, esc(role), body)
+		".thinking{color:#777;font-style:italic}</style></head><body>\n<h1>")
+	text(title)
+	w.WriteString("</h1>\n<p>Session ")
+	text(h.ID)
+	w.WriteString(", started ")
+	text(h.Timestamp)
+	w.WriteString(" in <code>")
+	text(h.Cwd)
+	w.WriteString("</code></p>\n")
+	// A block is opened with its class and role, then its body is written.
+	open := func(class string, role ...string) {
+		w.WriteString(`<div class="m ` + class + `"><div class="role">`)
+		text(role...)
+		w.WriteString("</div>")
 	}
-	pre := func(text string) string { return "<pre>" + esc(text) + "</pre>" }
-	contentHTML := func(content []contentBlock) string {
-		var parts strings.Builder
-		for _, c := range content {
+	pre := func(parts ...string) {
+		w.WriteString("<pre>")
+		text(parts...)
+		w.WriteString("</pre>")
+	}
+	content := func(blocks []contentBlock) {
+		for _, c := range blocks {
 			switch c.Type {
 			case "text":
-				parts.WriteString(pre(c.Text))
+				pre(c.Text)
 			case "thinking":
-				parts.WriteString("<pre class=\"thinking\">" + esc(c.Thinking) + "</pre>")
+				w.WriteString(`<pre class="thinking">`)
+				text(c.Thinking)
+				w.WriteString("</pre>")
 			case "toolCall":
-				parts.WriteString(pre("→ " + c.Name + " " + string(c.Arguments)))
+				pre("→ ", c.Name, " ", string(c.Arguments))
 			case "image":
 				if strings.HasPrefix(c.MimeType, "image/") {
-					parts.WriteString("<img alt=\"image\" style=\"max-width:100%\" src=\"data:" + esc(c.MimeType) + ";base64," + esc(c.Data) + "\">")
+					w.WriteString(`<img alt="image" style="max-width:100%" src="data:`)
+					text(c.MimeType)
+					w.WriteString(";base64,")
+					text(c.Data)
+					w.WriteString(`">`)
 				}
 			}
 		}
-		return parts.String()
 	}
 	for _, m := range messages {
 		switch m := m.(type) {
 		case *userMessage:
-			block("user", "user", contentHTML(m.Content))
+			open("user", "user")
+			content(m.Content)
 		case *assistantMessage:
-			class, body := "assistant", contentHTML(m.Content)
+			class := "assistant"
 			if m.ErrorMessage != "" {
-				class, body = "assistant error", body+pre(m.StopReason+": "+m.ErrorMessage)
+				class = "assistant error"
 			}
-			block(class, "assistant · "+m.Provider+"/"+m.Model, body)
+			open(class, "assistant · ", m.Provider, "/", m.Model)
+			content(m.Content)
+			if m.ErrorMessage != "" {
+				pre(m.StopReason, ": ", m.ErrorMessage)
+			}
 		case *toolResultMessage:
 			class := "toolResult"
 			if m.IsError {
 				class += " error"
 			}
-			block(class, "result of "+m.ToolName, contentHTML(m.Content))
+			open(class, "result of ", m.ToolName)
+			content(m.Content)
 		case bashExecutionMessage:
-			block("user", "bash", pre("$ "+m.Command+"\n"+m.Output))
+			open("user", "bash")
+			pre("$ ", m.Command, "\n", m.Output)
 		case *summaryMessage:
-			block("user", m.Role, pre(m.Summary))
+			open("user", m.Role)
+			pre(m.Summary)
 		case rawMessage:
-			block("user", messageRole(json.RawMessage(m)), pre(string(m)))
+			open("user", messageRole(json.RawMessage(m)))
+			pre(string(m))
+		default:
+			continue
 		}
+		w.WriteString("</div>\n")
 	}
-	b.WriteString("</body></html>\n")
-	return []byte(b.String())
+	w.WriteString("</body></html>\n")
+	return w.Flush()
 }
 
-// htmlEscape escapes text for HTML element content and attribute values.
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;").Replace(s)
+// writeHTMLEscaped writes text escaped for HTML element content and
+// attribute values.
+func writeHTMLEscaped(w *bufio.Writer, text string) {
+	start := 0
+	for i := 0; i < len(text); i++ {
+		var escaped string
+		switch text[i] {
+		case '&':
+			escaped = "&amp;"
+		case '<':
+			escaped = "&lt;"
+		case '>':
+			escaped = "&gt;"
+		case '"':
+			escaped = "&quot;"
+		case '\'':
+			escaped = "&#39;"
+		default:
+			continue
+		}
+		w.WriteString(text[start:i])
+		w.WriteString(escaped)
+		start = i + 1
+	}
+	w.WriteString(text[start:])
 }

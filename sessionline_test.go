@@ -511,3 +511,37 @@ func TestGetMessagesStreamed(t *testing.T) {
 		t.Errorf("a single write of %d bytes for a %d byte answer: it was held whole", stdout.largest, len(want))
 	}
 }
+
+// TestExportHTMLBlocks: the export page, now written as it goes, shows
+// each kind of message as before, every text escaped.
+func TestExportHTMLBlocks(t *testing.T) {
+	code := 2
+	messages := []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: `<b>&'"`}, {Type: "image", MimeType: "image/png", Data: "A<B"}, {Type: "image", MimeType: "text/x", Data: "z"}}},
+		&assistantMessage{Role: "assistant", Provider: "p", Model: "m", Content: []contentBlock{{Type: "thinking", Thinking: "hm"}, {Type: "toolCall", Name: "bash", Arguments: json.RawMessage(`{"command":"ls <x>"}`)}}},
+		&assistantMessage{Role: "assistant", Provider: "p", Model: "m", ErrorMessage: "boom", StopReason: "error"},
+		&toolResultMessage{Role: "toolResult", ToolName: "bash", IsError: true, Content: textBlocks("out")},
+		bashExecutionMessage{Role: "bashExecution", Command: "echo", Output: "hi", ExitCode: &code},
+		&summaryMessage{Role: "compactionSummary", Summary: "sum"},
+		rawMessage(`{"role":"custom","content":"<x>"}`),
+	}
+	var page bytes.Buffer
+	if err := writeHTML(bufio.NewWriterSize(&page, 16), sessionHeader{ID: "id", Timestamp: "t", Cwd: "/a'b"}, "N<", messages); err != nil {
+		t.Fatal(err)
+	}
+	want := `<h1>N&lt;</h1>
+<p>Session id, started t in <code>/a&#39;b</code></p>
+<div class="m user"><div class="role">user</div><pre>&lt;b&gt;&amp;&#39;&quot;</pre><img alt="image" style="max-width:100%" src="data:image/png;base64,A&lt;B"></div>
+<div class="m assistant"><div class="role">assistant · p/m</div><pre class="thinking">hm</pre><pre>→ bash {&quot;command&quot;:&quot;ls &lt;x&gt;&quot;}</pre></div>
+<div class="m assistant error"><div class="role">assistant · p/m</div><pre>error: boom</pre></div>
+<div class="m toolResult error"><div class="role">result of bash</div><pre>out</pre></div>
+<div class="m user"><div class="role">bash</div><pre>$ echo
+hi</pre></div>
+<div class="m user"><div class="role">compactionSummary</div><pre>sum</pre></div>
+<div class="m user"><div class="role">custom</div><pre>{&quot;role&quot;:&quot;custom&quot;,&quot;content&quot;:&quot;&lt;x&gt;&quot;}</pre></div>
+</body></html>
+`
+	if got := page.String(); !strings.HasPrefix(got, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>N&lt;</title>") || !strings.HasSuffix(got, want) {
+		t.Errorf("page:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
