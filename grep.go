@@ -145,60 +145,83 @@ type grepItem struct {
 	match  bool
 }
 
-// grepJob is one file to search; its result comes on result.
-type grepJob struct {
-	rel, path string
-	result    chan grepFile
+// grepBatch is files to search, a few at a time (fewer hand-offs
+// between goroutines); their results come on result, in order.
+type grepBatch struct {
+	files  []grepTarget
+	result chan []grepFile
 }
+
+type grepTarget struct{ rel, path string }
+
+// grepBatchFiles is how many files a batch holds.
+const grepBatchFiles = 16
 
 func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
 	search, stop := context.WithCancel(ctx)
 	defer stop()
-	// The walk hands each file to the workers and, in the same order, to
-	// this goroutine, which takes their results in that order.
-	jobs, inOrder := make(chan grepJob, 64), make(chan grepJob, 64)
+	// The walk hands the files, in batches, to the workers and, in the
+	// same order, to this goroutine, which takes their results in that
+	// order.
+	jobs, inOrder := make(chan *grepBatch, 16), make(chan *grepBatch, 16)
 	var walkErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(jobs)
 		defer close(inOrder)
-		walkErr = walk(search, c.abs, func(rel, path string, isDir bool) bool {
-			if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
-				return true
-			}
-			job := grepJob{rel, path, make(chan grepFile, 1)}
-			for _, ch := range []chan grepJob{inOrder, jobs} {
+		batch := &grepBatch{result: make(chan []grepFile, 1)}
+		send := func() bool {
+			for _, ch := range []chan *grepBatch{inOrder, jobs} {
 				select {
-				case ch <- job:
+				case ch <- batch:
 				case <-search.Done():
 					return false
 				}
 			}
+			batch = &grepBatch{result: make(chan []grepFile, 1)}
 			return true
+		}
+		walkErr = walk(search, c.abs, func(rel, path string, isDir bool) bool {
+			if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+				return true
+			}
+			batch.files = append(batch.files, grepTarget{rel, path})
+			return len(batch.files) < grepBatchFiles || send()
 		})
+		if len(batch.files) > 0 {
+			send()
+		}
 	})
 	for range max(1, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			w := &grepWorker{fsKinds: map[uint64]string{}}
-			for job := range jobs {
-				job.result <- c.searchFile(search, job.rel, job.path, w)
+			for batch := range jobs {
+				files := make([]grepFile, len(batch.files))
+				for i, f := range batch.files {
+					files[i] = c.searchFile(search, f.rel, f.path, w)
+				}
+				batch.result <- files
 			}
 		})
 	}
 	var out []string
 	matches, cut := 0, false
-	for job := range inOrder {
-		file := <-job.result
-		for _, item := range file.items {
-			if item.match {
-				if matches == c.limit {
-					cut = true
-					break
+	for batch := range inOrder {
+		for _, file := range <-batch.result {
+			for _, item := range file.items {
+				if item.match {
+					if matches == c.limit {
+						cut = true
+						break
+					}
+					matches++
 				}
-				matches++
+				out = append(out, item.before...)
+				out = append(out, item.line)
 			}
-			out = append(out, item.before...)
-			out = append(out, item.line)
+			if cut {
+				break
+			}
 		}
 		if cut {
 			break
