@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Pipelined get_state side by side: rpi, its floor (one plain write per
-# line) and pi 1.6 itself, in one run on this machine (docs/performance.md).
-# Needs go, node and npm; not part of CI: it downloads pi
-# (@earendil-works/pi-coding-agent@1.6.0) and, when the machine's node is
-# older than 22.19, node 22. Run from the repo root:
-#   bash scripts/bench-pi.sh
+# rpi side by side with pi 1.6 itself, in one run on this machine
+# (docs/performance.md). Needs go, node and npm; not part of CI: it
+# downloads pi (@earendil-works/pi-coding-agent@1.6.0) and, when the
+# machine's node is older than 22.19, node 22. Run from the repo root:
+#   bash scripts/bench-pi.sh             # pipelined get_state: rpi, its floor
+#                                        # (one plain write per line) and pi
+#   bash scripts/bench-pi.sh session     # a generated 256 MiB session opened
+#                                        # with --session, then get_messages and
+#                                        # export_html, rpi and pi by turns
+#                                        # (RPI_BENCH_SESSION_MIB=N: N MiB)
 # PI_COMPAT_CACHE=DIR keeps the npm installs in DIR between runs (the same
 # cache scripts/pi-compat.sh uses). Everything else lives in a mktemp -d
 # folder, removed on exit.
@@ -29,5 +33,9 @@ pi16="$pkgdir/node_modules/@earendil-works/pi-coding-agent"
 . "$repo/scripts/node22.sh"   # sets nodebin
 
 cd "$repo"
-RPI_BENCH_PI="'$nodebin/node' '$pi16/dist/bundle/cli.js'" \
-  go test -run '^$' -bench '^BenchmarkGetStatePipelined' -benchtime 3x -count 3 .
+export RPI_BENCH_PI="'$nodebin/node' '$pi16/dist/bundle/cli.js'"
+case "${1:-}" in
+  "") go test -run '^$' -bench '^BenchmarkGetStatePipelined' -benchtime 3x -count 3 . ;;
+  session) go test -run '^$' -bench '^BenchmarkBigSession$' -benchtime 3x -timeout 1h . ;;
+  *) echo "usage: bash scripts/bench-pi.sh [session]" >&2; exit 2 ;;
+esac

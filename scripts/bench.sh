@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, each beside its floor, measured in
-# one run on this machine: runs the benchmarks of bench_test.go 3 times
-# each and prints the median of every metric. Takes about three minutes.
+# one run on this machine: runs the benchmarks of bench_test.go and
+# bench_big_test.go 3 times each and prints the median of every metric.
+# Takes about six minutes.
 # Run from the repo root:
 #   bash scripts/bench.sh            # the table of medians
 #   bash scripts/bench.sh -v         # and the raw benchmark lines
@@ -18,6 +19,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkStreamTokens' 5x
   bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
+  bench '^BenchmarkGrepTree$' 5x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 # Each line: name, iterations, then value/unit pairs (ns/op first); the
 # median of each name's unit over the runs.
