@@ -748,29 +748,42 @@ var (
 	summaryFields    = []string{"role", "summary", "tokensBefore", "fromId", "timestamp"}
 )
 
+// fields reads the object at i as the struct whose JSON names are
+// names: read is called with each name the object has, while i stands at
+// its value, which read must read. A name given twice fails (once), and
+// other keys are skipped (other).
+func (d *jsonIn) fields(names []string, read func(name string)) {
+	var seen uint32
+	d.object(func(key []byte) {
+		for i, name := range names {
+			if string(key) == name {
+				d.once(&seen, uint(i))
+				read(name)
+				return
+			}
+		}
+		d.other(key, names)
+	})
+}
+
 // entry decodes a whole line into e, its message into e.msg; false when
 // the fast path declines.
 func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 	d.reset(line)
-	var seen uint32
 	var message []byte // the message's bytes when the fast path left it
-	d.object(func(key []byte) {
-		switch string(key) {
+	d.fields(entryFields, func(name string) {
+		switch name {
 		case "type":
-			d.once(&seen, 0)
 			d.str(&e.Type)
 		case "id":
-			d.once(&seen, 1)
 			d.str(&e.ID)
 		case "parentId":
-			d.once(&seen, 2)
 			if !d.null() {
 				if s, ok := d.stringValue(); ok {
 					e.ParentID = &s
 				}
 			}
 		case "message":
-			d.once(&seen, 3)
 			start := d.i
 			e.msg = d.message()
 			if d.fail {
@@ -780,40 +793,27 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 			}
 			e.msgSize = d.i - start
 		case "provider":
-			d.once(&seen, 4)
 			d.str(&e.Provider)
 		case "modelId":
-			d.once(&seen, 5)
 			d.str(&e.ModelID)
 		case "thinkingLevel":
-			d.once(&seen, 6)
 			d.str(&e.ThinkingLevel)
 		case "summary":
-			d.once(&seen, 7)
 			d.str(&e.Summary)
 		case "firstKeptEntryId":
-			d.once(&seen, 8)
 			d.str(&e.FirstKeptEntryID)
 		case "tokensBefore":
-			d.once(&seen, 9)
 			d.intField(&e.TokensBefore)
 		case "name":
-			d.once(&seen, 10)
 			d.str(&e.Name)
 		case "fromId":
-			d.once(&seen, 11)
 			d.str(&e.FromID)
 		case "customType":
-			d.once(&seen, 12)
 			d.str(&e.CustomType)
 		case "content":
-			d.once(&seen, 13)
 			d.raw(&e.Content)
 		case "timestamp":
-			d.once(&seen, 14)
 			d.str(&e.Timestamp)
-		default:
-			d.other(key, entryFields)
 		}
 	})
 	if d.fail || skipSpace(line, d.i) != len(line) {
@@ -826,49 +826,26 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 }
 
 // message decodes the message object at i when its first key is its
-// role and rpi models that role.
+// role, as rpi and pi write it (it says which fields follow), and rpi
+// models that role.
 func (d *jsonIn) message() any {
-	var msg any
-	var seen uint32
-	first := true
-	var member func(key []byte)
-	d.object(func(key []byte) {
-		if first {
-			first = false
-			var role string
-			if string(key) != "role" || !d.at('"') {
-				d.fail = true
-				return
-			}
-			d.str(&role)
-			d.once(&seen, 0)
-			msg, member = d.messageOf(role, &seen)
-			return
-		}
-		member(key)
-	})
-	if first {
-		d.fail = true // {}: no role
-	}
-	if d.fail {
+	start := skipSpace(d.b, d.i)
+	var role string
+	if d.i = start + len(`{"role":`); !bytes.HasPrefix(d.b[start:], []byte(`{"role":"`)) {
+		d.fail = true
 		return nil
 	}
-	if m, ok := msg.(*bashExecutionMessage); ok {
-		return *m // decodeMessage's bash message is a value
-	}
-	return msg
-}
-
-// messageOf is a new message of role and the function that reads its
-// other members (seen has bit 0 for role).
-func (d *jsonIn) messageOf(role string, seen *uint32) (any, func(key []byte)) {
+	d.str(&role)
+	d.i = start
+	var msg any
 	switch role {
 	case "user":
-		m := &userMessage{Role: role}
-		return m, func(key []byte) {
-			switch string(key) {
+		m := &userMessage{}
+		d.fields(userFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
 			case "content":
-				d.once(seen, 1)
 				if d.at('"') {
 					var text string
 					d.str(&text)
@@ -877,131 +854,110 @@ func (d *jsonIn) messageOf(role string, seen *uint32) (any, func(key []byte)) {
 					d.blocks(&m.Content)
 				}
 			case "timestamp":
-				d.once(seen, 2)
 				d.integer(&m.Timestamp, 64)
-			default:
-				d.other(key, userFields)
 			}
-		}
+		})
+		msg = m
 	case "assistant":
-		m := &assistantMessage{Role: role}
-		return m, func(key []byte) {
-			switch string(key) {
+		m := &assistantMessage{}
+		d.fields(assistantFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
 			case "content":
-				d.once(seen, 1)
 				d.blocks(&m.Content)
 			case "api":
-				d.once(seen, 2)
 				d.str(&m.API)
 			case "provider":
-				d.once(seen, 3)
 				d.str(&m.Provider)
 			case "model":
-				d.once(seen, 4)
 				d.str(&m.Model)
 			case "usage":
-				d.once(seen, 5)
 				d.usage(&m.Usage)
 			case "stopReason":
-				d.once(seen, 6)
 				d.str(&m.StopReason)
 			case "errorMessage":
-				d.once(seen, 7)
 				d.str(&m.ErrorMessage)
 			case "timestamp":
-				d.once(seen, 8)
 				d.integer(&m.Timestamp, 64)
-			default:
-				d.other(key, assistantFields)
 			}
-		}
+		})
+		msg = m
 	case "toolResult":
-		m := &toolResultMessage{Role: role}
-		return m, func(key []byte) {
-			switch string(key) {
+		m := &toolResultMessage{}
+		d.fields(toolResultFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
 			case "toolCallId":
-				d.once(seen, 1)
 				d.str(&m.ToolCallID)
 			case "toolName":
-				d.once(seen, 2)
 				d.str(&m.ToolName)
 			case "content":
-				d.once(seen, 3)
 				d.blocks(&m.Content)
 			case "details":
-				d.once(seen, 4)
 				m.Details = d.anyValue(1)
 			case "isError":
-				d.once(seen, 5)
 				d.boolean(&m.IsError)
 			case "timestamp":
-				d.once(seen, 6)
 				d.integer(&m.Timestamp, 64)
-			default:
-				d.other(key, toolResultFields)
 			}
-		}
+		})
+		msg = m
 	case "bashExecution":
-		m := &bashExecutionMessage{Role: role}
-		return m, func(key []byte) {
-			switch string(key) {
+		var m bashExecutionMessage // decodeMessage's bash message is a value
+		d.fields(bashFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
 			case "command":
-				d.once(seen, 1)
 				d.str(&m.Command)
 			case "output":
-				d.once(seen, 2)
 				d.str(&m.Output)
 			case "exitCode":
-				d.once(seen, 3)
+				m.ExitCode = nil
 				if !d.null() {
 					var code int
 					d.intField(&code)
 					m.ExitCode = &code
-				} else {
-					m.ExitCode = nil
 				}
 			case "cancelled":
-				d.once(seen, 4)
 				d.boolean(&m.Cancelled)
 			case "truncated":
-				d.once(seen, 5)
 				d.boolean(&m.Truncated)
 			case "fullOutputPath":
-				d.once(seen, 6)
 				d.str(&m.FullOutputPath)
 			case "excludeFromContext":
-				d.once(seen, 7)
 				d.boolean(&m.ExcludeFromContext)
 			case "timestamp":
-				d.once(seen, 8)
 				d.integer(&m.Timestamp, 64)
-			default:
-				d.other(key, bashFields)
 			}
-		}
+		})
+		msg = m
 	case "compactionSummary", "branchSummary":
-		m := &summaryMessage{Role: role}
-		return m, func(key []byte) {
-			switch string(key) {
+		m := &summaryMessage{}
+		d.fields(summaryFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
 			case "summary":
-				d.once(seen, 1)
 				d.str(&m.Summary)
 			case "tokensBefore":
-				d.once(seen, 2)
 				d.intField(&m.TokensBefore)
 			case "fromId":
-				d.once(seen, 3)
 				d.str(&m.FromID)
 			case "timestamp":
-				d.once(seen, 4)
 				d.integer(&m.Timestamp, 64)
-			default:
-				d.other(key, summaryFields)
 			}
-		}
+		})
+		msg = m
+	default:
+		d.fail = true // a role rpi keeps as it is: encoding/json's view
 	}
-	d.fail = true // a role rpi keeps as it is: encoding/json's view
-	return nil, nil
+	if d.fail {
+		return nil
+	}
+	return msg
 }
 
 // blocks reads an array of content blocks into dst (null: nil).
@@ -1022,58 +978,43 @@ func (d *jsonIn) blocks(dst *[]contentBlock) {
 // block reads one content block, and where its text, thinking and data
 // were into d.sources.
 func (d *jsonIn) block(b *contentBlock) {
-	var seen uint32
 	var src blockSource
-	// source is what str(dst) just read, when it was a plain string.
+	// source is what str just read from start, when it was a plain
+	// string.
 	source := func(start int) []byte {
 		if d.fail || d.b[start] != '"' || !d.plain {
 			return nil
 		}
 		return d.b[start:d.i]
 	}
-	d.object(func(key []byte) {
-		switch string(key) {
+	d.fields(blockFields, func(name string) {
+		start := d.i
+		switch name {
 		case "type":
-			d.once(&seen, 0)
 			d.str(&b.Type)
 		case "text":
-			d.once(&seen, 1)
-			start := d.i
 			d.str(&b.Text)
 			src.text = source(start)
 		case "textSignature":
-			d.once(&seen, 2)
 			d.str(&b.TextSignature)
 		case "thinking":
-			d.once(&seen, 3)
-			start := d.i
 			d.str(&b.Thinking)
 			src.thinking = source(start)
 		case "thinkingSignature":
-			d.once(&seen, 4)
 			d.str(&b.ThinkingSignature)
 		case "data":
-			d.once(&seen, 5)
-			start := d.i
 			d.str(&b.Data)
 			src.data = source(start)
 		case "mimeType":
-			d.once(&seen, 6)
 			d.str(&b.MimeType)
 		case "id":
-			d.once(&seen, 7)
 			d.str(&b.ID)
 		case "name":
-			d.once(&seen, 8)
 			d.str(&b.Name)
 		case "arguments":
-			d.once(&seen, 9)
 			d.raw(&b.Arguments)
 		case "thoughtSignature":
-			d.once(&seen, 10)
 			d.str(&b.ThoughtSignature)
-		default:
-			d.other(key, blockFields)
 		}
 	})
 	d.sources = append(d.sources, src)
@@ -1084,57 +1025,36 @@ func (d *jsonIn) usage(u *usage) {
 	if d.null() {
 		return
 	}
-	var seen uint32
-	d.object(func(key []byte) {
-		switch string(key) {
+	d.fields(usageFields, func(name string) {
+		switch name {
 		case "input":
-			d.once(&seen, 0)
 			d.intField(&u.Input)
 		case "output":
-			d.once(&seen, 1)
 			d.intField(&u.Output)
 		case "cacheRead":
-			d.once(&seen, 2)
 			d.intField(&u.CacheRead)
 		case "cacheWrite":
-			d.once(&seen, 3)
 			d.intField(&u.CacheWrite)
 		case "totalTokens":
-			d.once(&seen, 4)
 			d.intField(&u.TotalTokens)
 		case "cost":
-			d.once(&seen, 5)
-			d.cost(&u.Cost)
-		default:
-			d.other(key, usageFields)
-		}
-	})
-}
-
-func (d *jsonIn) cost(c *costBreakdown) {
-	if d.null() {
-		return
-	}
-	var seen uint32
-	d.object(func(key []byte) {
-		switch string(key) {
-		case "input":
-			d.once(&seen, 0)
-			d.float(&c.Input)
-		case "output":
-			d.once(&seen, 1)
-			d.float(&c.Output)
-		case "cacheRead":
-			d.once(&seen, 2)
-			d.float(&c.CacheRead)
-		case "cacheWrite":
-			d.once(&seen, 3)
-			d.float(&c.CacheWrite)
-		case "total":
-			d.once(&seen, 4)
-			d.float(&c.Total)
-		default:
-			d.other(key, costFields)
+			if !d.null() {
+				c := &u.Cost
+				d.fields(costFields, func(name string) {
+					switch name {
+					case "input":
+						d.float(&c.Input)
+					case "output":
+						d.float(&c.Output)
+					case "cacheRead":
+						d.float(&c.CacheRead)
+					case "cacheWrite":
+						d.float(&c.CacheWrite)
+					case "total":
+						d.float(&c.Total)
+					}
+				})
+			}
 		}
 	})
 }

@@ -214,16 +214,7 @@ func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, err
 	const flags = syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_CLOEXEC
 	fd, err := retryInterrupted(func() (int, error) { return syscall.Open(path, flags|syscall.O_NOFOLLOW, 0) })
 	if err != nil { // a symlink (ELOOP, or EMLINK on some systems), or a failure openRegular tells apart
-		f, err := openRegular(path, os.O_RDONLY, 0)
-		if err != nil {
-			return nil, 0, err
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		return f, info.Size(), nil
+		return openRegularSized(path)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {

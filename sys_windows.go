@@ -121,16 +121,7 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 // openScan opens a file a search came across (openRegular), and gives its
 // size.
 func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, error) {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, info.Size(), nil
+	return openRegularSized(path)
 }
 
 // canCreateIn proves that the folder dir can hold a new file by making

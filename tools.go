@@ -343,6 +343,21 @@ var ownStdio = sync.OnceValue(func() []os.FileInfo {
 	return infos
 })
 
+// openRegularSized opens path for reading (openRegular), and gives its
+// size.
+func openRegularSized(path string) (io.ReadCloser, int64, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, info.Size(), nil
+}
+
 // openRegular opens path (following symlinks) only if it is a regular
 // file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
 // socket or device is refused before it is opened and checked again on
