@@ -236,6 +236,36 @@ func (s *server) recoverPanic(what string) {
 	}
 }
 
+// helperPanic keeps the first panic of the helper goroutines of one call
+// (catch, deferred in each), to raise it again on the goroutine that
+// waits for them (raise), where the call's own recover takes it: a bug
+// in a helper then fails that call, as if it had run there, and never
+// ends rpi.
+type helperPanic struct {
+	mu    sync.Mutex
+	value any
+}
+
+func (h *helperPanic) catch() {
+	if p := recover(); p != nil {
+		h.keep(p)
+	}
+}
+
+func (h *helperPanic) keep(p any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.value == nil {
+		h.value = p
+	}
+}
+
+func (h *helperPanic) raise() {
+	if h.value != nil {
+		panic(h.value)
+	}
+}
+
 // reply writes the response to r.
 func (s *server) reply(r *request, data any, err error) {
 	if _, ok := data.(noReply); ok && err == nil {

@@ -166,9 +166,11 @@ func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 	jobs, inOrder := make(chan *grepBatch, 16), make(chan *grepBatch, 16)
 	var walkErr error
 	var wg sync.WaitGroup
+	var panicked helperPanic
 	wg.Go(func() {
 		defer close(jobs)
 		defer close(inOrder)
+		defer panicked.catch()
 		batch := &grepBatch{result: make(chan []grepFile, 1)}
 		send := func() bool {
 			for _, ch := range []chan *grepBatch{inOrder, jobs} {
@@ -196,11 +198,7 @@ func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 		wg.Go(func() {
 			w := &grepWorker{fsKinds: map[uint64]string{}}
 			for batch := range jobs {
-				files := make([]grepFile, len(batch.files))
-				for i, f := range batch.files {
-					files[i] = c.searchFile(search, f.rel, f.path, w)
-				}
-				batch.result <- files
+				batch.result <- c.searchBatch(search, batch, w, &panicked, stop)
 			}
 		})
 	}
@@ -231,6 +229,7 @@ func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 	for range inOrder { // let the walk end
 	}
 	wg.Wait()
+	panicked.raise()
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
@@ -239,6 +238,23 @@ func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 	}
 	return listResult(out, "No matches found", cut,
 		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+}
+
+// searchBatch searches a batch's files. A panic stops the search (stop)
+// and is kept (panicked) for run to raise; the batch still gets its
+// result, so that nothing waits for it forever.
+func (c *grepCall) searchBatch(ctx context.Context, batch *grepBatch, w *grepWorker, panicked *helperPanic, stop func()) []grepFile {
+	files := make([]grepFile, len(batch.files))
+	defer func() {
+		if p := recover(); p != nil {
+			panicked.keep(p)
+			stop()
+		}
+	}()
+	for i, f := range batch.files {
+		files[i] = c.searchFile(ctx, f.rel, f.path, w)
+	}
+	return files
 }
 
 // grepChunk is how much of a file is read at a time, and maxGrepLine

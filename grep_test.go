@@ -16,6 +16,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"testing"
+	"time"
 )
 
 // plainGrep is the grep tool's result the slow, obvious way: each file in
@@ -196,4 +197,29 @@ func mustParse(t *testing.T, pattern string) *syntax.Regexp {
 		t.Fatal(err)
 	}
 	return re.Simplify()
+}
+
+// TestGrepHelperPanic: a panic in one of grep's goroutines (here: no
+// regexp to match with) comes back on the goroutine that called the tool,
+// where the tool's own recover turns it into an error result; nothing
+// waits for the failed goroutine forever, and rpi goes on.
+func TestGrepHelperPanic(t *testing.T) {
+	s := toolServer(t, map[string]string{"a.txt": "x\n", "b/c.txt": "y\n"})
+	c := &grepCall{abs: s.set.cwd, limit: 10}
+	raised := make(chan any)
+	go func() {
+		defer func() { raised <- recover() }()
+		c.run(context.Background(), s, toolRun{})
+	}()
+	select {
+	case p := <-raised:
+		if p == nil {
+			t.Error("the panic was lost")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the search hung")
+	}
+	if got, _ := callTool(t, s, "grep", `{"pattern":"y"}`); got != "b/c.txt:1: y" {
+		t.Errorf("grep after the panic: %q", got)
+	}
 }

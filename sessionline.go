@@ -94,7 +94,7 @@ func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) 
 		}
 	}
 	results := make([]entryPart, len(starts))
-	var panicked any
+	var panicked helperPanic
 	var wg sync.WaitGroup
 	for i, start := range starts {
 		n := math.MaxInt64 - start // the last part reads on to the end, should the file have grown
@@ -102,18 +102,12 @@ func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) 
 			n = starts[i+1] - start
 		}
 		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					panicked = p
-				}
-			}()
+			defer panicked.catch()
 			results[i] = readEntryPart(io.NewSectionReader(f, start, n), keepLines)
 		})
 	}
 	wg.Wait()
-	if panicked != nil {
-		panic(panicked) // on the caller's goroutine, as if read there
-	}
+	panicked.raise()
 	for i, part := range results {
 		switch {
 		case part.err != nil:
