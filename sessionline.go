@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"math/bits"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -445,15 +447,17 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 	b := d.b
 	out := append(d.scratch[:0], b[start:i]...)
 	defer func() { d.scratch = out[:0] }()
-	run := i // the plain bytes since the last escape start here
+	run, runAt := i, len(out) // the plain bytes since the last escape start at b[run], copied to out[runAt]
 	var seen uint64
 	d.plain = !hasLineSeparator(b[start:i])
 	for i < len(b) {
-		// stringRun, inline: most runs between escapes are short.
+		// Plain bytes are copied eight at a time, as they are tested
+		// (stringStops): what a stop leaves is written over next.
 		if i+8 <= len(b) {
-			w := b[i : i+8]
-			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+			x := binary.LittleEndian.Uint64(b[i:])
+			o := len(out)
+			out = slices.Grow(out, 8)[:o+8]
+			binary.LittleEndian.PutUint64(out[o:], x)
 			found := stringStops(x)
 			if found == 0 {
 				seen |= x
@@ -462,18 +466,20 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 			}
 			at := bits.TrailingZeros64(found) / 8
 			seen |= x & (1<<(8*at) - 1)
-			i += at
+			i, out = i+at, out[:o+at]
 		} else if c := b[i]; c >= 0x20 && c != '"' && c != '\\' {
 			seen |= uint64(c)
+			out = append(out, c)
 			i++
 			continue
 		}
-		if seen&everyByte80 != 0 && !utf8.Valid(b[run:i]) {
-			out = appendValidUTF8(out, b[run:i])
-			d.plain = false
-		} else {
-			out = append(out, b[run:i]...)
-			d.plain = d.plain && (seen&everyByte80 == 0 || !hasLineSeparator(b[run:i]))
+		if seen&everyByte80 != 0 {
+			if !utf8.Valid(b[run:i]) {
+				out = appendValidUTF8(out[:runAt], b[run:i])
+				d.plain = false
+			} else if hasLineSeparator(b[run:i]) {
+				d.plain = false
+			}
 		}
 		seen = 0
 		switch c := b[i]; {
@@ -527,14 +533,14 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 				}
 			}
 			out = utf8.AppendRune(out, r)
-			run = i
+			run, runAt = i, len(out)
 			continue
 		default:
 			d.fail = true
 			return "", false
 		}
 		i += 2
-		run = i
+		run, runAt = i, len(out)
 	}
 	d.fail = true
 	return "", false

@@ -70,6 +70,7 @@ func sessionLineSeeds(t testing.TB) []string {
 		`{"role":5}`, `{}`, `[]`, `"text"`, `null`, `7`,
 		`{"role":"user","content":[{"type":"text","text":"bad utf8 ` + "\xff\xfe" + ` end"}]}`,
 		`{"role":"user","content":[{"type":"text","text":"ctl ` + "\x01" + `"}]}`,
+		`{"role":"user","content":[{"type":"text","text":"esc\n then bad ` + "\xff\xe2\x80" + ` and \t é ` + "\xed\xa0\x80" + ` \u2028 ` + "\u2029" + ` end"}],"timestamp":1}`,
 		`{"role":"user",}`, `{"role":"user"`,
 	} {
 		lines = append(lines, head+msg+"}")
