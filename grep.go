@@ -172,15 +172,19 @@ func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, e
 		defer close(inOrder)
 		defer panicked.catch()
 		batch := &grepBatch{result: make(chan []grepFile, 1)}
+		// send hands the batch on, and starts the next. It goes to the
+		// workers first: a batch this goroutine waits for has always been
+		// given to them, and none is given twice.
 		send := func() bool {
-			for _, ch := range []chan *grepBatch{inOrder, jobs} {
+			full := batch
+			batch = &grepBatch{result: make(chan []grepFile, 1)}
+			for _, ch := range []chan *grepBatch{jobs, inOrder} {
 				select {
-				case ch <- batch:
+				case ch <- full:
 				case <-search.Done():
 					return false
 				}
 			}
-			batch = &grepBatch{result: make(chan []grepFile, 1)}
 			return true
 		}
 		walkErr = walk(search, c.abs, func(rel, path string, isDir bool) bool {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"regexp/syntax"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,38 @@ func TestGrepHelperPanic(t *testing.T) {
 	}
 	if got, _ := callTool(t, s, "grep", `{"pattern":"y"}`); got != "b/c.txt:1: y" {
 		t.Errorf("grep after the panic: %q", got)
+	}
+}
+
+// TestGrepAbort: an abort while the tree is searched ends the call with
+// "Operation aborted", whenever it comes, and leaves nothing waiting.
+func TestGrepAbort(t *testing.T) {
+	files := map[string]string{}
+	for i := range 300 {
+		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)
+	}
+	s := toolServer(t, files)
+	call, err := grepTool.decode(s, json.RawMessage(`{"pattern":"needle","limit":100000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := call.run(ctx, s, toolRun{})
+			done <- err
+		}()
+		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && err.Error() != "Operation aborted" {
+				t.Fatalf("aborted search: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("the search never ended after the abort (try %d)\n%s", i, buf[:runtime.Stack(buf, true)])
+		}
 	}
 }
