@@ -159,7 +159,7 @@ func BenchmarkBigSession(b *testing.B) {
 		if piCommand != "" {
 			cmd := exec.Command("sh", "-c", "exec "+piCommand+" --mode rpc --session "+piFile)
 			cmd.Dir = cwd
-			cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir()))
+			cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
 			piRuns = append(piRuns, runBigSession(b, cmd, messages, filepath.Join(dir, "pi.html")))
 		}
 	}
