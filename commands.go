@@ -238,6 +238,36 @@ func (s *server) recoverPanic(what string) {
 	}
 }
 
+// helperPanic keeps the first panic of the helper goroutines of one call
+// (catch, deferred in each), to raise it again on the goroutine that
+// waits for them (raise), where the call's own recover takes it: a bug
+// in a helper then fails that call, as if it had run there, and never
+// ends rpi.
+type helperPanic struct {
+	mu    sync.Mutex
+	value any
+}
+
+func (h *helperPanic) catch() {
+	if p := recover(); p != nil {
+		h.keep(p)
+	}
+}
+
+func (h *helperPanic) keep(p any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.value == nil {
+		h.value = p
+	}
+}
+
+func (h *helperPanic) raise() {
+	if h.value != nil {
+		panic(h.value)
+	}
+}
+
 // reply writes the response to r.
 func (s *server) reply(r *request, data any, err error) {
 	if _, ok := data.(noReply); ok && err == nil {
@@ -336,12 +366,30 @@ func (s *server) getState(r *request) (any, error) {
 	}, nil
 }
 
-// getMessages answers the conversation's messages, oldest first.
+// getMessages answers the conversation's messages, oldest first. The
+// answer, as big as the conversation, is written message by message
+// (output.stream), never held whole.
 // Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
 func (s *server) getMessages(r *request) (any, error) {
+	messages := s.conv.messages()
+	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
+		s.out.stream(func(buf []byte, _ bool, spill func([]byte) []byte) []byte {
+			buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"messages":[`...)
+			for i, m := range messages {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf, _ = appendMessageJSON(buf, m)
+				buf = spill(buf)
+			}
+			return append(buf, "]}}"...)
+		})
+		return noReply{}, nil
+	}
+	// One that encoding/json refuses: its failure is the answer's.
 	return struct {
 		Messages []any `json:"messages"`
-	}{s.conv.messages()}, nil
+	}{messages}, nil
 }
 
 // getLastAssistantText answers the text of the last assistant answer that

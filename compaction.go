@@ -91,11 +91,11 @@ func (s *server) planCompaction() (*compactionPlan, error) {
 	kept := 0
 	for i := len(path) - 1; i >= 0 && kept < s.set.compaction.KeepRecentTokens; i-- {
 		if path[i].Type == "message" {
-			kept += len(path[i].Message) / 4
+			kept += path[i].msgSize / 4
 		}
 		start = i
 	}
-	for start > 0 && start < len(path) && !(path[start].Type == "message" && messageRole(path[start].Message) == "user") {
+	for start > 0 && start < len(path) && !(path[start].Type == "message" && path[start].role() == "user") {
 		start--
 	}
 	for _, e := range path[:start] {
@@ -103,7 +103,7 @@ func (s *server) planCompaction() (*compactionPlan, error) {
 		case "compaction":
 			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.Summary}}
 		case "message":
-			msg := decodeMessage(e.Message)
+			msg := e.msg
 			if msg == nil {
 				continue
 			}

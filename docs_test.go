@@ -337,21 +337,27 @@ func TestDefaultToolsDocumented(t *testing.T) {
 	}
 }
 
-// TestPerformanceDocSources: every benchmark and script docs/performance.md
-// quotes a figure from exists, so each figure has a command behind it.
+// TestPerformanceDocSources: every benchmark (in bench_test.go or
+// bench_big_test.go) and script docs/performance.md quotes a figure from
+// exists, so each figure has a command behind it.
 func TestPerformanceDocSources(t *testing.T) {
 	doc, err := os.ReadFile("docs/performance.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bench, _ := os.ReadFile("bench_test.go")
+	var bench []byte
+	files, _ := filepath.Glob("bench*_test.go")
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		bench = append(bench, data...)
+	}
 	names := regexp.MustCompile(`Benchmark[A-Za-z]+`).FindAllString(string(doc), -1)
 	if len(names) == 0 {
 		t.Fatal("docs/performance.md names no benchmark")
 	}
 	for _, name := range names {
 		if !strings.Contains(string(bench), "func "+name+"(") {
-			t.Errorf("docs/performance.md quotes %s, which bench_test.go does not have", name)
+			t.Errorf("docs/performance.md quotes %s, which no bench*_test.go has", name)
 		}
 	}
 	for _, script := range regexp.MustCompile(`scripts/[a-z-]+\.sh`).FindAllString(string(doc), -1) {

@@ -6,8 +6,11 @@ package main
 // the same key order; encoding_test.go checks them against it.
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -371,4 +374,323 @@ func (h sessionHeader) appendMembers(buf []byte) []byte {
 		buf = appendJSONString(buf, h.ParentSession)
 	}
 	return buf
+}
+
+// appendMessageJSON appends a conversation message as marshalJSON writes
+// it, without reflection for rpi's message types. ok is false exactly
+// when marshalJSON fails (a float that is not finite, raw JSON that is
+// not valid); messageAppendable tells it beforehand, without writing.
+func appendMessageJSON(buf []byte, m any) (_ []byte, ok bool) {
+	return appendMessageFrom(buf, m, nil)
+}
+
+// blockSources are, for each content block of a message (by index), the
+// bytes its text, thinking and data were read from, when they are exactly
+// what appendJSONString writes for them (nil otherwise).
+type blockSources []blockSource
+
+type blockSource struct{ text, thinking, data []byte }
+
+// appendMessageFrom is appendMessageJSON copying what sources hold
+// instead of encoding it again.
+func appendMessageFrom(buf []byte, m any, sources blockSources) (_ []byte, ok bool) {
+	switch m := m.(type) {
+	case *userMessage:
+		buf = append(buf, `{"role":`...)
+		buf = appendJSONString(buf, m.Role)
+		buf = append(buf, `,"content":`...)
+		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+			return buf, false
+		}
+		buf = append(buf, `,"timestamp":`...)
+		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		return append(buf, '}'), true
+	case *assistantMessage:
+		if !m.Usage.finiteJSON() {
+			return buf, false
+		}
+		buf = append(buf, `{"role":`...)
+		buf = appendJSONString(buf, m.Role)
+		buf = append(buf, `,"content":`...)
+		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+			return buf, false
+		}
+		buf = append(buf, `,"api":`...)
+		buf = appendJSONString(buf, m.API)
+		buf = append(buf, `,"provider":`...)
+		buf = appendJSONString(buf, m.Provider)
+		buf = append(buf, `,"model":`...)
+		buf = appendJSONString(buf, m.Model)
+		buf = append(buf, `,"usage":`...)
+		buf = m.Usage.appendJSON(buf)
+		buf = append(buf, `,"stopReason":`...)
+		buf = appendJSONString(buf, m.StopReason)
+		if m.ErrorMessage != "" {
+			buf = append(buf, `,"errorMessage":`...)
+			buf = appendJSONString(buf, m.ErrorMessage)
+		}
+		buf = append(buf, `,"timestamp":`...)
+		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		return append(buf, '}'), true
+	case *toolResultMessage:
+		buf = append(buf, `{"role":`...)
+		buf = appendJSONString(buf, m.Role)
+		buf = append(buf, `,"toolCallId":`...)
+		buf = appendJSONString(buf, m.ToolCallID)
+		buf = append(buf, `,"toolName":`...)
+		buf = appendJSONString(buf, m.ToolName)
+		buf = append(buf, `,"content":`...)
+		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+			return buf, false
+		}
+		if m.Details != nil {
+			buf = append(buf, `,"details":`...)
+			if buf, ok = appendJSONValue(buf, m.Details); !ok {
+				return buf, false
+			}
+		}
+		buf = append(buf, `,"isError":`...)
+		buf = appendJSONBool(buf, m.IsError)
+		buf = append(buf, `,"timestamp":`...)
+		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		return append(buf, '}'), true
+	case bashExecutionMessage:
+		buf = append(buf, `{"role":`...)
+		buf = appendJSONString(buf, m.Role)
+		buf = append(buf, `,"command":`...)
+		buf = appendJSONString(buf, m.Command)
+		buf = append(buf, `,"output":`...)
+		buf = appendJSONString(buf, m.Output)
+		if m.ExitCode != nil {
+			buf = append(buf, `,"exitCode":`...)
+			buf = strconv.AppendInt(buf, int64(*m.ExitCode), 10)
+		}
+		buf = append(buf, `,"cancelled":`...)
+		buf = appendJSONBool(buf, m.Cancelled)
+		buf = append(buf, `,"truncated":`...)
+		buf = appendJSONBool(buf, m.Truncated)
+		if m.FullOutputPath != "" {
+			buf = append(buf, `,"fullOutputPath":`...)
+			buf = appendJSONString(buf, m.FullOutputPath)
+		}
+		if m.ExcludeFromContext {
+			buf = append(buf, `,"excludeFromContext":true`...)
+		}
+		buf = append(buf, `,"timestamp":`...)
+		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		return append(buf, '}'), true
+	case *summaryMessage:
+		buf = append(buf, `{"role":`...)
+		buf = appendJSONString(buf, m.Role)
+		buf = append(buf, `,"summary":`...)
+		buf = appendJSONString(buf, m.Summary)
+		if m.TokensBefore != 0 {
+			buf = append(buf, `,"tokensBefore":`...)
+			buf = strconv.AppendInt(buf, int64(m.TokensBefore), 10)
+		}
+		if m.FromID != "" {
+			buf = append(buf, `,"fromId":`...)
+			buf = appendJSONString(buf, m.FromID)
+		}
+		buf = append(buf, `,"timestamp":`...)
+		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		return append(buf, '}'), true
+	case rawMessage:
+		return appendCompactJSON(buf, m)
+	}
+	return appendJSONValue(buf, m)
+}
+
+// messageAppendable reports whether appendMessageJSON can write m.
+func messageAppendable(m any) bool {
+	blocksOK := func(blocks []contentBlock) bool {
+		for _, b := range blocks {
+			if b.Type == "toolCall" && b.Arguments != nil && !json.Valid(b.Arguments) {
+				return false
+			}
+		}
+		return true
+	}
+	switch m := m.(type) {
+	case *userMessage:
+		return blocksOK(m.Content)
+	case *assistantMessage:
+		return m.Usage.finiteJSON() && blocksOK(m.Content)
+	case *toolResultMessage:
+		return blocksOK(m.Content) && valueAppendable(m.Details, 0)
+	case bashExecutionMessage, *summaryMessage:
+		return true
+	case rawMessage:
+		return json.Valid(m)
+	}
+	return valueAppendable(m, 0)
+}
+
+// appendBlocks appends content blocks (nil is null), each as its
+// MarshalJSON writes it.
+func appendBlocks(buf []byte, blocks []contentBlock, sources blockSources) (_ []byte, ok bool) {
+	if blocks == nil {
+		return append(buf, "null"...), true
+	}
+	buf = append(buf, '[')
+	for i, b := range blocks {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var src blockSource
+		if i < len(sources) {
+			src = sources[i]
+		}
+		if buf, ok = b.appendJSON(buf, src); !ok {
+			return buf, false
+		}
+	}
+	return append(buf, ']'), true
+}
+
+// appendJSON writes the block as its MarshalJSON does: only the fields of
+// its type (its text, thinking and data copied from src when there).
+func (b contentBlock) appendJSON(buf []byte, src blockSource) (_ []byte, ok bool) {
+	buf = append(buf, `{"type":`...)
+	buf = appendJSONString(buf, b.Type)
+	switch b.Type {
+	case "thinking":
+		buf = append(buf, `,"thinking":`...)
+		buf = appendStringFrom(buf, b.Thinking, src.thinking)
+		if b.ThinkingSignature != "" {
+			buf = append(buf, `,"thinkingSignature":`...)
+			buf = appendJSONString(buf, b.ThinkingSignature)
+		}
+	case "image":
+		buf = append(buf, `,"data":`...)
+		buf = appendStringFrom(buf, b.Data, src.data)
+		buf = append(buf, `,"mimeType":`...)
+		buf = appendJSONString(buf, b.MimeType)
+	case "toolCall":
+		buf = append(buf, `,"id":`...)
+		buf = appendJSONString(buf, b.ID)
+		buf = append(buf, `,"name":`...)
+		buf = appendJSONString(buf, b.Name)
+		buf = append(buf, `,"arguments":`...)
+		if b.Arguments == nil {
+			buf = append(buf, "null"...)
+		} else if buf, ok = appendCompactJSON(buf, b.Arguments); !ok {
+			return buf, false
+		}
+		if b.ThoughtSignature != "" {
+			buf = append(buf, `,"thoughtSignature":`...)
+			buf = appendJSONString(buf, b.ThoughtSignature)
+		}
+	default:
+		buf = append(buf, `,"text":`...)
+		buf = appendStringFrom(buf, b.Text, src.text)
+		if b.TextSignature != "" {
+			buf = append(buf, `,"textSignature":`...)
+			buf = appendJSONString(buf, b.TextSignature)
+		}
+	}
+	return append(buf, '}'), true
+}
+
+// appendStringFrom appends s as a JSON string: source when given (what
+// appendJSONString writes for s), else appendJSONString.
+func appendStringFrom(buf []byte, s string, source []byte) []byte {
+	if source != nil {
+		return append(buf, source...)
+	}
+	return appendJSONString(buf, s)
+}
+
+// appendCompactJSON appends raw JSON as encoding/json writes a
+// json.RawMessage: compacted, and only when valid.
+func appendCompactJSON(buf []byte, raw []byte) ([]byte, bool) {
+	out := bytes.NewBuffer(buf)
+	if json.Compact(out, raw) != nil {
+		return buf, false
+	}
+	return out.Bytes(), true
+}
+
+// appendJSONValue appends what json.Unmarshal puts in an interface (maps
+// with their keys sorted, slices, float64, string, bool, nil) as
+// encoding/json writes it, and anything else by marshalJSON; false when
+// that fails, or for a float that is not finite.
+func appendJSONValue(buf []byte, v any) (_ []byte, ok bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(buf, "null"...), true
+	case string:
+		return appendJSONString(buf, v), true
+	case bool:
+		return appendJSONBool(buf, v), true
+	case float64:
+		if !finite(v) {
+			return buf, false
+		}
+		return appendJSONFloat(buf, v), true
+	case []any:
+		if v == nil {
+			return append(buf, "null"...), true
+		}
+		buf = append(buf, '[')
+		for i, item := range v {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			if buf, ok = appendJSONValue(buf, item); !ok {
+				return buf, false
+			}
+		}
+		return append(buf, ']'), true
+	case map[string]any:
+		if v == nil {
+			return append(buf, "null"...), true
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		buf = append(buf, '{')
+		for i, k := range keys {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSONString(buf, k)
+			buf = append(buf, ':')
+			if buf, ok = appendJSONValue(buf, v[k]); !ok {
+				return buf, false
+			}
+		}
+		return append(buf, '}'), true
+	}
+	data, err := marshalJSON(v)
+	if err != nil {
+		return buf, false
+	}
+	return append(buf, data...), true
+}
+
+// valueAppendable reports whether appendJSONValue can write v.
+func valueAppendable(v any, depth int) bool {
+	switch v := v.(type) {
+	case nil, string, bool:
+		return true
+	case float64:
+		return finite(v)
+	case []any:
+		return depth < maxScanDepth && !slices.ContainsFunc(v, func(item any) bool { return !valueAppendable(item, depth+1) })
+	case map[string]any:
+		if depth >= maxScanDepth {
+			return false
+		}
+		for _, item := range v {
+			if !valueAppendable(item, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	_, err := marshalJSON(v)
+	return err == nil
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -181,6 +182,35 @@ func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
 	}
 }
 
+// stream writes one record too big to hold whole (get_messages of a big
+// session): encode appends it piece by piece and hands what it has so
+// far to spill, which writes it out once maxPending bytes have gathered
+// and gives the buffer back empty. The lock is held throughout, so the
+// record still leaves whole and uninterrupted, after whatever was
+// pending. encode cannot fail: what could fail is checked before.
+func (o *output) stream(encode func(buf []byte, compat bool, spill func([]byte) []byte) []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return
+	}
+	o.pending = append(encode(o.pending, o.compat, o.spillLocked), '\n')
+	o.flushLocked()
+}
+
+// spillLocked is stream's spill; o.mu is held.
+func (o *output) spillLocked(buf []byte) []byte {
+	if o.err != nil {
+		return buf[:0] // the client is gone: nothing more reaches it
+	}
+	if len(buf) < maxPending {
+		return buf
+	}
+	o.pending = buf
+	o.flushLocked()
+	return o.pending
+}
+
 // flush writes what is pending.
 func (o *output) flush() {
 	o.mu.Lock()
@@ -271,14 +301,7 @@ func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
 // encodeResponse appends a response: success with data (always present by
 // default; omitted when null in pi-compatible mode), or failure with error.
 func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
-	buf = append(buf, '{')
-	if id != nil {
-		buf = append(buf, `"id":`...)
-		buf = append(buf, id...)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"type":"response","command":`...)
-	buf = appendJSONString(buf, command)
+	buf = appendResponseHead(buf, id, command)
 	if failure != nil {
 		buf = append(buf, `,"success":false,"error":`...)
 		buf = appendJSONString(buf, failure.Error())
@@ -300,6 +323,19 @@ func encodeResponse(buf []byte, id json.RawMessage, command string, data any, fa
 	buf = append(buf, `,"data":`...)
 	buf, err := appendPayload(buf, data)
 	return append(buf, '}'), err
+}
+
+// appendResponseHead appends a response's first members: its id (when it
+// has one), type and command.
+func appendResponseHead(buf []byte, id json.RawMessage, command string) []byte {
+	buf = append(buf, '{')
+	if id != nil {
+		buf = append(buf, `"id":`...)
+		buf = append(buf, id...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"type":"response","command":`...)
+	return appendJSONString(buf, command)
 }
 
 // A jsonAppender is a payload on a hot path that appends its own JSON,
@@ -342,56 +378,99 @@ func marshalJSON(v any) ([]byte, error) {
 // does with SetEscapeHTML(false): quotes, backslashes and control
 // characters, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
 func appendJSONString(buf []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	buf = append(buf, '"')
-	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				buf = append(buf, '\\', c)
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
+		j, high := stringRun(s, i)
+		if run := s[i:j]; high && (!utf8.ValidString(run) || strings.Contains(run, "\u2028") || strings.Contains(run, "\u2029")) {
+			buf = appendEscapedRunes(buf, run)
+		} else {
+			buf = append(buf, run...)
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
+		if j == len(s) {
+			break
+		}
+		switch c := s[j]; c {
+		case '"', '\\':
+			buf = append(buf, '\\', c)
+		case '\n':
+			buf = append(buf, '\\', 'n')
+		case '\r':
+			buf = append(buf, '\\', 'r')
+		case '\t':
+			buf = append(buf, '\\', 't')
+		case '\b':
+			buf = append(buf, '\\', 'b')
+		case '\f':
+			buf = append(buf, '\\', 'f')
+		default:
+			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i = j + 1
+	}
+	return append(buf, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscapedRunes appends a run of s with no control character, quote
+// or backslash: invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendEscapedRunes(buf []byte, run string) []byte {
+	start := 0
+	for i := 0; i < len(run); {
+		r, size := utf8.DecodeRuneInString(run[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, run[start:i]...)
 			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, run[start:i]...)
 			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
+			start = i + size
 		}
 		i += size
 	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
+	return append(buf, run[start:]...)
+}
+
+// stringRun returns the index of the first byte from i on that a JSON
+// string cannot hold as it is (a control character, '"' or '\\'), or
+// len(s) when there is none, and whether a byte of a multi-byte UTF-8
+// sequence came before it. It tests eight bytes at a time.
+func stringRun[T string | []byte](s T, i int) (end int, high bool) {
+	var seen uint64
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8] // one bounds check, and one load
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		if found := stringStops(x); found != 0 {
+			at := bits.TrailingZeros64(found) / 8
+			seen |= x & (1<<(8*at) - 1)
+			return i + at, seen&everyByte80 != 0
+		}
+		seen |= x
+	}
+	high = seen&everyByte80 != 0
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '"' || c == '\\':
+			return i, high
+		case c >= utf8.RuneSelf:
+			high = true
+		}
+	}
+	return i, high
+}
+
+const everyByte01, everyByte80 = 0x0101010101010101, 0x8080808080808080
+
+// stringStops marks, with its high bit, each byte of x (eight bytes of a
+// string, the first in the low byte) that a JSON string cannot hold as it
+// is: below 0x20, '"' or '\\'. A borrow can mark bytes after the first
+// one marked, never before it: the lowest mark is always true.
+func stringStops(x uint64) uint64 {
+	quote, backslash := x^(everyByte01*'"'), x^(everyByte01*'\\')
+	return ((x - everyByte01*0x20) | (quote - everyByte01) | (backslash - everyByte01)) &^ x & everyByte80
 }
 
 // eventTypes lists every event rpi emits, for get_capabilities. A test

@@ -22,13 +22,15 @@ import (
 )
 
 // sessionEntry is one entry of a session file. The fields rpi reads are
-// decoded; raw keeps the line as it was, so entries and fields rpi does
-// not know survive a rewrite untouched.
+// decoded (decodeEntry); raw keeps the line as it was, so entries and
+// fields rpi does not know survive a rewrite untouched. A message entry
+// whose line is exactly what rpi would write for its decoded message
+// keeps no raw: the message is held once, and its line is written again
+// from it (line).
 type sessionEntry struct {
 	Type             string          `json:"type"`
 	ID               string          `json:"id"`
 	ParentID         *string         `json:"parentId"`
-	Message          json.RawMessage `json:"message"`
 	Provider         string          `json:"provider"`
 	ModelID          string          `json:"modelId"`
 	ThinkingLevel    string          `json:"thinkingLevel"`
@@ -41,7 +43,86 @@ type sessionEntry struct {
 	Content          json.RawMessage `json:"content"`
 	Timestamp        string          `json:"timestamp"`
 
-	raw []byte
+	raw     []byte
+	msg     any // a message entry's message, as decodeMessage gives it
+	msgSize int // the bytes of its JSON
+}
+
+// line is the entry's line in the file.
+func (e *sessionEntry) line() []byte {
+	if e.raw != nil {
+		return e.raw
+	}
+	return e.appendLine(nil)
+}
+
+// appendLine appends the entry's line to buf.
+func (e *sessionEntry) appendLine(buf []byte) []byte {
+	if e.raw != nil {
+		return append(buf, e.raw...)
+	}
+	buf, _ = e.appendMessageLine(buf)
+	return buf
+}
+
+// appendMessageLine appends the line rpi writes for a message entry:
+// type, id, parentId, timestamp and the message (appendMessageJSON); ok
+// is false when the message cannot be written so.
+func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
+	return e.appendMessageLineFrom(buf, nil)
+}
+
+// appendMessageLineFrom is appendMessageLine copying what sources hold.
+func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
+	buf = append(buf, `{"type":"message","id":`...)
+	buf = appendJSONString(buf, e.ID)
+	buf = append(buf, `,"parentId":`...)
+	if e.ParentID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *e.ParentID)
+	}
+	buf = append(buf, `,"timestamp":`...)
+	buf = appendJSONString(buf, e.Timestamp)
+	buf = append(buf, `,"message":`...)
+	buf, ok = appendMessageFrom(buf, e.msg, sources)
+	return append(buf, '}'), ok
+}
+
+// keepLine sets the entry's raw to a copy of line, just decoded by d,
+// unless it is a message entry that appendMessageLine writes byte for
+// byte. The check copies the texts d found written as appendJSONString
+// writes them (d.sources) instead of encoding them again.
+func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
+	if e.Type == "message" && e.msg != nil {
+		again, ok := e.appendMessageLineFrom(d.scratch[:0], d.sources)
+		d.scratch = again[:0]
+		if ok && bytes.Equal(again, line) {
+			e.raw = nil
+			return
+		}
+	}
+	e.raw = bytes.Clone(line)
+}
+
+// role is the role of a message entry's message ("" without one), as
+// messageRole of its JSON gives it.
+func (e *sessionEntry) role() string {
+	switch m := e.msg.(type) {
+	case *userMessage:
+		return m.Role
+	case *assistantMessage:
+		return m.Role
+	case *toolResultMessage:
+		return m.Role
+	case bashExecutionMessage:
+		return m.Role
+	case *summaryMessage:
+		return m.Role
+	case rawMessage:
+		return messageRole(json.RawMessage(m))
+	}
+	return ""
 }
 
 // sessionHeader is the data of session_started and the first line of a
@@ -167,13 +248,15 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 			parent := ss.leaf
 			e.ParentID = &parent
 		}
+		e.raw = line
 	} else {
-		e = &sessionEntry{}
-		if err := json.Unmarshal(line, e); err != nil {
+		var err error
+		var d jsonIn
+		if e, err = decodeEntry(line, &d); err != nil {
 			return nil, err
 		}
+		e.keepLine(line, &d)
 	}
-	e.raw = line
 	ss.entries = append(ss.entries, e)
 	ss.byID[id] = e
 	ss.leaf = id
@@ -215,14 +298,11 @@ func (ss *session) headerLine() []byte {
 
 // wholeFile is the file as it should be: the header, then every entry.
 func (ss *session) wholeFile() []byte {
-	var buf bytes.Buffer
-	buf.Write(ss.headerLine())
-	buf.WriteByte('\n')
+	buf := append(ss.headerLine(), '\n')
 	for _, e := range ss.entries {
-		buf.Write(e.raw)
-		buf.WriteByte('\n')
+		buf = append(e.appendLine(buf), '\n')
 	}
-	return buf.Bytes()
+	return buf
 }
 
 // writeWholeFile replaces path with data atomically (a temp file renamed).
@@ -334,47 +414,40 @@ func loadSession(path string) (*session, error) {
 	}
 	defer f.Close()
 	ss := &session{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
-	br := bufio.NewReaderSize(f, 64<<10)
-	first := true
+	tooLong := func(line int) error {
+		return fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, line, maxSessionLineBytes)
+	}
+	line, lineNo, next, err := readHeaderLine(f)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(lineNo)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	case line == nil:
+		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+	}
 	var header struct {
 		Type    string `json:"type"`
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
-	lineNo, badLast := 0, false
-	for {
-		line, tooLong, err := readLine(br, maxSessionLineBytes)
-		lineNo++
-		if tooLong {
-			return nil, fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, lineNo, maxSessionLineBytes)
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
-		}
-		if badLast {
-			ss.skipped = append(ss.skipped, lineNo-1) // a bad line that was not the last
-			badLast = false
-		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			if first {
-				first = false
-				if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
-					return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
-				}
-			} else if e := (&sessionEntry{}); json.Unmarshal(line, e) == nil && e.Type != "" {
-				e.raw = line
-				ss.entries = append(ss.entries, e)
-			} else {
-				badLast = true // ignored when it is the last line: a torn write
-			}
-		}
-		if err == io.EOF {
-			break
-		}
+	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+		return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
 	}
-	if first {
-		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+	// Version 3 lines are written again as they are (keepLine); older
+	// ones are kept for the migrations below.
+	var parts int
+	if info, err := f.Stat(); err == nil {
+		parts = sessionParts(info.Size() - next)
 	}
+	read, err := readEntries(f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(read.tooLong)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	}
+	ss.entries, ss.skipped = read.entries, read.skipped
 	ss.header = header.sessionHeader
 	version := 1
 	if header.Version != nil {
@@ -487,8 +560,9 @@ func (ss *session) migrateV1() {
 func (ss *session) migrateV2() {
 	old, renamed := []byte(`"role":"hookMessage"`), []byte(`"role":"custom"`)
 	for _, e := range ss.entries {
-		if e.Type == "message" && messageRole(e.Message) == "hookMessage" {
-			e.Message = bytes.Replace(e.Message, old, renamed, 1)
+		if m, ok := e.msg.(rawMessage); ok && e.Type == "message" && e.role() == "hookMessage" {
+			m = bytes.Replace(m, old, renamed, 1)
+			e.msg, e.msgSize = decodeMessage(json.RawMessage(m)), len(m)
 			e.raw = bytes.Replace(e.raw, old, renamed, 1)
 		}
 	}
@@ -550,10 +624,8 @@ func (ss *session) conversation() sessionContext {
 		case "model_change":
 			c.provider, c.modelID = e.Provider, e.ModelID
 		case "message":
-			var m struct{ Role, Provider, Model string }
-			json.Unmarshal(e.Message, &m)
-			if m.Role == "assistant" {
-				c.provider, c.modelID = m.Provider, m.Model
+			if provider, model, ok := e.answeredBy(); ok {
+				c.provider, c.modelID = provider, model
 			}
 		case "compaction":
 			compaction = i
@@ -581,8 +653,8 @@ func (ss *session) conversation() sessionContext {
 		}
 		switch e := path[i]; e.Type {
 		case "message":
-			if m := decodeMessage(e.Message); m != nil {
-				c.messages = append(c.messages, m)
+			if e.msg != nil {
+				c.messages = append(c.messages, e.msg)
 			}
 		case "branch_summary":
 			if e.Summary != "" {
@@ -608,6 +680,19 @@ func (ss *session) conversation() sessionContext {
 	return c
 }
 
+// answeredBy is the provider and model of an assistant message entry.
+func (e *sessionEntry) answeredBy() (provider, model string, ok bool) {
+	switch m := e.msg.(type) {
+	case *assistantMessage:
+		return m.Provider, m.Model, true
+	case rawMessage:
+		var probe struct{ Role, Provider, Model string }
+		json.Unmarshal(m, &probe)
+		return probe.Provider, probe.Model, probe.Role == "assistant"
+	}
+	return "", "", false
+}
+
 func entryMillis(e *sessionEntry) int64 {
 	t, err := time.Parse(time.RFC3339Nano, e.Timestamp)
 	if err != nil {
@@ -631,10 +716,9 @@ type rawMessage json.RawMessage
 
 func (m rawMessage) MarshalJSON() ([]byte, error) { return json.RawMessage(m), nil }
 
-// decodeMessage reads a stored message into its type; one of a role rpi
-// does not know is kept as it is, and an entry whose message is missing
-// or not an object gives nil (the entry is skipped).
-func decodeMessage(raw json.RawMessage) any {
+// decodeMessageSlow is decodeMessage by encoding/json, for what the fast
+// path does not take (sessionline.go).
+func decodeMessageSlow(raw json.RawMessage) any {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
@@ -760,9 +844,9 @@ func (c *conversation) addLocked(typ string, fields []field) error {
 	switch {
 	case ss.path == "":
 	case ss.written:
-		c.queue = append(c.queue, fileWrite{ss: ss, line: e.raw, checkEnd: ss.loaded})
+		c.queue = append(c.queue, fileWrite{ss: ss, line: e.line(), checkEnd: ss.loaded})
 		ss.loaded = false
-	case e.Type == "message" && messageRole(e.Message) == "assistant":
+	case e.Type == "message" && e.role() == "assistant":
 		// Like pi, the file appears once the first answer exists.
 		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 		ss.written = true
@@ -1178,9 +1262,9 @@ func (s *server) switchSession(r *request) (any, error) {
 	})
 }
 
-// userText joins the text blocks of a stored user message.
-func userText(raw json.RawMessage) (string, bool) {
-	m, ok := decodeMessage(raw).(*userMessage)
+// userText joins the text blocks of a user message.
+func userText(msg any) (string, bool) {
+	m, ok := msg.(*userMessage)
 	if !ok {
 		return "", false
 	}
@@ -1211,7 +1295,7 @@ func (s *server) fork(r *request) (any, error) {
 	var text string
 	ok := e != nil && e.Type == "message"
 	if ok {
-		text, ok = userText(e.Message)
+		text, ok = userText(e.msg)
 	}
 	if !ok {
 		return nil, errors.New("Invalid entry ID for forking")
@@ -1254,7 +1338,7 @@ func copyBranch(ss, from *session, leaf string) {
 // it holds an answer (as pi does: a file appears with the first answer).
 func (c *conversation) writeWhole(ss *session) {
 	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
-		return e.Type == "message" && messageRole(e.Message) == "assistant"
+		return e.Type == "message" && e.role() == "assistant"
 	})
 	if !hasAnswer || ss.path == "" {
 		return
@@ -1322,7 +1406,7 @@ func (s *server) getEntries(r *request) (any, error) {
 	}
 	answer := entriesAnswer{Entries: []json.RawMessage{}}
 	for _, e := range entries {
-		answer.Entries = append(answer.Entries, e.raw)
+		answer.Entries = append(answer.Entries, e.line())
 	}
 	if ss.leaf != "" {
 		leaf := ss.leaf
@@ -1349,7 +1433,7 @@ func (s *server) getTree(r *request) (any, error) {
 	ss := s.conv.session
 	nodes := map[string]*treeNode{}
 	for _, e := range ss.entries {
-		nodes[e.ID] = &treeNode{Entry: e.raw, Children: []*treeNode{}}
+		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
 	}
 	roots := []*treeNode{}
 	for _, e := range ss.entries {
@@ -1394,7 +1478,7 @@ func (s *server) getForkMessages(r *request) (any, error) {
 		if e.Type != "message" {
 			continue
 		}
-		if text, ok := userText(e.Message); ok && text != "" {
+		if text, ok := userText(e.msg); ok && text != "" {
 			points = append(points, forkPoint{e.ID, text})
 		}
 	}
@@ -1404,6 +1488,23 @@ func (s *server) getForkMessages(r *request) (any, error) {
 }
 
 // ---- Export ----
+
+// replaceFileWith is replaceFile with the content written by write
+// through a buffer, as it is made.
+func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) error) error {
+	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		err = write(bufio.NewWriterSize(f, 256<<10))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // exportHTML writes the conversation as one self-contained HTML file,
 // every piece of text escaped, in the background; it only writes regular
@@ -1434,7 +1535,8 @@ func (s *server) exportHTML(r *request) (any, error) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
 		}
-		if err := replaceFile(out, renderHTML(header, info.name, messages), os.O_CREATE); err != nil {
+		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
+		if err != nil {
 			return nil, fileError("write", out, err)
 		}
 		return struct {
@@ -1444,72 +1546,130 @@ func (s *server) exportHTML(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// renderHTML is the export page: a header, then one block per message.
-func renderHTML(h sessionHeader, name string, messages []any) []byte {
-	var b strings.Builder
-	esc := htmlEscape
+// writeHTML writes the export page to w as it goes, never held whole: a
+// header, then one block per message.
+func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) error {
 	title := "rpi session " + h.ID
 	if name != "" {
 		title = name
 	}
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n<style>" +
+	text := func(parts ...string) {
+		for _, part := range parts {
+			writeHTMLEscaped(w, part)
+		}
+	}
+	w.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>")
+	text(title)
+	w.WriteString("</title>\n<style>" +
 		"body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}" +
 		".m{border-left:4px solid #ccc;margin:1rem 0;padding:.5rem 1rem;background:#fafafa}" +
 		".user{border-color:#36c}.assistant{border-color:#393}.toolResult{border-color:#999}.error{border-color:#c33}" +
 		".role{font-size:.8rem;color:#666;text-transform:uppercase}pre{white-space:pre-wrap;word-break:break-word;margin:.3rem 0}" +
-		".thinking{color:#777;font-style:italic}</style></head><body>\n")
-	fmt.Fprintf(&b, "<h1>%s</h1>\n<p>Session %s, started %s in <code>%s</code></p>\n", esc(title), esc(h.ID), esc(h.Timestamp), esc(h.Cwd))
-	block := func(class, role string, body string) {
-		fmt.Fprintf(&b, "<div class=\"m %s\"><div class=\"role\">%s</div>%s</div>\n", class, esc(role), body)
+		".thinking{color:#777;font-style:italic}</style></head><body>\n<h1>")
+	text(title)
+	w.WriteString("</h1>\n<p>Session ")
+	text(h.ID)
+	w.WriteString(", started ")
+	text(h.Timestamp)
+	w.WriteString(" in <code>")
+	text(h.Cwd)
+	w.WriteString("</code></p>\n")
+	// A block is opened with its class and role, then its body is written.
+	open := func(class string, role ...string) {
+		w.WriteString(`<div class="m ` + class + `"><div class="role">`)
+		text(role...)
+		w.WriteString("</div>")
 	}
-	pre := func(text string) string { return "<pre>" + esc(text) + "</pre>" }
-	contentHTML := func(content []contentBlock) string {
-		var parts strings.Builder
-		for _, c := range content {
+	pre := func(parts ...string) {
+		w.WriteString("<pre>")
+		text(parts...)
+		w.WriteString("</pre>")
+	}
+	content := func(blocks []contentBlock) {
+		for _, c := range blocks {
 			switch c.Type {
 			case "text":
-				parts.WriteString(pre(c.Text))
+				pre(c.Text)
 			case "thinking":
-				parts.WriteString("<pre class=\"thinking\">" + esc(c.Thinking) + "</pre>")
+				w.WriteString(`<pre class="thinking">`)
+				text(c.Thinking)
+				w.WriteString("</pre>")
 			case "toolCall":
-				parts.WriteString(pre("→ " + c.Name + " " + string(c.Arguments)))
+				pre("→ ", c.Name, " ", string(c.Arguments))
 			case "image":
 				if strings.HasPrefix(c.MimeType, "image/") {
-					parts.WriteString("<img alt=\"image\" style=\"max-width:100%\" src=\"data:" + esc(c.MimeType) + ";base64," + esc(c.Data) + "\">")
+					w.WriteString(`<img alt="image" style="max-width:100%" src="data:`)
+					text(c.MimeType)
+					w.WriteString(";base64,")
+					text(c.Data)
+					w.WriteString(`">`)
 				}
 			}
 		}
-		return parts.String()
 	}
 	for _, m := range messages {
 		switch m := m.(type) {
 		case *userMessage:
-			block("user", "user", contentHTML(m.Content))
+			open("user", "user")
+			content(m.Content)
 		case *assistantMessage:
-			class, body := "assistant", contentHTML(m.Content)
+			class := "assistant"
 			if m.ErrorMessage != "" {
-				class, body = "assistant error", body+pre(m.StopReason+": "+m.ErrorMessage)
+				class = "assistant error"
 			}
-			block(class, "assistant · "+m.Provider+"/"+m.Model, body)
+			open(class, "assistant · ", m.Provider, "/", m.Model)
+			content(m.Content)
+			if m.ErrorMessage != "" {
+				pre(m.StopReason, ": ", m.ErrorMessage)
+			}
 		case *toolResultMessage:
 			class := "toolResult"
 			if m.IsError {
 				class += " error"
 			}
-			block(class, "result of "+m.ToolName, contentHTML(m.Content))
+			open(class, "result of ", m.ToolName)
+			content(m.Content)
 		case bashExecutionMessage:
-			block("user", "bash", pre("$ "+m.Command+"\n"+m.Output))
+			open("user", "bash")
+			pre("$ ", m.Command, "\n", m.Output)
 		case *summaryMessage:
-			block("user", m.Role, pre(m.Summary))
+			open("user", m.Role)
+			pre(m.Summary)
 		case rawMessage:
-			block("user", messageRole(json.RawMessage(m)), pre(string(m)))
+			open("user", messageRole(json.RawMessage(m)))
+			pre(string(m))
+		default:
+			continue
 		}
+		w.WriteString("</div>\n")
 	}
-	b.WriteString("</body></html>\n")
-	return []byte(b.String())
+	w.WriteString("</body></html>\n")
+	return w.Flush()
 }
 
-// htmlEscape escapes text for HTML element content and attribute values.
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;").Replace(s)
+// writeHTMLEscaped writes text escaped for HTML element content and
+// attribute values.
+func writeHTMLEscaped(w *bufio.Writer, text string) {
+	start := 0
+	for i := 0; i < len(text); i++ {
+		var escaped string
+		switch text[i] {
+		case '&':
+			escaped = "&amp;"
+		case '<':
+			escaped = "&lt;"
+		case '>':
+			escaped = "&gt;"
+		case '"':
+			escaped = "&quot;"
+		case '\'':
+			escaped = "&#39;"
+		default:
+			continue
+		}
+		w.WriteString(text[start:i])
+		w.WriteString(escaped)
+		start = i + 1
+	}
+	w.WriteString(text[start:])
 }

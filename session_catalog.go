@@ -164,7 +164,7 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 			}
 		case "message":
 			messages++
-			if text, isUser := userText(e.Message); isUser && !summarized && strings.TrimSpace(text) != "" {
+			if text, isUser := userText(decodeMessage(e.Message)); isUser && !summarized && strings.TrimSpace(text) != "" {
 				row.Summary, summarized = summaryLine(text), true
 			}
 		}

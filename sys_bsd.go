@@ -32,5 +32,7 @@ func killSession(sid int) {}
 // specialFileSystem: nothing to refuse beyond non-regular files here.
 func specialFileSystem(f *os.File) string { return "" }
 
+func fileSystemKind(fd int) string { return "" }
+
 // hideOwnEnvironment: no such control here.
 func hideOwnEnvironment() {}

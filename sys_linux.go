@@ -116,9 +116,12 @@ const (
 
 // specialFileSystem names the kernel file system f is on (/proc, /sys),
 // or "": their "regular" files hold rpi's own environment and more.
-func specialFileSystem(f *os.File) string {
+func specialFileSystem(f *os.File) string { return fileSystemKind(int(f.Fd())) }
+
+// fileSystemKind is specialFileSystem of the file open as fd.
+func fileSystemKind(fd int) string {
 	var st syscall.Statfs_t
-	if syscall.Fstatfs(int(f.Fd()), &st) != nil {
+	if syscall.Fstatfs(fd, &st) != nil {
 		return ""
 	}
 	switch st.Type {

@@ -185,6 +185,65 @@ func canCreateIn(dir string) (err error) {
 	return err
 }
 
+// scanFile is a file a search reads (openScan): a bare descriptor, with
+// no *os.File around it.
+type scanFile int
+
+func (fd scanFile) Read(b []byte) (int, error) {
+	n, err := retryInterrupted(func() (int, error) { return syscall.Read(int(fd), b) })
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (fd scanFile) Close() error { return syscall.Close(int(fd)) }
+
+// openScan opens a file a search came across as openRegular would (only
+// a regular file, never one of rpi's own stdio nor a file of /proc or
+// /sys, and the open never blocks), and gives its size. It makes plain
+// system calls: a search opens thousands of files, and an *os.File costs
+// several calls more for each. A symlink is opened only once its target
+// is known to be a regular file (opening a device can do things).
+// fsKinds keeps fileSystemKind's answer for each device, so that it is
+// asked once per file system, not for each file.
+func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, error) {
+	const flags = syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_CLOEXEC
+	fd, err := retryInterrupted(func() (int, error) { return syscall.Open(path, flags|syscall.O_NOFOLLOW, 0) })
+	if err != nil { // a symlink (ELOOP, or EMLINK on some systems), or a failure openRegular tells apart
+		return openRegularSized(path)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return nil, 0, err
+	}
+	kind := ""
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		kind = "not a regular file"
+	}
+	for _, own := range ownStdio() {
+		if own, ok := own.Sys().(*syscall.Stat_t); ok && own.Dev == st.Dev && own.Ino == st.Ino {
+			kind = "rpi's own stdin, stdout or stderr"
+		}
+	}
+	if kind == "" {
+		var known bool
+		if kind, known = fsKinds[uint64(st.Dev)]; !known {
+			kind = fileSystemKind(fd)
+			fsKinds[uint64(st.Dev)] = kind
+		}
+	}
+	if kind != "" {
+		syscall.Close(fd)
+		return nil, 0, &errNotRegular{path, kind}
+	}
+	return scanFile(fd), st.Size, nil
+}
+
 // retryInterrupted calls call again while a signal interrupts it (EINTR),
 // as package os does: on FUSE, NFS and CIFS, the runtime's own signals
 // can interrupt an open or unlink.

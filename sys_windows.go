@@ -118,6 +118,12 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 	return os.OpenFile(path, flag, perm)
 }
 
+// openScan opens a file a search came across (openRegular), and gives its
+// size.
+func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, error) {
+	return openRegularSized(path)
+}
+
 // canCreateIn proves that the folder dir can hold a new file by making
 // one and removing it.
 func canCreateIn(dir string) error {

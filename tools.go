@@ -359,6 +359,21 @@ var ownStdio = sync.OnceValue(func() []os.FileInfo {
 	return infos
 })
 
+// openRegularSized opens path for reading (openRegular), and gives its
+// size.
+func openRegularSized(path string) (io.ReadCloser, int64, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, info.Size(), nil
+}
+
 // openRegular opens path (following symlinks) only if it is a regular
 // file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
 // socket or device is refused before it is opened and checked again on
@@ -977,129 +992,6 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		return errors.New("Operation aborted")
 	}
 	return err
-}
-
-// ---- grep ----
-
-type grepCall struct {
-	pattern, path, abs, glob string
-	re, globRe               *regexp.Regexp
-	context, limit           int
-}
-
-var grepTool = &tool{
-	name:    "grep",
-	summary: "Search file contents for patterns (respects .gitignore)",
-	description: "Search files for a regular expression (Go syntax), or literal text. Results are path:line: text, " +
-		"with context lines as path-line- text. .git and what .gitignore lists are skipped.",
-	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Regular expression, or text with literal"},` +
-		`"path":{"type":"string","description":"Directory or file to search (default: the working directory)"},` +
-		`"glob":{"type":"string","description":"Only files whose path matches this glob, e.g. *.go or src/**/*.ts"},` +
-		`"ignoreCase":{"type":"boolean"},"literal":{"type":"boolean","description":"Treat pattern as plain text"},` +
-		`"context":{"type":"integer","minimum":0,"description":"Lines of context around each match"},"limit":{"type":"integer","minimum":1,"description":"Most matches (default 100)"}},"required":["pattern"]}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
-		var a struct {
-			Pattern, Path, Glob string
-			IgnoreCase, Literal bool
-			Context, Limit      int
-		}
-		if err := decodeChecked(raw, &a); err != nil {
-			return nil, err
-		}
-		pattern := a.Pattern
-		if a.Literal {
-			pattern = regexp.QuoteMeta(pattern)
-		}
-		if a.IgnoreCase {
-			pattern = "(?i)" + pattern
-		}
-		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob, context: a.Context, limit: cmpOrInt(a.Limit, 100)}
-		var err error
-		if c.re, err = regexp.Compile(pattern); err != nil {
-			return nil, fmt.Errorf("invalid pattern: %v", err)
-		}
-		if a.Glob != "" {
-			if c.globRe, err = globRegexp(a.Glob); err != nil {
-				return nil, fmt.Errorf("invalid glob: %v", err)
-			}
-		}
-		return c, nil
-	},
-}
-
-func (c *grepCall) describe() (string, string) {
-	return "Allow grep in " + escapeControl(c.abs) + "?", "Search " + escapeControl(c.abs) + " for " + strconv.Quote(c.pattern)
-}
-
-func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
-	var out []string
-	matches, cut := 0, false
-	err := walk(ctx, c.abs, func(rel, path string, isDir bool) bool {
-		if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
-			return true
-		}
-		var more bool
-		out, matches, more = c.searchFile(ctx, rel, path, out, matches)
-		cut = !more
-		return more
-	})
-	if err != nil {
-		return toolResult{}, err
-	}
-	return listResult(out, "No matches found", cut,
-		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
-}
-
-// searchFile adds the matches of one file to out; it reports false once
-// the match limit is reached. Unreadable, binary and non-regular files
-// are skipped.
-func (c *grepCall) searchFile(ctx context.Context, rel, path string, out []string, matches int) ([]string, int, bool) {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return out, matches, true
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
-		return out, matches, true // binary
-	}
-	lr := &lineReader{ctx: ctx, br: br, keep: 64 << 10}
-	var before []string // the context lines before the next match
-	after := 0          // context lines still to show after a match
-	for n := 1; ; n++ {
-		line, _, ok, err := lr.next()
-		if !ok || err != nil || ctx.Err() != nil {
-			return out, matches, true
-		}
-		text := string(line)
-		if len(text) > 500 {
-			text = text[:500] + "... [truncated]"
-		}
-		if c.re.Match(line) {
-			if matches == c.limit {
-				return out, matches, false
-			}
-			matches++
-			for i, b := range before {
-				out = append(out, fmt.Sprintf("%s-%d- %s", rel, n-len(before)+i, b))
-			}
-			before = nil
-			out = append(out, fmt.Sprintf("%s:%d: %s", rel, n, text))
-			after = c.context
-			continue
-		}
-		if after > 0 {
-			out = append(out, fmt.Sprintf("%s-%d- %s", rel, n, text))
-			after--
-			continue
-		}
-		if c.context > 0 {
-			before = append(before, text)
-			if len(before) > c.context {
-				before = before[1:]
-			}
-		}
-	}
 }
 
 // headLines keeps whole lines from the start: at most maxLines lines and

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, each beside its floor, measured in
-# one run on this machine: runs the benchmarks of bench_test.go 3 times
-# each, prints the median of every metric, then each target of
-# docs/performance.md with its ratio (or figure), the target, whether it
-# is met, and the runs. Takes about four minutes on 2 CPUs. Run from the
-# repo root:
+# one run on this machine: runs the benchmarks of bench_test.go and
+# bench_big_test.go (grep on Go's source tree) 3 times each, prints the
+# median of every metric, then each target of docs/performance.md with
+# its ratio (or figure), the target, whether it is met, and the runs.
+# Takes about six minutes on 2 CPUs. Run from the repo root:
 #   bash scripts/bench.sh            # the medians and the targets
 #   bash scripts/bench.sh -v         # and the raw benchmark lines
 # pi itself is measured by scripts/bench-pi.sh (it downloads pi).
@@ -21,6 +21,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkStreamTokens' 5x
   bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
+  bench '^BenchmarkGrepTree$' 5x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 medians "$raw"
 echo
@@ -37,4 +38,8 @@ CPU per token, 64k tokens / 4k (constant)|BenchmarkStreamTokens/64k cpu-ns/token
 process output flood, rpi / io.Copy of the same child|BenchmarkProcessFloodRatio rpi/floor||>=|0.85|x
 peak resident memory during the flood|BenchmarkProcessFloodRatio MiB-peak||<=|32|MiB
 bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-true|BenchmarkBashTrueFloor ms/bash-true|<=|1.8|x
+grep tool on GOROOT/src, a literal, rpi / grep -rnE|BenchmarkGrepTree/literal rpi/grep-ms||<=|1|x
+grep tool on GOROOT/src, a rarer literal, rpi / grep -rnE|BenchmarkGrepTree/literal-rare rpi/grep-ms||<=|1|x
+grep tool on GOROOT/src, a regexp with a literal, rpi / grep -rnE|BenchmarkGrepTree/regexp rpi/grep-ms||<=|1|x
+grep tool on GOROOT/src, a literal, rpi / rg -j1 (when rg is installed)|BenchmarkGrepTree/literal rpi/rg-ms||<=|2|x
 TARGETS

@@ -1,0 +1,317 @@
+package main
+
+// Benchmarks of big work, each beside what it is compared with in the
+// same run: opening a big session (rpi and pi 1.6), and the grep tool on
+// a big tree (GNU grep and ripgrep).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bigSessionRun is what one program took on the big session: exec → the
+// get_state answer, get_messages and export_html (each until its answer
+// was read whole), its resident memory after the open and its peak.
+type bigSessionRun struct {
+	open, messages, export time.Duration
+	rssOpen, peak          float64 // MiB
+}
+
+// runBigSession starts cmd (rpi or pi, opening the session), asks
+// get_state at once, then get_messages, then export_html to htmlPath, and
+// times each answer. The get_state answer must count wantMessages.
+func runBigSession(b *testing.B, cmd *exec.Cmd, wantMessages int, htmlPath string) bigSessionRun {
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var run bigSessionRun
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	r := bufio.NewReaderSize(stdout, 1<<20)
+	io.WriteString(stdin, `{"id":"s","type":"get_state"}`+"\n")
+	state := readAnswer(b, r, "s", true)
+	run.open = time.Since(start)
+	var answer struct{ Data struct{ MessageCount int } }
+	if err := json.Unmarshal(state, &answer); err != nil || answer.Data.MessageCount != wantMessages {
+		b.Fatalf("get_state: %.300s (want %d messages)", state, wantMessages)
+	}
+	pid := cmd.Process.Pid
+	run.rssOpen = statusMiB(b, pid, "VmRSS")
+
+	start = time.Now()
+	io.WriteString(stdin, `{"id":"m","type":"get_messages"}`+"\n")
+	readAnswer(b, r, "m", false)
+	run.messages = time.Since(start)
+
+	start = time.Now()
+	export, _ := json.Marshal(map[string]string{"id": "h", "type": "export_html", "outputPath": htmlPath})
+	stdin.Write(append(export, '\n'))
+	if exported := readAnswer(b, r, "h", true); !bytes.Contains(exported, []byte(`"success":true`)) {
+		b.Fatalf("export_html: %.300s", exported)
+	}
+	run.export = time.Since(start)
+	run.peak = statusMiB(b, pid, "VmHWM")
+	os.Remove(htmlPath)
+	return run
+}
+
+// readAnswer reads records until the response with id, and returns it
+// when keep (else only checks that it succeeded, without holding it).
+func readAnswer(b *testing.B, r *bufio.Reader, id string, keep bool) []byte {
+	prefix := []byte(`"id":"` + id + `"`)
+	for {
+		head, err := r.ReadSlice('\n')
+		whole := err == nil
+		if err != nil && err != bufio.ErrBufferFull {
+			b.Fatalf("waiting for the answer %s: %v", id, err)
+		}
+		isAnswer := bytes.Contains(head[:min(len(head), 200)], prefix) && bytes.Contains(head[:min(len(head), 200)], []byte(`"type":"response"`))
+		if isAnswer && !bytes.Contains(head[:min(len(head), 200)], []byte(`"success":true`)) {
+			b.Fatalf("answer %s failed: %.500s", id, head)
+		}
+		var line []byte
+		if isAnswer && keep {
+			line = append(line, head...)
+		}
+		for !whole {
+			head, err = r.ReadSlice('\n')
+			whole = err == nil
+			if err != nil && err != bufio.ErrBufferFull {
+				b.Fatalf("reading the answer %s: %v", id, err)
+			}
+			if isAnswer && keep {
+				line = append(line, head...)
+			}
+		}
+		if isAnswer {
+			return line
+		}
+	}
+}
+
+// bigSessionMiB is the size of BenchmarkBigSession's session:
+// RPI_BENCH_SESSION_MIB, 256 by default.
+func bigSessionMiB(b *testing.B) int64 {
+	mib := int64(256)
+	if v := os.Getenv("RPI_BENCH_SESSION_MIB"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			b.Fatalf("RPI_BENCH_SESSION_MIB=%q: want a whole number of MiB", v)
+		}
+		mib = n
+	}
+	return mib
+}
+
+// BenchmarkBigSession: a generated session of RPI_BENCH_SESSION_MIB MiB
+// (default 256: about 20,000 messages of 12 KB) opened with --session,
+// then get_messages and export_html, in rpi and, when RPI_BENCH_PI names
+// its command (scripts/bench-pi.sh sets it), in pi by turns. It reports
+// the medians of each step's time, rpi's resident memory after the open
+// and its peak as multiples of the file's size, and rpi/pi for each.
+func BenchmarkBigSession(b *testing.B) {
+	dir := b.TempDir()
+	cwd := filepath.Join(dir, "cwd")
+	os.Mkdir(cwd, 0o755)
+	file := filepath.Join(dir, "big.jsonl")
+	messages := writeBigSession(b, file, cwd, bigSessionMiB(b)<<20)
+	info, err := os.Stat(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fileMiB := float64(info.Size()) / (1 << 20)
+	// Each program opens a copy of its own: neither sees what the other
+	// might append.
+	copyFile := func(name string) string {
+		dst := filepath.Join(dir, name)
+		if out, err := exec.Command("cp", file, dst).CombinedOutput(); err != nil {
+			b.Fatalf("cp: %v %s", err, out)
+		}
+		return dst
+	}
+	rpiFile := copyFile("rpi.jsonl")
+	piCommand := os.Getenv("RPI_BENCH_PI")
+	piFile := ""
+	if piCommand != "" {
+		piFile = copyFile("pi.jsonl")
+	}
+	os.Remove(file)
+	bin := rpiBinary(b)
+	var rpiRuns, piRuns []bigSessionRun
+	for b.Loop() {
+		cmd := exec.Command(bin, "rpc", "--cwd", cwd, "--session", rpiFile)
+		cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
+		cmd.Stderr = os.Stderr // pi's warnings (no model) are left out
+		rpiRuns = append(rpiRuns, runBigSession(b, cmd, messages, filepath.Join(dir, "rpi.html")))
+		if piCommand != "" {
+			cmd := exec.Command("sh", "-c", "exec "+piCommand+" --mode rpc --session "+piFile)
+			cmd.Dir = cwd
+			cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
+			piRuns = append(piRuns, runBigSession(b, cmd, messages, filepath.Join(dir, "pi.html")))
+		}
+	}
+	b.ReportMetric(fileMiB, "file-MiB")
+	b.ReportMetric(float64(messages), "messages")
+	report := func(name string, runs []bigSessionRun) map[string]float64 {
+		figures := map[string]float64{
+			"open-s":     medianOf(runs, func(r bigSessionRun) float64 { return r.open.Seconds() }),
+			"messages-s": medianOf(runs, func(r bigSessionRun) float64 { return r.messages.Seconds() }),
+			"export-s":   medianOf(runs, func(r bigSessionRun) float64 { return r.export.Seconds() }),
+			"rss/file":   medianOf(runs, func(r bigSessionRun) float64 { return r.rssOpen }) / fileMiB,
+			"peak/file":  medianOf(runs, func(r bigSessionRun) float64 { return r.peak }) / fileMiB,
+		}
+		for unit, v := range figures {
+			b.ReportMetric(v, name+"-"+unit)
+		}
+		return figures
+	}
+	rpi := report("rpi", rpiRuns)
+	if len(piRuns) > 0 {
+		pi := report("pi", piRuns)
+		for _, step := range []string{"open-s", "messages-s", "export-s"} {
+			b.ReportMetric(rpi[step]/pi[step], "rpi/pi-"+strings.TrimSuffix(step, "-s"))
+		}
+	}
+}
+
+// medianOf is the median of figure over runs.
+func medianOf[T any](runs []T, figure func(T) float64) float64 {
+	values := make([]float64, len(runs))
+	for i, r := range runs {
+		values[i] = figure(r)
+	}
+	return median(values)
+}
+
+// BenchmarkLoadSessionInProcess: loadSession and the conversation of a
+// generated session of RPI_BENCH_SESSION_MIB MiB, in the test process,
+// for profiling (-cpuprofile, -memprofile).
+func BenchmarkLoadSessionInProcess(b *testing.B) {
+	dir := b.TempDir()
+	file := filepath.Join(dir, "big.jsonl")
+	writeBigSession(b, file, dir, bigSessionMiB(b)<<20)
+	for b.Loop() {
+		ss, err := loadSession(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ss.conversation()
+	}
+}
+
+// grepSearches are the searches BenchmarkGrepTree times: a literal, a
+// rarer literal, a regular expression with a literal in it, and one
+// without (each as the grep tool takes it, and as a GNU grep -E pattern).
+var grepSearches = []struct{ name, pattern string }{
+	{"literal", "SetDeadline"},
+	{"literal-rare", "func NewReader"},
+	{"regexp", `func \w+Reader\(`},
+	{"regexp-no-literal", `[A-Z]{6}[0-9]{5}`},
+}
+
+// BenchmarkGrepTree: the grep tool over Go's own source tree
+// ($(go env GOROOT)/src), by turns with GNU grep -rnE (one thread) and,
+// when it is installed, ripgrep (rg -j1), the same search each time. It
+// reports the medians of the time each took and of the CPU time each
+// used (rpi searches on every core, so on a busy machine its CPU time
+// says what it would take on one; /proc counts it in 10 ms ticks), rpi/grep and rpi/rg for both, and
+// fails when rpi and grep do not find the same number of matches.
+func BenchmarkGrepTree(b *testing.B) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tree := filepath.Join(strings.TrimSpace(string(out)), "src")
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", tree, "--no-session", "--tools", "grep"}, environment{getenv: func(string) string { return "" }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := newServer(cfg, newTestEnv(b).env(), io.Discard, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.shutdown(false) })
+	rg, _ := exec.LookPath("rg")
+	for _, search := range grepSearches {
+		b.Run(search.name, func(b *testing.B) {
+			args, _ := json.Marshal(map[string]any{"pattern": search.pattern, "limit": 100000})
+			var rpiTimes, grepTimes, rgTimes, rpiCPU, grepCPU, rgCPU []float64
+			var rpiCount, grepCount, rgCount int
+			for b.Loop() {
+				start, before := time.Now(), cpuTime(b, os.Getpid())
+				res, isError := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "g", Name: "grep", Arguments: args})
+				rpiTimes = append(rpiTimes, time.Since(start).Seconds())
+				rpiCPU = append(rpiCPU, (cpuTime(b, os.Getpid()) - before).Seconds())
+				if isError || len(res.Content) != 1 {
+					b.Fatalf("grep tool: %+v", res)
+				}
+				if rpiCount = strings.Count(res.Content[0].Text, "\n") + 1; res.Content[0].Text == "No matches found" {
+					rpiCount = 0
+				} else if strings.HasSuffix(res.Content[0].Text, "]") {
+					b.Fatalf("the grep tool's answer was cut: %.200s", res.Content[0].Text[len(res.Content[0].Text)-200:])
+				}
+				took, cpu := timeCommand(b, &grepCount, "grep", "-rnE", search.pattern, tree)
+				grepTimes, grepCPU = append(grepTimes, took), append(grepCPU, cpu)
+				if rg != "" {
+					took, cpu := timeCommand(b, &rgCount, rg, "-j1", "-n", "--no-heading", search.pattern, tree)
+					rgTimes, rgCPU = append(rgTimes, took), append(rgCPU, cpu)
+				}
+			}
+			if rpiCount != grepCount {
+				b.Errorf("the grep tool found %d matches, grep -rnE %d", rpiCount, grepCount)
+			}
+			b.ReportMetric(float64(rpiCount), "matches")
+			report := func(unit string, rpi, grep, rg []float64) {
+				r, g := median(rpi), median(grep)
+				b.ReportMetric(r*1000, "rpi-"+unit)
+				b.ReportMetric(g*1000, "grep-"+unit)
+				b.ReportMetric(r/g, "rpi/grep-"+unit)
+				if len(rg) > 0 {
+					b.ReportMetric(median(rg)*1000, "rg-"+unit)
+					b.ReportMetric(r/median(rg), "rpi/rg-"+unit)
+				}
+			}
+			report("ms", rpiTimes, grepTimes, rgTimes)
+			report("cpu-ms", rpiCPU, grepCPU, rgCPU)
+			if rg != "" {
+				b.ReportMetric(float64(rgCount), "rg-matches")
+			}
+		})
+	}
+}
+
+// timeCommand runs a search command and returns its time and the CPU
+// time it used, in seconds; it sets count to the lines it printed (a
+// search that finds nothing exits 1, which is no failure).
+func timeCommand(b *testing.B, count *int, name string, args ...string) (took, cpu float64) {
+	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	start := time.Now()
+	err := cmd.Run()
+	took = time.Since(start).Seconds()
+	if err != nil && cmd.ProcessState.ExitCode() != 1 {
+		b.Fatalf("%s: %v", name, err)
+	}
+	*count = bytes.Count(out.Bytes(), []byte("\n"))
+	return took, (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+}
+
+// median is the median of values (sorted in place).
+func median(values []float64) float64 {
+	slices.Sort(values)
+	return values[len(values)/2]
+}

@@ -1,0 +1,445 @@
+package main
+
+// The model's grep tool, as fast as grep on a big tree: files are
+// searched on every core while the tree is walked, a whole buffer at a
+// time; a text every match must contain (the pattern's required literal)
+// is looked for first, so the regexp only sees the lines that hold it;
+// binary files are left on their first bytes. The result keeps the
+// walk's order and stops at the match limit, as a search one file after
+// another would.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"regexp/syntax"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+type grepCall struct {
+	pattern, path, abs, glob string
+	re, globRe               *regexp.Regexp
+	literal                  []byte // every match holds it (requiredLiteral); nil when none is known
+	foldLiteral              bool   // in ASCII letters of either case: literal is in lower case
+	context, limit           int
+}
+
+var grepTool = &tool{
+	name:    "grep",
+	summary: "Search file contents for patterns (respects .gitignore)",
+	description: "Search files for a regular expression (Go syntax), or literal text. Results are path:line: text, " +
+		"with context lines as path-line- text. .git and what .gitignore lists are skipped.",
+	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Regular expression, or text with literal"},` +
+		`"path":{"type":"string","description":"Directory or file to search (default: the working directory)"},` +
+		`"glob":{"type":"string","description":"Only files whose path matches this glob, e.g. *.go or src/**/*.ts"},` +
+		`"ignoreCase":{"type":"boolean"},"literal":{"type":"boolean","description":"Treat pattern as plain text"},` +
+		`"context":{"type":"integer","minimum":0,"description":"Lines of context around each match"},"limit":{"type":"integer","minimum":1,"description":"Most matches (default 100)"}},"required":["pattern"]}`),
+	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+		var a struct {
+			Pattern, Path, Glob string
+			IgnoreCase, Literal bool
+			Context, Limit      int
+		}
+		if err := decodeChecked(raw, &a); err != nil {
+			return nil, err
+		}
+		pattern := a.Pattern
+		if a.Literal {
+			pattern = regexp.QuoteMeta(pattern)
+		}
+		if a.IgnoreCase {
+			pattern = "(?i)" + pattern
+		}
+		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob, context: a.Context, limit: cmpOrInt(a.Limit, 100)}
+		var err error
+		if c.re, err = regexp.Compile(pattern); err != nil {
+			return nil, fmt.Errorf("invalid pattern: %v", err)
+		}
+		if parsed, err := syntax.Parse(pattern, syntax.Perl); err == nil {
+			if lit, fold := requiredLiteral(parsed.Simplify()); lit != "" {
+				c.literal, c.foldLiteral = []byte(lit), fold
+			}
+		}
+		if a.Glob != "" {
+			if c.globRe, err = globRegexp(a.Glob); err != nil {
+				return nil, fmt.Errorf("invalid glob: %v", err)
+			}
+		}
+		return c, nil
+	},
+}
+
+func (c *grepCall) describe() (string, string) {
+	return "Allow grep in " + escapeControl(c.abs) + "?", "Search " + escapeControl(c.abs) + " for " + strconv.Quote(c.pattern)
+}
+
+// requiredLiteral is the longest text that every match of re contains,
+// or "". A line without it cannot match, whatever else the pattern says.
+// fold: the text's ASCII letters may be of either case in a match (and
+// are given in lower case); only letters whose every case is ASCII are
+// taken then, so that an ASCII search finds every match (not k and s,
+// which the Kelvin sign and the long s fold to).
+func requiredLiteral(re *syntax.Regexp) (literal string, fold bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		// U+FFFD also matches a byte that is not UTF-8, which a search for
+		// its own three bytes would miss.
+		if slices.Contains(re.Rune, utf8.RuneError) {
+			return "", false
+		}
+		if re.Flags&syntax.FoldCase == 0 {
+			return string(re.Rune), false
+		}
+		var run, longest []byte
+		for i := 0; i <= len(re.Rune); i++ {
+			if i < len(re.Rune) {
+				if r := unicode.ToLower(re.Rune[i]); r < utf8.RuneSelf && r != 'k' && r != 's' {
+					run = append(run, byte(r))
+					continue
+				}
+			}
+			if len(run) > len(longest) {
+				longest = run
+			}
+			run = nil
+		}
+		return string(longest), true
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiteral(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			if lit, f := requiredLiteral(sub); len(lit) > len(literal) || len(lit) == len(literal) && fold && !f {
+				literal, fold = lit, f
+			}
+		}
+		return literal, fold
+	}
+	return "", false
+}
+
+// grepFile is what one file gave: its lines of output, in order, each
+// match with the context lines shown before it.
+type grepFile struct {
+	items []grepItem
+}
+
+// grepItem is a match line (with the context lines shown before it) or a
+// context line after one.
+type grepItem struct {
+	before []string
+	line   string
+	match  bool
+}
+
+// grepBatch is files to search, a few at a time (fewer hand-offs
+// between goroutines); their results come on result, in order.
+type grepBatch struct {
+	files  []grepTarget
+	result chan []grepFile
+}
+
+type grepTarget struct{ rel, path string }
+
+// grepBatchFiles is how many files a batch holds.
+const grepBatchFiles = 16
+
+func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+	search, stop := context.WithCancel(ctx)
+	defer stop()
+	// The walk hands the files, in batches, to the workers and, in the
+	// same order, to this goroutine, which takes their results in that
+	// order.
+	jobs, inOrder := make(chan *grepBatch, 16), make(chan *grepBatch, 16)
+	var walkErr error
+	var wg sync.WaitGroup
+	var panicked helperPanic
+	wg.Go(func() {
+		defer close(jobs)
+		defer close(inOrder)
+		defer panicked.catch()
+		batch := &grepBatch{result: make(chan []grepFile, 1)}
+		// send hands the batch on, and starts the next. It goes to the
+		// workers first: a batch this goroutine waits for has always been
+		// given to them, and none is given twice.
+		send := func() bool {
+			full := batch
+			batch = &grepBatch{result: make(chan []grepFile, 1)}
+			for _, ch := range []chan *grepBatch{jobs, inOrder} {
+				select {
+				case ch <- full:
+				case <-search.Done():
+					return false
+				}
+			}
+			return true
+		}
+		walkErr = walk(search, c.abs, func(rel, path string, isDir bool) bool {
+			if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+				return true
+			}
+			batch.files = append(batch.files, grepTarget{rel, path})
+			return len(batch.files) < grepBatchFiles || send()
+		})
+		if len(batch.files) > 0 {
+			send()
+		}
+	})
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			w := &grepWorker{fsKinds: map[uint64]string{}}
+			for batch := range jobs {
+				batch.result <- c.searchBatch(search, batch, w, &panicked, stop)
+			}
+		})
+	}
+	var out []string
+	matches, cut := 0, false
+	for batch := range inOrder {
+		for _, file := range <-batch.result {
+			for _, item := range file.items {
+				if item.match {
+					if matches == c.limit {
+						cut = true
+						break
+					}
+					matches++
+				}
+				out = append(out, item.before...)
+				out = append(out, item.line)
+			}
+			if cut {
+				break
+			}
+		}
+		if cut {
+			break
+		}
+	}
+	stop()
+	for range inOrder { // let the walk end
+	}
+	wg.Wait()
+	panicked.raise()
+	if ctx.Err() != nil {
+		return toolResult{}, errors.New("Operation aborted")
+	}
+	if walkErr != nil && !cut {
+		return toolResult{}, walkErr
+	}
+	return listResult(out, "No matches found", cut,
+		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+}
+
+// searchBatch searches a batch's files. A panic stops the search (stop)
+// and is kept (panicked) for run to raise; the batch still gets its
+// result, so that nothing waits for it forever.
+func (c *grepCall) searchBatch(ctx context.Context, batch *grepBatch, w *grepWorker, panicked *helperPanic, stop func()) []grepFile {
+	files := make([]grepFile, len(batch.files))
+	defer func() {
+		if p := recover(); p != nil {
+			panicked.keep(p)
+			stop()
+		}
+	}()
+	for i, f := range batch.files {
+		files[i] = c.searchFile(ctx, f.rel, f.path, w)
+	}
+	return files
+}
+
+// grepChunk is how much of a file is read at a time, and maxGrepLine
+// how much of one line is searched: the rest of a longer one is skipped,
+// so that memory stays bounded whatever the file.
+const (
+	grepChunk   = 256 << 10
+	maxGrepLine = 8 << 20
+)
+
+// grepWorker is what a goroutine searching files keeps from one file to
+// the next: its buffer, and what openScan learnt of file systems.
+type grepWorker struct {
+	buf     []byte
+	lower   []byte // a chunk in lower case, for a literal of either case
+	fsKinds map[uint64]string
+}
+
+// searchFile searches one file, reading it into w.buf a chunk of whole
+// lines at a time. It stops after limit+1 matches, all a search can use.
+// Unreadable, binary (a NUL in its first 8000 bytes) and non-regular
+// files give nothing.
+func (c *grepCall) searchFile(ctx context.Context, rel, path string, w *grepWorker) grepFile {
+	var file grepFile
+	f, size, err := openScan(path, w.fsKinds)
+	if err != nil {
+		return file
+	}
+	defer f.Close()
+	s := grepScan{c: c, w: w, rel: rel, file: &file, lineNo: 1}
+	b := w.buf[:0]
+	defer func() { w.buf = b[:0] }()
+	checked, skipping := false, false // skipping: the rest of a line longer than maxGrepLine
+	var read int64
+	for eof := false; !eof && ctx.Err() == nil && !s.done; {
+		b = slices.Grow(b, grepChunk)
+		n, err := f.Read(b[len(b):cap(b)])
+		b, read = b[:len(b)+n], read+int64(n)
+		switch {
+		case err == io.EOF || err == nil && read == size:
+			eof = true // at its size, the end is taken as read
+		case err != nil:
+			return file
+		case !checked && len(b) < 8000:
+			continue // read on until 8000 bytes, or the end, can be checked
+		}
+		if !checked {
+			if bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 {
+				return grepFile{} // binary
+			}
+			checked = true
+		}
+		if skipping {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				b = b[:0]
+				continue
+			}
+			b, skipping = b[:copy(b, b[i+1:])], false
+			s.lineNo++
+		}
+		end := len(b)
+		if !eof {
+			end = bytes.LastIndexByte(b, '\n') + 1 // whole lines; the rest waits for more
+			if end == 0 && len(b) >= maxGrepLine {
+				s.lines(b[:maxGrepLine]) // searched as far as it is kept
+				b, skipping = b[:0], true
+				continue
+			}
+		}
+		s.lines(b[:end])
+		b = b[:copy(b, b[end:])]
+	}
+	return file
+}
+
+// grepScan searches a file's lines as they are read.
+type grepScan struct {
+	c       *grepCall
+	w       *grepWorker
+	rel     string
+	file    *grepFile
+	lineNo  int      // the number of the next line
+	matches int      // in this file
+	before  []string // context lines that may show before the next match
+	after   int      // context lines still to show after the last match
+	done    bool     // limit+1 matches: nothing more can show
+}
+
+// lines searches chunk: whole lines, each ended by "\n" but perhaps the
+// last (the file's last, or the start of one too long); lineNo moves on
+// past those ended by "\n".
+func (s *grepScan) lines(chunk []byte) {
+	if s.c.context == 0 && s.c.literal != nil {
+		s.linesWithLiteral(chunk)
+		return
+	}
+	for start := 0; start < len(chunk) && !s.done; {
+		end := bytes.IndexByte(chunk[start:], '\n')
+		if end < 0 {
+			s.line(chunk[start:]) // not ended: lineNo stays
+			return
+		}
+		s.line(chunk[start : start+end])
+		s.lineNo++
+		start += end + 1
+	}
+}
+
+// linesWithLiteral is lines without context lines: it looks for the
+// literal, and matches the regexp only on the lines that hold it.
+func (s *grepScan) linesWithLiteral(chunk []byte) {
+	haystack := chunk
+	if s.c.foldLiteral {
+		s.w.lower = asciiLower(s.w.lower[:0], chunk)
+		haystack = s.w.lower // the same offsets as chunk
+	}
+	counted := 0 // lineNo counts the lines before chunk[counted:]
+	for at := 0; at < len(chunk) && !s.done; {
+		i := bytes.Index(haystack[at:], s.c.literal)
+		if i < 0 {
+			break
+		}
+		start := bytes.LastIndexByte(chunk[:at+i], '\n') + 1
+		end := bytes.IndexByte(chunk[at+i:], '\n')
+		if end < 0 {
+			end = len(chunk)
+		} else {
+			end += at + i
+		}
+		s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
+		counted = start
+		s.line(chunk[start:end])
+		at = end + 1
+	}
+	s.lineNo += bytes.Count(chunk[counted:], []byte("\n"))
+}
+
+// asciiLower appends b with its ASCII letters in lower case.
+func asciiLower(dst, b []byte) []byte {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// line handles line number s.lineNo: a match (with the context lines
+// before it), a context line after one, or one kept in case a match
+// follows.
+func (s *grepScan) line(line []byte) {
+	shown := func() string {
+		if len(line) > 500 {
+			return string(line[:500]) + "... [truncated]"
+		}
+		return string(line)
+	}
+	c := s.c
+	if c.re.Match(line) {
+		item := grepItem{match: true, line: fmt.Sprintf("%s:%d: %s", s.rel, s.lineNo, shown())}
+		for i, b := range s.before {
+			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b))
+		}
+		s.file.items = append(s.file.items, item)
+		s.before, s.after = nil, c.context
+		if s.matches++; s.matches > c.limit {
+			s.done = true
+		}
+		return
+	}
+	if s.after > 0 {
+		s.file.items = append(s.file.items, grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
+		s.after--
+		return
+	}
+	if c.context > 0 {
+		s.before = append(s.before, shown())
+		if len(s.before) > c.context {
+			s.before = s.before[1:]
+		}
+	}
+}

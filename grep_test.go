@@ -1,0 +1,259 @@
+package main
+
+// The grep tool against a plain search, one file and one line after
+// another, over a tree built to hit its corners: chunk boundaries, long
+// lines, CRLF, a last line without "\n", empty and binary files.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"regexp/syntax"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// plainGrep is the grep tool's result the slow, obvious way: each file in
+// the walk's order read whole, split into lines ("\n" ends a line; none
+// follows the last one), every line matched.
+func plainGrep(t *testing.T, root string, c *grepCall) string {
+	var out []string
+	matches, cut := 0, false
+	walk(context.Background(), root, func(rel, path string, isDir bool) bool {
+		if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+			return true
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
+			return true
+		}
+		lines := strings.Split(string(data), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		shown := func(line string) string {
+			if len(line) > 500 {
+				return line[:500] + "... [truncated]"
+			}
+			return line
+		}
+		var before []string
+		after := 0
+		for i, line := range lines {
+			n := i + 1
+			if c.re.MatchString(line) {
+				if matches == c.limit {
+					cut = true
+					return false
+				}
+				matches++
+				for j, b := range before {
+					out = append(out, fmt.Sprintf("%s-%d- %s", rel, n-len(before)+j, b))
+				}
+				before, after = nil, c.context
+				out = append(out, fmt.Sprintf("%s:%d: %s", rel, n, shown(line)))
+			} else if after > 0 {
+				out = append(out, fmt.Sprintf("%s-%d- %s", rel, n, shown(line)))
+				after--
+			} else if c.context > 0 {
+				if before = append(before, shown(line)); len(before) > c.context {
+					before = before[1:]
+				}
+			}
+		}
+		return true
+	})
+	return listResult(out, "No matches found", cut,
+		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)).Content[0].Text
+}
+
+// TestGrepMatchesPlainSearch: the grep tool (files on every core, a
+// literal looked for before the regexp, chunks of whole lines) gives
+// exactly what plainGrep gives, for literals, regexps with and without
+// a literal, either case, context lines, limits and globs.
+func TestGrepMatchesPlainSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline"}
+	line := func() string {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(words[rng.IntN(len(words))] + " ")
+		}
+		return b.String()
+	}
+	files := map[string]string{
+		"empty.txt":           "",
+		"one.txt":             "TODO without a newline",
+		"crlf.txt":            "TODO one\r\ntwo\r\nthree TODO\r\n",
+		"blank.txt":           "\n\n\nTODO\n\n",
+		"bin.dat":             "TODO\x00TODO\n",
+		"late-nul.txt":        strings.Repeat("TODO padding\n", 700) + "\x00",
+		"long.txt":            "TODO " + strings.Repeat("y", 3000) + " TODO\nshort TODO\n",
+		"sub/deeper/a.go":     "package a\n// TODO: a\nfunc Read() {}\n",
+		".gitignore":          "ignored/\n*.log\n",
+		"ignored/hidden.txt":  "TODO hidden\n",
+		"debug.log":           "TODO in a log\n",
+		"sub/notes.md":        "# Notes\n- [ ] task\n- [x] TASK\n",
+		"big/boundaries.txt":  "",
+		"big/random.txt":      "",
+		"big/huge-line.txt":   strings.Repeat("z", grepChunk+100) + "TODO\nafter TODO\n",
+		"big/no-newlines.txt": strings.Repeat("TODO ", grepChunk/2),
+	}
+	var b strings.Builder
+	for b.Len() < 3*grepChunk {
+		b.WriteString(line() + "\n")
+	}
+	files["big/random.txt"] = b.String()
+	// Lines with the literal around each chunk boundary.
+	b.Reset()
+	for b.Len() < 3*grepChunk+100 {
+		if n := b.Len() % grepChunk; n > grepChunk-40 {
+			b.WriteString("SetDeadline TODO\n")
+		} else {
+			b.WriteString("filler " + line() + "\n")
+		}
+	}
+	files["big/boundaries.txt"] = b.String()
+	s := toolServer(t, files)
+	for _, args := range []string{
+		`{"pattern":"TODO"}`,
+		`{"pattern":"TODO","limit":100000}`,
+		`{"pattern":"SetDeadline","limit":100000}`,
+		`{"pattern":"todo","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"task","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"kelvin","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"STRASSE|straße","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"func Read(","literal":true,"limit":100000}`,
+		`{"pattern":"[A-Z][a-z]+ [a-z]+","limit":100000}`,
+		`{"pattern":"^$","limit":100000}`,
+		`{"pattern":"^TODO","limit":100000}`,
+		`{"pattern":"TODO$","limit":100000}`,
+		`{"pattern":"e","limit":100000}`,
+		`{"pattern":"TODO","context":2,"limit":100000}`,
+		`{"pattern":"task","context":1,"limit":5}`,
+		`{"pattern":"TODO","limit":3}`,
+		`{"pattern":"TODO","glob":"*.txt","limit":100000}`,
+		`{"pattern":"TODO","path":"big/boundaries.txt","limit":100000}`,
+		`{"pattern":"x+","path":"sub","limit":100000}`,
+		`{"pattern":"nothing matches this"}`,
+	} {
+		call, err := grepTool.decode(s, json.RawMessage(args))
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		c := call.(*grepCall)
+		want := plainGrep(t, c.abs, c)
+		if got, _ := callTool(t, s, "grep", args); got != want {
+			i := 0
+			for i < len(got) && i < len(want) && got[i] == want[i] {
+				i++
+			}
+			t.Errorf("%s (literal %q): differs from a plain search at byte %d:\ngot  %.300q\nwant %.300q", args, c.literal, i, got[max(0, i-100):], want[max(0, i-100):])
+		}
+	}
+}
+
+// TestRequiredLiteral: the text a pattern's every match holds, in lower
+// case when it may be of either case (never k or s then).
+func TestRequiredLiteral(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"SetDeadline":               "SetDeadline",
+		`func \w+Reader\(`:          "Reader(",
+		"(a|b)c+d":                  "c",
+		"(?:foo)+bar?":              "foo",
+		"x{2,}":                     "x",
+		"a*":                        "",
+		"foo|bar":                   "",
+		"(?i)ToDo":                  "todo (either case)",
+		"(?i)TaskList":              "ta (either case)",
+		"(?i)Straße":                "tra (either case)",
+		"\uFFFD":                    "",
+		"[A-Z]{6}[0-9]{5}":          "",
+		"prefix(?i:CASE)suffixlong": "suffixlong",
+	} {
+		lit, fold := requiredLiteral(mustParse(t, pattern))
+		got := lit
+		if fold {
+			got += " (either case)"
+		}
+		if got != want && !(lit == "" && want == "") {
+			t.Errorf("requiredLiteral(%q) = %q, want %q", pattern, got, want)
+		}
+		if _, err := regexp.Compile(pattern); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustParse(t *testing.T, pattern string) *syntax.Regexp {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re.Simplify()
+}
+
+// TestGrepHelperPanic: a panic in one of grep's goroutines (here: no
+// regexp to match with) comes back on the goroutine that called the tool,
+// where the tool's own recover turns it into an error result; nothing
+// waits for the failed goroutine forever, and rpi goes on.
+func TestGrepHelperPanic(t *testing.T) {
+	s := toolServer(t, map[string]string{"a.txt": "x\n", "b/c.txt": "y\n"})
+	c := &grepCall{abs: s.set.cwd, limit: 10}
+	raised := make(chan any)
+	go func() {
+		defer func() { raised <- recover() }()
+		c.run(context.Background(), s, toolRun{})
+	}()
+	select {
+	case p := <-raised:
+		if p == nil {
+			t.Error("the panic was lost")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the search hung")
+	}
+	if got, _ := callTool(t, s, "grep", `{"pattern":"y"}`); got != "b/c.txt:1: y" {
+		t.Errorf("grep after the panic: %q", got)
+	}
+}
+
+// TestGrepAbort: an abort while the tree is searched ends the call with
+// "Operation aborted", whenever it comes, and leaves nothing waiting.
+func TestGrepAbort(t *testing.T) {
+	files := map[string]string{}
+	for i := range 300 {
+		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)
+	}
+	s := toolServer(t, files)
+	call, err := grepTool.decode(s, json.RawMessage(`{"pattern":"needle","limit":100000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := call.run(ctx, s, toolRun{})
+			done <- err
+		}()
+		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && err.Error() != "Operation aborted" {
+				t.Fatalf("aborted search: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("the search never ended after the abort (try %d)\n%s", i, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}

@@ -1,0 +1,1060 @@
+package main
+
+// Reflection-free decoding of session lines. Opening a session of
+// hundreds of MB is mostly decoding its lines, so decodeEntry reads each
+// line in one pass, straight into the entry and its message, and gives
+// exactly what json.Unmarshal of the line and decodeMessage of its
+// message would give (sessionline_test.go checks it against them, and
+// FuzzDecodeEntry fuzzes it). What the fast path does not take — a key
+// with escapes or one that names a field only when case is ignored, a
+// field given twice, a whole number written otherwise than plainly, a
+// value of an unexpected type, deep nesting, a message of a role rpi
+// does not model — goes to encoding/json, whose answer stands: the fast
+// path declines rather than guesses.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ---- Reading a session file ----
+
+// errLineTooLong: a line of the file is longer than maxSessionLineBytes.
+var errLineTooLong = errors.New("line too long")
+
+// sessionParts is how many parts to read a session file of size bytes
+// in: one per core, each of at least 4 MiB.
+func sessionParts(size int64) int {
+	return int(max(1, min(int64(runtime.GOMAXPROCS(0)), size/(4<<20))))
+}
+
+// readHeaderLine reads the first line of f that is not blank, trimmed
+// (nil when there is none), the number of that line (counting from 1),
+// and where the line after it starts.
+func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err error) {
+	r := io.NewSectionReader(f, 0, math.MaxInt64)
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for {
+		line, tooLong, err := nextLine(br, &long, maxSessionLineBytes)
+		lineNo++
+		if tooLong {
+			return nil, lineNo, 0, errLineTooLong
+		}
+		if err != nil && err != io.EOF {
+			return nil, lineNo, 0, err
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			pos, _ := r.Seek(0, io.SeekCurrent)
+			return bytes.Clone(line), lineNo, pos - int64(br.Buffered()), nil
+		}
+		if err == io.EOF {
+			return nil, lineNo, 0, nil
+		}
+	}
+}
+
+// sessionEntries are the entries of a session file, in file order.
+type sessionEntries struct {
+	entries []*sessionEntry
+	skipped []int // lines that are not entries, besides a torn last one
+	tooLong int   // the first line longer than maxSessionLineBytes
+}
+
+// readEntries reads the entries of f from the offset from on, where line
+// lineNo+1 starts. The file is cut at line ends into parts (at most
+// parts), each read and decoded on a goroutine of its own; the parts are
+// joined in order. keepLines: entries keep their lines
+// (keepLine), else a copy of each. A line that is not an entry is
+// skipped, unless it is the last one and has no "\n" (a torn write): then
+// it goes unreported. err is errLineTooLong (tooLong is its line) or a
+// read error.
+func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) (read sessionEntries, err error) {
+	info, err := f.Stat()
+	if err != nil {
+		return read, err
+	}
+	size := info.Size()
+	starts := []int64{from}
+	for k := 1; k < parts; k++ {
+		if at := nextLineStart(f, from+(size-from)*int64(k)/int64(parts)); at > starts[len(starts)-1] && at < size {
+			starts = append(starts, at)
+		}
+	}
+	results := make([]entryPart, len(starts))
+	var panicked helperPanic
+	var wg sync.WaitGroup
+	for i, start := range starts {
+		n := math.MaxInt64 - start // the last part reads on to the end, should the file have grown
+		if i+1 < len(starts) {
+			n = starts[i+1] - start
+		}
+		wg.Go(func() {
+			defer panicked.catch()
+			results[i] = readEntryPart(io.NewSectionReader(f, start, n), keepLines)
+		})
+	}
+	wg.Wait()
+	panicked.raise()
+	for i, part := range results {
+		switch {
+		case part.err != nil:
+			return read, part.err
+		case part.tooLong > 0:
+			read.tooLong = lineNo + part.tooLong
+			return read, errLineTooLong
+		}
+		read.entries = append(read.entries, part.entries...)
+		for _, bad := range part.bad {
+			if !(i == len(results)-1 && part.torn && bad == part.lines) {
+				read.skipped = append(read.skipped, lineNo+bad)
+			}
+		}
+		lineNo += part.lines
+	}
+	return read, nil
+}
+
+// nextLineStart is where the first line that starts at or after at
+// starts, or -1 when none does within the next MiB.
+func nextLineStart(f *os.File, at int64) int64 {
+	buf := make([]byte, 64<<10)
+	for end := at + 1<<20; at < end; {
+		n, err := f.ReadAt(buf, at-1)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			return at + int64(i)
+		}
+		if err != nil {
+			return -1
+		}
+		at += int64(n)
+	}
+	return -1
+}
+
+// entryPart is what one part of a session file holds; line numbers count
+// from its start.
+type entryPart struct {
+	entries []*sessionEntry
+	lines   int   // its lines, the last one counted even without "\n"
+	bad     []int // lines that are not entries
+	torn    bool  // the last line is one of them and has no "\n"
+	tooLong int   // a line longer than maxSessionLineBytes, where reading stopped
+	err     error // a read error, where reading stopped
+}
+
+// readEntryPart reads and decodes the entries of one part.
+func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	var long []byte // a line longer than br's buffer
+	var d jsonIn
+	for {
+		line, tooLong, err := nextLine(br, &long, maxSessionLineBytes)
+		if err == io.EOF && len(line) == 0 && !tooLong {
+			return part // after the last "\n"
+		}
+		part.lines++
+		if tooLong {
+			part.tooLong = part.lines
+			return part
+		}
+		if err != nil && err != io.EOF {
+			part.err = err
+			return part
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			if e, derr := decodeEntry(line, &d); derr == nil && e.Type != "" {
+				if keepLines {
+					e.keepLine(line, &d)
+				} else {
+					e.raw = bytes.Clone(line)
+				}
+				part.entries = append(part.entries, e)
+			} else {
+				part.bad = append(part.bad, part.lines)
+				part.torn = err == io.EOF
+			}
+		}
+		if err == io.EOF {
+			return part
+		}
+	}
+}
+
+// nextLine returns the next line without its "\n", valid until the next
+// call: a slice of br's buffer, or of *long when the line is longer than
+// that. tooLong is set (and the line skipped) once more than max bytes
+// came before the "\n". err is non-nil only at the end of input, possibly
+// with a final partial line.
+func nextLine(br *bufio.Reader, long *[]byte, max int) (line []byte, tooLong bool, err error) {
+	line, err = br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		buf := append((*long)[:0], line...)
+		for err == bufio.ErrBufferFull && len(buf) <= max {
+			line, err = br.ReadSlice('\n')
+			buf = append(buf, line...)
+		}
+		*long = buf[:0]
+		for err == bufio.ErrBufferFull {
+			_, err = br.ReadSlice('\n')
+			tooLong = true
+		}
+		line = buf
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	if tooLong || len(line) > max {
+		return nil, true, err
+	}
+	return line, false, err
+}
+
+// ---- Decoding a line ----
+
+// decodeEntry decodes one session line (d's scratch space is reused from
+// line to line). The entry's message is decoded into msg, as
+// decodeMessage decodes it.
+func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
+	e := &sessionEntry{}
+	if d.entry(line, e) {
+		return e, nil
+	}
+	e, d.sources = &sessionEntry{}, d.sources[:0]
+	withMessage := struct {
+		*sessionEntry
+		Message json.RawMessage `json:"message"`
+	}{sessionEntry: e}
+	if err := json.Unmarshal(line, &withMessage); err != nil {
+		return nil, err
+	}
+	e.msg, e.msgSize = decodeMessage(withMessage.Message), len(withMessage.Message)
+	return e, nil
+}
+
+// decodeMessage reads a stored message into its type; one of a role rpi
+// does not know is kept as it is, and one that is missing or not an
+// object gives nil (the entry is skipped).
+func decodeMessage(raw json.RawMessage) any {
+	var d jsonIn
+	d.reset(raw)
+	if m := d.message(); !d.fail && skipSpace(raw, d.i) == len(raw) {
+		return m
+	}
+	return decodeMessageSlow(raw)
+}
+
+// jsonIn reads JSON from b, at i. A method that meets what it does not
+// take sets fail; once set, the others do nothing.
+type jsonIn struct {
+	b       []byte
+	i       int
+	fail    bool
+	scratch []byte // strings with escapes are unescaped here
+	// plain: the last string read was written as appendJSONString
+	// writes it.
+	plain bool
+	// sources: for each content block of the entry's message, the bytes
+	// of its text, thinking and data when plain (keepLine copies them
+	// instead of encoding them again).
+	sources blockSources
+}
+
+func (d *jsonIn) reset(b []byte) { d.b, d.i, d.fail, d.sources = b, 0, false, d.sources[:0] }
+
+// object reads the object at i, calling member with each key while i
+// stands at that key's value, which member must read. A key with escapes
+// fails (it could name a field once unescaped).
+func (d *jsonIn) object(member func(key []byte)) {
+	b := d.b
+	i := skipSpace(b, d.i)
+	if d.fail || i >= len(b) || b[i] != '{' {
+		d.fail = true
+		return
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		d.i = i + 1
+		return
+	}
+	for {
+		end := skipString(b, i)
+		if end < 0 || bytes.IndexByte(b[i:end], '\\') >= 0 {
+			d.fail = true
+			return
+		}
+		key := b[i+1 : end-1]
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
+			d.fail = true
+			return
+		}
+		d.i = skipSpace(b, i+1)
+		member(key)
+		if i = skipSpace(b, d.i); d.fail || i >= len(b) {
+			d.fail = true
+			return
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			d.i = i + 1
+			return
+		default:
+			d.fail = true
+			return
+		}
+	}
+}
+
+// array reads the array at i, calling elem while i stands at each
+// element, which elem must read.
+func (d *jsonIn) array(elem func()) {
+	b := d.b
+	i := skipSpace(b, d.i)
+	if d.fail || i >= len(b) || b[i] != '[' {
+		d.fail = true
+		return
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
+		d.i = i + 1
+		return
+	}
+	for {
+		d.i = i
+		elem()
+		if i = skipSpace(b, d.i); d.fail || i >= len(b) {
+			d.fail = true
+			return
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			d.i = i + 1
+			return
+		default:
+			d.fail = true
+			return
+		}
+	}
+}
+
+// null reads a null at i, if there is one there.
+func (d *jsonIn) null() bool {
+	if !d.fail && bytes.HasPrefix(d.b[d.i:], []byte("null")) {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
+// at reports whether the value at i starts with c.
+func (d *jsonIn) at(c byte) bool { return !d.fail && d.i < len(d.b) && d.b[d.i] == c }
+
+// once fails when the field numbered bit was seen already: the last of
+// repeated keys would win, and a repeated object or array would be
+// merged into the first, which the fast path does not follow.
+func (d *jsonIn) once(seen *uint32, bit uint) {
+	if *seen&(1<<bit) != 0 {
+		d.fail = true
+	}
+	*seen |= 1 << bit
+}
+
+// other skips the value of a key the struct has no field for, checking
+// that it is valid JSON. It fails when the key names a field when case is
+// ignored (encoding/json would fill that field), or has non-ASCII bytes
+// (which Unicode case folding could make one).
+func (d *jsonIn) other(key []byte, fields []string) {
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			d.fail = true
+			return
+		}
+	}
+	for _, f := range fields {
+		if len(f) == len(key) && bytes.EqualFold(key, []byte(f)) {
+			d.fail = true
+			return
+		}
+	}
+	d.skip()
+}
+
+// skip reads any valid value.
+func (d *jsonIn) skip() {
+	if d.fail {
+		return
+	}
+	if end := skipValue(d.b, d.i, 1); end < 0 {
+		d.fail = true
+	} else {
+		d.i = end
+	}
+}
+
+// str reads a string into dst; null leaves dst as it was.
+func (d *jsonIn) str(dst *string) {
+	if d.null() {
+		return
+	}
+	if s, ok := d.stringValue(); ok {
+		*dst = s
+	}
+}
+
+// stringValue reads a string, unescaped as encoding/json does: invalid
+// UTF-8 and lone surrogates become U+FFFD.
+func (d *jsonIn) stringValue() (string, bool) {
+	b := d.b
+	if d.fail || d.i >= len(b) || b[d.i] != '"' {
+		d.fail = true
+		return "", false
+	}
+	start := d.i + 1
+	i, high := stringRun(b, start)
+	if high && !utf8.Valid(b[start:i]) {
+		i = start
+	} else if i < len(b) && b[i] == '"' {
+		d.i = i + 1
+		d.plain = !high || !hasLineSeparator(b[start:i])
+		return string(b[start:i]), true
+	}
+	return d.unescape(start, i)
+}
+
+// hasLineSeparator reports whether b holds U+2028 or U+2029, which
+// appendJSONString escapes.
+func hasLineSeparator(b []byte) bool {
+	return bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029"))
+}
+
+// unescape reads the rest of a string whose start b[start:i] is plain
+// and valid UTF-8.
+func (d *jsonIn) unescape(start, i int) (string, bool) {
+	b := d.b
+	out := append(d.scratch[:0], b[start:i]...)
+	defer func() { d.scratch = out[:0] }()
+	run, runAt := i, len(out) // the plain bytes since the last escape start at b[run], copied to out[runAt]
+	var seen uint64
+	d.plain = !hasLineSeparator(b[start:i])
+	for i < len(b) {
+		// Plain bytes are copied eight at a time, as they are tested
+		// (stringStops): what a stop leaves is written over next.
+		if i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			o := len(out)
+			out = slices.Grow(out, 8)[:o+8]
+			binary.LittleEndian.PutUint64(out[o:], x)
+			found := stringStops(x)
+			if found == 0 {
+				seen |= x
+				i += 8
+				continue
+			}
+			at := bits.TrailingZeros64(found) / 8
+			seen |= x & (1<<(8*at) - 1)
+			i, out = i+at, out[:o+at]
+		} else if c := b[i]; c >= 0x20 && c != '"' && c != '\\' {
+			seen |= uint64(c)
+			out = append(out, c)
+			i++
+			continue
+		}
+		if seen&everyByte80 != 0 {
+			if !utf8.Valid(b[run:i]) {
+				out = appendValidUTF8(out[:runAt], b[run:i])
+				d.plain = false
+			} else if hasLineSeparator(b[run:i]) {
+				d.plain = false
+			}
+		}
+		seen = 0
+		switch c := b[i]; {
+		case c == '"':
+			d.i = i + 1
+			return string(out), true
+		case c < 0x20 || i+1 >= len(b):
+			d.fail = true
+			return "", false
+		}
+		switch e := b[i+1]; e {
+		case '/':
+			out = append(out, e)
+			d.plain = false // appendJSONString leaves '/' as it is
+		case '"', '\\':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(b[i+2:])
+			if r < 0 {
+				d.fail = true
+				return "", false
+			}
+			// appendJSONString writes \u only for U+2028, U+2029 and
+			// control characters without a short escape, in lower case.
+			if !(r == '\u2028' || r == '\u2029' || r < 0x20 && !strings.ContainsRune("\b\f\n\r\t", r)) ||
+				bytes.ContainsAny(b[i+2:i+6], "ABCDEF") {
+				d.plain = false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// A pair makes one rune; a lone half is U+FFFD and what
+				// follows it is read on its own.
+				if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, hex4(b[i+2:])); dec != utf8.RuneError {
+						r = dec
+						i += 6
+					}
+				}
+				if utf16.IsSurrogate(r) {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			run, runAt = i, len(out)
+			continue
+		default:
+			d.fail = true
+			return "", false
+		}
+		i += 2
+		run, runAt = i, len(out)
+	}
+	d.fail = true
+	return "", false
+}
+
+// appendValidUTF8 appends b with each byte that is not part of a valid
+// UTF-8 sequence replaced by U+FFFD, as encoding/json unquotes it.
+func appendValidUTF8(out, b []byte) []byte {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = utf8.AppendRune(out, r)
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+// hex4 is the value of the 4 hex digits b starts with, or -1.
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// number reads a number's text.
+func (d *jsonIn) number() []byte {
+	if d.fail || d.i >= len(d.b) {
+		d.fail = true
+		return nil
+	}
+	end := skipNumber(d.b, d.i)
+	if end < 0 {
+		d.fail = true
+		return nil
+	}
+	n := d.b[d.i:end]
+	d.i = end
+	return n
+}
+
+// integer reads a whole number written plainly that fits in bits bits;
+// null leaves dst as it was.
+func (d *jsonIn) integer(dst *int64, bits int) {
+	if d.null() {
+		return
+	}
+	n := d.number()
+	digits := bytes.TrimPrefix(n, []byte("-"))
+	if d.fail || len(digits) > 18 || bytes.ContainsAny(digits, ".eE") {
+		d.fail = true
+		return
+	}
+	var v int64
+	for _, c := range digits {
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(n) {
+		v = -v
+	}
+	if bits < 64 && (v >= 1<<(bits-1) || v < -1<<(bits-1)) {
+		d.fail = true
+		return
+	}
+	*dst = v
+}
+
+func (d *jsonIn) intField(dst *int) {
+	v := int64(*dst)
+	d.integer(&v, strconv.IntSize)
+	*dst = int(v)
+}
+
+// float reads a number into dst; null leaves dst as it was.
+func (d *jsonIn) float(dst *float64) {
+	if d.null() {
+		return
+	}
+	n := d.number()
+	if d.fail {
+		return
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		d.fail = true
+		return
+	}
+	*dst = f
+}
+
+// boolean reads true or false into dst; null leaves dst as it was.
+func (d *jsonIn) boolean(dst *bool) {
+	switch {
+	case d.null():
+	case bytes.HasPrefix(d.b[d.i:], []byte("true")):
+		*dst = true
+		d.i += 4
+	case bytes.HasPrefix(d.b[d.i:], []byte("false")):
+		*dst = false
+		d.i += 5
+	default:
+		d.fail = true
+	}
+}
+
+// raw reads any value as a json.RawMessage of its own bytes (null too,
+// as encoding/json keeps it).
+func (d *jsonIn) raw(dst *json.RawMessage) {
+	start := d.i
+	d.skip()
+	if !d.fail {
+		*dst = bytes.Clone(d.b[start:d.i])
+	}
+}
+
+// anyValue reads a value as json.Unmarshal into an interface does: maps,
+// slices, float64, string, bool and nil.
+func (d *jsonIn) anyValue(depth int) any {
+	if d.fail || d.i >= len(d.b) || depth > maxScanDepth {
+		d.fail = true
+		return nil
+	}
+	switch c := d.b[d.i]; {
+	case c == '{':
+		m := map[string]any{}
+		b := d.b
+		i := skipSpace(b, d.i+1)
+		if i < len(b) && b[i] == '}' {
+			d.i = i + 1
+			return m
+		}
+		for {
+			d.i = i
+			key, ok := d.stringValue()
+			if i = skipSpace(b, d.i); !ok || i >= len(b) || b[i] != ':' {
+				d.fail = true
+				return nil
+			}
+			d.i = skipSpace(b, i+1)
+			m[key] = d.anyValue(depth + 1)
+			if i = skipSpace(b, d.i); d.fail || i >= len(b) {
+				d.fail = true
+				return nil
+			}
+			switch b[i] {
+			case ',':
+				i = skipSpace(b, i+1)
+			case '}':
+				d.i = i + 1
+				return m
+			default:
+				d.fail = true
+				return nil
+			}
+		}
+	case c == '[':
+		list := []any{}
+		d.array(func() { list = append(list, d.anyValue(depth+1)) })
+		return list
+	case c == '"':
+		s, _ := d.stringValue()
+		return s
+	case c == 't' || c == 'f':
+		var v bool
+		d.boolean(&v)
+		return v
+	case c == 'n':
+		if !d.null() {
+			d.fail = true
+		}
+		return nil
+	}
+	var f float64
+	d.float(&f)
+	return f
+}
+
+// The JSON names of each struct's fields, for other.
+var (
+	entryFields      = []string{"type", "id", "parentId", "message", "provider", "modelId", "thinkingLevel", "summary", "firstKeptEntryId", "tokensBefore", "name", "fromId", "customType", "content", "timestamp"}
+	blockFields      = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature"}
+	userFields       = []string{"role", "content", "timestamp"}
+	assistantFields  = []string{"role", "content", "api", "provider", "model", "usage", "stopReason", "errorMessage", "timestamp"}
+	usageFields      = []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
+	costFields       = []string{"input", "output", "cacheRead", "cacheWrite", "total"}
+	toolResultFields = []string{"role", "toolCallId", "toolName", "content", "details", "isError", "timestamp"}
+	bashFields       = []string{"role", "command", "output", "exitCode", "cancelled", "truncated", "fullOutputPath", "excludeFromContext", "timestamp"}
+	summaryFields    = []string{"role", "summary", "tokensBefore", "fromId", "timestamp"}
+)
+
+// fields reads the object at i as the struct whose JSON names are
+// names: read is called with each name the object has, while i stands at
+// its value, which read must read. A name given twice fails (once), and
+// other keys are skipped (other).
+func (d *jsonIn) fields(names []string, read func(name string)) {
+	var seen uint32
+	d.object(func(key []byte) {
+		for i, name := range names {
+			if string(key) == name {
+				d.once(&seen, uint(i))
+				read(name)
+				return
+			}
+		}
+		d.other(key, names)
+	})
+}
+
+// entry decodes a whole line into e, its message into e.msg; false when
+// the fast path declines.
+func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
+	d.reset(line)
+	var message []byte // the message's bytes when the fast path left it
+	d.fields(entryFields, func(name string) {
+		switch name {
+		case "type":
+			d.str(&e.Type)
+		case "id":
+			d.str(&e.ID)
+		case "parentId":
+			if !d.null() {
+				if s, ok := d.stringValue(); ok {
+					e.ParentID = &s
+				}
+			}
+		case "message":
+			start := d.i
+			e.msg = d.message()
+			if d.fail {
+				d.i, d.fail, d.sources = start, false, d.sources[:0]
+				d.skip()
+				message = d.b[start:d.i]
+			}
+			e.msgSize = d.i - start
+		case "provider":
+			d.str(&e.Provider)
+		case "modelId":
+			d.str(&e.ModelID)
+		case "thinkingLevel":
+			d.str(&e.ThinkingLevel)
+		case "summary":
+			d.str(&e.Summary)
+		case "firstKeptEntryId":
+			d.str(&e.FirstKeptEntryID)
+		case "tokensBefore":
+			d.intField(&e.TokensBefore)
+		case "name":
+			d.str(&e.Name)
+		case "fromId":
+			d.str(&e.FromID)
+		case "customType":
+			d.str(&e.CustomType)
+		case "content":
+			d.raw(&e.Content)
+		case "timestamp":
+			d.str(&e.Timestamp)
+		}
+	})
+	if d.fail || skipSpace(line, d.i) != len(line) {
+		return false
+	}
+	if message != nil {
+		e.msg = decodeMessageSlow(message)
+	}
+	return true
+}
+
+// message decodes the message object at i when its first key is its
+// role, as rpi and pi write it (it says which fields follow), and rpi
+// models that role.
+func (d *jsonIn) message() any {
+	start := skipSpace(d.b, d.i)
+	var role string
+	if d.i = start + len(`{"role":`); !bytes.HasPrefix(d.b[start:], []byte(`{"role":"`)) {
+		d.fail = true
+		return nil
+	}
+	d.str(&role)
+	d.i = start
+	var msg any
+	switch role {
+	case "user":
+		m := &userMessage{}
+		d.fields(userFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
+			case "content":
+				if d.at('"') {
+					var text string
+					d.str(&text)
+					m.Content = textBlocks(text)
+				} else {
+					d.blocks(&m.Content)
+				}
+			case "timestamp":
+				d.integer(&m.Timestamp, 64)
+			}
+		})
+		msg = m
+	case "assistant":
+		m := &assistantMessage{}
+		d.fields(assistantFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
+			case "content":
+				d.blocks(&m.Content)
+			case "api":
+				d.str(&m.API)
+			case "provider":
+				d.str(&m.Provider)
+			case "model":
+				d.str(&m.Model)
+			case "usage":
+				d.usage(&m.Usage)
+			case "stopReason":
+				d.str(&m.StopReason)
+			case "errorMessage":
+				d.str(&m.ErrorMessage)
+			case "timestamp":
+				d.integer(&m.Timestamp, 64)
+			}
+		})
+		msg = m
+	case "toolResult":
+		m := &toolResultMessage{}
+		d.fields(toolResultFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
+			case "toolCallId":
+				d.str(&m.ToolCallID)
+			case "toolName":
+				d.str(&m.ToolName)
+			case "content":
+				d.blocks(&m.Content)
+			case "details":
+				m.Details = d.anyValue(1)
+			case "isError":
+				d.boolean(&m.IsError)
+			case "timestamp":
+				d.integer(&m.Timestamp, 64)
+			}
+		})
+		msg = m
+	case "bashExecution":
+		var m bashExecutionMessage // decodeMessage's bash message is a value
+		d.fields(bashFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
+			case "command":
+				d.str(&m.Command)
+			case "output":
+				d.str(&m.Output)
+			case "exitCode":
+				m.ExitCode = nil
+				if !d.null() {
+					var code int
+					d.intField(&code)
+					m.ExitCode = &code
+				}
+			case "cancelled":
+				d.boolean(&m.Cancelled)
+			case "truncated":
+				d.boolean(&m.Truncated)
+			case "fullOutputPath":
+				d.str(&m.FullOutputPath)
+			case "excludeFromContext":
+				d.boolean(&m.ExcludeFromContext)
+			case "timestamp":
+				d.integer(&m.Timestamp, 64)
+			}
+		})
+		msg = m
+	case "compactionSummary", "branchSummary":
+		m := &summaryMessage{}
+		d.fields(summaryFields, func(name string) {
+			switch name {
+			case "role":
+				d.str(&m.Role)
+			case "summary":
+				d.str(&m.Summary)
+			case "tokensBefore":
+				d.intField(&m.TokensBefore)
+			case "fromId":
+				d.str(&m.FromID)
+			case "timestamp":
+				d.integer(&m.Timestamp, 64)
+			}
+		})
+		msg = m
+	default:
+		d.fail = true // a role rpi keeps as it is: encoding/json's view
+	}
+	if d.fail {
+		return nil
+	}
+	return msg
+}
+
+// blocks reads an array of content blocks into dst (null: nil).
+func (d *jsonIn) blocks(dst *[]contentBlock) {
+	if d.null() {
+		*dst = nil
+		return
+	}
+	blocks := []contentBlock{}
+	d.array(func() {
+		var b contentBlock
+		d.block(&b)
+		blocks = append(blocks, b)
+	})
+	*dst = blocks
+}
+
+// block reads one content block, and where its text, thinking and data
+// were into d.sources.
+func (d *jsonIn) block(b *contentBlock) {
+	var src blockSource
+	// source is what str just read from start, when it was a plain
+	// string.
+	source := func(start int) []byte {
+		if d.fail || d.b[start] != '"' || !d.plain {
+			return nil
+		}
+		return d.b[start:d.i]
+	}
+	d.fields(blockFields, func(name string) {
+		start := d.i
+		switch name {
+		case "type":
+			d.str(&b.Type)
+		case "text":
+			d.str(&b.Text)
+			src.text = source(start)
+		case "textSignature":
+			d.str(&b.TextSignature)
+		case "thinking":
+			d.str(&b.Thinking)
+			src.thinking = source(start)
+		case "thinkingSignature":
+			d.str(&b.ThinkingSignature)
+		case "data":
+			d.str(&b.Data)
+			src.data = source(start)
+		case "mimeType":
+			d.str(&b.MimeType)
+		case "id":
+			d.str(&b.ID)
+		case "name":
+			d.str(&b.Name)
+		case "arguments":
+			d.raw(&b.Arguments)
+		case "thoughtSignature":
+			d.str(&b.ThoughtSignature)
+		}
+	})
+	d.sources = append(d.sources, src)
+}
+
+// usage reads an answer's usage (null leaves it as it was).
+func (d *jsonIn) usage(u *usage) {
+	if d.null() {
+		return
+	}
+	d.fields(usageFields, func(name string) {
+		switch name {
+		case "input":
+			d.intField(&u.Input)
+		case "output":
+			d.intField(&u.Output)
+		case "cacheRead":
+			d.intField(&u.CacheRead)
+		case "cacheWrite":
+			d.intField(&u.CacheWrite)
+		case "totalTokens":
+			d.intField(&u.TotalTokens)
+		case "cost":
+			if !d.null() {
+				c := &u.Cost
+				d.fields(costFields, func(name string) {
+					switch name {
+					case "input":
+						d.float(&c.Input)
+					case "output":
+						d.float(&c.Output)
+					case "cacheRead":
+						d.float(&c.CacheRead)
+					case "cacheWrite":
+						d.float(&c.CacheWrite)
+					case "total":
+						d.float(&c.Total)
+					}
+				})
+			}
+		}
+	})
+}

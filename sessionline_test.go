@@ -1,0 +1,548 @@
+package main
+
+// The session line decoder and the message appenders checked against
+// encoding/json: what the fast path takes it decodes exactly as
+// json.Unmarshal and decodeMessageSlow do, and every message it decodes is
+// written again as marshalJSON writes it.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sessionLineSeeds are lines of every kind: the fixtures' session files,
+// and lines built to hit each corner of the fast path.
+func sessionLineSeeds(t testing.TB) []string {
+	var lines []string
+	files, _ := filepath.Glob("testdata/sessions/*.jsonl")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(strings.TrimSpace(string(data)), "\n")...)
+	}
+	head := `{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-15T22:40:20.000Z","message":`
+	for _, msg := range []string{
+		`{"role":"user","content":[{"type":"text","text":"esc \" \\ \/ \b\f\n\r\t \u00e9 \u2028 \ud83d\ude00 \ud800 \udc00x \ud800\u0041 é 中"}],"timestamp":1}`,
+		`{"role":"user","content":"plain string","timestamp":-0}`,
+		`{"role":"user","content":null,"timestamp":null}`,
+		`{"role":"user","content":[],"timestamp":9007199254740993}`,
+		`{"role":"user","content":[null]}`,
+		`{"role":"user","content":[{"type":"text","text":"a"}],"Content":"b"}`,
+		`{"role":"user","content":"a","content":"b"}`,
+		`{"role":"user","timestamp":1.0}`,
+		`{"role":"user","timestamp":1e3}`,
+		`{"role":"user","timestamp":"1"}`,
+		`{"role":"user","timestamp":99999999999999999999}`,
+		`{"role":"user","x":{"deep":[1,2,{"a":null}]},"ROLE":"assistant"}`,
+		`{"role":"user","conte\u006et":"sneaky"}`,
+		`{"role":"user","ſummary":1}`,
+		`{"role":"user","content":[{"type":"text","text":"a","Text":"b"}]}`,
+		`{"content":[],"role":"user"}`,
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"t","thinkingSignature":"s"},{"type":"toolCall","id":"c1","name":"read","arguments":{ "path" : "a.txt" },"thoughtSignature":"g"},{"type":"image","data":"AAA=","mimeType":"image/png"},{"type":"text","text":"x","textSignature":"m"},{"type":"redacted","extra":[1]}],"api":"anthropic-messages","provider":"anthropic","model":"m","usage":{"input":10,"output":5,"cacheRead":1,"cacheWrite":2,"totalTokens":18,"cost":{"input":0.00003,"output":7.5e-05,"cacheRead":0,"cacheWrite":1E+2,"total":0.000105}},"stopReason":"error","errorMessage":"boom","timestamp":1773614422000}`,
+		`{"role":"assistant","content":"not blocks"}`,
+		`{"role":"assistant","usage":null,"content":[{"type":"toolCall","arguments":null}]}`,
+		`{"role":"assistant","usage":{"input":1.5}}`,
+		`{"role":"assistant","usage":{"cost":{"total":1e999}}}`,
+		`{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"out"}],"details":{"z":1,"a":[true,false,null,"s",{"b":-2.5e-7}],"m":{}},"isError":true,"timestamp":5}`,
+		`{"role":"toolResult","details":null,"isError":null}`,
+		`{"role":"toolResult","details":{"k":"v","k":"w"}}`,
+		`{"role":"toolResult","details":{"\u006b":"escaped key"}}`,
+		`{"role":"bashExecution","command":"ls","output":"a\nb","exitCode":2,"cancelled":false,"truncated":true,"fullOutputPath":"/tmp/x","excludeFromContext":true,"timestamp":7}`,
+		`{"role":"bashExecution","command":"ls","exitCode":null}`,
+		`{"role":"bashExecution","exitCode":3000000000}`,
+		`{"role":"compactionSummary","summary":"s","tokensBefore":120,"timestamp":3}`,
+		`{"role":"branchSummary","summary":"s","fromId":"f","timestamp":3}`,
+		`{"role":"custom","customType":"x","content":"c","display":true}`,
+		`{"role":"hookMessage","content":"c"}`,
+		`{"role":5}`, `{}`, `[]`, `"text"`, `null`, `7`,
+		`{"role":"user","content":[{"type":"text","text":"bad utf8 ` + "\xff\xfe" + ` end"}]}`,
+		`{"role":"user","content":[{"type":"text","text":"ctl ` + "\x01" + `"}]}`,
+		`{"role":"user","content":[{"type":"text","text":"esc\n then bad ` + "\xff\xe2\x80" + ` and \t é ` + "\xed\xa0\x80" + ` \u2028 ` + "\u2029" + ` end"}],"timestamp":1}`,
+		`{"role":"user",}`, `{"role":"user"`,
+	} {
+		lines = append(lines, head+msg+"}")
+	}
+	lines = append(lines,
+		`{"type":"compaction","id":"c","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":42,"details":{"readFiles":[]}}`,
+		`{"type":"custom_message","id":"c","parentId":"p","timestamp":"t","customType":"x","content":[{"type":"text","text":"hi"}],"display":true}`,
+		`{"type":"custom_message","id":"c","content":null}`,
+		`{"type":"model_change","id":"m","parentId":"p","provider":"p","modelId":"m","provider":"q"}`,
+		`{"type":"x","Type":"y"}`, `{"type":"x","iD":"y"}`, `{"type":"x","parentId":5}`, `{"type":"x","tokensBefore":1.5}`,
+		head+`{"role":"user","content":[{"type":"text","text":"plain \"q\"\n\t\u0001 é"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"\u00e9"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"a\/b"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"\u001B"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"\u000a"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"\u2028 and `+" "+`"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"`+" "+`"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"text","text":"\u001f"}],"timestamp":1}}`,
+		head+`{"role":"assistant","content":[{"type":"thinking","thinking":"t\n","thinkingSignature":"s"},{"type":"image","data":"AA\/A","mimeType":"image/png"},{"type":"text","text":"x","textSignature":"m"}],"api":"a","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.00003,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.00003}},"stopReason":"stop","timestamp":4}}`,
+		head+`{"role":"user","content":[{"text":"swapped","type":"text"}],"timestamp":1}}`,
+		head+`{"role":"user","content":[{"type":"thinking","text":"not written","thinking":"t"}],"timestamp":1}}`,
+		`{"type":"message","id":"a","message":{"role":"user"}} trailing`, ` {"type":"message"} `, `{"type":"message","id":"a"`,
+		`{"type":"message","message":{"role":"user","content":[{"type":"text","text":"`+strings.Repeat("[", 600)+`"}]},"x":`+strings.Repeat("[", 600)+strings.Repeat("]", 600)+`}`,
+	)
+	return lines
+}
+
+// checkDecodeEntry fails when the fast path takes line and gives anything
+// other than encoding/json, or when keepLine drops a line that
+// appendMessageLine does not write again byte for byte.
+func checkDecodeEntry(t *testing.T, line []byte) (fast bool) {
+	var again jsonIn
+	if e, err := decodeEntry(line, &again); err == nil {
+		e.keepLine(line, &again)
+		if written, _ := e.appendMessageLine(nil); e.raw == nil && !bytes.Equal(written, line) {
+			t.Fatalf("keepLine dropped %q, which is written again as %q", line, written)
+		}
+	}
+	var d jsonIn
+	got := &sessionEntry{}
+	if !d.entry(line, got) {
+		return false
+	}
+	want := &sessionEntry{}
+	withMessage := struct {
+		*sessionEntry
+		Message json.RawMessage `json:"message"`
+	}{sessionEntry: want}
+	if err := json.Unmarshal(line, &withMessage); err != nil {
+		t.Fatalf("the fast path took %q, which encoding/json refuses: %v", line, err)
+	}
+	want.msg, want.msgSize = decodeMessageSlow(withMessage.Message), len(withMessage.Message)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\nfast path     %#v\n  message %#v\nencoding/json %#v\n  message %#v", line, got, got.msg, want, want.msg)
+	}
+	return true
+}
+
+// TestDecodeEntryMatchesEncodingJSON: every seed line is decoded as
+// encoding/json decodes it, and the lines rpi and pi write take the fast
+// path.
+func TestDecodeEntryMatchesEncodingJSON(t *testing.T) {
+	taken := 0
+	for _, line := range sessionLineSeeds(t) {
+		if checkDecodeEntry(t, []byte(line)) {
+			taken++
+		}
+	}
+	for _, line := range []string{
+		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"line\n\"q\" é"}],"timestamp":1}}`,
+		`{"type":"session_info","id":"a","parentId":"b","timestamp":"t","name":"n"}`,
+	} {
+		if !checkDecodeEntry(t, []byte(line)) {
+			t.Errorf("the fast path declined %s", line)
+		}
+	}
+	if taken < 40 {
+		t.Errorf("the fast path took only %d seed lines", taken)
+	}
+}
+
+// FuzzDecodeEntry: whatever line the fast path takes, it decodes as
+// encoding/json does.
+func FuzzDecodeEntry(f *testing.F) {
+	for _, line := range sessionLineSeeds(f) {
+		f.Add([]byte(line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkDecodeEntry(t, line) })
+}
+
+// FuzzDecodeMessage: decodeMessage (fast path first) gives what
+// decodeMessageSlow gives, for any bytes.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, line := range sessionLineSeeds(f) {
+		if _, msg, ok := strings.Cut(line, `"message":`); ok {
+			f.Add([]byte(strings.TrimSuffix(msg, "}")))
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got, want := decodeMessage(raw), decodeMessageSlow(raw); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\nfast path     %#v\nencoding/json %#v", raw, got, want)
+		}
+	})
+}
+
+// checkAppendMessage fails when appendMessageJSON or messageAppendable
+// disagree with marshalJSON on m.
+func checkAppendMessage(t *testing.T, m any) {
+	want, err := marshalJSON(m)
+	got, ok := appendMessageJSON([]byte("prefix"), m)
+	if ok != (err == nil) || messageAppendable(m) != ok {
+		t.Fatalf("%#v: appendMessageJSON ok %v, messageAppendable %v, encoding/json error %v", m, ok, messageAppendable(m), err)
+	}
+	if ok && !bytes.Equal(got, append([]byte("prefix"), want...)) {
+		t.Fatalf("%#v:\nappendMessageJSON %s\nencoding/json     %s", m, got, want)
+	}
+}
+
+// TestAppendMessageMatchesEncodingJSON: each kind of message, hostile
+// strings included, is written as encoding/json writes it; what
+// encoding/json refuses the appenders refuse.
+func TestAppendMessageMatchesEncodingJSON(t *testing.T) {
+	hostile := "q\" b\\ \n\r\t\x00\x1f <>& \u2028\u2029 \xff é😀"
+	code := 3
+	for _, m := range []any{
+		&userMessage{Role: "user", Content: textBlocks(hostile), Timestamp: 1},
+		&userMessage{Role: hostile},
+		&userMessage{Content: []contentBlock{}},
+		&assistantMessage{Role: "assistant", Content: []contentBlock{
+			{Type: "thinking", Thinking: hostile, ThinkingSignature: hostile, Text: "ignored"},
+			{Type: "thinking"},
+			{Type: "toolCall", ID: "i", Name: hostile, Arguments: json.RawMessage(" { \"a\" : [ 1 , \"\u2028<\" ] } "), ThoughtSignature: "s"},
+			{Type: "toolCall"},
+			{Type: "image", Data: "AAA", MimeType: "image/png"},
+			{Type: hostile, Text: hostile, TextSignature: "m"},
+		}, API: "a", Provider: "p", Model: hostile, Usage: usage{Input: 1, Output: 2, TotalTokens: 3,
+			Cost: costBreakdown{Input: 1e-7, Output: 3e21, CacheRead: 0.1 + 0.2, Total: -0.0}},
+			StopReason: "error", ErrorMessage: hostile, Timestamp: -5},
+		&assistantMessage{Usage: usage{Cost: costBreakdown{Total: nan()}}},
+		&assistantMessage{Content: []contentBlock{{Type: "toolCall", Arguments: json.RawMessage(`{"a":`)}}},
+		&assistantMessage{Content: []contentBlock{{Type: "toolCall", Arguments: json.RawMessage{}}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "c", ToolName: "t", Content: textBlocks("x"), IsError: true, Timestamp: 2,
+			Details: map[string]any{"z": 1.5, "a": []any{true, nil, "s", map[string]any{}, []any{}}, hostile: map[string]any{"n": 1e-9}}},
+		&toolResultMessage{Details: map[string]int{"firstChangedLine": 4}},
+		&toolResultMessage{Details: map[string]any{"bad": nan()}},
+		&toolResultMessage{Details: []any(nil)},
+		&toolResultMessage{Details: func() {}},
+		bashExecutionMessage{Role: "bashExecution", Command: hostile, Output: hostile, ExitCode: &code, Cancelled: true, Truncated: true,
+			FullOutputPath: hostile, ExcludeFromContext: true, Timestamp: 9},
+		bashExecutionMessage{},
+		&summaryMessage{Role: "compactionSummary", Summary: hostile, TokensBefore: 7, FromID: hostile, Timestamp: 1},
+		&summaryMessage{},
+		rawMessage(`{"role":"custom", "content" : "c\u2028"}`),
+		rawMessage(`{"role":`),
+		rawMessage(nil),
+		struct{ Role string }{"other"},
+	} {
+		checkAppendMessage(t, m)
+	}
+}
+
+func nan() float64 { zero := 0.0; return zero / zero }
+
+// FuzzAppendMessage: any message json.Unmarshal can make (decodeMessageSlow)
+// is written as encoding/json writes it.
+func FuzzAppendMessage(f *testing.F) {
+	for _, line := range sessionLineSeeds(f) {
+		if _, msg, ok := strings.Cut(line, `"message":`); ok {
+			f.Add([]byte(strings.TrimSuffix(msg, "}")))
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if m := decodeMessageSlow(raw); m != nil {
+			checkAppendMessage(t, m)
+		}
+	})
+}
+
+// TestSessionKeepsOneCopy: a loaded message entry whose line rpi would
+// write again byte for byte keeps no copy of that line (its message is
+// held once), one written otherwise keeps its line; both are written
+// back exactly as they were read.
+func TestSessionKeepsOneCopy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.jsonl")
+	lines := []string{
+		`{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}`,
+		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"é \"q\"\n"}],"timestamp":1}}`,
+		`{"type":"message","id":"b","parentId":"a","timestamp":"t","message":{"role":"user","content":"plain","timestamp":2}}`,
+		`{"type":"message","id":"c","parentId":"b","timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"\u00e9"}],"timestamp":3}}`,
+		`{"type":"message","id":"d","parentId":"c","timestamp":"t","message":{"role":"assistant","content":[{"type":"text","text":"x"}],"api":"a","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.00003,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.00003}},"stopReason":"stop","timestamp":4},"extra":1}`,
+		`{"type":"message","id":"e","parentId":"d","timestamp":"t","message":{"role":"toolResult","toolCallId":"c","toolName":"t","content":[],"details":{"a":1,"b":2},"isError":false,"timestamp":5}}`,
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := loadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, keeps := range []bool{false, true, true, true, false} {
+		e := ss.entries[i]
+		if (e.raw != nil) != keeps {
+			t.Errorf("entry %s keeps its line: %v, want %v", e.ID, e.raw != nil, keeps)
+		}
+		if got := string(e.line()); got != lines[i+1] {
+			t.Errorf("entry %s is written back as\n%s\nwant\n%s", e.ID, got, lines[i+1])
+		}
+	}
+	if got := string(ss.wholeFile()); got != strings.Join(lines, "\n")+"\n" {
+		t.Errorf("the whole file is written back as\n%s", got)
+	}
+}
+
+// TestReadEntriesInParts: a session file read in parts, each on its own
+// goroutine, gives what it gives read in one: the same entries, the same
+// line numbers for the lines that are not entries, and a torn last line
+// left unreported only when it has no "\n".
+func TestReadEntriesInParts(t *testing.T) {
+	block := strings.Join([]string{
+		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"x\ny"}],"timestamp":1}}`,
+		``,
+		`not json`,
+		"  {\"type\":\"model_change\",\"id\":\"b\",\"provider\":\"p\"} \r",
+		`{"no":"type"}`,
+		" \t",
+	}, "\n") + "\n"
+	header := "\n" + `{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}` + "\n"
+	for _, tail := range []string{"", `{"type":"x","id":"last"}`, `{"torn`, "{\"torn\n", "  "} {
+		content := header + strings.Repeat(block, 40) + tail
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		os.WriteFile(path, []byte(content), 0o644)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, lineNo, next, err := readHeaderLine(f)
+		if err != nil || lineNo != 2 || content[next-1] != '\n' || content[next] != '{' {
+			t.Fatalf("header: line %d, next %d, %v", lineNo, next, err)
+		}
+		var want sessionEntries
+		for parts := 1; parts <= 7; parts++ {
+			got, err := readEntries(f, next, lineNo, true, parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if parts == 1 {
+				want = got
+				// Lines 5 and 7 of each block (from line 3) are not entries.
+				var skipped []int
+				for b := range 40 {
+					skipped = append(skipped, 3+6*b+2, 3+6*b+4)
+				}
+				if tail == "{\"torn\n" {
+					skipped = append(skipped, 3+6*40)
+				}
+				if len(got.entries) != 80+strings.Count(tail, "last") || !reflect.DeepEqual(got.skipped, skipped) {
+					t.Errorf("tail %q: %d entries, skipped lines %v, want %v", tail, len(got.entries), got.skipped, skipped)
+				}
+				continue
+			}
+			if len(got.entries) != len(want.entries) || !reflect.DeepEqual(got.skipped, want.skipped) {
+				t.Errorf("tail %q, %d parts: %d entries, skipped %v; in one part %d, %v", tail, parts, len(got.entries), got.skipped, len(want.entries), want.skipped)
+				continue
+			}
+			for i, e := range got.entries {
+				if !bytes.Equal(e.line(), want.entries[i].line()) {
+					t.Errorf("tail %q, %d parts: entry %d is %s, want %s", tail, parts, i, e.line(), want.entries[i].line())
+				}
+			}
+		}
+		f.Close()
+	}
+}
+
+// ---- Big sessions ----
+
+// writeBigSession writes a session file of about size bytes to path, as
+// rpi and pi write one: a header, a model and a thinking level change,
+// then user and assistant messages by turns, each of about 12 KB of text
+// (lines of prose and code: tabs, a quoted word in 12, a non-ASCII one in
+// 100, so that decoding has escapes to undo). It returns the number of messages.
+func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(26, 2026))
+	words := strings.Fields("the session file grows as an agent reads big files and runs chatty commands for days " +
+		"func return err nil if for range := buffer line decode encode message content assistant user tool " +
+		"path/to/file.go 0x1f 42 3.14 map[string]any { } ( ) , ; == != && ||")
+	rare := strings.Fields("résumé naïve → “quoted” 中文")
+	pool := make([]string, 2048)
+	for i := range pool {
+		var b strings.Builder
+		b.WriteString(strings.Repeat("\t", rng.IntN(3)))
+		for b.Len() < 40+rng.IntN(60) {
+			word := words[rng.IntN(len(words))]
+			switch rng.IntN(100) {
+			case 0:
+				word = rare[rng.IntN(len(rare))]
+			case 1, 2, 3, 4, 5, 6, 7, 8:
+				word = `"` + word + `"`
+			}
+			b.WriteString(word + " ")
+		}
+		pool[i] = b.String()
+	}
+	text := func() string {
+		var b strings.Builder
+		for b.Len() < 12<<10 {
+			b.WriteString(pool[rng.IntN(len(pool))])
+			b.WriteByte('\n')
+		}
+		return b.String()
+	}
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	header := sessionHeader{Version: 3, ID: "0f0e8a52-1c4f-4a2e-9d6b-3c1f2e4d5a6b", Timestamp: timestamp(start), Cwd: cwd}
+	w.Write(append(header.appendMembers([]byte(`{"type":"session"`)), "}\n"...))
+	written, entries := int64(0), 0
+	// add writes an entry as session.add makes one: type, id, parentId
+	// and timestamp, then its fields.
+	add := func(now time.Time, typ string, fields ...field) {
+		line := fmt.Appendf(nil, `{"type":%q,"id":"%08x","parentId":`, typ, entries+1)
+		if entries == 0 {
+			line = append(line, "null"...)
+		} else {
+			line = fmt.Appendf(line, `"%08x"`, entries)
+		}
+		line = fmt.Appendf(line, `,"timestamp":%q`, timestamp(now))
+		for _, f := range fields {
+			value, err := marshalJSON(f.value)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			line = fmt.Appendf(line, ",%q:%s", f.name, value)
+		}
+		line = append(line, "}\n"...)
+		w.Write(line)
+		written += int64(len(line))
+		entries++
+	}
+	add(start, "model_change", field{"provider", "anthropic"}, field{"modelId", "claude-sonnet-4-5"})
+	add(start, "thinking_level_change", field{"thinkingLevel", "medium"})
+	messages := 0
+	for written < size {
+		now := start.Add(time.Duration(messages) * time.Second)
+		var m any = &userMessage{Role: "user", Content: textBlocks(text()), Timestamp: now.UnixMilli()}
+		if messages%2 == 1 {
+			m = &assistantMessage{Role: "assistant", Content: textBlocks(text()), API: "anthropic-messages",
+				Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "stop", Timestamp: now.UnixMilli(),
+				Usage: usage{Input: 3000 + messages, Output: 3000, TotalTokens: 6000 + messages,
+					Cost: costBreakdown{Input: 0.009, Output: 0.045, Total: 0.054}}}
+		}
+		add(now, "message", field{"message", m})
+		messages++
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return messages
+}
+
+// writeSizes is a stdout that keeps what is written and the largest
+// single write.
+type writeSizes struct {
+	mu      sync.Mutex
+	out     bytes.Buffer
+	largest int
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.largest = max(w.largest, len(p))
+	return w.out.Write(p)
+}
+
+func (w *writeSizes) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.out.Bytes())
+}
+
+// TestGetMessagesStreamed: the get_messages answer of a big session is
+// what encoding/json writes for the conversation, written whole and
+// uninterrupted while a child's output streams beside it, but never held
+// whole: no single write is near its size.
+func TestGetMessagesStreamed(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	path := filepath.Join(cwd, "big.jsonl")
+	writeBigSession(t, path, cwd, 4<<20)
+	ss, err := loadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := marshalJSON(struct {
+		Messages []any `json:"messages"`
+	}{ss.conversation().messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"m","type":"response","command":"get_messages","success":true,"data":` + string(data) + "}"
+	stdout := &writeSizes{}
+	stdin, input := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session", path}, stdin, stdout)
+		close(done)
+	}()
+	io.WriteString(input, spawnLine("p", []string{"sh", "-c", "for i in $(seq 1 20000); do echo line $i; done"}, "")+"\n")
+	for !bytes.Contains(stdout.bytes(), []byte(`"type":"process_output"`)) {
+		time.Sleep(time.Millisecond)
+	}
+	io.WriteString(input, `{"id":"m","type":"get_messages"}`+"\n")
+	for !bytes.Contains(stdout.bytes(), []byte(`{"id":"m"`)) {
+		time.Sleep(time.Millisecond)
+	}
+	input.Close()
+	<-done
+	found := false
+	for _, line := range bytes.Split(bytes.TrimSuffix(stdout.bytes(), []byte("\n")), []byte("\n")) {
+		if !json.Valid(line) {
+			t.Fatalf("a record is not whole JSON: %.200s…", line)
+		}
+		if bytes.HasPrefix(line, []byte(`{"id":"m"`)) {
+			found = true
+			if string(line) != want {
+				t.Errorf("get_messages answered %d bytes, differing from encoding/json's %d", len(line), len(want))
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no get_messages answer")
+	}
+	if stdout.largest > 2*maxPending {
+		t.Errorf("a single write of %d bytes for a %d byte answer: it was held whole", stdout.largest, len(want))
+	}
+}
+
+// TestExportHTMLBlocks: the export page, now written as it goes, shows
+// each kind of message as before, every text escaped.
+func TestExportHTMLBlocks(t *testing.T) {
+	code := 2
+	messages := []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: `<b>&'"`}, {Type: "image", MimeType: "image/png", Data: "A<B"}, {Type: "image", MimeType: "text/x", Data: "z"}}},
+		&assistantMessage{Role: "assistant", Provider: "p", Model: "m", Content: []contentBlock{{Type: "thinking", Thinking: "hm"}, {Type: "toolCall", Name: "bash", Arguments: json.RawMessage(`{"command":"ls <x>"}`)}}},
+		&assistantMessage{Role: "assistant", Provider: "p", Model: "m", ErrorMessage: "boom", StopReason: "error"},
+		&toolResultMessage{Role: "toolResult", ToolName: "bash", IsError: true, Content: textBlocks("out")},
+		bashExecutionMessage{Role: "bashExecution", Command: "echo", Output: "hi", ExitCode: &code},
+		&summaryMessage{Role: "compactionSummary", Summary: "sum"},
+		rawMessage(`{"role":"custom","content":"<x>"}`),
+	}
+	var page bytes.Buffer
+	if err := writeHTML(bufio.NewWriterSize(&page, 16), sessionHeader{ID: "id", Timestamp: "t", Cwd: "/a'b"}, "N<", messages); err != nil {
+		t.Fatal(err)
+	}
+	want := `<h1>N&lt;</h1>
+<p>Session id, started t in <code>/a&#39;b</code></p>
+<div class="m user"><div class="role">user</div><pre>&lt;b&gt;&amp;&#39;&quot;</pre><img alt="image" style="max-width:100%" src="data:image/png;base64,A&lt;B"></div>
+<div class="m assistant"><div class="role">assistant · p/m</div><pre class="thinking">hm</pre><pre>→ bash {&quot;command&quot;:&quot;ls &lt;x&gt;&quot;}</pre></div>
+<div class="m assistant error"><div class="role">assistant · p/m</div><pre>error: boom</pre></div>
+<div class="m toolResult error"><div class="role">result of bash</div><pre>out</pre></div>
+<div class="m user"><div class="role">bash</div><pre>$ echo
+hi</pre></div>
+<div class="m user"><div class="role">compactionSummary</div><pre>sum</pre></div>
+<div class="m user"><div class="role">custom</div><pre>{&quot;role&quot;:&quot;custom&quot;,&quot;content&quot;:&quot;&lt;x&gt;&quot;}</pre></div>
+</body></html>
+`
+	if got := page.String(); !strings.HasPrefix(got, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>N&lt;</title>") || !strings.HasSuffix(got, want) {
+		t.Errorf("page:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
