@@ -546,7 +546,7 @@ type openAIChunk struct {
 			Reasoning        *string       `json:"reasoning"`
 			ReasoningText    *string       `json:"reasoning_text"`
 			ToolCalls        []struct {
-				Index    int    `json:"index"`
+				Index    *int   `json:"index"` // absent from some servers' pieces
 				ID       string `json:"id"`
 				Function struct {
 					Name      string `json:"name"`
@@ -568,8 +568,14 @@ type openAIChunk struct {
 	} `json:"error"`
 }
 
+// readOpenAI reads a Chat Completions stream. Text and thinking each
+// stream into the open block of their kind; tool calls are keyed by
+// tool_calls[].index, as the format does, so the pieces of parallel calls
+// may interleave and calls without ids stay apart (a piece without an
+// index continues the call with its id, or the latest one). Tool calls
+// stay open until the stream ends, then end in the order they started.
 func readOpenAI(body io.Reader, st *streamer, m *model) error {
-	current := -1 // index of the open content block
+	current := -1 // index of the open text or thinking block
 	finish := ""
 	closeCurrent := func() {
 		if current >= 0 {
@@ -577,13 +583,41 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			current = -1
 		}
 	}
-	open := func(kind string, b contentBlock) int {
-		if current >= 0 && st.msg.Content[current].Type == kind && (kind != "toolCall" || b.ID == "") {
+	open := func(kind string) int {
+		if current >= 0 && st.msg.Content[current].Type == kind {
 			return current
 		}
 		closeCurrent()
-		current = st.startBlock(len(st.msg.Content), b)
+		current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind})
 		return current
+	}
+	var calls []int          // the tool calls' blocks, in the order they started
+	byIndex := map[int]int{} // a call's tool_calls[].index → its block
+	byID := map[string]int{} // a call's id → its block, for pieces without an index
+	call := func(index *int, id, name string) int {
+		i, ok := -1, false
+		switch {
+		case index != nil:
+			i, ok = byIndex[*index]
+		case id != "":
+			i, ok = byID[id]
+		case len(calls) > 0:
+			i, ok = calls[len(calls)-1], true
+		}
+		if !ok {
+			closeCurrent()
+			i = st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: name})
+			calls = append(calls, i)
+		}
+		b := &st.msg.Content[i]
+		b.ID, b.Name = cmp.Or(b.ID, id), cmp.Or(b.Name, name) // the first piece may lack them
+		if index != nil {
+			byIndex[*index] = i
+		}
+		if id != "" {
+			byID[id] = i
+		}
+		return i
 	}
 	err := sseEvents(body, func(_, data string) (bool, error) {
 		if data == "[DONE]" {
@@ -607,15 +641,15 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			d := c.Delta
 			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText, &d.Content.thinking} {
 				if thinking != nil && *thinking != "" {
-					st.delta(open("thinking", contentBlock{Type: "thinking"}), *thinking)
+					st.delta(open("thinking"), *thinking)
 					break
 				}
 			}
 			if d.Content.text != "" {
-				st.delta(open("text", contentBlock{Type: "text"}), d.Content.text)
+				st.delta(open("text"), d.Content.text)
 			}
 			for _, tc := range d.ToolCalls {
-				i := open("toolCall", contentBlock{Type: "toolCall", ID: tc.ID, Name: tc.Function.Name})
+				i := call(tc.Index, tc.ID, tc.Function.Name)
 				if tc.Function.Arguments != "" {
 					st.delta(i, tc.Function.Arguments)
 				}
@@ -627,6 +661,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		return false, nil
 	})
 	closeCurrent()
+	for _, i := range calls {
+		st.endBlock(i)
+	}
 	if err != nil {
 		return err
 	}
