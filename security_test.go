@@ -6,6 +6,8 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -150,5 +152,83 @@ func TestExportToFIFO(t *testing.T) {
 	ps.close()
 	if !bytes.Contains(ps.out.bytes(), []byte(`pipe.html: it is a named pipe (FIFO); the file tools only use regular files"`)) {
 		t.Errorf("export to a FIFO:\n%s", ps.out.bytes())
+	}
+}
+
+// TestAnswerIsCut streams an answer far longer than the model was asked
+// for, in each API's format: every reader cuts it at the bound of the
+// tokens asked for, keeps what came before, says so, and does not retry.
+func TestAnswerIsCut(t *testing.T) {
+	deltas := make([]string, 200) // 800 KiB of text
+	for i := range deltas {
+		deltas[i] = strings.Repeat(string(rune('a'+i%26)), 4<<10)
+	}
+	text, _ := json.Marshal(deltas)
+	script := `{"text":` + string(text) + `}` + "\n" + `{"text":["a retry"]}`
+	for _, api := range []string{apiOpenAI, apiAnthropic, apiResponses, apiGoogle} {
+		t.Run(api, func(t *testing.T) {
+			ps, fm, _ := agentSession(t, api, script, "--thinking", "off")
+			ps.send(`{"id":"p","type":"prompt","message":"Write a lot"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			var end map[string]any
+			for _, rec := range ps.records() {
+				if rec["type"] == "message_end" {
+					end = rec["data"].(map[string]any)["message"].(map[string]any)
+				}
+			}
+			const limit = 4096 * 32 // 32 bytes for each of the fake model's maxTokens (thinking off)
+			msg, _ := end["errorMessage"].(string)
+			if !strings.HasPrefix(msg, "The answer was cut at 128 KiB: ") || end["stopReason"] != "error" {
+				t.Fatalf("last answer ended %v: %.300s", end["stopReason"], msg)
+			}
+			content := end["content"].([]any)
+			kept := len(content[0].(map[string]any)["text"].(string))
+			if kept == 0 || kept > limit {
+				t.Errorf("kept %d bytes of text, want some and at most %d", kept, limit)
+			}
+			fm.mu.Lock()
+			requests := len(fm.requests)
+			fm.mu.Unlock()
+			if requests != 1 {
+				t.Errorf("%d requests: a cut answer must not be retried", requests)
+			}
+		})
+	}
+}
+
+// TestCompressedAnswerRefused: rpi asks a model server for an
+// uncompressed stream; a server that gzips its answer anyway (here a
+// bomb: 100 MiB of text in about 100 KiB on the wire, which Go's
+// transport would inflate on its own) is refused with an error that says
+// what to do.
+func TestCompressedAnswerRefused(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	fmt.Fprint(zw, `data: {"choices":[{"index":0,"delta":{"content":"`)
+	zw.Write(bytes.Repeat([]byte("x"), 100<<20))
+	fmt.Fprint(zw, "\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	zw.Close()
+	var accepted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accepted = append(accepted, r.Header.Get("Accept-Encoding"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(bomb.Bytes())
+	}))
+	defer srv.Close()
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+srv.URL+
+		`/v1","api":"openai-completions","models":[{"id":"m"}]}}}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	want := `"errorMessage":"The model server sent its answer compressed (Content-Encoding: gzip) though rpi asked for none (Accept-Encoding: identity)`
+	if out := ps.out.bytes(); !bytes.Contains(out, []byte(want)) {
+		t.Errorf("want the compressed answer refused; got %.2000s", out)
+	}
+	if len(accepted) != 1 || accepted[0] != "identity" {
+		t.Errorf("requests said Accept-Encoding %q, want one with identity", accepted)
 	}
 }

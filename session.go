@@ -144,7 +144,10 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 	// An entry whose fields are all text (a model, thinking level or name
 	// change) is set directly: what json.Unmarshal of its line would give,
 	// without encoding/json's reflection, whose first use costs startup.
+	// So is a message entry's message, which is kept as a slice of the
+	// line rather than decoded into a copy (an answer may be a few MiB).
 	e, direct := &sessionEntry{}, true
+	messageAt, messageEnd := -1, -1
 	for _, f := range fields {
 		line = append(line, ',')
 		line = appendJSONString(line, f.name)
@@ -153,14 +156,21 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 			line = appendJSONString(line, text)
 			continue
 		}
-		direct = false
-		value, err := marshalJSON(f.value)
-		if err != nil {
+		start := len(line)
+		var err error
+		if line, err = appendMarshal(line, f.value); err != nil {
 			return nil, err
 		}
-		line = append(line, value...)
+		if f.name == "message" && messageAt < 0 {
+			messageAt, messageEnd = start, len(line)
+		} else {
+			direct = false
+		}
 	}
 	line = append(line, '}')
+	if messageAt >= 0 && direct {
+		e.Message = line[messageAt:messageEnd:messageEnd]
+	}
 	if direct {
 		e.Type, e.ID, e.Timestamp = typ, id, stamp
 		if ss.leaf != "" {

@@ -373,6 +373,22 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 			}
 		}
 	}
+	// A message entry's message is set from the line too.
+	for _, fields := range [][]field{{{"message", &assistantMessage{Role: "assistant", Content: textBlocks("a <b> & \u2028")}}},
+		{{"message", rawMessage(`{"role":"custom","content":"x"}`)}}, {{"message", map[string]int{"a": 1}}, {"name", "n"}}} {
+		e, err := ss.add(time.Unix(1e9, 0), "message", fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &sessionEntry{}
+		if err := json.Unmarshal(e.raw, want); err != nil {
+			t.Fatalf("%s: %v", e.raw, err)
+		}
+		want.raw = e.raw
+		if !reflect.DeepEqual(e, want) {
+			t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
+		}
+	}
 }
 
 // TestCheckWritableDir: the session folder's startup check walks up to

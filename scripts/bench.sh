@@ -18,6 +18,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkStreamTokens' 5x
   bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
+  bench '^Benchmark(Abort)?HugeAnswer$' 5x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 # Each line: name, iterations, then value/unit pairs (ns/op first); the
 # median of each name's unit over the runs.
