@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -579,5 +580,93 @@ func TestJobsDieWithTheirChild(t *testing.T) {
 		if pid == 0 || alive(pid) {
 			t.Errorf("job %d outlived its child", pid)
 		}
+	}
+}
+
+// TestProcessInputIsBounded writes to a child that never reads: writes
+// wait (unanswered) until 4 MiB are waiting, and a write past that fails
+// at once, naming the process and saying what to do, while the earlier
+// ones still wait; stopping the process answers them.
+func TestProcessInputIsBounded(t *testing.T) {
+	ps := startSession(t)
+	ps.send(spawnLine("sp", []string{"sleep", "1000"}, ""))
+	ps.waitFor(`"id":"sp"`)
+	id := processIDs(ps.records())["sp"]
+	write := func(reqID string, n int) {
+		data := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), n))
+		ps.send(`{"id":"` + reqID + `","type":"process_write","processId":"` + id + `","dataBase64":"` + data + `"}`)
+	}
+	write("w1", 3<<20)
+	write("w2", 2<<20)
+	write("w3", 1<<20)
+	write("w4", 1)
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	answered := map[string]string{}
+	for _, rec := range ps.records() {
+		if id, ok := rec["id"].(string); ok && rec["type"] == "response" {
+			answered[id], _ = rec["error"].(string)
+		}
+	}
+	for reqID, size := range map[string]string{"w2": "2 MiB", "w4": "1 byte"} {
+		want := "Cannot write " + size + " to process " + id + ": at most 4 MiB may wait to be written to a process"
+		if !strings.HasPrefix(answered[reqID], want) {
+			t.Errorf("%s: got %q, want it refused at once: %q…", reqID, answered[reqID], want)
+		}
+	}
+	for _, reqID := range []string{"w1", "w3"} {
+		if _, ok := answered[reqID]; ok {
+			t.Errorf("%s was answered while the child reads nothing", reqID)
+		}
+	}
+	ps.send(`{"id":"stop","type":"process_stop","processId":"` + id + `"}`)
+	ps.waitFor(`"id":"stop"`)
+	ps.waitFor(`"id":"w3"`)
+	ps.close()
+}
+
+// TestToolWriteBoundedAndAborted: the model's process tool goes through
+// the same bound (a write past it fails at once), and a tool's write that
+// waits behind a client's write the child never reads ends at once when
+// the run is aborted, so the abort is not held up.
+func TestToolWriteBoundedAndAborted(t *testing.T) {
+	s := toolServer(t, nil)
+	text, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["sleep","1000"]}}`)
+	var info processInfo
+	if json.Unmarshal([]byte(text), &info); isError || info.ID == "" {
+		t.Fatalf("spawn: %s", text)
+	}
+	call := func(ctx context.Context, n int) chan string {
+		result := make(chan string, 1)
+		go func() {
+			args := `{"action":"write","processId":"` + info.ID + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), n)) + `"}`
+			res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "process", Arguments: json.RawMessage(args)})
+			result <- resultText(res.Content)
+		}()
+		return result
+	}
+	select {
+	case got := <-call(context.Background(), 5<<20):
+		if !strings.Contains(got, "Cannot write 5 MiB to process "+info.ID) {
+			t.Errorf("a 5 MiB write by the tool: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a 5 MiB write by the tool to a child that never reads was not refused")
+	}
+	// The client's write fills the pipe and waits.
+	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"` + info.ID + `","dataBase64":"` +
+		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20)) + `"}`))
+	s.processWrite(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	result := call(ctx, 10)
+	time.Sleep(100 * time.Millisecond) // the tool's write is queued behind the client's
+	cancel()
+	select {
+	case got := <-result:
+		if got != "Operation aborted" {
+			t.Errorf("the aborted tool write: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an aborted tool write waited for the client's write the child never reads")
 	}
 }

@@ -135,6 +135,8 @@ func (st *streamer) take(n int) bool {
 // byteSize says n bytes in bytes, KiB or MiB.
 func byteSize(n int) string {
 	switch {
+	case n == 1:
+		return "1 byte"
 	case n < 1<<10:
 		return strconv.Itoa(n) + " bytes"
 	case n < 1<<20:
