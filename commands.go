@@ -123,6 +123,7 @@ type server struct {
 	ui       *dialogs       // open dialogs (own lock)
 	temp     *tempFiles     // rpi's temp folder (own lock)
 	watchdog *watchdog      // kills children if rpi dies (own lock)
+	memory   memoryReturn   // gives memory back after a burst (own lock, main.go)
 
 	mu             sync.Mutex // guards the agent's state below
 	model          *model     // the model the next call uses; nil when none is usable

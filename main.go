@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -397,6 +398,10 @@ func toolList(flagName, list string) ([]string, error) {
 // Shutdown timing (§2): running commands get finishGrace to finish after
 // stdin ends; children get killGrace between SIGTERM and SIGKILL; and rpi
 // never waits longer than exitLimit for answers once it has killed.
+// bigLineBytes is the size from which an input line's memory is given
+// back to the system once it is handled (memoryReturn).
+const bigLineBytes = 4 << 20
+
 const (
 	finishGrace = 2 * time.Second
 	killGrace   = 2 * time.Second
@@ -431,6 +436,9 @@ loop:
 			}
 			for _, f := range batch {
 				s.handleFrame(f)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					s.memory.soon() // the line is handled; what it took can go
+				}
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				s.out.flush()
@@ -465,6 +473,7 @@ func (s *server) shutdown(patient bool) {
 	}
 	s.temp.removeAll()
 	s.watchdog.close()
+	s.memory.close()
 }
 
 // goBackground runs work on its own goroutine, counted for shutdown; a
@@ -489,6 +498,46 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// ---- Memory ----
+
+// memoryReturn gives the system back, soon after a burst is over, the
+// memory it needed (a huge input line, the output ring of a process that
+// ended): the Go runtime would keep it for minutes, as the heap it may
+// grow into. A return is a full collection, so there is at most one every
+// memoryReturnGap.
+type memoryReturn struct {
+	mu     sync.Mutex  // guards the fields below
+	timer  *time.Timer // the coming return, when one is set
+	closed bool        // shut down: no more returns
+}
+
+const memoryReturnGap = 500 * time.Millisecond
+
+// soon asks for a return within memoryReturnGap.
+func (m *memoryReturn) soon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer != nil || m.closed {
+		return
+	}
+	m.timer = time.AfterFunc(memoryReturnGap, func() {
+		debug.FreeOSMemory()
+		m.mu.Lock()
+		m.timer = nil
+		m.mu.Unlock()
+	})
+}
+
+// close cancels a coming return.
+func (m *memoryReturn) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
 	}
 }
 

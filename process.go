@@ -323,10 +323,15 @@ func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
 }
 
 // shrink drops the room a finished stream will not use, and all but its
-// last keep bytes.
+// last keep bytes: what it keeps is copied into an allocation of its own,
+// so that nothing holds on to the ring's.
 func (r *ring) shrink(keep int) {
-	all := r.bytes()
-	r.buf, r.next = all[max(len(all)-keep, 0):], 0
+	// The newest bytes end just before next (at the end when it is 0).
+	tail := make([]byte, min(keep, len(r.buf)))
+	if n := copy(tail[max(len(tail)-r.next, 0):], r.buf[max(r.next-len(tail), 0):r.next]); n < len(tail) {
+		copy(tail, r.buf[len(r.buf)-(len(tail)-n):])
+	}
+	r.buf, r.next = tail, 0
 	r.limit = max(len(r.buf), 1)
 }
 
@@ -1212,7 +1217,11 @@ func (p *process) waitExit() {
 	}
 	p.state, p.exitCode, p.exitedAt = p.endState, code, p.s.env.clock.Now()
 	p.stdinClosed = true
+	if cap(p.out.buf) > exitedOutputBytes {
+		p.s.memory.soon() // the ring's room goes back to the system
+	}
 	p.out.shrink(exitedOutputBytes)
+	p.pending = nil // all sent: its room goes too
 	p.s.emit("process_exited", processEvent{p.infoLocked()}, nil)
 	close(p.done)
 	p.child.release()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -35,6 +36,27 @@ func TestCutTail(t *testing.T) {
 	for _, tt := range tests {
 		if got := string(cutTail([]byte(tt.in), tt.maxLines, tt.maxBytes)); got != tt.want {
 			t.Errorf("%s: cutTail(%q, %d, %d) = %q, want %q", tt.name, tt.in, tt.maxLines, tt.maxBytes, got, tt.want)
+		}
+	}
+}
+
+// TestRingShrink: a ring shrunk keeps its newest bytes, oldest first,
+// and no room beside them, however it had wrapped.
+func TestRingShrink(t *testing.T) {
+	for limit := 1; limit <= 9; limit++ {
+		for written := 0; written <= 3*limit; written++ {
+			for keep := 1; keep <= limit+1; keep++ {
+				r := ring{limit: limit}
+				for i := range written {
+					r.write([]byte{byte('a' + i)})
+				}
+				all := r.bytes()
+				want := all[max(len(all)-keep, 0):]
+				r.shrink(keep)
+				if got := r.bytes(); !bytes.Equal(got, want) || r.startCursor() != r.total-int64(len(want)) || cap(r.buf) != len(want) {
+					t.Errorf("limit %d, %d written, keep %d: %q (room for %d), want %q", limit, written, keep, got, cap(r.buf), want)
+				}
+			}
 		}
 	}
 }
@@ -669,4 +691,50 @@ func TestToolWriteBoundedAndAborted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an aborted tool write waited for the client's write the child never reads")
 	}
+}
+
+// TestMemoryComesBack: rpi's resident memory comes back down after a
+// burst. An input line just past the 64 MiB limit, once answered, leaves
+// it at 32 MiB or less within a few seconds. And 300 processes that each
+// print a full output ring (1 MiB) and are never removed leave it at
+// 64 MiB or less: an ended process keeps only its tail (64 KiB).
+func TestMemoryComesBack(t *testing.T) {
+	endToEnd(t)
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	// settled waits until rpi's resident memory is at most limitMiB, for
+	// up to 5 s, and fails naming what it was.
+	settled := func(what string, limitMiB int) {
+		t.Helper()
+		rss := 0
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if rss = residentKB(t, p.cmd.Process.Pid); rss <= limitMiB<<10 {
+				t.Logf("%s: rpi resident %d kB", what, rss)
+				return
+			}
+		}
+		t.Errorf("%s: rpi still holds %d kB after 5 s, want at most %d MiB", what, rss, limitMiB)
+	}
+	go func() {
+		w := bufio.NewWriterSize(p.stdin, 1<<20)
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 64 {
+			w.Write(chunk)
+		}
+		w.WriteString("x\n")
+		w.Flush()
+	}()
+	if rec := p.next(t); rec["command"] != "parse" {
+		t.Fatalf("got %v, want the over-long line's parse failure", rec)
+	}
+	settled("after a line of 64 MiB + 1 byte", 32)
+	for i := range 300 {
+		p.send(t, spawnLine(fmt.Sprintf("p%d", i), []string{"head", "-c", "1100000", "/dev/urandom"}, "")+"\n")
+		p.until(t, "process_exited", "")
+	}
+	settled("after 300 processes that printed 1.1 MB each", 64)
+	time.Sleep(time.Second)
+	t.Logf("a second later: rpi resident %d kB", residentKB(t, p.cmd.Process.Pid))
+	p.stdin.Close()
+	p.exit(t)
 }
