@@ -270,7 +270,19 @@ func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
 
 // encodeResponse appends a response: success with data (always present by
 // default; omitted when null in pi-compatible mode), or failure with error.
+// Data that cannot be encoded (a bug) makes the response a failure that
+// says so, so that every command still gets its one answer.
 func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
+	mark := len(buf)
+	out, err := appendResponse(buf, id, command, data, failure, compat)
+	if err != nil {
+		failure = fmt.Errorf("Internal error in %s: its answer cannot be encoded (%v)", command, err)
+		return appendResponse(buf[:mark], id, command, nil, failure, compat)
+	}
+	return out, nil
+}
+
+func appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
 	buf = append(buf, '{')
 	if id != nil {
 		buf = append(buf, `"id":`...)

@@ -328,8 +328,8 @@ func messageRole(raw json.RawMessage) string {
 // loadSession reads a session file: a header line, then entries. Lines
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
-// in memory (and rewritten on the next append). A file whose parentId
-// links loop is refused.
+// in memory (and rewritten on the next append). A file where two entries
+// have one id, or whose parentId links loop, is refused.
 func loadSession(path string) (*session, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -397,6 +397,10 @@ func loadSession(path string) (*session, error) {
 		ss.migrateV2()
 	}
 	ss.header.Version = 3
+	if id := duplicateID(ss.entries); id != nil {
+		return nil, fmt.Errorf("Not a valid session file: %s (two entries have the id %q, so a parentId naming it "+
+			"could mean either: each entry's id must be unique in its file)", path, *id)
+	}
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
@@ -410,6 +414,21 @@ func loadSession(path string) (*session, error) {
 		ss.written = false // the next append rewrites the file as version 3
 	}
 	return ss, nil
+}
+
+// duplicateID returns an id that two of entries have, or nil. A file
+// with one is refused rather than repaired: which of the two an entry's
+// parentId means cannot be known, and the tree built from either guess
+// may loop.
+func duplicateID(entries []*sessionEntry) *string {
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if seen[e.ID] {
+			return &e.ID
+		}
+		seen[e.ID] = true
+	}
+	return nil
 }
 
 // parentLoop returns an entry whose chain of parents loops, or "".
