@@ -59,6 +59,9 @@ type environment struct {
 	signalsReady <-chan struct{}
 	// exit ends the process at once (os.Exit); nil in in-process tests.
 	exit func(code int)
+	// lockWait is how long opening a session file another rpi holds
+	// waits for it (0: sessionLockWait).
+	lockWait time.Duration
 }
 
 // hostEnvironment is the real machine's.
@@ -459,8 +462,9 @@ loop:
 }
 
 // shutdown ends the loops, lets running commands finish (for up to
-// finishGrace, when patient), then refuses new children, aborts what remains, kills every
-// child's process group and waits for the last answers to be written.
+// finishGrace, when patient), then refuses new children, aborts what
+// remains, lets go of the session file once the last answers and entries
+// are written, and waits for every child's process group to be killed.
 func (s *server) shutdown(patient bool) {
 	s.stopLoops()
 	if patient {
@@ -468,7 +472,11 @@ func (s *server) shutdown(patient bool) {
 	}
 	s.procs.close()
 	s.cancel()
-	if !waitGroup(&s.procs.children, exitLimit) || !waitGroup(&s.background, exitLimit) {
+	finished := waitGroup(&s.background, exitLimit)
+	// The last entry is written: another rpi may have the session file
+	// now, while the children are still being killed.
+	s.conv.close()
+	if !waitGroup(&s.procs.children, exitLimit) || !finished {
 		fmt.Fprintln(s.stderr, "rpi: gave up waiting for running commands at exit")
 	}
 	s.temp.removeAll()
