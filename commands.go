@@ -162,7 +162,7 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 	if env.command != nil {
 		s.command = env.command
 	}
-	s.watchdog = newWatchdog(env.executable, env.environ)
+	s.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	s.procs = newProcessTable(s.watchdog, stderr)
 	s.temp = &tempFiles{parent: env.tempDir, watchdog: s.watchdog, stderr: stderr}
 	if cfg.thinking != "" {

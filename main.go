@@ -22,13 +22,22 @@ import (
 const version = "0.2.0"
 
 func main() {
+	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
 	stop := make(chan os.Signal, 1)
 	signalsReady := watchSignals(stop)
 	trace := newStartupTrace(os.Stderr)
-	hideOwnEnvironment()
+	// rpi parses a copy of its arguments: the originals, which the kernel
+	// shows as /proc/<rpi>/cmdline to every process, lose their keys.
+	args := make([]string, len(os.Args)-1)
+	for i, arg := range os.Args[1:] {
+		args[i] = strings.Clone(arg)
+	}
+	if err := hideKeyArguments(); err != nil {
+		fmt.Fprintf(os.Stderr, "rpi: cannot hide --api-key from other processes: %v\n", err)
+	}
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
@@ -36,8 +45,39 @@ func main() {
 	env.trace = trace
 	env.signalsReady = signalsReady
 	env.exit = os.Exit
+	env.hideVariables = hideOwnVariables
 	trace.phase("main: environment")
-	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
+	os.Exit(run(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
+}
+
+// keyArguments says which of a command line's arguments hold a key, and
+// where in each the key starts: all of K in --api-key K, what follows the
+// "=" in --api-key=K.
+func keyArguments(args []string) map[int]int {
+	keys := map[int]int{}
+	for i, arg := range args {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		switch {
+		case !strings.HasPrefix(arg, "-") || name != "api-key":
+		case hasValue:
+			keys[i] = strings.Index(arg, "=") + 1
+		case i+1 < len(args):
+			keys[i+1] = 0
+		}
+	}
+	return keys
+}
+
+// hideOwnVariables removes the variables rpi read keys from from its own
+// environment, both the runtime's copy and the memory the kernel shows as
+// /proc/<rpi>/environ, once the keys are read.
+func hideOwnVariables(names []string) {
+	for _, name := range names {
+		os.Unsetenv(name)
+	}
+	if err := hideVariables(names); err != nil {
+		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
+	}
 }
 
 // environment is everything rpi takes from the machine besides its
@@ -59,6 +99,9 @@ type environment struct {
 	signalsReady <-chan struct{}
 	// exit ends the process at once (os.Exit); nil in in-process tests.
 	exit func(code int)
+	// hideVariables, once the keys are read, removes the variables they
+	// came from from rpi's own environment; nil in in-process tests.
+	hideVariables func(names []string)
 	// lockWait is how long opening a session file another rpi holds
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration

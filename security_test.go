@@ -9,10 +9,12 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +233,63 @@ func TestCompressedAnswerRefused(t *testing.T) {
 	if len(accepted) != 1 || accepted[0] != "identity" {
 		t.Errorf("requests said Accept-Encoding %q, want one with identity", accepted)
 	}
+}
+
+// TestKeyArguments: which command-line arguments hold a key, and where.
+func TestKeyArguments(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want map[int]int
+	}{
+		{[]string{"rpc", "--api-key", "sk-1", "--model", "x"}, map[int]int{2: 0}},
+		{[]string{"rpc", "-api-key", "sk-1"}, map[int]int{2: 0}},
+		{[]string{"rpc", "--api-key=sk-1"}, map[int]int{1: len("--api-key=")}},
+		{[]string{"rpc", "-api-key=sk-1", "--api-key", "sk-2"}, map[int]int{1: len("-api-key="), 3: 0}},
+		{[]string{"rpc", "--api-key"}, map[int]int{}},
+		{[]string{"rpc", "--name", "--api-key", "api-key"}, map[int]int{3: 0}},
+	} {
+		if got := keyArguments(tt.args); !maps.Equal(got, tt.want) {
+			t.Errorf("%q: %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestKeysOutOfReach: what a child of rpi (the model's bash, say) can
+// read of the keys rpi holds. The key given with --api-key is gone from
+// /proc/<rpi>/cmdline; the key variable is neither in the child's
+// environment nor in rpi's (as /proc/<rpi>/environ shows it, where that
+// file can be read at all: rpi is not dumpable) nor in that of rpi's
+// other children (the watchdog). The child reverses what it reads, as a
+// prompt-injected model would to get past the redaction of literal keys.
+func TestKeysOutOfReach(t *testing.T) {
+	endToEnd(t)
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	const argKey, envKey = "sk-from-the-command-line-31", "sk-from-the-environment-57"
+	p := startRPIWith(t, withEnv("OPENAI_API_KEY="+envKey), "rpc", "--cwd", t.TempDir(), "--no-session", "--api-key", argKey)
+	p.next(t)
+	p.send(t, spawnLine("w", []string{"sleep", "30"}, "")+"\n") // the watchdog starts with the first child
+	p.until(t, "response", "w")
+	script := `{ tr '\0' ' ' < /proc/$PPID/cmdline; echo; env; tr '\0' '\n' < /proc/$PPID/environ;` +
+		` for c in $(pgrep -P $PPID); do tr '\0' '\n' < /proc/$c/environ; tr '\0' ' ' < /proc/$c/cmdline; done; } 2>&1 | rev`
+	line, _ := json.Marshal(map[string]string{"id": "b", "type": "bash", "command": script})
+	p.send(t, string(line)+"\n")
+	rec := p.until(t, "response", "b")
+	out := rec["data"].(map[string]any)["output"].(string)
+	reverse := func(s string) string {
+		r := []rune(s)
+		slices.Reverse(r)
+		return string(r)
+	}
+	if !strings.Contains(out, reverse("--api-key")) {
+		t.Fatalf("the child did not read rpi's command line:\n%s", reverse(out))
+	}
+	for _, key := range []string{argKey, envKey} {
+		if strings.Contains(out, reverse(key)) {
+			t.Errorf("a child of rpi can read %s:\n%s", key, reverse(out))
+		}
+	}
+	p.stdin.Close()
+	p.exit(t)
 }

@@ -169,6 +169,14 @@ func tryLock(f *os.File) (bool, error) {
 	return false, err
 }
 
+// hideKeyArguments does nothing: the command line Windows shows other
+// processes of the same user is its own copy, which rpi cannot reach, so a
+// key given with --api-key stays visible there (docs/security.md says so).
+func hideKeyArguments() error { return nil }
+
+// hideVariables does nothing beyond os.Unsetenv (see hideKeyArguments).
+func hideVariables(names []string) error { return nil }
+
 // ---- What Windows does not have ----
 
 // ptySupported: no pseudo-terminals; process_spawn with tty:true fails.
