@@ -201,14 +201,14 @@ func TestAnswerIsCut(t *testing.T) {
 
 // TestCompressedAnswerRefused: rpi asks a model server for an
 // uncompressed stream; a server that gzips its answer anyway (here a
-// bomb: 100 MiB of text in about 100 KiB on the wire, which Go's
-// transport would inflate on its own) is refused with an error that says
-// what to do.
+// bomb: 32 MiB of text in about 32 KiB on the wire, which Go's transport
+// would inflate on its own) is refused with an error that says what to
+// do.
 func TestCompressedAnswerRefused(t *testing.T) {
 	var bomb bytes.Buffer
 	zw := gzip.NewWriter(&bomb)
 	fmt.Fprint(zw, `data: {"choices":[{"index":0,"delta":{"content":"`)
-	zw.Write(bytes.Repeat([]byte("x"), 100<<20))
+	zw.Write(bytes.Repeat([]byte("x"), 32<<20))
 	fmt.Fprint(zw, "\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	zw.Close()
 	var accepted []string

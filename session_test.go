@@ -343,41 +343,16 @@ func TestNoAnswerNoFile(t *testing.T) {
 	}
 }
 
-// TestTextEntriesMatchDecoding: an entry whose fields are all text is set
-// without decoding its line; it must be what decoding the line gives, for
-// every text field of an entry, hostile and invalid text included.
+// TestTextEntriesMatchDecoding: an entry whose fields are all text, and a
+// message entry's message, are set without decoding its line; they must
+// be what decoding the line gives, for every text field of an entry,
+// hostile and invalid text included.
 func TestTextEntriesMatchDecoding(t *testing.T) {
 	ss := newSession(time.Unix(1e9, 0), "", "/", "", "", "", true)
-	entryType := reflect.TypeFor[sessionEntry]()
-	for i := range entryType.NumField() {
-		name, _, _ := strings.Cut(entryType.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "type" || name == "id" || name == "timestamp" || entryType.Field(i).Type.Kind() != reflect.String {
-			continue
-		}
-		if !(&sessionEntry{}).setText(name, "") {
-			t.Errorf("setText does not know the text field %q", name)
-		}
-		for _, text := range []string{"", "gpt-5", "q\" b\\ \n\x00 <>& \u2028 é😀", "\xff bad"} {
-			for _, fields := range [][]field{{{name, text}}, {{"provider", "p"}, {name, text}}} {
-				e, err := ss.add(time.Unix(1e9, 0), "custom", fields)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := &sessionEntry{}
-				if err := json.Unmarshal(e.raw, want); err != nil {
-					t.Fatalf("%s: %v", e.raw, err)
-				}
-				want.raw = e.raw
-				if !reflect.DeepEqual(e, want) {
-					t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
-				}
-			}
-		}
-	}
-	// A message entry's message is set from the line too.
-	for _, fields := range [][]field{{{"message", &assistantMessage{Role: "assistant", Content: textBlocks("a <b> & \u2028")}}},
-		{{"message", rawMessage(`{"role":"custom","content":"x"}`)}}, {{"message", map[string]int{"a": 1}}, {"name", "n"}}} {
-		e, err := ss.add(time.Unix(1e9, 0), "message", fields)
+	// check adds an entry and compares it with its line decoded.
+	check := func(typ string, fields []field) {
+		t.Helper()
+		e, err := ss.add(time.Unix(1e9, 0), typ, fields)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,6 +364,26 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 		if !reflect.DeepEqual(e, want) {
 			t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
 		}
+	}
+	entryType := reflect.TypeFor[sessionEntry]()
+	for i := range entryType.NumField() {
+		name, _, _ := strings.Cut(entryType.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "type" || name == "id" || name == "timestamp" || entryType.Field(i).Type.Kind() != reflect.String {
+			continue
+		}
+		if !(&sessionEntry{}).setText(name, "") {
+			t.Errorf("setText does not know the text field %q", name)
+		}
+		for _, text := range []string{"", "gpt-5", "q\" b\\ \n\x00 <>& \u2028 é😀", "\xff bad"} {
+			for _, fields := range [][]field{{{name, text}}, {{"provider", "p"}, {name, text}}} {
+				check("custom", fields)
+			}
+		}
+	}
+	// A message entry's message is set from the line too.
+	for _, fields := range [][]field{{{"message", &assistantMessage{Role: "assistant", Content: textBlocks("a <b> & \u2028")}}},
+		{{"message", rawMessage(`{"role":"custom","content":"x"}`)}}, {{"message", map[string]int{"a": 1}}, {"name", "n"}}} {
+		check("message", fields)
 	}
 }
 
