@@ -100,6 +100,8 @@ type assistantMessage struct {
 	StopReason   string         `json:"stopReason"`
 	ErrorMessage string         `json:"errorMessage,omitempty"`
 	Timestamp    int64          `json:"timestamp"`
+
+	final bool // failed in a way a retry cannot mend (an answer cut at its limit)
 }
 
 type toolResultMessage struct {
@@ -652,7 +654,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 	s.mu.Lock()
 	autoRetry := s.autoRetry
 	s.mu.Unlock()
-	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && retryable().MatchString(last.ErrorMessage) {
+	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && !last.final && retryable().MatchString(last.ErrorMessage) {
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}
@@ -703,6 +705,7 @@ func (s *server) streamAnswer(run *agentRun) *assistantMessage {
 			run.mu.Lock()
 			run.retryAfter = min(perr.retryAfter, maxRetryAfter)
 			run.mu.Unlock()
+			msg.final = perr.final
 		}
 		computeCost(&msg.Usage, m)
 	}

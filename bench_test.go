@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -755,4 +757,132 @@ func BenchmarkFloodInProcess(b *testing.B) {
 	inW.Close()
 	io.Copy(io.Discard, outR)
 	<-done
+}
+
+// ---- A model server that will not stop ----
+
+// hugeAnswerBytes is what hugeAnswerServer streams at most: 100 MiB.
+const hugeAnswerBytes = 100 << 20
+
+// hugeAnswerAgent starts a model server (Anthropic's format) whose every
+// answer is text in 4 KiB deltas, total bytes of it, one each pace (0:
+// as fast as it can), until done or rpi hangs up; and an agent directory
+// whose one model is served by it with maxTokens 128000, so that rpi's
+// bound for its answers is the ceiling, maxAnswerBytes. It returns the
+// agent directory.
+func hugeAnswerAgent(b *testing.B, total int, pace time.Duration) string {
+	piece := strings.Repeat("x", 4095) + " "
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"output_tokens\":0}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		for sent := 0; sent < total; sent += len(piece) {
+			if _, err := fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", piece); err != nil {
+				return
+			}
+			if pace > 0 {
+				w.(http.Flusher).Flush()
+				time.Sleep(pace)
+			}
+		}
+		fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n"+
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	b.Cleanup(srv.Close)
+	agent := b.TempDir()
+	os.WriteFile(filepath.Join(agent, "models.json"), []byte(`{"providers":{"huge":{"baseUrl":"`+srv.URL+
+		`","api":"anthropic-messages","models":[{"id":"m","maxTokens":128000}]}}}`), 0o644)
+	return agent
+}
+
+// BenchmarkHugeAnswer: a model server streams a 100 MiB answer and rpi
+// cuts it at its bound (maxAnswerBytes for this model). Each iteration is
+// a fresh rpi, with its session file, that gets a prompt and is read
+// until agent_settled; the figure is its peak resident memory (VmHWM),
+// beside the target (twice the bound and 32 MiB) and a floor measured by
+// turns: the peak of the same rpi answered 4 KiB by the same kind of
+// server. Medians over the iterations (run with -benchtime 5x):
+//
+//	go test -run '^$' -bench 'HugeAnswer' -benchtime 5x .
+func BenchmarkHugeAnswer(b *testing.B) {
+	huge, small := hugeAnswerAgent(b, hugeAnswerBytes, 0), hugeAnswerAgent(b, 4<<10, 0)
+	peak := func(agent string) float64 {
+		p := startBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
+		io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Write a lot"}`+"\n")
+		p.untilSettled(b)
+		defer p.stop()
+		return statusMiB(b, p.cmd.Process.Pid, "VmHWM")
+	}
+	var peaks, floors []float64
+	for b.Loop() {
+		peaks = append(peaks, peak(huge))
+		floors = append(floors, peak(small))
+	}
+	slices.Sort(peaks)
+	slices.Sort(floors)
+	b.ReportMetric(peaks[len(peaks)/2], "MiB-peak")
+	b.ReportMetric(floors[len(floors)/2], "MiB-floor")
+	b.ReportMetric(2*float64(maxAnswerBytes)/(1<<20)+32, "MiB-target")
+}
+
+// BenchmarkAbortHugeAnswer: while a model server streams a huge answer
+// (4 KiB a millisecond), the client sends get_state and abort once three
+// quarters of rpi's bound have arrived, the most an answer can hold
+// before it is cut; the figures are the medians of the time to abort's
+// answer (after the run's agent_settled) and, as the floor, to
+// get_state's, each in a fresh rpi:
+//
+//	go test -run '^$' -bench 'AbortHugeAnswer' -benchtime 5x .
+func BenchmarkAbortHugeAnswer(b *testing.B) {
+	agent := hugeAnswerAgent(b, hugeAnswerBytes, time.Millisecond)
+	var aborts, floors []float64
+	for b.Loop() {
+		abort, floor := abortHugeAnswer(b, agent)
+		aborts, floors = append(aborts, abort), append(floors, floor)
+	}
+	slices.Sort(aborts)
+	slices.Sort(floors)
+	b.ReportMetric(aborts[len(aborts)/2], "ms-abort")
+	b.ReportMetric(floors[len(floors)/2], "ms-get_state")
+}
+
+// abortHugeAnswer is one iteration of BenchmarkAbortHugeAnswer: the
+// milliseconds from writing get_state and abort to each one's answer.
+func abortHugeAnswer(b *testing.B, agent string) (abort, getState float64) {
+	p := startBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
+	io.WriteString(p.stdin, `{"id":"p","type":"prompt","message":"Write a lot"}`+"\n")
+	for text := 0; text < maxAnswerBytes*3/4; {
+		line, err := p.stdout.ReadBytes('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bytes.Contains(line, []byte(`"type":"text_delta"`)) {
+			text += len(line)
+		}
+	}
+	start := time.Now()
+	io.WriteString(p.stdin, `{"id":"s","type":"get_state"}`+"\n"+`{"id":"a","type":"abort"}`+"\n")
+	for abort == 0 || getState == 0 {
+		line, err := p.stdout.ReadBytes('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		switch {
+		case bytes.HasPrefix(line, []byte(`{"id":"s"`)):
+			getState = ms
+		case bytes.HasPrefix(line, []byte(`{"id":"a"`)):
+			abort = ms
+		}
+	}
+	p.stop()
+	return abort, getState
+}
+
+// stop closes rpi's stdin and waits for it to exit.
+func (p *benchProcess) stop() {
+	p.stdin.Close()
+	p.cmd.Wait()
 }

@@ -125,6 +125,7 @@ type server struct {
 	ui       *dialogs       // open dialogs (own lock)
 	temp     *tempFiles     // rpi's temp folder (own lock)
 	watchdog *watchdog      // kills children if rpi dies (own lock)
+	memory   memoryReturn   // gives memory back after a burst (own lock, main.go)
 
 	mu             sync.Mutex // guards the agent's state below
 	model          *model     // the model the next call uses; nil when none is usable
@@ -163,7 +164,7 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 	if env.command != nil {
 		s.command = env.command
 	}
-	s.watchdog = newWatchdog(env.executable, env.environ)
+	s.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	s.procs = newProcessTable(s.watchdog, stderr)
 	s.temp = &tempFiles{parent: env.tempDir, watchdog: s.watchdog, stderr: stderr}
 	if cfg.thinking != "" {

@@ -44,6 +44,8 @@ type loopTask struct {
 	LastFiredAt  time.Time // zero until the first fire
 	ExpiresAt    time.Time
 	RunCount     int64
+
+	notBefore time.Time // a restored loop's first fire comes no earlier (not saved)
 }
 
 // loopTaskJSON is a LoopTask as answers, events and the loops file show
@@ -68,13 +70,18 @@ func (t *loopTask) wire() loopTaskJSON {
 	return w
 }
 
-// nextFire is one interval after the last fire (or the creation).
+// nextFire is one interval after the last fire (or the creation), and
+// not before notBefore.
 func (t *loopTask) nextFire() time.Time {
 	base := t.CreatedAt
 	if !t.LastFiredAt.IsZero() {
 		base = t.LastFiredAt
 	}
-	return base.Add(time.Duration(t.IntervalSecs) * time.Second)
+	next := base.Add(time.Duration(t.IntervalSecs) * time.Second)
+	if next.Before(t.notBefore) {
+		return t.notBefore
+	}
+	return next
 }
 
 func (t *loopTask) expired(now time.Time) bool { return !now.Before(t.ExpiresAt) }
@@ -104,6 +111,7 @@ type loopScheduler struct {
 	mu        sync.Mutex  // guards the fields below; taken after s.mu
 	tasks     []*loopTask // in creation order
 	restoring []*loopTask // read from the file of a session just opened, announced after its session_started
+	invalid   int         // loops of that file that were not valid, dropped
 	path      string      // the loops file; "" keeps durable loops in memory only (--no-session)
 	queue     []*loopFire // fires waiting for the agent, oldest first
 	active    *loopFire   // the fire whose run is in progress
@@ -594,7 +602,7 @@ func (s *server) moveLoops(sessionPath string) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	path := loopsFileOf(sessionPath)
-	restored, err := readLoopsFile(path)
+	restored, invalid, err := readLoopsFile(path)
 	if err != nil {
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: fmt.Sprintf("Cannot restore the loops in %s: %v", path, err)})
 	}
@@ -606,37 +614,103 @@ func (s *server) moveLoops(sessionPath string) {
 	if l.active != nil {
 		l.active.report = false
 	}
-	l.path, l.restoring = path, restored
+	l.path, l.restoring, l.invalid = path, restored, invalid
 	s.armLoopsLocked(s.env.clock.Now())
 	l.mu.Unlock()
 	s.mu.Unlock()
 }
 
 // announceLoops writes loop_created {restored:true} for each loop read
-// from the session's file (loop_removed {expired} for those past their
-// time), then fires those that are due. It follows session_started.
+// from the session's file, within the limits loop_create has: at most
+// maxLoops, each id once, expiring at most loopLifetime from now (the
+// file then keeps that); those past their time get loop_removed
+// {expired}, the others are dropped. A restored loop fires no earlier
+// than loopRestoreGrace from now, so a client sees it, and can delete
+// it, before it runs anything: a session file someone else wrote cannot
+// start prompts at once. A notify says how many came back or were
+// dropped. It follows session_started; the file is rewritten to hold
+// what was kept.
 func (s *server) announceLoops() {
 	l := s.loops
 	save := false
 	s.mu.Lock()
 	l.mu.Lock()
 	now := s.env.clock.Now()
+	ids := map[string]bool{}
+	for _, t := range l.tasks {
+		ids[t.ID] = true
+	}
+	restored, expired, repeated, over := 0, 0, 0, 0
 	for _, t := range l.restoring {
-		if t.expired(now) {
+		switch {
+		case t.expired(now):
 			s.emit("loop_removed", loopRemoved{t.ID, "expired"}, nil)
-			save = true
+			expired++
+			continue
+		case ids[t.ID]:
+			repeated++
+			continue
+		case len(l.tasks) >= maxLoops:
+			over++
 			continue
 		}
+		t.ExpiresAt = earliest(t.ExpiresAt, now.Add(loopLifetime))
+		t.notBefore = now.Add(loopRestoreGrace)
+		ids[t.ID] = true
 		l.tasks = append(l.tasks, t)
 		s.emit("loop_created", loopCreated{t.wire(), true}, nil)
+		restored++
 	}
-	l.restoring = nil
+	save = expired+repeated+over+l.invalid > 0
+	notice := restoreNotice(l.path, restored, expired, repeated, over, l.invalid)
+	l.restoring, l.invalid = nil, 0
 	l.mu.Unlock()
 	s.mu.Unlock()
+	if notice != "" {
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: notice})
+	}
 	if save {
 		s.saveLoops()
 	}
 	s.fireDueLoops()
+}
+
+// loopRestoreGrace is how long a restored loop waits at least before it
+// fires: the client has seen loop_created and the notify by then.
+const loopRestoreGrace = time.Minute
+
+// restoreNotice says what a restore did, or "" when the file held nothing.
+func restoreNotice(path string, restored, expired, repeated, over, invalid int) string {
+	if restored+expired+repeated+over+invalid == 0 {
+		return ""
+	}
+	loops := func(n int) string {
+		if n == 1 {
+			return "1 scheduled loop"
+		}
+		return fmt.Sprintf("%d scheduled loops", n)
+	}
+	text := "Restored " + loops(restored) + " from " + path
+	if restored > 0 {
+		text += ": none fires before a minute from now (loop_list shows them, loop_delete removes one)"
+	}
+	text += "."
+	var dropped []string
+	for _, d := range []struct {
+		n    int
+		what string
+	}{{over, fmt.Sprintf("past the limit of %d", maxLoops)}, {repeated, "with an id used before"}, {invalid, "not valid"}} {
+		if d.n > 0 {
+			dropped = append(dropped, fmt.Sprintf("%d %s", d.n, d.what))
+		}
+	}
+	if len(dropped) > 0 {
+		text += " Dropped " + loops(over+repeated+invalid) + ": " + strings.Join(dropped, ", ") + "."
+	}
+	if expired > 0 {
+		text += fmt.Sprintf(" %d had expired.", expired)
+	}
+	return text
 }
 
 // startLoops restores the startup session's durable loops.
@@ -747,36 +821,38 @@ func writeLoopsFile(path string, tasks []*loopTask) error {
 }
 
 // readLoopsFile reads the durable loops saved at path (none when there is
-// no file).
-func readLoopsFile(path string) ([]*loopTask, error) {
+// no file). A loop that loop_create could not have made (an id that is
+// not 12 hex digits, an interval out of range, an empty prompt, a time
+// that is not one) is left out and counted in invalid; a file that is
+// not a loops file is an error.
+func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 	if path == "" {
-		return nil, nil
+		return nil, 0, nil
 	}
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, unwrapPathError(err)
+		return nil, 0, unwrapPathError(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxLoopsFile+1))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(data) > maxLoopsFile {
-		return nil, fmt.Errorf("larger than %d bytes", maxLoopsFile)
+		return nil, 0, fmt.Errorf("larger than %d bytes", maxLoopsFile)
 	}
 	var file loopsFile
 	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, fmt.Errorf("not a loops file: %v", err)
+		return nil, 0, fmt.Errorf("not a loops file: %v", err)
 	}
 	if file.Version != loopsVersion {
-		return nil, fmt.Errorf("unsupported loop state version %d; expected %d", file.Version, loopsVersion)
+		return nil, 0, fmt.Errorf("unsupported loop state version %d; expected %d", file.Version, loopsVersion)
 	}
-	var tasks []*loopTask
 	for _, w := range file.Tasks {
-		t := &loopTask{ID: w.ID, IntervalSecs: w.IntervalSecs, Prompt: w.Prompt, Durable: true, RunCount: w.RunCount}
+		t := &loopTask{ID: w.ID, IntervalSecs: w.IntervalSecs, Prompt: strings.TrimSpace(w.Prompt), Durable: true, RunCount: w.RunCount}
 		var errs []error
 		for _, at := range []struct {
 			text *string
@@ -788,12 +864,13 @@ func readLoopsFile(path string) ([]*loopTask, error) {
 				errs = append(errs, err)
 			}
 		}
-		if w.ID == "" || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || strings.TrimSpace(w.Prompt) == "" || errors.Join(errs...) != nil {
-			return nil, fmt.Errorf("invalid loop %q", w.ID)
+		if !validLoopID(w.ID) || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || t.Prompt == "" || errors.Join(errs...) != nil {
+			invalid++
+			continue
 		}
 		tasks = append(tasks, t)
 	}
-	return tasks, nil
+	return tasks, invalid, nil
 }
 
 // ---- Intervals and ids ----
@@ -870,6 +947,12 @@ func jsNumber(f float64) string {
 
 func allDigits(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// validLoopID reports whether id is one newLoopID could make.
+func validLoopID(id string) bool {
+	_, err := hex.DecodeString(id)
+	return len(id) == 12 && err == nil && strings.ToLower(id) == id
 }
 
 // newLoopID is 12 random hex digits.

@@ -67,7 +67,8 @@ func TestLoopScheduleAndMessage(t *testing.T) {
 // TestDurableLoopSurvivesRestart runs rpi twice on one session file:
 // durable loops made in the first run (one of them fired at once, failing
 // for want of a model) are saved beside the file and come back in the
-// second with restored:true, as they were; a memory-only one does not.
+// second with restored:true, as they were, and a notify; a memory-only
+// one does not.
 func TestDurableLoopSurvivesRestart(t *testing.T) {
 	endToEnd(t)
 	e := newTestEnv(t)
@@ -109,7 +110,10 @@ func TestDurableLoopSurvivesRestart(t *testing.T) {
 		`{"type":"loop_created","data":{"task":` + string(fired) + `,"restored":true}}`,
 		`{"id":"l","type":"response","command":"loop_list","success":true,"data":[` + string(nightly) + `,` + string(fired) + `]}`,
 	}
-	if lines := strings.Split(second.String(), "\n"); len(lines) < 4 || !slices.Equal(lines[1:4], want) {
+	// After the loops, a notify says they came back.
+	lines := strings.Split(second.String(), "\n")
+	if len(lines) < 5 || !slices.Equal(lines[1:3], want[:2]) || lines[4] != want[2] ||
+		!strings.HasPrefix(lines[3], `{"type":"extension_ui_request",`) || !strings.Contains(lines[3], `"message":"Restored 2 scheduled loops from `) {
 		t.Errorf("second run:\n%s\nwant after session_started:\n%s", second.String(), strings.Join(want, "\n"))
 	}
 
@@ -137,7 +141,7 @@ func TestLoopsFileOnlyRegular(t *testing.T) {
 	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readLoopsFile(path); err == nil {
+	if _, _, err := readLoopsFile(path); err == nil {
 		t.Errorf("read a directory")
 	}
 	if err := writeLoopsFile(path, []*loopTask{{ID: "0123456789ab", IntervalSecs: 1, Prompt: "x", Durable: true}}); err == nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -22,13 +23,22 @@ import (
 const version = "0.2.0"
 
 func main() {
+	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
 	stop := make(chan os.Signal, 1)
 	signalsReady := watchSignals(stop)
 	trace := newStartupTrace(os.Stderr)
-	hideOwnEnvironment()
+	// rpi parses a copy of its arguments: the originals, which the kernel
+	// shows as /proc/<rpi>/cmdline to every process, lose their keys.
+	args := make([]string, len(os.Args)-1)
+	for i, arg := range os.Args[1:] {
+		args[i] = strings.Clone(arg)
+	}
+	if err := hideKeyArguments(); err != nil {
+		fmt.Fprintf(os.Stderr, "rpi: cannot hide --api-key from other processes: %v\n", err)
+	}
 	// A client reading a flood of output then wakes rpi (and rpi it) far
 	// less often; only a hint, and nothing when stdout is not a pipe.
 	growPipe(os.Stdout)
@@ -36,8 +46,39 @@ func main() {
 	env.trace = trace
 	env.signalsReady = signalsReady
 	env.exit = os.Exit
+	env.hideVariables = hideOwnVariables
 	trace.phase("main: environment")
-	os.Exit(run(os.Args[1:], env, os.Stdin, os.Stdout, os.Stderr, stop))
+	os.Exit(run(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
+}
+
+// keyArguments says which of a command line's arguments hold a key, and
+// where in each the key starts: all of K in --api-key K, what follows the
+// "=" in --api-key=K.
+func keyArguments(args []string) map[int]int {
+	keys := map[int]int{}
+	for i, arg := range args {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		switch {
+		case !strings.HasPrefix(arg, "-") || name != "api-key":
+		case hasValue:
+			keys[i] = strings.Index(arg, "=") + 1
+		case i+1 < len(args):
+			keys[i+1] = 0
+		}
+	}
+	return keys
+}
+
+// hideOwnVariables removes the variables rpi read keys from from its own
+// environment, both the runtime's copy and the memory the kernel shows as
+// /proc/<rpi>/environ, once the keys are read.
+func hideOwnVariables(names []string) {
+	for _, name := range names {
+		os.Unsetenv(name)
+	}
+	if err := hideVariables(names); err != nil {
+		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
+	}
 }
 
 // environment is everything rpi takes from the machine besides its
@@ -59,6 +100,12 @@ type environment struct {
 	signalsReady <-chan struct{}
 	// exit ends the process at once (os.Exit); nil in in-process tests.
 	exit func(code int)
+	// hideVariables, once the keys are read, removes the variables they
+	// came from from rpi's own environment; nil in in-process tests.
+	hideVariables func(names []string)
+	// lockWait is how long opening a session file another rpi holds
+	// waits for it (0: sessionLockWait).
+	lockWait time.Duration
 }
 
 // hostEnvironment is the real machine's.
@@ -432,6 +479,10 @@ func toolList(flagName, list string) ([]string, error) {
 // Shutdown timing (§2): running commands get finishGrace to finish after
 // stdin ends; children get killGrace between SIGTERM and SIGKILL; and rpi
 // never waits longer than exitLimit for answers once it has killed.
+// bigLineBytes is the size from which an input line's memory is given
+// back to the system once it is handled (memoryReturn).
+const bigLineBytes = 4 << 20
+
 const (
 	finishGrace = 2 * time.Second
 	killGrace   = 2 * time.Second
@@ -466,6 +517,9 @@ loop:
 			}
 			for _, f := range batch {
 				s.handleFrame(f)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					s.memory.soon() // the line is handled; what it took can go
+				}
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				s.out.flush()
@@ -486,8 +540,9 @@ loop:
 }
 
 // shutdown ends the loops, lets running commands finish (for up to
-// finishGrace, when patient), then refuses new children, aborts what remains, kills every
-// child's process group and waits for the last answers to be written.
+// finishGrace, when patient), then refuses new children, aborts what
+// remains, lets go of the session file once the last answers and entries
+// are written, and waits for every child's process group to be killed.
 func (s *server) shutdown(patient bool) {
 	s.stopLoops()
 	if patient {
@@ -495,11 +550,16 @@ func (s *server) shutdown(patient bool) {
 	}
 	s.procs.close()
 	s.cancel()
-	if !waitGroup(&s.procs.children, exitLimit) || !waitGroup(&s.background, exitLimit) {
+	finished := waitGroup(&s.background, exitLimit)
+	// The last entry is written: another rpi may have the session file
+	// now, while the children are still being killed.
+	s.conv.close()
+	if !waitGroup(&s.procs.children, exitLimit) || !finished {
 		fmt.Fprintln(s.stderr, "rpi: gave up waiting for running commands at exit")
 	}
 	s.temp.removeAll()
 	s.watchdog.close()
+	s.memory.close()
 }
 
 // goBackground runs work on its own goroutine, counted for shutdown; a
@@ -524,6 +584,46 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// ---- Memory ----
+
+// memoryReturn gives the system back, soon after a burst is over, the
+// memory it needed (a huge input line, the output ring of a process that
+// ended): the Go runtime would keep it for minutes, as the heap it may
+// grow into. A return is a full collection, so there is at most one every
+// memoryReturnGap.
+type memoryReturn struct {
+	mu     sync.Mutex  // guards the fields below
+	timer  *time.Timer // the coming return, when one is set
+	closed bool        // shut down: no more returns
+}
+
+const memoryReturnGap = 500 * time.Millisecond
+
+// soon asks for a return within memoryReturnGap.
+func (m *memoryReturn) soon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer != nil || m.closed {
+		return
+	}
+	m.timer = time.AfterFunc(memoryReturnGap, func() {
+		debug.FreeOSMemory()
+		m.mu.Lock()
+		m.timer = nil
+		m.mu.Unlock()
+	})
+}
+
+// close cancels a coming return.
+func (m *memoryReturn) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
 	}
 }
 

@@ -32,13 +32,14 @@ type scriptedResponse struct {
 	Usage *struct {
 		Input, Output, CacheRead, CacheWrite int
 	} `json:"usage"`
-	Status     int    `json:"status"`     // an HTTP error instead of a stream
-	RetryAfter string `json:"retryAfter"` // its Retry-After header
-	Body       string `json:"body"`       // its body
-	Cut        bool   `json:"cut"`        // drop the connection after the deltas
-	Malformed  bool   `json:"malformed"`  // send an event that is not JSON
-	DelayMs    int    `json:"delayMs"`    // pause before each delta
-	HoldAt     int    `json:"holdAt"`     // before the n-th delta, wait for the fixture's #release
+	Status     int      `json:"status"`     // an HTTP error instead of a stream
+	RetryAfter string   `json:"retryAfter"` // its Retry-After header
+	Body       string   `json:"body"`       // its body
+	Cut        bool     `json:"cut"`        // drop the connection after the deltas
+	Malformed  bool     `json:"malformed"`  // send an event that is not JSON
+	DelayMs    int      `json:"delayMs"`    // pause before each delta
+	HoldAt     int      `json:"holdAt"`     // before the n-th delta, wait for the fixture's #release
+	SSE        []string `json:"sse"`        // instead of all the above: these events, byte for byte (each followed by a blank line)
 }
 
 // fakeModel is a running fake provider.
@@ -126,6 +127,13 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher := w.(http.Flusher)
+	if resp.SSE != nil {
+		for _, ev := range resp.SSE {
+			fmt.Fprintf(w, "%s\n\n", ev)
+		}
+		flusher.Flush()
+		return
+	}
 	send := func(event, data string) {
 		if event != "" {
 			fmt.Fprintf(w, "event: %s\n", event)

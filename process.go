@@ -323,10 +323,15 @@ func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
 }
 
 // shrink drops the room a finished stream will not use, and all but its
-// last keep bytes.
+// last keep bytes: what it keeps is copied into an allocation of its own,
+// so that nothing holds on to the ring's.
 func (r *ring) shrink(keep int) {
-	all := r.bytes()
-	r.buf, r.next = all[max(len(all)-keep, 0):], 0
+	// The newest bytes end just before next (at the end when it is 0).
+	tail := make([]byte, min(keep, len(r.buf)))
+	if n := copy(tail[max(len(tail)-r.next, 0):], r.buf[max(r.next-len(tail), 0):r.next]); n < len(tail) {
+		copy(tail, r.buf[len(r.buf)-(len(tail)-n):])
+	}
+	r.buf, r.next = tail, 0
 	r.limit = max(len(r.buf), 1)
 }
 
@@ -788,13 +793,14 @@ func (s *server) abortBash(r *request) (any, error) {
 
 // ---- Background processes (§11) ----
 
-// Process limits and tuning: how many may run at once, the output ring's
-// default (and largest) size, the default process_logs page, how output
+// Process limits and tuning: how many may run at once, how much input may
+// wait to be written to one, the output ring's default (and largest) size, the default process_logs page, how output
 // is coalesced into process_output events, how long a process nobody
 // touches lives, and the grace between SIGTERM and SIGKILL when one is
 // stopped, times out or expires.
 const (
 	maxRunningProcesses = 16
+	maxInputBytes       = 4 << 20 // what may wait to be written to one process
 	defaultOutputBytes  = 1 << 20
 	defaultLogBytes     = 256 << 10
 	coalesceBytes       = 32 << 10
@@ -933,6 +939,7 @@ type process struct {
 	flushTimer    *time.Timer
 	lastInput     <-chan struct{} // closed when the latest write or key press is done
 	inputsPending int             // writes and key presses not yet answered
+	inputBytes    int             // the bytes of those not yet written (at most maxInputBytes)
 	stdinClosed   bool
 	touched       time.Time // for the idle expiry
 	stopExpiry    func() bool
@@ -1210,7 +1217,11 @@ func (p *process) waitExit() {
 	}
 	p.state, p.exitCode, p.exitedAt = p.endState, code, p.s.env.clock.Now()
 	p.stdinClosed = true
+	if cap(p.out.buf) > exitedOutputBytes {
+		p.s.memory.soon() // the ring's room goes back to the system
+	}
 	p.out.shrink(exitedOutputBytes)
+	p.pending = nil // all sent: its room goes too
 	p.s.emit("process_exited", processEvent{p.infoLocked()}, nil)
 	close(p.done)
 	p.child.release()
@@ -1255,41 +1266,64 @@ func (p *process) checkExpiry() {
 	p.end("expired")
 }
 
-// input runs work after the process's earlier writes and key presses,
-// unless ctx ends first (then work never runs), then done with its error,
-// before the next input's turn: writes to one process happen, and are
-// answered, in the order they were asked for.
-func (p *process) input(ctx context.Context, work func() error, done func(error)) {
+// input writes data to the process's stdin (then closes it when
+// closeStdin is set) after its earlier writes and key presses, then calls
+// done with the result, before the next input's turn: writes to one
+// process happen, and are answered, in the order they were asked for. At
+// most maxInputBytes may wait to be written to a process: input fails at
+// once, queuing nothing, when data would pass that. When ctx ends first,
+// done gets "Operation aborted" at once (nothing of data is written), and
+// the next input still waits for the earlier ones.
+func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done func(error)) error {
 	mine := make(chan struct{})
 	p.mu.Lock()
+	if p.inputBytes+len(data) > maxInputBytes {
+		waiting := p.inputBytes
+		p.mu.Unlock()
+		return fmt.Errorf("Cannot write %s to process %s: at most %s may wait to be written to a process, and %s written "+
+			"earlier are still waiting (it is not reading its input as fast). Wait for the earlier writes to be answered, "+
+			"write less at a time, or stop the process.", byteSize(len(data)), p.id, byteSize(maxInputBytes), byteSize(waiting))
+	}
 	previous := p.lastInput
 	p.lastInput = mine
 	p.inputsPending++
+	p.inputBytes += len(data)
 	p.mu.Unlock()
+	// Answered once, under p.mu, with the count: afterInput sees either
+	// this answer written or the input still pending, never between.
+	var once sync.Once
+	finish := func(err error) {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.inputsPending--
+			p.inputBytes -= len(data)
+			done(err)
+		})
+	}
 	go func() {
 		defer close(mine)
 		select {
 		case <-previous:
 		case <-ctx.Done():
+			finish(errors.New("Operation aborted"))
 			<-previous
 		}
-		err := errors.New("Operation aborted")
-		if ctx.Err() == nil {
-			err = work()
+		if ctx.Err() != nil {
+			finish(errors.New("Operation aborted"))
+			return
 		}
-		// Answered under p.mu, with the count: afterInput sees either
-		// this answer written or the input still pending, never between.
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.inputsPending--
-		done(err)
+		finish(p.writeInput(ctx, data, closeStdin))
 	}()
+	return nil
 }
 
 // inputAndWait is input for a caller that waits for the result.
-func (p *process) inputAndWait(ctx context.Context, work func() error) error {
+func (p *process) inputAndWait(ctx context.Context, data []byte, closeStdin bool) error {
 	result := make(chan error, 1)
-	p.input(ctx, work, func(err error) { result <- err })
+	if err := p.input(ctx, data, closeStdin, func(err error) { result <- err }); err != nil {
+		return err
+	}
 	return <-result
 }
 
@@ -1583,25 +1617,32 @@ func (s *server) processWrite(r *request) (any, error) {
 	if len(data) == 0 && !closeStdin {
 		return nil, missing("dataBase64", "non-empty base64 data, unless closeStdin is true")
 	}
-	return s.afterInput(r, p, func() error { return p.writeInput(s.ctx, data, closeStdin) })
+	return s.afterInput(r, p, data, closeStdin)
 }
 
-// afterInput answers r once work has run after the process's earlier
-// input. A process whose stdin is already closed fails at once, in order
-// with the other answers, unless an earlier write's answer is still to
-// come (the one that closed stdin, say): then the failure follows it.
-func (s *server) afterInput(r *request, p *process, work func() error) (any, error) {
+// afterInput answers r once data has been written after the process's
+// earlier input (p.input). A process whose stdin is already closed fails
+// at once, in order with the other answers, unless an earlier write's
+// answer is still to come (the one that closed stdin, say): then the
+// failure follows it. A write past what may wait fails at once. While it
+// waits, the write holds its data and the request's id, not its line.
+func (s *server) afterInput(r *request, p *process, data []byte, closeStdin bool) (any, error) {
 	p.mu.Lock()
 	closed, idle := p.stdinClosed, p.inputsPending == 0
 	p.mu.Unlock()
 	if closed && idle {
 		return nil, p.writeInput(s.ctx, nil, false)
 	}
+	id, typ := bytes.Clone(r.id), r.typ
 	s.background.Add(1)
-	p.input(s.ctx, work, func(err error) {
+	err := p.input(s.ctx, data, closeStdin, func(err error) {
 		defer s.background.Done()
-		s.reply(r, nil, err)
+		s.writeResponse(id, typ, nil, err)
 	})
+	if err != nil {
+		s.background.Done()
+		return nil, err
+	}
 	return noReply{}, nil
 }
 
@@ -1624,7 +1665,7 @@ func (s *server) processKeysCommand(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.afterInput(r, p, func() error { return p.writeInput(s.ctx, data, false) })
+	return s.afterInput(r, p, data, false)
 }
 
 // processResize sets the size of a process's terminal (the process gets

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -649,4 +650,162 @@ func TestProcessToolListIsProcessList(t *testing.T) {
 	if got, isError := callTool(t, s, "process", `{"action":"list"}`); got != string(want) || isError || !strings.HasPrefix(got, `[{"id":`) {
 		t.Errorf("the process tool's list:\n%s\nprocess_list's answer:\n%s", got, want)
 	}
+}
+
+// TestRingShrink: a ring shrunk keeps its newest bytes, oldest first,
+// and no room beside them, however it had wrapped.
+func TestRingShrink(t *testing.T) {
+	for limit := 1; limit <= 9; limit++ {
+		for written := 0; written <= 3*limit; written++ {
+			for keep := 1; keep <= limit+1; keep++ {
+				r := ring{limit: limit}
+				for i := range written {
+					r.write([]byte{byte('a' + i)})
+				}
+				all := r.bytes()
+				want := all[max(len(all)-keep, 0):]
+				r.shrink(keep)
+				if got := r.bytes(); !bytes.Equal(got, want) || r.startCursor() != r.total-int64(len(want)) || cap(r.buf) != len(want) {
+					t.Errorf("limit %d, %d written, keep %d: %q (room for %d), want %q", limit, written, keep, got, cap(r.buf), want)
+				}
+			}
+		}
+	}
+}
+
+// TestProcessInputIsBounded writes to a child that never reads: writes
+// wait (unanswered) until 4 MiB are waiting, and a write past that fails
+// at once, naming the process and saying what to do, while the earlier
+// ones still wait; stopping the process answers them.
+func TestProcessInputIsBounded(t *testing.T) {
+	ps := startSession(t)
+	ps.send(spawnLine("sp", []string{"sleep", "1000"}, ""))
+	ps.waitFor(`"id":"sp"`)
+	id := processIDs(ps.records())["sp"]
+	write := func(reqID string, n int) {
+		data := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), n))
+		ps.send(`{"id":"` + reqID + `","type":"process_write","processId":"` + id + `","dataBase64":"` + data + `"}`)
+	}
+	write("w1", 3<<20)
+	write("w2", 2<<20)
+	write("w3", 1<<20)
+	write("w4", 1)
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	answered := map[string]string{}
+	for _, rec := range ps.records() {
+		if id, ok := rec["id"].(string); ok && rec["type"] == "response" {
+			answered[id], _ = rec["error"].(string)
+		}
+	}
+	for reqID, size := range map[string]string{"w2": "2 MiB", "w4": "1 byte"} {
+		want := "Cannot write " + size + " to process " + id + ": at most 4 MiB may wait to be written to a process"
+		if !strings.HasPrefix(answered[reqID], want) {
+			t.Errorf("%s: got %q, want it refused at once: %q…", reqID, answered[reqID], want)
+		}
+	}
+	for _, reqID := range []string{"w1", "w3"} {
+		if _, ok := answered[reqID]; ok {
+			t.Errorf("%s was answered while the child reads nothing", reqID)
+		}
+	}
+	ps.send(`{"id":"stop","type":"process_stop","processId":"` + id + `"}`)
+	ps.waitFor(`"id":"stop"`)
+	ps.waitFor(`"id":"w3"`)
+	ps.close()
+}
+
+// TestToolWriteBoundedAndAborted: the model's process tool goes through
+// the same bound (a write past it fails at once), and a tool's write that
+// waits behind a client's write the child never reads ends at once when
+// the run is aborted, so the abort is not held up.
+func TestToolWriteBoundedAndAborted(t *testing.T) {
+	s := toolServer(t, nil)
+	text, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["sleep","1000"]}}`)
+	var info processInfo
+	if json.Unmarshal([]byte(text), &info); isError || info.ID == "" {
+		t.Fatalf("spawn: %s", text)
+	}
+	call := func(ctx context.Context, n int) chan string {
+		result := make(chan string, 1)
+		go func() {
+			args := `{"action":"write","processId":"` + info.ID + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), n)) + `"}`
+			res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "process", Arguments: json.RawMessage(args)})
+			result <- resultText(res.Content)
+		}()
+		return result
+	}
+	select {
+	case got := <-call(context.Background(), 5<<20):
+		if !strings.Contains(got, "Cannot write 5 MiB to process "+info.ID) {
+			t.Errorf("a 5 MiB write by the tool: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a 5 MiB write by the tool to a child that never reads was not refused")
+	}
+	// The client's write fills the pipe and waits.
+	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+info.ID+`","dataBase64":"`+
+		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false)
+	s.processWrite(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	result := call(ctx, 10)
+	time.Sleep(100 * time.Millisecond) // the tool's write is queued behind the client's
+	cancel()
+	select {
+	case got := <-result:
+		if got != "Operation aborted" {
+			t.Errorf("the aborted tool write: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an aborted tool write waited for the client's write the child never reads")
+	}
+}
+
+// TestMemoryComesBack: rpi's resident memory comes back down after a
+// burst. An input line just past the 64 MiB limit, once answered, leaves
+// it at 32 MiB or less within a few seconds. And 300 processes that each
+// print 300 kB and are never removed leave it at 64 MiB or less: an ended
+// process keeps only its tail (64 KiB).
+func TestMemoryComesBack(t *testing.T) {
+	endToEnd(t)
+	if raceDetector {
+		t.Skip("the race detector's shadow memory is not given back")
+	}
+	p := startRPI(t, "rpc", "--cwd", t.TempDir())
+	p.next(t)
+	// settled waits until rpi's resident memory is at most limitMiB, for
+	// up to 5 s, and fails naming what it was.
+	settled := func(what string, limitMiB int) {
+		t.Helper()
+		rss := 0
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if rss = residentKB(t, p.cmd.Process.Pid); rss <= limitMiB<<10 {
+				t.Logf("%s: rpi resident %d kB", what, rss)
+				return
+			}
+		}
+		t.Errorf("%s: rpi still holds %d kB after 5 s, want at most %d MiB", what, rss, limitMiB)
+	}
+	go func() {
+		w := bufio.NewWriterSize(p.stdin, 1<<20)
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 64 {
+			w.Write(chunk)
+		}
+		w.WriteString("x\n")
+		w.Flush()
+	}()
+	if rec := p.next(t); rec["command"] != "parse" {
+		t.Fatalf("got %v, want the over-long line's parse failure", rec)
+	}
+	settled("after a line of 64 MiB + 1 byte", 32)
+	for i := range 300 {
+		p.send(t, spawnLine(fmt.Sprintf("p%d", i), []string{"head", "-c", "300000", "/dev/urandom"}, "")+"\n")
+		p.until(t, "process_exited", "")
+	}
+	settled("after 300 processes that printed 300 kB each", 64)
+	time.Sleep(time.Second)
+	t.Logf("a second later: rpi resident %d kB", residentKB(t, p.cmd.Process.Pid))
+	p.stdin.Close()
+	p.exit(t)
 }

@@ -300,7 +300,19 @@ func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
 
 // encodeResponse appends a response: success with data (always present by
 // default; omitted when null in pi-compatible mode), or failure with error.
+// Data that cannot be encoded (a bug) makes the response a failure that
+// says so, so that every command still gets its one answer.
 func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
+	mark := len(buf)
+	out, err := appendResponse(buf, id, command, data, failure, compat)
+	if err != nil {
+		failure = fmt.Errorf("Internal error in %s: its answer cannot be encoded (%v)", command, err)
+		return appendResponse(buf[:mark], id, command, nil, failure, compat)
+	}
+	return out, nil
+}
+
+func appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
 	buf = appendResponseHead(buf, id, command)
 	if failure != nil {
 		buf = append(buf, `,"success":false,"error":`...)
@@ -356,22 +368,36 @@ func appendPayload(buf []byte, data any) ([]byte, error) {
 			return a.appendJSON(buf), nil
 		}
 	}
-	payload, err := marshalJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	return append(buf, payload...), nil
+	return appendMarshal(buf, data)
 }
 
 // marshalJSON encodes v like the writer does: no HTML escaping.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+func marshalJSON(v any) ([]byte, error) { return appendMarshal(nil, v) }
+
+// appendMarshal appends v's JSON (no HTML escaping) to buf, straight from
+// encoding/json's own buffer: a large value is not copied once more on
+// its way (an answer of a few MiB goes out in several records).
+func appendMarshal(buf []byte, v any) ([]byte, error) {
+	w := appendWriter{buf}
+	enc := json.NewEncoder(&w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.TrimSuffix(w.buf, []byte("\n")), nil
+}
+
+// appendWriter appends what is written to buf, leaving room for the
+// few bytes that close a record, so that a large value is not copied
+// again for them.
+type appendWriter struct{ buf []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	if cap(w.buf)-len(w.buf) < len(p) {
+		w.buf = slices.Grow(w.buf, len(p)+64)
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
 }
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json

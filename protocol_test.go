@@ -207,6 +207,7 @@ type testEnv struct {
 	clock               clock
 	maxLineBytes        int
 	command             func(string, ...string) *exec.Cmd
+	lockWait            time.Duration // for a session file another rpi holds (0: rpi's own)
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -247,7 +248,7 @@ func (e *testEnv) env() environment {
 	}
 	vars := maps.Clone(e.vars)
 	return environment{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
-		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command}
+		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait}
 }
 
 // syncBuffer is a bytes.Buffer several goroutines may write.

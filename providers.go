@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // ---- Streaming ----
@@ -62,6 +63,7 @@ type providerError struct {
 	status     int
 	retryAfter time.Duration
 	message    string
+	final      bool // asking again cannot help (an answer cut at its limit): no auto-retry
 }
 
 func (e *providerError) Error() string { return e.message }
@@ -69,7 +71,10 @@ func (e *providerError) Error() string { return e.message }
 // streamer builds a streaming answer in msg and emits an event per delta.
 // A block's text grows in a builder (linear in the answer's length) and is
 // written into msg when the block ends, or by finish when the stream stops
-// first.
+// first. Everything the answer holds (text, thinking, tool arguments,
+// signatures, blocks) counts towards limit: the first piece past it cuts
+// the answer (cut says why) and stops the request, so a server cannot make
+// rpi hold more than limit, however long it streams.
 type streamer struct {
 	msg  *assistantMessage
 	emit func(assistantEvent)
@@ -78,17 +83,98 @@ type streamer struct {
 	blocks map[int]int
 	// bufs holds each block's text, thinking or argument JSON so far.
 	bufs map[int]*strings.Builder
+	// sigs holds a thinking block's signature as it streams (Anthropic's
+	// signature_delta).
+	sigs map[int]*strings.Builder
+
+	tokens int    // the most tokens the request asked for
+	limit  int    // the bytes the answer may hold (answerLimit of tokens)
+	size   int    // the bytes it holds so far
+	cut    error  // set once a piece passed limit; nothing is added after it
+	stop   func() // ends the request once the answer is cut
 }
+
+// Bounds of one answer: answerBytesPerToken for each token asked for
+// (max_tokens), never more than maxAnswerBytes. A token is a few bytes of
+// text (rarely more than 16, even as escaped JSON), so only a server that
+// sends far more than it was asked for reaches the bound. A block costs
+// blockBytes besides its text, so a flood of empty blocks is bounded too.
+const (
+	answerBytesPerToken = 32
+	maxAnswerBytes      = 1 << 20
+	blockBytes          = 256
+)
+
+// answerLimit is what an answer to a request for tokens may hold.
+func answerLimit(tokens int) int { return min(max(tokens, 1)*answerBytesPerToken, maxAnswerBytes) }
 
 func newStreamer(msg *assistantMessage, emit func(assistantEvent)) *streamer {
-	return &streamer{msg: msg, emit: emit, blocks: map[int]int{}, bufs: map[int]*strings.Builder{}}
+	return &streamer{msg: msg, emit: emit, blocks: map[int]int{}, bufs: map[int]*strings.Builder{},
+		sigs: map[int]*strings.Builder{}, limit: maxAnswerBytes, stop: func() {}}
 }
 
+// take counts n more bytes of the answer, and reports whether they fit;
+// the first that do not cut the answer and stop the request.
+func (st *streamer) take(n int) bool {
+	if st.cut != nil {
+		return false
+	}
+	if st.size+n <= st.limit {
+		st.size += n
+		return true
+	}
+	st.cut = &providerError{final: true, message: fmt.Sprintf("The answer was cut at %s: the model server sent more than "+
+		"rpi keeps for one answer (%d bytes for each of the %d tokens asked for, and never more than %s). What came before is kept. "+
+		"If the model really writes answers this long, raise its maxTokens in models.json; "+
+		"a server that ignores max_tokens is cut here whatever it is asked.",
+		byteSize(st.limit), answerBytesPerToken, st.tokens, byteSize(maxAnswerBytes))}
+	st.stop()
+	return false
+}
+
+// byteSize says n bytes in bytes, KiB or MiB.
+func byteSize(n int) string {
+	switch {
+	case n == 1:
+		return "1 byte"
+	case n < 1<<10:
+		return strconv.Itoa(n) + " bytes"
+	case n < 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', -1, 64) + " KiB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', -1, 64) + " MiB"
+}
+
+// keep sets *dst to s (a signature the server sends whole), counting what
+// it adds; past the limit it changes nothing.
+func (st *streamer) keep(dst *string, s string) {
+	if st.take(max(len(s)-len(*dst), 0)) {
+		*dst = s
+	}
+}
+
+// appendSignature adds a piece of block i's thinking signature.
+func (st *streamer) appendSignature(i int, piece string) {
+	if !st.take(len(piece)) {
+		return
+	}
+	if st.sigs[i] == nil {
+		st.sigs[i] = &strings.Builder{}
+	}
+	st.sigs[i].WriteString(piece)
+}
+
+// startBlock opens a block for key and returns its index in msg.Content.
+// Once the answer is cut, the block is added without an event.
 func (st *streamer) startBlock(key int, b contentBlock) int {
+	fits := st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.ThoughtSignature))
 	st.msg.Content = append(st.msg.Content, b)
 	i := len(st.msg.Content) - 1
 	st.blocks[key] = i
 	st.bufs[i] = &strings.Builder{}
+	if !fits {
+		return i
+	}
 	switch b.Type {
 	case "text":
 		st.emit(assistantEvent{Type: "text_start", ContentIndex: i})
@@ -101,6 +187,9 @@ func (st *streamer) startBlock(key int, b contentBlock) int {
 }
 
 func (st *streamer) delta(i int, text string) {
+	if !st.take(len(text)) {
+		return
+	}
 	kind := ""
 	switch st.msg.Content[i].Type {
 	case "text":
@@ -125,19 +214,25 @@ func (st *streamer) settle(i int) {
 		b.Text = st.bufs[i].String()
 	case "thinking":
 		b.Thinking = st.bufs[i].String()
+		if sig := st.sigs[i]; sig != nil {
+			b.ThinkingSignature = sig.String()
+		}
 	}
 }
 
+// endBlock ends block i: its text, thinking or arguments go into msg,
+// and an event says so (none once the answer is cut).
 func (st *streamer) endBlock(i int) {
 	st.settle(i)
 	b := &st.msg.Content[i]
+	var ev assistantEvent
 	switch b.Type {
 	case "text":
 		text := b.Text
-		st.emit(assistantEvent{Type: "text_end", ContentIndex: i, Content: &text})
+		ev = assistantEvent{Type: "text_end", ContentIndex: i, Content: &text}
 	case "thinking":
 		text := b.Thinking
-		st.emit(assistantEvent{Type: "thinking_end", ContentIndex: i, Content: &text})
+		ev = assistantEvent{Type: "thinking_end", ContentIndex: i, Content: &text}
 	case "toolCall":
 		args := strings.TrimSpace(st.bufs[i].String())
 		if args == "" {
@@ -149,7 +244,12 @@ func (st *streamer) endBlock(i int) {
 		}
 		b.Arguments = json.RawMessage(args)
 		call := *b
-		st.emit(assistantEvent{Type: "toolcall_end", ContentIndex: i, ToolCall: &call})
+		ev = assistantEvent{Type: "toolcall_end", ContentIndex: i, ToolCall: &call}
+	default:
+		return
+	}
+	if st.cut == nil {
+		st.emit(ev)
 	}
 }
 
@@ -210,28 +310,48 @@ func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, st
 	var perr *providerError
 	switch {
 	case errors.As(err, &perr):
-		perr.message = req.secrets.redact(perr.message)
+		perr.message = clip(req.secrets.redact(perr.message), maxErrorBytes)
 	case err != nil && ctx.Err() == nil:
-		err = errors.New(req.secrets.redact(err.Error()))
+		err = errors.New(clip(req.secrets.redact(err.Error()), maxErrorBytes))
 	}
 	return err
 }
 
+// maxErrorBytes bounds the text of a failed call (a server chooses what
+// its error events say), cut after redaction so no key is cut in half.
+const maxErrorBytes = 4 << 10
+
+// clip cuts s to at most n bytes, at a character's start, marking the cut
+// with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n - len("…")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…"
+}
+
 // wireAPI is one model API: where a request goes, how the key travels,
-// the request body, and the reader of the streamed answer.
+// the request body, the most tokens it asks for, and the reader of the
+// streamed answer.
 type wireAPI struct {
-	url  func(m *model) string
-	auth func(h http.Header, key string)
-	body func(req streamRequest) any
-	read func(body io.Reader, st *streamer, m *model) error
+	url       func(m *model) string
+	auth      func(h http.Header, key string)
+	body      func(req streamRequest) any
+	maxTokens func(req streamRequest) int
+	read      func(body io.Reader, st *streamer, m *model) error
 }
 
 var wireAPIs = map[string]wireAPI{
 	apiOpenAI: {
-		url:  func(m *model) string { return m.BaseURL + "/chat/completions" },
-		auth: bearer,
-		body: func(req streamRequest) any { return openAIBody(req) },
-		read: readOpenAI,
+		url:       func(m *model) string { return m.BaseURL + "/chat/completions" },
+		auth:      bearer,
+		body:      func(req streamRequest) any { return openAIBody(req) },
+		maxTokens: openAIMaxTokens,
+		read:      readOpenAI,
 	},
 	apiAnthropic: {
 		url: func(m *model) string { return m.BaseURL + "/v1/messages" },
@@ -241,14 +361,16 @@ var wireAPIs = map[string]wireAPI{
 				h.Set("x-api-key", key)
 			}
 		},
-		body: func(req streamRequest) any { return anthropicBody(req) },
-		read: readAnthropic,
+		body:      func(req streamRequest) any { return anthropicBody(req) },
+		maxTokens: anthropicMaxTokens,
+		read:      readAnthropic,
 	},
 	apiResponses: {
-		url:  func(m *model) string { return m.BaseURL + "/responses" },
-		auth: bearer,
-		body: func(req streamRequest) any { return responsesBody(req) },
-		read: readResponses,
+		url:       func(m *model) string { return m.BaseURL + "/responses" },
+		auth:      bearer,
+		body:      func(req streamRequest) any { return responsesBody(req) },
+		maxTokens: openAIMaxTokens,
+		read:      readResponses,
 	},
 	apiGoogle: {
 		url: func(m *model) string {
@@ -259,8 +381,9 @@ var wireAPIs = map[string]wireAPI{
 				h.Set("x-goog-api-key", key)
 			}
 		},
-		body: func(req streamRequest) any { return geminiBody(req) },
-		read: readGemini,
+		body:      func(req streamRequest) any { return geminiBody(req) },
+		maxTokens: func(req streamRequest) int { return req.model.MaxTokens },
+		read:      readGemini,
 	},
 }
 
@@ -271,6 +394,11 @@ func bearer(h http.Header, key string) {
 	}
 }
 
+// streamModel makes the request and reads the answer into msg. The answer
+// may hold answerLimit of the tokens asked for; the first piece past it
+// cuts the answer and closes the connection. rpi asks for an uncompressed
+// stream and refuses a compressed one: the bytes it reads are the bytes
+// the server sent.
 func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
 	st := newStreamer(msg, emit)
 	defer st.finish()
@@ -281,6 +409,11 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	if !ok {
 		return unspokenError(req.model)
 	}
+	st.tokens = api.maxTokens(req)
+	st.limit = answerLimit(st.tokens)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	st.stop = stop
 	data, err := json.Marshal(api.body(req))
 	if err != nil {
 		return err
@@ -291,6 +424,8 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "text/event-stream")
+	// Set here, the transport neither asks for gzip nor inflates it.
+	httpReq.Header.Set("Accept-Encoding", "identity")
 	api.auth(httpReq.Header, req.key)
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
@@ -303,6 +438,11 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 		return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
 	}
 	defer resp.Body.Close()
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return &providerError{final: true, message: fmt.Sprintf("The model server sent its answer compressed (Content-Encoding: %s) "+
+			"though rpi asked for none (Accept-Encoding: identity); rpi reads only uncompressed streams. "+
+			"Configure the server, or the proxy in front of it, not to compress its answers.", clip(enc, 64))}
+	}
 	if resp.StatusCode != http.StatusOK {
 		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return &providerError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
@@ -310,7 +450,10 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	}
 	started()
 	err = api.read(resp.Body, st, req.model)
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case st.cut != nil:
+		return st.cut
+	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	}
 	return err
@@ -330,52 +473,62 @@ func parseRetryAfter(v string) time.Duration {
 	return -1
 }
 
-// sseEvents reads server-sent events, calling fn with each event's name
-// and data (data lines joined by "\n").
-func sseEvents(r io.Reader, fn func(name, data string) (stop bool, err error)) error {
+// events reads server-sent events, calling fn with each event's name
+// and data (data lines joined by "\n"; data is fn's only while it runs).
+// An event may be at most eventLimit bytes. Reading stops at the first
+// event after which the answer is cut.
+func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop bool, err error)) error {
+	limit := st.eventLimit()
 	br := bufio.NewReaderSize(r, 64<<10)
 	var name string
-	var data []string
-	size := 0
+	var data []byte
+	lines := 0
 	for {
-		raw, tooLong, err := readLine(br, maxSSELineBytes)
+		line, tooLong, err := readLine(br, limit)
 		if tooLong {
-			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", maxSSELineBytes)}
+			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", limit)}
 		}
-		line := string(raw)
-		if err != nil && (err != io.EOF || line == "") {
+		if err != nil && (err != io.EOF || len(line) == 0) {
 			if err == io.EOF {
 				return &providerError{message: "Connection error: the stream ended before the answer was complete"}
 			}
 			return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
 		}
-		line = strings.TrimRight(line, "\r\n")
+		line = bytes.TrimRight(line, "\r\n")
 		switch {
-		case line == "":
-			if len(data) > 0 {
-				if stop, err := fn(name, strings.Join(data, "\n")); stop || err != nil {
+		case len(line) == 0:
+			if lines > 0 {
+				stop, err := fn(name, data)
+				if st.cut != nil {
+					return st.cut
+				}
+				if stop || err != nil {
 					return err
 				}
 			}
-			name, data = "", nil
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "event:"):
-			name = strings.TrimSpace(line[len("event:"):])
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
-			if size += len(line); size > maxSSELineBytes {
-				return &providerError{message: fmt.Sprintf("Invalid response from the model server: an event longer than %d bytes", maxSSELineBytes)}
+			name, data, lines = "", nil, 0
+		case line[0] == ':':
+		case bytes.HasPrefix(line, []byte("event:")):
+			name = string(bytes.TrimSpace(line[len("event:"):]))
+		case bytes.HasPrefix(line, []byte("data:")):
+			value := bytes.TrimPrefix(line[len("data:"):], []byte(" "))
+			if lines++; lines == 1 {
+				data = value // the line is this loop's own: no copy
+			} else {
+				data = append(append(data, '\n'), value...)
 			}
-		}
-		if line == "" {
-			size = 0
+			if len(data) > limit {
+				return &providerError{message: fmt.Sprintf("Invalid response from the model server: an event longer than %d bytes", limit)}
+			}
 		}
 	}
 }
 
-// maxSSELineBytes bounds one server-sent event: a server that never ends
-// a line cannot make rpi hold more than this.
-const maxSSELineBytes = 16 << 20
+// eventLimit bounds one server-sent event: twice what the answer may hold
+// (an event that closes the answer may repeat it whole, escaped), and a
+// little room for the event around it. A server that never ends a line
+// cannot make rpi hold more.
+func (st *streamer) eventLimit() int { return 2*st.limit + 64<<10 }
 
 // computeCost fills usage.Cost from the model's per-million prices.
 func computeCost(u *usage, m *model) {
@@ -455,7 +608,7 @@ func openAIBody(req streamRequest) map[string]any {
 		}
 	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,
-		cmp.Or(c.MaxTokensField, "max_tokens"): min(req.model.MaxTokens, maxOutputTokens)}
+		cmp.Or(c.MaxTokensField, "max_tokens"): openAIMaxTokens(req)}
 	if setting(c.SupportsUsageInStreaming, true) {
 		body["stream_options"] = map[string]bool{"include_usage": true}
 	}
@@ -549,7 +702,7 @@ type openAIChunk struct {
 			Reasoning        *string       `json:"reasoning"`
 			ReasoningText    *string       `json:"reasoning_text"`
 			ToolCalls        []struct {
-				Index    int    `json:"index"`
+				Index    *int   `json:"index"` // absent from some servers' pieces
 				ID       string `json:"id"`
 				Function struct {
 					Name      string `json:"name"`
@@ -571,8 +724,14 @@ type openAIChunk struct {
 	} `json:"error"`
 }
 
+// readOpenAI reads a Chat Completions stream. Text and thinking each
+// stream into the open block of their kind; tool calls are keyed by
+// tool_calls[].index, as the format does, so the pieces of parallel calls
+// may interleave and calls without ids stay apart (a piece without an
+// index continues the call with its id, or the latest one). Tool calls
+// stay open until the stream ends, then end in the order they started.
 func readOpenAI(body io.Reader, st *streamer, m *model) error {
-	current := -1 // index of the open content block
+	current := -1 // index of the open text or thinking block
 	finish := ""
 	closeCurrent := func() {
 		if current >= 0 {
@@ -580,20 +739,48 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			current = -1
 		}
 	}
-	open := func(kind string, b contentBlock) int {
-		if current >= 0 && st.msg.Content[current].Type == kind && (kind != "toolCall" || b.ID == "") {
+	open := func(kind string) int {
+		if current >= 0 && st.msg.Content[current].Type == kind {
 			return current
 		}
 		closeCurrent()
-		current = st.startBlock(len(st.msg.Content), b)
+		current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind})
 		return current
 	}
-	err := sseEvents(body, func(_, data string) (bool, error) {
-		if data == "[DONE]" {
+	var calls []int          // the tool calls' blocks, in the order they started
+	byIndex := map[int]int{} // a call's tool_calls[].index → its block
+	byID := map[string]int{} // a call's id → its block, for pieces without an index
+	call := func(index *int, id, name string) int {
+		i, ok := -1, false
+		switch {
+		case index != nil:
+			i, ok = byIndex[*index]
+		case id != "":
+			i, ok = byID[id]
+		case len(calls) > 0:
+			i, ok = calls[len(calls)-1], true
+		}
+		if !ok {
+			closeCurrent()
+			i = st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: name})
+			calls = append(calls, i)
+		}
+		b := &st.msg.Content[i]
+		b.ID, b.Name = cmp.Or(b.ID, id), cmp.Or(b.Name, name) // the first piece may lack them
+		if index != nil {
+			byIndex[*index] = i
+		}
+		if id != "" {
+			byID[id] = i
+		}
+		return i
+	}
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
+		if string(data) == "[DONE]" {
 			return true, nil
 		}
 		var chunk openAIChunk
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+		if err := json.Unmarshal(data, &chunk); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
 		if chunk.Error != nil {
@@ -610,15 +797,15 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			d := c.Delta
 			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText, &d.Content.thinking} {
 				if thinking != nil && *thinking != "" {
-					st.delta(open("thinking", contentBlock{Type: "thinking"}), *thinking)
+					st.delta(open("thinking"), *thinking)
 					break
 				}
 			}
 			if d.Content.text != "" {
-				st.delta(open("text", contentBlock{Type: "text"}), d.Content.text)
+				st.delta(open("text"), d.Content.text)
 			}
 			for _, tc := range d.ToolCalls {
-				i := open("toolCall", contentBlock{Type: "toolCall", ID: tc.ID, Name: tc.Function.Name})
+				i := call(tc.Index, tc.ID, tc.Function.Name)
 				if tc.Function.Arguments != "" {
 					st.delta(i, tc.Function.Arguments)
 				}
@@ -630,6 +817,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		return false, nil
 	})
 	closeCurrent()
+	for _, i := range calls {
+		st.endBlock(i)
+	}
 	if err != nil {
 		return err
 	}
@@ -691,7 +881,7 @@ func anthropicBody(req streamRequest) map[string]any {
 			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": resultText(m.Content), "is_error": m.IsError}})
 		}
 	}
-	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": req.model.MaxTokens}
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}
 	if req.system != "" {
 		body["system"] = req.system
 	}
@@ -704,9 +894,17 @@ func anthropicBody(req streamRequest) map[string]any {
 	}
 	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
-		body["max_tokens"] = max(req.model.MaxTokens, budget+4096)
 	}
 	return body
+}
+
+// anthropicMaxTokens is the model's maxTokens, raised to leave room for
+// the answer beside a thinking budget.
+func anthropicMaxTokens(req streamRequest) int {
+	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+		return max(req.model.MaxTokens, budget+4096)
+	}
+	return req.model.MaxTokens
 }
 
 type anthropicEvent struct {
@@ -745,9 +943,9 @@ type anthropicUsage struct {
 func readAnthropic(body io.Reader, st *streamer, m *model) error {
 	stop := ""
 	u := &st.msg.Usage
-	err := sseEvents(body, func(_, data string) (bool, error) {
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
 		var ev anthropicEvent
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		if err := json.Unmarshal(data, &ev); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
 		switch ev.Type {
@@ -774,7 +972,7 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 			case "thinking_delta":
 				st.delta(i, ev.Delta.Thinking)
 			case "signature_delta":
-				st.msg.Content[i].ThinkingSignature += ev.Delta.Signature
+				st.appendSignature(i, ev.Delta.Signature)
 			case "input_json_delta":
 				st.delta(i, ev.Delta.PartialJSON)
 			}
@@ -842,6 +1040,10 @@ func callArguments(b contentBlock) string {
 
 // maxOutputTokens caps the output asked for in one call (OpenAI's APIs).
 const maxOutputTokens = 32000
+
+// openAIMaxTokens is what OpenAI's APIs are asked for: the model's
+// maxTokens, at most maxOutputTokens.
+func openAIMaxTokens(req streamRequest) int { return min(req.model.MaxTokens, maxOutputTokens) }
 
 // ---- OpenAI Responses ----
 
@@ -914,7 +1116,7 @@ func responsesBody(req streamRequest) map[string]any {
 		}
 	}
 	body := map[string]any{"model": m.ID, "input": input, "stream": true, "store": false,
-		"max_output_tokens": min(m.MaxTokens, maxOutputTokens)}
+		"max_output_tokens": openAIMaxTokens(req)}
 	if len(req.tools) > 0 {
 		openAIHost := strings.Contains(m.BaseURL, "api.openai.com")
 		var tools []map[string]any
@@ -1021,9 +1223,9 @@ func withCode(code json.RawMessage, message string) string {
 // stream must end with response.completed, .incomplete or .failed.
 func readResponses(body io.Reader, st *streamer, m *model) error {
 	status, failure := "", ""
-	err := sseEvents(body, func(name, data string) (bool, error) {
+	err := st.events(body, func(name string, data []byte) (bool, error) {
 		var ev responsesEvent
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		if err := json.Unmarshal(data, &ev); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
 		if name == "error" || ev.Type == "error" {
@@ -1075,7 +1277,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			case "reasoning":
 				var compact bytes.Buffer
 				if json.Compact(&compact, ev.Item) == nil {
-					b.ThinkingSignature = compact.String()
+					st.keep(&b.ThinkingSignature, compact.String())
 				}
 				for _, s := range item.Summary {
 					whole = append(whole, s.Text)
@@ -1085,7 +1287,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 					V  int    `json:"v"`
 					ID string `json:"id"`
 				}{1, item.ID})
-				b.TextSignature = string(sig)
+				st.keep(&b.TextSignature, string(sig))
 				for _, c := range item.Content {
 					whole = append(whole, c.Text+c.Refusal)
 				}
@@ -1353,9 +1555,9 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 	}
 	finish, blocked := "", ""
 	ids := map[string]bool{}
-	err := sseEvents(body, func(_, data string) (bool, error) {
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
 		var chunk geminiChunk
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+		if err := json.Unmarshal(data, &chunk); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
 		if e := chunk.Error; e != nil {
@@ -1408,9 +1610,9 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 				}
 				if sig := p.ThoughtSignature; sig != "" {
 					if kind == "thinking" {
-						st.msg.Content[current].ThinkingSignature = sig
+						st.keep(&st.msg.Content[current].ThinkingSignature, sig)
 					} else {
-						st.msg.Content[current].TextSignature = sig
+						st.keep(&st.msg.Content[current].TextSignature, sig)
 					}
 				}
 			}

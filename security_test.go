@@ -6,12 +6,15 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +264,141 @@ func TestApprovalHoldsUntilTheWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnswerIsCut streams an answer far longer than the model was asked
+// for, in each API's format: every reader cuts it at the bound of the
+// tokens asked for, keeps what came before, says so, and does not retry.
+func TestAnswerIsCut(t *testing.T) {
+	deltas := make([]string, 200) // 800 KiB of text
+	for i := range deltas {
+		deltas[i] = strings.Repeat(string(rune('a'+i%26)), 4<<10)
+	}
+	text, _ := json.Marshal(deltas)
+	script := `{"text":` + string(text) + `}` + "\n" + `{"text":["a retry"]}`
+	for _, api := range []string{apiOpenAI, apiAnthropic, apiResponses, apiGoogle} {
+		t.Run(api, func(t *testing.T) {
+			ps, fm, _ := agentSession(t, api, script, "--thinking", "off")
+			ps.send(`{"id":"p","type":"prompt","message":"Write a lot"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			var end map[string]any
+			for _, rec := range ps.records() {
+				if rec["type"] == "message_end" {
+					end = rec["data"].(map[string]any)["message"].(map[string]any)
+				}
+			}
+			const limit = 4096 * 32 // 32 bytes for each of the fake model's maxTokens (thinking off)
+			msg, _ := end["errorMessage"].(string)
+			if !strings.HasPrefix(msg, "The answer was cut at 128 KiB: ") || end["stopReason"] != "error" {
+				t.Fatalf("last answer ended %v: %.300s", end["stopReason"], msg)
+			}
+			content := end["content"].([]any)
+			kept := len(content[0].(map[string]any)["text"].(string))
+			if kept == 0 || kept > limit {
+				t.Errorf("kept %d bytes of text, want some and at most %d", kept, limit)
+			}
+			fm.mu.Lock()
+			requests := len(fm.requests)
+			fm.mu.Unlock()
+			if requests != 1 {
+				t.Errorf("%d requests: a cut answer must not be retried", requests)
+			}
+		})
+	}
+}
+
+// TestCompressedAnswerRefused: rpi asks a model server for an
+// uncompressed stream; a server that gzips its answer anyway (here a
+// bomb: 32 MiB of text in about 32 KiB on the wire, which Go's transport
+// would inflate on its own) is refused with an error that says what to
+// do.
+func TestCompressedAnswerRefused(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	fmt.Fprint(zw, `data: {"choices":[{"index":0,"delta":{"content":"`)
+	zw.Write(bytes.Repeat([]byte("x"), 32<<20))
+	fmt.Fprint(zw, "\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	zw.Close()
+	var accepted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accepted = append(accepted, r.Header.Get("Accept-Encoding"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(bomb.Bytes())
+	}))
+	defer srv.Close()
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+srv.URL+
+		`/v1","api":"openai-completions","models":[{"id":"m"}]}}}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	want := `"errorMessage":"The model server sent its answer compressed (Content-Encoding: gzip) though rpi asked for none (Accept-Encoding: identity)`
+	if out := ps.out.bytes(); !bytes.Contains(out, []byte(want)) {
+		t.Errorf("want the compressed answer refused; got %.2000s", out)
+	}
+	if len(accepted) != 1 || accepted[0] != "identity" {
+		t.Errorf("requests said Accept-Encoding %q, want one with identity", accepted)
+	}
+}
+
+// TestKeyArguments: which command-line arguments hold a key, and where.
+func TestKeyArguments(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want map[int]int
+	}{
+		{[]string{"rpc", "--api-key", "sk-1", "--model", "x"}, map[int]int{2: 0}},
+		{[]string{"rpc", "-api-key", "sk-1"}, map[int]int{2: 0}},
+		{[]string{"rpc", "--api-key=sk-1"}, map[int]int{1: len("--api-key=")}},
+		{[]string{"rpc", "-api-key=sk-1", "--api-key", "sk-2"}, map[int]int{1: len("-api-key="), 3: 0}},
+		{[]string{"rpc", "--api-key"}, map[int]int{}},
+		{[]string{"rpc", "--name", "--api-key", "api-key"}, map[int]int{3: 0}},
+	} {
+		if got := keyArguments(tt.args); !maps.Equal(got, tt.want) {
+			t.Errorf("%q: %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestKeysOutOfReach: what a child of rpi (the model's bash, say) can
+// read of the keys rpi holds. The key given with --api-key is gone from
+// /proc/<rpi>/cmdline; the key variable is neither in the child's
+// environment nor in rpi's (as /proc/<rpi>/environ shows it, where that
+// file can be read at all: rpi is not dumpable) nor in that of rpi's
+// other children (the watchdog). The child reverses what it reads, as a
+// prompt-injected model would to get past the redaction of literal keys.
+func TestKeysOutOfReach(t *testing.T) {
+	endToEnd(t)
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	const argKey, envKey = "sk-from-the-command-line-31", "sk-from-the-environment-57"
+	p := startRPIWith(t, withEnv("OPENAI_API_KEY="+envKey), "rpc", "--cwd", t.TempDir(), "--no-session", "--api-key", argKey)
+	p.next(t)
+	p.send(t, spawnLine("w", []string{"sleep", "30"}, "")+"\n") // the watchdog starts with the first child
+	p.until(t, "response", "w")
+	script := `{ tr '\0' ' ' < /proc/$PPID/cmdline; echo; env; tr '\0' '\n' < /proc/$PPID/environ;` +
+		` for c in $(pgrep -P $PPID); do tr '\0' '\n' < /proc/$c/environ; tr '\0' ' ' < /proc/$c/cmdline; done; } 2>&1 | rev`
+	line, _ := json.Marshal(map[string]string{"id": "b", "type": "bash", "command": script})
+	p.send(t, string(line)+"\n")
+	rec := p.until(t, "response", "b")
+	out := rec["data"].(map[string]any)["output"].(string)
+	reverse := func(s string) string {
+		r := []rune(s)
+		slices.Reverse(r)
+		return string(r)
+	}
+	if !strings.Contains(out, reverse("--api-key")) {
+		t.Fatalf("the child did not read rpi's command line:\n%s", reverse(out))
+	}
+	for _, key := range []string{argKey, envKey} {
+		if strings.Contains(out, reverse(key)) {
+			t.Errorf("a child of rpi can read %s:\n%s", key, reverse(out))
+		}
+	}
+	p.stdin.Close()
+	p.exit(t)
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -146,6 +147,9 @@ type session struct {
 	byID    map[string]*sessionEntry
 	leaf    string // the current entry; "" before the first
 	skipped []int  // lines that were not entries, besides a torn last one
+	// lock is the session's hold on its file (see lockSessionFile), nil
+	// until it has one; guarded by the conversation's lockMu.
+	lock *os.File
 }
 
 // maxSessionLineBytes is the longest session line rpi reads: far more
@@ -235,11 +239,10 @@ func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry
 			continue
 		}
 		direct = false
-		value, err := marshalJSON(f.value)
-		if err != nil {
+		var err error
+		if line, err = appendMarshal(line, f.value); err != nil {
 			return nil, err
 		}
-		line = append(line, value...)
 	}
 	line = append(line, '}')
 	if direct {
@@ -305,8 +308,26 @@ func (ss *session) wholeFile() []byte {
 	return buf
 }
 
-// writeWholeFile replaces path with data atomically (a temp file renamed).
-func writeWholeFile(path string, data []byte) error {
+// replaceFile replaces ss's file with data atomically: a temp file,
+// renamed over it. The new file is locked before it replaces the old one,
+// and becomes the session's hold on its file, so another rpi never finds
+// the file free meanwhile; a file at the path that the session does not
+// hold is taken first (and refused when another rpi has it). c.fileMu is
+// held.
+func (c *conversation) replaceFile(ss *session, data []byte) error {
+	c.lockMu.Lock()
+	held := ss.lock
+	c.lockMu.Unlock()
+	if !holdsFile(held, ss.path) {
+		other, err := lockSessionFile(ss.path, 0)
+		if err != nil {
+			return err
+		}
+		if other != nil {
+			defer other.Close() // held until the new file has replaced it
+		}
+	}
+	path := ss.path
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -325,13 +346,27 @@ func writeWholeFile(path string, data []byte) error {
 	if err == nil {
 		err = os.Chmod(f.Name(), 0o644)
 	}
+	var lock *os.File
+	if err == nil {
+		lock, err = lockSessionFile(f.Name(), 0) // a file nobody else knows: never refused
+	}
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
 		os.Remove(f.Name())
+		return err
 	}
-	return err
+	c.lockMu.Lock()
+	if ss.lock != nil {
+		ss.lock.Close()
+	}
+	ss.lock = lock
+	c.lockMu.Unlock()
+	return nil
 }
 
 // appendLine appends one line to an existing file with a single write.
@@ -398,8 +433,8 @@ func messageRole(raw json.RawMessage) string {
 // loadSession reads a session file: a header line, then entries. Lines
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
-// in memory (and rewritten on the next append). A file whose parentId
-// links loop is refused.
+// in memory (and rewritten on the next append). A file where two entries
+// have one id, or whose parentId links loop, is refused.
 func loadSession(path string) (*session, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -460,6 +495,10 @@ func loadSession(path string) (*session, error) {
 		ss.migrateV2()
 	}
 	ss.header.Version = 3
+	if id := duplicateID(ss.entries); id != nil {
+		return nil, fmt.Errorf("Not a valid session file: %s (two entries have the id %q, so a parentId naming it "+
+			"could mean either: each entry's id must be unique in its file)", path, *id)
+	}
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
@@ -473,6 +512,21 @@ func loadSession(path string) (*session, error) {
 		ss.written = false // the next append rewrites the file as version 3
 	}
 	return ss, nil
+}
+
+// duplicateID returns an id that two of entries have, or nil. A file
+// with one is refused rather than repaired: which of the two an entry's
+// parentId means cannot be known, and the tree built from either guess
+// may loop.
+func duplicateID(entries []*sessionEntry) *string {
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if seen[e.ID] {
+			return &e.ID
+		}
+		seen[e.ID] = true
+	}
+	return nil
 }
 
 // parentLoop returns an entry whose chain of parents loops, or "".
@@ -787,6 +841,10 @@ type conversation struct {
 	appendWarned bool
 
 	fileMu sync.Mutex // held while writing the file
+	closed bool       // close ran: nothing is written any more (guarded by fileMu)
+
+	lockMu  sync.Mutex // guards sessions' locks and retired; taken last, held briefly
+	retired []*session // sessions no longer current whose file is still held, until their writes are done
 }
 
 // fileWrite is one write the file still needs: an entry's line, or the
@@ -949,10 +1007,22 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 	return true, c.flush()
 }
 
-// replace makes ss the session, its context the conversation.
+// replace makes ss the session, its context the conversation. The
+// session left lets go of its file once its writes are done (flush), or
+// hands its hold to ss when ss is the same file (switch_session to the
+// current session).
 func (c *conversation) replace(ss *session, sc sessionContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if old := c.session; old != nil && old != ss {
+		c.lockMu.Lock()
+		if old.lock != nil && ss.lock == nil && holdsFile(old.lock, ss.path) {
+			ss.lock, old.lock = old.lock, nil
+		} else if old.lock != nil {
+			c.retired = append(c.retired, old)
+		}
+		c.lockMu.Unlock()
+	}
 	c.session, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
 }
 
@@ -983,13 +1053,20 @@ func (c *conversation) flush() error {
 		if len(c.queue) == 0 {
 			err := c.writeErr
 			c.mu.Unlock()
+			c.unlockRetired()
 			return err
 		}
 		w := c.queue[0]
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
 		var err error
-		if w.line != nil {
+		switch {
+		case c.closed:
+			err = errSessionClosed
+		case w.line != nil:
+			if err = c.holdFile(w.ss); err != nil {
+				break // another rpi has the file: it is not written over
+			}
 			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
 				if !c.appendWarned {
 					c.appendWarned = true
@@ -997,8 +1074,8 @@ func (c *conversation) flush() error {
 				}
 				err = c.rewriteLocked(w.ss)
 			}
-		} else {
-			err = writeWholeFile(w.ss.path, w.whole)
+		default:
+			err = c.replaceFile(w.ss, w.whole)
 		}
 		c.noteWrite(w.ss, err)
 	}
@@ -1011,7 +1088,10 @@ func (c *conversation) rewriteLocked(ss *session) error {
 	whole := ss.wholeFile()
 	c.queue = slices.DeleteFunc(c.queue, func(w fileWrite) bool { return w.ss == ss })
 	c.mu.Unlock()
-	return writeWholeFile(ss.path, whole)
+	if c.closed {
+		return errSessionClosed
+	}
+	return c.replaceFile(ss, whole)
 }
 
 func (c *conversation) noteWrite(ss *session, err error) {
@@ -1077,7 +1157,7 @@ func (s *server) openConversation() (*conversation, error) {
 	case cfg.sessionFile != "":
 		path := resolvePath(cfg.cwd, cfg.sessionFile)
 		if _, err := os.Lstat(path); err == nil {
-			loaded, err := loadSession(path)
+			loaded, err := openSession(path, s.lockWait())
 			if err != nil {
 				return nil, err
 			}
@@ -1095,7 +1175,7 @@ func (s *server) openConversation() (*conversation, error) {
 		}
 		if cfg.sessionID != "" && cfg.forkFrom == "" {
 			if found, _ := filepath.Glob(filepath.Join(dir, "*_"+cfg.sessionID+".jsonl")); len(found) > 0 {
-				loaded, err := loadSession(found[0])
+				loaded, err := openSession(found[0], s.lockWait())
 				if err != nil {
 					return nil, err
 				}
@@ -1201,6 +1281,7 @@ func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool)
 // the change emptied the queues, then session_started, then the new
 // session's restored loops.
 func (s *server) announceSession(queuesCleared bool) {
+	s.conv.flush() // the session left lets go of its file
 	if queuesCleared {
 		s.emitQueue()
 	}
@@ -1249,7 +1330,7 @@ func (s *server) switchSession(r *request) (any, error) {
 	cleared := false
 	var loaded *session
 	return s.whenIdle(r, func() error {
-		loaded, err = loadSession(path)
+		loaded, err = s.conv.open(path, s.lockWait())
 		return err
 	}, func() (any, error) {
 		cleared = s.useSession(loaded)
@@ -1672,4 +1753,168 @@ func writeHTMLEscaped(w *bufio.Writer, text string) {
 		start = i + 1
 	}
 	w.WriteString(text[start:])
+}
+
+// ---- The session file's lock ----
+
+// Two rpi processes writing one session file would each chain entries
+// to its own last one, and the other's would fall off the conversation.
+// So a session holds its file: an advisory lock (flock on Unix, LockFileEx
+// on Windows; tryLock in sys_*.go) on an open descriptor of the file,
+// taken before the file is read and held while the session is current.
+// Another rpi that opens the file waits up to sessionLockWait for it, then
+// is refused. A session lets go of its file when it stops being current
+// (once its writes are done) and when rpi shuts down, as soon as its last
+// entry is written (conversation.close).
+
+// sessionLockWait is how long opening a file another rpi holds waits for
+// it: a client that hands a session from one process to the next (pi-acp's
+// session/load stops the old one and starts the new one at once) must not
+// be refused while the old one writes its last entry.
+const sessionLockWait = 5 * time.Second
+
+// errSessionClosed is a write after the conversation was closed.
+var errSessionClosed = errors.New("the session was closed")
+
+// lockSessionFile takes rpi's hold on the file at path, waiting up to wait
+// while another rpi has it, and returns the descriptor that holds it (nil
+// when there is no file yet: it is held from when rpi creates it).
+func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		f, err := openLockable(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		var nr *errNotRegular
+		if errors.As(err, &nr) {
+			return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
+		}
+		ok, err := tryLock(f)
+		switch {
+		case err != nil:
+			f.Close()
+			return nil, fmt.Errorf("Cannot lock session file %s: %v", path, err)
+		case ok && holdsFile(f, path):
+			return f, nil
+		}
+		// Another rpi has it, or replaced it meanwhile: try again.
+		f.Close()
+		if !ok && !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("Session file %s is in use by another rpi process, which did not let go of it within %v. "+
+				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
+				path, wait, path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// holdsFile reports whether lock holds the file now at path.
+func holdsFile(lock *os.File, path string) bool {
+	if lock == nil {
+		return false
+	}
+	held, err := lock.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
+}
+
+// openSession loads the session file at path, holding it (see
+// lockSessionFile); unlock lets go of it.
+func openSession(path string, wait time.Duration) (*session, error) {
+	lock, err := lockSessionFile(path, wait)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := loadSession(path)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	ss.lock = lock // not shared yet: no lockMu needed
+	return ss, nil
+}
+
+// unlock lets go of the session's file: another rpi may open it then.
+// lockMu is held, and no write of the session is under way.
+func (ss *session) unlock() {
+	if ss.lock != nil {
+		ss.lock.Close()
+		ss.lock = nil
+	}
+}
+
+// open loads the session file at path for a session change: held, as
+// openSession does, or, when it is the file the current session holds,
+// to take that hold over when it becomes current (replace).
+func (c *conversation) open(path string, wait time.Duration) (*session, error) {
+	c.mu.Lock()
+	cur := c.session
+	c.mu.Unlock()
+	c.lockMu.Lock()
+	same := cur != nil && holdsFile(cur.lock, path)
+	c.lockMu.Unlock()
+	if same {
+		return loadSession(path)
+	}
+	return openSession(path, wait)
+}
+
+// lockWait is how long opening a session file another rpi holds waits.
+func (s *server) lockWait() time.Duration { return cmp.Or(s.env.lockWait, sessionLockWait) }
+
+// holdFile makes sure ss holds its file before an append: a session that
+// has no hold yet (it was loaded beside the current session's file, say)
+// takes it, without waiting. c.fileMu is held.
+func (c *conversation) holdFile(ss *session) error {
+	c.lockMu.Lock()
+	held := ss.lock != nil
+	c.lockMu.Unlock()
+	if held {
+		return nil
+	}
+	lock, err := lockSessionFile(ss.path, 0)
+	if err != nil || lock == nil {
+		return err // no file: the append fails and writes it whole
+	}
+	c.lockMu.Lock()
+	ss.lock = lock
+	c.lockMu.Unlock()
+	return nil
+}
+
+// unlockRetired lets go of the files of the sessions no longer current;
+// their writes are done. c.fileMu is held.
+func (c *conversation) unlockRetired() {
+	c.lockMu.Lock()
+	defer c.lockMu.Unlock()
+	for _, ss := range c.retired {
+		ss.unlock()
+	}
+	c.retired = nil
+}
+
+// close writes what is queued, then lets go of every session file and
+// writes nothing more: rpi is shutting down, or (ACP's session/close) the
+// conversation ends while rpi goes on.
+func (c *conversation) close() {
+	c.flush()
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	c.closed = true
+	c.mu.Lock()
+	ss := c.session
+	c.mu.Unlock()
+	c.unlockRetired()
+	c.lockMu.Lock()
+	ss.unlock()
+	c.lockMu.Unlock()
 }

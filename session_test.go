@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -340,11 +341,28 @@ func TestNoAnswerNoFile(t *testing.T) {
 	}
 }
 
-// TestTextEntriesMatchDecoding: an entry whose fields are all text is set
-// without decoding its line; it must be what decoding the line gives, for
-// every text field of an entry, hostile and invalid text included.
+// TestTextEntriesMatchDecoding: an entry whose fields are all text, and a
+// message entry's message, are set without decoding its line; they must
+// be what decoding the line gives, for every text field of an entry,
+// hostile and invalid text included.
 func TestTextEntriesMatchDecoding(t *testing.T) {
 	ss := newSession(time.Unix(1e9, 0), "", "/", "", "", "", true)
+	// check adds an entry and compares it with its line decoded.
+	check := func(typ string, fields []field) {
+		t.Helper()
+		e, err := ss.add(time.Unix(1e9, 0), typ, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &sessionEntry{}
+		if err := json.Unmarshal(e.raw, want); err != nil {
+			t.Fatalf("%s: %v", e.raw, err)
+		}
+		want.raw = e.raw
+		if !reflect.DeepEqual(e, want) {
+			t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
+		}
+	}
 	entryType := reflect.TypeFor[sessionEntry]()
 	for i := range entryType.NumField() {
 		name, _, _ := strings.Cut(entryType.Field(i).Tag.Get("json"), ",")
@@ -356,18 +374,7 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 		}
 		for _, text := range []string{"", "gpt-5", "q\" b\\ \n\x00 <>& \u2028 é😀", "\xff bad"} {
 			for _, fields := range [][]field{{{name, text}}, {{"provider", "p"}, {name, text}}} {
-				e, err := ss.add(time.Unix(1e9, 0), "custom", fields)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := &sessionEntry{}
-				if err := json.Unmarshal(e.raw, want); err != nil {
-					t.Fatalf("%s: %v", e.raw, err)
-				}
-				want.raw = e.raw
-				if !reflect.DeepEqual(e, want) {
-					t.Errorf("%s:\nset     %+v\ndecoded %+v", e.raw, *e, *want)
-				}
+				check("custom", fields)
 			}
 		}
 	}
@@ -393,4 +400,104 @@ func TestCheckWritableDir(t *testing.T) {
 	if entries, _ := os.ReadDir(locked); len(entries) != 0 {
 		t.Errorf("the check left %v behind", entries)
 	}
+}
+
+// TestSessionFileLock runs rpis on one session file at once (in one
+// process: their locks are on separate open files, as between processes):
+// the second is refused with an init error that says what to do, after
+// waiting; switch_session to a file another rpi holds fails the same way
+// and changes nothing. A session left (here by clone) lets go of its
+// file, and the file written whole for the clone is held from the start;
+// once the first rpi has ended, that one opens too, its entries all there.
+func TestSessionFileLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shared.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000c","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+{"type":"session_info","id":"a0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","name":"Shared"}
+{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"user","content":"Hi","timestamp":1}}
+{"type":"message","id":"a0000003","parentId":"a0000002","timestamp":"2026-03-16T09:00:03.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Hello"}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":2}}
+`), 0o644)
+	e := newTestEnv(t)
+	e.lockWait = 200 * time.Millisecond
+	inUse := func(path string) string {
+		return "Session file " + path + " is in use by another rpi process, which did not let go of it within 200ms. " +
+			"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork " + path + "."
+	}
+	// open runs an rpi on path that asks for the session's name.
+	open := func(path string) (int, string) {
+		var out syncBuffer
+		code := runRPI(t, e, []string{"rpc", "--cwd", dir, "--session", path}, strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &out)
+		return code, out.String()
+	}
+	first := startSessionIn(t, e, []string{"rpc", "--cwd", dir, "--session", path})
+	first.send(`{"id":"n","type":"set_session_name","name":"Renamed by the first"}`)
+	first.waitFor(`"id":"n"`)
+
+	if code, out := open(path); code == 0 || out != `{"type":"response","command":"init","success":false,"error":`+quote(inUse(path))+"}\n" {
+		t.Errorf("a second rpi on the file: exit %d, %s", code, out)
+	}
+	other := startSessionIn(t, e, []string{"rpc", "--cwd", dir})
+	other.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+	other.waitFor(`"id":"sw"`)
+	other.send(`{"id":"s","type":"get_state"}`)
+	other.waitFor(`"id":"s"`)
+	other.close()
+	if want := `{"id":"sw","type":"response","command":"switch_session","success":false,"error":` + quote(inUse(path)) + `}`; !strings.Contains(string(other.out.bytes()), want) ||
+		strings.Contains(string(other.out.bytes()), `"sessionName":"Renamed by the first"`) {
+		t.Errorf("switch_session to a file another rpi holds:\n%s", other.out.bytes())
+	}
+
+	first.send(`{"id":"c","type":"clone"}`)
+	first.waitFor(`"id":"c"`)
+	first.send(`{"id":"s","type":"get_state"}`)
+	first.waitFor(`"id":"s"`)
+	var clone string
+	for _, rec := range first.records() {
+		if rec["id"] == "s" {
+			clone = rec["data"].(map[string]any)["sessionFile"].(string)
+		}
+	}
+	if code, out := open(path); code != 0 || !strings.Contains(out, `"sessionName":"Renamed by the first"`) {
+		t.Errorf("the file the first rpi left: exit %d, %s", code, out)
+	}
+	if code, out := open(clone); code == 0 || !strings.Contains(out, quote(inUse(clone))) {
+		t.Errorf("the clone the first rpi holds: exit %d, %s", code, out)
+	}
+	first.close()
+	if code, out := open(clone); code != 0 || !strings.Contains(out, `"sessionName":"Renamed by the first"`) {
+		t.Errorf("the clone after the first rpi ended: exit %d, %s", code, out)
+	}
+}
+
+// TestSessionHandOff does what pi-acp's session/load does: it stops one
+// rpi with SIGTERM and at once starts another on the same session file.
+// The first still writes its last entry (a bash command whose shell takes
+// a second to end), then lets go of the file; the second waits for it,
+// starts, and has that entry.
+func TestSessionHandOff(t *testing.T) {
+	endToEnd(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "handed.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000d","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+`), 0o644)
+	old := startRPI(t, "rpc", "--cwd", dir, "--session", path)
+	old.next(t)
+	old.send(t, `{"id":"b","type":"bash","command":"trap 'sleep 1; echo last words; exit' TERM; echo started; sleep 30 & wait"}`+"\n")
+	old.until(t, "bash_execution_update", "")
+	old.cmd.Process.Signal(syscall.SIGTERM)
+	next := startRPI(t, "rpc", "--cwd", dir, "--session", path)
+	if rec := next.next(t); rec["type"] != "session_started" {
+		t.Fatalf("the second rpi: %v", rec)
+	}
+	next.send(t, `{"id":"m","type":"get_messages"}`+"\n")
+	rec := next.until(t, "response", "m")
+	messages, _ := json.Marshal(rec["data"])
+	if !strings.Contains(string(messages), `"role":"bashExecution"`) || !strings.Contains(string(messages), "last words") {
+		t.Errorf("the second rpi lacks the first one's last entry: %s", messages)
+	}
+	if code, _ := old.exit(t); code != 0 {
+		t.Errorf("the first rpi exited %d", code)
+	}
+	next.stdin.Close()
+	next.exit(t)
 }

@@ -105,6 +105,9 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = append(set.notices, models.warnings...)
 	set.childEnv = withoutVariables(env.environ, models.keyVars)
+	if env.hideVariables != nil {
+		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
+	}
 	env.trace.phase("catalog, auth.json, models.json")
 	var skipped []string
 	if !cfg.noContextFiles {

@@ -36,3 +36,11 @@ func fileSystemKind(fd int) string { return "" }
 
 // hideOwnEnvironment: no such control here.
 func hideOwnEnvironment() {}
+
+// hideKeyArguments does nothing: these systems have no /proc/self/mem to
+// write the command line's memory through, so a key given with --api-key
+// stays visible to ps (docs/security.md says so).
+func hideKeyArguments() error { return nil }
+
+// hideVariables does nothing beyond os.Unsetenv (see hideKeyArguments).
+func hideVariables(names []string) error { return nil }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -139,4 +141,83 @@ func fileSystemKind(fd int) string {
 func hideOwnEnvironment() {
 	const prSetDumpable = 4
 	syscall.Syscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
+}
+
+// hideKeyArguments overwrites with '*' the keys on rpi's command line
+// (keyArguments) in the memory the kernel shows as /proc/<rpi>/cmdline,
+// which every process of every user may read, non-dumpable or not. rpi
+// parses a copy of its arguments. The memory is written through
+// /proc/self/mem at the addresses /proc/self/stat gives, so what is
+// written is exactly what the kernel shows.
+func hideKeyArguments() error {
+	return overwriteOwn(argStartField, func(data []byte) (ranges [][2]int) {
+		args := strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+		offsets := make([]int, len(args))
+		for i := 1; i < len(args); i++ {
+			offsets[i] = offsets[i-1] + len(args[i-1]) + 1
+		}
+		for i, from := range keyArguments(args) {
+			ranges = append(ranges, [2]int{offsets[i] + from, offsets[i] + len(args[i])})
+		}
+		return ranges
+	})
+}
+
+// hideVariables overwrites with '*' the values of the named variables in
+// the memory the kernel shows as /proc/<rpi>/environ (os.Unsetenv changes
+// only the runtime's copy), so that not even a process allowed to read
+// that file (root) finds the keys there.
+func hideVariables(names []string) error {
+	return overwriteOwn(envStartField, func(data []byte) (ranges [][2]int) {
+		at := 0
+		for _, kv := range strings.Split(string(data), "\x00") {
+			if name, value, ok := strings.Cut(kv, "="); ok && slices.Contains(names, name) && value != "" {
+				ranges = append(ranges, [2]int{at + len(name) + 1, at + len(kv)})
+			}
+			at += len(kv) + 1
+		}
+		return ranges
+	})
+}
+
+// The fields of /proc/self/stat (counted from 1) where the command line's
+// and the environment's addresses begin: start, then end.
+const (
+	argStartField = 48
+	envStartField = 50
+)
+
+// overwriteOwn reads the range of rpi's memory that /proc/self/stat's
+// fields startField and startField+1 give, and writes '*' over the byte
+// ranges pick finds in it.
+func overwriteOwn(startField int, pick func(data []byte) [][2]int) error {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	// After "pid (comm) ", the fields from the third on.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < startField-1 {
+		return fmt.Errorf("/proc/self/stat has %d fields", len(fields)+2)
+	}
+	start, err1 := strconv.ParseInt(fields[startField-3], 10, 64)
+	end, err2 := strconv.ParseInt(fields[startField-2], 10, 64)
+	if err1 != nil || err2 != nil || start <= 0 || end <= start || end-start > 1<<24 {
+		return fmt.Errorf("/proc/self/stat gives no usable addresses (%s, %s)", fields[startField-3], fields[startField-2])
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	data := make([]byte, end-start)
+	if _, err := mem.ReadAt(data, start); err != nil {
+		return err
+	}
+	for _, r := range pick(data) {
+		if _, err := mem.WriteAt(bytes.Repeat([]byte("*"), r[1]-r[0]), start+int64(r[0])); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -256,6 +256,34 @@ func retryInterrupted(call func() (int, error)) (int, error) {
 	}
 }
 
+// ---- Session file locks ----
+
+// openLockable opens path to hold a lock on it: a regular file only,
+// opened without blocking.
+func openLockable(path string) (*os.File, error) { return openRegular(path, os.O_RDONLY, 0) }
+
+// tryLock takes an exclusive advisory lock on f (flock), without waiting;
+// false when another open file holds one (another rpi). Only rpi looks at
+// the lock: reading and writing the file are not blocked.
+func tryLock(f *os.File) (bool, error) {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var lockErr error
+	if err := conn.Control(func(fd uintptr) {
+		_, lockErr = retryInterrupted(func() (int, error) {
+			return 0, syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+		})
+	}); err != nil {
+		return false, err
+	}
+	if lockErr == syscall.EWOULDBLOCK {
+		return false, nil
+	}
+	return lockErr == nil, lockErr
+}
+
 // ---- The watchdog ----
 
 // watchdogEnv, set in rpi's own environment, makes the binary the

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"unsafe"
 )
 
 // fallbackShell: without Git for Windows' bash.exe on PATH, running a
@@ -134,6 +135,53 @@ func canCreateIn(dir string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// ---- Session file locks ----
+
+// openLockable opens path to hold a lock on it, sharing it for reading,
+// writing and deleting: while rpi holds it, the file can still be read,
+// appended to, and replaced by a rename (which os.OpenFile's handles,
+// without FILE_SHARE_DELETE, would prevent).
+func openLockable(path string) (*os.File, error) {
+	name, err := syscall.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	h, err := syscall.CreateFile(name, syscall.GENERIC_READ,
+		syscall.FILE_SHARE_READ|syscall.FILE_SHARE_WRITE|syscall.FILE_SHARE_DELETE, nil, syscall.OPEN_EXISTING, syscall.FILE_ATTRIBUTE_NORMAL, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(h), path), nil
+}
+
+var procLockFileEx = syscall.NewLazyDLL("kernel32.dll").NewProc("LockFileEx")
+
+// tryLock takes an exclusive lock on f without waiting (LockFileEx); false
+// when another handle holds it (another rpi). Windows's locks are
+// mandatory, so the byte locked lies far past the end of any session
+// file: reading and writing the file are not blocked.
+func tryLock(f *os.File) (bool, error) {
+	const lockExclusive, failImmediately = 0x2, 0x1
+	const errLockViolation = syscall.Errno(33) // ERROR_LOCK_VIOLATION
+	ol := syscall.Overlapped{Offset: 0xFFFFFFFE, OffsetHigh: 0x7FFFFFFF}
+	r, _, err := procLockFileEx.Call(f.Fd(), lockExclusive|failImmediately, 0, 1, 0, uintptr(unsafe.Pointer(&ol)))
+	if r != 0 {
+		return true, nil
+	}
+	if err == errLockViolation {
+		return false, nil
+	}
+	return false, err
+}
+
+// hideKeyArguments does nothing: the command line Windows shows other
+// processes of the same user is its own copy, which rpi cannot reach, so a
+// key given with --api-key stays visible there (docs/security.md says so).
+func hideKeyArguments() error { return nil }
+
+// hideVariables does nothing beyond os.Unsetenv (see hideKeyArguments).
+func hideVariables(names []string) error { return nil }
 
 // ---- What Windows does not have ----
 

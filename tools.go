@@ -1400,10 +1400,10 @@ func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolRes
 			Text            string `json:"text"`
 		}{logs.RequestedCursor, logs.StartCursor, logs.Cursor, logs.Lost, logs.LostBytes, logs.EOF, strings.ToValidUTF8(string(data), "\uFFFD")})
 	case "write":
-		return done(p.inputAndWait(ctx, func() error { return p.writeInput(ctx, c.data, c.closeStdin) }))
+		return done(p.inputAndWait(ctx, c.data, c.closeStdin))
 	case "keys":
 		data, _ := keyInput(c.keys)
-		return done(p.inputAndWait(ctx, func() error { return p.writeInput(ctx, data, false) }))
+		return done(p.inputAndWait(ctx, data, false))
 	case "resize":
 		return done(p.resize(c.rows, c.cols))
 	case "signal":

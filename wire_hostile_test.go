@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"runtime"
 	"strings"
@@ -163,9 +164,10 @@ func TestReviewAppendersRefuseNonFinite(t *testing.T) {
 		}
 	}
 	for _, data := range []any{&model{Cost: modelCost{CacheRead: math.Inf(1)}}, stateData{Model: &model{Cost: modelCost{Output: math.NaN()}}}} {
+		// The answer is refused, and the command gets a failure instead.
 		got, err := encodeResponse(nil, nil, "get_state", data, nil, false)
-		if err == nil {
-			t.Errorf("%T: encodeResponse wrote %s (valid JSON: %v); encoding/json refuses it", data, got, json.Valid(got))
+		if err != nil || !bytes.HasPrefix(got, []byte(`{"type":"response","command":"get_state","success":false,"error":"Internal error in get_state: its answer cannot be encoded (json: `)) {
+			t.Errorf("%T: encodeResponse wrote %s (valid JSON: %v), %v; encoding/json refuses it", data, got, json.Valid(got), err)
 		}
 	}
 }
@@ -324,4 +326,23 @@ func TestReviewGatherOrder(t *testing.T) {
 		t.Fatalf("%d writes", len(w.writes))
 	}
 	t.Logf("one write of %d bytes (docs: at most %d)", len(w.writes[0]), maxPending)
+}
+
+// TestUnencodableAnswerIsAFailure: an answer whose data cannot be encoded
+// (a bug: a cycle, a NaN, a type JSON has no form for) still gives its
+// command its one response, a failure naming the command, in both modes.
+func TestUnencodableAnswerIsAFailure(t *testing.T) {
+	for _, compat := range []bool{false, true} {
+		for data, why := range map[any]string{math.NaN(): "json: unsupported value: NaN", make(chan int): "json: unsupported type: chan int"} {
+			var out bytes.Buffer
+			o := newOutput(&out, io.Discard, compat)
+			o.record(func(buf []byte, compat bool) ([]byte, error) {
+				return encodeResponse(buf, json.RawMessage(`"7"`), "get_tree", data, nil, compat)
+			})
+			want := `{"id":"7","type":"response","command":"get_tree","success":false,"error":"Internal error in get_tree: its answer cannot be encoded (` + why + `)"}` + "\n"
+			if out.String() != want {
+				t.Errorf("compat %v: got %q, want %q", compat, out.String(), want)
+			}
+		}
+	}
 }

@@ -22,6 +22,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
   bench '^BenchmarkGrepTree$' 5x
+  bench '^Benchmark(Abort)?HugeAnswer$' 5x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 medians "$raw"
 echo
@@ -42,4 +43,6 @@ grep tool on GOROOT/src, a literal, rpi / grep -rnE|BenchmarkGrepTree/literal rp
 grep tool on GOROOT/src, a rarer literal, rpi / grep -rnE|BenchmarkGrepTree/literal-rare rpi/grep-ms||<=|1|x
 grep tool on GOROOT/src, a regexp with a literal, rpi / grep -rnE|BenchmarkGrepTree/regexp rpi/grep-ms||<=|1|x
 grep tool on GOROOT/src, a literal, rpi / rg -j1 (when rg is installed)|BenchmarkGrepTree/literal rpi/rg-ms||<=|2|x
+peak resident memory, a 100 MiB answer cut at 1 MiB (2 x the bound + 32 MiB)|BenchmarkHugeAnswer MiB-peak||<=|34|MiB
+abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=|1000|ms
 TARGETS
