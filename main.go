@@ -25,6 +25,7 @@ const version = "0.2.0"
 func main() {
 	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
+		forgetOwnMemory() // the watchdog has no keys to overwrite
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
 	stop := make(chan os.Signal, 1)
@@ -79,6 +80,7 @@ func hideOwnVariables(names []string) {
 	if err := hideVariables(names); err != nil {
 		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
 	}
+	forgetOwnMemory() // the last of what rpi overwrites in its own memory
 }
 
 // environment is everything rpi takes from the machine besides its
