@@ -31,22 +31,49 @@ type textEdit struct {
 }
 
 const (
-	editItemFields = `"properties":{"oldText":{"type":"string","description":"Exact text to replace: unique in the file as it is ` +
-		`now, and not overlapping any other edit's oldText"},"newText":{"type":"string","description":"The text to put in its place"}},` +
-		`"required":["oldText","newText"]`
+	// editItemFields are an edit's fields, in each shape edit takes.
+	editItemFields = `
+		"properties": {
+			"oldText": {
+				"type": "string",
+				"description": "Exact text to replace: unique in the file as it is now, and not overlapping any other edit's oldText"
+			},
+			"newText": {"type": "string", "description": "The text to put in its place"}
+		},
+		"required": ["oldText", "newText"]`
 	// editSchema is what the model is offered (pi 1.6's parameters).
-	editSchema = `{"type":"object","properties":{"path":{"type":"string","description":"File to edit (relative or absolute)"},` +
-		`"edits":{"type":"array","description":"One or more replacements, each matched against the file as it is now, not after ` +
-		`the others. No edit may overlap or contain another: merge changes to the same or nearby lines into one edit.",` +
-		`"items":{"type":"object",` + editItemFields + `}}},"required":["path","edits"]}`
+	editSchema = `{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to edit (relative or absolute)"},
+			"edits": {
+				"type": "array",
+				"description": "One or more replacements, each matched against the file as it is now, not after the others. ` +
+		`No edit may overlap or contain another: merge changes to the same or nearby lines into one edit.",
+				"items": {"type": "object", ` + editItemFields + `}
+			}
+		},
+		"required": ["path", "edits"]
+	}`
 	// editAccepts is what edit takes besides: edits as a JSON string (of a
 	// list or of one edit), one edit object instead of a list, and the
 	// older oldText/newText beside path (added after edits' own).
-	editAccepts = `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["array","object","string"],` +
-		`"items":{"type":"object",` + editItemFields + `},` + editItemFields + `},"oldText":{"type":"string"},"newText":{"type":"string"}},` +
-		`"required":["path"]}`
+	editAccepts = `{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string"},
+			"edits": {
+				"type": ["array", "object", "string"],
+				"items": {"type": "object", ` + editItemFields + `},
+				` + editItemFields + `
+			},
+			"oldText": {"type": "string"},
+			"newText": {"type": "string"}
+		},
+		"required": ["path"]
+	}`
 	// editsInString is what a JSON string in edits must hold.
-	editsInString = `{"type":["array","object"],"items":{"type":"object",` + editItemFields + `},` + editItemFields + `}`
+	editsInString = `{"type": ["array", "object"], "items": {"type": "object", ` + editItemFields + `}, ` + editItemFields + `}`
 )
 
 var editsInStringSchema = func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return }()

@@ -39,11 +39,22 @@ var grepTool = &tool{
 	summary: "Search file contents for patterns (respects .gitignore)",
 	description: "Search files for a regular expression (Go syntax), or literal text. Results are path:line: text, " +
 		"with context lines as path-line- text. .git and what .gitignore lists are skipped.",
-	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Regular expression, or text with literal"},` +
-		`"path":{"type":"string","description":"Directory or file to search (default: the working directory)"},` +
-		`"glob":{"type":"string","description":"Only files whose path matches this glob, e.g. *.go or src/**/*.ts"},` +
-		`"ignoreCase":{"type":"boolean"},"literal":{"type":"boolean","description":"Treat pattern as plain text"},` +
-		`"context":{"type":"integer","minimum":0,"description":"Lines of context around each match"},"limit":{"type":"integer","minimum":1,"description":"Most matches (default 100)"}},"required":["pattern"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"pattern": {"type": "string", "description": "Regular expression, or text with literal"},
+			"path": {"type": "string", "description": "Directory or file to search (default: the working directory)"},
+			"glob": {
+				"type": "string",
+				"description": "Only files whose path matches this glob, e.g. *.go or src/**/*.ts"
+			},
+			"ignoreCase": {"type": "boolean"},
+			"literal": {"type": "boolean", "description": "Treat pattern as plain text"},
+			"context": {"type": "integer", "minimum": 0, "description": "Lines of context around each match"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most matches (default 100)"}
+		},
+		"required": ["pattern"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path, Glob string

@@ -859,12 +859,33 @@ var todoTool = &tool{
 		"rm removes (cascade=true also removes the dependencies on it); append adds items to a phase; add_dependency, " +
 		"remove_dependency and update_dependencies set which task ids a task (by id) waits for; view shows the plan. " +
 		"A task is ready once its dependencies are completed or dropped; one ready task is kept in progress.",
-	schema: schema(`{"type":"object","properties":{"op":{"type":"string","enum":["init","start","done","drop","rm","append",` +
-		`"add_dependency","remove_dependency","update_dependencies","view"]},` +
-		`"list":{"type":"array","items":{"type":"object","properties":{"phase":{"type":"string"},"items":{"type":"array","items":{"type":"string"}},` +
-		`"agents":{"type":"array","items":{"type":"string"}}},"required":["phase","items"]}},` +
-		`"items":{"type":"array","items":{"type":"string"}},"phase":{"type":"string"},"task":{"type":"string"},` +
-		`"cascade":{"type":"boolean"},"dependsOn":{"type":"array","items":{"type":"string"}}},"required":["op"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"op": {
+				"type": "string",
+				"enum": ["init", "start", "done", "drop", "rm", "append", "add_dependency", "remove_dependency", "update_dependencies", "view"]
+			},
+			"list": {
+				"type": "array",
+				"items": {
+					"type": "object",
+					"properties": {
+						"phase": {"type": "string"},
+						"items": {"type": "array", "items": {"type": "string"}},
+						"agents": {"type": "array", "items": {"type": "string"}}
+					},
+					"required": ["phase", "items"]
+				}
+			},
+			"items": {"type": "array", "items": {"type": "string"}},
+			"phase": {"type": "string"},
+			"task": {"type": "string"},
+			"cascade": {"type": "boolean"},
+			"dependsOn": {"type": "array", "items": {"type": "string"}}
+		},
+		"required": ["op"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var fields map[string]json.RawMessage
 		json.Unmarshal(raw, &fields)

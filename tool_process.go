@@ -54,16 +54,44 @@ var processTool = &tool{
 		"describe, logs (output from a byte cursor), write (dataBase64 to stdin, closeStdin), keys (ENTER, CTRL_C, UP, …), " +
 		"resize, signal (SIGINT, SIGKILL, …), stop, wait (timeoutMs) and remove (forget an ended process) take its " +
 		"processId. The user sees the output as it happens.",
-	schema: schema(`{"type":"object","properties":{"action":{"type":"string","enum":["spawn","list","describe","logs","write","keys","resize","signal","stop","wait","remove"]},` +
-		`"spec":{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"cwd":{"type":"string"},` +
-		`"env":{"type":"object","additionalProperties":{"type":["string","null"]}},"tty":{"type":"boolean"},` +
-		`"terminalSize":{"type":"object","properties":{"rows":{"type":"integer"},"cols":{"type":"integer"}},"required":["rows","cols"]},` +
-		`"label":{"type":"string"},"timeoutMs":{"type":"integer"},"outputBytes":{"type":"integer"}},"required":["argv"]},` +
-		`"processId":{"type":"string"},"cursor":{"type":"integer","minimum":0},"limitBytes":{"type":"integer","minimum":1,"maximum":16777216},` +
-		`"dataBase64":{"type":"string"},"closeStdin":{"type":"boolean"},"keys":{"type":"array","items":{"type":"string"}},` +
-		`"cols":{"type":"integer","minimum":1,"maximum":65535},"rows":{"type":"integer","minimum":1,"maximum":65535},` +
-		`"signal":{"type":"string","enum":` + jsonStrings(processSignals) + `},` +
-		`"timeoutMs":{"type":"integer","minimum":1,"maximum":86400000}},"required":["action"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"action": {
+				"type": "string",
+				"enum": ["spawn", "list", "describe", "logs", "write", "keys", "resize", "signal", "stop", "wait", "remove"]
+			},
+			"spec": {
+				"type": "object",
+				"properties": {
+					"argv": {"type": "array", "items": {"type": "string"}},
+					"cwd": {"type": "string"},
+					"env": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+					"tty": {"type": "boolean"},
+					"terminalSize": {
+						"type": "object",
+						"properties": {"rows": {"type": "integer"}, "cols": {"type": "integer"}},
+						"required": ["rows", "cols"]
+					},
+					"label": {"type": "string"},
+					"timeoutMs": {"type": "integer"},
+					"outputBytes": {"type": "integer"}
+				},
+				"required": ["argv"]
+			},
+			"processId": {"type": "string"},
+			"cursor": {"type": "integer", "minimum": 0},
+			"limitBytes": {"type": "integer", "minimum": 1, "maximum": 16777216},
+			"dataBase64": {"type": "string"},
+			"closeStdin": {"type": "boolean"},
+			"keys": {"type": "array", "items": {"type": "string"}},
+			"cols": {"type": "integer", "minimum": 1, "maximum": 65535},
+			"rows": {"type": "integer", "minimum": 1, "maximum": 65535},
+			"signal": {"type": "string", "enum": ` + jsonStrings(processSignals) + `},
+			"timeoutMs": {"type": "integer", "minimum": 1, "maximum": 86400000}
+		},
+		"required": ["action"]
+	}`),
 	decode: decodeProcessCall,
 }
 

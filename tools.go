@@ -317,8 +317,19 @@ var bashTool = &tool{
 	summary: "Execute bash commands (ls, grep, find, etc.)",
 	description: "Run a command with bash in the working directory. Output (stdout and stderr together) is cut to its " +
 		"last 2000 lines or 50KB; the full output is then saved to a file. A nonzero exit is an error.",
-	schema: schema(`{"type":"object","properties":{"command":{"type":"string","description":"The command line"},` +
-		`"timeout":{"type":"number","minimum":0.001,"maximum":86400,"description":"Seconds before the command is killed (default: none)"}},"required":["command"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"command": {"type": "string", "description": "The command line"},
+			"timeout": {
+				"type": "number",
+				"minimum": 0.001,
+				"maximum": 86400,
+				"description": "Seconds before the command is killed (default: none)"
+			}
+		},
+		"required": ["command"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Command string
@@ -392,9 +403,16 @@ var askUserTool = &tool{
 	summary: "Ask the user a question and wait for the answer",
 	description: "Ask the user something only they can answer. With options the user picks one; with multiline " +
 		"they write longer text; otherwise they type a short answer. The answer comes back as text.",
-	schema: schema(`{"type":"object","properties":{"question":{"type":"string"},"options":{"type":"array","items":{"type":"string"},` +
-		`"description":"Choices to pick from"},"multiline":{"type":"boolean","description":"Ask for longer, multi-line text"},` +
-		`"placeholder":{"type":"string","description":"Hint shown in an empty answer field"}},"required":["question"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"question": {"type": "string"},
+			"options": {"type": "array", "items": {"type": "string"}, "description": "Choices to pick from"},
+			"multiline": {"type": "boolean", "description": "Ask for longer, multi-line text"},
+			"placeholder": {"type": "string", "description": "Hint shown in an empty answer field"}
+		},
+		"required": ["question"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Question    string

@@ -35,8 +35,15 @@ var readTool = &tool{
 	summary: "Read file contents",
 	description: "Read a file. Text comes back as lines (at most 2000 lines or 50KB at a time; use offset and limit to page " +
 		"through long files). Images (png, jpeg, gif, webp) come back as images.",
-	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to read, relative to the working directory or absolute"},` +
-		`"offset":{"type":"integer","description":"First line to read, from 1"},"limit":{"type":"integer","description":"How many lines to read"}},"required":["path"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to read, relative to the working directory or absolute"},
+			"offset": {"type": "integer", "description": "First line to read, from 1"},
+			"limit": {"type": "integer", "description": "How many lines to read"}
+		},
+		"required": ["path"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path          string
@@ -158,8 +165,14 @@ var writeTool = &tool{
 	name:        "write",
 	summary:     "Create or overwrite files",
 	description: "Write a file with the given content, creating it and its parent directories, or replacing it.",
-	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"File to write"},` +
-		`"content":{"type":"string","description":"The whole new content"}},"required":["path","content"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to write"},
+			"content": {"type": "string", "description": "The whole new content"}
+		},
+		"required": ["path", "content"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
 		err := decodeChecked(raw, &a)
@@ -253,8 +266,13 @@ var lsTool = &tool{
 	name:        "ls",
 	summary:     "List directory contents",
 	description: "List a directory, sorted by name; directories end with /. Dotfiles are included.",
-	schema: schema(`{"type":"object","properties":{"path":{"type":"string","description":"Directory (default: the working directory)"},` +
-		`"limit":{"type":"integer","minimum":1,"description":"Most entries to list (default 500)"}}}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "Directory (default: the working directory)"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most entries to list (default 500)"}
+		}
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path  string
@@ -486,8 +504,15 @@ var findTool = &tool{
 	summary: "Find files by glob pattern (respects .gitignore)",
 	description: "Find files and directories whose path matches a glob (*, ?, **, {a,b}); a pattern without / matches " +
 		"names. Paths are relative; directories end with /. .git and what .gitignore lists are skipped.",
-	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Glob, e.g. *.go or src/**/test_*.py"},` +
-		`"path":{"type":"string","description":"Directory to search (default: the working directory)"},"limit":{"type":"integer","minimum":1,"description":"Most results (default 1000)"}},"required":["pattern"]}`),
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"pattern": {"type": "string", "description": "Glob, e.g. *.go or src/**/test_*.py"},
+			"path": {"type": "string", "description": "Directory to search (default: the working directory)"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most results (default 1000)"}
+		},
+		"required": ["pattern"]
+	}`),
 	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path string
