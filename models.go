@@ -1,7 +1,7 @@
 package main
 
 // Models: the built-in catalog, pi's models.json, credentials, and the
-// model and thinking commands. The APIs' wire formats are in providers.go.
+// model and thinking commands. The APIs' wire formats are in provider_*.go.
 
 import (
 	"bytes"
@@ -126,11 +126,6 @@ const (
 	apiAnthropic = "anthropic-messages"
 	apiGoogle    = "google-generative-ai"
 )
-
-// supportedAPIs are the model APIs rpi speaks. A models.json model with
-// another API is kept in the catalog, so that set_model can say why it
-// cannot be used, but is never available.
-var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle}
 
 // speaks reports whether rpi speaks m's API (the built-in faux model's
 // too; a models.json model cannot use it).
