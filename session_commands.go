@@ -1,0 +1,438 @@
+package main
+
+// The session commands: opening the session at startup, new_session,
+// switch_session, fork and clone (which change the conversation once the
+// agent is still), and the commands that read the session's entries.
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// openConversation sets up the session at startup: --no-session (memory
+// only), --session FILE (loaded when it exists, else created there), or a
+// new file in --session-dir or pi's default folder, which must be
+// writable (nothing is created until the first answer).
+func (s *server) openConversation() (*conversation, error) {
+	s.env.trace.phase("tools, model")
+	defer s.env.trace.phase("session")
+	cfg := s.set.cfg
+	c := &conversation{clock: s.env.clock, warn: func(msg string) {
+		if !s.serving { // during startup: a notice after session_started
+			s.set.notices = append(s.set.notices, msg)
+			return
+		}
+		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
+	}}
+	now := s.env.clock.Now()
+	var ss *session
+	switch {
+	case cfg.noSession:
+		ss = newSession(now, "", cfg.cwd, "", "", "", true)
+	case cfg.sessionFile != "":
+		path := resolvePath(cfg.cwd, cfg.sessionFile)
+		if _, err := os.Lstat(path); err == nil {
+			loaded, err := openSession(path, s.lockWait())
+			if err != nil {
+				return nil, err
+			}
+			if notice := loaded.skippedNotice(); notice != "" {
+				s.set.notices = append(s.set.notices, notice)
+			}
+			s.useSessionIn(c, loaded)
+			return c, nil
+		}
+		ss = newSession(now, "", cfg.cwd, "", path, "", false)
+	default:
+		dir := s.sessionDir()
+		if err := checkWritableDir(dir); err != nil {
+			return nil, fmt.Errorf("Cannot use session directory %s: %v", dir, err)
+		}
+		if cfg.sessionID != "" && cfg.forkFrom == "" {
+			if found, _ := filepath.Glob(filepath.Join(dir, "*_"+cfg.sessionID+".jsonl")); len(found) > 0 {
+				loaded, err := openSession(found[0], s.lockWait())
+				if err != nil {
+					return nil, err
+				}
+				s.useSessionIn(c, loaded)
+				return c, nil
+			}
+		}
+		ss = newSession(now, cfg.sessionID, cfg.cwd, dir, "", "", false)
+		if cfg.forkFrom != "" {
+			from, err := loadSession(resolvePath(cfg.cwd, cfg.forkFrom))
+			if err != nil {
+				return nil, err
+			}
+			copyBranch(ss, from, from.leaf)
+			ss.header.ParentSession = from.path
+			s.useSessionIn(c, ss)
+			s.conv = c
+			c.writeWhole(ss)
+			return c, nil
+		}
+	}
+	c.replace(ss, sessionContext{name: cfg.name})
+	s.conv = c
+	s.startEntries()
+	return c, nil
+}
+
+// sessionDir is where new session files go: --session-dir, or pi's folder
+// for the cwd ("" with --no-session or --session).
+func (s *server) sessionDir() string {
+	cfg := s.set.cfg
+	switch {
+	case cfg.noSession || cfg.sessionFile != "":
+		return ""
+	case cfg.sessionDir != "":
+		return resolvePath(cfg.cwd, cfg.sessionDir)
+	}
+	return defaultSessionDir(s.set.agentDir, cfg.cwd)
+}
+
+// checkWritableDir proves that dir, or the nearest folder above it that
+// exists, can hold a new file (canCreateIn), without leaving anything
+// behind.
+func checkWritableDir(dir string) error {
+	for {
+		info, err := os.Stat(dir)
+		if err == nil {
+			if !info.IsDir() {
+				return fmt.Errorf("%s is not a directory", dir)
+			}
+			return canCreateIn(dir)
+		}
+		if !errors.Is(err, os.ErrNotExist) || filepath.Dir(dir) == dir {
+			return unwrapPathError(err)
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// startEntries records a fresh session's model, thinking level and name,
+// as pi does.
+func (s *server) startEntries() {
+	s.mu.Lock()
+	m, thinking := s.model, s.effectiveThinking()
+	s.mu.Unlock()
+	if m != nil {
+		s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+	}
+	s.conv.record("thinking_level_change", field{"thinkingLevel", thinking})
+	if name := s.conv.info().name; name != "" {
+		s.conv.record("session_info", field{"name", name})
+	}
+}
+
+// useSession makes ss the current session: its conversation, model,
+// thinking level and name; the queues and todos are emptied, the loops
+// move to the new session (loops.go). It reports
+// whether the queues held anything.
+func (s *server) useSession(ss *session) (queuesCleared bool) {
+	s.moveLoops(ss.path)
+	return s.useSessionIn(s.conv, ss)
+}
+
+func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool) {
+	sc := ss.conversation()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queuesCleared = len(s.steering)+len(s.followUp) > 0
+	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
+		s.thinkingLevel = sc.thinkingLevel
+	}
+	for _, m := range s.usableModels(s.model) {
+		if m.Provider == sc.provider && m.ID == sc.modelID {
+			s.model = m
+		}
+	}
+	s.steering, s.followUp, s.todos = nil, nil, nil
+	c.replace(ss, sc)
+	return queuesCleared
+}
+
+// announceSession follows a session change's answer: queue_update when
+// the change emptied the queues, then session_started, then the new
+// session's restored loops.
+func (s *server) announceSession(queuesCleared bool) {
+	s.conv.flush() // the session left lets go of its file
+	if queuesCleared {
+		s.emitQueue()
+	}
+	s.emit("session_started", s.conv.header(), nil)
+	s.announceLoops()
+}
+
+var notCancelled = struct {
+	Cancelled bool `json:"cancelled"`
+}{false}
+
+// newSessionCommand starts a new, empty session (a running agent is
+// aborted first; its last events are still sent and saved).
+// Fields: [parentSession] (path recorded in the new header).
+// Answer: {"cancelled":false}, from the background when a run had to
+// stop first. Events: session_started after the answer.
+func (s *server) newSessionCommand(r *request) (any, error) {
+	parent, err := r.optStr("parentSession")
+	if err != nil {
+		return nil, err
+	}
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		info := s.conv.info()
+		dir := s.sessionDir()
+		if dir == "" && info.path != "" {
+			dir = filepath.Dir(info.path)
+		}
+		ss := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
+		cleared = s.useSession(ss)
+		s.startEntries()
+		return notCancelled, nil
+	}, func() { s.announceSession(cleared) })
+}
+
+// switchSession opens another session file, read in the background. A
+// missing or invalid file fails and the current session stays as it was.
+// Fields: sessionPath. Answer: {"cancelled":false}. Events:
+// session_started with the loaded header after the answer.
+func (s *server) switchSession(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	path = resolvePath(s.set.cwd, path)
+	cleared := false
+	var loaded *session
+	return s.whenIdle(r, func() error {
+		loaded, err = s.conv.open(path, s.lockWait())
+		return err
+	}, func() (any, error) {
+		cleared = s.useSession(loaded)
+		return notCancelled, nil
+	}, func() {
+		s.announceSession(cleared)
+		if notice := loaded.skippedNotice(); notice != "" {
+			s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
+		}
+	})
+}
+
+// userText joins the text blocks of a user message.
+func userText(msg any) (string, bool) {
+	m, ok := msg.(*userMessage)
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String(), true
+}
+
+// fork starts a new session from before one of the user's messages: it
+// holds the history up to (not including) that message, and its header
+// names the old file as parentSession.
+// Fields: entryId (of a user message entry). Answer: {text (that
+// message's text, to edit and send again), cancelled:false}. Events:
+// session_started after the answer. UI: set_editor_text with the text.
+func (s *server) fork(r *request) (any, error) {
+	id, err := r.str("entryId")
+	if err != nil {
+		return nil, err
+	}
+	s.conv.mu.Lock()
+	old := s.conv.session
+	e := old.byID[id]
+	s.conv.mu.Unlock()
+	var text string
+	ok := e != nil && e.Type == "message"
+	if ok {
+		text, ok = userText(e.msg)
+	}
+	if !ok {
+		return nil, errors.New("Invalid entry ID for forking")
+	}
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		dir := s.sessionDir()
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		forked := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		if e.ParentID != nil {
+			s.conv.mu.Lock()
+			copyBranch(forked, old, *e.ParentID)
+			s.conv.mu.Unlock()
+		}
+		cleared = s.useSession(forked)
+		s.conv.writeWhole(forked)
+		return struct {
+			Text      string `json:"text"`
+			Cancelled bool   `json:"cancelled"`
+		}{text, false}, nil
+	}, func() {
+		s.announceSession(cleared)
+		s.tell(uiRequest{Method: "set_editor_text", Text: text})
+	})
+}
+
+// copyBranch gives ss the entries of from's branch up to leaf (the same
+// ids), ending there.
+func copyBranch(ss, from *session, leaf string) {
+	for _, e := range from.branch(leaf) {
+		ss.entries = append(ss.entries, e)
+		ss.byID[e.ID] = e
+		ss.leaf = e.ID
+	}
+}
+
+// clone starts a new session holding the current branch as it is (the same
+// entries), whose header names the old file as parentSession (pi 1.6).
+// Fields: none. Answer: {"cancelled":false}. Events: session_started after
+// the answer.
+func (s *server) clone(r *request) (any, error) {
+	s.conv.mu.Lock()
+	old := s.conv.session
+	leaf := old.leaf
+	s.conv.mu.Unlock()
+	if leaf == "" {
+		return nil, errors.New("Cannot clone session: no current entry selected")
+	}
+	cleared := false
+	return s.whenIdle(r, nil, func() (any, error) {
+		dir := s.sessionDir()
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		cloned := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		s.conv.mu.Lock()
+		copyBranch(cloned, old, leaf)
+		s.conv.mu.Unlock()
+		cleared = s.useSession(cloned)
+		s.conv.writeWhole(cloned)
+		return notCancelled, nil
+	}, func() { s.announceSession(cleared) })
+}
+
+// entriesAnswer is get_entries' answer.
+type entriesAnswer struct {
+	Entries []json.RawMessage `json:"entries"`
+	LeafID  *string           `json:"leafId"`
+}
+
+// getEntries answers the session's entries in file order (every branch),
+// or only those after one.
+// Fields: [since] (an entry id). Answer: {entries, leafId (null when the
+// session is empty)}; an unknown since fails "Entry not found: <id>".
+func (s *server) getEntries(r *request) (any, error) {
+	since, err := r.optStr("since")
+	if err != nil {
+		return nil, err
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.session
+	entries := ss.entries
+	if since != "" {
+		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
+		if i < 0 {
+			return nil, fmt.Errorf("Entry not found: %s", since)
+		}
+		entries = entries[i+1:]
+	}
+	answer := entriesAnswer{Entries: []json.RawMessage{}}
+	for _, e := range entries {
+		answer.Entries = append(answer.Entries, e.line())
+	}
+	if ss.leaf != "" {
+		leaf := ss.leaf
+		answer.LeafID = &leaf
+	}
+	return answer, nil
+}
+
+// treeNode is one node of get_tree: an entry and the entries under it.
+type treeNode struct {
+	Entry    json.RawMessage `json:"entry"`
+	Children []*treeNode     `json:"children"`
+}
+
+// getTree answers the session's entries as a tree (pi 1.6's shape, plus
+// the original's activeLeafId): roots are the entries without a parent
+// (or whose parent is missing), children in timestamp order.
+// Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
+// (the leaf the next entry hangs under; rpi has no other leaf, so it is
+// leafId)}.
+func (s *server) getTree(r *request) (any, error) {
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.session
+	nodes := map[string]*treeNode{}
+	for _, e := range ss.entries {
+		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
+	}
+	roots := []*treeNode{}
+	for _, e := range ss.entries {
+		if e.ParentID != nil && nodes[*e.ParentID] != nil && *e.ParentID != e.ID {
+			parent := nodes[*e.ParentID]
+			parent.Children = append(parent.Children, nodes[e.ID])
+		} else {
+			roots = append(roots, nodes[e.ID])
+		}
+	}
+	stamp := map[*treeNode]string{}
+	for _, e := range ss.entries {
+		stamp[nodes[e.ID]] = e.Timestamp
+	}
+	for _, n := range nodes {
+		slices.SortStableFunc(n.Children, func(a, b *treeNode) int { return strings.Compare(stamp[a], stamp[b]) })
+	}
+	var leaf *string
+	if ss.leaf != "" {
+		l := ss.leaf
+		leaf = &l
+	}
+	return struct {
+		Tree         []*treeNode `json:"tree"`
+		LeafID       *string     `json:"leafId"`
+		ActiveLeafID *string     `json:"activeLeafId"`
+	}{roots, leaf, leaf}, nil
+}
+
+// getForkMessages lists the user messages a fork can start from, in file
+// order, every branch included.
+// Fields: none. Answer: {"messages":[{entryId, text}]}.
+func (s *server) getForkMessages(r *request) (any, error) {
+	type forkPoint struct {
+		EntryID string `json:"entryId"`
+		Text    string `json:"text"`
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	points := []forkPoint{}
+	for _, e := range s.conv.session.entries {
+		if e.Type != "message" {
+			continue
+		}
+		if text, ok := userText(e.msg); ok && text != "" {
+			points = append(points, forkPoint{e.ID, text})
+		}
+	}
+	return struct {
+		Messages []forkPoint `json:"messages"`
+	}{points}, nil
+}
+
+// lockWait is how long opening a session file another rpi holds waits.
+func (s *server) lockWait() time.Duration { return cmp.Or(s.env.lockWait, sessionLockWait) }
