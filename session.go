@@ -693,21 +693,6 @@ func entryMillis(e *sessionEntry) int64 {
 	return t.UnixMilli()
 }
 
-// summaryMessage is pi's compactionSummary and branchSummary message.
-type summaryMessage struct {
-	Role         string `json:"role"`
-	Summary      string `json:"summary"`
-	TokensBefore int    `json:"tokensBefore,omitempty"`
-	FromID       string `json:"fromId,omitempty"`
-	Timestamp    int64  `json:"timestamp"`
-}
-
-// rawMessage is a message of a kind rpi does not model (an extension's
-// custom message, say), kept as it was.
-type rawMessage json.RawMessage
-
-func (m rawMessage) MarshalJSON() ([]byte, error) { return json.RawMessage(m), nil }
-
 // decodeMessageSlow is decodeMessage by encoding/json, for what the fast
 // path does not take (sessionline.go).
 func decodeMessageSlow(raw json.RawMessage) any {

@@ -436,19 +436,6 @@ func (u piBashUpdate) appendJSON(buf []byte) []byte {
 	return append(buf, '}')
 }
 
-// bashExecutionMessage is how a bash result joins the conversation (pi's shape).
-type bashExecutionMessage struct {
-	Role               string `json:"role"`
-	Command            string `json:"command"`
-	Output             string `json:"output"`
-	ExitCode           *int   `json:"exitCode,omitempty"`
-	Cancelled          bool   `json:"cancelled"`
-	Truncated          bool   `json:"truncated"`
-	FullOutputPath     string `json:"fullOutputPath,omitempty"`
-	ExcludeFromContext bool   `json:"excludeFromContext,omitempty"`
-	Timestamp          int64  `json:"timestamp"`
-}
-
 // bash runs the user's own shell command (not the model's tool) with
 // `bash -c` in the session cwd, in its own process group, and answers when
 // it ends; the commands after it are answered meanwhile.
