@@ -2,7 +2,7 @@ package main
 
 // The agent: the run lifecycle (prompt → model → tools → next turn, until
 // nothing is queued), the events it reports, the steering and follow-up queues,
-// abort and auto-retry, the approval gate, and the commands that drive
+// abortCommand and auto-retry, the approval gate, and the commands that drive
 // them.
 
 import (
@@ -765,14 +765,14 @@ func (s *server) userInput(r *request) (*userMessage, error) {
 	return &userMessage{Role: "user", Content: content, Timestamp: s.env.clock.Now().UnixMilli()}, nil
 }
 
-// prompt starts a run with a user message, or queues it while one runs.
+// promptCommand starts a run with a user message, or queues it while one runs.
 // Fields: message; [images] ([{type:"image",data,mimeType}]);
 // [streamingBehavior] ("steer"|"followUp", needed while a run streams).
 // Answer: null once accepted (before agent_start); pi's mode answers
 // {disposition: started|queued}. Events: agent_start, turn_start,
 // message_start/end, message_update, tool_execution_*, turn_end,
 // agent_end, agent_settled; queue_update when queued.
-func (s *server) prompt(r *request) (any, error) {
+func (s *server) promptCommand(r *request) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
@@ -812,12 +812,12 @@ func (s *server) prompt(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// steer queues a message for the running agent: it is delivered after the
+// steerCommand queues a message for the running agent: it is delivered after the
 // current tool call, and the calls of that answer not yet started are
 // skipped. While idle it waits for the next run.
 // Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
 // Events: queue_update.
-func (s *server) steer(r *request) (any, error) {
+func (s *server) steerCommand(r *request) (any, error) {
 	return s.queueCommand(r, true)
 }
 
@@ -839,11 +839,11 @@ func (s *server) queueCommand(r *request, steering bool) (any, error) {
 	return piOnly{data: disposition{"queued"}}, nil
 }
 
-// abort stops the running agent (or compaction): its model stream,
+// abortCommand stops the running agent (or compaction): its model stream,
 // running tool, open dialogs and any retry wait. The queues are kept. It
 // answers after the run's agent_end and agent_settled; while idle, at once.
 // Fields: none. Answer: null.
-func (s *server) abort(r *request) (any, error) {
+func (s *server) abortCommand(r *request) (any, error) {
 	s.mu.Lock()
 	run := s.activeRun
 	if run != nil {
@@ -861,12 +861,12 @@ func (s *server) abort(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// abortRetry cancels a pending auto-retry wait; the run then ends with
+// abortRetryCommand cancels a pending auto-retry wait; the run then ends with
 // auto_retry_end {success:false, finalError:"Retry cancelled"} and
 // agent_settled, and abortRetry answers after them. With no retry waiting
 // it answers at once and changes nothing.
 // Fields: none. Answer: null.
-func (s *server) abortRetry(r *request) (any, error) {
+func (s *server) abortRetryCommand(r *request) (any, error) {
 	s.mu.Lock()
 	run := s.activeRun
 	s.mu.Unlock()
@@ -887,10 +887,10 @@ func (s *server) abortRetry(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// clearQueue empties both queues.
+// clearQueueCommand empties both queues.
 // Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
 // Events: queue_update when anything was removed.
-func (s *server) clearQueue(r *request) (any, error) {
+func (s *server) clearQueueCommand(r *request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	removed := s.queueTextsLocked()
@@ -955,10 +955,10 @@ func estimateContext(messages []any) *int {
 	return &base
 }
 
-// getSessionStats counts the conversation's messages, tokens and cost.
+// getSessionStatsCommand counts the conversation's messages, tokens and cost.
 // Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
 // contextWindow, percent} when there is a model.
-func (s *server) getSessionStats(r *request) (any, error) {
+func (s *server) getSessionStatsCommand(r *request) (any, error) {
 	info := s.conv.info()
 	messages := s.conv.messages()
 	st := sessionStats{SessionID: info.id, TotalMessages: len(messages)}

@@ -32,62 +32,62 @@ var commands map[string]handler
 
 func init() {
 	commands = map[string]handler{
-		"get_state":                     (*server).getState,
-		"get_messages":                  (*server).getMessages,
-		"get_last_assistant_text":       (*server).getLastAssistantText,
-		"get_capabilities":              (*server).getCapabilities,
-		"set_thinking_level":            (*server).setThinkingLevel,
-		"cycle_thinking_level":          (*server).cycleThinkingLevel,
-		"set_steering_mode":             (*server).setSteeringMode,
-		"set_follow_up_mode":            (*server).setFollowUpMode,
-		"set_auto_compaction":           (*server).setAutoCompaction,
-		"set_auto_retry":                (*server).setAutoRetry,
-		"set_session_name":              (*server).setSessionName,
-		"bash":                          (*server).bash,
-		"abort_bash":                    (*server).abortBash,
-		"extension_ui_response":         (*server).extensionUIResponse,
-		"process_spawn":                 (*server).processSpawn,
-		"process_list":                  (*server).processList,
-		"process_describe":              (*server).processDescribe,
+		"get_state":                     (*server).getStateCommand,
+		"get_messages":                  (*server).getMessagesCommand,
+		"get_last_assistant_text":       (*server).getLastAssistantTextCommand,
+		"get_capabilities":              (*server).getCapabilitiesCommand,
+		"set_thinking_level":            (*server).setThinkingLevelCommand,
+		"cycle_thinking_level":          (*server).cycleThinkingLevelCommand,
+		"set_steering_mode":             (*server).setSteeringModeCommand,
+		"set_follow_up_mode":            (*server).setFollowUpModeCommand,
+		"set_auto_compaction":           (*server).setAutoCompactionCommand,
+		"set_auto_retry":                (*server).setAutoRetryCommand,
+		"set_session_name":              (*server).setSessionNameCommand,
+		"bash":                          (*server).bashCommand,
+		"abort_bash":                    (*server).abortBashCommand,
+		"extension_ui_response":         (*server).extensionUIResponseCommand,
+		"process_spawn":                 (*server).processSpawnCommand,
+		"process_list":                  (*server).processListCommand,
+		"process_describe":              (*server).processDescribeCommand,
 		"process_logs":                  (*server).processLogsCommand,
-		"process_write":                 (*server).processWrite,
+		"process_write":                 (*server).processWriteCommand,
 		"process_keys":                  (*server).processKeysCommand,
-		"process_resize":                (*server).processResize,
-		"process_signal":                (*server).processSignal,
-		"process_stop":                  (*server).processStop,
-		"process_wait":                  (*server).processWait,
-		"process_remove":                (*server).processRemove,
-		"prompt":                        (*server).prompt,
-		"steer":                         (*server).steer,
+		"process_resize":                (*server).processResizeCommand,
+		"process_signal":                (*server).processSignalCommand,
+		"process_stop":                  (*server).processStopCommand,
+		"process_wait":                  (*server).processWaitCommand,
+		"process_remove":                (*server).processRemoveCommand,
+		"prompt":                        (*server).promptCommand,
+		"steer":                         (*server).steerCommand,
 		"follow_up":                     (*server).followUpCommand,
-		"abort":                         (*server).abort,
-		"abort_retry":                   (*server).abortRetry,
-		"clear_queue":                   (*server).clearQueue,
-		"set_model":                     (*server).setModel,
-		"cycle_model":                   (*server).cycleModel,
-		"get_available_models":          (*server).getAvailableModels,
-		"get_session_stats":             (*server).getSessionStats,
-		"get_todos":                     (*server).getTodos,
-		"set_todos":                     (*server).setTodos,
+		"abort":                         (*server).abortCommand,
+		"abort_retry":                   (*server).abortRetryCommand,
+		"clear_queue":                   (*server).clearQueueCommand,
+		"set_model":                     (*server).setModelCommand,
+		"cycle_model":                   (*server).cycleModelCommand,
+		"get_available_models":          (*server).getAvailableModelsCommand,
+		"get_session_stats":             (*server).getSessionStatsCommand,
+		"get_todos":                     (*server).getTodosCommand,
+		"set_todos":                     (*server).setTodosCommand,
 		"todo_op":                       (*server).todoOpCommand,
-		"loop_create":                   (*server).loopCreate,
-		"loop_update":                   (*server).loopUpdate,
-		"loop_list":                     (*server).loopList,
-		"loop_delete":                   (*server).loopDelete,
-		"loop_cancel":                   (*server).loopCancel,
+		"loop_create":                   (*server).loopCreateCommand,
+		"loop_update":                   (*server).loopUpdateCommand,
+		"loop_list":                     (*server).loopListCommand,
+		"loop_delete":                   (*server).loopDeleteCommand,
+		"loop_cancel":                   (*server).loopCancelCommand,
 		"new_session":                   (*server).newSessionCommand,
-		"switch_session":                (*server).switchSession,
-		"fork":                          (*server).fork,
-		"get_fork_messages":             (*server).getForkMessages,
-		"export_html":                   (*server).exportHTML,
-		"compact":                       (*server).compact,
-		"get_commands":                  (*server).getCommands,
-		"get_available_thinking_levels": (*server).getAvailableThinkingLevels,
-		"clone":                         (*server).clone,
-		"get_entries":                   (*server).getEntries,
-		"get_tree":                      (*server).getTree,
-		"session_list":                  (*server).sessionList,
-		"session_delete":                (*server).sessionDelete,
+		"switch_session":                (*server).switchSessionCommand,
+		"fork":                          (*server).forkCommand,
+		"get_fork_messages":             (*server).getForkMessagesCommand,
+		"export_html":                   (*server).exportHTMLCommand,
+		"compact":                       (*server).compactCommand,
+		"get_commands":                  (*server).getCommandsCommand,
+		"get_available_thinking_levels": (*server).getAvailableThinkingLevelsCommand,
+		"clone":                         (*server).cloneCommand,
+		"get_entries":                   (*server).getEntriesCommand,
+		"get_tree":                      (*server).getTreeCommand,
+		"session_list":                  (*server).sessionListCommand,
+		"session_delete":                (*server).sessionDeleteCommand,
 	}
 }
 
@@ -337,9 +337,9 @@ type stateData struct {
 	ProcessCount          int         `json:"processCount"`
 }
 
-// getState answers every field of the session's state.
+// getStateCommand answers every field of the session's state.
 // Fields: none. Answer: stateData. Events: none.
-func (s *server) getState(r *request) (any, error) {
+func (s *server) getStateCommand(r *request) (any, error) {
 	processes := s.runningProcessCount()
 	info := s.conv.info()
 	s.mu.Lock()
@@ -367,11 +367,11 @@ func (s *server) getState(r *request) (any, error) {
 	}, nil
 }
 
-// getMessages answers the conversation's messages, oldest first. The
+// getMessagesCommand answers the conversation's messages, oldest first. The
 // answer, as big as the conversation, is written message by message
 // (output.stream), never held whole.
 // Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
-func (s *server) getMessages(r *request) (any, error) {
+func (s *server) getMessagesCommand(r *request) (any, error) {
 	messages := s.conv.messages()
 	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
 		s.out.stream(func(buf []byte, _ bool, spill func([]byte) []byte) []byte {
@@ -393,10 +393,10 @@ func (s *server) getMessages(r *request) (any, error) {
 	}{messages}, nil
 }
 
-// getLastAssistantText answers the text of the last assistant answer that
+// getLastAssistantTextCommand answers the text of the last assistant answer that
 // has text (an aborted empty one is skipped), or null.
 // Fields: none. Answer: {"text": string|null}. Events: none.
-func (s *server) getLastAssistantText(r *request) (any, error) {
+func (s *server) getLastAssistantTextCommand(r *request) (any, error) {
 	return struct {
 		Text *string `json:"text"`
 	}{lastAssistantText(s.conv.messages())}, nil
@@ -416,10 +416,10 @@ type capabilities struct {
 	MaxLineBytes    int      `json:"maxLineBytes"`
 }
 
-// getCapabilities answers what this rpi accepts and emits, derived from the
+// getCapabilitiesCommand answers what this rpi accepts and emits, derived from the
 // dispatch table itself so it cannot drift.
 // Fields: none. Answer: capabilities. Events: none.
-func (s *server) getCapabilities(r *request) (any, error) {
+func (s *server) getCapabilitiesCommand(r *request) (any, error) {
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
@@ -445,9 +445,9 @@ func (s *server) getCapabilities(r *request) (any, error) {
 
 // ---- Settings ----
 
-// setSteeringMode sets how many queued steering messages one turn takes.
+// setSteeringModeCommand sets how many queued steering messages one turn takes.
 // Fields: mode (all|one-at-a-time). Answer: null. Events: none.
-func (s *server) setSteeringMode(r *request) (any, error) {
+func (s *server) setSteeringModeCommand(r *request) (any, error) {
 	mode, err := r.enum("mode", queueModes)
 	if err != nil {
 		return nil, err
@@ -458,9 +458,9 @@ func (s *server) setSteeringMode(r *request) (any, error) {
 	return nil, nil
 }
 
-// setFollowUpMode sets how many queued follow-ups one turn takes.
+// setFollowUpModeCommand sets how many queued follow-ups one turn takes.
 // Fields: mode (all|one-at-a-time). Answer: null. Events: none.
-func (s *server) setFollowUpMode(r *request) (any, error) {
+func (s *server) setFollowUpModeCommand(r *request) (any, error) {
 	mode, err := r.enum("mode", queueModes)
 	if err != nil {
 		return nil, err
@@ -471,9 +471,9 @@ func (s *server) setFollowUpMode(r *request) (any, error) {
 	return nil, nil
 }
 
-// setAutoCompaction turns compaction near the context window on or off.
+// setAutoCompactionCommand turns compaction near the context window on or off.
 // Fields: enabled (bool). Answer: null. Events: none.
-func (s *server) setAutoCompaction(r *request) (any, error) {
+func (s *server) setAutoCompactionCommand(r *request) (any, error) {
 	enabled, err := r.boolean("enabled")
 	if err != nil {
 		return nil, err
@@ -484,9 +484,9 @@ func (s *server) setAutoCompaction(r *request) (any, error) {
 	return nil, nil
 }
 
-// setAutoRetry turns retrying of failed model calls on or off.
+// setAutoRetryCommand turns retrying of failed model calls on or off.
 // Fields: enabled (bool). Answer: null. Events: none.
-func (s *server) setAutoRetry(r *request) (any, error) {
+func (s *server) setAutoRetryCommand(r *request) (any, error) {
 	enabled, err := r.boolean("enabled")
 	if err != nil {
 		return nil, err
@@ -497,11 +497,11 @@ func (s *server) setAutoRetry(r *request) (any, error) {
 	return nil, nil
 }
 
-// setSessionName names the session (a session_info entry, written only
+// setSessionNameCommand names the session (a session_info entry, written only
 // when the name changes); get_state reports it.
 // Fields: name (non-empty after trimming). Answer: null. Events:
 // session_info_changed before the answer, when the name changed. UI: setTitle.
-func (s *server) setSessionName(r *request) (any, error) {
+func (s *server) setSessionNameCommand(r *request) (any, error) {
 	name, err := r.str("name")
 	if err != nil {
 		return nil, err

@@ -186,14 +186,14 @@ func collectFiles(a *assistantMessage, d *compactionDetails) {
 	}
 }
 
-// compact summarises the older part of the conversation, in the
+// compactCommand summarises the older part of the conversation, in the
 // background. A running agent is aborted first; abort cancels the
 // compaction itself (it then fails with "Compaction cancelled").
 // Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
 // tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
 // modifiedFiles}}. Events: compaction_start and compaction_end (reason
 // "manual") before the answer.
-func (s *server) compact(r *request) (any, error) {
+func (s *server) compactCommand(r *request) (any, error) {
 	instructions, err := r.optStr("customInstructions")
 	if err != nil {
 		return nil, err

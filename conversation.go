@@ -23,28 +23,28 @@ type conversation struct {
 	clock clock
 	warn  func(string) // tells the client (a notify) when the file cannot be written
 
-	mu       sync.Mutex // guards the fields below
-	session  *session
-	msgs     []any
-	name     string
-	holds    int   // runs in progress: user bash results wait for them to end
-	deferred []any // those results
-	queue    []fileWrite
-	writeErr error // the last write failure, until a write works again
+	mu          sync.Mutex // guards the fields below
+	sessionFile *sessionFile
+	msgs        []any
+	name        string
+	holds       int   // runs in progress: user bash results wait for them to end
+	deferred    []any // those results
+	queue       []fileWrite
+	writeErr    error // the last write failure, until a write works again
 	// appendWarned: the client was told an append failed (once is enough)
 	appendWarned bool
 
 	fileMu sync.Mutex // held while writing the file
 	closed bool       // close ran: nothing is written any more (guarded by fileMu)
 
-	lockMu  sync.Mutex // guards sessions' locks and retired; taken last, held briefly
-	retired []*session // sessions no longer current whose file is still held, until their writes are done
+	lockMu  sync.Mutex     // guards sessions' locks and retired; taken last, held briefly
+	retired []*sessionFile // sessions no longer current whose file is still held, until their writes are done
 }
 
 // fileWrite is one write the file still needs: an entry's line, or the
 // whole file.
 type fileWrite struct {
-	ss       *session
+	ss       *sessionFile
 	line     []byte
 	whole    []byte
 	checkEnd bool
@@ -59,13 +59,13 @@ type convInfo struct {
 func (c *conversation) info() convInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return convInfo{c.session.path, c.session.header.ID, c.name, len(c.msgs)}
+	return convInfo{c.sessionFile.path, c.sessionFile.header.ID, c.name, len(c.msgs)}
 }
 
 func (c *conversation) header() sessionHeader {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.session.header
+	return c.sessionFile.header
 }
 
 // messages is a copy of the conversation, oldest first.
@@ -88,7 +88,7 @@ func (c *conversation) record(typ string, fields ...field) error {
 
 // addLocked adds an entry in memory and queues its write; c.mu is held.
 func (c *conversation) addLocked(typ string, fields []field) error {
-	ss := c.session
+	ss := c.sessionFile
 	e, err := ss.add(c.clock.Now(), typ, fields)
 	if err != nil {
 		return err
@@ -205,10 +205,10 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 // session left lets go of its file once its writes are done (flush), or
 // hands its hold to ss when ss is the same file (switch_session to the
 // current session).
-func (c *conversation) replace(ss *session, sc sessionContext) {
+func (c *conversation) replace(ss *sessionFile, sc sessionContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.session; old != nil && old != ss {
+	if old := c.sessionFile; old != nil && old != ss {
 		c.lockMu.Lock()
 		if old.lock != nil && ss.lock == nil && holdsFile(old.lock, ss.path) {
 			ss.lock, old.lock = old.lock, nil
@@ -217,7 +217,7 @@ func (c *conversation) replace(ss *session, sc sessionContext) {
 		}
 		c.lockMu.Unlock()
 	}
-	c.session, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
+	c.sessionFile, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
 }
 
 // compacted records a compaction and makes the conversation its summary
@@ -226,7 +226,7 @@ func (c *conversation) compacted(fields []field) error {
 	c.mu.Lock()
 	err := c.addLocked("compaction", fields)
 	if err == nil {
-		c.msgs = c.session.conversation().messages
+		c.msgs = c.sessionFile.context().messages
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -277,7 +277,7 @@ func (c *conversation) flush() error {
 
 // rewriteLocked writes ss's whole file, dropping the queued writes it
 // covers; c.fileMu is held.
-func (c *conversation) rewriteLocked(ss *session) error {
+func (c *conversation) rewriteLocked(ss *sessionFile) error {
 	c.mu.Lock()
 	whole := ss.wholeFile()
 	c.queue = slices.DeleteFunc(c.queue, func(w fileWrite) bool { return w.ss == ss })
@@ -288,10 +288,10 @@ func (c *conversation) rewriteLocked(ss *session) error {
 	return c.replaceFile(ss, whole)
 }
 
-func (c *conversation) noteWrite(ss *session, err error) {
+func (c *conversation) noteWrite(ss *sessionFile, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ss != c.session {
+	if ss != c.sessionFile {
 		return
 	}
 	if err != nil && c.writeErr == nil {
@@ -304,7 +304,7 @@ func (c *conversation) noteWrite(ss *session, err error) {
 // (the whole file) when the last write failed.
 func (c *conversation) writable() error {
 	c.mu.Lock()
-	failed, ss := c.writeErr != nil, c.session
+	failed, ss := c.writeErr != nil, c.sessionFile
 	c.mu.Unlock()
 	if !failed {
 		return nil
@@ -323,12 +323,12 @@ func (c *conversation) writable() error {
 func (c *conversation) branchEntries() []*sessionEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.session.branch(c.session.leaf)
+	return c.sessionFile.branch(c.sessionFile.leaf)
 }
 
 // writeWhole writes a session made from another's entries at once, when
 // it holds an answer (as pi does: a file appears with the first answer).
-func (c *conversation) writeWhole(ss *session) {
+func (c *conversation) writeWhole(ss *sessionFile) {
 	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
 		return e.Type == "message" && e.role() == "assistant"
 	})
@@ -348,7 +348,7 @@ func (c *conversation) writeWhole(ss *session) {
 // the file free meanwhile; a file at the path that the session does not
 // hold is taken first (and refused when another rpi has it). c.fileMu is
 // held.
-func (c *conversation) replaceFile(ss *session, data []byte) error {
+func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 	c.lockMu.Lock()
 	held := ss.lock
 	c.lockMu.Unlock()
@@ -404,25 +404,25 @@ func (c *conversation) replaceFile(ss *session, data []byte) error {
 }
 
 // open loads the session file at path for a session change: held, as
-// openSession does, or, when it is the file the current session holds,
+// openSessionFile does, or, when it is the file the current session holds,
 // to take that hold over when it becomes current (replace).
-func (c *conversation) open(path string, wait time.Duration) (*session, error) {
+func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
-	cur := c.session
+	cur := c.sessionFile
 	c.mu.Unlock()
 	c.lockMu.Lock()
 	same := cur != nil && holdsFile(cur.lock, path)
 	c.lockMu.Unlock()
 	if same {
-		return loadSession(path)
+		return loadSessionFile(path)
 	}
-	return openSession(path, wait)
+	return openSessionFile(path, wait)
 }
 
 // holdFile makes sure ss holds its file before an append: a session that
 // has no hold yet (it was loaded beside the current session's file, say)
 // takes it, without waiting. c.fileMu is held.
-func (c *conversation) holdFile(ss *session) error {
+func (c *conversation) holdFile(ss *sessionFile) error {
 	c.lockMu.Lock()
 	held := ss.lock != nil
 	c.lockMu.Unlock()
@@ -459,7 +459,7 @@ func (c *conversation) close() {
 	defer c.fileMu.Unlock()
 	c.closed = true
 	c.mu.Lock()
-	ss := c.session
+	ss := c.sessionFile
 	c.mu.Unlock()
 	c.unlockRetired()
 	c.lockMu.Lock()

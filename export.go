@@ -30,13 +30,13 @@ func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) err
 	return err
 }
 
-// exportHTML writes the conversation as one self-contained HTML file,
+// exportHTMLCommand writes the conversation as one self-contained HTML file,
 // every piece of text escaped, in the background; it only writes regular
 // files.
 // Fields: [outputPath] (relative to the cwd; default: beside the session
 // file, or rpi-session-<id>.html in the cwd without one).
 // Answer: {"path": …}.
-func (s *server) exportHTML(r *request) (any, error) {
+func (s *server) exportHTMLCommand(r *request) (any, error) {
 	out, err := r.optStr("outputPath")
 	if err != nil {
 		return nil, err

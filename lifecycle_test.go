@@ -128,7 +128,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 		go func() { clock.advance(time.Second); close(advanced) }()
 		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
 			members: []member{{[]byte("confirmed"), []byte("true")}}}
-		_, respErr := s.extensionUIResponse(r)
+		_, respErr := s.extensionUIResponseCommand(r)
 		a := <-answered
 		<-advanced
 		switch {

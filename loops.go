@@ -183,14 +183,14 @@ type loopRemoved struct {
 
 // ---- Commands ----
 
-// loopCreate schedules a prompt. With fireImmediately the loop is created
+// loopCreateCommand schedules a prompt. With fireImmediately the loop is created
 // one interval in the past, so it fires at once (after the answer).
 // Fields: interval ("300", "3s", "5m", "2h", "1d", or a number of
 // seconds), prompt, [fireImmediately]=true, [durable]=false (saved beside
 // the session file). Answer: LoopTask. Events: loop_created before the
 // answer; then, when it fires at once, loop_fired (or loop_queued while
 // the agent is busy) and the run's events.
-func (s *server) loopCreate(r *request) (any, error) {
+func (s *server) loopCreateCommand(r *request) (any, error) {
 	rawInterval, err := loopIntervalField(r)
 	if err != nil {
 		return nil, err
@@ -253,11 +253,11 @@ func (s *server) addLoop(rawInterval any, prompt string, fireNow, durable bool) 
 	return t.wire(), nil
 }
 
-// loopUpdate changes a loop's interval or prompt. A new interval that
+// loopUpdateCommand changes a loop's interval or prompt. A new interval that
 // would make the loop due at once counts from now instead.
 // Fields: taskId, [interval], [prompt]. Answer: LoopTask. Events:
 // loop_updated.
-func (s *server) loopUpdate(r *request) (any, error) {
+func (s *server) loopUpdateCommand(r *request) (any, error) {
 	id, err := r.str("taskId")
 	if err != nil {
 		return nil, err
@@ -337,10 +337,10 @@ func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) [
 	return commit(t)
 }
 
-// loopList answers the loops, oldest first, as a bare array as the
+// loopListCommand answers the loops, oldest first, as a bare array as the
 // original does.
 // Fields: none. Answer: [LoopTask]. Events: none.
-func (s *server) loopList(r *request) (any, error) {
+func (s *server) loopListCommand(r *request) (any, error) {
 	l := s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -351,18 +351,18 @@ func (s *server) loopList(r *request) (any, error) {
 	return tasks, nil
 }
 
-// loopDelete removes a loop; a run of it in progress goes on (without
+// loopDeleteCommand removes a loop; a run of it in progress goes on (without
 // loop_finished).
 // Fields: taskId. Answer: true, or false when no loop has that id (as the
 // original: no failure). Events: loop_removed {reason: deleted}.
-func (s *server) loopDelete(r *request) (any, error) { return s.removeLoop(r, false) }
+func (s *server) loopDeleteCommand(r *request) (any, error) { return s.removeLoop(r, false) }
 
-// loopCancel removes a loop and aborts its run in progress, answering
+// loopCancelCommand removes a loop and aborts its run in progress, answering
 // once that run has settled.
 // Fields: taskId. Answer: true, or false when no loop has that id.
 // Events: loop_removed {reason: cancelled}, then the aborted run's end
 // (agent_end, agent_settled).
-func (s *server) loopCancel(r *request) (any, error) { return s.removeLoop(r, true) }
+func (s *server) loopCancelCommand(r *request) (any, error) { return s.removeLoop(r, true) }
 
 func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 	id, err := r.str("taskId")

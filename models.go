@@ -939,11 +939,11 @@ func (s *server) scopedModels() (models []*model, scoped bool) {
 	return models, true
 }
 
-// setModel switches the model for the next call.
+// setModelCommand switches the model for the next call.
 // Fields: provider, modelId. Answer: the Model object. An unknown model
 // fails with "Model not found: p/id", one without a key with "No API key
 // for p/id: …", one whose API rpi does not speak with a message naming it.
-func (s *server) setModel(r *request) (any, error) {
+func (s *server) setModelCommand(r *request) (any, error) {
 	provider, err := r.str("provider")
 	if err != nil {
 		return nil, err
@@ -967,11 +967,11 @@ func (s *server) setModel(r *request) (any, error) {
 	return nil, fmt.Errorf("Model not found: %s/%s", provider, id)
 }
 
-// cycleModel moves to the next usable model.
+// cycleModelCommand moves to the next usable model.
 // Fields: none. Answer: {model, thinkingLevel, isScoped (true with
 // --models)}, or null when fewer than two models are in scope. Events:
 // thinking_level_changed when the new model takes the level differently.
-func (s *server) cycleModel(r *request) (any, error) {
+func (s *server) cycleModelCommand(r *request) (any, error) {
 	models, scoped := s.scopedModels()
 	if len(models) < 2 {
 		return nil, nil
@@ -994,10 +994,10 @@ func (s *server) cycleModel(r *request) (any, error) {
 	}{next, s.effectiveThinking(), scoped}, nil
 }
 
-// getAvailableModels lists the models whose provider has credentials (or
+// getAvailableModelsCommand lists the models whose provider has credentials (or
 // needs none). Keys are never included.
 // Fields: none. Answer: {"models":[Model]}.
-func (s *server) getAvailableModels(r *request) (any, error) {
+func (s *server) getAvailableModelsCommand(r *request) (any, error) {
 	s.mu.Lock()
 	models := s.usableModels(s.model)
 	s.mu.Unlock()
@@ -1017,13 +1017,13 @@ type thinkingAnswer struct {
 	Level     string `json:"level"`
 }
 
-// setThinkingLevel sets the reasoning effort used for the next model call.
+// setThinkingLevelCommand sets the reasoning effort used for the next model call.
 // A level the model does not take is clamped (the next one up it takes,
 // else the next one down); an unchanged effective level writes nothing.
 // Fields: level (off|minimal|low|medium|high|xhigh|max). Answer:
 // {requested, level (the level in force)}. Events: thinking_level_changed
 // before the answer, when the level in force changed.
-func (s *server) setThinkingLevel(r *request) (any, error) {
+func (s *server) setThinkingLevelCommand(r *request) (any, error) {
 	level, err := r.enum("level", thinkingLevels)
 	if err != nil {
 		return nil, err
@@ -1037,10 +1037,10 @@ func (s *server) setThinkingLevel(r *request) (any, error) {
 	return thinkingAnswer{level, now}, nil
 }
 
-// cycleThinkingLevel moves to the next level the model takes, wrapping
+// cycleThinkingLevelCommand moves to the next level the model takes, wrapping
 // around; with a model that does not reason it answers null.
 // Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
-func (s *server) cycleThinkingLevel(r *request) (any, error) {
+func (s *server) cycleThinkingLevelCommand(r *request) (any, error) {
 	s.mu.Lock()
 	if s.model != nil && !s.model.Reasoning {
 		s.mu.Unlock()
@@ -1057,10 +1057,10 @@ func (s *server) cycleThinkingLevel(r *request) (any, error) {
 	}{now}, nil
 }
 
-// getAvailableThinkingLevels lists the levels the current model takes.
+// getAvailableThinkingLevelsCommand lists the levels the current model takes.
 // Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
 // level without a model).
-func (s *server) getAvailableThinkingLevels(r *request) (any, error) {
+func (s *server) getAvailableThinkingLevelsCommand(r *request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return struct {

@@ -729,13 +729,13 @@ func (s *server) requestProcess(r *request) (*process, error) {
 	return s.findProcess(id)
 }
 
-// processSpawn starts a background process (argv exec'd directly, no shell).
+// processSpawnCommand starts a background process (argv exec'd directly, no shell).
 // Fields: spec {argv, cwd (absolute), [env] ({K: string|null} over rpi's
 // environment), [tty], [terminalSize] {rows, cols}, [label], [timeoutMs],
 // [outputBytes]}.
 // Answer: ProcessInfo. Events: process_started before the answer, then
 // process_output chunks, then process_exited after the last of them.
-func (s *server) processSpawn(r *request) (any, error) {
+func (s *server) processSpawnCommand(r *request) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
 	}
@@ -751,16 +751,16 @@ func (s *server) processSpawn(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processList answers every process not yet removed (ended ones
+// processListCommand answers every process not yet removed (ended ones
 // included), oldest first, as a bare array as the original does.
 // Fields: none. Answer: [ProcessInfo].
-func (s *server) processList(r *request) (any, error) {
+func (s *server) processListCommand(r *request) (any, error) {
 	return s.listProcesses(), nil
 }
 
-// processDescribe answers one process's ProcessInfo.
+// processDescribeCommand answers one process's ProcessInfo.
 // Fields: processId. Answer: ProcessInfo.
-func (s *server) processDescribe(r *request) (any, error) {
+func (s *server) processDescribeCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -790,11 +790,11 @@ func (s *server) processLogsCommand(r *request) (any, error) {
 	return logs, nil
 }
 
-// processWrite writes to a process's stdin, after its earlier writes and
+// processWriteCommand writes to a process's stdin, after its earlier writes and
 // keys, and can close stdin.
 // Fields: processId, [dataBase64], [closeStdin] (at least one of them).
 // Answer: null once written.
-func (s *server) processWrite(r *request) (any, error) {
+func (s *server) processWriteCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -867,10 +867,10 @@ func (s *server) processKeysCommand(r *request) (any, error) {
 	return s.afterInput(r, p, data, false)
 }
 
-// processResize sets the size of a process's terminal (the process gets
+// processResizeCommand sets the size of a process's terminal (the process gets
 // SIGWINCH).
 // Fields: processId, cols, rows (1–65535). Answer: null.
-func (s *server) processResize(r *request) (any, error) {
+func (s *server) processResizeCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -892,11 +892,11 @@ func (s *server) processResize(r *request) (any, error) {
 	return nil, p.resize(rows, cols)
 }
 
-// processSignal sends a signal to a process's whole group; once the
+// processSignalCommand sends a signal to a process's whole group; once the
 // process has ended it does nothing.
 // Fields: processId, signal (ProcessSignal). Answer: null, always before
 // the process_exited the signal may cause.
-func (s *server) processSignal(r *request) (any, error) {
+func (s *server) processSignalCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -912,10 +912,10 @@ func (s *server) processSignal(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processStop stops a process: SIGTERM to its group, then SIGKILL if it
+// processStopCommand stops a process: SIGTERM to its group, then SIGKILL if it
 // has not exited a second later.
 // Fields: processId. Answer: the final ProcessInfo, after process_exited.
-func (s *server) processStop(r *request) (any, error) {
+func (s *server) processStopCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -927,10 +927,10 @@ func (s *server) processStop(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processWait waits for a process to end, in the background.
+// processWaitCommand waits for a process to end, in the background.
 // Fields: processId, [timeoutMs]. Answer: the final ProcessInfo, after
 // process_exited; a timeout fails ("timed out waiting for process <id>").
-func (s *server) processWait(r *request) (any, error) {
+func (s *server) processWaitCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -946,9 +946,9 @@ func (s *server) processWait(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processRemove forgets an ended process (rpi's addition to §11).
+// processRemoveCommand forgets an ended process (rpi's addition to §11).
 // Fields: processId. Answer: null; a running process is an error.
-func (s *server) processRemove(r *request) (any, error) {
+func (s *server) processRemoveCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err

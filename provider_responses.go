@@ -25,7 +25,7 @@ var openAIResponses = &wireAPI{
 }
 
 // responsesBody is a Responses API request as pi sends it: the system
-// prompt as the first input item, the conversation as input items
+// promptCommand as the first input item, the conversation as input items
 // (reasoning items and item ids only back to the model that made them),
 // store:false, and reasoning effort with a summary, so thinking streams.
 func responsesBody(req streamRequest) map[string]any {

@@ -135,9 +135,9 @@ type sessionHeader struct {
 	ParentSession string `json:"parentSession,omitempty"`
 }
 
-// session is the conversation's record: its header, its entries as a
-// tree, and the file they are written to.
-type session struct {
+// sessionFile is the conversation's record: its header, its entries as a
+// tree, and the file they are written to (or none, in memory only).
+type sessionFile struct {
 	header  sessionHeader
 	path    string // "" for an in-memory session (--no-session)
 	written bool   // the file exists and holds every entry so far
@@ -157,21 +157,21 @@ type session struct {
 const maxSessionLineBytes = 256 << 20
 
 // skippedNotice tells the client about lines a load had to skip, or "".
-func (ss *session) skippedNotice() string {
+func (ss *sessionFile) skippedNotice() string {
 	if len(ss.skipped) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %v): what they held is not in the conversation", len(ss.skipped), ss.path, ss.skipped)
 }
 
-// newSession starts an empty session whose id is id (a fresh UUID when
+// newSessionFile starts an empty session whose id is id (a fresh UUID when
 // "", the only one made) and whose file (unless in memory) will be path,
 // or a fresh name in dir.
-func newSession(now time.Time, id, cwd, dir, path, parent string, inMemory bool) *session {
+func newSessionFile(now time.Time, id, cwd, dir, path, parent string, inMemory bool) *sessionFile {
 	if id == "" {
 		id = newUUIDv7(now)
 	}
-	s := &session{header: sessionHeader{Version: 3, ID: id, Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
+	s := &sessionFile{header: sessionHeader{Version: 3, ID: id, Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
 		byID: map[string]*sessionEntry{}}
 	switch {
 	case inMemory:
@@ -192,7 +192,7 @@ func defaultSessionDir(agentDir, cwd string) string {
 }
 
 // newEntryID is 8 hex characters not yet used in the session.
-func (ss *session) newEntryID() string {
+func (ss *sessionFile) newEntryID() string {
 	for {
 		var b [4]byte
 		randomID(b[:])
@@ -210,7 +210,7 @@ type field struct {
 }
 
 // add appends an entry under the current leaf, in memory.
-func (ss *session) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
+func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
 	id := ss.newEntryID()
 	line := []byte(`{"type":`)
 	line = appendJSONString(line, typ)
@@ -293,13 +293,13 @@ func (e *sessionEntry) setText(name, text string) bool {
 
 // headerLine is the file's first line: the header with "type":"session"
 // first.
-func (ss *session) headerLine() []byte {
+func (ss *sessionFile) headerLine() []byte {
 	line := ss.header.appendMembers([]byte(`{"type":"session"`))
 	return append(line, '}')
 }
 
 // wholeFile is the file as it should be: the header, then every entry.
-func (ss *session) wholeFile() []byte {
+func (ss *sessionFile) wholeFile() []byte {
 	buf := append(ss.headerLine(), '\n')
 	for _, e := range ss.entries {
 		buf = append(e.appendLine(buf), '\n')
@@ -368,12 +368,12 @@ func messageRole(raw json.RawMessage) string {
 	return m.Role
 }
 
-// loadSession reads a session file: a header line, then entries. Lines
+// loadSessionFile reads a session file: a header line, then entries. Lines
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
 // in memory (and rewritten on the next append). A file where two entries
 // have one id, or whose parentId links loop, is refused.
-func loadSession(path string) (*session, error) {
+func loadSessionFile(path string) (*sessionFile, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("Session file not found: %s", path)
@@ -386,7 +386,7 @@ func loadSession(path string) (*session, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &session{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
+	ss := &sessionFile{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
 	tooLong := func(line int) error {
 		return fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, line, maxSessionLineBytes)
 	}
@@ -468,7 +468,7 @@ func duplicateID(entries []*sessionEntry) *string {
 }
 
 // parentLoop returns an entry whose chain of parents loops, or "".
-func (ss *session) parentLoop() string {
+func (ss *sessionFile) parentLoop() string {
 	const (
 		visiting = 1
 		done     = 2
@@ -496,7 +496,7 @@ func (ss *session) parentLoop() string {
 
 // branch is the path of entries from the root to leaf; it stops at an
 // entry seen twice (loaded files never loop: see parentLoop).
-func (ss *session) branch(leaf string) []*sessionEntry {
+func (ss *sessionFile) branch(leaf string) []*sessionEntry {
 	var path []*sessionEntry
 	seen := map[string]bool{}
 	for e := ss.byID[leaf]; e != nil && !seen[e.ID]; {
@@ -513,7 +513,7 @@ func (ss *session) branch(leaf string) []*sessionEntry {
 
 // migrateV1 gives version 1's linear entries ids and parents, and turns a
 // compaction's firstKeptEntryIndex into firstKeptEntryId.
-func (ss *session) migrateV1() {
+func (ss *sessionFile) migrateV1() {
 	ids := map[string]*sessionEntry{}
 	prev := ""
 	for _, e := range ss.entries {
@@ -549,7 +549,7 @@ func (ss *session) migrateV1() {
 
 // migrateV2 renames the hookMessage role to custom, keeping the rest of
 // each line as it was.
-func (ss *session) migrateV2() {
+func (ss *sessionFile) migrateV2() {
 	old, renamed := []byte(`"role":"hookMessage"`), []byte(`"role":"custom"`)
 	for _, e := range ss.entries {
 		if m, ok := e.msg.(rawMessage); ok && e.Type == "message" && e.role() == "hookMessage" {
@@ -602,10 +602,10 @@ type sessionContext struct {
 	name          string
 }
 
-// conversation rebuilds the conversation from the leaf's branch: the latest
+// context rebuilds the conversation from the leaf's branch: the latest
 // compaction's summary first, then the entries it kept and those after
 // it; the last model and thinking level on the branch; the session name.
-func (ss *session) conversation() sessionContext {
+func (ss *sessionFile) context() sessionContext {
 	var c sessionContext
 	path := ss.branch(ss.leaf)
 	compaction := -1
@@ -808,14 +808,14 @@ func holdsFile(lock *os.File, path string) bool {
 	return err == nil && os.SameFile(held, now)
 }
 
-// openSession loads the session file at path, holding it (see
+// openSessionFile loads the session file at path, holding it (see
 // lockSessionFile); unlock lets go of it.
-func openSession(path string, wait time.Duration) (*session, error) {
+func openSessionFile(path string, wait time.Duration) (*sessionFile, error) {
 	lock, err := lockSessionFile(path, wait)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := loadSession(path)
+	ss, err := loadSessionFile(path)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -828,7 +828,7 @@ func openSession(path string, wait time.Duration) (*session, error) {
 
 // unlock lets go of the session's file: another rpi may open it then.
 // lockMu is held, and no write of the session is under way.
-func (ss *session) unlock() {
+func (ss *sessionFile) unlock() {
 	if ss.lock != nil {
 		ss.lock.Close()
 		ss.lock = nil

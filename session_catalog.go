@@ -326,11 +326,11 @@ func (s *server) sessionStore() sessionStore {
 	return sessionStore{root: filepath.Join(s.set.agentDir, "sessions")}
 }
 
-// sessionList lists the session files on disk, read in the background.
+// sessionListCommand lists the session files on disk, read in the background.
 // Fields: [scope]: "current" (default: the sessions of this cwd) or
 // "all_projects". Answer: {"sessions":[{sessionId, name, cwd, path,
 // summary, modifiedEpoch, size, messageCount}]}, newest first.
-func (s *server) sessionList(r *request) (any, error) {
+func (s *server) sessionListCommand(r *request) (any, error) {
 	scope := "current"
 	if r.has("scope") {
 		var err error
@@ -351,13 +351,13 @@ func (s *server) sessionList(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// sessionDelete deletes a session file and its loops file, in the
+// sessionDeleteCommand deletes a session file and its loops file, in the
 // background.
 // Fields: sessionPath (relative to the cwd, or absolute). Answer: null.
 // Fails "Cannot delete the current session" for the session in use, and
 // "Cannot delete <path>: …" for a path that is not a session file inside
 // the session directory (nothing is deleted then).
-func (s *server) sessionDelete(r *request) (any, error) {
+func (s *server) sessionDeleteCommand(r *request) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err

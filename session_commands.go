@@ -32,14 +32,14 @@ func (s *server) openConversation() (*conversation, error) {
 		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
 	}}
 	now := s.env.clock.Now()
-	var ss *session
+	var ss *sessionFile
 	switch {
 	case cfg.noSession:
-		ss = newSession(now, "", cfg.cwd, "", "", "", true)
+		ss = newSessionFile(now, "", cfg.cwd, "", "", "", true)
 	case cfg.sessionFile != "":
 		path := resolvePath(cfg.cwd, cfg.sessionFile)
 		if _, err := os.Lstat(path); err == nil {
-			loaded, err := openSession(path, s.lockWait())
+			loaded, err := openSessionFile(path, s.lockWait())
 			if err != nil {
 				return nil, err
 			}
@@ -49,7 +49,7 @@ func (s *server) openConversation() (*conversation, error) {
 			s.useSessionIn(c, loaded)
 			return c, nil
 		}
-		ss = newSession(now, "", cfg.cwd, "", path, "", false)
+		ss = newSessionFile(now, "", cfg.cwd, "", path, "", false)
 	default:
 		dir := s.sessionDir()
 		if err := checkWritableDir(dir); err != nil {
@@ -57,7 +57,7 @@ func (s *server) openConversation() (*conversation, error) {
 		}
 		if cfg.sessionID != "" && cfg.forkFrom == "" {
 			if found, _ := filepath.Glob(filepath.Join(dir, "*_"+cfg.sessionID+".jsonl")); len(found) > 0 {
-				loaded, err := openSession(found[0], s.lockWait())
+				loaded, err := openSessionFile(found[0], s.lockWait())
 				if err != nil {
 					return nil, err
 				}
@@ -65,9 +65,9 @@ func (s *server) openConversation() (*conversation, error) {
 				return c, nil
 			}
 		}
-		ss = newSession(now, cfg.sessionID, cfg.cwd, dir, "", "", false)
+		ss = newSessionFile(now, cfg.sessionID, cfg.cwd, dir, "", "", false)
 		if cfg.forkFrom != "" {
-			from, err := loadSession(resolvePath(cfg.cwd, cfg.forkFrom))
+			from, err := loadSessionFile(resolvePath(cfg.cwd, cfg.forkFrom))
 			if err != nil {
 				return nil, err
 			}
@@ -136,13 +136,13 @@ func (s *server) startEntries() {
 // thinking level and name; the queues and todos are emptied, the loops
 // move to the new session (loops.go). It reports
 // whether the queues held anything.
-func (s *server) useSession(ss *session) (queuesCleared bool) {
+func (s *server) useSession(ss *sessionFile) (queuesCleared bool) {
 	s.moveLoops(ss.path)
 	return s.useSessionIn(s.conv, ss)
 }
 
-func (s *server) useSessionIn(c *conversation, ss *session) (queuesCleared bool) {
-	sc := ss.conversation()
+func (s *server) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
+	sc := ss.context()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
@@ -192,25 +192,25 @@ func (s *server) newSessionCommand(r *request) (any, error) {
 		if dir == "" && info.path != "" {
 			dir = filepath.Dir(info.path)
 		}
-		ss := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
+		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
 		cleared = s.useSession(ss)
 		s.startEntries()
 		return notCancelled, nil
 	}, func() { s.announceSession(cleared) })
 }
 
-// switchSession opens another session file, read in the background. A
+// switchSessionCommand opens another session file, read in the background. A
 // missing or invalid file fails and the current session stays as it was.
 // Fields: sessionPath. Answer: {"cancelled":false}. Events:
 // session_started with the loaded header after the answer.
-func (s *server) switchSession(r *request) (any, error) {
+func (s *server) switchSessionCommand(r *request) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err
 	}
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
-	var loaded *session
+	var loaded *sessionFile
 	return s.whenIdle(r, func() error {
 		loaded, err = s.conv.open(path, s.lockWait())
 		return err
@@ -240,19 +240,19 @@ func userText(msg any) (string, bool) {
 	return b.String(), true
 }
 
-// fork starts a new session from before one of the user's messages: it
+// forkCommand starts a new session from before one of the user's messages: it
 // holds the history up to (not including) that message, and its header
 // names the old file as parentSession.
 // Fields: entryId (of a user message entry). Answer: {text (that
 // message's text, to edit and send again), cancelled:false}. Events:
 // session_started after the answer. UI: set_editor_text with the text.
-func (s *server) fork(r *request) (any, error) {
+func (s *server) forkCommand(r *request) (any, error) {
 	id, err := r.str("entryId")
 	if err != nil {
 		return nil, err
 	}
 	s.conv.mu.Lock()
-	old := s.conv.session
+	old := s.conv.sessionFile
 	e := old.byID[id]
 	s.conv.mu.Unlock()
 	var text string
@@ -269,7 +269,7 @@ func (s *server) fork(r *request) (any, error) {
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
-		forked := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		forked := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
 		if e.ParentID != nil {
 			s.conv.mu.Lock()
 			copyBranch(forked, old, *e.ParentID)
@@ -289,7 +289,7 @@ func (s *server) fork(r *request) (any, error) {
 
 // copyBranch gives ss the entries of from's branch up to leaf (the same
 // ids), ending there.
-func copyBranch(ss, from *session, leaf string) {
+func copyBranch(ss, from *sessionFile, leaf string) {
 	for _, e := range from.branch(leaf) {
 		ss.entries = append(ss.entries, e)
 		ss.byID[e.ID] = e
@@ -297,13 +297,13 @@ func copyBranch(ss, from *session, leaf string) {
 	}
 }
 
-// clone starts a new session holding the current branch as it is (the same
+// cloneCommand starts a new session holding the current branch as it is (the same
 // entries), whose header names the old file as parentSession (pi 1.6).
 // Fields: none. Answer: {"cancelled":false}. Events: session_started after
 // the answer.
-func (s *server) clone(r *request) (any, error) {
+func (s *server) cloneCommand(r *request) (any, error) {
 	s.conv.mu.Lock()
-	old := s.conv.session
+	old := s.conv.sessionFile
 	leaf := old.leaf
 	s.conv.mu.Unlock()
 	if leaf == "" {
@@ -315,7 +315,7 @@ func (s *server) clone(r *request) (any, error) {
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
-		cloned := newSession(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		cloned := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
 		s.conv.mu.Lock()
 		copyBranch(cloned, old, leaf)
 		s.conv.mu.Unlock()
@@ -331,18 +331,18 @@ type entriesAnswer struct {
 	LeafID  *string           `json:"leafId"`
 }
 
-// getEntries answers the session's entries in file order (every branch),
+// getEntriesCommand answers the session's entries in file order (every branch),
 // or only those after one.
 // Fields: [since] (an entry id). Answer: {entries, leafId (null when the
 // session is empty)}; an unknown since fails "Entry not found: <id>".
-func (s *server) getEntries(r *request) (any, error) {
+func (s *server) getEntriesCommand(r *request) (any, error) {
 	since, err := r.optStr("since")
 	if err != nil {
 		return nil, err
 	}
 	s.conv.mu.Lock()
 	defer s.conv.mu.Unlock()
-	ss := s.conv.session
+	ss := s.conv.sessionFile
 	entries := ss.entries
 	if since != "" {
 		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
@@ -368,16 +368,16 @@ type treeNode struct {
 	Children []*treeNode     `json:"children"`
 }
 
-// getTree answers the session's entries as a tree (pi 1.6's shape, plus
+// getTreeCommand answers the session's entries as a tree (pi 1.6's shape, plus
 // the original's activeLeafId): roots are the entries without a parent
 // (or whose parent is missing), children in timestamp order.
 // Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
 // (the leaf the next entry hangs under; rpi has no other leaf, so it is
 // leafId)}.
-func (s *server) getTree(r *request) (any, error) {
+func (s *server) getTreeCommand(r *request) (any, error) {
 	s.conv.mu.Lock()
 	defer s.conv.mu.Unlock()
-	ss := s.conv.session
+	ss := s.conv.sessionFile
 	nodes := map[string]*treeNode{}
 	for _, e := range ss.entries {
 		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
@@ -410,10 +410,10 @@ func (s *server) getTree(r *request) (any, error) {
 	}{roots, leaf, leaf}, nil
 }
 
-// getForkMessages lists the user messages a fork can start from, in file
+// getForkMessagesCommand lists the user messages a fork can start from, in file
 // order, every branch included.
 // Fields: none. Answer: {"messages":[{entryId, text}]}.
-func (s *server) getForkMessages(r *request) (any, error) {
+func (s *server) getForkMessagesCommand(r *request) (any, error) {
 	type forkPoint struct {
 		EntryID string `json:"entryId"`
 		Text    string `json:"text"`
@@ -421,7 +421,7 @@ func (s *server) getForkMessages(r *request) (any, error) {
 	s.conv.mu.Lock()
 	defer s.conv.mu.Unlock()
 	points := []forkPoint{}
-	for _, e := range s.conv.session.entries {
+	for _, e := range s.conv.sessionFile.entries {
 		if e.Type != "message" {
 			continue
 		}

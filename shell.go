@@ -436,7 +436,7 @@ func (u piBashUpdate) appendJSON(buf []byte) []byte {
 	return append(buf, '}')
 }
 
-// bash runs the user's own shell command (not the model's tool) with
+// bashCommand runs the user's own shell command (not the model's tool) with
 // `bash -c` in the session cwd, in its own process group, and answers when
 // it ends; the commands after it are answered meanwhile.
 // Fields: command (string), [timeout] (seconds; on expiry the command is
@@ -445,7 +445,7 @@ func (u piBashUpdate) appendJSON(buf []byte) []byte {
 // (both interleaved as they arrived), cancelled, truncated, [fullOutputPath]};
 // a nonzero exit is still a success.
 // Events: bash_execution_update per chunk of output, with the request's id.
-func (s *server) bash(r *request) (any, error) {
+func (s *server) bashCommand(r *request) (any, error) {
 	command, err := r.str("command")
 	if err != nil {
 		return nil, err
@@ -493,10 +493,10 @@ func (s *server) bash(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// abortBash kills every running user bash command (the whole process
+// abortBashCommand kills every running user bash command (the whole process
 // group, SIGKILL); each then answers cancelled:true, after this answer.
 // Fields: none. Answer: null. Events: none.
-func (s *server) abortBash(r *request) (any, error) {
+func (s *server) abortBashCommand(r *request) (any, error) {
 	s.procs.mu.Lock()
 	var runs []*bashRun
 	for run := range s.procs.bashRuns {

@@ -150,12 +150,12 @@ func cloneTodos(plan []todoPhase) []todoPhase {
 
 // ---- Commands ----
 
-// setTodos replaces the plan. Tasks without an id get task-<hash of phase
+// setTodosCommand replaces the plan. Tasks without an id get task-<hash of phase
 // and content>; ready and blockedBy are recomputed.
 // Fields: phases ([{name, tasks:[{[id], content, status, [dependsOn],
 // [agent]}]}]). Answer: {phases, completedTasks, summary}. Events:
 // todo_updated. UI: setWidget (todos).
-func (s *server) setTodos(r *request) (any, error) {
+func (s *server) setTodosCommand(r *request) (any, error) {
 	const want = "an array of {name, tasks:[{[id], content, status, [dependsOn], [agent]}]} " +
 		"with status one of pending, in_progress, completed, abandoned"
 	if !r.has("phases") {
@@ -220,9 +220,9 @@ func todoOpFrom(r *request) (op todoOp, err error) {
 	return op, err
 }
 
-// getTodos answers the plan.
+// getTodosCommand answers the plan.
 // Fields: none. Answer: {"phases":[TodoPhase]}. Events: none.
-func (s *server) getTodos(r *request) (any, error) {
+func (s *server) getTodosCommand(r *request) (any, error) {
 	return struct {
 		Phases []todoPhase `json:"phases"`
 	}{s.todoPlan()}, nil

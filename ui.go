@@ -145,13 +145,13 @@ func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
 	return uiAnswer{cancelled: true}
 }
 
-// extensionUIResponse delivers the client's answer to a pending dialog.
+// extensionUIResponseCommand delivers the client's answer to a pending dialog.
 // Fields: id (of a pending extension_ui_request) and exactly one of value
 // (string), confirmed (bool), cancelled (true).
 // Answer: none on success, and none for an answer to a one-way request;
 // a failure when the id is unknown or already answered or expired, or the
 // answer is malformed. Events: none.
-func (s *server) extensionUIResponse(r *request) (any, error) {
+func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 	id := r.idString()
 	if id == nil {
 		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
