@@ -29,12 +29,6 @@ type messageUpdate struct {
 	Usage                 usage          `json:"usage"`
 }
 
-// piMessageUpdate is message_update in pi's order (usage first).
-type piMessageUpdate struct {
-	Usage                 usage          `json:"usage"`
-	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
-}
-
 type toolExecStart struct {
 	ToolCallID string          `json:"toolCallId"`
 	ToolName   string          `json:"toolName"`
@@ -64,12 +58,6 @@ type turnEnd struct {
 type agentEnd struct {
 	Messages  []any `json:"messages"`
 	WillRetry bool  `json:"willRetry"`
-}
-
-// agentSettled is agent_settled's data in pi's shape; the default shape
-// has none (§5, §10).
-type agentSettled struct {
-	Aborted bool `json:"aborted"`
 }
 
 type runFailed struct {
@@ -733,11 +721,6 @@ func (s *server) emitQueue() {
 }
 
 // ---- Prompting commands ----
-
-// disposition is what pi 1.6 answers prompt, steer and follow_up with.
-type disposition struct {
-	Disposition string `json:"disposition"`
-}
 
 // userInput reads a command's message and images into a user message.
 func (s *server) userInput(r *request) (*userMessage, error) {

@@ -104,6 +104,7 @@ type server struct {
 	set    *settings // fixed at startup; read without locks
 	env    environment
 	out    *output
+	wire   wire // the shape of the records (rpcWire, or piWire in pi's mode)
 	stderr io.Writer
 	// command builds every child rpi runs (exec.Command; the fuzz test
 	// replaces it so that no input can run a real program).
@@ -150,7 +151,8 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 	s := &server{
 		set:            set,
 		env:            env,
-		out:            newOutput(stdout, stderr, cfg.compat),
+		out:            newOutput(stdout, stderr),
+		wire:           rpcWire{},
 		stderr:         stderr,
 		command:        exec.Command,
 		ui:             newDialogs(),
@@ -160,6 +162,9 @@ func newServer(cfg config, env environment, stdout, stderr io.Writer) (*server, 
 		followUpMode:   "one-at-a-time",
 		autoCompaction: true,
 		autoRetry:      true,
+	}
+	if cfg.compat {
+		s.wire = piWire{}
 	}
 	if env.command != nil {
 		s.command = env.command
@@ -202,7 +207,7 @@ func (s *server) handleFrame(f frame) {
 		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
 	}
-	r, rerr := decodeRequest(f.line, s.set.cfg.compat)
+	r, rerr := decodeRequest(f.line, s.wire.numericIDs())
 	if rerr != nil {
 		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
@@ -278,23 +283,23 @@ func (s *server) reply(r *request, data any, err error) {
 }
 
 func (s *server) writeResponse(id []byte, command string, data any, err error) {
-	s.out.record(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeResponse(buf, id, command, data, err, compat)
+	s.out.record(func(buf []byte) ([]byte, error) {
+		return encodeResponse(s.wire, buf, id, command, data, err)
 	})
 }
 
 // gatherResponse is writeResponse for the dispatcher's own answers: they
 // may wait for the rest of the input batch (output.gather).
 func (s *server) gatherResponse(id []byte, command string, data any, err error) {
-	s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeResponse(buf, id, command, data, err, compat)
+	s.out.gather(func(buf []byte) ([]byte, error) {
+		return encodeResponse(s.wire, buf, id, command, data, err)
 	})
 }
 
 // emit writes an event; pi is its payload in pi's shape when that differs.
 func (s *server) emit(typ string, data, pi any) {
-	s.out.record(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeEvent(buf, event{typ, data, pi}, compat)
+	s.out.record(func(buf []byte) ([]byte, error) {
+		return s.wire.appendEvent(buf, event{typ, data, pi})
 	})
 }
 
@@ -302,8 +307,8 @@ func (s *server) emit(typ string, data, pi any) {
 // process's reader with more of one read to send): the event may wait in
 // output.gather for what follows it.
 func (s *server) gatherEvent(typ string, data any) {
-	s.out.gather(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeEvent(buf, event{Type: typ, Data: data}, compat)
+	s.out.gather(func(buf []byte) ([]byte, error) {
+		return s.wire.appendEvent(buf, event{Type: typ, Data: data})
 	})
 }
 
@@ -374,7 +379,7 @@ func (s *server) getStateCommand(r *request) (any, error) {
 func (s *server) getMessagesCommand(r *request) (any, error) {
 	messages := s.conv.messages()
 	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
-		s.out.stream(func(buf []byte, _ bool, spill func([]byte) []byte) []byte {
+		s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
 			buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"messages":[`...)
 			for i, m := range messages {
 				if i > 0 {
@@ -432,7 +437,7 @@ func (s *server) getCapabilitiesCommand(r *request) (any, error) {
 	return capabilities{
 		ProtocolVersion: 1,
 		Version:         version,
-		Compat:          map[bool]string{false: "rpi", true: "pi"}[s.set.cfg.compat],
+		Compat:          s.wire.name(),
 		Commands:        names,
 		Events:          eventTypes,
 		ProcessSignals:  processSignals,

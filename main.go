@@ -195,8 +195,8 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 // initFailure writes the one failure line of a fatal initialization error.
 func initFailure(stdout, stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "rpi: %v\n", err)
-	newOutput(stdout, stderr, false).record(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeResponse(buf, nil, "init", nil, err, compat)
+	newOutput(stdout, stderr).record(func(buf []byte) ([]byte, error) {
+		return encodeResponse(rpcWire{}, buf, nil, "init", nil, err)
 	})
 	return 1
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -387,16 +386,6 @@ type bashRun struct {
 	aborted       bool
 }
 
-// piBashResult is bash's answer in pi's shape: one merged output, no
-// exitCode when it was cancelled.
-type piBashResult struct {
-	Output         string `json:"output"`
-	ExitCode       *int   `json:"exitCode,omitempty"`
-	Cancelled      bool   `json:"cancelled"`
-	Truncated      bool   `json:"truncated"`
-	FullOutputPath string `json:"fullOutputPath,omitempty"`
-}
-
 // bashUpdate is the data of a bash_execution_update event; pi writes
 // {id, delta} (§10).
 type bashUpdate struct {
@@ -416,23 +405,6 @@ func (u bashUpdate) appendJSON(buf []byte) []byte {
 	buf = appendJSONString(buf, u.Stream)
 	buf = append(buf, `,"chunk":`...)
 	buf = appendJSONString(buf, u.Chunk)
-	return append(buf, '}')
-}
-
-type piBashUpdate struct {
-	ID    json.RawMessage `json:"id,omitempty"` // the request's id as sent (pi's mode takes numbers too)
-	Delta string          `json:"delta"`
-}
-
-func (u piBashUpdate) appendJSON(buf []byte) []byte {
-	buf = append(buf, '{')
-	if u.ID != nil {
-		buf = append(buf, `"id":`...)
-		buf = append(buf, u.ID...)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"delta":`...)
-	buf = appendJSONString(buf, u.Delta)
 	return append(buf, '}')
 }
 

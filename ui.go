@@ -96,7 +96,7 @@ func (ds *dialogs) wasOneWay(id string) bool {
 
 // writeUIRequest writes an extension_ui_request record.
 func (s *server) writeUIRequest(req uiRequest) {
-	s.out.record(func(buf []byte, _ bool) ([]byte, error) {
+	s.out.record(func(buf []byte) ([]byte, error) {
 		data, err := marshalJSON(req)
 		return append(buf, data...), err
 	})
@@ -154,7 +154,7 @@ func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
 func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 	id := r.idString()
 	if id == nil {
-		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
+		return nil, missing("id", "the id of a pending extension_ui_request")
 	}
 	var a uiAnswer
 	given := 0
@@ -182,7 +182,7 @@ func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 	if s.ui.wasOneWay(*id) {
 		return noReply{}, nil // §4: answering a one-way request is allowed and changes nothing
 	}
-	if given != 1 && !s.set.cfg.compat {
+	if given != 1 && !s.wire.lenientUIResponses() {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
 	}
 	s.ui.mu.Lock()
@@ -205,7 +205,7 @@ func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 		delete(s.ui.open, *id)
 	}
 	s.ui.mu.Unlock()
-	if !ok && s.set.cfg.compat {
+	if !ok && s.wire.lenientUIResponses() {
 		return noReply{}, nil // pi ignores an answer it has no dialog for
 	}
 	if !ok {
