@@ -134,7 +134,7 @@ var retryable = sync.OnceValue(func() *regexp.Regexp {
 
 // startRun begins a run chain in the given phase; s.mu must not be held.
 // With releasing, it also ends a holdRuns, in the same step.
-func (s *server) startRun(phase runPhase, releasing bool) *agentRun {
+func (s *session) startRun(phase runPhase, releasing bool) *agentRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if releasing {
@@ -143,7 +143,7 @@ func (s *server) startRun(phase runPhase, releasing bool) *agentRun {
 	return s.startRunLocked(phase)
 }
 
-func (s *server) startRunLocked(phase runPhase) *agentRun {
+func (s *session) startRunLocked(phase runPhase) *agentRun {
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
 	s.activeRun, s.phase = run, phase
@@ -152,7 +152,7 @@ func (s *server) startRunLocked(phase runPhase) *agentRun {
 }
 
 // setPhase changes the phase of the run in progress.
-func (s *server) setPhase(phase runPhase) {
+func (s *session) setPhase(phase runPhase) {
 	s.mu.Lock()
 	if s.activeRun != nil && s.phase != stopping {
 		s.phase = phase
@@ -166,7 +166,7 @@ func (s *server) setPhase(phase runPhase) {
 // left behind. A compaction run that finds messages queued goes on as an
 // agent run.
 // Once idle, the loops report the run and may start a waiting fire.
-func (s *server) settle(run *agentRun) (next []runInput) {
+func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
 		next = inputs(append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...))
@@ -192,7 +192,7 @@ func (s *server) settle(run *agentRun) (next []runInput) {
 // holdRuns keeps new runs from starting (prompt fails as busy) and
 // aborts the one in progress; the channel closes once it has settled.
 // releaseRuns (or startRun with releasing) ends the hold.
-func (s *server) holdRuns() <-chan struct{} {
+func (s *session) holdRuns() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changing++
@@ -206,7 +206,7 @@ func (s *server) holdRuns() <-chan struct{} {
 	return s.activeRun.settled
 }
 
-func (s *server) releaseRuns() {
+func (s *session) releaseRuns() {
 	s.mu.Lock()
 	s.changing--
 	s.mu.Unlock()
@@ -230,7 +230,7 @@ func (s *server) whenIdle(r *request, prepare func() error, change func() (any, 
 				return
 			}
 		}
-		<-s.holdRunsAgain()
+		<-s.abortRun()
 		data, err := s.call(r.typ, change)
 		s.reply(r, data, err)
 		if err == nil && then != nil {
@@ -248,9 +248,10 @@ func (s *server) whenIdle(r *request, prepare func() error, change func() (any, 
 	return noReply{}, nil
 }
 
-// holdRunsAgain aborts the run in progress (no new one can start: the
-// caller holds runs) and returns a channel closed once it has settled.
-func (s *server) holdRunsAgain() <-chan struct{} {
+// abortRun aborts the run in progress, if any — its model stream,
+// running tool, open dialogs and any retry wait — and returns a channel
+// closed once it has settled (at once when idle). The queues are kept.
+func (s *session) abortRun() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.activeRun == nil {
@@ -266,7 +267,7 @@ func (s *server) holdRunsAgain() <-chan struct{} {
 // runAgent drives a run chain: turns until the model stops with nothing
 // queued, auto-retries, compaction, and finally agent_settled. A panic
 // anywhere in it ends the run with an error instead of ending rpi.
-func (s *server) runAgent(run *agentRun, pending []runInput) {
+func (s *session) runAgent(run *agentRun, pending []runInput) {
 	for pending != nil {
 		s.runOnce(run, pending)
 		pending = s.settle(run)
@@ -274,7 +275,7 @@ func (s *server) runAgent(run *agentRun, pending []runInput) {
 }
 
 // runOnce is one prompt's work: turns, retries and compaction.
-func (s *server) runOnce(run *agentRun, pending []runInput) {
+func (s *session) runOnce(run *agentRun, pending []runInput) {
 	attempt := 0
 	overflowRetried := false
 	for {
@@ -313,7 +314,7 @@ func (s *server) runOnce(run *agentRun, pending []runInput) {
 }
 
 // safeTurns is runTurns with a panic turned into a failed answer.
-func (s *server) safeTurns(run *agentRun, pending []runInput, attempt int) (last *assistantMessage, retryErr string) {
+func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (last *assistantMessage, retryErr string) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
@@ -329,7 +330,7 @@ func (s *server) safeTurns(run *agentRun, pending []runInput, attempt int) (last
 
 // retryDelay is the server's Retry-After when it gave one, else
 // exponential backoff from the base delay.
-func (s *server) retryDelay(attempt int, run *agentRun) time.Duration {
+func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.retryAfter >= 0 {
@@ -350,7 +351,7 @@ func (run *agentRun) armRetry() <-chan struct{} {
 
 // waitRetry sleeps before a retry; abort or abort_retry end it early
 // (false).
-func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
+func (s *session) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
 	elapsed, stop := after(s.env.clock, delay)
 	defer stop()
 	defer func() {
@@ -371,7 +372,7 @@ func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan 
 // with nothing queued. It returns the last answer, and the error message
 // when the run ended in an error worth retrying (then agent_end says
 // willRetry and the failed answer leaves the context).
-func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
+func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
 	s.emit("agent_start", nil, nil)
 	var produced []any
 	var last *assistantMessage
@@ -426,7 +427,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 
 // streamAnswer asks the model for the next answer and streams it as
 // message_start, message_update… and message_end.
-func (s *server) streamAnswer(run *agentRun) *assistantMessage {
+func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
@@ -564,7 +565,7 @@ func (b *deltaBatch) close() {
 
 // runTools runs the answer's tool calls one after another. A steering
 // message queued meanwhile skips the calls not yet started.
-func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResultMessage {
+func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResultMessage {
 	results := []*toolResultMessage{}
 	skip := ""
 	for _, call := range answer.Content {
@@ -604,7 +605,7 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 // for approval when its tool is behind --confirm (showing what the decoded
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
-func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
+func (s *session) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
 	call, err := s.decodeToolCall(block.Name, block.Arguments)
 	if err != nil {
 		return textResult(err.Error()), true
@@ -621,7 +622,8 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 			return textResult(err.Error()), true
 		}
 	}
-	if slices.Contains(s.set.confirm, block.Name) && !s.approve(ctx, call) {
+	if slices.Contains(s.confirmTools(), block.Name) &&
+		!s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call, timeout: s.set.confirmTimeout}) {
 		return textResult("Denied by user"), true
 	}
 	s.status("running " + block.Name)
@@ -648,17 +650,9 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 	return res, isError
 }
 
-// approve asks the client whether a call may run, with exactly what it
-// will do. No answer within the confirm timeout counts as no.
-func (s *server) approve(ctx context.Context, call toolCall) bool {
-	title, message := call.describe()
-	answer := s.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: s.set.confirmTimeout.Milliseconds()})
-	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
-}
-
 // ---- Queues ----
 
-func (s *server) steeringQueued() bool {
+func (s *session) steeringQueued() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.steering) > 0
@@ -666,13 +660,13 @@ func (s *server) steeringQueued() bool {
 
 // takeQueued takes the next steering (or follow-up) messages per the
 // queue's mode and reports the change.
-func (s *server) takeQueued(steering bool) []*userMessage {
+func (s *session) takeQueued(steering bool) []*userMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.takeQueuedLocked(steering)
 }
 
-func (s *server) takeQueuedLocked(steering bool) []*userMessage {
+func (s *session) takeQueuedLocked(steering bool) []*userMessage {
 	queue, mode := &s.followUp, s.followUpMode
 	if steering {
 		queue, mode = &s.steering, s.steeringMode
@@ -692,7 +686,7 @@ func (s *server) takeQueuedLocked(steering bool) []*userMessage {
 
 // enqueueLocked adds a user message to a queue and reports the change;
 // s.mu is held, so the report is in order with every other change.
-func (s *server) enqueueLocked(steering bool, m *userMessage) {
+func (s *session) enqueueLocked(steering bool, m *userMessage) {
 	if steering {
 		s.steering = append(s.steering, m)
 	} else {
@@ -701,7 +695,7 @@ func (s *server) enqueueLocked(steering bool, m *userMessage) {
 	s.emitQueueLocked()
 }
 
-func (s *server) queueTextsLocked() queueUpdate {
+func (s *session) queueTextsLocked() queueUpdate {
 	texts := func(q []*userMessage) []string {
 		out := []string{}
 		for _, m := range q {
@@ -712,9 +706,9 @@ func (s *server) queueTextsLocked() queueUpdate {
 	return queueUpdate{texts(s.steering), texts(s.followUp)}
 }
 
-func (s *server) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
+func (s *session) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
 
-func (s *server) emitQueue() {
+func (s *session) emitQueue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.emitQueueLocked()
@@ -837,7 +831,7 @@ func (s *server) abortCommand(r *request) (any, error) {
 	if run == nil {
 		return nil, nil
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		<-run.settled
 		return nil, nil
 	})
@@ -863,7 +857,7 @@ func (s *server) abortRetryCommand(r *request) (any, error) {
 		return nil, nil
 	}
 	cancel()
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		<-run.settled
 		return nil, nil
 	})
@@ -1003,7 +997,7 @@ func lastAssistantText(messages []any) *string {
 // systemPrompt is the instructions the model gets: the base text (or
 // --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
 // CLAUDE.md context files, the date and the cwd.
-func (s *server) systemPrompt() string {
+func (s *session) systemPrompt() string {
 	var b strings.Builder
 	cfg := s.set.cfg
 	if cfg.systemPrompt != "" {

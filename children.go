@@ -249,7 +249,7 @@ func (c *child) hasExited() bool {
 // process group, with stdin /dev/null, its stdout and stderr passed to
 // onOutput. Cancelling ctx or the timeout (0: none) kills the group:
 // SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
-func (s *server) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
+func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
 	c, err := s.procs.start(cmd, childOptions{}, onOutput)
 	if err != nil {
 		return nil, false, err

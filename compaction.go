@@ -77,7 +77,7 @@ type compactionPlan struct {
 // planCompaction decides what to summarise: everything before the most
 // recent turns worth keepRecentTokens (the cut falls on a user message).
 // It fails when there is no usable model or too little to summarise.
-func (s *server) planCompaction() (*compactionPlan, error) {
+func (s *session) planCompaction() (*compactionPlan, error) {
 	s.mu.Lock()
 	m := s.model
 	s.mu.Unlock()
@@ -123,7 +123,7 @@ func (s *server) planCompaction() (*compactionPlan, error) {
 // summarise carries out a plan: the plan's model writes the summary, a
 // compaction entry records it, and the context becomes the summary plus
 // the kept turns.
-func (s *server) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
+func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
 	var transcript strings.Builder
 	for _, msg := range contextMessages(plan.summarise) {
 		data, _ := marshalJSON(msg)
@@ -260,7 +260,7 @@ var contextOverflow = sync.OnceValue(func() *regexp.Regexp {
 // autoCompact compacts after a run when the context nears the window
 // (reason "threshold"), or when the answer failed because it overflowed
 // ("overflow"; the caller then retries once). It reports whether to retry.
-func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
+func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
 	s.mu.Lock()
 	enabled, m := s.autoCompaction, s.model
 	s.mu.Unlock()

@@ -101,7 +101,7 @@ var editTool = &tool{
 	},
 	schema:  schema(editSchema),
 	accepts: schema(editAccepts),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path             string
 			Edits            json.RawMessage
@@ -153,7 +153,7 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 }
 
 // prepare opens the file, reads it and plans every edit against it.
-func (c *editCall) prepare(s *server) error {
+func (c *editCall) prepare(s *session) error {
 	target, err := s.openTarget(c.path, c.abs, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("File not found: %s", c.path)
@@ -208,7 +208,7 @@ func (c *editCall) describe() (string, string) {
 	return "Allow edit of " + escapeControl(c.path) + "?", b.String()
 }
 
-func (c *editCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *editCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}

@@ -55,7 +55,7 @@ func (s *server) exportHTMLCommand(r *request) (any, error) {
 	default:
 		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
 		}

@@ -20,7 +20,7 @@ import (
 
 // toolPath resolves a path argument: a leading @ is dropped, ~ is the home
 // directory, relative paths are taken from the session cwd.
-func (s *server) toolPath(p string) string {
+func (s *session) toolPath(p string) string {
 	p = strings.TrimPrefix(p, "@")
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		home := s.env.getenv("HOME")

@@ -47,7 +47,7 @@ var errPathChanged = errors.New("the path changed")
 // an existing regular file (following symlinks; for writing, and with
 // create only for writing), or with create the place where a new one will
 // be.
-func (s *server) openTarget(path, abs string, create bool) (*fileTarget, error) {
+func (s *session) openTarget(path, abs string, create bool) (*fileTarget, error) {
 	flag := os.O_RDWR
 	if create {
 		flag = os.O_WRONLY // write reads nothing: a file it may write but not read is still written
@@ -276,7 +276,7 @@ func (t *fileTarget) close() {
 
 // where says, for the dialog, where the path leads when a symlink takes it
 // elsewhere, and when that is outside the working directory.
-func (t *fileTarget) where(s *server) string {
+func (t *fileTarget) where(s *session) string {
 	where := ""
 	if t.real != t.abs {
 		where = " → " + escapeControl(t.real)

@@ -55,7 +55,7 @@ var grepTool = &tool{
 		},
 		"required": ["pattern"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path, Glob string
 			IgnoreCase, Literal bool
@@ -168,7 +168,7 @@ type grepTarget struct{ rel, path string }
 // grepBatchFiles is how many files a batch holds.
 const grepBatchFiles = 16
 
-func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	search, stop := context.WithCancel(ctx)
 	defer stop()
 	// The walk hands the files, in batches, to the workers and, in the

@@ -218,7 +218,7 @@ func (s *server) loopCreateCommand(r *request) (any, error) {
 
 // addLoop checks and adds a loop (the cap, the prompt, the interval, in
 // the original's order), saving it first when it is durable.
-func (s *server) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
+func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -319,7 +319,7 @@ func (s *server) loopUpdateCommand(r *request) (any, error) {
 // when the loop is durable, the file is first saved as plan (applied to a
 // copy of the list) says the loops will be, and only then does commit
 // make the change (it must check that the loop is still there).
-func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
+func (s *session) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -397,7 +397,7 @@ func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 	case aborted == nil:
 		return true, nil
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		<-aborted.settled
 		return true, nil
 	})
@@ -417,7 +417,7 @@ func noLoop(id string) error { return &noLoopError{id} }
 // fireDueLoops fires every loop that is due and removes every one that
 // has expired, then sets the timer for the next deadline. It is the
 // timer's function, and runs at once after a create and a restore.
-func (s *server) fireDueLoops() {
+func (s *session) fireDueLoops() {
 	l := s.loops
 	save := false
 	s.mu.Lock()
@@ -446,7 +446,7 @@ func (s *server) fireDueLoops() {
 }
 
 // armLoopsLocked sets the timer for the earliest next fire or expiry.
-func (s *server) armLoopsLocked(now time.Time) {
+func (s *session) armLoopsLocked(now time.Time) {
 	l := s.loops
 	if l.stopTimer != nil {
 		l.stopTimer()
@@ -472,7 +472,7 @@ func earliest(times ...time.Time) time.Time {
 // fireLoopLocked handles one fire of t: skipped when its run is already
 // running or waiting, else queued and started as soon as the agent is
 // free (loop_queued says when it has to wait).
-func (s *server) fireLoopLocked(t *loopTask) {
+func (s *session) fireLoopLocked(t *loopTask) {
 	l := s.loops
 	next := timestamp(t.nextFire())
 	switch {
@@ -494,7 +494,7 @@ func (s *server) fireLoopLocked(t *loopTask) {
 // free. It runs after each fire and whenever a run settles; a fire that
 // waited through a session change that failed starts at the next of
 // those.
-func (s *server) startQueuedLoopLocked() {
+func (s *session) startQueuedLoopLocked() {
 	l := s.loops
 	for !l.closed && l.active == nil && len(l.queue) > 0 && s.activeRun == nil && s.changing == 0 {
 		f := l.queue[0]
@@ -518,7 +518,7 @@ func (s *server) startQueuedLoopLocked() {
 // settled: a loop's run reports how it ended, and a waiting fire starts.
 // A run the user aborted reports nothing (no loop_finished, no
 // loop_failed): an abort is no failure of the loop, which stays scheduled.
-func (s *server) loopsSettledLocked(run *agentRun) {
+func (s *session) loopsSettledLocked(run *agentRun) {
 	l := s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -575,7 +575,7 @@ func (l *loopScheduler) findLocked(id string) *loopTask {
 // dropLoopLocked removes t and its waiting fire, writes loop_removed, and
 // stops reporting a run of it in progress; with abort it also aborts that
 // run and returns it.
-func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
+func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
 	l := s.loops
 	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
@@ -597,7 +597,7 @@ func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted
 // the session left are removed (session_changed; their file keeps the
 // durable ones), and the durable loops saved beside the new session file
 // are read, to be announced after its session_started (announceLoops).
-func (s *server) moveLoops(sessionPath string) {
+func (s *session) moveLoops(sessionPath string) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -630,7 +630,7 @@ func (s *server) moveLoops(sessionPath string) {
 // start prompts at once. A notify says how many came back or were
 // dropped. It follows session_started; the file is rewritten to hold
 // what was kept.
-func (s *server) announceLoops() {
+func (s *session) announceLoops() {
 	l := s.loops
 	save := false
 	s.mu.Lock()
@@ -714,14 +714,14 @@ func restoreNotice(path string, restored, expired, repeated, over, invalid int) 
 }
 
 // startLoops restores the startup session's durable loops.
-func (s *server) startLoops() {
+func (s *session) startLoops() {
 	s.moveLoops(s.conv.info().path)
 	s.announceLoops()
 }
 
 // stopLoops ends every loop at shutdown (loop_removed {shutdown}; the
 // file keeps the durable ones) and aborts a loop's run in progress.
-func (s *server) stopLoops() {
+func (s *session) stopLoops() {
 	l := s.loops
 	s.mu.Lock()
 	l.mu.Lock()
@@ -760,7 +760,7 @@ func (l *loopScheduler) save(path string, change func([]*loopTask) []*loopTask) 
 
 // saveLoops writes the durable loops after fires and expiries changed
 // them; a failure is told to the client.
-func (s *server) saveLoops() {
+func (s *session) saveLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()

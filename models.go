@@ -386,7 +386,7 @@ const maxKeyCommandOutput = 64 << 10
 // (bash on Windows) in the session cwd, in its own process group, with the environment
 // children get (no provider keys), stdin /dev/null, stderr dropped,
 // killed after keyCommandTimeout. Its output, trimmed, is the key.
-func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
+func (s *session) runKeyCommand(ctx context.Context, command string) (string, error) {
 	var out bytes.Buffer
 	overflow := false
 	cmd := s.command(keyShell(), "-c", command)
@@ -872,13 +872,13 @@ func clampLevel(m *model, level string) string {
 // effectiveThinking is the thinking level the current model gets: the
 // level set, clamped to what the model takes (off without reasoning).
 // s.mu must be held.
-func (s *server) effectiveThinking() string {
+func (s *session) effectiveThinking() string {
 	return clampLevel(s.model, s.thinkingLevel)
 }
 
 // thinkingChanged records and reports a change of the effective thinking
 // level (thinking_level_changed), when there was one.
-func (s *server) thinkingChanged(before, now string) {
+func (s *session) thinkingChanged(before, now string) {
 	if now == before {
 		return
 	}
@@ -892,7 +892,7 @@ type thinkingLevelChanged struct {
 
 // usableModels lists the models that can be called, faux only while
 // listedFaux says so (current is the current model).
-func (s *server) usableModels(current *model) []*model {
+func (s *session) usableModels(current *model) []*model {
 	var out []*model
 	for _, m := range s.set.catalog {
 		if m.usable() && listedFaux(m, current) {
@@ -904,7 +904,7 @@ func (s *server) usableModels(current *model) []*model {
 
 // switchModel makes m the current model and records the change; a
 // thinking level the new model takes differently is reported too.
-func (s *server) switchModel(m *model) {
+func (s *session) switchModel(m *model) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
 	s.model = m
@@ -916,7 +916,7 @@ func (s *server) switchModel(m *model) {
 
 // scopedModels are the models cycle_model goes through: the usable ones,
 // or those --models names (globs over provider/id or id).
-func (s *server) scopedModels() (models []*model, scoped bool) {
+func (s *session) scopedModels() (models []*model, scoped bool) {
 	s.mu.Lock()
 	usable := s.usableModels(s.model)
 	s.mu.Unlock()

@@ -148,7 +148,7 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 
 // process is one background process.
 type process struct {
-	s         *server
+	s         *session // the session that started it: its events go there
 	id        string
 	ownerID   string
 	spec      processSpec
@@ -268,7 +268,7 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 // spawn starts a background process. announce runs once it is
 // registered and process_started is out, while no output event can be
 // written yet, so whatever announce writes comes next.
-func (s *server) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
+func (s *session) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
 	s.procs.mu.Lock()
 	running := 0
 	for _, p := range s.procs.byID {
@@ -668,11 +668,11 @@ func (p *process) resize(rows, cols int) error {
 }
 
 // findProcess looks up a process by id and notes the use.
-func (s *server) findProcess(id string) (*process, error) {
+func (s *session) findProcess(id string) (*process, error) {
 	s.procs.mu.Lock()
 	p, ok := s.procs.byID[id]
 	s.procs.mu.Unlock()
-	if !ok {
+	if !ok || p.s != s {
 		return nil, fmt.Errorf("process not found: %s", id)
 	}
 	p.touch()
@@ -680,7 +680,7 @@ func (s *server) findProcess(id string) (*process, error) {
 }
 
 // removeProcess forgets an ended process.
-func (s *server) removeProcess(p *process) error {
+func (s *session) removeProcess(p *process) error {
 	p.mu.Lock()
 	ended := p.endedLocked()
 	p.mu.Unlock()
@@ -694,23 +694,30 @@ func (s *server) removeProcess(p *process) error {
 	return nil
 }
 
-// listProcesses describes every process not yet removed, oldest first.
-func (s *server) listProcesses() []processInfo {
+// processes are the session's processes not yet removed, oldest first.
+func (s *session) processes() []*process {
 	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	var procs []*process
 	for _, id := range s.procs.order {
-		procs = append(procs, s.procs.byID[id])
+		if p := s.procs.byID[id]; p.s == s {
+			procs = append(procs, p)
+		}
 	}
-	s.procs.mu.Unlock()
+	return procs
+}
+
+// listProcesses describes the session's processes not yet removed, oldest first.
+func (s *session) listProcesses() []processInfo {
 	list := []processInfo{}
-	for _, p := range procs {
+	for _, p := range s.processes() {
 		list = append(list, p.info())
 	}
 	return list
 }
 
 // runningProcessCount counts the processes that have not ended.
-func (s *server) runningProcessCount() int {
+func (s *session) runningProcessCount() int {
 	n := 0
 	for _, info := range s.listProcesses() {
 		if info.State == "starting" || info.State == "running" || info.State == "stopping" {
@@ -923,7 +930,7 @@ func (s *server) processStopCommand(r *request) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r, func() (any, error) { return p.stop(), nil })
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.stop(), nil })
 	return noReply{}, nil
 }
 
@@ -942,7 +949,7 @@ func (s *server) processWaitCommand(r *request) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r, func() (any, error) { return p.wait(context.Background(), timeout) })
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.wait(context.Background(), timeout) })
 	return noReply{}, nil
 }
 

@@ -219,7 +219,7 @@ func (s *server) getCommandsCommand(r *request) (any, error) {
 
 // expandSlash expands a prompt starting with /skill:name or /name (a
 // template); any other text comes back unchanged.
-func (s *server) expandSlash(text string) string {
+func (s *session) expandSlash(text string) string {
 	if !strings.HasPrefix(text, "/") {
 		return text
 	}

@@ -319,7 +319,7 @@ func sameSessionPath(a, b string) bool {
 
 // sessionStore is this server's: --session-dir (flat), else pi's
 // sessions folder in the agent directory.
-func (s *server) sessionStore() sessionStore {
+func (s *session) sessionStore() sessionStore {
 	if dir := s.set.cfg.sessionDir; dir != "" {
 		return sessionStore{root: resolvePath(s.set.cfg.cwd, dir), flat: true}
 	}
@@ -342,7 +342,7 @@ func (s *server) sessionListCommand(r *request) (any, error) {
 	if scope == "all_projects" {
 		cwd = ""
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		rows, err := listSessions(s.ctx, store, cwd)
 		return struct {
 			Sessions []sessionRow `json:"sessions"`
@@ -364,7 +364,7 @@ func (s *server) sessionDeleteCommand(r *request) (any, error) {
 	}
 	path = resolvePath(s.set.cwd, path)
 	store, current := s.sessionStore(), s.conv.info().path
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		return nil, deleteSession(store, path, current)
 	})
 	return noReply{}, nil

@@ -16,47 +16,49 @@ import (
 	"time"
 )
 
-// openConversation sets up the session at startup: --no-session (memory
-// only), --session FILE (loaded when it exists, else created there), or a
-// new file in --session-dir or pi's default folder, which must be
+// openConversation sets up a session's conversation as o says: in memory
+// only (--no-session), the file o.file (loaded when it exists, else
+// created there), the cwd's session with id o.id, a copy of o.forkFrom,
+// or a new file in --session-dir or pi's folder for the cwd, which must be
 // writable (nothing is created until the first answer).
-func (s *server) openConversation() (*conversation, error) {
+func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	s.env.trace.phase("tools, model")
 	defer s.env.trace.phase("session")
-	cfg := s.set.cfg
-	c := &conversation{clock: s.env.clock, warn: func(msg string) {
-		if !s.serving { // during startup: a notice after session_started
-			s.set.notices = append(s.set.notices, msg)
-			return
-		}
-		s.tell(uiRequest{Method: "notify", Message: msg, NotifyType: "warning"})
-	}}
+	cfg, cwd := s.set.cfg, s.set.cwd
+	c := &conversation{clock: s.env.clock, warn: s.warn}
+	s.conv = c
+	switch {
+	case cfg.noSession || o.file != "":
+	case cfg.sessionDir != "":
+		s.dir = resolvePath(cfg.cwd, cfg.sessionDir)
+	default:
+		s.dir = defaultSessionDir(s.set.agentDir, cwd)
+	}
 	now := s.env.clock.Now()
 	var ss *sessionFile
 	switch {
 	case cfg.noSession:
-		ss = newSessionFile(now, "", cfg.cwd, "", "", "", true)
-	case cfg.sessionFile != "":
-		path := resolvePath(cfg.cwd, cfg.sessionFile)
+		ss = newSessionFile(now, "", cwd, "", "", "", true)
+	case o.file != "":
+		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
 			loaded, err := openSessionFile(path, s.lockWait())
 			if err != nil {
 				return nil, err
 			}
 			if notice := loaded.skippedNotice(); notice != "" {
-				s.set.notices = append(s.set.notices, notice)
+				s.warn(notice)
 			}
 			s.useSessionIn(c, loaded)
 			return c, nil
 		}
-		ss = newSessionFile(now, "", cfg.cwd, "", path, "", false)
+		ss = newSessionFile(now, "", cwd, "", path, "", false)
 	default:
-		dir := s.sessionDir()
-		if err := checkWritableDir(dir); err != nil {
-			return nil, fmt.Errorf("Cannot use session directory %s: %v", dir, err)
+		if err := checkWritableDir(s.dir); err != nil {
+			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.dir, err)
 		}
-		if cfg.sessionID != "" && cfg.forkFrom == "" {
-			if found, _ := filepath.Glob(filepath.Join(dir, "*_"+cfg.sessionID+".jsonl")); len(found) > 0 {
+		if o.id != "" && o.forkFrom == "" {
+			if found, _ := filepath.Glob(filepath.Join(s.dir, "*_"+o.id+".jsonl")); len(found) > 0 {
 				loaded, err := openSessionFile(found[0], s.lockWait())
 				if err != nil {
 					return nil, err
@@ -65,37 +67,22 @@ func (s *server) openConversation() (*conversation, error) {
 				return c, nil
 			}
 		}
-		ss = newSessionFile(now, cfg.sessionID, cfg.cwd, dir, "", "", false)
-		if cfg.forkFrom != "" {
-			from, err := loadSessionFile(resolvePath(cfg.cwd, cfg.forkFrom))
+		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
+		if o.forkFrom != "" {
+			from, err := loadSessionFile(resolvePath(cwd, o.forkFrom))
 			if err != nil {
 				return nil, err
 			}
 			copyBranch(ss, from, from.leaf)
 			ss.header.ParentSession = from.path
 			s.useSessionIn(c, ss)
-			s.conv = c
 			c.writeWhole(ss)
 			return c, nil
 		}
 	}
-	c.replace(ss, sessionContext{name: cfg.name})
-	s.conv = c
+	c.replace(ss, sessionContext{name: o.name})
 	s.startEntries()
 	return c, nil
-}
-
-// sessionDir is where new session files go: --session-dir, or pi's folder
-// for the cwd ("" with --no-session or --session).
-func (s *server) sessionDir() string {
-	cfg := s.set.cfg
-	switch {
-	case cfg.noSession || cfg.sessionFile != "":
-		return ""
-	case cfg.sessionDir != "":
-		return resolvePath(cfg.cwd, cfg.sessionDir)
-	}
-	return defaultSessionDir(s.set.agentDir, cfg.cwd)
 }
 
 // checkWritableDir proves that dir, or the nearest folder above it that
@@ -119,7 +106,7 @@ func checkWritableDir(dir string) error {
 
 // startEntries records a fresh session's model, thinking level and name,
 // as pi does.
-func (s *server) startEntries() {
+func (s *session) startEntries() {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
@@ -136,12 +123,12 @@ func (s *server) startEntries() {
 // thinking level and name; the queues and todos are emptied, the loops
 // move to the new session (loops.go). It reports
 // whether the queues held anything.
-func (s *server) useSession(ss *sessionFile) (queuesCleared bool) {
+func (s *session) useSession(ss *sessionFile) (queuesCleared bool) {
 	s.moveLoops(ss.path)
 	return s.useSessionIn(s.conv, ss)
 }
 
-func (s *server) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
+func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
 	sc := ss.context()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,7 +149,7 @@ func (s *server) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared b
 // announceSession follows a session change's answer: queue_update when
 // the change emptied the queues, then session_started, then the new
 // session's restored loops.
-func (s *server) announceSession(queuesCleared bool) {
+func (s *session) announceSession(queuesCleared bool) {
 	s.conv.flush() // the session left lets go of its file
 	if queuesCleared {
 		s.emitQueue()
@@ -188,7 +175,7 @@ func (s *server) newSessionCommand(r *request) (any, error) {
 	cleared := false
 	return s.whenIdle(r, nil, func() (any, error) {
 		info := s.conv.info()
-		dir := s.sessionDir()
+		dir := s.dir
 		if dir == "" && info.path != "" {
 			dir = filepath.Dir(info.path)
 		}
@@ -265,7 +252,7 @@ func (s *server) forkCommand(r *request) (any, error) {
 	}
 	cleared := false
 	return s.whenIdle(r, nil, func() (any, error) {
-		dir := s.sessionDir()
+		dir := s.dir
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
@@ -311,7 +298,7 @@ func (s *server) cloneCommand(r *request) (any, error) {
 	}
 	cleared := false
 	return s.whenIdle(r, nil, func() (any, error) {
-		dir := s.sessionDir()
+		dir := s.dir
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
@@ -435,4 +422,4 @@ func (s *server) getForkMessagesCommand(r *request) (any, error) {
 }
 
 // lockWait is how long opening a session file another rpi holds waits.
-func (s *server) lockWait() time.Duration { return cmp.Or(s.env.lockWait, sessionLockWait) }
+func (s *session) lockWait() time.Duration { return cmp.Or(s.env.lockWait, sessionLockWait) }

@@ -364,7 +364,7 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 // process group, feeding its output to out, until it ends. Cancelling ctx
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
 // and SIGKILL after a grace.
-func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
+func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
 	cmd := s.command(s.set.shell(), "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
@@ -439,7 +439,7 @@ func (s *server) bashCommand(r *request) (any, error) {
 	s.procs.mu.Lock()
 	s.procs.bashRuns[run] = true
 	s.procs.mu.Unlock()
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		defer cancel()
 		ps, timedOut, err := s.runShell(ctx, command, timeout, out)
 		s.procs.mu.Lock()

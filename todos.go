@@ -107,7 +107,7 @@ func (e todoError) Error() string { return "Errors: " + strings.Join(e, "; ") }
 // error, makes the result the plan; either way (a view too) it writes
 // todo_updated and the widget, under s.mu so that reports of concurrent
 // changes keep their order.
-func (s *server) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoError)) (todoResult, error) {
+func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoError)) (todoResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.todos
@@ -126,13 +126,13 @@ func (s *server) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoErr
 }
 
 // todoPlan is a copy of the plan, never nil.
-func (s *server) todoPlan() []todoPhase {
+func (s *session) todoPlan() []todoPhase {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.todoPlanLocked()
 }
 
-func (s *server) todoPlanLocked() []todoPhase { return cloneTodos(s.todos) }
+func (s *session) todoPlanLocked() []todoPhase { return cloneTodos(s.todos) }
 
 // cloneTodos is a deep copy of plan, never nil.
 func cloneTodos(plan []todoPhase) []todoPhase {
@@ -231,7 +231,7 @@ func (s *server) getTodosCommand(r *request) (any, error) {
 // applyTodoOp is todo_op and the todo tool: the operation, then the
 // whole plan checked and its readiness recomputed. A view changes nothing
 // (and recomputes nothing) but is still reported.
-func (s *server) applyTodoOp(op todoOp) (todoResult, error) {
+func (s *session) applyTodoOp(op todoOp) (todoResult, error) {
 	op.now = s.env.clock.Now()
 	return s.changeTodos(func(plan []todoPhase) ([]todoPhase, todoError) {
 		if op.Op == "view" {
@@ -886,7 +886,7 @@ var todoTool = &tool{
 		},
 		"required": ["op"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var fields map[string]json.RawMessage
 		json.Unmarshal(raw, &fields)
 		var c todoCall
@@ -912,7 +912,7 @@ func (c *todoCall) describe() (string, string) {
 	return "Allow todo " + c.op.Op + "?", "Change the plan: " + escapeControl(string(args))
 }
 
-func (c *todoCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *todoCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	res, err := s.applyTodoOp(c.op)
 	if err != nil {
 		return toolResult{}, err

@@ -95,7 +95,7 @@ var processTool = &tool{
 	decode: decodeProcessCall,
 }
 
-func decodeProcessCall(s *server, raw json.RawMessage) (toolCall, error) {
+func decodeProcessCall(s *session, raw json.RawMessage) (toolCall, error) {
 	var fields map[string]json.RawMessage
 	json.Unmarshal(raw, &fields)
 	var c processCall
@@ -265,7 +265,7 @@ func (c *processCall) describe() (string, string) {
 // logs, wait, list) but change only those it started: a process the
 // client started is the client's to write to, signal, stop or remove.
 
-func (c *processCall) run(ctx context.Context, s *server, call toolRun) (toolResult, error) {
+func (c *processCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
 	if c.action == "spawn" {
 		p, err := s.spawn(c.spec, "tool:"+call.id, func(processInfo) {})
 		if err != nil {

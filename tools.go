@@ -33,7 +33,7 @@ type tool struct {
 	parsed      map[string]any
 	// decode builds the call from arguments already checked against
 	// accepts (else schema).
-	decode func(s *server, raw json.RawMessage) (toolCall, error)
+	decode func(s *session, raw json.RawMessage) (toolCall, error)
 }
 
 // toolCall is one decoded call of a tool.
@@ -42,7 +42,7 @@ type toolCall interface {
 	// dialog: a title and a message whose values are escaped (§7).
 	describe() (title, message string)
 	// run does it; update streams partial results.
-	run(ctx context.Context, s *server, call toolRun) (toolResult, error)
+	run(ctx context.Context, s *session, call toolRun) (toolResult, error)
 }
 
 // preparer is a call that opens what it will change before the approval
@@ -50,7 +50,7 @@ type toolCall interface {
 // use the same open file; release lets go of it after the run or the
 // denial.
 type preparer interface {
-	prepare(s *server) error
+	prepare(s *session) error
 	release()
 }
 
@@ -112,7 +112,7 @@ func toolNames() []string {
 }
 
 // activeTool finds a tool the model is offered.
-func (s *server) activeTool(name string) *tool {
+func (s *session) activeTool(name string) *tool {
 	for _, t := range s.set.tools {
 		if t.name == name {
 			return t
@@ -124,7 +124,7 @@ func (s *server) activeTool(name string) *tool {
 // decodeToolCall decodes a call's arguments once, strictly: a JSON object
 // whose keys are exactly the tool's parameters (no unknown, duplicate or
 // differently-cased keys), each of its type.
-func (s *server) decodeToolCall(name string, raw json.RawMessage) (toolCall, error) {
+func (s *session) decodeToolCall(name string, raw json.RawMessage) (toolCall, error) {
 	t := s.activeTool(name)
 	if t == nil {
 		return nil, fmt.Errorf("Tool %s not found", name)
@@ -330,7 +330,7 @@ var bashTool = &tool{
 		},
 		"required": ["command"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Command string
 			Timeout float64
@@ -348,7 +348,7 @@ func (c *bashCall) describe() (string, string) {
 	return "Allow bash?", message
 }
 
-func (c *bashCall) run(ctx context.Context, s *server, call toolRun) (toolResult, error) {
+func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
 	var out *shellOutput
 	var lastUpdate time.Time
 	out = newShellOutput(s.temp, s.stderr, func(string, string) {
@@ -413,7 +413,7 @@ var askUserTool = &tool{
 		},
 		"required": ["question"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Question    string
 			Options     []string
@@ -429,7 +429,7 @@ func (c *askUserCall) describe() (string, string) {
 	return "Allow ask_user?", "Ask: " + escapeControl(c.question)
 }
 
-func (c *askUserCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *askUserCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	req := uiRequest{Method: "input", Title: c.question, Placeholder: c.placeholder}
 	switch {
 	case len(c.options) > 0:
@@ -437,7 +437,7 @@ func (c *askUserCall) run(ctx context.Context, s *server, _ toolRun) (toolResult
 	case c.multiline:
 		req = uiRequest{Method: "editor", Title: c.question}
 	}
-	answer := s.ask(ctx, req)
+	answer := s.ui.ask(ctx, req)
 	if answer.cancelled || answer.value == nil {
 		return textResult("The user cancelled the question without answering."), nil
 	}

@@ -44,7 +44,7 @@ var readTool = &tool{
 		},
 		"required": ["path"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path          string
 			Offset, Limit int
@@ -58,7 +58,7 @@ func (c *readCall) describe() (string, string) {
 	return "Allow read of " + escapeControl(c.path) + "?", "Read " + escapeControl(c.abs)
 }
 
-func (c *readCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	f, err := openRegular(c.abs, os.O_RDONLY, 0)
 	if err != nil {
 		return toolResult{}, fileError("read", c.abs, err)
@@ -173,7 +173,7 @@ var writeTool = &tool{
 		},
 		"required": ["path", "content"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
 		err := decodeChecked(raw, &a)
 		return &writeCall{path: a.Path, abs: s.toolPath(a.Path), content: a.Content}, err
@@ -181,7 +181,7 @@ var writeTool = &tool{
 }
 
 // prepare opens the file, or the folder a new one will be made in.
-func (c *writeCall) prepare(s *server) error {
+func (c *writeCall) prepare(s *session) error {
 	target, err := s.openTarget(c.path, c.abs, true)
 	if err != nil {
 		return fileError("write", c.path, err)
@@ -205,7 +205,7 @@ func (c *writeCall) describe() (string, string) {
 		fmt.Sprintf("Write %d bytes to %s%s (%s):\n%s", len(c.content), escapeControl(c.path), c.where, what, showText("+ ", c.content))
 }
 
-func (c *writeCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *writeCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
@@ -273,7 +273,7 @@ var lsTool = &tool{
 			"limit": {"type": "integer", "minimum": 1, "description": "Most entries to list (default 500)"}
 		}
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path  string
 			Limit int
@@ -287,7 +287,7 @@ func (c *lsCall) describe() (string, string) {
 	return "Allow ls of " + escapeControl(c.abs) + "?", "List " + escapeControl(c.abs)
 }
 
-func (c *lsCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *lsCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	info, err := os.Stat(c.abs)
 	switch {
 	case err != nil:
@@ -513,7 +513,7 @@ var findTool = &tool{
 		},
 		"required": ["pattern"]
 	}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path string
 			Limit         int
@@ -533,7 +533,7 @@ func (c *findCall) describe() (string, string) {
 	return "Allow find in " + escapeControl(c.abs) + "?", "Find " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs)
 }
 
-func (c *findCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	byName := !strings.Contains(c.pattern, "/")
 	var found []string
 	cut := false

@@ -1,0 +1,312 @@
+package main
+
+// The session: one conversation and the agent that works on it, in one
+// working directory — its settings, context files, templates and skills,
+// the conversation store and its session file, the loops, the todos, the
+// agent's state and run — and the three things a front end gives it: the
+// sink its events go to and the ui it asks its user through. The rpc front end (commands.go) serves
+// one; the host (host.go) may hold several, one running at a time.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// session is one conversation and its agent. What never changes after it
+// opens is in set; each part that changes has its own owner and lock.
+// The lock order of the whole program is in docs/architecture.md.
+type session struct {
+	*host
+	set  *settings // fixed when the session opens; read without locks
+	sink eventSink // where its events go: the front end's
+	ui   ui        // how it asks its user: the front end's
+
+	// ctx is cancelled when the session closes, or rpi shuts down: its
+	// runs, commands and processes watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	conv  *conversation  // the messages and the session file (own locks)
+	loops *loopScheduler // scheduled prompts (own locks, loops.go)
+	dir   string         // where new session files go; "" beside the current one (or in memory)
+
+	noticesMu sync.Mutex  // guards notices
+	notices   []string    // warnings kept until the front end has shown the session
+	live      atomic.Bool // the front end has taken the notices: warnings go to the ui
+
+	mu             sync.Mutex // guards the agent's state below
+	model          *model     // the model the next call uses; nil when none is usable
+	thinkingLevel  string
+	steeringMode   string
+	followUpMode   string
+	autoCompaction bool
+	autoRetry      bool
+	confirm        []string  // the tools behind the approval gate
+	phase          runPhase  // what the agent is doing (agent.go)
+	activeRun      *agentRun // the run chain in progress; nil when idle
+	changing       int       // session changes waiting for the agent to stop; no run starts meanwhile
+	steering       []*userMessage
+	followUp       []*userMessage
+	todos          []todoPhase // the plan (todos.go)
+}
+
+// An eventSink takes every event of one session, in order, on the
+// goroutine that made it, often while the core holds its own locks (s.mu,
+// a process's p.mu): where an answer and an event must keep their order,
+// the core relies on the event having been written (or handed on) when
+// the call returns. The payload is the typed value (messageUpdate,
+// toolExecEnd, …), for a front end to switch on. A sink must not call
+// back into the session, nor block on anything but its own output.
+type eventSink interface {
+	event(ev event)
+	// gatheredEvent is event for a writer that flushes the output before
+	// it waits (a process's reader): the event may wait for what follows.
+	gatheredEvent(ev event)
+}
+
+// sessionOptions say where a session works, what its front end gives it,
+// and which conversation it opens with.
+type sessionOptions struct {
+	cwd  string // absolute
+	sink eventSink
+	ui   ui
+
+	file     string // a session file: opened when it exists, else made there (--session)
+	id       string // the id of the cwd's session to open, or of the new one (--session-id)
+	forkFrom string // a session file the new session copies (--fork)
+	name     string // the new session's name (--name)
+}
+
+// openSession opens a session in o.cwd: its settings and resources, the
+// starting model (--model, or settings.json's default, or the first
+// usable one), and its conversation (see openConversation). What opening
+// writes (a fork's copy) is on disk when it returns.
+func openSession(h *host, o sessionOptions) (*session, error) {
+	set := loadSettings(h.set, o.cwd, h.env.trace)
+	cfg := h.set.cfg
+	s := &session{host: h, set: set, sink: o.sink, ui: o.ui, loops: &loopScheduler{},
+		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
+		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
+	if cfg.thinking != "" {
+		s.thinkingLevel = cfg.thinking
+	}
+	s.model = h.set.startModel
+	if s.model == nil {
+		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
+	}
+	if cfg.model == "" && len(cfg.models) > 0 {
+		if scoped, _ := s.scopedModels(); len(scoped) > 0 {
+			s.model = scoped[0] // --models without --model starts with the first
+		}
+	}
+	if h.set.startThinking != "" {
+		s.thinkingLevel = h.set.startThinking
+	}
+	s.ctx, s.cancel = context.WithCancel(h.ctx)
+	conv, err := s.openConversation(o)
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	s.conv = conv
+	conv.flush()
+	h.mu.Lock()
+	h.sessions = append(h.sessions, s)
+	h.mu.Unlock()
+	return s, nil
+}
+
+// close ends the session: its loops, its run (aborted, and waited for),
+// the commands and processes it started; then its session file is
+// written to the end and let go of (another rpi may open it at once). The
+// front end forgets the session after. Shutdown does this for every
+// session at once (host.shutdown).
+func (s *session) close() {
+	s.stopLoops()
+	settled := s.abortRun()
+	procs := s.processes()
+	s.cancel() // its commands end, its processes are stopped (waitExit)
+	deadline := time.After(exitLimit)
+	select {
+	case <-settled:
+	case <-deadline:
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline:
+		}
+	}
+	s.conv.close()
+	s.host.mu.Lock()
+	s.host.sessions = slices.DeleteFunc(s.host.sessions, func(o *session) bool { return o == s })
+	s.host.mu.Unlock()
+}
+
+// ---- Events and the user ----
+
+// emit reports an event through the sink; pi is its payload in pi's shape
+// when that differs.
+func (s *session) emit(typ string, data, pi any) {
+	s.sink.event(event{typ, data, pi})
+}
+
+// gatherEvent is emit for a writer that flushes before it waits (see
+// eventSink.gatheredEvent).
+func (s *session) gatherEvent(typ string, data any) {
+	s.sink.gatheredEvent(event{Type: typ, Data: data})
+}
+
+// tell sends a one-way request to the user (notify, setStatus,
+// setWidget, setTitle, set_editor_text).
+func (s *session) tell(req uiRequest) { s.ui.show(req) }
+
+// status shows the agent's current activity in the client's status bar
+// (setStatus, key "rpi").
+func (s *session) status(activity string) {
+	s.tell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: activity})
+}
+
+// warn tells the user of a problem the session ran into (a session file
+// that cannot be written): a notify warning, or, until the front end has
+// shown the session, a notice it takes then (takeNotices).
+func (s *session) warn(message string) {
+	s.noticesMu.Lock()
+	if !s.live.Load() {
+		s.notices = append(s.notices, message)
+		s.noticesMu.Unlock()
+		return
+	}
+	s.noticesMu.Unlock()
+	s.tell(uiRequest{Method: "notify", Message: message, NotifyType: "warning"})
+}
+
+// takeNotices returns the warnings gathered while the session opened (of
+// its settings files, the catalog, its resources and its session file),
+// for the front end to show once it has announced the session; from then
+// on a warning goes to the ui at once.
+func (s *session) takeNotices() []string {
+	s.noticesMu.Lock()
+	defer s.noticesMu.Unlock()
+	s.live.Store(true)
+	notices := s.notices
+	s.notices = nil
+	return notices
+}
+
+// ---- State ----
+
+// stateData is the answer to get_state (§6), in pi's key order.
+type stateData struct {
+	Model                 *model      `json:"model"` // null when none is usable
+	ThinkingLevel         string      `json:"thinkingLevel"`
+	IsStreaming           bool        `json:"isStreaming"`
+	IsCompacting          bool        `json:"isCompacting"`
+	SteeringMode          string      `json:"steeringMode"`
+	FollowUpMode          string      `json:"followUpMode"`
+	SessionFile           any         `json:"sessionFile"` // null with --no-session
+	SessionID             string      `json:"sessionId"`
+	SessionName           string      `json:"sessionName,omitempty"`
+	AutoCompactionEnabled bool        `json:"autoCompactionEnabled"`
+	AutoRetryEnabled      bool        `json:"autoRetryEnabled"`
+	MessageCount          int         `json:"messageCount"`
+	PendingMessageCount   int         `json:"pendingMessageCount"`
+	TodoPhases            []todoPhase `json:"todoPhases"`
+	ProcessCount          int         `json:"processCount"`
+}
+
+// state is every field of the session's state, from memory.
+func (s *session) state() stateData {
+	processes := s.runningProcessCount()
+	info := s.conv.info()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sessionFile any
+	if info.path != "" {
+		sessionFile = info.path
+	}
+	return stateData{
+		Model:                 s.model,
+		ThinkingLevel:         s.effectiveThinking(),
+		IsStreaming:           s.phase == running || s.phase == stopping,
+		IsCompacting:          s.phase == compacting,
+		SessionFile:           sessionFile,
+		SteeringMode:          s.steeringMode,
+		FollowUpMode:          s.followUpMode,
+		SessionID:             info.id,
+		SessionName:           info.name,
+		AutoCompactionEnabled: s.autoCompaction,
+		AutoRetryEnabled:      s.autoRetry,
+		MessageCount:          info.messages,
+		PendingMessageCount:   len(s.steering) + len(s.followUp),
+		TodoPhases:            s.todoPlanLocked(),
+		ProcessCount:          processes,
+	}
+}
+
+// setSessionName names the session (a session_info entry, written only
+// when the name changes): session_info_changed and the ui's title follow.
+// The name is trimmed; an empty one fails.
+func (s *session) setSessionName(name string) error {
+	if name = strings.TrimSpace(name); name == "" {
+		return errors.New("Session name cannot be empty")
+	}
+	changed, err := s.conv.setName(name)
+	if changed {
+		s.emit("session_info_changed", sessionInfoChanged{name}, nil)
+		s.tell(uiRequest{Method: "setTitle", Title: name})
+	}
+	return err
+}
+
+// sessionInfoChanged is the data of session_info_changed.
+type sessionInfoChanged struct {
+	Name string `json:"name"`
+}
+
+// setQueueMode sets how many queued messages one turn takes of the
+// steering queue (steering) or the follow-up queue: mode is "all" or
+// "one-at-a-time".
+func (s *session) setQueueMode(steering bool, mode string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if steering {
+		s.steeringMode = mode
+	} else {
+		s.followUpMode = mode
+	}
+}
+
+// setAutoCompaction turns compaction near the context window on or off.
+func (s *session) setAutoCompaction(enabled bool) {
+	s.mu.Lock()
+	s.autoCompaction = enabled
+	s.mu.Unlock()
+}
+
+// setAutoRetry turns retrying of failed model calls on or off.
+func (s *session) setAutoRetry(enabled bool) {
+	s.mu.Lock()
+	s.autoRetry = enabled
+	s.mu.Unlock()
+}
+
+// confirmTools are the tools whose calls wait for the user's approval.
+func (s *session) confirmTools() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.confirm
+}
+
+// setConfirmTools puts these tools behind the approval gate (and no
+// others), from the next call on; --confirm gives the first set.
+func (s *session) setConfirmTools(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.confirm = slices.Clone(names)
+}
