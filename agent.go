@@ -102,6 +102,11 @@ type agentRun struct {
 	settled chan struct{} // closed once the run has settled (after agent_settled)
 	agent   bool          // it ran the agent (so it ends with agent_settled)
 
+	// Only the run's own goroutine uses these: the inputs whose turn is in
+	// progress (endTurns reports their end), and the last answer.
+	turn []runInput
+	last *assistantMessage
+
 	mu          sync.Mutex // guards the fields below
 	cancelRetry func()     // set while waiting to retry
 	retryAfter  time.Duration
@@ -132,23 +137,42 @@ var retryable = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
 })
 
-// startRun begins a run chain in the given phase; s.mu must not be held.
-// With releasing, it also ends a holdRuns, in the same step.
-func (s *session) startRun(phase runPhase, releasing bool) *agentRun {
+// Why a run cannot start: tryStartRun's refusals.
+var (
+	errChanging = errors.New("A session change is in progress; send the prompt once it is answered.")
+	errBusy     = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
+	errNoModel  = errors.New(noModelMessage)
+)
+
+// tryStartRun is the one gate every run passes (a prompt, a loop's fire,
+// compaction): it starts a run chain in phase when the agent is idle, no
+// session change holds runs off — except the caller's own hold (held),
+// which ends in the same step, whether the run starts or not — and, for
+// an agent run, there is a usable model. It decides under s.mu; the
+// caller starts the run's goroutine.
+func (s *session) tryStartRun(phase runPhase, held bool) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if releasing {
-		s.changing--
-	}
-	return s.startRunLocked(phase)
+	return s.tryStartRunLocked(phase, held)
 }
 
-func (s *session) startRunLocked(phase runPhase) *agentRun {
+func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error) {
+	if held {
+		s.changing--
+	}
+	switch {
+	case s.changing > 0:
+		return nil, errChanging
+	case s.activeRun != nil:
+		return nil, errBusy
+	case phase == running && (s.model == nil || !s.model.usable()):
+		return nil, errNoModel
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
 	s.activeRun, s.phase = run, phase
 	s.conv.hold()
-	return run
+	return run, nil
 }
 
 // setPhase changes the phase of the run in progress.
@@ -160,12 +184,13 @@ func (s *session) setPhase(phase runPhase) {
 	s.mu.Unlock()
 }
 
-// settle ends a run chain, or continues it: under the lock prompt takes
+// settle ends a run chain, or continues it: under the lock a prompt takes
 // to queue, it takes what is queued (then the caller runs it) or marks
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
-// agent run.
-// Once idle, the loops report the run and may start a waiting fire.
+// agent run. Either way the turn of the inputs it ran has ended
+// (endTurns, after agent_settled when it settles). Once idle, the loops
+// report the run and may start a waiting fire.
 func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
@@ -174,6 +199,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	if len(next) > 0 {
 		s.phase, run.agent = running, true
 		s.mu.Unlock()
+		s.endTurns(run)
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
@@ -181,6 +207,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
 	}
+	s.endTurns(run)
 	s.loopsSettledLocked(run)
 	close(run.settled)
 	s.mu.Unlock()
@@ -189,21 +216,51 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	return nil
 }
 
-// holdRuns keeps new runs from starting (prompt fails as busy) and
-// aborts the one in progress; the channel closes once it has settled.
-// releaseRuns (or startRun with releasing) ends the hold.
-func (s *session) holdRuns() <-chan struct{} {
+// promptEnd says how a prompt's turn ended, to the ended callback of
+// startPrompt or queuePrompt. A turn ends when the model stops with no
+// steering left and the run goes on to a follow-up, or settles.
+type promptEnd struct {
+	ran     bool              // false: dropped unrun (clear_queue, a session change, the session's close)
+	aborted bool              // abort came during its turn
+	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
+}
+
+// endTurns reports the end of the turn of the inputs the run has been
+// working on. It runs on the run's goroutine, sometimes with s.mu held.
+func (s *session) endTurns(run *agentRun) {
+	for _, in := range run.turn {
+		if m, ok := in.(*userMessage); ok && m.ended != nil {
+			ended := m.ended
+			m.ended = nil
+			ended(promptEnd{ran: true, aborted: run.ctx.Err() != nil, answer: run.last})
+		}
+	}
+	run.turn = nil
+}
+
+// dropUnrunLocked reports the end of queued messages that will never run;
+// s.mu is held.
+func dropUnrunLocked(queued ...[]*userMessage) {
+	for _, q := range queued {
+		for _, m := range q {
+			if m.ended != nil {
+				ended := m.ended
+				m.ended = nil
+				ended(promptEnd{})
+			}
+		}
+	}
+}
+
+// holdRuns keeps new runs from starting (a prompt fails, a loop's fire
+// waits) until releaseRuns, and reports whether a run is in progress; a
+// session change holds runs while it reads what it needs and until it
+// has applied itself (abort stops the run in progress meanwhile).
+func (s *session) holdRuns() (busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changing++
-	if s.activeRun == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
-	}
-	s.activeRun.cancel()
-	s.phase = stopping
-	return s.activeRun.settled
+	return s.activeRun != nil
 }
 
 func (s *session) releaseRuns() {
@@ -212,56 +269,67 @@ func (s *session) releaseRuns() {
 	s.mu.Unlock()
 }
 
-// whenIdle applies a change that needs the agent still (a session change):
-// after prepare (which may read files; nil for none) it aborts a running
-// agent, waits for it to settle, applies change, answers r, and calls then
-// (nil for nothing) after a successful answer. When nothing runs and
-// there is nothing to prepare, it does all this at once, in order with
-// the commands around it; otherwise in the background.
-func (s *server) whenIdle(r *request, prepare func() error, change func() (any, error), then func()) (any, error) {
-	s.mu.Lock()
-	busy := s.activeRun != nil
-	s.mu.Unlock()
+// changeSession applies a change that needs the agent still (a session
+// change): after prepare (which may read files; nil for none) it aborts a
+// running agent, waits for it to settle, applies change and passes its
+// error (or prepare's) to done. When nothing runs and there is nothing to
+// prepare, it does all this at once, in order with the commands around
+// it; otherwise in the background. No run starts meanwhile.
+func (s *session) changeSession(prepare func() error, change func() error, done func(error)) {
+	busy := s.holdRuns()
 	apply := func() {
 		defer s.releaseRuns()
 		if prepare != nil {
 			if err := prepare(); err != nil {
-				s.reply(r, nil, err)
+				done(err)
 				return
 			}
 		}
-		<-s.abortRun()
-		data, err := s.call(r.typ, change)
-		s.reply(r, data, err)
-		if err == nil && then != nil {
-			then()
+		if settled := s.abort(); settled != nil {
+			<-settled
 		}
+		_, err := s.call("the session change", func() (any, error) { return nil, change() })
+		done(err)
 	}
-	s.mu.Lock()
-	s.changing++
-	s.mu.Unlock()
 	if !busy && prepare == nil {
 		apply()
 	} else {
 		s.goBackground(apply)
 	}
-	return noReply{}, nil
 }
 
-// abortRun aborts the run in progress, if any — its model stream,
+// abort stops the running agent (or compaction) — its model stream,
 // running tool, open dialogs and any retry wait — and returns a channel
-// closed once it has settled (at once when idle). The queues are kept.
-func (s *session) abortRun() <-chan struct{} {
+// closed once it has settled; nil when idle. The queues are kept.
+func (s *session) abort() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.activeRun == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
+		return nil
 	}
 	s.activeRun.cancel()
 	s.phase = stopping
 	return s.activeRun.settled
+}
+
+// abortRetry cancels a pending auto-retry wait (the run then ends) and
+// returns a channel closed once the run has settled; nil when no retry
+// waits.
+func (s *session) abortRetry() <-chan struct{} {
+	s.mu.Lock()
+	run := s.activeRun
+	s.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	run.mu.Lock()
+	cancel := run.cancelRetry
+	run.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	return run.settled
 }
 
 // runAgent drives a run chain: turns until the model stops with nothing
@@ -320,6 +388,7 @@ func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (las
 			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
 			last = &assistantMessage{Role: "assistant", Content: []contentBlock{}, StopReason: "error",
 				ErrorMessage: fmt.Sprintf("Internal error: %v", p), Timestamp: s.env.clock.Now().UnixMilli()}
+			run.last = last
 			s.conv.appendMessage(last)
 			s.emit("agent_end", agentEnd{Messages: []any{last}}, nil)
 			retryErr = ""
@@ -378,6 +447,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	var last *assistantMessage
 	for {
 		s.emit("turn_start", nil, nil)
+		run.turn = append(run.turn, pending...)
 		for _, m := range pending {
 			s.emit("message_start", messageEvent{m}, nil)
 			s.emit("message_end", messageEvent{m}, nil)
@@ -386,7 +456,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		}
 		pending = nil
 		answer := s.streamAnswer(run)
-		last = answer
+		last, run.last = answer, answer
 		s.conv.appendMessage(answer)
 		produced = append(produced, answer)
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
@@ -409,6 +479,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 			continue
 		}
 		if pending = inputs(s.takeQueued(false)); len(pending) > 0 {
+			s.endTurns(run) // the model has stopped: a follow-up's turn begins
 			continue
 		}
 		break
@@ -714,7 +785,84 @@ func (s *session) emitQueue() {
 	s.emitQueueLocked()
 }
 
-// ---- Prompting commands ----
+// ---- Prompting ----
+
+// startPrompt starts a run with msg, or, while one runs, queues it as
+// behaviour says ("steer" or "followUp"; "" fails as busy). accepted is
+// called once, when it is started or queued (before any event of its
+// run) or refused; ended (nil: none) once its turn has ended (promptEnd).
+// When the session file's last write failed, the file is written again
+// first, in the background, and the prompt fails if that fails too.
+func (s *session) startPrompt(msg *userMessage, behaviour string, accepted func(queued bool, err error), ended func(promptEnd)) {
+	if s.conv.writeFailed() {
+		s.goBackground(func() {
+			if err := s.conv.writable(); err != nil {
+				accepted(false, err)
+				return
+			}
+			s.startPromptNow(msg, behaviour, accepted, ended)
+		})
+		return
+	}
+	s.startPromptNow(msg, behaviour, accepted, ended)
+}
+
+func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted func(queued bool, err error), ended func(promptEnd)) {
+	s.mu.Lock()
+	switch {
+	case s.changing > 0:
+		s.mu.Unlock()
+		accepted(false, errChanging) // queued now, the message would be dropped with the old session
+		return
+	case s.activeRun != nil && behaviour == "":
+		s.mu.Unlock()
+		accepted(false, errBusy)
+		return
+	case s.activeRun != nil:
+		msg.ended = ended
+		s.enqueueLocked(behaviour == "steer", msg)
+		accepted(true, nil)
+		s.mu.Unlock()
+		return
+	}
+	run, err := s.tryStartRunLocked(running, false)
+	if err == nil {
+		msg.ended = ended
+	}
+	s.mu.Unlock()
+	accepted(false, err)
+	if err != nil {
+		return
+	}
+	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
+	s.goBackground(func() { s.runAgent(run, pending) })
+}
+
+// queuePrompt queues msg for the running agent: steering is delivered
+// after the current tool call (the calls of that answer not yet started
+// are skipped), a follow-up when the agent would otherwise stop; while
+// idle it waits for the next run. ended as in startPrompt.
+func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(promptEnd)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg.ended = ended
+	s.enqueueLocked(steering, msg)
+}
+
+// clearQueue empties both queues and answers the texts removed; the
+// messages removed end unrun.
+func (s *session) clearQueue() queueUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed := s.queueTextsLocked()
+	if len(s.steering)+len(s.followUp) > 0 {
+		dropped := [][]*userMessage{s.steering, s.followUp}
+		s.steering, s.followUp = nil, nil
+		s.emitQueueLocked()
+		dropUnrunLocked(dropped...)
+	}
+	return removed
+}
 
 // userInput reads a command's message and images into a user message.
 func (s *server) userInput(r *request) (*userMessage, error) {
@@ -754,38 +902,19 @@ func (s *server) promptCommand(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	behavior := ""
+	behaviour := ""
 	if r.has("streamingBehavior") {
-		if behavior, err = r.enum("streamingBehavior", []string{"steer", "followUp"}); err != nil {
+		if behaviour, err = r.enum("streamingBehavior", []string{"steer", "followUp"}); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.conv.writable(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.changing > 0 {
-		s.mu.Unlock()
-		// Queued now, the message would be dropped with the old session.
-		return nil, errors.New("A session change is in progress; send the prompt once it is answered.")
-	}
-	if s.activeRun != nil {
-		defer s.mu.Unlock()
-		if behavior == "" {
-			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
+	s.startPrompt(msg, behaviour, func(queued bool, err error) {
+		how := "started"
+		if queued {
+			how = "queued"
 		}
-		s.enqueueLocked(behavior == "steer", msg)
-		return piOnly{data: disposition{"queued"}}, nil
-	}
-	if s.model == nil || !s.model.usable() {
-		s.mu.Unlock()
-		return nil, errors.New(noModelMessage)
-	}
-	run := s.startRunLocked(running)
-	s.mu.Unlock()
-	s.reply(r, piOnly{data: disposition{"started"}}, nil)
-	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
-	s.goBackground(func() { s.runAgent(run, pending) })
+		s.reply(r, piOnly{data: disposition{how}}, err)
+	}, nil)
 	return noReply{}, nil
 }
 
@@ -810,9 +939,7 @@ func (s *server) queueCommand(r *request, steering bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.enqueueLocked(steering, msg)
-	s.mu.Unlock()
+	s.queuePrompt(msg, steering, nil)
 	return piOnly{data: disposition{"queued"}}, nil
 }
 
@@ -821,21 +948,7 @@ func (s *server) queueCommand(r *request, steering bool) (any, error) {
 // answers after the run's agent_end and agent_settled; while idle, at once.
 // Fields: none. Answer: null.
 func (s *server) abortCommand(r *request) (any, error) {
-	s.mu.Lock()
-	run := s.activeRun
-	if run != nil {
-		run.cancel()
-		s.phase = stopping
-	}
-	s.mu.Unlock()
-	if run == nil {
-		return nil, nil
-	}
-	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		<-run.settled
-		return nil, nil
-	})
-	return noReply{}, nil
+	return s.answerWhenSettled(r, s.abort())
 }
 
 // abortRetryCommand cancels a pending auto-retry wait; the run then ends with
@@ -844,21 +957,17 @@ func (s *server) abortCommand(r *request) (any, error) {
 // it answers at once and changes nothing.
 // Fields: none. Answer: null.
 func (s *server) abortRetryCommand(r *request) (any, error) {
-	s.mu.Lock()
-	run := s.activeRun
-	s.mu.Unlock()
-	if run == nil {
+	return s.answerWhenSettled(r, s.abortRetry())
+}
+
+// answerWhenSettled answers r with null once settled is closed: at once
+// when it is nil, else from the background.
+func (s *server) answerWhenSettled(r *request, settled <-chan struct{}) (any, error) {
+	if settled == nil {
 		return nil, nil
 	}
-	run.mu.Lock()
-	cancel := run.cancelRetry
-	run.mu.Unlock()
-	if cancel == nil {
-		return nil, nil
-	}
-	cancel()
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		<-run.settled
+		<-settled
 		return nil, nil
 	})
 	return noReply{}, nil
@@ -868,14 +977,7 @@ func (s *server) abortRetryCommand(r *request) (any, error) {
 // Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
 // Events: queue_update when anything was removed.
 func (s *server) clearQueueCommand(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	removed := s.queueTextsLocked()
-	if len(s.steering)+len(s.followUp) > 0 {
-		s.steering, s.followUp = nil, nil
-		s.emitQueueLocked()
-	}
-	return removed, nil
+	return s.clearQueue(), nil
 }
 
 // ---- Stats ----

@@ -186,6 +186,79 @@ func collectFiles(a *assistantMessage, d *compactionDetails) {
 	}
 }
 
+// compact summarises the older part of the conversation (a running
+// agent is aborted first) as a run of its own, which abort reaches (it
+// then fails with "Compaction cancelled"); done gets the result, after
+// compaction_start and compaction_end. When the session file's last write
+// failed, it is written again first, in the background.
+func (s *session) compact(instructions string, done func(compactionResult, error)) {
+	if s.conv.writeFailed() {
+		s.goBackground(func() {
+			if err := s.conv.writable(); err != nil {
+				done(compactionResult{}, err)
+				return
+			}
+			s.compactNow(instructions, done)
+		})
+		return
+	}
+	s.compactNow(instructions, done)
+}
+
+func (s *session) compactNow(instructions string, done func(compactionResult, error)) {
+	if busy := s.holdRuns(); !busy {
+		// The plan reads only memory: made now, a too-small session fails
+		// in order, and the compaction starts before the next command.
+		s.startCompaction(instructions, done)
+		return
+	}
+	settled := s.abort()
+	s.goBackground(func() {
+		if settled != nil {
+			<-settled
+		}
+		s.startCompaction(instructions, done)
+	})
+}
+
+// startCompaction plans the compaction and starts its run; the caller
+// holds runs (holdRuns), and the start ends that hold.
+func (s *session) startCompaction(instructions string, done func(compactionResult, error)) {
+	plan, err := s.planCompaction()
+	if err != nil {
+		s.releaseRuns()
+		done(compactionResult{}, err)
+		return
+	}
+	run, err := s.tryStartRun(compacting, true)
+	if err == errChanging {
+		err = errors.New("A session change is in progress; compact once it is answered.")
+	}
+	if err != nil {
+		done(compactionResult{}, err)
+		return
+	}
+	s.goBackground(func() { s.compactRun(run, plan, instructions, done) })
+}
+
+// compactRun carries out a plan as a run of its own (so abort reaches
+// it), passes the result to done, and settles the run.
+func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
+	s.emit("compaction_start", compactionStart{"manual"}, nil)
+	res, err := s.summarise(run.ctx, plan, instructions)
+	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
+	if err == nil {
+		end.Result = &res
+	} else if !end.Aborted {
+		end.ErrorMessage = err.Error()
+	}
+	s.emit("compaction_end", end, nil)
+	done(res, err)
+	if next := s.settle(run); next != nil {
+		s.runAgent(run, next)
+	}
+}
+
 // compactCommand summarises the older part of the conversation, in the
 // background. A running agent is aborted first; abort cancels the
 // compaction itself (it then fails with "Compaction cancelled").
@@ -198,57 +271,14 @@ func (s *server) compactCommand(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.conv.writable(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	busy := s.activeRun != nil
-	s.mu.Unlock()
-	if !busy {
-		// The plan reads only memory: made now, a too-small session fails
-		// in order, and the compaction starts before the next command.
-		plan, err := s.planCompaction()
+	s.compact(instructions, func(res compactionResult, err error) {
 		if err != nil {
-			return nil, err
-		}
-		run := s.startRun(compacting, false)
-		s.goBackground(func() { s.compactRun(r, run, plan, instructions) })
-		return noReply{}, nil
-	}
-	stopped := s.holdRuns()
-	s.goBackground(func() {
-		<-stopped
-		plan, err := s.planCompaction()
-		if err != nil {
-			s.releaseRuns()
 			s.reply(r, nil, err)
 			return
 		}
-		s.compactRun(r, s.startRun(compacting, true), plan, instructions)
+		s.reply(r, res, nil)
 	})
 	return noReply{}, nil
-}
-
-// compactRun carries out the compact command's plan as a run of its own
-// (so abort reaches it), answers r, and settles the run.
-func (s *server) compactRun(r *request, run *agentRun, plan *compactionPlan, instructions string) {
-	s.emit("compaction_start", compactionStart{"manual"}, nil)
-	res, err := s.summarise(run.ctx, plan, instructions)
-	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
-	if err == nil {
-		end.Result = &res
-	} else if !end.Aborted {
-		end.ErrorMessage = err.Error()
-	}
-	s.emit("compaction_end", end, nil)
-	if err != nil {
-		s.reply(r, nil, err)
-	} else {
-		s.reply(r, res, nil)
-	}
-	if next := s.settle(run); next != nil {
-		s.runAgent(run, next)
-	}
 }
 
 // contextOverflow matches provider errors that say the context is too long

@@ -300,6 +300,14 @@ func (c *conversation) noteWrite(ss *sessionFile, err error) {
 	c.writeErr = err
 }
 
+// writeFailed reports whether the last write of the session file failed
+// (writable tries it again).
+func (c *conversation) writeFailed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writeErr != nil
+}
+
 // writable reports whether the session file can be written, trying again
 // (the whole file) when the last write failed.
 func (c *conversation) writable() error {

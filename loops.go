@@ -496,19 +496,23 @@ func (s *session) fireLoopLocked(t *loopTask) {
 // those.
 func (s *session) startQueuedLoopLocked() {
 	l := s.loops
-	for !l.closed && l.active == nil && len(l.queue) > 0 && s.activeRun == nil && s.changing == 0 {
+	for !l.closed && l.active == nil && len(l.queue) > 0 {
 		f := l.queue[0]
-		l.queue = l.queue[1:]
-		if s.model == nil || !s.model.usable() {
+		run, err := s.tryStartRunLocked(running, false)
+		switch {
+		case err == errNoModel:
+			l.queue = l.queue[1:]
 			s.emit("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
 			continue
+		case err != nil:
+			return // busy, or a session change holds runs: the fire waits
 		}
+		l.queue = l.queue[1:]
 		now := s.env.clock.Now()
-		f.run = s.startRunLocked(running)
+		f.run = run
 		l.active = f
 		s.emit("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
 		msg := loopMessage(f.task, now)
-		run := f.run
 		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
 		return
 	}

@@ -61,6 +61,10 @@ type userMessage struct {
 	Role      string         `json:"role"`
 	Content   []contentBlock `json:"content"`
 	Timestamp int64          `json:"timestamp"`
+
+	// ended, while the message waits or runs, is called once its turn has
+	// ended (startPrompt); s.mu guards it until a run takes the message.
+	ended func(promptEnd)
 }
 
 type costBreakdown struct {

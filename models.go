@@ -939,19 +939,12 @@ func (s *session) scopedModels() (models []*model, scoped bool) {
 	return models, true
 }
 
-// setModelCommand switches the model for the next call.
-// Fields: provider, modelId. Answer: the Model object. An unknown model
-// fails with "Model not found: p/id", one without a key with "No API key
-// for p/id: …", one whose API rpi does not speak with a message naming it.
-func (s *server) setModelCommand(r *request) (any, error) {
-	provider, err := r.str("provider")
-	if err != nil {
-		return nil, err
-	}
-	id, err := r.str("modelId")
-	if err != nil {
-		return nil, err
-	}
+// setModel switches the model for the next call to the catalog's
+// provider/id: a model_change entry, and thinking_level_changed when the
+// new model takes the level differently. An unknown model fails with
+// "Model not found: p/id", one without a key with "No API key for p/id: …",
+// one whose API rpi does not speak with a message naming it.
+func (s *session) setModel(provider, id string) (*model, error) {
 	for _, m := range s.set.catalog {
 		switch {
 		case m.Provider != provider || m.ID != id:
@@ -967,46 +960,80 @@ func (s *server) setModelCommand(r *request) (any, error) {
 	return nil, fmt.Errorf("Model not found: %s/%s", provider, id)
 }
 
-// cycleModelCommand moves to the next usable model.
-// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
-// --models)}, or null when fewer than two models are in scope. Events:
-// thinking_level_changed when the new model takes the level differently.
-func (s *server) cycleModelCommand(r *request) (any, error) {
+// cycledModel is what cycleModel moved to.
+type cycledModel struct {
+	Model         *model `json:"model"`
+	ThinkingLevel string `json:"thinkingLevel"`
+	IsScoped      bool   `json:"isScoped"` // the models --models names
+}
+
+// cycleModel moves to the next usable model (of --models' scope, when
+// given); ok is false when fewer than two are in scope.
+func (s *session) cycleModel() (next cycledModel, ok bool) {
 	models, scoped := s.scopedModels()
 	if len(models) < 2 {
-		return nil, nil
+		return cycledModel{}, false
 	}
 	s.mu.Lock()
-	next := models[0]
-	for i, m := range models {
-		if m == s.model {
-			next = models[(i+1)%len(models)]
+	m := models[0]
+	for i, cur := range models {
+		if cur == s.model {
+			m = models[(i+1)%len(models)]
 		}
 	}
 	s.mu.Unlock()
-	s.switchModel(next)
+	s.switchModel(m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return struct {
-		Model         *model `json:"model"`
-		ThinkingLevel string `json:"thinkingLevel"`
-		IsScoped      bool   `json:"isScoped"`
-	}{next, s.effectiveThinking(), scoped}, nil
+	return cycledModel{m, s.effectiveThinking(), scoped}, true
 }
 
-// getAvailableModelsCommand lists the models whose provider has credentials (or
+// availableModels lists the models whose provider has credentials (or
 // needs none). Keys are never included.
-// Fields: none. Answer: {"models":[Model]}.
-func (s *server) getAvailableModelsCommand(r *request) (any, error) {
+func (s *session) availableModels() []*model {
 	s.mu.Lock()
 	models := s.usableModels(s.model)
 	s.mu.Unlock()
 	if models == nil {
 		models = []*model{}
 	}
+	return models
+}
+
+// setModelCommand switches the model for the next call.
+// Fields: provider, modelId. Answer: the Model object. An unknown model
+// fails with "Model not found: p/id", one without a key with "No API key
+// for p/id: …", one whose API rpi does not speak with a message naming it.
+func (s *server) setModelCommand(r *request) (any, error) {
+	provider, err := r.str("provider")
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.str("modelId")
+	if err != nil {
+		return nil, err
+	}
+	return s.setModel(provider, id)
+}
+
+// cycleModelCommand moves to the next usable model.
+// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
+// --models)}, or null when fewer than two models are in scope. Events:
+// thinking_level_changed when the new model takes the level differently.
+func (s *server) cycleModelCommand(r *request) (any, error) {
+	if next, ok := s.cycleModel(); ok {
+		return next, nil
+	}
+	return nil, nil
+}
+
+// getAvailableModelsCommand lists the models whose provider has credentials (or
+// needs none). Keys are never included.
+// Fields: none. Answer: {"models":[Model]}.
+func (s *server) getAvailableModelsCommand(r *request) (any, error) {
 	return struct {
 		Models []*model `json:"models"`
-	}{models}, nil
+	}{s.availableModels()}, nil
 }
 
 // ---- Thinking ----
@@ -1015,6 +1042,44 @@ func (s *server) getAvailableModelsCommand(r *request) (any, error) {
 type thinkingAnswer struct {
 	Requested string `json:"requested"`
 	Level     string `json:"level"`
+}
+
+// setThinkingLevel sets the reasoning effort of the next model call. A
+// level the model does not take is clamped (the next one up it takes,
+// else the next one down); now is the level in force. A change of it is
+// recorded and reported (thinking_level_changed).
+func (s *session) setThinkingLevel(level string) (now string) {
+	s.mu.Lock()
+	before := s.effectiveThinking()
+	s.thinkingLevel = level
+	now = s.effectiveThinking()
+	s.mu.Unlock()
+	s.thinkingChanged(before, now)
+	return now
+}
+
+// cycleThinkingLevel moves to the next level the model takes, wrapping
+// around; ok is false with a model that does not reason.
+func (s *session) cycleThinkingLevel() (now string, ok bool) {
+	s.mu.Lock()
+	if s.model != nil && !s.model.Reasoning {
+		s.mu.Unlock()
+		return "", false
+	}
+	levels := availableLevels(s.model)
+	before := s.effectiveThinking()
+	now = levels[(slices.Index(levels, before)+1)%len(levels)]
+	s.thinkingLevel = now
+	s.mu.Unlock()
+	s.thinkingChanged(before, now)
+	return now, true
+}
+
+// thinkingLevelsAvailable are the levels the current model takes.
+func (s *session) thinkingLevelsAvailable() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return availableLevels(s.model)
 }
 
 // setThinkingLevelCommand sets the reasoning effort used for the next model call.
@@ -1028,30 +1093,17 @@ func (s *server) setThinkingLevelCommand(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	before := s.effectiveThinking()
-	s.thinkingLevel = level
-	now := s.effectiveThinking()
-	s.mu.Unlock()
-	s.thinkingChanged(before, now)
-	return thinkingAnswer{level, now}, nil
+	return thinkingAnswer{level, s.setThinkingLevel(level)}, nil
 }
 
 // cycleThinkingLevelCommand moves to the next level the model takes, wrapping
 // around; with a model that does not reason it answers null.
 // Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
 func (s *server) cycleThinkingLevelCommand(r *request) (any, error) {
-	s.mu.Lock()
-	if s.model != nil && !s.model.Reasoning {
-		s.mu.Unlock()
+	now, ok := s.cycleThinkingLevel()
+	if !ok {
 		return nil, nil
 	}
-	levels := availableLevels(s.model)
-	before := s.effectiveThinking()
-	now := levels[(slices.Index(levels, before)+1)%len(levels)]
-	s.thinkingLevel = now
-	s.mu.Unlock()
-	s.thinkingChanged(before, now)
 	return struct {
 		Level string `json:"level"`
 	}{now}, nil
@@ -1061,9 +1113,7 @@ func (s *server) cycleThinkingLevelCommand(r *request) (any, error) {
 // Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
 // level without a model).
 func (s *server) getAvailableThinkingLevelsCommand(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return struct {
 		Levels []string `json:"levels"`
-	}{availableLevels(s.model)}, nil
+	}{s.thinkingLevelsAvailable()}, nil
 }

@@ -128,13 +128,15 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 // session at once (host.shutdown).
 func (s *session) close() {
 	s.stopLoops()
-	settled := s.abortRun()
+	settled := s.abort()
 	procs := s.processes()
 	s.cancel() // its commands end, its processes are stopped (waitExit)
 	deadline := time.After(exitLimit)
-	select {
-	case <-settled:
-	case <-deadline:
+	if settled != nil {
+		select {
+		case <-settled:
+		case <-deadline:
+		}
 	}
 	for _, p := range procs {
 		select {

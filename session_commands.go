@@ -141,6 +141,7 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 			s.model = m
 		}
 	}
+	dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
 	c.replace(ss, sc)
 	return queuesCleared
@@ -158,22 +159,14 @@ func (s *session) announceSession(queuesCleared bool) {
 	s.announceLoops()
 }
 
-var notCancelled = struct {
-	Cancelled bool `json:"cancelled"`
-}{false}
-
-// newSessionCommand starts a new, empty session (a running agent is
-// aborted first; its last events are still sent and saved).
-// Fields: [parentSession] (path recorded in the new header).
-// Answer: {"cancelled":false}, from the background when a run had to
-// stop first. Events: session_started after the answer.
-func (s *server) newSessionCommand(r *request) (any, error) {
-	parent, err := r.optStr("parentSession")
-	if err != nil {
-		return nil, err
-	}
+// newSession starts a new, empty conversation in this session (a running
+// agent is aborted first; its last events are still sent and saved),
+// whose header names parent (a path; "" for none) as parentSession. done
+// gets the outcome; then queue_update (when the queues held anything),
+// session_started and the loops follow.
+func (s *session) newSession(parent string, done func(error)) {
 	cleared := false
-	return s.whenIdle(r, nil, func() (any, error) {
+	s.changeSession(nil, func() error {
 		info := s.conv.info()
 		dir := s.dir
 		if dir == "" && info.path != "" {
@@ -182,34 +175,126 @@ func (s *server) newSessionCommand(r *request) (any, error) {
 		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
 		cleared = s.useSession(ss)
 		s.startEntries()
-		return notCancelled, nil
-	}, func() { s.announceSession(cleared) })
+		return nil
+	}, func(err error) {
+		done(err)
+		if err == nil {
+			s.announceSession(cleared)
+		}
+	})
 }
 
-// switchSessionCommand opens another session file, read in the background. A
-// missing or invalid file fails and the current session stays as it was.
-// Fields: sessionPath. Answer: {"cancelled":false}. Events:
-// session_started with the loaded header after the answer.
-func (s *server) switchSessionCommand(r *request) (any, error) {
-	path, err := r.str("sessionPath")
-	if err != nil {
-		return nil, err
-	}
+// switchSession opens the session file at path (relative to the cwd),
+// read in the background; a missing or invalid file fails and the current
+// conversation stays as it was. done as in newSession.
+func (s *session) switchSession(path string, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
 	var loaded *sessionFile
-	return s.whenIdle(r, func() error {
+	s.changeSession(func() error {
+		var err error
 		loaded, err = s.conv.open(path, s.lockWait())
 		return err
-	}, func() (any, error) {
+	}, func() error {
 		cleared = s.useSession(loaded)
-		return notCancelled, nil
-	}, func() {
+		return nil
+	}, func(err error) {
+		done(err)
+		if err != nil {
+			return
+		}
 		s.announceSession(cleared)
 		if notice := loaded.skippedNotice(); notice != "" {
 			s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 		}
 	})
+}
+
+// fork starts a new conversation from before one of the user's messages
+// (the entry entryID): it holds the history up to, not including, that
+// message, and its header names the old file as parentSession. An entry
+// that is not a user message fails at once; done gets that message's
+// text (to edit and send again), then the announcements of newSession
+// and set_editor_text with the text follow.
+func (s *session) fork(entryID string, done func(text string, err error)) error {
+	s.conv.mu.Lock()
+	old := s.conv.sessionFile
+	e := old.byID[entryID]
+	s.conv.mu.Unlock()
+	var text string
+	ok := e != nil && e.Type == "message"
+	if ok {
+		text, ok = userText(e.msg)
+	}
+	if !ok {
+		return errors.New("Invalid entry ID for forking")
+	}
+	cleared := false
+	s.changeSession(nil, func() error {
+		dir := s.dir
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		forked := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		if e.ParentID != nil {
+			s.conv.mu.Lock()
+			copyBranch(forked, old, *e.ParentID)
+			s.conv.mu.Unlock()
+		}
+		cleared = s.useSession(forked)
+		s.conv.writeWhole(forked)
+		return nil
+	}, func(err error) {
+		done(text, err)
+		if err == nil {
+			s.announceSession(cleared)
+			s.tell(uiRequest{Method: "set_editor_text", Text: text})
+		}
+	})
+	return nil
+}
+
+// clone starts a new conversation holding the current branch as it is
+// (the same entries), whose header names the old file as parentSession
+// (pi 1.6). An empty conversation fails at once; done as in newSession.
+func (s *session) clone(done func(error)) error {
+	s.conv.mu.Lock()
+	old := s.conv.sessionFile
+	leaf := old.leaf
+	s.conv.mu.Unlock()
+	if leaf == "" {
+		return errors.New("Cannot clone session: no current entry selected")
+	}
+	cleared := false
+	s.changeSession(nil, func() error {
+		dir := s.dir
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		cloned := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		s.conv.mu.Lock()
+		copyBranch(cloned, old, leaf)
+		s.conv.mu.Unlock()
+		cleared = s.useSession(cloned)
+		s.conv.writeWhole(cloned)
+		return nil
+	}, func(err error) {
+		done(err)
+		if err == nil {
+			s.announceSession(cleared)
+		}
+	})
+	return nil
+}
+
+// copyBranch gives ss the entries of from's branch up to leaf (the same
+// ids), ending there.
+func copyBranch(ss, from *sessionFile, leaf string) {
+	for _, e := range from.branch(leaf) {
+		ss.entries = append(ss.entries, e)
+		ss.byID[e.ID] = e
+		ss.leaf = e.ID
+	}
 }
 
 // userText joins the text blocks of a user message.
@@ -227,6 +312,39 @@ func userText(msg any) (string, bool) {
 	return b.String(), true
 }
 
+// ---- The commands ----
+
+var notCancelled = struct {
+	Cancelled bool `json:"cancelled"`
+}{false}
+
+// newSessionCommand starts a new, empty session (a running agent is
+// aborted first; its last events are still sent and saved).
+// Fields: [parentSession] (path recorded in the new header).
+// Answer: {"cancelled":false}, from the background when a run had to
+// stop first. Events: session_started after the answer.
+func (s *server) newSessionCommand(r *request) (any, error) {
+	parent, err := r.optStr("parentSession")
+	if err != nil {
+		return nil, err
+	}
+	s.newSession(parent, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
+// switchSessionCommand opens another session file, read in the background. A
+// missing or invalid file fails and the current session stays as it was.
+// Fields: sessionPath. Answer: {"cancelled":false}. Events:
+// session_started with the loaded header after the answer.
+func (s *server) switchSessionCommand(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	s.switchSession(path, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
 // forkCommand starts a new session from before one of the user's messages: it
 // holds the history up to (not including) that message, and its header
 // names the old file as parentSession.
@@ -238,50 +356,12 @@ func (s *server) forkCommand(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.conv.mu.Lock()
-	old := s.conv.sessionFile
-	e := old.byID[id]
-	s.conv.mu.Unlock()
-	var text string
-	ok := e != nil && e.Type == "message"
-	if ok {
-		text, ok = userText(e.msg)
-	}
-	if !ok {
-		return nil, errors.New("Invalid entry ID for forking")
-	}
-	cleared := false
-	return s.whenIdle(r, nil, func() (any, error) {
-		dir := s.dir
-		if dir == "" && old.path != "" {
-			dir = filepath.Dir(old.path)
-		}
-		forked := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
-		if e.ParentID != nil {
-			s.conv.mu.Lock()
-			copyBranch(forked, old, *e.ParentID)
-			s.conv.mu.Unlock()
-		}
-		cleared = s.useSession(forked)
-		s.conv.writeWhole(forked)
-		return struct {
+	return noReply{}, s.fork(id, func(text string, err error) {
+		s.reply(r, struct {
 			Text      string `json:"text"`
 			Cancelled bool   `json:"cancelled"`
-		}{text, false}, nil
-	}, func() {
-		s.announceSession(cleared)
-		s.tell(uiRequest{Method: "set_editor_text", Text: text})
+		}{text, false}, err)
 	})
-}
-
-// copyBranch gives ss the entries of from's branch up to leaf (the same
-// ids), ending there.
-func copyBranch(ss, from *sessionFile, leaf string) {
-	for _, e := range from.branch(leaf) {
-		ss.entries = append(ss.entries, e)
-		ss.byID[e.ID] = e
-		ss.leaf = e.ID
-	}
 }
 
 // cloneCommand starts a new session holding the current branch as it is (the same
@@ -289,27 +369,7 @@ func copyBranch(ss, from *sessionFile, leaf string) {
 // Fields: none. Answer: {"cancelled":false}. Events: session_started after
 // the answer.
 func (s *server) cloneCommand(r *request) (any, error) {
-	s.conv.mu.Lock()
-	old := s.conv.sessionFile
-	leaf := old.leaf
-	s.conv.mu.Unlock()
-	if leaf == "" {
-		return nil, errors.New("Cannot clone session: no current entry selected")
-	}
-	cleared := false
-	return s.whenIdle(r, nil, func() (any, error) {
-		dir := s.dir
-		if dir == "" && old.path != "" {
-			dir = filepath.Dir(old.path)
-		}
-		cloned := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
-		s.conv.mu.Lock()
-		copyBranch(cloned, old, leaf)
-		s.conv.mu.Unlock()
-		cleared = s.useSession(cloned)
-		s.conv.writeWhole(cloned)
-		return notCancelled, nil
-	}, func() { s.announceSession(cleared) })
+	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
 }
 
 // entriesAnswer is get_entries' answer.
