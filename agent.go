@@ -689,7 +689,7 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (res toolResu
 	}()
 	if p, ok := call.(preparer); ok {
 		defer p.release()
-		if err := p.prepare(s); err != nil {
+		if err := p.prepare(ctx, s); err != nil {
 			return textResult(err.Error()), true
 		}
 	}

@@ -82,7 +82,7 @@ type editCall struct {
 	path, abs string
 	edits     []textEdit
 	// What prepare found: the file, what it held, and the plan.
-	target *fileTarget
+	target changeTarget
 	where  string // where the path leads, for the dialog
 	data   []byte
 	plan   *editPlan
@@ -153,16 +153,16 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 }
 
 // prepare opens the file, reads it and plans every edit against it.
-func (c *editCall) prepare(s *session) error {
-	target, err := s.openTarget(c.path, c.abs, false)
+func (c *editCall) prepare(ctx context.Context, s *session) error {
+	target, err := s.files.target(ctx, c.path, c.abs, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("File not found: %s", c.path)
 	}
 	if err != nil {
 		return fileError("edit", c.path, err)
 	}
-	c.target, c.where = target, target.where(s)
-	if c.data, err = target.read(maxEditBytes); err != nil {
+	c.target, c.where = target, target.where()
+	if c.data, err = target.read(ctx, maxEditBytes); err != nil {
 		return fileError("edit", c.path, err)
 	}
 	c.plan, err = planEdits(c.data, c.edits, c.path)
@@ -212,11 +212,17 @@ func (c *editCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
-	if err := c.target.write("edit", c.data, c.plan.result); err != nil {
+	if err := c.target.write(ctx, "edit", c.data, c.plan.result); err != nil {
 		return toolResult{}, err
 	}
+	change := c.change()
 	return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced %d block(s) in %s.", len(c.edits), c.path)),
-		Details: map[string]int{"firstChangedLine": c.plan.firstChangedLine}}, nil
+		Details: map[string]int{"firstChangedLine": c.plan.firstChangedLine}, change: &change}, nil
+}
+
+// change is the file as prepare read it and as the plan makes it.
+func (c *editCall) change() fileChange {
+	return fileChange{path: c.abs, existed: true, before: c.data, after: c.plan.result}
 }
 
 // ---- Planning, by pi 1.6's rules ----

@@ -4,7 +4,8 @@ package main
 // working directory — its settings, context files, templates and skills,
 // the conversation store and its session file, the loops, the todos, the
 // agent's state and run — and the three things a front end gives it: the
-// sink its events go to and the ui it asks its user through. The rpc front end (commands.go) serves
+// sink its events go to, the ui it asks its user through, and the files
+// its file tools read and write (fileEnv). The rpc front end (commands.go) serves
 // one; the host (host.go) may hold several, one running at a time.
 
 import (
@@ -22,9 +23,10 @@ import (
 // The lock order of the whole program is in docs/architecture.md.
 type session struct {
 	*host
-	set  *settings // fixed when the session opens; read without locks
-	sink eventSink // where its events go: the front end's
-	ui   ui        // how it asks its user: the front end's
+	set   *settings // fixed when the session opens; read without locks
+	sink  eventSink // where its events go: the front end's
+	ui    ui        // how it asks its user: the front end's
+	files fileEnv   // where its file tools read and write: the disk, unless the front end gives another
 
 	// ctx is cancelled when the session closes, or rpi shuts down: its
 	// runs, commands and processes watch it.
@@ -72,9 +74,10 @@ type eventSink interface {
 // sessionOptions say where a session works, what its front end gives it,
 // and which conversation it opens with.
 type sessionOptions struct {
-	cwd  string // absolute
-	sink eventSink
-	ui   ui
+	cwd   string // absolute
+	sink  eventSink
+	ui    ui
+	files fileEnv // nil: the disk
 
 	file     string // a session file: opened when it exists, else made there (--session)
 	id       string // the id of the cwd's session to open, or of the new one (--session-id)
@@ -89,9 +92,12 @@ type sessionOptions struct {
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, h.env.trace)
 	cfg := h.set.cfg
-	s := &session{host: h, set: set, sink: o.sink, ui: o.ui, loops: &loopScheduler{},
+	s := &session{host: h, set: set, sink: o.sink, ui: o.ui, files: o.files, loops: &loopScheduler{},
 		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
 		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
+	if s.files == nil {
+		s.files = diskFiles{cwd: o.cwd}
+	}
 	if cfg.thinking != "" {
 		s.thinkingLevel = cfg.thinking
 	}

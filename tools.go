@@ -50,7 +50,7 @@ type toolCall interface {
 // use the same open file; release lets go of it after the run or the
 // denial.
 type preparer interface {
-	prepare(s *session) error
+	prepare(ctx context.Context, s *session) error
 	release()
 }
 
@@ -65,6 +65,8 @@ type toolRun struct {
 type toolResult struct {
 	Content []contentBlock `json:"content"`
 	Details any            `json:"details,omitempty"`
+
+	change *fileChange // what a write or an edit did to its file (for a front end's diff)
 }
 
 func textResult(text string) toolResult { return toolResult{Content: textBlocks(text)} }

@@ -59,7 +59,7 @@ func (c *readCall) describe() (string, string) {
 }
 
 func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
-	f, err := openRegular(c.abs, os.O_RDONLY, 0)
+	f, err := s.files.open(ctx, c.abs)
 	if err != nil {
 		return toolResult{}, fileError("read", c.abs, err)
 	}
@@ -157,8 +157,10 @@ func imageType(data []byte) string {
 
 type writeCall struct {
 	path, abs, content string
-	target             *fileTarget // what prepare opened
-	where              string      // where the path leads, for the dialog
+	target             changeTarget // what prepare opened
+	where              string       // where the path leads, for the dialog
+	existed            bool         // the file existed when prepare opened it
+	before             []byte       // what it held, when prepare could read it
 }
 
 var writeTool = &tool{
@@ -180,14 +182,24 @@ var writeTool = &tool{
 	},
 }
 
-// prepare opens the file, or the folder a new one will be made in.
-func (c *writeCall) prepare(s *session) error {
-	target, err := s.openTarget(c.path, c.abs, true)
+// prepare opens the file, or the folder a new one will be made in, and
+// reads what an existing file holds (for change; a file it cannot read,
+// or larger than maxEditBytes, is still written).
+func (c *writeCall) prepare(ctx context.Context, s *session) error {
+	target, err := s.files.target(ctx, c.path, c.abs, true)
 	if err != nil {
 		return fileError("write", c.path, err)
 	}
-	c.target, c.where = target, target.where(s)
+	c.target, c.where, c.existed = target, target.where(), target.exists()
+	if c.existed && target.size() <= maxEditBytes {
+		c.before, _ = target.read(ctx, maxEditBytes)
+	}
 	return nil
+}
+
+// change is the file as prepare found it and as the call writes it.
+func (c *writeCall) change() fileChange {
+	return fileChange{path: c.abs, existed: c.existed, before: c.before, after: []byte(c.content)}
 }
 
 func (c *writeCall) release() {
@@ -198,8 +210,8 @@ func (c *writeCall) release() {
 
 func (c *writeCall) describe() (string, string) {
 	what := "create it"
-	if c.target.exists() {
-		what = fmt.Sprintf("replace its %d bytes", c.target.id.Size())
+	if c.existed {
+		what = fmt.Sprintf("replace its %d bytes", c.target.size())
 	}
 	return "Allow write to " + escapeControl(c.path) + "?",
 		fmt.Sprintf("Write %d bytes to %s%s (%s):\n%s", len(c.content), escapeControl(c.path), c.where, what, showText("+ ", c.content))
@@ -209,10 +221,13 @@ func (c *writeCall) run(ctx context.Context, s *session, _ toolRun) (toolResult,
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
-	if err := c.target.write("write", nil, []byte(c.content)); err != nil {
+	if err := c.target.write(ctx, "write", nil, []byte(c.content)); err != nil {
 		return toolResult{}, err
 	}
-	return textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(c.content), c.path)), nil
+	res := textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(c.content), c.path))
+	change := c.change()
+	res.change = &change
+	return res, nil
 }
 
 // replaceFile sets a regular file's content (creating it with extraFlag
