@@ -139,17 +139,19 @@ var retryable = sync.OnceValue(func() *regexp.Regexp {
 
 // Why a run cannot start: tryStartRun's refusals.
 var (
-	errChanging = errors.New("A session change is in progress; send the prompt once it is answered.")
-	errBusy     = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
-	errNoModel  = errors.New(noModelMessage)
+	errChanging  = errors.New("A session change is in progress; send the prompt once it is answered.")
+	errBusy      = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
+	errNoModel   = errors.New(noModelMessage)
+	errElsewhere = errors.New("another session is running")
 )
 
 // tryStartRun is the one gate every run passes (a prompt, a loop's fire,
 // compaction): it starts a run chain in phase when the agent is idle, no
 // session change holds runs off — except the caller's own hold (held),
-// which ends in the same step, whether the run starts or not — and, for
-// an agent run, there is a usable model. It decides under s.mu; the
-// caller starts the run's goroutine.
+// which ends in the same step, whether the run starts or not — for an
+// agent run there is a usable model, and no other session of the host is
+// running (one runs at a time). It decides under s.mu; the caller starts
+// the run's goroutine.
 func (s *session) tryStartRun(phase runPhase, held bool) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,6 +169,8 @@ func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error
 		return nil, errBusy
 	case phase == running && (s.model == nil || !s.model.usable()):
 		return nil, errNoModel
+	case !s.host.claimRun(s):
+		return nil, errElsewhere
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
@@ -210,7 +214,11 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	s.endTurns(run)
 	s.loopsSettledLocked(run)
 	close(run.settled)
+	running := s.activeRun != nil // a loop's waiting fire started
 	s.mu.Unlock()
+	if !running {
+		s.host.endRun(s)
+	}
 	run.cancel()
 	s.conv.release()
 	return nil

@@ -42,6 +42,9 @@ type host struct {
 
 	mu       sync.Mutex // guards sessions
 	sessions []*session // the open sessions, in the order they opened
+
+	runMu   sync.Mutex // guards running; taken under a session's mu, briefly
+	running *session   // the session whose run is in progress: one at a time
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
@@ -66,6 +69,33 @@ func (h *host) openSessions() []*session {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.sessions)
+}
+
+// claimRun makes s the session that runs, unless another one does;
+// s.mu is held (tryStartRun).
+func (h *host) claimRun(s *session) bool {
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	if h.running != nil && h.running != s {
+		return false
+	}
+	h.running = s
+	return true
+}
+
+// endRun is s's run settling: another session may run now, and the fires
+// of its loops that waited start (startWaitingLoops). s.mu is not held.
+func (h *host) endRun(s *session) {
+	h.runMu.Lock()
+	if h.running == s {
+		h.running = nil
+	}
+	h.runMu.Unlock()
+	for _, o := range h.openSessions() {
+		if o != s {
+			o.startWaitingLoops()
+		}
+	}
 }
 
 // shutdown ends every session's loops, lets running commands finish (for

@@ -505,7 +505,7 @@ func (s *session) startQueuedLoopLocked() {
 			s.emit("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
 			continue
 		case err != nil:
-			return // busy, or a session change holds runs: the fire waits
+			return // busy, a session change holds runs, or another session runs: the fire waits
 		}
 		l.queue = l.queue[1:]
 		now := s.env.clock.Now()
@@ -516,6 +516,16 @@ func (s *session) startQueuedLoopLocked() {
 		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
 		return
 	}
+}
+
+// startWaitingLoops starts a fire that waited while another session of
+// the host was running.
+func (s *session) startWaitingLoops() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loops.mu.Lock()
+	defer s.loops.mu.Unlock()
+	s.startQueuedLoopLocked()
 }
 
 // loopsSettledLocked is called by settle (s.mu held) once a run chain has

@@ -300,3 +300,75 @@ func TestPromptTurnsEnd(t *testing.T) {
 		t.Errorf("an aborted prompt ended with %+v", end)
 	}
 }
+
+// TestTwoSessionsOneHost opens two sessions in two working directories on
+// one host: each has its own context files and session file; one runs at
+// a time (a prompt in the other fails meanwhile, and works once the run
+// has settled); closing one lets go of its session file at once.
+func TestTwoSessionsOneHost(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
+{"text":["two"]}`, e.agentDir)
+	cwdA, cwdB := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(cwdA, "AGENTS.md"), []byte("In A."), 0o644)
+	os.WriteFile(filepath.Join(cwdB, "AGENTS.md"), []byte("In B."), 0o644)
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwdA}, e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.shutdown(false)
+	open := func(cwd string) (*session, *recordingSink) {
+		sink := &recordingSink{}
+		s, err := openSession(h, sessionOptions{cwd: cwd, sink: sink, ui: &approvingUI{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, sink
+	}
+	a, _ := open(cwdA)
+	b, _ := open(cwdB)
+	if a.set.contextFiles[0].content != "In A." || b.set.contextFiles[0].content != "In B." {
+		t.Errorf("context files: %+v and %+v", a.set.contextFiles, b.set.contextFiles)
+	}
+	prompt := func(s *session, text string) (<-chan promptEnd, error) {
+		ended := make(chan promptEnd, 1)
+		var refused error
+		s.startPrompt(&userMessage{Role: "user", Content: textBlocks(text), Timestamp: 1}, "",
+			func(_ bool, err error) { refused = err }, func(end promptEnd) { ended <- end })
+		return ended, refused
+	}
+	endedA, err := prompt(a, "in A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prompt(b, "in B"); err == nil || err.Error() != "another session is running" {
+		t.Errorf("a prompt in B while A runs: %v", err)
+	}
+	fm.release <- struct{}{}
+	waitEnded(t, endedA)
+	endedB, err := prompt(b, "in B")
+	if err != nil {
+		t.Fatalf("a prompt in B once A has settled: %v", err)
+	}
+	if end := waitEnded(t, endedB); end.answer.text() != "two" {
+		t.Errorf("B's answer: %+v", end.answer)
+	}
+	path := a.conv.info().path
+	if lock, err := lockSessionFile(path, 0); err == nil {
+		lock.Close()
+		t.Fatalf("A's session file %s is not held while A is open", path)
+	}
+	a.close()
+	lock, err := lockSessionFile(path, 0)
+	if err != nil || lock == nil {
+		t.Fatalf("A's session file after close: %v", err)
+	}
+	lock.Close()
+	if sessions := h.openSessions(); len(sessions) != 1 || sessions[0] != b {
+		t.Errorf("open sessions after A's close: %d", len(sessions))
+	}
+}
