@@ -787,6 +787,12 @@ func estimateContext(messages []any) *int {
 // Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
 // contextWindow, percent} when there is a model.
 func (s *server) getSessionStatsCommand(r *request) (any, error) {
+	return s.stats(), nil
+}
+
+// stats counts the conversation's messages, tokens and cost, and how full
+// the context window is (when there is a model).
+func (s *session) stats() sessionStats {
 	info := s.conv.info()
 	messages := s.conv.messages()
 	st := sessionStats{SessionID: info.id, TotalMessages: len(messages)}
@@ -825,7 +831,7 @@ func (s *server) getSessionStatsCommand(r *request) (any, error) {
 		}
 		st.ContextUsage = cu
 	}
-	return st, nil
+	return st
 }
 
 // lastAssistantText is the text of the last assistant answer that has any.

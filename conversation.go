@@ -340,9 +340,13 @@ func (c *conversation) writeWhole(ss *sessionFile) {
 	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
 		return e.Type == "message" && e.role() == "assistant"
 	})
-	if !hasAnswer || ss.path == "" {
-		return
+	if hasAnswer && ss.path != "" {
+		c.writeFile(ss)
 	}
+}
+
+// writeFile writes ss's whole file, and its entries a line at a time after.
+func (c *conversation) writeFile(ss *sessionFile) {
 	c.mu.Lock()
 	c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 	ss.written = true

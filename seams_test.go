@@ -372,3 +372,29 @@ func TestTwoSessionsOneHost(t *testing.T) {
 		t.Errorf("open sessions after A's close: %d", len(sessions))
 	}
 }
+
+// TestSessionWrittenAtOnce: with writeNow, a new session's file (header,
+// model and thinking level) exists as soon as the session is open, before
+// any answer (ACP's session/new), so that another process can open it.
+func TestSessionWrittenAtOnce(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.shutdown(false)
+	s, err := openSession(h, sessionOptions{cwd: cfg.cwd, sink: &recordingSink{}, ui: &approvingUI{}, writeNow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(s.conv.info().path)
+	if lines := strings.Split(strings.TrimSpace(string(data)), "\n"); err != nil || len(lines) != 3 ||
+		!strings.Contains(lines[0], `"id":"`+s.conv.header().ID+`"`) || !strings.Contains(lines[1], `"type":"model_change"`) {
+		t.Errorf("the session file: %q, %v", data, err)
+	}
+}

@@ -83,6 +83,9 @@ type sessionOptions struct {
 	id       string // the id of the cwd's session to open, or of the new one (--session-id)
 	forkFrom string // a session file the new session copies (--fork)
 	name     string // the new session's name (--name)
+	// writeNow writes a new session's file (header and first entries) as
+	// it opens, not with the first answer as pi does (ACP's session/new).
+	writeNow bool
 }
 
 // openSession opens a session in o.cwd: its settings and resources, the

@@ -82,6 +82,9 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	}
 	c.replace(ss, sessionContext{name: o.name})
 	s.startEntries()
+	if o.writeNow && ss.path != "" {
+		c.writeFile(ss)
+	}
 	return c, nil
 }
 
