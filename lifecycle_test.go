@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +205,80 @@ func TestRemoveRightAfterExit(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// TestCommandLoopNeverWaitsForTheDisk holds the session file's lock and
+// the loops file's lock (a disk that does not answer) while commands that
+// write them are sent: each is answered, and get_state after them, while
+// the disk still holds; what they wrote is in the files once it is back.
+func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwd, "--session", file}, e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newWatchedOutput()
+	s, err := newServer(cfg, e.env(), out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() { done <- s.serve(pr, nil) }()
+	seen := func(text string) {
+		t.Helper()
+		if !out.waitFor(text, func(b []byte) string { return string(b) }) {
+			t.Fatalf("never saw %s in:\n%s", text, out.bytes())
+		}
+	}
+	seen(`"type":"session_started"`)
+	s.conv.fileMu.Lock() // the disk stops answering
+	s.loops.fileMu.Lock()
+	send := func(lines ...string) {
+		for _, line := range lines {
+			io.WriteString(pw, line+"\n")
+		}
+	}
+	answered := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if !bytes.Contains(out.bytes(), []byte(`"id":"`+id+`","type":"response"`)) {
+				t.Errorf("%s was not answered while the disk held", id)
+			}
+		}
+	}
+	send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
+		`{"id":"think","type":"set_thinking_level","level":"low"}`,
+		`{"id":"cycle","type":"cycle_thinking_level"}`,
+		`{"id":"model","type":"set_model","provider":"fake","modelId":"fake-model"}`,
+		`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`,
+		`{"id":"state","type":"get_state"}`)
+	seen(`"id":"state"`)
+	answered("name", "think", "cycle", "model", "loop")
+	send(`{"id":"clone","type":"clone"}`, `{"id":"new","type":"new_session"}`, `{"id":"state2","type":"get_state"}`)
+	seen(`"id":"state2"`)
+	answered("clone", "new")
+	s.loops.fileMu.Unlock()
+	s.conv.fileMu.Unlock()
+	pw.Close()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	saved, _ := os.ReadFile(file)
+	for _, want := range []string{`"type":"session_info","id":`, `"name":"renamed"`, `"thinkingLevel":"low"`, `"type":"model_change"`} {
+		if !bytes.Contains(saved, []byte(want)) {
+			t.Errorf("the session file lacks %s:\n%s", want, saved)
+		}
+	}
+	if loops, err := os.ReadFile(file + ".loops.json"); err != nil || !bytes.Contains(loops, []byte(`"prompt":"p"`)) {
+		t.Errorf("the loops file: %s, %v", loops, err)
+	}
 }
