@@ -456,10 +456,7 @@ func (s *session) armLoopsLocked(now time.Time) {
 	for _, t := range l.tasks {
 		next = earliest(next, t.ExpiresAt, t.nextFire())
 	}
-	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), func() {
-		defer s.recoverPanic("loop timer")
-		s.fireDueLoops()
-	})
+	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), guard(s.stderr, "the loop timer", s.fireDueLoops))
 }
 
 func earliest(times ...time.Time) time.Time {
