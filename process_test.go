@@ -747,9 +747,25 @@ func TestToolWriteBoundedAndAborted(t *testing.T) {
 	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+info.ID+`","dataBase64":"`+
 		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false)
 	s.processWriteCommand(r)
+	p, _ := s.findProcess(info.ID)
+	pending := func(n int) { // writes waiting for the child, the client's included
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			got := p.inputsPending
+			p.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d writes pending, want %d", got, n)
+			}
+		}
+	}
+	pending(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	result := call(ctx, 10)
-	time.Sleep(100 * time.Millisecond) // the tool's write is queued behind the client's
+	pending(2) // the tool's write is queued behind the client's
 	cancel()
 	select {
 	case got := <-result:
@@ -758,6 +774,57 @@ func TestToolWriteBoundedAndAborted(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("an aborted tool write waited for the client's write the child never reads")
+	}
+	// A write made after the abort (its run's context already ended) is
+	// answered at once too, whatever waits before it.
+	select {
+	case got := <-call(ctx, 10):
+		if got != "Operation aborted" {
+			t.Errorf("a tool write after the abort: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a tool write after the abort waited for the child")
+	}
+}
+
+// TestAbortEndsAToolWriteInProgress: a tool's write of more than the pipe
+// holds, to a child that never reads, ends at once when its run is
+// aborted, whether it was still starting or already blocked writing (the
+// write's deadline is set when its context ends).
+func TestAbortEndsAToolWriteInProgress(t *testing.T) {
+	s := toolServer(t, nil)
+	text, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["sleep","1000"]}}`)
+	var info processInfo
+	if json.Unmarshal([]byte(text), &info); isError || info.ID == "" {
+		t.Fatalf("spawn: %s", text)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan string, 1)
+	go func() {
+		args := `{"action":"write","processId":"` + info.ID + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), 2<<20)) + `"}`
+		res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "process", Arguments: json.RawMessage(args)})
+		result <- resultText(res.Content)
+	}()
+	p, _ := s.findProcess(info.ID)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		writing := p.inputsPending == 1
+		p.mu.Unlock()
+		if writing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never started")
+		}
+	}
+	cancel()
+	select {
+	case got := <-result:
+		if got != "Operation aborted" {
+			t.Errorf("the aborted write: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an aborted write in progress to a child that never reads did not end")
 	}
 }
 
