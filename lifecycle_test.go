@@ -88,61 +88,100 @@ func waitUntil(t *testing.T, ps *processSession, done func(out string) bool) {
 	}
 }
 
-// TestDialogResolvesOnce answers dialogs at the moment they time out, many
-// times: either the answer wins (the dialog gets it, the answer gets no
-// response) or the timeout does (the dialog is cancelled, the answer is
-// told it expired) — never both lost.
-func TestDialogResolvesOnce(t *testing.T) {
-	endToEnd(t)
+// A dialog is resolved once, by whoever takes it from the open dialogs
+// first: the client's answer, or its timeout. The tests below put each in
+// first, and the answer in between (taken from the table, not yet handed
+// to the dialog) when the timeout fires.
+
+// dialogServer is a server on a fake clock with one confirm dialog open
+// (1 s timeout): its id, and the dialog's outcome when it resolves.
+func dialogServer(t *testing.T) (s *server, clock *fakeClock, id string, outcome <-chan uiAnswer) {
+	t.Helper()
 	e := newTestEnv(t)
-	clock := newFakeClock()
+	clock = newFakeClock()
 	e.clock = clock
 	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, e.env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
-	s, err := newServer(cfg, e.env(), &out, io.Discard)
+	s, err = newServer(cfg, e.env(), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.shutdown(false)
-	outcomes := map[string]int{}
-	for i := range 200 {
-		answered := make(chan uiAnswer)
-		go func() {
-			answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
-		}()
-		id := ""
-		deadline := time.Now().Add(10 * time.Second)
-		for id == "" || !clock.pending() {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the dialog never opened", i)
-			}
-			s.dialogs.mu.Lock()
-			for k := range s.dialogs.open {
-				id = k
-			}
-			s.dialogs.mu.Unlock()
-			time.Sleep(10 * time.Microsecond)
+	t.Cleanup(func() { s.shutdown(false) })
+	answered := make(chan uiAnswer, 1)
+	go func() { answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000}) }()
+	for deadline := time.Now().Add(10 * time.Second); id == "" || !clock.pending(); time.Sleep(10 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dialog never opened")
 		}
-		advanced := make(chan struct{})
-		go func() { clock.advance(time.Second); close(advanced) }()
-		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
-			members: []member{{[]byte("confirmed"), []byte("true")}}}
-		_, respErr := s.extensionUIResponseCommand(r)
-		a := <-answered
-		<-advanced
-		switch {
-		case respErr == nil && a.confirmed != nil && *a.confirmed:
-			outcomes["answer won"]++
-		case respErr != nil && a.cancelled && strings.Contains(respErr.Error(), "already answered or expired"):
-			outcomes["timeout won"]++
-		default:
-			t.Fatalf("round %d: the answer was accepted (%v) but the dialog got %+v", i, respErr, a)
+		s.dialogs.mu.Lock()
+		for k := range s.dialogs.open {
+			id = k
 		}
+		s.dialogs.mu.Unlock()
 	}
-	t.Logf("outcomes: %v", outcomes)
+	return s, clock, id, answered
+}
+
+// confirmed is the client's extension_ui_response confirming dialog id.
+func confirmed(s *server, id string) error {
+	r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
+		members: []member{{[]byte("confirmed"), []byte("true")}}}
+	_, err := s.extensionUIResponseCommand(r)
+	return err
+}
+
+func waitAnswer(t *testing.T, outcome <-chan uiAnswer) uiAnswer {
+	t.Helper()
+	select {
+	case a := <-outcome:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dialog never resolved")
+		return uiAnswer{}
+	}
+}
+
+// TestDialogAnswerBeforeTimeout: the answer comes first; the timeout that
+// follows changes nothing.
+func TestDialogAnswerBeforeTimeout(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	if err := confirmed(s, id); err != nil {
+		t.Fatalf("the answer was refused: %v", err)
+	}
+	if a := waitAnswer(t, outcome); a.cancelled || a.confirmed == nil || !*a.confirmed {
+		t.Errorf("the dialog got %+v, want confirmed", a)
+	}
+	clock.advance(time.Second)
+}
+
+// TestDialogTimeoutBeforeAnswer: the timeout comes first and cancels the
+// dialog; the answer that follows is refused as expired.
+func TestDialogTimeoutBeforeAnswer(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	clock.advance(time.Second)
+	if a := waitAnswer(t, outcome); !a.cancelled {
+		t.Errorf("the dialog got %+v, want cancelled", a)
+	}
+	if err := confirmed(s, id); err == nil || !strings.Contains(err.Error(), "already answered or expired") {
+		t.Errorf("a late answer: %v", err)
+	}
+}
+
+// TestDialogTimeoutWhileAnswerOnItsWay: the answer has taken the dialog
+// from the table (as extension_ui_response does first) and not yet handed
+// it over when the timeout fires: the dialog waits for that answer and
+// gets it, however the two goroutines run.
+func TestDialogTimeoutWhileAnswerOnItsWay(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	d := s.dialogs.take(id)
+	clock.advance(time.Second)
+	yes := true
+	d.answer <- uiAnswer{confirmed: &yes}
+	if a := waitAnswer(t, outcome); a.cancelled || a.confirmed == nil || !*a.confirmed {
+		t.Errorf("the dialog got %+v, want the answer", a)
+	}
 }
 
 // TestCommandLoopNeverWaits holds the session file's writes (a disk that
