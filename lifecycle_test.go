@@ -110,7 +110,9 @@ func dialogServer(t *testing.T) (s *server, clock *fakeClock, id string, outcome
 	}
 	t.Cleanup(func() { s.shutdown(false) })
 	answered := make(chan uiAnswer, 1)
-	go func() { answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000}) }()
+	go func() {
+		answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
+	}()
 	for deadline := time.Now().Add(10 * time.Second); id == "" || !clock.pending(); time.Sleep(10 * time.Microsecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the dialog never opened")
