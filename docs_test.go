@@ -597,6 +597,75 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 	}
 }
 
+// TestArchitectureListsEveryLock checks that every mutex of rpi's code
+// (a sync.Mutex or sync.RWMutex field, as type.field) has a row in
+// docs/architecture.md's lock table, that the table names no other, and
+// that the order written under it names only locks of the table.
+func TestArchitectureListsEveryLock(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)[strings.Index(string(doc), "## Locks and their order"):]
+	section = section[:strings.Index(section[1:], "\n## ")+1]
+	name := regexp.MustCompile("`(\\w+\\.\\w+)`")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "| `") {
+			listed[name.FindStringSubmatch(line)[1]] = true
+		}
+	}
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	found := map[string]bool{}
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			if st, ok := spec.Type.(*ast.StructType); ok {
+				for _, field := range st.Fields.List {
+					if sel, ok := field.Type.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex") {
+						for _, id := range field.Names {
+							found[spec.Name.Name+"."+id.Name] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(found) < 10 {
+		t.Fatalf("found only %v", found)
+	}
+	for lock := range found {
+		if !listed[lock] {
+			t.Errorf("%s has no row in docs/architecture.md's lock table", lock)
+		}
+	}
+	for lock := range listed {
+		if !found[lock] {
+			t.Errorf("docs/architecture.md's lock table lists %s, which is no mutex of the code", lock)
+		}
+	}
+	order := section[strings.Index(section, "**The order**"):]
+	for _, m := range name.FindAllStringSubmatch(order[:strings.Index(order, "**Order by construction.**")], -1) {
+		if strings.HasSuffix(m[1], "mu") || strings.HasSuffix(m[1], "Mu") {
+			if !listed[m[1]] {
+				t.Errorf("the lock order names %s, which the lock table does not list", m[1])
+			}
+		}
+	}
+}
+
 // docCommands are the shell commands the documents give: each line of a
 // fenced block without a language or marked sh/bash/shell, and each
 // inline code span that starts with go, bash, ./rpi or a variable

@@ -4,12 +4,10 @@ package main
 // agent run whose first message is a custom message naming the loop; while
 // the agent is busy a fire waits in a queue (or is skipped when that loop's
 // run is already running or waiting). Durable loops are saved beside the
-// session file and come back with it. Every timer is the server's clock.
-//
-// Locks: s.mu, then the scheduler's. A change of a durable loop is made
-// in memory and its file written after, by the loops writer (writeLoops)
-// in the background, under the file's own lock: no file is touched under
-// s.mu or the scheduler's lock, and the command loop never waits for one.
+// session file and come back with it. Every timer is the host's clock. A
+// change of a durable loop is made in memory and its file written after,
+// by the loops writer (writeLoops) in the background: the command loop
+// never waits for the disk. (The locks' order: docs/architecture.md.)
 
 import (
 	"encoding/hex"
