@@ -371,16 +371,7 @@ func TestPerformanceDocSources(t *testing.T) {
 // names given to fs.StringVar, fs.BoolVar and the like, as literals or
 // from a loop over a literal list.
 func parserFlags(t *testing.T) []string {
-	sources, _ := filepath.Glob("*.go")
-	fset := token.NewFileSet()
-	for _, path := range sources {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, file := range codeFiles(t) {
 		for _, decl := range file.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Name.Name != "parseArgs" {
@@ -597,6 +588,25 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 	}
 }
 
+// codeFiles are rpi's non-test Go files, parsed, by path.
+func codeFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[path] = file
+	}
+	return files
+}
+
 // TestFilesReadable: no file of rpi's code is longer than 1,200 lines;
 // one that grows past that is split by job (docs/architecture.md).
 func TestFilesReadable(t *testing.T) {
@@ -627,17 +637,8 @@ func TestArchitectureListsEveryLock(t *testing.T) {
 			listed[name.FindStringSubmatch(line)[1]] = true
 		}
 	}
-	sources, _ := filepath.Glob("*.go")
-	fset := token.NewFileSet()
 	found := map[string]bool{}
-	for _, path := range sources {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range codeFiles(t) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			spec, ok := n.(*ast.TypeSpec)
 			if !ok {

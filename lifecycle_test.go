@@ -136,13 +136,7 @@ func confirmed(s *server, id string) error {
 
 func waitAnswer(t *testing.T, outcome <-chan uiAnswer) uiAnswer {
 	t.Helper()
-	select {
-	case a := <-outcome:
-		return a
-	case <-time.After(10 * time.Second):
-		t.Fatal("the dialog never resolved")
-		return uiAnswer{}
-	}
+	return receive(t, outcome, "the dialog's outcome")
 }
 
 // TestDialogAnswerBeforeTimeout: the answer comes first; the timeout that
@@ -186,6 +180,54 @@ func TestDialogTimeoutWhileAnswerOnItsWay(t *testing.T) {
 	}
 }
 
+// servedInProcess is a server for args serving in this process, on a pipe
+// the test writes lines to (send), with its output (seen waits for a text
+// in it); stop ends its input and checks that it exits with 0.
+type servedInProcess struct {
+	t    *testing.T
+	s    *server
+	out  *watchedOutput
+	in   *io.PipeWriter
+	done chan int
+}
+
+func serveInProcess(t *testing.T, e *testEnv, args ...string) *servedInProcess {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"rpc"}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &servedInProcess{t: t, out: newWatchedOutput(), done: make(chan int)}
+	if sp.s, err = newServer(cfg, e.env(), sp.out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	sp.in = pw
+	go func() { sp.done <- sp.s.serve(pr, nil) }()
+	return sp
+}
+
+func (sp *servedInProcess) send(lines ...string) {
+	for _, line := range lines {
+		io.WriteString(sp.in, line+"\n")
+	}
+}
+
+func (sp *servedInProcess) seen(text string) {
+	sp.t.Helper()
+	if !sp.out.waitFor(text, func(b []byte) string { return string(b) }) {
+		sp.t.Fatalf("never saw %s in:\n%s", text, sp.out.bytes())
+	}
+}
+
+func (sp *servedInProcess) stop() {
+	sp.t.Helper()
+	sp.in.Close()
+	if code := <-sp.done; code != 0 {
+		sp.t.Errorf("exit %d", code)
+	}
+}
+
 // TestCommandLoopNeverWaits holds the session file's writes (a disk that
 // does not answer) while a run streams, then asks for a new session and
 // the state: get_state is answered while the run cannot settle, and
@@ -194,39 +236,18 @@ func TestCommandLoopNeverWaits(t *testing.T) {
 	endToEnd(t)
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"text":["slow ","answer"],"delayMs":100}`, e.agentDir)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := newWatchedOutput()
-	s, err := newServer(cfg, e.env(), out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw := io.Pipe()
-	done := make(chan int)
-	go func() { done <- s.serve(pr, nil) }()
-	seen := func(text string) {
-		t.Helper()
-		if !out.waitFor(text, func(b []byte) string { return string(b) }) {
-			t.Fatalf("never saw %s in:\n%s", text, out.bytes())
-		}
-	}
-	io.WriteString(pw, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
-	seen(`"type":"message_update"`)
-	s.conv.fileMu.Lock() // the disk stops answering
-	io.WriteString(pw, `{"id":"n","type":"new_session"}`+"\n")
-	io.WriteString(pw, `{"id":"s","type":"get_state"}`+"\n")
-	seen(`"id":"s"`)
-	if bytes.Contains(out.bytes(), []byte(`"id":"n"`)) {
+	sp := serveInProcess(t, e, "--cwd", t.TempDir())
+	sp.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	sp.seen(`"type":"message_update"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"n","type":"new_session"}`, `{"id":"s","type":"get_state"}`)
+	sp.seen(`"id":"s"`)
+	if bytes.Contains(sp.out.bytes(), []byte(`"id":"n"`)) {
 		t.Errorf("new_session answered while the run could not settle")
 	}
-	s.conv.fileMu.Unlock()
-	seen(`"id":"n"`)
-	pw.Close()
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	sp.s.conv.fileMu.Unlock()
+	sp.seen(`"id":"n"`)
+	sp.stop()
 }
 
 // TestRemoveRightAfterExit removes each process the moment its
@@ -262,57 +283,32 @@ func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
 	}
 	file := filepath.Join(cwd, "s.jsonl")
 	os.WriteFile(file, data, 0o644)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwd, "--session", file}, e.env())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := newWatchedOutput()
-	s, err := newServer(cfg, e.env(), out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw := io.Pipe()
-	done := make(chan int)
-	go func() { done <- s.serve(pr, nil) }()
-	seen := func(text string) {
-		t.Helper()
-		if !out.waitFor(text, func(b []byte) string { return string(b) }) {
-			t.Fatalf("never saw %s in:\n%s", text, out.bytes())
-		}
-	}
-	seen(`"type":"session_started"`)
-	s.conv.fileMu.Lock() // the disk stops answering
-	s.loops.fileMu.Lock()
-	send := func(lines ...string) {
-		for _, line := range lines {
-			io.WriteString(pw, line+"\n")
-		}
-	}
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.s.loops.fileMu.Lock()
 	answered := func(ids ...string) {
 		t.Helper()
 		for _, id := range ids {
-			if !bytes.Contains(out.bytes(), []byte(`"id":"`+id+`","type":"response"`)) {
+			if !bytes.Contains(sp.out.bytes(), []byte(`"id":"`+id+`","type":"response"`)) {
 				t.Errorf("%s was not answered while the disk held", id)
 			}
 		}
 	}
-	send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
+	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
 		`{"id":"think","type":"set_thinking_level","level":"low"}`,
 		`{"id":"cycle","type":"cycle_thinking_level"}`,
 		`{"id":"model","type":"set_model","provider":"fake","modelId":"fake-model"}`,
 		`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`,
 		`{"id":"state","type":"get_state"}`)
-	seen(`"id":"state"`)
+	sp.seen(`"id":"state"`)
 	answered("name", "think", "cycle", "model", "loop")
-	send(`{"id":"clone","type":"clone"}`, `{"id":"new","type":"new_session"}`, `{"id":"state2","type":"get_state"}`)
-	seen(`"id":"state2"`)
+	sp.send(`{"id":"clone","type":"clone"}`, `{"id":"new","type":"new_session"}`, `{"id":"state2","type":"get_state"}`)
+	sp.seen(`"id":"state2"`)
 	answered("clone", "new")
-	s.loops.fileMu.Unlock()
-	s.conv.fileMu.Unlock()
-	pw.Close()
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	sp.s.loops.fileMu.Unlock()
+	sp.s.conv.fileMu.Unlock()
+	sp.stop()
 	saved, _ := os.ReadFile(file)
 	for _, want := range []string{`"type":"session_info","id":`, `"name":"renamed"`, `"thinkingLevel":"low"`, `"type":"model_change"`} {
 		if !bytes.Contains(saved, []byte(want)) {

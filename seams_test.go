@@ -156,16 +156,24 @@ func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fi
 	return s, fm
 }
 
+// receive waits up to 10 s for a value on ch, and fails saying that what
+// never came.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never came", what)
+		var zero T
+		return zero
+	}
+}
+
 // waitEnded waits for a prompt's ended callback.
 func waitEnded(t *testing.T, ended <-chan promptEnd) promptEnd {
 	t.Helper()
-	select {
-	case end := <-ended:
-		return end
-	case <-time.After(10 * time.Second):
-		t.Fatal("the prompt's turn never ended")
-		return promptEnd{}
-	}
+	return receive(t, ended, "the prompt's turn's end")
 }
 
 // TestSecondFrontEnd drives a session as ACP will: a prompt whose edit and
