@@ -159,7 +159,7 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 	}
 	var mu sync.Mutex // held while deciding who acts on a signal
 	done := make(chan struct{})
-	go func() {
+	go guard(stderr, "watching startup for a signal", func() {
 		select {
 		case sig := <-stop:
 			mu.Lock()
@@ -185,7 +185,7 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 			mu.Unlock()
 		case <-done:
 		}
-	}()
+	})()
 	return func() {
 		mu.Lock()
 		close(done)
@@ -506,7 +506,7 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	frames := make(chan []frame, 4)
-	go readFrames(stdin, s.env.maxLineBytes, frames)
+	go guard(s.stderr, "reading input", func() { readFrames(stdin, s.env.maxLineBytes, frames) })()
 
 	var stopSignal os.Signal
 loop:
@@ -548,6 +548,7 @@ loop:
 // grow into. A return is a full collection, so there is at most one every
 // memoryReturnGap.
 type memoryReturn struct {
+	stderr io.Writer   // where a panic in the return is told
 	mu     sync.Mutex  // guards the fields below
 	timer  *time.Timer // the coming return, when one is set
 	closed bool        // shut down: no more returns
@@ -562,12 +563,12 @@ func (m *memoryReturn) soon() {
 	if m.timer != nil || m.closed {
 		return
 	}
-	m.timer = time.AfterFunc(memoryReturnGap, func() {
+	m.timer = time.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", func() {
 		debug.FreeOSMemory()
 		m.mu.Lock()
 		m.timer = nil
 		m.mu.Unlock()
-	})
+	}))
 }
 
 // close cancels a coming return.

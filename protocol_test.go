@@ -1084,10 +1084,23 @@ func (p *rpiProcess) next(t *testing.T) map[string]any {
 }
 
 // until reads records until one has the given type and id (id "" = none).
+// A record that does not name the type is skipped undecoded (a flood of
+// process output would cost more to decode than to make).
 func (p *rpiProcess) until(t *testing.T, typ, id string) map[string]any {
 	t.Helper()
+	marker := []byte(`"type":"` + typ + `"`)
 	for {
-		rec := p.next(t)
+		line, err := p.stdout.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading stdout: %v (stderr: %s)", err, p.stderr.Bytes())
+		}
+		if !bytes.Contains(line, marker) {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
 		if rec["type"] == typ && (id == "" || rec["id"] == id) {
 			return rec
 		}
