@@ -574,7 +574,8 @@ type acpAgent struct {
 	stderr        io.Writer
 	methods       map[string]acpMethod
 	notifications map[string]acpNotification
-	noSession     bool // --no-session: nothing to load, list, resume or delete
+	store         sessionStore // where session files are
+	noSession     bool         // --no-session: nothing to load, list, resume or delete
 
 	// initialized is set by the loop when initialize is answered; only
 	// the loop reads it.
@@ -582,6 +583,7 @@ type acpAgent struct {
 
 	mu     sync.Mutex // guards the fields below
 	client acpClientCaps
+	open   map[string]bool // the ids of the sessions open in this process
 
 	ctx        context.Context // cancelled at shutdown
 	cancel     context.CancelFunc
@@ -980,15 +982,18 @@ var (
 
 func init() {
 	acpMethods = map[string]acpMethod{
-		"initialize": acpInitialize,
+		"initialize":     acpInitialize,
+		"session/list":   acpList,
+		"session/delete": acpDelete,
 	}
 	acpNotifications = map[string]acpNotification{}
 }
 
-// newACPAgent is an agent on stdout, with rpi's method tables.
-func newACPAgent(stdout, stderr io.Writer, noSession bool) *acpAgent {
+// newACPAgent is an agent on stdout, with rpi's method tables, whose
+// sessions are in store (none with noSession).
+func newACPAgent(stdout, stderr io.Writer, store sessionStore, noSession bool) *acpAgent {
 	a := &acpAgent{conn: newACPConn(stdout, stderr), stderr: stderr, methods: acpMethods,
-		notifications: acpNotifications, noSession: noSession}
+		notifications: acpNotifications, store: store, noSession: noSession, open: map[string]bool{}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a
 }

@@ -186,11 +186,11 @@ func (c *acpTestClient) lines() []string {
 
 // startACPAgent serves an in-process agent with methods (nil: rpi's)
 // over pipes, until the test ends its input.
-func startACPAgent(t testing.TB, methods map[string]acpMethod) (*acpTestClient, *acpAgent, <-chan struct{}) {
+func startACPAgent(t testing.TB, methods map[string]acpMethod, store sessionStore) (*acpTestClient, *acpAgent, <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr syncBuffer
-	a := newACPAgent(outW, &stderr, false)
+	a := newACPAgent(outW, &stderr, store, false)
 	if methods != nil {
 		a.methods = methods
 	}
@@ -298,7 +298,7 @@ func TestACPWireErrors(t *testing.T) {
 	for _, feed := range feeds {
 		t.Run(feed.name, func(t *testing.T) {
 			var out, stderr syncBuffer
-			a := newACPAgent(&out, &stderr, false)
+			a := newACPAgent(&out, &stderr, sessionStore{}, false)
 			a.methods = acpWireMethods
 			a.serveLines(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -318,7 +318,7 @@ func TestACPWireErrors(t *testing.T) {
 // and the next line is served.
 func TestACPOverlongLine(t *testing.T) {
 	var out, stderr syncBuffer
-	a := newACPAgent(&out, &stderr, false)
+	a := newACPAgent(&out, &stderr, sessionStore{}, false)
 	a.methods = acpWireMethods
 	long := `{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{"value":"` + strings.Repeat("x", 200) + `"}}`
 	a.serveLines(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
@@ -333,7 +333,7 @@ func TestACPOverlongLine(t *testing.T) {
 // message comes, and nothing for a client that says nothing.
 func TestACPNothingBeforeTheClientSpeaks(t *testing.T) {
 	var out, stderr syncBuffer
-	a := newACPAgent(&out, &stderr, false)
+	a := newACPAgent(&out, &stderr, sessionStore{}, false)
 	if a.serveLines(strings.NewReader(""), maxLineBytes, nil); out.String() != "" {
 		t.Errorf("wrote %q", out.String())
 	}
@@ -358,7 +358,7 @@ func TestACPCallsTheClient(t *testing.T) {
 				return raw, nil
 			})
 		}}
-	c, _, done := startACPAgent(t, methods)
+	c, _, done := startACPAgent(t, methods, sessionStore{})
 	release := make(chan struct{})
 	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
 		switch method {
@@ -408,7 +408,7 @@ func TestACPCallsTheClient(t *testing.T) {
 func TestACPInitialize(t *testing.T) {
 	run := func(noSession bool, params string) (string, acpClientCaps) {
 		var out, stderr syncBuffer
-		a := newACPAgent(&out, &stderr, noSession)
+		a := newACPAgent(&out, &stderr, sessionStore{}, noSession)
 		a.serveLines(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+params+`}`), maxLineBytes, nil)
 		return strings.TrimSpace(out.String()), a.clientCaps()
 	}
@@ -941,5 +941,109 @@ func TestACPConnectionClosed(t *testing.T) {
 	c.close()
 	if _, err := c.call(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
 		t.Errorf("got %v", err)
+	}
+}
+
+// writeTestSession writes a session file of cwd in pi's format, as
+// modified at minute m of a day, with a first user message.
+func writeTestSession(t testing.TB, agentDir, cwd, id string, m int, text string) string {
+	ts := time.Date(2025, 1, 1, 0, m, 0, 0, time.UTC)
+	dir := defaultSessionDir(agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, strings.NewReplacer(":", "-", ".", "-").Replace(timestamp(ts))+"_"+id+".jsonl")
+	user, _ := json.Marshal(text)
+	data := `{"type":"session","version":3,"id":"` + id + `","timestamp":"` + timestamp(ts) + `","cwd":"` + cwd + `"}` + "\n" +
+		`{"type":"message","id":"e0000001","parentId":null,"timestamp":"` + timestamp(ts) + `","message":{"role":"user","content":[{"type":"text","text":` + string(user) + `}],"timestamp":1}}` + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(path, ts, ts)
+	return path
+}
+
+// TestACPListAndDelete: session/list pages a cwd's sessions or all of
+// them, newest first; session/delete removes a file found by its id,
+// but not an open session's; bad params name their field.
+func TestACPListAndDelete(t *testing.T) {
+	agentDir := t.TempDir()
+	store := sessionStore{root: filepath.Join(agentDir, "sessions")}
+	var ids []string
+	for i := 0; i < 52; i++ {
+		ids = append(ids, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i))
+		writeTestSession(t, agentDir, "/work/many", ids[i], i, fmt.Sprintf("session %d\nsecond line", i))
+	}
+	other := writeTestSession(t, agentDir, "/work/other", "other-1", 59, "other")
+	c, a, _ := startACPAgent(t, nil, store)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	var page acpListPage
+	got := c.call("session/list", map[string]any{"cwd": "/work/many/"})
+	if json.Unmarshal(got.Result, &page); len(page.Sessions) != 50 || page.Sessions[0].SessionID != ids[51] ||
+		page.Sessions[0].Title != "session 51" || page.Sessions[0].Cwd != "/work/many" || page.Sessions[0].UpdatedAt != "2025-01-01T00:51:00.000Z" {
+		t.Fatalf("page 1: %s", got.line)
+	}
+	got = c.call("session/list", map[string]any{"cwd": "/work/many", "cursor": page.NextCursor})
+	if page = (acpListPage{}); json.Unmarshal(got.Result, &page) != nil || len(page.Sessions) != 2 || page.NextCursor != "" || page.Sessions[1].SessionID != ids[0] {
+		t.Fatalf("page 2: %s", got.line)
+	}
+	got = c.call("session/list", map[string]any{})
+	if page = (acpListPage{}); json.Unmarshal(got.Result, &page) != nil || page.Sessions[0].SessionID != "other-1" {
+		t.Errorf("every cwd: %s", got.line)
+	}
+	for params, want := range map[string]string{
+		`{"cwd":"work/many"}`:      `Invalid field cwd: must be an absolute path, got \"work/many\"`,
+		`{"cwd":7}`:                `Invalid field cwd: must be a string`,
+		`{"cursor":"bogus"}`:       `Invalid field cursor: must be a nextCursor session/list gave`,
+		`{"sessionId":"a/b"}`:      `Invalid field sessionId: must be a session's id`,
+		`{"sessionId":"no-such"}`:  `Invalid field sessionId: no session has the id no-such`,
+		`{"sessionId":"other-1"}`:  `Invalid field sessionId: the session other-1 is open; close it first (session/close)`,
+		`{"session_id":"other-1"}`: `Missing field sessionId: must be a string`,
+	} {
+		method := "session/list"
+		if strings.Contains(params, "ession") {
+			method = "session/delete"
+		}
+		a.mu.Lock()
+		a.open["other-1"] = true
+		a.mu.Unlock()
+		got := c.call(method, json.RawMessage(params))
+		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != strings.ReplaceAll(want, `\"`, `"`) {
+			t.Errorf("%s %s: %s", method, params, got.line)
+		}
+	}
+	a.mu.Lock()
+	delete(a.open, "other-1")
+	a.mu.Unlock()
+	if got := c.call("session/delete", map[string]string{"sessionId": "other-1"}); string(got.Result) != "{}" {
+		t.Errorf("delete: %s", got.line)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("the file is still there: %v", err)
+	}
+}
+
+// TestACPTurns: prompts end in the order they run; a queued prompt's
+// turn begins when the agent takes its message; cancel ends the queued
+// ones at once and marks the running one.
+func TestACPTurns(t *testing.T) {
+	var ts acpTurns
+	p1, p2, p3 := &acpTurn{msg: &userMessage{}}, &acpTurn{msg: &userMessage{}}, &acpTurn{msg: &userMessage{}}
+	ts.begin(p1)
+	ts.queue(p2)
+	ts.queue(p3)
+	if ended, _ := ts.took(p1.msg); ended != nil {
+		t.Error("the running prompt's own message ended a turn")
+	}
+	if ended, cancelled := ts.took(p2.msg); ended != p1 || cancelled {
+		t.Errorf("p2 taken: ended %v", ended)
+	}
+	if queued := ts.cancel(); len(queued) != 1 || queued[0] != p3 {
+		t.Errorf("cancel took %v", queued)
+	}
+	if ended, cancelled, left := ts.settled(); ended != p2 || !cancelled || len(left) != 0 || ts.busy() {
+		t.Errorf("settled: %v %v %v", ended, cancelled, left)
+	}
+	ts.begin(p3)
+	if ended, cancelled, _ := ts.settled(); ended != p3 || cancelled {
+		t.Error("a cancel outlived its turn")
 	}
 }
