@@ -1,8 +1,8 @@
 package main
 
-// The agent: messages, the run lifecycle (prompt → model → tools → next
-// turn, until nothing is queued), the steering and follow-up queues,
-// abort and auto-retry, the approval gate, and the commands that drive
+// The agent: the run lifecycle (prompt → model → tools → next turn, until
+// nothing is queued), the events it reports, the steering and follow-up queues,
+// abortCommand and auto-retry, the approval gate, and the commands that drive
 // them.
 
 import (
@@ -18,232 +18,6 @@ import (
 	"time"
 )
 
-// ---- Messages (pi's shapes) ----
-
-// contentBlock is one block of a message: text, thinking, image or toolCall.
-type contentBlock struct {
-	Type              string          `json:"type"`
-	Text              string          `json:"text"`
-	TextSignature     string          `json:"textSignature"` // OpenAI Responses: the message item's id; Gemini: a thought signature
-	Thinking          string          `json:"thinking"`
-	ThinkingSignature string          `json:"thinkingSignature"` // Anthropic's signature; the Responses reasoning item; Gemini's thought signature
-	Data              string          `json:"data"`
-	MimeType          string          `json:"mimeType"`
-	ID                string          `json:"id"`
-	Name              string          `json:"name"`
-	Arguments         json.RawMessage `json:"arguments"`
-	ThoughtSignature  string          `json:"thoughtSignature"` // Gemini's signature on a tool call
-}
-
-// MarshalJSON writes only the fields of the block's type, in pi's order.
-func (b contentBlock) MarshalJSON() ([]byte, error) {
-	switch b.Type {
-	case "thinking":
-		return marshalJSON(struct {
-			Type              string `json:"type"`
-			Thinking          string `json:"thinking"`
-			ThinkingSignature string `json:"thinkingSignature,omitempty"`
-		}{b.Type, b.Thinking, b.ThinkingSignature})
-	case "image":
-		return marshalJSON(struct {
-			Type     string `json:"type"`
-			Data     string `json:"data"`
-			MimeType string `json:"mimeType"`
-		}{b.Type, b.Data, b.MimeType})
-	case "toolCall":
-		return marshalJSON(struct {
-			Type             string          `json:"type"`
-			ID               string          `json:"id"`
-			Name             string          `json:"name"`
-			Arguments        json.RawMessage `json:"arguments"`
-			ThoughtSignature string          `json:"thoughtSignature,omitempty"`
-		}{b.Type, b.ID, b.Name, b.Arguments, b.ThoughtSignature})
-	default:
-		return marshalJSON(struct {
-			Type          string `json:"type"`
-			Text          string `json:"text"`
-			TextSignature string `json:"textSignature,omitempty"`
-		}{b.Type, b.Text, b.TextSignature})
-	}
-}
-
-type userMessage struct {
-	Role      string         `json:"role"`
-	Content   []contentBlock `json:"content"`
-	Timestamp int64          `json:"timestamp"`
-}
-
-type costBreakdown struct {
-	Input      float64 `json:"input"`
-	Output     float64 `json:"output"`
-	CacheRead  float64 `json:"cacheRead"`
-	CacheWrite float64 `json:"cacheWrite"`
-	Total      float64 `json:"total"`
-}
-
-type usage struct {
-	Input       int           `json:"input"`
-	Output      int           `json:"output"`
-	CacheRead   int           `json:"cacheRead"`
-	CacheWrite  int           `json:"cacheWrite"`
-	TotalTokens int           `json:"totalTokens"`
-	Cost        costBreakdown `json:"cost"`
-}
-
-type assistantMessage struct {
-	Role         string         `json:"role"`
-	Content      []contentBlock `json:"content"`
-	API          string         `json:"api"`
-	Provider     string         `json:"provider"`
-	Model        string         `json:"model"`
-	Usage        usage          `json:"usage"`
-	StopReason   string         `json:"stopReason"`
-	ErrorMessage string         `json:"errorMessage,omitempty"`
-	Timestamp    int64          `json:"timestamp"`
-
-	final bool // failed in a way a retry cannot mend (an answer cut at its limit)
-}
-
-type toolResultMessage struct {
-	Role       string         `json:"role"`
-	ToolCallID string         `json:"toolCallId"`
-	ToolName   string         `json:"toolName"`
-	Content    []contentBlock `json:"content"`
-	Details    any            `json:"details,omitempty"`
-	IsError    bool           `json:"isError"`
-	Timestamp  int64          `json:"timestamp"`
-}
-
-func textBlocks(text string) []contentBlock { return []contentBlock{{Type: "text", Text: text}} }
-
-// text joins a message's text blocks.
-func (m *assistantMessage) text() string {
-	var b strings.Builder
-	for _, c := range m.Content {
-		if c.Type == "text" {
-			b.WriteString(c.Text)
-		}
-	}
-	return b.String()
-}
-
-// resultText is a tool result's content as one text for the model.
-func resultText(content []contentBlock) string {
-	var parts []string
-	for _, b := range content {
-		if b.Type == "text" {
-			parts = append(parts, b.Text)
-		}
-	}
-	if len(parts) == 0 {
-		return "(see attached image)"
-	}
-	return strings.Join(parts, "\n")
-}
-
-// contextMessages is what the model is sent of the conversation: failed
-// and aborted answers are left out, a user bash command becomes a user
-// message, and a tool call left without a result gets one saying so.
-func contextMessages(messages []any) []any {
-	var out []any
-	var open []contentBlock // tool calls of the last answer still without results
-	closeOpen := func() {
-		for _, call := range open {
-			out = append(out, &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name,
-				Content: textBlocks("No result provided"), IsError: true})
-		}
-		open = nil
-	}
-	for _, m := range messages {
-		switch m := m.(type) {
-		case *assistantMessage:
-			if m.StopReason == "error" || m.StopReason == "aborted" {
-				continue
-			}
-			closeOpen()
-			for _, b := range m.Content {
-				if b.Type == "toolCall" {
-					open = append(open, b)
-				}
-			}
-			out = append(out, m)
-		case *toolResultMessage:
-			for i, call := range open {
-				if call.ID == m.ToolCallID {
-					open = append(open[:i], open[i+1:]...)
-					break
-				}
-			}
-			out = append(out, m)
-		case *userMessage:
-			closeOpen()
-			out = append(out, m)
-		case bashExecutionMessage:
-			if m.ExcludeFromContext {
-				continue
-			}
-			closeOpen()
-			out = append(out, &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp})
-		case *summaryMessage:
-			closeOpen()
-			text := "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n" + m.Summary + "</summary>"
-			if m.Role == "compactionSummary" {
-				text = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n" + m.Summary + "\n</summary>"
-			}
-			out = append(out, &userMessage{Role: "user", Content: textBlocks(text), Timestamp: m.Timestamp})
-		case rawMessage:
-			var custom struct {
-				Role    string
-				Content json.RawMessage
-			}
-			json.Unmarshal(m, &custom)
-			if text := rawText(custom.Content); custom.Role == "custom" && text != "" {
-				closeOpen()
-				out = append(out, &userMessage{Role: "user", Content: textBlocks(text)})
-			}
-		}
-	}
-	closeOpen()
-	return out
-}
-
-// rawText is the text of a message content that is a string or blocks.
-func rawText(content json.RawMessage) string {
-	var text string
-	if json.Unmarshal(content, &text) == nil {
-		return text
-	}
-	var blocks []contentBlock
-	json.Unmarshal(content, &blocks)
-	var b strings.Builder
-	for _, c := range blocks {
-		if c.Type == "text" {
-			b.WriteString(c.Text)
-		}
-	}
-	return b.String()
-}
-
-// bashContextText is how a user bash command is told to the model (pi's text).
-func bashContextText(m bashExecutionMessage) string {
-	text := "Ran `" + m.Command + "`\n"
-	if m.Output == "" {
-		text += "(no output)"
-	} else {
-		text += "```\n" + strings.TrimSuffix(m.Output, "\n") + "\n```"
-	}
-	switch {
-	case m.Cancelled:
-		text += "\n\n(command cancelled)"
-	case m.ExitCode != nil && *m.ExitCode != 0:
-		text += fmt.Sprintf("\n\nCommand exited with code %d", *m.ExitCode)
-	}
-	if m.Truncated && m.FullOutputPath != "" {
-		text += "\n\n[Output truncated. Full output: " + m.FullOutputPath + "]"
-	}
-	return text
-}
-
 // ---- Event payloads ----
 
 type messageEvent struct {
@@ -253,12 +27,6 @@ type messageEvent struct {
 type messageUpdate struct {
 	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
 	Usage                 usage          `json:"usage"`
-}
-
-// piMessageUpdate is message_update in pi's order (usage first).
-type piMessageUpdate struct {
-	Usage                 usage          `json:"usage"`
-	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
 }
 
 type toolExecStart struct {
@@ -290,12 +58,6 @@ type turnEnd struct {
 type agentEnd struct {
 	Messages  []any `json:"messages"`
 	WillRetry bool  `json:"willRetry"`
-}
-
-// agentSettled is agent_settled's data in pi's shape; the default shape
-// has none (§5, §10).
-type agentSettled struct {
-	Aborted bool `json:"aborted"`
 }
 
 type runFailed struct {
@@ -340,6 +102,11 @@ type agentRun struct {
 	settled chan struct{} // closed once the run has settled (after agent_settled)
 	agent   bool          // it ran the agent (so it ends with agent_settled)
 
+	// Only the run's own goroutine uses these: the inputs whose turn is in
+	// progress (endTurns reports their end), and the last answer.
+	turn []runInput
+	last *assistantMessage
+
 	mu          sync.Mutex // guards the fields below
 	cancelRetry func()     // set while waiting to retry
 	retryAfter  time.Duration
@@ -370,27 +137,50 @@ var retryable = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
 })
 
-// startRun begins a run chain in the given phase; s.mu must not be held.
-// With releasing, it also ends a holdRuns, in the same step.
-func (s *server) startRun(phase runPhase, releasing bool) *agentRun {
+// Why a run cannot start: tryStartRun's refusals.
+var (
+	errChanging  = errors.New("A session change is in progress; send the prompt once it is answered.")
+	errBusy      = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
+	errNoModel   = errors.New(noModelMessage)
+	errElsewhere = errors.New("another session is running")
+)
+
+// tryStartRun is the one gate every run passes (a prompt, a loop's fire,
+// compaction): it starts a run chain in phase when the agent is idle, no
+// session change holds runs off — except the caller's own hold (held),
+// which ends in the same step, whether the run starts or not — for an
+// agent run there is a usable model, and no other session of the host is
+// running (one runs at a time). It decides under s.mu; the caller starts
+// the run's goroutine.
+func (s *session) tryStartRun(phase runPhase, held bool) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if releasing {
-		s.changing--
-	}
-	return s.startRunLocked(phase)
+	return s.tryStartRunLocked(phase, held)
 }
 
-func (s *server) startRunLocked(phase runPhase) *agentRun {
+func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error) {
+	if held {
+		s.changing--
+	}
+	switch {
+	case s.changing > 0:
+		return nil, errChanging
+	case s.activeRun != nil:
+		return nil, errBusy
+	case phase == running && (s.model == nil || !s.model.usable()):
+		return nil, errNoModel
+	case !s.host.claimRun(s):
+		return nil, errElsewhere
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
 	s.activeRun, s.phase = run, phase
 	s.conv.hold()
-	return run
+	return run, nil
 }
 
 // setPhase changes the phase of the run in progress.
-func (s *server) setPhase(phase runPhase) {
+func (s *session) setPhase(phase runPhase) {
 	s.mu.Lock()
 	if s.activeRun != nil && s.phase != stopping {
 		s.phase = phase
@@ -398,13 +188,14 @@ func (s *server) setPhase(phase runPhase) {
 	s.mu.Unlock()
 }
 
-// settle ends a run chain, or continues it: under the lock prompt takes
+// settle ends a run chain, or continues it: under the lock a prompt takes
 // to queue, it takes what is queued (then the caller runs it) or marks
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
-// agent run.
-// Once idle, the loops report the run and may start a waiting fire.
-func (s *server) settle(run *agentRun) (next []runInput) {
+// agent run. Either way the turn of the inputs it ran has ended
+// (endTurns, after agent_settled when it settles). Once idle, the loops
+// report the run and may start a waiting fire.
+func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
 		next = inputs(append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...))
@@ -412,6 +203,7 @@ func (s *server) settle(run *agentRun) (next []runInput) {
 	if len(next) > 0 {
 		s.phase, run.agent = running, true
 		s.mu.Unlock()
+		s.endTurns(run)
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
@@ -419,92 +211,139 @@ func (s *server) settle(run *agentRun) (next []runInput) {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
 	}
+	s.endTurns(run)
 	s.loopsSettledLocked(run)
 	close(run.settled)
+	running := s.activeRun != nil // a loop's waiting fire started
 	s.mu.Unlock()
+	if !running {
+		s.host.endRun(s)
+	}
 	run.cancel()
 	s.conv.release()
 	return nil
 }
 
-// holdRuns keeps new runs from starting (prompt fails as busy) and
-// aborts the one in progress; the channel closes once it has settled.
-// releaseRuns (or startRun with releasing) ends the hold.
-func (s *server) holdRuns() <-chan struct{} {
+// promptEnd says how a prompt's turn ended, to the ended callback of
+// startPrompt or queuePrompt. A turn ends when the model stops with no
+// steering left and the run goes on to a follow-up, or settles.
+type promptEnd struct {
+	ran     bool              // false: dropped unrun (clear_queue, a session change, the session's close)
+	aborted bool              // abort came during its turn
+	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
+}
+
+// endTurns reports the end of the turn of the inputs the run has been
+// working on. It runs on the run's goroutine, sometimes with s.mu held.
+func (s *session) endTurns(run *agentRun) {
+	for _, in := range run.turn {
+		if m, ok := in.(*userMessage); ok && m.ended != nil {
+			ended := m.ended
+			m.ended = nil
+			ended(promptEnd{ran: true, aborted: run.ctx.Err() != nil, answer: run.last})
+		}
+	}
+	run.turn = nil
+}
+
+// dropUnrunLocked reports the end of queued messages that will never run;
+// s.mu is held.
+func dropUnrunLocked(queued ...[]*userMessage) {
+	for _, q := range queued {
+		for _, m := range q {
+			if m.ended != nil {
+				ended := m.ended
+				m.ended = nil
+				ended(promptEnd{})
+			}
+		}
+	}
+}
+
+// holdRuns keeps new runs from starting (a prompt fails, a loop's fire
+// waits) until releaseRuns, and reports whether a run is in progress; a
+// session change holds runs while it reads what it needs and until it
+// has applied itself (abort stops the run in progress meanwhile).
+func (s *session) holdRuns() (busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changing++
-	if s.activeRun == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
-	}
-	s.activeRun.cancel()
-	s.phase = stopping
-	return s.activeRun.settled
+	return s.activeRun != nil
 }
 
-func (s *server) releaseRuns() {
+func (s *session) releaseRuns() {
 	s.mu.Lock()
 	s.changing--
 	s.mu.Unlock()
 }
 
-// whenIdle applies a change that needs the agent still (a session change):
-// after prepare (which may read files; nil for none) it aborts a running
-// agent, waits for it to settle, applies change, answers r, and calls then
-// (nil for nothing) after a successful answer. When nothing runs and
-// there is nothing to prepare, it does all this at once, in order with
-// the commands around it; otherwise in the background.
-func (s *server) whenIdle(r *request, prepare func() error, change func() (any, error), then func()) (any, error) {
-	s.mu.Lock()
-	busy := s.activeRun != nil
-	s.mu.Unlock()
+// changeSession applies a change that needs the agent still (a session
+// change): after prepare (which may read files; nil for none) it aborts a
+// running agent, waits for it to settle, applies change and passes its
+// error (or prepare's) to done. When nothing runs and there is nothing to
+// prepare, it does all this at once, in order with the commands around
+// it; otherwise in the background. No run starts meanwhile.
+func (s *session) changeSession(prepare func() error, change func() error, done func(error)) {
+	busy := s.holdRuns()
 	apply := func() {
 		defer s.releaseRuns()
 		if prepare != nil {
 			if err := prepare(); err != nil {
-				s.reply(r, nil, err)
+				done(err)
 				return
 			}
 		}
-		<-s.holdRunsAgain()
-		data, err := s.call(r.typ, change)
-		s.reply(r, data, err)
-		if err == nil && then != nil {
-			then()
+		if settled := s.abort(); settled != nil {
+			<-settled
 		}
+		_, err := s.call("the session change", func() (any, error) { return nil, change() })
+		done(err)
 	}
-	s.mu.Lock()
-	s.changing++
-	s.mu.Unlock()
 	if !busy && prepare == nil {
 		apply()
 	} else {
 		s.goBackground(apply)
 	}
-	return noReply{}, nil
 }
 
-// holdRunsAgain aborts the run in progress (no new one can start: the
-// caller holds runs) and returns a channel closed once it has settled.
-func (s *server) holdRunsAgain() <-chan struct{} {
+// abort stops the running agent (or compaction) — its model stream,
+// running tool, open dialogs and any retry wait — and returns a channel
+// closed once it has settled; nil when idle. The queues are kept.
+func (s *session) abort() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.activeRun == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
+		return nil
 	}
 	s.activeRun.cancel()
 	s.phase = stopping
 	return s.activeRun.settled
 }
 
+// abortRetry cancels a pending auto-retry wait (the run then ends) and
+// returns a channel closed once the run has settled; nil when no retry
+// waits.
+func (s *session) abortRetry() <-chan struct{} {
+	s.mu.Lock()
+	run := s.activeRun
+	s.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	run.mu.Lock()
+	cancel := run.cancelRetry
+	run.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	return run.settled
+}
+
 // runAgent drives a run chain: turns until the model stops with nothing
 // queued, auto-retries, compaction, and finally agent_settled. A panic
 // anywhere in it ends the run with an error instead of ending rpi.
-func (s *server) runAgent(run *agentRun, pending []runInput) {
+func (s *session) runAgent(run *agentRun, pending []runInput) {
 	for pending != nil {
 		s.runOnce(run, pending)
 		pending = s.settle(run)
@@ -512,7 +351,7 @@ func (s *server) runAgent(run *agentRun, pending []runInput) {
 }
 
 // runOnce is one prompt's work: turns, retries and compaction.
-func (s *server) runOnce(run *agentRun, pending []runInput) {
+func (s *session) runOnce(run *agentRun, pending []runInput) {
 	attempt := 0
 	overflowRetried := false
 	for {
@@ -551,12 +390,13 @@ func (s *server) runOnce(run *agentRun, pending []runInput) {
 }
 
 // safeTurns is runTurns with a panic turned into a failed answer.
-func (s *server) safeTurns(run *agentRun, pending []runInput, attempt int) (last *assistantMessage, retryErr string) {
+func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (last *assistantMessage, retryErr string) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
 			last = &assistantMessage{Role: "assistant", Content: []contentBlock{}, StopReason: "error",
 				ErrorMessage: fmt.Sprintf("Internal error: %v", p), Timestamp: s.env.clock.Now().UnixMilli()}
+			run.last = last
 			s.conv.appendMessage(last)
 			s.emit("agent_end", agentEnd{Messages: []any{last}}, nil)
 			retryErr = ""
@@ -567,7 +407,7 @@ func (s *server) safeTurns(run *agentRun, pending []runInput, attempt int) (last
 
 // retryDelay is the server's Retry-After when it gave one, else
 // exponential backoff from the base delay.
-func (s *server) retryDelay(attempt int, run *agentRun) time.Duration {
+func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.retryAfter >= 0 {
@@ -588,7 +428,7 @@ func (run *agentRun) armRetry() <-chan struct{} {
 
 // waitRetry sleeps before a retry; abort or abort_retry end it early
 // (false).
-func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
+func (s *session) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
 	elapsed, stop := after(s.env.clock, delay)
 	defer stop()
 	defer func() {
@@ -609,12 +449,13 @@ func (s *server) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan 
 // with nothing queued. It returns the last answer, and the error message
 // when the run ended in an error worth retrying (then agent_end says
 // willRetry and the failed answer leaves the context).
-func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
+func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
 	s.emit("agent_start", nil, nil)
 	var produced []any
 	var last *assistantMessage
 	for {
 		s.emit("turn_start", nil, nil)
+		run.turn = append(run.turn, pending...)
 		for _, m := range pending {
 			s.emit("message_start", messageEvent{m}, nil)
 			s.emit("message_end", messageEvent{m}, nil)
@@ -623,7 +464,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 		}
 		pending = nil
 		answer := s.streamAnswer(run)
-		last = answer
+		last, run.last = answer, answer
 		s.conv.appendMessage(answer)
 		produced = append(produced, answer)
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
@@ -646,6 +487,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 			continue
 		}
 		if pending = inputs(s.takeQueued(false)); len(pending) > 0 {
+			s.endTurns(run) // the model has stopped: a follow-up's turn begins
 			continue
 		}
 		break
@@ -664,7 +506,7 @@ func (s *server) runTurns(run *agentRun, pending []runInput, attempt int) (*assi
 
 // streamAnswer asks the model for the next answer and streams it as
 // message_start, message_update… and message_end.
-func (s *server) streamAnswer(run *agentRun) *assistantMessage {
+func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
@@ -802,7 +644,7 @@ func (b *deltaBatch) close() {
 
 // runTools runs the answer's tool calls one after another. A steering
 // message queued meanwhile skips the calls not yet started.
-func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResultMessage {
+func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResultMessage {
 	results := []*toolResultMessage{}
 	skip := ""
 	for _, call := range answer.Content {
@@ -842,7 +684,7 @@ func (s *server) runTools(run *agentRun, answer *assistantMessage) []*toolResult
 // for approval when its tool is behind --confirm (showing what the decoded
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
-func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
+func (s *session) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
 	call, err := s.decodeToolCall(block.Name, block.Arguments)
 	if err != nil {
 		return textResult(err.Error()), true
@@ -855,11 +697,12 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 	}()
 	if p, ok := call.(preparer); ok {
 		defer p.release()
-		if err := p.prepare(s); err != nil {
+		if err := p.prepare(ctx, s); err != nil {
 			return textResult(err.Error()), true
 		}
 	}
-	if slices.Contains(s.set.confirm, block.Name) && !s.approve(ctx, call) {
+	if slices.Contains(s.confirmTools(), block.Name) &&
+		!s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call, timeout: s.set.confirmTimeout}) {
 		return textResult("Denied by user"), true
 	}
 	s.status("running " + block.Name)
@@ -884,247 +727,6 @@ func (s *server) runTool(ctx context.Context, block contentBlock) (res toolResul
 		}
 	}
 	return res, isError
-}
-
-// approve asks the client whether a call may run, with exactly what it
-// will do. No answer within the confirm timeout counts as no.
-func (s *server) approve(ctx context.Context, call toolCall) bool {
-	title, message := call.describe()
-	answer := s.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: s.set.confirmTimeout.Milliseconds()})
-	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
-}
-
-// ---- Queues ----
-
-func (s *server) steeringQueued() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.steering) > 0
-}
-
-// takeQueued takes the next steering (or follow-up) messages per the
-// queue's mode and reports the change.
-func (s *server) takeQueued(steering bool) []*userMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.takeQueuedLocked(steering)
-}
-
-func (s *server) takeQueuedLocked(steering bool) []*userMessage {
-	queue, mode := &s.followUp, s.followUpMode
-	if steering {
-		queue, mode = &s.steering, s.steeringMode
-	}
-	n := len(*queue)
-	if n == 0 {
-		return nil
-	}
-	if mode == "one-at-a-time" {
-		n = 1
-	}
-	taken := slices.Clone((*queue)[:n])
-	*queue = (*queue)[n:]
-	s.emitQueueLocked()
-	return taken
-}
-
-// enqueueLocked adds a user message to a queue and reports the change;
-// s.mu is held, so the report is in order with every other change.
-func (s *server) enqueueLocked(steering bool, m *userMessage) {
-	if steering {
-		s.steering = append(s.steering, m)
-	} else {
-		s.followUp = append(s.followUp, m)
-	}
-	s.emitQueueLocked()
-}
-
-func (s *server) queueTextsLocked() queueUpdate {
-	texts := func(q []*userMessage) []string {
-		out := []string{}
-		for _, m := range q {
-			out = append(out, m.Content[0].Text)
-		}
-		return out
-	}
-	return queueUpdate{texts(s.steering), texts(s.followUp)}
-}
-
-func (s *server) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
-
-func (s *server) emitQueue() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.emitQueueLocked()
-}
-
-// ---- Prompting commands ----
-
-// disposition is what pi 1.6 answers prompt, steer and follow_up with.
-type disposition struct {
-	Disposition string `json:"disposition"`
-}
-
-// userInput reads a command's message and images into a user message.
-func (s *server) userInput(r *request) (*userMessage, error) {
-	text, err := r.str("message")
-	if err != nil {
-		return nil, err
-	}
-	text = s.expandSlash(text)
-	var images []contentBlock
-	if r.has("images") {
-		if err := r.decodeField("images", "an array of images", &images); err != nil {
-			return nil, err
-		}
-	}
-	if strings.TrimSpace(text) == "" && len(images) == 0 {
-		return nil, invalid("message", "a non-empty string")
-	}
-	content := textBlocks(text)
-	for _, img := range images {
-		if img.Type != "image" || img.Data == "" || !strings.HasPrefix(img.MimeType, "image/") {
-			return nil, invalid("images", `an array of {"type":"image","data":"<base64>","mimeType":"image/…"}`)
-		}
-		content = append(content, contentBlock{Type: "image", Data: img.Data, MimeType: img.MimeType})
-	}
-	return &userMessage{Role: "user", Content: content, Timestamp: s.env.clock.Now().UnixMilli()}, nil
-}
-
-// prompt starts a run with a user message, or queues it while one runs.
-// Fields: message; [images] ([{type:"image",data,mimeType}]);
-// [streamingBehavior] ("steer"|"followUp", needed while a run streams).
-// Answer: null once accepted (before agent_start); pi's mode answers
-// {disposition: started|queued}. Events: agent_start, turn_start,
-// message_start/end, message_update, tool_execution_*, turn_end,
-// agent_end, agent_settled; queue_update when queued.
-func (s *server) prompt(r *request) (any, error) {
-	msg, err := s.userInput(r)
-	if err != nil {
-		return nil, err
-	}
-	behavior := ""
-	if r.has("streamingBehavior") {
-		if behavior, err = r.enum("streamingBehavior", []string{"steer", "followUp"}); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.conv.writable(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.changing > 0 {
-		s.mu.Unlock()
-		// Queued now, the message would be dropped with the old session.
-		return nil, errors.New("A session change is in progress; send the prompt once it is answered.")
-	}
-	if s.activeRun != nil {
-		defer s.mu.Unlock()
-		if behavior == "" {
-			return nil, errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
-		}
-		s.enqueueLocked(behavior == "steer", msg)
-		return piOnly{data: disposition{"queued"}}, nil
-	}
-	if s.model == nil || !s.model.usable() {
-		s.mu.Unlock()
-		return nil, errors.New(noModelMessage)
-	}
-	run := s.startRunLocked(running)
-	s.mu.Unlock()
-	s.reply(r, piOnly{data: disposition{"started"}}, nil)
-	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
-	s.goBackground(func() { s.runAgent(run, pending) })
-	return noReply{}, nil
-}
-
-// steer queues a message for the running agent: it is delivered after the
-// current tool call, and the calls of that answer not yet started are
-// skipped. While idle it waits for the next run.
-// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
-// Events: queue_update.
-func (s *server) steer(r *request) (any, error) {
-	return s.queueCommand(r, true)
-}
-
-// followUpCommand queues a message delivered when the agent would otherwise stop.
-// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
-// Events: queue_update.
-func (s *server) followUpCommand(r *request) (any, error) {
-	return s.queueCommand(r, false)
-}
-
-func (s *server) queueCommand(r *request, steering bool) (any, error) {
-	msg, err := s.userInput(r)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.enqueueLocked(steering, msg)
-	s.mu.Unlock()
-	return piOnly{data: disposition{"queued"}}, nil
-}
-
-// abort stops the running agent (or compaction): its model stream,
-// running tool, open dialogs and any retry wait. The queues are kept. It
-// answers after the run's agent_end and agent_settled; while idle, at once.
-// Fields: none. Answer: null.
-func (s *server) abort(r *request) (any, error) {
-	s.mu.Lock()
-	run := s.activeRun
-	if run != nil {
-		run.cancel()
-		s.phase = stopping
-	}
-	s.mu.Unlock()
-	if run == nil {
-		return nil, nil
-	}
-	s.answerLater(r, func() (any, error) {
-		<-run.settled
-		return nil, nil
-	})
-	return noReply{}, nil
-}
-
-// abortRetry cancels a pending auto-retry wait; the run then ends with
-// auto_retry_end {success:false, finalError:"Retry cancelled"} and
-// agent_settled, and abortRetry answers after them. With no retry waiting
-// it answers at once and changes nothing.
-// Fields: none. Answer: null.
-func (s *server) abortRetry(r *request) (any, error) {
-	s.mu.Lock()
-	run := s.activeRun
-	s.mu.Unlock()
-	if run == nil {
-		return nil, nil
-	}
-	run.mu.Lock()
-	cancel := run.cancelRetry
-	run.mu.Unlock()
-	if cancel == nil {
-		return nil, nil
-	}
-	cancel()
-	s.answerLater(r, func() (any, error) {
-		<-run.settled
-		return nil, nil
-	})
-	return noReply{}, nil
-}
-
-// clearQueue empties both queues.
-// Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
-// Events: queue_update when anything was removed.
-func (s *server) clearQueue(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	removed := s.queueTextsLocked()
-	if len(s.steering)+len(s.followUp) > 0 {
-		s.steering, s.followUp = nil, nil
-		s.emitQueueLocked()
-	}
-	return removed, nil
 }
 
 // ---- Stats ----
@@ -1181,10 +783,16 @@ func estimateContext(messages []any) *int {
 	return &base
 }
 
-// getSessionStats counts the conversation's messages, tokens and cost.
+// getSessionStatsCommand counts the conversation's messages, tokens and cost.
 // Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
 // contextWindow, percent} when there is a model.
-func (s *server) getSessionStats(r *request) (any, error) {
+func (s *server) getSessionStatsCommand(r *request) (any, error) {
+	return s.stats(), nil
+}
+
+// stats counts the conversation's messages, tokens and cost, and how full
+// the context window is (when there is a model).
+func (s *session) stats() sessionStats {
 	info := s.conv.info()
 	messages := s.conv.messages()
 	st := sessionStats{SessionID: info.id, TotalMessages: len(messages)}
@@ -1223,7 +831,7 @@ func (s *server) getSessionStats(r *request) (any, error) {
 		}
 		st.ContextUsage = cu
 	}
-	return st, nil
+	return st
 }
 
 // lastAssistantText is the text of the last assistant answer that has any.
@@ -1246,7 +854,7 @@ func lastAssistantText(messages []any) *string {
 // systemPrompt is the instructions the model gets: the base text (or
 // --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
 // CLAUDE.md context files, the date and the cwd.
-func (s *server) systemPrompt() string {
+func (s *session) systemPrompt() string {
 	var b strings.Builder
 	cfg := s.set.cfg
 	if cfg.systemPrompt != "" {

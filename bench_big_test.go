@@ -196,7 +196,7 @@ func medianOf[T any](runs []T, figure func(T) float64) float64 {
 	return median(values)
 }
 
-// BenchmarkLoadSessionInProcess: loadSession and the conversation of a
+// BenchmarkLoadSessionInProcess: loadSessionFile and the conversation of a
 // generated session of RPI_BENCH_SESSION_MIB MiB, in the test process,
 // for profiling (-cpuprofile, -memprofile).
 func BenchmarkLoadSessionInProcess(b *testing.B) {
@@ -204,11 +204,11 @@ func BenchmarkLoadSessionInProcess(b *testing.B) {
 	file := filepath.Join(dir, "big.jsonl")
 	writeBigSession(b, file, dir, bigSessionMiB(b)<<20)
 	for b.Loop() {
-		ss, err := loadSession(file)
+		ss, err := loadSessionFile(file)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ss.conversation()
+		ss.context()
 	}
 }
 

@@ -101,7 +101,7 @@ func TestHostQuirks(t *testing.T) {
 	for _, c := range cases {
 		m := catalogModel(t, c.provider, c.id)
 		readTool := &tool{name: "read", description: "Read a file", schema: json.RawMessage(`{"type":"object"}`)}
-		data, _ := json.Marshal(wireAPIs[m.API].body(streamRequest{model: m, system: "SYS", messages: history, thinking: c.level, tools: []*tool{readTool}}))
+		data, _ := json.Marshal(wireAPINamed(m.API).body(streamRequest{model: m, system: "SYS", messages: history, thinking: c.level, tools: []*tool{readTool}}))
 		for _, want := range c.want {
 			if !strings.Contains(string(data), want) {
 				t.Errorf("%s/%s at %s: request lacks %s:\n%s", c.provider, c.id, c.level, want, data)

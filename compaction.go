@@ -77,7 +77,7 @@ type compactionPlan struct {
 // planCompaction decides what to summarise: everything before the most
 // recent turns worth keepRecentTokens (the cut falls on a user message).
 // It fails when there is no usable model or too little to summarise.
-func (s *server) planCompaction() (*compactionPlan, error) {
+func (s *session) planCompaction() (*compactionPlan, error) {
 	s.mu.Lock()
 	m := s.model
 	s.mu.Unlock()
@@ -123,7 +123,7 @@ func (s *server) planCompaction() (*compactionPlan, error) {
 // summarise carries out a plan: the plan's model writes the summary, a
 // compaction entry records it, and the context becomes the summary plus
 // the kept turns.
-func (s *server) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
+func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
 	var transcript strings.Builder
 	for _, msg := range contextMessages(plan.summarise) {
 		data, _ := marshalJSON(msg)
@@ -186,52 +186,64 @@ func collectFiles(a *assistantMessage, d *compactionDetails) {
 	}
 }
 
-// compact summarises the older part of the conversation, in the
-// background. A running agent is aborted first; abort cancels the
-// compaction itself (it then fails with "Compaction cancelled").
-// Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
-// tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
-// modifiedFiles}}. Events: compaction_start and compaction_end (reason
-// "manual") before the answer.
-func (s *server) compact(r *request) (any, error) {
-	instructions, err := r.optStr("customInstructions")
-	if err != nil {
-		return nil, err
+// compact summarises the older part of the conversation (a running
+// agent is aborted first) as a run of its own, which abort reaches (it
+// then fails with "Compaction cancelled"); done gets the result, after
+// compaction_start and compaction_end. When the session file's last write
+// failed, it is written again first, in the background.
+func (s *session) compact(instructions string, done func(compactionResult, error)) {
+	if s.conv.writeFailed() {
+		s.goBackground(func() {
+			if err := s.conv.writable(); err != nil {
+				done(compactionResult{}, err)
+				return
+			}
+			s.compactNow(instructions, done)
+		})
+		return
 	}
-	if err := s.conv.writable(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	busy := s.activeRun != nil
-	s.mu.Unlock()
-	if !busy {
-		// The plan reads only memory: made now, a too-small session fails
-		// in order, and the compaction starts before the next command.
-		plan, err := s.planCompaction()
-		if err != nil {
-			return nil, err
-		}
-		run := s.startRun(compacting, false)
-		s.goBackground(func() { s.compactRun(r, run, plan, instructions) })
-		return noReply{}, nil
-	}
-	stopped := s.holdRuns()
-	s.goBackground(func() {
-		<-stopped
-		plan, err := s.planCompaction()
-		if err != nil {
-			s.releaseRuns()
-			s.reply(r, nil, err)
-			return
-		}
-		s.compactRun(r, s.startRun(compacting, true), plan, instructions)
-	})
-	return noReply{}, nil
+	s.compactNow(instructions, done)
 }
 
-// compactRun carries out the compact command's plan as a run of its own
-// (so abort reaches it), answers r, and settles the run.
-func (s *server) compactRun(r *request, run *agentRun, plan *compactionPlan, instructions string) {
+func (s *session) compactNow(instructions string, done func(compactionResult, error)) {
+	if busy := s.holdRuns(); !busy {
+		// The plan reads only memory: made now, a too-small session fails
+		// in order, and the compaction starts before the next command.
+		s.startCompaction(instructions, done)
+		return
+	}
+	settled := s.abort()
+	s.goBackground(func() {
+		if settled != nil {
+			<-settled
+		}
+		s.startCompaction(instructions, done)
+	})
+}
+
+// startCompaction plans the compaction and starts its run; the caller
+// holds runs (holdRuns), and the start ends that hold.
+func (s *session) startCompaction(instructions string, done func(compactionResult, error)) {
+	plan, err := s.planCompaction()
+	if err != nil {
+		s.releaseRuns()
+		done(compactionResult{}, err)
+		return
+	}
+	run, err := s.tryStartRun(compacting, true)
+	if err == errChanging {
+		err = errors.New("A session change is in progress; compact once it is answered.")
+	}
+	if err != nil {
+		done(compactionResult{}, err)
+		return
+	}
+	s.goBackground(func() { s.compactRun(run, plan, instructions, done) })
+}
+
+// compactRun carries out a plan as a run of its own (so abort reaches
+// it), passes the result to done, and settles the run.
+func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
 	s.emit("compaction_start", compactionStart{"manual"}, nil)
 	res, err := s.summarise(run.ctx, plan, instructions)
 	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
@@ -241,14 +253,32 @@ func (s *server) compactRun(r *request, run *agentRun, plan *compactionPlan, ins
 		end.ErrorMessage = err.Error()
 	}
 	s.emit("compaction_end", end, nil)
-	if err != nil {
-		s.reply(r, nil, err)
-	} else {
-		s.reply(r, res, nil)
-	}
+	done(res, err)
 	if next := s.settle(run); next != nil {
 		s.runAgent(run, next)
 	}
+}
+
+// compactCommand summarises the older part of the conversation, in the
+// background. A running agent is aborted first; abort cancels the
+// compaction itself (it then fails with "Compaction cancelled").
+// Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
+// tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
+// modifiedFiles}}. Events: compaction_start and compaction_end (reason
+// "manual") before the answer.
+func (s *server) compactCommand(r *request) (any, error) {
+	instructions, err := r.optStr("customInstructions")
+	if err != nil {
+		return nil, err
+	}
+	s.compact(instructions, func(res compactionResult, err error) {
+		if err != nil {
+			s.reply(r, nil, err)
+			return
+		}
+		s.reply(r, res, nil)
+	})
+	return noReply{}, nil
 }
 
 // contextOverflow matches provider errors that say the context is too long
@@ -260,7 +290,7 @@ var contextOverflow = sync.OnceValue(func() *regexp.Regexp {
 // autoCompact compacts after a run when the context nears the window
 // (reason "threshold"), or when the answer failed because it overflowed
 // ("overflow"; the caller then retries once). It reports whether to retry.
-func (s *server) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
+func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
 	s.mu.Lock()
 	enabled, m := s.autoCompaction, s.model
 	s.mu.Unlock()

@@ -94,7 +94,7 @@ func TestCommandsDocumented(t *testing.T) {
 
 // TestDocLinks checks that every relative link in the documentation, and
 // every document rpi's own texts name, is a file of the repository (a
-// clone has nothing else).
+// cloneCommand has nothing else).
 func TestDocLinks(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([^)#\s]*)(#[^)\s]*)?\)`)
 	for _, path := range docFiles(t) {
@@ -543,7 +543,7 @@ func TestPiShapesDocumented(t *testing.T) {
 	}
 	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
 	for name, h := range commands {
-		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*server).bash-fm or main.(*server).bash
+		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*server).bashCommand-fm or main.(*server).bashCommand
 		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
 		body := bodies[fn]
 		shapedHere := answersPiOnly(body)

@@ -31,22 +31,49 @@ type textEdit struct {
 }
 
 const (
-	editItemFields = `"properties":{"oldText":{"type":"string","description":"Exact text to replace: unique in the file as it is ` +
-		`now, and not overlapping any other edit's oldText"},"newText":{"type":"string","description":"The text to put in its place"}},` +
-		`"required":["oldText","newText"]`
+	// editItemFields are an edit's fields, in each shape edit takes.
+	editItemFields = `
+		"properties": {
+			"oldText": {
+				"type": "string",
+				"description": "Exact text to replace: unique in the file as it is now, and not overlapping any other edit's oldText"
+			},
+			"newText": {"type": "string", "description": "The text to put in its place"}
+		},
+		"required": ["oldText", "newText"]`
 	// editSchema is what the model is offered (pi 1.6's parameters).
-	editSchema = `{"type":"object","properties":{"path":{"type":"string","description":"File to edit (relative or absolute)"},` +
-		`"edits":{"type":"array","description":"One or more replacements, each matched against the file as it is now, not after ` +
-		`the others. No edit may overlap or contain another: merge changes to the same or nearby lines into one edit.",` +
-		`"items":{"type":"object",` + editItemFields + `}}},"required":["path","edits"]}`
+	editSchema = `{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to edit (relative or absolute)"},
+			"edits": {
+				"type": "array",
+				"description": "One or more replacements, each matched against the file as it is now, not after the others. ` +
+		`No edit may overlap or contain another: merge changes to the same or nearby lines into one edit.",
+				"items": {"type": "object", ` + editItemFields + `}
+			}
+		},
+		"required": ["path", "edits"]
+	}`
 	// editAccepts is what edit takes besides: edits as a JSON string (of a
 	// list or of one edit), one edit object instead of a list, and the
 	// older oldText/newText beside path (added after edits' own).
-	editAccepts = `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["array","object","string"],` +
-		`"items":{"type":"object",` + editItemFields + `},` + editItemFields + `},"oldText":{"type":"string"},"newText":{"type":"string"}},` +
-		`"required":["path"]}`
+	editAccepts = `{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string"},
+			"edits": {
+				"type": ["array", "object", "string"],
+				"items": {"type": "object", ` + editItemFields + `},
+				` + editItemFields + `
+			},
+			"oldText": {"type": "string"},
+			"newText": {"type": "string"}
+		},
+		"required": ["path"]
+	}`
 	// editsInString is what a JSON string in edits must hold.
-	editsInString = `{"type":["array","object"],"items":{"type":"object",` + editItemFields + `},` + editItemFields + `}`
+	editsInString = `{"type": ["array", "object"], "items": {"type": "object", ` + editItemFields + `}, ` + editItemFields + `}`
 )
 
 var editsInStringSchema = func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return }()
@@ -55,7 +82,7 @@ type editCall struct {
 	path, abs string
 	edits     []textEdit
 	// What prepare found: the file, what it held, and the plan.
-	target *fileTarget
+	target changeTarget
 	where  string // where the path leads, for the dialog
 	data   []byte
 	plan   *editPlan
@@ -74,7 +101,7 @@ var editTool = &tool{
 	},
 	schema:  schema(editSchema),
 	accepts: schema(editAccepts),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Path             string
 			Edits            json.RawMessage
@@ -126,16 +153,16 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 }
 
 // prepare opens the file, reads it and plans every edit against it.
-func (c *editCall) prepare(s *server) error {
-	target, err := s.openTarget(c.path, c.abs, false)
+func (c *editCall) prepare(ctx context.Context, s *session) error {
+	target, err := s.files.target(ctx, c.path, c.abs, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("File not found: %s", c.path)
 	}
 	if err != nil {
 		return fileError("edit", c.path, err)
 	}
-	c.target, c.where = target, target.where(s)
-	if c.data, err = target.read(maxEditBytes); err != nil {
+	c.target, c.where = target, target.where()
+	if c.data, err = target.read(ctx, maxEditBytes); err != nil {
 		return fileError("edit", c.path, err)
 	}
 	c.plan, err = planEdits(c.data, c.edits, c.path)
@@ -181,15 +208,21 @@ func (c *editCall) describe() (string, string) {
 	return "Allow edit of " + escapeControl(c.path) + "?", b.String()
 }
 
-func (c *editCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *editCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
-	if err := c.target.write("edit", c.data, c.plan.result); err != nil {
+	if err := c.target.write(ctx, "edit", c.data, c.plan.result); err != nil {
 		return toolResult{}, err
 	}
+	change := c.change()
 	return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced %d block(s) in %s.", len(c.edits), c.path)),
-		Details: map[string]int{"firstChangedLine": c.plan.firstChangedLine}}, nil
+		Details: map[string]int{"firstChangedLine": c.plan.firstChangedLine}, change: &change}, nil
+}
+
+// change is the file as prepare read it and as the plan makes it.
+func (c *editCall) change() fileChange {
+	return fileChange{path: c.abs, existed: true, before: c.data, after: c.plan.result}
 }
 
 // ---- Planning, by pi 1.6's rules ----

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -40,7 +41,7 @@ func TestEditCases(t *testing.T) {
 			dialog := ""
 			if call, err := s.decodeToolCall("edit", json.RawMessage(args)); err == nil {
 				p := call.(preparer)
-				if p.prepare(s) == nil {
+				if p.prepare(context.Background(), s.session) == nil {
 					title, message := call.describe()
 					dialog = title + "\n" + message + "\n"
 				}

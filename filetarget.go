@@ -1,13 +1,15 @@
 package main
 
-// The file a write or edit call changes, resolved and opened once: the
-// approval dialog is built from it, and the write goes through it. What the
-// user approved is what is written, even when the path is replaced while
-// the dialog is open (by a background process the model started, say):
-// then nothing is written and the call says why.
+// Where the file tools read and write (a session's fileEnv: the disk by
+// default), and the file a write or edit call changes, resolved and opened
+// once: the approval dialog is built from it, and the write goes through
+// it. What the user approved is what is written, even when the path is
+// replaced while the dialog is open (by a background process the model
+// started, say): then nothing is written and the call says why.
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +19,63 @@ import (
 	"strings"
 )
 
-// fileTarget is the file a call will change. An existing file is held
+// fileEnv is where a session's file tools read and write text files: the
+// disk (diskFiles) unless its front end gives another (ACP: the editor's
+// buffers through fs/read_text_file and fs/write_text_file, SPEC §12.6).
+// Paths are absolute. A file that does not exist is an error that
+// errors.Is(err, fs.ErrNotExist) recognises.
+type fileEnv interface {
+	// open opens the file at abs for the read tool.
+	open(ctx context.Context, abs string) (io.ReadCloser, error)
+	// target opens the file a write (create: it may not exist yet) or an
+	// edit (path as the model gave it) will change.
+	target(ctx context.Context, path, abs string, create bool) (changeTarget, error)
+}
+
+// changeTarget is the file a write or an edit changes, opened once: the
+// approval dialog is built from what it shows, and the write goes through
+// it (on disk, a fileTarget).
+type changeTarget interface {
+	exists() bool  // a file that exists, not a new one
+	size() int64   // its size when it was opened (0 for a new one)
+	where() string // for the dialog: where a symlink leads, and when that is outside the working directory
+	// read reads its whole text, at most limit bytes.
+	read(ctx context.Context, limit int64) ([]byte, error)
+	// write sets its content; verb names the tool in errors. With before
+	// (edit), an existing file must still hold exactly that.
+	write(ctx context.Context, verb string, before, content []byte) error
+	close()
+}
+
+// A fileChange is what a write or an edit does to one file, as the call
+// itself read it and writes it (SPEC §12.5's diff): its absolute path, its
+// text before (nil for a new file, or one that could not be read) and
+// after.
+type fileChange struct {
+	path    string
+	existed bool
+	before  []byte
+	after   []byte
+}
+
+// A changer is a tool call that changes one file (write, edit): change
+// says how once prepare has opened it, before the approval and the run.
+type changer interface {
+	change() fileChange
+}
+
+// diskFiles is the disk, in the session's working directory.
+type diskFiles struct{ cwd string }
+
+func (d diskFiles) open(ctx context.Context, abs string) (io.ReadCloser, error) {
+	return openRegular(abs, os.O_RDONLY, 0)
+}
+
+func (d diskFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
+	return openTarget(d.cwd, path, abs, create)
+}
+
+// fileTarget is the file a call will change on disk. An existing file is held
 // open for reading and writing, and written through that descriptor; a new
 // one is created through the open folder it will be in, with O_EXCL. Before
 // writing, check makes sure the path still leads there.
@@ -32,6 +90,7 @@ type fileTarget struct {
 	real string // where abs leads, symlinks resolved: what the dialog names
 	file *os.File
 	id   os.FileInfo // the open file, or for a new file the open folder
+	cwd  string      // the session's, for where
 	// For a new file: the deepest folder of abs that exists (as reached
 	// from abs, and open), and the names to create below it: folders, then
 	// the file.
@@ -44,17 +103,16 @@ type fileTarget struct {
 var errPathChanged = errors.New("the path changed")
 
 // openTarget opens the file at path (abs) for a call that will change it:
-// an existing regular file (following symlinks; for writing, and with
-// create only for writing), or with create the place where a new one will
-// be.
-func (s *server) openTarget(path, abs string, create bool) (*fileTarget, error) {
-	flag := os.O_RDWR
-	if create {
-		flag = os.O_WRONLY // write reads nothing: a file it may write but not read is still written
+// an existing regular file (following symlinks; for reading and writing,
+// or with create only for writing when it cannot be read), or with create
+// the place where a new one will be.
+func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
+	f, err := openRegular(abs, os.O_RDWR, 0)
+	if create && errors.Is(err, fs.ErrPermission) {
+		f, err = openRegular(abs, os.O_WRONLY, 0) // a file write may change but not read is still written
 	}
-	f, err := openRegular(abs, flag, 0)
 	if err == nil {
-		t := &fileTarget{path: path, abs: abs, file: f}
+		t := &fileTarget{path: path, abs: abs, file: f, cwd: cwd}
 		t.id, err = f.Stat()
 		if err == nil {
 			t.real, err = filepath.EvalSymlinks(abs)
@@ -85,7 +143,7 @@ func (s *server) openTarget(path, abs string, create bool) (*fileTarget, error) 
 	if err != nil {
 		return nil, err
 	}
-	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names}
+	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names, cwd: cwd}
 	t.id, err = dir.Stat(".")
 	if err == nil && t.check() != nil {
 		err = errPathChanged
@@ -146,6 +204,14 @@ func newFilePlace(abs string) (dirPath string, names []string, err error) {
 // exists reports whether the target is a file that exists (not a new one).
 func (t *fileTarget) exists() bool { return t.file != nil }
 
+// size is the size of the file when it was opened (0 for a new one).
+func (t *fileTarget) size() int64 {
+	if t.file == nil {
+		return 0
+	}
+	return t.id.Size()
+}
+
 // check reports errPathChanged unless the path still leads to the file
 // that was opened, or (for a new file) still to the same place in the
 // same open folder.
@@ -171,7 +237,10 @@ func (t *fileTarget) check() error {
 }
 
 // read reads the whole file, at most limit bytes.
-func (t *fileTarget) read(limit int64) ([]byte, error) {
+func (t *fileTarget) read(ctx context.Context, limit int64) ([]byte, error) {
+	if t.file == nil {
+		return nil, fs.ErrNotExist
+	}
 	data, err := io.ReadAll(io.NewSectionReader(t.file, 0, limit+1))
 	if err != nil {
 		return nil, err
@@ -186,7 +255,7 @@ func (t *fileTarget) read(limit int64) ([]byte, error) {
 // for a new file, the open folder); verb names the tool in errors. With
 // before (edit, which opened it for reading too), an existing file must
 // still hold exactly that.
-func (t *fileTarget) write(verb string, before, content []byte) error {
+func (t *fileTarget) write(ctx context.Context, verb string, before, content []byte) error {
 	pathChanged := fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
 	if t.check() != nil {
 		return pathChanged
@@ -199,7 +268,7 @@ func (t *fileTarget) write(verb string, before, content []byte) error {
 		return err
 	}
 	if before != nil {
-		now, err := t.read(int64(len(before)) + 1)
+		now, err := t.read(ctx, int64(len(before))+1)
 		if err != nil || !bytes.Equal(now, before) {
 			return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
 		}
@@ -276,12 +345,12 @@ func (t *fileTarget) close() {
 
 // where says, for the dialog, where the path leads when a symlink takes it
 // elsewhere, and when that is outside the working directory.
-func (t *fileTarget) where(s *server) string {
+func (t *fileTarget) where() string {
 	where := ""
 	if t.real != t.abs {
 		where = " → " + escapeControl(t.real)
 	}
-	cwd, _ := filepath.EvalSymlinks(s.set.cwd)
+	cwd, _ := filepath.EvalSymlinks(t.cwd)
 	if rel, err := filepath.Rel(cwd, t.real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		where += " (outside the working directory)"
 	}

@@ -39,12 +39,23 @@ var grepTool = &tool{
 	summary: "Search file contents for patterns (respects .gitignore)",
 	description: "Search files for a regular expression (Go syntax), or literal text. Results are path:line: text, " +
 		"with context lines as path-line- text. .git and what .gitignore lists are skipped.",
-	schema: schema(`{"type":"object","properties":{"pattern":{"type":"string","description":"Regular expression, or text with literal"},` +
-		`"path":{"type":"string","description":"Directory or file to search (default: the working directory)"},` +
-		`"glob":{"type":"string","description":"Only files whose path matches this glob, e.g. *.go or src/**/*.ts"},` +
-		`"ignoreCase":{"type":"boolean"},"literal":{"type":"boolean","description":"Treat pattern as plain text"},` +
-		`"context":{"type":"integer","minimum":0,"description":"Lines of context around each match"},"limit":{"type":"integer","minimum":1,"description":"Most matches (default 100)"}},"required":["pattern"]}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"pattern": {"type": "string", "description": "Regular expression, or text with literal"},
+			"path": {"type": "string", "description": "Directory or file to search (default: the working directory)"},
+			"glob": {
+				"type": "string",
+				"description": "Only files whose path matches this glob, e.g. *.go or src/**/*.ts"
+			},
+			"ignoreCase": {"type": "boolean"},
+			"literal": {"type": "boolean", "description": "Treat pattern as plain text"},
+			"context": {"type": "integer", "minimum": 0, "description": "Lines of context around each match"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most matches (default 100)"}
+		},
+		"required": ["pattern"]
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
 			Pattern, Path, Glob string
 			IgnoreCase, Literal bool
@@ -157,7 +168,7 @@ type grepTarget struct{ rel, path string }
 // grepBatchFiles is how many files a batch holds.
 const grepBatchFiles = 16
 
-func (c *grepCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	search, stop := context.WithCancel(ctx)
 	defer stop()
 	// The walk hands the files, in batches, to the workers and, in the

@@ -144,7 +144,7 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		`{"pattern":"x+","path":"sub","limit":100000}`,
 		`{"pattern":"nothing matches this"}`,
 	} {
-		call, err := grepTool.decode(s, json.RawMessage(args))
+		call, err := grepTool.decode(s.session, json.RawMessage(args))
 		if err != nil {
 			t.Fatalf("%s: %v", args, err)
 		}
@@ -210,7 +210,7 @@ func TestGrepHelperPanic(t *testing.T) {
 	raised := make(chan any)
 	go func() {
 		defer func() { raised <- recover() }()
-		c.run(context.Background(), s, toolRun{})
+		c.run(context.Background(), s.session, toolRun{})
 	}()
 	select {
 	case p := <-raised:
@@ -233,7 +233,7 @@ func TestGrepAbort(t *testing.T) {
 		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)
 	}
 	s := toolServer(t, files)
-	call, err := grepTool.decode(s, json.RawMessage(`{"pattern":"needle","limit":100000}`))
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"needle","limit":100000}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestGrepAbort(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := call.run(ctx, s, toolRun{})
+			_, err := call.run(ctx, s.session, toolRun{})
 			done <- err
 		}()
 		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)

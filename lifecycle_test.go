@@ -109,7 +109,7 @@ func TestDialogResolvesOnce(t *testing.T) {
 	for i := range 200 {
 		answered := make(chan uiAnswer)
 		go func() {
-			answered <- s.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
+			answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
 		}()
 		id := ""
 		deadline := time.Now().Add(10 * time.Second)
@@ -117,18 +117,18 @@ func TestDialogResolvesOnce(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: the dialog never opened", i)
 			}
-			s.ui.mu.Lock()
-			for k := range s.ui.open {
+			s.dialogs.mu.Lock()
+			for k := range s.dialogs.open {
 				id = k
 			}
-			s.ui.mu.Unlock()
+			s.dialogs.mu.Unlock()
 			time.Sleep(10 * time.Microsecond)
 		}
 		advanced := make(chan struct{})
 		go func() { clock.advance(time.Second); close(advanced) }()
 		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
 			members: []member{{[]byte("confirmed"), []byte("true")}}}
-		_, respErr := s.extensionUIResponse(r)
+		_, respErr := s.extensionUIResponseCommand(r)
 		a := <-answered
 		<-advanced
 		switch {

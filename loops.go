@@ -183,14 +183,14 @@ type loopRemoved struct {
 
 // ---- Commands ----
 
-// loopCreate schedules a prompt. With fireImmediately the loop is created
+// loopCreateCommand schedules a prompt. With fireImmediately the loop is created
 // one interval in the past, so it fires at once (after the answer).
 // Fields: interval ("300", "3s", "5m", "2h", "1d", or a number of
 // seconds), prompt, [fireImmediately]=true, [durable]=false (saved beside
 // the session file). Answer: LoopTask. Events: loop_created before the
 // answer; then, when it fires at once, loop_fired (or loop_queued while
 // the agent is busy) and the run's events.
-func (s *server) loopCreate(r *request) (any, error) {
+func (s *server) loopCreateCommand(r *request) (any, error) {
 	rawInterval, err := loopIntervalField(r)
 	if err != nil {
 		return nil, err
@@ -218,7 +218,7 @@ func (s *server) loopCreate(r *request) (any, error) {
 
 // addLoop checks and adds a loop (the cap, the prompt, the interval, in
 // the original's order), saving it first when it is durable.
-func (s *server) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
+func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -253,11 +253,11 @@ func (s *server) addLoop(rawInterval any, prompt string, fireNow, durable bool) 
 	return t.wire(), nil
 }
 
-// loopUpdate changes a loop's interval or prompt. A new interval that
+// loopUpdateCommand changes a loop's interval or prompt. A new interval that
 // would make the loop due at once counts from now instead.
 // Fields: taskId, [interval], [prompt]. Answer: LoopTask. Events:
 // loop_updated.
-func (s *server) loopUpdate(r *request) (any, error) {
+func (s *server) loopUpdateCommand(r *request) (any, error) {
 	id, err := r.str("taskId")
 	if err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func (s *server) loopUpdate(r *request) (any, error) {
 // when the loop is durable, the file is first saved as plan (applied to a
 // copy of the list) says the loops will be, and only then does commit
 // make the change (it must check that the loop is still there).
-func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
+func (s *session) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -337,10 +337,10 @@ func (s *server) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) [
 	return commit(t)
 }
 
-// loopList answers the loops, oldest first, as a bare array as the
+// loopListCommand answers the loops, oldest first, as a bare array as the
 // original does.
 // Fields: none. Answer: [LoopTask]. Events: none.
-func (s *server) loopList(r *request) (any, error) {
+func (s *server) loopListCommand(r *request) (any, error) {
 	l := s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -351,18 +351,18 @@ func (s *server) loopList(r *request) (any, error) {
 	return tasks, nil
 }
 
-// loopDelete removes a loop; a run of it in progress goes on (without
+// loopDeleteCommand removes a loop; a run of it in progress goes on (without
 // loop_finished).
 // Fields: taskId. Answer: true, or false when no loop has that id (as the
 // original: no failure). Events: loop_removed {reason: deleted}.
-func (s *server) loopDelete(r *request) (any, error) { return s.removeLoop(r, false) }
+func (s *server) loopDeleteCommand(r *request) (any, error) { return s.removeLoop(r, false) }
 
-// loopCancel removes a loop and aborts its run in progress, answering
+// loopCancelCommand removes a loop and aborts its run in progress, answering
 // once that run has settled.
 // Fields: taskId. Answer: true, or false when no loop has that id.
 // Events: loop_removed {reason: cancelled}, then the aborted run's end
 // (agent_end, agent_settled).
-func (s *server) loopCancel(r *request) (any, error) { return s.removeLoop(r, true) }
+func (s *server) loopCancelCommand(r *request) (any, error) { return s.removeLoop(r, true) }
 
 func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 	id, err := r.str("taskId")
@@ -397,7 +397,7 @@ func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 	case aborted == nil:
 		return true, nil
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		<-aborted.settled
 		return true, nil
 	})
@@ -417,7 +417,7 @@ func noLoop(id string) error { return &noLoopError{id} }
 // fireDueLoops fires every loop that is due and removes every one that
 // has expired, then sets the timer for the next deadline. It is the
 // timer's function, and runs at once after a create and a restore.
-func (s *server) fireDueLoops() {
+func (s *session) fireDueLoops() {
 	l := s.loops
 	save := false
 	s.mu.Lock()
@@ -446,7 +446,7 @@ func (s *server) fireDueLoops() {
 }
 
 // armLoopsLocked sets the timer for the earliest next fire or expiry.
-func (s *server) armLoopsLocked(now time.Time) {
+func (s *session) armLoopsLocked(now time.Time) {
 	l := s.loops
 	if l.stopTimer != nil {
 		l.stopTimer()
@@ -472,7 +472,7 @@ func earliest(times ...time.Time) time.Time {
 // fireLoopLocked handles one fire of t: skipped when its run is already
 // running or waiting, else queued and started as soon as the agent is
 // free (loop_queued says when it has to wait).
-func (s *server) fireLoopLocked(t *loopTask) {
+func (s *session) fireLoopLocked(t *loopTask) {
 	l := s.loops
 	next := timestamp(t.nextFire())
 	switch {
@@ -494,31 +494,45 @@ func (s *server) fireLoopLocked(t *loopTask) {
 // free. It runs after each fire and whenever a run settles; a fire that
 // waited through a session change that failed starts at the next of
 // those.
-func (s *server) startQueuedLoopLocked() {
+func (s *session) startQueuedLoopLocked() {
 	l := s.loops
-	for !l.closed && l.active == nil && len(l.queue) > 0 && s.activeRun == nil && s.changing == 0 {
+	for !l.closed && l.active == nil && len(l.queue) > 0 {
 		f := l.queue[0]
-		l.queue = l.queue[1:]
-		if s.model == nil || !s.model.usable() {
+		run, err := s.tryStartRunLocked(running, false)
+		switch {
+		case err == errNoModel:
+			l.queue = l.queue[1:]
 			s.emit("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
 			continue
+		case err != nil:
+			return // busy, a session change holds runs, or another session runs: the fire waits
 		}
+		l.queue = l.queue[1:]
 		now := s.env.clock.Now()
-		f.run = s.startRunLocked(running)
+		f.run = run
 		l.active = f
 		s.emit("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
 		msg := loopMessage(f.task, now)
-		run := f.run
 		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
 		return
 	}
+}
+
+// startWaitingLoops starts a fire that waited while another session of
+// the host was running.
+func (s *session) startWaitingLoops() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loops.mu.Lock()
+	defer s.loops.mu.Unlock()
+	s.startQueuedLoopLocked()
 }
 
 // loopsSettledLocked is called by settle (s.mu held) once a run chain has
 // settled: a loop's run reports how it ended, and a waiting fire starts.
 // A run the user aborted reports nothing (no loop_finished, no
 // loop_failed): an abort is no failure of the loop, which stays scheduled.
-func (s *server) loopsSettledLocked(run *agentRun) {
+func (s *session) loopsSettledLocked(run *agentRun) {
 	l := s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -575,7 +589,7 @@ func (l *loopScheduler) findLocked(id string) *loopTask {
 // dropLoopLocked removes t and its waiting fire, writes loop_removed, and
 // stops reporting a run of it in progress; with abort it also aborts that
 // run and returns it.
-func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
+func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
 	l := s.loops
 	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
@@ -597,7 +611,7 @@ func (s *server) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted
 // the session left are removed (session_changed; their file keeps the
 // durable ones), and the durable loops saved beside the new session file
 // are read, to be announced after its session_started (announceLoops).
-func (s *server) moveLoops(sessionPath string) {
+func (s *session) moveLoops(sessionPath string) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
@@ -630,7 +644,7 @@ func (s *server) moveLoops(sessionPath string) {
 // start prompts at once. A notify says how many came back or were
 // dropped. It follows session_started; the file is rewritten to hold
 // what was kept.
-func (s *server) announceLoops() {
+func (s *session) announceLoops() {
 	l := s.loops
 	save := false
 	s.mu.Lock()
@@ -714,14 +728,14 @@ func restoreNotice(path string, restored, expired, repeated, over, invalid int) 
 }
 
 // startLoops restores the startup session's durable loops.
-func (s *server) startLoops() {
+func (s *session) startLoops() {
 	s.moveLoops(s.conv.info().path)
 	s.announceLoops()
 }
 
 // stopLoops ends every loop at shutdown (loop_removed {shutdown}; the
 // file keeps the durable ones) and aborts a loop's run in progress.
-func (s *server) stopLoops() {
+func (s *session) stopLoops() {
 	l := s.loops
 	s.mu.Lock()
 	l.mu.Lock()
@@ -760,7 +774,7 @@ func (l *loopScheduler) save(path string, change func([]*loopTask) []*loopTask) 
 
 // saveLoops writes the durable loops after fires and expiries changed
 // them; a failure is told to the client.
-func (s *server) saveLoops() {
+func (s *session) saveLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()

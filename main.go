@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +24,7 @@ const version = "0.2.0"
 func main() {
 	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
+		forgetOwnMemory() // the watchdog has no keys to overwrite
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
 	stop := make(chan os.Signal, 1)
@@ -79,6 +79,7 @@ func hideOwnVariables(names []string) {
 	if err := hideVariables(names); err != nil {
 		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
 	}
+	forgetOwnMemory() // the last of what rpi overwrites in its own memory
 }
 
 // environment is everything rpi takes from the machine besides its
@@ -195,8 +196,8 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 // initFailure writes the one failure line of a fatal initialization error.
 func initFailure(stdout, stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "rpi: %v\n", err)
-	newOutput(stdout, stderr, false).record(func(buf []byte, compat bool) ([]byte, error) {
-		return encodeResponse(buf, nil, "init", nil, err, compat)
+	newOutput(stdout, stderr).record(func(buf []byte) ([]byte, error) {
+		return encodeResponse(rpcWire{}, buf, nil, "init", nil, err)
 	})
 	return 1
 }
@@ -492,14 +493,14 @@ const (
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as §2 says and returns the exit code.
 func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
-	s.serving = true
 	if s.env.signalsReady != nil {
 		<-s.env.signalsReady
 		s.env.trace.phase("waiting for the signal handlers")
 	}
+	// The rpc wire's prologue: the session, and the warnings of startup.
 	s.emit("session_started", s.conv.header(), nil)
 	s.env.trace.phase("first write (session_started)")
-	for _, notice := range s.set.notices {
+	for _, notice := range s.takeNotices() {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
 	s.startLoops()
@@ -537,54 +538,6 @@ loop:
 		return exitCode(stopSignal)
 	}
 	return 0
-}
-
-// shutdown ends the loops, lets running commands finish (for up to
-// finishGrace, when patient), then refuses new children, aborts what
-// remains, lets go of the session file once the last answers and entries
-// are written, and waits for every child's process group to be killed.
-func (s *server) shutdown(patient bool) {
-	s.stopLoops()
-	if patient {
-		waitGroup(&s.background, finishGrace)
-	}
-	s.procs.close()
-	s.cancel()
-	finished := waitGroup(&s.background, exitLimit)
-	// The last entry is written: another rpi may have the session file
-	// now, while the children are still being killed.
-	s.conv.close()
-	if !waitGroup(&s.procs.children, exitLimit) || !finished {
-		fmt.Fprintln(s.stderr, "rpi: gave up waiting for running commands at exit")
-	}
-	s.temp.removeAll()
-	s.watchdog.close()
-	s.memory.close()
-}
-
-// goBackground runs work on its own goroutine, counted for shutdown; a
-// panic in it is logged and does not take rpi down.
-func (s *server) goBackground(work func()) {
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		defer s.recoverPanic("background work")
-		work()
-	}()
-}
-
-// waitGroup waits up to limit for wg and reports whether it finished.
-func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // ---- Memory ----

@@ -596,7 +596,7 @@ func readStream(t *testing.T, api, sse string) (*assistantMessage, []string, err
 		events = append(events, string(data))
 	})
 	m := &model{ID: "m", API: api, Cost: modelCost{Input: 1, Output: 2}}
-	err := wireAPIs[api].read(strings.NewReader(sse), st, m)
+	err := wireAPINamed(api).read(strings.NewReader(sse), st, m)
 	st.finish()
 	return msg, events, err
 }
@@ -787,7 +787,7 @@ func TestCrossModelHistory(t *testing.T) {
 			[]string{"fc_1", "thought"}},
 	} {
 		m := &model{ID: c.id, API: c.api, Provider: c.provider, Reasoning: true, MaxTokens: 1000}
-		data, _ := json.Marshal(wireAPIs[c.api].body(streamRequest{model: m, messages: history, thinking: "medium"}))
+		data, _ := json.Marshal(wireAPINamed(c.api).body(streamRequest{model: m, messages: history, thinking: "medium"}))
 		for _, want := range c.want {
 			if !strings.Contains(string(data), want) {
 				t.Errorf("%s/%s: request lacks %s:\n%s", c.api, c.id, want, data)

@@ -1,7 +1,7 @@
 package main
 
 // Models: the built-in catalog, pi's models.json, credentials, and the
-// model and thinking commands. The APIs' wire formats are in providers.go.
+// model and thinking commands. The APIs' wire formats are in provider_*.go.
 
 import (
 	"bytes"
@@ -126,11 +126,6 @@ const (
 	apiAnthropic = "anthropic-messages"
 	apiGoogle    = "google-generative-ai"
 )
-
-// supportedAPIs are the model APIs rpi speaks. A models.json model with
-// another API is kept in the catalog, so that set_model can say why it
-// cannot be used, but is never available.
-var supportedAPIs = []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle}
 
 // speaks reports whether rpi speaks m's API (the built-in faux model's
 // too; a models.json model cannot use it).
@@ -391,7 +386,7 @@ const maxKeyCommandOutput = 64 << 10
 // (bash on Windows) in the session cwd, in its own process group, with the environment
 // children get (no provider keys), stdin /dev/null, stderr dropped,
 // killed after keyCommandTimeout. Its output, trimmed, is the key.
-func (s *server) runKeyCommand(ctx context.Context, command string) (string, error) {
+func (s *session) runKeyCommand(ctx context.Context, command string) (string, error) {
 	var out bytes.Buffer
 	overflow := false
 	cmd := s.command(keyShell(), "-c", command)
@@ -877,13 +872,13 @@ func clampLevel(m *model, level string) string {
 // effectiveThinking is the thinking level the current model gets: the
 // level set, clamped to what the model takes (off without reasoning).
 // s.mu must be held.
-func (s *server) effectiveThinking() string {
+func (s *session) effectiveThinking() string {
 	return clampLevel(s.model, s.thinkingLevel)
 }
 
 // thinkingChanged records and reports a change of the effective thinking
 // level (thinking_level_changed), when there was one.
-func (s *server) thinkingChanged(before, now string) {
+func (s *session) thinkingChanged(before, now string) {
 	if now == before {
 		return
 	}
@@ -897,7 +892,7 @@ type thinkingLevelChanged struct {
 
 // usableModels lists the models that can be called, faux only while
 // listedFaux says so (current is the current model).
-func (s *server) usableModels(current *model) []*model {
+func (s *session) usableModels(current *model) []*model {
 	var out []*model
 	for _, m := range s.set.catalog {
 		if m.usable() && listedFaux(m, current) {
@@ -909,7 +904,7 @@ func (s *server) usableModels(current *model) []*model {
 
 // switchModel makes m the current model and records the change; a
 // thinking level the new model takes differently is reported too.
-func (s *server) switchModel(m *model) {
+func (s *session) switchModel(m *model) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
 	s.model = m
@@ -921,7 +916,7 @@ func (s *server) switchModel(m *model) {
 
 // scopedModels are the models cycle_model goes through: the usable ones,
 // or those --models names (globs over provider/id or id).
-func (s *server) scopedModels() (models []*model, scoped bool) {
+func (s *session) scopedModels() (models []*model, scoped bool) {
 	s.mu.Lock()
 	usable := s.usableModels(s.model)
 	s.mu.Unlock()
@@ -944,19 +939,12 @@ func (s *server) scopedModels() (models []*model, scoped bool) {
 	return models, true
 }
 
-// setModel switches the model for the next call.
-// Fields: provider, modelId. Answer: the Model object. An unknown model
-// fails with "Model not found: p/id", one without a key with "No API key
-// for p/id: …", one whose API rpi does not speak with a message naming it.
-func (s *server) setModel(r *request) (any, error) {
-	provider, err := r.str("provider")
-	if err != nil {
-		return nil, err
-	}
-	id, err := r.str("modelId")
-	if err != nil {
-		return nil, err
-	}
+// setModel switches the model for the next call to the catalog's
+// provider/id: a model_change entry, and thinking_level_changed when the
+// new model takes the level differently. An unknown model fails with
+// "Model not found: p/id", one without a key with "No API key for p/id: …",
+// one whose API rpi does not speak with a message naming it.
+func (s *session) setModel(provider, id string) (*model, error) {
 	for _, m := range s.set.catalog {
 		switch {
 		case m.Provider != provider || m.ID != id:
@@ -972,46 +960,80 @@ func (s *server) setModel(r *request) (any, error) {
 	return nil, fmt.Errorf("Model not found: %s/%s", provider, id)
 }
 
-// cycleModel moves to the next usable model.
-// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
-// --models)}, or null when fewer than two models are in scope. Events:
-// thinking_level_changed when the new model takes the level differently.
-func (s *server) cycleModel(r *request) (any, error) {
+// cycledModel is what cycleModel moved to.
+type cycledModel struct {
+	Model         *model `json:"model"`
+	ThinkingLevel string `json:"thinkingLevel"`
+	IsScoped      bool   `json:"isScoped"` // the models --models names
+}
+
+// cycleModel moves to the next usable model (of --models' scope, when
+// given); ok is false when fewer than two are in scope.
+func (s *session) cycleModel() (next cycledModel, ok bool) {
 	models, scoped := s.scopedModels()
 	if len(models) < 2 {
-		return nil, nil
+		return cycledModel{}, false
 	}
 	s.mu.Lock()
-	next := models[0]
-	for i, m := range models {
-		if m == s.model {
-			next = models[(i+1)%len(models)]
+	m := models[0]
+	for i, cur := range models {
+		if cur == s.model {
+			m = models[(i+1)%len(models)]
 		}
 	}
 	s.mu.Unlock()
-	s.switchModel(next)
+	s.switchModel(m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return struct {
-		Model         *model `json:"model"`
-		ThinkingLevel string `json:"thinkingLevel"`
-		IsScoped      bool   `json:"isScoped"`
-	}{next, s.effectiveThinking(), scoped}, nil
+	return cycledModel{m, s.effectiveThinking(), scoped}, true
 }
 
-// getAvailableModels lists the models whose provider has credentials (or
+// availableModels lists the models whose provider has credentials (or
 // needs none). Keys are never included.
-// Fields: none. Answer: {"models":[Model]}.
-func (s *server) getAvailableModels(r *request) (any, error) {
+func (s *session) availableModels() []*model {
 	s.mu.Lock()
 	models := s.usableModels(s.model)
 	s.mu.Unlock()
 	if models == nil {
 		models = []*model{}
 	}
+	return models
+}
+
+// setModelCommand switches the model for the next call.
+// Fields: provider, modelId. Answer: the Model object. An unknown model
+// fails with "Model not found: p/id", one without a key with "No API key
+// for p/id: …", one whose API rpi does not speak with a message naming it.
+func (s *server) setModelCommand(r *request) (any, error) {
+	provider, err := r.str("provider")
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.str("modelId")
+	if err != nil {
+		return nil, err
+	}
+	return s.setModel(provider, id)
+}
+
+// cycleModelCommand moves to the next usable model.
+// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
+// --models)}, or null when fewer than two models are in scope. Events:
+// thinking_level_changed when the new model takes the level differently.
+func (s *server) cycleModelCommand(r *request) (any, error) {
+	if next, ok := s.cycleModel(); ok {
+		return next, nil
+	}
+	return nil, nil
+}
+
+// getAvailableModelsCommand lists the models whose provider has credentials (or
+// needs none). Keys are never included.
+// Fields: none. Answer: {"models":[Model]}.
+func (s *server) getAvailableModelsCommand(r *request) (any, error) {
 	return struct {
 		Models []*model `json:"models"`
-	}{models}, nil
+	}{s.availableModels()}, nil
 }
 
 // ---- Thinking ----
@@ -1022,53 +1044,76 @@ type thinkingAnswer struct {
 	Level     string `json:"level"`
 }
 
-// setThinkingLevel sets the reasoning effort used for the next model call.
+// setThinkingLevel sets the reasoning effort of the next model call. A
+// level the model does not take is clamped (the next one up it takes,
+// else the next one down); now is the level in force. A change of it is
+// recorded and reported (thinking_level_changed).
+func (s *session) setThinkingLevel(level string) (now string) {
+	s.mu.Lock()
+	before := s.effectiveThinking()
+	s.thinkingLevel = level
+	now = s.effectiveThinking()
+	s.mu.Unlock()
+	s.thinkingChanged(before, now)
+	return now
+}
+
+// cycleThinkingLevel moves to the next level the model takes, wrapping
+// around; ok is false with a model that does not reason.
+func (s *session) cycleThinkingLevel() (now string, ok bool) {
+	s.mu.Lock()
+	if s.model != nil && !s.model.Reasoning {
+		s.mu.Unlock()
+		return "", false
+	}
+	levels := availableLevels(s.model)
+	before := s.effectiveThinking()
+	now = levels[(slices.Index(levels, before)+1)%len(levels)]
+	s.thinkingLevel = now
+	s.mu.Unlock()
+	s.thinkingChanged(before, now)
+	return now, true
+}
+
+// thinkingLevelsAvailable are the levels the current model takes.
+func (s *session) thinkingLevelsAvailable() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return availableLevels(s.model)
+}
+
+// setThinkingLevelCommand sets the reasoning effort used for the next model call.
 // A level the model does not take is clamped (the next one up it takes,
 // else the next one down); an unchanged effective level writes nothing.
 // Fields: level (off|minimal|low|medium|high|xhigh|max). Answer:
 // {requested, level (the level in force)}. Events: thinking_level_changed
 // before the answer, when the level in force changed.
-func (s *server) setThinkingLevel(r *request) (any, error) {
+func (s *server) setThinkingLevelCommand(r *request) (any, error) {
 	level, err := r.enum("level", thinkingLevels)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	before := s.effectiveThinking()
-	s.thinkingLevel = level
-	now := s.effectiveThinking()
-	s.mu.Unlock()
-	s.thinkingChanged(before, now)
-	return thinkingAnswer{level, now}, nil
+	return thinkingAnswer{level, s.setThinkingLevel(level)}, nil
 }
 
-// cycleThinkingLevel moves to the next level the model takes, wrapping
+// cycleThinkingLevelCommand moves to the next level the model takes, wrapping
 // around; with a model that does not reason it answers null.
 // Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
-func (s *server) cycleThinkingLevel(r *request) (any, error) {
-	s.mu.Lock()
-	if s.model != nil && !s.model.Reasoning {
-		s.mu.Unlock()
+func (s *server) cycleThinkingLevelCommand(r *request) (any, error) {
+	now, ok := s.cycleThinkingLevel()
+	if !ok {
 		return nil, nil
 	}
-	levels := availableLevels(s.model)
-	before := s.effectiveThinking()
-	now := levels[(slices.Index(levels, before)+1)%len(levels)]
-	s.thinkingLevel = now
-	s.mu.Unlock()
-	s.thinkingChanged(before, now)
 	return struct {
 		Level string `json:"level"`
 	}{now}, nil
 }
 
-// getAvailableThinkingLevels lists the levels the current model takes.
+// getAvailableThinkingLevelsCommand lists the levels the current model takes.
 // Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
 // level without a model).
-func (s *server) getAvailableThinkingLevels(r *request) (any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *server) getAvailableThinkingLevelsCommand(r *request) (any, error) {
 	return struct {
 		Levels []string `json:"levels"`
-	}{availableLevels(s.model)}, nil
+	}{s.thinkingLevelsAvailable()}, nil
 }

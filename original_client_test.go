@@ -247,7 +247,7 @@ func arr(v any) []any          { a, _ := v.([]any); return a }
 func num(v any) float64        { f, _ := v.(float64); return f }
 
 // settles sends a prompt and reads until agent_settled, checking the
-// prompt succeeded first.
+// promptCommand succeeded first.
 func (c *originalClient) settles(id, message string) (seen []map[string]any, settled map[string]any) {
 	c.t.Helper()
 	c.send(fmt.Sprintf(`{"type":"prompt","id":%q,"message":%q}`, id, message))

@@ -1,797 +1,25 @@
 package main
 
-// Child processes: how rpi starts, reads, signals and reaps them; the
-// user's own bash command (§6); and background processes as the seed's
-// command table names them (§11), shared by the client's process_*
-// commands and the model's process tool.
+// Background processes as the seed's command table names them (§11),
+// shared by the client's process_* commands and the model's process tool:
+// the process table, each process's output and input, and the commands.
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
-
-// Output limits of a shell command's answer (§6): the tail, at most
-// maxOutputLines lines and maxOutputBytes bytes.
-const (
-	maxOutputLines = 2000
-	maxOutputBytes = 50 * 1024
-)
-
-// findShell picks bash from PATH (on Windows, Git for Windows' bash.exe),
-// or the system's fallbackShell.
-func findShell() string {
-	if path, err := exec.LookPath("bash"); err == nil {
-		return path
-	}
-	return fallbackShell
-}
-
-// ---- Children: start, group, read, signal, reap ----
-
-// processTable owns every child rpi starts: the background processes by
-// id, the user's running bash commands, and the count shutdown waits for.
-type processTable struct {
-	watchdog *watchdog
-	stderr   io.Writer
-
-	// children counts started children not yet reaped.
-	children sync.WaitGroup
-
-	mu       sync.Mutex // guards the fields below
-	closed   bool       // shutting down: no new children
-	byID     map[string]*process
-	order    []string // process ids, oldest first
-	bashRuns map[*bashRun]bool
-}
-
-func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
-}
-
-// close refuses every later child; shutdown then waits for the others.
-func (t *processTable) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-}
-
-var errShuttingDown = errors.New("rpi is shutting down")
-
-// child is a started process in its own process group whose output is
-// read by one goroutine per stream.
-type child struct {
-	table   *processTable
-	cmd     *exec.Cmd
-	pid     int
-	exited  chan struct{} // closed once the child itself has exited
-	stdin   *os.File      // write end of its stdin pipe, or the PTY master; nil when stdin is /dev/null
-	tty     *os.File      // the PTY master, for resizing; nil without a PTY
-	readers sync.WaitGroup
-	pipes   []*os.File // read ends (or the PTY master), closed by the readers
-}
-
-// childOptions say how a child's stdin and output are connected.
-type childOptions struct {
-	stdin      bool // a pipe the host writes to (otherwise /dev/null)
-	combined   bool // stdout and stderr share one pipe, read as stream "combined"
-	pty        bool // a new pseudo-terminal as stdin, stdout and stderr, in a new session
-	rows, cols int  // the PTY's size
-}
-
-// start starts cmd in a new process group (under a PTY: a new session
-// whose process group it leads) that the watchdog kills should rpi die.
-// Each chunk of output is passed to onOutput, from one goroutine per
-// stream ("stdout" and "stderr", or one "combined"); onOutput may block,
-// and then the child blocks on its pipe. The caller must wait() for it.
-func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p []byte)) (*child, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errShuttingDown
-	}
-	var c *child
-	var err error
-	if opts.pty {
-		c, err = startPTYChild(cmd, opts, onOutput)
-	} else {
-		c, err = startPipeChild(cmd, opts, onOutput)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.table = t
-	t.children.Add(1)
-	t.watchdog.send("+"+strconv.Itoa(c.pid), t.stderr)
-	return c, nil
-}
-
-func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
-	startInGroup(cmd, false)
-	var parentEnds, childEnds []*os.File
-	closeAll := func(files []*os.File) {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	streams := []string{"stdout", "stderr"}
-	if opts.combined {
-		streams = []string{"combined"}
-	}
-	for range streams {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(parentEnds)
-			closeAll(childEnds)
-			return nil, err
-		}
-		parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
-		growPipe(r)
-	}
-	cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[len(childEnds)-1]
-	var stdin *os.File
-	if opts.stdin {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(parentEnds)
-			closeAll(childEnds)
-			return nil, err
-		}
-		cmd.Stdin, stdin = r, w
-		childEnds = append(childEnds, r)
-	}
-	err := cmd.Start()
-	closeAll(childEnds)
-	if err != nil {
-		closeAll(parentEnds)
-		if stdin != nil {
-			stdin.Close()
-		}
-		return nil, err
-	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
-	c.readers.Add(len(parentEnds))
-	for i, pipe := range parentEnds {
-		go c.read(pipe, streams[i], onOutput)
-	}
-	return c, nil
-}
-
-// startPTYChild starts cmd with a new pseudo-terminal as its controlling
-// terminal and stdio; the master is both its output and its stdin.
-func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
-	master, slave, err := openPTY(opts.rows, opts.cols)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	startInGroup(cmd, true)
-	err = cmd.Start()
-	slave.Close()
-	if err != nil {
-		master.Close()
-		return nil, err
-	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
-	c.readers.Add(1)
-	go c.read(master, "combined", onOutput)
-	return c, nil
-}
-
-// read passes a stream's output to onOutput until it ends. While a child
-// keeps writing (two reads in a row found data), a short read is followed
-// by readPause to let the pipe fill, so a flood of small writes costs a few
-// large reads instead of a wake-up each; output is coalesced for longer
-// than that anyway, and a single burst (echo hi) is not delayed.
-func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)) {
-	defer c.readers.Done()
-	defer pipe.Close()
-	buf := make([]byte, 256<<10)
-	flowing := false
-	for {
-		n, err := pipe.Read(buf)
-		if n > 0 {
-			onOutput(stream, buf[:n])
-		}
-		if err != nil {
-			return
-		}
-		if flowing && n < len(buf)/4 {
-			time.Sleep(readPause)
-		}
-		flowing = n > 0
-	}
-}
-
-// readPause is how long a reader lets a pipe fill after a short read.
-const readPause = time.Millisecond
-
-// wait waits for the child to exit, closes its stdin, kills what remains
-// of its process group (nothing a command started outlives it) and waits
-// for the last of its output. A descendant that left the group and still
-// holds a pipe is cut off after killGrace. It must be called once, and
-// release once its owner has reported the end.
-func (c *child) wait() *os.ProcessState {
-	c.cmd.Wait()
-	close(c.exited)
-	if c.stdin != nil && c.tty == nil {
-		c.stdin.Close()
-	}
-	killTree(c.pid)
-	done := make(chan struct{})
-	go func() { c.readers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(killGrace):
-		for _, p := range c.pipes {
-			p.Close()
-		}
-		<-done
-	}
-	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
-	return c.cmd.ProcessState
-}
-
-// release tells shutdown that the child and everything about it is done.
-func (c *child) release() { c.table.children.Done() }
-
-// signalGroup sends sig to the child's whole process group.
-func (c *child) signalGroup(sig sysSignal) error { return signalGroup(c.pid, sig) }
-
-// terminate asks the group to stop with SIGTERM and sends SIGKILL if the
-// child has not exited after grace.
-func (c *child) terminate(grace time.Duration) {
-	c.signalGroup(sigTerm)
-	select {
-	case <-c.exited:
-	case <-time.After(grace):
-		killTree(c.pid)
-	}
-}
-
-func (c *child) hasExited() bool {
-	select {
-	case <-c.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-// ---- Rings: bounded output ----
-
-// ring keeps the last limit bytes written to it and counts them all; a
-// byte's cursor is how many bytes came before it.
-type ring struct {
-	buf   []byte // grows up to limit, then wraps
-	limit int
-	next  int // where the next byte goes once buf is full
-	total int64
-}
-
-func (r *ring) write(p []byte) {
-	r.total += int64(len(p))
-	if len(p) >= r.limit {
-		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
-		r.next = 0
-		return
-	}
-	if room := r.limit - len(r.buf); room > 0 {
-		n := min(room, len(p))
-		r.buf = append(r.buf, p[:n]...)
-		p = p[n:]
-	}
-	for len(p) > 0 {
-		n := copy(r.buf[r.next:], p)
-		p = p[n:]
-		r.next = (r.next + n) % r.limit
-	}
-}
-
-// startCursor is the cursor of the oldest byte kept.
-func (r *ring) startCursor() int64 { return r.total - int64(len(r.buf)) }
-
-// bytes returns everything kept, oldest first (a copy).
-func (r *ring) bytes() []byte {
-	return append(append(make([]byte, 0, len(r.buf)), r.buf[r.next:]...), r.buf[:r.next]...)
-}
-
-// readFrom returns up to max bytes from cursor on (or from the oldest kept
-// byte, when cursor is older), and the cursor they start at.
-func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
-	start = min(max(cursor, r.startCursor()), r.total)
-	all := r.bytes()
-	from := int(start - r.startCursor())
-	return start, all[from:min(len(all), from+limit)]
-}
-
-// shrink drops the room a finished stream will not use, and all but its
-// last keep bytes: what it keeps is copied into an allocation of its own,
-// so that nothing holds on to the ring's.
-func (r *ring) shrink(keep int) {
-	// The newest bytes end just before next (at the end when it is 0).
-	tail := make([]byte, min(keep, len(r.buf)))
-	if n := copy(tail[max(len(tail)-r.next, 0):], r.buf[max(r.next-len(tail), 0):r.next]); n < len(tail) {
-		copy(tail, r.buf[len(r.buf)-(len(tail)-n):])
-	}
-	r.buf, r.next = tail, 0
-	r.limit = max(len(r.buf), 1)
-}
-
-// cutTail keeps whole lines from the end of b, at most maxLines lines and
-// maxBytes bytes; when the last line alone is longer, it keeps its end.
-func cutTail(b []byte, maxLines, maxBytes int) []byte {
-	end := len(b)
-	start := end
-	for lines := 0; start > 0 && lines < maxLines; lines++ {
-		lineStart := bytes.LastIndexByte(b[:start-1], '\n') + 1
-		if end-lineStart > maxBytes {
-			break
-		}
-		start = lineStart
-	}
-	if start == end && end > 0 {
-		start = max(end-maxBytes, 0)
-		for start < end && !utf8.RuneStart(b[start]) {
-			start++
-		}
-	}
-	return b[start:]
-}
-
-// utf8Stream turns a byte stream into valid UTF-8 chunks: a multi-byte
-// character split between two reads is held back until it is whole.
-type utf8Stream struct{ held []byte }
-
-// next returns the text of p (with what was held before), keeping back an
-// incomplete character at its end. Invalid bytes become U+FFFD when encoded.
-func (u *utf8Stream) next(p []byte) string {
-	data := p
-	if len(u.held) > 0 {
-		data = append(u.held, p...)
-	}
-	cut := len(data)
-	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	u.held = append(u.held[:0:0], data[cut:]...)
-	return string(data[:cut])
-}
-
-// flush returns whatever is still held back (an incomplete character).
-func (u *utf8Stream) flush() string {
-	s := string(u.held)
-	u.held = nil
-	return s
-}
-
-// ---- Temp files ----
-
-// tempFiles is rpi's own temp folder, made on first use and removed at
-// exit (by the watchdog if rpi is killed; else by the next rpi's sweep).
-type tempFiles struct {
-	parent   string
-	watchdog *watchdog
-	stderr   io.Writer
-
-	mu  sync.Mutex // guards dir
-	dir string
-}
-
-// create makes a new file in rpi's temp folder.
-func (tf *tempFiles) create(pattern string) (*os.File, error) {
-	tf.mu.Lock()
-	defer tf.mu.Unlock()
-	if tf.dir == "" {
-		var b [4]byte
-		rand.Read(b[:])
-		dir := filepath.Join(tf.parent, fmt.Sprintf("rpi-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, err
-		}
-		tf.dir = dir
-		tf.watchdog.send("d"+dir, tf.stderr)
-	}
-	return os.CreateTemp(tf.dir, pattern)
-}
-
-func (tf *tempFiles) removeAll() {
-	tf.mu.Lock()
-	defer tf.mu.Unlock()
-	if tf.dir != "" {
-		os.RemoveAll(tf.dir)
-		tf.dir = ""
-	}
-}
-
-// sweepTempDirs removes the temp folders of rpis that died without
-// cleaning up (rpi-<pid>-<hex> whose pid is gone).
-func sweepTempDirs(parent string) {
-	entries, _ := os.ReadDir(parent)
-	for _, e := range entries {
-		parts := strings.Split(e.Name(), "-")
-		if !e.IsDir() || len(parts) != 3 || parts[0] != "rpi" || len(parts[2]) != 8 {
-			continue
-		}
-		if pid, err := strconv.Atoi(parts[1]); err == nil && pid != os.Getpid() && !processAlive(pid) {
-			os.RemoveAll(filepath.Join(parent, e.Name()))
-		}
-	}
-}
-
-// ---- Shell commands: the user's bash and the model's ----
-
-// shellOutput gathers a shell command's output as it arrives: a bounded
-// tail per stream and of both interleaved, onText for each chunk of text,
-// and — once the output passes the limits — all of it streamed to a temp
-// file, so memory stays flat whatever the size.
-type shellOutput struct {
-	temp   *tempFiles
-	stderr io.Writer
-	onText func(stream, text string)
-
-	mu        sync.Mutex // guards the fields below; the two streams write concurrently
-	streams   map[string]*shellTail
-	combined  shellTail
-	text      map[string]*utf8Stream
-	full      *os.File
-	fullBytes int64
-	fullErr   error
-}
-
-// maxFullOutputBytes caps the full-output file: a command that never
-// stops printing cannot fill the disk (or a RAM-backed TMPDIR).
-const maxFullOutputBytes = 1 << 30
-
-// shellTail is one stream's tail and line count.
-type shellTail struct {
-	ring     ring
-	newlines int64
-	lastByte byte
-}
-
-func newShellTail() shellTail { return shellTail{ring: ring{limit: 2 * maxOutputBytes}} }
-
-func (t *shellTail) write(p []byte) {
-	t.ring.write(p)
-	t.newlines += int64(bytes.Count(p, []byte("\n")))
-	if len(p) > 0 {
-		t.lastByte = p[len(p)-1]
-	}
-}
-
-// lines counts lines: each "\n" ends one, and a final unterminated one counts.
-func (t *shellTail) lines() int64 {
-	if t.ring.total > 0 && t.lastByte != '\n' {
-		return t.newlines + 1
-	}
-	return t.newlines
-}
-
-func (t *shellTail) overLimit() bool {
-	return t.ring.total > maxOutputBytes || t.lines() > maxOutputLines
-}
-
-// text returns the whole stream, or its cut tail when it is over the limit.
-func (t *shellTail) text() (text string, truncated bool) {
-	if !t.overLimit() {
-		return string(t.ring.bytes()), false
-	}
-	return string(cutTail(t.ring.bytes(), maxOutputLines, maxOutputBytes)), true
-}
-
-func newShellOutput(temp *tempFiles, stderr io.Writer, onText func(stream, text string)) *shellOutput {
-	o := &shellOutput{temp: temp, stderr: stderr, onText: onText, combined: newShellTail(),
-		text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
-	stdout, stderrTail := newShellTail(), newShellTail()
-	o.streams = map[string]*shellTail{"stdout": &stdout, "stderr": &stderrTail}
-	return o
-}
-
-func (o *shellOutput) add(stream string, p []byte) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	newlines := o.combined.newlines + int64(bytes.Count(p, []byte("\n")))
-	if o.full == nil && (o.combined.ring.total+int64(len(p)) > maxOutputBytes || newlines >= maxOutputLines) {
-		o.startFull()
-	}
-	o.streams[stream].write(p)
-	o.combined.write(p)
-	if o.full != nil {
-		o.writeFull(p)
-	}
-	if chunk := o.text[stream].next(p); chunk != "" {
-		o.onText(stream, chunk)
-	}
-}
-
-// startFull starts the temp file with everything so far: the combined
-// ring still holds all of it, as it is not yet over the byte limit.
-func (o *shellOutput) startFull() {
-	if o.fullErr != nil {
-		return
-	}
-	f, err := o.temp.create("rpi-bash-*.log")
-	if err != nil {
-		o.fullErr = err
-		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output: %v\n", err)
-		return
-	}
-	o.full = f
-	o.writeFull(o.combined.ring.bytes())
-}
-
-func (o *shellOutput) writeFull(p []byte) {
-	if o.fullErr != nil || o.fullBytes > maxFullOutputBytes {
-		return
-	}
-	o.fullBytes += int64(len(p))
-	if o.fullBytes > maxFullOutputBytes {
-		p = append(p[:len(p)-int(o.fullBytes-maxFullOutputBytes):len(p)-int(o.fullBytes-maxFullOutputBytes)],
-			"\n[rpi: the output went on; this file keeps its first 1 GiB]\n"...)
-	}
-	if _, err := o.full.Write(p); err != nil {
-		o.fullErr = err
-		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output to %s: %v\n", o.full.Name(), err)
-	}
-}
-
-// shellResult is what a finished shell command produced.
-type shellResult struct {
-	ExitCode       *int   `json:"exitCode"`
-	Stdout         string `json:"stdout"`
-	Stderr         string `json:"stderr"`
-	Output         string `json:"output"`
-	Cancelled      bool   `json:"cancelled"`
-	Truncated      bool   `json:"truncated"`
-	FullOutputPath string `json:"fullOutputPath,omitempty"`
-}
-
-// finish flushes held-back text and builds the result. The full-output
-// file is named only when it holds all of the output.
-func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, stream := range []string{"stdout", "stderr"} {
-		if chunk := o.text[stream].flush(); chunk != "" {
-			o.onText(stream, chunk)
-		}
-	}
-	res := shellResult{ExitCode: exitCode, Cancelled: cancelled}
-	var cut [3]bool
-	res.Stdout, cut[0] = o.streams["stdout"].text()
-	res.Stderr, cut[1] = o.streams["stderr"].text()
-	res.Output, cut[2] = o.combined.text()
-	res.Truncated = cut[0] || cut[1] || cut[2]
-	if o.full != nil {
-		if err := o.full.Close(); err != nil && o.fullErr == nil {
-			o.fullErr = err
-		}
-		if o.fullErr == nil && res.Truncated {
-			res.FullOutputPath = o.full.Name()
-		} else {
-			os.Remove(o.full.Name())
-		}
-	}
-	return res
-}
-
-// runShell runs command with the shell in the session cwd, in its own
-// process group, feeding its output to out, until it ends. Cancelling ctx
-// or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
-// and SIGKILL after a grace.
-func (s *server) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
-	cmd := s.command(s.set.shell(), "-c", command)
-	cmd.Dir = s.set.cwd
-	cmd.Env = s.set.childEnv
-	ps, timedOut, err = s.runChild(ctx, cmd, timeout, out.add)
-	if err != nil {
-		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
-	}
-	return ps, timedOut, nil
-}
-
-// runChild runs cmd to its end as every short-lived child runs: in its own
-// process group, with stdin /dev/null, its stdout and stderr passed to
-// onOutput. Cancelling ctx or the timeout (0: none) kills the group:
-// SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
-func (s *server) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
-	c, err := s.procs.start(cmd, childOptions{}, onOutput)
-	if err != nil {
-		return nil, false, err
-	}
-	cancel := context.CancelFunc(func() {})
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		if s.ctx.Err() != nil {
-			c.terminate(killGrace)
-		} else {
-			killTree(c.pid)
-		}
-	})
-	ps = c.wait()
-	c.release() // the caller's answer is counted as background work
-	stop()
-	return ps, errors.Is(ctx.Err(), context.DeadlineExceeded), nil
-}
-
-// ---- The user's bash (§6) ----
-
-// bashRun is one user bash command in flight.
-type bashRun struct {
-	cancel context.CancelFunc
-	// abortAnswered is closed once abort_bash has answered, when it
-	// cancelled this run: the cancelled answer comes after that one.
-	abortAnswered chan struct{}
-	aborted       bool
-}
-
-// piBashResult is bash's answer in pi's shape: one merged output, no
-// exitCode when it was cancelled.
-type piBashResult struct {
-	Output         string `json:"output"`
-	ExitCode       *int   `json:"exitCode,omitempty"`
-	Cancelled      bool   `json:"cancelled"`
-	Truncated      bool   `json:"truncated"`
-	FullOutputPath string `json:"fullOutputPath,omitempty"`
-}
-
-// bashUpdate is the data of a bash_execution_update event; pi writes
-// {id, delta} (§10).
-type bashUpdate struct {
-	RequestID *string `json:"requestId"`
-	Stream    string  `json:"stream"`
-	Chunk     string  `json:"chunk"`
-}
-
-func (u bashUpdate) appendJSON(buf []byte) []byte {
-	buf = append(buf, `{"requestId":`...)
-	if u.RequestID == nil {
-		buf = append(buf, "null"...)
-	} else {
-		buf = appendJSONString(buf, *u.RequestID)
-	}
-	buf = append(buf, `,"stream":`...)
-	buf = appendJSONString(buf, u.Stream)
-	buf = append(buf, `,"chunk":`...)
-	buf = appendJSONString(buf, u.Chunk)
-	return append(buf, '}')
-}
-
-type piBashUpdate struct {
-	ID    json.RawMessage `json:"id,omitempty"` // the request's id as sent (pi's mode takes numbers too)
-	Delta string          `json:"delta"`
-}
-
-func (u piBashUpdate) appendJSON(buf []byte) []byte {
-	buf = append(buf, '{')
-	if u.ID != nil {
-		buf = append(buf, `"id":`...)
-		buf = append(buf, u.ID...)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"delta":`...)
-	buf = appendJSONString(buf, u.Delta)
-	return append(buf, '}')
-}
-
-// bashExecutionMessage is how a bash result joins the conversation (pi's shape).
-type bashExecutionMessage struct {
-	Role               string `json:"role"`
-	Command            string `json:"command"`
-	Output             string `json:"output"`
-	ExitCode           *int   `json:"exitCode,omitempty"`
-	Cancelled          bool   `json:"cancelled"`
-	Truncated          bool   `json:"truncated"`
-	FullOutputPath     string `json:"fullOutputPath,omitempty"`
-	ExcludeFromContext bool   `json:"excludeFromContext,omitempty"`
-	Timestamp          int64  `json:"timestamp"`
-}
-
-// bash runs the user's own shell command (not the model's tool) with
-// `bash -c` in the session cwd, in its own process group, and answers when
-// it ends; the commands after it are answered meanwhile.
-// Fields: command (string), [timeout] (seconds; on expiry the command is
-// killed and answers cancelled:true), [excludeFromContext] (bool).
-// Answer: {exitCode (null when killed by a signal), stdout, stderr, output
-// (both interleaved as they arrived), cancelled, truncated, [fullOutputPath]};
-// a nonzero exit is still a success.
-// Events: bash_execution_update per chunk of output, with the request's id.
-func (s *server) bash(r *request) (any, error) {
-	command, err := r.str("command")
-	if err != nil {
-		return nil, err
-	}
-	timeout, err := r.optDuration("timeout", time.Second)
-	if err != nil {
-		return nil, err
-	}
-	exclude, err := r.optBool("excludeFromContext", false)
-	if err != nil {
-		return nil, err
-	}
-	requestID := r.idString()
-	out := newShellOutput(s.temp, s.stderr, func(stream, text string) {
-		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
-	})
-	ctx, cancel := context.WithCancel(s.ctx)
-	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
-	s.procs.mu.Lock()
-	s.procs.bashRuns[run] = true
-	s.procs.mu.Unlock()
-	s.answerLater(r, func() (any, error) {
-		defer cancel()
-		ps, timedOut, err := s.runShell(ctx, command, timeout, out)
-		s.procs.mu.Lock()
-		delete(s.procs.bashRuns, run)
-		aborted := run.aborted
-		s.procs.mu.Unlock()
-		if aborted {
-			<-run.abortAnswered
-		}
-		if err != nil {
-			return nil, err
-		}
-		code, _ := exitStatus(ps)
-		res := out.finish(code, ctx.Err() != nil || timedOut)
-		pi := piBashResult{Output: res.Output, ExitCode: res.ExitCode, Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath}
-		s.conv.addBashResult(bashExecutionMessage{
-			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,
-			Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath,
-			ExcludeFromContext: exclude, Timestamp: s.env.clock.Now().UnixMilli(),
-		})
-		return piOnly{data: pi, otherwise: res}, nil
-	})
-	return noReply{}, nil
-}
-
-// abortBash kills every running user bash command (the whole process
-// group, SIGKILL); each then answers cancelled:true, after this answer.
-// Fields: none. Answer: null. Events: none.
-func (s *server) abortBash(r *request) (any, error) {
-	s.procs.mu.Lock()
-	var runs []*bashRun
-	for run := range s.procs.bashRuns {
-		run.aborted = true
-		runs = append(runs, run)
-	}
-	s.procs.mu.Unlock()
-	for _, run := range runs {
-		run.cancel()
-	}
-	s.reply(r, nil, nil)
-	for _, run := range runs {
-		close(run.abortAnswered)
-	}
-	return noReply{}, nil
-}
-
-// ---- Background processes (§11) ----
 
 // Process limits and tuning: how many may run at once, how much input may
 // wait to be written to one, the output ring's default (and largest) size, the default process_logs page, how output
@@ -920,7 +148,7 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 
 // process is one background process.
 type process struct {
-	s         *server
+	s         *session // the session that started it: its events go there
 	id        string
 	ownerID   string
 	spec      processSpec
@@ -1037,39 +265,10 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 	return append(buf, '}')
 }
 
-// base64Pairs maps 12 bits to their two characters of standard base64,
-// the first in the low byte; built at first use, not at startup.
-var base64Pairs = sync.OnceValue(func() *[4096]uint16 {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-	var t [4096]uint16
-	for v := range t {
-		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
-	}
-	return &t
-})
-
-// appendBase64 appends src in standard base64 with padding, as
-// base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
-// bytes at a time, two characters per table look-up.
-func appendBase64(dst, src []byte) []byte {
-	n := base64.StdEncoding.EncodedLen(len(src))
-	dst = slices.Grow(dst, n)
-	out := dst[len(dst) : len(dst)+n]
-	pairs := base64Pairs()
-	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
-		v := binary.BigEndian.Uint64(src)
-		binary.LittleEndian.PutUint64(out, uint64(pairs[v>>52])|uint64(pairs[v>>40&0xfff])<<16|
-			uint64(pairs[v>>28&0xfff])<<32|uint64(pairs[v>>16&0xfff])<<48)
-		src, out = src[6:], out[8:]
-	}
-	base64.StdEncoding.Encode(out, src)
-	return dst[:len(dst)+n]
-}
-
 // spawn starts a background process. announce runs once it is
 // registered and process_started is out, while no output event can be
 // written yet, so whatever announce writes comes next.
-func (s *server) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
+func (s *session) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
 	s.procs.mu.Lock()
 	running := 0
 	for _, p := range s.procs.byID {
@@ -1469,11 +668,11 @@ func (p *process) resize(rows, cols int) error {
 }
 
 // findProcess looks up a process by id and notes the use.
-func (s *server) findProcess(id string) (*process, error) {
+func (s *session) findProcess(id string) (*process, error) {
 	s.procs.mu.Lock()
 	p, ok := s.procs.byID[id]
 	s.procs.mu.Unlock()
-	if !ok {
+	if !ok || p.s != s {
 		return nil, fmt.Errorf("process not found: %s", id)
 	}
 	p.touch()
@@ -1481,7 +680,7 @@ func (s *server) findProcess(id string) (*process, error) {
 }
 
 // removeProcess forgets an ended process.
-func (s *server) removeProcess(p *process) error {
+func (s *session) removeProcess(p *process) error {
 	p.mu.Lock()
 	ended := p.endedLocked()
 	p.mu.Unlock()
@@ -1495,23 +694,30 @@ func (s *server) removeProcess(p *process) error {
 	return nil
 }
 
-// listProcesses describes every process not yet removed, oldest first.
-func (s *server) listProcesses() []processInfo {
+// processes are the session's processes not yet removed, oldest first.
+func (s *session) processes() []*process {
 	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
 	var procs []*process
 	for _, id := range s.procs.order {
-		procs = append(procs, s.procs.byID[id])
+		if p := s.procs.byID[id]; p.s == s {
+			procs = append(procs, p)
+		}
 	}
-	s.procs.mu.Unlock()
+	return procs
+}
+
+// listProcesses describes the session's processes not yet removed, oldest first.
+func (s *session) listProcesses() []processInfo {
 	list := []processInfo{}
-	for _, p := range procs {
+	for _, p := range s.processes() {
 		list = append(list, p.info())
 	}
 	return list
 }
 
 // runningProcessCount counts the processes that have not ended.
-func (s *server) runningProcessCount() int {
+func (s *session) runningProcessCount() int {
 	n := 0
 	for _, info := range s.listProcesses() {
 		if info.State == "starting" || info.State == "running" || info.State == "stopping" {
@@ -1530,13 +736,13 @@ func (s *server) requestProcess(r *request) (*process, error) {
 	return s.findProcess(id)
 }
 
-// processSpawn starts a background process (argv exec'd directly, no shell).
+// processSpawnCommand starts a background process (argv exec'd directly, no shell).
 // Fields: spec {argv, cwd (absolute), [env] ({K: string|null} over rpi's
 // environment), [tty], [terminalSize] {rows, cols}, [label], [timeoutMs],
 // [outputBytes]}.
 // Answer: ProcessInfo. Events: process_started before the answer, then
 // process_output chunks, then process_exited after the last of them.
-func (s *server) processSpawn(r *request) (any, error) {
+func (s *server) processSpawnCommand(r *request) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
 	}
@@ -1552,16 +758,16 @@ func (s *server) processSpawn(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processList answers every process not yet removed (ended ones
+// processListCommand answers every process not yet removed (ended ones
 // included), oldest first, as a bare array as the original does.
 // Fields: none. Answer: [ProcessInfo].
-func (s *server) processList(r *request) (any, error) {
+func (s *server) processListCommand(r *request) (any, error) {
 	return s.listProcesses(), nil
 }
 
-// processDescribe answers one process's ProcessInfo.
+// processDescribeCommand answers one process's ProcessInfo.
 // Fields: processId. Answer: ProcessInfo.
-func (s *server) processDescribe(r *request) (any, error) {
+func (s *server) processDescribeCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1591,11 +797,11 @@ func (s *server) processLogsCommand(r *request) (any, error) {
 	return logs, nil
 }
 
-// processWrite writes to a process's stdin, after its earlier writes and
+// processWriteCommand writes to a process's stdin, after its earlier writes and
 // keys, and can close stdin.
 // Fields: processId, [dataBase64], [closeStdin] (at least one of them).
 // Answer: null once written.
-func (s *server) processWrite(r *request) (any, error) {
+func (s *server) processWriteCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1668,10 +874,10 @@ func (s *server) processKeysCommand(r *request) (any, error) {
 	return s.afterInput(r, p, data, false)
 }
 
-// processResize sets the size of a process's terminal (the process gets
+// processResizeCommand sets the size of a process's terminal (the process gets
 // SIGWINCH).
 // Fields: processId, cols, rows (1–65535). Answer: null.
-func (s *server) processResize(r *request) (any, error) {
+func (s *server) processResizeCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1693,11 +899,11 @@ func (s *server) processResize(r *request) (any, error) {
 	return nil, p.resize(rows, cols)
 }
 
-// processSignal sends a signal to a process's whole group; once the
+// processSignalCommand sends a signal to a process's whole group; once the
 // process has ended it does nothing.
 // Fields: processId, signal (ProcessSignal). Answer: null, always before
 // the process_exited the signal may cause.
-func (s *server) processSignal(r *request) (any, error) {
+func (s *server) processSignalCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1713,10 +919,10 @@ func (s *server) processSignal(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processStop stops a process: SIGTERM to its group, then SIGKILL if it
+// processStopCommand stops a process: SIGTERM to its group, then SIGKILL if it
 // has not exited a second later.
 // Fields: processId. Answer: the final ProcessInfo, after process_exited.
-func (s *server) processStop(r *request) (any, error) {
+func (s *server) processStopCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1724,14 +930,14 @@ func (s *server) processStop(r *request) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r, func() (any, error) { return p.stop(), nil })
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.stop(), nil })
 	return noReply{}, nil
 }
 
-// processWait waits for a process to end, in the background.
+// processWaitCommand waits for a process to end, in the background.
 // Fields: processId, [timeoutMs]. Answer: the final ProcessInfo, after
 // process_exited; a timeout fails ("timed out waiting for process <id>").
-func (s *server) processWait(r *request) (any, error) {
+func (s *server) processWaitCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -1743,13 +949,13 @@ func (s *server) processWait(r *request) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r, func() (any, error) { return p.wait(context.Background(), timeout) })
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.wait(context.Background(), timeout) })
 	return noReply{}, nil
 }
 
-// processRemove forgets an ended process (rpi's addition to §11).
+// processRemoveCommand forgets an ended process (rpi's addition to §11).
 // Fields: processId. Answer: null; a running process is an error.
-func (s *server) processRemove(r *request) (any, error) {
+func (s *server) processRemoveCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err

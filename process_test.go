@@ -602,7 +602,7 @@ func TestBashMemoryIsFlat(t *testing.T) {
 
 // TestJobsDieWithTheirChild starts job-control shells whose jobs go to
 // process groups of their own: when the child ends (stopped, or a user
-// bash that returns), its jobs end too, as they share its session.
+// bashCommand that returns), its jobs end too, as they share its session.
 func TestJobsDieWithTheirChild(t *testing.T) {
 	endToEnd(t)
 	ps := startSession(t)
@@ -645,7 +645,7 @@ func TestProcessToolListIsProcessList(t *testing.T) {
 	if _, err := p.wait(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	answer, _ := s.processList(nil)
+	answer, _ := s.processListCommand(nil)
 	want, _ := marshalJSON(answer)
 	if got, isError := callTool(t, s, "process", `{"action":"list"}`); got != string(want) || isError || !strings.HasPrefix(got, `[{"id":`) {
 		t.Errorf("the process tool's list:\n%s\nprocess_list's answer:\n%s", got, want)
@@ -746,7 +746,7 @@ func TestToolWriteBoundedAndAborted(t *testing.T) {
 	// The client's write fills the pipe and waits.
 	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+info.ID+`","dataBase64":"`+
 		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false)
-	s.processWrite(r)
+	s.processWriteCommand(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	result := call(ctx, 10)
 	time.Sleep(100 * time.Millisecond) // the tool's write is queued behind the client's

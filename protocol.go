@@ -1,8 +1,9 @@
 package main
 
-// The wire: framing of input lines (§3), the one locked writer that every
-// output record goes through, the shapes of responses and events (§4, §5;
-// default and pi-compatible, §10), and the decoding of command lines.
+// The rpc wire: framing of input lines (§3), the one locked writer that
+// every output record goes through, the wire value that shapes responses
+// and events (§4, §5: rpcWire here, pi 1.6's flat shapes in wire_pi.go,
+// §10), and the decoding of command lines and their fields.
 
 import (
 	"bufio"
@@ -145,7 +146,6 @@ type output struct {
 	w       io.Writer
 	err     error  // the first write failure; later records are dropped
 	pending []byte // encoded records not yet written
-	compat  bool   // pi's shapes (§10) instead of the default ones
 	stderr  io.Writer
 
 	// gone is closed when a write fails: the client stopped reading.
@@ -155,14 +155,14 @@ type output struct {
 // maxPending bounds the records gathered into one write.
 const maxPending = 256 << 10
 
-func newOutput(w, stderr io.Writer, compat bool) *output {
-	return &output{w: w, stderr: stderr, compat: compat, gone: make(chan struct{})}
+func newOutput(w, stderr io.Writer) *output {
+	return &output{w: w, stderr: stderr, gone: make(chan struct{})}
 }
 
 // record writes one record built by encode, which appends the record's
 // JSON to buf, together with whatever is pending before it. An encoding
 // failure is a bug: it is reported on stderr and nothing is added.
-func (o *output) record(encode func(buf []byte, compat bool) ([]byte, error)) {
+func (o *output) record(encode func(buf []byte) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.appendLocked(encode)
@@ -173,7 +173,7 @@ func (o *output) record(encode func(buf []byte, compat bool) ([]byte, error)) {
 // bytes have gathered. Whoever gathers flushes before it waits for
 // anything: the dispatcher before it waits for input, a process's reader
 // before it reads again.
-func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
+func (o *output) gather(encode func(buf []byte) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.appendLocked(encode)
@@ -188,13 +188,13 @@ func (o *output) gather(encode func(buf []byte, compat bool) ([]byte, error)) {
 // and gives the buffer back empty. The lock is held throughout, so the
 // record still leaves whole and uninterrupted, after whatever was
 // pending. encode cannot fail: what could fail is checked before.
-func (o *output) stream(encode func(buf []byte, compat bool, spill func([]byte) []byte) []byte) {
+func (o *output) stream(encode func(buf []byte, spill func([]byte) []byte) []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err != nil {
 		return
 	}
-	o.pending = append(encode(o.pending, o.compat, o.spillLocked), '\n')
+	o.pending = append(encode(o.pending, o.spillLocked), '\n')
 	o.flushLocked()
 }
 
@@ -218,12 +218,12 @@ func (o *output) flush() {
 	o.flushLocked()
 }
 
-func (o *output) appendLocked(encode func(buf []byte, compat bool) ([]byte, error)) {
+func (o *output) appendLocked(encode func(buf []byte) ([]byte, error)) {
 	if o.err != nil {
 		return
 	}
 	mark := len(o.pending)
-	buf, err := encode(o.pending, o.compat)
+	buf, err := encode(o.pending)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "rpi: bug: cannot encode a record: %v\n", err)
 		o.pending = o.pending[:mark]
@@ -247,94 +247,94 @@ func (o *output) flushLocked() {
 	}
 }
 
-// ---- Envelopes (§4, §5, §10) ----
+// ---- Envelopes (§4, §5) ----
 
-// event is every event record: a type and its payload (nil: none). pi is
-// the payload in pi-compatible mode when its shape differs there (§10);
-// the envelope (under "data" or flat) is chosen only when it is encoded.
+// A wire is the shape the rpc front end gives its records: the default
+// envelope (rpcWire, below) or pi 1.6's flat one (piWire, wire_pi.go,
+// §10). A wire of this family is one value of this interface; a protocol
+// of another family (ACP, SPEC §12) is a front end of its own over the
+// same core (session.go's session), with its own records.
+type wire interface {
+	// name is what get_capabilities reports as compat.
+	name() string
+	// appendEvent appends an event record.
+	appendEvent(buf []byte, ev event) ([]byte, error)
+	// appendResponse appends the response to a command: success with
+	// data, or failure with failure's text.
+	appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error)
+	// numericIDs says a command's id may also be a number, echoed as sent.
+	numericIDs() bool
+	// lenientUIResponses says an extension_ui_response may give more or
+	// fewer than one answer, and one for no open dialog is ignored.
+	lenientUIResponses() bool
+}
+
+// An event is one thing the core reports, as the rpc wire names it (§5):
+// its type, its payload (a typed value; nil for none), and its payload in
+// pi's shape when that differs there (§10). The envelope (under "data" or
+// flat) is the wire's.
 type event struct {
 	Type string
 	Data any
 	Pi   any
 }
 
-// piOnly is success data whose pi-compatible shape differs (§10): data in
-// pi's mode, otherwise (nil: null) in the default mode — prompt's
-// disposition, a cancelled bash without exitCode.
-type piOnly struct{ data, otherwise any }
+// rpcWire is rpi's own shape: {"type":T,"data":{…}} events, and responses
+// that always carry data on success.
+type rpcWire struct{}
 
-// encodeEvent appends ev: {"type":T,"data":{…}} by default, or
-// {"type":T,…fields} in pi's flat shape.
-func encodeEvent(buf []byte, ev event, compat bool) ([]byte, error) {
-	data := ev.Data
-	if compat && ev.Pi != nil {
-		data = ev.Pi
-	}
+func (rpcWire) name() string             { return "rpi" }
+func (rpcWire) numericIDs() bool         { return false }
+func (rpcWire) lenientUIResponses() bool { return false }
+
+// appendEvent appends {"type":T,"data":{…}}, or {"type":T} without data.
+func (rpcWire) appendEvent(buf []byte, ev event) ([]byte, error) {
 	buf = append(buf, `{"type":`...)
 	buf = appendJSONString(buf, ev.Type)
-	if data == nil {
+	if ev.Data == nil {
 		return append(buf, '}'), nil
-	}
-	if !compat {
-		buf = append(buf, `,"data":`...)
-		buf, err := appendPayload(buf, data)
-		return append(buf, '}'), err
-	}
-	// Flat: the payload's fields follow "type" in the same object.
-	mark := len(buf)
-	buf, err := appendPayload(buf, data)
-	if err != nil {
-		return nil, err
-	}
-	if len(buf)-mark < 2 || buf[mark] != '{' {
-		return nil, fmt.Errorf("event %s: payload is not an object", ev.Type)
-	}
-	if len(buf)-mark == 2 { // {}
-		buf = buf[:mark]
-	} else {
-		buf[mark] = ','
-		buf = buf[:len(buf)-1]
-	}
-	return append(buf, '}'), nil
-}
-
-// encodeResponse appends a response: success with data (always present by
-// default; omitted when null in pi-compatible mode), or failure with error.
-// Data that cannot be encoded (a bug) makes the response a failure that
-// says so, so that every command still gets its one answer.
-func encodeResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
-	mark := len(buf)
-	out, err := appendResponse(buf, id, command, data, failure, compat)
-	if err != nil {
-		failure = fmt.Errorf("Internal error in %s: its answer cannot be encoded (%v)", command, err)
-		return appendResponse(buf[:mark], id, command, nil, failure, compat)
-	}
-	return out, nil
-}
-
-func appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error, compat bool) ([]byte, error) {
-	buf = appendResponseHead(buf, id, command)
-	if failure != nil {
-		buf = append(buf, `,"success":false,"error":`...)
-		buf = appendJSONString(buf, failure.Error())
-		return append(buf, '}'), nil
-	}
-	buf = append(buf, `,"success":true`...)
-	if p, ok := data.(piOnly); ok {
-		data = p.otherwise
-		if compat {
-			data = p.data
-		}
-	}
-	if data == nil {
-		if compat {
-			return append(buf, '}'), nil
-		}
-		return append(buf, `,"data":null}`...), nil
 	}
 	buf = append(buf, `,"data":`...)
+	buf, err := appendPayload(buf, ev.Data)
+	return append(buf, '}'), err
+}
+
+// appendResponse appends a response whose success always has data (null
+// when none; a piOnly's otherwise).
+func (rpcWire) appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error) {
+	buf = appendResponseHead(buf, id, command)
+	if failure != nil {
+		return appendFailure(buf, failure), nil
+	}
+	if p, ok := data.(piOnly); ok {
+		data = p.otherwise
+	}
+	buf = append(buf, `,"success":true,"data":`...)
+	if data == nil {
+		return append(buf, `null}`...), nil
+	}
 	buf, err := appendPayload(buf, data)
 	return append(buf, '}'), err
+}
+
+// appendFailure appends the failure members that close a response.
+func appendFailure(buf []byte, failure error) []byte {
+	buf = append(buf, `,"success":false,"error":`...)
+	buf = appendJSONString(buf, failure.Error())
+	return append(buf, '}')
+}
+
+// encodeResponse appends a response in w's shape. Data that cannot be
+// encoded (a bug) makes the response a failure that says so, so that
+// every command still gets its one answer.
+func encodeResponse(w wire, buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error) {
+	mark := len(buf)
+	out, err := w.appendResponse(buf, id, command, data, failure)
+	if err != nil {
+		failure = fmt.Errorf("Internal error in %s: its answer cannot be encoded (%v)", command, err)
+		return w.appendResponse(buf[:mark], id, command, nil, failure)
+	}
+	return out, nil
 }
 
 // appendResponseHead appends a response's first members: its id (when it
@@ -856,8 +856,24 @@ func (r *request) has(name string) bool {
 	return ok && string(raw) != "null"
 }
 
-func missing(name, want string) error { return fmt.Errorf("Missing field %s: must be %s", name, want) }
-func invalid(name, want string) error { return fmt.Errorf("Invalid field %s: must be %s", name, want) }
+// A fieldError is a command field that is missing, or present but not
+// what it must be. Its text is the failure the rpc wire answers (§4);
+// another wire can tell it from other failures (ACP: -32602).
+type fieldError struct {
+	name    string // the field, as the command spells it ("spec.cwd" inside an object)
+	want    string // what it must be
+	missing bool
+}
+
+func (e *fieldError) Error() string {
+	if e.missing {
+		return "Missing field " + e.name + ": must be " + e.want
+	}
+	return "Invalid field " + e.name + ": must be " + e.want
+}
+
+func missing(name, want string) error { return &fieldError{name, want, true} }
+func invalid(name, want string) error { return &fieldError{name, want, false} }
 
 // decodeField decodes a present field into v, which must be of kind want.
 func (r *request) decodeField(name, want string, v any) error {

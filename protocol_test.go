@@ -621,7 +621,7 @@ func parseMergeable(line []byte) mergeable {
 }
 
 func encodeTestEvent(typ string, data any) []byte {
-	b, _ := encodeEvent(nil, event{Type: typ, Data: data}, false)
+	b, _ := rpcWire{}.appendEvent(nil, event{Type: typ, Data: data})
 	return b
 }
 

@@ -204,10 +204,10 @@ func skippedNotice(cwd string) string {
 	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
 }
 
-// getCommands lists the prompt templates and skills a prompt can name.
+// getCommandsCommand lists the prompt templates and skills a prompt can name.
 // Fields: none. Answer: {"commands":[{name, description, source:
 // "prompt"|"skill", location: "user"|"project", path}]}.
-func (s *server) getCommands(r *request) (any, error) {
+func (s *server) getCommandsCommand(r *request) (any, error) {
 	commands := s.set.slashCommands
 	if commands == nil {
 		commands = []slashCommand{}
@@ -219,7 +219,7 @@ func (s *server) getCommands(r *request) (any, error) {
 
 // expandSlash expands a prompt starting with /skill:name or /name (a
 // template); any other text comes back unchanged.
-func (s *server) expandSlash(text string) string {
+func (s *session) expandSlash(text string) string {
 	if !strings.HasPrefix(text, "/") {
 		return text
 	}

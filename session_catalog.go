@@ -319,18 +319,18 @@ func sameSessionPath(a, b string) bool {
 
 // sessionStore is this server's: --session-dir (flat), else pi's
 // sessions folder in the agent directory.
-func (s *server) sessionStore() sessionStore {
+func (s *session) sessionStore() sessionStore {
 	if dir := s.set.cfg.sessionDir; dir != "" {
 		return sessionStore{root: resolvePath(s.set.cfg.cwd, dir), flat: true}
 	}
 	return sessionStore{root: filepath.Join(s.set.agentDir, "sessions")}
 }
 
-// sessionList lists the session files on disk, read in the background.
+// sessionListCommand lists the session files on disk, read in the background.
 // Fields: [scope]: "current" (default: the sessions of this cwd) or
 // "all_projects". Answer: {"sessions":[{sessionId, name, cwd, path,
 // summary, modifiedEpoch, size, messageCount}]}, newest first.
-func (s *server) sessionList(r *request) (any, error) {
+func (s *server) sessionListCommand(r *request) (any, error) {
 	scope := "current"
 	if r.has("scope") {
 		var err error
@@ -342,7 +342,7 @@ func (s *server) sessionList(r *request) (any, error) {
 	if scope == "all_projects" {
 		cwd = ""
 	}
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		rows, err := listSessions(s.ctx, store, cwd)
 		return struct {
 			Sessions []sessionRow `json:"sessions"`
@@ -351,20 +351,20 @@ func (s *server) sessionList(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// sessionDelete deletes a session file and its loops file, in the
+// sessionDeleteCommand deletes a session file and its loops file, in the
 // background.
 // Fields: sessionPath (relative to the cwd, or absolute). Answer: null.
 // Fails "Cannot delete the current session" for the session in use, and
 // "Cannot delete <path>: …" for a path that is not a session file inside
 // the session directory (nothing is deleted then).
-func (s *server) sessionDelete(r *request) (any, error) {
+func (s *server) sessionDeleteCommand(r *request) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err
 	}
 	path = resolvePath(s.set.cwd, path)
 	store, current := s.sessionStore(), s.conv.info().path
-	s.answerLater(r, func() (any, error) {
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		return nil, deleteSession(store, path, current)
 	})
 	return noReply{}, nil

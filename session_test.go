@@ -108,7 +108,7 @@ func TestEndToEndKill9(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("session files in %s: %v", dir, files)
 	}
-	ss, err := loadSession(files[0])
+	ss, err := loadSessionFile(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestEndToEndKill9(t *testing.T) {
 		t.Errorf("header id %s, want %v", ss.header.ID, header["id"])
 	}
 	var texts []string
-	for _, m := range ss.conversation().messages {
+	for _, m := range ss.context().messages {
 		switch m := m.(type) {
 		case *userMessage:
 			texts = append(texts, "user:"+m.Content[0].Text)
@@ -154,7 +154,7 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 	ps.waitFor(`"type":"agent_settled"`)
 	ps.close()
 	lines := sessionLines(t, path)
-	ss, err := loadSession(path)
+	ss, err := loadSessionFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 		t.Errorf("%d lines (%d before, one torn), %d entries load:\n%s", len(lines), before, len(ss.entries), strings.Join(lines, "\n"))
 	}
 	var texts []string
-	for _, m := range ss.conversation().messages {
+	for _, m := range ss.context().messages {
 		if a, ok := m.(*assistantMessage); ok {
 			texts = append(texts, a.text())
 		}
@@ -188,11 +188,11 @@ func TestHugeSessionLine(t *testing.T) {
 	f.WriteString(`"}],"timestamp":1}}` + "\n")
 	f.WriteString(`{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"after"}],"timestamp":2}}` + "\n")
 	f.Close()
-	ss, err := loadSession(path)
+	ss, err := loadSessionFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msgs := ss.conversation().messages; len(msgs) != 2 || len(msgs[0].(*userMessage).Content[0].Text) != 65<<20 {
+	if msgs := ss.context().messages; len(msgs) != 2 || len(msgs[0].(*userMessage).Content[0].Text) != 65<<20 {
 		t.Errorf("%d messages loaded, want both", len(msgs))
 	}
 }
@@ -253,11 +253,11 @@ func TestSessionFolderVanishes(t *testing.T) {
 		t.Errorf("the client was not told:\n%s", ps.out.bytes())
 	}
 	lines := sessionLines(t, files[0])
-	ss, err := loadSession(files[0])
+	ss, err := loadSessionFile(files[0])
 	if err != nil || !strings.HasPrefix(lines[0], `{"type":"session"`) {
 		t.Fatalf("the recreated file does not start with its header: %v\n%s", err, strings.Join(lines, "\n"))
 	}
-	if n := len(ss.conversation().messages); n != 4 {
+	if n := len(ss.context().messages); n != 4 {
 		t.Errorf("%d messages in the recreated file, want 4", n)
 	}
 }
@@ -300,7 +300,7 @@ func TestPlantedTempFileIsNotFollowed(t *testing.T) {
 	if data, _ := os.ReadFile(victim); string(data) != "untouched" {
 		t.Errorf("the planted symlink was followed: %q", data)
 	}
-	if _, err := loadSession(filepath.Join(cwd, "s.jsonl")); err != nil {
+	if _, err := loadSessionFile(filepath.Join(cwd, "s.jsonl")); err != nil {
 		t.Error(err)
 	}
 }
@@ -346,7 +346,7 @@ func TestNoAnswerNoFile(t *testing.T) {
 // be what decoding the line gives, for every text field of an entry,
 // hostile and invalid text included.
 func TestTextEntriesMatchDecoding(t *testing.T) {
-	ss := newSession(time.Unix(1e9, 0), "", "/", "", "", "", true)
+	ss := newSessionFile(time.Unix(1e9, 0), "", "/", "", "", "", true)
 	// check adds an entry and compares it with its line decoded.
 	check := func(typ string, fields []field) {
 		t.Helper()

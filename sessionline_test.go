@@ -267,7 +267,7 @@ func TestSessionKeepsOneCopy(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := loadSession(path)
+	ss, err := loadSessionFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,13 +465,13 @@ func TestGetMessagesStreamed(t *testing.T) {
 	e, cwd := newTestEnv(t), t.TempDir()
 	path := filepath.Join(cwd, "big.jsonl")
 	writeBigSession(t, path, cwd, 4<<20)
-	ss, err := loadSession(path)
+	ss, err := loadSessionFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, err := marshalJSON(struct {
 		Messages []any `json:"messages"`
-	}{ss.conversation().messages})
+	}{ss.context().messages})
 	if err != nil {
 		t.Fatal(err)
 	}

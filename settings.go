@@ -1,10 +1,11 @@
 package main
 
-// Settings: everything rpi decides at startup and never changes after —
-// the command line, pi's settings.json (the user's, and the project's
-// with --approve), the model catalog and its keys, context files, prompt
-// templates and skills, the active tools and the environment children
-// get. Read without locks.
+// Settings: what rpi decides once and never changes after, read without
+// locks. The process decides the command line, the model catalog and its
+// keys, the tools offered and the environment children get
+// (hostSettings); each session, when it opens, decides for its working
+// directory pi's settings.json (the user's, and the project's with
+// --approve), context files, prompt templates and skills (settings).
 
 import (
 	"encoding/json"
@@ -18,27 +19,40 @@ import (
 	"time"
 )
 
-type settings struct {
+// hostSettings are the process's.
+type hostSettings struct {
 	cfg      config
-	cwd      string
 	agentDir string
 	shell    func() string // bash, or /bin/sh where bash is missing; looked up at first use
 	childEnv []string      // the environment children start from: rpi's, without provider keys
 
-	catalog         []*model // every model rpi knows, usable or not
-	secrets         *redactor
+	catalog []*model // every model rpi knows, usable or not
+	secrets *redactor
+	tools   []*tool // the tools the model is offered
+
+	// The model --model names (adopted into the catalog when --provider
+	// names a built-in provider that does not list it), and its thinking
+	// suffix; nil without --model.
+	startModel    *model
+	startThinking string
+
+	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
+}
+
+// settings are one session's, for its working directory.
+type settings struct {
+	*hostSettings
+	cwd string
+
 	defaultProvider string
 	defaultModel    string
-
-	retry          retrySettings
-	compaction     compactionSettings
-	confirm        []string // tools behind the approval dialog
-	confirmTimeout time.Duration
+	retry           retrySettings
+	compaction      compactionSettings
+	confirmTimeout  time.Duration
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
-	tools         []*tool        // the tools the model is offered
-	notices       []string       // warnings for the client at startup
+	notices       []string       // warnings for the client when the session opens
 }
 
 // retrySettings are pi's settings.json "retry" block.
@@ -81,17 +95,11 @@ func agentDir(getenv func(string) string) string {
 	return filepath.Join(getenv("HOME"), ".pi", "agent")
 }
 
-func loadSettings(cfg config, env environment) (*settings, error) {
+// loadHostSettings reads the model catalog and its keys, and chooses the
+// model --model names (an unknown one fails startup).
+func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
 	dir := agentDir(env.getenv)
-	set := &settings{cfg: cfg, cwd: cfg.cwd, agentDir: dir, shell: sync.OnceValue(findShell), confirm: cfg.confirm,
-		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
-		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
-		confirmTimeout: defaultConfirmTimeout}
-	set.applySettingsFile(filepath.Join(dir, "settings.json"))
-	if cfg.approve {
-		set.applySettingsFile(filepath.Join(cfg.cwd, ".pi", "settings.json"))
-	}
-	env.trace.phase("settings.json, shell")
+	set := &hostSettings{cfg: cfg, agentDir: dir, shell: sync.OnceValue(findShell)}
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider
@@ -103,28 +111,12 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 		return nil, err
 	}
 	set.catalog, set.secrets = models.catalog, models.secrets
-	set.notices = append(set.notices, models.warnings...)
+	set.notices = models.warnings
 	set.childEnv = withoutVariables(env.environ, models.keyVars)
 	if env.hideVariables != nil {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}
 	env.trace.phase("catalog, auth.json, models.json")
-	var skipped []string
-	if !cfg.noContextFiles {
-		set.contextFiles, skipped = loadContextFiles(dir, cfg.cwd)
-	}
-	env.trace.phase("context files (AGENTS.md)")
-	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
-	set.slashCommands = loadResources(dir, "user", kinds, &skipped)
-	if cfg.approve {
-		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cfg.cwd, ".pi"), "project", kinds, &skipped)...)
-	} else if notice := skippedNotice(cfg.cwd); notice != "" {
-		set.notices = append(set.notices, notice)
-	}
-	for _, s := range skipped {
-		set.notices = append(set.notices, "Skipped "+s)
-	}
-	env.trace.phase("skills, prompt templates")
 	names := defaultTools
 	if cfg.toolsGiven {
 		names = cfg.tools
@@ -134,7 +126,52 @@ func loadSettings(cfg config, env environment) (*settings, error) {
 			set.tools = append(set.tools, t)
 		}
 	}
+	if cfg.model != "" {
+		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(set.catalog, m) {
+			set.catalog = append(set.catalog, m) // an id adopted for --provider
+		}
+		set.startModel, set.startThinking = m, thinking
+	}
 	return set, nil
+}
+
+// loadSettings reads what a session in cwd decides when it opens: the
+// user's settings.json and, with --approve, the project's; the context
+// files, templates and skills. Its notices are, in order: those of the
+// settings files, the catalog's, and those of the resources.
+func loadSettings(h *hostSettings, cwd string, trace *startupTrace) *settings {
+	set := &settings{hostSettings: h, cwd: cwd,
+		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
+		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
+		confirmTimeout: defaultConfirmTimeout}
+	cfg := h.cfg
+	set.applySettingsFile(filepath.Join(h.agentDir, "settings.json"))
+	if cfg.approve {
+		set.applySettingsFile(filepath.Join(cwd, ".pi", "settings.json"))
+	}
+	set.notices = append(set.notices, h.notices...)
+	trace.phase("settings.json")
+	var skipped []string
+	if !cfg.noContextFiles {
+		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd)
+	}
+	trace.phase("context files (AGENTS.md)")
+	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
+	set.slashCommands = loadResources(h.agentDir, "user", kinds, &skipped)
+	if cfg.approve {
+		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)...)
+	} else if notice := skippedNotice(cwd); notice != "" {
+		set.notices = append(set.notices, notice)
+	}
+	for _, s := range skipped {
+		set.notices = append(set.notices, "Skipped "+s)
+	}
+	trace.phase("skills, prompt templates")
+	return set
 }
 
 // applySettingsFile reads one settings.json over the values so far. A

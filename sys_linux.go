@@ -137,10 +137,27 @@ func fileSystemKind(fd int) string {
 
 // hideOwnEnvironment makes rpi non-dumpable: no other process of the same
 // user — its children included — can read /proc/<rpi>/environ (where the
-// provider keys are) or attach to it.
+// provider keys are) or attach to it. It first opens /proc/self/mem
+// (ownMemory): once rpi is non-dumpable the kernel lets only root open
+// that file, rpi's own included, and hideKeyArguments and hideVariables
+// still have keys to overwrite through it.
 func hideOwnEnvironment() {
+	ownMemory, _ = os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
 	const prSetDumpable = 4
 	syscall.Syscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
+}
+
+// ownMemory is /proc/self/mem opened while rpi could still open it (nil
+// when it could not, or in a process that never hid itself, such as the
+// tests' in-process servers: overwriteOwn then opens it).
+var ownMemory *os.File
+
+// forgetOwnMemory closes ownMemory once nothing is left to overwrite.
+func forgetOwnMemory() {
+	if ownMemory != nil {
+		ownMemory.Close()
+		ownMemory = nil
+	}
 }
 
 // hideKeyArguments overwrites with '*' the keys on rpi's command line
@@ -205,11 +222,13 @@ func overwriteOwn(startField int, pick func(data []byte) [][2]int) error {
 	if err1 != nil || err2 != nil || start <= 0 || end <= start || end-start > 1<<24 {
 		return fmt.Errorf("/proc/self/stat gives no usable addresses (%s, %s)", fields[startField-3], fields[startField-2])
 	}
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		return err
+	mem := ownMemory
+	if mem == nil {
+		if mem, err = os.OpenFile("/proc/self/mem", os.O_RDWR, 0); err != nil {
+			return err
+		}
+		defer mem.Close()
 	}
-	defer mem.Close()
 	data := make([]byte, end-start)
 	if _, err := mem.ReadAt(data, start); err != nil {
 		return err

@@ -107,7 +107,7 @@ func (e todoError) Error() string { return "Errors: " + strings.Join(e, "; ") }
 // error, makes the result the plan; either way (a view too) it writes
 // todo_updated and the widget, under s.mu so that reports of concurrent
 // changes keep their order.
-func (s *server) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoError)) (todoResult, error) {
+func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoError)) (todoResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.todos
@@ -126,13 +126,13 @@ func (s *server) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoErr
 }
 
 // todoPlan is a copy of the plan, never nil.
-func (s *server) todoPlan() []todoPhase {
+func (s *session) todoPlan() []todoPhase {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.todoPlanLocked()
 }
 
-func (s *server) todoPlanLocked() []todoPhase { return cloneTodos(s.todos) }
+func (s *session) todoPlanLocked() []todoPhase { return cloneTodos(s.todos) }
 
 // cloneTodos is a deep copy of plan, never nil.
 func cloneTodos(plan []todoPhase) []todoPhase {
@@ -150,12 +150,12 @@ func cloneTodos(plan []todoPhase) []todoPhase {
 
 // ---- Commands ----
 
-// setTodos replaces the plan. Tasks without an id get task-<hash of phase
+// setTodosCommand replaces the plan. Tasks without an id get task-<hash of phase
 // and content>; ready and blockedBy are recomputed.
 // Fields: phases ([{name, tasks:[{[id], content, status, [dependsOn],
 // [agent]}]}]). Answer: {phases, completedTasks, summary}. Events:
 // todo_updated. UI: setWidget (todos).
-func (s *server) setTodos(r *request) (any, error) {
+func (s *server) setTodosCommand(r *request) (any, error) {
 	const want = "an array of {name, tasks:[{[id], content, status, [dependsOn], [agent]}]} " +
 		"with status one of pending, in_progress, completed, abandoned"
 	if !r.has("phases") {
@@ -220,9 +220,9 @@ func todoOpFrom(r *request) (op todoOp, err error) {
 	return op, err
 }
 
-// getTodos answers the plan.
+// getTodosCommand answers the plan.
 // Fields: none. Answer: {"phases":[TodoPhase]}. Events: none.
-func (s *server) getTodos(r *request) (any, error) {
+func (s *server) getTodosCommand(r *request) (any, error) {
 	return struct {
 		Phases []todoPhase `json:"phases"`
 	}{s.todoPlan()}, nil
@@ -231,7 +231,7 @@ func (s *server) getTodos(r *request) (any, error) {
 // applyTodoOp is todo_op and the todo tool: the operation, then the
 // whole plan checked and its readiness recomputed. A view changes nothing
 // (and recomputes nothing) but is still reported.
-func (s *server) applyTodoOp(op todoOp) (todoResult, error) {
+func (s *session) applyTodoOp(op todoOp) (todoResult, error) {
 	op.now = s.env.clock.Now()
 	return s.changeTodos(func(plan []todoPhase) ([]todoPhase, todoError) {
 		if op.Op == "view" {
@@ -859,13 +859,34 @@ var todoTool = &tool{
 		"rm removes (cascade=true also removes the dependencies on it); append adds items to a phase; add_dependency, " +
 		"remove_dependency and update_dependencies set which task ids a task (by id) waits for; view shows the plan. " +
 		"A task is ready once its dependencies are completed or dropped; one ready task is kept in progress.",
-	schema: schema(`{"type":"object","properties":{"op":{"type":"string","enum":["init","start","done","drop","rm","append",` +
-		`"add_dependency","remove_dependency","update_dependencies","view"]},` +
-		`"list":{"type":"array","items":{"type":"object","properties":{"phase":{"type":"string"},"items":{"type":"array","items":{"type":"string"}},` +
-		`"agents":{"type":"array","items":{"type":"string"}}},"required":["phase","items"]}},` +
-		`"items":{"type":"array","items":{"type":"string"}},"phase":{"type":"string"},"task":{"type":"string"},` +
-		`"cascade":{"type":"boolean"},"dependsOn":{"type":"array","items":{"type":"string"}}},"required":["op"]}`),
-	decode: func(s *server, raw json.RawMessage) (toolCall, error) {
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"op": {
+				"type": "string",
+				"enum": ["init", "start", "done", "drop", "rm", "append", "add_dependency", "remove_dependency", "update_dependencies", "view"]
+			},
+			"list": {
+				"type": "array",
+				"items": {
+					"type": "object",
+					"properties": {
+						"phase": {"type": "string"},
+						"items": {"type": "array", "items": {"type": "string"}},
+						"agents": {"type": "array", "items": {"type": "string"}}
+					},
+					"required": ["phase", "items"]
+				}
+			},
+			"items": {"type": "array", "items": {"type": "string"}},
+			"phase": {"type": "string"},
+			"task": {"type": "string"},
+			"cascade": {"type": "boolean"},
+			"dependsOn": {"type": "array", "items": {"type": "string"}}
+		},
+		"required": ["op"]
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var fields map[string]json.RawMessage
 		json.Unmarshal(raw, &fields)
 		var c todoCall
@@ -891,7 +912,7 @@ func (c *todoCall) describe() (string, string) {
 	return "Allow todo " + c.op.Op + "?", "Change the plan: " + escapeControl(string(args))
 }
 
-func (c *todoCall) run(ctx context.Context, s *server, _ toolRun) (toolResult, error) {
+func (c *todoCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	res, err := s.applyTodoOp(c.op)
 	if err != nil {
 		return toolResult{}, err

@@ -244,7 +244,7 @@ func TestToolsRefuseSpecialFiles(t *testing.T) {
 func TestToolPanicIsIsolated(t *testing.T) {
 	s := toolServer(t, nil)
 	boom := &tool{name: "boom", schema: schema(`{"type":"object"}`), parsed: map[string]any{"type": "object"},
-		decode: func(*server, json.RawMessage) (toolCall, error) { return panicCall{}, nil }}
+		decode: func(*session, json.RawMessage) (toolCall, error) { return panicCall{}, nil }}
 	s.set.tools = append(s.set.tools, boom)
 	if got, isError := callTool(t, s, "boom", `{}`); !isError || got != "Internal error in tool boom: kaboom" {
 		t.Errorf("got %q (isError %v)", got, isError)
@@ -257,7 +257,7 @@ func TestToolPanicIsIsolated(t *testing.T) {
 type panicCall struct{}
 
 func (panicCall) describe() (string, string) { return "", "" }
-func (panicCall) run(context.Context, *server, toolRun) (toolResult, error) {
+func (panicCall) run(context.Context, *session, toolRun) (toolResult, error) {
 	panic("kaboom")
 }
 

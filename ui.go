@@ -1,17 +1,21 @@
 package main
 
-// The client's UI (§7): fire-and-forget requests (notify, setStatus,
-// setWidget, setTitle, set_editor_text), dialogs that wait for an
-// extension_ui_response (select, confirm, input, editor), and the
-// command that delivers those answers.
+// The user's interface: the ui a front end gives a session (one-way
+// requests, dialogs, the approval gate), and the rpc front end's (§7):
+// extension_ui_request records, fire-and-forget (notify, setStatus,
+// setWidget, setTitle, set_editor_text) or dialogs that wait for an
+// extension_ui_response (select, confirm, input, editor), and the command
+// that delivers those answers.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -44,6 +48,34 @@ type uiAnswer struct {
 	cancelled bool
 }
 
+// ui is how a session reaches its user; the front end gives it. The rpc
+// front end's is dialogs (below); ACP's maps these to session/update
+// notes and session/request_permission.
+type ui interface {
+	// show sends a one-way request (notify, setStatus, setWidget,
+	// setTitle, set_editor_text); nothing waits for an answer.
+	show(req uiRequest)
+	// ask opens a dialog (select, input, editor, confirm) and waits for
+	// its answer; req.Timeout (ms; 0: none) or ctx ending cancels it.
+	ask(ctx context.Context, req uiRequest) uiAnswer
+	// approve asks whether a tool call may run (the approval gate) and
+	// waits: true only when the user allows it.
+	approve(ctx context.Context, a approval) bool
+}
+
+// approval is what the gate asks about: the call's id and tool, its
+// arguments as the model sent them, and the decoded call that will run,
+// whose describe() says exactly what it will do (and a write's or an
+// edit's change(), the file's text before and after). timeout is how long
+// the user may take (settings.json confirmTimeoutMs); no answer is no.
+type approval struct {
+	toolCallID string
+	toolName   string
+	args       json.RawMessage
+	call       toolCall
+	timeout    time.Duration
+}
+
 // dialog is an extension_ui_request that waits for the client's answer.
 type dialog struct {
 	method  string
@@ -51,9 +83,13 @@ type dialog struct {
 	answer  chan uiAnswer // buffered: receives at most one answer
 }
 
-// dialogs holds the open dialogs and remembers the ids of recent one-way
-// requests, so that a client answering those is not told off (§4).
+// dialogs is the rpc front end's ui: it writes extension_ui_request
+// records, holds the open dialogs, and remembers the ids of recent
+// one-way requests, so that a client answering those is not told off (§4).
 type dialogs struct {
+	out   *output
+	clock clock
+
 	mu      sync.Mutex // guards the fields below
 	open    map[string]*dialog
 	oneWay  map[string]bool
@@ -63,8 +99,8 @@ type dialogs struct {
 // maxRememberedOneWay bounds the one-way request ids kept.
 const maxRememberedOneWay = 1024
 
-func newDialogs() *dialogs {
-	return &dialogs{open: map[string]*dialog{}, oneWay: map[string]bool{}}
+func newDialogs(out *output, c clock) *dialogs {
+	return &dialogs{out: out, clock: c, open: map[string]*dialog{}, oneWay: map[string]bool{}}
 }
 
 // take removes the open dialog id and returns it: whoever takes it first
@@ -94,42 +130,35 @@ func (ds *dialogs) wasOneWay(id string) bool {
 	return ds.oneWay[id]
 }
 
-// writeUIRequest writes an extension_ui_request record.
-func (s *server) writeUIRequest(req uiRequest) {
-	s.out.record(func(buf []byte, _ bool) ([]byte, error) {
+// write writes an extension_ui_request record.
+func (ds *dialogs) write(req uiRequest) {
+	ds.out.record(func(buf []byte) ([]byte, error) {
 		data, err := marshalJSON(req)
 		return append(buf, data...), err
 	})
 }
 
-// tell sends a fire-and-forget UI request (notify, setStatus, setWidget,
-// setTitle, set_editor_text); the client need not answer it.
-func (s *server) tell(req uiRequest) {
-	req.Type, req.ID = "extension_ui_request", newUUIDv7(s.env.clock.Now())
-	s.ui.rememberOneWay(req.ID)
-	s.writeUIRequest(req)
-}
-
-// status shows the agent's current activity in the client's status bar
-// (setStatus, key "rpi").
-func (s *server) status(activity string) {
-	s.tell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: activity})
+// show sends a fire-and-forget UI request; the client need not answer it.
+func (ds *dialogs) show(req uiRequest) {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(ds.clock.Now())
+	ds.rememberOneWay(req.ID)
+	ds.write(req)
 }
 
 // ask shows a dialog (select, confirm, input, editor) and waits for the
 // client's answer. A timeout (req.Timeout ms) or ctx ending resolves it to
 // cancelled; an answer and a timeout that race resolve it once, and the
 // loser of the race gets nothing (a late answer is refused).
-func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
-	req.Type, req.ID = "extension_ui_request", newUUIDv7(s.env.clock.Now())
+func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
+	req.Type, req.ID = "extension_ui_request", newUUIDv7(ds.clock.Now())
 	d := &dialog{method: req.Method, options: req.Options, answer: make(chan uiAnswer, 1)}
-	s.ui.mu.Lock()
-	s.ui.open[req.ID] = d
-	s.ui.mu.Unlock()
-	s.writeUIRequest(req)
+	ds.mu.Lock()
+	ds.open[req.ID] = d
+	ds.mu.Unlock()
+	ds.write(req)
 	var expired <-chan struct{}
 	if req.Timeout > 0 {
-		done, stop := after(s.env.clock, msDuration(req.Timeout))
+		done, stop := after(ds.clock, msDuration(req.Timeout))
 		defer stop()
 		expired = done
 	}
@@ -139,22 +168,31 @@ func (s *server) ask(ctx context.Context, req uiRequest) uiAnswer {
 	case <-expired:
 	case <-ctx.Done():
 	}
-	if s.ui.take(req.ID) == nil {
+	if ds.take(req.ID) == nil {
 		return <-d.answer // the client's answer won the race: it is on its way
 	}
 	return uiAnswer{cancelled: true}
 }
 
-// extensionUIResponse delivers the client's answer to a pending dialog.
+// approve asks with a confirm dialog that shows exactly what the call
+// will do; no answer within the timeout counts as no.
+func (ds *dialogs) approve(ctx context.Context, a approval) bool {
+	title, message := a.call.describe()
+	answer := ds.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: a.timeout.Milliseconds()})
+	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
+}
+
+// extensionUIResponseCommand delivers the client's answer to a pending dialog.
 // Fields: id (of a pending extension_ui_request) and exactly one of value
 // (string), confirmed (bool), cancelled (true).
 // Answer: none on success, and none for an answer to a one-way request;
 // a failure when the id is unknown or already answered or expired, or the
 // answer is malformed. Events: none.
-func (s *server) extensionUIResponse(r *request) (any, error) {
+func (s *server) extensionUIResponseCommand(r *request) (any, error) {
+	ds := s.dialogs
 	id := r.idString()
 	if id == nil {
-		return nil, errors.New("Missing field id: must be the id of a pending extension_ui_request")
+		return nil, missing("id", "the id of a pending extension_ui_request")
 	}
 	var a uiAnswer
 	given := 0
@@ -179,14 +217,14 @@ func (s *server) extensionUIResponse(r *request) (any, error) {
 		}
 		a.cancelled, given = true, given+1
 	}
-	if s.ui.wasOneWay(*id) {
+	if ds.wasOneWay(*id) {
 		return noReply{}, nil // §4: answering a one-way request is allowed and changes nothing
 	}
-	if given != 1 && !s.set.cfg.compat {
+	if given != 1 && !s.wire.lenientUIResponses() {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
 	}
-	s.ui.mu.Lock()
-	d, ok := s.ui.open[*id]
+	ds.mu.Lock()
+	d, ok := ds.open[*id]
 	if ok {
 		var err error
 		switch {
@@ -199,13 +237,13 @@ func (s *server) extensionUIResponse(r *request) (any, error) {
 			err = fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.options, ", "))
 		}
 		if err != nil {
-			s.ui.mu.Unlock()
+			ds.mu.Unlock()
 			return nil, err
 		}
-		delete(s.ui.open, *id)
+		delete(ds.open, *id)
 	}
-	s.ui.mu.Unlock()
-	if !ok && s.set.cfg.compat {
+	ds.mu.Unlock()
+	if !ok && s.wire.lenientUIResponses() {
 		return noReply{}, nil // pi ignores an answer it has no dialog for
 	}
 	if !ok {

@@ -152,20 +152,20 @@ func TestReviewAppendersRefuseNonFinite(t *testing.T) {
 	text := "hi"
 	ev := assistantEvent{Type: "text_delta", Delta: &text}
 	for _, u := range []usage{u, {Cost: costBreakdown{Total: math.NaN()}}, {Cost: costBreakdown{Output: math.Inf(-1)}}} {
-		for _, compat := range []bool{false, true} {
-			got, err := encodeEvent(nil, event{"message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev}}, compat)
+		for _, w := range []wire{rpcWire{}, piWire{}} {
+			got, err := w.appendEvent(nil, event{"message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev}})
 			_, wantErr := marshalJSON(messageUpdate{ev, u})
 			if wantErr == nil {
 				t.Fatal("encoding/json took a non-finite float")
 			}
 			if err == nil {
-				t.Errorf("compat %v: encodeEvent wrote %s (valid JSON: %v); encoding/json refuses it: %v", compat, got, json.Valid(got), wantErr)
+				t.Errorf("%s: appendEvent wrote %s (valid JSON: %v); encoding/json refuses it: %v", w.name(), got, json.Valid(got), wantErr)
 			}
 		}
 	}
 	for _, data := range []any{&model{Cost: modelCost{CacheRead: math.Inf(1)}}, stateData{Model: &model{Cost: modelCost{Output: math.NaN()}}}} {
 		// The answer is refused, and the command gets a failure instead.
-		got, err := encodeResponse(nil, nil, "get_state", data, nil, false)
+		got, err := encodeResponse(rpcWire{}, nil, nil, "get_state", data, nil)
 		if err != nil || !bytes.HasPrefix(got, []byte(`{"type":"response","command":"get_state","success":false,"error":"Internal error in get_state: its answer cannot be encoded (json: `)) {
 			t.Errorf("%T: encodeResponse wrote %s (valid JSON: %v), %v; encoding/json refuses it", data, got, json.Valid(got), err)
 		}
@@ -251,7 +251,7 @@ var _ = bufio.NewReader
 // TestReviewNilModel: a nil *model payload is null, as encoding/json
 // writes it, not a panic under the output lock.
 func TestReviewNilModel(t *testing.T) {
-	got, err := encodeResponse(nil, nil, "set_model", (*model)(nil), nil, false)
+	got, err := encodeResponse(rpcWire{}, nil, nil, "set_model", (*model)(nil), nil)
 	want := `{"type":"response","command":"set_model","success":true,"data":null}`
 	if err != nil || string(got) != want {
 		t.Errorf("got %s, %v; want %s", got, err, want)
@@ -303,9 +303,9 @@ func (w *writesRecorder) Write(p []byte) (int, error) {
 // exceed maxPending: the bound is checked after the answer is added.
 func TestReviewGatherOrder(t *testing.T) {
 	w := &writesRecorder{}
-	o := newOutput(w, &bytes.Buffer{}, false)
-	rec := func(s string) func([]byte, bool) ([]byte, error) {
-		return func(buf []byte, _ bool) ([]byte, error) { return append(buf, s...), nil }
+	o := newOutput(w, &bytes.Buffer{})
+	rec := func(s string) func([]byte) ([]byte, error) {
+		return func(buf []byte) ([]byte, error) { return append(buf, s...), nil }
 	}
 	o.gather(rec(`"a"`))
 	o.gather(rec(`"b"`))
@@ -332,16 +332,16 @@ func TestReviewGatherOrder(t *testing.T) {
 // (a bug: a cycle, a NaN, a type JSON has no form for) still gives its
 // command its one response, a failure naming the command, in both modes.
 func TestUnencodableAnswerIsAFailure(t *testing.T) {
-	for _, compat := range []bool{false, true} {
+	for _, w := range []wire{rpcWire{}, piWire{}} {
 		for data, why := range map[any]string{math.NaN(): "json: unsupported value: NaN", make(chan int): "json: unsupported type: chan int"} {
 			var out bytes.Buffer
-			o := newOutput(&out, io.Discard, compat)
-			o.record(func(buf []byte, compat bool) ([]byte, error) {
-				return encodeResponse(buf, json.RawMessage(`"7"`), "get_tree", data, nil, compat)
+			o := newOutput(&out, io.Discard)
+			o.record(func(buf []byte) ([]byte, error) {
+				return encodeResponse(w, buf, json.RawMessage(`"7"`), "get_tree", data, nil)
 			})
 			want := `{"id":"7","type":"response","command":"get_tree","success":false,"error":"Internal error in get_tree: its answer cannot be encoded (` + why + `)"}` + "\n"
 			if out.String() != want {
-				t.Errorf("compat %v: got %q, want %q", compat, out.String(), want)
+				t.Errorf("%s: got %q, want %q", w.name(), out.String(), want)
 			}
 		}
 	}

@@ -1,0 +1,273 @@
+package main
+
+// Children: how rpi starts a process in its own process group (with pipes
+// or a terminal), reads its output, signals it and reaps it, and the table
+// of every child, which shutdown waits for. Shell commands (shell.go) and
+// background processes (process.go) are built on it.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// processTable owns every child rpi starts: the background processes by
+// id, the user's running bash commands, and the count shutdown waits for.
+type processTable struct {
+	watchdog *watchdog
+	stderr   io.Writer
+
+	// children counts started children not yet reaped.
+	children sync.WaitGroup
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool       // shutting down: no new children
+	byID     map[string]*process
+	order    []string // process ids, oldest first
+	bashRuns map[*bashRun]bool
+}
+
+func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
+	return &processTable{watchdog: w, stderr: stderr, byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
+}
+
+// close refuses every later child; shutdown then waits for the others.
+func (t *processTable) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
+
+var errShuttingDown = errors.New("rpi is shutting down")
+
+// child is a started process in its own process group whose output is
+// read by one goroutine per stream.
+type child struct {
+	table   *processTable
+	cmd     *exec.Cmd
+	pid     int
+	exited  chan struct{} // closed once the child itself has exited
+	stdin   *os.File      // write end of its stdin pipe, or the PTY master; nil when stdin is /dev/null
+	tty     *os.File      // the PTY master, for resizing; nil without a PTY
+	readers sync.WaitGroup
+	pipes   []*os.File // read ends (or the PTY master), closed by the readers
+}
+
+// childOptions say how a child's stdin and output are connected.
+type childOptions struct {
+	stdin      bool // a pipe the host writes to (otherwise /dev/null)
+	combined   bool // stdout and stderr share one pipe, read as stream "combined"
+	pty        bool // a new pseudo-terminal as stdin, stdout and stderr, in a new session
+	rows, cols int  // the PTY's size
+}
+
+// start starts cmd in a new process group (under a PTY: a new session
+// whose process group it leads) that the watchdog kills should rpi die.
+// Each chunk of output is passed to onOutput, from one goroutine per
+// stream ("stdout" and "stderr", or one "combined"); onOutput may block,
+// and then the child blocks on its pipe. The caller must wait() for it.
+func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p []byte)) (*child, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errShuttingDown
+	}
+	var c *child
+	var err error
+	if opts.pty {
+		c, err = startPTYChild(cmd, opts, onOutput)
+	} else {
+		c, err = startPipeChild(cmd, opts, onOutput)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.table = t
+	t.children.Add(1)
+	t.watchdog.send("+"+strconv.Itoa(c.pid), t.stderr)
+	return c, nil
+}
+
+func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+	startInGroup(cmd, false)
+	var parentEnds, childEnds []*os.File
+	closeAll := func(files []*os.File) {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	streams := []string{"stdout", "stderr"}
+	if opts.combined {
+		streams = []string{"combined"}
+	}
+	for range streams {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(childEnds)
+			return nil, err
+		}
+		parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
+		growPipe(r)
+	}
+	cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[len(childEnds)-1]
+	var stdin *os.File
+	if opts.stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(childEnds)
+			return nil, err
+		}
+		cmd.Stdin, stdin = r, w
+		childEnds = append(childEnds, r)
+	}
+	err := cmd.Start()
+	closeAll(childEnds)
+	if err != nil {
+		closeAll(parentEnds)
+		if stdin != nil {
+			stdin.Close()
+		}
+		return nil, err
+	}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
+	c.readers.Add(len(parentEnds))
+	for i, pipe := range parentEnds {
+		go c.read(pipe, streams[i], onOutput)
+	}
+	return c, nil
+}
+
+// startPTYChild starts cmd with a new pseudo-terminal as its controlling
+// terminal and stdio; the master is both its output and its stdin.
+func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+	master, slave, err := openPTY(opts.rows, opts.cols)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	startInGroup(cmd, true)
+	err = cmd.Start()
+	slave.Close()
+	if err != nil {
+		master.Close()
+		return nil, err
+	}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
+	c.readers.Add(1)
+	go c.read(master, "combined", onOutput)
+	return c, nil
+}
+
+// read passes a stream's output to onOutput until it ends. While a child
+// keeps writing (two reads in a row found data), a short read is followed
+// by readPause to let the pipe fill, so a flood of small writes costs a few
+// large reads instead of a wake-up each; output is coalesced for longer
+// than that anyway, and a single burst (echo hi) is not delayed.
+func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)) {
+	defer c.readers.Done()
+	defer pipe.Close()
+	buf := make([]byte, 256<<10)
+	flowing := false
+	for {
+		n, err := pipe.Read(buf)
+		if n > 0 {
+			onOutput(stream, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+		if flowing && n < len(buf)/4 {
+			time.Sleep(readPause)
+		}
+		flowing = n > 0
+	}
+}
+
+// readPause is how long a reader lets a pipe fill after a short read.
+const readPause = time.Millisecond
+
+// wait waits for the child to exit, closes its stdin, kills what remains
+// of its process group (nothing a command started outlives it) and waits
+// for the last of its output. A descendant that left the group and still
+// holds a pipe is cut off after killGrace. It must be called once, and
+// release once its owner has reported the end.
+func (c *child) wait() *os.ProcessState {
+	c.cmd.Wait()
+	close(c.exited)
+	if c.stdin != nil && c.tty == nil {
+		c.stdin.Close()
+	}
+	killTree(c.pid)
+	done := make(chan struct{})
+	go func() { c.readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(killGrace):
+		for _, p := range c.pipes {
+			p.Close()
+		}
+		<-done
+	}
+	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
+	return c.cmd.ProcessState
+}
+
+// release tells shutdown that the child and everything about it is done.
+func (c *child) release() { c.table.children.Done() }
+
+// signalGroup sends sig to the child's whole process group.
+func (c *child) signalGroup(sig sysSignal) error { return signalGroup(c.pid, sig) }
+
+// terminate asks the group to stop with SIGTERM and sends SIGKILL if the
+// child has not exited after grace.
+func (c *child) terminate(grace time.Duration) {
+	c.signalGroup(sigTerm)
+	select {
+	case <-c.exited:
+	case <-time.After(grace):
+		killTree(c.pid)
+	}
+}
+
+func (c *child) hasExited() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// runChild runs cmd to its end as every short-lived child runs: in its own
+// process group, with stdin /dev/null, its stdout and stderr passed to
+// onOutput. Cancelling ctx or the timeout (0: none) kills the group:
+// SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
+func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
+	c, err := s.procs.start(cmd, childOptions{}, onOutput)
+	if err != nil {
+		return nil, false, err
+	}
+	cancel := context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if s.ctx.Err() != nil {
+			c.terminate(killGrace)
+		} else {
+			killTree(c.pid)
+		}
+	})
+	ps = c.wait()
+	c.release() // the caller's answer is counted as background work
+	stop()
+	return ps, errors.Is(ctx.Err(), context.DeadlineExceeded), nil
+}

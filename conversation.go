@@ -1,0 +1,483 @@
+package main
+
+// The conversation store: the messages and the session they are recorded
+// in, the session file's writes (in entry order, under fileMu, outside
+// every other lock) and its hold on the file.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// conversation owns the messages and the session they are recorded in.
+// Its file writes happen under its own fileMu, never under the server's
+// state lock, in the order the entries were made; a write that returned
+// is on disk.
+type conversation struct {
+	clock clock
+	warn  func(string) // tells the client (a notify) when the file cannot be written
+
+	mu          sync.Mutex // guards the fields below
+	sessionFile *sessionFile
+	msgs        []any
+	name        string
+	holds       int   // runs in progress: user bash results wait for them to end
+	deferred    []any // those results
+	queue       []fileWrite
+	writeErr    error // the last write failure, until a write works again
+	// appendWarned: the client was told an append failed (once is enough)
+	appendWarned bool
+
+	fileMu sync.Mutex // held while writing the file
+	closed bool       // close ran: nothing is written any more (guarded by fileMu)
+
+	lockMu  sync.Mutex     // guards sessions' locks and retired; taken last, held briefly
+	retired []*sessionFile // sessions no longer current whose file is still held, until their writes are done
+}
+
+// fileWrite is one write the file still needs: an entry's line, or the
+// whole file.
+type fileWrite struct {
+	ss       *sessionFile
+	line     []byte
+	whole    []byte
+	checkEnd bool
+}
+
+// convInfo is what get_state needs of the conversation.
+type convInfo struct {
+	path, id, name string
+	messages       int
+}
+
+func (c *conversation) info() convInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return convInfo{c.sessionFile.path, c.sessionFile.header.ID, c.name, len(c.msgs)}
+}
+
+func (c *conversation) header() sessionHeader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionFile.header
+}
+
+// messages is a copy of the conversation, oldest first.
+func (c *conversation) messages() []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]any{}, c.msgs...)
+}
+
+// record appends a session entry and writes it.
+func (c *conversation) record(typ string, fields ...field) error {
+	c.mu.Lock()
+	err := c.addLocked(typ, fields)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// addLocked adds an entry in memory and queues its write; c.mu is held.
+func (c *conversation) addLocked(typ string, fields []field) error {
+	ss := c.sessionFile
+	e, err := ss.add(c.clock.Now(), typ, fields)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ss.path == "":
+	case ss.written:
+		c.queue = append(c.queue, fileWrite{ss: ss, line: e.line(), checkEnd: ss.loaded})
+		ss.loaded = false
+	case e.Type == "message" && e.role() == "assistant":
+		// Like pi, the file appears once the first answer exists.
+		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
+		ss.written = true
+	}
+	return nil
+}
+
+// appendMessage adds a message to the conversation and the session.
+func (c *conversation) appendMessage(m any) error {
+	typ, fields := "message", []field{{"message", m}}
+	if raw, ok := m.(rawMessage); ok && messageRole(json.RawMessage(raw)) == "custom" {
+		typ, fields = "custom_message", customMessageFields(raw)
+	}
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	err := c.addLocked(typ, fields)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// customMessageFields are the fields of the custom_message entry pi
+// records a custom message as.
+func customMessageFields(raw rawMessage) []field {
+	var m struct {
+		CustomType string          `json:"customType"`
+		Content    json.RawMessage `json:"content"`
+		Display    bool            `json:"display"`
+		Details    json.RawMessage `json:"details"`
+	}
+	json.Unmarshal(raw, &m)
+	fields := []field{{"customType", m.CustomType}, {"content", m.Content}, {"display", m.Display}}
+	if len(m.Details) > 0 {
+		fields = append(fields, field{"details", m.Details})
+	}
+	return fields
+}
+
+// dropLast takes m out of the conversation again (a failed answer about
+// to be retried); the session keeps its entry.
+func (c *conversation) dropLast(m any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.msgs); n > 0 && c.msgs[n-1] == m {
+		c.msgs = c.msgs[:n-1]
+	}
+}
+
+// hold makes user bash results wait until release: a run is in progress
+// and they must not land between a tool call and its result.
+func (c *conversation) hold() {
+	c.mu.Lock()
+	c.holds++
+	c.mu.Unlock()
+}
+
+// release ends a hold, adding the results that waited when none is left.
+func (c *conversation) release() {
+	c.mu.Lock()
+	c.holds--
+	var waiting []any
+	if c.holds == 0 {
+		waiting, c.deferred = c.deferred, nil
+	}
+	c.mu.Unlock()
+	for _, m := range waiting {
+		c.appendMessage(m)
+	}
+}
+
+// addBashResult adds a user bash command's result now, or after the run
+// in progress.
+func (c *conversation) addBashResult(m bashExecutionMessage) {
+	c.mu.Lock()
+	if c.holds > 0 {
+		c.deferred = append(c.deferred, m)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.appendMessage(m)
+}
+
+// setName names the session; an unchanged name writes nothing (changed
+// is false).
+func (c *conversation) setName(name string) (changed bool, err error) {
+	c.mu.Lock()
+	if name == c.name {
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.name = name
+	err = c.addLocked("session_info", []field{{"name", name}})
+	c.mu.Unlock()
+	if err != nil {
+		return true, err
+	}
+	return true, c.flush()
+}
+
+// replace makes ss the session, its context the conversation. The
+// session left lets go of its file once its writes are done (flush), or
+// hands its hold to ss when ss is the same file (switch_session to the
+// current session).
+func (c *conversation) replace(ss *sessionFile, sc sessionContext) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.sessionFile; old != nil && old != ss {
+		c.lockMu.Lock()
+		if old.lock != nil && ss.lock == nil && holdsFile(old.lock, ss.path) {
+			ss.lock, old.lock = old.lock, nil
+		} else if old.lock != nil {
+			c.retired = append(c.retired, old)
+		}
+		c.lockMu.Unlock()
+	}
+	c.sessionFile, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
+}
+
+// compacted records a compaction and makes the conversation its summary
+// and the messages it kept, in one step.
+func (c *conversation) compacted(fields []field) error {
+	c.mu.Lock()
+	err := c.addLocked("compaction", fields)
+	if err == nil {
+		c.msgs = c.sessionFile.context().messages
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// flush does the queued writes, in order. An append that fails (the file
+// or its folder vanished) writes the whole file again, header first, from
+// memory; a failure that stays is told to the client once and kept for
+// writable to report.
+func (c *conversation) flush() error {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			err := c.writeErr
+			c.mu.Unlock()
+			c.unlockRetired()
+			return err
+		}
+		w := c.queue[0]
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		var err error
+		switch {
+		case c.closed:
+			err = errSessionClosed
+		case w.line != nil:
+			if err = c.holdFile(w.ss); err != nil {
+				break // another rpi has the file: it is not written over
+			}
+			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
+				if !c.appendWarned {
+					c.appendWarned = true
+					c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): writing it again from memory", w.ss.path, unwrapPathError(err)))
+				}
+				err = c.rewriteLocked(w.ss)
+			}
+		default:
+			err = c.replaceFile(w.ss, w.whole)
+		}
+		c.noteWrite(w.ss, err)
+	}
+}
+
+// rewriteLocked writes ss's whole file, dropping the queued writes it
+// covers; c.fileMu is held.
+func (c *conversation) rewriteLocked(ss *sessionFile) error {
+	c.mu.Lock()
+	whole := ss.wholeFile()
+	c.queue = slices.DeleteFunc(c.queue, func(w fileWrite) bool { return w.ss == ss })
+	c.mu.Unlock()
+	if c.closed {
+		return errSessionClosed
+	}
+	return c.replaceFile(ss, whole)
+}
+
+func (c *conversation) noteWrite(ss *sessionFile, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ss != c.sessionFile {
+		return
+	}
+	if err != nil && c.writeErr == nil {
+		c.warn(fmt.Sprintf("Cannot write the session file %s: %v. The conversation goes on in memory; commands that need the file fail until it can be written.", ss.path, unwrapPathError(err)))
+	}
+	c.writeErr = err
+}
+
+// writeFailed reports whether the last write of the session file failed
+// (writable tries it again).
+func (c *conversation) writeFailed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writeErr != nil
+}
+
+// writable reports whether the session file can be written, trying again
+// (the whole file) when the last write failed.
+func (c *conversation) writable() error {
+	c.mu.Lock()
+	failed, ss := c.writeErr != nil, c.sessionFile
+	c.mu.Unlock()
+	if !failed {
+		return nil
+	}
+	c.fileMu.Lock()
+	err := c.rewriteLocked(ss)
+	c.fileMu.Unlock()
+	c.noteWrite(ss, err)
+	if err != nil {
+		return fmt.Errorf("Cannot write the session file %s: %v", ss.path, unwrapPathError(err))
+	}
+	return nil
+}
+
+// branchEntries is the current branch, root first.
+func (c *conversation) branchEntries() []*sessionEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionFile.branch(c.sessionFile.leaf)
+}
+
+// writeWhole writes a session made from another's entries at once, when
+// it holds an answer (as pi does: a file appears with the first answer).
+func (c *conversation) writeWhole(ss *sessionFile) {
+	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
+		return e.Type == "message" && e.role() == "assistant"
+	})
+	if hasAnswer && ss.path != "" {
+		c.writeFile(ss)
+	}
+}
+
+// writeFile writes ss's whole file, and its entries a line at a time after.
+func (c *conversation) writeFile(ss *sessionFile) {
+	c.mu.Lock()
+	c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
+	ss.written = true
+	c.mu.Unlock()
+	c.flush()
+}
+
+// replaceFile replaces ss's file with data atomically: a temp file,
+// renamed over it. The new file is locked before it replaces the old one,
+// and becomes the session's hold on its file, so another rpi never finds
+// the file free meanwhile; a file at the path that the session does not
+// hold is taken first (and refused when another rpi has it). c.fileMu is
+// held.
+func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
+	c.lockMu.Lock()
+	held := ss.lock
+	c.lockMu.Unlock()
+	if !holdsFile(held, ss.path) {
+		other, err := lockSessionFile(ss.path, 0)
+		if err != nil {
+			return err
+		}
+		if other != nil {
+			defer other.Close() // held until the new file has replaced it
+		}
+	}
+	path := ss.path
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	// A fresh name (O_EXCL): nothing planted beside the file is followed.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	var lock *os.File
+	if err == nil {
+		lock, err = lockSessionFile(f.Name(), 0) // a file nobody else knows: never refused
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		os.Remove(f.Name())
+		return err
+	}
+	c.lockMu.Lock()
+	if ss.lock != nil {
+		ss.lock.Close()
+	}
+	ss.lock = lock
+	c.lockMu.Unlock()
+	return nil
+}
+
+// open loads the session file at path for a session change: held, as
+// openSessionFile does, or, when it is the file the current session holds,
+// to take that hold over when it becomes current (replace).
+func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
+	c.mu.Lock()
+	cur := c.sessionFile
+	c.mu.Unlock()
+	c.lockMu.Lock()
+	same := cur != nil && holdsFile(cur.lock, path)
+	c.lockMu.Unlock()
+	if same {
+		return loadSessionFile(path)
+	}
+	return openSessionFile(path, wait)
+}
+
+// holdFile makes sure ss holds its file before an append: a session that
+// has no hold yet (it was loaded beside the current session's file, say)
+// takes it, without waiting. c.fileMu is held.
+func (c *conversation) holdFile(ss *sessionFile) error {
+	c.lockMu.Lock()
+	held := ss.lock != nil
+	c.lockMu.Unlock()
+	if held {
+		return nil
+	}
+	lock, err := lockSessionFile(ss.path, 0)
+	if err != nil || lock == nil {
+		return err // no file: the append fails and writes it whole
+	}
+	c.lockMu.Lock()
+	ss.lock = lock
+	c.lockMu.Unlock()
+	return nil
+}
+
+// unlockRetired lets go of the files of the sessions no longer current;
+// their writes are done. c.fileMu is held.
+func (c *conversation) unlockRetired() {
+	c.lockMu.Lock()
+	defer c.lockMu.Unlock()
+	for _, ss := range c.retired {
+		ss.unlock()
+	}
+	c.retired = nil
+}
+
+// close writes what is queued, then lets go of every session file and
+// writes nothing more: rpi is shutting down, or (ACP's session/close) the
+// conversation ends while rpi goes on.
+func (c *conversation) close() {
+	c.flush()
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	c.closed = true
+	c.mu.Lock()
+	ss := c.sessionFile
+	c.mu.Unlock()
+	c.unlockRetired()
+	c.lockMu.Lock()
+	ss.unlock()
+	c.lockMu.Unlock()
+}
+
+// errSessionClosed is a write after the conversation was closed.
+var errSessionClosed = errors.New("the session was closed")

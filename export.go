@@ -1,0 +1,199 @@
+package main
+
+// Exporting the conversation as one self-contained HTML page, written as
+// it is made (export_html).
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// replaceFileWith is replaceFile with the content written by write
+// through a buffer, as it is made.
+func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) error) error {
+	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		err = write(bufio.NewWriterSize(f, 256<<10))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// exportHTMLCommand writes the conversation as one self-contained HTML file,
+// every piece of text escaped, in the background; it only writes regular
+// files.
+// Fields: [outputPath] (relative to the cwd; default: beside the session
+// file, or rpi-session-<id>.html in the cwd without one).
+// Answer: {"path": …}.
+func (s *server) exportHTMLCommand(r *request) (any, error) {
+	out, err := r.optStr("outputPath")
+	if err != nil {
+		return nil, err
+	}
+	messages := s.conv.messages()
+	info := s.conv.info()
+	header := s.conv.header()
+	if len(messages) == 0 {
+		return nil, errors.New("Nothing to export yet - start a conversation first")
+	}
+	switch {
+	case out != "":
+		out = resolvePath(s.set.cwd, out)
+	case info.path != "":
+		out = strings.TrimSuffix(info.path, ".jsonl") + ".html"
+	default:
+		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
+		}
+		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
+		if err != nil {
+			return nil, fileError("write", out, err)
+		}
+		return struct {
+			Path string `json:"path"`
+		}{out}, nil
+	})
+	return noReply{}, nil
+}
+
+// writeHTML writes the export page to w as it goes, never held whole: a
+// header, then one block per message.
+func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) error {
+	title := "rpi session " + h.ID
+	if name != "" {
+		title = name
+	}
+	text := func(parts ...string) {
+		for _, part := range parts {
+			writeHTMLEscaped(w, part)
+		}
+	}
+	w.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>")
+	text(title)
+	w.WriteString("</title>\n<style>" +
+		"body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}" +
+		".m{border-left:4px solid #ccc;margin:1rem 0;padding:.5rem 1rem;background:#fafafa}" +
+		".user{border-color:#36c}.assistant{border-color:#393}.toolResult{border-color:#999}.error{border-color:#c33}" +
+		".role{font-size:.8rem;color:#666;text-transform:uppercase}pre{white-space:pre-wrap;word-break:break-word;margin:.3rem 0}" +
+		".thinking{color:#777;font-style:italic}</style></head><body>\n<h1>")
+	text(title)
+	w.WriteString("</h1>\n<p>Session ")
+	text(h.ID)
+	w.WriteString(", started ")
+	text(h.Timestamp)
+	w.WriteString(" in <code>")
+	text(h.Cwd)
+	w.WriteString("</code></p>\n")
+	// A block is opened with its class and role, then its body is written.
+	open := func(class string, role ...string) {
+		w.WriteString(`<div class="m ` + class + `"><div class="role">`)
+		text(role...)
+		w.WriteString("</div>")
+	}
+	pre := func(parts ...string) {
+		w.WriteString("<pre>")
+		text(parts...)
+		w.WriteString("</pre>")
+	}
+	content := func(blocks []contentBlock) {
+		for _, c := range blocks {
+			switch c.Type {
+			case "text":
+				pre(c.Text)
+			case "thinking":
+				w.WriteString(`<pre class="thinking">`)
+				text(c.Thinking)
+				w.WriteString("</pre>")
+			case "toolCall":
+				pre("→ ", c.Name, " ", string(c.Arguments))
+			case "image":
+				if strings.HasPrefix(c.MimeType, "image/") {
+					w.WriteString(`<img alt="image" style="max-width:100%" src="data:`)
+					text(c.MimeType)
+					w.WriteString(";base64,")
+					text(c.Data)
+					w.WriteString(`">`)
+				}
+			}
+		}
+	}
+	for _, m := range messages {
+		switch m := m.(type) {
+		case *userMessage:
+			open("user", "user")
+			content(m.Content)
+		case *assistantMessage:
+			class := "assistant"
+			if m.ErrorMessage != "" {
+				class = "assistant error"
+			}
+			open(class, "assistant · ", m.Provider, "/", m.Model)
+			content(m.Content)
+			if m.ErrorMessage != "" {
+				pre(m.StopReason, ": ", m.ErrorMessage)
+			}
+		case *toolResultMessage:
+			class := "toolResult"
+			if m.IsError {
+				class += " error"
+			}
+			open(class, "result of ", m.ToolName)
+			content(m.Content)
+		case bashExecutionMessage:
+			open("user", "bash")
+			pre("$ ", m.Command, "\n", m.Output)
+		case *summaryMessage:
+			open("user", m.Role)
+			pre(m.Summary)
+		case rawMessage:
+			open("user", messageRole(json.RawMessage(m)))
+			pre(string(m))
+		default:
+			continue
+		}
+		w.WriteString("</div>\n")
+	}
+	w.WriteString("</body></html>\n")
+	return w.Flush()
+}
+
+// writeHTMLEscaped writes text escaped for HTML element content and
+// attribute values.
+func writeHTMLEscaped(w *bufio.Writer, text string) {
+	start := 0
+	for i := 0; i < len(text); i++ {
+		var escaped string
+		switch text[i] {
+		case '&':
+			escaped = "&amp;"
+		case '<':
+			escaped = "&lt;"
+		case '>':
+			escaped = "&gt;"
+		case '"':
+			escaped = "&quot;"
+		case '\'':
+			escaped = "&#39;"
+		default:
+			continue
+		}
+		w.WriteString(text[start:i])
+		w.WriteString(escaped)
+		start = i + 1
+	}
+	w.WriteString(text[start:])
+}

@@ -1,0 +1,207 @@
+package main
+
+// Files as the tools and rpi use them: paths taken from the working
+// directory, only regular files opened (never a FIFO, a device, /proc or
+// rpi's own stdio, and never an open that blocks), errors that name the
+// file, and lines read without holding a huge one.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// toolPath resolves a path argument: a leading @ is dropped, ~ is the home
+// directory, relative paths are taken from the session cwd.
+func (s *session) toolPath(p string) string {
+	p = strings.TrimPrefix(p, "@")
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		home := s.env.getenv("HOME")
+		p = filepath.Join(home, p[1:])
+	}
+	return resolvePath(s.set.cwd, p)
+}
+
+// errNotRegular says a path is not a regular file.
+type errNotRegular struct {
+	path, kind string
+}
+
+func (e *errNotRegular) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.path, e.kind)
+}
+
+// fileKind names what a mode is, for errors.
+func fileKind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a directory"
+	case mode&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// ownStdio is what rpi's own stdin, stdout and stderr are, so that no
+// file tool reaches them even when they are regular files.
+var ownStdio = sync.OnceValue(func() []os.FileInfo {
+	var infos []os.FileInfo
+	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		if info, err := f.Stat(); err == nil {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+})
+
+// openRegularSized opens path for reading (openRegular), and gives its
+// size.
+func openRegularSized(path string) (io.ReadCloser, int64, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, info.Size(), nil
+}
+
+// openRegular opens path (following symlinks) only if it is a regular
+// file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
+// socket or device is refused before it is opened and checked again on
+// the open file, and the open itself never blocks.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	f, err := openNonBlocking(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	kind := ""
+	if !info.Mode().IsRegular() {
+		kind = fileKind(info.Mode())
+	}
+	for _, own := range ownStdio() {
+		if kind == "" && os.SameFile(info, own) {
+			kind = "rpi's own stdin, stdout or stderr"
+		}
+	}
+	if kind == "" {
+		kind = specialFileSystem(f)
+	}
+	if kind != "" {
+		f.Close()
+		return nil, &errNotRegular{path, kind}
+	}
+	return f, nil
+}
+
+// readRegularFile reads a whole regular file (see openRegular) of at most
+// limit bytes.
+func readRegularFile(path string, limit int64) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %s", path, formatSize(int(limit)))
+	}
+	return data, nil
+}
+
+// fileError is the message for a file that cannot be used.
+func fileError(verb, path string, err error) error {
+	var nr *errNotRegular
+	if errors.As(err, &nr) {
+		return fmt.Errorf("Cannot %s %s: it is %s; the file tools only use regular files", verb, path, nr.kind)
+	}
+	return fmt.Errorf("Cannot %s %s: %v", verb, path, unwrapPathError(err))
+}
+
+// unwrapPathError drops the op and path an *fs.PathError repeats.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// formatSize is pi's size text: 512B, 50.0KB, 1.2MB.
+func formatSize(n int) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1fKB", float64(n)/1024)
+	default:
+		return fmt.Sprintf("%.1fMB", float64(n)/(1<<20))
+	}
+}
+
+// lineReader reads lines split on "\n" (a final line without one counts,
+// even when empty, as strings.Split would), keeping at most keep bytes of
+// each but counting its full length, so a huge line costs no memory. It
+// stops with the context's error when ctx ends, even within one line.
+type lineReader struct {
+	ctx  context.Context
+	br   *bufio.Reader
+	keep int
+	done bool
+}
+
+func (lr *lineReader) next() (line []byte, length int, ok bool, err error) {
+	if lr.done {
+		return nil, 0, false, nil
+	}
+	for {
+		if lr.ctx.Err() != nil {
+			return nil, 0, false, errors.New("Operation aborted")
+		}
+		chunk, rerr := lr.br.ReadSlice('\n')
+		ended := rerr == nil
+		if ended {
+			chunk = chunk[:len(chunk)-1]
+		}
+		length += len(chunk)
+		if room := lr.keep - len(line); room > 0 {
+			line = append(line, chunk[:min(room, len(chunk))]...)
+		}
+		switch {
+		case ended:
+			return line, length, true, nil
+		case rerr == bufio.ErrBufferFull:
+			continue
+		case rerr == io.EOF:
+			lr.done = true
+			return line, length, true, nil
+		default:
+			return nil, 0, false, rerr
+		}
+	}
+}

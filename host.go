@@ -1,0 +1,214 @@
+package main
+
+// The host: what belongs to the process, whatever sessions it serves —
+// the command line and the model catalog with its keys (hostSettings),
+// the one writer to stdout, the children and their watchdog, rpi's temp
+// folder, memory given back after a burst, the background work and the
+// open sessions shutdown waits for — and how a goroutine that fails is
+// kept from taking rpi down.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+)
+
+// host is the process. What never changes after startup is in set; each
+// part that changes has its own owner and lock.
+type host struct {
+	set    *hostSettings // fixed at startup; read without locks
+	env    environment
+	out    *output // the one writer to stdout (own lock)
+	stderr io.Writer
+	// command builds every child rpi runs (exec.Command; the fuzz test
+	// replaces it so that no input can run a real program).
+	command func(name string, args ...string) *exec.Cmd
+
+	// ctx is cancelled at shutdown; every session's context derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// background counts answers and work that have still to finish.
+	background sync.WaitGroup
+
+	procs    *processTable // children: background processes, user bash (own lock)
+	temp     *tempFiles    // rpi's temp folder (own lock)
+	watchdog *watchdog     // kills children if rpi dies (own lock)
+	memory   memoryReturn  // gives memory back after a burst (own lock)
+
+	mu       sync.Mutex // guards sessions
+	sessions []*session // the open sessions, in the order they opened
+
+	runMu   sync.Mutex // guards running; taken under a session's mu, briefly
+	running *session   // the session whose run is in progress: one at a time
+}
+
+// newHost reads what the process decides at startup (loadHostSettings).
+func newHost(cfg config, env environment, stdout, stderr io.Writer) (*host, error) {
+	set, err := loadHostSettings(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	h := &host{set: set, env: env, out: newOutput(stdout, stderr), stderr: stderr, command: exec.Command}
+	if env.command != nil {
+		h.command = env.command
+	}
+	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
+	h.procs = newProcessTable(h.watchdog, stderr)
+	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h, nil
+}
+
+// openSessions is a copy of the list of open sessions.
+func (h *host) openSessions() []*session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.sessions)
+}
+
+// claimRun makes s the session that runs, unless another one does;
+// s.mu is held (tryStartRun).
+func (h *host) claimRun(s *session) bool {
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	if h.running != nil && h.running != s {
+		return false
+	}
+	h.running = s
+	return true
+}
+
+// endRun is s's run settling: another session may run now, and the fires
+// of its loops that waited start (startWaitingLoops). s.mu is not held.
+func (h *host) endRun(s *session) {
+	h.runMu.Lock()
+	if h.running == s {
+		h.running = nil
+	}
+	h.runMu.Unlock()
+	for _, o := range h.openSessions() {
+		if o != s {
+			o.startWaitingLoops()
+		}
+	}
+}
+
+// shutdown ends every session's loops, lets running commands finish (for
+// up to finishGrace, when patient), then refuses new children, aborts what
+// remains, lets go of the session files once the last answers and entries
+// are written, and waits for every child's process group to be killed.
+func (h *host) shutdown(patient bool) {
+	sessions := h.openSessions()
+	for _, s := range sessions {
+		s.stopLoops()
+	}
+	if patient {
+		waitGroup(&h.background, finishGrace)
+	}
+	h.procs.close()
+	h.cancel()
+	finished := waitGroup(&h.background, exitLimit)
+	// The last entry is written: another rpi may have the session file
+	// now, while the children are still being killed.
+	for _, s := range sessions {
+		s.conv.close()
+	}
+	if !waitGroup(&h.procs.children, exitLimit) || !finished {
+		fmt.Fprintln(h.stderr, "rpi: gave up waiting for running commands at exit")
+	}
+	h.temp.removeAll()
+	h.watchdog.close()
+	h.memory.close()
+}
+
+// goBackground runs work on its own goroutine, counted for shutdown; a
+// panic in it is logged and does not take rpi down.
+func (h *host) goBackground(work func()) {
+	h.background.Add(1)
+	go func() {
+		defer h.background.Done()
+		defer h.recoverPanic("background work")
+		work()
+	}()
+}
+
+// answerLater runs work in the background and passes its result to
+// answer, so that the commands after it are not held up: an answer that
+// waits on the outside world. A panic in work is a failure.
+func (h *host) answerLater(what string, answer func(data any, err error), work func() (any, error)) {
+	h.goBackground(func() {
+		data, err := h.call(what, work)
+		answer(data, err)
+	})
+}
+
+// waitGroup waits up to limit for wg and reports whether it finished.
+func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ---- Panics ----
+
+// call runs work, turning a panic into a failure and a stack trace on
+// stderr, so one bug never stops the loop.
+func (h *host) call(what string, work func() (any, error)) (data any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+			data, err = nil, fmt.Errorf("Internal error in %s: %v", what, p)
+		}
+	}()
+	return work()
+}
+
+// recoverPanic, deferred at the top of a goroutine, logs a panic with its
+// stack instead of letting it end rpi.
+func (h *host) recoverPanic(what string) {
+	if p := recover(); p != nil {
+		fmt.Fprintf(h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+	}
+}
+
+// helperPanic keeps the first panic of the helper goroutines of one call
+// (catch, deferred in each), to raise it again on the goroutine that
+// waits for them (raise), where the call's own recover takes it: a bug
+// in a helper then fails that call, as if it had run there, and never
+// ends rpi.
+type helperPanic struct {
+	mu    sync.Mutex
+	value any
+}
+
+func (h *helperPanic) catch() {
+	if p := recover(); p != nil {
+		h.keep(p)
+	}
+}
+
+func (h *helperPanic) keep(p any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.value == nil {
+		h.value = p
+	}
+}
+
+func (h *helperPanic) raise() {
+	if h.value != nil {
+		panic(h.value)
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestKeysHiddenFromOtherUsers runs rpi as a user who is not root (nobody),
+// as users run it: a process that is not root and has made itself
+// non-dumpable may no longer open its own /proc/self/mem, so rpi must
+// overwrite its --api-key and key variables through the file it opened
+// before. /proc/<rpi>/cmdline, which every user can read, must not show
+// the key, and rpi must not warn that it could not hide it. It needs root
+// to start a process as another user.
+func TestKeysHiddenFromOtherUsers(t *testing.T) {
+	endToEnd(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run rpi as another user; TestKeysOutOfReach covers this user")
+	}
+	// A copy of the test binary that nobody may run, in folders nobody may enter.
+	dir := t.TempDir()
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := filepath.Join(dir, "rpi")
+	copyFile(t, exe, binary)
+	const argKey, envKey = "sk-from-the-command-line-31", "sk-from-the-environment-57"
+	p := startRPIWith(t, func(cmd *exec.Cmd) {
+		cmd.Path, cmd.Args[0] = binary, binary
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Env, "OPENAI_API_KEY="+envKey, "HOME="+dir, "PI_CODING_AGENT_DIR="+dir, "TMPDIR="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}, "rpc", "--cwd", dir, "--no-session", "--api-key", argKey)
+	p.next(t) // session_started: startup, and the hiding, are over
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cmdline), "--api-key") || strings.Contains(string(cmdline), argKey) {
+		t.Errorf("/proc/<rpi>/cmdline of rpi run as nobody: %q", cmdline)
+	}
+	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "environ")) // root may read it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(environ), envKey) {
+		t.Errorf("/proc/<rpi>/environ of rpi run as nobody holds the key")
+	}
+	p.stdin.Close()
+	p.exit(t)
+	if strings.Contains(p.stderr.String(), "cannot") {
+		t.Errorf("rpi run as nobody warned: %s", p.stderr.String())
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

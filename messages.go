@@ -1,0 +1,267 @@
+package main
+
+// The conversation's messages, in pi's shapes: the user's, the model's
+// answers, tool results, the user's bash commands, summaries and messages
+// of kinds rpi does not model; and what the model is sent of them.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// contentBlock is one block of a message: text, thinking, image or toolCall.
+type contentBlock struct {
+	Type              string          `json:"type"`
+	Text              string          `json:"text"`
+	TextSignature     string          `json:"textSignature"` // OpenAI Responses: the message item's id; Gemini: a thought signature
+	Thinking          string          `json:"thinking"`
+	ThinkingSignature string          `json:"thinkingSignature"` // Anthropic's signature; the Responses reasoning item; Gemini's thought signature
+	Data              string          `json:"data"`
+	MimeType          string          `json:"mimeType"`
+	ID                string          `json:"id"`
+	Name              string          `json:"name"`
+	Arguments         json.RawMessage `json:"arguments"`
+	ThoughtSignature  string          `json:"thoughtSignature"` // Gemini's signature on a tool call
+}
+
+// MarshalJSON writes only the fields of the block's type, in pi's order.
+func (b contentBlock) MarshalJSON() ([]byte, error) {
+	switch b.Type {
+	case "thinking":
+		return marshalJSON(struct {
+			Type              string `json:"type"`
+			Thinking          string `json:"thinking"`
+			ThinkingSignature string `json:"thinkingSignature,omitempty"`
+		}{b.Type, b.Thinking, b.ThinkingSignature})
+	case "image":
+		return marshalJSON(struct {
+			Type     string `json:"type"`
+			Data     string `json:"data"`
+			MimeType string `json:"mimeType"`
+		}{b.Type, b.Data, b.MimeType})
+	case "toolCall":
+		return marshalJSON(struct {
+			Type             string          `json:"type"`
+			ID               string          `json:"id"`
+			Name             string          `json:"name"`
+			Arguments        json.RawMessage `json:"arguments"`
+			ThoughtSignature string          `json:"thoughtSignature,omitempty"`
+		}{b.Type, b.ID, b.Name, b.Arguments, b.ThoughtSignature})
+	default:
+		return marshalJSON(struct {
+			Type          string `json:"type"`
+			Text          string `json:"text"`
+			TextSignature string `json:"textSignature,omitempty"`
+		}{b.Type, b.Text, b.TextSignature})
+	}
+}
+
+type userMessage struct {
+	Role      string         `json:"role"`
+	Content   []contentBlock `json:"content"`
+	Timestamp int64          `json:"timestamp"`
+
+	// ended, while the message waits or runs, is called once its turn has
+	// ended (startPrompt); s.mu guards it until a run takes the message.
+	ended func(promptEnd)
+}
+
+type costBreakdown struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+	Total      float64 `json:"total"`
+}
+
+type usage struct {
+	Input       int           `json:"input"`
+	Output      int           `json:"output"`
+	CacheRead   int           `json:"cacheRead"`
+	CacheWrite  int           `json:"cacheWrite"`
+	TotalTokens int           `json:"totalTokens"`
+	Cost        costBreakdown `json:"cost"`
+}
+
+type assistantMessage struct {
+	Role         string         `json:"role"`
+	Content      []contentBlock `json:"content"`
+	API          string         `json:"api"`
+	Provider     string         `json:"provider"`
+	Model        string         `json:"model"`
+	Usage        usage          `json:"usage"`
+	StopReason   string         `json:"stopReason"`
+	ErrorMessage string         `json:"errorMessage,omitempty"`
+	Timestamp    int64          `json:"timestamp"`
+
+	final bool // failed in a way a retry cannot mend (an answer cut at its limit)
+}
+
+type toolResultMessage struct {
+	Role       string         `json:"role"`
+	ToolCallID string         `json:"toolCallId"`
+	ToolName   string         `json:"toolName"`
+	Content    []contentBlock `json:"content"`
+	Details    any            `json:"details,omitempty"`
+	IsError    bool           `json:"isError"`
+	Timestamp  int64          `json:"timestamp"`
+}
+
+func textBlocks(text string) []contentBlock { return []contentBlock{{Type: "text", Text: text}} }
+
+// text joins a message's text blocks.
+func (m *assistantMessage) text() string {
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// resultText is a tool result's content as one text for the model.
+func resultText(content []contentBlock) string {
+	var parts []string
+	for _, b := range content {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "(see attached image)"
+	}
+	return strings.Join(parts, "\n")
+}
+
+// contextMessages is what the model is sent of the conversation: failed
+// and aborted answers are left out, a user bash command becomes a user
+// message, and a tool call left without a result gets one saying so.
+func contextMessages(messages []any) []any {
+	var out []any
+	var open []contentBlock // tool calls of the last answer still without results
+	closeOpen := func() {
+		for _, call := range open {
+			out = append(out, &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name,
+				Content: textBlocks("No result provided"), IsError: true})
+		}
+		open = nil
+	}
+	for _, m := range messages {
+		switch m := m.(type) {
+		case *assistantMessage:
+			if m.StopReason == "error" || m.StopReason == "aborted" {
+				continue
+			}
+			closeOpen()
+			for _, b := range m.Content {
+				if b.Type == "toolCall" {
+					open = append(open, b)
+				}
+			}
+			out = append(out, m)
+		case *toolResultMessage:
+			for i, call := range open {
+				if call.ID == m.ToolCallID {
+					open = append(open[:i], open[i+1:]...)
+					break
+				}
+			}
+			out = append(out, m)
+		case *userMessage:
+			closeOpen()
+			out = append(out, m)
+		case bashExecutionMessage:
+			if m.ExcludeFromContext {
+				continue
+			}
+			closeOpen()
+			out = append(out, &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp})
+		case *summaryMessage:
+			closeOpen()
+			text := "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n" + m.Summary + "</summary>"
+			if m.Role == "compactionSummary" {
+				text = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n" + m.Summary + "\n</summary>"
+			}
+			out = append(out, &userMessage{Role: "user", Content: textBlocks(text), Timestamp: m.Timestamp})
+		case rawMessage:
+			var custom struct {
+				Role    string
+				Content json.RawMessage
+			}
+			json.Unmarshal(m, &custom)
+			if text := rawText(custom.Content); custom.Role == "custom" && text != "" {
+				closeOpen()
+				out = append(out, &userMessage{Role: "user", Content: textBlocks(text)})
+			}
+		}
+	}
+	closeOpen()
+	return out
+}
+
+// rawText is the text of a message content that is a string or blocks.
+func rawText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []contentBlock
+	json.Unmarshal(content, &blocks)
+	var b strings.Builder
+	for _, c := range blocks {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// bashContextText is how a user bash command is told to the model (pi's text).
+func bashContextText(m bashExecutionMessage) string {
+	text := "Ran `" + m.Command + "`\n"
+	if m.Output == "" {
+		text += "(no output)"
+	} else {
+		text += "```\n" + strings.TrimSuffix(m.Output, "\n") + "\n```"
+	}
+	switch {
+	case m.Cancelled:
+		text += "\n\n(command cancelled)"
+	case m.ExitCode != nil && *m.ExitCode != 0:
+		text += fmt.Sprintf("\n\nCommand exited with code %d", *m.ExitCode)
+	}
+	if m.Truncated && m.FullOutputPath != "" {
+		text += "\n\n[Output truncated. Full output: " + m.FullOutputPath + "]"
+	}
+	return text
+}
+
+// summaryMessage is pi's compactionSummary and branchSummary message.
+type summaryMessage struct {
+	Role         string `json:"role"`
+	Summary      string `json:"summary"`
+	TokensBefore int    `json:"tokensBefore,omitempty"`
+	FromID       string `json:"fromId,omitempty"`
+	Timestamp    int64  `json:"timestamp"`
+}
+
+// rawMessage is a message of a kind rpi does not model (an extension's
+// custom message, say), kept as it was.
+type rawMessage json.RawMessage
+
+func (m rawMessage) MarshalJSON() ([]byte, error) { return json.RawMessage(m), nil }
+
+// bashExecutionMessage is how a bash result joins the conversation (pi's shape).
+type bashExecutionMessage struct {
+	Role               string `json:"role"`
+	Command            string `json:"command"`
+	Output             string `json:"output"`
+	ExitCode           *int   `json:"exitCode,omitempty"`
+	Cancelled          bool   `json:"cancelled"`
+	Truncated          bool   `json:"truncated"`
+	FullOutputPath     string `json:"fullOutputPath,omitempty"`
+	ExcludeFromContext bool   `json:"excludeFromContext,omitempty"`
+	Timestamp          int64  `json:"timestamp"`
+}

@@ -1,0 +1,267 @@
+package main
+
+// Prompting: the steering and follow-up queues, the operations that start
+// or queue a prompt (and report when its turn has ended), abort and
+// clear_queue, and their commands.
+
+import (
+	"slices"
+	"strings"
+)
+
+func (s *session) steeringQueued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.steering) > 0
+}
+
+// takeQueued takes the next steering (or follow-up) messages per the
+// queue's mode and reports the change.
+func (s *session) takeQueued(steering bool) []*userMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeQueuedLocked(steering)
+}
+
+func (s *session) takeQueuedLocked(steering bool) []*userMessage {
+	queue, mode := &s.followUp, s.followUpMode
+	if steering {
+		queue, mode = &s.steering, s.steeringMode
+	}
+	n := len(*queue)
+	if n == 0 {
+		return nil
+	}
+	if mode == "one-at-a-time" {
+		n = 1
+	}
+	taken := slices.Clone((*queue)[:n])
+	*queue = (*queue)[n:]
+	s.emitQueueLocked()
+	return taken
+}
+
+// enqueueLocked adds a user message to a queue and reports the change;
+// s.mu is held, so the report is in order with every other change.
+func (s *session) enqueueLocked(steering bool, m *userMessage) {
+	if steering {
+		s.steering = append(s.steering, m)
+	} else {
+		s.followUp = append(s.followUp, m)
+	}
+	s.emitQueueLocked()
+}
+
+func (s *session) queueTextsLocked() queueUpdate {
+	texts := func(q []*userMessage) []string {
+		out := []string{}
+		for _, m := range q {
+			out = append(out, m.Content[0].Text)
+		}
+		return out
+	}
+	return queueUpdate{texts(s.steering), texts(s.followUp)}
+}
+
+func (s *session) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
+
+func (s *session) emitQueue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emitQueueLocked()
+}
+
+// ---- Prompting ----
+
+// startPrompt starts a run with msg, or, while one runs, queues it as
+// behaviour says ("steer" or "followUp"; "" fails as busy). accepted is
+// called once, when it is started or queued (before any event of its
+// run) or refused; ended (nil: none) once its turn has ended (promptEnd).
+// When the session file's last write failed, the file is written again
+// first, in the background, and the prompt fails if that fails too.
+func (s *session) startPrompt(msg *userMessage, behaviour string, accepted func(queued bool, err error), ended func(promptEnd)) {
+	if s.conv.writeFailed() {
+		s.goBackground(func() {
+			if err := s.conv.writable(); err != nil {
+				accepted(false, err)
+				return
+			}
+			s.startPromptNow(msg, behaviour, accepted, ended)
+		})
+		return
+	}
+	s.startPromptNow(msg, behaviour, accepted, ended)
+}
+
+func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted func(queued bool, err error), ended func(promptEnd)) {
+	s.mu.Lock()
+	switch {
+	case s.changing > 0:
+		s.mu.Unlock()
+		accepted(false, errChanging) // queued now, the message would be dropped with the old session
+		return
+	case s.activeRun != nil && behaviour == "":
+		s.mu.Unlock()
+		accepted(false, errBusy)
+		return
+	case s.activeRun != nil:
+		msg.ended = ended
+		s.enqueueLocked(behaviour == "steer", msg)
+		accepted(true, nil)
+		s.mu.Unlock()
+		return
+	}
+	run, err := s.tryStartRunLocked(running, false)
+	if err == nil {
+		msg.ended = ended
+	}
+	s.mu.Unlock()
+	accepted(false, err)
+	if err != nil {
+		return
+	}
+	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
+	s.goBackground(func() { s.runAgent(run, pending) })
+}
+
+// queuePrompt queues msg for the running agent: steering is delivered
+// after the current tool call (the calls of that answer not yet started
+// are skipped), a follow-up when the agent would otherwise stop; while
+// idle it waits for the next run. ended as in startPrompt.
+func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(promptEnd)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg.ended = ended
+	s.enqueueLocked(steering, msg)
+}
+
+// clearQueue empties both queues and answers the texts removed; the
+// messages removed end unrun.
+func (s *session) clearQueue() queueUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed := s.queueTextsLocked()
+	if len(s.steering)+len(s.followUp) > 0 {
+		dropped := [][]*userMessage{s.steering, s.followUp}
+		s.steering, s.followUp = nil, nil
+		s.emitQueueLocked()
+		dropUnrunLocked(dropped...)
+	}
+	return removed
+}
+
+// userInput reads a command's message and images into a user message.
+func (s *server) userInput(r *request) (*userMessage, error) {
+	text, err := r.str("message")
+	if err != nil {
+		return nil, err
+	}
+	text = s.expandSlash(text)
+	var images []contentBlock
+	if r.has("images") {
+		if err := r.decodeField("images", "an array of images", &images); err != nil {
+			return nil, err
+		}
+	}
+	if strings.TrimSpace(text) == "" && len(images) == 0 {
+		return nil, invalid("message", "a non-empty string")
+	}
+	content := textBlocks(text)
+	for _, img := range images {
+		if img.Type != "image" || img.Data == "" || !strings.HasPrefix(img.MimeType, "image/") {
+			return nil, invalid("images", `an array of {"type":"image","data":"<base64>","mimeType":"image/…"}`)
+		}
+		content = append(content, contentBlock{Type: "image", Data: img.Data, MimeType: img.MimeType})
+	}
+	return &userMessage{Role: "user", Content: content, Timestamp: s.env.clock.Now().UnixMilli()}, nil
+}
+
+// promptCommand starts a run with a user message, or queues it while one runs.
+// Fields: message; [images] ([{type:"image",data,mimeType}]);
+// [streamingBehavior] ("steer"|"followUp", needed while a run streams).
+// Answer: null once accepted (before agent_start); pi's mode answers
+// {disposition: started|queued}. Events: agent_start, turn_start,
+// message_start/end, message_update, tool_execution_*, turn_end,
+// agent_end, agent_settled; queue_update when queued.
+func (s *server) promptCommand(r *request) (any, error) {
+	msg, err := s.userInput(r)
+	if err != nil {
+		return nil, err
+	}
+	behaviour := ""
+	if r.has("streamingBehavior") {
+		if behaviour, err = r.enum("streamingBehavior", []string{"steer", "followUp"}); err != nil {
+			return nil, err
+		}
+	}
+	s.startPrompt(msg, behaviour, func(queued bool, err error) {
+		how := "started"
+		if queued {
+			how = "queued"
+		}
+		s.reply(r, piOnly{data: disposition{how}}, err)
+	}, nil)
+	return noReply{}, nil
+}
+
+// steerCommand queues a message for the running agent: it is delivered after the
+// current tool call, and the calls of that answer not yet started are
+// skipped. While idle it waits for the next run.
+// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
+// Events: queue_update.
+func (s *server) steerCommand(r *request) (any, error) {
+	return s.queueCommand(r, true)
+}
+
+// followUpCommand queues a message delivered when the agent would otherwise stop.
+// Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
+// Events: queue_update.
+func (s *server) followUpCommand(r *request) (any, error) {
+	return s.queueCommand(r, false)
+}
+
+func (s *server) queueCommand(r *request, steering bool) (any, error) {
+	msg, err := s.userInput(r)
+	if err != nil {
+		return nil, err
+	}
+	s.queuePrompt(msg, steering, nil)
+	return piOnly{data: disposition{"queued"}}, nil
+}
+
+// abortCommand stops the running agent (or compaction): its model stream,
+// running tool, open dialogs and any retry wait. The queues are kept. It
+// answers after the run's agent_end and agent_settled; while idle, at once.
+// Fields: none. Answer: null.
+func (s *server) abortCommand(r *request) (any, error) {
+	return s.answerWhenSettled(r, s.abort())
+}
+
+// abortRetryCommand cancels a pending auto-retry wait; the run then ends with
+// auto_retry_end {success:false, finalError:"Retry cancelled"} and
+// agent_settled, and abortRetry answers after them. With no retry waiting
+// it answers at once and changes nothing.
+// Fields: none. Answer: null.
+func (s *server) abortRetryCommand(r *request) (any, error) {
+	return s.answerWhenSettled(r, s.abortRetry())
+}
+
+// answerWhenSettled answers r with null once settled is closed: at once
+// when it is nil, else from the background.
+func (s *server) answerWhenSettled(r *request, settled <-chan struct{}) (any, error) {
+	if settled == nil {
+		return nil, nil
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		<-settled
+		return nil, nil
+	})
+	return noReply{}, nil
+}
+
+// clearQueueCommand empties both queues.
+// Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
+// Events: queue_update when anything was removed.
+func (s *server) clearQueueCommand(r *request) (any, error) {
+	return s.clearQueue(), nil
+}

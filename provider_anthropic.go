@@ -1,0 +1,206 @@
+package main
+
+// Anthropic Messages (anthropic-messages): the request body, with
+// thinking as a token budget, and the reader of its stream.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// anthropicMessages is the Messages API.
+var anthropicMessages = &wireAPI{
+	name: apiAnthropic,
+	url:  func(m *model) string { return m.BaseURL + "/v1/messages" },
+	auth: func(h http.Header, key string) {
+		h.Set("anthropic-version", "2023-06-01")
+		if key != "" {
+			h.Set("x-api-key", key)
+		}
+	},
+	body:      func(req streamRequest) any { return anthropicBody(req) },
+	maxTokens: anthropicMaxTokens,
+	read:      readAnthropic,
+}
+
+// thinkingBudgets are Anthropic's thinking token budgets per level.
+var thinkingBudgets = map[string]int{"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
+
+func anthropicBody(req streamRequest) map[string]any {
+	var messages []map[string]any
+	add := func(role string, blocks []map[string]any) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(messages); n > 0 && messages[n-1]["role"] == role {
+			messages[n-1]["content"] = append(messages[n-1]["content"].([]map[string]any), blocks...)
+			return
+		}
+		messages = append(messages, map[string]any{"role": role, "content": blocks})
+	}
+	for _, m := range contextMessages(req.messages) {
+		switch m := m.(type) {
+		case *userMessage:
+			var blocks []map[string]any
+			for _, b := range m.Content {
+				if b.Type == "text" && b.Text != "" {
+					blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
+				} else if b.Type == "image" && req.model.imageable {
+					blocks = append(blocks, map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}})
+				}
+			}
+			add("user", blocks)
+		case *assistantMessage:
+			// A signature from another API or provider would be refused.
+			signed := m.API == apiAnthropic && m.Provider == req.model.Provider
+			var blocks []map[string]any
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					if b.Text != "" {
+						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
+					}
+				case "thinking":
+					if signed && b.ThinkingSignature != "" {
+						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.ThinkingSignature})
+					}
+				case "toolCall":
+					id, _ := splitCallID(b.ID)
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": b.Name, "input": b.Arguments})
+				}
+			}
+			add("assistant", blocks)
+		case *toolResultMessage:
+			id, _ := splitCallID(m.ToolCallID)
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": resultText(m.Content), "is_error": m.IsError}})
+		}
+	}
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}
+	if req.system != "" {
+		body["system"] = req.system
+	}
+	if len(req.tools) > 0 {
+		var tools []map[string]any
+		for _, t := range req.tools {
+			tools = append(tools, map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema})
+		}
+		body["tools"] = tools
+	}
+	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
+	}
+	return body
+}
+
+// anthropicMaxTokens is the model's maxTokens, raised to leave room for
+// the answer beside a thinking budget.
+func anthropicMaxTokens(req streamRequest) int {
+	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+		return max(req.model.MaxTokens, budget+4096)
+	}
+	return req.model.MaxTokens
+}
+
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Index   int    `json:"index"`
+	Message struct {
+		Usage anthropicUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+}
+
+func readAnthropic(body io.Reader, st *streamer, m *model) error {
+	stop := ""
+	u := &st.msg.Usage
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
+		var ev anthropicEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		switch ev.Type {
+		case "message_start":
+			mu := ev.Message.Usage
+			u.Input, u.Output, u.CacheRead, u.CacheWrite = mu.InputTokens, mu.OutputTokens, mu.CacheReadInputTokens, mu.CacheCreationInputTokens
+		case "content_block_start":
+			switch ev.ContentBlock.Type {
+			case "text":
+				st.startBlock(ev.Index, contentBlock{Type: "text"})
+			case "thinking":
+				st.startBlock(ev.Index, contentBlock{Type: "thinking"})
+			case "tool_use":
+				st.startBlock(ev.Index, contentBlock{Type: "toolCall", ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
+			}
+		case "content_block_delta":
+			i, ok := st.blocks[ev.Index]
+			if !ok {
+				return true, &providerError{message: "Invalid response from the model server: delta for a block that never started"}
+			}
+			switch ev.Delta.Type {
+			case "text_delta":
+				st.delta(i, ev.Delta.Text)
+			case "thinking_delta":
+				st.delta(i, ev.Delta.Thinking)
+			case "signature_delta":
+				st.appendSignature(i, ev.Delta.Signature)
+			case "input_json_delta":
+				st.delta(i, ev.Delta.PartialJSON)
+			}
+		case "content_block_stop":
+			if i, ok := st.blocks[ev.Index]; ok {
+				st.endBlock(i)
+				delete(st.blocks, ev.Index)
+			}
+		case "message_delta":
+			if ev.Delta.StopReason != "" {
+				stop = ev.Delta.StopReason
+			}
+			if ev.Usage != nil {
+				u.Output = ev.Usage.OutputTokens
+				if ev.Usage.InputTokens > 0 {
+					u.Input = ev.Usage.InputTokens
+				}
+			}
+		case "message_stop":
+			return true, nil
+		case "error":
+			msg := "The model server reported an error"
+			if ev.Error != nil {
+				msg = ev.Error.Type + ": " + ev.Error.Message
+			}
+			return true, &providerError{message: msg}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	reasons := map[string]string{"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "": "stop", "max_tokens": "length", "tool_use": "toolUse"}
+	return st.stopAs(reasons[stop], stop, m)
+}

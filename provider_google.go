@@ -1,0 +1,326 @@
+package main
+
+// Google Gemini (google-generative-ai): the request body, with thinking
+// as a level or a token budget by model, and the reader of its stream.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// googleGemini is the Gemini API (streamGenerateContent).
+var googleGemini = &wireAPI{
+	name: apiGoogle,
+	url: func(m *model) string {
+		return m.BaseURL + "/models/" + url.PathEscape(strings.TrimPrefix(m.ID, "models/")) + ":streamGenerateContent?alt=sse"
+	},
+	auth: func(h http.Header, key string) {
+		if key != "" {
+			h.Set("x-goog-api-key", key)
+		}
+	},
+	body:      func(req streamRequest) any { return geminiBody(req) },
+	maxTokens: func(req streamRequest) int { return req.model.MaxTokens },
+	read:      readGemini,
+}
+
+// geminiLevelModel matches the Gemini models whose thinking is set by a
+// level rather than a token budget (pi's rule: Gemini 3 pro and flash,
+// Gemini 4 and later, the -latest flash aliases, Gemma 4); compiled at
+// first use.
+var geminiLevelModel = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(gemini-3(\.\d+)?-(pro|flash)|gemini-([4-9]|[1-9]\d)|gemini-flash(-lite)?-latest|gemma-?4)`)
+})
+
+// geminiVersion is the major version in a Gemini model id (0 if none).
+func geminiVersion(id string) int {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(id, "models/"), "gemini-")
+	if !ok {
+		return 0
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(rest)
+	}
+	n, _ := strconv.Atoi(rest[:end])
+	return n
+}
+
+// geminiBudget is the thinking budget of a Gemini 2.5 model per level
+// (pi's table; xhigh and max get high's); -1 lets the model decide.
+func geminiBudget(id, level string) int {
+	i := map[string]int{"minimal": 0, "low": 1, "medium": 2}[level]
+	if level == "high" || level == "xhigh" || level == "max" {
+		i = 3
+	}
+	switch {
+	case strings.Contains(id, "2.5-pro"):
+		return [4]int{128, 2048, 8192, 32768}[i]
+	case strings.Contains(id, "2.5-flash-lite"):
+		return [4]int{512, 2048, 8192, 24576}[i]
+	case strings.Contains(id, "2.5-flash"):
+		return [4]int{128, 2048, 8192, 24576}[i]
+	}
+	return -1
+}
+
+// geminiThinking is generationConfig.thinkingConfig for the thinking level
+// set: a level (Gemini 3 and later) or a budget, with the thoughts
+// included unless thinking is off. Off is a budget of 0, or the lowest
+// level for a model that cannot stop thinking.
+func geminiThinking(m *model, thinking string) map[string]any {
+	id := strings.TrimPrefix(m.ID, "models/")
+	level, value := m.wireLevel(thinking)
+	config := map[string]any{}
+	if geminiLevelModel().MatchString(id) {
+		if level == "off" {
+			_, value = m.wireLevel("minimal")
+		}
+		config["thinkingLevel"] = strings.ToUpper(value)
+	} else if level == "off" {
+		config["thinkingBudget"] = 0
+	} else {
+		config["thinkingBudget"] = geminiBudget(id, level)
+	}
+	if thinking != "off" {
+		config["includeThoughts"] = true
+	}
+	return config
+}
+
+// validSignature reports whether a thought signature is standard base64,
+// the only form Gemini takes back.
+func validSignature(sig string) bool {
+	if sig == "" || len(sig)%4 != 0 {
+		return false
+	}
+	_, err := base64.StdEncoding.DecodeString(sig)
+	return err == nil
+}
+
+// geminiBody is a streamGenerateContent request as pi sends it: user and
+// model contents (consecutive tool results in one), thoughts and thought
+// signatures only back to the model that made them, function call ids
+// only to Gemini 3 and later, the tools as parametersJsonSchema.
+func geminiBody(req streamRequest) map[string]any {
+	m := req.model
+	withIDs := geminiVersion(m.ID) >= 3
+	var contents []map[string]any
+	toolResults := false // the last content holds tool results
+	add := func(role string, parts []map[string]any, results bool) {
+		if len(parts) == 0 {
+			return
+		}
+		if n := len(contents); results && toolResults && n > 0 {
+			contents[n-1]["parts"] = append(contents[n-1]["parts"].([]map[string]any), parts...)
+			return
+		}
+		contents = append(contents, map[string]any{"role": role, "parts": parts})
+		toolResults = results
+	}
+	for _, msg := range contextMessages(req.messages) {
+		switch msg := msg.(type) {
+		case *userMessage:
+			var parts []map[string]any
+			for _, b := range msg.Content {
+				if b.Type == "text" && b.Text != "" {
+					parts = append(parts, map[string]any{"text": b.Text})
+				} else if b.Type == "image" && m.imageable {
+					parts = append(parts, map[string]any{"inlineData": map[string]string{"mimeType": b.MimeType, "data": b.Data}})
+				}
+			}
+			add("user", parts, false)
+		case *assistantMessage:
+			same := sameModel(msg, m)
+			signed := func(part map[string]any, sig string) map[string]any {
+				if same && validSignature(sig) {
+					part["thoughtSignature"] = sig
+				}
+				return part
+			}
+			var parts []map[string]any
+			for _, b := range msg.Content {
+				switch b.Type {
+				case "thinking":
+					if same && b.Thinking != "" {
+						parts = append(parts, signed(map[string]any{"thought": true, "text": b.Thinking}, b.ThinkingSignature))
+					}
+				case "text":
+					if b.Text != "" || same && validSignature(b.TextSignature) {
+						parts = append(parts, signed(map[string]any{"text": b.Text}, b.TextSignature))
+					}
+				case "toolCall":
+					call := map[string]any{"name": b.Name, "args": json.RawMessage(callArguments(b))}
+					if withIDs {
+						call["id"], _ = splitCallID(b.ID)
+					}
+					parts = append(parts, signed(map[string]any{"functionCall": call}, b.ThoughtSignature))
+				}
+			}
+			add("model", parts, false)
+		case *toolResultMessage:
+			response := map[string]string{"output": resultText(msg.Content)}
+			if msg.IsError {
+				response = map[string]string{"error": resultText(msg.Content)}
+			}
+			result := map[string]any{"name": msg.ToolName, "response": response}
+			if withIDs {
+				result["id"], _ = splitCallID(msg.ToolCallID)
+			}
+			add("user", []map[string]any{{"functionResponse": result}}, true)
+		}
+	}
+	body := map[string]any{"contents": contents}
+	if req.system != "" {
+		body["systemInstruction"] = map[string]any{"parts": []map[string]string{{"text": req.system}}}
+	}
+	if len(req.tools) > 0 {
+		var decls []map[string]any
+		for _, t := range req.tools {
+			decls = append(decls, map[string]any{"name": t.name, "description": t.description, "parametersJsonSchema": t.schema})
+		}
+		body["tools"] = []map[string]any{{"functionDeclarations": decls}}
+	}
+	config := map[string]any{"maxOutputTokens": m.MaxTokens}
+	if m.Reasoning {
+		config["thinkingConfig"] = geminiThinking(m, req.thinking)
+	}
+	body["generationConfig"] = config
+	return body
+}
+
+// geminiChunk is one event of a Gemini stream: a piece of the answer
+// with the usage so far, or an error.
+type geminiChunk struct {
+	Candidates []struct {
+		Content struct {
+			Parts []struct {
+				Text             *string `json:"text"`
+				Thought          bool    `json:"thought"`
+				ThoughtSignature string  `json:"thoughtSignature"`
+				FunctionCall     *struct {
+					ID   string          `json:"id"`
+					Name string          `json:"name"`
+					Args json.RawMessage `json:"args"`
+				} `json:"functionCall"`
+			} `json:"parts"`
+		} `json:"content"`
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	PromptFeedback *struct {
+		BlockReason string `json:"blockReason"`
+	} `json:"promptFeedback"`
+	UsageMetadata *struct {
+		PromptTokenCount        int `json:"promptTokenCount"`
+		CandidatesTokenCount    int `json:"candidatesTokenCount"`
+		CachedContentTokenCount int `json:"cachedContentTokenCount"`
+		ThoughtsTokenCount      int `json:"thoughtsTokenCount"`
+	} `json:"usageMetadata"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+	} `json:"error"`
+}
+
+// readGemini reads a Gemini stream: "data:" chunks and no end marker, the
+// last chunk carrying finishReason. Consecutive thought parts make one
+// thinking block and text parts one text block; a function call arrives
+// whole. A call without an id (or with one already used) gets one made
+// up as pi does: "<name>_<ms>_<n>".
+func readGemini(body io.Reader, st *streamer, m *model) error {
+	current := -1 // the open text or thinking block
+	closeCurrent := func() {
+		if current >= 0 {
+			st.endBlock(current)
+			current = -1
+		}
+	}
+	finish, blocked := "", ""
+	ids := map[string]bool{}
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
+		var chunk geminiChunk
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		if e := chunk.Error; e != nil {
+			return true, &providerError{message: fmt.Sprintf("%d %s: %s", e.Code, e.Status, e.Message)}
+		}
+		if u := chunk.UsageMetadata; u != nil {
+			cached := u.CachedContentTokenCount
+			st.msg.Usage.Input, st.msg.Usage.CacheRead = u.PromptTokenCount-cached, cached
+			st.msg.Usage.Output = u.CandidatesTokenCount + u.ThoughtsTokenCount
+		}
+		if f := chunk.PromptFeedback; f != nil && f.BlockReason != "" {
+			blocked = f.BlockReason
+		}
+		for _, c := range chunk.Candidates {
+			for _, p := range c.Content.Parts {
+				if call := p.FunctionCall; call != nil {
+					closeCurrent()
+					id := call.ID
+					if id == "" || ids[id] {
+						id = fmt.Sprintf("%s_%d_%d", call.Name, time.Now().UnixMilli(), len(ids)+1)
+					}
+					ids[id] = true
+					i := st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: call.Name, ThoughtSignature: p.ThoughtSignature})
+					args := string(call.Args)
+					if args == "" || args == "null" {
+						args = "{}"
+					}
+					st.delta(i, args)
+					st.endBlock(i)
+					continue
+				}
+				if p.Text == nil {
+					continue
+				}
+				kind := "text"
+				if p.Thought {
+					kind = "thinking"
+				}
+				if current >= 0 && st.msg.Content[current].Type != kind {
+					closeCurrent()
+				}
+				if current < 0 {
+					if *p.Text == "" && p.ThoughtSignature == "" {
+						continue // the empty part that ends a stream
+					}
+					current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind})
+				}
+				if *p.Text != "" {
+					st.delta(current, *p.Text)
+				}
+				if sig := p.ThoughtSignature; sig != "" {
+					if kind == "thinking" {
+						st.keep(&st.msg.Content[current].ThinkingSignature, sig)
+					} else {
+						st.keep(&st.msg.Content[current].TextSignature, sig)
+					}
+				}
+			}
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
+		}
+		return finish != "", nil
+	})
+	closeCurrent()
+	if err != nil {
+		if blocked != "" {
+			return &providerError{message: "The prompt was blocked: " + blocked}
+		}
+		return err
+	}
+	stop := map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
+	return st.stopAs(stop[finish], finish, m)
+}

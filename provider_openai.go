@@ -1,0 +1,299 @@
+package main
+
+// OpenAI Chat Completions (openai-completions), which most hosts speak:
+// the request body, with each host's quirks (catalog.go), and the reader
+// of its stream.
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// openAIChat is the Chat Completions API.
+var openAIChat = &wireAPI{
+	name:      apiOpenAI,
+	url:       func(m *model) string { return m.BaseURL + "/chat/completions" },
+	auth:      bearer,
+	body:      func(req streamRequest) any { return openAIBody(req) },
+	maxTokens: openAIMaxTokens,
+	read:      readOpenAI,
+}
+
+// openAIBody is a Chat Completions request, with the quirks of the
+// model's host (compat): the field that caps the answer, how reasoning is
+// asked for, and whether usage is asked for in the stream.
+func openAIBody(req streamRequest) map[string]any {
+	c := req.model.compat
+	var messages []map[string]any
+	if req.system != "" {
+		messages = append(messages, map[string]any{"role": "system", "content": req.system})
+	}
+	for _, m := range contextMessages(req.messages) {
+		switch m := m.(type) {
+		case *userMessage:
+			var parts []map[string]any
+			for _, b := range m.Content {
+				if b.Type == "text" {
+					parts = append(parts, map[string]any{"type": "text", "text": b.Text})
+				} else if b.Type == "image" && req.model.imageable {
+					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": "data:" + b.MimeType + ";base64," + b.Data}})
+				}
+			}
+			if len(parts) > 0 {
+				messages = append(messages, map[string]any{"role": "user", "content": parts})
+			}
+		case *assistantMessage:
+			msg := map[string]any{"role": "assistant", "content": nil}
+			var text, thinking strings.Builder
+			var calls []map[string]any
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					text.WriteString(b.Text)
+				case "thinking":
+					thinking.WriteString(b.Thinking)
+				case "toolCall":
+					id, _ := splitCallID(b.ID)
+					calls = append(calls, map[string]any{"id": id, "type": "function",
+						"function": map[string]string{"name": b.Name, "arguments": string(b.Arguments)}})
+				}
+			}
+			if text.Len() > 0 {
+				msg["content"] = text.String()
+			}
+			if calls != nil {
+				msg["tool_calls"] = calls
+			}
+			if setting(c.RequiresReasoningContent, false) {
+				msg["reasoning_content"] = thinking.String()
+			}
+			if text.Len() > 0 || calls != nil {
+				messages = append(messages, msg)
+			}
+		case *toolResultMessage:
+			id, _ := splitCallID(m.ToolCallID)
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": id, "content": resultText(m.Content)})
+		}
+	}
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,
+		cmp.Or(c.MaxTokensField, "max_tokens"): openAIMaxTokens(req)}
+	if setting(c.SupportsUsageInStreaming, true) {
+		body["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	if len(req.tools) > 0 {
+		var tools []map[string]any
+		for _, t := range req.tools {
+			tools = append(tools, map[string]any{"type": "function",
+				"function": map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}})
+		}
+		body["tools"] = tools
+	}
+	if req.model.Reasoning {
+		openAIReasoning(body, req.model, req.thinking)
+	}
+	return body
+}
+
+// openAIReasoning asks for the thinking level the way the host takes it.
+// A level the model does not take moves to the nearest one it does; off
+// is sent only where the host has a way to say it (or the model names a
+// value for it, like "none").
+func openAIReasoning(body map[string]any, m *model, thinking string) {
+	c := m.compat
+	level, effort := m.wireLevel(thinking)
+	on := level != "off"
+	sendEffort := setting(c.SupportsReasoningEffort, true) && effort != ""
+	switch c.ThinkingFormat {
+	case "openrouter":
+		body["reasoning"] = map[string]string{"effort": cmp.Or(effort, "none")}
+		return
+	case "deepseek":
+		body["thinking"] = map[string]string{"type": map[bool]string{true: "enabled", false: "disabled"}[on]}
+		sendEffort = sendEffort && on
+	case "together":
+		body["reasoning"] = map[string]bool{"enabled": on}
+		sendEffort = sendEffort && on
+	case "zai":
+		if on {
+			body["thinking"] = map[string]any{"type": "enabled", "clear_thinking": false}
+		} else {
+			body["thinking"] = map[string]string{"type": "disabled"}
+		}
+		sendEffort = sendEffort && on
+	case "none":
+		return
+	}
+	if sendEffort {
+		body["reasoning_effort"] = effort
+	}
+}
+
+// openAIContent is a delta's content: a string, or (Mistral) a list of
+// chunks, text and thinking.
+type openAIContent struct{ text, thinking string }
+
+func (c *openAIContent) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '[' {
+		var chunks []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking []struct {
+				Text string `json:"text"`
+			} `json:"thinking"`
+		}
+		if err := json.Unmarshal(data, &chunks); err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			c.text += ch.Text
+			for _, t := range ch.Thinking {
+				c.thinking += t.Text
+			}
+		}
+		return nil
+	}
+	var text *string
+	if err := json.Unmarshal(data, &text); err != nil {
+		return err
+	}
+	if text != nil {
+		c.text = *text
+	}
+	return nil
+}
+
+type openAIChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          openAIContent `json:"content"`
+			ReasoningContent *string       `json:"reasoning_content"`
+			Reasoning        *string       `json:"reasoning"`
+			ReasoningText    *string       `json:"reasoning_text"`
+			ToolCalls        []struct {
+				Index    *int   `json:"index"` // absent from some servers' pieces
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// readOpenAI reads a Chat Completions stream. Text and thinking each
+// stream into the open block of their kind; tool calls are keyed by
+// tool_calls[].index, as the format does, so the pieces of parallel calls
+// may interleave and calls without ids stay apart (a piece without an
+// index continues the call with its id, or the latest one). Tool calls
+// stay open until the stream ends, then end in the order they started.
+func readOpenAI(body io.Reader, st *streamer, m *model) error {
+	current := -1 // index of the open text or thinking block
+	finish := ""
+	closeCurrent := func() {
+		if current >= 0 {
+			st.endBlock(current)
+			current = -1
+		}
+	}
+	open := func(kind string) int {
+		if current >= 0 && st.msg.Content[current].Type == kind {
+			return current
+		}
+		closeCurrent()
+		current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind})
+		return current
+	}
+	var calls []int          // the tool calls' blocks, in the order they started
+	byIndex := map[int]int{} // a call's tool_calls[].index → its block
+	byID := map[string]int{} // a call's id → its block, for pieces without an index
+	call := func(index *int, id, name string) int {
+		i, ok := -1, false
+		switch {
+		case index != nil:
+			i, ok = byIndex[*index]
+		case id != "":
+			i, ok = byID[id]
+		case len(calls) > 0:
+			i, ok = calls[len(calls)-1], true
+		}
+		if !ok {
+			closeCurrent()
+			i = st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: name})
+			calls = append(calls, i)
+		}
+		b := &st.msg.Content[i]
+		b.ID, b.Name = cmp.Or(b.ID, id), cmp.Or(b.Name, name) // the first piece may lack them
+		if index != nil {
+			byIndex[*index] = i
+		}
+		if id != "" {
+			byID[id] = i
+		}
+		return i
+	}
+	err := st.events(body, func(_ string, data []byte) (bool, error) {
+		if string(data) == "[DONE]" {
+			return true, nil
+		}
+		var chunk openAIChunk
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		if chunk.Error != nil {
+			return true, &providerError{message: chunk.Error.Message}
+		}
+		if u := chunk.Usage; u != nil {
+			cached := 0
+			if u.PromptTokensDetails != nil {
+				cached = u.PromptTokensDetails.CachedTokens
+			}
+			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = u.PromptTokens-cached, cached, u.CompletionTokens
+		}
+		for _, c := range chunk.Choices {
+			d := c.Delta
+			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText, &d.Content.thinking} {
+				if thinking != nil && *thinking != "" {
+					st.delta(open("thinking"), *thinking)
+					break
+				}
+			}
+			if d.Content.text != "" {
+				st.delta(open("text"), d.Content.text)
+			}
+			for _, tc := range d.ToolCalls {
+				i := call(tc.Index, tc.ID, tc.Function.Name)
+				if tc.Function.Arguments != "" {
+					st.delta(i, tc.Function.Arguments)
+				}
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+		return false, nil
+	})
+	closeCurrent()
+	for _, i := range calls {
+		st.endBlock(i)
+	}
+	if err != nil {
+		return err
+	}
+	stop := map[string]string{"stop": "stop", "end": "stop", "": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+	return st.stopAs(stop[finish], finish, m)
+}

@@ -1,0 +1,317 @@
+package main
+
+// OpenAI Responses (openai-responses): the request body, with reasoning
+// items and their ids sent back to the model that made them, and the
+// reader of its stream.
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// openAIResponses is the Responses API.
+var openAIResponses = &wireAPI{
+	name:      apiResponses,
+	url:       func(m *model) string { return m.BaseURL + "/responses" },
+	auth:      bearer,
+	body:      func(req streamRequest) any { return responsesBody(req) },
+	maxTokens: openAIMaxTokens,
+	read:      readResponses,
+}
+
+// responsesBody is a Responses API request as pi sends it: the system
+// promptCommand as the first input item, the conversation as input items
+// (reasoning items and item ids only back to the model that made them),
+// store:false, and reasoning effort with a summary, so thinking streams.
+func responsesBody(req streamRequest) map[string]any {
+	m := req.model
+	var input []any
+	if req.system != "" {
+		role := "system"
+		if m.Reasoning {
+			role = "developer"
+		}
+		input = append(input, map[string]any{"role": role, "content": req.system})
+	}
+	messageIDs := 0
+	for _, msg := range contextMessages(req.messages) {
+		switch msg := msg.(type) {
+		case *userMessage:
+			var parts []map[string]any
+			for _, b := range msg.Content {
+				if b.Type == "text" {
+					parts = append(parts, map[string]any{"type": "input_text", "text": b.Text})
+				} else if b.Type == "image" && m.imageable {
+					parts = append(parts, map[string]any{"type": "input_image", "detail": "auto", "image_url": dataURL(b)})
+				}
+			}
+			if len(parts) > 0 {
+				input = append(input, map[string]any{"role": "user", "content": parts})
+			}
+		case *assistantMessage:
+			same := sameModel(msg, m)
+			for _, b := range msg.Content {
+				switch b.Type {
+				case "thinking":
+					if same && b.ThinkingSignature != "" && json.Valid([]byte(b.ThinkingSignature)) {
+						input = append(input, json.RawMessage(b.ThinkingSignature))
+					}
+				case "text":
+					if b.Text == "" {
+						continue
+					}
+					var sig struct {
+						ID string `json:"id"`
+					}
+					if same {
+						json.Unmarshal([]byte(b.TextSignature), &sig)
+					}
+					if sig.ID == "" {
+						messageIDs++
+						sig.ID = "msg_rpi_" + strconv.Itoa(messageIDs)
+					}
+					input = append(input, map[string]any{"type": "message", "role": "assistant", "status": "completed", "id": sig.ID,
+						"content": []map[string]any{{"type": "output_text", "text": b.Text, "annotations": []any{}}}})
+				case "toolCall":
+					callID, itemID := splitCallID(b.ID)
+					item := map[string]any{"type": "function_call", "call_id": callID, "name": b.Name, "arguments": callArguments(b)}
+					if same && strings.HasPrefix(itemID, "fc_") {
+						item["id"] = itemID
+					}
+					input = append(input, item)
+				}
+			}
+		case *toolResultMessage:
+			callID, _ := splitCallID(msg.ToolCallID)
+			input = append(input, map[string]any{"type": "function_call_output", "call_id": callID,
+				"output": cmp.Or(resultText(msg.Content), "(no tool output)")})
+		}
+	}
+	body := map[string]any{"model": m.ID, "input": input, "stream": true, "store": false,
+		"max_output_tokens": openAIMaxTokens(req)}
+	if len(req.tools) > 0 {
+		openAIHost := strings.Contains(m.BaseURL, "api.openai.com")
+		var tools []map[string]any
+		for _, t := range req.tools {
+			tool := map[string]any{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
+			if openAIHost {
+				tool["strict"] = false // OpenAI would hold the schema to its strict subset
+			}
+			tools = append(tools, tool)
+		}
+		body["tools"] = tools
+	}
+	if m.Reasoning {
+		level, effort := m.wireLevel(req.thinking)
+		if level == "off" {
+			body["reasoning"] = map[string]any{"effort": cmp.Or(effort, "none")}
+		} else {
+			body["reasoning"] = map[string]any{"effort": effort, "summary": "auto"}
+			body["include"] = []string{"reasoning.encrypted_content"}
+		}
+	}
+	if strings.Contains(m.BaseURL, "api.x.ai") {
+		body["include"] = []string{"reasoning.encrypted_content"}
+	}
+	return body
+}
+
+// responsesEvent is one event of a Responses stream: the fields rpi reads
+// of all its types.
+type responsesEvent struct {
+	Type         string          `json:"type"`
+	OutputIndex  int             `json:"output_index"`
+	SummaryIndex int             `json:"summary_index"`
+	Delta        string          `json:"delta"`
+	Arguments    string          `json:"arguments"`
+	Item         json.RawMessage `json:"item"`
+	Response     *struct {
+		Status string `json:"status"`
+		Error  *struct {
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		} `json:"error"`
+		IncompleteDetails *struct {
+			Reason string `json:"reason"`
+		} `json:"incomplete_details"`
+		Usage *struct {
+			InputTokens        int `json:"input_tokens"`
+			InputTokensDetails struct {
+				CachedTokens     int `json:"cached_tokens"`
+				CacheWriteTokens int `json:"cache_write_tokens"`
+			} `json:"input_tokens_details"`
+			OutputTokens int `json:"output_tokens"`
+		} `json:"usage"`
+	} `json:"response"`
+	// The top-level error event, in its two shapes.
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+	Error   *struct {
+		Code    json.RawMessage `json:"code"`
+		Message string          `json:"message"`
+	} `json:"error"`
+}
+
+// responsesItem is an output item: a message, a reasoning item or a
+// function call.
+type responsesItem struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Summary   []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
+	Content []struct {
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
+	} `json:"content"`
+}
+
+// codeText is an error code as text: a JSON string unquoted, a number as
+// written, null as "".
+func codeText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
+}
+
+// withCode is "code: message", or the message alone without a code.
+func withCode(code json.RawMessage, message string) string {
+	if c := codeText(code); c != "" {
+		return c + ": " + message
+	}
+	return message
+}
+
+// readResponses reads a Responses stream. Blocks open with
+// response.output_item.added and are found again by output_index; the
+// stream must end with response.completed, .incomplete or .failed.
+func readResponses(body io.Reader, st *streamer, m *model) error {
+	status, failure := "", ""
+	err := st.events(body, func(name string, data []byte) (bool, error) {
+		var ev responsesEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		if name == "error" || ev.Type == "error" {
+			msg := withCode(ev.Code, ev.Message)
+			if ev.Error != nil {
+				msg = withCode(ev.Error.Code, ev.Error.Message)
+			}
+			return true, &providerError{message: cmp.Or(msg, "The model server reported an error")}
+		}
+		i, open := st.blocks[ev.OutputIndex]
+		switch ev.Type {
+		case "response.output_item.added":
+			var item responsesItem
+			json.Unmarshal(ev.Item, &item)
+			switch item.Type {
+			case "reasoning":
+				st.startBlock(ev.OutputIndex, contentBlock{Type: "thinking"})
+			case "message":
+				st.startBlock(ev.OutputIndex, contentBlock{Type: "text"})
+			case "function_call":
+				id := item.CallID
+				if item.ID != "" {
+					id += "|" + item.ID // pi's form: the item id goes back with the call
+				}
+				st.startBlock(ev.OutputIndex, contentBlock{Type: "toolCall", ID: id, Name: item.Name})
+			}
+		case "response.reasoning_summary_part.added":
+			if open && ev.SummaryIndex > 0 {
+				st.delta(i, "\n\n")
+			}
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta", "response.output_text.delta",
+			"response.refusal.delta", "response.function_call_arguments.delta":
+			if open && ev.Delta != "" {
+				st.delta(i, ev.Delta)
+			}
+		case "response.function_call_arguments.done":
+			if open && st.sofar(i) == "" && ev.Arguments != "" {
+				st.delta(i, ev.Arguments)
+			}
+		case "response.output_item.done":
+			if !open {
+				break
+			}
+			var item responsesItem
+			json.Unmarshal(ev.Item, &item)
+			b := &st.msg.Content[i]
+			var whole []string // the item's text, for a block whose deltas never came
+			switch item.Type {
+			case "reasoning":
+				var compact bytes.Buffer
+				if json.Compact(&compact, ev.Item) == nil {
+					st.keep(&b.ThinkingSignature, compact.String())
+				}
+				for _, s := range item.Summary {
+					whole = append(whole, s.Text)
+				}
+			case "message":
+				sig, _ := json.Marshal(struct {
+					V  int    `json:"v"`
+					ID string `json:"id"`
+				}{1, item.ID})
+				st.keep(&b.TextSignature, string(sig))
+				for _, c := range item.Content {
+					whole = append(whole, c.Text+c.Refusal)
+				}
+			case "function_call":
+				whole = []string{item.Arguments}
+			}
+			sep := "\n\n"
+			if item.Type != "reasoning" {
+				sep = ""
+			}
+			if text := strings.Join(whole, sep); st.sofar(i) == "" && text != "" {
+				st.delta(i, text)
+			}
+			st.endBlock(i)
+			delete(st.blocks, ev.OutputIndex)
+		case "response.completed", "response.incomplete", "response.failed":
+			r := ev.Response
+			if r == nil {
+				return true, &providerError{message: "Invalid response from the model server: " + ev.Type + " without a response"}
+			}
+			if u := r.Usage; u != nil {
+				cached, written := u.InputTokensDetails.CachedTokens, u.InputTokensDetails.CacheWriteTokens
+				st.msg.Usage.Input = max(0, u.InputTokens-cached-written)
+				st.msg.Usage.CacheRead, st.msg.Usage.CacheWrite, st.msg.Usage.Output = cached, written, u.OutputTokens
+			}
+			status = cmp.Or(r.Status, strings.TrimPrefix(ev.Type, "response."))
+			switch {
+			case r.Error != nil:
+				failure = withCode(r.Error.Code, r.Error.Message)
+			case r.IncompleteDetails != nil:
+				failure = r.IncompleteDetails.Reason
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+	st.endOpen()
+	if err != nil {
+		return err
+	}
+	switch {
+	case status == "completed" || status == "in_progress" || status == "queued":
+		return st.stopAs("stop", status, m)
+	case status == "incomplete" && failure == "max_output_tokens":
+		return st.stopAs("length", status, m)
+	case status == "incomplete":
+		return &providerError{message: "Response incomplete: " + failure}
+	}
+	return &providerError{message: cmp.Or(failure, "The response "+status)}
+}

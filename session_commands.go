@@ -1,0 +1,488 @@
+package main
+
+// The session commands: opening the session at startup, new_session,
+// switch_session, fork and clone (which change the conversation once the
+// agent is still), and the commands that read the session's entries.
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// openConversation sets up a session's conversation as o says: in memory
+// only (--no-session), the file o.file (loaded when it exists, else
+// created there), the cwd's session with id o.id, a copy of o.forkFrom,
+// or a new file in --session-dir or pi's folder for the cwd, which must be
+// writable (nothing is created until the first answer).
+func (s *session) openConversation(o sessionOptions) (*conversation, error) {
+	s.env.trace.phase("tools, model")
+	defer s.env.trace.phase("session")
+	cfg, cwd := s.set.cfg, s.set.cwd
+	c := &conversation{clock: s.env.clock, warn: s.warn}
+	s.conv = c
+	switch {
+	case cfg.noSession || o.file != "":
+	case cfg.sessionDir != "":
+		s.dir = resolvePath(cfg.cwd, cfg.sessionDir)
+	default:
+		s.dir = defaultSessionDir(s.set.agentDir, cwd)
+	}
+	now := s.env.clock.Now()
+	var ss *sessionFile
+	switch {
+	case cfg.noSession:
+		ss = newSessionFile(now, "", cwd, "", "", "", true)
+	case o.file != "":
+		path := resolvePath(cwd, o.file)
+		if _, err := os.Lstat(path); err == nil {
+			loaded, err := openSessionFile(path, s.lockWait())
+			if err != nil {
+				return nil, err
+			}
+			if notice := loaded.skippedNotice(); notice != "" {
+				s.warn(notice)
+			}
+			s.useSessionIn(c, loaded)
+			return c, nil
+		}
+		ss = newSessionFile(now, "", cwd, "", path, "", false)
+	default:
+		if err := checkWritableDir(s.dir); err != nil {
+			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.dir, err)
+		}
+		if o.id != "" && o.forkFrom == "" {
+			if found, _ := filepath.Glob(filepath.Join(s.dir, "*_"+o.id+".jsonl")); len(found) > 0 {
+				loaded, err := openSessionFile(found[0], s.lockWait())
+				if err != nil {
+					return nil, err
+				}
+				s.useSessionIn(c, loaded)
+				return c, nil
+			}
+		}
+		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
+		if o.forkFrom != "" {
+			from, err := loadSessionFile(resolvePath(cwd, o.forkFrom))
+			if err != nil {
+				return nil, err
+			}
+			copyBranch(ss, from, from.leaf)
+			ss.header.ParentSession = from.path
+			s.useSessionIn(c, ss)
+			c.writeWhole(ss)
+			return c, nil
+		}
+	}
+	c.replace(ss, sessionContext{name: o.name})
+	s.startEntries()
+	if o.writeNow && ss.path != "" {
+		c.writeFile(ss)
+	}
+	return c, nil
+}
+
+// checkWritableDir proves that dir, or the nearest folder above it that
+// exists, can hold a new file (canCreateIn), without leaving anything
+// behind.
+func checkWritableDir(dir string) error {
+	for {
+		info, err := os.Stat(dir)
+		if err == nil {
+			if !info.IsDir() {
+				return fmt.Errorf("%s is not a directory", dir)
+			}
+			return canCreateIn(dir)
+		}
+		if !errors.Is(err, os.ErrNotExist) || filepath.Dir(dir) == dir {
+			return unwrapPathError(err)
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// startEntries records a fresh session's model, thinking level and name,
+// as pi does.
+func (s *session) startEntries() {
+	s.mu.Lock()
+	m, thinking := s.model, s.effectiveThinking()
+	s.mu.Unlock()
+	if m != nil {
+		s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+	}
+	s.conv.record("thinking_level_change", field{"thinkingLevel", thinking})
+	if name := s.conv.info().name; name != "" {
+		s.conv.record("session_info", field{"name", name})
+	}
+}
+
+// useSession makes ss the current session: its conversation, model,
+// thinking level and name; the queues and todos are emptied, the loops
+// move to the new session (loops.go). It reports
+// whether the queues held anything.
+func (s *session) useSession(ss *sessionFile) (queuesCleared bool) {
+	s.moveLoops(ss.path)
+	return s.useSessionIn(s.conv, ss)
+}
+
+func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
+	sc := ss.context()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queuesCleared = len(s.steering)+len(s.followUp) > 0
+	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
+		s.thinkingLevel = sc.thinkingLevel
+	}
+	for _, m := range s.usableModels(s.model) {
+		if m.Provider == sc.provider && m.ID == sc.modelID {
+			s.model = m
+		}
+	}
+	dropUnrunLocked(s.steering, s.followUp)
+	s.steering, s.followUp, s.todos = nil, nil, nil
+	c.replace(ss, sc)
+	return queuesCleared
+}
+
+// announceSession follows a session change's answer: queue_update when
+// the change emptied the queues, then session_started, then the new
+// session's restored loops.
+func (s *session) announceSession(queuesCleared bool) {
+	s.conv.flush() // the session left lets go of its file
+	if queuesCleared {
+		s.emitQueue()
+	}
+	s.emit("session_started", s.conv.header(), nil)
+	s.announceLoops()
+}
+
+// newSession starts a new, empty conversation in this session (a running
+// agent is aborted first; its last events are still sent and saved),
+// whose header names parent (a path; "" for none) as parentSession. done
+// gets the outcome; then queue_update (when the queues held anything),
+// session_started and the loops follow.
+func (s *session) newSession(parent string, done func(error)) {
+	cleared := false
+	s.changeSession(nil, func() error {
+		info := s.conv.info()
+		dir := s.dir
+		if dir == "" && info.path != "" {
+			dir = filepath.Dir(info.path)
+		}
+		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
+		cleared = s.useSession(ss)
+		s.startEntries()
+		return nil
+	}, func(err error) {
+		done(err)
+		if err == nil {
+			s.announceSession(cleared)
+		}
+	})
+}
+
+// switchSession opens the session file at path (relative to the cwd),
+// read in the background; a missing or invalid file fails and the current
+// conversation stays as it was. done as in newSession.
+func (s *session) switchSession(path string, done func(error)) {
+	path = resolvePath(s.set.cwd, path)
+	cleared := false
+	var loaded *sessionFile
+	s.changeSession(func() error {
+		var err error
+		loaded, err = s.conv.open(path, s.lockWait())
+		return err
+	}, func() error {
+		cleared = s.useSession(loaded)
+		return nil
+	}, func(err error) {
+		done(err)
+		if err != nil {
+			return
+		}
+		s.announceSession(cleared)
+		if notice := loaded.skippedNotice(); notice != "" {
+			s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
+		}
+	})
+}
+
+// fork starts a new conversation from before one of the user's messages
+// (the entry entryID): it holds the history up to, not including, that
+// message, and its header names the old file as parentSession. An entry
+// that is not a user message fails at once; done gets that message's
+// text (to edit and send again), then the announcements of newSession
+// and set_editor_text with the text follow.
+func (s *session) fork(entryID string, done func(text string, err error)) error {
+	s.conv.mu.Lock()
+	old := s.conv.sessionFile
+	e := old.byID[entryID]
+	s.conv.mu.Unlock()
+	var text string
+	ok := e != nil && e.Type == "message"
+	if ok {
+		text, ok = userText(e.msg)
+	}
+	if !ok {
+		return errors.New("Invalid entry ID for forking")
+	}
+	cleared := false
+	s.changeSession(nil, func() error {
+		dir := s.dir
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		forked := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		if e.ParentID != nil {
+			s.conv.mu.Lock()
+			copyBranch(forked, old, *e.ParentID)
+			s.conv.mu.Unlock()
+		}
+		cleared = s.useSession(forked)
+		s.conv.writeWhole(forked)
+		return nil
+	}, func(err error) {
+		done(text, err)
+		if err == nil {
+			s.announceSession(cleared)
+			s.tell(uiRequest{Method: "set_editor_text", Text: text})
+		}
+	})
+	return nil
+}
+
+// clone starts a new conversation holding the current branch as it is
+// (the same entries), whose header names the old file as parentSession
+// (pi 1.6). An empty conversation fails at once; done as in newSession.
+func (s *session) clone(done func(error)) error {
+	s.conv.mu.Lock()
+	old := s.conv.sessionFile
+	leaf := old.leaf
+	s.conv.mu.Unlock()
+	if leaf == "" {
+		return errors.New("Cannot clone session: no current entry selected")
+	}
+	cleared := false
+	s.changeSession(nil, func() error {
+		dir := s.dir
+		if dir == "" && old.path != "" {
+			dir = filepath.Dir(old.path)
+		}
+		cloned := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
+		s.conv.mu.Lock()
+		copyBranch(cloned, old, leaf)
+		s.conv.mu.Unlock()
+		cleared = s.useSession(cloned)
+		s.conv.writeWhole(cloned)
+		return nil
+	}, func(err error) {
+		done(err)
+		if err == nil {
+			s.announceSession(cleared)
+		}
+	})
+	return nil
+}
+
+// copyBranch gives ss the entries of from's branch up to leaf (the same
+// ids), ending there.
+func copyBranch(ss, from *sessionFile, leaf string) {
+	for _, e := range from.branch(leaf) {
+		ss.entries = append(ss.entries, e)
+		ss.byID[e.ID] = e
+		ss.leaf = e.ID
+	}
+}
+
+// userText joins the text blocks of a user message.
+func userText(msg any) (string, bool) {
+	m, ok := msg.(*userMessage)
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String(), true
+}
+
+// ---- The commands ----
+
+var notCancelled = struct {
+	Cancelled bool `json:"cancelled"`
+}{false}
+
+// newSessionCommand starts a new, empty session (a running agent is
+// aborted first; its last events are still sent and saved).
+// Fields: [parentSession] (path recorded in the new header).
+// Answer: {"cancelled":false}, from the background when a run had to
+// stop first. Events: session_started after the answer.
+func (s *server) newSessionCommand(r *request) (any, error) {
+	parent, err := r.optStr("parentSession")
+	if err != nil {
+		return nil, err
+	}
+	s.newSession(parent, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
+// switchSessionCommand opens another session file, read in the background. A
+// missing or invalid file fails and the current session stays as it was.
+// Fields: sessionPath. Answer: {"cancelled":false}. Events:
+// session_started with the loaded header after the answer.
+func (s *server) switchSessionCommand(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	s.switchSession(path, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
+// forkCommand starts a new session from before one of the user's messages: it
+// holds the history up to (not including) that message, and its header
+// names the old file as parentSession.
+// Fields: entryId (of a user message entry). Answer: {text (that
+// message's text, to edit and send again), cancelled:false}. Events:
+// session_started after the answer. UI: set_editor_text with the text.
+func (s *server) forkCommand(r *request) (any, error) {
+	id, err := r.str("entryId")
+	if err != nil {
+		return nil, err
+	}
+	return noReply{}, s.fork(id, func(text string, err error) {
+		s.reply(r, struct {
+			Text      string `json:"text"`
+			Cancelled bool   `json:"cancelled"`
+		}{text, false}, err)
+	})
+}
+
+// cloneCommand starts a new session holding the current branch as it is (the same
+// entries), whose header names the old file as parentSession (pi 1.6).
+// Fields: none. Answer: {"cancelled":false}. Events: session_started after
+// the answer.
+func (s *server) cloneCommand(r *request) (any, error) {
+	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
+}
+
+// entriesAnswer is get_entries' answer.
+type entriesAnswer struct {
+	Entries []json.RawMessage `json:"entries"`
+	LeafID  *string           `json:"leafId"`
+}
+
+// getEntriesCommand answers the session's entries in file order (every branch),
+// or only those after one.
+// Fields: [since] (an entry id). Answer: {entries, leafId (null when the
+// session is empty)}; an unknown since fails "Entry not found: <id>".
+func (s *server) getEntriesCommand(r *request) (any, error) {
+	since, err := r.optStr("since")
+	if err != nil {
+		return nil, err
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.sessionFile
+	entries := ss.entries
+	if since != "" {
+		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
+		if i < 0 {
+			return nil, fmt.Errorf("Entry not found: %s", since)
+		}
+		entries = entries[i+1:]
+	}
+	answer := entriesAnswer{Entries: []json.RawMessage{}}
+	for _, e := range entries {
+		answer.Entries = append(answer.Entries, e.line())
+	}
+	if ss.leaf != "" {
+		leaf := ss.leaf
+		answer.LeafID = &leaf
+	}
+	return answer, nil
+}
+
+// treeNode is one node of get_tree: an entry and the entries under it.
+type treeNode struct {
+	Entry    json.RawMessage `json:"entry"`
+	Children []*treeNode     `json:"children"`
+}
+
+// getTreeCommand answers the session's entries as a tree (pi 1.6's shape, plus
+// the original's activeLeafId): roots are the entries without a parent
+// (or whose parent is missing), children in timestamp order.
+// Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
+// (the leaf the next entry hangs under; rpi has no other leaf, so it is
+// leafId)}.
+func (s *server) getTreeCommand(r *request) (any, error) {
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	ss := s.conv.sessionFile
+	nodes := map[string]*treeNode{}
+	for _, e := range ss.entries {
+		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
+	}
+	roots := []*treeNode{}
+	for _, e := range ss.entries {
+		if e.ParentID != nil && nodes[*e.ParentID] != nil && *e.ParentID != e.ID {
+			parent := nodes[*e.ParentID]
+			parent.Children = append(parent.Children, nodes[e.ID])
+		} else {
+			roots = append(roots, nodes[e.ID])
+		}
+	}
+	stamp := map[*treeNode]string{}
+	for _, e := range ss.entries {
+		stamp[nodes[e.ID]] = e.Timestamp
+	}
+	for _, n := range nodes {
+		slices.SortStableFunc(n.Children, func(a, b *treeNode) int { return strings.Compare(stamp[a], stamp[b]) })
+	}
+	var leaf *string
+	if ss.leaf != "" {
+		l := ss.leaf
+		leaf = &l
+	}
+	return struct {
+		Tree         []*treeNode `json:"tree"`
+		LeafID       *string     `json:"leafId"`
+		ActiveLeafID *string     `json:"activeLeafId"`
+	}{roots, leaf, leaf}, nil
+}
+
+// getForkMessagesCommand lists the user messages a fork can start from, in file
+// order, every branch included.
+// Fields: none. Answer: {"messages":[{entryId, text}]}.
+func (s *server) getForkMessagesCommand(r *request) (any, error) {
+	type forkPoint struct {
+		EntryID string `json:"entryId"`
+		Text    string `json:"text"`
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	points := []forkPoint{}
+	for _, e := range s.conv.sessionFile.entries {
+		if e.Type != "message" {
+			continue
+		}
+		if text, ok := userText(e.msg); ok && text != "" {
+			points = append(points, forkPoint{e.ID, text})
+		}
+	}
+	return struct {
+		Messages []forkPoint `json:"messages"`
+	}{points}, nil
+}
+
+// lockWait is how long opening a session file another rpi holds waits.
+func (s *session) lockWait() time.Duration { return cmp.Or(s.env.lockWait, sessionLockWait) }

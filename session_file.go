@@ -1,0 +1,836 @@
+package main
+
+// Session files: pi's format (version 3), read back with versions 1 and 2
+// migrated; a session's entries as a tree and the conversation they say;
+// writing a file whole or a line at a time; and the lock by which a
+// session holds its file. The conversation store is in conversation.go,
+// the commands in session_commands.go.
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// sessionEntry is one entry of a session file. The fields rpi reads are
+// decoded (decodeEntry); raw keeps the line as it was, so entries and
+// fields rpi does not know survive a rewrite untouched. A message entry
+// whose line is exactly what rpi would write for its decoded message
+// keeps no raw: the message is held once, and its line is written again
+// from it (line).
+type sessionEntry struct {
+	Type             string          `json:"type"`
+	ID               string          `json:"id"`
+	ParentID         *string         `json:"parentId"`
+	Provider         string          `json:"provider"`
+	ModelID          string          `json:"modelId"`
+	ThinkingLevel    string          `json:"thinkingLevel"`
+	Summary          string          `json:"summary"`
+	FirstKeptEntryID string          `json:"firstKeptEntryId"`
+	TokensBefore     int             `json:"tokensBefore"`
+	Name             string          `json:"name"`
+	FromID           string          `json:"fromId"`
+	CustomType       string          `json:"customType"`
+	Content          json.RawMessage `json:"content"`
+	Timestamp        string          `json:"timestamp"`
+
+	raw     []byte
+	msg     any // a message entry's message, as decodeMessage gives it
+	msgSize int // the bytes of its JSON
+}
+
+// line is the entry's line in the file.
+func (e *sessionEntry) line() []byte {
+	if e.raw != nil {
+		return e.raw
+	}
+	return e.appendLine(nil)
+}
+
+// appendLine appends the entry's line to buf.
+func (e *sessionEntry) appendLine(buf []byte) []byte {
+	if e.raw != nil {
+		return append(buf, e.raw...)
+	}
+	buf, _ = e.appendMessageLine(buf)
+	return buf
+}
+
+// appendMessageLine appends the line rpi writes for a message entry:
+// type, id, parentId, timestamp and the message (appendMessageJSON); ok
+// is false when the message cannot be written so.
+func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
+	return e.appendMessageLineFrom(buf, nil)
+}
+
+// appendMessageLineFrom is appendMessageLine copying what sources hold.
+func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
+	buf = append(buf, `{"type":"message","id":`...)
+	buf = appendJSONString(buf, e.ID)
+	buf = append(buf, `,"parentId":`...)
+	if e.ParentID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *e.ParentID)
+	}
+	buf = append(buf, `,"timestamp":`...)
+	buf = appendJSONString(buf, e.Timestamp)
+	buf = append(buf, `,"message":`...)
+	buf, ok = appendMessageFrom(buf, e.msg, sources)
+	return append(buf, '}'), ok
+}
+
+// keepLine sets the entry's raw to a copy of line, just decoded by d,
+// unless it is a message entry that appendMessageLine writes byte for
+// byte. The check copies the texts d found written as appendJSONString
+// writes them (d.sources) instead of encoding them again.
+func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
+	if e.Type == "message" && e.msg != nil {
+		again, ok := e.appendMessageLineFrom(d.scratch[:0], d.sources)
+		d.scratch = again[:0]
+		if ok && bytes.Equal(again, line) {
+			e.raw = nil
+			return
+		}
+	}
+	e.raw = bytes.Clone(line)
+}
+
+// role is the role of a message entry's message ("" without one), as
+// messageRole of its JSON gives it.
+func (e *sessionEntry) role() string {
+	switch m := e.msg.(type) {
+	case *userMessage:
+		return m.Role
+	case *assistantMessage:
+		return m.Role
+	case *toolResultMessage:
+		return m.Role
+	case bashExecutionMessage:
+		return m.Role
+	case *summaryMessage:
+		return m.Role
+	case rawMessage:
+		return messageRole(json.RawMessage(m))
+	}
+	return ""
+}
+
+// sessionHeader is the data of session_started and the first line of a
+// session file (minus its "type").
+type sessionHeader struct {
+	Version       int    `json:"version"`
+	ID            string `json:"id"`
+	Timestamp     string `json:"timestamp"`
+	Cwd           string `json:"cwd"`
+	ParentSession string `json:"parentSession,omitempty"`
+}
+
+// sessionFile is the conversation's record: its header, its entries as a
+// tree, and the file they are written to (or none, in memory only).
+type sessionFile struct {
+	header  sessionHeader
+	path    string // "" for an in-memory session (--no-session)
+	written bool   // the file exists and holds every entry so far
+	loaded  bool   // read from an existing file: its end is checked before the first append
+	entries []*sessionEntry
+	byID    map[string]*sessionEntry
+	leaf    string // the current entry; "" before the first
+	skipped []int  // lines that were not entries, besides a torn last one
+	// lock is the session's hold on its file (see lockSessionFile), nil
+	// until it has one; guarded by the conversation's lockMu.
+	lock *os.File
+}
+
+// maxSessionLineBytes is the longest session line rpi reads: far more
+// than any entry rpi or pi writes (a 64 MiB image prompt), and a bound on
+// what a hostile file can make it hold.
+const maxSessionLineBytes = 256 << 20
+
+// skippedNotice tells the client about lines a load had to skip, or "".
+func (ss *sessionFile) skippedNotice() string {
+	if len(ss.skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %v): what they held is not in the conversation", len(ss.skipped), ss.path, ss.skipped)
+}
+
+// newSessionFile starts an empty session whose id is id (a fresh UUID when
+// "", the only one made) and whose file (unless in memory) will be path,
+// or a fresh name in dir.
+func newSessionFile(now time.Time, id, cwd, dir, path, parent string, inMemory bool) *sessionFile {
+	if id == "" {
+		id = newUUIDv7(now)
+	}
+	s := &sessionFile{header: sessionHeader{Version: 3, ID: id, Timestamp: timestamp(now), Cwd: cwd, ParentSession: parent},
+		byID: map[string]*sessionEntry{}}
+	switch {
+	case inMemory:
+	case path != "":
+		s.path = path
+	default:
+		name := strings.NewReplacer(":", "-", ".", "-").Replace(s.header.Timestamp)
+		s.path = filepath.Join(dir, name+"_"+s.header.ID+".jsonl")
+	}
+	return s
+}
+
+// defaultSessionDir is pi's session folder for a cwd: the path without
+// its leading slash, with /, \ and : turned into -.
+func defaultSessionDir(agentDir, cwd string) string {
+	safe := strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(strings.TrimLeft(cwd, "/\\"))
+	return filepath.Join(agentDir, "sessions", "--"+safe+"--")
+}
+
+// newEntryID is 8 hex characters not yet used in the session.
+func (ss *sessionFile) newEntryID() string {
+	for {
+		var b [4]byte
+		randomID(b[:])
+		if id := hex.EncodeToString(b[:]); ss.byID[id] == nil {
+			return id
+		}
+	}
+}
+
+// field is one of an entry's own fields, in order after type, id,
+// parentId and timestamp.
+type field struct {
+	name  string
+	value any
+}
+
+// add appends an entry under the current leaf, in memory.
+func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
+	id := ss.newEntryID()
+	line := []byte(`{"type":`)
+	line = appendJSONString(line, typ)
+	line = append(line, `,"id":`...)
+	line = appendJSONString(line, id)
+	line = append(line, `,"parentId":`...)
+	if ss.leaf != "" {
+		line = appendJSONString(line, ss.leaf)
+	} else {
+		line = append(line, "null"...)
+	}
+	stamp := timestamp(now)
+	line = append(line, `,"timestamp":`...)
+	line = appendJSONString(line, stamp)
+	// An entry whose fields are all text (a model, thinking level or name
+	// change) is set directly: what json.Unmarshal of its line would give,
+	// without encoding/json's reflection, whose first use costs startup.
+	e, direct := &sessionEntry{}, true
+	for _, f := range fields {
+		line = append(line, ',')
+		line = appendJSONString(line, f.name)
+		line = append(line, ':')
+		if text, ok := f.value.(string); ok && utf8.ValidString(text) && e.setText(f.name, text) {
+			line = appendJSONString(line, text)
+			continue
+		}
+		direct = false
+		var err error
+		if line, err = appendMarshal(line, f.value); err != nil {
+			return nil, err
+		}
+	}
+	line = append(line, '}')
+	if direct {
+		e.Type, e.ID, e.Timestamp = typ, id, stamp
+		if ss.leaf != "" {
+			parent := ss.leaf
+			e.ParentID = &parent
+		}
+		e.raw = line
+	} else {
+		var err error
+		var d jsonIn
+		if e, err = decodeEntry(line, &d); err != nil {
+			return nil, err
+		}
+		e.keepLine(line, &d)
+	}
+	ss.entries = append(ss.entries, e)
+	ss.byID[id] = e
+	ss.leaf = id
+	return e, nil
+}
+
+// setText sets the text field whose JSON name is name, as json.Unmarshal
+// of the entry's line would; false for a name that is not one.
+func (e *sessionEntry) setText(name, text string) bool {
+	switch name {
+	case "provider":
+		e.Provider = text
+	case "modelId":
+		e.ModelID = text
+	case "thinkingLevel":
+		e.ThinkingLevel = text
+	case "summary":
+		e.Summary = text
+	case "firstKeptEntryId":
+		e.FirstKeptEntryID = text
+	case "name":
+		e.Name = text
+	case "fromId":
+		e.FromID = text
+	case "customType":
+		e.CustomType = text
+	default:
+		return false
+	}
+	return true
+}
+
+// headerLine is the file's first line: the header with "type":"session"
+// first.
+func (ss *sessionFile) headerLine() []byte {
+	line := ss.header.appendMembers([]byte(`{"type":"session"`))
+	return append(line, '}')
+}
+
+// wholeFile is the file as it should be: the header, then every entry.
+func (ss *sessionFile) wholeFile() []byte {
+	buf := append(ss.headerLine(), '\n')
+	for _, e := range ss.entries {
+		buf = append(e.appendLine(buf), '\n')
+	}
+	return buf
+}
+
+// appendLine appends one line to an existing file with a single write.
+// When the file does not end with "\n" (a crash tore its last line), the
+// torn bytes are dropped first, or, when they are a whole entry, ended.
+func appendLine(path string, line []byte, checkEnd bool) error {
+	f, err := openRegular(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if checkEnd {
+		if err := mendEnd(f); err != nil {
+			return err
+		}
+	}
+	if _, err := f.Write(append(slices.Clip(line), '\n')); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// mendEnd makes the file end with "\n" before an append: a last line
+// without one is kept (and ended) when it is a whole JSON object, and cut
+// off when it is torn.
+func mendEnd(f *os.File) error {
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return err
+	}
+	size := info.Size()
+	const window = 64 << 10
+	for end := size; end > 0; {
+		start := max(end-window, 0)
+		buf := make([]byte, end-start)
+		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+			return err
+		}
+		if end == size && buf[len(buf)-1] == '\n' {
+			return nil
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 || start == 0 {
+			lineStart := start + int64(i) + 1
+			tail := make([]byte, size-lineStart)
+			f.ReadAt(tail, lineStart)
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(tail, &obj) == nil && obj != nil {
+				_, err := f.Write([]byte("\n"))
+				return err
+			}
+			return f.Truncate(lineStart)
+		}
+		end = start
+	}
+	return nil
+}
+
+func messageRole(raw json.RawMessage) string {
+	var m struct{ Role string }
+	json.Unmarshal(raw, &m)
+	return m.Role
+}
+
+// loadSessionFile reads a session file: a header line, then entries. Lines
+// that are not JSON (a torn last line, say) are skipped; lines of any
+// length are read as they stream by. Version 1 and 2 files are migrated
+// in memory (and rewritten on the next append). A file where two entries
+// have one id, or whose parentId links loop, is refused.
+func loadSessionFile(path string) (*sessionFile, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("Session file not found: %s", path)
+	}
+	var nr *errNotRegular
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
+	}
+	defer f.Close()
+	ss := &sessionFile{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
+	tooLong := func(line int) error {
+		return fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, line, maxSessionLineBytes)
+	}
+	line, lineNo, next, err := readHeaderLine(f)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(lineNo)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	case line == nil:
+		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+	}
+	var header struct {
+		Type    string `json:"type"`
+		Version *int   `json:"version"` // absent in version 1
+		sessionHeader
+	}
+	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+		return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
+	}
+	// Version 3 lines are written again as they are (keepLine); older
+	// ones are kept for the migrations below.
+	var parts int
+	if info, err := f.Stat(); err == nil {
+		parts = sessionParts(info.Size() - next)
+	}
+	read, err := readEntries(f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
+	switch {
+	case err == errLineTooLong:
+		return nil, tooLong(read.tooLong)
+	case err != nil:
+		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	}
+	ss.entries, ss.skipped = read.entries, read.skipped
+	ss.header = header.sessionHeader
+	version := 1
+	if header.Version != nil {
+		version = *header.Version
+	}
+	if version < 2 {
+		ss.migrateV1()
+	}
+	if version < 3 {
+		ss.migrateV2()
+	}
+	ss.header.Version = 3
+	if id := duplicateID(ss.entries); id != nil {
+		return nil, fmt.Errorf("Not a valid session file: %s (two entries have the id %q, so a parentId naming it "+
+			"could mean either: each entry's id must be unique in its file)", path, *id)
+	}
+	for _, e := range ss.entries {
+		ss.byID[e.ID] = e
+	}
+	if id := ss.parentLoop(); id != "" {
+		return nil, fmt.Errorf("Not a valid session file: %s (the parentId links from entry %s loop)", path, id)
+	}
+	if len(ss.entries) > 0 {
+		ss.leaf = ss.entries[len(ss.entries)-1].ID
+	}
+	if version < 3 {
+		ss.written = false // the next append rewrites the file as version 3
+	}
+	return ss, nil
+}
+
+// duplicateID returns an id that two of entries have, or nil. A file
+// with one is refused rather than repaired: which of the two an entry's
+// parentId means cannot be known, and the tree built from either guess
+// may loop.
+func duplicateID(entries []*sessionEntry) *string {
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if seen[e.ID] {
+			return &e.ID
+		}
+		seen[e.ID] = true
+	}
+	return nil
+}
+
+// parentLoop returns an entry whose chain of parents loops, or "".
+func (ss *sessionFile) parentLoop() string {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[string]int{}
+	for _, start := range ss.entries {
+		var path []string
+		for e := start; e != nil && state[e.ID] != done; {
+			if state[e.ID] == visiting {
+				return e.ID
+			}
+			state[e.ID] = visiting
+			path = append(path, e.ID)
+			if e.ParentID == nil {
+				break
+			}
+			e = ss.byID[*e.ParentID]
+		}
+		for _, id := range path {
+			state[id] = done
+		}
+	}
+	return ""
+}
+
+// branch is the path of entries from the root to leaf; it stops at an
+// entry seen twice (loaded files never loop: see parentLoop).
+func (ss *sessionFile) branch(leaf string) []*sessionEntry {
+	var path []*sessionEntry
+	seen := map[string]bool{}
+	for e := ss.byID[leaf]; e != nil && !seen[e.ID]; {
+		seen[e.ID] = true
+		path = append(path, e)
+		if e.ParentID == nil {
+			break
+		}
+		e = ss.byID[*e.ParentID]
+	}
+	slices.Reverse(path)
+	return path
+}
+
+// migrateV1 gives version 1's linear entries ids and parents, and turns a
+// compaction's firstKeptEntryIndex into firstKeptEntryId.
+func (ss *sessionFile) migrateV1() {
+	ids := map[string]*sessionEntry{}
+	prev := ""
+	for _, e := range ss.entries {
+		for e.ID == "" || ids[e.ID] != nil {
+			var b [4]byte
+			randomID(b[:])
+			e.ID = hex.EncodeToString(b[:])
+		}
+		ids[e.ID] = e
+		if prev != "" {
+			p := prev
+			e.ParentID = &p
+		}
+		prev = e.ID
+	}
+	for _, e := range ss.entries {
+		var fields map[string]json.RawMessage
+		json.Unmarshal(e.raw, &fields)
+		fields["id"], _ = json.Marshal(e.ID)
+		fields["parentId"], _ = json.Marshal(e.ParentID)
+		if index, ok := fields["firstKeptEntryIndex"]; ok && e.Type == "compaction" {
+			var i int
+			// The index counts the file's lines, the header being 0.
+			if json.Unmarshal(index, &i) == nil && i >= 1 && i <= len(ss.entries) {
+				e.FirstKeptEntryID = ss.entries[i-1].ID
+				fields["firstKeptEntryId"], _ = json.Marshal(e.FirstKeptEntryID)
+			}
+			delete(fields, "firstKeptEntryIndex")
+		}
+		e.raw = orderedEntry(fields)
+	}
+}
+
+// migrateV2 renames the hookMessage role to custom, keeping the rest of
+// each line as it was.
+func (ss *sessionFile) migrateV2() {
+	old, renamed := []byte(`"role":"hookMessage"`), []byte(`"role":"custom"`)
+	for _, e := range ss.entries {
+		if m, ok := e.msg.(rawMessage); ok && e.Type == "message" && e.role() == "hookMessage" {
+			m = bytes.Replace(m, old, renamed, 1)
+			e.msg, e.msgSize = decodeMessage(json.RawMessage(m)), len(m)
+			e.raw = bytes.Replace(e.raw, old, renamed, 1)
+		}
+	}
+}
+
+// orderedEntry encodes an entry with type, id, parentId and timestamp
+// first, then the other fields in name order.
+func orderedEntry(fields map[string]json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	first := true
+	write := func(k string, v json.RawMessage) {
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(appendJSONString(nil, k))
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	for _, k := range []string{"type", "id", "parentId", "timestamp"} {
+		if v, ok := fields[k]; ok {
+			write(k, v)
+			delete(fields, k)
+		}
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		write(k, fields[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes()
+}
+
+// sessionContext is what a session says the conversation is.
+type sessionContext struct {
+	messages      []any
+	thinkingLevel string
+	provider      string
+	modelID       string
+	name          string
+}
+
+// context rebuilds the conversation from the leaf's branch: the latest
+// compaction's summary first, then the entries it kept and those after
+// it; the last model and thinking level on the branch; the session name.
+func (ss *sessionFile) context() sessionContext {
+	var c sessionContext
+	path := ss.branch(ss.leaf)
+	compaction := -1
+	for i, e := range path {
+		switch e.Type {
+		case "thinking_level_change":
+			c.thinkingLevel = e.ThinkingLevel
+		case "model_change":
+			c.provider, c.modelID = e.Provider, e.ModelID
+		case "message":
+			if provider, model, ok := e.answeredBy(); ok {
+				c.provider, c.modelID = provider, model
+			}
+		case "compaction":
+			compaction = i
+		}
+	}
+	for _, e := range ss.entries {
+		if e.Type == "session_info" {
+			c.name = strings.TrimSpace(e.Name)
+		}
+	}
+	start := 0
+	if compaction >= 0 {
+		comp := path[compaction]
+		c.messages = append(c.messages, &summaryMessage{Role: "compactionSummary", Summary: comp.Summary,
+			TokensBefore: comp.TokensBefore, Timestamp: entryMillis(comp)})
+		for start = 0; start < compaction && path[start].ID != comp.FirstKeptEntryID; start++ {
+		}
+		if start == compaction {
+			start = compaction + 1
+		}
+	}
+	for i := start; i < len(path); i++ {
+		if i == compaction {
+			continue
+		}
+		switch e := path[i]; e.Type {
+		case "message":
+			if e.msg != nil {
+				c.messages = append(c.messages, e.msg)
+			}
+		case "branch_summary":
+			if e.Summary != "" {
+				c.messages = append(c.messages, &summaryMessage{Role: "branchSummary", Summary: e.Summary, FromID: e.FromID, Timestamp: entryMillis(e)})
+			}
+		case "custom_message":
+			var display struct {
+				Display bool            `json:"display"`
+				Details json.RawMessage `json:"details"`
+			}
+			json.Unmarshal(e.raw, &display)
+			fields, _ := marshalJSON(struct {
+				Role       string          `json:"role"`
+				CustomType string          `json:"customType"`
+				Content    json.RawMessage `json:"content"`
+				Display    bool            `json:"display"`
+				Details    json.RawMessage `json:"details,omitempty"`
+				Timestamp  int64           `json:"timestamp"`
+			}{"custom", e.CustomType, e.Content, display.Display, display.Details, entryMillis(e)})
+			c.messages = append(c.messages, rawMessage(fields))
+		}
+	}
+	return c
+}
+
+// answeredBy is the provider and model of an assistant message entry.
+func (e *sessionEntry) answeredBy() (provider, model string, ok bool) {
+	switch m := e.msg.(type) {
+	case *assistantMessage:
+		return m.Provider, m.Model, true
+	case rawMessage:
+		var probe struct{ Role, Provider, Model string }
+		json.Unmarshal(m, &probe)
+		return probe.Provider, probe.Model, probe.Role == "assistant"
+	}
+	return "", "", false
+}
+
+func entryMillis(e *sessionEntry) int64 {
+	t, err := time.Parse(time.RFC3339Nano, e.Timestamp)
+	if err != nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// decodeMessageSlow is decodeMessage by encoding/json, for what the fast
+// path does not take (sessionline.go).
+func decodeMessageSlow(raw json.RawMessage) any {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	switch messageRole(raw) {
+	case "user":
+		var probe struct{ Content json.RawMessage }
+		json.Unmarshal(raw, &probe)
+		m := &userMessage{}
+		if len(probe.Content) > 0 && probe.Content[0] == '"' {
+			var text string
+			json.Unmarshal(probe.Content, &text)
+			var rest struct {
+				Role      string
+				Timestamp int64
+			}
+			json.Unmarshal(raw, &rest)
+			return &userMessage{Role: "user", Content: textBlocks(text), Timestamp: rest.Timestamp}
+		}
+		if json.Unmarshal(raw, m) == nil {
+			return m
+		}
+	case "assistant":
+		m := &assistantMessage{}
+		if json.Unmarshal(raw, m) == nil {
+			return m
+		}
+	case "toolResult":
+		m := &toolResultMessage{}
+		if json.Unmarshal(raw, m) == nil {
+			return m
+		}
+	case "bashExecution":
+		var m bashExecutionMessage
+		if json.Unmarshal(raw, &m) == nil {
+			return m
+		}
+	case "compactionSummary", "branchSummary":
+		m := &summaryMessage{}
+		if json.Unmarshal(raw, m) == nil {
+			return m
+		}
+	}
+	return rawMessage(bytes.Clone(raw))
+}
+
+// ---- The session file's lock ----
+
+// Two rpi processes writing one session file would each chain entries
+// to its own last one, and the other's would fall off the conversation.
+// So a session holds its file: an advisory lock (flock on Unix, LockFileEx
+// on Windows; tryLock in sys_*.go) on an open descriptor of the file,
+// taken before the file is read and held while the session is current.
+// Another rpi that opens the file waits up to sessionLockWait for it, then
+// is refused. A session lets go of its file when it stops being current
+// (once its writes are done) and when rpi shuts down, as soon as its last
+// entry is written (conversation.close).
+
+// sessionLockWait is how long opening a file another rpi holds waits for
+// it: a client that hands a session from one process to the next (pi-acp's
+// session/load stops the old one and starts the new one at once) must not
+// be refused while the old one writes its last entry.
+const sessionLockWait = 5 * time.Second
+
+// lockSessionFile takes rpi's hold on the file at path, waiting up to wait
+// while another rpi has it, and returns the descriptor that holds it (nil
+// when there is no file yet: it is held from when rpi creates it).
+func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		f, err := openLockable(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		var nr *errNotRegular
+		if errors.As(err, &nr) {
+			return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
+		}
+		ok, err := tryLock(f)
+		switch {
+		case err != nil:
+			f.Close()
+			return nil, fmt.Errorf("Cannot lock session file %s: %v", path, err)
+		case ok && holdsFile(f, path):
+			return f, nil
+		}
+		// Another rpi has it, or replaced it meanwhile: try again.
+		f.Close()
+		if !ok && !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("Session file %s is in use by another rpi process, which did not let go of it within %v. "+
+				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
+				path, wait, path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// holdsFile reports whether lock holds the file now at path.
+func holdsFile(lock *os.File, path string) bool {
+	if lock == nil {
+		return false
+	}
+	held, err := lock.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
+}
+
+// openSessionFile loads the session file at path, holding it (see
+// lockSessionFile); unlock lets go of it.
+func openSessionFile(path string, wait time.Duration) (*sessionFile, error) {
+	lock, err := lockSessionFile(path, wait)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := loadSessionFile(path)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	ss.lock = lock // not shared yet: no lockMu needed
+	return ss, nil
+}
+
+// unlock lets go of the session's file: another rpi may open it then.
+// lockMu is held, and no write of the session is under way.
+func (ss *sessionFile) unlock() {
+	if ss.lock != nil {
+		ss.lock.Close()
+		ss.lock = nil
+	}
+}

@@ -1,0 +1,487 @@
+package main
+
+// Shell commands: the bounded output rings every command's output goes
+// through, rpi's temp folder (for full output too long to keep), what a
+// shell command gathers as it runs, and the user's own bash command (§6).
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Output limits of a shell command's answer (§6): the tail, at most
+// maxOutputLines lines and maxOutputBytes bytes.
+const (
+	maxOutputLines = 2000
+	maxOutputBytes = 50 * 1024
+)
+
+// findShell picks bash from PATH (on Windows, Git for Windows' bash.exe),
+// or the system's fallbackShell.
+func findShell() string {
+	if path, err := exec.LookPath("bash"); err == nil {
+		return path
+	}
+	return fallbackShell
+}
+
+// ---- Rings: bounded output ----
+
+// ring keeps the last limit bytes written to it and counts them all; a
+// byte's cursor is how many bytes came before it.
+type ring struct {
+	buf   []byte // grows up to limit, then wraps
+	limit int
+	next  int // where the next byte goes once buf is full
+	total int64
+}
+
+func (r *ring) write(p []byte) {
+	r.total += int64(len(p))
+	if len(p) >= r.limit {
+		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
+		r.next = 0
+		return
+	}
+	if room := r.limit - len(r.buf); room > 0 {
+		n := min(room, len(p))
+		r.buf = append(r.buf, p[:n]...)
+		p = p[n:]
+	}
+	for len(p) > 0 {
+		n := copy(r.buf[r.next:], p)
+		p = p[n:]
+		r.next = (r.next + n) % r.limit
+	}
+}
+
+// startCursor is the cursor of the oldest byte kept.
+func (r *ring) startCursor() int64 { return r.total - int64(len(r.buf)) }
+
+// bytes returns everything kept, oldest first (a copy).
+func (r *ring) bytes() []byte {
+	return append(append(make([]byte, 0, len(r.buf)), r.buf[r.next:]...), r.buf[:r.next]...)
+}
+
+// readFrom returns up to max bytes from cursor on (or from the oldest kept
+// byte, when cursor is older), and the cursor they start at.
+func (r *ring) readFrom(cursor int64, limit int) (start int64, data []byte) {
+	start = min(max(cursor, r.startCursor()), r.total)
+	all := r.bytes()
+	from := int(start - r.startCursor())
+	return start, all[from:min(len(all), from+limit)]
+}
+
+// shrink drops the room a finished stream will not use, and all but its
+// last keep bytes: what it keeps is copied into an allocation of its own,
+// so that nothing holds on to the ring's.
+func (r *ring) shrink(keep int) {
+	// The newest bytes end just before next (at the end when it is 0).
+	tail := make([]byte, min(keep, len(r.buf)))
+	if n := copy(tail[max(len(tail)-r.next, 0):], r.buf[max(r.next-len(tail), 0):r.next]); n < len(tail) {
+		copy(tail, r.buf[len(r.buf)-(len(tail)-n):])
+	}
+	r.buf, r.next = tail, 0
+	r.limit = max(len(r.buf), 1)
+}
+
+// cutTail keeps whole lines from the end of b, at most maxLines lines and
+// maxBytes bytes; when the last line alone is longer, it keeps its end.
+func cutTail(b []byte, maxLines, maxBytes int) []byte {
+	end := len(b)
+	start := end
+	for lines := 0; start > 0 && lines < maxLines; lines++ {
+		lineStart := bytes.LastIndexByte(b[:start-1], '\n') + 1
+		if end-lineStart > maxBytes {
+			break
+		}
+		start = lineStart
+	}
+	if start == end && end > 0 {
+		start = max(end-maxBytes, 0)
+		for start < end && !utf8.RuneStart(b[start]) {
+			start++
+		}
+	}
+	return b[start:]
+}
+
+// utf8Stream turns a byte stream into valid UTF-8 chunks: a multi-byte
+// character split between two reads is held back until it is whole.
+type utf8Stream struct{ held []byte }
+
+// next returns the text of p (with what was held before), keeping back an
+// incomplete character at its end. Invalid bytes become U+FFFD when encoded.
+func (u *utf8Stream) next(p []byte) string {
+	data := p
+	if len(u.held) > 0 {
+		data = append(u.held, p...)
+	}
+	cut := len(data)
+	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(data[i]) {
+			if !utf8.FullRune(data[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	u.held = append(u.held[:0:0], data[cut:]...)
+	return string(data[:cut])
+}
+
+// flush returns whatever is still held back (an incomplete character).
+func (u *utf8Stream) flush() string {
+	s := string(u.held)
+	u.held = nil
+	return s
+}
+
+// ---- Temp files ----
+
+// tempFiles is rpi's own temp folder, made on first use and removed at
+// exit (by the watchdog if rpi is killed; else by the next rpi's sweep).
+type tempFiles struct {
+	parent   string
+	watchdog *watchdog
+	stderr   io.Writer
+
+	mu  sync.Mutex // guards dir
+	dir string
+}
+
+// create makes a new file in rpi's temp folder.
+func (tf *tempFiles) create(pattern string) (*os.File, error) {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	if tf.dir == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		dir := filepath.Join(tf.parent, fmt.Sprintf("rpi-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+		tf.dir = dir
+		tf.watchdog.send("d"+dir, tf.stderr)
+	}
+	return os.CreateTemp(tf.dir, pattern)
+}
+
+func (tf *tempFiles) removeAll() {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	if tf.dir != "" {
+		os.RemoveAll(tf.dir)
+		tf.dir = ""
+	}
+}
+
+// sweepTempDirs removes the temp folders of rpis that died without
+// cleaning up (rpi-<pid>-<hex> whose pid is gone).
+func sweepTempDirs(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(parts) != 3 || parts[0] != "rpi" || len(parts[2]) != 8 {
+			continue
+		}
+		if pid, err := strconv.Atoi(parts[1]); err == nil && pid != os.Getpid() && !processAlive(pid) {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+// ---- Shell commands: the user's bash and the model's ----
+
+// shellOutput gathers a shell command's output as it arrives: a bounded
+// tail per stream and of both interleaved, onText for each chunk of text,
+// and — once the output passes the limits — all of it streamed to a temp
+// file, so memory stays flat whatever the size.
+type shellOutput struct {
+	temp   *tempFiles
+	stderr io.Writer
+	onText func(stream, text string)
+
+	mu        sync.Mutex // guards the fields below; the two streams write concurrently
+	streams   map[string]*shellTail
+	combined  shellTail
+	text      map[string]*utf8Stream
+	full      *os.File
+	fullBytes int64
+	fullErr   error
+}
+
+// maxFullOutputBytes caps the full-output file: a command that never
+// stops printing cannot fill the disk (or a RAM-backed TMPDIR).
+const maxFullOutputBytes = 1 << 30
+
+// shellTail is one stream's tail and line count.
+type shellTail struct {
+	ring     ring
+	newlines int64
+	lastByte byte
+}
+
+func newShellTail() shellTail { return shellTail{ring: ring{limit: 2 * maxOutputBytes}} }
+
+func (t *shellTail) write(p []byte) {
+	t.ring.write(p)
+	t.newlines += int64(bytes.Count(p, []byte("\n")))
+	if len(p) > 0 {
+		t.lastByte = p[len(p)-1]
+	}
+}
+
+// lines counts lines: each "\n" ends one, and a final unterminated one counts.
+func (t *shellTail) lines() int64 {
+	if t.ring.total > 0 && t.lastByte != '\n' {
+		return t.newlines + 1
+	}
+	return t.newlines
+}
+
+func (t *shellTail) overLimit() bool {
+	return t.ring.total > maxOutputBytes || t.lines() > maxOutputLines
+}
+
+// text returns the whole stream, or its cut tail when it is over the limit.
+func (t *shellTail) text() (text string, truncated bool) {
+	if !t.overLimit() {
+		return string(t.ring.bytes()), false
+	}
+	return string(cutTail(t.ring.bytes(), maxOutputLines, maxOutputBytes)), true
+}
+
+func newShellOutput(temp *tempFiles, stderr io.Writer, onText func(stream, text string)) *shellOutput {
+	o := &shellOutput{temp: temp, stderr: stderr, onText: onText, combined: newShellTail(),
+		text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
+	stdout, stderrTail := newShellTail(), newShellTail()
+	o.streams = map[string]*shellTail{"stdout": &stdout, "stderr": &stderrTail}
+	return o
+}
+
+func (o *shellOutput) add(stream string, p []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	newlines := o.combined.newlines + int64(bytes.Count(p, []byte("\n")))
+	if o.full == nil && (o.combined.ring.total+int64(len(p)) > maxOutputBytes || newlines >= maxOutputLines) {
+		o.startFull()
+	}
+	o.streams[stream].write(p)
+	o.combined.write(p)
+	if o.full != nil {
+		o.writeFull(p)
+	}
+	if chunk := o.text[stream].next(p); chunk != "" {
+		o.onText(stream, chunk)
+	}
+}
+
+// startFull starts the temp file with everything so far: the combined
+// ring still holds all of it, as it is not yet over the byte limit.
+func (o *shellOutput) startFull() {
+	if o.fullErr != nil {
+		return
+	}
+	f, err := o.temp.create("rpi-bash-*.log")
+	if err != nil {
+		o.fullErr = err
+		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output: %v\n", err)
+		return
+	}
+	o.full = f
+	o.writeFull(o.combined.ring.bytes())
+}
+
+func (o *shellOutput) writeFull(p []byte) {
+	if o.fullErr != nil || o.fullBytes > maxFullOutputBytes {
+		return
+	}
+	o.fullBytes += int64(len(p))
+	if o.fullBytes > maxFullOutputBytes {
+		p = append(p[:len(p)-int(o.fullBytes-maxFullOutputBytes):len(p)-int(o.fullBytes-maxFullOutputBytes)],
+			"\n[rpi: the output went on; this file keeps its first 1 GiB]\n"...)
+	}
+	if _, err := o.full.Write(p); err != nil {
+		o.fullErr = err
+		fmt.Fprintf(o.stderr, "rpi: cannot save full bash output to %s: %v\n", o.full.Name(), err)
+	}
+}
+
+// shellResult is what a finished shell command produced.
+type shellResult struct {
+	ExitCode       *int   `json:"exitCode"`
+	Stdout         string `json:"stdout"`
+	Stderr         string `json:"stderr"`
+	Output         string `json:"output"`
+	Cancelled      bool   `json:"cancelled"`
+	Truncated      bool   `json:"truncated"`
+	FullOutputPath string `json:"fullOutputPath,omitempty"`
+}
+
+// finish flushes held-back text and builds the result. The full-output
+// file is named only when it holds all of the output.
+func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, stream := range []string{"stdout", "stderr"} {
+		if chunk := o.text[stream].flush(); chunk != "" {
+			o.onText(stream, chunk)
+		}
+	}
+	res := shellResult{ExitCode: exitCode, Cancelled: cancelled}
+	var cut [3]bool
+	res.Stdout, cut[0] = o.streams["stdout"].text()
+	res.Stderr, cut[1] = o.streams["stderr"].text()
+	res.Output, cut[2] = o.combined.text()
+	res.Truncated = cut[0] || cut[1] || cut[2]
+	if o.full != nil {
+		if err := o.full.Close(); err != nil && o.fullErr == nil {
+			o.fullErr = err
+		}
+		if o.fullErr == nil && res.Truncated {
+			res.FullOutputPath = o.full.Name()
+		} else {
+			os.Remove(o.full.Name())
+		}
+	}
+	return res
+}
+
+// runShell runs command with the shell in the session cwd, in its own
+// process group, feeding its output to out, until it ends. Cancelling ctx
+// or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
+// and SIGKILL after a grace.
+func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
+	cmd := s.command(s.set.shell(), "-c", command)
+	cmd.Dir = s.set.cwd
+	cmd.Env = s.set.childEnv
+	ps, timedOut, err = s.runChild(ctx, cmd, timeout, out.add)
+	if err != nil {
+		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
+	}
+	return ps, timedOut, nil
+}
+
+// ---- The user's bash (§6) ----
+
+// bashRun is one user bash command in flight.
+type bashRun struct {
+	cancel context.CancelFunc
+	// abortAnswered is closed once abort_bash has answered, when it
+	// cancelled this run: the cancelled answer comes after that one.
+	abortAnswered chan struct{}
+	aborted       bool
+}
+
+// bashUpdate is the data of a bash_execution_update event; pi writes
+// {id, delta} (§10).
+type bashUpdate struct {
+	RequestID *string `json:"requestId"`
+	Stream    string  `json:"stream"`
+	Chunk     string  `json:"chunk"`
+}
+
+func (u bashUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"requestId":`...)
+	if u.RequestID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *u.RequestID)
+	}
+	buf = append(buf, `,"stream":`...)
+	buf = appendJSONString(buf, u.Stream)
+	buf = append(buf, `,"chunk":`...)
+	buf = appendJSONString(buf, u.Chunk)
+	return append(buf, '}')
+}
+
+// bashCommand runs the user's own shell command (not the model's tool) with
+// `bash -c` in the session cwd, in its own process group, and answers when
+// it ends; the commands after it are answered meanwhile.
+// Fields: command (string), [timeout] (seconds; on expiry the command is
+// killed and answers cancelled:true), [excludeFromContext] (bool).
+// Answer: {exitCode (null when killed by a signal), stdout, stderr, output
+// (both interleaved as they arrived), cancelled, truncated, [fullOutputPath]};
+// a nonzero exit is still a success.
+// Events: bash_execution_update per chunk of output, with the request's id.
+func (s *server) bashCommand(r *request) (any, error) {
+	command, err := r.str("command")
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := r.optDuration("timeout", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	exclude, err := r.optBool("excludeFromContext", false)
+	if err != nil {
+		return nil, err
+	}
+	requestID := r.idString()
+	out := newShellOutput(s.temp, s.stderr, func(stream, text string) {
+		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
+	})
+	ctx, cancel := context.WithCancel(s.ctx)
+	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
+	s.procs.mu.Lock()
+	s.procs.bashRuns[run] = true
+	s.procs.mu.Unlock()
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		defer cancel()
+		ps, timedOut, err := s.runShell(ctx, command, timeout, out)
+		s.procs.mu.Lock()
+		delete(s.procs.bashRuns, run)
+		aborted := run.aborted
+		s.procs.mu.Unlock()
+		if aborted {
+			<-run.abortAnswered
+		}
+		if err != nil {
+			return nil, err
+		}
+		code, _ := exitStatus(ps)
+		res := out.finish(code, ctx.Err() != nil || timedOut)
+		pi := piBashResult{Output: res.Output, ExitCode: res.ExitCode, Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath}
+		s.conv.addBashResult(bashExecutionMessage{
+			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,
+			Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath,
+			ExcludeFromContext: exclude, Timestamp: s.env.clock.Now().UnixMilli(),
+		})
+		return piOnly{data: pi, otherwise: res}, nil
+	})
+	return noReply{}, nil
+}
+
+// abortBashCommand kills every running user bash command (the whole process
+// group, SIGKILL); each then answers cancelled:true, after this answer.
+// Fields: none. Answer: null. Events: none.
+func (s *server) abortBashCommand(r *request) (any, error) {
+	s.procs.mu.Lock()
+	var runs []*bashRun
+	for run := range s.procs.bashRuns {
+		run.aborted = true
+		runs = append(runs, run)
+	}
+	s.procs.mu.Unlock()
+	for _, run := range runs {
+		run.cancel()
+	}
+	s.reply(r, nil, nil)
+	for _, run := range runs {
+		close(run.abortAnswered)
+	}
+	return noReply{}, nil
+}

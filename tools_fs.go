@@ -1,0 +1,578 @@
+package main
+
+// The file tools: read, write, ls and find, and the walk they share with
+// grep (.gitignore and globs). edit is in edit.go, grep in grep.go; the
+// file a write or edit changes is opened through filetarget.go.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// maxImageBytes is the largest image read returns.
+const maxImageBytes = 20 << 20
+
+type readCall struct {
+	path, abs     string
+	offset, limit int
+}
+
+var readTool = &tool{
+	name:    "read",
+	summary: "Read file contents",
+	description: "Read a file. Text comes back as lines (at most 2000 lines or 50KB at a time; use offset and limit to page " +
+		"through long files). Images (png, jpeg, gif, webp) come back as images.",
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to read, relative to the working directory or absolute"},
+			"offset": {"type": "integer", "description": "First line to read, from 1"},
+			"limit": {"type": "integer", "description": "How many lines to read"}
+		},
+		"required": ["path"]
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+		var a struct {
+			Path          string
+			Offset, Limit int
+		}
+		err := decodeChecked(raw, &a)
+		return &readCall{a.Path, s.toolPath(a.Path), a.Offset, a.Limit}, err
+	},
+}
+
+func (c *readCall) describe() (string, string) {
+	return "Allow read of " + escapeControl(c.path) + "?", "Read " + escapeControl(c.abs)
+}
+
+func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+	f, err := s.files.open(ctx, c.abs)
+	if err != nil {
+		return toolResult{}, fileError("read", c.abs, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	head, _ := br.Peek(16)
+	if mime := imageType(head); mime != "" {
+		data, err := io.ReadAll(io.LimitReader(br, maxImageBytes+1))
+		if err != nil {
+			return toolResult{}, fileError("read", c.abs, err)
+		}
+		if len(data) > maxImageBytes {
+			return toolResult{}, fmt.Errorf("Cannot read %s: the image is larger than %s", c.abs, formatSize(maxImageBytes))
+		}
+		return toolResult{Content: []contentBlock{{Type: "text", Text: "Read image file [" + mime + "]"},
+			{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
+	}
+	start := max(c.offset, 1) - 1
+	lr := &lineReader{ctx: ctx, br: br, keep: maxOutputBytes + 1}
+	var shown []string
+	total, size, firstLength := 0, 0, 0
+	cut, byBytes := false, false
+	for {
+		line, length, ok, err := lr.next()
+		if ctx.Err() != nil {
+			return toolResult{}, errors.New("Operation aborted")
+		}
+		if err != nil {
+			return toolResult{}, fileError("read", c.abs, err)
+		}
+		if !ok {
+			break
+		}
+		if total >= start && (c.limit <= 0 || total < start+c.limit) && !cut {
+			if total == start {
+				firstLength = length
+			}
+			switch {
+			case len(shown) == maxOutputLines:
+				cut = true
+			case size+length > maxOutputBytes:
+				cut, byBytes = true, true
+			default:
+				shown = append(shown, string(line))
+				size += length + 1
+			}
+		}
+		total++
+		if total%4096 == 0 && ctx.Err() != nil {
+			return toolResult{}, errors.New("Operation aborted")
+		}
+	}
+	if start >= total {
+		return toolResult{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", c.offset, total)
+	}
+	end := total
+	if c.limit > 0 {
+		end = min(start+c.limit, total)
+	}
+	if len(shown) == 0 {
+		return textResult(fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
+			start+1, formatSize(firstLength), formatSize(maxOutputBytes), start+1, c.path, maxOutputBytes)), nil
+	}
+	text := strings.Join(shown, "\n")
+	last := start + len(shown)
+	switch {
+	case len(shown) < end-start:
+		limit := ""
+		if byBytes {
+			limit = fmt.Sprintf(" (%s limit)", formatSize(maxOutputBytes))
+		}
+		text += fmt.Sprintf("\n\n[Showing lines %d-%d of %d%s. Use offset=%d to continue.]", start+1, last, total, limit, last+1)
+	case end < total:
+		text += fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", total-end, end+1)
+	}
+	return textResult(text), nil
+}
+
+// imageType recognises an image by its first bytes.
+func imageType(data []byte) string {
+	switch {
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		return "image/png"
+	case bytes.HasPrefix(data, []byte("\xff\xd8\xff")):
+		return "image/jpeg"
+	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
+		return "image/gif"
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return "image/webp"
+	}
+	return ""
+}
+
+// ---- write ----
+
+type writeCall struct {
+	path, abs, content string
+	target             changeTarget // what prepare opened
+	where              string       // where the path leads, for the dialog
+	existed            bool         // the file existed when prepare opened it
+	before             []byte       // what it held, when prepare could read it
+}
+
+var writeTool = &tool{
+	name:        "write",
+	summary:     "Create or overwrite files",
+	description: "Write a file with the given content, creating it and its parent directories, or replacing it.",
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "File to write"},
+			"content": {"type": "string", "description": "The whole new content"}
+		},
+		"required": ["path", "content"]
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+		var a struct{ Path, Content string }
+		err := decodeChecked(raw, &a)
+		return &writeCall{path: a.Path, abs: s.toolPath(a.Path), content: a.Content}, err
+	},
+}
+
+// prepare opens the file, or the folder a new one will be made in, and
+// reads what an existing file holds (for change; a file it cannot read,
+// or larger than maxEditBytes, is still written).
+func (c *writeCall) prepare(ctx context.Context, s *session) error {
+	target, err := s.files.target(ctx, c.path, c.abs, true)
+	if err != nil {
+		return fileError("write", c.path, err)
+	}
+	c.target, c.where, c.existed = target, target.where(), target.exists()
+	if c.existed && target.size() <= maxEditBytes {
+		c.before, _ = target.read(ctx, maxEditBytes)
+	}
+	return nil
+}
+
+// change is the file as prepare found it and as the call writes it.
+func (c *writeCall) change() fileChange {
+	return fileChange{path: c.abs, existed: c.existed, before: c.before, after: []byte(c.content)}
+}
+
+func (c *writeCall) release() {
+	if c.target != nil {
+		c.target.close()
+	}
+}
+
+func (c *writeCall) describe() (string, string) {
+	what := "create it"
+	if c.existed {
+		what = fmt.Sprintf("replace its %d bytes", c.target.size())
+	}
+	return "Allow write to " + escapeControl(c.path) + "?",
+		fmt.Sprintf("Write %d bytes to %s%s (%s):\n%s", len(c.content), escapeControl(c.path), c.where, what, showText("+ ", c.content))
+}
+
+func (c *writeCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+	if ctx.Err() != nil {
+		return toolResult{}, errors.New("Operation aborted")
+	}
+	if err := c.target.write(ctx, "write", nil, []byte(c.content)); err != nil {
+		return toolResult{}, err
+	}
+	res := textResult(fmt.Sprintf("Successfully wrote %d bytes to %s", len(c.content), c.path))
+	change := c.change()
+	res.change = &change
+	return res, nil
+}
+
+// replaceFile sets a regular file's content (creating it with extraFlag
+// os.O_CREATE), keeping its mode.
+func replaceFile(path string, content []byte, extraFlag int) error {
+	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.Write(content)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// showText lays out text for a dialog, each line after prefix, with
+// control characters escaped; at most maxShownBytes are shown and the
+// rest is counted.
+func showText(prefix, text string) string {
+	const maxShownBytes = 4096
+	rest := ""
+	if len(text) > maxShownBytes {
+		cut := maxShownBytes
+		for cut > 0 && !utf8RuneStart(text[cut]) {
+			cut--
+		}
+		rest = fmt.Sprintf("\n(%d more bytes not shown)", len(text)-cut)
+		text = text[:cut]
+	}
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		lines[i] = prefix + escapeControl(line)
+	}
+	return strings.Join(lines, "\n") + rest
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// ---- ls ----
+
+type lsCall struct {
+	path, abs string
+	limit     int
+}
+
+var lsTool = &tool{
+	name:        "ls",
+	summary:     "List directory contents",
+	description: "List a directory, sorted by name; directories end with /. Dotfiles are included.",
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"path": {"type": "string", "description": "Directory (default: the working directory)"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most entries to list (default 500)"}
+		}
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+		var a struct {
+			Path  string
+			Limit int
+		}
+		err := decodeChecked(raw, &a)
+		return &lsCall{a.Path, s.toolPath(a.Path), cmpOrInt(a.Limit, 500)}, err
+	},
+}
+
+func (c *lsCall) describe() (string, string) {
+	return "Allow ls of " + escapeControl(c.abs) + "?", "List " + escapeControl(c.abs)
+}
+
+func (c *lsCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+	info, err := os.Stat(c.abs)
+	switch {
+	case err != nil:
+		return toolResult{}, fmt.Errorf("Path not found: %s", c.abs)
+	case !info.IsDir():
+		return toolResult{}, fmt.Errorf("Not a directory: %s", c.abs)
+	}
+	entries, err := os.ReadDir(c.abs)
+	if err != nil {
+		return toolResult{}, fmt.Errorf("Cannot read directory: %v", unwrapPathError(err))
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
+	return listResult(names[:min(c.limit, len(names))], "(empty directory)", len(names) > c.limit,
+		fmt.Sprintf("%d entries limit reached. Use limit=%d for more", c.limit, 2*c.limit)), nil
+}
+
+func cmpOrInt(n, otherwise int) int {
+	if n > 0 {
+		return n
+	}
+	return otherwise
+}
+
+// ---- walking, globs and .gitignore ----
+
+// globRegexp turns a glob into a regexp: * and ? stay within a path
+// segment, ** crosses segments, {a,b} is either.
+func globRegexp(glob string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	depth := 0
+	for i := 0; i < len(glob); i++ {
+		c := glob[i]
+		switch {
+		case strings.HasPrefix(glob[i:], "**/"):
+			b.WriteString("(?:.*/)?")
+			i += 2
+		case strings.HasPrefix(glob[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case c == '*':
+			b.WriteString("[^/]*")
+		case c == '?':
+			b.WriteString("[^/]")
+		case c == '{':
+			b.WriteString("(?:")
+			depth++
+		case c == '}' && depth > 0:
+			b.WriteString(")")
+			depth--
+		case c == ',' && depth > 0:
+			b.WriteString("|")
+		case c == '[':
+			end := strings.IndexByte(glob[i:], ']')
+			if end < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			b.WriteString(glob[i : i+end+1])
+			i += end
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
+}
+
+// ignoreRule is one pattern of the root .gitignore.
+type ignoreRule struct {
+	re       *regexp.Regexp
+	anchored bool // contains a slash: matched against the whole relative path
+	dirOnly  bool
+}
+
+// loadIgnore reads the .gitignore at root (negations are not supported).
+func loadIgnore(root string) []ignoreRule {
+	data, err := readRegularFile(filepath.Join(root, ".gitignore"), 1<<20)
+	if err != nil {
+		return nil
+	}
+	var rules []ignoreRule
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+			continue
+		}
+		rule := ignoreRule{dirOnly: strings.HasSuffix(line, "/")}
+		line = strings.TrimSuffix(line, "/")
+		rule.anchored = strings.Contains(line, "/")
+		if re, err := globRegexp(strings.TrimPrefix(line, "/")); err == nil {
+			rule.re = re
+			rules = append(rules, rule)
+		}
+	}
+	return rules
+}
+
+func ignored(rules []ignoreRule, rel string, isDir bool) bool {
+	for _, r := range rules {
+		if r.dirOnly && !isDir {
+			continue
+		}
+		if r.anchored && r.re.MatchString(rel) || !r.anchored && r.re.MatchString(filepath.Base(rel)) {
+			return true
+		}
+	}
+	return false
+}
+
+// walk visits the regular files and directories under root (or root
+// itself when it is a file), skipping .git, what the root .gitignore lists,
+// and everything that is neither (FIFOs, sockets, devices), with paths
+// relative to root. fn returns false to stop; an ended ctx stops it too.
+func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
+	if resolved, err := filepath.EvalSymlinks(root); err == nil {
+		root = resolved // a symlink to a directory is walked as that directory
+	}
+	info, err := os.Stat(root)
+	if err != nil {
+		return fmt.Errorf("Path not found: %s", root)
+	}
+	if !info.IsDir() {
+		if info.Mode().IsRegular() {
+			fn(filepath.Base(root), root, false)
+		}
+		return nil
+	}
+	rules := loadIgnore(root)
+	stop := errors.New("stop")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == root {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() && d.Name() == ".git" || ignored(rules, rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
+			return nil // FIFOs, sockets, devices
+		}
+		if !fn(rel, path, d.IsDir()) {
+			return stop
+		}
+		return nil
+	})
+	switch {
+	case err == stop:
+		return nil
+	case ctx.Err() != nil:
+		return errors.New("Operation aborted")
+	}
+	return err
+}
+
+// headLines keeps whole lines from the start: at most maxLines lines and
+// maxBytes bytes. byBytes says the byte limit was what cut.
+func headLines(lines []string, maxLines, maxBytes int) (kept []string, byBytes bool) {
+	size := 0
+	for i, line := range lines {
+		if i == maxLines {
+			return lines[:i], false
+		}
+		size += len(line) + 1
+		if size-1 > maxBytes {
+			return lines[:i], true
+		}
+	}
+	return lines, false
+}
+
+// listResult is a tool result of lines: emptyText when there are none,
+// and notice in brackets after them when the list was cut.
+func listResult(lines []string, emptyText string, cut bool, notice string) toolResult {
+	if len(lines) == 0 {
+		return textResult(emptyText)
+	}
+	if kept, byBytes := headLines(lines, len(lines), maxOutputBytes); byBytes {
+		lines, cut = kept, true
+		notice = fmt.Sprintf("Output cut at %s; %s", formatSize(maxOutputBytes), notice)
+	}
+	text := strings.Join(lines, "\n")
+	if cut {
+		text += "\n\n[" + notice + "]"
+	}
+	return textResult(text)
+}
+
+// ---- find ----
+
+type findCall struct {
+	pattern, abs string
+	re           *regexp.Regexp
+	limit        int
+}
+
+var findTool = &tool{
+	name:    "find",
+	summary: "Find files by glob pattern (respects .gitignore)",
+	description: "Find files and directories whose path matches a glob (*, ?, **, {a,b}); a pattern without / matches " +
+		"names. Paths are relative; directories end with /. .git and what .gitignore lists are skipped.",
+	schema: schema(`{
+		"type": "object",
+		"properties": {
+			"pattern": {"type": "string", "description": "Glob, e.g. *.go or src/**/test_*.py"},
+			"path": {"type": "string", "description": "Directory to search (default: the working directory)"},
+			"limit": {"type": "integer", "minimum": 1, "description": "Most results (default 1000)"}
+		},
+		"required": ["pattern"]
+	}`),
+	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+		var a struct {
+			Pattern, Path string
+			Limit         int
+		}
+		if err := decodeChecked(raw, &a); err != nil {
+			return nil, err
+		}
+		re, err := globRegexp(a.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("invalid pattern: %v", err)
+		}
+		return &findCall{a.Pattern, s.toolPath(a.Path), re, cmpOrInt(a.Limit, 1000)}, nil
+	},
+}
+
+func (c *findCall) describe() (string, string) {
+	return "Allow find in " + escapeControl(c.abs) + "?", "Find " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs)
+}
+
+func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+	byName := !strings.Contains(c.pattern, "/")
+	var found []string
+	cut := false
+	err := walk(ctx, c.abs, func(rel, _ string, isDir bool) bool {
+		subject := rel
+		if byName {
+			subject = filepath.Base(rel)
+		}
+		if !c.re.MatchString(subject) {
+			return true
+		}
+		if len(found) == c.limit {
+			cut = true
+			return false
+		}
+		if isDir {
+			rel += "/"
+		}
+		found = append(found, rel)
+		return true
+	})
+	if err != nil {
+		return toolResult{}, err
+	}
+	return listResult(found, "No files found matching pattern", cut,
+		fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+}
