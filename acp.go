@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -350,8 +351,8 @@ type acpReply struct {
 // has ended.
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
-func newACPConn(stdout, stderr io.Writer) *acpConn {
-	return &acpConn{out: newOutput(stdout, stderr, false), stderr: stderr, waiting: map[string]chan acpReply{}}
+func newACPConn(out *output, stderr io.Writer) *acpConn {
+	return &acpConn{out: out, stderr: stderr, waiting: map[string]chan acpReply{}}
 }
 
 // answer writes the response to a request: result, or err as its
@@ -360,7 +361,7 @@ func newACPConn(stdout, stderr io.Writer) *acpConn {
 // them. gather (the loop's own answers) lets it wait for the rest of the
 // input batch (output.gather).
 func (c *acpConn) answer(id json.RawMessage, method string, result any, err error, gather bool) {
-	encode := func(buf []byte, _ bool) ([]byte, error) {
+	encode := func(buf []byte) ([]byte, error) {
 		if err != nil {
 			return appendACPError(buf, id, c.wireError(method, err))
 		}
@@ -391,12 +392,12 @@ func (c *acpConn) wireError(method string, err error) *acpError {
 
 // fail writes an error that answers no known method (bad input).
 func (c *acpConn) fail(id json.RawMessage, e *acpError) {
-	c.out.gather(func(buf []byte, _ bool) ([]byte, error) { return appendACPError(buf, id, e) })
+	c.out.gather(func(buf []byte) ([]byte, error) { return appendACPError(buf, id, e) })
 }
 
 // notify writes a notification.
 func (c *acpConn) notify(method string, params any) {
-	c.out.record(func(buf []byte, _ bool) ([]byte, error) { return appendACPCall(buf, nil, method, params) })
+	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, nil, method, params) })
 }
 
 // call sends a request to the client and waits for its answer, for ctx
@@ -413,7 +414,7 @@ func (c *acpConn) call(ctx context.Context, method string, params any) (json.Raw
 	c.nextID++
 	c.waiting[string(id)] = reply
 	// Written under c.mu: the client sees the ids in the order they were given.
-	c.out.record(func(buf []byte, _ bool) ([]byte, error) { return appendACPCall(buf, id, method, params) })
+	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
 	c.mu.Unlock()
 	select {
 	case r := <-reply:
@@ -567,11 +568,12 @@ type acpClientCaps struct {
 	terminalOutput bool // _meta.terminal_output: Zed's display-only terminal
 }
 
-// acpAgent is rpi's side of one ACP connection: the method tables, the
-// client's capabilities, and the work it answers from the background.
+// acpAgent is rpi's side of one ACP connection, over the host (the
+// process: flags, the catalog, the writer, the children): the method
+// tables, the client's capabilities, and the sessions open.
 type acpAgent struct {
+	h             *host
 	conn          *acpConn
-	stderr        io.Writer
 	methods       map[string]acpMethod
 	notifications map[string]acpNotification
 	store         sessionStore // where session files are
@@ -581,13 +583,9 @@ type acpAgent struct {
 	// the loop reads it.
 	initialized bool
 
-	mu     sync.Mutex // guards the fields below
-	client acpClientCaps
-	open   map[string]bool // the ids of the sessions open in this process
-
-	ctx        context.Context // cancelled at shutdown
-	cancel     context.CancelFunc
-	background sync.WaitGroup // answers and work still to finish
+	mu       sync.Mutex // guards the fields below
+	client   acpClientCaps
+	sessions map[string]*acpSession // the sessions open, by id
 }
 
 // handleFrame answers one input line: a request gets exactly one
@@ -621,7 +619,7 @@ func (a *acpAgent) notification(msg *acpMessage) {
 		_, err = a.safely(msg.method, func() (any, error) { return nil, handle(a, params) })
 	}
 	if err != nil {
-		fmt.Fprintf(a.stderr, "rpi: %s: %v\n", msg.method, err)
+		fmt.Fprintf(a.h.stderr, "rpi: %s: %v\n", msg.method, err)
 	}
 }
 
@@ -656,7 +654,7 @@ func (a *acpAgent) request(msg *acpMessage) {
 func (a *acpAgent) safely(what string, work func() (any, error)) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(a.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+			fmt.Fprintf(a.h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
 			result, err = nil, &acpError{Code: acpInternalError, Message: "Internal error in " + what}
 		}
 	}()
@@ -664,28 +662,17 @@ func (a *acpAgent) safely(what string, work func() (any, error)) (result any, er
 }
 
 // answerLater runs work in the background and answers call with its
-// result, so the messages after call are not held up.
-func (a *acpAgent) answerLater(call *acpCall, work func() (any, error)) (any, error) {
-	a.goBackground(func() {
+// result, so the messages after call are not held up; then, when it
+// succeeded, runs then (nil: nothing) after the answer.
+func (a *acpAgent) answerLater(call *acpCall, work func() (any, error), then func()) (any, error) {
+	a.h.goBackground(func() {
 		result, err := a.safely(call.method, work)
 		a.conn.answer(call.id, call.method, result, err, false)
+		if err == nil && then != nil {
+			then()
+		}
 	})
 	return acpDeferred{}, nil
-}
-
-// goBackground runs work on its own goroutine, counted for shutdown; a
-// panic in it is logged and does not take rpi down.
-func (a *acpAgent) goBackground(work func()) {
-	a.background.Add(1)
-	go func() {
-		defer a.background.Done()
-		defer func() {
-			if p := recover(); p != nil {
-				fmt.Fprintf(a.stderr, "rpi: panic in background work: %v\n%s", p, debug.Stack())
-			}
-		}()
-		work()
-	}()
 }
 
 // clientCaps are the client's capabilities as initialize gave them.
@@ -831,100 +818,122 @@ const acpMaxLinkBytes = 2 << 20
 // acpBlockTypes are the ContentBlocks a prompt may hold.
 const acpBlockTypes = "one of text, image, resource, resource_link"
 
-// acpPrompt turns a prompt's blocks into one user message's text and
-// images: text as it is; a resource with text as a fenced block headed
-// by its URI; an image, and a resource whose blob is an image, as an
-// image; a resource_link to a file:// path read by readFile and inlined
-// like a resource (its URI, and why, when it cannot be); other links as
-// their URI. Blocks other than text stand apart from what is around them
-// by a blank line. audio, and any other block, is a -32602 naming it.
-func acpPrompt(items []json.RawMessage, readFile func(path string) (string, error)) (string, []contentBlock, error) {
-	var text strings.Builder
-	var images []contentBlock
-	apart := false // the last piece was a block: text after it starts a paragraph
-	piece := func(s string, block bool) {
-		if (block || apart) && text.Len() > 0 {
-			text.WriteString(strings.Repeat("\n", 2-min(2, trailingNewlines(text.String()))))
-		}
-		text.WriteString(s)
-		apart = block
-	}
+// acpPromptMessage is a prompt's blocks decoded and checked: its pieces
+// of text, the files its links name (read when the message is made), and
+// its images.
+type acpPromptMessage struct {
+	pieces []acpPiece
+	images []contentBlock
+}
+
+// acpPiece is one block's part of the message's text: text as it is, or
+// a block (a fenced resource, a link's URI or its file) that stands apart.
+type acpPiece struct {
+	text  string
+	block bool
+	uri   string // a file:// link: its file is read when the text is made
+	path  string
+}
+
+// acpPrompt decodes a prompt's blocks (§12.4): text as it is; a resource
+// with text as a fenced block headed by its URI; an image, and a resource
+// whose blob is an image, as an image; a resource_link to a file:// path
+// as that file, read and inlined like a resource when the message is made
+// (text); other links as their URI. audio, and any other block, is a
+// -32602 naming it. It reads nothing: it can run on the command loop.
+func acpPrompt(items []json.RawMessage) (*acpPromptMessage, error) {
+	m := &acpPromptMessage{}
 	for i, item := range items {
 		b, err := paramsOf(item, fmt.Sprintf("prompt[%d].", i))
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		typ, err := b.str("type")
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		switch typ {
 		case "text":
 			s, err := b.str("text")
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
-			piece(s, false)
+			m.pieces = append(m.pieces, acpPiece{text: s})
 		case "image":
 			img, err := acpImageBlock(b, "data")
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
-			images = append(images, img)
+			m.images = append(m.images, img)
 		case "resource":
 			r, ok, err := b.object("resource")
 			if err == nil && !ok {
 				err = paramError(missing(b.name("resource"), "an object"))
 			}
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			uri, err := r.str("uri")
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			if r.has("blob") {
 				img, err := acpImageBlock(r, "blob")
 				if err != nil {
-					return "", nil, err
+					return nil, err
 				}
-				images = append(images, img)
+				m.images = append(m.images, img)
 				continue
 			}
 			body, err := r.str("text")
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
-			piece(acpFenced(uri, body), true)
+			m.pieces = append(m.pieces, acpPiece{text: acpFenced(uri, body), block: true})
 		case "resource_link":
 			uri, err := b.str("uri")
 			if err == nil {
 				_, err = b.optStr("name")
 			}
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
-			path, isFile := acpFilePath(uri)
-			if !isFile {
-				piece(uri, true)
-				continue
-			}
-			body, err := readFile(path)
-			if err != nil {
-				piece(uri+" (not inlined: "+err.Error()+")", true)
-				continue
-			}
-			piece(acpFenced(uri, body), true)
+			path, _ := acpFilePath(uri)
+			m.pieces = append(m.pieces, acpPiece{text: uri, block: true, uri: uri, path: path})
 		case "audio":
-			return "", nil, invalidParams("Invalid field %s: audio is not supported (promptCapabilities.audio is false)", b.name("type"))
+			return nil, invalidParams("Invalid field %s: audio is not supported (promptCapabilities.audio is false)", b.name("type"))
 		default:
-			return "", nil, paramError(invalid(b.name("type"), acpBlockTypes))
+			return nil, paramError(invalid(b.name("type"), acpBlockTypes))
 		}
 	}
-	if strings.TrimSpace(text.String()) == "" && len(images) == 0 {
-		return "", nil, invalidParams("Invalid field prompt: must hold some text or an image")
+	if !slices.ContainsFunc(m.pieces, func(p acpPiece) bool { return strings.TrimSpace(p.text) != "" }) && len(m.images) == 0 {
+		return nil, invalidParams("Invalid field prompt: must hold some text or an image")
 	}
-	return text.String(), images, nil
+	return m, nil
+}
+
+// text is the message's text, the files of its links read by readFile
+// (the URI, and why, when one cannot be): blocks stand apart from what
+// is around them by a blank line.
+func (m *acpPromptMessage) text(readFile func(path string) (string, error)) string {
+	var text strings.Builder
+	apart := false // the last piece was a block: text after it starts a paragraph
+	for _, p := range m.pieces {
+		s := p.text
+		if p.path != "" {
+			if body, err := readFile(p.path); err != nil {
+				s = p.uri + " (not inlined: " + err.Error() + ")"
+			} else {
+				s = acpFenced(p.uri, body)
+			}
+		}
+		if (p.block || apart) && text.Len() > 0 {
+			text.WriteString(strings.Repeat("\n", 2-min(2, trailingNewlines(text.String()))))
+		}
+		text.WriteString(s)
+		apart = p.block
+	}
+	return text.String()
 }
 
 func trailingNewlines(s string) int { return len(s) - len(strings.TrimRight(s, "\n")) }
@@ -973,8 +982,8 @@ func acpLinkText(data string) (string, error) {
 // ---- The loop ----
 
 // acpMethods maps each method to its handler; acpNotifications each
-// notification rpi takes. (Filled in init: initialize reads nothing of
-// them, but handlers that list them would make a cycle.)
+// notification rpi takes. (Filled in init: a handler that reads them
+// would otherwise make an initialization cycle.)
 var (
 	acpMethods       map[string]acpMethod
 	acpNotifications map[string]acpNotification
@@ -982,20 +991,61 @@ var (
 
 func init() {
 	acpMethods = map[string]acpMethod{
-		"initialize":     acpInitialize,
-		"session/list":   acpList,
-		"session/delete": acpDelete,
+		"initialize":                acpInitialize,
+		"session/new":               acpNew,
+		"session/load":              acpLoad,
+		"session/resume":            acpResume,
+		"session/list":              acpList,
+		"session/delete":            acpDelete,
+		"session/close":             acpClose,
+		"session/prompt":            acpPromptMethod,
+		"session/set_config_option": acpSetConfigOption,
+		"session/set_mode":          acpSetMode,
 	}
-	acpNotifications = map[string]acpNotification{}
+	acpNotifications = map[string]acpNotification{
+		"session/cancel": acpCancel,
+	}
 }
 
-// newACPAgent is an agent on stdout, with rpi's method tables, whose
-// sessions are in store (none with noSession).
-func newACPAgent(stdout, stderr io.Writer, store sessionStore, noSession bool) *acpAgent {
-	a := &acpAgent{conn: newACPConn(stdout, stderr), stderr: stderr, methods: acpMethods,
-		notifications: acpNotifications, store: store, noSession: noSession, open: map[string]bool{}}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	return a
+// newACPAgent is ACP's front end over h, with rpi's method tables.
+func newACPAgent(h *host) *acpAgent {
+	cfg := h.set.cfg
+	store := sessionStore{root: filepath.Join(h.set.agentDir, "sessions")}
+	if cfg.sessionDir != "" {
+		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
+	}
+	return &acpAgent{h: h, conn: newACPConn(h.out, h.stderr), methods: acpMethods, notifications: acpNotifications,
+		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
+}
+
+// runACP is rpi in ACP mode (SPEC §12): it starts the host and serves
+// the connection until stdin ends or a signal comes, then shuts down as
+// §12.9 says. A fatal startup error is one line on stderr and exit 1;
+// stdout carries nothing but ACP messages.
+func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
+	startupOver := endStartupOnSignal(env, stop, stderr)
+	h, err := newHost(cfg, env, stdout, stderr)
+	startupOver()
+	if err != nil {
+		fmt.Fprintf(stderr, "rpi: %v\n", err)
+		return 1
+	}
+	for _, notice := range h.set.notices {
+		fmt.Fprintf(stderr, "rpi: %s\n", notice)
+	}
+	a := newACPAgent(h)
+	if env.signalsReady != nil {
+		<-env.signalsReady
+	}
+	env.trace.phase("ready for initialize")
+	h.goBackground(func() { sweepTempDirs(env.tempDir) })
+	sig := a.serveLines(stdin, env.maxLineBytes, stop)
+	a.shutdown()
+	if sig != nil {
+		fmt.Fprintf(stderr, "rpi: %v: shut down\n", sig)
+		return exitCode(sig)
+	}
+	return 0
 }
 
 // serveLines reads messages until stdin ends, the client stops reading,
@@ -1013,6 +1063,9 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 			}
 			for _, f := range batch {
 				a.handleFrame(f, maxLine)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					a.h.memory.soon() // the line is handled; what it took can go
+				}
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				a.conn.out.flush()
@@ -1023,4 +1076,13 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 			return nil
 		}
 	}
+}
+
+// shutdown ends the connection (§12.9): every wait for the client ends,
+// every turn is cancelled, every child ended, every session file written
+// and let go of.
+func (a *acpAgent) shutdown() {
+	a.conn.close()
+	a.h.shutdown(false)
+	a.conn.out.flush()
 }

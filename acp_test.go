@@ -13,9 +13,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -184,13 +187,31 @@ func (c *acpTestClient) lines() []string {
 	return out
 }
 
-// startACPAgent serves an in-process agent with methods (nil: rpi's)
-// over pipes, until the test ends its input.
-func startACPAgent(t testing.TB, methods map[string]acpMethod, store sessionStore) (*acpTestClient, *acpAgent, <-chan struct{}) {
+// testACPAgent is an agent on a host of its own (rpi acp with args, in
+// e's environment; nil: a fresh one), writing to stdout.
+func testACPAgent(t testing.TB, e *testEnv, stdout, stderr io.Writer, args ...string) *acpAgent {
+	t.Helper()
+	if e == nil {
+		e = newTestEnv(t)
+	}
+	cfg, _, err := parseArgs(append([]string{"acp", "--cwd", t.TempDir()}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(cfg, e.env(), stdout, stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newACPAgent(h)
+}
+
+// startACPAgent serves an in-process agent (methods: nil for rpi's) over
+// pipes, until the test ends its input.
+func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr syncBuffer
-	a := newACPAgent(outW, &stderr, store, false)
+	a := testACPAgent(t, e, outW, &stderr, args...)
 	if methods != nil {
 		a.methods = methods
 	}
@@ -198,8 +219,7 @@ func startACPAgent(t testing.TB, methods map[string]acpMethod, store sessionStor
 	go func() {
 		defer close(done)
 		a.serveLines(inR, maxLineBytes, nil)
-		a.conn.close()
-		a.background.Wait()
+		a.shutdown()
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -224,7 +244,7 @@ var acpWireMethods = map[string]acpMethod{
 		return json.RawMessage(cmpOr(string(call.params.raw("value")), "null")), nil
 	},
 	"test/later": func(a *acpAgent, call *acpCall) (any, error) {
-		return a.answerLater(call, func() (any, error) { return json.RawMessage(`"later"`), nil })
+		return a.answerLater(call, func() (any, error) { return json.RawMessage(`"later"`), nil }, nil)
 	},
 	"test/fail":  func(a *acpAgent, call *acpCall) (any, error) { return nil, errors.New("cannot open /home/me/secret") },
 	"test/panic": func(a *acpAgent, call *acpCall) (any, error) { panic("boom") },
@@ -298,7 +318,7 @@ func TestACPWireErrors(t *testing.T) {
 	for _, feed := range feeds {
 		t.Run(feed.name, func(t *testing.T) {
 			var out, stderr syncBuffer
-			a := newACPAgent(&out, &stderr, sessionStore{}, false)
+			a := testACPAgent(t, nil, &out, &stderr)
 			a.methods = acpWireMethods
 			a.serveLines(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -318,7 +338,7 @@ func TestACPWireErrors(t *testing.T) {
 // and the next line is served.
 func TestACPOverlongLine(t *testing.T) {
 	var out, stderr syncBuffer
-	a := newACPAgent(&out, &stderr, sessionStore{}, false)
+	a := testACPAgent(t, nil, &out, &stderr)
 	a.methods = acpWireMethods
 	long := `{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{"value":"` + strings.Repeat("x", 200) + `"}}`
 	a.serveLines(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
@@ -333,7 +353,7 @@ func TestACPOverlongLine(t *testing.T) {
 // message comes, and nothing for a client that says nothing.
 func TestACPNothingBeforeTheClientSpeaks(t *testing.T) {
 	var out, stderr syncBuffer
-	a := newACPAgent(&out, &stderr, sessionStore{}, false)
+	a := testACPAgent(t, nil, &out, &stderr)
 	if a.serveLines(strings.NewReader(""), maxLineBytes, nil); out.String() != "" {
 		t.Errorf("wrote %q", out.String())
 	}
@@ -347,7 +367,7 @@ func TestACPCallsTheClient(t *testing.T) {
 		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
 			return a.answerLater(call, func() (any, error) {
 				what, _ := call.params.str("what")
-				raw, err := a.conn.call(a.ctx, "client/"+what, struct{}{})
+				raw, err := a.conn.call(a.h.ctx, "client/"+what, struct{}{})
 				if err != nil {
 					var e *acpError
 					if errors.As(err, &e) {
@@ -356,9 +376,9 @@ func TestACPCallsTheClient(t *testing.T) {
 					return nil, err
 				}
 				return raw, nil
-			})
+			}, nil)
 		}}
-	c, _, done := startACPAgent(t, methods, sessionStore{})
+	c, _, done := startACPAgent(t, nil, methods)
 	release := make(chan struct{})
 	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
 		switch method {
@@ -408,7 +428,11 @@ func TestACPCallsTheClient(t *testing.T) {
 func TestACPInitialize(t *testing.T) {
 	run := func(noSession bool, params string) (string, acpClientCaps) {
 		var out, stderr syncBuffer
-		a := newACPAgent(&out, &stderr, sessionStore{}, noSession)
+		var args []string
+		if noSession {
+			args = []string{"--no-session"}
+		}
+		a := testACPAgent(t, nil, &out, &stderr, args...)
 		a.serveLines(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+params+`}`), maxLineBytes, nil)
 		return strings.TrimSpace(out.String()), a.clientCaps()
 	}
@@ -479,7 +503,12 @@ func TestACPPrompt(t *testing.T) {
 	for _, tt := range tests {
 		var items []json.RawMessage
 		json.Unmarshal([]byte(tt.blocks), &items)
-		text, images, err := acpPrompt(items, read)
+		var text string
+		var images []contentBlock
+		m, err := acpPrompt(items)
+		if err == nil {
+			text, images = m.text(read), m.images
+		}
 		var mimes []string
 		for _, img := range images {
 			mimes = append(mimes, img.MimeType)
@@ -604,9 +633,8 @@ func newTestUpdates(terminal bool, ask ...string) *acpTestUpdates {
 			}
 			tu.got = append(tu.got, string(line))
 		},
-		newID:   func() string { n++; return fmt.Sprintf("m%d", n) },
-		now:     func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) },
-		options: func() []acpConfigOption { return []acpConfigOption{{ID: "x"}} },
+		newID: func() string { n++; return fmt.Sprintf("m%d", n) },
+		now:   func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) },
 	}
 	return tu
 }
@@ -635,7 +663,7 @@ func TestACPUpdatesStream(t *testing.T) {
 	u.event("run_failed", runFailed{"boom"})
 	u.note("Retrying in 1s")
 	u.event("session_info_changed", sessionInfoChanged{"Demo"})
-	u.event("thinking_level_changed", thinkingLevelChanged{"high"})
+	u.event("thinking_level_changed", thinkingLevelChanged{"high"}) // the front end sends config_option_update itself
 	u.event("compaction_end", compactionEnd{Result: &compactionResult{TokensBefore: 900, EstimatedTokensAfter: 90}})
 	u.event("todo_updated", todoUpdated{Phases: []todoPhase{{Name: "A", Tasks: []todoItem{
 		{Content: "one", Status: "completed"}, {Content: "two", Status: "abandoned"}, {Content: "three", Status: "in_progress"}}}}})
@@ -644,7 +672,6 @@ func TestACPUpdatesStream(t *testing.T) {
 {"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m2"}}
 {"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Retrying in 1s"},"messageId":"m3"}}
 {"sessionId":"S","update":{"sessionUpdate":"session_info_update","title":"Demo","updatedAt":"2026-01-02T03:04:05.000Z"}}
-{"sessionId":"S","update":{"sessionUpdate":"config_option_update","configOptions":[{"id":"x","name":"","category":"","type":"","currentValue":"","options":null}]}}
 {"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 900 tokens before, about 90 after."},"messageId":"m4"}}
 {"sessionId":"S","update":{"sessionUpdate":"plan","entries":[{"content":"one","status":"completed","priority":"medium"},{"content":"three","status":"in_progress","priority":"medium"}]}}`
 	if got := u.take(); got != want {
@@ -690,8 +717,9 @@ func TestACPUpdatesTools(t *testing.T) {
 	}
 
 	u.event("tool_execution_start", toolExecStart{"w1", "write", json.RawMessage(`{"path":"n.txt","content":"new\n"}`)})
-	u.wrote("w1", "/p/n.txt", nil, "new\n")
-	u.event("tool_execution_end", toolExecEnd{ToolCallID: "w1", ToolName: "write", Result: textResult("Successfully wrote 4 bytes to n.txt")})
+	wrote := textResult("Successfully wrote 4 bytes to n.txt")
+	wrote.change = &fileChange{path: "/p/n.txt", after: []byte("new\n")}
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "w1", ToolName: "write", Result: wrote})
 	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"w1","title":"Write /p/n.txt","kind":"edit","status":"pending","locations":[{"path":"/p/n.txt"}],"rawInput":{"path":"n.txt","content":"new\n"}}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"w1","status":"in_progress"}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"w1","status":"completed","content":[{"type":"diff","path":"/p/n.txt","oldText":null,"newText":"new\n"}],"locations":[{"path":"/p/n.txt"}],"rawOutput":{"content":[{"type":"text","text":"Successfully wrote 4 bytes to n.txt"}]}}}`
@@ -937,7 +965,7 @@ func TestACPTextChunkAppender(t *testing.T) {
 // TestACPConnectionClosed: a request rpi makes after the input ended
 // fails at once.
 func TestACPConnectionClosed(t *testing.T) {
-	c := newACPConn(io.Discard, io.Discard)
+	c := newACPConn(newOutput(io.Discard, io.Discard), io.Discard)
 	c.close()
 	if _, err := c.call(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
 		t.Errorf("got %v", err)
@@ -965,15 +993,15 @@ func writeTestSession(t testing.TB, agentDir, cwd, id string, m int, text string
 // them, newest first; session/delete removes a file found by its id,
 // but not an open session's; bad params name their field.
 func TestACPListAndDelete(t *testing.T) {
-	agentDir := t.TempDir()
-	store := sessionStore{root: filepath.Join(agentDir, "sessions")}
+	e := newTestEnv(t)
+	agentDir := e.agentDir
 	var ids []string
 	for i := 0; i < 52; i++ {
 		ids = append(ids, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i))
 		writeTestSession(t, agentDir, "/work/many", ids[i], i, fmt.Sprintf("session %d\nsecond line", i))
 	}
 	other := writeTestSession(t, agentDir, "/work/other", "other-1", 59, "other")
-	c, a, _ := startACPAgent(t, nil, store)
+	c, a, _ := startACPAgent(t, e, nil)
 	c.call("initialize", map[string]any{"protocolVersion": 1})
 	var page acpListPage
 	got := c.call("session/list", map[string]any{"cwd": "/work/many/"})
@@ -1003,7 +1031,7 @@ func TestACPListAndDelete(t *testing.T) {
 			method = "session/delete"
 		}
 		a.mu.Lock()
-		a.open["other-1"] = true
+		a.sessions["other-1"] = &acpSession{}
 		a.mu.Unlock()
 		got := c.call(method, json.RawMessage(params))
 		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != strings.ReplaceAll(want, `\"`, `"`) {
@@ -1011,7 +1039,7 @@ func TestACPListAndDelete(t *testing.T) {
 		}
 	}
 	a.mu.Lock()
-	delete(a.open, "other-1")
+	delete(a.sessions, "other-1")
 	a.mu.Unlock()
 	if got := c.call("session/delete", map[string]string{"sessionId": "other-1"}); string(got.Result) != "{}" {
 		t.Errorf("delete: %s", got.line)
@@ -1021,29 +1049,289 @@ func TestACPListAndDelete(t *testing.T) {
 	}
 }
 
-// TestACPTurns: prompts end in the order they run; a queued prompt's
-// turn begins when the agent takes its message; cancel ends the queued
-// ones at once and marks the running one.
-func TestACPTurns(t *testing.T) {
-	var ts acpTurns
-	p1, p2, p3 := &acpTurn{msg: &userMessage{}}, &acpTurn{msg: &userMessage{}}, &acpTurn{msg: &userMessage{}}
-	ts.begin(p1)
-	ts.queue(p2)
-	ts.queue(p3)
-	if ended, _ := ts.took(p1.msg); ended != nil {
-		t.Error("the running prompt's own message ended a turn")
+// ---- Fixtures ----
+
+// TestACPFixtures runs the cases of testdata/acp/: rpi acp fed a client's
+// lines, its output compared whole (see testdata/README.md).
+func TestACPFixtures(t *testing.T) { testFixtures(t, "testdata/acp/*.txtar") }
+
+// acpMergeable is a session/update that absorbs the next one of its kind
+// (mergeChunks): the text chunks of one message, and the terminal output
+// of one call — where deltas and a child's output are split is up to
+// the clock and the kernel.
+type acpMergeable struct {
+	sessionID string
+	chunk     *acpChunk
+	output    *acpToolCallUpdate
+}
+
+// parseACPMergeable reads a chunk or a terminal_output update, or gives
+// nil for any other line (or one that is not exactly as rpi writes it).
+func parseACPMergeable(line []byte) mergeable {
+	var n struct {
+		Params struct {
+			SessionID string          `json:"sessionId"`
+			Update    json.RawMessage `json:"update"`
+		} `json:"params"`
 	}
-	if ended, cancelled := ts.took(p2.msg); ended != p1 || cancelled {
-		t.Errorf("p2 taken: ended %v", ended)
+	if json.Unmarshal(line, &n) != nil {
+		return nil
 	}
-	if queued := ts.cancel(); len(queued) != 1 || queued[0] != p3 {
-		t.Errorf("cancel took %v", queued)
+	m := &acpMergeable{sessionID: n.Params.SessionID}
+	var chunk struct {
+		SessionUpdate string  `json:"sessionUpdate"`
+		Content       acpText `json:"content"`
+		MessageID     string  `json:"messageId"`
 	}
-	if ended, cancelled, left := ts.settled(); ended != p2 || !cancelled || len(left) != 0 || ts.busy() {
-		t.Errorf("settled: %v %v %v", ended, cancelled, left)
+	var output acpToolCallUpdate
+	switch json.Unmarshal(n.Params.Update, &chunk); {
+	case strings.HasSuffix(chunk.SessionUpdate, "_chunk") && chunk.Content.Type == "text":
+		m.chunk = &acpChunk{chunk.SessionUpdate, chunk.Content, chunk.MessageID}
+	case json.Unmarshal(n.Params.Update, &output) == nil && output.Meta != nil && output.Meta.TerminalOutput != nil:
+		m.output = &output
+	default:
+		return nil
 	}
-	ts.begin(p3)
-	if ended, cancelled, _ := ts.settled(); ended != p3 || cancelled {
-		t.Error("a cancel outlived its turn")
+	if !bytes.Equal(append(m.encode(), '\n'), line) && !bytes.Equal(m.encode(), line) {
+		return nil
+	}
+	return m
+}
+
+func (m *acpMergeable) key() string {
+	if m.chunk != nil {
+		return "acp/" + m.sessionID + "/" + m.chunk.SessionUpdate + "/" + m.chunk.MessageID
+	}
+	return "acp/" + m.sessionID + "/terminal/" + m.output.ToolCallID
+}
+
+func (m *acpMergeable) add(next mergeable) bool {
+	n := next.(*acpMergeable)
+	if m.chunk != nil {
+		text := m.chunk.Content.(acpText)
+		text.Text += n.chunk.Content.(acpText).Text
+		m.chunk.Content = text
+	} else {
+		m.output.Meta.TerminalOutput.Data += n.output.Meta.TerminalOutput.Data
+	}
+	return true
+}
+
+func (m *acpMergeable) encode() []byte {
+	var update any = m.chunk
+	if m.chunk != nil {
+		update = *m.chunk
+	} else {
+		update = *m.output
+	}
+	line, _ := appendACPCall(nil, nil, "session/update", acpUpdateOf(m.sessionID, update))
+	return line
+}
+
+// ---- The mode and the process ----
+
+// TestACPModeArgs: rpi acp, --mode acp and rpi agent stdio select ACP
+// mode; a conflicting mode, and rpc's session flags, are startup errors.
+func TestACPModeArgs(t *testing.T) {
+	env := newTestEnv(t).env()
+	for _, tt := range []struct {
+		args string
+		acp  bool
+		err  string
+	}{
+		{"acp", true, ""},
+		{"--mode acp", true, ""},
+		{"agent stdio --no-session", true, ""},
+		{"--confirm bash acp", true, ""},
+		{"rpc", false, ""},
+		{"acp --mode rpc", false, "Conflicting mode: the acp subcommand runs ACP mode, but --mode rpc was given"},
+		{"rpc --mode acp", false, "Conflicting mode: the rpc subcommand runs RPC mode, but --mode acp was given"},
+		{"--mode json", false, "Unsupported mode: json (rpi speaks rpc and acp)"},
+		{"", false, "No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)"},
+		{"agent", false, "Unexpected argument: agent (see rpi --help)"},
+		{"acp --session x.jsonl", true, "Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)"},
+	} {
+		cfg, _, err := parseArgs(strings.Fields(tt.args), env)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.err || err == nil && cfg.acp != tt.acp {
+			t.Errorf("%s: acp %v, error %q; want %v, %q", tt.args, cfg.acp, got, tt.acp, tt.err)
+		}
+	}
+}
+
+// startACPProcess starts the test binary as rpi acp with args, in an
+// agent dir of its own whose model is a fake one with script (none
+// when ""), and an ACP client on its pipes.
+func startACPProcess(t *testing.T, script string, args ...string) (*acpTestClient, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := rpiCommand(t, append([]string{"acp"}, args...)...)
+	if script != "" {
+		var agentDir string
+		for _, kv := range cmd.Env {
+			if dir, ok := strings.CutPrefix(kv, "PI_CODING_AGENT_DIR="); ok {
+				agentDir = dir
+			}
+		}
+		startFakeModel(t, apiOpenAI, script, agentDir)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return newACPTestClient(t, stdin, stdout), cmd, stderr
+}
+
+// waitExit waits for cmd to end and returns its exit code and how long it
+// took from since.
+func waitExit(t *testing.T, cmd *exec.Cmd, since time.Time) (int, time.Duration) {
+	t.Helper()
+	err := cmd.Wait()
+	took := time.Since(since)
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode(), took
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, took
+}
+
+// TestEndToEndACP drives rpi acp as an editor does, over real pipes: it
+// writes nothing before the client speaks, answers initialize's id 0 as
+// 0; at stdin's end (§12.9) the running turn answers cancelled, the
+// command the model started and its own child are ended, and rpi exits 0
+// within 2 s, having written nothing but JSON-RPC.
+func TestEndToEndACP(t *testing.T) {
+	endToEnd(t)
+	helper := fmt.Sprintf("RPI_HELPER=spawn-grandchild %q", os.Args[0])
+	args, _ := json.Marshal(map[string]string{"command": helper})
+	argsJSON, _ := json.Marshal(string(args))
+	c, cmd, stderr := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`)
+	time.Sleep(200 * time.Millisecond)
+	if got := c.lines(); len(got) > 0 {
+		t.Fatalf("rpi wrote before the client spoke: %q", got)
+	}
+	init := c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{"_meta": map[string]bool{"terminal_output": true}}})
+	if string(init.ID) != "0" || init.Result == nil {
+		t.Fatalf("initialize: %s", init.line)
+	}
+	var opened acpSessionAnswer
+	json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+	prompt := c.request("session/prompt", map[string]any{"sessionId": opened.SessionID, "prompt": []any{map[string]string{"type": "text", "text": "spawn"}}})
+	out := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"terminal_output"`) })
+	var update struct {
+		Params struct {
+			Update acpToolCallUpdate `json:"update"`
+		} `json:"params"`
+	}
+	json.Unmarshal([]byte(c.messages()[out].line), &update)
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(update.Params.Update.Meta.TerminalOutput.Data))
+	if grandchild == 0 {
+		t.Fatalf("no grandchild pid in %s", c.messages()[out].line)
+	}
+	ended := time.Now()
+	c.w.Close()
+	code, took := waitExit(t, cmd, ended)
+	if code != 0 || took > 2*time.Second {
+		t.Errorf("exit code %d after %v; want 0 within 2 s (stderr: %s)", code, took, stderr.String())
+	}
+	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("the running prompt at EOF: %s", got.line)
+	}
+	if alive(grandchild) {
+		t.Errorf("grandchild %d survived rpi's exit", grandchild)
+	}
+	for _, m := range c.messages() {
+		if !strings.HasPrefix(m.line, `{"jsonrpc":"2.0",`) {
+			t.Errorf("stdout holds a line that is not JSON-RPC: %q", m.line)
+		}
+	}
+}
+
+// TestEndToEndACPSignals: SIGTERM and SIGINT end rpi acp as they end rpc
+// mode (exit 0 and 130), the running turn answered cancelled.
+func TestEndToEndACPSignals(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}} {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			c, cmd, _ := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo running; sleep 30\"}"]}]}`)
+			c.call("initialize", map[string]any{"protocolVersion": 1})
+			var opened acpSessionAnswer
+			json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+			prompt := c.request("session/prompt", map[string]any{"sessionId": opened.SessionID, "prompt": []any{map[string]string{"type": "text", "text": "run"}}})
+			c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"status":"in_progress"`) })
+			cmd.Process.Signal(tt.sig)
+			if code, _ := waitExit(t, cmd, time.Now()); code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
+				t.Errorf("the running prompt: %s", got.line)
+			}
+		})
+	}
+}
+
+// TestEndToEndACPStartupFailure: a fatal startup error is one line on
+// stderr and exit 1; stdout stays empty.
+func TestEndToEndACPStartupFailure(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct{ args, stderr string }{
+		{"acp --thinking bogus", "rpi: Invalid --thinking \"bogus\": must be one of off, minimal, low, medium, high, xhigh, max\n"},
+		{"acp --bogus", "rpi: Unknown flag: --bogus (see rpi --help)\n"},
+		{"agent stdio --models-json", "rpi: Unknown flag: --models-json (see rpi --help)\n"},
+	} {
+		cmd := rpiCommand(t, strings.Fields(tt.args)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || stdout.Len() > 0 || stderr.String() != tt.stderr {
+			t.Errorf("%s: exit %v, stdout %q, stderr %q", tt.args, err, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// TestACPSessionLock: a session open in one rpi cannot be loaded in
+// another (it is refused, naming why) until session/close lets go of it;
+// then it loads at once.
+func TestACPSessionLock(t *testing.T) {
+	e := newTestEnv(t)
+	e.lockWait = 50 * time.Millisecond
+	startFakeModel(t, apiOpenAI, `{"text":["hi"]}`, e.agentDir)
+	cwd := t.TempDir()
+	a, _, _ := startACPAgent(t, e, nil)
+	b, _, _ := startACPAgent(t, e, nil)
+	for _, c := range []*acpTestClient{a, b} {
+		c.call("initialize", map[string]any{"protocolVersion": 1})
+	}
+	var opened acpSessionAnswer
+	json.Unmarshal(a.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}).Result, &opened)
+	load := map[string]any{"sessionId": opened.SessionID, "cwd": cwd, "mcpServers": []any{}}
+	if got := b.call("session/load", load); got.Error == nil || got.Error.Code != acpInternalError ||
+		got.Error.Message != "The session "+opened.SessionID+" is open in another rpi process: close it there (or end that process) and try again" {
+		t.Errorf("load of a session held elsewhere: %s", got.line)
+	}
+	if got := a.call("session/close", map[string]any{"sessionId": opened.SessionID}); string(got.Result) != "{}" {
+		t.Fatalf("close: %s", got.line)
+	}
+	if got := b.call("session/load", load); got.Error != nil {
+		t.Errorf("load after close: %s", got.line)
 	}
 }

@@ -388,16 +388,16 @@ type acpTool struct {
 // keep the events' order.
 type acpUpdates struct {
 	paths    acpPaths
-	terminal bool                     // the client shows bash by Zed's _meta.terminal_* convention
-	deferred func(tool string) bool   // whether a call of tool waits for approval (its tool_call waits for the diff)
-	send     func(update any)         // writes one update
-	newID    func() string            // a fresh messageId
-	now      func() time.Time         // for session_info_update
-	options  func() []acpConfigOption // the session's config options, for config_option_update
+	terminal bool                   // the client shows bash by Zed's _meta.terminal_* convention
+	deferred func(tool string) bool // whether a call of tool waits for approval (its tool_call waits for the diff)
+	send     func(update any)       // writes one update
+	newID    func() string          // a fresh messageId
+	now      func() time.Time       // for session_info_update
 
 	mu        sync.Mutex // guards the fields below; held while sending
 	messageID string     // the answer being streamed
 	tools     map[string]*acpTool
+	runningID string            // the id of the call running (a session runs one at a time)
 	last      *assistantMessage // the turn's last answer
 }
 
@@ -440,8 +440,6 @@ func (u *acpUpdates) event(typ string, data any) {
 		u.send(acpPlanOf(d.Phases))
 	case sessionInfoChanged:
 		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
-	case thinkingLevelChanged:
-		u.send(acpConfigOptionUpdate{"config_option_update", u.options()})
 	case compactionEnd:
 		u.noteLocked(acpCompactionNote(d))
 	case runFailed:
@@ -491,6 +489,7 @@ func (u *acpUpdates) toolStarted(d toolExecStart) {
 	t := &acpTool{name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
 	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.Args, u.paths)
 	u.tools[d.ToolCallID] = t
+	u.runningID = d.ToolCallID
 	// edit and write behind approval announce themselves with their diff
 	// (ready); every other call at once.
 	if (t.name == "edit" || t.name == "write") && u.deferred(t.name) {
@@ -524,14 +523,11 @@ func (u *acpUpdates) setDiff(t *acpTool, path string, before *string, after stri
 	}
 }
 
-// wrote records the diff of an edit or write that ran without asking
-// (its tool_call went out before the file was read).
-func (u *acpUpdates) wrote(id, path string, before *string, after string) {
+// current is the id of the call running ("" between calls).
+func (u *acpUpdates) current() string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if t := u.tools[id]; t != nil {
-		u.setDiff(t, path, before, after)
-	}
+	return u.runningID
 }
 
 // running marks an approved call in_progress.
@@ -633,6 +629,15 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 		t.kind, t.title, t.locations = acpToolInfo(d.ToolName, nil, u.paths)
 	}
 	delete(u.tools, d.ToolCallID)
+	u.runningID = ""
+	if c := d.Result.change; c != nil && !d.IsError && t.diff == nil {
+		var before *string
+		if c.existed && c.before != nil {
+			text := string(c.before)
+			before = &text
+		}
+		u.setDiff(t, c.path, before, string(c.after))
+	}
 	u.announce(d.ToolCallID, t)
 	end := acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: d.ToolCallID, Status: "completed", RawOutput: d.Result}
 	if d.IsError {
