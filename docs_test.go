@@ -137,7 +137,7 @@ type block struct {
 
 // fixtureMarker, alone on the line before a block, says the block is real
 // output: an exchange the named fixture produces.
-var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/[\w.-]+\.txtar) -->$`)
+var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/(?:acp/)?[\w.-]+\.txtar) -->$`)
 
 // fencedBlocks returns the fenced code blocks of a Markdown file.
 func fencedBlocks(md []byte) []block {
@@ -294,27 +294,31 @@ func checkRealExample(t *testing.T, where string, b block) {
 // a bash that abort_bash cancelled, say.)
 func checkAnswersPaired(t *testing.T, where string, lines, inputs, want []string) {
 	type envelope struct {
-		ID   json.RawMessage `json:"id"`
-		Type string          `json:"type"`
+		ID      json.RawMessage `json:"id"`
+		Type    string          `json:"type"`
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
 	}
-	idOf := func(line string) (string, string) {
+	// An answer is rpc's response, or (ACP) a JSON-RPC message with an id
+	// and no method.
+	idOf := func(line string) (id string, answer bool) {
 		var e envelope
 		json.Unmarshal([]byte(line), &e)
-		return string(e.ID), e.Type
+		return string(e.ID), e.Type == "response" || e.JSONRPC != "" && e.Method == "" && e.ID != nil
 	}
 	answered := map[string]bool{} // ids the fixture's output answers
 	for _, line := range want {
-		if id, typ := idOf(line); typ == "response" && id != "" {
+		if id, answer := idOf(line); answer && id != "" {
 			answered[id] = true
 		}
 	}
 	asked := map[string]bool{} // ids of the requests shown so far, not yet answered
 	for _, line := range lines {
-		id, typ := idOf(line)
-		switch {
-		case slices.Contains(inputs, line) && id != "" && answered[id]:
+		id, answer := idOf(line)
+		switch input := slices.Contains(inputs, line); {
+		case input && !answer && id != "" && answered[id]:
 			asked[id] = true
-		case typ == "response":
+		case !input && answer:
 			delete(asked, id)
 		}
 	}
