@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 )
@@ -26,20 +25,25 @@ const (
 
 // BenchmarkStartupACPRatio: exec → the answer to an initialize written at
 // once in ACP mode (an editor's first wait: rpi writes nothing before the
-// client speaks), beside exec → session_started in rpc mode, the two
-// started by turns from the same binary with the same environment. It
-// reports the medians and their ratio.
+// client speaks), beside exec → session_started in rpc mode and, as rpc
+// mode's own first answer, exec → the answer to a get_state written at
+// once; the three started by turns from the same binary with the same
+// environment. It reports the medians and the ratios of ACP's to each.
 func BenchmarkStartupACPRatio(b *testing.B) {
 	rpc, acp := rpiStartup(b), rpiStartupACP(b)
-	var rpcTimes, acpTimes []time.Duration
+	const getState, stateAnswer = `{"id":"first","type":"get_state"}` + "\n", `{"id":"first","type":"response"`
+	var rpcTimes, answerTimes, acpTimes []time.Duration
 	for b.Loop() {
 		rpcTimes = append(rpcTimes, firstLineTime(b, rpc()))
+		answerTimes = append(answerTimes, lineTime(b, rpc(), getState, stateAnswer))
 		acpTimes = append(acpTimes, lineTime(b, acp(), benchInitialize, benchInitializeAnswer))
 	}
-	r, a := medianDuration(rpcTimes), medianDuration(acpTimes)
+	r, ra, a := medianDuration(rpcTimes), medianDuration(answerTimes), medianDuration(acpTimes)
 	b.ReportMetric(r, "rpc-ms-median")
+	b.ReportMetric(ra, "rpc-answer-ms-median")
 	b.ReportMetric(a, "acp-ms-median")
 	b.ReportMetric(a/r, "acp/rpc")
+	b.ReportMetric(a/ra, "acp/rpc-answer")
 }
 
 // rpiStartupACP is rpiStartup for ACP mode: the built rpi acp with an
@@ -53,12 +57,6 @@ func rpiStartupACP(b *testing.B) func() *exec.Cmd {
 		cmd.Env = append(os.Environ(), "PI_CODING_AGENT_DIR="+agent, "TMPDIR="+tmp)
 		return cmd
 	}
-}
-
-// medianDuration is the median of times in milliseconds (sorted in place).
-func medianDuration(times []time.Duration) float64 {
-	slices.Sort(times)
-	return float64(times[len(times)/2].Microseconds()) / 1000
 }
 
 // streamRatioTokens is how many tokens (4 bytes each) the answer of
