@@ -169,6 +169,12 @@ func reportFirstLine(b *testing.B, times []time.Duration) {
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
 }
 
+// medianDuration is the median of times in milliseconds (sorted in place).
+func medianDuration(times []time.Duration) float64 {
+	slices.Sort(times)
+	return float64(times[len(times)/2].Microseconds()) / 1000
+}
+
 // pipeline writes n get_state commands and reads their n responses.
 func (p *benchProcess) pipeline(b *testing.B, n int) {
 	go func() {
@@ -387,16 +393,12 @@ func BenchmarkStartupRatio(b *testing.B) {
 		answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer))
 		floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
 	}
-	median := func(times []time.Duration) float64 {
-		slices.Sort(times)
-		return float64(times[len(times)/2].Microseconds()) / 1000
-	}
-	r, f := median(rpiTimes), median(floorTimes)
+	r, f := medianDuration(rpiTimes), medianDuration(floorTimes)
 	b.ReportMetric(r, "rpi-ms-median")
 	b.ReportMetric(f, "floor-ms-median")
-	b.ReportMetric(median(signalsTimes), "floor-signals-ms-median")
-	b.ReportMetric(median(versionTimes), "version-ms-median")
-	a, fa := median(answerTimes), median(floorAnswerTimes)
+	b.ReportMetric(medianDuration(signalsTimes), "floor-signals-ms-median")
+	b.ReportMetric(medianDuration(versionTimes), "version-ms-median")
+	a, fa := medianDuration(answerTimes), medianDuration(floorAnswerTimes)
 	b.ReportMetric(a, "answer-ms-median")
 	b.ReportMetric(fa, "floor-answer-ms-median")
 	b.ReportMetric(r/f, "rpi/floor")

@@ -19,6 +19,7 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkStartup' 200x
   bench '^BenchmarkMemory$' 1x
   bench '^BenchmarkStreamTokens' 5x
+  bench '^BenchmarkStreamACPRatio$' 10x
   bench '^BenchmarkProcessFloodRatio$' 5x
   bench '^BenchmarkBashTrue' 200x
   bench '^BenchmarkGrepTree$' 5x
@@ -32,10 +33,12 @@ targets "$raw" <<'TARGETS'
 pipelined get_state, rpi / floor (one plain write a line)|BenchmarkGetStatePipelinedRatio rpi/floor||>=|2|x
 exec -> session_started, rpi / floor (a net/http binary)|BenchmarkStartupRatio rpi/floor||<=|1.3|x
 exec -> the answer to a get_state, rpi / floor|BenchmarkStartupRatio answer/floor-answer||<=|1.3|x
+exec -> initialize answered (acp) / session_started (rpc)|BenchmarkStartupACPRatio acp/rpc||<=|1.3|x
 resident memory, idle|BenchmarkMemory MiB-idle||<=|8|MiB
 peak resident memory over 1,000,000 pipelined get_state|BenchmarkMemory MiB-peak||<=|16|MiB
 CPU for a 16k-token answer / a 4k-token one|BenchmarkStreamTokens/16k cpu-ms/answer|BenchmarkStreamTokens/4k cpu-ms/answer|<=|5|x
 CPU per token, 64k tokens / 4k (constant)|BenchmarkStreamTokens/64k cpu-ns/token|BenchmarkStreamTokens/4k cpu-ns/token|<=|1.25|x
+CPU for a 16k-token answer, acp / rpc|BenchmarkStreamACPRatio acp/rpc||<=|1.2|x
 process output flood, rpi / io.Copy of the same child|BenchmarkProcessFloodRatio rpi/floor||>=|0.85|x
 peak resident memory during the flood|BenchmarkProcessFloodRatio MiB-peak||<=|32|MiB
 bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-true|BenchmarkBashTrueFloor ms/bash-true|<=|1.8|x
