@@ -140,3 +140,68 @@ func TestEditAgainstPi(t *testing.T) {
 	}
 	t.Logf("%d random edit calls compared with pi 1.6, %d differ", n, bad)
 }
+
+// abortingFiles is the disk, but an edit's file, once read, aborts the
+// run (cancel): what planning does next is what an abort meets.
+type abortingFiles struct {
+	fileEnv
+	cancel func()
+}
+
+func (f abortingFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
+	t, err := f.fileEnv.target(ctx, path, abs, create)
+	if err != nil {
+		return nil, err
+	}
+	return abortingTarget{t, f.cancel}, nil
+}
+
+type abortingTarget struct {
+	changeTarget
+	cancel func()
+}
+
+func (t abortingTarget) read(ctx context.Context, limit int64) ([]byte, error) {
+	data, err := t.changeTarget.read(ctx, limit)
+	t.cancel()
+	return data, err
+}
+
+// TestEditPlanningStopsOnAbort: an edit call aborted as soon as its file is
+// read stops planning with "Operation aborted" instead of finishing it, on
+// files where planning is long work (it ran for 53 s, and abort waited for
+// it): a letter followed by 400,000 combining marks (NFKC orders them), and
+// 4 MiB of lines with 100 edits (each searched in the whole text). The
+// normalisation itself stops too.
+func TestEditPlanningStopsOnAbort(t *testing.T) {
+	var edits []textEdit
+	for i := range 100 {
+		edits = append(edits, textEdit{fmt.Sprintf("k%05dz", i), "K"})
+	}
+	many, _ := json.Marshal(map[string]any{"path": "many.txt", "edits": edits})
+	var lines strings.Builder
+	for lines.Len() < 4<<20 {
+		lines.WriteString(strings.Repeat("k00001y ", 16) + "\n")
+	}
+	for i := range 100 {
+		fmt.Fprintf(&lines, "k%05dz\n", i)
+	}
+	s := toolServer(t, map[string]string{
+		"marks.txt": "hello\na" + strings.Repeat("\u0301\u0316", 200_000) + "\n",
+		"many.txt":  lines.String(),
+	})
+	for _, args := range []string{`{"path":"marks.txt","edits":[{"oldText":"hello","newText":"bye"}]}`, string(many)} {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.files = abortingFiles{s.files, cancel}
+		call, err := s.decodeToolCall("edit", json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := call.(preparer)
+		if err := p.prepare(ctx, s.session); err == nil || err.Error() != "Operation aborted" {
+			t.Errorf("%.60s: prepare after an abort says %v, want Operation aborted", args, err)
+		}
+		p.release()
+	}
+}
+
