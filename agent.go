@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -344,6 +345,13 @@ func (s *session) abortRetry() <-chan struct{} {
 // queued, auto-retries, compaction, and finally agent_settled. A panic
 // anywhere in it ends the run with an error instead of ending rpi.
 func (s *session) runAgent(run *agentRun, pending []runInput) {
+	defer func() {
+		if p := recover(); p != nil { // outside the turns (safeTurns has its own)
+			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
+			run.cancel() // nothing queued is taken: the run settles
+			s.settle(run)
+		}
+	}()
 	for pending != nil {
 		s.runOnce(run, pending)
 		pending = s.settle(run)
@@ -524,7 +532,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
-	batch := &deltaBatch{send: func(ev assistantEvent, u usage) {
+	batch := &deltaBatch{stderr: s.stderr, send: func(ev assistantEvent, u usage) {
 		s.emit("message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev})
 	}}
 	// Called on the streaming goroutine: the usage so far goes with the event.
@@ -575,7 +583,8 @@ const (
 // deltaBatch coalesces the deltas of a streaming answer; every other
 // event first sends what is pending, so the order is kept.
 type deltaBatch struct {
-	send func(assistantEvent, usage)
+	send   func(assistantEvent, usage)
+	stderr io.Writer // where a panic in the timer's send is told
 
 	mu      sync.Mutex // guards the fields below; held while sending
 	usage   usage      // the answer's usage as of the pending delta's last text
@@ -607,7 +616,7 @@ func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	if b.text.Len() >= deltaBatchBytes {
 		b.flushLocked()
 	} else if b.timer == nil {
-		b.timer = time.AfterFunc(deltaBatchDelay, b.flush)
+		b.timer = time.AfterFunc(deltaBatchDelay, guard(b.stderr, "sending deltas", b.flush))
 	}
 }
 
@@ -685,16 +694,16 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
 func (s *session) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
-	call, err := s.decodeToolCall(block.Name, block.Arguments)
-	if err != nil {
-		return textResult(err.Error()), true
-	}
-	defer func() {
+	defer func() { // from the decoding to the result: prepare, the approval and describe too
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", block.Name, p, debug.Stack())
 			res, isError = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true
 		}
 	}()
+	call, err := s.decodeToolCall(block.Name, block.Arguments)
+	if err != nil {
+		return textResult(err.Error()), true
+	}
 	if p, ok := call.(preparer); ok {
 		defer p.release()
 		if err := p.prepare(ctx, s); err != nil {

@@ -80,9 +80,9 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 	var c *child
 	var err error
 	if opts.pty {
-		c, err = startPTYChild(cmd, opts, onOutput)
+		c, err = startPTYChild(cmd, opts, onOutput, t.stderr)
 	} else {
-		c, err = startPipeChild(cmd, opts, onOutput)
+		c, err = startPipeChild(cmd, opts, onOutput, t.stderr)
 	}
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 	return c, nil
 }
 
-func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte), stderr io.Writer) (*child, error) {
 	startInGroup(cmd, false)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(files []*os.File) {
@@ -139,14 +139,14 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
 	c.readers.Add(len(parentEnds))
 	for i, pipe := range parentEnds {
-		go c.read(pipe, streams[i], onOutput)
+		go guard(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], onOutput) })()
 	}
 	return c, nil
 }
 
 // startPTYChild starts cmd with a new pseudo-terminal as its controlling
 // terminal and stdio; the master is both its output and its stdin.
-func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte)) (*child, error) {
+func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byte), stderr io.Writer) (*child, error) {
 	master, slave, err := openPTY(opts.rows, opts.cols)
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 	}
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
 	c.readers.Add(1)
-	go c.read(master, "combined", onOutput)
+	go guard(stderr, "reading a child's terminal", func() { c.read(master, "combined", onOutput) })()
 	return c, nil
 }
 
@@ -259,13 +259,13 @@ func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Dura
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(ctx, guard(s.stderr, "stopping a command", func() {
 		if s.ctx.Err() != nil {
 			c.terminate(killGrace)
 		} else {
 			killTree(c.pid)
 		}
-	})
+	}))
 	ps = c.wait()
 	c.release() // the caller's answer is counted as background work
 	stop()

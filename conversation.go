@@ -16,12 +16,17 @@ import (
 )
 
 // conversation owns the messages and the session they are recorded in.
-// Its file writes happen under its own fileMu, never under the server's
-// state lock, in the order the entries were made; a write that returned
-// is on disk.
+// Its file writes happen under its own fileMu, never under the session's
+// state lock, in the order the entries were made. Two kinds of callers
+// add entries: the run chain and other background work, whose calls
+// return once their entry is on disk (appendMessage, compacted), and the
+// command loop, whose calls never wait for the disk (record, setName,
+// writeFile): their writes are done by the conversation's writer, a
+// goroutine that runs while there is something to write (flushSoon).
 type conversation struct {
-	clock clock
-	warn  func(string) // tells the client (a notify) when the file cannot be written
+	clock      clock
+	warn       func(string) // tells the client (a notify) when the file cannot be written
+	background func(func()) // runs work on a goroutine shutdown waits for (host.goBackground)
 
 	mu          sync.Mutex // guards the fields below
 	sessionFile *sessionFile
@@ -33,6 +38,7 @@ type conversation struct {
 	writeErr    error // the last write failure, until a write works again
 	// appendWarned: the client was told an append failed (once is enough)
 	appendWarned bool
+	writing      bool // the writer is running (flushSoon)
 
 	fileMu sync.Mutex // held while writing the file
 	closed bool       // close ran: nothing is written any more (guarded by fileMu)
@@ -75,15 +81,14 @@ func (c *conversation) messages() []any {
 	return append([]any{}, c.msgs...)
 }
 
-// record appends a session entry and writes it.
+// record appends a session entry; the writer writes it (flushSoon). A
+// write that fails is told to the client (noteWrite).
 func (c *conversation) record(typ string, fields ...field) error {
 	c.mu.Lock()
 	err := c.addLocked(typ, fields)
 	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return c.flush()
+	c.flushSoon()
+	return err
 }
 
 // addLocked adds an entry in memory and queues its write; c.mu is held.
@@ -185,7 +190,7 @@ func (c *conversation) addBashResult(m bashExecutionMessage) {
 }
 
 // setName names the session; an unchanged name writes nothing (changed
-// is false).
+// is false). The writer writes its entry, as record's.
 func (c *conversation) setName(name string) (changed bool, err error) {
 	c.mu.Lock()
 	if name == c.name {
@@ -195,22 +200,20 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 	c.name = name
 	err = c.addLocked("session_info", []field{{"name", name}})
 	c.mu.Unlock()
-	if err != nil {
-		return true, err
-	}
-	return true, c.flush()
+	c.flushSoon()
+	return true, err
 }
 
 // replace makes ss the session, its context the conversation. The
 // session left lets go of its file once its writes are done (flush), or
 // hands its hold to ss when ss is the same file (switch_session to the
-// current session).
+// current session: open found it so). It touches no file.
 func (c *conversation) replace(ss *sessionFile, sc sessionContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.sessionFile; old != nil && old != ss {
 		c.lockMu.Lock()
-		if old.lock != nil && ss.lock == nil && holdsFile(old.lock, ss.path) {
+		if old.lock != nil && ss.lock == nil && ss.sameFileAs == old {
 			ss.lock, old.lock = old.lock, nil
 		} else if old.lock != nil {
 			c.retired = append(c.retired, old)
@@ -233,6 +236,33 @@ func (c *conversation) compacted(fields []field) error {
 		return err
 	}
 	return c.flush()
+}
+
+// flushSoon has the queued writes done, and the files of the sessions
+// left let go of, by the conversation's writer, in the background: one
+// writer runs at a time, and goes on while there is something to write.
+func (c *conversation) flushSoon() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writing {
+		return
+	}
+	c.writing = true
+	c.background(func() {
+		for {
+			c.flush()
+			c.mu.Lock()
+			c.lockMu.Lock()
+			done := len(c.queue) == 0 && len(c.retired) == 0
+			c.lockMu.Unlock()
+			if done {
+				c.writing = false
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+		}
+	})
 }
 
 // flush does the queued writes, in order. An append that fails (the file
@@ -345,13 +375,14 @@ func (c *conversation) writeWhole(ss *sessionFile) {
 	}
 }
 
-// writeFile writes ss's whole file, and its entries a line at a time after.
+// writeFile has ss's whole file written, and its entries a line at a
+// time after; the writer writes it, as record's.
 func (c *conversation) writeFile(ss *sessionFile) {
 	c.mu.Lock()
 	c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 	ss.written = true
 	c.mu.Unlock()
-	c.flush()
+	c.flushSoon()
 }
 
 // replaceFile replaces ss's file with data atomically: a temp file,
@@ -423,10 +454,17 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 	cur := c.sessionFile
 	c.mu.Unlock()
 	c.lockMu.Lock()
-	same := cur != nil && holdsFile(cur.lock, path)
+	var held *os.File
+	if cur != nil {
+		held = cur.lock
+	}
 	c.lockMu.Unlock()
-	if same {
-		return loadSessionFile(path)
+	if holdsFile(held, path) {
+		ss, err := loadSessionFile(path)
+		if ss != nil {
+			ss.sameFileAs = cur
+		}
+		return ss, err
 	}
 	return openSessionFile(path, wait)
 }
@@ -452,14 +490,22 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 }
 
 // unlockRetired lets go of the files of the sessions no longer current;
-// their writes are done. c.fileMu is held.
+// their writes are done. c.fileMu is held; lockMu only while the list is
+// taken (closing a file is no business of a lock others wait for).
 func (c *conversation) unlockRetired() {
 	c.lockMu.Lock()
-	defer c.lockMu.Unlock()
+	var locks []*os.File
 	for _, ss := range c.retired {
-		ss.unlock()
+		if ss.lock != nil {
+			locks = append(locks, ss.lock)
+			ss.lock = nil
+		}
 	}
 	c.retired = nil
+	c.lockMu.Unlock()
+	for _, f := range locks {
+		f.Close()
+	}
 }
 
 // close writes what is queued, then lets go of every session file and

@@ -137,7 +137,7 @@ type block struct {
 
 // fixtureMarker, alone on the line before a block, says the block is real
 // output: an exchange the named fixture produces.
-var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/[\w.-]+\.txtar) -->$`)
+var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/(?:acp/)?[\w.-]+\.txtar) -->$`)
 
 // fencedBlocks returns the fenced code blocks of a Markdown file.
 func fencedBlocks(md []byte) []block {
@@ -294,27 +294,31 @@ func checkRealExample(t *testing.T, where string, b block) {
 // a bash that abort_bash cancelled, say.)
 func checkAnswersPaired(t *testing.T, where string, lines, inputs, want []string) {
 	type envelope struct {
-		ID   json.RawMessage `json:"id"`
-		Type string          `json:"type"`
+		ID      json.RawMessage `json:"id"`
+		Type    string          `json:"type"`
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
 	}
-	idOf := func(line string) (string, string) {
+	// An answer is rpc's response, or (ACP) a JSON-RPC message with an id
+	// and no method.
+	idOf := func(line string) (id string, answer bool) {
 		var e envelope
 		json.Unmarshal([]byte(line), &e)
-		return string(e.ID), e.Type
+		return string(e.ID), e.Type == "response" || e.JSONRPC != "" && e.Method == "" && e.ID != nil
 	}
 	answered := map[string]bool{} // ids the fixture's output answers
 	for _, line := range want {
-		if id, typ := idOf(line); typ == "response" && id != "" {
+		if id, answer := idOf(line); answer && id != "" {
 			answered[id] = true
 		}
 	}
 	asked := map[string]bool{} // ids of the requests shown so far, not yet answered
 	for _, line := range lines {
-		id, typ := idOf(line)
-		switch {
-		case slices.Contains(inputs, line) && id != "" && answered[id]:
+		id, answer := idOf(line)
+		switch input := slices.Contains(inputs, line); {
+		case input && !answer && id != "" && answered[id]:
 			asked[id] = true
-		case typ == "response":
+		case !input && answer:
 			delete(asked, id)
 		}
 	}
@@ -371,16 +375,7 @@ func TestPerformanceDocSources(t *testing.T) {
 // names given to fs.StringVar, fs.BoolVar and the like, as literals or
 // from a loop over a literal list.
 func parserFlags(t *testing.T) []string {
-	sources, _ := filepath.Glob("*.go")
-	fset := token.NewFileSet()
-	for _, path := range sources {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, file := range codeFiles(t) {
 		for _, decl := range file.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Name.Name != "parseArgs" {
@@ -593,6 +588,97 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 	for name := range listed {
 		if _, err := os.Stat(name); err != nil {
 			t.Errorf("docs/architecture.md's file table lists %s, which is not in the repository", name)
+		}
+	}
+}
+
+// codeFiles are rpi's non-test Go files, parsed, by path.
+func codeFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	sources, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[path] = file
+	}
+	return files
+}
+
+// TestFilesReadable: no file of rpi's code is longer than 1,200 lines;
+// one that grows past that is split by job (docs/architecture.md).
+func TestFilesReadable(t *testing.T) {
+	sources, _ := filepath.Glob("*.go")
+	for _, path := range sources {
+		data, _ := os.ReadFile(path)
+		if n := bytes.Count(data, []byte("\n")); !strings.HasSuffix(path, "_test.go") && n > 1200 {
+			t.Errorf("%s has %d lines: split it by job", path, n)
+		}
+	}
+}
+
+// TestArchitectureListsEveryLock checks that every mutex of rpi's code
+// (a sync.Mutex or sync.RWMutex field, as type.field) has a row in
+// docs/architecture.md's lock table, that the table names no other, and
+// that the order written under it names only locks of the table.
+func TestArchitectureListsEveryLock(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)[strings.Index(string(doc), "## Locks and their order"):]
+	section = section[:strings.Index(section[1:], "\n## ")+1]
+	name := regexp.MustCompile("`(\\w+\\.\\w+)`")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "| `") {
+			listed[name.FindStringSubmatch(line)[1]] = true
+		}
+	}
+	found := map[string]bool{}
+	for _, file := range codeFiles(t) {
+		ast.Inspect(file, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			if st, ok := spec.Type.(*ast.StructType); ok {
+				for _, field := range st.Fields.List {
+					if sel, ok := field.Type.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex") {
+						for _, id := range field.Names {
+							found[spec.Name.Name+"."+id.Name] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(found) < 10 {
+		t.Fatalf("found only %v", found)
+	}
+	for lock := range found {
+		if !listed[lock] {
+			t.Errorf("%s has no row in docs/architecture.md's lock table", lock)
+		}
+	}
+	for lock := range listed {
+		if !found[lock] {
+			t.Errorf("docs/architecture.md's lock table lists %s, which is no mutex of the code", lock)
+		}
+	}
+	order := section[strings.Index(section, "**The order**"):]
+	for _, m := range name.FindAllStringSubmatch(order[:strings.Index(order, "**Order by construction.**")], -1) {
+		if strings.HasSuffix(m[1], "mu") || strings.HasSuffix(m[1], "Mu") {
+			if !listed[m[1]] {
+				t.Errorf("the lock order names %s, which the lock table does not list", m[1])
+			}
 		}
 	}
 }

@@ -60,6 +60,7 @@ func newHost(cfg config, env environment, stdout, stderr io.Writer) (*host, erro
 	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	h.procs = newProcessTable(h.watchdog, stderr)
 	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
+	h.memory.stderr = stderr
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }
@@ -132,8 +133,7 @@ func (h *host) goBackground(work func()) {
 	h.background.Add(1)
 	go func() {
 		defer h.background.Done()
-		defer h.recoverPanic("background work")
-		work()
+		guard(h.stderr, "background work", work)()
 	}()
 }
 
@@ -175,11 +175,25 @@ func (h *host) call(what string, work func() (any, error)) (data any, err error)
 	return work()
 }
 
-// recoverPanic, deferred at the top of a goroutine, logs a panic with its
-// stack instead of letting it end rpi.
-func (h *host) recoverPanic(what string) {
-	if p := recover(); p != nil {
-		fmt.Fprintf(h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+// guard returns f wrapped so that a panic in it is logged to stderr, with
+// its stack, and goes no further. Every goroutine and callback that runs
+// rpi's code starts through it — go guard(…)(), time.AfterFunc(d,
+// guard(…)), context.AfterFunc(ctx, guard(…)) — so that a bug in one
+// ends only that piece of work, never rpi: the one whose work must end
+// with an answer says so in a deferred call of its own (a write's answer,
+// a tool's result, a run's failure). Goroutines that only wait on a
+// channel or a WaitGroup and close another need none.
+func guard(stderr io.Writer, what string, f func()) func() {
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	return func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+			}
+		}()
+		f()
 	}
 }
 

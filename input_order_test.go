@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// TestReviewWritesAnsweredInOrder pipelines writes to processes that close
+// TestPipelinedWritesAnsweredInOrder pipelines writes to processes that close
 // stdin (closeStdin) or exit (head) in the middle of them, many times:
 // every write is answered once, in the order it was asked, and once a
 // write's answer says stdin is closed (or the process exited) every later
 // write fails too.
-func TestReviewWritesAnsweredInOrder(t *testing.T) {
+func TestPipelinedWritesAnsweredInOrder(t *testing.T) {
 	endToEnd(t)
 	ps := startSession(t)
 	const rounds, writes = 30, 12
@@ -69,11 +69,11 @@ func TestReviewWritesAnsweredInOrder(t *testing.T) {
 	ps.close()
 }
 
-// TestReviewDeltaBatchUsage feeds a deltaBatch deltas of two blocks and
+// TestDeltaBatchKeepsEachDeltasUsage feeds a deltaBatch deltas of two blocks and
 // other events whose usage grows: each delta goes out once, in order, with
 // the usage of its own last text, whether the next event, a block change
 // or close sends it.
-func TestReviewDeltaBatchUsage(t *testing.T) {
+func TestDeltaBatchKeepsEachDeltasUsage(t *testing.T) {
 	type sent struct {
 		typ   string
 		index int

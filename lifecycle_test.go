@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,61 +88,144 @@ func waitUntil(t *testing.T, ps *processSession, done func(out string) bool) {
 	}
 }
 
-// TestDialogResolvesOnce answers dialogs at the moment they time out, many
-// times: either the answer wins (the dialog gets it, the answer gets no
-// response) or the timeout does (the dialog is cancelled, the answer is
-// told it expired) — never both lost.
-func TestDialogResolvesOnce(t *testing.T) {
-	endToEnd(t)
+// A dialog is resolved once, by whoever takes it from the open dialogs
+// first: the client's answer, or its timeout. The tests below put each in
+// first, and the answer in between (taken from the table, not yet handed
+// to the dialog) when the timeout fires.
+
+// dialogServer is a server on a fake clock with one confirm dialog open
+// (1 s timeout): its id, and the dialog's outcome when it resolves.
+func dialogServer(t *testing.T) (s *server, clock *fakeClock, id string, outcome <-chan uiAnswer) {
+	t.Helper()
 	e := newTestEnv(t)
-	clock := newFakeClock()
+	clock = newFakeClock()
 	e.clock = clock
 	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, e.env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
-	s, err := newServer(cfg, e.env(), &out, io.Discard)
+	s, err = newServer(cfg, e.env(), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.shutdown(false)
-	outcomes := map[string]int{}
-	for i := range 200 {
-		answered := make(chan uiAnswer)
-		go func() {
-			answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
-		}()
-		id := ""
-		deadline := time.Now().Add(10 * time.Second)
-		for id == "" || !clock.pending() {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the dialog never opened", i)
-			}
-			s.dialogs.mu.Lock()
-			for k := range s.dialogs.open {
-				id = k
-			}
-			s.dialogs.mu.Unlock()
-			time.Sleep(10 * time.Microsecond)
+	t.Cleanup(func() { s.shutdown(false) })
+	answered := make(chan uiAnswer, 1)
+	go func() {
+		answered <- s.dialogs.ask(context.Background(), uiRequest{Method: "confirm", Title: "ok?", Timeout: 1000})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); id == "" || !clock.pending(); time.Sleep(10 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dialog never opened")
 		}
-		advanced := make(chan struct{})
-		go func() { clock.advance(time.Second); close(advanced) }()
-		r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
-			members: []member{{[]byte("confirmed"), []byte("true")}}}
-		_, respErr := s.extensionUIResponseCommand(r)
-		a := <-answered
-		<-advanced
-		switch {
-		case respErr == nil && a.confirmed != nil && *a.confirmed:
-			outcomes["answer won"]++
-		case respErr != nil && a.cancelled && strings.Contains(respErr.Error(), "already answered or expired"):
-			outcomes["timeout won"]++
-		default:
-			t.Fatalf("round %d: the answer was accepted (%v) but the dialog got %+v", i, respErr, a)
+		s.dialogs.mu.Lock()
+		for k := range s.dialogs.open {
+			id = k
 		}
+		s.dialogs.mu.Unlock()
 	}
-	t.Logf("outcomes: %v", outcomes)
+	return s, clock, id, answered
+}
+
+// confirmed is the client's extension_ui_response confirming dialog id.
+func confirmed(s *server, id string) error {
+	r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
+		members: []member{{[]byte("confirmed"), []byte("true")}}}
+	_, err := s.extensionUIResponseCommand(r)
+	return err
+}
+
+func waitAnswer(t *testing.T, outcome <-chan uiAnswer) uiAnswer {
+	t.Helper()
+	return receive(t, outcome, "the dialog's outcome")
+}
+
+// TestDialogAnswerBeforeTimeout: the answer comes first; the timeout that
+// follows changes nothing.
+func TestDialogAnswerBeforeTimeout(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	if err := confirmed(s, id); err != nil {
+		t.Fatalf("the answer was refused: %v", err)
+	}
+	if a := waitAnswer(t, outcome); a.cancelled || a.confirmed == nil || !*a.confirmed {
+		t.Errorf("the dialog got %+v, want confirmed", a)
+	}
+	clock.advance(time.Second)
+}
+
+// TestDialogTimeoutBeforeAnswer: the timeout comes first and cancels the
+// dialog; the answer that follows is refused as expired.
+func TestDialogTimeoutBeforeAnswer(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	clock.advance(time.Second)
+	if a := waitAnswer(t, outcome); !a.cancelled {
+		t.Errorf("the dialog got %+v, want cancelled", a)
+	}
+	if err := confirmed(s, id); err == nil || !strings.Contains(err.Error(), "already answered or expired") {
+		t.Errorf("a late answer: %v", err)
+	}
+}
+
+// TestDialogTimeoutWhileAnswerOnItsWay: the answer has taken the dialog
+// from the table (as extension_ui_response does first) and not yet handed
+// it over when the timeout fires: the dialog waits for that answer and
+// gets it, however the two goroutines run.
+func TestDialogTimeoutWhileAnswerOnItsWay(t *testing.T) {
+	s, clock, id, outcome := dialogServer(t)
+	d := s.dialogs.take(id)
+	clock.advance(time.Second)
+	yes := true
+	d.answer <- uiAnswer{confirmed: &yes}
+	if a := waitAnswer(t, outcome); a.cancelled || a.confirmed == nil || !*a.confirmed {
+		t.Errorf("the dialog got %+v, want the answer", a)
+	}
+}
+
+// servedInProcess is a server for args serving in this process, on a pipe
+// the test writes lines to (send), with its output (seen waits for a text
+// in it); stop ends its input and checks that it exits with 0.
+type servedInProcess struct {
+	t    *testing.T
+	s    *server
+	out  *watchedOutput
+	in   *io.PipeWriter
+	done chan int
+}
+
+func serveInProcess(t *testing.T, e *testEnv, args ...string) *servedInProcess {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"rpc"}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &servedInProcess{t: t, out: newWatchedOutput(), done: make(chan int)}
+	if sp.s, err = newServer(cfg, e.env(), sp.out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	sp.in = pw
+	go func() { sp.done <- sp.s.serve(pr, nil) }()
+	return sp
+}
+
+func (sp *servedInProcess) send(lines ...string) {
+	for _, line := range lines {
+		io.WriteString(sp.in, line+"\n")
+	}
+}
+
+func (sp *servedInProcess) seen(text string) {
+	sp.t.Helper()
+	if !sp.out.waitFor(text, func(b []byte) string { return string(b) }) {
+		sp.t.Fatalf("never saw %s in:\n%s", text, sp.out.bytes())
+	}
+}
+
+func (sp *servedInProcess) stop() {
+	sp.t.Helper()
+	sp.in.Close()
+	if code := <-sp.done; code != 0 {
+		sp.t.Errorf("exit %d", code)
+	}
 }
 
 // TestCommandLoopNeverWaits holds the session file's writes (a disk that
@@ -151,39 +236,18 @@ func TestCommandLoopNeverWaits(t *testing.T) {
 	endToEnd(t)
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"text":["slow ","answer"],"delayMs":100}`, e.agentDir)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := newWatchedOutput()
-	s, err := newServer(cfg, e.env(), out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw := io.Pipe()
-	done := make(chan int)
-	go func() { done <- s.serve(pr, nil) }()
-	seen := func(text string) {
-		t.Helper()
-		if !out.waitFor(text, func(b []byte) string { return string(b) }) {
-			t.Fatalf("never saw %s in:\n%s", text, out.bytes())
-		}
-	}
-	io.WriteString(pw, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
-	seen(`"type":"message_update"`)
-	s.conv.fileMu.Lock() // the disk stops answering
-	io.WriteString(pw, `{"id":"n","type":"new_session"}`+"\n")
-	io.WriteString(pw, `{"id":"s","type":"get_state"}`+"\n")
-	seen(`"id":"s"`)
-	if bytes.Contains(out.bytes(), []byte(`"id":"n"`)) {
+	sp := serveInProcess(t, e, "--cwd", t.TempDir())
+	sp.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	sp.seen(`"type":"message_update"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"n","type":"new_session"}`, `{"id":"s","type":"get_state"}`)
+	sp.seen(`"id":"s"`)
+	if bytes.Contains(sp.out.bytes(), []byte(`"id":"n"`)) {
 		t.Errorf("new_session answered while the run could not settle")
 	}
-	s.conv.fileMu.Unlock()
-	seen(`"id":"n"`)
-	pw.Close()
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	sp.s.conv.fileMu.Unlock()
+	sp.seen(`"id":"n"`)
+	sp.stop()
 }
 
 // TestRemoveRightAfterExit removes each process the moment its
@@ -203,4 +267,55 @@ func TestRemoveRightAfterExit(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// TestCommandLoopNeverWaitsForTheDisk holds the session file's lock and
+// the loops file's lock (a disk that does not answer) while commands that
+// write them are sent: each is answered, and get_state after them, while
+// the disk still holds; what they wrote is in the files once it is back.
+func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.s.loops.fileMu.Lock()
+	answered := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if !bytes.Contains(sp.out.bytes(), []byte(`"id":"`+id+`","type":"response"`)) {
+				t.Errorf("%s was not answered while the disk held", id)
+			}
+		}
+	}
+	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
+		`{"id":"think","type":"set_thinking_level","level":"low"}`,
+		`{"id":"cycle","type":"cycle_thinking_level"}`,
+		`{"id":"model","type":"set_model","provider":"fake","modelId":"fake-model"}`,
+		`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`,
+		`{"id":"state","type":"get_state"}`)
+	sp.seen(`"id":"state"`)
+	answered("name", "think", "cycle", "model", "loop")
+	sp.send(`{"id":"clone","type":"clone"}`, `{"id":"new","type":"new_session"}`, `{"id":"state2","type":"get_state"}`)
+	sp.seen(`"id":"state2"`)
+	answered("clone", "new")
+	sp.s.loops.fileMu.Unlock()
+	sp.s.conv.fileMu.Unlock()
+	sp.stop()
+	saved, _ := os.ReadFile(file)
+	for _, want := range []string{`"type":"session_info","id":`, `"name":"renamed"`, `"thinkingLevel":"low"`, `"type":"model_change"`} {
+		if !bytes.Contains(saved, []byte(want)) {
+			t.Errorf("the session file lacks %s:\n%s", want, saved)
+		}
+	}
+	if loops, err := os.ReadFile(file + ".loops.json"); err != nil || !bytes.Contains(loops, []byte(`"prompt":"p"`)) {
+		t.Errorf("the loops file: %s, %v", loops, err)
+	}
 }

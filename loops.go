@@ -4,11 +4,10 @@ package main
 // agent run whose first message is a custom message naming the loop; while
 // the agent is busy a fire waits in a queue (or is skipped when that loop's
 // run is already running or waiting). Durable loops are saved beside the
-// session file and come back with it. Every timer is the server's clock.
-//
-// Locks: the loops file's lock first (commands that save hold it across
-// the write and the change it records), then s.mu, then the scheduler's.
-// No file is touched under s.mu or the scheduler's lock.
+// session file and come back with it. Every timer is the host's clock. A
+// change of a durable loop is made in memory and its file written after,
+// by the loops writer (writeLoops) in the background: the command loop
+// never waits for the disk. (The locks' order: docs/architecture.md.)
 
 import (
 	"encoding/hex"
@@ -106,17 +105,26 @@ func (t *loopTask) schedule() string {
 
 // loopScheduler holds the session's loops and their timer.
 type loopScheduler struct {
-	fileMu sync.Mutex // held while the loops file is written (and by changes that save)
+	fileMu sync.Mutex // held by the loops writer while it writes
 
-	mu        sync.Mutex  // guards the fields below; taken after s.mu
-	tasks     []*loopTask // in creation order
-	restoring []*loopTask // read from the file of a session just opened, announced after its session_started
-	invalid   int         // loops of that file that were not valid, dropped
-	path      string      // the loops file; "" keeps durable loops in memory only (--no-session)
-	queue     []*loopFire // fires waiting for the agent, oldest first
-	active    *loopFire   // the fire whose run is in progress
-	stopTimer func() bool // the timer for the next deadline, when one is set
-	closed    bool        // shut down
+	mu        sync.Mutex   // guards the fields below; taken after s.mu
+	tasks     []*loopTask  // in creation order
+	restoring []*loopTask  // read from the file of a session just opened, announced after its session_started
+	invalid   int          // loops of that file that were not valid, dropped
+	path      string       // the loops file; "" keeps durable loops in memory only (--no-session)
+	queue     []*loopFire  // fires waiting for the agent, oldest first
+	active    *loopFire    // the fire whose run is in progress
+	stopTimer func() bool  // the timer for the next deadline, when one is set
+	closed    bool         // shut down
+	writes    []loopsWrite // loops files to write, oldest first (saveLoopsLocked)
+	writing   bool         // the loops writer is running
+}
+
+// loopsWrite is a loops file as it must be written: the durable loops of
+// the session whose file it is, when the change was made.
+type loopsWrite struct {
+	path  string
+	tasks []loopTaskJSON
 }
 
 // loopFire is one fire of a loop that waits for the agent or runs.
@@ -217,13 +225,11 @@ func (s *server) loopCreateCommand(r *request) (any, error) {
 }
 
 // addLoop checks and adds a loop (the cap, the prompt, the interval, in
-// the original's order), saving it first when it is durable.
+// the original's order); a durable one is saved by the loops writer.
 func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
 	l := s.loops
-	l.fileMu.Lock()
-	defer l.fileMu.Unlock()
 	l.mu.Lock()
-	count, path := len(l.tasks)+len(l.restoring), l.path
+	count := len(l.tasks) + len(l.restoring)
 	l.mu.Unlock()
 	if count >= maxLoops {
 		return loopTaskJSON{}, fmt.Errorf("maximum of %d scheduled tasks reached", maxLoops)
@@ -241,15 +247,13 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 	if fireNow {
 		t.CreatedAt = now.Add(-time.Duration(secs) * time.Second)
 	}
-	if durable {
-		if err := l.save(path, func(tasks []*loopTask) []*loopTask { return append(tasks, t) }); err != nil {
-			return loopTaskJSON{}, err
-		}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.tasks = append(l.tasks, t)
 	s.emit("loop_created", loopCreated{t.wire(), false}, nil)
+	if durable {
+		s.saveLoopsLocked()
+	}
 	return t.wire(), nil
 }
 
@@ -297,12 +301,7 @@ func (s *server) loopUpdateCommand(r *request) (any, error) {
 	}
 	now := s.env.clock.Now()
 	l := s.loops
-	return s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
-		changed := *t
-		change(&changed, now)
-		tasks[slices.Index(tasks, t)] = &changed
-		return tasks
-	}, func(t *loopTask) (any, error) {
+	return s.editLoop(id, func(t *loopTask) (any, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.findLocked(id) != t {
@@ -315,26 +314,24 @@ func (s *server) loopUpdateCommand(r *request) (any, error) {
 	})
 }
 
-// editLoop changes the loop named id, holding the loops file's lock:
-// when the loop is durable, the file is first saved as plan (applied to a
-// copy of the list) says the loops will be, and only then does commit
-// make the change (it must check that the loop is still there).
-func (s *session) editLoop(id string, plan func(tasks []*loopTask, t *loopTask) []*loopTask, commit func(t *loopTask) (any, error)) (any, error) {
+// editLoop changes the loop named id with commit (which must check that
+// the loop is still there); a durable loop's file is written after, by
+// the loops writer.
+func (s *session) editLoop(id string, commit func(t *loopTask) (any, error)) (any, error) {
 	l := s.loops
-	l.fileMu.Lock()
-	defer l.fileMu.Unlock()
 	l.mu.Lock()
-	t, path := l.findLocked(id), l.path
+	t := l.findLocked(id)
 	l.mu.Unlock()
 	if t == nil {
 		return nil, noLoop(id)
 	}
-	if t.Durable {
-		if err := l.save(path, func(tasks []*loopTask) []*loopTask { return plan(tasks, t) }); err != nil {
-			return nil, err
-		}
+	data, err := commit(t)
+	if err == nil && t.Durable {
+		l.mu.Lock()
+		s.saveLoopsLocked()
+		l.mu.Unlock()
 	}
-	return commit(t)
+	return data, err
 }
 
 // loopListCommand answers the loops, oldest first, as a bare array as the
@@ -374,9 +371,7 @@ func (s *server) removeLoop(r *request, cancel bool) (any, error) {
 		reason = "cancelled"
 	}
 	var aborted *agentRun
-	_, err = s.editLoop(id, func(tasks []*loopTask, t *loopTask) []*loopTask {
-		return slices.DeleteFunc(tasks, func(task *loopTask) bool { return task == t })
-	}, func(t *loopTask) (any, error) {
+	_, err = s.editLoop(id, func(t *loopTask) (any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.loops.mu.Lock()
@@ -438,11 +433,11 @@ func (s *session) fireDueLoops() {
 		s.fireLoopLocked(t)
 	}
 	s.armLoopsLocked(now)
+	if save {
+		s.saveLoopsLocked()
+	}
 	l.mu.Unlock()
 	s.mu.Unlock()
-	if save {
-		s.saveLoops()
-	}
 }
 
 // armLoopsLocked sets the timer for the earliest next fire or expiry.
@@ -459,10 +454,7 @@ func (s *session) armLoopsLocked(now time.Time) {
 	for _, t := range l.tasks {
 		next = earliest(next, t.ExpiresAt, t.nextFire())
 	}
-	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), func() {
-		defer s.recoverPanic("loop timer")
-		s.fireDueLoops()
-	})
+	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), guard(s.stderr, "the loop timer", s.fireDueLoops))
 }
 
 func earliest(times ...time.Time) time.Time {
@@ -607,18 +599,33 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 
 // ---- Sessions and shutdown ----
 
+// loopsRead is what a session's loops file held, read before the session
+// becomes current (readLoops): moveLoops touches no file.
+type loopsRead struct {
+	path    string // the loops file ("" for an in-memory session)
+	tasks   []*loopTask
+	invalid int
+	err     error
+}
+
+// readLoops reads the durable loops saved beside the session file at
+// sessionPath.
+func readLoops(sessionPath string) loopsRead {
+	path := loopsFileOf(sessionPath)
+	tasks, invalid, err := readLoopsFile(path)
+	return loopsRead{path, tasks, invalid, err}
+}
+
 // moveLoops follows a session change (before its answer): the loops of
 // the session left are removed (session_changed; their file keeps the
-// durable ones), and the durable loops saved beside the new session file
-// are read, to be announced after its session_started (announceLoops).
-func (s *session) moveLoops(sessionPath string) {
+// durable ones), and those read from the new session's file wait to be
+// announced after its session_started (announceLoops). It touches no
+// file: a new session has no loops file yet, and another one's was read
+// before (readLoops).
+func (s *session) moveLoops(read loopsRead) {
 	l := s.loops
-	l.fileMu.Lock()
-	defer l.fileMu.Unlock()
-	path := loopsFileOf(sessionPath)
-	restored, invalid, err := readLoopsFile(path)
-	if err != nil {
-		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: fmt.Sprintf("Cannot restore the loops in %s: %v", path, err)})
+	if read.err != nil {
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: fmt.Sprintf("Cannot restore the loops in %s: %v", read.path, read.err)})
 	}
 	s.mu.Lock()
 	l.mu.Lock()
@@ -628,7 +635,7 @@ func (s *session) moveLoops(sessionPath string) {
 	if l.active != nil {
 		l.active.report = false
 	}
-	l.path, l.restoring, l.invalid = path, restored, invalid
+	l.path, l.restoring, l.invalid = read.path, read.tasks, read.invalid
 	s.armLoopsLocked(s.env.clock.Now())
 	l.mu.Unlock()
 	s.mu.Unlock()
@@ -678,13 +685,13 @@ func (s *session) announceLoops() {
 	save = expired+repeated+over+l.invalid > 0
 	notice := restoreNotice(l.path, restored, expired, repeated, over, l.invalid)
 	l.restoring, l.invalid = nil, 0
+	if save {
+		s.saveLoopsLocked()
+	}
 	l.mu.Unlock()
 	s.mu.Unlock()
 	if notice != "" {
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: notice})
-	}
-	if save {
-		s.saveLoops()
 	}
 	s.fireDueLoops()
 }
@@ -729,7 +736,7 @@ func restoreNotice(path string, restored, expired, repeated, over, invalid int) 
 
 // startLoops restores the startup session's durable loops.
 func (s *session) startLoops() {
-	s.moveLoops(s.conv.info().path)
+	s.moveLoops(readLoops(s.conv.info().path))
 	s.announceLoops()
 }
 
@@ -756,46 +763,61 @@ type loopsFile struct {
 	Tasks   []loopTaskJSON `json:"tasks"`
 }
 
-// save writes the durable loops as they will be after change (applied to a
-// copy of the list) to path; the caller holds fileMu, and makes the change
-// itself once this succeeded.
-func (l *loopScheduler) save(path string, change func([]*loopTask) []*loopTask) error {
-	if path == "" {
-		return nil
+// saveLoopsLocked has the durable loops, as they are now, written to the
+// session's loops file by the loops writer (writeLoops), in the
+// background; l.mu is held. A write that fails is told to the client.
+func (s *session) saveLoopsLocked() {
+	l := s.loops
+	if l.path == "" {
+		return
 	}
-	l.mu.Lock()
-	tasks := change(slices.Concat(l.tasks, l.restoring))
-	l.mu.Unlock()
-	if err := writeLoopsFile(path, tasks); err != nil {
-		return fmt.Errorf("failed to persist loop scheduler state: %v", unwrapPathError(err))
+	tasks := []loopTaskJSON{}
+	for _, t := range slices.Concat(l.tasks, l.restoring) {
+		if t.Durable {
+			tasks = append(tasks, t.wire())
+		}
 	}
-	return nil
+	l.writes = append(l.writes, loopsWrite{l.path, tasks})
+	if !l.writing {
+		l.writing = true
+		s.goBackground(s.writeLoops)
+	}
 }
 
-// saveLoops writes the durable loops after fires and expiries changed
-// them; a failure is told to the client.
-func (s *session) saveLoops() {
+// writeLoops is the loops writer: it writes the loops files saveLoopsLocked
+// queued, in order (only the last of those in a row for one file), until
+// none is left.
+func (s *session) writeLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
-	l.mu.Lock()
-	path := l.path
-	l.mu.Unlock()
-	if err := l.save(path, func(tasks []*loopTask) []*loopTask { return tasks }); err != nil {
-		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: err.Error()})
+	for {
+		l.mu.Lock()
+		writes := l.writes
+		l.writes = nil
+		if len(writes) == 0 {
+			l.writing = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		for i, w := range writes {
+			if i+1 < len(writes) && writes[i+1].path == w.path {
+				continue // a later state of the same file follows
+			}
+			if err := writeLoopsFile(w.path, w.tasks); err != nil {
+				s.tell(uiRequest{Method: "notify", NotifyType: "warning",
+					Message: fmt.Sprintf("failed to persist loop scheduler state: %v", unwrapPathError(err))})
+			}
+		}
 	}
 }
 
-// writeLoopsFile replaces the file with the durable ones of tasks,
+// writeLoopsFile replaces the file with tasks (durable loops),
 // atomically (a temp file renamed over it), or removes it when there are
 // none. Only a regular file is ever replaced or removed.
-func writeLoopsFile(path string, tasks []*loopTask) error {
-	file := loopsFile{Version: loopsVersion, Tasks: []loopTaskJSON{}}
-	for _, t := range tasks {
-		if t.Durable {
-			file.Tasks = append(file.Tasks, t.wire())
-		}
-	}
+func writeLoopsFile(path string, tasks []loopTaskJSON) error {
+	file := loopsFile{Version: loopsVersion, Tasks: tasks}
 	info, err := os.Lstat(path)
 	switch {
 	case err == nil && !info.Mode().IsRegular():

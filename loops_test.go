@@ -144,7 +144,7 @@ func TestLoopsFileOnlyRegular(t *testing.T) {
 	if _, _, err := readLoopsFile(path); err == nil {
 		t.Errorf("read a directory")
 	}
-	if err := writeLoopsFile(path, []*loopTask{{ID: "0123456789ab", IntervalSecs: 1, Prompt: "x", Durable: true}}); err == nil {
+	if err := writeLoopsFile(path, []loopTaskJSON{{ID: "0123456789ab", IntervalSecs: 1, Prompt: "x", Durable: true}}); err == nil {
 		t.Errorf("replaced a directory")
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {

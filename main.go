@@ -123,6 +123,9 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 	cfg, action, err := parseArgs(args, env)
 	env.trace.phase("flags")
 	switch {
+	case err != nil && cfg.acp:
+		fmt.Fprintf(stderr, "rpi: %v\n", err) // ACP's stdout carries ACP messages only
+		return 1
 	case err != nil:
 		return initFailure(stdout, stderr, err)
 	case action == "help":
@@ -140,6 +143,9 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 	// has grown already: a new goroutine's stack would grow again, which
 	// costs about as much as the rest of startup. So a signal that comes
 	// meanwhile is taken by endStartupOnSignal.
+	if cfg.acp {
+		return runACP(cfg, env, stdin, stdout, stderr, stop)
+	}
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	s, err := newServer(cfg, env, stdout, stderr)
 	startupOver()
@@ -159,7 +165,7 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 	}
 	var mu sync.Mutex // held while deciding who acts on a signal
 	done := make(chan struct{})
-	go func() {
+	go guard(stderr, "watching startup for a signal", func() {
 		select {
 		case sig := <-stop:
 			mu.Lock()
@@ -185,7 +191,7 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 			mu.Unlock()
 		case <-done:
 		}
-	}()
+	})()
 	return func() {
 		mu.Lock()
 		close(done)
@@ -207,6 +213,8 @@ const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/std
 Usage:
   rpi rpc [flags]          serve the RPC protocol (same as --mode rpc)
   rpi --mode rpc [flags]
+  rpi acp [flags]          serve the Agent Client Protocol, for editors (same as
+                           --mode acp and rpi agent stdio; docs/acp.md)
   rpi --help | --version
 
 Flags:
@@ -289,16 +297,14 @@ type config struct {
 	confirm            []string
 	cwd                string
 	compat             bool // pi's shapes (§10)
+	acp                bool // ACP mode (§12): rpi acp, --mode acp, rpi agent stdio
 }
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
 // program name, which also select pi's shapes). action is "serve",
 // "help" or "version".
 func parseArgs(args []string, env environment) (cfg config, action string, err error) {
-	subcommand := len(args) > 0 && args[0] == "rpc"
-	if subcommand {
-		args = args[1:]
-	}
+	subcommand, args := modeSubcommand(args)
 	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode, tools, exclude, models, confirm, compat, ignored string
@@ -348,7 +354,9 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&showVersion, "version", false, "")
 	fs.BoolVar(&showVersion, "v", false, "")
-	if err := fs.Parse(args); err != nil {
+	err = fs.Parse(args)
+	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
+	if err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			return cfg, "", fmt.Errorf("Unknown flag: %s (see rpi --help)", typedFlag(args, name))
 		}
@@ -375,19 +383,22 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 		return cfg, "version", nil
 	}
 	rest := fs.Args()
-	if !subcommand && len(rest) > 0 && rest[0] == "rpc" {
-		subcommand, rest = true, rest[1:]
+	if subcommand == "" {
+		subcommand, rest = modeSubcommand(rest)
 	}
 	if len(rest) > 0 {
 		return cfg, "", fmt.Errorf("Unexpected argument: %s (see rpi --help)", rest[0])
 	}
+	cfg.acp = subcommand == "acp" || mode == "acp"
 	switch {
-	case subcommand && mode != "" && mode != "rpc":
-		return cfg, "", fmt.Errorf("Conflicting mode: the rpc subcommand runs RPC mode, but --mode %s was given", mode)
-	case !subcommand && mode == "":
-		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc`")
-	case mode != "" && mode != "rpc":
-		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi only speaks rpc)", mode)
+	case subcommand != "" && mode != "" && mode != subcommand:
+		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), mode)
+	case subcommand == "" && mode == "":
+		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)")
+	case mode != "" && mode != "rpc" && mode != "acp":
+		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", mode)
+	case cfg.acp && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
+		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
 	case cfg.approve && noApprove:
 		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
 	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.noSession):
@@ -433,6 +444,19 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
 	return cfg, "serve", nil
+}
+
+// modeSubcommand takes the subcommand that names a mode off the front of
+// args: rpc, acp, or the original system's spelling of ACP mode, agent
+// stdio. It returns "" and args when there is none.
+func modeSubcommand(args []string) (string, []string) {
+	switch {
+	case len(args) > 0 && (args[0] == "rpc" || args[0] == "acp"):
+		return args[0], args[1:]
+	case len(args) > 1 && args[0] == "agent" && args[1] == "stdio":
+		return "acp", args[2:]
+	}
+	return "", args
 }
 
 // typedFlag is flag name as args spell it (-t, --thinking), else as
@@ -506,7 +530,7 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	frames := make(chan []frame, 4)
-	go readFrames(stdin, s.env.maxLineBytes, frames)
+	go guard(s.stderr, "reading input", func() { readFrames(stdin, s.env.maxLineBytes, frames) })()
 
 	var stopSignal os.Signal
 loop:
@@ -548,6 +572,7 @@ loop:
 // grow into. A return is a full collection, so there is at most one every
 // memoryReturnGap.
 type memoryReturn struct {
+	stderr io.Writer   // where a panic in the return is told
 	mu     sync.Mutex  // guards the fields below
 	timer  *time.Timer // the coming return, when one is set
 	closed bool        // shut down: no more returns
@@ -562,12 +587,12 @@ func (m *memoryReturn) soon() {
 	if m.timer != nil || m.closed {
 		return
 	}
-	m.timer = time.AfterFunc(memoryReturnGap, func() {
+	m.timer = time.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", func() {
 		debug.FreeOSMemory()
 		m.mu.Lock()
 		m.timer = nil
 		m.mu.Unlock()
-	})
+	}))
 }
 
 // close cancels a coming return.

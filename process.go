@@ -309,10 +309,10 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	s.procs.order = append(s.procs.order, p.id)
 	s.procs.mu.Unlock()
 	if spec.TimeoutMs > 0 {
-		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), func() { p.end("timed_out") })
+		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guard(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
 	}
-	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, p.checkExpiry)
-	go p.waitExit()
+	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guard(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
+	go guard(s.stderr, "process "+p.id, p.waitExit)()
 	info := p.infoLocked()
 	s.emit("process_started", processEvent{info}, nil)
 	announce(info)
@@ -362,7 +362,7 @@ func (p *process) addOutput(_ string, b []byte) {
 	if len(p.pending) >= coalesceBytes {
 		p.flushLocked()
 	} else if p.flushTimer == nil && len(p.pending) > 0 {
-		p.flushTimer = time.AfterFunc(coalesceDelay, p.flush)
+		p.flushTimer = time.AfterFunc(coalesceDelay, guard(p.s.stderr, "the output of process "+p.id, p.flush))
 	}
 }
 
@@ -397,8 +397,7 @@ func (p *process) outputData(start int64, data []byte) processOutputData {
 // under p.mu, sends the last of its output, records the final state and
 // sends process_exited, so every command after that event sees it ended.
 func (p *process) waitExit() {
-	defer p.s.recoverPanic("process " + p.id)
-	stop := context.AfterFunc(p.s.ctx, func() { p.child.terminate(killGrace) })
+	stop := context.AfterFunc(p.s.ctx, guard(p.s.stderr, "stopping process "+p.id, func() { p.child.terminate(killGrace) }))
 	defer stop()
 	ps := p.child.wait()
 	p.mu.Lock()
@@ -457,7 +456,7 @@ func (p *process) checkExpiry() {
 		return
 	}
 	if idle < processIdleExpiry {
-		p.stopExpiry = p.s.env.clock.AfterFunc(processIdleExpiry-idle, p.checkExpiry)
+		p.stopExpiry = p.s.env.clock.AfterFunc(processIdleExpiry-idle, guard(p.s.stderr, "the expiry of process "+p.id, p.checkExpiry))
 		p.mu.Unlock()
 		return
 	}
@@ -500,8 +499,9 @@ func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done 
 			done(err)
 		})
 	}
-	go func() {
+	go guard(p.s.stderr, "a write to process "+p.id, func() {
 		defer close(mine)
+		defer finish(errors.New("Internal error: the write failed")) // after a panic; answered once
 		select {
 		case <-previous:
 		case <-ctx.Done():
@@ -513,7 +513,7 @@ func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done 
 			return
 		}
 		finish(p.writeInput(ctx, data, closeStdin))
-	}()
+	})()
 	return nil
 }
 
@@ -541,7 +541,7 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 	}
 	if len(data) > 0 {
 		p.child.stdin.SetWriteDeadline(time.Time{})
-		stop := context.AfterFunc(ctx, func() { p.child.stdin.SetWriteDeadline(time.Now()) })
+		stop := context.AfterFunc(ctx, guard(p.s.stderr, "ending a write", func() { p.child.stdin.SetWriteDeadline(time.Now()) }))
 		_, err := p.child.stdin.Write(data)
 		stop()
 		switch {

@@ -450,11 +450,14 @@ func TestExitedProcessesHoldNothing(t *testing.T) {
 	ps.send(`{"id":"warm","type":"get_state"}`)
 	ps.waitFor(`"id":"warm"`)
 	before := openFDs(t)
-	const n = 300
-	for i := range n {
-		// One at a time: at most 16 may run at once.
-		ps.send(spawnLine(fmt.Sprintf("p%d", i), []string{"sh", "-c", "head -c 1000 /dev/zero"}, ""))
-		waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"process_exited"`) == i+1 })
+	const n, batch = 128, 16 // at most 16 may run at once
+	for i := 0; i < n; i += batch {
+		for j := i; j < i+batch; j++ {
+			ps.send(spawnLine(fmt.Sprintf("p%d", j), []string{"head", "-c", "1000", "/dev/zero"}, fmt.Sprintf(`,"label":"p%d"`, j)))
+		}
+		for j := i; j < i+batch; j++ {
+			ps.waitFor(fmt.Sprintf(`"label":"p%d","state":"exited"`, j))
+		}
 	}
 	after := openFDs(t)
 	t.Logf("open descriptors: %d before, %d after %d exited processes", before, after, n)
@@ -715,49 +718,89 @@ func TestProcessInputIsBounded(t *testing.T) {
 	ps.close()
 }
 
-// TestToolWriteBoundedAndAborted: the model's process tool goes through
-// the same bound (a write past it fails at once), and a tool's write that
-// waits behind a client's write the child never reads ends at once when
-// the run is aborted, so the abort is not held up.
-func TestToolWriteBoundedAndAborted(t *testing.T) {
-	s := toolServer(t, nil)
+// sleepingChild starts, through the process tool, a child that never
+// reads its stdin.
+func sleepingChild(t *testing.T, s *server) *process {
+	t.Helper()
 	text, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["sleep","1000"]}}`)
 	var info processInfo
 	if json.Unmarshal([]byte(text), &info); isError || info.ID == "" {
 		t.Fatalf("spawn: %s", text)
 	}
-	call := func(ctx context.Context, n int) chan string {
-		result := make(chan string, 1)
-		go func() {
-			args := `{"action":"write","processId":"` + info.ID + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), n)) + `"}`
-			res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "process", Arguments: json.RawMessage(args)})
-			result <- resultText(res.Content)
-		}()
-		return result
-	}
-	select {
-	case got := <-call(context.Background(), 5<<20):
-		if !strings.Contains(got, "Cannot write 5 MiB to process "+info.ID) {
-			t.Errorf("a 5 MiB write by the tool: %q", got)
+	p, _ := s.findProcess(info.ID)
+	return p
+}
+
+// toolWrite has the process tool write n bytes to p in a run whose
+// context is ctx; the result's text comes on the channel.
+func toolWrite(s *server, ctx context.Context, p *process, n int) chan string {
+	result := make(chan string, 1)
+	go func() {
+		args := `{"action":"write","processId":"` + p.id + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), n)) + `"}`
+		res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "process", Arguments: json.RawMessage(args)})
+		result <- resultText(res.Content)
+	}()
+	return result
+}
+
+// waitInputs waits until n writes to p wait or are being written.
+func waitInputs(t *testing.T, p *process, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		got := p.inputsPending
+		p.mu.Unlock()
+		if got == n {
+			return
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a 5 MiB write by the tool to a child that never reads was not refused")
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes pending, want %d", got, n)
+		}
+	}
+}
+
+// TestToolWriteBoundedAndAborted: the model's process tool goes through
+// the same bound (a write past it fails at once), and a tool's write that
+// waits behind a client's write the child never reads ends at once when
+// the run is aborted, so the abort is not held up; so does one made after
+// the abort.
+func TestToolWriteBoundedAndAborted(t *testing.T) {
+	s := toolServer(t, nil)
+	p := sleepingChild(t, s)
+	got := receive(t, toolWrite(s, context.Background(), p, 5<<20), "the refusal of a 5 MiB write by the tool to a child that never reads")
+	if !strings.Contains(got, "Cannot write 5 MiB to process "+p.id) {
+		t.Errorf("a 5 MiB write by the tool: %q", got)
 	}
 	// The client's write fills the pipe and waits.
-	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+info.ID+`","dataBase64":"`+
+	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+p.id+`","dataBase64":"`+
 		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false)
 	s.processWriteCommand(r)
+	waitInputs(t, p, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	result := call(ctx, 10)
-	time.Sleep(100 * time.Millisecond) // the tool's write is queued behind the client's
+	result := toolWrite(s, ctx, p, 10)
+	waitInputs(t, p, 2) // the tool's write is queued behind the client's
 	cancel()
-	select {
-	case got := <-result:
-		if got != "Operation aborted" {
-			t.Errorf("the aborted tool write: %q", got)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("an aborted tool write waited for the client's write the child never reads")
+	if got := receive(t, result, "the answer of an aborted tool write queued behind a write the child never reads"); got != "Operation aborted" {
+		t.Errorf("the aborted tool write: %q", got)
+	}
+	if got := receive(t, toolWrite(s, ctx, p, 10), "the answer of a tool write after the abort"); got != "Operation aborted" {
+		t.Errorf("a tool write after the abort: %q", got)
+	}
+}
+
+// TestAbortEndsAToolWriteInProgress: a tool's write of more than the pipe
+// holds, to a child that never reads, ends at once when its run is
+// aborted, whether it was still starting or already blocked writing (the
+// write's deadline is set when its context ends).
+func TestAbortEndsAToolWriteInProgress(t *testing.T) {
+	s := toolServer(t, nil)
+	p := sleepingChild(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	result := toolWrite(s, ctx, p, 2<<20)
+	waitInputs(t, p, 1)
+	cancel()
+	if got := receive(t, result, "the answer of an aborted write to a child that never reads"); got != "Operation aborted" {
+		t.Errorf("the aborted write: %q", got)
 	}
 }
 

@@ -280,8 +280,13 @@ func runRPI(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.
 	return code
 }
 
+// args are rpi's arguments: the mode (acp for a case in testdata/acp/,
+// else rpc), then the args section's.
 func (f *fixture) args() []string {
 	args := []string{"rpc"}
+	if filepath.Base(filepath.Dir(f.path)) == "acp" {
+		args = []string{"acp"}
+	}
 	for _, line := range strings.Split(f.sections["args"], "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			args = append(args, line)
@@ -601,6 +606,8 @@ type mergeable interface {
 
 func parseMergeable(line []byte) mergeable {
 	switch {
+	case bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method":"session/update",`)):
+		return parseACPMergeable(line)
 	case bytes.HasPrefix(line, []byte(`{"type":"message_update","data":`)):
 		var ev struct{ Data messageUpdate }
 		if json.Unmarshal(line, &ev) == nil && ev.Data.AssistantMessageEvent.Delta != nil {
@@ -715,10 +722,14 @@ func numbered(s string, re *regexp.Regexp, name func(int, string) string) string
 	})
 }
 
-func TestFixtures(t *testing.T) {
-	paths, _ := filepath.Glob("testdata/*.txtar")
+func TestFixtures(t *testing.T) { testFixtures(t, "testdata/*.txtar") }
+
+// testFixtures runs the fixtures that match pattern, each fed three ways
+// (or, with -update, rewrites their want sections).
+func testFixtures(t *testing.T, pattern string) {
+	paths, _ := filepath.Glob(pattern)
 	if len(paths) == 0 {
-		t.Fatal("no fixtures in testdata/")
+		t.Fatalf("no fixtures match %s", pattern)
 	}
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
@@ -1084,10 +1095,23 @@ func (p *rpiProcess) next(t *testing.T) map[string]any {
 }
 
 // until reads records until one has the given type and id (id "" = none).
+// A record that does not name the type is skipped undecoded (a flood of
+// process output would cost more to decode than to make).
 func (p *rpiProcess) until(t *testing.T, typ, id string) map[string]any {
 	t.Helper()
+	marker := []byte(`"type":"` + typ + `"`)
 	for {
-		rec := p.next(t)
+		line, err := p.stdout.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading stdout: %v (stderr: %s)", err, p.stderr.Bytes())
+		}
+		if !bytes.Contains(line, marker) {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
 		if rec["type"] == typ && (id == "" || rec["id"] == id) {
 			return rec
 		}

@@ -156,16 +156,24 @@ func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fi
 	return s, fm
 }
 
+// receive waits up to 10 s for a value on ch, and fails saying that what
+// never came.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never came", what)
+		var zero T
+		return zero
+	}
+}
+
 // waitEnded waits for a prompt's ended callback.
 func waitEnded(t *testing.T, ended <-chan promptEnd) promptEnd {
 	t.Helper()
-	select {
-	case end := <-ended:
-		return end
-	case <-time.After(10 * time.Second):
-		t.Fatal("the prompt's turn never ended")
-		return promptEnd{}
-	}
+	return receive(t, ended, "the prompt's turn's end")
 }
 
 // TestSecondFrontEnd drives a session as ACP will: a prompt whose edit and
@@ -302,9 +310,10 @@ func TestPromptTurnsEnd(t *testing.T) {
 }
 
 // TestTwoSessionsOneHost opens two sessions in two working directories on
-// one host: each has its own context files and session file; one runs at
-// a time (a prompt in the other fails meanwhile, and works once the run
-// has settled); closing one lets go of its session file at once.
+// one host: each has its own context files, session file and processes;
+// one runs at a time (a prompt in the other fails meanwhile, and works
+// once the run has settled); closing one ends its processes and lets go of
+// its session file at once.
 func TestTwoSessionsOneHost(t *testing.T) {
 	e := newTestEnv(t)
 	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
@@ -362,7 +371,17 @@ func TestTwoSessionsOneHost(t *testing.T) {
 		lock.Close()
 		t.Fatalf("A's session file %s is not held while A is open", path)
 	}
+	p, err := a.spawn(processSpec{Argv: []string{"sleep", "1000"}, Cwd: cwdA, OutputBytes: 1024}, "client", func(processInfo) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.findProcess(p.id); err == nil {
+		t.Errorf("B sees A's process")
+	}
 	a.close()
+	if !p.ended() {
+		t.Errorf("A's process is %s after A's close", p.info().State)
+	}
 	lock, err := lockSessionFile(path, 0)
 	if err != nil || lock == nil {
 		t.Fatalf("A's session file after close: %v", err)

@@ -26,7 +26,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	s.env.trace.phase("tools, model")
 	defer s.env.trace.phase("session")
 	cfg, cwd := s.set.cfg, s.set.cwd
-	c := &conversation{clock: s.env.clock, warn: s.warn}
+	c := &conversation{clock: s.env.clock, warn: s.warn, background: s.goBackground}
 	s.conv = c
 	switch {
 	case cfg.noSession || o.file != "":
@@ -125,10 +125,11 @@ func (s *session) startEntries() {
 
 // useSession makes ss the current session: its conversation, model,
 // thinking level and name; the queues and todos are emptied, the loops
-// move to the new session (loops.go). It reports
+// move to the new session (loops, read before for a file that exists:
+// readLoops). It reports
 // whether the queues held anything.
-func (s *session) useSession(ss *sessionFile) (queuesCleared bool) {
-	s.moveLoops(ss.path)
+func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bool) {
+	s.moveLoops(loops)
 	return s.useSessionIn(s.conv, ss)
 }
 
@@ -155,7 +156,7 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 // the change emptied the queues, then session_started, then the new
 // session's restored loops.
 func (s *session) announceSession(queuesCleared bool) {
-	s.conv.flush() // the session left lets go of its file
+	s.conv.flushSoon() // the session left lets go of its file once its writes are done
 	if queuesCleared {
 		s.emitQueue()
 	}
@@ -177,7 +178,7 @@ func (s *session) newSession(parent string, done func(error)) {
 			dir = filepath.Dir(info.path)
 		}
 		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
-		cleared = s.useSession(ss)
+		cleared = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)})
 		s.startEntries()
 		return nil
 	}, func(err error) {
@@ -195,12 +196,15 @@ func (s *session) switchSession(path string, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
 	var loaded *sessionFile
+	var loops loopsRead
 	s.changeSession(func() error {
 		var err error
-		loaded, err = s.conv.open(path, s.lockWait())
+		if loaded, err = s.conv.open(path, s.lockWait()); err == nil {
+			loops = readLoops(loaded.path)
+		}
 		return err
 	}, func() error {
-		cleared = s.useSession(loaded)
+		cleared = s.useSession(loaded, loops)
 		return nil
 	}, func(err error) {
 		done(err)
@@ -245,7 +249,7 @@ func (s *session) fork(entryID string, done func(text string, err error)) error 
 			copyBranch(forked, old, *e.ParentID)
 			s.conv.mu.Unlock()
 		}
-		cleared = s.useSession(forked)
+		cleared = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
 		s.conv.writeWhole(forked)
 		return nil
 	}, func(err error) {
@@ -279,7 +283,7 @@ func (s *session) clone(done func(error)) error {
 		s.conv.mu.Lock()
 		copyBranch(cloned, old, leaf)
 		s.conv.mu.Unlock()
-		cleared = s.useSession(cloned)
+		cleared = s.useSession(cloned, loopsRead{path: loopsFileOf(cloned.path)})
 		s.conv.writeWhole(cloned)
 		return nil
 	}, func(err error) {

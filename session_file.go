@@ -149,6 +149,9 @@ type sessionFile struct {
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
+	// sameFileAs is the current session whose file this one was loaded
+	// from (switch_session to it): it takes that one's hold over.
+	sameFileAs *sessionFile
 }
 
 // maxSessionLineBytes is the longest session line rpi reads: far more

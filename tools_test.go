@@ -304,3 +304,52 @@ func TestProcessToolLeavesClientProcesses(t *testing.T) {
 	}
 	p.stop()
 }
+
+// TestPanicsStayWhereTheyStart: a panic while a tool call is decoded
+// fails that call only; one in a child's output reader, or in the timer
+// that sends a streaming answer's deltas, is logged and ends nothing else.
+func TestPanicsStayWhereTheyStart(t *testing.T) {
+	var stderr syncBuffer
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, environment{getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfg, newTestEnv(t).env(), io.Discard, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.shutdown(false)
+	boom := &tool{name: "boom", schema: schema(`{"type":"object"}`), parsed: map[string]any{"type": "object"},
+		decode: func(*session, json.RawMessage) (toolCall, error) { panic("in decode") }}
+	s.set.tools = append(s.set.tools, boom)
+	if got, isError := callTool(t, s, "boom", `{}`); !isError || got != "Internal error in tool boom: in decode" {
+		t.Errorf("a panic in decode: %q (isError %v)", got, isError)
+	}
+
+	cmd := s.command(s.set.shell(), "-c", "echo hi")
+	done := make(chan struct{})
+	go func() {
+		s.runChild(context.Background(), cmd, 5*time.Second, func(string, []byte) { panic("in a reader") })
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("runChild never returned after its reader panicked")
+	}
+
+	sent := make(chan struct{})
+	text := "x"
+	b := &deltaBatch{stderr: &stderr, send: func(assistantEvent, usage) { defer close(sent); panic("in a timer") }}
+	b.add(assistantEvent{Type: "text_delta", Delta: &text}, usage{})
+	<-sent
+	for _, want := range []string{"panic in tool boom: in decode", "panic in reading a child's stdout: in a reader", "panic in sending deltas: in a timer"} {
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(stderr.String(), want) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}

@@ -119,15 +119,15 @@ var hostileLines = []string{
 	`{"type":"x","a":1,"a":2,"a":3}`, `{"type":"x","\u0061":1,"a":2}`, `{"type":"x","a":1,"\u0061":2}`,
 }
 
-// TestReviewDecoderMatchesOld: for hostile lines, the one-pass decoder
+// TestDecoderMatchesEncodingJSONDecoder: for hostile lines, the one-pass decoder
 // accepts, refuses, answers and finds fields exactly as the old one.
-func TestReviewDecoderMatchesOld(t *testing.T) {
+func TestDecoderMatchesEncodingJSONDecoder(t *testing.T) {
 	for _, line := range hostileLines {
 		compareDecoders(t, []byte(line))
 	}
 }
 
-func FuzzReviewDecoderMatchesOld(f *testing.F) {
+func FuzzDecoderMatchesEncodingJSONDecoder(f *testing.F) {
 	for _, line := range hostileLines {
 		f.Add([]byte(line))
 	}
@@ -136,12 +136,12 @@ func FuzzReviewDecoderMatchesOld(f *testing.F) {
 	})
 }
 
-// TestReviewAppendersRefuseNonFinite: a usage whose cost overflowed (a
+// TestAppendersRefuseNonFinite: a usage whose cost overflowed (a
 // models.json price of 1e306 a million tokens, times a thousand tokens)
 // made encoding/json refuse the message_update (a bug on stderr, nothing
 // on stdout); the appender must not write NaN or +Inf, which is not JSON,
 // onto the wire.
-func TestReviewAppendersRefuseNonFinite(t *testing.T) {
+func TestAppendersRefuseNonFinite(t *testing.T) {
 	m := &model{ID: "m", Cost: modelCost{Input: 1e306, Output: 1}}
 	u := usage{Input: 1000, Output: 10}
 	computeCost(&u, m)
@@ -172,9 +172,9 @@ func TestReviewAppendersRefuseNonFinite(t *testing.T) {
 	}
 }
 
-// TestReviewNegativeZero: -0 is written as encoding/json writes it (the
+// TestNegativeZeroAsEncodingJSON: -0 is written as encoding/json writes it (the
 // existing test's -0.0 is a Go constant, which is +0).
-func TestReviewNegativeZero(t *testing.T) {
+func TestNegativeZeroAsEncodingJSON(t *testing.T) {
 	nz := math.Copysign(0, -1)
 	u := usage{Cost: costBreakdown{Input: nz, Total: nz}}
 	want, _ := marshalJSON(u)
@@ -209,13 +209,13 @@ func readOneBatch(t *testing.T, input []byte, max int) []frame {
 	return all
 }
 
-// TestReviewArenaRetention: a short command that arrives right after a
+// TestOverlongLineNotKeptByLaterLines: a short command that arrives right after a
 // long line must not keep the long line's memory alive. Before the arena,
 // each line was its own allocation; a background command (bash,
 // process_wait) keeps its request, and so its line, for as long as it
 // runs. A line over the limit never was a command, yet its bytes up to the
 // limit stayed in the arena that the next lines of the batch live in.
-func TestReviewArenaRetention(t *testing.T) {
+func TestOverlongLineNotKeptByLaterLines(t *testing.T) {
 	const max = 16 << 20
 	const cmd = `{"type":"bash","command":"sleep 3600"}`
 	for _, first := range []string{"too long", "long", "command first"} {
@@ -248,9 +248,9 @@ func TestReviewArenaRetention(t *testing.T) {
 
 var _ = bufio.NewReader
 
-// TestReviewNilModel: a nil *model payload is null, as encoding/json
+// TestNilModelIsNull: a nil *model payload is null, as encoding/json
 // writes it, not a panic under the output lock.
-func TestReviewNilModel(t *testing.T) {
+func TestNilModelIsNull(t *testing.T) {
 	got, err := encodeResponse(rpcWire{}, nil, nil, "set_model", (*model)(nil), nil)
 	want := `{"type":"response","command":"set_model","success":true,"data":null}`
 	if err != nil || string(got) != want {
@@ -258,10 +258,10 @@ func TestReviewNilModel(t *testing.T) {
 	}
 }
 
-// TestReviewBaseURLPasswordUnparsed: a baseUrl that net/url refuses kept
+// TestUnparsableBaseURLHidesPassword: a baseUrl that net/url refuses kept
 // its password in get_state and get_available_models (before the
 // appenders as well: MarshalJSON masked only what url.Parse took).
-func TestReviewBaseURLPasswordUnparsed(t *testing.T) {
+func TestUnparsableBaseURLHidesPassword(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://user:p%zz@host/v1":       "https://user:***@host/v1",
 		"https://user:sec ret@host/v1":    "https://user:***@host/v1",
@@ -298,10 +298,10 @@ func (w *writesRecorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestReviewGatherOrder: a gathered answer leaves before any later record,
+// TestGatheredAnswersKeepOrder: a gathered answer leaves before any later record,
 // in the same write; flush writes the rest. (Holds.) A single write may
 // exceed maxPending: the bound is checked after the answer is added.
-func TestReviewGatherOrder(t *testing.T) {
+func TestGatheredAnswersKeepOrder(t *testing.T) {
 	w := &writesRecorder{}
 	o := newOutput(w, &bytes.Buffer{})
 	rec := func(s string) func([]byte) ([]byte, error) {

@@ -1,0 +1,1088 @@
+package main
+
+// The Agent Client Protocol's wire (SPEC §12.1): JSON-RPC 2.0, one
+// message a line both ways, through the same line reader and the same one
+// locked writer as the rpc wire. Input is decoded once, strictly (exact
+// keys, the types each field must have); every kind of bad input gets its
+// JSON-RPC error and the connection goes on. Requests the agent makes of
+// the client (session/request_permission, fs/*) are matched to their
+// answers by id.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// acpProtocolVersion is the ACP version rpi speaks.
+const acpProtocolVersion = 1
+
+// JSON-RPC's error codes, and ACP's.
+const (
+	acpParseError       = -32700
+	acpInvalidRequest   = -32600
+	acpMethodNotFound   = -32601
+	acpInvalidParams    = -32602
+	acpInternalError    = -32603
+	acpAuthRequired     = -32000 // Zed opens its login view on it
+	acpResourceNotFound = -32002
+)
+
+// acpError is a JSON-RPC error object: a code and a message a user reads.
+type acpError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *acpError) Error() string { return e.Message }
+
+// invalidParams is a -32602 whose message names the field.
+func invalidParams(format string, args ...any) *acpError {
+	return &acpError{Code: acpInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+// paramError makes a field error (missing, invalid: "Missing field cwd:
+// must be …") a -32602 with the same message.
+func paramError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *acpError
+	if errors.As(err, &e) {
+		return e
+	}
+	return &acpError{Code: acpInvalidParams, Message: err.Error()}
+}
+
+// ---- Decoding a line ----
+
+// acpMessage is one decoded input line: a request (method and id), a
+// notification (method, no id) or a response (id, and result or error).
+type acpMessage struct {
+	id       json.RawMessage // as sent: a number, a string or null; nil when absent
+	method   string
+	params   json.RawMessage // nil when absent or null
+	response bool
+	result   json.RawMessage // a response's result
+	failure  *acpError       // a response's error
+}
+
+// decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
+// "2.0", then what the message is. On failure it returns the error to
+// answer and the id to answer it with (nil: null).
+func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
+	if !utf8.Valid(line) {
+		return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
+	}
+	members, ok := scanObject(line, nil)
+	if !ok {
+		fields, err := rawObject(line)
+		if err != nil {
+			return nil, err, nil
+		}
+		members = fields // valid, but nested deeper than scanObject follows
+	}
+	r := &request{members: members}
+	msg := &acpMessage{}
+	rawID, hasID := r.field("id")
+	usableID := hasID && len(rawID) > 0 && (rawID[0] == '"' || rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9')
+	var answerID json.RawMessage // the id an error goes back with
+	if usableID {
+		answerID = rawID
+	}
+	invalidRequest := func(why string) (*acpMessage, *acpError, json.RawMessage) {
+		return nil, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
+	}
+	if v, ok := r.field("jsonrpc"); !ok || string(v) != `"2.0"` {
+		return invalidRequest(`jsonrpc must be "2.0"`)
+	}
+	if hasID && !usableID && string(rawID) != "null" {
+		return invalidRequest("id must be a number or a string")
+	}
+	if hasID {
+		msg.id = rawID
+	}
+	if params, ok := r.field("params"); ok && string(params) != "null" {
+		msg.params = params
+	}
+	rawMethod, hasMethod := r.field("method")
+	result, hasResult := r.field("result")
+	rawError, hasError := r.field("error")
+	switch {
+	case hasMethod:
+		if len(rawMethod) == 0 || rawMethod[0] != '"' || !unquote(rawMethod, &msg.method) {
+			return invalidRequest("method must be a string")
+		}
+		return msg, nil, nil
+	case hasID && (hasResult || hasError):
+		msg.response = true
+		if hasError {
+			msg.failure = decodeACPError(rawError)
+		} else {
+			msg.result = result
+		}
+		return msg, nil, nil
+	}
+	return invalidRequest("no method")
+}
+
+// rawObject decodes a line scanObject did not take with encoding/json:
+// not JSON is a parse error, JSON that is not an object (a batch array)
+// an invalid request; an object nested deeper than scanObject follows
+// comes back as its members.
+func rawObject(line []byte) ([]member, *acpError) {
+	var fields map[string]json.RawMessage
+	err := json.Unmarshal(line, &fields)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) || err == nil && fields == nil:
+		return nil, &acpError{Code: acpInvalidRequest, Message: "Invalid request: a message must be one JSON object (batches are not supported)"}
+	case err != nil:
+		return nil, &acpError{Code: acpParseError, Message: "Parse error: " + err.Error()}
+	}
+	members := []member{}
+	for k, v := range fields {
+		members = append(members, member{[]byte(k), v})
+	}
+	return members, nil
+}
+
+// decodeACPError reads a response's error object; one that is not
+// {code: integer, message: string} counts as an internal error.
+func decodeACPError(raw json.RawMessage) *acpError {
+	var e struct {
+		Code    *json.Number `json:"code"`
+		Message *string      `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Code != nil && e.Message != nil {
+		if code, err := e.Code.Int64(); err == nil && code == int64(int32(code)) {
+			return &acpError{Code: int(code), Message: *e.Message}
+		}
+	}
+	return &acpError{Code: acpInternalError, Message: "the client's error is not a JSON-RPC error object"}
+}
+
+// ---- Params ----
+
+// acpParams are a request's params (or an object inside them), read by
+// exact key; path is what names a field inside ("prompt[0]."). Unknown
+// fields and _meta are ignored. Every accessor's error is a -32602 that
+// names the field and what it must be.
+type acpParams struct {
+	r    *request
+	path string
+}
+
+// paramsOf decodes raw (nil: none) as an object; path names it in errors.
+func paramsOf(raw json.RawMessage, path string) (acpParams, error) {
+	p := acpParams{r: &request{}, path: path}
+	if raw == nil || string(raw) == "null" {
+		return p, nil
+	}
+	members, ok := scanObject(raw, p.r.room[:0])
+	if !ok {
+		if raw[0] == '{' { // nested deeper than scanObject follows
+			p.r.members, _ = rawObject(raw)
+			return p, nil
+		}
+		what := "params"
+		if path != "" {
+			what = strings.TrimSuffix(path, ".")
+		}
+		return p, invalidParams("Invalid %s: must be an object", what)
+	}
+	p.r.members = members
+	return p, nil
+}
+
+func (p acpParams) name(field string) string { return p.path + field }
+
+// has reports whether field is present and not null.
+func (p acpParams) has(field string) bool { return p.r.has(field) }
+
+func (p acpParams) raw(field string) json.RawMessage {
+	raw, _ := p.r.field(field)
+	return raw
+}
+
+// str reads a required string.
+func (p acpParams) str(field string) (string, error) {
+	if !p.has(field) {
+		return "", paramError(missing(p.name(field), "a string"))
+	}
+	return p.optStr(field)
+}
+
+// optStr reads an optional string ("" when absent).
+func (p acpParams) optStr(field string) (string, error) {
+	var s string
+	if raw := p.raw(field); p.has(field) && (raw[0] != '"' || !unquote(raw, &s)) {
+		return "", paramError(invalid(p.name(field), "a string"))
+	}
+	return s, nil
+}
+
+// boolean reads an optional boolean.
+func (p acpParams) boolean(field string, otherwise bool) (bool, error) {
+	switch raw := string(p.raw(field)); {
+	case !p.has(field):
+		return otherwise, nil
+	case raw == "true" || raw == "false":
+		return raw == "true", nil
+	}
+	return false, paramError(invalid(p.name(field), "true or false"))
+}
+
+// integer reads a required whole number from lo to hi.
+func (p acpParams) integer(field string, lo, hi int64) (int64, error) {
+	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if !p.has(field) {
+		return 0, paramError(missing(p.name(field), want))
+	}
+	n, err := strconv.ParseInt(string(p.raw(field)), 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, paramError(invalid(p.name(field), want))
+	}
+	return n, nil
+}
+
+// object reads an optional object (ok false when absent).
+func (p acpParams) object(field string) (obj acpParams, ok bool, err error) {
+	if !p.has(field) {
+		return acpParams{r: &request{}, path: p.name(field) + "."}, false, nil
+	}
+	if raw := p.raw(field); raw[0] != '{' {
+		return obj, false, paramError(invalid(p.name(field), "an object"))
+	}
+	obj, err = paramsOf(p.raw(field), p.name(field)+".")
+	return obj, err == nil, err
+}
+
+// array reads a required array's items, raw.
+func (p acpParams) array(field, want string) ([]json.RawMessage, error) {
+	if !p.has(field) {
+		return nil, paramError(missing(p.name(field), want))
+	}
+	var items []json.RawMessage
+	if raw := p.raw(field); raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, paramError(invalid(p.name(field), want))
+	}
+	return items, nil
+}
+
+// ---- Writing ----
+
+// appendACPHead appends a message's opening: jsonrpc and, for a request
+// or response, its id (nil: null).
+func appendACPHead(buf []byte, id json.RawMessage, withID bool) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0"`...)
+	if withID {
+		buf = append(buf, `,"id":`...)
+		if id == nil {
+			id = json.RawMessage("null")
+		}
+		buf = append(buf, id...)
+	}
+	return buf
+}
+
+// appendACPResult appends a success response; a nil result is {}.
+func appendACPResult(buf []byte, id json.RawMessage, result any) ([]byte, error) {
+	buf = append(appendACPHead(buf, id, true), `,"result":`...)
+	if result == nil {
+		return append(buf, "{}}"...), nil
+	}
+	buf, err := appendPayload(buf, result)
+	return append(buf, '}'), err
+}
+
+// appendACPError appends an error response.
+func appendACPError(buf []byte, id json.RawMessage, e *acpError) ([]byte, error) {
+	buf = append(appendACPHead(buf, id, true), `,"error":`...)
+	buf, err := appendMarshal(buf, e)
+	return append(buf, '}'), err
+}
+
+// appendACPCall appends a notification (id nil) or a request of method.
+func appendACPCall(buf []byte, id json.RawMessage, method string, params any) ([]byte, error) {
+	buf = appendACPHead(buf, id, id != nil)
+	buf = append(buf, `,"method":`...)
+	buf = appendJSONString(buf, method)
+	buf = append(buf, `,"params":`...)
+	buf, err := appendPayload(buf, params)
+	return append(buf, '}'), err
+}
+
+// ---- The connection ----
+
+// acpConn is one ACP connection's output and the requests rpi has made
+// of the client that wait for an answer.
+type acpConn struct {
+	out    *output
+	stderr io.Writer
+
+	mu      sync.Mutex // guards the fields below
+	nextID  int64
+	waiting map[string]chan acpReply // by the id as written
+	closed  bool                     // input ended: no answer will come
+}
+
+// acpReply is the client's answer to one of rpi's requests.
+type acpReply struct {
+	result json.RawMessage
+	err    *acpError
+}
+
+// errConnectionClosed fails a request rpi made once the client's input
+// has ended.
+var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
+
+func newACPConn(out *output, stderr io.Writer) *acpConn {
+	return &acpConn{out: out, stderr: stderr, waiting: map[string]chan acpReply{}}
+}
+
+// answer writes the response to a request: result, or err as its
+// JSON-RPC error. An error that is not an *acpError is an internal
+// failure: its details go to stderr, the client gets a message without
+// them. gather (the loop's own answers) lets it wait for the rest of the
+// input batch (output.gather).
+func (c *acpConn) answer(id json.RawMessage, method string, result any, err error, gather bool) {
+	encode := func(buf []byte) ([]byte, error) {
+		if err != nil {
+			return appendACPError(buf, id, c.wireError(method, err))
+		}
+		mark := len(buf)
+		out, encErr := appendACPResult(buf, id, result)
+		if encErr != nil {
+			fmt.Fprintf(c.stderr, "rpi: %s: cannot encode the answer: %v\n", method, encErr)
+			return appendACPError(buf[:mark], id, &acpError{Code: acpInternalError, Message: "Internal error in " + method})
+		}
+		return out, nil
+	}
+	if gather {
+		c.out.gather(encode)
+	} else {
+		c.out.record(encode)
+	}
+}
+
+// wireError is err as the client gets it.
+func (c *acpConn) wireError(method string, err error) *acpError {
+	var e *acpError
+	if errors.As(err, &e) {
+		return e
+	}
+	fmt.Fprintf(c.stderr, "rpi: %s: %v\n", method, err)
+	return &acpError{Code: acpInternalError, Message: "Internal error in " + method}
+}
+
+// fail writes an error that answers no known method (bad input).
+func (c *acpConn) fail(id json.RawMessage, e *acpError) {
+	c.out.gather(func(buf []byte) ([]byte, error) { return appendACPError(buf, id, e) })
+}
+
+// notify writes a notification.
+func (c *acpConn) notify(method string, params any) {
+	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, nil, method, params) })
+}
+
+// call sends a request to the client and waits for its answer, for ctx
+// to end, or for the input to end. An error answer comes back as an
+// *acpError with the client's code.
+func (c *acpConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	reply := make(chan acpReply, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errConnectionClosed
+	}
+	id := strconv.AppendInt(nil, c.nextID, 10)
+	c.nextID++
+	c.waiting[string(id)] = reply
+	// Written under c.mu: the client sees the ids in the order they were given.
+	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
+	c.mu.Unlock()
+	select {
+	case r := <-reply:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.waiting, string(id)) // a late answer is dropped
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// deliver hands a response to the request it answers; one that answers
+// nothing rpi asked (or asked and stopped waiting for) is dropped.
+func (c *acpConn) deliver(msg *acpMessage) {
+	c.mu.Lock()
+	reply, ok := c.waiting[string(msg.id)]
+	delete(c.waiting, string(msg.id))
+	c.mu.Unlock()
+	if !ok {
+		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
+		return
+	}
+	reply <- acpReply{msg.result, msg.failure}
+}
+
+// close ends every wait for the client: the input has ended.
+func (c *acpConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, reply := range c.waiting {
+		reply <- acpReply{err: errConnectionClosed}
+		delete(c.waiting, id)
+	}
+}
+
+// ---- Requests to the client ----
+
+// acpCallFailed reports whether a call failed because the client does
+// not have the method (-32601).
+func acpMethodMissing(err error) bool {
+	var e *acpError
+	return errors.As(err, &e) && e.Code == acpMethodNotFound
+}
+
+// readTextFile asks the client for a file's text (fs/read_text_file):
+// the editor's buffer, unsaved edits included. line (1-based) and limit
+// are left out when 0. A result that is not {content: string} (an SDK
+// client without the handler answers null) is an error.
+func (c *acpConn) readTextFile(ctx context.Context, sessionID, path string, line, limit int) (string, error) {
+	params := struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+		Line      int    `json:"line,omitempty"`
+		Limit     int    `json:"limit,omitempty"`
+	}{sessionID, path, line, limit}
+	raw, err := c.call(ctx, "fs/read_text_file", params)
+	if err != nil {
+		return "", err
+	}
+	var result struct {
+		Content *string `json:"content"`
+	}
+	if json.Unmarshal(raw, &result) != nil || result.Content == nil {
+		return "", fmt.Errorf("the editor answered fs/read_text_file for %s without its content", path)
+	}
+	return *result.Content, nil
+}
+
+// writeTextFile has the client write a file (fs/write_text_file): the
+// editor shows its review and saves it.
+func (c *acpConn) writeTextFile(ctx context.Context, sessionID, path, content string) error {
+	params := struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+		Content   string `json:"content"`
+	}{sessionID, path, content}
+	_, err := c.call(ctx, "fs/write_text_file", params)
+	return err
+}
+
+// acpPermissionOption is one button of a permission request.
+type acpPermissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"` // allow_once, allow_always, reject_once, reject_always
+}
+
+// requestPermission asks the user (session/request_permission) about a
+// tool call and returns the option chosen, or "" when the request was
+// cancelled, failed or the connection closed. It waits with no timeout,
+// until ctx ends.
+func (c *acpConn) requestPermission(ctx context.Context, sessionID string, call acpToolCallUpdate, options []acpPermissionOption) string {
+	params := struct {
+		SessionID string                `json:"sessionId"`
+		ToolCall  acpToolCallUpdate     `json:"toolCall"`
+		Options   []acpPermissionOption `json:"options"`
+	}{sessionID, call, options}
+	raw, err := c.call(ctx, "session/request_permission", params)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(c.stderr, "rpi: session/request_permission: %v\n", err)
+		}
+		return ""
+	}
+	var result struct {
+		Outcome struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+	}
+	if json.Unmarshal(raw, &result) != nil || result.Outcome.Outcome != "selected" {
+		return ""
+	}
+	for _, o := range options {
+		if o.OptionID == result.Outcome.OptionID {
+			return o.OptionID
+		}
+	}
+	return "" // an option rpi did not offer counts as no
+}
+
+// ---- The agent's side of the connection ----
+
+// acpMethod handles one request: it returns the result (nil is {}), an
+// error (an *acpError as it is, any other as -32603), or acpDeferred
+// when it answers later itself (acpAgent.answerLater).
+type acpMethod func(a *acpAgent, call *acpCall) (any, error)
+
+// acpNotification handles one notification; it answers nothing.
+type acpNotification func(a *acpAgent, params acpParams) error
+
+// acpDeferred, returned by a method, means its answer comes later.
+type acpDeferred struct{}
+
+// acpCall is one request being handled.
+type acpCall struct {
+	id     json.RawMessage
+	method string
+	params acpParams
+}
+
+// acpClientCaps are what the client said it can do at initialize.
+type acpClientCaps struct {
+	readTextFile   bool // fs.readTextFile
+	writeTextFile  bool // fs.writeTextFile
+	terminalOutput bool // _meta.terminal_output: Zed's display-only terminal
+}
+
+// acpAgent is rpi's side of one ACP connection, over the host (the
+// process: flags, the catalog, the writer, the children): the method
+// tables, the client's capabilities, and the sessions open.
+type acpAgent struct {
+	h             *host
+	conn          *acpConn
+	methods       map[string]acpMethod
+	notifications map[string]acpNotification
+	store         sessionStore // where session files are
+	noSession     bool         // --no-session: nothing to load, list, resume or delete
+
+	// initialized is set by the loop when initialize is answered; only
+	// the loop reads it.
+	initialized bool
+
+	mu       sync.Mutex // guards the fields below
+	client   acpClientCaps
+	sessions map[string]*acpSession // the sessions open, by id
+}
+
+// handleFrame answers one input line: a request gets exactly one
+// response (now or later), a notification none, a response goes to the
+// request it answers.
+func (a *acpAgent) handleFrame(f frame, maxLine int) {
+	if f.tooLong {
+		a.conn.fail(nil, &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)})
+		return
+	}
+	msg, bad, id := decodeACP(f.line)
+	switch {
+	case bad != nil:
+		a.conn.fail(id, bad)
+	case msg.response:
+		a.conn.deliver(msg)
+	case msg.id == nil:
+		a.notification(msg)
+	default:
+		a.request(msg)
+	}
+}
+
+func (a *acpAgent) notification(msg *acpMessage) {
+	handle, ok := a.notifications[msg.method]
+	if !ok || !a.initialized {
+		return // unknown notifications are ignored, as are those before initialize
+	}
+	params, err := paramsOf(msg.params, "")
+	if err == nil {
+		_, err = a.safely(msg.method, func() (any, error) { return nil, handle(a, params) })
+	}
+	if err != nil {
+		fmt.Fprintf(a.h.stderr, "rpi: %s: %v\n", msg.method, err)
+	}
+}
+
+func (a *acpAgent) request(msg *acpMessage) {
+	handle, ok := a.methods[msg.method]
+	switch {
+	case !a.initialized && msg.method != "initialize":
+		a.conn.fail(msg.id, &acpError{Code: acpInvalidRequest, Message: "Invalid request: send initialize first"})
+		return
+	case !ok:
+		a.conn.fail(msg.id, &acpError{Code: acpMethodNotFound, Message: "Method not found: " + msg.method})
+		return
+	}
+	params, err := paramsOf(msg.params, "")
+	if err != nil {
+		a.conn.answer(msg.id, msg.method, nil, err, true)
+		return
+	}
+	call := &acpCall{id: msg.id, method: msg.method, params: params}
+	result, err := a.safely(msg.method, func() (any, error) { return handle(a, call) })
+	if _, later := result.(acpDeferred); later && err == nil {
+		return
+	}
+	if err == nil && msg.method == "initialize" {
+		a.initialized = true
+	}
+	a.conn.answer(msg.id, msg.method, result, err, true)
+}
+
+// safely runs work, turning a panic into an internal error (its stack
+// to stderr), so one bug never stops the connection.
+func (a *acpAgent) safely(what string, work func() (any, error)) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(a.h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())
+			result, err = nil, &acpError{Code: acpInternalError, Message: "Internal error in " + what}
+		}
+	}()
+	return work()
+}
+
+// answerLater runs work in the background and answers call with its
+// result, so the messages after call are not held up; then, when it
+// succeeded, runs then (nil: nothing) after the answer.
+func (a *acpAgent) answerLater(call *acpCall, work func() (any, error), then func()) (any, error) {
+	a.h.goBackground(func() {
+		result, err := a.safely(call.method, work)
+		a.conn.answer(call.id, call.method, result, err, false)
+		if err == nil && then != nil {
+			then()
+		}
+	})
+	return acpDeferred{}, nil
+}
+
+// clientCaps are the client's capabilities as initialize gave them.
+func (a *acpAgent) clientCaps() acpClientCaps {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.client
+}
+
+// ---- initialize ----
+
+// acpInitializeResult is initialize's answer (§12.2).
+type acpInitializeResult struct {
+	ProtocolVersion   int               `json:"protocolVersion"`
+	AgentCapabilities acpAgentCaps      `json:"agentCapabilities"`
+	AuthMethods       []struct{}        `json:"authMethods"`
+	AgentInfo         acpImplementation `json:"agentInfo"`
+}
+
+type acpAgentCaps struct {
+	LoadSession         bool           `json:"loadSession"`
+	PromptCapabilities  acpPromptCaps  `json:"promptCapabilities"`
+	MCPCapabilities     acpMCPCaps     `json:"mcpCapabilities"`
+	SessionCapabilities acpSessionCaps `json:"sessionCapabilities"`
+}
+
+type acpPromptCaps struct {
+	Image           bool `json:"image"`
+	Audio           bool `json:"audio"`
+	EmbeddedContext bool `json:"embeddedContext"`
+}
+
+type acpMCPCaps struct {
+	HTTP bool `json:"http"`
+	SSE  bool `json:"sse"`
+}
+
+// acpSessionCaps lists the session methods rpi has: each present as an
+// empty object, as the schema has them.
+type acpSessionCaps struct {
+	List   *struct{} `json:"list,omitempty"`
+	Close  *struct{} `json:"close,omitempty"`
+	Resume *struct{} `json:"resume,omitempty"`
+	Delete *struct{} `json:"delete,omitempty"`
+}
+
+type acpImplementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title"`
+	Version string `json:"version"`
+}
+
+// acpInitialize answers what rpi can do, and keeps what the client can.
+// Params: protocolVersion (a whole number), [clientCapabilities {fs
+// {readTextFile, writeTextFile}, terminal, _meta {terminal_output}}],
+// [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
+// the client asked: the client decides whether it speaks it).
+func acpInitialize(a *acpAgent, call *acpCall) (any, error) {
+	p := call.params
+	if _, err := p.integer("protocolVersion", 0, 65535); err != nil {
+		return nil, err
+	}
+	var client acpClientCaps
+	caps, _, err := p.object("clientCapabilities")
+	if err != nil {
+		return nil, err
+	}
+	fs, _, err := caps.object("fs")
+	if err != nil {
+		return nil, err
+	}
+	if client.readTextFile, err = fs.boolean("readTextFile", false); err != nil {
+		return nil, err
+	}
+	if client.writeTextFile, err = fs.boolean("writeTextFile", false); err != nil {
+		return nil, err
+	}
+	if _, err = caps.boolean("terminal", false); err != nil {
+		return nil, err
+	}
+	// _meta is an extension slot: what is not Zed's convention is ignored.
+	if meta, ok, _ := caps.object("_meta"); ok {
+		client.terminalOutput, _ = meta.boolean("terminal_output", false)
+	}
+	a.mu.Lock()
+	a.client = client
+	a.mu.Unlock()
+	sessions := acpSessionCaps{Close: &struct{}{}}
+	if !a.noSession {
+		sessions.List, sessions.Resume, sessions.Delete = &struct{}{}, &struct{}{}, &struct{}{}
+	}
+	return acpInitializeResult{
+		ProtocolVersion: acpProtocolVersion,
+		AgentCapabilities: acpAgentCaps{
+			LoadSession:         !a.noSession,
+			PromptCapabilities:  acpPromptCaps{Image: true, EmbeddedContext: true},
+			SessionCapabilities: sessions,
+		},
+		AuthMethods: []struct{}{},
+		AgentInfo:   acpImplementation{Name: "rpi", Title: "rpi", Version: version},
+	}, nil
+}
+
+// ---- Output helpers ----
+
+// acpTrimNewline drops one trailing "\n" (for texts put in fences).
+func acpTrimNewline(s string) string { return strings.TrimSuffix(s, "\n") }
+
+// acpFence is a Markdown fence that no run of backticks in text closes.
+func acpFence(text string) string {
+	longest, run := 0, 0
+	for i := 0; i < len(text); i++ {
+		if text[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
+}
+
+// acpFenced is text in a fenced block, headed by head when not "".
+func acpFenced(head, text string) string {
+	var b bytes.Buffer
+	if head != "" {
+		b.WriteString(head + "\n")
+	}
+	fence := acpFence(text)
+	b.WriteString(fence + "\n")
+	if text != "" {
+		b.WriteString(acpTrimNewline(text) + "\n")
+	}
+	b.WriteString(fence)
+	return b.String()
+}
+
+// ---- A prompt's blocks (§12.4) ----
+
+// acpMaxLinkBytes is the largest file a resource_link inlines.
+const acpMaxLinkBytes = 2 << 20
+
+// acpBlockTypes are the ContentBlocks a prompt may hold.
+const acpBlockTypes = "one of text, image, resource, resource_link"
+
+// acpPromptMessage is a prompt's blocks decoded and checked: its pieces
+// of text, the files its links name (read when the message is made), and
+// its images.
+type acpPromptMessage struct {
+	pieces []acpPiece
+	images []contentBlock
+}
+
+// acpPiece is one block's part of the message's text: text as it is, or
+// a block (a fenced resource, a link's URI or its file) that stands apart.
+type acpPiece struct {
+	text  string
+	block bool
+	uri   string // a file:// link: its file is read when the text is made
+	path  string
+}
+
+// acpPrompt decodes a prompt's blocks (§12.4): text as it is; a resource
+// with text as a fenced block headed by its URI; an image, and a resource
+// whose blob is an image, as an image; a resource_link to a file:// path
+// as that file, read and inlined like a resource when the message is made
+// (text); other links as their URI. audio, and any other block, is a
+// -32602 naming it. It reads nothing: it can run on the command loop.
+func acpPrompt(items []json.RawMessage) (*acpPromptMessage, error) {
+	m := &acpPromptMessage{}
+	for i, item := range items {
+		b, err := paramsOf(item, fmt.Sprintf("prompt[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		typ, err := b.str("type")
+		if err != nil {
+			return nil, err
+		}
+		switch typ {
+		case "text":
+			s, err := b.str("text")
+			if err != nil {
+				return nil, err
+			}
+			m.pieces = append(m.pieces, acpPiece{text: s})
+		case "image":
+			img, err := acpImageBlock(b, "data")
+			if err != nil {
+				return nil, err
+			}
+			m.images = append(m.images, img)
+		case "resource":
+			r, ok, err := b.object("resource")
+			if err == nil && !ok {
+				err = paramError(missing(b.name("resource"), "an object"))
+			}
+			if err != nil {
+				return nil, err
+			}
+			uri, err := r.str("uri")
+			if err != nil {
+				return nil, err
+			}
+			if r.has("blob") {
+				img, err := acpImageBlock(r, "blob")
+				if err != nil {
+					return nil, err
+				}
+				m.images = append(m.images, img)
+				continue
+			}
+			body, err := r.str("text")
+			if err != nil {
+				return nil, err
+			}
+			m.pieces = append(m.pieces, acpPiece{text: acpFenced(uri, body), block: true})
+		case "resource_link":
+			uri, err := b.str("uri")
+			if err == nil {
+				_, err = b.optStr("name")
+			}
+			if err != nil {
+				return nil, err
+			}
+			path, _ := acpFilePath(uri)
+			m.pieces = append(m.pieces, acpPiece{text: uri, block: true, uri: uri, path: path})
+		case "audio":
+			return nil, invalidParams("Invalid field %s: audio is not supported (promptCapabilities.audio is false)", b.name("type"))
+		default:
+			return nil, paramError(invalid(b.name("type"), acpBlockTypes))
+		}
+	}
+	if !slices.ContainsFunc(m.pieces, func(p acpPiece) bool { return strings.TrimSpace(p.text) != "" }) && len(m.images) == 0 {
+		return nil, invalidParams("Invalid field prompt: must hold some text or an image")
+	}
+	return m, nil
+}
+
+// text is the message's text, the files of its links read by readFile
+// (the URI, and why, when one cannot be): blocks stand apart from what
+// is around them by a blank line.
+func (m *acpPromptMessage) text(readFile func(path string) (string, error)) string {
+	var text strings.Builder
+	apart := false // the last piece was a block: text after it starts a paragraph
+	for _, p := range m.pieces {
+		s := p.text
+		if p.path != "" {
+			if body, err := readFile(p.path); err != nil {
+				s = p.uri + " (not inlined: " + err.Error() + ")"
+			} else {
+				s = acpFenced(p.uri, body)
+			}
+		}
+		if (p.block || apart) && text.Len() > 0 {
+			text.WriteString(strings.Repeat("\n", 2-min(2, trailingNewlines(text.String()))))
+		}
+		text.WriteString(s)
+		apart = p.block
+	}
+	return text.String()
+}
+
+func trailingNewlines(s string) int { return len(s) - len(strings.TrimRight(s, "\n")) }
+
+// acpImageBlock reads an image from a block (data) or a resource (blob):
+// base64 and an image/… mimeType.
+func acpImageBlock(b acpParams, dataField string) (contentBlock, error) {
+	data, err := b.str(dataField)
+	if err != nil {
+		return contentBlock{}, err
+	}
+	if _, err := base64.StdEncoding.DecodeString(data); err != nil || data == "" {
+		return contentBlock{}, paramError(invalid(b.name(dataField), "base64 data"))
+	}
+	mime, err := b.str("mimeType")
+	if err != nil {
+		return contentBlock{}, err
+	}
+	if !strings.HasPrefix(mime, "image/") {
+		return contentBlock{}, paramError(invalid(b.name("mimeType"), "an image type (image/…): only images are taken"))
+	}
+	return contentBlock{Type: "image", Data: data, MimeType: mime}, nil
+}
+
+// acpFilePath is the absolute path of a file:// URI on this machine.
+func acpFilePath(uri string) (string, bool) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "file" || u.Host != "" && u.Host != "localhost" || !filepath.IsAbs(filepath.FromSlash(u.Path)) {
+		return "", false
+	}
+	return filepath.Clean(filepath.FromSlash(u.Path)), true
+}
+
+// acpLinkText checks what a linked file holds before it is inlined: at
+// most acpMaxLinkBytes of text.
+func acpLinkText(data string) (string, error) {
+	switch {
+	case len(data) > acpMaxLinkBytes:
+		return "", fmt.Errorf("larger than %s", formatSize(acpMaxLinkBytes))
+	case !utf8.ValidString(data) || strings.IndexByte(data, 0) >= 0:
+		return "", errors.New("not text")
+	}
+	return data, nil
+}
+
+// ---- The loop ----
+
+// acpMethods maps each method to its handler; acpNotifications each
+// notification rpi takes. (Filled in init: a handler that reads them
+// would otherwise make an initialization cycle.)
+var (
+	acpMethods       map[string]acpMethod
+	acpNotifications map[string]acpNotification
+)
+
+func init() {
+	acpMethods = map[string]acpMethod{
+		"initialize":                acpInitialize,
+		"session/new":               acpNew,
+		"session/load":              acpLoad,
+		"session/resume":            acpResume,
+		"session/list":              acpList,
+		"session/delete":            acpDelete,
+		"session/close":             acpClose,
+		"session/prompt":            acpPromptMethod,
+		"session/set_config_option": acpSetConfigOption,
+		"session/set_mode":          acpSetMode,
+	}
+	acpNotifications = map[string]acpNotification{
+		"session/cancel": acpCancel,
+	}
+}
+
+// newACPAgent is ACP's front end over h, with rpi's method tables.
+func newACPAgent(h *host) *acpAgent {
+	cfg := h.set.cfg
+	store := sessionStore{root: filepath.Join(h.set.agentDir, "sessions")}
+	if cfg.sessionDir != "" {
+		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
+	}
+	return &acpAgent{h: h, conn: newACPConn(h.out, h.stderr), methods: acpMethods, notifications: acpNotifications,
+		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
+}
+
+// runACP is rpi in ACP mode (SPEC §12): it starts the host and serves
+// the connection until stdin ends or a signal comes, then shuts down as
+// §12.9 says. A fatal startup error is one line on stderr and exit 1;
+// stdout carries nothing but ACP messages.
+func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
+	startupOver := endStartupOnSignal(env, stop, stderr)
+	h, err := newHost(cfg, env, stdout, stderr)
+	startupOver()
+	if err != nil {
+		fmt.Fprintf(stderr, "rpi: %v\n", err)
+		return 1
+	}
+	for _, notice := range h.set.notices {
+		fmt.Fprintf(stderr, "rpi: %s\n", notice)
+	}
+	a := newACPAgent(h)
+	if env.signalsReady != nil {
+		<-env.signalsReady
+	}
+	env.trace.phase("ready for initialize")
+	h.goBackground(func() { sweepTempDirs(env.tempDir) })
+	sig := a.serveLines(stdin, env.maxLineBytes, stop)
+	a.shutdown()
+	if sig != nil {
+		fmt.Fprintf(stderr, "rpi: %v: shut down\n", sig)
+		return exitCode(sig)
+	}
+	return 0
+}
+
+// serveLines reads messages until stdin ends, the client stops reading,
+// or a signal arrives (which it returns; nil otherwise). Nothing is
+// written before the client speaks.
+func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signal) os.Signal {
+	frames := make(chan []frame, 4)
+	go readFrames(stdin, maxLine, frames)
+	defer a.conn.out.flush()
+	for {
+		select {
+		case batch, ok := <-frames:
+			if !ok {
+				return nil
+			}
+			for _, f := range batch {
+				a.handleFrame(f, maxLine)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					a.h.memory.soon() // the line is handled; what it took can go
+				}
+			}
+			if len(frames) == 0 { // rpi would wait for input now
+				a.conn.out.flush()
+			}
+		case sig := <-stop:
+			return sig
+		case <-a.conn.out.gone:
+			return nil
+		}
+	}
+}
+
+// shutdown ends the connection (§12.9): every wait for the client ends,
+// every turn is cancelled, every child ended, every session file written
+// and let go of.
+func (a *acpAgent) shutdown() {
+	a.conn.close()
+	a.h.shutdown(false)
+	a.conn.out.flush()
+}

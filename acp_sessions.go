@@ -1,0 +1,885 @@
+package main
+
+// ACP's sessions (SPEC §12.3, §12.4, §12.6–§12.8): each an rpi session of
+// the core with this front end's sink, ui and files — session/new, load,
+// resume, close, list and delete (the catalog's code, shared with rpc),
+// prompts and their turns, cancel, the editor's files, approvals as
+// permission requests, and the config options.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// acpSession is one session open over ACP: the core's session and what
+// this front end keeps for it. It is the session's event sink, its ui
+// and (through acpFiles) its files.
+type acpSession struct {
+	agent   *acpAgent
+	s       *session
+	id      string
+	updates *acpUpdates
+
+	// The prompts are taken in the order they came: each waits for the
+	// one before it to be started (or refused) before it starts.
+	lastPrompt chan struct{}
+	// startMu is held while a prompt starts and while session/cancel
+	// ends the prompts not started yet (pending), so that none starts
+	// after a cancel that came after it; before s.mu.
+	startMu sync.Mutex
+	pending []*acpCall // prompts received and not yet started; guarded by startMu
+
+	mu        sync.Mutex      // guards the fields below
+	always    map[string]bool // tools the user allowed for the session (allow_always)
+	approvals string          // ask, edits, auto, or custom (the --confirm set)
+	custom    []string        // the custom set, while it is in force
+	confirm   []string        // the tools behind the approval gate (what the session was last given)
+	titled    bool            // the session has a name, or a first prompt gave its title
+}
+
+// ---- Params ----
+
+// acpSessionID reads a request's sessionId: a string that can be a
+// session's id (no path in it).
+func acpSessionID(p acpParams) (string, error) {
+	id, err := p.str("sessionId")
+	if err == nil && (id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == "..") {
+		err = invalidParams("Invalid field sessionId: must be a session's id")
+	}
+	return id, err
+}
+
+// acpAbsDir reads an absolute directory path (cwd): required, or
+// optional ("" when absent).
+func acpAbsDir(p acpParams, field string, required bool) (string, error) {
+	if !required && !p.has(field) {
+		return "", nil
+	}
+	dir, err := p.str(field)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(dir) {
+		return "", invalidParams("Invalid field %s: must be an absolute path, got %q", p.name(field), dir)
+	}
+	return filepath.Clean(dir), nil
+}
+
+// acpMCPServers checks mcpServers (required: an array; optional for
+// resume) and tells stderr that rpi does not use them.
+func (a *acpAgent) acpMCPServers(p acpParams, required bool) error {
+	if !required && !p.has("mcpServers") {
+		return nil
+	}
+	servers, err := p.array("mcpServers", "an array of MCP servers")
+	if err == nil && len(servers) > 0 {
+		fmt.Fprintf(a.h.stderr, "rpi: %d MCP server(s) given: rpi does not use MCP servers (ignored)\n", len(servers))
+	}
+	return err
+}
+
+// session is the open session with the request's sessionId.
+func (a *acpAgent) session(p acpParams) (*acpSession, error) {
+	id, err := acpSessionID(p)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if as := a.sessions[id]; as != nil {
+		return as, nil
+	}
+	return nil, invalidParams("Invalid field sessionId: no session with the id %s is open here (session/new, session/load or session/resume opens one)", id)
+}
+
+// isOpen reports whether the session with id is open in this process.
+func (a *acpAgent) isOpen(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[id] != nil
+}
+
+// ---- Opening ----
+
+// acpSessionAnswer is what session/new, load and resume answer.
+type acpSessionAnswer struct {
+	SessionID     string            `json:"sessionId,omitempty"` // session/new's
+	ConfigOptions []acpConfigOption `json:"configOptions"`
+	Modes         acpModes          `json:"modes"`
+}
+
+// open opens a session in cwd (file: the session file to open; "" for a
+// new one, written at once) and makes it known by its id.
+func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
+	as := &acpSession{agent: a, always: map[string]bool{}, lastPrompt: closedChan()}
+	as.confirm = a.h.set.cfg.confirm
+	as.approvals = acpApprovalOf(as.confirm)
+	if as.approvals == "custom" {
+		as.custom = slices.Clone(as.confirm)
+	}
+	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd, home: a.h.env.getenv("HOME")}, terminal: a.clientCaps().terminalOutput,
+		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
+	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
+	if err != nil {
+		return nil, err
+	}
+	info := s.conv.info()
+	as.mu.Lock()
+	as.s, as.id = s, info.id
+	as.titled = info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
+	as.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sessions[as.id] != nil { // opened meanwhile by another request: keep the first
+		go s.close()
+		return nil, invalidParams("Invalid field sessionId: the session %s is open here already", as.id)
+	}
+	a.sessions[as.id] = as
+	return as, nil
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// answer is a session response: its config options and modes.
+func (as *acpSession) answer(withID bool) acpSessionAnswer {
+	answer := acpSessionAnswer{ConfigOptions: as.configOptions(), Modes: as.modes()}
+	if withID {
+		answer.SessionID = as.id
+	}
+	return answer
+}
+
+// announce sends what follows a session response (§12.3): the commands,
+// the usage, then the warnings of its opening as notes. It starts the
+// session's loops.
+func (as *acpSession) announce() {
+	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
+	as.sendUsage(nil)
+	for _, notice := range as.s.takeNotices() {
+		as.updates.note(notice)
+	}
+	as.s.startLoops()
+}
+
+// acpNew opens a new session in cwd, its file written before the answer.
+// Params: cwd (absolute, an existing directory), mcpServers (an array;
+// not used). Answer: {sessionId, configOptions, modes}; then
+// available_commands_update and usage_update.
+func acpNew(a *acpAgent, call *acpCall) (any, error) {
+	cwd, err := acpAbsDir(call.params, "cwd", true)
+	if err == nil {
+		err = a.acpMCPServers(call.params, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var as *acpSession
+	return a.answerLater(call, func() (any, error) {
+		if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
+			return nil, invalidParams("Invalid field cwd: %s is not a directory", cwd)
+		}
+		if as, err = a.open(cwd, ""); err != nil {
+			return nil, err
+		}
+		return as.answer(true), nil
+	}, func() { as.announce() })
+}
+
+// acpLoad opens a session from its file, found by its id (in cwd's
+// folder first, then in any), replays its current branch as updates, and
+// only then answers. A session open here already is replayed as it is.
+// Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
+// modes}; then available_commands_update and usage_update.
+func acpLoad(a *acpAgent, call *acpCall) (any, error) {
+	return a.reopen(call, true)
+}
+
+// acpResume is session/load without the replay.
+// Params: sessionId, cwd (absolute), [mcpServers]. Answer: as load's.
+func acpResume(a *acpAgent, call *acpCall) (any, error) {
+	return a.reopen(call, false)
+}
+
+func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
+	id, err := acpSessionID(call.params)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := acpAbsDir(call.params, "cwd", true)
+	if err == nil {
+		err = a.acpMCPServers(call.params, replay)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.noSession {
+		return nil, invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
+	}
+	var as *acpSession
+	return a.answerLater(call, func() (any, error) {
+		a.mu.Lock()
+		as = a.sessions[id]
+		a.mu.Unlock()
+		if as == nil {
+			path, err := findSessionFile(a.h.ctx, a.store, id, cwd)
+			if err != nil {
+				return nil, err
+			}
+			if as, err = a.open(cwd, path); err != nil {
+				return nil, acpOpenError(id, err)
+			}
+		}
+		if replay {
+			for _, u := range acpReplay(as.s.conv.branchEntries(), as.updates.paths, as.newID) {
+				as.send(u)
+			}
+		}
+		return as.answer(false), nil
+	}, func() { as.announce() })
+}
+
+// acpOpenError is why a session file could not be opened, as the client
+// reads it: another rpi holding it (lockSessionFile's refusal) says so;
+// anything else is internal (its details, with paths, to stderr).
+func acpOpenError(id string, err error) error {
+	if strings.Contains(err.Error(), "in use by another rpi process") {
+		return &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is open in another rpi process: close it there (or end that process) and try again", id)}
+	}
+	return err
+}
+
+// findSessionFile is the file of the session whose header id is id: in
+// cwd's folder first (when cwd is not ""), else in any.
+func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
+	scopes := []string{""}
+	if cwd != "" && !store.flat {
+		scopes = []string{cwd, ""}
+	}
+	for _, scope := range scopes {
+		rows, err := listSessions(ctx, store, scope)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			if r.SessionID == id {
+				return r.Path, nil
+			}
+		}
+	}
+	return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
+}
+
+// acpClose cancels a session's turn, ends the processes it started,
+// writes its file to the end and lets go of it, and forgets the session.
+// Params: sessionId. Answer: {}, once all that is done.
+func acpClose(a *acpAgent, call *acpCall) (any, error) {
+	as, err := a.session(call.params)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	delete(a.sessions, as.id)
+	a.mu.Unlock()
+	return a.answerLater(call, func() (any, error) {
+		as.s.close()
+		return nil, nil
+	}, nil)
+}
+
+// acpList lists the sessions on disk, a page at a time, newest first.
+// Params: [cwd] (absolute: that directory's sessions; absent: every
+// directory's), [cursor] (a nextCursor it gave). Answer: {sessions:
+// [{sessionId, cwd, title, updatedAt}], [nextCursor]}.
+func acpList(a *acpAgent, call *acpCall) (any, error) {
+	cwd, err := acpAbsDir(call.params, "cwd", false)
+	if err != nil {
+		return nil, err
+	}
+	cursor, err := call.params.optStr("cursor")
+	if err != nil {
+		return nil, err
+	}
+	if a.noSession {
+		return acpListPage{Sessions: []acpSessionRow{}}, nil
+	}
+	return a.answerLater(call, func() (any, error) {
+		rows, err := listSessions(a.h.ctx, a.store, cwd)
+		if err != nil {
+			return nil, err
+		}
+		return acpPageOf(rows, cursor)
+	}, nil)
+}
+
+// acpDelete deletes a session's file (and its loops file), found by its
+// id; a session open in this process cannot be deleted.
+// Params: sessionId. Answer: {}.
+func acpDelete(a *acpAgent, call *acpCall) (any, error) {
+	id, err := acpSessionID(call.params)
+	if err != nil {
+		return nil, err
+	}
+	if a.isOpen(id) {
+		return nil, invalidParams("Invalid field sessionId: the session %s is open; close it first (session/close)", id)
+	}
+	return a.answerLater(call, func() (any, error) {
+		path, err := findSessionFile(a.h.ctx, a.store, id, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := deleteSession(a.store, path, ""); err != nil {
+			return nil, fmt.Errorf("session/delete %s: %w", id, err)
+		}
+		return nil, nil
+	}, nil)
+}
+
+// ---- Prompts (§12.4) ----
+
+// acpPromptMethod runs a prompt: its blocks become one user message
+// (acpPrompt), which starts a turn, or, while one runs, waits behind it
+// as a follow-up. /compact and /name are answered in-band. The answer,
+// {stopReason}, comes once the turn has ended, after every update it
+// caused.
+// Params: sessionId, prompt ([ContentBlock]). Answer: {stopReason}.
+func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
+	as, err := a.session(call.params)
+	if err != nil {
+		return nil, err
+	}
+	items, err := call.params.array("prompt", "an array of content blocks")
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := acpPrompt(items)
+	if err != nil {
+		return nil, err
+	}
+	as.startMu.Lock()
+	as.pending = append(as.pending, call)
+	as.startMu.Unlock()
+	as.mu.Lock()
+	before, done := as.lastPrompt, make(chan struct{})
+	as.lastPrompt = done
+	as.mu.Unlock()
+	a.h.goBackground(func() {
+		<-before
+		defer close(done)
+		result, err := a.safely(call.method, func() (any, error) { return as.prompt(call, prompt) })
+		if _, later := result.(acpDeferred); !later || err != nil {
+			a.conn.answer(call.id, call.method, result, err, false)
+		}
+	})
+	return acpDeferred{}, nil
+}
+
+// acpStopResult is session/prompt's answer.
+type acpStopResult struct {
+	StopReason string `json:"stopReason"`
+}
+
+// prompt makes the message (reading its links' files) and starts (or
+// queues) it, unless session/cancel came first (it answered then).
+func (as *acpSession) prompt(call *acpCall, prompt *acpPromptMessage) (any, error) {
+	text, images := prompt.text(as.readLink), prompt.images
+	as.startMu.Lock()
+	defer as.startMu.Unlock()
+	i := slices.Index(as.pending, call)
+	if i < 0 {
+		return acpDeferred{}, nil // cancelled, and answered
+	}
+	as.pending = slices.Delete(as.pending, i, i+1)
+	if name, rest, ok := acpOwnCommand(text); ok {
+		return as.ownCommand(call, name, rest)
+	}
+	msg := &userMessage{Role: "user", Content: append(textBlocks(as.s.expandSlash(text)), images...),
+		Timestamp: as.agent.h.env.clock.Now().UnixMilli()}
+	as.s.startPrompt(msg, "followUp", func(queued bool, err error) {
+		if err != nil {
+			as.agent.conn.answer(call.id, call.method, nil, acpPromptError(err), false)
+			return
+		}
+		as.title(msg)
+	}, func(end promptEnd) {
+		if end.ran {
+			as.sendUsage(end.answer)
+		}
+		reason := "cancelled"
+		if end.ran && !end.aborted {
+			reason = acpStopReason(false, end.answer)
+		}
+		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
+	})
+	return acpDeferred{}, nil
+}
+
+// acpPromptError is a refused prompt's error: no usable model is -32000
+// (Zed opens its login view), the rest -32603 with the core's message.
+func acpPromptError(err error) error {
+	code := acpInternalError
+	if errors.Is(err, errNoModel) {
+		code = acpAuthRequired
+	}
+	return &acpError{Code: code, Message: err.Error()}
+}
+
+// title sends the session's title from its first prompt, when it has no
+// name: the message's first line.
+func (as *acpSession) title(msg *userMessage) {
+	as.mu.Lock()
+	first := !as.titled
+	as.titled = true
+	as.mu.Unlock()
+	if text, _ := userText(msg); first && summaryLine(text) != "" {
+		as.send(acpSessionInfo{"session_info_update", summaryLine(text), timestamp(as.agent.h.env.clock.Now())})
+	}
+}
+
+// acpOwnCommand reports whether text is one of rpi's own commands
+// (/compact [instructions], /name <title>): its name and the rest.
+func acpOwnCommand(text string) (name, rest string, ok bool) {
+	for _, c := range []string{"compact", "name"} {
+		if after, found := strings.CutPrefix(text, "/"+c); found && (after == "" || after[0] == ' ' || after[0] == '\n') {
+			return c, strings.TrimSpace(after), true
+		}
+	}
+	return "", "", false
+}
+
+// ownCommand answers /compact and /name in-band: a note, then end_turn.
+func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) {
+	if name == "name" {
+		if err := as.s.setSessionName(rest); err != nil {
+			as.updates.note("Usage: /name <title> (" + err.Error() + ")")
+		} else {
+			as.mu.Lock()
+			as.titled = true
+			as.mu.Unlock()
+			as.updates.note("Session named: " + strings.TrimSpace(rest))
+		}
+		return acpStopResult{"end_turn"}, nil
+	}
+	as.s.compact(rest, func(_ compactionResult, err error) {
+		if err != nil {
+			as.updates.note("Compaction failed: " + err.Error())
+		}
+		as.sendUsage(nil)
+		as.agent.conn.answer(call.id, call.method, acpStopResult{"end_turn"}, nil, false)
+	})
+	return acpDeferred{}, nil
+}
+
+// acpCancel cancels a session's turn (rpc's abort): the prompts queued
+// behind it (and those not started yet) answer cancelled at once and
+// never run, the model stream, the running tool and any permission
+// request end, and the running prompt answers cancelled once the run has
+// stopped. An unknown session is ignored.
+// Params: sessionId.
+func acpCancel(a *acpAgent, params acpParams) error {
+	as, err := a.session(params)
+	if err != nil {
+		return nil
+	}
+	as.startMu.Lock()
+	defer as.startMu.Unlock()
+	for _, call := range as.pending {
+		a.conn.answer(call.id, call.method, acpStopResult{"cancelled"}, nil, false)
+	}
+	as.pending = nil
+	as.s.clearQueue()
+	as.s.abort()
+	return nil
+}
+
+// ---- Config options and modes (§12.7, §12.8) ----
+
+// configOptions is the session's full list of config options.
+func (as *acpSession) configOptions() []acpConfigOption {
+	st := as.s.state()
+	as.mu.Lock()
+	approvals, custom := as.approvals, as.custom
+	as.mu.Unlock()
+	return acpConfigOptions(as.s.availableModels(), st.Model, st.ThinkingLevel, approvals, custom)
+}
+
+func (as *acpSession) modes() acpModes {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return acpModesOf(as.approvals, as.custom)
+}
+
+// acpConfigResult is set_config_option's answer: the full list.
+type acpConfigResult struct {
+	ConfigOptions []acpConfigOption `json:"configOptions"`
+}
+
+// acpSetConfigOption sets the model (<provider>/<id>), the thinking level
+// or the approvals; an unknown id or value is a -32602 naming the ones
+// allowed. Params: sessionId, configId, value. Answer: {configOptions},
+// the full list; then config_option_update with it.
+func acpSetConfigOption(a *acpAgent, call *acpCall) (any, error) {
+	as, err := a.session(call.params)
+	if err != nil {
+		return nil, err
+	}
+	id, err := call.params.str("configId")
+	if err != nil {
+		return nil, err
+	}
+	value, err := call.params.str("value")
+	if err != nil {
+		return nil, err
+	}
+	allowed := func(option string) []string {
+		var values []string
+		for _, o := range as.configOptions() {
+			if o.ID == option {
+				for _, v := range o.Options {
+					values = append(values, v.Value)
+				}
+			}
+		}
+		return values
+	}
+	switch id {
+	case "model":
+		provider, modelID, _ := strings.Cut(value, "/")
+		if !slices.Contains(allowed("model"), value) {
+			return nil, invalidParams("Invalid field value: the model must be one of %s", strings.Join(allowed("model"), ", "))
+		}
+		if _, err := as.s.setModel(provider, modelID); err != nil {
+			return nil, invalidParams("Invalid field value: %v", err)
+		}
+	case "thought_level":
+		if !slices.Contains(allowed("thought_level"), value) {
+			return nil, invalidParams("Invalid field value: the thinking level must be one of %s", strings.Join(allowed("thought_level"), ", "))
+		}
+		as.s.setThinkingLevel(value)
+	case "approvals":
+		if err := as.setApprovals(value); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalidParams("Invalid field configId: must be one of model, thought_level, approvals")
+	}
+	options := as.configOptions()
+	return a.answerLater(call, func() (any, error) { return acpConfigResult{options}, nil }, func() {
+		as.send(acpConfigOptionUpdate{"config_option_update", options})
+	})
+}
+
+// setApprovals puts the tools of value behind the approval gate; custom
+// is taken only while it is in force (it changes nothing then).
+func (as *acpSession) setApprovals(value string) error {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	tools, ok := acpApprovalTools(value)
+	switch {
+	case value == "custom" && as.approvals == "custom":
+		return nil
+	case !ok:
+		var values []string
+		for _, v := range acpApprovalValues(as.approvals, as.custom) {
+			values = append(values, v.ID)
+		}
+		return invalidParams("Invalid field value: approvals must be one of %s", strings.Join(values, ", "))
+	}
+	as.approvals, as.custom, as.confirm = value, nil, tools
+	as.s.setConfirmTools(tools)
+	return nil
+}
+
+// acpSetMode sets the approvals as a mode (the same values).
+// Params: sessionId, modeId. Answer: {}; then current_mode_update and
+// config_option_update.
+func acpSetMode(a *acpAgent, call *acpCall) (any, error) {
+	as, err := a.session(call.params)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := call.params.str("modeId")
+	if err != nil {
+		return nil, err
+	}
+	if err := as.setApprovals(mode); err != nil {
+		e := err.(*acpError)
+		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
+	}
+	return a.answerLater(call, func() (any, error) { return nil, nil }, func() {
+		as.send(acpCurrentMode{"current_mode_update", mode})
+		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
+	})
+}
+
+// ---- The session's sink ----
+
+// send writes one update of the session.
+func (as *acpSession) send(update any) {
+	as.agent.conn.notify("session/update", acpUpdateOf(as.id, update))
+}
+
+func (as *acpSession) newID() string { return newUUIDv7(as.agent.h.env.clock.Now()) }
+
+// event maps one of the core's events to the session's updates.
+func (as *acpSession) event(ev event) { as.updates.event(ev.Type, ev.Data) }
+
+func (as *acpSession) gatheredEvent(ev event) { as.updates.event(ev.Type, ev.Data) }
+
+// sendUsage sends usage_update: the context's size and the session's
+// cost. answer (nil: the session's current model) names the model whose
+// window counts; it does not take the session's lock, which the end of a
+// turn may hold.
+func (as *acpSession) sendUsage(answer *assistantMessage) {
+	var m *model
+	if answer != nil {
+		for _, c := range as.s.set.catalog {
+			if c.Provider == answer.Provider && c.ID == answer.Model {
+				m = c
+			}
+		}
+	} else {
+		m = as.s.state().Model
+	}
+	messages := as.s.conv.messages()
+	as.send(acpUsageOf(messages, m, acpSpent(messages)))
+}
+
+// ---- The session's ui ----
+
+// show turns notify warnings and errors into notes; the other one-way
+// requests (status, widgets, titles) are dropped.
+func (as *acpSession) show(req uiRequest) {
+	if req.Method == "notify" && (req.NotifyType == "warning" || req.NotifyType == "error") {
+		as.updates.note(req.Message)
+	}
+}
+
+// ask asks the user through a permission request: a choice (ask_user's
+// options) as one allow_once option per choice, a yes-or-no as allow and
+// reject. A free-text question cannot be asked here: the model is told.
+func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
+	var options []acpPermissionOption
+	switch req.Method {
+	case "select":
+		for i, o := range req.Options {
+			options = append(options, acpPermissionOption{fmt.Sprint(i), o, "allow_once"})
+		}
+	case "confirm":
+		options = []acpPermissionOption{{"allow", "Yes", "allow_once"}, {"reject", "No", "reject_once"}}
+	default:
+		text := "The user cannot type an answer in this editor: ask again with options to choose from, or go on without an answer."
+		return uiAnswer{value: &text}
+	}
+	call := as.updates.permissionCall(as.updates.current())
+	if call.Title == "" || call.Title == "ask_user" {
+		call.Title = req.Title
+	}
+	chosen := as.agent.conn.requestPermission(ctx, as.id, call, options)
+	switch {
+	case chosen == "":
+		return uiAnswer{cancelled: true}
+	case req.Method == "confirm":
+		yes := chosen == "allow"
+		return uiAnswer{confirmed: &yes}
+	}
+	var i int
+	fmt.Sscan(chosen, &i)
+	return uiAnswer{value: &req.Options[i]}
+}
+
+// approve is the approval gate (§12.7): the call's tool_call goes out
+// first (with the diff for edit and write), then a permission request
+// tied to its id. allow runs it; allow_always runs it and every later
+// call of its tool in this session without asking; anything else (reject,
+// a cancelled request, an error, a closed connection) denies it. No
+// timeout: the request waits until the turn is cancelled.
+func (as *acpSession) approve(ctx context.Context, a approval) bool {
+	if c, ok := a.call.(changer); ok {
+		ch := c.change()
+		var before *string
+		if ch.existed && ch.before != nil {
+			text := string(ch.before)
+			before = &text
+		}
+		as.updates.ready(a.toolCallID, ch.path, before, string(ch.after))
+	}
+	as.mu.Lock()
+	always := as.always[a.toolName]
+	as.mu.Unlock()
+	if !always {
+		options := []acpPermissionOption{{"allow", "Allow", "allow_once"},
+			{"allow_always", "Always allow " + a.toolName + " in this session", "allow_always"}, {"reject", "Reject", "reject_once"}}
+		switch as.agent.conn.requestPermission(ctx, as.id, as.updates.permissionCall(a.toolCallID), options) {
+		case "allow":
+		case "allow_always":
+			as.mu.Lock()
+			as.always[a.toolName] = true
+			as.mu.Unlock()
+		default:
+			return false
+		}
+	}
+	as.updates.running(a.toolCallID)
+	return true
+}
+
+// asks reports whether a call of tool waits for the user's approval (the
+// sink asks it: it reads this front end's copy of the set, not the
+// session's).
+func (as *acpSession) asks(tool string) bool {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return slices.Contains(as.confirm, tool) && !as.always[tool]
+}
+
+// ---- The editor's files (§12.6) ----
+
+// readLink reads a prompt's file:// link the way read does.
+func (as *acpSession) readLink(path string) (string, error) {
+	f, err := acpFiles{as}.open(as.s.ctx, path)
+	if err != nil {
+		return "", errors.New(unwrapPathError(err).Error())
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, acpMaxLinkBytes+1))
+	if err != nil {
+		return "", err
+	}
+	return acpLinkText(string(data))
+}
+
+// acpFiles is a session's files as the editor has them: read through
+// fs/read_text_file when the client offers it (unsaved buffers are what
+// the model sees), written through fs/write_text_file when it offers
+// that (the editor shows its review and saves); the disk otherwise.
+type acpFiles struct{ as *acpSession }
+
+func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd} }
+
+// read asks the editor for a file's text; ok is false when the client
+// does not read files (or answered -32601): then the disk is read.
+func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, err error) {
+	if !f.as.agent.clientCaps().readTextFile || acpImagePath(abs) {
+		return "", false, nil
+	}
+	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, abs, 0, 0)
+	var e *acpError
+	switch {
+	case acpMethodMissing(err):
+		return "", false, nil
+	case errors.As(err, &e) && e.Code == acpResourceNotFound:
+		return "", true, &fs.PathError{Op: "open", Path: abs, Err: fs.ErrNotExist}
+	case err != nil:
+		return "", true, fmt.Errorf("the editor could not give it: %v", err)
+	}
+	return text, true, nil
+}
+
+// acpImagePath reports whether a path names an image, which read takes
+// from the disk: an editor has no text for it.
+func acpImagePath(abs string) bool {
+	switch strings.ToLower(filepath.Ext(abs)) {
+	case ".png", ".jpg", ".jpeg", ".gif", ".webp":
+		return true
+	}
+	return false
+}
+
+func (f acpFiles) open(ctx context.Context, abs string) (io.ReadCloser, error) {
+	text, ok, err := f.read(ctx, abs)
+	switch {
+	case !ok:
+		return f.disk().open(ctx, abs)
+	case err != nil:
+		return nil, err
+	}
+	return io.NopCloser(strings.NewReader(text)), nil
+}
+
+// target opens the file a write or an edit changes: on disk, as the disk
+// would (so that where it leads is checked before it is written), with
+// what the editor holds as its text, and written through the editor when
+// the client writes files.
+func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
+	caps := f.as.agent.clientCaps()
+	if !caps.readTextFile && !caps.writeTextFile {
+		return f.disk().target(ctx, path, abs, create)
+	}
+	disk, err := openTarget(f.as.s.set.cwd, path, abs, create || caps.writeTextFile)
+	if err != nil {
+		return nil, err
+	}
+	t := &acpTarget{files: f, disk: disk, path: path, abs: abs, viaEditor: caps.writeTextFile}
+	text, ok, rerr := f.read(ctx, abs)
+	switch {
+	case !ok && disk.exists():
+		data, derr := disk.read(ctx, maxEditBytes)
+		t.text, t.has, t.readErr = string(data), derr == nil, derr
+	case !ok:
+		t.readErr = fs.ErrNotExist
+	default:
+		t.text, t.has, t.readErr = text, rerr == nil, rerr
+	}
+	if !create && !t.has {
+		disk.close()
+		if t.readErr == nil {
+			t.readErr = fs.ErrNotExist
+		}
+		return nil, t.readErr
+	}
+	return t, nil
+}
+
+// acpTarget is a file a write or edit changes, as the editor has it.
+type acpTarget struct {
+	files     acpFiles
+	disk      *fileTarget // the place on disk, checked before the write
+	path, abs string
+	viaEditor bool   // written through fs/write_text_file (else to the disk)
+	text      string // what it holds, as the editor (or the disk) gave it
+	has       bool   // it holds text: the file exists and could be read
+	readErr   error  // why not
+}
+
+func (t *acpTarget) exists() bool  { return t.has }
+func (t *acpTarget) size() int64   { return int64(len(t.text)) }
+func (t *acpTarget) where() string { return t.disk.where() }
+func (t *acpTarget) close()        { t.disk.close() }
+
+func (t *acpTarget) read(ctx context.Context, limit int64) ([]byte, error) {
+	switch {
+	case !t.has:
+		return nil, t.readErr
+	case int64(len(t.text)) > limit:
+		return nil, fmt.Errorf("%s is larger than %s", t.path, formatSize(int(limit)))
+	}
+	return []byte(t.text), nil
+}
+
+// write sets the file's content: through the editor, once the path still
+// leads where it did when it was opened; else on disk, where an edit's
+// file must still hold what it read.
+func (t *acpTarget) write(ctx context.Context, verb string, before, content []byte) error {
+	if !t.viaEditor {
+		return t.disk.write(ctx, verb, before, content)
+	}
+	if t.disk.check() != nil {
+		return fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
+	}
+	if err := t.files.as.agent.conn.writeTextFile(ctx, t.files.as.id, t.abs, string(content)); err != nil {
+		return fmt.Errorf("Cannot %s %s: the editor did not write it: %v", verb, t.path, err)
+	}
+	return nil
+}

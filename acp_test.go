@@ -1,0 +1,1337 @@
+package main
+
+// Tests of ACP mode (SPEC §12): the wire's decoding and errors, the
+// mapping of the core's events to updates, and an ACP client in Go that
+// speaks to an agent over pipes.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ---- An ACP client in Go ----
+
+// acpTestClient is an editor on the other end of an agent's pipes: it
+// writes requests, keeps every message the agent writes, and answers the
+// agent's requests with answer.
+type acpTestClient struct {
+	t      testing.TB
+	wmu    sync.Mutex // guards writes to w
+	w      io.WriteCloser
+	answer func(method string, params json.RawMessage) (any, *acpError)
+
+	mu       sync.Mutex // guards the fields below
+	received []acpTestMessage
+	changed  chan struct{}
+	nextID   int
+	ended    bool // the agent's stdout has ended
+}
+
+// acpTestMessage is one message the agent wrote, with its line.
+type acpTestMessage struct {
+	line   string
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *acpError       `json:"error"`
+}
+
+// update is a session/update's update, or nil.
+func (m acpTestMessage) update() map[string]any {
+	if m.Method != "session/update" {
+		return nil
+	}
+	var p struct{ Update map[string]any }
+	json.Unmarshal(m.Params, &p)
+	return p.Update
+}
+
+// newACPTestClient reads the agent's stdout r and writes to its stdin w.
+func newACPTestClient(t testing.TB, w io.WriteCloser, r io.Reader) *acpTestClient {
+	c := &acpTestClient{t: t, w: w, changed: make(chan struct{})}
+	go func() {
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				var m acpTestMessage
+				if json.Unmarshal(line, &m) != nil {
+					t.Errorf("the agent wrote a line that is not JSON: %q", line)
+				}
+				m.line = string(bytes.TrimSuffix(line, []byte("\n")))
+				c.add(m)
+				if m.Method != "" && m.ID != nil && c.answer != nil {
+					go c.respond(m)
+				}
+			}
+			if err != nil {
+				c.mu.Lock()
+				c.ended = true
+				close(c.changed)
+				c.changed = make(chan struct{})
+				c.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *acpTestClient) add(m acpTestMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.received = append(c.received, m)
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// respond answers one of the agent's requests.
+func (c *acpTestClient) respond(m acpTestMessage) {
+	result, failure := c.answer(m.Method, m.Params)
+	var line []byte
+	if failure != nil {
+		line, _ = appendACPError(nil, m.ID, failure)
+	} else {
+		line, _ = appendACPResult(nil, m.ID, result)
+	}
+	c.send(string(line))
+}
+
+// send writes one line (a "\n" is added).
+func (c *acpTestClient) send(line string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	io.WriteString(c.w, line+"\n")
+}
+
+// request sends a request and returns its id.
+func (c *acpTestClient) request(method string, params any) json.RawMessage {
+	c.mu.Lock()
+	id := json.RawMessage(fmt.Sprint(c.nextID))
+	c.nextID++
+	c.mu.Unlock()
+	line, err := appendACPCall(nil, id, method, params)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.send(string(line))
+	return id
+}
+
+// call sends a request and waits for its response.
+func (c *acpTestClient) call(method string, params any) acpTestMessage {
+	c.t.Helper()
+	id := c.request(method, params)
+	return c.responseTo(id)
+}
+
+// responseTo waits for the response with id.
+func (c *acpTestClient) responseTo(id json.RawMessage) acpTestMessage {
+	c.t.Helper()
+	i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, id) })
+	return c.messages()[i]
+}
+
+// waitFor waits until a message from index from on satisfies pred, and
+// returns its index; it fails the test after 10 s or once stdout ends.
+func (c *acpTestClient) waitFor(from int, pred func(acpTestMessage) bool) int {
+	c.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		for i := from; i < len(c.received); i++ {
+			if pred(c.received[i]) {
+				c.mu.Unlock()
+				return i
+			}
+		}
+		changed, ended, n := c.changed, c.ended, len(c.received)
+		c.mu.Unlock()
+		if ended {
+			c.t.Fatalf("the agent's output ended; %d messages, none the one waited for", n)
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			c.t.Fatalf("waited 10 s; the agent wrote:\n%s", strings.Join(c.lines(), "\n"))
+		}
+	}
+}
+
+func (c *acpTestClient) messages() []acpTestMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]acpTestMessage(nil), c.received...)
+}
+
+func (c *acpTestClient) lines() []string {
+	var out []string
+	for _, m := range c.messages() {
+		out = append(out, m.line)
+	}
+	return out
+}
+
+// testACPAgent is an agent on a host of its own (rpi acp with args, in
+// e's environment; nil: a fresh one), writing to stdout.
+func testACPAgent(t testing.TB, e *testEnv, stdout, stderr io.Writer, args ...string) *acpAgent {
+	t.Helper()
+	if e == nil {
+		e = newTestEnv(t)
+	}
+	cfg, _, err := parseArgs(append([]string{"acp", "--cwd", t.TempDir()}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(cfg, e.env(), stdout, stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newACPAgent(h)
+}
+
+// startACPAgent serves an in-process agent (methods: nil for rpi's) over
+// pipes, until the test ends its input.
+func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	a := testACPAgent(t, e, outW, &stderr, args...)
+	if methods != nil {
+		a.methods = methods
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.serveLines(inR, maxLineBytes, nil)
+		a.shutdown()
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		<-done
+		if s := stderr.String(); s != "" {
+			t.Logf("stderr:\n%s", s)
+		}
+	})
+	return newACPTestClient(t, inW, outR), a, done
+}
+
+// ---- The wire ----
+
+// acpWireMethods are methods for the wire's tests: test/echo answers its
+// params, test/later answers them from the background, test/fail fails
+// with an error whose details must not reach the client, test/panic
+// panics.
+var acpWireMethods = map[string]acpMethod{
+	"initialize": acpInitialize,
+	"test/echo": func(a *acpAgent, call *acpCall) (any, error) {
+		return json.RawMessage(cmpOr(string(call.params.raw("value")), "null")), nil
+	},
+	"test/later": func(a *acpAgent, call *acpCall) (any, error) {
+		return a.answerLater(call, func() (any, error) { return json.RawMessage(`"later"`), nil }, nil)
+	},
+	"test/fail":  func(a *acpAgent, call *acpCall) (any, error) { return nil, errors.New("cannot open /home/me/secret") },
+	"test/panic": func(a *acpAgent, call *acpCall) (any, error) { panic("boom") },
+	"test/string": func(a *acpAgent, call *acpCall) (any, error) {
+		return call.params.str("name")
+	},
+}
+
+const acpInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`
+
+// TestACPWireErrors: every kind of bad input gets §12.1's error, with the
+// id when it can be recovered, and the connection goes on; fed all at
+// once, a line per write and a byte per write.
+func TestACPWireErrors(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{}}`, // before initialize
+		`{"jsonrpc":"2.0","method":"test/echo","params":{}}`,        // a notification before initialize: nothing
+		acpInit,                             // id 0 echoed as 0
+		`this is not json`,                  // -32700, id null
+		`{"jsonrpc":"2.0","id":3,"method":`, // truncated: -32700, id null
+		"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"test/echo\",\"params\":{\"value\":\"\xff\"}}", // invalid UTF-8
+		`[{"jsonrpc":"2.0","id":5,"method":"test/echo"}]`,                                         // a batch: -32600, id null
+		`{"jsonrpc":"1.0","id":6,"method":"test/echo"}`,                                           // -32600 with the id
+		`{"id":6.5,"method":"test/echo"}`,                                                         // no jsonrpc
+		`{"jsonrpc":"2.0","id":7,"params":{}}`,                                                    // no method
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"test/echo"}`,                                     // an id that is no id: null
+		`{"jsonrpc":"2.0","id":8,"method":7}`,                                                     // a method that is no string
+		`"just a string"`,                                                                         // JSON, not an object
+		`{"jsonrpc":"2.0","id":"abc","method":"nope/nothing"}`,                                    // -32601
+		`{"jsonrpc":"2.0","method":"nope/notify","params":{}}`,                                    // ignored
+		`{"jsonrpc":"2.0","id":9,"method":"test/echo","params":[1,2]}`,                            // params not an object
+		`{"jsonrpc":"2.0","id":10,"method":"test/string","params":{}}`,                            // a missing field, named
+		`{"jsonrpc":"2.0","id":11,"method":"test/string","params":{"name":5}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"test/string","params":{"NAME":"x","name":"y","extra":1,"_meta":{"a":1}}}`,
+		`{"jsonrpc":"2.0","id":"s-1","method":"test/echo","params":{"value":[1]}}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"test/echo","params":{"value":2}}`,
+		`{"jsonrpc":"2.0","id":-0,"method":"test/echo","params":{"value":3}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"test/echo","params":{"value":4}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"test/fail"}`,
+		`{"jsonrpc":"2.0","id":14,"method":"test/panic"}`,
+		`{"jsonrpc":"2.0","id":99,"result":{}}`, // a response to nothing: dropped
+		"   \t\r",                               // blank: skipped
+		`{"jsonrpc":"2.0","id":15,"method":"test/echo","params":{"value":"last"}}`,
+	}, "\n") + "\n"
+	want := []string{
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid request: send initialize first"}}`,
+		`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":false,"sse":false},"sessionCapabilities":{"list":{},"close":{},"resume":{},"delete":{}}},"authMethods":[],"agentInfo":{"name":"rpi","title":"rpi","version":"` + version + `"}}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid character 'h' in literal true (expecting 'r')"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: unexpected end of JSON input"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid UTF-8"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: a message must be one JSON object (batches are not supported)"}}`,
+		`{"jsonrpc":"2.0","id":6,"error":{"code":-32600,"message":"Invalid request: jsonrpc must be \"2.0\""}}`,
+		`{"jsonrpc":"2.0","id":6.5,"error":{"code":-32600,"message":"Invalid request: jsonrpc must be \"2.0\""}}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Invalid request: no method"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: id must be a number or a string"}}`,
+		`{"jsonrpc":"2.0","id":8,"error":{"code":-32600,"message":"Invalid request: method must be a string"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: a message must be one JSON object (batches are not supported)"}}`,
+		`{"jsonrpc":"2.0","id":"abc","error":{"code":-32601,"message":"Method not found: nope/nothing"}}`,
+		`{"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"Invalid params: must be an object"}}`,
+		`{"jsonrpc":"2.0","id":10,"error":{"code":-32602,"message":"Missing field name: must be a string"}}`,
+		`{"jsonrpc":"2.0","id":11,"error":{"code":-32602,"message":"Invalid field name: must be a string"}}`,
+		`{"jsonrpc":"2.0","id":12,"result":"y"}`,
+		`{"jsonrpc":"2.0","id":"s-1","result":[1]}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"result":2}`,
+		`{"jsonrpc":"2.0","id":-0,"result":3}`,
+		`{"jsonrpc":"2.0","id":null,"result":4}`,
+		`{"jsonrpc":"2.0","id":13,"error":{"code":-32603,"message":"Internal error in test/fail"}}`,
+		`{"jsonrpc":"2.0","id":14,"error":{"code":-32603,"message":"Internal error in test/panic"}}`,
+		`{"jsonrpc":"2.0","id":15,"result":"last"}`,
+	}
+	for _, feed := range feeds {
+		t.Run(feed.name, func(t *testing.T) {
+			var out, stderr syncBuffer
+			a := testACPAgent(t, nil, &out, &stderr)
+			a.methods = acpWireMethods
+			a.serveLines(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
+			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("output differs\n--- got ---\n%s\n--- want ---\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			for _, s := range []string{"cannot open /home/me/secret", "panic in test/panic: boom", "a response to id 99"} {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// TestACPOverlongLine: a line past the limit is a -32700 with id null,
+// and the next line is served.
+func TestACPOverlongLine(t *testing.T) {
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr)
+	a.methods = acpWireMethods
+	long := `{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{"value":"` + strings.Repeat("x", 200) + `"}}`
+	a.serveLines(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || lines[1] != `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than 120 bytes"}}` ||
+		lines[2] != `{"jsonrpc":"2.0","id":2,"result":1}` {
+		t.Errorf("got:\n%s", out.String())
+	}
+}
+
+// TestACPNothingBeforeTheClientSpeaks: an agent writes nothing until a
+// message comes, and nothing for a client that says nothing.
+func TestACPNothingBeforeTheClientSpeaks(t *testing.T) {
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr)
+	if a.serveLines(strings.NewReader(""), maxLineBytes, nil); out.String() != "" {
+		t.Errorf("wrote %q", out.String())
+	}
+}
+
+// TestACPCallsTheClient: a request rpi makes of the client is answered by
+// its id, in any order, an error answer keeps its code, a late answer
+// is dropped, and the end of input ends every wait.
+func TestACPCallsTheClient(t *testing.T) {
+	methods := map[string]acpMethod{"initialize": acpInitialize,
+		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+			return a.answerLater(call, func() (any, error) {
+				what, _ := call.params.str("what")
+				raw, err := a.conn.call(a.h.ctx, "client/"+what, struct{}{})
+				if err != nil {
+					var e *acpError
+					if errors.As(err, &e) {
+						return fmt.Sprintf("error %d: %s", e.Code, e.Message), nil
+					}
+					return nil, err
+				}
+				return raw, nil
+			}, nil)
+		}}
+	c, _, done := startACPAgent(t, nil, methods)
+	release := make(chan struct{})
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		switch method {
+		case "client/slow":
+			<-release
+			return "slow answer", nil
+		case "client/fail":
+			return nil, &acpError{Code: acpResourceNotFound, Message: "no such file"}
+		}
+		return "quick answer", nil
+	}
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	slow := c.request("test/ask", map[string]string{"what": "slow"})
+	if got := c.call("test/ask", map[string]string{"what": "quick"}); string(got.Result) != `"quick answer"` {
+		t.Errorf("quick: %s", got.line)
+	}
+	if got := c.call("test/ask", map[string]string{"what": "fail"}); string(got.Result) != `"error -32002: no such file"` {
+		t.Errorf("fail: %s", got.line)
+	}
+	close(release)
+	if got := c.responseTo(slow); string(got.Result) != `"slow answer"` {
+		t.Errorf("slow: %s", got.line)
+	}
+	// The agent's request ids are its own: 0, 1, 2, as numbers.
+	var ids []string
+	for _, m := range c.messages() {
+		if m.Method != "" {
+			ids = append(ids, string(m.ID))
+		}
+	}
+	if strings.Join(ids, " ") != "0 1 2" {
+		t.Errorf("the agent's request ids: %v", ids)
+	}
+	// A question never answered ends when the input does.
+	c.answer = func(string, json.RawMessage) (any, *acpError) { select {} }
+	hang := c.request("test/ask", map[string]string{"what": "never"})
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/never" })
+	c.w.Close()
+	<-done
+	if got := c.responseTo(hang); string(got.Result) != `"error -32603: the client closed the connection"` {
+		t.Errorf("a wait past the end of input: %s", got.line)
+	}
+}
+
+// TestACPInitialize: initialize answers rpi's capabilities (fewer with
+// --no-session), keeps the client's, and names a mistyped field.
+func TestACPInitialize(t *testing.T) {
+	run := func(noSession bool, params string) (string, acpClientCaps) {
+		var out, stderr syncBuffer
+		var args []string
+		if noSession {
+			args = []string{"--no-session"}
+		}
+		a := testACPAgent(t, nil, &out, &stderr, args...)
+		a.serveLines(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+params+`}`), maxLineBytes, nil)
+		return strings.TrimSpace(out.String()), a.clientCaps()
+	}
+	_, caps := run(false, `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true,"_meta":{"terminal_output":true,"terminal-auth":true}},"clientInfo":{"name":"zed","version":"1"}}`)
+	if caps != (acpClientCaps{readTextFile: true, terminalOutput: true}) {
+		t.Errorf("client capabilities: %+v", caps)
+	}
+	if _, caps = run(false, `{"protocolVersion":2,"clientCapabilities":{"_meta":{"terminal_output":"yes"}}}`); caps != (acpClientCaps{}) {
+		t.Errorf("a _meta that is not Zed's convention: %+v", caps)
+	}
+	out, _ := run(true, `{"protocolVersion":1}`)
+	if !strings.Contains(out, `"loadSession":false`) || !strings.Contains(out, `"sessionCapabilities":{"close":{}}`) {
+		t.Errorf("--no-session: %s", out)
+	}
+	for params, want := range map[string]string{
+		`{}`:                      "Missing field protocolVersion: must be a whole number from 0 to 65535",
+		`{"protocolVersion":"1"}`: "Invalid field protocolVersion: must be a whole number from 0 to 65535",
+		`{"protocolVersion":1,"clientCapabilities":[]}`:                        "Invalid field clientCapabilities: must be an object",
+		`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":1}}}`: "Invalid field clientCapabilities.fs.readTextFile: must be true or false",
+		`{"protocolVersion":1,"clientCapabilities":{"terminal":"no"}}`:         "Invalid field clientCapabilities.terminal: must be true or false",
+	} {
+		out, _ := run(false, params)
+		if !strings.Contains(out, `"code":-32602,"message":"`+want+`"`) {
+			t.Errorf("%s: %s, want %q", params, out, want)
+		}
+	}
+}
+
+// ---- A prompt's blocks ----
+
+// TestACPPrompt: blocks become one user message's text and images.
+func TestACPPrompt(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("file text\n"), 0o644)
+	read := func(path string) (string, error) {
+		data, err := readRegularFile(path, acpMaxLinkBytes)
+		if err != nil {
+			return "", errors.New("cannot be read")
+		}
+		return acpLinkText(string(data))
+	}
+	png := "iVBORw0KGgo="
+	tests := []struct {
+		blocks, text, images, err string
+	}{
+		{`[{"type":"text","text":"hi"}]`, "hi", "", ""},
+		{`[{"type":"text","text":"Look at "},{"type":"resource_link","uri":"file://` + dir + `/a.txt","name":"a.txt"},{"type":"text","text":" please"}]`,
+			"Look at \n\nfile://" + dir + "/a.txt\n```\nfile text\n```\n\n please", "", ""},
+		{`[{"type":"text","text":"See:"},{"type":"resource","resource":{"uri":"file:///x/b.go","text":"x := 1\n"}}]`,
+			"See:\n\nfile:///x/b.go\n```\nx := 1\n```", "", ""},
+		{"[{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"text\":\"a ``` fence\"}}]", "u\n````\na ``` fence\n````", "", ""},
+		{`[{"type":"text","text":"x"},{"type":"resource_link","uri":"https://example.com/a","name":"a"}]`, "x\n\nhttps://example.com/a", "", ""},
+		{`[{"type":"text","text":"x\n"},{"type":"resource_link","uri":"file:///nowhere/at/all","name":"a"}]`, "x\n\nfile:///nowhere/at/all (not inlined: cannot be read)", "", ""},
+		{`[{"type":"text","text":"what?"},{"type":"image","data":"` + png + `","mimeType":"image/png"}]`, "what?", "image/png", ""},
+		{`[{"type":"resource","resource":{"uri":"x.png","blob":"` + png + `","mimeType":"image/png"}}]`, "", "image/png", ""},
+		{`[{"type":"audio","data":"UklGRg==","mimeType":"audio/wav"}]`, "", "", "Invalid field prompt[0].type: audio is not supported (promptCapabilities.audio is false)"},
+		{`[{"type":"text","text":"a"},{"type":"video"}]`, "", "", "Invalid field prompt[1].type: must be one of text, image, resource, resource_link"},
+		{`[{"text":"a"}]`, "", "", "Missing field prompt[0].type: must be a string"},
+		{`[{"type":"text","text":3}]`, "", "", "Invalid field prompt[0].text: must be a string"},
+		{`[{"type":"image","data":"not base64!","mimeType":"image/png"}]`, "", "", "Invalid field prompt[0].data: must be base64 data"},
+		{`[{"type":"image","data":"` + png + `","mimeType":"text/plain"}]`, "", "", "Invalid field prompt[0].mimeType: must be an image type (image/…): only images are taken"},
+		{`[{"type":"resource","resource":{"uri":"x","blob":"` + png + `","mimeType":"application/zip"}}]`, "", "", "Invalid field prompt[0].resource.mimeType: must be an image type (image/…): only images are taken"},
+		{`[{"type":"resource"}]`, "", "", "Missing field prompt[0].resource: must be an object"},
+		{`[{"type":"resource","resource":{"uri":"x"}}]`, "", "", "Missing field prompt[0].resource.text: must be a string"},
+		{`[{"type":"text","text":"  "}]`, "", "", "Invalid field prompt: must hold some text or an image"},
+		{`["text"]`, "", "", "Invalid prompt[0]: must be an object"},
+	}
+	for _, tt := range tests {
+		var items []json.RawMessage
+		json.Unmarshal([]byte(tt.blocks), &items)
+		var text string
+		var images []contentBlock
+		m, err := acpPrompt(items)
+		if err == nil {
+			text, images = m.text(read), m.images
+		}
+		var mimes []string
+		for _, img := range images {
+			mimes = append(mimes, img.MimeType)
+		}
+		gotErr := ""
+		var e *acpError
+		if errors.As(err, &e) {
+			gotErr = e.Message
+			if e.Code != acpInvalidParams {
+				t.Errorf("%s: code %d", tt.blocks, e.Code)
+			}
+		} else if err != nil {
+			gotErr = "not an acpError: " + err.Error()
+		}
+		if text != tt.text || strings.Join(mimes, ",") != tt.images || gotErr != tt.err {
+			t.Errorf("%s:\ngot  %q %v %q\nwant %q %v %q", tt.blocks, text, mimes, gotErr, tt.text, tt.images, tt.err)
+		}
+	}
+	if _, err := acpLinkText(strings.Repeat("x", acpMaxLinkBytes+1)); err == nil || err.Error() != "larger than 2.0MB" {
+		t.Errorf("a big link: %v", err)
+	}
+	if _, err := acpLinkText("a\x00b"); err == nil {
+		t.Error("a binary link was inlined")
+	}
+}
+
+// ---- Updates ----
+
+// TestACPToolInfo: kinds, titles and absolute locations (§12.5).
+func TestACPToolInfo(t *testing.T) {
+	paths := acpPaths{cwd: "/work/proj", home: "/home/me"}
+	tests := []struct{ name, args, kind, title, locations string }{
+		{"read", `{"path":"a.txt"}`, "read", "Read /work/proj/a.txt", `[{"path":"/work/proj/a.txt"}]`},
+		{"read", `{"path":"../b/./c.txt","offset":5,"limit":3}`, "read", "Read /work/b/c.txt", `[{"path":"/work/b/c.txt","line":5}]`},
+		{"read", `{"path":"@~/x"}`, "read", "Read /home/me/x", `[{"path":"/home/me/x"}]`},
+		{"ls", `{}`, "read", "Read /work/proj", `[{"path":"/work/proj"}]`},
+		{"write", `{"path":"/abs//n.txt","content":"x"}`, "edit", "Write /abs/n.txt", `[{"path":"/abs/n.txt"}]`},
+		{"edit", `{"path":"e.go","edits":[]}`, "edit", "Edit /work/proj/e.go", `[{"path":"/work/proj/e.go"}]`},
+		{"grep", `{"pattern":"TODO","path":"src"}`, "search", `Search "TODO" in /work/proj/src`, `[{"path":"/work/proj/src"}]`},
+		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in /work/proj`, `[{"path":"/work/proj"}]`},
+		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\n' | wc -l`, `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\''s'`, `null`},
+		{"process", `{"action":"list"}`, "other", "process", `null`},
+		{"todo", `{"op":"view"}`, "think", "Update plan", `null`},
+		{"ask_user", `{"question":"?"}`, "other", "ask_user", `null`},
+		{"read", `not json`, "read", "read", `null`},
+		{"bash", `[1]`, "execute", "bash", `null`},
+	}
+	for _, tt := range tests {
+		kind, title, locations := acpToolInfo(tt.name, json.RawMessage(tt.args), paths)
+		locs, _ := json.Marshal(locations)
+		if kind != tt.kind || title != tt.title || string(locs) != tt.locations {
+			t.Errorf("%s %s: got %s %q %s, want %s %q %s", tt.name, tt.args, kind, title, locs, tt.kind, tt.title, tt.locations)
+		}
+	}
+}
+
+// TestBashOutcome: bash's result text split into its output and exit.
+func TestBashOutcome(t *testing.T) {
+	tests := []struct {
+		text    string
+		isError bool
+		output  string
+		code    string
+	}{
+		{"hi\n", false, "hi\n", "0"},
+		{"(no output)", false, "", "0"},
+		{"boom\n\n\nCommand exited with code 3", true, "boom\n", "3"},
+		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/rpi-bash-1.log]\n\nCommand exited with code 1", true, "x", "1"},
+		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/l.log]", false, "x", "0"},
+		{"partial\n\nCommand aborted", true, "partial", "null"},
+		{"Command aborted", true, "Command aborted", "null"},
+		{"y\n\nCommand timed out after 2 seconds", true, "y", "null"},
+		{"z\n\nCommand was killed by a signal", true, "z", "null"},
+		{"Cannot run bash: no such file", true, "Cannot run bash: no such file", "null"},
+	}
+	for _, tt := range tests {
+		output, code := bashOutcome(tt.text, tt.isError)
+		c, _ := json.Marshal(code)
+		if output != tt.output || string(c) != tt.code {
+			t.Errorf("%q: got %q %s, want %q %s", tt.text, output, c, tt.output, tt.code)
+		}
+	}
+}
+
+// TestNewOutputText: the new part of bash's output so far, also once
+// the output is cut to its tail.
+func TestNewOutputText(t *testing.T) {
+	for _, tt := range []struct{ before, now, want string }{
+		{"", "a\n", "a\n"},
+		{"a\n", "a\nb\n", "b\n"},
+		{"line1\nline2\nline3\n", "line2\nline3\nline4\n", "line4\n"},
+		{"abc", "xyz", "xyz"},
+		{"a\nb\nc\nb\nc\n", "b\nc\nd\n", "d\n"}, // the first place b\n is found does not continue into it
+		{"a\nb\nc\nb\nc\n", "b\nc\nb\nc\nd\n", "d\n"},
+	} {
+		if got := newOutputText(tt.before, tt.now); got != tt.want {
+			t.Errorf("%q → %q: got %q, want %q", tt.before, tt.now, got, tt.want)
+		}
+	}
+}
+
+// acpTestUpdates is a mapping whose updates are collected as JSON lines.
+type acpTestUpdates struct {
+	*acpUpdates
+	got []string
+	ask map[string]bool // the tools behind approval
+}
+
+func newTestUpdates(terminal bool, ask ...string) *acpTestUpdates {
+	tu := &acpTestUpdates{ask: map[string]bool{}}
+	for _, a := range ask {
+		tu.ask[a] = true
+	}
+	n := 0
+	tu.acpUpdates = &acpUpdates{paths: acpPaths{cwd: "/p", home: "/h"}, terminal: terminal,
+		deferred: func(tool string) bool { return tu.ask[tool] },
+		send: func(update any) {
+			line, err := appendPayload(nil, acpUpdateOf("S", update))
+			if err != nil {
+				panic(err)
+			}
+			tu.got = append(tu.got, string(line))
+		},
+		newID: func() string { n++; return fmt.Sprintf("m%d", n) },
+		now:   func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) },
+	}
+	return tu
+}
+
+func (tu *acpTestUpdates) take() string {
+	out := strings.Join(tu.got, "\n")
+	tu.got = nil
+	return out
+}
+
+// TestACPUpdatesStream: deltas become chunks with one messageId per
+// answer; a provider's failure its last chunk; notes chunks of their own.
+func TestACPUpdatesStream(t *testing.T) {
+	u := newTestUpdates(false)
+	a1 := &assistantMessage{Role: "assistant", StopReason: "stop"}
+	u.event("message_start", messageEvent{a1})
+	u.event("message_update", messageUpdate{AssistantMessageEvent: assistantEvent{Type: "thinking_delta", Delta: ptr("hm")}})
+	u.event("message_update", messageUpdate{AssistantMessageEvent: assistantEvent{Type: "text_delta", Delta: ptr("Hel")}})
+	u.event("message_update", messageUpdate{AssistantMessageEvent: assistantEvent{Type: "text_delta", Delta: ptr("")}})
+	u.event("message_update", messageUpdate{AssistantMessageEvent: assistantEvent{Type: "text_end", Content: ptr("Hel")}})
+	u.event("message_end", messageEvent{a1})
+	u.event("message_start", messageEvent{&userMessage{}})
+	a2 := &assistantMessage{Role: "assistant", StopReason: "error", ErrorMessage: "boom"}
+	u.event("message_start", messageEvent{a2})
+	u.event("message_end", messageEvent{a2})
+	u.event("run_failed", runFailed{"boom"})
+	u.note("Retrying in 1s")
+	u.event("session_info_changed", sessionInfoChanged{"Demo"})
+	u.event("thinking_level_changed", thinkingLevelChanged{"high"}) // the front end sends config_option_update itself
+	u.event("compaction_end", compactionEnd{Result: &compactionResult{TokensBefore: 900, EstimatedTokensAfter: 90}})
+	u.event("todo_updated", todoUpdated{Phases: []todoPhase{{Name: "A", Tasks: []todoItem{
+		{Content: "one", Status: "completed"}, {Content: "two", Status: "abandoned"}, {Content: "three", Status: "in_progress"}}}}})
+	want := `{"sessionId":"S","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"},"messageId":"m1"}}
+{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hel"},"messageId":"m1"}}
+{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m2"}}
+{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Retrying in 1s"},"messageId":"m3"}}
+{"sessionId":"S","update":{"sessionUpdate":"session_info_update","title":"Demo","updatedAt":"2026-01-02T03:04:05.000Z"}}
+{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 900 tokens before, about 90 after."},"messageId":"m4"}}
+{"sessionId":"S","update":{"sessionUpdate":"plan","entries":[{"content":"one","status":"completed","priority":"medium"},{"content":"three","status":"in_progress","priority":"medium"}]}}`
+	if got := u.take(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if last := u.lastAnswer(); last != a2 || u.lastAnswer() != nil {
+		t.Errorf("the turn's last answer: %v", last)
+	}
+}
+
+// TestACPUpdatesTools: each call is one tool_call, then its updates:
+// in_progress at once when nothing is asked; an edit behind approval
+// waits for its diff; a write that runs without asking gets its diff at
+// the end; a denied call fails with why; bash shows its output in Zed's
+// terminal, or fenced.
+func TestACPUpdatesTools(t *testing.T) {
+	u := newTestUpdates(true, "edit", "bash")
+	u.event("tool_execution_start", toolExecStart{"r1", "read", json.RawMessage(`{"path":"a.txt"}`)})
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "r1", ToolName: "read", Result: textResult("alpha")})
+	want := `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"r1","title":"Read /p/a.txt","kind":"read","status":"pending","locations":[{"path":"/p/a.txt"}],"rawInput":{"path":"a.txt"}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"r1","status":"in_progress"}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"r1","status":"completed","content":[{"type":"content","content":{"type":"text","text":"alpha"}}],"rawOutput":{"content":[{"type":"text","text":"alpha"}]}}}`
+	if got := u.take(); got != want {
+		t.Errorf("read:\n%s\nwant:\n%s", got, want)
+	}
+
+	u.event("tool_execution_start", toolExecStart{"e1", "edit", json.RawMessage(`{"path":"e.txt","oldText":"b","newText":"B"}`)})
+	if got := u.take(); got != "" {
+		t.Errorf("an edit behind approval announced itself before its diff: %s", got)
+	}
+	u.ready("e1", "/p/e.txt", ptr("a\nb\n"), "a\nB\n")
+	perm, _ := json.Marshal(u.permissionCall("e1"))
+	u.running("e1")
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "e1", ToolName: "edit", Result: textResult("Successfully replaced 1 block(s) in e.txt.")})
+	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"e1","title":"Edit /p/e.txt","kind":"edit","status":"pending","content":[{"type":"diff","path":"/p/e.txt","oldText":"a\nb\n","newText":"a\nB\n"}],"locations":[{"path":"/p/e.txt","line":2}],"rawInput":{"path":"e.txt","oldText":"b","newText":"B"}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"e1","status":"in_progress"}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"e1","status":"completed","content":[{"type":"diff","path":"/p/e.txt","oldText":"a\nb\n","newText":"a\nB\n"}],"locations":[{"path":"/p/e.txt","line":2}],"rawOutput":{"content":[{"type":"text","text":"Successfully replaced 1 block(s) in e.txt."}]}}}`
+	if got := u.take(); got != want {
+		t.Errorf("edit:\n%s\nwant:\n%s", got, want)
+	}
+	if string(perm) != `{"toolCallId":"e1","title":"Edit /p/e.txt","kind":"edit","status":"pending","rawInput":{"path":"e.txt","oldText":"b","newText":"B"}}` {
+		t.Errorf("the permission request's toolCall: %s", perm)
+	}
+
+	u.event("tool_execution_start", toolExecStart{"w1", "write", json.RawMessage(`{"path":"n.txt","content":"new\n"}`)})
+	wrote := textResult("Successfully wrote 4 bytes to n.txt")
+	wrote.change = &fileChange{path: "/p/n.txt", after: []byte("new\n")}
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "w1", ToolName: "write", Result: wrote})
+	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"w1","title":"Write /p/n.txt","kind":"edit","status":"pending","locations":[{"path":"/p/n.txt"}],"rawInput":{"path":"n.txt","content":"new\n"}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"w1","status":"in_progress"}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"w1","status":"completed","content":[{"type":"diff","path":"/p/n.txt","oldText":null,"newText":"new\n"}],"locations":[{"path":"/p/n.txt"}],"rawOutput":{"content":[{"type":"text","text":"Successfully wrote 4 bytes to n.txt"}]}}}`
+	if got := u.take(); got != want {
+		t.Errorf("write:\n%s\nwant:\n%s", got, want)
+	}
+
+	// bash behind approval, denied: no terminal output, the reason.
+	u.event("tool_execution_start", toolExecStart{"b0", "bash", json.RawMessage(`{"command":"rm -rf /"}`)})
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b0", ToolName: "bash", Result: textResult("Denied by user"), IsError: true})
+	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"b0","title":"rm -rf /","kind":"execute","status":"pending","content":[{"type":"terminal","terminalId":"b0"}],"rawInput":{"command":"rm -rf /"},"_meta":{"terminal_info":{"terminal_id":"b0","cwd":"/p"}}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b0","status":"failed","content":[{"type":"content","content":{"type":"text","text":"` + "```\\nDenied by user\\n```" + `"}}],"rawOutput":{"content":[{"type":"text","text":"Denied by user"}]}}}`
+	if got := u.take(); got != want {
+		t.Errorf("denied bash:\n%s\nwant:\n%s", got, want)
+	}
+
+	// bash allowed: output as it grows, then the exit and no content.
+	u.event("tool_execution_start", toolExecStart{"b1", "bash", json.RawMessage(`{"command":"make"}`)})
+	u.take()
+	u.running("b1")
+	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\n")})
+	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\ntwo\n")})
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b1", ToolName: "bash", Result: textResult("one\ntwo\nthree\n\n\nCommand exited with code 2"), IsError: true})
+	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","status":"in_progress"}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"one\n"}}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"two\n"}}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"three\n"}}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","status":"failed","rawOutput":{"content":[{"type":"text","text":"one\ntwo\nthree\n\n\nCommand exited with code 2"}]},"_meta":{"terminal_exit":{"terminal_id":"b1","exit_code":2,"signal":null}}}}`
+	if got := u.take(); got != want {
+		t.Errorf("bash:\n%s\nwant:\n%s", got, want)
+	}
+
+	// Without the terminal convention: one fenced text at the end.
+	p := newTestUpdates(false)
+	p.event("tool_execution_start", toolExecStart{"b2", "bash", json.RawMessage(`{"command":"ls"}`)})
+	p.event("tool_execution_update", toolExecUpdate{ToolCallID: "b2", ToolName: "bash", PartialResult: textResult("a\n")})
+	p.event("tool_execution_end", toolExecEnd{ToolCallID: "b2", ToolName: "bash", Result: textResult("a\nb")})
+	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"b2","title":"ls","kind":"execute","status":"pending","rawInput":{"command":"ls"}}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b2","status":"in_progress"}}
+{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b2","status":"completed","content":[{"type":"content","content":{"type":"text","text":"` + "```\\na\\nb\\n```" + `"}}],"rawOutput":{"content":[{"type":"text","text":"a\nb"}]}}}`
+	if got := p.take(); got != want {
+		t.Errorf("plain bash:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestACPStopReason: how a turn's last answer stopped, and a cancel.
+func TestACPStopReason(t *testing.T) {
+	for _, tt := range []struct {
+		cancelled bool
+		last      *assistantMessage
+		want      string
+	}{
+		{false, nil, "end_turn"},
+		{true, &assistantMessage{StopReason: "stop"}, "cancelled"},
+		{false, &assistantMessage{StopReason: "aborted"}, "cancelled"},
+		{false, &assistantMessage{StopReason: "length"}, "max_tokens"},
+		{false, &assistantMessage{StopReason: "toolUse"}, "end_turn"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The model stopped: refusal"}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The model stopped: content_filter"}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The prompt was blocked: SAFETY"}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "429 Too Many Requests"}, "end_turn"},
+	} {
+		if got := acpStopReason(tt.cancelled, tt.last); got != tt.want {
+			t.Errorf("%v %+v: %s, want %s", tt.cancelled, tt.last, got, tt.want)
+		}
+	}
+}
+
+// TestACPConfigOptions: model, thinking and approvals, every field
+// present; approvals from --confirm, custom only while in force; modes
+// mirror them.
+func TestACPConfigOptions(t *testing.T) {
+	thinker := &model{ID: "big", Name: "Big Model", Provider: "p", Reasoning: true}
+	plain := &model{ID: "small", Provider: "p"}
+	got, _ := json.Marshal(acpConfigOptions([]*model{thinker, plain}, thinker, "high", "ask", nil))
+	want := `[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"p/big","options":[{"value":"p/big","name":"Big Model"},{"value":"p/small","name":"small"}]},` +
+		`{"id":"thought_level","name":"Thinking","category":"thought_level","type":"select","currentValue":"high","options":[{"value":"off","name":"Off"},{"value":"minimal","name":"Minimal"},{"value":"low","name":"Low"},{"value":"medium","name":"Medium"},{"value":"high","name":"High"}]},` +
+		`{"id":"approvals","name":"Approvals","category":"mode","type":"select","currentValue":"ask","options":[{"value":"ask","name":"Ask"},{"value":"edits","name":"Auto-approve edits"},{"value":"auto","name":"Auto-approve all"}]}]`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	for confirm, want := range map[string]string{"": "auto", "bash,process": "edits", "process,bash": "edits",
+		"edit,write,process,bash": "ask", "bash": "custom", "write,edit,bash,process,read": "custom"} {
+		var tools []string
+		if confirm != "" {
+			tools = strings.Split(confirm, ",")
+		}
+		if got := acpApprovalOf(tools); got != want {
+			t.Errorf("--confirm %s: %s, want %s", confirm, got, want)
+		}
+	}
+	modes, _ := json.Marshal(acpModesOf("custom", []string{"bash", "read"}))
+	if !strings.Contains(string(modes), `"currentModeId":"custom"`) || !strings.Contains(string(modes), `{"id":"custom","name":"Custom (bash, read)","description":"Ask before bash, read"}`) {
+		t.Errorf("modes: %s", modes)
+	}
+	if modes, _ := json.Marshal(acpModesOf("auto", nil)); strings.Contains(string(modes), "custom") {
+		t.Errorf("custom offered while not in force: %s", modes)
+	}
+	none, _ := json.Marshal(acpConfigOptions(nil, nil, "medium", "auto", nil)[0])
+	if string(none) != `{"id":"model","name":"Model","category":"model","type":"select","currentValue":"","options":[]}` {
+		t.Errorf("no model: %s", none)
+	}
+}
+
+// TestACPCommands: templates with a hint when they take arguments,
+// skills, /compact and /name, names without the slash.
+func TestACPCommands(t *testing.T) {
+	got, _ := marshalJSON(acpCommandsOf([]slashCommand{
+		{Name: "greet", Description: "Greet someone", Source: "prompt", body: "Say hello to $1 and $2."},
+		{Name: "all", Source: "prompt", body: "Do $ARGUMENTS now"},
+		{Name: "fixed", Description: "No arguments", Source: "prompt", body: "Just this."},
+		{Name: "skill:tidy", Description: "Tidy", Source: "skill", body: "Tidy."},
+	}))
+	want := `[{"name":"greet","description":"Greet someone","input":{"hint":"<arg1> <arg2>"}},{"name":"all","description":"all","input":{"hint":"<arguments>"}},` +
+		`{"name":"fixed","description":"No arguments"},{"name":"skill:tidy","description":"Tidy","input":{"hint":"optional instructions"}},` +
+		`{"name":"compact","description":"Summarise the conversation so far, to free the context window","input":{"hint":"optional instructions for the summary"}},` +
+		`{"name":"name","description":"Name this session","input":{"hint":"title"}}]`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestACPUsage: context tokens, window and the session's cost.
+func TestACPUsage(t *testing.T) {
+	priced := &model{ContextWindow: 1000, Cost: modelCost{Input: 1}}
+	free := &model{ContextWindow: 500}
+	msgs := []any{&userMessage{Role: "user"}, &assistantMessage{Role: "assistant", StopReason: "stop",
+		Usage: usage{TotalTokens: 321, Cost: costBreakdown{Total: 0.25}}}}
+	for _, tt := range []struct {
+		messages []any
+		m        *model
+		want     string
+	}{
+		{msgs, priced, `{"sessionUpdate":"usage_update","used":321,"size":1000,"cost":{"amount":0.25,"currency":"USD"}}`},
+		{nil, priced, `{"sessionUpdate":"usage_update","used":0,"size":1000,"cost":{"amount":0,"currency":"USD"}}`},
+		{nil, free, `{"sessionUpdate":"usage_update","used":0,"size":500}`},
+		{[]any{&summaryMessage{Role: "compactionSummary"}}, nil, `{"sessionUpdate":"usage_update","used":0,"size":0}`},
+	} {
+		got, _ := json.Marshal(acpUsageOf(tt.messages, tt.m, acpSpent(tt.messages)))
+		if string(got) != tt.want {
+			t.Errorf("got  %s\nwant %s", got, tt.want)
+		}
+	}
+}
+
+// TestACPPageOf: pages of 50, newest first, titles from the name or the
+// summary, and a cursor that names the last row given.
+func TestACPPageOf(t *testing.T) {
+	var rows []sessionRow
+	for i := 0; i < 55; i++ {
+		row := sessionRow{SessionID: fmt.Sprintf("s%02d", i), Cwd: "/c", Path: fmt.Sprintf("/d/%02d.jsonl", i),
+			Summary: "first line", modified: int64(1000 - i/2)} // pairs share a time: ties go by path
+		if i == 3 {
+			row.Name = ptr("Named")
+		}
+		rows = append(rows, row)
+	}
+	p1, err := acpPageOf(rows, "")
+	if err != nil || len(p1.Sessions) != 50 || p1.NextCursor == "" || p1.Sessions[3].Title != "Named" || p1.Sessions[4].Title != "first line" {
+		t.Fatalf("page 1: %+v %v", p1, err)
+	}
+	if p1.Sessions[0].UpdatedAt != "1970-01-01T00:00:00.000Z" || p1.Sessions[0].Cwd != "/c" {
+		t.Errorf("row: %+v", p1.Sessions[0])
+	}
+	p2, err := acpPageOf(rows, p1.NextCursor)
+	if err != nil || len(p2.Sessions) != 5 || p2.NextCursor != "" || p2.Sessions[0].SessionID != "s50" {
+		t.Fatalf("page 2: %+v %v", p2, err)
+	}
+	// A session written meanwhile comes first and shifts nothing.
+	newer := append([]sessionRow{{SessionID: "new", Path: "/d/new.jsonl", modified: 2000}}, rows...)
+	if p2, _ := acpPageOf(newer, p1.NextCursor); p2.Sessions[0].SessionID != "s50" {
+		t.Errorf("after a new session: %+v", p2.Sessions[0])
+	}
+	if _, err := acpPageOf(rows, "garbage!"); err == nil || !strings.Contains(err.Error(), "cursor") {
+		t.Errorf("a bad cursor: %v", err)
+	}
+	if empty, _ := acpPageOf(nil, ""); empty.Sessions == nil || empty.NextCursor != "" {
+		t.Errorf("no sessions: %+v", empty)
+	}
+}
+
+// TestACPReplay: a branch replayed: user text, thinking and answers as
+// chunks, each tool call one tool_call ending completed or failed, the
+// plan after a todo, a compaction's note, a provider's error.
+func TestACPReplay(t *testing.T) {
+	msg := func(m any) *sessionEntry { return &sessionEntry{Type: "message", msg: m} }
+	call := func(id, name, args string) contentBlock {
+		return contentBlock{Type: "toolCall", ID: id, Name: name, Arguments: json.RawMessage(args)}
+	}
+	entries := []*sessionEntry{
+		{Type: "session_info", Name: "x"},
+		msg(&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "Read it\nplease"}, {Type: "image", Data: "AAAA", MimeType: "image/png"}}}),
+		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{{Type: "thinking", Thinking: "hm"},
+			{Type: "text", Text: "Reading."}, call("c1", "read", `{"path":"a"}`), call("c2", "write", `{"path":"b","content":"x"}`),
+			call("c3", "todo", `{"op":"init","items":["t"]}`), call("c4", "bash", `{"command":"ls"}`)}}),
+		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "read", Content: textBlocks("alpha")}),
+		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c2", ToolName: "write", Content: textBlocks("Denied by user"), IsError: true}),
+		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c3", ToolName: "todo", Content: textBlocks("plan"),
+			Details: map[string]any{"phases": []any{map[string]any{"name": "P", "tasks": []any{map[string]any{"content": "t", "status": "in_progress"}}}}}}),
+		{Type: "compaction", TokensBefore: 500, Summary: "sum"},
+		msg(&assistantMessage{Role: "assistant", StopReason: "error", ErrorMessage: "boom"}),
+	}
+	n := 0
+	var lines []string
+	for _, u := range acpReplay(entries, acpPaths{cwd: "/p"}, func() string { n++; return fmt.Sprint("m", n) }) {
+		line, _ := json.Marshal(u)
+		lines = append(lines, string(line))
+	}
+	want := `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"Read it\nplease"},"messageId":"m1"}
+{"sessionUpdate":"user_message_chunk","content":{"type":"image","data":"AAAA","mimeType":"image/png"},"messageId":"m1"}
+{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"},"messageId":"m2"}
+{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading."},"messageId":"m2"}
+{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Read /p/a","kind":"read","status":"completed","content":[{"type":"content","content":{"type":"text","text":"alpha"}}],"locations":[{"path":"/p/a"}],"rawInput":{"path":"a"},"rawOutput":{"content":[{"type":"text","text":"alpha"}]}}
+{"sessionUpdate":"tool_call","toolCallId":"c2","title":"Write /p/b","kind":"edit","status":"failed","content":[{"type":"content","content":{"type":"text","text":"Denied by user"}}],"locations":[{"path":"/p/b"}],"rawInput":{"path":"b","content":"x"},"rawOutput":{"content":[{"type":"text","text":"Denied by user"}]}}
+{"sessionUpdate":"tool_call","toolCallId":"c3","title":"Update plan","kind":"think","status":"completed","content":[{"type":"content","content":{"type":"text","text":"plan"}}],"rawInput":{"op":"init","items":["t"]},"rawOutput":{"content":[{"type":"text","text":"plan"}],"details":{"phases":[{"name":"P","tasks":[{"content":"t","status":"in_progress"}]}]}}}
+{"sessionUpdate":"tool_call","toolCallId":"c4","title":"ls","kind":"execute","status":"failed","content":[{"type":"content","content":{"type":"text","text":"No result: the call did not finish."}}],"rawInput":{"command":"ls"}}
+{"sessionUpdate":"plan","entries":[{"content":"t","status":"in_progress","priority":"medium"}]}
+{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 500 tokens before, about 10 after."},"messageId":"m3"}
+{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m4"}`
+	if got := strings.Join(lines, "\n"); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestACPTextChunkAppender: the text chunk's own JSON is encoding/json's.
+func TestACPTextChunkAppender(t *testing.T) {
+	hostile := "q\" b\\ \n\r\t\x00\x1f <>& \u2028\u2029 \xff é😀"
+	for _, p := range []acpTextChunkParams{
+		{hostile, acpTextUpdate{"agent_message_chunk", acpText{"text", hostile}, hostile}},
+		{"s", acpTextUpdate{"agent_thought_chunk", acpText{"text", ""}, ""}},
+		{},
+	} {
+		want, _ := marshalJSON(p)
+		if got := p.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("appendJSON   %s\nencoding/json %s", got, want)
+		}
+	}
+	if _, ok := acpUpdateOf("s", acpChunk{"agent_message_chunk", acpImage{"image", "AA", "image/png"}, ""}).(acpUpdateParams); !ok {
+		t.Error("an image chunk went to the text appender")
+	}
+}
+
+// TestACPConnectionClosed: a request rpi makes after the input ended
+// fails at once.
+func TestACPConnectionClosed(t *testing.T) {
+	c := newACPConn(newOutput(io.Discard, io.Discard), io.Discard)
+	c.close()
+	if _, err := c.call(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
+		t.Errorf("got %v", err)
+	}
+}
+
+// writeTestSession writes a session file of cwd in pi's format, as
+// modified at minute m of a day, with a first user message.
+func writeTestSession(t testing.TB, agentDir, cwd, id string, m int, text string) string {
+	ts := time.Date(2025, 1, 1, 0, m, 0, 0, time.UTC)
+	dir := defaultSessionDir(agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, strings.NewReplacer(":", "-", ".", "-").Replace(timestamp(ts))+"_"+id+".jsonl")
+	user, _ := json.Marshal(text)
+	data := `{"type":"session","version":3,"id":"` + id + `","timestamp":"` + timestamp(ts) + `","cwd":"` + cwd + `"}` + "\n" +
+		`{"type":"message","id":"e0000001","parentId":null,"timestamp":"` + timestamp(ts) + `","message":{"role":"user","content":[{"type":"text","text":` + string(user) + `}],"timestamp":1}}` + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(path, ts, ts)
+	return path
+}
+
+// TestACPListAndDelete: session/list pages a cwd's sessions or all of
+// them, newest first; session/delete removes a file found by its id,
+// but not an open session's; bad params name their field.
+func TestACPListAndDelete(t *testing.T) {
+	e := newTestEnv(t)
+	agentDir := e.agentDir
+	var ids []string
+	for i := 0; i < 52; i++ {
+		ids = append(ids, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i))
+		writeTestSession(t, agentDir, "/work/many", ids[i], i, fmt.Sprintf("session %d\nsecond line", i))
+	}
+	other := writeTestSession(t, agentDir, "/work/other", "other-1", 59, "other")
+	c, a, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	var page acpListPage
+	got := c.call("session/list", map[string]any{"cwd": "/work/many/"})
+	if json.Unmarshal(got.Result, &page); len(page.Sessions) != 50 || page.Sessions[0].SessionID != ids[51] ||
+		page.Sessions[0].Title != "session 51" || page.Sessions[0].Cwd != "/work/many" || page.Sessions[0].UpdatedAt != "2025-01-01T00:51:00.000Z" {
+		t.Fatalf("page 1: %s", got.line)
+	}
+	got = c.call("session/list", map[string]any{"cwd": "/work/many", "cursor": page.NextCursor})
+	if page = (acpListPage{}); json.Unmarshal(got.Result, &page) != nil || len(page.Sessions) != 2 || page.NextCursor != "" || page.Sessions[1].SessionID != ids[0] {
+		t.Fatalf("page 2: %s", got.line)
+	}
+	got = c.call("session/list", map[string]any{})
+	if page = (acpListPage{}); json.Unmarshal(got.Result, &page) != nil || page.Sessions[0].SessionID != "other-1" {
+		t.Errorf("every cwd: %s", got.line)
+	}
+	for params, want := range map[string]string{
+		`{"cwd":"work/many"}`:      `Invalid field cwd: must be an absolute path, got \"work/many\"`,
+		`{"cwd":7}`:                `Invalid field cwd: must be a string`,
+		`{"cursor":"bogus"}`:       `Invalid field cursor: must be a nextCursor session/list gave`,
+		`{"sessionId":"a/b"}`:      `Invalid field sessionId: must be a session's id`,
+		`{"sessionId":"no-such"}`:  `Invalid field sessionId: no session has the id no-such`,
+		`{"sessionId":"other-1"}`:  `Invalid field sessionId: the session other-1 is open; close it first (session/close)`,
+		`{"session_id":"other-1"}`: `Missing field sessionId: must be a string`,
+	} {
+		method := "session/list"
+		if strings.Contains(params, "ession") {
+			method = "session/delete"
+		}
+		a.mu.Lock()
+		a.sessions["other-1"] = &acpSession{}
+		a.mu.Unlock()
+		got := c.call(method, json.RawMessage(params))
+		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != strings.ReplaceAll(want, `\"`, `"`) {
+			t.Errorf("%s %s: %s", method, params, got.line)
+		}
+	}
+	a.mu.Lock()
+	delete(a.sessions, "other-1")
+	a.mu.Unlock()
+	if got := c.call("session/delete", map[string]string{"sessionId": "other-1"}); string(got.Result) != "{}" {
+		t.Errorf("delete: %s", got.line)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("the file is still there: %v", err)
+	}
+}
+
+// ---- Fixtures ----
+
+// TestACPFixtures runs the cases of testdata/acp/: rpi acp fed a client's
+// lines, its output compared whole (see testdata/README.md).
+func TestACPFixtures(t *testing.T) { testFixtures(t, "testdata/acp/*.txtar") }
+
+// acpMergeable is a session/update that absorbs the next one of its kind
+// (mergeChunks): the text chunks of one message, and the terminal output
+// of one call — where deltas and a child's output are split is up to
+// the clock and the kernel.
+type acpMergeable struct {
+	sessionID string
+	chunk     *acpChunk
+	output    *acpToolCallUpdate
+}
+
+// parseACPMergeable reads a chunk or a terminal_output update, or gives
+// nil for any other line (or one that is not exactly as rpi writes it).
+func parseACPMergeable(line []byte) mergeable {
+	var n struct {
+		Params struct {
+			SessionID string          `json:"sessionId"`
+			Update    json.RawMessage `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &n) != nil {
+		return nil
+	}
+	m := &acpMergeable{sessionID: n.Params.SessionID}
+	var chunk struct {
+		SessionUpdate string  `json:"sessionUpdate"`
+		Content       acpText `json:"content"`
+		MessageID     string  `json:"messageId"`
+	}
+	var output acpToolCallUpdate
+	switch json.Unmarshal(n.Params.Update, &chunk); {
+	case strings.HasSuffix(chunk.SessionUpdate, "_chunk") && chunk.Content.Type == "text":
+		m.chunk = &acpChunk{chunk.SessionUpdate, chunk.Content, chunk.MessageID}
+	case json.Unmarshal(n.Params.Update, &output) == nil && output.Meta != nil && output.Meta.TerminalOutput != nil:
+		m.output = &output
+	default:
+		return nil
+	}
+	if !bytes.Equal(append(m.encode(), '\n'), line) && !bytes.Equal(m.encode(), line) {
+		return nil
+	}
+	return m
+}
+
+func (m *acpMergeable) key() string {
+	if m.chunk != nil {
+		return "acp/" + m.sessionID + "/" + m.chunk.SessionUpdate + "/" + m.chunk.MessageID
+	}
+	return "acp/" + m.sessionID + "/terminal/" + m.output.ToolCallID
+}
+
+func (m *acpMergeable) add(next mergeable) bool {
+	n := next.(*acpMergeable)
+	if m.chunk != nil {
+		text := m.chunk.Content.(acpText)
+		text.Text += n.chunk.Content.(acpText).Text
+		m.chunk.Content = text
+	} else {
+		m.output.Meta.TerminalOutput.Data += n.output.Meta.TerminalOutput.Data
+	}
+	return true
+}
+
+func (m *acpMergeable) encode() []byte {
+	var update any = m.chunk
+	if m.chunk != nil {
+		update = *m.chunk
+	} else {
+		update = *m.output
+	}
+	line, _ := appendACPCall(nil, nil, "session/update", acpUpdateOf(m.sessionID, update))
+	return line
+}
+
+// ---- The mode and the process ----
+
+// TestACPModeArgs: rpi acp, --mode acp and rpi agent stdio select ACP
+// mode; a conflicting mode, and rpc's session flags, are startup errors.
+func TestACPModeArgs(t *testing.T) {
+	env := newTestEnv(t).env()
+	for _, tt := range []struct {
+		args string
+		acp  bool
+		err  string
+	}{
+		{"acp", true, ""},
+		{"--mode acp", true, ""},
+		{"agent stdio --no-session", true, ""},
+		{"--confirm bash acp", true, ""},
+		{"rpc", false, ""},
+		{"acp --mode rpc", false, "Conflicting mode: the acp subcommand runs ACP mode, but --mode rpc was given"},
+		{"rpc --mode acp", false, "Conflicting mode: the rpc subcommand runs RPC mode, but --mode acp was given"},
+		{"--mode json", false, "Unsupported mode: json (rpi speaks rpc and acp)"},
+		{"", false, "No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)"},
+		{"agent", false, "Unexpected argument: agent (see rpi --help)"},
+		{"acp --session x.jsonl", true, "Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)"},
+	} {
+		cfg, _, err := parseArgs(strings.Fields(tt.args), env)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.err || err == nil && cfg.acp != tt.acp {
+			t.Errorf("%s: acp %v, error %q; want %v, %q", tt.args, cfg.acp, got, tt.acp, tt.err)
+		}
+	}
+}
+
+// startACPProcess starts the test binary as rpi acp with args, in an
+// agent dir of its own whose model is a fake one with script (none
+// when ""), and an ACP client on its pipes.
+func startACPProcess(t *testing.T, script string, args ...string) (*acpTestClient, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := rpiCommand(t, append([]string{"acp"}, args...)...)
+	if script != "" {
+		var agentDir string
+		for _, kv := range cmd.Env {
+			if dir, ok := strings.CutPrefix(kv, "PI_CODING_AGENT_DIR="); ok {
+				agentDir = dir
+			}
+		}
+		startFakeModel(t, apiOpenAI, script, agentDir)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return newACPTestClient(t, stdin, stdout), cmd, stderr
+}
+
+// waitExit waits for cmd to end and returns its exit code and how long it
+// took from since.
+func waitExit(t *testing.T, cmd *exec.Cmd, since time.Time) (int, time.Duration) {
+	t.Helper()
+	err := cmd.Wait()
+	took := time.Since(since)
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode(), took
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, took
+}
+
+// TestEndToEndACP drives rpi acp as an editor does, over real pipes: it
+// writes nothing before the client speaks, answers initialize's id 0 as
+// 0; at stdin's end (§12.9) the running turn answers cancelled, the
+// command the model started and its own child are ended, and rpi exits 0
+// within 2 s, having written nothing but JSON-RPC.
+func TestEndToEndACP(t *testing.T) {
+	endToEnd(t)
+	helper := fmt.Sprintf("RPI_HELPER=spawn-grandchild %q", os.Args[0])
+	args, _ := json.Marshal(map[string]string{"command": helper})
+	argsJSON, _ := json.Marshal(string(args))
+	c, cmd, stderr := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`)
+	time.Sleep(200 * time.Millisecond)
+	if got := c.lines(); len(got) > 0 {
+		t.Fatalf("rpi wrote before the client spoke: %q", got)
+	}
+	init := c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{"_meta": map[string]bool{"terminal_output": true}}})
+	if string(init.ID) != "0" || init.Result == nil {
+		t.Fatalf("initialize: %s", init.line)
+	}
+	var opened acpSessionAnswer
+	json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+	prompt := c.request("session/prompt", map[string]any{"sessionId": opened.SessionID, "prompt": []any{map[string]string{"type": "text", "text": "spawn"}}})
+	out := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"terminal_output"`) })
+	var update struct {
+		Params struct {
+			Update acpToolCallUpdate `json:"update"`
+		} `json:"params"`
+	}
+	json.Unmarshal([]byte(c.messages()[out].line), &update)
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(update.Params.Update.Meta.TerminalOutput.Data))
+	if grandchild == 0 {
+		t.Fatalf("no grandchild pid in %s", c.messages()[out].line)
+	}
+	ended := time.Now()
+	c.w.Close()
+	code, took := waitExit(t, cmd, ended)
+	if code != 0 || took > 2*time.Second {
+		t.Errorf("exit code %d after %v; want 0 within 2 s (stderr: %s)", code, took, stderr.String())
+	}
+	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("the running prompt at EOF: %s", got.line)
+	}
+	if alive(grandchild) {
+		t.Errorf("grandchild %d survived rpi's exit", grandchild)
+	}
+	for _, m := range c.messages() {
+		if !strings.HasPrefix(m.line, `{"jsonrpc":"2.0",`) {
+			t.Errorf("stdout holds a line that is not JSON-RPC: %q", m.line)
+		}
+	}
+}
+
+// TestEndToEndACPSignals: SIGTERM and SIGINT end rpi acp as they end rpc
+// mode (exit 0 and 130), the running turn answered cancelled.
+func TestEndToEndACPSignals(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}} {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			c, cmd, _ := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo running; sleep 30\"}"]}]}`)
+			c.call("initialize", map[string]any{"protocolVersion": 1})
+			var opened acpSessionAnswer
+			json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+			prompt := c.request("session/prompt", map[string]any{"sessionId": opened.SessionID, "prompt": []any{map[string]string{"type": "text", "text": "run"}}})
+			c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"status":"in_progress"`) })
+			cmd.Process.Signal(tt.sig)
+			if code, _ := waitExit(t, cmd, time.Now()); code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
+				t.Errorf("the running prompt: %s", got.line)
+			}
+		})
+	}
+}
+
+// TestEndToEndACPStartupFailure: a fatal startup error is one line on
+// stderr and exit 1; stdout stays empty.
+func TestEndToEndACPStartupFailure(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct{ args, stderr string }{
+		{"acp --thinking bogus", "rpi: Invalid --thinking \"bogus\": must be one of off, minimal, low, medium, high, xhigh, max\n"},
+		{"acp --bogus", "rpi: Unknown flag: --bogus (see rpi --help)\n"},
+		{"agent stdio --models-json", "rpi: Unknown flag: --models-json (see rpi --help)\n"},
+	} {
+		cmd := rpiCommand(t, strings.Fields(tt.args)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || stdout.Len() > 0 || stderr.String() != tt.stderr {
+			t.Errorf("%s: exit %v, stdout %q, stderr %q", tt.args, err, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// TestACPSessionLock: a session open in one rpi cannot be loaded in
+// another (it is refused, naming why) until session/close lets go of it;
+// then it loads at once.
+func TestACPSessionLock(t *testing.T) {
+	e := newTestEnv(t)
+	e.lockWait = 50 * time.Millisecond
+	startFakeModel(t, apiOpenAI, `{"text":["hi"]}`, e.agentDir)
+	cwd := t.TempDir()
+	a, _, _ := startACPAgent(t, e, nil)
+	b, _, _ := startACPAgent(t, e, nil)
+	for _, c := range []*acpTestClient{a, b} {
+		c.call("initialize", map[string]any{"protocolVersion": 1})
+	}
+	var opened acpSessionAnswer
+	json.Unmarshal(a.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}).Result, &opened)
+	load := map[string]any{"sessionId": opened.SessionID, "cwd": cwd, "mcpServers": []any{}}
+	if got := b.call("session/load", load); got.Error == nil || got.Error.Code != acpInternalError ||
+		got.Error.Message != "The session "+opened.SessionID+" is open in another rpi process: close it there (or end that process) and try again" {
+		t.Errorf("load of a session held elsewhere: %s", got.line)
+	}
+	if got := a.call("session/close", map[string]any{"sessionId": opened.SessionID}); string(got.Result) != "{}" {
+		t.Fatalf("close: %s", got.line)
+	}
+	if got := b.call("session/load", load); got.Error != nil {
+		t.Errorf("load after close: %s", got.line)
+	}
+}

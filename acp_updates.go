@@ -1,0 +1,1042 @@
+package main
+
+// ACP's session updates (SPEC §12.5, §12.7, §12.8): the core's events
+// mapped to session/update notifications — message and thought chunks,
+// one tool_call per call then its updates, diffs, Zed's display-only
+// terminal, the plan, usage, the session's title — and what the session
+// responses carry (config options, modes, commands), the rows of
+// session/list, and a session's branch replayed by session/load.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ---- The shapes ----
+
+// acpText and acpImage are ContentBlocks.
+type acpText struct {
+	Type string `json:"type"` // text
+	Text string `json:"text"`
+}
+
+type acpImage struct {
+	Type     string `json:"type"` // image
+	Data     string `json:"data"`
+	MimeType string `json:"mimeType"`
+}
+
+func acpTextBlock(text string) acpText { return acpText{"text", text} }
+
+// acpChunk is a user_message_chunk, agent_message_chunk or
+// agent_thought_chunk.
+type acpChunk struct {
+	SessionUpdate string `json:"sessionUpdate"`
+	Content       any    `json:"content"`
+	MessageID     string `json:"messageId,omitempty"`
+}
+
+// acpLocation is a place a tool call works on: an absolute path and a
+// 1-based line.
+type acpLocation struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+}
+
+// acpContentItem, acpDiff and acpTerminal are a tool call's content.
+type acpContentItem struct {
+	Type    string `json:"type"` // content
+	Content any    `json:"content"`
+}
+
+type acpDiff struct {
+	Type    string  `json:"type"` // diff
+	Path    string  `json:"path"`
+	OldText *string `json:"oldText"` // null for a new file
+	NewText string  `json:"newText"`
+}
+
+type acpTerminal struct {
+	Type       string `json:"type"` // terminal
+	TerminalID string `json:"terminalId"`
+}
+
+// acpToolMeta is Zed's display-only terminal: the output of a bash call
+// shown as a terminal whose id is the tool call's.
+type acpToolMeta struct {
+	TerminalInfo   *acpTerminalInfo   `json:"terminal_info,omitempty"`
+	TerminalOutput *acpTerminalOutput `json:"terminal_output,omitempty"`
+	TerminalExit   *acpTerminalExit   `json:"terminal_exit,omitempty"`
+}
+
+type acpTerminalInfo struct {
+	TerminalID string `json:"terminal_id"`
+	Cwd        string `json:"cwd"`
+}
+
+type acpTerminalOutput struct {
+	TerminalID string `json:"terminal_id"`
+	Data       string `json:"data"`
+}
+
+type acpTerminalExit struct {
+	TerminalID string  `json:"terminal_id"`
+	ExitCode   *int    `json:"exit_code"`
+	Signal     *string `json:"signal"`
+}
+
+// acpToolCall is a tool_call: the first and only one for its id.
+type acpToolCall struct {
+	SessionUpdate string          `json:"sessionUpdate"` // tool_call
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title"`
+	Kind          string          `json:"kind"`
+	Status        string          `json:"status"`
+	Content       []any           `json:"content,omitempty"`
+	Locations     []acpLocation   `json:"locations,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     any             `json:"rawOutput,omitempty"`
+	Meta          *acpToolMeta    `json:"_meta,omitempty"`
+}
+
+// acpToolCallUpdate is a tool_call_update (and, without sessionUpdate,
+// the toolCall of a permission request): only what changed.
+type acpToolCallUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate,omitempty"` // tool_call_update
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Content       []any           `json:"content,omitempty"`
+	Locations     []acpLocation   `json:"locations,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     any             `json:"rawOutput,omitempty"`
+	Meta          *acpToolMeta    `json:"_meta,omitempty"`
+}
+
+// acpPlan is the todo plan, whole, after every change.
+type acpPlan struct {
+	SessionUpdate string         `json:"sessionUpdate"` // plan
+	Entries       []acpPlanEntry `json:"entries"`
+}
+
+type acpPlanEntry struct {
+	Content  string `json:"content"`
+	Status   string `json:"status"`   // pending, in_progress, completed
+	Priority string `json:"priority"` // always medium: rpi's plan has no priorities
+}
+
+// acpCommand is one entry of the client's / menu.
+type acpCommand struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description"`
+	Input       *acpCommandInput `json:"input,omitempty"`
+}
+
+type acpCommandInput struct {
+	Hint string `json:"hint"`
+}
+
+type acpAvailableCommands struct {
+	SessionUpdate     string       `json:"sessionUpdate"` // available_commands_update
+	AvailableCommands []acpCommand `json:"availableCommands"`
+}
+
+type acpCurrentMode struct {
+	SessionUpdate string `json:"sessionUpdate"` // current_mode_update
+	CurrentModeID string `json:"currentModeId"`
+}
+
+type acpConfigOptionUpdate struct {
+	SessionUpdate string            `json:"sessionUpdate"` // config_option_update
+	ConfigOptions []acpConfigOption `json:"configOptions"`
+}
+
+type acpSessionInfo struct {
+	SessionUpdate string `json:"sessionUpdate"` // session_info_update
+	Title         string `json:"title"`
+	UpdatedAt     string `json:"updatedAt"`
+}
+
+type acpUsage struct {
+	SessionUpdate string   `json:"sessionUpdate"` // usage_update
+	Used          int      `json:"used"`
+	Size          int      `json:"size"`
+	Cost          *acpCost `json:"cost,omitempty"`
+}
+
+type acpCost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+}
+
+// acpUpdateParams are session/update's params.
+type acpUpdateParams struct {
+	SessionID string `json:"sessionId"`
+	Update    any    `json:"update"`
+}
+
+// acpTextChunkParams is session/update's params for a text chunk, the
+// hottest record of ACP mode: it appends its own JSON, byte for byte
+// what encoding/json writes for it.
+type acpTextChunkParams struct {
+	SessionID string        `json:"sessionId"`
+	Update    acpTextUpdate `json:"update"`
+}
+
+type acpTextUpdate struct {
+	SessionUpdate string  `json:"sessionUpdate"`
+	Content       acpText `json:"content"`
+	MessageID     string  `json:"messageId,omitempty"`
+}
+
+func (p acpTextChunkParams) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"sessionId":`...)
+	buf = appendJSONString(buf, p.SessionID)
+	buf = append(buf, `,"update":{"sessionUpdate":`...)
+	buf = appendJSONString(buf, p.Update.SessionUpdate)
+	buf = append(buf, `,"content":{"type":`...)
+	buf = appendJSONString(buf, p.Update.Content.Type)
+	buf = append(buf, `,"text":`...)
+	buf = appendJSONString(buf, p.Update.Content.Text)
+	buf = append(buf, '}')
+	if p.Update.MessageID != "" {
+		buf = append(buf, `,"messageId":`...)
+		buf = appendJSONString(buf, p.Update.MessageID)
+	}
+	return append(buf, "}}"...)
+}
+
+// acpUpdateOf is session/update's params for update, a text chunk by its
+// own appender.
+func acpUpdateOf(sessionID string, update any) any {
+	if c, ok := update.(acpChunk); ok {
+		if text, ok := c.Content.(acpText); ok {
+			return acpTextChunkParams{sessionID, acpTextUpdate{c.SessionUpdate, text, c.MessageID}}
+		}
+	}
+	return acpUpdateParams{sessionID, update}
+}
+
+// ---- Tools: kinds, titles, locations ----
+
+// acpPaths are what paths are built from: the session's cwd exactly as
+// session/new gave it (joined and cleaned, symlinks not resolved), and
+// HOME for ~.
+type acpPaths struct {
+	cwd, home string
+}
+
+// abs is a tool's path argument as an absolute path: a leading @
+// dropped, ~ the home directory, a relative path from the cwd.
+func (p acpPaths) abs(path string) string {
+	path = strings.TrimPrefix(path, "@")
+	if path == "~" || strings.HasPrefix(path, "~/") {
+		path = filepath.Join(p.home, path[1:])
+	}
+	return resolvePath(p.cwd, path)
+}
+
+// acpToolArgs is what the mapping reads of a call's arguments; a call
+// whose arguments do not decode gets the titles of its tool's name.
+type acpToolArgs struct {
+	Path    string `json:"path"`
+	Offset  int    `json:"offset"`
+	Command string `json:"command"`
+	Pattern string `json:"pattern"`
+	Action  string `json:"action"`
+	Spec    struct {
+		Argv []string `json:"argv"`
+	} `json:"spec"`
+}
+
+// acpToolInfo is a call's kind, title and locations (§12.5).
+func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title string, locations []acpLocation) {
+	var a acpToolArgs
+	decoded := json.Unmarshal(args, &a) == nil
+	abs := paths.abs(a.Path)
+	switch {
+	case !decoded:
+	case name == "read":
+		loc := acpLocation{Path: abs}
+		if a.Offset > 0 {
+			loc.Line = a.Offset
+		}
+		return "read", "Read " + abs, []acpLocation{loc}
+	case name == "ls":
+		return "read", "Read " + abs, []acpLocation{{Path: abs}}
+	case name == "write":
+		return "edit", "Write " + abs, []acpLocation{{Path: abs}}
+	case name == "edit":
+		return "edit", "Edit " + abs, []acpLocation{{Path: abs}}
+	case name == "grep":
+		return "search", "Search " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
+	case name == "find":
+		return "search", "Find " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
+	case name == "bash":
+		return "execute", a.Command, nil
+	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
+		return "execute", shellJoin(a.Spec.Argv), nil
+	case name == "todo":
+		return "think", "Update plan", nil
+	}
+	switch name {
+	case "read", "ls":
+		kind = "read"
+	case "write", "edit":
+		kind = "edit"
+	case "grep", "find":
+		kind = "search"
+	case "bash":
+		kind = "execute"
+	case "todo":
+		return "think", "Update plan", nil
+	default:
+		kind = "other"
+	}
+	return kind, name, nil
+}
+
+// shellPlain matches a word a shell reads as it is.
+var shellPlain = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\w\-./=:,+@%]+$`) })
+
+// shellJoin writes argv as a shell would read it back: words with
+// anything but letters, digits and -_./=:,+@% in single quotes.
+func shellJoin(argv []string) string {
+	words := make([]string, len(argv))
+	for i, w := range argv {
+		if shellPlain().MatchString(w) {
+			words[i] = w
+		} else {
+			words[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// acpResultContent is a finished call's content: its text and images
+// (bash's text in one fence).
+func acpResultContent(name string, content []contentBlock) []any {
+	var items []any
+	for _, b := range content {
+		switch b.Type {
+		case "text":
+			text := b.Text
+			if name == "bash" {
+				text = acpFenced("", text)
+			}
+			items = append(items, acpContentItem{"content", acpTextBlock(text)})
+		case "image":
+			items = append(items, acpContentItem{"content", acpImage{"image", b.Data, b.MimeType}})
+		}
+	}
+	return items
+}
+
+// bashEnd matches the notes bash's result adds after the output.
+// Like every regexp of rpi, it is compiled at first use.
+var bashEnd = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)(?:\n\n\[Showing the last \d+ lines of \d+\. Full output: [^\n]*\])?(?:\n\nCommand (exited with code (\d+)|was killed by a signal|aborted|timed out after [^\n]*))?$`)
+})
+
+// bashOutcome splits bash's result text into its output and how the
+// command ended (exit code nil when a signal, an abort or a timeout
+// ended it).
+func bashOutcome(text string, isError bool) (output string, exitCode *int) {
+	m := bashEnd().FindStringSubmatchIndex(text)
+	output = text[:m[0]]
+	if output == "(no output)" {
+		output = ""
+	}
+	var code int
+	switch {
+	case m[4] >= 0:
+		fmt.Sscan(text[m[4]:m[5]], &code)
+	case m[2] >= 0 || isError:
+		return output, nil
+	}
+	return output, &code
+}
+
+// ---- The mapping of one session's events ----
+
+// acpTool is what the mapping remembers of one tool call.
+type acpTool struct {
+	name      string
+	args      json.RawMessage
+	kind      string
+	title     string
+	locations []acpLocation
+	diff      *acpDiff // edit's and write's: the whole file before and after
+	announced bool     // its tool_call is out
+	running   bool     // its in_progress is out
+	terminal  bool     // its output goes out by the _meta.terminal_* convention
+	shown     string   // the output sent so far (terminal)
+}
+
+// acpUpdates maps one session's events to its updates, in the order the
+// events come (§12.5), and remembers what that needs: the id of the
+// answer being streamed, each tool call's state, the turn's last answer.
+// send writes one update and is called with mu held, so that the updates
+// keep the events' order.
+type acpUpdates struct {
+	paths    acpPaths
+	terminal bool                   // the client shows bash by Zed's _meta.terminal_* convention
+	deferred func(tool string) bool // whether a call of tool waits for approval (its tool_call waits for the diff)
+	send     func(update any)       // writes one update
+	newID    func() string          // a fresh messageId
+	now      func() time.Time       // for session_info_update
+
+	mu        sync.Mutex // guards the fields below; held while sending
+	messageID string     // the answer being streamed
+	tools     map[string]*acpTool
+	runningID string            // the id of the call running (a session runs one at a time)
+	last      *assistantMessage // the turn's last answer
+}
+
+// event maps one core event (its type and payload, as rpc mode writes
+// them) to what it means in ACP; events that mean nothing there are
+// dropped.
+func (u *acpUpdates) event(typ string, data any) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tools == nil {
+		u.tools = map[string]*acpTool{}
+	}
+	switch d := data.(type) {
+	case messageEvent:
+		m, ok := d.Message.(*assistantMessage)
+		switch {
+		case !ok:
+		case typ == "message_start":
+			u.messageID, u.last = u.newID(), nil
+		case typ == "message_end":
+			u.last = m
+		}
+	case messageUpdate:
+		if d.AssistantMessageEvent.Delta == nil || *d.AssistantMessageEvent.Delta == "" {
+			return
+		}
+		switch d.AssistantMessageEvent.Type {
+		case "text_delta":
+			u.send(acpChunk{"agent_message_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
+		case "thinking_delta":
+			u.send(acpChunk{"agent_thought_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
+		}
+	case toolExecStart:
+		u.toolStarted(d)
+	case toolExecUpdate:
+		u.toolProgress(d)
+	case toolExecEnd:
+		u.toolEnded(d)
+	case todoUpdated:
+		u.send(acpPlanOf(d.Phases))
+	case sessionInfoChanged:
+		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
+	case compactionEnd:
+		u.noteLocked(acpCompactionNote(d))
+	case runFailed:
+		u.send(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
+	}
+}
+
+// note sends a note of rpi's as an agent_message_chunk of its own
+// (notify warnings and errors, compaction, the answers to /compact and
+// /name).
+func (u *acpUpdates) note(text string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.noteLocked(text)
+}
+
+func (u *acpUpdates) noteLocked(text string) {
+	if text != "" {
+		u.send(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
+	}
+}
+
+// acpCompactionNote is what a compaction tells the user.
+func acpCompactionNote(d compactionEnd) string {
+	switch {
+	case d.Aborted:
+		return "Compaction cancelled."
+	case d.ErrorMessage != "":
+		return "Compaction failed: " + d.ErrorMessage
+	case d.Result != nil:
+		return fmt.Sprintf("Compacted the conversation: %d tokens before, about %d after.", d.Result.TokensBefore, d.Result.EstimatedTokensAfter)
+	}
+	return ""
+}
+
+// lastAnswer is the turn's last answer (nil before any), and starts the
+// next turn's count.
+func (u *acpUpdates) lastAnswer() *assistantMessage {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	last := u.last
+	u.last = nil
+	return last
+}
+
+func (u *acpUpdates) toolStarted(d toolExecStart) {
+	t := &acpTool{name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
+	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.Args, u.paths)
+	u.tools[d.ToolCallID] = t
+	u.runningID = d.ToolCallID
+	// edit and write behind approval announce themselves with their diff
+	// (ready); every other call at once.
+	if (t.name == "edit" || t.name == "write") && u.deferred(t.name) {
+		return
+	}
+	u.announce(d.ToolCallID, t)
+	if !u.deferred(t.name) {
+		u.run(d.ToolCallID, t)
+	}
+}
+
+// ready announces an edit or write with the diff it will make: the whole
+// file before (nil: new) and after, and for an edit its first changed
+// line. It comes before the call's permission request.
+func (u *acpUpdates) ready(id, path string, before *string, after string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t := u.tools[id]
+	if t == nil {
+		return
+	}
+	u.setDiff(t, path, before, after)
+	u.announce(id, t)
+}
+
+// setDiff records a call's diff, and an edit's first changed line.
+func (u *acpUpdates) setDiff(t *acpTool, path string, before *string, after string) {
+	t.diff = &acpDiff{"diff", path, before, after}
+	if t.name == "edit" && before != nil && len(t.locations) == 1 {
+		t.locations[0].Line = firstChangedLine(*before, after)
+	}
+}
+
+// current is the id of the call running ("" between calls).
+func (u *acpUpdates) current() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.runningID
+}
+
+// running marks an approved call in_progress.
+func (u *acpUpdates) running(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t := u.tools[id]; t != nil {
+		u.announce(id, t)
+		u.run(id, t)
+	}
+}
+
+// permissionCall is the toolCall of a call's permission request: its id,
+// title, kind, status pending and arguments.
+func (u *acpUpdates) permissionCall(id string) acpToolCallUpdate {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	call := acpToolCallUpdate{ToolCallID: id, Status: "pending"}
+	if t := u.tools[id]; t != nil {
+		call.Title, call.Kind, call.RawInput = t.title, t.kind, t.args
+	}
+	return call
+}
+
+// announce sends the call's one tool_call, once.
+func (u *acpUpdates) announce(id string, t *acpTool) {
+	if t.announced {
+		return
+	}
+	t.announced = true
+	call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: id, Title: t.title, Kind: t.kind, Status: "pending",
+		Locations: t.locations, RawInput: t.args}
+	switch {
+	case t.diff != nil:
+		call.Content = []any{*t.diff}
+	case t.terminal:
+		call.Content = []any{acpTerminal{"terminal", id}}
+		call.Meta = &acpToolMeta{TerminalInfo: &acpTerminalInfo{id, u.paths.cwd}}
+	}
+	u.send(call)
+}
+
+// run sends the call's in_progress, once.
+func (u *acpUpdates) run(id string, t *acpTool) {
+	if !t.running {
+		t.running = true
+		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress"})
+	}
+}
+
+// toolProgress sends a running bash call's new output to a terminal.
+func (u *acpUpdates) toolProgress(d toolExecUpdate) {
+	t := u.tools[d.ToolCallID]
+	if t == nil || !t.terminal || len(d.PartialResult.Content) == 0 {
+		return
+	}
+	u.announce(d.ToolCallID, t)
+	u.run(d.ToolCallID, t)
+	u.sendOutput(d.ToolCallID, t, d.PartialResult.Content[0].Text)
+}
+
+// sendOutput sends what output holds beyond what was shown: bash reports
+// its whole output so far (its tail, once long), not what is new.
+func (u *acpUpdates) sendOutput(id string, t *acpTool, output string) {
+	fresh := newOutputText(t.shown, output)
+	t.shown = output
+	if fresh != "" {
+		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id,
+			Meta: &acpToolMeta{TerminalOutput: &acpTerminalOutput{id, fresh}}})
+	}
+}
+
+// newOutputText is what now has that was not in before: now is before
+// continued, or, once the output is cut to its tail, a later part of
+// before continued (found by its first line); else all of now is new.
+func newOutputText(before, now string) string {
+	if strings.HasPrefix(now, before) {
+		return now[len(before):]
+	}
+	probe, _, _ := strings.Cut(now[:min(64, len(now))], "\n") // the tail starts at a line
+	probe = now[:min(len(now), len(probe)+1)]
+	for k := strings.Index(before, probe); k >= 0 && probe != ""; {
+		if strings.HasPrefix(now, before[k:]) {
+			return now[len(before)-k:]
+		}
+		next := strings.Index(before[k+1:], probe)
+		if next < 0 {
+			break
+		}
+		k += next + 1
+	}
+	return now
+}
+
+func (u *acpUpdates) toolEnded(d toolExecEnd) {
+	t := u.tools[d.ToolCallID]
+	if t == nil { // a call the mapping never saw start: make it whole
+		t = &acpTool{name: d.ToolName, terminal: u.terminal && d.ToolName == "bash"}
+		t.kind, t.title, t.locations = acpToolInfo(d.ToolName, nil, u.paths)
+	}
+	delete(u.tools, d.ToolCallID)
+	u.runningID = ""
+	if c := d.Result.change; c != nil && !d.IsError && t.diff == nil {
+		var before *string
+		if c.existed && c.before != nil {
+			text := string(c.before)
+			before = &text
+		}
+		u.setDiff(t, c.path, before, string(c.after))
+	}
+	u.announce(d.ToolCallID, t)
+	end := acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: d.ToolCallID, Status: "completed", RawOutput: d.Result}
+	if d.IsError {
+		end.Status = "failed"
+	}
+	switch {
+	case t.terminal:
+		output, code := bashOutcome(resultText(d.Result.Content), d.IsError)
+		if !t.running { // denied, or failed before it ran: show why
+			end.Content = acpResultContent(t.name, d.Result.Content)
+			break
+		}
+		u.sendOutput(d.ToolCallID, t, output)
+		end.Meta = &acpToolMeta{TerminalExit: &acpTerminalExit{TerminalID: d.ToolCallID, ExitCode: code}}
+	case t.diff != nil && !d.IsError:
+		end.Content, end.Locations = []any{*t.diff}, t.locations
+	default:
+		end.Content = acpResultContent(t.name, d.Result.Content)
+	}
+	u.send(end)
+}
+
+// ---- Plan, usage, title ----
+
+// acpPlanOf is the plan of the todo phases: their tasks in order,
+// abandoned ones left out.
+func acpPlanOf(phases []todoPhase) acpPlan {
+	plan := acpPlan{SessionUpdate: "plan", Entries: []acpPlanEntry{}}
+	for _, p := range phases {
+		for _, t := range p.Tasks {
+			if t.Status != "abandoned" {
+				plan.Entries = append(plan.Entries, acpPlanEntry{t.Content, t.Status, "medium"})
+			}
+		}
+	}
+	return plan
+}
+
+// acpUsageOf is how full the context window is and what the session has
+// cost: used from the conversation's messages (0 when unknown), size the
+// model's window (0 without a model), cost the answers' prices summed
+// (left out when neither the answers nor the model have prices).
+func acpUsageOf(messages []any, m *model, spent float64) acpUsage {
+	u := acpUsage{SessionUpdate: "usage_update"}
+	if used := estimateContext(messages); used != nil {
+		u.Used = *used
+	}
+	if m != nil {
+		u.Size = m.ContextWindow
+	}
+	if spent > 0 || m != nil && m.Cost != (modelCost{}) {
+		u.Cost = &acpCost{spent, "USD"}
+	}
+	return u
+}
+
+// acpSpent is what the answers among messages cost.
+func acpSpent(messages []any) float64 {
+	total := 0.0
+	for _, m := range messages {
+		if a, ok := m.(*assistantMessage); ok {
+			total += a.Usage.Cost.Total
+		}
+	}
+	return total
+}
+
+// acpStopReason is a turn's stopReason (§12.4): cancelled when the client
+// cancelled it, else by how its last answer stopped.
+func acpStopReason(cancelled bool, last *assistantMessage) string {
+	switch {
+	case cancelled || last != nil && last.StopReason == "aborted":
+		return "cancelled"
+	case last == nil:
+		return "end_turn"
+	case last.StopReason == "length":
+		return "max_tokens"
+	case last.StopReason == "error" && acpRefusal().MatchString(last.ErrorMessage):
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// acpRefusal matches the errors of a provider that refused to answer:
+// Anthropic's refusal, OpenAI's content_filter, Gemini's safety stops
+// and blocked prompts.
+var acpRefusal = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(The model stopped: (refusal|content_filter|SAFETY|RECITATION|BLOCKLIST|PROHIBITED_CONTENT|SPII|IMAGE_SAFETY)|The prompt was blocked: )`)
+})
+
+// ---- Config options, modes, commands (§12.7, §12.8) ----
+
+// acpConfigOption is one of a session's config options; every field is
+// present.
+type acpConfigOption struct {
+	ID           string           `json:"id"`
+	Name         string           `json:"name"`
+	Category     string           `json:"category"`
+	Type         string           `json:"type"` // select
+	CurrentValue string           `json:"currentValue"`
+	Options      []acpConfigValue `json:"options"`
+}
+
+type acpConfigValue struct {
+	Value string `json:"value"`
+	Name  string `json:"name"`
+}
+
+// acpModes mirror the approvals option.
+type acpModes struct {
+	CurrentModeID  string    `json:"currentModeId"`
+	AvailableModes []acpMode `json:"availableModes"`
+}
+
+type acpMode struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// acpApprovalSets are the approvals option's values and the tools each
+// asks about (§12.7); custom is any other --confirm set.
+var acpApprovalSets = []struct {
+	value, name, description string
+	tools                    []string
+}{
+	{"ask", "Ask", "Ask before edits, writes, commands and processes", []string{"write", "edit", "bash", "process"}},
+	{"edits", "Auto-approve edits", "Ask before commands and processes only", []string{"bash", "process"}},
+	{"auto", "Auto-approve all", "Never ask", []string{}},
+}
+
+// acpApprovalOf is the approvals value of a set of confirmed tools:
+// ask, edits or auto when it is one of theirs, else custom.
+func acpApprovalOf(confirm []string) string {
+	for _, a := range acpApprovalSets {
+		if len(a.tools) == len(confirm) && !slices.ContainsFunc(confirm, func(t string) bool { return !slices.Contains(a.tools, t) }) {
+			return a.value
+		}
+	}
+	return "custom"
+}
+
+// acpApprovalTools is the set of tools an approvals value asks about.
+func acpApprovalTools(value string) ([]string, bool) {
+	for _, a := range acpApprovalSets {
+		if a.value == value {
+			return a.tools, true
+		}
+	}
+	return nil, false
+}
+
+// acpApprovalValues are the values the approvals option offers: custom
+// only while it is in force (custom is the --confirm set then).
+func acpApprovalValues(current string, custom []string) []acpMode {
+	var values []acpMode
+	for _, a := range acpApprovalSets {
+		values = append(values, acpMode{a.value, a.name, a.description})
+	}
+	if current == "custom" {
+		values = append(values, acpMode{"custom", "Custom (" + strings.Join(custom, ", ") + ")", "Ask before " + strings.Join(custom, ", ")})
+	}
+	return values
+}
+
+// acpThinkingNames are the names a user reads for the thinking levels.
+var acpThinkingNames = map[string]string{"off": "Off", "minimal": "Minimal", "low": "Low", "medium": "Medium",
+	"high": "High", "xhigh": "Extra high", "max": "Max"}
+
+// acpConfigOptions is the full list of a session's config options: the
+// model (every usable one, as <provider>/<id>), the thinking level (the
+// levels the model takes) and the approvals.
+func acpConfigOptions(models []*model, current *model, level, approvals string, custom []string) []acpConfigOption {
+	modelOption := acpConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", Options: []acpConfigValue{}}
+	if current != nil {
+		modelOption.CurrentValue = current.Provider + "/" + current.ID
+	}
+	for _, m := range models {
+		modelOption.Options = append(modelOption.Options, acpConfigValue{m.Provider + "/" + m.ID, cmpOr(m.Name, m.ID)})
+	}
+	thinking := acpConfigOption{ID: "thought_level", Name: "Thinking", Category: "thought_level", Type: "select", CurrentValue: level}
+	for _, l := range availableLevels(current) {
+		thinking.Options = append(thinking.Options, acpConfigValue{l, acpThinkingNames[l]})
+	}
+	approval := acpConfigOption{ID: "approvals", Name: "Approvals", Category: "mode", Type: "select", CurrentValue: approvals}
+	for _, v := range acpApprovalValues(approvals, custom) {
+		approval.Options = append(approval.Options, acpConfigValue{v.ID, v.Name})
+	}
+	return []acpConfigOption{modelOption, thinking, approval}
+}
+
+// acpModesOf mirrors the approvals option as modes.
+func acpModesOf(approvals string, custom []string) acpModes {
+	return acpModes{approvals, acpApprovalValues(approvals, custom)}
+}
+
+func cmpOr(s, otherwise string) string {
+	if s != "" {
+		return s
+	}
+	return otherwise
+}
+
+// acpCommandsOf lists the client's / menu: the templates and skills a
+// prompt can name, and rpi's own /compact and /name.
+func acpCommandsOf(slash []slashCommand) []acpCommand {
+	commands := []acpCommand{}
+	for _, c := range slash {
+		cmd := acpCommand{Name: c.Name, Description: cmpOr(c.Description, c.Name)}
+		switch {
+		case c.Source == "skill":
+			cmd.Input = &acpCommandInput{"optional instructions"}
+		case templateArguments(c.body) != "":
+			cmd.Input = &acpCommandInput{templateArguments(c.body)}
+		}
+		commands = append(commands, cmd)
+	}
+	return append(commands,
+		acpCommand{"compact", "Summarise the conversation so far, to free the context window", &acpCommandInput{"optional instructions for the summary"}},
+		acpCommand{"name", "Name this session", &acpCommandInput{"title"}})
+}
+
+// templateArgument matches what a template fills with its arguments.
+var templateArgument = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) })
+
+// templateArguments is the hint for a template's arguments: <arg1>
+// <arg2> … for $1 $2 …, <arguments> for $@ or $ARGUMENTS; "" when it
+// takes none.
+func templateArguments(body string) string {
+	most, all := 0, false
+	for _, m := range templateArgument().FindAllStringSubmatch(body, -1) {
+		var n int
+		if _, err := fmt.Sscan(m[1], &n); err == nil {
+			most = max(most, n)
+		} else {
+			all = true
+		}
+	}
+	var words []string
+	for i := 1; i <= most; i++ {
+		words = append(words, fmt.Sprintf("<arg%d>", i))
+	}
+	if all && most == 0 {
+		words = append(words, "<arguments>")
+	}
+	return strings.Join(words, " ")
+}
+
+// ---- session/list ----
+
+// acpSessionRow is one session of session/list.
+type acpSessionRow struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+// acpListPage is one page of session/list.
+type acpListPage struct {
+	Sessions   []acpSessionRow `json:"sessions"`
+	NextCursor string          `json:"nextCursor,omitempty"`
+}
+
+// acpPageSize is how many sessions a page of session/list holds.
+const acpPageSize = 50
+
+// acpPageOf is the page of rows (newest first, as listSessions orders
+// them) that follows cursor ("" for the first); its nextCursor names the
+// last row given, so a session written between two pages shifts nothing.
+func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
+	start := 0
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		var after struct {
+			Modified int64  `json:"m"`
+			Path     string `json:"p"`
+		}
+		if err != nil || json.Unmarshal(raw, &after) != nil || after.Path == "" {
+			return acpListPage{}, invalidParams("Invalid field cursor: must be a nextCursor session/list gave")
+		}
+		start = len(rows)
+		for i, r := range rows {
+			if r.modified < after.Modified || r.modified == after.Modified && r.Path > after.Path {
+				start = i
+				break
+			}
+		}
+	}
+	page := acpListPage{Sessions: []acpSessionRow{}}
+	end := min(start+acpPageSize, len(rows))
+	for _, r := range rows[start:end] {
+		row := acpSessionRow{SessionID: r.SessionID, Cwd: r.Cwd, Title: r.Summary,
+			UpdatedAt: timestamp(time.Unix(0, r.modified))}
+		if r.Name != nil {
+			row.Title = *r.Name
+		}
+		page.Sessions = append(page.Sessions, row)
+	}
+	if end < len(rows) {
+		last, _ := json.Marshal(struct {
+			Modified int64  `json:"m"`
+			Path     string `json:"p"`
+		}{rows[end-1].modified, rows[end-1].Path})
+		page.NextCursor = base64.RawURLEncoding.EncodeToString(last)
+	}
+	return page, nil
+}
+
+// ---- session/load's replay ----
+
+// acpReplay is a session's current branch as the updates a client
+// shows: the user's messages as user_message_chunk, answers and thinking
+// as chunks, each tool call as one tool_call already completed or
+// failed, the plan after each change, a compaction as its note. The
+// whole branch is replayed, the messages before a compaction too, as the
+// user saw them.
+func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []any {
+	results := map[string]*toolResultMessage{}
+	for _, e := range entries {
+		if r, ok := e.msg.(*toolResultMessage); ok {
+			results[r.ToolCallID] = r
+		}
+	}
+	var out []any
+	for _, e := range entries {
+		if e.Type == "compaction" {
+			out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(acpCompactionNote(compactionEnd{
+				Result: &compactionResult{TokensBefore: e.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: e.Summary})}})), newID()})
+			continue
+		}
+		switch m := e.msg.(type) {
+		case *userMessage:
+			id := newID()
+			for _, b := range m.Content {
+				switch b.Type {
+				case "text":
+					out = append(out, acpChunk{"user_message_chunk", acpTextBlock(b.Text), id})
+				case "image":
+					out = append(out, acpChunk{"user_message_chunk", acpImage{"image", b.Data, b.MimeType}, id})
+				}
+			}
+		case *assistantMessage:
+			out = append(out, acpReplayAnswer(m, results, paths, newID())...)
+		case *toolResultMessage:
+			if m.ToolName == "todo" {
+				if plan, ok := acpPlanOfDetails(m.Details); ok {
+					out = append(out, plan)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// acpReplayAnswer is one answer replayed: its thinking, its text, its
+// tool calls each ended as its result says (failed without one), and its
+// error.
+func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage, paths acpPaths, id string) []any {
+	var out []any
+	for _, b := range m.Content {
+		switch b.Type {
+		case "thinking":
+			if b.Thinking != "" {
+				out = append(out, acpChunk{"agent_thought_chunk", acpTextBlock(b.Thinking), id})
+			}
+		case "text":
+			if b.Text != "" {
+				out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(b.Text), id})
+			}
+		case "toolCall":
+			call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: b.ID, Status: "failed", RawInput: b.Arguments}
+			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, b.Arguments, paths)
+			if r := results[b.ID]; r != nil {
+				call.Content = acpResultContent(b.Name, r.Content)
+				call.RawOutput = toolResult{Content: r.Content, Details: r.Details}
+				if !r.IsError {
+					call.Status = "completed"
+				}
+			} else {
+				call.Content = []any{acpContentItem{"content", acpTextBlock("No result: the call did not finish.")}}
+			}
+			out = append(out, call)
+		}
+	}
+	if m.StopReason == "error" && m.ErrorMessage != "" {
+		out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(m.ErrorMessage), id})
+	}
+	return out
+}
+
+// acpPlanOfDetails is the plan a todo result's details hold.
+func acpPlanOfDetails(details any) (acpPlan, bool) {
+	raw, err := json.Marshal(details)
+	var d struct {
+		Phases []todoPhase `json:"phases"`
+	}
+	if err != nil || json.Unmarshal(raw, &d) != nil || d.Phases == nil {
+		return acpPlan{}, false
+	}
+	return acpPlanOf(d.Phases), true
+}
