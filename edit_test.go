@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,3 +206,98 @@ func TestEditPlanningStopsOnAbort(t *testing.T) {
 	}
 }
 
+// TestEditBounds: one call makes at most maxEdits replacements (each is a
+// search of the whole file); a file whose loose form is over maxEditBytes
+// (a file of U+FDFA grows 11 times in NFKC: an exact edit of 16 MiB of it
+// took 798 MiB) is edited by exact matches (counted in its loose form
+// piece by piece), but not matched loosely.
+func TestEditBounds(t *testing.T) {
+	ligatures := strings.Repeat("\ufdfa", maxEditBytes/33+1) + "\n"
+	s := toolServer(t, map[string]string{"f.txt": "k0 k1 k2\n", "big.txt": "hello\n" + ligatures})
+	var edits []textEdit
+	for i := range maxEdits + 1 {
+		edits = append(edits, textEdit{fmt.Sprintf("k%d", i), "K"})
+	}
+	many, _ := json.Marshal(map[string]any{"path": "f.txt", "edits": edits})
+	for _, c := range []struct{ args, want string }{
+		{string(many), "Invalid arguments for edit: 101 edits in one call, at most 100: split them over several calls"},
+		{`{"path":"big.txt","edits":[{"oldText":"hello ","newText":"bye"}]}`,
+			"Cannot match the edits in big.txt loosely: its loose form (NFKC, no trailing whitespace) is more than 64.0MB. " +
+				"Give each oldText exactly as the file has it."},
+		{`{"path":"big.txt","edits":[{"oldText":"hello","newText":"bye"}]}`, "Successfully replaced 1 block(s) in big.txt."},
+	} {
+		if text, _ := callTool(t, s, "edit", c.args); text != c.want {
+			t.Errorf("%.40s: the tool says %q, want %q", c.args, text, c.want)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(s.set.cwd, "big.txt")); string(data) != "bye\n"+ligatures {
+		t.Error("big.txt does not hold the exact edit alone")
+	}
+}
+
+// TestIsLooseText: a text isLooseText says is its own loose form is (it
+// spares edit making the loose form of most files), over random strings
+// of letters, marks, compositions, spaces, quotes and line breaks.
+func TestIsLooseText(t *testing.T) {
+	parts := []string{"a", "e", "é", "\u0301", "\u0316", "x", " ", "\t", "\n", "\u00a0", "\u3000", "\u1680", "\u2019", "’",
+		"ﬁ", "\ufdfa", "가", "\u1100", "\u1161", "\xff", "\ufeff", "\u2028", "z", "é"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	yes := 0
+	for range 200_000 {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		s := b.String()
+		if isLooseText(s) {
+			yes++
+			if loose := looseText(s); loose != s {
+				t.Fatalf("isLooseText(%+q), but its loose form is %+q", s, loose)
+			}
+		}
+	}
+	if yes < 1000 {
+		t.Errorf("only %d texts were their own loose form", yes)
+	}
+}
+
+// TestLooseInPieces: the loose form made piece by piece (eachLoose, with
+// pieces of 1 to 8 bytes of the text) is the loose form made whole as pi
+// makes it (NFKC, each line trimmed, quotes, dashes and spaces), and
+// countLoose counts in it as occurrences does in the whole, over random
+// texts and needles.
+func TestLooseInPieces(t *testing.T) {
+	parts := []string{"a", "e", "é", "\u0301", "\u0316", " ", "\t", "\n", "\u00a0", "\u3000", "\u2019", "\u201c", "\u2014",
+		"ﬁ", "\ufdfa", "가", "\u1100", "\u1161", "\u11a8", "\xff", "\u2028", "ab", "a a"}
+	whole := func(s string) string {
+		var lines []string
+		for _, line := range strings.Split(nfkc(s), "\n") {
+			lines = append(lines, strings.TrimRightFunc(line, jsSpace))
+		}
+		return looseQuotesDashesSpaces.Replace(strings.Join(lines, "\n"))
+	}
+	random := func(rng *rand.Rand, n int) string {
+		var b strings.Builder
+		for range rng.IntN(n) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		return b.String()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20_000 {
+		text, chunk := random(rng, 24), 1+rng.IntN(8)
+		want := whole(text)
+		var pieces strings.Builder
+		eachLoose(context.Background(), text, chunk, func(p string) error { pieces.WriteString(p); return nil })
+		if pieces.String() != want {
+			t.Fatalf("eachLoose(%+q, %d) = %+q, want %+q", text, chunk, pieces.String(), want)
+		}
+		needles := []string{whole(random(rng, 3)), whole(random(rng, 2)), ""}
+		counts, _ := countLoose(context.Background(), text, needles, chunk)
+		for k, needle := range needles {
+			if counts[k] != occurrences(want, needle) {
+				t.Fatalf("countLoose(%+q, %+q, %d) = %d, want %d", text, needle, chunk, counts[k], occurrences(want, needle))
+			}
+		}
+	}
+}
