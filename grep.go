@@ -32,7 +32,13 @@ type grepCall struct {
 	literal                  []byte // every match holds it (requiredLiteral); nil when none is known
 	foldLiteral              bool   // in ASCII letters of either case: literal is in lower case
 	context, limit           int
+	cost                     int // the size of the regexp's program: matching a line costs up to its length times this
 }
+
+// checkWork is how much matching (a line's length times the program's
+// size, about 10-40 ns each) a search does between two looks at the
+// abort; a line that costs more is matched through an abortableLine.
+const checkWork = 1 << 24
 
 var grepTool = &tool{
 	name:    "grep",
@@ -76,9 +82,13 @@ var grepTool = &tool{
 		if c.re, err = regexp.Compile(pattern); err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
+		c.cost = 1
 		if parsed, err := syntax.Parse(pattern, syntax.Perl); err == nil {
 			if lit, fold := requiredLiteral(parsed.Simplify()); lit != "" {
 				c.literal, c.foldLiteral = []byte(lit), fold
+			}
+			if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
+				c.cost = max(1, len(prog.Inst))
 			}
 		}
 		if a.Glob != "" {
@@ -299,7 +309,7 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, w *grepWork
 		return file
 	}
 	defer f.Close()
-	s := grepScan{c: c, w: w, rel: rel, file: &file, lineNo: 1}
+	s := grepScan{ctx: ctx, c: c, w: w, rel: rel, file: &file, lineNo: 1}
 	b := w.buf[:0]
 	defer func() { w.buf = b[:0] }()
 	checked, skipping := false, false // skipping: the rest of a line longer than maxGrepLine
@@ -348,6 +358,7 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, w *grepWork
 
 // grepScan searches a file's lines as they are read.
 type grepScan struct {
+	ctx     context.Context
 	c       *grepCall
 	w       *grepWorker
 	rel     string
@@ -356,7 +367,8 @@ type grepScan struct {
 	matches int      // in this file
 	before  []string // context lines that may show before the next match
 	after   int      // context lines still to show after the last match
-	done    bool     // limit+1 matches: nothing more can show
+	done    bool     // limit+1 matches, or aborted: nothing more can show
+	work    int      // matching done since the abort was last looked at
 }
 
 // lines searches chunk: whole lines, each ended by "\n" but perhaps the
@@ -430,7 +442,24 @@ func (s *grepScan) line(line []byte) {
 		return string(line)
 	}
 	c := s.c
-	if c.re.Match(line) {
+	if s.work += len(line) * c.cost; s.work >= checkWork {
+		s.work = 0
+		if s.ctx.Err() != nil {
+			s.done = true
+			return
+		}
+	}
+	var matched bool
+	if len(line)*c.cost <= checkWork {
+		matched = c.re.Match(line)
+	} else {
+		matched = c.re.MatchReader(&abortableLine{ctx: s.ctx, rest: line})
+		if s.ctx.Err() != nil { // the line may have been ended early
+			s.done = true
+			return
+		}
+	}
+	if matched {
 		item := grepItem{match: true, line: fmt.Sprintf("%s:%d: %s", s.rel, s.lineNo, shown())}
 		for i, b := range s.before {
 			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b))
@@ -453,4 +482,31 @@ func (s *grepScan) line(line []byte) {
 			s.before = s.before[1:]
 		}
 	}
+}
+
+// abortableLine hands a line to the regexp rune by rune (as it reads a
+// []byte: a byte that is not UTF-8 is U+FFFD of width 1), and ends it
+// early once ctx ends, so that matching one long line with a costly
+// pattern (minutes, for a program of thousands of instructions over a few
+// MiB) stops at an abort.
+type abortableLine struct {
+	ctx  context.Context
+	rest []byte
+	read int
+}
+
+func (l *abortableLine) ReadRune() (rune, int, error) {
+	if l.read++; l.read%4096 == 0 && l.ctx.Err() != nil {
+		l.rest = nil
+	}
+	if len(l.rest) == 0 {
+		return 0, 0, io.EOF
+	}
+	if c := l.rest[0]; c < utf8.RuneSelf {
+		l.rest = l.rest[1:]
+		return rune(c), 1, nil
+	}
+	r, size := utf8.DecodeRune(l.rest)
+	l.rest = l.rest[size:]
+	return r, size, nil
 }

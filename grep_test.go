@@ -257,3 +257,53 @@ func TestGrepAbort(t *testing.T) {
 		}
 	}
 }
+
+// lateAbort is a context that ends once its Err has been asked after more
+// than n times: an abort that comes at a known point of the work.
+type lateAbort struct {
+	context.Context
+	n int
+}
+
+func (c *lateAbort) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestGrepAbortInALine: an abort that comes while one long line is matched
+// with a costly pattern (a program of 2,000 instructions: minutes for a
+// few MiB, and one regexp match cannot be interrupted) stops the match:
+// the line is handed to the regexp rune by rune (abortableLine), and the
+// match at its end is not found. That way of matching finds what Match
+// finds, byte for byte.
+func TestGrepAbortInALine(t *testing.T) {
+	s := toolServer(t, map[string]string{"f.txt": strings.Repeat("ab", 50_000) + "e\n"})
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"(?:[a-c][a-d]){1000}[ef]"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call.(*grepCall)
+	// Asked before each of the two reads, then before the line is matched.
+	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	if len(file.items) != 0 {
+		t.Errorf("the search went on after the abort and found %q", file.items[0].line)
+	}
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{"a", "b", "é", "\xff", "\xe2\x82", " ", "_", "ab", "\u212a"}
+	for _, pattern := range []string{"^a", "b$", `\bab\b`, "(?i)é+", "\uFFFD", ".", "(?:ab)+", "(?i)k", "^$", `\Ba`} {
+		re := regexp.MustCompile(pattern)
+		for range 2000 {
+			var b strings.Builder
+			for range rng.IntN(8) {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+			line := []byte(b.String())
+			if got, want := re.MatchReader(&abortableLine{ctx: context.Background(), rest: line}), re.Match(line); got != want {
+				t.Fatalf("%q on %q: rune by rune %v, as bytes %v", pattern, line, got, want)
+			}
+		}
+	}
+}
