@@ -248,9 +248,12 @@ func summaryLine(text string) string {
 
 // deleteSession removes the session file at path (absolute) and its loops
 // file. It refuses, deleting nothing, the current session (current, ""
-// for none) and any path that is not a session file inside store's tree
-// (a file of one of its project folders, or of the flat folder), judged
-// after symlinks and ".." are resolved.
+// for none), a session file an rpi process holds (this one, whatever
+// session it is switching to, or another: see lockSessionFile), and any
+// path that is not a session file inside store's tree (a file of one of
+// its project folders, or of the flat folder), judged after symlinks and
+// ".." are resolved; removeSessionIn then checks and removes it again
+// through the folders themselves.
 func deleteSession(store sessionStore, path, current string) error {
 	notOurs := func(why string) error {
 		return fmt.Errorf("Cannot delete %s: %s", path, why)
@@ -281,15 +284,74 @@ func deleteSession(store sessionStore, path, current string) error {
 	if err != nil || !filepath.IsLocal(rel) || len(strings.Split(rel, string(filepath.Separator))) != depth {
 		return notOurs(outside)
 	}
-	if !strings.HasSuffix(real, ".jsonl") || !isSessionFile(real) {
+	if !strings.HasSuffix(real, ".jsonl") {
 		return notOurs("it is not a session file")
 	}
-	if err := os.Remove(real); err != nil {
-		return notOurs(unwrapPathError(err).Error())
+	if err := removeSessionIn(root, rel); err != nil {
+		return notOurs(err.Error())
 	}
-	loops := loopsFileOf(real)
-	if info, err := os.Lstat(loops); err == nil && info.Mode().IsRegular() {
-		os.Remove(loops)
+	return nil
+}
+
+// removeSessionIn removes the session file rel (a name, or a project
+// folder's name and a name) of the folder root, and its loops file, all
+// through root opened as an os.Root: a folder swapped for a symlink that
+// leads out of root meanwhile is not followed, and the file is checked
+// (a regular file with a session header) on the descriptor it is removed
+// under, while holding it: when an rpi process holds it (the lock of
+// lockSessionFile), nothing is removed.
+func removeSessionIn(root, rel string) error {
+	dir, err := os.OpenRoot(root)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	defer dir.Close()
+	name := rel
+	if folder, file, ok := strings.Cut(rel, string(filepath.Separator)); ok {
+		project, err := dir.OpenRoot(folder)
+		if err != nil {
+			return unwrapPathError(err)
+		}
+		defer project.Close()
+		dir, name = project, file
+	}
+	info, err := dir.Lstat(name)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	if !info.Mode().IsRegular() {
+		return errors.New("it is not a session file")
+	}
+	f, err := dir.OpenFile(name, os.O_RDONLY|nonBlocking, 0)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	defer f.Close()
+	if held, err := f.Stat(); err != nil || !os.SameFile(info, held) {
+		return errors.New("it changed while it was being deleted")
+	}
+	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
+	if _, ok := parseSessionHeader(first); !ok || err != nil && err != io.EOF {
+		return errors.New("it is not a session file")
+	}
+	switch ok, err := tryLock(f); {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.New("the session is open in an rpi process (this one or another); close it there first")
+	}
+	if now, err := dir.Lstat(name); err != nil || !os.SameFile(info, now) {
+		return errors.New("it changed while it was being deleted")
+	}
+	if !removeWhileOpen {
+		f.Close()
+	}
+	if err := dir.Remove(name); err != nil {
+		return unwrapPathError(err)
+	}
+	loops := loopsFileOf(name)
+	if info, err := dir.Lstat(loops); err == nil && info.Mode().IsRegular() {
+		dir.Remove(loops)
 	}
 	return nil
 }

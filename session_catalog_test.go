@@ -179,3 +179,42 @@ func TestListSessionsSkipsWhatIsNotASession(t *testing.T) {
 		t.Errorf("no sessions folder: %+v, %v", rows, err)
 	}
 }
+
+// TestDeleteHeldSession: a session file an rpi process holds (the lock a
+// session takes when it opens its file: this process's while it switches
+// to it, or another rpi's) is not deleted, whatever path names it; once
+// let go of, it is. The removal goes through the folders themselves: a
+// project folder that is (or, after the check by name, becomes) a symlink
+// out of the session directory is not followed.
+func TestDeleteHeldSession(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "sessions")
+	store := sessionStore{root: root}
+	held := filepath.Join(root, "--p--", "held.jsonl")
+	writeSession(t, held)
+	lock, err := lockSessionFile(held, 0)
+	if err != nil || lock == nil {
+		t.Fatal(err)
+	}
+	want := "Cannot delete " + held + ": the session is open in an rpi process (this one or another); close it there first"
+	if err := deleteSession(store, held, ""); err == nil || err.Error() != want {
+		t.Errorf("delete of a held session: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(held); err != nil {
+		t.Fatalf("the held session is gone: %v", err)
+	}
+	lock.Close()
+	if err := deleteSession(store, held, ""); err != nil {
+		t.Errorf("delete once let go of: %v", err)
+	}
+
+	outside := filepath.Join(base, "elsewhere")
+	writeSession(t, filepath.Join(outside, "o.jsonl"))
+	os.Symlink(outside, filepath.Join(root, "--swapped--"))
+	if err := removeSessionIn(root, filepath.Join("--swapped--", "o.jsonl")); err == nil {
+		t.Error("a session was removed through a symlink out of the session directory")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "o.jsonl")); err != nil {
+		t.Errorf("the file outside is gone: %v", err)
+	}
+}

@@ -146,6 +146,13 @@ func processAlive(pid int) bool {
 
 // ---- Files ----
 
+// nonBlocking is the flag that opens a FIFO without waiting for a writer.
+const nonBlocking = syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+// removeWhileOpen: a file can be removed while it is open (and locked),
+// so deleteSession holds it until it is gone.
+const removeWhileOpen = true
+
 // openNonBlocking opens path without blocking on a FIFO that has no
 // writer or a device, and without making a terminal rpi's own; a FIFO
 // without a reader is refused.
