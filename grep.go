@@ -35,6 +35,10 @@ type grepCall struct {
 	cost                     int // the size of the regexp's program: matching a line costs up to its length times this
 }
 
+// maxGrepContext is the most context lines shown around a match (more
+// than the output, cut at maxOutputBytes, could show of short lines).
+const maxGrepContext = 1000
+
 // checkWork is how much matching (a line's length times the program's
 // size, about 10-40 ns each) a search does between two looks at the
 // abort; a line that costs more is matched through an abortableLine.
@@ -77,7 +81,8 @@ var grepTool = &tool{
 		if a.IgnoreCase {
 			pattern = "(?i)" + pattern
 		}
-		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob, context: a.Context, limit: cmpOrInt(a.Limit, 100)}
+		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob,
+			context: min(a.Context, maxGrepContext), limit: cmpOrInt(a.Limit, 100)}
 		var err error
 		if c.re, err = regexp.Compile(pattern); err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
@@ -166,6 +171,15 @@ type grepItem struct {
 	match  bool
 }
 
+// size is what the item's lines take in the output, a line break each.
+func (item grepItem) size() int {
+	n := len(item.line) + 1
+	for _, b := range item.before {
+		n += len(b) + 1
+	}
+	return n
+}
+
 // grepBatch is files to search, a few at a time (fewer hand-offs
 // between goroutines); their results come on result, in order.
 type grepBatch struct {
@@ -227,8 +241,11 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 			}
 		})
 	}
+	// Gathered until the limit, or until the output is longer than
+	// listResult shows (it cuts at maxOutputBytes and says so).
 	var out []string
-	matches, cut := 0, false
+	matches, cut, size := 0, false, 0
+	full := func() bool { return cut || size > maxOutputBytes+1 }
 	for batch := range inOrder {
 		for _, file := range <-batch.result {
 			for _, item := range file.items {
@@ -241,12 +258,15 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 				}
 				out = append(out, item.before...)
 				out = append(out, item.line)
+				if size += item.size(); full() {
+					break
+				}
 			}
-			if cut {
+			if full() {
 				break
 			}
 		}
-		if cut {
+		if full() {
 			break
 		}
 	}
@@ -367,8 +387,18 @@ type grepScan struct {
 	matches int      // in this file
 	before  []string // context lines that may show before the next match
 	after   int      // context lines still to show after the last match
-	done    bool     // limit+1 matches, or aborted: nothing more can show
+	done    bool     // limit+1 matches, more than the output shows, or aborted: nothing more can show
 	work    int      // matching done since the abort was last looked at
+	size    int      // of the items, as grepItem.size counts
+}
+
+// add keeps an item of the file's output; past maxOutputBytes of them,
+// the rest of the file cannot show.
+func (s *grepScan) add(item grepItem) {
+	s.file.items = append(s.file.items, item)
+	if s.size += item.size(); s.size > maxOutputBytes+1 {
+		s.done = true
+	}
 }
 
 // lines searches chunk: whole lines, each ended by "\n" but perhaps the
@@ -464,7 +494,7 @@ func (s *grepScan) line(line []byte) {
 		for i, b := range s.before {
 			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b))
 		}
-		s.file.items = append(s.file.items, item)
+		s.add(item)
 		s.before, s.after = nil, c.context
 		if s.matches++; s.matches > c.limit {
 			s.done = true
@@ -472,7 +502,7 @@ func (s *grepScan) line(line []byte) {
 		return
 	}
 	if s.after > 0 {
-		s.file.items = append(s.file.items, grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
+		s.add(grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
 		s.after--
 		return
 	}

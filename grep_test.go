@@ -307,3 +307,32 @@ func TestGrepAbortInALine(t *testing.T) {
 		}
 	}
 }
+
+// TestGrepGathersWhatShows: with a limit of 10^9, a file's search keeps
+// only the lines the output can show (listResult cuts it at
+// maxOutputBytes), not every match (515 MiB for a 53 KB result over Go's
+// sources), and context is at most maxGrepContext lines (10^9 lines of
+// context kept every line of a file that had no match).
+func TestGrepGathersWhatShows(t *testing.T) {
+	s := toolServer(t, map[string]string{"f.txt": strings.Repeat("match me\n", 100_000)})
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"match","limit":1000000000,"context":1000000000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call.(*grepCall)
+	if c.context != maxGrepContext {
+		t.Errorf("context %d, want at most %d", c.context, maxGrepContext)
+	}
+	file := c.searchFile(context.Background(), "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	size := 0
+	for _, item := range file.items {
+		size += item.size()
+	}
+	if last := file.items[len(file.items)-1].size(); size > maxOutputBytes+1+last {
+		t.Errorf("the file's search kept %d lines, %d bytes, for an output cut at %d", len(file.items), size, maxOutputBytes)
+	}
+	got, _ := callTool(t, s, "grep", `{"pattern":"match","limit":1000000000}`)
+	if !strings.HasSuffix(got, "\n\n[Output cut at 50.0KB; 1000000000 matches limit reached. Use limit=2000000000 for more, or refine pattern]") {
+		t.Errorf("the result ends %q", got[max(0, len(got)-200):])
+	}
+}
