@@ -112,8 +112,8 @@ func (c *grepCall) describe() (string, string) {
 // requiredLiteral is the longest text that every match of re contains,
 // or "". A line without it cannot match, whatever else the pattern says.
 // fold: the text's ASCII letters may be of either case in a match (and
-// are given in lower case); only letters whose every case is ASCII are
-// taken then, so that an ASCII search finds every match (not k and s,
+// are given in lower case); only ASCII runes whose every case is ASCII
+// are taken then, so that an ASCII search finds every match (not k and s,
 // which the Kelvin sign and the long s fold to).
 func requiredLiteral(re *syntax.Regexp) (literal string, fold bool) {
 	switch re.Op {
@@ -129,7 +129,9 @@ func requiredLiteral(re *syntax.Regexp) (literal string, fold bool) {
 		var run, longest []byte
 		for i := 0; i <= len(re.Rune); i++ {
 			if i < len(re.Rune) {
-				if r := unicode.ToLower(re.Rune[i]); r < utf8.RuneSelf && r != 'k' && r != 's' {
+				// The rune itself ASCII: İ's lower case is i, yet the
+				// ASCII search of a lowered line would not find İ there.
+				if r := unicode.ToLower(re.Rune[i]); re.Rune[i] < utf8.RuneSelf && r != 'k' && r != 's' {
 					run = append(run, byte(r))
 					continue
 				}

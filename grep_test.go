@@ -80,7 +80,7 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 // a literal, either case, context lines, limits and globs.
 func TestGrepMatchesPlainSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline"}
+	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline", "x\u0130y", "xiy"}
 	line := func() string {
 		var b strings.Builder
 		for range rng.IntN(12) {
@@ -130,6 +130,7 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		`{"pattern":"task","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"kelvin","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"STRASSE|straße","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"x\u0130y","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"func Read(","literal":true,"limit":100000}`,
 		`{"pattern":"[A-Z][a-z]+ [a-z]+","limit":100000}`,
 		`{"pattern":"^$","limit":100000}`,
@@ -174,6 +175,7 @@ func TestRequiredLiteral(t *testing.T) {
 		"(?i)ToDo":                  "todo (either case)",
 		"(?i)TaskList":              "ta (either case)",
 		"(?i)Straße":                "tra (either case)",
+		"(?i)x\u0130yz":             "yz (either case)",
 		"\uFFFD":                    "",
 		"[A-Z]{6}[0-9]{5}":          "",
 		"prefix(?i:CASE)suffixlong": "suffixlong",
