@@ -318,6 +318,24 @@ func TestDialogShowsTheEnd(t *testing.T) {
 	})
 }
 
+// TestDialogNamesHardLinks: the dialog of an edit or a write of a file
+// with another name (a hard link, here outside the working directory)
+// says so: it named only notes.md.
+func TestDialogNamesHardLinks(t *testing.T) {
+	s := toolServer(t, nil)
+	outside := filepath.Join(t.TempDir(), "authorized_keys")
+	os.WriteFile(outside, []byte("key\n"), 0o600)
+	if err := os.Link(outside, filepath.Join(s.set.cwd, "notes.md")); err != nil {
+		t.Fatal(err)
+	}
+	checkDialogs(t, s, []dialogCase{
+		{"edit", `{"path":"notes.md","edits":[{"oldText":"key","newText":"other"}]}`,
+			"Apply 1 edit to notes.md (a hard link: the file has 2 names, perhaps outside the working directory, and the change is theirs too):"},
+		{"write", `{"path":"notes.md","content":"x"}`,
+			"Write 1 bytes to notes.md (a hard link: the file has 2 names, perhaps outside the working directory, and the change is theirs too) (replace its 4 bytes):"},
+	})
+}
+
 type dialogCase struct{ tool, args, want string }
 
 // checkDialogs prepares each call and checks that its dialog holds want,

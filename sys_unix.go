@@ -146,6 +146,15 @@ func processAlive(pid int) bool {
 
 // ---- Files ----
 
+// hardLinks is how many names the file info describes has (1 when the
+// system does not say).
+func hardLinks(info os.FileInfo) uint64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
 // nonBlocking is the flag that opens a FIFO without waiting for a writer.
 const nonBlocking = syscall.O_NONBLOCK | syscall.O_NOCTTY
 

@@ -113,6 +113,10 @@ func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
 
 // ---- Files ----
 
+// hardLinks is how many names a file has: os.Stat does not say on
+// Windows, so 1.
+func hardLinks(info os.FileInfo) uint64 { return 1 }
+
 // nonBlocking: opening a file does not block on Windows.
 const nonBlocking = 0
 
