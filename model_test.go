@@ -800,3 +800,26 @@ func TestCrossModelHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBlocksAfterTheCut: one event with 15,000 tool calls of distinct
+// index (each a block of its own) cuts the answer once its blocks pass the
+// bound, and adds no block after that: the cut answer held all 15,000
+// (796 KB for a bound of 128 KiB), and was written three times.
+func TestNoBlocksAfterTheCut(t *testing.T) {
+	var calls []string
+	for i := range 15_000 {
+		calls = append(calls, fmt.Sprintf(`{"index":%d,"id":"c%d","type":"function","function":{"name":"read","arguments":""}}`, i, i))
+	}
+	sse := `data: {"choices":[{"index":0,"delta":{"tool_calls":[` + strings.Join(calls, ",") + "]}}]}\n\ndata: [DONE]\n\n"
+	msg, events, err := readStream(t, apiOpenAI, sse)
+	if err == nil || !strings.HasPrefix(err.Error(), "The answer was cut at 1 MiB") {
+		t.Fatalf("error %v, want the answer cut", err)
+	}
+	if most := maxAnswerBytes / blockBytes; len(msg.Content) > most {
+		t.Errorf("the cut answer holds %d blocks, more than the %d its bound takes", len(msg.Content), most)
+	}
+	if starts := strings.Count(strings.Join(events, "\n"), `"toolcall_start"`); starts != len(msg.Content) {
+		t.Errorf("%d toolcall_start events for %d blocks", starts, len(msg.Content))
+	}
+}
+
