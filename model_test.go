@@ -823,3 +823,36 @@ func TestNoBlocksAfterTheCut(t *testing.T) {
 	}
 }
 
+// TestBlockStartAtAnOpenIndex: a block that starts at an index still open
+// (Anthropic's index, the Responses API's output_index) ends the open
+// block first, with its end event: the client never got text_end for it,
+// though message_end had its text.
+func TestBlockStartAtAnOpenIndex(t *testing.T) {
+	for api, sse := range map[string]string{
+		apiAnthropic: `data: {"type":"message_start","message":{"usage":{}}}` + "\n\n" +
+			`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"first"}}` + "\n\n" +
+			`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"second"}}` + "\n\n" +
+			`data: {"type":"content_block_stop","index":0}` + "\n\n" +
+			`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}` + "\n\n" +
+			`data: {"type":"message_stop"}` + "\n\n",
+		apiResponses: `data: {"type":"response.output_item.added","output_index":0,"item":{"id":"m1","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.output_text.delta","output_index":0,"delta":"first"}` + "\n\n" +
+			`data: {"type":"response.output_item.added","output_index":0,"item":{"id":"m2","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.output_text.delta","output_index":0,"delta":"second"}` + "\n\n" +
+			`data: {"type":"response.output_item.done","output_index":0,"item":{"id":"m2","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.completed","response":{"status":"completed"}}` + "\n\n",
+	} {
+		_, events, _ := readStream(t, api, sse)
+		var ends []string
+		for _, ev := range events {
+			if strings.Contains(ev, `"type":"text_end"`) {
+				ends = append(ends, ev)
+			}
+		}
+		if len(ends) != 2 || !strings.Contains(ends[0], `"contentIndex":0,"content":"first"`) || !strings.Contains(ends[1], `"contentIndex":1,"content":"second"`) {
+			t.Errorf("%s: text_end events %q, want one for each block", api, ends)
+		}
+	}
+}

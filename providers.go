@@ -163,8 +163,13 @@ func (st *streamer) appendSignature(i int, piece string) {
 
 // startBlock opens a block for key and returns its index in msg.Content:
 // -1 once the answer is cut (by this block or before), when nothing is
-// added (delta, endBlock and the rest take -1 as nothing).
+// added (delta, endBlock and the rest take -1 as nothing). A block still
+// open under the same key ends first, with its event.
 func (st *streamer) startBlock(key int, b contentBlock) int {
+	if open, ok := st.blocks[key]; ok {
+		st.endBlock(open)
+		delete(st.blocks, key)
+	}
 	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.ThoughtSignature)) {
 		return -1
 	}
