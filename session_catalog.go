@@ -35,6 +35,7 @@ const (
 	catalogHeadBytes   = 256 << 10 // read from a file's start; a file this small is read whole
 	catalogTailBytes   = 64 << 10  // read from the end of a larger one, for a late rename
 	catalogSummaryRune = 80        // a summary's length at most, in characters
+	catalogNameRunes   = 200       // a name's length at most, in characters
 )
 
 // sessionStore is where session files live: root is pi's sessions folder
@@ -65,7 +66,7 @@ type sessionRow struct {
 // files of its folder; in a flat store, the files whose header names cwd
 // (pi's rule for a --session-dir). Anything that is not a session file
 // (another name, a symlink, a file whose first line is no session header)
-// is skipped; a folder that cannot be read too, except the root or the
+// is skipped, and so is a file whose path is not UTF-8; a folder that cannot be read too, except the root or the
 // cwd's own folder. It stops when ctx ends.
 func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessionRow, error) {
 	var dirs []string
@@ -96,7 +97,9 @@ func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessio
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
+			// A path that is not UTF-8 could not be given back as it is
+			// (JSON would make its bytes U+FFFD): not listed.
+			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") || !utf8.ValidString(filepath.Join(dir, e.Name())) {
 				continue
 			}
 			row, ok := readSessionRow(filepath.Join(dir, e.Name()))
@@ -159,7 +162,7 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 		case "session_info":
 			row.Name = nil
 			if e.Name != nil && strings.TrimSpace(*e.Name) != "" {
-				name := strings.TrimSpace(*e.Name)
+				name := clipRunes(strings.TrimSpace(*e.Name), catalogNameRunes)
 				row.Name = &name
 			}
 		case "message":
@@ -239,11 +242,24 @@ func summaryLine(text string) string {
 			break
 		}
 	}
-	if utf8.RuneCountInString(line) <= catalogSummaryRune {
-		return line
+	return clipRunes(line, catalogSummaryRune)
+}
+
+// clipRunes is s when it has at most n characters, else its first n-1
+// (without white space at their end) and "…".
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	runes := []rune(line)
-	return strings.TrimSpace(string(runes[:catalogSummaryRune-1])) + "…"
+	cut, count := 0, 0
+	for i := range s {
+		if count == n-1 {
+			cut = i
+			break
+		}
+		count++
+	}
+	return strings.TrimSpace(s[:cut]) + "…"
 }
 
 // deleteSession removes the session file at path (absolute) and its loops

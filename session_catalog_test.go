@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,6 +167,7 @@ func TestListSessionsSkipsWhatIsNotASession(t *testing.T) {
 	writeSession(t, filepath.Join(base, "elsewhere", "o.jsonl"))
 	os.Symlink(filepath.Join(base, "elsewhere", "o.jsonl"), filepath.Join(root, "--p--", "link.jsonl"))
 	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(root, "--linked--"))
+	writeSession(t, filepath.Join(root, "--p--", "bad-\xff.jsonl")) // its path could not be given back
 	rows, err := listSessions(context.Background(), sessionStore{root: root}, "")
 	if err != nil || len(rows) != 1 || rows[0].SessionID != "a.jsonl" {
 		t.Errorf("rows %+v, %v", rows, err)
@@ -216,5 +218,19 @@ func TestDeleteHeldSession(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "o.jsonl")); err != nil {
 		t.Errorf("the file outside is gone: %v", err)
+	}
+}
+
+// TestSessionRowNameBounded: a row's name is at most catalogNameRunes
+// characters, cut with "…" (a 200 KB name came back whole).
+func TestSessionRowNameBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	writeSession(t, path)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, `{"type":"session_info","id":"i1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"%s"}`+"\n", strings.Repeat("é", 100_000))
+	f.Close()
+	row, ok := readSessionRow(path)
+	if !ok || row.Name == nil || *row.Name != strings.Repeat("é", catalogNameRunes-1)+"…" {
+		t.Errorf("row %v, name %+v", ok, row.Name != nil && len(*row.Name) < 1000)
 	}
 }
