@@ -387,7 +387,7 @@ func looseWithin(ctx context.Context, s, path string) (string, error) {
 		return s, nil
 	}
 	loose, err := looseForm(ctx, s, maxEditBytes)
-	if errors.Is(err, errNFKCTooLong) {
+	if errors.Is(err, errLooseTooLong) {
 		return "", fmt.Errorf("Cannot match the edits in %s loosely: its loose form (NFKC, no trailing whitespace) is more than %s. "+
 			"Give each oldText exactly as the file has it.", path, formatSize(maxEditBytes))
 	}
@@ -464,7 +464,7 @@ func eachLoose(ctx context.Context, s string, chunk int, emit func(piece string)
 	var out strings.Builder
 	for start := 0; start < len(s); {
 		end := nfkcCut(s, start+chunk)
-		n, err := nfkcWithin(ctx, s[start:end], -1)
+		n, err := nfkcWithin(ctx, s[start:end])
 		if err != nil {
 			return err
 		}
@@ -699,14 +699,17 @@ func looseText(s string) string {
 	return loose
 }
 
+// errLooseTooLong: a loose form would be longer than its limit.
+var errLooseTooLong = errors.New("the loose form is over its limit")
+
 // looseForm is looseText(s), made by eachLoose: it stops with ctx's
-// error when ctx ends, and with errNFKCTooLong past limit bytes (no limit
+// error when ctx ends, and with errLooseTooLong past limit bytes (no limit
 // when negative).
 func looseForm(ctx context.Context, s string, limit int) (string, error) {
 	var b strings.Builder
 	err := eachLoose(ctx, s, looseChunk, func(piece string) error {
 		if limit >= 0 && b.Len()+len(piece) > limit {
-			return errNFKCTooLong
+			return errLooseTooLong
 		}
 		b.WriteString(piece)
 		return nil

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,22 +156,18 @@ func (t *nfkcTables) lookFlags(r rune) uint8 {
 // kept as they are, each on its own (node would have made each U+FFFD when
 // it read the file).
 func nfkc(s string) string {
-	out, _ := nfkcWithin(context.Background(), s, -1)
+	out, _ := nfkcWithin(context.Background(), s)
 	return out
 }
 
-// errNFKCTooLong: the normalised text would be longer than the limit.
-var errNFKCTooLong = errors.New("normalised text over the limit")
-
 // nfkcCheckEvery is how many bytes of input nfkcWithin normalises between
-// two looks at its context and limit.
+// two looks at its context.
 const nfkcCheckEvery = 64 << 10
 
 // nfkcWithin is nfkc(s) for long texts (an edit's file): it stops with
-// ctx's error when ctx ends, and with errNFKCTooLong when the result would
-// be longer than limit bytes (no limit when negative), looking at both
-// every nfkcCheckEvery bytes of s. Its work is linear in len(s).
-func nfkcWithin(ctx context.Context, s string, limit int) (string, error) {
+// ctx's error when ctx ends, looking every nfkcCheckEvery bytes of s. Its
+// work is linear in len(s).
+func nfkcWithin(ctx context.Context, s string) (string, error) {
 	i := 0
 	for i < len(s) && s[i] < utf8.RuneSelf {
 		i++
@@ -215,9 +210,6 @@ func nfkcWithin(ctx context.Context, s string, limit int) (string, error) {
 		if i >= check {
 			if err := ctx.Err(); err != nil {
 				return "", err
-			}
-			if limit >= 0 && b.Len() > limit {
-				return "", errNFKCTooLong
 			}
 			check = i + nfkcCheckEvery
 		}
@@ -269,9 +261,6 @@ func nfkcWithin(ctx context.Context, s string, limit int) (string, error) {
 		}
 	}
 	flush()
-	if limit >= 0 && b.Len() > limit {
-		return "", errNFKCTooLong
-	}
 	return b.String(), nil
 }
 
