@@ -280,7 +280,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
-	if walkErr != nil && !cut {
+	if walkErr != nil && !full() { // stopping the walk is no error
 		return toolResult{}, walkErr
 	}
 	return listResult(out, "No matches found", cut,

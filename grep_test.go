@@ -337,4 +337,15 @@ func TestGrepGathersWhatShows(t *testing.T) {
 	if !strings.HasSuffix(got, "\n\n[Output cut at 50.0KB; 1000000000 matches limit reached. Use limit=2000000000 for more, or refine pattern]") {
 		t.Errorf("the result ends %q", got[max(0, len(got)-200):])
 	}
+	// Over many files, the walk stopped once the output is full is no error.
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("d%d/f%03d.txt", i%5, i)] = strings.Repeat("match me\n", 100)
+	}
+	tree := toolServer(t, files)
+	for range 20 {
+		if got, isError := callTool(t, tree, "grep", `{"pattern":"match","limit":1000000000}`); isError || !strings.Contains(got, "[Output cut at 50.0KB") {
+			t.Fatalf("grep over 400 files: %.200q (isError %v)", got, isError)
+		}
+	}
 }
