@@ -217,22 +217,6 @@ func parseSessionHeader(line []byte) (sessionHeader, bool) {
 	return header.sessionHeader, true
 }
 
-// isSessionFile reports whether path is a regular file whose first line
-// (within catalogHeadBytes) is a session header.
-func isSessionFile(path string) bool {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
-	if err != nil && err != io.EOF {
-		return false
-	}
-	_, ok := parseSessionHeader(first)
-	return ok
-}
-
 // summaryLine is the first non-blank line of text, at most 80 characters
 // (cut with "…").
 func summaryLine(text string) string {
