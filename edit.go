@@ -16,13 +16,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
 )
 
-// maxEditBytes is the largest file edit changes.
+// maxEditBytes is the largest file edit changes, and the longest loose
+// form (looseText) of one that edit matches in.
 const maxEditBytes = 64 << 20
+
+// maxEdits is the most replacements one edit call makes: each is looked
+// for in the whole file, so the work of a call is bounded by this many
+// searches of at most maxEditBytes.
+const maxEdits = 100
 
 // textEdit is one replacement the model asks for.
 type textEdit struct {
@@ -123,6 +130,9 @@ var editTool = &tool{
 		if len(edits) == 0 {
 			return nil, errors.New("edits must contain at least one replacement")
 		}
+		if len(edits) > maxEdits {
+			return nil, fmt.Errorf("%d edits in one call, at most %d: split them over several calls", len(edits), maxEdits)
+		}
 		return &editCall{path: a.Path, abs: s.toolPath(a.Path), edits: edits}, nil
 	},
 }
@@ -165,7 +175,10 @@ func (c *editCall) prepare(ctx context.Context, s *session) error {
 	if c.data, err = target.read(ctx, maxEditBytes); err != nil {
 		return fileError("edit", c.path, err)
 	}
-	c.plan, err = planEdits(c.data, c.edits, c.path)
+	c.plan, err = planEdits(ctx, c.data, c.edits, c.path)
+	if ctx.Err() != nil {
+		return errors.New("Operation aborted")
+	}
 	return err
 }
 
@@ -247,15 +260,15 @@ type editPlan struct {
 // planEdits matches every edit against the file's content and makes the
 // bytes to write: the BOM is kept, and so is every line end outside what
 // changes (a line break an edit puts in takes the line end of the line
-// where its splice starts).
-func planEdits(data []byte, edits []textEdit, path string) (*editPlan, error) {
+// where its splice starts). It stops with ctx's error when ctx ends.
+func planEdits(ctx context.Context, data []byte, edits []textEdit, path string) (*editPlan, error) {
 	raw, bom := string(data), ""
 	if rest, ok := strings.CutPrefix(raw, "\ufeff"); ok {
 		raw, bom = rest, "\ufeff"
 	}
 	p := &editPlan{text: toLF(raw)}
 	var err error
-	if p.splices, p.loose, err = matchEdits(p.text, edits, path); err != nil {
+	if p.splices, p.loose, err = matchEdits(ctx, p.text, edits, path); err != nil {
 		return nil, err
 	}
 	after := applySplices(p.text, p.splices, 0)
@@ -287,8 +300,11 @@ func toLF(s string) string {
 // found, an edit's loose oldText must occur only once in the loose text.
 // The first edit that is not found or not unique fails the call, then any
 // two that overlap. Loosely matched splices widen to whole lines, rewritten
-// from the loose text (so the rest of the file keeps its bytes).
-func matchEdits(text string, edits []textEdit, path string) ([]splice, bool, error) {
+// from the loose text (so the rest of the file keeps its bytes). The loose
+// text is counted in piece by piece (countLoose) and made whole only when
+// an edit is matched loosely, at most maxEditBytes of it; ctx is checked
+// while it is made and before each edit is looked for.
+func matchEdits(ctx context.Context, text string, edits []textEdit, path string) ([]splice, bool, error) {
 	count := len(edits)
 	olds, looseOlds := make([]string, count), make([]string, count)
 	for i, e := range edits {
@@ -298,20 +314,43 @@ func matchEdits(text string, edits []textEdit, path string) ([]splice, bool, err
 			}
 			return nil, false, fmt.Errorf("edits[%d].oldText must not be empty in %s.", i, path)
 		}
-		looseOlds[i] = looseText(olds[i])
 	}
-	loose := looseText(text)
-	base, isLoose := text, false
 	for i := range olds {
-		if !strings.Contains(text, olds[i]) && strings.Contains(loose, looseOlds[i]) {
-			base, isLoose = loose, true
+		var err error
+		if looseOlds[i], err = looseWithin(ctx, olds[i], path); err != nil {
+			return nil, false, err
+		}
+	}
+	counts, err := countLoose(ctx, text, looseOlds, looseChunk)
+	if err != nil {
+		return nil, false, err
+	}
+	exact := make([]int, count) // where each oldText is in text as it is, or -1
+	isLoose := false
+	for i := range olds {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		if exact[i] = strings.Index(text, olds[i]); exact[i] < 0 && (counts[i] > 0 || looseOlds[i] == "") {
+			isLoose = true
+		}
+	}
+	loose := ""
+	if isLoose {
+		if loose, err = looseWithin(ctx, text, path); err != nil {
+			return nil, false, err
 		}
 	}
 	var found []splice
 	for i, old := range olds {
-		at, n := strings.Index(base, old), len(old)
-		if at < 0 {
-			at, n = strings.Index(loose, looseOlds[i]), len(looseOlds[i])
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		at, n := exact[i], len(old)
+		if isLoose {
+			if at = strings.Index(loose, old); at < 0 {
+				at, n = strings.Index(loose, looseOlds[i]), len(looseOlds[i])
+			}
 		}
 		if at < 0 {
 			if count == 1 {
@@ -319,7 +358,7 @@ func matchEdits(text string, edits []textEdit, path string) ([]splice, bool, err
 			}
 			return nil, false, fmt.Errorf("Could not find edits[%d] in %s. The oldText must match exactly including all whitespace and newlines.", i, path)
 		}
-		if k := occurrences(loose, looseOlds[i]); k > 1 {
+		if k := counts[i]; k > 1 {
 			if count == 1 {
 				return nil, false, fmt.Errorf("Found %d occurrences of the text in %s. The text must be unique. Please provide more context to make it unique.", k, path)
 			}
@@ -340,12 +379,130 @@ func matchEdits(text string, edits []textEdit, path string) ([]splice, bool, err
 	return widened, true, err
 }
 
+// looseWithin is looseText(s) for edit: s itself when it is in its loose
+// form already (no copy), an error naming path when the loose form is over
+// maxEditBytes, ctx's error when ctx ends.
+func looseWithin(ctx context.Context, s, path string) (string, error) {
+	if isLooseText(s) {
+		return s, nil
+	}
+	loose, err := looseForm(ctx, s, maxEditBytes)
+	if errors.Is(err, errLooseTooLong) {
+		return "", fmt.Errorf("Cannot match the edits in %s loosely: its loose form (NFKC, no trailing whitespace) is more than %s. "+
+			"Give each oldText exactly as the file has it.", path, formatSize(maxEditBytes))
+	}
+	return loose, err
+}
+
+// looseChunk is about how much of a text countLoose makes loose at a time.
+const looseChunk = 1 << 20
+
+// countLoose counts each of needles in looseText(text) as occurrences
+// does: in text itself when it is its own loose form, else in pieces of
+// the loose text made from looseChunk bytes of text at a time (never the
+// whole: NFKC may make a text 11 times longer), a match that spans two
+// pieces found in the end of one kept before the next.
+func countLoose(ctx context.Context, text string, needles []string, chunk int) ([]int, error) {
+	counts, next := make([]int, len(needles)), make([]int, len(needles))
+	if isLooseText(text) {
+		for k, needle := range needles {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			counts[k] = occurrences(text, needle)
+		}
+		return counts, nil
+	}
+	keep, units := 0, 0
+	for _, n := range needles {
+		keep = max(keep, len(n)-1)
+	}
+	tail, tailAt := "", 0 // the end of the loose text so far, and where it starts in it
+	err := eachLoose(ctx, text, chunk, func(piece string) error {
+		window := tail + piece
+		for k, needle := range needles {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if needle == "" {
+				continue
+			}
+			// Like strings.Count: from where the last match ended.
+			from := max(next[k]-tailAt, 0)
+			for {
+				i := strings.Index(window[from:], needle)
+				if i < 0 {
+					break
+				}
+				counts[k]++
+				from += i + len(needle)
+				next[k] = tailAt + from
+			}
+		}
+		if slices.Contains(needles, "") {
+			units += occurrences(piece, "") + 1
+		}
+		cut := max(len(window)-keep, 0)
+		tail, tailAt = strings.Clone(window[cut:]), tailAt+cut
+		return nil
+	})
+	for k, needle := range needles {
+		if needle == "" {
+			counts[k] = units - 1 // JavaScript's split("") counts UTF-16 units
+		}
+	}
+	return counts, err
+}
+
+// eachLoose hands looseText(s) to emit in pieces, each made from about
+// chunk bytes of s: s is cut before a character that nothing before it
+// composes or reorders with (nfkcCut), and white space at the end of a
+// piece waits for the next to know whether its line ends there. It stops
+// with ctx's error when ctx ends.
+func eachLoose(ctx context.Context, s string, chunk int, emit func(piece string) error) error {
+	var held strings.Builder // white space at the end of the line so far
+	var out strings.Builder
+	for start := 0; start < len(s); {
+		end := nfkcCut(s, start+chunk)
+		n, err := nfkcWithin(ctx, s[start:end])
+		if err != nil {
+			return err
+		}
+		out.Reset()
+		for {
+			line, rest, ended := strings.Cut(n, "\n")
+			kept := strings.TrimRightFunc(line, jsSpace)
+			if kept != "" {
+				out.WriteString(held.String())
+				held.Reset()
+				out.WriteString(kept)
+			}
+			if !ended {
+				held.WriteString(line[len(kept):])
+				break
+			}
+			held.Reset()
+			out.WriteByte('\n')
+			n = rest
+		}
+		piece := out.String()
+		if !ascii(piece) {
+			piece = looseQuotesDashesSpaces.Replace(piece)
+		}
+		if err := emit(piece); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
 // wholeLines turns splices of the loose text into splices of text that
 // rewrite the whole lines they touch (from the loose text), one for each
 // run of lines that splices share; the other lines keep their bytes.
+// found is in order and disjoint, so both texts are walked forward once.
 func wholeLines(text, loose string, found []splice) ([]splice, error) {
-	textLines, looseLines := lineSpans(text), lineSpans(loose)
-	if len(textLines) != len(looseLines) {
+	if lineCount(text) != lineCount(loose) {
 		return nil, errors.New("Cannot preserve unchanged lines because the base content has a different line count.")
 	}
 	type lineGroup struct {
@@ -353,16 +510,13 @@ func wholeLines(text, loose string, found []splice) ([]splice, error) {
 		found      []splice
 	}
 	var groups []lineGroup
+	at := lineWalker{s: loose}
 	for _, sp := range found {
-		first := sort.Search(len(looseLines), func(i int) bool { return looseLines[i][1] > sp.at })
-		end := first
-		for end < len(looseLines) && looseLines[end][1] < sp.at+sp.n {
-			end++
-		}
-		if end == len(looseLines) {
+		if sp.at >= len(loose) {
 			return nil, errors.New("Replacement range is outside the base content.")
 		}
-		end++
+		first := at.lineOf(sp.at)
+		end := at.lineOf(max(sp.at+sp.n-1, sp.at)) + 1
 		if n := len(groups); n > 0 && first < groups[n-1].end {
 			groups[n-1].end = max(groups[n-1].end, end)
 			groups[n-1].found = append(groups[n-1].found, sp)
@@ -371,30 +525,60 @@ func wholeLines(text, loose string, found []splice) ([]splice, error) {
 		groups = append(groups, lineGroup{first, end, []splice{sp}})
 	}
 	out := make([]splice, len(groups))
+	inLoose, inText := lineWalker{s: loose}, lineWalker{s: text}
 	for i, g := range groups {
-		from, to := looseLines[g.first][0], looseLines[g.end-1][1]
+		from, to := inLoose.startOf(g.first), inLoose.startOf(g.end)
+		start, stop := inText.startOf(g.first), inText.startOf(g.end)
 		var edits []int
 		for _, sp := range g.found {
 			edits = append(edits, sp.edits...)
 		}
-		out[i] = splice{textLines[g.first][0], textLines[g.end-1][1] - textLines[g.first][0], applySplices(loose[from:to], g.found, from), edits}
+		out[i] = splice{start, stop - start, applySplices(loose[from:to], g.found, from), edits}
 	}
 	return out, nil
 }
 
-// lineSpans are the [start, end) of each line of s, its LF included; an
-// empty last line (after a final LF) is none.
-func lineSpans(s string) [][2]int {
-	var spans [][2]int
-	for start := 0; start < len(s); {
-		end := len(s)
-		if i := strings.IndexByte(s[start:], '\n'); i >= 0 {
-			end = start + i + 1
-		}
-		spans = append(spans, [2]int{start, end})
-		start = end
+// lineCount is the number of lines of s, each ended by an LF but perhaps
+// the last; an empty last line (after a final LF) is none.
+func lineCount(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && s[len(s)-1] != '\n' {
+		n++
 	}
-	return spans
+	return n
+}
+
+// lineWalker finds lines in s moving only forward: line is the number of
+// the line that starts at start.
+type lineWalker struct {
+	s           string
+	line, start int
+}
+
+// lineOf is the number of the line holding offset (not before the
+// walker's line).
+func (w *lineWalker) lineOf(offset int) int {
+	for {
+		i := strings.IndexByte(w.s[w.start:offset], '\n')
+		if i < 0 {
+			return w.line
+		}
+		w.line, w.start = w.line+1, w.start+i+1
+	}
+}
+
+// startOf is where line k (not before the walker's line) starts: len(s)
+// past the last line.
+func (w *lineWalker) startOf(k int) int {
+	for w.line < k {
+		i := strings.IndexByte(w.s[w.start:], '\n')
+		if i < 0 {
+			w.line, w.start = k, len(w.s)
+			break
+		}
+		w.line, w.start = w.line+1, w.start+i+1
+	}
+	return w.start
 }
 
 // applySplices makes s (which starts at offset of the text the splices
@@ -511,23 +695,68 @@ var looseQuotesDashesSpaces = strings.NewReplacer(
 // NFKC, then no whitespace at the end of any line, then curly quotes,
 // Unicode dashes and special spaces as their ASCII forms.
 func looseText(s string) string {
-	s = nfkc(s)
-	plain := ascii(s)
+	loose, _ := looseForm(context.Background(), s, -1)
+	return loose
+}
+
+// errLooseTooLong: a loose form would be longer than its limit.
+var errLooseTooLong = errors.New("the loose form is over its limit")
+
+// looseForm is looseText(s), made by eachLoose: it stops with ctx's
+// error when ctx ends, and with errLooseTooLong past limit bytes (no limit
+// when negative).
+func looseForm(ctx context.Context, s string, limit int) (string, error) {
 	var b strings.Builder
-	b.Grow(len(s))
-	for {
-		line, rest, more := strings.Cut(s, "\n")
-		b.WriteString(strings.TrimRightFunc(line, jsSpace))
-		if !more {
-			break
+	err := eachLoose(ctx, s, looseChunk, func(piece string) error {
+		if limit >= 0 && b.Len()+len(piece) > limit {
+			return errLooseTooLong
 		}
-		b.WriteByte('\n')
-		s = rest
+		b.WriteString(piece)
+		return nil
+	})
+	return b.String(), err
+}
+
+// isLooseText reports whether s is its own loose form, looking at it
+// without copying it: no line of it ends in white space, and each rune is
+// ASCII, or one NFKC keeps as it is whatever its neighbours (no flags, or
+// one that decomposes and composes back, like é: a mark after it would
+// have flags), and none the loose form makes ASCII. It may say no to a
+// text that is its own loose form; never yes to one that is not.
+func isLooseText(s string) bool {
+	t := nfkcData()
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			if (s[i] == '\n' || i+1 == len(s)) && endsInSpace(s[:i+1]) {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if f := t.flags(r); f != 0 && f != nfkcDecomposes|nfkcStable || looseReplaced(r) || i+size == len(s) && jsSpace(r) {
+			return false
+		}
+		i += size
 	}
-	if plain {
-		return b.String()
+	return true
+}
+
+// endsInSpace: the line that line ends (with its LF, if it has one) ends in
+// white space.
+func endsInSpace(line string) bool {
+	line = strings.TrimSuffix(line, "\n")
+	r, _ := utf8.DecodeLastRuneInString(line)
+	return line != "" && jsSpace(r)
+}
+
+// looseReplaced: the loose form makes r ASCII (looseQuotesDashesSpaces).
+func looseReplaced(r rune) bool {
+	switch {
+	case r >= 0x2018 && r <= 0x201F, r >= 0x2010 && r <= 0x2015, r == 0x2212:
+		return true
 	}
-	return looseQuotesDashesSpaces.Replace(b.String())
+	return r == 0xA0 || r >= 0x2002 && r <= 0x200A || r == 0x202F || r == 0x205F || r == 0x3000
 }
 
 func ascii(s string) bool {

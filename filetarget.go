@@ -344,7 +344,9 @@ func (t *fileTarget) close() {
 }
 
 // where says, for the dialog, where the path leads when a symlink takes it
-// elsewhere, and when that is outside the working directory.
+// elsewhere, when that is outside the working directory, and when the file
+// has other names (hard links: wherever they are, the change is theirs
+// too).
 func (t *fileTarget) where() string {
 	where := ""
 	if t.real != t.abs {
@@ -353,6 +355,11 @@ func (t *fileTarget) where() string {
 	cwd, _ := filepath.EvalSymlinks(t.cwd)
 	if rel, err := filepath.Rel(cwd, t.real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		where += " (outside the working directory)"
+	}
+	if t.file != nil {
+		if n := hardLinks(t.id); n > 1 {
+			where += fmt.Sprintf(" (a hard link: the file has %d names, perhaps outside the working directory, and the change is theirs too)", n)
+		}
 	}
 	return where
 }

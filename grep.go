@@ -32,7 +32,17 @@ type grepCall struct {
 	literal                  []byte // every match holds it (requiredLiteral); nil when none is known
 	foldLiteral              bool   // in ASCII letters of either case: literal is in lower case
 	context, limit           int
+	cost                     int // the size of the regexp's program: matching a line costs up to its length times this
 }
+
+// maxGrepContext is the most context lines shown around a match (more
+// than the output, cut at maxOutputBytes, could show of short lines).
+const maxGrepContext = 1000
+
+// checkWork is how much matching (a line's length times the program's
+// size, about 10-40 ns each) a search does between two looks at the
+// abort; a line that costs more is matched through an abortableLine.
+const checkWork = 1 << 24
 
 var grepTool = &tool{
 	name:    "grep",
@@ -71,14 +81,19 @@ var grepTool = &tool{
 		if a.IgnoreCase {
 			pattern = "(?i)" + pattern
 		}
-		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob, context: a.Context, limit: cmpOrInt(a.Limit, 100)}
+		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob,
+			context: min(a.Context, maxGrepContext), limit: cmpOrInt(a.Limit, 100)}
 		var err error
 		if c.re, err = regexp.Compile(pattern); err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
+		c.cost = 1
 		if parsed, err := syntax.Parse(pattern, syntax.Perl); err == nil {
 			if lit, fold := requiredLiteral(parsed.Simplify()); lit != "" {
 				c.literal, c.foldLiteral = []byte(lit), fold
+			}
+			if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
+				c.cost = max(1, len(prog.Inst))
 			}
 		}
 		if a.Glob != "" {
@@ -97,8 +112,8 @@ func (c *grepCall) describe() (string, string) {
 // requiredLiteral is the longest text that every match of re contains,
 // or "". A line without it cannot match, whatever else the pattern says.
 // fold: the text's ASCII letters may be of either case in a match (and
-// are given in lower case); only letters whose every case is ASCII are
-// taken then, so that an ASCII search finds every match (not k and s,
+// are given in lower case); only ASCII runes whose every case is ASCII
+// are taken then, so that an ASCII search finds every match (not k and s,
 // which the Kelvin sign and the long s fold to).
 func requiredLiteral(re *syntax.Regexp) (literal string, fold bool) {
 	switch re.Op {
@@ -114,7 +129,9 @@ func requiredLiteral(re *syntax.Regexp) (literal string, fold bool) {
 		var run, longest []byte
 		for i := 0; i <= len(re.Rune); i++ {
 			if i < len(re.Rune) {
-				if r := unicode.ToLower(re.Rune[i]); r < utf8.RuneSelf && r != 'k' && r != 's' {
+				// The rune itself ASCII: İ's lower case is i, yet the
+				// ASCII search of a lowered line would not find İ there.
+				if r := unicode.ToLower(re.Rune[i]); re.Rune[i] < utf8.RuneSelf && r != 'k' && r != 's' {
 					run = append(run, byte(r))
 					continue
 				}
@@ -154,6 +171,15 @@ type grepItem struct {
 	before []string
 	line   string
 	match  bool
+}
+
+// size is what the item's lines take in the output, a line break each.
+func (item grepItem) size() int {
+	n := len(item.line) + 1
+	for _, b := range item.before {
+		n += len(b) + 1
+	}
+	return n
 }
 
 // grepBatch is files to search, a few at a time (fewer hand-offs
@@ -217,8 +243,11 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 			}
 		})
 	}
+	// Gathered until the limit, or until the output is longer than
+	// listResult shows (it cuts at maxOutputBytes and says so).
 	var out []string
-	matches, cut := 0, false
+	matches, cut, size := 0, false, 0
+	full := func() bool { return cut || size > maxOutputBytes+1 }
 	for batch := range inOrder {
 		for _, file := range <-batch.result {
 			for _, item := range file.items {
@@ -231,12 +260,15 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 				}
 				out = append(out, item.before...)
 				out = append(out, item.line)
+				if size += item.size(); full() {
+					break
+				}
 			}
-			if cut {
+			if full() {
 				break
 			}
 		}
-		if cut {
+		if full() {
 			break
 		}
 	}
@@ -248,7 +280,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
-	if walkErr != nil && !cut {
+	if walkErr != nil && !full() { // stopping the walk is no error
 		return toolResult{}, walkErr
 	}
 	return listResult(out, "No matches found", cut,
@@ -299,7 +331,7 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, w *grepWork
 		return file
 	}
 	defer f.Close()
-	s := grepScan{c: c, w: w, rel: rel, file: &file, lineNo: 1}
+	s := grepScan{ctx: ctx, c: c, w: w, rel: rel, file: &file, lineNo: 1}
 	b := w.buf[:0]
 	defer func() { w.buf = b[:0] }()
 	checked, skipping := false, false // skipping: the rest of a line longer than maxGrepLine
@@ -348,6 +380,7 @@ func (c *grepCall) searchFile(ctx context.Context, rel, path string, w *grepWork
 
 // grepScan searches a file's lines as they are read.
 type grepScan struct {
+	ctx     context.Context
 	c       *grepCall
 	w       *grepWorker
 	rel     string
@@ -356,7 +389,18 @@ type grepScan struct {
 	matches int      // in this file
 	before  []string // context lines that may show before the next match
 	after   int      // context lines still to show after the last match
-	done    bool     // limit+1 matches: nothing more can show
+	done    bool     // limit+1 matches, more than the output shows, or aborted: nothing more can show
+	work    int      // matching done since the abort was last looked at
+	size    int      // of the items, as grepItem.size counts
+}
+
+// add keeps an item of the file's output; past maxOutputBytes of them,
+// the rest of the file cannot show.
+func (s *grepScan) add(item grepItem) {
+	s.file.items = append(s.file.items, item)
+	if s.size += item.size(); s.size > maxOutputBytes+1 {
+		s.done = true
+	}
 }
 
 // lines searches chunk: whole lines, each ended by "\n" but perhaps the
@@ -430,12 +474,29 @@ func (s *grepScan) line(line []byte) {
 		return string(line)
 	}
 	c := s.c
-	if c.re.Match(line) {
+	if s.work += len(line) * c.cost; s.work >= checkWork {
+		s.work = 0
+		if s.ctx.Err() != nil {
+			s.done = true
+			return
+		}
+	}
+	var matched bool
+	if len(line)*c.cost <= checkWork {
+		matched = c.re.Match(line)
+	} else {
+		matched = c.re.MatchReader(&abortableLine{ctx: s.ctx, rest: line})
+		if s.ctx.Err() != nil { // the line may have been ended early
+			s.done = true
+			return
+		}
+	}
+	if matched {
 		item := grepItem{match: true, line: fmt.Sprintf("%s:%d: %s", s.rel, s.lineNo, shown())}
 		for i, b := range s.before {
 			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b))
 		}
-		s.file.items = append(s.file.items, item)
+		s.add(item)
 		s.before, s.after = nil, c.context
 		if s.matches++; s.matches > c.limit {
 			s.done = true
@@ -443,7 +504,7 @@ func (s *grepScan) line(line []byte) {
 		return
 	}
 	if s.after > 0 {
-		s.file.items = append(s.file.items, grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
+		s.add(grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
 		s.after--
 		return
 	}
@@ -453,4 +514,31 @@ func (s *grepScan) line(line []byte) {
 			s.before = s.before[1:]
 		}
 	}
+}
+
+// abortableLine hands a line to the regexp rune by rune (as it reads a
+// []byte: a byte that is not UTF-8 is U+FFFD of width 1), and ends it
+// early once ctx ends, so that matching one long line with a costly
+// pattern (minutes, for a program of thousands of instructions over a few
+// MiB) stops at an abort.
+type abortableLine struct {
+	ctx  context.Context
+	rest []byte
+	read int
+}
+
+func (l *abortableLine) ReadRune() (rune, int, error) {
+	if l.read++; l.read%4096 == 0 && l.ctx.Err() != nil {
+		l.rest = nil
+	}
+	if len(l.rest) == 0 {
+		return 0, 0, io.EOF
+	}
+	if c := l.rest[0]; c < utf8.RuneSelf {
+		l.rest = l.rest[1:]
+		return rune(c), 1, nil
+	}
+	r, size := utf8.DecodeRune(l.rest)
+	l.rest = l.rest[size:]
+	return r, size, nil
 }

@@ -80,7 +80,7 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 // a literal, either case, context lines, limits and globs.
 func TestGrepMatchesPlainSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline"}
+	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline", "x\u0130y", "xiy"}
 	line := func() string {
 		var b strings.Builder
 		for range rng.IntN(12) {
@@ -130,6 +130,7 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		`{"pattern":"task","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"kelvin","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"STRASSE|straße","ignoreCase":true,"limit":100000}`,
+		`{"pattern":"x\u0130y","ignoreCase":true,"limit":100000}`,
 		`{"pattern":"func Read(","literal":true,"limit":100000}`,
 		`{"pattern":"[A-Z][a-z]+ [a-z]+","limit":100000}`,
 		`{"pattern":"^$","limit":100000}`,
@@ -174,6 +175,7 @@ func TestRequiredLiteral(t *testing.T) {
 		"(?i)ToDo":                  "todo (either case)",
 		"(?i)TaskList":              "ta (either case)",
 		"(?i)Straße":                "tra (either case)",
+		"(?i)x\u0130yz":             "yz (either case)",
 		"\uFFFD":                    "",
 		"[A-Z]{6}[0-9]{5}":          "",
 		"prefix(?i:CASE)suffixlong": "suffixlong",
@@ -254,6 +256,96 @@ func TestGrepAbort(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			buf := make([]byte, 1<<20)
 			t.Fatalf("the search never ended after the abort (try %d)\n%s", i, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
+
+// lateAbort is a context that ends once its Err has been asked after more
+// than n times: an abort that comes at a known point of the work.
+type lateAbort struct {
+	context.Context
+	n int
+}
+
+func (c *lateAbort) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestGrepAbortInALine: an abort that comes while one long line is matched
+// with a costly pattern (a program of 2,000 instructions: minutes for a
+// few MiB, and one regexp match cannot be interrupted) stops the match:
+// the line is handed to the regexp rune by rune (abortableLine), and the
+// match at its end is not found. That way of matching finds what Match
+// finds, byte for byte.
+func TestGrepAbortInALine(t *testing.T) {
+	s := toolServer(t, map[string]string{"f.txt": strings.Repeat("ab", 50_000) + "e\n"})
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"(?:[a-c][a-d]){1000}[ef]"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call.(*grepCall)
+	// Asked before each of the two reads, then before the line is matched.
+	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	if len(file.items) != 0 {
+		t.Errorf("the search went on after the abort and found %q", file.items[0].line)
+	}
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{"a", "b", "é", "\xff", "\xe2\x82", " ", "_", "ab", "\u212a"}
+	for _, pattern := range []string{"^a", "b$", `\bab\b`, "(?i)é+", "\uFFFD", ".", "(?:ab)+", "(?i)k", "^$", `\Ba`} {
+		re := regexp.MustCompile(pattern)
+		for range 2000 {
+			var b strings.Builder
+			for range rng.IntN(8) {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+			line := []byte(b.String())
+			if got, want := re.MatchReader(&abortableLine{ctx: context.Background(), rest: line}), re.Match(line); got != want {
+				t.Fatalf("%q on %q: rune by rune %v, as bytes %v", pattern, line, got, want)
+			}
+		}
+	}
+}
+
+// TestGrepGathersWhatShows: with a limit of 10^9, a file's search keeps
+// only the lines the output can show (listResult cuts it at
+// maxOutputBytes), not every match (515 MiB for a 53 KB result over Go's
+// sources), and context is at most maxGrepContext lines (10^9 lines of
+// context kept every line of a file that had no match).
+func TestGrepGathersWhatShows(t *testing.T) {
+	s := toolServer(t, map[string]string{"f.txt": strings.Repeat("match me\n", 100_000)})
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"match","limit":1000000000,"context":1000000000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call.(*grepCall)
+	if c.context != maxGrepContext {
+		t.Errorf("context %d, want at most %d", c.context, maxGrepContext)
+	}
+	file := c.searchFile(context.Background(), "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	size := 0
+	for _, item := range file.items {
+		size += item.size()
+	}
+	if last := file.items[len(file.items)-1].size(); size > maxOutputBytes+1+last {
+		t.Errorf("the file's search kept %d lines, %d bytes, for an output cut at %d", len(file.items), size, maxOutputBytes)
+	}
+	got, _ := callTool(t, s, "grep", `{"pattern":"match","limit":1000000000}`)
+	if !strings.HasSuffix(got, "\n\n[Output cut at 50.0KB; 1000000000 matches limit reached. Use limit=2000000000 for more, or refine pattern]") {
+		t.Errorf("the result ends %q", got[max(0, len(got)-200):])
+	}
+	// Over many files, the walk stopped once the output is full is no error.
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("d%d/f%03d.txt", i%5, i)] = strings.Repeat("match me\n", 100)
+	}
+	tree := toolServer(t, files)
+	for range 20 {
+		if got, isError := callTool(t, tree, "grep", `{"pattern":"match","limit":1000000000}`); isError || !strings.Contains(got, "[Output cut at 50.0KB") {
+			t.Fatalf("grep over 400 files: %.200q (isError %v)", got, isError)
 		}
 	}
 }

@@ -800,3 +800,59 @@ func TestCrossModelHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBlocksAfterTheCut: one event with 15,000 tool calls of distinct
+// index (each a block of its own) cuts the answer once its blocks pass the
+// bound, and adds no block after that: the cut answer held all 15,000
+// (796 KB for a bound of 128 KiB), and was written three times.
+func TestNoBlocksAfterTheCut(t *testing.T) {
+	var calls []string
+	for i := range 15_000 {
+		calls = append(calls, fmt.Sprintf(`{"index":%d,"id":"c%d","type":"function","function":{"name":"read","arguments":""}}`, i, i))
+	}
+	sse := `data: {"choices":[{"index":0,"delta":{"tool_calls":[` + strings.Join(calls, ",") + "]}}]}\n\ndata: [DONE]\n\n"
+	msg, events, err := readStream(t, apiOpenAI, sse)
+	if err == nil || !strings.HasPrefix(err.Error(), "The answer was cut at 1 MiB") {
+		t.Fatalf("error %v, want the answer cut", err)
+	}
+	if most := maxAnswerBytes / blockBytes; len(msg.Content) > most {
+		t.Errorf("the cut answer holds %d blocks, more than the %d its bound takes", len(msg.Content), most)
+	}
+	if starts := strings.Count(strings.Join(events, "\n"), `"toolcall_start"`); starts != len(msg.Content) {
+		t.Errorf("%d toolcall_start events for %d blocks", starts, len(msg.Content))
+	}
+}
+
+// TestBlockStartAtAnOpenIndex: a block that starts at an index still open
+// (Anthropic's index, the Responses API's output_index) ends the open
+// block first, with its end event: the client never got text_end for it,
+// though message_end had its text.
+func TestBlockStartAtAnOpenIndex(t *testing.T) {
+	for api, sse := range map[string]string{
+		apiAnthropic: `data: {"type":"message_start","message":{"usage":{}}}` + "\n\n" +
+			`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"first"}}` + "\n\n" +
+			`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+			`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"second"}}` + "\n\n" +
+			`data: {"type":"content_block_stop","index":0}` + "\n\n" +
+			`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}` + "\n\n" +
+			`data: {"type":"message_stop"}` + "\n\n",
+		apiResponses: `data: {"type":"response.output_item.added","output_index":0,"item":{"id":"m1","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.output_text.delta","output_index":0,"delta":"first"}` + "\n\n" +
+			`data: {"type":"response.output_item.added","output_index":0,"item":{"id":"m2","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.output_text.delta","output_index":0,"delta":"second"}` + "\n\n" +
+			`data: {"type":"response.output_item.done","output_index":0,"item":{"id":"m2","type":"message","content":[]}}` + "\n\n" +
+			`data: {"type":"response.completed","response":{"status":"completed"}}` + "\n\n",
+	} {
+		_, events, _ := readStream(t, api, sse)
+		var ends []string
+		for _, ev := range events {
+			if strings.Contains(ev, `"type":"text_end"`) {
+				ends = append(ends, ev)
+			}
+		}
+		if len(ends) != 2 || !strings.Contains(ends[0], `"contentIndex":0,"content":"first"`) || !strings.Contains(ends[1], `"contentIndex":1,"content":"second"`) {
+			t.Errorf("%s: text_end events %q, want one for each block", api, ends)
+		}
+	}
+}

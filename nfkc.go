@@ -10,6 +10,7 @@ package main
 // combining marks by class, compose canonically.
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +24,9 @@ type nfkcTables struct {
 	class   map[rune]uint8
 	compose map[[2]rune]rune
 	second  map[rune]bool // runes that are the second of some composition
-	// bmp holds the flags of each rune below U+10000 (see flags).
-	bmp [0x10000]uint8
+	// bmp holds the flags of each rune below U+10000 (see flags), and
+	// bmpClass its class.
+	bmp, bmpClass [0x10000]uint8
 }
 
 const (
@@ -104,7 +106,7 @@ func loadNFKC() *nfkcTables {
 		t.second[r] = true
 	}
 	for r := range rune(0x10000) {
-		t.bmp[r] = t.lookFlags(r)
+		t.bmp[r], t.bmpClass[r] = t.lookFlags(r), t.class[r]
 	}
 	return t
 }
@@ -116,6 +118,14 @@ func (t *nfkcTables) flags(r rune) uint8 {
 		return t.bmp[r]
 	}
 	return t.lookFlags(r)
+}
+
+// classOf is r's canonical combining class.
+func (t *nfkcTables) classOf(r rune) uint8 {
+	if r < 0x10000 {
+		return t.bmpClass[r]
+	}
+	return t.class[r]
 }
 
 func (t *nfkcTables) lookFlags(r rune) uint8 {
@@ -146,12 +156,24 @@ func (t *nfkcTables) lookFlags(r rune) uint8 {
 // kept as they are, each on its own (node would have made each U+FFFD when
 // it read the file).
 func nfkc(s string) string {
+	out, _ := nfkcWithin(context.Background(), s)
+	return out
+}
+
+// nfkcCheckEvery is how many bytes of input nfkcWithin normalises between
+// two looks at its context.
+const nfkcCheckEvery = 64 << 10
+
+// nfkcWithin is nfkc(s) for long texts (an edit's file): it stops with
+// ctx's error when ctx ends, looking every nfkcCheckEvery bytes of s. Its
+// work is linear in len(s).
+func nfkcWithin(ctx context.Context, s string) (string, error) {
 	i := 0
 	for i < len(s) && s[i] < utf8.RuneSelf {
 		i++
 	}
 	if i == len(s) {
-		return s
+		return s, nil
 	}
 	if i > 0 {
 		i-- // the last ASCII character may compose with what follows
@@ -183,7 +205,14 @@ func nfkc(s string) string {
 		}
 		seg = append(seg, r)
 	}
+	check := i + nfkcCheckEvery
 	for i < len(s) {
+		if i >= check {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			check = i + nfkcCheckEvery
+		}
 		if s[i] < utf8.RuneSelf { // a run of ASCII, copied but for its last character
 			j := i + 1
 			for j < len(s) && s[j] < utf8.RuneSelf {
@@ -232,7 +261,25 @@ func nfkc(s string) string {
 		}
 	}
 	flush()
-	return b.String()
+	return b.String(), nil
+}
+
+// nfkcCut is where s may be cut, at or after at, so that nfkc of the two
+// parts joined is nfkc(s): before a character that nothing before it
+// composes or reorders with (boundary); len(s) when there is none.
+func nfkcCut(s string, at int) int {
+	if at >= len(s) {
+		return len(s)
+	}
+	t := nfkcData()
+	for at < len(s) && !utf8.RuneStart(s[at]) {
+		at++
+	}
+	for at < len(s) && !t.boundary(s[at:]) {
+		_, size := utf8.DecodeRuneInString(s[at:])
+		at += size
+	}
+	return at
 }
 
 // boundary reports whether what comes next in s starts afresh: nothing
@@ -245,18 +292,51 @@ func (t *nfkcTables) boundary(s string) bool {
 	return r == utf8.RuneError && size == 1 || t.flags(r)&nfkcAttached == 0
 }
 
-// ordered puts each run of combining marks in order of class (stable).
+// ordered puts each run of combining marks in order of class (stable):
+// a short run by insertion, a long one (a hostile file holds runs of
+// thousands) by counting its classes, so the work stays linear.
 func (t *nfkcTables) ordered(seg []rune) []rune {
-	for i := 1; i < len(seg); i++ {
-		c := t.class[seg[i]]
-		if c == 0 {
+	for start := 0; start < len(seg); {
+		if t.classOf(seg[start]) == 0 {
+			start++
 			continue
 		}
-		for j := i; j > 0 && t.class[seg[j-1]] > c; j-- {
-			seg[j], seg[j-1] = seg[j-1], seg[j]
+		end := start + 1
+		for end < len(seg) && t.classOf(seg[end]) != 0 {
+			end++
 		}
+		t.orderRun(seg[start:end])
+		start = end
 	}
 	return seg
+}
+
+// orderRun sorts marks, none of class 0, by class, keeping the order of
+// marks of one class.
+func (t *nfkcTables) orderRun(marks []rune) {
+	if len(marks) <= 16 {
+		for i := 1; i < len(marks); i++ {
+			c := t.classOf(marks[i])
+			for j := i; j > 0 && t.classOf(marks[j-1]) > c; j-- {
+				marks[j], marks[j-1] = marks[j-1], marks[j]
+			}
+		}
+		return
+	}
+	var at [256]int // where the marks of each class go
+	for _, r := range marks {
+		at[t.classOf(r)]++
+	}
+	for c, n := 0, 0; c < len(at); c++ {
+		at[c], n = n, n+at[c]
+	}
+	sorted := make([]rune, len(marks))
+	for _, r := range marks {
+		c := t.classOf(r)
+		sorted[at[c]] = r
+		at[c]++
+	}
+	copy(marks, sorted)
 }
 
 // composed composes a decomposed, ordered segment canonically: each mark
@@ -265,11 +345,11 @@ func (t *nfkcTables) ordered(seg []rune) []rune {
 func (t *nfkcTables) composed(seg []rune) []rune {
 	out := seg[:1]
 	starter, last := 0, 256 // the starter's index in out, the class of the last rune kept after it
-	if t.class[seg[0]] == 0 {
+	if t.classOf(seg[0]) == 0 {
 		last = 0
 	}
 	for _, r := range seg[1:] {
-		class := int(t.class[r])
+		class := int(t.classOf(r))
 		if c, ok := t.pair(out[starter], r); ok && (last < class || last == 0) {
 			out[starter] = c
 			continue

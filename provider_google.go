@@ -300,7 +300,7 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 				if *p.Text != "" {
 					st.delta(current, *p.Text)
 				}
-				if sig := p.ThoughtSignature; sig != "" {
+				if sig := p.ThoughtSignature; sig != "" && current >= 0 {
 					if kind == "thinking" {
 						st.keep(&st.msg.Content[current].ThinkingSignature, sig)
 					} else {

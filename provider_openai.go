@@ -233,7 +233,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		}
 		if !ok {
 			closeCurrent()
-			i = st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: name})
+			if i = st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: name}); i < 0 {
+				return i // the answer is cut
+			}
 			calls = append(calls, i)
 		}
 		b := &st.msg.Content[i]

@@ -152,7 +152,7 @@ func (st *streamer) keep(dst *string, s string) {
 
 // appendSignature adds a piece of block i's thinking signature.
 func (st *streamer) appendSignature(i int, piece string) {
-	if !st.take(len(piece)) {
+	if i < 0 || !st.take(len(piece)) {
 		return
 	}
 	if st.sigs[i] == nil {
@@ -161,17 +161,22 @@ func (st *streamer) appendSignature(i int, piece string) {
 	st.sigs[i].WriteString(piece)
 }
 
-// startBlock opens a block for key and returns its index in msg.Content.
-// Once the answer is cut, the block is added without an event.
+// startBlock opens a block for key and returns its index in msg.Content:
+// -1 once the answer is cut (by this block or before), when nothing is
+// added (delta, endBlock and the rest take -1 as nothing). A block still
+// open under the same key ends first, with its event.
 func (st *streamer) startBlock(key int, b contentBlock) int {
-	fits := st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.ThoughtSignature))
+	if open, ok := st.blocks[key]; ok {
+		st.endBlock(open)
+		delete(st.blocks, key)
+	}
+	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.ThoughtSignature)) {
+		return -1
+	}
 	st.msg.Content = append(st.msg.Content, b)
 	i := len(st.msg.Content) - 1
 	st.blocks[key] = i
 	st.bufs[i] = &strings.Builder{}
-	if !fits {
-		return i
-	}
 	switch b.Type {
 	case "text":
 		st.emit(assistantEvent{Type: "text_start", ContentIndex: i})
@@ -184,7 +189,7 @@ func (st *streamer) startBlock(key int, b contentBlock) int {
 }
 
 func (st *streamer) delta(i int, text string) {
-	if !st.take(len(text)) {
+	if i < 0 || !st.take(len(text)) {
 		return
 	}
 	kind := ""
@@ -220,6 +225,9 @@ func (st *streamer) settle(i int) {
 // endBlock ends block i: its text, thinking or arguments go into msg,
 // and an event says so (none once the answer is cut).
 func (st *streamer) endBlock(i int) {
+	if i < 0 {
+		return
+	}
 	st.settle(i)
 	b := &st.msg.Content[i]
 	var ev assistantEvent

@@ -35,6 +35,7 @@ const (
 	catalogHeadBytes   = 256 << 10 // read from a file's start; a file this small is read whole
 	catalogTailBytes   = 64 << 10  // read from the end of a larger one, for a late rename
 	catalogSummaryRune = 80        // a summary's length at most, in characters
+	catalogNameRunes   = 200       // a name's length at most, in characters
 )
 
 // sessionStore is where session files live: root is pi's sessions folder
@@ -65,7 +66,7 @@ type sessionRow struct {
 // files of its folder; in a flat store, the files whose header names cwd
 // (pi's rule for a --session-dir). Anything that is not a session file
 // (another name, a symlink, a file whose first line is no session header)
-// is skipped; a folder that cannot be read too, except the root or the
+// is skipped, and so is a file whose path is not UTF-8; a folder that cannot be read too, except the root or the
 // cwd's own folder. It stops when ctx ends.
 func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessionRow, error) {
 	var dirs []string
@@ -96,7 +97,9 @@ func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessio
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
+			// A path that is not UTF-8 could not be given back as it is
+			// (JSON would make its bytes U+FFFD): not listed.
+			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") || !utf8.ValidString(filepath.Join(dir, e.Name())) {
 				continue
 			}
 			row, ok := readSessionRow(filepath.Join(dir, e.Name()))
@@ -159,7 +162,7 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 		case "session_info":
 			row.Name = nil
 			if e.Name != nil && strings.TrimSpace(*e.Name) != "" {
-				name := strings.TrimSpace(*e.Name)
+				name := clipRunes(strings.TrimSpace(*e.Name), catalogNameRunes)
 				row.Name = &name
 			}
 		case "message":
@@ -214,22 +217,6 @@ func parseSessionHeader(line []byte) (sessionHeader, bool) {
 	return header.sessionHeader, true
 }
 
-// isSessionFile reports whether path is a regular file whose first line
-// (within catalogHeadBytes) is a session header.
-func isSessionFile(path string) bool {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
-	if err != nil && err != io.EOF {
-		return false
-	}
-	_, ok := parseSessionHeader(first)
-	return ok
-}
-
 // summaryLine is the first non-blank line of text, at most 80 characters
 // (cut with "…").
 func summaryLine(text string) string {
@@ -239,18 +226,34 @@ func summaryLine(text string) string {
 			break
 		}
 	}
-	if utf8.RuneCountInString(line) <= catalogSummaryRune {
-		return line
+	return clipRunes(line, catalogSummaryRune)
+}
+
+// clipRunes is s when it has at most n characters, else its first n-1
+// (without white space at their end) and "…".
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	runes := []rune(line)
-	return strings.TrimSpace(string(runes[:catalogSummaryRune-1])) + "…"
+	cut, count := 0, 0
+	for i := range s {
+		if count == n-1 {
+			cut = i
+			break
+		}
+		count++
+	}
+	return strings.TrimSpace(s[:cut]) + "…"
 }
 
 // deleteSession removes the session file at path (absolute) and its loops
 // file. It refuses, deleting nothing, the current session (current, ""
-// for none) and any path that is not a session file inside store's tree
-// (a file of one of its project folders, or of the flat folder), judged
-// after symlinks and ".." are resolved.
+// for none), a session file an rpi process holds (this one, whatever
+// session it is switching to, or another: see lockSessionFile), and any
+// path that is not a session file inside store's tree (a file of one of
+// its project folders, or of the flat folder), judged after symlinks and
+// ".." are resolved; removeSessionIn then checks and removes it again
+// through the folders themselves.
 func deleteSession(store sessionStore, path, current string) error {
 	notOurs := func(why string) error {
 		return fmt.Errorf("Cannot delete %s: %s", path, why)
@@ -281,15 +284,74 @@ func deleteSession(store sessionStore, path, current string) error {
 	if err != nil || !filepath.IsLocal(rel) || len(strings.Split(rel, string(filepath.Separator))) != depth {
 		return notOurs(outside)
 	}
-	if !strings.HasSuffix(real, ".jsonl") || !isSessionFile(real) {
+	if !strings.HasSuffix(real, ".jsonl") {
 		return notOurs("it is not a session file")
 	}
-	if err := os.Remove(real); err != nil {
-		return notOurs(unwrapPathError(err).Error())
+	if err := removeSessionIn(root, rel); err != nil {
+		return notOurs(err.Error())
 	}
-	loops := loopsFileOf(real)
-	if info, err := os.Lstat(loops); err == nil && info.Mode().IsRegular() {
-		os.Remove(loops)
+	return nil
+}
+
+// removeSessionIn removes the session file rel (a name, or a project
+// folder's name and a name) of the folder root, and its loops file, all
+// through root opened as an os.Root: a folder swapped for a symlink that
+// leads out of root meanwhile is not followed, and the file is checked
+// (a regular file with a session header) on the descriptor it is removed
+// under, while holding it: when an rpi process holds it (the lock of
+// lockSessionFile), nothing is removed.
+func removeSessionIn(root, rel string) error {
+	dir, err := os.OpenRoot(root)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	defer dir.Close()
+	name := rel
+	if folder, file, ok := strings.Cut(rel, string(filepath.Separator)); ok {
+		project, err := dir.OpenRoot(folder)
+		if err != nil {
+			return unwrapPathError(err)
+		}
+		defer project.Close()
+		dir, name = project, file
+	}
+	info, err := dir.Lstat(name)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	if !info.Mode().IsRegular() {
+		return errors.New("it is not a session file")
+	}
+	f, err := dir.OpenFile(name, os.O_RDONLY|nonBlocking, 0)
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	defer f.Close()
+	if held, err := f.Stat(); err != nil || !os.SameFile(info, held) {
+		return errors.New("it changed while it was being deleted")
+	}
+	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
+	if _, ok := parseSessionHeader(first); !ok || err != nil && err != io.EOF {
+		return errors.New("it is not a session file")
+	}
+	switch ok, err := tryLock(f); {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.New("the session is open in an rpi process (this one or another); close it there first")
+	}
+	if now, err := dir.Lstat(name); err != nil || !os.SameFile(info, now) {
+		return errors.New("it changed while it was being deleted")
+	}
+	if !removeWhileOpen {
+		f.Close()
+	}
+	if err := dir.Remove(name); err != nil {
+		return unwrapPathError(err)
+	}
+	loops := loopsFileOf(name)
+	if info, err := dir.Lstat(loops); err == nil && info.Mode().IsRegular() {
+		dir.Remove(loops)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,6 +167,7 @@ func TestListSessionsSkipsWhatIsNotASession(t *testing.T) {
 	writeSession(t, filepath.Join(base, "elsewhere", "o.jsonl"))
 	os.Symlink(filepath.Join(base, "elsewhere", "o.jsonl"), filepath.Join(root, "--p--", "link.jsonl"))
 	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(root, "--linked--"))
+	writeSession(t, filepath.Join(root, "--p--", "bad-\xff.jsonl")) // its path could not be given back
 	rows, err := listSessions(context.Background(), sessionStore{root: root}, "")
 	if err != nil || len(rows) != 1 || rows[0].SessionID != "a.jsonl" {
 		t.Errorf("rows %+v, %v", rows, err)
@@ -177,5 +179,58 @@ func TestListSessionsSkipsWhatIsNotASession(t *testing.T) {
 	}
 	if rows, err := listSessions(context.Background(), sessionStore{root: filepath.Join(base, "none")}, ""); err != nil || len(rows) != 0 {
 		t.Errorf("no sessions folder: %+v, %v", rows, err)
+	}
+}
+
+// TestDeleteHeldSession: a session file an rpi process holds (the lock a
+// session takes when it opens its file: this process's while it switches
+// to it, or another rpi's) is not deleted, whatever path names it; once
+// let go of, it is. The removal goes through the folders themselves: a
+// project folder that is (or, after the check by name, becomes) a symlink
+// out of the session directory is not followed.
+func TestDeleteHeldSession(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "sessions")
+	store := sessionStore{root: root}
+	held := filepath.Join(root, "--p--", "held.jsonl")
+	writeSession(t, held)
+	lock, err := lockSessionFile(held, 0)
+	if err != nil || lock == nil {
+		t.Fatal(err)
+	}
+	want := "Cannot delete " + held + ": the session is open in an rpi process (this one or another); close it there first"
+	if err := deleteSession(store, held, ""); err == nil || err.Error() != want {
+		t.Errorf("delete of a held session: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(held); err != nil {
+		t.Fatalf("the held session is gone: %v", err)
+	}
+	lock.Close()
+	if err := deleteSession(store, held, ""); err != nil {
+		t.Errorf("delete once let go of: %v", err)
+	}
+
+	outside := filepath.Join(base, "elsewhere")
+	writeSession(t, filepath.Join(outside, "o.jsonl"))
+	os.Symlink(outside, filepath.Join(root, "--swapped--"))
+	if err := removeSessionIn(root, filepath.Join("--swapped--", "o.jsonl")); err == nil {
+		t.Error("a session was removed through a symlink out of the session directory")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "o.jsonl")); err != nil {
+		t.Errorf("the file outside is gone: %v", err)
+	}
+}
+
+// TestSessionRowNameBounded: a row's name is at most catalogNameRunes
+// characters, cut with "…" (a 200 KB name came back whole).
+func TestSessionRowNameBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	writeSession(t, path)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, `{"type":"session_info","id":"i1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","name":"%s"}`+"\n", strings.Repeat("é", 100_000))
+	f.Close()
+	row, ok := readSessionRow(path)
+	if !ok || row.Name == nil || *row.Name != strings.Repeat("é", catalogNameRunes-1)+"…" {
+		t.Errorf("row %v, name %+v", ok, row.Name != nil && len(*row.Name) < 1000)
 	}
 }

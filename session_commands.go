@@ -5,6 +5,7 @@ package main
 // agent is still), and the commands that read the session's entries.
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -379,14 +380,9 @@ func (s *server) cloneCommand(r *request) (any, error) {
 	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
 }
 
-// entriesAnswer is get_entries' answer.
-type entriesAnswer struct {
-	Entries []json.RawMessage `json:"entries"`
-	LeafID  *string           `json:"leafId"`
-}
-
 // getEntriesCommand answers the session's entries in file order (every branch),
-// or only those after one.
+// or only those after one. The answer, as big as the session, is written
+// entry by entry (output.stream), never held whole.
 // Fields: [since] (an entry id). Answer: {entries, leafId (null when the
 // session is empty)}; an unknown since fails "Entry not found: <id>".
 func (s *server) getEntriesCommand(r *request) (any, error) {
@@ -395,9 +391,9 @@ func (s *server) getEntriesCommand(r *request) (any, error) {
 		return nil, err
 	}
 	s.conv.mu.Lock()
-	defer s.conv.mu.Unlock()
 	ss := s.conv.sessionFile
-	entries := ss.entries
+	entries, leaf := ss.entries[:len(ss.entries):len(ss.entries)], ss.leaf
+	s.conv.mu.Unlock()
 	if since != "" {
 		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
 		if i < 0 {
@@ -405,63 +401,181 @@ func (s *server) getEntriesCommand(r *request) (any, error) {
 		}
 		entries = entries[i+1:]
 	}
-	answer := entriesAnswer{Entries: []json.RawMessage{}}
-	for _, e := range entries {
-		answer.Entries = append(answer.Entries, e.line())
+	if err := entriesWritable(r.typ, entries); err != nil {
+		return nil, err
 	}
-	if ss.leaf != "" {
-		leaf := ss.leaf
-		answer.LeafID = &leaf
-	}
-	return answer, nil
-}
-
-// treeNode is one node of get_tree: an entry and the entries under it.
-type treeNode struct {
-	Entry    json.RawMessage `json:"entry"`
-	Children []*treeNode     `json:"children"`
+	s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
+		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"entries":[`...)
+		for i, e := range entries {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = spill(appendEntryJSON(buf, e))
+		}
+		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
+		return append(buf, "}}"...)
+	})
+	return noReply{}, nil
 }
 
 // getTreeCommand answers the session's entries as a tree (pi 1.6's shape, plus
 // the original's activeLeafId): roots are the entries without a parent
-// (or whose parent is missing), children in timestamp order.
+// (or whose parent is missing), children in timestamp order. The tree is
+// written from links between the entries, without recursion (a chain of
+// a million entries nests a million deep), entry by entry (output.stream).
 // Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
 // (the leaf the next entry hangs under; rpi has no other leaf, so it is
 // leafId)}.
 func (s *server) getTreeCommand(r *request) (any, error) {
 	s.conv.mu.Lock()
-	defer s.conv.mu.Unlock()
 	ss := s.conv.sessionFile
-	nodes := map[string]*treeNode{}
-	for _, e := range ss.entries {
-		nodes[e.ID] = &treeNode{Entry: e.line(), Children: []*treeNode{}}
+	tree, leaf := linkEntries(ss), ss.leaf
+	s.conv.mu.Unlock()
+	if err := entriesWritable(r.typ, tree.entries); err != nil {
+		return nil, err
 	}
-	roots := []*treeNode{}
-	for _, e := range ss.entries {
-		if e.ParentID != nil && nodes[*e.ParentID] != nil && *e.ParentID != e.ID {
-			parent := nodes[*e.ParentID]
-			parent.Children = append(parent.Children, nodes[e.ID])
+	s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
+		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"tree":[`...)
+		buf = tree.appendJSON(buf, spill)
+		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
+		buf = appendLeafID(append(buf, `,"activeLeafId":`...), leaf)
+		return append(buf, "}}"...)
+	})
+	return noReply{}, nil
+}
+
+// entryTree is a session's entries as a tree of positions in entries:
+// each entry's first child and next sibling (-1: none), and the first
+// root, so that writing it needs no recursion.
+type entryTree struct {
+	entries     []*sessionEntry
+	first, next []int32
+	root        int32
+}
+
+// linkEntries links ss's entries as get_tree shows them: roots in file
+// order, each entry's children in timestamp order (stable: file order
+// among equal stamps). ss cannot loop (loadSessionFile refuses a file
+// whose parentId links do). The caller holds conv.mu.
+func linkEntries(ss *sessionFile) entryTree {
+	n := len(ss.entries)
+	t := entryTree{entries: ss.entries[:n:n], first: make([]int32, n), next: make([]int32, n), root: -1}
+	last := make([]int32, n) // each entry's last child so far
+	at := make(map[*sessionEntry]int32, n)
+	for i, e := range t.entries {
+		at[e] = int32(i)
+		t.first[i], t.next[i], last[i] = -1, -1, -1
+	}
+	lastRoot := int32(-1)
+	for i, e := range t.entries {
+		parent, ok := int32(-1), false
+		if e.ParentID != nil && *e.ParentID != e.ID {
+			parent, ok = at[ss.byID[*e.ParentID]]
+		}
+		switch {
+		case !ok && lastRoot < 0:
+			t.root = int32(i)
+		case !ok:
+			t.next[lastRoot] = int32(i)
+		case last[parent] < 0:
+			t.first[parent] = int32(i)
+		default:
+			t.next[last[parent]] = int32(i)
+		}
+		if ok {
+			last[parent] = int32(i)
 		} else {
-			roots = append(roots, nodes[e.ID])
+			lastRoot = int32(i)
 		}
 	}
-	stamp := map[*treeNode]string{}
-	for _, e := range ss.entries {
-		stamp[nodes[e.ID]] = e.Timestamp
+	var children []int32
+	for i := range t.entries {
+		children = children[:0]
+		sorted := true
+		for c := t.first[i]; c >= 0; c = t.next[c] {
+			if len(children) > 0 && t.entries[c].Timestamp < t.entries[children[len(children)-1]].Timestamp {
+				sorted = false
+			}
+			children = append(children, c)
+		}
+		if sorted {
+			continue
+		}
+		slices.SortStableFunc(children, func(a, b int32) int {
+			return strings.Compare(t.entries[a].Timestamp, t.entries[b].Timestamp)
+		})
+		t.first[i] = children[0]
+		for k, c := range children {
+			t.next[c] = -1
+			if k > 0 {
+				t.next[children[k-1]] = c
+			}
+		}
 	}
-	for _, n := range nodes {
-		slices.SortStableFunc(n.Children, func(a, b *treeNode) int { return strings.Compare(stamp[a], stamp[b]) })
+	return t
+}
+
+// appendJSON appends the roots as get_tree's nodes, {"entry":…,
+// "children":[…]}, separated by commas, depth first with a stack of
+// the open nodes, and hands each entry's text to spill.
+func (t entryTree) appendJSON(buf []byte, spill func([]byte) []byte) []byte {
+	var open []int32
+	for n := t.root; n >= 0; {
+		buf = spill(appendEntryJSON(append(buf, `{"entry":`...), t.entries[n]))
+		buf = append(buf, `,"children":[`...)
+		if t.first[n] >= 0 {
+			open = append(open, n)
+			n = t.first[n]
+			continue
+		}
+		// n has no children: close it and the open nodes it ends, and go
+		// on with the next sibling of the first that has one.
+		for {
+			buf = append(buf, "]}"...)
+			if t.next[n] >= 0 {
+				buf = append(buf, ',')
+				n = t.next[n]
+				break
+			}
+			if len(open) == 0 {
+				return buf
+			}
+			n, open = open[len(open)-1], open[:len(open)-1]
+		}
 	}
-	var leaf *string
-	if ss.leaf != "" {
-		l := ss.leaf
-		leaf = &l
+	return buf
+}
+
+// entriesWritable fails when an entry of entries cannot be written (a
+// message that appendMessageJSON refuses), before any of the answer is.
+func entriesWritable(command string, entries []*sessionEntry) error {
+	for _, e := range entries {
+		if e.raw == nil && !messageAppendable(e.msg) {
+			return fmt.Errorf("Internal error in %s: its answer cannot be encoded (entry %s)", command, e.ID)
+		}
 	}
-	return struct {
-		Tree         []*treeNode `json:"tree"`
-		LeafID       *string     `json:"leafId"`
-		ActiveLeafID *string     `json:"activeLeafId"`
-	}{roots, leaf, leaf}, nil
+	return nil
+}
+
+// appendEntryJSON appends e's line as encoding/json writes a
+// json.RawMessage: compacted (a line read from a file may have spaces).
+func appendEntryJSON(buf []byte, e *sessionEntry) []byte {
+	if e.raw == nil {
+		return e.appendLine(buf)
+	}
+	b := bytes.NewBuffer(buf)
+	if err := json.Compact(b, e.raw); err != nil {
+		return append(buf, "null"...) // not JSON, though it was decoded: a bug
+	}
+	return b.Bytes()
+}
+
+// appendLeafID appends leaf as a JSON string, or null when it is empty.
+func appendLeafID(buf []byte, leaf string) []byte {
+	if leaf == "" {
+		return append(buf, "null"...)
+	}
+	return appendJSONString(buf, leaf)
 }
 
 // getForkMessagesCommand lists the user messages a fork can start from, in file

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -500,4 +502,46 @@ func TestSessionHandOff(t *testing.T) {
 	}
 	next.stdin.Close()
 	next.exit(t)
+}
+
+// TestLongChainOfEntries opens a session of 100,000 entries, each the child
+// of the one before, with every goroutine's stack limited to 16 MiB:
+// get_tree writes the tree nested 100,000 deep without recursing (nested
+// encoders ran out of stack: a chain of 500,000 crashed rpi with the
+// runtime's 1 GiB), and get_entries writes every entry.
+func TestLongChainOfEntries(t *testing.T) {
+	const n = 100_000
+	path := filepath.Join(t.TempDir(), "chain.jsonl")
+	file := []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n")
+	var entries, nodes []byte
+	parent := "null"
+	for i := range n {
+		line := fmt.Sprintf(`{"type":"model_change","id":"%x","parentId":%s,"timestamp":"t","provider":"p","modelId":"m"}`, i, parent)
+		parent = fmt.Sprintf(`"%x"`, i)
+		file = append(append(file, line...), '\n')
+		if i > 0 {
+			entries = append(entries, ',')
+		}
+		entries = append(entries, line...)
+		nodes = append(append(append(nodes, `{"entry":`...), line...), `,"children":[`...)
+	}
+	nodes = append(nodes, strings.Repeat("]}", n)...)
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer debug.SetMaxStack(debug.SetMaxStack(16 << 20))
+	var out bytes.Buffer
+	input := `{"id":"t","type":"get_tree"}` + "\n" + `{"id":"e","type":"get_entries"}` + "\n"
+	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(input), &out); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	leaf := fmt.Sprintf(`"%x"`, n-1)
+	want := []string{
+		`{"id":"t","type":"response","command":"get_tree","success":true,"data":{"tree":[` + string(nodes) + `],"leafId":` + leaf + `,"activeLeafId":` + leaf + `}}`,
+		`{"id":"e","type":"response","command":"get_entries","success":true,"data":{"entries":[` + string(entries) + `],"leafId":` + leaf + `}}`,
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || lines[1] != want[0] || lines[2] != want[1] {
+		t.Errorf("get_tree and get_entries of a chain of %d entries: got %d lines:\n%.300s", n, len(lines), out.String())
+	}
 }

@@ -146,6 +146,22 @@ func processAlive(pid int) bool {
 
 // ---- Files ----
 
+// hardLinks is how many names the file info describes has (1 when the
+// system does not say).
+func hardLinks(info os.FileInfo) uint64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+// nonBlocking is the flag that opens a FIFO without waiting for a writer.
+const nonBlocking = syscall.O_NONBLOCK | syscall.O_NOCTTY
+
+// removeWhileOpen: a file can be removed while it is open (and locked),
+// so deleteSession holds it until it is gone.
+const removeWhileOpen = true
+
 // openNonBlocking opens path without blocking on a FIFO that has no
 // writer or a device, and without making a terminal rpi's own; a FIFO
 // without a reader is refused.

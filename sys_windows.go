@@ -113,6 +113,17 @@ func exitStatus(ps *os.ProcessState) (code *int, signal syscall.Signal) {
 
 // ---- Files ----
 
+// hardLinks is how many names a file has: os.Stat does not say on
+// Windows, so 1.
+func hardLinks(info os.FileInfo) uint64 { return 1 }
+
+// nonBlocking: opening a file does not block on Windows.
+const nonBlocking = 0
+
+// removeWhileOpen: Windows refuses to remove a file rpi has open, so
+// deleteSession lets go of it just before it removes it.
+const removeWhileOpen = false
+
 // openNonBlocking opens path: Windows has no FIFOs in its file system to
 // block on.
 func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) {

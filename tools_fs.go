@@ -248,24 +248,31 @@ func replaceFile(path string, content []byte, extraFlag int) error {
 }
 
 // showText lays out text for a dialog, each line after prefix, with
-// control characters escaped; at most maxShownBytes are shown and the
-// rest is counted.
+// control characters escaped. A text longer than maxShownBytes shows its
+// first and its last half of that, and between them how many bytes are
+// not shown: what a long text ends with (a command after pages of
+// harmless lines) cannot hide behind the cut.
 func showText(prefix, text string) string {
 	const maxShownBytes = 4096
-	rest := ""
-	if len(text) > maxShownBytes {
-		cut := maxShownBytes
-		for cut > 0 && !utf8RuneStart(text[cut]) {
-			cut--
+	lines := func(text string) string {
+		lines := strings.Split(text, "\n")
+		for i, line := range lines {
+			lines[i] = prefix + escapeControl(line)
 		}
-		rest = fmt.Sprintf("\n(%d more bytes not shown)", len(text)-cut)
-		text = text[:cut]
+		return strings.Join(lines, "\n")
 	}
-	lines := strings.Split(text, "\n")
-	for i, line := range lines {
-		lines[i] = prefix + escapeControl(line)
+	if len(text) <= maxShownBytes {
+		return lines(text)
 	}
-	return strings.Join(lines, "\n") + rest
+	head, tail := maxShownBytes/2, len(text)-maxShownBytes/2
+	for head > 0 && !utf8RuneStart(text[head]) {
+		head--
+	}
+	for tail < len(text) && !utf8RuneStart(text[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s\n(%d bytes not shown here; the last %d bytes follow)\n%s",
+		lines(text[:head]), tail-head, len(text)-tail, lines(text[tail:]))
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
