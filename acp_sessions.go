@@ -36,6 +36,12 @@ type acpSession struct {
 	// after a cancel that came after it; before s.mu.
 	startMu sync.Mutex
 	pending []*acpCall // prompts received and not yet started; guarded by startMu
+	// starting is what the prompts not yet started read their links
+	// under: session/cancel ends it (and makes the next prompts a new
+	// one), so that a link the editor never gives back holds up neither
+	// the cancel nor the prompts after it. Guarded by startMu.
+	starting     context.Context
+	stopStarting context.CancelFunc
 
 	mu        sync.Mutex      // guards the fields below
 	always    map[string]bool // tools the user allowed for the session (allow_always)
@@ -132,6 +138,7 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 		return nil, err
 	}
 	info := s.conv.info()
+	as.starting, as.stopStarting = context.WithCancel(s.ctx)
 	as.mu.Lock()
 	as.s, as.id = s, info.id
 	as.titled = info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
@@ -369,6 +376,7 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 	}
 	as.startMu.Lock()
 	as.pending = append(as.pending, call)
+	starting := as.starting
 	as.startMu.Unlock()
 	as.mu.Lock()
 	before, done := as.lastPrompt, make(chan struct{})
@@ -377,7 +385,7 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 	a.h.goBackground(func() {
 		<-before
 		defer close(done)
-		result, err := a.safely(call.method, func() (any, error) { return as.prompt(call, prompt) })
+		result, err := a.safely(call.method, func() (any, error) { return as.prompt(starting, call, prompt) })
 		if _, later := result.(acpDeferred); !later || err != nil {
 			a.conn.answer(call.id, call.method, result, err, false)
 		}
@@ -390,10 +398,12 @@ type acpStopResult struct {
 	StopReason string `json:"stopReason"`
 }
 
-// prompt makes the message (reading its links' files) and starts (or
-// queues) it, unless session/cancel came first (it answered then).
-func (as *acpSession) prompt(call *acpCall, prompt *acpPromptMessage) (any, error) {
-	text, images := prompt.text(as.readLink), prompt.images
+// prompt makes the message (reading its links' files under starting,
+// which a session/cancel after it ends) and starts (or queues) it,
+// unless session/cancel came first (it answered then).
+func (as *acpSession) prompt(starting context.Context, call *acpCall, prompt *acpPromptMessage) (any, error) {
+	text := prompt.text(func(path string) (string, error) { return as.readLink(starting, path) })
+	images := prompt.images
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	i := slices.Index(as.pending, call)
@@ -483,7 +493,7 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 
 // acpCancel cancels a session's turn (rpc's abort): the prompts queued
 // behind it (and those not started yet) answer cancelled at once and
-// never run, the model stream, the running tool and any permission
+// never run (a link one of them is reading is given up), the model stream, the running tool and any permission
 // request end, and the running prompt answers cancelled once the run has
 // stopped. An unknown session is ignored.
 // Params: sessionId.
@@ -498,6 +508,8 @@ func acpCancel(a *acpAgent, params acpParams) error {
 		a.conn.answer(call.id, call.method, acpStopResult{"cancelled"}, nil, false)
 	}
 	as.pending = nil
+	as.stopStarting()
+	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
 	as.s.clearQueue()
 	as.s.abort()
 	return nil
@@ -746,9 +758,10 @@ func (as *acpSession) asks(tool string) bool {
 
 // ---- The editor's files (§12.6) ----
 
-// readLink reads a prompt's file:// link the way read does.
-func (as *acpSession) readLink(path string) (string, error) {
-	f, err := acpFiles{as}.open(as.s.ctx, path)
+// readLink reads a prompt's file:// link the way read does, until ctx
+// ends.
+func (as *acpSession) readLink(ctx context.Context, path string) (string, error) {
+	f, err := acpFiles{as}.open(ctx, path)
 	if err != nil {
 		return "", errors.New(unwrapPathError(err).Error())
 	}

@@ -1335,3 +1335,53 @@ func TestACPSessionLock(t *testing.T) {
 		t.Errorf("load after close: %s", got.line)
 	}
 }
+
+// ---- A hostile or careless client ----
+
+// acpTextPrompt is session/prompt's params for a text prompt, with more
+// blocks after it.
+func acpTextPrompt(sessionID, text string, more ...any) map[string]any {
+	return map[string]any{"sessionId": sessionID, "prompt": append([]any{map[string]string{"type": "text", "text": text}}, more...)}
+}
+
+// openACPSession initializes c with the client capabilities caps and
+// opens a session in cwd; it returns the session's id.
+func openACPSession(t *testing.T, c *acpTestClient, caps map[string]any, cwd string) string {
+	t.Helper()
+	c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": caps})
+	var opened acpSessionAnswer
+	if got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	return opened.SessionID
+}
+
+// TestACPCancelGivesUpALinkRead: a prompt whose file link the editor
+// never gives back (fs/read_text_file unanswered) is answered cancelled
+// by session/cancel, and the session's next prompt runs: the read is
+// given up, not left holding the prompts behind it.
+func TestACPCancelGivesUpALinkRead(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["next answer"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		if strings.Contains(string(params), "stuck.txt") {
+			<-stuck
+		}
+		return map[string]string{"content": "buffer text"}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, cwd)
+	link := map[string]string{"type": "resource_link", "uri": "file://" + filepath.Join(cwd, "stuck.txt"), "name": "stuck.txt"}
+	first := c.request("session/prompt", acpTextPrompt(sid, "see", link))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "fs/read_text_file" })
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	if got := c.responseTo(first); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("the prompt whose link is being read, cancelled: %s", got.line)
+	}
+	if got := c.call("session/prompt", acpTextPrompt(sid, "and now")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the next prompt: %s", got.line)
+	}
+}
