@@ -83,7 +83,8 @@ type acpMessage struct {
 
 // decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
 // "2.0", then what the message is. On failure it returns the error to
-// answer and the id to answer it with (nil: null).
+// answer and the id to answer it with (nil: null), and, for a message
+// with an id and no method, that message as a failed response.
 func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if !utf8.Valid(line) {
 		return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
@@ -104,8 +105,22 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if usableID {
 		answerID = rawID
 	}
+	rawMethod, hasMethod := r.field("method")
+	result, hasResult := r.field("result")
+	rawError, hasError := r.field("error")
+	// A message with an id and no method is an answer, or meant as one:
+	// when it is not a valid one, it still comes back (as a response
+	// that failed) beside its error, so that a request of rpi's waiting
+	// for that id ends instead of getting an error back under its id.
+	var answer *acpMessage
+	if usableID && !hasMethod {
+		answer = &acpMessage{id: rawID, response: true}
+	}
 	invalidRequest := func(why string) (*acpMessage, *acpError, json.RawMessage) {
-		return nil, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
+		if answer != nil {
+			answer.failure = &acpError{Code: acpInvalidRequest, Message: "the client's answer is not a JSON-RPC response: " + why}
+		}
+		return answer, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
 	}
 	if v, ok := r.field("jsonrpc"); !ok || string(v) != `"2.0"` {
 		return invalidRequest(`jsonrpc must be "2.0"`)
@@ -119,9 +134,6 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if params, ok := r.field("params"); ok && string(params) != "null" {
 		msg.params = params
 	}
-	rawMethod, hasMethod := r.field("method")
-	result, hasResult := r.field("result")
-	rawError, hasError := r.field("error")
 	switch {
 	case hasMethod:
 		if len(rawMethod) == 0 || rawMethod[0] != '"' || !unquote(rawMethod, &msg.method) {
@@ -433,15 +445,22 @@ func (c *acpConn) call(ctx context.Context, method string, params any) (json.Raw
 // deliver hands a response to the request it answers; one that answers
 // nothing rpi asked (or asked and stopped waiting for) is dropped.
 func (c *acpConn) deliver(msg *acpMessage) {
+	if !c.settle(msg) {
+		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
+	}
+}
+
+// settle hands a response to the request it answers, and reports whether
+// rpi was waiting for it.
+func (c *acpConn) settle(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
 	c.mu.Unlock()
-	if !ok {
-		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
-		return
+	if ok {
+		reply <- acpReply{msg.result, msg.failure}
 	}
-	reply <- acpReply{msg.result, msg.failure}
+	return ok
 }
 
 // close ends every wait for the client: the input has ended.
@@ -598,6 +617,10 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	}
 	msg, bad, id := decodeACP(f.line)
 	switch {
+	case bad != nil && msg != nil && a.conn.settle(msg):
+		// a malformed answer to one of rpi's requests: that request
+		// failed; the client gets nothing back under rpi's own id
+		fmt.Fprintf(a.h.stderr, "rpi: %s (id %s)\n", msg.failure.Message, msg.id)
 	case bad != nil:
 		a.conn.fail(id, bad)
 	case msg.response:

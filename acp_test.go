@@ -1385,3 +1385,47 @@ func TestACPCancelGivesUpALinkRead(t *testing.T) {
 		t.Errorf("the next prompt: %s", got.line)
 	}
 }
+
+// TestACPMalformedAnswer: a client's answer to one of rpi's requests that
+// is not a valid response (no result or error, jsonrpc not "2.0") fails
+// that request, which stops waiting; the client gets no error back under
+// rpi's own id (which it would take for the answer to its own request
+// with that id). The same message under an id rpi does not wait for is
+// answered -32600, as before.
+func TestACPMalformedAnswer(t *testing.T) {
+	methods := map[string]acpMethod{"initialize": acpInitialize,
+		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+			return a.answerLater(call, func() (any, error) {
+				_, err := a.conn.call(a.h.ctx, "client/ask", struct{}{})
+				return fmt.Sprint(err), nil
+			}, nil)
+		}}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	for n, tt := range []struct{ answer, err string }{
+		{`{"jsonrpc":"2.0","id":%s}`, "the client's answer is not a JSON-RPC response: no method"},
+		{`{"jsonrpc":"1.0","id":%s,"result":{}}`, `the client's answer is not a JSON-RPC response: jsonrpc must be "2.0"`},
+		{`{"id":%s,"error":{"code":1,"message":"x"}}`, `the client's answer is not a JSON-RPC response: jsonrpc must be "2.0"`},
+	} {
+		from := len(c.messages())
+		ask := c.request("test/ask", nil)
+		i := c.waitFor(from, func(m acpTestMessage) bool { return m.Method == "client/ask" })
+		asked := c.messages()[i]
+		c.send(fmt.Sprintf(tt.answer, asked.ID))
+		if got := c.responseTo(ask); string(got.Result) != strconv.Quote(tt.err) {
+			t.Errorf("%d: the request rpi made: %s", n, got.line)
+		}
+		for _, m := range c.messages()[from:] {
+			if m.Method == "" && bytes.Equal(m.ID, asked.ID) {
+				t.Errorf("%d: an answer to the client under rpi's own id: %s", n, m.line)
+			}
+		}
+	}
+	if got := c.call("test/none", nil); got.Error == nil {
+		t.Fatalf("test/none: %s", got.line)
+	}
+	c.send(`{"jsonrpc":"2.0","id":"free"}`)
+	if got := c.responseTo(json.RawMessage(`"free"`)); got.line != `{"jsonrpc":"2.0","id":"free","error":{"code":-32600,"message":"Invalid request: no method"}}` {
+		t.Errorf("an id rpi does not wait for: %s", got.line)
+	}
+}
