@@ -882,8 +882,9 @@ func (t *acpTarget) read(ctx context.Context, limit int64) ([]byte, error) {
 }
 
 // write sets the file's content: through the editor, once the path still
-// leads where it did when it was opened; else on disk, where an edit's
-// file must still hold what it read.
+// leads where it did when it was opened and, for an edit (before not
+// nil), the editor (or the disk) still holds what the edit was made
+// from; else on disk, where an edit's file must still hold what it read.
 func (t *acpTarget) write(ctx context.Context, verb string, before, content []byte) error {
 	if !t.viaEditor {
 		return t.disk.write(ctx, verb, before, content)
@@ -891,8 +892,22 @@ func (t *acpTarget) write(ctx context.Context, verb string, before, content []by
 	if t.disk.check() != nil {
 		return fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
 	}
+	if before != nil && !t.holds(ctx, before) {
+		return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
+	}
 	if err := t.files.as.agent.conn.writeTextFile(ctx, t.files.as.id, t.abs, string(content)); err != nil {
 		return fmt.Errorf("Cannot %s %s: the editor did not write it: %v", verb, t.path, err)
 	}
 	return nil
+}
+
+// holds reports whether the file, read again the way it was read, still
+// holds text.
+func (t *acpTarget) holds(ctx context.Context, text []byte) bool {
+	now, ok, err := t.files.read(ctx, t.abs)
+	if !ok {
+		data, derr := t.disk.read(ctx, int64(len(text))+1)
+		now, err = string(data), derr
+	}
+	return err == nil && now == string(text)
 }

@@ -1429,3 +1429,57 @@ func TestACPMalformedAnswer(t *testing.T) {
 		t.Errorf("an id rpi does not wait for: %s", got.line)
 	}
 }
+
+// TestACPEditOfAChangedBuffer: an edit through the editor whose buffer
+// changed while the permission request waited (the user typed) is not
+// written: what was approved was a diff of the old text, and writing its
+// new text would drop what the user typed. The call fails saying so; the
+// editor is sent no write. A buffer that did not change is written.
+func TestACPEditOfAChangedBuffer(t *testing.T) {
+	e := newTestEnv(t)
+	edit := `{"toolCalls":[{"id":"%s","name":"edit","args":["{\"path\":\"notes.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`
+	startFakeModel(t, apiOpenAI, fmt.Sprintf(edit, "c1")+"\n"+`{"text":["done"]}`+"\n"+fmt.Sprintf(edit, "c2")+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "edit")
+	var mu sync.Mutex
+	buffer, typing := "alpha\nbeta\n", "alpha\nbeta\nthe user typed this\n"
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch method {
+		case "fs/read_text_file":
+			return map[string]string{"content": buffer}, nil
+		case "fs/write_text_file":
+			var p struct{ Content string }
+			json.Unmarshal(params, &p)
+			buffer = p.Content
+			return struct{}{}, nil
+		}
+		buffer, typing = typing, buffer // the user types while the request waits
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "edit it"))
+	end := c.messages()[c.waitFor(0, func(m acpTestMessage) bool {
+		u := m.update()
+		return u != nil && u["toolCallId"] == "c1" && (u["status"] == "completed" || u["status"] == "failed")
+	})]
+	if !strings.Contains(end.line, `"status":"failed"`) || !strings.Contains(end.line, "Cannot edit notes.txt: the file changed while this call was waiting; nothing was written") {
+		t.Errorf("the edit of a buffer changed meanwhile: %s", end.line)
+	}
+	mu.Lock()
+	if buffer != "alpha\nbeta\nthe user typed this\n" {
+		t.Errorf("the buffer: %q", buffer)
+	}
+	typing = buffer // the user does not type this time
+	mu.Unlock()
+	c.call("session/prompt", acpTextPrompt(sid, "again"))
+	mu.Lock()
+	defer mu.Unlock()
+	if buffer != "alpha\nBETA\nthe user typed this\n" {
+		t.Errorf("the edit of a buffer left alone: %q", buffer)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "notes.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the edits went to the disk: %v", err)
+	}
+}
