@@ -331,7 +331,8 @@ func acpList(a *acpAgent, call *acpCall) (any, error) {
 }
 
 // acpDelete deletes a session's file (and its loops file), found by its
-// id; a session open in this process cannot be deleted.
+// id; a session open in this process, or in another rpi process (which
+// holds its file's lock), cannot be deleted.
 // Params: sessionId. Answer: {}.
 func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 	id, err := acpSessionID(call.params)
@@ -345,6 +346,17 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 		path, err := findSessionFile(a.h.ctx, a.store, id, "")
 		if err != nil {
 			return nil, err
+		}
+		// Held while the file goes: another rpi that has it open keeps it.
+		lock, err := lockSessionFile(path, 0)
+		if err != nil {
+			if strings.Contains(err.Error(), "in use by another rpi process") {
+				return nil, invalidParams("Invalid field sessionId: the session %s is open in another rpi process; close it there first", id)
+			}
+			return nil, fmt.Errorf("session/delete %s: %w", id, err)
+		}
+		if lock != nil {
+			defer lock.Close()
 		}
 		if err := deleteSession(a.store, path, ""); err != nil {
 			return nil, fmt.Errorf("session/delete %s: %w", id, err)

@@ -1483,3 +1483,32 @@ func TestACPEditOfAChangedBuffer(t *testing.T) {
 		t.Errorf("the edits went to the disk: %v", err)
 	}
 }
+
+// TestACPDeleteOfASessionOpenElsewhere: session/delete refuses a session
+// another rpi process has open (it holds the file's lock), naming it, as
+// it refuses one open in its own process, and the file stays; once that
+// process closes it, it is deleted.
+func TestACPDeleteOfASessionOpenElsewhere(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["hi"]}`, e.agentDir)
+	cwd := t.TempDir()
+	a, _, _ := startACPAgent(t, e, nil)
+	b, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, a, nil, cwd)
+	b.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := b.call("session/delete", map[string]any{"sessionId": sid}); got.Error == nil || got.Error.Code != acpInvalidParams ||
+		got.Error.Message != "Invalid field sessionId: the session "+sid+" is open in another rpi process; close it there first" {
+		t.Errorf("delete of a session open in another process: %s", got.line)
+	}
+	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*_"+sid+".jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("the session's file: %v", files)
+	}
+	a.call("session/close", map[string]any{"sessionId": sid})
+	if got := b.call("session/delete", map[string]any{"sessionId": sid}); string(got.Result) != "{}" {
+		t.Errorf("delete once closed there: %s", got.line)
+	}
+	if _, err := os.Stat(files[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file after the delete: %v", err)
+	}
+}
