@@ -724,8 +724,9 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 }
 
 // approve is the approval gate (§12.7): the call's tool_call goes out
-// first (with the diff for edit and write), then a permission request
-// tied to its id. allow runs it; allow_always runs it and every later
+// first (with the diff for edit and write, and in its title where a
+// symlink takes the path, as rpc's dialog says it), then a permission
+// request tied to its id. allow runs it; allow_always runs it and every later
 // call of its tool in this session without asking; anything else (reject,
 // a cancelled request, an error, a closed connection) denies it. No
 // timeout: the request waits until the turn is cancelled.
@@ -737,7 +738,7 @@ func (as *acpSession) approve(ctx context.Context, a approval) bool {
 			text := string(ch.before)
 			before = &text
 		}
-		as.updates.ready(a.toolCallID, ch.path, before, string(ch.after))
+		as.updates.ready(a.toolCallID, ch.path, ch.where, before, string(ch.after))
 	}
 	as.mu.Lock()
 	always := as.always[a.toolName]

@@ -702,7 +702,7 @@ func TestACPUpdatesTools(t *testing.T) {
 	if got := u.take(); got != "" {
 		t.Errorf("an edit behind approval announced itself before its diff: %s", got)
 	}
-	u.ready("e1", "/p/e.txt", ptr("a\nb\n"), "a\nB\n")
+	u.ready("e1", "/p/e.txt", "", ptr("a\nb\n"), "a\nB\n")
 	perm, _ := json.Marshal(u.permissionCall("e1"))
 	u.running("e1")
 	u.event("tool_execution_end", toolExecEnd{ToolCallID: "e1", ToolName: "edit", Result: textResult("Successfully replaced 1 block(s) in e.txt.")})
@@ -1510,5 +1510,36 @@ func TestACPDeleteOfASessionOpenElsewhere(t *testing.T) {
 	}
 	if _, err := os.Stat(files[0]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the file after the delete: %v", err)
+	}
+}
+
+// TestACPApprovalNamesWhereASymlinkLeads: a write whose path is a symlink
+// out of the project asks for approval with a title that says where it
+// leads, as rpc's dialog does (the diff's path stays the path the model
+// gave, made absolute: §12.5 resolves no symlinks); rejected, nothing is
+// written.
+func TestACPApprovalNamesWhereASymlinkLeads(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"write","args":["{\"path\":\"notes.txt\",\"content\":\"ssh-rsa AAAA attacker\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	cwd, elsewhere := t.TempDir(), t.TempDir()
+	keys := filepath.Join(elsewhere, "authorized_keys")
+	os.WriteFile(keys, []byte("mine\n"), 0o644)
+	os.Symlink(keys, filepath.Join(cwd, "notes.txt"))
+	sid := openACPSession(t, c, nil, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "write"))
+	title := "Write " + filepath.Join(cwd, "notes.txt") + " → " + keys + " (outside the working directory)"
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" || strings.Contains(m.line, `"sessionUpdate":"tool_call"`) {
+			if !strings.Contains(m.line, `"title":"`+title+`"`) || strings.Contains(m.Method, "update") && !strings.Contains(m.line, `"path":"`+filepath.Join(cwd, "notes.txt")+`"`) {
+				t.Errorf("want the title %q:\n%s", title, m.line)
+			}
+		}
+	}
+	if data, _ := os.ReadFile(keys); string(data) != "mine\n" {
+		t.Errorf("the file the link leads to: %q", data)
 	}
 }

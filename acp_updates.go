@@ -503,13 +503,19 @@ func (u *acpUpdates) toolStarted(d toolExecStart) {
 
 // ready announces an edit or write with the diff it will make: the whole
 // file before (nil: new) and after, and for an edit its first changed
-// line. It comes before the call's permission request.
-func (u *acpUpdates) ready(id, path string, before *string, after string) {
+// line; where (the file target's, "" for a plain file in the working
+// directory) goes into its title, so that what the user approves names
+// the file that is written. It comes before the call's permission
+// request.
+func (u *acpUpdates) ready(id, path, where string, before *string, after string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	t := u.tools[id]
 	if t == nil {
 		return
+	}
+	if !t.announced {
+		t.title += where
 	}
 	u.setDiff(t, path, before, after)
 	u.announce(id, t)
