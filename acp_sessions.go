@@ -288,7 +288,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 	return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
 }
 
-// acpClose cancels a session's turn, ends the processes it started,
+// acpClose cancels a session's turn (as session/cancel does: every prompt
+// of the session answers cancelled), ends the processes it started,
 // writes its file to the end and lets go of it, and forgets the session.
 // Params: sessionId. Answer: {}, once all that is done.
 func acpClose(a *acpAgent, call *acpCall) (any, error) {
@@ -299,6 +300,7 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	a.mu.Lock()
 	delete(a.sessions, as.id)
 	a.mu.Unlock()
+	as.cancel() // the prompts waiting behind the turn answer cancelled too
 	return a.answerLater(call, func() (any, error) {
 		as.s.close()
 		return nil, nil
@@ -510,10 +512,15 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 // stopped. An unknown session is ignored.
 // Params: sessionId.
 func acpCancel(a *acpAgent, params acpParams) error {
-	as, err := a.session(params)
-	if err != nil {
-		return nil
+	if as, err := a.session(params); err == nil {
+		as.cancel()
 	}
+	return nil
+}
+
+// cancel is session/cancel's work (acpCancel).
+func (as *acpSession) cancel() {
+	a := as.agent
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	for _, call := range as.pending {
@@ -524,7 +531,6 @@ func acpCancel(a *acpAgent, params acpParams) error {
 	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
 	as.s.clearQueue()
 	as.s.abort()
-	return nil
 }
 
 // ---- Config options and modes (§12.7, §12.8) ----
