@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -1102,10 +1103,17 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 }
 
 // shutdown ends the connection (§12.9): every wait for the client ends,
-// every turn is cancelled, every child ended, every session file written
-// and let go of.
+// every turn is cancelled (every prompt, queued ones too, answers
+// cancelled), every child ended, every session file written and let go
+// of.
 func (a *acpAgent) shutdown() {
 	a.conn.close()
+	a.mu.Lock()
+	open := slices.Collect(maps.Values(a.sessions))
+	a.mu.Unlock()
+	for _, as := range open {
+		as.cancel()
+	}
 	a.h.shutdown(false)
 	a.conn.out.flush()
 }

@@ -1544,6 +1544,26 @@ func TestACPApprovalNamesWhereASymlinkLeads(t *testing.T) {
 	}
 }
 
+// waitFollowUps waits until the core has n follow-ups queued in the
+// session sid of a.
+func waitFollowUps(t *testing.T, a *acpAgent, sid string, n int) {
+	t.Helper()
+	a.mu.Lock()
+	s := a.sessions[sid].s
+	a.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		queued := len(s.followUp)
+		s.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d follow-ups queued, not %d", queued, n)
+		}
+	}
+}
+
 // TestACPCloseAnswersQueuedPrompts: session/close while a turn waits for
 // a permission and a prompt is queued behind it answers both cancelled
 // (the queued one never runs), then answers the close.
@@ -1556,26 +1576,35 @@ func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
 	running := c.request("session/prompt", acpTextPrompt(sid, "run"))
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
 	queued := c.request("session/prompt", acpTextPrompt(sid, "queued"))
-	a.mu.Lock()
-	s := a.sessions[sid].s
-	a.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // until the core has it queued
-		s.mu.Lock()
-		n := len(s.followUp)
-		s.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second prompt was never queued")
-		}
-	}
+	waitFollowUps(t, a, sid, 1)
 	closed := c.request("session/close", map[string]any{"sessionId": sid})
 	end := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, closed) })
 	for _, id := range []json.RawMessage{running, queued} {
 		got := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, id) })
 		if m := c.messages()[got]; string(m.Result) != `{"stopReason":"cancelled"}` || got > end {
 			t.Errorf("prompt %s: %s (at %d; the close answered at %d)", id, m.line, got, end)
+		}
+	}
+}
+
+// TestACPEndOfInputAnswersQueuedPrompts: at the end of stdin (§12.9) a
+// turn waiting for a permission and the prompt queued behind it both
+// answer cancelled before rpi's output ends.
+func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}`+"\n"+`{"text":["never"]}`, e.agentDir)
+	c, a, done := startACPAgent(t, e, nil, "--confirm", "bash")
+	c.answer = func(string, json.RawMessage) (any, *acpError) { select {} }
+	sid := openACPSession(t, c, nil, t.TempDir())
+	running := c.request("session/prompt", acpTextPrompt(sid, "run"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
+	queued := c.request("session/prompt", acpTextPrompt(sid, "queued"))
+	waitFollowUps(t, a, sid, 1)
+	c.w.Close()
+	<-done
+	for _, id := range []json.RawMessage{running, queued} {
+		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
+			t.Errorf("prompt %s at the end of input: %s", id, got.line)
 		}
 	}
 }
