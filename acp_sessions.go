@@ -740,11 +740,15 @@ func (as *acpSession) approve(ctx context.Context, a approval) bool {
 	if c, ok := a.call.(changer); ok {
 		ch := c.change()
 		var before *string
-		if ch.existed && ch.before != nil {
+		where := ch.where
+		switch {
+		case ch.existed && ch.before != nil:
 			text := string(ch.before)
 			before = &text
+		case ch.existed: // too large, or the editor would not give its text
+			where += " (replacing a file whose text is not shown)"
 		}
-		as.updates.ready(a.toolCallID, ch.path, ch.where, before, string(ch.after))
+		as.updates.ready(a.toolCallID, ch.path, where, before, string(ch.after))
 	}
 	as.mu.Lock()
 	always := as.always[a.toolName]
@@ -885,7 +889,10 @@ type acpTarget struct {
 	readErr   error  // why not
 }
 
-func (t *acpTarget) exists() bool  { return t.has }
+// exists reports whether there is a file to replace: one the editor (or
+// the disk) gave the text of, or one on disk whose text the editor did
+// not give (write shows it as a file it replaces without its text).
+func (t *acpTarget) exists() bool  { return t.has || t.disk.exists() }
 func (t *acpTarget) size() int64   { return int64(len(t.text)) }
 func (t *acpTarget) where() string { return t.disk.where() }
 func (t *acpTarget) close()        { t.disk.close() }

@@ -1608,3 +1608,30 @@ func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
 		}
 	}
 }
+
+// TestACPWriteOverAFileTheEditorWillNotGive: a write over a file that is
+// on disk but whose text the editor would not give (an error answer: a
+// binary file, say) keeps its diff's oldText null (§12.6), and its
+// approval's title says it replaces a file whose text is not shown,
+// where it looked like a new file before.
+func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"write","args":["{\"path\":\"data.bin\",\"content\":\"text\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		if method == "fs/read_text_file" {
+			return nil, &acpError{Code: acpInternalError, Message: "not valid UTF-8"}
+		}
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	cwd := t.TempDir()
+	os.WriteFile(filepath.Join(cwd, "data.bin"), []byte("\xff\x00binary"), 0o644)
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "write"))
+	title := `"title":"Write ` + filepath.Join(cwd, "data.bin") + ` (replacing a file whose text is not shown)"`
+	asked := c.messages()[c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })]
+	announced := c.messages()[c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"sessionUpdate":"tool_call"`) })]
+	if !strings.Contains(asked.line, title) || !strings.Contains(announced.line, title) || !strings.Contains(announced.line, `"oldText":null`) {
+		t.Errorf("want %s and oldText null:\n%s\n%s", title, announced.line, asked.line)
+	}
+}
