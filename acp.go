@@ -174,6 +174,36 @@ func rawObject(line []byte) ([]member, *acpError) {
 	return members, nil
 }
 
+// acpHeadID is the id of the answer whose first bytes head holds (what
+// is kept of a line too long): a top-level "id" that is a number,
+// followed by "result" or "error" and no "method" before them; nil when
+// head shows no such thing.
+func acpHeadID(head []byte) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(head))
+	d.UseNumber()
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	for d.More() {
+		key, err := d.Token()
+		switch {
+		case err != nil || key == "method":
+			return nil
+		case (key == "result" || key == "error") && id != nil:
+			return id
+		}
+		var value json.RawMessage
+		if d.Decode(&value) != nil {
+			return nil
+		}
+		if key == "id" && len(value) > 0 && (value[0] == '-' || value[0] >= '0' && value[0] <= '9') {
+			id = value
+		}
+	}
+	return nil
+}
+
 // decodeACPError reads a response's error object; one that is not
 // {code: integer, message: string} counts as an internal error.
 func decodeACPError(raw json.RawMessage) *acpError {
@@ -613,7 +643,15 @@ type acpAgent struct {
 // request it answers.
 func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	if f.tooLong {
-		a.conn.fail(nil, &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)})
+		tooLong := &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)}
+		// An answer too long to take (a huge file's text) fails the
+		// request it answers, which would otherwise wait for ever.
+		if id := acpHeadID(f.line); id != nil && a.conn.settle(&acpMessage{id: id, response: true, failure: &acpError{
+			Code: acpParseError, Message: fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)}}) {
+			fmt.Fprintf(a.h.stderr, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
+			return
+		}
+		a.conn.fail(nil, tooLong)
 		return
 	}
 	msg, bad, id := decodeACP(f.line)

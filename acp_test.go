@@ -208,6 +208,11 @@ func testACPAgent(t testing.TB, e *testEnv, stdout, stderr io.Writer, args ...st
 // startACPAgent serves an in-process agent (methods: nil for rpi's) over
 // pipes, until the test ends its input.
 func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
+	return startACPAgentWith(t, e, methods, maxLineBytes, args...)
+}
+
+// startACPAgentWith is startACPAgent with maxLine the longest input line.
+func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, maxLine int, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr syncBuffer
@@ -218,7 +223,7 @@ func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.serveLines(inR, maxLineBytes, nil)
+		a.serveLines(inR, maxLine, nil)
 		a.shutdown()
 		outW.Close()
 	}()
@@ -1460,10 +1465,11 @@ func TestACPEditOfAChangedBuffer(t *testing.T) {
 	cwd := t.TempDir()
 	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
 	c.call("session/prompt", acpTextPrompt(sid, "edit it"))
-	end := c.messages()[c.waitFor(0, func(m acpTestMessage) bool {
+	atEnd := c.waitFor(0, func(m acpTestMessage) bool {
 		u := m.update()
 		return u != nil && u["toolCallId"] == "c1" && (u["status"] == "completed" || u["status"] == "failed")
-	})]
+	})
+	end := c.messages()[atEnd]
 	if !strings.Contains(end.line, `"status":"failed"`) || !strings.Contains(end.line, "Cannot edit notes.txt: the file changed while this call was waiting; nothing was written") {
 		t.Errorf("the edit of a buffer changed meanwhile: %s", end.line)
 	}
@@ -1629,9 +1635,50 @@ func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
 	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
 	c.call("session/prompt", acpTextPrompt(sid, "write"))
 	title := `"title":"Write ` + filepath.Join(cwd, "data.bin") + ` (replacing a file whose text is not shown)"`
-	asked := c.messages()[c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })]
-	announced := c.messages()[c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"sessionUpdate":"tool_call"`) })]
+	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
+	asked := c.messages()[atAsked]
+	atAnnounced := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"sessionUpdate":"tool_call"`) })
+	announced := c.messages()[atAnnounced]
 	if !strings.Contains(asked.line, title) || !strings.Contains(announced.line, title) || !strings.Contains(announced.line, `"oldText":null`) {
 		t.Errorf("want %s and oldText null:\n%s\n%s", title, announced.line, asked.line)
+	}
+}
+
+// TestACPOverlongAnswer: an answer to one of rpi's requests longer than
+// the line limit (a huge file's text) fails that request, which went on
+// waiting before, and nothing is written back; an over-long request, or
+// an over-long answer to an id rpi does not wait for, is still -32700
+// with id null.
+func TestACPOverlongAnswer(t *testing.T) {
+	methods := map[string]acpMethod{"initialize": acpInitialize,
+		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+			return a.answerLater(call, func() (any, error) {
+				_, err := a.conn.call(a.h.ctx, "client/read", struct{}{})
+				return fmt.Sprint(err), nil
+			}, nil)
+		}}
+	const maxLine = 8 << 10
+	c, _, _ := startACPAgentWith(t, nil, methods, maxLine)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	huge := strings.Repeat("x", 3*maxLine)
+	ask := c.request("test/ask", nil)
+	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/read" })
+	asked := c.messages()[atAsked]
+	c.send(`{"jsonrpc":"2.0","id":` + string(asked.ID) + `,"result":{"content":"` + huge + `"}}`)
+	if got := c.responseTo(ask); string(got.Result) != strconv.Quote(fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)) {
+		t.Errorf("the request answered by a line too long: %s", got.line)
+	}
+	c.send(`{"jsonrpc":"2.0","id":77,"method":"test/ask","params":{"x":"` + huge + `"}}`)
+	c.send(`{"jsonrpc":"2.0","id":78,"result":{"content":"` + huge + `"}}`)
+	last := c.call("initialize", map[string]any{"protocolVersion": 1})
+	var parseErrors []string
+	for _, m := range c.messages() {
+		if m.Error != nil && m.Error.Code == acpParseError {
+			parseErrors = append(parseErrors, m.line)
+		}
+	}
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, maxLine)
+	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Result == nil {
+		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
 	}
 }
