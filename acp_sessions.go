@@ -79,6 +79,15 @@ func acpAbsDir(p acpParams, field string, required bool) (string, error) {
 	return filepath.Clean(dir), nil
 }
 
+// acpIsDir refuses a cwd that is not a directory (one that does not
+// exist, or a file): a session's tools and commands run there.
+func acpIsDir(cwd string) error {
+	if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
+		return invalidParams("Invalid field cwd: %s is not a directory", cwd)
+	}
+	return nil
+}
+
 // acpMCPServers checks mcpServers (required: an array; optional for
 // resume) and tells stderr that rpi does not use them.
 func (a *acpAgent) acpMCPServers(p acpParams, required bool) error {
@@ -194,8 +203,8 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 	}
 	var as *acpSession
 	return a.answerLater(call, func() (any, error) {
-		if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
-			return nil, invalidParams("Invalid field cwd: %s is not a directory", cwd)
+		if err := acpIsDir(cwd); err != nil {
+			return nil, err
 		}
 		if as, err = a.open(cwd, ""); err != nil {
 			return nil, err
@@ -205,7 +214,8 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 }
 
 // acpLoad opens a session from its file, found by its id (in cwd's
-// folder first, then in any), replays its current branch as updates, and
+// folder first, then in any) and run in cwd (an existing directory, as
+// for session/new), replays its current branch as updates, and
 // only then answers. A session open here already is replayed as it is.
 // Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
 // modes}; then available_commands_update and usage_update.
@@ -240,6 +250,9 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		as = a.sessions[id]
 		a.mu.Unlock()
 		if as == nil {
+			if err := acpIsDir(cwd); err != nil {
+				return nil, err
+			}
 			path, err := findSessionFile(a.h.ctx, a.store, id, cwd)
 			if err != nil {
 				return nil, err

@@ -1682,3 +1682,29 @@ func TestACPOverlongAnswer(t *testing.T) {
 		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
 	}
 }
+
+// TestACPLoadInAMissingDirectory: session/load and session/resume refuse
+// a cwd that is not a directory (-32602 naming cwd), as session/new
+// does; they ran the session there before, its commands failing with
+// "fork/exec /usr/bin/bash: no such file or directory".
+func TestACPLoadInAMissingDirectory(t *testing.T) {
+	e := newTestEnv(t)
+	c, _, _ := startACPAgent(t, e, nil)
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	c.call("session/close", map[string]any{"sessionId": sid})
+	file := filepath.Join(cwd, "a file")
+	os.WriteFile(file, nil, 0o644)
+	for _, dir := range []string{file, filepath.Join(cwd, "gone")} {
+		for _, method := range []string{"session/load", "session/resume"} {
+			got := c.call(method, map[string]any{"sessionId": sid, "cwd": dir, "mcpServers": []any{}})
+			if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != "Invalid field cwd: "+dir+" is not a directory" {
+				t.Errorf("%s in %s: %s", method, dir, got.line)
+				c.call("session/close", map[string]any{"sessionId": sid})
+			}
+		}
+	}
+	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Errorf("load in its directory: %s", got.line)
+	}
+}
