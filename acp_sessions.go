@@ -28,14 +28,15 @@ type acpSession struct {
 	id      string
 	updates *acpUpdates
 
-	// The prompts are taken in the order they came: each waits for the
-	// one before it to be started (or refused) before it starts.
-	lastPrompt chan struct{}
-	// startMu is held while a prompt starts and while session/cancel
-	// ends the prompts not started yet (pending), so that none starts
-	// after a cancel that came after it; before s.mu.
+	// The prompts are started in the order they came, one after the
+	// other, by one goroutine while there are some (starter): a prompt
+	// waiting to start costs its message, not a goroutine. startMu is
+	// held while a prompt starts and while session/cancel ends the
+	// prompts not started yet (pending), so that none starts after a
+	// cancel that came after it; before s.mu.
 	startMu sync.Mutex
-	pending []*acpCall // prompts received and not yet started; guarded by startMu
+	pending []*acpPending // prompts received and not yet started; guarded by startMu
+	starter bool          // a goroutine is starting the pending prompts; guarded by startMu
 	// starting is what the prompts not yet started read their links
 	// under: session/cancel ends it (and makes the next prompts a new
 	// one), so that a link the editor never gives back holds up neither
@@ -134,7 +135,7 @@ type acpSessionAnswer struct {
 // open opens a session in cwd (file: the session file to open; "" for a
 // new one, written at once) and makes it known by its id.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
-	as := &acpSession{agent: a, always: map[string]bool{}, lastPrompt: closedChan()}
+	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)
 	if as.approvals == "custom" {
@@ -160,12 +161,6 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	}
 	a.sessions[as.id] = as
 	return as, nil
-}
-
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }
 
 // answer is a session response: its config options and modes.
@@ -402,22 +397,44 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 		return nil, err
 	}
 	as.startMu.Lock()
-	as.pending = append(as.pending, call)
-	starting := as.starting
+	as.pending = append(as.pending, &acpPending{call, prompt, as.starting})
+	start := !as.starter
+	as.starter = true
 	as.startMu.Unlock()
-	as.mu.Lock()
-	before, done := as.lastPrompt, make(chan struct{})
-	as.lastPrompt = done
-	as.mu.Unlock()
-	a.h.goBackground(func() {
-		<-before
-		defer close(done)
-		result, err := a.safely(call.method, func() (any, error) { return as.prompt(starting, call, prompt) })
-		if _, later := result.(acpDeferred); !later || err != nil {
-			a.conn.answer(call.id, call.method, result, err, false)
-		}
-	})
+	if start {
+		a.h.goBackground(as.startPrompts)
+	}
 	return acpDeferred{}, nil
+}
+
+// acpPending is a prompt received and not yet started: its request, its
+// blocks, and the context its links are read under.
+type acpPending struct {
+	call     *acpCall
+	prompt   *acpPromptMessage
+	starting context.Context
+}
+
+// startPrompts starts the pending prompts, the first first, until none
+// is left; a prompt that fails to start is answered with its error.
+func (as *acpSession) startPrompts() {
+	for {
+		as.startMu.Lock()
+		if len(as.pending) == 0 {
+			as.starter = false
+			as.startMu.Unlock()
+			return
+		}
+		p := as.pending[0]
+		as.startMu.Unlock()
+		result, err := as.agent.safely(p.call.method, func() (any, error) { return as.prompt(p) })
+		if _, later := result.(acpDeferred); !later || err != nil {
+			as.agent.conn.answer(p.call.id, p.call.method, result, err, false)
+		}
+		as.startMu.Lock()
+		as.pending = slices.DeleteFunc(as.pending, func(q *acpPending) bool { return q == p }) // after a panic
+		as.startMu.Unlock()
+	}
 }
 
 // acpStopResult is session/prompt's answer.
@@ -428,12 +445,13 @@ type acpStopResult struct {
 // prompt makes the message (reading its links' files under starting,
 // which a session/cancel after it ends) and starts (or queues) it,
 // unless session/cancel came first (it answered then).
-func (as *acpSession) prompt(starting context.Context, call *acpCall, prompt *acpPromptMessage) (any, error) {
-	text := prompt.text(func(path string) (string, error) { return as.readLink(starting, path) })
-	images := prompt.images
+func (as *acpSession) prompt(p *acpPending) (any, error) {
+	call := p.call
+	text := p.prompt.text(func(path string) (string, error) { return as.readLink(p.starting, path) })
+	images := p.prompt.images
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
-	i := slices.Index(as.pending, call)
+	i := slices.Index(as.pending, p)
 	if i < 0 {
 		return acpDeferred{}, nil // cancelled, and answered
 	}
@@ -536,8 +554,8 @@ func (as *acpSession) cancel() {
 	a := as.agent
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
-	for _, call := range as.pending {
-		a.conn.answer(call.id, call.method, acpStopResult{"cancelled"}, nil, false)
+	for _, p := range as.pending {
+		a.conn.answer(p.call.id, p.call.method, acpStopResult{"cancelled"}, nil, false)
 	}
 	as.pending = nil
 	as.stopStarting()

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -1706,5 +1707,40 @@ func TestACPLoadInAMissingDirectory(t *testing.T) {
 	}
 	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
 		t.Errorf("load in its directory: %s", got.line)
+	}
+}
+
+// TestACPWaitingPromptsHoldNoGoroutines: prompts waiting to start behind
+// one that cannot (its file link still being read) cost their messages,
+// not a goroutine each; session/cancel answers them all.
+func TestACPWaitingPromptsHoldNoGoroutines(t *testing.T) {
+	e := newTestEnv(t)
+	c, _, _ := startACPAgent(t, e, nil)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		<-stuck
+		return nil, &acpError{Code: acpResourceNotFound, Message: "gone"}
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, cwd)
+	link := map[string]string{"type": "resource_link", "uri": "file://" + filepath.Join(cwd, "stuck.txt"), "name": "stuck.txt"}
+	first := c.request("session/prompt", acpTextPrompt(sid, "see", link))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "fs/read_text_file" })
+	before := runtime.NumGoroutine()
+	const waiting = 100
+	ids := []json.RawMessage{first}
+	for range waiting {
+		ids = append(ids, c.request("session/prompt", acpTextPrompt(sid, "later")))
+	}
+	c.call("no/such/method", nil) // answered on the loop: every prompt before it has been taken
+	if grown := runtime.NumGoroutine() - before; grown > waiting/10 {
+		t.Errorf("%d prompts waiting to start: %d more goroutines", waiting, grown)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	for _, id := range ids {
+		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
+			t.Errorf("prompt %s: %s", id, got.line)
+		}
 	}
 }
