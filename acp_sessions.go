@@ -513,7 +513,8 @@ func acpOwnCommand(text string) (name, rest string, ok bool) {
 	return "", "", false
 }
 
-// ownCommand answers /compact and /name in-band: a note, then end_turn.
+// ownCommand answers /compact and /name in-band: a note, then end_turn
+// (cancelled for a compaction session/cancel stopped).
 func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) {
 	if name == "name" {
 		if err := as.s.setSessionName(rest); err != nil {
@@ -526,12 +527,20 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 		}
 		return acpStopResult{"end_turn"}, nil
 	}
+	as.updates.takeCompaction() // an earlier (automatic) one's
 	as.s.compact(rest, func(_ compactionResult, err error) {
-		if err != nil {
+		// A compaction that ran has had its note (compaction_end); one
+		// that could not start has not.
+		end := as.updates.takeCompaction()
+		if err != nil && end == nil {
 			as.updates.note("Compaction failed: " + err.Error())
 		}
+		reason := "end_turn"
+		if end != nil && end.Aborted {
+			reason = "cancelled"
+		}
 		as.sendUsage(nil)
-		as.agent.conn.answer(call.id, call.method, acpStopResult{"end_turn"}, nil, false)
+		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
 	})
 	return acpDeferred{}, nil
 }

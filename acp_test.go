@@ -1744,3 +1744,58 @@ func TestACPWaitingPromptsHoldNoGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestACPCompactNotes: /compact stopped by session/cancel answers
+// cancelled (§12.4), where it answered end_turn, and a compaction that
+// failed or was cancelled says so once, where it said it twice
+// ("Compaction cancelled." then "Compaction failed: Compaction
+// cancelled"; a model's error as "Compaction failed: Compaction failed:
+// …" twice).
+func TestACPCompactNotes(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["`+strings.Repeat("one ", 200)+`"]}
+{"text":["`+strings.Repeat("two ", 200)+`"]}
+{"text":["a summary"],"holdAt":1}
+{"status":400,"body":"bad request"}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "one"))
+	c.call("session/prompt", acpTextPrompt(sid, "two"))
+	notes := func(from int) []string {
+		var texts []string
+		for _, m := range c.messages()[from:] {
+			if u := m.update(); u != nil && u["sessionUpdate"] == "agent_message_chunk" {
+				texts = append(texts, u["content"].(map[string]any)["text"].(string))
+			}
+		}
+		return texts
+	}
+	from := len(c.messages())
+	compact := c.request("session/prompt", acpTextPrompt(sid, "/compact"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // until the summary is asked for
+		fm.mu.Lock()
+		asked := len(fm.requests)
+		fm.mu.Unlock()
+		if asked == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compaction never asked the model")
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	fm.release <- struct{}{}
+	if got := c.responseTo(compact); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("/compact cancelled: %s", got.line)
+	}
+	if got := notes(from); strings.Join(got, "|") != "Compaction cancelled." {
+		t.Errorf("the notes of a cancelled compaction: %q", got)
+	}
+	from = len(c.messages())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "/compact")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("/compact failed: %s", got.line)
+	}
+	if got := notes(from); len(got) != 1 || !strings.HasPrefix(got[0], "Compaction failed: ") || strings.Count(got[0], "Compaction failed") != 1 {
+		t.Errorf("the notes of a failed compaction: %q", got)
+	}
+}

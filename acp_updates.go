@@ -399,6 +399,7 @@ type acpUpdates struct {
 	tools     map[string]*acpTool
 	runningID string            // the id of the call running (a session runs one at a time)
 	last      *assistantMessage // the turn's last answer
+	compacted *compactionEnd    // the last compaction's end, noted (takeCompaction)
 }
 
 // event maps one core event (its type and payload, as rpc mode writes
@@ -442,6 +443,7 @@ func (u *acpUpdates) event(typ string, data any) {
 		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
 	case compactionEnd:
 		u.noteLocked(acpCompactionNote(d))
+		u.compacted = &d
 	case runFailed:
 		u.send(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
 	}
@@ -462,11 +464,23 @@ func (u *acpUpdates) noteLocked(text string) {
 	}
 }
 
+// takeCompaction is the end of the last compaction since the last take
+// (nil: none ran), whose note has gone out.
+func (u *acpUpdates) takeCompaction() *compactionEnd {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	end := u.compacted
+	u.compacted = nil
+	return end
+}
+
 // acpCompactionNote is what a compaction tells the user.
 func acpCompactionNote(d compactionEnd) string {
 	switch {
 	case d.Aborted:
 		return "Compaction cancelled."
+	case strings.HasPrefix(d.ErrorMessage, "Compaction failed"):
+		return d.ErrorMessage
 	case d.ErrorMessage != "":
 		return "Compaction failed: " + d.ErrorMessage
 	case d.Result != nil:
