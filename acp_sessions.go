@@ -237,7 +237,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return nil, err
 	}
 	if a.noSession {
-		return nil, invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
+		return nil, errNoSessions
 	}
 	var as *acpSession
 	return a.answerLater(call, func() (any, error) {
@@ -264,6 +264,10 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return as.answer(false), nil
 	}, func() { as.announce() })
 }
+
+// errNoSessions refuses what works on the sessions on disk under
+// --no-session (load, resume, delete).
+var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
 
 // acpOpenError is why a session file could not be opened, as the client
 // reads it: another rpi holding it (lockSessionFile's refusal) says so;
@@ -342,12 +346,15 @@ func acpList(a *acpAgent, call *acpCall) (any, error) {
 
 // acpDelete deletes a session's file (and its loops file), found by its
 // id; a session open in this process, or in another rpi process (which
-// holds its file's lock), cannot be deleted.
+// holds its file's lock), cannot be deleted, nor any under --no-session.
 // Params: sessionId. Answer: {}.
 func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 	id, err := acpSessionID(call.params)
 	if err != nil {
 		return nil, err
+	}
+	if a.noSession { // nor does it delete what it does not list
+		return nil, errNoSessions
 	}
 	if a.isOpen(id) {
 		return nil, invalidParams("Invalid field sessionId: the session %s is open; close it first (session/close)", id)

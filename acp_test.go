@@ -1799,3 +1799,20 @@ func TestACPCompactNotes(t *testing.T) {
 		t.Errorf("the notes of a failed compaction: %q", got)
 	}
 }
+
+// TestACPNoSessionDeletesNothing: under --no-session (no delete in the
+// capabilities, an empty session/list) session/delete is refused as
+// session/load is; it deleted the file on disk before.
+func TestACPNoSessionDeletesNothing(t *testing.T) {
+	e := newTestEnv(t)
+	file := writeTestSession(t, e.agentDir, t.TempDir(), "0199aaaa-0000-7000-8000-000000000001", 1, "hello")
+	c, _, _ := startACPAgent(t, e, nil, "--no-session")
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	got := c.call("session/delete", map[string]any{"sessionId": "0199aaaa-0000-7000-8000-000000000001"})
+	if got.Error == nil || got.Error.Message != "Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk" {
+		t.Errorf("delete under --no-session: %s", got.line)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("the session file: %v", err)
+	}
+}
