@@ -1571,19 +1571,30 @@ func waitFollowUps(t *testing.T, a *acpAgent, sid string, n int) {
 	}
 }
 
-// TestACPCloseAnswersQueuedPrompts: session/close while a turn waits for
-// a permission and a prompt is queued behind it answers both cancelled
-// (the queued one never runs), then answers the close.
-func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
+// startQueuedBehindAPermission starts an agent (--confirm bash) whose
+// client never answers a permission request, and a session with a
+// prompt whose bash call waits for one and a second prompt queued behind
+// it (in the core's follow-ups); it returns the client, the session, the
+// two prompts' ids and the agent's end.
+func startQueuedBehindAPermission(t *testing.T) (*acpTestClient, string, []json.RawMessage, <-chan struct{}) {
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}`+"\n"+`{"text":["never"]}`, e.agentDir)
-	c, a, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+	c, a, done := startACPAgent(t, e, nil, "--confirm", "bash")
 	c.answer = func(string, json.RawMessage) (any, *acpError) { select {} }
 	sid := openACPSession(t, c, nil, t.TempDir())
 	running := c.request("session/prompt", acpTextPrompt(sid, "run"))
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
 	queued := c.request("session/prompt", acpTextPrompt(sid, "queued"))
 	waitFollowUps(t, a, sid, 1)
+	return c, sid, []json.RawMessage{running, queued}, done
+}
+
+// TestACPCloseAnswersQueuedPrompts: session/close while a turn waits for
+// a permission and a prompt is queued behind it answers both cancelled
+// (the queued one never runs), then answers the close.
+func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
+	c, sid, prompts, _ := startQueuedBehindAPermission(t)
+	running, queued := prompts[0], prompts[1]
 	closed := c.request("session/close", map[string]any{"sessionId": sid})
 	end := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, closed) })
 	for _, id := range []json.RawMessage{running, queued} {
@@ -1598,18 +1609,10 @@ func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
 // turn waiting for a permission and the prompt queued behind it both
 // answer cancelled before rpi's output ends.
 func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
-	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}`+"\n"+`{"text":["never"]}`, e.agentDir)
-	c, a, done := startACPAgent(t, e, nil, "--confirm", "bash")
-	c.answer = func(string, json.RawMessage) (any, *acpError) { select {} }
-	sid := openACPSession(t, c, nil, t.TempDir())
-	running := c.request("session/prompt", acpTextPrompt(sid, "run"))
-	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
-	queued := c.request("session/prompt", acpTextPrompt(sid, "queued"))
-	waitFollowUps(t, a, sid, 1)
+	c, _, prompts, done := startQueuedBehindAPermission(t)
 	c.w.Close()
 	<-done
-	for _, id := range []json.RawMessage{running, queued} {
+	for _, id := range prompts {
 		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
 			t.Errorf("prompt %s at the end of input: %s", id, got.line)
 		}
