@@ -1392,6 +1392,17 @@ func TestACPCancelGivesUpALinkRead(t *testing.T) {
 	}
 }
 
+// acpAskMethods are methods for the tests of rpi's requests to the
+// client: test/ask asks the client client/ask and answers the error it
+// got ("<nil>" for none).
+var acpAskMethods = map[string]acpMethod{"initialize": acpInitialize,
+	"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+		return a.answerLater(call, func() (any, error) {
+			_, err := a.conn.call(a.h.ctx, "client/ask", struct{}{})
+			return fmt.Sprint(err), nil
+		}, nil)
+	}}
+
 // TestACPMalformedAnswer: a client's answer to one of rpi's requests that
 // is not a valid response (no result or error, jsonrpc not "2.0") fails
 // that request, which stops waiting; the client gets no error back under
@@ -1399,14 +1410,7 @@ func TestACPCancelGivesUpALinkRead(t *testing.T) {
 // with that id). The same message under an id rpi does not wait for is
 // answered -32600, as before.
 func TestACPMalformedAnswer(t *testing.T) {
-	methods := map[string]acpMethod{"initialize": acpInitialize,
-		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
-			return a.answerLater(call, func() (any, error) {
-				_, err := a.conn.call(a.h.ctx, "client/ask", struct{}{})
-				return fmt.Sprint(err), nil
-			}, nil)
-		}}
-	c, _, _ := startACPAgent(t, nil, methods)
+	c, _, _ := startACPAgent(t, nil, acpAskMethods)
 	c.call("initialize", map[string]any{"protocolVersion": 1})
 	for n, tt := range []struct{ answer, err string }{
 		{`{"jsonrpc":"2.0","id":%s}`, "the client's answer is not a JSON-RPC response: no method"},
@@ -1654,19 +1658,12 @@ func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
 // an over-long answer to an id rpi does not wait for, is still -32700
 // with id null.
 func TestACPOverlongAnswer(t *testing.T) {
-	methods := map[string]acpMethod{"initialize": acpInitialize,
-		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
-			return a.answerLater(call, func() (any, error) {
-				_, err := a.conn.call(a.h.ctx, "client/read", struct{}{})
-				return fmt.Sprint(err), nil
-			}, nil)
-		}}
 	const maxLine = 8 << 10
-	c, _, _ := startACPAgentWith(t, nil, methods, maxLine)
+	c, _, _ := startACPAgentWith(t, nil, acpAskMethods, maxLine)
 	c.call("initialize", map[string]any{"protocolVersion": 1})
 	huge := strings.Repeat("x", 3*maxLine)
 	ask := c.request("test/ask", nil)
-	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/read" })
+	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/ask" })
 	asked := c.messages()[atAsked]
 	c.send(`{"jsonrpc":"2.0","id":` + string(asked.ID) + `,"result":{"content":"` + huge + `"}}`)
 	if got := c.responseTo(ask); string(got.Result) != strconv.Quote(fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)) {
