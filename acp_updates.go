@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -253,7 +254,9 @@ type acpToolArgs struct {
 	Pattern string `json:"pattern"`
 	Action  string `json:"action"`
 	Spec    struct {
-		Argv []string `json:"argv"`
+		Argv []string           `json:"argv"`
+		Cwd  string             `json:"cwd"`
+		Env  map[string]*string `json:"env"`
 	} `json:"spec"`
 }
 
@@ -283,7 +286,7 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 	case name == "bash":
 		return "execute", a.Command, nil
 	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
-		return "execute", shellJoin(a.Spec.Argv), nil
+		return "execute", acpSpawnTitle(a.Spec.Argv, a.Spec.Env, a.Spec.Cwd, paths), nil
 	case name == "todo":
 		return "think", "Update plan", nil
 	}
@@ -302,6 +305,29 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 		kind = "other"
 	}
 	return kind, name, nil
+}
+
+// acpSpawnTitle is a process spawn as a shell would read it, with all
+// that decides what runs (as rpc's dialog shows it): the environment it
+// changes (env -u NAME, NAME=value, by name) before its argv, and its
+// directory when that is not the session's.
+func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpPaths) string {
+	var words []string
+	if len(env) > 0 {
+		words = append(words, "env")
+		for _, name := range slices.Sorted(maps.Keys(env)) {
+			if env[name] == nil {
+				words = append(words, "-u", name)
+			} else {
+				words = append(words, name+"="+*env[name])
+			}
+		}
+	}
+	title := shellJoin(append(words, argv...))
+	if dir := resolvePath(paths.cwd, cwd); dir != paths.cwd {
+		title += " (in " + dir + ")"
+	}
+	return title
 }
 
 // shellPlain matches a word a shell reads as it is.
