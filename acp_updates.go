@@ -287,6 +287,8 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 		return "execute", a.Command, nil
 	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
 		return "execute", acpSpawnTitle(a.Spec.Argv, a.Spec.Env, a.Spec.Cwd, paths), nil
+	case name == "process" && a.Action != "" && a.Action != "spawn":
+		return "other", acpProcessTitle(a.Action, args), nil
 	case name == "todo":
 		return "think", "Update plan", nil
 	}
@@ -326,6 +328,36 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 	title := shellJoin(append(words, argv...))
 	if dir := resolvePath(paths.cwd, cwd); dir != paths.cwd {
 		title += " (in " + dir + ")"
+	}
+	return title
+}
+
+// acpProcessTitle is what a process action other than spawn does, read
+// from its fields by exact name as the tool reads them: the action, the
+// process, and what goes to it (the bytes written, at most 200 shown;
+// the keys; the signal).
+func acpProcessTitle(action string, args json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(args, &fields)
+	var processID, data64, signal string
+	var closeStdin bool
+	json.Unmarshal(fields["processId"], &processID)
+	title := strings.TrimSpace("process " + action + " " + processID)
+	switch action {
+	case "write":
+		json.Unmarshal(fields["dataBase64"], &data64)
+		json.Unmarshal(fields["closeStdin"], &closeStdin)
+		if data, err := base64.StdEncoding.DecodeString(data64); err == nil && len(data) > 0 {
+			title += ": " + shownValue(string(data))
+		}
+		if closeStdin {
+			title += ", then close its stdin"
+		}
+	case "keys":
+		title += ": " + string(fields["keys"])
+	case "signal":
+		json.Unmarshal(fields["signal"], &signal)
+		title += " " + signal
 	}
 	return title
 }
