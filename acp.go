@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -83,7 +84,8 @@ type acpMessage struct {
 
 // decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
 // "2.0", then what the message is. On failure it returns the error to
-// answer and the id to answer it with (nil: null).
+// answer and the id to answer it with (nil: null), and, for a message
+// with an id and no method, that message as a failed response.
 func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if !utf8.Valid(line) {
 		return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
@@ -104,8 +106,22 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if usableID {
 		answerID = rawID
 	}
+	rawMethod, hasMethod := r.field("method")
+	result, hasResult := r.field("result")
+	rawError, hasError := r.field("error")
+	// A message with an id and no method is an answer, or meant as one:
+	// when it is not a valid one, it still comes back (as a response
+	// that failed) beside its error, so that a request of rpi's waiting
+	// for that id ends instead of getting an error back under its id.
+	var answer *acpMessage
+	if usableID && !hasMethod {
+		answer = &acpMessage{id: rawID, response: true}
+	}
 	invalidRequest := func(why string) (*acpMessage, *acpError, json.RawMessage) {
-		return nil, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
+		if answer != nil {
+			answer.failure = &acpError{Code: acpInvalidRequest, Message: "the client's answer is not a JSON-RPC response: " + why}
+		}
+		return answer, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
 	}
 	if v, ok := r.field("jsonrpc"); !ok || string(v) != `"2.0"` {
 		return invalidRequest(`jsonrpc must be "2.0"`)
@@ -119,9 +135,6 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if params, ok := r.field("params"); ok && string(params) != "null" {
 		msg.params = params
 	}
-	rawMethod, hasMethod := r.field("method")
-	result, hasResult := r.field("result")
-	rawError, hasError := r.field("error")
 	switch {
 	case hasMethod:
 		if len(rawMethod) == 0 || rawMethod[0] != '"' || !unquote(rawMethod, &msg.method) {
@@ -159,6 +172,36 @@ func rawObject(line []byte) ([]member, *acpError) {
 		members = append(members, member{[]byte(k), v})
 	}
 	return members, nil
+}
+
+// acpHeadID is the id of the answer whose first bytes head holds (what
+// is kept of a line too long): a top-level "id" that is a number,
+// followed by "result" or "error" and no "method" before them; nil when
+// head shows no such thing.
+func acpHeadID(head []byte) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(head))
+	d.UseNumber()
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	for d.More() {
+		key, err := d.Token()
+		switch {
+		case err != nil || key == "method":
+			return nil
+		case (key == "result" || key == "error") && id != nil:
+			return id
+		}
+		var value json.RawMessage
+		if d.Decode(&value) != nil {
+			return nil
+		}
+		if key == "id" && len(value) > 0 && (value[0] == '-' || value[0] >= '0' && value[0] <= '9') {
+			id = value
+		}
+	}
+	return nil
 }
 
 // decodeACPError reads a response's error object; one that is not
@@ -433,15 +476,22 @@ func (c *acpConn) call(ctx context.Context, method string, params any) (json.Raw
 // deliver hands a response to the request it answers; one that answers
 // nothing rpi asked (or asked and stopped waiting for) is dropped.
 func (c *acpConn) deliver(msg *acpMessage) {
+	if !c.settle(msg) {
+		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
+	}
+}
+
+// settle hands a response to the request it answers, and reports whether
+// rpi was waiting for it.
+func (c *acpConn) settle(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
 	c.mu.Unlock()
-	if !ok {
-		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
-		return
+	if ok {
+		reply <- acpReply{msg.result, msg.failure}
 	}
-	reply <- acpReply{msg.result, msg.failure}
+	return ok
 }
 
 // close ends every wait for the client: the input has ended.
@@ -593,11 +643,23 @@ type acpAgent struct {
 // request it answers.
 func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	if f.tooLong {
-		a.conn.fail(nil, &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)})
+		tooLong := &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)}
+		// An answer too long to take (a huge file's text) fails the
+		// request it answers, which would otherwise wait for ever.
+		if id := acpHeadID(f.line); id != nil && a.conn.settle(&acpMessage{id: id, response: true, failure: &acpError{
+			Code: acpParseError, Message: fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)}}) {
+			fmt.Fprintf(a.h.stderr, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
+			return
+		}
+		a.conn.fail(nil, tooLong)
 		return
 	}
 	msg, bad, id := decodeACP(f.line)
 	switch {
+	case bad != nil && msg != nil && a.conn.settle(msg):
+		// a malformed answer to one of rpi's requests: that request
+		// failed; the client gets nothing back under rpi's own id
+		fmt.Fprintf(a.h.stderr, "rpi: %s (id %s)\n", msg.failure.Message, msg.id)
 	case bad != nil:
 		a.conn.fail(id, bad)
 	case msg.response:
@@ -1079,10 +1141,17 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 }
 
 // shutdown ends the connection (§12.9): every wait for the client ends,
-// every turn is cancelled, every child ended, every session file written
-// and let go of.
+// every turn is cancelled (every prompt, queued ones too, answers
+// cancelled), every child ended, every session file written and let go
+// of.
 func (a *acpAgent) shutdown() {
 	a.conn.close()
+	a.mu.Lock()
+	open := slices.Collect(maps.Values(a.sessions))
+	a.mu.Unlock()
+	for _, as := range open {
+		as.cancel()
+	}
 	a.h.shutdown(false)
 	a.conn.out.flush()
 }

@@ -28,14 +28,21 @@ type acpSession struct {
 	id      string
 	updates *acpUpdates
 
-	// The prompts are taken in the order they came: each waits for the
-	// one before it to be started (or refused) before it starts.
-	lastPrompt chan struct{}
-	// startMu is held while a prompt starts and while session/cancel
-	// ends the prompts not started yet (pending), so that none starts
-	// after a cancel that came after it; before s.mu.
+	// The prompts are started in the order they came, one after the
+	// other, by one goroutine while there are some (starter): a prompt
+	// waiting to start costs its message, not a goroutine. startMu is
+	// held while a prompt starts and while session/cancel ends the
+	// prompts not started yet (pending), so that none starts after a
+	// cancel that came after it; before s.mu.
 	startMu sync.Mutex
-	pending []*acpCall // prompts received and not yet started; guarded by startMu
+	pending []*acpPending // prompts received and not yet started; guarded by startMu
+	starter bool          // a goroutine is starting the pending prompts; guarded by startMu
+	// starting is what the prompts not yet started read their links
+	// under: session/cancel ends it (and makes the next prompts a new
+	// one), so that a link the editor never gives back holds up neither
+	// the cancel nor the prompts after it. Guarded by startMu.
+	starting     context.Context
+	stopStarting context.CancelFunc
 
 	mu        sync.Mutex      // guards the fields below
 	always    map[string]bool // tools the user allowed for the session (allow_always)
@@ -71,6 +78,15 @@ func acpAbsDir(p acpParams, field string, required bool) (string, error) {
 		return "", invalidParams("Invalid field %s: must be an absolute path, got %q", p.name(field), dir)
 	}
 	return filepath.Clean(dir), nil
+}
+
+// acpIsDir refuses a cwd that is not a directory (one that does not
+// exist, or a file): a session's tools and commands run there.
+func acpIsDir(cwd string) error {
+	if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
+		return invalidParams("Invalid field cwd: %s is not a directory", cwd)
+	}
+	return nil
 }
 
 // acpMCPServers checks mcpServers (required: an array; optional for
@@ -119,7 +135,7 @@ type acpSessionAnswer struct {
 // open opens a session in cwd (file: the session file to open; "" for a
 // new one, written at once) and makes it known by its id.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
-	as := &acpSession{agent: a, always: map[string]bool{}, lastPrompt: closedChan()}
+	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)
 	if as.approvals == "custom" {
@@ -132,6 +148,7 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 		return nil, err
 	}
 	info := s.conv.info()
+	as.starting, as.stopStarting = context.WithCancel(s.ctx)
 	as.mu.Lock()
 	as.s, as.id = s, info.id
 	as.titled = info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
@@ -144,12 +161,6 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	}
 	a.sessions[as.id] = as
 	return as, nil
-}
-
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }
 
 // answer is a session response: its config options and modes.
@@ -187,8 +198,8 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 	}
 	var as *acpSession
 	return a.answerLater(call, func() (any, error) {
-		if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
-			return nil, invalidParams("Invalid field cwd: %s is not a directory", cwd)
+		if err := acpIsDir(cwd); err != nil {
+			return nil, err
 		}
 		if as, err = a.open(cwd, ""); err != nil {
 			return nil, err
@@ -198,7 +209,8 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 }
 
 // acpLoad opens a session from its file, found by its id (in cwd's
-// folder first, then in any), replays its current branch as updates, and
+// folder first, then in any) and run in cwd (an existing directory, as
+// for session/new), replays its current branch as updates, and
 // only then answers. A session open here already is replayed as it is.
 // Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
 // modes}; then available_commands_update and usage_update.
@@ -225,7 +237,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return nil, err
 	}
 	if a.noSession {
-		return nil, invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
+		return nil, errNoSessions
 	}
 	var as *acpSession
 	return a.answerLater(call, func() (any, error) {
@@ -233,6 +245,9 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		as = a.sessions[id]
 		a.mu.Unlock()
 		if as == nil {
+			if err := acpIsDir(cwd); err != nil {
+				return nil, err
+			}
 			path, err := findSessionFile(a.h.ctx, a.store, id, cwd)
 			if err != nil {
 				return nil, err
@@ -249,6 +264,10 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return as.answer(false), nil
 	}, func() { as.announce() })
 }
+
+// errNoSessions refuses what works on the sessions on disk under
+// --no-session (load, resume, delete).
+var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
 
 // acpOpenError is why a session file could not be opened, as the client
 // reads it: another rpi holding it (lockSessionFile's refusal) says so;
@@ -281,7 +300,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 	return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
 }
 
-// acpClose cancels a session's turn, ends the processes it started,
+// acpClose cancels a session's turn (as session/cancel does: every prompt
+// of the session answers cancelled), ends the processes it started,
 // writes its file to the end and lets go of it, and forgets the session.
 // Params: sessionId. Answer: {}, once all that is done.
 func acpClose(a *acpAgent, call *acpCall) (any, error) {
@@ -292,6 +312,7 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	a.mu.Lock()
 	delete(a.sessions, as.id)
 	a.mu.Unlock()
+	as.cancel() // the prompts waiting behind the turn answer cancelled too
 	return a.answerLater(call, func() (any, error) {
 		as.s.close()
 		return nil, nil
@@ -324,12 +345,16 @@ func acpList(a *acpAgent, call *acpCall) (any, error) {
 }
 
 // acpDelete deletes a session's file (and its loops file), found by its
-// id; a session open in this process cannot be deleted.
+// id; a session open in this process, or in another rpi process (which
+// holds its file's lock), cannot be deleted, nor any under --no-session.
 // Params: sessionId. Answer: {}.
 func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 	id, err := acpSessionID(call.params)
 	if err != nil {
 		return nil, err
+	}
+	if a.noSession { // nor does it delete what it does not list
+		return nil, errNoSessions
 	}
 	if a.isOpen(id) {
 		return nil, invalidParams("Invalid field sessionId: the session %s is open; close it first (session/close)", id)
@@ -339,7 +364,9 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := deleteSession(a.store, path, ""); err != nil {
+		if err := deleteSession(a.store, path, ""); errors.Is(err, errSessionHeld) {
+			return nil, invalidParams("Invalid field sessionId: the session %s is open in another rpi process; close it there first", id)
+		} else if err != nil {
 			return nil, fmt.Errorf("session/delete %s: %w", id, err)
 		}
 		return nil, nil
@@ -368,21 +395,44 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 		return nil, err
 	}
 	as.startMu.Lock()
-	as.pending = append(as.pending, call)
+	as.pending = append(as.pending, &acpPending{call, prompt, as.starting})
+	start := !as.starter
+	as.starter = true
 	as.startMu.Unlock()
-	as.mu.Lock()
-	before, done := as.lastPrompt, make(chan struct{})
-	as.lastPrompt = done
-	as.mu.Unlock()
-	a.h.goBackground(func() {
-		<-before
-		defer close(done)
-		result, err := a.safely(call.method, func() (any, error) { return as.prompt(call, prompt) })
-		if _, later := result.(acpDeferred); !later || err != nil {
-			a.conn.answer(call.id, call.method, result, err, false)
-		}
-	})
+	if start {
+		a.h.goBackground(as.startPrompts)
+	}
 	return acpDeferred{}, nil
+}
+
+// acpPending is a prompt received and not yet started: its request, its
+// blocks, and the context its links are read under.
+type acpPending struct {
+	call     *acpCall
+	prompt   *acpPromptMessage
+	starting context.Context
+}
+
+// startPrompts starts the pending prompts, the first first, until none
+// is left; a prompt that fails to start is answered with its error.
+func (as *acpSession) startPrompts() {
+	for {
+		as.startMu.Lock()
+		if len(as.pending) == 0 {
+			as.starter = false
+			as.startMu.Unlock()
+			return
+		}
+		p := as.pending[0]
+		as.startMu.Unlock()
+		result, err := as.agent.safely(p.call.method, func() (any, error) { return as.prompt(p) })
+		if _, later := result.(acpDeferred); !later || err != nil {
+			as.agent.conn.answer(p.call.id, p.call.method, result, err, false)
+		}
+		as.startMu.Lock()
+		as.pending = slices.DeleteFunc(as.pending, func(q *acpPending) bool { return q == p }) // after a panic
+		as.startMu.Unlock()
+	}
 }
 
 // acpStopResult is session/prompt's answer.
@@ -390,13 +440,16 @@ type acpStopResult struct {
 	StopReason string `json:"stopReason"`
 }
 
-// prompt makes the message (reading its links' files) and starts (or
-// queues) it, unless session/cancel came first (it answered then).
-func (as *acpSession) prompt(call *acpCall, prompt *acpPromptMessage) (any, error) {
-	text, images := prompt.text(as.readLink), prompt.images
+// prompt makes the message (reading its links' files under starting,
+// which a session/cancel after it ends) and starts (or queues) it,
+// unless session/cancel came first (it answered then).
+func (as *acpSession) prompt(p *acpPending) (any, error) {
+	call := p.call
+	text := p.prompt.text(func(path string) (string, error) { return as.readLink(p.starting, path) })
+	images := p.prompt.images
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
-	i := slices.Index(as.pending, call)
+	i := slices.Index(as.pending, p)
 	if i < 0 {
 		return acpDeferred{}, nil // cancelled, and answered
 	}
@@ -458,7 +511,8 @@ func acpOwnCommand(text string) (name, rest string, ok bool) {
 	return "", "", false
 }
 
-// ownCommand answers /compact and /name in-band: a note, then end_turn.
+// ownCommand answers /compact and /name in-band: a note, then end_turn
+// (cancelled for a compaction session/cancel stopped).
 func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) {
 	if name == "name" {
 		if err := as.s.setSessionName(rest); err != nil {
@@ -471,36 +525,50 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 		}
 		return acpStopResult{"end_turn"}, nil
 	}
+	as.updates.takeCompaction() // an earlier (automatic) one's
 	as.s.compact(rest, func(_ compactionResult, err error) {
-		if err != nil {
+		// A compaction that ran has had its note (compaction_end); one
+		// that could not start has not.
+		end := as.updates.takeCompaction()
+		if err != nil && end == nil {
 			as.updates.note("Compaction failed: " + err.Error())
 		}
+		reason := "end_turn"
+		if end != nil && end.Aborted {
+			reason = "cancelled"
+		}
 		as.sendUsage(nil)
-		as.agent.conn.answer(call.id, call.method, acpStopResult{"end_turn"}, nil, false)
+		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
 	})
 	return acpDeferred{}, nil
 }
 
 // acpCancel cancels a session's turn (rpc's abort): the prompts queued
 // behind it (and those not started yet) answer cancelled at once and
-// never run, the model stream, the running tool and any permission
+// never run (a link one of them is reading is given up), the model stream, the running tool and any permission
 // request end, and the running prompt answers cancelled once the run has
 // stopped. An unknown session is ignored.
 // Params: sessionId.
 func acpCancel(a *acpAgent, params acpParams) error {
-	as, err := a.session(params)
-	if err != nil {
-		return nil
+	if as, err := a.session(params); err == nil {
+		as.cancel()
 	}
+	return nil
+}
+
+// cancel is session/cancel's work (acpCancel).
+func (as *acpSession) cancel() {
+	a := as.agent
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
-	for _, call := range as.pending {
-		a.conn.answer(call.id, call.method, acpStopResult{"cancelled"}, nil, false)
+	for _, p := range as.pending {
+		a.conn.answer(p.call.id, p.call.method, acpStopResult{"cancelled"}, nil, false)
 	}
 	as.pending = nil
+	as.stopStarting()
+	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
 	as.s.clearQueue()
 	as.s.abort()
-	return nil
 }
 
 // ---- Config options and modes (§12.7, §12.8) ----
@@ -700,8 +768,9 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 }
 
 // approve is the approval gate (§12.7): the call's tool_call goes out
-// first (with the diff for edit and write), then a permission request
-// tied to its id. allow runs it; allow_always runs it and every later
+// first (with the diff for edit and write, and in its title where a
+// symlink takes the path, as rpc's dialog says it), then a permission
+// request tied to its id. allow runs it; allow_always runs it and every later
 // call of its tool in this session without asking; anything else (reject,
 // a cancelled request, an error, a closed connection) denies it. No
 // timeout: the request waits until the turn is cancelled.
@@ -709,11 +778,15 @@ func (as *acpSession) approve(ctx context.Context, a approval) bool {
 	if c, ok := a.call.(changer); ok {
 		ch := c.change()
 		var before *string
-		if ch.existed && ch.before != nil {
+		where := ch.where
+		switch {
+		case ch.existed && ch.before != nil:
 			text := string(ch.before)
 			before = &text
+		case ch.existed: // too large, or the editor would not give its text
+			where += " (replacing a file whose text is not shown)"
 		}
-		as.updates.ready(a.toolCallID, ch.path, before, string(ch.after))
+		as.updates.ready(a.toolCallID, ch.path, where, before, string(ch.after))
 	}
 	as.mu.Lock()
 	always := as.always[a.toolName]
@@ -746,9 +819,10 @@ func (as *acpSession) asks(tool string) bool {
 
 // ---- The editor's files (§12.6) ----
 
-// readLink reads a prompt's file:// link the way read does.
-func (as *acpSession) readLink(path string) (string, error) {
-	f, err := acpFiles{as}.open(as.s.ctx, path)
+// readLink reads a prompt's file:// link the way read does, until ctx
+// ends.
+func (as *acpSession) readLink(ctx context.Context, path string) (string, error) {
+	f, err := acpFiles{as}.open(ctx, path)
 	if err != nil {
 		return "", errors.New(unwrapPathError(err).Error())
 	}
@@ -853,7 +927,10 @@ type acpTarget struct {
 	readErr   error  // why not
 }
 
-func (t *acpTarget) exists() bool  { return t.has }
+// exists reports whether there is a file to replace: one the editor (or
+// the disk) gave the text of, or one on disk whose text the editor did
+// not give (write shows it as a file it replaces without its text).
+func (t *acpTarget) exists() bool  { return t.has || t.disk.exists() }
 func (t *acpTarget) size() int64   { return int64(len(t.text)) }
 func (t *acpTarget) where() string { return t.disk.where() }
 func (t *acpTarget) close()        { t.disk.close() }
@@ -869,8 +946,9 @@ func (t *acpTarget) read(ctx context.Context, limit int64) ([]byte, error) {
 }
 
 // write sets the file's content: through the editor, once the path still
-// leads where it did when it was opened; else on disk, where an edit's
-// file must still hold what it read.
+// leads where it did when it was opened and, for an edit (before not
+// nil), the editor (or the disk) still holds what the edit was made
+// from; else on disk, where an edit's file must still hold what it read.
 func (t *acpTarget) write(ctx context.Context, verb string, before, content []byte) error {
 	if !t.viaEditor {
 		return t.disk.write(ctx, verb, before, content)
@@ -878,8 +956,22 @@ func (t *acpTarget) write(ctx context.Context, verb string, before, content []by
 	if t.disk.check() != nil {
 		return fmt.Errorf("Cannot %s %s: the path changed while this call was waiting; nothing was written", verb, t.path)
 	}
+	if before != nil && !t.holds(ctx, before) {
+		return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
+	}
 	if err := t.files.as.agent.conn.writeTextFile(ctx, t.files.as.id, t.abs, string(content)); err != nil {
 		return fmt.Errorf("Cannot %s %s: the editor did not write it: %v", verb, t.path, err)
 	}
 	return nil
+}
+
+// holds reports whether the file, read again the way it was read, still
+// holds text.
+func (t *acpTarget) holds(ctx context.Context, text []byte) bool {
+	now, ok, err := t.files.read(ctx, t.abs)
+	if !ok {
+		data, derr := t.disk.read(ctx, int64(len(text))+1)
+		now, err = string(data), derr
+	}
+	return err == nil && now == string(text)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,6 +209,11 @@ func testACPAgent(t testing.TB, e *testEnv, stdout, stderr io.Writer, args ...st
 // startACPAgent serves an in-process agent (methods: nil for rpi's) over
 // pipes, until the test ends its input.
 func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
+	return startACPAgentWith(t, e, methods, maxLineBytes, args...)
+}
+
+// startACPAgentWith is startACPAgent with maxLine the longest input line.
+func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, maxLine int, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr syncBuffer
@@ -218,7 +224,7 @@ func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.serveLines(inR, maxLineBytes, nil)
+		a.serveLines(inR, maxLine, nil)
 		a.shutdown()
 		outW.Close()
 	}()
@@ -551,7 +557,13 @@ func TestACPToolInfo(t *testing.T) {
 		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in /work/proj`, `[{"path":"/work/proj"}]`},
 		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\n' | wc -l`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\''s'`, `null`},
-		{"process", `{"action":"list"}`, "other", "process", `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["make"],"cwd":".","env":{"PATH":"/tmp/evil:/usr/bin","LD_PRELOAD":"/tmp/x.so","HOME":null}}}`,
+			"execute", `env -u HOME LD_PRELOAD=/tmp/x.so PATH=/tmp/evil:/usr/bin make`, `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"/","env":{"A":"a b"}}}`, "execute", `env 'A=a b' ls (in /)`, `null`},
+		{"process", `{"action":"list"}`, "other", "process list", `null`},
+		{"process", `{"action":"write","processId":"p1","dataBase64":"cm0gLXJmIH4K","closeStdin":true}`, "other", `process write p1: "rm -rf ~\n", then close its stdin`, `null`},
+		{"process", `{"action":"keys","processId":"p1","keys":["C-c","enter"]}`, "other", `process keys p1: ["C-c","enter"]`, `null`},
+		{"process", `{"action":"signal","processId":"p2","signal":"SIGKILL"}`, "other", "process signal p2 SIGKILL", `null`},
 		{"todo", `{"op":"view"}`, "think", "Update plan", `null`},
 		{"ask_user", `{"question":"?"}`, "other", "ask_user", `null`},
 		{"read", `not json`, "read", "read", `null`},
@@ -702,7 +714,7 @@ func TestACPUpdatesTools(t *testing.T) {
 	if got := u.take(); got != "" {
 		t.Errorf("an edit behind approval announced itself before its diff: %s", got)
 	}
-	u.ready("e1", "/p/e.txt", ptr("a\nb\n"), "a\nB\n")
+	u.ready("e1", "/p/e.txt", "", ptr("a\nb\n"), "a\nB\n")
 	perm, _ := json.Marshal(u.permissionCall("e1"))
 	u.running("e1")
 	u.event("tool_execution_end", toolExecEnd{ToolCallID: "e1", ToolName: "edit", Result: textResult("Successfully replaced 1 block(s) in e.txt.")})
@@ -1333,5 +1345,480 @@ func TestACPSessionLock(t *testing.T) {
 	}
 	if got := b.call("session/load", load); got.Error != nil {
 		t.Errorf("load after close: %s", got.line)
+	}
+}
+
+// ---- A hostile or careless client ----
+
+// acpTextPrompt is session/prompt's params for a text prompt, with more
+// blocks after it.
+func acpTextPrompt(sessionID, text string, more ...any) map[string]any {
+	return map[string]any{"sessionId": sessionID, "prompt": append([]any{map[string]string{"type": "text", "text": text}}, more...)}
+}
+
+// openACPSession initializes c with the client capabilities caps and
+// opens a session in cwd; it returns the session's id.
+func openACPSession(t *testing.T, c *acpTestClient, caps map[string]any, cwd string) string {
+	t.Helper()
+	c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": caps})
+	var opened acpSessionAnswer
+	if got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	return opened.SessionID
+}
+
+// TestACPCancelGivesUpALinkRead: a prompt whose file link the editor
+// never gives back (fs/read_text_file unanswered) is answered cancelled
+// by session/cancel, and the session's next prompt runs: the read is
+// given up, not left holding the prompts behind it.
+func TestACPCancelGivesUpALinkRead(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["next answer"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		if strings.Contains(string(params), "stuck.txt") {
+			<-stuck
+		}
+		return map[string]string{"content": "buffer text"}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, cwd)
+	link := map[string]string{"type": "resource_link", "uri": "file://" + filepath.Join(cwd, "stuck.txt"), "name": "stuck.txt"}
+	first := c.request("session/prompt", acpTextPrompt(sid, "see", link))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "fs/read_text_file" })
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	if got := c.responseTo(first); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("the prompt whose link is being read, cancelled: %s", got.line)
+	}
+	if got := c.call("session/prompt", acpTextPrompt(sid, "and now")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the next prompt: %s", got.line)
+	}
+}
+
+// acpAskMethods are methods for the tests of rpi's requests to the
+// client: test/ask asks the client client/ask and answers the error it
+// got ("<nil>" for none).
+var acpAskMethods = map[string]acpMethod{"initialize": acpInitialize,
+	"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+		return a.answerLater(call, func() (any, error) {
+			_, err := a.conn.call(a.h.ctx, "client/ask", struct{}{})
+			return fmt.Sprint(err), nil
+		}, nil)
+	}}
+
+// TestACPMalformedAnswer: a client's answer to one of rpi's requests that
+// is not a valid response (no result or error, jsonrpc not "2.0") fails
+// that request, which stops waiting; the client gets no error back under
+// rpi's own id (which it would take for the answer to its own request
+// with that id). The same message under an id rpi does not wait for is
+// answered -32600, as before.
+func TestACPMalformedAnswer(t *testing.T) {
+	c, _, _ := startACPAgent(t, nil, acpAskMethods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	for n, tt := range []struct{ answer, err string }{
+		{`{"jsonrpc":"2.0","id":%s}`, "the client's answer is not a JSON-RPC response: no method"},
+		{`{"jsonrpc":"1.0","id":%s,"result":{}}`, `the client's answer is not a JSON-RPC response: jsonrpc must be "2.0"`},
+		{`{"id":%s,"error":{"code":1,"message":"x"}}`, `the client's answer is not a JSON-RPC response: jsonrpc must be "2.0"`},
+	} {
+		from := len(c.messages())
+		ask := c.request("test/ask", nil)
+		i := c.waitFor(from, func(m acpTestMessage) bool { return m.Method == "client/ask" })
+		asked := c.messages()[i]
+		c.send(fmt.Sprintf(tt.answer, asked.ID))
+		if got := c.responseTo(ask); string(got.Result) != strconv.Quote(tt.err) {
+			t.Errorf("%d: the request rpi made: %s", n, got.line)
+		}
+		for _, m := range c.messages()[from:] {
+			if m.Method == "" && bytes.Equal(m.ID, asked.ID) {
+				t.Errorf("%d: an answer to the client under rpi's own id: %s", n, m.line)
+			}
+		}
+	}
+	if got := c.call("test/none", nil); got.Error == nil {
+		t.Fatalf("test/none: %s", got.line)
+	}
+	c.send(`{"jsonrpc":"2.0","id":"free"}`)
+	if got := c.responseTo(json.RawMessage(`"free"`)); got.line != `{"jsonrpc":"2.0","id":"free","error":{"code":-32600,"message":"Invalid request: no method"}}` {
+		t.Errorf("an id rpi does not wait for: %s", got.line)
+	}
+}
+
+// TestACPEditOfAChangedBuffer: an edit through the editor whose buffer
+// changed while the permission request waited (the user typed) is not
+// written: what was approved was a diff of the old text, and writing its
+// new text would drop what the user typed. The call fails saying so; the
+// editor is sent no write. A buffer that did not change is written.
+func TestACPEditOfAChangedBuffer(t *testing.T) {
+	e := newTestEnv(t)
+	edit := `{"toolCalls":[{"id":"%s","name":"edit","args":["{\"path\":\"notes.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`
+	startFakeModel(t, apiOpenAI, fmt.Sprintf(edit, "c1")+"\n"+`{"text":["done"]}`+"\n"+fmt.Sprintf(edit, "c2")+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "edit")
+	var mu sync.Mutex
+	buffer, typing := "alpha\nbeta\n", "alpha\nbeta\nthe user typed this\n"
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch method {
+		case "fs/read_text_file":
+			return map[string]string{"content": buffer}, nil
+		case "fs/write_text_file":
+			var p struct{ Content string }
+			json.Unmarshal(params, &p)
+			buffer = p.Content
+			return struct{}{}, nil
+		}
+		buffer, typing = typing, buffer // the user types while the request waits
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "edit it"))
+	atEnd := c.waitFor(0, func(m acpTestMessage) bool {
+		u := m.update()
+		return u != nil && u["toolCallId"] == "c1" && (u["status"] == "completed" || u["status"] == "failed")
+	})
+	end := c.messages()[atEnd]
+	if !strings.Contains(end.line, `"status":"failed"`) || !strings.Contains(end.line, "Cannot edit notes.txt: the file changed while this call was waiting; nothing was written") {
+		t.Errorf("the edit of a buffer changed meanwhile: %s", end.line)
+	}
+	mu.Lock()
+	if buffer != "alpha\nbeta\nthe user typed this\n" {
+		t.Errorf("the buffer: %q", buffer)
+	}
+	typing = buffer // the user does not type this time
+	mu.Unlock()
+	c.call("session/prompt", acpTextPrompt(sid, "again"))
+	mu.Lock()
+	defer mu.Unlock()
+	if buffer != "alpha\nBETA\nthe user typed this\n" {
+		t.Errorf("the edit of a buffer left alone: %q", buffer)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "notes.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the edits went to the disk: %v", err)
+	}
+}
+
+// TestACPDeleteOfASessionOpenElsewhere: session/delete refuses a session
+// another rpi process has open (it holds the file's lock), naming it, as
+// it refuses one open in its own process, and the file stays; once that
+// process closes it, it is deleted.
+func TestACPDeleteOfASessionOpenElsewhere(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["hi"]}`, e.agentDir)
+	cwd := t.TempDir()
+	a, _, _ := startACPAgent(t, e, nil)
+	b, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, a, nil, cwd)
+	b.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := b.call("session/delete", map[string]any{"sessionId": sid}); got.Error == nil || got.Error.Code != acpInvalidParams ||
+		got.Error.Message != "Invalid field sessionId: the session "+sid+" is open in another rpi process; close it there first" {
+		t.Errorf("delete of a session open in another process: %s", got.line)
+	}
+	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*_"+sid+".jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("the session's file: %v", files)
+	}
+	a.call("session/close", map[string]any{"sessionId": sid})
+	if got := b.call("session/delete", map[string]any{"sessionId": sid}); string(got.Result) != "{}" {
+		t.Errorf("delete once closed there: %s", got.line)
+	}
+	if _, err := os.Stat(files[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file after the delete: %v", err)
+	}
+}
+
+// TestACPApprovalNamesWhereASymlinkLeads: a write whose path is a symlink
+// out of the project asks for approval with a title that says where it
+// leads, as rpc's dialog does (the diff's path stays the path the model
+// gave, made absolute: §12.5 resolves no symlinks); rejected, nothing is
+// written.
+func TestACPApprovalNamesWhereASymlinkLeads(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"write","args":["{\"path\":\"notes.txt\",\"content\":\"ssh-rsa AAAA attacker\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	cwd, elsewhere := t.TempDir(), t.TempDir()
+	keys := filepath.Join(elsewhere, "authorized_keys")
+	os.WriteFile(keys, []byte("mine\n"), 0o644)
+	os.Symlink(keys, filepath.Join(cwd, "notes.txt"))
+	sid := openACPSession(t, c, nil, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "write"))
+	title := "Write " + filepath.Join(cwd, "notes.txt") + " → " + keys + " (outside the working directory)"
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" || strings.Contains(m.line, `"sessionUpdate":"tool_call"`) {
+			if !strings.Contains(m.line, `"title":"`+title+`"`) || strings.Contains(m.Method, "update") && !strings.Contains(m.line, `"path":"`+filepath.Join(cwd, "notes.txt")+`"`) {
+				t.Errorf("want the title %q:\n%s", title, m.line)
+			}
+		}
+	}
+	if data, _ := os.ReadFile(keys); string(data) != "mine\n" {
+		t.Errorf("the file the link leads to: %q", data)
+	}
+}
+
+// waitFollowUps waits until the core has n follow-ups queued in the
+// session sid of a.
+func waitFollowUps(t *testing.T, a *acpAgent, sid string, n int) {
+	t.Helper()
+	a.mu.Lock()
+	s := a.sessions[sid].s
+	a.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		queued := len(s.followUp)
+		s.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d follow-ups queued, not %d", queued, n)
+		}
+	}
+}
+
+// startQueuedBehindAPermission starts an agent (--confirm bash) whose
+// client never answers a permission request, and a session with a
+// prompt whose bash call waits for one and a second prompt queued behind
+// it (in the core's follow-ups); it returns the client, the session, the
+// two prompts' ids and the agent's end.
+func startQueuedBehindAPermission(t *testing.T) (*acpTestClient, string, []json.RawMessage, <-chan struct{}) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}`+"\n"+`{"text":["never"]}`, e.agentDir)
+	c, a, done := startACPAgent(t, e, nil, "--confirm", "bash")
+	c.answer = func(string, json.RawMessage) (any, *acpError) { select {} }
+	sid := openACPSession(t, c, nil, t.TempDir())
+	running := c.request("session/prompt", acpTextPrompt(sid, "run"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
+	queued := c.request("session/prompt", acpTextPrompt(sid, "queued"))
+	waitFollowUps(t, a, sid, 1)
+	return c, sid, []json.RawMessage{running, queued}, done
+}
+
+// TestACPCloseAnswersQueuedPrompts: session/close while a turn waits for
+// a permission and a prompt is queued behind it answers both cancelled
+// (the queued one never runs), then answers the close.
+func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
+	c, sid, prompts, _ := startQueuedBehindAPermission(t)
+	running, queued := prompts[0], prompts[1]
+	closed := c.request("session/close", map[string]any{"sessionId": sid})
+	end := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, closed) })
+	for _, id := range []json.RawMessage{running, queued} {
+		got := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, id) })
+		if m := c.messages()[got]; string(m.Result) != `{"stopReason":"cancelled"}` || got > end {
+			t.Errorf("prompt %s: %s (at %d; the close answered at %d)", id, m.line, got, end)
+		}
+	}
+}
+
+// TestACPEndOfInputAnswersQueuedPrompts: at the end of stdin (§12.9) a
+// turn waiting for a permission and the prompt queued behind it both
+// answer cancelled before rpi's output ends.
+func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
+	c, _, prompts, done := startQueuedBehindAPermission(t)
+	c.w.Close()
+	<-done
+	for _, id := range prompts {
+		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
+			t.Errorf("prompt %s at the end of input: %s", id, got.line)
+		}
+	}
+}
+
+// TestACPWriteOverAFileTheEditorWillNotGive: a write over a file that is
+// on disk but whose text the editor would not give (an error answer: a
+// binary file, say) keeps its diff's oldText null (§12.6), and its
+// approval's title says it replaces a file whose text is not shown,
+// where it looked like a new file before.
+func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"write","args":["{\"path\":\"data.bin\",\"content\":\"text\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		if method == "fs/read_text_file" {
+			return nil, &acpError{Code: acpInternalError, Message: "not valid UTF-8"}
+		}
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	cwd := t.TempDir()
+	os.WriteFile(filepath.Join(cwd, "data.bin"), []byte("\xff\x00binary"), 0o644)
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, cwd)
+	c.call("session/prompt", acpTextPrompt(sid, "write"))
+	title := `"title":"Write ` + filepath.Join(cwd, "data.bin") + ` (replacing a file whose text is not shown)"`
+	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
+	asked := c.messages()[atAsked]
+	atAnnounced := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"sessionUpdate":"tool_call"`) })
+	announced := c.messages()[atAnnounced]
+	if !strings.Contains(asked.line, title) || !strings.Contains(announced.line, title) || !strings.Contains(announced.line, `"oldText":null`) {
+		t.Errorf("want %s and oldText null:\n%s\n%s", title, announced.line, asked.line)
+	}
+}
+
+// TestACPOverlongAnswer: an answer to one of rpi's requests longer than
+// the line limit (a huge file's text) fails that request, which went on
+// waiting before, and nothing is written back; an over-long request, or
+// an over-long answer to an id rpi does not wait for, is still -32700
+// with id null.
+func TestACPOverlongAnswer(t *testing.T) {
+	const maxLine = 8 << 10
+	c, _, _ := startACPAgentWith(t, nil, acpAskMethods, maxLine)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	huge := strings.Repeat("x", 3*maxLine)
+	ask := c.request("test/ask", nil)
+	atAsked := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/ask" })
+	asked := c.messages()[atAsked]
+	c.send(`{"jsonrpc":"2.0","id":` + string(asked.ID) + `,"result":{"content":"` + huge + `"}}`)
+	if got := c.responseTo(ask); string(got.Result) != strconv.Quote(fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)) {
+		t.Errorf("the request answered by a line too long: %s", got.line)
+	}
+	c.send(`{"jsonrpc":"2.0","id":77,"method":"test/ask","params":{"x":"` + huge + `"}}`)
+	c.send(`{"jsonrpc":"2.0","id":78,"result":{"content":"` + huge + `"}}`)
+	last := c.call("initialize", map[string]any{"protocolVersion": 1})
+	var parseErrors []string
+	for _, m := range c.messages() {
+		if m.Error != nil && m.Error.Code == acpParseError {
+			parseErrors = append(parseErrors, m.line)
+		}
+	}
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, maxLine)
+	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Result == nil {
+		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
+	}
+}
+
+// TestACPLoadInAMissingDirectory: session/load and session/resume refuse
+// a cwd that is not a directory (-32602 naming cwd), as session/new
+// does; they ran the session there before, its commands failing with
+// "fork/exec /usr/bin/bash: no such file or directory".
+func TestACPLoadInAMissingDirectory(t *testing.T) {
+	e := newTestEnv(t)
+	c, _, _ := startACPAgent(t, e, nil)
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	c.call("session/close", map[string]any{"sessionId": sid})
+	file := filepath.Join(cwd, "a file")
+	os.WriteFile(file, nil, 0o644)
+	for _, dir := range []string{file, filepath.Join(cwd, "gone")} {
+		for _, method := range []string{"session/load", "session/resume"} {
+			got := c.call(method, map[string]any{"sessionId": sid, "cwd": dir, "mcpServers": []any{}})
+			if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != "Invalid field cwd: "+dir+" is not a directory" {
+				t.Errorf("%s in %s: %s", method, dir, got.line)
+				c.call("session/close", map[string]any{"sessionId": sid})
+			}
+		}
+	}
+	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Errorf("load in its directory: %s", got.line)
+	}
+}
+
+// TestACPWaitingPromptsHoldNoGoroutines: prompts waiting to start behind
+// one that cannot (its file link still being read) cost their messages,
+// not a goroutine each; session/cancel answers them all.
+func TestACPWaitingPromptsHoldNoGoroutines(t *testing.T) {
+	e := newTestEnv(t)
+	c, _, _ := startACPAgent(t, e, nil)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		<-stuck
+		return nil, &acpError{Code: acpResourceNotFound, Message: "gone"}
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, cwd)
+	link := map[string]string{"type": "resource_link", "uri": "file://" + filepath.Join(cwd, "stuck.txt"), "name": "stuck.txt"}
+	first := c.request("session/prompt", acpTextPrompt(sid, "see", link))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "fs/read_text_file" })
+	before := runtime.NumGoroutine()
+	const waiting = 100
+	ids := []json.RawMessage{first}
+	for range waiting {
+		ids = append(ids, c.request("session/prompt", acpTextPrompt(sid, "later")))
+	}
+	c.call("no/such/method", nil) // answered on the loop: every prompt before it has been taken
+	if grown := runtime.NumGoroutine() - before; grown > waiting/10 {
+		t.Errorf("%d prompts waiting to start: %d more goroutines", waiting, grown)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	for _, id := range ids {
+		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
+			t.Errorf("prompt %s: %s", id, got.line)
+		}
+	}
+}
+
+// TestACPCompactNotes: /compact stopped by session/cancel answers
+// cancelled (§12.4), where it answered end_turn, and a compaction that
+// failed or was cancelled says so once, where it said it twice
+// ("Compaction cancelled." then "Compaction failed: Compaction
+// cancelled"; a model's error as "Compaction failed: Compaction failed:
+// …" twice).
+func TestACPCompactNotes(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["`+strings.Repeat("one ", 200)+`"]}
+{"text":["`+strings.Repeat("two ", 200)+`"]}
+{"text":["a summary"],"holdAt":1}
+{"status":400,"body":"bad request"}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "one"))
+	c.call("session/prompt", acpTextPrompt(sid, "two"))
+	notes := func(from int) []string {
+		var texts []string
+		for _, m := range c.messages()[from:] {
+			if u := m.update(); u != nil && u["sessionUpdate"] == "agent_message_chunk" {
+				texts = append(texts, u["content"].(map[string]any)["text"].(string))
+			}
+		}
+		return texts
+	}
+	from := len(c.messages())
+	compact := c.request("session/prompt", acpTextPrompt(sid, "/compact"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // until the summary is asked for
+		fm.mu.Lock()
+		asked := len(fm.requests)
+		fm.mu.Unlock()
+		if asked == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compaction never asked the model")
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	fm.release <- struct{}{}
+	if got := c.responseTo(compact); string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("/compact cancelled: %s", got.line)
+	}
+	if got := notes(from); strings.Join(got, "|") != "Compaction cancelled." {
+		t.Errorf("the notes of a cancelled compaction: %q", got)
+	}
+	from = len(c.messages())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "/compact")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("/compact failed: %s", got.line)
+	}
+	if got := notes(from); len(got) != 1 || !strings.HasPrefix(got[0], "Compaction failed: ") || strings.Count(got[0], "Compaction failed") != 1 {
+		t.Errorf("the notes of a failed compaction: %q", got)
+	}
+}
+
+// TestACPNoSessionDeletesNothing: under --no-session (no delete in the
+// capabilities, an empty session/list) session/delete is refused as
+// session/load is; it deleted the file on disk before.
+func TestACPNoSessionDeletesNothing(t *testing.T) {
+	e := newTestEnv(t)
+	file := writeTestSession(t, e.agentDir, t.TempDir(), "0199aaaa-0000-7000-8000-000000000001", 1, "hello")
+	c, _, _ := startACPAgent(t, e, nil, "--no-session")
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	got := c.call("session/delete", map[string]any{"sessionId": "0199aaaa-0000-7000-8000-000000000001"})
+	if got.Error == nil || got.Error.Message != "Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk" {
+		t.Errorf("delete under --no-session: %s", got.line)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("the session file: %v", err)
 	}
 }

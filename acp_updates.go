@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -253,7 +254,9 @@ type acpToolArgs struct {
 	Pattern string `json:"pattern"`
 	Action  string `json:"action"`
 	Spec    struct {
-		Argv []string `json:"argv"`
+		Argv []string           `json:"argv"`
+		Cwd  string             `json:"cwd"`
+		Env  map[string]*string `json:"env"`
 	} `json:"spec"`
 }
 
@@ -283,7 +286,9 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 	case name == "bash":
 		return "execute", a.Command, nil
 	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
-		return "execute", shellJoin(a.Spec.Argv), nil
+		return "execute", acpSpawnTitle(a.Spec.Argv, a.Spec.Env, a.Spec.Cwd, paths), nil
+	case name == "process" && a.Action != "" && a.Action != "spawn":
+		return "other", acpProcessTitle(a.Action, args), nil
 	case name == "todo":
 		return "think", "Update plan", nil
 	}
@@ -302,6 +307,59 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 		kind = "other"
 	}
 	return kind, name, nil
+}
+
+// acpSpawnTitle is a process spawn as a shell would read it, with all
+// that decides what runs (as rpc's dialog shows it): the environment it
+// changes (env -u NAME, NAME=value, by name) before its argv, and its
+// directory when that is not the session's.
+func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpPaths) string {
+	var words []string
+	if len(env) > 0 {
+		words = append(words, "env")
+		for _, name := range slices.Sorted(maps.Keys(env)) {
+			if env[name] == nil {
+				words = append(words, "-u", name)
+			} else {
+				words = append(words, name+"="+*env[name])
+			}
+		}
+	}
+	title := shellJoin(append(words, argv...))
+	if dir := resolvePath(paths.cwd, cwd); dir != paths.cwd {
+		title += " (in " + dir + ")"
+	}
+	return title
+}
+
+// acpProcessTitle is what a process action other than spawn does, read
+// from its fields by exact name as the tool reads them: the action, the
+// process, and what goes to it (the bytes written, at most 200 shown;
+// the keys; the signal).
+func acpProcessTitle(action string, args json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(args, &fields)
+	var processID, data64, signal string
+	var closeStdin bool
+	json.Unmarshal(fields["processId"], &processID)
+	title := strings.TrimSpace("process " + action + " " + processID)
+	switch action {
+	case "write":
+		json.Unmarshal(fields["dataBase64"], &data64)
+		json.Unmarshal(fields["closeStdin"], &closeStdin)
+		if data, err := base64.StdEncoding.DecodeString(data64); err == nil && len(data) > 0 {
+			title += ": " + shownValue(string(data))
+		}
+		if closeStdin {
+			title += ", then close its stdin"
+		}
+	case "keys":
+		title += ": " + string(fields["keys"])
+	case "signal":
+		json.Unmarshal(fields["signal"], &signal)
+		title += " " + signal
+	}
+	return title
 }
 
 // shellPlain matches a word a shell reads as it is.
@@ -399,6 +457,7 @@ type acpUpdates struct {
 	tools     map[string]*acpTool
 	runningID string            // the id of the call running (a session runs one at a time)
 	last      *assistantMessage // the turn's last answer
+	compacted *compactionEnd    // the last compaction's end, noted (takeCompaction)
 }
 
 // event maps one core event (its type and payload, as rpc mode writes
@@ -442,6 +501,7 @@ func (u *acpUpdates) event(typ string, data any) {
 		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
 	case compactionEnd:
 		u.noteLocked(acpCompactionNote(d))
+		u.compacted = &d
 	case runFailed:
 		u.send(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
 	}
@@ -462,11 +522,23 @@ func (u *acpUpdates) noteLocked(text string) {
 	}
 }
 
+// takeCompaction is the end of the last compaction since the last take
+// (nil: none ran), whose note has gone out.
+func (u *acpUpdates) takeCompaction() *compactionEnd {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	end := u.compacted
+	u.compacted = nil
+	return end
+}
+
 // acpCompactionNote is what a compaction tells the user.
 func acpCompactionNote(d compactionEnd) string {
 	switch {
 	case d.Aborted:
 		return "Compaction cancelled."
+	case strings.HasPrefix(d.ErrorMessage, "Compaction failed"):
+		return d.ErrorMessage
 	case d.ErrorMessage != "":
 		return "Compaction failed: " + d.ErrorMessage
 	case d.Result != nil:
@@ -503,13 +575,19 @@ func (u *acpUpdates) toolStarted(d toolExecStart) {
 
 // ready announces an edit or write with the diff it will make: the whole
 // file before (nil: new) and after, and for an edit its first changed
-// line. It comes before the call's permission request.
-func (u *acpUpdates) ready(id, path string, before *string, after string) {
+// line; where (the file target's, "" for a plain file in the working
+// directory) goes into its title, so that what the user approves names
+// the file that is written. It comes before the call's permission
+// request.
+func (u *acpUpdates) ready(id, path, where string, before *string, after string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	t := u.tools[id]
 	if t == nil {
 		return
+	}
+	if !t.announced {
+		t.title += where
 	}
 	u.setDiff(t, path, before, after)
 	u.announce(id, t)

@@ -194,8 +194,9 @@ func (s *session) setPhase(phase runPhase) {
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
 // agent run. Either way the turn of the inputs it ran has ended
-// (endTurns, after agent_settled when it settles). Once idle, the loops
-// report the run and may start a waiting fire.
+// (endTurns, after agent_settled when it settles; the host's run is let
+// go of before, so another session can run once a client hears of the
+// end). Once idle, the loops report the run and may start a waiting fire.
 func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
@@ -208,6 +209,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
+	s.host.releaseRun(s)
 	if run.agent {
 		s.status("idle")
 		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})

@@ -235,7 +235,7 @@ func (c *editCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 
 // change is the file as prepare read it and as the plan makes it.
 func (c *editCall) change() fileChange {
-	return fileChange{path: c.abs, existed: true, before: c.data, after: c.plan.result}
+	return fileChange{path: c.abs, existed: true, before: c.data, after: c.plan.result, where: c.where}
 }
 
 // ---- Planning, by pi 1.6's rules ----

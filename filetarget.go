@@ -50,12 +50,15 @@ type changeTarget interface {
 // A fileChange is what a write or an edit does to one file, as the call
 // itself read it and writes it (SPEC §12.5's diff): its absolute path, its
 // text before (nil for a new file, or one that could not be read) and
-// after.
+// after, and where (the target's where(): where the path leads when a
+// symlink takes it elsewhere, and whether that is outside the working
+// directory; "" for a plain file inside it).
 type fileChange struct {
 	path    string
 	existed bool
 	before  []byte
 	after   []byte
+	where   string
 }
 
 // A changer is a tool call that changes one file (write, edit): change

@@ -84,14 +84,21 @@ func (h *host) claimRun(s *session) bool {
 	return true
 }
 
-// endRun is s's run settling: another session may run now, and the fires
-// of its loops that waited start (startWaitingLoops). s.mu is not held.
-func (h *host) endRun(s *session) {
+// releaseRun lets another session run: s's run is over (s.mu may be
+// held: settle releases it before it reports the end of the turns, so
+// that a prompt for another session sent on that report is not refused).
+func (h *host) releaseRun(s *session) {
 	h.runMu.Lock()
 	if h.running == s {
 		h.running = nil
 	}
 	h.runMu.Unlock()
+}
+
+// endRun is s's run settling: another session may run now, and the fires
+// of its loops that waited start (startWaitingLoops). s.mu is not held.
+func (h *host) endRun(s *session) {
+	h.releaseRun(s)
 	for _, o := range h.openSessions() {
 		if o != s {
 			o.startWaitingLoops()

@@ -31,11 +31,15 @@ const maxLineBytes = 64 << 20
 // ---- Framing (§3) ----
 
 // A frame is one non-blank input line, or tooLong when the line passed the
-// limit and was discarded.
+// limit and was discarded (line is then its first bytes, up to
+// tooLongHead: what an answer's id can be read from).
 type frame struct {
 	line    []byte
 	tooLong bool
 }
+
+// tooLongHead is how much of a line too long a frame keeps.
+const tooLongHead = 1 << 10
 
 // readFrames splits r into frames on "\n" and sends them to frames in
 // batches (every line already buffered goes in one batch, so a pipelining
@@ -62,7 +66,7 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 		arena, tooLong, err = appendInputLine(arena, br, max)
 		line := arena[start:len(arena):len(arena)]
 		if tooLong {
-			batch = append(batch, frame{tooLong: true})
+			batch = append(batch, frame{line: bytes.Clone(line), tooLong: true}) // not the arena of up to max bytes
 		} else if line = bytes.TrimSuffix(line, []byte("\r")); !isBlank(line) {
 			batch = append(batch, frame{line: line})
 		}
@@ -102,17 +106,20 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 }
 
 // appendInputLine is readLine appending the line to dst; when the line is too
-// long, dst comes back as it was.
+// long, dst comes back with at most its first tooLongHead bytes appended.
 func appendInputLine(dst []byte, br *bufio.Reader, max int) (_ []byte, tooLong bool, err error) {
 	start := len(dst)
 	for {
 		chunk, err := br.ReadSlice('\n')
 		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
 		if max >= 0 && len(dst)-start+len(chunk) > max {
+			if room := tooLongHead - (len(dst) - start); room > 0 {
+				dst = append(dst, chunk[:min(room, len(chunk))]...)
+			}
 			for err == bufio.ErrBufferFull {
 				_, err = br.ReadSlice('\n')
 			}
-			return dst[:start], true, err
+			return dst[:start+min(len(dst)-start, tooLongHead)], true, err
 		}
 		dst = append(dst, chunk...)
 		if err != bufio.ErrBufferFull {

@@ -392,12 +392,13 @@ func TestTwoSessionsOneHost(t *testing.T) {
 	}
 }
 
-// TestSessionWrittenAtOnce: with writeNow, a new session's file (header,
-// model and thinking level) exists as soon as the session is open, before
-// any answer (ACP's session/new), so that another process can open it.
-func TestSessionWrittenAtOnce(t *testing.T) {
+// startTestHost is a host (rpc's flags, a working directory of its own,
+// which it returns) whose model answers script; it shuts down when the
+// test ends.
+func startTestHost(t *testing.T, script string) (*host, string) {
+	t.Helper()
 	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	startFakeModel(t, apiOpenAI, script, e.agentDir)
 	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
 	if err != nil {
 		t.Fatal(err)
@@ -406,8 +407,38 @@ func TestSessionWrittenAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.shutdown(false)
-	s, err := openSession(h, sessionOptions{cwd: cfg.cwd, sink: &recordingSink{}, ui: &approvingUI{}, writeNow: true})
+	t.Cleanup(func() { h.shutdown(false) })
+	return h, cfg.cwd
+}
+
+// TestPromptEndAfterTheRunIsLetGo: when a prompt's end is reported (ACP
+// answers the prompt then), the host's run is already let go of, so a
+// prompt for another session that a client sends on that answer is not
+// refused with "another session is running" (it was, now and then: the
+// run was let go of after the report).
+func TestPromptEndAfterTheRunIsLetGo(t *testing.T) {
+	h, cwd := startTestHost(t, `{"text":["one"]}`)
+	s, err := openSession(h, sessionOptions{cwd: cwd, sink: &recordingSink{}, ui: &approvingUI{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runningAtEnd := make(chan *session, 1)
+	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("hi"), Timestamp: 1}, "", func(bool, error) {}, func(promptEnd) {
+		h.runMu.Lock()
+		runningAtEnd <- h.running
+		h.runMu.Unlock()
+	})
+	if running := receive(t, runningAtEnd, "the prompt's end"); running != nil {
+		t.Errorf("the host's run is still the session's when its prompt's end is reported")
+	}
+}
+
+// TestSessionWrittenAtOnce: with writeNow, a new session's file (header,
+// model and thinking level) exists as soon as the session is open, before
+// any answer (ACP's session/new), so that another process can open it.
+func TestSessionWrittenAtOnce(t *testing.T) {
+	h, cwd := startTestHost(t, `{"text":["unused"]}`)
+	s, err := openSession(h, sessionOptions{cwd: cwd, sink: &recordingSink{}, ui: &approvingUI{}, writeNow: true})
 	if err != nil {
 		t.Fatal(err)
 	}

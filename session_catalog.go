@@ -288,10 +288,14 @@ func deleteSession(store sessionStore, path, current string) error {
 		return notOurs("it is not a session file")
 	}
 	if err := removeSessionIn(root, rel); err != nil {
-		return notOurs(err.Error())
+		return fmt.Errorf("Cannot delete %s: %w", path, err)
 	}
 	return nil
 }
+
+// errSessionHeld says a session file to delete is held by an rpi process
+// (the lock of lockSessionFile): this one or another.
+var errSessionHeld = errors.New("the session is open in an rpi process (this one or another); close it there first")
 
 // removeSessionIn removes the session file rel (a name, or a project
 // folder's name and a name) of the folder root, and its loops file, all
@@ -338,7 +342,7 @@ func removeSessionIn(root, rel string) error {
 	case err != nil:
 		return err
 	case !ok:
-		return errors.New("the session is open in an rpi process (this one or another); close it there first")
+		return errSessionHeld
 	}
 	if now, err := dir.Lstat(name); err != nil || !os.SameFile(info, now) {
 		return errors.New("it changed while it was being deleted")

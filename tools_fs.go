@@ -199,7 +199,7 @@ func (c *writeCall) prepare(ctx context.Context, s *session) error {
 
 // change is the file as prepare found it and as the call writes it.
 func (c *writeCall) change() fileChange {
-	return fileChange{path: c.abs, existed: c.existed, before: c.before, after: []byte(c.content)}
+	return fileChange{path: c.abs, existed: c.existed, before: c.before, after: []byte(c.content), where: c.where}
 }
 
 func (c *writeCall) release() {
