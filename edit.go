@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -83,7 +84,9 @@ const (
 	editsInString = `{"type": ["array", "object"], "items": {"type": "object", ` + editItemFields + `}, ` + editItemFields + `}`
 )
 
-var editsInStringSchema = func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return }()
+// editsInStringSchema is editsInString decoded, on first use (not at
+// startup: encoding/json's reflection costs rpi's start).
+var editsInStringSchema = sync.OnceValue(func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return })
 
 type editCall struct {
 	path, abs string
@@ -147,7 +150,7 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 	if raw[0] == '"' {
 		var text string
 		json.Unmarshal(raw, &text)
-		if err := checkArgs([]byte(text), editsInStringSchema); err != nil {
+		if err := checkArgs([]byte(text), editsInStringSchema()); err != nil {
 			return nil, fmt.Errorf("field \"edits\" is a string that does not hold a JSON list of edits: %v", err)
 		}
 		raw = json.RawMessage(strings.TrimSpace(text))

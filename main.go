@@ -73,10 +73,18 @@ func keyArguments(args []string) map[int]int {
 // environment, both the runtime's copy and the memory the kernel shows as
 // /proc/<rpi>/environ, once the keys are read.
 func hideOwnVariables(names []string) {
+	var set []string // the ones rpi was given: nothing else to overwrite
 	for _, name := range names {
+		if os.Getenv(name) != "" {
+			set = append(set, name)
+		}
 		os.Unsetenv(name)
 	}
-	if err := hideVariables(names); err != nil {
+	if len(set) == 0 {
+		forgetOwnMemory()
+		return
+	}
+	if err := hideVariables(set); err != nil {
 		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
 	}
 	forgetOwnMemory() // the last of what rpi overwrites in its own memory

@@ -140,23 +140,28 @@ func fileSystemKind(fd int) string {
 // provider keys are) or attach to it. It first opens /proc/self/mem
 // (ownMemory): once rpi is non-dumpable the kernel lets only root open
 // that file, rpi's own included, and hideKeyArguments and hideVariables
-// still have keys to overwrite through it.
+// still have keys to overwrite through it. Plain descriptors, not
+// *os.File: the first *os.File would start the runtime's poller, which
+// startup does without.
 func hideOwnEnvironment() {
-	ownMemory, _ = os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if fd, err := syscall.Open("/proc/self/mem", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
+		ownMemory = fd
+	}
 	const prSetDumpable = 4
 	syscall.Syscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
 }
 
-// ownMemory is /proc/self/mem opened while rpi could still open it (nil
-// when it could not, or in a process that never hid itself, such as the
-// tests' in-process servers: overwriteOwn then opens it).
-var ownMemory *os.File
+// ownMemory is the descriptor of /proc/self/mem opened while rpi could
+// still open it (-1 when it could not, or in a process that never hid
+// itself, such as the tests' in-process servers: overwriteOwn then opens
+// it).
+var ownMemory = -1
 
 // forgetOwnMemory closes ownMemory once nothing is left to overwrite.
 func forgetOwnMemory() {
-	if ownMemory != nil {
-		ownMemory.Close()
-		ownMemory = nil
+	if ownMemory >= 0 {
+		syscall.Close(ownMemory)
+		ownMemory = -1
 	}
 }
 
@@ -167,6 +172,9 @@ func forgetOwnMemory() {
 // /proc/self/mem at the addresses /proc/self/stat gives, so what is
 // written is exactly what the kernel shows.
 func hideKeyArguments() error {
+	if len(keyArguments(os.Args)) == 0 {
+		return nil // nothing to overwrite: no need to read /proc
+	}
 	return overwriteOwn(argStartField, func(data []byte) (ranges [][2]int) {
 		args := strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
 		offsets := make([]int, len(args))
@@ -208,7 +216,7 @@ const (
 // fields startField and startField+1 give, and writes '*' over the byte
 // ranges pick finds in it.
 func overwriteOwn(startField int, pick func(data []byte) [][2]int) error {
-	stat, err := os.ReadFile("/proc/self/stat")
+	stat, err := readProcFile("/proc/self/stat")
 	if err != nil {
 		return err
 	}
@@ -223,20 +231,43 @@ func overwriteOwn(startField int, pick func(data []byte) [][2]int) error {
 		return fmt.Errorf("/proc/self/stat gives no usable addresses (%s, %s)", fields[startField-3], fields[startField-2])
 	}
 	mem := ownMemory
-	if mem == nil {
-		if mem, err = os.OpenFile("/proc/self/mem", os.O_RDWR, 0); err != nil {
-			return err
+	if mem < 0 {
+		if mem, err = syscall.Open("/proc/self/mem", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err != nil {
+			return &os.PathError{Op: "open", Path: "/proc/self/mem", Err: err}
 		}
-		defer mem.Close()
+		defer syscall.Close(mem)
 	}
 	data := make([]byte, end-start)
-	if _, err := mem.ReadAt(data, start); err != nil {
-		return err
+	if n, err := syscall.Pread(mem, data, start); err != nil || n != len(data) {
+		return fmt.Errorf("read /proc/self/mem: %d of %d bytes (%v)", n, len(data), err)
 	}
 	for _, r := range pick(data) {
-		if _, err := mem.WriteAt(bytes.Repeat([]byte("*"), r[1]-r[0]), start+int64(r[0])); err != nil {
-			return err
+		stars := bytes.Repeat([]byte("*"), r[1]-r[0])
+		if n, err := syscall.Pwrite(mem, stars, start+int64(r[0])); err != nil || n != len(stars) {
+			return fmt.Errorf("write /proc/self/mem: %d of %d bytes (%v)", n, len(stars), err)
 		}
 	}
 	return nil
+}
+
+// readProcFile reads a small file of /proc whole through a plain
+// descriptor (see hideOwnEnvironment).
+func readProcFile(path string) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var data []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := retryInterrupted(func() (int, error) { return syscall.Read(fd, buf) })
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return data, nil
+		}
+		data = append(data, buf[:n]...)
+	}
 }
