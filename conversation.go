@@ -272,6 +272,11 @@ func (c *conversation) flushSoon() {
 func (c *conversation) flush() error {
 	c.fileMu.Lock()
 	defer c.fileMu.Unlock()
+	return c.flushLocked()
+}
+
+// flushLocked is flush with c.fileMu held.
+func (c *conversation) flushLocked() error {
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -448,7 +453,9 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 
 // open loads the session file at path for a session change: held, as
 // openSessionFile does, or, when it is the file the current session holds,
-// to take that hold over when it becomes current (replace).
+// to take that hold over when it becomes current (replace); that file is
+// read once the writes queued for it are done, with no write between
+// (once the hold is handed over, the session left cannot write there).
 func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
 	cur := c.sessionFile
@@ -460,6 +467,9 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 	}
 	c.lockMu.Unlock()
 	if holdsFile(held, path) {
+		c.fileMu.Lock()
+		defer c.fileMu.Unlock()
+		c.flushLocked()
 		ss, err := loadSessionFile(path)
 		if ss != nil {
 			ss.sameFileAs = cur

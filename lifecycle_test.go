@@ -319,3 +319,44 @@ func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
 		t.Errorf("the loops file: %s, %v", loops, err)
 	}
 }
+
+// TestSwitchToTheCurrentSessionKeepsItsQueuedEntries: set_session_name's
+// entry is still queued for the writer (the disk holds) when
+// switch_session reloads the same file; the reloaded session has the
+// name, and so does the file once the disk is back.
+func TestSwitchToTheCurrentSessionKeepsItsQueuedEntries(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
+		`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	switched := make(chan struct{})
+	go func() {
+		sp.out.waitFor(`"id":"sw"`, func(b []byte) string { return string(b) })
+		close(switched)
+	}()
+	select { // the switch may wait for the disk, or (before) not
+	case <-switched:
+	case <-time.After(500 * time.Millisecond):
+	}
+	sp.s.conv.fileMu.Unlock()
+	<-switched
+	sp.send(`{"id":"state","type":"get_state"}`)
+	sp.seen(`"id":"state"`)
+	if !bytes.Contains(sp.out.bytes(), []byte(`"sessionName":"renamed"`)) {
+		t.Errorf("the reloaded session lost its name:\n%s", sp.out.bytes())
+	}
+	sp.stop()
+	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
+		t.Errorf("the session file lacks the name:\n%s", saved)
+	}
+}
