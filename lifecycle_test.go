@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -358,5 +359,58 @@ func TestSwitchToTheCurrentSessionKeepsItsQueuedEntries(t *testing.T) {
 	sp.stop()
 	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
 		t.Errorf("the session file lacks the name:\n%s", saved)
+	}
+}
+
+// TestSwitchToTheCurrentSessionAfterLoopDelete: a durable loop is deleted
+// while the loops file's write is still queued (the disk holds), then
+// switch_session reloads the same session: the loop stays deleted, in the
+// session and in the file once the disk is back.
+func TestSwitchToTheCurrentSessionAfterLoopDelete(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.send(`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`)
+	sp.seen(`"id":"loop"`)
+	for { // the loop is on disk; then the disk stops answering
+		sp.s.loops.fileMu.Lock()
+		if _, err := os.Stat(file + ".loops.json"); err == nil {
+			break
+		}
+		sp.s.loops.fileMu.Unlock()
+		runtime.Gosched()
+	}
+	sp.s.loops.mu.Lock()
+	id := sp.s.loops.tasks[0].ID
+	sp.s.loops.mu.Unlock()
+	sp.send(`{"id":"del","type":"loop_delete","taskId":"`+id+`"}`,
+		`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	switched := make(chan struct{})
+	go func() {
+		sp.out.waitFor(`"id":"sw"`, func(b []byte) string { return string(b) })
+		close(switched)
+	}()
+	select { // the switch may wait for the disk, or (before) not
+	case <-switched:
+	case <-time.After(500 * time.Millisecond):
+	}
+	sp.s.loops.fileMu.Unlock()
+	<-switched
+	sp.send(`{"id":"list","type":"loop_list"}`)
+	sp.seen(`"id":"list"`)
+	if out := sp.out.bytes(); bytes.Contains(out, []byte(`"restored":true`)) || !bytes.Contains(out, []byte(`"command":"loop_list","success":true,"data":[]}`)) {
+		t.Errorf("the deleted loop came back:\n%s", out)
+	}
+	sp.stop()
+	if _, err := os.Stat(file + ".loops.json"); !os.IsNotExist(err) {
+		t.Errorf("the loops file is still there: %v", err)
 	}
 }

@@ -791,12 +791,33 @@ func (s *session) writeLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
+	s.writeQueuedLoopsLocked(true)
+}
+
+// readLoopsNow reads a session's loops file for a session change, once
+// the writes queued before are done (a loop just deleted is not read
+// back from the file its deletion has not yet reached); in the
+// background, as the loops writer is.
+func (s *session) readLoopsNow(sessionPath string) loopsRead {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	s.writeQueuedLoopsLocked(false)
+	return readLoops(sessionPath)
+}
+
+// writeQueuedLoopsLocked writes the queued loops files until none is
+// left; l.fileMu is held. The loops writer (last) is then done.
+func (s *session) writeQueuedLoopsLocked(last bool) {
+	l := s.loops
 	for {
 		l.mu.Lock()
 		writes := l.writes
 		l.writes = nil
 		if len(writes) == 0 {
-			l.writing = false
+			if last {
+				l.writing = false
+			}
 			l.mu.Unlock()
 			return
 		}
