@@ -414,3 +414,23 @@ func TestSwitchToTheCurrentSessionAfterLoopDelete(t *testing.T) {
 		t.Errorf("the loops file is still there: %v", err)
 	}
 }
+
+// TestPanicInASessionChangesReadIsAnswered: a panic while a session
+// change reads its file (a bug that a crafted file finds) fails the
+// change, whose command is answered, instead of leaving it unanswered.
+func TestPanicInASessionChangesReadIsAnswered(t *testing.T) {
+	e := newTestEnv(t)
+	sp := serveInProcess(t, e, "--cwd", t.TempDir())
+	sp.seen(`"type":"session_started"`)
+	outcome := make(chan error, 1)
+	sp.s.changeSession(func() error { panic("in the read") }, func() error { return nil }, func(err error) { outcome <- err })
+	select {
+	case err := <-outcome:
+		if err == nil || !strings.Contains(err.Error(), "in the read") {
+			t.Errorf("the change's outcome: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change was never answered")
+	}
+	sp.stop()
+}
