@@ -249,6 +249,14 @@ func (c *conversation) flushSoon() {
 	}
 	c.writing = true
 	c.background(func() {
+		ended := false
+		defer func() { // a panic (guard logs it) ends this write only: the next entry starts a writer again
+			if !ended {
+				c.mu.Lock()
+				c.writing = false
+				c.mu.Unlock()
+			}
+		}()
 		for {
 			c.flush()
 			c.mu.Lock()
@@ -256,7 +264,7 @@ func (c *conversation) flushSoon() {
 			done := len(c.queue) == 0 && len(c.retired) == 0
 			c.lockMu.Unlock()
 			if done {
-				c.writing = false
+				c.writing, ended = false, true
 				c.mu.Unlock()
 				return
 			}

@@ -434,3 +434,96 @@ func TestPanicInASessionChangesReadIsAnswered(t *testing.T) {
 	}
 	sp.stop()
 }
+
+// TestWriterGoesOnAfterAPanic: a panic in the conversation's writer (in
+// its warning that an append failed, here) ends that write only: the
+// next entry from the command loop is written, long before rpi ends.
+func TestWriterGoesOnAfterAPanic(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	warn := sp.s.conv.warn
+	panicked := make(chan struct{})
+	sp.s.conv.warn = func(string) { close(panicked); panic("in the warning") }
+	os.Remove(file) // the append fails: the writer warns
+	sp.send(`{"id":"one","type":"set_session_name","name":"one"}`)
+	<-panicked
+	sp.s.conv.mu.Lock()
+	sp.s.conv.warn = warn
+	sp.s.conv.mu.Unlock()
+	sp.send(`{"id":"two","type":"set_session_name","name":"two"}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if saved, _ := os.ReadFile(file); bytes.Contains(saved, []byte(`"name":"two"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second name was never written while rpi ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sp.stop()
+}
+
+// TestLoopsWriterGoesOnAfterAPanic: a panic in the loops writer (in its
+// warning that a write failed, here) ends that writer only: the next
+// durable loop's file is written while rpi runs.
+func TestLoopsWriterGoesOnAfterAPanic(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	panicked := make(chan struct{})
+	sp.s.ui = panickingUI{sp.s.ui, panicked}
+	loops := file + ".loops.json"
+	os.Mkdir(loops, 0o755) // not a regular file: the write fails, and its warning panics
+	sp.send(`{"id":"a","type":"loop_create","interval":"1h","prompt":"a","fireImmediately":false,"durable":true}`)
+	<-panicked
+	os.Remove(loops)
+	sp.send(`{"id":"b","type":"loop_create","interval":"1h","prompt":"b","fireImmediately":false,"durable":true}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if saved, _ := os.ReadFile(loops); bytes.Contains(saved, []byte(`"prompt":"b"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second loop's file was never written while rpi ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sp.stop()
+}
+
+// panickingUI panics at its first warning (closing panicked), and
+// otherwise is ui.
+type panickingUI struct {
+	ui
+	panicked chan struct{}
+}
+
+func (p panickingUI) show(req uiRequest) {
+	if req.NotifyType == "warning" {
+		select {
+		case <-p.panicked:
+		default:
+			close(p.panicked)
+			panic("in the warning")
+		}
+	}
+	p.ui.show(req)
+}

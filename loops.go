@@ -791,7 +791,16 @@ func (s *session) writeLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
+	ended := false
+	defer func() { // a panic (guard logs it) ends this writer only: the next change starts one again
+		if !ended {
+			l.mu.Lock()
+			l.writing = false
+			l.mu.Unlock()
+		}
+	}()
 	s.writeQueuedLoopsLocked(true)
+	ended = true
 }
 
 // readLoopsNow reads a session's loops file for a session change, once
