@@ -44,7 +44,7 @@ type conversation struct {
 	closed bool       // close ran: nothing is written any more (guarded by fileMu)
 
 	lockMu  sync.Mutex     // guards sessions' locks and retired; taken last, held briefly
-	retired []*sessionFile // sessions no longer current whose file is still held, until their writes are done
+	retired []*sessionFile // sessions no longer current whose file is held (or may be, by a queued write), until their writes are done
 }
 
 // fileWrite is one write the file still needs: an entry's line, or the
@@ -215,7 +215,9 @@ func (c *conversation) replace(ss *sessionFile, sc sessionContext) {
 		c.lockMu.Lock()
 		if old.lock != nil && ss.lock == nil && ss.sameFileAs == old {
 			ss.lock, old.lock = old.lock, nil
-		} else if old.lock != nil {
+		} else {
+			// Held now, or by a write still queued (its first): let go
+			// of once the writes are done.
 			c.retired = append(c.retired, old)
 		}
 		c.lockMu.Unlock()

@@ -527,3 +527,46 @@ func (p panickingUI) show(req uiRequest) {
 	}
 	p.ui.show(req)
 }
+
+// TestSessionLeftBeforeItsFileIsWritten: a fork (written whole, by the
+// writer, as it holds an answer) is left for another session before the
+// writer has written it (the disk holds): once written, its file is let
+// go of, so switching back to it works.
+func TestSessionLeftBeforeItsFileIsWritten(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, other := filepath.Join(cwd, "s.jsonl"), filepath.Join(cwd, "other.jsonl")
+	os.WriteFile(file, data, 0o644)
+	os.WriteFile(other, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"fork","type":"fork","entryId":"a1000005"}`)
+	sp.seen(`"id":"fork"`)
+	forked := sp.s.conv.info().path
+	sp.send(`{"id":"away","type":"switch_session","sessionPath":"other.jsonl"}`)
+	sp.seen(`"id":"away"`)
+	sp.s.conv.fileMu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the writer writes the fork's file
+		if _, err := os.Stat(forked); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fork's file was never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	line, _ := json.Marshal(map[string]string{"id": "back", "type": "switch_session", "sessionPath": forked})
+	sp.send(string(line))
+	sp.seen(`"id":"back"`)
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"back","type":"response","command":"switch_session","success":true`)) {
+		t.Errorf("switching back to the fork:\n%s", out[bytes.Index(out, []byte(`"id":"away"`)):])
+	}
+	sp.stop()
+}
