@@ -570,3 +570,45 @@ func TestSessionLeftBeforeItsFileIsWritten(t *testing.T) {
 	}
 	sp.stop()
 }
+
+// TestDeletedSessionsLoopsFileStaysDeleted: a durable loop's file write
+// is still queued (the disk holds) when its session is left (new_session)
+// and deleted: the loops file does not come back after the delete.
+func TestDeletedSessionsLoopsFileStaysDeleted(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cwd, "sessions")
+	os.Mkdir(dir, 0o755)
+	file := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session-dir", dir, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.loops.fileMu.Lock() // the loops file's disk stops answering
+	sp.send(`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`,
+		`{"id":"new","type":"new_session"}`)
+	sp.seen(`"id":"new"`)
+	sp.send(`{"id":"del","type":"session_delete","sessionPath":"sessions/s.jsonl"}`)
+	deleted := make(chan struct{})
+	go func() {
+		sp.out.waitFor(`"id":"del"`, func(b []byte) string { return string(b) })
+		close(deleted)
+	}()
+	select { // the delete may wait for the loops file's disk, or (before) not
+	case <-deleted:
+	case <-time.After(500 * time.Millisecond):
+	}
+	sp.s.loops.fileMu.Unlock()
+	<-deleted
+	sp.stop()
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"del","type":"response","command":"session_delete","success":true`)) {
+		t.Fatalf("session_delete:\n%s", out)
+	}
+	if _, err := os.Stat(file + ".loops.json"); !os.IsNotExist(err) {
+		t.Errorf("the deleted session's loops file is back: %v", err)
+	}
+}

@@ -807,12 +807,19 @@ func (s *session) writeLoops() {
 // the writes queued before are done (a loop just deleted is not read
 // back from the file its deletion has not yet reached); in the
 // background, as the loops writer is.
-func (s *session) readLoopsNow(sessionPath string) loopsRead {
+func (s *session) readLoopsNow(sessionPath string) (read loopsRead) {
+	s.afterLoopsWrites(func() { read = readLoops(sessionPath) })
+	return read
+}
+
+// afterLoopsWrites runs f once the loops files queued are written, and
+// none is written while it runs.
+func (s *session) afterLoopsWrites(f func()) {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	s.writeQueuedLoopsLocked(false)
-	return readLoops(sessionPath)
+	f()
 }
 
 // writeQueuedLoopsLocked writes the queued loops files until none is

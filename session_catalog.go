@@ -431,7 +431,11 @@ func (s *server) sessionDeleteCommand(r *request) (any, error) {
 	path = resolvePath(s.set.cwd, path)
 	store, current := s.sessionStore(), s.conv.info().path
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		return nil, deleteSession(store, path, current)
+		// Once its loops file's queued writes are done (a session left
+		// gets none after: moveLoops), so that none brings it back.
+		var deleted error
+		s.afterLoopsWrites(func() { deleted = deleteSession(store, path, current) })
+		return nil, deleted
 	})
 	return noReply{}, nil
 }
