@@ -612,3 +612,42 @@ func TestDeletedSessionsLoopsFileStaysDeleted(t *testing.T) {
 		t.Errorf("the deleted session's loops file is back: %v", err)
 	}
 }
+
+// TestDeleteTheSessionJustLeft: session_delete of the session new_session
+// has just left, while the writer has not yet let go of its file (the
+// disk holds): the delete waits for that and deletes it, instead of
+// refusing it as held.
+func TestDeleteTheSessionJustLeft(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cwd, "sessions")
+	os.Mkdir(dir, 0o755)
+	file := filepath.Join(dir, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session-dir", dir, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"new","type":"new_session"}`)
+	sp.seen(`"id":"new"`)
+	sp.send(`{"id":"del","type":"session_delete","sessionPath":"sessions/s.jsonl"}`)
+	deleted := make(chan struct{})
+	go func() {
+		sp.out.waitFor(`"id":"del"`, func(b []byte) string { return string(b) })
+		close(deleted)
+	}()
+	select { // the delete may wait for the disk, or (before) not
+	case <-deleted:
+	case <-time.After(500 * time.Millisecond):
+	}
+	sp.s.conv.fileMu.Unlock()
+	<-deleted
+	sp.stop()
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"del","type":"response","command":"session_delete","success":true`)) {
+		t.Errorf("session_delete:\n%s", out[bytes.Index(out, []byte(`"id":"new"`)):])
+	}
+}
