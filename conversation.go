@@ -252,11 +252,15 @@ func (c *conversation) flushSoon() {
 	c.writing = true
 	c.background(func() {
 		ended := false
-		defer func() { // a panic (guard logs it) ends this write only: the next entry starts a writer again
+		defer func() { // a panic (guard logs it) ends the write it was in only
 			if !ended {
 				c.mu.Lock()
 				c.writing = false
+				more := len(c.queue) > 0 // queued meanwhile: no writer was started for them
 				c.mu.Unlock()
+				if more {
+					c.flushSoon()
+				}
 			}
 		}()
 		for {

@@ -792,10 +792,14 @@ func (s *session) writeLoops() {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	ended := false
-	defer func() { // a panic (guard logs it) ends this writer only: the next change starts one again
+	defer func() { // a panic (guard logs it) ends the writes it was in only
 		if !ended {
 			l.mu.Lock()
 			l.writing = false
+			if len(l.writes) > 0 { // queued meanwhile: no writer was started for them
+				l.writing = true
+				s.goBackground(s.writeLoops)
+			}
 			l.mu.Unlock()
 		}
 	}()
