@@ -291,7 +291,7 @@ func (s *session) changeSession(prepare func() error, change func() error, done 
 	apply := func() {
 		defer s.releaseRuns()
 		if prepare != nil {
-			if err := prepare(); err != nil {
+			if _, err := s.call("the session change", func() (any, error) { return nil, prepare() }); err != nil {
 				done(err)
 				return
 			}

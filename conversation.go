@@ -44,7 +44,7 @@ type conversation struct {
 	closed bool       // close ran: nothing is written any more (guarded by fileMu)
 
 	lockMu  sync.Mutex     // guards sessions' locks and retired; taken last, held briefly
-	retired []*sessionFile // sessions no longer current whose file is still held, until their writes are done
+	retired []*sessionFile // sessions no longer current whose file is held (or may be, by a queued write), until their writes are done
 }
 
 // fileWrite is one write the file still needs: an entry's line, or the
@@ -215,7 +215,9 @@ func (c *conversation) replace(ss *sessionFile, sc sessionContext) {
 		c.lockMu.Lock()
 		if old.lock != nil && ss.lock == nil && ss.sameFileAs == old {
 			ss.lock, old.lock = old.lock, nil
-		} else if old.lock != nil {
+		} else {
+			// Held now, or by a write still queued (its first): let go
+			// of once the writes are done.
 			c.retired = append(c.retired, old)
 		}
 		c.lockMu.Unlock()
@@ -249,6 +251,18 @@ func (c *conversation) flushSoon() {
 	}
 	c.writing = true
 	c.background(func() {
+		ended := false
+		defer func() { // a panic (guard logs it) ends the write it was in only
+			if !ended {
+				c.mu.Lock()
+				c.writing = false
+				more := len(c.queue) > 0 // queued meanwhile: no writer was started for them
+				c.mu.Unlock()
+				if more {
+					c.flushSoon()
+				}
+			}
+		}()
 		for {
 			c.flush()
 			c.mu.Lock()
@@ -256,7 +270,7 @@ func (c *conversation) flushSoon() {
 			done := len(c.queue) == 0 && len(c.retired) == 0
 			c.lockMu.Unlock()
 			if done {
-				c.writing = false
+				c.writing, ended = false, true
 				c.mu.Unlock()
 				return
 			}
@@ -272,6 +286,11 @@ func (c *conversation) flushSoon() {
 func (c *conversation) flush() error {
 	c.fileMu.Lock()
 	defer c.fileMu.Unlock()
+	return c.flushLocked()
+}
+
+// flushLocked is flush with c.fileMu held.
+func (c *conversation) flushLocked() error {
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
@@ -448,7 +467,9 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 
 // open loads the session file at path for a session change: held, as
 // openSessionFile does, or, when it is the file the current session holds,
-// to take that hold over when it becomes current (replace).
+// to take that hold over when it becomes current (replace); that file is
+// read once the writes queued for it are done, with no write between
+// (once the hold is handed over, the session left cannot write there).
 func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
 	cur := c.sessionFile
@@ -460,6 +481,9 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 	}
 	c.lockMu.Unlock()
 	if holdsFile(held, path) {
+		c.fileMu.Lock()
+		defer c.fileMu.Unlock()
+		c.flushLocked()
 		ss, err := loadSessionFile(path)
 		if ss != nil {
 			ss.sameFileAs = cur

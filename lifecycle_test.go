@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -274,17 +273,7 @@ func TestRemoveRightAfterExit(t *testing.T) {
 // write them are sent: each is answered, and get_state after them, while
 // the disk still holds; what they wrote is in the files once it is back.
 func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
-	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
-	cwd := t.TempDir()
-	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(cwd, "s.jsonl")
-	os.WriteFile(file, data, 0o644)
-	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
-	sp.seen(`"type":"session_started"`)
+	sp, file := serveSessionCopy(t, "s.jsonl")
 	sp.s.conv.fileMu.Lock() // the disk stops answering
 	sp.s.loops.fileMu.Lock()
 	answered := func(ids ...string) {

@@ -791,12 +791,53 @@ func (s *session) writeLoops() {
 	l := s.loops
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
+	ended := false
+	defer func() { // a panic (guard logs it) ends the writes it was in only
+		if !ended {
+			l.mu.Lock()
+			l.writing = false
+			if len(l.writes) > 0 { // queued meanwhile: no writer was started for them
+				l.writing = true
+				s.goBackground(s.writeLoops)
+			}
+			l.mu.Unlock()
+		}
+	}()
+	s.writeQueuedLoopsLocked(true)
+	ended = true
+}
+
+// readLoopsNow reads a session's loops file for a session change, once
+// the writes queued before are done (a loop just deleted is not read
+// back from the file its deletion has not yet reached); in the
+// background, as the loops writer is.
+func (s *session) readLoopsNow(sessionPath string) (read loopsRead) {
+	s.afterLoopsWrites(func() { read = readLoops(sessionPath) })
+	return read
+}
+
+// afterLoopsWrites runs f once the loops files queued are written, and
+// none is written while it runs.
+func (s *session) afterLoopsWrites(f func()) {
+	l := s.loops
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	s.writeQueuedLoopsLocked(false)
+	f()
+}
+
+// writeQueuedLoopsLocked writes the queued loops files until none is
+// left; l.fileMu is held. The loops writer (last) is then done.
+func (s *session) writeQueuedLoopsLocked(last bool) {
+	l := s.loops
 	for {
 		l.mu.Lock()
 		writes := l.writes
 		l.writes = nil
 		if len(writes) == 0 {
-			l.writing = false
+			if last {
+				l.writing = false
+			}
 			l.mu.Unlock()
 			return
 		}

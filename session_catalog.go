@@ -431,7 +431,13 @@ func (s *server) sessionDeleteCommand(r *request) (any, error) {
 	path = resolvePath(s.set.cwd, path)
 	store, current := s.sessionStore(), s.conv.info().path
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		return nil, deleteSession(store, path, current)
+		// Once the writes queued are done: a session just left is let go
+		// of then (flush), and its loops file's writes (it gets none
+		// after: moveLoops) do not bring that file back.
+		s.conv.flush()
+		var deleted error
+		s.afterLoopsWrites(func() { deleted = deleteSession(store, path, current) })
+		return nil, deleted
 	})
 	return noReply{}, nil
 }

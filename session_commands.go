@@ -200,7 +200,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	s.changeSession(func() error {
 		var err error
 		if loaded, err = s.conv.open(path, s.lockWait()); err == nil {
-			loops = readLoops(loaded.path)
+			loops = s.readLoopsNow(loaded.path)
 		}
 		return err
 	}, func() error {

@@ -1,0 +1,257 @@
+package main
+
+// Tests of the conversation's writer and the loops writer (the command
+// loop's writes done in the background) where they meet session changes,
+// session_delete and panics.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveSessionCopy serves, in this process, a copy of pi-v3.jsonl at rel
+// in a new cwd as the session (args follow), once session_started is out.
+func serveSessionCopy(t *testing.T, rel string, args ...string) (sp *servedInProcess, file string) {
+	t.Helper()
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["unused"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(cwd, rel)
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	os.WriteFile(file, data, 0o644)
+	sp = serveInProcess(t, e, append([]string{"--cwd", cwd, "--session", file}, args...)...)
+	sp.seen(`"type":"session_started"`)
+	return sp, file
+}
+
+// answeredAfter waits a moment for the answer to id while the disk holds
+// (it may come, or wait for the disk), then calls release (the disk is
+// back) and waits for the answer.
+func (sp *servedInProcess) answeredAfter(id string, release func()) {
+	answered := make(chan struct{})
+	go func() {
+		sp.out.waitFor(`"id":"`+id+`"`, func(b []byte) string { return string(b) })
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(500 * time.Millisecond):
+	}
+	release()
+	<-answered
+}
+
+// waitForFile waits until the file at path holds want, while rpi runs.
+func waitForFile(t *testing.T, path, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if data, err := os.ReadFile(path); err == nil && bytes.Contains(data, []byte(want)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never held %s", path, want)
+		}
+	}
+}
+
+// succeeded fails unless id's answer was a success.
+func (sp *servedInProcess) succeeded(id, command string) {
+	sp.t.Helper()
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"`+id+`","type":"response","command":"`+command+`","success":true`)) {
+		sp.t.Errorf("%s did not succeed:\n%s", id, out)
+	}
+}
+
+// TestSwitchToTheCurrentSessionKeepsItsQueuedEntries: set_session_name's
+// entry is still queued for the writer (the disk holds) when
+// switch_session reloads the same file; the reloaded session has the
+// name, and so does the file once the disk is back.
+func TestSwitchToTheCurrentSessionKeepsItsQueuedEntries(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
+		`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	sp.answeredAfter("sw", sp.s.conv.fileMu.Unlock)
+	sp.send(`{"id":"state","type":"get_state"}`)
+	sp.seen(`"id":"state"`)
+	if !bytes.Contains(sp.out.bytes(), []byte(`"sessionName":"renamed"`)) {
+		t.Errorf("the reloaded session lost its name:\n%s", sp.out.bytes())
+	}
+	sp.stop()
+	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
+		t.Errorf("the session file lacks the name:\n%s", saved)
+	}
+}
+
+// TestSwitchToTheCurrentSessionAfterLoopDelete: a durable loop is deleted
+// while the loops file's write is still queued (the disk holds), then
+// switch_session reloads the same session: the loop stays deleted, in the
+// session and in the file once the disk is back.
+func TestSwitchToTheCurrentSessionAfterLoopDelete(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	sp.send(`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`)
+	sp.seen(`"id":"loop"`)
+	for { // the loop is on disk; then the disk stops answering
+		sp.s.loops.fileMu.Lock()
+		if _, err := os.Stat(file + ".loops.json"); err == nil {
+			break
+		}
+		sp.s.loops.fileMu.Unlock()
+		runtime.Gosched()
+	}
+	sp.s.loops.mu.Lock()
+	id := sp.s.loops.tasks[0].ID
+	sp.s.loops.mu.Unlock()
+	sp.send(`{"id":"del","type":"loop_delete","taskId":"`+id+`"}`,
+		`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	sp.answeredAfter("sw", sp.s.loops.fileMu.Unlock)
+	sp.send(`{"id":"list","type":"loop_list"}`)
+	sp.seen(`"id":"list"`)
+	if out := sp.out.bytes(); bytes.Contains(out, []byte(`"restored":true`)) || !bytes.Contains(out, []byte(`"command":"loop_list","success":true,"data":[]}`)) {
+		t.Errorf("the deleted loop came back:\n%s", out)
+	}
+	sp.stop()
+	if _, err := os.Stat(file + ".loops.json"); !os.IsNotExist(err) {
+		t.Errorf("the loops file is still there: %v", err)
+	}
+}
+
+// TestPanicInASessionChangesReadIsAnswered: a panic while a session
+// change reads its file (a bug that a crafted file finds) fails the
+// change, whose command is answered, instead of leaving it unanswered.
+func TestPanicInASessionChangesReadIsAnswered(t *testing.T) {
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir())
+	sp.seen(`"type":"session_started"`)
+	outcome := make(chan error, 1)
+	sp.s.changeSession(func() error { panic("in the read") }, func() error { return nil }, func(err error) { outcome <- err })
+	select {
+	case err := <-outcome:
+		if err == nil || !strings.Contains(err.Error(), "in the read") {
+			t.Errorf("the change's outcome: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change was never answered")
+	}
+	sp.stop()
+}
+
+// TestWriterGoesOnAfterAPanic: a panic in the conversation's writer (in
+// its warning that an append failed, here) ends that write only: the
+// next entry from the command loop is written, long before rpi ends.
+func TestWriterGoesOnAfterAPanic(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	warn := sp.s.conv.warn
+	panicked := make(chan struct{})
+	sp.s.conv.warn = func(string) { close(panicked); panic("in the warning") }
+	os.Remove(file) // the append fails: the writer warns
+	sp.send(`{"id":"one","type":"set_session_name","name":"one"}`)
+	<-panicked
+	sp.s.conv.mu.Lock()
+	sp.s.conv.warn = warn
+	sp.s.conv.mu.Unlock()
+	sp.send(`{"id":"two","type":"set_session_name","name":"two"}`)
+	waitForFile(t, file, `"name":"two"`)
+	sp.stop()
+}
+
+// TestLoopsWriterGoesOnAfterAPanic: a panic in the loops writer (in its
+// warning that a write failed, here) ends that writer only: the next
+// durable loop's file is written while rpi runs.
+func TestLoopsWriterGoesOnAfterAPanic(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	panicked := make(chan struct{})
+	sp.s.ui = panickingUI{sp.s.ui, panicked}
+	loops := file + ".loops.json"
+	os.Mkdir(loops, 0o755) // not a regular file: the write fails, and its warning panics
+	sp.send(`{"id":"a","type":"loop_create","interval":"1h","prompt":"a","fireImmediately":false,"durable":true}`)
+	<-panicked
+	os.Remove(loops)
+	sp.send(`{"id":"b","type":"loop_create","interval":"1h","prompt":"b","fireImmediately":false,"durable":true}`)
+	waitForFile(t, loops, `"prompt":"b"`)
+	sp.stop()
+}
+
+// panickingUI panics at its first warning (closing panicked), and
+// otherwise is ui.
+type panickingUI struct {
+	ui
+	panicked chan struct{}
+}
+
+func (p panickingUI) show(req uiRequest) {
+	if req.NotifyType == "warning" {
+		select {
+		case <-p.panicked:
+		default:
+			close(p.panicked)
+			panic("in the warning")
+		}
+	}
+	p.ui.show(req)
+}
+
+// TestSessionLeftBeforeItsFileIsWritten: a fork (written whole, by the
+// writer, as it holds an answer) is left for another session before the
+// writer has written it (the disk holds): once written, its file is let
+// go of, so switching back to it works.
+func TestSessionLeftBeforeItsFileIsWritten(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	data, _ := os.ReadFile(file)
+	os.WriteFile(filepath.Join(filepath.Dir(file), "other.jsonl"), data, 0o644)
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"fork","type":"fork","entryId":"a1000005"}`)
+	sp.seen(`"id":"fork"`)
+	forked := sp.s.conv.info().path
+	sp.send(`{"id":"away","type":"switch_session","sessionPath":"other.jsonl"}`)
+	sp.seen(`"id":"away"`)
+	sp.s.conv.fileMu.Unlock()
+	waitForFile(t, forked, `"type":"session"`) // the writer writes the fork's file
+	line, _ := json.Marshal(map[string]string{"id": "back", "type": "switch_session", "sessionPath": forked})
+	sp.send(string(line))
+	sp.seen(`"id":"back"`)
+	sp.succeeded("back", "switch_session")
+	sp.stop()
+}
+
+// TestDeletedSessionsLoopsFileStaysDeleted: a durable loop's file write
+// is still queued (the disk holds) when its session is left (new_session)
+// and deleted: the loops file does not come back after the delete.
+func TestDeletedSessionsLoopsFileStaysDeleted(t *testing.T) {
+	sp, file := serveSessionCopy(t, "sessions/s.jsonl", "--session-dir", "sessions")
+	sp.s.loops.fileMu.Lock() // the loops file's disk stops answering
+	sp.send(`{"id":"loop","type":"loop_create","interval":"1h","prompt":"p","fireImmediately":false,"durable":true}`,
+		`{"id":"new","type":"new_session"}`)
+	sp.seen(`"id":"new"`)
+	sp.send(`{"id":"del","type":"session_delete","sessionPath":"sessions/s.jsonl"}`)
+	sp.answeredAfter("del", sp.s.loops.fileMu.Unlock)
+	sp.stop()
+	sp.succeeded("del", "session_delete")
+	if _, err := os.Stat(file + ".loops.json"); !os.IsNotExist(err) {
+		t.Errorf("the deleted session's loops file is back: %v", err)
+	}
+}
+
+// TestDeleteTheSessionJustLeft: session_delete of the session new_session
+// has just left, while the writer has not yet let go of its file (the
+// disk holds): the delete waits for that and deletes it, instead of
+// refusing it as held.
+func TestDeleteTheSessionJustLeft(t *testing.T) {
+	sp, _ := serveSessionCopy(t, "sessions/s.jsonl", "--session-dir", "sessions")
+	sp.s.conv.fileMu.Lock() // the disk stops answering
+	sp.send(`{"id":"new","type":"new_session"}`)
+	sp.seen(`"id":"new"`)
+	sp.send(`{"id":"del","type":"session_delete","sessionPath":"sessions/s.jsonl"}`)
+	sp.answeredAfter("del", sp.s.conv.fileMu.Unlock)
+	sp.stop()
+	sp.succeeded("del", "session_delete")
+}
