@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -79,5 +82,42 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeyVariableNamedTwice: an environment can name a variable twice (a
+// raw execve does not merge them), the first copy empty and the second a
+// key; os.Getenv sees only the first. rpi still overwrites the key in the
+// memory /proc/<rpi>/environ shows.
+func TestKeyVariableNamedTwice(t *testing.T) {
+	endToEnd(t)
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("no /proc")
+	}
+	const key = "sk-named-twice-83"
+	cmd := rpiCommand(t, "rpc", "--cwd", t.TempDir(), "--no-session")
+	env := append(cmd.Env, "OPENAI_API_KEY=", "OPENAI_API_KEY="+key) // exec.Cmd would keep one
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer inW.Close()
+	defer outR.Close()
+	pid, err := syscall.ForkExec(cmd.Path, cmd.Args, &syscall.ProcAttr{Env: env, Files: []uintptr{inR.Fd(), outW.Fd(), os.Stderr.Fd()}})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(outR).ReadBytes('\n'); err != nil { // session_started: the keys are read
+		t.Fatal(err)
+	}
+	environ, readErr := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	inW.Close()
+	var status syscall.WaitStatus
+	syscall.Wait4(pid, &status, 0, nil)
+	if readErr != nil {
+		t.Skipf("rpi's environ cannot be read here (not root): %v", readErr)
+	}
+	if bytes.Contains(environ, []byte(key)) {
+		t.Errorf("/proc/<rpi>/environ still holds the key named second:\n%q", environ)
 	}
 }

@@ -73,11 +73,8 @@ func keyArguments(args []string) map[int]int {
 // environment, both the runtime's copy and the memory the kernel shows as
 // /proc/<rpi>/environ, once the keys are read.
 func hideOwnVariables(names []string) {
-	var set []string // the ones rpi was given: nothing else to overwrite
+	set := variablesNamed(os.Environ(), names) // nothing else to overwrite
 	for _, name := range names {
-		if os.Getenv(name) != "" {
-			set = append(set, name)
-		}
 		os.Unsetenv(name)
 	}
 	if len(set) == 0 {
@@ -88,6 +85,21 @@ func hideOwnVariables(names []string) {
 		fmt.Fprintf(os.Stderr, "rpi: cannot clear the key variables in rpi's own memory: %v\n", err)
 	}
 	forgetOwnMemory() // the last of what rpi overwrites in its own memory
+}
+
+// variablesNamed returns those of names that environ names, with a
+// value or empty. An empty one may still hide a key: a raw execve can
+// name a variable twice, and Go keeps only the first copy (os.Environ
+// shows "NAME="), while the memory /proc/<rpi>/environ shows still holds
+// the second; hideVariables overwrites every copy there.
+func variablesNamed(environ, names []string) []string {
+	var named []string
+	for _, name := range names {
+		if slices.ContainsFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			named = append(named, name)
+		}
+	}
+	return named
 }
 
 // environment is everything rpi takes from the machine besides its
