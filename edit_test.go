@@ -16,8 +16,8 @@ import (
 // TestEditCases runs the model's edit tool on every case of testdata/edit/
 // (see scripts/pi-edit-compare.mjs for their format): the tool's text and
 // the file afterwards must be what the case says — what pi 1.6 does, which
-// scripts/pi-edit-compare.sh checks — and the approval dialog what "want
-// dialog" says (rpi's own; -update rewrites it).
+// scripts/pi-edit-compare.sh checks, but for the "rpi only" cases — and the
+// approval dialog what "want dialog" says (rpi's own; -update rewrites it).
 func TestEditCases(t *testing.T) {
 	paths, _ := filepath.Glob("testdata/edit/*.txtar")
 	if len(paths) == 0 {
