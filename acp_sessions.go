@@ -365,7 +365,7 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 			return nil, err
 		}
 		if err := deleteSession(a.store, path, ""); errors.Is(err, errSessionHeld) {
-			return nil, invalidParams("Invalid field sessionId: the session %s is open in another rpi process; close it there first", id)
+			return nil, invalidParams("Invalid field sessionId: the session %s is open in an rpi process (another, or this one still closing it); close it there first", id)
 		} else if err != nil {
 			return nil, fmt.Errorf("session/delete %s: %w", id, err)
 		}

@@ -1514,7 +1514,7 @@ func TestACPDeleteOfASessionOpenElsewhere(t *testing.T) {
 	sid := openACPSession(t, a, nil, cwd)
 	b.call("initialize", map[string]any{"protocolVersion": 1})
 	if got := b.call("session/delete", map[string]any{"sessionId": sid}); got.Error == nil || got.Error.Code != acpInvalidParams ||
-		got.Error.Message != "Invalid field sessionId: the session "+sid+" is open in another rpi process; close it there first" {
+		got.Error.Message != "Invalid field sessionId: the session "+sid+" is open in an rpi process (another, or this one still closing it); close it there first" {
 		t.Errorf("delete of a session open in another process: %s", got.line)
 	}
 	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*_"+sid+".jsonl"))
