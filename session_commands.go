@@ -81,7 +81,8 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			return c, nil
 		}
 	}
-	c.replace(ss, sessionContext{name: o.name})
+	c.replace(ss)
+	c.name = o.name // c is not shared yet
 	s.startEntries()
 	if o.writeNow && ss.path != "" {
 		c.writeFile(ss)
@@ -134,10 +135,10 @@ func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bo
 }
 
 func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
-	sc := ss.context()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
+	sc := c.replace(ss)
 	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
 		s.thinkingLevel = sc.thinkingLevel
 	}
@@ -148,7 +149,6 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 	}
 	dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
-	c.replace(ss, sc)
 	return queuesCleared
 }
 

@@ -255,3 +255,84 @@ func TestDeleteTheSessionJustLeft(t *testing.T) {
 	sp.stop()
 	sp.succeeded("del", "session_delete")
 }
+
+// TestSwitchToTheCurrentSessionWhileAnswering: switch_session to the
+// current file while an answer streams. The file is read again first,
+// then the answer is aborted and saved: the reloaded session still has
+// it, in memory and on disk, and the next answer hangs under it.
+func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["partial ","rest"],"holdAt":2}`+"\n"+`{"text":["second answer"]}`, e.agentDir)
+	cwd := t.TempDir()
+	data, err := os.ReadFile("testdata/sessions/pi-v3.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(file, data, 0o644)
+	sp := serveInProcess(t, e, "--cwd", cwd, "--session", file)
+	sp.seen(`"type":"session_started"`)
+	sp.send(`{"id":"p","type":"prompt","message":"first question"}`)
+	sp.seen(`"delta":"partial "`)
+	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	sp.seen(`"id":"sw"`)
+	sp.succeeded("sw", "switch_session")
+	sp.send(`{"id":"msgs","type":"get_messages"}`)
+	sp.seen(`"id":"msgs"`)
+	if out := sp.out.bytes(); !bytes.Contains(out[bytes.LastIndex(out, []byte(`"id":"msgs"`)):], []byte(`"stopReason":"aborted"`)) {
+		t.Errorf("the reloaded session lost the aborted answer:\n%s", out)
+	}
+	sp.send(`{"id":"p2","type":"prompt","message":"second question"}`)
+	sp.seen(`"type":"agent_end"`)
+	sp.stop()
+
+	// Walk from the file's last entry to its root: the aborted answer is
+	// on the way.
+	parents := map[string]string{}
+	aborted, last := "", ""
+	for _, line := range sessionLines(t, file)[1:] {
+		var e struct {
+			ID, ParentID string
+			Message      struct{ StopReason string }
+		}
+		json.Unmarshal([]byte(line), &e)
+		parents[e.ID], last = e.ParentID, e.ID
+		if e.Message.StopReason == "aborted" {
+			aborted = e.ID
+		}
+	}
+	if aborted == "" {
+		t.Fatalf("the file lacks the aborted answer:\n%s", strings.Join(sessionLines(t, file), "\n"))
+	}
+	for id := last; id != aborted; id = parents[id] {
+		if id == "" {
+			t.Fatalf("the aborted answer fell off the conversation:\n%s", strings.Join(sessionLines(t, file), "\n"))
+		}
+	}
+}
+
+// TestSwitchToTheCurrentSessionTakesLaterWrites: an entry made after
+// switch_session read the current file again, and still queued when the
+// reloaded session takes over the file's hold, is written all the same
+// (in the reloaded session's name), and that session has it.
+func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	reloaded, err := sp.s.conv.open(file, 0) // switch_session's read
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.s.conv.fileMu.Lock() // the disk holds
+	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`)
+	sp.seen(`"id":"name"`)
+	sp.s.useSessionIn(sp.s.conv, reloaded) // switch_session's change
+	sp.s.conv.fileMu.Unlock()
+	sp.send(`{"id":"state","type":"get_state"}`)
+	sp.seen(`"id":"state"`)
+	if !bytes.Contains(sp.out.bytes(), []byte(`"sessionName":"renamed"`)) {
+		t.Errorf("the reloaded session lacks the name:\n%s", sp.out.bytes())
+	}
+	sp.stop()
+	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
+		t.Errorf("the session file lacks the name:\n%s", saved)
+	}
+}
