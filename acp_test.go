@@ -1264,7 +1264,7 @@ func TestEndToEndACP(t *testing.T) {
 	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
 		t.Errorf("the running prompt at EOF: %s", got.line)
 	}
-	if alive(grandchild) {
+	if outlives(grandchild) {
 		t.Errorf("grandchild %d survived rpi's exit", grandchild)
 	}
 	for _, m := range c.messages() {
