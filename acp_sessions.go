@@ -141,7 +141,7 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	if as.approvals == "custom" {
 		as.custom = slices.Clone(as.confirm)
 	}
-	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd, home: a.h.env.getenv("HOME")}, terminal: a.clientCaps().terminalOutput,
+	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: a.clientCaps().terminalOutput,
 		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
 	if err != nil {
@@ -257,7 +257,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			}
 		}
 		if replay {
-			for _, u := range acpReplay(as.s.conv.branchEntries(), as.updates.paths, as.newID) {
+			for _, u := range acpReplay(as.s.conv.branchEntries(), as.updates.paths, as.s.decodeRecordedCall, as.newID) {
 				as.send(u)
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -229,67 +228,43 @@ func acpUpdateOf(sessionID string, update any) any {
 // ---- Tools: kinds, titles, locations ----
 
 // acpPaths are what paths are built from: the session's cwd exactly as
-// session/new gave it (joined and cleaned, symlinks not resolved), and
-// HOME for ~.
+// session/new gave it (joined and cleaned, symlinks not resolved).
 type acpPaths struct {
-	cwd, home string
+	cwd string
 }
 
-// abs is a tool's path argument as an absolute path: a leading @
-// dropped, ~ the home directory, a relative path from the cwd.
-func (p acpPaths) abs(path string) string {
-	path = strings.TrimPrefix(path, "@")
-	if path == "~" || strings.HasPrefix(path, "~/") {
-		path = filepath.Join(p.home, path[1:])
-	}
-	return resolvePath(p.cwd, path)
-}
-
-// acpToolArgs is what the mapping reads of a call's arguments; a call
-// whose arguments do not decode gets the titles of its tool's name.
-type acpToolArgs struct {
-	Path    string `json:"path"`
-	Offset  int    `json:"offset"`
-	Command string `json:"command"`
-	Pattern string `json:"pattern"`
-	Action  string `json:"action"`
-	Spec    struct {
-		Argv []string           `json:"argv"`
-		Cwd  string             `json:"cwd"`
-		Env  map[string]*string `json:"env"`
-	} `json:"spec"`
-}
-
-// acpToolInfo is a call's kind, title and locations (§12.5).
-func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title string, locations []acpLocation) {
-	var a acpToolArgs
-	decoded := json.Unmarshal(args, &a) == nil
-	abs := paths.abs(a.Path)
-	switch {
-	case !decoded:
-	case name == "read":
-		loc := acpLocation{Path: abs}
-		if a.Offset > 0 {
-			loc.Line = a.Offset
+// acpToolInfo is a call's kind, title and locations (§12.5), read from
+// call, what its arguments decoded to: the value that is approved and
+// runs, never a second reading of the arguments. A call whose arguments
+// do not decode (nil: it fails without running) gets its tool's name as
+// its title and no locations. Paths are the call's own, built from the
+// session's cwd (the tool's toolPath).
+func acpToolInfo(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
+	switch c := call.(type) {
+	case *readCall:
+		loc := acpLocation{Path: c.abs}
+		if c.offset > 0 {
+			loc.Line = c.offset
 		}
-		return "read", "Read " + abs, []acpLocation{loc}
-	case name == "ls":
-		return "read", "Read " + abs, []acpLocation{{Path: abs}}
-	case name == "write":
-		return "edit", "Write " + abs, []acpLocation{{Path: abs}}
-	case name == "edit":
-		return "edit", "Edit " + abs, []acpLocation{{Path: abs}}
-	case name == "grep":
-		return "search", "Search " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
-	case name == "find":
-		return "search", "Find " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
-	case name == "bash":
-		return "execute", a.Command, nil
-	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
-		return "execute", acpSpawnTitle(a.Spec.Argv, a.Spec.Env, a.Spec.Cwd, paths), nil
-	case name == "process" && a.Action != "" && a.Action != "spawn":
-		return "other", acpProcessTitle(a.Action, args), nil
-	case name == "todo":
+		return "read", "Read " + c.abs, []acpLocation{loc}
+	case *lsCall:
+		return "read", "Read " + c.abs, []acpLocation{{Path: c.abs}}
+	case *writeCall:
+		return "edit", "Write " + c.abs, []acpLocation{{Path: c.abs}}
+	case *editCall:
+		return "edit", "Edit " + c.abs, []acpLocation{{Path: c.abs}}
+	case *grepCall:
+		return "search", "Search " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+	case *findCall:
+		return "search", "Find " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+	case *bashCall:
+		return "execute", c.command, nil
+	case *processCall:
+		if c.action == "spawn" {
+			return "execute", acpSpawnTitle(c.spec.Argv, c.spec.Env, c.spec.Cwd, paths), nil
+		}
+		return "other", acpProcessTitle(c), nil
+	case *todoCall:
 		return "think", "Update plan", nil
 	}
 	switch name {
@@ -302,7 +277,7 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 	case "bash":
 		kind = "execute"
 	case "todo":
-		return "think", "Update plan", nil
+		kind = "think"
 	default:
 		kind = "other"
 	}
@@ -332,32 +307,23 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 	return title
 }
 
-// acpProcessTitle is what a process action other than spawn does, read
-// from its fields by exact name as the tool reads them: the action, the
-// process, and what goes to it (the bytes written, at most 200 shown;
-// the keys; the signal).
-func acpProcessTitle(action string, args json.RawMessage) string {
-	var fields map[string]json.RawMessage
-	json.Unmarshal(args, &fields)
-	var processID, data64, signal string
-	var closeStdin bool
-	json.Unmarshal(fields["processId"], &processID)
-	title := strings.TrimSpace("process " + action + " " + processID)
-	switch action {
+// acpProcessTitle is what a process action other than spawn does: the
+// action, the process, and what goes to it (the bytes written, at most
+// 200 shown; the keys; the signal).
+func acpProcessTitle(c *processCall) string {
+	title := strings.TrimSpace("process " + c.action + " " + c.processID)
+	switch c.action {
 	case "write":
-		json.Unmarshal(fields["dataBase64"], &data64)
-		json.Unmarshal(fields["closeStdin"], &closeStdin)
-		if data, err := base64.StdEncoding.DecodeString(data64); err == nil && len(data) > 0 {
-			title += ": " + shownValue(string(data))
+		if len(c.data) > 0 {
+			title += ": " + shownValue(string(c.data))
 		}
-		if closeStdin {
+		if c.closeStdin {
 			title += ", then close its stdin"
 		}
 	case "keys":
-		title += ": " + string(fields["keys"])
+		title += ": " + jsonStrings(c.keys)
 	case "signal":
-		json.Unmarshal(fields["signal"], &signal)
-		title += " " + signal
+		title += " " + c.signal
 	}
 	return title
 }
@@ -559,7 +525,7 @@ func (u *acpUpdates) lastAnswer() *assistantMessage {
 
 func (u *acpUpdates) toolStarted(d toolExecStart) {
 	t := &acpTool{name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
-	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.Args, u.paths)
+	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.call, u.paths)
 	u.tools[d.ToolCallID] = t
 	u.runningID = d.ToolCallID
 	// edit and write behind approval announce themselves with their diff
@@ -1027,13 +993,18 @@ func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
 
 // ---- session/load's replay ----
 
+// acpDecoder decodes a recorded tool call's arguments, strictly, as the
+// tool does (session.decodeRecordedCall).
+type acpDecoder func(name string, args json.RawMessage) (toolCall, error)
+
 // acpReplay is a session's current branch as the updates a client
 // shows: the user's messages as user_message_chunk, answers and thinking
 // as chunks, each tool call as one tool_call already completed or
-// failed, the plan after each change, a compaction as its note. The
+// failed (its title and locations from its arguments as decode reads
+// them), the plan after each change, a compaction as its note. The
 // whole branch is replayed, the messages before a compaction too, as the
 // user saw them.
-func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []any {
+func acpReplay(entries []*sessionEntry, paths acpPaths, decode acpDecoder, newID func() string) []any {
 	results := map[string]*toolResultMessage{}
 	for _, e := range entries {
 		if r, ok := e.msg.(*toolResultMessage); ok {
@@ -1059,7 +1030,7 @@ func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []a
 				}
 			}
 		case *assistantMessage:
-			out = append(out, acpReplayAnswer(m, results, paths, newID())...)
+			out = append(out, acpReplayAnswer(m, results, paths, decode, newID())...)
 		case *toolResultMessage:
 			if m.ToolName == "todo" {
 				if plan, ok := acpPlanOfDetails(m.Details); ok {
@@ -1074,7 +1045,7 @@ func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []a
 // acpReplayAnswer is one answer replayed: its thinking, its text, its
 // tool calls each ended as its result says (failed without one), and its
 // error.
-func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage, paths acpPaths, id string) []any {
+func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage, paths acpPaths, decode acpDecoder, id string) []any {
 	var out []any
 	for _, b := range m.Content {
 		switch b.Type {
@@ -1088,7 +1059,8 @@ func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage,
 			}
 		case "toolCall":
 			call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: b.ID, Status: "failed", RawInput: b.Arguments}
-			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, b.Arguments, paths)
+			decoded, _ := decode(b.Name, b.Arguments)
+			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, decoded, paths)
 			if r := results[b.ID]; r != nil {
 				call.Content = acpResultContent(b.Name, r.Content)
 				call.RawOutput = toolResult{Content: r.Content, Details: r.Details}
