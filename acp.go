@@ -413,8 +413,14 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	}
 }
 
+// notification handles a message with a method and no id at all: it is
+// never answered, whatever it holds. One whose method rpi has as a
+// request is said on stderr (a request needs an id).
 func (a *acpAgent) notification(msg *acpMessage) {
 	handle, ok := a.notifications[msg.method]
+	if _, request := a.methods[msg.method]; request {
+		fmt.Fprintf(a.h.stderr, "rpi: %s came without an id (a notification): it is a request, not answered\n", msg.method)
+	}
 	if !ok || !a.initialized {
 		return // unknown notifications are ignored, as are those before initialize
 	}
@@ -427,11 +433,22 @@ func (a *acpAgent) notification(msg *acpMessage) {
 	}
 }
 
+// request handles a message with a method and an id — null too, which
+// JSON-RPC makes a request all the same: it gets exactly one answer,
+// under that id. initialize is answered once a connection: a second one
+// is refused, and the client's capabilities stay those of the first.
 func (a *acpAgent) request(msg *acpMessage) {
 	handle, ok := a.methods[msg.method]
+	_, isNotification := a.notifications[msg.method]
 	switch {
 	case !a.initialized && msg.method != "initialize":
 		a.conn.fail(msg.id, &acpError{Code: acpInvalidRequest, Message: "Invalid request: send initialize first"})
+		return
+	case a.initialized && msg.method == "initialize":
+		a.conn.fail(msg.id, &acpError{Code: acpInvalidRequest, Message: "Invalid request: initialize was answered already on this connection (it is sent once)"})
+		return
+	case !ok && isNotification:
+		a.conn.fail(msg.id, &acpError{Code: acpMethodNotFound, Message: "Method not found: " + msg.method + " is a notification: send it without an id"})
 		return
 	case !ok:
 		a.conn.fail(msg.id, &acpError{Code: acpMethodNotFound, Message: "Method not found: " + msg.method})

@@ -41,6 +41,9 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	members, ok := scanObject(line, nil)
 	if !ok {
 		fields, err := rawObject(line)
+		if err != nil && strings.HasSuffix(err.Message, "exceeded max depth") {
+			return acpTooDeep(line)
+		}
 		if err != nil {
 			return nil, err, nil
 		}
@@ -99,6 +102,98 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 		return msg, nil, nil
 	}
 	return invalidRequest("no method")
+}
+
+// acpTooDeep answers a message nested deeper than encoding/json decodes
+// (10000 levels): -32600, under the message's id when its top level holds
+// one that is a number or a string, so that the request it was meant as
+// is answered; a message with that id and no method is taken as a failed
+// answer (as decodeACP's malformed answers are).
+func acpTooDeep(line []byte) (*acpMessage, *acpError, json.RawMessage) {
+	e := &acpError{Code: acpInvalidRequest, Message: "Invalid request: nested too deeply (more than 10000 levels)"}
+	id, hasMethod := acpTopLevel(line)
+	if id == nil {
+		return nil, e, nil
+	}
+	var answer *acpMessage
+	if !hasMethod {
+		answer = &acpMessage{id: id, response: true, failure: &acpError{Code: acpInvalidRequest,
+			Message: "the client's answer is not a JSON-RPC response: nested too deeply"}}
+	}
+	return answer, e, id
+}
+
+// acpTopLevel reads a JSON object's top level without following what is
+// nested in its values: its "id" when that is a number or a string (nil
+// otherwise, or when the top level is not a well-formed object), and
+// whether it has a "method".
+func acpTopLevel(line []byte) (id json.RawMessage, hasMethod bool) {
+	i := skipSpace(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		return nil, false
+	}
+	for i = skipSpace(line, i+1); i < len(line) && line[i] != '}'; {
+		keyStart := i
+		if i = skipString(line, i); i < 0 {
+			return nil, false
+		}
+		var key string
+		if !unquote(line[keyStart:i], &key) {
+			return nil, false
+		}
+		if i = skipSpace(line, i); i >= len(line) || line[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(line, i+1)
+		valueStart := i
+		if i = skipNested(line, i); i < 0 {
+			return nil, false
+		}
+		value := line[valueStart:i]
+		switch {
+		case key == "method":
+			hasMethod = true
+		case key == "id" && len(value) > 0 && (value[0] == '"' || value[0] == '-' || value[0] >= '0' && value[0] <= '9'):
+			id = value
+		case key == "id":
+			id = nil // the last id is the one (as encoding/json reads a key given twice)
+		}
+		if i = skipSpace(line, i); i < len(line) && line[i] == ',' {
+			i = skipSpace(line, i+1)
+		} else if i >= len(line) || line[i] != '}' {
+			return nil, false
+		}
+	}
+	if i >= len(line) {
+		return nil, false
+	}
+	return id, hasMethod
+}
+
+// skipNested returns the index just past the value at b[i]: a string or
+// scalar as skipValue reads it; an object or array by its brackets, at any
+// depth, its strings skipped whole (what is inside is not checked).
+func skipNested(b []byte, i int) int {
+	if i >= len(b) || b[i] != '{' && b[i] != '[' {
+		return skipValue(b, i, 0)
+	}
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			if i = skipString(b, i); i < 0 {
+				return -1
+			}
+			i--
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }
 
 // rawObject decodes a line scanObject did not take with encoding/json:

@@ -340,6 +340,108 @@ func TestACPWireErrors(t *testing.T) {
 	}
 }
 
+// TestACPNotificationsAndNullIDs: JSON-RPC's line between the two: a
+// message with no id at all is a notification and is never answered
+// (session/cancel with bad params or an unknown session, a request's
+// method sent without an id, an unknown one); one with "id": null is a
+// request, answered under id null (session/cancel sent so is refused: it
+// is a notification). A second initialize is refused and changes nothing.
+func TestACPNotificationsAndNullIDs(t *testing.T) {
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr, "--no-session")
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"no-such-session"}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":[1]}`,
+		`{"jsonrpc":"2.0","method":"session/cancel"}`,
+		`{"jsonrpc":"2.0","method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","method":"nope/notify"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"session/cancel","params":{"sessionId":"no-such-session"}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"writeTextFile":true}}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`,
+	}, "\n") + "\n"
+	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found: session/cancel is a notification: send it without an id"}}`,
+		`{"jsonrpc":"2.0","id":null,"result":{"sessions":[]}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid request: initialize was answered already on this connection (it is sent once)"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: initialize was answered already on this connection (it is sent once)"}}`,
+		`{"jsonrpc":"2.0","id":2,"result":{"sessions":[]}}`,
+	}
+	if len(lines) < 1 || !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,`) ||
+		strings.Join(lines[1:], "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant after initialize's answer:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	if caps := a.clientCaps(); caps != (acpClientCaps{readTextFile: true}) {
+		t.Errorf("the client's capabilities after a second initialize: %+v", caps)
+	}
+	if !strings.Contains(stderr.String(), "session/list came without an id") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+// TestACPTooDeep: a message nested deeper than encoding/json decodes is
+// -32600, under its id wherever the top level holds a usable one (before
+// or after the deep value), else id null; an answer to one of rpi's
+// requests nested so deep fails that request, and nothing goes back
+// under rpi's id.
+func TestACPTooDeep(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr)
+	a.methods = acpWireMethods
+	in := strings.Join([]string{
+		acpInit,
+		`{"jsonrpc":"2.0","id":5,"method":"test/echo","params":{"value":` + deep + `}}`,
+		`{"jsonrpc":"2.0","method":"test/echo","params":{"value":` + deep + `,"s":"]}\""},"id":"after"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"test/echo","id":-2.5e3,"params":` + deep + `}`,
+		`{"jsonrpc":"2.0","method":"test/echo","params":{"value":` + deep + `}}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"test/echo","params":` + deep + `}`,
+		`{"jsonrpc":"2.0","id":null,"method":"test/echo","params":` + deep + `}`,
+		`{"jsonrpc":"2.0","id":7,"method":"test/echo","params":` + deep,
+		`{"jsonrpc":"2.0","id":8,"method":"test/echo","params":{"value":"still here"}}`,
+	}, "\n") + "\n"
+	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	tooDeep := `"error":{"code":-32600,"message":"Invalid request: nested too deeply (more than 10000 levels)"}}`
+	want := []string{
+		`{"jsonrpc":"2.0","id":5,` + tooDeep,
+		`{"jsonrpc":"2.0","id":"after",` + tooDeep,
+		`{"jsonrpc":"2.0","id":-2.5e3,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":8,"result":"still here"}`,
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 1 || strings.Join(lines[1:], "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant after initialize's answer:\n%s", strings.Join(lines[min(1, len(lines)):], "\n"), strings.Join(want, "\n"))
+	}
+
+	// An answer nested too deep fails the request it answers.
+	methods := map[string]acpMethod{"initialize": acpInitialize, "test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+		return a.answerLater(call, func() (any, error) {
+			_, err := a.conn.call(a.h.ctx, "client/deep", struct{}{})
+			return fmt.Sprint(err), nil
+		}, nil)
+	}}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	asked := c.request("test/ask", struct{}{})
+	i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/deep" })
+	c.send(`{"jsonrpc":"2.0","id":` + string(c.messages()[i].ID) + `,"result":` + deep + `}`)
+	if got := c.responseTo(asked); string(got.Result) != `"the client's answer is not a JSON-RPC response: nested too deeply"` {
+		t.Errorf("the request the deep answer answers: %s", got.line)
+	}
+	if n := len(c.messages()); n != 3 {
+		t.Errorf("the agent wrote %d messages, not 3 (initialize's answer, its request, test/ask's answer):\n%s", n, strings.Join(c.lines(), "\n"))
+	}
+}
+
 // TestACPOverlongLine: a line past the limit is a -32700 with id null,
 // and the next line is served.
 func TestACPOverlongLine(t *testing.T) {
@@ -1782,7 +1884,7 @@ func TestACPOverlongAnswer(t *testing.T) {
 	}
 	c.send(`{"jsonrpc":"2.0","id":77,"method":"test/ask","params":{"x":"` + huge + `"}}`)
 	c.send(`{"jsonrpc":"2.0","id":78,"result":{"content":"` + huge + `"}}`)
-	last := c.call("initialize", map[string]any{"protocolVersion": 1})
+	last := c.call("nope/sync", nil) // answered in turn: the lines before it are handled
 	var parseErrors []string
 	for _, m := range c.messages() {
 		if m.Error != nil && m.Error.Code == acpParseError {
@@ -1790,7 +1892,7 @@ func TestACPOverlongAnswer(t *testing.T) {
 		}
 	}
 	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, maxLine)
-	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Result == nil {
+	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Error == nil || last.Error.Code != acpMethodNotFound {
 		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
 	}
 }
