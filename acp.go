@@ -378,6 +378,7 @@ type acpAgent struct {
 	mu       sync.Mutex // guards the fields below
 	client   acpClientCaps
 	sessions map[string]*acpSession // the sessions open, by id
+	opening  int                    // sessions being opened, not in sessions yet (acpMaxSessions counts them)
 }
 
 // handleFrame answers one input line: a request gets exactly one

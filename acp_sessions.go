@@ -132,9 +132,32 @@ type acpSessionAnswer struct {
 	Modes         acpModes          `json:"modes"`
 }
 
+// acpMaxSessions is how many sessions one connection may have open at
+// once: each holds its file's lock, its settings and resources, and
+// goroutines while it runs, so a client that opens sessions without
+// closing them is stopped here rather than by the machine.
+const acpMaxSessions = 64
+
+// errTooManySessions refuses a session past acpMaxSessions.
+var errTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
+	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", acpMaxSessions)}
+
 // open opens a session in cwd (file: the session file to open; "" for a
-// new one, written at once) and makes it known by its id.
+// new one, written at once) and makes it known by its id; past
+// acpMaxSessions open (or being opened) it opens nothing.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
+	a.mu.Lock()
+	if len(a.sessions)+a.opening >= acpMaxSessions {
+		a.mu.Unlock()
+		return nil, errTooManySessions
+	}
+	a.opening++
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.opening--
+		a.mu.Unlock()
+	}()
 	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)

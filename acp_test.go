@@ -1768,6 +1768,47 @@ func TestACPCardsShowWhatRuns(t *testing.T) {
 	}
 }
 
+// TestACPSessionLimit: a connection has at most acpMaxSessions sessions
+// open; session/new (and load, resume) past that is refused with an error
+// that names the limit and says to close one, and opens nothing; once one
+// is closed, the next opens.
+func TestACPSessionLimit(t *testing.T) {
+	c, a, _ := startACPAgent(t, nil, nil)
+	cwd := t.TempDir()
+	ids := []string{openACPSession(t, c, nil, cwd)}
+	for len(ids) < acpMaxSessions {
+		var opened acpSessionAnswer
+		got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+		if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
+			t.Fatalf("session/new %d: %s", len(ids)+1, got.line)
+		}
+		ids = append(ids, opened.SessionID)
+	}
+	closed := ids[0] // closed and on disk: load and resume would open it again
+	c.call("session/close", map[string]any{"sessionId": closed})
+	if got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Fatalf("session/new after a close: %s", got.line)
+	}
+	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, acpMaxSessions)
+	for _, m := range []string{"session/new", "session/load", "session/resume"} {
+		params := map[string]any{"cwd": cwd, "mcpServers": []any{}}
+		if m != "session/new" {
+			params["sessionId"] = closed
+		}
+		if got := c.call(m, params); !strings.Contains(got.line, want) {
+			t.Errorf("%s past the limit: %s", m, got.line)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(a.store.root, "*", "*.jsonl"))
+	if len(files) != acpMaxSessions+1 {
+		t.Errorf("%d session files, want %d: a refused session/new wrote one", len(files), acpMaxSessions+1)
+	}
+	c.call("session/close", map[string]any{"sessionId": ids[5]})
+	if got := c.call("session/load", map[string]any{"sessionId": closed, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Errorf("session/load after a close: %s", got.line)
+	}
+}
+
 // waitFollowUps waits until the core has n follow-ups queued in the
 // session sid of a.
 func waitFollowUps(t *testing.T, a *acpAgent, sid string, n int) {
