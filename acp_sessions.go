@@ -280,9 +280,11 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			}
 		}
 		if replay {
-			for _, u := range acpReplay(as.s.conv.branchEntries(), as.updates.paths, as.s.decodeRecordedCall, as.newID) {
+			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
 				as.send(u)
 			}
+		} else {
+			as.updates.knowCards(as.s.conv.branchEntries())
 		}
 		return as.answer(false), nil
 	}, func() { as.announce() })

@@ -1058,7 +1058,8 @@ func TestACPPageOf(t *testing.T) {
 // chunks, each tool call one tool_call ending completed or failed (its
 // title from its arguments as the tool decodes them: the tool's name for
 // arguments it refuses), the plan after a todo, a compaction's note, a
-// provider's error.
+// provider's error; a second call with an id given already gets a card of
+// its own (c1#2) with its own result.
 func TestACPReplay(t *testing.T) {
 	s := toolServer(t, nil)
 	msg := func(m any) *sessionEntry { return &sessionEntry{Type: "message", msg: m} }
@@ -1077,12 +1078,15 @@ func TestACPReplay(t *testing.T) {
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c3", ToolName: "todo", Content: textBlocks("plan"),
 			Details: map[string]any{"phases": []any{map[string]any{"name": "P", "tasks": []any{map[string]any{"content": "t", "status": "in_progress"}}}}}}),
 		{Type: "compaction", TokensBefore: 500, Summary: "sum"},
+		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{call("c1", "read", `{"path":"b"}`)}}),
+		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "read", Content: textBlocks("beta")}),
 		msg(&assistantMessage{Role: "assistant", StopReason: "error", ErrorMessage: "boom"}),
 	}
-	n := 0
+	u := newTestUpdates(false)
+	u.paths = acpPaths{cwd: s.set.cwd}
 	var lines []string
-	for _, u := range acpReplay(entries, acpPaths{cwd: s.set.cwd}, s.decodeRecordedCall, func() string { n++; return fmt.Sprint("m", n) }) {
-		line, _ := json.Marshal(u)
+	for _, up := range u.replay(entries, s.decodeRecordedCall) {
+		line, _ := json.Marshal(up)
 		lines = append(lines, strings.ReplaceAll(string(line), s.set.cwd, "/p"))
 	}
 	want := `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"Read it\nplease"},"messageId":"m1"}
@@ -1096,7 +1100,8 @@ func TestACPReplay(t *testing.T) {
 {"sessionUpdate":"tool_call","toolCallId":"c5","title":"bash","kind":"execute","status":"failed","content":[{"type":"content","content":{"type":"text","text":"No result: the call did not finish."}}],"rawInput":{"command":"ls","command":"rm -rf ~"}}
 {"sessionUpdate":"plan","entries":[{"content":"t","status":"in_progress","priority":"medium"}]}
 {"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 500 tokens before, about 10 after."},"messageId":"m3"}
-{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m4"}`
+{"sessionUpdate":"tool_call","toolCallId":"c1#2","title":"Read /p/b","kind":"read","status":"completed","content":[{"type":"content","content":{"type":"text","text":"beta"}}],"locations":[{"path":"/p/b"}],"rawInput":{"path":"b"},"rawOutput":{"content":[{"type":"text","text":"beta"}]}}
+{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m5"}`
 	if got := strings.Join(lines, "\n"); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -1806,6 +1811,48 @@ func TestACPSessionLimit(t *testing.T) {
 	c.call("session/close", map[string]any{"sessionId": ids[5]})
 	if got := c.call("session/load", map[string]any{"sessionId": closed, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
 		t.Errorf("session/load after a close: %s", got.line)
+	}
+}
+
+// TestACPRepeatedToolCallID: a model that gives two calls of one answer
+// the same id gets two cards (c1, then c1#2), each announced once by its
+// own tool_call, asked about under its own id and ended with its own
+// result; neither is merged into the other's card.
+func TestACPRepeatedToolCallID(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[`+
+		`{"id":"c1","name":"bash","args":["{\"command\":\"echo one\"}"]},`+
+		`{"id":"c1","name":"bash","args":["{\"command\":\"echo two\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	var got []string
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" {
+			var p struct{ ToolCall acpToolCallUpdate }
+			json.Unmarshal(m.Params, &p)
+			got = append(got, "ask "+p.ToolCall.ToolCallID+" "+p.ToolCall.Title)
+		}
+		if u := m.update(); u != nil && (u["sessionUpdate"] == "tool_call" || u["sessionUpdate"] == "tool_call_update") {
+			line := fmt.Sprint(u["sessionUpdate"], " ", u["toolCallId"], " ", u["status"])
+			if u["sessionUpdate"] == "tool_call" {
+				line += " " + u["title"].(string)
+			}
+			if content, _ := u["content"].([]any); u["status"] == "completed" && len(content) == 1 {
+				line += " " + strings.ReplaceAll(fmt.Sprint(content[0].(map[string]any)["content"].(map[string]any)["text"]), "\n", " ")
+			}
+			got = append(got, line)
+		}
+	}
+	want := []string{
+		"tool_call c1 pending echo one", "ask c1 echo one", "tool_call_update c1 in_progress", "tool_call_update c1 completed ``` one ```",
+		"tool_call c1#2 pending echo two", "ask c1#2 echo two", "tool_call_update c1#2 in_progress", "tool_call_update c1#2 completed ``` two ```",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
