@@ -3,8 +3,8 @@ package main
 // The Agent Client Protocol's wire (SPEC §12.1): JSON-RPC 2.0, one
 // message a line both ways, through the same line reader and the same one
 // locked writer as the rpc wire. Input is decoded once, strictly (exact
-// keys, the types each field must have); every kind of bad input gets its
-// JSON-RPC error and the connection goes on. Requests the agent makes of
+// keys, the types each field must have: acp_decode.go); every kind of bad
+// input gets its JSON-RPC error and the connection goes on. Requests the agent makes of
 // the client (session/request_permission, fs/*) are matched to their
 // answers by id.
 
@@ -67,264 +67,6 @@ func paramError(err error) error {
 		return e
 	}
 	return &acpError{Code: acpInvalidParams, Message: err.Error()}
-}
-
-// ---- Decoding a line ----
-
-// acpMessage is one decoded input line: a request (method and id), a
-// notification (method, no id) or a response (id, and result or error).
-type acpMessage struct {
-	id       json.RawMessage // as sent: a number, a string or null; nil when absent
-	method   string
-	params   json.RawMessage // nil when absent or null
-	response bool
-	result   json.RawMessage // a response's result
-	failure  *acpError       // a response's error
-}
-
-// decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
-// "2.0", then what the message is. On failure it returns the error to
-// answer and the id to answer it with (nil: null), and, for a message
-// with an id and no method, that message as a failed response.
-func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
-	if !utf8.Valid(line) {
-		return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
-	}
-	members, ok := scanObject(line, nil)
-	if !ok {
-		fields, err := rawObject(line)
-		if err != nil {
-			return nil, err, nil
-		}
-		members = fields // valid, but nested deeper than scanObject follows
-	}
-	r := &request{members: members}
-	msg := &acpMessage{}
-	rawID, hasID := r.field("id")
-	usableID := hasID && len(rawID) > 0 && (rawID[0] == '"' || rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9')
-	var answerID json.RawMessage // the id an error goes back with
-	if usableID {
-		answerID = rawID
-	}
-	rawMethod, hasMethod := r.field("method")
-	result, hasResult := r.field("result")
-	rawError, hasError := r.field("error")
-	// A message with an id and no method is an answer, or meant as one:
-	// when it is not a valid one, it still comes back (as a response
-	// that failed) beside its error, so that a request of rpi's waiting
-	// for that id ends instead of getting an error back under its id.
-	var answer *acpMessage
-	if usableID && !hasMethod {
-		answer = &acpMessage{id: rawID, response: true}
-	}
-	invalidRequest := func(why string) (*acpMessage, *acpError, json.RawMessage) {
-		if answer != nil {
-			answer.failure = &acpError{Code: acpInvalidRequest, Message: "the client's answer is not a JSON-RPC response: " + why}
-		}
-		return answer, &acpError{Code: acpInvalidRequest, Message: "Invalid request: " + why}, answerID
-	}
-	if v, ok := r.field("jsonrpc"); !ok || string(v) != `"2.0"` {
-		return invalidRequest(`jsonrpc must be "2.0"`)
-	}
-	if hasID && !usableID && string(rawID) != "null" {
-		return invalidRequest("id must be a number or a string")
-	}
-	if hasID {
-		msg.id = rawID
-	}
-	if params, ok := r.field("params"); ok && string(params) != "null" {
-		msg.params = params
-	}
-	switch {
-	case hasMethod:
-		if len(rawMethod) == 0 || rawMethod[0] != '"' || !unquote(rawMethod, &msg.method) {
-			return invalidRequest("method must be a string")
-		}
-		return msg, nil, nil
-	case hasID && (hasResult || hasError):
-		msg.response = true
-		if hasError {
-			msg.failure = decodeACPError(rawError)
-		} else {
-			msg.result = result
-		}
-		return msg, nil, nil
-	}
-	return invalidRequest("no method")
-}
-
-// rawObject decodes a line scanObject did not take with encoding/json:
-// not JSON is a parse error, JSON that is not an object (a batch array)
-// an invalid request; an object nested deeper than scanObject follows
-// comes back as its members.
-func rawObject(line []byte) ([]member, *acpError) {
-	var fields map[string]json.RawMessage
-	err := json.Unmarshal(line, &fields)
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &typeErr) || err == nil && fields == nil:
-		return nil, &acpError{Code: acpInvalidRequest, Message: "Invalid request: a message must be one JSON object (batches are not supported)"}
-	case err != nil:
-		return nil, &acpError{Code: acpParseError, Message: "Parse error: " + err.Error()}
-	}
-	members := []member{}
-	for k, v := range fields {
-		members = append(members, member{[]byte(k), v})
-	}
-	return members, nil
-}
-
-// acpHeadID is the id of the answer whose first bytes head holds (what
-// is kept of a line too long): a top-level "id" that is a number,
-// followed by "result" or "error" and no "method" before them; nil when
-// head shows no such thing.
-func acpHeadID(head []byte) json.RawMessage {
-	d := json.NewDecoder(bytes.NewReader(head))
-	d.UseNumber()
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil
-	}
-	var id json.RawMessage
-	for d.More() {
-		key, err := d.Token()
-		switch {
-		case err != nil || key == "method":
-			return nil
-		case (key == "result" || key == "error") && id != nil:
-			return id
-		}
-		var value json.RawMessage
-		if d.Decode(&value) != nil {
-			return nil
-		}
-		if key == "id" && len(value) > 0 && (value[0] == '-' || value[0] >= '0' && value[0] <= '9') {
-			id = value
-		}
-	}
-	return nil
-}
-
-// decodeACPError reads a response's error object; one that is not
-// {code: integer, message: string} counts as an internal error.
-func decodeACPError(raw json.RawMessage) *acpError {
-	var e struct {
-		Code    *json.Number `json:"code"`
-		Message *string      `json:"message"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Code != nil && e.Message != nil {
-		if code, err := e.Code.Int64(); err == nil && code == int64(int32(code)) {
-			return &acpError{Code: int(code), Message: *e.Message}
-		}
-	}
-	return &acpError{Code: acpInternalError, Message: "the client's error is not a JSON-RPC error object"}
-}
-
-// ---- Params ----
-
-// acpParams are a request's params (or an object inside them), read by
-// exact key; path is what names a field inside ("prompt[0]."). Unknown
-// fields and _meta are ignored. Every accessor's error is a -32602 that
-// names the field and what it must be.
-type acpParams struct {
-	r    *request
-	path string
-}
-
-// paramsOf decodes raw (nil: none) as an object; path names it in errors.
-func paramsOf(raw json.RawMessage, path string) (acpParams, error) {
-	p := acpParams{r: &request{}, path: path}
-	if raw == nil || string(raw) == "null" {
-		return p, nil
-	}
-	members, ok := scanObject(raw, p.r.room[:0])
-	if !ok {
-		if raw[0] == '{' { // nested deeper than scanObject follows
-			p.r.members, _ = rawObject(raw)
-			return p, nil
-		}
-		what := "params"
-		if path != "" {
-			what = strings.TrimSuffix(path, ".")
-		}
-		return p, invalidParams("Invalid %s: must be an object", what)
-	}
-	p.r.members = members
-	return p, nil
-}
-
-func (p acpParams) name(field string) string { return p.path + field }
-
-// has reports whether field is present and not null.
-func (p acpParams) has(field string) bool { return p.r.has(field) }
-
-func (p acpParams) raw(field string) json.RawMessage {
-	raw, _ := p.r.field(field)
-	return raw
-}
-
-// str reads a required string.
-func (p acpParams) str(field string) (string, error) {
-	if !p.has(field) {
-		return "", paramError(missing(p.name(field), "a string"))
-	}
-	return p.optStr(field)
-}
-
-// optStr reads an optional string ("" when absent).
-func (p acpParams) optStr(field string) (string, error) {
-	var s string
-	if raw := p.raw(field); p.has(field) && (raw[0] != '"' || !unquote(raw, &s)) {
-		return "", paramError(invalid(p.name(field), "a string"))
-	}
-	return s, nil
-}
-
-// boolean reads an optional boolean.
-func (p acpParams) boolean(field string, otherwise bool) (bool, error) {
-	switch raw := string(p.raw(field)); {
-	case !p.has(field):
-		return otherwise, nil
-	case raw == "true" || raw == "false":
-		return raw == "true", nil
-	}
-	return false, paramError(invalid(p.name(field), "true or false"))
-}
-
-// integer reads a required whole number from lo to hi.
-func (p acpParams) integer(field string, lo, hi int64) (int64, error) {
-	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
-	if !p.has(field) {
-		return 0, paramError(missing(p.name(field), want))
-	}
-	n, err := strconv.ParseInt(string(p.raw(field)), 10, 64)
-	if err != nil || n < lo || n > hi {
-		return 0, paramError(invalid(p.name(field), want))
-	}
-	return n, nil
-}
-
-// object reads an optional object (ok false when absent).
-func (p acpParams) object(field string) (obj acpParams, ok bool, err error) {
-	if !p.has(field) {
-		return acpParams{r: &request{}, path: p.name(field) + "."}, false, nil
-	}
-	if raw := p.raw(field); raw[0] != '{' {
-		return obj, false, paramError(invalid(p.name(field), "an object"))
-	}
-	obj, err = paramsOf(p.raw(field), p.name(field)+".")
-	return obj, err == nil, err
-}
-
-// array reads a required array's items, raw.
-func (p acpParams) array(field, want string) ([]json.RawMessage, error) {
-	if !p.has(field) {
-		return nil, paramError(missing(p.name(field), want))
-	}
-	var items []json.RawMessage
-	if raw := p.raw(field); raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, paramError(invalid(p.name(field), want))
-	}
-	return items, nil
 }
 
 // ---- Writing ----
@@ -636,6 +378,7 @@ type acpAgent struct {
 	mu       sync.Mutex // guards the fields below
 	client   acpClientCaps
 	sessions map[string]*acpSession // the sessions open, by id
+	opening  int                    // sessions being opened, not in sessions yet (acpMaxSessions counts them)
 }
 
 // handleFrame answers one input line: a request gets exactly one
@@ -671,8 +414,14 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	}
 }
 
+// notification handles a message with a method and no id at all: it is
+// never answered, whatever it holds. One whose method rpi has as a
+// request is said on stderr (a request needs an id).
 func (a *acpAgent) notification(msg *acpMessage) {
 	handle, ok := a.notifications[msg.method]
+	if _, request := a.methods[msg.method]; request {
+		fmt.Fprintf(a.h.stderr, "rpi: %s came without an id (a notification): it is a request, not answered\n", msg.method)
+	}
 	if !ok || !a.initialized {
 		return // unknown notifications are ignored, as are those before initialize
 	}
@@ -685,11 +434,22 @@ func (a *acpAgent) notification(msg *acpMessage) {
 	}
 }
 
+// request handles a message with a method and an id — null too, which
+// JSON-RPC makes a request all the same: it gets exactly one answer,
+// under that id. initialize is answered once a connection: a second one
+// is refused, and the client's capabilities stay those of the first.
 func (a *acpAgent) request(msg *acpMessage) {
 	handle, ok := a.methods[msg.method]
+	_, isNotification := a.notifications[msg.method]
 	switch {
 	case !a.initialized && msg.method != "initialize":
 		a.conn.fail(msg.id, &acpError{Code: acpInvalidRequest, Message: "Invalid request: send initialize first"})
+		return
+	case a.initialized && msg.method == "initialize":
+		a.conn.fail(msg.id, &acpError{Code: acpInvalidRequest, Message: "Invalid request: initialize was answered already on this connection (it is sent once)"})
+		return
+	case !ok && isNotification:
+		a.conn.fail(msg.id, &acpError{Code: acpMethodNotFound, Message: "Method not found: " + msg.method + " is a notification: send it without an id"})
 		return
 	case !ok:
 		a.conn.fail(msg.id, &acpError{Code: acpMethodNotFound, Message: "Method not found: " + msg.method})

@@ -132,16 +132,39 @@ type acpSessionAnswer struct {
 	Modes         acpModes          `json:"modes"`
 }
 
+// acpMaxSessions is how many sessions one connection may have open at
+// once: each holds its file's lock, its settings and resources, and
+// goroutines while it runs, so a client that opens sessions without
+// closing them is stopped here rather than by the machine.
+const acpMaxSessions = 64
+
+// errTooManySessions refuses a session past acpMaxSessions.
+var errTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
+	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", acpMaxSessions)}
+
 // open opens a session in cwd (file: the session file to open; "" for a
-// new one, written at once) and makes it known by its id.
+// new one, written at once) and makes it known by its id; past
+// acpMaxSessions open (or being opened) it opens nothing.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
+	a.mu.Lock()
+	if len(a.sessions)+a.opening >= acpMaxSessions {
+		a.mu.Unlock()
+		return nil, errTooManySessions
+	}
+	a.opening++
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.opening--
+		a.mu.Unlock()
+	}()
 	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)
 	if as.approvals == "custom" {
 		as.custom = slices.Clone(as.confirm)
 	}
-	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd, home: a.h.env.getenv("HOME")}, terminal: a.clientCaps().terminalOutput,
+	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: a.clientCaps().terminalOutput,
 		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
 	if err != nil {
@@ -257,9 +280,11 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			}
 		}
 		if replay {
-			for _, u := range acpReplay(as.s.conv.branchEntries(), as.updates.paths, as.newID) {
+			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
 				as.send(u)
 			}
+		} else {
+			as.updates.knowCards(as.s.conv.branchEntries())
 		}
 		return as.answer(false), nil
 	}, func() { as.announce() })

@@ -340,6 +340,108 @@ func TestACPWireErrors(t *testing.T) {
 	}
 }
 
+// TestACPNotificationsAndNullIDs: JSON-RPC's line between the two: a
+// message with no id at all is a notification and is never answered
+// (session/cancel with bad params or an unknown session, a request's
+// method sent without an id, an unknown one); one with "id": null is a
+// request, answered under id null (session/cancel sent so is refused: it
+// is a notification). A second initialize is refused and changes nothing.
+func TestACPNotificationsAndNullIDs(t *testing.T) {
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr, "--no-session")
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"no-such-session"}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":[1]}`,
+		`{"jsonrpc":"2.0","method":"session/cancel"}`,
+		`{"jsonrpc":"2.0","method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","method":"nope/notify"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"session/cancel","params":{"sessionId":"no-such-session"}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"writeTextFile":true}}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`,
+	}, "\n") + "\n"
+	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found: session/cancel is a notification: send it without an id"}}`,
+		`{"jsonrpc":"2.0","id":null,"result":{"sessions":[]}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid request: initialize was answered already on this connection (it is sent once)"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: initialize was answered already on this connection (it is sent once)"}}`,
+		`{"jsonrpc":"2.0","id":2,"result":{"sessions":[]}}`,
+	}
+	if len(lines) < 1 || !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,`) ||
+		strings.Join(lines[1:], "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant after initialize's answer:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	if caps := a.clientCaps(); caps != (acpClientCaps{readTextFile: true}) {
+		t.Errorf("the client's capabilities after a second initialize: %+v", caps)
+	}
+	if !strings.Contains(stderr.String(), "session/list came without an id") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+// TestACPTooDeep: a message nested deeper than encoding/json decodes is
+// -32600, under its id wherever the top level holds a usable one (before
+// or after the deep value), else id null; an answer to one of rpi's
+// requests nested so deep fails that request, and nothing goes back
+// under rpi's id.
+func TestACPTooDeep(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	var out, stderr syncBuffer
+	a := testACPAgent(t, nil, &out, &stderr)
+	a.methods = acpWireMethods
+	in := strings.Join([]string{
+		acpInit,
+		`{"jsonrpc":"2.0","id":5,"method":"test/echo","params":{"value":` + deep + `}}`,
+		`{"jsonrpc":"2.0","method":"test/echo","params":{"value":` + deep + `,"s":"]}\""},"id":"after"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"test/echo","id":-2.5e3,"params":` + deep + `}`,
+		`{"jsonrpc":"2.0","method":"test/echo","params":{"value":` + deep + `}}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"test/echo","params":` + deep + `}`,
+		`{"jsonrpc":"2.0","id":null,"method":"test/echo","params":` + deep + `}`,
+		`{"jsonrpc":"2.0","id":7,"method":"test/echo","params":` + deep,
+		`{"jsonrpc":"2.0","id":8,"method":"test/echo","params":{"value":"still here"}}`,
+	}, "\n") + "\n"
+	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	tooDeep := `"error":{"code":-32600,"message":"Invalid request: nested too deeply (more than 10000 levels)"}}`
+	want := []string{
+		`{"jsonrpc":"2.0","id":5,` + tooDeep,
+		`{"jsonrpc":"2.0","id":"after",` + tooDeep,
+		`{"jsonrpc":"2.0","id":-2.5e3,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":null,` + tooDeep,
+		`{"jsonrpc":"2.0","id":8,"result":"still here"}`,
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 1 || strings.Join(lines[1:], "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant after initialize's answer:\n%s", strings.Join(lines[min(1, len(lines)):], "\n"), strings.Join(want, "\n"))
+	}
+
+	// An answer nested too deep fails the request it answers.
+	methods := map[string]acpMethod{"initialize": acpInitialize, "test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+		return a.answerLater(call, func() (any, error) {
+			_, err := a.conn.call(a.h.ctx, "client/deep", struct{}{})
+			return fmt.Sprint(err), nil
+		}, nil)
+	}}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	asked := c.request("test/ask", struct{}{})
+	i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "client/deep" })
+	c.send(`{"jsonrpc":"2.0","id":` + string(c.messages()[i].ID) + `,"result":` + deep + `}`)
+	if got := c.responseTo(asked); string(got.Result) != `"the client's answer is not a JSON-RPC response: nested too deeply"` {
+		t.Errorf("the request the deep answer answers: %s", got.line)
+	}
+	if n := len(c.messages()); n != 3 {
+		t.Errorf("the agent wrote %d messages, not 3 (initialize's answer, its request, test/ask's answer):\n%s", n, strings.Join(c.lines(), "\n"))
+	}
+}
+
 // TestACPOverlongLine: a line past the limit is a -32700 with id null,
 // and the next line is served.
 func TestACPOverlongLine(t *testing.T) {
@@ -543,37 +645,76 @@ func TestACPPrompt(t *testing.T) {
 
 // ---- Updates ----
 
-// TestACPToolInfo: kinds, titles and absolute locations (§12.5).
+// TestACPToolInfo: kinds, titles and absolute locations (§12.5), read
+// from what the call decodes to: the tool's own strict decoder, the value
+// that is approved and runs. Arguments the tool refuses — a key twice
+// (the last would win in a loose reading), a key in another case, an
+// unknown field, a wrong type, what the tool's decoder turns down — get
+// the tool's name as the title and no locations, never a title read
+// from arguments that will not run.
 func TestACPToolInfo(t *testing.T) {
-	paths := acpPaths{cwd: "/work/proj", home: "/home/me"}
+	s := toolServer(t, map[string]string{"sub/x.txt": "x\n"})
+	cwd, home := s.set.cwd, s.env.getenv("HOME")
+	paths := acpPaths{cwd: cwd}
 	tests := []struct{ name, args, kind, title, locations string }{
-		{"read", `{"path":"a.txt"}`, "read", "Read /work/proj/a.txt", `[{"path":"/work/proj/a.txt"}]`},
-		{"read", `{"path":"../b/./c.txt","offset":5,"limit":3}`, "read", "Read /work/b/c.txt", `[{"path":"/work/b/c.txt","line":5}]`},
-		{"read", `{"path":"@~/x"}`, "read", "Read /home/me/x", `[{"path":"/home/me/x"}]`},
-		{"ls", `{}`, "read", "Read /work/proj", `[{"path":"/work/proj"}]`},
+		{"read", `{"path":"a.txt"}`, "read", "Read $CWD/a.txt", `[{"path":"$CWD/a.txt"}]`},
+		{"read", `{"path":"../b/./c.txt","offset":5,"limit":3}`, "read", "Read $PARENT/b/c.txt", `[{"path":"$PARENT/b/c.txt","line":5}]`},
+		{"read", `{"path":"@~/x"}`, "read", "Read $HOME/x", `[{"path":"$HOME/x"}]`},
+		{"ls", `{}`, "read", "Read $CWD", `[{"path":"$CWD"}]`},
 		{"write", `{"path":"/abs//n.txt","content":"x"}`, "edit", "Write /abs/n.txt", `[{"path":"/abs/n.txt"}]`},
-		{"edit", `{"path":"e.go","edits":[]}`, "edit", "Edit /work/proj/e.go", `[{"path":"/work/proj/e.go"}]`},
-		{"grep", `{"pattern":"TODO","path":"src"}`, "search", `Search "TODO" in /work/proj/src`, `[{"path":"/work/proj/src"}]`},
-		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in /work/proj`, `[{"path":"/work/proj"}]`},
+		{"edit", `{"path":"e.go","edits":[{"oldText":"a","newText":"b"}]}`, "edit", "Edit $CWD/e.go", `[{"path":"$CWD/e.go"}]`},
+		{"grep", `{"pattern":"TODO","path":"src"}`, "search", `Search "TODO" in $CWD/src`, `[{"path":"$CWD/src"}]`},
+		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in $CWD`, `[{"path":"$CWD"}]`},
 		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\n' | wc -l`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\''s'`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["make"],"cwd":".","env":{"PATH":"/tmp/evil:/usr/bin","LD_PRELOAD":"/tmp/x.so","HOME":null}}}`,
 			"execute", `env -u HOME LD_PRELOAD=/tmp/x.so PATH=/tmp/evil:/usr/bin make`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"/","env":{"A":"a b"}}}`, "execute", `env 'A=a b' ls (in /)`, `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"sub"}}`, "execute", `ls (in $CWD/sub)`, `null`},
 		{"process", `{"action":"list"}`, "other", "process list", `null`},
 		{"process", `{"action":"write","processId":"p1","dataBase64":"cm0gLXJmIH4K","closeStdin":true}`, "other", `process write p1: "rm -rf ~\n", then close its stdin`, `null`},
-		{"process", `{"action":"keys","processId":"p1","keys":["C-c","enter"]}`, "other", `process keys p1: ["C-c","enter"]`, `null`},
+		{"process", `{"action":"keys","processId":"p1","keys":["CTRL_C","ENTER"]}`, "other", `process keys p1: ["CTRL_C","ENTER"]`, `null`},
 		{"process", `{"action":"signal","processId":"p2","signal":"SIGKILL"}`, "other", "process signal p2 SIGKILL", `null`},
 		{"todo", `{"op":"view"}`, "think", "Update plan", `null`},
 		{"ask_user", `{"question":"?"}`, "other", "ask_user", `null`},
+
+		// Arguments the tool refuses: the tool's name, no locations.
 		{"read", `not json`, "read", "read", `null`},
 		{"bash", `[1]`, "execute", "bash", `null`},
+		{"bash", `{"command":"echo hi","command":"rm -rf ~"}`, "execute", "bash", `null`},
+		{"bash", `{"command":"echo hi","Command":"rm -rf ~"}`, "execute", "bash", `null`},
+		{"bash", `{"COMMAND":"rm -rf ~"}`, "execute", "bash", `null`},
+		{"bash", `{"command":"echo hi","why":"rm -rf ~"}`, "execute", "bash", `null`},
+		{"bash", `{"command":["rm","-rf","~"]}`, "execute", "bash", `null`},
+		{"bash", `{"command":"echo hi","timeout":"never"}`, "execute", "bash", `null`},
+		{"read", `{"Path":"/etc/shadow"}`, "read", "read", `null`},
+		{"read", `{"path":"a.txt","path":"/etc/shadow"}`, "read", "read", `null`},
+		{"read", `{"path":"a.txt","offset":"5"}`, "read", "read", `null`},
+		{"read", `{"path":"a.txt","extra":true}`, "read", "read", `null`},
+		{"write", `{"path":"notes.txt","content":"x","PATH":"/root/.ssh/authorized_keys"}`, "edit", "write", `null`},
+		{"edit", `{"path":"e.go","edits":[]}`, "edit", "edit", `null`},
+		{"grep", `{"pattern":"("}`, "search", "grep", `null`},
+		{"ls", `{"path":null,"Path":"/"}`, "read", "ls", `null`},
+		{"process", `{"action":"signal","processId":"p1","processId":"p2","signal":"SIGKILL"}`, "other", "process", `null`},
+		{"process", `{"action":"signal","processId":"p1","processID":"p2","signal":"SIGKILL"}`, "other", "process", `null`},
+		{"process", `{"action":"signal","processId":"p1","signal":"SIGKILL","action":"list"}`, "other", "process", `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["ls"],"ARGV":["rm","-rf","/"]}}`, "other", "process", `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"no/such/dir"}}`, "other", "process", `null`},
+		{"process", `{"action":"write","processId":"p1","dataBase64":"not base64!"}`, "other", "process", `null`},
+		{"process", `{"action":"keys","processId":"p1","keys":["rm -rf ~"]}`, "other", "process", `null`},
+		{"todo", `{"op":"view","OP":"init"}`, "think", "todo", `null`},
 	}
+	expand := strings.NewReplacer("$CWD", cwd, "$PARENT", filepath.Dir(cwd), "$HOME", home)
 	for _, tt := range tests {
-		kind, title, locations := acpToolInfo(tt.name, json.RawMessage(tt.args), paths)
+		call, err := s.decodeToolCall(tt.name, json.RawMessage(tt.args))
+		kind, title, locations := acpToolInfo(tt.name, call, paths)
 		locs, _ := json.Marshal(locations)
-		if kind != tt.kind || title != tt.title || string(locs) != tt.locations {
-			t.Errorf("%s %s: got %s %q %s, want %s %q %s", tt.name, tt.args, kind, title, locs, tt.kind, tt.title, tt.locations)
+		if kind != tt.kind || title != expand.Replace(tt.title) || string(locs) != expand.Replace(tt.locations) {
+			t.Errorf("%s %s: got %s %q %s, want %s %q %s", tt.name, tt.args, kind, title, locs, tt.kind, expand.Replace(tt.title), expand.Replace(tt.locations))
+		}
+		// What a refused call shows is its tool's name, and only then.
+		if refused := err != nil; refused != (title == tt.name) && tt.name != "ask_user" {
+			t.Errorf("%s %s: the tool refuses it: %v (%v), and the title is %q", tt.name, tt.args, refused, err, title)
 		}
 	}
 }
@@ -636,7 +777,7 @@ func newTestUpdates(terminal bool, ask ...string) *acpTestUpdates {
 		tu.ask[a] = true
 	}
 	n := 0
-	tu.acpUpdates = &acpUpdates{paths: acpPaths{cwd: "/p", home: "/h"}, terminal: terminal,
+	tu.acpUpdates = &acpUpdates{paths: acpPaths{cwd: "/p"}, terminal: terminal,
 		deferred: func(tool string) bool { return tu.ask[tool] },
 		send: func(update any) {
 			line, err := appendPayload(nil, acpUpdateOf("S", update))
@@ -701,7 +842,7 @@ func TestACPUpdatesStream(t *testing.T) {
 // terminal, or fenced.
 func TestACPUpdatesTools(t *testing.T) {
 	u := newTestUpdates(true, "edit", "bash")
-	u.event("tool_execution_start", toolExecStart{"r1", "read", json.RawMessage(`{"path":"a.txt"}`)})
+	u.event("tool_execution_start", toolExecStart{"r1", "read", json.RawMessage(`{"path":"a.txt"}`), &readCall{path: "a.txt", abs: "/p/a.txt"}})
 	u.event("tool_execution_end", toolExecEnd{ToolCallID: "r1", ToolName: "read", Result: textResult("alpha")})
 	want := `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"r1","title":"Read /p/a.txt","kind":"read","status":"pending","locations":[{"path":"/p/a.txt"}],"rawInput":{"path":"a.txt"}}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"r1","status":"in_progress"}}
@@ -710,7 +851,7 @@ func TestACPUpdatesTools(t *testing.T) {
 		t.Errorf("read:\n%s\nwant:\n%s", got, want)
 	}
 
-	u.event("tool_execution_start", toolExecStart{"e1", "edit", json.RawMessage(`{"path":"e.txt","oldText":"b","newText":"B"}`)})
+	u.event("tool_execution_start", toolExecStart{"e1", "edit", json.RawMessage(`{"path":"e.txt","oldText":"b","newText":"B"}`), &editCall{path: "e.txt", abs: "/p/e.txt"}})
 	if got := u.take(); got != "" {
 		t.Errorf("an edit behind approval announced itself before its diff: %s", got)
 	}
@@ -728,7 +869,7 @@ func TestACPUpdatesTools(t *testing.T) {
 		t.Errorf("the permission request's toolCall: %s", perm)
 	}
 
-	u.event("tool_execution_start", toolExecStart{"w1", "write", json.RawMessage(`{"path":"n.txt","content":"new\n"}`)})
+	u.event("tool_execution_start", toolExecStart{"w1", "write", json.RawMessage(`{"path":"n.txt","content":"new\n"}`), &writeCall{path: "n.txt", abs: "/p/n.txt"}})
 	wrote := textResult("Successfully wrote 4 bytes to n.txt")
 	wrote.change = &fileChange{path: "/p/n.txt", after: []byte("new\n")}
 	u.event("tool_execution_end", toolExecEnd{ToolCallID: "w1", ToolName: "write", Result: wrote})
@@ -740,7 +881,7 @@ func TestACPUpdatesTools(t *testing.T) {
 	}
 
 	// bash behind approval, denied: no terminal output, the reason.
-	u.event("tool_execution_start", toolExecStart{"b0", "bash", json.RawMessage(`{"command":"rm -rf /"}`)})
+	u.event("tool_execution_start", toolExecStart{"b0", "bash", json.RawMessage(`{"command":"rm -rf /"}`), &bashCall{command: "rm -rf /"}})
 	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b0", ToolName: "bash", Result: textResult("Denied by user"), IsError: true})
 	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"b0","title":"rm -rf /","kind":"execute","status":"pending","content":[{"type":"terminal","terminalId":"b0"}],"rawInput":{"command":"rm -rf /"},"_meta":{"terminal_info":{"terminal_id":"b0","cwd":"/p"}}}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b0","status":"failed","content":[{"type":"content","content":{"type":"text","text":"` + "```\\nDenied by user\\n```" + `"}}],"rawOutput":{"content":[{"type":"text","text":"Denied by user"}]}}}`
@@ -749,7 +890,7 @@ func TestACPUpdatesTools(t *testing.T) {
 	}
 
 	// bash allowed: output as it grows, then the exit and no content.
-	u.event("tool_execution_start", toolExecStart{"b1", "bash", json.RawMessage(`{"command":"make"}`)})
+	u.event("tool_execution_start", toolExecStart{"b1", "bash", json.RawMessage(`{"command":"make"}`), &bashCall{command: "make"}})
 	u.take()
 	u.running("b1")
 	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\n")})
@@ -766,7 +907,7 @@ func TestACPUpdatesTools(t *testing.T) {
 
 	// Without the terminal convention: one fenced text at the end.
 	p := newTestUpdates(false)
-	p.event("tool_execution_start", toolExecStart{"b2", "bash", json.RawMessage(`{"command":"ls"}`)})
+	p.event("tool_execution_start", toolExecStart{"b2", "bash", json.RawMessage(`{"command":"ls"}`), &bashCall{command: "ls"}})
 	p.event("tool_execution_update", toolExecUpdate{ToolCallID: "b2", ToolName: "bash", PartialResult: textResult("a\n")})
 	p.event("tool_execution_end", toolExecEnd{ToolCallID: "b2", ToolName: "bash", Result: textResult("a\nb")})
 	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call","toolCallId":"b2","title":"ls","kind":"execute","status":"pending","rawInput":{"command":"ls"}}}
@@ -914,9 +1055,13 @@ func TestACPPageOf(t *testing.T) {
 }
 
 // TestACPReplay: a branch replayed: user text, thinking and answers as
-// chunks, each tool call one tool_call ending completed or failed, the
-// plan after a todo, a compaction's note, a provider's error.
+// chunks, each tool call one tool_call ending completed or failed (its
+// title from its arguments as the tool decodes them: the tool's name for
+// arguments it refuses), the plan after a todo, a compaction's note, a
+// provider's error; a second call with an id given already gets a card of
+// its own (c1#2) with its own result.
 func TestACPReplay(t *testing.T) {
+	s := toolServer(t, nil)
 	msg := func(m any) *sessionEntry { return &sessionEntry{Type: "message", msg: m} }
 	call := func(id, name, args string) contentBlock {
 		return contentBlock{Type: "toolCall", ID: id, Name: name, Arguments: json.RawMessage(args)}
@@ -926,19 +1071,23 @@ func TestACPReplay(t *testing.T) {
 		msg(&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "Read it\nplease"}, {Type: "image", Data: "AAAA", MimeType: "image/png"}}}),
 		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{{Type: "thinking", Thinking: "hm"},
 			{Type: "text", Text: "Reading."}, call("c1", "read", `{"path":"a"}`), call("c2", "write", `{"path":"b","content":"x"}`),
-			call("c3", "todo", `{"op":"init","items":["t"]}`), call("c4", "bash", `{"command":"ls"}`)}}),
+			call("c3", "todo", `{"op":"init","items":["t"]}`), call("c4", "bash", `{"command":"ls"}`),
+			call("c5", "bash", `{"command":"ls","command":"rm -rf ~"}`)}}),
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "read", Content: textBlocks("alpha")}),
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c2", ToolName: "write", Content: textBlocks("Denied by user"), IsError: true}),
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c3", ToolName: "todo", Content: textBlocks("plan"),
 			Details: map[string]any{"phases": []any{map[string]any{"name": "P", "tasks": []any{map[string]any{"content": "t", "status": "in_progress"}}}}}}),
 		{Type: "compaction", TokensBefore: 500, Summary: "sum"},
+		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{call("c1", "read", `{"path":"b"}`)}}),
+		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "read", Content: textBlocks("beta")}),
 		msg(&assistantMessage{Role: "assistant", StopReason: "error", ErrorMessage: "boom"}),
 	}
-	n := 0
+	u := newTestUpdates(false)
+	u.paths = acpPaths{cwd: s.set.cwd}
 	var lines []string
-	for _, u := range acpReplay(entries, acpPaths{cwd: "/p"}, func() string { n++; return fmt.Sprint("m", n) }) {
-		line, _ := json.Marshal(u)
-		lines = append(lines, string(line))
+	for _, up := range u.replay(entries, s.decodeRecordedCall) {
+		line, _ := json.Marshal(up)
+		lines = append(lines, strings.ReplaceAll(string(line), s.set.cwd, "/p"))
 	}
 	want := `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"Read it\nplease"},"messageId":"m1"}
 {"sessionUpdate":"user_message_chunk","content":{"type":"image","data":"AAAA","mimeType":"image/png"},"messageId":"m1"}
@@ -948,9 +1097,11 @@ func TestACPReplay(t *testing.T) {
 {"sessionUpdate":"tool_call","toolCallId":"c2","title":"Write /p/b","kind":"edit","status":"failed","content":[{"type":"content","content":{"type":"text","text":"Denied by user"}}],"locations":[{"path":"/p/b"}],"rawInput":{"path":"b","content":"x"},"rawOutput":{"content":[{"type":"text","text":"Denied by user"}]}}
 {"sessionUpdate":"tool_call","toolCallId":"c3","title":"Update plan","kind":"think","status":"completed","content":[{"type":"content","content":{"type":"text","text":"plan"}}],"rawInput":{"op":"init","items":["t"]},"rawOutput":{"content":[{"type":"text","text":"plan"}],"details":{"phases":[{"name":"P","tasks":[{"content":"t","status":"in_progress"}]}]}}}
 {"sessionUpdate":"tool_call","toolCallId":"c4","title":"ls","kind":"execute","status":"failed","content":[{"type":"content","content":{"type":"text","text":"No result: the call did not finish."}}],"rawInput":{"command":"ls"}}
+{"sessionUpdate":"tool_call","toolCallId":"c5","title":"bash","kind":"execute","status":"failed","content":[{"type":"content","content":{"type":"text","text":"No result: the call did not finish."}}],"rawInput":{"command":"ls","command":"rm -rf ~"}}
 {"sessionUpdate":"plan","entries":[{"content":"t","status":"in_progress","priority":"medium"}]}
 {"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 500 tokens before, about 10 after."},"messageId":"m3"}
-{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m4"}`
+{"sessionUpdate":"tool_call","toolCallId":"c1#2","title":"Read /p/b","kind":"read","status":"completed","content":[{"type":"content","content":{"type":"text","text":"beta"}}],"locations":[{"path":"/p/b"}],"rawInput":{"path":"b"},"rawOutput":{"content":[{"type":"text","text":"beta"}]}}
+{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"boom"},"messageId":"m5"}`
 	if got := strings.Join(lines, "\n"); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -1561,6 +1712,150 @@ func TestACPApprovalNamesWhereASymlinkLeads(t *testing.T) {
 	}
 }
 
+// TestACPCardsShowWhatRuns: a model's calls whose arguments the tool
+// refuses (a key twice, a key in another case, processId twice) show the
+// tool's name on their card, never what a loose reading of them says
+// (the last duplicate, the other-cased key), are asked about by no
+// permission request, run nothing and fail; the one call that decodes is
+// asked about under its own command, and that command is what runs.
+func TestACPCardsShowWhatRuns(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[`+
+		`{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\",\"command\":\"echo pwned > pwned.txt\"}"]},`+
+		`{"id":"c2","name":"bash","args":["{\"COMMAND\":\"echo pwned > pwned.txt\"}"]},`+
+		`{"id":"c3","name":"process","args":["{\"action\":\"signal\",\"processId\":\"p1\",\"processId\":\"p2\",\"signal\":\"SIGKILL\"}"]},`+
+		`{"id":"c4","name":"bash","args":["{\"command\":\"echo ran > ran.txt\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash,process")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); !strings.Contains(got.line, `"stopReason":"end_turn"`) {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	titles, ends, asked := map[string]string{}, map[string]string{}, []string{}
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" {
+			var p struct{ ToolCall acpToolCallUpdate }
+			json.Unmarshal(m.Params, &p)
+			asked = append(asked, p.ToolCall.ToolCallID+" "+p.ToolCall.Title)
+		}
+		u := m.update()
+		if u == nil {
+			continue
+		}
+		id, _ := u["toolCallId"].(string)
+		switch status, _ := u["status"].(string); {
+		case u["sessionUpdate"] == "tool_call":
+			titles[id] = u["title"].(string)
+		case status == "completed" || status == "failed":
+			ends[id] = status
+		}
+	}
+	want := map[string]string{"c1": "bash", "c2": "bash", "c3": "process", "c4": "echo ran > ran.txt"}
+	for id, title := range want {
+		if titles[id] != title {
+			t.Errorf("the card of %s: %q, want %q", id, titles[id], title)
+		}
+	}
+	if ends["c1"] != "failed" || ends["c2"] != "failed" || ends["c3"] != "failed" || ends["c4"] != "completed" {
+		t.Errorf("how the calls ended: %v", ends)
+	}
+	if strings.Join(asked, "; ") != "c4 echo ran > ran.txt" {
+		t.Errorf("the permission requests: %q", asked)
+	}
+	if data, err := os.ReadFile(filepath.Join(cwd, "ran.txt")); err != nil || string(data) != "ran\n" {
+		t.Errorf("what ran: %q, %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "pwned.txt")); err == nil {
+		t.Error("a refused call ran")
+	}
+}
+
+// TestACPSessionLimit: a connection has at most acpMaxSessions sessions
+// open; session/new (and load, resume) past that is refused with an error
+// that names the limit and says to close one, and opens nothing; once one
+// is closed, the next opens.
+func TestACPSessionLimit(t *testing.T) {
+	c, a, _ := startACPAgent(t, nil, nil)
+	cwd := t.TempDir()
+	ids := []string{openACPSession(t, c, nil, cwd)}
+	for len(ids) < acpMaxSessions {
+		var opened acpSessionAnswer
+		got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+		if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
+			t.Fatalf("session/new %d: %s", len(ids)+1, got.line)
+		}
+		ids = append(ids, opened.SessionID)
+	}
+	closed := ids[0] // closed and on disk: load and resume would open it again
+	c.call("session/close", map[string]any{"sessionId": closed})
+	if got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Fatalf("session/new after a close: %s", got.line)
+	}
+	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, acpMaxSessions)
+	for _, m := range []string{"session/new", "session/load", "session/resume"} {
+		params := map[string]any{"cwd": cwd, "mcpServers": []any{}}
+		if m != "session/new" {
+			params["sessionId"] = closed
+		}
+		if got := c.call(m, params); !strings.Contains(got.line, want) {
+			t.Errorf("%s past the limit: %s", m, got.line)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(a.store.root, "*", "*.jsonl"))
+	if len(files) != acpMaxSessions+1 {
+		t.Errorf("%d session files, want %d: a refused session/new wrote one", len(files), acpMaxSessions+1)
+	}
+	c.call("session/close", map[string]any{"sessionId": ids[5]})
+	if got := c.call("session/load", map[string]any{"sessionId": closed, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Errorf("session/load after a close: %s", got.line)
+	}
+}
+
+// TestACPRepeatedToolCallID: a model that gives two calls of one answer
+// the same id gets two cards (c1, then c1#2), each announced once by its
+// own tool_call, asked about under its own id and ended with its own
+// result; neither is merged into the other's card.
+func TestACPRepeatedToolCallID(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[`+
+		`{"id":"c1","name":"bash","args":["{\"command\":\"echo one\"}"]},`+
+		`{"id":"c1","name":"bash","args":["{\"command\":\"echo two\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	var got []string
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" {
+			var p struct{ ToolCall acpToolCallUpdate }
+			json.Unmarshal(m.Params, &p)
+			got = append(got, "ask "+p.ToolCall.ToolCallID+" "+p.ToolCall.Title)
+		}
+		if u := m.update(); u != nil && (u["sessionUpdate"] == "tool_call" || u["sessionUpdate"] == "tool_call_update") {
+			line := fmt.Sprint(u["sessionUpdate"], " ", u["toolCallId"], " ", u["status"])
+			if u["sessionUpdate"] == "tool_call" {
+				line += " " + u["title"].(string)
+			}
+			if content, _ := u["content"].([]any); u["status"] == "completed" && len(content) == 1 {
+				line += " " + strings.ReplaceAll(fmt.Sprint(content[0].(map[string]any)["content"].(map[string]any)["text"]), "\n", " ")
+			}
+			got = append(got, line)
+		}
+	}
+	want := []string{
+		"tool_call c1 pending echo one", "ask c1 echo one", "tool_call_update c1 in_progress", "tool_call_update c1 completed ``` one ```",
+		"tool_call c1#2 pending echo two", "ask c1#2 echo two", "tool_call_update c1#2 in_progress", "tool_call_update c1#2 completed ``` two ```",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // waitFollowUps waits until the core has n follow-ups queued in the
 // session sid of a.
 func waitFollowUps(t *testing.T, a *acpAgent, sid string, n int) {
@@ -1677,7 +1972,7 @@ func TestACPOverlongAnswer(t *testing.T) {
 	}
 	c.send(`{"jsonrpc":"2.0","id":77,"method":"test/ask","params":{"x":"` + huge + `"}}`)
 	c.send(`{"jsonrpc":"2.0","id":78,"result":{"content":"` + huge + `"}}`)
-	last := c.call("initialize", map[string]any{"protocolVersion": 1})
+	last := c.call("nope/sync", nil) // answered in turn: the lines before it are handled
 	var parseErrors []string
 	for _, m := range c.messages() {
 		if m.Error != nil && m.Error.Code == acpParseError {
@@ -1685,7 +1980,7 @@ func TestACPOverlongAnswer(t *testing.T) {
 		}
 	}
 	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, maxLine)
-	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Result == nil {
+	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Error == nil || last.Error.Code != acpMethodNotFound {
 		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -229,67 +228,43 @@ func acpUpdateOf(sessionID string, update any) any {
 // ---- Tools: kinds, titles, locations ----
 
 // acpPaths are what paths are built from: the session's cwd exactly as
-// session/new gave it (joined and cleaned, symlinks not resolved), and
-// HOME for ~.
+// session/new gave it (joined and cleaned, symlinks not resolved).
 type acpPaths struct {
-	cwd, home string
+	cwd string
 }
 
-// abs is a tool's path argument as an absolute path: a leading @
-// dropped, ~ the home directory, a relative path from the cwd.
-func (p acpPaths) abs(path string) string {
-	path = strings.TrimPrefix(path, "@")
-	if path == "~" || strings.HasPrefix(path, "~/") {
-		path = filepath.Join(p.home, path[1:])
-	}
-	return resolvePath(p.cwd, path)
-}
-
-// acpToolArgs is what the mapping reads of a call's arguments; a call
-// whose arguments do not decode gets the titles of its tool's name.
-type acpToolArgs struct {
-	Path    string `json:"path"`
-	Offset  int    `json:"offset"`
-	Command string `json:"command"`
-	Pattern string `json:"pattern"`
-	Action  string `json:"action"`
-	Spec    struct {
-		Argv []string           `json:"argv"`
-		Cwd  string             `json:"cwd"`
-		Env  map[string]*string `json:"env"`
-	} `json:"spec"`
-}
-
-// acpToolInfo is a call's kind, title and locations (§12.5).
-func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title string, locations []acpLocation) {
-	var a acpToolArgs
-	decoded := json.Unmarshal(args, &a) == nil
-	abs := paths.abs(a.Path)
-	switch {
-	case !decoded:
-	case name == "read":
-		loc := acpLocation{Path: abs}
-		if a.Offset > 0 {
-			loc.Line = a.Offset
+// acpToolInfo is a call's kind, title and locations (§12.5), read from
+// call, what its arguments decoded to: the value that is approved and
+// runs, never a second reading of the arguments. A call whose arguments
+// do not decode (nil: it fails without running) gets its tool's name as
+// its title and no locations. Paths are the call's own, built from the
+// session's cwd (the tool's toolPath).
+func acpToolInfo(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
+	switch c := call.(type) {
+	case *readCall:
+		loc := acpLocation{Path: c.abs}
+		if c.offset > 0 {
+			loc.Line = c.offset
 		}
-		return "read", "Read " + abs, []acpLocation{loc}
-	case name == "ls":
-		return "read", "Read " + abs, []acpLocation{{Path: abs}}
-	case name == "write":
-		return "edit", "Write " + abs, []acpLocation{{Path: abs}}
-	case name == "edit":
-		return "edit", "Edit " + abs, []acpLocation{{Path: abs}}
-	case name == "grep":
-		return "search", "Search " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
-	case name == "find":
-		return "search", "Find " + fmt.Sprintf("%q", a.Pattern) + " in " + abs, []acpLocation{{Path: abs}}
-	case name == "bash":
-		return "execute", a.Command, nil
-	case name == "process" && a.Action == "spawn" && len(a.Spec.Argv) > 0:
-		return "execute", acpSpawnTitle(a.Spec.Argv, a.Spec.Env, a.Spec.Cwd, paths), nil
-	case name == "process" && a.Action != "" && a.Action != "spawn":
-		return "other", acpProcessTitle(a.Action, args), nil
-	case name == "todo":
+		return "read", "Read " + c.abs, []acpLocation{loc}
+	case *lsCall:
+		return "read", "Read " + c.abs, []acpLocation{{Path: c.abs}}
+	case *writeCall:
+		return "edit", "Write " + c.abs, []acpLocation{{Path: c.abs}}
+	case *editCall:
+		return "edit", "Edit " + c.abs, []acpLocation{{Path: c.abs}}
+	case *grepCall:
+		return "search", "Search " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+	case *findCall:
+		return "search", "Find " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+	case *bashCall:
+		return "execute", c.command, nil
+	case *processCall:
+		if c.action == "spawn" {
+			return "execute", acpSpawnTitle(c.spec.Argv, c.spec.Env, c.spec.Cwd, paths), nil
+		}
+		return "other", acpProcessTitle(c), nil
+	case *todoCall:
 		return "think", "Update plan", nil
 	}
 	switch name {
@@ -302,7 +277,7 @@ func acpToolInfo(name string, args json.RawMessage, paths acpPaths) (kind, title
 	case "bash":
 		kind = "execute"
 	case "todo":
-		return "think", "Update plan", nil
+		kind = "think"
 	default:
 		kind = "other"
 	}
@@ -332,32 +307,23 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 	return title
 }
 
-// acpProcessTitle is what a process action other than spawn does, read
-// from its fields by exact name as the tool reads them: the action, the
-// process, and what goes to it (the bytes written, at most 200 shown;
-// the keys; the signal).
-func acpProcessTitle(action string, args json.RawMessage) string {
-	var fields map[string]json.RawMessage
-	json.Unmarshal(args, &fields)
-	var processID, data64, signal string
-	var closeStdin bool
-	json.Unmarshal(fields["processId"], &processID)
-	title := strings.TrimSpace("process " + action + " " + processID)
-	switch action {
+// acpProcessTitle is what a process action other than spawn does: the
+// action, the process, and what goes to it (the bytes written, at most
+// 200 shown; the keys; the signal).
+func acpProcessTitle(c *processCall) string {
+	title := strings.TrimSpace("process " + c.action + " " + c.processID)
+	switch c.action {
 	case "write":
-		json.Unmarshal(fields["dataBase64"], &data64)
-		json.Unmarshal(fields["closeStdin"], &closeStdin)
-		if data, err := base64.StdEncoding.DecodeString(data64); err == nil && len(data) > 0 {
-			title += ": " + shownValue(string(data))
+		if len(c.data) > 0 {
+			title += ": " + shownValue(string(c.data))
 		}
-		if closeStdin {
+		if c.closeStdin {
 			title += ", then close its stdin"
 		}
 	case "keys":
-		title += ": " + string(fields["keys"])
+		title += ": " + jsonStrings(c.keys)
 	case "signal":
-		json.Unmarshal(fields["signal"], &signal)
-		title += " " + signal
+		title += " " + c.signal
 	}
 	return title
 }
@@ -427,6 +393,7 @@ func bashOutcome(text string, isError bool) (output string, exitCode *int) {
 
 // acpTool is what the mapping remembers of one tool call.
 type acpTool struct {
+	id        string // its toolCallId on the wire (acpUpdates.claimCard)
 	name      string
 	args      json.RawMessage
 	kind      string
@@ -452,12 +419,13 @@ type acpUpdates struct {
 	newID    func() string          // a fresh messageId
 	now      func() time.Time       // for session_info_update
 
-	mu        sync.Mutex // guards the fields below; held while sending
-	messageID string     // the answer being streamed
-	tools     map[string]*acpTool
-	runningID string            // the id of the call running (a session runs one at a time)
-	last      *assistantMessage // the turn's last answer
-	compacted *compactionEnd    // the last compaction's end, noted (takeCompaction)
+	mu        sync.Mutex          // guards the fields below; held while sending
+	messageID string              // the answer being streamed
+	tools     map[string]*acpTool // the calls started and not ended, by the model's id
+	cards     map[string]bool     // every toolCallId the client was given since the session opened (or was loaded)
+	runningID string              // the model's id of the call running (a session runs one at a time)
+	last      *assistantMessage   // the turn's last answer
+	compacted *compactionEnd      // the last compaction's end, noted (takeCompaction)
 }
 
 // event maps one core event (its type and payload, as rpc mode writes
@@ -557,9 +525,26 @@ func (u *acpUpdates) lastAnswer() *assistantMessage {
 	return last
 }
 
+// claimCard is the toolCallId of a new card for a call the model gave id:
+// id itself the first time, else id#2, id#3… (the first not given yet),
+// so that a model that gives two calls one id (in one answer, or again in
+// a later one) gets two cards, not one card reset by the second call.
+// Called with mu held.
+func (u *acpUpdates) claimCard(id string) string {
+	if u.cards == nil {
+		u.cards = map[string]bool{}
+	}
+	card := id
+	for n := 2; u.cards[card]; n++ {
+		card = fmt.Sprintf("%s#%d", id, n)
+	}
+	u.cards[card] = true
+	return card
+}
+
 func (u *acpUpdates) toolStarted(d toolExecStart) {
-	t := &acpTool{name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
-	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.Args, u.paths)
+	t := &acpTool{id: u.claimCard(d.ToolCallID), name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
+	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.call, u.paths)
 	u.tools[d.ToolCallID] = t
 	u.runningID = d.ToolCallID
 	// edit and write behind approval announce themselves with their diff
@@ -567,9 +552,9 @@ func (u *acpUpdates) toolStarted(d toolExecStart) {
 	if (t.name == "edit" || t.name == "write") && u.deferred(t.name) {
 		return
 	}
-	u.announce(d.ToolCallID, t)
+	u.announce(t)
 	if !u.deferred(t.name) {
-		u.run(d.ToolCallID, t)
+		u.run(t)
 	}
 }
 
@@ -590,7 +575,7 @@ func (u *acpUpdates) ready(id, path, where string, before *string, after string)
 		t.title += where
 	}
 	u.setDiff(t, path, before, after)
-	u.announce(id, t)
+	u.announce(t)
 }
 
 // setDiff records a call's diff, and an edit's first changed line.
@@ -613,8 +598,8 @@ func (u *acpUpdates) running(id string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if t := u.tools[id]; t != nil {
-		u.announce(id, t)
-		u.run(id, t)
+		u.announce(t)
+		u.run(t)
 	}
 }
 
@@ -625,17 +610,18 @@ func (u *acpUpdates) permissionCall(id string) acpToolCallUpdate {
 	defer u.mu.Unlock()
 	call := acpToolCallUpdate{ToolCallID: id, Status: "pending"}
 	if t := u.tools[id]; t != nil {
-		call.Title, call.Kind, call.RawInput = t.title, t.kind, t.args
+		call.ToolCallID, call.Title, call.Kind, call.RawInput = t.id, t.title, t.kind, t.args
 	}
 	return call
 }
 
 // announce sends the call's one tool_call, once.
-func (u *acpUpdates) announce(id string, t *acpTool) {
+func (u *acpUpdates) announce(t *acpTool) {
 	if t.announced {
 		return
 	}
 	t.announced = true
+	id := t.id
 	call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: id, Title: t.title, Kind: t.kind, Status: "pending",
 		Locations: t.locations, RawInput: t.args}
 	switch {
@@ -649,10 +635,10 @@ func (u *acpUpdates) announce(id string, t *acpTool) {
 }
 
 // run sends the call's in_progress, once.
-func (u *acpUpdates) run(id string, t *acpTool) {
+func (u *acpUpdates) run(t *acpTool) {
 	if !t.running {
 		t.running = true
-		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress"})
+		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Status: "in_progress"})
 	}
 }
 
@@ -662,19 +648,19 @@ func (u *acpUpdates) toolProgress(d toolExecUpdate) {
 	if t == nil || !t.terminal || len(d.PartialResult.Content) == 0 {
 		return
 	}
-	u.announce(d.ToolCallID, t)
-	u.run(d.ToolCallID, t)
-	u.sendOutput(d.ToolCallID, t, d.PartialResult.Content[0].Text)
+	u.announce(t)
+	u.run(t)
+	u.sendOutput(t, d.PartialResult.Content[0].Text)
 }
 
 // sendOutput sends what output holds beyond what was shown: bash reports
 // its whole output so far (its tail, once long), not what is new.
-func (u *acpUpdates) sendOutput(id string, t *acpTool, output string) {
+func (u *acpUpdates) sendOutput(t *acpTool, output string) {
 	fresh := newOutputText(t.shown, output)
 	t.shown = output
 	if fresh != "" {
-		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id,
-			Meta: &acpToolMeta{TerminalOutput: &acpTerminalOutput{id, fresh}}})
+		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id,
+			Meta: &acpToolMeta{TerminalOutput: &acpTerminalOutput{t.id, fresh}}})
 	}
 }
 
@@ -703,7 +689,7 @@ func newOutputText(before, now string) string {
 func (u *acpUpdates) toolEnded(d toolExecEnd) {
 	t := u.tools[d.ToolCallID]
 	if t == nil { // a call the mapping never saw start: make it whole
-		t = &acpTool{name: d.ToolName, terminal: u.terminal && d.ToolName == "bash"}
+		t = &acpTool{id: u.claimCard(d.ToolCallID), name: d.ToolName, terminal: u.terminal && d.ToolName == "bash"}
 		t.kind, t.title, t.locations = acpToolInfo(d.ToolName, nil, u.paths)
 	}
 	delete(u.tools, d.ToolCallID)
@@ -716,8 +702,8 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 		}
 		u.setDiff(t, c.path, before, string(c.after))
 	}
-	u.announce(d.ToolCallID, t)
-	end := acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: d.ToolCallID, Status: "completed", RawOutput: d.Result}
+	u.announce(t)
+	end := acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Status: "completed", RawOutput: d.Result}
 	if d.IsError {
 		end.Status = "failed"
 	}
@@ -728,8 +714,8 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 			end.Content = acpResultContent(t.name, d.Result.Content)
 			break
 		}
-		u.sendOutput(d.ToolCallID, t, output)
-		end.Meta = &acpToolMeta{TerminalExit: &acpTerminalExit{TerminalID: d.ToolCallID, ExitCode: code}}
+		u.sendOutput(t, output)
+		end.Meta = &acpToolMeta{TerminalExit: &acpTerminalExit{TerminalID: t.id, ExitCode: code}}
 	case t.diff != nil && !d.IsError:
 		end.Content, end.Locations = []any{*t.diff}, t.locations
 	default:
@@ -1027,29 +1013,39 @@ func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
 
 // ---- session/load's replay ----
 
-// acpReplay is a session's current branch as the updates a client
-// shows: the user's messages as user_message_chunk, answers and thinking
-// as chunks, each tool call as one tool_call already completed or
-// failed, the plan after each change, a compaction as its note. The
-// whole branch is replayed, the messages before a compaction too, as the
-// user saw them.
-func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []any {
-	results := map[string]*toolResultMessage{}
+// acpDecoder decodes a recorded tool call's arguments, strictly, as the
+// tool does (session.decodeRecordedCall).
+type acpDecoder func(name string, args json.RawMessage) (toolCall, error)
+
+// replay is a session's current branch as the updates a client shows:
+// the user's messages as user_message_chunk, answers and thinking as
+// chunks, each tool call as one tool_call already completed or failed
+// (its title and locations from its arguments as decode reads them), the
+// plan after each change, a compaction as its note. The whole branch is
+// replayed, the messages before a compaction too, as the user saw them.
+// The client's view of the session starts again with it: the replayed
+// cards are the toolCallIds given (two calls with one id get two cards,
+// each with its own result), so that a later call does not reuse one.
+func (u *acpUpdates) replay(entries []*sessionEntry, decode acpDecoder) []any {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cards = map[string]bool{}
+	results := map[string][]*toolResultMessage{} // by the model's id, in order
 	for _, e := range entries {
 		if r, ok := e.msg.(*toolResultMessage); ok {
-			results[r.ToolCallID] = r
+			results[r.ToolCallID] = append(results[r.ToolCallID], r)
 		}
 	}
 	var out []any
 	for _, e := range entries {
 		if e.Type == "compaction" {
 			out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(acpCompactionNote(compactionEnd{
-				Result: &compactionResult{TokensBefore: e.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: e.Summary})}})), newID()})
+				Result: &compactionResult{TokensBefore: e.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: e.Summary})}})), u.newID()})
 			continue
 		}
 		switch m := e.msg.(type) {
 		case *userMessage:
-			id := newID()
+			id := u.newID()
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
@@ -1059,7 +1055,7 @@ func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []a
 				}
 			}
 		case *assistantMessage:
-			out = append(out, acpReplayAnswer(m, results, paths, newID())...)
+			out = append(out, u.replayAnswer(m, results, decode, u.newID())...)
 		case *toolResultMessage:
 			if m.ToolName == "todo" {
 				if plan, ok := acpPlanOfDetails(m.Details); ok {
@@ -1071,10 +1067,10 @@ func acpReplay(entries []*sessionEntry, paths acpPaths, newID func() string) []a
 	return out
 }
 
-// acpReplayAnswer is one answer replayed: its thinking, its text, its
-// tool calls each ended as its result says (failed without one), and its
-// error.
-func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage, paths acpPaths, id string) []any {
+// replayAnswer is one answer replayed: its thinking, its text, its tool
+// calls each ended as its result says (the next result with its id;
+// failed without one), and its error. Called with mu held.
+func (u *acpUpdates) replayAnswer(m *assistantMessage, results map[string][]*toolResultMessage, decode acpDecoder, id string) []any {
 	var out []any
 	for _, b := range m.Content {
 		switch b.Type {
@@ -1087,9 +1083,12 @@ func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage,
 				out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(b.Text), id})
 			}
 		case "toolCall":
-			call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: b.ID, Status: "failed", RawInput: b.Arguments}
-			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, b.Arguments, paths)
-			if r := results[b.ID]; r != nil {
+			call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: u.claimCard(b.ID), Status: "failed", RawInput: b.Arguments}
+			decoded, _ := decode(b.Name, b.Arguments)
+			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, decoded, u.paths)
+			if rs := results[b.ID]; len(rs) > 0 {
+				r := rs[0]
+				results[b.ID] = rs[1:]
 				call.Content = acpResultContent(b.Name, r.Content)
 				call.RawOutput = toolResult{Content: r.Content, Details: r.Details}
 				if !r.IsError {
@@ -1105,6 +1104,26 @@ func acpReplayAnswer(m *assistantMessage, results map[string]*toolResultMessage,
 		out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(m.ErrorMessage), id})
 	}
 	return out
+}
+
+// knowCards takes the tool call ids of a session's branch as given to
+// the client already (session/resume: the client has the history), so
+// that a later call with one of them gets a card of its own.
+func (u *acpUpdates) knowCards(entries []*sessionEntry) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cards == nil {
+		u.cards = map[string]bool{}
+	}
+	for _, e := range entries {
+		if m, ok := e.msg.(*assistantMessage); ok {
+			for _, b := range m.Content {
+				if b.Type == "toolCall" {
+					u.cards[b.ID] = true
+				}
+			}
+		}
+	}
 }
 
 // acpPlanOfDetails is the plan a todo result's details hold.

@@ -30,10 +30,15 @@ type messageUpdate struct {
 	Usage                 usage          `json:"usage"`
 }
 
+// toolExecStart is a call about to run. call is what its arguments
+// decoded to (nil: they do not decode, and the call fails): the very
+// value that is approved and runs, for a front end that shows the call
+// (ACP's tool card); it is not on the wire.
 type toolExecStart struct {
 	ToolCallID string          `json:"toolCallId"`
 	ToolName   string          `json:"toolName"`
 	Args       json.RawMessage `json:"args"`
+	call       toolCall
 }
 
 type toolExecUpdate struct {
@@ -663,14 +668,15 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 			continue
 		}
 		began := s.env.clock.Now()
-		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments}, nil)
+		decoded, decodeErr := s.decodeToolCall(call.Name, call.Arguments)
+		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments, decoded}, nil)
 		var res toolResult
 		var isError bool
 		switch {
 		case skip != "":
 			res, isError = toolResult{Content: textBlocks(skip)}, true
 		default:
-			res, isError = s.runTool(run.ctx, call)
+			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr)
 		}
 		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()}, nil)
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
@@ -691,18 +697,24 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 	return results
 }
 
-// runTool decodes one tool call, opens what it changes (write, edit), asks
-// for approval when its tool is behind --confirm (showing what the decoded
+// runTool decodes one tool call and runs it (runDecoded).
+func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, bool) {
+	call, err := s.decodeToolCall(block.Name, block.Arguments)
+	return s.runDecoded(ctx, block, call, err)
+}
+
+// runDecoded runs a call decoded once (err: why it did not decode, its
+// result): it opens what the call changes (write, edit), asks for
+// approval when its tool is behind --confirm (showing what the decoded
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
-func (s *session) runTool(ctx context.Context, block contentBlock) (res toolResult, isError bool) {
-	defer func() { // from the decoding to the result: prepare, the approval and describe too
+func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error) (res toolResult, isError bool) {
+	defer func() { // from prepare to the result: the approval and describe too
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", block.Name, p, debug.Stack())
 			res, isError = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true
 		}
 	}()
-	call, err := s.decodeToolCall(block.Name, block.Arguments)
 	if err != nil {
 		return textResult(err.Error()), true
 	}

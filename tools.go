@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -125,18 +126,41 @@ func (s *session) activeTool(name string) *tool {
 
 // decodeToolCall decodes a call's arguments once, strictly: a JSON object
 // whose keys are exactly the tool's parameters (no unknown, duplicate or
-// differently-cased keys), each of its type.
+// differently-cased keys), each of its type. The call it returns is what
+// the front ends show (the approval dialog, ACP's tool card) and what runs.
 func (s *session) decodeToolCall(name string, raw json.RawMessage) (toolCall, error) {
 	t := s.activeTool(name)
 	if t == nil {
 		return nil, fmt.Errorf("Tool %s not found", name)
 	}
-	if err := checkArgs(raw, t.params()); err != nil {
-		return nil, fmt.Errorf("Invalid arguments for %s: %v", name, err)
+	return s.decodeArgs(t, raw)
+}
+
+// decodeRecordedCall decodes a call from the session's history (ACP's
+// session/load replays it) with the same strict decoder as a live call,
+// whether or not its tool is offered now.
+func (s *session) decodeRecordedCall(name string, raw json.RawMessage) (toolCall, error) {
+	t := toolNamed(name)
+	if t == nil {
+		return nil, fmt.Errorf("Tool %s not found", name)
 	}
-	call, err := t.decode(s, raw)
-	if err != nil {
-		return nil, fmt.Errorf("Invalid arguments for %s: %v", name, err)
+	return s.decodeArgs(t, raw)
+}
+
+// decodeArgs checks raw against t's parameters and builds its call; a
+// panic in t's decoder is the call's error (its stack to stderr).
+func (s *session) decodeArgs(t *tool, raw json.RawMessage) (call toolCall, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", t.name, p, debug.Stack())
+			call, err = nil, fmt.Errorf("Internal error in tool %s: %v", t.name, p)
+		}
+	}()
+	if err := checkArgs(raw, t.params()); err != nil {
+		return nil, fmt.Errorf("Invalid arguments for %s: %v", t.name, err)
+	}
+	if call, err = t.decode(s, raw); err != nil {
+		return nil, fmt.Errorf("Invalid arguments for %s: %v", t.name, err)
 	}
 	return call, nil
 }
