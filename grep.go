@@ -95,8 +95,8 @@ var grepTool = &tool{
 			}
 			if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
 				c.cost = max(1, len(prog.Inst))
-				if c.literal == nil && newLineDFA(prog) != nil {
-					c.prog = prog // (nil: every line matches)
+				if c.literal == nil {
+					c.prog = prog
 				}
 			}
 		}
@@ -323,7 +323,7 @@ type grepWorker struct {
 	lower   []byte // a chunk in lower case, for a literal of either case
 	fsKinds map[uint64]string
 	dfa     *lineDFA // made at the first chunk it can search
-	dfaFull bool     // the DFA passed maxDFABytes: lines are matched one by one
+	noDFA   bool     // none would help (newLineDFA), or it passed its budget: lines are matched one by one
 }
 
 // searchFile searches one file, reading it into w.buf a chunk of whole
@@ -416,9 +416,14 @@ func (s *grepScan) lines(chunk []byte) {
 	switch c := s.c; {
 	case c.context == 0 && c.literal != nil:
 		s.linesWithLiteral(chunk)
-	case c.context == 0 && c.prog != nil && !s.w.dfaFull:
+	case c.context == 0 && c.prog != nil && !s.w.noDFA:
 		if s.w.dfa == nil {
-			s.w.dfa = newLineDFA(c.prog)
+			if s.w.dfa = newLineDFA(c.prog); s.w.dfa == nil {
+				s.w.noDFA = true
+				s.eachLine(chunk)
+				return
+			}
+			s.work += s.w.dfa.work
 		}
 		s.linesWithDFA(chunk)
 	default:

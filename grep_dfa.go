@@ -16,21 +16,20 @@ import (
 )
 
 // lineDFA is one worker's DFA for one search (it is not shared between
-// goroutines). State 0 is no state, so that 0 in trans means "not known
-// yet"; state 1 is a line's start.
+// goroutines).
 type lineDFA struct {
 	prog   *syntax.Prog
-	states []dfaState
-	trans  []uint32         // 128 per state: the transition on each ASCII byte (on '\n': the line's end), as dfaCode says
-	ids    map[string]int32 // a state's key (dfaKey) → its number
-	size   int              // the bytes the states take, at most budget
-	budget int              // maxDFABytes (less in tests)
-	work   int              // instructions visited making transitions, for grepScan's work
-	// Away from a match (the state with only what a match's start needs,
-	// past a line's start), most bytes keep it there: they are skipped
-	// without a transition.
-	idle  uint32    // that state's code in trans
-	stays [256]bool // the bytes that keep it
+	start  *dfaState            // at a line's start
+	ids    map[string]*dfaState // by key (see addState)
+	size   int                  // the bytes the states take, at most budget
+	budget int                  // maxDFABytes (less in tests)
+	work   int                  // instructions visited making transitions, for grepScan's work
+	// Away from any match (the state that holds only what a match's
+	// start needs, past a line's start), most bytes keep the DFA there:
+	// it skips them without a transition while that pays.
+	idle           *dfaState
+	stays          [256]bool // the bytes that keep idle
+	skips, skipped int       // how often it skipped, and how many bytes
 	// Scratch for making a transition.
 	seen       []uint32 // per instruction, the mark of the last set it went into
 	mark       uint32
@@ -43,66 +42,42 @@ type lineDFA struct {
 // instructions and empty-width ones (to be followed once the next rune
 // says whether they hold).
 type dfaState struct {
+	next     [128]*dfaState     // after each ASCII byte (after '\n': the next line's start); nil: not known, or in other
+	other    map[rune]*dfaState // on runes past ASCII, and to dfaMatch or dfaDead
 	insts    []uint32
-	atStart  bool           // at a line's start (state 1 only)
-	prevWord bool           // a word character came before (kept only when a \b or \B waits)
-	runes    map[rune]int32 // transitions on runes that are not ASCII
+	atStart  bool // at a line's start
+	prevWord bool // a word character came before (kept only when a \b or \B waits)
 }
 
 // Transitions that go to no state: the line holds a match, or it cannot
-// hold one any more; dfaFull: the state would pass the budget.
-const (
-	dfaMatch int32 = -1
-	dfaDead  int32 = -2
-	dfaFull  int32 = -3
-)
-
-// dfaCode is how trans holds a transition: a state's number times 128
-// (where its row starts), 1 for dfaMatch and 2 for dfaDead; 0 when not
-// known yet.
-func dfaCode(next int32) uint32 {
-	switch next {
-	case dfaMatch:
-		return 1
-	case dfaDead:
-		return 2
-	}
-	return uint32(next) << 7
-}
+// hold one any more; dfaFull: a new state would pass the budget. None
+// has transitions of its own.
+var dfaMatch, dfaDead, dfaFull = &dfaState{}, &dfaState{}, &dfaState{}
 
 // maxDFABytes bounds one worker's states: a few thousand small ones.
 const maxDFABytes = 2 << 20
 
-// dfaStateBytes is roughly what a state takes beside its instructions
-// (its row of trans, the slice, the map entry).
-const dfaStateBytes = 128*4 + 96
+// dfaStateBytes is roughly what a state takes beside its instructions.
+const dfaStateBytes = 128*8 + 128
 
-// newLineDFA makes the DFA for prog, or returns nil when every line
-// matches at its start (the DFA would have nothing to do).
+// newLineDFA makes the DFA for prog, or returns nil when it would not
+// help: every line matches at its start, or its first states pass the
+// budget.
 func newLineDFA(prog *syntax.Prog) *lineDFA {
-	d := &lineDFA{prog: prog, ids: map[string]int32{}, seen: make([]uint32, len(prog.Inst)), budget: maxDFABytes}
-	d.states = append(d.states, dfaState{})
-	d.trans = make([]uint32, 128)
+	d := &lineDFA{prog: prog, ids: map[string]*dfaState{}, seen: make([]uint32, len(prog.Inst)), budget: maxDFABytes}
 	d.mark++
-	d.next = d.next[:0]
 	if d.follow(uint32(prog.Start), 0, 0) {
 		return nil
 	}
-	if d.addState(true, false) != 1 {
-		return nil
-	}
+	d.start = d.addState(true, false)
 	d.mark++
 	d.next = d.next[:0]
 	d.follow(uint32(prog.Start), 0, syntax.EmptyBeginLine|syntax.EmptyBeginText)
-	idle := d.addState(false, false)
-	if idle < 0 {
-		return d
+	if d.idle = d.addState(false, false); d.start == dfaFull || d.idle == dfaFull {
+		return nil
 	}
-	d.idle = dfaCode(idle)
 	for c := range rune(utf8.RuneSelf) {
-		if c != '\n' {
-			d.stays[c] = d.step(idle, c) == idle
-		}
+		d.stays[c] = c != '\n' && d.step(d.idle, c) == d.idle
 	}
 	return d
 }
@@ -145,77 +120,63 @@ func (d *lineDFA) follow(pc uint32, holds, never syntax.EmptyOp) bool {
 	return false
 }
 
-// step is the transition from state on rune r, or on the line's end when
-// r < 0 (then state 1 when the line does not match). Known transitions
-// come from trans and runes; new ones are kept there.
-func (d *lineDFA) step(from int32, r rune) int32 {
-	st := &d.states[from]
-	if r < utf8.RuneSelf {
-		c := byte('\n')
-		if r >= 0 {
-			c = byte(r)
-		}
-		switch code := d.trans[int(from)<<7|int(c)]; code {
-		case 0:
-		case 1:
-			return dfaMatch
-		case 2:
-			return dfaDead
-		default:
-			return int32(code >> 7)
-		}
-	} else if next, ok := st.runes[r]; ok {
+// step is the transition from a state on rune r, or on the line's end
+// when r < 0 (to d.start when the line does not match). Transitions are
+// made once, and kept in the state (the line's end as '\n').
+func (d *lineDFA) step(from *dfaState, r rune) *dfaState {
+	c := r
+	if r < 0 {
+		c = '\n'
+	}
+	if c < utf8.RuneSelf && from.next[c] != nil {
+		return from.next[c]
+	}
+	if next, ok := from.other[c]; ok {
 		return next
 	}
 	next := d.transition(from, r)
-	if next == dfaFull {
-		return next
-	}
-	st = &d.states[from] // transition may have moved the states
 	switch {
-	case r < 0:
-		d.trans[int(from)<<7|'\n'] = dfaCode(next)
-	case r < utf8.RuneSelf:
-		d.trans[int(from)<<7|int(r)] = dfaCode(next)
+	case next == dfaFull:
+	case c < utf8.RuneSelf && next != dfaMatch && next != dfaDead:
+		from.next[c] = next
+	case d.size+32 > d.budget:
+		return dfaFull
 	default:
-		if d.size += 32; d.size > d.budget {
-			return dfaFull
+		d.size += 32
+		if from.other == nil {
+			from.other = map[rune]*dfaState{}
 		}
-		if st.runes == nil {
-			st.runes = map[rune]int32{}
-		}
-		st.runes[r] = next
+		from.other[c] = next
 	}
 	return next
 }
 
-// transition makes the transition from state on rune r (r < 0: the
+// transition makes the transition from a state on rune r (r < 0: the
 // line's end): the empty-width instructions that hold before r are
 // followed, the rune instructions that take r are stepped over, and a
 // match may start after r, as it may anywhere.
-func (d *lineDFA) transition(from int32, r rune) int32 {
-	st := &d.states[from]
+func (d *lineDFA) transition(from *dfaState, r rune) *dfaState {
 	var flags syntax.EmptyOp
-	if st.atStart {
+	if from.atStart {
 		flags |= syntax.EmptyBeginLine | syntax.EmptyBeginText
 	}
 	if r < 0 {
 		flags |= syntax.EmptyEndLine | syntax.EmptyEndText
 	}
-	if st.prevWord != (r >= 0 && syntax.IsWordChar(r)) {
+	if from.prevWord != (r >= 0 && syntax.IsWordChar(r)) {
 		flags |= syntax.EmptyWordBoundary
 	} else {
 		flags |= syntax.EmptyNoWordBoundary
 	}
 	d.mark++
 	d.next = d.next[:0]
-	for _, pc := range st.insts {
+	for _, pc := range from.insts {
 		if d.follow(pc, flags, ^flags) {
 			return dfaMatch
 		}
 	}
 	if r < 0 {
-		return 1
+		return d.start
 	}
 	d.here, d.next = d.next, d.here[:0]
 	// Past the line's start, ^ and \A cannot hold.
@@ -251,9 +212,10 @@ func matchesRune(inst *syntax.Inst, r rune) bool {
 	return false
 }
 
-// addState returns the number of the state that holds d.next (sorted
-// here), made if it is new; dfaFull if it would pass the budget.
-func (d *lineDFA) addState(atStart, prevWord bool) int32 {
+// addState returns the state that holds d.next (sorted here), made if it
+// is new; dfaFull if it would pass the budget. Its key is the
+// instructions and the flags that tell states of the same ones apart.
+func (d *lineDFA) addState(atStart, prevWord bool) *dfaState {
 	slices.Sort(d.next)
 	waitsForWord := false
 	for _, pc := range d.next {
@@ -263,59 +225,56 @@ func (d *lineDFA) addState(atStart, prevWord bool) int32 {
 		}
 	}
 	prevWord = prevWord && waitsForWord
+	// Only the start state can hold ^ or \A (they are dropped past it):
+	// atStart needs no place in the key.
 	d.key = append(d.key[:0], 0)
-	if atStart {
-		d.key[0] |= 1
-	}
 	if prevWord {
-		d.key[0] |= 2
+		d.key[0] = 1
 	}
 	for _, pc := range d.next {
 		d.key = binary.LittleEndian.AppendUint32(d.key, pc)
 	}
-	if id, ok := d.ids[string(d.key)]; ok {
-		return id
+	if st, ok := d.ids[string(d.key)]; ok {
+		return st
 	}
-	if d.size += dfaStateBytes + 2*len(d.key); d.size > d.budget {
+	if d.size+dfaStateBytes+2*len(d.key) > d.budget {
 		return dfaFull
 	}
-	id := int32(len(d.states))
-	d.ids[string(d.key)] = id
-	d.states = append(d.states, dfaState{insts: slices.Clone(d.next), atStart: atStart, prevWord: prevWord})
-	d.trans = append(d.trans, make([]uint32, 128)...)
-	return id
+	d.size += dfaStateBytes + 2*len(d.key)
+	st := &dfaState{insts: slices.Clone(d.next), atStart: atStart, prevWord: prevWord}
+	d.ids[string(d.key)] = st
+	return st
 }
 
 // linesWithDFA is lines without context lines for a pattern without a
 // literal: the DFA reads the chunk, and only the lines it finds a match
 // in go to line (which matches them again, and shows them). Once the
 // worker's DFA is full, the rest goes to eachLine, as do later chunks.
+// Each byte costs a look-up in the state's row, or less: away from any
+// match, bytes that keep it there are skipped while that pays (skip).
 func (s *grepScan) linesWithDFA(chunk []byte) {
 	d := s.w.dfa
 	counted := 0  // lineNo counts the lines before chunk[counted:]
 	lineFrom := 0 // the current line starts at or after it
-	state := int32(1)
+	st := d.start
 	for i := 0; i < len(chunk) && !s.done; {
-		// The known transitions between states on ASCII bytes, the most
+		// The known transitions between states on ASCII bytes: the most
 		// of the work.
-		trans, at, idle, stays := d.trans, uint32(state)<<7, d.idle, &d.stays
-		for i < len(chunk) && chunk[i] < utf8.RuneSelf {
-			if at == idle {
-				for i < len(chunk) && stays[chunk[i]] {
-					i++
-				}
+		for i < len(chunk) {
+			c := chunk[i]
+			if st == d.idle {
+				i = d.skip(chunk, i)
 				if i == len(chunk) {
 					break
 				}
+				c = chunk[i]
 			}
-			code := trans[at|uint32(chunk[i])]
-			if code < 128 {
+			if c >= utf8.RuneSelf || st.next[c] == nil {
 				break
 			}
-			at = code
+			st = st.next[c]
 			i++
 		}
-		state = int32(at >> 7)
 		if i == len(chunk) {
 			break
 		}
@@ -326,7 +285,7 @@ func (s *grepScan) linesWithDFA(chunk []byte) {
 			r, width = utf8.DecodeRune(chunk[i:])
 		}
 		before := d.work
-		next := d.step(state, r)
+		next := d.step(st, r)
 		if s.work += d.work - before; s.work >= checkWork {
 			s.work = 0
 			if s.ctx.Err() != nil {
@@ -334,8 +293,8 @@ func (s *grepScan) linesWithDFA(chunk []byte) {
 				return
 			}
 		}
-		if next > 0 {
-			state, i = next, i+width
+		if next != dfaMatch && next != dfaDead && next != dfaFull {
+			st, i = next, i+width
 			if r < 0 {
 				lineFrom = i
 			}
@@ -345,7 +304,7 @@ func (s *grepScan) linesWithDFA(chunk []byte) {
 		s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
 		counted = start
 		if next == dfaFull {
-			s.w.dfa, s.w.dfaFull = nil, true
+			s.w.dfa, s.w.noDFA = nil, true
 			s.eachLine(chunk[start:])
 			return
 		}
@@ -356,27 +315,40 @@ func (s *grepScan) linesWithDFA(chunk []byte) {
 		if next == dfaMatch {
 			s.line(chunk[start : i+end])
 		}
-		state, i, lineFrom = 1, i+end+1, i+end+1
+		st, i, lineFrom = d.start, i+end+1, i+end+1
 		if i > len(chunk) { // a last line without "\n", done with
-			state = 0
+			st = nil
 		}
 	}
 	// A last line without "\n" ends where the chunk does.
-	if state > 0 && len(chunk) > 0 && chunk[len(chunk)-1] != '\n' && !s.done {
-		switch d.step(state, -1) {
+	if st != nil && len(chunk) > 0 && chunk[len(chunk)-1] != '\n' && !s.done {
+		start := bytes.LastIndexByte(chunk, '\n') + 1
+		switch d.step(st, -1) {
 		case dfaMatch:
-			start := bytes.LastIndexByte(chunk, '\n') + 1
 			s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
 			counted = start
 			s.line(chunk[start:])
 		case dfaFull:
-			start := bytes.LastIndexByte(chunk, '\n') + 1
 			s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
-			counted = start
-			s.w.dfa, s.w.dfaFull = nil, true
+			s.w.dfa, s.w.noDFA = nil, true
 			s.eachLine(chunk[start:])
 			return
 		}
 	}
 	s.lineNo += bytes.Count(chunk[counted:], []byte("\n"))
+}
+
+// skip returns where, from chunk[i:], a byte leaves d.idle. After 4096
+// skips it looks whether they paid (a skip that ends at once costs a
+// mispredicted branch), and skips no more if not.
+func (d *lineDFA) skip(chunk []byte, i int) int {
+	from := i
+	for i < len(chunk) && d.stays[chunk[i]] {
+		i++
+	}
+	d.skipped += i - from
+	if d.skips++; d.skips == 4096 && d.skipped < 4*d.skips {
+		d.idle = nil
+	}
+	return i
 }

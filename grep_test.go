@@ -79,7 +79,8 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 // TestGrepMatchesPlainSearch: the grep tool (files on every core, a
 // literal looked for before the regexp, chunks of whole lines) gives
 // exactly what plainGrep gives, for literals, regexps with and without
-// a literal, either case, context lines, limits and globs.
+// a literal (a DFA, within its budget or past it), either case, context
+// lines, limits and globs.
 func TestGrepMatchesPlainSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline", "x\u0130y", "xiy"}
@@ -113,6 +114,18 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		b.WriteString(line() + "\n")
 	}
 	files["big/random.txt"] = b.String()
+	// Lines for a DFA of 2^13 states, past its budget; most end in c.
+	b.Reset()
+	for b.Len() < 2*grepChunk {
+		for range 1 + rng.IntN(100) {
+			b.WriteByte("ab"[rng.IntN(2)])
+		}
+		if rng.IntN(20) > 0 {
+			b.WriteString("c")
+		}
+		b.WriteString("\n")
+	}
+	files["big/ab.txt"] = b.String()
 	// Lines with the literal around each chunk boundary.
 	b.Reset()
 	for b.Len() < 3*grepChunk+100 {
@@ -146,6 +159,14 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		`{"pattern":"TODO","path":"big/boundaries.txt","limit":100000}`,
 		`{"pattern":"x+","path":"sub","limit":100000}`,
 		`{"pattern":"nothing matches this"}`,
+		`{"pattern":"[A-Z][a-z]{3}\\b","limit":100000}`,
+		`{"pattern":"(?i)[k-t]{4}","limit":100000}`,
+		`{"pattern":"\\bt\\w+|[éß]$","limit":100000}`,
+		`{"pattern":"[^\\x00-\\x7f]","limit":100000}`,
+		`{"pattern":"^[a-z]+ [A-Z]","limit":100000}`,
+		`{"pattern":"(a|b)*[ad](a|b){12}$","limit":100000}`,
+		`{"pattern":"(a|b)*[ad](a|b){12}$","limit":100000,"path":"big/ab.txt"}`,
+		`{"pattern":"[A-Z]+","limit":10}`,
 	} {
 		call, err := grepTool.decode(s.session, json.RawMessage(args))
 		if err != nil {
@@ -368,8 +389,8 @@ func dfaScan(t testing.TB, pattern string, re *regexp.Regexp, text []byte, cuts 
 	}
 	c := &grepCall{re: re, limit: 1 << 30, cost: len(prog.Inst)}
 	w := &grepWorker{}
+	c.prog = prog
 	if w.dfa = newLineDFA(prog); w.dfa != nil {
-		c.prog = prog
 		w.dfa.budget = budget
 	}
 	var file grepFile
@@ -518,7 +539,7 @@ func TestGrepDFABudget(t *testing.T) {
 	pattern := "^(a|b)*a(a|b){12}$"
 	re := regexp.MustCompile(pattern)
 	got, w := dfaScan(t, pattern, re, text, []int{1000, 2000}, maxDFABytes)
-	if !w.dfaFull {
+	if !w.noDFA {
 		t.Errorf("%q: the DFA kept within its budget", pattern)
 	}
 	if want := matchingLines(re, text); !slices.Equal(got, want) || len(want) == 0 {
