@@ -225,11 +225,12 @@ func (d *lineDFA) addState(atStart, prevWord bool) *dfaState {
 		}
 	}
 	prevWord = prevWord && waitsForWord
-	// Only the start state can hold ^ or \A (they are dropped past it):
-	// atStart needs no place in the key.
 	d.key = append(d.key[:0], 0)
+	if atStart {
+		d.key[0] |= 1
+	}
 	if prevWord {
-		d.key[0] = 1
+		d.key[0] |= 2
 	}
 	for _, pc := range d.next {
 		d.key = binary.LittleEndian.AppendUint32(d.key, pc)
