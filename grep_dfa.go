@@ -18,12 +18,13 @@ import (
 // lineDFA is one worker's DFA for one search (it is not shared between
 // goroutines).
 type lineDFA struct {
-	prog   *syntax.Prog
-	start  *dfaState            // at a line's start
-	ids    map[string]*dfaState // by key (see addState)
-	size   int                  // the bytes the states take, at most budget
-	budget int                  // maxDFABytes (less in tests)
-	work   int                  // instructions visited making transitions, for grepScan's work
+	prog            *syntax.Prog
+	hasWordBoundary bool                 // the pattern has a \b or \B: a state keeps whether a word character came before
+	start           *dfaState            // at a line's start
+	ids             map[string]*dfaState // by key (see addState)
+	size            int                  // the bytes the states take, at most budget
+	budget          int                  // maxDFABytes (less in tests)
+	work            int                  // instructions visited making transitions, for grepScan's work
 	// Away from any match (the state that holds only what a match's
 	// start needs, past a line's start), most bytes keep the DFA there:
 	// it skips them without a transition while that pays.
@@ -46,7 +47,7 @@ type dfaState struct {
 	other    map[rune]*dfaState // on runes past ASCII, and to dfaMatch or dfaDead
 	insts    []uint32
 	atStart  bool // at a line's start
-	prevWord bool // a word character came before (kept only when a \b or \B waits)
+	prevWord bool // a word character came before (kept only when the pattern has a \b or \B)
 }
 
 // Transitions that go to no state: the line holds a match, or it cannot
@@ -65,6 +66,11 @@ const dfaStateBytes = 128*8 + 128
 // budget.
 func newLineDFA(prog *syntax.Prog) *lineDFA {
 	d := &lineDFA{prog: prog, ids: map[string]*dfaState{}, seen: make([]uint32, len(prog.Inst)), budget: maxDFABytes}
+	for _, inst := range prog.Inst {
+		if inst.Op == syntax.InstEmptyWidth && syntax.EmptyOp(inst.Arg)&(syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {
+			d.hasWordBoundary = true
+		}
+	}
 	d.mark++
 	if d.follow(uint32(prog.Start), 0, 0) {
 		return nil
@@ -217,14 +223,7 @@ func matchesRune(inst *syntax.Inst, r rune) bool {
 // instructions and the flags that tell states of the same ones apart.
 func (d *lineDFA) addState(atStart, prevWord bool) *dfaState {
 	slices.Sort(d.next)
-	waitsForWord := false
-	for _, pc := range d.next {
-		if inst := &d.prog.Inst[pc]; inst.Op == syntax.InstEmptyWidth &&
-			syntax.EmptyOp(inst.Arg)&(syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {
-			waitsForWord = true
-		}
-	}
-	prevWord = prevWord && waitsForWord
+	prevWord = prevWord && d.hasWordBoundary
 	d.key = append(d.key[:0], 0)
 	if atStart {
 		d.key[0] |= 1
