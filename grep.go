@@ -3,8 +3,10 @@ package main
 // The model's grep tool, as fast as grep on a big tree: files are
 // searched on every core while the tree is walked, a whole buffer at a
 // time; a text every match must contain (the pattern's required literal)
-// is looked for first, so the regexp only sees the lines that hold it;
-// binary files are left on their first bytes. The result keeps the
+// is looked for first, so the regexp only sees the lines that hold it; a
+// pattern without one is run as a lazy DFA over the buffer (grep_dfa.go),
+// so the regexp only sees the lines that match; binary files are left on
+// their first bytes. The result keeps the
 // walk's order and stops at the match limit, as a search one file after
 // another would.
 

@@ -55,7 +55,7 @@ type dfaState struct {
 // has transitions of its own.
 var dfaMatch, dfaDead, dfaFull = &dfaState{}, &dfaState{}, &dfaState{}
 
-// maxDFABytes bounds one worker's states: a few thousand small ones.
+// maxDFABytes bounds one worker's states: some 1,500 small ones.
 const maxDFABytes = 2 << 20
 
 // dfaStateBytes is roughly what a state takes beside its instructions.
@@ -322,17 +322,14 @@ func (s *grepScan) linesWithDFA(chunk []byte) {
 	}
 	// A last line without "\n" ends where the chunk does.
 	if st != nil && len(chunk) > 0 && chunk[len(chunk)-1] != '\n' && !s.done {
-		start := bytes.LastIndexByte(chunk, '\n') + 1
-		switch d.step(st, -1) {
-		case dfaMatch:
+		if next := d.step(st, -1); next == dfaMatch || next == dfaFull {
+			start := bytes.LastIndexByte(chunk, '\n') + 1
 			s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
 			counted = start
-			s.line(chunk[start:])
-		case dfaFull:
-			s.lineNo += bytes.Count(chunk[counted:start], []byte("\n"))
-			s.w.dfa, s.w.noDFA = nil, true
-			s.eachLine(chunk[start:])
-			return
+			if next == dfaFull {
+				s.w.dfa, s.w.noDFA = nil, true
+			}
+			s.eachLine(chunk[start:]) // the line, matched again and shown
 		}
 	}
 	s.lineNo += bytes.Count(chunk[counted:], []byte("\n"))

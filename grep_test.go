@@ -258,18 +258,19 @@ func TestGrepAbort(t *testing.T) {
 		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)
 	}
 	s := toolServer(t, files)
-	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"needle","limit":100000}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 200 {
+	for i := range 400 {
+		// A literal, and a pattern without one (searched with a DFA).
+		call, err := grepTool.decode(s.session, json.RawMessage([]string{`{"pattern":"needle","limit":100000}`, `{"pattern":"[mn][de][ef][de][kl][ef]","limit":100000}`}[i%2]))
+		if err != nil || i%2 == 1 && call.(*grepCall).prog == nil {
+			t.Fatalf("%v (or no program for a DFA)", err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
 			_, err := call.run(ctx, s.session, toolRun{})
 			done <- err
 		}()
-		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)
+		time.Sleep(time.Duration(i/2%20) * 50 * time.Microsecond)
 		cancel()
 		select {
 		case err := <-done:
@@ -310,8 +311,9 @@ func TestGrepAbortInALine(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := call.(*grepCall)
-	// Asked before each of the two reads, then before the line is matched.
-	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	// Asked before each of the two reads, then before the line is matched
+	// (by the regexp: the worker has no DFA).
+	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}, noDFA: true})
 	if len(file.items) != 0 {
 		t.Errorf("the search went on after the abort and found %q", file.items[0].line)
 	}
