@@ -3,8 +3,10 @@ package main
 // The model's grep tool, as fast as grep on a big tree: files are
 // searched on every core while the tree is walked, a whole buffer at a
 // time; a text every match must contain (the pattern's required literal)
-// is looked for first, so the regexp only sees the lines that hold it;
-// binary files are left on their first bytes. The result keeps the
+// is looked for first, so the regexp only sees the lines that hold it; a
+// pattern without one is run as a lazy DFA over the buffer (grep_dfa.go),
+// so the regexp only sees the lines that match; binary files are left on
+// their first bytes. The result keeps the
 // walk's order and stops at the match limit, as a search one file after
 // another would.
 
@@ -29,8 +31,9 @@ import (
 type grepCall struct {
 	pattern, path, abs, glob string
 	re, globRe               *regexp.Regexp
-	literal                  []byte // every match holds it (requiredLiteral); nil when none is known
-	foldLiteral              bool   // in ASCII letters of either case: literal is in lower case
+	literal                  []byte       // every match holds it (requiredLiteral); nil when none is known
+	foldLiteral              bool         // in ASCII letters of either case: literal is in lower case
+	prog                     *syntax.Prog // the regexp's program, for a lineDFA when there is no literal
 	context, limit           int
 	cost                     int // the size of the regexp's program: matching a line costs up to its length times this
 }
@@ -94,6 +97,9 @@ var grepTool = &tool{
 			}
 			if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
 				c.cost = max(1, len(prog.Inst))
+				if c.literal == nil {
+					c.prog = prog
+				}
 			}
 		}
 		if a.Glob != "" {
@@ -318,6 +324,8 @@ type grepWorker struct {
 	buf     []byte
 	lower   []byte // a chunk in lower case, for a literal of either case
 	fsKinds map[uint64]string
+	dfa     *lineDFA // made at the first chunk it can search
+	noDFA   bool     // none would help (newLineDFA), or it passed its budget: lines are matched one by one
 }
 
 // searchFile searches one file, reading it into w.buf a chunk of whole
@@ -407,10 +415,26 @@ func (s *grepScan) add(item grepItem) {
 // last (the file's last, or the start of one too long); lineNo moves on
 // past those ended by "\n".
 func (s *grepScan) lines(chunk []byte) {
-	if s.c.context == 0 && s.c.literal != nil {
+	switch c := s.c; {
+	case c.context == 0 && c.literal != nil:
 		s.linesWithLiteral(chunk)
-		return
+	case c.context == 0 && c.prog != nil && !s.w.noDFA:
+		if s.w.dfa == nil {
+			if s.w.dfa = newLineDFA(c.prog); s.w.dfa == nil {
+				s.w.noDFA = true
+				s.eachLine(chunk)
+				return
+			}
+			s.work += s.w.dfa.work
+		}
+		s.linesWithDFA(chunk)
+	default:
+		s.eachLine(chunk)
 	}
+}
+
+// eachLine is lines that matches every line with the regexp.
+func (s *grepScan) eachLine(chunk []byte) {
 	for start := 0; start < len(chunk) && !s.done; {
 		end := bytes.IndexByte(chunk[start:], '\n')
 		if end < 0 {

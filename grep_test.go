@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +79,8 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 // TestGrepMatchesPlainSearch: the grep tool (files on every core, a
 // literal looked for before the regexp, chunks of whole lines) gives
 // exactly what plainGrep gives, for literals, regexps with and without
-// a literal, either case, context lines, limits and globs.
+// a literal (a DFA, within its budget or past it), either case, context
+// lines, limits and globs.
 func TestGrepMatchesPlainSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline", "x\u0130y", "xiy"}
@@ -111,6 +114,18 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		b.WriteString(line() + "\n")
 	}
 	files["big/random.txt"] = b.String()
+	// Lines for a DFA of 2^13 states, past its budget; most end in c.
+	b.Reset()
+	for b.Len() < 2*grepChunk {
+		for range 1 + rng.IntN(100) {
+			b.WriteByte("ab"[rng.IntN(2)])
+		}
+		if rng.IntN(20) > 0 {
+			b.WriteString("c")
+		}
+		b.WriteString("\n")
+	}
+	files["big/ab.txt"] = b.String()
 	// Lines with the literal around each chunk boundary.
 	b.Reset()
 	for b.Len() < 3*grepChunk+100 {
@@ -144,6 +159,14 @@ func TestGrepMatchesPlainSearch(t *testing.T) {
 		`{"pattern":"TODO","path":"big/boundaries.txt","limit":100000}`,
 		`{"pattern":"x+","path":"sub","limit":100000}`,
 		`{"pattern":"nothing matches this"}`,
+		`{"pattern":"[A-Z][a-z]{3}\\b","limit":100000}`,
+		`{"pattern":"(?i)[k-t]{4}","limit":100000}`,
+		`{"pattern":"\\bt\\w+|[éß]$","limit":100000}`,
+		`{"pattern":"[^\\x00-\\x7f]","limit":100000}`,
+		`{"pattern":"^[a-z]+ [A-Z]","limit":100000}`,
+		`{"pattern":"(a|b)*[ad](a|b){12}$","limit":100000}`,
+		`{"pattern":"(a|b)*[ad](a|b){12}$","limit":100000,"path":"big/ab.txt"}`,
+		`{"pattern":"[A-Z]+","limit":10}`,
 	} {
 		call, err := grepTool.decode(s.session, json.RawMessage(args))
 		if err != nil {
@@ -235,18 +258,19 @@ func TestGrepAbort(t *testing.T) {
 		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)
 	}
 	s := toolServer(t, files)
-	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"needle","limit":100000}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 200 {
+	for i := range 400 {
+		// A literal, and a pattern without one (searched with a DFA).
+		call, err := grepTool.decode(s.session, json.RawMessage([]string{`{"pattern":"needle","limit":100000}`, `{"pattern":"[mn][de][ef][de][kl][ef]","limit":100000}`}[i%2]))
+		if err != nil || i%2 == 1 && call.(*grepCall).prog == nil {
+			t.Fatalf("%v (or no program for a DFA)", err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
 			_, err := call.run(ctx, s.session, toolRun{})
 			done <- err
 		}()
-		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)
+		time.Sleep(time.Duration(i/2%20) * 50 * time.Microsecond)
 		cancel()
 		select {
 		case err := <-done:
@@ -287,8 +311,9 @@ func TestGrepAbortInALine(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := call.(*grepCall)
-	// Asked before each of the two reads, then before the line is matched.
-	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}})
+	// Asked before each of the two reads, then before the line is matched
+	// (by the regexp: the worker has no DFA).
+	file := c.searchFile(&lateAbort{context.Background(), 3}, "f.txt", filepath.Join(s.set.cwd, "f.txt"), &grepWorker{fsKinds: map[uint64]string{}, noDFA: true})
 	if len(file.items) != 0 {
 		t.Errorf("the search went on after the abort and found %q", file.items[0].line)
 	}
@@ -347,5 +372,179 @@ func TestGrepGathersWhatShows(t *testing.T) {
 		if got, isError := callTool(t, tree, "grep", `{"pattern":"match","limit":1000000000}`); isError || !strings.Contains(got, "[Output cut at 50.0KB") {
 			t.Fatalf("grep over 400 files: %.200q (isError %v)", got, isError)
 		}
+	}
+}
+
+// dfaScan runs text through grepScan.lines as searchFile would, in
+// chunks of whole lines (cut after the line breaks numbered in cuts),
+// with a worker whose DFA for pattern has the given budget. It returns
+// the numbers of the lines handed to line, and the worker. With re
+// matching every line, those are the lines the DFA found a match in.
+func dfaScan(t testing.TB, pattern string, re *regexp.Regexp, text []byte, cuts []int, budget int) ([]int, *grepWorker) {
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &grepCall{re: re, limit: 1 << 30, cost: len(prog.Inst)}
+	w := &grepWorker{}
+	c.prog = prog
+	if w.dfa = newLineDFA(prog); w.dfa != nil {
+		w.dfa.budget = budget
+	}
+	var file grepFile
+	s := grepScan{ctx: context.Background(), c: c, w: w, rel: "f", file: &file, lineNo: 1}
+	start, breaks := 0, 0
+	for i, b := range text {
+		if b == '\n' {
+			breaks++
+			if slices.Contains(cuts, breaks) {
+				s.lines(text[start : i+1])
+				start = i + 1
+			}
+		}
+	}
+	s.lines(text[start:])
+	if s.done {
+		t.Fatalf("%q: more output than a search shows", pattern)
+	}
+	var lineNos []int
+	for _, item := range file.items {
+		n, _, _ := strings.Cut(strings.TrimPrefix(item.line, "f:"), ":")
+		no, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("item %q", item.line)
+		}
+		lineNos = append(lineNos, no)
+	}
+	return lineNos, w
+}
+
+// matchingLines is the numbers of text's lines that re matches, each
+// line alone ("\n" ends a line; none follows the last one).
+func matchingLines(re *regexp.Regexp, text []byte) []int {
+	lines := bytes.Split(text, []byte("\n"))
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	var lineNos []int
+	for i, line := range lines {
+		if re.Match(line) {
+			lineNos = append(lineNos, i+1)
+		}
+	}
+	return lineNos
+}
+
+// checkDFA: for pattern over text, the lines the DFA finds a match in
+// are those re.Match says match, line by line, whole or in chunks; and
+// so are the lines the search shows when its DFA's budget is too small
+// (it goes on matching each line with the regexp, from where it was).
+func checkDFA(t testing.TB, pattern string, text []byte, cuts []int, budget int) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return
+	}
+	want := matchingLines(re, text)
+	if got, _ := dfaScan(t, pattern, regexp.MustCompile(""), text, cuts, maxDFABytes); !slices.Equal(got, want) {
+		t.Fatalf("%q on %q (cut after the line breaks %v): the DFA found matches in lines %v, the regexp in %v", pattern, text, cuts, got, want)
+	}
+	if got, _ := dfaScan(t, pattern, re, text, cuts, budget); !slices.Equal(got, want) {
+		t.Fatalf("%q on %q (cut after the line breaks %v), budget %d: the search found lines %v, the regexp %v", pattern, text, cuts, budget, got, want)
+	}
+}
+
+// grepDFAPatternPieces and grepDFATextPieces are what FuzzGrepDFA builds
+// patterns and texts of, a byte a piece: ASCII and not, word characters
+// and not, case folding (the Kelvin sign folds to k, ſ to s), bytes that
+// are not UTF-8, anchors, classes, repetition and alternation.
+var (
+	grepDFAPatternPieces = []string{"a", "b", "k", "A", "é", "\u212a", "ß", "_", " ", ".", "[a-c]", "[^a]", `\w`, `\W`, `\d`, `\s`,
+		`\pL`, "[[:upper:]]", `\x{FFFD}`, "(?i)", "(?m)", "(?s)", "(?U)", "^", "$", `\A`, `\z`, `\b`, `\B`, "*", "+", "?",
+		"{2}", "{0,3}", "*?", "|", "(", ")", "(?:", "x", "0", "[é-ü]", `\n`, "(?i:k)"}
+	grepDFATextPieces = []string{"a", "b", "A", "k", "K", "é", "É", "\u212a", "ß", "ſ", "_", " ", "\n", "\r", "\xff", "\xe2\x82",
+		"0", "x", "\u0130", "ab", "\n\n", "\t", "ü"}
+)
+
+// FuzzGrepDFA: the lines the grep tool's DFA finds a match in are those
+// regexp's Match finds one in, line by line, for patterns and texts made
+// of the pieces above (each byte picks one), in chunks cut where cut
+// says, with a full budget and with one of a few bytes to a few states.
+func FuzzGrepDFA(f *testing.F) {
+	for _, seed := range []struct{ pattern, text string }{
+		{"\x00\x01*", "\x00\x01\x0c\x01\x02"},
+		{"\x18\x00\x19", "\x00\x0c\x0c\x01"},
+		{"\x1c\x00\x1c\x0d\x1c", "\x00\x0b\x0c\x05\x0c"},
+		{"\x13\x02", "\x04\x0c\x03\x0c\x07"},
+		{"\x17\x16\x00", "\x10\x0c\x12\x0c"},
+	} {
+		f.Add([]byte(seed.pattern), []byte(seed.text), uint16(0x0102))
+	}
+	f.Fuzz(func(t *testing.T, pieces, textPieces []byte, cut uint16) {
+		if len(pieces) > 24 || len(textPieces) > 200 {
+			return
+		}
+		var pattern strings.Builder
+		for _, b := range pieces {
+			pattern.WriteString(grepDFAPatternPieces[int(b)%len(grepDFAPatternPieces)])
+		}
+		var text []byte
+		for _, b := range textPieces {
+			text = append(text, grepDFATextPieces[int(b)%len(grepDFATextPieces)]...)
+		}
+		cuts := []int{int(cut & 0xf), int(cut >> 4 & 0xf)}
+		checkDFA(t, pattern.String(), text, cuts, int(cut>>8)*dfaStateBytes/16)
+	})
+}
+
+// TestGrepDFA: the DFA against the regexp on the cases most likely to
+// part them (see checkDFA), each pattern over every text, whole and cut
+// in chunks, with a full budget and with room for none to a few states.
+func TestGrepDFA(t *testing.T) {
+	patterns := []string{
+		"^$", "$", "^", "a*", "x?", `\b`, `\B`, `\bab\b`, `\Ba`, `a\b`, `é\b`, `\bé`, `\B\x{FFFD}`, "(?i)k", "(?i)K+$", "(?i)ß",
+		"(?i)ſ", `\x{FFFD}`, "[^a]", ".", "^.$", "(?s).", "(?m)^a$", "(?m)^", "(?m)$b", `\Aa`, `a\z`, `^\z`, `\A$`, "^foo",
+		"foo$", "^(foo|ab)", "x$|^a", "é+$", "[é-ü]{2}", "[A-Z]{6}[0-9]{5}", "(a|b)*a(a|b){3}", "(?U)a+?b", "a{0}", "(|a)b",
+		`^\b`, `\b$`, "$^", `$\b^`, `$\B`, `\b\B`, `(?:^|_)x`, `[\x{80}-\x{10FFFF}]`, `\pL\PL`, "\r$", `(?i)\x{212a}`, `\n|a`, "[^\n]b",
+	}
+	texts := []string{
+		"", "\n", "\n\n", "a", "a\n", "ab\nba\n", "foo\nxfoo\nfoo", "x\r\n\r\nk\r\n", "\u212a\nK\nk\n", "é\néa\naé\n",
+		"\xff\n\xe2\x82\na\xffb\n\xef\xbf\xbd\n", "ABCDEF12345\nABCDE12345\nxABCDEFG123456\n", "ſ\nS\nß\nẞ\nSS\n",
+		"ab ab\n_ab\nab_\n", "babaa\naaaa\nbbbb\nabbb", "x\n_x\n__x\ny_x", "foo", "\n\na", "ab\n\nb\n",
+	}
+	for _, pattern := range patterns {
+		for _, text := range texts {
+			for _, cuts := range [][]int{nil, {1}, {1, 2}, {2, 3}} {
+				for _, budget := range []int{maxDFABytes, 0, dfaStateBytes + 20, 3 * dfaStateBytes} {
+					checkDFA(t, pattern, []byte(text), cuts, budget)
+				}
+			}
+		}
+	}
+}
+
+// TestGrepDFABudget: a pattern whose DFA needs more states than its
+// budget (2^13 for lines of random a and b) still gives every match:
+// past the budget, the worker matches each line with the regexp.
+func TestGrepDFABudget(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var text []byte
+	for range 1000 {
+		for range 13 + rng.IntN(30) {
+			text = append(text, "ab"[rng.IntN(2)])
+		}
+		text = append(text, '\n')
+	}
+	pattern := "^(a|b)*a(a|b){12}$"
+	re := regexp.MustCompile(pattern)
+	got, w := dfaScan(t, pattern, re, text, []int{1000, 2000}, maxDFABytes)
+	if !w.noDFA {
+		t.Errorf("%q: the DFA kept within its budget", pattern)
+	}
+	if want := matchingLines(re, text); !slices.Equal(got, want) || len(want) == 0 {
+		t.Errorf("%q: %d lines found, the regexp matches %d", pattern, len(got), len(want))
 	}
 }

@@ -45,7 +45,9 @@ bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-
 grep tool on GOROOT/src, a literal, rpi / grep -rnE|BenchmarkGrepTree/literal rpi/grep-ms||<=|1|x
 grep tool on GOROOT/src, a rarer literal, rpi / grep -rnE|BenchmarkGrepTree/literal-rare rpi/grep-ms||<=|1|x
 grep tool on GOROOT/src, a regexp with a literal, rpi / grep -rnE|BenchmarkGrepTree/regexp rpi/grep-ms||<=|1|x
+grep tool on GOROOT/src, a regexp without a literal, rpi / grep -rnE|BenchmarkGrepTree/regexp-no-literal rpi/grep-ms||<=|1|x
 grep tool on GOROOT/src, a literal, rpi / rg -j1 (when rg is installed)|BenchmarkGrepTree/literal rpi/rg-ms||<=|2|x
+grep tool on GOROOT/src, a regexp without a literal, rpi / rg -j1 (when rg is installed)|BenchmarkGrepTree/regexp-no-literal rpi/rg-ms||<=|2|x
 peak resident memory, a 100 MiB answer cut at 1 MiB (2 x the bound + 32 MiB)|BenchmarkHugeAnswer MiB-peak||<=|34|MiB
 abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=|1000|ms
 TARGETS
