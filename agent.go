@@ -279,6 +279,17 @@ func (s *session) holdRuns() (busy bool) {
 	return s.activeRun != nil
 }
 
+// takeChangeTurn gives a session change its turn: after is closed once
+// the change asked for before it is done (nil when there is none), and
+// the change closes turn when it is.
+func (s *session) takeChangeTurn() (after <-chan struct{}, turn chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	after, turn = s.lastChange, make(chan struct{})
+	s.lastChange = turn
+	return after, turn
+}
+
 func (s *session) releaseRuns() {
 	s.mu.Lock()
 	s.changing--
@@ -288,13 +299,22 @@ func (s *session) releaseRuns() {
 // changeSession applies a change that needs the agent still (a session
 // change): after prepare (which may read files; nil for none) it aborts a
 // running agent, waits for it to settle, applies change and passes its
-// error (or prepare's) to done. When nothing runs and there is nothing to
-// prepare, it does all this at once, in order with the commands around
-// it; otherwise in the background. No run starts meanwhile.
+// error (or prepare's) to done. Changes apply one at a time, in the order
+// they were asked for, each reading what it needs once the one before is
+// applied (two switches to the current file: the second reads what the
+// first made). When nothing runs, no change is under way and there is
+// nothing to prepare, it does all this at once, in order with the
+// commands around it; otherwise in the background. No run starts
+// meanwhile.
 func (s *session) changeSession(prepare func() error, change func() error, done func(error)) {
+	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
 	apply := func() {
 		defer s.releaseRuns()
+		defer close(turn)
+		if after != nil {
+			<-after
+		}
 		if prepare != nil {
 			if _, err := s.call("the session change", func() (any, error) { return nil, prepare() }); err != nil {
 				done(err)
@@ -307,10 +327,20 @@ func (s *session) changeSession(prepare func() error, change func() error, done 
 		_, err := s.call("the session change", func() (any, error) { return nil, change() })
 		done(err)
 	}
-	if !busy && prepare == nil {
+	if !busy && prepare == nil && isClosed(after) {
 		apply()
 	} else {
 		s.goBackground(apply)
+	}
+}
+
+// isClosed reports whether ch is nil or closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return ch == nil
 	}
 }
 

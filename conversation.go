@@ -216,7 +216,7 @@ func (c *conversation) replace(ss *sessionFile) sessionContext {
 	if old := c.sessionFile; old != nil && old != ss {
 		c.lockMu.Lock()
 		if old.lock != nil && ss.lock == nil && ss.sameFileAs == old {
-			ss.lock, old.lock = old.lock, nil
+			ss.lock, old.lock, old.handedTo = old.lock, nil, ss
 		} else {
 			// Held now, or by a write still queued (its first): let go
 			// of once the writes are done.
@@ -530,7 +530,10 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 // takes it, without waiting. c.fileMu is held.
 func (c *conversation) holdFile(ss *sessionFile) error {
 	c.lockMu.Lock()
-	held := ss.lock != nil
+	held := false
+	for h := ss; h != nil && !held; h = h.handedTo {
+		held = h.lock != nil // ss's own, or that of the session it handed its hold to
+	}
 	c.lockMu.Unlock()
 	if held {
 		return nil

@@ -48,10 +48,11 @@ type session struct {
 	followUpMode   string
 	autoCompaction bool
 	autoRetry      bool
-	confirm        []string  // the tools behind the approval gate
-	phase          runPhase  // what the agent is doing (agent.go)
-	activeRun      *agentRun // the run chain in progress; nil when idle
-	changing       int       // session changes waiting for the agent to stop; no run starts meanwhile
+	confirm        []string      // the tools behind the approval gate
+	phase          runPhase      // what the agent is doing (agent.go)
+	activeRun      *agentRun     // the run chain in progress; nil when idle
+	changing       int           // session changes waiting for the agent to stop; no run starts meanwhile
+	lastChange     chan struct{} // closed once the last session change asked for is done (changeSession)
 	steering       []*userMessage
 	followUp       []*userMessage
 	todos          []todoPhase // the plan (todos.go)

@@ -152,6 +152,9 @@ type sessionFile struct {
 	// sameFileAs is the current session whose file this one was loaded
 	// from (switch_session to it): it takes that one's hold over.
 	sameFileAs *sessionFile
+	// handedTo is that session once this one handed it its hold: a write
+	// of this one still under way goes on under it (guarded by lockMu).
+	handedTo *sessionFile
 }
 
 // maxSessionLineBytes is the longest session line rpi reads: far more

@@ -257,9 +257,12 @@ func TestDeleteTheSessionJustLeft(t *testing.T) {
 }
 
 // TestSwitchToTheCurrentSessionWhileAnswering: switch_session to the
-// current file while an answer streams. The file is read again first,
-// then the answer is aborted and saved: the reloaded session still has
-// it, in memory and on disk, and the next answer hangs under it.
+// current file, twice at once (the second by another path), while an
+// answer streams. The file is read again first, then the answer is
+// aborted and saved: the reloaded session still has it, in memory and on
+// disk, and the next answer hangs under it. The second switch reads the
+// file once the first is applied, so it takes the first's hold over: the
+// file stays held.
 func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"text":["partial ","rest"],"holdAt":2}`+"\n"+`{"text":["second answer"]}`, e.agentDir)
@@ -274,13 +277,20 @@ func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 	sp.seen(`"type":"session_started"`)
 	sp.send(`{"id":"p","type":"prompt","message":"first question"}`)
 	sp.seen(`"delta":"partial "`)
-	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
-	sp.seen(`"id":"sw"`)
+	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`,
+		`{"id":"sw2","type":"switch_session","sessionPath":"./x/../s.jsonl"}`)
+	sp.seen(`"id":"sw2"`)
 	sp.succeeded("sw", "switch_session")
+	sp.succeeded("sw2", "switch_session")
 	sp.send(`{"id":"msgs","type":"get_messages"}`)
 	sp.seen(`"id":"msgs"`)
 	if out := sp.out.bytes(); !bytes.Contains(out[bytes.LastIndex(out, []byte(`"id":"msgs"`)):], []byte(`"stopReason":"aborted"`)) {
 		t.Errorf("the reloaded session lost the aborted answer:\n%s", out)
+	}
+	sp.s.conv.flush() // the sessions left let go of their holds
+	if lock, _ := lockSessionFile(file, 0); lock != nil {
+		lock.Close()
+		t.Errorf("after the switches nothing holds %s: another rpi could write it", file)
 	}
 	sp.send(`{"id":"p2","type":"prompt","message":"second question"}`)
 	sp.seen(`"type":"agent_end"`)
@@ -335,4 +345,28 @@ func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
 		t.Errorf("the session file lacks the name:\n%s", saved)
 	}
+}
+
+// TestWriteUnderWayWhenTheHoldIsHandedOn: the writer took a write of the
+// current session from its queue just before switch_session to the same
+// file handed the session's hold to the session read again; the write
+// goes on under that hold instead of being refused by rpi's own lock.
+func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	c := sp.s.conv
+	c.mu.Lock()
+	left := c.sessionFile
+	c.mu.Unlock()
+	reloaded, err := c.open(file, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.s.useSessionIn(c, reloaded) // the hold goes over to reloaded
+	c.fileMu.Lock()
+	err = c.holdFile(left) // the write taken before the change
+	c.fileMu.Unlock()
+	if err != nil {
+		t.Errorf("a write of the session left was refused: %v", err)
+	}
+	sp.stop()
 }
