@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -2115,5 +2116,66 @@ func TestACPNoSessionDeletesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(file); err != nil {
 		t.Errorf("the session file: %v", err)
+	}
+}
+
+// TestACPPermissionTitleShownAsInRPC: a command's title on its card and
+// in its permission request is shown as rpc's dialog shows text: a
+// carriage return, an escape sequence, newlines and a bidi override are
+// escapes, and a command past 4 KiB shows its first and last 2 KiB and
+// how much is not shown, so what it ends with cannot hide.
+func TestACPPermissionTitleShownAsInRPC(t *testing.T) {
+	for _, tt := range []struct{ command, want string }{
+		{"echo safe\r\x1b[2Kecho also\n\ntouch pwned \u202e# txt", `echo safe\r\x1b[2Kecho also\n\ntouch pwned \u202e# txt`},
+		{"true" + strings.Repeat(" ", 100<<10) + "; touch pwned", "true" + strings.Repeat(" ", 2044) + " … (98321 bytes not shown here) … " + strings.Repeat(" ", 2035) + "; touch pwned"},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": tt.command})
+		var pieces []string // the model's argument pieces, each under the fake server's line limit
+		for len(args) > 0 {
+			n := min(len(args), 32<<10)
+			pieces, args = append(pieces, string(args[:n])), args[n:]
+		}
+		piecesJSON, _ := json.Marshal(pieces)
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":`+string(piecesJSON)+`}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+		c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+		c.answer = func(string, json.RawMessage) (any, *acpError) {
+			return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+		}
+		sid := openACPSession(t, c, nil, t.TempDir())
+		c.call("session/prompt", acpTextPrompt(sid, "go"))
+		titles := 0
+		for _, m := range c.messages() {
+			var p struct {
+				ToolCall acpToolCallUpdate
+				Update   acpToolCallUpdate
+			}
+			json.Unmarshal(m.Params, &p)
+			for _, call := range []acpToolCallUpdate{p.ToolCall, p.Update} {
+				title := call.Title
+				if call.ToolCallID == "" || title == "" {
+					continue
+				}
+				if titles++; title != tt.want {
+					t.Errorf("%s shows the command as %q;\nwant %q", m.Method, title, tt.want)
+				}
+			}
+		}
+		if titles < 2 {
+			t.Errorf("the card and the permission request name no command:\n%s", strings.Join(c.lines(), "\n"))
+		}
+	}
+}
+
+// TestACPRepeatedIDsCards: every repeat of one tool call id gets the next
+// card id, also past an id the model gave that looks like one of them.
+func TestACPRepeatedIDsCards(t *testing.T) {
+	u := newTestUpdates(false)
+	var got []string
+	for _, id := range []string{"x", "x", "x#3", "x", "x", "y"} {
+		got = append(got, u.claimCard(id))
+	}
+	if want := []string{"x", "x#2", "x#3", "x#4", "x#5", "y"}; !slices.Equal(got, want) {
+		t.Errorf("cards %q, want %q", got, want)
 	}
 }

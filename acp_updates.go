@@ -238,8 +238,30 @@ type acpPaths struct {
 // runs, never a second reading of the arguments. A call whose arguments
 // do not decode (nil: it fails without running) gets its tool's name as
 // its title and no locations. Paths are the call's own, built from the
-// session's cwd (the tool's toolPath).
+// session's cwd (the tool's toolPath). The title is shown as the rpc
+// dialog shows text: control and format characters (newlines too)
+// escaped, and over 4 KiB only its first and last 2 KiB (acpShownTitle).
 func acpToolInfo(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
+	kind, title, locations = acpToolFacts(name, call, paths)
+	return kind, acpShownTitle(title), locations
+}
+
+// acpShownTitle is title with its control and format characters escaped
+// (a \r, an ESC or a bidi override cannot rewrite it, nor newlines push
+// the rest out of a one-line card) and, when longer than 4 KiB, cut to
+// its first and last 2 KiB around how many bytes are not shown: what a
+// long command ends with cannot hide behind the cut.
+func acpShownTitle(title string) string {
+	const maxShownBytes = 4096
+	if len(title) <= maxShownBytes {
+		return escapeControl(title)
+	}
+	head, hidden, tail := cutMiddle(title, maxShownBytes)
+	return fmt.Sprintf("%s … (%d bytes not shown here) … %s", escapeControl(head), hidden, escapeControl(tail))
+}
+
+// acpToolFacts is acpToolInfo before the title is made fit to show.
+func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
 	switch c := call.(type) {
 	case *readCall:
 		loc := acpLocation{Path: c.abs}
@@ -423,6 +445,7 @@ type acpUpdates struct {
 	messageID string              // the answer being streamed
 	tools     map[string]*acpTool // the calls started and not ended, by the model's id
 	cards     map[string]bool     // every toolCallId the client was given since the session opened (or was loaded)
+	repeats   map[string]int      // per id the model repeated, the suffix its next card tries first (claimCard)
 	runningID string              // the model's id of the call running (a session runs one at a time)
 	last      *assistantMessage   // the turn's last answer
 	compacted *compactionEnd      // the last compaction's end, noted (takeCompaction)
@@ -532,11 +555,12 @@ func (u *acpUpdates) lastAnswer() *assistantMessage {
 // Called with mu held.
 func (u *acpUpdates) claimCard(id string) string {
 	if u.cards == nil {
-		u.cards = map[string]bool{}
+		u.cards, u.repeats = map[string]bool{}, map[string]int{}
 	}
 	card := id
-	for n := 2; u.cards[card]; n++ {
+	for n := max(u.repeats[id], 2); u.cards[card]; n++ {
 		card = fmt.Sprintf("%s#%d", id, n)
+		u.repeats[id] = n + 1 // the next repeat starts there: no search over the earlier ones
 	}
 	u.cards[card] = true
 	return card
@@ -1029,7 +1053,7 @@ type acpDecoder func(name string, args json.RawMessage) (toolCall, error)
 func (u *acpUpdates) replay(entries []*sessionEntry, decode acpDecoder) []any {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.cards = map[string]bool{}
+	u.cards, u.repeats = map[string]bool{}, map[string]int{}
 	results := map[string][]*toolResultMessage{} // by the model's id, in order
 	for _, e := range entries {
 		if r, ok := e.msg.(*toolResultMessage); ok {
@@ -1113,7 +1137,7 @@ func (u *acpUpdates) knowCards(entries []*sessionEntry) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.cards == nil {
-		u.cards = map[string]bool{}
+		u.cards, u.repeats = map[string]bool{}, map[string]int{}
 	}
 	for _, e := range entries {
 		if m, ok := e.msg.(*assistantMessage); ok {

@@ -264,15 +264,22 @@ func showText(prefix, text string) string {
 	if len(text) <= maxShownBytes {
 		return lines(text)
 	}
-	head, tail := maxShownBytes/2, len(text)-maxShownBytes/2
-	for head > 0 && !utf8RuneStart(text[head]) {
-		head--
-	}
-	for tail < len(text) && !utf8RuneStart(text[tail]) {
-		tail++
-	}
+	head, hidden, tail := cutMiddle(text, maxShownBytes)
 	return fmt.Sprintf("%s\n(%d bytes not shown here; the last %d bytes follow)\n%s",
-		lines(text[:head]), tail-head, len(text)-tail, lines(text[tail:]))
+		lines(head), hidden, len(tail), lines(tail))
+}
+
+// cutMiddle cuts text, longer than shown bytes, to its first and last
+// half of shown (at rune starts) and says how many bytes lie between.
+func cutMiddle(text string, shown int) (head string, hidden int, tail string) {
+	h, t := shown/2, len(text)-shown/2
+	for h > 0 && !utf8RuneStart(text[h]) {
+		h--
+	}
+	for t < len(text) && !utf8RuneStart(text[t]) {
+		t++
+	}
+	return text[:h], t - h, text[t:]
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
