@@ -2179,3 +2179,36 @@ func TestACPRepeatedIDsCards(t *testing.T) {
 		t.Errorf("cards %q, want %q", got, want)
 	}
 }
+
+// TestACPLoadWhileACallWaits: session/load of the session open on this
+// connection while its call waits for approval replays the history
+// without that call: its live card goes on, and no second tool_call is
+// sent for its id (§12.5), before or after the load.
+func TestACPLoadWhileACallWaits(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo one\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+	allow := make(chan struct{})
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		<-allow
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })
+	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Fatalf("load: %s", got.line)
+	}
+	close(allow)
+	c.responseTo(prompt)
+	var trail []string
+	for _, m := range c.messages() {
+		if u := m.update(); u != nil && u["toolCallId"] == "c1" {
+			trail = append(trail, fmt.Sprint(u["sessionUpdate"], " ", u["status"]))
+		}
+	}
+	if want := []string{"tool_call pending", "tool_call_update in_progress", "tool_call_update completed"}; !slices.Equal(trail, want) {
+		t.Errorf("c1's updates %q, want %q", trail, want)
+	}
+}

@@ -1054,6 +1054,9 @@ func (u *acpUpdates) replay(entries []*sessionEntry, decode acpDecoder) []any {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.cards, u.repeats = map[string]bool{}, map[string]int{}
+	for _, t := range u.tools { // calls running or waiting now keep their cards
+		u.cards[t.id] = true
+	}
 	results := map[string][]*toolResultMessage{} // by the model's id, in order
 	for _, e := range entries {
 		if r, ok := e.msg.(*toolResultMessage); ok {
@@ -1107,6 +1110,9 @@ func (u *acpUpdates) replayAnswer(m *assistantMessage, results map[string][]*too
 				out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(b.Text), id})
 			}
 		case "toolCall":
+			if len(results[b.ID]) == 0 && u.tools[b.ID] != nil {
+				continue // the call runs or waits now: its live card goes on
+			}
 			call := acpToolCall{SessionUpdate: "tool_call", ToolCallID: u.claimCard(b.ID), Status: "failed", RawInput: b.Arguments}
 			decoded, _ := decode(b.Name, b.Arguments)
 			call.Kind, call.Title, call.Locations = acpToolInfo(b.Name, decoded, u.paths)
