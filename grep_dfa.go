@@ -58,13 +58,23 @@ var dfaMatch, dfaDead, dfaFull = &dfaState{}, &dfaState{}, &dfaState{}
 // maxDFABytes bounds one worker's states: some 1,500 small ones.
 const maxDFABytes = 2 << 20
 
+// maxDFAInsts is the largest program the DFA takes: newLineDFA makes 129
+// transitions, each visiting at most the whole program, before any look
+// at the abort, so that work stays within checkWork.
+const maxDFAInsts = checkWork / 256
+
 // dfaStateBytes is roughly what a state takes beside its instructions.
 const dfaStateBytes = 128*8 + 128
 
 // newLineDFA makes the DFA for prog, or returns nil when it would not
 // help: every line matches at its start, or its first states pass the
-// budget.
+// budget, or the program is so big (a pattern of a few KB can make
+// millions of instructions) that making its first states, which looks at
+// no abort, could pass checkWork.
 func newLineDFA(prog *syntax.Prog) *lineDFA {
+	if len(prog.Inst) > maxDFAInsts {
+		return nil
+	}
 	d := &lineDFA{prog: prog, ids: map[string]*dfaState{}, seen: make([]uint32, len(prog.Inst)), budget: maxDFABytes}
 	for _, inst := range prog.Inst {
 		if inst.Op == syntax.InstEmptyWidth && syntax.EmptyOp(inst.Arg)&(syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {

@@ -548,3 +548,23 @@ func TestGrepDFABudget(t *testing.T) {
 		t.Errorf("%q: %d lines found, the regexp matches %d", pattern, len(got), len(want))
 	}
 }
+
+// TestGrepDFASetupWithinCheckWork: making a DFA's first states looks at
+// no abort, so a program too big for that to stay within checkWork (a
+// 19 KB pattern of a million instructions) gets no DFA: its lines go to
+// the regexp, which stops at an abort.
+func TestGrepDFASetupWithinCheckWork(t *testing.T) {
+	for _, pattern := range []string{"[A-Z]{6}[0-9]{5}", strings.Repeat("(?:(?:)|(?:)){1000}", 1000) + "[A-Z]"} {
+		parsed, err := syntax.Parse(pattern, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, _ := syntax.Compile(parsed.Simplify())
+		if d := newLineDFA(prog); d != nil && d.work > checkWork {
+			t.Errorf("making the DFA of a %d-instruction program did %d work, %.1f times checkWork, without a look at the abort",
+				len(prog.Inst), d.work, float64(d.work)/checkWork)
+		} else if d == nil && len(prog.Inst) < 100 {
+			t.Errorf("no DFA for %q", pattern)
+		}
+	}
+}
