@@ -16,7 +16,10 @@ import (
 )
 
 // serveSessionCopy serves, in this process, a copy of pi-v3.jsonl at rel
-// in a new cwd as the session (args follow), once session_started is out.
+// in a new cwd as the session (args follow), once its startup is done:
+// session_started is out, and so is the answer to a first command, which
+// rpi reads only after it has restored the session's loops (a test may
+// then change the session's files and its ui).
 func serveSessionCopy(t *testing.T, rel string, args ...string) (sp *servedInProcess, file string) {
 	t.Helper()
 	e := newTestEnv(t)
@@ -31,6 +34,8 @@ func serveSessionCopy(t *testing.T, rel string, args ...string) (sp *servedInPro
 	os.WriteFile(file, data, 0o644)
 	sp = serveInProcess(t, e, append([]string{"--cwd", cwd, "--session", file}, args...)...)
 	sp.seen(`"type":"session_started"`)
+	sp.send(`{"id":"started","type":"get_state"}`)
+	sp.seen(`"id":"started"`)
 	return sp, file
 }
 
