@@ -377,8 +377,9 @@ type acpAgent struct {
 
 	mu       sync.Mutex // guards the fields below
 	client   acpClientCaps
-	sessions map[string]*acpSession // the sessions open, by id
-	opening  int                    // sessions being opened, not in sessions yet (acpMaxSessions counts them)
+	sessions map[string]*acpSession   // the sessions open, by id
+	opening  int                      // sessions being opened, not in sessions yet (acpMaxSessions counts them)
+	loading  map[string]chan struct{} // by id, the session/load or resume opening that session file now; closed when it is done
 }
 
 // handleFrame answers one input line: a request gets exactly one

@@ -264,10 +264,8 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 	}
 	var as *acpSession
 	return a.answerLater(call, func() (any, error) {
-		a.mu.Lock()
-		as = a.sessions[id]
-		a.mu.Unlock()
-		if as == nil {
+		if as = a.openOrWait(id); as == nil {
+			defer a.loaded(id)
 			if err := acpIsDir(cwd); err != nil {
 				return nil, err
 			}
@@ -288,6 +286,41 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		}
 		return as.answer(false), nil
 	}, func() { as.announce() })
+}
+
+// openOrWait is the session with id when it is open here, after waiting
+// for another session/load or resume opening it now (which would hold
+// its file: this one would wait for the lock and fail); nil when it is
+// not open, and then the caller opens it and calls loaded when done.
+func (a *acpAgent) openOrWait(id string) *acpSession {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		if as := a.sessions[id]; as != nil {
+			return as
+		}
+		opening := a.loading[id]
+		if opening == nil {
+			break
+		}
+		a.mu.Unlock()
+		<-opening
+		a.mu.Lock()
+	}
+	if a.loading == nil {
+		a.loading = map[string]chan struct{}{}
+	}
+	a.loading[id] = make(chan struct{})
+	return nil
+}
+
+// loaded ends the opening of the session with id (openOrWait): the
+// loads waiting for it go on.
+func (a *acpAgent) loaded(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	close(a.loading[id])
+	delete(a.loading, id)
 }
 
 // errNoSessions refuses what works on the sessions on disk under

@@ -2212,3 +2212,27 @@ func TestACPLoadWhileACallWaits(t *testing.T) {
 		t.Errorf("c1's updates %q, want %q", trail, want)
 	}
 }
+
+// TestACPTwoLoadsAtOnce: two session/loads of one closed session at once
+// on one connection both answer with it: the second waits for the first
+// to open it (whose hold on the file would refuse a second open) and
+// finds it open here, as a later load does.
+func TestACPTwoLoadsAtOnce(t *testing.T) {
+	e := newTestEnv(t)
+	e.lockWait = 200 * time.Millisecond
+	startFakeModel(t, apiOpenAI, `{"text":["hi"]}`, e.agentDir)
+	cwd := t.TempDir()
+	first, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, first, nil, cwd)
+	first.call("session/prompt", acpTextPrompt(sid, "one"))
+	first.call("session/close", map[string]any{"sessionId": sid})
+	c, _, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	load := map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}
+	a, b := c.request("session/load", load), c.request("session/load", load)
+	for _, id := range []json.RawMessage{a, b} {
+		if got := c.responseTo(id); got.Error != nil {
+			t.Errorf("load %s: %s", id, got.line)
+		}
+	}
+}
