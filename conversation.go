@@ -204,13 +204,14 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 	return true, err
 }
 
-// replace makes ss the session and its context the conversation, and
-// returns that context. The session left lets go of its file once its
+// replace makes ss the session and sc, its context, the conversation,
+// and returns that context. The session left lets go of its file once its
 // writes are done (flush), or hands its hold to ss when ss is the same
 // file read again (switch_session to the current session: open found it
 // so); then ss also takes the entries the session left made after the
-// read (adoptLocked). It touches no file.
-func (c *conversation) replace(ss *sessionFile) sessionContext {
+// read (adoptLocked), and the context is made again with them (rarely:
+// sc is made by the caller, outside the locks). It touches no file.
+func (c *conversation) replace(ss *sessionFile, sc sessionContext) sessionContext {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.sessionFile; old != nil && old != ss {
@@ -223,11 +224,10 @@ func (c *conversation) replace(ss *sessionFile) sessionContext {
 			c.retired = append(c.retired, old)
 		}
 		c.lockMu.Unlock()
-		if ss.sameFileAs == old {
-			c.adoptLocked(ss, old)
+		if ss.sameFileAs == old && c.adoptLocked(ss, old) {
+			sc = ss.context()
 		}
 	}
-	sc := ss.context()
 	c.sessionFile, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
 	return sc
 }
@@ -236,14 +236,14 @@ func (c *conversation) replace(ss *sessionFile) sessionContext {
 // after the read (an aborted answer saved as the switch stopped it, a
 // command's entry made meanwhile): they are on disk, or their writes are
 // queued and now go in ss's name, and the next entry hangs under the
-// last of them. c.mu is held.
-func (c *conversation) adoptLocked(ss, old *sessionFile) {
+// last of them. It reports whether there were any. c.mu is held.
+func (c *conversation) adoptLocked(ss, old *sessionFile) (adopted bool) {
 	after := len(old.entries)
 	for after > 0 && ss.byID[old.entries[after-1].ID] == nil {
 		after--
 	}
 	if after == 0 && len(ss.entries) > 0 {
-		return // nothing in common: not the file old wrote
+		return false // nothing in common: not the file old wrote
 	}
 	for _, e := range old.entries[after:] {
 		ss.entries = append(ss.entries, e)
@@ -255,6 +255,7 @@ func (c *conversation) adoptLocked(ss, old *sessionFile) {
 			c.queue[i].ss = ss
 		}
 	}
+	return after < len(old.entries)
 }
 
 // compacted records a compaction and makes the conversation its summary

@@ -81,8 +81,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			return c, nil
 		}
 	}
-	c.replace(ss)
-	c.name = o.name // c is not shared yet
+	c.replace(ss, sessionContext{name: o.name})
 	s.startEntries()
 	if o.writeNow && ss.path != "" {
 		c.writeFile(ss)
@@ -135,10 +134,11 @@ func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bo
 }
 
 func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
+	sc := ss.context() // ss is not shared yet
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
-	sc := c.replace(ss)
+	sc = c.replace(ss, sc)
 	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
 		s.thinkingLevel = sc.thinkingLevel
 	}

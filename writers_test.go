@@ -87,14 +87,21 @@ func TestSwitchToTheCurrentSessionKeepsItsQueuedEntries(t *testing.T) {
 	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`,
 		`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
 	sp.answeredAfter("sw", sp.s.conv.fileMu.Unlock)
+	sp.renamedInMemoryAndOnDisk(file)
+}
+
+// renamedInMemoryAndOnDisk stops rpi after checking that its session is
+// named "renamed", and that the file at path says so too.
+func (sp *servedInProcess) renamedInMemoryAndOnDisk(path string) {
+	sp.t.Helper()
 	sp.send(`{"id":"state","type":"get_state"}`)
 	sp.seen(`"id":"state"`)
 	if !bytes.Contains(sp.out.bytes(), []byte(`"sessionName":"renamed"`)) {
-		t.Errorf("the reloaded session lost its name:\n%s", sp.out.bytes())
+		sp.t.Errorf("the reloaded session lacks the name:\n%s", sp.out.bytes())
 	}
 	sp.stop()
-	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
-		t.Errorf("the session file lacks the name:\n%s", saved)
+	if saved, _ := os.ReadFile(path); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
+		sp.t.Errorf("the session file lacks the name:\n%s", saved)
 	}
 }
 
@@ -341,15 +348,7 @@ func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	sp.seen(`"id":"name"`)
 	sp.s.useSessionIn(sp.s.conv, reloaded) // switch_session's change
 	sp.s.conv.fileMu.Unlock()
-	sp.send(`{"id":"state","type":"get_state"}`)
-	sp.seen(`"id":"state"`)
-	if !bytes.Contains(sp.out.bytes(), []byte(`"sessionName":"renamed"`)) {
-		t.Errorf("the reloaded session lacks the name:\n%s", sp.out.bytes())
-	}
-	sp.stop()
-	if saved, _ := os.ReadFile(file); !bytes.Contains(saved, []byte(`"name":"renamed"`)) {
-		t.Errorf("the session file lacks the name:\n%s", saved)
-	}
+	sp.renamedInMemoryAndOnDisk(file)
 }
 
 // TestWriteUnderWayWhenTheHoldIsHandedOn: the writer took a write of the
