@@ -262,7 +262,7 @@ func TestPTYEcho(t *testing.T) {
 	endToEnd(t)
 	ps := startSession(t)
 	ps.send(spawnLine("p", []string{"cat"}, `,"tty":true`))
-	ps.waitFor(`"type":"process_started"`)
+	ps.waitFor(`"command":"process_spawn"`) // the answer, which comes after process_started
 	id := processIDs(ps.records())["p"]
 	ps.send(`{"id":"w","type":"process_write","processId":"` + id + `","dataBase64":"` + base64.StdEncoding.EncodeToString([]byte("hello")) + `"}`)
 	ps.send(`{"id":"k","type":"process_keys","processId":"` + id + `","keys":["ENTER"]}`)
