@@ -795,12 +795,15 @@ func (as *acpSession) show(req uiRequest) {
 // ask asks the user through a permission request: a choice (ask_user's
 // options) as one allow_once option per choice, a yes-or-no as allow and
 // reject. A free-text question cannot be asked here: the model is told.
+// The question and the choices are shown as tool titles are
+// (acpShownTitle: control and format characters escaped), and the choice
+// goes back as it was given.
 func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	var options []acpPermissionOption
 	switch req.Method {
 	case "select":
 		for i, o := range req.Options {
-			options = append(options, acpPermissionOption{fmt.Sprint(i), o, "allow_once"})
+			options = append(options, acpPermissionOption{fmt.Sprint(i), acpShownTitle(o), "allow_once"})
 		}
 	case "confirm":
 		options = []acpPermissionOption{{"allow", "Yes", "allow_once"}, {"reject", "No", "reject_once"}}
@@ -810,7 +813,7 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	}
 	call := as.updates.permissionCall(as.updates.current())
 	if call.Title == "" || call.Title == "ask_user" {
-		call.Title = req.Title
+		call.Title = acpShownTitle(req.Title)
 	}
 	chosen := as.agent.conn.requestPermission(ctx, as.id, call, options)
 	switch {
