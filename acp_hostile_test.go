@@ -7,6 +7,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,4 +57,52 @@ func TestACPAskUserShownAsInRPC(t *testing.T) {
 	if want, _ := json.Marshal(choices[2]); !strings.Contains(result, `"rawOutput":{"content":[{"type":"text","text":`+string(want)+`}]}`) {
 		t.Errorf("the model is not given the choice as it gave it: %s", result)
 	}
+}
+
+// TestACPLoadOfAnInvalidSessionFile: session/load and resume of a session
+// whose file has two entries with one id, or whose parentId links loop,
+// fail saying why, as rpc's switch_session does: the file, the entry and
+// what is wrong with it, not "Internal error". Nothing is opened.
+func TestACPLoadOfAnInvalidSessionFile(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	c, a, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	entry := func(id, parent string) string {
+		return `{"type":"message","id":"` + id + `","parentId":` + parent + `,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}` + "\n"
+	}
+	for _, tt := range []struct {
+		id, entries, why string
+	}{
+		{"1a2b3c4d-0000-4000-8000-000000000001", entry("aaaaaaaa", "null") + entry("bbbbbbbb", `"aaaaaaaa"`) + entry("aaaaaaaa", `"bbbbbbbb"`),
+			`two entries have the id "aaaaaaaa", so a parentId naming it could mean either: each entry's id must be unique in its file`},
+		{"1a2b3c4d-0000-4000-8000-000000000002", entry("aaaaaaaa", `"bbbbbbbb"`) + entry("bbbbbbbb", `"aaaaaaaa"`),
+			"the parentId links from entry aaaaaaaa loop"},
+	} {
+		path := writeTestSession(t, e.agentDir, cwd, tt.id, 0, "hi")
+		header, _, _ := strings.Cut(mustRead(t, path), "\n")
+		if err := os.WriteFile(path, []byte(header+"\n"+tt.entries), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := &acpError{Code: acpInternalError, Message: "Not a valid session file: " + path + " (" + tt.why + ")"}
+		for _, method := range []string{"session/load", "session/resume"} {
+			got := c.call(method, map[string]any{"sessionId": tt.id, "cwd": cwd, "mcpServers": []any{}})
+			if got.Error == nil || *got.Error != *want {
+				t.Errorf("%s of %s: %s\nwant the error %+v", method, filepath.Base(path), got.line, *want)
+			}
+		}
+		if a.isOpen(tt.id) {
+			t.Errorf("%s is open", tt.id)
+		}
+	}
+}
+
+// mustRead is the text of the file at path.
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -328,11 +328,18 @@ func (a *acpAgent) loaded(id string) {
 var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
 
 // acpOpenError is why a session file could not be opened, as the client
-// reads it: another rpi holding it (lockSessionFile's refusal) says so;
-// anything else is internal (its details, with paths, to stderr).
+// reads it: another rpi holding it (lockSessionFile's refusal) says so; a
+// file that is not a valid session file is named with what is wrong with
+// it, as rpc's switch_session says it (the file is the user's, to mend or
+// remove); anything else is internal (its details, with paths, to
+// stderr).
 func acpOpenError(id string, err error) error {
-	if strings.Contains(err.Error(), "in use by another rpi process") {
+	var invalid *errInvalidSessionFile
+	switch {
+	case strings.Contains(err.Error(), "in use by another rpi process"):
 		return &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is open in another rpi process: close it there (or end that process) and try again", id)}
+	case errors.As(err, &invalid):
+		return &acpError{Code: acpInternalError, Message: invalid.Error()}
 	}
 	return err
 }
