@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,4 +106,49 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestACPLatin1AnswerAsTheDiskReadsIt: the text of a Latin-1 file, as an
+// editor sends it (bytes that are not UTF-8, in a JSON string), reaches
+// the model exactly as read gives that file from the disk (each such
+// byte a U+FFFD); the read is answered and the turn ends.
+func TestACPLatin1AnswerAsTheDiskReadsIt(t *testing.T) {
+	latin1 := "caf\xe9 cr\xe8me br\xfbl\xe9e\n\xff\xfe\n"
+	read := `{"toolCalls":[{"id":"c1","name":"read","args":["{\"path\":\"menu.txt\"}"]}]}` + "\n" + `{"text":["done"]}`
+	results := map[string]string{}
+	for _, via := range []string{"disk", "editor"} {
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, read, e.agentDir)
+		c, _, _ := startACPAgent(t, e, nil)
+		cwd := t.TempDir()
+		caps := map[string]any{}
+		if via == "disk" {
+			os.WriteFile(filepath.Join(cwd, "menu.txt"), []byte(latin1), 0o644)
+		} else {
+			caps["fs"] = map[string]bool{"readTextFile": true}
+		}
+		sid := openACPSession(t, c, caps, cwd)
+		prompt := c.request("session/prompt", acpTextPrompt(sid, "read"))
+		if via == "editor" {
+			i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "fs/read_text_file" })
+			// The file's bytes as they are, in a JSON string.
+			c.send(`{"jsonrpc":"2.0","id":` + string(c.messages()[i].ID) + `,"result":{"content":"` + strings.ReplaceAll(latin1, "\n", `\n`) + `"}}`)
+		}
+		if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"end_turn"}` {
+			t.Fatalf("%s: the prompt: %s", via, got.line)
+		}
+		for _, m := range c.messages() {
+			if u := m.update(); u != nil && u["toolCallId"] == "c1" && u["status"] != nil && u["status"] != "in_progress" {
+				out, _ := json.Marshal(u["rawOutput"]) // decoded: \ufffd and U+FFFD alike
+				results[via] = fmt.Sprint(u["status"], " ", string(out))
+			}
+		}
+	}
+	want := `completed {"content":[{"text":"caf� cr�me br�l�e\n��\n","type":"text"}]}`
+	if results["disk"] != want {
+		t.Errorf("read from the disk: %s\nwant %s", results["disk"], want)
+	}
+	if results["editor"] != want {
+		t.Errorf("read through the editor: %s\nwant %s", results["editor"], want)
+	}
 }
