@@ -912,9 +912,21 @@ func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd} }
 
 // read asks the editor for a file's text; ok is false when the client
 // does not read files (or answered -32601): then the disk is read.
+//
+// The editor opens the path itself, as its own process: first the path
+// is checked as the disk would open it (checkRegular, symlinks followed),
+// and what the disk refuses — a FIFO (the editor would hang), a device,
+// a file of /proc or /sys (the editor's own environment, with the user's
+// keys), a symlink to one, a name under /proc/self/fd — is refused with
+// the disk's error, the editor never asked. Once it answers, the path
+// must still lead where it did (errEditorReadMoved).
 func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, err error) {
 	if !f.as.agent.clientCaps().readTextFile || acpImagePath(abs) {
 		return "", false, nil
+	}
+	before, err := checkRegular(abs)
+	if err != nil {
+		return "", true, err
 	}
 	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, abs, 0, 0)
 	var e *acpError
@@ -926,8 +938,16 @@ func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, e
 	case err != nil:
 		return "", true, fmt.Errorf("the editor could not give it: %v", err)
 	}
+	if after, err := checkRegular(abs); err != nil || (before == nil) != (after == nil) || before != nil && !os.SameFile(before, after) {
+		return "", true, errEditorReadMoved
+	}
 	return text, true, nil
 }
+
+// errEditorReadMoved fails a read through the editor when the path led
+// elsewhere once the editor had answered (it was replaced meanwhile): what
+// the editor read is not used.
+var errEditorReadMoved = errors.New("the path changed while the editor read it; nothing was read")
 
 // acpImagePath reports whether a path names an image, which read takes
 // from the disk: an editor has no text for it.

@@ -116,6 +116,53 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
+// checkRegular checks a path that another program will open by its name
+// (the editor, in ACP mode) as openRegular would open it, reading
+// nothing: a file that exists must be one openRegular opens, and what it
+// is comes back, to make sure after that the path still leads there; a
+// name that leads to no file (nil, nil) must not be in a folder of /proc
+// or /sys, where the other program's /proc/self/fd/3 is its own. The
+// error is openRegular's, as the file tools give it.
+func checkRegular(path string) (os.FileInfo, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err == nil {
+		defer f.Close()
+		return f.Stat()
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	dirPath, _, perr := newFilePlace(path)
+	if perr != nil {
+		return nil, err
+	}
+	realDir, perr := filepath.EvalSymlinks(dirPath)
+	if perr != nil {
+		return nil, err
+	}
+	dir, perr := os.OpenRoot(realDir)
+	if perr != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	if kind, kerr := folderKind(dir); kind != "" || kerr != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// folderKind is what the open folder dir is on when that is /proc or
+// /sys (specialFileSystem), or "": no file the tools make or read by name
+// may be in such a folder.
+func folderKind(dir *os.Root) (string, error) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return specialFileSystem(f), nil
+}
+
 // readRegularFile reads a whole regular file (see openRegular) of at most
 // limit bytes.
 func readRegularFile(path string, limit int64) ([]byte, error) {

@@ -146,6 +146,13 @@ func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind, err := folderKind(dir); kind != "" || err != nil { // /proc/self/fd/N, say: never a file of the tools'
+		dir.Close()
+		if err == nil {
+			err = &errNotRegular{abs, kind}
+		}
+		return nil, err
+	}
 	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names, cwd: cwd}
 	t.id, err = dir.Stat(".")
 	if err == nil && t.check() != nil {
