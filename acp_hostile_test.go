@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestACPAskUserShownAsInRPC: ask_user's question and choices reach the
@@ -150,5 +152,57 @@ func TestACPLatin1AnswerAsTheDiskReadsIt(t *testing.T) {
 	}
 	if results["editor"] != want {
 		t.Errorf("read through the editor: %s\nwant %s", results["editor"], want)
+	}
+}
+
+// TestACPLoadOfAnOpenSessionKeepsItsLoops: session/load and resume of a
+// session open on this connection answer it as it is: its loops (restored
+// from its loops file when it was opened, and told once in a note) go on
+// as they were, not dropped and restored again from the file, with a
+// second note and their first fire put off once more.
+func TestACPLoadOfAnOpenSessionKeepsItsLoops(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	const sid = "1a2b3c4d-0000-4000-8000-0000000000b1"
+	path := writeTestSession(t, e.agentDir, cwd, sid, 0, "hi")
+	now := time.Now()
+	loops := `{"version":1,"tasks":[{"id":"0123456789ab","intervalSecs":3600,"prompt":"Nightly report","durable":true,` +
+		`"createdAt":"` + timestamp(now) + `","lastFiredAt":null,"expiresAt":"` + timestamp(now.Add(24*time.Hour)) + `","runCount":0}]}`
+	if err := os.WriteFile(path+".loops.json", []byte(loops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, a, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	params := map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}
+	if got := c.call("session/load", params); got.Error != nil {
+		t.Fatalf("load: %s", got.line)
+	}
+	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
+	l := a.sessions[sid].s.loops
+	l.mu.Lock()
+	first := slices.Clone(l.tasks)
+	l.mu.Unlock()
+	if len(first) != 1 {
+		t.Fatalf("loops after the load: %d", len(first))
+	}
+	for _, method := range []string{"session/load", "session/resume"} {
+		from := len(c.messages())
+		if got := c.call(method, params); got.Error != nil {
+			t.Fatalf("%s again: %s", method, got.line)
+		}
+		c.waitFor(from, func(m acpTestMessage) bool { return strings.Contains(m.line, `"usage_update"`) })
+	}
+	c.call("session/list", map[string]any{}) // after the last announce's updates
+	notes := 0
+	for _, m := range c.messages() {
+		if strings.Contains(m.line, "Restored 1 scheduled loop") {
+			notes++
+		}
+	}
+	l.mu.Lock()
+	now1 := slices.Clone(l.tasks)
+	l.mu.Unlock()
+	if notes != 1 || !slices.Equal(now1, first) {
+		t.Errorf("after a second load and a resume: %d notes of the restore, loops %v (were %v)", notes, now1, first)
 	}
 }

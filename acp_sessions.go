@@ -196,15 +196,18 @@ func (as *acpSession) answer(withID bool) acpSessionAnswer {
 }
 
 // announce sends what follows a session response (§12.3): the commands,
-// the usage, then the warnings of its opening as notes. It starts the
-// session's loops.
-func (as *acpSession) announce() {
+// the usage, then the warnings of its opening as notes. A session just
+// opened (opened) then starts its loops; one open here already, loaded
+// or resumed again, keeps them as they are.
+func (as *acpSession) announce(opened bool) {
 	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
 	as.sendUsage(nil)
 	for _, notice := range as.s.takeNotices() {
 		as.updates.note(notice)
 	}
-	as.s.startLoops()
+	if opened {
+		as.s.startLoops()
+	}
 }
 
 // acpNew opens a new session in cwd, its file written before the answer.
@@ -228,7 +231,7 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 			return nil, err
 		}
 		return as.answer(true), nil
-	}, func() { as.announce() })
+	}, func() { as.announce(true) })
 }
 
 // acpLoad opens a session from its file, found by its id (in cwd's
@@ -263,6 +266,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return nil, errNoSessions
 	}
 	var as *acpSession
+	opened := false // here, by this request (else it was open already)
 	return a.answerLater(call, func() (any, error) {
 		if as = a.openOrWait(id); as == nil {
 			defer a.loaded(id)
@@ -276,6 +280,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			if as, err = a.open(cwd, path); err != nil {
 				return nil, acpOpenError(id, err)
 			}
+			opened = true
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
@@ -285,7 +290,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			as.updates.knowCards(as.s.conv.branchEntries())
 		}
 		return as.answer(false), nil
-	}, func() { as.announce() })
+	}, func() { as.announce(opened) })
 }
 
 // openOrWait is the session with id when it is open here, after waiting
