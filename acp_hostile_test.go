@@ -206,3 +206,45 @@ func TestACPLoadOfAnOpenSessionKeepsItsLoops(t *testing.T) {
 		t.Errorf("after a second load and a resume: %d notes of the restore, loops %v (were %v)", notes, now1, first)
 	}
 }
+
+// TestACPCloseHoldsItsSlotUntilDone: a session being closed counts
+// against the connection's acpMaxSessions until its close is done (here
+// it waits for a process that ignores SIGTERM), so a client cannot pass
+// the limit by closing and opening in a tight loop: a session/new sent
+// right behind the close is refused; once the close has answered, one
+// opens.
+func TestACPCloseHoldsItsSlotUntilDone(t *testing.T) {
+	e := newTestEnv(t)
+	spawn, _ := json.Marshal(`{"action":"spawn","spec":{"argv":["bash","-c","trap '' TERM; touch started; exec sleep 30"]}}`)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"process","args":[`+string(spawn)+`]}]}`+"\n"+`{"text":["started"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	cwd := t.TempDir()
+	first := openACPSession(t, c, nil, cwd)
+	if got := c.call("session/prompt", acpTextPrompt(first, "start it")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(cwd, "started")); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("the process did not start")
+		}
+	}
+	newSession := map[string]any{"cwd": cwd, "mcpServers": []any{}}
+	for n := 1; n < acpMaxSessions; n++ {
+		if got := c.call("session/new", newSession); got.Error != nil {
+			t.Fatalf("session/new %d: %s", n+1, got.line)
+		}
+	}
+	closing := c.request("session/close", map[string]any{"sessionId": first})
+	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, acpMaxSessions)
+	if got := c.call("session/new", newSession); !strings.Contains(got.line, want) {
+		t.Errorf("session/new while a close waits for its process: %s", got.line)
+	}
+	if got := c.responseTo(closing); string(got.Result) != "{}" {
+		t.Fatalf("the close: %s", got.line)
+	}
+	if got := c.call("session/new", newSession); got.Error != nil {
+		t.Errorf("session/new once the close is done: %s", got.line)
+	}
+}

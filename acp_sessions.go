@@ -144,10 +144,10 @@ var errTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 
 // open opens a session in cwd (file: the session file to open; "" for a
 // new one, written at once) and makes it known by its id; past
-// acpMaxSessions open (or being opened) it opens nothing.
+// acpMaxSessions open (or being opened, or closed) it opens nothing.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	a.mu.Lock()
-	if len(a.sessions)+a.opening >= acpMaxSessions {
+	if len(a.sessions)+a.opening+a.closing >= acpMaxSessions {
 		a.mu.Unlock()
 		return nil, errTooManySessions
 	}
@@ -373,6 +373,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 // acpClose cancels a session's turn (as session/cancel does: every prompt
 // of the session answers cancelled), ends the processes it started,
 // writes its file to the end and lets go of it, and forgets the session.
+// Until all that is done the session still counts against acpMaxSessions
+// (closing), so that closing and opening in a tight loop cannot pass it.
 // Params: sessionId. Answer: {}, once all that is done.
 func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	as, err := a.session(call.params)
@@ -381,9 +383,15 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	}
 	a.mu.Lock()
 	delete(a.sessions, as.id)
+	a.closing++
 	a.mu.Unlock()
 	as.cancel() // the prompts waiting behind the turn answer cancelled too
 	return a.answerLater(call, func() (any, error) {
+		defer func() {
+			a.mu.Lock()
+			a.closing--
+			a.mu.Unlock()
+		}()
 		as.s.close()
 		return nil, nil
 	}, nil)
