@@ -132,35 +132,12 @@ func checkRegular(path string) (os.FileInfo, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	dirPath, _, perr := newFilePlace(path)
+	_, _, _, dir, perr := openNewFilePlace(path)
 	if perr != nil {
 		return nil, err
 	}
-	realDir, perr := filepath.EvalSymlinks(dirPath)
-	if perr != nil {
-		return nil, err
-	}
-	dir, perr := os.OpenRoot(realDir)
-	if perr != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	if kind, kerr := folderKind(dir); kind != "" || kerr != nil {
-		return nil, err
-	}
+	dir.Close()
 	return nil, nil
-}
-
-// folderKind is what the open folder dir is on when that is /proc or
-// /sys (specialFileSystem), or "": no file the tools make or read by name
-// may be in such a folder.
-func folderKind(dir *os.Root) (string, error) {
-	f, err := dir.Open(".")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	return specialFileSystem(f), nil
 }
 
 // readRegularFile reads a whole regular file (see openRegular) of at most
