@@ -379,6 +379,7 @@ type acpAgent struct {
 	client   acpClientCaps
 	sessions map[string]*acpSession   // the sessions open, by id
 	opening  int                      // sessions being opened, not in sessions yet (acpMaxSessions counts them)
+	closing  int                      // sessions being closed, out of sessions already (acpMaxSessions counts them)
 	loading  map[string]chan struct{} // by id, the session/load or resume opening that session file now; closed when it is done
 }
 

@@ -34,10 +34,41 @@ type acpMessage struct {
 // "2.0", then what the message is. On failure it returns the error to
 // answer and the id to answer it with (nil: null), and, for a message
 // with an id and no method, that message as a failed response.
+//
+// A line that is not valid UTF-8 is a parse error, unless it is an
+// answer to one of rpi's requests: an editor gives the text of a file
+// that is not UTF-8 (a Latin-1 one) as it is, and that text is taken with
+// each byte that is not UTF-8 as U+FFFD, as read gives such a file from
+// the disk (the request would otherwise wait for an answer that came).
 func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if !utf8.Valid(line) {
-		return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
+		msg, bad, id := decodeACPLine(replaceInvalidUTF8(line))
+		if msg == nil || !msg.response {
+			return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
+		}
+		return msg, bad, id
 	}
+	return decodeACPLine(line)
+}
+
+// replaceInvalidUTF8 is b with each byte that is not part of a UTF-8
+// character replaced by U+FFFD (as encoding/json decodes a string).
+func replaceInvalidUTF8(b []byte) []byte {
+	out := make([]byte, 0, len(b)+len(b)/4)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, "\uFFFD"...)
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+// decodeACPLine is decodeACP of a line that is valid UTF-8.
+func decodeACPLine(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	members, ok := scanObject(line, nil)
 	if !ok {
 		fields, err := rawObject(line)

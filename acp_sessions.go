@@ -144,10 +144,10 @@ var errTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 
 // open opens a session in cwd (file: the session file to open; "" for a
 // new one, written at once) and makes it known by its id; past
-// acpMaxSessions open (or being opened) it opens nothing.
+// acpMaxSessions open (or being opened, or closed) it opens nothing.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	a.mu.Lock()
-	if len(a.sessions)+a.opening >= acpMaxSessions {
+	if len(a.sessions)+a.opening+a.closing >= acpMaxSessions {
 		a.mu.Unlock()
 		return nil, errTooManySessions
 	}
@@ -196,15 +196,18 @@ func (as *acpSession) answer(withID bool) acpSessionAnswer {
 }
 
 // announce sends what follows a session response (§12.3): the commands,
-// the usage, then the warnings of its opening as notes. It starts the
-// session's loops.
-func (as *acpSession) announce() {
+// the usage, then the warnings of its opening as notes. A session just
+// opened (opened) then starts its loops; one open here already, loaded
+// or resumed again, keeps them as they are.
+func (as *acpSession) announce(opened bool) {
 	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
 	as.sendUsage(nil)
 	for _, notice := range as.s.takeNotices() {
 		as.updates.note(notice)
 	}
-	as.s.startLoops()
+	if opened {
+		as.s.startLoops()
+	}
 }
 
 // acpNew opens a new session in cwd, its file written before the answer.
@@ -228,7 +231,7 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 			return nil, err
 		}
 		return as.answer(true), nil
-	}, func() { as.announce() })
+	}, func() { as.announce(true) })
 }
 
 // acpLoad opens a session from its file, found by its id (in cwd's
@@ -263,6 +266,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		return nil, errNoSessions
 	}
 	var as *acpSession
+	opened := false // here, by this request (else it was open already)
 	return a.answerLater(call, func() (any, error) {
 		if as = a.openOrWait(id); as == nil {
 			defer a.loaded(id)
@@ -276,6 +280,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			if as, err = a.open(cwd, path); err != nil {
 				return nil, acpOpenError(id, err)
 			}
+			opened = true
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
@@ -285,7 +290,7 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 			as.updates.knowCards(as.s.conv.branchEntries())
 		}
 		return as.answer(false), nil
-	}, func() { as.announce() })
+	}, func() { as.announce(opened) })
 }
 
 // openOrWait is the session with id when it is open here, after waiting
@@ -328,11 +333,18 @@ func (a *acpAgent) loaded(id string) {
 var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
 
 // acpOpenError is why a session file could not be opened, as the client
-// reads it: another rpi holding it (lockSessionFile's refusal) says so;
-// anything else is internal (its details, with paths, to stderr).
+// reads it: another rpi holding it (lockSessionFile's refusal) says so; a
+// file that is not a valid session file is named with what is wrong with
+// it, as rpc's switch_session says it (the file is the user's, to mend or
+// remove); anything else is internal (its details, with paths, to
+// stderr).
 func acpOpenError(id string, err error) error {
-	if strings.Contains(err.Error(), "in use by another rpi process") {
+	var invalid *errInvalidSessionFile
+	switch {
+	case strings.Contains(err.Error(), "in use by another rpi process"):
 		return &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is open in another rpi process: close it there (or end that process) and try again", id)}
+	case errors.As(err, &invalid):
+		return &acpError{Code: acpInternalError, Message: invalid.Error()}
 	}
 	return err
 }
@@ -361,6 +373,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 // acpClose cancels a session's turn (as session/cancel does: every prompt
 // of the session answers cancelled), ends the processes it started,
 // writes its file to the end and lets go of it, and forgets the session.
+// Until all that is done the session still counts against acpMaxSessions
+// (closing), so that closing and opening in a tight loop cannot pass it.
 // Params: sessionId. Answer: {}, once all that is done.
 func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	as, err := a.session(call.params)
@@ -369,9 +383,15 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	}
 	a.mu.Lock()
 	delete(a.sessions, as.id)
+	a.closing++
 	a.mu.Unlock()
 	as.cancel() // the prompts waiting behind the turn answer cancelled too
 	return a.answerLater(call, func() (any, error) {
+		defer func() {
+			a.mu.Lock()
+			a.closing--
+			a.mu.Unlock()
+		}()
 		as.s.close()
 		return nil, nil
 	}, nil)
@@ -795,12 +815,15 @@ func (as *acpSession) show(req uiRequest) {
 // ask asks the user through a permission request: a choice (ask_user's
 // options) as one allow_once option per choice, a yes-or-no as allow and
 // reject. A free-text question cannot be asked here: the model is told.
+// The question and the choices are shown as tool titles are
+// (acpShownTitle: control and format characters escaped), and the choice
+// goes back as it was given.
 func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	var options []acpPermissionOption
 	switch req.Method {
 	case "select":
 		for i, o := range req.Options {
-			options = append(options, acpPermissionOption{fmt.Sprint(i), o, "allow_once"})
+			options = append(options, acpPermissionOption{fmt.Sprint(i), acpShownTitle(o), "allow_once"})
 		}
 	case "confirm":
 		options = []acpPermissionOption{{"allow", "Yes", "allow_once"}, {"reject", "No", "reject_once"}}
@@ -810,7 +833,7 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	}
 	call := as.updates.permissionCall(as.updates.current())
 	if call.Title == "" || call.Title == "ask_user" {
-		call.Title = req.Title
+		call.Title = acpShownTitle(req.Title)
 	}
 	chosen := as.agent.conn.requestPermission(ctx, as.id, call, options)
 	switch {
@@ -902,9 +925,21 @@ func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd} }
 
 // read asks the editor for a file's text; ok is false when the client
 // does not read files (or answered -32601): then the disk is read.
+//
+// The editor opens the path itself, as its own process: first the path
+// is checked as the disk would open it (checkRegular, symlinks followed),
+// and what the disk refuses — a FIFO (the editor would hang), a device,
+// a file of /proc or /sys (the editor's own environment, with the user's
+// keys), a symlink to one, a name under /proc/self/fd — is refused with
+// the disk's error, the editor never asked. Once it answers, the path
+// must still lead where it did (errEditorReadMoved).
 func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, err error) {
 	if !f.as.agent.clientCaps().readTextFile || acpImagePath(abs) {
 		return "", false, nil
+	}
+	before, err := checkRegular(abs)
+	if err != nil {
+		return "", true, err
 	}
 	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, abs, 0, 0)
 	var e *acpError
@@ -916,8 +951,16 @@ func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, e
 	case err != nil:
 		return "", true, fmt.Errorf("the editor could not give it: %v", err)
 	}
+	if after, err := checkRegular(abs); err != nil || (before == nil) != (after == nil) || before != nil && !os.SameFile(before, after) {
+		return "", true, errEditorReadMoved
+	}
 	return text, true, nil
 }
+
+// errEditorReadMoved fails a read through the editor when the path led
+// elsewhere once the editor had answered (it was replaced meanwhile): what
+// the editor read is not used.
+var errEditorReadMoved = errors.New("the path changed while the editor read it; nothing was read")
 
 // acpImagePath reports whether a path names an image, which read takes
 // from the disk: an editor has no text for it.

@@ -116,6 +116,30 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
+// checkRegular checks a path that another program will open by its name
+// (the editor, in ACP mode) as openRegular would open it, reading
+// nothing: a file that exists must be one openRegular opens, and what it
+// is comes back, to make sure after that the path still leads there; a
+// name that leads to no file (nil, nil) must not be in a folder of /proc
+// or /sys, where the other program's /proc/self/fd/3 is its own. The
+// error is openRegular's, as the file tools give it.
+func checkRegular(path string) (os.FileInfo, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err == nil {
+		defer f.Close()
+		return f.Stat()
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	_, _, _, dir, perr := openNewFilePlace(path)
+	if perr != nil {
+		return nil, err
+	}
+	dir.Close()
+	return nil, nil
+}
+
 // readRegularFile reads a whole regular file (see openRegular) of at most
 // limit bytes.
 func readRegularFile(path string, limit int64) ([]byte, error) {

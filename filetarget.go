@@ -134,15 +134,7 @@ func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
 	if !create || !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	dirPath, names, err := newFilePlace(abs)
-	if err != nil {
-		return nil, err
-	}
-	realDir, err := filepath.EvalSymlinks(dirPath)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.OpenRoot(realDir)
+	dirPath, realDir, names, dir, err := openNewFilePlace(abs)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +148,37 @@ func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// openNewFilePlace opens the folder a file that does not exist at abs
+// would be created in (newFilePlace), as it is reached from abs (dirPath)
+// and where that really is (realDir), with the names to create below it.
+// A folder of /proc or /sys is refused (/proc/self/fd/N, say): no file
+// of the tools' is made or read there.
+func openNewFilePlace(abs string) (dirPath, realDir string, names []string, dir *os.Root, err error) {
+	if dirPath, names, err = newFilePlace(abs); err == nil {
+		realDir, err = filepath.EvalSymlinks(dirPath)
+	}
+	if err == nil {
+		dir, err = os.OpenRoot(realDir)
+	}
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	f, err := dir.Open(".")
+	kind := ""
+	if err == nil {
+		kind = specialFileSystem(f)
+		f.Close()
+	}
+	if err == nil && kind != "" {
+		err = &errNotRegular{abs, kind}
+	}
+	if err != nil {
+		dir.Close()
+		return "", "", nil, nil, err
+	}
+	return dirPath, realDir, names, dir, nil
 }
 
 // newFilePlace finds where a file that does not exist would be created: a

@@ -374,6 +374,15 @@ func messageRole(raw json.RawMessage) string {
 	return m.Role
 }
 
+// errInvalidSessionFile says why a session file cannot be opened: it
+// names the file and what is wrong with it. rpc's switch_session answers
+// it as it is, and so do ACP's session/load and session/resume.
+type errInvalidSessionFile struct{ path, why string }
+
+func (e *errInvalidSessionFile) Error() string {
+	return fmt.Sprintf("Not a valid session file: %s (%s)", e.path, e.why)
+}
+
 // loadSessionFile reads a session file: a header line, then entries. Lines
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
@@ -386,7 +395,7 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	}
 	var nr *errNotRegular
 	if errors.As(err, &nr) {
-		return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
+		return nil, &errInvalidSessionFile{path, nr.kind}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
@@ -394,7 +403,7 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	defer f.Close()
 	ss := &sessionFile{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
 	tooLong := func(line int) error {
-		return fmt.Errorf("Not a valid session file: %s (line %d is longer than %d bytes)", path, line, maxSessionLineBytes)
+		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}
 	line, lineNo, next, err := readHeaderLine(f)
 	switch {
@@ -403,7 +412,7 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	case line == nil:
-		return nil, fmt.Errorf("Not a valid session file: %s (it is empty)", path)
+		return nil, &errInvalidSessionFile{path, "it is empty"}
 	}
 	var header struct {
 		Type    string `json:"type"`
@@ -411,7 +420,7 @@ func loadSessionFile(path string) (*sessionFile, error) {
 		sessionHeader
 	}
 	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
-		return nil, fmt.Errorf("Not a valid session file: %s (the first line is not a session header)", path)
+		return nil, &errInvalidSessionFile{path, "the first line is not a session header"}
 	}
 	// Version 3 lines are written again as they are (keepLine); older
 	// ones are kept for the migrations below.
@@ -440,14 +449,14 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	}
 	ss.header.Version = 3
 	if id := duplicateID(ss.entries); id != nil {
-		return nil, fmt.Errorf("Not a valid session file: %s (two entries have the id %q, so a parentId naming it "+
-			"could mean either: each entry's id must be unique in its file)", path, *id)
+		return nil, &errInvalidSessionFile{path, fmt.Sprintf("two entries have the id %q, so a parentId naming it "+
+			"could mean either: each entry's id must be unique in its file", *id)}
 	}
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
 	if id := ss.parentLoop(); id != "" {
-		return nil, fmt.Errorf("Not a valid session file: %s (the parentId links from entry %s loop)", path, id)
+		return nil, &errInvalidSessionFile{path, "the parentId links from entry " + id + " loop"}
 	}
 	if len(ss.entries) > 0 {
 		ss.leaf = ss.entries[len(ss.entries)-1].ID
@@ -777,7 +786,7 @@ func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
 		}
 		var nr *errNotRegular
 		if errors.As(err, &nr) {
-			return nil, fmt.Errorf("Not a valid session file: %s (%s)", path, nr.kind)
+			return nil, &errInvalidSessionFile{path, nr.kind}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
