@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -120,7 +119,7 @@ type acpConn struct {
 	out    *output
 	stderr io.Writer
 
-	mu      sync.Mutex // guards the fields below
+	mu      mutex[acpConnMu] // guards the fields below
 	nextID  int64
 	waiting map[string]chan acpReply // by the id as written
 	closed  bool                     // input ended: no answer will come
@@ -375,7 +374,7 @@ type acpAgent struct {
 	// the loop reads it.
 	initialized bool
 
-	mu       sync.Mutex // guards the fields below
+	mu       mutex[acpAgentMu] // guards the fields below
 	client   acpClientCaps
 	sessions map[string]*acpSession   // the sessions open, by id
 	opening  int                      // sessions being opened, not in sessions yet (acpMaxSessions counts them)
@@ -877,7 +876,7 @@ func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writ
 // written before the client speaks.
 func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signal) os.Signal {
 	frames := make(chan []frame, 4)
-	go readFrames(stdin, maxLine, frames)
+	go guard(a.h.stderr, "reading input", func() { readFrames(stdin, maxLine, frames) })()
 	defer a.conn.out.flush()
 	for {
 		select {

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // acpSession is one session open over ACP: the core's session and what
@@ -34,7 +33,7 @@ type acpSession struct {
 	// held while a prompt starts and while session/cancel ends the
 	// prompts not started yet (pending), so that none starts after a
 	// cancel that came after it; before s.mu.
-	startMu sync.Mutex
+	startMu mutex[acpStartMu]
 	pending []*acpPending // prompts received and not yet started; guarded by startMu
 	starter bool          // a goroutine is starting the pending prompts; guarded by startMu
 	// starting is what the prompts not yet started read their links
@@ -44,12 +43,12 @@ type acpSession struct {
 	starting     context.Context
 	stopStarting context.CancelFunc
 
-	mu        sync.Mutex      // guards the fields below
-	always    map[string]bool // tools the user allowed for the session (allow_always)
-	approvals string          // ask, edits, auto, or custom (the --confirm set)
-	custom    []string        // the custom set, while it is in force
-	confirm   []string        // the tools behind the approval gate (what the session was last given)
-	titled    bool            // the session has a name, or a first prompt gave its title
+	mu        mutex[acpSessionMu] // guards the fields below
+	always    map[string]bool     // tools the user allowed for the session (allow_always)
+	approvals string              // ask, edits, auto, or custom (the --confirm set)
+	custom    []string            // the custom set, while it is in force
+	confirm   []string            // the tools behind the approval gate (what the session was last given)
+	titled    bool                // the session has a name, or a first prompt gave its title
 }
 
 // ---- Params ----
@@ -172,14 +171,14 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	}
 	info := s.conv.info()
 	as.starting, as.stopStarting = context.WithCancel(s.ctx)
+	titled := info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
 	as.mu.Lock()
-	as.s, as.id = s, info.id
-	as.titled = info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
+	as.s, as.id, as.titled = s, info.id, titled
 	as.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.sessions[as.id] != nil { // opened meanwhile by another request: keep the first
-		go s.close()
+		a.h.goBackground(s.close)
 		return nil, invalidParams("Invalid field sessionId: the session %s is open here already", as.id)
 	}
 	a.sessions[as.id] = as
@@ -727,22 +726,27 @@ func acpSetConfigOption(a *acpAgent, call *acpCall) (any, error) {
 }
 
 // setApprovals puts the tools of value behind the approval gate; custom
-// is taken only while it is in force (it changes nothing then).
+// is taken only while it is in force (it changes nothing then). It
+// decides under as.mu and tells the core after letting go of it: as.mu
+// is the sink's (asks), never held into the core. Only the ACP loop
+// calls it, so two changes reach the core in their order.
 func (as *acpSession) setApprovals(value string) error {
 	as.mu.Lock()
-	defer as.mu.Unlock()
 	tools, ok := acpApprovalTools(value)
 	switch {
 	case value == "custom" && as.approvals == "custom":
+		as.mu.Unlock()
 		return nil
 	case !ok:
 		var values []string
 		for _, v := range acpApprovalValues(as.approvals, as.custom) {
 			values = append(values, v.ID)
 		}
+		as.mu.Unlock()
 		return invalidParams("Invalid field value: approvals must be one of %s", strings.Join(values, ", "))
 	}
 	as.approvals, as.custom, as.confirm = value, nil, tools
+	as.mu.Unlock()
 	as.s.setConfirmTools(tools)
 	return nil
 }

@@ -441,7 +441,7 @@ type acpUpdates struct {
 	newID    func() string          // a fresh messageId
 	now      func() time.Time       // for session_info_update
 
-	mu        sync.Mutex          // guards the fields below; held while sending
+	mu        mutex[acpUpdatesMu] // guards the fields below; held while sending
 	messageID string              // the answer being streamed
 	tools     map[string]*acpTool // the calls started and not ended, by the model's id
 	cards     map[string]bool     // every toolCallId the client was given since the session opened (or was loaded)

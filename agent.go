@@ -109,12 +109,12 @@ type agentRun struct {
 	agent   bool          // it ran the agent (so it ends with agent_settled)
 
 	// Only the run's own goroutine uses these: the inputs whose turn is in
-	// progress (endTurns reports their end), and the last answer.
+	// progress (postTurnsEnded reports their end), and the last answer.
 	turn []runInput
 	last *assistantMessage
 
-	mu          sync.Mutex // guards the fields below
-	cancelRetry func()     // set while waiting to retry
+	mu          mutex[agentRunMu] // guards the fields below
+	cancelRetry func()            // set while waiting to retry
 	retryAfter  time.Duration
 	failure     string // run_failed's message, once the run failed for good
 }
@@ -199,7 +199,7 @@ func (s *session) setPhase(phase runPhase) {
 // the agent idle and writes agent_settled, so nothing queued is ever
 // left behind. A compaction run that finds messages queued goes on as an
 // agent run. Either way the turn of the inputs it ran has ended
-// (endTurns, after agent_settled when it settles; the host's run is let
+// (postTurnsEnded, after agent_settled when it settles; the host's run is let
 // go of before, so another session can run once a client hears of the
 // end). Once idle, the loops report the run and may start a waiting fire.
 func (s *session) settle(run *agentRun) (next []runInput) {
@@ -209,21 +209,21 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	}
 	if len(next) > 0 {
 		s.phase, run.agent = running, true
-		s.mu.Unlock()
-		s.endTurns(run)
+		s.postTurnsEnded(run)
+		s.unlock()
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
 	s.host.releaseRun(s)
 	if run.agent {
-		s.status("idle")
-		s.emit("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
+		s.postTell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: "idle"})
+		s.postEvent("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
 	}
-	s.endTurns(run)
+	s.postTurnsEnded(run)
 	s.loopsSettledLocked(run)
-	close(run.settled)
 	running := s.activeRun != nil // a loop's waiting fire started
-	s.mu.Unlock()
+	s.unlock()
+	close(run.settled) // after agent_settled is out: abort answers then
 	if !running {
 		s.host.endRun(s)
 	}
@@ -241,28 +241,30 @@ type promptEnd struct {
 	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
 }
 
-// endTurns reports the end of the turn of the inputs the run has been
-// working on. It runs on the run's goroutine, sometimes with s.mu held.
-func (s *session) endTurns(run *agentRun) {
+// postTurnsEnded posts the end of the turn of the inputs the run has
+// been working on. It runs on the run's goroutine, with s.mu held or
+// not; the caller delivers.
+func (s *session) postTurnsEnded(run *agentRun) {
+	end := promptEnd{ran: true, aborted: run.ctx.Err() != nil, answer: run.last}
 	for _, in := range run.turn {
 		if m, ok := in.(*userMessage); ok && m.ended != nil {
 			ended := m.ended
 			m.ended = nil
-			ended(promptEnd{ran: true, aborted: run.ctx.Err() != nil, answer: run.last})
+			s.postCall(func() { ended(end) })
 		}
 	}
 	run.turn = nil
 }
 
-// dropUnrunLocked reports the end of queued messages that will never run;
+// dropUnrunLocked posts the end of queued messages that will never run;
 // s.mu is held.
-func dropUnrunLocked(queued ...[]*userMessage) {
+func (s *session) dropUnrunLocked(queued ...[]*userMessage) {
 	for _, q := range queued {
 		for _, m := range q {
 			if m.ended != nil {
 				ended := m.ended
 				m.ended = nil
-				ended(promptEnd{})
+				s.postCall(func() { ended(promptEnd{}) })
 			}
 		}
 	}
@@ -532,7 +534,8 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 			continue
 		}
 		if pending = inputs(s.takeQueued(false)); len(pending) > 0 {
-			s.endTurns(run) // the model has stopped: a follow-up's turn begins
+			s.postTurnsEnded(run) // the model has stopped: a follow-up's turn begins
+			s.deliver()
 			continue
 		}
 		break
@@ -569,8 +572,8 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
-	batch := &deltaBatch{stderr: s.stderr, send: func(ev assistantEvent, u usage) {
-		s.emit("message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev})
+	batch := &deltaBatch{stderr: s.stderr, clock: s.env.clock, deliver: s.deliver, post: func(ev assistantEvent, u usage) {
+		s.postEvent("message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev})
 	}}
 	// Called on the streaming goroutine: the usage so far goes with the event.
 	emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
@@ -618,16 +621,19 @@ const (
 )
 
 // deltaBatch coalesces the deltas of a streaming answer; every other
-// event first sends what is pending, so the order is kept.
+// event first sends what is pending, so the order is kept: each is
+// posted under mu, and delivered once it is let go of.
 type deltaBatch struct {
-	send   func(assistantEvent, usage)
-	stderr io.Writer // where a panic in the timer's send is told
+	post    func(assistantEvent, usage) // posts one message_update
+	deliver func()                      // delivers what was posted
+	clock   clock
+	stderr  io.Writer // where a panic in the timer's send is told
 
-	mu      sync.Mutex // guards the fields below; held while sending
-	usage   usage      // the answer's usage as of the pending delta's last text
+	mu      mutex[deltaBatchMu] // guards the fields below; held while posting
+	usage   usage               // the answer's usage as of the pending delta's last text
 	pending *assistantEvent
 	text    strings.Builder
-	timer   *time.Timer
+	timer   func() bool // stops the coming flush; nil when none is set
 	closed  bool
 }
 
@@ -635,11 +641,12 @@ type deltaBatch struct {
 // out with the usage as of its own text, whether the timer or the next
 // event sends it, so what a delta reports never depends on the clock.
 func (b *deltaBatch) add(ev assistantEvent, u usage) {
+	defer b.deliver() // once b.mu is let go of
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ev.Delta == nil {
 		b.flushLocked()
-		b.send(ev, u)
+		b.post(ev, u)
 		return
 	}
 	if b.pending != nil && (b.pending.Type != ev.Type || b.pending.ContentIndex != ev.ContentIndex) {
@@ -653,11 +660,12 @@ func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	if b.text.Len() >= deltaBatchBytes {
 		b.flushLocked()
 	} else if b.timer == nil {
-		b.timer = time.AfterFunc(deltaBatchDelay, guard(b.stderr, "sending deltas", b.flush))
+		b.timer = b.clock.AfterFunc(deltaBatchDelay, guard(b.stderr, "sending deltas", b.flush))
 	}
 }
 
 func (b *deltaBatch) flush() {
+	defer b.deliver()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.closed {
@@ -667,7 +675,7 @@ func (b *deltaBatch) flush() {
 
 func (b *deltaBatch) flushLocked() {
 	if b.timer != nil {
-		b.timer.Stop()
+		b.timer()
 		b.timer = nil
 	}
 	if b.pending == nil {
@@ -675,13 +683,14 @@ func (b *deltaBatch) flushLocked() {
 	}
 	delta := b.text.String()
 	b.pending.Delta = &delta
-	b.send(*b.pending, b.usage)
+	b.post(*b.pending, b.usage)
 	b.pending = nil
 	b.text.Reset()
 }
 
 // close sends what is pending; later timer firings do nothing.
 func (b *deltaBatch) close() {
+	defer b.deliver()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.flushLocked()
@@ -765,7 +774,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 				partial.Content[i].Text = s.set.secrets.redact(b.Text)
 			}
 		}
-		s.emit("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial}, nil)
+		s.postEvent("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial}, nil)
 	}
 	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update})
 	if err != nil {

@@ -25,8 +25,8 @@ type processTable struct {
 	// children counts started children not yet reaped.
 	children sync.WaitGroup
 
-	mu       sync.Mutex // guards the fields below
-	closed   bool       // shutting down: no new children
+	mu       mutex[processTableMu] // guards the fields below
+	closed   bool                  // shutting down: no new children
 	byID     map[string]*process
 	order    []string // process ids, oldest first
 	bashRuns map[*bashRun]bool

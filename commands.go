@@ -161,6 +161,9 @@ func (s *server) handleFrame(f frame) {
 	if _, ok := data.(noReply); ok && err == nil {
 		return
 	}
+	// What the session posted before this answer — on another goroutine
+	// too (a process's exit the answer reports) — goes out before it.
+	s.deliver()
 	s.gatherResponse(r.id, r.typ, data, err)
 }
 

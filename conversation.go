@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -25,10 +24,11 @@ import (
 // goroutine that runs while there is something to write (flushSoon).
 type conversation struct {
 	clock      clock
-	warn       func(string) // tells the client (a notify) when the file cannot be written
+	warn       func(string) // posts a notify for the client when the file cannot be written (under a lock)
+	deliver    func()       // delivers what warn posted, once the locks are let go of
 	background func(func()) // runs work on a goroutine shutdown waits for (host.goBackground)
 
-	mu          sync.Mutex // guards the fields below
+	mu          mutex[convMu] // guards the fields below
 	sessionFile *sessionFile
 	msgs        []any
 	name        string
@@ -40,11 +40,11 @@ type conversation struct {
 	appendWarned bool
 	writing      bool // the writer is running (flushSoon)
 
-	fileMu sync.Mutex // held while writing the file
-	closed bool       // close ran: nothing is written any more (guarded by fileMu)
+	fileMu mutex[convFileMu] // held while writing the file
+	closed bool              // close ran: nothing is written any more (guarded by fileMu)
 
-	lockMu  sync.Mutex     // guards sessions' locks and retired; taken last, held briefly
-	retired []*sessionFile // sessions no longer current whose file is held (or may be, by a queued write), until their writes are done
+	lockMu  mutex[convLockMu] // guards sessions' locks and retired; taken last, held briefly
+	retired []*sessionFile    // sessions no longer current whose file is held (or may be, by a queued write), until their writes are done
 }
 
 // fileWrite is one write the file still needs: an entry's line, or the
@@ -317,6 +317,7 @@ func (c *conversation) flushSoon() {
 // memory; a failure that stays is told to the client once and kept for
 // writable to report.
 func (c *conversation) flush() error {
+	defer c.deliver()
 	c.fileMu.Lock()
 	defer c.fileMu.Unlock()
 	return c.flushLocked()
@@ -403,6 +404,7 @@ func (c *conversation) writable() error {
 	err := c.rewriteLocked(ss)
 	c.fileMu.Unlock()
 	c.noteWrite(ss, err)
+	c.deliver()
 	if err != nil {
 		return fmt.Errorf("Cannot write the session file %s: %v", ss.path, unwrapPathError(err))
 	}
@@ -514,6 +516,7 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 	}
 	c.lockMu.Unlock()
 	if holdsFile(held, path) {
+		defer c.deliver()
 		c.fileMu.Lock()
 		defer c.fileMu.Unlock()
 		c.flushLocked()

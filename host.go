@@ -40,11 +40,11 @@ type host struct {
 	watchdog *watchdog     // kills children if rpi dies (own lock)
 	memory   memoryReturn  // gives memory back after a burst (own lock)
 
-	mu       sync.Mutex // guards sessions
-	sessions []*session // the open sessions, in the order they opened
+	mu       mutex[hostMu] // guards sessions
+	sessions []*session    // the open sessions, in the order they opened
 
-	runMu   sync.Mutex // guards running; taken under a session's mu, briefly
-	running *session   // the session whose run is in progress: one at a time
+	runMu   mutex[hostRunMu] // guards running; taken under a session's mu, briefly
+	running *session         // the session whose run is in progress: one at a time
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
@@ -210,7 +210,7 @@ func guard(stderr io.Writer, what string, f func()) func() {
 // in a helper then fails that call, as if it had run there, and never
 // ends rpi.
 type helperPanic struct {
-	mu    sync.Mutex
+	mu    mutex[helperPanicMu]
 	value any
 }
 

@@ -81,7 +81,7 @@ func TestDeltaBatchKeepsEachDeltasUsage(t *testing.T) {
 		out   int
 	}
 	var got []sent
-	b := &deltaBatch{send: func(ev assistantEvent, u usage) {
+	b := &deltaBatch{clock: realClock{}, deliver: func() {}, post: func(ev assistantEvent, u usage) {
 		s := sent{typ: ev.Type, index: ev.ContentIndex, out: u.Output}
 		if ev.Delta != nil {
 			s.delta = *ev.Delta

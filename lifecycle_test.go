@@ -274,8 +274,8 @@ func TestRemoveRightAfterExit(t *testing.T) {
 // the disk still holds; what they wrote is in the files once it is back.
 func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
 	sp, file := serveSessionCopy(t, "s.jsonl")
-	sp.s.conv.fileMu.Lock() // the disk stops answering
-	sp.s.loops.fileMu.Lock()
+	sp.s.loops.fileMu.Lock() // the disk stops answering (the locks in their order)
+	sp.s.conv.fileMu.Lock()
 	answered := func(ids ...string) {
 		t.Helper()
 		for _, id := range ids {

@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -105,19 +104,19 @@ func (t *loopTask) schedule() string {
 
 // loopScheduler holds the session's loops and their timer.
 type loopScheduler struct {
-	fileMu sync.Mutex // held by the loops writer while it writes
+	fileMu mutex[loopsFileMu] // held by the loops writer while it writes
 
-	mu        sync.Mutex   // guards the fields below; taken after s.mu
-	tasks     []*loopTask  // in creation order
-	restoring []*loopTask  // read from the file of a session just opened, announced after its session_started
-	invalid   int          // loops of that file that were not valid, dropped
-	path      string       // the loops file; "" keeps durable loops in memory only (--no-session)
-	queue     []*loopFire  // fires waiting for the agent, oldest first
-	active    *loopFire    // the fire whose run is in progress
-	stopTimer func() bool  // the timer for the next deadline, when one is set
-	closed    bool         // shut down
-	writes    []loopsWrite // loops files to write, oldest first (saveLoopsLocked)
-	writing   bool         // the loops writer is running
+	mu        mutex[loopsMu] // guards the fields below; taken after s.mu
+	tasks     []*loopTask    // in creation order
+	restoring []*loopTask    // read from the file of a session just opened, announced after its session_started
+	invalid   int            // loops of that file that were not valid, dropped
+	path      string         // the loops file; "" keeps durable loops in memory only (--no-session)
+	queue     []*loopFire    // fires waiting for the agent, oldest first
+	active    *loopFire      // the fire whose run is in progress
+	stopTimer func() bool    // the timer for the next deadline, when one is set
+	closed    bool           // shut down
+	writes    []loopsWrite   // loops files to write, oldest first (saveLoopsLocked)
+	writing   bool           // the loops writer is running
 }
 
 // loopsWrite is a loops file as it must be written: the durable loops of
@@ -228,11 +227,8 @@ func (s *server) loopCreateCommand(r *request) (any, error) {
 // the original's order); a durable one is saved by the loops writer.
 func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
 	l := s.loops
-	l.mu.Lock()
-	count := len(l.tasks) + len(l.restoring)
-	l.mu.Unlock()
-	if count >= maxLoops {
-		return loopTaskJSON{}, fmt.Errorf("maximum of %d scheduled tasks reached", maxLoops)
+	if l.count() >= maxLoops {
+		return loopTaskJSON{}, errTooManyLoops
 	}
 	if prompt = strings.TrimSpace(prompt); prompt == "" {
 		return loopTaskJSON{}, errors.New("loop prompt cannot be empty")
@@ -247,10 +243,14 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 	if fireNow {
 		t.CreatedAt = now.Add(-time.Duration(secs) * time.Second)
 	}
+	defer s.deliver() // loop_created, once l.mu is let go of
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.tasks)+len(l.restoring) >= maxLoops { // another create came in between (checked first: the original's order of errors)
+		return loopTaskJSON{}, errTooManyLoops
+	}
 	l.tasks = append(l.tasks, t)
-	s.emit("loop_created", loopCreated{t.wire(), false}, nil)
+	s.postEvent("loop_created", loopCreated{t.wire(), false}, nil)
 	if durable {
 		s.saveLoopsLocked()
 	}
@@ -308,7 +308,7 @@ func (s *server) loopUpdateCommand(r *request) (any, error) {
 			return nil, noLoop(id) // expired meanwhile
 		}
 		change(t, now)
-		s.emit("loop_updated", loopUpdated{t.wire()}, nil)
+		s.postEvent("loop_updated", loopUpdated{t.wire()}, nil)
 		s.armLoopsLocked(now)
 		return t.wire(), nil
 	})
@@ -326,6 +326,7 @@ func (s *session) editLoop(id string, commit func(t *loopTask) (any, error)) (an
 		return nil, noLoop(id)
 	}
 	data, err := commit(t)
+	s.deliver() // what commit posted under its locks
 	if err == nil && t.Durable {
 		l.mu.Lock()
 		s.saveLoopsLocked()
@@ -437,7 +438,7 @@ func (s *session) fireDueLoops() {
 		s.saveLoopsLocked()
 	}
 	l.mu.Unlock()
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // armLoopsLocked sets the timer for the earliest next fire or expiry.
@@ -469,15 +470,15 @@ func (s *session) fireLoopLocked(t *loopTask) {
 	next := timestamp(t.nextFire())
 	switch {
 	case l.active != nil && l.active.task == t:
-		s.emit("loop_skipped", loopSkipped{t.ID, "already_running", next}, nil)
+		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_running", next}, nil)
 	case slices.ContainsFunc(l.queue, func(f *loopFire) bool { return f.task == t }):
-		s.emit("loop_skipped", loopSkipped{t.ID, "already_queued", next}, nil)
+		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_queued", next}, nil)
 	default:
 		f := &loopFire{task: t, next: t.nextFire(), report: true}
 		l.queue = append(l.queue, f)
 		s.startQueuedLoopLocked()
 		if i := slices.Index(l.queue, f); i >= 0 {
-			s.emit("loop_queued", loopQueued{t.ID, i + 1, next}, nil)
+			s.postEvent("loop_queued", loopQueued{t.ID, i + 1, next}, nil)
 		}
 	}
 }
@@ -494,7 +495,7 @@ func (s *session) startQueuedLoopLocked() {
 		switch {
 		case err == errNoModel:
 			l.queue = l.queue[1:]
-			s.emit("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
 			continue
 		case err != nil:
 			return // busy, a session change holds runs, or another session runs: the fire waits
@@ -503,7 +504,7 @@ func (s *session) startQueuedLoopLocked() {
 		now := s.env.clock.Now()
 		f.run = run
 		l.active = f
-		s.emit("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
+		s.postEvent("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
 		msg := loopMessage(f.task, now)
 		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
 		return
@@ -514,7 +515,7 @@ func (s *session) startQueuedLoopLocked() {
 // the host was running.
 func (s *session) startWaitingLoops() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.loops.mu.Lock()
 	defer s.loops.mu.Unlock()
 	s.startQueuedLoopLocked()
@@ -536,9 +537,9 @@ func (s *session) loopsSettledLocked(run *agentRun) {
 		switch {
 		case !f.report, run.ctx.Err() != nil:
 		case failure != "":
-			s.emit("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)}, nil)
 		default:
-			s.emit("loop_finished", loopFinished{f.task.ID, timestamp(s.env.clock.Now()), l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_finished", loopFinished{f.task.ID, timestamp(s.env.clock.Now()), l.nextFireLocked(f.task)}, nil)
 		}
 	}
 	s.startQueuedLoopLocked()
@@ -561,6 +562,17 @@ func loopMessage(t *loopTask, now time.Time) rawMessage {
 func (rawMessage) runInput() {}
 
 // nextFireLocked is t's next fire, or null once t is gone.
+// count is how many loops the session has, restored ones not yet
+// announced included: maxLoops bounds it.
+func (l *loopScheduler) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.tasks) + len(l.restoring)
+}
+
+// errTooManyLoops refuses a loop past maxLoops.
+var errTooManyLoops = fmt.Errorf("maximum of %d scheduled tasks reached", maxLoops)
+
 func (l *loopScheduler) nextFireLocked(t *loopTask) *string {
 	if !slices.Contains(l.tasks, t) {
 		return nil
@@ -593,7 +605,7 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 			aborted = f.run
 		}
 	}
-	s.emit("loop_removed", loopRemoved{t.ID, reason}, nil)
+	s.postEvent("loop_removed", loopRemoved{t.ID, reason}, nil)
 	return aborted
 }
 
@@ -638,7 +650,7 @@ func (s *session) moveLoops(read loopsRead) {
 	l.path, l.restoring, l.invalid = read.path, read.tasks, read.invalid
 	s.armLoopsLocked(s.env.clock.Now())
 	l.mu.Unlock()
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // announceLoops writes loop_created {restored:true} for each loop read
@@ -665,7 +677,7 @@ func (s *session) announceLoops() {
 	for _, t := range l.restoring {
 		switch {
 		case t.expired(now):
-			s.emit("loop_removed", loopRemoved{t.ID, "expired"}, nil)
+			s.postEvent("loop_removed", loopRemoved{t.ID, "expired"}, nil)
 			expired++
 			continue
 		case ids[t.ID]:
@@ -679,7 +691,7 @@ func (s *session) announceLoops() {
 		t.notBefore = now.Add(loopRestoreGrace)
 		ids[t.ID] = true
 		l.tasks = append(l.tasks, t)
-		s.emit("loop_created", loopCreated{t.wire(), true}, nil)
+		s.postEvent("loop_created", loopCreated{t.wire(), true}, nil)
 		restored++
 	}
 	save = expired+repeated+over+l.invalid > 0
@@ -689,7 +701,7 @@ func (s *session) announceLoops() {
 		s.saveLoopsLocked()
 	}
 	l.mu.Unlock()
-	s.mu.Unlock()
+	s.unlock()
 	if notice != "" {
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: notice})
 	}
@@ -752,7 +764,7 @@ func (s *session) stopLoops() {
 	l.closed, l.restoring = true, nil
 	s.armLoopsLocked(s.env.clock.Now())
 	l.mu.Unlock()
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // ---- The loops file ----
@@ -789,6 +801,7 @@ func (s *session) saveLoopsLocked() {
 // none is left.
 func (s *session) writeLoops() {
 	l := s.loops
+	defer s.deliver() // a failed write's notify, once l.fileMu is let go of
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	ended := false
@@ -820,6 +833,7 @@ func (s *session) readLoopsNow(sessionPath string) (read loopsRead) {
 // none is written while it runs.
 func (s *session) afterLoopsWrites(f func()) {
 	l := s.loops
+	defer s.deliver() // a failed write's notify, once l.fileMu is let go of
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	s.writeQueuedLoopsLocked(false)
@@ -847,7 +861,7 @@ func (s *session) writeQueuedLoopsLocked(last bool) {
 				continue // a later state of the same file follows
 			}
 			if err := writeLoopsFile(w.path, w.tasks); err != nil {
-				s.tell(uiRequest{Method: "notify", NotifyType: "warning",
+				s.postTell(uiRequest{Method: "notify", NotifyType: "warning",
 					Message: fmt.Sprintf("failed to persist loop scheduler state: %v", unwrapPathError(err))})
 			}
 		}

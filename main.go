@@ -592,10 +592,10 @@ loop:
 // grow into. A return is a full collection, so there is at most one every
 // memoryReturnGap.
 type memoryReturn struct {
-	stderr io.Writer   // where a panic in the return is told
-	mu     sync.Mutex  // guards the fields below
-	timer  *time.Timer // the coming return, when one is set
-	closed bool        // shut down: no more returns
+	stderr io.Writer             // where a panic in the return is told
+	mu     mutex[memoryReturnMu] // guards the fields below
+	timer  *time.Timer           // the coming return, when one is set
+	closed bool                  // shut down: no more returns
 }
 
 const memoryReturnGap = 500 * time.Millisecond

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -420,12 +419,12 @@ func (s *session) runKeyCommand(ctx context.Context, command string) (string, er
 // keyCommands remembers what each key command gave (pi: cached for the
 // process), so that it runs once however many providers name it.
 type keyCommands struct {
-	mu      sync.Mutex // guards results
+	mu      mutex[keyCommandsMu] // guards results
 	results map[string]*keyCommand
 }
 
 type keyCommand struct {
-	mu   sync.Mutex // held while the command runs
+	mu   mutex[keyCommandMu] // held while the command runs
 	done bool
 	key  string
 	err  error
@@ -645,7 +644,7 @@ func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) 
 // redactor removes secrets from text that leaves rpi. Keys a command
 // prints join it when the command has run.
 type redactor struct {
-	mu       sync.Mutex // guards secrets and serialises add
+	mu       mutex[redactorMu] // guards secrets and serialises add
 	secrets  []string
 	replacer atomic.Pointer[strings.Replacer]
 }

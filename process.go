@@ -155,16 +155,16 @@ type process struct {
 	startedAt time.Time
 	child     *child
 
-	mu            sync.Mutex // guards the fields below; held while this process's events are written, so they stay in order
-	state         string     // starting, running, stopping, exited, timed_out, expired, failed
-	endState      string     // what state exiting leads to (exited, timed_out, expired)
+	mu            mutex[processMu] // guards the fields below; held while this process's events are written, so they stay in order
+	state         string           // starting, running, stopping, exited, timed_out, expired, failed
+	endState      string           // what state exiting leads to (exited, timed_out, expired)
 	exitCode      *int
 	signal        string
 	exitedAt      time.Time
 	out           ring
 	pending       []byte // output not yet sent in a process_output event
 	pendingFrom   int64  // the cursor of pending's first byte
-	flushTimer    *time.Timer
+	flushTimer    func() bool
 	lastInput     <-chan struct{} // closed when the latest write or key press is done
 	inputsPending int             // writes and key presses not yet answered
 	inputBytes    int             // the bytes of those not yet written (at most maxInputBytes)
@@ -292,8 +292,9 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	if t := spec.TerminalSize; t != nil {
 		opts.rows, opts.cols = t.Rows, t.Cols
 	}
-	// Hold p.mu until process_started (and announce) are out, so no output
-	// event can come first.
+	// Hold p.mu until process_started (and announce) are posted, so no
+	// output event can come first.
+	defer s.deliver() // once p.mu is let go of
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c, err := s.procs.start(cmd, opts, p.addOutput)
@@ -314,8 +315,8 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guard(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
 	go guard(s.stderr, "process "+p.id, p.waitExit)()
 	info := p.infoLocked()
-	s.emit("process_started", processEvent{info}, nil)
-	announce(info)
+	s.postEvent("process_started", processEvent{info}, nil)
+	s.postCall(func() { announce(info) })
 	return p, nil
 }
 
@@ -344,17 +345,19 @@ func overrideEnv(base []string, overrides map[string]*string) []string {
 // coalesced process_output event, at once when coalesceBytes are pending,
 // else after coalesceDelay.
 func (p *process) addOutput(_ string, b []byte) {
+	// Whole chunks go out straight from the read buffer, gathered into
+	// one write with what follows them before this returns: delivered
+	// once p.mu is let go of, then flushed.
+	defer p.s.out.flush()
+	defer p.s.deliver()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.pending) == 0 {
 		p.pendingFrom = p.out.total
 	}
 	p.out.write(b)
-	// Whole chunks go out straight from the read buffer, gathered into
-	// one write with what follows them before this returns.
-	defer p.s.out.flush()
 	for len(p.pending) == 0 && len(b) >= coalesceBytes {
-		p.s.gatherEvent("process_output", p.outputData(p.out.total-int64(len(b)), b[:coalesceBytes]))
+		p.s.post(callout{ev: event{Type: "process_output", Data: p.outputData(p.out.total-int64(len(b)), b[:coalesceBytes])}, gathered: true})
 		b = b[coalesceBytes:]
 		p.pendingFrom = p.out.total - int64(len(b))
 	}
@@ -362,11 +365,12 @@ func (p *process) addOutput(_ string, b []byte) {
 	if len(p.pending) >= coalesceBytes {
 		p.flushLocked()
 	} else if p.flushTimer == nil && len(p.pending) > 0 {
-		p.flushTimer = time.AfterFunc(coalesceDelay, guard(p.s.stderr, "the output of process "+p.id, p.flush))
+		p.flushTimer = p.s.env.clock.AfterFunc(coalesceDelay, guard(p.s.stderr, "the output of process "+p.id, p.flush))
 	}
 }
 
 func (p *process) flush() {
+	defer p.s.deliver()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.flushLocked()
@@ -375,7 +379,7 @@ func (p *process) flush() {
 // flushLocked sends the pending output as one process_output event.
 func (p *process) flushLocked() {
 	if p.flushTimer != nil {
-		p.flushTimer.Stop()
+		p.flushTimer()
 		p.flushTimer = nil
 	}
 	if len(p.pending) > 0 {
@@ -385,7 +389,7 @@ func (p *process) flushLocked() {
 }
 
 func (p *process) sendOutput(start int64, data []byte) {
-	p.s.emit("process_output", p.outputData(start, data), nil)
+	p.s.postEvent("process_output", p.outputData(start, data), nil)
 }
 
 func (p *process) outputData(start int64, data []byte) processOutputData {
@@ -394,12 +398,21 @@ func (p *process) outputData(start int64, data []byte) processOutputData {
 }
 
 // waitExit waits for the process to end (stopping it at shutdown), then,
-// under p.mu, sends the last of its output, records the final state and
-// sends process_exited, so every command after that event sees it ended.
+// under p.mu, posts the last of its output, records the final state and
+// posts process_exited, so every command after that event sees it ended;
+// once that is out, the process is done (p.done) and shutdown may go on.
 func (p *process) waitExit() {
 	stop := context.AfterFunc(p.s.ctx, guard(p.s.stderr, "stopping process "+p.id, func() { p.child.terminate(killGrace) }))
 	defer stop()
 	ps := p.child.wait()
+	defer p.child.release() // last: shutdown waits for it
+	p.recordExit(ps)
+	p.s.deliver()
+	close(p.done)
+}
+
+// recordExit makes the process's state final and posts process_exited.
+func (p *process) recordExit(ps *os.ProcessState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.flushLocked()
@@ -420,9 +433,7 @@ func (p *process) waitExit() {
 	}
 	p.out.shrink(exitedOutputBytes)
 	p.pending = nil // all sent: its room goes too
-	p.s.emit("process_exited", processEvent{p.infoLocked()}, nil)
-	close(p.done)
-	p.child.release()
+	p.s.postEvent("process_exited", processEvent{p.infoLocked()}, nil)
 }
 
 // end stops the process for a reason (timed_out, expired): SIGTERM to its
@@ -487,16 +498,17 @@ func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done 
 	p.inputsPending++
 	p.inputBytes += len(data)
 	p.mu.Unlock()
-	// Answered once, under p.mu, with the count: afterInput sees either
-	// this answer written or the input still pending, never between.
+	// Answered once, posted under p.mu with the count: afterInput sees
+	// either this answer posted or the input still pending, never between.
 	var once sync.Once
 	finish := func(err error) {
 		once.Do(func() {
+			defer p.s.deliver()
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.inputsPending--
 			p.inputBytes -= len(data)
-			done(err)
+			p.s.postCall(func() { done(err) })
 		})
 	}
 	go guard(p.s.stderr, "a write to process "+p.id, func() {
@@ -575,10 +587,11 @@ func keyInput(keys []string) ([]byte, error) {
 	return data, nil
 }
 
-// signal sends a signal to the process's group and calls then while
+// signal sends a signal to the process's group and posts then while
 // holding p.mu, which process_exited also needs: whatever then writes
 // comes before that event. Once the process has ended it does nothing.
 func (p *process) sendSignal(sig sysSignal, then func()) error {
+	defer p.s.deliver() // once p.mu is let go of
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.endedLocked() {
@@ -586,7 +599,7 @@ func (p *process) sendSignal(sig sysSignal, then func()) error {
 			return err
 		}
 	}
-	then()
+	p.s.postCall(then)
 	return nil
 }
 

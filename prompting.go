@@ -19,7 +19,7 @@ func (s *session) steeringQueued() bool {
 // queue's mode and reports the change.
 func (s *session) takeQueued(steering bool) []*userMessage {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.takeQueuedLocked(steering)
 }
 
@@ -37,11 +37,11 @@ func (s *session) takeQueuedLocked(steering bool) []*userMessage {
 	}
 	taken := slices.Clone((*queue)[:n])
 	*queue = (*queue)[n:]
-	s.emitQueueLocked()
+	s.postQueue()
 	return taken
 }
 
-// enqueueLocked adds a user message to a queue and reports the change;
+// enqueueLocked adds a user message to a queue and posts the change;
 // s.mu is held, so the report is in order with every other change.
 func (s *session) enqueueLocked(steering bool, m *userMessage) {
 	if steering {
@@ -49,7 +49,7 @@ func (s *session) enqueueLocked(steering bool, m *userMessage) {
 	} else {
 		s.followUp = append(s.followUp, m)
 	}
-	s.emitQueueLocked()
+	s.postQueue()
 }
 
 func (s *session) queueTextsLocked() queueUpdate {
@@ -63,12 +63,13 @@ func (s *session) queueTextsLocked() queueUpdate {
 	return queueUpdate{texts(s.steering), texts(s.followUp)}
 }
 
-func (s *session) emitQueueLocked() { s.emit("queue_update", s.queueTextsLocked(), nil) }
+// postQueue posts queue_update with the queues as they are; s.mu is held.
+func (s *session) postQueue() { s.postEvent("queue_update", s.queueTextsLocked(), nil) }
 
 func (s *session) emitQueue() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.emitQueueLocked()
+	defer s.unlock()
+	s.postQueue()
 }
 
 // ---- Prompting ----
@@ -93,31 +94,32 @@ func (s *session) startPrompt(msg *userMessage, behaviour string, accepted func(
 	s.startPromptNow(msg, behaviour, accepted, ended)
 }
 
+// startPromptNow decides under s.mu whether msg starts a run, is queued
+// or is refused, and posts accepted there, so that it comes before the
+// run's events (or, queued, after the queue's report and before the
+// turn that takes it).
 func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted func(queued bool, err error), ended func(promptEnd)) {
 	s.mu.Lock()
+	var run *agentRun
+	var err error
+	queued := false
 	switch {
 	case s.changing > 0:
-		s.mu.Unlock()
-		accepted(false, errChanging) // queued now, the message would be dropped with the old session
-		return
+		err = errChanging // queued now, the message would be dropped with the old session
 	case s.activeRun != nil && behaviour == "":
-		s.mu.Unlock()
-		accepted(false, errBusy)
-		return
+		err = errBusy
 	case s.activeRun != nil:
 		msg.ended = ended
 		s.enqueueLocked(behaviour == "steer", msg)
-		accepted(true, nil)
-		s.mu.Unlock()
-		return
+		queued = true
+	default:
+		if run, err = s.tryStartRunLocked(running, false); err == nil {
+			msg.ended = ended
+		}
 	}
-	run, err := s.tryStartRunLocked(running, false)
-	if err == nil {
-		msg.ended = ended
-	}
-	s.mu.Unlock()
-	accepted(false, err)
-	if err != nil {
+	s.postCall(func() { accepted(queued, err) })
+	s.unlock()
+	if run == nil {
 		return
 	}
 	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
@@ -130,7 +132,7 @@ func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted fu
 // idle it waits for the next run. ended as in startPrompt.
 func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(promptEnd)) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	msg.ended = ended
 	s.enqueueLocked(steering, msg)
 }
@@ -139,13 +141,13 @@ func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(prompt
 // messages removed end unrun.
 func (s *session) clearQueue() queueUpdate {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	removed := s.queueTextsLocked()
 	if len(s.steering)+len(s.followUp) > 0 {
 		dropped := [][]*userMessage{s.steering, s.followUp}
 		s.steering, s.followUp = nil, nil
-		s.emitQueueLocked()
-		dropUnrunLocked(dropped...)
+		s.postQueue()
+		s.dropUnrunLocked(dropped...)
 	}
 	return removed
 }

@@ -19,7 +19,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -149,7 +148,7 @@ func isBlank(line []byte) bool {
 // for input (flush) or maxPending bytes have gathered. A pipelining client
 // thus costs one write per batch, and no record waits on input.
 type output struct {
-	mu      sync.Mutex // guards the fields below and the order of records
+	mu      mutex[outputMu] // guards the fields below and the order of records
 	w       io.Writer
 	err     error  // the first write failure; later records are dropped
 	pending []byte // encoded records not yet written

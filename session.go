@@ -11,9 +11,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,12 +38,14 @@ type session struct {
 	loops *loopScheduler // scheduled prompts (own locks, loops.go)
 	dir   string         // where new session files go; "" beside the current one (or in memory)
 
-	noticesMu sync.Mutex  // guards notices
-	notices   []string    // warnings kept until the front end has shown the session
-	live      atomic.Bool // the front end has taken the notices: warnings go to the ui
+	callouts outbox // the calls to its front end not yet made
 
-	mu             sync.Mutex // guards the agent's state below
-	model          *model     // the model the next call uses; nil when none is usable
+	noticesMu mutex[noticesMu] // guards notices
+	notices   []string         // warnings kept until the front end has shown the session
+	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui
+
+	mu             mutex[sessionMu] // guards the agent's state below
+	model          *model           // the model the next call uses; nil when none is usable
 	thinkingLevel  string
 	steeringMode   string
 	followUpMode   string
@@ -58,13 +61,15 @@ type session struct {
 	todos          []todoPhase // the plan (todos.go)
 }
 
-// An eventSink takes every event of one session, in order, on the
-// goroutine that made it, often while the core holds its own locks (s.mu,
-// a process's p.mu): where an answer and an event must keep their order,
+// An eventSink takes every event of one session, in order, one at a time,
+// never while the core holds a lock of its own (the session's outbox
+// delivers them): where an answer and an event must keep their order,
 // the core relies on the event having been written (or handed on) when
-// the call returns. The payload is the typed value (messageUpdate,
-// toolExecEnd, …), for a front end to switch on. A sink must not call
-// back into the session, nor block on anything but its own output.
+// the call that made it returns. The payload is the typed value
+// (messageUpdate, toolExecEnd, …), for a front end to switch on. A sink
+// may take its own locks and read the session's state, but must not call
+// what delivers (an operation that changes the session), nor block on
+// anything but its own output. A sink that panics loses that event only.
 type eventSink interface {
 	event(ev event)
 	// gatheredEvent is event for a writer that flushes the output before
@@ -160,23 +165,137 @@ func (s *session) close() {
 	s.host.mu.Unlock()
 }
 
-// ---- Events and the user ----
+// ---- Callouts: what the core owes its front end ----
 
-// emit reports an event through the sink; pi is its payload in pi's shape
-// when that differs.
+// A callout is one call the core owes its front end: an event for its
+// sink, a one-way request for its ui, or a callback the front end gave
+// (a prompt accepted, a turn ended, a compaction done).
+type callout struct {
+	ev       event
+	gathered bool       // ev goes to the sink's gatheredEvent
+	show     *uiRequest // a one-way request, instead of an event
+	call     func()     // a callback, instead of either
+}
+
+// outbox keeps a session's callouts in the order the core decided them
+// — often under its own locks, which is what keeps that order — until
+// they are delivered, once those locks are let go of: the core never
+// calls its front end while it holds a lock of its own (lockrank.go
+// checks it), so a front end may take its own locks in a callout and,
+// outside callouts, call the core while it holds them.
+type outbox struct {
+	mu    mutex[outboxMu] // guards items; taken under any core lock
+	items []callout
+	// undelivered counts the callouts posted and not yet made: with none,
+	// deliver has nothing to wait for.
+	undelivered atomic.Int64
+	// deliverMu is held while callouts are delivered, one goroutine at a
+	// time, in order; it is taken with no core lock held.
+	deliverMu mutex[deliverMu]
+}
+
+// post queues a callout; the next deliver delivers it. Any lock may be
+// held.
+func (s *session) post(c callout) {
+	s.callouts.mu.Lock()
+	s.callouts.items = append(s.callouts.items, c)
+	s.callouts.undelivered.Add(1)
+	s.callouts.mu.Unlock()
+}
+
+// postEvent queues an event; pi is its payload in pi's shape when that
+// differs.
+func (s *session) postEvent(typ string, data, pi any) { s.post(callout{ev: event{typ, data, pi}}) }
+
+// postCall queues a callback of the front end's.
+func (s *session) postCall(f func()) { s.post(callout{call: f}) }
+
+// deliver makes every callout posted so far: when it returns, those
+// its caller posted have been made (by it, or by the goroutine that was
+// delivering when it came). It is called with no core lock held, never
+// from a callout (a callout that calls the core calls what delivers
+// nothing). A callout that panics is told on stderr and ends there: the
+// next goes on.
+func (s *session) deliver() {
+	checkCallout("the session's callouts")
+	if s.callouts.undelivered.Load() == 0 {
+		return
+	}
+	s.callouts.deliverMu.Lock()
+	defer s.callouts.deliverMu.Unlock()
+	for {
+		s.callouts.mu.Lock()
+		batch := s.callouts.items
+		s.callouts.items = nil
+		s.callouts.mu.Unlock()
+		if len(batch) == 0 {
+			return
+		}
+		for _, c := range batch {
+			s.callOut(c)
+			s.callouts.undelivered.Add(-1)
+		}
+	}
+}
+
+// callOut makes one callout; a panic in it ends it only.
+func (s *session) callOut(c callout) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(s.stderr, "rpi: panic in the front end (%s): %v\n%s", c.what(), p, debug.Stack())
+		}
+	}()
+	switch {
+	case c.call != nil:
+		c.call()
+	case c.show != nil:
+		s.ui.show(*c.show)
+	case c.gathered:
+		s.sink.gatheredEvent(c.ev)
+	default:
+		s.sink.event(c.ev)
+	}
+}
+
+// what names a callout for a panic's report.
+func (c callout) what() string {
+	switch {
+	case c.call != nil:
+		return "a callback"
+	case c.show != nil:
+		return "the ui's " + c.show.Method
+	}
+	return "the sink's " + c.ev.Type
+}
+
+// unlock lets go of s.mu, then delivers what was posted under it.
+func (s *session) unlock() {
+	s.mu.Unlock()
+	s.deliver()
+}
+
+// emit reports an event through the sink, now; no core lock is held.
 func (s *session) emit(typ string, data, pi any) {
-	s.sink.event(event{typ, data, pi})
+	s.postEvent(typ, data, pi)
+	s.deliver()
 }
 
 // gatherEvent is emit for a writer that flushes before it waits (see
 // eventSink.gatheredEvent).
 func (s *session) gatherEvent(typ string, data any) {
-	s.sink.gatheredEvent(event{Type: typ, Data: data})
+	s.post(callout{ev: event{Type: typ, Data: data}, gathered: true})
+	s.deliver()
 }
 
 // tell sends a one-way request to the user (notify, setStatus,
-// setWidget, setTitle, set_editor_text).
-func (s *session) tell(req uiRequest) { s.ui.show(req) }
+// setWidget, setTitle, set_editor_text), now; no core lock is held.
+func (s *session) tell(req uiRequest) {
+	s.postTell(req)
+	s.deliver()
+}
+
+// postTell queues a one-way request.
+func (s *session) postTell(req uiRequest) { s.post(callout{show: &req}) }
 
 // status shows the agent's current activity in the client's status bar
 // (setStatus, key "rpi").
@@ -188,6 +307,13 @@ func (s *session) status(activity string) {
 // that cannot be written): a notify warning, or, until the front end has
 // shown the session, a notice it takes then (takeNotices).
 func (s *session) warn(message string) {
+	s.postWarning(message)
+	s.deliver()
+}
+
+// postWarning is warn for a caller that holds a core lock: the notify is
+// posted.
+func (s *session) postWarning(message string) {
 	s.noticesMu.Lock()
 	if !s.live.Load() {
 		s.notices = append(s.notices, message)
@@ -195,7 +321,7 @@ func (s *session) warn(message string) {
 		return
 	}
 	s.noticesMu.Unlock()
-	s.tell(uiRequest{Method: "notify", Message: message, NotifyType: "warning"})
+	s.postTell(uiRequest{Method: "notify", Message: message, NotifyType: "warning"})
 }
 
 // takeNotices returns the warnings gathered while the session opened (of

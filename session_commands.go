@@ -26,7 +26,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	s.env.trace.phase("tools, model")
 	defer s.env.trace.phase("session")
 	cfg, cwd := s.set.cfg, s.set.cwd
-	c := &conversation{clock: s.env.clock, warn: s.warn, background: s.goBackground}
+	c := &conversation{clock: s.env.clock, warn: s.postWarning, deliver: s.deliver, background: s.goBackground}
 	s.conv = c
 	switch {
 	case cfg.noSession || o.file != "":
@@ -136,7 +136,7 @@ func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bo
 func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
 	sc := ss.context() // ss is not shared yet
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
 	sc = c.replace(ss, sc)
 	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
@@ -147,7 +147,7 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 			s.model = m
 		}
 	}
-	dropUnrunLocked(s.steering, s.followUp)
+	s.dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
 	return queuesCleared
 }

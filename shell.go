@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -158,7 +157,7 @@ type tempFiles struct {
 	watchdog *watchdog
 	stderr   io.Writer
 
-	mu  sync.Mutex // guards dir
+	mu  mutex[tempFilesMu] // guards dir
 	dir string
 }
 
@@ -210,11 +209,12 @@ func sweepTempDirs(parent string) {
 // and — once the output passes the limits — all of it streamed to a temp
 // file, so memory stays flat whatever the size.
 type shellOutput struct {
-	temp   *tempFiles
-	stderr io.Writer
-	onText func(stream, text string)
+	temp    *tempFiles
+	stderr  io.Writer
+	onText  func(stream, text string) // posts a chunk's report, under mu: in the order the chunks came
+	deliver func()                    // delivers what onText posted, once mu is let go of
 
-	mu        sync.Mutex // guards the fields below; the two streams write concurrently
+	mu        mutex[shellOutputMu] // guards the fields below; the two streams write concurrently
 	streams   map[string]*shellTail
 	combined  shellTail
 	text      map[string]*utf8Stream
@@ -264,8 +264,8 @@ func (t *shellTail) text() (text string, truncated bool) {
 	return string(cutTail(t.ring.bytes(), maxOutputLines, maxOutputBytes)), true
 }
 
-func newShellOutput(temp *tempFiles, stderr io.Writer, onText func(stream, text string)) *shellOutput {
-	o := &shellOutput{temp: temp, stderr: stderr, onText: onText, combined: newShellTail(),
+func newShellOutput(s *session, onText func(stream, text string)) *shellOutput {
+	o := &shellOutput{temp: s.temp, stderr: s.stderr, onText: onText, deliver: s.deliver, combined: newShellTail(),
 		text: map[string]*utf8Stream{"stdout": {}, "stderr": {}}}
 	stdout, stderrTail := newShellTail(), newShellTail()
 	o.streams = map[string]*shellTail{"stdout": &stdout, "stderr": &stderrTail}
@@ -273,6 +273,7 @@ func newShellOutput(temp *tempFiles, stderr io.Writer, onText func(stream, text 
 }
 
 func (o *shellOutput) add(stream string, p []byte) {
+	defer o.deliver()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	newlines := o.combined.newlines + int64(bytes.Count(p, []byte("\n")))
@@ -431,8 +432,8 @@ func (s *server) bashCommand(r *request) (any, error) {
 		return nil, err
 	}
 	requestID := r.idString()
-	out := newShellOutput(s.temp, s.stderr, func(stream, text string) {
-		s.emit("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
+	out := newShellOutput(s.session, func(stream, text string) {
+		s.postEvent("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
 	})
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -316,7 +315,7 @@ type watchdog struct {
 	exe     string
 	environ []string
 
-	mu     sync.Mutex // guards the fields below
+	mu     mutex[watchdogMu] // guards the fields below
 	cmd    *exec.Cmd
 	pipe   *os.File
 	failed bool

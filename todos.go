@@ -105,11 +105,11 @@ func (e todoError) Error() string { return "Errors: " + strings.Join(e, "; ") }
 
 // changeTodos applies change to a copy of the plan and, when it finds no
 // error, makes the result the plan; either way (a view too) it writes
-// todo_updated and the widget, under s.mu so that reports of concurrent
-// changes keep their order.
+// todo_updated and the widget, posted under s.mu so that reports of
+// concurrent changes keep their order.
 func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoError)) (todoResult, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	before := s.todos
 	after, errs := change(cloneTodos(before))
 	if len(errs) > 0 {
@@ -120,8 +120,8 @@ func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoEr
 	}
 	s.todos = after
 	done := completions(before, after)
-	s.emit("todo_updated", todoUpdated{after, done}, nil)
-	s.tell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: todoWidget(after)})
+	s.postEvent("todo_updated", todoUpdated{after, done}, nil)
+	s.postTell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: todoWidget(after)})
 	return todoResult{after, done, todoSummary(after)}, nil
 }
 

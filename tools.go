@@ -57,7 +57,10 @@ type preparer interface {
 
 // toolRun is what a running call knows of itself.
 type toolRun struct {
-	id     string // the model's tool call id
+	id string // the model's tool call id
+	// update posts a partial result (tool_execution_update); it may be
+	// called under a lock of the tool's, and is delivered with what the
+	// session posts next (shellOutput delivers once its lock is let go of).
 	update func(toolResult)
 }
 
@@ -377,10 +380,10 @@ func (c *bashCall) describe() (string, string) {
 func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
 	var out *shellOutput
 	var lastUpdate time.Time
-	out = newShellOutput(s.temp, s.stderr, func(string, string) {
-		// Called with out.mu held: send the tail so far, at most every 50 ms.
-		if time.Since(lastUpdate) >= 50*time.Millisecond {
-			lastUpdate = time.Now()
+	out = newShellOutput(s, func(string, string) {
+		// Called with out.mu held: post the tail so far, at most every 50 ms.
+		if now := s.env.clock.Now(); now.Sub(lastUpdate) >= 50*time.Millisecond {
+			lastUpdate = now
 			text, _ := out.combined.text()
 			call.update(textResult(text))
 		}

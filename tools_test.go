@@ -340,7 +340,7 @@ func TestPanicsStayWhereTheyStart(t *testing.T) {
 
 	sent := make(chan struct{})
 	text := "x"
-	b := &deltaBatch{stderr: &stderr, send: func(assistantEvent, usage) { defer close(sent); panic("in a timer") }}
+	b := &deltaBatch{stderr: &stderr, clock: realClock{}, deliver: func() {}, post: func(assistantEvent, usage) { defer close(sent); panic("in a timer") }}
 	b.add(assistantEvent{Type: "text_delta", Delta: &text}, usage{})
 	<-sent
 	for _, want := range []string{"panic in tool boom: in decode", "panic in reading a child's stdout: in a reader", "panic in sending deltas: in a timer"} {

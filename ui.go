@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -90,7 +89,7 @@ type dialogs struct {
 	out   *output
 	clock clock
 
-	mu      sync.Mutex // guards the fields below
+	mu      mutex[dialogsMu] // guards the fields below
 	open    map[string]*dialog
 	oneWay  map[string]bool
 	oneWays []string // the same ids, oldest first, for forgetting

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -343,12 +344,27 @@ func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp.s.conv.fileMu.Lock() // the disk holds
+	diskBack := holdElsewhere(&sp.s.conv.fileMu) // the disk holds
 	sp.send(`{"id":"name","type":"set_session_name","name":"renamed"}`)
 	sp.seen(`"id":"name"`)
 	sp.s.useSessionIn(sp.s.conv, reloaded) // switch_session's change
-	sp.s.conv.fileMu.Unlock()
+	diskBack()
 	sp.renamedInMemoryAndOnDisk(file)
+}
+
+// holdElsewhere takes l on a goroutine of its own, as a writer stuck on
+// the disk would, until the function it returns is called: the test's
+// own goroutine holds no lock of the core's meanwhile.
+func holdElsewhere(l sync.Locker) (letGo func()) {
+	held, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		l.Lock()
+		close(held)
+		<-done
+		l.Unlock()
+	}()
+	<-held
+	return func() { close(done) }
 }
 
 // TestWriteUnderWayWhenTheHoldIsHandedOn: the writer took a write of the

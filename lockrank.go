@@ -1,0 +1,132 @@
+package main
+
+// The lock order, as a table the race build checks (lockrank_race.go; the
+// Go runtime's lockrank is the model): every lock of rpi is a
+// mutex[name], whose name type says which lock it is, and lockOrder says
+// the order they may be taken in. A goroutine may take a lock only while
+// every lock it holds comes before it in lockOrder; and where the core
+// calls a front end (a sink, a ui, a callback: checkCallout) it holds no
+// lock of the core's. In a race build a breach ends the program with both
+// stacks' worth of what was held, so a lock cycle fails the first test
+// that takes its two halves, one after the other, without the unlucky
+// interleaving that would deadlock. Other builds take plain sync.Mutexes.
+// docs/architecture.md explains each lock; docs_test.go keeps the two
+// lists the same.
+
+import "sync"
+
+// mutex is a sync.Mutex whose rank is its name type's (lockOrder). The
+// race build gives it Lock and Unlock of its own, which check the order.
+type mutex[N lockName] struct{ sync.Mutex }
+
+// lockName names one lock of lockOrder.
+type lockName interface{ lockName() string }
+
+// A lock's side: the core's locks are never held while the core calls a
+// front end; a front end's are its own business, in the order below.
+const (
+	frontEndLock = iota
+	coreLock
+)
+
+// lockOrder is every lock, in the order they may be taken.
+var lockOrder = []struct {
+	name string
+	side int
+}{
+	{"acpSession.startMu", frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
+	{"outbox.deliverMu", frontEndLock},   // held while a session's callouts are delivered
+	{"loopScheduler.fileMu", coreLock},
+	{"conversation.fileMu", coreLock},
+	{"session.mu", coreLock},
+	{"loopScheduler.mu", coreLock},
+	{"agentRun.mu", coreLock},
+	{"host.runMu", coreLock},
+	{"conversation.mu", coreLock},
+	{"conversation.lockMu", coreLock},
+	{"session.noticesMu", coreLock},
+	{"deltaBatch.mu", coreLock},
+	{"keyCommand.mu", coreLock},
+	{"process.mu", coreLock},
+	{"shellOutput.mu", coreLock},
+	{"processTable.mu", coreLock},
+	{"tempFiles.mu", coreLock},
+	{"watchdog.mu", coreLock},
+	{"host.mu", coreLock},
+	{"keyCommands.mu", coreLock},
+	{"outbox.mu", coreLock}, // taken to post a callout, under any core lock
+	{"memoryReturn.mu", coreLock},
+	{"helperPanic.mu", coreLock},
+	{"redactor.mu", coreLock},
+	{"acpUpdates.mu", frontEndLock}, // ACP's sink: held while an update is sent
+	{"acpSession.mu", frontEndLock}, // asked by the sink (asks); never held into the core
+	{"acpAgent.mu", frontEndLock},
+	{"acpConn.mu", frontEndLock},
+	{"dialogs.mu", frontEndLock},
+	{"output.mu", frontEndLock}, // stdout: last, anything may write a record
+}
+
+// The names, one type each (the type parameter of mutex).
+type (
+	acpStartMu     struct{}
+	deliverMu      struct{}
+	acpUpdatesMu   struct{}
+	acpSessionMu   struct{}
+	loopsFileMu    struct{}
+	convFileMu     struct{}
+	sessionMu      struct{}
+	loopsMu        struct{}
+	agentRunMu     struct{}
+	hostRunMu      struct{}
+	convMu         struct{}
+	convLockMu     struct{}
+	noticesMu      struct{}
+	deltaBatchMu   struct{}
+	keyCommandMu   struct{}
+	processMu      struct{}
+	shellOutputMu  struct{}
+	processTableMu struct{}
+	tempFilesMu    struct{}
+	watchdogMu     struct{}
+	hostMu         struct{}
+	keyCommandsMu  struct{}
+	outboxMu       struct{}
+	memoryReturnMu struct{}
+	helperPanicMu  struct{}
+	redactorMu     struct{}
+	acpAgentMu     struct{}
+	acpConnMu      struct{}
+	dialogsMu      struct{}
+	outputMu       struct{}
+)
+
+func (acpStartMu) lockName() string     { return "acpSession.startMu" }
+func (deliverMu) lockName() string      { return "outbox.deliverMu" }
+func (acpUpdatesMu) lockName() string   { return "acpUpdates.mu" }
+func (acpSessionMu) lockName() string   { return "acpSession.mu" }
+func (loopsFileMu) lockName() string    { return "loopScheduler.fileMu" }
+func (convFileMu) lockName() string     { return "conversation.fileMu" }
+func (sessionMu) lockName() string      { return "session.mu" }
+func (loopsMu) lockName() string        { return "loopScheduler.mu" }
+func (agentRunMu) lockName() string     { return "agentRun.mu" }
+func (hostRunMu) lockName() string      { return "host.runMu" }
+func (convMu) lockName() string         { return "conversation.mu" }
+func (convLockMu) lockName() string     { return "conversation.lockMu" }
+func (noticesMu) lockName() string      { return "session.noticesMu" }
+func (deltaBatchMu) lockName() string   { return "deltaBatch.mu" }
+func (keyCommandMu) lockName() string   { return "keyCommand.mu" }
+func (processMu) lockName() string      { return "process.mu" }
+func (shellOutputMu) lockName() string  { return "shellOutput.mu" }
+func (processTableMu) lockName() string { return "processTable.mu" }
+func (tempFilesMu) lockName() string    { return "tempFiles.mu" }
+func (watchdogMu) lockName() string     { return "watchdog.mu" }
+func (hostMu) lockName() string         { return "host.mu" }
+func (keyCommandsMu) lockName() string  { return "keyCommands.mu" }
+func (outboxMu) lockName() string       { return "outbox.mu" }
+func (memoryReturnMu) lockName() string { return "memoryReturn.mu" }
+func (helperPanicMu) lockName() string  { return "helperPanic.mu" }
+func (redactorMu) lockName() string     { return "redactor.mu" }
+func (acpAgentMu) lockName() string     { return "acpAgent.mu" }
+func (acpConnMu) lockName() string      { return "acpConn.mu" }
+func (dialogsMu) lockName() string      { return "dialogs.mu" }
+func (outputMu) lockName() string       { return "output.mu" }
