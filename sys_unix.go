@@ -400,3 +400,6 @@ func runWatchdog(in io.Reader, _ string) int {
 	}
 	return 0
 }
+
+// homeVar names the user's home folder, as os.UserHomeDir reads it.
+const homeVar = "HOME"

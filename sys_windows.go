@@ -232,3 +232,6 @@ func runWatchdog(in io.Reader, _ string) int { return 0 }
 
 // forgetOwnMemory: nothing was opened (see hideKeyArguments).
 func forgetOwnMemory() {}
+
+// homeVar names the user's home folder, as os.UserHomeDir reads it.
+const homeVar = "USERPROFILE"
