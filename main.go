@@ -236,10 +236,11 @@ var usageText = helpText(runtime.GOOS)
 // temp folder's differ on Windows.
 func helpText(goos string) string {
 	r := strings.NewReplacer("{agentDir}", "~/.pi/agent", "{home}", "HOME                 ",
-		"{temp}", "TMPDIR                where rpi keeps its temp files")
+		"{temp}", "TMPDIR                where rpi keeps its temp files", "{bash}\n", "")
 	if goos == "windows" {
 		r = strings.NewReplacer("{agentDir}", `%USERPROFILE%\.pi\agent`, "{home}", "USERPROFILE          ",
-			"{temp}", "TMP, TEMP             where rpi keeps its temp files (the first one set)")
+			"{temp}", "TMP, TEMP             where rpi keeps its temp files (the first one set)",
+			"{bash}", "  PATH, ProgramFiles, LOCALAPPDATA\n                        where rpi looks for Git for Windows' bash.exe (not WSL's)")
 	}
 	return r.Replace(usageTemplate)
 }
@@ -294,6 +295,7 @@ Environment:
   RPI_COMPAT=pi         pi 1.6's shapes, as --compat pi
   RPI_TRACE_STARTUP=1   how long each phase of startup took, on stderr
   {temp}
+{bash}
 
 Without --model, rpi starts with settings.json's default or the first model
 that can be used (docs/settings.md); "model":null in get_state means none

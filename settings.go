@@ -22,10 +22,10 @@ import (
 // hostSettings are the process's.
 type hostSettings struct {
 	cfg      config
-	agentDir string        // absolute
-	home     string        // the user's home folder (absolute), a tool's ~; "" when unknown
-	shell    func() string // bash, or /bin/sh where bash is missing; looked up at first use
-	childEnv []string      // the environment children start from: rpi's, without provider keys
+	agentDir string                 // absolute
+	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
+	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use
+	childEnv []string               // the environment children start from: rpi's, without provider keys
 
 	catalog []*model // every model rpi knows, usable or not
 	secrets *redactor
@@ -125,7 +125,7 @@ func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
 		return nil, err
 	}
 	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
-	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: sync.OnceValue(findShell)}
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: sync.OnceValues(findShell)}
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider
