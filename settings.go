@@ -24,7 +24,7 @@ type hostSettings struct {
 	cfg      config
 	agentDir string                 // absolute
 	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
-	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use
+	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
 	childEnv []string               // the environment children start from: rpi's, without provider keys
 
 	catalog []*model // every model rpi knows, usable or not
@@ -117,6 +117,26 @@ func homeDir(getenv func(string) string) (string, error) {
 	return filepath.Clean(home), nil
 }
 
+// keptOnceFound looks a program up with find at first use, and again at
+// each use until it is found (Git for Windows installed while rpi runs,
+// as the error of a failed lookup tells the user to).
+func keptOnceFound(find func() (string, error)) func() (string, error) {
+	var mu sync.Mutex // guards found
+	var found string
+	return func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if found != "" {
+			return found, nil
+		}
+		path, err := find()
+		if err == nil {
+			found = path
+		}
+		return path, err
+	}
+}
+
 // loadHostSettings reads the model catalog and its keys, and chooses the
 // model --model names (an unknown one fails startup).
 func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
@@ -125,7 +145,7 @@ func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
 		return nil, err
 	}
 	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
-	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: sync.OnceValues(findShell)}
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: keptOnceFound(findShell)}
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider

@@ -2,8 +2,9 @@ package main
 
 // What rpi does on Windows. The protocol, sessions, the agent and the file
 // tools work as everywhere; bash is Git for Windows' bash.exe (findBash),
-// the agent folder %USERPROFILE%\.pi\agent. What Windows cannot give a child the way Unix does is left out,
-// and get_capabilities says so: no pseudo-terminals (tty:false), no
+// the agent folder %USERPROFILE%\.pi\agent. What Windows cannot give a
+// child the way Unix does is left out, and get_capabilities says so: no
+// pseudo-terminals (tty:false), no
 // signals but SIGINT (a CTRL_BREAK to the child's process group, which
 // reaches it only when it shares rpi's console) and SIGKILL, no watchdog,
 // and killing a child kills that process, not what it started.

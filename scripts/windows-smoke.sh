@@ -259,7 +259,7 @@ out=$(rpi_in "$project" rpc --model repo/m </dev/null 2>/dev/null | tr -d '\r')
 check "--model repo/m is unknown: the project's models.json is not read" \
   eval '[[ $out == *"\"command\":\"init\",\"success\":false,\"error\":\"Unknown model: repo/m"* ]]'
 
-echo "-- rpi.exe rpc in the project, without bash: startup, get_state, bash, process_spawn"
+echo "-- rpi.exe rpc in the project, without bash: startup, get_state, bash, Git for Windows installed, process_spawn"
 start_rpi "$project" rpc
 check "startup: session_started" expect '.type == "session_started"'
 send '{"id":"s","type":"get_state"}'
@@ -273,6 +273,16 @@ send '{"id":"b0","type":"bash","command":"echo hi"}'
 expect '.id == "b0"'
 check "bash without Git for Windows fails, saying to install it: $(field .error)" \
   eval '[[ $(field .success) == false && $(field .error) == *"install Git for Windows"* ]]'
+pf=$work/prefix/drive_c/Program\ Files/Git
+mkdir -p "$pf/bin" "$pf/cmd" "$profile/AppData/Local/Microsoft/WindowsApps"
+cp "$work/standin/bash.exe" "$pf/bin/bash.exe"
+cp "$work/standin/bash.exe" "$pf/cmd/git.exe"
+cp "$work/standin/bash.exe" "$work/prefix/drive_c/windows/system32/bash.exe"
+cp "$work/standin/bash.exe" "$profile/AppData/Local/Microsoft/WindowsApps/bash.exe"
+send '{"id":"b1a","type":"bash","command":"echo found"}'
+expect '.id == "b1a"'
+check "bash once Git for Windows is installed (in C:\Program Files\Git, not on PATH): $(field .data.output | tr '\n' ' ')" \
+  eval '[[ $(field .data.output) == found* ]]'
 spawn=$(jq -nc --arg cwd "$(winpath "$project")" '{id:"ps",type:"process_spawn",spec:{argv:["cmd","/c","echo spawned"],cwd:$cwd}}')
 send "$spawn"
 expect '.type == "process_exited"'
@@ -284,13 +294,7 @@ check "process_spawn cmd /c: its output is \"spawned\"" \
   eval '[[ $(field ".data.chunks[0].dataBase64" | base64 -d | tr -d "\r") == spawned ]]'
 check "EOF: rpi.exe exits 0" end_rpi 15
 
-echo "-- rpi.exe rpc --model faux/faux-1, with Git for Windows' bash (and WSL's, and the Store's stub)"
-pf=$work/prefix/drive_c/Program\ Files/Git
-mkdir -p "$pf/bin" "$pf/cmd" "$profile/AppData/Local/Microsoft/WindowsApps"
-cp "$work/standin/bash.exe" "$pf/bin/bash.exe"
-cp "$work/standin/bash.exe" "$pf/cmd/git.exe"
-cp "$work/standin/bash.exe" "$work/prefix/drive_c/windows/system32/bash.exe"
-cp "$work/standin/bash.exe" "$profile/AppData/Local/Microsoft/WindowsApps/bash.exe"
+echo "-- rpi.exe rpc --model faux/faux-1, with Git\\cmd, WSL's bash and the Store's stub on PATH"
 wine_path=("WINEPATH=$profile_win\\AppData\\Local\\Microsoft\\WindowsApps;C:\\Program Files\\Git\\cmd")
 start_rpi "$project" rpc --model faux/faux-1
 check "startup: session_started" expect '.type == "session_started"'
