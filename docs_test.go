@@ -460,6 +460,29 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}
 }
 
+// TestHelpNamesTheSystemsVariables: --help on Windows names the
+// variables Windows has (USERPROFILE, TMP and TEMP), and on Unix HOME and
+// TMPDIR, each where it gives the agent folder's default.
+func TestHelpNamesTheSystemsVariables(t *testing.T) {
+	for goos, want := range map[string][]string{
+		"linux":   {"HOME", "TMPDIR", "(default ~/.pi/agent)"},
+		"windows": {"USERPROFILE", "TMP, TEMP", `(default %USERPROFILE%\.pi\agent)`, "Git for Windows' bash.exe"},
+	} {
+		help := helpText(goos)
+		for _, w := range want {
+			if !strings.Contains(help, w) {
+				t.Errorf("--help on %s does not name %s", goos, w)
+			}
+		}
+		if unwanted := map[string]string{"linux": "USERPROFILE", "windows": "TMPDIR"}[goos]; strings.Contains(help, unwanted) {
+			t.Errorf("--help on %s names %s", goos, unwanted)
+		}
+		if m := regexp.MustCompile(`\{(agentDir|home|temp|bash)\}`).FindString(help); m != "" {
+			t.Errorf("--help on %s has the placeholder %s left", goos, m)
+		}
+	}
+}
+
 // TestHelpListsEveryVariable checks that every environment variable rpi
 // reads by name is in --help (Windows' --help for a _windows.go file) and
 // in docs/protocol.md (the provider keys are listed in docs/models.md;
