@@ -433,7 +433,7 @@ func TestAgentDirNeverRelative(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "rpc")
 			cmd.Dir = project
 			cmd.Env = append(withoutVariables(os.Environ(), hiddenVars), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0",
-				"TMPDIR="+t.TempDir(), "OPENAI_API_KEY="+key)
+				"TMPDIR="+t.TempDir(), "OPENAI_API_KEY="+key, "OPENAI_BASE_URL="+srv.URL+"/v1") // loopback whatever rpi picks
 			if home != "(unset)" {
 				cmd.Env = append(cmd.Env, "HOME="+home)
 			}
