@@ -339,7 +339,8 @@ func BenchmarkGetStateInProcess(b *testing.B) {
 // with its output piped, no rpi: the floor BenchmarkBashTrue stands on.
 func BenchmarkBashTrueFloor(b *testing.B) {
 	for b.Loop() {
-		cmd := exec.Command(findShell(), "-c", "true")
+		shell, _ := findShell()
+		cmd := exec.Command(shell, "-c", "true")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,10 @@ type child struct {
 	tty     *os.File      // the PTY master, for resizing; nil without a PTY
 	readers sync.WaitGroup
 	pipes   []*os.File // read ends (or the PTY master), closed by the readers
+	// killed is set when rpi ends the child before it exited (a timeout,
+	// an abort, shutdown): on Windows, where a killed process exits with
+	// code 1 like any failure, only this tells the two apart.
+	killed atomic.Bool
 }
 
 // childOptions say how a child's stdin and output are connected.
@@ -225,9 +230,20 @@ func (c *child) release() { c.table.children.Done() }
 // signalGroup sends sig to the child's whole process group.
 func (c *child) signalGroup(sig sysSignal) error { return signalGroup(c.pid, sig) }
 
+// kill ends the child and its group at once (SIGKILL).
+func (c *child) kill() {
+	if !c.hasExited() {
+		c.killed.Store(true)
+	}
+	killTree(c.pid)
+}
+
 // terminate asks the group to stop with SIGTERM and sends SIGKILL if the
 // child has not exited after grace.
 func (c *child) terminate(grace time.Duration) {
+	if !c.hasExited() {
+		c.killed.Store(true)
+	}
 	c.signalGroup(sigTerm)
 	select {
 	case <-c.exited:
@@ -245,14 +261,32 @@ func (c *child) hasExited() bool {
 	}
 }
 
+// childEnd is how a short-lived child ended.
+type childEnd struct {
+	ps       *os.ProcessState
+	timedOut bool // its timeout passed
+	killed   bool // rpi ended it (the timeout, ctx ending) before it exited
+}
+
+// exitCode is the child's exit status; nil when a signal ended it, or
+// when rpi did (on Windows a killed process has exit code 1, which is not
+// the program's: the docs promise null for a killed bash everywhere).
+func (e childEnd) exitCode() *int {
+	code, _ := exitStatus(e.ps)
+	if e.killed && code != nil && *code == killedExitCode {
+		return nil
+	}
+	return code
+}
+
 // runChild runs cmd to its end as every short-lived child runs: in its own
 // process group, with stdin /dev/null, its stdout and stderr passed to
 // onOutput. Cancelling ctx or the timeout (0: none) kills the group:
 // SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
-func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (ps *os.ProcessState, timedOut bool, err error) {
+func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (childEnd, error) {
 	c, err := s.procs.start(cmd, childOptions{}, onOutput)
 	if err != nil {
-		return nil, false, err
+		return childEnd{}, err
 	}
 	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {
@@ -263,11 +297,11 @@ func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Dura
 		if s.ctx.Err() != nil {
 			c.terminate(killGrace)
 		} else {
-			killTree(c.pid)
+			c.kill()
 		}
 	}))
-	ps = c.wait()
+	ps := c.wait()
 	c.release() // the caller's answer is counted as background work
 	stop()
-	return ps, errors.Is(ctx.Err(), context.DeadlineExceeded), nil
+	return childEnd{ps: ps, timedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), killed: c.killed.Load()}, nil
 }

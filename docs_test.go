@@ -460,9 +460,33 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}
 }
 
+// TestHelpNamesTheSystemsVariables: --help on Windows names the
+// variables Windows has (USERPROFILE, TMP and TEMP), and on Unix HOME and
+// TMPDIR, each where it gives the agent folder's default.
+func TestHelpNamesTheSystemsVariables(t *testing.T) {
+	for goos, want := range map[string][]string{
+		"linux":   {"HOME", "TMPDIR", "(default ~/.pi/agent)"},
+		"windows": {"USERPROFILE", "TMP, TEMP", `(default %USERPROFILE%\.pi\agent)`, "Git for Windows' bash.exe"},
+	} {
+		help := helpText(goos)
+		for _, w := range want {
+			if !strings.Contains(help, w) {
+				t.Errorf("--help on %s does not name %s", goos, w)
+			}
+		}
+		if unwanted := map[string]string{"linux": "USERPROFILE", "windows": "TMPDIR"}[goos]; strings.Contains(help, unwanted) {
+			t.Errorf("--help on %s names %s", goos, unwanted)
+		}
+		if m := regexp.MustCompile(`\{(agentDir|home|temp|bash)\}`).FindString(help); m != "" {
+			t.Errorf("--help on %s has the placeholder %s left", goos, m)
+		}
+	}
+}
+
 // TestHelpListsEveryVariable checks that every environment variable rpi
-// reads by name is in --help and in docs/protocol.md (the provider keys
-// are listed in docs/models.md; RPI_WATCHDOG is rpi talking to itself).
+// reads by name is in --help (Windows' --help for a _windows.go file) and
+// in docs/protocol.md (the provider keys are listed in docs/models.md;
+// RPI_WATCHDOG is rpi talking to itself).
 func TestHelpListsEveryVariable(t *testing.T) {
 	sources, _ := filepath.Glob("*.go")
 	read := regexp.MustCompile(`(?:getenv|Getenv|LookupEnv)\("([A-Z_]+)"\)|\w+Var\s*=\s*"([A-Z_]+)"`)
@@ -478,11 +502,12 @@ func TestHelpListsEveryVariable(t *testing.T) {
 		}
 		for _, m := range read.FindAllStringSubmatch(string(data), -1) {
 			name := m[1] + m[2]
-			if name == "HOME" {
-				continue
-			}
 			found++
-			if !strings.Contains(usageText, name) {
+			help := helpText("linux")
+			if strings.HasSuffix(path, "_windows.go") {
+				help = helpText("windows")
+			}
+			if !strings.Contains(help, name) {
 				t.Errorf("%s reads %s, which --help does not name", path, name)
 			}
 			if !strings.Contains(string(protocol), "`"+name) {

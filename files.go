@@ -19,12 +19,12 @@ import (
 )
 
 // toolPath resolves a path argument: a leading @ is dropped, ~ is the home
-// directory, relative paths are taken from the session cwd.
+// folder (when rpi knows one), relative paths are taken from the session
+// cwd.
 func (s *session) toolPath(p string) string {
 	p = strings.TrimPrefix(p, "@")
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		home := s.env.getenv("HOME")
-		p = filepath.Join(home, p[1:])
+	if s.set.home != "" && (p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, "~"+string(filepath.Separator))) {
+		p = filepath.Join(s.set.home, p[1:])
 	}
 	return resolvePath(s.set.cwd, p)
 }

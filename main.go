@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -228,7 +229,23 @@ func initFailure(stdout, stderr io.Writer, err error) int {
 	return 1
 }
 
-const usageText = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
+// usageText is --help's text on the system rpi runs on.
+var usageText = helpText(runtime.GOOS)
+
+// helpText is --help's text on goos: the home folder's variable and the
+// temp folder's differ on Windows.
+func helpText(goos string) string {
+	r := strings.NewReplacer("{agentDir}", "~/.pi/agent", "{home}", "HOME                 ",
+		"{temp}", "TMPDIR                where rpi keeps its temp files", "{bash}\n", "")
+	if goos == "windows" {
+		r = strings.NewReplacer("{agentDir}", `%USERPROFILE%\.pi\agent`, "{home}", "USERPROFILE          ",
+			"{temp}", "TMP, TEMP             where rpi keeps its temp files (the first one set)",
+			"{bash}", "  PATH, ProgramFiles, LOCALAPPDATA\n                        where rpi looks for Git for Windows' bash.exe (not WSL's)")
+	}
+	return r.Replace(usageTemplate)
+}
+
+const usageTemplate = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
 
 Usage:
   rpi rpc [flags]          serve the RPC protocol (same as --mode rpc)
@@ -269,14 +286,16 @@ Flags:
   -ne/--no-extensions, --no-mcp, --verbose.
 
 Environment:
-  PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default ~/.pi/agent)
+  PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})
+  {home} your home folder; rpi needs it or PI_CODING_AGENT_DIR
   OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY, …
                         provider keys (all of them in docs/models.md)
   OPENAI_BASE_URL       another base URL for the openai provider
   PI_FAUX_RESPONSE      what the offline model faux/faux-1 answers (--model faux/faux-1)
   RPI_COMPAT=pi         pi 1.6's shapes, as --compat pi
   RPI_TRACE_STARTUP=1   how long each phase of startup took, on stderr
-  TMPDIR                where rpi keeps its temp files
+  {temp}
+{bash}
 
 Without --model, rpi starts with settings.json's default or the first model
 that can be used (docs/settings.md); "model":null in get_state means none

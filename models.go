@@ -388,10 +388,14 @@ const maxKeyCommandOutput = 64 << 10
 func (s *session) runKeyCommand(ctx context.Context, command string) (string, error) {
 	var out bytes.Buffer
 	overflow := false
-	cmd := s.command(keyShell(), "-c", command)
+	shell, err := keyShell()
+	if err != nil {
+		return "", fmt.Errorf("could not start: %v", err)
+	}
+	cmd := s.command(shell, "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
-	ps, timedOut, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {
+	end, err := s.runChild(ctx, cmd, keyCommandTimeout, func(stream string, p []byte) {
 		switch {
 		case stream != "stdout":
 		case out.Len()+len(p) > maxKeyCommandOutput:
@@ -404,10 +408,10 @@ func (s *session) runKeyCommand(ctx context.Context, command string) (string, er
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("could not start: %v", err)
-	case timedOut:
+	case end.timedOut:
 		return "", fmt.Errorf("did not finish within %v", keyCommandTimeout)
-	case !ps.Success():
-		return "", fmt.Errorf("failed (%v)", ps)
+	case !end.ps.Success():
+		return "", fmt.Errorf("failed (%v)", end.ps)
 	case overflow:
 		return "", fmt.Errorf("printed more than %s", formatSize(maxKeyCommandOutput))
 	case key == "":

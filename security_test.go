@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -401,4 +403,129 @@ func TestKeysOutOfReach(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// TestAgentDirNeverRelative: rpi started in a project that ships
+// .pi/agent/models.json, without a home folder (HOME unset, empty, or
+// relative: Windows sets no HOME at all), must not take .pi/agent from
+// where it runs. It stops at once with an init error that says what to
+// set: the project's server gets no request, the user's key goes nowhere,
+// and no session is written inside the project.
+func TestAgentDirNeverRelative(t *testing.T) {
+	endToEnd(t)
+	const key = "sk-users-own-key-4711"
+	var mu sync.Mutex
+	var got []string // what the project's server was sent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	for _, home := range []string{"(unset)", "", ".", "home"} {
+		t.Run("HOME="+home, func(t *testing.T) {
+			project := t.TempDir()
+			os.MkdirAll(filepath.Join(project, "home"), 0o755)
+			os.MkdirAll(filepath.Join(project, ".pi", "agent"), 0o755)
+			os.WriteFile(filepath.Join(project, ".pi", "agent", "models.json"), []byte(`{"providers":{"repo":{"baseUrl":"`+
+				srv.URL+`/v1","api":"openai-completions","apiKey":"$OPENAI_API_KEY","models":[{"id":"m"}]}}}`), 0o644)
+			cmd := exec.Command(os.Args[0], "rpc")
+			cmd.Dir = project
+			cmd.Env = append(withoutVariables(os.Environ(), hiddenVars), "RPI_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0",
+				"TMPDIR="+t.TempDir(), "OPENAI_API_KEY="+key, "OPENAI_BASE_URL="+srv.URL+"/v1") // loopback whatever rpi picks
+			if home != "(unset)" {
+				cmd.Env = append(cmd.Env, "HOME="+home)
+			}
+			cmd.Stdin = strings.NewReader(`{"id":"s","type":"get_state"}` + "\n" + `{"id":"p","type":"prompt","message":"hi"}` + "\n")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+			err := cmd.Run()
+			timer.Stop()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d (%v), want 1 (an init error)", code, err)
+			}
+			want := `{"type":"response","command":"init","success":false,"error":"No home folder: HOME is not set`
+			if home != "(unset)" && home != "" {
+				want = `{"type":"response","command":"init","success":false,"error":"No home folder: HOME is \"` + home + `\", not an absolute path`
+			}
+			if !strings.HasPrefix(stdout.String(), want) || strings.Count(stdout.String(), "\n") != 1 ||
+				!strings.Contains(stdout.String(), "PI_CODING_AGENT_DIR") {
+				t.Errorf("stdout:\n%s\nwant one line starting %s, naming PI_CODING_AGENT_DIR", stdout.String(), want)
+			}
+			if _, err := os.Stat(filepath.Join(project, ".pi", "agent", "sessions")); err == nil {
+				t.Error("rpi made .pi/agent/sessions inside the project")
+			}
+			if _, err := os.Stat(filepath.Join(project, "home", ".pi")); err == nil {
+				t.Error("rpi made home/.pi inside the project")
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > 0 {
+		t.Errorf("the project's server was sent %q", got)
+	}
+}
+
+// TestNoHomeFolder: without a home folder or PI_CODING_AGENT_DIR, run
+// stops before it reads anything, with an init error (rpc) or one line on
+// stderr (ACP) that says what to set.
+func TestNoHomeFolder(t *testing.T) {
+	for _, mode := range []string{"rpc", "acp"} {
+		e := newTestEnv(t)
+		delete(e.vars, "HOME")
+		delete(e.vars, "PI_CODING_AGENT_DIR")
+		var stdout, stderr syncBuffer
+		code := run([]string{mode, "--no-session"}, e.env(), strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &stdout, &stderr, nil)
+		if code != 1 || !strings.HasPrefix(stderr.String(), "rpi: No home folder: HOME is not set") {
+			t.Errorf("%s without a home: exit %d, stderr %q", mode, code, stderr.String())
+		}
+		if want := `{"type":"response","command":"init","success":false,"error":"No home folder`; mode == "rpc" && !strings.HasPrefix(stdout.String(), want) {
+			t.Errorf("rpc without a home: stdout %q", stdout.String())
+		}
+	}
+}
+
+// TestAgentDirIsAbsolute: the agent folder is $PI_CODING_AGENT_DIR (made
+// absolute) or the home folder's .pi/agent, and never relative: no home,
+// or a relative one, is an error that says what to set. A tool's ~ is the
+// home folder; without one it stays a name in the working directory
+// (never the root).
+func TestAgentDirIsAbsolute(t *testing.T) {
+	wd, _ := os.Getwd()
+	for _, tt := range []struct {
+		vars map[string]string
+		want string // the agent folder, or the error's start
+	}{
+		{map[string]string{"HOME": "/home/me"}, "/home/me/.pi/agent"},
+		{map[string]string{"HOME": "/home/me", "PI_CODING_AGENT_DIR": "/etc/pi"}, "/etc/pi"},
+		{map[string]string{"PI_CODING_AGENT_DIR": "/etc/pi"}, "/etc/pi"},
+		{map[string]string{"PI_CODING_AGENT_DIR": "conf"}, filepath.Join(wd, "conf")},
+		{map[string]string{}, "No home folder: HOME is not set; set HOME, or PI_CODING_AGENT_DIR"},
+		{map[string]string{"HOME": "."}, `No home folder: HOME is ".", not an absolute path; set HOME`},
+		{map[string]string{"HOME": "me/home"}, `No home folder: HOME is "me/home", not an absolute path`},
+	} {
+		dir, err := agentDir(func(k string) string { return tt.vars[k] })
+		got := dir
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, tt.want) || (err == nil) != filepath.IsAbs(tt.want) {
+			t.Errorf("%v: %q, want %q", tt.vars, got, tt.want)
+		}
+	}
+	s := toolServer(t, nil)
+	for _, tt := range []struct{ home, path, want string }{
+		{"/home/me", "~/notes.md", "/home/me/notes.md"},
+		{"/home/me", "~", "/home/me"},
+		{"/home/me", "~notes.md", filepath.Join(s.set.cwd, "~notes.md")},
+		{"", "~/notes.md", filepath.Join(s.set.cwd, "~/notes.md")},
+	} {
+		s.set.home = tt.home
+		if got := s.toolPath(tt.path); got != tt.want {
+			t.Errorf("home %q: %s is %s, want %s", tt.home, tt.path, got, tt.want)
+		}
+	}
 }

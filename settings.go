@@ -22,9 +22,10 @@ import (
 // hostSettings are the process's.
 type hostSettings struct {
 	cfg      config
-	agentDir string
-	shell    func() string // bash, or /bin/sh where bash is missing; looked up at first use
-	childEnv []string      // the environment children start from: rpi's, without provider keys
+	agentDir string                 // absolute
+	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
+	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
+	childEnv []string               // the environment children start from: rpi's, without provider keys
 
 	catalog []*model // every model rpi knows, usable or not
 	secrets *redactor
@@ -86,20 +87,65 @@ const defaultConfirmTimeout = 5 * time.Minute
 // with a warning.
 const maxResourceBytes = 1 << 20
 
-// agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR, or
-// ~/.pi/agent.
-func agentDir(getenv func(string) string) string {
+// agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR (made
+// absolute), or the home folder's .pi/agent. It is never taken relative to
+// where rpi runs: started in a project that ships .pi/agent/models.json,
+// rpi would use that file's server with the user's keys. With no home
+// folder and no PI_CODING_AGENT_DIR it is an error that says what to set.
+func agentDir(getenv func(string) string) (string, error) {
 	if dir := getenv("PI_CODING_AGENT_DIR"); dir != "" {
-		return dir
+		return filepath.Abs(dir)
 	}
-	return filepath.Join(getenv("HOME"), ".pi", "agent")
+	home, err := homeDir(getenv)
+	if err != nil {
+		return "", fmt.Errorf("No home folder: %v; set %s, or PI_CODING_AGENT_DIR to the folder for models.json, auth.json, settings.json and sessions", err, homeVar)
+	}
+	return filepath.Join(home, ".pi", "agent"), nil
+}
+
+// homeDir is the user's home folder as os.UserHomeDir finds it ($HOME;
+// %USERPROFILE% on Windows), from the environment run was given, and only
+// if it is an absolute path.
+func homeDir(getenv func(string) string) (string, error) {
+	home := getenv(homeVar)
+	switch {
+	case home == "":
+		return "", fmt.Errorf("%s is not set", homeVar)
+	case !filepath.IsAbs(home):
+		return "", fmt.Errorf("%s is %q, not an absolute path", homeVar, home)
+	}
+	return filepath.Clean(home), nil
+}
+
+// keptOnceFound looks a program up with find at first use, and again at
+// each use until it is found (Git for Windows installed while rpi runs,
+// as the error of a failed lookup tells the user to).
+func keptOnceFound(find func() (string, error)) func() (string, error) {
+	var mu sync.Mutex // guards found
+	var found string
+	return func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if found != "" {
+			return found, nil
+		}
+		path, err := find()
+		if err == nil {
+			found = path
+		}
+		return path, err
+	}
 }
 
 // loadHostSettings reads the model catalog and its keys, and chooses the
 // model --model names (an unknown one fails startup).
 func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
-	dir := agentDir(env.getenv)
-	set := &hostSettings{cfg: cfg, agentDir: dir, shell: sync.OnceValue(findShell)}
+	dir, err := agentDir(env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: keptOnceFound(findShell)}
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,15 +25,6 @@ const (
 	maxOutputLines = 2000
 	maxOutputBytes = 50 * 1024
 )
-
-// findShell picks bash from PATH (on Windows, Git for Windows' bash.exe),
-// or the system's fallbackShell.
-func findShell() string {
-	if path, err := exec.LookPath("bash"); err == nil {
-		return path
-	}
-	return fallbackShell
-}
 
 // ---- Rings: bounded output ----
 
@@ -365,15 +355,19 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 // process group, feeding its output to out, until it ends. Cancelling ctx
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
 // and SIGKILL after a grace.
-func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (ps *os.ProcessState, timedOut bool, err error) {
-	cmd := s.command(s.set.shell(), "-c", command)
+func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (end childEnd, err error) {
+	shell, err := s.set.shell()
+	if err != nil {
+		return childEnd{}, fmt.Errorf("Cannot start bash: %v", err)
+	}
+	cmd := s.command(shell, "-c", command)
 	cmd.Dir = s.set.cwd
 	cmd.Env = s.set.childEnv
-	ps, timedOut, err = s.runChild(ctx, cmd, timeout, out.add)
+	end, err = s.runChild(ctx, cmd, timeout, out.add)
 	if err != nil {
-		return nil, false, fmt.Errorf("Cannot start bash: %v", err)
+		return childEnd{}, fmt.Errorf("Cannot start bash: %v", err)
 	}
-	return ps, timedOut, nil
+	return end, nil
 }
 
 // ---- The user's bash (§6) ----
@@ -442,7 +436,7 @@ func (s *server) bashCommand(r *request) (any, error) {
 	s.procs.mu.Unlock()
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		defer cancel()
-		ps, timedOut, err := s.runShell(ctx, command, timeout, out)
+		end, err := s.runShell(ctx, command, timeout, out)
 		s.procs.mu.Lock()
 		delete(s.procs.bashRuns, run)
 		aborted := run.aborted
@@ -453,8 +447,8 @@ func (s *server) bashCommand(r *request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		code, _ := exitStatus(ps)
-		res := out.finish(code, ctx.Err() != nil || timedOut)
+		code := end.exitCode()
+		res := out.finish(code, ctx.Err() != nil || end.timedOut)
 		pi := piBashResult{Output: res.Output, ExitCode: res.ExitCode, Cancelled: res.Cancelled, Truncated: res.Truncated, FullOutputPath: res.FullOutputPath}
 		s.conv.addBashResult(bashExecutionMessage{
 			Role: "bashExecution", Command: command, Output: res.Output, ExitCode: code,

@@ -21,11 +21,20 @@ import (
 	"syscall"
 )
 
-// fallbackShell runs commands where bash is missing.
-const fallbackShell = "/bin/sh"
+// findShell picks bash from PATH, or /bin/sh where bash is missing.
+func findShell() (string, error) {
+	if path, err := exec.LookPath("bash"); err == nil {
+		return path, nil
+	}
+	return "/bin/sh", nil
+}
 
 // keyShell runs auth.json's and models.json's "!command" keys.
-func keyShell() string { return "/bin/sh" }
+func keyShell() (string, error) { return "/bin/sh", nil }
+
+// killedExitCode is the exit code of a child rpi killed; none here (-1):
+// it ends by a signal, which exitStatus reports as such.
+const killedExitCode = -1
 
 // exitCode is rpi's exit code after a stop signal (§2).
 func exitCode(sig os.Signal) int {
@@ -399,3 +408,6 @@ func runWatchdog(in io.Reader, _ string) int {
 	}
 	return 0
 }
+
+// homeVar names the user's home folder, as os.UserHomeDir reads it.
+const homeVar = "HOME"

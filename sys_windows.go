@@ -1,30 +1,85 @@
 package main
 
 // What rpi does on Windows. The protocol, sessions, the agent and the file
-// tools work as everywhere; bash is Git for Windows' bash.exe, found on
-// PATH. What Windows cannot give a child the way Unix does is left out,
-// and get_capabilities says so: no pseudo-terminals (tty:false), no
+// tools work as everywhere; bash is Git for Windows' bash.exe (findBash),
+// the agent folder %USERPROFILE%\.pi\agent. What Windows cannot give a
+// child the way Unix does is left out, and get_capabilities says so: no
+// pseudo-terminals (tty:false), no
 // signals but SIGINT (a CTRL_BREAK to the child's process group, which
 // reaches it only when it shares rpi's console) and SIGKILL, no watchdog,
 // and killing a child kills that process, not what it started.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"unsafe"
 )
 
-// fallbackShell: without Git for Windows' bash.exe on PATH, running a
-// command fails with exec's "executable file not found".
-const fallbackShell = "bash"
+// findShell finds Git for Windows' bash.exe (findBash).
+func findShell() (string, error) { return findBash(os.Getenv) }
 
 // keyShell runs auth.json's and models.json's "!command" keys.
-func keyShell() string { return findShell() }
+func keyShell() (string, error) { return findShell() }
+
+// findBash finds the bash.exe rpi runs: the first on PATH that is neither
+// WSL's (%SystemRoot%\System32\bash.exe, which runs the command in a Linux
+// distribution, if one is installed at all) nor the Microsoft Store's stub
+// (in a WindowsApps folder); else Git for Windows' own, beside the git.exe
+// found on PATH (its installer puts only Git\cmd there by default) or in
+// its usual install folders. exec.LookPath would take the first bash on
+// PATH, where System32 comes first. Without one, the error says what to
+// install.
+func findBash(getenv func(string) string) (string, error) {
+	systemRoot := cmp.Or(getenv("SystemRoot"), `C:\Windows`)
+	wsl := filepath.Join(systemRoot, "System32")
+	var roots []string // Git for Windows' install folders, most likely first
+	for _, dir := range filepath.SplitList(getenv("PATH")) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // exec.LookPath takes no relative PATH entry either
+		}
+		dir = filepath.Clean(dir)
+		if strings.EqualFold(dir, wsl) || strings.EqualFold(filepath.Base(dir), "WindowsApps") {
+			continue
+		}
+		if path := filepath.Join(dir, "bash.exe"); isRegularFile(path) {
+			return path, nil
+		}
+		if isRegularFile(filepath.Join(dir, "git.exe")) { // Git\cmd, Git\bin or Git\mingw64\bin
+			roots = append(roots, filepath.Dir(dir), filepath.Dir(filepath.Dir(dir)))
+		}
+	}
+	for _, v := range []string{"ProgramW6432", "ProgramFiles", "ProgramFiles(x86)"} {
+		if dir := getenv(v); dir != "" {
+			roots = append(roots, filepath.Join(dir, "Git"))
+		}
+	}
+	if dir := getenv("LOCALAPPDATA"); dir != "" {
+		roots = append(roots, filepath.Join(dir, "Programs", "Git"))
+	}
+	for _, root := range roots {
+		for _, path := range []string{filepath.Join(root, "bin", "bash.exe"), filepath.Join(root, "usr", "bin", "bash.exe")} {
+			if isRegularFile(path) {
+				return path, nil
+			}
+		}
+	}
+	return "", errors.New("no bash.exe found on PATH or where Git for Windows installs it: install Git for Windows " +
+		"(https://gitforwindows.org), or put the folder of its bash.exe on PATH (WSL's bash.exe in System32 is not used)")
+}
+
+// isRegularFile reports whether path is a regular file.
+func isRegularFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
+}
 
 // exitCode is rpi's exit code after a stop signal (§2).
 func exitCode(sig os.Signal) int {
@@ -103,6 +158,10 @@ func processAlive(pid int) bool {
 	p.Release()
 	return true
 }
+
+// killedExitCode is the exit code of a child rpi killed: os.Process.Kill
+// is TerminateProcess with exit code 1.
+const killedExitCode = 1
 
 // exitStatus reads a finished child's exit code; Windows has no signals
 // to end a process by.
@@ -232,3 +291,6 @@ func runWatchdog(in io.Reader, _ string) int { return 0 }
 
 // forgetOwnMemory: nothing was opened (see hideKeyArguments).
 func forgetOwnMemory() {}
+
+// homeVar names the user's home folder, as os.UserHomeDir reads it.
+const homeVar = "USERPROFILE"

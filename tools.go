@@ -388,11 +388,11 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 			call.update(textResult(text))
 		}
 	})
-	ps, timedOut, err := s.runShell(ctx, c.command, c.timeout, out)
+	end, err := s.runShell(ctx, c.command, c.timeout, out)
 	if err != nil {
 		return toolResult{}, err
 	}
-	code, _ := exitStatus(ps)
+	code := end.exitCode()
 	res := out.finish(code, false)
 	text := res.Output
 	if text == "" {
@@ -407,7 +407,7 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 	switch {
 	case ctx.Err() != nil:
 		return toolResult{Details: details}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
-	case timedOut:
+	case end.timedOut:
 		return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, c.timeout.Seconds())
 	case code == nil || *code != 0:
 		status := "was killed by a signal"

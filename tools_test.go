@@ -326,7 +326,8 @@ func TestPanicsStayWhereTheyStart(t *testing.T) {
 		t.Errorf("a panic in decode: %q (isError %v)", got, isError)
 	}
 
-	cmd := s.command(s.set.shell(), "-c", "echo hi")
+	shell, _ := s.set.shell()
+	cmd := s.command(shell, "-c", "echo hi")
 	done := make(chan struct{})
 	go func() {
 		s.runChild(context.Background(), cmd, 5*time.Second, func(string, []byte) { panic("in a reader") })
