@@ -44,6 +44,9 @@ type acpSession struct {
 	stopStarting context.CancelFunc
 
 	mu        mutex[acpSessionMu] // guards the fields below
+	turns     int                 // prompts (and /compact) given to the core whose turn has not ended
+	turnsOver chan struct{}       // closed when turns drops to 0; nil while it is 0
+	draining  bool                // session/cancel came while turns ran: prompts wait for them to end
 	always    map[string]bool     // tools the user allowed for the session (allow_always)
 	approvals string              // ask, edits, auto, or custom (the --confirm set)
 	custom    []string            // the custom set, while it is in force
@@ -524,6 +527,12 @@ func (as *acpSession) prompt(p *acpPending) (any, error) {
 	call := p.call
 	text := p.prompt.text(func(path string) (string, error) { return as.readLink(p.starting, path) })
 	images := p.prompt.images
+	// /compact comes after the turns before it, and a prompt after a
+	// cancel after the turn it cancelled: either would stop a turn, or
+	// wait behind a run being stopped, which takes no follow-up.
+	if name, _, own := acpOwnCommand(text); own && name == "compact" || as.isDraining() {
+		as.waitTurns(p.starting) // a cancel ends the wait: then p is answered, and not pending
+	}
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	i := slices.Index(as.pending, p)
@@ -536,13 +545,16 @@ func (as *acpSession) prompt(p *acpPending) (any, error) {
 	}
 	msg := &userMessage{Role: "user", Content: append(textBlocks(as.s.expandSlash(text)), images...),
 		Timestamp: as.agent.h.env.clock.Now().UnixMilli()}
+	as.turnStarts()
 	as.s.startPrompt(msg, "followUp", func(queued bool, err error) {
 		if err != nil {
+			as.turnEnds()
 			as.agent.conn.answer(call.id, call.method, nil, acpPromptError(err), false)
 			return
 		}
 		as.title(msg)
 	}, func(end promptEnd) {
+		defer as.turnEnds()
 		if end.ran {
 			as.sendUsage(end.answer)
 		}
@@ -603,7 +615,9 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 		return acpStopResult{"end_turn"}, nil
 	}
 	as.updates.takeCompaction() // an earlier (automatic) one's
+	as.turnStarts()
 	as.s.compact(rest, func(_ compactionResult, err error) {
+		defer as.turnEnds()
 		// A compaction that ran has had its note (compaction_end); one
 		// that could not start has not.
 		end := as.updates.takeCompaction()
@@ -644,8 +658,52 @@ func (as *acpSession) cancel() {
 	as.pending = nil
 	as.stopStarting()
 	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
+	as.mu.Lock()
+	as.draining = as.turns > 0
+	as.mu.Unlock()
 	as.s.clearQueue()
 	as.s.abort()
+}
+
+// turnStarts counts a prompt (or /compact) given to the core; turnEnds
+// its end.
+func (as *acpSession) turnStarts() {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.turns == 0 {
+		as.turnsOver = make(chan struct{})
+	}
+	as.turns++
+}
+
+func (as *acpSession) turnEnds() {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.turns--; as.turns == 0 {
+		close(as.turnsOver)
+		as.turnsOver, as.draining = nil, false
+	}
+}
+
+// isDraining reports whether a session/cancel's turns are still ending.
+func (as *acpSession) isDraining() bool {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return as.draining
+}
+
+// waitTurns waits until no turn of the session runs, or ctx ends.
+func (as *acpSession) waitTurns(ctx context.Context) {
+	as.mu.Lock()
+	over := as.turnsOver
+	as.mu.Unlock()
+	if over == nil {
+		return
+	}
+	select {
+	case <-over:
+	case <-ctx.Done():
+	}
 }
 
 // ---- Config options and modes (§12.7, §12.8) ----

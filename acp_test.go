@@ -2074,17 +2074,7 @@ func TestACPCompactNotes(t *testing.T) {
 	}
 	from := len(c.messages())
 	compact := c.request("session/prompt", acpTextPrompt(sid, "/compact"))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // until the summary is asked for
-		fm.mu.Lock()
-		asked := len(fm.requests)
-		fm.mu.Unlock()
-		if asked == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the compaction never asked the model")
-		}
-	}
+	fm.waitAsked(t, 3) // the summary
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
 	fm.release <- struct{}{}
 	if got := c.responseTo(compact); string(got.Result) != `{"stopReason":"cancelled"}` {
@@ -2234,5 +2224,82 @@ func TestACPTwoLoadsAtOnce(t *testing.T) {
 		if got := c.responseTo(id); got.Error != nil {
 			t.Errorf("load %s: %s", id, got.line)
 		}
+	}
+}
+
+// answerIndex waits for the answer to id and returns its index among
+// the messages.
+func (c *acpTestClient) answerIndex(id json.RawMessage) int {
+	c.t.Helper()
+	return c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, id) })
+}
+
+// TestACPPromptRightAfterCancel: a session/prompt sent with the
+// session/cancel of the turn before it (in one write, as an editor does
+// when the user sends a new message during a turn) runs once the
+// cancelled turn has ended, and is answered; it was queued behind the
+// run being stopped, and waited there until the next prompt's turn
+// ended, out of order.
+func TestACPPromptRightAfterCancel(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
+{"text":["two"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	first := c.request("session/prompt", acpTextPrompt(sid, "first"))
+	fm.waitAsked(t, 1)
+	line, _ := appendACPCall(nil, json.RawMessage("90"), "session/prompt", acpTextPrompt(sid, "second"))
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n" + string(line))
+	cancelled := c.answerIndex(first)
+	if got := c.messages()[cancelled]; string(got.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("the cancelled prompt: %s", got.line)
+	}
+	at := c.answerIndex(json.RawMessage("90"))
+	if got := c.messages()[at]; string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the prompt after the cancel: %s", got.line)
+	}
+	if i := c.waitFor(cancelled, func(m acpTestMessage) bool {
+		u := m.update()
+		return u != nil && u["sessionUpdate"] == "agent_message_chunk" && u["content"].(map[string]any)["text"] == "two"
+	}); i > at {
+		t.Errorf("the second answer streamed after its prompt was answered")
+	}
+}
+
+// TestACPCompactWaitsForTheTurns: /compact sent while a turn runs and a
+// prompt waits behind it comes after both, as the editor sent them: the
+// running turn ends as the model ends it (it was cancelled), the prompt
+// queued before /compact runs and is answered (it never was), then the
+// conversation is compacted.
+func TestACPCompactWaitsForTheTurns(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
+{"text":["two"]}
+{"text":["a summary"]}`, e.agentDir)
+	c, a, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	first := c.request("session/prompt", acpTextPrompt(sid, "first"))
+	fm.waitAsked(t, 1)
+	second := c.request("session/prompt", acpTextPrompt(sid, "second"))
+	waitFollowUps(t, a, sid, 1)
+	compact := c.request("session/prompt", acpTextPrompt(sid, "/compact"))
+	time.Sleep(50 * time.Millisecond) // the compaction, were it to start now, would have stopped the turn
+	fm.release <- struct{}{}
+	var at []int
+	for _, id := range []json.RawMessage{first, second, compact} {
+		i := c.answerIndex(id)
+		if got := c.messages()[i]; string(got.Result) != `{"stopReason":"end_turn"}` {
+			t.Errorf("prompt %s: %s", id, got.line)
+		}
+		at = append(at, i)
+	}
+	if !slices.IsSorted(at) {
+		t.Errorf("answered at %v: not in the order sent", at)
+	}
+	fm.mu.Lock()
+	asked := len(fm.requests)
+	fm.mu.Unlock()
+	if asked != 3 {
+		t.Errorf("the model was asked %d times, not 3 (two answers, one summary)", asked)
 	}
 }

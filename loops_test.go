@@ -3,10 +3,13 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -149,5 +152,41 @@ func TestLoopsFileOnlyRegular(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// TestLoopCapHoldsForCreatesAtOnce: loops created at once, when one more
+// would reach the cap, add exactly one, round after round: the cap is
+// checked again where the loop is added (each create counted first, then
+// added, passed it).
+func TestLoopCapHoldsForCreatesAtOnce(t *testing.T) {
+	s, _ := openTestSession(t, `{"text":["unused"]}`, &recordingSink{}, &approvingUI{}, nil)
+	for round := range 100 {
+		s.loops.mu.Lock()
+		s.loops.tasks = nil
+		s.loops.mu.Unlock()
+		for i := range maxLoops - 1 {
+			if _, err := s.addLoop("1h", fmt.Sprint("loop ", i), false, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		var added atomic.Int32
+		start := make(chan struct{})
+		for i := range 8 {
+			wg.Go(func() {
+				<-start
+				if _, err := s.addLoop("1h", fmt.Sprint("at once ", i), false, false); err == nil {
+					added.Add(1)
+				} else if err != errTooManyLoops {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := s.loops.count(); added.Load() != 1 || n != maxLoops {
+			t.Fatalf("round %d: %d created at once, %d loops in all; want 1 and %d", round, added.Load(), n, maxLoops)
+		}
 	}
 }

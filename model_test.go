@@ -88,6 +88,22 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 	return fm
 }
 
+// waitAsked waits up to 10 s until the model has been asked n times.
+func (fm *fakeModel) waitAsked(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		fm.mu.Lock()
+		asked := len(fm.requests)
+		fm.mu.Unlock()
+		if asked >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the model was asked %d times, never %d", asked, n)
+		}
+	}
+}
+
 func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	json.NewDecoder(r.Body).Decode(&body)
