@@ -763,6 +763,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 			return textResult(err.Error()), true
 		}
 	}
+	checkCallout("the ui's approval")
 	if slices.Contains(s.confirmTools(), block.Name) &&
 		!s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call, timeout: s.set.confirmTimeout}) {
 		return textResult("Denied by user"), true

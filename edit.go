@@ -167,6 +167,7 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 
 // prepare opens the file, reads it and plans every edit against it.
 func (c *editCall) prepare(ctx context.Context, s *session) error {
+	checkCallout("the session's files")
 	target, err := s.files.target(ctx, c.path, c.abs, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("File not found: %s", c.path)

@@ -466,6 +466,7 @@ func (c *askUserCall) run(ctx context.Context, s *session, _ toolRun) (toolResul
 	case c.multiline:
 		req = uiRequest{Method: "editor", Title: c.question}
 	}
+	checkCallout("the ui's question")
 	answer := s.ui.ask(ctx, req)
 	if answer.cancelled || answer.value == nil {
 		return textResult("The user cancelled the question without answering."), nil

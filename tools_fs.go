@@ -59,6 +59,7 @@ func (c *readCall) describe() (string, string) {
 }
 
 func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+	checkCallout("the session's files")
 	f, err := s.files.open(ctx, c.abs)
 	if err != nil {
 		return toolResult{}, fileError("read", c.abs, err)
@@ -186,6 +187,7 @@ var writeTool = &tool{
 // reads what an existing file holds (for change; a file it cannot read,
 // or larger than maxEditBytes, is still written).
 func (c *writeCall) prepare(ctx context.Context, s *session) error {
+	checkCallout("the session's files")
 	target, err := s.files.target(ctx, c.path, c.abs, true)
 	if err != nil {
 		return fileError("write", c.path, err)
