@@ -49,7 +49,10 @@ type uiAnswer struct {
 
 // ui is how a session reaches its user; the front end gives it. The rpc
 // front end's is dialogs (below); ACP's maps these to session/update
-// notes and session/request_permission.
+// notes and session/request_permission. The core calls it with no lock
+// of its own held: show in order with the events (the outbox delivers
+// it), ask and approve on the goroutine that waits. A panic in show loses
+// that request; one in ask or approve fails the tool call that asked.
 type ui interface {
 	// show sends a one-way request (notify, setStatus, setWidget,
 	// setTitle, set_editor_text); nothing waits for an answer.
