@@ -549,8 +549,9 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	}
 	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
-	frames := make(chan []frame, 4)
-	go guard(s.stderr, "reading input", func() { readFrames(stdin, s.env.maxLineBytes, frames) })()
+	frames, inputEnded := readInput(stdin, s.env.maxLineBytes, s.stderr)
+	signalled, stopWatching := watchEnd(s.out, stop, inputEnded)
+	defer stopWatching()
 
 	var stopSignal os.Signal
 loop:
@@ -569,12 +570,17 @@ loop:
 			if len(frames) == 0 { // rpi would wait for input now
 				s.out.flush()
 			}
-		case stopSignal = <-stop:
+		case stopSignal = <-signalled:
 			break loop
 		case <-s.out.gone:
+			select { // a write given up at a signal: the signal's exit code
+			case stopSignal = <-signalled:
+			default:
+			}
 			break loop
 		}
 	}
+	s.out.end()
 	s.out.flush()
 	s.shutdown(stopSignal == nil)
 	if stopSignal != nil {
@@ -582,6 +588,45 @@ loop:
 		return exitCode(stopSignal)
 	}
 	return 0
+}
+
+// readInput reads stdin's frames (readFrames) on a goroutine of its own;
+// inputEnded is closed once it has read the last.
+func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
+	ch, ended := make(chan []frame, 4), make(chan struct{})
+	go guard(stderr, "reading input", func() {
+		defer close(ended)
+		readFrames(stdin, maxLine, ch)
+	})()
+	return ch, ended
+}
+
+// watchEnd watches, beside a command loop, for what ends rpi: a signal on
+// stop, or the end of input. The loop itself may be held by a write to a
+// client that stopped reading (its answer to get_messages, say), so the
+// watcher starts the output's end (output.end): such a write is given up
+// within endStall, and the loop, free again, takes the signal from
+// signalled (there before the write is given up) or sees the input's
+// end. stopWatching ends the watcher.
+func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
+	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-stop:
+				sigs <- sig // before the end: a write given up finds it there
+				out.end()
+				return
+			case <-inputEnded:
+				out.end()
+				inputEnded = nil // a signal may still come while the loop ends
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return sigs, func() { close(quit); <-done }
 }
 
 // ---- Memory ----
