@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -204,7 +205,7 @@ func BenchmarkLoadSessionInProcess(b *testing.B) {
 	file := filepath.Join(dir, "big.jsonl")
 	writeBigSession(b, file, dir, bigSessionMiB(b)<<20)
 	for b.Loop() {
-		ss, err := loadSessionFile(file)
+		ss, err := loadSessionFile(context.Background(), file)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -314,4 +315,83 @@ func timeCommand(b *testing.B, count *int, name string, args ...string) (took, c
 func median(values []float64) float64 {
 	slices.Sort(values)
 	return values[len(values)/2]
+}
+
+// BenchmarkEndDuringLoad: SIGTERM, or the end of stdin, while rpi acp
+// loads a generated session of RPI_BENCH_SESSION_MIB MiB (256 by
+// default) for a client that reads everything: once while the file is
+// read (300 ms after initialize's answer) and once while it is replayed
+// (the first update read). It reports the median and the slowest time from
+// the ending to rpi's exit; SPEC's promise is 2 s.
+func BenchmarkEndDuringLoad(b *testing.B) {
+	dir := b.TempDir()
+	writeBigSession(b, filepath.Join(dir, "big.jsonl"), dir, bigSessionMiB(b)<<20)
+	bin := rpiBinary(b)
+	load, _ := json.Marshal(map[string]any{"sessionId": bigSessionID, "cwd": dir, "mcpServers": []any{}})
+	input := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"method":"session/load","params":` + string(load) + "}\n"
+	took := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, end := range []string{"SIGTERM", "EOF"} {
+			for _, moment := range []string{"read", "replay"} {
+				cmd := exec.Command(bin, "acp", "--session-dir", dir)
+				cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
+				stdin, _ := cmd.StdinPipe()
+				stdout, _ := cmd.StdoutPipe()
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				initialized, replaying := make(chan struct{}), make(chan struct{})
+				go func() { // reads everything, noting initialize's answer and the first update
+					r := bufio.NewReaderSize(stdout, 1<<20)
+					for seen := 0; ; {
+						line, err := r.ReadSlice('\n')
+						if seen == 0 && bytes.Contains(line, []byte(`"id":0`)) {
+							seen++
+							close(initialized)
+						}
+						if seen == 1 && bytes.Contains(line, []byte(`"session/update"`)) {
+							seen++
+							close(replaying)
+						}
+						if err != nil && err != bufio.ErrBufferFull {
+							if seen == 0 {
+								close(initialized)
+							}
+							if seen < 2 {
+								close(replaying)
+							}
+							return
+						}
+					}
+				}()
+				io.WriteString(stdin, input)
+				<-initialized
+				if moment == "read" {
+					time.Sleep(300 * time.Millisecond)
+				} else {
+					<-replaying
+				}
+				ended := time.Now()
+				if end == "SIGTERM" {
+					cmd.Process.Signal(syscall.SIGTERM)
+				} else {
+					stdin.Close()
+				}
+				cmd.Wait()
+				took[end+"-"+moment] = append(took[end+"-"+moment], time.Since(ended))
+				stdin.Close()
+			}
+		}
+	}
+	var all []float64
+	for name, runs := range took {
+		seconds := make([]float64, len(runs))
+		for i, d := range runs {
+			seconds[i] = d.Seconds()
+		}
+		all = append(all, seconds...)
+		b.ReportMetric(median(seconds), name+"-s")
+	}
+	b.ReportMetric(slices.Max(all), "slowest-s")
 }

@@ -5,6 +5,7 @@ package main
 // every other lock) and its hold on the file.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -448,7 +449,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 	held := ss.lock
 	c.lockMu.Unlock()
 	if !holdsFile(held, ss.path) {
-		other, err := lockSessionFile(ss.path, 0)
+		other, err := lockSessionFile(context.Background(), ss.path, 0)
 		if err != nil {
 			return err
 		}
@@ -477,7 +478,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 	}
 	var lock *os.File
 	if err == nil {
-		lock, err = lockSessionFile(f.Name(), 0) // a file nobody else knows: never refused
+		lock, err = lockSessionFile(context.Background(), f.Name(), 0) // a file nobody else knows: never refused
 	}
 	if err == nil {
 		err = os.Rename(f.Name(), path)
@@ -503,7 +504,8 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 // to take that hold over when it becomes current (replace); that file is
 // read once the writes queued for it are done, with no write between
 // (once the hold is handed over, the session left cannot write there).
-func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
+// Waiting for the file and reading it stop when ctx ends.
+func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
 	cur := c.sessionFile
 	c.mu.Unlock()
@@ -517,13 +519,13 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 		c.fileMu.Lock()
 		defer c.fileMu.Unlock()
 		c.flushLocked()
-		ss, err := loadSessionFile(path)
+		ss, err := loadSessionFile(ctx, path)
 		if ss != nil {
 			ss.sameFileAs = cur
 		}
 		return ss, err
 	}
-	return openSessionFile(path, wait)
+	return openSessionFile(ctx, path, wait)
 }
 
 // holdFile makes sure ss holds its file before an append: a session that
@@ -539,7 +541,7 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 	if held {
 		return nil
 	}
-	lock, err := lockSessionFile(ss.path, 0)
+	lock, err := lockSessionFile(context.Background(), ss.path, 0)
 	if err != nil || lock == nil {
 		return err // no file: the append fails and writes it whole
 	}

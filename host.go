@@ -119,11 +119,12 @@ func (h *host) shutdown(patient bool) {
 		waitGroup(&h.background, finishGrace)
 	}
 	h.procs.close()
-	h.cancel()
+	h.cancel() // no session opens from now on (openSession)
 	finished := waitGroup(&h.background, exitLimit)
 	// The last entry is written: another rpi may have the session file
-	// now, while the children are still being killed.
-	for _, s := range sessions {
+	// now, while the children are still being killed. A session opened
+	// meanwhile (a load that ended as rpi began to end) is closed too.
+	for _, s := range h.openSessions() {
 		s.conv.close()
 	}
 	if !waitGroup(&h.procs.children, exitLimit) || !finished {

@@ -43,7 +43,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	case o.file != "":
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
-			loaded, err := openSessionFile(path, s.lockWait())
+			loaded, err := openSessionFile(s.ctx, path, s.lockWait())
 			if err != nil {
 				return nil, err
 			}
@@ -60,7 +60,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		if o.id != "" && o.forkFrom == "" {
 			if found, _ := filepath.Glob(filepath.Join(s.dir, "*_"+o.id+".jsonl")); len(found) > 0 {
-				loaded, err := openSessionFile(found[0], s.lockWait())
+				loaded, err := openSessionFile(s.ctx, found[0], s.lockWait())
 				if err != nil {
 					return nil, err
 				}
@@ -70,7 +70,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
 		if o.forkFrom != "" {
-			from, err := loadSessionFile(resolvePath(cwd, o.forkFrom))
+			from, err := loadSessionFile(s.ctx, resolvePath(cwd, o.forkFrom))
 			if err != nil {
 				return nil, err
 			}
@@ -199,7 +199,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	var loops loopsRead
 	s.changeSession(func() error {
 		var err error
-		if loaded, err = s.conv.open(path, s.lockWait()); err == nil {
+		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
 		}
 		return err

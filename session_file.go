@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -378,8 +379,9 @@ func messageRole(raw json.RawMessage) string {
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
 // in memory (and rewritten on the next append). A file where two entries
-// have one id, or whose parentId links loop, is refused.
-func loadSessionFile(path string) (*sessionFile, error) {
+// have one id, or whose parentId links loop, is refused. Reading stops
+// when ctx ends (the session, or rpi, closing).
+func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("Session file not found: %s", path)
@@ -419,10 +421,12 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	if info, err := f.Stat(); err == nil {
 		parts = sessionParts(info.Size() - next)
 	}
-	read, err := readEntries(f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
+	read, err := readEntries(ctx, f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
 	switch {
 	case err == errLineTooLong:
 		return nil, tooLong(read.tooLong)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("Stopped reading session file %s: the session is closing", path)
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	}
@@ -766,9 +770,10 @@ func decodeMessageSlow(raw json.RawMessage) any {
 const sessionLockWait = 5 * time.Second
 
 // lockSessionFile takes rpi's hold on the file at path, waiting up to wait
-// while another rpi has it, and returns the descriptor that holds it (nil
-// when there is no file yet: it is held from when rpi creates it).
-func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
+// (or until ctx ends) while another rpi has it, and returns the
+// descriptor that holds it (nil when there is no file yet: it is held from
+// when rpi creates it).
+func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		f, err := openLockable(path)
@@ -797,7 +802,11 @@ func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
 				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
 				path, wait, path)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Stopped waiting for session file %s, which another rpi process holds: the session is closing", path)
+		}
 	}
 }
 
@@ -815,13 +824,14 @@ func holdsFile(lock *os.File, path string) bool {
 }
 
 // openSessionFile loads the session file at path, holding it (see
-// lockSessionFile); unlock lets go of it.
-func openSessionFile(path string, wait time.Duration) (*sessionFile, error) {
-	lock, err := lockSessionFile(path, wait)
+// lockSessionFile); unlock lets go of it. Waiting and reading stop when
+// ctx ends.
+func openSessionFile(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
+	lock, err := lockSessionFile(ctx, path, wait)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(ctx, path)
 	if err != nil {
 		if lock != nil {
 			lock.Close()

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -267,7 +268,7 @@ func TestSessionKeepsOneCopy(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestReadEntriesInParts(t *testing.T) {
 		}
 		var want sessionEntries
 		for parts := 1; parts <= 7; parts++ {
-			got, err := readEntries(f, next, lineNo, true, parts)
+			got, err := readEntries(context.Background(), f, next, lineNo, true, parts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -465,7 +466,7 @@ func TestGetMessagesStreamed(t *testing.T) {
 	e, cwd := newTestEnv(t), t.TempDir()
 	path := filepath.Join(cwd, "big.jsonl")
 	writeBigSession(t, path, cwd, 4<<20)
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -145,6 +148,137 @@ func (c *stalledClient) wait(t *testing.T, since time.Time) (int, time.Duration)
 		<-done
 		t.Fatalf("rpi still ran 10 s later (stderr: %s)", c.stderr.String())
 		return 0, 0
+	}
+}
+
+// TestEndStopsALoad: SIGTERM or the end of stdin while rpi acp loads a
+// big session — while it waits for the file another process holds,
+// while it reads the file, and while it replays it to a client that
+// reads everything — stops the load: its answer is an error saying rpi
+// is shutting down, not the replay of every message and a success, and
+// rpi exits at once (0, within 2 s).
+func TestEndStopsALoad(t *testing.T) {
+	endToEnd(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "big.jsonl")
+	messages := writeBigSession(t, file, dir, 32<<20)
+	for _, end := range []string{"SIGTERM", "EOF"} {
+		for _, moment := range []string{"lock", "read", "replay"} {
+			t.Run(end+"/"+moment, func(t *testing.T) {
+				if moment == "lock" { // as another rpi that holds the session
+					lock, err := lockSessionFile(context.Background(), file, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer lock.Close()
+				}
+				c, cmd, stderr := startACPProcess(t, "", "--session-dir", dir)
+				c.call("initialize", map[string]any{"protocolVersion": 1})
+				load := c.request("session/load", map[string]any{"sessionId": bigSessionID, "cwd": dir, "mcpServers": []any{}})
+				switch moment {
+				case "lock", "read": // rpi has the file open
+					waitOpen(t, cmd.Process.Pid, file, map[string]int{"lock": 1, "read": 2}[moment])
+				case "replay":
+					c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/update" })
+				}
+				ended := time.Now()
+				if end == "SIGTERM" {
+					cmd.Process.Signal(syscall.SIGTERM)
+				} else {
+					c.w.Close()
+				}
+				c.waitEnd()
+				code, took := waitExit(t, cmd, ended)
+				if code != 0 || took > 2*time.Second {
+					t.Errorf("exit code %d after %v; want 0 within 2 s (stderr: %s)", code, took, stderr.String())
+				}
+				replayed := 0
+				for _, m := range c.messages() {
+					if m.Method == "session/update" {
+						replayed++
+					}
+				}
+				answer := c.responseTo(load)
+				if answer.Error == nil || !strings.Contains(answer.Error.Message, "shutting down") || replayed >= messages {
+					t.Errorf("%d of %d messages replayed, then %.300s; want the load stopped", replayed, messages, answer.line)
+				}
+				t.Logf("exited after %v; %d of %d messages replayed", took, replayed, messages)
+			})
+		}
+	}
+}
+
+// TestEndStopsASwitch: SIGTERM while rpc's switch_session waits for a
+// session file another process holds (up to 5 s) stops the wait: the
+// switch fails saying so and rpi exits 0 within 2 s.
+func TestEndStopsASwitch(t *testing.T) {
+	endToEnd(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "held.jsonl")
+	writeBigSession(t, file, dir, 1<<20)
+	lock, err := lockSessionFile(context.Background(), file, 0) // as another rpi that holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	p := startRPI(t, "rpc", "--cwd", dir, "--no-session")
+	p.next(t)
+	line, _ := json.Marshal(map[string]string{"id": "s", "type": "switch_session", "sessionPath": file})
+	p.send(t, string(line)+"\n")
+	waitOpen(t, p.cmd.Process.Pid, file, 1)
+	ended := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	code, rest := p.exit(t)
+	if took := time.Since(ended); code != 0 || took > 2*time.Second {
+		t.Errorf("exit code %d after %v; want 0 within 2 s (stderr: %s)", code, took, p.stderr.String())
+	}
+	if !strings.Contains(rest, `"id":"s","type":"response","command":"switch_session","success":false,"error":"Stopped waiting for session file`) {
+		t.Errorf("switch_session's answer: %s", rest)
+	}
+}
+
+// waitOpen waits until process pid has path open n times (its lock and
+// the reading of it), as /proc shows; where there is no /proc, 100 ms.
+func waitOpen(t *testing.T, pid int, path string, n int) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	if _, err := os.Stat(fds); err != nil {
+		time.Sleep(100 * time.Millisecond)
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		entries, _ := os.ReadDir(fds)
+		open := 0
+		for _, e := range entries {
+			if target, _ := os.Readlink(filepath.Join(fds, e.Name())); target == path {
+				open++
+			}
+		}
+		if open >= n {
+			return
+		}
+	}
+	t.Fatalf("rpi did not open %s %d times within 10 s", path, n)
+}
+
+// waitEnd waits until the client has read the agent's stdout to its end
+// (a test then waits for the agent: exec's Wait closes the pipe), for
+// at most 10 s.
+func (c *acpTestClient) waitEnd() {
+	c.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		changed, ended := c.changed, c.ended
+		c.mu.Unlock()
+		if ended {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			c.t.Fatalf("the agent's stdout did not end within 10 s")
+		}
 	}
 }
 
