@@ -580,11 +580,13 @@ func (l *loopScheduler) findLocked(id string) *loopTask {
 
 // dropLoopLocked removes t and its waiting fire, writes loop_removed, and
 // stops reporting a run of it in progress; with abort it also aborts that
-// run and returns it.
+// run and returns it — after loop_removed is written, so that the events
+// of the run's end come after it.
 func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
 	l := s.loops
 	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
+	s.emit("loop_removed", loopRemoved{t.ID, reason}, nil)
 	if f := l.active; f != nil && f.task == t {
 		f.report = false
 		if abort && s.activeRun == f.run {
@@ -593,7 +595,6 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 			aborted = f.run
 		}
 	}
-	s.emit("loop_removed", loopRemoved{t.ID, reason}, nil)
 	return aborted
 }
 
