@@ -178,8 +178,12 @@ func FuzzDecodeMessage(f *testing.F) {
 }
 
 // checkAppendMessage fails when appendMessageJSON or messageAppendable
-// disagree with marshalJSON on m.
+// disagree with marshalJSON on m, or messageJSONSize with the length of
+// json.Marshal's encoding (0 when it fails).
 func checkAppendMessage(t *testing.T, m any) {
+	if marshalled, _ := json.Marshal(m); messageJSONSize(m) != len(marshalled) {
+		t.Fatalf("%#v: messageJSONSize %d, json.Marshal wrote %d bytes", m, messageJSONSize(m), len(marshalled))
+	}
 	want, err := marshalJSON(m)
 	got, ok := appendMessageJSON([]byte("prefix"), m)
 	if ok != (err == nil) || messageAppendable(m) != ok {
@@ -195,8 +199,13 @@ func checkAppendMessage(t *testing.T, m any) {
 // encoding/json refuses the appenders refuse.
 func TestAppendMessageMatchesEncodingJSON(t *testing.T) {
 	hostile := "q\" b\\ \n\r\t\x00\x1f <>& \u2028\u2029 \xff é😀"
+	long := strings.Repeat("é😀\u2028<\x00\xff\xe2\x80", 700) + "\xf0\x9f" // characters across messageJSONSize's pieces
+	longArgs, _ := json.Marshal(map[string]string{"content": long})
 	code := 3
 	for _, m := range []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: long}, {Type: "image", Data: long, MimeType: "image/png"},
+			{Type: "thinking", Thinking: strings.Repeat("\x01", 3000)}}},
+		&assistantMessage{Content: []contentBlock{{Type: "toolCall", ID: "c", Name: "write", Arguments: longArgs}}},
 		&userMessage{Role: "user", Content: textBlocks(hostile), Timestamp: 1},
 		&userMessage{Role: hostile},
 		&userMessage{Content: []contentBlock{}},
