@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"os"
@@ -394,4 +395,69 @@ func BenchmarkEndDuringLoad(b *testing.B) {
 		b.ReportMetric(median(seconds), name+"-s")
 	}
 	b.ReportMetric(slices.Max(all), "slowest-s")
+}
+
+// BenchmarkImagePrompt: one ACP prompt with an image of 49 MiB (its
+// base64 text), answered by faux/faux-1 (no request at all) and by a
+// local OpenAI-compatible server (the request carries the image). It
+// reports rpi's peak resident memory over the prompt, its resident
+// memory a second after the answer, and, for each, the peak as a
+// multiple of the image.
+func BenchmarkImagePrompt(b *testing.B) {
+	bin := rpiBinary(b)
+	image := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("rpi\x00\xff\x10"), 49<<20/8)) // 49 MiB of base64
+	for _, server := range []string{"faux", "sse"} {
+		b.Run(server, func(b *testing.B) {
+			var peaks, afters []float64
+			for b.Loop() {
+				agentDir := b.TempDir()
+				args := []string{"acp", "--model", "faux/faux-1"}
+				if server == "sse" {
+					startFakeModel(b, apiOpenAI, `{"text":["A picture."],"usage":{"Input":12000000,"Output":3}}`, agentDir)
+					args = []string{"acp", "--model", "fake/fake-model"}
+				}
+				cmd := exec.Command(bin, args...)
+				cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+agentDir, "TMPDIR="+b.TempDir(), "PI_FAUX_RESPONSE=A picture."))
+				p := startPiped(b, cmd)
+				send := func(id int, method string, params any) {
+					line, err := appendACPCall(nil, json.RawMessage(strconv.Itoa(id)), method, params)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.stdin.Write(append(line, '\n'))
+				}
+				answer := func(id int) []byte {
+					prefix := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,`)
+					for {
+						line, err := p.stdout.ReadBytes('\n')
+						if err != nil {
+							b.Fatalf("waiting for the answer %d: %v", id, err)
+						}
+						if bytes.HasPrefix(line, prefix) {
+							return line
+						}
+					}
+				}
+				send(0, "initialize", map[string]any{"protocolVersion": 1})
+				answer(0)
+				send(1, "session/new", map[string]any{"cwd": b.TempDir(), "mcpServers": []any{}})
+				var opened struct{ Result acpSessionAnswer }
+				json.Unmarshal(answer(1), &opened)
+				send(2, "session/prompt", map[string]any{"sessionId": opened.Result.SessionID, "prompt": []any{
+					map[string]string{"type": "text", "text": "What is in the picture?"},
+					map[string]string{"type": "image", "mimeType": "image/png", "data": image}}})
+				if got := answer(2); !bytes.Contains(got, []byte(`"stopReason":"end_turn"`)) {
+					b.Fatalf("the prompt's answer: %.300s", got)
+				}
+				peaks = append(peaks, statusMiB(b, cmd.Process.Pid, "VmHWM"))
+				time.Sleep(time.Second)
+				afters = append(afters, statusMiB(b, cmd.Process.Pid, "VmRSS"))
+				p.stdin.Close()
+				cmd.Wait()
+			}
+			b.ReportMetric(median(peaks), "peak-MiB")
+			b.ReportMetric(median(afters), "rss-after-1s-MiB")
+			b.ReportMetric(median(peaks)/49, "peak/image")
+		})
+	}
 }

@@ -95,14 +95,14 @@ func (c *conversation) record(typ string, fields ...field) error {
 // addLocked adds an entry in memory and queues its write; c.mu is held.
 func (c *conversation) addLocked(typ string, fields []field) error {
 	ss := c.sessionFile
-	e, err := ss.add(c.clock.Now(), typ, fields)
+	e, line, err := ss.add(c.clock.Now(), typ, fields)
 	if err != nil {
 		return err
 	}
 	switch {
 	case ss.path == "":
 	case ss.written:
-		c.queue = append(c.queue, fileWrite{ss: ss, line: e.line(), checkEnd: ss.loaded})
+		c.queue = append(c.queue, fileWrite{ss: ss, line: line, checkEnd: ss.loaded})
 		ss.loaded = false
 	case e.Type == "message" && e.role() == "assistant":
 		// Like pi, the file appears once the first answer exists.
@@ -334,6 +334,7 @@ func (c *conversation) flushLocked() error {
 			return err
 		}
 		w := c.queue[0]
+		c.queue[0] = fileWrite{} // the queue's array would keep its bytes (a whole file) alive
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
 		var err error

@@ -96,9 +96,11 @@ func (h *host) releaseRun(s *session) {
 }
 
 // endRun is s's run settling: another session may run now, and the fires
-// of its loops that waited start (startWaitingLoops). s.mu is not held.
+// of its loops that waited start (startWaitingLoops); what the run left
+// behind goes back to the system (afterRun). s.mu is not held.
 func (h *host) endRun(s *session) {
 	h.releaseRun(s)
+	h.memory.afterRun()
 	for _, o := range h.openSessions() {
 		if o != s {
 			o.startWaitingLoops()

@@ -75,6 +75,12 @@ func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
 
 // appendMessageLineFrom is appendMessageLine copying what sources hold.
 func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
+	buf, ok = appendMessageFrom(e.appendMessageHead(buf), e.msg, sources)
+	return append(buf, '}'), ok
+}
+
+// appendMessageHead appends what comes before the message in its line.
+func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 	buf = append(buf, `{"type":"message","id":`...)
 	buf = appendJSONString(buf, e.ID)
 	buf = append(buf, `,"parentId":`...)
@@ -85,9 +91,7 @@ func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (
 	}
 	buf = append(buf, `,"timestamp":`...)
 	buf = appendJSONString(buf, e.Timestamp)
-	buf = append(buf, `,"message":`...)
-	buf, ok = appendMessageFrom(buf, e.msg, sources)
-	return append(buf, '}'), ok
+	return append(buf, `,"message":`...)
 }
 
 // keepLine sets the entry's raw to a copy of line, just decoded by d,
@@ -216,10 +220,30 @@ type field struct {
 	value any
 }
 
-// add appends an entry under the current leaf, in memory.
-func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
+// add appends an entry under the current leaf, in memory, and returns it
+// with its line. A message of rpi's own (ownMessage) is held by the entry
+// as it is, shared with the conversation, and its line written from it
+// once, without reflection: a message that holds a 49 MiB image is not
+// encoded twice and decoded again into a second copy.
+func (ss *sessionFile) add(now time.Time, typ string, fields []field) (_ *sessionEntry, line []byte, _ error) {
 	id := ss.newEntryID()
-	line := []byte(`{"type":`)
+	if typ == "message" && len(fields) == 1 && fields[0].name == "message" && ownMessage(fields[0].value) {
+		e := &sessionEntry{Type: typ, ID: id, Timestamp: timestamp(now), msg: fields[0].value}
+		if ss.leaf != "" {
+			parent := ss.leaf
+			e.ParentID = &parent
+		}
+		line = e.appendMessageHead(nil)
+		head := len(line)
+		line, _ = appendMessageJSON(line, e.msg)
+		e.msgSize = len(line) - head
+		line = append(line, '}')
+		ss.entries = append(ss.entries, e)
+		ss.byID[id] = e
+		ss.leaf = id
+		return e, line, nil
+	}
+	line = []byte(`{"type":`)
 	line = appendJSONString(line, typ)
 	line = append(line, `,"id":`...)
 	line = appendJSONString(line, id)
@@ -247,7 +271,7 @@ func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionE
 		direct = false
 		var err error
 		if line, err = appendMarshal(line, f.value); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	line = append(line, '}')
@@ -262,14 +286,35 @@ func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionE
 		var err error
 		var d jsonIn
 		if e, err = decodeEntry(line, &d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e.keepLine(line, &d)
 	}
 	ss.entries = append(ss.entries, e)
 	ss.byID[id] = e
 	ss.leaf = id
-	return e, nil
+	return e, line, nil
+}
+
+// ownMessage reports whether m is a message of one of rpi's own types,
+// with a role that reads back as that type, that appendMessageJSON
+// writes: decoding its line gives m again (but for invalid UTF-8, which
+// the line holds as U+FFFD).
+func ownMessage(m any) bool {
+	var ok bool
+	switch m := m.(type) {
+	case *userMessage:
+		ok = m.Role == "user"
+	case *assistantMessage:
+		ok = m.Role == "assistant"
+	case *toolResultMessage:
+		ok = m.Role == "toolResult"
+	case bashExecutionMessage:
+		ok = m.Role == "bashExecution"
+	case *summaryMessage:
+		ok = m.Role == "compactionSummary" || m.Role == "branchSummary"
+	}
+	return ok && messageAppendable(m)
 }
 
 // setText sets the text field whose JSON name is name, as json.Unmarshal

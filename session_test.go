@@ -353,7 +353,7 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 	// check adds an entry and compares it with its line decoded.
 	check := func(typ string, fields []field) {
 		t.Helper()
-		e, err := ss.add(time.Unix(1e9, 0), typ, fields)
+		e, _, err := ss.add(time.Unix(1e9, 0), typ, fields)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -295,6 +295,45 @@ func TestSessionKeepsOneCopy(t *testing.T) {
 	}
 }
 
+// TestRecordedMessageHeldOnce: a message the conversation records is its
+// entry's message itself, not a second copy decoded from the entry's line
+// (an image prompt was held twice for the session's life), and the
+// entry, its line and its size are what decoding that line gives.
+func TestRecordedMessageHeldOnce(t *testing.T) {
+	ss := newSessionFile(time.Unix(1e9, 0), "", "/", "", "", "", true)
+	hostile := "q\" b\\ \n\t\x00 <>& \u2028 é😀"
+	code := 1
+	for _, m := range []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: hostile},
+			{Type: "image", Data: strings.Repeat("iVBORw0KGgo", 1000), MimeType: "image/png"}}, Timestamp: 1},
+		&assistantMessage{Role: "assistant", Content: []contentBlock{{Type: "thinking", Thinking: hostile, ThinkingSignature: "s"},
+			{Type: "toolCall", ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command":"ls <x>"}`)}},
+			API: "a", Provider: "p", Model: "m", Usage: usage{Input: 1, TotalTokens: 1, Cost: costBreakdown{Total: 0.5}},
+			StopReason: "toolUse", Timestamp: 2},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "bash", Content: textBlocks(hostile),
+			Details: map[string]any{"exitCode": 0.0}, IsError: true, Timestamp: 3},
+		bashExecutionMessage{Role: "bashExecution", Command: "ls", Output: hostile, ExitCode: &code, Timestamp: 4},
+		&summaryMessage{Role: "compactionSummary", Summary: hostile, TokensBefore: 9, Timestamp: 5},
+	} {
+		e, line, err := ss.add(time.Unix(1e9, 0), "message", []field{{"message", m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.msg != m {
+			t.Errorf("%T: the entry holds a copy of the message", m)
+		}
+		var d jsonIn
+		want, err := decodeEntry(line, &d)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if e.Type != want.Type || e.ID != want.ID || !reflect.DeepEqual(e.ParentID, want.ParentID) || e.Timestamp != want.Timestamp ||
+			e.msgSize != want.msgSize || !reflect.DeepEqual(e.msg, want.msg) || e.raw != nil || !bytes.Equal(e.line(), line) {
+			t.Errorf("%T: entry %+v with the line\n%s\nwant %+v", m, e, line, want)
+		}
+	}
+}
+
 // TestReadEntriesInParts: a session file read in parts, each on its own
 // goroutine, gives what it gives read in one: the same entries, the same
 // line numbers for the lines that are not entries, and a torn last line
