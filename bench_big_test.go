@@ -323,7 +323,7 @@ func median(values []float64) float64 {
 // default) for a client that reads everything: once while the file is
 // read (300 ms after initialize's answer) and once while it is replayed
 // (the first update read). It reports the median and the slowest time from
-// the ending to rpi's exit; SPEC's promise is 2 s.
+// the ending to rpi's exit (rpi acp promises 2 s: docs/acp.md#ending).
 func BenchmarkEndDuringLoad(b *testing.B) {
 	dir := b.TempDir()
 	writeBigSession(b, filepath.Join(dir, "big.jsonl"), dir, bigSessionMiB(b)<<20)
