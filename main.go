@@ -635,9 +635,9 @@ func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (s
 
 // memoryReturn gives the system back, soon after a burst is over, the
 // memory it needed (a huge input line, the output ring of a process that
-// ended): the Go runtime would keep it for minutes, as the heap it may
-// grow into. A return is a full collection, so there is at most one every
-// memoryReturnGap.
+// ended, a run that allocated much): the Go runtime would keep it for
+// minutes, as the heap it may grow into. A return is two full
+// collections, so there is at most one every memoryReturnGap.
 type memoryReturn struct {
 	stderr    io.Writer   // where a panic in the return is told
 	mu        sync.Mutex  // guards the fields below

@@ -161,7 +161,7 @@ func isBlank(line []byte) bool {
 // rpi exits, when its record may be cut — the last one, as nothing is
 // written after it.
 type output struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards w, err, pending and the order of records
 	w       io.Writer
 	err     error  // the first write failure, or errGivenUp; later records are dropped
 	pending []byte // encoded records not yet written
@@ -329,8 +329,8 @@ func (o *output) write(p []byte) error {
 func (o *output) writeOut(p []byte) {
 	err := errWritePanicked
 	defer func() {
-		if p := recover(); p != nil {
-			fmt.Fprintf(o.stderr, "rpi: panic in writing to stdout: %v\n%s", p, debug.Stack())
+		if r := recover(); r != nil {
+			fmt.Fprintf(o.stderr, "rpi: panic in writing to stdout: %v\n%s", r, debug.Stack())
 		}
 		o.wrote <- err
 	}()

@@ -298,8 +298,8 @@ func (ss *sessionFile) add(now time.Time, typ string, fields []field) (_ *sessio
 
 // ownMessage reports whether m is a message of one of rpi's own types,
 // with a role that reads back as that type, that appendMessageJSON
-// writes: decoding its line gives m again (but for invalid UTF-8, which
-// the line holds as U+FFFD).
+// writes: decoding its line gives m again, as JSON has it (a tool
+// result's details as a map, invalid UTF-8 as U+FFFD).
 func ownMessage(m any) bool {
 	var ok bool
 	switch m := m.(type) {
