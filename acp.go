@@ -875,9 +875,11 @@ func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writ
 // or a signal arrives (which it returns; nil otherwise). Nothing is
 // written before the client speaks.
 func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signal) os.Signal {
-	frames := make(chan []frame, 4)
-	go guard(a.h.stderr, "reading input", func() { readFrames(stdin, maxLine, frames) })()
+	frames, inputEnded := readInput(stdin, maxLine, a.h.stderr)
+	signalled, stopWatching := watchEnd(a.conn.out, stop, inputEnded)
+	defer stopWatching()
 	defer a.conn.out.flush()
+	defer a.conn.out.end()
 	for {
 		select {
 		case batch, ok := <-frames:
@@ -893,10 +895,15 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 			if len(frames) == 0 { // rpi would wait for input now
 				a.conn.out.flush()
 			}
-		case sig := <-stop:
+		case sig := <-signalled:
 			return sig
 		case <-a.conn.out.gone:
-			return nil
+			select { // a write given up at a signal: the signal's exit code
+			case sig := <-signalled:
+				return sig
+			default:
+				return nil
+			}
 		}
 	}
 }

@@ -240,6 +240,7 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 // folder first, then in any) and run in cwd (an existing directory, as
 // for session/new), replays its current branch as updates, and
 // only then answers. A session open here already is replayed as it is.
+// rpi's end stops a load, and its answer is then an error.
 // Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
 // modes}; then available_commands_update and usage_update.
 func acpLoad(a *acpAgent, call *acpCall) (any, error) {
@@ -269,7 +270,12 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 	}
 	var as *acpSession
 	opened := false // here, by this request (else it was open already)
-	return a.answerLater(call, func() (any, error) {
+	return a.answerLater(call, func() (_ any, err error) {
+		defer func() {
+			if err != nil && a.h.ctx.Err() != nil { // stopped by rpi's end
+				err = acpEnding(id)
+			}
+		}()
 		if as = a.openOrWait(id); as == nil {
 			defer a.loaded(id)
 			if err := acpIsDir(cwd); err != nil {
@@ -286,6 +292,9 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
+				if a.h.ctx.Err() != nil { // the rest would hold rpi's end
+					return nil, acpEnding(id)
+				}
 				as.send(u)
 			}
 		} else {
@@ -333,6 +342,11 @@ func (a *acpAgent) loaded(id string) {
 // errNoSessions refuses what works on the sessions on disk under
 // --no-session (load, resume, delete).
 var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
+
+// acpEnding answers a session/load or resume that rpi's end stopped.
+func acpEnding(id string) error {
+	return &acpError{Code: acpInternalError, Message: fmt.Sprintf("rpi is shutting down: the session %s was not loaded", id)}
+}
 
 // acpOpenError is why a session file could not be opened, as the client
 // reads it: another rpi holding it (lockSessionFile's refusal) says so; a

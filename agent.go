@@ -824,9 +824,10 @@ type contextUsage struct {
 }
 
 // estimateContext is pi's estimate of the context's size: the last valid
-// answer's reported total, plus chars/4 for every message after it; with
-// no valid answer, chars/4 of all of it — unknown (nil) when a compaction
-// summary has no answer after it yet.
+// answer's reported total, plus chars/4 for every message after it (the
+// bytes of its JSON, messageJSONSize); with no valid answer, chars/4 of
+// all of it — unknown (nil) when a compaction summary has no answer after
+// it yet.
 func estimateContext(messages []any) *int {
 	base, from := 0, 0
 	for i := len(messages) - 1; i >= 0; i-- {
@@ -840,8 +841,7 @@ func estimateContext(messages []any) *int {
 		}
 	}
 	for _, m := range messages[from:] {
-		data, _ := json.Marshal(m)
-		base += (len(data) + 3) / 4
+		base += (messageJSONSize(m) + 3) / 4
 	}
 	return &base
 }

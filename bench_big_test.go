@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -204,7 +206,7 @@ func BenchmarkLoadSessionInProcess(b *testing.B) {
 	file := filepath.Join(dir, "big.jsonl")
 	writeBigSession(b, file, dir, bigSessionMiB(b)<<20)
 	for b.Loop() {
-		ss, err := loadSessionFile(file)
+		ss, err := loadSessionFile(context.Background(), file)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -314,4 +316,148 @@ func timeCommand(b *testing.B, count *int, name string, args ...string) (took, c
 func median(values []float64) float64 {
 	slices.Sort(values)
 	return values[len(values)/2]
+}
+
+// BenchmarkEndDuringLoad: SIGTERM, or the end of stdin, while rpi acp
+// loads a generated session of RPI_BENCH_SESSION_MIB MiB (256 by
+// default) for a client that reads everything: once while the file is
+// read (300 ms after initialize's answer) and once while it is replayed
+// (the first update read). It reports the median and the slowest time from
+// the ending to rpi's exit (rpi acp promises 2 s: docs/acp.md#ending).
+func BenchmarkEndDuringLoad(b *testing.B) {
+	dir := b.TempDir()
+	writeBigSession(b, filepath.Join(dir, "big.jsonl"), dir, bigSessionMiB(b)<<20)
+	bin := rpiBinary(b)
+	load, _ := json.Marshal(map[string]any{"sessionId": bigSessionID, "cwd": dir, "mcpServers": []any{}})
+	input := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"method":"session/load","params":` + string(load) + "}\n"
+	took := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, end := range []string{"SIGTERM", "EOF"} {
+			for _, moment := range []string{"read", "replay"} {
+				cmd := exec.Command(bin, "acp", "--session-dir", dir)
+				cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
+				stdin, _ := cmd.StdinPipe()
+				stdout, _ := cmd.StdoutPipe()
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				initialized, replaying := make(chan struct{}), make(chan struct{})
+				go func() { // reads everything, noting initialize's answer and the first update
+					r := bufio.NewReaderSize(stdout, 1<<20)
+					for seen := 0; ; {
+						line, err := r.ReadSlice('\n')
+						if seen == 0 && bytes.Contains(line, []byte(`"id":0`)) {
+							seen++
+							close(initialized)
+						}
+						if seen == 1 && bytes.Contains(line, []byte(`"session/update"`)) {
+							seen++
+							close(replaying)
+						}
+						if err != nil && err != bufio.ErrBufferFull {
+							if seen == 0 {
+								close(initialized)
+							}
+							if seen < 2 {
+								close(replaying)
+							}
+							return
+						}
+					}
+				}()
+				io.WriteString(stdin, input)
+				<-initialized
+				if moment == "read" {
+					time.Sleep(300 * time.Millisecond)
+				} else {
+					<-replaying
+				}
+				ended := time.Now()
+				if end == "SIGTERM" {
+					cmd.Process.Signal(syscall.SIGTERM)
+				} else {
+					stdin.Close()
+				}
+				cmd.Wait()
+				took[end+"-"+moment] = append(took[end+"-"+moment], time.Since(ended))
+				stdin.Close()
+			}
+		}
+	}
+	var all []float64
+	for name, runs := range took {
+		seconds := make([]float64, len(runs))
+		for i, d := range runs {
+			seconds[i] = d.Seconds()
+		}
+		all = append(all, seconds...)
+		b.ReportMetric(median(seconds), name+"-s")
+	}
+	b.ReportMetric(slices.Max(all), "slowest-s")
+}
+
+// BenchmarkImagePrompt: one ACP prompt with an image of 49 MiB (its
+// base64 text), answered by faux/faux-1 (no request at all) and by a
+// local OpenAI-compatible server (the request carries the image). It
+// reports rpi's peak resident memory over the prompt, its resident
+// memory a second after the answer, and, for each, the peak as a
+// multiple of the image.
+func BenchmarkImagePrompt(b *testing.B) {
+	bin := rpiBinary(b)
+	image := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("rpi\x00\xff\x10"), 49<<20/8)) // 49 MiB of base64
+	for _, server := range []string{"faux", "sse"} {
+		b.Run(server, func(b *testing.B) {
+			var peaks, afters []float64
+			for b.Loop() {
+				agentDir := b.TempDir()
+				args := []string{"acp", "--model", "faux/faux-1"}
+				if server == "sse" {
+					startFakeModel(b, apiOpenAI, `{"text":["A picture."],"usage":{"Input":12000000,"Output":3}}`, agentDir)
+					args = []string{"acp", "--model", "fake/fake-model"}
+				}
+				cmd := exec.Command(bin, args...)
+				cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+agentDir, "TMPDIR="+b.TempDir(), "PI_FAUX_RESPONSE=A picture."))
+				p := startPiped(b, cmd)
+				send := func(id int, method string, params any) {
+					line, err := appendACPCall(nil, json.RawMessage(strconv.Itoa(id)), method, params)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p.stdin.Write(append(line, '\n'))
+				}
+				answer := func(id int) []byte {
+					prefix := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,`)
+					for {
+						line, err := p.stdout.ReadBytes('\n')
+						if err != nil {
+							b.Fatalf("waiting for the answer %d: %v", id, err)
+						}
+						if bytes.HasPrefix(line, prefix) {
+							return line
+						}
+					}
+				}
+				send(0, "initialize", map[string]any{"protocolVersion": 1})
+				answer(0)
+				send(1, "session/new", map[string]any{"cwd": b.TempDir(), "mcpServers": []any{}})
+				var opened struct{ Result acpSessionAnswer }
+				json.Unmarshal(answer(1), &opened)
+				send(2, "session/prompt", map[string]any{"sessionId": opened.Result.SessionID, "prompt": []any{
+					map[string]string{"type": "text", "text": "What is in the picture?"},
+					map[string]string{"type": "image", "mimeType": "image/png", "data": image}}})
+				if got := answer(2); !bytes.Contains(got, []byte(`"stopReason":"end_turn"`)) {
+					b.Fatalf("the prompt's answer: %.300s", got)
+				}
+				peaks = append(peaks, statusMiB(b, cmd.Process.Pid, "VmHWM"))
+				time.Sleep(time.Second)
+				afters = append(afters, statusMiB(b, cmd.Process.Pid, "VmRSS"))
+				p.stdin.Close()
+				cmd.Wait()
+			}
+			b.ReportMetric(median(peaks), "peak-MiB")
+			b.ReportMetric(median(afters), "rss-after-1s-MiB")
+			b.ReportMetric(median(peaks)/49, "peak/image")
+		})
+	}
 }

@@ -210,14 +210,18 @@ func (s *server) getStateCommand(r *request) (any, error) {
 func (s *server) getMessagesCommand(r *request) (any, error) {
 	messages := s.conv.messages()
 	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
-		s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
+		s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
 			buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"messages":[`...)
+			more := true
 			for i, m := range messages {
+				if !more {
+					break
+				}
 				if i > 0 {
 					buf = append(buf, ',')
 				}
 				buf, _ = appendMessageJSON(buf, m)
-				buf = spill(buf)
+				buf, more = spill(buf)
 			}
 			return append(buf, "]}}"...)
 		})

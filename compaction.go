@@ -44,10 +44,10 @@ type compactionEnd struct {
 	ErrorMessage string            `json:"errorMessage,omitempty"`
 }
 
-// estimateTokens guesses a message's size in tokens (4 bytes each).
+// estimateTokens guesses a message's size in tokens: 4 bytes each of its
+// JSON (messageJSONSize, which does not make it).
 func estimateTokens(m any) int {
-	data, _ := json.Marshal(m)
-	return len(data) / 4
+	return messageJSONSize(m) / 4
 }
 
 // contextTokens is how full the context is: the last answer's reported

@@ -5,6 +5,7 @@ package main
 // every other lock) and its hold on the file.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,14 +95,14 @@ func (c *conversation) record(typ string, fields ...field) error {
 // addLocked adds an entry in memory and queues its write; c.mu is held.
 func (c *conversation) addLocked(typ string, fields []field) error {
 	ss := c.sessionFile
-	e, err := ss.add(c.clock.Now(), typ, fields)
+	e, line, err := ss.add(c.clock.Now(), typ, fields)
 	if err != nil {
 		return err
 	}
 	switch {
 	case ss.path == "":
 	case ss.written:
-		c.queue = append(c.queue, fileWrite{ss: ss, line: e.line(), checkEnd: ss.loaded})
+		c.queue = append(c.queue, fileWrite{ss: ss, line: line, checkEnd: ss.loaded})
 		ss.loaded = false
 	case e.Type == "message" && e.role() == "assistant":
 		// Like pi, the file appears once the first answer exists.
@@ -334,6 +335,7 @@ func (c *conversation) flushLocked() error {
 			return err
 		}
 		w := c.queue[0]
+		c.queue[0] = fileWrite{} // the queue's array would keep its bytes (a whole file) alive
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
 		var err error
@@ -450,7 +452,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 	held := ss.lock
 	c.lockMu.Unlock()
 	if !holdsFile(held, ss.path) {
-		other, err := lockSessionFile(ss.path, 0)
+		other, err := lockSessionFile(context.Background(), ss.path, 0)
 		if err != nil {
 			return err
 		}
@@ -479,7 +481,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 	}
 	var lock *os.File
 	if err == nil {
-		lock, err = lockSessionFile(f.Name(), 0) // a file nobody else knows: never refused
+		lock, err = lockSessionFile(context.Background(), f.Name(), 0) // a file nobody else knows: never refused
 	}
 	if err == nil {
 		err = os.Rename(f.Name(), path)
@@ -505,7 +507,8 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 // to take that hold over when it becomes current (replace); that file is
 // read once the writes queued for it are done, with no write between
 // (once the hold is handed over, the session left cannot write there).
-func (c *conversation) open(path string, wait time.Duration) (*sessionFile, error) {
+// Waiting for the file and reading it stop when ctx ends.
+func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
 	cur := c.sessionFile
 	c.mu.Unlock()
@@ -520,13 +523,13 @@ func (c *conversation) open(path string, wait time.Duration) (*sessionFile, erro
 		c.fileMu.Lock()
 		defer c.fileMu.Unlock()
 		c.flushLocked()
-		ss, err := loadSessionFile(path)
+		ss, err := loadSessionFile(ctx, path)
 		if ss != nil {
 			ss.sameFileAs = cur
 		}
 		return ss, err
 	}
-	return openSessionFile(path, wait)
+	return openSessionFile(ctx, path, wait)
 }
 
 // holdFile makes sure ss holds its file before an append: a session that
@@ -542,7 +545,7 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 	if held {
 		return nil
 	}
-	lock, err := lockSessionFile(ss.path, 0)
+	lock, err := lockSessionFile(context.Background(), ss.path, 0)
 	if err != nil || lock == nil {
 		return err // no file: the append fails and writes it whole
 	}

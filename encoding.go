@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // appendJSONFloat appends f as encoding/json writes a float64: the
@@ -527,6 +528,131 @@ func messageAppendable(m any) bool {
 		return json.Valid(m)
 	}
 	return valueAppendable(m, 0)
+}
+
+// ---- Sizes: what the token estimate counts ----
+
+// messageJSONSize is len(json.Marshal(m)) for a conversation message —
+// what the token estimate has always counted, encoding/json's escaping
+// of '<', '>' and '&' included — reckoned without holding that encoding:
+// the message's frame (all but its texts, images and tool arguments) is
+// written small, and each text it leaves out is sized where it lies. A
+// 49 MiB image costs one pass over its text and no copy. It is 0 where
+// json.Marshal fails, as the estimate counted it.
+func messageJSONSize(m any) int {
+	if !messageAppendable(m) {
+		return 0
+	}
+	var texts []string // left out of the frame, each written there as ""
+	var args [][]byte  // tool arguments left out, each written there as null
+	frame := m
+	switch m := m.(type) {
+	case *userMessage:
+		light := *m
+		light.Content = blocksFrame(m.Content, &texts, &args)
+		frame = &light
+	case *assistantMessage:
+		light := *m
+		light.Content = blocksFrame(m.Content, &texts, &args)
+		frame = &light
+	case *toolResultMessage:
+		light := *m
+		light.Content = blocksFrame(m.Content, &texts, &args)
+		frame = &light
+	case bashExecutionMessage:
+		texts = append(texts, m.Output)
+		m.Output = ""
+		frame = m
+	case *summaryMessage:
+		light := *m
+		texts, light.Summary = append(texts, m.Summary), ""
+		frame = &light
+	case rawMessage:
+		return compactJSONSize(m)
+	}
+	small, _ := appendMessageJSON(nil, frame)
+	size := compactJSONSize(small)
+	for _, text := range texts {
+		size += jsonStringSize(text) - len(`""`)
+	}
+	for _, raw := range args {
+		size += compactJSONSize(raw) - len("null")
+	}
+	return size
+}
+
+// blocksFrame is blocks with their texts, thinking and image data empty
+// and their tool arguments nil, which it adds to texts and args.
+func blocksFrame(blocks []contentBlock, texts *[]string, args *[][]byte) []contentBlock {
+	if blocks == nil {
+		return nil
+	}
+	light := make([]contentBlock, len(blocks))
+	for i, b := range blocks {
+		switch b.Type {
+		case "thinking":
+			*texts, b.Thinking = append(*texts, b.Thinking), ""
+		case "image":
+			*texts, b.Data = append(*texts, b.Data), ""
+		case "toolCall":
+			if b.Arguments != nil {
+				*args, b.Arguments = append(*args, b.Arguments), nil
+			}
+		default:
+			*texts, b.Text = append(*texts, b.Text), ""
+		}
+		light[i] = b
+	}
+	return light
+}
+
+// jsonStringSize is the length of s as json.Marshal writes it: as
+// appendJSONString writes it, and '<', '>' and '&' as \u003c…. It is
+// written a piece at a time into a buffer on the stack, cut between
+// characters, so only the count is kept.
+func jsonStringSize(s string) int {
+	const piece = 1 << 10
+	var scratch [6*piece + 2]byte // a piece escaped: at most 6 bytes a byte, and the quotes
+	size := len(`""`) + 5*(strings.Count(s, "<")+strings.Count(s, ">")+strings.Count(s, "&"))
+	for len(s) > 0 {
+		end := min(piece, len(s))
+		for back := 0; back < utf8.UTFMax-1 && end < len(s) && !utf8.RuneStart(s[end]); back++ {
+			end-- // not within a character: its bytes are escaped together
+		}
+		size += len(appendJSONString(scratch[:0], s[:end])) - len(`""`)
+		s = s[end:]
+	}
+	return size
+}
+
+// compactJSONSize is the length of valid JSON as json.Marshal writes a
+// json.RawMessage: compacted, and within strings '<', '>' and '&' as
+// \u003c…, U+2028 and U+2029 as \u2028 and \u2029.
+func compactJSONSize(raw []byte) int {
+	size, inString, escaped := 0, false, false
+	for i, c := range raw {
+		switch {
+		case inString:
+			size++
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			case c == '<' || c == '>' || c == '&':
+				size += len(`\u003c`) - 1
+			case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xA8:
+				size += len(`\u2028`) - len("\u2028")
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			size++
+			inString = c == '"'
+		}
+	}
+	return size
 }
 
 // appendBlocks appends content blocks (nil is null), each as its

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
+	"runtime"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -133,4 +135,46 @@ func FuzzAppendJSONFloat(f *testing.F) {
 			t.Fatalf("appendJSONFloat(%v) = %s, encoding/json gives %s", x, got, want)
 		}
 	})
+}
+
+// TestCountingDoesNotEncode: the token estimate of a conversation with an
+// 8 MiB image — autoCompact's (contextTokens), usage_update's and
+// get_session_stats' (estimateContext), compaction's (estimateTokens) —
+// is the figure json.Marshal's length always gave, and takes a few KiB,
+// not the copies of the image that encoding each message made (24 MiB
+// and more for each count before).
+func TestCountingDoesNotEncode(t *testing.T) {
+	image := strings.Repeat("iVBORw0KGgo+/", 8<<20/13)
+	code := 0
+	messages := []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "What is in <this> picture?"},
+			{Type: "image", Data: image, MimeType: "image/png"}}, Timestamp: 1},
+		&assistantMessage{Role: "assistant", Content: []contentBlock{{Type: "thinking", Thinking: "Look & see"},
+			{Type: "toolCall", ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command": "file a.png > /dev/null"}`)}},
+			API: "faux", Provider: "faux", Model: "faux-1", StopReason: "toolUse", Timestamp: 2},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "bash", Content: textBlocks("PNG image data, 800 x 600"),
+			Details: map[string]any{"exitCode": 0.0}, Timestamp: 3},
+		bashExecutionMessage{Role: "bashExecution", Command: "ls", Output: "a.png\n", ExitCode: &code, Timestamp: 4},
+		&summaryMessage{Role: "branchSummary", Summary: "An image was looked at.", Timestamp: 5},
+	}
+	want := 0
+	for _, m := range messages {
+		data, _ := json.Marshal(m)
+		want += (len(data) + 3) / 4
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	used := estimateContext(messages)
+	tokens := contextTokens(messages)
+	runtime.ReadMemStats(&after)
+	if used == nil || *used != want {
+		t.Errorf("estimateContext %v, want %d (json.Marshal's bytes / 4)", used, want)
+	}
+	if tokens > want || tokens < want-len(messages) {
+		t.Errorf("contextTokens %d, want about %d", tokens, want)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<10 {
+		t.Errorf("two counts of the conversation allocated %d bytes; want at most 64 KiB (the image is %d)", allocated, len(image))
+	}
 }

@@ -60,7 +60,7 @@ func newHost(cfg config, env environment, stdout, stderr io.Writer) (*host, erro
 	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	h.procs = newProcessTable(h.watchdog, stderr)
 	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
-	h.memory.stderr = stderr
+	h.memory.stderr, h.memory.clock = stderr, env.clock
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }
@@ -96,9 +96,11 @@ func (h *host) releaseRun(s *session) {
 }
 
 // endRun is s's run settling: another session may run now, and the fires
-// of its loops that waited start (startWaitingLoops). s.mu is not held.
+// of its loops that waited start (startWaitingLoops); what the run left
+// behind goes back to the system (afterRun). s.mu is not held.
 func (h *host) endRun(s *session) {
 	h.releaseRun(s)
+	h.memory.afterRun()
 	for _, o := range h.openSessions() {
 		if o != s {
 			o.startWaitingLoops()
@@ -119,11 +121,12 @@ func (h *host) shutdown(patient bool) {
 		waitGroup(&h.background, finishGrace)
 	}
 	h.procs.close()
-	h.cancel()
+	h.cancel() // no session opens from now on (openSession)
 	finished := waitGroup(&h.background, exitLimit)
 	// The last entry is written: another rpi may have the session file
-	// now, while the children are still being killed.
-	for _, s := range sessions {
+	// now, while the children are still being killed. A session opened
+	// meanwhile (a load that ended as rpi began to end) is closed too.
+	for _, s := range h.openSessions() {
 		s.conv.close()
 	}
 	if !waitGroup(&h.procs.children, exitLimit) || !finished {

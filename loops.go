@@ -590,13 +590,15 @@ func (l *loopScheduler) findLocked(id string) *loopTask {
 	return nil
 }
 
-// dropLoopLocked removes t and its waiting fire, writes loop_removed, and
+// dropLoopLocked removes t and its waiting fire, posts loop_removed, and
 // stops reporting a run of it in progress; with abort it also aborts that
-// run and returns it.
+// run and returns it — after loop_removed is posted, so that the events
+// of the run's end come after it.
 func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborted *agentRun) {
 	l := s.loops
 	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
+	s.postEvent("loop_removed", loopRemoved{t.ID, reason}, nil)
 	if f := l.active; f != nil && f.task == t {
 		f.report = false
 		if abort && s.activeRun == f.run {
@@ -605,7 +607,6 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 			aborted = f.run
 		}
 	}
-	s.postEvent("loop_removed", loopRemoved{t.ID, reason}, nil)
 	return aborted
 }
 
@@ -700,11 +701,11 @@ func (s *session) announceLoops() {
 	if save {
 		s.saveLoopsLocked()
 	}
+	if notice != "" { // in order with the loops' events: before a command's answer that follows them
+		s.postTell(uiRequest{Method: "notify", NotifyType: "warning", Message: notice})
+	}
 	l.mu.Unlock()
 	s.unlock()
-	if notice != "" {
-		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: notice})
-	}
 	s.fireDueLoops()
 }
 

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -568,8 +569,9 @@ func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	}
 	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
-	frames := make(chan []frame, 4)
-	go guard(s.stderr, "reading input", func() { readFrames(stdin, s.env.maxLineBytes, frames) })()
+	frames, inputEnded := readInput(stdin, s.env.maxLineBytes, s.stderr)
+	signalled, stopWatching := watchEnd(s.out, stop, inputEnded)
+	defer stopWatching()
 
 	var stopSignal os.Signal
 loop:
@@ -588,12 +590,17 @@ loop:
 			if len(frames) == 0 { // rpi would wait for input now
 				s.out.flush()
 			}
-		case stopSignal = <-stop:
+		case stopSignal = <-signalled:
 			break loop
 		case <-s.out.gone:
+			select { // a write given up at a signal: the signal's exit code
+			case stopSignal = <-signalled:
+			default:
+			}
 			break loop
 		}
 	}
+	s.out.end()
 	s.out.flush()
 	s.shutdown(stopSignal == nil)
 	if stopSignal != nil {
@@ -603,35 +610,119 @@ loop:
 	return 0
 }
 
+// readInput reads stdin's frames (readFrames) on a goroutine of its own;
+// inputEnded is closed once it has read the last.
+func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
+	ch, ended := make(chan []frame, 4), make(chan struct{})
+	go guard(stderr, "reading input", func() {
+		defer close(ended)
+		readFrames(stdin, maxLine, ch)
+	})()
+	return ch, ended
+}
+
+// watchEnd watches, beside a command loop, for what ends rpi: a signal on
+// stop, or the end of input. The loop itself may be held by a write to a
+// client that stopped reading (its answer to get_messages, say), so the
+// watcher starts the output's end (output.end): such a write is given up
+// within endStall, and the loop, free again, takes the signal from
+// signalled (there before the write is given up) or sees the input's
+// end. stopWatching ends the watcher.
+func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
+	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
+	go guard(out.stderr, "watching for the end", func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-stop:
+				sigs <- sig // before the end: a write given up finds it there
+				out.end()
+				return
+			case <-inputEnded:
+				out.end()
+				inputEnded = nil // a signal may still come while the loop ends
+			case <-quit:
+				return
+			}
+		}
+	})()
+	return sigs, func() { close(quit); <-done }
+}
+
 // ---- Memory ----
 
 // memoryReturn gives the system back, soon after a burst is over, the
 // memory it needed (a huge input line, the output ring of a process that
-// ended): the Go runtime would keep it for minutes, as the heap it may
-// grow into. A return is a full collection, so there is at most one every
-// memoryReturnGap.
+// ended, a run that allocated much): the Go runtime would keep it for
+// minutes, as the heap it may grow into. A return is two full
+// collections, so there is at most one every memoryReturnGap.
 type memoryReturn struct {
-	stderr io.Writer             // where a panic in the return is told
-	mu     mutex[memoryReturnMu] // guards the fields below
-	timer  *time.Timer           // the coming return, when one is set
-	closed bool                  // shut down: no more returns
+	stderr    io.Writer             // where a panic in the return is told
+	mu        mutex[memoryReturnMu] // guards the fields below
+	clock     clock
+	timer     func() bool // stops the coming return, when one is set
+	again     bool        // asked for while the coming return was set: one more follows it
+	closed    bool        // shut down: no more returns
+	allocated uint64      // the bytes allocated in all, as afterRun last saw them
 }
 
 const memoryReturnGap = 500 * time.Millisecond
 
-// soon asks for a return within memoryReturnGap.
+// soon asks for a return within memoryReturnGap. Asked while one is
+// coming — which may be under way already, too early for what the asker
+// just let go of — it asks for one more after that.
 func (m *memoryReturn) soon() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.timer != nil || m.closed {
+	switch {
+	case m.closed:
+	case m.timer != nil:
+		m.again = true
+	default:
+		m.timer = m.clock.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", m.give))
+	}
+}
+
+// give is a return: two full collections, the memory they free given
+// back. The first leaves what sync.Pools hold for one more (encoding/json
+// keeps its buffers there, each as big as the largest value it wrote:
+// an event with a 40 MiB image kept 80 MiB alive).
+func (m *memoryReturn) give() {
+	runtime.GC()
+	debug.FreeOSMemory()
+	m.mu.Lock()
+	m.timer = nil
+	again := m.again
+	m.again = false
+	m.mu.Unlock()
+	if again {
+		m.soon()
+	}
+}
+
+// runAllocatedBytes is how much may be allocated between the ends of two
+// runs before afterRun gives memory back.
+const runAllocatedBytes = 64 << 20
+
+// afterRun asks for a return (soon) at the end of a run when
+// runAllocatedBytes or more were allocated since the last run ended: an
+// image of tens of MiB read, recorded and sent to the model leaves a few
+// times its size behind, which the runtime would keep for minutes as the
+// heap it may grow into. (A run that only streamed costs a collection.)
+func (m *memoryReturn) afterRun() {
+	allocated := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(allocated)
+	if allocated[0].Value.Kind() != metrics.KindUint64 {
 		return
 	}
-	m.timer = time.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", func() {
-		debug.FreeOSMemory()
-		m.mu.Lock()
-		m.timer = nil
-		m.mu.Unlock()
-	}))
+	now := allocated[0].Value.Uint64()
+	m.mu.Lock()
+	big := now-m.allocated >= runAllocatedBytes
+	m.allocated = now
+	m.mu.Unlock()
+	if big {
+		m.soon()
+	}
 }
 
 // close cancels a coming return.
@@ -640,7 +731,7 @@ func (m *memoryReturn) close() {
 	defer m.mu.Unlock()
 	m.closed = true
 	if m.timer != nil {
-		m.timer.Stop()
+		m.timer()
 	}
 }
 

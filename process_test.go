@@ -852,3 +852,34 @@ func TestMemoryComesBack(t *testing.T) {
 	p.stdin.Close()
 	p.exit(t)
 }
+
+// TestMemoryComesBackAfterAnImage: after a prompt with a 40 MiB image (its
+// base64), answered by faux/faux-1, rpi holds the image once and gives
+// back what reading, recording, writing and counting it took: within 5 s
+// of the answer it is resident in at most 128 MiB (it stayed at 424 MiB,
+// the image held twice, for the session's life).
+func TestMemoryComesBackAfterAnImage(t *testing.T) {
+	endToEnd(t)
+	if raceDetector {
+		t.Skip("the race detector's shadow memory is not given back")
+	}
+	p := startRPIWith(t, withEnv("PI_FAUX_RESPONSE=A picture."), "rpc", "--cwd", t.TempDir(), "--model", "faux/faux-1")
+	p.next(t)
+	image := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("rpi\x00\xff\x10"), 30<<20/6)) // 40 MiB of base64
+	line, _ := json.Marshal(map[string]any{"id": "p", "type": "prompt", "message": "What is in the picture?",
+		"images": []map[string]string{{"type": "image", "data": image, "mimeType": "image/png"}}})
+	go p.stdin.Write(append(line, '\n'))
+	p.until(t, "agent_settled", "")
+	rss := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if rss = residentKB(t, p.cmd.Process.Pid); rss <= 128<<10 {
+			break
+		}
+	}
+	t.Logf("rpi resident %d kB (peak %d kB)", rss, residentKB(t, p.cmd.Process.Pid, "VmHWM:"))
+	if rss > 128<<10 {
+		t.Errorf("rpi still holds %d kB 5 s after the answer; want at most 128 MiB", rss)
+	}
+	p.stdin.Close()
+	p.exit(t)
+}

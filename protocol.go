@@ -17,8 +17,11 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -147,22 +150,63 @@ func isBlank(line []byte) bool {
 // buffered may wait in pending (gather), until the dispatcher would wait
 // for input (flush) or maxPending bytes have gathered. A pipelining client
 // thus costs one write per batch, and no record waits on input.
+//
+// A client that stops reading blocks the write in progress, and with it
+// whoever holds mu. That is the client's to decide while rpi serves it,
+// but not once rpi ends: after end, a write that has not finished within
+// endStall is given up, the output with it (nothing more is written), so
+// that ending never waits on a client that does not read. Each write
+// runs on a goroutine of its own for that (a write blocked on a pipe
+// cannot be interrupted otherwise: stdout is a pipe in blocking mode,
+// whose writes no deadline reaches); a write given up stays blocked until
+// rpi exits, when its record may be cut — the last one, as nothing is
+// written after it.
 type output struct {
-	mu      mutex[outputMu] // guards the fields below and the order of records
+	mu      mutex[outputMu] // guards w, err, pending and the order of records
 	w       io.Writer
-	err     error  // the first write failure; later records are dropped
+	err     error  // the first write failure, or errGivenUp; later records are dropped
 	pending []byte // encoded records not yet written
 	stderr  io.Writer
 
-	// gone is closed when a write fails: the client stopped reading.
+	// gone is closed when a write fails (the client stopped reading) or
+	// is given up.
 	gone chan struct{}
+	// ending is closed by end: rpi is ending, and a write may take at most
+	// endStall from then (or from its start, if later).
+	ending  chan struct{}
+	endOnce sync.Once
+	// wrote passes each write's error from writeOut (one at a time: the
+	// writer holds mu until it is passed, or gives the output up).
+	wrote chan error
+	// taken counts the bytes the client has taken: a write that moves it
+	// on is slow, not stalled.
+	taken atomic.Int64
 }
+
+// endStall is how long a write may wait on the client, taking nothing,
+// once rpi is ending.
+const endStall = time.Second
+
+// writeChunk is the most one write to the client hands over at once, so
+// that a big record's progress shows (output.taken).
+const writeChunk = 64 << 10
+
+// errGivenUp is the output's error once a write was given up at the end.
+var errGivenUp = errors.New("the client stopped reading: a write was given up at the end")
 
 // maxPending bounds the records gathered into one write.
 const maxPending = 256 << 10
 
 func newOutput(w, stderr io.Writer) *output {
-	return &output{w: w, stderr: stderr, gone: make(chan struct{})}
+	return &output{w: w, stderr: stderr, gone: make(chan struct{}), ending: make(chan struct{}),
+		wrote: make(chan error, 1)}
+}
+
+// end marks rpi as ending: from now on a write that the client does not
+// take within endStall is given up. It may be called many times, from any
+// goroutine, while a write is blocked (it takes no lock).
+func (o *output) end() {
+	o.endOnce.Do(func() { close(o.ending) })
 }
 
 // record writes one record built by encode, which appends the record's
@@ -191,30 +235,36 @@ func (o *output) gather(encode func(buf []byte) ([]byte, error)) {
 // stream writes one record too big to hold whole (get_messages of a big
 // session): encode appends it piece by piece and hands what it has so
 // far to spill, which writes it out once maxPending bytes have gathered
-// and gives the buffer back empty. The lock is held throughout, so the
-// record still leaves whole and uninterrupted, after whatever was
-// pending. encode cannot fail: what could fail is checked before.
-func (o *output) stream(encode func(buf []byte, spill func([]byte) []byte) []byte) {
+// and gives the buffer back empty; once the client is gone (a write
+// failed or was given up) spill says so (more is false), and encode may
+// stop. The lock is held throughout, so the record still leaves whole
+// and uninterrupted, after whatever was pending. encode cannot fail: what
+// could fail is checked before.
+func (o *output) stream(encode func(buf []byte, spill func([]byte) (_ []byte, more bool)) []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err != nil {
 		return
 	}
-	o.pending = append(encode(o.pending, o.spillLocked), '\n')
+	buf := encode(o.pending, o.spillLocked)
+	if o.err != nil {
+		return
+	}
+	o.pending = append(buf, '\n')
 	o.flushLocked()
 }
 
 // spillLocked is stream's spill; o.mu is held.
-func (o *output) spillLocked(buf []byte) []byte {
+func (o *output) spillLocked(buf []byte) (_ []byte, more bool) {
 	if o.err != nil {
-		return buf[:0] // the client is gone: nothing more reaches it
+		return buf[:0], false // the client is gone: nothing more reaches it
 	}
 	if len(buf) < maxPending {
-		return buf
+		return buf, true
 	}
 	o.pending = buf
 	o.flushLocked()
-	return o.pending
+	return o.pending, o.err == nil
 }
 
 // flush writes what is pending.
@@ -242,9 +292,13 @@ func (o *output) flushLocked() {
 	if len(o.pending) == 0 || o.err != nil {
 		return
 	}
-	if _, err := o.w.Write(o.pending); err != nil {
+	if err := o.write(o.pending); err != nil {
 		o.err = err
 		close(o.gone)
+		if err == errGivenUp {
+			o.pending = nil // the write given up still holds it
+			return
+		}
 	}
 	if cap(o.pending) <= 4*maxPending {
 		o.pending = o.pending[:0] // reuse small buffers; let big ones go
@@ -252,6 +306,65 @@ func (o *output) flushLocked() {
 		o.pending = nil
 	}
 }
+
+// write writes p whole, or gives it up (errGivenUp) once rpi is ending
+// and the client has taken nothing of it for endStall (a client that
+// reads slowly gets all of it). The write runs on a goroutine of its own
+// (writeOut), which a write given up leaves blocked: a deadline ends it
+// when w takes one (a pollable *os.File, a socket), else rpi's exit does.
+func (o *output) write(p []byte) error {
+	go o.writeOut(p)
+	select {
+	case err := <-o.wrote:
+		return err
+	case <-o.ending:
+	}
+	stall := time.NewTimer(endStall)
+	defer stall.Stop()
+	for taken := o.taken.Load(); ; {
+		select {
+		case err := <-o.wrote:
+			return err
+		case <-stall.C:
+		}
+		if now := o.taken.Load(); now != taken { // slow, not stalled
+			taken = now
+			stall.Reset(endStall)
+			continue
+		}
+		break
+	}
+	if d, ok := o.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		d.SetWriteDeadline(time.Now())
+	}
+	fmt.Fprintf(o.stderr, "rpi: the client took no output for %v while rpi ended: the rest is not written\n", endStall)
+	return errGivenUp
+}
+
+// writeOut is write's goroutine: it writes p and passes on the error.
+// A panic in w is an error, logged with its stack, as guard does.
+func (o *output) writeOut(p []byte) {
+	err := errWritePanicked
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(o.stderr, "rpi: panic in writing to stdout: %v\n%s", r, debug.Stack())
+		}
+		o.wrote <- err
+	}()
+	for len(p) > 0 {
+		n := min(len(p), writeChunk)
+		var k int
+		k, err = o.w.Write(p[:n])
+		o.taken.Add(int64(k))
+		if err != nil {
+			return
+		}
+		p = p[n:]
+	}
+	err = nil
+}
+
+var errWritePanicked = errors.New("the write to stdout panicked")
 
 // ---- Envelopes (§4, §5) ----
 

@@ -367,7 +367,7 @@ func TestTwoSessionsOneHost(t *testing.T) {
 		t.Errorf("B's answer: %+v", end.answer)
 	}
 	path := a.conv.info().path
-	if lock, err := lockSessionFile(path, 0); err == nil {
+	if lock, err := lockSessionFile(context.Background(), path, 0); err == nil {
 		lock.Close()
 		t.Fatalf("A's session file %s is not held while A is open", path)
 	}
@@ -382,7 +382,7 @@ func TestTwoSessionsOneHost(t *testing.T) {
 	if !p.ended() {
 		t.Errorf("A's process is %s after A's close", p.info().State)
 	}
-	lock, err := lockSessionFile(path, 0)
+	lock, err := lockSessionFile(context.Background(), path, 0)
 	if err != nil || lock == nil {
 		t.Fatalf("A's session file after close: %v", err)
 	}

@@ -97,7 +97,8 @@ type sessionOptions struct {
 // openSession opens a session in o.cwd: its settings and resources, the
 // starting model (--model, or settings.json's default, or the first
 // usable one), and its conversation (see openConversation). What opening
-// writes (a fork's copy) is on disk when it returns.
+// writes (a fork's copy) is on disk when it returns. Once the host shuts
+// down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, h.env.trace)
 	cfg := h.set.cfg
@@ -131,8 +132,16 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	s.conv = conv
 	conv.flush()
 	h.mu.Lock()
-	h.sessions = append(h.sessions, s)
+	ending := h.ctx.Err() != nil // shutdown has begun: it closes the sessions it lists, not this one
+	if !ending {
+		h.sessions = append(h.sessions, s)
+	}
 	h.mu.Unlock()
+	if ending {
+		s.cancel()
+		conv.close()
+		return nil, errors.New("rpi is shutting down")
+	}
 	return s, nil
 }
 

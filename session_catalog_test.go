@@ -194,7 +194,7 @@ func TestDeleteHeldSession(t *testing.T) {
 	store := sessionStore{root: root}
 	held := filepath.Join(root, "--p--", "held.jsonl")
 	writeSession(t, held)
-	lock, err := lockSessionFile(held, 0)
+	lock, err := lockSessionFile(context.Background(), held, 0)
 	if err != nil || lock == nil {
 		t.Fatal(err)
 	}

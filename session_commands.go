@@ -43,7 +43,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	case o.file != "":
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
-			loaded, err := openSessionFile(path, s.lockWait())
+			loaded, err := openSessionFile(s.ctx, path, s.lockWait())
 			if err != nil {
 				return nil, err
 			}
@@ -60,7 +60,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		if o.id != "" && o.forkFrom == "" {
 			if found, _ := filepath.Glob(filepath.Join(s.dir, "*_"+o.id+".jsonl")); len(found) > 0 {
-				loaded, err := openSessionFile(found[0], s.lockWait())
+				loaded, err := openSessionFile(s.ctx, found[0], s.lockWait())
 				if err != nil {
 					return nil, err
 				}
@@ -70,7 +70,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
 		if o.forkFrom != "" {
-			from, err := loadSessionFile(resolvePath(cwd, o.forkFrom))
+			from, err := loadSessionFile(s.ctx, resolvePath(cwd, o.forkFrom))
 			if err != nil {
 				return nil, err
 			}
@@ -199,7 +199,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	var loops loopsRead
 	s.changeSession(func() error {
 		var err error
-		if loaded, err = s.conv.open(path, s.lockWait()); err == nil {
+		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
 		}
 		return err
@@ -404,13 +404,17 @@ func (s *server) getEntriesCommand(r *request) (any, error) {
 	if err := entriesWritable(r.typ, entries); err != nil {
 		return nil, err
 	}
-	s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
+	s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
 		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"entries":[`...)
+		more := true
 		for i, e := range entries {
+			if !more {
+				break
+			}
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = spill(appendEntryJSON(buf, e))
+			buf, more = spill(appendEntryJSON(buf, e))
 		}
 		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
 		return append(buf, "}}"...)
@@ -434,7 +438,7 @@ func (s *server) getTreeCommand(r *request) (any, error) {
 	if err := entriesWritable(r.typ, tree.entries); err != nil {
 		return nil, err
 	}
-	s.out.stream(func(buf []byte, spill func([]byte) []byte) []byte {
+	s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
 		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"tree":[`...)
 		buf = tree.appendJSON(buf, spill)
 		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
@@ -517,11 +521,15 @@ func linkEntries(ss *sessionFile) entryTree {
 
 // appendJSON appends the roots as get_tree's nodes, {"entry":…,
 // "children":[…]}, separated by commas, depth first with a stack of
-// the open nodes, and hands each entry's text to spill.
-func (t entryTree) appendJSON(buf []byte, spill func([]byte) []byte) []byte {
+// the open nodes, and hands each entry's text to spill (it stops when
+// spill says the client is gone).
+func (t entryTree) appendJSON(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
 	var open []int32
+	more := true
 	for n := t.root; n >= 0; {
-		buf = spill(appendEntryJSON(append(buf, `{"entry":`...), t.entries[n]))
+		if buf, more = spill(appendEntryJSON(append(buf, `{"entry":`...), t.entries[n])); !more {
+			return buf
+		}
 		buf = append(buf, `,"children":[`...)
 		if t.first[n] >= 0 {
 			open = append(open, n)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -74,6 +75,12 @@ func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
 
 // appendMessageLineFrom is appendMessageLine copying what sources hold.
 func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
+	buf, ok = appendMessageFrom(e.appendMessageHead(buf), e.msg, sources)
+	return append(buf, '}'), ok
+}
+
+// appendMessageHead appends what comes before the message in its line.
+func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 	buf = append(buf, `{"type":"message","id":`...)
 	buf = appendJSONString(buf, e.ID)
 	buf = append(buf, `,"parentId":`...)
@@ -84,9 +91,7 @@ func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (
 	}
 	buf = append(buf, `,"timestamp":`...)
 	buf = appendJSONString(buf, e.Timestamp)
-	buf = append(buf, `,"message":`...)
-	buf, ok = appendMessageFrom(buf, e.msg, sources)
-	return append(buf, '}'), ok
+	return append(buf, `,"message":`...)
 }
 
 // keepLine sets the entry's raw to a copy of line, just decoded by d,
@@ -215,10 +220,30 @@ type field struct {
 	value any
 }
 
-// add appends an entry under the current leaf, in memory.
-func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionEntry, error) {
+// add appends an entry under the current leaf, in memory, and returns it
+// with its line. A message of rpi's own (ownMessage) is held by the entry
+// as it is, shared with the conversation, and its line written from it
+// once, without reflection: a message that holds a 49 MiB image is not
+// encoded twice and decoded again into a second copy.
+func (ss *sessionFile) add(now time.Time, typ string, fields []field) (_ *sessionEntry, line []byte, _ error) {
 	id := ss.newEntryID()
-	line := []byte(`{"type":`)
+	if typ == "message" && len(fields) == 1 && fields[0].name == "message" && ownMessage(fields[0].value) {
+		e := &sessionEntry{Type: typ, ID: id, Timestamp: timestamp(now), msg: fields[0].value}
+		if ss.leaf != "" {
+			parent := ss.leaf
+			e.ParentID = &parent
+		}
+		line = e.appendMessageHead(nil)
+		head := len(line)
+		line, _ = appendMessageJSON(line, e.msg)
+		e.msgSize = len(line) - head
+		line = append(line, '}')
+		ss.entries = append(ss.entries, e)
+		ss.byID[id] = e
+		ss.leaf = id
+		return e, line, nil
+	}
+	line = []byte(`{"type":`)
 	line = appendJSONString(line, typ)
 	line = append(line, `,"id":`...)
 	line = appendJSONString(line, id)
@@ -246,7 +271,7 @@ func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionE
 		direct = false
 		var err error
 		if line, err = appendMarshal(line, f.value); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	line = append(line, '}')
@@ -261,14 +286,35 @@ func (ss *sessionFile) add(now time.Time, typ string, fields []field) (*sessionE
 		var err error
 		var d jsonIn
 		if e, err = decodeEntry(line, &d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e.keepLine(line, &d)
 	}
 	ss.entries = append(ss.entries, e)
 	ss.byID[id] = e
 	ss.leaf = id
-	return e, nil
+	return e, line, nil
+}
+
+// ownMessage reports whether m is a message of one of rpi's own types,
+// with a role that reads back as that type, that appendMessageJSON
+// writes: decoding its line gives m again, as JSON has it (a tool
+// result's details as a map, invalid UTF-8 as U+FFFD).
+func ownMessage(m any) bool {
+	var ok bool
+	switch m := m.(type) {
+	case *userMessage:
+		ok = m.Role == "user"
+	case *assistantMessage:
+		ok = m.Role == "assistant"
+	case *toolResultMessage:
+		ok = m.Role == "toolResult"
+	case bashExecutionMessage:
+		ok = m.Role == "bashExecution"
+	case *summaryMessage:
+		ok = m.Role == "compactionSummary" || m.Role == "branchSummary"
+	}
+	return ok && messageAppendable(m)
 }
 
 // setText sets the text field whose JSON name is name, as json.Unmarshal
@@ -387,8 +433,9 @@ func (e *errInvalidSessionFile) Error() string {
 // that are not JSON (a torn last line, say) are skipped; lines of any
 // length are read as they stream by. Version 1 and 2 files are migrated
 // in memory (and rewritten on the next append). A file where two entries
-// have one id, or whose parentId links loop, is refused.
-func loadSessionFile(path string) (*sessionFile, error) {
+// have one id, or whose parentId links loop, is refused. Reading stops
+// when ctx ends (the session, or rpi, closing).
+func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("Session file not found: %s", path)
@@ -428,10 +475,12 @@ func loadSessionFile(path string) (*sessionFile, error) {
 	if info, err := f.Stat(); err == nil {
 		parts = sessionParts(info.Size() - next)
 	}
-	read, err := readEntries(f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
+	read, err := readEntries(ctx, f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
 	switch {
 	case err == errLineTooLong:
 		return nil, tooLong(read.tooLong)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("Stopped reading session file %s: the session is closing", path)
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	}
@@ -775,9 +824,10 @@ func decodeMessageSlow(raw json.RawMessage) any {
 const sessionLockWait = 5 * time.Second
 
 // lockSessionFile takes rpi's hold on the file at path, waiting up to wait
-// while another rpi has it, and returns the descriptor that holds it (nil
-// when there is no file yet: it is held from when rpi creates it).
-func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
+// (or until ctx ends) while another rpi has it, and returns the
+// descriptor that holds it (nil when there is no file yet: it is held from
+// when rpi creates it).
+func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		f, err := openLockable(path)
@@ -806,7 +856,11 @@ func lockSessionFile(path string, wait time.Duration) (*os.File, error) {
 				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
 				path, wait, path)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Stopped waiting for session file %s, which another rpi process holds: the session is closing", path)
+		}
 	}
 }
 
@@ -824,13 +878,14 @@ func holdsFile(lock *os.File, path string) bool {
 }
 
 // openSessionFile loads the session file at path, holding it (see
-// lockSessionFile); unlock lets go of it.
-func openSessionFile(path string, wait time.Duration) (*sessionFile, error) {
-	lock, err := lockSessionFile(path, wait)
+// lockSessionFile); unlock lets go of it. Waiting and reading stop when
+// ctx ends.
+func openSessionFile(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
+	lock, err := lockSessionFile(ctx, path, wait)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(ctx, path)
 	if err != nil {
 		if lock != nil {
 			lock.Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -110,7 +111,7 @@ func TestEndToEndKill9(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("session files in %s: %v", dir, files)
 	}
-	ss, err := loadSessionFile(files[0])
+	ss, err := loadSessionFile(context.Background(), files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 	ps.waitFor(`"type":"agent_settled"`)
 	ps.close()
 	lines := sessionLines(t, path)
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestHugeSessionLine(t *testing.T) {
 	f.WriteString(`"}],"timestamp":1}}` + "\n")
 	f.WriteString(`{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"after"}],"timestamp":2}}` + "\n")
 	f.Close()
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestSessionFolderVanishes(t *testing.T) {
 		t.Errorf("the client was not told:\n%s", ps.out.bytes())
 	}
 	lines := sessionLines(t, files[0])
-	ss, err := loadSessionFile(files[0])
+	ss, err := loadSessionFile(context.Background(), files[0])
 	if err != nil || !strings.HasPrefix(lines[0], `{"type":"session"`) {
 		t.Fatalf("the recreated file does not start with its header: %v\n%s", err, strings.Join(lines, "\n"))
 	}
@@ -302,7 +303,7 @@ func TestPlantedTempFileIsNotFollowed(t *testing.T) {
 	if data, _ := os.ReadFile(victim); string(data) != "untouched" {
 		t.Errorf("the planted symlink was followed: %q", data)
 	}
-	if _, err := loadSessionFile(filepath.Join(cwd, "s.jsonl")); err != nil {
+	if _, err := loadSessionFile(context.Background(), filepath.Join(cwd, "s.jsonl")); err != nil {
 		t.Error(err)
 	}
 }
@@ -352,7 +353,7 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 	// check adds an entry and compares it with its line decoded.
 	check := func(typ string, fields []field) {
 		t.Helper()
-		e, err := ss.add(time.Unix(1e9, 0), typ, fields)
+		e, _, err := ss.add(time.Unix(1e9, 0), typ, fields)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -83,7 +84,7 @@ type sessionEntries struct {
 // skipped, unless it is the last one and has no "\n" (a torn write): then
 // it goes unreported. err is errLineTooLong (tooLong is its line) or a
 // read error.
-func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) (read sessionEntries, err error) {
+func readEntries(ctx context.Context, f *os.File, from int64, lineNo int, keepLines bool, parts int) (read sessionEntries, err error) {
 	info, err := f.Stat()
 	if err != nil {
 		return read, err
@@ -105,7 +106,7 @@ func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) 
 		}
 		wg.Go(func() {
 			defer panicked.catch()
-			results[i] = readEntryPart(io.NewSectionReader(f, start, n), keepLines)
+			results[i] = readEntryPart(ctxReader{ctx, io.NewSectionReader(f, start, n)}, keepLines)
 		})
 	}
 	wg.Wait()
@@ -127,6 +128,20 @@ func readEntries(f *os.File, from int64, lineNo int, keepLines bool, parts int) 
 		lineNo += part.lines
 	}
 	return read, nil
+}
+
+// ctxReader reads r until ctx ends, then fails with ctx's error: a long
+// read stops at its next chunk.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // nextLineStart is where the first line that starts at or after at

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -177,8 +178,12 @@ func FuzzDecodeMessage(f *testing.F) {
 }
 
 // checkAppendMessage fails when appendMessageJSON or messageAppendable
-// disagree with marshalJSON on m.
+// disagree with marshalJSON on m, or messageJSONSize with the length of
+// json.Marshal's encoding (0 when it fails).
 func checkAppendMessage(t *testing.T, m any) {
+	if marshalled, _ := json.Marshal(m); messageJSONSize(m) != len(marshalled) {
+		t.Fatalf("%#v: messageJSONSize %d, json.Marshal wrote %d bytes", m, messageJSONSize(m), len(marshalled))
+	}
 	want, err := marshalJSON(m)
 	got, ok := appendMessageJSON([]byte("prefix"), m)
 	if ok != (err == nil) || messageAppendable(m) != ok {
@@ -194,8 +199,13 @@ func checkAppendMessage(t *testing.T, m any) {
 // encoding/json refuses the appenders refuse.
 func TestAppendMessageMatchesEncodingJSON(t *testing.T) {
 	hostile := "q\" b\\ \n\r\t\x00\x1f <>& \u2028\u2029 \xff é😀"
+	long := strings.Repeat("é😀\u2028<\x00\xff\xe2\x80", 700) + "\xf0\x9f" // characters across messageJSONSize's pieces
+	longArgs, _ := json.Marshal(map[string]string{"content": long})
 	code := 3
 	for _, m := range []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: long}, {Type: "image", Data: long, MimeType: "image/png"},
+			{Type: "thinking", Thinking: strings.Repeat("\x01", 3000)}}},
+		&assistantMessage{Content: []contentBlock{{Type: "toolCall", ID: "c", Name: "write", Arguments: longArgs}}},
 		&userMessage{Role: "user", Content: textBlocks(hostile), Timestamp: 1},
 		&userMessage{Role: hostile},
 		&userMessage{Content: []contentBlock{}},
@@ -267,7 +277,7 @@ func TestSessionKeepsOneCopy(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +292,45 @@ func TestSessionKeepsOneCopy(t *testing.T) {
 	}
 	if got := string(ss.wholeFile()); got != strings.Join(lines, "\n")+"\n" {
 		t.Errorf("the whole file is written back as\n%s", got)
+	}
+}
+
+// TestRecordedMessageHeldOnce: a message the conversation records is its
+// entry's message itself, not a second copy decoded from the entry's line
+// (an image prompt was held twice for the session's life), and the
+// entry, its line and its size are what decoding that line gives.
+func TestRecordedMessageHeldOnce(t *testing.T) {
+	ss := newSessionFile(time.Unix(1e9, 0), "", "/", "", "", "", true)
+	hostile := "q\" b\\ \n\t\x00 <>& \u2028 é😀"
+	code := 1
+	for _, m := range []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: hostile},
+			{Type: "image", Data: strings.Repeat("iVBORw0KGgo", 1000), MimeType: "image/png"}}, Timestamp: 1},
+		&assistantMessage{Role: "assistant", Content: []contentBlock{{Type: "thinking", Thinking: hostile, ThinkingSignature: "s"},
+			{Type: "toolCall", ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command":"ls <x>"}`)}},
+			API: "a", Provider: "p", Model: "m", Usage: usage{Input: 1, TotalTokens: 1, Cost: costBreakdown{Total: 0.5}},
+			StopReason: "toolUse", Timestamp: 2},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "bash", Content: textBlocks(hostile),
+			Details: map[string]any{"exitCode": 0.0}, IsError: true, Timestamp: 3},
+		bashExecutionMessage{Role: "bashExecution", Command: "ls", Output: hostile, ExitCode: &code, Timestamp: 4},
+		&summaryMessage{Role: "compactionSummary", Summary: hostile, TokensBefore: 9, Timestamp: 5},
+	} {
+		e, line, err := ss.add(time.Unix(1e9, 0), "message", []field{{"message", m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.msg != m {
+			t.Errorf("%T: the entry holds a copy of the message", m)
+		}
+		var d jsonIn
+		want, err := decodeEntry(line, &d)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if e.Type != want.Type || e.ID != want.ID || !reflect.DeepEqual(e.ParentID, want.ParentID) || e.Timestamp != want.Timestamp ||
+			e.msgSize != want.msgSize || !reflect.DeepEqual(e.msg, want.msg) || e.raw != nil || !bytes.Equal(e.line(), line) {
+			t.Errorf("%T: entry %+v with the line\n%s\nwant %+v", m, e, line, want)
+		}
 	}
 }
 
@@ -313,7 +362,7 @@ func TestReadEntriesInParts(t *testing.T) {
 		}
 		var want sessionEntries
 		for parts := 1; parts <= 7; parts++ {
-			got, err := readEntries(f, next, lineNo, true, parts)
+			got, err := readEntries(context.Background(), f, next, lineNo, true, parts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -465,7 +514,7 @@ func TestGetMessagesStreamed(t *testing.T) {
 	e, cwd := newTestEnv(t), t.TempDir()
 	path := filepath.Join(cwd, "big.jsonl")
 	writeBigSession(t, path, cwd, 4<<20)
-	ss, err := loadSessionFile(path)
+	ss, err := loadSessionFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,10 +322,11 @@ func TestGatheredAnswersKeepOrder(t *testing.T) {
 	w.writes = nil
 	o.gather(rec(strings.Repeat("x", maxPending-10)))
 	o.gather(rec(`"` + strings.Repeat("y", 1<<20) + `"`))
-	if len(w.writes) != 1 || len(w.writes[0]) <= maxPending {
-		t.Fatalf("%d writes", len(w.writes))
+	batch := strings.Join(w.writes, "")
+	if len(batch) <= maxPending || len(w.writes) != (len(batch)+writeChunk-1)/writeChunk {
+		t.Fatalf("%d writes of %d bytes in all", len(w.writes), len(batch))
 	}
-	t.Logf("one write of %d bytes (docs: at most %d)", len(w.writes[0]), maxPending)
+	t.Logf("one batch of %d bytes, handed over %d bytes at a time (docs: at most %d gathered)", len(batch), writeChunk, maxPending)
 }
 
 // TestUnencodableAnswerIsAFailure: an answer whose data cannot be encoded

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -301,7 +302,7 @@ func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 		t.Errorf("the reloaded session lost the aborted answer:\n%s", out)
 	}
 	sp.s.conv.flush() // the sessions left let go of their holds
-	if lock, _ := lockSessionFile(file, 0); lock != nil {
+	if lock, _ := lockSessionFile(context.Background(), file, 0); lock != nil {
 		lock.Close()
 		t.Errorf("after the switches nothing holds %s: another rpi could write it", file)
 	}
@@ -340,7 +341,7 @@ func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 // (in the reloaded session's name), and that session has it.
 func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	sp, file := serveSessionCopy(t, "s.jsonl")
-	reloaded, err := sp.s.conv.open(file, 0) // switch_session's read
+	reloaded, err := sp.s.conv.open(context.Background(), file, 0) // switch_session's read
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
 	c.mu.Lock()
 	left := c.sessionFile
 	c.mu.Unlock()
-	reloaded, err := c.open(file, 0)
+	reloaded, err := c.open(context.Background(), file, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
