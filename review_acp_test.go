@@ -1,0 +1,247 @@
+package main
+
+// A fresh adversarial pass over the ACP wire: a hostile or buggy editor,
+// a prompt-injected model and hostile files on disk. Each test here shows
+// one defect and fails on the code it was written against.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reviewSession is the session sid open on a's connection.
+func reviewSession(t *testing.T, a *acpAgent, sid string) *acpSession {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	as := a.sessions[sid]
+	if as == nil {
+		t.Fatalf("session %s is not open", sid)
+	}
+	return as
+}
+
+// reviewLoopsFile writes a loops file beside the session file at path
+// with one durable loop of prompt, due at once (it was created an hour
+// ago, every hour).
+func reviewLoopsFile(t *testing.T, path string, now time.Time, prompt string) {
+	t.Helper()
+	p, _ := json.Marshal(prompt)
+	loops := `{"version":1,"tasks":[{"id":"0123456789ab","intervalSecs":3600,"prompt":` + string(p) + `,"durable":true,` +
+		`"createdAt":"` + timestamp(now.Add(-2*time.Hour)) + `","lastFiredAt":null,"expiresAt":"` + timestamp(now.Add(24*time.Hour)) + `","runCount":0}]}`
+	if err := os.WriteFile(path+".loops.json", []byte(loops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReviewACPPromptAfterCancellingALoopRunIsAnswered: a session's
+// loop (restored from its loops file, docs/acp.md: "its loops going on")
+// fires a run of its own, with no session/prompt. The user cancels it and
+// sends the next message in the same write, as Zed does. That prompt is
+// never answered: session/cancel counts only the turns of prompts
+// (acpSession.turns), so it does not make the next prompt wait for the
+// stopping run; the prompt is queued as a follow-up behind a run that is
+// being aborted, which settles without taking it, and it sits in the
+// core's queue until some later prompt's run ends (then it runs after
+// that one, out of order). docs/acp.md: "A prompt that comes after the
+// cancel ... waits for the cancelled turn to end, then runs".
+func TestReviewACPPromptAfterCancellingALoopRunIsAnswered(t *testing.T) {
+	e := newTestEnv(t)
+	clock := newFakeClock()
+	e.clock = clock
+	fm := startFakeModel(t, apiOpenAI, `{"text":["the loop's answer"],"holdAt":1}
+{"text":["the answer to the prompt"]}`, e.agentDir)
+	cwd := t.TempDir()
+	const sid = "1a2b3c4d-0000-4000-8000-0000000000c1"
+	reviewLoopsFile(t, writeTestSession(t, e.agentDir, cwd, sid, 0, "hi"), clock.Now(), "Report")
+	c, _, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Fatalf("load: %s", got.line)
+	}
+	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
+	clock.advance(2 * time.Minute) // past the restore's grace: the loop fires
+	fm.waitAsked(t, 1)
+	line, _ := appendACPCall(nil, json.RawMessage("90"), "session/prompt", acpTextPrompt(sid, "something else"))
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n" + string(line))
+	if got := c.responseTo(json.RawMessage("90")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the prompt sent after the cancel of the loop's run: %s", got.line)
+	}
+}
+
+// TestReviewACPCompactWaitsForALoopRun: /compact sent while a loop's run
+// streams stops that run (session.compact aborts whatever runs), where
+// docs/acp.md says "A /compact sent while turns run comes after them ...
+// the running turn ... end[s] as the model ends [it]": ACP's wait before a
+// compaction (acpSession.waitTurns) counts only the turns of prompts, not
+// a loop's. The loop's answer is cut off and never shown.
+func TestReviewACPCompactWaitsForALoopRun(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["`+strings.Repeat("one ", 200)+`"]}
+{"text":["`+strings.Repeat("two ", 200)+`"]}
+{"text":["the loop's ","answer"],"holdAt":2}
+{"text":["a summary"]}`, e.agentDir)
+	c, a, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "one"))
+	c.call("session/prompt", acpTextPrompt(sid, "two"))
+	s := reviewSession(t, a, sid).s
+	if _, err := s.addLoop("1h", "Report", true, false); err != nil { // as loop_create does, or a restored loop due
+		t.Fatal(err)
+	}
+	s.fireDueLoops()
+	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, `"text":"the loop's "`) })
+	compact := c.request("session/prompt", acpTextPrompt(sid, "/compact"))
+	time.Sleep(100 * time.Millisecond) // were the compaction to wait, it would wait now
+	fm.release <- struct{}{}
+	c.responseTo(compact)
+	streamed := false
+	for _, m := range c.messages() {
+		streamed = streamed || strings.Contains(m.line, `"text":"answer"`)
+	}
+	if !streamed {
+		t.Errorf("/compact stopped the loop's running turn: its answer was cut off\n%s", strings.Join(c.lines(), "\n"))
+	}
+}
+
+// TestReviewACPRestoredLoopsCanBeSeenAndRemoved: docs/security.md ("Loops
+// files") lets a session file's loops come back because "none fires
+// before a minute has passed, so the client has seen it, and can delete
+// it, before it runs anything". Over ACP the editor can do neither: the
+// loop_created events are dropped, and the note it gets tells the user to
+// use loop_list and loop_delete, which are not ACP methods (-32601). A
+// minute later the prompt the file chose runs in the editor's session,
+// with no session/prompt, under the session's approvals.
+func TestReviewACPRestoredLoopsCanBeSeenAndRemoved(t *testing.T) {
+	e := newTestEnv(t)
+	clock := newFakeClock()
+	e.clock = clock
+	fm := startFakeModel(t, apiOpenAI, `{"text":["ran the file's prompt"]}`, e.agentDir)
+	cwd := t.TempDir()
+	const sid = "1a2b3c4d-0000-4000-8000-0000000000c2"
+	reviewLoopsFile(t, writeTestSession(t, e.agentDir, cwd, sid, 0, "hi"), clock.Now(), "Run the deploy script")
+	c, _, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
+		t.Fatalf("load: %s", got.line)
+	}
+	at := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
+	note := c.messages()[at].line
+	for _, method := range []string{"loop_list", "loop_delete"} {
+		if strings.Contains(note, method) {
+			if got := c.call(method, map[string]any{"sessionId": sid, "taskId": "0123456789ab"}); got.Error != nil && got.Error.Code == acpMethodNotFound {
+				t.Errorf("the editor is told to use %s, which ACP does not have: %s", method, got.line)
+			}
+		}
+	}
+	clock.advance(2 * time.Minute)
+	time.Sleep(200 * time.Millisecond)
+	fm.mu.Lock()
+	asked := len(fm.requests)
+	fm.mu.Unlock()
+	if asked > 0 {
+		t.Errorf("the loops file's prompt ran in the editor's session without a session/prompt (the model was asked %d times)", asked)
+	}
+}
+
+// TestReviewACPEditorIsNotGivenProcSelfPaths: the editor opens a path as
+// its own process, so a path through /proc/self (or /proc/thread-self,
+// /dev/fd) names another file for it than for rpi. rpi checks
+// /proc/self/cwd/<name> in its own working directory (a regular file: let
+// through) and asks the editor for that very path, which the editor
+// resolves in its own working directory: the read returns another file
+// (with the editor's cwd "/", /proc/self/cwd/proc/self/environ is the
+// editor's environment, the leak docs/acp.md says is closed, once a
+// regular file proc/self/environ exists in rpi's directory: a cloned
+// repository can ship one). A write is worse: the permission request says
+// "Write /proc/self/cwd/x → <rpi's directory>/x" and the editor writes x in
+// its own directory.
+func TestReviewACPEditorIsNotGivenProcSelfPaths(t *testing.T) {
+	wd, err := os.Getwd() // the test process's cwd: rpi's /proc/self/cwd here
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/self/cwd/go.mod"); err != nil {
+		t.Skip("no /proc/self/cwd here")
+	}
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"read","args":["{\"path\":\"/proc/self/cwd/go.mod\"}"]}]}
+{"toolCalls":[{"id":"c2","name":"write","args":["{\"path\":\"/proc/self/cwd/review-probe.txt\",\"content\":\"x\"}"]}]}
+{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		switch method {
+		case "fs/read_text_file":
+			return map[string]string{"content": "the editor's file"}, nil
+		case "fs/write_text_file":
+			return nil, nil
+		}
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	os.Remove(filepath.Join(wd, "review-probe.txt"))
+	for _, m := range c.messages() {
+		if !strings.HasPrefix(m.Method, "fs/") {
+			continue
+		}
+		var p struct{ Path string }
+		json.Unmarshal(m.Params, &p)
+		if strings.HasPrefix(p.Path, "/proc/self/") {
+			t.Errorf("%s asks the editor for %s: the editor resolves /proc/self in itself, not where rpi checked it (%s)", m.Method, p.Path, wd)
+		}
+	}
+}
+
+// TestReviewACPListIsOfThatDirectoryOnly: session/list {cwd} is "the
+// sessions of cwd" (docs/acp.md), but its folder name is cwd with every
+// "/" made "-", so /x/a/b and /x/a-b share a folder and session/list for
+// /x/a-b lists the sessions of /x/a/b (Zed shows them in that project's
+// history, and loads them there, in the wrong directory). The rows are
+// not filtered by their own cwd.
+func TestReviewACPListIsOfThatDirectoryOnly(t *testing.T) {
+	root := t.TempDir()
+	nested, dashed := filepath.Join(root, "a", "b"), filepath.Join(root, "a-b")
+	for _, dir := range []string{nested, dashed} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _, _ := startACPAgent(t, nil, nil)
+	sid := openACPSession(t, c, nil, nested)
+	var page acpListPage
+	got := c.call("session/list", map[string]any{"cwd": dashed})
+	if err := json.Unmarshal(got.Result, &page); err != nil {
+		t.Fatalf("session/list: %s", got.line)
+	}
+	for _, row := range page.Sessions {
+		if row.Cwd != dashed {
+			t.Errorf("session/list of %s lists %s, a session of %s", dashed, row.SessionID, row.Cwd)
+		}
+	}
+	_ = sid
+}
+
+// TestReviewACPEndWithinTwoSeconds: docs/acp.md ("Ending"): at the end of
+// stdin rpi ends every child it started and "exits 0 within 2 s". A
+// command that ignores SIGTERM gets SIGKILL only after killGrace (2 s),
+// so rpi exits after 2 s, never within them.
+func TestReviewACPEndWithinTwoSeconds(t *testing.T) {
+	endToEnd(t)
+	c, cmd, stderr := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"trap '' TERM; echo running; while :; do sleep 0.1; done\"}"]}]}`)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	var opened acpSessionAnswer
+	json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+	c.request("session/prompt", acpTextPrompt(opened.SessionID, "run"))
+	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "running") })
+	time.Sleep(200 * time.Millisecond) // the trap is set
+	ended := time.Now()
+	c.w.Close()
+	if code, took := waitExit(t, cmd, ended); code != 0 || took > 2*time.Second {
+		t.Errorf("exit code %d after %v at the end of stdin; want 0 within 2 s (stderr: %s)", code, took, stderr.String())
+	}
+}
