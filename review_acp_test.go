@@ -310,3 +310,26 @@ func TestReviewACPCommandMenuNamesWhatRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewACPOverlongRequestAnsweredUnderItsID: a request longer than
+// the line limit (a session/prompt with a pasted file or an image past
+// 48 MiB, whose base64 passes 64 MiB) is answered -32700 under id null,
+// although its id is at the head of the line that rpi keeps (acpHeadID
+// finds it for an answer too long): the editor's request is answered
+// under no id it can match, and its prompt waits for ever (Zed shows the
+// turn running). A line nested too deeply is answered under its id; one
+// too long could be too. (docs/acp.md documents the id null, and
+// TestACPOverlongLine expects it: a design gap rather than a slip.)
+func TestReviewACPOverlongRequestAnsweredUnderItsID(t *testing.T) {
+	const maxLine = 8 << 10
+	c, _, _ := startACPAgentWith(t, nil, nil, maxLine)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	prompt, _ := json.Marshal(acpTextPrompt(sid, strings.Repeat("x", 2*maxLine)))
+	c.send(`{"jsonrpc":"2.0","id":41,"method":"session/prompt","params":` + string(prompt) + `}`)
+	c.call("no/such/method", nil) // answered in turn: the line before it is handled
+	for _, m := range c.messages() {
+		if m.Error != nil && m.Error.Code == acpParseError && string(m.ID) != "41" {
+			t.Errorf("the over-long session/prompt with id 41 is answered %s: its prompt is never answered", m.line)
+		}
+	}
+}
