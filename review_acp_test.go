@@ -333,3 +333,49 @@ func TestReviewACPOverlongRequestAnsweredUnderItsID(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewACPListRowsCanBeOpened: session/list gives back what a
+// session file's header says, unchecked, so a file from elsewhere in the
+// cwd's session folder makes rows an editor cannot use: a sessionId that
+// session/load refuses ("x/y", ".."), a cwd that is not absolute (the
+// schema's SessionInfo.cwd is an absolute path) or empty, and one
+// sessionId on two rows (load and delete reach only one of them). Zed
+// shows each in the project's history; opening one fails.
+func TestReviewACPListRowsCanBeOpened(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	dir := defaultSessionDir(e.agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	for name, header := range map[string]string{
+		"a.jsonl": `{"type":"session","version":3,"id":"x/y","timestamp":"2025-01-01T00:00:00.000Z","cwd":"` + cwd + `"}`,
+		"b.jsonl": `{"type":"session","version":3,"id":"..","timestamp":"2025-01-01T00:00:00.000Z","cwd":"` + cwd + `"}`,
+		"c.jsonl": `{"type":"session","version":3,"id":"rel","timestamp":"2025-01-01T00:00:00.000Z","cwd":"relative/dir"}`,
+		"d.jsonl": `{"type":"session","version":3,"id":"nocwd","timestamp":"2025-01-01T00:00:00.000Z"}`,
+		"e.jsonl": `{"type":"session","version":3,"id":"dup","timestamp":"2025-01-01T00:00:00.000Z","cwd":"` + cwd + `"}`,
+		"f.jsonl": `{"type":"session","version":3,"id":"dup","timestamp":"2025-01-01T00:00:00.000Z","cwd":"` + cwd + `"}`,
+	} {
+		os.WriteFile(filepath.Join(dir, name), []byte(header+"\n"), 0o644)
+	}
+	c, _, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	var page acpListPage
+	got := c.call("session/list", map[string]any{"cwd": cwd})
+	if err := json.Unmarshal(got.Result, &page); err != nil {
+		t.Fatalf("session/list: %s", got.line)
+	}
+	seen := map[string]bool{}
+	for _, row := range page.Sessions {
+		if !filepath.IsAbs(row.Cwd) {
+			t.Errorf("session/list gives %q a cwd that is not absolute: %q", row.SessionID, row.Cwd)
+		}
+		if seen[row.SessionID] {
+			t.Errorf("session/list gives the id %q to two sessions", row.SessionID)
+		}
+		seen[row.SessionID] = true
+		if _, err := acpSessionID(acpParams{r: &request{members: []member{{[]byte("sessionId"), mustJSON(row.SessionID)}}}}); err != nil {
+			t.Errorf("session/list gives a session whose id session/load refuses: %q (%v)", row.SessionID, err)
+		}
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
