@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -379,3 +380,46 @@ func TestReviewACPListRowsCanBeOpened(t *testing.T) {
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// TestReviewACPCloseDuringLoad: session/close sent while a session/load
+// replays (Zed closes a session when its last view goes away, as a user
+// who opens a long history and leaves it does) answers {} and lets go of
+// the session; the load then answers success all the same, followed by
+// the / menu, the usage and "Restored 1 scheduled loop … none fires
+// before a minute from now" for the session just closed. The editor
+// holds a session rpi no longer has: its next prompt is -32602 "no session
+// with the id … is open here".
+func TestReviewACPCloseDuringLoad(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	const sid = "1a2b3c4d-0000-4000-8000-0000000000d1"
+	path := writeTestSession(t, e.agentDir, cwd, sid, 0, "hi")
+	var b strings.Builder
+	prev := "e0000001"
+	for i := range 20000 { // a history long enough that its replay takes a while
+		id := fmt.Sprintf("f%07d", i)
+		fmt.Fprintf(&b, `{"type":"message","id":"%s","parentId":"%s","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"message %d"}],"timestamp":1}}`+"\n", id, prev, i)
+		prev = id
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(b.String())
+	f.Close()
+	reviewLoopsFile(t, path, time.Now(), "Report")
+	c, _, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	load := c.request("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}})
+	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "user_message_chunk") }) // open, and replaying
+	closed := c.call("session/close", map[string]any{"sessionId": sid})
+	if closed.Error != nil {
+		t.Skipf("the close came after the load: %s", closed.line)
+	}
+	loaded := c.answerIndex(load)
+	if got := c.messages()[loaded]; got.Error == nil {
+		if p := c.call("session/prompt", acpTextPrompt(sid, "go on")); p.Error != nil {
+			t.Errorf("session/load answered success after session/close answered {}, and the session is not open: %s", p.line)
+		}
+	}
+}
