@@ -423,3 +423,29 @@ func TestReviewACPCloseDuringLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewACPPromptToAnotherSessionAfterCancel: the user stops the turn
+// of one thread and writes in another; the editor sends session/cancel
+// for the first and session/prompt for the second in one write. The
+// prompt fails -32603 "another session is running": the cancelled run
+// has not settled yet, and the host runs one session at a time. A prompt
+// after the cancel in the same session waits for the cancelled turn to end
+// (docs/acp.md); one in another session fails at once, for a run the user
+// already stopped.
+func TestReviewACPPromptToAnotherSessionAfterCancel(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
+{"text":["two"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	first := openACPSession(t, c, nil, t.TempDir())
+	var opened acpSessionAnswer
+	json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &opened)
+	running := c.request("session/prompt", acpTextPrompt(first, "first"))
+	fm.waitAsked(t, 1)
+	line, _ := appendACPCall(nil, json.RawMessage("90"), "session/prompt", acpTextPrompt(opened.SessionID, "in the other thread"))
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + first + `"}}` + "\n" + string(line))
+	c.responseTo(running)
+	if got := c.responseTo(json.RawMessage("90")); got.Error != nil {
+		t.Errorf("a prompt to another session sent after the cancel of the running one: %s", got.line)
+	}
+}
