@@ -449,3 +449,44 @@ func TestReviewACPPromptToAnotherSessionAfterCancel(t *testing.T) {
 		t.Errorf("a prompt to another session sent after the cancel of the running one: %s", got.line)
 	}
 }
+
+// TestReviewACPKeyFileHasNoOracle: docs/security.md says of models.json
+// and auth.json with a literal key that the model's bash or read can read
+// them, and to "use --confirm bash,read" against it (and rpi redacts the
+// keys it holds from every tool result). With every file tool behind an
+// approval (--confirm bash,read,edit,write) and every request denied, a
+// prompt-injected model still learns the key, a character at a time: an
+// edit whose oldText and newText are the same guess fails, before any
+// approval is asked, with "No changes made to …" when the guess is in the
+// file and "Could not find the exact text …" when it is not. No
+// session/request_permission is sent for either.
+func TestReviewACPKeyFileHasNoOracle(t *testing.T) {
+	e := newTestEnv(t)
+	modelsJSON := filepath.Join(e.agentDir, "models.json")
+	guess := func(id, text string) string {
+		args, _ := json.Marshal(map[string]string{"path": modelsJSON, "oldText": `"apiKey":"` + text, "newText": `"apiKey":"` + text})
+		argsJSON, _ := json.Marshal(string(args))
+		return `{"toolCalls":[{"id":"` + id + `","name":"edit","args":[` + string(argsJSON) + `]}]}`
+	}
+	startFakeModel(t, apiOpenAI, guess("right", "sk-fake-S")+"\n"+guess("wrong", "sk-fake-X")+"\n"+`{"text":["done"]}`, e.agentDir)
+	data, _ := os.ReadFile(modelsJSON)
+	os.WriteFile(modelsJSON, []byte(strings.Replace(string(data), `"api":`, `"apiKey":"sk-fake-SECRET42","api":`, 1)), 0o644)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash,read,edit,write")
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	results := map[string]string{}
+	for _, m := range c.messages() {
+		var p struct{ Update acpToolCallUpdate }
+		json.Unmarshal(m.Params, &p)
+		if p.Update.Status == "failed" || p.Update.Status == "completed" {
+			out, _ := json.Marshal(p.Update.RawOutput)
+			results[p.Update.ToolCallID] = strings.ReplaceAll(string(out), modelsJSON, "models.json")
+		}
+	}
+	if results["right"] != results["wrong"] {
+		t.Errorf("the model tells a right guess of the key from a wrong one, with every file tool behind an approval:\nright: %s\nwrong: %s", results["right"], results["wrong"])
+	}
+}
