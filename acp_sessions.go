@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // acpSession is one session open over ACP: the core's session and what
@@ -44,9 +45,7 @@ type acpSession struct {
 	stopStarting context.CancelFunc
 
 	mu        mutex[acpSessionMu] // guards the fields below
-	turns     int                 // prompts (and /compact) given to the core whose turn has not ended
-	turnsOver chan struct{}       // closed when turns drops to 0; nil while it is 0
-	draining  bool                // session/cancel came while turns ran: prompts wait for them to end
+	stopping  <-chan struct{}     // closed once the run the last session/cancel stopped has settled (nil: none)
 	always    map[string]bool     // tools the user allowed for the session (allow_always)
 	approvals string              // ask, edits, auto, or custom (the --confirm set)
 	custom    []string            // the custom set, while it is in force
@@ -536,39 +535,98 @@ type acpStopResult struct {
 
 // prompt makes the message (reading its links' files under starting,
 // which a session/cancel after it ends) and starts (or queues) it,
-// unless session/cancel came first (it answered then).
+// unless session/cancel came first (it answered then). Before it starts
+// it waits (waitTurn) for what it must come after; a prompt refused
+// because another session took the free slot meanwhile waits again.
 func (as *acpSession) prompt(p *acpPending) (any, error) {
-	call := p.call
 	text := p.prompt.text(func(path string) (string, error) { return as.readLink(p.starting, path) })
-	images := p.prompt.images
-	// /compact comes after the turns before it, and a prompt after a
-	// cancel after the turn it cancelled: either would stop a turn, or
-	// wait behind a run being stopped, which takes no follow-up.
-	if name, _, own := acpOwnCommand(text); own && name == "compact" || as.isDraining() {
-		as.waitTurns(p.starting) // a cancel ends the wait: then p is answered, and not pending
+	name, rest, own := acpOwnCommand(text)
+	for noted := false; ; {
+		noted = as.waitTurn(p.starting, own && name == "compact", noted)
+		result, again, err := as.start(p, text, name, rest, own)
+		if !again {
+			return result, err
+		}
 	}
+}
+
+// waitTurn waits, until ctx ends (a session/cancel: then the prompt is
+// answered, and no longer pending), for what a prompt comes after:
+// /compact (compact) for every run of the session (turns, the follow-ups
+// behind them, a loop's fire), which it would stop; any prompt for the
+// run a session/cancel stopped, which takes no follow-up, and, when the
+// session is idle, for another session's run (one runs at a time), with
+// a note the first time (noted says it was given; the result says so
+// after).
+func (as *acpSession) waitTurn(ctx context.Context, compact, noted bool) bool {
+	wait := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for ch := as.s.runSettled(); compact && ch != nil; ch = as.s.runSettled() {
+		if !wait(ch) {
+			return noted
+		}
+	}
+	as.mu.Lock()
+	stopping := as.stopping
+	as.mu.Unlock()
+	if stopping != nil && !wait(stopping) {
+		return noted
+	}
+	for ch := as.agent.h.otherRunSettled(as.s); ch != nil && as.s.runSettled() == nil; ch = as.agent.h.otherRunSettled(as.s) {
+		if !noted {
+			noted = true
+			as.updates.note("Waiting for a free slot: another session's turn is running.")
+		}
+		if !wait(ch) {
+			return noted
+		}
+	}
+	return noted
+}
+
+// start starts (or queues) the prompt p whose text is text (name and
+// rest: rpi's own command, when own), unless a session/cancel answered
+// it first. again says another session took the free slot meanwhile:
+// the prompt is pending again, to wait for it.
+func (as *acpSession) start(p *acpPending, text, name, rest string, own bool) (_ any, again bool, _ error) {
+	call := p.call
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	i := slices.Index(as.pending, p)
 	if i < 0 {
-		return acpDeferred{}, nil // cancelled, and answered
+		return acpDeferred{}, false, nil // cancelled, and answered
 	}
-	as.pending = slices.Delete(as.pending, i, i+1)
-	if name, rest, ok := acpOwnCommand(text); ok {
-		return as.ownCommand(call, name, rest)
+	if own {
+		as.pending = slices.Delete(as.pending, i, i+1)
+		result, err := as.ownCommand(call, name, rest)
+		return result, false, err
 	}
-	msg := &userMessage{Role: "user", Content: append(textBlocks(as.s.expandSlash(text)), images...),
+	msg := &userMessage{Role: "user", Content: append(textBlocks(as.s.expandSlash(text)), p.prompt.images...),
 		Timestamp: as.agent.h.env.clock.Now().UnixMilli()}
-	as.turnStarts()
+	// Refused for another session's run while start is still deciding:
+	// the prompt waits again. Refused later (the acceptance comes from the
+	// background when the session file is written again first): answered.
+	var mu sync.Mutex
+	decided := false
 	as.s.startPrompt(msg, "followUp", func(queued bool, err error) {
-		if err != nil {
-			as.turnEnds()
+		mu.Lock()
+		retry := errors.Is(err, errElsewhere) && !decided
+		again = again || retry
+		mu.Unlock()
+		switch {
+		case retry:
+		case err != nil:
 			as.agent.conn.answer(call.id, call.method, nil, acpPromptError(err), false)
-			return
+		default:
+			as.title(msg)
 		}
-		as.title(msg)
 	}, func(end promptEnd) {
-		defer as.turnEnds()
 		if end.ran {
 			as.sendUsage(end.answer)
 		}
@@ -578,7 +636,13 @@ func (as *acpSession) prompt(p *acpPending) (any, error) {
 		}
 		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
 	})
-	return acpDeferred{}, nil
+	mu.Lock()
+	decided = true
+	mu.Unlock()
+	if !again {
+		as.pending = slices.Delete(as.pending, i, i+1)
+	}
+	return acpDeferred{}, again, nil
 }
 
 // acpPromptError is a refused prompt's error: no usable model is -32000
@@ -629,9 +693,7 @@ func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) 
 		return acpStopResult{"end_turn"}, nil
 	}
 	as.updates.takeCompaction() // an earlier (automatic) one's
-	as.turnStarts()
 	as.s.compact(rest, func(_ compactionResult, err error) {
-		defer as.turnEnds()
 		// A compaction that ran has had its note (compaction_end); one
 		// that could not start has not.
 		end := as.updates.takeCompaction()
@@ -672,52 +734,11 @@ func (as *acpSession) cancel() {
 	as.pending = nil
 	as.stopStarting()
 	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
-	as.mu.Lock()
-	as.draining = as.turns > 0
-	as.mu.Unlock()
 	as.s.clearQueue()
-	as.s.abort()
-}
-
-// turnStarts counts a prompt (or /compact) given to the core; turnEnds
-// its end.
-func (as *acpSession) turnStarts() {
+	stopping := as.s.abort()
 	as.mu.Lock()
-	defer as.mu.Unlock()
-	if as.turns == 0 {
-		as.turnsOver = make(chan struct{})
-	}
-	as.turns++
-}
-
-func (as *acpSession) turnEnds() {
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	if as.turns--; as.turns == 0 {
-		close(as.turnsOver)
-		as.turnsOver, as.draining = nil, false
-	}
-}
-
-// isDraining reports whether a session/cancel's turns are still ending.
-func (as *acpSession) isDraining() bool {
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	return as.draining
-}
-
-// waitTurns waits until no turn of the session runs, or ctx ends.
-func (as *acpSession) waitTurns(ctx context.Context) {
-	as.mu.Lock()
-	over := as.turnsOver
+	as.stopping = stopping
 	as.mu.Unlock()
-	if over == nil {
-		return
-	}
-	select {
-	case <-over:
-	case <-ctx.Done():
-	}
 }
 
 // ---- Config options and modes (§12.7, §12.8) ----

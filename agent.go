@@ -185,6 +185,18 @@ func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error
 	return run, nil
 }
 
+// runSettled is the run chain in progress's settled channel, closed once
+// it has settled (its follow-ups taken, agent_settled out); nil when the
+// agent is idle.
+func (s *session) runSettled() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.activeRun == nil {
+		return nil
+	}
+	return s.activeRun.settled
+}
+
 // setPhase changes the phase of the run in progress.
 func (s *session) setPhase(phase runPhase) {
 	s.mu.Lock()

@@ -84,6 +84,18 @@ func (h *host) claimRun(s *session) bool {
 	return true
 }
 
+// otherRunSettled is the settled channel of another session's run, when
+// one runs (then s cannot: one runs at a time); nil when none does.
+func (h *host) otherRunSettled(s *session) <-chan struct{} {
+	h.runMu.Lock()
+	other := h.running
+	h.runMu.Unlock()
+	if other == nil || other == s {
+		return nil
+	}
+	return other.runSettled()
+}
+
 // releaseRun lets another session run: s's run is over (s.mu may be
 // held: settle releases it before it reports the end of the turns, so
 // that a prompt for another session sent on that report is not refused).
