@@ -201,6 +201,9 @@ func (as *acpSession) answer(withID bool) acpSessionAnswer {
 // opened (opened) then starts its loops; one open here already, loaded
 // or resumed again, keeps them as they are.
 func (as *acpSession) announce(opened bool) {
+	if !as.agent.isOpenAs(as) {
+		return // closed as soon as it was answered: nothing to announce, no loops to start
+	}
 	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
 	as.sendUsage(nil)
 	for _, notice := range as.s.takeNotices() {
@@ -291,16 +294,35 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
-				if a.h.ctx.Err() != nil { // the rest would hold rpi's end
+				switch {
+				case a.h.ctx.Err() != nil: // the rest would hold rpi's end
 					return nil, acpEnding(id)
+				case !a.isOpenAs(as):
+					return nil, acpClosedWhileLoading(id)
 				}
 				as.send(u)
 			}
 		} else {
 			as.updates.knowCards(as.s.conv.branchEntries())
 		}
+		if !a.isOpenAs(as) {
+			return nil, acpClosedWhileLoading(id)
+		}
 		return as.answer(false), nil
 	}, func() { as.announce(opened) })
+}
+
+// acpClosedWhileLoading answers a session/load or resume whose session a
+// session/close closed before it was done: the load opened nothing.
+func acpClosedWhileLoading(id string) error {
+	return &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s was closed (session/close) while it was loading: load it again to open it", id)}
+}
+
+// isOpenAs reports whether as is still the session open under its id.
+func (a *acpAgent) isOpenAs(as *acpSession) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[as.id] == as
 }
 
 // openOrWait is the session with id when it is open here, after waiting
