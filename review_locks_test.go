@@ -5,7 +5,11 @@ package main
 // code it was written against, and shows one defect.
 
 import (
+	"errors"
+	"go/ast"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +139,75 @@ func TestReviewBashLastUpdateBeforeAnswer(t *testing.T) {
 		t.Errorf("bash's updates before its answer say %q, after it %q; want all of the output (%q) before", before.String(), after.String(), "a\uFFFD\uFFFD")
 	}
 	ps.close()
+}
+
+func init() {
+	// review-trylock-callout makes a callout while it holds session.mu,
+	// taken with TryLock; review-trylock-order takes session.mu while it
+	// holds conversation.mu, taken with TryLock.
+	helpers["review-trylock-callout"] = func([]string) {
+		var s mutex[sessionMu]
+		if s.TryLock() {
+			checkCallout("a sink")
+		}
+	}
+	helpers["review-trylock-order"] = func([]string) {
+		var conv mutex[convMu]
+		var s mutex[sessionMu]
+		if conv.TryLock() {
+			s.Lock()
+		}
+	}
+}
+
+// TestReviewCheckerSeesTryLock: mutex embeds sync.Mutex, so TryLock is
+// sync.Mutex's own, and the race build's checker never records the lock
+// as held: a callout under a core lock taken with TryLock, or a lock
+// taken out of order after one, passes unseen (the program exits 0).
+// rpi calls no TryLock today; the first one would be a blind spot.
+// Fix: give mutex a TryLock in lockrank_race.go that records the lock
+// when taken (or one that panics, if TryLock is not to be used).
+func TestReviewCheckerSeesTryLock(t *testing.T) {
+	if !raceDetector {
+		t.Skip("the lock order is checked in race builds")
+	}
+	for helper, want := range map[string]string{
+		"review-trylock-callout": "rpi: lock order broken: a call out of the core (a sink) while session.mu is held; held: [session.mu]",
+		"review-trylock-order":   "rpi: lock order broken: session.mu taken while conversation.mu is held (lockOrder has session.mu first); held: [conversation.mu]",
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(withoutVariables(os.Environ(), []string{"RPI_LOCK_ORDER"}), "RPI_HELPER="+helper, "GORACE=atexit_sleep_ms=0")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 3 || !strings.HasPrefix(string(out), want+"\n") {
+			t.Errorf("%s: %v (want exit 3 and %q)\n%s", helper, err, want, out)
+		}
+	}
+}
+
+// TestReviewEveryLockRanked: docs/architecture.md says every lock is a
+// mutex[name] of lockOrder, which the race build checks; two are plain
+// sync.Mutexes the checker never sees: keptOnceFound's (settings.go),
+// held while the shell is looked up, which the bash of every user
+// command and tool call takes, and endStartupOnSignal's (main.go).
+// Neither is in lockOrder, so an order broken through them (or a
+// callout under keptOnceFound's) passes every race test.
+// Fix: make them mutex[…] with a place in lockOrder (or say in the doc
+// which locks are outside it, and why).
+func TestReviewEveryLockRanked(t *testing.T) {
+	for path, file := range codeFiles(t) {
+		if strings.HasPrefix(path, "lockrank") {
+			continue
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "sync" && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex") {
+				t.Errorf("%s: a sync.%s, not a mutex of lockOrder", path, sel.Sel.Name)
+			}
+			return true
+		})
+	}
 }
