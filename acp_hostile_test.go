@@ -6,11 +6,11 @@ package main
 // with a session open already or a file that is not valid.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,55 +155,56 @@ func TestACPLatin1AnswerAsTheDiskReadsIt(t *testing.T) {
 	}
 }
 
-// TestACPLoadOfAnOpenSessionKeepsItsLoops: session/load and resume of a
-// session open on this connection answer it as it is: its loops (restored
-// from its loops file when it was opened, and told once in a note) go on
-// as they were, not dropped and restored again from the file, with a
-// second note and their first fire put off once more.
-func TestACPLoadOfAnOpenSessionKeepsItsLoops(t *testing.T) {
+// TestACPLeavesALoopsFileAlone: a session file's loops (its loops file:
+// a prompt someone else may have written, run on a schedule) are not run
+// over ACP, where the editor can neither see nor remove them: a note says
+// the file keeps them, once, however often the session is loaded or
+// resumed; no prompt runs when they fall due; the file is as it was after
+// the session is closed.
+func TestACPLeavesALoopsFileAlone(t *testing.T) {
 	e := newTestEnv(t)
+	clock := newFakeClock()
+	e.clock = clock
+	fm := startFakeModel(t, apiOpenAI, `{"text":["ran the file's prompt"]}`, e.agentDir)
 	cwd := t.TempDir()
 	const sid = "1a2b3c4d-0000-4000-8000-0000000000b1"
 	path := writeTestSession(t, e.agentDir, cwd, sid, 0, "hi")
-	now := time.Now()
-	loops := `{"version":1,"tasks":[{"id":"0123456789ab","intervalSecs":3600,"prompt":"Nightly report","durable":true,` +
-		`"createdAt":"` + timestamp(now) + `","lastFiredAt":null,"expiresAt":"` + timestamp(now.Add(24*time.Hour)) + `","runCount":0}]}`
-	if err := os.WriteFile(path+".loops.json", []byte(loops), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	reviewLoopsFile(t, path, clock.Now(), "Run the deploy script")
+	before, _ := os.ReadFile(path + ".loops.json")
 	c, a, _ := startACPAgent(t, e, nil)
 	c.call("initialize", map[string]any{"protocolVersion": 1})
 	params := map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}
-	if got := c.call("session/load", params); got.Error != nil {
-		t.Fatalf("load: %s", got.line)
-	}
-	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
-	l := a.sessions[sid].s.loops
-	l.mu.Lock()
-	first := slices.Clone(l.tasks)
-	l.mu.Unlock()
-	if len(first) != 1 {
-		t.Fatalf("loops after the load: %d", len(first))
-	}
-	for _, method := range []string{"session/load", "session/resume"} {
+	for _, method := range []string{"session/load", "session/load", "session/resume"} {
 		from := len(c.messages())
 		if got := c.call(method, params); got.Error != nil {
-			t.Fatalf("%s again: %s", method, got.line)
+			t.Fatalf("%s: %s", method, got.line)
 		}
 		c.waitFor(from, func(m acpTestMessage) bool { return strings.Contains(m.line, `"usage_update"`) })
 	}
 	c.call("session/list", map[string]any{}) // after the last announce's updates
 	notes := 0
 	for _, m := range c.messages() {
-		if strings.Contains(m.line, "Restored 1 scheduled loop") {
+		if strings.Contains(m.line, "This session's file keeps 1 scheduled loop") {
 			notes++
 		}
 	}
-	l.mu.Lock()
-	now1 := slices.Clone(l.tasks)
-	l.mu.Unlock()
-	if notes != 1 || !slices.Equal(now1, first) {
-		t.Errorf("after a second load and a resume: %d notes of the restore, loops %v (were %v)", notes, now1, first)
+	if notes != 1 {
+		t.Errorf("%d notes of the loops file, want 1:\n%s", notes, strings.Join(c.lines(), "\n"))
+	}
+	if n := a.sessions[sid].s.loops.count(); n != 0 {
+		t.Errorf("%d loops in the session", n)
+	}
+	clock.advance(2 * time.Hour)
+	time.Sleep(100 * time.Millisecond)
+	fm.mu.Lock()
+	asked := len(fm.requests)
+	fm.mu.Unlock()
+	if asked > 0 {
+		t.Errorf("the loops file's prompt ran in the editor's session (the model was asked %d times)", asked)
+	}
+	c.call("session/close", map[string]any{"sessionId": sid})
+	if after, _ := os.ReadFile(path + ".loops.json"); !bytes.Equal(after, before) {
+		t.Errorf("the loops file changed:\n%s\nwas\n%s", after, before)
 	}
 }
 

@@ -210,8 +210,28 @@ func (as *acpSession) announce(opened bool) {
 		as.updates.note(notice)
 	}
 	if opened {
-		as.s.startLoops()
+		as.updates.note(acpLoopsNote(as.s.conv.info().path))
 	}
+}
+
+// acpLoopsNote tells of the loops a session's loops file keeps ("" when
+// none): rpi acp does not run them — ACP has no way to list or remove
+// them, and a session file someone else wrote must not start prompts in
+// the editor unseen — and leaves the file as it is, for rpi rpc.
+func acpLoopsNote(sessionPath string) string {
+	read := readLoops(sessionPath)
+	switch {
+	case read.err != nil:
+		return fmt.Sprintf("Cannot read the scheduled loops in %s: %v (rpi acp does not run loops).", read.path, read.err)
+	case len(read.tasks) == 0:
+		return ""
+	}
+	n := "1 scheduled loop"
+	if len(read.tasks) > 1 {
+		n = fmt.Sprintf("%d scheduled loops", len(read.tasks))
+	}
+	return fmt.Sprintf("This session's file keeps %s (%s). rpi acp does not run them, as an editor cannot list or remove them; "+
+		"they run when the session is opened with rpi rpc, which lists and removes them.", n, read.path)
 }
 
 // acpNew opens a new session in cwd, its file written before the answer.

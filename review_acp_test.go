@@ -39,9 +39,9 @@ func reviewLoopsFile(t *testing.T, path string, now time.Time, prompt string) {
 	}
 }
 
-// TestReviewACPPromptAfterCancellingALoopRunIsAnswered: a session's
-// loop (restored from its loops file, docs/acp.md: "its loops going on")
-// fires a run of its own, with no session/prompt. The user cancels it and
+// TestReviewACPPromptAfterCancellingALoopRunIsAnswered: a run of the
+// core's own, with no session/prompt (a loop's fire; rpi acp runs no
+// loops of a file, but the core may run one). The user cancels it and
 // sends the next message in the same write, as Zed does. That prompt is
 // never answered: session/cancel counts only the turns of prompts
 // (acpSession.turns), so it does not make the next prompt wait for the
@@ -52,20 +52,15 @@ func reviewLoopsFile(t *testing.T, path string, now time.Time, prompt string) {
 // cancel ... waits for the cancelled turn to end, then runs".
 func TestReviewACPPromptAfterCancellingALoopRunIsAnswered(t *testing.T) {
 	e := newTestEnv(t)
-	clock := newFakeClock()
-	e.clock = clock
 	fm := startFakeModel(t, apiOpenAI, `{"text":["the loop's answer"],"holdAt":1}
 {"text":["the answer to the prompt"]}`, e.agentDir)
-	cwd := t.TempDir()
-	const sid = "1a2b3c4d-0000-4000-8000-0000000000c1"
-	reviewLoopsFile(t, writeTestSession(t, e.agentDir, cwd, sid, 0, "hi"), clock.Now(), "Report")
-	c, _, _ := startACPAgent(t, e, nil)
-	c.call("initialize", map[string]any{"protocolVersion": 1})
-	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
-		t.Fatalf("load: %s", got.line)
+	c, a, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	s := reviewSession(t, a, sid).s
+	if _, err := s.addLoop("1h", "Report", true, false); err != nil { // a run of the core's own, not a prompt's
+		t.Fatal(err)
 	}
-	c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
-	clock.advance(2 * time.Minute) // past the restore's grace: the loop fires
+	s.fireDueLoops()
 	fm.waitAsked(t, 1)
 	line, _ := appendACPCall(nil, json.RawMessage("90"), "session/prompt", acpTextPrompt(sid, "something else"))
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n" + string(line))
@@ -106,46 +101,6 @@ func TestReviewACPCompactWaitsForALoopRun(t *testing.T) {
 	}
 	if !streamed {
 		t.Errorf("/compact stopped the loop's running turn: its answer was cut off\n%s", strings.Join(c.lines(), "\n"))
-	}
-}
-
-// TestReviewACPRestoredLoopsCanBeSeenAndRemoved: docs/security.md ("Loops
-// files") lets a session file's loops come back because "none fires
-// before a minute has passed, so the client has seen it, and can delete
-// it, before it runs anything". Over ACP the editor can do neither: the
-// loop_created events are dropped, and the note it gets tells the user to
-// use loop_list and loop_delete, which are not ACP methods (-32601). A
-// minute later the prompt the file chose runs in the editor's session,
-// with no session/prompt, under the session's approvals.
-func TestReviewACPRestoredLoopsCanBeSeenAndRemoved(t *testing.T) {
-	e := newTestEnv(t)
-	clock := newFakeClock()
-	e.clock = clock
-	fm := startFakeModel(t, apiOpenAI, `{"text":["ran the file's prompt"]}`, e.agentDir)
-	cwd := t.TempDir()
-	const sid = "1a2b3c4d-0000-4000-8000-0000000000c2"
-	reviewLoopsFile(t, writeTestSession(t, e.agentDir, cwd, sid, 0, "hi"), clock.Now(), "Run the deploy script")
-	c, _, _ := startACPAgent(t, e, nil)
-	c.call("initialize", map[string]any{"protocolVersion": 1})
-	if got := c.call("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
-		t.Fatalf("load: %s", got.line)
-	}
-	at := c.waitFor(0, func(m acpTestMessage) bool { return strings.Contains(m.line, "Restored 1 scheduled loop") })
-	note := c.messages()[at].line
-	for _, method := range []string{"loop_list", "loop_delete"} {
-		if strings.Contains(note, method) {
-			if got := c.call(method, map[string]any{"sessionId": sid, "taskId": "0123456789ab"}); got.Error != nil && got.Error.Code == acpMethodNotFound {
-				t.Errorf("the editor is told to use %s, which ACP does not have: %s", method, got.line)
-			}
-		}
-	}
-	clock.advance(2 * time.Minute)
-	time.Sleep(200 * time.Millisecond)
-	fm.mu.Lock()
-	asked := len(fm.requests)
-	fm.mu.Unlock()
-	if asked > 0 {
-		t.Errorf("the loops file's prompt ran in the editor's session without a session/prompt (the model was asked %d times)", asked)
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// reviewSession opens a session (no session file) with sink and a fake
+// openClockedSession opens a session (no session file) with sink and a fake
 // clock, and no model.
-func reviewSession(t *testing.T, sink eventSink) *session {
+func openClockedSession(t *testing.T, sink eventSink) *session {
 	t.Helper()
 	e := newTestEnv(t)
 	e.clock = newFakeClock()
@@ -68,7 +68,7 @@ func (o *outputSink) gatheredEvent(ev event) { o.event(ev) }
 // copy) instead of reusing the array.
 func TestReviewProcessOutputNotReusedBeforeDelivery(t *testing.T) {
 	sink := &outputSink{}
-	s := reviewSession(t, sink)
+	s := openClockedSession(t, sink)
 	p := &process{s: s, id: "p", ownerID: "client", out: ring{limit: 1 << 20}, state: "running", done: make(chan struct{})}
 	p.addOutput("combined", []byte("first")) // pending; the (fake) timer is set
 	s.callouts.deliverMu.Lock()              // someone else is delivering
