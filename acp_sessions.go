@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 )
 
 // acpSession is one session open over ACP: the core's session and what
@@ -654,15 +654,11 @@ func (as *acpSession) start(p *acpPending, text, name, rest string, own bool) (_
 	// Refused for another session's run while start is still deciding:
 	// the prompt waits again. Refused later (the acceptance comes from the
 	// background when the session file is written again first): answered.
-	var mu sync.Mutex
-	decided := false
+	const undecided, retried, decided = 0, 1, 2
+	var state atomic.Int32
 	as.s.startPrompt(msg, "followUp", func(queued bool, err error) {
-		mu.Lock()
-		retry := errors.Is(err, errElsewhere) && !decided
-		again = again || retry
-		mu.Unlock()
 		switch {
-		case retry:
+		case errors.Is(err, errElsewhere) && state.CompareAndSwap(undecided, retried):
 		case err != nil:
 			as.agent.conn.answer(call.id, call.method, nil, acpPromptError(err), false)
 		default:
@@ -678,9 +674,7 @@ func (as *acpSession) start(p *acpPending, text, name, rest string, own bool) (_
 		}
 		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
 	})
-	mu.Lock()
-	decided = true
-	mu.Unlock()
+	again = !state.CompareAndSwap(undecided, decided)
 	if !again {
 		as.pending = slices.Delete(as.pending, i, i+1)
 	}

@@ -34,6 +34,7 @@ var lockOrder = []struct {
 	name string
 	side int
 }{
+	{"startupWatch.mu", coreLock},        // held while deciding whether startup or a signal came first
 	{"acpSession.startMu", frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{"outbox.deliverMu", frontEndLock},   // held while a session's callouts are delivered
 	{"loopScheduler.fileMu", coreLock},
@@ -47,6 +48,7 @@ var lockOrder = []struct {
 	{"session.noticesMu", coreLock},
 	{"deltaBatch.mu", coreLock},
 	{"keyCommand.mu", coreLock},
+	{"lookedUp.mu", coreLock},
 	{"process.mu", coreLock},
 	{"shellOutput.mu", coreLock},
 	{"processTable.mu", coreLock},
@@ -68,6 +70,7 @@ var lockOrder = []struct {
 
 // The names, one type each (the type parameter of mutex).
 type (
+	startupWatchMu struct{}
 	acpStartMu     struct{}
 	deliverMu      struct{}
 	acpUpdatesMu   struct{}
@@ -83,6 +86,7 @@ type (
 	noticesMu      struct{}
 	deltaBatchMu   struct{}
 	keyCommandMu   struct{}
+	lookedUpMu     struct{}
 	processMu      struct{}
 	shellOutputMu  struct{}
 	processTableMu struct{}
@@ -100,6 +104,7 @@ type (
 	outputMu       struct{}
 )
 
+func (startupWatchMu) lockName() string { return "startupWatch.mu" }
 func (acpStartMu) lockName() string     { return "acpSession.startMu" }
 func (deliverMu) lockName() string      { return "outbox.deliverMu" }
 func (acpUpdatesMu) lockName() string   { return "acpUpdates.mu" }
@@ -115,6 +120,7 @@ func (convLockMu) lockName() string     { return "conversation.lockMu" }
 func (noticesMu) lockName() string      { return "session.noticesMu" }
 func (deltaBatchMu) lockName() string   { return "deltaBatch.mu" }
 func (keyCommandMu) lockName() string   { return "keyCommand.mu" }
+func (lookedUpMu) lockName() string     { return "lookedUp.mu" }
 func (processMu) lockName() string      { return "process.mu" }
 func (shellOutputMu) lockName() string  { return "shellOutput.mu" }
 func (processTableMu) lockName() string { return "processTable.mu" }

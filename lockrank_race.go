@@ -74,6 +74,20 @@ func (m *mutex[N]) Lock() {
 	lockHolders.Unlock()
 }
 
+// TryLock records a lock it takes, as Lock does (it cannot wait, so its
+// own order needs no check).
+func (m *mutex[N]) TryLock() bool {
+	if !m.Mutex.TryLock() {
+		return false
+	}
+	var n N
+	lockHolders.Lock()
+	id := goroutineID()
+	lockHolders.by[id] = append(lockHolders.by[id], heldLock{n.lockName(), m})
+	lockHolders.Unlock()
+	return true
+}
+
 func (m *mutex[N]) Unlock() {
 	lockHolders.Lock()
 	id := goroutineID()

@@ -16,7 +16,6 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -185,12 +184,12 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 	if env.exit == nil {
 		return func() {}
 	}
-	var mu sync.Mutex // held while deciding who acts on a signal
+	var w startupWatch
 	done := make(chan struct{})
 	go guard(stderr, "watching startup for a signal", func() {
 		select {
 		case sig := <-stop:
-			mu.Lock()
+			w.mu.Lock()
 			select {
 			case <-done: // startup ended meanwhile: serve's signal now
 				select {
@@ -210,15 +209,21 @@ func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) 
 				}
 				env.exit(exitCode(sig))
 			}
-			mu.Unlock()
+			w.mu.Unlock()
 		case <-done:
 		}
 	})()
 	return func() {
-		mu.Lock()
+		w.mu.Lock()
 		close(done)
-		mu.Unlock()
+		w.mu.Unlock()
 	}
+}
+
+// startupWatch is what endStartupOnSignal decides under: whether startup
+// or a signal came first.
+type startupWatch struct {
+	mu mutex[startupWatchMu] // held while deciding who acts on a signal
 }
 
 // initFailure writes the one failure line of a fatal initialization error.

@@ -384,7 +384,7 @@ func (p *process) flushLocked() {
 	}
 	if len(p.pending) > 0 {
 		p.sendOutput(p.pendingFrom, p.pending)
-		p.pending = p.pending[:0]
+		p.pending = nil // the posted event holds those bytes until it is delivered: the next output gets an array of its own
 	}
 }
 

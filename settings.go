@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -117,24 +116,26 @@ func homeDir(getenv func(string) string) (string, error) {
 	return filepath.Clean(home), nil
 }
 
-// keptOnceFound looks a program up with find at first use, and again at
+// lookedUp is a program looked up with find at first use, and again at
 // each use until it is found (Git for Windows installed while rpi runs,
 // as the error of a failed lookup tells the user to).
-func keptOnceFound(find func() (string, error)) func() (string, error) {
-	var mu sync.Mutex // guards found
-	var found string
-	return func() (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if found != "" {
-			return found, nil
-		}
-		path, err := find()
-		if err == nil {
-			found = path
-		}
-		return path, err
+type lookedUp struct {
+	find  func() (string, error)
+	mu    mutex[lookedUpMu] // guards found; held while find runs, so that it runs once at a time
+	found string
+}
+
+func (l *lookedUp) path() (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.found != "" {
+		return l.found, nil
 	}
+	path, err := l.find()
+	if err == nil {
+		l.found = path
+	}
+	return path, err
 }
 
 // loadHostSettings reads the model catalog and its keys, and chooses the
@@ -145,7 +146,7 @@ func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
 		return nil, err
 	}
 	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
-	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: keptOnceFound(findShell)}
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: (&lookedUp{find: findShell}).path}
 	// --api-key goes to one provider: --provider's, or --model's
 	// (provider/id); only with neither does it go to every provider.
 	keyProvider := cfg.provider

@@ -325,6 +325,7 @@ type shellResult struct {
 // finish flushes held-back text and builds the result. The full-output
 // file is named only when it holds all of the output.
 func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
+	defer o.deliver() // the last of the text, before the caller answers
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, stream := range []string{"stdout", "stderr"} {
