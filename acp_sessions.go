@@ -1074,7 +1074,7 @@ func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, e
 	if err != nil {
 		return "", true, err
 	}
-	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, abs, 0, 0)
+	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, editorPath(abs), 0, 0)
 	var e *acpError
 	switch {
 	case acpMethodMissing(err):
@@ -1094,6 +1094,24 @@ func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, e
 // elsewhere once the editor had answered (it was replaced meanwhile): what
 // the editor read is not used.
 var errEditorReadMoved = errors.New("the path changed while the editor read it; nothing was read")
+
+// editorPath is the path the editor is given for abs, which rpi has
+// checked: abs itself, but for a path through a directory whose links
+// each process reads as its own (/proc/self/cwd, /proc/<pid>/root,
+// /dev/fd/3, /dev/stdin…), which the editor would resolve in itself, to
+// another file: then the file rpi found there.
+func editorPath(abs string) string {
+	if !strings.HasPrefix(abs, "/proc/") && !strings.HasPrefix(abs, "/dev/") {
+		return abs
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		return resolved
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil { // a new file: its folder
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs // gone since it was checked: the editor finds nothing there either
+}
 
 // acpImagePath reports whether a path names an image, which read takes
 // from the disk: an editor has no text for it.
@@ -1193,7 +1211,7 @@ func (t *acpTarget) write(ctx context.Context, verb string, before, content []by
 	if before != nil && !t.holds(ctx, before) {
 		return fmt.Errorf("Cannot %s %s: the file changed while this call was waiting; nothing was written (read it again and redo the %s)", verb, t.path, verb)
 	}
-	if err := t.files.as.agent.conn.writeTextFile(ctx, t.files.as.id, t.abs, string(content)); err != nil {
+	if err := t.files.as.agent.conn.writeTextFile(ctx, t.files.as.id, editorPath(t.abs), string(content)); err != nil {
 		return fmt.Errorf("Cannot %s %s: the editor did not write it: %v", verb, t.path, err)
 	}
 	return nil
