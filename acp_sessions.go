@@ -59,10 +59,16 @@ type acpSession struct {
 // session's id (no path in it).
 func acpSessionID(p acpParams) (string, error) {
 	id, err := p.str("sessionId")
-	if err == nil && (id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == "..") {
+	if err == nil && !acpIsSessionID(id) {
 		err = invalidParams("Invalid field sessionId: must be a session's id")
 	}
 	return id, err
+}
+
+// acpIsSessionID reports whether id can be a session's id: not empty,
+// and no path.
+func acpIsSessionID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
 }
 
 // acpAbsDir reads an absolute directory path (cwd): required, or
@@ -475,8 +481,23 @@ func acpList(a *acpAgent, call *acpCall) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return acpPageOf(rows, cursor)
+		return acpPageOf(acpLoadableRows(rows, cwd), cursor)
 	}, nil)
+}
+
+// acpLoadableRows are the rows session/load can open, by their id in
+// their cwd, of cwd's sessions ("": of every directory's): a session file
+// whose header's id is no session's id, whose cwd is not an absolute
+// path, or is not cwd (its folder may hold another directory's sessions:
+// /x/a/b and /x/a-b share one), is left out, and of two files with one id
+// the newer only is listed (the one load opens).
+func acpLoadableRows(rows []sessionRow, cwd string) []sessionRow {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(rows, func(r sessionRow) bool {
+		drop := !acpIsSessionID(r.SessionID) || !filepath.IsAbs(r.Cwd) || cwd != "" && r.Cwd != cwd || seen[r.SessionID]
+		seen[r.SessionID] = true
+		return drop
+	})
 }
 
 // acpDelete deletes a session's file (and its loops file), found by its

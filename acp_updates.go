@@ -1018,10 +1018,10 @@ func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
 	page := acpListPage{Sessions: []acpSessionRow{}}
 	end := min(start+acpPageSize, len(rows))
 	for _, r := range rows[start:end] {
-		row := acpSessionRow{SessionID: r.SessionID, Cwd: r.Cwd, Title: r.Summary,
+		row := acpSessionRow{SessionID: r.SessionID, Cwd: r.Cwd, Title: acpShownTitle(r.Summary),
 			UpdatedAt: timestamp(time.Unix(0, r.modified))}
 		if r.Name != nil {
-			row.Title = *r.Name
+			row.Title = acpShownTitle(*r.Name)
 		}
 		page.Sessions = append(page.Sessions, row)
 	}
