@@ -930,10 +930,14 @@ func cmpOr(s, otherwise string) string {
 }
 
 // acpCommandsOf lists the client's / menu: the templates and skills a
-// prompt can name, and rpi's own /compact and /name.
+// prompt can name, and rpi's own /compact and /name (a template or skill
+// of one of those names is left out: rpi's runs).
 func acpCommandsOf(slash []slashCommand) []acpCommand {
 	commands := []acpCommand{}
 	for _, c := range slash {
+		if _, _, own := acpOwnCommand("/" + c.Name); own {
+			continue // rpi's own command of that name is what runs
+		}
 		cmd := acpCommand{Name: c.Name, Description: cmpOr(c.Description, c.Name)}
 		switch {
 		case c.Source == "skill":
