@@ -395,7 +395,7 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 			fmt.Fprintf(a.h.stderr, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
 			return
 		}
-		a.conn.fail(nil, tooLong)
+		a.conn.fail(acpHeadRequestID(f.line), tooLong) // under the request's id when its head shows it
 		return
 	}
 	msg, bad, id := decodeACP(f.line)

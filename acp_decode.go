@@ -278,6 +278,40 @@ func acpHeadID(head []byte) json.RawMessage {
 	return nil
 }
 
+// acpHeadRequestID is the id of the request whose first bytes head
+// holds (what is kept of a line too long): a top-level "method" and an
+// "id" that is a number or a string, both before the line was cut; nil
+// when head shows no such thing (its answer then goes under id null).
+func acpHeadRequestID(head []byte) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(head))
+	d.UseNumber()
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	method := false
+	for d.More() && (id == nil || !method) {
+		key, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		var value json.RawMessage
+		if d.Decode(&value) != nil {
+			return nil // cut in this value
+		}
+		switch {
+		case key == "method":
+			method = true
+		case key == "id" && len(value) > 0 && (value[0] == '"' || value[0] == '-' || value[0] >= '0' && value[0] <= '9'):
+			id = value
+		}
+	}
+	if !method {
+		return nil
+	}
+	return id
+}
+
 // decodeACPError reads a response's error object; one that is not
 // {code: integer, message: string} counts as an internal error.
 func decodeACPError(raw json.RawMessage) *acpError {

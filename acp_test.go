@@ -452,7 +452,7 @@ func TestACPOverlongLine(t *testing.T) {
 	long := `{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{"value":"` + strings.Repeat("x", 200) + `"}}`
 	a.serveLines(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || lines[1] != `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than 120 bytes"}}` ||
+	if len(lines) != 3 || lines[1] != `{"jsonrpc":"2.0","id":1,"error":{"code":-32700,"message":"Parse error: line longer than 120 bytes"}}` ||
 		lines[2] != `{"jsonrpc":"2.0","id":2,"result":1}` {
 		t.Errorf("got:\n%s", out.String())
 	}
@@ -1956,9 +1956,9 @@ func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
 
 // TestACPOverlongAnswer: an answer to one of rpi's requests longer than
 // the line limit (a huge file's text) fails that request, which went on
-// waiting before, and nothing is written back; an over-long request, or
-// an over-long answer to an id rpi does not wait for, is still -32700
-// with id null.
+// waiting before, and nothing is written back; an over-long request is
+// -32700 under its id (at the head of its line), an over-long answer to an
+// id rpi does not wait for -32700 with id null.
 func TestACPOverlongAnswer(t *testing.T) {
 	const maxLine = 8 << 10
 	c, _, _ := startACPAgentWith(t, nil, acpAskMethods, maxLine)
@@ -1980,9 +1980,11 @@ func TestACPOverlongAnswer(t *testing.T) {
 			parseErrors = append(parseErrors, m.line)
 		}
 	}
-	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, maxLine)
-	if len(parseErrors) != 2 || parseErrors[0] != want || parseErrors[1] != want || last.Error == nil || last.Error.Code != acpMethodNotFound {
-		t.Errorf("the -32700s: %q (want two of %s)", parseErrors, want)
+	want := func(id string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32700,"message":"Parse error: line longer than %d bytes"}}`, id, maxLine)
+	}
+	if len(parseErrors) != 2 || parseErrors[0] != want("77") || parseErrors[1] != want("null") || last.Error == nil || last.Error.Code != acpMethodNotFound {
+		t.Errorf("the -32700s: %q (want %s, then %s)", parseErrors, want("77"), want("null"))
 	}
 }
 
