@@ -651,10 +651,10 @@ func TestFilesReadable(t *testing.T) {
 	}
 }
 
-// TestArchitectureListsEveryLock checks that every mutex of rpi's code
-// (a sync.Mutex or sync.RWMutex field, as type.field) has a row in
-// docs/architecture.md's lock table, that the table names no other, and
-// that the order written under it names only locks of the table.
+// TestArchitectureListsEveryLock checks that docs/architecture.md's lock
+// table lists lockOrder's locks in its order, that each mutex[N] field
+// (as type.field) is the lock N names and is in lockOrder, and that no
+// struct holds a plain sync.Mutex.
 func TestArchitectureListsEveryLock(t *testing.T) {
 	doc, err := os.ReadFile("docs/architecture.md")
 	if err != nil {
