@@ -193,8 +193,9 @@ type callout struct {
 // checks it), so a front end may take its own locks in a callout and,
 // outside callouts, call the core while it holds them.
 type outbox struct {
-	mu    mutex[outboxMu] // guards items; taken under any core lock
+	mu    mutex[outboxMu] // guards items and spare; taken under any core lock
 	items []callout
+	spare []callout // the last batch delivered, emptied: the next one's room
 	// undelivered counts the callouts posted and not yet made: with none,
 	// deliver has nothing to wait for.
 	undelivered atomic.Int64
@@ -235,7 +236,7 @@ func (s *session) deliver() {
 	for {
 		s.callouts.mu.Lock()
 		batch := s.callouts.items
-		s.callouts.items = nil
+		s.callouts.items, s.callouts.spare = s.callouts.spare, nil
 		s.callouts.mu.Unlock()
 		if len(batch) == 0 {
 			return
@@ -244,6 +245,12 @@ func (s *session) deliver() {
 			s.callOut(c)
 			s.callouts.undelivered.Add(-1)
 		}
+		clear(batch) // what the callouts held goes
+		s.callouts.mu.Lock()
+		if cap(batch) <= 1024 { // a burst's room is not kept
+			s.callouts.spare = batch[:0]
+		}
+		s.callouts.mu.Unlock()
 	}
 }
 
