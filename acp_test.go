@@ -666,8 +666,8 @@ func TestACPToolInfo(t *testing.T) {
 		{"edit", `{"path":"e.go","edits":[{"oldText":"a","newText":"b"}]}`, "edit", "Edit $CWD/e.go", `[{"path":"$CWD/e.go"}]`},
 		{"grep", `{"pattern":"TODO","path":"src"}`, "search", `Search "TODO" in $CWD/src`, `[{"path":"$CWD/src"}]`},
 		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in $CWD`, `[{"path":"$CWD"}]`},
-		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\n' | wc -l`, `null`},
-		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\''s'`, `null`},
+		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\\n' | wc -l`, `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\\''s'`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["make"],"cwd":".","env":{"PATH":"/tmp/evil:/usr/bin","LD_PRELOAD":"/tmp/x.so","HOME":null}}}`,
 			"execute", `env -u HOME LD_PRELOAD=/tmp/x.so PATH=/tmp/evil:/usr/bin make`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"/","env":{"A":"a b"}}}`, "execute", `env 'A=a b' ls (in /)`, `null`},
@@ -2155,6 +2155,80 @@ func TestACPPermissionTitleShownAsInRPC(t *testing.T) {
 			t.Errorf("the card and the permission request name no command:\n%s", strings.Join(c.lines(), "\n"))
 		}
 	}
+}
+
+// TestACPTitleEscapesAreUnambiguous: a title shows a newline, a
+// carriage return or an escape as \n, \r, \x1b, and a backslash as \\,
+// so two different commands never show the same: `echo hi⏎rm -rf x` (a
+// real newline: bash runs rm) and `echo hi\nrm -rf x` (a backslash and an
+// n: echo prints them, nothing is removed) were both asked about as
+// "echo hi\nrm -rf x", and the user approving what read as an echo of a
+// literal "\n" ran rm.
+func TestACPTitleEscapesAreUnambiguous(t *testing.T) {
+	titles := map[string]string{}
+	for name, command := range map[string]string{"newline": "echo hi\nrm -rf x", "backslash": `echo hi\nrm -rf x`} {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		argsJSON, _ := json.Marshal(string(args))
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+		c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+		c.answer = func(string, json.RawMessage) (any, *acpError) {
+			return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+		}
+		sid := openACPSession(t, c, nil, t.TempDir())
+		c.call("session/prompt", acpTextPrompt(sid, "go"))
+		for _, m := range c.messages() {
+			if m.Method == "session/request_permission" {
+				var p struct{ ToolCall acpToolCallUpdate }
+				json.Unmarshal(m.Params, &p)
+				titles[name] = p.ToolCall.Title
+			}
+		}
+	}
+	if titles["newline"] == titles["backslash"] {
+		t.Errorf("two commands, one of which runs rm, are asked about with the same title %q", titles["newline"])
+	}
+}
+
+// TestEscapesAreUnambiguous: text shown in a dialog or a title
+// (escapeControl) is never the same for two texts, and a title cut to fit
+// (acpFitTitle) is cut between escapes: a backslash was shown as itself,
+// so a newline and a backslash before an n looked alike, and U+E0001 as
+// \ue0001, which reads as U+E000 and a 1.
+func TestEscapesAreUnambiguous(t *testing.T) {
+	texts := []string{"a\nb", "a\\nb", "a\\\nb", "a\\\\nb", "\x1b", "\\x1b", "\u202e", "\\u202e",
+		"\U000e0001", "\ue000" + "1", "\\ue0001", "\t", "\\t", "\\", "\\\\", ""}
+	shown := map[string]string{}
+	for _, text := range texts {
+		s := escapeControl(text)
+		if other, ok := shown[s]; ok {
+			t.Errorf("%+q and %+q are both shown as %q", other, text, s)
+		}
+		shown[s] = text
+	}
+	// Past 4 KiB, every cut falls between escapes, whatever the offset.
+	for pad := range 12 {
+		title := escapeControl(strings.Repeat("x", pad) + strings.Repeat("\\\x1b\u202e\U000e0001é", 800))
+		fit := acpFitTitle(title)
+		head, rest, _ := strings.Cut(fit, " … (")
+		_, tail, _ := strings.Cut(rest, ") … ")
+		if !strings.HasPrefix(title, head) || !strings.HasSuffix(title, tail) || len(head) > 2048 || len(tail) > 2048 {
+			t.Fatalf("pad %d: the cut title is not the title's head and tail: %q", pad, fit)
+		}
+		if !startsAnEscape(title, len(head)) || !startsAnEscape(title, len(title)-len(tail)) {
+			t.Errorf("pad %d: the title is cut inside an escape: %q", pad, fit)
+		}
+	}
+}
+
+// startsAnEscape reports whether a character or an escape of shown text
+// starts at offset.
+func startsAnEscape(shown string, offset int) bool {
+	i := 0
+	for i < offset {
+		i += escapeLen(shown[i:])
+	}
+	return i == offset
 }
 
 // TestACPRepeatedIDsCards: every repeat of one tool call id gets the next

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -240,27 +241,49 @@ type acpPaths struct {
 // its title and no locations. Paths are the call's own, built from the
 // session's cwd (the tool's toolPath). The title is shown as the rpc
 // dialog shows text: control and format characters (newlines too)
-// escaped, and over 4 KiB only its first and last 2 KiB (acpShownTitle).
+// escaped, a backslash as \\, a quoted value (a pattern, the bytes a
+// process is sent) in Go's quotes, and over 4 KiB only its first and
+// last 2 KiB (acpFitTitle).
 func acpToolInfo(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
 	kind, title, locations = acpToolFacts(name, call, paths)
-	return kind, acpShownTitle(title), locations
+	return kind, acpFitTitle(title), locations
 }
 
 // acpShownTitle is title with its control and format characters escaped
 // (a \r, an ESC or a bidi override cannot rewrite it, nor newlines push
-// the rest out of a one-line card) and, when longer than 4 KiB, cut to
-// its first and last 2 KiB around how many bytes are not shown: what a
-// long command ends with cannot hide behind the cut.
-func acpShownTitle(title string) string {
+// the rest out of a one-line card), a backslash as \\ (so that a newline
+// and a backslash before an n never look alike), and cut as acpFitTitle
+// cuts it.
+func acpShownTitle(title string) string { return acpFitTitle(escapeControl(title)) }
+
+// acpFitTitle is a title whose escapes are made (escapeControl, or Go's
+// quoting) cut, when longer than 4 KiB, to its first and last 2 KiB
+// around how many bytes are not shown, never inside an escape: what a
+// long command ends with cannot hide behind the cut, and no half of an
+// escape reads as another.
+func acpFitTitle(title string) string {
 	const maxShownBytes = 4096
 	if len(title) <= maxShownBytes {
-		return escapeControl(title)
+		return title
 	}
-	head, hidden, tail := cutMiddle(title, maxShownBytes)
-	return fmt.Sprintf("%s … (%d bytes not shown here) … %s", escapeControl(head), hidden, escapeControl(tail))
+	// Where each character or escape starts, up to the head's end and from
+	// the tail's start.
+	h, t := 0, len(title)
+	for i := 0; i < len(title); {
+		n := escapeLen(title[i:])
+		if i+n <= maxShownBytes/2 {
+			h = i + n
+		}
+		if i >= len(title)-maxShownBytes/2 && t == len(title) {
+			t = i
+		}
+		i += n
+	}
+	return fmt.Sprintf("%s … (%d bytes not shown here) … %s", title[:h], t-h, title[t:])
 }
 
-// acpToolFacts is acpToolInfo before the title is made fit to show.
+// acpToolFacts is acpToolInfo before the title is cut to fit: each part
+// of it shown already (escapeControl, or Go's quoting for a quoted value).
 func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
 	switch c := call.(type) {
 	case *readCall:
@@ -268,19 +291,19 @@ func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title strin
 		if c.offset > 0 {
 			loc.Line = c.offset
 		}
-		return "read", "Read " + c.abs, []acpLocation{loc}
+		return "read", "Read " + escapeControl(c.abs), []acpLocation{loc}
 	case *lsCall:
-		return "read", "Read " + c.abs, []acpLocation{{Path: c.abs}}
+		return "read", "Read " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *writeCall:
-		return "edit", "Write " + c.abs, []acpLocation{{Path: c.abs}}
+		return "edit", "Write " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *editCall:
-		return "edit", "Edit " + c.abs, []acpLocation{{Path: c.abs}}
+		return "edit", "Edit " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *grepCall:
-		return "search", "Search " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+		return "search", "Search " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *findCall:
-		return "search", "Find " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+		return "search", "Find " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *bashCall:
-		return "execute", c.command, nil
+		return "execute", escapeControl(c.command), nil
 	case *processCall:
 		if c.action == "spawn" {
 			return "execute", acpSpawnTitle(c.spec.Argv, c.spec.Env, c.spec.Cwd, paths), nil
@@ -303,7 +326,7 @@ func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title strin
 	default:
 		kind = "other"
 	}
-	return kind, name, nil
+	return kind, escapeControl(name), nil
 }
 
 // acpSpawnTitle is a process spawn as a shell would read it, with all
@@ -322,9 +345,9 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 			}
 		}
 	}
-	title := shellJoin(append(words, argv...))
+	title := escapeControl(shellJoin(append(words, argv...)))
 	if dir := resolvePath(paths.cwd, cwd); dir != paths.cwd {
-		title += " (in " + dir + ")"
+		title += " (in " + escapeControl(dir) + ")"
 	}
 	return title
 }
@@ -333,7 +356,7 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 // action, the process, and what goes to it (the bytes written, at most
 // 200 shown; the keys; the signal).
 func acpProcessTitle(c *processCall) string {
-	title := strings.TrimSpace("process " + c.action + " " + c.processID)
+	title := strings.TrimSpace("process " + c.action + " " + escapeControl(c.processID))
 	switch c.action {
 	case "write":
 		if len(c.data) > 0 {

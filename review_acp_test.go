@@ -490,36 +490,3 @@ func TestReviewACPKeyFileHasNoOracle(t *testing.T) {
 		t.Errorf("the model tells a right guess of the key from a wrong one, with every file tool behind an approval:\nright: %s\nwrong: %s", results["right"], results["wrong"])
 	}
 }
-
-// TestReviewACPTitleEscapesAreUnambiguous: a title shows a newline, a
-// carriage return or an escape as \n, \r, \x1b, but a backslash as
-// itself, so two different commands show the same: `echo hi⏎rm -rf x`
-// (a real newline: bash runs rm) and `echo hi\nrm -rf x` (a backslash and
-// an n: echo prints them, nothing is removed) are both asked about as
-// "echo hi\nrm -rf x". The user approving what reads as an echo of a
-// literal "\n" runs rm.
-func TestReviewACPTitleEscapesAreUnambiguous(t *testing.T) {
-	titles := map[string]string{}
-	for name, command := range map[string]string{"newline": "echo hi\nrm -rf x", "backslash": `echo hi\nrm -rf x`} {
-		args, _ := json.Marshal(map[string]string{"command": command})
-		argsJSON, _ := json.Marshal(string(args))
-		e := newTestEnv(t)
-		startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
-		c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
-		c.answer = func(string, json.RawMessage) (any, *acpError) {
-			return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
-		}
-		sid := openACPSession(t, c, nil, t.TempDir())
-		c.call("session/prompt", acpTextPrompt(sid, "go"))
-		for _, m := range c.messages() {
-			if m.Method == "session/request_permission" {
-				var p struct{ ToolCall acpToolCallUpdate }
-				json.Unmarshal(m.Params, &p)
-				titles[name] = p.ToolCall.Title
-			}
-		}
-	}
-	if titles["newline"] == titles["backslash"] {
-		t.Errorf("two commands, one of which runs rm, are asked about with the same title %q", titles["newline"])
-	}
-}

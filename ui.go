@@ -258,10 +258,22 @@ func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 // escapeControl shows control characters as escapes (\r, \x1b, …), so that
 // text shown in a dialog cannot hide or rewrite what is around it on a
 // terminal client. Newlines are escaped too: the caller lays out lines.
-func escapeControl(s string) string {
+// A backslash is shown as \\, so that what reads as an escape is one: a
+// newline (\n) and a backslash followed by an n (\\n) never look alike.
+func escapeControl(s string) string { return escapeText(s, true) }
+
+// escapeInJSON is JSON text shown as escapeControl shows text, but for its
+// backslashes, which are JSON's own escapes (a backslash in a value is
+// \\ already) and stay as they are.
+func escapeInJSON(s string) string { return escapeText(s, false) }
+
+// escapeText is escapeControl, with a backslash doubled or not.
+func escapeText(s string, backslash bool) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
+		case r == '\\' && backslash:
+			b.WriteString(`\\`)
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -273,10 +285,37 @@ func escapeControl(s string) string {
 		case r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' || unicode.Is(unicode.Cf, r):
 			// Invisible and format characters (bidi controls, zero-width
 			// spaces, line separators) could hide or reorder text.
-			fmt.Fprintf(&b, `\u%04x`, r)
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r) // \u and four digits, then a digit, would read as two characters
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
+}
+
+// escapeLen is the length of the character or escape (\\, \n, \x1b,
+// \u202e, \U000e0001, …) text shown by escapeControl or Go's quoting
+// starts with.
+func escapeLen(s string) int {
+	n := 1
+	switch {
+	case s[0] == '\\' && len(s) > 1:
+		switch s[1] {
+		case 'x':
+			n = 4
+		case 'u':
+			n = 6
+		case 'U':
+			n = 10
+		default:
+			n = 2
+		}
+	case s[0] >= utf8.RuneSelf:
+		_, n = utf8.DecodeRuneInString(s)
+	}
+	return min(n, len(s))
 }
