@@ -720,31 +720,42 @@ func TestACPToolInfo(t *testing.T) {
 	}
 }
 
-// TestBashOutcome: bash's result text split into its output and exit.
-func TestBashOutcome(t *testing.T) {
-	tests := []struct {
-		text    string
-		isError bool
-		output  string
-		code    string
-	}{
-		{"hi\n", false, "hi\n", "0"},
-		{"(no output)", false, "", "0"},
-		{"boom\n\n\nCommand exited with code 3", true, "boom\n", "3"},
-		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/rpi-bash-1.log]\n\nCommand exited with code 1", true, "x", "1"},
-		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/l.log]", false, "x", "0"},
-		{"partial\n\nCommand aborted", true, "partial", "null"},
-		{"Command aborted", true, "Command aborted", "null"},
-		{"y\n\nCommand timed out after 2 seconds", true, "y", "null"},
-		{"z\n\nCommand was killed by a signal", true, "z", "null"},
-		{"Cannot run bash: no such file", true, "Cannot run bash: no such file", "null"},
-	}
-	for _, tt := range tests {
-		output, code := bashOutcome(tt.text, tt.isError)
-		c, _ := json.Marshal(code)
-		if output != tt.output || string(c) != tt.code {
-			t.Errorf("%q: got %q %s, want %q %s", tt.text, output, c, tt.output, tt.code)
+// TestACPTerminalShowsWhatTheCommandDid: with Zed's display-only
+// terminal, a command that succeeds (exit 0, status completed) but whose
+// output ends with the words rpi's bash adds after a failure ("\n\nCommand
+// exited with code 137") shows in the terminal as it ran: all its output,
+// sent once, and exit code 0. The terminal's end was read from the text
+// (bashOutcome): it showed exit code 137, cut the last lines off the output
+// as rpi's note, and sent the output twice; now it comes from how bash
+// knows the command ended (toolResult.shell).
+func TestACPTerminalShowsWhatTheCommandDid(t *testing.T) {
+	const output = "secret line\n\nCommand exited with code 137"
+	args, _ := json.Marshal(map[string]string{"command": "printf '" + strings.ReplaceAll(output, "\n", `\n`) + "'"})
+	argsJSON, _ := json.Marshal(string(args))
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, map[string]any{"_meta": map[string]bool{"terminal_output": true}}, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	var shown strings.Builder
+	var exit string
+	for _, m := range c.messages() {
+		var p struct {
+			Update acpToolCallUpdate
 		}
+		json.Unmarshal(m.Params, &p)
+		if meta := p.Update.Meta; meta != nil && p.Update.ToolCallID == "c1" {
+			if meta.TerminalOutput != nil {
+				shown.WriteString(meta.TerminalOutput.Data)
+			}
+			if meta.TerminalExit != nil {
+				code, _ := json.Marshal(meta.TerminalExit.ExitCode)
+				exit = p.Update.Status + " exit_code " + string(code)
+			}
+		}
+	}
+	if shown.String() != output || exit != "completed exit_code 0" {
+		t.Errorf("the terminal shows %q and ends %q; the command printed %q and exited 0", shown.String(), exit, output)
 	}
 }
 
@@ -896,7 +907,8 @@ func TestACPUpdatesTools(t *testing.T) {
 	u.running("b1")
 	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\n")})
 	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\ntwo\n")})
-	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b1", ToolName: "bash", Result: textResult("one\ntwo\nthree\n\n\nCommand exited with code 2"), IsError: true})
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b1", ToolName: "bash", Result: toolResult{Content: textBlocks("one\ntwo\nthree\n\n\nCommand exited with code 2"),
+		shell: &shellEnd{"one\ntwo\nthree\n", ptr(2)}}, IsError: true})
 	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","status":"in_progress"}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"one\n"}}}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"two\n"}}}}

@@ -409,31 +409,6 @@ func acpResultContent(name string, content []contentBlock) []any {
 	return items
 }
 
-// bashEnd matches the notes bash's result adds after the output.
-// Like every regexp of rpi, it is compiled at first use.
-var bashEnd = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?s)(?:\n\n\[Showing the last \d+ lines of \d+\. Full output: [^\n]*\])?(?:\n\nCommand (exited with code (\d+)|was killed by a signal|aborted|timed out after [^\n]*))?$`)
-})
-
-// bashOutcome splits bash's result text into its output and how the
-// command ended (exit code nil when a signal, an abort or a timeout
-// ended it).
-func bashOutcome(text string, isError bool) (output string, exitCode *int) {
-	m := bashEnd().FindStringSubmatchIndex(text)
-	output = text[:m[0]]
-	if output == "(no output)" {
-		output = ""
-	}
-	var code int
-	switch {
-	case m[4] >= 0:
-		fmt.Sscan(text[m[4]:m[5]], &code)
-	case m[2] >= 0 || isError:
-		return output, nil
-	}
-	return output, &code
-}
-
 // ---- The mapping of one session's events ----
 
 // acpTool is what the mapping remembers of one tool call.
@@ -756,10 +731,16 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 	}
 	switch {
 	case t.terminal:
-		output, code := bashOutcome(resultText(d.Result.Content), d.IsError)
 		if !t.running { // denied, or failed before it ran: show why
 			end.Content = acpResultContent(t.name, d.Result.Content)
 			break
+		}
+		// How the command ended, as bash knows it: never read from the
+		// text, whose output can end like rpi's notes. Without it (bash
+		// did not start) the text, and no exit code.
+		output, code := resultText(d.Result.Content), (*int)(nil)
+		if ended := d.Result.shell; ended != nil {
+			output, code = ended.output, ended.exitCode
 		}
 		u.sendOutput(t, output)
 		end.Meta = &acpToolMeta{TerminalExit: &acpTerminalExit{TerminalID: t.id, ExitCode: code}}

@@ -789,6 +789,9 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 			res.Content[i].Text = s.set.secrets.redact(b.Text)
 		}
 	}
+	if res.shell != nil {
+		res.shell.output = s.set.secrets.redact(res.shell.output)
+	}
 	return res, isError
 }
 

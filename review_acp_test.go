@@ -247,46 +247,6 @@ func TestReviewACPEndWithinTwoSeconds(t *testing.T) {
 	}
 }
 
-// TestReviewACPTerminalShowsWhatTheCommandDid: with Zed's display-only
-// terminal, a command that succeeds (exit 0, status completed) but whose
-// output ends with the words rpi's bash adds after a failure ("\n\nCommand
-// exited with code 137") shows in the terminal as exit code 137, its last
-// lines taken for rpi's note and cut from the output; and the terminal is
-// sent the output twice ("…code 137" streamed, then "secret line" again
-// as new data). bashOutcome reads the trailer from the text even when the
-// call did not fail, so a model's command can make the card show a
-// failure it did not have, or hide how it ended.
-func TestReviewACPTerminalShowsWhatTheCommandDid(t *testing.T) {
-	const output = "secret line\n\nCommand exited with code 137"
-	args, _ := json.Marshal(map[string]string{"command": "printf '" + strings.ReplaceAll(output, "\n", `\n`) + "'"})
-	argsJSON, _ := json.Marshal(string(args))
-	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
-	c, _, _ := startACPAgent(t, e, nil)
-	sid := openACPSession(t, c, map[string]any{"_meta": map[string]bool{"terminal_output": true}}, t.TempDir())
-	c.call("session/prompt", acpTextPrompt(sid, "go"))
-	var shown strings.Builder
-	var exit string
-	for _, m := range c.messages() {
-		var p struct {
-			Update acpToolCallUpdate
-		}
-		json.Unmarshal(m.Params, &p)
-		if meta := p.Update.Meta; meta != nil && p.Update.ToolCallID == "c1" {
-			if meta.TerminalOutput != nil {
-				shown.WriteString(meta.TerminalOutput.Data)
-			}
-			if meta.TerminalExit != nil {
-				code, _ := json.Marshal(meta.TerminalExit.ExitCode)
-				exit = p.Update.Status + " exit_code " + string(code)
-			}
-		}
-	}
-	if shown.String() != output || exit != "completed exit_code 0" {
-		t.Errorf("the terminal shows %q and ends %q; the command printed %q and exited 0", shown.String(), exit, output)
-	}
-}
-
 // TestReviewACPCommandMenuNamesWhatRuns: a prompt template named compact
 // (or name) is listed in the / menu (available_commands_update) beside
 // rpi's own /compact, two entries with one name; choosing the template's
