@@ -2169,6 +2169,62 @@ func TestACPPermissionTitleShownAsInRPC(t *testing.T) {
 	}
 }
 
+// TestACPKeyFileHasNoOracle: docs/security.md says of models.json and
+// auth.json with a literal key that the model's bash or read can read
+// them, and to "use --confirm bash,read" against it. With every file tool
+// behind an approval (--confirm bash,read,edit,write) and every request
+// denied, a prompt-injected model learnt the key a character at a time:
+// an edit whose oldText and newText are the same guess failed, before any
+// approval was asked, with "No changes made to …" when the guess was in
+// the file and "Could not find the exact text …" when it was not. Now
+// each is asked about, saying that it cannot be done and why, and denied
+// is "Denied by user" whatever the file holds.
+func TestACPKeyFileHasNoOracle(t *testing.T) {
+	e := newTestEnv(t)
+	modelsJSON := filepath.Join(e.agentDir, "models.json")
+	guess := func(id, text string) string {
+		args, _ := json.Marshal(map[string]string{"path": modelsJSON, "oldText": `"apiKey":"` + text, "newText": `"apiKey":"` + text})
+		argsJSON, _ := json.Marshal(string(args))
+		return `{"toolCalls":[{"id":"` + id + `","name":"edit","args":[` + string(argsJSON) + `]}]}`
+	}
+	startFakeModel(t, apiOpenAI, guess("right", "sk-fake-S")+"\n"+guess("wrong", "sk-fake-X")+"\n"+`{"text":["done"]}`, e.agentDir)
+	data, _ := os.ReadFile(modelsJSON)
+	os.WriteFile(modelsJSON, []byte(strings.Replace(string(data), `"api":`, `"apiKey":"sk-fake-SECRET42","api":`, 1)), 0o644)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash,read,edit,write")
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	results := map[string]string{}
+	for _, m := range c.messages() {
+		var p struct{ Update acpToolCallUpdate }
+		json.Unmarshal(m.Params, &p)
+		if p.Update.Status == "failed" || p.Update.Status == "completed" {
+			out, _ := json.Marshal(p.Update.RawOutput)
+			results[p.Update.ToolCallID] = strings.ReplaceAll(string(out), modelsJSON, "models.json")
+		}
+	}
+	if results["right"] != results["wrong"] {
+		t.Errorf("the model tells a right guess of the key from a wrong one, with every file tool behind an approval:\nright: %s\nwrong: %s", results["right"], results["wrong"])
+	}
+	// Each was asked about, its card saying that it cannot be done and why.
+	asked, told := 0, 0
+	for _, m := range c.messages() {
+		var p struct{ ToolCall, Update acpToolCallUpdate }
+		json.Unmarshal(m.Params, &p)
+		if m.Method == "session/request_permission" && strings.Contains(p.ToolCall.Title, "(cannot be done: allowing it tells the model why)") {
+			asked++
+		}
+		if text, _ := json.Marshal(p.Update.Content); p.Update.SessionUpdate == "tool_call" && strings.Contains(string(text), "cannot be done, and nothing will be changed") {
+			told++
+		}
+	}
+	if asked != 2 || told != 2 {
+		t.Errorf("%d permission requests and %d cards say the edit cannot be done; want 2 and 2:\n%s", asked, told, strings.Join(c.lines(), "\n"))
+	}
+}
+
 // TestACPTitleEscapesAreUnambiguous: a title shows a newline, a
 // carriage return or an escape as \n, \r, \x1b, and a backslash as \\,
 // so two different commands never show the same: `echo hi⏎rm -rf x` (a

@@ -420,6 +420,7 @@ type acpTool struct {
 	title     string
 	locations []acpLocation
 	diff      *acpDiff // edit's and write's: the whole file before and after
+	note      string   // an edit's or write's that cannot be done: why, for its tool_call
 	announced bool     // its tool_call is out
 	running   bool     // its in_progress is out
 	terminal  bool     // its output goes out by the _meta.terminal_* convention
@@ -600,6 +601,21 @@ func (u *acpUpdates) ready(id, path, where string, before *string, after string)
 	u.announce(t)
 }
 
+// cannot announces an edit or write that cannot be done (preparing it
+// failed) before its permission request: its title says so, and its
+// content (why, from the gate's message) what allowing it does.
+func (u *acpUpdates) cannot(id, why string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t := u.tools[id]; t != nil {
+		if !t.announced {
+			t.title += " (cannot be done: allowing it tells the model why)"
+		}
+		t.note = why
+		u.announce(t)
+	}
+}
+
 // setDiff records a call's diff, and an edit's first changed line.
 func (u *acpUpdates) setDiff(t *acpTool, path string, before *string, after string) {
 	t.diff = &acpDiff{"diff", path, before, after}
@@ -649,6 +665,8 @@ func (u *acpUpdates) announce(t *acpTool) {
 	switch {
 	case t.diff != nil:
 		call.Content = []any{*t.diff}
+	case t.note != "":
+		call.Content = []any{acpContentItem{"content", acpTextBlock(t.note)}}
 	case t.terminal:
 		call.Content = []any{acpTerminal{"terminal", id}}
 		call.Meta = &acpToolMeta{TerminalInfo: &acpTerminalInfo{id, u.paths.cwd}}

@@ -49,7 +49,9 @@ type toolCall interface {
 // preparer is a call that opens what it will change before the approval
 // dialog is built from it (write, edit), so that the dialog and the run
 // use the same open file; release lets go of it after the run or the
-// denial.
+// denial. prepare's error is why the call cannot be done: the call's
+// result, given to the model at once when its tool is not behind the
+// approval gate, and otherwise only when the user allows it (runDecoded).
 type preparer interface {
 	prepare(ctx context.Context, s *session) error
 	release()

@@ -68,14 +68,31 @@ type ui interface {
 // approval is what the gate asks about: the call's id and tool, its
 // arguments as the model sent them, and the decoded call that will run,
 // whose describe() says exactly what it will do (and a write's or an
-// edit's change(), the file's text before and after). timeout is how long
-// the user may take (settings.json confirmTimeoutMs); no answer is no.
+// edit's change(), the file's text before and after). failed, when not
+// nil, is why the call cannot be done (preparing it failed: the edit's
+// text is not in the file, the file is missing): then nothing runs, and
+// the question is whether the model may be told why; the call's
+// describe() and change() are not to be used. timeout is how long the
+// user may take (settings.json confirmTimeoutMs); no answer is no.
 type approval struct {
 	toolCallID string
 	toolName   string
 	args       json.RawMessage
 	call       toolCall
+	failed     error
 	timeout    time.Duration
+}
+
+// describe is what the gate shows, a title and a message (escaped): the
+// call's own describe(), or for a call that cannot be done, that it
+// cannot, why, and what each answer tells the model.
+func (a approval) describe() (title, message string) {
+	if a.failed == nil {
+		return a.call.describe()
+	}
+	return "Tell the model why its " + a.toolName + " cannot be done?",
+		"The " + a.toolName + " cannot be done, and nothing will be changed: " + showText("", a.failed.Error()) +
+			"\nAllowed, the model is told this; denied, it is told only \"Denied by user\"."
 }
 
 // dialog is an extension_ui_request that waits for the client's answer.
@@ -179,7 +196,7 @@ func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 // approve asks with a confirm dialog that shows exactly what the call
 // will do; no answer within the timeout counts as no.
 func (ds *dialogs) approve(ctx context.Context, a approval) bool {
-	title, message := a.call.describe()
+	title, message := a.describe()
 	answer := ds.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: a.timeout.Milliseconds()})
 	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
 }
