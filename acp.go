@@ -914,6 +914,7 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 // of.
 func (a *acpAgent) shutdown() {
 	a.conn.close()
+	a.h.procs.close() // the children of the turns cancelled now get SIGTERM, and SIGKILL after endKillGrace
 	a.mu.Lock()
 	open := slices.Collect(maps.Values(a.sessions))
 	a.mu.Unlock()

@@ -1002,13 +1002,20 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 
 // approve is the approval gate (§12.7): the call's tool_call goes out
 // first (with the diff for edit and write, and in its title where a
-// symlink takes the path, as rpc's dialog says it), then a permission
-// request tied to its id. allow runs it; allow_always runs it and every later
-// call of its tool in this session without asking; anything else (reject,
-// a cancelled request, an error, a closed connection) denies it. No
-// timeout: the request waits until the turn is cancelled.
+// symlink takes the path, as rpc's dialog says it; for one that cannot be
+// done, saying so and why, as rpc's dialog says it), then a permission
+// request tied to its id. allow runs it (one that cannot be done tells
+// the model why); allow_always runs it and every later call of its tool
+// in this session without asking; anything else (reject, a cancelled
+// request, an error, a closed connection) denies it. No timeout: the
+// request waits until the turn is cancelled.
 func (as *acpSession) approve(ctx context.Context, a approval) bool {
-	if c, ok := a.call.(changer); ok {
+	c, changes := a.call.(changer)
+	switch {
+	case a.failed != nil:
+		_, message := a.describe()
+		as.updates.cannot(a.toolCallID, message)
+	case changes:
 		ch := c.change()
 		var before *string
 		where := ch.where

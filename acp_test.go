@@ -666,8 +666,8 @@ func TestACPToolInfo(t *testing.T) {
 		{"edit", `{"path":"e.go","edits":[{"oldText":"a","newText":"b"}]}`, "edit", "Edit $CWD/e.go", `[{"path":"$CWD/e.go"}]`},
 		{"grep", `{"pattern":"TODO","path":"src"}`, "search", `Search "TODO" in $CWD/src`, `[{"path":"$CWD/src"}]`},
 		{"find", `{"pattern":"*.go"}`, "search", `Find "*.go" in $CWD`, `[{"path":"$CWD"}]`},
-		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\n' | wc -l`, `null`},
-		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\''s'`, `null`},
+		{"bash", `{"command":"printf 'a\\n' | wc -l"}`, "execute", `printf 'a\\n' | wc -l`, `null`},
+		{"process", `{"action":"spawn","spec":{"argv":["npm","run","dev server","it's"]}}`, "execute", `npm run 'dev server' 'it'\\''s'`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["make"],"cwd":".","env":{"PATH":"/tmp/evil:/usr/bin","LD_PRELOAD":"/tmp/x.so","HOME":null}}}`,
 			"execute", `env -u HOME LD_PRELOAD=/tmp/x.so PATH=/tmp/evil:/usr/bin make`, `null`},
 		{"process", `{"action":"spawn","spec":{"argv":["ls"],"cwd":"/","env":{"A":"a b"}}}`, "execute", `env 'A=a b' ls (in /)`, `null`},
@@ -720,31 +720,42 @@ func TestACPToolInfo(t *testing.T) {
 	}
 }
 
-// TestBashOutcome: bash's result text split into its output and exit.
-func TestBashOutcome(t *testing.T) {
-	tests := []struct {
-		text    string
-		isError bool
-		output  string
-		code    string
-	}{
-		{"hi\n", false, "hi\n", "0"},
-		{"(no output)", false, "", "0"},
-		{"boom\n\n\nCommand exited with code 3", true, "boom\n", "3"},
-		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/rpi-bash-1.log]\n\nCommand exited with code 1", true, "x", "1"},
-		{"x\n\n[Showing the last 2 lines of 9. Full output: /tmp/l.log]", false, "x", "0"},
-		{"partial\n\nCommand aborted", true, "partial", "null"},
-		{"Command aborted", true, "Command aborted", "null"},
-		{"y\n\nCommand timed out after 2 seconds", true, "y", "null"},
-		{"z\n\nCommand was killed by a signal", true, "z", "null"},
-		{"Cannot run bash: no such file", true, "Cannot run bash: no such file", "null"},
-	}
-	for _, tt := range tests {
-		output, code := bashOutcome(tt.text, tt.isError)
-		c, _ := json.Marshal(code)
-		if output != tt.output || string(c) != tt.code {
-			t.Errorf("%q: got %q %s, want %q %s", tt.text, output, c, tt.output, tt.code)
+// TestACPTerminalShowsWhatTheCommandDid: with Zed's display-only
+// terminal, a command that succeeds (exit 0, status completed) but whose
+// output ends with the words rpi's bash adds after a failure ("\n\nCommand
+// exited with code 137") shows in the terminal as it ran: all its output,
+// sent once, and exit code 0. The terminal's end was read from the text
+// (bashOutcome): it showed exit code 137, cut the last lines off the output
+// as rpi's note, and sent the output twice; now it comes from how bash
+// knows the command ended (toolResult.shell).
+func TestACPTerminalShowsWhatTheCommandDid(t *testing.T) {
+	const output = "secret line\n\nCommand exited with code 137"
+	args, _ := json.Marshal(map[string]string{"command": "printf '" + strings.ReplaceAll(output, "\n", `\n`) + "'"})
+	argsJSON, _ := json.Marshal(string(args))
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, map[string]any{"_meta": map[string]bool{"terminal_output": true}}, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	var shown strings.Builder
+	var exit string
+	for _, m := range c.messages() {
+		var p struct {
+			Update acpToolCallUpdate
 		}
+		json.Unmarshal(m.Params, &p)
+		if meta := p.Update.Meta; meta != nil && p.Update.ToolCallID == "c1" {
+			if meta.TerminalOutput != nil {
+				shown.WriteString(meta.TerminalOutput.Data)
+			}
+			if meta.TerminalExit != nil {
+				code, _ := json.Marshal(meta.TerminalExit.ExitCode)
+				exit = p.Update.Status + " exit_code " + string(code)
+			}
+		}
+	}
+	if shown.String() != output || exit != "completed exit_code 0" {
+		t.Errorf("the terminal shows %q and ends %q; the command printed %q and exited 0", shown.String(), exit, output)
 	}
 }
 
@@ -896,7 +907,8 @@ func TestACPUpdatesTools(t *testing.T) {
 	u.running("b1")
 	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\n")})
 	u.event("tool_execution_update", toolExecUpdate{ToolCallID: "b1", ToolName: "bash", PartialResult: textResult("one\ntwo\n")})
-	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b1", ToolName: "bash", Result: textResult("one\ntwo\nthree\n\n\nCommand exited with code 2"), IsError: true})
+	u.event("tool_execution_end", toolExecEnd{ToolCallID: "b1", ToolName: "bash", Result: toolResult{Content: textBlocks("one\ntwo\nthree\n\n\nCommand exited with code 2"),
+		shell: &shellEnd{"one\ntwo\nthree\n", ptr(2)}}, IsError: true})
 	want = `{"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","status":"in_progress"}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"one\n"}}}}
 {"sessionId":"S","update":{"sessionUpdate":"tool_call_update","toolCallId":"b1","_meta":{"terminal_output":{"terminal_id":"b1","data":"two\n"}}}}
@@ -2157,6 +2169,136 @@ func TestACPPermissionTitleShownAsInRPC(t *testing.T) {
 			t.Errorf("the card and the permission request name no command:\n%s", strings.Join(c.lines(), "\n"))
 		}
 	}
+}
+
+// TestACPKeyFileHasNoOracle: docs/security.md says of models.json and
+// auth.json with a literal key that the model's bash or read can read
+// them, and to "use --confirm bash,read" against it. With every file tool
+// behind an approval (--confirm bash,read,edit,write) and every request
+// denied, a prompt-injected model learnt the key a character at a time:
+// an edit whose oldText and newText are the same guess failed, before any
+// approval was asked, with "No changes made to …" when the guess was in
+// the file and "Could not find the exact text …" when it was not. Now
+// each is asked about, saying that it cannot be done and why, and denied
+// is "Denied by user" whatever the file holds.
+func TestACPKeyFileHasNoOracle(t *testing.T) {
+	e := newTestEnv(t)
+	modelsJSON := filepath.Join(e.agentDir, "models.json")
+	guess := func(id, text string) string {
+		args, _ := json.Marshal(map[string]string{"path": modelsJSON, "oldText": `"apiKey":"` + text, "newText": `"apiKey":"` + text})
+		argsJSON, _ := json.Marshal(string(args))
+		return `{"toolCalls":[{"id":"` + id + `","name":"edit","args":[` + string(argsJSON) + `]}]}`
+	}
+	startFakeModel(t, apiOpenAI, guess("right", "sk-fake-S")+"\n"+guess("wrong", "sk-fake-X")+"\n"+`{"text":["done"]}`, e.agentDir)
+	data, _ := os.ReadFile(modelsJSON)
+	os.WriteFile(modelsJSON, []byte(strings.Replace(string(data), `"api":`, `"apiKey":"sk-fake-SECRET42","api":`, 1)), 0o644)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash,read,edit,write")
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	c.call("session/prompt", acpTextPrompt(sid, "go"))
+	results := map[string]string{}
+	for _, m := range c.messages() {
+		var p struct{ Update acpToolCallUpdate }
+		json.Unmarshal(m.Params, &p)
+		if p.Update.Status == "failed" || p.Update.Status == "completed" {
+			out, _ := json.Marshal(p.Update.RawOutput)
+			results[p.Update.ToolCallID] = strings.ReplaceAll(string(out), modelsJSON, "models.json")
+		}
+	}
+	if results["right"] != results["wrong"] {
+		t.Errorf("the model tells a right guess of the key from a wrong one, with every file tool behind an approval:\nright: %s\nwrong: %s", results["right"], results["wrong"])
+	}
+	// Each was asked about, its card saying that it cannot be done and why.
+	asked, told := 0, 0
+	for _, m := range c.messages() {
+		var p struct{ ToolCall, Update acpToolCallUpdate }
+		json.Unmarshal(m.Params, &p)
+		if m.Method == "session/request_permission" && strings.Contains(p.ToolCall.Title, "(cannot be done: allowing it tells the model why)") {
+			asked++
+		}
+		if text, _ := json.Marshal(p.Update.Content); p.Update.SessionUpdate == "tool_call" && strings.Contains(string(text), "cannot be done, and nothing will be changed") {
+			told++
+		}
+	}
+	if asked != 2 || told != 2 {
+		t.Errorf("%d permission requests and %d cards say the edit cannot be done; want 2 and 2:\n%s", asked, told, strings.Join(c.lines(), "\n"))
+	}
+}
+
+// TestACPTitleEscapesAreUnambiguous: a title shows a newline, a
+// carriage return or an escape as \n, \r, \x1b, and a backslash as \\,
+// so two different commands never show the same: `echo hi⏎rm -rf x` (a
+// real newline: bash runs rm) and `echo hi\nrm -rf x` (a backslash and an
+// n: echo prints them, nothing is removed) were both asked about as
+// "echo hi\nrm -rf x", and the user approving what read as an echo of a
+// literal "\n" ran rm.
+func TestACPTitleEscapesAreUnambiguous(t *testing.T) {
+	titles := map[string]string{}
+	for name, command := range map[string]string{"newline": "echo hi\nrm -rf x", "backslash": `echo hi\nrm -rf x`} {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		argsJSON, _ := json.Marshal(string(args))
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+		c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+		c.answer = func(string, json.RawMessage) (any, *acpError) {
+			return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "reject"}}, nil
+		}
+		sid := openACPSession(t, c, nil, t.TempDir())
+		c.call("session/prompt", acpTextPrompt(sid, "go"))
+		for _, m := range c.messages() {
+			if m.Method == "session/request_permission" {
+				var p struct{ ToolCall acpToolCallUpdate }
+				json.Unmarshal(m.Params, &p)
+				titles[name] = p.ToolCall.Title
+			}
+		}
+	}
+	if titles["newline"] == titles["backslash"] {
+		t.Errorf("two commands, one of which runs rm, are asked about with the same title %q", titles["newline"])
+	}
+}
+
+// TestEscapesAreUnambiguous: text shown in a dialog or a title
+// (escapeControl) is never the same for two texts, and a title cut to fit
+// (acpFitTitle) is cut between escapes: a backslash was shown as itself,
+// so a newline and a backslash before an n looked alike, and U+E0001 as
+// \ue0001, which reads as U+E000 and a 1.
+func TestEscapesAreUnambiguous(t *testing.T) {
+	texts := []string{"a\nb", "a\\nb", "a\\\nb", "a\\\\nb", "\x1b", "\\x1b", "\u202e", "\\u202e",
+		"\U000e0001", "\ue000" + "1", "\\ue0001", "\t", "\\t", "\\", "\\\\", ""}
+	shown := map[string]string{}
+	for _, text := range texts {
+		s := escapeControl(text)
+		if other, ok := shown[s]; ok {
+			t.Errorf("%+q and %+q are both shown as %q", other, text, s)
+		}
+		shown[s] = text
+	}
+	// Past 4 KiB, every cut falls between escapes, whatever the offset.
+	for pad := range 12 {
+		title := escapeControl(strings.Repeat("x", pad) + strings.Repeat("\\\x1b\u202e\U000e0001é", 800))
+		fit := acpFitTitle(title)
+		head, rest, _ := strings.Cut(fit, " … (")
+		_, tail, _ := strings.Cut(rest, ") … ")
+		if !strings.HasPrefix(title, head) || !strings.HasSuffix(title, tail) || len(head) > 2048 || len(tail) > 2048 {
+			t.Fatalf("pad %d: the cut title is not the title's head and tail: %q", pad, fit)
+		}
+		if !startsAnEscape(title, len(head)) || !startsAnEscape(title, len(title)-len(tail)) {
+			t.Errorf("pad %d: the title is cut inside an escape: %q", pad, fit)
+		}
+	}
+}
+
+// startsAnEscape reports whether a character or an escape of shown text
+// starts at offset.
+func startsAnEscape(shown string, offset int) bool {
+	i := 0
+	for i < offset {
+		i += escapeLen(shown[i:])
+	}
+	return i == offset
 }
 
 // TestACPRepeatedIDsCards: every repeat of one tool call id gets the next

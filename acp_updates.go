@@ -14,6 +14,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -240,27 +241,49 @@ type acpPaths struct {
 // its title and no locations. Paths are the call's own, built from the
 // session's cwd (the tool's toolPath). The title is shown as the rpc
 // dialog shows text: control and format characters (newlines too)
-// escaped, and over 4 KiB only its first and last 2 KiB (acpShownTitle).
+// escaped, a backslash as \\, a quoted value (a pattern, the bytes a
+// process is sent) in Go's quotes, and over 4 KiB only its first and
+// last 2 KiB (acpFitTitle).
 func acpToolInfo(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
 	kind, title, locations = acpToolFacts(name, call, paths)
-	return kind, acpShownTitle(title), locations
+	return kind, acpFitTitle(title), locations
 }
 
 // acpShownTitle is title with its control and format characters escaped
 // (a \r, an ESC or a bidi override cannot rewrite it, nor newlines push
-// the rest out of a one-line card) and, when longer than 4 KiB, cut to
-// its first and last 2 KiB around how many bytes are not shown: what a
-// long command ends with cannot hide behind the cut.
-func acpShownTitle(title string) string {
+// the rest out of a one-line card), a backslash as \\ (so that a newline
+// and a backslash before an n never look alike), and cut as acpFitTitle
+// cuts it.
+func acpShownTitle(title string) string { return acpFitTitle(escapeControl(title)) }
+
+// acpFitTitle is a title whose escapes are made (escapeControl, or Go's
+// quoting) cut, when longer than 4 KiB, to its first and last 2 KiB
+// around how many bytes are not shown, never inside an escape: what a
+// long command ends with cannot hide behind the cut, and no half of an
+// escape reads as another.
+func acpFitTitle(title string) string {
 	const maxShownBytes = 4096
 	if len(title) <= maxShownBytes {
-		return escapeControl(title)
+		return title
 	}
-	head, hidden, tail := cutMiddle(title, maxShownBytes)
-	return fmt.Sprintf("%s … (%d bytes not shown here) … %s", escapeControl(head), hidden, escapeControl(tail))
+	// Where each character or escape starts, up to the head's end and from
+	// the tail's start.
+	h, t := 0, len(title)
+	for i := 0; i < len(title); {
+		n := escapeLen(title[i:])
+		if i+n <= maxShownBytes/2 {
+			h = i + n
+		}
+		if i >= len(title)-maxShownBytes/2 && t == len(title) {
+			t = i
+		}
+		i += n
+	}
+	return fmt.Sprintf("%s … (%d bytes not shown here) … %s", title[:h], t-h, title[t:])
 }
 
-// acpToolFacts is acpToolInfo before the title is made fit to show.
+// acpToolFacts is acpToolInfo before the title is cut to fit: each part
+// of it shown already (escapeControl, or Go's quoting for a quoted value).
 func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title string, locations []acpLocation) {
 	switch c := call.(type) {
 	case *readCall:
@@ -268,19 +291,19 @@ func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title strin
 		if c.offset > 0 {
 			loc.Line = c.offset
 		}
-		return "read", "Read " + c.abs, []acpLocation{loc}
+		return "read", "Read " + escapeControl(c.abs), []acpLocation{loc}
 	case *lsCall:
-		return "read", "Read " + c.abs, []acpLocation{{Path: c.abs}}
+		return "read", "Read " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *writeCall:
-		return "edit", "Write " + c.abs, []acpLocation{{Path: c.abs}}
+		return "edit", "Write " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *editCall:
-		return "edit", "Edit " + c.abs, []acpLocation{{Path: c.abs}}
+		return "edit", "Edit " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *grepCall:
-		return "search", "Search " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+		return "search", "Search " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *findCall:
-		return "search", "Find " + fmt.Sprintf("%q", c.pattern) + " in " + c.abs, []acpLocation{{Path: c.abs}}
+		return "search", "Find " + strconv.Quote(c.pattern) + " in " + escapeControl(c.abs), []acpLocation{{Path: c.abs}}
 	case *bashCall:
-		return "execute", c.command, nil
+		return "execute", escapeControl(c.command), nil
 	case *processCall:
 		if c.action == "spawn" {
 			return "execute", acpSpawnTitle(c.spec.Argv, c.spec.Env, c.spec.Cwd, paths), nil
@@ -303,7 +326,7 @@ func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title strin
 	default:
 		kind = "other"
 	}
-	return kind, name, nil
+	return kind, escapeControl(name), nil
 }
 
 // acpSpawnTitle is a process spawn as a shell would read it, with all
@@ -322,9 +345,9 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 			}
 		}
 	}
-	title := shellJoin(append(words, argv...))
+	title := escapeControl(shellJoin(append(words, argv...)))
 	if dir := resolvePath(paths.cwd, cwd); dir != paths.cwd {
-		title += " (in " + dir + ")"
+		title += " (in " + escapeControl(dir) + ")"
 	}
 	return title
 }
@@ -333,7 +356,7 @@ func acpSpawnTitle(argv []string, env map[string]*string, cwd string, paths acpP
 // action, the process, and what goes to it (the bytes written, at most
 // 200 shown; the keys; the signal).
 func acpProcessTitle(c *processCall) string {
-	title := strings.TrimSpace("process " + c.action + " " + c.processID)
+	title := strings.TrimSpace("process " + c.action + " " + escapeControl(c.processID))
 	switch c.action {
 	case "write":
 		if len(c.data) > 0 {
@@ -386,31 +409,6 @@ func acpResultContent(name string, content []contentBlock) []any {
 	return items
 }
 
-// bashEnd matches the notes bash's result adds after the output.
-// Like every regexp of rpi, it is compiled at first use.
-var bashEnd = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?s)(?:\n\n\[Showing the last \d+ lines of \d+\. Full output: [^\n]*\])?(?:\n\nCommand (exited with code (\d+)|was killed by a signal|aborted|timed out after [^\n]*))?$`)
-})
-
-// bashOutcome splits bash's result text into its output and how the
-// command ended (exit code nil when a signal, an abort or a timeout
-// ended it).
-func bashOutcome(text string, isError bool) (output string, exitCode *int) {
-	m := bashEnd().FindStringSubmatchIndex(text)
-	output = text[:m[0]]
-	if output == "(no output)" {
-		output = ""
-	}
-	var code int
-	switch {
-	case m[4] >= 0:
-		fmt.Sscan(text[m[4]:m[5]], &code)
-	case m[2] >= 0 || isError:
-		return output, nil
-	}
-	return output, &code
-}
-
 // ---- The mapping of one session's events ----
 
 // acpTool is what the mapping remembers of one tool call.
@@ -422,6 +420,7 @@ type acpTool struct {
 	title     string
 	locations []acpLocation
 	diff      *acpDiff // edit's and write's: the whole file before and after
+	note      string   // an edit's or write's that cannot be done: why, for its tool_call
 	announced bool     // its tool_call is out
 	running   bool     // its in_progress is out
 	terminal  bool     // its output goes out by the _meta.terminal_* convention
@@ -602,6 +601,21 @@ func (u *acpUpdates) ready(id, path, where string, before *string, after string)
 	u.announce(t)
 }
 
+// cannot announces an edit or write that cannot be done (preparing it
+// failed) before its permission request: its title says so, and its
+// content (why, from the gate's message) what allowing it does.
+func (u *acpUpdates) cannot(id, why string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t := u.tools[id]; t != nil {
+		if !t.announced {
+			t.title += " (cannot be done: allowing it tells the model why)"
+		}
+		t.note = why
+		u.announce(t)
+	}
+}
+
 // setDiff records a call's diff, and an edit's first changed line.
 func (u *acpUpdates) setDiff(t *acpTool, path string, before *string, after string) {
 	t.diff = &acpDiff{"diff", path, before, after}
@@ -651,6 +665,8 @@ func (u *acpUpdates) announce(t *acpTool) {
 	switch {
 	case t.diff != nil:
 		call.Content = []any{*t.diff}
+	case t.note != "":
+		call.Content = []any{acpContentItem{"content", acpTextBlock(t.note)}}
 	case t.terminal:
 		call.Content = []any{acpTerminal{"terminal", id}}
 		call.Meta = &acpToolMeta{TerminalInfo: &acpTerminalInfo{id, u.paths.cwd}}
@@ -733,10 +749,16 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 	}
 	switch {
 	case t.terminal:
-		output, code := bashOutcome(resultText(d.Result.Content), d.IsError)
 		if !t.running { // denied, or failed before it ran: show why
 			end.Content = acpResultContent(t.name, d.Result.Content)
 			break
+		}
+		// How the command ended, as bash knows it: never read from the
+		// text, whose output can end like rpi's notes. Without it (bash
+		// did not start) the text, and no exit code.
+		output, code := resultText(d.Result.Content), (*int)(nil)
+		if ended := d.Result.shell; ended != nil {
+			output, code = ended.output, ended.exitCode
 		}
 		u.sendOutput(t, output)
 		end.Meta = &acpToolMeta{TerminalExit: &acpTerminalExit{TerminalID: t.id, ExitCode: code}}

@@ -759,6 +759,14 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, 
 // approval when its tool is behind --confirm (showing what the decoded
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
+//
+// What preparing a call finds out about its file (that it is missing, a
+// folder, unreadable; where an edit's text is and is not) reaches the
+// model only when the call is not behind the gate, or the user allows
+// it: a call that cannot be done is asked about all the same, saying so
+// and why, and denied it is "Denied by user" like any other, so that a
+// model cannot learn a file it may not read (a key in models.json) from
+// how its denied edits fail.
 func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error) (res toolResult, isError bool) {
 	defer func() { // from prepare to the result: the approval and describe too
 		if p := recover(); p != nil {
@@ -769,16 +777,25 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 	if err != nil {
 		return textResult(err.Error()), true
 	}
+	gated := slices.Contains(s.confirmTools(), block.Name)
+	var failed error // why the call cannot be done, found by preparing it
 	if p, ok := call.(preparer); ok {
 		defer p.release()
-		if err := p.prepare(ctx, s); err != nil {
-			return textResult(err.Error()), true
-		}
+		failed = p.prepare(ctx, s)
+	}
+	switch {
+	case failed != nil && ctx.Err() != nil:
+		return textResult("Operation aborted"), true
+	case failed != nil && !gated:
+		return textResult(failed.Error()), true
 	}
 	checkCallout("the ui's approval")
-	if slices.Contains(s.confirmTools(), block.Name) &&
-		!s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call, timeout: s.set.confirmTimeout}) {
+	if gated && !s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call,
+		failed: failed, timeout: s.set.confirmTimeout}) {
 		return textResult("Denied by user"), true
+	}
+	if failed != nil {
+		return textResult(failed.Error()), true
 	}
 	s.status("running " + block.Name)
 	update := func(partial toolResult) {
@@ -800,6 +817,9 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 		if b.Type == "text" {
 			res.Content[i].Text = s.set.secrets.redact(b.Text)
 		}
+	}
+	if res.shell != nil {
+		res.shell.output = s.set.secrets.redact(res.shell.output)
 	}
 	return res, isError
 }

@@ -26,6 +26,10 @@ type processTable struct {
 	// children counts started children not yet reaped.
 	children sync.WaitGroup
 
+	// ending is closed once rpi ends (close): children stopped from then
+	// on get the shorter graces of the end (endKillGrace, endPipeGrace).
+	ending chan struct{}
+
 	mu       mutex[processTableMu] // guards the fields below
 	closed   bool                  // shutting down: no new children
 	byID     map[string]*process
@@ -34,14 +38,29 @@ type processTable struct {
 }
 
 func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
+	return &processTable{watchdog: w, stderr: stderr, ending: make(chan struct{}), byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
 }
 
-// close refuses every later child; shutdown then waits for the others.
+// close refuses every later child, and from then on stops children with
+// the graces of the end; shutdown then waits for the others. It may be
+// called more than once.
 func (t *processTable) close() {
 	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		close(t.ending)
+	}
+}
+
+// isEnding reports whether rpi ends (close was called).
+func (t *processTable) isEnding() bool {
+	select {
+	case <-t.ending:
+		return true
+	default:
+		return false
+	}
 }
 
 var errShuttingDown = errors.New("rpi is shutting down")
@@ -201,8 +220,9 @@ const readPause = time.Millisecond
 // wait waits for the child to exit, closes its stdin, kills what remains
 // of its process group (nothing a command started outlives it) and waits
 // for the last of its output. A descendant that left the group and still
-// holds a pipe is cut off after killGrace. It must be called once, and
-// release once its owner has reported the end.
+// holds a pipe is cut off after killGrace, or endPipeGrace once rpi ends.
+// It must be called once, and release once its owner has reported the
+// end.
 func (c *child) wait() *os.ProcessState {
 	c.cmd.Wait()
 	close(c.exited)
@@ -212,13 +232,22 @@ func (c *child) wait() *os.ProcessState {
 	killTree(c.pid)
 	done := make(chan struct{})
 	go func() { c.readers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(killGrace):
+	cut := func() {
 		for _, p := range c.pipes {
 			p.Close()
 		}
 		<-done
+	}
+	select {
+	case <-done:
+	case <-time.After(killGrace):
+		cut()
+	case <-c.table.ending:
+		select {
+		case <-done:
+		case <-time.After(endPipeGrace):
+			cut()
+		}
 	}
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
 	return c.cmd.ProcessState
@@ -236,6 +265,16 @@ func (c *child) kill() {
 		c.killed.Store(true)
 	}
 	killTree(c.pid)
+}
+
+// stop ends the child as a session's close or rpi's end does: SIGTERM,
+// then SIGKILL after killGrace, or endKillGrace once rpi ends.
+func (c *child) stop() {
+	grace := killGrace
+	if c.table.isEnding() {
+		grace = endKillGrace
+	}
+	c.terminate(grace)
 }
 
 // terminate asks the group to stop with SIGTERM and sends SIGKILL if the
@@ -282,7 +321,8 @@ func (e childEnd) exitCode() *int {
 // runChild runs cmd to its end as every short-lived child runs: in its own
 // process group, with stdin /dev/null, its stdout and stderr passed to
 // onOutput. Cancelling ctx or the timeout (0: none) kills the group:
-// SIGKILL, or at shutdown SIGTERM and SIGKILL after a grace.
+// SIGKILL, or at shutdown (or the session's close) SIGTERM and SIGKILL
+// after a grace (stop).
 func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, onOutput func(stream string, p []byte)) (childEnd, error) {
 	c, err := s.procs.start(cmd, childOptions{}, onOutput)
 	if err != nil {
@@ -294,8 +334,8 @@ func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Dura
 	}
 	defer cancel()
 	stop := context.AfterFunc(ctx, guard(s.stderr, "stopping a command", func() {
-		if s.ctx.Err() != nil {
-			c.terminate(killGrace)
+		if s.ctx.Err() != nil || c.table.isEnding() {
+			c.stop()
 		} else {
 			c.kill()
 		}

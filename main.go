@@ -547,16 +547,23 @@ func toolList(flagName, list string) ([]string, error) {
 }
 
 // Shutdown timing (§2): running commands get finishGrace to finish after
-// stdin ends; children get killGrace between SIGTERM and SIGKILL; and rpi
-// never waits longer than exitLimit for answers once it has killed.
+// stdin ends (rpc mode); children get killGrace between SIGTERM and
+// SIGKILL (a session closed, a process's context ended), but endKillGrace
+// once rpi ends, and a child's output pipe that something it started
+// holds is cut killGrace after it exited, endPipeGrace once rpi ends; so
+// rpi ends within its promise (ACP: 2 s after stdin's end) even with a
+// child that ignores SIGTERM. rpi never waits longer than exitLimit for
+// answers once it has killed.
 // bigLineBytes is the size from which an input line's memory is given
 // back to the system once it is handled (memoryReturn).
 const bigLineBytes = 4 << 20
 
 const (
-	finishGrace = 2 * time.Second
-	killGrace   = 2 * time.Second
-	exitLimit   = 5 * time.Second
+	finishGrace  = 2 * time.Second
+	killGrace    = 2 * time.Second
+	endKillGrace = time.Second
+	endPipeGrace = 250 * time.Millisecond
+	exitLimit    = 5 * time.Second
 )
 
 // serve reads commands until stdin ends, the client stops reading, or a

@@ -402,7 +402,7 @@ func (p *process) outputData(start int64, data []byte) processOutputData {
 // posts process_exited, so every command after that event sees it ended;
 // once that is out, the process is done (p.done) and shutdown may go on.
 func (p *process) waitExit() {
-	stop := context.AfterFunc(p.s.ctx, guard(p.s.stderr, "stopping process "+p.id, func() { p.child.terminate(killGrace) }))
+	stop := context.AfterFunc(p.s.ctx, guard(p.s.stderr, "stopping process "+p.id, func() { p.child.stop() }))
 	defer stop()
 	ps := p.child.wait()
 	defer p.child.release() // last: shutdown waits for it

@@ -68,7 +68,7 @@ func (u *approvingUI) approve(_ context.Context, a approval) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.approvals = append(u.approvals, a)
-	if c, ok := a.call.(changer); ok {
+	if c, ok := a.call.(changer); ok && a.failed == nil {
 		u.changes = append(u.changes, c.change())
 	}
 	return true

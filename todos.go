@@ -909,7 +909,7 @@ var todoTool = &tool{
 
 func (c *todoCall) describe() (string, string) {
 	args, _ := marshalJSON(c.op)
-	return "Allow todo " + c.op.Op + "?", "Change the plan: " + escapeControl(string(args))
+	return "Allow todo " + c.op.Op + "?", "Change the plan: " + escapeInJSON(string(args))
 }
 
 func (c *todoCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {

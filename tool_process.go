@@ -173,13 +173,14 @@ func decodeProcessCall(s *session, raw json.RawMessage) (toolCall, error) {
 	return &c, nil
 }
 
-// shownValue is a value for a dialog: quoted, escaped, and cut at 200
-// bytes with the rest counted.
+// shownValue is a value for a dialog: quoted (Go's quoting escapes what
+// escapeControl does, a backslash as \\ too), and cut at 200 bytes with
+// the rest counted.
 func shownValue(v string) string {
 	if len(v) <= 200 {
-		return escapeControl(strconv.Quote(v))
+		return strconv.Quote(v)
 	}
-	return escapeControl(strconv.Quote(strings.ToValidUTF8(v[:200], ""))) + fmt.Sprintf("…(%d bytes in all)", len(v))
+	return strconv.Quote(strings.ToValidUTF8(v[:200], "")) + fmt.Sprintf("…(%d bytes in all)", len(v))
 }
 
 // dangerousEnv reports whether a variable changes what a program runs or
@@ -201,7 +202,7 @@ func (c *processCall) describe() (string, string) {
 	case "spawn":
 		var argv []string
 		for _, a := range c.spec.Argv {
-			argv = append(argv, escapeControl(strconv.Quote(a)))
+			argv = append(argv, strconv.Quote(a))
 		}
 		lines := []string{"Start: " + strings.Join(argv, " "), "cwd: " + escapeControl(c.spec.Cwd)}
 		if len(c.spec.Env) > 0 {

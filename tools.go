@@ -49,7 +49,9 @@ type toolCall interface {
 // preparer is a call that opens what it will change before the approval
 // dialog is built from it (write, edit), so that the dialog and the run
 // use the same open file; release lets go of it after the run or the
-// denial.
+// denial. prepare's error is why the call cannot be done: the call's
+// result, given to the model at once when its tool is not behind the
+// approval gate, and otherwise only when the user allows it (runDecoded).
 type preparer interface {
 	prepare(ctx context.Context, s *session) error
 	release()
@@ -71,6 +73,16 @@ type toolResult struct {
 	Details any            `json:"details,omitempty"`
 
 	change *fileChange // what a write or an edit did to its file (for a front end's diff)
+	shell  *shellEnd   // how bash's command ended (for a front end's terminal)
+}
+
+// shellEnd is how a bash call's command ended, as the call knows it (not
+// read back from its text, which the command's output can imitate): its
+// output, without the notes rpi adds for the model, and its exit code
+// (nil when a signal, an abort or a timeout ended it).
+type shellEnd struct {
+	output   string
+	exitCode *int
 }
 
 func textResult(text string) toolResult { return toolResult{Content: textBlocks(text)} }
@@ -404,19 +416,22 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 			strings.Count(res.Output, "\n"), out.combined.lines(), res.FullOutputPath)
 		details = map[string]string{"fullOutputPath": res.FullOutputPath}
 	}
+	ended := &shellEnd{res.Output, code}
 	switch {
 	case ctx.Err() != nil:
-		return toolResult{Details: details}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
+		ended.exitCode = nil
+		return toolResult{Details: details, shell: ended}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
 	case end.timedOut:
-		return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, c.timeout.Seconds())
+		ended.exitCode = nil
+		return toolResult{Details: details, shell: ended}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, c.timeout.Seconds())
 	case code == nil || *code != 0:
 		status := "was killed by a signal"
 		if code != nil {
 			status = fmt.Sprintf("exited with code %d", *code)
 		}
-		return toolResult{Details: details}, fmt.Errorf("%s\n\nCommand %s", text, status)
+		return toolResult{Details: details, shell: ended}, fmt.Errorf("%s\n\nCommand %s", text, status)
 	}
-	return toolResult{Content: textBlocks(text), Details: details}, nil
+	return toolResult{Content: textBlocks(text), Details: details, shell: ended}, nil
 }
 
 // ---- ask_user ----

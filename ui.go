@@ -68,14 +68,31 @@ type ui interface {
 // approval is what the gate asks about: the call's id and tool, its
 // arguments as the model sent them, and the decoded call that will run,
 // whose describe() says exactly what it will do (and a write's or an
-// edit's change(), the file's text before and after). timeout is how long
-// the user may take (settings.json confirmTimeoutMs); no answer is no.
+// edit's change(), the file's text before and after). failed, when not
+// nil, is why the call cannot be done (preparing it failed: the edit's
+// text is not in the file, the file is missing): then nothing runs, and
+// the question is whether the model may be told why; the call's
+// describe() and change() are not to be used. timeout is how long the
+// user may take (settings.json confirmTimeoutMs); no answer is no.
 type approval struct {
 	toolCallID string
 	toolName   string
 	args       json.RawMessage
 	call       toolCall
+	failed     error
 	timeout    time.Duration
+}
+
+// describe is what the gate shows, a title and a message (escaped): the
+// call's own describe(), or for a call that cannot be done, that it
+// cannot, why, and what each answer tells the model.
+func (a approval) describe() (title, message string) {
+	if a.failed == nil {
+		return a.call.describe()
+	}
+	return "Tell the model why its " + a.toolName + " cannot be done?",
+		"The " + a.toolName + " cannot be done, and nothing will be changed: " + showText("", a.failed.Error()) +
+			"\nAllowed, the model is told this; denied, it is told only \"Denied by user\"."
 }
 
 // dialog is an extension_ui_request that waits for the client's answer.
@@ -179,7 +196,7 @@ func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 // approve asks with a confirm dialog that shows exactly what the call
 // will do; no answer within the timeout counts as no.
 func (ds *dialogs) approve(ctx context.Context, a approval) bool {
-	title, message := a.call.describe()
+	title, message := a.describe()
 	answer := ds.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: a.timeout.Milliseconds()})
 	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
 }
@@ -258,10 +275,22 @@ func (s *server) extensionUIResponseCommand(r *request) (any, error) {
 // escapeControl shows control characters as escapes (\r, \x1b, …), so that
 // text shown in a dialog cannot hide or rewrite what is around it on a
 // terminal client. Newlines are escaped too: the caller lays out lines.
-func escapeControl(s string) string {
+// A backslash is shown as \\, so that what reads as an escape is one: a
+// newline (\n) and a backslash followed by an n (\\n) never look alike.
+func escapeControl(s string) string { return escapeText(s, true) }
+
+// escapeInJSON is JSON text shown as escapeControl shows text, but for its
+// backslashes, which are JSON's own escapes (a backslash in a value is
+// \\ already) and stay as they are.
+func escapeInJSON(s string) string { return escapeText(s, false) }
+
+// escapeText is escapeControl, with a backslash doubled or not.
+func escapeText(s string, backslash bool) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
+		case r == '\\' && backslash:
+			b.WriteString(`\\`)
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -273,10 +302,37 @@ func escapeControl(s string) string {
 		case r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' || unicode.Is(unicode.Cf, r):
 			// Invisible and format characters (bidi controls, zero-width
 			// spaces, line separators) could hide or reorder text.
-			fmt.Fprintf(&b, `\u%04x`, r)
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r) // \u and four digits, then a digit, would read as two characters
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
+}
+
+// escapeLen is the length of the character or escape (\\, \n, \x1b,
+// \u202e, \U000e0001, …) text shown by escapeControl or Go's quoting
+// starts with.
+func escapeLen(s string) int {
+	n := 1
+	switch {
+	case s[0] == '\\' && len(s) > 1:
+		switch s[1] {
+		case 'x':
+			n = 4
+		case 'u':
+			n = 6
+		case 'U':
+			n = 10
+		default:
+			n = 2
+		}
+	case s[0] >= utf8.RuneSelf:
+		_, n = utf8.DecodeRuneInString(s)
+	}
+	return min(n, len(s))
 }
