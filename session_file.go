@@ -829,36 +829,44 @@ const sessionLockWait = 5 * time.Second
 // when rpi creates it).
 func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(wait)
+	var f *os.File // the file at path, open while it is waited for
 	for {
-		f, err := openLockable(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		var nr *errNotRegular
-		if errors.As(err, &nr) {
-			return nil, &errInvalidSessionFile{path, nr.kind}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
+		if f == nil {
+			var err error
+			f, err = openLockable(path)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, nil
+			}
+			var nr *errNotRegular
+			if errors.As(err, &nr) {
+				return nil, &errInvalidSessionFile{path, nr.kind}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
+			}
 		}
 		ok, err := tryLock(f)
 		switch {
 		case err != nil:
 			f.Close()
 			return nil, fmt.Errorf("Cannot lock session file %s: %v", path, err)
-		case ok && holdsFile(f, path):
+		case holdsFile(f, path) && ok:
 			return f, nil
-		}
-		// Another rpi has it, or replaced it meanwhile: try again.
-		f.Close()
-		if !ok && !time.Now().Before(deadline) {
+		case !holdsFile(f, path) || ok: // replaced meanwhile: the new one is opened next
+			f.Close()
+			f = nil
+			continue
+		case !time.Now().Before(deadline):
+			f.Close()
 			return nil, fmt.Errorf("Session file %s is in use by another rpi process, which did not let go of it within %v. "+
 				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
 				path, wait, path)
 		}
+		// Another rpi has it: try again.
 		select {
 		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
+			f.Close()
 			return nil, fmt.Errorf("Stopped waiting for session file %s, which another rpi process holds: the session is closing", path)
 		}
 	}
