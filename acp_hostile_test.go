@@ -250,7 +250,7 @@ func TestACPCloseHoldsItsSlotUntilDone(t *testing.T) {
 	}
 }
 
-// reviewSession is the session sid open on a's connection.
+// openSessionOf is the session sid open on a's connection.
 func openSessionOf(t *testing.T, a *acpAgent, sid string) *acpSession {
 	t.Helper()
 	a.mu.Lock()
@@ -262,7 +262,7 @@ func openSessionOf(t *testing.T, a *acpAgent, sid string) *acpSession {
 	return as
 }
 
-// reviewLoopsFile writes a loops file beside the session file at path
+// writeDueLoopsFile writes a loops file beside the session file at path
 // with one durable loop of prompt, due at once (it was created an hour
 // ago, every hour).
 func writeDueLoopsFile(t *testing.T, path string, now time.Time, prompt string) {
@@ -353,16 +353,19 @@ func TestACPCompactWaitsForACoreRun(t *testing.T) {
 // "Write /proc/self/cwd/x → <rpi's directory>/x" and the editor writes x in
 // its own directory.
 func TestACPEditorIsNotGivenProcSelfPaths(t *testing.T) {
-	wd, err := os.Getwd() // the test process's cwd: rpi's /proc/self/cwd here
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat("/proc/self/root/proc"); err != nil {
+		t.Skip("no /proc/self/root here")
 	}
-	if _, err := os.Stat("/proc/self/cwd/go.mod"); err != nil {
-		t.Skip("no /proc/self/cwd here")
-	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "in.txt"), []byte("on disk"), 0o644)
+	through := "/proc/self/root" + dir // rpi's root: the editor's may be another
+	read, _ := json.Marshal(map[string]string{"path": through + "/in.txt"})
+	write, _ := json.Marshal(map[string]string{"path": through + "/out.txt", "content": "x"})
+	readArgs, _ := json.Marshal(string(read))
+	writeArgs, _ := json.Marshal(string(write))
 	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"read","args":["{\"path\":\"/proc/self/cwd/go.mod\"}"]}]}
-{"toolCalls":[{"id":"c2","name":"write","args":["{\"path\":\"/proc/self/cwd/review-probe.txt\",\"content\":\"x\"}"]}]}
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"read","args":[`+string(readArgs)+`]}]}
+{"toolCalls":[{"id":"c2","name":"write","args":[`+string(writeArgs)+`]}]}
 {"text":["done"]}`, e.agentDir)
 	c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
 	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
@@ -376,16 +379,20 @@ func TestACPEditorIsNotGivenProcSelfPaths(t *testing.T) {
 	}
 	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, t.TempDir())
 	c.call("session/prompt", acpTextPrompt(sid, "go"))
-	os.Remove(filepath.Join(wd, "review-probe.txt"))
+	asked := 0
 	for _, m := range c.messages() {
 		if !strings.HasPrefix(m.Method, "fs/") {
 			continue
 		}
+		asked++
 		var p struct{ Path string }
 		json.Unmarshal(m.Params, &p)
-		if strings.HasPrefix(p.Path, "/proc/self/") {
-			t.Errorf("%s asks the editor for %s: the editor resolves /proc/self in itself, not where rpi checked it (%s)", m.Method, p.Path, wd)
+		if strings.HasPrefix(p.Path, "/proc/") {
+			t.Errorf("%s asks the editor for %s: the editor resolves /proc/self in itself, not where rpi checked it", m.Method, p.Path)
 		}
+	}
+	if asked < 2 {
+		t.Errorf("the editor was asked %d times, not for the read and the write:\n%s", asked, strings.Join(c.lines(), "\n"))
 	}
 }
 

@@ -398,16 +398,16 @@ func TestBashLastUpdateBeforeAnswer(t *testing.T) {
 }
 
 func init() {
-	// review-trylock-callout makes a callout while it holds session.mu,
-	// taken with TryLock; review-trylock-order takes session.mu while it
+	// trylock-callout makes a callout while it holds session.mu,
+	// taken with TryLock; trylock-order takes session.mu while it
 	// holds conversation.mu, taken with TryLock.
-	helpers["review-trylock-callout"] = func([]string) {
+	helpers["trylock-callout"] = func([]string) {
 		var s mutex[sessionMu]
 		if s.TryLock() {
 			checkCallout("a sink")
 		}
 	}
-	helpers["review-trylock-order"] = func([]string) {
+	helpers["trylock-order"] = func([]string) {
 		var conv mutex[convMu]
 		var s mutex[sessionMu]
 		if conv.TryLock() {
@@ -428,8 +428,8 @@ func TestLockOrderCheckerSeesTryLock(t *testing.T) {
 		t.Skip("the lock order is checked in race builds")
 	}
 	for helper, want := range map[string]string{
-		"review-trylock-callout": "rpi: lock order broken: a call out of the core (a sink) while session.mu is held; held: [session.mu]",
-		"review-trylock-order":   "rpi: lock order broken: session.mu taken while conversation.mu is held (lockOrder has session.mu first); held: [conversation.mu]",
+		"trylock-callout": "rpi: lock order broken: a call out of the core (a sink) while session.mu is held; held: [session.mu]",
+		"trylock-order":   "rpi: lock order broken: session.mu taken while conversation.mu is held (lockOrder has session.mu first); held: [conversation.mu]",
 	} {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(withoutVariables(os.Environ(), []string{"RPI_LOCK_ORDER"}), "RPI_HELPER="+helper, "GORACE=atexit_sleep_ms=0")
