@@ -878,13 +878,6 @@ func estimateContext(messages []any) *int {
 	return &base
 }
 
-// getSessionStatsCommand counts the conversation's messages, tokens and cost.
-// Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
-// contextWindow, percent} when there is a model.
-func (s *server) getSessionStatsCommand(r *request) (any, error) {
-	return s.stats(), nil
-}
-
 // stats counts the conversation's messages, tokens and cost, and how full
 // the context window is (when there is a model).
 func (s *session) stats() sessionStats {

@@ -259,28 +259,6 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 	}
 }
 
-// compactCommand summarises the older part of the conversation, in the
-// background. A running agent is aborted first; abort cancels the
-// compaction itself (it then fails with "Compaction cancelled").
-// Fields: [customInstructions]. Answer: {summary, firstKeptEntryId,
-// tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
-// modifiedFiles}}. Events: compaction_start and compaction_end (reason
-// "manual") before the answer.
-func (s *server) compactCommand(r *request) (any, error) {
-	instructions, err := r.optStr("customInstructions")
-	if err != nil {
-		return nil, err
-	}
-	s.compact(instructions, func(res compactionResult, err error) {
-		if err != nil {
-			s.reply(r, nil, err)
-			return
-		}
-		s.reply(r, res, nil)
-	})
-	return noReply{}, nil
-}
-
 // contextOverflow matches provider errors that say the context is too long
 // (compiled at first use).
 var contextOverflow = sync.OnceValue(func() *regexp.Regexp {

@@ -566,7 +566,7 @@ func TestPiShapesDocumented(t *testing.T) {
 	}
 	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
 	for name, h := range commands {
-		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*server).bashCommand-fm or main.(*server).bashCommand
+		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*rpcServer).bashCommand-fm or main.(*rpcServer).bashCommand
 		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
 		body := bodies[fn]
 		shapedHere := answersPiOnly(body)

@@ -340,7 +340,7 @@ type dialogCase struct{ tool, args, want string }
 
 // checkDialogs prepares each call and checks that its dialog holds want,
 // and the end of a text with "evil" in it.
-func checkDialogs(t *testing.T, s *server, cases []dialogCase) {
+func checkDialogs(t *testing.T, s *rpcServer, cases []dialogCase) {
 	t.Helper()
 	for _, c := range cases {
 		call, err := s.decodeToolCall(c.tool, json.RawMessage(c.args))

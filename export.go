@@ -6,10 +6,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -28,46 +25,6 @@ func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) err
 		err = cerr
 	}
 	return err
-}
-
-// exportHTMLCommand writes the conversation as one self-contained HTML file,
-// every piece of text escaped, in the background; it only writes regular
-// files.
-// Fields: [outputPath] (relative to the cwd; default: beside the session
-// file, or rpi-session-<id>.html in the cwd without one).
-// Answer: {"path": …}.
-func (s *server) exportHTMLCommand(r *request) (any, error) {
-	out, err := r.optStr("outputPath")
-	if err != nil {
-		return nil, err
-	}
-	messages := s.conv.messages()
-	info := s.conv.info()
-	header := s.conv.header()
-	if len(messages) == 0 {
-		return nil, errors.New("Nothing to export yet - start a conversation first")
-	}
-	switch {
-	case out != "":
-		out = resolvePath(s.set.cwd, out)
-	case info.path != "":
-		out = strings.TrimSuffix(info.path, ".jsonl") + ".html"
-	default:
-		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
-	}
-	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
-		}
-		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
-		if err != nil {
-			return nil, fileError("write", out, err)
-		}
-		return struct {
-			Path string `json:"path"`
-		}{out}, nil
-	})
-	return noReply{}, nil
 }
 
 // writeHTML writes the export page to w as it goes, never held whole: a

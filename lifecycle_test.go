@@ -94,7 +94,7 @@ func waitUntil(t *testing.T, ps *processSession, done func(out string) bool) {
 
 // dialogServer is a server on a fake clock with one confirm dialog open
 // (1 s timeout): its id, and the dialog's outcome when it resolves.
-func dialogServer(t *testing.T) (s *server, clock *fakeClock, id string, outcome <-chan uiAnswer) {
+func dialogServer(t *testing.T) (s *rpcServer, clock *fakeClock, id string, outcome <-chan uiAnswer) {
 	t.Helper()
 	e := newTestEnv(t)
 	clock = newFakeClock()
@@ -126,7 +126,7 @@ func dialogServer(t *testing.T) (s *server, clock *fakeClock, id string, outcome
 }
 
 // confirmed is the client's extension_ui_response confirming dialog id.
-func confirmed(s *server, id string) error {
+func confirmed(s *rpcServer, id string) error {
 	r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
 		members: []member{{[]byte("confirmed"), []byte("true")}}}
 	_, err := s.extensionUIResponseCommand(r)
@@ -184,7 +184,7 @@ func TestDialogTimeoutWhileAnswerOnItsWay(t *testing.T) {
 // in it); stop ends its input and checks that it exits with 0.
 type servedInProcess struct {
 	t    *testing.T
-	s    *server
+	s    *rpcServer
 	out  *watchedOutput
 	in   *io.PipeWriter
 	done chan int

@@ -190,39 +190,6 @@ type loopRemoved struct {
 
 // ---- Commands ----
 
-// loopCreateCommand schedules a prompt. With fireImmediately the loop is created
-// one interval in the past, so it fires at once (after the answer).
-// Fields: interval ("300", "3s", "5m", "2h", "1d", or a number of
-// seconds), prompt, [fireImmediately]=true, [durable]=false (saved beside
-// the session file). Answer: LoopTask. Events: loop_created before the
-// answer; then, when it fires at once, loop_fired (or loop_queued while
-// the agent is busy) and the run's events.
-func (s *server) loopCreateCommand(r *request) (any, error) {
-	rawInterval, err := loopIntervalField(r)
-	if err != nil {
-		return nil, err
-	}
-	prompt, err := r.str("prompt")
-	if err != nil {
-		return nil, err
-	}
-	fireNow, err := r.optBool("fireImmediately", true)
-	if err != nil {
-		return nil, err
-	}
-	durable, err := r.optBool("durable", false)
-	if err != nil {
-		return nil, err
-	}
-	task, err := s.addLoop(rawInterval, prompt, fireNow, durable)
-	if err != nil {
-		return nil, err
-	}
-	s.reply(r, task, nil)
-	s.fireDueLoops()
-	return noReply{}, nil
-}
-
 // addLoop checks and adds a loop (the cap, the prompt, the interval, in
 // the original's order); a durable one is saved by the loops writer.
 func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool) (loopTaskJSON, error) {
@@ -257,63 +224,6 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 	return t.wire(), nil
 }
 
-// loopUpdateCommand changes a loop's interval or prompt. A new interval that
-// would make the loop due at once counts from now instead.
-// Fields: taskId, [interval], [prompt]. Answer: LoopTask. Events:
-// loop_updated.
-func (s *server) loopUpdateCommand(r *request) (any, error) {
-	id, err := r.str("taskId")
-	if err != nil {
-		return nil, err
-	}
-	var rawInterval any
-	if r.has("interval") {
-		if rawInterval, err = loopIntervalField(r); err != nil {
-			return nil, err
-		}
-	}
-	prompt, err := r.optStr("prompt")
-	if err != nil {
-		return nil, err
-	}
-	if rawInterval == nil && !r.has("prompt") {
-		return nil, errors.New("nothing to update; provide interval and/or prompt")
-	}
-	var secs int64
-	if rawInterval != nil {
-		if secs, err = parseLoopInterval(rawInterval); err != nil {
-			return nil, err
-		}
-	}
-	if prompt = strings.TrimSpace(prompt); r.has("prompt") && prompt == "" {
-		return nil, errors.New("loop prompt cannot be empty")
-	}
-	change := func(t *loopTask, now time.Time) {
-		if prompt != "" {
-			t.Prompt = prompt
-		}
-		if secs > 0 {
-			t.IntervalSecs = secs
-			if !t.nextFire().After(now) {
-				t.LastFiredAt = now
-			}
-		}
-	}
-	now := s.env.clock.Now()
-	l := s.loops
-	return s.editLoop(id, func(t *loopTask) (any, error) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.findLocked(id) != t {
-			return nil, noLoop(id) // expired meanwhile
-		}
-		change(t, now)
-		s.postEvent("loop_updated", loopUpdated{t.wire()}, nil)
-		s.armLoopsLocked(now)
-		return t.wire(), nil
-	})
-}
-
 // editLoop changes the loop named id with commit (which must check that
 // the loop is still there); a durable loop's file is written after, by
 // the loops writer.
@@ -333,71 +243,6 @@ func (s *session) editLoop(id string, commit func(t *loopTask) (any, error)) (an
 		l.mu.Unlock()
 	}
 	return data, err
-}
-
-// loopListCommand answers the loops, oldest first, as a bare array as the
-// original does.
-// Fields: none. Answer: [LoopTask]. Events: none.
-func (s *server) loopListCommand(r *request) (any, error) {
-	l := s.loops
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	tasks := []loopTaskJSON{}
-	for _, t := range l.tasks {
-		tasks = append(tasks, t.wire())
-	}
-	return tasks, nil
-}
-
-// loopDeleteCommand removes a loop; a run of it in progress goes on (without
-// loop_finished).
-// Fields: taskId. Answer: true, or false when no loop has that id (as the
-// original: no failure). Events: loop_removed {reason: deleted}.
-func (s *server) loopDeleteCommand(r *request) (any, error) { return s.removeLoop(r, false) }
-
-// loopCancelCommand removes a loop and aborts its run in progress, answering
-// once that run has settled.
-// Fields: taskId. Answer: true, or false when no loop has that id.
-// Events: loop_removed {reason: cancelled}, then the aborted run's end
-// (agent_end, agent_settled).
-func (s *server) loopCancelCommand(r *request) (any, error) { return s.removeLoop(r, true) }
-
-func (s *server) removeLoop(r *request, cancel bool) (any, error) {
-	id, err := r.str("taskId")
-	if err != nil {
-		return nil, err
-	}
-	reason := "deleted"
-	if cancel {
-		reason = "cancelled"
-	}
-	var aborted *agentRun
-	_, err = s.editLoop(id, func(t *loopTask) (any, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.loops.mu.Lock()
-		defer s.loops.mu.Unlock()
-		if s.loops.findLocked(id) != t {
-			return nil, noLoop(id) // expired meanwhile
-		}
-		aborted = s.dropLoopLocked(t, reason, cancel)
-		s.armLoopsLocked(s.env.clock.Now())
-		return nil, nil
-	})
-	var none *noLoopError
-	switch {
-	case errors.As(err, &none):
-		return false, nil
-	case err != nil:
-		return nil, err
-	case aborted == nil:
-		return true, nil
-	}
-	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
-		<-aborted.settled
-		return true, nil
-	})
-	return noReply{}, nil
 }
 
 // noLoopError is the failure to find a loop: loop_update fails with it;

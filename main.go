@@ -566,62 +566,6 @@ const (
 	exitLimit    = 5 * time.Second
 )
 
-// serve reads commands until stdin ends, the client stops reading, or a
-// signal arrives; then it shuts down as §2 says and returns the exit code.
-func (s *server) serve(stdin io.Reader, stop <-chan os.Signal) int {
-	if s.env.signalsReady != nil {
-		<-s.env.signalsReady
-		s.env.trace.phase("waiting for the signal handlers")
-	}
-	// The rpc wire's prologue: the session, and the warnings of startup.
-	s.emit("session_started", s.conv.header(), nil)
-	s.env.trace.phase("first write (session_started)")
-	for _, notice := range s.takeNotices() {
-		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
-	}
-	s.startLoops()
-	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
-	frames, inputEnded := readInput(stdin, s.env.maxLineBytes, s.stderr)
-	signalled, stopWatching := watchEnd(s.out, stop, inputEnded)
-	defer stopWatching()
-
-	var stopSignal os.Signal
-loop:
-	for {
-		select {
-		case batch, ok := <-frames:
-			if !ok {
-				break loop
-			}
-			for _, f := range batch {
-				s.handleFrame(f)
-				if f.tooLong || len(f.line) >= bigLineBytes {
-					s.memory.soon() // the line is handled; what it took can go
-				}
-			}
-			if len(frames) == 0 { // rpi would wait for input now
-				s.out.flush()
-			}
-		case stopSignal = <-signalled:
-			break loop
-		case <-s.out.gone:
-			select { // a write given up at a signal: the signal's exit code
-			case stopSignal = <-signalled:
-			default:
-			}
-			break loop
-		}
-	}
-	s.out.end()
-	s.out.flush()
-	s.shutdown(stopSignal == nil)
-	if stopSignal != nil {
-		fmt.Fprintf(s.stderr, "rpi: %v: shut down\n", stopSignal)
-		return exitCode(stopSignal)
-	}
-	return 0
-}
-
 // readInput reads stdin's frames (readFrames) on a goroutine of its own;
 // inputEnded is closed once it has read the last.
 func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {

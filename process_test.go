@@ -720,7 +720,7 @@ func TestProcessInputIsBounded(t *testing.T) {
 
 // sleepingChild starts, through the process tool, a child that never
 // reads its stdin.
-func sleepingChild(t *testing.T, s *server) *process {
+func sleepingChild(t *testing.T, s *rpcServer) *process {
 	t.Helper()
 	text, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["sleep","1000"]}}`)
 	var info processInfo
@@ -733,7 +733,7 @@ func sleepingChild(t *testing.T, s *server) *process {
 
 // toolWrite has the process tool write n bytes to p in a run whose
 // context is ctx; the result's text comes on the channel.
-func toolWrite(s *server, ctx context.Context, p *process, n int) chan string {
+func toolWrite(s *rpcServer, ctx context.Context, p *process, n int) chan string {
 	result := make(chan string, 1)
 	go func() {
 		args := `{"action":"write","processId":"` + p.id + `","dataBase64":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("y"), n)) + `"}`

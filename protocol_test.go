@@ -998,7 +998,7 @@ func short(lines []string) []string {
 // TestPanicBecomesFailure registers a command that panics and checks that
 // it gets a failure response and the loop goes on.
 func TestPanicBecomesFailure(t *testing.T) {
-	commands["test_panic"] = func(s *server, r *request) (any, error) { panic("boom") }
+	commands["test_panic"] = func(s *rpcServer, r *request) (any, error) { panic("boom") }
 	defer delete(commands, "test_panic")
 	in := `{"id":"p","type":"test_panic"}` + "\n" + `{"id":"s","type":"set_auto_retry","enabled":false}` + "\n"
 	var out bytes.Buffer

@@ -204,19 +204,6 @@ func skippedNotice(cwd string) string {
 	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
 }
 
-// getCommandsCommand lists the prompt templates and skills a prompt can name.
-// Fields: none. Answer: {"commands":[{name, description, source:
-// "prompt"|"skill", location: "user"|"project", path}]}.
-func (s *server) getCommandsCommand(r *request) (any, error) {
-	commands := s.set.slashCommands
-	if commands == nil {
-		commands = []slashCommand{}
-	}
-	return struct {
-		Commands []slashCommand `json:"commands"`
-	}{commands}, nil
-}
-
 // expandSlash expands a prompt starting with /skill:name or /name (a
 // template); any other text comes back unchanged.
 func (s *session) expandSlash(text string) string {

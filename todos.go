@@ -150,49 +150,6 @@ func cloneTodos(plan []todoPhase) []todoPhase {
 
 // ---- Commands ----
 
-// setTodosCommand replaces the plan. Tasks without an id get task-<hash of phase
-// and content>; ready and blockedBy are recomputed.
-// Fields: phases ([{name, tasks:[{[id], content, status, [dependsOn],
-// [agent]}]}]). Answer: {phases, completedTasks, summary}. Events:
-// todo_updated. UI: setWidget (todos).
-func (s *server) setTodosCommand(r *request) (any, error) {
-	const want = "an array of {name, tasks:[{[id], content, status, [dependsOn], [agent]}]} " +
-		"with status one of pending, in_progress, completed, abandoned"
-	if !r.has("phases") {
-		return nil, missing("phases", want)
-	}
-	var phases []todoPhase
-	if err := r.decodeField("phases", want, &phases); err != nil || phases == nil {
-		return nil, invalid("phases", want)
-	}
-	for _, p := range phases {
-		for _, t := range p.Tasks {
-			if !slices.Contains(todoStatuses, t.Status) {
-				return nil, invalid("phases", want)
-			}
-		}
-	}
-	return s.changeTodos(func([]todoPhase) ([]todoPhase, todoError) {
-		return phases, prepareTodos(phases)
-	})
-}
-
-// todoOpCommand applies one operation to the plan (todo_op).
-// Fields: op (init|start|done|drop|rm|append|add_dependency|
-// remove_dependency|update_dependencies|view) and the op's own: init
-// [list]:[{phase, items, [agents]}] or [items] + [phase]; start task;
-// done/drop [task], [phase]; rm [task], [phase], [cascade]; append phase,
-// items; the dependency ops task (an id) and dependsOn. Answer: {phases,
-// completedTasks, summary}. Events: todo_updated (view too). UI:
-// setWidget (todos).
-func (s *server) todoOpCommand(r *request) (any, error) {
-	op, err := todoOpFrom(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.applyTodoOp(op)
-}
-
 // todoOpFrom reads todo_op's fields.
 func todoOpFrom(r *request) (op todoOp, err error) {
 	if op.Op, err = r.enum("op", todoOps); err != nil {
@@ -218,14 +175,6 @@ func todoOpFrom(r *request) (op todoOp, err error) {
 	}
 	op.Cascade, err = r.optBool("cascade", false)
 	return op, err
-}
-
-// getTodosCommand answers the plan.
-// Fields: none. Answer: {"phases":[TodoPhase]}. Events: none.
-func (s *server) getTodosCommand(r *request) (any, error) {
-	return struct {
-		Phases []todoPhase `json:"phases"`
-	}{s.todoPlan()}, nil
 }
 
 // applyTodoOp is todo_op and the todo tool: the operation, then the

@@ -7,10 +7,10 @@ import (
 )
 
 // todoServer is a server for driving the plan directly.
-func todoServer(t *testing.T) *server { return toolServer(t, nil) }
+func todoServer(t *testing.T) *rpcServer { return toolServer(t, nil) }
 
 // setPlan replaces the plan from JSON phases and fails the test on error.
-func setPlan(t *testing.T, s *server, phases string) todoResult {
+func setPlan(t *testing.T, s *rpcServer, phases string) todoResult {
 	t.Helper()
 	var plan []todoPhase
 	if err := json.Unmarshal([]byte(phases), &plan); err != nil {
@@ -24,7 +24,7 @@ func setPlan(t *testing.T, s *server, phases string) todoResult {
 }
 
 // opErr applies an op given as JSON and returns its error text ("" for none).
-func opErr(t *testing.T, s *server, op string) string {
+func opErr(t *testing.T, s *rpcServer, op string) string {
 	t.Helper()
 	var o todoOp
 	if err := json.Unmarshal([]byte(op), &o); err != nil {
@@ -37,7 +37,7 @@ func opErr(t *testing.T, s *server, op string) string {
 }
 
 // states lists "id:status:ready" for every task, phases joined by "|".
-func states(s *server) string {
+func states(s *rpcServer) string {
 	var out []string
 	for _, p := range s.todoPlan() {
 		var tasks []string

@@ -12,7 +12,7 @@ import (
 )
 
 // toolServer is a server whose cwd is a temp dir holding files.
-func toolServer(t *testing.T, files map[string]string) *server {
+func toolServer(t *testing.T, files map[string]string) *rpcServer {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
@@ -35,7 +35,7 @@ func toolServer(t *testing.T, files map[string]string) *server {
 }
 
 // callTool runs a tool and returns its text (or error text) and whether it failed.
-func callTool(t *testing.T, s *server, name, args string) (string, bool) {
+func callTool(t *testing.T, s *rpcServer, name, args string) (string, bool) {
 	t.Helper()
 	res, isError := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "c", Name: name, Arguments: json.RawMessage(args)})
 	var parts []string

@@ -1,0 +1,191 @@
+package main
+
+// The rpc front end: the server over one session (rpcServer), its serve
+// loop, the dispatch of a line to its handler (commands.go has the table)
+// and the answers, and the sink that writes the session's events as rpc
+// records (rpcEvents). Its commands are in the rpc_*.go files, one per
+// chapter of docs/protocol.md.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// server is the rpc front end (§3–§11) over one session: the command loop
+// that reads lines and dispatches them to handlers (main.go's serve, and
+// handleFrame below), the wire its records take, and the dialogs its
+// client answers, which are the session's ui. The session's events go
+// out through rpcEvents. Each handler reads its command's fields and
+// calls the session's operations, which take plain values.
+type rpcServer struct {
+	*session
+	wire    wire     // the shape of the records (rpcWire, or piWire in pi's mode)
+	dialogs *dialogs // the session's ui: extension_ui_request records, and the dialogs open
+}
+
+// newServer starts the host and opens the session the command line names.
+func newServer(cfg config, env environment, stdout, stderr io.Writer) (*rpcServer, error) {
+	h, err := newHost(cfg, env, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	s := &rpcServer{wire: rpcWire{}, dialogs: newDialogs(h.out, env.clock)}
+	if cfg.compat {
+		s.wire = piWire{}
+	}
+	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{h.out, s.wire}, ui: s.dialogs,
+		file: cfg.sessionFile, id: cfg.sessionID, forkFrom: cfg.forkFrom, name: cfg.name})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// rpcEvents is the rpc front end's event sink: each event is one record
+// in the wire's shape, written at once, under the output's lock, in the
+// order the core reports them.
+type rpcEvents struct {
+	out  *output
+	wire wire
+}
+
+func (e rpcEvents) event(ev event) {
+	e.out.record(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
+}
+
+func (e rpcEvents) gatheredEvent(ev event) {
+	e.out.gather(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
+}
+
+// ---- Dispatch ----
+
+// handleFrame answers one input line: exactly one response, except for a
+// valid extension_ui_response, which gets none.
+func (s *rpcServer) handleFrame(f frame) {
+	if f.tooLong {
+		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
+		return
+	}
+	r, rerr := decodeRequest(f.line, s.wire.numericIDs())
+	if rerr != nil {
+		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
+		return
+	}
+	h, ok := commands[r.typ]
+	if !ok {
+		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
+		return
+	}
+	data, err := s.call(r.typ, func() (any, error) { return h(s, r) })
+	if _, ok := data.(noReply); ok && err == nil {
+		return
+	}
+	// What the session posted before this answer — on another goroutine
+	// too (a process's exit the answer reports) — goes out before it.
+	s.deliver()
+	s.gatherResponse(r.id, r.typ, data, err)
+}
+
+// reply writes the response to r.
+func (s *rpcServer) reply(r *request, data any, err error) {
+	if _, ok := data.(noReply); ok && err == nil {
+		return
+	}
+	s.writeResponse(r.id, r.typ, data, err)
+}
+
+// replyTo is how r's answer is written when it comes later: reply, as a
+// function the session's operations call back.
+func (s *rpcServer) replyTo(r *request) func(data any, err error) {
+	return func(data any, err error) { s.reply(r, data, err) }
+}
+
+func (s *rpcServer) writeResponse(id []byte, command string, data any, err error) {
+	s.out.record(func(buf []byte) ([]byte, error) {
+		return encodeResponse(s.wire, buf, id, command, data, err)
+	})
+}
+
+// gatherResponse is writeResponse for the dispatcher's own answers: they
+// may wait for the rest of the input batch (output.gather).
+func (s *rpcServer) gatherResponse(id []byte, command string, data any, err error) {
+	s.out.gather(func(buf []byte) ([]byte, error) {
+		return encodeResponse(s.wire, buf, id, command, data, err)
+	})
+}
+
+// ---- State and messages ----
+
+// capabilities is the answer to get_capabilities.
+type capabilities struct {
+	ProtocolVersion int      `json:"protocolVersion"`
+	Version         string   `json:"version"`
+	Compat          string   `json:"compat"` // "rpi", or "pi" in pi-compatible mode (§10)
+	Commands        []string `json:"commands"`
+	Events          []string `json:"events"`
+	ProcessSignals  []string `json:"processSignals"`
+	ProcessKeys     []string `json:"processKeys"`
+	TTY             bool     `json:"tty"` // whether process_spawn can give a process a terminal
+	Tools           []string `json:"tools"`
+	MaxLineBytes    int      `json:"maxLineBytes"`
+}
+
+// ---- Settings ----
+
+// serve reads commands until stdin ends, the client stops reading, or a
+// signal arrives; then it shuts down as §2 says and returns the exit code.
+func (s *rpcServer) serve(stdin io.Reader, stop <-chan os.Signal) int {
+	if s.env.signalsReady != nil {
+		<-s.env.signalsReady
+		s.env.trace.phase("waiting for the signal handlers")
+	}
+	// The rpc wire's prologue: the session, and the warnings of startup.
+	s.emit("session_started", s.conv.header(), nil)
+	s.env.trace.phase("first write (session_started)")
+	for _, notice := range s.takeNotices() {
+		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
+	}
+	s.startLoops()
+	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
+	frames, inputEnded := readInput(stdin, s.env.maxLineBytes, s.stderr)
+	signalled, stopWatching := watchEnd(s.out, stop, inputEnded)
+	defer stopWatching()
+
+	var stopSignal os.Signal
+loop:
+	for {
+		select {
+		case batch, ok := <-frames:
+			if !ok {
+				break loop
+			}
+			for _, f := range batch {
+				s.handleFrame(f)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					s.memory.soon() // the line is handled; what it took can go
+				}
+			}
+			if len(frames) == 0 { // rpi would wait for input now
+				s.out.flush()
+			}
+		case stopSignal = <-signalled:
+			break loop
+		case <-s.out.gone:
+			select { // a write given up at a signal: the signal's exit code
+			case stopSignal = <-signalled:
+			default:
+			}
+			break loop
+		}
+	}
+	s.out.end()
+	s.out.flush()
+	s.shutdown(stopSignal == nil)
+	if stopSignal != nil {
+		fmt.Fprintf(s.stderr, "rpi: %v: shut down\n", stopSignal)
+		return exitCode(stopSignal)
+	}
+	return 0
+}

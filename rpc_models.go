@@ -1,0 +1,77 @@
+package main
+
+// The rpc front end's model and thinking commands: set_model,
+// cycle_model, get_available_models, set_thinking_level,
+// cycle_thinking_level, get_available_thinking_levels (docs/models.md).
+
+// setModelCommand switches the model for the next call.
+// Fields: provider, modelId. Answer: the Model object. An unknown model
+// fails with "Model not found: p/id", one without a key with "No API key
+// for p/id: …", one whose API rpi does not speak with a message naming it.
+func (s *rpcServer) setModelCommand(r *request) (any, error) {
+	provider, err := r.str("provider")
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.str("modelId")
+	if err != nil {
+		return nil, err
+	}
+	return s.setModel(provider, id)
+}
+
+// cycleModelCommand moves to the next usable model.
+// Fields: none. Answer: {model, thinkingLevel, isScoped (true with
+// --models)}, or null when fewer than two models are in scope. Events:
+// thinking_level_changed when the new model takes the level differently.
+func (s *rpcServer) cycleModelCommand(r *request) (any, error) {
+	if next, ok := s.cycleModel(); ok {
+		return next, nil
+	}
+	return nil, nil
+}
+
+// getAvailableModelsCommand lists the models whose provider has credentials (or
+// needs none). Keys are never included.
+// Fields: none. Answer: {"models":[Model]}.
+func (s *rpcServer) getAvailableModelsCommand(r *request) (any, error) {
+	return struct {
+		Models []*model `json:"models"`
+	}{s.availableModels()}, nil
+}
+
+// setThinkingLevelCommand sets the reasoning effort used for the next model call.
+// A level the model does not take is clamped (the next one up it takes,
+// else the next one down); an unchanged effective level writes nothing.
+// Fields: level (off|minimal|low|medium|high|xhigh|max). Answer:
+// {requested, level (the level in force)}. Events: thinking_level_changed
+// before the answer, when the level in force changed.
+func (s *rpcServer) setThinkingLevelCommand(r *request) (any, error) {
+	level, err := r.enum("level", thinkingLevels)
+	if err != nil {
+		return nil, err
+	}
+	return thinkingAnswer{level, s.setThinkingLevel(level)}, nil
+}
+
+// cycleThinkingLevelCommand moves to the next level the model takes, wrapping
+// around; with a model that does not reason it answers null.
+// Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
+func (s *rpcServer) cycleThinkingLevelCommand(r *request) (any, error) {
+	now, ok := s.cycleThinkingLevel()
+	if !ok {
+		return nil, nil
+	}
+	return struct {
+		Level string `json:"level"`
+	}{now}, nil
+}
+
+// getAvailableThinkingLevelsCommand lists the levels the current model takes.
+// Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
+// level without a model).
+func (s *rpcServer) getAvailableThinkingLevelsCommand(r *request) (any, error) {
+	return struct {
+		Levels []string `json:"levels"`
+	}{s.thinkingLevelsAvailable()}, nil
+}

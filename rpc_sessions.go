@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// The rpc front end's session commands: new_session, switch_session,
+// fork, clone, get_fork_messages, get_entries, get_tree, export_html,
+// set_session_name, session_list and session_delete (docs/sessions.md).
+
+// setSessionNameCommand names the session (a session_info entry, written only
+// when the name changes); get_state reports it.
+// Fields: name (non-empty after trimming). Answer: null. Events:
+// session_info_changed before the answer, when the name changed. UI: setTitle.
+func (s *rpcServer) setSessionNameCommand(r *request) (any, error) {
+	name, err := r.str("name")
+	if err != nil {
+		return nil, err
+	}
+	return nil, s.setSessionName(name)
+}
+
+// exportHTMLCommand writes the conversation as one self-contained HTML file,
+// every piece of text escaped, in the background; it only writes regular
+// files.
+// Fields: [outputPath] (relative to the cwd; default: beside the session
+// file, or rpi-session-<id>.html in the cwd without one).
+// Answer: {"path": …}.
+func (s *rpcServer) exportHTMLCommand(r *request) (any, error) {
+	out, err := r.optStr("outputPath")
+	if err != nil {
+		return nil, err
+	}
+	messages := s.conv.messages()
+	info := s.conv.info()
+	header := s.conv.header()
+	if len(messages) == 0 {
+		return nil, errors.New("Nothing to export yet - start a conversation first")
+	}
+	switch {
+	case out != "":
+		out = resolvePath(s.set.cwd, out)
+	case info.path != "":
+		out = strings.TrimSuffix(info.path, ".jsonl") + ".html"
+	default:
+		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
+		}
+		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
+		if err != nil {
+			return nil, fileError("write", out, err)
+		}
+		return struct {
+			Path string `json:"path"`
+		}{out}, nil
+	})
+	return noReply{}, nil
+}
+
+// sessionListCommand lists the session files on disk, read in the background.
+// Fields: [scope]: "current" (default: the sessions of this cwd) or
+// "all_projects". Answer: {"sessions":[{sessionId, name, cwd, path,
+// summary, modifiedEpoch, size, messageCount}]}, newest first.
+func (s *rpcServer) sessionListCommand(r *request) (any, error) {
+	scope := "current"
+	if r.has("scope") {
+		var err error
+		if scope, err = r.enum("scope", []string{"current", "all_projects"}); err != nil {
+			return nil, err
+		}
+	}
+	store, cwd := s.sessionStore(), s.set.cwd
+	if scope == "all_projects" {
+		cwd = ""
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		rows, err := listSessions(s.ctx, store, cwd)
+		return struct {
+			Sessions []sessionRow `json:"sessions"`
+		}{rows}, err
+	})
+	return noReply{}, nil
+}
+
+// sessionDeleteCommand deletes a session file and its loops file, in the
+// background.
+// Fields: sessionPath (relative to the cwd, or absolute). Answer: null.
+// Fails "Cannot delete the current session" for the session in use, and
+// "Cannot delete <path>: …" for a path that is not a session file inside
+// the session directory (nothing is deleted then).
+func (s *rpcServer) sessionDeleteCommand(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	path = resolvePath(s.set.cwd, path)
+	store, current := s.sessionStore(), s.conv.info().path
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		// Once the writes queued are done: a session just left is let go
+		// of then (flush), and its loops file's writes (it gets none
+		// after: moveLoops) do not bring that file back.
+		s.conv.flush()
+		var deleted error
+		s.afterLoopsWrites(func() { deleted = deleteSession(store, path, current) })
+		return nil, deleted
+	})
+	return noReply{}, nil
+}
+
+// newSessionCommand starts a new, empty session (a running agent is
+// aborted first; its last events are still sent and saved).
+// Fields: [parentSession] (path recorded in the new header).
+// Answer: {"cancelled":false}, from the background when a run had to
+// stop first. Events: session_started after the answer.
+func (s *rpcServer) newSessionCommand(r *request) (any, error) {
+	parent, err := r.optStr("parentSession")
+	if err != nil {
+		return nil, err
+	}
+	s.newSession(parent, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
+// switchSessionCommand opens another session file, read in the background. A
+// missing or invalid file fails and the current session stays as it was.
+// Fields: sessionPath. Answer: {"cancelled":false}. Events:
+// session_started with the loaded header after the answer.
+func (s *rpcServer) switchSessionCommand(r *request) (any, error) {
+	path, err := r.str("sessionPath")
+	if err != nil {
+		return nil, err
+	}
+	s.switchSession(path, func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
+}
+
+// forkCommand starts a new session from before one of the user's messages: it
+// holds the history up to (not including) that message, and its header
+// names the old file as parentSession.
+// Fields: entryId (of a user message entry). Answer: {text (that
+// message's text, to edit and send again), cancelled:false}. Events:
+// session_started after the answer. UI: set_editor_text with the text.
+func (s *rpcServer) forkCommand(r *request) (any, error) {
+	id, err := r.str("entryId")
+	if err != nil {
+		return nil, err
+	}
+	return noReply{}, s.fork(id, func(text string, err error) {
+		s.reply(r, struct {
+			Text      string `json:"text"`
+			Cancelled bool   `json:"cancelled"`
+		}{text, false}, err)
+	})
+}
+
+// cloneCommand starts a new session holding the current branch as it is (the same
+// entries), whose header names the old file as parentSession (pi 1.6).
+// Fields: none. Answer: {"cancelled":false}. Events: session_started after
+// the answer.
+func (s *rpcServer) cloneCommand(r *request) (any, error) {
+	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
+}
+
+// getEntriesCommand answers the session's entries in file order (every branch),
+// or only those after one. The answer, as big as the session, is written
+// entry by entry (output.stream), never held whole.
+// Fields: [since] (an entry id). Answer: {entries, leafId (null when the
+// session is empty)}; an unknown since fails "Entry not found: <id>".
+func (s *rpcServer) getEntriesCommand(r *request) (any, error) {
+	since, err := r.optStr("since")
+	if err != nil {
+		return nil, err
+	}
+	s.conv.mu.Lock()
+	ss := s.conv.sessionFile
+	entries, leaf := ss.entries[:len(ss.entries):len(ss.entries)], ss.leaf
+	s.conv.mu.Unlock()
+	if since != "" {
+		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
+		if i < 0 {
+			return nil, fmt.Errorf("Entry not found: %s", since)
+		}
+		entries = entries[i+1:]
+	}
+	if err := entriesWritable(r.typ, entries); err != nil {
+		return nil, err
+	}
+	s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
+		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"entries":[`...)
+		more := true
+		for i, e := range entries {
+			if !more {
+				break
+			}
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf, more = spill(appendEntryJSON(buf, e))
+		}
+		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
+		return append(buf, "}}"...)
+	})
+	return noReply{}, nil
+}
+
+// getTreeCommand answers the session's entries as a tree (pi 1.6's shape, plus
+// the original's activeLeafId): roots are the entries without a parent
+// (or whose parent is missing), children in timestamp order. The tree is
+// written from links between the entries, without recursion (a chain of
+// a million entries nests a million deep), entry by entry (output.stream).
+// Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
+// (the leaf the next entry hangs under; rpi has no other leaf, so it is
+// leafId)}.
+func (s *rpcServer) getTreeCommand(r *request) (any, error) {
+	s.conv.mu.Lock()
+	ss := s.conv.sessionFile
+	tree, leaf := linkEntries(ss), ss.leaf
+	s.conv.mu.Unlock()
+	if err := entriesWritable(r.typ, tree.entries); err != nil {
+		return nil, err
+	}
+	s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
+		buf = append(appendResponseHead(buf, r.id, r.typ), `,"success":true,"data":{"tree":[`...)
+		buf = tree.appendJSON(buf, spill)
+		buf = appendLeafID(append(buf, `],"leafId":`...), leaf)
+		buf = appendLeafID(append(buf, `,"activeLeafId":`...), leaf)
+		return append(buf, "}}"...)
+	})
+	return noReply{}, nil
+}
+
+// getForkMessagesCommand lists the user messages a fork can start from, in file
+// order, every branch included.
+// Fields: none. Answer: {"messages":[{entryId, text}]}.
+func (s *rpcServer) getForkMessagesCommand(r *request) (any, error) {
+	type forkPoint struct {
+		EntryID string `json:"entryId"`
+		Text    string `json:"text"`
+	}
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	points := []forkPoint{}
+	for _, e := range s.conv.sessionFile.entries {
+		if e.Type != "message" {
+			continue
+		}
+		if text, ok := userText(e.msg); ok && text != "" {
+			points = append(points, forkPoint{e.ID, text})
+		}
+	}
+	return struct {
+		Messages []forkPoint `json:"messages"`
+	}{points}, nil
+}
