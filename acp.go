@@ -55,17 +55,20 @@ func invalidParams(format string, args ...any) *acpError {
 	return &acpError{Code: acpInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
-// paramError makes a field error (missing, invalid: "Missing field cwd:
-// must be …") a -32602 with the same message.
+// paramError makes a field error (a *fieldError: "Missing field cwd: must
+// be …") a -32602 with the same message; an *acpError stays as it is.
 func paramError(err error) error {
-	if err == nil {
-		return nil
-	}
 	var e *acpError
-	if errors.As(err, &e) {
+	var f *fieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &e):
 		return e
+	case errors.As(err, &f):
+		return &acpError{Code: acpInvalidParams, Message: f.Error()}
 	}
-	return &acpError{Code: acpInvalidParams, Message: err.Error()}
+	return err // not the params' fault: an internal error (answer hides its details)
 }
 
 // ---- Writing ----

@@ -80,7 +80,7 @@ func decodeACPLine(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 		}
 		members = fields // valid, but nested deeper than scanObject follows
 	}
-	r := &request{members: members}
+	r := &fields{members: members}
 	msg := &acpMessage{}
 	rawID, hasID := r.field("id")
 	usableID := hasID && len(rawID) > 0 && (rawID[0] == '"' || rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9')
@@ -334,13 +334,13 @@ func decodeACPError(raw json.RawMessage) *acpError {
 // fields and _meta are ignored. Every accessor's error is a -32602 that
 // names the field and what it must be.
 type acpParams struct {
-	r    *request
+	r    *fields
 	path string
 }
 
 // paramsOf decodes raw (nil: none) as an object; path names it in errors.
 func paramsOf(raw json.RawMessage, path string) (acpParams, error) {
-	p := acpParams{r: &request{}, path: path}
+	p := acpParams{r: &fields{}, path: path}
 	if raw == nil || string(raw) == "null" {
 		return p, nil
 	}
@@ -414,7 +414,7 @@ func (p acpParams) integer(field string, lo, hi int64) (int64, error) {
 // object reads an optional object (ok false when absent).
 func (p acpParams) object(field string) (obj acpParams, ok bool, err error) {
 	if !p.has(field) {
-		return acpParams{r: &request{}, path: p.name(field) + "."}, false, nil
+		return acpParams{r: &fields{}, path: p.name(field) + "."}, false, nil
 	}
 	if raw := p.raw(field); raw[0] != '{' {
 		return obj, false, paramError(invalid(p.name(field), "an object"))

@@ -511,7 +511,7 @@ func TestACPListRowsCanBeOpened(t *testing.T) {
 			t.Errorf("session/list gives the id %q to two sessions", row.SessionID)
 		}
 		seen[row.SessionID] = true
-		if _, err := acpSessionID(acpParams{r: &request{members: []member{{[]byte("sessionId"), mustJSON(row.SessionID)}}}}); err != nil {
+		if _, err := acpSessionID(acpParams{r: &fields{members: []member{{[]byte("sessionId"), mustJSON(row.SessionID)}}}}); err != nil {
 			t.Errorf("session/list gives a session whose id session/load refuses: %q (%v)", row.SessionID, err)
 		}
 	}

@@ -401,8 +401,9 @@ func acpEnding(id string) error {
 // stderr).
 func acpOpenError(id string, err error) error {
 	var invalid *errInvalidSessionFile
+	var inUse *errSessionInUse
 	switch {
-	case strings.Contains(err.Error(), "in use by another rpi process"):
+	case errors.As(err, &inUse):
 		return &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is open in another rpi process: close it there (or end that process) and try again", id)}
 	case errors.As(err, &invalid):
 		return &acpError{Code: acpInternalError, Message: invalid.Error()}

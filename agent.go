@@ -229,7 +229,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	s.host.releaseRun(s)
 	if run.agent {
 		s.postTell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: "idle"})
-		s.postEvent("agent_settled", nil, agentSettled{Aborted: run.ctx.Err() != nil})
+		s.postEvent("agent_settled", runSettled{Aborted: run.ctx.Err() != nil})
 	}
 	s.postTurnsEnded(run)
 	s.loopsSettledLocked(run)
@@ -242,6 +242,11 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	run.cancel()
 	s.conv.release()
 	return nil
+}
+
+// runSettled is agent_settled's payload: whether the run was aborted.
+type runSettled struct {
+	Aborted bool `json:"aborted"`
 }
 
 // promptEnd says how a prompt's turn ended, to the ended callback of
@@ -418,14 +423,14 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 		pending = nil
 		if retryErr == "" {
 			if attempt > 0 && last != nil && last.StopReason == "error" {
-				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage}, nil)
+				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
 			}
 			if s.autoCompact(run, last, overflowRetried) {
 				overflowRetried, attempt = true, 0
 				continue
 			}
 			if last != nil && last.StopReason == "error" {
-				s.emit("run_failed", runFailed{last.ErrorMessage}, nil)
+				s.emit("run_failed", runFailed{last.ErrorMessage})
 				run.mu.Lock()
 				run.failure = last.ErrorMessage
 				run.mu.Unlock()
@@ -437,12 +442,12 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 		max := s.set.retry.MaxRetries
 		// abort_retry can end the wait from the moment auto_retry_start is out.
 		cancelled := run.armRetry()
-		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: max, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr}, nil)
+		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: max, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr})
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
 			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, max, retryErr)})
 		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, max))
 		if !s.waitRetry(run, delay, cancelled) {
-			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"}, nil)
+			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"})
 			return
 		}
 	}
@@ -457,7 +462,7 @@ func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (las
 				ErrorMessage: fmt.Sprintf("Internal error: %v", p), Timestamp: s.env.clock.Now().UnixMilli()}
 			run.last = last
 			s.conv.appendMessage(last)
-			s.emit("agent_end", agentEnd{Messages: []any{last}}, nil)
+			s.emit("agent_end", agentEnd{Messages: []any{last}})
 			retryErr = ""
 		}
 	}()
@@ -509,15 +514,15 @@ func (s *session) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan
 // when the run ended in an error worth retrying (then agent_end says
 // willRetry and the failed answer leaves the context).
 func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*assistantMessage, string) {
-	s.emit("agent_start", nil, nil)
+	s.emit("agent_start", nil)
 	var produced []any
 	var last *assistantMessage
 	for {
-		s.emit("turn_start", nil, nil)
+		s.emit("turn_start", nil)
 		run.turn = append(run.turn, pending...)
 		for _, m := range pending {
-			s.emit("message_start", messageEvent{m}, nil)
-			s.emit("message_end", messageEvent{m}, nil)
+			s.emit("message_start", messageEvent{m})
+			s.emit("message_end", messageEvent{m})
 			s.conv.appendMessage(m)
 			produced = append(produced, m)
 		}
@@ -527,18 +532,18 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		s.conv.appendMessage(answer)
 		produced = append(produced, answer)
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
-			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt}, nil)
+			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt})
 			attempt = 0
 		}
 		if answer.StopReason == "error" || answer.StopReason == "aborted" {
-			s.emit("turn_end", turnEnd{answer, []*toolResultMessage{}}, nil)
+			s.emit("turn_end", turnEnd{answer, []*toolResultMessage{}})
 			break
 		}
 		results := s.runTools(run, answer)
 		for _, r := range results {
 			produced = append(produced, r)
 		}
-		s.emit("turn_end", turnEnd{answer, results}, nil)
+		s.emit("turn_end", turnEnd{answer, results})
 		if run.ctx.Err() != nil {
 			break
 		}
@@ -560,7 +565,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}
-	s.emit("agent_end", agentEnd{Messages: produced, WillRetry: willRetry != ""}, nil)
+	s.emit("agent_end", agentEnd{Messages: produced, WillRetry: willRetry != ""})
 	return last, willRetry
 }
 
@@ -580,12 +585,12 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		started = true
 		empty := *msg
 		empty.StopReason = "pending" // pi's partial answer
-		s.emit("message_start", messageEvent{&empty}, nil)
+		s.emit("message_start", messageEvent{&empty})
 	}
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
 	batch := &deltaBatch{stderr: s.stderr, clock: s.env.clock, deliver: s.deliver, post: func(ev assistantEvent, u usage) {
-		s.postEvent("message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev})
+		s.postEvent("message_update", messageUpdate{ev, u})
 	}}
 	// Called on the streaming goroutine: the usage so far goes with the event.
 	emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
@@ -612,9 +617,9 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		computeCost(&msg.Usage, m)
 	}
 	if !started {
-		s.emit("message_start", messageEvent{msg}, nil)
+		s.emit("message_start", messageEvent{msg})
 	}
-	s.emit("message_end", messageEvent{msg}, nil)
+	s.emit("message_end", messageEvent{msg})
 	return msg
 }
 
@@ -720,7 +725,7 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		}
 		began := s.env.clock.Now()
 		decoded, decodeErr := s.decodeToolCall(call.Name, call.Arguments)
-		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments, decoded}, nil)
+		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments, decoded})
 		var res toolResult
 		var isError bool
 		switch {
@@ -729,11 +734,11 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		default:
 			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr)
 		}
-		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()}, nil)
+		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()})
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
 			Details: res.Details, IsError: isError, Timestamp: s.env.clock.Now().UnixMilli()}
-		s.emit("message_start", messageEvent{msg}, nil)
-		s.emit("message_end", messageEvent{msg}, nil)
+		s.emit("message_start", messageEvent{msg})
+		s.emit("message_end", messageEvent{msg})
 		s.conv.appendMessage(msg)
 		results = append(results, msg)
 		if skip == "" {
@@ -804,7 +809,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 				partial.Content[i].Text = s.set.secrets.redact(b.Text)
 			}
 		}
-		s.postEvent("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial}, nil)
+		s.postEvent("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial})
 	}
 	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update})
 	if err != nil {

@@ -244,7 +244,7 @@ func (s *session) startCompaction(instructions string, done func(compactionResul
 // compactRun carries out a plan as a run of its own (so abort reaches
 // it), passes the result to done, and settles the run.
 func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
-	s.emit("compaction_start", compactionStart{"manual"}, nil)
+	s.emit("compaction_start", compactionStart{"manual"})
 	res, err := s.summarise(run.ctx, plan, instructions)
 	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
 	if err == nil {
@@ -252,7 +252,7 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 	} else if !end.Aborted {
 		end.ErrorMessage = err.Error()
 	}
-	s.emit("compaction_end", end, nil)
+	s.emit("compaction_end", end)
 	done(res, err)
 	if next := s.settle(run); next != nil {
 		s.runAgent(run, next)
@@ -285,9 +285,9 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 	default:
 		return false
 	}
-	s.emit("compaction_start", compactionStart{reason}, nil)
+	s.emit("compaction_start", compactionStart{reason})
 	if reason == "overflow" && overflowRetried {
-		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."}, nil)
+		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."})
 		return false
 	}
 	if reason == "overflow" {
@@ -302,17 +302,17 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 	}
 	switch {
 	case run.ctx.Err() != nil:
-		s.emit("compaction_end", compactionEnd{Reason: reason, Aborted: true}, nil)
+		s.emit("compaction_end", compactionEnd{Reason: reason, Aborted: true})
 		return false
 	case err != nil:
 		prefix := "Auto-compaction failed: "
 		if reason == "overflow" {
 			prefix = "Context overflow recovery failed: "
 		}
-		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")}, nil)
+		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")})
 		return false
 	}
-	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: reason == "overflow"}, nil)
+	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: reason == "overflow"})
 	s.tell(uiRequest{Method: "notify", NotifyType: "info",
 		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
 	return reason == "overflow"

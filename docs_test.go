@@ -534,7 +534,8 @@ func TestPiShapesDocumented(t *testing.T) {
 	sources, _ := filepath.Glob("*.go")
 	fset := token.NewFileSet()
 	bodies := map[string]string{} // function name → its source
-	var shaped []string           // events with a pi shape of their own
+	files := map[string]*ast.File{}
+	var shaped []string // events with a pi shape of their own
 	for _, path := range sources {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
@@ -549,17 +550,46 @@ func TestPiShapesDocumented(t *testing.T) {
 				bodies[fn.Name.Name] = string(src[fset.Position(fn.Body.Pos()).Offset:fset.Position(fn.Body.End()).Offset])
 			}
 		}
+		files[path] = file
+	}
+	// The payloads the two wires render apart: the types their appendEvent
+	// switches on.
+	reshaped := map[string]bool{}
+	for _, path := range []string{"protocol.go", "rpc_pi.go"} {
+		ast.Inspect(files[path], func(n ast.Node) bool {
+			if fn, ok := n.(*ast.FuncDecl); ok && fn.Name.Name != "appendEvent" {
+				return false
+			}
+			switch n := n.(type) {
+			case *ast.CaseClause:
+				for _, e := range n.List {
+					if id, ok := e.(*ast.Ident); ok {
+						reshaped[id.Name] = true
+					}
+				}
+			case *ast.TypeAssertExpr:
+				if id, ok := n.Type.(*ast.Ident); ok {
+					reshaped[id.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	// The events posted with such a payload.
+	for _, file := range files {
 		ast.Inspect(file, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 3 {
+			if !ok || len(call.Args) != 2 {
 				return true
 			}
-			if sel, isSel := call.Fun.(*ast.SelectorExpr); !isSel || sel.Sel.Name != "emit" {
+			if sel, isSel := call.Fun.(*ast.SelectorExpr); !isSel || sel.Sel.Name != "emit" && sel.Sel.Name != "postEvent" {
 				return true
 			}
 			name, isLit := call.Args[0].(*ast.BasicLit)
-			if nilArg, isIdent := call.Args[2].(*ast.Ident); isLit && !(isIdent && nilArg.Name == "nil") {
-				shaped = append(shaped, strings.Trim(name.Value, `"`))
+			if lit, isComposite := call.Args[1].(*ast.CompositeLit); isLit && isComposite {
+				if id, ok := lit.Type.(*ast.Ident); ok && reshaped[id.Name] {
+					shaped = append(shaped, strings.Trim(name.Value, `"`))
+				}
 			}
 			return true
 		})
@@ -579,7 +609,7 @@ func TestPiShapesDocumented(t *testing.T) {
 			shaped = append(shaped, name)
 		}
 	}
-	if len(shaped) < 3 {
+	if len(shaped) < 6 {
 		t.Fatalf("found only %v with a shape of their own in pi's mode", shaped)
 	}
 	for _, name := range shaped {
@@ -907,5 +937,74 @@ func TestSettingsDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+key+"`") {
 			t.Errorf("rpi reads %s from settings.json, which docs/settings.md does not name", key)
 		}
+	}
+}
+
+// frontEndFile reports whether path is a front end's (rpc's, pi's shapes,
+// ACP's) or main.go, which chooses one: the files the core never names.
+func frontEndFile(path string) bool {
+	return strings.HasPrefix(path, "rpc") || strings.HasPrefix(path, "acp") || path == "commands.go" || path == "main.go"
+}
+
+// TestCoreNamesNoFrontEnd: no core file uses a name that a front end's
+// file defines at its top level (a function, type, variable or
+// constant): the core speaks no wire, and a front end is a layer over it
+// (docs/architecture.md).
+func TestCoreNamesNoFrontEnd(t *testing.T) {
+	files := codeFiles(t)
+	frontEnd := map[string]string{} // top-level name → the front end's file that defines it
+	for path, file := range files {
+		if !frontEndFile(path) {
+			continue
+		}
+		for _, decl := range file.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					frontEnd[d.Name.Name] = path
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						frontEnd[s.Name.Name] = path
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							frontEnd[n.Name] = path
+						}
+					}
+				}
+			}
+		}
+	}
+	var found []string
+	for path, file := range files {
+		if frontEndFile(path) {
+			continue
+		}
+		keys := map[*ast.Ident]bool{} // a composite literal's field names are no uses
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				for _, e := range lit.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok {
+						if id, ok := kv.Key.(*ast.Ident); ok {
+							keys[id] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+		seen := map[string]bool{}
+		for _, id := range file.Unresolved { // names not declared in the file itself
+			if from := frontEnd[id.Name]; from != "" && !keys[id] && !seen[id.Name] {
+				seen[id.Name] = true
+				found = append(found, fmt.Sprintf("%s uses %s (%s)", path, id.Name, from))
+			}
+		}
+	}
+	slices.Sort(found)
+	for _, f := range found {
+		t.Error(f)
 	}
 }

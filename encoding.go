@@ -53,8 +53,7 @@ func (u usage) finiteJSON() bool {
 	c := u.Cost
 	return finite(c.Input, c.Output, c.CacheRead, c.CacheWrite, c.Total)
 }
-func (m messageUpdate) finiteJSON() bool   { return m.Usage.finiteJSON() }
-func (m piMessageUpdate) finiteJSON() bool { return m.Usage.finiteJSON() }
+func (m messageUpdate) finiteJSON() bool { return m.Usage.finiteJSON() }
 
 func appendJSONBool(buf []byte, b bool) []byte { return strconv.AppendBool(buf, b) }
 
@@ -285,15 +284,6 @@ func (m messageUpdate) appendJSON(buf []byte) []byte {
 	buf = m.AssistantMessageEvent.appendJSON(buf)
 	buf = appendKey(buf, "usage")
 	buf = m.Usage.appendJSON(buf)
-	return append(buf, '}')
-}
-
-func (m piMessageUpdate) appendJSON(buf []byte) []byte {
-	buf = append(buf, '{')
-	buf = appendKey(buf, "usage")
-	buf = m.Usage.appendJSON(buf)
-	buf = appendKey(buf, "assistantMessageEvent")
-	buf = m.AssistantMessageEvent.appendJSON(buf)
 	return append(buf, '}')
 }
 

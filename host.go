@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -248,3 +250,103 @@ func (h *helperPanic) raise() {
 		panic(h.value)
 	}
 }
+
+// memoryReturn gives the system back, soon after a burst is over, the
+// memory it needed (a huge input line, the output ring of a process that
+// ended, a run that allocated much): the Go runtime would keep it for
+// minutes, as the heap it may grow into. A return is two full
+// collections, so there is at most one every memoryReturnGap.
+type memoryReturn struct {
+	stderr    io.Writer             // where a panic in the return is told
+	mu        mutex[memoryReturnMu] // guards the fields below
+	clock     clock
+	timer     func() bool // stops the coming return, when one is set
+	again     bool        // asked for while the coming return was set: one more follows it
+	closed    bool        // shut down: no more returns
+	allocated uint64      // the bytes allocated in all, as afterRun last saw them
+}
+
+const memoryReturnGap = 500 * time.Millisecond
+
+// soon asks for a return within memoryReturnGap. Asked while one is
+// coming — which may be under way already, too early for what the asker
+// just let go of — it asks for one more after that.
+func (m *memoryReturn) soon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+	case m.timer != nil:
+		m.again = true
+	default:
+		m.timer = m.clock.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", m.give))
+	}
+}
+
+// give is a return: two full collections, the memory they free given
+// back. The first leaves what sync.Pools hold for one more (encoding/json
+// keeps its buffers there, each as big as the largest value it wrote:
+// an event with a 40 MiB image kept 80 MiB alive).
+func (m *memoryReturn) give() {
+	runtime.GC()
+	debug.FreeOSMemory()
+	m.mu.Lock()
+	m.timer = nil
+	again := m.again
+	m.again = false
+	m.mu.Unlock()
+	if again {
+		m.soon()
+	}
+}
+
+// runAllocatedBytes is how much may be allocated between the ends of two
+// runs before afterRun gives memory back.
+const runAllocatedBytes = 64 << 20
+
+// afterRun asks for a return (soon) at the end of a run when
+// runAllocatedBytes or more were allocated since the last run ended: an
+// image of tens of MiB read, recorded and sent to the model leaves a few
+// times its size behind, which the runtime would keep for minutes as the
+// heap it may grow into. (A run that only streamed costs a collection.)
+func (m *memoryReturn) afterRun() {
+	allocated := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(allocated)
+	if allocated[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	now := allocated[0].Value.Uint64()
+	m.mu.Lock()
+	big := now-m.allocated >= runAllocatedBytes
+	m.allocated = now
+	m.mu.Unlock()
+	if big {
+		m.soon()
+	}
+}
+
+// close cancels a coming return.
+func (m *memoryReturn) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer()
+	}
+}
+
+// Shutdown timing (§2): running commands get finishGrace to finish after
+// stdin ends (rpc mode); children get killGrace between SIGTERM and
+// SIGKILL (a session closed, a process's context ended), but endKillGrace
+// once rpi ends, and a child's output pipe that something it started
+// holds is cut killGrace after it exited, endPipeGrace once rpi ends; so
+// rpi ends within its promise (ACP: 2 s after stdin's end) even with a
+// child that ignores SIGTERM. rpi never waits longer than exitLimit for
+// answers once it has killed.
+const (
+	finishGrace  = 2 * time.Second
+	killGrace    = 2 * time.Second
+	endKillGrace = time.Second
+	endPipeGrace = 250 * time.Millisecond
+	exitLimit    = 5 * time.Second
+)

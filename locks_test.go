@@ -187,8 +187,8 @@ func TestEveryGoroutineGuarded(t *testing.T) {
 		"children.go:wait":           "waits for the readers and closes a channel",
 		"main.go:endStartupOnSignal": "writes one line to stderr and closes a channel",
 		"sys_unix.go:watchSignals":   "relays signals to a channel",
-		"main.go:AfterFunc":          "the clock's own: its callers pass guarded functions",
-		"main.go:after":              "closes a channel",
+		"environment.go:AfterFunc":   "the clock's own: its callers pass guarded functions",
+		"environment.go:after":       "closes a channel",
 		"protocol.go:write":          "writeOut recovers on its own, to pass the write's error on",
 	}
 	seen := map[string]bool{}

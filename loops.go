@@ -217,7 +217,7 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 		return loopTaskJSON{}, errTooManyLoops
 	}
 	l.tasks = append(l.tasks, t)
-	s.postEvent("loop_created", loopCreated{t.wire(), false}, nil)
+	s.postEvent("loop_created", loopCreated{t.wire(), false})
 	if durable {
 		s.saveLoopsLocked()
 	}
@@ -315,15 +315,15 @@ func (s *session) fireLoopLocked(t *loopTask) {
 	next := timestamp(t.nextFire())
 	switch {
 	case l.active != nil && l.active.task == t:
-		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_running", next}, nil)
+		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_running", next})
 	case slices.ContainsFunc(l.queue, func(f *loopFire) bool { return f.task == t }):
-		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_queued", next}, nil)
+		s.postEvent("loop_skipped", loopSkipped{t.ID, "already_queued", next})
 	default:
 		f := &loopFire{task: t, next: t.nextFire(), report: true}
 		l.queue = append(l.queue, f)
 		s.startQueuedLoopLocked()
 		if i := slices.Index(l.queue, f); i >= 0 {
-			s.postEvent("loop_queued", loopQueued{t.ID, i + 1, next}, nil)
+			s.postEvent("loop_queued", loopQueued{t.ID, i + 1, next})
 		}
 	}
 }
@@ -340,7 +340,7 @@ func (s *session) startQueuedLoopLocked() {
 		switch {
 		case err == errNoModel:
 			l.queue = l.queue[1:]
-			s.postEvent("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_failed", loopFailed{f.task.ID, noModelMessage, l.nextFireLocked(f.task)})
 			continue
 		case err != nil:
 			return // busy, a session change holds runs, or another session runs: the fire waits
@@ -349,7 +349,7 @@ func (s *session) startQueuedLoopLocked() {
 		now := s.env.clock.Now()
 		f.run = run
 		l.active = f
-		s.postEvent("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)}, nil)
+		s.postEvent("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)})
 		msg := loopMessage(f.task, now)
 		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
 		return
@@ -382,9 +382,9 @@ func (s *session) loopsSettledLocked(run *agentRun) {
 		switch {
 		case !f.report, run.ctx.Err() != nil:
 		case failure != "":
-			s.postEvent("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_failed", loopFailed{f.task.ID, failure, l.nextFireLocked(f.task)})
 		default:
-			s.postEvent("loop_finished", loopFinished{f.task.ID, timestamp(s.env.clock.Now()), l.nextFireLocked(f.task)}, nil)
+			s.postEvent("loop_finished", loopFinished{f.task.ID, timestamp(s.env.clock.Now()), l.nextFireLocked(f.task)})
 		}
 	}
 	s.startQueuedLoopLocked()
@@ -443,7 +443,7 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 	l := s.loops
 	l.tasks = slices.DeleteFunc(l.tasks, func(task *loopTask) bool { return task == t })
 	l.queue = slices.DeleteFunc(l.queue, func(f *loopFire) bool { return f.task == t })
-	s.postEvent("loop_removed", loopRemoved{t.ID, reason}, nil)
+	s.postEvent("loop_removed", loopRemoved{t.ID, reason})
 	if f := l.active; f != nil && f.task == t {
 		f.report = false
 		if abort && s.activeRun == f.run {
@@ -523,7 +523,7 @@ func (s *session) announceLoops() {
 	for _, t := range l.restoring {
 		switch {
 		case t.expired(now):
-			s.postEvent("loop_removed", loopRemoved{t.ID, "expired"}, nil)
+			s.postEvent("loop_removed", loopRemoved{t.ID, "expired"})
 			expired++
 			continue
 		case ids[t.ID]:
@@ -537,7 +537,7 @@ func (s *session) announceLoops() {
 		t.notBefore = now.Add(loopRestoreGrace)
 		ids[t.ID] = true
 		l.tasks = append(l.tasks, t)
-		s.postEvent("loop_created", loopCreated{t.wire(), true}, nil)
+		s.postEvent("loop_created", loopCreated{t.wire(), true})
 		restored++
 	}
 	save = expired+repeated+over+l.invalid > 0
@@ -811,23 +811,6 @@ func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 }
 
 // ---- Intervals and ids ----
-
-// loopIntervalField reads interval: a string, or a number of seconds.
-func loopIntervalField(r *request) (any, error) {
-	const want = `a string like "300", "3s", "5m", "2h" or "1d", or a number of seconds`
-	if !r.has("interval") {
-		return nil, missing("interval", want)
-	}
-	var v any
-	if err := r.decodeField("interval", want, &v); err != nil {
-		return nil, err
-	}
-	switch v.(type) {
-	case string, float64:
-		return v, nil
-	}
-	return nil, invalid("interval", want)
-}
 
 // parseLoopInterval turns an interval into whole seconds: a positive
 // integer, bare or with s, m, h or d; or a positive whole JSON number.

@@ -885,7 +885,7 @@ func (s *session) thinkingChanged(before, now string) {
 	if now == before {
 		return
 	}
-	s.emit("thinking_level_changed", thinkingLevelChanged{now}, nil)
+	s.emit("thinking_level_changed", thinkingLevelChanged{now})
 	s.conv.record("thinking_level_change", field{"thinkingLevel", now})
 }
 

@@ -314,7 +314,7 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guard(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
 	go guard(s.stderr, "process "+p.id, p.waitExit)()
 	info := p.infoLocked()
-	s.postEvent("process_started", processEvent{info}, nil)
+	s.postEvent("process_started", processEvent{info})
 	s.postCall(func() { announce(info) })
 	return p, nil
 }
@@ -388,7 +388,7 @@ func (p *process) flushLocked() {
 }
 
 func (p *process) sendOutput(start int64, data []byte) {
-	p.s.postEvent("process_output", p.outputData(start, data), nil)
+	p.s.postEvent("process_output", p.outputData(start, data))
 }
 
 func (p *process) outputData(start int64, data []byte) processOutputData {
@@ -432,7 +432,7 @@ func (p *process) recordExit(ps *os.ProcessState) {
 	}
 	p.out.shrink(exitedOutputBytes)
 	p.pending = nil // all sent: its room goes too
-	p.s.postEvent("process_exited", processEvent{p.infoLocked()}, nil)
+	p.s.postEvent("process_exited", processEvent{p.infoLocked()})
 }
 
 // end stops the process for a reason (timed_out, expired): SIGTERM to its

@@ -63,7 +63,7 @@ func (s *session) queueTextsLocked() queueUpdate {
 }
 
 // postQueue posts queue_update with the queues as they are; s.mu is held.
-func (s *session) postQueue() { s.postEvent("queue_update", s.queueTextsLocked(), nil) }
+func (s *session) postQueue() { s.postEvent("queue_update", s.queueTextsLocked()) }
 
 func (s *session) emitQueue() {
 	s.mu.Lock()

@@ -142,7 +142,7 @@ func (s *rpcServer) serve(stdin io.Reader, stop <-chan os.Signal) int {
 		s.env.trace.phase("waiting for the signal handlers")
 	}
 	// The rpc wire's prologue: the session, and the warnings of startup.
-	s.emit("session_started", s.conv.header(), nil)
+	s.emit("session_started", s.conv.header())
 	s.env.trace.phase("first write (session_started)")
 	for _, notice := range s.takeNotices() {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})

@@ -19,12 +19,16 @@ func (piWire) name() string             { return "pi" }
 func (piWire) numericIDs() bool         { return true }
 func (piWire) lenientUIResponses() bool { return true }
 
-// appendEvent appends {"type":T,…fields}: the payload's fields (its pi
-// shape when it has one) follow "type" in the same object.
+// appendEvent appends {"type":T,…fields}: the payload's fields (in pi's
+// order and names where they differ: message_update, bash_execution_update)
+// follow "type" in the same object.
 func (piWire) appendEvent(buf []byte, ev event) ([]byte, error) {
 	data := ev.Data
-	if ev.Pi != nil {
-		data = ev.Pi
+	switch d := data.(type) {
+	case messageUpdate:
+		data = piMessageUpdate{d.Usage, d.AssistantMessageEvent}
+	case bashUpdate:
+		data = piBashUpdate{d.rawID, d.Chunk}
 	}
 	buf = append(buf, `{"type":`...)
 	buf = appendJSONString(buf, ev.Type)
@@ -77,11 +81,6 @@ type disposition struct {
 	Disposition string `json:"disposition"`
 }
 
-// agentSettled is agent_settled's data in pi's shape; rpi's own has none.
-type agentSettled struct {
-	Aborted bool `json:"aborted"`
-}
-
 // piMessageUpdate is message_update in pi's order (usage first).
 type piMessageUpdate struct {
 	Usage                 usage          `json:"usage"`
@@ -115,4 +114,15 @@ type piBashResult struct {
 	Cancelled      bool   `json:"cancelled"`
 	Truncated      bool   `json:"truncated"`
 	FullOutputPath string `json:"fullOutputPath,omitempty"`
+}
+
+func (m piMessageUpdate) finiteJSON() bool { return m.Usage.finiteJSON() }
+
+func (m piMessageUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendKey(buf, "usage")
+	buf = m.Usage.appendJSON(buf)
+	buf = appendKey(buf, "assistantMessageEvent")
+	buf = m.AssistantMessageEvent.appendJSON(buf)
+	return append(buf, '}')
 }

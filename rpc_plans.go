@@ -94,7 +94,7 @@ func (s *rpcServer) loopUpdateCommand(r *request) (any, error) {
 			return nil, noLoop(id) // expired meanwhile
 		}
 		change(t, now)
-		s.postEvent("loop_updated", loopUpdated{t.wire()}, nil)
+		s.postEvent("loop_updated", loopUpdated{t.wire()})
 		s.armLoopsLocked(now)
 		return t.wire(), nil
 	})
@@ -214,4 +214,48 @@ func (s *rpcServer) getTodosCommand(r *request) (any, error) {
 	return struct {
 		Phases []todoPhase `json:"phases"`
 	}{s.todoPlan()}, nil
+}
+
+// loopIntervalField reads interval: a string, or a number of seconds.
+func loopIntervalField(r *request) (any, error) {
+	const want = `a string like "300", "3s", "5m", "2h" or "1d", or a number of seconds`
+	if !r.has("interval") {
+		return nil, missing("interval", want)
+	}
+	var v any
+	if err := r.decodeField("interval", want, &v); err != nil {
+		return nil, err
+	}
+	switch v.(type) {
+	case string, float64:
+		return v, nil
+	}
+	return nil, invalid("interval", want)
+}
+
+// todoOpFrom reads todo_op's fields.
+func todoOpFrom(r *request) (op todoOp, err error) {
+	if op.Op, err = r.enum("op", todoOps); err != nil {
+		return op, err
+	}
+	if r.has("list") {
+		const want = "an array of {phase, items, [agents]}"
+		if err := r.decodeField("list", want, &op.List); err != nil || op.List == nil {
+			return op, invalid("list", want)
+		}
+	}
+	if op.Items, err = r.optStrings("items"); err != nil {
+		return op, err
+	}
+	if op.DependsOn, err = r.optStrings("dependsOn"); err != nil {
+		return op, err
+	}
+	if op.Phase, err = r.optStr("phase"); err != nil {
+		return op, err
+	}
+	if op.Task, err = r.optStr("task"); err != nil {
+		return op, err
+	}
+	op.Cascade, err = r.optBool("cascade", false)
+	return op, err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"time"
 )
 
@@ -270,7 +271,7 @@ func (s *rpcServer) bashCommand(r *request) (any, error) {
 	}
 	requestID := r.idString()
 	out := newShellOutput(s.session, func(stream, text string) {
-		s.postEvent("bash_execution_update", bashUpdate{requestID, stream, text}, piBashUpdate{r.id, text})
+		s.postEvent("bash_execution_update", bashUpdate{requestID, stream, text, r.id})
 	})
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
@@ -322,4 +323,27 @@ func (s *rpcServer) abortBashCommand(r *request) (any, error) {
 		close(run.abortAnswered)
 	}
 	return noReply{}, nil
+}
+
+// bashUpdate is the data of a bash_execution_update event; pi writes
+// {id, delta} (§10).
+type bashUpdate struct {
+	RequestID *string         `json:"requestId"`
+	Stream    string          `json:"stream"`
+	Chunk     string          `json:"chunk"`
+	rawID     json.RawMessage // the request's id as sent (pi's shape has it, numbers too)
+}
+
+func (u bashUpdate) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"requestId":`...)
+	if u.RequestID == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, *u.RequestID)
+	}
+	buf = append(buf, `,"stream":`...)
+	buf = appendJSONString(buf, u.Stream)
+	buf = append(buf, `,"chunk":`...)
+	buf = appendJSONString(buf, u.Chunk)
+	return append(buf, '}')
 }

@@ -213,9 +213,9 @@ func (s *session) post(c callout) {
 	s.callouts.mu.Unlock()
 }
 
-// postEvent queues an event; pi is its payload in pi's shape when that
-// differs.
-func (s *session) postEvent(typ string, data, pi any) { s.post(callout{ev: event{typ, data, pi}}) }
+// postEvent queues an event: its type and its payload, a typed value the
+// front end renders in its wire's shape (nil: none).
+func (s *session) postEvent(typ string, data any) { s.post(callout{ev: event{typ, data}}) }
 
 // postCall queues a callback of the front end's.
 func (s *session) postCall(f func()) { s.post(callout{call: f}) }
@@ -291,8 +291,8 @@ func (s *session) unlock() {
 }
 
 // emit reports an event through the sink, now; no core lock is held.
-func (s *session) emit(typ string, data, pi any) {
-	s.postEvent(typ, data, pi)
+func (s *session) emit(typ string, data any) {
+	s.postEvent(typ, data)
 	s.deliver()
 }
 
@@ -412,7 +412,7 @@ func (s *session) setSessionName(name string) error {
 	}
 	changed, err := s.conv.setName(name)
 	if changed {
-		s.emit("session_info_changed", sessionInfoChanged{name}, nil)
+		s.emit("session_info_changed", sessionInfoChanged{name})
 		s.tell(uiRequest{Method: "setTitle", Title: name})
 	}
 	return err
@@ -463,4 +463,51 @@ func (s *session) setConfirmTools(names []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.confirm = slices.Clone(names)
+}
+
+// An event is one thing the core reports, as the rpc wire names it
+// (docs/protocol.md#events): its type and its payload, a typed value (nil
+// for none). What a front end makes of it — the rpc wire's envelope,
+// pi's shapes, ACP's updates — is the front end's.
+type event struct {
+	Type string
+	Data any
+}
+
+// eventTypes lists every event rpi emits, for get_capabilities. A test
+// checks that each appears in a fixture and that fixtures show no other.
+var eventTypes = []string{
+	"session_started",
+	"bash_execution_update",
+	"process_started",
+	"process_output",
+	"process_exited",
+	"agent_start",
+	"turn_start",
+	"message_start",
+	"message_update",
+	"message_end",
+	"tool_execution_start",
+	"tool_execution_update",
+	"tool_execution_end",
+	"turn_end",
+	"agent_end",
+	"agent_settled",
+	"queue_update",
+	"auto_retry_start",
+	"auto_retry_end",
+	"todo_updated",
+	"loop_created",
+	"loop_updated",
+	"loop_queued",
+	"loop_fired",
+	"loop_skipped",
+	"loop_finished",
+	"loop_failed",
+	"loop_removed",
+	"compaction_start",
+	"compaction_end",
+	"thinking_level_changed",
+	"session_info_changed",
+	"run_failed",
 }

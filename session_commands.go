@@ -160,7 +160,7 @@ func (s *session) announceSession(queuesCleared bool) {
 	if queuesCleared {
 		s.emitQueue()
 	}
-	s.emit("session_started", s.conv.header(), nil)
+	s.emit("session_started", s.conv.header())
 	s.announceLoops()
 }
 

@@ -858,9 +858,7 @@ func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.
 			continue
 		case !time.Now().Before(deadline):
 			f.Close()
-			return nil, fmt.Errorf("Session file %s is in use by another rpi process, which did not let go of it within %v. "+
-				"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
-				path, wait, path)
+			return nil, &errSessionInUse{path, wait}
 		}
 		// Another rpi has it: try again.
 		select {
@@ -870,6 +868,19 @@ func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.
 			return nil, fmt.Errorf("Stopped waiting for session file %s, which another rpi process holds: the session is closing", path)
 		}
 	}
+}
+
+// errSessionInUse refuses a session file another rpi holds, once it was
+// waited for.
+type errSessionInUse struct {
+	path string
+	wait time.Duration
+}
+
+func (e *errSessionInUse) Error() string {
+	return fmt.Sprintf("Session file %s is in use by another rpi process, which did not let go of it within %v. "+
+		"End that process (or close the session there) and try again; to work on a copy instead, start rpi with --fork %s.",
+		e.path, e.wait, e.path)
 }
 
 // holdsFile reports whether lock holds the file now at path.

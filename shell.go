@@ -381,25 +381,3 @@ type bashRun struct {
 	abortAnswered chan struct{}
 	aborted       bool
 }
-
-// bashUpdate is the data of a bash_execution_update event; pi writes
-// {id, delta} (§10).
-type bashUpdate struct {
-	RequestID *string `json:"requestId"`
-	Stream    string  `json:"stream"`
-	Chunk     string  `json:"chunk"`
-}
-
-func (u bashUpdate) appendJSON(buf []byte) []byte {
-	buf = append(buf, `{"requestId":`...)
-	if u.RequestID == nil {
-		buf = append(buf, "null"...)
-	} else {
-		buf = appendJSONString(buf, *u.RequestID)
-	}
-	buf = append(buf, `,"stream":`...)
-	buf = appendJSONString(buf, u.Stream)
-	buf = append(buf, `,"chunk":`...)
-	buf = appendJSONString(buf, u.Chunk)
-	return append(buf, '}')
-}

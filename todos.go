@@ -120,7 +120,7 @@ func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoEr
 	}
 	s.todos = after
 	done := completions(before, after)
-	s.postEvent("todo_updated", todoUpdated{after, done}, nil)
+	s.postEvent("todo_updated", todoUpdated{after, done})
 	s.postTell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: todoWidget(after)})
 	return todoResult{after, done, todoSummary(after)}, nil
 }
@@ -149,33 +149,6 @@ func cloneTodos(plan []todoPhase) []todoPhase {
 }
 
 // ---- Commands ----
-
-// todoOpFrom reads todo_op's fields.
-func todoOpFrom(r *request) (op todoOp, err error) {
-	if op.Op, err = r.enum("op", todoOps); err != nil {
-		return op, err
-	}
-	if r.has("list") {
-		const want = "an array of {phase, items, [agents]}"
-		if err := r.decodeField("list", want, &op.List); err != nil || op.List == nil {
-			return op, invalid("list", want)
-		}
-	}
-	if op.Items, err = r.optStrings("items"); err != nil {
-		return op, err
-	}
-	if op.DependsOn, err = r.optStrings("dependsOn"); err != nil {
-		return op, err
-	}
-	if op.Phase, err = r.optStr("phase"); err != nil {
-		return op, err
-	}
-	if op.Task, err = r.optStr("task"); err != nil {
-		return op, err
-	}
-	op.Cascade, err = r.optBool("cascade", false)
-	return op, err
-}
 
 // applyTodoOp is todo_op and the todo tool: the operation, then the
 // whole plan checked and its readiness recomputed. A view changes nothing

@@ -153,7 +153,7 @@ func TestAppendersRefuseNonFinite(t *testing.T) {
 	ev := assistantEvent{Type: "text_delta", Delta: &text}
 	for _, u := range []usage{u, {Cost: costBreakdown{Total: math.NaN()}}, {Cost: costBreakdown{Output: math.Inf(-1)}}} {
 		for _, w := range []wire{rpcWire{}, piWire{}} {
-			got, err := w.appendEvent(nil, event{"message_update", messageUpdate{ev, u}, piMessageUpdate{u, ev}})
+			got, err := w.appendEvent(nil, event{"message_update", messageUpdate{ev, u}})
 			_, wantErr := marshalJSON(messageUpdate{ev, u})
 			if wantErr == nil {
 				t.Fatal("encoding/json took a non-finite float")

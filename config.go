@@ -1,0 +1,328 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// The command line: rpi's flags and modes (config, parseArgs) and what
+// --help says (docs/protocol.md#launch).
+
+// usageText is --help's text on the system rpi runs on.
+var usageText = helpText(runtime.GOOS)
+
+// helpText is --help's text on goos: the home folder's variable and the
+// temp folder's differ on Windows.
+func helpText(goos string) string {
+	r := strings.NewReplacer("{agentDir}", "~/.pi/agent", "{home}", "HOME                 ",
+		"{temp}", "TMPDIR                where rpi keeps its temp files", "{bash}\n", "")
+	if goos == "windows" {
+		r = strings.NewReplacer("{agentDir}", `%USERPROFILE%\.pi\agent`, "{home}", "USERPROFILE          ",
+			"{temp}", "TMP, TEMP             where rpi keeps its temp files (the first one set)",
+			"{bash}", "  PATH, ProgramFiles, LOCALAPPDATA\n                        where rpi looks for Git for Windows' bash.exe (not WSL's)")
+	}
+	return r.Replace(usageTemplate)
+}
+
+// piVersion is the pi release whose RPC rpi speaks; in pi-compatible mode
+// --version prints it bare, as pi does (clients such as pi-acp parse it).
+const piVersion = "1.6.0"
+
+// config holds the command line.
+type config struct {
+	provider           string
+	model              string
+	models             []string // --models: the scope of cycle_model
+	apiKey             string
+	thinking           string
+	tools              []string
+	toolsGiven         bool
+	excludeTools       []string
+	noSession          bool
+	sessionDir         string
+	sessionFile        string
+	sessionID          string
+	forkFrom           string
+	name               string
+	systemPrompt       string
+	appendSystemPrompt string
+	noContextFiles     bool
+	noSkills           bool
+	noPromptTemplates  bool
+	approve            bool
+	confirm            []string
+	cwd                string
+	compat             bool // pi's shapes (§10)
+	acp                bool // ACP mode (§12): rpi acp, --mode acp, rpi agent stdio
+}
+
+// parseArgs reads the command line (and the environment's RPI_COMPAT and
+// program name, which also select pi's shapes). action is "serve",
+// "help" or "version".
+func parseArgs(args []string, env environment) (cfg config, action string, err error) {
+	subcommand, args := modeSubcommand(args)
+	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var mode, tools, exclude, models, confirm, compat, ignored string
+	var help, showVersion, noTools, noApprove, ignoredBool bool
+	fs.StringVar(&mode, "mode", "", "")
+	fs.StringVar(&cfg.provider, "provider", "", "")
+	fs.StringVar(&cfg.model, "model", "", "")
+	fs.StringVar(&models, "models", "", "")
+	fs.StringVar(&cfg.apiKey, "api-key", "", "")
+	fs.StringVar(&cfg.thinking, "thinking", "", "")
+	fs.StringVar(&tools, "tools", "", "")
+	fs.StringVar(&tools, "t", "", "")
+	fs.BoolVar(&noTools, "no-tools", false, "")
+	fs.BoolVar(&noTools, "nt", false, "")
+	fs.StringVar(&exclude, "exclude-tools", "", "")
+	fs.StringVar(&exclude, "xt", "", "")
+	fs.BoolVar(&cfg.noSession, "no-session", false, "")
+	fs.StringVar(&cfg.sessionDir, "session-dir", "", "")
+	fs.StringVar(&cfg.sessionFile, "session", "", "")
+	fs.StringVar(&cfg.sessionID, "session-id", "", "")
+	fs.StringVar(&cfg.forkFrom, "fork", "", "")
+	fs.StringVar(&cfg.name, "name", "", "")
+	fs.StringVar(&cfg.name, "n", "", "")
+	fs.StringVar(&cfg.systemPrompt, "system-prompt", "", "")
+	fs.StringVar(&cfg.appendSystemPrompt, "append-system-prompt", "", "")
+	fs.BoolVar(&cfg.noContextFiles, "no-context-files", false, "")
+	fs.BoolVar(&cfg.noContextFiles, "nc", false, "")
+	fs.BoolVar(&cfg.noSkills, "no-skills", false, "")
+	fs.BoolVar(&cfg.noSkills, "ns", false, "")
+	fs.BoolVar(&cfg.noPromptTemplates, "no-prompt-templates", false, "")
+	fs.BoolVar(&cfg.noPromptTemplates, "np", false, "")
+	fs.BoolVar(&cfg.approve, "approve", false, "")
+	fs.BoolVar(&cfg.approve, "a", false, "")
+	fs.BoolVar(&noApprove, "no-approve", false, "")
+	fs.BoolVar(&noApprove, "na", false, "")
+	fs.StringVar(&confirm, "confirm", "", "")
+	fs.StringVar(&cfg.cwd, "cwd", "", "")
+	fs.StringVar(&compat, "compat", "", "")
+	// pi's presentation flags: accepted so that pi's clients can launch
+	// rpi with pi's arguments; rpi has no themes, extensions or MCP, and
+	// never goes online on its own.
+	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne", "no-mcp", "verbose"} {
+		fs.BoolVar(&ignoredBool, name, false, "")
+	}
+	fs.StringVar(&ignored, "theme", "", "")
+	fs.BoolVar(&help, "help", false, "")
+	fs.BoolVar(&help, "h", false, "")
+	fs.BoolVar(&showVersion, "version", false, "")
+	fs.BoolVar(&showVersion, "v", false, "")
+	err = fs.Parse(args)
+	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
+	if err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return cfg, "", fmt.Errorf("Unknown flag: %s (see rpi --help)", typedFlag(args, name))
+		}
+		// The flag package names a flag with one dash: name it as typed.
+		named := regexp.MustCompile(`(argument: | for | for flag )-([\w-]+)`)
+		text := named.ReplaceAllStringFunc(err.Error(), func(m string) string {
+			i := strings.LastIndex(m, " -")
+			return m[:i+1] + typedFlag(args, m[i+2:])
+		})
+		return cfg, "", fmt.Errorf("Invalid arguments: %s (see rpi --help)", text)
+	}
+	switch {
+	case compat != "" && compat != "pi" && compat != "rpi":
+		return cfg, "", fmt.Errorf("Invalid --compat %q: must be pi or rpi", compat)
+	case compat != "":
+		cfg.compat = compat == "pi"
+	default:
+		cfg.compat = env.getenv("RPI_COMPAT") == "pi" || env.program == "pi"
+	}
+	if help {
+		return cfg, "help", nil
+	}
+	if showVersion {
+		return cfg, "version", nil
+	}
+	rest := fs.Args()
+	if subcommand == "" {
+		subcommand, rest = modeSubcommand(rest)
+	}
+	if len(rest) > 0 {
+		return cfg, "", fmt.Errorf("Unexpected argument: %s (see rpi --help)", rest[0])
+	}
+	cfg.acp = subcommand == "acp" || mode == "acp"
+	switch {
+	case subcommand != "" && mode != "" && mode != subcommand:
+		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), mode)
+	case subcommand == "" && mode == "":
+		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)")
+	case mode != "" && mode != "rpc" && mode != "acp":
+		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", mode)
+	case cfg.acp && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
+		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
+	case cfg.approve && noApprove:
+		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
+	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.noSession):
+		return cfg, "", errors.New("Conflicting flags: --session-id goes with neither --session nor --no-session")
+	case cfg.forkFrom != "" && (cfg.sessionFile != "" || cfg.noSession):
+		return cfg, "", errors.New("Conflicting flags: --fork goes with neither --session nor --no-session")
+	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
+		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
+	}
+	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
+		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
+	}
+	if cfg.tools, err = toolList("--tools", tools); err != nil {
+		return cfg, "", err
+	}
+	cfg.toolsGiven = tools != "" || noTools
+	if noTools {
+		cfg.tools = []string{}
+	}
+	if cfg.excludeTools, err = toolList("--exclude-tools", exclude); err != nil {
+		return cfg, "", err
+	}
+	if cfg.confirm, err = toolList("--confirm", confirm); err != nil {
+		return cfg, "", err
+	}
+	for _, m := range strings.Split(models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.models = append(cfg.models, m)
+		}
+	}
+	if strings.TrimSpace(cfg.name) == "" && cfg.name != "" {
+		return cfg, "", errors.New("Invalid --name: must not be blank")
+	}
+	if cfg.cwd == "" {
+		if cfg.cwd, err = os.Getwd(); err != nil {
+			return cfg, "", fmt.Errorf("Cannot determine the working directory: %v", err)
+		}
+	}
+	if cfg.cwd, err = filepath.Abs(cfg.cwd); err != nil {
+		return cfg, "", fmt.Errorf("Invalid --cwd: %v", err)
+	}
+	if info, err := os.Stat(cfg.cwd); err != nil || !info.IsDir() {
+		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
+	}
+	return cfg, "serve", nil
+}
+
+// modeSubcommand takes the subcommand that names a mode off the front of
+// args: rpc, acp, or the original system's spelling of ACP mode, agent
+// stdio. It returns "" and args when there is none.
+func modeSubcommand(args []string) (string, []string) {
+	switch {
+	case len(args) > 0 && (args[0] == "rpc" || args[0] == "acp"):
+		return args[0], args[1:]
+	case len(args) > 1 && args[0] == "agent" && args[1] == "stdio":
+		return "acp", args[2:]
+	}
+	return "", args
+}
+
+// typedFlag is flag name as args spell it (-t, --thinking), else as
+// --help does: one dash for a name of one or two letters, two for longer.
+func typedFlag(args []string, name string) string {
+	for _, arg := range args {
+		arg, _, _ = strings.Cut(arg, "=")
+		if arg == "-"+name || arg == "--"+name {
+			return arg
+		}
+	}
+	if len(name) <= 2 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// validSessionID is pi's rule for --session-id.
+func validSessionID(id string) bool {
+	for i, c := range id {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && ((c != '.' && c != '_' && c != '-') || i == 0 || i == len(id)-1) {
+			return false
+		}
+	}
+	return id != ""
+}
+
+// toolList splits a comma-separated list of tool names and checks each.
+func toolList(flagName, list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var names []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if toolNamed(name) == nil {
+			return nil, fmt.Errorf("Invalid %s: unknown tool %q (known: %s)", flagName, name, strings.Join(toolNames(), ", "))
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+const usageTemplate = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
+
+Usage:
+  rpi rpc [flags]          serve the RPC protocol (same as --mode rpc)
+  rpi --mode rpc [flags]
+  rpi acp [flags]          serve the Agent Client Protocol, for editors (same as
+                           --mode acp and rpi agent stdio; docs/acp.md)
+  rpi --help | --version
+
+Flags:
+  --provider NAME               model provider
+  --model ID                    model (provider/id, or id with --provider; optional :thinking suffix)
+  --models a,b                  the models cycle_model goes through (globs; provider/id or id)
+  --api-key KEY                 API key for the provider
+  --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
+  -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user;
+                                also ls, grep, find)
+  -nt, --no-tools               no tools at all
+  -xt, --exclude-tools a,b      leave these tools out
+  --no-session                  keep the session in memory only
+  --session-dir DIR             where session files go
+  --session FILE                open this session file
+  --session-id ID               the cwd's session with this id (made when missing)
+  --fork FILE                   start a new session as a copy of this one
+  -n, --name NAME               session name
+  --system-prompt TEXT          replace the base system prompt
+  --append-system-prompt TEXT   append to the system prompt
+  -nc, --no-context-files       do not read AGENTS.md / CLAUDE.md
+  -ns, --no-skills              no skills
+  -np, --no-prompt-templates    no prompt templates
+  -a, --approve                 load the project's own resources from ./.pi/ (settings, templates, skills)
+  -na, --no-approve             do not (the default)
+  --confirm TOOLS               ask the client before running these tools
+  --cwd DIR                     working directory (default: the current one)
+  --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
+  -h, --help                    this text
+  -v, --version                 rpi's version (pi's, bare, with pi's shapes)
+  Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
+  -ne/--no-extensions, --no-mcp, --verbose.
+
+Environment:
+  PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})
+  {home} your home folder; rpi needs it or PI_CODING_AGENT_DIR
+  OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY, …
+                        provider keys (all of them in docs/models.md)
+  OPENAI_BASE_URL       another base URL for the openai provider
+  PI_FAUX_RESPONSE      what the offline model faux/faux-1 answers (--model faux/faux-1)
+  RPI_COMPAT=pi         pi 1.6's shapes, as --compat pi
+  RPI_TRACE_STARTUP=1   how long each phase of startup took, on stderr
+  {temp}
+{bash}
+
+Without --model, rpi starts with settings.json's default or the first model
+that can be used (docs/settings.md); "model":null in get_state means none
+can. The protocol: docs/protocol.md and docs/commands.md; writing a client:
+docs/clients.md.
+
+Example:
+  echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session
+  PI_FAUX_RESPONSE='Hello from rpi' rpi rpc --model faux/faux-1
+`

@@ -1,0 +1,533 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// JSON as rpi reads and writes it without reflection on its hot paths:
+// an object decoded once, in one pass, its members read by exact key on
+// demand (rpc's commands and ACP's params both wrap it), the typed
+// error a field that is missing or invalid gives, and the appenders that
+// write strings and payloads as encoding/json would.
+
+// A jsonAppender is a payload on a hot path that appends its own JSON,
+// without reflection. What it appends must equal marshalJSON of the same
+// value, byte for byte; TestAppendersMatchEncodingJSON and the fuzz tests
+// check each one.
+type jsonAppender interface {
+	appendJSON(buf []byte) []byte
+}
+
+// appendPayload appends data's JSON: by its own appender when it has one,
+// by encoding/json otherwise.
+func appendPayload(buf []byte, data any) ([]byte, error) {
+	if a, ok := data.(jsonAppender); ok {
+		// A non-finite float is no JSON: encoding/json refuses it, and so
+		// must the appenders (they write it as NaN or +Inf).
+		if f, ok := data.(interface{ finiteJSON() bool }); !ok || f.finiteJSON() {
+			return a.appendJSON(buf), nil
+		}
+	}
+	return appendMarshal(buf, data)
+}
+
+// marshalJSON encodes v like the writer does: no HTML escaping.
+func marshalJSON(v any) ([]byte, error) { return appendMarshal(nil, v) }
+
+// appendMarshal appends v's JSON (no HTML escaping) to buf, straight from
+// encoding/json's own buffer: a large value is not copied once more on
+// its way (an answer of a few MiB goes out in several records).
+func appendMarshal(buf []byte, v any) ([]byte, error) {
+	w := appendWriter{buf}
+	enc := json.NewEncoder(&w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(w.buf, []byte("\n")), nil
+}
+
+// appendWriter appends what is written to buf, leaving room for the
+// few bytes that close a record, so that a large value is not copied
+// again for them.
+type appendWriter struct{ buf []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	if cap(w.buf)-len(w.buf) < len(p) {
+		w.buf = slices.Grow(w.buf, len(p)+64)
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// does with SetEscapeHTML(false): quotes, backslashes and control
+// characters, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); {
+		j, high := stringRun(s, i)
+		if run := s[i:j]; high && (!utf8.ValidString(run) || strings.Contains(run, "\u2028") || strings.Contains(run, "\u2029")) {
+			buf = appendEscapedRunes(buf, run)
+		} else {
+			buf = append(buf, run...)
+		}
+		if j == len(s) {
+			break
+		}
+		switch c := s[j]; c {
+		case '"', '\\':
+			buf = append(buf, '\\', c)
+		case '\n':
+			buf = append(buf, '\\', 'n')
+		case '\r':
+			buf = append(buf, '\\', 'r')
+		case '\t':
+			buf = append(buf, '\\', 't')
+		case '\b':
+			buf = append(buf, '\\', 'b')
+		case '\f':
+			buf = append(buf, '\\', 'f')
+		default:
+			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i = j + 1
+	}
+	return append(buf, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscapedRunes appends a run of s with no control character, quote
+// or backslash: invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendEscapedRunes(buf []byte, run string) []byte {
+	start := 0
+	for i := 0; i < len(run); {
+		r, size := utf8.DecodeRuneInString(run[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, run[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, run[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			start = i + size
+		}
+		i += size
+	}
+	return append(buf, run[start:]...)
+}
+
+// stringRun returns the index of the first byte from i on that a JSON
+// string cannot hold as it is (a control character, '"' or '\\'), or
+// len(s) when there is none, and whether a byte of a multi-byte UTF-8
+// sequence came before it. It tests eight bytes at a time.
+func stringRun[T string | []byte](s T, i int) (end int, high bool) {
+	var seen uint64
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8] // one bounds check, and one load
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		if found := stringStops(x); found != 0 {
+			at := bits.TrailingZeros64(found) / 8
+			seen |= x & (1<<(8*at) - 1)
+			return i + at, seen&everyByte80 != 0
+		}
+		seen |= x
+	}
+	high = seen&everyByte80 != 0
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '"' || c == '\\':
+			return i, high
+		case c >= utf8.RuneSelf:
+			high = true
+		}
+	}
+	return i, high
+}
+
+// stringStops marks, with its high bit, each byte of x (eight bytes of a
+// string, the first in the low byte) that a JSON string cannot hold as it
+// is: below 0x20, '"' or '\\'. A borrow can mark bytes after the first
+// one marked, never before it: the lowest mark is always true.
+func stringStops(x uint64) uint64 {
+	quote, backslash := x^(everyByte01*'"'), x^(everyByte01*'\\')
+	return ((x - everyByte01*0x20) | (quote - everyByte01) | (backslash - everyByte01)) &^ x & everyByte80
+}
+
+// A member is one key and its raw value, both slices of the line (the key
+// unescaped into its own bytes when it had escapes).
+// fields is a JSON object decoded once (scanObject), its members kept in
+// line order; a field is read on demand, by its exact key (the last of a
+// key given twice), and a missing or invalid one is a *fieldError that
+// names it.
+type fields struct {
+	members []member  // the object's members in line order
+	room    [4]member // members' first home: most objects have a few
+}
+
+type member struct {
+	key, value []byte
+}
+
+// unquote decodes a valid JSON string into s, without encoding/json when
+// it has no escapes.
+func unquote(raw []byte, s *string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		*s = string(raw[1 : len(raw)-1])
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// maxScanDepth is how deep scanObject follows nested values; deeper lines
+// go to encoding/json.
+const maxScanDepth = 512
+
+// scanObject splits a line holding one JSON object into its members, in
+// one pass that also checks the whole line is valid JSON (the line is
+// already valid UTF-8). ok is false for anything else.
+// The members are appended to dst.
+func scanObject(line []byte, dst []member) (members []member, ok bool) {
+	members = dst
+	i := skipSpace(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(line, i+1)
+	if i < len(line) && line[i] == '}' {
+		return nil, skipSpace(line, i+1) == len(line)
+	}
+	for {
+		keyStart := i
+		if i = skipString(line, i); i < 0 {
+			return nil, false
+		}
+		key := line[keyStart+1 : i-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(line[keyStart:i], &k) != nil {
+				return nil, false
+			}
+			key = []byte(k)
+		}
+		if i = skipSpace(line, i); i >= len(line) || line[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(line, i+1)
+		valueStart := i
+		if i = skipValue(line, i, 0); i < 0 {
+			return nil, false
+		}
+		members = append(members, member{key, line[valueStart:i]})
+		if i = skipSpace(line, i); i >= len(line) {
+			return nil, false
+		}
+		switch line[i] {
+		case ',':
+			i = skipSpace(line, i+1)
+		case '}':
+			return members, skipSpace(line, i+1) == len(line)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at b[i],
+// or -1 when there is no valid value there.
+func skipValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		if depth >= maxScanDepth {
+			return -1
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == end {
+			return i + 1
+		}
+		for {
+			if c == '{' {
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+					return -1
+				}
+				i = skipSpace(b, i+1)
+			}
+			if i = skipValue(b, i, depth+1); i < 0 {
+				return -1
+			}
+			if i = skipSpace(b, i); i >= len(b) {
+				return -1
+			}
+			if b[i] == end {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return skipNumber(b, i)
+	case c == 't':
+		return skipLiteral(b, i, "true")
+	case c == 'f':
+		return skipLiteral(b, i, "false")
+	case c == 'n':
+		return skipLiteral(b, i, "null")
+	}
+	return -1
+}
+
+// skipString returns the index just past the JSON string at b[i], or -1.
+func skipString(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if i++; i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) {
+					return -1
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return -1
+					}
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// skipNumber returns the index just past the JSON number at b[i], or -1.
+func skipNumber(b []byte, i int) int {
+	digits := func(i int) int {
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return -1
+		}
+		return i
+	}
+	if b[i] == '-' {
+		i++
+	}
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if i = digits(i); i < 0 {
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i = digits(i + 1); i < 0 {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i = digits(i); i < 0 {
+			return -1
+		}
+	}
+	return i
+}
+
+func skipLiteral(b []byte, i int, lit string) int {
+	if !bytes.HasPrefix(b[i:], []byte(lit)) {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// A fieldError is a command field that is missing, or present but not
+// what it must be. Its text is the failure the rpc wire answers (§4);
+// another wire can tell it from other failures (ACP: -32602).
+type fieldError struct {
+	name    string // the field, as the command spells it ("spec.cwd" inside an object)
+	want    string // what it must be
+	missing bool
+}
+
+func (e *fieldError) Error() string {
+	if e.missing {
+		return "Missing field " + e.name + ": must be " + e.want
+	}
+	return "Invalid field " + e.name + ": must be " + e.want
+}
+
+func missing(name, want string) error { return &fieldError{name, want, true} }
+
+func invalid(name, want string) error { return &fieldError{name, want, false} }
+
+// field is the raw value of the member called name; as with any JSON
+// object decoded in Go, the last of duplicate keys wins.
+func (r *fields) field(name string) (json.RawMessage, bool) {
+	for i := len(r.members) - 1; i >= 0; i-- {
+		if string(r.members[i].key) == name {
+			return r.members[i].value, true
+		}
+	}
+	return nil, false
+}
+
+func (r *fields) has(name string) bool {
+	raw, ok := r.field(name)
+	return ok && string(raw) != "null"
+}
+
+// decodeField decodes a present field into v, which must be of kind want.
+func (r *fields) decodeField(name, want string, v any) error {
+	raw, _ := r.field(name)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return invalid(name, want)
+	}
+	return nil
+}
+
+func (r *fields) str(name string) (string, error) {
+	if !r.has(name) {
+		return "", missing(name, "a string")
+	}
+	var s string
+	if raw, _ := r.field(name); raw[0] != '"' || !unquote(raw, &s) {
+		return "", invalid(name, "a string")
+	}
+	return s, nil
+}
+
+func (r *fields) optStr(name string) (string, error) {
+	if !r.has(name) {
+		return "", nil
+	}
+	return r.str(name)
+}
+
+func (r *fields) boolean(name string) (bool, error) {
+	if !r.has(name) {
+		return false, missing(name, "true or false")
+	}
+	var b bool
+	return b, r.decodeField(name, "true or false", &b)
+}
+
+// optBool reads an optional boolean (otherwise when absent).
+func (r *fields) optBool(name string, otherwise bool) (bool, error) {
+	if !r.has(name) {
+		return otherwise, nil
+	}
+	return r.boolean(name)
+}
+
+// enum reads a required string field that must be one of values.
+func (r *fields) enum(name string, values []string) (string, error) {
+	want := "one of " + strings.Join(values, ", ")
+	if !r.has(name) {
+		return "", missing(name, want)
+	}
+	var s string
+	if err := r.decodeField(name, want, &s); err != nil || !slices.Contains(values, s) {
+		return "", invalid(name, want)
+	}
+	return s, nil
+}
+
+// optDuration reads an optional timeout in unit (time.Second for a field
+// in seconds, time.Millisecond for one in ms): absent is 0 (no timeout);
+// a present one must lie between 1 ms and a day.
+func (r *fields) optDuration(name string, unit time.Duration) (time.Duration, error) {
+	if !r.has(name) {
+		return 0, nil
+	}
+	want := "a number of milliseconds from 1 to 86400000"
+	if unit == time.Second {
+		want = "a number of seconds from 0.001 to 86400"
+	}
+	var f float64
+	if err := r.decodeField(name, want, &f); err != nil {
+		return 0, err
+	}
+	d := f * float64(unit)
+	if math.IsNaN(d) || d < float64(time.Millisecond) || d > float64(24*time.Hour) {
+		return 0, invalid(name, want)
+	}
+	return time.Duration(d), nil
+}
+
+// optInt reads an optional whole number between lo and hi (hi < lo: no
+// upper bound).
+func (r *fields) optInt(name string, lo, hi, otherwise int) (int, error) {
+	if !r.has(name) {
+		return otherwise, nil
+	}
+	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if hi < lo {
+		hi, want = math.MaxInt, fmt.Sprintf("a whole number, at least %d", lo)
+	}
+	var n int
+	if err := r.decodeField(name, want, &n); err != nil || n < lo || n > hi {
+		return 0, invalid(name, want)
+	}
+	return n, nil
+}
+
+// optStrings reads an optional array of strings (nil when absent).
+func (r *fields) optStrings(name string) ([]string, error) {
+	if !r.has(name) {
+		return nil, nil
+	}
+	list := []string{}
+	if err := r.decodeField(name, "an array of strings", &list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+const everyByte01, everyByte80 = 0x0101010101010101, 0x8080808080808080

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// The rpc wire (docs/protocol.md): a command line decoded into a request
+// (its id, type and fields), the envelope of responses and events in
+// rpi's own shape (rpcWire; pi's is rpc_pi.go), and a response that
+// cannot be encoded made a failure.
+
+// A wire is the shape the rpc front end gives its records: the default
+// envelope (rpcWire, below) or pi 1.6's flat one (piWire, wire_pi.go,
+// §10). A wire of this family is one value of this interface; a protocol
+// of another family (ACP, SPEC §12) is a front end of its own over the
+// same core (session.go's session), with its own records.
+type wire interface {
+	// name is what get_capabilities reports as compat.
+	name() string
+	// appendEvent appends an event record.
+	appendEvent(buf []byte, ev event) ([]byte, error)
+	// appendResponse appends the response to a command: success with
+	// data, or failure with failure's text.
+	appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error)
+	// numericIDs says a command's id may also be a number, echoed as sent.
+	numericIDs() bool
+	// lenientUIResponses says an extension_ui_response may give more or
+	// fewer than one answer, and one for no open dialog is ignored.
+	lenientUIResponses() bool
+}
+
+// rpcWire is rpi's own shape: {"type":T,"data":{…}} events, and responses
+// that always carry data on success.
+type rpcWire struct{}
+
+func (rpcWire) name() string { return "rpi" }
+
+func (rpcWire) numericIDs() bool { return false }
+
+func (rpcWire) lenientUIResponses() bool { return false }
+
+// appendEvent appends {"type":T,"data":{…}}, or {"type":T} without data.
+func (rpcWire) appendEvent(buf []byte, ev event) ([]byte, error) {
+	data := ev.Data
+	if _, ok := data.(runSettled); ok {
+		data = nil // rpi's own agent_settled has none (pi's says whether it was aborted)
+	}
+	buf = append(buf, `{"type":`...)
+	buf = appendJSONString(buf, ev.Type)
+	if data == nil {
+		return append(buf, '}'), nil
+	}
+	buf = append(buf, `,"data":`...)
+	buf, err := appendPayload(buf, data)
+	return append(buf, '}'), err
+}
+
+// appendResponse appends a response whose success always has data (null
+// when none; a piOnly's otherwise).
+func (rpcWire) appendResponse(buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error) {
+	buf = appendResponseHead(buf, id, command)
+	if failure != nil {
+		return appendFailure(buf, failure), nil
+	}
+	if p, ok := data.(piOnly); ok {
+		data = p.otherwise
+	}
+	buf = append(buf, `,"success":true,"data":`...)
+	if data == nil {
+		return append(buf, `null}`...), nil
+	}
+	buf, err := appendPayload(buf, data)
+	return append(buf, '}'), err
+}
+
+// appendFailure appends the failure members that close a response.
+func appendFailure(buf []byte, failure error) []byte {
+	buf = append(buf, `,"success":false,"error":`...)
+	buf = appendJSONString(buf, failure.Error())
+	return append(buf, '}')
+}
+
+// encodeResponse appends a response in w's shape. Data that cannot be
+// encoded (a bug) makes the response a failure that says so, so that
+// every command still gets its one answer.
+func encodeResponse(w wire, buf []byte, id json.RawMessage, command string, data any, failure error) ([]byte, error) {
+	mark := len(buf)
+	out, err := w.appendResponse(buf, id, command, data, failure)
+	if err != nil {
+		failure = fmt.Errorf("Internal error in %s: its answer cannot be encoded (%v)", command, err)
+		return w.appendResponse(buf[:mark], id, command, nil, failure)
+	}
+	return out, nil
+}
+
+// appendResponseHead appends a response's first members: its id (when it
+// has one), type and command.
+func appendResponseHead(buf []byte, id json.RawMessage, command string) []byte {
+	buf = append(buf, '{')
+	if id != nil {
+		buf = append(buf, `"id":`...)
+		buf = append(buf, id...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"type":"response","command":`...)
+	return appendJSONString(buf, command)
+}
+
+// request is one decoded command line. Its fields stay raw JSON, found by
+// exact key, and are decoded only when a handler asks for them.
+type request struct {
+	id  json.RawMessage // as sent, or nil when absent or null
+	typ string
+	fields
+}
+
+// A requestError is a failure to answer before the command is known.
+type requestError struct {
+	id      json.RawMessage
+	command string
+	message string
+}
+
+// decodeRequest checks a line in §4's order: JSON object, type, id. It
+// takes one pass over the line (scanObject); a line that pass cannot
+// accept is decoded again by encoding/json, whose error text is the
+// answer. With numericIDs (pi-compatible mode, §10) an id may also be a
+// number, echoed as sent, as pi does.
+func decodeRequest(line []byte, numericIDs bool) (*request, *requestError) {
+	parseFailure := func(detail string) *requestError {
+		return &requestError{command: "parse", message: "Failed to parse command: " + detail}
+	}
+	if !utf8.Valid(line) {
+		return nil, parseFailure("invalid UTF-8")
+	}
+	r := &request{}
+	members, ok := scanObject(line, r.room[:0])
+	if !ok {
+		var fields map[string]json.RawMessage
+		err := json.Unmarshal(line, &fields)
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typeErr):
+			return nil, parseFailure("expected a JSON object, got " + typeErr.Value)
+		case err != nil:
+			return nil, parseFailure(err.Error())
+		case fields == nil:
+			return nil, parseFailure("expected a JSON object, got null")
+		}
+		// Valid, but beyond what scanObject takes (deep nesting): keep
+		// encoding/json's view.
+		members = members[:0]
+		for k, v := range fields {
+			members = append(members, member{[]byte(k), v})
+		}
+	}
+	r.members = members
+	rawID, hasID := r.field("id")
+	idIsString := hasID && (rawID[0] == '"' || numericIDs && (rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9'))
+	rawType, _ := r.field("type")
+	if len(rawType) == 0 || rawType[0] != '"' || !unquote(rawType, &r.typ) {
+		e := &requestError{command: "parse", message: "Missing or invalid field: type"}
+		if idIsString {
+			e.id = rawID
+		}
+		return nil, e
+	}
+	if hasID && !idIsString && string(rawID) != "null" {
+		if numericIDs {
+			return nil, &requestError{id: rawID, command: r.typ, message: "Invalid field id: must be a string or a number"}
+		}
+		return nil, &requestError{id: rawID, command: r.typ, message: "Invalid field id: must be a string"}
+	}
+	if idIsString {
+		r.id = rawID
+	}
+	return r, nil
+}
+
+// idString is the request's id as a string (a numeric id of pi's mode
+// as written), or nil when it had none.
+func (r *request) idString() *string {
+	if r.id == nil {
+		return nil
+	}
+	s := string(r.id)
+	if r.id[0] == '"' {
+		json.Unmarshal(r.id, &s)
+	}
+	return &s
+}
