@@ -1,6 +1,6 @@
 package main
 
-// The Agent Client Protocol's wire (SPEC §12.1): JSON-RPC 2.0, one
+// The Agent Client Protocol's wire (docs/acp.md): JSON-RPC 2.0, one
 // message a line both ways, through the same line reader and the same one
 // locked writer as the rpc wire. Input is decoded once, strictly (exact
 // keys, the types each field must have: acp_decode.go); every kind of bad
@@ -510,7 +510,7 @@ func (a *acpAgent) clientCaps() acpClientCaps {
 
 // ---- initialize ----
 
-// acpInitializeResult is initialize's answer (§12.2).
+// acpInitializeResult is initialize's answer (docs/acp.md).
 type acpInitializeResult struct {
 	ProtocolVersion   int               `json:"protocolVersion"`
 	AgentCapabilities acpAgentCaps      `json:"agentCapabilities"`
@@ -636,7 +636,7 @@ func acpFenced(head, text string) string {
 	return b.String()
 }
 
-// ---- A prompt's blocks (§12.4) ----
+// ---- A prompt's blocks (docs/acp.md) ----
 
 // acpMaxLinkBytes is the largest file a resource_link inlines.
 const acpMaxLinkBytes = 2 << 20
@@ -661,7 +661,7 @@ type acpPiece struct {
 	path  string
 }
 
-// acpPrompt decodes a prompt's blocks (§12.4): text as it is; a resource
+// acpPrompt decodes a prompt's blocks (docs/acp.md): text as it is; a resource
 // with text as a fenced block headed by its URI; an image, and a resource
 // whose blob is an image, as an image; a resource_link to a file:// path
 // as that file, read and inlined like a resource when the message is made
@@ -844,9 +844,9 @@ func newACPAgent(h *host) *acpAgent {
 		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
 }
 
-// runACP is rpi in ACP mode (SPEC §12): it starts the host and serves
+// runACP is rpi in ACP mode (docs/acp.md): it starts the host and serves
 // the connection until stdin ends or a signal comes, then shuts down as
-// §12.9 says. A fatal startup error is one line on stderr and exit 1;
+// docs/acp.md says. A fatal startup error is one line on stderr and exit 1;
 // stdout carries nothing but ACP messages.
 func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
 	startupOver := endStartupOnSignal(env, stop, stderr)
@@ -911,7 +911,7 @@ func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signa
 	}
 }
 
-// shutdown ends the connection (§12.9): every wait for the client ends,
+// shutdown ends the connection (docs/acp.md): every wait for the client ends,
 // every turn is cancelled (every prompt, queued ones too, answers
 // cancelled), every child ended, every session file written and let go
 // of.

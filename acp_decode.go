@@ -1,6 +1,6 @@
 package main
 
-// The ACP wire's input (SPEC §12.1): a line decoded once, strictly, in
+// The ACP wire's input (docs/acp.md): a line decoded once, strictly, in
 // JSON-RPC's order (JSON, an object, jsonrpc "2.0", what the message is),
 // with the id its error goes back under wherever it can be read (a line
 // nested too deeply, the head of an answer too long), and a request's

@@ -1,6 +1,6 @@
 package main
 
-// ACP's sessions (SPEC §12.3, §12.4, §12.6–§12.8): each an rpi session of
+// ACP's sessions (docs/acp.md): each an rpi session of
 // the core with this front end's sink, ui and files — session/new, load,
 // resume, close, list and delete (the catalog's code, shared with rpc),
 // prompts and their turns, cancel, the editor's files, approvals as
@@ -200,7 +200,7 @@ func (as *acpSession) answer(withID bool) acpSessionAnswer {
 	return answer
 }
 
-// announce sends what follows a session response (§12.3): the commands,
+// announce sends what follows a session response (docs/acp.md): the commands,
 // the usage, then the warnings of its opening as notes. A session just
 // opened (opened) then starts its loops; one open here already, loaded
 // or resumed again, keeps them as they are.
@@ -528,7 +528,7 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 	}, nil)
 }
 
-// ---- Prompts (§12.4) ----
+// ---- Prompts (docs/acp.md) ----
 
 // acpPromptMethod runs a prompt: its blocks become one user message
 // (acpPrompt), which starts a turn, or, while one runs, waits behind it
@@ -797,7 +797,7 @@ func (as *acpSession) cancel() {
 	as.mu.Unlock()
 }
 
-// ---- Config options and modes (§12.7, §12.8) ----
+// ---- Config options and modes (docs/acp.md) ----
 
 // configOptions is the session's full list of config options.
 func (as *acpSession) configOptions() []acpConfigOption {
@@ -1001,7 +1001,7 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	return uiAnswer{value: &req.Options[i]}
 }
 
-// approve is the approval gate (§12.7): the call's tool_call goes out
+// approve is the approval gate (docs/acp.md): the call's tool_call goes out
 // first (with the diff for edit and write, and in its title where a
 // symlink takes the path, as rpc's dialog says it; for one that cannot be
 // done, saying so and why, as rpc's dialog says it), then a permission

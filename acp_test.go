@@ -1,6 +1,6 @@
 package main
 
-// Tests of ACP mode (SPEC §12): the wire's decoding and errors, the
+// Tests of ACP mode (docs/acp.md): the wire's decoding and errors, the
 // mapping of the core's events to updates, and an ACP client in Go that
 // speaks to an agent over pipes.
 
@@ -262,7 +262,7 @@ var acpWireMethods = map[string]acpMethod{
 
 const acpInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`
 
-// TestACPWireErrors: every kind of bad input gets §12.1's error, with the
+// TestACPWireErrors: every kind of bad input gets its JSON-RPC error (docs/acp.md#errors), with the
 // id when it can be recovered, and the connection goes on; fed all at
 // once, a line per write and a byte per write.
 func TestACPWireErrors(t *testing.T) {
@@ -646,7 +646,7 @@ func TestACPPrompt(t *testing.T) {
 
 // ---- Updates ----
 
-// TestACPToolInfo: kinds, titles and absolute locations (§12.5), read
+// TestACPToolInfo: kinds, titles and absolute locations (docs/acp.md), read
 // from what the call decodes to: the tool's own strict decoder, the value
 // that is approved and runs. Arguments the tool refuses — a key twice
 // (the last would win in a loose reading), a key in another case, an
@@ -1388,7 +1388,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, since time.Time) (int, time.Duration)
 
 // TestEndToEndACP drives rpi acp as an editor does, over real pipes: it
 // writes nothing before the client speaks, answers initialize's id 0 as
-// 0; at stdin's end (§12.9) the running turn answers cancelled, the
+// 0; at stdin's end (docs/acp.md) the running turn answers cancelled, the
 // command the model started and its own child are ended, and rpi exits 0
 // within 2 s, having written nothing but JSON-RPC.
 func TestEndToEndACP(t *testing.T) {
@@ -1697,7 +1697,7 @@ func TestACPDeleteOfASessionOpenElsewhere(t *testing.T) {
 // TestACPApprovalNamesWhereASymlinkLeads: a write whose path is a symlink
 // out of the project asks for approval with a title that says where it
 // leads, as rpc's dialog does (the diff's path stays the path the model
-// gave, made absolute: §12.5 resolves no symlinks); rejected, nothing is
+// gave, made absolute: a location resolves no symlinks); rejected, nothing is
 // written.
 func TestACPApprovalNamesWhereASymlinkLeads(t *testing.T) {
 	e := newTestEnv(t)
@@ -1923,7 +1923,7 @@ func TestACPCloseAnswersQueuedPrompts(t *testing.T) {
 	}
 }
 
-// TestACPEndOfInputAnswersQueuedPrompts: at the end of stdin (§12.9) a
+// TestACPEndOfInputAnswersQueuedPrompts: at the end of stdin (docs/acp.md) a
 // turn waiting for a permission and the prompt queued behind it both
 // answer cancelled before rpi's output ends.
 func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
@@ -1939,7 +1939,7 @@ func TestACPEndOfInputAnswersQueuedPrompts(t *testing.T) {
 
 // TestACPWriteOverAFileTheEditorWillNotGive: a write over a file that is
 // on disk but whose text the editor would not give (an error answer: a
-// binary file, say) keeps its diff's oldText null (§12.6), and its
+// binary file, say) keeps its diff's oldText null (docs/acp.md), and its
 // approval's title says it replaces a file whose text is not shown,
 // where it looked like a new file before.
 func TestACPWriteOverAFileTheEditorWillNotGive(t *testing.T) {
@@ -2062,7 +2062,7 @@ func TestACPWaitingPromptsHoldNoGoroutines(t *testing.T) {
 }
 
 // TestACPCompactNotes: /compact stopped by session/cancel answers
-// cancelled (§12.4), where it answered end_turn, and a compaction that
+// cancelled (docs/acp.md), where it answered end_turn, and a compaction that
 // failed or was cancelled says so once, where it said it twice
 // ("Compaction cancelled." then "Compaction failed: Compaction
 // cancelled"; a model's error as "Compaction failed: Compaction failed:
@@ -2317,7 +2317,7 @@ func TestACPRepeatedIDsCards(t *testing.T) {
 // TestACPLoadWhileACallWaits: session/load of the session open on this
 // connection while its call waits for approval replays the history
 // without that call: its live card goes on, and no second tool_call is
-// sent for its id (§12.5), before or after the load.
+// sent for its id (docs/acp.md), before or after the load.
 func TestACPLoadWhileACallWaits(t *testing.T) {
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo one\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)

@@ -1,6 +1,6 @@
 package main
 
-// ACP's session updates (SPEC §12.5, §12.7, §12.8): the core's events
+// ACP's session updates (docs/acp.md): the core's events
 // mapped to session/update notifications — message and thought chunks,
 // one tool_call per call then its updates, diffs, Zed's display-only
 // terminal, the plan, usage, the session's title — and what the session
@@ -234,7 +234,7 @@ type acpPaths struct {
 	cwd string
 }
 
-// acpToolInfo is a call's kind, title and locations (§12.5), read from
+// acpToolInfo is a call's kind, title and locations (docs/acp.md), read from
 // call, what its arguments decoded to: the value that is approved and
 // runs, never a second reading of the arguments. A call whose arguments
 // do not decode (nil: it fails without running) gets its tool's name as
@@ -428,7 +428,7 @@ type acpTool struct {
 }
 
 // acpUpdates maps one session's events to its updates, in the order the
-// events come (§12.5), and remembers what that needs: the id of the
+// events come (docs/acp.md), and remembers what that needs: the id of the
 // answer being streamed, each tool call's state, the turn's last answer.
 // send writes one update and is called with mu held, so that the updates
 // keep the events' order.
@@ -815,7 +815,7 @@ func acpSpent(messages []any) float64 {
 	return total
 }
 
-// acpStopReason is a turn's stopReason (§12.4): cancelled when the client
+// acpStopReason is a turn's stopReason (docs/acp.md): cancelled when the client
 // cancelled it, else by how its last answer stopped.
 func acpStopReason(cancelled bool, last *assistantMessage) string {
 	switch {
@@ -838,7 +838,7 @@ var acpRefusal = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^(The model stopped: (refusal|content_filter|SAFETY|RECITATION|BLOCKLIST|PROHIBITED_CONTENT|SPII|IMAGE_SAFETY)|The prompt was blocked: )`)
 })
 
-// ---- Config options, modes, commands (§12.7, §12.8) ----
+// ---- Config options, modes, commands (docs/acp.md) ----
 
 // acpConfigOption is one of a session's config options; every field is
 // present.
@@ -869,7 +869,7 @@ type acpMode struct {
 }
 
 // acpApprovalSets are the approvals option's values and the tools each
-// asks about (§12.7); custom is any other --confirm set.
+// asks about (docs/acp.md); custom is any other --confirm set.
 var acpApprovalSets = []struct {
 	value, name, description string
 	tools                    []string

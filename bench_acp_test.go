@@ -1,6 +1,6 @@
 package main
 
-// Benchmarks of ACP mode (SPEC §12) beside their rpc-mode counterparts:
+// Benchmarks of ACP mode (docs/acp.md) beside their rpc-mode counterparts:
 // the same binary, the same local model server, run by turns so that the
 // machine's other work weighs on both alike.
 

@@ -376,7 +376,7 @@ func BenchmarkStartupFloor(b *testing.B) {
 // net-http floor's, started by turns so that the machine's other work
 // weighs on all alike. It reports the medians and their ratio, and more
 // medians that show where the difference comes from: the floor with the
-// signal handlers §2 makes rpi install before its first line
+// signal handlers rpi installs before its first line (docs/protocol.md#launch)
 // (net-http-signals); `rpi --version` (exec, package init, the start of
 // the handlers' goroutine and flags, no server); and exec → the answer to
 // a get_state written at once, beside the same for a floor that reads

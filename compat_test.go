@@ -81,7 +81,7 @@ func isSubsequence(want, got []string) bool {
 // knownDifferences are where rpi's contract differs from pi 1.6 on
 // purpose, each with the reason (docs/pi-compat.md).
 var knownDifferences = map[string]string{
-	"response/set_thinking_level/record": "§11: set_thinking_level answers {requested, level}",
+	"response/set_thinking_level/record": "docs/models.md: set_thinking_level answers {requested, level}",
 }
 
 // TestPiTranscriptShapes feeds rpi, in pi-compatible mode, the lines a

@@ -60,8 +60,8 @@ type config struct {
 	approve            bool
 	confirm            []string
 	cwd                string
-	compat             bool // pi's shapes (§10)
-	acp                bool // ACP mode (§12): rpi acp, --mode acp, rpi agent stdio
+	compat             bool // pi's shapes (docs/pi-compat.md)
+	acp                bool // ACP mode (docs/acp.md): rpi acp, --mode acp, rpi agent stdio
 }
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and

@@ -21,7 +21,7 @@ import (
 
 // fileEnv is where a session's file tools read and write text files: the
 // disk (diskFiles) unless its front end gives another (ACP: the editor's
-// buffers through fs/read_text_file and fs/write_text_file, SPEC §12.6).
+// buffers through fs/read_text_file and fs/write_text_file, docs/acp.md).
 // Paths are absolute. A file that does not exist is an error that
 // errors.Is(err, fs.ErrNotExist) recognises.
 type fileEnv interface {
@@ -48,7 +48,7 @@ type changeTarget interface {
 }
 
 // A fileChange is what a write or an edit does to one file, as the call
-// itself read it and writes it (SPEC §12.5's diff): its absolute path, its
+// itself read it and writes it (docs/acp.md's diff): its absolute path, its
 // text before (nil for a new file, or one that could not be read) and
 // after, and where (the target's where(): where the path leads when a
 // symlink takes it elsewhere, and whether that is outside the working
@@ -83,7 +83,7 @@ func (d diskFiles) target(ctx context.Context, path, abs string, create bool) (c
 // one is created through the open folder it will be in, with O_EXCL. Before
 // writing, check makes sure the path still leads there.
 //
-// ACP mode writes through the editor, by path (SPEC §12.6): it opens the
+// ACP mode writes through the editor, by path (docs/acp.md): it opens the
 // target the same way to build its permission request, and calls check
 // right before it sends fs/write_text_file, which it sends only when the
 // path still leads where the request said.

@@ -335,7 +335,7 @@ func (m *memoryReturn) close() {
 	}
 }
 
-// Shutdown timing (§2): running commands get finishGrace to finish after
+// Shutdown timing (docs/protocol.md#launch): running commands get finishGrace to finish after
 // stdin ends (rpc mode); children get killGrace between SIGTERM and
 // SIGKILL (a session closed, a process's context ended), but endKillGrace
 // once rpi ends, and a child's output pipe that something it started

@@ -388,7 +388,7 @@ func skipLiteral(b []byte, i int, lit string) int {
 }
 
 // A fieldError is a command field that is missing, or present but not
-// what it must be. Its text is the failure the rpc wire answers (§4);
+// what it must be. Its text is the failure the rpc wire answers (docs/protocol.md);
 // another wire can tell it from other failures (ACP: -32602).
 type fieldError struct {
 	name    string // the field, as the command spells it ("spec.cwd" inside an object)

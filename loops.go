@@ -1,6 +1,6 @@
 package main
 
-// Loops (§11): prompts rpi runs again on a schedule. A fire starts a normal
+// Loops (docs/todos-and-loops.md): prompts rpi runs again on a schedule. A fire starts a normal
 // agent run whose first message is a custom message naming the loop; while
 // the agent is busy a fire waits in a queue (or is skipped when that loop's
 // run is already running or waiting). Durable loops are saved beside the

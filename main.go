@@ -83,7 +83,7 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 }
 
 // endStartupOnSignal watches stop while startup runs: a signal then ends
-// the process at once through env.exit, with its §2 exit code. The func it
+// the process at once through env.exit, with the exit code docs/protocol.md#launch gives. The func it
 // returns marks startup over; a signal after that is left on stop for
 // serve. Without env.exit (in-process tests) it watches nothing.
 func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) (over func()) {

@@ -1005,7 +1005,7 @@ func (s *session) availableModels() []*model {
 
 // ---- Thinking ----
 
-// thinkingAnswer is what set_thinking_level answers (§11).
+// thinkingAnswer is what set_thinking_level answers (docs/models.md).
 type thinkingAnswer struct {
 	Requested string `json:"requested"`
 	Level     string `json:"level"`

@@ -14,13 +14,13 @@ package main
 // {"type":"agent_settled"} run in the default mode, where that is its
 // shape (pi's mode adds "aborted"). Left out: help_and_version (the
 // original's own help text and crate version), unterminated_final_frame
-// (SPEC §3 delivers a final line without "\n" on purpose),
+// (docs/protocol.md#framing delivers a final line without "\n" on purpose),
 // workflow_commands (the workflow_* commands are out of scope) and the
 // extension UI round trip (no extension runtime; ignored upstream too).
 //
-// Where SPEC words an error differently on purpose (§4: "Missing or invalid
+// Where rpi words an error differently on purpose (docs/protocol.md: "Missing or invalid
 // field: type", "Missing field X"/"Invalid field X" instead of serde's
-// "Invalid command: …"), a case checks the same property in SPEC's words:
+// "Invalid command: …"), a case checks the same property in rpi's words:
 // the failure, its command, its id, the field named. get_commands lists no
 // built-in commands in rpi (as in pi 1.6), so that case gives the session
 // one prompt template to list.
@@ -364,7 +364,7 @@ func originalUnknownAndMissingType(t *testing.T) {
 	a, unknown := findAnswer(t, recs, "unk-1")
 	failed(t, unknown, "not_a_real_command", "unk-1", "Unknown command", "not_a_real_command")
 	b, missing := findAnswer(t, recs, "missing-type-1")
-	failed(t, missing, "parse", "missing-type-1", "type") // SPEC §4: "Missing or invalid field: type"
+	failed(t, missing, "parse", "missing-type-1", "type") // docs/protocol.md: "Missing or invalid field: type"
 	c, after := findAnswer(t, recs, "after-errors")
 	succeeded(t, after, "get_state", "after-errors")
 	if !(a < b && b < c) {
@@ -376,7 +376,7 @@ func originalBadFields(t *testing.T) {
 	_, recs := runOriginal(t, `{"type":"set_model","id":"bad-fields","provider":"faux"}`+"\n"+
 		`{"type":"bash","id":"bad-type","command":123}`+"\n"+`{"type":"get_state","id":"after-invalid"}`+"\n")
 	_, missing := findAnswer(t, recs, "bad-fields")
-	failed(t, missing, "set_model", "bad-fields", "modelId") // SPEC §4 names the field its own way
+	failed(t, missing, "set_model", "bad-fields", "modelId") // docs/protocol.md names the field its own way
 	_, badType := findAnswer(t, recs, "bad-type")
 	failed(t, badType, "bash", "bad-type", "command")
 	_, after := findAnswer(t, recs, "after-invalid")
@@ -539,7 +539,7 @@ func originalLoopCRUD(t *testing.T) {
 	if deleted["data"] != true {
 		t.Errorf("loop_delete must answer true: %v", deleted)
 	}
-	failed(t, bad, "loop_update", "bad-loop-update", "taskId") // SPEC §4 names the field its own way
+	failed(t, bad, "loop_update", "bad-loop-update", "taskId") // docs/protocol.md names the field its own way
 	empty := c.ask("after-loop-delete", `{"type":"loop_list","id":"after-loop-delete"}`)
 	succeeded(t, empty, "loop_list", "after-loop-delete")
 	if list, ok := empty["data"].([]any); !ok || len(list) != 0 {

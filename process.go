@@ -1,6 +1,6 @@
 package main
 
-// Background processes as the seed's command table names them (§11),
+// Background processes as the original's command table names them (docs/processes.md),
 // shared by the client's process_* commands and the model's process tool:
 // the process table, each process's output and input, and the commands.
 
@@ -48,7 +48,7 @@ func signalName(sig sysSignal) string {
 	return fmt.Sprintf("SIG%d", int(sig))
 }
 
-// processKeys are the keys process_keys accepts (§11), and keyBytes what a
+// processKeys are the keys process_keys accepts (docs/processes.md), and keyBytes what a
 // terminal sends for each; they are always written as these bytes.
 var processKeys = []string{"ENTER", "TAB", "ESCAPE", "CTRL_C", "CTRL_D", "UP", "DOWN", "LEFT", "RIGHT",
 	"BACKSPACE", "DELETE", "SPACE", "HOME", "END", "PAGE_UP", "PAGE_DOWN",
@@ -68,7 +68,7 @@ var keyBytes = func() map[string]string {
 	return m
 }()
 
-// processSpec is what to start: §11's spec, shared by process_spawn and
+// processSpec is what to start: docs/processes.md's spec, shared by process_spawn and
 // the model's process tool.
 type processSpec struct {
 	Argv         []string           `json:"argv"`
@@ -173,7 +173,7 @@ type process struct {
 	done          chan struct{} // closed once process_exited is written
 }
 
-// processInfo is §11's ProcessInfo.
+// processInfo is docs/processes.md's ProcessInfo.
 type processInfo struct {
 	ID                string `json:"id"`
 	OwnerID           string `json:"ownerId"`

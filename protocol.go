@@ -1,9 +1,9 @@
 package main
 
-// The rpc wire: framing of input lines (§3), the one locked writer that
-// every output record goes through, the wire value that shapes responses
-// and events (§4, §5: rpcWire here, pi 1.6's flat shapes in wire_pi.go,
-// §10), and the decoding of command lines and their fields.
+// The bytes of every wire: input split into lines (docs/protocol.md#framing)
+// and handed over in batches, and the one locked writer that every output
+// record goes through, whole (and given up on at the end when the client
+// takes nothing).
 
 import (
 	"bufio"
@@ -18,10 +18,10 @@ import (
 )
 
 // maxLineBytes is the longest input line accepted, not counting its "\n"
-// (§3). get_capabilities reports it.
+// (docs/protocol.md#framing). get_capabilities reports it.
 const maxLineBytes = 64 << 20
 
-// ---- Framing (§3) ----
+// ---- Framing (docs/protocol.md#framing) ----
 
 // A frame is one non-blank input line, or tooLong when the line passed the
 // limit and was discarded (line is then its first bytes, up to

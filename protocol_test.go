@@ -1179,7 +1179,7 @@ func TestEndToEndSignals(t *testing.T) {
 }
 
 // TestEndStartupOnSignal: a signal while startup runs ends the process at
-// once with its §2 exit code; once startup is over it is left for serve.
+// once with the exit code docs/protocol.md#launch gives; once startup is over it is left for serve.
 func TestEndStartupOnSignal(t *testing.T) {
 	exited := make(chan int, 1)
 	var stderr syncBuffer

@@ -13,8 +13,8 @@ import (
 	"os"
 )
 
-// server is the rpc front end (§3–§11) over one session: the command loop
-// that reads lines and dispatches them to handlers (main.go's serve, and
+// rpcServer is the rpc front end (docs/protocol.md) over one session: the
+// command loop that reads lines and dispatches them to handlers (serve and
 // handleFrame below), the wire its records take, and the dialogs its
 // client answers, which are the session's ui. The session's events go
 // out through rpcEvents. Each handler reads its command's fields and
@@ -122,7 +122,7 @@ func (s *rpcServer) gatherResponse(id []byte, command string, data any, err erro
 type capabilities struct {
 	ProtocolVersion int      `json:"protocolVersion"`
 	Version         string   `json:"version"`
-	Compat          string   `json:"compat"` // "rpi", or "pi" in pi-compatible mode (§10)
+	Compat          string   `json:"compat"` // "rpi", or "pi" in pi-compatible mode (docs/pi-compat.md)
 	Commands        []string `json:"commands"`
 	Events          []string `json:"events"`
 	ProcessSignals  []string `json:"processSignals"`
@@ -135,7 +135,7 @@ type capabilities struct {
 // ---- Settings ----
 
 // serve reads commands until stdin ends, the client stops reading, or a
-// signal arrives; then it shuts down as §2 says and returns the exit code.
+// signal arrives; then it shuts down as docs/protocol.md#launch says and returns the exit code.
 func (s *rpcServer) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	if s.env.signalsReady != nil {
 		<-s.env.signalsReady

@@ -1,6 +1,6 @@
 package main
 
-// pi 1.6's shapes (§10), the wire rpi speaks with --compat pi, RPI_COMPAT=pi
+// pi 1.6's shapes (docs/pi-compat.md), the wire rpi speaks with --compat pi, RPI_COMPAT=pi
 // or when run as "pi": every event flat ({"type":T,…fields}), a success
 // without data when it has none, the shapes of their own that some events
 // and answers have there (an event's Pi payload, a piOnly answer), numeric

@@ -237,7 +237,7 @@ func (s *rpcServer) processWaitCommand(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// processRemoveCommand forgets an ended process (rpi's addition to §11).
+// processRemoveCommand forgets an ended process (rpi's addition to docs/processes.md).
 // Fields: processId. Answer: null; a running process is an error.
 func (s *rpcServer) processRemoveCommand(r *request) (any, error) {
 	p, err := s.requestProcess(r)
@@ -326,7 +326,7 @@ func (s *rpcServer) abortBashCommand(r *request) (any, error) {
 }
 
 // bashUpdate is the data of a bash_execution_update event; pi writes
-// {id, delta} (§10).
+// {id, delta} (docs/pi-compat.md).
 type bashUpdate struct {
 	RequestID *string         `json:"requestId"`
 	Stream    string          `json:"stream"`

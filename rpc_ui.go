@@ -23,7 +23,7 @@ type dialog struct {
 
 // dialogs is the rpc front end's ui: it writes extension_ui_request
 // records, holds the open dialogs, and remembers the ids of recent
-// one-way requests, so that a client answering those is not told off (§4).
+// one-way requests, so that a client answering those is not told off (docs/protocol.md).
 type dialogs struct {
 	out   *output
 	clock clock
@@ -156,7 +156,7 @@ func (s *rpcServer) extensionUIResponseCommand(r *request) (any, error) {
 		a.cancelled, given = true, given+1
 	}
 	if ds.wasOneWay(*id) {
-		return noReply{}, nil // §4: answering a one-way request is allowed and changes nothing
+		return noReply{}, nil // docs/protocol.md: answering a one-way request is allowed and changes nothing
 	}
 	if given != 1 && !s.wire.lenientUIResponses() {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")

@@ -13,9 +13,9 @@ import (
 // cannot be encoded made a failure.
 
 // A wire is the shape the rpc front end gives its records: the default
-// envelope (rpcWire, below) or pi 1.6's flat one (piWire, wire_pi.go,
-// §10). A wire of this family is one value of this interface; a protocol
-// of another family (ACP, SPEC §12) is a front end of its own over the
+// envelope (rpcWire, below) or pi 1.6's flat one (piWire, rpc_pi.go,
+// docs/pi-compat.md). A wire of this family is one value of this interface; a protocol
+// of another family (ACP, docs/acp.md) is a front end of its own over the
 // same core (session.go's session), with its own records.
 type wire interface {
 	// name is what get_capabilities reports as compat.
@@ -124,10 +124,10 @@ type requestError struct {
 	message string
 }
 
-// decodeRequest checks a line in §4's order: JSON object, type, id. It
+// decodeRequest checks a line in docs/protocol.md's order: JSON object, type, id. It
 // takes one pass over the line (scanObject); a line that pass cannot
 // accept is decoded again by encoding/json, whose error text is the
-// answer. With numericIDs (pi-compatible mode, §10) an id may also be a
+// answer. With numericIDs (pi-compatible mode, docs/pi-compat.md) an id may also be a
 // number, echoed as sent, as pi does.
 func decodeRequest(line []byte, numericIDs bool) (*request, *requestError) {
 	parseFailure := func(detail string) *requestError {

@@ -1,6 +1,6 @@
 package main
 
-// Tests of the seams a second front end builds on (ACP, SPEC §12): a
+// Tests of the seams a second front end builds on (ACP, docs/acp.md): a
 // session opened on a host with a sink, a ui and files of the test's own,
 // driven only through the session's operations, as such a front end would.
 

@@ -355,7 +355,7 @@ func (s *session) takeNotices() []string {
 
 // ---- State ----
 
-// stateData is the answer to get_state (§6), in pi's key order.
+// stateData is the answer to get_state (docs/commands.md), in pi's key order.
 type stateData struct {
 	Model                 *model      `json:"model"` // null when none is usable
 	ThinkingLevel         string      `json:"thinkingLevel"`

@@ -1,11 +1,11 @@
 package main
 
-// The session catalog (§6 session_list, session_delete): the session files
+// The session catalog (docs/commands.md session_list, session_delete): the session files
 // on disk, listed without loading them and deleted only where they
 // belong. pi has no command for this (its clients read the folder
 // themselves); these are the original system's. The core takes plain
 // values, not a request, so that the ACP mode's session/list and
-// session/delete (§12.3) are the same code.
+// session/delete (docs/acp.md) are the same code.
 //
 // What a row costs: a file is read for at most catalogHeadBytes from its
 // start and catalogTailBytes from its end, whatever its size, so a 1 GiB

@@ -2,7 +2,7 @@ package main
 
 // Shell commands: the bounded output rings every command's output goes
 // through, rpi's temp folder (for full output too long to keep), what a
-// shell command gathers as it runs, and the user's own bash command (§6).
+// shell command gathers as it runs, and the user's own bash command (docs/commands.md).
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"unicode/utf8"
 )
 
-// Output limits of a shell command's answer (§6): the tail, at most
+// Output limits of a shell command's answer (docs/commands.md): the tail, at most
 // maxOutputLines lines and maxOutputBytes bytes.
 const (
 	maxOutputLines = 2000
@@ -371,7 +371,7 @@ func (s *session) runShell(ctx context.Context, command string, timeout time.Dur
 	return end, nil
 }
 
-// ---- The user's bash (§6) ----
+// ---- The user's bash (docs/commands.md) ----
 
 // bashRun is one user bash command in flight.
 type bashRun struct {

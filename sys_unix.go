@@ -36,7 +36,7 @@ func keyShell() (string, error) { return "/bin/sh", nil }
 // it ends by a signal, which exitStatus reports as such.
 const killedExitCode = -1
 
-// exitCode is rpi's exit code after a stop signal (§2).
+// exitCode is rpi's exit code after a stop signal (docs/protocol.md#launch).
 func exitCode(sig os.Signal) int {
 	switch sig {
 	case syscall.SIGINT:
@@ -54,7 +54,7 @@ var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP
 	syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT}
 
 // watchSignals starts installing, on a goroutine of its own, the handlers
-// that send to stop the signals that end rpi (§2): SIGINT, SIGTERM,
+// that send to stop the signals that end rpi (docs/protocol.md#launch): SIGINT, SIGTERM,
 // SIGQUIT, and SIGHUP unless it was ignored when rpi started (nohup).
 // SIGPIPE gets one too, so that a write to a reader that is gone is an
 // error (it is ignored until then); and SIGTSTP, SIGTTIN, SIGTTOU and
@@ -113,7 +113,7 @@ type sysSignal = syscall.Signal
 // sigTerm asks a process to stop.
 const sigTerm = syscall.SIGTERM
 
-// processSignals are the signals process_signal accepts (§11).
+// processSignals are the signals process_signal accepts (docs/processes.md).
 var processSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGTSTP"}
 
 // signalNumbers maps signal names to numbers: those above and the others

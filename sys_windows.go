@@ -81,7 +81,7 @@ func isRegularFile(path string) bool {
 	return err == nil && info.Mode().IsRegular()
 }
 
-// exitCode is rpi's exit code after a stop signal (§2).
+// exitCode is rpi's exit code after a stop signal (docs/protocol.md#launch).
 func exitCode(sig os.Signal) int {
 	if sig == os.Interrupt {
 		return 130

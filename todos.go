@@ -1,6 +1,6 @@
 package main
 
-// Todos as phases (§11): the agent's plan, phases of tasks with
+// Todos as phases (docs/todos-and-loops.md): the agent's plan, phases of tasks with
 // dependencies between them. set_todos replaces it whole; todo_op and the
 // model's todo tool change it with the same ten operations (one
 // implementation); every change is validated as a whole, then readiness

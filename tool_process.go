@@ -1,6 +1,6 @@
 package main
 
-// The model's process tool: the process_* commands (§11) as actions of one
+// The model's process tool: the process_* commands (docs/processes.md) as actions of one
 // tool, decoded strictly, described for approval, and limited to the
 // processes the model started for anything that changes one.
 
@@ -17,7 +17,7 @@ import (
 )
 
 // processActions are the process tool's actions, and the fields each
-// takes beside action: §11's commands for the model.
+// takes beside action: docs/processes.md's commands for the model.
 var processActions = map[string][]string{
 	"spawn":    {"spec"},
 	"list":     {},

@@ -40,7 +40,7 @@ type tool struct {
 // toolCall is one decoded call of a tool.
 type toolCall interface {
 	// describe says exactly what the call will do, for the approval
-	// dialog: a title and a message whose values are escaped (§7).
+	// dialog: a title and a message whose values are escaped (docs/ui.md).
 	describe() (title, message string)
 	// run does it; update streams partial results.
 	run(ctx context.Context, s *session, call toolRun) (toolResult, error)
