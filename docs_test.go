@@ -1008,3 +1008,25 @@ func TestCoreNamesNoFrontEnd(t *testing.T) {
 		t.Error(f)
 	}
 }
+
+// TestNoContractSections: the code, docs and fixtures point at docs/ for
+// what the protocol says, never at a section of a document that is not
+// in the repository.
+func TestNoContractSections(t *testing.T) {
+	paths, _ := filepath.Glob("*.go")
+	for _, pattern := range []string{"*.md", "docs/*.md", "testdata/*.md", "testdata/*.txtar", "testdata/*/*.txtar"} {
+		more, _ := filepath.Glob(pattern)
+		paths = append(paths, more...)
+	}
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "§") && path != "docs_test.go" {
+				t.Errorf("%s:%d cites a section: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
