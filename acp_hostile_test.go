@@ -215,6 +215,7 @@ func TestACPLeavesALoopsFileAlone(t *testing.T) {
 // right behind the close is refused; once the close has answered, one
 // opens.
 func TestACPCloseHoldsItsSlotUntilDone(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	spawn, _ := json.Marshal(`{"action":"spawn","spec":{"argv":["bash","-c","trap '' TERM; touch started; exec sleep 30"]}}`)
 	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"process","args":[`+string(spawn)+`]}]}`+"\n"+`{"text":["started"]}`, e.agentDir)

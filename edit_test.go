@@ -213,6 +213,7 @@ func TestEditPlanningStopsOnAbort(t *testing.T) {
 // took 798 MiB) is edited by exact matches (counted in its loose form
 // piece by piece), but not matched loosely.
 func TestEditBounds(t *testing.T) {
+	t.Parallel()
 	ligatures := strings.Repeat("\ufdfa", maxEditBytes/33+1) + "\n"
 	s := toolServer(t, map[string]string{"f.txt": "k0 k1 k2\n", "big.txt": "hello\n" + ligatures})
 	var edits []textEdit

@@ -82,6 +82,7 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 // a literal (a DFA, within its budget or past it), either case, context
 // lines, limits and globs.
 func TestGrepMatchesPlainSearch(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"alpha", "Beta", "TODO", "todo", "ToDo", "task", "TASK", "Kelvin", "\u212aelvin", "straße", "é", "x", "", "func Read(", "SetDeadline", "x\u0130y", "xiy"}
 	line := func() string {
@@ -253,6 +254,7 @@ func TestGrepHelperPanic(t *testing.T) {
 // TestGrepAbort: an abort while the tree is searched ends the call with
 // "Operation aborted", whenever it comes, and leaves nothing waiting.
 func TestGrepAbort(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{}
 	for i := range 300 {
 		files[fmt.Sprintf("d%d/f%d.txt", i%7, i)] = strings.Repeat("needle and hay\n", 50)

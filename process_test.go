@@ -582,6 +582,7 @@ func residentKB(t *testing.T, pid int, field ...string) int {
 // and the model's): rpi streams the excess to the full-output file, so its
 // peak resident memory stays far below the output's size.
 func TestBashMemoryIsFlat(t *testing.T) {
+	t.Parallel()
 	endToEnd(t)
 	if testing.Short() {
 		t.Skip("prints 200 MiB")
@@ -810,6 +811,7 @@ func TestAbortEndsAToolWriteInProgress(t *testing.T) {
 // print 300 kB and are never removed leave it at 64 MiB or less: an ended
 // process keeps only its tail (64 KiB).
 func TestMemoryComesBack(t *testing.T) {
+	t.Parallel()
 	endToEnd(t)
 	if raceDetector {
 		t.Skip("the race detector's shadow memory is not given back")
@@ -859,6 +861,7 @@ func TestMemoryComesBack(t *testing.T) {
 // of the answer it is resident in at most 128 MiB (it stayed at 424 MiB,
 // the image held twice, for the session's life).
 func TestMemoryComesBackAfterAnImage(t *testing.T) {
+	t.Parallel()
 	endToEnd(t)
 	if raceDetector {
 		t.Skip("the race detector's shadow memory is not given back")

@@ -1347,6 +1347,7 @@ func TestEndToEndLineAtLimit(t *testing.T) {
 // TestEndToEndNoOrphans checks that on EOF a running bash's whole process
 // group, grandchildren included, is gone when rpi exits.
 func TestEndToEndNoOrphans(t *testing.T) {
+	t.Parallel()
 	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())
 	p.next(t)

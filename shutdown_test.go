@@ -30,6 +30,7 @@ func TestEndingWithAStalledClient(t *testing.T) {
 	for _, mode := range []string{"rpc", "acp"} {
 		for _, end := range []string{"SIGTERM", "SIGINT", "EOF"} {
 			t.Run(mode+"/"+end, func(t *testing.T) {
+				t.Parallel() // each waits a second for its client, most of it idle
 				dir := t.TempDir()
 				file := filepath.Join(dir, "big.jsonl")
 				writeBigSession(t, file, dir, 8<<20)
@@ -226,6 +227,7 @@ func TestEndWithinThePromise(t *testing.T) {
 	}
 	for name, command := range commands {
 		t.Run("acp/"+name, func(t *testing.T) {
+			t.Parallel()
 			args, _ := json.Marshal(map[string]string{"command": command})
 			argsJSON, _ := json.Marshal(string(args))
 			c, cmd, stderr := startACPProcess(t, `{"toolCalls":[{"id":"c1","name":"bash","args":[`+string(argsJSON)+`]}]}`)
@@ -243,6 +245,7 @@ func TestEndWithinThePromise(t *testing.T) {
 			}
 		})
 		t.Run("rpc/"+name, func(t *testing.T) {
+			t.Parallel()
 			p := startRPI(t, "rpc", "--cwd", t.TempDir(), "--no-session")
 			p.next(t)
 			line, _ := json.Marshal(map[string]string{"id": "b", "type": "bash", "command": command})
@@ -343,6 +346,7 @@ func (c *acpTestClient) waitEnd() {
 func TestOutputGivesUpAtTheEnd(t *testing.T) {
 	for _, kind := range []string{"io.Pipe", "os.Pipe"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			var r io.Closer
 			var w io.Writer
 			if kind == "io.Pipe" {
@@ -422,6 +426,7 @@ func TestOutputGivesUpAtTheEnd(t *testing.T) {
 // taking longer than endStall — is written whole: only a client that
 // takes nothing for endStall is given up on.
 func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	got := make(chan int)
 	go func() {
