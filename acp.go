@@ -119,7 +119,8 @@ func appendACPCall(buf []byte, id json.RawMessage, method string, params any) ([
 // acpConn is one ACP connection's output and the requests rpi has made
 // of the client that wait for an answer.
 type acpConn struct {
-	out    *output
+	link   *connection // the client's lines and the one writer of what it reads
+	out    *output     // link's writer
 	stderr io.Writer
 
 	mu      mutex[acpConnMu] // guards the fields below
@@ -138,8 +139,8 @@ type acpReply struct {
 // has ended.
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
-func newACPConn(out *output, stderr io.Writer) *acpConn {
-	return &acpConn{out: out, stderr: stderr, waiting: map[string]chan acpReply{}}
+func newACPConn(link *connection, stderr io.Writer) *acpConn {
+	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}}
 }
 
 // answer writes the response to a request: result, or err as its
@@ -834,13 +835,13 @@ func init() {
 }
 
 // newACPAgent is ACP's front end over h, with rpi's method tables.
-func newACPAgent(h *host) *acpAgent {
+func newACPAgent(h *host, conn *connection) *acpAgent {
 	cfg := h.set.cfg
 	store := sessionStore{root: filepath.Join(h.set.agentDir, "sessions")}
 	if cfg.sessionDir != "" {
 		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
 	}
-	return &acpAgent{h: h, conn: newACPConn(h.out, h.stderr), methods: acpMethods, notifications: acpNotifications,
+	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr), methods: acpMethods, notifications: acpNotifications,
 		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
 }
 
@@ -850,7 +851,7 @@ func newACPAgent(h *host) *acpAgent {
 // stdout carries nothing but ACP messages.
 func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
 	startupOver := endStartupOnSignal(env, stop, stderr)
-	h, err := newHost(cfg, env, stdout, stderr)
+	h, err := newHost(cfg, env, stderr)
 	startupOver()
 	if err != nil {
 		fmt.Fprintf(stderr, "rpi: %v\n", err)
@@ -859,13 +860,13 @@ func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writ
 	for _, notice := range h.set.notices {
 		fmt.Fprintf(stderr, "rpi: %s\n", notice)
 	}
-	a := newACPAgent(h)
+	a := newACPAgent(h, newConnection(stdin, stdout, stderr))
 	if env.signalsReady != nil {
 		<-env.signalsReady
 	}
 	env.trace.phase("ready for initialize")
 	h.goBackground(func() { sweepTempDirs(env.tempDir) })
-	sig := a.serveLines(stdin, env.maxLineBytes, stop)
+	sig := a.serveLines(env.maxLineBytes, stop)
 	a.shutdown()
 	if sig != nil {
 		fmt.Fprintf(stderr, "rpi: %v: shut down\n", sig)
@@ -874,41 +875,12 @@ func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writ
 	return 0
 }
 
-// serveLines reads messages until stdin ends, the client stops reading,
-// or a signal arrives (which it returns; nil otherwise). Nothing is
-// written before the client speaks.
-func (a *acpAgent) serveLines(stdin io.Reader, maxLine int, stop <-chan os.Signal) os.Signal {
-	frames, inputEnded := readInput(stdin, maxLine, a.h.stderr)
-	signalled, stopWatching := watchEnd(a.conn.out, stop, inputEnded)
-	defer stopWatching()
+// serveLines serves the connection (connection.serve) until its input
+// ends, the client stops reading, or a signal arrives (which it returns;
+// nil otherwise). Nothing is written before the client speaks.
+func (a *acpAgent) serveLines(maxLine int, stop <-chan os.Signal) os.Signal {
 	defer a.conn.out.flush()
-	defer a.conn.out.end()
-	for {
-		select {
-		case batch, ok := <-frames:
-			if !ok {
-				return nil
-			}
-			for _, f := range batch {
-				a.handleFrame(f, maxLine)
-				if f.tooLong || len(f.line) >= bigLineBytes {
-					a.h.memory.soon() // the line is handled; what it took can go
-				}
-			}
-			if len(frames) == 0 { // rpi would wait for input now
-				a.conn.out.flush()
-			}
-		case sig := <-signalled:
-			return sig
-		case <-a.conn.out.gone:
-			select { // a write given up at a signal: the signal's exit code
-			case sig := <-signalled:
-				return sig
-			default:
-				return nil
-			}
-		}
-	}
+	return a.conn.link.serve(maxLine, stop, func(f frame) { a.handleFrame(f, maxLine) }, &a.h.memory, a.h.stderr)
 }
 
 // shutdown ends the connection (docs/acp.md): every wait for the client ends,

@@ -936,6 +936,9 @@ func (as *acpSession) event(ev event) { as.updates.event(ev.Type, ev.Data) }
 
 func (as *acpSession) gatheredEvent(ev event) { as.updates.event(ev.Type, ev.Data) }
 
+// flush has nothing to do: ACP's updates are written as they are made.
+func (as *acpSession) flush() {}
+
 // sendUsage sends usage_update: the context's size and the session's
 // cost. answer (nil: the session's current model) names the model whose
 // window counts; it does not take the session's lock, which the end of a

@@ -200,11 +200,18 @@ func testACPAgent(t testing.TB, e *testEnv, stdout, stderr io.Writer, args ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), stdout, stderr)
+	h, err := newHost(cfg, e.env(), stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newACPAgent(h)
+	return newACPAgent(h, newConnection(nil, stdout, stderr))
+}
+
+// serveInput serves the agent's connection with in as what the client
+// writes (testACPAgent made it with none).
+func (a *acpAgent) serveInput(in io.Reader, maxLine int, stop <-chan os.Signal) os.Signal {
+	a.conn.link.in = in
+	return a.serveLines(maxLine, stop)
 }
 
 // startACPAgent serves an in-process agent (methods: nil for rpi's) over
@@ -225,7 +232,7 @@ func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, m
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.serveLines(inR, maxLine, nil)
+		a.serveInput(inR, maxLine, nil)
 		a.shutdown()
 		outW.Close()
 	}()
@@ -327,7 +334,7 @@ func TestACPWireErrors(t *testing.T) {
 			var out, stderr syncBuffer
 			a := testACPAgent(t, nil, &out, &stderr)
 			a.methods = acpWireMethods
-			a.serveLines(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
+			a.serveInput(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("output differs\n--- got ---\n%s\n--- want ---\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -364,7 +371,7 @@ func TestACPNotificationsAndNullIDs(t *testing.T) {
 		`{"jsonrpc":"2.0","id":null,"method":"initialize","params":{"protocolVersion":1}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`,
 	}, "\n") + "\n"
-	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	a.serveInput(strings.NewReader(in), maxLineBytes, nil)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found: session/cancel is a notification: send it without an id"}}`,
@@ -406,7 +413,7 @@ func TestACPTooDeep(t *testing.T) {
 		`{"jsonrpc":"2.0","id":7,"method":"test/echo","params":` + deep,
 		`{"jsonrpc":"2.0","id":8,"method":"test/echo","params":{"value":"still here"}}`,
 	}, "\n") + "\n"
-	a.serveLines(strings.NewReader(in), maxLineBytes, nil)
+	a.serveInput(strings.NewReader(in), maxLineBytes, nil)
 	tooDeep := `"error":{"code":-32600,"message":"Invalid request: nested too deeply (more than 10000 levels)"}}`
 	want := []string{
 		`{"jsonrpc":"2.0","id":5,` + tooDeep,
@@ -450,7 +457,7 @@ func TestACPOverlongLine(t *testing.T) {
 	a := testACPAgent(t, nil, &out, &stderr)
 	a.methods = acpWireMethods
 	long := `{"jsonrpc":"2.0","id":1,"method":"test/echo","params":{"value":"` + strings.Repeat("x", 200) + `"}}`
-	a.serveLines(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
+	a.serveInput(strings.NewReader(acpInit+"\n"+long+"\n"+`{"jsonrpc":"2.0","id":2,"method":"test/echo","params":{"value":1}}`), 120, nil)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 || lines[1] != `{"jsonrpc":"2.0","id":1,"error":{"code":-32700,"message":"Parse error: line longer than 120 bytes"}}` ||
 		lines[2] != `{"jsonrpc":"2.0","id":2,"result":1}` {
@@ -463,7 +470,7 @@ func TestACPOverlongLine(t *testing.T) {
 func TestACPNothingBeforeTheClientSpeaks(t *testing.T) {
 	var out, stderr syncBuffer
 	a := testACPAgent(t, nil, &out, &stderr)
-	if a.serveLines(strings.NewReader(""), maxLineBytes, nil); out.String() != "" {
+	if a.serveInput(strings.NewReader(""), maxLineBytes, nil); out.String() != "" {
 		t.Errorf("wrote %q", out.String())
 	}
 }
@@ -542,7 +549,7 @@ func TestACPInitialize(t *testing.T) {
 			args = []string{"--no-session"}
 		}
 		a := testACPAgent(t, nil, &out, &stderr, args...)
-		a.serveLines(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+params+`}`), maxLineBytes, nil)
+		a.serveInput(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+params+`}`), maxLineBytes, nil)
 		return strings.TrimSpace(out.String()), a.clientCaps()
 	}
 	_, caps := run(false, `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true,"_meta":{"terminal_output":true,"terminal-auth":true}},"clientInfo":{"name":"zed","version":"1"}}`)
@@ -1141,7 +1148,7 @@ func TestACPTextChunkAppender(t *testing.T) {
 // TestACPConnectionClosed: a request rpi makes after the input ended
 // fails at once.
 func TestACPConnectionClosed(t *testing.T) {
-	c := newACPConn(newOutput(io.Discard, io.Discard), io.Discard)
+	c := newACPConn(newConnection(nil, io.Discard, io.Discard), io.Discard)
 	c.close()
 	if _, err := c.call(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
 		t.Errorf("got %v", err)

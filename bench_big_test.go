@@ -241,7 +241,7 @@ func BenchmarkGrepTree(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := newServer(cfg, newTestEnv(b).env(), io.Discard, io.Discard)
+	s, err := newServer(cfg, newTestEnv(b).env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

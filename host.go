@@ -2,7 +2,7 @@ package main
 
 // The host: what belongs to the process, whatever sessions it serves —
 // the command line and the model catalog with its keys (hostSettings),
-// the one writer to stdout, the children and their watchdog, rpi's temp
+// the children and their watchdog, rpi's temp
 // folder, memory given back after a burst, the background work and the
 // open sessions shutdown waits for — and how a goroutine that fails is
 // kept from taking rpi down.
@@ -25,7 +25,6 @@ import (
 type host struct {
 	set    *hostSettings // fixed at startup; read without locks
 	env    environment
-	out    *output // the one writer to stdout (own lock)
 	stderr io.Writer
 	// command builds every child rpi runs (exec.Command; the fuzz test
 	// replaces it so that no input can run a real program).
@@ -50,12 +49,12 @@ type host struct {
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
-func newHost(cfg config, env environment, stdout, stderr io.Writer) (*host, error) {
+func newHost(cfg config, env environment, stderr io.Writer) (*host, error) {
 	set, err := loadHostSettings(cfg, env)
 	if err != nil {
 		return nil, err
 	}
-	h := &host{set: set, env: env, out: newOutput(stdout, stderr), stderr: stderr, command: exec.Command}
+	h := &host{set: set, env: env, stderr: stderr, command: exec.Command}
 	if env.command != nil {
 		h.command = env.command
 	}

@@ -103,7 +103,7 @@ func dialogServer(t *testing.T) (s *rpcServer, clock *fakeClock, id string, outc
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = newServer(cfg, e.env(), io.Discard, io.Discard)
+	s, err = newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +197,12 @@ func serveInProcess(t *testing.T, e *testEnv, args ...string) *servedInProcess {
 		t.Fatal(err)
 	}
 	sp := &servedInProcess{t: t, out: newWatchedOutput(), done: make(chan int)}
-	if sp.s, err = newServer(cfg, e.env(), sp.out, io.Discard); err != nil {
+	pr, pw := io.Pipe()
+	if sp.s, err = newServer(cfg, e.env(), newConnection(pr, sp.out, io.Discard), io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	pr, pw := io.Pipe()
 	sp.in = pw
-	go func() { sp.done <- sp.s.serve(pr, nil) }()
+	go func() { sp.done <- sp.s.serve(nil) }()
 	return sp
 }
 

@@ -282,7 +282,7 @@ func openClockedSession(t *testing.T, sink eventSink) *session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	h, err := newHost(cfg, e.env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +310,8 @@ func (o *outputSink) event(ev event) {
 }
 
 func (o *outputSink) gatheredEvent(ev event) { o.event(ev) }
+
+func (o *outputSink) flush() {}
 
 // TestProcessOutputKeptUntilDelivered: process_output's data
 // is p.pending itself (sendOutput), and flushLocked hands the same array

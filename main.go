@@ -74,12 +74,12 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 		return runACP(cfg, env, stdin, stdout, stderr, stop)
 	}
 	startupOver := endStartupOnSignal(env, stop, stderr)
-	s, err := newServer(cfg, env, stdout, stderr)
+	s, err := newServer(cfg, env, newConnection(stdin, stdout, stderr), stderr)
 	startupOver()
 	if err != nil {
 		return initFailure(stdout, stderr, err)
 	}
-	return s.serve(stdin, stop)
+	return s.serve(stop)
 }
 
 // endStartupOnSignal watches stop while startup runs: a signal then ends
@@ -139,49 +139,6 @@ func initFailure(stdout, stderr io.Writer, err error) int {
 		return encodeResponse(rpcWire{}, buf, nil, "init", nil, err)
 	})
 	return 1
-}
-
-// bigLineBytes is the size from which an input line's memory is given
-// back to the system once it is handled (memoryReturn).
-const bigLineBytes = 4 << 20
-
-// readInput reads stdin's frames (readFrames) on a goroutine of its own;
-// inputEnded is closed once it has read the last.
-func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
-	ch, ended := make(chan []frame, 4), make(chan struct{})
-	go guard(stderr, "reading input", func() {
-		defer close(ended)
-		readFrames(stdin, maxLine, ch)
-	})()
-	return ch, ended
-}
-
-// watchEnd watches, beside a command loop, for what ends rpi: a signal on
-// stop, or the end of input. The loop itself may be held by a write to a
-// client that stopped reading (its answer to get_messages, say), so the
-// watcher starts the output's end (output.end): such a write is given up
-// within endStall, and the loop, free again, takes the signal from
-// signalled (there before the write is given up) or sees the input's
-// end. stopWatching ends the watcher.
-func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
-	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
-	go guard(out.stderr, "watching for the end", func() {
-		defer close(done)
-		for {
-			select {
-			case sig := <-stop:
-				sigs <- sig // before the end: a write given up finds it there
-				out.end()
-				return
-			case <-inputEnded:
-				out.end()
-				inputEnded = nil // a signal may still come while the loop ends
-			case <-quit:
-				return
-			}
-		}
-	})()
-	return sigs, func() { close(quit); <-done }
 }
 
 // ---- Memory ----

@@ -345,10 +345,10 @@ func overrideEnv(base []string, overrides map[string]*string) []string {
 // else after coalesceDelay.
 func (p *process) addOutput(_ string, b []byte) {
 	// Whole chunks go out straight from the read buffer, gathered into
-	// one write with what follows them before this returns: delivered
-	// once p.mu is let go of, then flushed.
-	defer p.s.out.flush()
+	// one write with what follows them before this returns: delivered,
+	// then the sink flushed, once p.mu is let go of.
 	defer p.s.deliver()
+	defer p.s.post(callout{flush: true}) // after what is posted below
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.pending) == 0 {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -359,3 +360,98 @@ var errWritePanicked = errors.New("the write to stdout panicked")
 
 // Field accessors. Each returns an error that names the field and what it
 // must be, so handlers can return it as is.
+
+// readInput reads stdin's frames (readFrames) on a goroutine of its own;
+// inputEnded is closed once it has read the last.
+func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
+	ch, ended := make(chan []frame, 4), make(chan struct{})
+	go guard(stderr, "reading input", func() {
+		defer close(ended)
+		readFrames(stdin, maxLine, ch)
+	})()
+	return ch, ended
+}
+
+// watchEnd watches, beside a command loop, for what ends rpi: a signal on
+// stop, or the end of input. The loop itself may be held by a write to a
+// client that stopped reading (its answer to get_messages, say), so the
+// watcher starts the output's end (output.end): such a write is given up
+// within endStall, and the loop, free again, takes the signal from
+// signalled (there before the write is given up) or sees the input's
+// end. stopWatching ends the watcher.
+func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
+	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
+	go guard(out.stderr, "watching for the end", func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-stop:
+				sigs <- sig // before the end: a write given up finds it there
+				out.end()
+				return
+			case <-inputEnded:
+				out.end()
+				inputEnded = nil // a signal may still come while the loop ends
+			case <-quit:
+				return
+			}
+		}
+	})()
+	return sigs, func() { close(quit); <-done }
+}
+
+// bigLineBytes is the size from which an input line's memory is given
+// back to the system once it is handled (memoryReturn).
+const bigLineBytes = 4 << 20
+
+// A connection is one client's line stream: the lines it writes (in) and
+// the one writer of what it reads (out). Every wire serves one with the
+// same loop (serve); stdio is a connection.
+type connection struct {
+	in  io.Reader
+	out *output
+}
+
+func newConnection(in io.Reader, out, stderr io.Writer) *connection {
+	return &connection{in: in, out: newOutput(out, stderr)}
+}
+
+// serve reads the connection's lines, at most maxLine bytes each, and
+// hands each to handle, in order, until its input ends, the client stops
+// reading, or a signal comes on stop (which it returns; nil otherwise).
+// The answers gathered while lines were waiting go out once none is left;
+// a big line's memory goes back to the system (memory) once it is
+// handled. When it returns, the output is ending (output.end): what is
+// written after may be given up on a client that reads nothing.
+func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame), memory *memoryReturn, stderr io.Writer) os.Signal {
+	frames, inputEnded := readInput(c.in, maxLine, stderr)
+	signalled, stopWatching := watchEnd(c.out, stop, inputEnded)
+	defer stopWatching()
+	defer c.out.end()
+	for {
+		select {
+		case batch, ok := <-frames:
+			if !ok {
+				return nil
+			}
+			for _, f := range batch {
+				handle(f)
+				if f.tooLong || len(f.line) >= bigLineBytes {
+					memory.soon() // the line is handled; what it took can go
+				}
+			}
+			if len(frames) == 0 { // rpi would wait for input now
+				c.out.flush()
+			}
+		case sig := <-signalled:
+			return sig
+		case <-c.out.gone:
+			select { // a write given up at a signal: the signal's exit code
+			case sig := <-signalled:
+				return sig
+			default:
+				return nil
+			}
+		}
+	}
+}

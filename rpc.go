@@ -21,21 +21,23 @@ import (
 // calls the session's operations, which take plain values.
 type rpcServer struct {
 	*session
-	wire    wire     // the shape of the records (rpcWire, or piWire in pi's mode)
-	dialogs *dialogs // the session's ui: extension_ui_request records, and the dialogs open
+	conn    *connection // the client's lines and the one writer of what it reads
+	out     *output     // conn's writer
+	wire    wire        // the shape of the records (rpcWire, or piWire in pi's mode)
+	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
 }
 
 // newServer starts the host and opens the session the command line names.
-func newServer(cfg config, env environment, stdout, stderr io.Writer) (*rpcServer, error) {
-	h, err := newHost(cfg, env, stdout, stderr)
+func newServer(cfg config, env environment, conn *connection, stderr io.Writer) (*rpcServer, error) {
+	h, err := newHost(cfg, env, stderr)
 	if err != nil {
 		return nil, err
 	}
-	s := &rpcServer{wire: rpcWire{}, dialogs: newDialogs(h.out, env.clock)}
+	s := &rpcServer{conn: conn, out: conn.out, wire: rpcWire{}, dialogs: newDialogs(conn.out, env.clock)}
 	if cfg.compat {
 		s.wire = piWire{}
 	}
-	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{h.out, s.wire}, ui: s.dialogs,
+	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{conn.out, s.wire}, ui: s.dialogs,
 		file: cfg.sessionFile, id: cfg.sessionID, forkFrom: cfg.forkFrom, name: cfg.name})
 	if err != nil {
 		return nil, err
@@ -54,6 +56,8 @@ type rpcEvents struct {
 func (e rpcEvents) event(ev event) {
 	e.out.record(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
 }
+
+func (e rpcEvents) flush() { e.out.flush() }
 
 func (e rpcEvents) gatheredEvent(ev event) {
 	e.out.gather(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
@@ -136,7 +140,7 @@ type capabilities struct {
 
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as docs/protocol.md#launch says and returns the exit code.
-func (s *rpcServer) serve(stdin io.Reader, stop <-chan os.Signal) int {
+func (s *rpcServer) serve(stop <-chan os.Signal) int {
 	if s.env.signalsReady != nil {
 		<-s.env.signalsReady
 		s.env.trace.phase("waiting for the signal handlers")
@@ -149,38 +153,7 @@ func (s *rpcServer) serve(stdin io.Reader, stop <-chan os.Signal) int {
 	}
 	s.startLoops()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
-	frames, inputEnded := readInput(stdin, s.env.maxLineBytes, s.stderr)
-	signalled, stopWatching := watchEnd(s.out, stop, inputEnded)
-	defer stopWatching()
-
-	var stopSignal os.Signal
-loop:
-	for {
-		select {
-		case batch, ok := <-frames:
-			if !ok {
-				break loop
-			}
-			for _, f := range batch {
-				s.handleFrame(f)
-				if f.tooLong || len(f.line) >= bigLineBytes {
-					s.memory.soon() // the line is handled; what it took can go
-				}
-			}
-			if len(frames) == 0 { // rpi would wait for input now
-				s.out.flush()
-			}
-		case stopSignal = <-signalled:
-			break loop
-		case <-s.out.gone:
-			select { // a write given up at a signal: the signal's exit code
-			case stopSignal = <-signalled:
-			default:
-			}
-			break loop
-		}
-	}
-	s.out.end()
+	stopSignal := s.conn.serve(s.env.maxLineBytes, stop, s.handleFrame, &s.memory, s.stderr)
 	s.out.flush()
 	s.shutdown(stopSignal == nil)
 	if stopSignal != nil {

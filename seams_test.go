@@ -34,6 +34,8 @@ func (r *recordingSink) event(ev event) {
 
 func (r *recordingSink) gatheredEvent(ev event) { r.event(ev) }
 
+func (r *recordingSink) flush() {}
+
 // mark records a pseudo-event named what, in order with the real ones.
 func (r *recordingSink) mark(what string) { r.event(event{Type: "mark:" + what}) }
 
@@ -144,7 +146,7 @@ func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	h, err := newHost(cfg, e.env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +327,7 @@ func TestTwoSessionsOneHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	h, err := newHost(cfg, e.env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +405,7 @@ func startTestHost(t *testing.T, script string) (*host, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard, io.Discard)
+	h, err := newHost(cfg, e.env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

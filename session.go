@@ -72,9 +72,11 @@ type session struct {
 // anything but its own output. A sink that panics loses that event only.
 type eventSink interface {
 	event(ev event)
-	// gatheredEvent is event for a writer that flushes the output before
+	// gatheredEvent is event for a poster that has the sink flush before
 	// it waits (a process's reader): the event may wait for what follows.
 	gatheredEvent(ev event)
+	// flush sends what gathered events wait in.
+	flush()
 }
 
 // sessionOptions say where a session works, what its front end gives it,
@@ -182,6 +184,7 @@ func (s *session) close() {
 type callout struct {
 	ev       event
 	gathered bool       // ev goes to the sink's gatheredEvent
+	flush    bool       // the sink's flush, instead of an event
 	show     *uiRequest // a one-way request, instead of an event
 	call     func()     // a callback, instead of either
 }
@@ -266,6 +269,8 @@ func (s *session) callOut(c callout) {
 		c.call()
 	case c.show != nil:
 		s.ui.show(*c.show)
+	case c.flush:
+		s.sink.flush()
 	case c.gathered:
 		s.sink.gatheredEvent(c.ev)
 	default:
@@ -280,6 +285,8 @@ func (c callout) what() string {
 		return "a callback"
 	case c.show != nil:
 		return "the ui's " + c.show.Method
+	case c.flush:
+		return "the sink's flush"
 	}
 	return "the sink's " + c.ev.Type
 }

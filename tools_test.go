@@ -26,7 +26,7 @@ func toolServer(t *testing.T, files map[string]string) *rpcServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newServer(cfg, newTestEnv(t).env(), io.Discard, io.Discard)
+	s, err := newServer(cfg, newTestEnv(t).env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestPanicsStayWhereTheyStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newServer(cfg, newTestEnv(t).env(), io.Discard, &stderr)
+	s, err := newServer(cfg, newTestEnv(t).env(), newConnection(nil, io.Discard, &stderr), &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
