@@ -175,7 +175,7 @@ func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error
 		return nil, errBusy
 	case phase == running && (s.model == nil || !s.model.usable()):
 		return nil, errNoModel
-	case !s.host.claimRun(s):
+	case !s.host.runs.claim(s):
 		return nil, errElsewhere
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -226,7 +226,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
-	s.host.releaseRun(s)
+	s.host.runs.release(s)
 	if run.agent {
 		s.postTell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: "idle"})
 		s.postEvent("agent_settled", runSettled{Aborted: run.ctx.Err() != nil})

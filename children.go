@@ -30,15 +30,14 @@ type processTable struct {
 	// on get the shorter graces of the end (endKillGrace, endPipeGrace).
 	ending chan struct{}
 
-	mu       mutex[processTableMu] // guards the fields below
-	closed   bool                  // shutting down: no new children
-	byID     map[string]*process
-	order    []string // process ids, oldest first
-	bashRuns map[*bashRun]bool
+	mu     mutex[processTableMu] // guards the fields below
+	closed bool                  // shutting down: no new children
+	byID   map[string]*process
+	order  []string // process ids, oldest first
 }
 
 func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, ending: make(chan struct{}), byID: map[string]*process{}, bashRuns: map[*bashRun]bool{}}
+	return &processTable{watchdog: w, stderr: stderr, ending: make(chan struct{}), byID: map[string]*process{}}
 }
 
 // close refuses every later child, and from then on stops children with

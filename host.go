@@ -44,8 +44,7 @@ type host struct {
 	mu       mutex[hostMu] // guards sessions
 	sessions []*session    // the open sessions, in the order they opened
 
-	runMu   mutex[hostRunMu] // guards running; taken under a session's mu, briefly
-	running *session         // the session whose run is in progress: one at a time
+	runs runPolicy // which sessions run (one at a time)
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
@@ -54,7 +53,7 @@ func newHost(cfg config, env environment, stderr io.Writer) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &host{set: set, env: env, stderr: stderr, command: exec.Command}
+	h := &host{set: set, env: env, stderr: stderr, command: exec.Command, runs: runPolicy{limit: 1}}
 	if env.command != nil {
 		h.command = env.command
 	}
@@ -73,46 +72,65 @@ func (h *host) openSessions() []*session {
 	return slices.Clone(h.sessions)
 }
 
-// claimRun makes s the session that runs, unless another one does;
-// s.mu is held (tryStartRun).
-func (h *host) claimRun(s *session) bool {
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	if h.running != nil && h.running != s {
+// runPolicy decides how many sessions of the host may run at once:
+// limit, one today (rpi's turns run one at a time, whatever the front
+// end). A session's run claims a place (tryStartRun, under its s.mu) and
+// lets it go when it settles.
+type runPolicy struct {
+	limit   int
+	mu      mutex[runPolicyMu] // guards running; taken under a session's mu, briefly
+	running []*session         // the sessions whose run is in progress
+}
+
+// claim gives s a place, unless it has one or limit sessions run.
+func (p *runPolicy) claim(s *session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case slices.Contains(p.running, s):
+		return true
+	case len(p.running) >= p.limit:
 		return false
 	}
-	h.running = s
+	p.running = append(p.running, s)
 	return true
 }
 
-// otherRunSettled is the settled channel of another session's run, when
-// one runs (then s cannot: one runs at a time); nil when none does.
+// release lets go of s's place: its run is over (s.mu may be held:
+// settle releases it before it reports the end of the turns, so that a
+// prompt for another session sent on that report is not refused).
+func (p *runPolicy) release(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running = slices.DeleteFunc(p.running, func(o *session) bool { return o == s })
+}
+
+// otherRunSettled is the settled channel of a run of another session
+// than s, while s could not start one (the places are taken); nil when a
+// place is free.
 func (h *host) otherRunSettled(s *session) <-chan struct{} {
-	h.runMu.Lock()
-	other := h.running
-	h.runMu.Unlock()
-	if other == nil || other == s {
+	h.runs.mu.Lock()
+	var other *session
+	if len(h.runs.running) >= h.runs.limit {
+		for _, o := range h.runs.running {
+			if o != s {
+				other = o
+				break
+			}
+		}
+	}
+	h.runs.mu.Unlock()
+	if other == nil {
 		return nil
 	}
 	return other.runSettled()
-}
-
-// releaseRun lets another session run: s's run is over (s.mu may be
-// held: settle releases it before it reports the end of the turns, so
-// that a prompt for another session sent on that report is not refused).
-func (h *host) releaseRun(s *session) {
-	h.runMu.Lock()
-	if h.running == s {
-		h.running = nil
-	}
-	h.runMu.Unlock()
 }
 
 // endRun is s's run settling: another session may run now, and the fires
 // of its loops that waited start (startWaitingLoops); what the run left
 // behind goes back to the system (afterRun). s.mu is not held.
 func (h *host) endRun(s *session) {
-	h.releaseRun(s)
+	h.runs.release(s)
 	h.memory.afterRun()
 	for _, o := range h.openSessions() {
 		if o != s {

@@ -42,7 +42,7 @@ var lockOrder = []struct {
 	{"session.mu", coreLock},
 	{"loopScheduler.mu", coreLock},
 	{"agentRun.mu", coreLock},
-	{"host.runMu", coreLock},
+	{"runPolicy.mu", coreLock},
 	{"conversation.mu", coreLock},
 	{"conversation.lockMu", coreLock},
 	{"session.noticesMu", coreLock},
@@ -52,6 +52,7 @@ var lockOrder = []struct {
 	{"process.mu", coreLock},
 	{"shellOutput.mu", coreLock},
 	{"processTable.mu", coreLock},
+	{"userBashRuns.mu", coreLock},
 	{"tempFiles.mu", coreLock},
 	{"watchdog.mu", coreLock},
 	{"host.mu", coreLock},
@@ -80,7 +81,7 @@ type (
 	sessionMu      struct{}
 	loopsMu        struct{}
 	agentRunMu     struct{}
-	hostRunMu      struct{}
+	runPolicyMu    struct{}
 	convMu         struct{}
 	convLockMu     struct{}
 	noticesMu      struct{}
@@ -90,6 +91,7 @@ type (
 	processMu      struct{}
 	shellOutputMu  struct{}
 	processTableMu struct{}
+	userBashMu     struct{}
 	tempFilesMu    struct{}
 	watchdogMu     struct{}
 	hostMu         struct{}
@@ -114,7 +116,7 @@ func (convFileMu) lockName() string     { return "conversation.fileMu" }
 func (sessionMu) lockName() string      { return "session.mu" }
 func (loopsMu) lockName() string        { return "loopScheduler.mu" }
 func (agentRunMu) lockName() string     { return "agentRun.mu" }
-func (hostRunMu) lockName() string      { return "host.runMu" }
+func (runPolicyMu) lockName() string    { return "runPolicy.mu" }
 func (convMu) lockName() string         { return "conversation.mu" }
 func (convLockMu) lockName() string     { return "conversation.lockMu" }
 func (noticesMu) lockName() string      { return "session.noticesMu" }
@@ -124,6 +126,7 @@ func (lookedUpMu) lockName() string     { return "lookedUp.mu" }
 func (processMu) lockName() string      { return "process.mu" }
 func (shellOutputMu) lockName() string  { return "shellOutput.mu" }
 func (processTableMu) lockName() string { return "processTable.mu" }
+func (userBashMu) lockName() string     { return "userBashRuns.mu" }
 func (tempFilesMu) lockName() string    { return "tempFiles.mu" }
 func (watchdogMu) lockName() string     { return "watchdog.mu" }
 func (hostMu) lockName() string         { return "host.mu" }

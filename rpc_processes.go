@@ -275,17 +275,11 @@ func (s *rpcServer) bashCommand(r *request) (any, error) {
 	})
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &bashRun{cancel: cancel, abortAnswered: make(chan struct{})}
-	s.procs.mu.Lock()
-	s.procs.bashRuns[run] = true
-	s.procs.mu.Unlock()
+	s.userBash.add(run)
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		defer cancel()
 		end, err := s.runShell(ctx, command, timeout, out)
-		s.procs.mu.Lock()
-		delete(s.procs.bashRuns, run)
-		aborted := run.aborted
-		s.procs.mu.Unlock()
-		if aborted {
+		if aborted := s.userBash.remove(run); aborted {
 			<-run.abortAnswered
 		}
 		if err != nil {
@@ -304,17 +298,12 @@ func (s *rpcServer) bashCommand(r *request) (any, error) {
 	return noReply{}, nil
 }
 
-// abortBashCommand kills every running user bash command (the whole process
-// group, SIGKILL); each then answers cancelled:true, after this answer.
+// abortBashCommand kills every running user bash command of the session
+// (the whole process group, SIGKILL); each then answers cancelled:true,
+// after this answer.
 // Fields: none. Answer: null. Events: none.
 func (s *rpcServer) abortBashCommand(r *request) (any, error) {
-	s.procs.mu.Lock()
-	var runs []*bashRun
-	for run := range s.procs.bashRuns {
-		run.aborted = true
-		runs = append(runs, run)
-	}
-	s.procs.mu.Unlock()
+	runs := s.userBash.abortAll()
 	for _, run := range runs {
 		run.cancel()
 	}

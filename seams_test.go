@@ -424,13 +424,13 @@ func TestPromptEndAfterTheRunIsLetGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runningAtEnd := make(chan *session, 1)
+	runningAtEnd := make(chan int, 1)
 	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("hi"), Timestamp: 1}, "", func(bool, error) {}, func(promptEnd) {
-		h.runMu.Lock()
-		runningAtEnd <- h.running
-		h.runMu.Unlock()
+		h.runs.mu.Lock()
+		runningAtEnd <- len(h.runs.running)
+		h.runs.mu.Unlock()
 	})
-	if running := receive(t, runningAtEnd, "the prompt's end"); running != nil {
+	if running := receive(t, runningAtEnd, "the prompt's end"); running != 0 {
 		t.Errorf("the host's run is still the session's when its prompt's end is reported")
 	}
 }

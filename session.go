@@ -38,7 +38,8 @@ type session struct {
 	loops *loopScheduler // scheduled prompts (own locks, loops.go)
 	dir   string         // where new session files go; "" beside the current one (or in memory)
 
-	callouts outbox // the calls to its front end not yet made
+	callouts outbox       // the calls to its front end not yet made
+	userBash userBashRuns // the user's own shell commands running (rpc's bash)
 
 	noticesMu mutex[noticesMu] // guards notices
 	notices   []string         // warnings kept until the front end has shown the session

@@ -379,5 +379,43 @@ type bashRun struct {
 	// abortAnswered is closed once abort_bash has answered, when it
 	// cancelled this run: the cancelled answer comes after that one.
 	abortAnswered chan struct{}
-	aborted       bool
+	aborted       bool // guarded by userBashRuns.mu
+}
+
+// userBashRuns are a session's runs of the user's own shell command (rpc's
+// bash), which abort_bash ends: the session's, not the host's.
+type userBashRuns struct {
+	mu   mutex[userBashMu] // guards runs and each run's aborted
+	runs map[*bashRun]bool
+}
+
+// add counts run in.
+func (u *userBashRuns) add(run *bashRun) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.runs == nil {
+		u.runs = map[*bashRun]bool{}
+	}
+	u.runs[run] = true
+}
+
+// remove counts run out, and reports whether abortAll ended it.
+func (u *userBashRuns) remove(run *bashRun) (aborted bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.runs, run)
+	return run.aborted
+}
+
+// abortAll marks every run aborted and returns them, for the caller to
+// cancel.
+func (u *userBashRuns) abortAll() []*bashRun {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var runs []*bashRun
+	for run := range u.runs {
+		run.aborted = true
+		runs = append(runs, run)
+	}
+	return runs
 }
