@@ -304,13 +304,6 @@ func (s *session) emit(typ string, data any) {
 	s.deliver()
 }
 
-// gatherEvent is emit for a writer that flushes before it waits (see
-// eventSink.gatheredEvent).
-func (s *session) gatherEvent(typ string, data any) {
-	s.post(callout{ev: event{Type: typ, Data: data}, gathered: true})
-	s.deliver()
-}
-
 // tell sends a one-way request to the user (notify, setStatus,
 // setWidget, setTitle, set_editor_text), now; no core lock is held.
 func (s *session) tell(req uiRequest) {
