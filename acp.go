@@ -380,10 +380,7 @@ type acpAgent struct {
 
 	mu       mutex[acpAgentMu] // guards the fields below
 	client   acpClientCaps
-	sessions map[string]*acpSession   // the sessions open, by id
-	opening  int                      // sessions being opened, not in sessions yet (acpMaxSessions counts them)
-	closing  int                      // sessions being closed, out of sessions already (acpMaxSessions counts them)
-	loading  map[string]chan struct{} // by id, the session/load or resume opening that session file now; closed when it is done
+	sessions map[string]*acpSession // the sessions this connection has open, by id (the host's registry holds them)
 }
 
 // handleFrame answers one input line: a request gets exactly one

@@ -179,7 +179,11 @@ func TestACPLeavesALoopsFileAlone(t *testing.T) {
 		if got := c.call(method, params); got.Error != nil {
 			t.Fatalf("%s: %s", method, got.line)
 		}
-		c.waitFor(from, func(m acpTestMessage) bool { return strings.Contains(m.line, `"usage_update"`) })
+		last := `"usage_update"` // the last of a load's announcement, or the note when it opens the session
+		if from == 1 {
+			last = "scheduled loop"
+		}
+		c.waitFor(from, func(m acpTestMessage) bool { return strings.Contains(m.line, last) })
 	}
 	c.call("session/list", map[string]any{}) // after the last announce's updates
 	notes := 0
@@ -209,7 +213,7 @@ func TestACPLeavesALoopsFileAlone(t *testing.T) {
 }
 
 // TestACPCloseHoldsItsSlotUntilDone: a session being closed counts
-// against the connection's acpMaxSessions until its close is done (here
+// against the connection's maxSessions until its close is done (here
 // it waits for a process that ignores SIGTERM), so a client cannot pass
 // the limit by closing and opening in a tight loop: a session/new sent
 // right behind the close is refused; once the close has answered, one
@@ -233,13 +237,13 @@ func TestACPCloseHoldsItsSlotUntilDone(t *testing.T) {
 		}
 	}
 	newSession := map[string]any{"cwd": cwd, "mcpServers": []any{}}
-	for n := 1; n < acpMaxSessions; n++ {
+	for n := 1; n < maxSessions; n++ {
 		if got := c.call("session/new", newSession); got.Error != nil {
 			t.Fatalf("session/new %d: %s", n+1, got.line)
 		}
 	}
 	closing := c.request("session/close", map[string]any{"sessionId": first})
-	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, acpMaxSessions)
+	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, maxSessions)
 	if got := c.call("session/new", newSession); !strings.Contains(got.line, want) {
 		t.Errorf("session/new while a close waits for its process: %s", got.line)
 	}

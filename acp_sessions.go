@@ -121,11 +121,13 @@ func (a *acpAgent) session(p acpParams) (*acpSession, error) {
 	return nil, invalidParams("Invalid field sessionId: no session with the id %s is open here (session/new, session/load or session/resume opens one)", id)
 }
 
-// isOpen reports whether the session with id is open in this process.
+// isOpen reports whether the session with id is open in this process:
+// on this connection, or by any front end of the host.
 func (a *acpAgent) isOpen(id string) bool {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sessions[id] != nil
+	here := a.sessions[id] != nil
+	a.mu.Unlock()
+	return here || a.h.sessions.find(id) != nil
 }
 
 // ---- Opening ----
@@ -137,32 +139,19 @@ type acpSessionAnswer struct {
 	Modes         acpModes          `json:"modes"`
 }
 
-// acpMaxSessions is how many sessions one connection may have open at
-// once: each holds its file's lock, its settings and resources, and
-// goroutines while it runs, so a client that opens sessions without
-// closing them is stopped here rather than by the machine.
-const acpMaxSessions = 64
-
-// errTooManySessions refuses a session past acpMaxSessions.
-var errTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
-	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", acpMaxSessions)}
+// acpTooManySessions refuses a session past the host's maxSessions
+// (one connection's, as rpi acp has one).
+var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
+	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", maxSessions)}
 
 // open opens a session in cwd (file: the session file to open; "" for a
-// new one, written at once) and makes it known by its id; past
-// acpMaxSessions open (or being opened, or closed) it opens nothing.
+// new one, written at once) and makes it known by its id; past the
+// host's maxSessions open (or being opened, or closed) it opens nothing.
 func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
-	a.mu.Lock()
-	if len(a.sessions)+a.opening+a.closing >= acpMaxSessions {
-		a.mu.Unlock()
-		return nil, errTooManySessions
+	if err := a.h.sessions.reserve(); err != nil {
+		return nil, acpTooManySessions
 	}
-	a.opening++
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.opening--
-		a.mu.Unlock()
-	}()
+	defer a.h.sessions.release()
 	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)
@@ -172,6 +161,9 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: a.clientCaps().terminalOutput,
 		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
+	if errors.Is(err, errSessionOpen) {
+		return nil, invalidParams("Invalid field sessionId: the session is open here already")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -183,10 +175,6 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	as.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sessions[as.id] != nil { // opened meanwhile by another request: keep the first
-		a.h.goBackground(s.close)
-		return nil, invalidParams("Invalid field sessionId: the session %s is open here already", as.id)
-	}
 	a.sessions[as.id] = as
 	return as, nil
 }
@@ -302,8 +290,12 @@ func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
 				err = acpEnding(id)
 			}
 		}()
-		if as = a.openOrWait(id); as == nil {
-			defer a.loaded(id)
+		var loaded func()
+		if as, loaded, err = a.openOrWait(id); err != nil {
+			return nil, err
+		}
+		if as == nil {
+			defer loaded()
 			if err := acpIsDir(cwd); err != nil {
 				return nil, err
 			}
@@ -350,38 +342,21 @@ func (a *acpAgent) isOpenAs(as *acpSession) bool {
 }
 
 // openOrWait is the session with id when it is open here, after waiting
-// for another session/load or resume opening it now (which would hold
-// its file: this one would wait for the lock and fail); nil when it is
-// not open, and then the caller opens it and calls loaded when done.
-func (a *acpAgent) openOrWait(id string) *acpSession {
+// for another session/load or resume opening it now (the host's
+// openOrWait); nil when it is not open, and then the caller opens it and
+// tells the host when it is loaded (loaded). A session the host has open
+// and this connection does not (yet: session/new is opening it now) is an
+// error.
+func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), err error) {
+	if a.h.sessions.openOrWait(id) == nil {
+		return nil, func() { a.h.sessions.loaded(id) }, nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for {
-		if as := a.sessions[id]; as != nil {
-			return as
-		}
-		opening := a.loading[id]
-		if opening == nil {
-			break
-		}
-		a.mu.Unlock()
-		<-opening
-		a.mu.Lock()
+	if as = a.sessions[id]; as == nil {
+		return nil, nil, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
 	}
-	if a.loading == nil {
-		a.loading = map[string]chan struct{}{}
-	}
-	a.loading[id] = make(chan struct{})
-	return nil
-}
-
-// loaded ends the opening of the session with id (openOrWait): the
-// loads waiting for it go on.
-func (a *acpAgent) loaded(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	close(a.loading[id])
-	delete(a.loading, id)
+	return as, nil, nil
 }
 
 // errNoSessions refuses what works on the sessions on disk under
@@ -435,8 +410,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 // acpClose cancels a session's turn (as session/cancel does: every prompt
 // of the session answers cancelled), ends the processes it started,
 // writes its file to the end and lets go of it, and forgets the session.
-// Until all that is done the session still counts against acpMaxSessions
-// (closing), so that closing and opening in a tight loop cannot pass it.
+// Until all that is done the session still counts against the host's
+// maxSessions, so that closing and opening in a tight loop cannot pass it.
 // Params: sessionId. Answer: {}, once all that is done.
 func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	as, err := a.session(call.params)
@@ -445,15 +420,9 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	}
 	a.mu.Lock()
 	delete(a.sessions, as.id)
-	a.closing++
 	a.mu.Unlock()
 	as.cancel() // the prompts waiting behind the turn answer cancelled too
 	return a.answerLater(call, func() (any, error) {
-		defer func() {
-			a.mu.Lock()
-			a.closing--
-			a.mu.Unlock()
-		}()
 		as.s.close()
 		return nil, nil
 	}, nil)

@@ -1793,7 +1793,7 @@ func TestACPCardsShowWhatRuns(t *testing.T) {
 	}
 }
 
-// TestACPSessionLimit: a connection has at most acpMaxSessions sessions
+// TestACPSessionLimit: a connection has at most maxSessions sessions
 // open; session/new (and load, resume) past that is refused with an error
 // that names the limit and says to close one, and opens nothing; once one
 // is closed, the next opens.
@@ -1801,7 +1801,7 @@ func TestACPSessionLimit(t *testing.T) {
 	c, a, _ := startACPAgent(t, nil, nil)
 	cwd := t.TempDir()
 	ids := []string{openACPSession(t, c, nil, cwd)}
-	for len(ids) < acpMaxSessions {
+	for len(ids) < maxSessions {
 		var opened acpSessionAnswer
 		got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 		if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
@@ -1814,7 +1814,7 @@ func TestACPSessionLimit(t *testing.T) {
 	if got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}); got.Error != nil {
 		t.Fatalf("session/new after a close: %s", got.line)
 	}
-	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, acpMaxSessions)
+	want := fmt.Sprintf(`"error":{"code":-32603,"message":"Too many sessions open: at most %d on one connection; close one (session/close) and try again"}`, maxSessions)
 	for _, m := range []string{"session/new", "session/load", "session/resume"} {
 		params := map[string]any{"cwd": cwd, "mcpServers": []any{}}
 		if m != "session/new" {
@@ -1825,8 +1825,8 @@ func TestACPSessionLimit(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(a.store.root, "*", "*.jsonl"))
-	if len(files) != acpMaxSessions+1 {
-		t.Errorf("%d session files, want %d: a refused session/new wrote one", len(files), acpMaxSessions+1)
+	if len(files) != maxSessions+1 {
+		t.Errorf("%d session files, want %d: a refused session/new wrote one", len(files), maxSessions+1)
 	}
 	c.call("session/close", map[string]any{"sessionId": ids[5]})
 	if got := c.call("session/load", map[string]any{"sessionId": closed, "cwd": cwd, "mcpServers": []any{}}); got.Error != nil {

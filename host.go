@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -41,8 +42,7 @@ type host struct {
 	watchdog *watchdog     // kills children if rpi dies (own lock)
 	memory   memoryReturn  // gives memory back after a burst (own lock)
 
-	mu       mutex[hostMu] // guards sessions
-	sessions []*session    // the open sessions, in the order they opened
+	sessions sessionRegistry // the open sessions, by id, for every front end (own lock)
 
 	runs runPolicy // which sessions run (one at a time)
 }
@@ -66,10 +66,135 @@ func newHost(cfg config, env environment, stderr io.Writer) (*host, error) {
 }
 
 // openSessions is a copy of the list of open sessions.
-func (h *host) openSessions() []*session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.sessions)
+func (h *host) openSessions() []*session { return h.sessions.list() }
+
+// maxSessions is how many sessions a host may have open at once: each
+// holds its file's lock, its settings and resources, and goroutines while
+// it runs, so a client that opens sessions without closing them is
+// stopped here rather than by the machine.
+const maxSessions = 64
+
+// errTooManySessions refuses a session past maxSessions.
+var errTooManySessions = errors.New("too many sessions open")
+
+// sessionRegistry is the host's open sessions, found by id, whichever
+// front end opened them, with the openings in progress: a session opened,
+// being opened or being closed counts against maxSessions, and a second
+// opening of one session file waits for the first (openOrWait). A
+// session being closed still counts until it is closed, and is found no
+// more: opening its file again waits for the file's lock.
+type sessionRegistry struct {
+	mu      mutex[registryMu]        // guards the fields below
+	open    []*session               // in the order they opened
+	opening int                      // sessions being opened, not in open yet
+	loading map[string]chan struct{} // by id, the opening of that session's file now; closed when it is done
+}
+
+// list is a copy of the open sessions.
+func (r *sessionRegistry) list() []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.open)
+}
+
+// find is the open session whose id is id, or nil.
+func (r *sessionRegistry) find(id string) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.findLocked(id)
+}
+
+// findLocked is find with r.mu held. A session's id is its
+// conversation's, which rpc's session changes replace: it is read afresh
+// (conversation.mu comes after the registry's lock).
+func (r *sessionRegistry) findLocked(id string) *session {
+	for _, s := range r.open {
+		if !s.closing.Load() && s.conv.info().id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// reserve counts one session being opened, unless maxSessions are open
+// or being opened; release ends that count once the opening is
+// done (add has made it open, or it failed).
+func (r *sessionRegistry) reserve() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.open)+r.opening >= maxSessions {
+		return errTooManySessions
+	}
+	r.opening++
+	return nil
+}
+
+func (r *sessionRegistry) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opening--
+}
+
+// add makes s open; an error (and s stays out) when ending says the host
+// is shutting down, which closes the sessions it lists, not this one, or
+// when a session with its id is open already (opened meanwhile by
+// another request: the first stays).
+func (r *sessionRegistry) add(s *session, ending func() bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case ending():
+		return errors.New("rpi is shutting down")
+	case r.findLocked(s.conv.info().id) != nil:
+		return errSessionOpen
+	}
+	r.open = append(r.open, s)
+	return nil
+}
+
+// errSessionOpen refuses to open a session that is open already.
+var errSessionOpen = errors.New("the session is open already")
+
+// remove takes s out of the open sessions once it is closed.
+func (r *sessionRegistry) remove(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.open = slices.DeleteFunc(r.open, func(o *session) bool { return o == s })
+}
+
+// openOrWait is the open session with id, after waiting for another
+// opening of its file now (which holds the file: this one would wait for
+// the lock and fail); nil when it is not open, and then the caller opens
+// it and calls loaded when done.
+func (r *sessionRegistry) openOrWait(id string) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if s := r.findLocked(id); s != nil {
+			return s
+		}
+		opening := r.loading[id]
+		if opening == nil {
+			break
+		}
+		r.mu.Unlock()
+		<-opening
+		r.mu.Lock()
+	}
+	if r.loading == nil {
+		r.loading = map[string]chan struct{}{}
+	}
+	r.loading[id] = make(chan struct{})
+	return nil
+}
+
+// loaded ends the opening of the session with id (openOrWait): the
+// openings waiting for it go on.
+func (r *sessionRegistry) loaded(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.loading[id])
+	delete(r.loading, id)
 }
 
 // runPolicy decides how many sessions of the host may run at once:

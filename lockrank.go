@@ -37,6 +37,7 @@ var lockOrder = []struct {
 	{"startupWatch.mu", coreLock},        // held while deciding whether startup or a signal came first
 	{"acpSession.startMu", frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{"outbox.deliverMu", frontEndLock},   // held while a session's callouts are delivered
+	{"sessionRegistry.mu", coreLock},     // held while an open session is looked up by id
 	{"loopScheduler.fileMu", coreLock},
 	{"conversation.fileMu", coreLock},
 	{"session.mu", coreLock},
@@ -55,7 +56,6 @@ var lockOrder = []struct {
 	{"userBashRuns.mu", coreLock},
 	{"tempFiles.mu", coreLock},
 	{"watchdog.mu", coreLock},
-	{"host.mu", coreLock},
 	{"keyCommands.mu", coreLock},
 	{"outbox.mu", coreLock}, // taken to post a callout, under any core lock
 	{"memoryReturn.mu", coreLock},
@@ -94,7 +94,7 @@ type (
 	userBashMu     struct{}
 	tempFilesMu    struct{}
 	watchdogMu     struct{}
-	hostMu         struct{}
+	registryMu     struct{}
 	keyCommandsMu  struct{}
 	outboxMu       struct{}
 	memoryReturnMu struct{}
@@ -129,7 +129,7 @@ func (processTableMu) lockName() string { return "processTable.mu" }
 func (userBashMu) lockName() string     { return "userBashRuns.mu" }
 func (tempFilesMu) lockName() string    { return "tempFiles.mu" }
 func (watchdogMu) lockName() string     { return "watchdog.mu" }
-func (hostMu) lockName() string         { return "host.mu" }
+func (registryMu) lockName() string     { return "sessionRegistry.mu" }
 func (keyCommandsMu) lockName() string  { return "keyCommands.mu" }
 func (outboxMu) lockName() string       { return "outbox.mu" }
 func (memoryReturnMu) lockName() string { return "memoryReturn.mu" }

@@ -72,6 +72,7 @@ func TestACPFollowUpsWhileTheModeChanges(t *testing.T) {
 	})
 	waitFollowUps(t, a, sid, 200)
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	c.call("session/list", map[string]any{}) // answered after the loop took the cancel
 	fm.release <- struct{}{}
 	for _, id := range append(prompts, running) {
 		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {

@@ -38,6 +38,7 @@ type session struct {
 	loops *loopScheduler // scheduled prompts (own locks, loops.go)
 	dir   string         // where new session files go; "" beside the current one (or in memory)
 
+	closing  atomic.Bool  // close has begun: the host's registry finds it no more
 	callouts outbox       // the calls to its front end not yet made
 	userBash userBashRuns // the user's own shell commands running (rpc's bash)
 
@@ -134,16 +135,10 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	}
 	s.conv = conv
 	conv.flush()
-	h.mu.Lock()
-	ending := h.ctx.Err() != nil // shutdown has begun: it closes the sessions it lists, not this one
-	if !ending {
-		h.sessions = append(h.sessions, s)
-	}
-	h.mu.Unlock()
-	if ending {
+	if err := h.sessions.add(s, func() bool { return h.ctx.Err() != nil }); err != nil {
 		s.cancel()
 		conv.close()
-		return nil, errors.New("rpi is shutting down")
+		return nil, err
 	}
 	return s, nil
 }
@@ -154,6 +149,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 // front end forgets the session after. Shutdown does this for every
 // session at once (host.shutdown).
 func (s *session) close() {
+	s.closing.Store(true)
 	s.stopLoops()
 	settled := s.abort()
 	procs := s.processes()
@@ -172,9 +168,7 @@ func (s *session) close() {
 		}
 	}
 	s.conv.close()
-	s.host.mu.Lock()
-	s.host.sessions = slices.DeleteFunc(s.host.sessions, func(o *session) bool { return o == s })
-	s.host.mu.Unlock()
+	s.host.sessions.remove(s)
 }
 
 // ---- Callouts: what the core owes its front end ----
