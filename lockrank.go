@@ -58,6 +58,7 @@ var lockOrder = []struct {
 	{"watchdog.mu", coreLock},
 	{"keyCommands.mu", coreLock},
 	{"outbox.mu", coreLock}, // taken to post a callout, under any core lock
+	{"sinks.mu", coreLock},
 	{"memoryReturn.mu", coreLock},
 	{"helperPanic.mu", coreLock},
 	{"redactor.mu", coreLock},
@@ -97,6 +98,7 @@ type (
 	registryMu     struct{}
 	keyCommandsMu  struct{}
 	outboxMu       struct{}
+	sinksMu        struct{}
 	memoryReturnMu struct{}
 	helperPanicMu  struct{}
 	redactorMu     struct{}
@@ -132,6 +134,7 @@ func (watchdogMu) lockName() string     { return "watchdog.mu" }
 func (registryMu) lockName() string     { return "sessionRegistry.mu" }
 func (keyCommandsMu) lockName() string  { return "keyCommands.mu" }
 func (outboxMu) lockName() string       { return "outbox.mu" }
+func (sinksMu) lockName() string        { return "sinks.mu" }
 func (memoryReturnMu) lockName() string { return "memoryReturn.mu" }
 func (helperPanicMu) lockName() string  { return "helperPanic.mu" }
 func (redactorMu) lockName() string     { return "redactor.mu" }

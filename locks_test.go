@@ -470,3 +470,41 @@ func TestEveryLockRanked(t *testing.T) {
 		})
 	}
 }
+
+// TestSinksFanOut: a session's events reach every sink attached, each in
+// the same order, from the moment it is attached until it is detached;
+// a sink that panics on an event loses that event only, and the sinks
+// after it still get it.
+func TestSinksFanOut(t *testing.T) {
+	first := &panickingSink{on: "agent_settled"}
+	s, _ := openTestSession(t, `{"text":["one"]}
+{"text":["two"]}`, first, &approvingUI{}, nil)
+	second := &recordingSink{}
+	detach := s.sinks.attach(second)
+	late := &recordingSink{}
+	for i, text := range []string{"first", "second"} {
+		if i == 1 {
+			detach()
+			s.sinks.attach(late)
+		}
+		ended := make(chan promptEnd, 1)
+		msg := &userMessage{Role: "user", Content: textBlocks(text), Timestamp: 1}
+		s.startPrompt(msg, "", func(_ bool, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", text, err)
+			}
+		}, func(end promptEnd) { ended <- end })
+		waitEnded(t, ended)
+	}
+	all := strings.Join(first.types(), " ")
+	one, two := strings.Join(second.types(), " "), strings.Join(late.types(), " ")
+	if strings.Count(all, "agent_start") != 2 || strings.Count(all, "agent_settled") != 1 {
+		t.Fatalf("the first sink got %s; want both runs, the first's agent_settled lost to its panic", all)
+	}
+	if strings.Count(one, "agent_start") != 1 || strings.Count(one, "agent_settled") != 1 || !strings.HasPrefix(all, strings.ReplaceAll(one, " agent_settled", "")) {
+		t.Errorf("the sink attached at the start, detached after the first run, got %s; the first sink %s", one, all)
+	}
+	if !strings.HasPrefix(two, "agent_start") || strings.Count(two, "agent_start") != 1 || !strings.HasSuffix(all, two) {
+		t.Errorf("the sink attached for the second run got %s; the first sink %s", two, all)
+	}
+}

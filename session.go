@@ -25,7 +25,7 @@ import (
 type session struct {
 	*host
 	set   *settings // fixed when the session opens; read without locks
-	sink  eventSink // where its events go: the front end's
+	sinks sinks     // where its events go: one sink per front end attached
 	ui    ui        // how it asks its user: the front end's
 	files fileEnv   // where its file tools read and write: the disk, unless the front end gives another
 
@@ -81,11 +81,59 @@ type eventSink interface {
 	flush()
 }
 
+// sinks is a session's fan-out point: every event goes to each sink
+// attached, in the order they were attached; each front end that shows
+// the session attaches its own. The outbox delivers one callout at a time,
+// so each sink gets the events one at a time and in order. The list is
+// replaced, never changed, so delivery reads it without a lock.
+type sinks struct {
+	attached atomic.Pointer[[]*attachedSink]
+	mu       mutex[sinksMu] // serializes attach and detach
+}
+
+// attachedSink is one sink's place in the list (sinks of any type, not
+// all comparable, are told apart by it).
+type attachedSink struct{ sink eventSink }
+
+// attach adds sink (nil: nothing); the events delivered from now on
+// reach it too, until detach is called.
+func (f *sinks) attach(sink eventSink) (detach func()) {
+	if sink == nil {
+		return func() {}
+	}
+	place := &attachedSink{sink}
+	f.replace(func(list []*attachedSink) []*attachedSink { return append(list, place) })
+	return func() {
+		f.replace(func(list []*attachedSink) []*attachedSink {
+			return slices.DeleteFunc(list, func(o *attachedSink) bool { return o == place })
+		})
+	}
+}
+
+func (f *sinks) replace(change func([]*attachedSink) []*attachedSink) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var list []*attachedSink
+	if old := f.attached.Load(); old != nil {
+		list = slices.Clone(*old)
+	}
+	list = change(list)
+	f.attached.Store(&list)
+}
+
+// list is the sinks attached now (not to be changed).
+func (f *sinks) list() []*attachedSink {
+	if attached := f.attached.Load(); attached != nil {
+		return *attached
+	}
+	return nil
+}
+
 // sessionOptions say where a session works, what its front end gives it,
 // and which conversation it opens with.
 type sessionOptions struct {
-	cwd   string // absolute
-	sink  eventSink
+	cwd   string    // absolute
+	sink  eventSink // the first front end's sink (sinks.attach adds others)
 	ui    ui
 	files fileEnv // nil: the disk
 
@@ -106,7 +154,7 @@ type sessionOptions struct {
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, h.env.trace)
 	cfg := h.set.cfg
-	s := &session{host: h, set: set, sink: o.sink, ui: o.ui, files: o.files, loops: &loopScheduler{},
+	s := &session{host: h, set: set, ui: o.ui, files: o.files, loops: &loopScheduler{},
 		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
 		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
 	if s.files == nil {
@@ -127,6 +175,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	if h.set.startThinking != "" {
 		s.thinkingLevel = h.set.startThinking
 	}
+	s.sinks.attach(o.sink)
 	s.ctx, s.cancel = context.WithCancel(h.ctx)
 	conv, err := s.openConversation(o)
 	if err != nil {
@@ -252,25 +301,41 @@ func (s *session) deliver() {
 	}
 }
 
-// callOut makes one callout; a panic in it ends it only.
+// callOut makes one callout: a callback, a one-way request to the ui, or
+// an event (or flush) for every sink attached, one after another. A panic
+// ends only the call it happened in: the next sink still gets the event.
 func (s *session) callOut(c callout) {
+	switch {
+	case c.call != nil:
+		s.contain(c, c.call)
+	case c.show != nil:
+		s.contain(c, func() { s.ui.show(*c.show) })
+	default:
+		for _, a := range s.sinks.list() {
+			sink := a.sink
+			s.contain(c, func() {
+				switch {
+				case c.flush:
+					sink.flush()
+				case c.gathered:
+					sink.gatheredEvent(c.ev)
+				default:
+					sink.event(c.ev)
+				}
+			})
+		}
+	}
+}
+
+// contain makes the call f, for callout c; a panic in it is told on
+// stderr and ends there.
+func (s *session) contain(c callout, f func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in the front end (%s): %v\n%s", c.what(), p, debug.Stack())
 		}
 	}()
-	switch {
-	case c.call != nil:
-		c.call()
-	case c.show != nil:
-		s.ui.show(*c.show)
-	case c.flush:
-		s.sink.flush()
-	case c.gathered:
-		s.sink.gatheredEvent(c.ev)
-	default:
-		s.sink.event(c.ev)
-	}
+	f()
 }
 
 // what names a callout for a panic's report.
