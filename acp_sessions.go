@@ -189,21 +189,22 @@ func (as *acpSession) answer(withID bool) acpSessionAnswer {
 }
 
 // announce sends what follows a session response (docs/acp.md): the commands,
-// the usage, then the warnings of its opening as notes. A session just
-// opened (opened) then starts its loops; one open here already, loaded
-// or resumed again, keeps them as they are.
+// the usage, then, for a session just opened (opened), the warnings of
+// its opening and of its loops as notes; one open here already, loaded or
+// resumed again, was shown them.
 func (as *acpSession) announce(opened bool) {
 	if !as.agent.isOpenAs(as) {
 		return // closed as soon as it was answered: nothing to announce, no loops to start
 	}
 	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
 	as.sendUsage(nil)
-	for _, notice := range as.s.takeNotices() {
+	if !opened {
+		return // this connection has shown the session's notes already
+	}
+	for _, notice := range as.s.openingNotices() {
 		as.updates.note(notice)
 	}
-	if opened {
-		as.updates.note(acpLoopsNote(as.s.conv.info().path))
-	}
+	as.updates.note(acpLoopsNote(as.s.conv.info().path))
 }
 
 // acpLoopsNote tells of the loops a session's loops file keeps ("" when

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -506,5 +507,21 @@ func TestSinksFanOut(t *testing.T) {
 	}
 	if !strings.HasPrefix(two, "agent_start") || strings.Count(two, "agent_start") != 1 || !strings.HasSuffix(all, two) {
 		t.Errorf("the sink attached for the second run got %s; the first sink %s", two, all)
+	}
+}
+
+// TestOpeningNoticesForEachFrontEnd: the warnings of a session's opening
+// are kept for every front end that shows the session, not given to the
+// first alone; once one has, a warning goes to the ui at once.
+func TestOpeningNoticesForEachFrontEnd(t *testing.T) {
+	s := openClockedSession(t, &recordingSink{})
+	s.warn("the settings file is not valid JSON")
+	first, second := s.openingNotices(), s.openingNotices()
+	if !slices.Contains(first, "the settings file is not valid JSON") || !slices.Equal(first, second) {
+		t.Fatalf("the first front end got %q, the second %q", first, second)
+	}
+	s.warn("a write failed")
+	if later := s.openingNotices(); slices.Contains(later, "a write failed") {
+		t.Errorf("a warning after the session was shown was kept as an opening notice: %q", later)
 	}
 }

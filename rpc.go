@@ -148,7 +148,7 @@ func (s *rpcServer) serve(stop <-chan os.Signal) int {
 	// The rpc wire's prologue: the session, and the warnings of startup.
 	s.emit("session_started", s.conv.header())
 	s.env.trace.phase("first write (session_started)")
-	for _, notice := range s.takeNotices() {
+	for _, notice := range s.openingNotices() {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
 	s.startLoops()

@@ -43,7 +43,7 @@ type session struct {
 	userBash userBashRuns // the user's own shell commands running (rpc's bash)
 
 	noticesMu mutex[noticesMu] // guards notices
-	notices   []string         // warnings kept until the front end has shown the session
+	notices   []string         // the warnings of its opening, for each front end that shows it
 	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui
 
 	mu             mutex[sessionMu] // guards the agent's state below
@@ -381,7 +381,7 @@ func (s *session) status(activity string) {
 
 // warn tells the user of a problem the session ran into (a session file
 // that cannot be written): a notify warning, or, until the front end has
-// shown the session, a notice it takes then (takeNotices).
+// shown the session, a notice it takes then (openingNotices).
 func (s *session) warn(message string) {
 	s.postWarning(message)
 	s.deliver()
@@ -400,17 +400,16 @@ func (s *session) postWarning(message string) {
 	s.postTell(uiRequest{Method: "notify", Message: message, NotifyType: "warning"})
 }
 
-// takeNotices returns the warnings gathered while the session opened (of
+// openingNotices are the warnings gathered while the session opened (of
 // its settings files, the catalog, its resources and its session file),
-// for the front end to show once it has announced the session; from then
-// on a warning goes to the ui at once.
-func (s *session) takeNotices() []string {
+// for a front end to show once it has announced the session: every front
+// end that shows the session gets them all. From the first such call on, a
+// warning goes to the ui at once.
+func (s *session) openingNotices() []string {
 	s.noticesMu.Lock()
 	defer s.noticesMu.Unlock()
 	s.live.Store(true)
-	notices := s.notices
-	s.notices = nil
-	return notices
+	return slices.Clone(s.notices)
 }
 
 // ---- State ----
