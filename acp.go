@@ -164,7 +164,7 @@ func (c *acpConn) answer(id json.RawMessage, method string, result any, err erro
 	if gather {
 		c.out.gather(encode)
 	} else {
-		c.out.record(encode)
+		c.out.send(encode)
 	}
 }
 
@@ -185,13 +185,13 @@ func (c *acpConn) fail(id json.RawMessage, e *acpError) {
 
 // notify writes a notification.
 func (c *acpConn) notify(method string, params any) {
-	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, nil, method, params) })
+	c.out.send(func(buf []byte) ([]byte, error) { return appendACPCall(buf, nil, method, params) })
 }
 
-// call sends a request to the client and waits for its answer, for ctx
+// request sends a request to the client and waits for its answer, for ctx
 // to end, or for the input to end. An error answer comes back as an
 // *acpError with the client's code.
-func (c *acpConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+func (c *acpConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	reply := make(chan acpReply, 1)
 	c.mu.Lock()
 	if c.closed {
@@ -202,7 +202,7 @@ func (c *acpConn) call(ctx context.Context, method string, params any) (json.Raw
 	c.nextID++
 	c.waiting[string(id)] = reply
 	// Written under c.mu: the client sees the ids in the order they were given.
-	c.out.record(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
+	c.out.send(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
 	c.mu.Unlock()
 	select {
 	case r := <-reply:
@@ -221,14 +221,14 @@ func (c *acpConn) call(ctx context.Context, method string, params any) (json.Raw
 // deliver hands a response to the request it answers; one that answers
 // nothing rpi asked (or asked and stopped waiting for) is dropped.
 func (c *acpConn) deliver(msg *acpMessage) {
-	if !c.settle(msg) {
+	if !c.resolve(msg) {
 		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
 	}
 }
 
-// settle hands a response to the request it answers, and reports whether
+// resolve hands a response to the request it answers, and reports whether
 // rpi was waiting for it.
-func (c *acpConn) settle(msg *acpMessage) bool {
+func (c *acpConn) resolve(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
@@ -270,7 +270,7 @@ func (c *acpConn) readTextFile(ctx context.Context, sessionID, path string, line
 		Line      int    `json:"line,omitempty"`
 		Limit     int    `json:"limit,omitempty"`
 	}{sessionID, path, line, limit}
-	raw, err := c.call(ctx, "fs/read_text_file", params)
+	raw, err := c.request(ctx, "fs/read_text_file", params)
 	if err != nil {
 		return "", err
 	}
@@ -291,7 +291,7 @@ func (c *acpConn) writeTextFile(ctx context.Context, sessionID, path, content st
 		Path      string `json:"path"`
 		Content   string `json:"content"`
 	}{sessionID, path, content}
-	_, err := c.call(ctx, "fs/write_text_file", params)
+	_, err := c.request(ctx, "fs/write_text_file", params)
 	return err
 }
 
@@ -312,7 +312,7 @@ func (c *acpConn) requestPermission(ctx context.Context, sessionID string, call 
 		ToolCall  acpToolCallUpdate     `json:"toolCall"`
 		Options   []acpPermissionOption `json:"options"`
 	}{sessionID, call, options}
-	raw, err := c.call(ctx, "session/request_permission", params)
+	raw, err := c.request(ctx, "session/request_permission", params)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(c.stderr, "rpi: session/request_permission: %v\n", err)
@@ -391,7 +391,7 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 		tooLong := &acpError{Code: acpParseError, Message: fmt.Sprintf("Parse error: line longer than %d bytes", maxLine)}
 		// An answer too long to take (a huge file's text) fails the
 		// request it answers, which would otherwise wait for ever.
-		if id := acpHeadID(f.line); id != nil && a.conn.settle(&acpMessage{id: id, response: true, failure: &acpError{
+		if id := acpHeadID(f.line); id != nil && a.conn.resolve(&acpMessage{id: id, response: true, failure: &acpError{
 			Code: acpParseError, Message: fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)}}) {
 			fmt.Fprintf(a.h.stderr, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
 			return
@@ -401,7 +401,7 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	}
 	msg, bad, id := decodeACP(f.line)
 	switch {
-	case bad != nil && msg != nil && a.conn.settle(msg):
+	case bad != nil && msg != nil && a.conn.resolve(msg):
 		// a malformed answer to one of rpi's requests: that request
 		// failed; the client gets nothing back under rpi's own id
 		fmt.Fprintf(a.h.stderr, "rpi: %s (id %s)\n", msg.failure.Message, msg.id)

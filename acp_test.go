@@ -433,7 +433,7 @@ func TestACPTooDeep(t *testing.T) {
 	// An answer nested too deep fails the request it answers.
 	methods := map[string]acpMethod{"initialize": acpInitialize, "test/ask": func(a *acpAgent, call *acpCall) (any, error) {
 		return a.answerLater(call, func() (any, error) {
-			_, err := a.conn.call(a.h.ctx, "client/deep", struct{}{})
+			_, err := a.conn.request(a.h.ctx, "client/deep", struct{}{})
 			return fmt.Sprint(err), nil
 		}, nil)
 	}}
@@ -483,7 +483,7 @@ func TestACPCallsTheClient(t *testing.T) {
 		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
 			return a.answerLater(call, func() (any, error) {
 				what, _ := call.params.str("what")
-				raw, err := a.conn.call(a.h.ctx, "client/"+what, struct{}{})
+				raw, err := a.conn.request(a.h.ctx, "client/"+what, struct{}{})
 				if err != nil {
 					var e *acpError
 					if errors.As(err, &e) {
@@ -1150,7 +1150,7 @@ func TestACPTextChunkAppender(t *testing.T) {
 func TestACPConnectionClosed(t *testing.T) {
 	c := newACPConn(newConnection(nil, io.Discard, io.Discard), io.Discard)
 	c.close()
-	if _, err := c.call(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
+	if _, err := c.request(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
 		t.Errorf("got %v", err)
 	}
 }
@@ -1575,7 +1575,7 @@ func TestACPCancelGivesUpALinkRead(t *testing.T) {
 var acpAskMethods = map[string]acpMethod{"initialize": acpInitialize,
 	"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
 		return a.answerLater(call, func() (any, error) {
-			_, err := a.conn.call(a.h.ctx, "client/ask", struct{}{})
+			_, err := a.conn.request(a.h.ctx, "client/ask", struct{}{})
 			return fmt.Sprint(err), nil
 		}, nil)
 	}}

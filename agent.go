@@ -335,7 +335,7 @@ func (s *session) changeSession(prepare func() error, change func() error, done 
 			<-after
 		}
 		if prepare != nil {
-			if _, err := s.call("the session change", func() (any, error) { return nil, prepare() }); err != nil {
+			if _, err := s.safely("the session change", func() (any, error) { return nil, prepare() }); err != nil {
 				done(err)
 				return
 			}
@@ -343,7 +343,7 @@ func (s *session) changeSession(prepare func() error, change func() error, done 
 		if settled := s.abort(); settled != nil {
 			<-settled
 		}
-		_, err := s.call("the session change", func() (any, error) { return nil, change() })
+		_, err := s.safely("the session change", func() (any, error) { return nil, change() })
 		done(err)
 	}
 	if !busy && prepare == nil && isClosed(after) {

@@ -308,7 +308,7 @@ func (h *host) goBackground(work func()) {
 // waits on the outside world. A panic in work is a failure.
 func (h *host) answerLater(what string, answer func(data any, err error), work func() (any, error)) {
 	h.goBackground(func() {
-		data, err := h.call(what, work)
+		data, err := h.safely(what, work)
 		answer(data, err)
 	})
 }
@@ -329,9 +329,9 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 
 // ---- Panics ----
 
-// call runs work, turning a panic into a failure and a stack trace on
+// safely runs work, turning a panic into a failure and a stack trace on
 // stderr, so one bug never stops the loop.
-func (h *host) call(what string, work func() (any, error)) (data any, err error) {
+func (h *host) safely(what string, work func() (any, error)) (data any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(h.stderr, "rpi: panic in %s: %v\n%s", what, p, debug.Stack())

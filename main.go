@@ -135,7 +135,7 @@ type startupWatch struct {
 // initFailure writes the one failure line of a fatal initialization error.
 func initFailure(stdout, stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "rpi: %v\n", err)
-	newOutput(stdout, stderr).record(func(buf []byte) ([]byte, error) {
+	newOutput(stdout, stderr).send(func(buf []byte) ([]byte, error) {
 		return encodeResponse(rpcWire{}, buf, nil, "init", nil, err)
 	})
 	return 1

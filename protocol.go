@@ -201,10 +201,10 @@ func (o *output) end() {
 	o.endOnce.Do(func() { close(o.ending) })
 }
 
-// record writes one record built by encode, which appends the record's
+// send writes one record built by encode, which appends the record's
 // JSON to buf, together with whatever is pending before it. An encoding
 // failure is a bug: it is reported on stderr and nothing is added.
-func (o *output) record(encode func(buf []byte) ([]byte, error)) {
+func (o *output) send(encode func(buf []byte) ([]byte, error)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.appendLocked(encode)

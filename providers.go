@@ -208,8 +208,8 @@ func (st *streamer) delta(i int, text string) {
 // sofar is block i's text (or argument JSON) so far.
 func (st *streamer) sofar(i int) string { return st.bufs[i].String() }
 
-// settle writes block i's text or thinking so far into msg.
-func (st *streamer) settle(i int) {
+// fillBlock writes block i's text or thinking so far into msg.
+func (st *streamer) fillBlock(i int) {
 	b := &st.msg.Content[i]
 	switch b.Type {
 	case "text":
@@ -228,7 +228,7 @@ func (st *streamer) endBlock(i int) {
 	if i < 0 {
 		return
 	}
-	st.settle(i)
+	st.fillBlock(i)
 	b := &st.msg.Content[i]
 	var ev assistantEvent
 	switch b.Type {
@@ -292,7 +292,7 @@ func (st *streamer) stopAs(stop, raw string, m *model) error {
 func (st *streamer) finish() {
 	for i := range st.msg.Content {
 		if st.bufs[i] != nil {
-			st.settle(i)
+			st.fillBlock(i)
 		}
 	}
 }

@@ -54,7 +54,7 @@ type rpcEvents struct {
 }
 
 func (e rpcEvents) event(ev event) {
-	e.out.record(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
+	e.out.send(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
 }
 
 func (e rpcEvents) flush() { e.out.flush() }
@@ -82,7 +82,7 @@ func (s *rpcServer) handleFrame(f frame) {
 		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
 	}
-	data, err := s.call(r.typ, func() (any, error) { return h(s, r) })
+	data, err := s.safely(r.typ, func() (any, error) { return h(s, r) })
 	if _, ok := data.(noReply); ok && err == nil {
 		return
 	}
@@ -107,7 +107,7 @@ func (s *rpcServer) replyTo(r *request) func(data any, err error) {
 }
 
 func (s *rpcServer) writeResponse(id []byte, command string, data any, err error) {
-	s.out.record(func(buf []byte) ([]byte, error) {
+	s.out.send(func(buf []byte) ([]byte, error) {
 		return encodeResponse(s.wire, buf, id, command, data, err)
 	})
 }

@@ -70,7 +70,7 @@ func (ds *dialogs) wasOneWay(id string) bool {
 
 // write writes an extension_ui_request record.
 func (ds *dialogs) write(req uiRequest) {
-	ds.out.record(func(buf []byte) ([]byte, error) {
+	ds.out.send(func(buf []byte) ([]byte, error) {
 		data, err := marshalJSON(req)
 		return append(buf, data...), err
 	})

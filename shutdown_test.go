@@ -402,7 +402,7 @@ func TestOutputGivesUpAtTheEnd(t *testing.T) {
 			}
 			wrote := make(chan struct{})
 			go func() {
-				o.record(func(buf []byte) ([]byte, error) { return append(buf, `{"after":true}`...), nil })
+				o.send(func(buf []byte) ([]byte, error) { return append(buf, `{"after":true}`...), nil })
 				close(wrote)
 			}()
 			select {
@@ -444,7 +444,7 @@ func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
 	o := newOutput(pw, io.Discard)
 	o.end()
 	record := bytes.Repeat([]byte("x"), 5*writeChunk) // five pieces: longer than endStall in all
-	o.record(func(buf []byte) ([]byte, error) { return append(buf, record...), nil })
+	o.send(func(buf []byte) ([]byte, error) { return append(buf, record...), nil })
 	pw.Close()
 	if n := <-got; n != len(record)+1 {
 		t.Errorf("the slow reader got %d bytes of %d", n, len(record)+1)

@@ -312,7 +312,7 @@ func TestGatheredAnswersKeepOrder(t *testing.T) {
 	if len(w.writes) != 0 {
 		t.Fatalf("gathered answers written early: %q", w.writes)
 	}
-	o.record(rec(`"event"`))
+	o.send(rec(`"event"`))
 	o.gather(rec(`"c"`))
 	o.flush()
 	o.flush()
@@ -337,7 +337,7 @@ func TestUnencodableAnswerIsAFailure(t *testing.T) {
 		for data, why := range map[any]string{math.NaN(): "json: unsupported value: NaN", make(chan int): "json: unsupported type: chan int"} {
 			var out bytes.Buffer
 			o := newOutput(&out, io.Discard)
-			o.record(func(buf []byte) ([]byte, error) {
+			o.send(func(buf []byte) ([]byte, error) {
 				return encodeResponse(w, buf, json.RawMessage(`"7"`), "get_tree", data, nil)
 			})
 			want := `{"id":"7","type":"response","command":"get_tree","success":false,"error":"Internal error in get_tree: its answer cannot be encoded (` + why + `)"}` + "\n"
