@@ -341,7 +341,7 @@ func (c *acpConn) requestPermission(ctx context.Context, sessionID string, call 
 // acpMethod handles one request: it returns the result (nil is {}), an
 // error (an *acpError as it is, any other as -32603), or acpDeferred
 // when it answers later itself (acpAgent.answerLater).
-type acpMethod func(a *acpAgent, call *acpCall) (any, error)
+type acpMethod func(a *acpAgent, req *acpRequest) (any, error)
 
 // acpNotification handles one notification; it answers nothing.
 type acpNotification func(a *acpAgent, params acpParams) error
@@ -349,8 +349,8 @@ type acpNotification func(a *acpAgent, params acpParams) error
 // acpDeferred, returned by a method, means its answer comes later.
 type acpDeferred struct{}
 
-// acpCall is one request being handled.
-type acpCall struct {
+// acpRequest is one request being handled.
+type acpRequest struct {
 	id     json.RawMessage
 	method string
 	params acpParams
@@ -462,7 +462,7 @@ func (a *acpAgent) request(msg *acpMessage) {
 		a.conn.answer(msg.id, msg.method, nil, err, true)
 		return
 	}
-	call := &acpCall{id: msg.id, method: msg.method, params: params}
+	call := &acpRequest{id: msg.id, method: msg.method, params: params}
 	result, err := a.safely(msg.method, func() (any, error) { return handle(a, call) })
 	if _, later := result.(acpDeferred); later && err == nil {
 		return
@@ -488,7 +488,7 @@ func (a *acpAgent) safely(what string, work func() (any, error)) (result any, er
 // answerLater runs work in the background and answers call with its
 // result, so the messages after call are not held up; then, when it
 // succeeded, runs then (nil: nothing) after the answer.
-func (a *acpAgent) answerLater(call *acpCall, work func() (any, error), then func()) (any, error) {
+func (a *acpAgent) answerLater(call *acpRequest, work func() (any, error), then func()) (any, error) {
 	a.h.goBackground(func() {
 		result, err := a.safely(call.method, work)
 		a.conn.answer(call.id, call.method, result, err, false)
@@ -554,8 +554,8 @@ type acpImplementation struct {
 // {readTextFile, writeTextFile}, terminal, _meta {terminal_output}}],
 // [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
 // the client asked: the client decides whether it speaks it).
-func acpInitialize(a *acpAgent, call *acpCall) (any, error) {
-	p := call.params
+func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
+	p := req.params
 	if _, err := p.integer("protocolVersion", 0, 65535); err != nil {
 		return nil, err
 	}

@@ -231,16 +231,16 @@ func acpLoopsNote(sessionPath string) string {
 // Params: cwd (absolute, an existing directory), mcpServers (an array;
 // not used). Answer: {sessionId, configOptions, modes}; then
 // available_commands_update and usage_update.
-func acpNew(a *acpAgent, call *acpCall) (any, error) {
-	cwd, err := acpAbsDir(call.params, "cwd", true)
+func acpNew(a *acpAgent, req *acpRequest) (any, error) {
+	cwd, err := acpAbsDir(req.params, "cwd", true)
 	if err == nil {
-		err = a.acpMCPServers(call.params, true)
+		err = a.acpMCPServers(req.params, true)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var as *acpSession
-	return a.answerLater(call, func() (any, error) {
+	return a.answerLater(req, func() (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
@@ -258,17 +258,17 @@ func acpNew(a *acpAgent, call *acpCall) (any, error) {
 // rpi's end stops a load, and its answer is then an error.
 // Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
 // modes}; then available_commands_update and usage_update.
-func acpLoad(a *acpAgent, call *acpCall) (any, error) {
-	return a.reopen(call, true)
+func acpLoad(a *acpAgent, req *acpRequest) (any, error) {
+	return a.reopen(req, true)
 }
 
 // acpResume is session/load without the replay.
 // Params: sessionId, cwd (absolute), [mcpServers]. Answer: as load's.
-func acpResume(a *acpAgent, call *acpCall) (any, error) {
-	return a.reopen(call, false)
+func acpResume(a *acpAgent, req *acpRequest) (any, error) {
+	return a.reopen(req, false)
 }
 
-func (a *acpAgent) reopen(call *acpCall, replay bool) (any, error) {
+func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	id, err := acpSessionID(call.params)
 	if err != nil {
 		return nil, err
@@ -414,8 +414,8 @@ func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (s
 // Until all that is done the session still counts against the host's
 // maxSessions, so that closing and opening in a tight loop cannot pass it.
 // Params: sessionId. Answer: {}, once all that is done.
-func acpClose(a *acpAgent, call *acpCall) (any, error) {
-	as, err := a.session(call.params)
+func acpClose(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +423,7 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 	delete(a.sessions, as.id)
 	a.mu.Unlock()
 	as.cancel() // the prompts waiting behind the turn answer cancelled too
-	return a.answerLater(call, func() (any, error) {
+	return a.answerLater(req, func() (any, error) {
 		as.s.close()
 		return nil, nil
 	}, nil)
@@ -433,19 +433,19 @@ func acpClose(a *acpAgent, call *acpCall) (any, error) {
 // Params: [cwd] (absolute: that directory's sessions; absent: every
 // directory's), [cursor] (a nextCursor it gave). Answer: {sessions:
 // [{sessionId, cwd, title, updatedAt}], [nextCursor]}.
-func acpList(a *acpAgent, call *acpCall) (any, error) {
-	cwd, err := acpAbsDir(call.params, "cwd", false)
+func acpList(a *acpAgent, req *acpRequest) (any, error) {
+	cwd, err := acpAbsDir(req.params, "cwd", false)
 	if err != nil {
 		return nil, err
 	}
-	cursor, err := call.params.optStr("cursor")
+	cursor, err := req.params.optStr("cursor")
 	if err != nil {
 		return nil, err
 	}
 	if a.noSession {
 		return acpListPage{Sessions: []acpSessionRow{}}, nil
 	}
-	return a.answerLater(call, func() (any, error) {
+	return a.answerLater(req, func() (any, error) {
 		rows, err := listSessions(a.h.ctx, a.store, cwd)
 		if err != nil {
 			return nil, err
@@ -473,8 +473,8 @@ func acpLoadableRows(rows []sessionRow, cwd string) []sessionRow {
 // id; a session open in this process, or in another rpi process (which
 // holds its file's lock), cannot be deleted, nor any under --no-session.
 // Params: sessionId. Answer: {}.
-func acpDelete(a *acpAgent, call *acpCall) (any, error) {
-	id, err := acpSessionID(call.params)
+func acpDelete(a *acpAgent, req *acpRequest) (any, error) {
+	id, err := acpSessionID(req.params)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +484,7 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 	if a.isOpen(id) {
 		return nil, invalidParams("Invalid field sessionId: the session %s is open; close it first (session/close)", id)
 	}
-	return a.answerLater(call, func() (any, error) {
+	return a.answerLater(req, func() (any, error) {
 		path, err := findSessionFile(a.h.ctx, a.store, id, "")
 		if err != nil {
 			return nil, err
@@ -506,12 +506,12 @@ func acpDelete(a *acpAgent, call *acpCall) (any, error) {
 // {stopReason}, comes once the turn has ended, after every update it
 // caused.
 // Params: sessionId, prompt ([ContentBlock]). Answer: {stopReason}.
-func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
-	as, err := a.session(call.params)
+func acpPromptMethod(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
 	if err != nil {
 		return nil, err
 	}
-	items, err := call.params.array("prompt", "an array of content blocks")
+	items, err := req.params.array("prompt", "an array of content blocks")
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +520,7 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 		return nil, err
 	}
 	as.startMu.Lock()
-	as.pending = append(as.pending, &acpPending{call, prompt, as.starting})
+	as.pending = append(as.pending, &acpPending{req, prompt, as.starting})
 	start := !as.starter
 	as.starter = true
 	as.startMu.Unlock()
@@ -533,7 +533,7 @@ func acpPromptMethod(a *acpAgent, call *acpCall) (any, error) {
 // acpPending is a prompt received and not yet started: its request, its
 // blocks, and the context its links are read under.
 type acpPending struct {
-	call     *acpCall
+	call     *acpRequest
 	prompt   *acpPromptMessage
 	starting context.Context
 }
@@ -706,7 +706,7 @@ func acpOwnCommand(text string) (name, rest string, ok bool) {
 
 // ownCommand answers /compact and /name in-band: a note, then end_turn
 // (cancelled for a compaction session/cancel stopped).
-func (as *acpSession) ownCommand(call *acpCall, name, rest string) (any, error) {
+func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, error) {
 	if name == "name" {
 		if err := as.s.setSessionName(rest); err != nil {
 			as.updates.note("Usage: /name <title> (" + err.Error() + ")")
@@ -793,16 +793,16 @@ type acpConfigResult struct {
 // or the approvals; an unknown id or value is a -32602 naming the ones
 // allowed. Params: sessionId, configId, value. Answer: {configOptions},
 // the full list; then config_option_update with it.
-func acpSetConfigOption(a *acpAgent, call *acpCall) (any, error) {
-	as, err := a.session(call.params)
+func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
 	if err != nil {
 		return nil, err
 	}
-	id, err := call.params.str("configId")
+	id, err := req.params.str("configId")
 	if err != nil {
 		return nil, err
 	}
-	value, err := call.params.str("value")
+	value, err := req.params.str("value")
 	if err != nil {
 		return nil, err
 	}
@@ -839,7 +839,7 @@ func acpSetConfigOption(a *acpAgent, call *acpCall) (any, error) {
 		return nil, invalidParams("Invalid field configId: must be one of model, thought_level, approvals")
 	}
 	options := as.configOptions()
-	return a.answerLater(call, func() (any, error) { return acpConfigResult{options}, nil }, func() {
+	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
 		as.send(acpConfigOptionUpdate{"config_option_update", options})
 	})
 }
@@ -873,12 +873,12 @@ func (as *acpSession) setApprovals(value string) error {
 // acpSetMode sets the approvals as a mode (the same values).
 // Params: sessionId, modeId. Answer: {}; then current_mode_update and
 // config_option_update.
-func acpSetMode(a *acpAgent, call *acpCall) (any, error) {
-	as, err := a.session(call.params)
+func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
 	if err != nil {
 		return nil, err
 	}
-	mode, err := call.params.str("modeId")
+	mode, err := req.params.str("modeId")
 	if err != nil {
 		return nil, err
 	}
@@ -886,7 +886,7 @@ func acpSetMode(a *acpAgent, call *acpCall) (any, error) {
 		e := err.(*acpError)
 		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
 	}
-	return a.answerLater(call, func() (any, error) { return nil, nil }, func() {
+	return a.answerLater(req, func() (any, error) { return nil, nil }, func() {
 		as.send(acpCurrentMode{"current_mode_update", mode})
 		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
 	})

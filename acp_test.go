@@ -254,15 +254,15 @@ func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, m
 // panics.
 var acpWireMethods = map[string]acpMethod{
 	"initialize": acpInitialize,
-	"test/echo": func(a *acpAgent, call *acpCall) (any, error) {
+	"test/echo": func(a *acpAgent, call *acpRequest) (any, error) {
 		return json.RawMessage(cmpOr(string(call.params.raw("value")), "null")), nil
 	},
-	"test/later": func(a *acpAgent, call *acpCall) (any, error) {
+	"test/later": func(a *acpAgent, call *acpRequest) (any, error) {
 		return a.answerLater(call, func() (any, error) { return json.RawMessage(`"later"`), nil }, nil)
 	},
-	"test/fail":  func(a *acpAgent, call *acpCall) (any, error) { return nil, errors.New("cannot open /home/me/secret") },
-	"test/panic": func(a *acpAgent, call *acpCall) (any, error) { panic("boom") },
-	"test/string": func(a *acpAgent, call *acpCall) (any, error) {
+	"test/fail":  func(a *acpAgent, call *acpRequest) (any, error) { return nil, errors.New("cannot open /home/me/secret") },
+	"test/panic": func(a *acpAgent, call *acpRequest) (any, error) { panic("boom") },
+	"test/string": func(a *acpAgent, call *acpRequest) (any, error) {
 		return call.params.str("name")
 	},
 }
@@ -431,7 +431,7 @@ func TestACPTooDeep(t *testing.T) {
 	}
 
 	// An answer nested too deep fails the request it answers.
-	methods := map[string]acpMethod{"initialize": acpInitialize, "test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+	methods := map[string]acpMethod{"initialize": acpInitialize, "test/ask": func(a *acpAgent, call *acpRequest) (any, error) {
 		return a.answerLater(call, func() (any, error) {
 			_, err := a.conn.request(a.h.ctx, "client/deep", struct{}{})
 			return fmt.Sprint(err), nil
@@ -480,7 +480,7 @@ func TestACPNothingBeforeTheClientSpeaks(t *testing.T) {
 // is dropped, and the end of input ends every wait.
 func TestACPCallsTheClient(t *testing.T) {
 	methods := map[string]acpMethod{"initialize": acpInitialize,
-		"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+		"test/ask": func(a *acpAgent, call *acpRequest) (any, error) {
 			return a.answerLater(call, func() (any, error) {
 				what, _ := call.params.str("what")
 				raw, err := a.conn.request(a.h.ctx, "client/"+what, struct{}{})
@@ -1573,7 +1573,7 @@ func TestACPCancelGivesUpALinkRead(t *testing.T) {
 // client: test/ask asks the client client/ask and answers the error it
 // got ("<nil>" for none).
 var acpAskMethods = map[string]acpMethod{"initialize": acpInitialize,
-	"test/ask": func(a *acpAgent, call *acpCall) (any, error) {
+	"test/ask": func(a *acpAgent, call *acpRequest) (any, error) {
 		return a.answerLater(call, func() (any, error) {
 			_, err := a.conn.request(a.h.ctx, "client/ask", struct{}{})
 			return fmt.Sprint(err), nil
