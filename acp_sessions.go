@@ -155,6 +155,7 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	as := &acpSession{agent: a, always: map[string]bool{}}
 	as.confirm = a.h.set.cfg.confirm
 	as.approvals = acpApprovalOf(as.confirm)
+	as.confirm = acpConfirmed(as.approvals, as.confirm)
 	if as.approvals == "custom" {
 		as.custom = slices.Clone(as.confirm)
 	}
@@ -166,6 +167,9 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(as.confirm) != len(a.h.set.cfg.confirm) {
+		s.setConfirmTools(as.confirm) // the mode asks before MCP tools too
 	}
 	info := s.conv.info()
 	as.starting, as.stopStarting = context.WithCancel(s.ctx)
@@ -864,6 +868,7 @@ func (as *acpSession) setApprovals(value string) error {
 		as.mu.Unlock()
 		return invalidParams("Invalid field value: approvals must be one of %s", strings.Join(values, ", "))
 	}
+	tools = acpConfirmed(value, tools)
 	as.approvals, as.custom, as.confirm = value, nil, tools
 	as.mu.Unlock()
 	as.s.setConfirmTools(tools)
@@ -1028,5 +1033,15 @@ func (as *acpSession) approve(ctx context.Context, a approval) bool {
 func (as *acpSession) asks(tool string) bool {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	return slices.Contains(as.confirm, tool) && !as.always[tool]
+	return confirms(as.confirm, tool) && !as.always[tool]
+}
+
+// acpConfirmed is what the core puts behind the approval gate in the
+// approvals mode value: its tools, and in ask and edits every MCP tool
+// too (a server's tool may do anything a command can).
+func acpConfirmed(value string, tools []string) []string {
+	if value == "ask" || value == "edits" {
+		return append(slices.Clone(tools), "mcp")
+	}
+	return tools
 }

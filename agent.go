@@ -13,7 +13,6 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -575,8 +574,9 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
+	s.mcp.awaitFirst(run.ctx)
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
-		tools: s.set.tools, thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand}
+		tools: s.offeredTools(), thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
 	s.status("thinking")
@@ -782,7 +782,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 	if err != nil {
 		return textResult(err.Error()), true
 	}
-	gated := slices.Contains(s.confirmTools(), block.Name)
+	gated := confirms(s.confirmTools(), block.Name)
 	var failed error // why the call cannot be done, found by preparing it
 	if p, ok := call.(preparer); ok {
 		defer p.release()

@@ -175,17 +175,17 @@ func parseArgs(args []string, env environment) (cfg config, action string, err e
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
 	}
-	if cfg.tools, err = toolList("--tools", tools); err != nil {
+	if cfg.tools, err = toolList("--tools", tools, false); err != nil {
 		return cfg, "", err
 	}
 	cfg.toolsGiven = tools != "" || noTools
 	if noTools {
 		cfg.tools = []string{}
 	}
-	if cfg.excludeTools, err = toolList("--exclude-tools", exclude); err != nil {
+	if cfg.excludeTools, err = toolList("--exclude-tools", exclude, false); err != nil {
 		return cfg, "", err
 	}
-	if cfg.confirm, err = toolList("--confirm", confirm); err != nil {
+	if cfg.confirm, err = toolList("--confirm", confirm, true); err != nil {
 		return cfg, "", err
 	}
 	for _, m := range strings.Split(models, ",") {
@@ -249,15 +249,18 @@ func validSessionID(id string) bool {
 	return id != ""
 }
 
-// toolList splits a comma-separated list of tool names and checks each.
-func toolList(flagName, list string) ([]string, error) {
+// toolList splits a comma-separated list of tool names and checks each;
+// with mcp, "mcp" (every MCP tool) and patterns mcp__NAME__* (a server's
+// tools) are taken too.
+func toolList(flagName, list string, mcp bool) ([]string, error) {
 	if list == "" {
 		return nil, nil
 	}
 	var names []string
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
-		if toolNamed(name) == nil {
+		mcpPattern := mcp && (name == "mcp" || strings.HasPrefix(name, "mcp__"))
+		if toolNamed(name) == nil && !mcpPattern {
 			return nil, fmt.Errorf("Invalid %s: unknown tool %q (known: %s)", flagName, name, strings.Join(toolNames(), ", "))
 		}
 		names = append(names, name)
@@ -326,3 +329,6 @@ Example:
   echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session
   PI_FAUX_RESPONSE='Hello from rpi' rpi rpc --model faux/faux-1
 `
+
+// version is what --version and get_capabilities report.
+const version = "0.2.0"

@@ -41,6 +41,7 @@ type host struct {
 	temp     *tempFiles    // rpi's temp folder (own lock)
 	watchdog *watchdog     // kills children if rpi dies (own lock)
 	memory   memoryReturn  // gives memory back after a burst (own lock)
+	mcpLog   mcpLog        // mcp.log, which every session's MCP servers write to (own lock)
 
 	sessions sessionRegistry // the open sessions, by id, for every front end (own lock)
 

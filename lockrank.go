@@ -58,6 +58,10 @@ var lockOrder = []struct {
 	{"watchdog.mu", coreLock},
 	{"keyCommands.mu", coreLock},
 	{"outbox.mu", coreLock}, // taken to post a callout, under any core lock
+	{"mcpServers.mu", coreLock},
+	{"mcpConn.writeMu", coreLock}, // held while a message is written to an MCP server
+	{"mcpConn.mu", coreLock},
+	{"mcpLog.mu", coreLock},
 	{"sinks.mu", coreLock},
 	{"memoryReturn.mu", coreLock},
 	{"helperPanic.mu", coreLock},
@@ -98,6 +102,10 @@ type (
 	registryMu     struct{}
 	keyCommandsMu  struct{}
 	outboxMu       struct{}
+	mcpServersMu   struct{}
+	mcpWriteMu     struct{}
+	mcpConnMu      struct{}
+	mcpLogMu       struct{}
 	sinksMu        struct{}
 	memoryReturnMu struct{}
 	helperPanicMu  struct{}
@@ -134,6 +142,10 @@ func (watchdogMu) lockName() string     { return "watchdog.mu" }
 func (registryMu) lockName() string     { return "sessionRegistry.mu" }
 func (keyCommandsMu) lockName() string  { return "keyCommands.mu" }
 func (outboxMu) lockName() string       { return "outbox.mu" }
+func (mcpServersMu) lockName() string   { return "mcpServers.mu" }
+func (mcpWriteMu) lockName() string     { return "mcpConn.writeMu" }
+func (mcpConnMu) lockName() string      { return "mcpConn.mu" }
+func (mcpLogMu) lockName() string       { return "mcpLog.mu" }
 func (sinksMu) lockName() string        { return "sinks.mu" }
 func (memoryReturnMu) lockName() string { return "memoryReturn.mu" }
 func (helperPanicMu) lockName() string  { return "helperPanic.mu" }

@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// version is what --version and get_capabilities report.
-const version = "0.2.0"
-
 func main() {
 	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {

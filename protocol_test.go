@@ -795,6 +795,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			if fm != nil {
 				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)
 			}
+			content = strings.ReplaceAll(content, "$TEST_BINARY", os.Args[0]) // a helper program (RPI_HELPER)
 			path := filepath.Join(e.agentDir, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)

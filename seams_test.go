@@ -140,7 +140,13 @@ func (t *memTarget) write(_ context.Context, verb string, before, content []byte
 // with the given sink, ui and files, against a fake model with script.
 func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fileEnv, args ...string) (*session, *fakeModel) {
 	t.Helper()
-	e := newTestEnv(t)
+	return openTestSessionIn(t, newTestEnv(t), script, sink, u, files, args...)
+}
+
+// openTestSessionIn is openTestSession in the test environment e (its
+// agent dir prepared).
+func openTestSessionIn(t *testing.T, e *testEnv, script string, sink eventSink, u ui, files fileEnv, args ...string) (*session, *fakeModel) {
+	t.Helper()
 	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
 	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...), e.env())
 	if err != nil {

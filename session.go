@@ -39,6 +39,7 @@ type session struct {
 	dir   string         // where new session files go; "" beside the current one (or in memory)
 
 	closing  atomic.Bool  // close has begun: the host's registry finds it no more
+	mcp      mcpServers   // its MCP servers and their tools (own lock, mcp.go)
 	callouts outbox       // the calls to its front end not yet made
 	userBash userBashRuns // the user's own shell commands running (rpc's bash)
 
@@ -189,6 +190,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		conv.close()
 		return nil, err
 	}
+	s.startMCP()
 	return s, nil
 }
 
@@ -203,6 +205,7 @@ func (s *session) close() {
 	settled := s.abort()
 	procs := s.processes()
 	s.cancel() // its commands end, its processes are stopped (waitExit)
+	s.mcp.close()
 	deadline := time.After(exitLimit)
 	if settled != nil {
 		select {

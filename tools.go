@@ -136,7 +136,37 @@ func (s *session) activeTool(name string) *tool {
 			return t
 		}
 	}
+	if strings.HasPrefix(name, "mcp__") {
+		return s.mcp.find(name)
+	}
 	return nil
+}
+
+// offeredTools are the tools the model is declared in its next request:
+// the session's, then its MCP servers' (those connected by then).
+func (s *session) offeredTools() []*tool {
+	mcp := s.mcp.offered()
+	if len(mcp) == 0 {
+		return s.set.tools
+	}
+	return append(slices.Clip(s.set.tools), mcp...)
+}
+
+// confirms reports whether a call of the tool named name waits for the
+// user's approval: its name is in confirm, or, for an MCP tool, "mcp"
+// (every MCP tool) or a pattern mcp__NAME__* that its name starts with.
+func confirms(confirm []string, name string) bool {
+	for _, c := range confirm {
+		prefix, pattern := strings.CutSuffix(c, "*")
+		switch {
+		case c == name:
+			return true
+		case !strings.HasPrefix(name, "mcp__"):
+		case c == "mcp", pattern && strings.HasPrefix(prefix, "mcp__") && strings.HasPrefix(name, prefix):
+			return true
+		}
+	}
+	return false
 }
 
 // decodeToolCall decodes a call's arguments once, strictly: a JSON object

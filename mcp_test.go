@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func init() { helpers["mcp-server"] = mcpTestServer }
+
+// mcpTestServer is a small MCP server over stdio for the tests (the test
+// binary run with RPI_HELPER=mcp-server): tools on two pages of
+// tools/list, each showing one kind of result; it writes a line to
+// stderr and a log message, as servers do. $MCP_TEST_MODE picks a
+// misbehaviour: "no-init" never answers initialize, "huge" answers
+// tools/list with a line over rpi's limit, "old-version" answers with a
+// protocol version rpi does not speak.
+func mcpTestServer(args []string) {
+	mode := os.Getenv("MCP_TEST_MODE")
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	out := bufio.NewWriter(os.Stdout)
+	send := func(msg map[string]any) {
+		msg["jsonrpc"] = "2.0"
+		b, _ := json.Marshal(msg)
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	fmt.Fprintln(os.Stderr, "test server starting")
+	if pidFile := os.Getenv("MCP_TEST_PIDFILE"); pidFile != "" {
+		os.WriteFile(pidFile, []byte(fmt.Sprint(os.Getpid())), 0o600)
+	}
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+			continue // notifications
+		}
+		answer := func(result any) { send(map[string]any{"id": m.ID, "result": result}) }
+		switch m.Method {
+		case "initialize":
+			version := "2025-06-18"
+			switch mode {
+			case "no-init":
+				continue
+			case "old-version":
+				version = "2023-01-01"
+			}
+			answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
+				"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
+			send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "test", "data": "ready"}})
+		case "tools/list":
+			var p struct {
+				Cursor string `json:"cursor"`
+			}
+			json.Unmarshal(m.Params, &p)
+			if mode == "huge" {
+				answer(map[string]any{"tools": []any{}, "padding": strings.Repeat("x", maxMCPMessage)})
+				continue
+			}
+			object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+			if p.Cursor == "" {
+				answer(map[string]any{"tools": []any{
+					map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object},
+				}, "nextCursor": "page-2"})
+				continue
+			}
+			answer(map[string]any{"tools": []any{
+				map[string]any{"name": "structured", "inputSchema": map[string]any{}},
+				map[string]any{"name": "fail", "title": "Always fails", "inputSchema": object},
+				map[string]any{"name": "slow", "description": "Reports progress, then answers", "inputSchema": object},
+			}})
+		case "tools/call":
+			var p struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+				Meta      struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			}
+			json.Unmarshal(m.Params, &p)
+			var a struct {
+				Text string `json:"text"`
+			}
+			json.Unmarshal(p.Arguments, &a)
+			switch p.Name {
+			case "echo":
+				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
+			case "structured":
+				answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
+			case "fail":
+				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
+			case "slow":
+				for i := 1; i <= 3; i++ {
+					time.Sleep(40 * time.Millisecond)
+					send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": p.Meta.ProgressToken, "progress": i, "total": 3}})
+				}
+				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}})
+			default:
+				send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32602, "message": "Unknown tool: " + p.Name}})
+			}
+		case "ping":
+			answer(map[string]any{})
+		default:
+			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+		}
+	}
+}
+
+// writeMCPConfig writes the agent dir's mcp.json with one server, the
+// test binary as mcpTestServer, in mode (see there).
+func writeMCPConfig(t *testing.T, agentDir, name, mode string, extra map[string]any) {
+	t.Helper()
+	entry := map[string]any{"command": os.Args[0], "env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": mode},
+		"exposure": "direct"}
+	for k, v := range extra {
+		entry[k] = v
+	}
+	data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{name: entry}})
+	if err := os.WriteFile(filepath.Join(agentDir, "mcp.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openMCPSession opens a session whose agent dir has the test server as
+// name, and waits until it is connected or failed.
+func openMCPSession(t *testing.T, mode string, extra map[string]any) *session {
+	t.Helper()
+	s, _ := openMCPSessionWithModel(t, mode, extra)
+	s.mcp.awaitFirst(context.Background())
+	return s
+}
+
+func openMCPSessionWithModel(t *testing.T, mode string, extra map[string]any) (*session, *fakeModel) {
+	t.Helper()
+	e := newTestEnv(t)
+	writeMCPConfig(t, e.agentDir, "helper", mode, extra)
+	s, fm := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
+	t.Cleanup(s.close)
+	return s, fm
+}
+
+// TestMCPToolsInTheFirstRequest: the first prompt, sent as soon as the
+// session opens, waits for the server with direct tools, and its request
+// to the model declares them, with the server's schema.
+func TestMCPToolsInTheFirstRequest(t *testing.T) {
+	s, fm := openMCPSessionWithModel(t, "", nil)
+	ended := make(chan promptEnd, 1)
+	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("hi"), Timestamp: 1}, "", func(bool, error) {}, func(end promptEnd) { ended <- end })
+	waitEnded(t, ended)
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	body, _ := json.Marshal(fm.requests[0]["tools"])
+	if !strings.Contains(string(body), `"name":"mcp__helper__echo","parameters":{"properties":{"text":{"type":"string"}},"type":"object"}`) {
+		t.Errorf("the first request's tools: %s", body)
+	}
+}
+
+// TestMCPToolsListed: a stdio server's tools, on two pages of
+// tools/list, reach the model as mcp__<server>__<tool> once connected.
+func TestMCPToolsListed(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	var names []string
+	for _, tl := range s.offeredTools() {
+		names = append(names, tl.name)
+	}
+	for _, want := range []string{"mcp__helper__echo", "mcp__helper__structured", "mcp__helper__fail", "mcp__helper__slow"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("offered %v; want %s among them", names, want)
+		}
+	}
+	if tl := s.activeTool("mcp__helper__structured"); tl == nil || string(tl.schema) != `{"properties":{},"type":"object"}` {
+		t.Errorf("structured's schema: %v", tl)
+	}
+}
+
+// TestMCPToolCalls: each kind of result as the model gets it — text,
+// structured content as indented JSON, isError as a tool error, and an
+// answer after progress reports.
+func TestMCPToolCalls(t *testing.T) {
+	s := openMCPSession(t, "", map[string]any{"timeout": 0.1}) // slow's progress resets the 100 ms limit
+	call := func(name, args string) (string, error) {
+		c, err := s.decodeToolCall(name, json.RawMessage(args))
+		if err != nil {
+			return "", err
+		}
+		res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		return joinTexts(res.Content), err
+	}
+	cases := []struct{ tool, args, want, err string }{
+		{"mcp__helper__echo", `{"text":"hi"}`, "echo: hi", ""},
+		{"mcp__helper__structured", `{"a":1}`, "{\n  \"args\": {\n    \"a\": 1\n  },\n  \"sum\": 3\n}", ""},
+		{"mcp__helper__fail", `{"text":"x"}`, "", "it failed: x"},
+		{"mcp__helper__slow", `{}`, "slow done", ""},
+		{"mcp__helper__missing", `{}`, "", "Tool mcp__helper__missing not found"},
+	}
+	for _, c := range cases {
+		got, err := call(c.tool, c.args)
+		if got != c.want || fmt.Sprint(err) != cmp.Or(c.err, "<nil>") {
+			t.Errorf("%s %s: %q, %v; want %q, %s", c.tool, c.args, got, err, c.want, cmp.Or(c.err, "no error"))
+		}
+	}
+}
+
+// TestMCPServerFailures: a server that never answers initialize, one
+// that answers with more than the limit in one line, and one that speaks
+// an unknown protocol version each fail alone, with a warning that says
+// why, and leave no process behind.
+func TestMCPServerFailures(t *testing.T) {
+	for mode, want := range map[string]string{
+		"no-init":     "MCP server helper failed: MCP server helper did not answer in 0.2s",
+		"huge":        "MCP server helper failed: MCP server helper sent a message longer than 16 MiB",
+		"old-version": `MCP server helper failed: answered initialize with protocol version "2023-01-01", which rpi does not speak`,
+	} {
+		t.Run(mode, func(t *testing.T) {
+			timeout := 10.0 // time to send 16 MiB on a busy machine
+			if mode == "no-init" {
+				timeout = 0.2
+			}
+			s := openMCPSession(t, mode, map[string]any{"timeout": timeout})
+			if tools := s.mcp.offered(); len(tools) != 0 {
+				t.Errorf("a failed server offers %d tools", len(tools))
+			}
+			notices := s.openingNotices()
+			if !slices.Contains(notices, want) {
+				t.Errorf("warnings %q; want %q", notices, want)
+			}
+		})
+	}
+}
+
+// TestMCPConfig: pi's mcp.json rules — a project entry with neither
+// command, url nor type only overrides the user's entry; sse is refused
+// with a pointer to streamable HTTP; a bad entry is skipped with a
+// warning while the others load; ${VAR} and !command expand.
+func TestMCPConfig(t *testing.T) {
+	agentDir, cwd := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(agentDir, "mcp.json"), []byte(`{"mcpServers": {
+		"fs": {"command": "npx", "args": ["-y", "server-fs", "${ROOT}"], "env": {"TOKEN": "!get-token"}},
+		"old": {"type": "sse", "url": "http://localhost:1/sse"},
+		"bad": {"command": 3},
+		"web": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${KEY}"}, "timeout": 5}
+	}}`), 0o600)
+	os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755)
+	os.WriteFile(filepath.Join(cwd, ".pi", "mcp.json"), []byte(`{"mcpServers": {"fs": {"enabled": false, "exposure": "direct"}}}`), 0o600)
+	expand := func(value string, commands bool) (string, error) {
+		return expandMCPValue(value, commands, envMap{"ROOT": "/srv", "KEY": "k1"}.get, func(command string) (string, error) {
+			return "out of " + command, nil
+		})
+	}
+	for _, approved := range []bool{false, true} {
+		servers, warnings := loadMCPConfig(agentDir, cwd, approved, expand)
+		var got []string
+		for _, s := range servers {
+			got = append(got, fmt.Sprintf("%s %s %v %s %q %q %q %s", s.name, s.transport, s.enabled, s.exposure, s.args, s.env, s.headers, s.timeout))
+		}
+		want := []string{
+			fmt.Sprintf(`fs stdio %v %s ["-y" "server-fs" "/srv"] map["TOKEN":"out of get-token"] map[] 1m0s`, !approved, map[bool]string{false: "codemode", true: "direct"}[approved]),
+			`web http true codemode [] map[] map["Authorization":"Bearer k1"] 5s`,
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("approved %v: servers\n%s\nwant\n%s", approved, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if len(warnings) != 2 || !strings.Contains(warnings[0], "MCP server bad in ") || !strings.Contains(warnings[1], "the SSE transport is not supported") {
+			t.Errorf("warnings: %q", warnings)
+		}
+	}
+}
+
+type envMap map[string]string
+
+func (m envMap) get(k string) string { return m[k] }
+
+// TestMCPToolNames: pi's names — sanitised, at most 64 characters, a
+// hash suffix for a long name or one another tool of the server took.
+func TestMCPToolNames(t *testing.T) {
+	none := func(string) bool { return false }
+	long := strings.Repeat("x", 70)
+	cases := []struct {
+		server, tool string
+		taken        func(string) bool
+		want         string
+	}{
+		{"fs", "read_file", none, "mcp__fs__read_file"},
+		{"my-server", "a.b c", none, "mcp__my_server__a_b_c"},
+		{"s", "a-b", func(n string) bool { return n == "mcp__s__a_b" }, "mcp__s__a_b_" + mcpHash("s", "a-b")},
+		{"s", long, none, ("mcp__s__" + long)[:55] + "_" + mcpHash("s", long)},
+	}
+	for _, c := range cases {
+		if got := mcpToolName(c.server, c.tool, c.taken); got != c.want || len(got) > 64 {
+			t.Errorf("%s/%s: %s; want %s", c.server, c.tool, got, c.want)
+		}
+	}
+}
+
+// mcpHash is the 8 hex digits of pi's suffix for server's tool.
+func mcpHash(server, tool string) string {
+	sum := sha256.Sum256([]byte(server + "\x00" + tool))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+// TestEndToEndMCPServerEnds: an MCP server rpi started ends with rpi,
+// whether its input ends (the session closes the server: stdin, SIGTERM,
+// SIGKILL to its group) or rpi is killed (the watchdog kills the group).
+func TestEndToEndMCPServerEnds(t *testing.T) {
+	endToEnd(t)
+	for _, how := range []string{"eof", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			agentDir, pidFile := t.TempDir(), filepath.Join(t.TempDir(), "pid")
+			writeMCPConfig(t, agentDir, "helper", "", map[string]any{"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_PIDFILE": pidFile}})
+			p := startRPIWith(t, withEnv("PI_CODING_AGENT_DIR="+agentDir), "rpc", "--cwd", t.TempDir())
+			p.next(t) // session_started
+			pid := 0
+			for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+				data, _ := os.ReadFile(pidFile)
+				fmt.Sscan(string(data), &pid)
+				if time.Now().After(deadline) {
+					t.Fatal("the MCP server never started")
+				}
+			}
+			if how == "eof" {
+				p.stdin.Close()
+			} else {
+				p.cmd.Process.Kill()
+			}
+			p.cmd.Wait()
+			for deadline := time.Now().Add(5 * time.Second); alive(pid) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("the MCP server (pid %d) outlived rpi", pid)
+			}
+		})
+	}
+}
+
+// TestConfirmsMCP: --confirm mcp gates every MCP tool, mcp__NAME__* one
+// server's, and neither gates a built-in tool; ACP's ask and edits modes
+// gate every MCP tool, auto none.
+func TestConfirmsMCP(t *testing.T) {
+	cases := []struct {
+		confirm []string
+		tool    string
+		want    bool
+	}{
+		{[]string{"mcp"}, "mcp__fs__read_file", true},
+		{[]string{"mcp"}, "bash", false},
+		{[]string{"mcp__fs__*"}, "mcp__fs__read_file", true},
+		{[]string{"mcp__fs__*"}, "mcp__fsx__read_file", false},
+		{[]string{"mcp__fs__read_file"}, "mcp__fs__read_file", true},
+		{[]string{"bash"}, "mcp__fs__read_file", false},
+		{acpConfirmed("ask", []string{"write"}), "mcp__fs__read_file", true},
+		{acpConfirmed("edits", nil), "mcp__x__y", true},
+		{acpConfirmed("auto", nil), "mcp__x__y", false},
+	}
+	for _, c := range cases {
+		if got := confirms(c.confirm, c.tool); got != c.want {
+			t.Errorf("confirms(%q, %s) = %v", c.confirm, c.tool, got)
+		}
+	}
+	if _, err := toolList("--confirm", "mcp,mcp__fs__*,bash", true); err != nil {
+		t.Errorf("--confirm with MCP patterns: %v", err)
+	}
+	if _, err := toolList("--tools", "mcp", false); err == nil {
+		t.Error("--tools mcp was taken")
+	}
+}
