@@ -896,3 +896,33 @@ func (a *acpAgent) shutdown() {
 	a.h.shutdown(false)
 	a.conn.out.flush()
 }
+
+// acpLocation is a place a tool call works on: an absolute path and a
+// 1-based line.
+type acpLocation struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+}
+
+// acpToolMeta is Zed's display-only terminal: the output of a bash call
+// shown as a terminal whose id is the tool call's.
+type acpToolMeta struct {
+	TerminalInfo   *acpTerminalInfo   `json:"terminal_info,omitempty"`
+	TerminalOutput *acpTerminalOutput `json:"terminal_output,omitempty"`
+	TerminalExit   *acpTerminalExit   `json:"terminal_exit,omitempty"`
+}
+
+// acpToolCallUpdate is a tool_call_update (and, without sessionUpdate,
+// the toolCall of a permission request): only what changed.
+type acpToolCallUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate,omitempty"` // tool_call_update
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Content       []any           `json:"content,omitempty"`
+	Locations     []acpLocation   `json:"locations,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     any             `json:"rawOutput,omitempty"`
+	Meta          *acpToolMeta    `json:"_meta,omitempty"`
+}

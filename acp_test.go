@@ -260,7 +260,9 @@ var acpWireMethods = map[string]acpMethod{
 	"test/later": func(a *acpAgent, call *acpRequest) (any, error) {
 		return a.answerLater(call, func() (any, error) { return json.RawMessage(`"later"`), nil }, nil)
 	},
-	"test/fail":  func(a *acpAgent, call *acpRequest) (any, error) { return nil, errors.New("cannot open /home/me/secret") },
+	"test/fail": func(a *acpAgent, call *acpRequest) (any, error) {
+		return nil, errors.New("cannot open /home/me/secret")
+	},
 	"test/panic": func(a *acpAgent, call *acpRequest) (any, error) { panic("boom") },
 	"test/string": func(a *acpAgent, call *acpRequest) (any, error) {
 		return call.params.str("name")

@@ -25,11 +25,6 @@ type messageEvent struct {
 	Message any `json:"message"`
 }
 
-type messageUpdate struct {
-	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
-	Usage                 usage          `json:"usage"`
-}
-
 // toolExecStart is a call about to run. call is what its arguments
 // decoded to (nil: they do not decode, and the call fails): the very
 // value that is approved and runs, for a front end that shows the call
@@ -89,16 +84,6 @@ type retryEnd struct {
 }
 
 // ---- The run lifecycle ----
-
-// runPhase is what the agent is doing.
-type runPhase int
-
-const (
-	idle       runPhase = iota
-	running             // a run chain: turns of model calls and tools
-	compacting          // summarising (the compact command, or automatically within a run)
-	stopping            // aborted, not yet settled
-)
 
 // agentRun is one run chain, from a prompt (or compact) until nothing
 // queued is left and it settles.
@@ -247,15 +232,6 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 // runSettled is agent_settled's payload: whether the run was aborted.
 type runSettled struct {
 	Aborted bool `json:"aborted"`
-}
-
-// promptEnd says how a prompt's turn ended, to the ended callback of
-// startPrompt or queuePrompt. A turn ends when the model stops with no
-// steering left and the run goes on to a follow-up, or settles.
-type promptEnd struct {
-	ran     bool              // false: dropped unrun (clear_queue, a session change, the session's close)
-	aborted bool              // abort came during its turn
-	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
 }
 
 // postTurnsEnded posts the end of the turn of the inputs the run has

@@ -704,7 +704,7 @@ func TestArchitectureListsEveryLock(t *testing.T) {
 		order = append(order, l.name)
 	}
 	if !slices.Equal(listed, order) {
-		t.Errorf("docs/architecture.md's lock table, top to bottom:\n%v\nlockOrder in lockrank.go:\n%v", listed, order)
+		t.Errorf("docs/architecture.md's lock table, top to bottom:\n%v\nlockOrder in lockorder.go:\n%v", listed, order)
 	}
 	// Each mutex[N] field of a struct S is the lock N names: "S.field".
 	names := map[string]string{} // name type → the lock it names

@@ -191,3 +191,6 @@ func newUUIDv7(now time.Time) string {
 
 // timestamp formats t as RFC 3339 in UTC with milliseconds.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// msDuration is ms milliseconds.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -492,3 +493,72 @@ const (
 	endPipeGrace = 250 * time.Millisecond
 	exitLimit    = 5 * time.Second
 )
+
+// hostSettings are the process's.
+type hostSettings struct {
+	cfg      config
+	agentDir string                 // absolute
+	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
+	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
+	childEnv []string               // the environment children start from: rpi's, without provider keys
+
+	catalog []*model // every model rpi knows, usable or not
+	secrets *redactor
+	tools   []*tool // the tools the model is offered
+
+	// The model --model names (adopted into the catalog when --provider
+	// names a built-in provider that does not list it), and its thinking
+	// suffix; nil without --model.
+	startModel    *model
+	startThinking string
+
+	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
+}
+
+// loadHostSettings reads the model catalog and its keys, and chooses the
+// model --model names (an unknown one fails startup).
+func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
+	dir, err := agentDir(env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: (&lookedUp{find: findShell}).path}
+	// --api-key goes to one provider: --provider's, or --model's
+	// (provider/id); only with neither does it go to every provider.
+	keyProvider := cfg.provider
+	if p, _, ok := strings.Cut(cfg.model, "/"); ok && keyProvider == "" {
+		keyProvider = p
+	}
+	models, err := loadModels(dir, keyProvider, cfg.apiKey, env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	set.catalog, set.secrets = models.catalog, models.secrets
+	set.notices = models.warnings
+	set.childEnv = withoutVariables(env.environ, models.keyVars)
+	if env.hideVariables != nil {
+		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
+	}
+	env.trace.phase("catalog, auth.json, models.json")
+	names := defaultTools
+	if cfg.toolsGiven {
+		names = cfg.tools
+	}
+	for _, t := range tools {
+		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
+			set.tools = append(set.tools, t)
+		}
+	}
+	if cfg.model != "" {
+		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(set.catalog, m) {
+			set.catalog = append(set.catalog, m) // an id adopted for --provider
+		}
+		set.startModel, set.startThinking = m, thinking
+	}
+	return set, nil
+}

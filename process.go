@@ -738,17 +738,3 @@ func (s *session) runningProcessCount() int {
 	}
 	return n
 }
-
-// resolvePath makes path absolute against dir.
-func resolvePath(dir, path string) string {
-	if path == "" {
-		return dir
-	}
-	if filepath.IsAbs(path) {
-		return filepath.Clean(path)
-	}
-	return filepath.Join(dir, path)
-}
-
-// msDuration is ms milliseconds.
-func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"time"
 )
 
@@ -312,15 +311,6 @@ func (s *rpcServer) abortBashCommand(r *request) (any, error) {
 		close(run.abortAnswered)
 	}
 	return noReply{}, nil
-}
-
-// bashUpdate is the data of a bash_execution_update event; pi writes
-// {id, delta} (docs/pi-compat.md).
-type bashUpdate struct {
-	RequestID *string         `json:"requestId"`
-	Stream    string          `json:"stream"`
-	Chunk     string          `json:"chunk"`
-	rawID     json.RawMessage // the request's id as sent (pi's shape has it, numbers too)
 }
 
 func (u bashUpdate) appendJSON(buf []byte) []byte {

@@ -192,3 +192,8 @@ func (r *request) idString() *string {
 	}
 	return &s
 }
+
+// piOnly is success data whose shape differs in pi's mode: data there,
+// otherwise (nil: null) on rpi's own wire — prompt's disposition, a
+// cancelled bash without exitCode.
+type piOnly struct{ data, otherwise any }
