@@ -596,7 +596,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 			SessionCapabilities: sessions,
 		},
 		AuthMethods: []struct{}{},
-		AgentInfo:   acpImplementation{Name: "rpi", Title: "rpi", Version: version},
+		AgentInfo:   acpImplementation{Name: "rpi", Title: "rpi", Version: rpiVersion},
 	}, nil
 }
 
@@ -846,7 +846,7 @@ func newACPAgent(h *host, conn *connection) *acpAgent {
 // the connection until stdin ends or a signal comes, then shuts down as
 // docs/acp.md says. A fatal startup error is one line on stderr and exit 1;
 // stdout carries nothing but ACP messages.
-func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
+func runACP(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	h, err := newHost(cfg, env, stderr)
 	startupOver()

@@ -653,7 +653,7 @@ func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	if b.text.Len() >= deltaBatchBytes {
 		b.flushLocked()
 	} else if b.timer == nil {
-		b.timer = b.clock.AfterFunc(deltaBatchDelay, guard(b.stderr, "sending deltas", b.flush))
+		b.timer = b.clock.AfterFunc(deltaBatchDelay, guarded(b.stderr, "sending deltas", b.flush))
 	}
 }
 

@@ -286,7 +286,7 @@ func (c *conversation) flushSoon() {
 	c.writing = true
 	c.background(func() {
 		ended := false
-		defer func() { // a panic (guard logs it) ends the write it was in only
+		defer func() { // a panic (guarded logs it) ends the write it was in only
 			if !ended {
 				c.mu.Lock()
 				c.writing = false

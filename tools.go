@@ -87,14 +87,14 @@ type shellEnd struct {
 
 func textResult(text string) toolResult { return toolResult{Content: textBlocks(text)} }
 
-// tools lists every tool in the default order of --tools.
-var tools []*tool
+// allTools lists every tool in the default order of --allTools.
+var allTools []*tool
 
 // defaultTools are active without --tools.
 var defaultTools = []string{"read", "bash", "edit", "write", "todo", "process", "ask_user"}
 
 func init() {
-	tools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
+	allTools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
 }
 
 // params is what the tool's arguments are checked against (accepts, else
@@ -113,7 +113,7 @@ func (t *tool) params() map[string]any {
 }
 
 func toolNamed(name string) *tool {
-	for _, t := range tools {
+	for _, t := range allTools {
 		if t.name == name {
 			return t
 		}
@@ -123,7 +123,7 @@ func toolNamed(name string) *tool {
 
 func toolNames() []string {
 	var names []string
-	for _, t := range tools {
+	for _, t := range allTools {
 		names = append(names, t.name)
 	}
 	return names

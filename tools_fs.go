@@ -403,7 +403,7 @@ func loadIgnore(root string) []ignoreRule {
 	return rules
 }
 
-func ignored(rules []ignoreRule, rel string, isDir bool) bool {
+func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 	for _, r := range rules {
 		if r.dirOnly && !isDir {
 			continue
@@ -444,7 +444,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
-		if d.IsDir() && d.Name() == ".git" || ignored(rules, rel, d.IsDir()) {
+		if d.IsDir() && d.Name() == ".git" || ignoredBy(rules, rel, d.IsDir()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
