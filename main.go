@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// rpiVersion is what --rpiVersion and get_capabilities report.
+// rpiVersion is what --version and get_capabilities report.
 const rpiVersion = "0.2.0"
 
 func main() {

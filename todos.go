@@ -685,7 +685,7 @@ func hasCycle(plan []todoPhase) bool {
 	return done != len(waiting)
 }
 
-// completedSince are the tasks that were in the plan before, not completed,
+// completedSince returns the tasks that were in the plan before, not completed,
 // and are completed now.
 func completedSince(before, after []todoPhase) []todoCompletion {
 	was := map[string]string{}

@@ -87,15 +87,11 @@ type shellEnd struct {
 
 func textResult(text string) toolResult { return toolResult{Content: textBlocks(text)} }
 
-// allTools lists every tool in the default order of --allTools.
-var allTools []*tool
+// allTools lists every tool in the default order of --tools.
+var allTools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
 
 // defaultTools are active without --tools.
 var defaultTools = []string{"read", "bash", "edit", "write", "todo", "process", "ask_user"}
-
-func init() {
-	allTools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
-}
 
 // params is what the tool's arguments are checked against (accepts, else
 // schema), decoded once (TestToolSchemas proves that every schema decodes).
