@@ -16,9 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -596,7 +594,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 			SessionCapabilities: sessions,
 		},
 		AuthMethods: []struct{}{},
-		AgentInfo:   acpImplementation{Name: "rpi", Title: "rpi", Version: version},
+		AgentInfo:   acpImplementation{Name: "rpi", Title: "rpi", Version: rpiVersion},
 	}, nil
 }
 
@@ -805,94 +803,32 @@ func acpLinkText(data string) (string, error) {
 
 // ---- The loop ----
 
-// acpMethods maps each method to its handler; acpNotifications each
-// notification rpi takes. (Filled in init: a handler that reads them
-// would otherwise make an initialization cycle.)
-var (
-	acpMethods       map[string]acpMethod
-	acpNotifications map[string]acpNotification
-)
-
-func init() {
-	acpMethods = map[string]acpMethod{
-		"initialize":                acpInitialize,
-		"session/new":               acpNew,
-		"session/load":              acpLoad,
-		"session/resume":            acpResume,
-		"session/list":              acpList,
-		"session/delete":            acpDelete,
-		"session/close":             acpClose,
-		"session/prompt":            acpPromptMethod,
-		"session/set_config_option": acpSetConfigOption,
-		"session/set_mode":          acpSetMode,
-	}
-	acpNotifications = map[string]acpNotification{
-		"session/cancel": acpCancel,
-	}
+// acpLocation is a place a tool call works on: an absolute path and a
+// 1-based line.
+type acpLocation struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
 }
 
-// newACPAgent is ACP's front end over h, with rpi's method tables.
-func newACPAgent(h *host, conn *connection) *acpAgent {
-	cfg := h.set.cfg
-	store := sessionStore{root: filepath.Join(h.set.agentDir, "sessions")}
-	if cfg.sessionDir != "" {
-		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
-	}
-	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr), methods: acpMethods, notifications: acpNotifications,
-		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
+// acpToolMeta is Zed's display-only terminal: the output of a bash call
+// shown as a terminal whose id is the tool call's.
+type acpToolMeta struct {
+	TerminalInfo   *acpTerminalInfo   `json:"terminal_info,omitempty"`
+	TerminalOutput *acpTerminalOutput `json:"terminal_output,omitempty"`
+	TerminalExit   *acpTerminalExit   `json:"terminal_exit,omitempty"`
 }
 
-// runACP is rpi in ACP mode (docs/acp.md): it starts the host and serves
-// the connection until stdin ends or a signal comes, then shuts down as
-// docs/acp.md says. A fatal startup error is one line on stderr and exit 1;
-// stdout carries nothing but ACP messages.
-func runACP(cfg config, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
-	startupOver := endStartupOnSignal(env, stop, stderr)
-	h, err := newHost(cfg, env, stderr)
-	startupOver()
-	if err != nil {
-		fmt.Fprintf(stderr, "rpi: %v\n", err)
-		return 1
-	}
-	for _, notice := range h.set.notices {
-		fmt.Fprintf(stderr, "rpi: %s\n", notice)
-	}
-	a := newACPAgent(h, newConnection(stdin, stdout, stderr))
-	if env.signalsReady != nil {
-		<-env.signalsReady
-	}
-	env.trace.phase("ready for initialize")
-	h.goBackground(func() { sweepTempDirs(env.tempDir) })
-	sig := a.serveLines(env.maxLineBytes, stop)
-	a.shutdown()
-	if sig != nil {
-		fmt.Fprintf(stderr, "rpi: %v: shut down\n", sig)
-		return exitCode(sig)
-	}
-	return 0
-}
-
-// serveLines serves the connection (connection.serve) until its input
-// ends, the client stops reading, or a signal arrives (which it returns;
-// nil otherwise). Nothing is written before the client speaks.
-func (a *acpAgent) serveLines(maxLine int, stop <-chan os.Signal) os.Signal {
-	defer a.conn.out.flush()
-	return a.conn.link.serve(maxLine, stop, func(f frame) { a.handleFrame(f, maxLine) }, &a.h.memory, a.h.stderr)
-}
-
-// shutdown ends the connection (docs/acp.md): every wait for the client ends,
-// every turn is cancelled (every prompt, queued ones too, answers
-// cancelled), every child ended, every session file written and let go
-// of.
-func (a *acpAgent) shutdown() {
-	a.conn.close()
-	a.h.procs.close() // the children of the turns cancelled now get SIGTERM, and SIGKILL after endKillGrace
-	a.mu.Lock()
-	open := slices.Collect(maps.Values(a.sessions))
-	a.mu.Unlock()
-	for _, as := range open {
-		as.cancel()
-	}
-	a.h.shutdown(false)
-	a.conn.out.flush()
+// acpToolCallUpdate is a tool_call_update (and, without sessionUpdate,
+// the toolCall of a permission request): only what changed.
+type acpToolCallUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate,omitempty"` // tool_call_update
+	ToolCallID    string          `json:"toolCallId"`
+	Title         string          `json:"title,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Content       []any           `json:"content,omitempty"`
+	Locations     []acpLocation   `json:"locations,omitempty"`
+	RawInput      json.RawMessage `json:"rawInput,omitempty"`
+	RawOutput     any             `json:"rawOutput,omitempty"`
+	Meta          *acpToolMeta    `json:"_meta,omitempty"`
 }

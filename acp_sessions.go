@@ -697,17 +697,6 @@ func (as *acpSession) title(msg *userMessage) {
 	}
 }
 
-// acpOwnCommand reports whether text is one of rpi's own commands
-// (/compact [instructions], /name <title>): its name and the rest.
-func acpOwnCommand(text string) (name, rest string, ok bool) {
-	for _, c := range []string{"compact", "name"} {
-		if after, found := strings.CutPrefix(text, "/"+c); found && (after == "" || after[0] == ' ' || after[0] == '\n') {
-			return c, strings.TrimSpace(after), true
-		}
-	}
-	return "", "", false
-}
-
 // ownCommand answers /compact and /name in-band: a note, then end_turn
 // (cancelled for a compaction session/cancel stopped).
 func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, error) {

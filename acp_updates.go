@@ -44,13 +44,6 @@ type acpChunk struct {
 	MessageID     string `json:"messageId,omitempty"`
 }
 
-// acpLocation is a place a tool call works on: an absolute path and a
-// 1-based line.
-type acpLocation struct {
-	Path string `json:"path"`
-	Line int    `json:"line,omitempty"`
-}
-
 // acpContentItem, acpDiff and acpTerminal are a tool call's content.
 type acpContentItem struct {
 	Type    string `json:"type"` // content
@@ -67,14 +60,6 @@ type acpDiff struct {
 type acpTerminal struct {
 	Type       string `json:"type"` // terminal
 	TerminalID string `json:"terminalId"`
-}
-
-// acpToolMeta is Zed's display-only terminal: the output of a bash call
-// shown as a terminal whose id is the tool call's.
-type acpToolMeta struct {
-	TerminalInfo   *acpTerminalInfo   `json:"terminal_info,omitempty"`
-	TerminalOutput *acpTerminalOutput `json:"terminal_output,omitempty"`
-	TerminalExit   *acpTerminalExit   `json:"terminal_exit,omitempty"`
 }
 
 type acpTerminalInfo struct {
@@ -100,21 +85,6 @@ type acpToolCall struct {
 	Title         string          `json:"title"`
 	Kind          string          `json:"kind"`
 	Status        string          `json:"status"`
-	Content       []any           `json:"content,omitempty"`
-	Locations     []acpLocation   `json:"locations,omitempty"`
-	RawInput      json.RawMessage `json:"rawInput,omitempty"`
-	RawOutput     any             `json:"rawOutput,omitempty"`
-	Meta          *acpToolMeta    `json:"_meta,omitempty"`
-}
-
-// acpToolCallUpdate is a tool_call_update (and, without sessionUpdate,
-// the toolCall of a permission request): only what changed.
-type acpToolCallUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate,omitempty"` // tool_call_update
-	ToolCallID    string          `json:"toolCallId"`
-	Title         string          `json:"title,omitempty"`
-	Kind          string          `json:"kind,omitempty"`
-	Status        string          `json:"status,omitempty"`
 	Content       []any           `json:"content,omitempty"`
 	Locations     []acpLocation   `json:"locations,omitempty"`
 	RawInput      json.RawMessage `json:"rawInput,omitempty"`
@@ -1059,4 +1029,15 @@ func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
 		page.NextCursor = base64.RawURLEncoding.EncodeToString(last)
 	}
 	return page, nil
+}
+
+// acpOwnCommand reports whether text is one of rpi's own commands
+// (/compact [instructions], /name <title>): its name and the rest.
+func acpOwnCommand(text string) (name, rest string, ok bool) {
+	for _, c := range []string{"compact", "name"} {
+		if after, found := strings.CutPrefix(text, "/"+c); found && (after == "" || after[0] == ' ' || after[0] == '\n') {
+			return c, strings.TrimSpace(after), true
+		}
+	}
+	return "", "", false
 }

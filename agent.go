@@ -24,11 +24,6 @@ type messageEvent struct {
 	Message any `json:"message"`
 }
 
-type messageUpdate struct {
-	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
-	Usage                 usage          `json:"usage"`
-}
-
 // toolExecStart is a call about to run. call is what its arguments
 // decoded to (nil: they do not decode, and the call fails): the very
 // value that is approved and runs, for a front end that shows the call
@@ -88,16 +83,6 @@ type retryEnd struct {
 }
 
 // ---- The run lifecycle ----
-
-// runPhase is what the agent is doing.
-type runPhase int
-
-const (
-	idle       runPhase = iota
-	running             // a run chain: turns of model calls and tools
-	compacting          // summarising (the compact command, or automatically within a run)
-	stopping            // aborted, not yet settled
-)
 
 // agentRun is one run chain, from a prompt (or compact) until nothing
 // queued is left and it settles.
@@ -246,15 +231,6 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 // runSettled is agent_settled's payload: whether the run was aborted.
 type runSettled struct {
 	Aborted bool `json:"aborted"`
-}
-
-// promptEnd says how a prompt's turn ended, to the ended callback of
-// startPrompt or queuePrompt. A turn ends when the model stops with no
-// steering left and the run goes on to a follow-up, or settles.
-type promptEnd struct {
-	ran     bool              // false: dropped unrun (clear_queue, a session change, the session's close)
-	aborted bool              // abort came during its turn
-	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
 }
 
 // postTurnsEnded posts the end of the turn of the inputs the run has
@@ -677,7 +653,7 @@ func (b *deltaBatch) add(ev assistantEvent, u usage) {
 	if b.text.Len() >= deltaBatchBytes {
 		b.flushLocked()
 	} else if b.timer == nil {
-		b.timer = b.clock.AfterFunc(deltaBatchDelay, guard(b.stderr, "sending deltas", b.flush))
+		b.timer = b.clock.AfterFunc(deltaBatchDelay, guarded(b.stderr, "sending deltas", b.flush))
 	}
 }
 

@@ -237,7 +237,7 @@ func BenchmarkGrepTree(b *testing.B) {
 		b.Fatal(err)
 	}
 	tree := filepath.Join(strings.TrimSpace(string(out)), "src")
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", tree, "--no-session", "--tools", "grep"}, environment{getenv: func(string) string { return "" }})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", tree, "--no-session", "--tools", "grep"}, runEnv{getenv: func(string) string { return "" }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -134,27 +134,6 @@ func hostedProviders() []*hostedProvider {
 	return providers
 }
 
-// compat are the request quirks of an OpenAI-compatible host (pi's
-// detectCompat): the field that caps the answer, how reasoning is asked
-// for, and what the host refuses.
-type compat struct {
-	// MaxTokensField is "max_tokens" or "max_completion_tokens".
-	MaxTokensField string `json:"maxTokensField"`
-	// ThinkingFormat is how reasoning is asked for: "openai"
-	// (reasoning_effort), "deepseek" (thinking.type), "openrouter"
-	// (reasoning.effort), "together" (reasoning.enabled), "zai"
-	// (thinking.type with clear_thinking), or "none".
-	ThinkingFormat string `json:"thinkingFormat"`
-	// SupportsReasoningEffort: reasoning_effort goes with the openai,
-	// deepseek, together and zai formats.
-	SupportsReasoningEffort *bool `json:"supportsReasoningEffort"`
-	// SupportsUsageInStreaming: stream_options.include_usage is sent.
-	SupportsUsageInStreaming *bool `json:"supportsUsageInStreaming"`
-	// RequiresReasoningContent: replayed assistant turns carry
-	// reasoning_content (DeepSeek's rule).
-	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
-}
-
 // detectCompat is a host's quirks, known from the provider's name or its
 // base URL's host. An unknown host (a local server) gets max_tokens,
 // which every OpenAI-compatible server takes, and reasoning_effort.

@@ -162,7 +162,7 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
 	c.readers.Add(len(parentEnds))
 	for i, pipe := range parentEnds {
-		go guard(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], onOutput) })()
+		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], onOutput) })()
 	}
 	return c, nil
 }
@@ -184,7 +184,7 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 	}
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
 	c.readers.Add(1)
-	go guard(stderr, "reading a child's terminal", func() { c.read(master, "combined", onOutput) })()
+	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", onOutput) })()
 	return c, nil
 }
 
@@ -332,7 +332,7 @@ func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Dura
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	stop := context.AfterFunc(ctx, guard(s.stderr, "stopping a command", func() {
+	stop := context.AfterFunc(ctx, guarded(s.stderr, "stopping a command", func() {
 		if s.ctx.Err() != nil || c.table.isEnding() {
 			c.stop()
 		} else {

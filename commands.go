@@ -9,19 +9,19 @@ package main
 // whose answer waits on the outside world hands that work to the
 // background (answerLater, or an operation that answers through replyTo)
 // and returns noReply.
-type handler func(s *rpcServer, r *request) (any, error)
+type handler func(s *rpcServer, r *rpcRequest) (any, error)
 
 // noReply, returned by a handler, means the dispatcher writes no response:
 // the answer comes later, or the command gets none (a valid
 // extension_ui_response).
 type noReply struct{}
 
-// commands maps each command type to its handler; get_capabilities lists
+// rpcCommands maps each command type to its handler; get_capabilities lists
 // its keys. A command appears here only once it really works.
-var commands map[string]handler
+var rpcCommands map[string]handler
 
 func init() {
-	commands = map[string]handler{
+	rpcCommands = map[string]handler{
 		"get_state":                     (*rpcServer).getStateCommand,
 		"get_messages":                  (*rpcServer).getMessagesCommand,
 		"get_last_assistant_text":       (*rpcServer).getLastAssistantTextCommand,

@@ -152,7 +152,7 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 	}
 	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
 		Usage: answer.Usage, Details: plan.details}
-	if err := s.conv.compacted([]field{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
+	if err := s.conv.compacted([]entryField{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
 		{"tokensBefore", res.TokensBefore}, {"details", res.Details}}); err != nil {
 		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
 	}

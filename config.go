@@ -36,8 +36,8 @@ func helpText(goos string) string {
 // --version prints it bare, as pi does (clients such as pi-acp parse it).
 const piVersion = "1.6.0"
 
-// config holds the command line.
-type config struct {
+// cliConfig holds the command line.
+type cliConfig struct {
 	provider           string
 	model              string
 	models             []string // --models: the scope of cycle_model
@@ -67,7 +67,7 @@ type config struct {
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
 // program name, which also select pi's shapes). action is "serve",
 // "help" or "version".
-func parseArgs(args []string, env environment) (cfg config, action string, err error) {
+func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err error) {
 	subcommand, args := modeSubcommand(args)
 	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -330,5 +330,5 @@ Example:
   PI_FAUX_RESPONSE='Hello from rpi' rpi rpc --model faux/faux-1
 `
 
-// version is what --version and get_capabilities report.
-const version = "0.2.0"
+// rpiVersion is what --version and get_capabilities report.
+const rpiVersion = "0.2.0"

@@ -84,7 +84,7 @@ func (c *conversation) messages() []any {
 
 // record appends a session entry; the writer writes it (flushSoon). A
 // write that fails is told to the client (noteWrite).
-func (c *conversation) record(typ string, fields ...field) error {
+func (c *conversation) record(typ string, fields ...entryField) error {
 	c.mu.Lock()
 	err := c.addLocked(typ, fields)
 	c.mu.Unlock()
@@ -93,7 +93,7 @@ func (c *conversation) record(typ string, fields ...field) error {
 }
 
 // addLocked adds an entry in memory and queues its write; c.mu is held.
-func (c *conversation) addLocked(typ string, fields []field) error {
+func (c *conversation) addLocked(typ string, fields []entryField) error {
 	ss := c.sessionFile
 	e, line, err := ss.add(c.clock.Now(), typ, fields)
 	if err != nil {
@@ -114,7 +114,7 @@ func (c *conversation) addLocked(typ string, fields []field) error {
 
 // appendMessage adds a message to the conversation and the session.
 func (c *conversation) appendMessage(m any) error {
-	typ, fields := "message", []field{{"message", m}}
+	typ, fields := "message", []entryField{{"message", m}}
 	if raw, ok := m.(rawMessage); ok && messageRole(json.RawMessage(raw)) == "custom" {
 		typ, fields = "custom_message", customMessageFields(raw)
 	}
@@ -130,7 +130,7 @@ func (c *conversation) appendMessage(m any) error {
 
 // customMessageFields are the fields of the custom_message entry pi
 // records a custom message as.
-func customMessageFields(raw rawMessage) []field {
+func customMessageFields(raw rawMessage) []entryField {
 	var m struct {
 		CustomType string          `json:"customType"`
 		Content    json.RawMessage `json:"content"`
@@ -138,9 +138,9 @@ func customMessageFields(raw rawMessage) []field {
 		Details    json.RawMessage `json:"details"`
 	}
 	json.Unmarshal(raw, &m)
-	fields := []field{{"customType", m.CustomType}, {"content", m.Content}, {"display", m.Display}}
+	fields := []entryField{{"customType", m.CustomType}, {"content", m.Content}, {"display", m.Display}}
 	if len(m.Details) > 0 {
-		fields = append(fields, field{"details", m.Details})
+		fields = append(fields, entryField{"details", m.Details})
 	}
 	return fields
 }
@@ -199,7 +199,7 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 		return false, nil
 	}
 	c.name = name
-	err = c.addLocked("session_info", []field{{"name", name}})
+	err = c.addLocked("session_info", []entryField{{"name", name}})
 	c.mu.Unlock()
 	c.flushSoon()
 	return true, err
@@ -261,7 +261,7 @@ func (c *conversation) adoptLocked(ss, old *sessionFile) (adopted bool) {
 
 // compacted records a compaction and makes the conversation its summary
 // and the messages it kept, in one step.
-func (c *conversation) compacted(fields []field) error {
+func (c *conversation) compacted(fields []entryField) error {
 	c.mu.Lock()
 	err := c.addLocked("compaction", fields)
 	if err == nil {
@@ -286,7 +286,7 @@ func (c *conversation) flushSoon() {
 	c.writing = true
 	c.background(func() {
 		ended := false
-		defer func() { // a panic (guard logs it) ends the write it was in only
+		defer func() { // a panic (guarded logs it) ends the write it was in only
 			if !ended {
 				c.mu.Lock()
 				c.writing = false

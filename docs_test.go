@@ -82,7 +82,7 @@ func TestCommandsDocumented(t *testing.T) {
 		f, _ := parseFixture(path)
 		inputs.WriteString(f.sections["input.jsonl"])
 	}
-	for name := range commands {
+	for name := range rpcCommands {
 		if !strings.Contains(inputs.String(), `"type":"`+name+`"`) {
 			t.Errorf("command %s has no fixture", name)
 		}
@@ -595,7 +595,7 @@ func TestPiShapesDocumented(t *testing.T) {
 		})
 	}
 	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
-	for name, h := range commands {
+	for name, h := range rpcCommands {
 		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*rpcServer).bashCommand-fm or main.(*rpcServer).bashCommand
 		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
 		body := bodies[fn]
@@ -704,7 +704,7 @@ func TestArchitectureListsEveryLock(t *testing.T) {
 		order = append(order, l.name)
 	}
 	if !slices.Equal(listed, order) {
-		t.Errorf("docs/architecture.md's lock table, top to bottom:\n%v\nlockOrder in lockrank.go:\n%v", listed, order)
+		t.Errorf("docs/architecture.md's lock table, top to bottom:\n%v\nlockOrder in lockorder.go:\n%v", listed, order)
 	}
 	// Each mutex[N] field of a struct S is the lock N names: "S.field".
 	names := map[string]string{} // name type → the lock it names

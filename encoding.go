@@ -7,15 +7,12 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -66,21 +63,6 @@ func appendKey(buf []byte, name string) []byte {
 	buf = append(buf, '"')
 	buf = append(buf, name...)
 	return append(buf, '"', ':')
-}
-
-// appendJSONStrings appends a string array; nil is null.
-func appendJSONStrings(buf []byte, list []string) []byte {
-	if list == nil {
-		return append(buf, "null"...)
-	}
-	buf = append(buf, '[')
-	for i, s := range list {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendJSONString(buf, s)
-	}
-	return append(buf, ']')
 }
 
 func (s stateData) appendJSON(buf []byte) []byte {
@@ -814,31 +796,7 @@ func valueAppendable(v any, depth int) bool {
 	return err == nil
 }
 
-// base64Pairs maps 12 bits to their two characters of standard base64,
-// the first in the low byte; built at first use, not at startup.
-var base64Pairs = sync.OnceValue(func() *[4096]uint16 {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-	var t [4096]uint16
-	for v := range t {
-		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
-	}
-	return &t
-})
-
-// appendBase64 appends src in standard base64 with padding, as
-// base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
-// bytes at a time, two characters per table look-up.
-func appendBase64(dst, src []byte) []byte {
-	n := base64.StdEncoding.EncodedLen(len(src))
-	dst = slices.Grow(dst, n)
-	out := dst[len(dst) : len(dst)+n]
-	pairs := base64Pairs()
-	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
-		v := binary.BigEndian.Uint64(src)
-		binary.LittleEndian.PutUint64(out, uint64(pairs[v>>52])|uint64(pairs[v>>40&0xfff])<<16|
-			uint64(pairs[v>>28&0xfff])<<32|uint64(pairs[v>>16&0xfff])<<48)
-		src, out = src[6:], out[8:]
-	}
-	base64.StdEncoding.Encode(out, src)
-	return dst[:len(dst)+n]
+type messageUpdate struct {
+	AssistantMessageEvent assistantEvent `json:"assistantMessageEvent"`
+	Usage                 usage          `json:"usage"`
 }

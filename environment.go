@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The environment rpi runs in, as run is given it: the variables (and
+// The environment rpi runs in, as runProgram is given it: the variables (and
 // hiding the ones keys came from), the clock, the startup trace.
 
 // keyArguments says which of a command line's arguments hold a key, and
@@ -68,9 +68,9 @@ func variablesNamed(environ, names []string) []string {
 	return named
 }
 
-// environment is everything rpi takes from the machine besides its
+// runEnv is everything rpi takes from the machine besides its
 // arguments and stdio, so that tests can give each run its own.
-type environment struct {
+type runEnv struct {
 	getenv       func(string) string
 	environ      []string // the variables children start from (before provider keys are removed)
 	clock        clock
@@ -96,9 +96,9 @@ type environment struct {
 }
 
 // hostEnvironment is the real machine's.
-func hostEnvironment() environment {
+func hostEnvironment() runEnv {
 	exe, _ := os.Executable()
-	return environment{getenv: os.Getenv, environ: os.Environ(), clock: realClock{}, tempDir: os.TempDir(),
+	return runEnv{getenv: os.Getenv, environ: os.Environ(), clock: realClock{}, tempDir: os.TempDir(),
 		maxLineBytes: maxLineBytes, executable: exe, program: filepath.Base(os.Args[0])}
 }
 
@@ -191,3 +191,6 @@ func newUUIDv7(now time.Time) string {
 
 // timestamp formats t as RFC 3339 in UTC with milliseconds.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// msDuration is ms milliseconds.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

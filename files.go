@@ -229,3 +229,19 @@ func (lr *lineReader) next() (line []byte, length int, ok bool, err error) {
 		}
 	}
 }
+
+// resolvePath makes path absolute against dir.
+func resolvePath(dir, path string) string {
+	if path == "" {
+		return dir
+	}
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	return filepath.Join(dir, path)
+}
+
+// maxResourceBytes caps every file rpi reads at startup (settings,
+// models.json, context files, templates, skills): a larger one is skipped
+// with a warning.
+const maxResourceBytes = 1 << 20

@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,7 +26,7 @@ import (
 // part that changes has its own owner and lock.
 type host struct {
 	set    *hostSettings // fixed at startup; read without locks
-	env    environment
+	env    runEnv
 	stderr io.Writer
 	// command builds every child rpi runs (exec.Command; the fuzz test
 	// replaces it so that no input can run a real program).
@@ -49,7 +50,7 @@ type host struct {
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
-func newHost(cfg config, env environment, stderr io.Writer) (*host, error) {
+func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 	set, err := loadHostSettings(cfg, env)
 	if err != nil {
 		return nil, err
@@ -300,7 +301,7 @@ func (h *host) goBackground(work func()) {
 	h.background.Add(1)
 	go func() {
 		defer h.background.Done()
-		guard(h.stderr, "background work", work)()
+		guarded(h.stderr, "background work", work)()
 	}()
 }
 
@@ -342,15 +343,15 @@ func (h *host) safely(what string, work func() (any, error)) (data any, err erro
 	return work()
 }
 
-// guard returns f wrapped so that a panic in it is logged to stderr, with
+// guarded returns f wrapped so that a panic in it is logged to stderr, with
 // its stack, and goes no further. Every goroutine and callback that runs
-// rpi's code starts through it — go guard(…)(), time.AfterFunc(d,
-// guard(…)), context.AfterFunc(ctx, guard(…)) — so that a bug in one
+// rpi's code starts through it — go guarded(…)(), time.AfterFunc(d,
+// guarded(…)), context.AfterFunc(ctx, guarded(…)) — so that a bug in one
 // ends only that piece of work, never rpi: the one whose work must end
 // with an answer says so in a deferred call of its own (a write's answer,
 // a tool's result, a run's failure). Goroutines that only wait on a
 // channel or a WaitGroup and close another need none.
-func guard(stderr io.Writer, what string, f func()) func() {
+func guarded(stderr io.Writer, what string, f func()) func() {
 	if stderr == nil {
 		stderr = io.Discard
 	}
@@ -422,7 +423,7 @@ func (m *memoryReturn) soon() {
 	case m.timer != nil:
 		m.again = true
 	default:
-		m.timer = m.clock.AfterFunc(memoryReturnGap, guard(m.stderr, "giving memory back", m.give))
+		m.timer = m.clock.AfterFunc(memoryReturnGap, guarded(m.stderr, "giving memory back", m.give))
 	}
 }
 
@@ -493,3 +494,72 @@ const (
 	endPipeGrace = 250 * time.Millisecond
 	exitLimit    = 5 * time.Second
 )
+
+// hostSettings are the process's.
+type hostSettings struct {
+	cfg      cliConfig
+	agentDir string                 // absolute
+	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
+	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
+	childEnv []string               // the environment children start from: rpi's, without provider keys
+
+	catalog []*model // every model rpi knows, usable or not
+	secrets *redactor
+	tools   []*tool // the tools the model is offered
+
+	// The model --model names (adopted into the catalog when --provider
+	// names a built-in provider that does not list it), and its thinking
+	// suffix; nil without --model.
+	startModel    *model
+	startThinking string
+
+	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
+}
+
+// loadHostSettings reads the model catalog and its keys, and chooses the
+// model --model names (an unknown one fails startup).
+func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
+	dir, err := agentDir(env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
+	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: (&lookedUp{find: findShell}).path}
+	// --api-key goes to one provider: --provider's, or --model's
+	// (provider/id); only with neither does it go to every provider.
+	keyProvider := cfg.provider
+	if p, _, ok := strings.Cut(cfg.model, "/"); ok && keyProvider == "" {
+		keyProvider = p
+	}
+	models, err := loadModels(dir, keyProvider, cfg.apiKey, env.getenv)
+	if err != nil {
+		return nil, err
+	}
+	set.catalog, set.secrets = models.catalog, models.secrets
+	set.notices = models.warnings
+	set.childEnv = withoutVariables(env.environ, models.keyVars)
+	if env.hideVariables != nil {
+		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
+	}
+	env.trace.phase("catalog, auth.json, models.json")
+	names := defaultTools
+	if cfg.toolsGiven {
+		names = cfg.tools
+	}
+	for _, t := range allTools {
+		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
+			set.tools = append(set.tools, t)
+		}
+	}
+	if cfg.model != "" {
+		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(set.catalog, m) {
+			set.catalog = append(set.catalog, m) // an id adopted for --provider
+		}
+		set.startModel, set.startThinking = m, thinking
+	}
+	return set, nil
+}

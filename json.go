@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -531,3 +535,68 @@ func (r *fields) optStrings(name string) ([]string, error) {
 }
 
 const everyByte01, everyByte80 = 0x0101010101010101, 0x8080808080808080
+
+// appendJSONStrings appends a string array; nil is null.
+func appendJSONStrings(buf []byte, list []string) []byte {
+	if list == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '[')
+	for i, s := range list {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, s)
+	}
+	return append(buf, ']')
+}
+
+// base64Pairs maps 12 bits to their two characters of standard base64,
+// the first in the low byte; built at first use, not at startup.
+var base64Pairs = sync.OnceValue(func() *[4096]uint16 {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var t [4096]uint16
+	for v := range t {
+		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
+	}
+	return &t
+})
+
+// appendBase64 appends src in standard base64 with padding, as
+// base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
+// bytes at a time, two characters per table look-up.
+func appendBase64(dst, src []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(src))
+	dst = slices.Grow(dst, n)
+	out := dst[len(dst) : len(dst)+n]
+	pairs := base64Pairs()
+	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
+		v := binary.BigEndian.Uint64(src)
+		binary.LittleEndian.PutUint64(out, uint64(pairs[v>>52])|uint64(pairs[v>>40&0xfff])<<16|
+			uint64(pairs[v>>28&0xfff])<<32|uint64(pairs[v>>16&0xfff])<<48)
+		src, out = src[6:], out[8:]
+	}
+	base64.StdEncoding.Encode(out, src)
+	return dst[:len(dst)+n]
+}
+
+// jsonError says where in data a JSON error is (line and column): a
+// syntax error, or a value of the wrong type.
+func jsonError(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	offset := int64(0)
+	switch {
+	case errors.As(err, &syntax):
+		offset = syntax.Offset
+	case errors.As(err, &typeErr):
+		offset = typeErr.Offset
+	}
+	if offset > 0 {
+		before := data[:min(int(offset), len(data))]
+		line := strings.Count(string(before), "\n") + 1
+		col := len(before) - strings.LastIndexByte(string(before), '\n') - 1
+		return fmt.Errorf("line %d, column %d: %v", line, col, err)
+	}
+	return err
+}

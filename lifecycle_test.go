@@ -127,7 +127,7 @@ func dialogServer(t *testing.T) (s *rpcServer, clock *fakeClock, id string, outc
 
 // confirmed is the client's extension_ui_response confirming dialog id.
 func confirmed(s *rpcServer, id string) error {
-	r := &request{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
+	r := &rpcRequest{typ: "extension_ui_response", id: json.RawMessage(fmt.Sprintf("%q", id)),
 		fields: fields{members: []member{{[]byte("confirmed"), []byte("true")}}}}
 	_, err := s.extensionUIResponseCommand(r)
 	return err

@@ -91,9 +91,9 @@ func (m *mutex[N]) TryLock() bool {
 func (m *mutex[N]) Unlock() {
 	lockHolders.Lock()
 	id := goroutineID()
-	if !forget(id, m) { // unlocked by another goroutine than took it
+	if !forgetHeld(id, m) { // unlocked by another goroutine than took it
 		for other := range lockHolders.by {
-			if forget(other, m) {
+			if forgetHeld(other, m) {
 				break
 			}
 		}
@@ -102,8 +102,8 @@ func (m *mutex[N]) Unlock() {
 	m.Mutex.Unlock()
 }
 
-// forget drops lock from what goroutine id holds; lockHolders is held.
-func forget(id uint64, lock any) bool {
+// forgetHeld drops lock from what goroutine id holds; lockHolders is held.
+func forgetHeld(id uint64, lock any) bool {
 	held := lockHolders.by[id]
 	for i := len(held) - 1; i >= 0; i-- {
 		if held[i].lock == lock {

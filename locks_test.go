@@ -179,12 +179,12 @@ func TestSinkPanicContained(t *testing.T) {
 }
 
 // TestEveryGoroutineGuarded: every goroutine and timer callback rpi
-// starts runs its code through guard (a panic in it is told and goes no
+// starts runs its code through guarded (a panic in it is told and goes no
 // further), but for the few listed here, which only wait on a channel,
 // a WaitGroup or signals and run nothing else of rpi's.
 func TestEveryGoroutineGuarded(t *testing.T) {
 	unguarded := map[string]string{ // file:function → why it needs no guard
-		"host.go:goBackground":       "its goroutine runs the work through guard",
+		"host.go:goBackground":       "its goroutine runs the work through guarded",
 		"host.go:waitGroup":          "waits for a WaitGroup and closes a channel",
 		"children.go:wait":           "waits for the readers and closes a channel",
 		"main.go:endStartupOnSignal": "writes one line to stderr and closes a channel",
@@ -200,7 +200,7 @@ func TestEveryGoroutineGuarded(t *testing.T) {
 			return false
 		}
 		id, ok := call.Fun.(*ast.Ident)
-		return ok && id.Name == "guard"
+		return ok && id.Name == "guarded"
 	}
 	for path, file := range codeFiles(t) {
 		for _, decl := range file.Decls {

@@ -300,7 +300,7 @@ func (s *session) armLoopsLocked(now time.Time) {
 	for _, t := range l.tasks {
 		next = earliest(next, t.ExpiresAt, t.nextFire())
 	}
-	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), guard(s.stderr, "the loop timer", s.fireDueLoops))
+	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), guarded(s.stderr, "the loop timer", s.fireDueLoops))
 }
 
 func earliest(times ...time.Time) time.Time {
@@ -651,7 +651,7 @@ func (s *session) writeLoops() {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	ended := false
-	defer func() { // a panic (guard logs it) ends the writes it was in only
+	defer func() { // a panic (guarded logs it) ends the writes it was in only
 		if !ended {
 			l.mu.Lock()
 			l.writing = false

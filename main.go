@@ -37,13 +37,13 @@ func main() {
 	env.exit = os.Exit
 	env.hideVariables = hideOwnVariables
 	trace.phase("main: environment")
-	os.Exit(run(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
+	os.Exit(runProgram(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
 }
 
-// run is the whole program: it parses args, serves the protocol until stdin
+// runProgram is the whole program: it parses args, serves the protocol until stdin
 // ends or a signal arrives, and returns the exit code. Nothing but main
 // touches the process's real stdin, stdout, environment or signals.
-func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
+func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
 	cfg, action, err := parseArgs(args, env)
 	env.trace.phase("flags")
 	switch {
@@ -59,7 +59,7 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintln(stdout, piVersion)
 		return 0
 	case action == "version":
-		fmt.Fprintf(stdout, "rpi %s\n", version)
+		fmt.Fprintf(stdout, "rpi %s\n", rpiVersion)
 		return 0
 	}
 	// Startup reads files a project controls and can take seconds (a
@@ -83,13 +83,13 @@ func run(args []string, env environment, stdin io.Reader, stdout, stderr io.Writ
 // the process at once through env.exit, with the exit code docs/protocol.md#launch gives. The func it
 // returns marks startup over; a signal after that is left on stop for
 // serve. Without env.exit (in-process tests) it watches nothing.
-func endStartupOnSignal(env environment, stop chan os.Signal, stderr io.Writer) (over func()) {
+func endStartupOnSignal(env runEnv, stop chan os.Signal, stderr io.Writer) (over func()) {
 	if env.exit == nil {
 		return func() {}
 	}
 	var w startupWatch
 	done := make(chan struct{})
-	go guard(stderr, "watching startup for a signal", func() {
+	go guarded(stderr, "watching startup for a signal", func() {
 		select {
 		case sig := <-stop:
 			w.mu.Lock()

@@ -416,7 +416,7 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	conn = newMCPConn(cfg.name, c.stdin, log)
 	conn.roots = []mcpRoot{{URI: "file://" + filepath.ToSlash(s.set.cwd), Name: filepath.Base(s.set.cwd)}}
 	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
-	go guard(s.stderr, "waiting for an MCP server", func() {
+	go guarded(s.stderr, "waiting for an MCP server", func() {
 		ps := c.wait()
 		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
 		c.release()
@@ -435,12 +435,12 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	}
 	// The session's end (its close, or rpi's) stops the server, as it
 	// stops the session's processes.
-	context.AfterFunc(s.ctx, guard(s.stderr, "stopping an MCP server", stop))
+	context.AfterFunc(s.ctx, guarded(s.stderr, "stopping an MCP server", stop))
 	ctx := s.ctx
 	init, err := conn.request(ctx, "initialize", map[string]any{
 		"protocolVersion": mcpProtocolVersion,
 		"capabilities":    map[string]any{"roots": map[string]any{"listChanged": false}},
-		"clientInfo":      map[string]any{"name": "rpi", "version": version},
+		"clientInfo":      map[string]any{"name": "rpi", "version": rpiVersion},
 	}, cfg.timeout, false)
 	if err == nil {
 		var answer struct {

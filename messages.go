@@ -265,3 +265,12 @@ type bashExecutionMessage struct {
 	ExcludeFromContext bool   `json:"excludeFromContext,omitempty"`
 	Timestamp          int64  `json:"timestamp"`
 }
+
+// promptEnd says how a prompt's turn ended, to the ended callback of
+// startPrompt or queuePrompt. A turn ends when the model stops with no
+// steering left and the run goes on to a follow-up, or settles.
+type promptEnd struct {
+	ran     bool              // false: dropped unrun (clear_queue, a session change, the session's close)
+	aborted bool              // abort came during its turn
+	answer  *assistantMessage // the last answer of its turn (its StopReason and ErrorMessage); nil when none
+}

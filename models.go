@@ -473,7 +473,7 @@ func (s *session) thinkingChanged(before, now string) {
 		return
 	}
 	s.emit("thinking_level_changed", thinkingLevelChanged{now})
-	s.conv.record("thinking_level_change", field{"thinkingLevel", now})
+	s.conv.record("thinking_level_change", entryField{"thinkingLevel", now})
 }
 
 type thinkingLevelChanged struct {
@@ -500,7 +500,7 @@ func (s *session) switchModel(m *model) {
 	s.model = m
 	now := s.effectiveThinking()
 	s.mu.Unlock()
-	s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+	s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	s.thinkingChanged(before, now)
 }
 
@@ -641,3 +641,24 @@ var (
 	thinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
 	queueModes     = []string{"all", "one-at-a-time"}
 )
+
+// compat are the request quirks of an OpenAI-compatible host (pi's
+// detectCompat): the field that caps the answer, how reasoning is asked
+// for, and what the host refuses.
+type compat struct {
+	// MaxTokensField is "max_tokens" or "max_completion_tokens".
+	MaxTokensField string `json:"maxTokensField"`
+	// ThinkingFormat is how reasoning is asked for: "openai"
+	// (reasoning_effort), "deepseek" (thinking.type), "openrouter"
+	// (reasoning.effort), "together" (reasoning.enabled), "zai"
+	// (thinking.type with clear_thinking), or "none".
+	ThinkingFormat string `json:"thinkingFormat"`
+	// SupportsReasoningEffort: reasoning_effort goes with the openai,
+	// deepseek, together and zai formats.
+	SupportsReasoningEffort *bool `json:"supportsReasoningEffort"`
+	// SupportsUsageInStreaming: stream_options.include_usage is sent.
+	SupportsUsageInStreaming *bool `json:"supportsUsageInStreaming"`
+	// RequiresReasoningContent: replayed assistant turns carry
+	// reasoning_content (DeepSeek's rule).
+	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
+}

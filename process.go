@@ -309,10 +309,10 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	s.procs.order = append(s.procs.order, p.id)
 	s.procs.mu.Unlock()
 	if spec.TimeoutMs > 0 {
-		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guard(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
+		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guarded(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
 	}
-	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guard(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
-	go guard(s.stderr, "process "+p.id, p.waitExit)()
+	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guarded(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
+	go guarded(s.stderr, "process "+p.id, p.waitExit)()
 	info := p.infoLocked()
 	s.postEvent("process_started", processEvent{info})
 	s.postCall(func() { announce(info) })
@@ -364,7 +364,7 @@ func (p *process) addOutput(_ string, b []byte) {
 	if len(p.pending) >= coalesceBytes {
 		p.flushLocked()
 	} else if p.flushTimer == nil && len(p.pending) > 0 {
-		p.flushTimer = p.s.env.clock.AfterFunc(coalesceDelay, guard(p.s.stderr, "the output of process "+p.id, p.flush))
+		p.flushTimer = p.s.env.clock.AfterFunc(coalesceDelay, guarded(p.s.stderr, "the output of process "+p.id, p.flush))
 	}
 }
 
@@ -401,7 +401,7 @@ func (p *process) outputData(start int64, data []byte) processOutputData {
 // posts process_exited, so every command after that event sees it ended;
 // once that is out, the process is done (p.done) and shutdown may go on.
 func (p *process) waitExit() {
-	stop := context.AfterFunc(p.s.ctx, guard(p.s.stderr, "stopping process "+p.id, func() { p.child.stop() }))
+	stop := context.AfterFunc(p.s.ctx, guarded(p.s.stderr, "stopping process "+p.id, func() { p.child.stop() }))
 	defer stop()
 	ps := p.child.wait()
 	defer p.child.release() // last: shutdown waits for it
@@ -466,7 +466,7 @@ func (p *process) checkExpiry() {
 		return
 	}
 	if idle < processIdleExpiry {
-		p.stopExpiry = p.s.env.clock.AfterFunc(processIdleExpiry-idle, guard(p.s.stderr, "the expiry of process "+p.id, p.checkExpiry))
+		p.stopExpiry = p.s.env.clock.AfterFunc(processIdleExpiry-idle, guarded(p.s.stderr, "the expiry of process "+p.id, p.checkExpiry))
 		p.mu.Unlock()
 		return
 	}
@@ -510,7 +510,7 @@ func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done 
 			p.s.postCall(func() { done(err) })
 		})
 	}
-	go guard(p.s.stderr, "a write to process "+p.id, func() {
+	go guarded(p.s.stderr, "a write to process "+p.id, func() {
 		defer close(mine)
 		defer finish(errors.New("Internal error: the write failed")) // after a panic; answered once
 		select {
@@ -552,7 +552,7 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 	}
 	if len(data) > 0 {
 		p.child.stdin.SetWriteDeadline(time.Time{})
-		stop := context.AfterFunc(ctx, guard(p.s.stderr, "ending a write", func() { p.child.stdin.SetWriteDeadline(time.Now()) }))
+		stop := context.AfterFunc(ctx, guarded(p.s.stderr, "ending a write", func() { p.child.stdin.SetWriteDeadline(time.Now()) }))
 		_, err := p.child.stdin.Write(data)
 		stop()
 		switch {
@@ -738,17 +738,3 @@ func (s *session) runningProcessCount() int {
 	}
 	return n
 }
-
-// resolvePath makes path absolute against dir.
-func resolvePath(dir, path string) string {
-	if path == "" {
-		return dir
-	}
-	if filepath.IsAbs(path) {
-		return filepath.Clean(path)
-	}
-	return filepath.Join(dir, path)
-}
-
-// msDuration is ms milliseconds.
-func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

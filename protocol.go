@@ -334,7 +334,7 @@ func (o *output) write(p []byte) error {
 }
 
 // writeOut is write's goroutine: it writes p and passes on the error.
-// A panic in w is an error, logged with its stack, as guard does.
+// A panic in w is an error, logged with its stack, as guarded does.
 func (o *output) writeOut(p []byte) {
 	err := errWritePanicked
 	defer func() {
@@ -365,7 +365,7 @@ var errWritePanicked = errors.New("the write to stdout panicked")
 // inputEnded is closed once it has read the last.
 func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
 	ch, ended := make(chan []frame, 4), make(chan struct{})
-	go guard(stderr, "reading input", func() {
+	go guarded(stderr, "reading input", func() {
 		defer close(ended)
 		readFrames(stdin, maxLine, ch)
 	})()
@@ -381,7 +381,7 @@ func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []
 // end. stopWatching ends the watcher.
 func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
 	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
-	go guard(out.stderr, "watching for the end", func() {
+	go guarded(out.stderr, "watching for the end", func() {
 		defer close(done)
 		for {
 			select {

@@ -239,7 +239,7 @@ func withoutKeys(environ []string) []string {
 
 // env is the environment rpi gets: the host's (for children), without
 // anything of the developer's that rpi reads, plus the test's variables.
-func (e *testEnv) env() environment {
+func (e *testEnv) env() runEnv {
 	environ := withoutVariables(os.Environ(), hiddenVars)
 	for k, v := range e.vars {
 		if !slices.Contains(hiddenVars, k) || v != "" {
@@ -247,7 +247,7 @@ func (e *testEnv) env() environment {
 		}
 	}
 	vars := maps.Clone(e.vars)
-	return environment{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
+	return runEnv{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
 		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait}
 }
 
@@ -273,7 +273,7 @@ func (b *syncBuffer) String() string {
 // environment until stdin ends; it returns the exit code.
 func runRPI(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.Writer) int {
 	var stderr syncBuffer
-	code := run(args, e.env(), stdin, stdout, &stderr, nil)
+	code := runProgram(args, e.env(), stdin, stdout, &stderr, nil)
 	if out := stderr.String(); out != "" {
 		t.Logf("stderr:\n%s", out)
 	}
@@ -999,8 +999,8 @@ func short(lines []string) []string {
 // TestPanicBecomesFailure registers a command that panics and checks that
 // it gets a failure response and the loop goes on.
 func TestPanicBecomesFailure(t *testing.T) {
-	commands["test_panic"] = func(s *rpcServer, r *request) (any, error) { panic("boom") }
-	defer delete(commands, "test_panic")
+	rpcCommands["test_panic"] = func(s *rpcServer, r *rpcRequest) (any, error) { panic("boom") }
+	defer delete(rpcCommands, "test_panic")
 	in := `{"id":"p","type":"test_panic"}` + "\n" + `{"id":"s","type":"set_auto_retry","enabled":false}` + "\n"
 	var out bytes.Buffer
 	runRPI(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out)
@@ -1184,7 +1184,7 @@ func TestEndToEndSignals(t *testing.T) {
 func TestEndStartupOnSignal(t *testing.T) {
 	exited := make(chan int, 1)
 	var stderr syncBuffer
-	env := environment{exit: func(code int) { exited <- code; runtime.Goexit() }}
+	env := runEnv{exit: func(code int) { exited <- code; runtime.Goexit() }}
 
 	stop := make(chan os.Signal, 1)
 	endStartupOnSignal(env, stop, &stderr) // startup never ends here
@@ -1452,7 +1452,7 @@ func TestHelpAndVersion(t *testing.T) {
 	}{
 		{[]string{"--help"}, "", "rpi", "rpi: a headless"},
 		{[]string{"rpc", "--help"}, "", "rpi", "rpi: a headless"},
-		{[]string{"--version"}, "", "rpi", "rpi " + version + "\n"},
+		{[]string{"--version"}, "", "rpi", "rpi " + rpiVersion + "\n"},
 		{[]string{"--version"}, "pi", "rpi", piVersion + "\n"},
 		{[]string{"--version"}, "", "pi", piVersion + "\n"},
 		{[]string{"-v", "--compat", "pi"}, "", "rpi", piVersion + "\n"},
@@ -1462,7 +1462,7 @@ func TestHelpAndVersion(t *testing.T) {
 		env := e.env()
 		env.program = tt.program
 		var stdout bytes.Buffer
-		if code := run(tt.args, env, strings.NewReader(""), &stdout, io.Discard, nil); code != 0 || !strings.HasPrefix(stdout.String(), tt.want) {
+		if code := runProgram(tt.args, env, strings.NewReader(""), &stdout, io.Discard, nil); code != 0 || !strings.HasPrefix(stdout.String(), tt.want) {
 			t.Errorf("rpi %q (RPI_COMPAT=%q, as %s): exit %d, stdout %q, want it to start %q", tt.args, tt.compat, tt.program, code, stdout.String(), tt.want)
 		}
 	}
@@ -1514,15 +1514,15 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte("{\"type\":\"get_state\"}\r\n\n  \n[1,2]\n\xff\xfe\n{\"id\":{},\"type\":1}"))
 	cwd := f.TempDir()
 	// export_html writes wherever it is told: not a thing to fuzz.
-	exportHTML := commands["export_html"]
-	delete(commands, "export_html")
-	f.Cleanup(func() { commands["export_html"] = exportHTML })
+	exportHTML := rpcCommands["export_html"]
+	delete(rpcCommands, "export_html")
+	f.Cleanup(func() { rpcCommands["export_html"] = exportHTML })
 	e := newTestEnv(f)
 	e.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
 	e.maxLineBytes = 1 << 10
 	f.Fuzz(func(t *testing.T, input []byte) {
 		var stdout bytes.Buffer
-		run([]string{"rpc", "--cwd", cwd, "--no-session"}, e.env(), bytes.NewReader(input), &stdout, io.Discard, nil)
+		runProgram([]string{"rpc", "--cwd", cwd, "--no-session"}, e.env(), bytes.NewReader(input), &stdout, io.Discard, nil)
 		checkRecords(t, stdout.Bytes())
 		responses := 0
 		for _, line := range bytes.Split(stdout.Bytes(), []byte("\n")) {

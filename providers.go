@@ -352,100 +352,11 @@ type wireAPI struct {
 	read      func(body io.Reader, st *streamer, m *model) error
 }
 
-// wireAPIs are the model APIs rpi speaks, in the order messages list
-// them. A models.json model with another API is kept in the catalog, so
-// that set_model can say why it cannot be used, but is never available.
-var wireAPIs = []*wireAPI{openAIChat, openAIResponses, anthropicMessages, googleGemini}
-
-// supportedAPIs are the names of wireAPIs.
-var supportedAPIs = func() []string {
-	var names []string
-	for _, api := range wireAPIs {
-		names = append(names, api.name)
-	}
-	return names
-}()
-
-// wireAPINamed is the API called name, or nil when rpi does not speak it.
-func wireAPINamed(name string) *wireAPI {
-	for _, api := range wireAPIs {
-		if api.name == name {
-			return api
-		}
-	}
-	return nil
-}
-
 // bearer sends the key as "Authorization: Bearer …".
 func bearer(h http.Header, key string) {
 	if key != "" {
 		h.Set("Authorization", "Bearer "+key)
 	}
-}
-
-// streamModel makes the request and reads the answer into msg. The answer
-// may hold answerLimit of the tokens asked for; the first piece past it
-// cuts the answer and closes the connection. rpi asks for an uncompressed
-// stream and refuses a compressed one: the bytes it reads are the bytes
-// the server sent.
-func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, started func(), emit func(assistantEvent)) error {
-	st := newStreamer(msg, emit)
-	defer st.finish()
-	if req.model.faux {
-		return streamFaux(ctx, req.model, st, started) // the offline model (faux.go)
-	}
-	api := wireAPINamed(req.model.API)
-	if api == nil {
-		return unspokenError(req.model)
-	}
-	st.tokens = api.maxTokens(req)
-	st.limit = answerLimit(st.tokens)
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	st.stop = stop
-	data, err := json.Marshal(api.body(req))
-	if err != nil {
-		return err
-	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, api.url(req.model), bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "text/event-stream")
-	// Set here, the transport neither asks for gzip nor inflates it.
-	httpReq.Header.Set("Accept-Encoding", "identity")
-	api.auth(httpReq.Header, req.key)
-	for k, v := range req.model.headers {
-		httpReq.Header.Set(k, v)
-	}
-	resp, err := modelClient.Do(httpReq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
-	}
-	defer resp.Body.Close()
-	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return &providerError{final: true, message: fmt.Sprintf("The model server sent its answer compressed (Content-Encoding: %s) "+
-			"though rpi asked for none (Accept-Encoding: identity); rpi reads only uncompressed streams. "+
-			"Configure the server, or the proxy in front of it, not to compress its answers.", clip(enc, 64))}
-	}
-	if resp.StatusCode != http.StatusOK {
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &providerError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
-			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(string(text)))}
-	}
-	started()
-	err = api.read(resp.Body, st, req.model)
-	switch {
-	case st.cut != nil:
-		return st.cut
-	case err != nil && ctx.Err() != nil:
-		return ctx.Err()
-	}
-	return err
 }
 
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date.

@@ -184,26 +184,6 @@ func projectResources(cwd string) (prompts, skills int, settings bool) {
 	return len(p), len(k), err == nil
 }
 
-// skippedNotice is the warning sent at startup when ./.pi holds resources
-// that only --approve loads; "" when there are none.
-func skippedNotice(cwd string) string {
-	prompts, skills, settings := projectResources(cwd)
-	var parts []string
-	if prompts > 0 {
-		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
-	}
-	if skills > 0 {
-		parts = append(parts, fmt.Sprintf("skills: %d", skills))
-	}
-	if settings {
-		parts = append(parts, "settings.json")
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
-}
-
 // expandSlash expands a prompt starting with /skill:name or /name (a
 // template); any other text comes back unchanged.
 func (s *session) expandSlash(text string) string {

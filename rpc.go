@@ -28,7 +28,7 @@ type rpcServer struct {
 }
 
 // newServer starts the host and opens the session the command line names.
-func newServer(cfg config, env environment, conn *connection, stderr io.Writer) (*rpcServer, error) {
+func newServer(cfg cliConfig, env runEnv, conn *connection, stderr io.Writer) (*rpcServer, error) {
 	h, err := newHost(cfg, env, stderr)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func (s *rpcServer) handleFrame(f frame) {
 		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
 	}
-	h, ok := commands[r.typ]
+	h, ok := rpcCommands[r.typ]
 	if !ok {
 		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
@@ -93,7 +93,7 @@ func (s *rpcServer) handleFrame(f frame) {
 }
 
 // reply writes the response to r.
-func (s *rpcServer) reply(r *request, data any, err error) {
+func (s *rpcServer) reply(r *rpcRequest, data any, err error) {
 	if _, ok := data.(noReply); ok && err == nil {
 		return
 	}
@@ -102,7 +102,7 @@ func (s *rpcServer) reply(r *request, data any, err error) {
 
 // replyTo is how r's answer is written when it comes later: reply, as a
 // function the session's operations call back.
-func (s *rpcServer) replyTo(r *request) func(data any, err error) {
+func (s *rpcServer) replyTo(r *rpcRequest) func(data any, err error) {
 	return func(data any, err error) { s.reply(r, data, err) }
 }
 

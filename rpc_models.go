@@ -8,7 +8,7 @@ package main
 // Fields: provider, modelId. Answer: the Model object. An unknown model
 // fails with "Model not found: p/id", one without a key with "No API key
 // for p/id: …", one whose API rpi does not speak with a message naming it.
-func (s *rpcServer) setModelCommand(r *request) (any, error) {
+func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 	provider, err := r.str("provider")
 	if err != nil {
 		return nil, err
@@ -24,7 +24,7 @@ func (s *rpcServer) setModelCommand(r *request) (any, error) {
 // Fields: none. Answer: {model, thinkingLevel, isScoped (true with
 // --models)}, or null when fewer than two models are in scope. Events:
 // thinking_level_changed when the new model takes the level differently.
-func (s *rpcServer) cycleModelCommand(r *request) (any, error) {
+func (s *rpcServer) cycleModelCommand(r *rpcRequest) (any, error) {
 	if next, ok := s.cycleModel(); ok {
 		return next, nil
 	}
@@ -34,7 +34,7 @@ func (s *rpcServer) cycleModelCommand(r *request) (any, error) {
 // getAvailableModelsCommand lists the models whose provider has credentials (or
 // needs none). Keys are never included.
 // Fields: none. Answer: {"models":[Model]}.
-func (s *rpcServer) getAvailableModelsCommand(r *request) (any, error) {
+func (s *rpcServer) getAvailableModelsCommand(r *rpcRequest) (any, error) {
 	return struct {
 		Models []*model `json:"models"`
 	}{s.availableModels()}, nil
@@ -46,7 +46,7 @@ func (s *rpcServer) getAvailableModelsCommand(r *request) (any, error) {
 // Fields: level (off|minimal|low|medium|high|xhigh|max). Answer:
 // {requested, level (the level in force)}. Events: thinking_level_changed
 // before the answer, when the level in force changed.
-func (s *rpcServer) setThinkingLevelCommand(r *request) (any, error) {
+func (s *rpcServer) setThinkingLevelCommand(r *rpcRequest) (any, error) {
 	level, err := r.enum("level", thinkingLevels)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (s *rpcServer) setThinkingLevelCommand(r *request) (any, error) {
 // cycleThinkingLevelCommand moves to the next level the model takes, wrapping
 // around; with a model that does not reason it answers null.
 // Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
-func (s *rpcServer) cycleThinkingLevelCommand(r *request) (any, error) {
+func (s *rpcServer) cycleThinkingLevelCommand(r *rpcRequest) (any, error) {
 	now, ok := s.cycleThinkingLevel()
 	if !ok {
 		return nil, nil
@@ -70,7 +70,7 @@ func (s *rpcServer) cycleThinkingLevelCommand(r *request) (any, error) {
 // getAvailableThinkingLevelsCommand lists the levels the current model takes.
 // Fields: none. Answer: {"levels":[…]} (["off"] without reasoning; every
 // level without a model).
-func (s *rpcServer) getAvailableThinkingLevelsCommand(r *request) (any, error) {
+func (s *rpcServer) getAvailableThinkingLevelsCommand(r *rpcRequest) (any, error) {
 	return struct {
 		Levels []string `json:"levels"`
 	}{s.thinkingLevelsAvailable()}, nil

@@ -71,11 +71,6 @@ func (piWire) appendResponse(buf []byte, id json.RawMessage, command string, dat
 	return append(buf, '}'), err
 }
 
-// piOnly is success data whose shape differs in pi's mode: data there,
-// otherwise (nil: null) on rpi's own wire — prompt's disposition, a
-// cancelled bash without exitCode.
-type piOnly struct{ data, otherwise any }
-
 // disposition is what pi 1.6 answers prompt, steer and follow_up with.
 type disposition struct {
 	Disposition string `json:"disposition"`
@@ -125,4 +120,13 @@ func (m piMessageUpdate) appendJSON(buf []byte) []byte {
 	buf = appendKey(buf, "assistantMessageEvent")
 	buf = m.AssistantMessageEvent.appendJSON(buf)
 	return append(buf, '}')
+}
+
+// bashUpdate is the data of a bash_execution_update event; pi writes
+// {id, delta} (docs/pi-compat.md).
+type bashUpdate struct {
+	RequestID *string         `json:"requestId"`
+	Stream    string          `json:"stream"`
+	Chunk     string          `json:"chunk"`
+	rawID     json.RawMessage // the request's id as sent (pi's shape has it, numbers too)
 }

@@ -17,7 +17,7 @@ import (
 // the session file). Answer: LoopTask. Events: loop_created before the
 // answer; then, when it fires at once, loop_fired (or loop_queued while
 // the agent is busy) and the run's events.
-func (s *rpcServer) loopCreateCommand(r *request) (any, error) {
+func (s *rpcServer) loopCreateCommand(r *rpcRequest) (any, error) {
 	rawInterval, err := loopIntervalField(r)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (s *rpcServer) loopCreateCommand(r *request) (any, error) {
 // would make the loop due at once counts from now instead.
 // Fields: taskId, [interval], [prompt]. Answer: LoopTask. Events:
 // loop_updated.
-func (s *rpcServer) loopUpdateCommand(r *request) (any, error) {
+func (s *rpcServer) loopUpdateCommand(r *rpcRequest) (any, error) {
 	id, err := r.str("taskId")
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *rpcServer) loopUpdateCommand(r *request) (any, error) {
 // loopListCommand answers the loops, oldest first, as a bare array as the
 // original does.
 // Fields: none. Answer: [LoopTask]. Events: none.
-func (s *rpcServer) loopListCommand(r *request) (any, error) {
+func (s *rpcServer) loopListCommand(r *rpcRequest) (any, error) {
 	l := s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -118,16 +118,16 @@ func (s *rpcServer) loopListCommand(r *request) (any, error) {
 // loop_finished).
 // Fields: taskId. Answer: true, or false when no loop has that id (as the
 // original: no failure). Events: loop_removed {reason: deleted}.
-func (s *rpcServer) loopDeleteCommand(r *request) (any, error) { return s.removeLoop(r, false) }
+func (s *rpcServer) loopDeleteCommand(r *rpcRequest) (any, error) { return s.removeLoop(r, false) }
 
 // loopCancelCommand removes a loop and aborts its run in progress, answering
 // once that run has settled.
 // Fields: taskId. Answer: true, or false when no loop has that id.
 // Events: loop_removed {reason: cancelled}, then the aborted run's end
 // (agent_end, agent_settled).
-func (s *rpcServer) loopCancelCommand(r *request) (any, error) { return s.removeLoop(r, true) }
+func (s *rpcServer) loopCancelCommand(r *rpcRequest) (any, error) { return s.removeLoop(r, true) }
 
-func (s *rpcServer) removeLoop(r *request, cancel bool) (any, error) {
+func (s *rpcServer) removeLoop(r *rpcRequest, cancel bool) (any, error) {
 	id, err := r.str("taskId")
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func (s *rpcServer) removeLoop(r *request, cancel bool) (any, error) {
 // Fields: phases ([{name, tasks:[{[id], content, status, [dependsOn],
 // [agent]}]}]). Answer: {phases, completedTasks, summary}. Events:
 // todo_updated. UI: setWidget (todos).
-func (s *rpcServer) setTodosCommand(r *request) (any, error) {
+func (s *rpcServer) setTodosCommand(r *rpcRequest) (any, error) {
 	const want = "an array of {name, tasks:[{[id], content, status, [dependsOn], [agent]}]} " +
 		"with status one of pending, in_progress, completed, abandoned"
 	if !r.has("phases") {
@@ -200,7 +200,7 @@ func (s *rpcServer) setTodosCommand(r *request) (any, error) {
 // items; the dependency ops task (an id) and dependsOn. Answer: {phases,
 // completedTasks, summary}. Events: todo_updated (view too). UI:
 // setWidget (todos).
-func (s *rpcServer) todoOpCommand(r *request) (any, error) {
+func (s *rpcServer) todoOpCommand(r *rpcRequest) (any, error) {
 	op, err := todoOpFrom(r)
 	if err != nil {
 		return nil, err
@@ -210,14 +210,14 @@ func (s *rpcServer) todoOpCommand(r *request) (any, error) {
 
 // getTodosCommand answers the plan.
 // Fields: none. Answer: {"phases":[TodoPhase]}. Events: none.
-func (s *rpcServer) getTodosCommand(r *request) (any, error) {
+func (s *rpcServer) getTodosCommand(r *rpcRequest) (any, error) {
 	return struct {
 		Phases []todoPhase `json:"phases"`
 	}{s.todoPlan()}, nil
 }
 
 // loopIntervalField reads interval: a string, or a number of seconds.
-func loopIntervalField(r *request) (any, error) {
+func loopIntervalField(r *rpcRequest) (any, error) {
 	const want = `a string like "300", "3s", "5m", "2h" or "1d", or a number of seconds`
 	if !r.has("interval") {
 		return nil, missing("interval", want)
@@ -234,7 +234,7 @@ func loopIntervalField(r *request) (any, error) {
 }
 
 // todoOpFrom reads todo_op's fields.
-func todoOpFrom(r *request) (op todoOp, err error) {
+func todoOpFrom(r *rpcRequest) (op todoOp, err error) {
 	if op.Op, err = r.enum("op", todoOps); err != nil {
 		return op, err
 	}

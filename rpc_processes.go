@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"time"
 )
 
@@ -12,7 +11,7 @@ import (
 // shell command (bash, abort_bash) (docs/processes.md).
 
 // requestProcess finds the process a command names in its processId field.
-func (s *rpcServer) requestProcess(r *request) (*process, error) {
+func (s *rpcServer) requestProcess(r *rpcRequest) (*process, error) {
 	id, err := r.str("processId")
 	if err != nil {
 		return nil, err
@@ -26,7 +25,7 @@ func (s *rpcServer) requestProcess(r *request) (*process, error) {
 // [outputBytes]}.
 // Answer: ProcessInfo. Events: process_started before the answer, then
 // process_output chunks, then process_exited after the last of them.
-func (s *rpcServer) processSpawnCommand(r *request) (any, error) {
+func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
 	}
@@ -45,13 +44,13 @@ func (s *rpcServer) processSpawnCommand(r *request) (any, error) {
 // processListCommand answers every process not yet removed (ended ones
 // included), oldest first, as a bare array as the original does.
 // Fields: none. Answer: [ProcessInfo].
-func (s *rpcServer) processListCommand(r *request) (any, error) {
+func (s *rpcServer) processListCommand(r *rpcRequest) (any, error) {
 	return s.listProcesses(), nil
 }
 
 // processDescribeCommand answers one process's ProcessInfo.
 // Fields: processId. Answer: ProcessInfo.
-func (s *rpcServer) processDescribeCommand(r *request) (any, error) {
+func (s *rpcServer) processDescribeCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -64,7 +63,7 @@ func (s *rpcServer) processDescribeCommand(r *request) (any, error) {
 // Answer: {requestedCursor, startCursor, cursor (the next to ask for),
 // lost, lostBytes (output the ring no longer holds), chunks:[{startCursor,
 // cursor, stream:"combined", dataBase64}], eof (ended and all read)}.
-func (s *rpcServer) processLogsCommand(r *request) (any, error) {
+func (s *rpcServer) processLogsCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -85,7 +84,7 @@ func (s *rpcServer) processLogsCommand(r *request) (any, error) {
 // keys, and can close stdin.
 // Fields: processId, [dataBase64], [closeStdin] (at least one of them).
 // Answer: null once written.
-func (s *rpcServer) processWriteCommand(r *request) (any, error) {
+func (s *rpcServer) processWriteCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -116,7 +115,7 @@ func (s *rpcServer) processWriteCommand(r *request) (any, error) {
 // answer is still to come (the one that closed stdin, say): then the
 // failure follows it. A write past what may wait fails at once. While it
 // waits, the write holds its data and the request's id, not its line.
-func (s *rpcServer) afterInput(r *request, p *process, data []byte, closeStdin bool) (any, error) {
+func (s *rpcServer) afterInput(r *rpcRequest, p *process, data []byte, closeStdin bool) (any, error) {
 	p.mu.Lock()
 	closed, idle := p.stdinClosed, p.inputsPending == 0
 	p.mu.Unlock()
@@ -139,7 +138,7 @@ func (s *rpcServer) afterInput(r *request, p *process, data []byte, closeStdin b
 // processKeys presses keys: each is written as the bytes a terminal
 // sends (ENTER is "\r", CTRL_C is 0x03), with or without a terminal.
 // Fields: processId, keys ([ProcessKey]). Answer: null once written.
-func (s *rpcServer) processKeysCommand(r *request) (any, error) {
+func (s *rpcServer) processKeysCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -161,7 +160,7 @@ func (s *rpcServer) processKeysCommand(r *request) (any, error) {
 // processResizeCommand sets the size of a process's terminal (the process gets
 // SIGWINCH).
 // Fields: processId, cols, rows (1–65535). Answer: null.
-func (s *rpcServer) processResizeCommand(r *request) (any, error) {
+func (s *rpcServer) processResizeCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -187,7 +186,7 @@ func (s *rpcServer) processResizeCommand(r *request) (any, error) {
 // process has ended it does nothing.
 // Fields: processId, signal (ProcessSignal). Answer: null, always before
 // the process_exited the signal may cause.
-func (s *rpcServer) processSignalCommand(r *request) (any, error) {
+func (s *rpcServer) processSignalCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -206,7 +205,7 @@ func (s *rpcServer) processSignalCommand(r *request) (any, error) {
 // processStopCommand stops a process: SIGTERM to its group, then SIGKILL if it
 // has not exited a second later.
 // Fields: processId. Answer: the final ProcessInfo, after process_exited.
-func (s *rpcServer) processStopCommand(r *request) (any, error) {
+func (s *rpcServer) processStopCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -221,7 +220,7 @@ func (s *rpcServer) processStopCommand(r *request) (any, error) {
 // processWaitCommand waits for a process to end, in the background.
 // Fields: processId, [timeoutMs]. Answer: the final ProcessInfo, after
 // process_exited; a timeout fails ("timed out waiting for process <id>").
-func (s *rpcServer) processWaitCommand(r *request) (any, error) {
+func (s *rpcServer) processWaitCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -239,7 +238,7 @@ func (s *rpcServer) processWaitCommand(r *request) (any, error) {
 
 // processRemoveCommand forgets an ended process (rpi's addition to docs/processes.md).
 // Fields: processId. Answer: null; a running process is an error.
-func (s *rpcServer) processRemoveCommand(r *request) (any, error) {
+func (s *rpcServer) processRemoveCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
 		return nil, err
@@ -256,7 +255,7 @@ func (s *rpcServer) processRemoveCommand(r *request) (any, error) {
 // (both interleaved as they arrived), cancelled, truncated, [fullOutputPath]};
 // a nonzero exit is still a success.
 // Events: bash_execution_update per chunk of output, with the request's id.
-func (s *rpcServer) bashCommand(r *request) (any, error) {
+func (s *rpcServer) bashCommand(r *rpcRequest) (any, error) {
 	command, err := r.str("command")
 	if err != nil {
 		return nil, err
@@ -302,7 +301,7 @@ func (s *rpcServer) bashCommand(r *request) (any, error) {
 // (the whole process group, SIGKILL); each then answers cancelled:true,
 // after this answer.
 // Fields: none. Answer: null. Events: none.
-func (s *rpcServer) abortBashCommand(r *request) (any, error) {
+func (s *rpcServer) abortBashCommand(r *rpcRequest) (any, error) {
 	runs := s.userBash.abortAll()
 	for _, run := range runs {
 		run.cancel()
@@ -312,15 +311,6 @@ func (s *rpcServer) abortBashCommand(r *request) (any, error) {
 		close(run.abortAnswered)
 	}
 	return noReply{}, nil
-}
-
-// bashUpdate is the data of a bash_execution_update event; pi writes
-// {id, delta} (docs/pi-compat.md).
-type bashUpdate struct {
-	RequestID *string         `json:"requestId"`
-	Stream    string          `json:"stream"`
-	Chunk     string          `json:"chunk"`
-	rawID     json.RawMessage // the request's id as sent (pi's shape has it, numbers too)
 }
 
 func (u bashUpdate) appendJSON(buf []byte) []byte {

@@ -12,7 +12,7 @@ import "strings"
 // tokensBefore, estimatedTokensAfter, usage, details:{readFiles,
 // modifiedFiles}}. Events: compaction_start and compaction_end (reason
 // "manual") before the answer.
-func (s *rpcServer) compactCommand(r *request) (any, error) {
+func (s *rpcServer) compactCommand(r *rpcRequest) (any, error) {
 	instructions, err := r.optStr("customInstructions")
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func (s *rpcServer) compactCommand(r *request) (any, error) {
 }
 
 // userInput reads a command's message and images into a user message.
-func (s *rpcServer) userInput(r *request) (*userMessage, error) {
+func (s *rpcServer) userInput(r *rpcRequest) (*userMessage, error) {
 	text, err := r.str("message")
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (s *rpcServer) userInput(r *request) (*userMessage, error) {
 // {disposition: started|queued}. Events: agent_start, turn_start,
 // message_start/end, message_update, tool_execution_*, turn_end,
 // agent_end, agent_settled; queue_update when queued.
-func (s *rpcServer) promptCommand(r *request) (any, error) {
+func (s *rpcServer) promptCommand(r *rpcRequest) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
@@ -86,18 +86,18 @@ func (s *rpcServer) promptCommand(r *request) (any, error) {
 // skipped. While idle it waits for the next run.
 // Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
 // Events: queue_update.
-func (s *rpcServer) steerCommand(r *request) (any, error) {
+func (s *rpcServer) steerCommand(r *rpcRequest) (any, error) {
 	return s.queueCommand(r, true)
 }
 
 // followUpCommand queues a message delivered when the agent would otherwise stop.
 // Fields: message, [images]. Answer: null (pi's mode: {disposition:"queued"}).
 // Events: queue_update.
-func (s *rpcServer) followUpCommand(r *request) (any, error) {
+func (s *rpcServer) followUpCommand(r *rpcRequest) (any, error) {
 	return s.queueCommand(r, false)
 }
 
-func (s *rpcServer) queueCommand(r *request, steering bool) (any, error) {
+func (s *rpcServer) queueCommand(r *rpcRequest, steering bool) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (s *rpcServer) queueCommand(r *request, steering bool) (any, error) {
 // running tool, open dialogs and any retry wait. The queues are kept. It
 // answers after the run's agent_end and agent_settled; while idle, at once.
 // Fields: none. Answer: null.
-func (s *rpcServer) abortCommand(r *request) (any, error) {
+func (s *rpcServer) abortCommand(r *rpcRequest) (any, error) {
 	return s.answerWhenSettled(r, s.abort())
 }
 
@@ -119,13 +119,13 @@ func (s *rpcServer) abortCommand(r *request) (any, error) {
 // agent_settled, and abortRetry answers after them. With no retry waiting
 // it answers at once and changes nothing.
 // Fields: none. Answer: null.
-func (s *rpcServer) abortRetryCommand(r *request) (any, error) {
+func (s *rpcServer) abortRetryCommand(r *rpcRequest) (any, error) {
 	return s.answerWhenSettled(r, s.abortRetry())
 }
 
 // answerWhenSettled answers r with null once settled is closed: at once
 // when it is nil, else from the background.
-func (s *rpcServer) answerWhenSettled(r *request, settled <-chan struct{}) (any, error) {
+func (s *rpcServer) answerWhenSettled(r *rpcRequest, settled <-chan struct{}) (any, error) {
 	if settled == nil {
 		return nil, nil
 	}
@@ -139,6 +139,6 @@ func (s *rpcServer) answerWhenSettled(r *request, settled <-chan struct{}) (any,
 // clearQueueCommand empties both queues.
 // Fields: none. Answer: {steering:[…], followUp:[…]}, the texts removed.
 // Events: queue_update when anything was removed.
-func (s *rpcServer) clearQueueCommand(r *request) (any, error) {
+func (s *rpcServer) clearQueueCommand(r *rpcRequest) (any, error) {
 	return s.clearQueue(), nil
 }

@@ -18,7 +18,7 @@ import (
 // when the name changes); get_state reports it.
 // Fields: name (non-empty after trimming). Answer: null. Events:
 // session_info_changed before the answer, when the name changed. UI: setTitle.
-func (s *rpcServer) setSessionNameCommand(r *request) (any, error) {
+func (s *rpcServer) setSessionNameCommand(r *rpcRequest) (any, error) {
 	name, err := r.str("name")
 	if err != nil {
 		return nil, err
@@ -32,7 +32,7 @@ func (s *rpcServer) setSessionNameCommand(r *request) (any, error) {
 // Fields: [outputPath] (relative to the cwd; default: beside the session
 // file, or rpi-session-<id>.html in the cwd without one).
 // Answer: {"path": …}.
-func (s *rpcServer) exportHTMLCommand(r *request) (any, error) {
+func (s *rpcServer) exportHTMLCommand(r *rpcRequest) (any, error) {
 	out, err := r.optStr("outputPath")
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (s *rpcServer) exportHTMLCommand(r *request) (any, error) {
 // Fields: [scope]: "current" (default: the sessions of this cwd) or
 // "all_projects". Answer: {"sessions":[{sessionId, name, cwd, path,
 // summary, modifiedEpoch, size, messageCount}]}, newest first.
-func (s *rpcServer) sessionListCommand(r *request) (any, error) {
+func (s *rpcServer) sessionListCommand(r *rpcRequest) (any, error) {
 	scope := "current"
 	if r.has("scope") {
 		var err error
@@ -97,7 +97,7 @@ func (s *rpcServer) sessionListCommand(r *request) (any, error) {
 // Fails "Cannot delete the current session" for the session in use, and
 // "Cannot delete <path>: …" for a path that is not a session file inside
 // the session directory (nothing is deleted then).
-func (s *rpcServer) sessionDeleteCommand(r *request) (any, error) {
+func (s *rpcServer) sessionDeleteCommand(r *rpcRequest) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (s *rpcServer) sessionDeleteCommand(r *request) (any, error) {
 // Fields: [parentSession] (path recorded in the new header).
 // Answer: {"cancelled":false}, from the background when a run had to
 // stop first. Events: session_started after the answer.
-func (s *rpcServer) newSessionCommand(r *request) (any, error) {
+func (s *rpcServer) newSessionCommand(r *rpcRequest) (any, error) {
 	parent, err := r.optStr("parentSession")
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *rpcServer) newSessionCommand(r *request) (any, error) {
 // missing or invalid file fails and the current session stays as it was.
 // Fields: sessionPath. Answer: {"cancelled":false}. Events:
 // session_started with the loaded header after the answer.
-func (s *rpcServer) switchSessionCommand(r *request) (any, error) {
+func (s *rpcServer) switchSessionCommand(r *rpcRequest) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (s *rpcServer) switchSessionCommand(r *request) (any, error) {
 // Fields: entryId (of a user message entry). Answer: {text (that
 // message's text, to edit and send again), cancelled:false}. Events:
 // session_started after the answer. UI: set_editor_text with the text.
-func (s *rpcServer) forkCommand(r *request) (any, error) {
+func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 	id, err := r.str("entryId")
 	if err != nil {
 		return nil, err
@@ -166,7 +166,7 @@ func (s *rpcServer) forkCommand(r *request) (any, error) {
 // entries), whose header names the old file as parentSession (pi 1.6).
 // Fields: none. Answer: {"cancelled":false}. Events: session_started after
 // the answer.
-func (s *rpcServer) cloneCommand(r *request) (any, error) {
+func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
 	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
 }
 
@@ -175,7 +175,7 @@ func (s *rpcServer) cloneCommand(r *request) (any, error) {
 // entry by entry (output.stream), never held whole.
 // Fields: [since] (an entry id). Answer: {entries, leafId (null when the
 // session is empty)}; an unknown since fails "Entry not found: <id>".
-func (s *rpcServer) getEntriesCommand(r *request) (any, error) {
+func (s *rpcServer) getEntriesCommand(r *rpcRequest) (any, error) {
 	since, err := r.optStr("since")
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (s *rpcServer) getEntriesCommand(r *request) (any, error) {
 // Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
 // (the leaf the next entry hangs under; rpi has no other leaf, so it is
 // leafId)}.
-func (s *rpcServer) getTreeCommand(r *request) (any, error) {
+func (s *rpcServer) getTreeCommand(r *rpcRequest) (any, error) {
 	s.conv.mu.Lock()
 	ss := s.conv.sessionFile
 	tree, leaf := linkEntries(ss), ss.leaf
@@ -241,7 +241,7 @@ func (s *rpcServer) getTreeCommand(r *request) (any, error) {
 // getForkMessagesCommand lists the user messages a fork can start from, in file
 // order, every branch included.
 // Fields: none. Answer: {"messages":[{entryId, text}]}.
-func (s *rpcServer) getForkMessagesCommand(r *request) (any, error) {
+func (s *rpcServer) getForkMessagesCommand(r *rpcRequest) (any, error) {
 	type forkPoint struct {
 		EntryID string `json:"entryId"`
 		Text    string `json:"text"`

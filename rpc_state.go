@@ -10,14 +10,14 @@ import "slices"
 // getSessionStatsCommand counts the conversation's messages, tokens and cost.
 // Fields: none. Answer: pi's SessionStats, with contextUsage {tokens,
 // contextWindow, percent} when there is a model.
-func (s *rpcServer) getSessionStatsCommand(r *request) (any, error) {
+func (s *rpcServer) getSessionStatsCommand(r *rpcRequest) (any, error) {
 	return s.stats(), nil
 }
 
 // getCommandsCommand lists the prompt templates and skills a prompt can name.
 // Fields: none. Answer: {"commands":[{name, description, source:
 // "prompt"|"skill", location: "user"|"project", path}]}.
-func (s *rpcServer) getCommandsCommand(r *request) (any, error) {
+func (s *rpcServer) getCommandsCommand(r *rpcRequest) (any, error) {
 	commands := s.set.slashCommands
 	if commands == nil {
 		commands = []slashCommand{}
@@ -29,7 +29,7 @@ func (s *rpcServer) getCommandsCommand(r *request) (any, error) {
 
 // getStateCommand answers every field of the session's state.
 // Fields: none. Answer: stateData. Events: none.
-func (s *rpcServer) getStateCommand(r *request) (any, error) {
+func (s *rpcServer) getStateCommand(r *rpcRequest) (any, error) {
 	return s.state(), nil
 }
 
@@ -37,7 +37,7 @@ func (s *rpcServer) getStateCommand(r *request) (any, error) {
 // answer, as big as the conversation, is written message by message
 // (output.stream), never held whole.
 // Fields: none. Answer: {"messages":[AgentMessage]}. Events: none.
-func (s *rpcServer) getMessagesCommand(r *request) (any, error) {
+func (s *rpcServer) getMessagesCommand(r *rpcRequest) (any, error) {
 	messages := s.conv.messages()
 	if !slices.ContainsFunc(messages, func(m any) bool { return !messageAppendable(m) }) {
 		s.out.stream(func(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
@@ -66,7 +66,7 @@ func (s *rpcServer) getMessagesCommand(r *request) (any, error) {
 // getLastAssistantTextCommand answers the text of the last assistant answer that
 // has text (an aborted empty one is skipped), or null.
 // Fields: none. Answer: {"text": string|null}. Events: none.
-func (s *rpcServer) getLastAssistantTextCommand(r *request) (any, error) {
+func (s *rpcServer) getLastAssistantTextCommand(r *rpcRequest) (any, error) {
 	return struct {
 		Text *string `json:"text"`
 	}{lastAssistantText(s.conv.messages())}, nil
@@ -75,9 +75,9 @@ func (s *rpcServer) getLastAssistantTextCommand(r *request) (any, error) {
 // getCapabilitiesCommand answers what this rpi accepts and emits, derived from the
 // dispatch table itself so it cannot drift.
 // Fields: none. Answer: capabilities. Events: none.
-func (s *rpcServer) getCapabilitiesCommand(r *request) (any, error) {
-	names := make([]string, 0, len(commands))
-	for name := range commands {
+func (s *rpcServer) getCapabilitiesCommand(r *rpcRequest) (any, error) {
+	names := make([]string, 0, len(rpcCommands))
+	for name := range rpcCommands {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -87,7 +87,7 @@ func (s *rpcServer) getCapabilitiesCommand(r *request) (any, error) {
 	}
 	return capabilities{
 		ProtocolVersion: 1,
-		Version:         version,
+		Version:         rpiVersion,
 		Compat:          s.wire.name(),
 		Commands:        names,
 		Events:          eventTypes,
@@ -101,7 +101,7 @@ func (s *rpcServer) getCapabilitiesCommand(r *request) (any, error) {
 
 // setSteeringModeCommand sets how many queued steering messages one turn takes.
 // Fields: mode (all|one-at-a-time). Answer: null. Events: none.
-func (s *rpcServer) setSteeringModeCommand(r *request) (any, error) {
+func (s *rpcServer) setSteeringModeCommand(r *rpcRequest) (any, error) {
 	mode, err := r.enum("mode", queueModes)
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (s *rpcServer) setSteeringModeCommand(r *request) (any, error) {
 
 // setFollowUpModeCommand sets how many queued follow-ups one turn takes.
 // Fields: mode (all|one-at-a-time). Answer: null. Events: none.
-func (s *rpcServer) setFollowUpModeCommand(r *request) (any, error) {
+func (s *rpcServer) setFollowUpModeCommand(r *rpcRequest) (any, error) {
 	mode, err := r.enum("mode", queueModes)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func (s *rpcServer) setFollowUpModeCommand(r *request) (any, error) {
 
 // setAutoCompactionCommand turns compaction near the context window on or off.
 // Fields: enabled (bool). Answer: null. Events: none.
-func (s *rpcServer) setAutoCompactionCommand(r *request) (any, error) {
+func (s *rpcServer) setAutoCompactionCommand(r *rpcRequest) (any, error) {
 	enabled, err := r.boolean("enabled")
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *rpcServer) setAutoCompactionCommand(r *request) (any, error) {
 
 // setAutoRetryCommand turns retrying of failed model calls on or off.
 // Fields: enabled (bool). Answer: null. Events: none.
-func (s *rpcServer) setAutoRetryCommand(r *request) (any, error) {
+func (s *rpcServer) setAutoRetryCommand(r *rpcRequest) (any, error) {
 	enabled, err := r.boolean("enabled")
 	if err != nil {
 		return nil, err

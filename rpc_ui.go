@@ -126,7 +126,7 @@ func (ds *dialogs) approve(ctx context.Context, a approval) bool {
 // Answer: none on success, and none for an answer to a one-way request;
 // a failure when the id is unknown or already answered or expired, or the
 // answer is malformed. Events: none.
-func (s *rpcServer) extensionUIResponseCommand(r *request) (any, error) {
+func (s *rpcServer) extensionUIResponseCommand(r *rpcRequest) (any, error) {
 	ds := s.dialogs
 	id := r.idString()
 	if id == nil {

@@ -109,9 +109,9 @@ func appendResponseHead(buf []byte, id json.RawMessage, command string) []byte {
 	return appendJSONString(buf, command)
 }
 
-// request is one decoded command line. Its fields stay raw JSON, found by
+// rpcRequest is one decoded command line. Its fields stay raw JSON, found by
 // exact key, and are decoded only when a handler asks for them.
-type request struct {
+type rpcRequest struct {
 	id  json.RawMessage // as sent, or nil when absent or null
 	typ string
 	fields
@@ -129,14 +129,14 @@ type requestError struct {
 // accept is decoded again by encoding/json, whose error text is the
 // answer. With numericIDs (pi-compatible mode, docs/pi-compat.md) an id may also be a
 // number, echoed as sent, as pi does.
-func decodeRequest(line []byte, numericIDs bool) (*request, *requestError) {
+func decodeRequest(line []byte, numericIDs bool) (*rpcRequest, *requestError) {
 	parseFailure := func(detail string) *requestError {
 		return &requestError{command: "parse", message: "Failed to parse command: " + detail}
 	}
 	if !utf8.Valid(line) {
 		return nil, parseFailure("invalid UTF-8")
 	}
-	r := &request{}
+	r := &rpcRequest{}
 	members, ok := scanObject(line, r.room[:0])
 	if !ok {
 		var fields map[string]json.RawMessage
@@ -182,7 +182,7 @@ func decodeRequest(line []byte, numericIDs bool) (*request, *requestError) {
 
 // idString is the request's id as a string (a numeric id of pi's mode
 // as written), or nil when it had none.
-func (r *request) idString() *string {
+func (r *rpcRequest) idString() *string {
 	if r.id == nil {
 		return nil
 	}
@@ -192,3 +192,8 @@ func (r *request) idString() *string {
 	}
 	return &s
 }
+
+// piOnly is success data whose shape differs in pi's mode: data there,
+// otherwise (nil: null) on rpi's own wire — prompt's disposition, a
+// cancelled bash without exitCode.
+type piOnly struct{ data, otherwise any }

@@ -478,7 +478,7 @@ func TestNoHomeFolder(t *testing.T) {
 		delete(e.vars, "HOME")
 		delete(e.vars, "PI_CODING_AGENT_DIR")
 		var stdout, stderr syncBuffer
-		code := run([]string{mode, "--no-session"}, e.env(), strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &stdout, &stderr, nil)
+		code := runProgram([]string{mode, "--no-session"}, e.env(), strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &stdout, &stderr, nil)
 		if code != 1 || !strings.HasPrefix(stderr.String(), "rpi: No home folder: HOME is not set") {
 			t.Errorf("%s without a home: exit %d, stderr %q", mode, code, stderr.String())
 		}

@@ -573,3 +573,13 @@ var eventTypes = []string{
 	"session_info_changed",
 	"run_failed",
 }
+
+// runPhase is what the agent is doing.
+type runPhase int
+
+const (
+	idle       runPhase = iota
+	running             // a run chain: turns of model calls and tools
+	compacting          // summarising (the compact command, or automatically within a run)
+	stopping            // aborted, not yet settled
+)

@@ -115,11 +115,11 @@ func (s *session) startEntries() {
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
 	if m != nil {
-		s.conv.record("model_change", field{"provider", m.Provider}, field{"modelId", m.ID})
+		s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	}
-	s.conv.record("thinking_level_change", field{"thinkingLevel", thinking})
+	s.conv.record("thinking_level_change", entryField{"thinkingLevel", thinking})
 	if name := s.conv.info().name; name != "" {
-		s.conv.record("session_info", field{"name", name})
+		s.conv.record("session_info", entryField{"name", name})
 	}
 }
 

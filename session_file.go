@@ -213,9 +213,9 @@ func (ss *sessionFile) newEntryID() string {
 	}
 }
 
-// field is one of an entry's own fields, in order after type, id,
+// entryField is one of an entry's own fields, in order after type, id,
 // parentId and timestamp.
-type field struct {
+type entryField struct {
 	name  string
 	value any
 }
@@ -225,7 +225,7 @@ type field struct {
 // as it is, shared with the conversation, and its line written from it
 // once, without reflection: a message that holds a 49 MiB image is not
 // encoded twice and decoded again into a second copy.
-func (ss *sessionFile) add(now time.Time, typ string, fields []field) (_ *sessionEntry, line []byte, _ error) {
+func (ss *sessionFile) add(now time.Time, typ string, fields []entryField) (_ *sessionEntry, line []byte, _ error) {
 	id := ss.newEntryID()
 	if typ == "message" && len(fields) == 1 && fields[0].name == "message" && ownMessage(fields[0].value) {
 		e := &sessionEntry{Type: typ, ID: id, Timestamp: timestamp(now), msg: fields[0].value}

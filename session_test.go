@@ -351,7 +351,7 @@ func TestNoAnswerNoFile(t *testing.T) {
 func TestTextEntriesMatchDecoding(t *testing.T) {
 	ss := newSessionFile(time.Unix(1e9, 0), "", "/", "", "", "", true)
 	// check adds an entry and compares it with its line decoded.
-	check := func(typ string, fields []field) {
+	check := func(typ string, fields []entryField) {
 		t.Helper()
 		e, _, err := ss.add(time.Unix(1e9, 0), typ, fields)
 		if err != nil {
@@ -376,7 +376,7 @@ func TestTextEntriesMatchDecoding(t *testing.T) {
 			t.Errorf("setText does not know the text field %q", name)
 		}
 		for _, text := range []string{"", "gpt-5", "q\" b\\ \n\x00 <>& \u2028 é😀", "\xff bad"} {
-			for _, fields := range [][]field{{{name, text}}, {{"provider", "p"}, {name, text}}} {
+			for _, fields := range [][]entryField{{{name, text}}, {{"provider", "p"}, {name, text}}} {
 				check("custom", fields)
 			}
 		}

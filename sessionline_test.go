@@ -315,7 +315,7 @@ func TestRecordedMessageHeldOnce(t *testing.T) {
 		bashExecutionMessage{Role: "bashExecution", Command: "ls", Output: hostile, ExitCode: &code, Timestamp: 4},
 		&summaryMessage{Role: "compactionSummary", Summary: hostile, TokensBefore: 9, Timestamp: 5},
 	} {
-		e, line, err := ss.add(time.Unix(1e9, 0), "message", []field{{"message", m}})
+		e, line, err := ss.add(time.Unix(1e9, 0), "message", []entryField{{"message", m}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -444,7 +444,7 @@ func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
 	written, entries := int64(0), 0
 	// add writes an entry as session.add makes one: type, id, parentId
 	// and timestamp, then its fields.
-	add := func(now time.Time, typ string, fields ...field) {
+	add := func(now time.Time, typ string, fields ...entryField) {
 		line := fmt.Appendf(nil, `{"type":%q,"id":"%08x","parentId":`, typ, entries+1)
 		if entries == 0 {
 			line = append(line, "null"...)
@@ -464,8 +464,8 @@ func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
 		written += int64(len(line))
 		entries++
 	}
-	add(start, "model_change", field{"provider", "anthropic"}, field{"modelId", "claude-sonnet-4-5"})
-	add(start, "thinking_level_change", field{"thinkingLevel", "medium"})
+	add(start, "model_change", entryField{"provider", "anthropic"}, entryField{"modelId", "claude-sonnet-4-5"})
+	add(start, "thinking_level_change", entryField{"thinkingLevel", "medium"})
 	messages := 0
 	for written < size {
 		now := start.Add(time.Duration(messages) * time.Second)
@@ -476,7 +476,7 @@ func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
 				Usage: usage{Input: 3000 + messages, Output: 3000, TotalTokens: 6000 + messages,
 					Cost: costBreakdown{Input: 0.009, Output: 0.045, Total: 0.054}}}
 		}
-		add(now, "message", field{"message", m})
+		add(now, "message", entryField{"message", m})
 		messages++
 	}
 	if err := w.Flush(); err != nil {

@@ -18,27 +18,6 @@ import (
 	"time"
 )
 
-// hostSettings are the process's.
-type hostSettings struct {
-	cfg      config
-	agentDir string                 // absolute
-	home     string                 // the user's home folder (absolute), a tool's ~; "" when unknown
-	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
-	childEnv []string               // the environment children start from: rpi's, without provider keys
-
-	catalog []*model // every model rpi knows, usable or not
-	secrets *redactor
-	tools   []*tool // the tools the model is offered
-
-	// The model --model names (adopted into the catalog when --provider
-	// names a built-in provider that does not list it), and its thinking
-	// suffix; nil without --model.
-	startModel    *model
-	startThinking string
-
-	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
-}
-
 // settings are one session's, for its working directory.
 type settings struct {
 	*hostSettings
@@ -80,11 +59,6 @@ type settingsFile struct {
 // defaultConfirmTimeout is how long an approval waits for the client
 // before it counts as denied (settings.json confirmTimeoutMs).
 const defaultConfirmTimeout = 5 * time.Minute
-
-// maxResourceBytes caps every file rpi reads at startup (settings,
-// models.json, context files, templates, skills): a larger one is skipped
-// with a warning.
-const maxResourceBytes = 1 << 20
 
 // agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR (made
 // absolute), or the home folder's .pi/agent. It is never taken relative to
@@ -136,54 +110,6 @@ func (l *lookedUp) path() (string, error) {
 		l.found = path
 	}
 	return path, err
-}
-
-// loadHostSettings reads the model catalog and its keys, and chooses the
-// model --model names (an unknown one fails startup).
-func loadHostSettings(cfg config, env environment) (*hostSettings, error) {
-	dir, err := agentDir(env.getenv)
-	if err != nil {
-		return nil, err
-	}
-	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
-	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: (&lookedUp{find: findShell}).path}
-	// --api-key goes to one provider: --provider's, or --model's
-	// (provider/id); only with neither does it go to every provider.
-	keyProvider := cfg.provider
-	if p, _, ok := strings.Cut(cfg.model, "/"); ok && keyProvider == "" {
-		keyProvider = p
-	}
-	models, err := loadModels(dir, keyProvider, cfg.apiKey, env.getenv)
-	if err != nil {
-		return nil, err
-	}
-	set.catalog, set.secrets = models.catalog, models.secrets
-	set.notices = models.warnings
-	set.childEnv = withoutVariables(env.environ, models.keyVars)
-	if env.hideVariables != nil {
-		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
-	}
-	env.trace.phase("catalog, auth.json, models.json")
-	names := defaultTools
-	if cfg.toolsGiven {
-		names = cfg.tools
-	}
-	for _, t := range tools {
-		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
-			set.tools = append(set.tools, t)
-		}
-	}
-	if cfg.model != "" {
-		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(set.catalog, m) {
-			set.catalog = append(set.catalog, m) // an id adopted for --provider
-		}
-		set.startModel, set.startThinking = m, thinking
-	}
-	return set, nil
 }
 
 // loadSettings reads what a session in cwd decides when it opens: the
@@ -257,27 +183,6 @@ func (set *settings) applySettingsFile(path string) {
 	}
 }
 
-// jsonError says where in data a JSON error is (line and column): a
-// syntax error, or a value of the wrong type.
-func jsonError(data []byte, err error) error {
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	offset := int64(0)
-	switch {
-	case errors.As(err, &syntax):
-		offset = syntax.Offset
-	case errors.As(err, &typeErr):
-		offset = typeErr.Offset
-	}
-	if offset > 0 {
-		before := data[:min(int(offset), len(data))]
-		line := strings.Count(string(before), "\n") + 1
-		col := len(before) - strings.LastIndexByte(string(before), '\n') - 1
-		return fmt.Errorf("line %d, column %d: %v", line, col, err)
-	}
-	return err
-}
-
 // withoutVariables is environ minus the named variables.
 func withoutVariables(environ []string, names []string) []string {
 	var out []string
@@ -288,4 +193,24 @@ func withoutVariables(environ []string, names []string) []string {
 		}
 	}
 	return out
+}
+
+// skippedNotice is the warning sent at startup when ./.pi holds resources
+// that only --approve loads; "" when there are none.
+func skippedNotice(cwd string) string {
+	prompts, skills, settings := projectResources(cwd)
+	var parts []string
+	if prompts > 0 {
+		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
+	}
+	if skills > 0 {
+		parts = append(parts, fmt.Sprintf("skills: %d", skills))
+	}
+	if settings {
+		parts = append(parts, "settings.json")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
 }

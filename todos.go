@@ -119,7 +119,7 @@ func (s *session) changeTodos(change func(plan []todoPhase) ([]todoPhase, todoEr
 		after = []todoPhase{}
 	}
 	s.todos = after
-	done := completions(before, after)
+	done := completedSince(before, after)
 	s.postEvent("todo_updated", todoUpdated{after, done})
 	s.postTell(uiRequest{Method: "setWidget", WidgetKey: "todos", WidgetLines: todoWidget(after)})
 	return todoResult{after, done, todoSummary(after)}, nil
@@ -482,7 +482,7 @@ func prepareTodos(plan []todoPhase) todoError {
 	if errs := checkPlan(plan); len(errs) > 0 {
 		return errs
 	}
-	project(plan)
+	projectPlan(plan)
 	// One in progress: an in-progress task that is not ready goes back to
 	// pending; when no ready task is in progress, the first pending ready
 	// one starts.
@@ -506,13 +506,13 @@ func prepareTodos(plan []todoPhase) todoError {
 			}
 		}
 	}
-	project(plan)
+	projectPlan(plan)
 	return nil
 }
 
-// project recomputes blockedBy (the dependencies neither completed nor
+// projectPlan recomputes blockedBy (the dependencies neither completed nor
 // abandoned) and ready (pending or in progress, and blocked by nothing).
-func project(plan []todoPhase) {
+func projectPlan(plan []todoPhase) {
 	byID := map[string]todoItem{}
 	for _, p := range plan {
 		for _, t := range p.Tasks {
@@ -685,9 +685,9 @@ func hasCycle(plan []todoPhase) bool {
 	return done != len(waiting)
 }
 
-// completions are the tasks that were in the plan before, not completed,
+// completedSince returns the tasks that were in the plan before, not completed,
 // and are completed now.
-func completions(before, after []todoPhase) []todoCompletion {
+func completedSince(before, after []todoPhase) []todoCompletion {
 	was := map[string]string{}
 	for _, p := range before {
 		for _, t := range p.Tasks {

@@ -87,15 +87,11 @@ type shellEnd struct {
 
 func textResult(text string) toolResult { return toolResult{Content: textBlocks(text)} }
 
-// tools lists every tool in the default order of --tools.
-var tools []*tool
+// allTools lists every tool in the default order of --tools.
+var allTools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
 
 // defaultTools are active without --tools.
 var defaultTools = []string{"read", "bash", "edit", "write", "todo", "process", "ask_user"}
-
-func init() {
-	tools = []*tool{readTool, bashTool, editTool, writeTool, todoTool, processTool, askUserTool, lsTool, grepTool, findTool}
-}
 
 // params is what the tool's arguments are checked against (accepts, else
 // schema), decoded once (TestToolSchemas proves that every schema decodes).
@@ -113,7 +109,7 @@ func (t *tool) params() map[string]any {
 }
 
 func toolNamed(name string) *tool {
-	for _, t := range tools {
+	for _, t := range allTools {
 		if t.name == name {
 			return t
 		}
@@ -123,7 +119,7 @@ func toolNamed(name string) *tool {
 
 func toolNames() []string {
 	var names []string
-	for _, t := range tools {
+	for _, t := range allTools {
 		names = append(names, t.name)
 	}
 	return names

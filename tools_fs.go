@@ -249,28 +249,6 @@ func replaceFile(path string, content []byte, extraFlag int) error {
 	return err
 }
 
-// showText lays out text for a dialog, each line after prefix, with
-// control characters escaped. A text longer than maxShownBytes shows its
-// first and its last half of that, and between them how many bytes are
-// not shown: what a long text ends with (a command after pages of
-// harmless lines) cannot hide behind the cut.
-func showText(prefix, text string) string {
-	const maxShownBytes = 4096
-	lines := func(text string) string {
-		lines := strings.Split(text, "\n")
-		for i, line := range lines {
-			lines[i] = prefix + escapeControl(line)
-		}
-		return strings.Join(lines, "\n")
-	}
-	if len(text) <= maxShownBytes {
-		return lines(text)
-	}
-	head, hidden, tail := cutMiddle(text, maxShownBytes)
-	return fmt.Sprintf("%s\n(%d bytes not shown here; the last %d bytes follow)\n%s",
-		lines(head), hidden, len(tail), lines(tail))
-}
-
 // cutMiddle cuts text, longer than shown bytes, to its first and last
 // half of shown (at rune starts) and says how many bytes lie between.
 func cutMiddle(text string, shown int) (head string, hidden int, tail string) {
@@ -425,7 +403,7 @@ func loadIgnore(root string) []ignoreRule {
 	return rules
 }
 
-func ignored(rules []ignoreRule, rel string, isDir bool) bool {
+func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 	for _, r := range rules {
 		if r.dirOnly && !isDir {
 			continue
@@ -466,7 +444,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
-		if d.IsDir() && d.Name() == ".git" || ignored(rules, rel, d.IsDir()) {
+		if d.IsDir() && d.Name() == ".git" || ignoredBy(rules, rel, d.IsDir()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -22,7 +22,7 @@ func toolServer(t *testing.T, files map[string]string) *rpcServer {
 			t.Fatal(err)
 		}
 	}
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")}, environment{getenv: func(string) string { return "" }})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")}, runEnv{getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func callTool(t *testing.T, s *rpcServer, name, args string) (string, bool) {
 // TestToolSchemas: every tool's schema is a JSON object (they are decoded
 // at first use, not at startup, so this is where a bad one shows).
 func TestToolSchemas(t *testing.T) {
-	for _, tl := range tools {
+	for _, tl := range allTools {
 		for _, raw := range []json.RawMessage{tl.schema, tl.accepts} {
 			var schema map[string]any
 			if err := json.Unmarshal(raw, &schema); raw != nil && (err != nil || schema["type"] != "object") {
@@ -310,7 +310,7 @@ func TestProcessToolLeavesClientProcesses(t *testing.T) {
 // that sends a streaming answer's deltas, is logged and ends nothing else.
 func TestPanicsStayWhereTheyStart(t *testing.T) {
 	var stderr syncBuffer
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, environment{getenv: func(string) string { return "" }})
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, runEnv{getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}

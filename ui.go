@@ -155,3 +155,25 @@ func escapeLen(s string) int {
 	}
 	return min(n, len(s))
 }
+
+// showText lays out text for a dialog, each line after prefix, with
+// control characters escaped. A text longer than maxShownBytes shows its
+// first and its last half of that, and between them how many bytes are
+// not shown: what a long text ends with (a command after pages of
+// harmless lines) cannot hide behind the cut.
+func showText(prefix, text string) string {
+	const maxShownBytes = 4096
+	lines := func(text string) string {
+		lines := strings.Split(text, "\n")
+		for i, line := range lines {
+			lines[i] = prefix + escapeControl(line)
+		}
+		return strings.Join(lines, "\n")
+	}
+	if len(text) <= maxShownBytes {
+		return lines(text)
+	}
+	head, hidden, tail := cutMiddle(text, maxShownBytes)
+	return fmt.Sprintf("%s\n(%d bytes not shown here; the last %d bytes follow)\n%s",
+		lines(head), hidden, len(tail), lines(tail))
+}
