@@ -317,7 +317,8 @@ type mcpServers struct {
 	s      *session
 	mu     mutex[mcpServersMu] // guards every server's state, conn and tools, and waited
 	on     []*mcpServer
-	waited bool // the first request waited for the servers with direct tools (awaitFirst)
+	waited bool            // the first request waited for the servers with direct tools (awaitFirst)
+	loaded map[string]bool // the deferred tools tool_search loaded, by name: declared from then on
 }
 
 // mcpServer is one server of a session.
@@ -620,6 +621,26 @@ func (m *mcpServers) awaitFirst(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	awaitConnections(ctx, waits)
+}
+
+// awaitAll waits, up to mcpFirstWait or until ctx ends, for every
+// server still connecting (tool_search searches them all).
+func (m *mcpServers) awaitAll(ctx context.Context) {
+	m.mu.Lock()
+	var waits []chan struct{}
+	for _, srv := range m.on {
+		if srv.state == "connecting" {
+			waits = append(waits, srv.waiting)
+		}
+	}
+	m.mu.Unlock()
+	awaitConnections(ctx, waits)
+}
+
+// awaitConnections waits for each of the connections' ends (waits), for
+// at most mcpFirstWait in all, or until ctx ends.
+func awaitConnections(ctx context.Context, waits []chan struct{}) {
 	if len(waits) == 0 {
 		return
 	}
@@ -636,33 +657,77 @@ func (m *mcpServers) awaitFirst(ctx context.Context) {
 	}
 }
 
+// searchable reports whether exposure leaves a tool to tool_search:
+// deferred, and pi's codemode (rpi has no code mode).
+func searchable(exposure string) bool { return exposure == "deferred" || exposure == "codemode" }
+
 // offered is the tools the model is declared now: those of connected
-// servers whose exposure is direct. (deferred, codemode and hidden tools
-// are not declared: rpi has no tool_search or code mode yet.) Failed
-// servers due for another try are tried again in the background.
+// servers whose exposure is direct, those tool_search loaded, and
+// tool_search itself while tools are left to it (hidden ones never are).
+// Failed servers due for another try are tried again in the background.
 func (m *mcpServers) offered() []*tool {
 	m.mu.Lock()
 	var tools []*tool
 	var retry []*mcpServer
+	deferred := false
 	now := m.s.env.clock.Now()
 	for _, srv := range m.on {
 		if srv.state == "failed" && srv.cfg.enabled && now.Sub(srv.tried) >= mcpReconnectEvery {
 			retry = append(retry, srv)
 		}
+		if srv.state == "connecting" && searchable(srv.cfg.exposure) {
+			deferred = true // its tools will be searchable: tool_search waits for it
+		}
 		if srv.state != "connected" {
 			continue
 		}
 		for _, t := range srv.tools {
-			if srv.exposure(t.remote) == "direct" {
+			exposure := srv.exposure(t.remote)
+			switch {
+			case exposure == "direct", searchable(exposure) && m.loaded[t.tool.name]:
 				tools = append(tools, t.tool)
+			case searchable(exposure):
+				deferred = true
 			}
 		}
+	}
+	if deferred || len(m.loaded) > 0 {
+		tools = append(tools, toolSearchTool)
 	}
 	m.mu.Unlock()
 	for _, srv := range retry {
 		m.connect(srv)
 	}
 	return tools
+}
+
+// search ranks the tools left to tool_search that are not loaded yet
+// against query and loads the best limit of them.
+func (m *mcpServers) search(query string, limit int) []*tool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var candidates []*tool
+	var docs []searchDoc
+	for _, srv := range m.on {
+		if srv.state != "connected" {
+			continue
+		}
+		for _, t := range srv.tools {
+			if searchable(srv.exposure(t.remote)) && !m.loaded[t.tool.name] {
+				candidates = append(candidates, t.tool)
+				docs = append(docs, newSearchDoc(t.tool, srv.cfg.name+" "+srv.cfg.description))
+			}
+		}
+	}
+	var loaded []*tool
+	for _, name := range rankTools(query, docs, limit) {
+		if m.loaded == nil {
+			m.loaded = map[string]bool{}
+		}
+		m.loaded[name] = true
+		loaded = append(loaded, candidates[slices.IndexFunc(candidates, func(t *tool) bool { return t.name == name })])
+	}
+	return loaded
 }
 
 // find is the offered MCP tool named name, or nil.

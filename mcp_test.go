@@ -381,3 +381,81 @@ func TestConfirmsMCP(t *testing.T) {
 		t.Error("--tools mcp was taken")
 	}
 }
+
+// TestMCPToolSearch: tools of a server with pi's default exposure
+// (codemode, deferred in rpi) are not declared; tool_search is, and
+// loads the best matches for the next request; a second search does not
+// load them again; a query that matches nothing says so.
+func TestMCPToolSearch(t *testing.T) {
+	s := openMCPSession(t, "", map[string]any{"exposure": "codemode", "toolExposure": map[string]string{"fail": "hidden"}})
+	s.mcp.awaitAll(context.Background())
+	names := func() (names []string) {
+		for _, tl := range s.offeredTools() {
+			if strings.HasPrefix(tl.name, "mcp__") || tl.name == "tool_search" {
+				names = append(names, tl.name)
+			}
+		}
+		return names
+	}
+	if got := names(); !slices.Equal(got, []string{"tool_search"}) {
+		t.Fatalf("declared before a search: %v", got)
+	}
+	search := func(args string) string {
+		c, err := s.decodeToolCall("tool_search", json.RawMessage(args))
+		if err != nil {
+			return err.Error()
+		}
+		res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		if err != nil {
+			return err.Error()
+		}
+		return joinTexts(res.Content)
+	}
+	if got := search(`{"query":"echo back"}`); got != "Loaded 1 tool. They are available from your next call:\n- mcp__helper__echo: Echo the text back" {
+		t.Errorf("search: %q", got)
+	}
+	if got := names(); !slices.Equal(got, []string{"mcp__helper__echo", "tool_search"}) {
+		t.Errorf("declared after the search: %v", got)
+	}
+	if got := search(`{"query":"echo"}`); got != "No matching tools found." {
+		t.Errorf("a loaded tool found again: %q", got)
+	}
+	if got := search(`{"query":"fails always"}`); got != "No matching tools found." {
+		t.Errorf("a hidden tool found: %q", got)
+	}
+	if got := search(`{"query":"progress","limit":0}`); got != "Invalid arguments for tool_search: limit must be a positive integer" {
+		t.Errorf("limit 0: %q", got)
+	}
+}
+
+// TestToolSearchRanking: pi's rules — more query terms matched first, a
+// name match above mentions in descriptions, a query that is a tool's
+// name first, camelCase and plurals split and folded.
+func TestToolSearchRanking(t *testing.T) {
+	doc := func(name, description string) searchDoc {
+		return newSearchDoc(&tool{name: name, description: description, schema: json.RawMessage(`{"type":"object","properties":{"pathName":{"type":"string"}}}`)}, "srv")
+	}
+	docs := []searchDoc{
+		doc("mcp__srv__list_issues", "Lists the issues of a repository"),
+		doc("mcp__srv__create_issue", "Creates an issue"),
+		doc("mcp__srv__screenshot", "Takes a screenshot of a window"),
+		doc("mcp__srv__window", "Moves a window"),
+	}
+	cases := map[string][]string{
+		"issue":             {"mcp__srv__create_issue", "mcp__srv__list_issues"},
+		"screenshot window": {"mcp__srv__screenshot", "mcp__srv__window"},
+		"list_issues":       {"mcp__srv__list_issues", "mcp__srv__create_issue"},
+		"the of":            nil,
+	}
+	for query, want := range cases {
+		if got := rankTools(query, docs, 8); !slices.Equal(got, want) {
+			t.Errorf("%q: %v; want %v", query, got, want)
+		}
+	}
+	if got := rankTools("path names", docs, 8); len(got) != 4 { // a parameter's name, camelCase and plural folded
+		t.Errorf("path names: %v", got)
+	}
+	if got := searchTerms("getHTMLPage, the Searches"); !slices.Equal(got, []string{"get", "html", "page", "search"}) {
+		t.Errorf("terms: %v", got)
+	}
+}

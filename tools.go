@@ -132,7 +132,7 @@ func (s *session) activeTool(name string) *tool {
 			return t
 		}
 	}
-	if strings.HasPrefix(name, "mcp__") {
+	if strings.HasPrefix(name, "mcp__") || name == toolSearchTool.name {
 		return s.mcp.find(name)
 	}
 	return nil
