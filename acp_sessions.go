@@ -209,6 +209,7 @@ func (as *acpSession) announce(opened bool) {
 		as.updates.note(notice)
 	}
 	as.updates.note(acpLoopsNote(as.s.conv.info().path))
+	as.s.startMCP()
 }
 
 // acpLoopsNote tells of the loops a session's loops file keeps ("" when

@@ -58,6 +58,8 @@ func init() {
 		"get_available_models":          (*rpcServer).getAvailableModelsCommand,
 		"get_session_stats":             (*rpcServer).getSessionStatsCommand,
 		"get_todos":                     (*rpcServer).getTodosCommand,
+		"get_mcp_servers":               (*rpcServer).getMCPServersCommand,
+		"mcp_reconnect":                 (*rpcServer).mcpReconnectCommand,
 		"set_todos":                     (*rpcServer).setTodosCommand,
 		"todo_op":                       (*rpcServer).todoOpCommand,
 		"loop_create":                   (*rpcServer).loopCreateCommand,

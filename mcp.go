@@ -296,10 +296,27 @@ func expandMCPValue(value string, commands bool, getenv func(string) string, run
 // ---- A session's servers ----
 
 // startMCP reads the session's MCP configuration (its problems are
-// warnings, kept until the front end shows the session) and connects its
-// enabled servers in the background.
+// warnings) and connects its enabled servers, all in the background. A
+// front end calls it once it has shown the session, so that what the
+// servers report follows the session's announcement.
+// A second call does nothing.
 func (s *session) startMCP() {
-	s.mcp.s = s
+	s.mcp.mu.Lock()
+	started := s.mcp.loading != nil
+	loading := make(chan struct{})
+	if !started {
+		s.mcp.loading = loading
+	}
+	s.mcp.mu.Unlock()
+	if !started {
+		s.goBackground(func() {
+			defer close(loading)
+			s.loadMCP()
+		})
+	}
+}
+
+func (s *session) loadMCP() {
 	expand := func(value string, commands bool) (string, error) {
 		return expandMCPValue(value, commands, s.env.getenv, func(command string) (string, error) {
 			return s.runKeyCommand(s.ctx, command)
@@ -312,6 +329,92 @@ func (s *session) startMCP() {
 	s.mcp.start(configs)
 }
 
+// mcpServerUpdate is the mcp_server_update event: a server's state
+// changed (connecting, connected, failed).
+type mcpServerUpdate struct {
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	Error     string `json:"error,omitempty"`
+	ToolCount int    `json:"toolCount"`
+}
+
+// mcpServerInfo is one server as get_mcp_servers answers it.
+type mcpServerInfo struct {
+	Name      string   `json:"name"`
+	Source    string   `json:"source"`
+	Transport string   `json:"transport"`
+	State     string   `json:"state"`
+	Error     string   `json:"error,omitempty"`
+	Tools     []string `json:"tools"`
+	Exposure  string   `json:"exposure"`
+}
+
+// list is every configured server, enabled or not, by name.
+func (m *mcpServers) list() []mcpServerInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := []mcpServerInfo{}
+	for _, srv := range m.on {
+		info := mcpServerInfo{Name: srv.cfg.name, Source: srv.cfg.source, Transport: srv.cfg.transport, State: srv.state,
+			Error: srv.err, Tools: []string{}, Exposure: srv.cfg.exposure}
+		for _, t := range srv.tools {
+			info.Tools = append(info.Tools, t.tool.name)
+		}
+		list = append(list, info)
+	}
+	return list
+}
+
+// reconnect ends the server's connection, if any, and connects it again
+// in the background (mcp_server_update reports how it went); done is
+// closed when that attempt has ended (and its event is out).
+func (m *mcpServers) reconnect(name string) (done <-chan struct{}, err error) {
+	m.mu.Lock()
+	i := slices.IndexFunc(m.on, func(srv *mcpServer) bool { return srv.cfg.name == name })
+	if i < 0 {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("MCP server %s is not configured", name)
+	}
+	srv := m.on[i]
+	if !srv.cfg.enabled {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("MCP server %s is disabled (enabled: false in its mcp.json)", name)
+	}
+	stop := srv.stop
+	if srv.state == "connected" {
+		srv.stop, srv.conn, srv.tools, srv.state = nil, nil, nil, "failed"
+	}
+	srv.warned = false
+	m.mu.Unlock()
+	if stop != nil {
+		m.s.goBackground(stop)
+	}
+	m.connect(srv)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return srv.waiting, nil
+}
+
+// state is srv's state as mcp_server_update reports it.
+func (m *mcpServers) state(name string) mcpServerUpdate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, srv := range m.on {
+		if srv.cfg.name == name {
+			return mcpServerUpdate{Name: name, State: srv.state, Error: srv.err, ToolCount: len(srv.tools)}
+		}
+	}
+	return mcpServerUpdate{Name: name}
+}
+
+// update reports srv's state now (mcp_server_update); no lock is held.
+func (m *mcpServers) update(srv *mcpServer) {
+	m.mu.Lock()
+	u := mcpServerUpdate{Name: srv.cfg.name, State: srv.state, Error: srv.err, ToolCount: len(srv.tools)}
+	m.mu.Unlock()
+	m.s.emit("mcp_server_update", u)
+}
+
 // mcpServers are the servers of one session and their state.
 type mcpServers struct {
 	s      *session
@@ -319,6 +422,9 @@ type mcpServers struct {
 	on     []*mcpServer
 	waited bool            // the first request waited for the servers with direct tools (awaitFirst)
 	loaded map[string]bool // the deferred tools tool_search loaded, by name: declared from then on
+	// loading is closed once the configuration is read and the servers
+	// are connecting (startMCP); nil before.
+	loading chan struct{}
 }
 
 // mcpServer is one server of a session.
@@ -372,6 +478,7 @@ func (m *mcpServers) connect(srv *mcpServer) {
 	done := make(chan struct{})
 	srv.waiting = done
 	m.mu.Unlock()
+	m.update(srv)
 	m.s.goBackground(func() {
 		defer close(done)
 		err := m.dial(srv)
@@ -382,6 +489,7 @@ func (m *mcpServers) connect(srv *mcpServer) {
 		report := err != nil && !srv.warned
 		srv.warned = srv.warned || err != nil
 		m.mu.Unlock()
+		m.update(srv)
 		if report {
 			m.s.warn(fmt.Sprintf("MCP server %s failed: %v", srv.cfg.name, err))
 		}
@@ -422,10 +530,14 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
 		c.release()
 		m.mu.Lock()
-		if srv.conn == conn {
-			srv.conn, srv.state, srv.err, srv.tools = nil, "failed", fmt.Sprintf("exited (%v)", ps), nil
+		exited := srv.conn == conn && s.ctx.Err() == nil
+		if exited {
+			srv.conn, srv.stop, srv.state, srv.err, srv.tools = nil, nil, "failed", fmt.Sprintf("exited (%v)", ps), nil
 		}
 		m.mu.Unlock()
+		if exited {
+			m.update(srv)
+		}
 	})()
 	var stopOnce sync.Once
 	stop := func() {
@@ -464,12 +576,15 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s.ctx.Err() != nil { // the session closed meanwhile
+	closed := s.ctx.Err() != nil // the session closed meanwhile
+	if !closed {
+		srv.conn, srv.stop, srv.tools, srv.state = conn, stop, tools, "connected"
+	}
+	m.mu.Unlock()
+	if closed {
 		stop()
 		return errors.New("the session closed")
 	}
-	srv.conn, srv.stop, srv.tools, srv.state = conn, stop, tools, "connected"
 	return nil
 }
 
@@ -610,6 +725,7 @@ const mcpFirstWait = 10 * time.Second
 // exposure) that are still connecting; later requests take what is
 // connected.
 func (m *mcpServers) awaitFirst(ctx context.Context) {
+	m.awaitLoading(ctx)
 	m.mu.Lock()
 	var waits []chan struct{}
 	if !m.waited {
@@ -627,6 +743,7 @@ func (m *mcpServers) awaitFirst(ctx context.Context) {
 // awaitAll waits, up to mcpFirstWait or until ctx ends, for every
 // server still connecting (tool_search searches them all).
 func (m *mcpServers) awaitAll(ctx context.Context) {
+	m.awaitLoading(ctx)
 	m.mu.Lock()
 	var waits []chan struct{}
 	for _, srv := range m.on {
@@ -636,6 +753,17 @@ func (m *mcpServers) awaitAll(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	awaitConnections(ctx, waits)
+}
+
+// awaitLoading waits until the configuration is read (startMCP), for at
+// most mcpFirstWait, or until ctx ends.
+func (m *mcpServers) awaitLoading(ctx context.Context) {
+	m.mu.Lock()
+	loading := m.loading
+	m.mu.Unlock()
+	if loading != nil {
+		awaitConnections(ctx, []chan struct{}{loading})
+	}
 }
 
 // awaitConnections waits for each of the connections' ends (waits), for

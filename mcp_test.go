@@ -153,6 +153,7 @@ func openMCPSessionWithModel(t *testing.T, mode string, extra map[string]any) (*
 	writeMCPConfig(t, e.agentDir, "helper", mode, extra)
 	s, fm := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
 	t.Cleanup(s.close)
+	s.startMCP() // as a front end does once it has shown the session
 	return s, fm
 }
 

@@ -54,12 +54,18 @@ type rpcEvents struct {
 }
 
 func (e rpcEvents) event(ev event) {
+	if !e.wire.sends(ev) {
+		return
+	}
 	e.out.send(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
 }
 
 func (e rpcEvents) flush() { e.out.flush() }
 
 func (e rpcEvents) gatheredEvent(ev event) {
+	if !e.wire.sends(ev) {
+		return
+	}
 	e.out.gather(func(buf []byte) ([]byte, error) { return e.wire.appendEvent(buf, ev) })
 }
 
@@ -152,6 +158,7 @@ func (s *rpcServer) serve(stop <-chan os.Signal) int {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
 	s.startLoops()
+	s.startMCP()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	stopSignal := s.conn.serve(s.env.maxLineBytes, stop, s.handleFrame, &s.memory, s.stderr)
 	s.out.flush()

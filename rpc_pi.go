@@ -19,6 +19,13 @@ func (piWire) name() string             { return "pi" }
 func (piWire) numericIDs() bool         { return true }
 func (piWire) lenientUIResponses() bool { return true }
 
+// sends leaves out rpi's own events that pi's RPC has no counterpart
+// of: mcp_server_update (a pi client asks with get_mcp_servers).
+func (piWire) sends(ev event) bool {
+	_, mcp := ev.Data.(mcpServerUpdate)
+	return !mcp
+}
+
 // appendEvent appends {"type":T,…fields}: the payload's fields (in pi's
 // order and names where they differ: message_update, bash_execution_update)
 // follow "type" in the same object.

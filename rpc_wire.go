@@ -20,6 +20,8 @@ import (
 type wire interface {
 	// name is what get_capabilities reports as compat.
 	name() string
+	// sends says whether the wire has ev at all.
+	sends(ev event) bool
 	// appendEvent appends an event record.
 	appendEvent(buf []byte, ev event) ([]byte, error)
 	// appendResponse appends the response to a command: success with
@@ -36,7 +38,8 @@ type wire interface {
 // that always carry data on success.
 type rpcWire struct{}
 
-func (rpcWire) name() string { return "rpi" }
+func (rpcWire) name() string     { return "rpi" }
+func (rpcWire) sends(event) bool { return true }
 
 func (rpcWire) numericIDs() bool { return false }
 

@@ -177,6 +177,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		s.thinkingLevel = h.set.startThinking
 	}
 	s.sinks.attach(o.sink)
+	s.mcp.s = s
 	s.ctx, s.cancel = context.WithCancel(h.ctx)
 	conv, err := s.openConversation(o)
 	if err != nil {
@@ -190,7 +191,6 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		conv.close()
 		return nil, err
 	}
-	s.startMCP()
 	return s, nil
 }
 
@@ -572,6 +572,7 @@ var eventTypes = []string{
 	"thinking_level_changed",
 	"session_info_changed",
 	"run_failed",
+	"mcp_server_update",
 }
 
 // runPhase is what the agent is doing.
