@@ -1,89 +1,91 @@
 package main
 
 // The lock order (lockOrder): every lock of rpi by name, in the order a
-// goroutine may take them, and the name each lock's type stands for.
+// goroutine may take them, and the name each lock's type stands for. A
+// lock's name is type.field (a struct and its mutex field), in backquotes
+// as docs/architecture.md's lock table has it.
 
 // lockOrder is every lock, in the order they may be taken.
 var lockOrder = []struct {
 	name string
 	side int
 }{
-	{"startupWatch.mu", coreLock},        // held while deciding whether startup or a signal came first
-	{"acpSession.startMu", frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
-	{"outbox.deliverMu", frontEndLock},   // held while a session's callouts are delivered
-	{"sessionRegistry.mu", coreLock},     // held while an open session is looked up by id
-	{"loopScheduler.fileMu", coreLock},
-	{"conversation.fileMu", coreLock},
-	{"session.mu", coreLock},
-	{"loopScheduler.mu", coreLock},
-	{"agentRun.mu", coreLock},
-	{"runPolicy.mu", coreLock},
-	{"conversation.mu", coreLock},
-	{"conversation.lockMu", coreLock},
-	{"session.noticesMu", coreLock},
-	{"deltaBatch.mu", coreLock},
-	{"keyCommand.mu", coreLock},
-	{"lookedUp.mu", coreLock},
-	{"process.mu", coreLock},
-	{"shellOutput.mu", coreLock},
-	{"processTable.mu", coreLock},
-	{"userBashRuns.mu", coreLock},
-	{"tempFiles.mu", coreLock},
-	{"watchdog.mu", coreLock},
-	{"keyCommands.mu", coreLock},
-	{"outbox.mu", coreLock}, // taken to post a callout, under any core lock
-	{"mcpServers.mu", coreLock},
-	{"mcpConn.writeMu", coreLock}, // held while a message is written to an MCP server
-	{"mcpConn.mu", coreLock},
-	{"mcpLog.mu", coreLock},
-	{"sinks.mu", coreLock},
-	{"memoryReturn.mu", coreLock},
-	{"helperPanic.mu", coreLock},
-	{"redactor.mu", coreLock},
-	{"acpUpdates.mu", frontEndLock}, // ACP's sink: held while an update is sent
-	{"acpSession.mu", frontEndLock}, // asked by the sink (asks); never held into the core
-	{"acpAgent.mu", frontEndLock},
-	{"acpConn.mu", frontEndLock},
-	{"dialogs.mu", frontEndLock},
-	{"output.mu", frontEndLock}, // stdout: last, anything may write a record
+	{`startupWatch.mu`, coreLock},        // held while deciding whether startup or a signal came first
+	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
+	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
+	{`sessionRegistry.mu`, coreLock},     // held while an open session is looked up by id
+	{`loopScheduler.fileMu`, coreLock},
+	{`conversation.fileMu`, coreLock},
+	{`session.mu`, coreLock},
+	{`loopScheduler.mu`, coreLock},
+	{`agentRun.mu`, coreLock},
+	{`runPolicy.mu`, coreLock},
+	{`conversation.mu`, coreLock},
+	{`conversation.lockMu`, coreLock},
+	{`session.noticesMu`, coreLock},
+	{`deltaBatch.mu`, coreLock},
+	{`keyCommand.mu`, coreLock},
+	{`lookedUp.mu`, coreLock},
+	{`process.mu`, coreLock},
+	{`shellOutput.mu`, coreLock},
+	{`processTable.mu`, coreLock},
+	{`userBashRuns.mu`, coreLock},
+	{`tempFiles.mu`, coreLock},
+	{`watchdog.mu`, coreLock},
+	{`keyCommands.mu`, coreLock},
+	{`outbox.mu`, coreLock}, // taken to post a callout, under any core lock
+	{`mcpServers.mu`, coreLock},
+	{`mcpConn.writeMu`, coreLock}, // held while a message is written to an MCP server
+	{`mcpConn.mu`, coreLock},
+	{`mcpLog.mu`, coreLock},
+	{`sinks.mu`, coreLock},
+	{`memoryReturn.mu`, coreLock},
+	{`helperPanic.mu`, coreLock},
+	{`redactor.mu`, coreLock},
+	{`acpUpdates.mu`, frontEndLock}, // ACP's sink: held while an update is sent
+	{`acpSession.mu`, frontEndLock}, // asked by the sink (asks); never held into the core
+	{`acpAgent.mu`, frontEndLock},
+	{`acpConn.mu`, frontEndLock},
+	{`dialogs.mu`, frontEndLock},
+	{`output.mu`, frontEndLock}, // stdout: last, anything may write a record
 }
 
 // The names of the lock types of lockrank.go.
-func (startupWatchMu) lockName() string { return "startupWatch.mu" }
-func (acpStartMu) lockName() string     { return "acpSession.startMu" }
-func (deliverMu) lockName() string      { return "outbox.deliverMu" }
-func (acpUpdatesMu) lockName() string   { return "acpUpdates.mu" }
-func (acpSessionMu) lockName() string   { return "acpSession.mu" }
-func (loopsFileMu) lockName() string    { return "loopScheduler.fileMu" }
-func (convFileMu) lockName() string     { return "conversation.fileMu" }
-func (sessionMu) lockName() string      { return "session.mu" }
-func (loopsMu) lockName() string        { return "loopScheduler.mu" }
-func (agentRunMu) lockName() string     { return "agentRun.mu" }
-func (runPolicyMu) lockName() string    { return "runPolicy.mu" }
-func (convMu) lockName() string         { return "conversation.mu" }
-func (convLockMu) lockName() string     { return "conversation.lockMu" }
-func (noticesMu) lockName() string      { return "session.noticesMu" }
-func (deltaBatchMu) lockName() string   { return "deltaBatch.mu" }
-func (keyCommandMu) lockName() string   { return "keyCommand.mu" }
-func (lookedUpMu) lockName() string     { return "lookedUp.mu" }
-func (processMu) lockName() string      { return "process.mu" }
-func (shellOutputMu) lockName() string  { return "shellOutput.mu" }
-func (processTableMu) lockName() string { return "processTable.mu" }
-func (userBashMu) lockName() string     { return "userBashRuns.mu" }
-func (tempFilesMu) lockName() string    { return "tempFiles.mu" }
-func (watchdogMu) lockName() string     { return "watchdog.mu" }
-func (registryMu) lockName() string     { return "sessionRegistry.mu" }
-func (keyCommandsMu) lockName() string  { return "keyCommands.mu" }
-func (outboxMu) lockName() string       { return "outbox.mu" }
-func (mcpServersMu) lockName() string   { return "mcpServers.mu" }
-func (mcpWriteMu) lockName() string     { return "mcpConn.writeMu" }
-func (mcpConnMu) lockName() string      { return "mcpConn.mu" }
-func (mcpLogMu) lockName() string       { return "mcpLog.mu" }
-func (sinksMu) lockName() string        { return "sinks.mu" }
-func (memoryReturnMu) lockName() string { return "memoryReturn.mu" }
-func (helperPanicMu) lockName() string  { return "helperPanic.mu" }
-func (redactorMu) lockName() string     { return "redactor.mu" }
-func (acpAgentMu) lockName() string     { return "acpAgent.mu" }
-func (acpConnMu) lockName() string      { return "acpConn.mu" }
-func (dialogsMu) lockName() string      { return "dialogs.mu" }
-func (outputMu) lockName() string       { return "output.mu" }
+func (startupWatchMu) lockName() string { return `startupWatch.mu` }
+func (acpStartMu) lockName() string     { return `acpSession.startMu` }
+func (deliverMu) lockName() string      { return `outbox.deliverMu` }
+func (acpUpdatesMu) lockName() string   { return `acpUpdates.mu` }
+func (acpSessionMu) lockName() string   { return `acpSession.mu` }
+func (loopsFileMu) lockName() string    { return `loopScheduler.fileMu` }
+func (convFileMu) lockName() string     { return `conversation.fileMu` }
+func (sessionMu) lockName() string      { return `session.mu` }
+func (loopsMu) lockName() string        { return `loopScheduler.mu` }
+func (agentRunMu) lockName() string     { return `agentRun.mu` }
+func (runPolicyMu) lockName() string    { return `runPolicy.mu` }
+func (convMu) lockName() string         { return `conversation.mu` }
+func (convLockMu) lockName() string     { return `conversation.lockMu` }
+func (noticesMu) lockName() string      { return `session.noticesMu` }
+func (deltaBatchMu) lockName() string   { return `deltaBatch.mu` }
+func (keyCommandMu) lockName() string   { return `keyCommand.mu` }
+func (lookedUpMu) lockName() string     { return `lookedUp.mu` }
+func (processMu) lockName() string      { return `process.mu` }
+func (shellOutputMu) lockName() string  { return `shellOutput.mu` }
+func (processTableMu) lockName() string { return `processTable.mu` }
+func (userBashMu) lockName() string     { return `userBashRuns.mu` }
+func (tempFilesMu) lockName() string    { return `tempFiles.mu` }
+func (watchdogMu) lockName() string     { return `watchdog.mu` }
+func (registryMu) lockName() string     { return `sessionRegistry.mu` }
+func (keyCommandsMu) lockName() string  { return `keyCommands.mu` }
+func (outboxMu) lockName() string       { return `outbox.mu` }
+func (mcpServersMu) lockName() string   { return `mcpServers.mu` }
+func (mcpWriteMu) lockName() string     { return `mcpConn.writeMu` }
+func (mcpConnMu) lockName() string      { return `mcpConn.mu` }
+func (mcpLogMu) lockName() string       { return `mcpLog.mu` }
+func (sinksMu) lockName() string        { return `sinks.mu` }
+func (memoryReturnMu) lockName() string { return `memoryReturn.mu` }
+func (helperPanicMu) lockName() string  { return `helperPanic.mu` }
+func (redactorMu) lockName() string     { return `redactor.mu` }
+func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
+func (acpConnMu) lockName() string      { return `acpConn.mu` }
+func (dialogsMu) lockName() string      { return `dialogs.mu` }
+func (outputMu) lockName() string       { return `output.mu` }

@@ -59,7 +59,8 @@ type loopTaskJSON struct {
 	RunCount     int64   `json:"runCount"`
 }
 
-func (t *loopTask) wire() loopTaskJSON {
+// asJSON is the task as the loop records give it.
+func (t *loopTask) asJSON() loopTaskJSON {
 	w := loopTaskJSON{t.ID, t.IntervalSecs, t.Prompt, t.Durable, timestamp(t.CreatedAt), nil, timestamp(t.ExpiresAt), t.RunCount}
 	if !t.LastFiredAt.IsZero() {
 		last := timestamp(t.LastFiredAt)
@@ -217,11 +218,11 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 		return loopTaskJSON{}, errTooManyLoops
 	}
 	l.tasks = append(l.tasks, t)
-	s.postEvent("loop_created", loopCreated{t.wire(), false})
+	s.postEvent("loop_created", loopCreated{t.asJSON(), false})
 	if durable {
 		s.saveLoopsLocked()
 	}
-	return t.wire(), nil
+	return t.asJSON(), nil
 }
 
 // editLoop changes the loop named id with commit (which must check that
@@ -537,7 +538,7 @@ func (s *session) announceLoops() {
 		t.notBefore = now.Add(loopRestoreGrace)
 		ids[t.ID] = true
 		l.tasks = append(l.tasks, t)
-		s.postEvent("loop_created", loopCreated{t.wire(), true})
+		s.postEvent("loop_created", loopCreated{t.asJSON(), true})
 		restored++
 	}
 	save = expired+repeated+over+l.invalid > 0
@@ -632,7 +633,7 @@ func (s *session) saveLoopsLocked() {
 	tasks := []loopTaskJSON{}
 	for _, t := range slices.Concat(l.tasks, l.restoring) {
 		if t.Durable {
-			tasks = append(tasks, t.wire())
+			tasks = append(tasks, t.asJSON())
 		}
 	}
 	l.writes = append(l.writes, loopsWrite{l.path, tasks})

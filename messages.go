@@ -67,6 +67,21 @@ type userMessage struct {
 	ended func(promptEnd)
 }
 
+// userText joins the text blocks of a user message.
+func userText(msg any) (string, bool) {
+	m, ok := msg.(*userMessage)
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String(), true
+}
+
 type costBreakdown struct {
 	Input      float64 `json:"input"`
 	Output     float64 `json:"output"`

@@ -128,8 +128,8 @@ func (s *rpcServer) gatherResponse(id []byte, command string, data any, err erro
 
 // ---- State and messages ----
 
-// capabilities is the answer to get_capabilities.
-type capabilities struct {
+// rpcCapabilities is the answer to get_capabilities.
+type rpcCapabilities struct {
 	ProtocolVersion int      `json:"protocolVersion"`
 	Version         string   `json:"version"`
 	Compat          string   `json:"compat"` // "rpi", or "pi" in pi-compatible mode (docs/pi-compat.md)

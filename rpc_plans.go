@@ -94,9 +94,9 @@ func (s *rpcServer) loopUpdateCommand(r *rpcRequest) (any, error) {
 			return nil, noLoop(id) // expired meanwhile
 		}
 		change(t, now)
-		s.postEvent("loop_updated", loopUpdated{t.wire()})
+		s.postEvent("loop_updated", loopUpdated{t.asJSON()})
 		s.armLoopsLocked(now)
-		return t.wire(), nil
+		return t.asJSON(), nil
 	})
 }
 
@@ -109,7 +109,7 @@ func (s *rpcServer) loopListCommand(r *rpcRequest) (any, error) {
 	defer l.mu.Unlock()
 	tasks := []loopTaskJSON{}
 	for _, t := range l.tasks {
-		tasks = append(tasks, t.wire())
+		tasks = append(tasks, t.asJSON())
 	}
 	return tasks, nil
 }

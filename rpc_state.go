@@ -85,7 +85,7 @@ func (s *rpcServer) getCapabilitiesCommand(r *rpcRequest) (any, error) {
 	for _, t := range s.set.tools {
 		toolList = append(toolList, t.name)
 	}
-	return capabilities{
+	return rpcCapabilities{
 		ProtocolVersion: 1,
 		Version:         rpiVersion,
 		Compat:          s.wire.name(),

@@ -305,21 +305,6 @@ func copyBranch(ss, from *sessionFile, leaf string) {
 	}
 }
 
-// userText joins the text blocks of a user message.
-func userText(msg any) (string, bool) {
-	m, ok := msg.(*userMessage)
-	if !ok {
-		return "", false
-	}
-	var b strings.Builder
-	for _, c := range m.Content {
-		if c.Type == "text" {
-			b.WriteString(c.Text)
-		}
-	}
-	return b.String(), true
-}
-
 // ---- The commands ----
 
 var notCancelled = struct {

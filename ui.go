@@ -86,9 +86,9 @@ func (a approval) describe() (title, message string) {
 	if a.failed == nil {
 		return a.call.describe()
 	}
-	return "Tell the model why its " + a.toolName + " cannot be done?",
-		"The " + a.toolName + " cannot be done, and nothing will be changed: " + showText("", a.failed.Error()) +
-			"\nAllowed, the model is told this; denied, it is told only \"Denied by user\"."
+	return `Tell the model why its ` + a.toolName + ` cannot be done?`,
+		`The ` + a.toolName + ` cannot be done, and nothing will be changed: ` + showText("", a.failed.Error()) + "\n" +
+			`Allowed, the model is told this; denied, it is told only "Denied by user".`
 }
 
 // escapeControl shows control characters as escapes (\r, \x1b, …), so that
