@@ -35,8 +35,9 @@ var lockOrder = []struct {
 	{`keyCommands.mu`, coreLock},
 	{`outbox.mu`, coreLock}, // taken to post a callout, under any core lock
 	{`mcpServers.mu`, coreLock},
-	{`mcpConn.writeMu`, coreLock}, // held while a message is written to an MCP server
+	{`mcpStdin.mu`, coreLock}, // held while a line is written to an MCP server's stdin
 	{`mcpConn.mu`, coreLock},
+	{`mcpHTTP.mu`, coreLock},
 	{`mcpLog.mu`, coreLock},
 	{`sinks.mu`, coreLock},
 	{`memoryReturn.mu`, coreLock},
@@ -78,8 +79,9 @@ func (registryMu) lockName() string     { return `sessionRegistry.mu` }
 func (keyCommandsMu) lockName() string  { return `keyCommands.mu` }
 func (outboxMu) lockName() string       { return `outbox.mu` }
 func (mcpServersMu) lockName() string   { return `mcpServers.mu` }
-func (mcpWriteMu) lockName() string     { return `mcpConn.writeMu` }
+func (mcpWriteMu) lockName() string     { return `mcpStdin.mu` }
 func (mcpConnMu) lockName() string      { return `mcpConn.mu` }
+func (mcpHTTPMu) lockName() string      { return `mcpHTTP.mu` }
 func (mcpLogMu) lockName() string       { return `mcpLog.mu` }
 func (sinksMu) lockName() string        { return `sinks.mu` }
 func (memoryReturnMu) lockName() string { return `memoryReturn.mu` }

@@ -60,6 +60,7 @@ type (
 	mcpServersMu   struct{}
 	mcpWriteMu     struct{}
 	mcpConnMu      struct{}
+	mcpHTTPMu      struct{}
 	mcpLogMu       struct{}
 	sinksMu        struct{}
 	memoryReturnMu struct{}

@@ -496,55 +496,20 @@ func (m *mcpServers) connect(srv *mcpServer) {
 	})
 }
 
-// dial starts srv's process, initializes the connection and lists its
-// tools.
+// dial opens a connection to srv (its process started, or its URL),
+// initializes it and lists its tools.
 func (m *mcpServers) dial(srv *mcpServer) error {
 	s, cfg := m.s, srv.cfg
-	if cfg.transport != "stdio" {
-		return errors.New("rpi connects stdio servers only so far: streamable HTTP is not built yet")
-	}
-	cmd := s.command(cfg.command, cfg.args...)
-	cmd.Dir = cfg.cwd
-	cmd.Env = slices.Clone(s.set.childEnv)
-	for _, k := range sortedKeys(cfg.env) {
-		cmd.Env = append(cmd.Env, k+"="+cfg.env[k])
-	}
-	log := func(line string) { s.mcpLog(cfg.name, line) }
-	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
 	var conn *mcpConn
-	c, err := s.procs.start(cmd, childOptions{stdin: true}, func(stream string, p []byte) {
-		if stream == "stdout" {
-			conn.feed(p)
-		} else {
-			stderrLines.Write(p)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("could not start %s: %v", cfg.command, unwrapPathError(err))
-	}
-	conn = newMCPConn(cfg.name, c.stdin, log)
-	conn.roots = []mcpRoot{{URI: "file://" + filepath.ToSlash(s.set.cwd), Name: filepath.Base(s.set.cwd)}}
-	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
-	go guarded(s.stderr, "waiting for an MCP server", func() {
-		ps := c.wait()
-		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
-		c.release()
-		m.mu.Lock()
-		exited := srv.conn == conn && s.ctx.Err() == nil
-		if exited {
-			srv.conn, srv.stop, srv.state, srv.err, srv.tools = nil, nil, "failed", fmt.Sprintf("exited (%v)", ps), nil
-		}
-		m.mu.Unlock()
-		if exited {
-			m.update(srv)
-		}
-	})()
-	var stopOnce sync.Once
-	stop := func() {
-		stopOnce.Do(func() {
-			c.stdin.Close()
-			c.stop()
-		})
+	var stop func()
+	var negotiated func(version string)
+	var err error
+	if cfg.transport == "http" {
+		var h *mcpHTTP
+		conn, h = m.openHTTP(srv)
+		stop, negotiated = h.close, h.setVersion
+	} else if conn, stop, err = m.startStdio(srv); err != nil {
+		return err
 	}
 	// The session's end (its close, or rpi's) stops the server, as it
 	// stops the session's processes.
@@ -561,6 +526,8 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		}
 		if json.Unmarshal(init, &answer) != nil || !slices.Contains(mcpProtocolVersions, answer.ProtocolVersion) {
 			err = fmt.Errorf("answered initialize with protocol version %q, which rpi does not speak", answer.ProtocolVersion)
+		} else if negotiated != nil {
+			negotiated(answer.ProtocolVersion)
 		}
 	}
 	if err == nil {
@@ -586,6 +553,64 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		return errors.New("the session closed")
 	}
 	return nil
+}
+
+// startStdio starts srv's process in its own process group, its stdout
+// the connection's input and its stderr mcp.log's; stop ends it (stdin
+// closed, SIGTERM, SIGKILL to the group after the grace).
+func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
+	s, cfg := m.s, srv.cfg
+	cmd := s.command(cfg.command, cfg.args...)
+	cmd.Dir = cfg.cwd
+	cmd.Env = slices.Clone(s.set.childEnv)
+	for _, k := range sortedKeys(cfg.env) {
+		cmd.Env = append(cmd.Env, k+"="+cfg.env[k])
+	}
+	log := func(line string) { s.mcpLog(cfg.name, line) }
+	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
+	var conn *mcpConn
+	c, err := s.procs.start(cmd, childOptions{stdin: true}, func(stream string, p []byte) {
+		if stream == "stdout" {
+			conn.feed(p)
+		} else {
+			stderrLines.Write(p)
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("could not start %s: %v", cfg.command, unwrapPathError(err))
+	}
+	conn = newMCPConn(cfg.name, log)
+	conn.send = (&mcpStdin{server: cfg.name, stdin: c.stdin}).send
+	m.prepare(srv, conn)
+	go guarded(s.stderr, "waiting for an MCP server", func() {
+		ps := c.wait()
+		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
+		c.release()
+		m.mu.Lock()
+		exited := srv.conn == conn && s.ctx.Err() == nil
+		if exited {
+			srv.conn, srv.stop, srv.state, srv.err, srv.tools = nil, nil, "failed", fmt.Sprintf("exited (%v)", ps), nil
+		}
+		m.mu.Unlock()
+		if exited {
+			m.update(srv)
+		}
+	})()
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			c.stdin.Close()
+			c.stop()
+		})
+	}
+	return conn, stop, nil
+}
+
+// prepare gives a new connection what every transport's has: the roots
+// rpi answers with (the session's cwd) and where notifications go.
+func (m *mcpServers) prepare(srv *mcpServer, conn *mcpConn) {
+	conn.roots = []mcpRoot{{URI: "file://" + filepath.ToSlash(m.s.set.cwd), Name: filepath.Base(m.s.set.cwd)}}
+	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
 }
 
 // maxMCPToolPages bounds tools/list's pages, maxMCPTools a server's tools.

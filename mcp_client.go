@@ -30,17 +30,19 @@ var mcpProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "20
 // included), as the client's own lines are bounded.
 const maxMCPMessage = 16 << 20
 
-// mcpConn is one connection to a server over its stdin and stdout.
+// mcpConn is one connection to a server: its messages out through send
+// (a line to a child's stdin, or an HTTP POST), its messages in through
+// handle (fed from the child's stdout, or from the HTTP answers).
 type mcpConn struct {
 	server string
-	stdin  *os.File
-	log    func(line string) // the server's stderr and messages go here (mcp.log)
+	// send delivers one message (a JSON line with its newline) to the
+	// server, waiting at most limit for it to be taken.
+	send func(line []byte, limit time.Duration) error
+	log  func(line string) // the server's stderr and messages go here (mcp.log)
 	// onNotify takes the server's notifications other than progress, on
 	// the reader's goroutine, with no lock held.
 	onNotify func(method string, params json.RawMessage)
 	roots    []mcpRoot // answered to roots/list
-
-	writeMu mutex[mcpWriteMu] // held while a message is written
 
 	mu      mutex[mcpConnMu] // guards the fields below
 	nextID  int64
@@ -76,8 +78,30 @@ type mcpError struct {
 
 func (e *mcpError) Error() string { return e.Message }
 
-func newMCPConn(server string, stdin *os.File, log func(string)) *mcpConn {
-	return &mcpConn{server: server, stdin: stdin, log: log, waiting: map[int64]*mcpPending{}, done: make(chan struct{})}
+func newMCPConn(server string, log func(string)) *mcpConn {
+	return &mcpConn{server: server, log: log, waiting: map[int64]*mcpPending{}, done: make(chan struct{})}
+}
+
+// mcpStdin is the stdio transport's send: a line written to the child's
+// stdin, one at a time; a server that stops reading fails the write
+// after limit, never holds rpi.
+type mcpStdin struct {
+	server string
+	mu     mutex[mcpWriteMu] // held while a line is written
+	stdin  *os.File
+}
+
+func (w *mcpStdin) send(line []byte, limit time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stdin.SetWriteDeadline(time.Now().Add(limit))
+	if _, err := w.stdin.Write(line); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("MCP server %s does not read what rpi sends", w.server)
+		}
+		return fmt.Errorf("MCP server %s: %v", w.server, err)
+	}
+	return nil
 }
 
 // feed takes what the server wrote on stdout, from the child's reader:
@@ -233,21 +257,12 @@ func (c *mcpConn) write(msg any, limit time.Duration) error {
 		return err
 	}
 	line = append(line, '\n')
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
 	select {
 	case <-c.done:
 		return c.endedErr()
 	default:
 	}
-	c.stdin.SetWriteDeadline(time.Now().Add(limit))
-	if _, err := c.stdin.Write(line); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("MCP server %s does not read what rpi sends", c.server)
-		}
-		return fmt.Errorf("MCP server %s: %v", c.server, err)
-	}
-	return nil
+	return c.send(line, limit)
 }
 
 // notify sends a notification.

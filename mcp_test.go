@@ -8,10 +8,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,82 +48,134 @@ func mcpTestServer(args []string) {
 		if err != nil {
 			return
 		}
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
+		mcpTestRespond(mode, line, send)
+	}
+}
+
+// mcpTestRespond answers one message of rpi's as mcpTestServer does,
+// through send (a request's answer last).
+func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.ID == nil {
+		return // notifications
+	}
+	answer := func(result any) { send(map[string]any{"id": m.ID, "result": result}) }
+	switch m.Method {
+	case "initialize":
+		version := "2025-06-18"
+		switch mode {
+		case "no-init":
+			return
+		case "old-version":
+			version = "2023-01-01"
 		}
-		if json.Unmarshal(line, &m) != nil || m.ID == nil {
-			continue // notifications
+		send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "test", "data": "ready"}})
+		answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
+			"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
+	case "tools/list":
+		var p struct {
+			Cursor string `json:"cursor"`
 		}
-		answer := func(result any) { send(map[string]any{"id": m.ID, "result": result}) }
-		switch m.Method {
-		case "initialize":
-			version := "2025-06-18"
-			switch mode {
-			case "no-init":
-				continue
-			case "old-version":
-				version = "2023-01-01"
-			}
-			answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
-				"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
-			send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "test", "data": "ready"}})
-		case "tools/list":
-			var p struct {
-				Cursor string `json:"cursor"`
-			}
-			json.Unmarshal(m.Params, &p)
-			if mode == "huge" {
-				answer(map[string]any{"tools": []any{}, "padding": strings.Repeat("x", maxMCPMessage)})
-				continue
-			}
-			object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
-			if p.Cursor == "" {
-				answer(map[string]any{"tools": []any{
-					map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object},
-				}, "nextCursor": "page-2"})
-				continue
-			}
+		json.Unmarshal(m.Params, &p)
+		if mode == "huge" {
+			answer(map[string]any{"tools": []any{}, "padding": strings.Repeat("x", maxMCPMessage)})
+			return
+		}
+		object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+		if p.Cursor == "" {
 			answer(map[string]any{"tools": []any{
-				map[string]any{"name": "structured", "inputSchema": map[string]any{}},
-				map[string]any{"name": "fail", "title": "Always fails", "inputSchema": object},
-				map[string]any{"name": "slow", "description": "Reports progress, then answers", "inputSchema": object},
-			}})
-		case "tools/call":
-			var p struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-				Meta      struct {
-					ProgressToken json.RawMessage `json:"progressToken"`
-				} `json:"_meta"`
-			}
-			json.Unmarshal(m.Params, &p)
-			var a struct {
-				Text string `json:"text"`
-			}
-			json.Unmarshal(p.Arguments, &a)
-			switch p.Name {
-			case "echo":
-				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
-			case "structured":
-				answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
-			case "fail":
-				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
-			case "slow":
-				for i := 1; i <= 3; i++ {
-					time.Sleep(40 * time.Millisecond)
-					send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": p.Meta.ProgressToken, "progress": i, "total": 3}})
-				}
-				answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}})
-			default:
-				send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32602, "message": "Unknown tool: " + p.Name}})
-			}
-		case "ping":
-			answer(map[string]any{})
-		default:
-			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+				map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object},
+			}, "nextCursor": "page-2"})
+			return
 		}
+		answer(map[string]any{"tools": []any{
+			map[string]any{"name": "structured", "inputSchema": map[string]any{}},
+			map[string]any{"name": "fail", "title": "Always fails", "inputSchema": object},
+			map[string]any{"name": "slow", "description": "Reports progress, then answers", "inputSchema": object},
+		}})
+	case "tools/call":
+		var p struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(m.Params, &p)
+		var a struct {
+			Text string `json:"text"`
+		}
+		json.Unmarshal(p.Arguments, &a)
+		switch p.Name {
+		case "echo":
+			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
+		case "structured":
+			answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
+		case "fail":
+			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
+		case "slow":
+			for i := 1; i <= 3; i++ {
+				time.Sleep(40 * time.Millisecond)
+				send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": p.Meta.ProgressToken, "progress": i, "total": 3}})
+			}
+			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}})
+		default:
+			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32602, "message": "Unknown tool: " + p.Name}})
+		}
+	case "ping":
+		answer(map[string]any{})
+	default:
+		send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+	}
+}
+
+// mcpTestHTTPServer serves mcpTestRespond over streamable HTTP: a
+// request's messages as one JSON answer, or as server-sent events when
+// there are several (progress) or sse is set; a notification 202; a
+// session id from initialize on, required after; DELETE ends it.
+type mcpTestHTTPServer struct {
+	sse     bool
+	mu      sync.Mutex
+	auth    []string // the Authorization header of each POST
+	deleted bool
+}
+
+func (h *mcpTestHTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Method == http.MethodDelete {
+		h.deleted = r.Header.Get("Mcp-Session-Id") == "session-1"
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	h.auth = append(h.auth, r.Header.Get("Authorization"))
+	initialize := strings.Contains(string(body), `"method":"initialize"`)
+	if !initialize && (r.Header.Get("Mcp-Session-Id") != "session-1" || r.Header.Get("MCP-Protocol-Version") != "2025-06-18") {
+		http.Error(w, "no session", http.StatusBadRequest)
+		return
+	}
+	var msgs []map[string]any
+	mcpTestRespond("", body, func(m map[string]any) { m["jsonrpc"] = "2.0"; msgs = append(msgs, m) })
+	if initialize {
+		w.Header().Set("Mcp-Session-Id", "session-1")
+	}
+	if len(msgs) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if len(msgs) == 1 && !h.sse {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(msgs[0])
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i, m := range msgs {
+		b, _ := json.Marshal(m)
+		fmt.Fprintf(w, "event: message\nid: %d\ndata: %s\n\n", i, b)
 	}
 }
 
@@ -458,5 +514,85 @@ func TestToolSearchRanking(t *testing.T) {
 	}
 	if got := searchTerms("getHTMLPage, the Searches"); !slices.Equal(got, []string{"get", "html", "page", "search"}) {
 		t.Errorf("terms: %v", got)
+	}
+}
+
+// TestMCPHTTP: a streamable-HTTP server — answers as JSON and as server-
+// sent events (with progress before the answer), the session id it gave
+// and the agreed version on every later POST, the entry's headers with
+// ${VAR} expanded, DELETE when the session closes.
+func TestMCPHTTP(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
+			srv := &mcpTestHTTPServer{sse: sse}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			e := newTestEnv(t)
+			e.vars["MCP_TOKEN"] = "tok-1"
+			data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"web": map[string]any{
+				"url": hs.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}"}, "exposure": "direct"}}})
+			os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
+			s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
+			s.startMCP()
+			s.mcp.awaitFirst(context.Background())
+			for _, c := range []struct{ tool, want string }{{"mcp__web__echo", "echo: hi"}, {"mcp__web__slow", "slow done"}} {
+				call, err := s.decodeToolCall(c.tool, json.RawMessage(`{"text":"hi"}`))
+				if err != nil {
+					t.Fatalf("%s: %v (servers: %+v)", c.tool, err, s.mcp.list())
+				}
+				res, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+				if got := joinTexts(res.Content); err != nil || got != c.want {
+					t.Errorf("%s: %q, %v", c.tool, got, err)
+				}
+			}
+			s.close()
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			if !srv.deleted {
+				t.Error("no DELETE of the session when it closed")
+			}
+			if len(srv.auth) == 0 || slices.ContainsFunc(srv.auth, func(a string) bool { return a != "Bearer tok-1" }) {
+				t.Errorf("Authorization headers: %q", srv.auth)
+			}
+		})
+	}
+}
+
+// TestMCPHTTPFailures: a server that answers 500, one that redirects,
+// one that needs sign-in: each fails with a message that says so and no
+// part of the URL.
+func TestMCPHTTPFailures(t *testing.T) {
+	cases := map[string]struct {
+		handler http.HandlerFunc
+		want    string
+	}{
+		"500": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, "MCP server web answered HTTP 500: boom"},
+		"redirect": {func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://example.invalid/x", http.StatusFound)
+		}, "MCP server web: it redirects elsewhere, which rpi does not follow"},
+		"401": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) }, "MCP server web needs sign-in: run `pi mcp login web`"},
+		"html": {func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte("<p>"))
+		}, `MCP server web answered with content type "text/html", not JSON or an event stream`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			hs := httptest.NewServer(c.handler)
+			defer hs.Close()
+			e := newTestEnv(t)
+			data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct"}}})
+			os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
+			s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
+			s.startMCP()
+			s.mcp.awaitFirst(context.Background())
+			list := s.mcp.list()
+			if len(list) != 1 || list[0].State != "failed" || list[0].Error != c.want {
+				t.Errorf("servers: %+v; want failed with %q", list, c.want)
+			}
+			if strings.Contains(fmt.Sprint(list), "secret-key") {
+				t.Errorf("the URL's key in the error: %+v", list)
+			}
+		})
 	}
 }

@@ -1,0 +1,264 @@
+package main
+
+// MCP's streamable-HTTP transport: each message rpi sends is a POST to
+// the server's URL; the server answers a request with one JSON message or
+// with a stream of server-sent events that carries its notifications and
+// then the answer, and a notification with 202. The session id the server
+// gives (Mcp-Session-Id) and the protocol version agreed on go with every
+// later POST; closing sends DELETE. Redirects are not followed (a server
+// that sends rpi elsewhere fails), and nothing of a URL or a header is
+// written to a message (they may hold a key).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// mcpHTTP is one server's HTTP transport.
+type mcpHTTP struct {
+	server  string
+	url     string
+	headers map[string]string
+	conn    *mcpConn
+	stderr  io.Writer
+	client  *http.Client
+	ctx     context.Context // ends when the connection is closed: the streams' reads end
+	cancel  context.CancelFunc
+	once    sync.Once
+
+	mu      mutex[mcpHTTPMu] // guards session and version
+	session string           // Mcp-Session-Id, once the server gave one
+	version string           // the protocol version agreed on, once it is
+}
+
+// openHTTP makes srv's HTTP connection; nothing is sent before
+// initialize.
+func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
+	cfg := srv.cfg
+	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
+	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr}
+	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
+	h.client = &http.Client{
+		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: cfg.timeout,
+			TLSHandshakeTimeout: 10 * time.Second, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return errMCPRedirect },
+	}
+	conn.send = h.send
+	m.prepare(srv, conn)
+	return conn, h
+}
+
+var errMCPRedirect = errors.New("it redirects elsewhere, which rpi does not follow")
+
+func (h *mcpHTTP) setVersion(version string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.version = version
+}
+
+// send POSTs one message and waits at most limit for the answer's head;
+// its body is read in the background, each message in it handled.
+func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
+	ctx, cancel := context.WithCancel(h.ctx)
+	headTimer := time.AfterFunc(limit, cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(line))
+	if err != nil {
+		headTimer.Stop()
+		cancel()
+		return fmt.Errorf("MCP server %s: its url is not valid", h.server)
+	}
+	h.setHeaders(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := h.client.Do(req)
+	timedOut := !headTimer.Stop()
+	if err != nil {
+		cancel()
+		return h.failure(err, timedOut, limit)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isPrintableASCII(id) {
+		h.mu.Lock()
+		h.session = id
+		h.mu.Unlock()
+	}
+	if resp.StatusCode == http.StatusAccepted {
+		resp.Body.Close()
+		cancel()
+		return nil
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		resp.Body.Close()
+		cancel()
+		detail := escapeControl(strings.TrimSpace(string(snippet)))
+		if detail != "" {
+			detail = ": " + detail
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("MCP server %s needs sign-in: run `pi mcp login %s`", h.server, h.server)
+		}
+		return fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
+	}
+	kind, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch kind {
+	case "application/json":
+		go guarded(h.stderr, "reading an MCP answer", func() {
+			defer cancel()
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, maxMCPMessage+1))
+			switch {
+			case len(body) > maxMCPMessage:
+				h.conn.end(fmt.Errorf("MCP server %s sent a message longer than %d MiB", h.server, maxMCPMessage>>20))
+			case err != nil:
+				h.conn.log("reading an answer: " + err.Error())
+			default:
+				h.conn.handle(body)
+			}
+		})()
+	case "text/event-stream":
+		go guarded(h.stderr, "reading an MCP event stream", func() {
+			defer cancel()
+			defer resp.Body.Close()
+			if err := readSSE(resp.Body, h.conn.handle); err != nil && h.ctx.Err() == nil {
+				h.conn.log("reading an event stream: " + err.Error())
+			}
+		})()
+	default:
+		resp.Body.Close()
+		cancel()
+		return fmt.Errorf("MCP server %s answered with content type %q, not JSON or an event stream", h.server, escapeControl(kind))
+	}
+	return nil
+}
+
+// failure is why a POST got no answer, without the URL (which may hold
+// a key).
+func (h *mcpHTTP) failure(err error, timedOut bool, limit time.Duration) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	switch {
+	case errors.Is(err, errMCPRedirect):
+		return fmt.Errorf("MCP server %s: %v", h.server, err)
+	case timedOut:
+		return fmt.Errorf("MCP server %s did not answer in %s", h.server, formatSeconds(limit))
+	case h.ctx.Err() != nil:
+		return fmt.Errorf("MCP server %s: the connection was closed", h.server)
+	}
+	return fmt.Errorf("MCP server %s cannot be reached: %v", h.server, err)
+}
+
+// setHeaders adds the entry's headers, the session id and the agreed
+// version to req.
+func (h *mcpHTTP) setHeaders(req *http.Request) {
+	for k, v := range h.headers {
+		req.Header.Set(k, v)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.session != "" {
+		req.Header.Set("Mcp-Session-Id", h.session)
+	}
+	if h.version != "" {
+		req.Header.Set("MCP-Protocol-Version", h.version)
+	}
+}
+
+// close ends the server's session (DELETE, when it gave one, for at most
+// 2 s) and every stream still read.
+func (h *mcpHTTP) close() {
+	h.once.Do(func() {
+		h.mu.Lock()
+		session := h.session
+		h.mu.Unlock()
+		if session != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, h.url, nil); err == nil {
+				h.setHeaders(req)
+				if resp, err := h.client.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+			cancel()
+		}
+		h.cancel()
+		h.client.CloseIdleConnections()
+	})
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return len(s) <= 256
+}
+
+// readSSE reads server-sent events and hands each message event's data
+// to handle; an event longer than maxMCPMessage ends the stream.
+func readSSE(r io.Reader, handle func([]byte)) error {
+	in := bufio.NewReaderSize(r, 64<<10)
+	var data []byte
+	hasData := false
+	for {
+		line, err := readSSELine(in)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(line) == 0: // the event's end
+			if hasData {
+				handle(data)
+			}
+			data, hasData = data[:0], false
+		case line[0] == ':': // a comment
+		default:
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			if string(field) != "data" {
+				continue // event, id, retry: an MCP message is in data
+			}
+			if len(data)+len(value) > maxMCPMessage {
+				return fmt.Errorf("an event longer than %d MiB", maxMCPMessage>>20)
+			}
+			if hasData {
+				data = append(data, '\n')
+			}
+			data, hasData = append(data, value...), true
+		}
+	}
+}
+
+// readSSELine reads one line without its end (\n, \r\n or \r), at most
+// maxMCPMessage long.
+func readSSELine(in *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := in.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxMCPMessage+2 {
+			return nil, fmt.Errorf("a line longer than %d MiB", maxMCPMessage>>20)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil && len(line) == 0 {
+			return nil, err
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		return line, nil
+	}
+}
