@@ -70,7 +70,7 @@ func (h *mcpHTTP) setVersion(version string) {
 // its body is read in the background, each message in it handled.
 func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
 	ctx, cancel := context.WithCancel(h.ctx)
-	headTimer := time.AfterFunc(limit, cancel)
+	headTimer := time.AfterFunc(limit, guarded(h.stderr, "an MCP request's limit", cancel))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(line))
 	if err != nil {
 		headTimer.Stop()
