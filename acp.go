@@ -591,6 +591,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 		AgentCapabilities: acpAgentCaps{
 			LoadSession:         !a.noSession,
 			PromptCapabilities:  acpPromptCaps{Image: true, EmbeddedContext: true},
+			MCPCapabilities:     acpMCPCaps{HTTP: true},
 			SessionCapabilities: sessions,
 		},
 		AuthMethods: []struct{}{},

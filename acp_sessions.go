@@ -94,17 +94,113 @@ func acpIsDir(cwd string) error {
 	return nil
 }
 
-// acpMCPServers checks mcpServers (required: an array; optional for
-// resume) and tells stderr that rpi does not use them.
-func (a *acpAgent) acpMCPServers(p acpParams, required bool) error {
+// acpMaxMCPServers bounds the servers a client may give one session.
+const acpMaxMCPServers = 64
+
+// acpMCPServers reads the client's mcpServers (required: an array;
+// optional for resume): stdio {name, command, args, env: [{name,
+// value}]} and http {type: "http", name, url, headers: [{name, value}]};
+// SSE servers are refused. They connect for this session (with the
+// servers of pi's mcp.json, winning over an entry of the same name), with
+// their tools declared to the model (direct); their values are taken as
+// given, nothing expanded.
+func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, error) {
 	if !required && !p.has("mcpServers") {
-		return nil
+		return nil, nil
 	}
-	servers, err := p.array("mcpServers", "an array of MCP servers")
-	if err == nil && len(servers) > 0 {
-		fmt.Fprintf(a.h.stderr, "rpi: %d MCP server(s) given: rpi does not use MCP servers (ignored)\n", len(servers))
+	items, err := p.array("mcpServers", "an array of MCP servers")
+	if err != nil {
+		return nil, err
 	}
-	return err
+	if len(items) > acpMaxMCPServers {
+		return nil, invalidParams("Invalid field mcpServers: at most %d servers", acpMaxMCPServers)
+	}
+	var servers []mcpServerConfig
+	for i, raw := range items {
+		sp, err := paramsOf(raw, fmt.Sprintf("mcpServers[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		cfg := mcpServerConfig{source: "client", enabled: true, timeout: mcpDefaultTimeout, exposure: "direct", cwd: cwd}
+		if cfg.name, err = sp.str("name"); err != nil {
+			return nil, err
+		}
+		if !mcpServerName.MatchString(cfg.name) {
+			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -", sp.name("name"))
+		}
+		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
+			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)
+		}
+		kind, err := sp.optStr("type")
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "sse":
+			return nil, invalidParams("Invalid field %s: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)", sp.name("type"))
+		case "http":
+			cfg.transport = "http"
+			if cfg.url, err = sp.str("url"); err == nil {
+				cfg.headers, err = acpNameValues(sp, "headers")
+			}
+		case "":
+			cfg.transport = "stdio"
+			if cfg.command, err = sp.str("command"); err == nil {
+				cfg.args, err = acpStrings(sp, "args")
+			}
+			if err == nil {
+				cfg.env, err = acpNameValues(sp, "env")
+			}
+		default:
+			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, cfg)
+	}
+	return servers, nil
+}
+
+// acpStrings reads a required array of strings.
+func acpStrings(p acpParams, field string) ([]string, error) {
+	items, err := p.array(field, "an array of strings")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, raw := range items {
+		var s string
+		if raw[0] != '"' || !unquote(raw, &s) {
+			return nil, paramError(invalid(p.name(field), "an array of strings"))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// acpNameValues reads a required array of {name, value} strings, as a
+// map (a name given twice: its last value).
+func acpNameValues(p acpParams, field string) (map[string]string, error) {
+	items, err := p.array(field, "an array of {name, value}")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, raw := range items {
+		item, err := paramsOf(raw, fmt.Sprintf("%s[%d].", p.name(field), i))
+		if err != nil {
+			return nil, err
+		}
+		name, err := item.str("name")
+		if err != nil {
+			return nil, err
+		}
+		if out[name], err = item.str("value"); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // session is the open session with the request's sessionId.
@@ -147,7 +243,7 @@ var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 // open opens a session in cwd (file: the session file to open; "" for a
 // new one, written at once) and makes it known by its id; past the
 // host's maxSessions open (or being opened, or closed) it opens nothing.
-func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
+func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSession, error) {
 	if err := a.h.sessions.reserve(); err != nil {
 		return nil, acpTooManySessions
 	}
@@ -168,6 +264,7 @@ func (a *acpAgent) open(cwd, file string) (*acpSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mcp.fromClient(servers)
 	if len(as.confirm) != len(a.h.set.cfg.confirm) {
 		s.setConfirmTools(as.confirm) // the mode asks before MCP tools too
 	}
@@ -238,8 +335,9 @@ func acpLoopsNote(sessionPath string) string {
 // available_commands_update and usage_update.
 func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 	cwd, err := acpAbsDir(req.params, "cwd", true)
+	var servers []mcpServerConfig
 	if err == nil {
-		err = a.acpMCPServers(req.params, true)
+		servers, err = acpMCPServers(req.params, true, cwd)
 	}
 	if err != nil {
 		return nil, err
@@ -249,7 +347,7 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
-		if as, err = a.open(cwd, ""); err != nil {
+		if as, err = a.open(cwd, "", servers); err != nil {
 			return nil, err
 		}
 		return as.answer(true), nil
@@ -279,8 +377,9 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 		return nil, err
 	}
 	cwd, err := acpAbsDir(call.params, "cwd", true)
+	var servers []mcpServerConfig
 	if err == nil {
-		err = a.acpMCPServers(call.params, replay)
+		servers, err = acpMCPServers(call.params, replay, cwd)
 	}
 	if err != nil {
 		return nil, err
@@ -309,7 +408,7 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if as, err = a.open(cwd, path); err != nil {
+			if as, err = a.open(cwd, path, servers); err != nil {
 				return nil, acpOpenError(id, err)
 			}
 			opened = true

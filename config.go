@@ -58,6 +58,7 @@ type cliConfig struct {
 	noSkills           bool
 	noPromptTemplates  bool
 	approve            bool
+	noMCP              bool // --no-mcp: no MCP server connects
 	confirm            []string
 	cwd                string
 	compat             bool // pi's shapes (docs/pi-compat.md)
@@ -107,10 +108,11 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	fs.StringVar(&confirm, "confirm", "", "")
 	fs.StringVar(&cfg.cwd, "cwd", "", "")
 	fs.StringVar(&compat, "compat", "", "")
+	fs.BoolVar(&cfg.noMCP, "no-mcp", false, "")
 	// pi's presentation flags: accepted so that pi's clients can launch
-	// rpi with pi's arguments; rpi has no themes, extensions or MCP, and
-	// never goes online on its own.
-	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne", "no-mcp", "verbose"} {
+	// rpi with pi's arguments; rpi has no themes or extensions, and never
+	// goes online on its own.
+	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne", "verbose"} {
 		fs.BoolVar(&ignoredBool, name, false, "")
 	}
 	fs.StringVar(&ignored, "theme", "", "")
@@ -300,13 +302,15 @@ Flags:
   -np, --no-prompt-templates    no prompt templates
   -a, --approve                 load the project's own resources from ./.pi/ (settings, templates, skills)
   -na, --no-approve             do not (the default)
-  --confirm TOOLS               ask the client before running these tools
+  --confirm TOOLS               ask the client before running these tools (mcp: every MCP
+                                tool; mcp__NAME__*: one server's)
+  --no-mcp                      connect no MCP server (mcp.json's, or an editor's)
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
   -h, --help                    this text
   -v, --version                 rpi's version (pi's, bare, with pi's shapes)
   Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
-  -ne/--no-extensions, --no-mcp, --verbose.
+  -ne/--no-extensions, --verbose.
 
 Environment:
   PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})

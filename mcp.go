@@ -1,297 +1,25 @@
 package main
 
-// MCP servers as pi 1.6 configures them (docs/mcp.md): the user's
-// <agent dir>/mcp.json and, with --approve, the project's .pi/mcp.json;
-// each session connects its enabled servers in the background and gives
-// their tools to the model as mcp__<server>__<tool> from its next
-// request. The client's wire is in mcp_client.go.
+// A session's MCP servers (docs/mcp.md): connected in the background
+// once the front end has shown the session (their configuration in
+// mcp_config.go, their wire in mcp_client.go and mcp_http.go), their
+// tools given to the model as mcp__<server>__<tool> from its next request
+// (the calls in mcp_tools.go), ended with the session; mcp.log.
 
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 )
-
-// mcpServerConfig is one server entry, checked, its values expanded.
-type mcpServerConfig struct {
-	name        string
-	source      string // "user" or "project"
-	transport   string // "stdio" or "http"
-	command     string
-	args        []string
-	env         map[string]string
-	cwd         string
-	url         string
-	headers     map[string]string
-	enabled     bool
-	timeout     time.Duration
-	exposure    string            // direct, deferred, hidden, codemode (acts as deferred)
-	toolExpose  map[string]string // by the server's tool name
-	description string
-}
-
-// mcpEntry is an entry as written in mcp.json; a field of the wrong type
-// makes the entry invalid.
-type mcpEntry struct {
-	Type         *string           `json:"type"`
-	Command      *string           `json:"command"`
-	Args         []string          `json:"args"`
-	Env          map[string]string `json:"env"`
-	Cwd          *string           `json:"cwd"`
-	URL          *string           `json:"url"`
-	Headers      map[string]string `json:"headers"`
-	Enabled      *bool             `json:"enabled"`
-	Timeout      *float64          `json:"timeout"`
-	Exposure     *string           `json:"exposure"`
-	ToolExposure map[string]string `json:"toolExposure"`
-	Description  *string           `json:"description"`
-}
-
-// mcpDefaultTimeout is a request's limit without the entry's timeout.
-const mcpDefaultTimeout = 60 * time.Second
-
-var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-var mcpExposures = []string{"direct", "deferred", "hidden", "codemode"}
-
-// readMCPFile reads one mcp.json's entries by name, in the file's order
-// of names sorted (JSON objects have no order rpi keeps); a missing file
-// has none; a file that cannot be read or is not valid is a warning.
-func readMCPFile(path string) (names []string, entries map[string]json.RawMessage, warning string) {
-	data, err := readSmallFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, ""
-	}
-	if err != nil {
-		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %v", path, err)
-	}
-	var file struct {
-		MCPServers map[string]json.RawMessage `json:"mcpServers"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %s", path, jsonError(data, err))
-	}
-	for name := range file.MCPServers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, file.MCPServers, ""
-}
-
-// readSmallFile reads a configuration file, at most maxResourceBytes.
-func readSmallFile(path string) ([]byte, error) {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data := make([]byte, 0, 4096)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := f.Read(buf)
-		data = append(data, buf[:n]...)
-		if len(data) > maxResourceBytes {
-			return nil, fmt.Errorf("larger than %s", formatSize(maxResourceBytes))
-		}
-		if err != nil {
-			return data, nil
-		}
-	}
-}
-
-// loadMCPConfig reads the user's mcp.json and, when approved, the
-// project's: the servers in name order, and a warning for each file or
-// entry that cannot be used (the others are kept). A project entry with
-// neither command, url nor type only overrides enabled, exposure and
-// toolExposure of the user's entry of that name. expand resolves ${VAR}
-// and !command values.
-func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string, commands bool) (string, error)) ([]mcpServerConfig, []string) {
-	var warnings []string
-	byName := map[string]*mcpServerConfig{}
-	entries := map[string]mcpEntry{}
-	read := func(path, source string) {
-		names, raw, warning := readMCPFile(path)
-		if warning != "" {
-			warnings = append(warnings, warning)
-		}
-		for _, name := range names {
-			var e mcpEntry
-			dec := json.NewDecoder(strings.NewReader(string(raw[name])))
-			if err := dec.Decode(&e); err != nil {
-				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, jsonError(raw[name], err)))
-				continue
-			}
-			if !mcpServerName.MatchString(name) {
-				warnings = append(warnings, fmt.Sprintf("MCP server %q in %s: a name has only letters, digits, _ and -", name, path))
-				continue
-			}
-			if user, ok := byName[name]; ok && source == "project" && e.Command == nil && e.URL == nil && e.Type == nil {
-				if err := overrideMCP(user, e); err != nil {
-					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", name, path, err))
-				}
-				continue
-			}
-			for other := range byName {
-				if other != name && strings.ReplaceAll(other, "-", "_") == strings.ReplaceAll(name, "-", "_") {
-					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: the name differs from %s only in - and _", name, path, other))
-					goto next
-				}
-			}
-			if cfg, err := checkMCPEntry(name, source, cwd, e, expand); err != nil {
-				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", name, path, err))
-				delete(byName, name) // a project entry that is not valid does not leave the user's in place
-			} else {
-				byName[name] = &cfg
-				entries[name] = e
-			}
-		next:
-		}
-	}
-	read(filepath.Join(agentDir, "mcp.json"), "user")
-	if approved {
-		read(filepath.Join(cwd, ".pi", "mcp.json"), "project")
-	}
-	var servers []mcpServerConfig
-	for _, cfg := range byName {
-		servers = append(servers, *cfg)
-	}
-	slices.SortFunc(servers, func(a, b mcpServerConfig) int { return strings.Compare(a.name, b.name) })
-	return servers, warnings
-}
-
-// overrideMCP applies a project's enabled, exposure and toolExposure to
-// the user's entry.
-func overrideMCP(cfg *mcpServerConfig, e mcpEntry) error {
-	if e.Exposure != nil && !slices.Contains(mcpExposures, *e.Exposure) {
-		return fmt.Errorf("exposure must be one of %s", strings.Join(mcpExposures, ", "))
-	}
-	if e.Enabled != nil {
-		cfg.enabled = *e.Enabled
-	}
-	if e.Exposure != nil {
-		cfg.exposure = *e.Exposure
-	}
-	if e.ToolExposure != nil {
-		cfg.toolExpose = e.ToolExposure
-	}
-	return nil
-}
-
-// checkMCPEntry makes an entry a server: its transport, its values
-// expanded, its limits.
-func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, bool) (string, error)) (mcpServerConfig, error) {
-	cfg := mcpServerConfig{name: name, source: source, enabled: true, timeout: mcpDefaultTimeout, exposure: "codemode", toolExpose: e.ToolExposure}
-	kind := ""
-	if e.Type != nil {
-		kind = *e.Type
-	}
-	switch {
-	case kind == "sse":
-		return cfg, errors.New(`the SSE transport is not supported: use the server's streamable HTTP endpoint (often /mcp instead of /sse) with "url"`)
-	case kind != "" && kind != "stdio" && kind != "http" && kind != "streamable-http":
-		return cfg, fmt.Errorf("type must be stdio, http or streamable-http, not %q", kind)
-	case e.Command != nil && e.URL != nil:
-		return cfg, errors.New(`give either "command" (stdio) or "url" (HTTP), not both`)
-	case e.Command != nil && kind != "" && kind != "stdio", e.URL != nil && kind == "stdio":
-		return cfg, fmt.Errorf("type %s does not match the entry's %s", kind, map[bool]string{true: "command", false: "url"}[e.Command != nil])
-	case e.Command == nil && e.URL == nil:
-		return cfg, errors.New(`give "command" (a stdio server) or "url" (streamable HTTP)`)
-	}
-	if e.Enabled != nil {
-		cfg.enabled = *e.Enabled
-	}
-	if e.Timeout != nil {
-		if *e.Timeout <= 0 || *e.Timeout > 24*3600 {
-			return cfg, errors.New("timeout is a number of seconds, more than 0")
-		}
-		cfg.timeout = time.Duration(*e.Timeout * float64(time.Second))
-	}
-	if e.Exposure != nil {
-		if !slices.Contains(mcpExposures, *e.Exposure) {
-			return cfg, fmt.Errorf("exposure must be one of %s", strings.Join(mcpExposures, ", "))
-		}
-		cfg.exposure = *e.Exposure
-	}
-	for tool, exposure := range e.ToolExposure {
-		if !slices.Contains(mcpExposures, exposure) {
-			return cfg, fmt.Errorf("toolExposure of %s must be one of %s", tool, strings.Join(mcpExposures, ", "))
-		}
-	}
-	if e.Description != nil {
-		cfg.description = *e.Description
-	}
-	var err error
-	expandAll := func(values map[string]string, commands bool) map[string]string {
-		out := map[string]string{}
-		for k, v := range values {
-			if err == nil {
-				out[k], err = expand(v, commands)
-				if err != nil {
-					err = fmt.Errorf("%s: %v", k, err)
-				}
-			}
-		}
-		return out
-	}
-	if e.URL != nil {
-		cfg.transport, cfg.url = "http", *e.URL
-		cfg.headers = expandAll(e.Headers, true)
-		return cfg, err
-	}
-	cfg.transport, cfg.command = "stdio", expandHome(*e.Command)
-	if cfg.command == "" {
-		return cfg, errors.New("command is empty")
-	}
-	for _, arg := range e.Args {
-		if err == nil {
-			var a string
-			a, err = expand(arg, false)
-			cfg.args = append(cfg.args, expandHome(a))
-		}
-	}
-	cfg.env = expandAll(e.Env, true)
-	cfg.cwd = cwd
-	if e.Cwd != nil {
-		cfg.cwd = resolvePath(cwd, expandHome(*e.Cwd))
-	}
-	return cfg, err
-}
-
-// expandHome makes a leading ~/ the home directory.
-func expandHome(p string) string {
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, rest)
-		}
-	}
-	return p
-}
-
-var mcpVariable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expandMCPValue resolves a value as pi does: ${VAR} from the
-// environment (unset: empty), and, where commands are allowed, a whole
-// value "!command" as the command's trimmed output (run).
-func expandMCPValue(value string, commands bool, getenv func(string) string, run func(command string) (string, error)) (string, error) {
-	if command, ok := strings.CutPrefix(value, "!"); ok && commands {
-		return run(command)
-	}
-	return mcpVariable.ReplaceAllStringFunc(value, func(v string) string { return getenv(v[2 : len(v)-1]) }), nil
-}
 
 // ---- A session's servers ----
 
@@ -317,16 +45,37 @@ func (s *session) startMCP() {
 }
 
 func (s *session) loadMCP() {
+	if s.set.cfg.noMCP {
+		return
+	}
 	expand := func(value string, commands bool) (string, error) {
 		return expandMCPValue(value, commands, s.env.getenv, func(command string) (string, error) {
 			return s.runKeyCommand(s.ctx, command)
 		})
 	}
 	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.cfg.approve, expand)
+	s.mcp.mu.Lock()
+	for _, c := range s.mcp.client {
+		if i := slices.IndexFunc(configs, func(f mcpServerConfig) bool { return f.name == c.name }); i >= 0 {
+			configs[i] = c // the client's wins over mcp.json's
+		} else {
+			configs = append(configs, c)
+		}
+	}
+	s.mcp.mu.Unlock()
 	for _, w := range warnings {
 		s.warn(w)
 	}
 	s.mcp.start(configs)
+}
+
+// fromClient sets the servers the front end's client gives the session
+// (before startMCP): they join mcp.json's, and win over an entry of the
+// same name.
+func (m *mcpServers) fromClient(servers []mcpServerConfig) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.client = servers
 }
 
 // mcpServerUpdate is the mcp_server_update event: a server's state
@@ -420,8 +169,9 @@ type mcpServers struct {
 	s      *session
 	mu     mutex[mcpServersMu] // guards every server's state, conn and tools, and waited
 	on     []*mcpServer
-	waited bool            // the first request waited for the servers with direct tools (awaitFirst)
-	loaded map[string]bool // the deferred tools tool_search loaded, by name: declared from then on
+	waited bool              // the first request waited for the servers with direct tools (awaitFirst)
+	loaded map[string]bool   // the deferred tools tool_search loaded, by name: declared from then on
+	client []mcpServerConfig // the servers the front end's client gave (ACP's mcpServers)
 	// loading is closed once the configuration is read and the servers
 	// are connecting (startMCP); nil before.
 	loading chan struct{}
@@ -688,51 +438,6 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 	return tools, nil
 }
 
-// mcpArguments is what rpi checks an MCP tool's arguments against: one
-// JSON object, no key twice; the server checks them against its schema.
-var mcpArguments = json.RawMessage(`{"type":"object","additionalProperties":{}}`)
-
-// mcpInputSchema is a tool's input schema as the model is given it: an
-// object schema (type object and properties added when missing, as pi
-// does); anything but a JSON object is refused.
-func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
-	var schema map[string]any
-	if len(raw) == 0 {
-		schema = map[string]any{}
-	} else if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
-		return nil, errors.New("its inputSchema is not a JSON object")
-	}
-	if _, ok := schema["type"]; !ok {
-		schema["type"] = "object"
-	}
-	if _, ok := schema["properties"]; !ok {
-		schema["properties"] = map[string]any{}
-	}
-	return json.Marshal(schema)
-}
-
-// mcpToolName is the model's name of a server's tool, as pi makes it:
-// mcp__<server>__<tool> with every character outside [A-Za-z0-9_] as _,
-// and, when longer than 64 characters or taken by another tool, cut and
-// ended with _ and 8 hex digits of a hash of the two names.
-func mcpToolName(server, tool string, taken func(string) bool) string {
-	var b strings.Builder
-	for _, r := range "mcp__" + server + "__" + tool {
-		if r < 128 && (r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	name := b.String()
-	if len(name) <= 64 && !taken(name) {
-		return name
-	}
-	sum := sha256.Sum256([]byte(server + "\x00" + tool))
-	hash := hex.EncodeToString(sum[:])[:8]
-	return name[:min(len(name), 64-len(hash)-1)] + "_" + hash
-}
-
 // exposure is how the model reaches one of srv's tools.
 func (srv *mcpServer) exposure(remote string) string {
 	if e, ok := srv.cfg.toolExpose[remote]; ok {
@@ -960,199 +665,6 @@ func (m *mcpServers) close() {
 
 // ---- Calls ----
 
-// mcpCall is one call of an MCP tool: the arguments as the model gave
-// them (an object; the server checks them against its schema).
-type mcpCall struct {
-	tool mcpTool
-	args json.RawMessage
-}
-
-func (c *mcpCall) describe() (title, message string) {
-	return "Allow MCP tool " + c.tool.server + ": " + escapeControl(c.tool.remote) + "?", "Arguments: " + escapeInJSON(string(c.args))
-}
-
-func (c *mcpCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
-	conn, timeout, err := s.mcp.conn(c.tool.server)
-	if err != nil {
-		return toolResult{}, err
-	}
-	raw, err := conn.request(ctx, "tools/call", map[string]any{"name": c.tool.remote, "arguments": c.args}, timeout, true)
-	if err != nil {
-		return toolResult{}, err
-	}
-	var result struct {
-		Content           []mcpContent    `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		IsError           bool            `json:"isError"`
-	}
-	if err := json.Unmarshal(raw, &result); err != nil {
-		return toolResult{}, fmt.Errorf("MCP server %s answered tools/call with an invalid result: %v", c.tool.server, err)
-	}
-	content := mcpModelContent(result.Content, result.StructuredContent)
-	text := ""
-	for _, b := range content {
-		if b.Type == "text" {
-			text += b.Text
-		}
-	}
-	if result.IsError {
-		if text == "" {
-			return toolResult{}, fmt.Errorf("MCP tool %s/%s returned an error", c.tool.server, c.tool.remote)
-		}
-		return toolResult{}, errors.New(limitMCPText(joinTexts(content)))
-	}
-	return toolResult{Content: limitMCPContent(content), Details: map[string]string{"server": c.tool.server, "tool": c.tool.remote}}, nil
-}
-
-// mcpContent is one content block of a tool's result.
-type mcpContent struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Data        string `json:"data"`
-	MimeType    string `json:"mimeType"`
-	URI         string `json:"uri"`
-	Name        string `json:"name"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Size        *int   `json:"size"`
-	Resource    *struct {
-		URI      string  `json:"uri"`
-		MimeType string  `json:"mimeType"`
-		Text     *string `json:"text"`
-		Blob     *string `json:"blob"`
-	} `json:"resource"`
-}
-
-// mcpModelContent is what the model is given of a result, as pi gives
-// it: text and images as they are, an embedded resource's text (or image,
-// or a text-typed blob decoded), a note for what a model cannot take, and
-// without content the structured content as indented JSON.
-func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentBlock {
-	var out []contentBlock
-	text := func(t string) { out = append(out, contentBlock{Type: "text", Text: t}) }
-	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			text(b.Text)
-		case "image":
-			out = append(out, contentBlock{Type: "image", Data: b.Data, MimeType: b.MimeType})
-		case "audio":
-			text("[audio " + b.MimeType + " omitted]")
-		case "resource_link":
-			var details []string
-			if b.MimeType != "" {
-				details = append(details, b.MimeType)
-			}
-			if b.Size != nil {
-				details = append(details, formatSize(*b.Size))
-			}
-			d := ""
-			if len(details) > 0 {
-				d = " (" + strings.Join(details, ", ") + ")"
-			}
-			desc := ""
-			if b.Description != "" {
-				desc = ": " + b.Description
-			}
-			text(fmt.Sprintf("[Resource %s %q%s%s]", b.URI, cmp.Or(b.Title, b.Name), d, desc))
-		case "resource":
-			r := b.Resource
-			switch {
-			case r == nil:
-				text("[unsupported MCP content resource]")
-			case r.Text != nil:
-				text(*r.Text)
-			case r.Blob != nil && strings.HasPrefix(r.MimeType, "image/"):
-				out = append(out, contentBlock{Type: "image", Data: *r.Blob, MimeType: r.MimeType})
-			case r.Blob != nil && isTextMimeType(r.MimeType):
-				data, err := base64.StdEncoding.DecodeString(*r.Blob)
-				if err != nil {
-					text(fmt.Sprintf("[binary resource %s (%s) omitted]", r.URI, cmp.Or(r.MimeType, "unknown type")))
-				} else {
-					text(string(data))
-				}
-			default:
-				text(fmt.Sprintf("[binary resource %s (%s) omitted]", r.URI, cmp.Or(r.MimeType, "unknown type")))
-			}
-		default:
-			text("[unsupported MCP content " + b.Type + "]")
-		}
-	}
-	if len(blocks) == 0 && len(structured) > 0 && string(structured) != "null" {
-		var v any
-		if json.Unmarshal(structured, &v) == nil {
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			enc.Encode(v)
-			text(strings.TrimSuffix(b.String(), "\n"))
-		}
-	}
-	return out
-}
-
-// isTextMimeType reports whether a blob of that type is text.
-func isTextMimeType(mimeType string) bool {
-	t := strings.ToLower(strings.TrimSpace(strings.SplitN(mimeType, ";", 2)[0]))
-	return strings.HasPrefix(t, "text/") || t == "application/json" || strings.HasSuffix(t, "+json") || strings.HasSuffix(t, "+xml")
-}
-
-// maxMCPText is how much of a result's text the model gets (pi's 20 KB):
-// longer text keeps its start and end.
-const maxMCPText = 20 << 10
-
-func joinTexts(content []contentBlock) string {
-	var texts []string
-	for _, b := range content {
-		if b.Type == "text" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
-}
-
-// limitMCPContent keeps a result's text within maxMCPText, as pi does:
-// longer text becomes one block cut in the middle, the images follow.
-func limitMCPContent(content []contentBlock) []contentBlock {
-	combined := joinTexts(content)
-	if len(combined) <= maxMCPText {
-		if content == nil {
-			return []contentBlock{}
-		}
-		return content
-	}
-	out := []contentBlock{{Type: "text", Text: limitMCPText(combined)}}
-	for _, b := range content {
-		if b.Type == "image" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// limitMCPText cuts text longer than maxMCPText in the middle, at
-// character boundaries, with pi's note of what was cut.
-func limitMCPText(text string) string {
-	if len(text) <= maxMCPText {
-		return text
-	}
-	head := maxMCPText / 2
-	for head > 0 && !utf8.RuneStart(text[head]) {
-		head--
-	}
-	tail := len(text) - (maxMCPText - maxMCPText/2)
-	for tail < len(text) && !utf8.RuneStart(text[tail]) {
-		tail++
-	}
-	lines := strings.Count(text, "\n") + 1
-	if strings.HasSuffix(text, "\n") {
-		lines--
-	}
-	return fmt.Sprintf("Warning: truncated output (original token count: %d)\nTotal output lines: %d\n\n%s…%d chars truncated…%s",
-		(len(text)+3)/4, lines, text[:head], utf8.RuneCountInString(text[head:tail]), text[tail:])
-}
-
 // ---- mcp.log ----
 
 // mcpLog writes one line of a server's (its stderr) to mcp.log.
@@ -1180,13 +692,4 @@ func (s *session) mcpLogLine(line string) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s %s\n", s.env.clock.Now().UTC().Format(time.RFC3339), strings.ReplaceAll(line, "\n", " "))
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -596,3 +596,72 @@ func TestMCPHTTPFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestACPClientMCPServers: the servers an editor passes in session/new
+// connect for that session, their tools declared (direct) and winning
+// over a mcp.json entry of the same name; an SSE server, a server without
+// a command and a name given twice are refused with -32602, and nothing
+// opens.
+func TestACPClientMCPServers(t *testing.T) {
+	e := newTestEnv(t)
+	writeMCPConfig(t, e.agentDir, "helper", "no-init", map[string]any{"timeout": 0.2}) // replaced by the editor's
+	c, a, _ := startACPAgent(t, e, nil)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	cwd := t.TempDir()
+	stdio := map[string]any{"name": "helper", "command": os.Args[0], "args": []string{},
+		"env": []map[string]string{{"name": "RPI_HELPER", "value": "mcp-server"}}}
+	got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{stdio}})
+	var opened acpSessionAnswer
+	if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	a.mu.Lock()
+	s := a.sessions[opened.SessionID].s
+	a.mu.Unlock()
+	var list []mcpServerInfo
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mcp.awaitAll(context.Background()) // once the session is announced, its servers connect
+		if list = s.mcp.list(); len(list) > 0 && list[0].State != "connecting" {
+			break
+		}
+	}
+	if len(list) != 1 || list[0].Source != "client" || list[0].State != "connected" || list[0].Exposure != "direct" {
+		t.Fatalf("servers: %+v", list)
+	}
+	if s.activeTool("mcp__helper__echo") == nil {
+		t.Error("the editor's server's tool is not offered")
+	}
+	for params, want := range map[string]string{
+		`[{"type":"sse","name":"old","url":"http://localhost:1/sse","headers":[]}]`:                     "Invalid field mcpServers[0].type: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)",
+		`[{"name":"x","args":[],"env":[]}]`:                                                             "Missing field mcpServers[0].command: must be a string",
+		`[{"name":"x","command":"a","args":[],"env":[]},{"name":"x","command":"b","args":[],"env":[]}]`: "Invalid field mcpServers[1].name: x is given twice",
+		`[{"name":"x","command":"a","args":[1],"env":[]}]`:                                              "Invalid field mcpServers[0].args: must be an array of strings",
+	} {
+		got := c.call("session/new", json.RawMessage(fmt.Sprintf(`{"cwd":%q,"mcpServers":%s}`, cwd, params)))
+		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != want {
+			t.Errorf("%s: %s; want -32602 %q", params, got.line, want)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.sessions) != 1 {
+		t.Errorf("%d sessions open; a refused session/new opened one", len(a.sessions))
+	}
+}
+
+// TestNoMCP: --no-mcp (pi's flag) connects no server: the session has
+// none, and no process starts.
+func TestNoMCP(t *testing.T) {
+	e := newTestEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	writeMCPConfig(t, e.agentDir, "helper", "", map[string]any{"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_PIDFILE": pidFile}})
+	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil, "--no-mcp")
+	s.startMCP()
+	s.mcp.awaitAll(context.Background())
+	if list := s.mcp.list(); len(list) != 0 {
+		t.Errorf("servers with --no-mcp: %+v", list)
+	}
+	if _, err := os.Stat(pidFile); err == nil {
+		t.Error("a server started with --no-mcp")
+	}
+}

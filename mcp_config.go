@@ -1,0 +1,294 @@
+package main
+
+// MCP servers as pi 1.6 configures them: the user's <agent dir>/mcp.json and,
+// with --approve, the project's .pi/mcp.json, read and checked as pi reads
+// them, their ${VAR} and !command values expanded.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// mcpServerConfig is one server entry, checked, its values expanded.
+type mcpServerConfig struct {
+	name        string
+	source      string // "user" or "project"
+	transport   string // "stdio" or "http"
+	command     string
+	args        []string
+	env         map[string]string
+	cwd         string
+	url         string
+	headers     map[string]string
+	enabled     bool
+	timeout     time.Duration
+	exposure    string            // direct, deferred, hidden, codemode (acts as deferred)
+	toolExpose  map[string]string // by the server's tool name
+	description string
+}
+
+// mcpEntry is an entry as written in mcp.json; a field of the wrong type
+// makes the entry invalid.
+type mcpEntry struct {
+	Type         *string           `json:"type"`
+	Command      *string           `json:"command"`
+	Args         []string          `json:"args"`
+	Env          map[string]string `json:"env"`
+	Cwd          *string           `json:"cwd"`
+	URL          *string           `json:"url"`
+	Headers      map[string]string `json:"headers"`
+	Enabled      *bool             `json:"enabled"`
+	Timeout      *float64          `json:"timeout"`
+	Exposure     *string           `json:"exposure"`
+	ToolExposure map[string]string `json:"toolExposure"`
+	Description  *string           `json:"description"`
+}
+
+// mcpDefaultTimeout is a request's limit without the entry's timeout.
+const mcpDefaultTimeout = 60 * time.Second
+
+var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+var mcpExposures = []string{"direct", "deferred", "hidden", "codemode"}
+
+// readMCPFile reads one mcp.json's entries by name, in the file's order
+// of names sorted (JSON objects have no order rpi keeps); a missing file
+// has none; a file that cannot be read or is not valid is a warning.
+func readMCPFile(path string) (names []string, entries map[string]json.RawMessage, warning string) {
+	data, err := readSmallFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, ""
+	}
+	if err != nil {
+		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %v", path, err)
+	}
+	var file struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %s", path, jsonError(data, err))
+	}
+	for name := range file.MCPServers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, file.MCPServers, ""
+}
+
+// readSmallFile reads a configuration file, at most maxResourceBytes.
+func readSmallFile(path string) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, 0, 4096)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		data = append(data, buf[:n]...)
+		if len(data) > maxResourceBytes {
+			return nil, fmt.Errorf("larger than %s", formatSize(maxResourceBytes))
+		}
+		if err != nil {
+			return data, nil
+		}
+	}
+}
+
+// loadMCPConfig reads the user's mcp.json and, when approved, the
+// project's: the servers in name order, and a warning for each file or
+// entry that cannot be used (the others are kept). A project entry with
+// neither command, url nor type only overrides enabled, exposure and
+// toolExposure of the user's entry of that name. expand resolves ${VAR}
+// and !command values.
+func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string, commands bool) (string, error)) ([]mcpServerConfig, []string) {
+	var warnings []string
+	byName := map[string]*mcpServerConfig{}
+	entries := map[string]mcpEntry{}
+	read := func(path, source string) {
+		names, raw, warning := readMCPFile(path)
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
+		for _, name := range names {
+			var e mcpEntry
+			dec := json.NewDecoder(strings.NewReader(string(raw[name])))
+			if err := dec.Decode(&e); err != nil {
+				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, jsonError(raw[name], err)))
+				continue
+			}
+			if !mcpServerName.MatchString(name) {
+				warnings = append(warnings, fmt.Sprintf("MCP server %q in %s: a name has only letters, digits, _ and -", name, path))
+				continue
+			}
+			if user, ok := byName[name]; ok && source == "project" && e.Command == nil && e.URL == nil && e.Type == nil {
+				if err := overrideMCP(user, e); err != nil {
+					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", name, path, err))
+				}
+				continue
+			}
+			for other := range byName {
+				if other != name && strings.ReplaceAll(other, "-", "_") == strings.ReplaceAll(name, "-", "_") {
+					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: the name differs from %s only in - and _", name, path, other))
+					goto next
+				}
+			}
+			if cfg, err := checkMCPEntry(name, source, cwd, e, expand); err != nil {
+				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", name, path, err))
+				delete(byName, name) // a project entry that is not valid does not leave the user's in place
+			} else {
+				byName[name] = &cfg
+				entries[name] = e
+			}
+		next:
+		}
+	}
+	read(filepath.Join(agentDir, "mcp.json"), "user")
+	if approved {
+		read(filepath.Join(cwd, ".pi", "mcp.json"), "project")
+	}
+	var servers []mcpServerConfig
+	for _, cfg := range byName {
+		servers = append(servers, *cfg)
+	}
+	slices.SortFunc(servers, func(a, b mcpServerConfig) int { return strings.Compare(a.name, b.name) })
+	return servers, warnings
+}
+
+// overrideMCP applies a project's enabled, exposure and toolExposure to
+// the user's entry.
+func overrideMCP(cfg *mcpServerConfig, e mcpEntry) error {
+	if e.Exposure != nil && !slices.Contains(mcpExposures, *e.Exposure) {
+		return fmt.Errorf("exposure must be one of %s", strings.Join(mcpExposures, ", "))
+	}
+	if e.Enabled != nil {
+		cfg.enabled = *e.Enabled
+	}
+	if e.Exposure != nil {
+		cfg.exposure = *e.Exposure
+	}
+	if e.ToolExposure != nil {
+		cfg.toolExpose = e.ToolExposure
+	}
+	return nil
+}
+
+// checkMCPEntry makes an entry a server: its transport, its values
+// expanded, its limits.
+func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, bool) (string, error)) (mcpServerConfig, error) {
+	cfg := mcpServerConfig{name: name, source: source, enabled: true, timeout: mcpDefaultTimeout, exposure: "codemode", toolExpose: e.ToolExposure}
+	kind := ""
+	if e.Type != nil {
+		kind = *e.Type
+	}
+	switch {
+	case kind == "sse":
+		return cfg, errors.New(`the SSE transport is not supported: use the server's streamable HTTP endpoint (often /mcp instead of /sse) with "url"`)
+	case kind != "" && kind != "stdio" && kind != "http" && kind != "streamable-http":
+		return cfg, fmt.Errorf("type must be stdio, http or streamable-http, not %q", kind)
+	case e.Command != nil && e.URL != nil:
+		return cfg, errors.New(`give either "command" (stdio) or "url" (HTTP), not both`)
+	case e.Command != nil && kind != "" && kind != "stdio", e.URL != nil && kind == "stdio":
+		return cfg, fmt.Errorf("type %s does not match the entry's %s", kind, map[bool]string{true: "command", false: "url"}[e.Command != nil])
+	case e.Command == nil && e.URL == nil:
+		return cfg, errors.New(`give "command" (a stdio server) or "url" (streamable HTTP)`)
+	}
+	if e.Enabled != nil {
+		cfg.enabled = *e.Enabled
+	}
+	if e.Timeout != nil {
+		if *e.Timeout <= 0 || *e.Timeout > 24*3600 {
+			return cfg, errors.New("timeout is a number of seconds, more than 0")
+		}
+		cfg.timeout = time.Duration(*e.Timeout * float64(time.Second))
+	}
+	if e.Exposure != nil {
+		if !slices.Contains(mcpExposures, *e.Exposure) {
+			return cfg, fmt.Errorf("exposure must be one of %s", strings.Join(mcpExposures, ", "))
+		}
+		cfg.exposure = *e.Exposure
+	}
+	for tool, exposure := range e.ToolExposure {
+		if !slices.Contains(mcpExposures, exposure) {
+			return cfg, fmt.Errorf("toolExposure of %s must be one of %s", tool, strings.Join(mcpExposures, ", "))
+		}
+	}
+	if e.Description != nil {
+		cfg.description = *e.Description
+	}
+	var err error
+	expandAll := func(values map[string]string, commands bool) map[string]string {
+		out := map[string]string{}
+		for k, v := range values {
+			if err == nil {
+				out[k], err = expand(v, commands)
+				if err != nil {
+					err = fmt.Errorf("%s: %v", k, err)
+				}
+			}
+		}
+		return out
+	}
+	if e.URL != nil {
+		cfg.transport, cfg.url = "http", *e.URL
+		cfg.headers = expandAll(e.Headers, true)
+		return cfg, err
+	}
+	cfg.transport, cfg.command = "stdio", expandHome(*e.Command)
+	if cfg.command == "" {
+		return cfg, errors.New("command is empty")
+	}
+	for _, arg := range e.Args {
+		if err == nil {
+			var a string
+			a, err = expand(arg, false)
+			cfg.args = append(cfg.args, expandHome(a))
+		}
+	}
+	cfg.env = expandAll(e.Env, true)
+	cfg.cwd = cwd
+	if e.Cwd != nil {
+		cfg.cwd = resolvePath(cwd, expandHome(*e.Cwd))
+	}
+	return cfg, err
+}
+
+// expandHome makes a leading ~/ the home directory.
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+var mcpVariable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandMCPValue resolves a value as pi does: ${VAR} from the
+// environment (unset: empty), and, where commands are allowed, a whole
+// value "!command" as the command's trimmed output (run).
+func expandMCPValue(value string, commands bool, getenv func(string) string, run func(command string) (string, error)) (string, error) {
+	if command, ok := strings.CutPrefix(value, "!"); ok && commands {
+		return run(command)
+	}
+	return mcpVariable.ReplaceAllStringFunc(value, func(v string) string { return getenv(v[2 : len(v)-1]) }), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
