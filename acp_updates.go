@@ -281,6 +281,15 @@ func acpToolFacts(name string, call toolCall, paths acpPaths) (kind, title strin
 		return "other", acpProcessTitle(c), nil
 	case *todoCall:
 		return "think", "Update plan", nil
+	case *mcpCall:
+		kind := "other"
+		switch {
+		case c.tool.readOnly:
+			kind = "read"
+		case strings.EqualFold(c.tool.remote, "fetch") || strings.EqualFold(c.tool.server, "fetch"):
+			kind = "fetch" // the reference fetch server's, or a server named so
+		}
+		return kind, escapeControl(c.tool.server) + ": " + escapeControl(c.tool.remote), nil
 	}
 	switch name {
 	case "read", "ls":

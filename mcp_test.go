@@ -665,3 +665,24 @@ func TestNoMCP(t *testing.T) {
 		t.Error("a server started with --no-mcp")
 	}
 }
+
+// TestACPMCPToolCards: an MCP tool's card is titled <server>: <tool>, of
+// kind read when the server marks the tool read-only, fetch for a fetch
+// tool, other otherwise; a hostile tool name is shown escaped.
+func TestACPMCPToolCards(t *testing.T) {
+	cases := []struct {
+		tool              mcpTool
+		wantKind, wantTit string
+	}{
+		{mcpTool{server: "fs", remote: "read_file", readOnly: true}, "read", "fs: read_file"},
+		{mcpTool{server: "fetch", remote: "fetch"}, "fetch", "fetch: fetch"},
+		{mcpTool{server: "gh", remote: "create_issue"}, "other", "gh: create_issue"},
+		{mcpTool{server: "x", remote: "a\u202eb\n"}, "other", `x: a\u202eb\n`},
+	}
+	for _, c := range cases {
+		kind, title, _ := acpToolFacts("mcp__x", &mcpCall{tool: c.tool}, acpPaths{})
+		if kind != c.wantKind || title != c.wantTit {
+			t.Errorf("%+v: %s %q; want %s %q", c.tool, kind, title, c.wantKind, c.wantTit)
+		}
+	}
+}
