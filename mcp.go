@@ -179,15 +179,16 @@ type mcpServers struct {
 
 // mcpServer is one server of a session.
 type mcpServer struct {
-	cfg     mcpServerConfig
-	state   string // connecting, connected, failed, disabled
-	err     string
-	conn    *mcpConn
-	stop    func() // ends its child; nil when none runs
-	tools   []mcpTool
-	tried   time.Time // the last connection attempt
-	warned  bool      // its failure was reported
-	waiting chan struct{}
+	cfg          mcpServerConfig
+	state        string // connecting, connected, failed, disabled
+	err          string
+	conn         *mcpConn
+	stop         func() // ends its child; nil when none runs
+	tools        []mcpTool
+	hasResources bool      // its initialize said it has resources
+	tried        time.Time // the last connection attempt
+	warned       bool      // its failure was reported
+	waiting      chan struct{}
 }
 
 // mcpTool is one tool of a server, as the model is offered it.
@@ -265,6 +266,7 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	// stops the session's processes.
 	context.AfterFunc(s.ctx, guarded(s.stderr, "stopping an MCP server", stop))
 	ctx := s.ctx
+	hasResources := false
 	init, err := conn.request(ctx, "initialize", map[string]any{
 		"protocolVersion": mcpProtocolVersion,
 		"capabilities":    map[string]any{"roots": map[string]any{"listChanged": false}},
@@ -273,12 +275,16 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	if err == nil {
 		var answer struct {
 			ProtocolVersion string `json:"protocolVersion"`
+			Capabilities    struct {
+				Resources json.RawMessage `json:"resources"`
+			} `json:"capabilities"`
 		}
 		if json.Unmarshal(init, &answer) != nil || !slices.Contains(mcpProtocolVersions, answer.ProtocolVersion) {
 			err = fmt.Errorf("answered initialize with protocol version %q, which rpi does not speak", answer.ProtocolVersion)
 		} else if negotiated != nil {
 			negotiated(answer.ProtocolVersion)
 		}
+		hasResources = len(answer.Capabilities.Resources) > 0 && string(answer.Capabilities.Resources) != "null"
 	}
 	if err == nil {
 		err = conn.notify("notifications/initialized", nil)
@@ -295,7 +301,7 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	m.mu.Lock()
 	closed := s.ctx.Err() != nil // the session closed meanwhile
 	if !closed {
-		srv.conn, srv.stop, srv.tools, srv.state = conn, stop, tools, "connected"
+		srv.conn, srv.stop, srv.tools, srv.state, srv.hasResources = conn, stop, tools, "connected", hasResources
 	}
 	m.mu.Unlock()
 	if closed {
@@ -549,6 +555,12 @@ func (m *mcpServers) offered() []*tool {
 			}
 		}
 	}
+	switch resources := m.resourceExposureLocked(); {
+	case resources == "direct", searchable(resources) && m.loaded[listMCPResourcesTool.name]:
+		tools = append(tools, mcpResourceTools...)
+	case searchable(resources):
+		deferred = true
+	}
 	if deferred || len(m.loaded) > 0 {
 		tools = append(tools, toolSearchTool)
 	}
@@ -577,12 +589,23 @@ func (m *mcpServers) search(query string, limit int) []*tool {
 			}
 		}
 	}
+	if searchable(m.resourceExposureLocked()) && !m.loaded[listMCPResourcesTool.name] {
+		for _, t := range mcpResourceTools {
+			candidates = append(candidates, t)
+			docs = append(docs, newSearchDoc(t, ""))
+		}
+	}
 	var loaded []*tool
 	for _, name := range rankTools(query, docs, limit) {
 		if m.loaded == nil {
 			m.loaded = map[string]bool{}
 		}
 		m.loaded[name] = true
+		if strings.Contains(name, "mcp_resource") { // the three come together, as pi registers them
+			for _, t := range mcpResourceTools {
+				m.loaded[t.name] = true
+			}
+		}
 		loaded = append(loaded, candidates[slices.IndexFunc(candidates, func(t *tool) bool { return t.name == name })])
 	}
 	return loaded

@@ -74,7 +74,7 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			version = "2023-01-01"
 		}
 		send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "test", "data": "ready"}})
-		answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
+		answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}, "resources": map[string]any{}},
 			"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
 	case "tools/list":
 		var p struct {
@@ -125,6 +125,36 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}})
 		default:
 			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32602, "message": "Unknown tool: " + p.Name}})
+		}
+	case "resources/list":
+		var p struct {
+			Cursor string `json:"cursor"`
+		}
+		json.Unmarshal(m.Params, &p)
+		if p.Cursor == "" {
+			answer(map[string]any{"resources": []any{
+				map[string]any{"uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain", "_meta": map[string]any{"x": 1}},
+				map[string]any{"uri": "ui://widget", "name": "widget"},
+			}, "nextCursor": "r2"})
+			return
+		}
+		answer(map[string]any{"resources": []any{map[string]any{"name": "logo", "uri": "file:///logo.png", "icons": []any{}}}})
+	case "resources/templates/list":
+		answer(map[string]any{"resourceTemplates": []any{map[string]any{"uriTemplate": "file:///{path}", "name": "files"}}})
+	case "resources/read":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		json.Unmarshal(m.Params, &p)
+		switch p.URI {
+		case "file:///notes.txt":
+			answer(map[string]any{"contents": []any{map[string]any{"uri": p.URI, "mimeType": "text/plain", "text": "remember the milk"}}})
+		case "file:///dir":
+			answer(map[string]any{"contents": []any{map[string]any{"uri": "file:///dir/a", "text": "A"}, map[string]any{"uri": "file:///dir/b", "mimeType": "application/json", "blob": "eyJiIjoxfQ=="}}})
+		case "file:///empty":
+			answer(map[string]any{"contents": []any{}})
+		default:
+			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32002, "message": "Resource not found"}})
 		}
 	case "ping":
 		answer(map[string]any{})
@@ -683,6 +713,54 @@ func TestACPMCPToolCards(t *testing.T) {
 		kind, title, _ := acpToolFacts("mcp__x", &mcpCall{tool: c.tool}, acpPaths{})
 		if kind != c.wantKind || title != c.wantTit {
 			t.Errorf("%+v: %s %q; want %s %q", c.tool, kind, title, c.wantKind, c.wantTit)
+		}
+	}
+}
+
+// TestMCPResources: pi's three resource tools over a server that has
+// resources — every server's resources (every page, each with its
+// server, without _meta, icons and an MCP app's UI), one page of one
+// server with its cursor, the templates, and a read of one text, of
+// several contents labelled with their URIs (a JSON blob as text), of an
+// empty one; the errors pi gives. Each item keeps its fields in the
+// order the server sent them (here, sorted: Go's maps).
+func TestMCPResources(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	names := map[string]bool{}
+	for _, tl := range s.offeredTools() {
+		names[tl.name] = true
+	}
+	if !names["list_mcp_resources"] || !names["read_mcp_resource"] || !names["list_mcp_resource_templates"] {
+		t.Fatalf("resource tools not declared: %v", names)
+	}
+	call := func(name, args string) string {
+		c, err := s.decodeToolCall(name, json.RawMessage(args))
+		if err != nil {
+			return "decode: " + err.Error()
+		}
+		res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return joinTexts(res.Content)
+	}
+	cases := []struct{ tool, args, want string }{
+		{"list_mcp_resources", `{}`, `{"resources":[{"server":"helper","mimeType":"text/plain","name":"notes","uri":"file:///notes.txt"},{"server":"helper","name":"logo","uri":"file:///logo.png"}]}`},
+		{"list_mcp_resources", `{"server":"helper"}`, `{"server":"helper","resources":[{"server":"helper","mimeType":"text/plain","name":"notes","uri":"file:///notes.txt"}],"nextCursor":"r2"}`},
+		{"list_mcp_resources", `{"server":"helper","cursor":"r2"}`, `{"server":"helper","resources":[{"server":"helper","name":"logo","uri":"file:///logo.png"}]}`},
+		{"list_mcp_resources", `{"cursor":"r2"}`, "error: cursor can only be used when a server is specified"},
+		{"list_mcp_resources", `{"server":"nope"}`, `error: MCP server "nope" has no resources. Servers with resources: helper`},
+		{"list_mcp_resource_templates", `{}`, `{"resourceTemplates":[{"server":"helper","name":"files","uriTemplate":"file:///{path}"}]}`},
+		{"read_mcp_resource", `{"server":"helper","uri":"file:///notes.txt"}`, "remember the milk"},
+		{"read_mcp_resource", `{"server":"helper","uri":"file:///dir"}`, "file:///dir/a:\nA\nfile:///dir/b:\n{\"b\":1}"},
+		{"read_mcp_resource", `{"server":"helper","uri":"file:///empty"}`, "Resource file:///empty is empty."},
+		{"read_mcp_resource", `{"server":"helper","uri":"file:///gone"}`, "error: Resource not found"},
+		{"read_mcp_resource", `{"server":"helper","uri":" "}`, "error: uri must be provided"},
+		{"read_mcp_resource", `{"server":"helper"}`, `decode: Invalid arguments for read_mcp_resource: missing field "uri"`},
+	}
+	for _, c := range cases {
+		if got := call(c.tool, c.args); got != c.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", c.tool, c.args, got, c.want)
 		}
 	}
 }

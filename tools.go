@@ -132,7 +132,7 @@ func (s *session) activeTool(name string) *tool {
 			return t
 		}
 	}
-	if strings.HasPrefix(name, "mcp__") || name == toolSearchTool.name {
+	if strings.HasPrefix(name, "mcp__") || name == toolSearchTool.name || strings.Contains(name, "_mcp_resource") {
 		return s.mcp.find(name)
 	}
 	return nil
