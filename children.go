@@ -87,6 +87,9 @@ type childOptions struct {
 	combined   bool // stdout and stderr share one pipe, read as stream "combined"
 	pty        bool // a new pseudo-terminal as stdin, stdout and stderr, in a new session
 	rows, cols int  // the PTY's size
+	// answers: the child answers requests (an MCP server), so each read
+	// is handed on at once, never held back to let the pipe fill.
+	answers bool
 }
 
 // start starts cmd in a new process group (under a PTY: a new session
@@ -162,7 +165,7 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
 	c.readers.Add(len(parentEnds))
 	for i, pipe := range parentEnds {
-		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], onOutput) })()
+		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], !opts.answers, onOutput) })()
 	}
 	return c, nil
 }
@@ -184,16 +187,17 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 	}
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
 	c.readers.Add(1)
-	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", onOutput) })()
+	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", true, onOutput) })()
 	return c, nil
 }
 
 // read passes a stream's output to onOutput until it ends. While a child
 // keeps writing (two reads in a row found data), a short read is followed
-// by readPause to let the pipe fill, so a flood of small writes costs a few
+// by readPause (unless pause is false: a child that answers requests) to
+// let the pipe fill, so a flood of small writes costs a few
 // large reads instead of a wake-up each; output is coalesced for longer
 // than that anyway, and a single burst (echo hi) is not delayed.
-func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)) {
+func (c *child) read(pipe *os.File, stream string, pause bool, onOutput func(string, []byte)) {
 	defer c.readers.Done()
 	defer pipe.Close()
 	buf := make([]byte, 256<<10)
@@ -206,7 +210,7 @@ func (c *child) read(pipe *os.File, stream string, onOutput func(string, []byte)
 		if err != nil {
 			return
 		}
-		if flowing && n < len(buf)/4 {
+		if pause && flowing && n < len(buf)/4 {
 			time.Sleep(readPause)
 		}
 		flowing = n > 0

@@ -325,7 +325,7 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	log := func(line string) { s.mcpLog(cfg.name, line) }
 	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
 	var conn *mcpConn
-	c, err := s.procs.start(cmd, childOptions{stdin: true}, func(stream string, p []byte) {
+	c, err := s.procs.start(cmd, childOptions{stdin: true, answers: true}, func(stream string, p []byte) {
 		if stream == "stdout" {
 			conn.feed(p)
 		} else {

@@ -24,6 +24,8 @@ bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benc
   bench '^BenchmarkBashTrue' 200x
   bench '^BenchmarkGrepTree$' 5x
   bench '^Benchmark(Abort)?HugeAnswer$' 5x
+  bench '^BenchmarkStartupMCP$' 40x
+  bench '^BenchmarkMCPCall$' 5x
 } 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
 medians "$raw"
 echo
@@ -50,4 +52,7 @@ grep tool on GOROOT/src, a literal, rpi / rg -j1 (when rg is installed)|Benchmar
 grep tool on GOROOT/src, a regexp without a literal, rpi / rg -j1 (when rg is installed)|BenchmarkGrepTree/regexp-no-literal rpi/rg-ms||<=|2|x
 peak resident memory, a 100 MiB answer cut at 1 MiB (2 x the bound + 32 MiB)|BenchmarkHugeAnswer MiB-peak||<=|34|MiB
 abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=|1000|ms
+five stdio MCP servers: added to exec -> the answer to a get_state|BenchmarkStartupMCP ms-added||<=|5|ms
+an MCP tool call, over the server's own round trip (a bare client)|BenchmarkMCPCall overhead-ms||<=|1|ms
+resident memory added by 5,000 MCP tool calls|BenchmarkMCPCall MiB-growth||<=|4|MiB
 TARGETS
