@@ -26,7 +26,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // binary run with RPI_HELPER=mcp-server): tools on two pages of
 // tools/list, each showing one kind of result; it writes a line to
 // stderr and a log message, as servers do. $MCP_TEST_MODE picks a
-// misbehaviour: "no-init" never answers initialize, "huge" answers
+// misbehaviour: "crash-on-call" exits at a tools/call, "no-init" never
+// answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak.
 func mcpTestServer(args []string) {
@@ -110,6 +111,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			Text string `json:"text"`
 		}
 		json.Unmarshal(p.Arguments, &a)
+		if mode == "crash-on-call" {
+			os.Exit(3)
+		}
 		switch p.Name {
 		case "echo":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
@@ -762,5 +766,34 @@ func TestMCPResources(t *testing.T) {
 		if got := call(c.tool, c.args); got != c.want {
 			t.Errorf("%s %s:\n got %s\nwant %s", c.tool, c.args, got, c.want)
 		}
+	}
+}
+
+// TestMCPServerCrashes: a server that exits during a call fails that call
+// with a tool error saying so, is reported failed, offers no tools, and
+// connects again when asked (mcp_reconnect), the session unharmed.
+func TestMCPServerCrashes(t *testing.T) {
+	s := openMCPSession(t, "crash-on-call", nil)
+	c, err := s.decodeToolCall("mcp__helper__echo", json.RawMessage(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if err == nil || err.Error() != "MCP server helper exited (exit status 3)" {
+		t.Errorf("the call: %v", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.mcp.list()[0].State != "failed" && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if list := s.mcp.list(); list[0].State != "failed" || list[0].Error != "exited (exit status 3)" || len(s.mcp.offered()) != 0 {
+		t.Errorf("after the crash: %+v, %d tools offered", list, len(s.mcp.offered()))
+	}
+	done, err := s.mcp.reconnect("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != 4 {
+		t.Errorf("after mcp_reconnect: %+v", st)
 	}
 }
