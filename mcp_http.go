@@ -13,12 +13,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +50,13 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
 	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
 	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr}
+	if token := storedMCPToken(m.s.set.agentDir, cfg, m.s.env.clock.Now()); token != "" && !hasHeader(cfg.headers, "Authorization") {
+		h.headers = maps.Clone(cfg.headers)
+		if h.headers == nil {
+			h.headers = map[string]string{}
+		}
+		h.headers["Authorization"] = "Bearer " + token
+	}
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: cfg.timeout,
@@ -59,6 +69,55 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 }
 
 var errMCPRedirect = errors.New("it redirects elsewhere, which rpi does not follow")
+
+// storedMCPToken is the access token pi stored for the server when the
+// user signed in (pi mcp login): in <agent dir>/mcp-auth.json, under
+// mcp__<name>|<url> (or, as older pi wrote it, the URL alone), unless it
+// has expired; "" when there is none. rpi does not refresh it: an
+// expired sign-in is pi's to renew.
+func storedMCPToken(agentDir string, cfg mcpServerConfig, now time.Time) string {
+	data, err := readSmallFile(filepath.Join(agentDir, "mcp-auth.json"))
+	if err != nil {
+		return ""
+	}
+	var states map[string]struct {
+		Tokens *struct {
+			AccessToken string `json:"access_token"`
+		} `json:"tokens"`
+		TokensExpireAt *float64 `json:"tokensExpireAt"`
+	}
+	if json.Unmarshal(data, &states) != nil {
+		return ""
+	}
+	u, err := url.Parse(cfg.url)
+	if err != nil {
+		return ""
+	}
+	if u.Path == "" {
+		u.Path = "/" // as a WHATWG URL writes it
+	}
+	key := u.String()
+	for _, k := range []string{"mcp__" + strings.ReplaceAll(cfg.name, "-", "_") + "|" + key, key} {
+		state, ok := states[k]
+		switch {
+		case !ok || state.Tokens == nil || state.Tokens.AccessToken == "":
+		case state.TokensExpireAt != nil && *state.TokensExpireAt <= float64(now.UnixMilli()):
+			return ""
+		default:
+			return state.Tokens.AccessToken
+		}
+	}
+	return ""
+}
+
+func hasHeader(headers map[string]string, name string) bool {
+	for k := range headers {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
 
 func (h *mcpHTTP) setVersion(version string) {
 	h.mu.Lock()
