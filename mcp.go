@@ -186,6 +186,8 @@ type mcpServer struct {
 	stop         func() // ends its child; nil when none runs
 	tools        []mcpTool
 	hasResources bool      // its initialize said it has resources
+	relisting    bool      // its changed tools are being listed
+	relistAgain  bool      // and they changed again meanwhile
 	tried        time.Time // the last connection attempt
 	warned       bool      // its failure was reported
 	waiting      chan struct{}
@@ -641,17 +643,32 @@ func (m *mcpServers) conn(server string) (*mcpConn, time.Duration, error) {
 func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, params json.RawMessage) {
 	switch method {
 	case "notifications/tools/list_changed":
+		// One listing at a time: changes told while one runs make one more
+		// (a server that floods this notification costs two listings).
+		m.mu.Lock()
+		running := srv.relisting
+		srv.relisting, srv.relistAgain = true, running
+		m.mu.Unlock()
+		if running {
+			return
+		}
 		m.s.goBackground(func() {
-			tools, err := m.listTools(m.s.ctx, srv, conn)
-			if err != nil {
-				conn.log("listing the changed tools: " + err.Error())
-				return
+			for {
+				tools, err := m.listTools(m.s.ctx, srv, conn)
+				m.mu.Lock()
+				if err == nil && srv.conn == conn {
+					srv.tools = tools
+				}
+				again := srv.relistAgain && err == nil && srv.conn == conn
+				srv.relisting, srv.relistAgain = again, false
+				m.mu.Unlock()
+				if err != nil {
+					conn.log("listing the changed tools: " + err.Error())
+				}
+				if !again {
+					return
+				}
 			}
-			m.mu.Lock()
-			if srv.conn == conn {
-				srv.tools = tools
-			}
-			m.mu.Unlock()
 		})
 	case "notifications/message":
 		var msg struct {

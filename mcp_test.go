@@ -26,7 +26,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // binary run with RPI_HELPER=mcp-server): tools on two pages of
 // tools/list, each showing one kind of result; it writes a line to
 // stderr and a log message, as servers do. $MCP_TEST_MODE picks a
-// misbehaviour: "crash-on-call" exits at a tools/call, "no-init" never
+// misbehaviour: "flood" sends 5,000 tools/list_changed and log messages
+// once initialized (its tool "lists" says how many tools/list it got),
+// "crash-on-call" exits at a tools/call, "no-init" never
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak.
@@ -53,6 +55,9 @@ func mcpTestServer(args []string) {
 	}
 }
 
+// mcpTestLists counts the tools/list requests mcpTestServer answered.
+var mcpTestLists int
+
 // mcpTestRespond answers one message of rpi's as mcpTestServer does,
 // through send (a request's answer last).
 func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
@@ -61,7 +66,16 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
-	if json.Unmarshal(line, &m) != nil || m.ID == nil {
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	if m.ID == nil {
+		if m.Method == "notifications/initialized" && mode == "flood" {
+			for range 5000 {
+				send(map[string]any{"method": "notifications/tools/list_changed"})
+				send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "debug", "data": "flood"}})
+			}
+		}
 		return // notifications
 	}
 	answer := func(result any) { send(map[string]any{"id": m.ID, "result": result}) }
@@ -78,6 +92,7 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		answer(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}, "resources": map[string]any{}},
 			"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
 	case "tools/list":
+		mcpTestLists++
 		var p struct {
 			Cursor string `json:"cursor"`
 		}
@@ -117,6 +132,8 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		switch p.Name {
 		case "echo":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
+		case "lists":
+			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprint(mcpTestLists)}}})
 		case "structured":
 			answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
 		case "fail":
@@ -837,5 +854,35 @@ func TestMCPStoredSignIn(t *testing.T) {
 	defer srv.mu.Unlock()
 	if len(srv.auth) == 0 || srv.auth[0] != "Bearer signed-in" {
 		t.Errorf("Authorization sent: %q", srv.auth)
+	}
+}
+
+// TestMCPNotificationFlood: a server that floods tools/list_changed (and
+// log messages) costs a few listings, never one each: the listings run
+// one at a time, the changes told meanwhile making one more.
+func TestMCPNotificationFlood(t *testing.T) {
+	e := newTestEnv(t)
+	writeMCPConfig(t, e.agentDir, "helper", "flood", nil)
+	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
+	s.startMCP()
+	s.mcp.awaitFirst(context.Background())
+	// lists is not among the listed tools: call it by its remote name.
+	conn, timeout, err := s.mcp.conn("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the flood is read meanwhile
+	raw, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "lists", "arguments": map[string]any{}}, timeout, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	json.Unmarshal(raw, &result)
+	var lists int
+	fmt.Sscan(result.Content[0].Text, &lists)
+	if lists < 2 || lists > 40 { // two pages a listing: the first, and a few after the flood
+		t.Errorf("%d tools/list requests for 5,000 tools/list_changed", lists)
 	}
 }
