@@ -126,7 +126,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 			return nil, err
 		}
 		if !mcpServerName.MatchString(cfg.name) {
-			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -", sp.name("name"))
+			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -, at most 40", sp.name("name"))
 		}
 		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
 			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)

@@ -261,7 +261,7 @@ func toolList(flagName, list string, mcp bool) ([]string, error) {
 	var names []string
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
-		mcpPattern := mcp && (name == "mcp" || strings.HasPrefix(name, "mcp__"))
+		mcpPattern := mcp && (name == "mcp" || strings.HasPrefix(name, "mcp__") || slices.Contains(mcpResourceToolNames, name))
 		if toolNamed(name) == nil && !mcpPattern {
 			return nil, fmt.Errorf("Invalid %s: unknown tool %q (known: %s)", flagName, name, strings.Join(toolNames(), ", "))
 		}

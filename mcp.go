@@ -265,8 +265,13 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		return err
 	}
 	// The session's end (its close, or rpi's) stops the server, as it
-	// stops the session's processes.
-	context.AfterFunc(s.ctx, guarded(s.stderr, "stopping an MCP server", stop))
+	// stops the session's processes; stopped before, it is forgotten.
+	stopTransport := stop // stops once, however often it is called
+	atEnd := context.AfterFunc(s.ctx, guarded(s.stderr, "stopping an MCP server", stopTransport))
+	stop = func() {
+		atEnd()
+		stopTransport()
+	}
 	ctx := s.ctx
 	hasResources := false
 	init, err := conn.request(ctx, "initialize", map[string]any{
@@ -326,7 +331,8 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	}
 	log := func(line string) { s.mcpLog(cfg.name, line) }
 	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
-	var conn *mcpConn
+	conn := newMCPConn(cfg.name, log) // before the child: its readers start with it
+	m.prepare(srv, conn)
 	c, err := s.procs.start(cmd, childOptions{stdin: true, answers: true}, func(stream string, p []byte) {
 		if stream == "stdout" {
 			conn.feed(p)
@@ -337,22 +343,11 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("could not start %s: %v", cfg.command, unwrapPathError(err))
 	}
-	conn = newMCPConn(cfg.name, log)
-	conn.send = (&mcpStdin{server: cfg.name, stdin: c.stdin}).send
-	m.prepare(srv, conn)
+	conn.send = (&mcpStdin{server: cfg.name, stderr: s.stderr, stdin: c.stdin}).send
 	go guarded(s.stderr, "waiting for an MCP server", func() {
 		ps := c.wait()
 		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
 		c.release()
-		m.mu.Lock()
-		exited := srv.conn == conn && s.ctx.Err() == nil
-		if exited {
-			srv.conn, srv.stop, srv.state, srv.err, srv.tools = nil, nil, "failed", fmt.Sprintf("exited (%v)", ps), nil
-		}
-		m.mu.Unlock()
-		if exited {
-			m.update(srv)
-		}
 	})()
 	var stopOnce sync.Once
 	stop := func() {
@@ -369,6 +364,32 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 func (m *mcpServers) prepare(srv *mcpServer, conn *mcpConn) {
 	conn.roots = []mcpRoot{{URI: "file://" + filepath.ToSlash(m.s.set.cwd), Name: filepath.Base(m.s.set.cwd)}}
 	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
+	conn.onEnd = func(err error) { m.s.goBackground(func() { m.ended(srv, conn, err) }) }
+	conn.stderr = m.s.stderr
+}
+
+// ended takes a connection's end (its process exited, it sent too much,
+// it was closed): while it is srv's connection, srv is failed, its tools
+// are no longer offered and what runs of it is stopped; a session that
+// is closing ends its servers without reporting them.
+func (m *mcpServers) ended(srv *mcpServer, conn *mcpConn, err error) {
+	m.mu.Lock()
+	current := srv.conn == conn
+	stop := srv.stop
+	if current {
+		srv.conn, srv.stop, srv.state, srv.tools = nil, nil, "failed", nil
+		srv.err = strings.TrimPrefix(err.Error(), "MCP server "+srv.cfg.name+" ")
+	}
+	m.mu.Unlock()
+	if !current {
+		return
+	}
+	if stop != nil {
+		stop()
+	}
+	if m.s.ctx.Err() == nil {
+		m.update(srv)
+	}
 }
 
 // maxMCPToolPages bounds tools/list's pages, maxMCPTools a server's tools.
@@ -534,6 +555,7 @@ func searchable(exposure string) bool { return exposure == "deferred" || exposur
 func (m *mcpServers) offered() []*tool {
 	m.mu.Lock()
 	var tools []*tool
+	declared := map[string]bool{}
 	var retry []*mcpServer
 	deferred := false
 	now := m.s.env.clock.Now()
@@ -550,8 +572,12 @@ func (m *mcpServers) offered() []*tool {
 		for _, t := range srv.tools {
 			exposure := srv.exposure(t.remote)
 			switch {
+			case declared[t.tool.name]:
+				// Two servers whose names differ only where tool names
+				// cannot (a-b and a_b): the first keeps the name.
 			case exposure == "direct", searchable(exposure) && m.loaded[t.tool.name]:
 				tools = append(tools, t.tool)
+				declared[t.tool.name] = true
 			case searchable(exposure):
 				deferred = true
 			}

@@ -36,13 +36,16 @@ const maxMCPMessage = 16 << 20
 type mcpConn struct {
 	server string
 	// send delivers one message (a JSON line with its newline) to the
-	// server, waiting at most limit for it to be taken.
-	send func(line []byte, limit time.Duration) error
-	log  func(line string) // the server's stderr and messages go here (mcp.log)
+	// server, waiting at most limit for it to be taken, or until ctx ends.
+	send   func(ctx context.Context, line []byte, limit time.Duration) error
+	stderr io.Writer         // where a panic of its goroutines is told
+	log    func(line string) // the server's stderr and messages go here (mcp.log)
 	// onNotify takes the server's notifications other than progress, on
 	// the reader's goroutine, with no lock held.
 	onNotify func(method string, params json.RawMessage)
 	roots    []mcpRoot // answered to roots/list
+	// onEnd is told, once, why the connection ended (with no lock held).
+	onEnd func(err error)
 
 	mu      mutex[mcpConnMu] // guards the fields below
 	nextID  int64
@@ -56,7 +59,7 @@ type mcpConn struct {
 // mcpPending is a request waiting for its answer.
 type mcpPending struct {
 	reply    chan mcpReply
-	progress chan struct{} // a progress notification for it: its timeout starts again
+	progress chan struct{} // a progress notification for it: its timeout starts again (only if it asked for progress)
 }
 
 type mcpReply struct {
@@ -87,15 +90,21 @@ func newMCPConn(server string, log func(string)) *mcpConn {
 // after limit, never holds rpi.
 type mcpStdin struct {
 	server string
+	stderr io.Writer
 	mu     mutex[mcpWriteMu] // held while a line is written
 	stdin  *os.File
 }
 
-func (w *mcpStdin) send(line []byte, limit time.Duration) error {
+func (w *mcpStdin) send(ctx context.Context, line []byte, limit time.Duration) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stdin.SetWriteDeadline(time.Now().Add(limit))
+	// An abort ends a write the server does not take at once.
+	defer context.AfterFunc(ctx, guarded(w.stderr, "ending an MCP write", func() { w.stdin.SetWriteDeadline(time.Now()) }))()
 	if _, err := w.stdin.Write(line); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("MCP server %s does not read what rpi sends", w.server)
 		}
@@ -198,6 +207,24 @@ func (c *mcpConn) resolve(m mcpMessage) {
 	}
 }
 
+// waitingFor reports whether the request id still waits for its answer.
+func (c *mcpConn) waitingFor(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting[id] != nil
+}
+
+// failRequest fails the request id with err, if it still waits.
+func (c *mcpConn) failRequest(id int64, err error) {
+	c.mu.Lock()
+	p := c.waiting[id]
+	delete(c.waiting, id)
+	c.mu.Unlock()
+	if p != nil {
+		p.reply <- mcpReply{err: err}
+	}
+}
+
 // notified takes a notification: progress restarts its request's
 // timeout; the rest go to onNotify.
 func (c *mcpConn) notified(method string, params json.RawMessage) {
@@ -210,7 +237,7 @@ func (c *mcpConn) notified(method string, params json.RawMessage) {
 				c.mu.Lock()
 				p := c.waiting[id]
 				c.mu.Unlock()
-				if p != nil {
+				if p != nil && p.progress != nil {
 					select {
 					case p.progress <- struct{}{}:
 					default:
@@ -244,14 +271,14 @@ func (c *mcpConn) answerServer(m mcpMessage) {
 	} else {
 		msg["result"] = result
 	}
-	if err := c.write(msg, 10*time.Second); err != nil {
+	if err := c.write(context.Background(), msg, 10*time.Second); err != nil {
 		c.log("could not answer " + m.Method + ": " + err.Error())
 	}
 }
 
 // write sends one message, waiting at most limit for the server to take
 // it (a server that stops reading fails the write, never holds rpi).
-func (c *mcpConn) write(msg any, limit time.Duration) error {
+func (c *mcpConn) write(ctx context.Context, msg any, limit time.Duration) error {
 	line, err := json.Marshal(msg)
 	if err != nil {
 		return err
@@ -262,7 +289,7 @@ func (c *mcpConn) write(msg any, limit time.Duration) error {
 		return c.endedErr()
 	default:
 	}
-	return c.send(line, limit)
+	return c.send(ctx, line, limit)
 }
 
 // notify sends a notification.
@@ -271,7 +298,7 @@ func (c *mcpConn) notify(method string, params any) error {
 	if params != nil {
 		msg["params"] = params
 	}
-	return c.write(msg, 10*time.Second)
+	return c.write(context.Background(), msg, 10*time.Second)
 }
 
 // request sends a request and waits for its answer: for at most timeout
@@ -287,7 +314,10 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 	}
 	c.nextID++
 	id := c.nextID
-	p := &mcpPending{reply: make(chan mcpReply, 1), progress: make(chan struct{}, 1)}
+	p := &mcpPending{reply: make(chan mcpReply, 1)}
+	if withProgress {
+		p.progress = make(chan struct{}, 1)
+	}
 	c.waiting[id] = p
 	c.mu.Unlock()
 	forget := func() {
@@ -301,15 +331,20 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 	if withProgress {
 		params["_meta"] = map[string]any{"progressToken": id}
 	}
-	if err := c.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}, timeout); err != nil {
+	if err := c.write(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}, timeout); err != nil {
 		forget()
 		return nil, err
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	cancelled := func(reason string) {
+	// Progress starts the timeout again, up to mcpProgressCeiling times it.
+	ceiling := time.NewTimer(mcpProgressCeiling * timeout)
+	defer ceiling.Stop()
+	cancelled := func(reason string) { // told in the background: a server that does not read holds no one
 		forget()
-		c.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason})
+		go guarded(c.stderr, "telling an MCP server of a cancel", func() {
+			c.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason})
+		})()
 	}
 	for {
 		select {
@@ -320,6 +355,9 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 		case <-timer.C:
 			cancelled("timed out")
 			return nil, fmt.Errorf("MCP server %s did not answer in %s", c.server, formatSeconds(timeout))
+		case <-ceiling.C:
+			cancelled("timed out")
+			return nil, fmt.Errorf("MCP server %s reported progress but did not answer in %s", c.server, formatSeconds(mcpProgressCeiling*timeout))
 		case <-ctx.Done():
 			cancelled("aborted")
 			return nil, ctx.Err()
@@ -329,6 +367,10 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 	}
 }
 
+// mcpProgressCeiling bounds how long progress reports keep a request
+// alive, in timeouts.
+const mcpProgressCeiling = 10
+
 // formatSeconds writes d as pi's messages do: "60s".
 func formatSeconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
@@ -337,12 +379,15 @@ func formatSeconds(d time.Duration) string {
 // end ends the connection for err: every request waiting fails with it.
 func (c *mcpConn) end(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended != nil {
-		return
+	first := c.ended == nil
+	if first {
+		c.ended = err
+		close(c.done)
 	}
-	c.ended = err
-	close(c.done)
+	c.mu.Unlock()
+	if first && c.onEnd != nil {
+		c.onEnd(err)
+	}
 }
 
 func (c *mcpConn) endedErr() error {

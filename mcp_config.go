@@ -55,7 +55,10 @@ type mcpEntry struct {
 // mcpDefaultTimeout is a request's limit without the entry's timeout.
 const mcpDefaultTimeout = 60 * time.Second
 
-var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// mcpServerName is what a server's name may be: pi's characters, at
+// most 40 of them, so that every tool's name keeps mcp__<server>__ whole
+// (--confirm mcp__<server>__* reaches them all).
+var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
 
 var mcpExposures = []string{"direct", "deferred", "hidden", "codemode"}
 
@@ -127,7 +130,7 @@ func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string
 				continue
 			}
 			if !mcpServerName.MatchString(name) {
-				warnings = append(warnings, fmt.Sprintf("MCP server %q in %s: a name has only letters, digits, _ and -", name, path))
+				warnings = append(warnings, fmt.Sprintf("MCP server %q in %s: a name has only letters, digits, _ and -, at most 40", name, path))
 				continue
 			}
 			if user, ok := byName[name]; ok && source == "project" && e.Command == nil && e.URL == nil && e.Type == nil {

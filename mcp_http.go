@@ -127,8 +127,13 @@ func (h *mcpHTTP) setVersion(version string) {
 
 // send POSTs one message and waits at most limit for the answer's head;
 // its body is read in the background, each message in it handled.
-func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
-	ctx, cancel := context.WithCancel(h.ctx)
+func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration) error {
+	ctx, cancelCtx := context.WithCancel(h.ctx)
+	stopAbort := context.AfterFunc(reqCtx, guarded(h.stderr, "an MCP request's abort", cancelCtx)) // an abort ends the POST, and the reading of its answer
+	cancel := func() {
+		stopAbort()
+		cancelCtx()
+	}
 	headTimer := time.AfterFunc(limit, guarded(h.stderr, "an MCP request's limit", cancel))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(line))
 	if err != nil {
@@ -145,14 +150,31 @@ func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
 		cancel()
 		return h.failure(err, timedOut, limit)
 	}
+	if timedOut { // the limit passed as the head came: the answer's reading is cancelled already
+		resp.Body.Close()
+		cancel()
+		return fmt.Errorf("MCP server %s did not answer in %s", h.server, formatSeconds(limit))
+	}
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isPrintableASCII(id) {
 		h.mu.Lock()
 		h.session = id
 		h.mu.Unlock()
 	}
+	var sent struct {
+		ID *int64 `json:"id"`
+	}
+	json.Unmarshal(line, &sent)
+	// answered fails the request line was (when it was one) unless the
+	// server has answered it by the end of its answer's body.
+	answered := func() {
+		if sent.ID != nil {
+			h.conn.failRequest(*sent.ID, fmt.Errorf("MCP server %s ended its answer without the result", h.server))
+		}
+	}
 	if resp.StatusCode == http.StatusAccepted {
 		resp.Body.Close()
 		cancel()
+		answered()
 		return nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -172,6 +194,7 @@ func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
 	switch kind {
 	case "application/json":
 		go guarded(h.stderr, "reading an MCP answer", func() {
+			defer answered()
 			defer cancel()
 			defer resp.Body.Close()
 			body, err := io.ReadAll(io.LimitReader(resp.Body, maxMCPMessage+1))
@@ -186,9 +209,13 @@ func (h *mcpHTTP) send(line []byte, limit time.Duration) error {
 		})()
 	case "text/event-stream":
 		go guarded(h.stderr, "reading an MCP event stream", func() {
+			defer answered()
 			defer cancel()
 			defer resp.Body.Close()
-			if err := readSSE(resp.Body, h.conn.handle); err != nil && h.ctx.Err() == nil {
+			// The stream is read until it has brought the answer it was
+			// opened for (a server that keeps it open holds nothing).
+			done := func() bool { return sent.ID != nil && !h.conn.waitingFor(*sent.ID) }
+			if err := readSSE(resp.Body, h.conn.handle, done); err != nil && h.ctx.Err() == nil && !done() {
 				h.conn.log("reading an event stream: " + err.Error())
 			}
 		})()
@@ -253,6 +280,7 @@ func (h *mcpHTTP) close() {
 		}
 		h.cancel()
 		h.client.CloseIdleConnections()
+		h.conn.end(fmt.Errorf("MCP server %s: the connection was closed", h.server))
 	})
 }
 
@@ -267,7 +295,7 @@ func isPrintableASCII(s string) bool {
 
 // readSSE reads server-sent events and hands each message event's data
 // to handle; an event longer than maxMCPMessage ends the stream.
-func readSSE(r io.Reader, handle func([]byte)) error {
+func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 	in := bufio.NewReaderSize(r, 64<<10)
 	var data []byte
 	hasData := false
@@ -282,6 +310,9 @@ func readSSE(r io.Reader, handle func([]byte)) error {
 				handle(data)
 			}
 			data, hasData = data[:0], false
+			if done() {
+				return nil
+			}
 		case line[0] == ':': // a comment
 		default:
 			field, value, _ := bytes.Cut(line, []byte(":"))

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 var (
@@ -33,7 +34,8 @@ var (
 		json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"MCP server name exactly as configured. `+
 			`Must match the 'server' field returned by list_mcp_resources."},"uri":{"type":"string","description":"Resource URI to read. `+
 			`Must be one of the URIs returned by list_mcp_resources."}},"required":["server","uri"],"additionalProperties":false}`))
-	mcpResourceTools = []*tool{listMCPResourcesTool, listMCPResourceTemplatesTool, readMCPResourceTool}
+	mcpResourceTools     = []*tool{listMCPResourcesTool, listMCPResourceTemplatesTool, readMCPResourceTool}
+	mcpResourceToolNames = []string{"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}
 )
 
 // resourceTool is one of the three, with pi's name, description and
@@ -83,36 +85,44 @@ func (m *mcpServers) resourceExposureLocked() string {
 	return widest
 }
 
+// resourceServer is a server with resources as a call found it: its
+// connection then (a reconnect does not change it under the call).
+type resourceServer struct {
+	name    string
+	conn    *mcpConn
+	timeout time.Duration
+}
+
 // resourceServers are the connected servers with resources whose exposure
 // is not hidden, by name.
-func (m *mcpServers) resourceServers() []*mcpServer {
+func (m *mcpServers) resourceServers() []resourceServer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var list []*mcpServer
+	var list []resourceServer
 	for _, srv := range m.on {
-		if srv.state == "connected" && srv.hasResources && srv.cfg.exposure != "hidden" {
-			list = append(list, srv)
+		if srv.state == "connected" && srv.conn != nil && srv.hasResources && srv.cfg.exposure != "hidden" {
+			list = append(list, resourceServer{srv.cfg.name, srv.conn, srv.cfg.timeout})
 		}
 	}
-	slices.SortFunc(list, func(a, b *mcpServer) int { return strings.Compare(a.cfg.name, b.cfg.name) })
+	slices.SortFunc(list, func(a, b resourceServer) int { return strings.Compare(a.name, b.name) })
 	return list
 }
 
 func (c *resourceCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
 	servers := s.mcp.resourceServers()
-	find := func(name string) (*mcpServer, error) {
-		if i := slices.IndexFunc(servers, func(srv *mcpServer) bool { return srv.cfg.name == name }); i >= 0 {
+	find := func(name string) (resourceServer, error) {
+		if i := slices.IndexFunc(servers, func(srv resourceServer) bool { return srv.name == name }); i >= 0 {
 			return servers[i], nil
 		}
 		var names []string
 		for _, srv := range servers {
-			names = append(names, srv.cfg.name)
+			names = append(names, srv.name)
 		}
 		available := ""
 		if len(names) > 0 {
 			available = ". Servers with resources: " + strings.Join(names, ", ")
 		}
-		return nil, fmt.Errorf("MCP server %q has no resources%s", name, available)
+		return resourceServer{}, fmt.Errorf("MCP server %q has no resources%s", name, available)
 	}
 	details := map[string]string{"server": c.server, "tool": c.tool}
 	if c.tool == "read_mcp_resource" {
@@ -142,7 +152,7 @@ func (c *resourceCall) run(ctx context.Context, s *session, call toolRun) (toolR
 		if err != nil {
 			return toolResult{}, err
 		}
-		fmt.Fprintf(&payload, `{"server":%s,%q:[%s]`, jsonText(srv.cfg.name), key, bytes.Join(items, []byte(",")))
+		fmt.Fprintf(&payload, `{"server":%s,%q:[%s]`, jsonText(srv.name), key, bytes.Join(items, []byte(",")))
 		if next != "" {
 			fmt.Fprintf(&payload, `,"nextCursor":%s`, jsonText(next))
 		}
@@ -156,7 +166,7 @@ func (c *resourceCall) run(ctx context.Context, s *session, call toolRun) (toolR
 		for _, srv := range servers {
 			items, err := listAll(ctx, srv, method, key)
 			if err != nil {
-				failures = append(failures, fmt.Sprintf(`{"server":%s,"error":%s}`, jsonText(srv.cfg.name), jsonText(err.Error())))
+				failures = append(failures, fmt.Sprintf(`{"server":%s,"error":%s}`, jsonText(srv.name), jsonText(err.Error())))
 				continue
 			}
 			all = append(all, items...)
@@ -176,7 +186,7 @@ func jsonText(s string) string {
 }
 
 // listAll is every page of a server's list, each item as listed gives it.
-func listAll(ctx context.Context, srv *mcpServer, method, key string) ([][]byte, error) {
+func listAll(ctx context.Context, srv resourceServer, method, key string) ([][]byte, error) {
 	var all [][]byte
 	cursor := ""
 	for page := 0; page < maxMCPToolPages; page++ {
@@ -195,24 +205,24 @@ func listAll(ctx context.Context, srv *mcpServer, method, key string) ([][]byte,
 // listPage is one page of a server's resources or templates, each item
 // {server, …its fields} without _meta and icons, an MCP app's own UI
 // resources left out (as pi leaves them out).
-func listPage(ctx context.Context, srv *mcpServer, method, key, cursor string) (items [][]byte, next string, err error) {
+func listPage(ctx context.Context, srv resourceServer, method, key, cursor string) (items [][]byte, next string, err error) {
 	params := map[string]any{}
 	if cursor != "" {
 		params["cursor"] = cursor
 	}
-	raw, err := srv.conn.request(ctx, method, params, srv.cfg.timeout, false)
+	raw, err := srv.conn.request(ctx, method, params, srv.timeout, false)
 	if err != nil {
 		return nil, "", err
 	}
 	var page map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &page); err != nil {
-		return nil, "", fmt.Errorf("MCP server %s answered %s with an invalid result", srv.cfg.name, method)
+		return nil, "", fmt.Errorf("MCP server %s answered %s with an invalid result", srv.name, method)
 	}
 	var list []json.RawMessage
 	json.Unmarshal(page[key], &list)
 	json.Unmarshal(page["nextCursor"], &next)
 	for _, item := range list {
-		if listed, ok := listedItem(srv.cfg.name, item); ok {
+		if listed, ok := listedItem(srv.name, item); ok {
 			items = append(items, listed)
 		}
 	}
@@ -266,8 +276,8 @@ func listedItem(server string, item json.RawMessage) ([]byte, bool) {
 
 // readResource reads uri from srv: its contents as pi gives them to the
 // model (several labelled with their URIs), or a note that it is empty.
-func readResource(ctx context.Context, srv *mcpServer, uri string, details map[string]string) (toolResult, error) {
-	raw, err := srv.conn.request(ctx, "resources/read", map[string]any{"uri": uri}, srv.cfg.timeout, false)
+func readResource(ctx context.Context, srv resourceServer, uri string, details map[string]string) (toolResult, error) {
+	raw, err := srv.conn.request(ctx, "resources/read", map[string]any{"uri": uri}, srv.timeout, false)
 	if err != nil {
 		return toolResult{}, err
 	}
@@ -275,7 +285,7 @@ func readResource(ctx context.Context, srv *mcpServer, uri string, details map[s
 		Contents []json.RawMessage `json:"contents"`
 	}
 	if err := json.Unmarshal(raw, &result); err != nil {
-		return toolResult{}, fmt.Errorf("MCP server %s answered resources/read with an invalid result", srv.cfg.name)
+		return toolResult{}, fmt.Errorf("MCP server %s answered resources/read with an invalid result", srv.name)
 	}
 	var blocks []mcpContent
 	for _, c := range result.Contents {

@@ -886,3 +886,48 @@ func TestMCPNotificationFlood(t *testing.T) {
 		t.Errorf("%d tools/list requests for 5,000 tools/list_changed", lists)
 	}
 }
+
+// TestConfirmsMCPHoles: the resource tools (which reach every server)
+// wait under any MCP pattern; a pattern's server name is spelled as the
+// tool names spell it; --confirm takes the resource tools by name.
+func TestConfirmsMCPHoles(t *testing.T) {
+	cases := []struct {
+		confirm []string
+		tool    string
+		want    bool
+	}{
+		{[]string{"mcp"}, "read_mcp_resource", true},
+		{[]string{"mcp__fs__*"}, "list_mcp_resources", true},
+		{[]string{"mcp__my-server__*"}, "mcp__my_server__echo", true},
+		{[]string{"bash"}, "read_mcp_resource", false},
+		{[]string{"read_mcp_resource"}, "read_mcp_resource", true},
+	}
+	for _, c := range cases {
+		if got := confirms(c.confirm, c.tool); got != c.want {
+			t.Errorf("confirms(%q, %s) = %v", c.confirm, c.tool, got)
+		}
+	}
+	if _, err := toolList("--confirm", "read_mcp_resource", true); err != nil {
+		t.Error(err)
+	}
+	long := strings.Repeat("s", 41)
+	_, warnings := loadMCPConfigFrom(t, `{"mcpServers":{"`+long+`":{"command":"x"}}}`)
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "at most 40") {
+		t.Errorf("a 41-character server name: %q", warnings)
+	}
+	taken := map[string]bool{}
+	for _, tool := range []string{"x_y_" + mcpHash("s", "x-y"), "x-y", "x_y"} {
+		name := mcpToolName("s", tool, func(n string) bool { return taken[n] })
+		if taken[name] {
+			t.Errorf("%s named %s twice", tool, name)
+		}
+		taken[name] = true
+	}
+}
+
+// loadMCPConfigFrom reads one user mcp.json of the given text.
+func loadMCPConfigFrom(t *testing.T, text string) ([]mcpServerConfig, []string) {
+	agentDir := t.TempDir()
+	os.WriteFile(filepath.Join(agentDir, "mcp.json"), []byte(text), 0o600)
+	return loadMCPConfig(agentDir, t.TempDir(), false, func(v string, _ bool) (string, error) { return v, nil })
+}

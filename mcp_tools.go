@@ -238,19 +238,29 @@ func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 // and, when longer than 64 characters or taken by another tool, cut and
 // ended with _ and 8 hex digits of a hash of the two names.
 func mcpToolName(server, tool string, taken func(string) bool) string {
+	name := mcpSanitize("mcp__" + server + "__" + tool)
+	if len(name) <= 64 && !taken(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(server + "\x00" + tool))
+	hash := hex.EncodeToString(sum[:])[:8]
+	hashed := name[:min(len(name), 64-len(hash)-1)] + "_" + hash
+	for n := 2; taken(hashed); n++ { // a tool named as another's hashed name: pi's rule meets itself
+		suffix := fmt.Sprintf("_%s%d", hash[:4], n)
+		hashed = name[:min(len(name), 64-len(suffix))] + suffix
+	}
+	return hashed
+}
+
+// mcpSanitize writes every character outside [A-Za-z0-9_] as _.
+func mcpSanitize(s string) string {
 	var b strings.Builder
-	for _, r := range "mcp__" + server + "__" + tool {
+	for _, r := range s {
 		if r < 128 && (r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
 		}
 	}
-	name := b.String()
-	if len(name) <= 64 && !taken(name) {
-		return name
-	}
-	sum := sha256.Sum256([]byte(server + "\x00" + tool))
-	hash := hex.EncodeToString(sum[:])[:8]
-	return name[:min(len(name), 64-len(hash)-1)] + "_" + hash
+	return b.String()
 }

@@ -151,14 +151,22 @@ func (s *session) offeredTools() []*tool {
 // confirms reports whether a call of the tool named name waits for the
 // user's approval: its name is in confirm, or, for an MCP tool, "mcp"
 // (every MCP tool) or a pattern mcp__NAME__* that its name starts with.
+//
+// The resource tools (list_mcp_resources, …), which reach every server,
+// wait whenever any MCP pattern is given. A pattern's server name is
+// spelled as tool names spell it (mcp__my-server__* is mcp__my_server__).
 func confirms(confirm []string, name string) bool {
+	resources := slices.Contains(mcpResourceToolNames, name)
 	for _, c := range confirm {
-		prefix, pattern := strings.CutSuffix(c, "*")
+		server, pattern := strings.CutSuffix(strings.TrimPrefix(c, "mcp__"), "__*")
+		pattern = pattern && strings.HasPrefix(c, "mcp__")
 		switch {
 		case c == name:
 			return true
+		case resources && (c == "mcp" || pattern):
+			return true
 		case !strings.HasPrefix(name, "mcp__"):
-		case c == "mcp", pattern && strings.HasPrefix(prefix, "mcp__") && strings.HasPrefix(name, prefix):
+		case c == "mcp", pattern && strings.HasPrefix(name, "mcp__"+mcpSanitize(server)+"__"):
 			return true
 		}
 	}
