@@ -7,11 +7,14 @@ package main
 // permission requests, and the config options.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -131,9 +134,21 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
 			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)
 		}
+		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return mcpSanitize(o.name) == mcpSanitize(cfg.name) }) {
+			return nil, invalidParams("Invalid field %s: %s differs from another server's name only in - and _", sp.name("name"), cfg.name)
+		}
 		kind, err := sp.optStr("type")
 		if err != nil {
 			return nil, err
+		}
+		allowed := []string{"name", "type", "url", "headers", "_meta"}
+		if kind == "" {
+			allowed = []string{"name", "command", "args", "env", "_meta"}
+		}
+		for _, key := range sp.r.keys() {
+			if !slices.Contains(allowed, key) {
+				return nil, invalidParams("Invalid field %s: not a field of a %s MCP server", sp.name(key), cmp.Or(kind, "stdio"))
+			}
 		}
 		switch kind {
 		case "sse":
@@ -141,15 +156,23 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 		case "http":
 			cfg.transport = "http"
 			if cfg.url, err = sp.str("url"); err == nil {
-				cfg.headers, err = acpNameValues(sp, "headers")
+				if u, perr := url.Parse(cfg.url); perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					err = invalidParams("Invalid field %s: must be an http or https URL", sp.name("url"))
+				}
+			}
+			if err == nil {
+				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName)
 			}
 		case "":
 			cfg.transport = "stdio"
-			if cfg.command, err = sp.str("command"); err == nil {
+			if cfg.command, err = sp.str("command"); err == nil && cfg.command == "" {
+				err = invalidParams("Invalid field %s: must not be empty", sp.name("command"))
+			}
+			if err == nil {
 				cfg.args, err = acpStrings(sp, "args")
 			}
 			if err == nil {
-				cfg.env, err = acpNameValues(sp, "env")
+				cfg.env, err = acpNameValues(sp, "env", envVariableName)
 			}
 		default:
 			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
@@ -179,9 +202,17 @@ func acpStrings(p acpParams, field string) ([]string, error) {
 	return out, nil
 }
 
+// Names of what acpNameValues reads: an environment variable's, an HTTP
+// header's (a token).
+var (
+	envVariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	httpHeaderName  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
 // acpNameValues reads a required array of {name, value} strings, as a
-// map (a name given twice: its last value).
-func acpNameValues(p acpParams, field string) (map[string]string, error) {
+// map (a name given twice: its last value); names must match validName,
+// values hold no NUL, CR or LF.
+func acpNameValues(p acpParams, field string, validName *regexp.Regexp) (map[string]string, error) {
 	items, err := p.array(field, "an array of {name, value}")
 	if err != nil {
 		return nil, err
@@ -196,8 +227,14 @@ func acpNameValues(p acpParams, field string) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !validName.MatchString(name) {
+			return nil, invalidParams("Invalid field %s: %q is not a valid name", item.name("name"), name)
+		}
 		if out[name], err = item.str("value"); err != nil {
 			return nil, err
+		}
+		if strings.ContainsAny(out[name], "\x00\r\n") {
+			return nil, invalidParams("Invalid field %s: holds a NUL, CR or LF", item.name("value"))
 		}
 	}
 	return out, nil

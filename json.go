@@ -422,6 +422,15 @@ func (r *fields) field(name string) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// keys are the object's member names, in line order.
+func (r *fields) keys() []string {
+	keys := make([]string, len(r.members))
+	for i, m := range r.members {
+		keys[i] = string(m.key)
+	}
+	return keys
+}
+
 func (r *fields) has(name string) bool {
 	raw, ok := r.field(name)
 	return ok && string(raw) != "null"

@@ -393,9 +393,11 @@ func (m *mcpServers) ended(srv *mcpServer, conn *mcpConn, err error) {
 }
 
 // maxMCPToolPages bounds tools/list's pages, maxMCPTools a server's tools.
+// maxMCPToolList the bytes of its pages, which every request declares.
 const (
 	maxMCPToolPages = 100
 	maxMCPTools     = 1000
+	maxMCPToolList  = 8 << 20
 )
 
 // listTools is the server's tools, every page of them, named as the
@@ -412,7 +414,7 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 		} `json:"annotations"`
 	}
 	var remote []remoteTool
-	cursor := ""
+	cursor, listed := "", 0
 	for page := 0; ; page++ {
 		if page == maxMCPToolPages {
 			return nil, fmt.Errorf("listed tools over more than %d pages", maxMCPToolPages)
@@ -424,6 +426,9 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 		raw, err := conn.request(ctx, "tools/list", params, srv.cfg.timeout, false)
 		if err != nil {
 			return nil, err
+		}
+		if listed += len(raw); listed > maxMCPToolList {
+			return nil, fmt.Errorf("listed more than %d MiB of tools", maxMCPToolList>>20)
 		}
 		var answer struct {
 			Tools      []remoteTool `json:"tools"`
@@ -629,7 +634,7 @@ func (m *mcpServers) search(query string, limit int) []*tool {
 			m.loaded = map[string]bool{}
 		}
 		m.loaded[name] = true
-		if strings.Contains(name, "mcp_resource") { // the three come together, as pi registers them
+		if slices.Contains(mcpResourceToolNames, name) { // the three come together, as pi registers them
 			for _, t := range mcpResourceTools {
 				m.loaded[t.name] = true
 			}
@@ -757,5 +762,5 @@ func (s *session) mcpLogLine(line string) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s %s\n", s.env.clock.Now().UTC().Format(time.RFC3339), strings.ReplaceAll(line, "\n", " "))
+	fmt.Fprintf(f, "%s %s\n", s.env.clock.Now().UTC().Format(time.RFC3339), escapeControl(strings.ToValidUTF8(line, "\uFFFD")))
 }

@@ -164,7 +164,21 @@ type mcpMessage struct {
 // handle routes one message: an answer to the request that waits for it,
 // a request of the server's answered, a notification passed on.
 func (c *mcpConn) handle(line []byte) {
-	if len(bytes.TrimSpace(line)) == 0 {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	if line[0] == '[' { // a batch (JSON-RPC; MCP 2025-03-26): each message in turn
+		var batch []json.RawMessage
+		if json.Unmarshal(line, &batch) != nil || len(batch) > 1000 {
+			c.log(fmt.Sprintf("not a JSON-RPC batch rpi takes (ignored): %.200s", line))
+			return
+		}
+		for _, m := range batch {
+			if len(m) > 0 && m[0] == '{' {
+				c.handle(m)
+			}
+		}
 		return
 	}
 	var m mcpMessage

@@ -181,7 +181,7 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 		resp.Body.Close()
 		cancel()
-		detail := escapeControl(strings.TrimSpace(string(snippet)))
+		detail := escapeControl(strings.TrimSpace(h.redact(string(snippet))))
 		if detail != "" {
 			detail = ": " + detail
 		}
@@ -243,6 +243,19 @@ func (h *mcpHTTP) failure(err error, timedOut bool, limit time.Duration) error {
 		return fmt.Errorf("MCP server %s: the connection was closed", h.server)
 	}
 	return fmt.Errorf("MCP server %s cannot be reached: %v", h.server, err)
+}
+
+// redact takes the values of the entry's headers (a key, a token) out of
+// text a server sent, which may echo what it was sent.
+func (h *mcpHTTP) redact(text string) string {
+	for _, v := range h.headers {
+		for _, secret := range []string{v, strings.TrimPrefix(v, "Bearer ")} {
+			if len(secret) >= 4 {
+				text = strings.ReplaceAll(text, secret, "[redacted]")
+			}
+		}
+	}
+	return text
 }
 
 // setHeaders adds the entry's headers, the session id and the agreed

@@ -683,10 +683,16 @@ func TestACPClientMCPServers(t *testing.T) {
 		t.Error("the editor's server's tool is not offered")
 	}
 	for params, want := range map[string]string{
-		`[{"type":"sse","name":"old","url":"http://localhost:1/sse","headers":[]}]`:                     "Invalid field mcpServers[0].type: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)",
-		`[{"name":"x","args":[],"env":[]}]`:                                                             "Missing field mcpServers[0].command: must be a string",
-		`[{"name":"x","command":"a","args":[],"env":[]},{"name":"x","command":"b","args":[],"env":[]}]`: "Invalid field mcpServers[1].name: x is given twice",
-		`[{"name":"x","command":"a","args":[1],"env":[]}]`:                                              "Invalid field mcpServers[0].args: must be an array of strings",
+		`[{"type":"sse","name":"old","url":"http://localhost:1/sse","headers":[]}]`:                         "Invalid field mcpServers[0].type: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)",
+		`[{"name":"x","args":[],"env":[]}]`:                                                                 "Missing field mcpServers[0].command: must be a string",
+		`[{"name":"x","command":"a","args":[],"env":[]},{"name":"x","command":"b","args":[],"env":[]}]`:     "Invalid field mcpServers[1].name: x is given twice",
+		`[{"name":"x","command":"a","args":[1],"env":[]}]`:                                                  "Invalid field mcpServers[0].args: must be an array of strings",
+		`[{"name":"x","command":"","args":[],"env":[]}]`:                                                    "Invalid field mcpServers[0].command: must not be empty",
+		`[{"name":"x","command":"a","args":[],"env":[{"name":"A=B","value":"1"}]}]`:                         `Invalid field mcpServers[0].env[0].name: "A=B" is not a valid name`,
+		`[{"type":"http","name":"x","url":"ftp://h/","headers":[]}]`:                                        "Invalid field mcpServers[0].url: must be an http or https URL",
+		`[{"type":"http","name":"x","url":"http://h/","headers":[{"name":"X","value":"a\r\nb"}]}]`:          "Invalid field mcpServers[0].headers[0].value: holds a NUL, CR or LF",
+		`[{"name":"x","command":"a","args":[],"env":[],"url":"http://h/"}]`:                                 "Invalid field mcpServers[0].url: not a field of a stdio MCP server",
+		`[{"name":"a-b","command":"a","args":[],"env":[]},{"name":"a_b","command":"b","args":[],"env":[]}]`: "Invalid field mcpServers[1].name: a_b differs from another server's name only in - and _",
 	} {
 		got := c.call("session/new", json.RawMessage(fmt.Sprintf(`{"cwd":%q,"mcpServers":%s}`, cwd, params)))
 		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != want {
@@ -930,4 +936,38 @@ func loadMCPConfigFrom(t *testing.T, text string) ([]mcpServerConfig, []string) 
 	agentDir := t.TempDir()
 	os.WriteFile(filepath.Join(agentDir, "mcp.json"), []byte(text), 0o600)
 	return loadMCPConfig(agentDir, t.TempDir(), false, func(v string, _ bool) (string, error) { return v, nil })
+}
+
+// TestMCPConnHostileLines: what a server writes that is not one plain
+// message — a batch (answered in turn), garbage, an answer to nothing,
+// a line past the limit — never wedges the connection.
+func TestMCPConnHostileLines(t *testing.T) {
+	conn := newMCPConn("x", func(string) {})
+	conn.send = func(context.Context, []byte, time.Duration) error { return nil }
+	answers := make(chan json.RawMessage, 2)
+	for range 2 {
+		go func() {
+			raw, err := conn.request(context.Background(), "ping", nil, 5*time.Second, false)
+			if err != nil {
+				t.Error(err)
+			}
+			answers <- raw
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); conn.waitingFor(1) == false || conn.waitingFor(2) == false; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the requests were never sent")
+		}
+	}
+	conn.feed([]byte("garbage\n{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}\n[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":1}},"))
+	conn.feed([]byte("{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"b\":2}}]\n"))
+	got := []string{string(<-answers), string(<-answers)}
+	slices.Sort(got)
+	if got[0] != `{"a":1}` || got[1] != `{"b":2}` {
+		t.Errorf("answers: %q", got)
+	}
+	conn.feed(make([]byte, maxMCPMessage+1))
+	if _, err := conn.request(context.Background(), "ping", nil, time.Second, false); err == nil || !strings.Contains(err.Error(), "longer than 16 MiB") {
+		t.Errorf("after an oversized line: %v", err)
+	}
 }

@@ -92,7 +92,7 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 		case "text":
 			text(b.Text)
 		case "image":
-			out = append(out, contentBlock{Type: "image", Data: b.Data, MimeType: b.MimeType})
+			out = append(out, mcpImage(b.Data, b.MimeType))
 		case "audio":
 			text("[audio " + b.MimeType + " omitted]")
 		case "resource_link":
@@ -120,7 +120,7 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 			case r.Text != nil:
 				text(*r.Text)
 			case r.Blob != nil && strings.HasPrefix(r.MimeType, "image/"):
-				out = append(out, contentBlock{Type: "image", Data: *r.Blob, MimeType: r.MimeType})
+				out = append(out, mcpImage(*r.Blob, r.MimeType))
 			case r.Blob != nil && isTextMimeType(r.MimeType):
 				data, err := base64.StdEncoding.DecodeString(*r.Blob)
 				if err != nil {
@@ -149,6 +149,19 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 	return out
 }
 
+// mcpImage is an image block of a result, if it is one a model takes
+// (base64 data of a PNG, JPEG, GIF or WebP): a bad one kept in the
+// conversation would fail every later request; else a note.
+func mcpImage(data, mimeType string) contentBlock {
+	switch mimeType {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		if _, err := base64.StdEncoding.DecodeString(data); err == nil && data != "" {
+			return contentBlock{Type: "image", Data: data, MimeType: mimeType}
+		}
+	}
+	return contentBlock{Type: "text", Text: "[image " + escapeControl(mimeType) + " omitted: not an image a model takes]"}
+}
+
 // isTextMimeType reports whether a blob of that type is text.
 func isTextMimeType(mimeType string) bool {
 	t := strings.ToLower(strings.TrimSpace(strings.SplitN(mimeType, ";", 2)[0]))
@@ -172,6 +185,9 @@ func joinTexts(content []contentBlock) string {
 // limitMCPContent keeps a result's text within maxMCPText, as pi does:
 // longer text becomes one block cut in the middle, the images follow.
 func limitMCPContent(content []contentBlock) []contentBlock {
+	for i := range content {
+		content[i].Text = strings.ToValidUTF8(content[i].Text, "\uFFFD")
+	}
 	combined := joinTexts(content)
 	if len(combined) <= maxMCPText {
 		if content == nil {
@@ -191,6 +207,7 @@ func limitMCPContent(content []contentBlock) []contentBlock {
 // limitMCPText cuts text longer than maxMCPText in the middle, at
 // character boundaries, with pi's note of what was cut.
 func limitMCPText(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
 	if len(text) <= maxMCPText {
 		return text
 	}
@@ -210,6 +227,9 @@ func limitMCPText(text string) string {
 		(len(text)+3)/4, lines, text[:head], utf8.RuneCountInString(text[head:tail]), text[tail:])
 }
 
+// maxMCPSchema bounds one tool's input schema (every request declares it).
+const maxMCPSchema = 256 << 10
+
 // mcpArguments is what rpi checks an MCP tool's arguments against: one
 // JSON object, no key twice; the server checks them against its schema.
 var mcpArguments = json.RawMessage(`{"type":"object","additionalProperties":{}}`)
@@ -218,6 +238,9 @@ var mcpArguments = json.RawMessage(`{"type":"object","additionalProperties":{}}`
 // object schema (type object and properties added when missing, as pi
 // does); anything but a JSON object is refused.
 func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) > maxMCPSchema {
+		return nil, fmt.Errorf("its inputSchema is larger than %d KiB", maxMCPSchema>>10)
+	}
 	var schema map[string]any
 	if len(raw) == 0 {
 		schema = map[string]any{}
