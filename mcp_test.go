@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -424,11 +425,12 @@ func mcpHash(server, tool string) string {
 }
 
 // TestEndToEndMCPServerEnds: an MCP server rpi started ends with rpi,
-// whether its input ends (the session closes the server: stdin, SIGTERM,
-// SIGKILL to its group) or rpi is killed (the watchdog kills the group).
+// whether its input ends or it gets SIGTERM (the session closes the
+// server: stdin, SIGTERM, SIGKILL to its group) or rpi is killed (the
+// watchdog kills the group).
 func TestEndToEndMCPServerEnds(t *testing.T) {
 	endToEnd(t)
-	for _, how := range []string{"eof", "kill"} {
+	for _, how := range []string{"eof", "term", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			agentDir, pidFile := t.TempDir(), filepath.Join(t.TempDir(), "pid")
 			writeMCPConfig(t, agentDir, "helper", "", map[string]any{"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_PIDFILE": pidFile}})
@@ -442,9 +444,12 @@ func TestEndToEndMCPServerEnds(t *testing.T) {
 					t.Fatal("the MCP server never started")
 				}
 			}
-			if how == "eof" {
+			switch how {
+			case "eof":
 				p.stdin.Close()
-			} else {
+			case "term":
+				p.cmd.Process.Signal(syscall.SIGTERM)
+			default:
 				p.cmd.Process.Kill()
 			}
 			p.cmd.Wait()
