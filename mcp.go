@@ -186,7 +186,7 @@ type mcpServer struct {
 	stop         func() // ends its child; nil when none runs
 	tools        []mcpTool
 	hasResources bool      // its initialize said it has resources
-	relisting    bool      // its changed tools are being listed
+	relisting    *mcpConn  // the connection whose changed tools are being listed
 	relistAgain  bool      // and they changed again meanwhile
 	tried        time.Time // the last connection attempt
 	warned       bool      // its failure was reported
@@ -677,8 +677,8 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 		// One listing at a time: changes told while one runs make one more
 		// (a server that floods this notification costs two listings).
 		m.mu.Lock()
-		running := srv.relisting
-		srv.relisting, srv.relistAgain = true, running
+		running := srv.relisting == conn // a listing of an older connection does not count
+		srv.relisting, srv.relistAgain = conn, running
 		m.mu.Unlock()
 		if running {
 			return
@@ -690,8 +690,13 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				if err == nil && srv.conn == conn {
 					srv.tools = tools
 				}
-				again := srv.relistAgain && err == nil && srv.conn == conn
-				srv.relisting, srv.relistAgain = again, false
+				again := srv.relistAgain && err == nil && srv.conn == conn && srv.relisting == conn
+				if srv.relisting == conn {
+					srv.relistAgain = false
+					if !again {
+						srv.relisting = nil
+					}
+				}
 				m.mu.Unlock()
 				if err != nil {
 					conn.log("listing the changed tools: " + err.Error())
