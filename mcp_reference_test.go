@@ -28,7 +28,12 @@ func installMCPServers(t *testing.T) string {
 	npm := needProgram(t, "npm")
 	needProgram(t, "node")
 	dir := t.TempDir()
-	cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", dir, mcpEverything, mcpFilesystem)
+	// A registry that cannot be reached costs a minute at most.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--silent", "--fetch-timeout=20000",
+		"--fetch-retries=1", "--ignore-scripts", "--prefix", dir, mcpEverything, mcpFilesystem)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(dir, ".npm"), "npm_config_update_notifier=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		skippedForPrograms.Lock()
