@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -21,10 +19,7 @@ func mcpBenchConfig(b *testing.B, agentDir string, n int) {
 	for i := range n {
 		servers[fmt.Sprintf("s%d", i)] = map[string]any{"command": os.Args[0], "env": map[string]string{"RPI_HELPER": "mcp-server"}, "exposure": "direct"}
 	}
-	data, _ := json.Marshal(map[string]any{"mcpServers": servers})
-	if err := os.WriteFile(filepath.Join(agentDir, "mcp.json"), data, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	writeMCPServers(b, agentDir, servers)
 }
 
 // BenchmarkStartupMCP: exec → the answer to a get_state with five stdio
@@ -60,21 +55,7 @@ func BenchmarkStartupMCP(b *testing.B) {
 func BenchmarkMCPCall(b *testing.B) {
 	e := newTestEnv(b)
 	mcpBenchConfig(b, e.agentDir, 1)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", b.TempDir(), "--no-session"}, e.env())
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := newHost(cfg, e.env(), io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.shutdown(false) })
-	s, err := openSession(h, sessionOptions{cwd: cfg.cwd, sink: &recordingSink{}, ui: &approvingUI{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.startMCP()
-	s.mcp.awaitFirst(context.Background())
+	s := openWithMCP(b, e)
 	call, err := s.decodeToolCall("mcp__s0__echo", json.RawMessage(`{"text":"hi"}`))
 	if err != nil {
 		b.Fatalf("%v (servers: %+v)", err, s.mcp.list())

@@ -59,13 +59,11 @@ func TestMCPReferenceServers(t *testing.T) {
 	e := newTestEnv(t)
 	cwd := t.TempDir()
 	os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte("remember the milk\n"), 0o644)
-	config := map[string]any{"mcpServers": map[string]any{
+	writeMCPServers(t, e.agentDir, map[string]any{
 		"everything": map[string]any{"command": filepath.Join(bin, "mcp-server-everything"), "args": []string{"stdio"}, "exposure": "direct"},
 		"fs":         map[string]any{"command": filepath.Join(bin, "mcp-server-filesystem"), "args": []string{cwd}, "exposure": "direct"},
 		"web":        map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "exposure": "direct"},
-	}}
-	data, _ := json.Marshal(config)
-	os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
+	})
 	// The HTTP server is the user's own, started before rpi.
 	web := exec.Command(filepath.Join(bin, "mcp-server-everything"), "streamableHttp")
 	web.Env = append(os.Environ(), fmt.Sprint("PORT=", port))
@@ -76,9 +74,7 @@ func TestMCPReferenceServers(t *testing.T) {
 	waitListening(t, port)
 
 	e.vars["PATH"] = os.Getenv("PATH") // node, for the servers' #! line
-	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil, "--cwd", cwd)
-	s.startMCP()
-	s.mcp.awaitFirst(context.Background())
+	s := openWithMCP(t, e, "--cwd", cwd)
 	for _, srv := range s.mcp.list() {
 		if srv.State != "connected" || len(srv.Tools) == 0 {
 			t.Fatalf("%s: %s %s, %d tools", srv.Name, srv.State, srv.Error, len(srv.Tools))

@@ -240,10 +240,27 @@ func writeMCPConfig(t *testing.T, agentDir, name, mode string, extra map[string]
 	for k, v := range extra {
 		entry[k] = v
 	}
-	data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{name: entry}})
+	writeMCPServers(t, agentDir, map[string]any{name: entry})
+}
+
+// writeMCPServers writes the agent dir's mcp.json with servers, by name.
+func writeMCPServers(t testing.TB, agentDir string, servers map[string]any) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"mcpServers": servers})
 	if err := os.WriteFile(filepath.Join(agentDir, "mcp.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openWithMCP opens a session in e (its mcp.json written), starts its
+// servers as a front end does, and waits until those with direct tools
+// are connected or failed.
+func openWithMCP(t testing.TB, e *testEnv, args ...string) *session {
+	t.Helper()
+	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil, args...)
+	s.startMCP()
+	s.mcp.awaitFirst(context.Background())
+	return s
 }
 
 // openMCPSession opens a session whose agent dir has the test server as
@@ -464,8 +481,10 @@ func TestEndToEndMCPServerEnds(t *testing.T) {
 }
 
 // TestConfirmsMCP: --confirm mcp gates every MCP tool, mcp__NAME__* one
-// server's, and neither gates a built-in tool; ACP's ask and edits modes
-// gate every MCP tool, auto none.
+// server's (NAME spelled as tool names spell it), and neither gates a
+// built-in tool; the resource tools, which reach every server, wait under
+// any MCP pattern; ACP's ask and edits modes gate every MCP tool, auto
+// none; --confirm takes the resource tools by name, --tools no pattern.
 func TestConfirmsMCP(t *testing.T) {
 	cases := []struct {
 		confirm []string
@@ -481,13 +500,20 @@ func TestConfirmsMCP(t *testing.T) {
 		{acpConfirmed("ask", []string{"write"}), "mcp__fs__read_file", true},
 		{acpConfirmed("edits", nil), "mcp__x__y", true},
 		{acpConfirmed("auto", nil), "mcp__x__y", false},
+		// The resource tools reach every server: any MCP pattern gates them.
+		{[]string{"mcp"}, "read_mcp_resource", true},
+		{[]string{"mcp__fs__*"}, "list_mcp_resources", true},
+		{[]string{"bash"}, "read_mcp_resource", false},
+		{[]string{"read_mcp_resource"}, "read_mcp_resource", true},
+		// A pattern's server is spelled as tool names spell it.
+		{[]string{"mcp__my-server__*"}, "mcp__my_server__echo", true},
 	}
 	for _, c := range cases {
 		if got := confirms(c.confirm, c.tool); got != c.want {
 			t.Errorf("confirms(%q, %s) = %v", c.confirm, c.tool, got)
 		}
 	}
-	if _, err := toolList("--confirm", "mcp,mcp__fs__*,bash", true); err != nil {
+	if _, err := toolList("--confirm", "mcp,mcp__fs__*,bash,read_mcp_resource", true); err != nil {
 		t.Errorf("--confirm with MCP patterns: %v", err)
 	}
 	if _, err := toolList("--tools", "mcp", false); err == nil {
@@ -585,12 +611,9 @@ func TestMCPHTTP(t *testing.T) {
 			defer hs.Close()
 			e := newTestEnv(t)
 			e.vars["MCP_TOKEN"] = "tok-1"
-			data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"web": map[string]any{
-				"url": hs.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}"}, "exposure": "direct"}}})
-			os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
-			s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-			s.startMCP()
-			s.mcp.awaitFirst(context.Background())
+			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{
+				"url": hs.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}"}, "exposure": "direct"}})
+			s := openWithMCP(t, e)
 			for _, c := range []struct{ tool, want string }{{"mcp__web__echo", "echo: hi"}, {"mcp__web__slow", "slow done"}} {
 				call, err := s.decodeToolCall(c.tool, json.RawMessage(`{"text":"hi"}`))
 				if err != nil {
@@ -637,11 +660,8 @@ func TestMCPHTTPFailures(t *testing.T) {
 			hs := httptest.NewServer(c.handler)
 			defer hs.Close()
 			e := newTestEnv(t)
-			data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct"}}})
-			os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
-			s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-			s.startMCP()
-			s.mcp.awaitFirst(context.Background())
+			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct"}})
+			s := openWithMCP(t, e)
 			list := s.mcp.list()
 			if len(list) != 1 || list[0].State != "failed" || list[0].Error != c.want {
 				t.Errorf("servers: %+v; want failed with %q", list, c.want)
@@ -717,9 +737,7 @@ func TestNoMCP(t *testing.T) {
 	e := newTestEnv(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	writeMCPConfig(t, e.agentDir, "helper", "", map[string]any{"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_PIDFILE": pidFile}})
-	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil, "--no-mcp")
-	s.startMCP()
-	s.mcp.awaitAll(context.Background())
+	s := openWithMCP(t, e, "--no-mcp")
 	if list := s.mcp.list(); len(list) != 0 {
 		t.Errorf("servers with --no-mcp: %+v", list)
 	}
@@ -855,12 +873,9 @@ func TestMCPStoredSignIn(t *testing.T) {
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	e := newTestEnv(t)
-	data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}}})
-	os.WriteFile(filepath.Join(e.agentDir, "mcp.json"), data, 0o600)
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
 	os.WriteFile(filepath.Join(e.agentDir, "mcp-auth.json"), []byte(`{"mcp__web|`+hs.URL+`/mcp": {"tokens": {"access_token": "signed-in", "token_type": "Bearer"}}}`), 0o600)
-	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-	s.startMCP()
-	s.mcp.awaitFirst(context.Background())
+	openWithMCP(t, e)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if len(srv.auth) == 0 || srv.auth[0] != "Bearer signed-in" {
@@ -874,9 +889,7 @@ func TestMCPStoredSignIn(t *testing.T) {
 func TestMCPNotificationFlood(t *testing.T) {
 	e := newTestEnv(t)
 	writeMCPConfig(t, e.agentDir, "helper", "flood", nil)
-	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-	s.startMCP()
-	s.mcp.awaitFirst(context.Background())
+	s := openWithMCP(t, e)
 	// lists is not among the listed tools: call it by its remote name.
 	conn, timeout, err := s.mcp.conn("helper")
 	if err != nil {
@@ -898,29 +911,11 @@ func TestMCPNotificationFlood(t *testing.T) {
 	}
 }
 
-// TestConfirmsMCPHoles: the resource tools (which reach every server)
-// wait under any MCP pattern; a pattern's server name is spelled as the
-// tool names spell it; --confirm takes the resource tools by name.
-func TestConfirmsMCPHoles(t *testing.T) {
-	cases := []struct {
-		confirm []string
-		tool    string
-		want    bool
-	}{
-		{[]string{"mcp"}, "read_mcp_resource", true},
-		{[]string{"mcp__fs__*"}, "list_mcp_resources", true},
-		{[]string{"mcp__my-server__*"}, "mcp__my_server__echo", true},
-		{[]string{"bash"}, "read_mcp_resource", false},
-		{[]string{"read_mcp_resource"}, "read_mcp_resource", true},
-	}
-	for _, c := range cases {
-		if got := confirms(c.confirm, c.tool); got != c.want {
-			t.Errorf("confirms(%q, %s) = %v", c.confirm, c.tool, got)
-		}
-	}
-	if _, err := toolList("--confirm", "read_mcp_resource", true); err != nil {
-		t.Error(err)
-	}
+// TestMCPNamesKeepTheirPrefix: a server name longer than 40 characters
+// is refused (a tool's name, cut at 64, would lose mcp__<server>__ and
+// escape --confirm mcp__<server>__*); a tool named as another's hashed
+// name does not take that name twice.
+func TestMCPNamesKeepTheirPrefix(t *testing.T) {
 	long := strings.Repeat("s", 41)
 	_, warnings := loadMCPConfigFrom(t, `{"mcpServers":{"`+long+`":{"command":"x"}}}`)
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "at most 40") {

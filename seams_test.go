@@ -145,7 +145,7 @@ func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fi
 
 // openTestSessionIn is openTestSession in the test environment e (its
 // agent dir prepared).
-func openTestSessionIn(t *testing.T, e *testEnv, script string, sink eventSink, u ui, files fileEnv, args ...string) (*session, *fakeModel) {
+func openTestSessionIn(t testing.TB, e *testEnv, script string, sink eventSink, u ui, files fileEnv, args ...string) (*session, *fakeModel) {
 	t.Helper()
 	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
 	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...), e.env())

@@ -19,20 +19,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 [ -f "$repo/go.mod" ] || { echo "run from rpi's repo root" >&2; exit 2; }
-work=$(mktemp -d)
-fake_pid=
-cleanup() {
-  if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export npm_config_cache="$work/npm-cache" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-mkdir -p "$work/tmp" && export TMPDIR="$work/tmp"
-
-pkgdir=${PI_COMPAT_CACHE:-$work/pkgs}
-mkdir -p "$pkgdir"
-pkgdir=$(cd "$pkgdir" && pwd)
+. "$repo/scripts/compat-work.sh"   # sets work, pkgdir; cleans up on exit
 if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@modelcontextprotocol/server-filesystem/package.json" ]; then

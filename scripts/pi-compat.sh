@@ -29,24 +29,9 @@ esac
 repo=$(cd "$(dirname "$0")/.." && pwd)
 [ -f "$repo/go.mod" ] || repo=$PWD   # run as scripts/pi-compat.sh, or from the repo root
 [ -f "$repo/go.mod" ] || { echo "run from rpi's repo root" >&2; exit 2; }
-work=$(mktemp -d)
-fake_pid=
-cleanup() {
-  if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-export npm_config_cache="$work/npm-cache" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
-# Everything the clients, rpi and pi write to a temp dir (node's compile
-# cache, pi's jiti cache, rpi's full-output files) stays in $work too.
-mkdir -p "$work/tmp" && export TMPDIR="$work/tmp"
+. "$repo/scripts/compat-work.sh"   # sets work, pkgdir; cleans up on exit
 
 # ---------------------------------------------------------------- installs
-pkgdir=${PI_COMPAT_CACHE:-$work/pkgs}
-mkdir -p "$pkgdir"
-pkgdir=$(cd "$pkgdir" && pwd)
 if [ ! -f "$pkgdir/node_modules/pi-acp/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@mariozechner/pi-coding-agent/package.json" ]; then
