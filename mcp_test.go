@@ -675,9 +675,8 @@ func TestMCPHTTPFailures(t *testing.T) {
 
 // TestACPClientMCPServers: the servers an editor passes in session/new
 // connect for that session, their tools declared (direct) and winning
-// over a mcp.json entry of the same name; an SSE server, a server without
-// a command and a name given twice are refused with -32602, and nothing
-// opens.
+// over a mcp.json entry of the same name. (What is refused, and how:
+// the fixture testdata/acp/mcp_servers_refused.txtar.)
 func TestACPClientMCPServers(t *testing.T) {
 	e := newTestEnv(t)
 	writeMCPConfig(t, e.agentDir, "helper", "no-init", map[string]any{"timeout": 0.2}) // replaced by the editor's
@@ -707,27 +706,10 @@ func TestACPClientMCPServers(t *testing.T) {
 	if s.activeTool("mcp__helper__echo") == nil {
 		t.Error("the editor's server's tool is not offered")
 	}
-	for params, want := range map[string]string{
-		`[{"type":"sse","name":"old","url":"http://localhost:1/sse","headers":[]}]`:                         "Invalid field mcpServers[0].type: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)",
-		`[{"name":"x","args":[],"env":[]}]`:                                                                 "Missing field mcpServers[0].command: must be a string",
-		`[{"name":"x","command":"a","args":[],"env":[]},{"name":"x","command":"b","args":[],"env":[]}]`:     "Invalid field mcpServers[1].name: x is given twice",
-		`[{"name":"x","command":"a","args":[1],"env":[]}]`:                                                  "Invalid field mcpServers[0].args: must be an array of strings",
-		`[{"name":"x","command":"","args":[],"env":[]}]`:                                                    "Invalid field mcpServers[0].command: must not be empty",
-		`[{"name":"x","command":"a","args":[],"env":[{"name":"A=B","value":"1"}]}]`:                         `Invalid field mcpServers[0].env[0].name: "A=B" is not a valid name`,
-		`[{"type":"http","name":"x","url":"ftp://h/","headers":[]}]`:                                        "Invalid field mcpServers[0].url: must be an http or https URL",
-		`[{"type":"http","name":"x","url":"http://h/","headers":[{"name":"X","value":"a\r\nb"}]}]`:          "Invalid field mcpServers[0].headers[0].value: holds a NUL, CR or LF",
-		`[{"name":"x","command":"a","args":[],"env":[],"url":"http://h/"}]`:                                 "Invalid field mcpServers[0].url: not a field of a stdio MCP server",
-		`[{"name":"a-b","command":"a","args":[],"env":[]},{"name":"a_b","command":"b","args":[],"env":[]}]`: "Invalid field mcpServers[1].name: a_b differs from another server's name only in - and _",
-	} {
-		got := c.call("session/new", json.RawMessage(fmt.Sprintf(`{"cwd":%q,"mcpServers":%s}`, cwd, params)))
-		if got.Error == nil || got.Error.Code != acpInvalidParams || got.Error.Message != want {
-			t.Errorf("%s: %s; want -32602 %q", params, got.line, want)
-		}
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.sessions) != 1 {
-		t.Errorf("%d sessions open; a refused session/new opened one", len(a.sessions))
+		t.Errorf("%d sessions open, want the one", len(a.sessions))
 	}
 }
 
