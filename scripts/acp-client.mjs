@@ -1,7 +1,7 @@
 // An ACP editor in one file: drives an agent (rpi acp, or pi-acp over rpi's
 // pi mode) with the official SDK's ClientSideConnection
 // (@agentclientprotocol/sdk 0.26.0) through a whole session, step by step,
-// and judges each step against SPEC §12. Run by scripts/acp-compat.sh, which
+// and judges each step against docs/acp.md. Run by scripts/acp-compat.sh, which
 // sets:
 //   ACP_SDK     the SDK's package folder (…/node_modules/@agentclientprotocol/sdk)
 //   ACP_TARGET  the agent's argv as JSON, e.g. ["/tmp/x/rpi","acp","--confirm","write,edit,bash,process"]
@@ -83,7 +83,7 @@ const editorView = (file) => editor.has(file) ? editor.get(file) : fs.existsSync
 const echo = (r) => ({ text: ["The tool said: ", (r.toolResults.at(-1) ?? "").split("\n")[0]] });
 const SCRIPTS = {
   default: [{ text: ["Hello ", "from the ", "fake model."] }],
-  // 100 ms between deltas: §12.5 lets deltas that arrive within a few tens of ms merge.
+  // 100 ms between deltas: updates lets deltas that arrive within a few tens of ms merge.
   hello: [{ text: ["Hello ", "from the ", "fake model."], delay: 100 }],
   think: [{ think: ["Let me ", "think ", "about it."], text: ["Thought ", "it through."], delay: 100 }],
   read: [{ text: ["Reading it."], tools: [["read", { path: "hello.txt" }]] }, echo],
@@ -411,7 +411,7 @@ const rfc3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 // ---------------------------------------------------------------- steps
 const counts = { PASS: 0, FAIL: 0, SKIP: 0 };
-// step runs one check; clause is the SPEC §12 clause it judges. A message
+// step runs one check; clause is the part of docs/acp.md it judges. A message
 // the agent wrote during the step that the SDK's schema rejects fails it.
 async function step(name, clause, fn, ms = 40000) {
   const from = SEQ, logFrom = sdkLog.length;
@@ -442,8 +442,8 @@ const initParams = (caps) => ({ protocolVersion: 1, clientInfo: CLIENT_INFO, cli
 console.log(`== ${LABEL} ==`);
 const A = new Agent("A", { fs: true, terminalOutput: true });
 
-// §12.1: rpi writes nothing until the client speaks. §12.2: initialize's answer.
-await step("initialize", "§12.1, §12.2", async () => {
+// wire: rpi writes nothing until the client speaks. initialize: initialize's answer.
+await step("initialize", "wire, initialize", async () => {
   await sleep(300);
   eq(A.log.filter((e) => e.dir === "<").map((e) => e.line), [], "stdout before the client spoke");
   const r = await A.ok("initialize", initParams(A.caps));
@@ -455,17 +455,17 @@ await step("initialize", "§12.1, §12.2", async () => {
   const c = res.agentCapabilities ?? {};
   eq(c.loadSession, true, "loadSession");
   eq(c.promptCapabilities, { image: true, audio: false, embeddedContext: true }, "promptCapabilities");
-  eq(c.mcpCapabilities, { http: false, sse: false }, "mcpCapabilities");
+  eq(c.mcpCapabilities, { http: true, sse: false }, "mcpCapabilities");
   eq(c.sessionCapabilities, { list: {}, close: {}, resume: {}, delete: {} }, "sessionCapabilities");
   return `${res.agentInfo.name} ${res.agentInfo.version}`;
 });
 const caps = () => S.init?.agentCapabilities ?? {};
 
-// §12.3 session/new; §12.8 configOptions (model, thought_level, approvals: every field) and modes mirroring approvals.
-await step("session/new: configOptions and modes", "§12.3, §12.7, §12.8", async () => {
+// sessions session/new; model, thinking, commands configOptions (model, thought_level, approvals: every field) and modes mirroring approvals.
+await step("session/new: configOptions and modes", "sessions, approvals, model, thinking, commands", async () => {
   const r = await A.ok("session/new", { cwd: PROJ, mcpServers: [] });
   S.sid = r.result.sessionId; S.newRes = r;
-  S.fileAtAnswer = sessionFileOf(S.sid); // §12.3: written before the answer (judged below)
+  S.fileAtAnswer = sessionFileOf(S.sid); // sessions: written before the answer (judged below)
   ok(typeof S.sid === "string" && S.sid, "no sessionId");
   const opts = r.result.configOptions; ok(Array.isArray(opts), "no configOptions");
   for (const o of opts) for (const f of ["id", "name", "category", "type", "currentValue", "options"]) ok(o[f] !== undefined && o[f] !== null, `configOption ${o.id} lacks ${f}`);
@@ -488,8 +488,8 @@ await step("session/new: configOptions and modes", "§12.3, §12.7, §12.8", asy
   return `session ${S.sid}`;
 });
 
-// §12.3: session/new writes the session file (its header id = sessionId) before it answers.
-await step("session file on disk at the answer", "§12.3", async () => {
+// sessions: session/new writes the session file (its header id = sessionId) before it answers.
+await step("session file on disk at the answer", "sessions", async () => {
   need(S.sid, "no session");
   ok(S.fileAtAnswer, `no session file with header id ${S.sid} under ${AGENT_DIR}/sessions when session/new answered`);
   const header = JSON.parse(fs.readFileSync(S.fileAtAnswer, "utf8").split("\n")[0]);
@@ -497,9 +497,9 @@ await step("session file on disk at the answer", "§12.3", async () => {
   return path.relative(AGENT_DIR, S.fileAtAnswer);
 });
 
-// §12.3: available_commands_update and usage_update come right after the response, none before;
-// §12.8: templates (input hint when they take arguments), skills, /compact and /name, names without the slash.
-await step("available_commands_update and usage_update after session/new", "§12.3, §12.8", async () => {
+// sessions: available_commands_update and usage_update come right after the response, none before;
+// model, thinking, commands: templates (input hint when they take arguments), skills, /compact and /name, names without the slash.
+await step("available_commands_update and usage_update after session/new", "sessions, model, thinking, commands", async () => {
   need(S.sid, "no session");
   const { req, res } = S.newRes;
   const ac = await A.nextUpdate(S.sid, "available_commands_update", req.seq, 3000);
@@ -516,8 +516,8 @@ await step("available_commands_update and usage_update after session/new", "§12
   return cmds.map((c) => c.name).join(" ");
 });
 
-// §12.5: answer text as agent_message_chunk deltas, forwarded as they arrive (never the whole text again); end_turn.
-await step("prompt: streamed agent_message_chunk deltas", "§12.4, §12.5", async () => {
+// updates: answer text as agent_message_chunk deltas, forwarded as they arrive (never the whole text again); end_turn.
+await step("prompt: streamed agent_message_chunk deltas", "prompt turn, updates", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[hello]] Say hello\nin two lines"); S.first = r;
   if (r.error) fail(errText(r.error));
@@ -530,15 +530,15 @@ await step("prompt: streamed agent_message_chunk deltas", "§12.4, §12.5", asyn
   return `${cs.length} chunks`;
 });
 
-// §12.4: every update a turn causes is written before that turn's response.
-await step("every update of a turn before its response", "§12.4", async () => {
+// prompt turn: every update a turn causes is written before that turn's response.
+await step("every update of a turn before its response", "prompt turn", async () => {
   const r = need(S.first?.res && S.first, "no answered prompt");
   eq(r.late.map((u) => u.sessionUpdate), [], `updates after the response (within ${SETTLE} ms)`);
   return `${r.us.length} updates, then the response`;
 });
 
-// §12.5: thinking deltas → agent_thought_chunk, before the answer's text.
-await step("prompt: agent_thought_chunk deltas", "§12.5", async () => {
+// updates: thinking deltas → agent_thought_chunk, before the answer's text.
+await step("prompt: agent_thought_chunk deltas", "updates", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[think]] Think first"); S.think = r;
   if (r.error) fail(errText(r.error));
@@ -551,8 +551,8 @@ await step("prompt: agent_thought_chunk deltas", "§12.5", async () => {
   return `${th.length} thought chunks, ${tx.length} text chunks`;
 });
 
-// §12.5: chunks carry messageId: one per message, the same on every chunk of it, a new one for the next message.
-await step("messageId on message and thought chunks", "§12.5", async () => {
+// updates: chunks carry messageId: one per message, the same on every chunk of it, a new one for the next message.
+await step("messageId on message and thought chunks", "updates", async () => {
   const a = need(S.first?.us, "no prompt").filter(kind("agent_message_chunk"));
   const b = need(S.think?.us, "no thinking prompt").filter((u) => /agent_(message|thought)_chunk/.test(u.sessionUpdate));
   const ids = (cs) => [...new Set(cs.map((c) => c.messageId))];
@@ -562,8 +562,8 @@ await step("messageId on message and thought chunks", "§12.5", async () => {
   return `${J(ids(a))} then ${J(ids(b))}`;
 });
 
-// §12.5: the first prompt's line becomes the title: session_info_update {title, updatedAt}.
-await step("session_info_update from the first prompt", "§12.5", async () => {
+// updates: the first prompt's line becomes the title: session_info_update {title, updatedAt}.
+await step("session_info_update from the first prompt", "updates", async () => {
   const r = need(S.first?.all, "no prompt");
   const u = r.find((x) => x.sessionUpdate === "session_info_update" && x.title);
   ok(u, `no session_info_update with a title: ${short(r.map((x) => x.sessionUpdate))}`);
@@ -572,8 +572,8 @@ await step("session_info_update from the first prompt", "§12.5", async () => {
   return J(u.title);
 });
 
-// §12.5: each turn ends with usage_update {used, size, cost: {amount, currency: "USD"}}.
-await step("usage_update at the end of a turn", "§12.5", async () => {
+// updates: each turn ends with usage_update {used, size, cost: {amount, currency: "USD"}}.
+await step("usage_update at the end of a turn", "updates", async () => {
   const r = need(S.first?.us, "no prompt");
   const u = r.filter(kind("usage_update")).at(-1); ok(u, "no usage_update in the turn");
   ok(Number.isSafeInteger(u.used) && u.used > 0 && u.used <= u.size, `used ${J(u.used)}`);
@@ -583,9 +583,9 @@ await step("usage_update at the end of a turn", "§12.5", async () => {
   return `used ${u.used} of ${u.size}, $${u.cost.amount}`;
 });
 
-// §12.5: a tool call → one tool_call {toolCallId, title, kind, status: pending, rawInput, locations (absolute)},
+// updates: a tool call → one tool_call {toolCallId, title, kind, status: pending, rawInput, locations (absolute)},
 // then tool_call_updates in_progress → completed with content and rawOutput; never a second tool_call.
-await step("tool call: one tool_call, then tool_call_updates", "§12.5", async () => {
+await step("tool call: one tool_call, then tool_call_updates", "updates", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[read]] Read hello.txt"); S.read = r;
   if (r.error) fail(errText(r.error));
@@ -602,8 +602,8 @@ await step("tool call: one tool_call, then tool_call_updates", "§12.5", async (
   return `${c.id}: ${c.statuses.join(" → ")}`;
 });
 
-// §12.6: with fs.readTextFile advertised, read goes through fs/read_text_file: the model sees the unsaved buffer.
-await step("fs/read_text_file: read sees the editor's buffer", "§12.6", async () => {
+// editor's files: with fs.readTextFile advertised, read goes through fs/read_text_file: the model sees the unsaved buffer.
+await step("fs/read_text_file: read sees the editor's buffer", "editor's files", async () => {
   need(S.sid, "no session");
   const from = SEQ;
   const r = await A.turn(S.sid, "[[readbuf]] Read notes.txt");
@@ -616,9 +616,9 @@ await step("fs/read_text_file: read sees the editor's buffer", "§12.6", async (
   return `${reads.length} fs/read_text_file`;
 });
 
-// §12.7: a call that needs approval sends its tool_call (pending) first, then session/request_permission
+// approvals: a call that needs approval sends its tool_call (pending) first, then session/request_permission
 // tied to its id with options allow/allow_always/reject; allow runs it.
-await step("permission request tied to the tool call, allowed", "§12.7", async () => {
+await step("permission request tied to the tool call, allowed", "approvals", async () => {
   need(S.sid, "no session");
   const from = SEQ; A.decisions = ["allow"];
   const r = await A.turn(S.sid, "[[edit]] Edit plain.txt"); S.edit = r;
@@ -638,9 +638,9 @@ await step("permission request tied to the tool call, allowed", "§12.7", async 
   return `${c.id} allowed`;
 });
 
-// §12.5: edit/write end with {type: diff, path (absolute), oldText, newText} — whole files; §12.7: the pending tool_call carries it too;
+// updates: edit/write end with {type: diff, path (absolute), oldText, newText} — whole files; approvals: the pending tool_call carries it too;
 // locations: the edit's first changed line.
-await step("edit: diff content", "§12.5, §12.7", async () => {
+await step("edit: diff content", "updates, approvals", async () => {
   const r = need(S.edit?.us, "no edit");
   const c = oneToolCall(r, "edit");
   const diff = { type: "diff", path: P("plain.txt"), oldText: "alpha\nbeta\ngamma\n", newText: "alpha\nBETA\ngamma\n" };
@@ -650,8 +650,8 @@ await step("edit: diff content", "§12.5, §12.7", async () => {
   return "diff of the whole file";
 });
 
-// §12.6: with fs.writeTextFile, edit reads and writes through the editor: the buffer changes, the disk does not.
-await step("fs delegation: edit works on the editor's buffer", "§12.6", async () => {
+// editor's files: with fs.writeTextFile, edit reads and writes through the editor: the buffer changes, the disk does not.
+await step("fs delegation: edit works on the editor's buffer", "editor's files", async () => {
   need(S.sid, "no session");
   const from = SEQ;
   const r = await A.turn(S.sid, "[[editbuf]] Edit notes.txt");
@@ -666,8 +666,8 @@ await step("fs delegation: edit works on the editor's buffer", "§12.6", async (
   return "buffer edited, disk untouched";
 });
 
-// §12.7: reject → the call fails with "Denied by user", and the turn goes on (the model gets the denial).
-await step("permission rejected: Denied by user, the turn goes on", "§12.7", async () => {
+// approvals: reject → the call fails with "Denied by user", and the turn goes on (the model gets the denial).
+await step("permission rejected: Denied by user, the turn goes on", "approvals", async () => {
   need(S.sid, "no session");
   const from = SEQ; A.decisions = ["reject"];
   const r = await A.turn(S.sid, "[[reject]] Write denied.txt"); S.reject = r;
@@ -683,8 +683,8 @@ await step("permission rejected: Denied by user, the turn goes on", "§12.7", as
   return "failed, then the answer";
 });
 
-// §12.5/§12.6: write of a new file: diff oldText null, written through fs/write_text_file.
-await step("write: new file, oldText null, through the editor", "§12.5, §12.6", async () => {
+// updates/editor's files: write of a new file: diff oldText null, written through fs/write_text_file.
+await step("write: new file, oldText null, through the editor", "updates, editor's files", async () => {
   need(S.sid, "no session");
   const from = SEQ;
   const r = await A.turn(S.sid, "[[create]] Write created.txt");
@@ -697,8 +697,8 @@ await step("write: new file, oldText null, through the editor", "§12.5, §12.6"
   return "oldText null";
 });
 
-// §12.7: allow_always runs the call and stops asking for that tool for the session.
-await step("allow_always remembered", "§12.7", async () => {
+// approvals: allow_always runs the call and stops asking for that tool for the session.
+await step("allow_always remembered", "approvals", async () => {
   need(S.sid, "no session");
   const from = SEQ; A.decisions = ["allow_always"];
   const r = await A.turn(S.sid, "[[always]] Run two commands");
@@ -710,15 +710,17 @@ await step("allow_always remembered", "§12.7", async () => {
   return "asked once";
 });
 
-// §12.5: with clientCapabilities._meta.terminal_output, bash is Zed's display-only terminal:
+// updates: with clientCapabilities._meta.terminal_output, bash is Zed's display-only terminal:
 // tool_call content [{type: terminal, terminalId: id}] + _meta.terminal_info {terminal_id, cwd},
 // output in _meta.terminal_output {terminal_id, data}, the last update _meta.terminal_exit and no content.
-await step("bash output by the _meta.terminal_* convention", "§12.5", async () => {
+await step("bash output by the _meta.terminal_* convention", "updates", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[term]] Run a command"); S.term = r;
   if (r.error) fail(errText(r.error));
   const c = oneToolCall(r.us, "bash");
-  eq([c.first.kind, c.first.title], ["execute", "printf 'out one\\n'; sleep 0.3; printf 'out two\\n'"], "kind/title (the command)");
+  // The title is the command with its control characters and backslashes escaped (a title cannot
+  // show one thing and run another): its \n is written \\n.
+  eq([c.first.kind, c.first.title], ["execute", "printf 'out one\\\\n'; sleep 0.3; printf 'out two\\\\n'"], "kind/title (the command)");
   eq(c.first.content, [{ type: "terminal", terminalId: c.id }], "tool_call content");
   eq(c.first._meta?.terminal_info, { terminal_id: c.id, cwd: PROJ }, "_meta.terminal_info");
   const outs = c.events.map((u) => u._meta?.terminal_output).filter(Boolean);
@@ -730,9 +732,9 @@ await step("bash output by the _meta.terminal_* convention", "§12.5", async () 
   return `${outs.length} output updates`;
 });
 
-// §12.5: the todo plan → plan {entries: [{content, status, priority: medium}]}, in full after every change, abandoned left out;
+// updates: the todo plan → plan {entries: [{content, status, priority: medium}]}, in full after every change, abandoned left out;
 // the todo call is kind think, "Update plan".
-await step("plan from the todo tool", "§12.5", async () => {
+await step("plan from the todo tool", "updates", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[plan]] Plan the work");
   if (r.error) fail(errText(r.error));
@@ -747,9 +749,9 @@ await step("plan from the todo tool", "§12.5", async () => {
   return `${plans.length} plans`;
 });
 
-// §12.4: text as is, an embedded resource as a fenced block headed by its URI, a file:// link read
-// (through the editor, §12.6) and inlined like a resource — one user message.
-await step("prompt with an embedded resource and a file link", "§12.4, §12.6", async () => {
+// prompt turn: text as is, an embedded resource as a fenced block headed by its URI, a file:// link read
+// (through the editor, editor's files) and inlined like a resource — one user message.
+await step("prompt with an embedded resource and a file link", "prompt turn, editor's files", async () => {
   need(S.sid, "no session");
   const pc = caps().promptCapabilities ?? {};
   const uri = pathToFileURL(P("embedded.txt")).href;
@@ -772,8 +774,8 @@ await step("prompt with an embedded resource and a file link", "§12.4, §12.6",
   return "fenced resource, inlined link";
 });
 
-// §12.4: an image block reaches the model as an image, in the same user message as the text.
-await step("prompt with an image", "§12.4", async () => {
+// prompt turn: an image block reaches the model as an image, in the same user message as the text.
+await step("prompt with an image", "prompt turn", async () => {
   need(S.sid, "no session");
   need(caps().promptCapabilities?.image, "the agent does not advertise promptCapabilities.image");
   const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
@@ -787,8 +789,8 @@ await step("prompt with an image", "§12.4", async () => {
   return "image_url in the user message";
 });
 
-// §12.4/§12.8: a prompt starting with /<template> expands as in rpc mode.
-await step("prompt template /greet expands", "§12.4, §12.8", async () => {
+// prompt turn/model, thinking, commands: a prompt starting with /<template> expands as in rpc mode.
+await step("prompt template /greet expands", "prompt turn, model, thinking, commands", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "/greet Bob");
   if (r.error) fail(errText(r.error));
@@ -797,8 +799,8 @@ await step("prompt template /greet expands", "§12.4, §12.8", async () => {
   return "Say hello to Bob in one sentence.";
 });
 
-// §12.8: /name <title> is answered in-band: session_info_update, an agent_message_chunk, end_turn; no model call.
-await step("/name answered in-band", "§12.5, §12.8", async () => {
+// model, thinking, commands: /name <title> is answered in-band: session_info_update, an agent_message_chunk, end_turn; no model call.
+await step("/name answered in-band", "updates, model, thinking, commands", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "/name Demo Session");
   if (r.error) fail(errText(r.error));
@@ -809,8 +811,8 @@ await step("/name answered in-band", "§12.5, §12.8", async () => {
   return J(chunkText(r.us));
 });
 
-// §12.4: a turn that ends on a provider error sends the error text as its last agent_message_chunk, then end_turn.
-await step("provider error: last agent_message_chunk, end_turn", "§12.4", async () => {
+// prompt turn: a turn that ends on a provider error sends the error text as its last agent_message_chunk, then end_turn.
+await step("provider error: last agent_message_chunk, end_turn", "prompt turn", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[fail]] This fails");
   if (r.error) fail(errText(r.error));
@@ -820,8 +822,8 @@ await step("provider error: last agent_message_chunk, end_turn", "§12.4", async
   return short(last.content.text, 100);
 });
 
-// §12.4: the last answer stopped on length → stopReason max_tokens.
-await step("stopReason max_tokens", "§12.4", async () => {
+// prompt turn: the last answer stopped on length → stopReason max_tokens.
+await step("stopReason max_tokens", "prompt turn", async () => {
   need(S.sid, "no session");
   const r = await A.turn(S.sid, "[[long]] A long answer");
   if (r.error) fail(errText(r.error));
@@ -829,8 +831,8 @@ await step("stopReason max_tokens", "§12.4", async () => {
   return "max_tokens";
 });
 
-// §12.4: a prompt while the turn runs is queued as a follow-up and answered when its own turn ends.
-await step("a prompt during a turn is queued", "§12.4", async () => {
+// prompt turn: a prompt while the turn runs is queued as a follow-up and answered when its own turn ends.
+await step("a prompt during a turn is queued", "prompt turn", async () => {
   need(S.sid, "no session");
   const calls = model.requests.length;
   const p1 = (await A.busy(S.sid, "[[medium]] first")).done;
@@ -845,8 +847,8 @@ await step("a prompt during a turn is queued", "§12.4", async () => {
   return "answered in order";
 });
 
-// §12.4: session/cancel → the running prompt answers cancelled within 1 s, queued prompts answer cancelled (and never run).
-await step("session/cancel", "§12.4", async () => {
+// prompt turn: session/cancel → the running prompt answers cancelled within 1 s, queued prompts answer cancelled (and never run).
+await step("session/cancel", "prompt turn", async () => {
   need(S.sid, "no session");
   const calls = model.requests.length;
   const p1 = (await A.busy(S.sid, "[[slow]] cancel me")).done;
@@ -865,8 +867,8 @@ await step("session/cancel", "§12.4", async () => {
   return `cancelled after ${ms} ms`;
 });
 
-// §12.8: set_config_option model → answers the full list (the same ids), sends config_option_update with it.
-await step("set_config_option model", "§12.8", async () => {
+// model, thinking, commands: set_config_option model → answers the full list (the same ids), sends config_option_update with it.
+await step("set_config_option model", "model, thinking, commands", async () => {
   need(S.sid, "no session");
   const ids = need(S.newRes?.result?.configOptions, "no configOptions").map((o) => o.id).sort();
   const from = SEQ;
@@ -884,8 +886,8 @@ await step("set_config_option model", "§12.8", async () => {
   return "fake-plain, then back";
 });
 
-// §12.8: set_config_option thought_level.
-await step("set_config_option thought_level", "§12.8", async () => {
+// model, thinking, commands: set_config_option thought_level.
+await step("set_config_option thought_level", "model, thinking, commands", async () => {
   need(S.sid, "no session");
   const from = SEQ;
   const r = await A.ok("session/set_config_option", { sessionId: S.sid, configId: "thought_level", value: "high" });
@@ -894,8 +896,8 @@ await step("set_config_option thought_level", "§12.8", async () => {
   return "high";
 });
 
-// §12.8: set_config_option checks id and value: -32602 naming the allowed values.
-await step("set_config_option: bad id or value → -32602", "§12.8", async () => {
+// model, thinking, commands: set_config_option checks id and value: -32602 naming the allowed values.
+await step("set_config_option: bad id or value → -32602", "model, thinking, commands", async () => {
   need(S.sid, "no session");
   const a = await A.call("session/set_config_option", { sessionId: S.sid, configId: "nope", value: "x" });
   eq(a.error?.code, -32602, `unknown configId: ${errText(a.error ?? a.result)}`);
@@ -906,8 +908,8 @@ await step("set_config_option: bad id or value → -32602", "§12.8", async () =
   return J(b.error.message);
 });
 
-// §12.7: approvals as a config option: auto runs write without asking; edits and ask set back.
-await step("approvals config option", "§12.7, §12.8", async () => {
+// approvals: approvals as a config option: auto runs write without asking; edits and ask set back.
+await step("approvals config option", "approvals, model, thinking, commands", async () => {
   need(S.sid, "no session");
   const set = async (v) => {
     const from = SEQ;
@@ -926,8 +928,8 @@ await step("approvals config option", "§12.7, §12.8", async () => {
   return "auto, edits, ask";
 });
 
-// §12.8: modes offer the approval values; set_mode sets them (current_mode_update after).
-await step("set_mode mirrors approvals", "§12.7, §12.8", async () => {
+// model, thinking, commands: modes offer the approval values; set_mode sets them (current_mode_update after).
+await step("set_mode mirrors approvals", "approvals, model, thinking, commands", async () => {
   need(S.sid, "no session");
   const from = SEQ;
   const r = await A.ok("session/set_mode", { sessionId: S.sid, modeId: "edits" });
@@ -940,9 +942,9 @@ await step("set_mode mirrors approvals", "§12.7, §12.8", async () => {
   return "edits, then ask";
 });
 
-// §12.5: kinds and titles of every tool call the session made: read → read "Read <path>", edit → edit "Edit <path>",
+// updates: kinds and titles of every tool call the session made: read → read "Read <path>", edit → edit "Edit <path>",
 // write → edit "Write <path>", bash → execute (the command), todo → think "Update plan"; paths absolute.
-await step("tool kinds and titles", "§12.5", async () => {
+await step("tool kinds and titles", "updates", async () => {
   need(S.sid, "no session");
   const firsts = toolCalls(A.updates(S.sid)).map((c) => c.first);
   const want = { read: ["read", `Read ${P("hello.txt")}`], edit: ["edit", `Edit ${P("plain.txt")}`], write: ["edit", `Write ${P("created.txt")}`], bash: ["execute", "echo first"], todo: ["think", "Update plan"] };
@@ -955,8 +957,8 @@ await step("tool kinds and titles", "§12.5", async () => {
   return "read, edit, write, bash, todo";
 });
 
-// §12.3: session/list {cwd}: {sessionId, cwd, title (the name, else the first line of the first prompt, ≤ 80), updatedAt (RFC 3339)}, newest first.
-await step("session/list: title, cwd, updatedAt", "§12.3", async () => {
+// sessions: session/list {cwd}: {sessionId, cwd, title (the name, else the first line of the first prompt, ≤ 80), updatedAt (RFC 3339)}, newest first.
+await step("session/list: title, cwd, updatedAt", "sessions", async () => {
   need(S.sid, "no session");
   need(caps().sessionCapabilities?.list, "the agent does not advertise sessionCapabilities.list");
   const r2 = await A.ok("session/new", { cwd: PROJ, mcpServers: [] }); S.sid2 = r2.result.sessionId;
@@ -975,21 +977,27 @@ await step("session/list: title, cwd, updatedAt", "§12.3", async () => {
   return `${r.result.sessions.length} sessions`;
 });
 
-// §12.3: several sessions may be open, one runs at a time: a prompt for an idle session while another runs → -32603.
-await step("one session runs at a time", "§12.3", async () => {
+// sessions: several sessions may be open, one runs at a time: a prompt for an idle session while another runs → -32603.
+// One session's turn runs at a time: a prompt to another session waits for the slot, saying so in a
+// note, and runs once the running turn ends (here, cancelled).
+await step("one session runs at a time", "sessions", async () => {
   need(S.sid && S.sid2, "no two sessions");
   const p1 = (await A.busy(S.sid, "[[slow]] keep busy")).done;
-  const r = await A.call("session/prompt", { sessionId: S.sid2, prompt: [{ type: "text", text: "[[hello]] while another runs" }] });
+  const from = SEQ;
+  const p2 = A.call("session/prompt", { sessionId: S.sid2, prompt: [{ type: "text", text: "[[hello]] while another runs" }] });
+  const note = await A.nextUpdate(S.sid2, "agent_message_chunk", from, 10000);
+  const text = note.msg.params.update.content?.text ?? "";
+  ok(text.startsWith("Waiting for a free slot"), `the waiting prompt's note: ${J(text)}`);
   await A.conn.cancel({ sessionId: S.sid });
   const r1 = await p1;
   eq(r1.result?.stopReason, "cancelled", "the running prompt, cancelled");
-  eq(r.error?.code, -32603, `the other session's prompt: ${errText(r.error ?? r.result)}`);
-  ok(r.error.message.includes("another session is running"), `message ${J(r.error.message)}`);
-  return J(r.error.message);
+  const r2 = await p2;
+  eq(r2.result?.stopReason, "end_turn", `the other session's prompt, run after: ${errText(r2.error ?? r2.result)}`);
+  return J(text);
 });
 
-// §12.3: session/list pages by 50 with an opaque nextCursor, newest first (55 sessions written in pi's format).
-await step("session/list: pages", "§12.3", async () => {
+// sessions: session/list pages by 50 with an opaque nextCursor, newest first (55 sessions written in pi's format).
+await step("session/list: pages", "sessions", async () => {
   need(caps().sessionCapabilities?.list, "the agent does not advertise sessionCapabilities.list");
   const p1 = (await A.ok("session/list", { cwd: MANY })).result;
   eq(p1.sessions.length, 50, "sessions on the first page");
@@ -1002,8 +1010,8 @@ await step("session/list: pages", "§12.3", async () => {
   return "50 + 5";
 });
 
-// §12.3: session/close forgets the session (a prompt to it is -32602) and releases it for other processes.
-await step("session/close", "§12.3", async () => {
+// sessions: session/close forgets the session (a prompt to it is -32602) and releases it for other processes.
+await step("session/close", "sessions", async () => {
   need(S.sid, "no session");
   need(caps().sessionCapabilities?.close, "the agent does not advertise sessionCapabilities.close");
   const r = await A.ok("session/close", { sessionId: S.sid });
@@ -1020,9 +1028,9 @@ const B = new Agent("B", { fs: false, terminalOutput: false });
 const bInit = await B.call("initialize", initParams(B.caps));
 const bFrom = SEQ;
 
-// §12.3: session/load in a new process replays the current branch before answering: user text as user_message_chunk,
+// sessions: session/load in a new process replays the current branch before answering: user text as user_message_chunk,
 // answers as chunks, every tool call as one tool_call ending completed or failed; then available_commands_update and usage_update.
-await step("session/load in a new process: replay", "§12.3", async () => {
+await step("session/load in a new process: replay", "sessions", async () => {
   need(S.sid, "no session");
   if (bInit.error) fail(`initialize: ${errText(bInit.error)}`);
   need(bInit.result.agentCapabilities?.loadSession, "the agent does not advertise loadSession");
@@ -1043,8 +1051,8 @@ await step("session/load in a new process: replay", "§12.3", async () => {
   return `${users.length} user messages, ${cs.length} tool calls`;
 });
 
-// §12.3: the replay includes the plan.
-await step("session/load replays the plan", "§12.3", async () => {
+// sessions: the replay includes the plan.
+await step("session/load replays the plan", "sessions", async () => {
   const r = need(S.load, "no load");
   const plan = B.updates(S.sid, r.req.seq, r.res.seq).filter(kind("plan")).at(-1);
   ok(plan, "no plan replayed");
@@ -1052,8 +1060,8 @@ await step("session/load replays the plan", "§12.3", async () => {
   return "the last plan";
 });
 
-// §12.3: a prompt after load is appended to the same session file, with the history.
-await step("prompt after load appends to the session", "§12.3", async () => {
+// sessions: a prompt after load is appended to the same session file, with the history.
+await step("prompt after load appends to the session", "sessions", async () => {
   need(S.load, "no load");
   const file = need(sessionFileOf(S.sid), "no session file");
   const before = fs.statSync(file).size;
@@ -1065,8 +1073,8 @@ await step("prompt after load appends to the session", "§12.3", async () => {
   return path.basename(file);
 });
 
-// §12.5: without _meta.terminal_output, bash ends with one fenced text content; §12.6: no fs/* calls to a client that did not offer them.
-await step("bash output without terminal_output; no fs calls", "§12.5, §12.6", async () => {
+// updates: without _meta.terminal_output, bash ends with one fenced text content; editor's files: no fs/* calls to a client that did not offer them.
+await step("bash output without terminal_output; no fs calls", "updates, editor's files", async () => {
   need(S.load, "no load");
   const r = await B.turn(S.sid, "[[plainbash]] Run a command");
   if (r.error) fail(errText(r.error));
@@ -1079,9 +1087,9 @@ await step("bash output without terminal_output; no fs calls", "§12.5, §12.6",
   return "one fenced text";
 });
 
-// §12.8: /compact [instructions] is answered in-band: an agent_message_chunk, then end_turn (in B, after the
+// model, thinking, commands: /compact [instructions] is answered in-band: an agent_message_chunk, then end_turn (in B, after the
 // load steps, so that the replay above saw the whole history).
-await step("/compact answered in-band", "§12.8", async () => {
+await step("/compact answered in-band", "model, thinking, commands", async () => {
   need(S.load, "no loaded session");
   const r = await B.turn(S.sid, "/compact keep it short");
   if (r.error) fail(errText(r.error));
@@ -1091,8 +1099,8 @@ await step("/compact answered in-band", "§12.8", async () => {
   return short(chunkText(r.us).split("\n")[0], 80);
 });
 
-// §12.9: stdin EOF → exit 0 within 2 s.
-await step("EOF: exit 0 within 2 s", "§12.9", async () => {
+// ending: stdin EOF → exit 0 within 2 s.
+await step("EOF: exit 0 within 2 s", "ending", async () => {
   const t0 = Date.now();
   const exit = await A.end(5000);
   const ms = exit.t - t0;
@@ -1101,8 +1109,8 @@ await step("EOF: exit 0 within 2 s", "§12.9", async () => {
   return `${ms} ms`;
 });
 
-// §12.3: session/resume: the same as load without the replay (A, which had the session open, has exited).
-await step("session/resume", "§12.3", async () => {
+// sessions: session/resume: the same as load without the replay (A, which had the session open, has exited).
+await step("session/resume", "sessions", async () => {
   need(S.sid2, "no second session");
   need(bInit.result?.agentCapabilities?.sessionCapabilities?.resume, "the agent does not advertise sessionCapabilities.resume");
   const r = await B.ok("session/resume", { sessionId: S.sid2, cwd: PROJ, mcpServers: [] });
@@ -1115,8 +1123,8 @@ await step("session/resume", "§12.3", async () => {
   return "resumed, no replay";
 });
 
-// §12.3: session/delete removes the file; the session is gone from session/list.
-await step("session/delete", "§12.3", async () => {
+// sessions: session/delete removes the file; the session is gone from session/list.
+await step("session/delete", "sessions", async () => {
   need(caps().sessionCapabilities?.delete, "the agent does not advertise sessionCapabilities.delete");
   const id = MANY_IDS[0], file = sessionFileOf(id);
   const r = await B.ok("session/delete", { sessionId: id });
@@ -1127,8 +1135,8 @@ await step("session/delete", "§12.3", async () => {
   return path.basename(file);
 });
 
-// §12.3: a session open in this process cannot be deleted: -32602 naming it.
-await step("session/delete of an open session → -32602", "§12.3", async () => {
+// sessions: a session open in this process cannot be deleted: -32602 naming it.
+await step("session/delete of an open session → -32602", "sessions", async () => {
   need(S.load, "no loaded session");
   need(caps().sessionCapabilities?.delete, "the agent does not advertise sessionCapabilities.delete");
   const r = await B.call("session/delete", { sessionId: S.sid });
@@ -1181,8 +1189,8 @@ const initLine = { jsonrpc: "2.0", id: 0, method: "initialize", params: initPara
 // probe: a valid request answered proves the connection survived.
 const probe = async (id) => { const r = await C.ask({ jsonrpc: "2.0", id, method: "session/list", params: { cwd: PROJ } }); ok(r.id === id && r.result, `the connection did not survive (probe ${J(id)}: ${short(r)})`); };
 
-// §12.1: a request other than initialize before initialize → -32600; initialize then works.
-await step("request before initialize → -32600", "§12.1", async () => {
+// wire: a request other than initialize before initialize → -32600; initialize then works.
+await step("request before initialize → -32600", "wire", async () => {
   rpcErr(await C.ask({ jsonrpc: "2.0", id: 1, method: "session/list", params: {} }), -32600, 1, "session/list before initialize");
   const r = await C.ask(initLine);
   ok(r.id === 0 && r.result?.protocolVersion === 1, `initialize after it: ${short(r)}`);
@@ -1190,16 +1198,16 @@ await step("request before initialize → -32600", "§12.1", async () => {
 });
 if (!C.log.some((e) => e.msg?.id === 0 && e.msg.result)) await C.ask(initLine); // whatever the step found, go on initialized
 
-// §12.1: not JSON → -32700 with id null; the connection survives.
-await step("not JSON → -32700, id null", "§12.1", async () => {
+// wire: not JSON → -32700 with id null; the connection survives.
+await step("not JSON → -32700, id null", "wire", async () => {
   rpcErr(await C.ask("this is not json"), -32700, null, "a line of text");
   rpcErr(await C.ask('{"jsonrpc":"2.0","id":3,"method":'), -32700, null, "truncated JSON");
   await probe("p1");
   return "twice, and the connection survived";
 });
 
-// §12.1: JSON that is not a request/notification/response → -32600 (with its id when usable).
-await step("not a request → -32600", "§12.1", async () => {
+// wire: JSON that is not a request/notification/response → -32600 (with its id when usable).
+await step("not a request → -32600", "wire", async () => {
   rpcErr(await C.ask(`[${J({ jsonrpc: "2.0", id: 5, method: "session/list", params: {} })}]`), -32600, null, "a batch");
   rpcErr(await C.ask({ jsonrpc: "1.0", id: 6, method: "session/list", params: {} }), -32600, 6, "jsonrpc 1.0");
   rpcErr(await C.ask({ jsonrpc: "2.0", id: 7, params: {} }), -32600, 7, "no method");
@@ -1207,16 +1215,16 @@ await step("not a request → -32600", "§12.1", async () => {
   return "batch, jsonrpc 1.0, no method";
 });
 
-// §12.1: unknown method with an id → -32601; an unknown notification is ignored (nothing written).
-await step("unknown method → -32601, unknown notification ignored", "§12.1", async () => {
+// wire: unknown method with an id → -32601; an unknown notification is ignored (nothing written).
+await step("unknown method → -32601, unknown notification ignored", "wire", async () => {
   rpcErr(await C.ask({ jsonrpc: "2.0", id: "abc", method: "nope/nothing", params: {} }), -32601, "abc", "unknown method");
   C.send(J({ jsonrpc: "2.0", method: "nope/notify", params: {} }));
   await probe("p3"); // the next answer is the probe's: nothing came for the notification
   return "ok";
 });
 
-// §12.1: missing or wrongly typed params, a relative cwd, an unknown sessionId, an unsupported content block → -32602 naming the field.
-await step("bad params → -32602 naming the field", "§12.1", async () => {
+// wire: missing or wrongly typed params, a relative cwd, an unknown sessionId, an unsupported content block → -32602 naming the field.
+await step("bad params → -32602 naming the field", "wire", async () => {
   const names = (msg, field, what) => ok(msg.includes(field), `${what}: message ${J(msg)} does not name ${field}`);
   names(rpcErr(await C.ask({ jsonrpc: "2.0", id: 10, method: "session/new", params: { mcpServers: [] } }), -32602, 10, "no cwd"), "cwd", "no cwd");
   names(rpcErr(await C.ask({ jsonrpc: "2.0", id: 11, method: "session/new", params: { cwd: 42, mcpServers: [] } }), -32602, 11, "cwd 42"), "cwd", "cwd 42");
@@ -1232,8 +1240,8 @@ await step("bad params → -32602 naming the field", "§12.1", async () => {
   return "cwd missing/42/relative, unknown sessionId, audio";
 });
 
-// §12.1: unknown fields and _meta in params are ignored; ids (numbers, strings) are echoed exactly.
-await step("unknown fields and _meta ignored, ids echoed", "§12.1", async () => {
+// wire: unknown fields and _meta in params are ignored; ids (numbers, strings) are echoed exactly.
+await step("unknown fields and _meta ignored, ids echoed", "wire", async () => {
   const r = await C.ask({ jsonrpc: "2.0", id: "s-1", method: "session/list", params: { cwd: PROJ, extra: true, _meta: { x: 1 } } });
   ok(r.id === "s-1" && Array.isArray(r.result?.sessions), `session/list with extra fields: ${short(r)}`);
   const n = await C.ask({ jsonrpc: "2.0", id: 9007199254740991, method: "session/list", params: { cwd: PROJ } });
@@ -1244,8 +1252,8 @@ C.child.stdin.end();
 await Promise.race([C.exited, sleep(3000)]);
 if (!C.exit) { C.child.kill("SIGKILL"); await C.exited; }
 
-// §12.1: no usable model → -32000 (Zed's login view) from session/new or the prompt, with a message.
-await step("no usable model → -32000", "§12.1", async () => {
+// wire: no usable model → -32000 (Zed's login view) from session/new or the prompt, with a message.
+await step("no usable model → -32000", "wire", async () => {
   const dir = path.join(WORK, "no-models"); fs.mkdirSync(path.join(dir, "home"), { recursive: true });
   const D = new Raw("D", { ...CHILD_ENV, HOME: path.join(dir, "home"), PI_CODING_AGENT_DIR: path.join(dir, "agent") });
   try {

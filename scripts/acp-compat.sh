@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Drives `rpi acp` (SPEC §12) with the official ACP SDK's ClientSideConnection
+# Drives `rpi acp` (docs/acp.md) with the official ACP SDK's ClientSideConnection
 # (npm @agentclientprotocol/sdk@0.26.0), as an editor would, through a whole
 # session: initialize, session/new, prompts with streamed chunks, tool calls,
 # permission requests, the editor's files, bash output, the plan, cancel,
 # config options, list, load in a new process, resume, close, delete, bad
 # input on a raw pipe, EOF. The steps are in scripts/acp-client.mjs, each
-# naming the §12 clause it checks; each prints PASS, FAIL (with the wire
+# naming the docs/acp.md clause it checks; each prints PASS, FAIL (with the wire
 # lines of that step) or SKIP, then `RESULT: N passed, M failed, K skipped`.
 # The exit status is 1 when any step failed. A local fake OpenAI-compatible
 # server plays the model, scripted step by step.
@@ -15,7 +15,7 @@
 #   bash scripts/acp-compat.sh                   # the steps against rpi acp
 #   bash scripts/acp-compat.sh --against pi-acp  # the same steps against pi-acp 0.0.34
 #                                                # over rpi's pi mode (checks the checks;
-#                                                # pi-acp lacks much of §12, so many fail)
+#                                                # pi-acp lacks much of docs/acp.md, so many fail)
 # ACP_COMPAT_CACHE=DIR keeps the SDK's npm install in DIR between runs;
 # PI_COMPAT_CACHE=DIR is where pi-acp is (or gets) installed, as for
 # scripts/pi-compat.sh. Everything else, the agent's HOME and
@@ -61,7 +61,7 @@ echo "node $(node --version)"
 
 # ---------------------------------------------------------------- the agent
 # Both targets get the same approvals: --confirm write,edit,bash,process
-# (§12.7's "ask"). rpi in pi mode asks through extension_ui confirm
+# (approvals's "ask"). rpi in pi mode asks through extension_ui confirm
 # dialogs, which pi-acp turns into session/request_permission.
 (cd "$repo" && CGO_ENABLED=0 go build -o "$work/rpi" .)
 confirm=write,edit,bash,process
