@@ -245,3 +245,30 @@ func resolvePath(dir, path string) string {
 // models.json, context files, templates, skills): a larger one is skipped
 // with a warning.
 const maxResourceBytes = 1 << 20
+
+// writeFileWhole replaces path with data: written to a new file beside
+// it (with mode), then renamed over it, so that a crash leaves the old
+// file or the new, never a part.
+func writeFileWhole(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}

@@ -28,6 +28,7 @@ type mcpServerConfig struct {
 	cwd         string
 	url         string
 	headers     map[string]string
+	oauth       mcpOAuthSettings // the client a stored sign-in was made as (HTTP)
 	enabled     bool
 	timeout     time.Duration
 	exposure    string            // direct, deferred, hidden, codemode (acts as deferred)
@@ -49,7 +50,28 @@ type mcpEntry struct {
 	Timeout      *float64          `json:"timeout"`
 	Exposure     *string           `json:"exposure"`
 	ToolExposure map[string]string `json:"toolExposure"`
+	OAuth        *mcpOAuthEntry    `json:"oauth"`
 	Description  *string           `json:"description"`
+}
+
+// mcpOAuthEntry is an HTTP entry's "oauth" object: how pi signs in to the
+// server, which a refresh of that sign-in follows (mcp_oauth.go).
+type mcpOAuthEntry struct {
+	ClientID              *string  `json:"clientId"`
+	ClientSecret          *string  `json:"clientSecret"`
+	ClientName            *string  `json:"clientName"`
+	ClientRegistration    *string  `json:"clientRegistration"`
+	CallbackURL           *string  `json:"callbackUrl"`
+	CallbackPort          *float64 `json:"callbackPort"`
+	AuthServerMetadataURL *string  `json:"authServerMetadataUrl"`
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // mcpDefaultTimeout is a request's limit without the entry's timeout.
@@ -244,6 +266,17 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, boo
 	if e.URL != nil {
 		cfg.transport, cfg.url = "http", *e.URL
 		cfg.headers = expandAll(e.Headers, true)
+		if e.OAuth != nil && err == nil {
+			o := e.OAuth
+			settings := expandAll(map[string]string{"clientId": deref(o.ClientID), "clientSecret": deref(o.ClientSecret),
+				"callbackUrl": deref(o.CallbackURL), "authServerMetadataUrl": deref(o.AuthServerMetadataURL)}, true)
+			cfg.oauth = mcpOAuthSettings{clientID: settings["clientId"], clientSecret: settings["clientSecret"],
+				clientName: deref(o.ClientName), registration: deref(o.ClientRegistration),
+				callbackURL: settings["callbackUrl"], metadataURL: settings["authServerMetadataUrl"]}
+			if o.CallbackPort != nil {
+				cfg.oauth.callbackPort = int(*o.CallbackPort)
+			}
+		}
 		return cfg, err
 	}
 	cfg.transport, cfg.command = "stdio", expandHome(*e.Command)

@@ -20,8 +20,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
-	"net/url"
-	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,7 @@ type mcpHTTP struct {
 	server  string
 	url     string
 	headers map[string]string
+	signIn  *mcpSignIn // the sign-in pi stored for the server; nil when its entry sends its own Authorization
 	conn    *mcpConn
 	stderr  io.Writer
 	client  *http.Client
@@ -41,6 +41,7 @@ type mcpHTTP struct {
 
 	mu      mutex[mcpHTTPMu] // guards session and version
 	session string           // Mcp-Session-Id, once the server gave one
+	token   string           // the stored sign-in's access token last sent, which DELETE sends too
 	version string           // the protocol version agreed on, once it is
 }
 
@@ -50,13 +51,7 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
 	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
 	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr}
-	if token := storedMCPToken(m.s.set.agentDir, cfg, m.s.env.clock.Now()); token != "" && !hasHeader(cfg.headers, "Authorization") {
-		h.headers = maps.Clone(cfg.headers)
-		if h.headers == nil {
-			h.headers = map[string]string{}
-		}
-		h.headers["Authorization"] = "Bearer " + token
-	}
+	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now)
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: cfg.timeout,
@@ -69,46 +64,6 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 }
 
 var errMCPRedirect = errors.New("it redirects elsewhere, which rpi does not follow")
-
-// storedMCPToken is the access token pi stored for the server when the
-// user signed in (pi mcp login): in <agent dir>/mcp-auth.json, under
-// mcp__<name>|<url> (or, as older pi wrote it, the URL alone), unless it
-// has expired; "" when there is none. rpi does not refresh it: an
-// expired sign-in is pi's to renew.
-func storedMCPToken(agentDir string, cfg mcpServerConfig, now time.Time) string {
-	data, err := readSmallFile(filepath.Join(agentDir, "mcp-auth.json"))
-	if err != nil {
-		return ""
-	}
-	var states map[string]struct {
-		Tokens *struct {
-			AccessToken string `json:"access_token"`
-		} `json:"tokens"`
-		TokensExpireAt *float64 `json:"tokensExpireAt"`
-	}
-	if json.Unmarshal(data, &states) != nil {
-		return ""
-	}
-	u, err := url.Parse(cfg.url)
-	if err != nil {
-		return ""
-	}
-	if u.Path == "" {
-		u.Path = "/" // as a WHATWG URL writes it
-	}
-	key := u.String()
-	for _, k := range []string{"mcp__" + strings.ReplaceAll(cfg.name, "-", "_") + "|" + key, key} {
-		state, ok := states[k]
-		switch {
-		case !ok || state.Tokens == nil || state.Tokens.AccessToken == "":
-		case state.TokensExpireAt != nil && *state.TokensExpireAt <= float64(now.UnixMilli()):
-			return ""
-		default:
-			return state.Tokens.AccessToken
-		}
-	}
-	return ""
-}
 
 func hasHeader(headers map[string]string, name string) bool {
 	for k := range headers {
@@ -126,8 +81,50 @@ func (h *mcpHTTP) setVersion(version string) {
 }
 
 // send POSTs one message and waits at most limit for the answer's head;
-// its body is read in the background, each message in it handled.
+// its body is read in the background, each message in it handled. With
+// a stored sign-in, the POST carries its access token; a 401 has it
+// refreshed and the message sent once more.
 func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration) error {
+	token := ""
+	if h.signIn != nil {
+		token = h.signIn.token(reqCtx)
+	}
+	err := h.post(reqCtx, line, limit, token)
+	var rejected *mcpRejected
+	if !errors.As(err, &rejected) || h.signIn == nil || rejected.needsScope {
+		return h.signInError(err, nil)
+	}
+	fresh, rerr := h.signIn.refresh(reqCtx, token)
+	if rerr != nil {
+		return h.signInError(err, rerr)
+	}
+	return h.signInError(h.post(reqCtx, line, limit, fresh), nil)
+}
+
+// mcpRejected is a server's 401: the request needs a sign-in.
+type mcpRejected struct{ needsScope bool }
+
+func (*mcpRejected) Error() string { return "rejected" }
+
+// signInError is err as the user reads it: a 401 says how to sign in,
+// with why a refresh could not help (refresh's error) when there was one.
+func (h *mcpHTTP) signInError(err, refresh error) error {
+	var rejected *mcpRejected
+	if !errors.As(err, &rejected) {
+		return err
+	}
+	why := ""
+	switch {
+	case rejected.needsScope:
+		why = " (it asks for more access)"
+	case refresh != nil && !errors.Is(refresh, errSignInNeeded) && !errors.Is(refresh, context.Canceled):
+		why = " (the stored sign-in could not be refreshed: " + h.redact(refresh.Error()) + ")"
+	}
+	return fmt.Errorf("MCP server %s needs sign-in%s: run `pi mcp login %s`", h.server, why, h.server)
+}
+
+// post sends one message with token ("" for none) as its bearer.
+func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration, token string) error {
 	ctx, cancelCtx := context.WithCancel(h.ctx)
 	stopAbort := context.AfterFunc(reqCtx, guarded(h.stderr, "an MCP request's abort", cancelCtx)) // an abort ends the POST, and the reading of its answer
 	cancel := func() {
@@ -142,6 +139,12 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 		return fmt.Errorf("MCP server %s: its url is not valid", h.server)
 	}
 	h.setHeaders(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+		h.mu.Lock()
+		h.token = token
+		h.mu.Unlock()
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := h.client.Do(req)
@@ -181,12 +184,12 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 		resp.Body.Close()
 		cancel()
-		detail := escapeControl(strings.TrimSpace(h.redact(string(snippet))))
+		detail := escapeControl(strings.TrimSpace(h.redact(string(snippet), token)))
 		if detail != "" {
 			detail = ": " + detail
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
-			return fmt.Errorf("MCP server %s needs sign-in: run `pi mcp login %s`", h.server, h.server)
+			return &mcpRejected{needsScope: strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope")}
 		}
 		return fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
 	}
@@ -230,10 +233,7 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 // failure is why a POST got no answer, without the URL (which may hold
 // a key).
 func (h *mcpHTTP) failure(err error, timedOut bool, limit time.Duration) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
-	}
+	err = withoutURL(err)
 	switch {
 	case errors.Is(err, errMCPRedirect):
 		return fmt.Errorf("MCP server %s: %v", h.server, err)
@@ -245,10 +245,11 @@ func (h *mcpHTTP) failure(err error, timedOut bool, limit time.Duration) error {
 	return fmt.Errorf("MCP server %s cannot be reached: %v", h.server, err)
 }
 
-// redact takes the values of the entry's headers (a key, a token) out of
-// text a server sent, which may echo what it was sent.
-func (h *mcpHTTP) redact(text string) string {
-	for _, v := range h.headers {
+// redact takes the values of the entry's headers (a key, a token) and
+// the secrets more out of text a server sent, which may echo what it was
+// sent.
+func (h *mcpHTTP) redact(text string, more ...string) string {
+	for _, v := range append(slices.Collect(maps.Values(h.headers)), more...) {
 		for _, secret := range []string{v, strings.TrimPrefix(v, "Bearer ")} {
 			if len(secret) >= 4 {
 				text = strings.ReplaceAll(text, secret, "[redacted]")
@@ -268,6 +269,9 @@ func (h *mcpHTTP) setHeaders(req *http.Request) {
 	defer h.mu.Unlock()
 	if h.session != "" {
 		req.Header.Set("Mcp-Session-Id", h.session)
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 	if h.version != "" {
 		req.Header.Set("MCP-Protocol-Version", h.version)

@@ -826,45 +826,6 @@ func TestMCPServerCrashes(t *testing.T) {
 	}
 }
 
-// TestMCPStoredSignIn: an HTTP server pi signed in to (pi mcp login) gets
-// the access token pi stored in mcp-auth.json, under pi's key or the
-// older one; an expired token, or an entry whose own Authorization header
-// says otherwise, is not sent.
-func TestMCPStoredSignIn(t *testing.T) {
-	agentDir := t.TempDir()
-	now := time.UnixMilli(1_800_000_000_000)
-	os.WriteFile(filepath.Join(agentDir, "mcp-auth.json"), []byte(`{
-  "mcp__my_docs|https://docs.example.com/mcp": {"serverUrl": "https://docs.example.com/mcp", "tokens": {"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt"}, "tokensExpireAt": 1800000100000},
-  "https://old.example.com/": {"tokens": {"access_token": "at-old", "token_type": "Bearer"}},
-  "mcp__late|https://late.example.com/mcp": {"tokens": {"access_token": "at-late", "token_type": "Bearer"}, "tokensExpireAt": 1700000000000}
-}`), 0o600)
-	cases := []struct {
-		name, url, want string
-	}{
-		{"my-docs", "https://docs.example.com/mcp", "at-1"},
-		{"old", "https://old.example.com", "at-old"},
-		{"late", "https://late.example.com/mcp", ""},
-		{"other", "https://docs.example.com/mcp", ""},
-	}
-	for _, c := range cases {
-		if got := storedMCPToken(agentDir, mcpServerConfig{name: c.name, url: c.url}, now); got != c.want {
-			t.Errorf("%s %s: %q; want %q", c.name, c.url, got, c.want)
-		}
-	}
-	srv := &mcpTestHTTPServer{}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	e := newTestEnv(t)
-	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-	os.WriteFile(filepath.Join(e.agentDir, "mcp-auth.json"), []byte(`{"mcp__web|`+hs.URL+`/mcp": {"tokens": {"access_token": "signed-in", "token_type": "Bearer"}}}`), 0o600)
-	openWithMCP(t, e)
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	if len(srv.auth) == 0 || srv.auth[0] != "Bearer signed-in" {
-		t.Errorf("Authorization sent: %q", srv.auth)
-	}
-}
-
 // TestMCPNotificationFlood: a server that floods tools/list_changed (and
 // log messages) costs a few listings, never one each: the listings run
 // one at a time, the changes told meanwhile making one more.

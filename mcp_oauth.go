@@ -1,0 +1,740 @@
+package main
+
+// Sign-ins to MCP servers, as pi stores them (pi mcp login): rpi sends
+// the access token pi keeps in <agent dir>/mcp-auth.json and, as pi
+// does, refreshes it when it is about to expire or the server rejects
+// it — under pi's own locks, so that rpi and pi never spend one refresh
+// token twice (servers that rotate refresh tokens drop the grant then).
+// rpi never signs in and never registers a client: when a refresh is not
+// possible, the server needs `pi mcp login NAME` (docs/mcp.md#sign-in).
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The timings of pi's locks and refreshes.
+const (
+	mcpRefreshSkew      = 30 * time.Second // a token this close to expiry is refreshed before it is sent
+	mcpRefreshLockStale = 20 * time.Second // a refresh lock not renewed for this long was left by a dead process
+	mcpRefreshLockWait  = 25 * time.Second // how long to wait for another process's refresh
+	mcpAuthLockStale    = 10 * time.Second // the same for the lock of mcp-auth.json itself
+	mcpAuthLockWait     = 200 * time.Millisecond
+	oauthRequestLimit   = 15 * time.Second // each request to the authorization server
+	piLockRetry         = 100 * time.Millisecond
+	piClientDocuments   = "https://pi.dev/oauth" // pi's Client ID Metadata Documents
+	oauthDefaultReturn  = "http://127.0.0.1/callback"
+)
+
+// mcpOAuthSettings is an HTTP entry's "oauth" object: the client pi signs
+// in (and so refreshes) as.
+type mcpOAuthSettings struct {
+	clientID, clientSecret string
+	clientName             string
+	registration           string // auto (""), dcr or cimd
+	callbackURL            string
+	callbackPort           int
+	metadataURL            string // the authorization server's metadata, when the entry names it
+}
+
+// errSignInNeeded: the stored sign-in cannot be refreshed; the user signs
+// in again with pi.
+var errSignInNeeded = errors.New("sign-in needed")
+
+// mcpSignIn is one HTTP server's stored sign-in, which its connection
+// sends with each request.
+type mcpSignIn struct {
+	server  string // the entry's name, for messages
+	file    string // <agent dir>/mcp-auth.json
+	lockDir string // the agent dir, where pi keeps its refresh locks
+	keys    [2]string
+	url     string // the server's URL as pi writes it
+	oauth   mcpOAuthSettings
+	now     func() time.Time
+	client  *http.Client
+	// refreshing is held (a token in it) by the one refresh this
+	// connection runs at a time; others wait for it, then see its token.
+	refreshing chan struct{}
+}
+
+// newMCPSignIn is the sign-in of the entry cfg, or nil when it cannot have
+// one: its own Authorization header, or a URL that is not one.
+func newMCPSignIn(agentDir string, cfg mcpServerConfig, now func() time.Time) *mcpSignIn {
+	u, err := url.Parse(cfg.url)
+	if err != nil || hasHeader(cfg.headers, "Authorization") || agentDir == "" {
+		return nil
+	}
+	if u.Path == "" {
+		u.Path = "/" // as a WHATWG URL writes it
+	}
+	serverURL := u.String()
+	return &mcpSignIn{
+		server: cfg.name, file: filepath.Join(agentDir, "mcp-auth.json"), lockDir: agentDir,
+		keys: [2]string{"mcp__" + strings.ReplaceAll(cfg.name, "-", "_") + "|" + serverURL, serverURL},
+		url:  serverURL, oauth: cfg.oauth, now: now, refreshing: make(chan struct{}, 1),
+		client: &http.Client{
+			// Refreshes are rare: no connection is kept open after one.
+			Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 10 * time.Second, DisableKeepAlives: true},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return errMCPRedirect },
+		},
+	}
+}
+
+// token is the access token to send: the stored one, refreshed first
+// when it expires within mcpRefreshSkew and can be; "" when pi stored
+// none. A refresh that fails sends the old token, and the server's
+// answer decides.
+func (si *mcpSignIn) token(ctx context.Context) string {
+	state, _, err := si.load()
+	if err != nil || state.accessToken == "" {
+		return ""
+	}
+	if state.expiresAt.IsZero() || state.expiresAt.Sub(si.now()) > mcpRefreshSkew || state.refreshToken == "" {
+		return state.accessToken
+	}
+	if fresh, err := si.refresh(ctx, state.accessToken); err == nil {
+		return fresh
+	}
+	return state.accessToken
+}
+
+// refresh replaces stale, the access token that expired or was rejected,
+// and returns the new one: at most one refresh per connection at a time,
+// and none across processes while pi's refresh lock is held. A token
+// changed meanwhile (another refresh, a new sign-in) is used as it is.
+func (si *mcpSignIn) refresh(ctx context.Context, stale string) (string, error) {
+	select {
+	case si.refreshing <- struct{}{}:
+		defer func() { <-si.refreshing }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	sum := sha256.Sum256([]byte(si.keys[0]))
+	lock, err := piLock(ctx, filepath.Join(si.lockDir, "mcp-auth-refresh-"+hex.EncodeToString(sum[:])[:16]),
+		mcpRefreshLockStale, mcpRefreshLockWait)
+	if err != nil {
+		return "", err
+	}
+	defer lock.unlock()
+	state, _, err := si.load()
+	switch {
+	case err != nil:
+		return "", err
+	case state.accessToken != stale && state.accessToken != "":
+		return state.accessToken, nil
+	case state.refreshToken == "":
+		return "", errSignInNeeded
+	}
+	tokens, err := si.requestTokens(ctx, state, lock.renew)
+	var oerr *oauthError
+	switch {
+	case errors.As(err, &oerr) && (oerr.code == "invalid_client" || oerr.code == "unauthorized_client"):
+		// The client is gone: pi forgets it with the tokens and the
+		// discovery, unless a sign-in stored another meanwhile.
+		si.update(func(s *jsonObject) bool {
+			if !bytes.Equal(s.get("clientInformation"), state.clientRaw) {
+				return false
+			}
+			s.del("clientInformation", "tokens", "tokensExpireAt", "discovery")
+			return true
+		})
+		return "", errSignInNeeded
+	case errors.As(err, &oerr) && oerr.code == "invalid_grant":
+		si.update(func(s *jsonObject) bool { s.del("tokens", "tokensExpireAt"); return true })
+		return "", errSignInNeeded
+	case errors.As(err, &oerr) && oerr.code == "server_error":
+		return "", errSignInNeeded
+	case err != nil:
+		return "", err
+	}
+	// A refresh is not cancellable from here: the server may have rotated
+	// the refresh token, so its answer is saved.
+	var access string
+	err = si.update(func(s *jsonObject) bool {
+		old := map[string]any{}
+		json.Unmarshal(s.get("tokens"), &old)
+		merged := map[string]any{"refresh_token": state.refreshToken}
+		for k, v := range tokens {
+			merged[k] = v
+		}
+		if _, ok := merged["scope"]; !ok && old["scope"] != nil {
+			merged["scope"] = old["scope"] // a refresh without scope keeps the grant's
+		}
+		access, _ = merged["access_token"].(string)
+		s.set("tokens", jsonValue(merged))
+		if expires, ok := tokens["expires_in"].(float64); ok {
+			s.set("tokensExpireAt", jsonValue(si.now().UnixMilli()+int64(expires*1000)))
+		} else {
+			s.del("tokensExpireAt")
+		}
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	return access, nil
+}
+
+// storedSignIn is what a refresh reads of a server's state in
+// mcp-auth.json; the rest of it is kept as pi wrote it.
+type storedSignIn struct {
+	accessToken, refreshToken string
+	expiresAt                 time.Time // zero: no expiry stored
+	client                    oauthClient
+	clientRaw                 json.RawMessage
+	authServer                string         // the authorization server pi found at sign-in
+	metadata                  *oauthMetadata // its metadata, when pi kept it
+	resource                  string         // the protected resource pi signed in to, when the server named one
+	hasDiscovery              bool
+}
+
+type oauthClient struct {
+	ID           string   `json:"client_id"`
+	Secret       string   `json:"client_secret"`
+	AuthMethod   string   `json:"token_endpoint_auth_method"`
+	RedirectURIs []string `json:"redirect_uris"`
+}
+
+type oauthMetadata struct {
+	TokenEndpoint    string   `json:"token_endpoint"`
+	AuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
+	ClientDocuments  bool     `json:"client_id_metadata_document_supported"`
+	IssuerInResponse bool     `json:"authorization_response_iss_parameter_supported"`
+}
+
+// load reads the server's state under the file's lock, by pi's key or
+// the older one; the zero value when there is none (no file, no entry).
+func (si *mcpSignIn) load() (storedSignIn, string, error) {
+	var state storedSignIn
+	var key string
+	err := si.withFile(func(file *jsonObject) bool {
+		var raw json.RawMessage
+		for _, k := range si.keys {
+			if raw = file.get(k); raw != nil {
+				key = k
+				break
+			}
+		}
+		var s jsonObject
+		if raw == nil || json.Unmarshal(raw, &s) != nil {
+			return false
+		}
+		state = readSignIn(&s)
+		return false
+	})
+	return state, key, err
+}
+
+// readSignIn takes what a refresh uses out of a server's state; a field
+// of the wrong type counts as absent.
+func readSignIn(s *jsonObject) storedSignIn {
+	var st storedSignIn
+	var tokens struct {
+		Access  any `json:"access_token"`
+		Refresh any `json:"refresh_token"`
+	}
+	json.Unmarshal(s.get("tokens"), &tokens)
+	st.accessToken, _ = tokens.Access.(string)
+	st.refreshToken, _ = tokens.Refresh.(string)
+	var expires float64
+	if json.Unmarshal(s.get("tokensExpireAt"), &expires) == nil && expires > 0 {
+		st.expiresAt = time.UnixMilli(int64(expires))
+	}
+	st.clientRaw = s.get("clientInformation")
+	json.Unmarshal(st.clientRaw, &st.client)
+	var discovery struct {
+		AuthServer string                     `json:"authorizationServerUrl"`
+		Metadata   *oauthMetadata             `json:"authorizationServerMetadata"`
+		Resource   *struct{ Resource string } `json:"resourceMetadata"`
+	}
+	if raw := s.get("discovery"); raw != nil && json.Unmarshal(raw, &discovery) == nil {
+		st.hasDiscovery = discovery.AuthServer != ""
+		st.authServer, st.metadata = discovery.AuthServer, discovery.Metadata
+		if discovery.Resource != nil {
+			st.resource = discovery.Resource.Resource
+		}
+	}
+	return st
+}
+
+// requestTokens asks the authorization server for new tokens with the
+// stored refresh token, as the client the user signed in as: the one the
+// entry configures, the one pi registered, or pi's Client ID Metadata
+// Document. The answer's fields, as the server sent them.
+// Each request takes at most oauthRequestLimit, less than a lock lives
+// unrenewed: renew is called between them.
+func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, renew func()) (map[string]any, error) {
+	metadata, authServer := state.metadata, state.authServer
+	if si.oauth.metadataURL != "" {
+		var err error
+		renew()
+		if metadata, err = si.fetchMetadata(ctx, si.oauth.metadataURL); err != nil {
+			return nil, err
+		}
+	} else if !state.hasDiscovery {
+		return nil, errSignInNeeded // pi keeps what it found at sign-in; without it, sign in again
+	}
+	client, ok := si.clientFor(state, metadata)
+	if !ok {
+		return nil, errSignInNeeded
+	}
+	endpoint := ""
+	if metadata != nil {
+		endpoint = metadata.TokenEndpoint
+	} else if base, err := url.Parse(authServer); err == nil {
+		endpoint = base.ResolveReference(&url.URL{Path: "/token"}).String()
+	}
+	if err := checkOAuthEndpoint(endpoint); err != nil {
+		return nil, err
+	}
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {state.refreshToken}}
+	if state.resource != "" {
+		if err := sameResource(si.url, state.resource); err != nil {
+			return nil, err
+		}
+		form.Set("resource", state.resource)
+	}
+	var methods []string
+	if metadata != nil {
+		methods = metadata.AuthMethods
+	}
+	header := http.Header{"Accept": {"application/json"}, "Content-Type": {"application/x-www-form-urlencoded"}}
+	if clientAuthMethod(client, methods) == "client_secret_basic" {
+		header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(client.ID+":"+client.Secret)))
+	} else {
+		form.Set("client_id", client.ID)
+		if client.Secret != "" && clientAuthMethod(client, methods) == "client_secret_post" {
+			form.Set("client_secret", client.Secret)
+		}
+	}
+	renew()
+	ctx, cancel := context.WithTimeout(ctx, oauthRequestLimit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header
+	resp, err := si.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization server cannot be reached: %v", withoutURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the authorization server's answer: %v", err)
+	}
+	var answer map[string]any
+	json.Unmarshal(body, &answer)
+	// Servers report OAuth errors with any status: the body first.
+	if code, ok := answer["error"].(string); ok {
+		desc, _ := answer["error_description"].(string)
+		for _, secret := range []string{state.refreshToken, state.accessToken, client.Secret} {
+			if len(secret) >= 4 {
+				desc = strings.ReplaceAll(desc, secret, "[redacted]")
+				code = strings.ReplaceAll(code, secret, "[redacted]")
+			}
+		}
+		return nil, &oauthError{code: code, description: desc}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &oauthError{code: "server_error", description: "HTTP " + strconv.Itoa(resp.StatusCode)}
+	}
+	return checkTokens(answer)
+}
+
+// checkTokens is the token answer as pi keeps it: access_token and
+// token_type strings, expires_in a number (a string of one is taken),
+// the optional strings dropped when empty; an answer without them fails.
+func checkTokens(answer map[string]any) (map[string]any, error) {
+	tokens := map[string]any{}
+	for _, k := range []string{"access_token", "token_type"} {
+		v, ok := answer[k].(string)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("the authorization server's answer has no %s", k)
+		}
+		tokens[k] = v
+	}
+	switch v := answer["expires_in"].(type) {
+	case float64:
+		tokens["expires_in"] = v
+	case string:
+		if v != "" {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, errors.New("the authorization server's answer has an invalid expires_in")
+			}
+			tokens["expires_in"] = n
+		}
+	case nil:
+	default:
+		return nil, errors.New("the authorization server's answer has an invalid expires_in")
+	}
+	for _, k := range []string{"scope", "refresh_token", "id_token"} {
+		switch v := answer[k].(type) {
+		case string:
+			if v != "" {
+				tokens[k] = v
+			}
+		case nil:
+		default:
+			return nil, fmt.Errorf("the authorization server's answer has an invalid %s", k)
+		}
+	}
+	return tokens, nil
+}
+
+// clientFor is the client the refresh speaks as, as pi chooses it: the
+// entry's clientId, the client pi stored, or pi's Client ID Metadata
+// Document when the entry lets pi use one and the server takes it.
+func (si *mcpSignIn) clientFor(state storedSignIn, metadata *oauthMetadata) (oauthClient, bool) {
+	o := si.oauth
+	switch {
+	case o.clientID != "":
+		return oauthClient{ID: o.clientID, Secret: o.clientSecret}, true
+	case state.client.ID != "":
+		return state.client, true
+	}
+	redirect := oauthDefaultReturn
+	for _, candidate := range append([]string{o.fixedRedirect()}, state.client.RedirectURIs...) {
+		if candidate != "" && piListsRedirect(candidate) {
+			redirect = candidate
+			break
+		}
+	}
+	documents := o.registration == "cimd" ||
+		(o.registration == "" || o.registration == "auto") && o.clientName == "" && piListsRedirect(redirect)
+	if !documents || metadata == nil || !metadata.ClientDocuments || !slices.Contains(metadata.AuthMethods, "none") {
+		return oauthClient{}, false
+	}
+	if metadata.IssuerInResponse {
+		return oauthClient{ID: piClientDocuments + "/client.json", AuthMethod: "none"}, true
+	}
+	return oauthClient{ID: piClientDocuments + "/" + callbackID(si.url) + "/client.json", AuthMethod: "none"}, true
+}
+
+// fixedRedirect is the redirect URI the entry's callback settings fix,
+// "" when they leave the port open.
+func (o mcpOAuthSettings) fixedRedirect() string {
+	configured := cmp.Or(o.callbackURL, oauthDefaultReturn)
+	u, err := url.Parse(configured)
+	switch {
+	case err != nil:
+		return ""
+	case u.Port() != "":
+		return o.callbackURL
+	case o.callbackPort > 0:
+		u.Host = net.JoinHostPort(strings.Trim(u.Hostname(), "[]"), strconv.Itoa(o.callbackPort))
+		return u.String()
+	}
+	return ""
+}
+
+// piListsRedirect reports whether pi's documents list the redirect URI:
+// a /callback path, not on [::1].
+func piListsRedirect(redirect string) bool {
+	u, err := url.Parse(redirect)
+	return err == nil && u.Host != "[::1]" && !strings.HasPrefix(u.Host, "[::1]:") && u.Path == "/callback"
+}
+
+// callbackID is the 12 characters by which pi's server-specific document
+// names an MCP server's URL.
+func callbackID(serverURL string) string {
+	u, err := url.Parse(serverURL)
+	if err == nil {
+		u.Fragment, u.RawFragment = "", ""
+		serverURL = u.String()
+	}
+	sum := sha256.Sum256([]byte(serverURL))
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// clientAuthMethod is how the client proves itself to the token
+// endpoint, chosen as pi (the MCP SDK) chooses it.
+func clientAuthMethod(c oauthClient, supported []string) string {
+	if m := c.AuthMethod; (m == "client_secret_basic" || m == "client_secret_post" || m == "none") &&
+		(len(supported) == 0 || slices.Contains(supported, m)) {
+		return m
+	}
+	switch {
+	case len(supported) == 0 && c.Secret != "":
+		return "client_secret_basic"
+	case len(supported) == 0:
+		return "none"
+	case c.Secret != "" && slices.Contains(supported, "client_secret_basic"):
+		return "client_secret_basic"
+	case c.Secret != "" && slices.Contains(supported, "client_secret_post"):
+		return "client_secret_post"
+	case slices.Contains(supported, "none"):
+		return "none"
+	case c.Secret != "":
+		return "client_secret_post"
+	}
+	return "none"
+}
+
+// fetchMetadata reads the authorization server metadata the entry names
+// (authServerMetadataUrl).
+func (si *mcpSignIn) fetchMetadata(ctx context.Context, address string) (*oauthMetadata, error) {
+	if err := checkOAuthEndpoint(address); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, oauthRequestLimit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, address, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := si.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization server's metadata cannot be read: %v", withoutURL(err))
+	}
+	defer resp.Body.Close()
+	var m oauthMetadata
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &m) != nil || m.TokenEndpoint == "" {
+		return nil, errors.New("the authorization server's metadata (oauth.authServerMetadataUrl) has no token endpoint")
+	}
+	return &m, nil
+}
+
+// checkOAuthEndpoint refuses to send a refresh token anywhere but https,
+// or http on this machine.
+func checkOAuthEndpoint(address string) error {
+	u, err := url.Parse(address)
+	if err != nil || u.Host == "" {
+		return errors.New("the stored authorization server's address is not valid")
+	}
+	if u.Scheme == "https" || u.Scheme == "http" && isLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("the authorization server's token endpoint is not https (%s://%s)", u.Scheme, u.Host)
+}
+
+// withoutURL is a request's error without the URL, which may hold a key.
+func withoutURL(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
+}
+
+// jsonValue is v as JSON (a value rpi made, which always encodes).
+func jsonValue(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func isLoopbackHost(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
+// sameResource checks that the protected resource pi signed in to is the
+// server's URL or a parent of it, as pi checks.
+func sameResource(serverURL, resource string) error {
+	s, err1 := url.Parse(serverURL)
+	r, err2 := url.Parse(resource)
+	if err1 != nil || err2 != nil || s.Scheme != r.Scheme || s.Host != r.Host ||
+		!strings.HasPrefix(strings.TrimSuffix(s.Path, "/")+"/", strings.TrimSuffix(r.Path, "/")+"/") {
+		return fmt.Errorf("the stored protected resource %s does not match the server's URL", escapeControl(resource))
+	}
+	return nil
+}
+
+// oauthError is an error the authorization server answered.
+type oauthError struct{ code, description string }
+
+func (e *oauthError) Error() string {
+	text := "the authorization server refused the refresh: " + escapeControl(clip(e.code, 80))
+	if e.description != "" && e.description != e.code {
+		text += " (" + escapeControl(clip(e.description, 200)) + ")"
+	}
+	return text
+}
+
+// update changes the server's state in mcp-auth.json under the file's
+// lock, at its key (a state under the older key moves to pi's, as pi
+// moves it). change reports whether it changed anything.
+func (si *mcpSignIn) update(change func(s *jsonObject) bool) error {
+	return si.withFile(func(file *jsonObject) bool {
+		key := si.keys[0]
+		raw := file.get(key)
+		if raw == nil {
+			if raw = file.get(si.keys[1]); raw != nil {
+				file.del(si.keys[1])
+			}
+		}
+		var s jsonObject
+		if raw == nil || json.Unmarshal(raw, &s) != nil || !change(&s) {
+			return false
+		}
+		file.set(key, jsonValue(&s))
+		return true
+	})
+}
+
+// withFile reads mcp-auth.json under pi's lock of it and, when use
+// reports a change, writes it back (whole: a new file renamed over the
+// old, so that a crash leaves one or the other). No file: nothing is
+// read or written.
+func (si *mcpSignIn) withFile(use func(file *jsonObject) bool) error {
+	path, err := filepath.EvalSymlinks(si.file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	lock, err := piLock(context.Background(), path, mcpAuthLockStale, mcpAuthLockWait)
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
+	data, err := readSmallFile(path)
+	if err != nil {
+		return err
+	}
+	var file jsonObject
+	if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &file) != nil {
+		return errors.New("mcp-auth.json is not a JSON object")
+	}
+	if !use(&file) {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(&file); err != nil {
+		return err
+	}
+	return writeFileWhole(path, buf.Bytes(), 0o600)
+}
+
+// piLock takes the lock pi (proper-lockfile) takes on path: the directory
+// path+".lock", made at once or not at all. A lock older than stale was
+// left by a process that died and is taken over (its holder renews it
+// meanwhile). It waits up to wait, trying every piLockRetry, and ends the
+// wait when ctx ends.
+func piLock(ctx context.Context, path string, stale, wait time.Duration) (heldLock, error) {
+	lock := path + ".lock"
+	deadline := time.Now().Add(wait)
+	for {
+		err := os.Mkdir(lock, 0o700)
+		if err == nil {
+			return heldLock{lock}, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return heldLock{}, err
+		}
+		if info, err := os.Stat(lock); err == nil && time.Since(info.ModTime()) > stale {
+			os.Remove(lock) // its holder died; take it (another taker may be first)
+			continue
+		}
+		if time.Now().After(deadline) {
+			return heldLock{}, fmt.Errorf("another process holds %s", filepath.Base(lock))
+		}
+		select {
+		case <-ctx.Done():
+			return heldLock{}, ctx.Err()
+		case <-time.After(piLockRetry):
+		}
+	}
+}
+
+// heldLock is a lock piLock took.
+type heldLock struct{ dir string }
+
+// renew tells other takers that its holder lives.
+func (l heldLock) renew() {
+	now := time.Now()
+	os.Chtimes(l.dir, now, now)
+}
+
+func (l heldLock) unlock() { os.Remove(l.dir) }
+
+// jsonObject is a JSON object whose members keep their order and their
+// values as written (the last of a name that repeats, as JavaScript reads it).
+type jsonObject struct {
+	names  []string
+	values map[string]json.RawMessage
+}
+
+func (o *jsonObject) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	o.names, o.values = nil, map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		o.set(t.(string), v)
+	}
+	_, err := dec.Token()
+	return err
+}
+
+func (o *jsonObject) MarshalJSON() ([]byte, error) {
+	buf := []byte{'{'}
+	for i, name := range o.names {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, name)
+		buf = append(buf, ':')
+		buf = append(buf, o.values[name]...)
+	}
+	return append(buf, '}'), nil
+}
+
+// get is the member's value; nil when there is none.
+func (o *jsonObject) get(name string) json.RawMessage {
+	if o == nil {
+		return nil
+	}
+	return o.values[name]
+}
+
+func (o *jsonObject) set(name string, v json.RawMessage) {
+	if o.values == nil {
+		o.values = map[string]json.RawMessage{}
+	}
+	if _, ok := o.values[name]; !ok {
+		o.names = append(o.names, name)
+	}
+	o.values[name] = v
+}
+
+func (o *jsonObject) del(names ...string) {
+	for _, name := range names {
+		if _, ok := o.values[name]; ok {
+			delete(o.values, name)
+			o.names = slices.DeleteFunc(o.names, func(n string) bool { return n == name })
+		}
+	}
+}
