@@ -1156,18 +1156,19 @@ func (as *acpSession) approve(ctx context.Context, a approval) bool {
 // asks reports whether a call of tool waits for the user's approval (the
 // sink asks it: it reads this front end's copy of the set, not the
 // session's).
-func (as *acpSession) asks(tool string) bool {
+func (as *acpSession) asks(tool string, call toolCall) bool {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	return confirms(as.confirm, tool) && !as.always[tool]
+	return confirms(as.confirm, tool, call) && !as.always[tool]
 }
 
 // acpConfirmed is what the core puts behind the approval gate in the
 // approvals mode value: its tools, and in ask and edits every MCP tool
-// too (a server's tool may do anything a command can).
+// its server does not mark read-only too (a server's tool may do
+// anything a command can).
 func acpConfirmed(value string, tools []string) []string {
 	if value == "ask" || value == "edits" {
-		return append(slices.Clone(tools), "mcp")
+		return append(slices.Clone(tools), confirmMCPUnmarked)
 	}
 	return tools
 }

@@ -799,7 +799,7 @@ func newTestUpdates(terminal bool, ask ...string) *acpTestUpdates {
 	}
 	n := 0
 	tu.acpUpdates = &acpUpdates{paths: acpPaths{cwd: "/p"}, terminal: terminal,
-		deferred: func(tool string) bool { return tu.ask[tool] },
+		deferred: func(tool string, _ toolCall) bool { return tu.ask[tool] },
 		send: func(update any) {
 			line, err := appendPayload(nil, acpUpdateOf("S", update))
 			if err != nil {

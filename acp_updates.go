@@ -413,11 +413,11 @@ type acpTool struct {
 // keep the events' order.
 type acpUpdates struct {
 	paths    acpPaths
-	terminal bool                   // the client shows bash by Zed's _meta.terminal_* convention
-	deferred func(tool string) bool // whether a call of tool waits for approval (its tool_call waits for the diff)
-	send     func(update any)       // writes one update
-	newID    func() string          // a fresh messageId
-	now      func() time.Time       // for session_info_update
+	terminal bool                                  // the client shows bash by Zed's _meta.terminal_* convention
+	deferred func(tool string, call toolCall) bool // whether a call of tool waits for approval (its tool_call waits for the diff)
+	send     func(update any)                      // writes one update
+	newID    func() string                         // a fresh messageId
+	now      func() time.Time                      // for session_info_update
 
 	mu        mutex[acpUpdatesMu] // guards the fields below; held while sending
 	messageID string              // the answer being streamed
@@ -551,11 +551,11 @@ func (u *acpUpdates) toolStarted(d toolExecStart) {
 	u.runningID = d.ToolCallID
 	// edit and write behind approval announce themselves with their diff
 	// (ready); every other call at once.
-	if (t.name == "edit" || t.name == "write") && u.deferred(t.name) {
+	if (t.name == "edit" || t.name == "write") && u.deferred(t.name, d.call) {
 		return
 	}
 	u.announce(t)
-	if !u.deferred(t.name) {
+	if !u.deferred(t.name, d.call) {
 		u.run(t)
 	}
 }

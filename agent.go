@@ -758,7 +758,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 	if err != nil {
 		return textResult(err.Error()), true
 	}
-	gated := confirms(s.confirmTools(), block.Name)
+	gated := confirms(s.confirmTools(), block.Name, call)
 	var failed error // why the call cannot be done, found by preparing it
 	if p, ok := call.(preparer); ok {
 		defer p.release()

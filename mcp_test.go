@@ -105,7 +105,8 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
 		if p.Cursor == "" {
 			answer(map[string]any{"tools": []any{
-				map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object},
+				map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object,
+					"annotations": map[string]any{"readOnlyHint": true}},
 			}, "nextCursor": "page-2"})
 			return
 		}
@@ -483,33 +484,43 @@ func TestEndToEndMCPServerEnds(t *testing.T) {
 // TestConfirmsMCP: --confirm mcp gates every MCP tool, mcp__NAME__* one
 // server's (NAME spelled as tool names spell it), and neither gates a
 // built-in tool; the resource tools, which reach every server, wait under
-// any MCP pattern; ACP's ask and edits modes gate every MCP tool, auto
-// none; --confirm takes the resource tools by name, --tools no pattern.
+// any MCP pattern; ACP's ask and edits modes gate every MCP tool its
+// server does not mark read-only, auto none; --confirm takes the resource tools by name, --tools no pattern.
 func TestConfirmsMCP(t *testing.T) {
 	cases := []struct {
-		confirm []string
-		tool    string
-		want    bool
+		confirm  []string
+		tool     string
+		want     bool
+		readOnly bool // the server marks the MCP tool read-only
 	}{
-		{[]string{"mcp"}, "mcp__fs__read_file", true},
-		{[]string{"mcp"}, "bash", false},
-		{[]string{"mcp__fs__*"}, "mcp__fs__read_file", true},
-		{[]string{"mcp__fs__*"}, "mcp__fsx__read_file", false},
-		{[]string{"mcp__fs__read_file"}, "mcp__fs__read_file", true},
-		{[]string{"bash"}, "mcp__fs__read_file", false},
-		{acpConfirmed("ask", []string{"write"}), "mcp__fs__read_file", true},
-		{acpConfirmed("edits", nil), "mcp__x__y", true},
-		{acpConfirmed("auto", nil), "mcp__x__y", false},
+		{[]string{"mcp"}, "mcp__fs__read_file", true, false},
+		{[]string{"mcp"}, "mcp__fs__read_file", true, true},
+		{[]string{"mcp"}, "bash", false, false},
+		{[]string{"mcp__fs__*"}, "mcp__fs__read_file", true, false},
+		{[]string{"mcp__fs__*"}, "mcp__fsx__read_file", false, false},
+		{[]string{"mcp__fs__read_file"}, "mcp__fs__read_file", true, false},
+		{[]string{"bash"}, "mcp__fs__read_file", false, false},
+		{acpConfirmed("ask", []string{"write"}), "mcp__fs__read_file", true, false},
+		{acpConfirmed("edits", nil), "mcp__x__y", true, false},
+		{acpConfirmed("auto", nil), "mcp__x__y", false, false},
+		// ask and edits do not ask for a tool its server marks read-only.
+		{acpConfirmed("ask", nil), "mcp__fs__read_file", false, true},
+		{acpConfirmed("edits", nil), "mcp__fs__read_file", false, true},
+		{acpConfirmed("ask", nil), "list_mcp_resources", false, false},
 		// The resource tools reach every server: any MCP pattern gates them.
-		{[]string{"mcp"}, "read_mcp_resource", true},
-		{[]string{"mcp__fs__*"}, "list_mcp_resources", true},
-		{[]string{"bash"}, "read_mcp_resource", false},
-		{[]string{"read_mcp_resource"}, "read_mcp_resource", true},
+		{[]string{"mcp"}, "read_mcp_resource", true, false},
+		{[]string{"mcp__fs__*"}, "list_mcp_resources", true, false},
+		{[]string{"bash"}, "read_mcp_resource", false, false},
+		{[]string{"read_mcp_resource"}, "read_mcp_resource", true, false},
 		// A pattern's server is spelled as tool names spell it.
-		{[]string{"mcp__my-server__*"}, "mcp__my_server__echo", true},
+		{[]string{"mcp__my-server__*"}, "mcp__my_server__echo", true, false},
 	}
 	for _, c := range cases {
-		if got := confirms(c.confirm, c.tool); got != c.want {
+		var call toolCall
+		if strings.HasPrefix(c.tool, "mcp__") {
+			call = &mcpCall{tool: mcpTool{readOnly: c.readOnly}}
+		}
+		if got := confirms(c.confirm, c.tool, call); got != c.want {
 			t.Errorf("confirms(%q, %s) = %v", c.confirm, c.tool, got)
 		}
 	}
@@ -912,5 +923,46 @@ func TestMCPConnHostileLines(t *testing.T) {
 	conn.feed(make([]byte, maxMCPMessage+1))
 	if _, err := conn.request(context.Background(), "ping", nil, time.Second, false); err == nil || !strings.Contains(err.Error(), "longer than 16 MiB") {
 		t.Errorf("after an oversized line: %v", err)
+	}
+}
+
+// TestACPAsksBeforeUnmarkedMCPTools: in rpi acp's ask mode an MCP tool
+// its server marks read-only (echo: readOnlyHint) runs without a
+// permission request and its card is a read; one not marked (fail) is
+// asked about first, titled "<server>: <tool>".
+func TestACPAsksBeforeUnmarkedMCPTools(t *testing.T) {
+	e := newTestEnv(t)
+	writeMCPConfig(t, e.agentDir, "helper", "", nil)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[`+
+		`{"id":"c1","name":"mcp__helper__echo","args":["{\"text\":\"hi\"}"]},`+
+		`{"id":"c2","name":"mcp__helper__fail","args":["{\"text\":\"hi\"}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
+	}
+	sid := openACPSession(t, c, nil, t.TempDir())
+	if got := c.call("session/set_mode", map[string]any{"sessionId": sid, "modeId": "ask"}); got.Error != nil {
+		t.Fatalf("session/set_mode: %s", got.line)
+	}
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); !strings.Contains(got.line, `"stopReason":"end_turn"`) {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	var asked []string
+	kinds := map[string]string{}
+	for _, m := range c.messages() {
+		if m.Method == "session/request_permission" {
+			var p struct{ ToolCall acpToolCallUpdate }
+			json.Unmarshal(m.Params, &p)
+			asked = append(asked, p.ToolCall.ToolCallID+" "+p.ToolCall.Title)
+		}
+		if u := m.update(); u != nil && u["sessionUpdate"] == "tool_call" {
+			kinds[u["toolCallId"].(string)] = u["kind"].(string)
+		}
+	}
+	if strings.Join(asked, "; ") != "c2 helper: fail" {
+		t.Errorf("permission requests: %q; want only c2's", asked)
+	}
+	if kinds["c1"] != "read" || kinds["c2"] != "other" {
+		t.Errorf("card kinds: %v", kinds)
 	}
 }

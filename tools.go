@@ -148,6 +148,11 @@ func (s *session) offeredTools() []*tool {
 	return append(slices.Clip(s.set.tools), mcp...)
 }
 
+// confirmMCPUnmarked, among the tools behind the approval gate, stands
+// for every MCP tool its server does not mark read-only (readOnlyHint):
+// ACP's ask and edits modes put it there.
+const confirmMCPUnmarked = "mcp-unless-read-only"
+
 // confirms reports whether a call of the tool named name waits for the
 // user's approval: its name is in confirm, or, for an MCP tool, "mcp"
 // (every MCP tool) or a pattern mcp__NAME__* that its name starts with.
@@ -155,7 +160,9 @@ func (s *session) offeredTools() []*tool {
 // The resource tools (list_mcp_resources, …), which reach every server,
 // wait whenever any MCP pattern is given. A pattern's server name is
 // spelled as tool names spell it (mcp__my-server__* is mcp__my_server__).
-func confirms(confirm []string, name string) bool {
+// confirmMCPUnmarked is every MCP tool but those whose server marks them
+// read-only (call says which; a call not known counts as not marked).
+func confirms(confirm []string, name string, call toolCall) bool {
 	resources := slices.Contains(mcpResourceToolNames, name)
 	for _, c := range confirm {
 		server, pattern := strings.CutSuffix(strings.TrimPrefix(c, "mcp__"), "__*")
@@ -163,6 +170,10 @@ func confirms(confirm []string, name string) bool {
 		switch {
 		case c == name:
 			return true
+		case c == confirmMCPUnmarked && strings.HasPrefix(name, "mcp__"):
+			if mc, ok := call.(*mcpCall); !ok || !mc.tool.readOnly {
+				return true
+			}
 		case resources && (c == "mcp" || pattern):
 			return true
 		case !strings.HasPrefix(name, "mcp__"):
