@@ -236,14 +236,21 @@ func (m *mcpServers) connect(srv *mcpServer) {
 		defer close(done)
 		err := m.dial(srv)
 		m.mu.Lock()
-		if err != nil {
+		var signIn *mcpNeedsSignIn
+		switch {
+		case errors.As(err, &signIn):
+			srv.state, srv.err = "needs_sign_in", err.Error()
+		case err != nil:
 			srv.state, srv.err = "failed", err.Error()
 		}
 		report := err != nil && !srv.warned
 		srv.warned = srv.warned || err != nil
 		m.mu.Unlock()
 		m.update(srv)
-		if report {
+		switch {
+		case report && signIn != nil:
+			m.s.warn(err.Error()) // it names the server and says what to do
+		case report:
 			m.s.warn(fmt.Sprintf("MCP server %s failed: %v", srv.cfg.name, err))
 		}
 	})
@@ -565,7 +572,7 @@ func (m *mcpServers) offered() []*tool {
 	deferred := false
 	now := m.s.env.clock.Now()
 	for _, srv := range m.on {
-		if srv.state == "failed" && srv.cfg.enabled && now.Sub(srv.tried) >= mcpReconnectEvery {
+		if (srv.state == "failed" || srv.state == "needs_sign_in") && srv.cfg.enabled && now.Sub(srv.tried) >= mcpReconnectEvery {
 			retry = append(retry, srv)
 		}
 		if srv.state == "connecting" && searchable(srv.cfg.exposure) {

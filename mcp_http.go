@@ -120,8 +120,14 @@ func (h *mcpHTTP) signInError(err, refresh error) error {
 	case refresh != nil && !errors.Is(refresh, errSignInNeeded) && !errors.Is(refresh, context.Canceled):
 		why = " (the stored sign-in could not be refreshed: " + h.redact(refresh.Error()) + ")"
 	}
-	return fmt.Errorf("MCP server %s needs sign-in%s: run `pi mcp login %s`", h.server, why, h.server)
+	return &mcpNeedsSignIn{fmt.Sprintf("MCP server %s needs sign-in%s: run `pi mcp login %s`", h.server, why, h.server)}
 }
+
+// mcpNeedsSignIn is a server that refuses rpi until the user signs in
+// with pi: its state is needs_sign_in, not failed.
+type mcpNeedsSignIn struct{ text string }
+
+func (e *mcpNeedsSignIn) Error() string { return e.text }
 
 // post sends one message with token ("" for none) as its bearer.
 func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration, token string) error {

@@ -215,7 +215,7 @@ func TestMCPRefreshRefused(t *testing.T) {
 			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
 			s := openWithMCP(t, e)
 			defer s.close()
-			if st := s.mcp.state("web"); st.State != "failed" || st.Error != c.wantErr {
+			if st := s.mcp.state("web"); st.State != "needs_sign_in" || st.Error != c.wantErr {
 				t.Errorf("server: %+v\nwant error %q", st, c.wantErr)
 			}
 			o.mu.Lock()

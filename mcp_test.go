@@ -649,22 +649,23 @@ func TestMCPHTTP(t *testing.T) {
 }
 
 // TestMCPHTTPFailures: a server that answers 500, one that redirects,
-// one that needs sign-in: each fails with a message that says so and no
-// part of the URL.
+// one that answers HTML: each fails with a message that says so and no
+// part of the URL; one that needs sign-in is in the state needs_sign_in,
+// with the command that signs in.
 func TestMCPHTTPFailures(t *testing.T) {
 	cases := map[string]struct {
-		handler http.HandlerFunc
-		want    string
+		handler     http.HandlerFunc
+		want, state string
 	}{
-		"500": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, "MCP server web answered HTTP 500: boom"},
+		"500": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, "MCP server web answered HTTP 500: boom", "failed"},
 		"redirect": {func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://example.invalid/x", http.StatusFound)
-		}, "MCP server web: it redirects elsewhere, which rpi does not follow"},
-		"401": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) }, "MCP server web needs sign-in: run `pi mcp login web`"},
+		}, "MCP server web: it redirects elsewhere, which rpi does not follow", "failed"},
+		"401": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) }, "MCP server web needs sign-in: run `pi mcp login web`", "needs_sign_in"},
 		"html": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Write([]byte("<p>"))
-		}, `MCP server web answered with content type "text/html", not JSON or an event stream`},
+		}, `MCP server web answered with content type "text/html", not JSON or an event stream`, "failed"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -674,8 +675,8 @@ func TestMCPHTTPFailures(t *testing.T) {
 			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct"}})
 			s := openWithMCP(t, e)
 			list := s.mcp.list()
-			if len(list) != 1 || list[0].State != "failed" || list[0].Error != c.want {
-				t.Errorf("servers: %+v; want failed with %q", list, c.want)
+			if len(list) != 1 || list[0].State != c.state || list[0].Error != c.want {
+				t.Errorf("servers: %+v; want %s with %q", list, c.state, c.want)
 			}
 			if strings.Contains(fmt.Sprint(list), "secret-key") {
 				t.Errorf("the URL's key in the error: %+v", list)
