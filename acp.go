@@ -120,6 +120,11 @@ type acpConn struct {
 	link   *connection // the client's lines and the one writer of what it reads
 	out    *output     // link's writer
 	stderr io.Writer
+	// mistakes is where the client's own protocol mistakes are told (a
+	// response to nothing rpi asked, a request sent as a notification):
+	// stderr with --verbose or RPI_DEBUG=1, else nowhere — editors show
+	// an agent's stderr to the user.
+	mistakes io.Writer
 
 	mu      mutex[acpConnMu] // guards the fields below
 	nextID  int64
@@ -137,8 +142,12 @@ type acpReply struct {
 // has ended.
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
-func newACPConn(link *connection, stderr io.Writer) *acpConn {
-	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}}
+func newACPConn(link *connection, stderr io.Writer, verbose bool) *acpConn {
+	c := &acpConn{link: link, out: link.out, stderr: stderr, mistakes: io.Discard, waiting: map[string]chan acpReply{}}
+	if verbose {
+		c.mistakes = stderr
+	}
+	return c
 }
 
 // answer writes the response to a request: result, or err as its
@@ -220,7 +229,7 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 // nothing rpi asked (or asked and stopped waiting for) is dropped.
 func (c *acpConn) deliver(msg *acpMessage) {
 	if !c.resolve(msg) {
-		fmt.Fprintf(c.stderr, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
+		fmt.Fprintf(c.mistakes, "rpi: a response to id %s, which rpi is not waiting for: dropped\n", msg.id)
 	}
 }
 
@@ -391,7 +400,7 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 		// request it answers, which would otherwise wait for ever.
 		if id := acpHeadID(f.line); id != nil && a.conn.resolve(&acpMessage{id: id, response: true, failure: &acpError{
 			Code: acpParseError, Message: fmt.Sprintf("the client's answer is longer than %d bytes", maxLine)}}) {
-			fmt.Fprintf(a.h.stderr, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
+			fmt.Fprintf(a.conn.mistakes, "rpi: the client's answer to id %s is longer than %d bytes: that request failed\n", id, maxLine)
 			return
 		}
 		a.conn.fail(acpHeadRequestID(f.line), tooLong) // under the request's id when its head shows it
@@ -402,7 +411,7 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 	case bad != nil && msg != nil && a.conn.resolve(msg):
 		// a malformed answer to one of rpi's requests: that request
 		// failed; the client gets nothing back under rpi's own id
-		fmt.Fprintf(a.h.stderr, "rpi: %s (id %s)\n", msg.failure.Message, msg.id)
+		fmt.Fprintf(a.conn.mistakes, "rpi: %s (id %s)\n", msg.failure.Message, msg.id)
 	case bad != nil:
 		a.conn.fail(id, bad)
 	case msg.response:
@@ -416,11 +425,11 @@ func (a *acpAgent) handleFrame(f frame, maxLine int) {
 
 // notification handles a message with a method and no id at all: it is
 // never answered, whatever it holds. One whose method rpi has as a
-// request is said on stderr (a request needs an id).
+// request is told as a mistake (a request needs an id).
 func (a *acpAgent) notification(msg *acpMessage) {
 	handle, ok := a.notifications[msg.method]
 	if _, request := a.methods[msg.method]; request {
-		fmt.Fprintf(a.h.stderr, "rpi: %s came without an id (a notification): it is a request, not answered\n", msg.method)
+		fmt.Fprintf(a.conn.mistakes, "rpi: %s came without an id (a notification): it is a request, not answered\n", msg.method)
 	}
 	if !ok || !a.initialized {
 		return // unknown notifications are ignored, as are those before initialize
@@ -430,7 +439,7 @@ func (a *acpAgent) notification(msg *acpMessage) {
 		_, err = a.safely(msg.method, func() (any, error) { return nil, handle(a, params) })
 	}
 	if err != nil {
-		fmt.Fprintf(a.h.stderr, "rpi: %s: %v\n", msg.method, err)
+		fmt.Fprintf(a.conn.mistakes, "rpi: %s: %v\n", msg.method, err)
 	}
 }
 

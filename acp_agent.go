@@ -39,7 +39,7 @@ func newACPAgent(h *host, conn *connection) *acpAgent {
 	if cfg.sessionDir != "" {
 		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
 	}
-	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr), methods: acpMethods, notifications: acpNotifications,
+	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr, cfg.verbose), methods: acpMethods, notifications: acpNotifications,
 		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
 }
 

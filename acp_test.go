@@ -334,7 +334,7 @@ func TestACPWireErrors(t *testing.T) {
 	for _, feed := range feeds {
 		t.Run(feed.name, func(t *testing.T) {
 			var out, stderr syncBuffer
-			a := testACPAgent(t, nil, &out, &stderr)
+			a := testACPAgent(t, nil, &out, &stderr, "--verbose") // the stray response is told
 			a.methods = acpWireMethods
 			a.serveInput(feedReader(feed.write, []byte(in)), maxLineBytes, nil)
 			got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -356,9 +356,26 @@ func TestACPWireErrors(t *testing.T) {
 // method sent without an id, an unknown one); one with "id": null is a
 // request, answered under id null (session/cancel sent so is refused: it
 // is a notification). A second initialize is refused and changes nothing.
+// The client's mistakes are told on stderr only with --verbose or
+// RPI_DEBUG=1 (editors show an agent's stderr to the user).
 func TestACPNotificationsAndNullIDs(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		e := newTestEnv(t)
+		if verbose {
+			e.vars["RPI_DEBUG"] = "1"
+		}
+		stderr := testACPNotificationsAndNullIDs(t, e)
+		for _, mistake := range []string{"session/list came without an id", "session/cancel: "} {
+			if told := strings.Contains(stderr, mistake); told != verbose {
+				t.Errorf("RPI_DEBUG=1 %v: %q told %v; stderr:\n%s", verbose, mistake, told, stderr)
+			}
+		}
+	}
+}
+
+func testACPNotificationsAndNullIDs(t *testing.T, e *testEnv) string {
 	var out, stderr syncBuffer
-	a := testACPAgent(t, nil, &out, &stderr, "--no-session")
+	a := testACPAgent(t, e, &out, &stderr, "--no-session")
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`,
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"no-such-session"}}`,
@@ -389,9 +406,7 @@ func TestACPNotificationsAndNullIDs(t *testing.T) {
 	if caps := a.clientCaps(); caps != (acpClientCaps{readTextFile: true}) {
 		t.Errorf("the client's capabilities after a second initialize: %+v", caps)
 	}
-	if !strings.Contains(stderr.String(), "session/list came without an id") {
-		t.Errorf("stderr:\n%s", stderr.String())
-	}
+	return stderr.String()
 }
 
 // TestACPTooDeep: a message nested deeper than encoding/json decodes is
@@ -1150,7 +1165,7 @@ func TestACPTextChunkAppender(t *testing.T) {
 // TestACPConnectionClosed: a request rpi makes after the input ended
 // fails at once.
 func TestACPConnectionClosed(t *testing.T) {
-	c := newACPConn(newConnection(nil, io.Discard, io.Discard), io.Discard)
+	c := newACPConn(newConnection(nil, io.Discard, io.Discard), io.Discard, false)
 	c.close()
 	if _, err := c.request(context.Background(), "fs/read_text_file", struct{}{}); err != errConnectionClosed {
 		t.Errorf("got %v", err)

@@ -63,6 +63,7 @@ type cliConfig struct {
 	cwd                string
 	compat             bool // pi's shapes (docs/pi-compat.md)
 	acp                bool // ACP mode (docs/acp.md): rpi acp, --mode acp, rpi agent stdio
+	verbose            bool // --verbose or RPI_DEBUG=1: the client's protocol mistakes are told on stderr
 }
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
@@ -112,7 +113,8 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	// pi's presentation flags: accepted so that pi's clients can launch
 	// rpi with pi's arguments; rpi has no themes or extensions, and never
 	// goes online on its own.
-	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne", "verbose"} {
+	fs.BoolVar(&cfg.verbose, "verbose", false, "")
+	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne"} {
 		fs.BoolVar(&ignoredBool, name, false, "")
 	}
 	fs.StringVar(&ignored, "theme", "", "")
@@ -121,6 +123,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	fs.BoolVar(&showVersion, "version", false, "")
 	fs.BoolVar(&showVersion, "v", false, "")
 	err = fs.Parse(args)
+	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
 	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
 	if err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
@@ -307,10 +310,11 @@ Flags:
   --no-mcp                      connect no MCP server (mcp.json's, or an editor's)
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
+  --verbose                     rpi acp: the client's protocol mistakes on stderr (also RPI_DEBUG=1)
   -h, --help                    this text
   -v, --version                 rpi's version (pi's, bare, with pi's shapes)
   Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
-  -ne/--no-extensions, --verbose.
+  -ne/--no-extensions.
 
 Environment:
   PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})
