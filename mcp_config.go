@@ -266,15 +266,18 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, boo
 	if e.URL != nil {
 		cfg.transport, cfg.url = "http", *e.URL
 		cfg.headers = expandAll(e.Headers, true)
-		if e.OAuth != nil && err == nil {
-			o := e.OAuth
-			settings := expandAll(map[string]string{"clientId": deref(o.ClientID), "clientSecret": deref(o.ClientSecret),
-				"callbackUrl": deref(o.CallbackURL), "authServerMetadataUrl": deref(o.AuthServerMetadataURL)}, true)
-			cfg.oauth = mcpOAuthSettings{clientID: settings["clientId"], clientSecret: settings["clientSecret"],
-				clientName: deref(o.ClientName), registration: deref(o.ClientRegistration),
-				callbackURL: settings["callbackUrl"], metadataURL: settings["authServerMetadataUrl"]}
+		if o := e.OAuth; o != nil {
+			// As pi: the values as written, but clientSecret's ${VAR} or
+			// !command, resolved when a refresh needs it (a secret that
+			// cannot be had fails the refresh, not the connection).
+			cfg.oauth = mcpOAuthSettings{clientID: deref(o.ClientID), clientName: deref(o.ClientName),
+				registration: deref(o.ClientRegistration), callbackURL: deref(o.CallbackURL), metadataURL: deref(o.AuthServerMetadataURL)}
 			if o.CallbackPort != nil {
 				cfg.oauth.callbackPort = int(*o.CallbackPort)
+			}
+			if o.ClientSecret != nil {
+				secret := *o.ClientSecret
+				cfg.oauth.secretOf = func() (string, error) { return expand(secret, true) }
 			}
 		}
 		return cfg, err

@@ -51,7 +51,7 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
 	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
 	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr}
-	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now)
+	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now, m.s.goBackground)
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: cfg.timeout,

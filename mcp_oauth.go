@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,12 +47,14 @@ const (
 // mcpOAuthSettings is an HTTP entry's "oauth" object: the client pi signs
 // in (and so refreshes) as.
 type mcpOAuthSettings struct {
-	clientID, clientSecret string
-	clientName             string
-	registration           string // auto (""), dcr or cimd
-	callbackURL            string
-	callbackPort           int
-	metadataURL            string // the authorization server's metadata, when the entry names it
+	clientID     string
+	secret       string                 // clientSecret, resolved (secretOf) when a refresh needs it
+	secretOf     func() (string, error) // resolves clientSecret's ${VAR} or !command; nil when none is set
+	clientName   string
+	registration string // auto (""), dcr or cimd
+	callbackURL  string
+	callbackPort int
+	metadataURL  string // the authorization server's metadata, when the entry names it
 }
 
 // errSignInNeeded: the stored sign-in cannot be refreshed; the user signs
@@ -69,6 +72,8 @@ type mcpSignIn struct {
 	oauth   mcpOAuthSettings
 	now     func() time.Time
 	client  *http.Client
+	// background runs a refresh to its end, whoever stops waiting for it.
+	background func(func())
 	// refreshing is held (a token in it) by the one refresh this
 	// connection runs at a time; others wait for it, then see its token.
 	refreshing chan struct{}
@@ -76,19 +81,18 @@ type mcpSignIn struct {
 
 // newMCPSignIn is the sign-in of the entry cfg, or nil when it cannot have
 // one: its own Authorization header, or a URL that is not one.
-func newMCPSignIn(agentDir string, cfg mcpServerConfig, now func() time.Time) *mcpSignIn {
+// A refresh runs in background (the host's goBackground: shutdown waits
+// for it), so that an abort never drops an answer the server has given.
+func newMCPSignIn(agentDir string, cfg mcpServerConfig, now func() time.Time, background func(func())) *mcpSignIn {
 	u, err := url.Parse(cfg.url)
 	if err != nil || hasHeader(cfg.headers, "Authorization") || agentDir == "" {
 		return nil
 	}
-	if u.Path == "" {
-		u.Path = "/" // as a WHATWG URL writes it
-	}
-	serverURL := u.String()
+	serverURL := whatwgURL(u)
 	return &mcpSignIn{
 		server: cfg.name, file: filepath.Join(agentDir, "mcp-auth.json"), lockDir: agentDir,
 		keys: [2]string{"mcp__" + strings.ReplaceAll(cfg.name, "-", "_") + "|" + serverURL, serverURL},
-		url:  serverURL, oauth: cfg.oauth, now: now, refreshing: make(chan struct{}, 1),
+		url:  serverURL, oauth: cfg.oauth, now: now, background: background, refreshing: make(chan struct{}, 1),
 		client: &http.Client{
 			// Refreshes are rare: no connection is kept open after one.
 			Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 10 * time.Second, DisableKeepAlives: true},
@@ -119,13 +123,37 @@ func (si *mcpSignIn) token(ctx context.Context) string {
 // and returns the new one: at most one refresh per connection at a time,
 // and none across processes while pi's refresh lock is held. A token
 // changed meanwhile (another refresh, a new sign-in) is used as it is.
+//
+// The refresh runs in the background and ends even when ctx ends first:
+// a server that has answered may have rotated the refresh token, so its
+// answer is saved (each request to it takes at most oauthRequestLimit).
 func (si *mcpSignIn) refresh(ctx context.Context, stale string) (string, error) {
 	select {
 	case si.refreshing <- struct{}{}:
-		defer func() { <-si.refreshing }()
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+	type outcome struct {
+		token string
+		err   error
+	}
+	done := make(chan outcome, 1)
+	si.background(func() {
+		defer func() { <-si.refreshing }()
+		token, err := si.refreshHeld(ctx, stale)
+		done <- outcome{token, err}
+	})
+	select {
+	case o := <-done:
+		return o.token, o.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// refreshHeld is refresh, its connection's turn taken: ctx ends the wait
+// for pi's lock, not the requests made once it is held.
+func (si *mcpSignIn) refreshHeld(ctx context.Context, stale string) (string, error) {
 	sum := sha256.Sum256([]byte(si.keys[0]))
 	lock, err := piLock(ctx, filepath.Join(si.lockDir, "mcp-auth-refresh-"+hex.EncodeToString(sum[:])[:16]),
 		mcpRefreshLockStale, mcpRefreshLockWait)
@@ -142,7 +170,7 @@ func (si *mcpSignIn) refresh(ctx context.Context, stale string) (string, error) 
 	case state.refreshToken == "":
 		return "", errSignInNeeded
 	}
-	tokens, err := si.requestTokens(ctx, state, lock.renew)
+	tokens, err := si.requestTokens(context.WithoutCancel(ctx), state, lock.renew)
 	var oerr *oauthError
 	switch {
 	case errors.As(err, &oerr) && (oerr.code == "invalid_client" || oerr.code == "unauthorized_client"):
@@ -164,8 +192,6 @@ func (si *mcpSignIn) refresh(ctx context.Context, stale string) (string, error) 
 	case err != nil:
 		return "", err
 	}
-	// A refresh is not cancellable from here: the server may have rotated
-	// the refresh token, so its answer is saved.
 	var access string
 	err = si.update(func(s *jsonObject) bool {
 		old := map[string]any{}
@@ -225,19 +251,23 @@ func (si *mcpSignIn) load() (storedSignIn, string, error) {
 	var state storedSignIn
 	var key string
 	err := si.withFile(func(file *jsonObject) bool {
-		var raw json.RawMessage
-		for _, k := range si.keys {
-			if raw = file.get(k); raw != nil {
-				key = k
-				break
+		raw, moved := file.get(si.keys[0]), false
+		if raw == nil {
+			// The first server to read a state under the older key takes
+			// it over, as pi does: no two names refresh one grant.
+			if raw = file.get(si.keys[1]); raw != nil {
+				file.del(si.keys[1])
+				file.set(si.keys[0], raw)
+				moved = true
 			}
 		}
+		key = si.keys[0]
 		var s jsonObject
 		if raw == nil || json.Unmarshal(raw, &s) != nil {
-			return false
+			return moved
 		}
 		state = readSignIn(&s)
-		return false
+		return moved
 	})
 	return state, key, err
 }
@@ -291,6 +321,13 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 	} else if !state.hasDiscovery {
 		return nil, errSignInNeeded // pi keeps what it found at sign-in; without it, sign in again
 	}
+	if si.oauth.secretOf != nil {
+		secret, err := si.oauth.secretOf()
+		if err != nil {
+			return nil, fmt.Errorf("oauth.clientSecret: %v", err)
+		}
+		si.oauth.secret = secret // refreshes of one connection take turns: no other reads it now
+	}
 	client, ok := si.clientFor(state, metadata)
 	if !ok {
 		return nil, errSignInNeeded
@@ -305,6 +342,10 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 		return nil, err
 	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {state.refreshToken}}
+	if si.oauth.metadataURL != "" {
+		renew()
+		state.resource = si.fetchResource(ctx) // pi keeps no discovery then: it asks the server each time
+	}
 	if state.resource != "" {
 		if err := sameResource(si.url, state.resource); err != nil {
 			return nil, err
@@ -408,7 +449,7 @@ func (si *mcpSignIn) clientFor(state storedSignIn, metadata *oauthMetadata) (oau
 	o := si.oauth
 	switch {
 	case o.clientID != "":
-		return oauthClient{ID: o.clientID, Secret: o.clientSecret}, true
+		return oauthClient{ID: o.clientID, Secret: o.secret}, true
 	case state.client.ID != "":
 		return state.client, true
 	}
@@ -490,27 +531,61 @@ func clientAuthMethod(c oauthClient, supported []string) string {
 	return "none"
 }
 
+// fetchResource is the protected resource the server names in its
+// metadata (RFC 9728: /.well-known/oauth-protected-resource with the
+// server's path, then without it); "" when it names none.
+func (si *mcpSignIn) fetchResource(ctx context.Context) string {
+	u, err := url.Parse(si.url)
+	if err != nil {
+		return ""
+	}
+	for _, p := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.EscapedPath(), "/"), "/.well-known/oauth-protected-resource"} {
+		var doc struct {
+			Resource string `json:"resource"`
+		}
+		if si.getJSON(ctx, (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}).String(), &doc) == nil && doc.Resource != "" {
+			return doc.Resource
+		}
+	}
+	return ""
+}
+
+// getJSON reads the JSON document at address into v (at most 1 MiB, in
+// at most oauthRequestLimit).
+func (si *mcpSignIn) getJSON(ctx context.Context, address string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, oauthRequestLimit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, address, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := si.client.Do(req)
+	if err != nil {
+		return withoutURL(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return json.Unmarshal(body, v)
+}
+
 // fetchMetadata reads the authorization server metadata the entry names
 // (authServerMetadataUrl).
 func (si *mcpSignIn) fetchMetadata(ctx context.Context, address string) (*oauthMetadata, error) {
 	if err := checkOAuthEndpoint(address); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, oauthRequestLimit)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, address, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := si.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("the authorization server's metadata cannot be read: %v", withoutURL(err))
-	}
-	defer resp.Body.Close()
 	var m oauthMetadata
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &m) != nil || m.TokenEndpoint == "" {
+	if err := si.getJSON(ctx, address, &m); err != nil {
+		return nil, fmt.Errorf("the authorization server's metadata (oauth.authServerMetadataUrl) cannot be read: %v", err)
+	}
+	if m.TokenEndpoint == "" {
 		return nil, errors.New("the authorization server's metadata (oauth.authServerMetadataUrl) has no token endpoint")
 	}
 	return &m, nil
@@ -549,15 +624,55 @@ func isLoopbackHost(host string) bool {
 }
 
 // sameResource checks that the protected resource pi signed in to is the
-// server's URL or a parent of it, as pi checks.
+// server's URL or a parent of it, as pi checks: the same origin (scheme
+// and host as a browser writes them), the server's path under the
+// resource's, both percent-encoded.
 func sameResource(serverURL, resource string) error {
 	s, err1 := url.Parse(serverURL)
 	r, err2 := url.Parse(resource)
-	if err1 != nil || err2 != nil || s.Scheme != r.Scheme || s.Host != r.Host ||
-		!strings.HasPrefix(strings.TrimSuffix(s.Path, "/")+"/", strings.TrimSuffix(r.Path, "/")+"/") {
+	under := func() bool {
+		sp, rp := strings.TrimSuffix(s.EscapedPath(), "/")+"/", strings.TrimSuffix(r.EscapedPath(), "/")+"/"
+		return strings.HasPrefix(sp, rp)
+	}
+	if err1 != nil || err2 != nil || originOf(s) != originOf(r) || !under() {
 		return fmt.Errorf("the stored protected resource %s does not match the server's URL", escapeControl(resource))
 	}
 	return nil
+}
+
+// originOf is u's scheme and host as a browser writes them: lower case,
+// without the scheme's default port.
+func originOf(u *url.URL) string {
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
+}
+
+// whatwgURL is u written as a browser (pi's new URL) writes it: origin
+// as originOf, dot segments resolved, "/" for an empty path.
+func whatwgURL(u *url.URL) string {
+	out := *u
+	origin := originOf(u)
+	out.Scheme = strings.ToLower(u.Scheme)
+	out.Host = strings.TrimPrefix(origin, out.Scheme+"://")
+	if out.Path == "" {
+		out.Path, out.RawPath = "/", ""
+	} else if strings.Contains(out.Path, ".") {
+		cleaned := path.Clean(out.Path)
+		if strings.HasSuffix(out.Path, "/") || strings.HasSuffix(out.Path, "/.") || strings.HasSuffix(out.Path, "/..") {
+			cleaned = strings.TrimSuffix(cleaned, "/") + "/"
+		}
+		out.Path, out.RawPath = cleaned, ""
+	}
+	return out.String()
 }
 
 // oauthError is an error the authorization server answered.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -63,6 +64,10 @@ func (o *oauthTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	}
 }
+
+// runNow runs a refresh on a goroutine of its own, as the host's
+// goBackground does.
+func runNow(f func()) { go f() }
 
 func itoa(n int) string { return string(rune('0' + n)) }
 
@@ -250,7 +255,7 @@ func TestMCPRefreshTakesTurns(t *testing.T) {
 	defer hs.Close()
 	agentDir := t.TempDir()
 	writeSignIn(t, agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-new", "token_type": "Bearer", "refresh_token": "rt-1"}})
-	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now)
+	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now, runNow)
 	if got, err := si.refresh(context.Background(), "at-stale"); err != nil || got != "at-new" {
 		t.Errorf("refresh of a replaced token: %q, %v", got, err)
 	}
@@ -300,12 +305,12 @@ func TestMCPStoredSignIn(t *testing.T) {
 	}
 	now := func() time.Time { return time.UnixMilli(1_800_000_000_000) }
 	for _, c := range cases {
-		si := newMCPSignIn(agentDir, mcpServerConfig{name: c.name, url: c.url}, now)
+		si := newMCPSignIn(agentDir, mcpServerConfig{name: c.name, url: c.url}, now, runNow)
 		if got := si.token(context.Background()); got != c.want {
 			t.Errorf("%s %s: %q; want %q", c.name, c.url, got, c.want)
 		}
 	}
-	if si := newMCPSignIn(agentDir, mcpServerConfig{name: "my-docs", url: "https://docs.example.com/mcp", headers: map[string]string{"authorization": "Bearer mine"}}, now); si != nil {
+	if si := newMCPSignIn(agentDir, mcpServerConfig{name: "my-docs", url: "https://docs.example.com/mcp", headers: map[string]string{"authorization": "Bearer mine"}}, now, runNow); si != nil {
 		t.Error("an entry with its own Authorization header has a stored sign-in")
 	}
 	srv := &mcpTestHTTPServer{}
@@ -319,5 +324,202 @@ func TestMCPStoredSignIn(t *testing.T) {
 	defer srv.mu.Unlock()
 	if len(srv.auth) == 0 || srv.auth[0] != "Bearer signed-in" {
 		t.Errorf("Authorization sent: %q", srv.auth)
+	}
+}
+
+// TestMCPSignInRefreshAnswerSurvivesAbort: a refresh the authorization
+// server has answered (rotating the refresh token) is saved even when
+// the request that started it was aborted (the user's abort of a tool
+// call, the session's close): the caller stops waiting at once, the
+// refresh ends in the background (which shutdown waits for), as pi's.
+func TestMCPSignInRefreshAnswerSurvivesAbort(t *testing.T) {
+	received, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.URL.Path != "/token" || r.PostForm.Get("refresh_token") != "rt-1" {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
+			return
+		}
+		once.Do(func() { close(received) }) // rt-1 is spent from here on
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "at-2", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt-2"})
+	}))
+	defer hs.Close()
+	agentDir := t.TempDir()
+	path := writeSignIn(t, agentDir, hs.URL, map[string]any{
+		"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"},
+	})
+	var background sync.WaitGroup // the host's: shutdown waits for it
+	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now, func(f func()) {
+		background.Add(1)
+		go func() { defer background.Done(); f() }()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := si.refresh(ctx, "at-1"); done <- err }()
+	<-received
+	cancel() // the user aborts the tool call
+	time.Sleep(100 * time.Millisecond)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the aborted refresh: %v", err)
+	}
+	close(release)
+	background.Wait()
+	tokens, _ := readSignInFile(t, path)["mcp__web|"+hs.URL+"/mcp"]["tokens"].(map[string]any)
+	if tokens["refresh_token"] != "rt-2" {
+		t.Errorf("after an abort mid-refresh mcp-auth.json keeps %v: the rotated refresh token rt-2 is lost, rt-1 is spent", tokens)
+	}
+}
+
+// TestMCPSignInOAuthSecretResolvedLazily: as pi, only oauth.clientSecret
+// is resolved (${VAR}, !command), and only when a refresh needs it: a
+// command that fails (a locked password manager) fails a refresh, not
+// the entry; clientId and the rest are taken as written.
+func TestMCPSignInOAuthSecretResolvedLazily(t *testing.T) {
+	ran := 0
+	expand := func(v string, commands bool) (string, error) {
+		if strings.HasPrefix(v, "!") && commands {
+			ran++
+			return "", errors.New("exit status 1")
+		}
+		return v, nil
+	}
+	u, secret := "https://mcp.example.com/mcp", "!op read op://vault/mcp/secret"
+	_, err := checkMCPEntry("web", "user", t.TempDir(), mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientSecret: &secret}}, expand)
+	if err != nil {
+		t.Errorf("the entry is refused (%v); pi connects with the stored token and fails only a refresh", err)
+	}
+	if ran != 0 {
+		t.Errorf("oauth.clientSecret's command ran %d times at load; pi runs it only for a refresh", ran)
+	}
+	// pi takes clientId, callbackUrl and authServerMetadataUrl literally.
+	id := "!not-a-command"
+	cfg, err := checkMCPEntry("web", "user", t.TempDir(), mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientID: &id}}, expand)
+	if err != nil || cfg.oauth.clientID != id {
+		t.Errorf("oauth.clientId %q read as %q (%v); pi sends it as written", id, cfg.oauth.clientID, err)
+	}
+}
+
+// TestMCPSignInResourceCheckAsPi: the stored protected resource is
+// checked against the server's URL as pi checks it: origins as a browser
+// writes them (host case, default port), percent-encoded paths.
+func TestMCPSignInResourceCheckAsPi(t *testing.T) {
+	for _, c := range []struct {
+		server, resource string
+		ok               bool
+	}{
+		{"https://mcp.example.com/mcp", "https://MCP.example.com/mcp", true},
+		{"https://mcp.example.com/mcp", "https://mcp.example.com:443/mcp", true},
+		{"https://mcp.example.com:443/mcp", "https://mcp.example.com/", true},
+		{"https://mcp.example.com/a%2Fb", "https://mcp.example.com/a", false},
+	} {
+		if err := sameResource(c.server, c.resource); (err == nil) != c.ok {
+			t.Errorf("server %s, resource %s: %v; pi's selectResource accepts: %v", c.server, c.resource, err, c.ok)
+		}
+	}
+}
+
+// TestMCPSignInMetadataURLSendsResource: with oauth.authServerMetadataUrl
+// pi stores no discovery; a refresh reads the server's protected resource
+// metadata and sends its resource, as pi's does.
+func TestMCPSignInMetadataURLSendsResource(t *testing.T) {
+	var mu sync.Mutex
+	var forms []url.Values
+	var base string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/.well-known/oauth-protected-resource/mcp":
+			json.NewEncoder(w).Encode(map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}})
+		case "/meta":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
+				"token_endpoint": base + "/token", "response_types_supported": []string{"code"}})
+		case "/token":
+			r.ParseForm()
+			mu.Lock()
+			forms = append(forms, r.PostForm)
+			mu.Unlock()
+			json.NewEncoder(w).Encode(map[string]any{"access_token": "at-2", "token_type": "Bearer", "expires_in": 3600})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hs.Close()
+	base = hs.URL
+	agentDir := t.TempDir()
+	path := writeSignIn(t, agentDir, base, map[string]any{
+		"tokens":            map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"},
+		"clientInformation": map[string]any{"client_id": "registered"},
+	})
+	// As pi leaves it with a configured metadata URL: no discovery.
+	states := readSignInFile(t, path)
+	delete(states["mcp__web|"+base+"/mcp"], "discovery")
+	data, _ := json.Marshal(states)
+	writeFileWhole(path, data, 0o600)
+	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: base + "/mcp", oauth: mcpOAuthSettings{metadataURL: base + "/meta"}}, time.Now, runNow)
+	if _, err := si.refresh(context.Background(), "at-1"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(forms) != 1 || forms[0].Get("resource") != base+"/mcp" {
+		t.Errorf("token requests %v; pi sends resource=%s", forms, base+"/mcp")
+	}
+}
+
+// TestMCPSignInKeyAsWHATWG: a sign-in is found under the key pi writes,
+// String(new URL(url)): host lowercased, default port and dot segments
+// dropped (the refresh lock's name derives from the same key).
+func TestMCPSignInSignInKeyAsWHATWG(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://MCP.Example.com/mcp":      "mcp__web|https://mcp.example.com/mcp",
+		"https://mcp.example.com:443/mcp":  "mcp__web|https://mcp.example.com/mcp",
+		"https://mcp.example.com/a/../mcp": "mcp__web|https://mcp.example.com/mcp",
+	} {
+		si := newMCPSignIn(t.TempDir(), mcpServerConfig{name: "web", url: raw}, time.Now, runNow)
+		if si.keys[0] != want {
+			t.Errorf("%s: key %q; pi's %q", raw, si.keys[0], want)
+		}
+	}
+}
+
+// TestMCPSignInLegacySignInRefreshedOnce: a sign-in under the older key
+// (the URL alone) is taken over by the first server that reads it, as
+// pi's load does, so two entries with that URL never spend its refresh
+// token twice.
+func TestMCPSignInLegacySignInRefreshedOnce(t *testing.T) {
+	var mu sync.Mutex
+	spent := map[string]int{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		spent[r.PostForm.Get("refresh_token")]++
+		mu.Unlock()
+		time.Sleep(200 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "at-2", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt-2"})
+	}))
+	defer hs.Close()
+	agentDir := t.TempDir()
+	path := writeSignIn(t, agentDir, hs.URL, map[string]any{
+		"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"},
+	})
+	states := readSignInFile(t, path)
+	states[hs.URL+"/mcp"] = states["mcp__web|"+hs.URL+"/mcp"]
+	delete(states, "mcp__web|"+hs.URL+"/mcp")
+	data, _ := json.Marshal(states)
+	writeFileWhole(path, data, 0o600)
+	var wg sync.WaitGroup
+	for _, name := range []string{"a", "b"} {
+		si := newMCPSignIn(agentDir, mcpServerConfig{name: name, url: hs.URL + "/mcp"}, time.Now, runNow)
+		wg.Add(1)
+		go func() { defer wg.Done(); si.refresh(context.Background(), "at-1") }()
+	}
+	wg.Wait()
+	if spent["rt-1"] > 1 {
+		t.Errorf("the legacy sign-in's refresh token was sent %d times", spent["rt-1"])
 	}
 }
