@@ -37,6 +37,7 @@ const (
 	acpInternalError    = -32603
 	acpAuthRequired     = -32000 // Zed opens its login view on it
 	acpResourceNotFound = -32002
+	acpRequestCancelled = -32800 // a request the client withdrew ($/cancel_request)
 )
 
 // acpError is a JSON-RPC error object: a code and a message a user reads.
@@ -130,6 +131,19 @@ type acpConn struct {
 	nextID  int64
 	waiting map[string]chan acpReply // by the id as written
 	closed  bool                     // input ended: no answer will come
+	// open are the client's requests answered in the background, by id
+	// as written, until they are answered: what $/cancel_request can end
+	// (withdraw).
+	open map[string]*acpOpenRequest
+}
+
+// acpOpenRequest is a request of the client's not answered yet. A
+// prompt's is withdrawn by its session's cancel (then it answers
+// cancelled); any other's by an answer -32800 at once, its own answer
+// dropped when it comes (withdrawn).
+type acpOpenRequest struct {
+	cancel    func() // a prompt's: its session's cancel; nil for any other
+	withdrawn bool
 }
 
 // acpReply is the client's answer to one of rpi's requests.
@@ -143,7 +157,8 @@ type acpReply struct {
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
 func newACPConn(link *connection, stderr io.Writer, verbose bool) *acpConn {
-	c := &acpConn{link: link, out: link.out, stderr: stderr, mistakes: io.Discard, waiting: map[string]chan acpReply{}}
+	c := &acpConn{link: link, out: link.out, stderr: stderr, mistakes: io.Discard, waiting: map[string]chan acpReply{},
+		open: map[string]*acpOpenRequest{}}
 	if verbose {
 		c.mistakes = stderr
 	}
@@ -154,8 +169,12 @@ func newACPConn(link *connection, stderr io.Writer, verbose bool) *acpConn {
 // JSON-RPC error. An error that is not an *acpError is an internal
 // failure: its details go to stderr, the client gets a message without
 // them. gather (the loop's own answers) lets it wait for the rest of the
-// input batch (output.gather).
-func (c *acpConn) answer(id json.RawMessage, method string, result any, err error, gather bool) {
+// input batch (output.gather). It reports false, writing nothing, for a
+// request the client withdrew ($/cancel_request): that was answered.
+func (c *acpConn) answer(id json.RawMessage, method string, result any, err error, gather bool) bool {
+	if !c.settle(id) {
+		return false
+	}
 	encode := func(buf []byte) ([]byte, error) {
 		if err != nil {
 			return appendACPError(buf, id, c.wireError(method, err))
@@ -173,6 +192,51 @@ func (c *acpConn) answer(id json.RawMessage, method string, result any, err erro
 	} else {
 		c.out.send(encode)
 	}
+	return true
+}
+
+// keepOpen notes a request answered in the background (cancel: a
+// prompt's session cancel), which $/cancel_request can withdraw until
+// it is answered. Called before the work that answers it starts.
+func (c *acpConn) keepOpen(id json.RawMessage, cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open[string(id)] = &acpOpenRequest{cancel: cancel}
+}
+
+// settle takes a request out of the open ones as it is answered; false
+// when the client withdrew it (it was answered then).
+func (c *acpConn) settle(id json.RawMessage) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.open[string(id)]
+	delete(c.open, string(id))
+	return r == nil || !r.withdrawn
+}
+
+// withdraw is the client's $/cancel_request of one of its requests: a
+// prompt's session is cancelled (the prompt then answers cancelled); any
+// other open request is answered -32800 at once, and its own answer
+// dropped. false when no request with that id is open (answered already,
+// or never sent).
+func (c *acpConn) withdraw(id json.RawMessage) bool {
+	c.mu.Lock()
+	r := c.open[string(id)]
+	switch {
+	case r == nil || r.withdrawn:
+		c.mu.Unlock()
+		return false
+	case r.cancel != nil:
+		c.mu.Unlock()
+		r.cancel()
+		return true
+	}
+	r.withdrawn = true
+	c.mu.Unlock()
+	c.out.gather(func(buf []byte) ([]byte, error) {
+		return appendACPError(buf, id, &acpError{Code: acpRequestCancelled, Message: "Request cancelled"})
+	})
+	return true
 }
 
 // wireError is err as the client gets it.
@@ -495,12 +559,28 @@ func (a *acpAgent) safely(what string, work func() (any, error)) (result any, er
 // answerLater runs work in the background and answers call with its
 // result, so the messages after call are not held up; then, when it
 // succeeded, runs then (nil: nothing) after the answer.
+//
+// The client may withdraw call meanwhile ($/cancel_request): it is
+// answered -32800 at once, its work goes on to its end (so nothing is
+// left half done), and then is not run.
 func (a *acpAgent) answerLater(call *acpRequest, work func() (any, error), then func()) (any, error) {
+	return a.answerLaterOr(call, work, then, nil)
+}
+
+// answerLaterOr is answerLater, with withdrawn run instead of then when
+// the client withdrew call and its work succeeded (a session it opened
+// is closed again).
+func (a *acpAgent) answerLaterOr(call *acpRequest, work func() (any, error), then, withdrawn func()) (any, error) {
+	a.conn.keepOpen(call.id, nil)
 	a.h.goBackground(func() {
 		result, err := a.safely(call.method, work)
-		a.conn.answer(call.id, call.method, result, err, false)
-		if err == nil && then != nil {
+		answered := a.conn.answer(call.id, call.method, result, err, false)
+		switch {
+		case err != nil:
+		case answered && then != nil:
 			then()
+		case !answered && withdrawn != nil:
+			withdrawn()
 		}
 	})
 	return acpDeferred{}, nil

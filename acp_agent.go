@@ -28,7 +28,8 @@ var (
 		"session/set_mode":          acpSetMode,
 	}
 	acpNotifications = map[string]acpNotification{
-		"session/cancel": acpCancel,
+		"session/cancel":   acpCancel,
+		"$/cancel_request": acpCancelRequest,
 	}
 )
 

@@ -9,9 +9,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -433,4 +439,213 @@ func (p acpParams) array(field, want string) ([]json.RawMessage, error) {
 		return nil, paramError(invalid(p.name(field), want))
 	}
 	return items, nil
+}
+
+// ---- The params of the session methods ----
+
+// acpSessionID reads a request's sessionId: a string that can be a
+// session's id (no path in it).
+func acpSessionID(p acpParams) (string, error) {
+	id, err := p.str("sessionId")
+	if err == nil && !acpIsSessionID(id) {
+		err = invalidParams("Invalid field sessionId: must be a session's id")
+	}
+	return id, err
+}
+
+// acpIsSessionID reports whether id can be a session's id: not empty,
+// and no path.
+func acpIsSessionID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
+}
+
+// acpAbsDir reads an absolute directory path (cwd): required, or
+// optional ("" when absent).
+func acpAbsDir(p acpParams, field string, required bool) (string, error) {
+	if !required && !p.has(field) {
+		return "", nil
+	}
+	dir, err := p.str(field)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(dir) {
+		return "", invalidParams("Invalid field %s: must be an absolute path, got %q", p.name(field), dir)
+	}
+	return filepath.Clean(dir), nil
+}
+
+// acpIsDir refuses a cwd that is not a directory (one that does not
+// exist, or a file): a session's tools and commands run there.
+func acpIsDir(cwd string) error {
+	if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
+		return invalidParams("Invalid field cwd: %s is not a directory", cwd)
+	}
+	return nil
+}
+
+// acpMaxMCPServers bounds the servers a client may give one session.
+const acpMaxMCPServers = 64
+
+// acpMCPServers reads the client's mcpServers (required: an array;
+// optional for resume): stdio {name, command, args, env: [{name,
+// value}]} and http {type: "http", name, url, headers: [{name, value}]};
+// SSE servers are refused. They connect for this session (with the
+// servers of pi's mcp.json, winning over an entry of the same name), with
+// their tools declared to the model (direct); their values are taken as
+// given, nothing expanded.
+func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, error) {
+	if !required && !p.has("mcpServers") {
+		return nil, nil
+	}
+	items, err := p.array("mcpServers", "an array of MCP servers")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > acpMaxMCPServers {
+		return nil, invalidParams("Invalid field mcpServers: at most %d servers", acpMaxMCPServers)
+	}
+	var servers []mcpServerConfig
+	for i, raw := range items {
+		sp, err := paramsOf(raw, fmt.Sprintf("mcpServers[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		cfg := mcpServerConfig{source: "client", enabled: true, timeout: mcpDefaultTimeout, exposure: "direct", cwd: cwd}
+		if cfg.name, err = sp.str("name"); err != nil {
+			return nil, err
+		}
+		if !mcpServerName.MatchString(cfg.name) {
+			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -, at most 40", sp.name("name"))
+		}
+		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
+			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)
+		}
+		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return mcpSanitize(o.name) == mcpSanitize(cfg.name) }) {
+			return nil, invalidParams("Invalid field %s: %s differs from another server's name only in - and _", sp.name("name"), cfg.name)
+		}
+		kind, err := sp.optStr("type")
+		if err != nil {
+			return nil, err
+		}
+		allowed := []string{"name", "type", "url", "headers", "_meta"}
+		if kind == "" {
+			allowed = []string{"name", "command", "args", "env", "_meta"}
+		}
+		for _, key := range sp.r.keys() {
+			if !slices.Contains(allowed, key) {
+				return nil, invalidParams("Invalid field %s: not a field of a %s MCP server", sp.name(key), cmp.Or(kind, "stdio"))
+			}
+		}
+		switch kind {
+		case "sse":
+			return nil, invalidParams("Invalid field %s: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)", sp.name("type"))
+		case "http":
+			cfg.transport = "http"
+			if cfg.url, err = sp.str("url"); err == nil {
+				if u, perr := url.Parse(cfg.url); perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					err = invalidParams("Invalid field %s: must be an http or https URL", sp.name("url"))
+				}
+			}
+			if err == nil {
+				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName)
+			}
+		case "":
+			cfg.transport = "stdio"
+			if cfg.command, err = sp.str("command"); err == nil && cfg.command == "" {
+				err = invalidParams("Invalid field %s: must not be empty", sp.name("command"))
+			}
+			if err == nil {
+				cfg.args, err = acpStrings(sp, "args")
+			}
+			if err == nil {
+				cfg.env, err = acpNameValues(sp, "env", envVariableName)
+			}
+		default:
+			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, cfg)
+	}
+	return servers, nil
+}
+
+// acpStrings reads a required array of strings.
+func acpStrings(p acpParams, field string) ([]string, error) {
+	items, err := p.array(field, "an array of strings")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, raw := range items {
+		var s string
+		if raw[0] != '"' || !unquote(raw, &s) {
+			return nil, paramError(invalid(p.name(field), "an array of strings"))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Names of what acpNameValues reads: an environment variable's, an HTTP
+// header's (a token).
+var (
+	envVariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	httpHeaderName  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// acpNameValues reads a required array of {name, value} strings, as a
+// map (a name given twice: its last value); names must match validName,
+// values hold no NUL, CR or LF.
+func acpNameValues(p acpParams, field string, validName *regexp.Regexp) (map[string]string, error) {
+	items, err := p.array(field, "an array of {name, value}")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, raw := range items {
+		item, err := paramsOf(raw, fmt.Sprintf("%s[%d].", p.name(field), i))
+		if err != nil {
+			return nil, err
+		}
+		name, err := item.str("name")
+		if err != nil {
+			return nil, err
+		}
+		if !validName.MatchString(name) {
+			return nil, invalidParams("Invalid field %s: %q is not a valid name", item.name("name"), name)
+		}
+		if out[name], err = item.str("value"); err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(out[name], "\x00\r\n") {
+			return nil, invalidParams("Invalid field %s: holds a NUL, CR or LF", item.name("value"))
+		}
+	}
+	return out, nil
+}
+
+// session is the open session with the request's sessionId.
+func (a *acpAgent) session(p acpParams) (*acpSession, error) {
+	id, err := acpSessionID(p)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if as := a.sessions[id]; as != nil {
+		return as, nil
+	}
+	return nil, invalidParams("Invalid field sessionId: no session with the id %s is open here (session/new, session/load or session/resume opens one)", id)
+}
+
+// isOpen reports whether the session with id is open in this process:
+// on this connection, or by any front end of the host.
+func (a *acpAgent) isOpen(id string) bool {
+	a.mu.Lock()
+	here := a.sessions[id] != nil
+	a.mu.Unlock()
+	return here || a.h.sessions.find(id) != nil
 }

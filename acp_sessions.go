@@ -7,14 +7,10 @@ package main
 // permission requests, and the config options.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -52,215 +48,6 @@ type acpSession struct {
 	custom    []string            // the custom set, while it is in force
 	confirm   []string            // the tools behind the approval gate (what the session was last given)
 	titled    bool                // the session has a name, or a first prompt gave its title
-}
-
-// ---- Params ----
-
-// acpSessionID reads a request's sessionId: a string that can be a
-// session's id (no path in it).
-func acpSessionID(p acpParams) (string, error) {
-	id, err := p.str("sessionId")
-	if err == nil && !acpIsSessionID(id) {
-		err = invalidParams("Invalid field sessionId: must be a session's id")
-	}
-	return id, err
-}
-
-// acpIsSessionID reports whether id can be a session's id: not empty,
-// and no path.
-func acpIsSessionID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
-}
-
-// acpAbsDir reads an absolute directory path (cwd): required, or
-// optional ("" when absent).
-func acpAbsDir(p acpParams, field string, required bool) (string, error) {
-	if !required && !p.has(field) {
-		return "", nil
-	}
-	dir, err := p.str(field)
-	if err != nil {
-		return "", err
-	}
-	if !filepath.IsAbs(dir) {
-		return "", invalidParams("Invalid field %s: must be an absolute path, got %q", p.name(field), dir)
-	}
-	return filepath.Clean(dir), nil
-}
-
-// acpIsDir refuses a cwd that is not a directory (one that does not
-// exist, or a file): a session's tools and commands run there.
-func acpIsDir(cwd string) error {
-	if info, err := os.Stat(cwd); err != nil || !info.IsDir() {
-		return invalidParams("Invalid field cwd: %s is not a directory", cwd)
-	}
-	return nil
-}
-
-// acpMaxMCPServers bounds the servers a client may give one session.
-const acpMaxMCPServers = 64
-
-// acpMCPServers reads the client's mcpServers (required: an array;
-// optional for resume): stdio {name, command, args, env: [{name,
-// value}]} and http {type: "http", name, url, headers: [{name, value}]};
-// SSE servers are refused. They connect for this session (with the
-// servers of pi's mcp.json, winning over an entry of the same name), with
-// their tools declared to the model (direct); their values are taken as
-// given, nothing expanded.
-func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, error) {
-	if !required && !p.has("mcpServers") {
-		return nil, nil
-	}
-	items, err := p.array("mcpServers", "an array of MCP servers")
-	if err != nil {
-		return nil, err
-	}
-	if len(items) > acpMaxMCPServers {
-		return nil, invalidParams("Invalid field mcpServers: at most %d servers", acpMaxMCPServers)
-	}
-	var servers []mcpServerConfig
-	for i, raw := range items {
-		sp, err := paramsOf(raw, fmt.Sprintf("mcpServers[%d].", i))
-		if err != nil {
-			return nil, err
-		}
-		cfg := mcpServerConfig{source: "client", enabled: true, timeout: mcpDefaultTimeout, exposure: "direct", cwd: cwd}
-		if cfg.name, err = sp.str("name"); err != nil {
-			return nil, err
-		}
-		if !mcpServerName.MatchString(cfg.name) {
-			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -, at most 40", sp.name("name"))
-		}
-		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
-			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)
-		}
-		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return mcpSanitize(o.name) == mcpSanitize(cfg.name) }) {
-			return nil, invalidParams("Invalid field %s: %s differs from another server's name only in - and _", sp.name("name"), cfg.name)
-		}
-		kind, err := sp.optStr("type")
-		if err != nil {
-			return nil, err
-		}
-		allowed := []string{"name", "type", "url", "headers", "_meta"}
-		if kind == "" {
-			allowed = []string{"name", "command", "args", "env", "_meta"}
-		}
-		for _, key := range sp.r.keys() {
-			if !slices.Contains(allowed, key) {
-				return nil, invalidParams("Invalid field %s: not a field of a %s MCP server", sp.name(key), cmp.Or(kind, "stdio"))
-			}
-		}
-		switch kind {
-		case "sse":
-			return nil, invalidParams("Invalid field %s: SSE MCP servers are not supported (mcpCapabilities.sse is false): use streamable HTTP (type http)", sp.name("type"))
-		case "http":
-			cfg.transport = "http"
-			if cfg.url, err = sp.str("url"); err == nil {
-				if u, perr := url.Parse(cfg.url); perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					err = invalidParams("Invalid field %s: must be an http or https URL", sp.name("url"))
-				}
-			}
-			if err == nil {
-				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName)
-			}
-		case "":
-			cfg.transport = "stdio"
-			if cfg.command, err = sp.str("command"); err == nil && cfg.command == "" {
-				err = invalidParams("Invalid field %s: must not be empty", sp.name("command"))
-			}
-			if err == nil {
-				cfg.args, err = acpStrings(sp, "args")
-			}
-			if err == nil {
-				cfg.env, err = acpNameValues(sp, "env", envVariableName)
-			}
-		default:
-			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
-		}
-		if err != nil {
-			return nil, err
-		}
-		servers = append(servers, cfg)
-	}
-	return servers, nil
-}
-
-// acpStrings reads a required array of strings.
-func acpStrings(p acpParams, field string) ([]string, error) {
-	items, err := p.array(field, "an array of strings")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, raw := range items {
-		var s string
-		if raw[0] != '"' || !unquote(raw, &s) {
-			return nil, paramError(invalid(p.name(field), "an array of strings"))
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// Names of what acpNameValues reads: an environment variable's, an HTTP
-// header's (a token).
-var (
-	envVariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	httpHeaderName  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-)
-
-// acpNameValues reads a required array of {name, value} strings, as a
-// map (a name given twice: its last value); names must match validName,
-// values hold no NUL, CR or LF.
-func acpNameValues(p acpParams, field string, validName *regexp.Regexp) (map[string]string, error) {
-	items, err := p.array(field, "an array of {name, value}")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for i, raw := range items {
-		item, err := paramsOf(raw, fmt.Sprintf("%s[%d].", p.name(field), i))
-		if err != nil {
-			return nil, err
-		}
-		name, err := item.str("name")
-		if err != nil {
-			return nil, err
-		}
-		if !validName.MatchString(name) {
-			return nil, invalidParams("Invalid field %s: %q is not a valid name", item.name("name"), name)
-		}
-		if out[name], err = item.str("value"); err != nil {
-			return nil, err
-		}
-		if strings.ContainsAny(out[name], "\x00\r\n") {
-			return nil, invalidParams("Invalid field %s: holds a NUL, CR or LF", item.name("value"))
-		}
-	}
-	return out, nil
-}
-
-// session is the open session with the request's sessionId.
-func (a *acpAgent) session(p acpParams) (*acpSession, error) {
-	id, err := acpSessionID(p)
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if as := a.sessions[id]; as != nil {
-		return as, nil
-	}
-	return nil, invalidParams("Invalid field sessionId: no session with the id %s is open here (session/new, session/load or session/resume opens one)", id)
-}
-
-// isOpen reports whether the session with id is open in this process:
-// on this connection, or by any front end of the host.
-func (a *acpAgent) isOpen(id string) bool {
-	a.mu.Lock()
-	here := a.sessions[id] != nil
-	a.mu.Unlock()
-	return here || a.h.sessions.find(id) != nil
 }
 
 // ---- Opening ----
@@ -380,7 +167,7 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 		return nil, err
 	}
 	var as *acpSession
-	return a.answerLater(req, func() (any, error) {
+	return a.answerLaterOr(req, func() (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
@@ -388,7 +175,7 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 			return nil, err
 		}
 		return as.answer(true), nil
-	}, func() { as.announce(true) })
+	}, func() { as.announce(true) }, func() { a.forget(as) })
 }
 
 // acpLoad opens a session from its file, found by its id (in cwd's
@@ -426,7 +213,7 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	}
 	var as *acpSession
 	opened := false // here, by this request (else it was open already)
-	return a.answerLater(call, func() (_ any, err error) {
+	return a.answerLaterOr(call, func() (_ any, err error) {
 		defer func() {
 			if err != nil && a.h.ctx.Err() != nil { // stopped by rpi's end
 				err = acpEnding(id)
@@ -467,7 +254,11 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			return nil, acpClosedWhileLoading(id)
 		}
 		return as.answer(false), nil
-	}, func() { as.announce(opened) })
+	}, func() { as.announce(opened) }, func() {
+		if opened {
+			a.forget(as) // withdrawn: the session it opened is closed again
+		}
+	})
 }
 
 // acpClosedWhileLoading answers a session/load or resume whose session a
@@ -560,14 +351,28 @@ func acpClose(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	delete(a.sessions, as.id)
-	a.mu.Unlock()
-	as.cancel() // the prompts waiting behind the turn answer cancelled too
+	a.letGo(as)
 	return a.answerLater(req, func() (any, error) {
 		as.s.close()
 		return nil, nil
 	}, nil)
+}
+
+// letGo takes as out of the connection's sessions and cancels its turn
+// (the prompts waiting behind it answer cancelled too); closing it is
+// the caller's.
+func (a *acpAgent) letGo(as *acpSession) {
+	a.mu.Lock()
+	delete(a.sessions, as.id)
+	a.mu.Unlock()
+	as.cancel()
+}
+
+// forget closes a session the client never learned of (its opening was
+// withdrawn), in the background.
+func (a *acpAgent) forget(as *acpSession) {
+	a.letGo(as)
+	a.h.goBackground(as.s.close)
 }
 
 // acpList lists the sessions on disk, a page at a time, newest first.
@@ -660,6 +465,7 @@ func acpPromptMethod(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.conn.keepOpen(req.id, as.cancel) // $/cancel_request of a prompt is session/cancel
 	as.startMu.Lock()
 	as.pending = append(as.pending, &acpPending{req, prompt, as.starting})
 	start := !as.starter
@@ -875,6 +681,23 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 func acpCancel(a *acpAgent, params acpParams) error {
 	if as, err := a.session(params); err == nil {
 		as.cancel()
+	}
+	return nil
+}
+
+// acpCancelRequest withdraws one of the client's requests not answered
+// yet ($/cancel_request): a prompt as session/cancel cancels its session's
+// turn (it answers cancelled); any other is answered -32800 at once,
+// its work finishing unseen (a session it opened is closed again). An
+// id not open (answered already) is ignored: the cancel came too late.
+// Params: requestId.
+func acpCancelRequest(a *acpAgent, params acpParams) error {
+	id := params.raw("requestId")
+	if id == nil {
+		return invalidParams("Invalid field requestId: required")
+	}
+	if !a.conn.withdraw(id) {
+		fmt.Fprintf(a.conn.mistakes, "rpi: $/cancel_request of id %s, which is not open: ignored\n", id)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -2469,5 +2470,45 @@ func TestACPCompactWaitsForTheTurns(t *testing.T) {
 	fm.mu.Unlock()
 	if asked != 3 {
 		t.Errorf("the model was asked %d times, not 3 (two answers, one summary)", asked)
+	}
+}
+
+// TestACPCancelRequest: the client's $/cancel_request of a request
+// answered in the background answers it -32800 at once; its work goes on
+// to its end unseen (its answer dropped, what it opened undone), and the
+// requests after it are served. A cancel of an id not open (answered
+// already, or never sent) is ignored.
+func TestACPCancelRequest(t *testing.T) {
+	release := make(chan struct{})
+	var then, withdrawn atomic.Int32
+	methods := map[string]acpMethod{"initialize": acpInitialize,
+		"test/slow": func(a *acpAgent, call *acpRequest) (any, error) {
+			return a.answerLaterOr(call, func() (any, error) { <-release; return "done", nil },
+				func() { then.Add(1) }, func() { withdrawn.Add(1) })
+		},
+		"test/echo": func(a *acpAgent, call *acpRequest) (any, error) { return "echo", nil },
+	}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	slow := c.request("test/slow", struct{}{})
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + string(slow) + `}}`)
+	if got := c.responseTo(slow); got.line != `{"jsonrpc":"2.0","id":`+string(slow)+`,"error":{"code":-32800,"message":"Request cancelled"}}` {
+		t.Errorf("the withdrawn request: %s", got.line)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + string(slow) + `}}`) // twice
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"never-sent"}}`)
+	close(release)
+	if got := c.call("test/echo", struct{}{}); string(got.Result) != `"echo"` {
+		t.Errorf("the next request: %s", got.line)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for withdrawn.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if then.Load() != 0 || withdrawn.Load() != 1 {
+		t.Errorf("after the work ended: then ran %d times, withdrawn %d", then.Load(), withdrawn.Load())
+	}
+	if n := len(c.messages()); n != 3 {
+		t.Errorf("%d messages, not 3 (initialize's answer, the -32800, test/echo's answer):\n%s", n, strings.Join(c.lines(), "\n"))
 	}
 }
