@@ -1030,3 +1030,26 @@ func TestNoContractSections(t *testing.T) {
 		}
 	}
 }
+
+// TestModelsFlagDocumented: the documents that say which model --models
+// starts with say what rpi does (start_model_scope.txtar and
+// start_model_scope_default.txtar show it): the scope in the order of the
+// patterns, settings.json's default when the scope holds it, else the
+// scope's first.
+func TestModelsFlagDocumented(t *testing.T) {
+	for _, path := range []string{"docs/protocol.md", "docs/pi-compat.md", "docs/models.md"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(data)), " ")
+		for _, want := range []string{"order of the patterns", "default when the scope holds it", "scope's first"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say of --models: %q", path, want)
+			}
+		}
+		if strings.Contains(text, "the first is the starting model") {
+			t.Errorf("%s says --models' first pattern is the starting model, which it is only when settings.json's default is out of scope", path)
+		}
+	}
+}
