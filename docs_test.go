@@ -1009,23 +1009,30 @@ func TestCoreNamesNoFrontEnd(t *testing.T) {
 	}
 }
 
-// TestNoContractSections: the code, docs and fixtures point at docs/ for
-// what the protocol says, never at a section of a document that is not
-// in the repository.
+// TestNoContractSections: the code, docs, fixtures and scripts point at
+// docs/ for what the protocol says, never at a section of a document that
+// is not in the repository, nor at that document (a SPEC) at all.
 func TestNoContractSections(t *testing.T) {
 	paths, _ := filepath.Glob("*.go")
-	for _, pattern := range []string{"*.md", "docs/*.md", "testdata/*.md", "testdata/*.txtar", "testdata/*/*.txtar", "scripts/*"} {
+	for _, pattern := range []string{"*.md", "*.conf", "docs/*.md", "testdata/*.md", "testdata/*.txtar", "testdata/*/*.txtar", "scripts/*"} {
 		more, _ := filepath.Glob(pattern)
 		paths = append(paths, more...)
 	}
+	spec := regexp.MustCompile(`\bSPEC\b`)
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if path == "docs_test.go" {
+			continue
+		}
 		for i, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, "§") && path != "docs_test.go" {
+			if strings.Contains(line, "§") {
 				t.Errorf("%s:%d cites a section: %s", path, i+1, strings.TrimSpace(line))
+			}
+			if spec.MatchString(line) {
+				t.Errorf("%s:%d names a document that is not in the repository: %s", path, i+1, strings.TrimSpace(line))
 			}
 		}
 	}
@@ -1050,6 +1057,109 @@ func TestModelsFlagDocumented(t *testing.T) {
 		}
 		if strings.Contains(text, "the first is the starting model") {
 			t.Errorf("%s says --models' first pattern is the starting model, which it is only when settings.json's default is out of scope", path)
+		}
+	}
+}
+
+// TestStaticBuilds: every command the documents and scripts give that
+// builds rpi (go build, go install) sets CGO_ENABLED=0, so that what it
+// builds is the static binary the documents speak of, also where a C
+// compiler is installed (Go then links the C library dynamically).
+func TestStaticBuilds(t *testing.T) {
+	builds := 0
+	check := func(where, cmd string) {
+		words := strings.Fields(cmd)
+		env := []string{}
+		for len(words) > 0 && strings.Contains(words[0], "=") {
+			env, words = append(env, words[0]), words[1:]
+		}
+		if len(words) < 2 || words[0] != "go" || (words[1] != "build" && words[1] != "install") {
+			return
+		}
+		builds++
+		if !slices.Contains(env, "CGO_ENABLED=0") {
+			t.Errorf("%s: %q builds rpi without CGO_ENABLED=0", where, cmd)
+		}
+	}
+	for path, cmds := range docCommands(t) {
+		for _, cmd := range cmds {
+			check(path, cmd)
+		}
+	}
+	scripts, _ := filepath.Glob("scripts/*.sh")
+	for _, path := range scripts {
+		data, _ := os.ReadFile(path)
+		for i, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			// the command after a "(cd DIR &&" or "if !" that starts it
+			for _, cmd := range regexp.MustCompile(`(?:^|&&|\(|!)\s*((?:[A-Z_]+=\S+\s+)*go\s+\S+)`).FindAllStringSubmatch(line, -1) {
+				check(fmt.Sprintf("%s:%d", path, i+1), cmd[1])
+			}
+		}
+	}
+	if builds < 4 {
+		t.Errorf("found only %d build commands", builds)
+	}
+}
+
+// TestZedSnippets: each of the documents' Zed settings (a json block with
+// agent_servers that the line before it says is Zed's) is in Zed's
+// current form, every entry with "type": "custom".
+func TestZedSnippets(t *testing.T) {
+	found := 0
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(string(data), "\n")
+		for _, b := range fencedBlocks(data) {
+			if b.lang != "json" || !strings.Contains(b.text, "agent_servers") {
+				continue
+			}
+			before := ""
+			for i := b.line - 3; i >= 0 && before == ""; i-- { // the last line of prose before the block
+				before = strings.TrimSpace(lines[i])
+			}
+			if !strings.Contains(before, "Zed") {
+				continue
+			}
+			found++
+			var settings struct {
+				AgentServers map[string]map[string]any `json:"agent_servers"`
+			}
+			if err := json.Unmarshal([]byte(b.text), &settings); err != nil {
+				t.Errorf("%s:%d: %v", path, b.line, err)
+			}
+			for name, entry := range settings.AgentServers {
+				if entry["type"] != "custom" {
+					t.Errorf("%s:%d: Zed's agent_servers entry %s has no \"type\": \"custom\"", path, b.line, name)
+				}
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found only %d Zed snippets (README.md and docs/acp.md each have one)", found)
+	}
+}
+
+// TestNothingBuiltCalledUnbuilt: no paragraph of the documents says that
+// something is not built yet (or not implemented) while naming one of
+// rpi's modes, which are all built.
+func TestNothingBuiltCalledUnbuilt(t *testing.T) {
+	unbuilt := regexp.MustCompile(`(?i)not (?:yet )?built|not implemented|not yet (?:built|implemented|available)`)
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		for _, para := range strings.Split(string(data), "\n\n") {
+			text := strings.Join(strings.Fields(para), " ")
+			if !unbuilt.MatchString(text) {
+				continue
+			}
+			for _, mode := range []string{"rpi acp", "rpi rpc", "--mode acp", "--compat pi"} {
+				if strings.Contains(text, mode) {
+					t.Errorf("%s calls something unbuilt beside %s, which is built: %.200s", path, mode, text)
+				}
+			}
 		}
 	}
 }
