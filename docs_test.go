@@ -25,7 +25,7 @@ import (
 // docFiles are the Markdown files a clone carries as its documentation.
 func docFiles(t *testing.T) []string {
 	paths, _ := filepath.Glob("docs/*.md")
-	paths = append([]string{"README.md"}, paths...)
+	paths = append([]string{"README.md", "CHANGELOG.md"}, paths...)
 	if len(paths) < 2 {
 		t.Fatal("no docs/*.md")
 	}
@@ -1161,5 +1161,44 @@ func TestNothingBuiltCalledUnbuilt(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestReadmeIsALandingPage: README.md stays short enough to read
+// through (at most 300 lines; detail goes to docs/), says first what rpi
+// is, then the two commands a newcomer needs, and links the changelog.
+func TestReadmeIsALandingPage(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte("\n")); n > 300 {
+		t.Errorf("README.md has %d lines, more than 300: move detail to docs/", n)
+	}
+	readme := string(data)
+	intro, _, _ := strings.Cut(readme, "\n## ")
+	for _, want := range []string{"rpi runs a coding agent", "go run . rpc", "go test ./..."} {
+		if !strings.Contains(intro, want) {
+			t.Errorf("README.md does not start with %q (before its first section)", want)
+		}
+	}
+	if !strings.Contains(readme, "](CHANGELOG.md)") {
+		t.Error("README.md does not link CHANGELOG.md")
+	}
+}
+
+// TestChangelogHasTheVersion: CHANGELOG.md starts with what is not in a
+// version yet, and has an entry for the version rpi reports.
+func TestChangelogHasTheVersion(t *testing.T) {
+	data, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := regexp.MustCompile(`(?m)^## (.+)$`).FindAllStringSubmatch(string(data), -1)
+	if len(headings) < 2 || headings[0][1] != "Unreleased" {
+		t.Fatalf("CHANGELOG.md's first section is not Unreleased: %q", headings)
+	}
+	if headings[1][1] != rpiVersion && !strings.HasPrefix(headings[1][1], rpiVersion+" ") {
+		t.Errorf("CHANGELOG.md's newest version is %q; rpi reports %s", headings[1][1], rpiVersion)
 	}
 }
