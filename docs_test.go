@@ -25,7 +25,7 @@ import (
 // docFiles are the Markdown files a clone carries as its documentation.
 func docFiles(t *testing.T) []string {
 	paths, _ := filepath.Glob("docs/*.md")
-	paths = append([]string{"README.md"}, paths...)
+	paths = append([]string{"README.md", "CHANGELOG.md"}, paths...)
 	if len(paths) < 2 {
 		t.Fatal("no docs/*.md")
 	}
@@ -1009,24 +1009,196 @@ func TestCoreNamesNoFrontEnd(t *testing.T) {
 	}
 }
 
-// TestNoContractSections: the code, docs and fixtures point at docs/ for
-// what the protocol says, never at a section of a document that is not
-// in the repository.
+// TestNoContractSections: the code, docs, fixtures and scripts point at
+// docs/ for what the protocol says, never at a section of a document that
+// is not in the repository, nor at that document (a SPEC) at all.
 func TestNoContractSections(t *testing.T) {
 	paths, _ := filepath.Glob("*.go")
-	for _, pattern := range []string{"*.md", "docs/*.md", "testdata/*.md", "testdata/*.txtar", "testdata/*/*.txtar", "scripts/*"} {
+	for _, pattern := range []string{"*.md", "*.conf", "docs/*.md", "testdata/*.md", "testdata/*.txtar", "testdata/*/*.txtar", "scripts/*"} {
 		more, _ := filepath.Glob(pattern)
 		paths = append(paths, more...)
 	}
+	spec := regexp.MustCompile(`\bSPEC\b`)
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if path == "docs_test.go" {
+			continue
+		}
 		for i, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, "§") && path != "docs_test.go" {
+			if strings.Contains(line, "§") {
 				t.Errorf("%s:%d cites a section: %s", path, i+1, strings.TrimSpace(line))
 			}
+			if spec.MatchString(line) {
+				t.Errorf("%s:%d names a document that is not in the repository: %s", path, i+1, strings.TrimSpace(line))
+			}
 		}
+	}
+}
+
+// TestModelsFlagDocumented: the documents that say which model --models
+// starts with say what rpi does (start_model_scope.txtar and
+// start_model_scope_default.txtar show it): the scope in the order of the
+// patterns, settings.json's default when the scope holds it, else the
+// scope's first.
+func TestModelsFlagDocumented(t *testing.T) {
+	for _, path := range []string{"docs/protocol.md", "docs/pi-compat.md", "docs/models.md"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(data)), " ")
+		for _, want := range []string{"order of the patterns", "default when the scope holds it", "scope's first"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say of --models: %q", path, want)
+			}
+		}
+		if strings.Contains(text, "the first is the starting model") {
+			t.Errorf("%s says --models' first pattern is the starting model, which it is only when settings.json's default is out of scope", path)
+		}
+	}
+}
+
+// TestStaticBuilds: every command the documents and scripts give that
+// builds rpi (go build, go install) sets CGO_ENABLED=0, so that what it
+// builds is the static binary the documents speak of, also where a C
+// compiler is installed (Go then links the C library dynamically).
+func TestStaticBuilds(t *testing.T) {
+	builds := 0
+	check := func(where, cmd string) {
+		words := strings.Fields(cmd)
+		env := []string{}
+		for len(words) > 0 && strings.Contains(words[0], "=") {
+			env, words = append(env, words[0]), words[1:]
+		}
+		if len(words) < 2 || words[0] != "go" || (words[1] != "build" && words[1] != "install") {
+			return
+		}
+		builds++
+		if !slices.Contains(env, "CGO_ENABLED=0") {
+			t.Errorf("%s: %q builds rpi without CGO_ENABLED=0", where, cmd)
+		}
+	}
+	for path, cmds := range docCommands(t) {
+		for _, cmd := range cmds {
+			check(path, cmd)
+		}
+	}
+	scripts, _ := filepath.Glob("scripts/*.sh")
+	for _, path := range scripts {
+		data, _ := os.ReadFile(path)
+		for i, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			// the command after a "(cd DIR &&" or "if !" that starts it
+			for _, cmd := range regexp.MustCompile(`(?:^|&&|\(|!)\s*((?:[A-Z_]+=\S+\s+)*go\s+\S+)`).FindAllStringSubmatch(line, -1) {
+				check(fmt.Sprintf("%s:%d", path, i+1), cmd[1])
+			}
+		}
+	}
+	if builds < 4 {
+		t.Errorf("found only %d build commands", builds)
+	}
+}
+
+// TestZedSnippets: each of the documents' Zed settings (a json block with
+// agent_servers that the line before it says is Zed's) is in Zed's
+// current form, every entry with "type": "custom".
+func TestZedSnippets(t *testing.T) {
+	found := 0
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(string(data), "\n")
+		for _, b := range fencedBlocks(data) {
+			if b.lang != "json" || !strings.Contains(b.text, "agent_servers") {
+				continue
+			}
+			before := ""
+			for i := b.line - 3; i >= 0 && before == ""; i-- { // the last line of prose before the block
+				before = strings.TrimSpace(lines[i])
+			}
+			if !strings.Contains(before, "Zed") {
+				continue
+			}
+			found++
+			var settings struct {
+				AgentServers map[string]map[string]any `json:"agent_servers"`
+			}
+			if err := json.Unmarshal([]byte(b.text), &settings); err != nil {
+				t.Errorf("%s:%d: %v", path, b.line, err)
+			}
+			for name, entry := range settings.AgentServers {
+				if entry["type"] != "custom" {
+					t.Errorf("%s:%d: Zed's agent_servers entry %s has no \"type\": \"custom\"", path, b.line, name)
+				}
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found only %d Zed snippets (README.md and docs/acp.md each have one)", found)
+	}
+}
+
+// TestNothingBuiltCalledUnbuilt: no paragraph of the documents says that
+// something is not built yet (or not implemented) while naming one of
+// rpi's modes, which are all built.
+func TestNothingBuiltCalledUnbuilt(t *testing.T) {
+	unbuilt := regexp.MustCompile(`(?i)not (?:yet )?built|not implemented|not yet (?:built|implemented|available)`)
+	for _, path := range docFiles(t) {
+		data, _ := os.ReadFile(path)
+		for _, para := range strings.Split(string(data), "\n\n") {
+			text := strings.Join(strings.Fields(para), " ")
+			if !unbuilt.MatchString(text) {
+				continue
+			}
+			for _, mode := range []string{"rpi acp", "rpi rpc", "--mode acp", "--compat pi"} {
+				if strings.Contains(text, mode) {
+					t.Errorf("%s calls something unbuilt beside %s, which is built: %.200s", path, mode, text)
+				}
+			}
+		}
+	}
+}
+
+// TestReadmeIsALandingPage: README.md stays short enough to read
+// through (at most 300 lines; detail goes to docs/), says first what rpi
+// is, then the two commands a newcomer needs, and links the changelog.
+func TestReadmeIsALandingPage(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte("\n")); n > 300 {
+		t.Errorf("README.md has %d lines, more than 300: move detail to docs/", n)
+	}
+	readme := string(data)
+	intro, _, _ := strings.Cut(readme, "\n## ")
+	for _, want := range []string{"rpi runs a coding agent", "go run . rpc", "go test ./..."} {
+		if !strings.Contains(intro, want) {
+			t.Errorf("README.md does not start with %q (before its first section)", want)
+		}
+	}
+	if !strings.Contains(readme, "](CHANGELOG.md)") {
+		t.Error("README.md does not link CHANGELOG.md")
+	}
+}
+
+// TestChangelogHasTheVersion: CHANGELOG.md starts with what is not in a
+// version yet, and has an entry for the version rpi reports.
+func TestChangelogHasTheVersion(t *testing.T) {
+	data, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := regexp.MustCompile(`(?m)^## (.+)$`).FindAllStringSubmatch(string(data), -1)
+	if len(headings) < 2 || headings[0][1] != "Unreleased" {
+		t.Fatalf("CHANGELOG.md's first section is not Unreleased: %q", headings)
+	}
+	if headings[1][1] != rpiVersion && !strings.HasPrefix(headings[1][1], rpiVersion+" ") {
+		t.Errorf("CHANGELOG.md's newest version is %q; rpi reports %s", headings[1][1], rpiVersion)
 	}
 }

@@ -505,7 +505,9 @@ func (s *session) switchModel(m *model) {
 }
 
 // scopedModels are the models cycle_model goes through: the usable ones,
-// or those --models names (globs over provider/id or id).
+// or those --models names (globs over provider/id or id) in the order of
+// its patterns, as pi has them: each pattern's matches in catalog order,
+// a model once.
 func (s *session) scopedModels() (models []*model, scoped bool) {
 	s.mu.Lock()
 	usable := s.usableModels(s.model)
@@ -513,20 +515,41 @@ func (s *session) scopedModels() (models []*model, scoped bool) {
 	if len(s.set.cfg.models) == 0 {
 		return usable, false
 	}
-	for _, m := range usable {
-		for _, pattern := range s.set.cfg.models {
-			pattern, _, _ = strings.Cut(pattern, ":") // a thinking suffix
-			if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
+	for _, pattern := range s.set.cfg.models {
+		pattern, _, _ = strings.Cut(pattern, ":") // a thinking suffix
+		for _, m := range usable {
+			if !slices.Contains(models, m) && inScope(pattern, m) {
 				models = append(models, m)
-				break
-			}
-			if ok, _ := path.Match(pattern, m.ID); ok {
-				models = append(models, m)
-				break
 			}
 		}
 	}
 	return models, true
+}
+
+// inScope reports whether a --models pattern names m: a glob over
+// provider/id or over id.
+func inScope(pattern string, m *model) bool {
+	if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
+		return true
+	}
+	ok, _ := path.Match(pattern, m.ID)
+	return ok
+}
+
+// scopedStart is the model --models starts with when --model names none,
+// as pi picks it: settings.json's default when the scope holds it, else
+// the scope's first model; nil when the scope is empty.
+func (s *session) scopedStart() *model {
+	scope, _ := s.scopedModels()
+	for _, m := range scope {
+		if m.Provider == s.set.defaultProvider && m.ID == s.set.defaultModel {
+			return m
+		}
+	}
+	if len(scope) == 0 {
+		return nil
+	}
+	return scope[0]
 }
 
 // setModel switches the model for the next call to the catalog's

@@ -149,7 +149,7 @@ type sessionOptions struct {
 
 // openSession opens a session in o.cwd: its settings and resources, the
 // starting model (--model, or settings.json's default, or the first
-// usable one), and its conversation (see openConversation). What opening
+// usable one; within --models' scope when given), and its conversation (see openConversation). What opening
 // writes (a fork's copy) is on disk when it returns. Once the host shuts
 // down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
@@ -169,8 +169,8 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
 	if cfg.model == "" && len(cfg.models) > 0 {
-		if scoped, _ := s.scopedModels(); len(scoped) > 0 {
-			s.model = scoped[0] // --models without --model starts with the first
+		if m := s.scopedStart(); m != nil {
+			s.model = m
 		}
 	}
 	if h.set.startThinking != "" {

@@ -1,32 +1,56 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, each beside its floor, measured in
 # one run on this machine: runs the benchmarks of bench_test.go and
-# bench_big_test.go (grep on Go's source tree) 3 times each, prints the
-# median of every metric, then each target of docs/performance.md with
-# its ratio (or figure), the target, whether it is met, and the runs.
+# bench_big_test.go (grep on Go's source tree) 3 times each, printing
+# each benchmark's line as it finishes, then the median of every metric,
+# then each target of docs/performance.md with its ratio (or figure), the
+# target, whether it is met, and the runs.
 # Takes about six minutes on 2 CPUs. Run from the repo root:
-#   bash scripts/bench.sh            # the medians and the targets
-#   bash scripts/bench.sh -v         # and the raw benchmark lines
+#   bash scripts/bench.sh             # every benchmark, the medians and the targets
+#   bash scripts/bench.sh BashTrue    # only the benchmarks whose -bench pattern has that text
+#   bash scripts/bench.sh -v          # and go test's other lines (goos, PASS, ok, logs)
 # pi itself is measured by scripts/bench-pi.sh (it downloads pi).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-targets.sh
+verbose=false
+if [ "${1:-}" = -v ]; then verbose=true; shift; fi
+only=${1:-}
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-bench() { go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . | grep '^Benchmark' | tee -a "$raw" >&2; }
-{
-  bench '^BenchmarkGetStatePipelinedRatio$' 9x
-  bench '^BenchmarkStartup' 200x
-  bench '^BenchmarkMemory$' 1x
-  bench '^BenchmarkStreamTokens' 5x
-  bench '^BenchmarkStreamACPRatio$' 10x
-  bench '^BenchmarkProcessFloodRatio$' 5x
-  bench '^BenchmarkBashTrue' 200x
-  bench '^BenchmarkGrepTree$' 5x
-  bench '^Benchmark(Abort)?HugeAnswer$' 5x
-  bench '^BenchmarkStartupMCP$' 40x
-  bench '^BenchmarkMCPCall$' 5x
-} 2> >(if [ "${1:-}" = -v ]; then cat >&2; else cat >/dev/null; fi)
+other=$(mktemp)
+trap 'rm -f "$raw" "$other"' EXIT
+# bench runs one -bench pattern 3 times and prints each result line the
+# moment go test writes it (go test streams a benchmark's output), keeping
+# it for the medians; go test's other lines only with -v, or when it fails.
+bench() {
+  case "$1" in *"$only"*) ;; *) return 0 ;; esac
+  echo "# $1, -benchtime $2, 3 runs"
+  : >"$other"
+  if ! go test -run '^$' -bench "$1" -benchtime "$2" -count 3 . 2>&1 |
+    while IFS= read -r line; do
+      case "$line" in
+      Benchmark*) printf '%s\n' "$line" >>"$raw"; printf '%s\n' "$line" ;;
+      *) printf '%s\n' "$line" >>"$other"; if $verbose; then printf '%s\n' "$line"; fi ;;
+      esac
+    done; then
+    $verbose || cat "$other"
+    echo "FAIL: go test -bench '$1'" >&2
+    exit 1
+  fi
+}
+bench '^BenchmarkGetStatePipelinedRatio$' 9x
+bench '^BenchmarkStartup' 200x
+bench '^BenchmarkMemory$' 1x
+bench '^BenchmarkStreamTokens' 5x
+bench '^BenchmarkStreamACPRatio$' 10x
+bench '^BenchmarkProcessFloodRatio$' 5x
+bench '^BenchmarkBashTrue' 200x
+bench '^BenchmarkGrepTree$' 5x
+bench '^Benchmark(Abort)?HugeAnswer$' 5x
+bench '^BenchmarkStartupMCP$' 40x
+bench '^BenchmarkMCPCall$' 5x
+echo
+echo "# the median of each metric"
 medians "$raw"
 echo
 # "constant" CPU per token is read as: 64k tokens cost at most 1.25x per
