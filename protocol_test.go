@@ -766,7 +766,9 @@ func testFixtures(t *testing.T, pattern string) {
 // and that no temp file is left behind, and returns the normalised output.
 func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
 	e := newTestEnv(t)
-	cwd := t.TempDir()
+	cwd := fixedLengthDir(t)
+	e.agentDir, e.home, e.tmp = fixedLengthDir(t), fixedLengthDir(t), fixedLengthDir(t)
+	e.vars["PI_CODING_AGENT_DIR"], e.vars["HOME"], e.vars["TMPDIR"] = e.agentDir, e.home, e.tmp
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
@@ -836,6 +838,33 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		}
 	}
 	return norm.apply(out.bytes())
+}
+
+// fixtureDirBytes is the length of every directory a fixture runs in (its
+// cwd, agent dir, HOME and TMPDIR). rpi counts the bytes of the paths it
+// puts into the conversation — usage_update's used is a quarter of the
+// conversation's bytes, and a tool call names its file by absolute path —
+// so a fixture's counts hold only for paths of one length, wherever the
+// test's temporary directory is.
+const fixtureDirBytes = 160
+
+// fixedLengthDir is a new temporary directory whose path, symlinks
+// resolved (macOS's /var is /private/var), is fixtureDirBytes long: a
+// t.TempDir() with a folder named to pad it.
+func fixedLengthDir(t *testing.T) string {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := fixtureDirBytes - len(base) - len(string(filepath.Separator))
+	if pad < 1 {
+		t.Fatalf("the temporary directory %s is too long for a fixture's directories of %d bytes: set a shorter TMPDIR", base, fixtureDirBytes)
+	}
+	dir := filepath.Join(base, strings.Repeat("d", pad))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // fakeClock is a clock whose time moves only when a test advances it
