@@ -21,7 +21,8 @@ import (
 // an object decoded once, in one pass, its members read by exact key on
 // demand (rpc's commands and ACP's params both wrap it), the typed
 // error a field that is missing or invalid gives, and the appenders that
-// write strings and payloads as encoding/json would.
+// write strings and payloads as encoding/json would. Off those paths, a
+// configuration file's JSON error in words (jsonError).
 
 // A jsonAppender is a payload on a hot path that appends its own JSON,
 // without reflection. What it appends must equal marshalJSON of the same
@@ -723,8 +724,11 @@ func jsonFoundWords(tok json.Token) string {
 // jsonTypeWords is what a value of Go type t is in a JSON file, in words:
 // "a whole number", "an array of strings".
 func jsonTypeWords(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
