@@ -99,8 +99,8 @@ type agentRun struct {
 
 	mu          mutex[agentRunMu] // guards the fields below
 	cancelRetry func()            // set while waiting to retry
-	retryAfter  time.Duration
-	failure     string // run_failed's message, once the run failed for good
+	retryAfter  time.Duration     // the last failure's Retry-After; negative when it had none
+	failure     string            // run_failed's message, once the run failed for good
 }
 
 // runInput is a message a run starts from or takes from a queue: the
@@ -585,9 +585,11 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		case errors.Is(err, context.DeadlineExceeded):
 			msg.ErrorMessage = fmt.Sprintf("Connection error: no answer within %v", modelTimeout)
 		case errors.As(err, &perr):
-			run.mu.Lock()
-			run.retryAfter = min(perr.retryAfter, maxRetryAfter)
-			run.mu.Unlock()
+			if perr.hasRetryAfter {
+				run.mu.Lock()
+				run.retryAfter = min(perr.retryAfter, maxRetryAfter)
+				run.mu.Unlock()
+			}
 			msg.final = perr.final
 		}
 		computeCost(&msg.Usage, m)

@@ -200,3 +200,33 @@ func TestModelsJSONAddsToBuiltin(t *testing.T) {
 		t.Errorf("model %+v, key %q, warnings %q", m, key, setup.warnings)
 	}
 }
+
+// TestModelsJSONTypeErrors checks that a models.json value of the wrong
+// type is reported by its path in the file and the type it must have, in
+// words, wherever it is: at the top, in a map, in an array, after
+// whitespace, under a key that needs quoting, deep in compat.
+func TestModelsJSONTypeErrors(t *testing.T) {
+	cases := []struct{ file, want string }{
+		{`[]`, `line 1, column 1: expected an object, got an array`},
+		{`{"providers": []}`, `line 1, column 15: providers: expected an object of objects, got an array`},
+		{`{"providers":{"a":"x"}}`, `line 1, column 21: providers.a: expected an object, got a string`},
+		{`{"providers":{"a":{"models":[{"id":"m"},{"id":"n","contextWindow":"32k"}]}}}`,
+			`line 1, column 71: providers.a.models[1].contextWindow: expected a whole number, got a string`},
+		{"{\"providers\":{\"a\":{\n  \"models\": [ {\"id\": \"m\",\n   \"maxTokens\" :  4096.5 } ]}}}",
+			`line 3, column 24: providers.a.models[0].maxTokens: expected a whole number, got 4096.5`},
+		{`{"providers":{"my.host":{"headers":{"X-Key":7}}}}`, `line 1, column 45: providers["my.host"].headers.X-Key: expected a string, got 7`},
+		{`{"providers":{"a":{"models":[{"id":"m","input":"text"}]}}}`, `line 1, column 53: providers.a.models[0].input: expected an array of strings, got a string`},
+		{`{"providers":{"a":{"models":[{"id":"m","reasoning":1}]}}}`, `line 1, column 52: providers.a.models[0].reasoning: expected true or false, got 1`},
+		{`{"providers":{"a":{"models":[{"id":"m","cost":{"input":"3"}}]}}}`, `line 1, column 58: providers.a.models[0].cost.input: expected a number, got a string`},
+		{`{"providers":{"a":{"models":[{"id":false}]}}}`, `line 1, column 40: providers.a.models[0].id: expected a string, got false`},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "models.json")
+		os.WriteFile(path, []byte(c.file), 0o600)
+		_, err := loadModels(dir, "", "", func(string) string { return "" })
+		if want := "Invalid " + path + ": " + c.want; err == nil || err.Error() != want {
+			t.Errorf("%s:\n got %v\nwant %s", c.file, err, want)
+		}
+	}
+}

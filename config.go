@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -68,9 +69,13 @@ type cliConfig struct {
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
 // program name, which also select pi's shapes). action is "serve",
-// "help" or "version".
+// "help" (--help, or rpi help) or "version" (--version, or rpi version).
 func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err error) {
 	subcommand, args := modeSubcommand(args)
+	word := "" // rpi help, rpi version: --help and --version as words
+	if subcommand == "" && len(args) > 0 && (args[0] == "help" || args[0] == "version") {
+		word, args = args[0], args[1:]
+	}
 	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var mode, tools, exclude, models, confirm, compat, ignored string
@@ -145,10 +150,10 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	default:
 		cfg.compat = env.getenv("RPI_COMPAT") == "pi" || env.program == "pi"
 	}
-	if help {
+	if help || word == "help" {
 		return cfg, "help", nil
 	}
-	if showVersion {
+	if showVersion || word == "version" {
 		return cfg, "version", nil
 	}
 	rest := fs.Args()
@@ -280,7 +285,8 @@ Usage:
   rpi --mode rpc [flags]
   rpi acp [flags]          serve the Agent Client Protocol, for editors (same as
                            --mode acp and rpi agent stdio; docs/acp.md)
-  rpi --help | --version
+  rpi help | --help        this text
+  rpi version | --version  rpi's version, and the commit it was built from
 
 Flags:
   --provider NAME               model provider
@@ -311,8 +317,9 @@ Flags:
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
   --verbose                     rpi acp: the client's protocol mistakes on stderr (also RPI_DEBUG=1)
-  -h, --help                    this text
-  -v, --version                 rpi's version (pi's, bare, with pi's shapes)
+  -h, --help                    this text (also: rpi help)
+  -v, --version                 rpi's version and the commit and date it was built from
+                                (pi's version, bare, with pi's shapes; also: rpi version)
   Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
   -ne/--no-extensions.
 
@@ -330,13 +337,51 @@ Environment:
 
 Without --model, rpi starts with settings.json's default or the first model
 that can be used (docs/settings.md); "model":null in get_state means none
-can. The protocol: docs/protocol.md and docs/commands.md; writing a client:
-docs/clients.md.
+can.
+
+The documentation is not in this binary: it is README.md and docs/ in rpi's
+source repository, at the commit rpi --version names. The protocol:
+docs/protocol.md and docs/commands.md; writing a client: docs/clients.md.
 
 Example:
   echo '{"id":"1","type":"get_state"}' | rpi rpc --no-session
   PI_FAUX_RESPONSE='Hello from rpi' rpi rpc --model faux/faux-1
 `
 
-// rpiVersion is what --version and get_capabilities report.
+// rpiVersion is rpi's release: --version prints it with the commit it was
+// built from (versionLine), and get_capabilities, ACP's agentInfo and
+// MCP's clientInfo report it alone.
 const rpiVersion = "0.2.0"
+
+// versionLine is what --version prints: rpi's version and, from the
+// build information Go embeds (go build in a git clone), the commit it
+// was built from and that commit's date, "dirty" when the tree had
+// changes not committed; "devel" without that information (go run, go
+// test, a build outside a clone, -buildvcs=false).
+func versionLine(info *debug.BuildInfo) string {
+	var revision, date string
+	dirty := false
+	if info != nil {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.time":
+				date = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if revision == "" {
+		return "rpi " + rpiVersion + " (devel)"
+	}
+	build := "commit " + revision[:min(len(revision), 12)]
+	if date != "" {
+		build += ", " + date
+	}
+	if dirty {
+		build += ", dirty"
+	}
+	return "rpi " + rpiVersion + " (" + build + ")"
+}

@@ -307,7 +307,10 @@ func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) 
 		}
 		var cred authCredential
 		err := json.Unmarshal(file[provider], &entry)
+		var typeErr *json.UnmarshalTypeError
 		switch {
+		case errors.As(err, &typeErr): // the entry is not an object, or its type not a string
+			err = errors.New(jsonMismatch(file[provider], typeErr))
 		case err != nil:
 		case entry.Type == "oauth":
 			oauth = append(oauth, provider)

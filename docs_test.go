@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -457,6 +458,40 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		if !accepted[flag] {
 			t.Errorf("--help lists %s, which rpi does not accept", flag)
 		}
+	}
+}
+
+// TestHelpNamesDocsThatExist: --help points at the documentation by its
+// paths in the repository (README.md, docs/…), so each must be there.
+func TestHelpNamesDocsThatExist(t *testing.T) {
+	named := regexp.MustCompile(`\b(?:docs/[\w-]+\.md|README\.md)\b`).FindAllString(usageText, -1)
+	if len(named) < 3 {
+		t.Fatalf("--help names only %v of the documentation", named)
+	}
+	for _, path := range named {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("--help names %s: %v", path, err)
+		}
+	}
+}
+
+// TestVersionDocumented: the lines docs/protocol.md shows for --version
+// are versionLine's for the build information they stand for, with
+// rpi's version.
+func TestVersionDocumented(t *testing.T) {
+	protocol, _ := os.ReadFile("docs/protocol.md")
+	commit := regexp.MustCompile("`(rpi [^ `]+ \\(commit ([0-9a-f]+), ([^,)]+)\\))`").FindSubmatch(protocol)
+	devel := regexp.MustCompile("`(rpi [^ `]+ \\(devel\\))`").FindSubmatch(protocol)
+	if commit == nil || devel == nil {
+		t.Fatal("docs/protocol.md shows no --version line with a commit, or none for devel")
+	}
+	info := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: string(commit[2]) + "0123456789abcdef"},
+		{Key: "vcs.time", Value: string(commit[3])}, {Key: "vcs.modified", Value: "false"}}}
+	if want := versionLine(info); string(commit[1]) != want {
+		t.Errorf("docs/protocol.md shows %s; --version prints %s", commit[1], want)
+	}
+	if want := versionLine(nil); string(devel[1]) != want {
+		t.Errorf("docs/protocol.md shows %s; --version prints %s", devel[1], want)
 	}
 }
 

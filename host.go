@@ -551,6 +551,11 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 			set.tools = append(set.tools, t)
 		}
 	}
+	if cfg.provider != "" {
+		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.model != "" {
 		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
 		if err != nil {
@@ -560,6 +565,13 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 			set.catalog = append(set.catalog, m) // an id adopted for --provider
 		}
 		set.startModel, set.startThinking = m, thinking
+	}
+	if len(cfg.models) > 0 {
+		warnings, err := checkModelPatterns(set.catalog, cfg.models)
+		if err != nil {
+			return nil, err
+		}
+		set.notices = append(set.notices, warnings...)
 	}
 	return set, nil
 }

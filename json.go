@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,8 @@ import (
 // an object decoded once, in one pass, its members read by exact key on
 // demand (rpc's commands and ACP's params both wrap it), the typed
 // error a field that is missing or invalid gives, and the appenders that
-// write strings and payloads as encoding/json would.
+// write strings and payloads as encoding/json would. Off those paths, a
+// configuration file's JSON error in words (jsonError).
 
 // A jsonAppender is a payload on a hot path that appends its own JSON,
 // without reflection. What it appends must equal marshalJSON of the same
@@ -589,23 +591,189 @@ func appendBase64(dst, src []byte) []byte {
 	return dst[:len(dst)+n]
 }
 
-// jsonError says where in data a JSON error is (line and column): a
-// syntax error, or a value of the wrong type.
+// jsonError is a failure to decode data, a file a person wrote, as that
+// person reads it: where it is (line and column) and, for a value of the
+// wrong type, its path in the file and the type expected in words, not
+// Go's: "line 3, column 40: providers.foo.models[0].contextWindow:
+// expected a whole number, got a string". A string found is never
+// quoted, since it may be a key.
 func jsonError(data []byte, err error) error {
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
-	offset := int64(0)
 	switch {
-	case errors.As(err, &syntax):
-		offset = syntax.Offset
+	case errors.As(err, &syntax) && syntax.Offset > 0:
+		return fmt.Errorf("%s: %v", lineColumn(data, syntax.Offset), err)
 	case errors.As(err, &typeErr):
-		offset = typeErr.Offset
-	}
-	if offset > 0 {
-		before := data[:min(int(offset), len(data))]
-		line := strings.Count(string(before), "\n") + 1
-		col := len(before) - strings.LastIndexByte(string(before), '\n') - 1
-		return fmt.Errorf("line %d, column %d: %v", line, col, err)
+		return fmt.Errorf("%s: %s", lineColumn(data, typeErr.Offset), jsonMismatch(data, typeErr))
 	}
 	return err
+}
+
+// lineColumn is where offset is in data, as "line L, column C".
+func lineColumn(data []byte, offset int64) string {
+	before := data[:min(int(max(offset, 0)), len(data))]
+	return fmt.Sprintf("line %d, column %d", bytes.Count(before, []byte("\n"))+1, len(before)-bytes.LastIndexByte(before, '\n')-1)
+}
+
+// jsonMismatch says what a type error found in data, and where:
+// "models[0].contextWindow: expected a whole number, got a string" (no
+// path for the value at the top).
+func jsonMismatch(data []byte, typeErr *json.UnmarshalTypeError) string {
+	path, found := jsonValueAt(data, typeErr.Offset)
+	if found == "" { // data is not the document the error is about
+		found = typeErr.Value
+	}
+	if path != "" {
+		path += ": "
+	}
+	return path + "expected " + jsonTypeWords(typeErr.Type) + ", got " + found
+}
+
+// jsonValueAt is the path (providers.foo.models[0].contextWindow) of the
+// value in data that ends at offset, or whose first byte ends there (an
+// object or array), as encoding/json's type errors count offsets, and
+// that value in words: "a string", "an object", "an array", a number or
+// true or false as written. found is "" when no value is there.
+func jsonValueAt(data []byte, offset int64) (path, found string) {
+	type level struct {
+		array bool
+		key   string // an object's member being read
+		index int    // an array's element being read
+		inKey bool   // an object's next token is a key (or its end)
+	}
+	var levels []level
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	ended := func() { // a value ended: the next one is the next element or member
+		if n := len(levels); n > 0 {
+			if levels[n-1].array {
+				levels[n-1].index++
+			} else {
+				levels[n-1].inKey = true
+			}
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", ""
+		}
+		top := len(levels) - 1
+		if top >= 0 && levels[top].inKey {
+			if key, ok := tok.(string); ok {
+				levels[top].key, levels[top].inKey = key, false
+				continue
+			}
+		}
+		if tok == json.Delim('}') || tok == json.Delim(']') {
+			levels = levels[:top]
+			ended()
+			continue
+		}
+		if dec.InputOffset() >= offset {
+			var b strings.Builder
+			for _, l := range levels {
+				switch {
+				case l.array:
+					fmt.Fprintf(&b, "[%d]", l.index)
+				case isPathWord(l.key) && b.Len() > 0:
+					b.WriteString("." + l.key)
+				case isPathWord(l.key):
+					b.WriteString(l.key)
+				default:
+					fmt.Fprintf(&b, "[%q]", l.key)
+				}
+			}
+			return b.String(), jsonFoundWords(tok)
+		}
+		switch tok {
+		case json.Delim('{'):
+			levels = append(levels, level{inKey: true})
+		case json.Delim('['):
+			levels = append(levels, level{array: true})
+		default:
+			ended()
+		}
+	}
+}
+
+// isPathWord reports whether a path shows key after a dot (letters,
+// digits, _ and -); any other key is quoted.
+func isPathWord(key string) bool {
+	return key != "" && strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == ""
+}
+
+// jsonFoundWords is a token of a JSON document in words.
+func jsonFoundWords(tok json.Token) string {
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '{' {
+			return "an object"
+		}
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number:
+		return tok.String()
+	case bool:
+		return fmt.Sprint(tok)
+	}
+	return "null"
+}
+
+// jsonTypeWords is what a value of Go type t is in a JSON file, in words:
+// "a whole number", "an array of strings".
+func jsonTypeWords(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if of := jsonElementWords(t.Elem()); of != "" {
+			return "an array of " + of
+		}
+		return "an array"
+	case reflect.Map:
+		if of := jsonElementWords(t.Elem()); of != "" {
+			return "an object of " + of
+		}
+		return "an object"
+	case reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
+}
+
+// jsonElementWords is what each element of an array or object of Go type
+// t is, in the plural ("strings"); "" where that is not simply said.
+func jsonElementWords(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "strings"
+	case reflect.Int, reflect.Int64:
+		return "whole numbers"
+	case reflect.Float64:
+		return "numbers"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Struct, reflect.Map:
+		return "objects"
+	}
+	return ""
 }

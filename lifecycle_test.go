@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +307,34 @@ func TestCommandLoopNeverWaitsForTheDisk(t *testing.T) {
 	}
 	if loops, err := os.ReadFile(file + ".loops.json"); err != nil || !bytes.Contains(loops, []byte(`"prompt":"p"`)) {
 		t.Errorf("the loops file: %s, %v", loops, err)
+	}
+}
+
+// TestRefusedConnectionBacksOff checks that a model server that refuses
+// the connection (a llama-server not started yet) is retried after the
+// base delay, doubled each time, as an HTTP error without Retry-After is:
+// 1, 2 and 4 ms with the fake model's settings, never at once.
+func TestRefusedConnectionBacksOff(t *testing.T) {
+	endToEnd(t)
+	t.Parallel()
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, `{"text":["never sent"]}`, e.agentDir)
+	fm.server.Close() // nothing listens at its address now
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"id":"p","type":"prompt","message":"Hi"}`)
+	ps.waitFor(`"agent_settled"`)
+	var delays []float64
+	for _, rec := range ps.close() {
+		if rec["type"] != "auto_retry_start" {
+			continue
+		}
+		data := rec["data"].(map[string]any)
+		if msg, _ := data["errorMessage"].(string); !strings.HasPrefix(msg, "Connection error: ") || !strings.Contains(msg, "refused") {
+			t.Errorf("retried for %q, want a refused connection", msg)
+		}
+		delays = append(delays, data["delayMs"].(float64))
+	}
+	if want := []float64{1, 2, 4}; !slices.Equal(delays, want) {
+		t.Errorf("retries waited %v ms, want %v", delays, want)
 	}
 }

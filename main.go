@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -59,7 +60,8 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 		fmt.Fprintln(stdout, piVersion)
 		return 0
 	case action == "version":
-		fmt.Fprintf(stdout, "rpi %s\n", rpiVersion)
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(info))
 		return 0
 	}
 	// Startup reads files a project controls and can take seconds (a

@@ -142,13 +142,19 @@ func unspokenError(m *model) error {
 // --model naming it is an init error and set_model to it fails, so a
 // model without a key is never the current one.
 func keylessError(m *model) error {
+	return noKeyError(m.Provider, m.Provider+"/"+m.ID)
+}
+
+// noKeyError says that what (a model, or a provider) of provider has no
+// key, and where one goes.
+func noKeyError(provider, what string) error {
 	where := "the variable its apiKey in models.json names"
 	for _, p := range hostedProviders() {
-		if p.id == m.Provider {
+		if p.id == provider {
 			where = p.keyVar
 		}
 	}
-	return fmt.Errorf("No API key for %s/%s: set %s, put a key in auth.json, or pass --api-key", m.Provider, m.ID, where)
+	return fmt.Errorf("No API key for %s: set %s, put a key in auth.json, or pass --api-key", what, where)
 }
 
 // modelsFile is pi's models.json.
@@ -394,6 +400,55 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 	return nil, "", nil
 }
 
+// checkProvider checks --provider against the catalog: a provider it
+// does not have is an init error naming those it has; so is one none of
+// whose models can be used, when it is to choose the starting model
+// (without --model, which reports its own model's failure).
+func checkProvider(models []*model, provider string, choosing bool) error {
+	var first *model
+	var known []string
+	for _, m := range models {
+		if !slices.Contains(known, m.Provider) {
+			known = append(known, m.Provider)
+		}
+		if m.Provider == provider {
+			if m.usable() {
+				return nil
+			}
+			first = cmp.Or(first, m)
+		}
+	}
+	switch {
+	case first == nil:
+		return fmt.Errorf("Unknown provider: %s (known: %s; or add it to models.json)", provider, strings.Join(known, ", "))
+	case !choosing:
+		return nil
+	case !first.speaks():
+		return unspokenError(first)
+	}
+	return noKeyError(provider, provider)
+}
+
+// checkModelPatterns checks --models against the models that can be used
+// (those get_available_models lists at startup): a pattern that matches
+// none is a warning, and --models none of whose patterns matches any, which
+// would scope cycle_model to nothing, an init error.
+func checkModelPatterns(models []*model, patterns []string) (warnings []string, err error) {
+	var unmatched []string
+	for _, pattern := range patterns {
+		if !slices.ContainsFunc(models, func(m *model) bool { return m.usable() && listedFaux(m, nil) && m.matches(pattern) }) {
+			unmatched = append(unmatched, pattern)
+		}
+	}
+	if len(unmatched) == len(patterns) {
+		return nil, fmt.Errorf("Invalid --models %s: it matches no model that can be used (see get_available_models)", strings.Join(patterns, ","))
+	}
+	for _, pattern := range unmatched {
+		warnings = append(warnings, fmt.Sprintf("--models %s: matches no model that can be used (see get_available_models); the other patterns do", pattern))
+	}
+	return warnings, nil
+}
+
 // adoptModel makes a model of a built-in provider from an id its catalog
 // entry does not list (the catalog holds a few models per provider): the
 // provider's URL, API and key, a 128000-token window and a 16384-token
@@ -516,9 +571,8 @@ func (s *session) scopedModels() (models []*model, scoped bool) {
 		return usable, false
 	}
 	for _, pattern := range s.set.cfg.models {
-		pattern, _, _ = strings.Cut(pattern, ":") // a thinking suffix
 		for _, m := range usable {
-			if !slices.Contains(models, m) && inScope(pattern, m) {
+			if !slices.Contains(models, m) && m.matches(pattern) {
 				models = append(models, m)
 			}
 		}
@@ -526,9 +580,14 @@ func (s *session) scopedModels() (models []*model, scoped bool) {
 	return models, true
 }
 
-// inScope reports whether a --models pattern names m: a glob over
-// provider/id or over id.
-func inScope(pattern string, m *model) bool {
+// matches reports whether a pattern of --models names m: a glob over
+// provider/id or id, with an optional thinking suffix (":high") that
+// plays no part (an id's own colon, as in Ollama's "qwen2.5-coder:7b",
+// does).
+func (m *model) matches(pattern string) bool {
+	if i := strings.LastIndex(pattern, ":"); i > 0 && slices.Contains(thinkingLevels, pattern[i+1:]) {
+		pattern = pattern[:i]
+	}
 	if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
 		return true
 	}

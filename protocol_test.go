@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -766,7 +767,9 @@ func testFixtures(t *testing.T, pattern string) {
 // and that no temp file is left behind, and returns the normalised output.
 func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
 	e := newTestEnv(t)
-	cwd := t.TempDir()
+	cwd := fixedLengthDir(t)
+	e.agentDir, e.home, e.tmp = fixedLengthDir(t), fixedLengthDir(t), fixedLengthDir(t)
+	e.vars["PI_CODING_AGENT_DIR"], e.vars["HOME"], e.vars["TMPDIR"] = e.agentDir, e.home, e.tmp
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
@@ -836,6 +839,33 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		}
 	}
 	return norm.apply(out.bytes())
+}
+
+// fixtureDirBytes is the length of every directory a fixture runs in (its
+// cwd, agent dir, HOME and TMPDIR). rpi counts the bytes of the paths it
+// puts into the conversation — usage_update's used is a quarter of the
+// conversation's bytes, and a tool call names its file by absolute path —
+// so a fixture's counts hold only for paths of one length, wherever the
+// test's temporary directory is.
+const fixtureDirBytes = 160
+
+// fixedLengthDir is a new temporary directory whose path, symlinks
+// resolved (macOS's /var is /private/var), is fixtureDirBytes long: a
+// t.TempDir() with a folder named to pad it.
+func fixedLengthDir(t *testing.T) string {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := fixtureDirBytes - len(base) - len(string(filepath.Separator))
+	if pad < 1 {
+		t.Fatalf("the temporary directory %s is too long for a fixture's directories of %d bytes: set a shorter TMPDIR", base, fixtureDirBytes)
+	}
+	dir := filepath.Join(base, strings.Repeat("d", pad))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // fakeClock is a clock whose time moves only when a test advances it
@@ -1443,6 +1473,10 @@ func TestFlagErrorsNameTheFlagAsTyped(t *testing.T) {
 	}
 }
 
+// TestHelpAndVersion checks --help and --version, and the words a user
+// types for them (rpi help, rpi version). The test binary has no build
+// information, so --version says devel (TestVersionNamesTheCommit builds
+// one that has).
 func TestHelpAndVersion(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
@@ -1452,7 +1486,10 @@ func TestHelpAndVersion(t *testing.T) {
 	}{
 		{[]string{"--help"}, "", "rpi", "rpi: a headless"},
 		{[]string{"rpc", "--help"}, "", "rpi", "rpi: a headless"},
-		{[]string{"--version"}, "", "rpi", "rpi " + rpiVersion + "\n"},
+		{[]string{"help"}, "", "rpi", "rpi: a headless"},
+		{[]string{"--version"}, "", "rpi", "rpi " + rpiVersion + " (devel)\n"},
+		{[]string{"version"}, "", "rpi", "rpi " + rpiVersion + " (devel)\n"},
+		{[]string{"version", "--compat", "pi"}, "", "rpi", piVersion + "\n"},
 		{[]string{"--version"}, "pi", "rpi", piVersion + "\n"},
 		{[]string{"--version"}, "", "pi", piVersion + "\n"},
 		{[]string{"-v", "--compat", "pi"}, "", "rpi", piVersion + "\n"},
@@ -1464,6 +1501,77 @@ func TestHelpAndVersion(t *testing.T) {
 		var stdout bytes.Buffer
 		if code := runProgram(tt.args, env, strings.NewReader(""), &stdout, io.Discard, nil); code != 0 || !strings.HasPrefix(stdout.String(), tt.want) {
 			t.Errorf("rpi %q (RPI_COMPAT=%q, as %s): exit %d, stdout %q, want it to start %q", tt.args, tt.compat, tt.program, code, stdout.String(), tt.want)
+		}
+	}
+}
+
+// TestVersionNamesTheCommit builds rpi as a user would, with go build in
+// a git clone (here a new repository of rpi's sources, one commit of a
+// fixed date, and a file not committed), and checks that --version names
+// that commit and its date, and says dirty. (One build: each costs
+// seconds. TestVersionLine has the other cases.)
+func TestVersionNamesTheCommit(t *testing.T) {
+	endToEnd(t)
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	repo, bin := t.TempDir(), filepath.Join(t.TempDir(), "rpi")
+	sources, _ := filepath.Glob("*.go")
+	for _, name := range append(sources, "go.mod") {
+		if data, err := os.ReadFile(name); err == nil && !strings.HasSuffix(name, "_test.go") {
+			os.WriteFile(filepath.Join(repo, name), data, 0o644)
+		}
+	}
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	const date = "2026-12-03T10:00:00Z"
+	gitEnv := []string{"GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date}
+	run(gitEnv, "git", "init", "-q")
+	run(gitEnv, "git", "add", ".")
+	run(gitEnv, "git", "-c", "user.name=rpi", "-c", "user.email=rpi@example.com", "commit", "-q", "-m", "rpi")
+	commit := strings.TrimSpace(run(gitEnv, "git", "rev-parse", "HEAD"))
+	os.WriteFile(filepath.Join(repo, "notes.txt"), []byte("not committed\n"), 0o644)
+	// GOFLAGS set here, since a user's go env may say -buildvcs=false.
+	run([]string{"GOFLAGS=-buildvcs=true", "CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", bin, ".")
+	if got, want := run(nil, bin, "--version"), "rpi "+rpiVersion+" (commit "+commit[:12]+", "+date+", dirty)\n"; got != want {
+		t.Errorf("--version: %q, want %q", got, want)
+	}
+}
+
+// TestVersionLine checks --version's line for each kind of build
+// information: none (go run, go test), a commit, a commit with changes.
+func TestVersionLine(t *testing.T) {
+	vcs := func(kv ...string) *debug.BuildInfo {
+		info := &debug.BuildInfo{}
+		for i := 0; i < len(kv); i += 2 {
+			info.Settings = append(info.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return info
+	}
+	const rev = "1918e83c9a1b5d2e3f4a5b6c7d8e9f0a1b2c3d4e"
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "rpi " + rpiVersion + " (devel)"},
+		{vcs("-buildmode", "exe"), "rpi " + rpiVersion + " (devel)"},
+		{vcs("vcs", "git", "vcs.revision", rev, "vcs.time", "2026-12-04T23:30:00Z", "vcs.modified", "false"),
+			"rpi " + rpiVersion + " (commit 1918e83c9a1b, 2026-12-04T23:30:00Z)"},
+		{vcs("vcs.revision", rev, "vcs.time", "2026-12-04T23:30:00Z", "vcs.modified", "true"),
+			"rpi " + rpiVersion + " (commit 1918e83c9a1b, 2026-12-04T23:30:00Z, dirty)"},
+	} {
+		if got := versionLine(c.info); got != c.want {
+			t.Errorf("versionLine(%v) = %q, want %q", c.info, got, c.want)
 		}
 	}
 }

@@ -88,7 +88,8 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	}
 	if resp.StatusCode != http.StatusOK {
 		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &providerError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
+		wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"))
+		return &providerError{status: resp.StatusCode, retryAfter: wait, hasRetryAfter: ok,
 			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(string(text)))}
 	}
 	started()

@@ -55,12 +55,16 @@ type streamRequest struct {
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for
-// a network failure) and retryAfter the server's Retry-After, if any.
+// a network failure). retryAfter is the wait the server's Retry-After
+// asked for, when hasRetryAfter: every other failure (a refused
+// connection, a dropped stream, an HTTP error without the header) is
+// retried after the base delay, doubled each time.
 type providerError struct {
-	status     int
-	retryAfter time.Duration
-	message    string
-	final      bool // asking again cannot help (an answer cut at its limit): no auto-retry
+	status        int
+	retryAfter    time.Duration
+	hasRetryAfter bool
+	message       string
+	final         bool // asking again cannot help (an answer cut at its limit): no auto-retry
 }
 
 func (e *providerError) Error() string { return e.message }
@@ -359,18 +363,19 @@ func bearer(h http.Header, key string) {
 	}
 }
 
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string) time.Duration {
+// parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
+// ok is false when there is none, or none rpi can read.
+func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 	if v == "" {
-		return -1
+		return 0, false
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second))
+		return time.Duration(secs * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return max(time.Until(t), 0), true
 	}
-	return -1
+	return 0, false
 }
 
 // events reads server-sent events, calling fn with each event's name
