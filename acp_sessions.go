@@ -534,7 +534,7 @@ func (as *acpSession) prompt(p *acpPending) (any, error) {
 // /compact (compact) for every run of the session (turns, the follow-ups
 // behind them, a loop's fire), which it would stop; any prompt for the
 // run a session/cancel stopped, which takes no follow-up, and, when the
-// session is idle, for another session's run (one runs at a time), with
+// session is idle, for a place among the sessions' runs (--max-running), with
 // a note the first time (noted says it was given; the result says so
 // after).
 func (as *acpSession) waitTurn(ctx context.Context, compact, noted bool) bool {
@@ -557,16 +557,26 @@ func (as *acpSession) waitTurn(ctx context.Context, compact, noted bool) bool {
 	if stopping != nil && !wait(stopping) {
 		return noted
 	}
-	for ch := as.agent.h.otherRunSettled(as.s); ch != nil && as.s.runSettled() == nil; ch = as.agent.h.otherRunSettled(as.s) {
+	runs := &as.agent.h.runs
+	for ch := runs.placeFreed(as.s); ch != nil && as.s.runSettled() == nil; ch = runs.placeFreed(as.s) {
 		if !noted {
 			noted = true
-			as.updates.note("Waiting for a free slot: another session's turn is running.")
+			as.updates.note(acpWaitingNote(runs.limit))
 		}
 		if !wait(ch) {
 			return noted
 		}
 	}
 	return noted
+}
+
+// acpWaitingNote says a prompt waits for a place: limit other sessions'
+// turns run.
+func acpWaitingNote(limit int) string {
+	if limit == 1 {
+		return "Waiting for a free slot: another session's turn is running (--max-running 1)."
+	}
+	return fmt.Sprintf("Waiting for a free slot: %d other sessions' turns are running (--max-running %d).", limit, limit)
 }
 
 // start starts (or queues) the prompt p whose text is text (name and

@@ -1496,6 +1496,7 @@ func TestEndToEndACPStartupFailure(t *testing.T) {
 	for _, tt := range []struct{ args, stderr string }{
 		{"acp --thinking bogus", "rpi: Invalid --thinking \"bogus\": must be one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"acp --bogus", "rpi: Unknown flag: --bogus (see rpi --help)\n"},
+		{"acp --max-running 0", "rpi: Invalid --max-running 0: from 1 to 64 sessions' turns at once\n"},
 		{"agent stdio --models-json", "rpi: Unknown flag: --models-json (see rpi --help)\n"},
 	} {
 		cmd := rpiCommand(t, strings.Fields(tt.args)...)

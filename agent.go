@@ -139,8 +139,8 @@ var (
 // compaction): it starts a run chain in phase when the agent is idle, no
 // session change holds runs off — except the caller's own hold (held),
 // which ends in the same step, whether the run starts or not — for an
-// agent run there is a usable model, and no other session of the host is
-// running (one runs at a time). It decides under s.mu; the caller starts
+// agent run there is a usable model, and the host's run policy has a
+// place for it (--max-running). It decides under s.mu; the caller starts
 // the run's goroutine.
 func (s *session) tryStartRun(phase runPhase, held bool) (*agentRun, error) {
 	s.mu.Lock()

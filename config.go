@@ -65,7 +65,12 @@ type cliConfig struct {
 	compat             bool // pi's shapes (docs/pi-compat.md)
 	acp                bool // ACP mode (docs/acp.md): rpi acp, --mode acp, rpi agent stdio
 	verbose            bool // --verbose or RPI_DEBUG=1: the client's protocol mistakes are told on stderr
+	maxRunning         int  // --max-running: how many sessions' turns run at once (rpi acp's sessions)
 }
+
+// defaultMaxRunning is how many sessions' turns run at once without
+// --max-running.
+const defaultMaxRunning = 8
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
 // program name, which also select pi's shapes). action is "serve",
@@ -119,6 +124,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	// rpi with pi's arguments; rpi has no themes or extensions, and never
 	// goes online on its own.
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
+	fs.IntVar(&cfg.maxRunning, "max-running", defaultMaxRunning, "")
 	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne"} {
 		fs.BoolVar(&ignoredBool, name, false, "")
 	}
@@ -181,6 +187,9 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", errors.New("Conflicting flags: --fork goes with neither --session nor --no-session")
 	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
 		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
+	}
+	if cfg.maxRunning < 1 || cfg.maxRunning > maxSessions {
+		return cfg, "", fmt.Errorf("Invalid --max-running %d: from 1 to %d sessions' turns at once", cfg.maxRunning, maxSessions)
 	}
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
@@ -316,6 +325,7 @@ Flags:
   --no-mcp                      connect no MCP server (mcp.json's, or an editor's)
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
+  --max-running N               rpi acp: how many sessions' turns run at once (default 8); a prompt past them waits
   --verbose                     rpi acp: the client's protocol mistakes on stderr (also RPI_DEBUG=1)
   -h, --help                    this text (also: rpi help)
   -v, --version                 rpi's version and the commit and date it was built from

@@ -46,7 +46,7 @@ type host struct {
 
 	sessions sessionRegistry // the open sessions, by id, for every front end (own lock)
 
-	runs runPolicy // which sessions run (one at a time)
+	runs runPolicy // which sessions run (at most --max-running at once)
 }
 
 // newHost reads what the process decides at startup (loadHostSettings).
@@ -55,7 +55,7 @@ func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &host{set: set, env: env, stderr: stderr, command: exec.Command, runs: runPolicy{limit: 1}}
+	h := &host{set: set, env: env, stderr: stderr, command: exec.Command, runs: runPolicy{limit: max(cfg.maxRunning, 1)}}
 	if env.command != nil {
 		h.command = env.command
 	}
@@ -200,13 +200,13 @@ func (r *sessionRegistry) loaded(id string) {
 }
 
 // runPolicy decides how many sessions of the host may run at once:
-// limit, one today (rpi's turns run one at a time, whatever the front
-// end). A session's run claims a place (tryStartRun, under its s.mu) and
-// lets it go when it settles.
+// limit (--max-running). A session's run claims a place (tryStartRun,
+// under its s.mu) and lets it go when it settles.
 type runPolicy struct {
 	limit   int
-	mu      mutex[runPolicyMu] // guards running; taken under a session's mu, briefly
+	mu      mutex[runPolicyMu] // guards the fields below; taken under a session's mu, briefly
 	running []*session         // the sessions whose run is in progress
+	freed   chan struct{}      // closed when a place is let go of (then replaced)
 }
 
 // claim gives s a place, unless it has one or limit sessions run.
@@ -229,28 +229,26 @@ func (p *runPolicy) claim(s *session) bool {
 func (p *runPolicy) release(s *session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	before := len(p.running)
 	p.running = slices.DeleteFunc(p.running, func(o *session) bool { return o == s })
+	if len(p.running) < before && p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
 }
 
-// otherRunSettled is the settled channel of a run of another session
-// than s, while s could not start one (the places are taken); nil when a
-// place is free.
-func (h *host) otherRunSettled(s *session) <-chan struct{} {
-	h.runs.mu.Lock()
-	var other *session
-	if len(h.runs.running) >= h.runs.limit {
-		for _, o := range h.runs.running {
-			if o != s {
-				other = o
-				break
-			}
-		}
-	}
-	h.runs.mu.Unlock()
-	if other == nil {
+// placeFreed is a channel closed when a place is let go of, while every
+// place is taken by other sessions than s; nil when s could run now.
+func (p *runPolicy) placeFreed(s *session) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.running) < p.limit || slices.Contains(p.running, s) {
 		return nil
 	}
-	return other.runSettled()
+	if p.freed == nil {
+		p.freed = make(chan struct{})
+	}
+	return p.freed
 }
 
 // endRun is s's run settling: another session may run now, and the fires

@@ -318,10 +318,10 @@ func TestPromptTurnsEnd(t *testing.T) {
 }
 
 // TestTwoSessionsOneHost opens two sessions in two working directories on
-// one host: each has its own context files, session file and processes;
-// one runs at a time (a prompt in the other fails meanwhile, and works
-// once the run has settled); closing one ends its processes and lets go of
-// its session file at once.
+// one host with --max-running 1: each has its own context files, session
+// file and processes; one runs at a time (a prompt in the other fails
+// meanwhile, and works once the run has settled); closing one ends its
+// processes and lets go of its session file at once.
 func TestTwoSessionsOneHost(t *testing.T) {
 	e := newTestEnv(t)
 	fm := startFakeModel(t, apiOpenAI, `{"text":["one"],"holdAt":1}
@@ -329,7 +329,7 @@ func TestTwoSessionsOneHost(t *testing.T) {
 	cwdA, cwdB := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(cwdA, "AGENTS.md"), []byte("In A."), 0o644)
 	os.WriteFile(filepath.Join(cwdB, "AGENTS.md"), []byte("In B."), 0o644)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwdA}, e.env())
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwdA, "--max-running", "1"}, e.env())
 	if err != nil {
 		t.Fatal(err)
 	}
