@@ -242,9 +242,8 @@ func (r acpTerminals) wait(ctx context.Context, c commandCall, terminal string) 
 		grace, stop := context.WithTimeout(ctx, acpTerminalGrace)
 		defer stop()
 		end := commandEnd{timedOut: true}
-		if conn.killTerminal(grace, as.id, terminal) == nil {
-			end.output, end.truncated, _ = r.output(grace, terminal, c.keep)
-		}
+		conn.killTerminal(grace, as.id, terminal)
+		end.output, end.truncated, _ = r.output(grace, terminal, c.keep) // none when the editor fails to give it
 		conn.releaseTerminal(grace, as.id, terminal)
 		return end, nil
 	case err != nil:

@@ -179,8 +179,8 @@ func TestACPShellOptionOnlyWithTerminals(t *testing.T) {
 // TestACPEditorTerminalClientErrors: an error answer to a terminal
 // request is the call's error, naming the request and the client's
 // message; a terminal that was made is released all the same (an error
-// answer to the release changes nothing), and the session goes on: its
-// next prompt runs.
+// answer to the kill of a call timed out, or to the release, changes
+// nothing), and the session goes on: its next prompt runs.
 func TestACPEditorTerminalClientErrors(t *testing.T) {
 	refuse := &acpError{Code: acpInternalError, Message: "the terminal broke"}
 	for _, tt := range []struct {
@@ -190,29 +190,41 @@ func TestACPEditorTerminalClientErrors(t *testing.T) {
 		status   string
 		text     string
 		requests string
-		terminal bool // the card shows the terminal
+		terminal bool    // the card shows the terminal
+		timeout  float64 // the call's (seconds; 0: none): terminal/wait_for_exit is never answered
 	}{
 		{"create", "terminal/create", nil, "failed",
 			"Cannot run the command in the editor's terminal: terminal/create failed: the terminal broke",
-			"terminal/create echo hi", false},
+			"terminal/create echo hi", false, 0},
 		{"create without an id", "", map[string]any{"terminalId": ""}, "failed",
 			"Cannot run the command in the editor's terminal: terminal/create failed: the editor answered terminal/create without a terminalId",
-			"terminal/create echo hi", false},
+			"terminal/create echo hi", false, 0},
 		{"wait", "terminal/wait_for_exit", nil, "failed",
 			"Cannot run the command in the editor's terminal: terminal/wait_for_exit failed: the terminal broke",
-			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/release term-1", true},
+			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/release term-1", true, 0},
 		{"output", "terminal/output", nil, "failed",
 			"Cannot read the command's output from the editor's terminal: terminal/output failed: the terminal broke",
-			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/output term-1, terminal/release term-1", true},
+			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/output term-1, terminal/release term-1", true, 0},
 		{"release", "terminal/release", nil, "completed", "hi\n",
-			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/output term-1, terminal/release term-1", true},
+			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/output term-1, terminal/release term-1", true, 0},
+		{"kill", "terminal/kill", nil, "failed", "hi\n\n\nCommand timed out after 0.05 seconds",
+			"terminal/create echo hi, terminal/wait_for_exit term-1, terminal/kill term-1, terminal/output term-1, terminal/release term-1", true, 0.05},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newTestEnv(t)
-			startFakeModel(t, apiOpenAI, bashCalls(commands("echo hi"), "done", "again"), e.agentDir)
+			call := map[string]any{"command": "echo hi"}
+			if tt.timeout > 0 {
+				call["timeout"] = tt.timeout
+			}
+			startFakeModel(t, apiOpenAI, bashCalls([]map[string]any{call}, "done", "again"), e.agentDir)
 			c, _, _ := startACPAgent(t, e, nil)
+			never := make(chan struct{})
+			t.Cleanup(func() { close(never) })
 			c.answer = func(method string, _ json.RawMessage) (any, *acpError) {
 				switch {
+				case method == "terminal/wait_for_exit" && tt.timeout > 0:
+					<-never
+					return nil, nil
 				case method == tt.failing:
 					return nil, refuse
 				case method == "terminal/create" && tt.answer != nil:
