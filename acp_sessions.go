@@ -928,8 +928,8 @@ type acpConfigResult struct {
 
 // acpSetConfigOption sets the model (<provider>/<id>), the thinking level,
 // the approvals or (when offered) where bash runs; an unknown id or value
-// is a -32602 naming the ones allowed. Params: sessionId, configId, value. Answer: {configOptions},
-// the full list; then config_option_update with it.
+// is a -32602 naming the ones allowed. Params: sessionId, configId, value.
+// Answer: {configOptions}, the full list; then config_option_update with it.
 func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	as, err := a.session(req.params)
 	if err != nil {

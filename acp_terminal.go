@@ -176,7 +176,7 @@ type acpTerminals struct{ as *acpSession }
 // A cancel (ctx ending) returns at once, and kills and releases the
 // terminal behind it; so does a timeout, which reads the output first.
 func (r acpTerminals) runCommand(ctx context.Context, c commandCall) (commandEnd, bool, error) {
-	if _, ok := r.as.updates.inEditorTerminal(c.id); !ok {
+	if !r.as.updates.inEditorTerminal(c.id) {
 		return commandEnd{}, false, nil
 	}
 	terminal, err := r.create(ctx, c)

@@ -626,15 +626,12 @@ func (u *acpUpdates) running(id string) {
 }
 
 // inEditorTerminal reports whether the call with the model's id is a bash
-// call to run in the editor's terminal (decided when it started), and its
-// card's id.
-func (u *acpUpdates) inEditorTerminal(id string) (card string, ok bool) {
+// call to run in the editor's terminal (decided when it started).
+func (u *acpUpdates) inEditorTerminal(id string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if t := u.tools[id]; t != nil && t.editor {
-		return t.id, true
-	}
-	return "", false
+	t := u.tools[id]
+	return t != nil && t.editor
 }
 
 // terminalCreated shows the editor's terminal a bash call runs in on its
