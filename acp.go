@@ -5,8 +5,8 @@ package main
 // locked writer as the rpc wire. Input is decoded once, strictly (exact
 // keys, the types each field must have: acp_decode.go); every kind of bad
 // input gets its JSON-RPC error and the connection goes on. Requests the agent makes of
-// the client (session/request_permission, fs/*) are matched to their
-// answers by id.
+// the client (session/request_permission, fs/*, terminal/*) are matched to
+// their answers by id.
 
 import (
 	"bytes"
@@ -431,6 +431,7 @@ type acpRequest struct {
 type acpClientCaps struct {
 	readTextFile   bool // fs.readTextFile
 	writeTextFile  bool // fs.writeTextFile
+	terminal       bool // terminal: the terminal/* methods (the shell option's editor)
 	terminalOutput bool // _meta.terminal_output: Zed's display-only terminal
 }
 
@@ -661,7 +662,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	if client.writeTextFile, err = fs.boolean("writeTextFile", false); err != nil {
 		return nil, err
 	}
-	if _, err = caps.boolean("terminal", false); err != nil {
+	if client.terminal, err = caps.boolean("terminal", false); err != nil {
 		return nil, err
 	}
 	// _meta is an extension slot: what is not Zed's convention is ignored.

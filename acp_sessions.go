@@ -17,8 +17,9 @@ import (
 )
 
 // acpSession is one session open over ACP: the core's session and what
-// this front end keeps for it. It is the session's event sink, its ui
-// and (through acpFiles) its files.
+// this front end keeps for it. It is the session's event sink, its ui,
+// (through acpFiles) its files and (through acpTerminals) where its bash
+// runs.
 type acpSession struct {
 	agent   *acpAgent
 	s       *session
@@ -48,6 +49,7 @@ type acpSession struct {
 	custom    []string            // the custom set, while it is in force
 	confirm   []string            // the tools behind the approval gate (what the session was last given)
 	titled    bool                // the session has a name, or a first prompt gave its title
+	shell     string              // where bash runs: rpi or editor; "" when the client has no terminals (no shell option)
 }
 
 // ---- Opening ----
@@ -79,9 +81,14 @@ func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSessio
 	if as.approvals == "custom" {
 		as.custom = slices.Clone(as.confirm)
 	}
-	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: a.clientCaps().terminalOutput,
-		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
-	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
+	caps := a.clientCaps()
+	if caps.terminal {
+		as.shell = "rpi"
+	}
+	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
+		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
+	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
+		file: file, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
 	}
@@ -736,9 +743,9 @@ func (as *acpSession) cancel() {
 func (as *acpSession) configOptions() []acpConfigOption {
 	st := as.s.state()
 	as.mu.Lock()
-	approvals, custom := as.approvals, as.custom
+	approvals, custom, shell := as.approvals, as.custom, as.shell
 	as.mu.Unlock()
-	return acpConfigOptions(as.s.availableModels(), st.Model, st.ThinkingLevel, approvals, custom)
+	return acpConfigOptions(as.s.availableModels(), st.Model, st.ThinkingLevel, approvals, custom, shell)
 }
 
 func (as *acpSession) modes() acpModes {
@@ -752,10 +759,10 @@ type acpConfigResult struct {
 	ConfigOptions []acpConfigOption `json:"configOptions"`
 }
 
-// acpSetConfigOption sets the model (<provider>/<id>), the thinking level
-// or the approvals; an unknown id or value is a -32602 naming the ones
-// allowed. Params: sessionId, configId, value. Answer: {configOptions},
-// the full list; then config_option_update with it.
+// acpSetConfigOption sets the model (<provider>/<id>), the thinking level,
+// the approvals or (when offered) where bash runs; an unknown id or value
+// is a -32602 naming the ones allowed. Params: sessionId, configId, value.
+// Answer: {configOptions}, the full list; then config_option_update with it.
 func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	as, err := a.session(req.params)
 	if err != nil {
@@ -798,13 +805,27 @@ func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 		if err := as.setApprovals(value); err != nil {
 			return nil, err
 		}
+	case "shell":
+		if err := as.setShell(value); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, invalidParams("Invalid field configId: must be one of model, thought_level, approvals")
+		return nil, acpUnknownConfigID(as.offersShell())
 	}
 	options := as.configOptions()
 	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
 		as.send(acpConfigOptionUpdate{"config_option_update", options})
 	})
+}
+
+// acpUnknownConfigID refuses a configId the session does not have (shell:
+// it has the shell option).
+func acpUnknownConfigID(shell bool) error {
+	ids := "model, thought_level, approvals"
+	if shell {
+		ids += ", shell"
+	}
+	return invalidParams("Invalid field configId: must be one of %s", ids)
 }
 
 // setApprovals puts the tools of value behind the approval gate; custom

@@ -571,7 +571,7 @@ func TestACPInitialize(t *testing.T) {
 		return strings.TrimSpace(out.String()), a.clientCaps()
 	}
 	_, caps := run(false, `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true,"_meta":{"terminal_output":true,"terminal-auth":true}},"clientInfo":{"name":"zed","version":"1"}}`)
-	if caps != (acpClientCaps{readTextFile: true, terminalOutput: true}) {
+	if caps != (acpClientCaps{readTextFile: true, terminal: true, terminalOutput: true}) {
 		t.Errorf("client capabilities: %+v", caps)
 	}
 	if _, caps = run(false, `{"protocolVersion":2,"clientCapabilities":{"_meta":{"terminal_output":"yes"}}}`); caps != (acpClientCaps{}) {
@@ -985,7 +985,7 @@ func TestACPStopReason(t *testing.T) {
 func TestACPConfigOptions(t *testing.T) {
 	thinker := &model{ID: "big", Name: "Big Model", Provider: "p", Reasoning: true}
 	plain := &model{ID: "small", Provider: "p"}
-	got, _ := json.Marshal(acpConfigOptions([]*model{thinker, plain}, thinker, "high", "ask", nil))
+	got, _ := json.Marshal(acpConfigOptions([]*model{thinker, plain}, thinker, "high", "ask", nil, ""))
 	want := `[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"p/big","options":[{"value":"p/big","name":"Big Model"},{"value":"p/small","name":"small"}]},` +
 		`{"id":"thought_level","name":"Thinking","category":"thought_level","type":"select","currentValue":"high","options":[{"value":"off","name":"Off"},{"value":"minimal","name":"Minimal"},{"value":"low","name":"Low"},{"value":"medium","name":"Medium"},{"value":"high","name":"High"}]},` +
 		`{"id":"approvals","name":"Approvals","category":"mode","type":"select","currentValue":"ask","options":[{"value":"ask","name":"Ask"},{"value":"edits","name":"Auto-approve edits"},{"value":"auto","name":"Auto-approve all"}]}]`
@@ -1009,9 +1009,15 @@ func TestACPConfigOptions(t *testing.T) {
 	if modes, _ := json.Marshal(acpModesOf("auto", nil)); strings.Contains(string(modes), "custom") {
 		t.Errorf("custom offered while not in force: %s", modes)
 	}
-	none, _ := json.Marshal(acpConfigOptions(nil, nil, "medium", "auto", nil)[0])
+	none, _ := json.Marshal(acpConfigOptions(nil, nil, "medium", "auto", nil, "")[0])
 	if string(none) != `{"id":"model","name":"Model","category":"model","type":"select","currentValue":"","options":[]}` {
 		t.Errorf("no model: %s", none)
+	}
+	// A client with terminals gets the shell option last.
+	all := acpConfigOptions(nil, nil, "medium", "auto", nil, "editor")
+	shell, _ := json.Marshal(all[len(all)-1])
+	if len(all) != 4 || string(shell) != `{"id":"shell","name":"Run commands","category":"_shell","type":"select","currentValue":"editor","options":[{"value":"rpi","name":"In rpi"},{"value":"editor","name":"In the editor's terminal"}]}` {
+		t.Errorf("the shell option: %d options, the last %s", len(all), shell)
 	}
 }
 

@@ -404,6 +404,8 @@ type acpTool struct {
 	running   bool     // its in_progress is out
 	terminal  bool     // its output goes out by the _meta.terminal_* convention
 	shown     string   // the output sent so far (terminal)
+	editor    bool     // a bash call that runs in the editor's terminal (the shell option, as it was when the call started)
+	editorID  string   // the editor's terminal it runs in, once created (its content)
 }
 
 // acpUpdates maps one session's events to its updates, in the order the
@@ -415,6 +417,7 @@ type acpUpdates struct {
 	paths    acpPaths
 	terminal bool                                  // the client shows bash by Zed's _meta.terminal_* convention
 	deferred func(tool string, call toolCall) bool // whether a call of tool waits for approval (its tool_call waits for the diff)
+	inEditor func() bool                           // whether bash runs in the editor's terminal now (nil: never)
 	send     func(update any)                      // writes one update
 	newID    func() string                         // a fresh messageId
 	now      func() time.Time                      // for session_info_update
@@ -545,7 +548,9 @@ func (u *acpUpdates) claimCard(id string) string {
 }
 
 func (u *acpUpdates) toolStarted(d toolExecStart) {
-	t := &acpTool{id: u.claimCard(d.ToolCallID), name: d.ToolName, args: d.Args, terminal: u.terminal && d.ToolName == "bash"}
+	t := &acpTool{id: u.claimCard(d.ToolCallID), name: d.ToolName, args: d.Args}
+	t.editor = d.ToolName == "bash" && u.inEditor != nil && u.inEditor()
+	t.terminal = u.terminal && d.ToolName == "bash" && !t.editor // the editor's own terminal shows it instead
 	t.kind, t.title, t.locations = acpToolInfo(d.ToolName, d.call, u.paths)
 	u.tools[d.ToolCallID] = t
 	u.runningID = d.ToolCallID
@@ -617,6 +622,27 @@ func (u *acpUpdates) running(id string) {
 	if t := u.tools[id]; t != nil {
 		u.announce(t)
 		u.run(t)
+	}
+}
+
+// inEditorTerminal reports whether the call with the model's id is a bash
+// call to run in the editor's terminal (decided when it started).
+func (u *acpUpdates) inEditorTerminal(id string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t := u.tools[id]
+	return t != nil && t.editor
+}
+
+// terminalCreated shows the editor's terminal a bash call runs in on its
+// card (the terminal must be on a card before it is released).
+func (u *acpUpdates) terminalCreated(id, terminalID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t := u.tools[id]; t != nil {
+		t.editorID = terminalID
+		u.announce(t)
+		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Content: []any{acpTerminal{"terminal", terminalID}}})
 	}
 }
 
@@ -727,6 +753,13 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 		end.Status = "failed"
 	}
 	switch {
+	case t.editorID != "":
+		// The editor's terminal stays the card's content: it shows what
+		// the command did. When how it ended is not known (the editor
+		// failed to tell), the error goes below it.
+		if d.Result.shell == nil {
+			end.Content = append([]any{acpTerminal{"terminal", t.editorID}}, acpResultContent(t.name, d.Result.Content)...)
+		}
 	case t.terminal:
 		if !t.running { // denied, or failed before it ran: show why
 			end.Content = acpResultContent(t.name, d.Result.Content)
@@ -896,10 +929,15 @@ func acpApprovalValues(current string, custom []string) []acpMode {
 var acpThinkingNames = map[string]string{"off": "Off", "minimal": "Minimal", "low": "Low", "medium": "Medium",
 	"high": "High", "xhigh": "Extra high", "max": "Max"}
 
+// acpShellValues are the shell option's values: where the model's bash
+// runs (docs/acp.md).
+var acpShellValues = []acpConfigValue{{"rpi", "In rpi"}, {"editor", "In the editor's terminal"}}
+
 // acpConfigOptions is the full list of a session's config options: the
 // model (every usable one, as <provider>/<id>), the thinking level (the
-// levels the model takes) and the approvals.
-func acpConfigOptions(models []*model, current *model, level, approvals string, custom []string) []acpConfigOption {
+// levels the model takes), the approvals and, when the client has
+// terminals (shell is not ""), where bash runs.
+func acpConfigOptions(models []*model, current *model, level, approvals string, custom []string, shell string) []acpConfigOption {
 	modelOption := acpConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", Options: []acpConfigValue{}}
 	if current != nil {
 		modelOption.CurrentValue = current.Provider + "/" + current.ID
@@ -915,7 +953,12 @@ func acpConfigOptions(models []*model, current *model, level, approvals string, 
 	for _, v := range acpApprovalValues(approvals, custom) {
 		approval.Options = append(approval.Options, acpConfigValue{v.ID, v.Name})
 	}
-	return []acpConfigOption{modelOption, thinking, approval}
+	options := []acpConfigOption{modelOption, thinking, approval}
+	if shell != "" {
+		options = append(options, acpConfigOption{ID: "shell", Name: "Run commands", Category: "_shell", Type: "select",
+			CurrentValue: shell, Options: acpShellValues})
+	}
+	return options
 }
 
 // acpModesOf mirrors the approvals option as modes.

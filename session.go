@@ -3,9 +3,10 @@ package main
 // The session: one conversation and the agent that works on it, in one
 // working directory — its settings, context files, templates and skills,
 // the conversation store and its session file, the loops, the todos, the
-// agent's state and run — and the three things a front end gives it: the
-// sink its events go to, the ui it asks its user through, and the files
-// its file tools read and write (fileEnv). The rpc front end (commands.go) serves
+// agent's state and run — and what a front end gives it: the sink its
+// events go to, the ui it asks its user through, the files its file tools
+// read and write (fileEnv), and where the model's bash may run instead of
+// rpi's own shell (commandRunner). The rpc front end (commands.go) serves
 // one; the host (host.go) may hold several, one running at a time.
 
 import (
@@ -28,6 +29,9 @@ type session struct {
 	sinks sinks     // where its events go: one sink per front end attached
 	ui    ui        // how it asks its user: the front end's
 	files fileEnv   // where its file tools read and write: the disk, unless the front end gives another
+	// where the model's bash runs when the front end gives a runner and it
+	// takes the call; nil: rpi's own shell runs every call
+	commands commandRunner
 
 	// ctx is cancelled when the session closes, or rpi shuts down: its
 	// runs, commands and processes watch it.
@@ -133,10 +137,11 @@ func (f *sinks) list() []*attachedSink {
 // sessionOptions say where a session works, what its front end gives it,
 // and which conversation it opens with.
 type sessionOptions struct {
-	cwd   string    // absolute
-	sink  eventSink // the first front end's sink (sinks.attach adds others)
-	ui    ui
-	files fileEnv // nil: the disk
+	cwd      string    // absolute
+	sink     eventSink // the first front end's sink (sinks.attach adds others)
+	ui       ui
+	files    fileEnv       // nil: the disk
+	commands commandRunner // nil: the model's bash runs in rpi's own shell
 
 	file     string // a session file: opened when it exists, else made there (--session)
 	id       string // the id of the cwd's session to open, or of the new one (--session-id)
@@ -155,7 +160,7 @@ type sessionOptions struct {
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, h.env.trace)
 	cfg := h.set.cfg
-	s := &session{host: h, set: set, ui: o.ui, files: o.files, loops: &loopScheduler{},
+	s := &session{host: h, set: set, ui: o.ui, files: o.files, commands: o.commands, loops: &loopScheduler{},
 		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
 		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
 	if s.files == nil {

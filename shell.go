@@ -371,6 +371,42 @@ func (s *session) runShell(ctx context.Context, command string, timeout time.Dur
 	return end, nil
 }
 
+// ---- The model's bash elsewhere ----
+
+// commandRunner runs the model's bash commands somewhere other than rpi's
+// own shell, for a front end that has a place of its own for them (ACP:
+// the editor's terminal, docs/acp.md). A session has one only when its
+// front end gives it, and the runner may leave any call to rpi's shell.
+// The approval gate has passed before a call reaches it.
+type commandRunner interface {
+	// runCommand runs c.command with bash in c.cwd until it exits, ctx
+	// ends (the run is aborted) or c.timeout passes, ending it then.
+	// taken is false when the runner leaves the call to rpi's own shell
+	// (it ran nothing); err, when it took it, is why the command could not
+	// run or how it ended is not known: the call's error. It is called on
+	// the run chain with no core lock held, and returns once ctx ends
+	// whatever the place it runs in does.
+	runCommand(ctx context.Context, c commandCall) (end commandEnd, taken bool, err error)
+}
+
+// commandCall is one bash call for a commandRunner.
+type commandCall struct {
+	id      string        // the model's tool call id
+	command string        // bash's -c argument
+	cwd     string        // the session's working directory
+	timeout time.Duration // 0: none
+	keep    int           // the bytes of the output's end the call's result can use: the runner need keep no more
+}
+
+// commandEnd is how a command run elsewhere ended.
+type commandEnd struct {
+	output    string // stdout and stderr together: its last keep bytes at most
+	truncated bool   // output lost its start (only its end was kept)
+	exitCode  *int   // nil when it did not exit by itself (a signal, the timeout, an abort) or the place it ran gave none
+	signal    string // the signal that ended it, when the place it ran names one
+	timedOut  bool   // its timeout passed, and it was ended
+}
+
 // ---- The user's bash (docs/commands.md) ----
 
 // bashRun is one user bash command in flight.

@@ -435,6 +435,17 @@ func (c *bashCall) describe() (string, string) {
 }
 
 func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResult, error) {
+	if s.commands != nil {
+		checkCallout("the command runner")
+		end, taken, err := s.commands.runCommand(ctx, commandCall{id: call.id, command: c.command, cwd: s.set.cwd,
+			timeout: c.timeout, keep: 2 * maxOutputBytes})
+		switch {
+		case taken && err != nil:
+			return toolResult{}, err
+		case taken:
+			return c.endedElsewhere(ctx, end)
+		}
+	}
 	var out *shellOutput
 	var lastUpdate time.Time
 	out = newShellOutput(s, func(string, string) {
@@ -461,16 +472,43 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 			strings.Count(res.Output, "\n"), out.combined.lines(), res.FullOutputPath)
 		details = map[string]string{"fullOutputPath": res.FullOutputPath}
 	}
-	ended := &shellEnd{res.Output, code}
+	return c.result(ctx, text, details, &shellEnd{res.Output, code}, end.timedOut, "was killed by a signal")
+}
+
+// endedElsewhere is the result of a command a commandRunner ran, in the
+// shape of rpi's own: its output cut to the same tail (the last 2000
+// lines or 50KB), and a note when something was cut (there is no file
+// with the rest: the runner kept only the end).
+func (c *bashCall) endedElsewhere(ctx context.Context, end commandEnd) (toolResult, error) {
+	output := string(cutTail([]byte(end.output), maxOutputLines, maxOutputBytes))
+	text := output
+	if text == "" {
+		text = "(no output)"
+	}
+	if end.truncated || len(output) < len(end.output) {
+		text += fmt.Sprintf("\n\n[Showing the last %d lines; the output before them was not kept]", strings.Count(output, "\n"))
+	}
+	killed := "ended without an exit code"
+	if end.signal != "" {
+		killed = "was killed by signal " + end.signal
+	}
+	return c.result(ctx, text, nil, &shellEnd{output, end.exitCode}, end.timedOut, killed)
+}
+
+// result is a bash call's result from its text (the output and rpi's
+// notes) and how its command ended: an error unless it exited 0 (aborted,
+// timed out, a nonzero exit, or killed, which says how).
+func (c *bashCall) result(ctx context.Context, text string, details any, ended *shellEnd, timedOut bool, killed string) (toolResult, error) {
+	code := ended.exitCode
 	switch {
 	case ctx.Err() != nil:
 		ended.exitCode = nil
 		return toolResult{Details: details, shell: ended}, errors.New(strings.TrimPrefix(text+"\n\nCommand aborted", "(no output)\n\n"))
-	case end.timedOut:
+	case timedOut:
 		ended.exitCode = nil
 		return toolResult{Details: details, shell: ended}, fmt.Errorf("%s\n\nCommand timed out after %g seconds", text, c.timeout.Seconds())
 	case code == nil || *code != 0:
-		status := "was killed by a signal"
+		status := killed
 		if code != nil {
 			status = fmt.Sprintf("exited with code %d", *code)
 		}
