@@ -637,6 +637,16 @@ type acpImplementation struct {
 	Version string `json:"version"`
 }
 
+// acpAuthenticate refuses: rpi offers no sign-in methods (authMethods
+// is empty), and says where the keys of models come from instead. (logout
+// is not advertised, and not a method: -32601.)
+// Params: methodId. Answer: -32602.
+func acpAuthenticate(a *acpAgent, req *acpRequest) (any, error) {
+	return nil, invalidParams("Invalid field methodId: rpi has no sign-in methods (authMethods is empty). " +
+		"The keys of models come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, …), " +
+		"and from auth.json and models.json in rpi's agent folder (~/.pi/agent): see rpi's docs/models.md")
+}
+
 // acpInitialize answers what rpi can do, and keeps what the client can.
 // Params: protocolVersion (a whole number), [clientCapabilities {fs
 // {readTextFile, writeTextFile}, terminal, _meta {terminal_output}}],

@@ -26,6 +26,7 @@ var (
 		"session/prompt":            acpPromptMethod,
 		"session/set_config_option": acpSetConfigOption,
 		"session/set_mode":          acpSetMode,
+		"authenticate":              acpAuthenticate,
 	}
 	acpNotifications = map[string]acpNotification{
 		"session/cancel":   acpCancel,
