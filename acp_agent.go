@@ -27,6 +27,7 @@ var (
 		"session/set_config_option": acpSetConfigOption,
 		"session/set_mode":          acpSetMode,
 		"authenticate":              acpAuthenticate,
+		"session/fork":              acpFork,
 	}
 	acpNotifications = map[string]acpNotification{
 		"session/cancel":   acpCancel,

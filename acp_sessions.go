@@ -70,6 +70,12 @@ var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 // new one, written at once) and makes it known by its id; past the
 // host's maxSessions open (or being opened, or closed) it opens nothing.
 func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSession, error) {
+	return a.openFrom(cwd, file, "", servers)
+}
+
+// openFrom is open; with forkFrom, a new session that copies the current
+// branch of that session file.
+func (a *acpAgent) openFrom(cwd, file, forkFrom string, servers []mcpServerConfig) (*acpSession, error) {
 	if err := a.h.sessions.reserve(); err != nil {
 		return nil, acpTooManySessions
 	}
@@ -88,7 +94,7 @@ func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSessio
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
 		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
-		file: file, writeNow: file == ""})
+		file: file, forkFrom: forkFrom, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
 	}
@@ -200,6 +206,51 @@ func acpLoad(a *acpAgent, req *acpRequest) (any, error) {
 // Params: sessionId, cwd (absolute), [mcpServers]. Answer: as load's.
 func acpResume(a *acpAgent, req *acpRequest) (any, error) {
 	return a.reopen(req, false)
+}
+
+// acpFork opens a new session in cwd that copies the current branch of
+// another (rpc's clone), its header naming the source's file as
+// parentSession: one open here (what it has written so far, its running
+// turn's entries too), or one on disk (found as session/load finds it;
+// one another process has open is read as that process wrote it).
+// Unstable in ACP. Params: sessionId, cwd (absolute), [mcpServers].
+// Answer: as session/new's; then the same updates.
+func acpFork(a *acpAgent, req *acpRequest) (any, error) {
+	id, err := acpSessionID(req.params)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := acpAbsDir(req.params, "cwd", true)
+	var servers []mcpServerConfig
+	if err == nil {
+		servers, err = acpMCPServers(req.params, false, cwd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.noSession {
+		return nil, errNoSessions
+	}
+	a.mu.Lock()
+	source := a.sessions[id]
+	a.mu.Unlock()
+	var as *acpSession
+	return a.answerLaterOr(req, func() (_ any, err error) {
+		if err := acpIsDir(cwd); err != nil {
+			return nil, err
+		}
+		path := ""
+		if source != nil {
+			source.s.conv.flush() // what the source recorded is on disk
+			path = source.s.conv.info().path
+		} else if path, err = findSessionFile(a.h.ctx, a.store, id, cwd); err != nil {
+			return nil, err
+		}
+		if as, err = a.openFrom(cwd, "", path, servers); err != nil {
+			return nil, acpOpenError(id, err)
+		}
+		return as.answer(true), nil
+	}, func() { as.announce(true) }, func() { a.forget(as) })
 }
 
 func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {

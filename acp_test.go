@@ -2519,3 +2519,42 @@ func TestACPCancelRequest(t *testing.T) {
 		t.Errorf("%d messages, not 3 (initialize's answer, the -32800, test/echo's answer):\n%s", n, strings.Join(c.lines(), "\n"))
 	}
 }
+
+// TestACPForkRunningSession: session/fork of a session whose turn is
+// running copies what that session has recorded so far (the user's
+// message; the answer not yet given), and both sessions go on: the
+// source's turn ends as it would, the fork runs turns of its own.
+func TestACPForkRunningSession(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["the source's answer"],"holdAt":1}
+{"text":["the fork's answer"]}`, e.agentDir)
+	c, a, _ := startACPAgent(t, e, nil)
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	running := c.request("session/prompt", acpTextPrompt(sid, "first question"))
+	fm.waitAsked(t, 1)
+	var forked acpSessionAnswer
+	got := c.call("session/fork", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}})
+	if json.Unmarshal(got.Result, &forked) != nil || forked.SessionID == "" || forked.SessionID == sid {
+		t.Fatalf("session/fork: %s", got.line)
+	}
+	fork := openSessionOf(t, a, forked.SessionID).s
+	if msgs := fork.conv.messages(); len(msgs) != 1 {
+		t.Errorf("the fork holds %d messages; want the user's one", len(msgs))
+	} else if text, _ := userText(msgs[0]); text != "first question" {
+		t.Errorf("the fork's message: %q", text)
+	}
+	if header := fork.conv.header(); header.ParentSession != openSessionOf(t, a, sid).s.conv.info().path {
+		t.Errorf("the fork's parentSession: %q", header.ParentSession)
+	}
+	fm.release <- struct{}{}
+	if got := c.responseTo(running); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("the source's turn: %s", got.line)
+	}
+	if got := c.call("session/prompt", acpTextPrompt(forked.SessionID, "second question")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		t.Errorf("a turn of the fork: %s", got.line)
+	}
+	if n := len(fork.conv.messages()); n != 3 {
+		t.Errorf("the fork holds %d messages after its turn; want 3", n)
+	}
+}
