@@ -28,6 +28,7 @@ var (
 		"session/set_mode":          acpSetMode,
 		"authenticate":              acpAuthenticate,
 		"session/fork":              acpFork,
+		"session/set_title":         acpSetTitle,
 	}
 	acpNotifications = map[string]acpNotification{
 		"session/cancel":   acpCancel,

@@ -7,6 +7,7 @@ package main
 // permission requests, and the config options.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -751,6 +752,62 @@ func acpCancel(a *acpAgent, params acpParams) error {
 		as.cancel()
 	}
 	return nil
+}
+
+// acpSetTitle names a session (unstable in ACP): one open here (then
+// session_info_update, and rpi titles it from a prompt no more), or one
+// on disk that session/list shows (a session_info entry appended to its
+// file, as pi's /name does). The title is trimmed; empty is refused.
+// Params: sessionId, title. Answer: {title} (as stored); -32002 for a
+// session that does not exist.
+func acpSetTitle(a *acpAgent, req *acpRequest) (any, error) {
+	id, err := acpSessionID(req.params)
+	if err != nil {
+		return nil, err
+	}
+	title, err := req.params.str("title")
+	if err != nil {
+		return nil, err
+	}
+	if title = strings.TrimSpace(title); title == "" {
+		return nil, invalidParams("Invalid field title: must not be empty")
+	}
+	a.mu.Lock()
+	as := a.sessions[id]
+	a.mu.Unlock()
+	return a.answerLater(req, func() (any, error) {
+		if as != nil {
+			if err := as.s.setSessionName(title); err != nil {
+				return nil, err
+			}
+			as.mu.Lock()
+			as.titled = true
+			as.mu.Unlock()
+			return acpTitleResult{title}, nil
+		}
+		if a.noSession {
+			return nil, acpSessionNotFound(id)
+		}
+		path, err := findSessionFile(a.h.ctx, a.store, id, "")
+		if err != nil {
+			return nil, acpSessionNotFound(id)
+		}
+		if err := nameSessionFile(a.h.ctx, path, title, cmp.Or(a.h.env.lockWait, sessionLockWait), a.h.env.clock, a.h.goBackground); err != nil {
+			return nil, acpOpenError(id, err)
+		}
+		return acpTitleResult{title}, nil
+	}, nil)
+}
+
+// acpTitleResult is session/set_title's answer: the title stored.
+type acpTitleResult struct {
+	Title string `json:"title"`
+}
+
+// acpSessionNotFound is -32002, as the unstable schema has it for a
+// session/set_title of a session that does not exist.
+func acpSessionNotFound(id string) error {
+	return &acpError{Code: acpResourceNotFound, Message: "Resource not found: no session has the id " + id}
 }
 
 // acpCancelRequest withdraws one of the client's requests not answered

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -203,6 +204,27 @@ func (c *conversation) setName(name string) (changed bool, err error) {
 	c.mu.Unlock()
 	c.flushSoon()
 	return true, err
+}
+
+// nameSessionFile names the session whose file is path, which no session
+// of this process has open: a session_info entry appended under the
+// file's lock (waiting at most wait for another process's), as the
+// session would append it, unless that is its name already. What a
+// session would warn of (the file cannot be written) is the error.
+func nameSessionFile(ctx context.Context, path, name string, wait time.Duration, clock clock, background func(func())) error {
+	ss, err := openSessionFile(ctx, path, wait)
+	if err != nil {
+		return err
+	}
+	var failed atomic.Pointer[string]
+	c := &conversation{clock: clock, warn: func(w string) { failed.Store(&w) }, deliver: func() {}, background: background}
+	c.replace(ss, ss.context())
+	_, err = c.setName(name)
+	c.close() // the entry written, the file let go of
+	if w := failed.Load(); err == nil && w != nil {
+		err = errors.New(*w)
+	}
+	return err
 }
 
 // replace makes ss the session and sc, its context, the conversation,
