@@ -96,7 +96,7 @@ func TestACPEditorReadsOnlyWhatTheDiskWould(t *testing.T) {
 			caps["fs"] = map[string]bool{"readTextFile": true, "writeTextFile": true}
 		}
 		sid := openACPSession(t, c, caps, cwd)
-		if got := c.call("session/prompt", acpTextPrompt(sid, "look", links...)); string(got.Result) != `{"stopReason":"end_turn"}` {
+		if got := c.call("session/prompt", acpTextPrompt(sid, "look", links...)); stopReasonOf(got.Result) != "end_turn" {
 			t.Fatalf("%s: the prompt: %s", via, got.line)
 		}
 		for _, m := range c.messages() {

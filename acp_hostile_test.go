@@ -136,7 +136,7 @@ func TestACPLatin1AnswerAsTheDiskReadsIt(t *testing.T) {
 			// The file's bytes as they are, in a JSON string.
 			c.send(`{"jsonrpc":"2.0","id":` + string(c.messages()[i].ID) + `,"result":{"content":"` + strings.ReplaceAll(latin1, "\n", `\n`) + `"}}`)
 		}
-		if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"end_turn"}` {
+		if got := c.responseTo(prompt); stopReasonOf(got.Result) != "end_turn" {
 			t.Fatalf("%s: the prompt: %s", via, got.line)
 		}
 		for _, m := range c.messages() {
@@ -226,7 +226,7 @@ func TestACPCloseHoldsItsSlotUntilDone(t *testing.T) {
 	c, _, _ := startACPAgent(t, e, nil)
 	cwd := t.TempDir()
 	first := openACPSession(t, c, nil, cwd)
-	if got := c.call("session/prompt", acpTextPrompt(first, "start it")); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.call("session/prompt", acpTextPrompt(first, "start it")); stopReasonOf(got.Result) != "end_turn" {
 		t.Fatalf("the prompt: %s", got.line)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -305,7 +305,7 @@ func TestACPPromptAfterCancellingACoreRun(t *testing.T) {
 	fm.waitAsked(t, 1)
 	line, _ := appendACPCall(nil, json.RawMessage("90"), "session/prompt", acpTextPrompt(sid, "something else"))
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n" + string(line))
-	if got := c.responseTo(json.RawMessage("90")); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.responseTo(json.RawMessage("90")); stopReasonOf(got.Result) != "end_turn" {
 		t.Errorf("the prompt sent after the cancel of the loop's run: %s", got.line)
 	}
 }

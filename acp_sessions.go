@@ -566,9 +566,49 @@ func (as *acpSession) startPrompts() {
 	}
 }
 
-// acpStopResult is session/prompt's answer.
+// acpStopResult is session/prompt's answer: why the turn stopped, and
+// (unstable in ACP) what its model requests used, when it ran.
 type acpStopResult struct {
-	StopReason string `json:"stopReason"`
+	StopReason string    `json:"stopReason"`
+	Usage      *acpTurnTokens `json:"usage,omitempty"`
+}
+
+// acpTurnTokens is the tokens one turn's model requests used; the
+// cache's only when the provider reported them.
+type acpTurnTokens struct {
+	InputTokens       int  `json:"inputTokens"`
+	OutputTokens      int  `json:"outputTokens"`
+	TotalTokens       int  `json:"totalTokens"`
+	CachedReadTokens  *int `json:"cachedReadTokens,omitempty"`
+	CachedWriteTokens *int `json:"cachedWriteTokens,omitempty"`
+}
+
+// acpTurnUsage sums the usage of the answers after the prompt's message
+// prompt in messages (the conversation after its turn); nil when the
+// message is not there (a compaction summarised it away).
+func acpTurnUsage(messages []any, prompt *userMessage) *acpTurnTokens {
+	at := slices.IndexFunc(messages, func(m any) bool { u, ok := m.(*userMessage); return ok && u == prompt })
+	if at < 0 {
+		return nil
+	}
+	var u acpTurnTokens
+	var read, write int
+	for _, m := range messages[at+1:] {
+		if a, ok := m.(*assistantMessage); ok {
+			u.InputTokens += a.Usage.Input
+			u.OutputTokens += a.Usage.Output
+			u.TotalTokens += cmp.Or(a.Usage.TotalTokens, a.Usage.Input+a.Usage.Output+a.Usage.CacheRead+a.Usage.CacheWrite)
+			read += a.Usage.CacheRead
+			write += a.Usage.CacheWrite
+		}
+	}
+	if read > 0 {
+		u.CachedReadTokens = &read
+	}
+	if write > 0 {
+		u.CachedWriteTokens = &write
+	}
+	return &u
 }
 
 // prompt makes the message (reading its links' files under starting,
@@ -671,14 +711,15 @@ func (as *acpSession) start(p *acpPending, text, name, rest string, own bool) (_
 			as.title(msg)
 		}
 	}, func(end promptEnd) {
+		result := acpStopResult{StopReason: "cancelled"}
 		if end.ran {
 			as.sendUsage(end.answer)
+			result.Usage = acpTurnUsage(as.s.conv.messages(), msg)
 		}
-		reason := "cancelled"
 		if end.ran && !end.aborted {
-			reason = acpStopReason(false, end.answer)
+			result.StopReason = acpStopReason(false, end.answer)
 		}
-		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
+		as.agent.conn.answer(call.id, call.method, result, nil, false)
 	})
 	again = !state.CompareAndSwap(undecided, decided)
 	if !again {
@@ -721,7 +762,7 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 			as.mu.Unlock()
 			as.updates.note("Session named: " + strings.TrimSpace(rest))
 		}
-		return acpStopResult{"end_turn"}, nil
+		return acpStopResult{StopReason: "end_turn"}, nil
 	}
 	as.updates.takeCompaction() // an earlier (automatic) one's
 	as.s.compact(rest, func(_ compactionResult, err error) {
@@ -736,7 +777,7 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 			reason = "cancelled"
 		}
 		as.sendUsage(nil)
-		as.agent.conn.answer(call.id, call.method, acpStopResult{reason}, nil, false)
+		as.agent.conn.answer(call.id, call.method, acpStopResult{StopReason: reason}, nil, false)
 	})
 	return acpDeferred{}, nil
 }
@@ -833,7 +874,7 @@ func (as *acpSession) cancel() {
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	for _, p := range as.pending {
-		a.conn.answer(p.call.id, p.call.method, acpStopResult{"cancelled"}, nil, false)
+		a.conn.answer(p.call.id, p.call.method, acpStopResult{StopReason: "cancelled"}, nil, false)
 	}
 	as.pending = nil
 	as.stopStarting()

@@ -167,7 +167,7 @@ func TestACPShellOptionOnlyWithTerminals(t *testing.T) {
 				t.Errorf("%s: %s, want %q", value, set.line, want)
 			}
 		}
-		if got := c.call("session/prompt", acpTextPrompt(sid.SessionID, "go")); string(got.Result) != `{"stopReason":"end_turn"}` {
+		if got := c.call("session/prompt", acpTextPrompt(sid.SessionID, "go")); stopReasonOf(got.Result) != "end_turn" {
 			t.Fatalf("the prompt: %s", got.line)
 		}
 		if data, err := os.ReadFile(filepath.Join(cwd, "ran.txt")); err != nil || string(data) != "ran\n" || len(terminalRequests(c)) > 0 {
@@ -239,7 +239,7 @@ func TestACPEditorTerminalClientErrors(t *testing.T) {
 				return map[string]any{}, nil
 			}
 			sid := openEditorShell(t, c, t.TempDir())
-			if got := c.call("session/prompt", acpTextPrompt(sid, "go")); string(got.Result) != `{"stopReason":"end_turn"}` {
+			if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
 				t.Fatalf("the prompt: %s", got.line)
 			}
 			status, text, content := cardEnd(c, "c1")
@@ -252,7 +252,7 @@ func TestACPEditorTerminalClientErrors(t *testing.T) {
 			if got := strings.Join(terminalRequests(c), ", "); got != tt.requests {
 				t.Errorf("terminal requests: %s\nwant %s", got, tt.requests)
 			}
-			if got := c.call("session/prompt", acpTextPrompt(sid, "and now")); string(got.Result) != `{"stopReason":"end_turn"}` {
+			if got := c.call("session/prompt", acpTextPrompt(sid, "and now")); stopReasonOf(got.Result) != "end_turn" {
 				t.Errorf("the next prompt: %s", got.line)
 			}
 		})
@@ -306,7 +306,7 @@ func TestACPEditorTerminalExitStatus(t *testing.T) {
 		return nil, nil
 	}
 	sid := openEditorShell(t, c, t.TempDir())
-	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
 		t.Fatalf("the prompt: %s", got.line)
 	}
 	for i, tt := range cases {
@@ -347,7 +347,7 @@ func TestACPEditorTerminalNeverExits(t *testing.T) {
 	setShell(t, c, other.SessionID, "rpi")
 	cancelled := time.Now()
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
-	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` || time.Since(cancelled) > 2*time.Second {
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" || time.Since(cancelled) > 2*time.Second {
 		t.Errorf("the prompt, cancelled: %s after %v", got.line, time.Since(cancelled))
 	}
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
@@ -357,7 +357,7 @@ func TestACPEditorTerminalNeverExits(t *testing.T) {
 	if status, text, _ := cardEnd(c, "c1"); status != "failed" || text != "Command aborted" {
 		t.Errorf("the call: %s %q", status, text)
 	}
-	if got := c.call("session/prompt", acpTextPrompt(other.SessionID, "hi")); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.call("session/prompt", acpTextPrompt(other.SessionID, "hi")); stopReasonOf(got.Result) != "end_turn" {
 		t.Errorf("the other session's prompt: %s", got.line)
 	}
 }
@@ -381,7 +381,7 @@ func TestACPEditorTerminalMadeAfterTheCancel(t *testing.T) {
 	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/create" })
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
-	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"cancelled"}` {
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" {
 		t.Errorf("the prompt, cancelled: %s", got.line)
 	}
 	close(late)
@@ -436,7 +436,7 @@ func TestACPEditorTerminalOutputFlood(t *testing.T) {
 	answer("terminal/wait_for_exit", `{"exitCode":0}`, 2)
 	answer("terminal/output", `{"output":`+string(quoted)+`,"truncated":false}`, 2)
 	answer("terminal/release", `{}`, 2)
-	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "end_turn" {
 		t.Fatalf("the prompt: %s", got.line)
 	}
 	if status, text, _ := cardEnd(c, "c1"); status != "failed" ||
@@ -496,7 +496,7 @@ func TestACPEditorTerminalBehindTheGate(t *testing.T) {
 	// The second call's turn: back to rpi once the editor ran it.
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
 	setShell(t, c, sid, "rpi")
-	if got := c.responseTo(prompt); string(got.Result) != `{"stopReason":"end_turn"}` {
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "end_turn" {
 		t.Fatalf("the prompt: %s", got.line)
 	}
 	var order []string

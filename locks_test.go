@@ -76,7 +76,7 @@ func TestACPFollowUpsWhileTheModeChanges(t *testing.T) {
 	c.call("session/list", map[string]any{}) // answered after the loop took the cancel
 	fm.release <- struct{}{}
 	for _, id := range append(prompts, running) {
-		if got := c.responseTo(id); string(got.Result) != `{"stopReason":"cancelled"}` {
+		if got := c.responseTo(id); stopReasonOf(got.Result) != "cancelled" {
 			t.Fatalf("prompt %s: %s", id, got.line)
 		}
 	}
@@ -107,7 +107,7 @@ func TestACPToolCallsWhileTheModeChanges(t *testing.T) {
 	})
 	waitFollowUps(t, a, sid, 150)
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
-	if got := c.responseTo(running); string(got.Result) != `{"stopReason":"cancelled"}` {
+	if got := c.responseTo(running); stopReasonOf(got.Result) != "cancelled" {
 		t.Fatalf("the running prompt: %s", got.line)
 	}
 }
