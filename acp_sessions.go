@@ -569,7 +569,7 @@ func (as *acpSession) startPrompts() {
 // acpStopResult is session/prompt's answer: why the turn stopped, and
 // (unstable in ACP) what its model requests used, when it ran.
 type acpStopResult struct {
-	StopReason string    `json:"stopReason"`
+	StopReason string         `json:"stopReason"`
 	Usage      *acpTurnTokens `json:"usage,omitempty"`
 }
 
