@@ -629,6 +629,8 @@ type acpSessionCaps struct {
 	Close  *struct{} `json:"close,omitempty"`
 	Resume *struct{} `json:"resume,omitempty"`
 	Delete *struct{} `json:"delete,omitempty"`
+	Fork   *struct{} `json:"fork,omitempty"`  // unstable in ACP
+	Title  *struct{} `json:"title,omitempty"` // unstable in ACP: session/set_title
 }
 
 type acpImplementation struct {
@@ -682,9 +684,9 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	a.mu.Lock()
 	a.client = client
 	a.mu.Unlock()
-	sessions := acpSessionCaps{Close: &struct{}{}}
+	sessions := acpSessionCaps{Close: &struct{}{}, Title: &struct{}{}}
 	if !a.noSession {
-		sessions.List, sessions.Resume, sessions.Delete = &struct{}{}, &struct{}{}, &struct{}{}
+		sessions.List, sessions.Resume, sessions.Delete, sessions.Fork = &struct{}{}, &struct{}{}, &struct{}{}, &struct{}{}
 	}
 	return acpInitializeResult{
 		ProtocolVersion: acpProtocolVersion,

@@ -29,6 +29,7 @@ var (
 		"authenticate":              acpAuthenticate,
 		"session/fork":              acpFork,
 		"session/set_title":         acpSetTitle,
+		"session/set_model":         acpSetModel,
 	}
 	acpNotifications = map[string]acpNotification{
 		"session/cancel":   acpCancel,

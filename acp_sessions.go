@@ -60,6 +60,36 @@ type acpSessionAnswer struct {
 	SessionID     string            `json:"sessionId,omitempty"` // session/new's
 	ConfigOptions []acpConfigOption `json:"configOptions"`
 	Modes         acpModes          `json:"modes"`
+	Models        *acpModelState    `json:"models,omitempty"` // the model as the older selector has it
+}
+
+// acpModelState is the model selector clients that predate config
+// options still read (Emacs agent-shell): the model, and those to pick
+// from, as the model config option has them; set by session/set_model.
+type acpModelState struct {
+	CurrentModelID  string         `json:"currentModelId"`
+	AvailableModels []acpModelInfo `json:"availableModels"`
+}
+
+type acpModelInfo struct {
+	ModelID string `json:"modelId"`
+	Name    string `json:"name"`
+}
+
+// acpModelsOf is the model option as the older selector; nil when there
+// is no model to show as current.
+func acpModelsOf(options []acpConfigOption) *acpModelState {
+	for _, o := range options {
+		if o.ID != "model" || o.CurrentValue == "" {
+			continue
+		}
+		state := &acpModelState{CurrentModelID: o.CurrentValue, AvailableModels: []acpModelInfo{}}
+		for _, v := range o.Options {
+			state.AvailableModels = append(state.AvailableModels, acpModelInfo{v.Value, v.Name})
+		}
+		return state
+	}
+	return nil
 }
 
 // acpTooManySessions refuses a session past the host's maxSessions
@@ -120,7 +150,8 @@ func (a *acpAgent) openFrom(cwd, file, forkFrom string, servers []mcpServerConfi
 
 // answer is a session response: its config options and modes.
 func (as *acpSession) answer(withID bool) acpSessionAnswer {
-	answer := acpSessionAnswer{ConfigOptions: as.configOptions(), Modes: as.modes()}
+	options := as.configOptions()
+	answer := acpSessionAnswer{ConfigOptions: options, Modes: as.modes(), Models: acpModelsOf(options)}
 	if withID {
 		answer.SessionID = as.id
 	}
@@ -884,146 +915,6 @@ func (as *acpSession) cancel() {
 	as.mu.Lock()
 	as.stopping = stopping
 	as.mu.Unlock()
-}
-
-// ---- Config options and modes (docs/acp.md) ----
-
-// configOptions is the session's full list of config options.
-func (as *acpSession) configOptions() []acpConfigOption {
-	st := as.s.state()
-	as.mu.Lock()
-	approvals, custom, shell := as.approvals, as.custom, as.shell
-	as.mu.Unlock()
-	return acpConfigOptions(as.s.availableModels(), st.Model, st.ThinkingLevel, approvals, custom, shell)
-}
-
-func (as *acpSession) modes() acpModes {
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	return acpModesOf(as.approvals, as.custom)
-}
-
-// acpConfigResult is set_config_option's answer: the full list.
-type acpConfigResult struct {
-	ConfigOptions []acpConfigOption `json:"configOptions"`
-}
-
-// acpSetConfigOption sets the model (<provider>/<id>), the thinking level,
-// the approvals or (when offered) where bash runs; an unknown id or value
-// is a -32602 naming the ones allowed. Params: sessionId, configId, value.
-// Answer: {configOptions}, the full list; then config_option_update with it.
-func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
-	as, err := a.session(req.params)
-	if err != nil {
-		return nil, err
-	}
-	id, err := req.params.str("configId")
-	if err != nil {
-		return nil, err
-	}
-	value, err := req.params.str("value")
-	if err != nil {
-		return nil, err
-	}
-	allowed := func(option string) []string {
-		var values []string
-		for _, o := range as.configOptions() {
-			if o.ID == option {
-				for _, v := range o.Options {
-					values = append(values, v.Value)
-				}
-			}
-		}
-		return values
-	}
-	switch id {
-	case "model":
-		provider, modelID, _ := strings.Cut(value, "/")
-		if !slices.Contains(allowed("model"), value) {
-			return nil, invalidParams("Invalid field value: the model must be one of %s", strings.Join(allowed("model"), ", "))
-		}
-		if _, err := as.s.setModel(provider, modelID); err != nil {
-			return nil, invalidParams("Invalid field value: %v", err)
-		}
-	case "thought_level":
-		if !slices.Contains(allowed("thought_level"), value) {
-			return nil, invalidParams("Invalid field value: the thinking level must be one of %s", strings.Join(allowed("thought_level"), ", "))
-		}
-		as.s.setThinkingLevel(value)
-	case "approvals":
-		if err := as.setApprovals(value); err != nil {
-			return nil, err
-		}
-	case "shell":
-		if err := as.setShell(value); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, acpUnknownConfigID(as.offersShell())
-	}
-	options := as.configOptions()
-	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
-		as.send(acpConfigOptionUpdate{"config_option_update", options})
-	})
-}
-
-// acpUnknownConfigID refuses a configId the session does not have (shell:
-// it has the shell option).
-func acpUnknownConfigID(shell bool) error {
-	ids := "model, thought_level, approvals"
-	if shell {
-		ids += ", shell"
-	}
-	return invalidParams("Invalid field configId: must be one of %s", ids)
-}
-
-// setApprovals puts the tools of value behind the approval gate; custom
-// is taken only while it is in force (it changes nothing then). It
-// decides under as.mu and tells the core after letting go of it: as.mu
-// is the sink's (asks), never held into the core. Only the ACP loop
-// calls it, so two changes reach the core in their order.
-func (as *acpSession) setApprovals(value string) error {
-	as.mu.Lock()
-	tools, ok := acpApprovalTools(value)
-	switch {
-	case value == "custom" && as.approvals == "custom":
-		as.mu.Unlock()
-		return nil
-	case !ok:
-		var values []string
-		for _, v := range acpApprovalValues(as.approvals, as.custom) {
-			values = append(values, v.ID)
-		}
-		as.mu.Unlock()
-		return invalidParams("Invalid field value: approvals must be one of %s", strings.Join(values, ", "))
-	}
-	tools = acpConfirmed(value, tools)
-	as.approvals, as.custom, as.confirm = value, nil, tools
-	as.mu.Unlock()
-	as.s.setConfirmTools(tools)
-	return nil
-}
-
-// acpSetMode sets the approvals as a mode (the same values).
-// Params: sessionId, modeId. Answer: {}; then current_mode_update and
-// config_option_update.
-func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
-	as, err := a.session(req.params)
-	if err != nil {
-		return nil, err
-	}
-	mode, err := req.params.str("modeId")
-	if err != nil {
-		return nil, err
-	}
-	if err := as.setApprovals(mode); err != nil {
-		e := err.(*acpError)
-		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
-	}
-	return a.answerLater(req, func() (any, error) { return nil, nil }, func() {
-		as.send(acpCurrentMode{"current_mode_update", mode})
-		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
-	})
 }
 
 // ---- The session's sink ----

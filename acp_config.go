@@ -1,0 +1,187 @@
+package main
+
+import (
+	"slices"
+	"strings"
+)
+
+// The config options and modes of an ACP session (docs/acp.md): the
+// model, the thinking level, the approvals and where bash runs, and the
+// older model selector.
+
+// configOptions is the session's full list of config options.
+func (as *acpSession) configOptions() []acpConfigOption {
+	st := as.s.state()
+	as.mu.Lock()
+	approvals, custom, shell := as.approvals, as.custom, as.shell
+	as.mu.Unlock()
+	return acpConfigOptions(as.s.availableModels(), st.Model, st.ThinkingLevel, approvals, custom, shell)
+}
+
+func (as *acpSession) modes() acpModes {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return acpModesOf(as.approvals, as.custom)
+}
+
+// acpConfigResult is set_config_option's answer: the full list.
+type acpConfigResult struct {
+	ConfigOptions []acpConfigOption `json:"configOptions"`
+}
+
+// acpSetConfigOption sets the model (<provider>/<id>), the thinking level,
+// the approvals or (when offered) where bash runs; an unknown id or value
+// is a -32602 naming the ones allowed. Params: sessionId, configId, value.
+// Answer: {configOptions}, the full list; then config_option_update with it.
+func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
+	if err != nil {
+		return nil, err
+	}
+	id, err := req.params.str("configId")
+	if err != nil {
+		return nil, err
+	}
+	value, err := req.params.str("value")
+	if err != nil {
+		return nil, err
+	}
+	allowed := func(option string) []string {
+		var values []string
+		for _, o := range as.configOptions() {
+			if o.ID == option {
+				for _, v := range o.Options {
+					values = append(values, v.Value)
+				}
+			}
+		}
+		return values
+	}
+	switch id {
+	case "model":
+		if err := as.setModel("value", value, allowed("model")); err != nil {
+			return nil, err
+		}
+	case "thought_level":
+		if !slices.Contains(allowed("thought_level"), value) {
+			return nil, invalidParams("Invalid field value: the thinking level must be one of %s", strings.Join(allowed("thought_level"), ", "))
+		}
+		as.s.setThinkingLevel(value)
+	case "approvals":
+		if err := as.setApprovals(value); err != nil {
+			return nil, err
+		}
+	case "shell":
+		if err := as.setShell(value); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, acpUnknownConfigID(as.offersShell())
+	}
+	options := as.configOptions()
+	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
+		as.send(acpConfigOptionUpdate{"config_option_update", options})
+	})
+}
+
+// setModel sets the model to value (<provider>/<id>), one of allowed;
+// field names it in errors.
+func (as *acpSession) setModel(field, value string, allowed []string) error {
+	provider, modelID, _ := strings.Cut(value, "/")
+	if !slices.Contains(allowed, value) {
+		return invalidParams("Invalid field %s: the model must be one of %s", field, strings.Join(allowed, ", "))
+	}
+	if _, err := as.s.setModel(provider, modelID); err != nil {
+		return invalidParams("Invalid field %s: %v", field, err)
+	}
+	return nil
+}
+
+// acpSetModel is the older model selector's (Emacs agent-shell): the
+// model config option by another name.
+// Params: sessionId, modelId (<provider>/<id>). Answer: {}; then
+// config_option_update.
+func acpSetModel(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
+	if err != nil {
+		return nil, err
+	}
+	value, err := req.params.str("modelId")
+	if err != nil {
+		return nil, err
+	}
+	var allowed []string
+	for _, o := range as.configOptions() {
+		for _, v := range o.Options {
+			if o.ID == "model" {
+				allowed = append(allowed, v.Value)
+			}
+		}
+	}
+	if err := as.setModel("modelId", value, allowed); err != nil {
+		return nil, err
+	}
+	options := as.configOptions()
+	return a.answerLater(req, func() (any, error) { return struct{}{}, nil }, func() {
+		as.send(acpConfigOptionUpdate{"config_option_update", options})
+	})
+}
+
+// acpUnknownConfigID refuses a configId the session does not have (shell:
+// it has the shell option).
+func acpUnknownConfigID(shell bool) error {
+	ids := "model, thought_level, approvals"
+	if shell {
+		ids += ", shell"
+	}
+	return invalidParams("Invalid field configId: must be one of %s", ids)
+}
+
+// setApprovals puts the tools of value behind the approval gate; custom
+// is taken only while it is in force (it changes nothing then). It
+// decides under as.mu and tells the core after letting go of it: as.mu
+// is the sink's (asks), never held into the core. Only the ACP loop
+// calls it, so two changes reach the core in their order.
+func (as *acpSession) setApprovals(value string) error {
+	as.mu.Lock()
+	tools, ok := acpApprovalTools(value)
+	switch {
+	case value == "custom" && as.approvals == "custom":
+		as.mu.Unlock()
+		return nil
+	case !ok:
+		var values []string
+		for _, v := range acpApprovalValues(as.approvals, as.custom) {
+			values = append(values, v.ID)
+		}
+		as.mu.Unlock()
+		return invalidParams("Invalid field value: approvals must be one of %s", strings.Join(values, ", "))
+	}
+	tools = acpConfirmed(value, tools)
+	as.approvals, as.custom, as.confirm = value, nil, tools
+	as.mu.Unlock()
+	as.s.setConfirmTools(tools)
+	return nil
+}
+
+// acpSetMode sets the approvals as a mode (the same values).
+// Params: sessionId, modeId. Answer: {}; then current_mode_update and
+// config_option_update.
+func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
+	as, err := a.session(req.params)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := req.params.str("modeId")
+	if err != nil {
+		return nil, err
+	}
+	if err := as.setApprovals(mode); err != nil {
+		e := err.(*acpError)
+		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
+	}
+	return a.answerLater(req, func() (any, error) { return nil, nil }, func() {
+		as.send(acpCurrentMode{"current_mode_update", mode})
+		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
+	})
+}
