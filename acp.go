@@ -622,13 +622,15 @@ type acpMCPCaps struct {
 	SSE  bool `json:"sse"`
 }
 
-// acpSessionCaps lists the session methods rpi has: each present as an
-// empty object, as the schema has them.
+// acpSessionCaps lists the session methods rpi has, and that new, load
+// and resume take additionalDirectories: each present as an empty object,
+// as the schema has them.
 type acpSessionCaps struct {
-	List   *struct{} `json:"list,omitempty"`
-	Close  *struct{} `json:"close,omitempty"`
-	Resume *struct{} `json:"resume,omitempty"`
-	Delete *struct{} `json:"delete,omitempty"`
+	List                  *struct{} `json:"list,omitempty"`
+	Close                 *struct{} `json:"close,omitempty"`
+	Resume                *struct{} `json:"resume,omitempty"`
+	Delete                *struct{} `json:"delete,omitempty"`
+	AdditionalDirectories *struct{} `json:"additionalDirectories,omitempty"`
 }
 
 type acpImplementation struct {
@@ -682,7 +684,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	a.mu.Lock()
 	a.client = client
 	a.mu.Unlock()
-	sessions := acpSessionCaps{Close: &struct{}{}}
+	sessions := acpSessionCaps{Close: &struct{}{}, AdditionalDirectories: &struct{}{}}
 	if !a.noSession {
 		sessions.List, sessions.Resume, sessions.Delete = &struct{}{}, &struct{}{}, &struct{}{}
 	}

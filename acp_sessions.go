@@ -66,10 +66,11 @@ type acpSessionAnswer struct {
 var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", maxSessions)}
 
-// open opens a session in cwd (file: the session file to open; "" for a
-// new one, written at once) and makes it known by its id; past the
-// host's maxSessions open (or being opened, or closed) it opens nothing.
-func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSession, error) {
+// open opens a session in cwd (and dirs, its additional directories,
+// checked) (file: the session file to open; "" for a new one, written at
+// once) and makes it known by its id; past the host's maxSessions open
+// (or being opened, or closed) it opens nothing.
+func (a *acpAgent) open(cwd string, dirs []string, file string, servers []mcpServerConfig) (*acpSession, error) {
 	if err := a.h.sessions.reserve(); err != nil {
 		return nil, acpTooManySessions
 	}
@@ -87,7 +88,7 @@ func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSessio
 	}
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
 		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
-	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
+	s, err := openSession(a.h, sessionOptions{cwd: cwd, dirs: dirs, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
 		file: file, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
@@ -161,14 +162,18 @@ func acpLoopsNote(sessionPath string) string {
 }
 
 // acpNew opens a new session in cwd, its file written before the answer.
-// Params: cwd (absolute, an existing directory), mcpServers (an array;
-// not used). Answer: {sessionId, configOptions, modes}; then
-// available_commands_update and usage_update.
+// Params: cwd (absolute, an existing directory), mcpServers (an array),
+// [additionalDirectories]. Answer: {sessionId, configOptions, modes};
+// then available_commands_update and usage_update.
 func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 	cwd, err := acpAbsDir(req.params, "cwd", true)
 	var servers []mcpServerConfig
+	var dirs []string
 	if err == nil {
 		servers, err = acpMCPServers(req.params, true, cwd)
+	}
+	if err == nil {
+		dirs, err = acpDirectories(req.params)
 	}
 	if err != nil {
 		return nil, err
@@ -178,7 +183,10 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
-		if as, err = a.open(cwd, "", servers); err != nil {
+		if dirs, err = acpCheckDirectories(cwd, dirs); err != nil {
+			return nil, err
+		}
+		if as, err = a.open(cwd, dirs, "", servers); err != nil {
 			return nil, err
 		}
 		return as.answer(true), nil
@@ -190,8 +198,10 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 // for session/new), replays its current branch as updates, and
 // only then answers. A session open here already is replayed as it is.
 // rpi's end stops a load, and its answer is then an error.
-// Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
-// modes}; then available_commands_update and usage_update.
+// Params: sessionId, cwd (absolute), mcpServers, [additionalDirectories:
+// the session's whole list; a session open here already must have this
+// one]. Answer: {configOptions, modes}; then available_commands_update
+// and usage_update.
 func acpLoad(a *acpAgent, req *acpRequest) (any, error) {
 	return a.reopen(req, true)
 }
@@ -209,8 +219,12 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	}
 	cwd, err := acpAbsDir(call.params, "cwd", true)
 	var servers []mcpServerConfig
+	var dirs []string
 	if err == nil {
 		servers, err = acpMCPServers(call.params, replay, cwd)
+	}
+	if err == nil {
+		dirs, err = acpDirectories(call.params)
 	}
 	if err != nil {
 		return nil, err
@@ -235,14 +249,19 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			if err := acpIsDir(cwd); err != nil {
 				return nil, err
 			}
+			if dirs, err = acpCheckDirectories(cwd, dirs); err != nil {
+				return nil, err
+			}
 			path, err := findSessionFile(a.h.ctx, a.store, id, cwd)
 			if err != nil {
 				return nil, err
 			}
-			if as, err = a.open(cwd, path, servers); err != nil {
+			if as, err = a.open(cwd, dirs, path, servers); err != nil {
 				return nil, acpOpenError(id, err)
 			}
 			opened = true
+		} else if err := acpSameDirectories(as, dirs); err != nil {
+			return nil, err
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
@@ -266,6 +285,22 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			a.forget(as) // withdrawn: the session it opened is closed again
 		}
 	})
+}
+
+// acpSameDirectories refuses a load or resume of a session open here
+// already whose additionalDirectories (dirs, as read: the complete list
+// asked for) are not those it has: its settings and context files were
+// read when it opened, and stay as they are until it closes.
+func acpSameDirectories(as *acpSession, dirs []string) error {
+	kept, err := acpCheckDirectories(as.s.set.cwd, dirs)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(kept, as.s.set.dirs) {
+		return invalidParams("Invalid field additionalDirectories: the session is open here with other additional directories (%s); "+
+			"close it (session/close) and open it again to change them", cmpOr(strings.Join(as.s.set.dirs, ", "), "none"))
+	}
+	return nil
 }
 
 // acpClosedWhileLoading answers a session/load or resume whose session a
