@@ -622,15 +622,17 @@ type acpMCPCaps struct {
 	SSE  bool `json:"sse"`
 }
 
-// acpSessionCaps lists the session methods rpi has: each present as an
-// empty object, as the schema has them.
+// acpSessionCaps lists the session methods rpi has, and that new, load
+// and resume take additionalDirectories: each present as an empty object,
+// as the schema has them.
 type acpSessionCaps struct {
-	List   *struct{} `json:"list,omitempty"`
-	Close  *struct{} `json:"close,omitempty"`
-	Resume *struct{} `json:"resume,omitempty"`
-	Delete *struct{} `json:"delete,omitempty"`
-	Fork   *struct{} `json:"fork,omitempty"`  // unstable in ACP
-	Title  *struct{} `json:"title,omitempty"` // unstable in ACP: session/set_title
+	List                  *struct{} `json:"list,omitempty"`
+	Close                 *struct{} `json:"close,omitempty"`
+	Resume                *struct{} `json:"resume,omitempty"`
+	Delete                *struct{} `json:"delete,omitempty"`
+	AdditionalDirectories *struct{} `json:"additionalDirectories,omitempty"`
+	Fork                  *struct{} `json:"fork,omitempty"`  // unstable in ACP
+	Title                 *struct{} `json:"title,omitempty"` // unstable in ACP: session/set_title
 }
 
 type acpImplementation struct {
@@ -684,7 +686,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	a.mu.Lock()
 	a.client = client
 	a.mu.Unlock()
-	sessions := acpSessionCaps{Close: &struct{}{}, Title: &struct{}{}}
+	sessions := acpSessionCaps{Close: &struct{}{}, AdditionalDirectories: &struct{}{}, Title: &struct{}{}}
 	if !a.noSession {
 		sessions.List, sessions.Resume, sessions.Delete, sessions.Fork = &struct{}{}, &struct{}{}, &struct{}{}, &struct{}{}
 	}

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -482,6 +485,105 @@ func acpIsDir(cwd string) error {
 		return invalidParams("Invalid field cwd: %s is not a directory", cwd)
 	}
 	return nil
+}
+
+// acpMaxDirectories bounds a session's additionalDirectories.
+const acpMaxDirectories = 32
+
+// acpDirectories reads additionalDirectories (optional; null or absent
+// is none): an array of at most acpMaxDirectories strings, each an
+// absolute path without a .. element (the disk would take it after a
+// symlink, a clean path before it: they may not be one directory) nor a
+// control or format character (the system prompt names it), cleaned (//,
+// /./, a trailing /). What the paths name is checked off the loop, by
+// acpCheckDirectories.
+func acpDirectories(p acpParams) ([]string, error) {
+	const field = "additionalDirectories"
+	if !p.has(field) {
+		return nil, nil
+	}
+	items, err := p.array(field, "an array of absolute paths")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > acpMaxDirectories {
+		return nil, invalidParams("Invalid field %s: at most %d directories, got %d", p.name(field), acpMaxDirectories, len(items))
+	}
+	dirs := make([]string, 0, len(items))
+	for i, raw := range items {
+		name := fmt.Sprintf("%s[%d]", p.name(field), i)
+		var dir string
+		switch {
+		case raw[0] != '"' || !unquote(raw, &dir):
+			return nil, paramError(invalid(name, "an absolute path"))
+		case !filepath.IsAbs(dir):
+			return nil, invalidParams("Invalid field %s: must be an absolute path, got %q", name, dir)
+		case slices.Contains(strings.Split(filepath.ToSlash(dir), "/"), ".."):
+			return nil, invalidParams("Invalid field %s: %q has a .. in it: give the directory's own path", name, dir)
+		case strings.IndexFunc(dir, isControlOrFormat) >= 0:
+			return nil, invalidParams("Invalid field %s: %q has a control or format character in it", name, dir)
+		}
+		dirs = append(dirs, filepath.Clean(dir))
+	}
+	return dirs, nil
+}
+
+// isControlOrFormat reports whether r is a control character (a newline
+// included) or a format one (a bidi override).
+func isControlOrFormat(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+
+// acpCheckDirectories checks what acpDirectories read, on disk, symlinks
+// followed: each must be a directory rpi can read, not one of /proc or
+// /sys; one that is the cwd, or a directory named before it (two names of
+// one directory, a symlink to it), is dropped. The rest keep their order
+// and the names given.
+func acpCheckDirectories(cwd string, dirs []string) ([]string, error) {
+	var kept []string
+	var seen []os.FileInfo
+	if info, err := os.Stat(cwd); err == nil {
+		seen = append(seen, info)
+	}
+	for i, dir := range dirs {
+		name := fmt.Sprintf("additionalDirectories[%d]", i)
+		info, err := acpReadableDir(dir)
+		if err != nil {
+			return nil, invalidParams("Invalid field %s: %s %v", name, dir, err)
+		}
+		if !slices.ContainsFunc(seen, func(o os.FileInfo) bool { return os.SameFile(o, info) }) {
+			seen = append(seen, info)
+			kept = append(kept, dir)
+		}
+	}
+	return kept, nil
+}
+
+// acpReadableDir is dir's own information when it is a directory rpi can
+// list, not of /proc or /sys; else why not, as words after its path.
+func acpReadableDir(dir string) (os.FileInfo, error) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errors.New("does not exist")
+	case err != nil:
+		return nil, fmt.Errorf("cannot be reached: %v", unwrapPathError(err))
+	case !info.IsDir():
+		return nil, errors.New("is not a directory")
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %v", unwrapPathError(err))
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("cannot be read: %v", unwrapPathError(err))
+	}
+	if kind := specialFileSystem(f); kind != "" {
+		return nil, fmt.Errorf("is %s, not a directory to work in", strings.Replace(kind, "a file of", "a directory of", 1))
+	}
+	if now, err := f.Stat(); err != nil || !os.SameFile(now, info) {
+		return nil, errors.New("changed while it was checked")
+	}
+	return info, nil
 }
 
 // acpMaxMCPServers bounds the servers a client may give one session.

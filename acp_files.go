@@ -38,7 +38,7 @@ func (as *acpSession) readLink(ctx context.Context, path string) (string, error)
 // that (the editor shows its review and saves); the disk otherwise.
 type acpFiles struct{ as *acpSession }
 
-func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd} }
+func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd, f.as.s.set.dirs} }
 
 // read asks the editor for a file's text; ok is false when the client
 // does not read files (or answered -32601): then the disk is read.
@@ -127,7 +127,7 @@ func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (ch
 	if !caps.readTextFile && !caps.writeTextFile {
 		return f.disk().target(ctx, path, abs, create)
 	}
-	disk, err := openTarget(f.as.s.set.cwd, path, abs, create || caps.writeTextFile)
+	disk, err := openTarget(f.disk().roots(), path, abs, create || caps.writeTextFile)
 	if err != nil {
 		return nil, err
 	}

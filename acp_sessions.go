@@ -97,16 +97,17 @@ func acpModelsOf(options []acpConfigOption) *acpModelState {
 var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
 	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", maxSessions)}
 
-// open opens a session in cwd (file: the session file to open; "" for a
-// new one, written at once) and makes it known by its id; past the
-// host's maxSessions open (or being opened, or closed) it opens nothing.
-func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSession, error) {
-	return a.openFrom(cwd, file, "", servers)
+// open opens a session in cwd (and dirs, its additional directories,
+// checked) (file: the session file to open; "" for a new one, written at
+// once) and makes it known by its id; past the host's maxSessions open
+// (or being opened, or closed) it opens nothing.
+func (a *acpAgent) open(cwd string, dirs []string, file string, servers []mcpServerConfig) (*acpSession, error) {
+	return a.openFrom(cwd, dirs, file, "", servers)
 }
 
 // openFrom is open; with forkFrom, a new session that copies the current
 // branch of that session file.
-func (a *acpAgent) openFrom(cwd, file, forkFrom string, servers []mcpServerConfig) (*acpSession, error) {
+func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, servers []mcpServerConfig) (*acpSession, error) {
 	if err := a.h.sessions.reserve(); err != nil {
 		return nil, acpTooManySessions
 	}
@@ -124,7 +125,7 @@ func (a *acpAgent) openFrom(cwd, file, forkFrom string, servers []mcpServerConfi
 	}
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
 		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
-	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
+	s, err := openSession(a.h, sessionOptions{cwd: cwd, dirs: dirs, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
 		file: file, forkFrom: forkFrom, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
@@ -199,14 +200,18 @@ func acpLoopsNote(sessionPath string) string {
 }
 
 // acpNew opens a new session in cwd, its file written before the answer.
-// Params: cwd (absolute, an existing directory), mcpServers (an array;
-// not used). Answer: {sessionId, configOptions, modes}; then
-// available_commands_update and usage_update.
+// Params: cwd (absolute, an existing directory), mcpServers (an array),
+// [additionalDirectories]. Answer: {sessionId, configOptions, modes};
+// then available_commands_update and usage_update.
 func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 	cwd, err := acpAbsDir(req.params, "cwd", true)
 	var servers []mcpServerConfig
+	var dirs []string
 	if err == nil {
 		servers, err = acpMCPServers(req.params, true, cwd)
+	}
+	if err == nil {
+		dirs, err = acpDirectories(req.params)
 	}
 	if err != nil {
 		return nil, err
@@ -216,7 +221,10 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
-		if as, err = a.open(cwd, "", servers); err != nil {
+		if dirs, err = acpCheckDirectories(cwd, dirs); err != nil {
+			return nil, err
+		}
+		if as, err = a.open(cwd, dirs, "", servers); err != nil {
 			return nil, err
 		}
 		return as.answer(true), nil
@@ -228,8 +236,10 @@ func acpNew(a *acpAgent, req *acpRequest) (any, error) {
 // for session/new), replays its current branch as updates, and
 // only then answers. A session open here already is replayed as it is.
 // rpi's end stops a load, and its answer is then an error.
-// Params: sessionId, cwd (absolute), mcpServers. Answer: {configOptions,
-// modes}; then available_commands_update and usage_update.
+// Params: sessionId, cwd (absolute), mcpServers, [additionalDirectories:
+// the session's whole list; a session open here already must have this
+// one]. Answer: {configOptions, modes}; then available_commands_update
+// and usage_update.
 func acpLoad(a *acpAgent, req *acpRequest) (any, error) {
 	return a.reopen(req, true)
 }
@@ -245,7 +255,8 @@ func acpResume(a *acpAgent, req *acpRequest) (any, error) {
 // parentSession: one open here (what it has written so far, its running
 // turn's entries too), or one on disk (found as session/load finds it;
 // one another process has open is read as that process wrote it).
-// Unstable in ACP. Params: sessionId, cwd (absolute), [mcpServers].
+// Unstable in ACP. Params: sessionId, cwd (absolute), [mcpServers],
+// [additionalDirectories].
 // Answer: as session/new's; then the same updates.
 func acpFork(a *acpAgent, req *acpRequest) (any, error) {
 	id, err := acpSessionID(req.params)
@@ -254,8 +265,12 @@ func acpFork(a *acpAgent, req *acpRequest) (any, error) {
 	}
 	cwd, err := acpAbsDir(req.params, "cwd", true)
 	var servers []mcpServerConfig
+	var dirs []string
 	if err == nil {
 		servers, err = acpMCPServers(req.params, false, cwd)
+	}
+	if err == nil {
+		dirs, err = acpDirectories(req.params)
 	}
 	if err != nil {
 		return nil, err
@@ -271,6 +286,9 @@ func acpFork(a *acpAgent, req *acpRequest) (any, error) {
 		if err := acpIsDir(cwd); err != nil {
 			return nil, err
 		}
+		if dirs, err = acpCheckDirectories(cwd, dirs); err != nil {
+			return nil, err
+		}
 		path := ""
 		if source != nil {
 			source.s.conv.flush() // what the source recorded is on disk
@@ -278,7 +296,7 @@ func acpFork(a *acpAgent, req *acpRequest) (any, error) {
 		} else if path, err = findSessionFile(a.h.ctx, a.store, id, cwd); err != nil {
 			return nil, err
 		}
-		if as, err = a.openFrom(cwd, "", path, servers); err != nil {
+		if as, err = a.openFrom(cwd, dirs, "", path, servers); err != nil {
 			return nil, acpOpenError(id, err)
 		}
 		return as.answer(true), nil
@@ -292,8 +310,12 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	}
 	cwd, err := acpAbsDir(call.params, "cwd", true)
 	var servers []mcpServerConfig
+	var dirs []string
 	if err == nil {
 		servers, err = acpMCPServers(call.params, replay, cwd)
+	}
+	if err == nil {
+		dirs, err = acpDirectories(call.params)
 	}
 	if err != nil {
 		return nil, err
@@ -318,14 +340,19 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			if err := acpIsDir(cwd); err != nil {
 				return nil, err
 			}
+			if dirs, err = acpCheckDirectories(cwd, dirs); err != nil {
+				return nil, err
+			}
 			path, err := findSessionFile(a.h.ctx, a.store, id, cwd)
 			if err != nil {
 				return nil, err
 			}
-			if as, err = a.open(cwd, path, servers); err != nil {
+			if as, err = a.open(cwd, dirs, path, servers); err != nil {
 				return nil, acpOpenError(id, err)
 			}
 			opened = true
+		} else if err := acpSameDirectories(as, dirs); err != nil {
+			return nil, err
 		}
 		if replay {
 			for _, u := range as.updates.replay(as.s.conv.branchEntries(), as.s.decodeRecordedCall) {
@@ -349,6 +376,22 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			a.forget(as) // withdrawn: the session it opened is closed again
 		}
 	})
+}
+
+// acpSameDirectories refuses a load or resume of a session open here
+// already whose additionalDirectories (dirs, as read: the complete list
+// asked for) are not those it has: its settings and context files were
+// read when it opened, and stay as they are until it closes.
+func acpSameDirectories(as *acpSession, dirs []string) error {
+	kept, err := acpCheckDirectories(as.s.set.cwd, dirs)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(kept, as.s.set.dirs) {
+		return invalidParams("Invalid field additionalDirectories: the session is open here with other additional directories (%s); "+
+			"close it (session/close) and open it again to change them", cmpOr(strings.Join(as.s.set.dirs, ", "), "none"))
+	}
+	return nil
 }
 
 // acpClosedWhileLoading answers a session/load or resume whose session a

@@ -308,7 +308,7 @@ func TestACPWireErrors(t *testing.T) {
 	}, "\n") + "\n"
 	want := []string{
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid request: send initialize first"}}`,
-		`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":false},"sessionCapabilities":{"list":{},"close":{},"resume":{},"delete":{},"fork":{},"title":{}}},"authMethods":[],"agentInfo":{"name":"rpi","title":"rpi","version":"` + rpiVersion + `"}}}`,
+		`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":false},"sessionCapabilities":{"list":{},"close":{},"resume":{},"delete":{},"additionalDirectories":{},"fork":{},"title":{}}},"authMethods":[],"agentInfo":{"name":"rpi","title":"rpi","version":"` + rpiVersion + `"}}}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid character 'h' in literal true (expecting 'r')"}}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: unexpected end of JSON input"}}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid UTF-8"}}`,
@@ -578,7 +578,7 @@ func TestACPInitialize(t *testing.T) {
 		t.Errorf("a _meta that is not Zed's convention: %+v", caps)
 	}
 	out, _ := run(true, `{"protocolVersion":1}`)
-	if !strings.Contains(out, `"loadSession":false`) || !strings.Contains(out, `"sessionCapabilities":{"close":{},"title":{}}`) {
+	if !strings.Contains(out, `"loadSession":false`) || !strings.Contains(out, `"sessionCapabilities":{"close":{},"additionalDirectories":{},"title":{}}`) {
 		t.Errorf("--no-session: %s", out)
 	}
 	for params, want := range map[string]string{

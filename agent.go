@@ -924,7 +924,8 @@ func lastAssistantText(messages []any) *string {
 
 // systemPrompt is the instructions the model gets: the base text (or
 // --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
-// CLAUDE.md context files, the date and the cwd.
+// CLAUDE.md context files, the date, the cwd and the session's other
+// directories (none: nothing more).
 func (s *session) systemPrompt() string {
 	var b strings.Builder
 	cfg := s.set.cfg
@@ -954,5 +955,11 @@ func (s *session) systemPrompt() string {
 		}
 	}
 	fmt.Fprintf(&b, "\nCurrent date: %s\nCurrent working directory: %s", s.env.clock.Now().Format("2006-01-02"), s.set.cwd)
+	if len(s.set.dirs) > 0 {
+		b.WriteString("\nAdditional working directories (relative paths still start from the current working directory):")
+		for _, dir := range s.set.dirs {
+			b.WriteString("\n- " + dir)
+		}
+	}
 	return b.String()
 }

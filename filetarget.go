@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -67,15 +68,24 @@ type changer interface {
 	change() fileChange
 }
 
-// diskFiles is the disk, in the session's working directory.
-type diskFiles struct{ cwd string }
+// diskFiles is the disk, in the session's working directory (and its
+// other directories, dirs: a file in one is not outside).
+type diskFiles struct {
+	cwd  string
+	dirs []string
+}
 
 func (d diskFiles) open(ctx context.Context, abs string) (io.ReadCloser, error) {
 	return openRegular(abs, os.O_RDONLY, 0)
 }
 
 func (d diskFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
-	return openTarget(d.cwd, path, abs, create)
+	return openTarget(d.roots(), path, abs, create)
+}
+
+// roots are the directories the session works in: the cwd first.
+func (d diskFiles) roots() []string {
+	return append([]string{d.cwd}, d.dirs...)
 }
 
 // fileTarget is the file a call will change on disk. An existing file is held
@@ -88,12 +98,12 @@ func (d diskFiles) target(ctx context.Context, path, abs string, create bool) (c
 // right before it sends fs/write_text_file, which it sends only when the
 // path still leads where the request said.
 type fileTarget struct {
-	path string // as the model gave it, for messages
-	abs  string // joined to the working directory, symlinks not resolved
-	real string // where abs leads, symlinks resolved: what the dialog names
-	file *os.File
-	id   os.FileInfo // the open file, or for a new file the open folder
-	cwd  string      // the session's, for where
+	path  string // as the model gave it, for messages
+	abs   string // joined to the working directory, symlinks not resolved
+	real  string // where abs leads, symlinks resolved: what the dialog names
+	file  *os.File
+	id    os.FileInfo // the open file, or for a new file the open folder
+	roots []string    // the session's cwd and other directories, for where
 	// For a new file: the deepest folder of abs that exists (as reached
 	// from abs, and open), and the names to create below it: folders, then
 	// the file.
@@ -109,13 +119,13 @@ var errPathChanged = errors.New("the path changed")
 // an existing regular file (following symlinks; for reading and writing,
 // or with create only for writing when it cannot be read), or with create
 // the place where a new one will be.
-func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
+func openTarget(roots []string, path, abs string, create bool) (*fileTarget, error) {
 	f, err := openRegular(abs, os.O_RDWR, 0)
 	if create && errors.Is(err, fs.ErrPermission) {
 		f, err = openRegular(abs, os.O_WRONLY, 0) // a file write may change but not read is still written
 	}
 	if err == nil {
-		t := &fileTarget{path: path, abs: abs, file: f, cwd: cwd}
+		t := &fileTarget{path: path, abs: abs, file: f, roots: roots}
 		t.id, err = f.Stat()
 		if err == nil {
 			t.real, err = filepath.EvalSymlinks(abs)
@@ -138,7 +148,7 @@ func openTarget(cwd, path, abs string, create bool) (*fileTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names, cwd: cwd}
+	t := &fileTarget{path: path, abs: abs, real: filepath.Join(append([]string{realDir}, names...)...), dirPath: dirPath, dir: dir, names: names, roots: roots}
 	t.id, err = dir.Stat(".")
 	if err == nil && t.check() != nil {
 		err = errPathChanged
@@ -369,8 +379,17 @@ func (t *fileTarget) close() {
 	}
 }
 
+// inside reports whether the file, symlinks resolved, is in root (itself
+// resolved).
+func (t *fileTarget) inside(root string) bool {
+	real, _ := filepath.EvalSymlinks(root)
+	rel, err := filepath.Rel(real, t.real)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // where says, for the dialog, where the path leads when a symlink takes it
-// elsewhere, when that is outside the working directory, and when the file
+// elsewhere, when that is outside the working directory (and the session's
+// other directories), and when the file
 // has other names (hard links: wherever they are, the change is theirs
 // too).
 func (t *fileTarget) where() string {
@@ -378,9 +397,12 @@ func (t *fileTarget) where() string {
 	if t.real != t.abs {
 		where = " → " + escapeControl(t.real)
 	}
-	cwd, _ := filepath.EvalSymlinks(t.cwd)
-	if rel, err := filepath.Rel(cwd, t.real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+	switch {
+	case slices.ContainsFunc(t.roots, t.inside):
+	case len(t.roots) == 1:
 		where += " (outside the working directory)"
+	default:
+		where += " (outside the working directory and the additional directories)"
 	}
 	if t.file != nil {
 		if n := hardLinks(t.id); n > 1 {

@@ -367,9 +367,12 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 }
 
 // prepare gives a new connection what every transport's has: the roots
-// rpi answers with (the session's cwd) and where notifications go.
+// rpi answers with (the session's cwd, then its other directories) and
+// where notifications go.
 func (m *mcpServers) prepare(srv *mcpServer, conn *mcpConn) {
-	conn.roots = []mcpRoot{{URI: "file://" + filepath.ToSlash(m.s.set.cwd), Name: filepath.Base(m.s.set.cwd)}}
+	for _, dir := range append([]string{m.s.set.cwd}, m.s.set.dirs...) {
+		conn.roots = append(conn.roots, mcpRoot{URI: "file://" + filepath.ToSlash(dir), Name: filepath.Base(dir)})
+	}
 	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
 	conn.onEnd = func(err error) { m.s.goBackground(func() { m.ended(srv, conn, err) }) }
 	conn.stderr = m.s.stderr

@@ -67,7 +67,8 @@ type mcpReply struct {
 	err    error
 }
 
-// mcpRoot is one of the roots rpi tells a server of (the session's cwd).
+// mcpRoot is one of the roots rpi tells a server of (the session's cwd,
+// or one of its other directories).
 type mcpRoot struct {
 	URI  string `json:"uri"`
 	Name string `json:"name,omitempty"`

@@ -77,19 +77,23 @@ func firstLine(body string) string {
 type contextFile struct{ path, content string }
 
 // loadContextFiles reads AGENTS.md (or else CLAUDE.md) from the agent dir,
-// then from every directory from the root down to the cwd. Files that
-// cannot be used are named in skipped.
-func loadContextFiles(agentDir, cwd string) (files []contextFile, skipped []string) {
+// then from every directory from the root down to the cwd, then the same
+// for each of more (a session's other directories), in order: a file read
+// already (a folder above both) is not read again. Files that cannot be
+// used are named in skipped.
+func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile, skipped []string) {
 	dirs := []string{agentDir}
-	var chain []string
-	for dir := cwd; ; dir = filepath.Dir(dir) {
-		chain = append(chain, dir)
-		if filepath.Dir(dir) == dir {
-			break
+	for _, top := range append([]string{cwd}, more...) {
+		var chain []string
+		for dir := top; ; dir = filepath.Dir(dir) {
+			chain = append(chain, dir)
+			if filepath.Dir(dir) == dir {
+				break
+			}
 		}
+		slices.Reverse(chain)
+		dirs = append(dirs, chain...)
 	}
-	slices.Reverse(chain)
-	dirs = append(dirs, chain...)
 	seen := map[string]bool{}
 	for _, dir := range dirs {
 		for _, name := range []string{"AGENTS.md", "CLAUDE.md"} {

@@ -137,7 +137,13 @@ func (f *sinks) list() []*attachedSink {
 // sessionOptions say where a session works, what its front end gives it,
 // and which conversation it opens with.
 type sessionOptions struct {
-	cwd      string    // absolute
+	cwd string // absolute
+	// dirs are the other directories the session works in besides cwd
+	// (ACP's additionalDirectories): absolute, clean, existing, neither
+	// cwd nor one another; the front end checks them. Their context files
+	// join the cwd's, the system prompt names them, MCP servers get them
+	// as roots.
+	dirs     []string
 	sink     eventSink // the first front end's sink (sinks.attach adds others)
 	ui       ui
 	files    fileEnv       // nil: the disk
@@ -158,13 +164,13 @@ type sessionOptions struct {
 // writes (a fork's copy) is on disk when it returns. Once the host shuts
 // down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
-	set := loadSettings(h.set, o.cwd, h.env.trace)
+	set := loadSettings(h.set, o.cwd, o.dirs, h.env.trace)
 	cfg := h.set.cfg
 	s := &session{host: h, set: set, ui: o.ui, files: o.files, commands: o.commands, loops: &loopScheduler{},
 		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
 		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
 	if s.files == nil {
-		s.files = diskFiles{cwd: o.cwd}
+		s.files = diskFiles{cwd: o.cwd, dirs: set.dirs}
 	}
 	if cfg.thinking != "" {
 		s.thinkingLevel = cfg.thinking

@@ -21,7 +21,8 @@ import (
 // settings are one session's, for its working directory.
 type settings struct {
 	*hostSettings
-	cwd string
+	cwd  string
+	dirs []string // the other directories it works in (sessionOptions.dirs)
 
 	defaultProvider string
 	defaultModel    string
@@ -112,12 +113,13 @@ func (l *lookedUp) path() (string, error) {
 	return path, err
 }
 
-// loadSettings reads what a session in cwd decides when it opens: the
-// user's settings.json and, with --approve, the project's; the context
-// files, templates and skills. Its notices are, in order: those of the
+// loadSettings reads what a session in cwd (and dirs, the other
+// directories it works in) decides when it opens: the user's
+// settings.json and, with --approve, the project's (cwd's); the context
+// files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
 // settings files, the catalog's, and those of the resources.
-func loadSettings(h *hostSettings, cwd string, trace *startupTrace) *settings {
-	set := &settings{hostSettings: h, cwd: cwd,
+func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
+	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs),
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
 		confirmTimeout: defaultConfirmTimeout}
@@ -130,7 +132,7 @@ func loadSettings(h *hostSettings, cwd string, trace *startupTrace) *settings {
 	trace.phase("settings.json")
 	var skipped []string
 	if !cfg.noContextFiles {
-		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd)
+		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd, dirs...)
 	}
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
