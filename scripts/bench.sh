@@ -43,6 +43,7 @@ bench '^BenchmarkStartup' 200x
 bench '^BenchmarkMemory$' 1x
 bench '^BenchmarkStreamTokens' 5x
 bench '^BenchmarkStreamACPRatio$' 10x
+bench '^Benchmark(TwoSessions|CancelRequest)ACP$' 10x
 bench '^BenchmarkProcessFloodRatio$' 5x
 bench '^BenchmarkBashTrue' 200x
 bench '^BenchmarkGrepTree$' 5x
@@ -65,6 +66,8 @@ peak resident memory over 1,000,000 pipelined get_state|BenchmarkMemory MiB-peak
 CPU for a 16k-token answer / a 4k-token one|BenchmarkStreamTokens/16k cpu-ms/answer|BenchmarkStreamTokens/4k cpu-ms/answer|<=|5|x
 CPU per token, 64k tokens / 4k (constant)|BenchmarkStreamTokens/64k cpu-ns/token|BenchmarkStreamTokens/4k cpu-ns/token|<=|1.25|x
 CPU for a 16k-token answer, acp / rpc|BenchmarkStreamACPRatio acp/rpc||<=|1.2|x
+CPU for two sessions' 16k-token answers at once / one's (acp)|BenchmarkTwoSessionsACP two/one||<=|2.1|x
+$/cancel_request of a streaming prompt answered (acp)|BenchmarkCancelRequestACP ms-cancel_request||<=|1000|ms
 process output flood, rpi / io.Copy of the same child|BenchmarkProcessFloodRatio rpi/floor||>=|0.85|x
 peak resident memory during the flood|BenchmarkProcessFloodRatio MiB-peak||<=|32|MiB
 bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-true|BenchmarkBashTrueFloor ms/bash-true|<=|1.8|x
