@@ -6,7 +6,8 @@ package main
 // keys, the types each field must have: acp_decode.go); every kind of bad
 // input gets its JSON-RPC error and the connection goes on. Requests the agent makes of
 // the client (session/request_permission, fs/*) are matched to their
-// answers by id.
+// answers by id; one rpi stops waiting for (its turn was cancelled) is
+// withdrawn with $/cancel_request.
 
 import (
 	"bytes"
@@ -121,10 +122,22 @@ type acpConn struct {
 	out    *output     // link's writer
 	stderr io.Writer
 
-	mu      mutex[acpConnMu] // guards the fields below
-	nextID  int64
-	waiting map[string]chan acpReply // by the id as written
-	closed  bool                     // input ended: no answer will come
+	mu        mutex[acpConnMu] // guards the fields below
+	nextID    int64
+	waiting   map[string]chan acpReply // by the id as written
+	withdrawn map[string]bool          // requests withdrawn ($/cancel_request) whose answer has not come, by id
+	closed    bool                     // input ended: no answer will come
+}
+
+// acpMaxWithdrawn bounds the withdrawn requests remembered: past it they
+// are forgotten, and a late answer to one is dropped with a line on
+// stderr, as an answer to nothing rpi asked is.
+const acpMaxWithdrawn = 1024
+
+// acpCancelRequest is $/cancel_request's params: the id of the request
+// withdrawn.
+type acpCancelRequest struct {
+	RequestID json.RawMessage `json:"requestId"`
 }
 
 // acpReply is the client's answer to one of rpi's requests.
@@ -138,7 +151,7 @@ type acpReply struct {
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
 func newACPConn(link *connection, stderr io.Writer) *acpConn {
-	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}}
+	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}, withdrawn: map[string]bool{}}
 }
 
 // answer writes the response to a request: result, or err as its
@@ -188,7 +201,9 @@ func (c *acpConn) notify(method string, params any) {
 
 // request sends a request to the client and waits for its answer, for ctx
 // to end, or for the input to end. An error answer comes back as an
-// *acpError with the client's code.
+// *acpError with the client's code. When ctx ends first (the turn that
+// made the request was cancelled, the session closed), the request is
+// withdrawn.
 func (c *acpConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	reply := make(chan acpReply, 1)
 	c.mu.Lock()
@@ -209,11 +224,29 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 		}
 		return r.result, nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.waiting, string(id)) // a late answer is dropped
-		c.mu.Unlock()
+		c.withdraw(id)
 		return nil, ctx.Err()
 	}
+}
+
+// withdraw stops waiting for the answer to rpi's request id and tells the
+// client so ($/cancel_request), unless the answer came meanwhile or the
+// input has ended. The answer the client still owes (JSON-RPC has it
+// answer a cancelled request all the same) is dropped without a word.
+func (c *acpConn) withdraw(id json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, waiting := c.waiting[string(id)]; !waiting || c.closed {
+		return
+	}
+	delete(c.waiting, string(id))
+	if len(c.withdrawn) >= acpMaxWithdrawn {
+		clear(c.withdrawn)
+	}
+	c.withdrawn[string(id)] = true
+	c.out.send(func(buf []byte) ([]byte, error) {
+		return appendACPCall(buf, nil, "$/cancel_request", acpCancelRequest{id})
+	})
 }
 
 // deliver hands a response to the request it answers; one that answers
@@ -225,12 +258,17 @@ func (c *acpConn) deliver(msg *acpMessage) {
 }
 
 // resolve hands a response to the request it answers, and reports whether
-// rpi was waiting for it.
+// rpi was waiting for it, or withdrew it (the answer is dropped then).
 func (c *acpConn) resolve(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
+	withdrawn := c.withdrawn[string(msg.id)]
+	delete(c.withdrawn, string(msg.id))
 	c.mu.Unlock()
+	if withdrawn {
+		return true
+	}
 	if ok {
 		reply <- acpReply{msg.result, msg.failure}
 	}
