@@ -634,42 +634,42 @@ func (si *mcpSignIn) withFile(use func(file *jsonObject) bool) error {
 // left by a process that died and is taken over (its holder renews it
 // meanwhile). It waits up to wait, trying every piLockRetry, and ends the
 // wait when ctx ends.
-func piLock(ctx context.Context, path string, stale, wait time.Duration) (heldLock, error) {
+func piLock(ctx context.Context, path string, stale, wait time.Duration) (piLockHeld, error) {
 	lock := path + ".lock"
 	deadline := time.Now().Add(wait)
 	for {
 		err := os.Mkdir(lock, 0o700)
 		if err == nil {
-			return heldLock{lock}, nil
+			return piLockHeld{lock}, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			return heldLock{}, err
+			return piLockHeld{}, err
 		}
 		if info, err := os.Stat(lock); err == nil && time.Since(info.ModTime()) > stale {
 			os.Remove(lock) // its holder died; take it (another taker may be first)
 			continue
 		}
 		if time.Now().After(deadline) {
-			return heldLock{}, fmt.Errorf("another process holds %s", filepath.Base(lock))
+			return piLockHeld{}, fmt.Errorf("another process holds %s", filepath.Base(lock))
 		}
 		select {
 		case <-ctx.Done():
-			return heldLock{}, ctx.Err()
+			return piLockHeld{}, ctx.Err()
 		case <-time.After(piLockRetry):
 		}
 	}
 }
 
-// heldLock is a lock piLock took.
-type heldLock struct{ dir string }
+// piLockHeld is a lock piLock took.
+type piLockHeld struct{ dir string }
 
 // renew tells other takers that its holder lives.
-func (l heldLock) renew() {
+func (l piLockHeld) renew() {
 	now := time.Now()
 	os.Chtimes(l.dir, now, now)
 }
 
-func (l heldLock) unlock() { os.Remove(l.dir) }
+func (l piLockHeld) unlock() { os.Remove(l.dir) }
 
 // jsonObject is a JSON object whose members keep their order and their
 // values as written (the last of a name that repeats, as JavaScript reads it).
