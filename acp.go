@@ -397,6 +397,11 @@ type acpClientCaps struct {
 	readTextFile   bool // fs.readTextFile
 	writeTextFile  bool // fs.writeTextFile
 	terminalOutput bool // _meta.terminal_output: Zed's display-only terminal
+
+	// Of ACP's newer shapes (acpOffered):
+	elicitationForm bool // elicitation.form: the model's free-text questions as forms
+	notices         bool // session.notices: rpi's notes as notice updates
+	compaction      bool // session.compaction: compactions as compaction_update
 }
 
 // acpAgent is rpi's side of one ACP connection, over the host (the
@@ -587,8 +592,8 @@ type acpImplementation struct {
 
 // acpInitialize answers what rpi can do, and keeps what the client can.
 // Params: protocolVersion (a whole number), [clientCapabilities {fs
-// {readTextFile, writeTextFile}, terminal, _meta {terminal_output}}],
-// [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
+// {readTextFile, writeTextFile}, terminal, _meta {terminal_output},
+// elicitation {form}, session {notices, compaction}}], [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
 // the client asked: the client decides whether it speaks it).
 func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	p := req.params
@@ -613,6 +618,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	if _, err = caps.boolean("terminal", false); err != nil {
 		return nil, err
 	}
+	client.elicitationForm, client.notices, client.compaction = acpOffered(caps)
 	// _meta is an extension slot: what is not Zed's convention is ignored.
 	if meta, ok, _ := caps.object("_meta"); ok {
 		client.terminalOutput, _ = meta.boolean("terminal_output", false)

@@ -1071,7 +1071,8 @@ func (as *acpSession) show(req uiRequest) {
 
 // ask asks the user through a permission request: a choice (ask_user's
 // options) as one allow_once option per choice, a yes-or-no as allow and
-// reject. A free-text question cannot be asked here: the model is told.
+// reject. A free-text question is a form (askInForm) when the client
+// offers forms; else it cannot be asked here, and the model is told.
 // The question and the choices are shown as tool titles are
 // (acpShownTitle: control and format characters escaped), and the choice
 // goes back as it was given.
@@ -1085,6 +1086,9 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	case "confirm":
 		options = []acpPermissionOption{{"allow", "Yes", "allow_once"}, {"reject", "No", "reject_once"}}
 	default:
+		if as.agent.clientCaps().elicitationForm {
+			return as.askInForm(ctx, req)
+		}
 		text := "The user cannot type an answer in this editor: ask again with options to choose from, or go on without an answer."
 		return uiAnswer{value: &text}
 	}
