@@ -293,7 +293,8 @@ func (a *acpAgent) open(cwd, file string, servers []mcpServerConfig) (*acpSessio
 		as.custom = slices.Clone(as.confirm)
 	}
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: a.clientCaps().terminalOutput,
-		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
+		deferred: as.asks, send: as.send, newID: as.newID, now: a.h.env.clock.Now,
+		notices: a.clientCaps().notices, compactions: a.clientCaps().compaction}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, sink: as, ui: as, files: acpFiles{as}, file: file, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
@@ -340,9 +341,9 @@ func (as *acpSession) announce(opened bool) {
 		return // this connection has shown the session's notes already
 	}
 	for _, notice := range as.s.openingNotices() {
-		as.updates.note(notice)
+		as.updates.noteAs(noteWarning, notice)
 	}
-	as.updates.note(acpLoopsNote(as.s.conv.info().path))
+	as.updates.noteAs(noteWarning, acpLoopsNote(as.s.conv.info().path))
 	as.s.startMCP()
 }
 
@@ -839,12 +840,12 @@ func (as *acpSession) title(msg *userMessage) {
 func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, error) {
 	if name == "name" {
 		if err := as.s.setSessionName(rest); err != nil {
-			as.updates.note("Usage: /name <title> (" + err.Error() + ")")
+			as.updates.say("Usage: /name <title> (" + err.Error() + ")")
 		} else {
 			as.mu.Lock()
 			as.titled = true
 			as.mu.Unlock()
-			as.updates.note("Session named: " + strings.TrimSpace(rest))
+			as.updates.say("Session named: " + strings.TrimSpace(rest))
 		}
 		return acpStopResult{"end_turn"}, nil
 	}
@@ -854,7 +855,7 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 		// that could not start has not.
 		end := as.updates.takeCompaction()
 		if err != nil && end == nil {
-			as.updates.note("Compaction failed: " + err.Error())
+			as.updates.compactionFailed(err.Error())
 		}
 		reason := "end_turn"
 		if end != nil && end.Aborted {
@@ -1061,11 +1062,12 @@ func (as *acpSession) sendUsage(answer *assistantMessage) {
 
 // ---- The session's ui ----
 
-// show turns notify warnings and errors into notes; the other one-way
-// requests (status, widgets, titles) are dropped.
+// show turns notify warnings and errors into notes of their severity
+// (a retry's warning an info); the other one-way requests (status,
+// widgets, titles, notify infos) are dropped.
 func (as *acpSession) show(req uiRequest) {
-	if req.Method == "notify" && (req.NotifyType == "warning" || req.NotifyType == "error") {
-		as.updates.note(req.Message)
+	if req.Method == "notify" && (req.NotifyType == noteWarning || req.NotifyType == noteError) {
+		as.updates.notify(req.NotifyType, req.Message)
 	}
 }
 
