@@ -5,7 +5,7 @@ package main
 // locked writer as the rpc wire. Input is decoded once, strictly (exact
 // keys, the types each field must have: acp_decode.go); every kind of bad
 // input gets its JSON-RPC error and the connection goes on. Requests the agent makes of
-// the client (session/request_permission, fs/*) are matched to their
+// the client (session/request_permission, elicitation/create, fs/*) are matched to their
 // answers by id; one rpi stops waiting for (its turn was cancelled) is
 // withdrawn with $/cancel_request.
 
@@ -593,8 +593,9 @@ type acpImplementation struct {
 // acpInitialize answers what rpi can do, and keeps what the client can.
 // Params: protocolVersion (a whole number), [clientCapabilities {fs
 // {readTextFile, writeTextFile}, terminal, _meta {terminal_output},
-// elicitation {form}, session {notices, compaction}}], [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
-// the client asked: the client decides whether it speaks it).
+// elicitation {form}, session {notices, compaction}}], [clientInfo].
+// Answer: acpInitializeResult (protocolVersion 1 whatever the client
+// asked: the client decides whether it speaks it).
 func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	p := req.params
 	if _, err := p.integer("protocolVersion", 0, 65535); err != nil {
