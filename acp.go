@@ -122,20 +122,20 @@ type acpConn struct {
 	out    *output     // link's writer
 	stderr io.Writer
 
-	mu        mutex[acpConnMu] // guards the fields below
-	nextID    int64
-	waiting   map[string]chan acpReply // by the id as written
-	withdrawn map[string]bool          // requests withdrawn ($/cancel_request) whose answer has not come, by id
-	closed    bool                     // input ended: no answer will come
+	mu      mutex[acpConnMu] // guards the fields below
+	nextID  int64
+	waiting map[string]chan acpReply // by the id as written
+	givenUp map[string]bool          // requests rpi gave up on ($/cancel_request) whose answer has not come, by id
+	closed  bool                     // input ended: no answer will come
 }
 
-// acpMaxWithdrawn bounds the withdrawn requests remembered: past it they
+// acpMaxGivenUp bounds the requests given up on remembered: past it they
 // are forgotten, and a late answer to one is dropped with a line on
 // stderr, as an answer to nothing rpi asked is.
-const acpMaxWithdrawn = 1024
+const acpMaxGivenUp = 1024
 
 // acpCancelRequest is $/cancel_request's params: the id of the request
-// withdrawn.
+// rpi gives up on.
 type acpCancelRequest struct {
 	RequestID json.RawMessage `json:"requestId"`
 }
@@ -151,7 +151,7 @@ type acpReply struct {
 var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client closed the connection"}
 
 func newACPConn(link *connection, stderr io.Writer) *acpConn {
-	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}, withdrawn: map[string]bool{}}
+	return &acpConn{link: link, out: link.out, stderr: stderr, waiting: map[string]chan acpReply{}, givenUp: map[string]bool{}}
 }
 
 // answer writes the response to a request: result, or err as its
@@ -202,8 +202,8 @@ func (c *acpConn) notify(method string, params any) {
 // request sends a request to the client and waits for its answer, for ctx
 // to end, or for the input to end. An error answer comes back as an
 // *acpError with the client's code. When ctx ends first (the turn that
-// made the request was cancelled, the session closed), the request is
-// withdrawn.
+// made the request was cancelled, the session closed), rpi gives up on
+// the request (giveUp).
 func (c *acpConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	reply := make(chan acpReply, 1)
 	c.mu.Lock()
@@ -224,26 +224,26 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 		}
 		return r.result, nil
 	case <-ctx.Done():
-		c.withdraw(id)
+		c.giveUp(id)
 		return nil, ctx.Err()
 	}
 }
 
-// withdraw stops waiting for the answer to rpi's request id and tells the
-// client so ($/cancel_request), unless the answer came meanwhile or the
-// input has ended. The answer the client still owes (JSON-RPC has it
-// answer a cancelled request all the same) is dropped without a word.
-func (c *acpConn) withdraw(id json.RawMessage) {
+// giveUp stops waiting for the answer to rpi's request id and withdraws
+// it ($/cancel_request), unless the answer came meanwhile or the input has
+// ended. The answer the client still owes (JSON-RPC has it answer a
+// cancelled request all the same) is dropped without a word.
+func (c *acpConn) giveUp(id json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, waiting := c.waiting[string(id)]; !waiting || c.closed {
 		return
 	}
 	delete(c.waiting, string(id))
-	if len(c.withdrawn) >= acpMaxWithdrawn {
-		clear(c.withdrawn)
+	if len(c.givenUp) >= acpMaxGivenUp {
+		clear(c.givenUp)
 	}
-	c.withdrawn[string(id)] = true
+	c.givenUp[string(id)] = true
 	c.out.send(func(buf []byte) ([]byte, error) {
 		return appendACPCall(buf, nil, "$/cancel_request", acpCancelRequest{id})
 	})
@@ -258,15 +258,15 @@ func (c *acpConn) deliver(msg *acpMessage) {
 }
 
 // resolve hands a response to the request it answers, and reports whether
-// rpi was waiting for it, or withdrew it (the answer is dropped then).
+// rpi was waiting for it, or gave up on it (the answer is dropped then).
 func (c *acpConn) resolve(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
-	withdrawn := c.withdrawn[string(msg.id)]
-	delete(c.withdrawn, string(msg.id))
+	givenUp := c.givenUp[string(msg.id)]
+	delete(c.givenUp, string(msg.id))
 	c.mu.Unlock()
-	if withdrawn {
+	if givenUp {
 		return true
 	}
 	if ok {
