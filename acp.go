@@ -5,8 +5,9 @@ package main
 // locked writer as the rpc wire. Input is decoded once, strictly (exact
 // keys, the types each field must have: acp_decode.go); every kind of bad
 // input gets its JSON-RPC error and the connection goes on. Requests the agent makes of
-// the client (session/request_permission, fs/*, terminal/*) are matched to
-// their answers by id.
+// the client (session/request_permission, elicitation/create, fs/*,
+// terminal/*) are matched to their answers by id; one rpi stops waiting
+// for (its turn was cancelled) is withdrawn with $/cancel_request.
 
 import (
 	"bytes"
@@ -130,6 +131,7 @@ type acpConn struct {
 	mu      mutex[acpConnMu] // guards the fields below
 	nextID  int64
 	waiting map[string]chan acpReply // by the id as written
+	givenUp map[string]bool          // requests rpi gave up on ($/cancel_request) whose answer has not come, by id
 	closed  bool                     // input ended: no answer will come
 	// open are the client's requests answered in the background, by id
 	// as written, until they are answered: what $/cancel_request can end
@@ -146,6 +148,17 @@ type acpOpenRequest struct {
 	withdrawn bool
 }
 
+// acpMaxGivenUp bounds the requests given up on remembered: past it they
+// are forgotten, and a late answer to one is dropped with a line on
+// stderr, as an answer to nothing rpi asked is.
+const acpMaxGivenUp = 1024
+
+// acpCancelParams is $/cancel_request's params: the id of the request
+// rpi gives up on.
+type acpCancelParams struct {
+	RequestID json.RawMessage `json:"requestId"`
+}
+
 // acpReply is the client's answer to one of rpi's requests.
 type acpReply struct {
 	result json.RawMessage
@@ -158,7 +171,7 @@ var errConnectionClosed = &acpError{Code: acpInternalError, Message: "the client
 
 func newACPConn(link *connection, stderr io.Writer, verbose bool) *acpConn {
 	c := &acpConn{link: link, out: link.out, stderr: stderr, mistakes: io.Discard, waiting: map[string]chan acpReply{},
-		open: map[string]*acpOpenRequest{}}
+		givenUp: map[string]bool{}, open: map[string]*acpOpenRequest{}}
 	if verbose {
 		c.mistakes = stderr
 	}
@@ -261,7 +274,9 @@ func (c *acpConn) notify(method string, params any) {
 
 // request sends a request to the client and waits for its answer, for ctx
 // to end, or for the input to end. An error answer comes back as an
-// *acpError with the client's code.
+// *acpError with the client's code. When ctx ends first (the turn that
+// made the request was cancelled, the session closed), rpi gives up on
+// the request (giveUp).
 func (c *acpConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	reply := make(chan acpReply, 1)
 	c.mu.Lock()
@@ -282,11 +297,29 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 		}
 		return r.result, nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.waiting, string(id)) // a late answer is dropped
-		c.mu.Unlock()
+		c.giveUp(id)
 		return nil, ctx.Err()
 	}
+}
+
+// giveUp stops waiting for the answer to rpi's request id and withdraws
+// it ($/cancel_request), unless the answer came meanwhile or the input has
+// ended. The answer the client still owes (JSON-RPC has it answer a
+// cancelled request all the same) is dropped without a word.
+func (c *acpConn) giveUp(id json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, waiting := c.waiting[string(id)]; !waiting || c.closed {
+		return
+	}
+	delete(c.waiting, string(id))
+	if len(c.givenUp) >= acpMaxGivenUp {
+		clear(c.givenUp)
+	}
+	c.givenUp[string(id)] = true
+	c.out.send(func(buf []byte) ([]byte, error) {
+		return appendACPCall(buf, nil, "$/cancel_request", acpCancelParams{id})
+	})
 }
 
 // deliver hands a response to the request it answers; one that answers
@@ -298,12 +331,17 @@ func (c *acpConn) deliver(msg *acpMessage) {
 }
 
 // resolve hands a response to the request it answers, and reports whether
-// rpi was waiting for it.
+// rpi was waiting for it, or gave up on it (the answer is dropped then).
 func (c *acpConn) resolve(msg *acpMessage) bool {
 	c.mu.Lock()
 	reply, ok := c.waiting[string(msg.id)]
 	delete(c.waiting, string(msg.id))
+	givenUp := c.givenUp[string(msg.id)]
+	delete(c.givenUp, string(msg.id))
 	c.mu.Unlock()
+	if givenUp {
+		return true
+	}
 	if ok {
 		reply <- acpReply{msg.result, msg.failure}
 	}
@@ -433,6 +471,11 @@ type acpClientCaps struct {
 	writeTextFile  bool // fs.writeTextFile
 	terminal       bool // terminal: the terminal/* methods (the shell option's editor)
 	terminalOutput bool // _meta.terminal_output: Zed's display-only terminal
+
+	// Of ACP's newer shapes (acpOffered):
+	elicitationForm bool // elicitation.form: the model's free-text questions as forms
+	notices         bool // session.notices: rpi's notes as notice updates
+	compaction      bool // session.compaction: compactions as compaction_update
 }
 
 // acpAgent is rpi's side of one ACP connection, over the host (the
@@ -653,9 +696,10 @@ func acpAuthenticate(a *acpAgent, req *acpRequest) (any, error) {
 
 // acpInitialize answers what rpi can do, and keeps what the client can.
 // Params: protocolVersion (a whole number), [clientCapabilities {fs
-// {readTextFile, writeTextFile}, terminal, _meta {terminal_output}}],
-// [clientInfo]. Answer: acpInitializeResult (protocolVersion 1 whatever
-// the client asked: the client decides whether it speaks it).
+// {readTextFile, writeTextFile}, terminal, _meta {terminal_output},
+// elicitation {form}, session {notices, compaction}}], [clientInfo].
+// Answer: acpInitializeResult (protocolVersion 1 whatever the client
+// asked: the client decides whether it speaks it).
 func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	p := req.params
 	if _, err := p.integer("protocolVersion", 0, 65535); err != nil {
@@ -679,6 +723,7 @@ func acpInitialize(a *acpAgent, req *acpRequest) (any, error) {
 	if client.terminal, err = caps.boolean("terminal", false); err != nil {
 		return nil, err
 	}
+	client.elicitationForm, client.notices, client.compaction = acpOffered(caps)
 	// _meta is an extension slot: what is not Zed's convention is ignored.
 	if meta, ok, _ := caps.object("_meta"); ok {
 		client.terminalOutput, _ = meta.boolean("terminal_output", false)

@@ -36,8 +36,7 @@ func (u *acpUpdates) replay(entries []*sessionEntry, decode acpDecoder) []any {
 	var out []any
 	for _, e := range entries {
 		if e.Type == "compaction" {
-			out = append(out, acpChunk{"agent_message_chunk", acpTextBlock(acpCompactionNote(compactionEnd{
-				Result: &compactionResult{TokensBefore: e.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: e.Summary})}})), u.newID()})
+			out = append(out, u.replayCompaction(e)...)
 			continue
 		}
 		switch m := e.msg.(type) {

@@ -124,7 +124,8 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 		as.shell = "rpi"
 	}
 	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
-		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now}
+		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now,
+		notices: caps.notices, compactions: caps.compaction}
 	s, err := openSession(a.h, sessionOptions{cwd: cwd, dirs: dirs, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
 		file: file, forkFrom: forkFrom, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
@@ -173,9 +174,9 @@ func (as *acpSession) announce(opened bool) {
 		return // this connection has shown the session's notes already
 	}
 	for _, notice := range as.s.openingNotices() {
-		as.updates.note(notice)
+		as.updates.noteAs(noteWarning, notice)
 	}
-	as.updates.note(acpLoopsNote(as.s.conv.info().path))
+	as.updates.noteAs(noteWarning, acpLoopsNote(as.s.conv.info().path))
 	as.s.startMCP()
 }
 
@@ -829,12 +830,12 @@ func (as *acpSession) title(msg *userMessage) {
 func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, error) {
 	if name == "name" {
 		if err := as.s.setSessionName(rest); err != nil {
-			as.updates.note("Usage: /name <title> (" + err.Error() + ")")
+			as.updates.say("Usage: /name <title> (" + err.Error() + ")")
 		} else {
 			as.mu.Lock()
 			as.titled = true
 			as.mu.Unlock()
-			as.updates.note("Session named: " + strings.TrimSpace(rest))
+			as.updates.say("Session named: " + strings.TrimSpace(rest))
 		}
 		return acpStopResult{StopReason: "end_turn"}, nil
 	}
@@ -844,7 +845,7 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 		// that could not start has not.
 		end := as.updates.takeCompaction()
 		if err != nil && end == nil {
-			as.updates.note("Compaction failed: " + err.Error())
+			as.updates.compactionFailed(err.Error())
 		}
 		reason := "end_turn"
 		if end != nil && end.Aborted {
@@ -998,17 +999,19 @@ func (as *acpSession) sendUsage(answer *assistantMessage) {
 
 // ---- The session's ui ----
 
-// show turns notify warnings and errors into notes; the other one-way
-// requests (status, widgets, titles) are dropped.
+// show turns notify warnings and errors into notes of their severity
+// (a retry's warning an info); the other one-way requests (status,
+// widgets, titles, notify infos) are dropped.
 func (as *acpSession) show(req uiRequest) {
-	if req.Method == "notify" && (req.NotifyType == "warning" || req.NotifyType == "error") {
-		as.updates.note(req.Message)
+	if req.Method == "notify" && (req.NotifyType == noteWarning || req.NotifyType == noteError) {
+		as.updates.notify(req.NotifyType, req.Message)
 	}
 }
 
 // ask asks the user through a permission request: a choice (ask_user's
 // options) as one allow_once option per choice, a yes-or-no as allow and
-// reject. A free-text question cannot be asked here: the model is told.
+// reject. A free-text question is a form (askInForm) when the client
+// offers forms; else it cannot be asked here, and the model is told.
 // The question and the choices are shown as tool titles are
 // (acpShownTitle: control and format characters escaped), and the choice
 // goes back as it was given.
@@ -1022,6 +1025,9 @@ func (as *acpSession) ask(ctx context.Context, req uiRequest) uiAnswer {
 	case "confirm":
 		options = []acpPermissionOption{{"allow", "Yes", "allow_once"}, {"reject", "No", "reject_once"}}
 	default:
+		if as.agent.clientCaps().elicitationForm {
+			return as.askInForm(ctx, req)
+		}
 		text := "The user cannot type an answer in this editor: ask again with options to choose from, or go on without an answer."
 		return uiAnswer{value: &text}
 	}

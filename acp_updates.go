@@ -430,6 +430,13 @@ type acpUpdates struct {
 	runningID string              // the model's id of the call running (a session runs one at a time)
 	last      *assistantMessage   // the turn's last answer
 	compacted *compactionEnd      // the last compaction's end, noted (takeCompaction)
+
+	// Notes and compactions (acp_notices.go): notices and compactions are
+	// what the client offered, set once, before the first event.
+	notices      bool   // the client shows notices: rpi's notes are notices
+	compactions  bool   // the client tracks compactions: compaction_update, not their note
+	retrying     bool   // auto_retry_start came: the warning after it is the retry's (notify)
+	compactionID string // the compaction running, for a client that tracks them
 }
 
 // event maps one core event (its type and payload, as rpc mode writes
@@ -471,28 +478,24 @@ func (u *acpUpdates) event(typ string, data any) {
 		u.send(acpPlanOf(d.Phases))
 	case sessionInfoChanged:
 		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
+	case retryStart:
+		u.retrying = true
+	case compactionStart:
+		u.compactionStarted()
 	case compactionEnd:
-		u.noteLocked(acpCompactionNote(d))
+		u.compactionEnded(d)
 		u.compacted = &d
 	case runFailed:
+		if u.notices {
+			u.noteLocked(noteError, d.Message)
+			break
+		}
 		u.send(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
 	}
 }
 
-// note sends a note of rpi's as an agent_message_chunk of its own
-// (notify warnings and errors, compaction, the answers to /compact and
-// /name).
-func (u *acpUpdates) note(text string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.noteLocked(text)
-}
-
-func (u *acpUpdates) noteLocked(text string) {
-	if text != "" {
-		u.send(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
-	}
-}
+// note sends an info note of rpi's (acp_notices.go).
+func (u *acpUpdates) note(text string) { u.noteAs(noteInfo, text) }
 
 // takeCompaction is the end of the last compaction since the last take
 // (nil: none ran), whose note has gone out.
