@@ -236,6 +236,9 @@ function judge(m, line) {
     return [...out, ...schemaProblems(schema, m.params, m.method)];
   }
   if (typeof m.method === "string") {
+    // rpi withdraws a request of its own it stops waiting for (a timed-out
+    // terminal's wait_for_exit, a cancelled turn's permission request).
+    if (m.method === "$/cancel_request") return [...out, ...schemaProblems(Z.zCancelRequestNotification, m.params, m.method)];
     if (m.method !== "session/update") return [...out, `unknown notification ${m.method}`];
     return [...out, ...schemaProblems(Z.zSessionNotification, m.params, `session/update ${m.params?.update?.sessionUpdate}`)];
   }
