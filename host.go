@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,7 +37,7 @@ type host struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// background counts answers and work that have still to finish.
-	background sync.WaitGroup
+	background workCount
 
 	procs    *processTable // children: background processes, user bash (own lock)
 	temp     *tempFiles    // rpi's temp folder (own lock)
@@ -274,11 +275,11 @@ func (h *host) shutdown(patient bool) {
 		s.stopLoops()
 	}
 	if patient {
-		waitGroup(&h.background, finishGrace)
+		h.background.wait(finishGrace)
 	}
 	h.procs.close()
 	h.cancel() // no session opens from now on (openSession)
-	finished := waitGroup(&h.background, exitLimit)
+	finished := h.background.wait(exitLimit)
 	// The last entry is written: another rpi may have the session file
 	// now, while the children are still being killed. A session opened
 	// meanwhile (a load that ended as rpi began to end) is closed too.
@@ -296,9 +297,9 @@ func (h *host) shutdown(patient bool) {
 // goBackground runs work on its own goroutine, counted for shutdown; a
 // panic in it is logged and does not take rpi down.
 func (h *host) goBackground(work func()) {
-	h.background.Add(1)
+	h.background.add()
 	go func() {
-		defer h.background.Done()
+		defer h.background.done()
 		guarded(h.stderr, "background work", work)()
 	}()
 }
@@ -314,6 +315,46 @@ func (h *host) answerLater(what string, answer func(data any, err error), work f
 }
 
 // waitGroup waits up to limit for wg and reports whether it finished.
+// workCount counts work under way, as a sync.WaitGroup does, but work
+// may also be added while a wait is under way, from any goroutine (an MCP
+// server's end, told by its reader as rpi ends, is background work too):
+// the wait ends when the count is zero, or at its limit.
+type workCount struct {
+	n    atomic.Int64
+	idle chan struct{} // a done that brought the count to zero (one kept)
+	once sync.Once
+}
+
+func (w *workCount) init() { w.once.Do(func() { w.idle = make(chan struct{}, 1) }) }
+
+func (w *workCount) add() { w.init(); w.n.Add(1) }
+
+func (w *workCount) done() {
+	w.init()
+	if w.n.Add(-1) == 0 {
+		select {
+		case w.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait waits until no work is counted, at most limit; false when the
+// limit came first.
+func (w *workCount) wait(limit time.Duration) bool {
+	w.init()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for w.n.Load() != 0 {
+		select {
+		case <-w.idle:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
+
 func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

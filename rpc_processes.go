@@ -123,13 +123,13 @@ func (s *rpcServer) afterInput(r *rpcRequest, p *process, data []byte, closeStdi
 		return nil, p.writeInput(s.ctx, nil, false)
 	}
 	id, typ := bytes.Clone(r.id), r.typ
-	s.background.Add(1)
+	s.background.add()
 	err := p.input(s.ctx, data, closeStdin, func(err error) {
-		defer s.background.Done()
+		defer s.background.done()
 		s.writeResponse(id, typ, nil, err)
 	})
 	if err != nil {
-		s.background.Done()
+		s.background.done()
 		return nil, err
 	}
 	return noReply{}, nil
