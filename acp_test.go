@@ -2570,3 +2570,39 @@ func stopReasonOf(result json.RawMessage) string {
 	}
 	return r.StopReason
 }
+
+// TestACPForkSessionHeldElsewhere: session/fork of a session on disk
+// that another rpi process has open (its file's lock held) copies the
+// file as that process has written it, without waiting for the lock:
+// the fork is a new file, and the source stays the other process's.
+func TestACPForkSessionHeldElsewhere(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"text":["the first answer"]}`, e.agentDir)
+	c, a, _ := startACPAgent(t, e, nil)
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	if got := c.call("session/prompt", acpTextPrompt(sid, "a question")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	path := openSessionOf(t, a, sid).s.conv.info().path
+	if got := c.call("session/close", map[string]any{"sessionId": sid}); got.Error != nil {
+		t.Fatalf("session/close: %s", got.line)
+	}
+	lock, err := lockSessionFile(context.Background(), path, 0) // as another rpi holds it
+	if err != nil || lock == nil {
+		t.Fatalf("locking %s: %v", path, err)
+	}
+	defer lock.Close()
+	var forked acpSessionAnswer
+	got := c.call("session/fork", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}})
+	if json.Unmarshal(got.Result, &forked) != nil || forked.SessionID == "" {
+		t.Fatalf("session/fork: %s", got.line)
+	}
+	fork := openSessionOf(t, a, forked.SessionID).s
+	if n := len(fork.conv.messages()); n != 2 {
+		t.Errorf("the fork holds %d messages; want the question and its answer", n)
+	}
+	if fork.conv.info().path == path {
+		t.Error("the fork writes the source's file")
+	}
+}
