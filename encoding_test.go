@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -177,4 +178,37 @@ func TestCountingDoesNotEncode(t *testing.T) {
 	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<10 {
 		t.Errorf("two counts of the conversation allocated %d bytes; want at most 64 KiB (the image is %d)", allocated, len(image))
 	}
+}
+
+// FuzzOpenAIDelta: decodeOpenAIDelta, where it decodes a Chat
+// Completions chunk, decodes it as encoding/json does.
+func FuzzOpenAIDelta(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"role":"assistant","content":""}}]}`,
+		`{"choices":[{"delta":{"reasoning_content":"hm \"x\" \u00e9"},"finish_reason":null}]}`,
+		`{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}`,
+		`{"choices":[{"delta":{"content":null,"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`,
+		`{"choices":[{"delta":{"Content":"a","content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":"a","content":"b"}}]}`,
+		`{"choices":[],"choices":[{"delta":{"content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":["x"]}}]}`, `{"choices":[null]}`, `{"choices":null}`, `{"choices":{}}`,
+		`{"usage":{"prompt_tokens":3}}`, `{"error":{"message":"no"}}`, `{"choices":[{"delta":{"content":5}}]}`,
+		`{"choices":[{"delta":{"reasoning":null,"reasoning_text":"r"},"finish_reason":7}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast openAIChunk
+		if !decodeOpenAIDelta(data, &fast) {
+			return
+		}
+		var want openAIChunk
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("decodeOpenAIDelta took %q, which encoding/json refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("decodeOpenAIDelta(%q) = %+v; encoding/json: %+v", data, fast, want)
+		}
+	})
 }

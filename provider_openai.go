@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // openAIChat is the Chat Completions API.
@@ -166,24 +168,8 @@ func (c *openAIContent) UnmarshalJSON(data []byte) error {
 }
 
 type openAIChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content          openAIContent `json:"content"`
-			ReasoningContent *string       `json:"reasoning_content"`
-			Reasoning        *string       `json:"reasoning"`
-			ReasoningText    *string       `json:"reasoning_text"`
-			ToolCalls        []struct {
-				Index    *int   `json:"index"` // absent from some servers' pieces
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
+	Choices []openAIChoice `json:"choices"`
+	Usage   *struct {
 		PromptTokens        int `json:"prompt_tokens"`
 		CompletionTokens    int `json:"completion_tokens"`
 		PromptTokensDetails *struct {
@@ -193,6 +179,180 @@ type openAIChunk struct {
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+type openAIChoice struct {
+	Delta        openAIDelta `json:"delta"`
+	FinishReason *string     `json:"finish_reason"`
+}
+
+type openAIDelta struct {
+	Content          openAIContent `json:"content"`
+	ReasoningContent *string       `json:"reasoning_content"`
+	Reasoning        *string       `json:"reasoning"`
+	ReasoningText    *string       `json:"reasoning_text"`
+	ToolCalls        []struct {
+		Index    *int   `json:"index"` // absent from some servers' pieces
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// decodeOpenAIDelta decodes the chunk that carries most of a stream —
+// choices whose delta holds text or thinking as a string, and a
+// finish_reason — without encoding/json, which allocates for every
+// field of every chunk. It reports false, leaving chunk as it was, for
+// anything else (tool calls, usage, an error, content as a list, a key
+// spelled in another case, one given twice, invalid UTF-8): encoding/json
+// decodes that. FuzzOpenAIDelta holds it to encoding/json's result.
+func decodeOpenAIDelta(data []byte, chunk *openAIChunk) bool {
+	if !utf8.Valid(data) {
+		return false
+	}
+	var room [8]member
+	top, ok := scanObject(data, room[:0])
+	if !ok {
+		return false
+	}
+	var choices []byte
+	for _, m := range top {
+		switch k := string(m.key); {
+		case k == "choices" && choices == nil:
+			choices = m.value
+		case k == "usage" || k == "error":
+			if string(m.value) != "null" {
+				return false
+			}
+		case strings.EqualFold(k, "choices") || strings.EqualFold(k, "usage") || strings.EqualFold(k, "error"):
+			return false // another spelling, or a second one: encoding/json's rules decide
+		}
+	}
+	if choices == nil || string(choices) == "null" {
+		return true
+	}
+	if choices[0] != '[' {
+		return false
+	}
+	out := openAIChunk{Choices: []openAIChoice{}} // [] is an empty list, as encoding/json has it
+	for i := skipSpace(choices, 1); i < len(choices) && choices[i] != ']'; {
+		end := skipValue(choices, i, 0)
+		if end < 0 {
+			return false
+		}
+		c, ok := decodeOpenAIChoice(choices[i:end])
+		if !ok {
+			return false
+		}
+		out.Choices = append(out.Choices, c)
+		if i = skipSpace(choices, end); i < len(choices) && choices[i] == ',' {
+			i = skipSpace(choices, i+1)
+		}
+	}
+	*chunk = out
+	return true
+}
+
+// decodeOpenAIChoice is one choice of decodeOpenAIDelta's chunk.
+func decodeOpenAIChoice(raw []byte) (c openAIChoice, ok bool) {
+	var room [6]member
+	members, ok := scanObject(raw, room[:0])
+	if !ok {
+		return c, false
+	}
+	seen := 0
+	for _, m := range members {
+		switch k := string(m.key); {
+		case k == "delta" && seen&1 == 0:
+			seen |= 1
+			if string(m.value) == "null" {
+				continue
+			}
+			if c.Delta, ok = decodeOpenAIDeltaFields(m.value); !ok {
+				return c, false
+			}
+		case k == "finish_reason" && seen&2 == 0:
+			seen |= 2
+			if string(m.value) == "null" {
+				continue
+			}
+			var reason string
+			if m.value[0] != '"' || !unquote(m.value, &reason) {
+				return c, false
+			}
+			c.FinishReason = &reason
+		case strings.EqualFold(k, "delta") || strings.EqualFold(k, "finish_reason"):
+			return c, false
+		}
+	}
+	return c, true
+}
+
+// openAIDeltaKeys are the keys of a delta that openAIChunk decodes.
+var openAIDeltaKeys = []string{"content", "reasoning_content", "reasoning", "reasoning_text", "tool_calls"}
+
+// decodeOpenAIDeltaFields is a delta of text or thinking, as strings.
+func decodeOpenAIDeltaFields(raw []byte) (d openAIDelta, ok bool) {
+	var room [6]member
+	members, ok := scanObject(raw, room[:0])
+	if !ok {
+		return d, false
+	}
+	text := func(v []byte) (*string, bool) {
+		if string(v) == "null" {
+			return nil, true
+		}
+		var s string
+		if v[0] != '"' || !unquote(v, &s) {
+			return nil, false
+		}
+		return &s, true
+	}
+	seen := 0 // a bit for each key met, by its place in openAIDeltaKeys
+	for _, m := range members {
+		k := string(m.key)
+		var target **string
+		switch k {
+		case "content":
+			var s *string
+			if s, ok = text(m.value); !ok {
+				return d, false
+			}
+			if s != nil {
+				d.Content.text = *s
+			}
+		case "reasoning_content":
+			target = &d.ReasoningContent
+		case "reasoning":
+			target = &d.Reasoning
+		case "reasoning_text":
+			target = &d.ReasoningText
+		case "tool_calls":
+			if string(m.value) != "null" {
+				return d, false
+			}
+		default:
+			for _, known := range openAIDeltaKeys {
+				if strings.EqualFold(k, known) {
+					return d, false
+				}
+			}
+			continue
+		}
+		bit := 1 << slices.Index(openAIDeltaKeys, k)
+		if seen&bit != 0 {
+			return d, false
+		}
+		seen |= bit
+		if target != nil {
+			if *target, ok = text(m.value); !ok {
+				return d, false
+			}
+		}
+	}
+	return d, true
 }
 
 // readOpenAI reads a Chat Completions stream. Text and thinking each
@@ -253,8 +413,10 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			return true, nil
 		}
 		var chunk openAIChunk
-		if err := json.Unmarshal(data, &chunk); err != nil {
-			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		if !decodeOpenAIDelta(data, &chunk) {
+			if err := json.Unmarshal(data, &chunk); err != nil {
+				return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+			}
 		}
 		if chunk.Error != nil {
 			return true, &providerError{message: chunk.Error.Message}
