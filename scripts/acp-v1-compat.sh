@@ -85,6 +85,7 @@ SCRIPTS = {
     "hold": [{"text": ["Holding ", "on"], "hold": True}],
     "bash": [bash({"command": "printf 'term one\\n'; echo term two >&2"}), echo],
     "timeout": [bash({"command": "sleep 30", "timeout": 1}), echo],
+    "ask": [{"tools": [("ask_user", {"question": "What name goes on the release?", "placeholder": "a name"})]}, echo],
 }
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -311,6 +312,7 @@ function terminal(id, method) {
   return t;
 }
 function killTerminal(t) { if (!t.exit) { try { process.kill(-t.child.pid, "SIGKILL"); } catch {} } }
+const elicitations = []; // the elicitation/create params rpi sent
 const app = acp.client({ name: "rpi-acp-v1-compat" })
   .onNotification(acp.methods.client.session.update, () => {})
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
@@ -319,7 +321,10 @@ const app = acp.client({ name: "rpi-acp-v1-compat" })
   })
   .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => ({ content: fs.readFileSync(params.path, "utf8") }))
   .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => { fs.writeFileSync(params.path, params.content); return {}; })
-  .onRequest(acp.methods.client.elicitation.create, () => ({ action: { action: "decline" } }))
+  .onRequest(acp.methods.client.elicitation.create, ({ params }) => {
+    elicitations.push(params);
+    return { action: "accept", content: { answer: "Ada" } };
+  })
   .onRequest(acp.methods.client.terminal.create, ({ params }) => {
     const id = `term-${++termN}`;
     termOps.push({ method: "terminal/create", terminalId: id, params });
@@ -527,6 +532,20 @@ await step("7b the editor's terminal: a bash timeout → terminal/kill, output, 
   const tool = modelRequests().slice(before).find((q) => q.call === 1)?.toolResults?.[0] ?? "";
   ok(/timed out after 1 seconds?/.test(tool), `the model got ${J(tool)}`);
   return `${methods.map((m) => m.replace("terminal/", "")).join(" → ")}; failed; the model got ${J(tool)}`;
+});
+
+await step("9 elicitation/create: the model's free-text ask_user as a form, answered", async () => {
+  const before = modelRequests().length, asked = elicitations.length;
+  const pr = await sess.prompt("[[ask]] ask me");
+  eq(pr.stopReason, "end_turn", "stopReason");
+  const e = elicitations[asked];
+  ok(e, "rpi sent no elicitation/create");
+  eq([e.sessionId, e.mode, e.message], [sid, "form", "What name goes on the release?"], "elicitation/create sessionId, mode, message");
+  ok(typeof e.toolCallId === "string" && e.toolCallId.startsWith("call_ask_"), `toolCallId ${J(e.toolCallId)}`);
+  eq(e.requestedSchema?.properties?.answer?.type, "string", "the form's one field");
+  const tool = modelRequests().slice(before).find((q) => q.call === 1)?.toolResults?.[0] ?? "";
+  ok(tool.includes("Ada"), `the model got ${J(tool)}`);
+  return `form for ${e.toolCallId}, accepted "Ada": the model got ${J(tool)}`;
 });
 
 await step("8 session/close of both sessions, then EOF → exit 0", async () => {
