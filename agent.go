@@ -221,7 +221,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	s.unlock()
 	close(run.settled) // after agent_settled is out: abort answers then
 	if !running {
-		s.host.endRun(s)
+		s.host.endRun(s) // wakes the prompts that wait for a place
 	}
 	run.cancel()
 	s.conv.release()

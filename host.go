@@ -207,7 +207,7 @@ type runPolicy struct {
 	limit   int
 	mu      mutex[runPolicyMu] // guards the fields below; taken under a session's mu, briefly
 	running []*session         // the sessions whose run is in progress
-	freed   chan struct{}      // closed when a place is let go of (then replaced)
+	freed   chan struct{}      // closed when a run that let go of its place has settled (wake), then replaced
 }
 
 // claim gives s a place, unless it has one or limit sessions run.
@@ -230,15 +230,23 @@ func (p *runPolicy) claim(s *session) bool {
 func (p *runPolicy) release(s *session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	before := len(p.running)
 	p.running = slices.DeleteFunc(p.running, func(o *session) bool { return o == s })
-	if len(p.running) < before && p.freed != nil {
+}
+
+// wake tells the prompts waiting for a place (placeFreed) that one may
+// be free: called once the run that let go of it has settled and its end
+// has been told (after its agent_settled and its turns' answers), so that
+// a waiting prompt's turn comes after the end of the one it waited for.
+func (p *runPolicy) wake() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.freed != nil {
 		close(p.freed)
 		p.freed = nil
 	}
 }
 
-// placeFreed is a channel closed when a place is let go of, while every
+// placeFreed is a channel closed when a place has been let go of, while every
 // place is taken by other sessions than s; nil when s could run now.
 func (p *runPolicy) placeFreed(s *session) <-chan struct{} {
 	p.mu.Lock()
@@ -257,6 +265,7 @@ func (p *runPolicy) placeFreed(s *session) <-chan struct{} {
 // behind goes back to the system (afterRun). s.mu is not held.
 func (h *host) endRun(s *session) {
 	h.runs.release(s)
+	h.runs.wake()
 	h.memory.afterRun()
 	for _, o := range h.openSessions() {
 		if o != s {
