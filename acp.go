@@ -246,9 +246,7 @@ func (c *acpConn) withdraw(id json.RawMessage) bool {
 	}
 	r.withdrawn = true
 	c.mu.Unlock()
-	c.out.gather(func(buf []byte) ([]byte, error) {
-		return appendACPError(buf, id, &acpError{Code: acpRequestCancelled, Message: "Request cancelled"})
-	})
+	c.fail(id, &acpError{Code: acpRequestCancelled, Message: "Request cancelled"})
 	return true
 }
 

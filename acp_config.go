@@ -46,17 +46,7 @@ func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	allowed := func(option string) []string {
-		var values []string
-		for _, o := range as.configOptions() {
-			if o.ID == option {
-				for _, v := range o.Options {
-					values = append(values, v.Value)
-				}
-			}
-		}
-		return values
-	}
+	allowed := as.optionValues
 	switch id {
 	case "model":
 		if err := as.setModel("value", value, allowed("model")); err != nil {
@@ -82,6 +72,19 @@ func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
 		as.send(acpConfigOptionUpdate{"config_option_update", options})
 	})
+}
+
+// optionValues are the values the config option id offers now.
+func (as *acpSession) optionValues(id string) []string {
+	var values []string
+	for _, o := range as.configOptions() {
+		if o.ID == id {
+			for _, v := range o.Options {
+				values = append(values, v.Value)
+			}
+		}
+	}
+	return values
 }
 
 // setModel sets the model to value (<provider>/<id>), one of allowed;
@@ -110,15 +113,7 @@ func acpSetModel(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var allowed []string
-	for _, o := range as.configOptions() {
-		for _, v := range o.Options {
-			if o.ID == "model" {
-				allowed = append(allowed, v.Value)
-			}
-		}
-	}
-	if err := as.setModel("modelId", value, allowed); err != nil {
+	if err := as.setModel("modelId", value, as.optionValues("model")); err != nil {
 		return nil, err
 	}
 	options := as.configOptions()

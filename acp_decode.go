@@ -490,6 +490,20 @@ func acpIsDir(cwd string) error {
 // acpMaxDirectories bounds a session's additionalDirectories.
 const acpMaxDirectories = 32
 
+// acpWhere reads where a session opens, for new, load, resume and fork:
+// cwd (absolute), the editor's mcpServers (required: an array must be
+// there) and the additionalDirectories.
+func acpWhere(p acpParams, serversRequired bool) (cwd string, servers []mcpServerConfig, dirs []string, err error) {
+	if cwd, err = acpAbsDir(p, "cwd", true); err != nil {
+		return "", nil, nil, err
+	}
+	if servers, err = acpMCPServers(p, serversRequired, cwd); err != nil {
+		return "", nil, nil, err
+	}
+	dirs, err = acpDirectories(p)
+	return cwd, servers, dirs, err
+}
+
 // acpDirectories reads additionalDirectories (optional; null or absent
 // is none): an array of at most acpMaxDirectories strings, each an
 // absolute path without a .. element (the disk would take it after a

@@ -104,7 +104,7 @@ func (s *acpSchema) checkMessage(line string, methods map[string]string) error {
 		def, value = s.defOf(method, "Request", "client"), msg["params"]
 	case method != "":
 		def, value = s.defOf(method, "Notification", "client", "protocol"), msg["params"]
-	case msg["error"] == nil && methods[string(mustRaw(msg["id"]))] == "session/set_model":
+	case msg["error"] == nil && methods[string(mustJSON(msg["id"]))] == "session/set_model":
 		return nil // the older model selector's, outside the schema: {}
 	case msg["error"] != nil:
 		def, value = "Error", msg["error"]
@@ -123,12 +123,6 @@ func (s *acpSchema) checkMessage(line string, methods map[string]string) error {
 		return fmt.Errorf("the schema has no message for %q", cmpOr(method, "this answer"))
 	}
 	return s.check(map[string]any{"$ref": "#/$defs/" + def}, value, def)
-}
-
-// mustRaw is v as JSON (an id decoded from a line, which encodes).
-func mustRaw(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // defOf is the name of the definition for method's message of a kind

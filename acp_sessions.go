@@ -205,15 +205,7 @@ func acpLoopsNote(sessionPath string) string {
 // [additionalDirectories]. Answer: {sessionId, configOptions, modes};
 // then available_commands_update and usage_update.
 func acpNew(a *acpAgent, req *acpRequest) (any, error) {
-	cwd, err := acpAbsDir(req.params, "cwd", true)
-	var servers []mcpServerConfig
-	var dirs []string
-	if err == nil {
-		servers, err = acpMCPServers(req.params, true, cwd)
-	}
-	if err == nil {
-		dirs, err = acpDirectories(req.params)
-	}
+	cwd, servers, dirs, err := acpWhere(req.params, true)
 	if err != nil {
 		return nil, err
 	}
@@ -264,15 +256,7 @@ func acpFork(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := acpAbsDir(req.params, "cwd", true)
-	var servers []mcpServerConfig
-	var dirs []string
-	if err == nil {
-		servers, err = acpMCPServers(req.params, false, cwd)
-	}
-	if err == nil {
-		dirs, err = acpDirectories(req.params)
-	}
+	cwd, servers, dirs, err := acpWhere(req.params, false)
 	if err != nil {
 		return nil, err
 	}
@@ -309,15 +293,7 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := acpAbsDir(call.params, "cwd", true)
-	var servers []mcpServerConfig
-	var dirs []string
-	if err == nil {
-		servers, err = acpMCPServers(call.params, replay, cwd)
-	}
-	if err == nil {
-		dirs, err = acpDirectories(call.params)
-	}
+	cwd, servers, dirs, err := acpWhere(call.params, replay)
 	if err != nil {
 		return nil, err
 	}

@@ -145,20 +145,10 @@ func (p *benchProcess) rpcAnswer(b *testing.B) (time.Duration, int) {
 // time rpi used from the prompt to there, and the bytes read. The session
 // is closed afterwards, so that the sessions do not pile up.
 func (p *benchProcess) acpAnswer(b *testing.B) (time.Duration, int) {
-	newSession, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "n", "method": "session/new",
-		"params": map[string]any{"cwd": b.TempDir(), "mcpServers": []any{}}})
-	p.stdin.Write(append(newSession, '\n'))
-	_, line := p.untilPrefix(b, `{"jsonrpc":"2.0","id":"n",`)
-	var opened struct {
-		Result struct{ SessionID string }
-	}
-	if err := json.Unmarshal(line, &opened); err != nil || opened.Result.SessionID == "" {
-		b.Fatalf("session/new: %.300s", line)
-	}
 	// session/new's own updates (available_commands_update, usage_update)
-	// are written after its answer: read them before the prompt.
-	p.untilPrefix(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`+opened.Result.SessionID+`","update":{"sessionUpdate":"usage_update"`)
-	prompt := fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"Talk"}]}}`+"\n", opened.Result.SessionID)
+	// are written after its answer: acpOpen reads them before the prompt.
+	sid := p.acpOpen(b, "n")
+	prompt := fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"Talk"}]}}`+"\n", sid)
 	before := cpuTime(b, p.cmd.Process.Pid)
 	io.WriteString(p.stdin, prompt)
 	n, answer := p.untilPrefix(b, `{"jsonrpc":"2.0","id":"p",`)
@@ -166,7 +156,6 @@ func (p *benchProcess) acpAnswer(b *testing.B) (time.Duration, int) {
 	if !bytes.Contains(answer, []byte(`"stopReason":"end_turn"`)) {
 		b.Fatalf("session/prompt: %.300s", answer)
 	}
-	fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":"c","method":"session/close","params":{"sessionId":%q}}`+"\n", opened.Result.SessionID)
-	p.untilPrefix(b, `{"jsonrpc":"2.0","id":"c",`)
+	p.acpClose(b, sid)
 	return cpu, n
 }
