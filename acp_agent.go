@@ -102,3 +102,15 @@ func (a *acpAgent) shutdown() {
 	a.h.shutdown(false)
 	a.conn.out.flush()
 }
+
+// closeSessions ends the connection and closes its sessions (rpi serve's
+// ACP connection ending; the host goes on).
+func (a *acpAgent) closeSessions() {
+	a.conn.close()
+	a.mu.Lock()
+	open := slices.Collect(maps.Values(a.sessions))
+	a.mu.Unlock()
+	for _, as := range open {
+		a.forget(as)
+	}
+}

@@ -1354,7 +1354,7 @@ func TestACPModeArgs(t *testing.T) {
 		{"acp --mode rpc", false, "Conflicting mode: the acp subcommand runs ACP mode, but --mode rpc was given"},
 		{"rpc --mode acp", false, "Conflicting mode: the rpc subcommand runs RPC mode, but --mode acp was given"},
 		{"--mode json", false, "Unsupported mode: json (rpi speaks rpc and acp)"},
-		{"", false, "No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)"},
+		{"", false, "No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor, `rpi serve` for a long-lived host)"},
 		{"agent", false, "Unexpected argument: agent (see rpi --help)"},
 		{"acp --session x.jsonl", true, "Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)"},
 	} {

@@ -262,6 +262,19 @@ func (s *session) dropUnrunLocked(queued ...[]*userMessage) {
 	}
 }
 
+// isRunning reports whether a run is in progress.
+func (s *session) isRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.activeRun != nil
+}
+
+// busy reports whether anything of the session's is under way: a run, a
+// process of the model's or the user's, or a user's bash.
+func (s *session) busy() bool {
+	return s.isRunning() || s.runningProcessCount() > 0 || s.userBash.count() > 0
+}
+
 // holdRuns keeps new runs from starting (a prompt fails, a loop's fire
 // waits) until releaseRuns, and reports whether a run is in progress; a
 // session change holds runs while it reads what it needs and until it

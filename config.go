@@ -5,13 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The command line: rpi's flags and modes (config, parseArgs) and what
@@ -65,8 +69,29 @@ type cliConfig struct {
 	compat             bool // pi's shapes (docs/pi-compat.md)
 	acp                bool // ACP mode (docs/acp.md): rpi acp, --mode acp, rpi agent stdio
 	verbose            bool // --verbose or RPI_DEBUG=1: the client's protocol mistakes are told on stderr
-	maxRunning         int  // --max-running: how many sessions' turns run at once (rpi acp's sessions)
+	maxRunning         int  // --max-running: how many sessions' turns run at once (rpi acp's and rpi serve's sessions)
+	serve              bool // rpi serve (docs/serve.md): a long-lived host on a socket
+	served             serveConfig
 }
+
+// serveConfig holds rpi serve's own flags (docs/serve.md).
+type serveConfig struct {
+	listen         []string      // --listen: unix:PATH or ws://HOST:PORT[/PATH]; the default socket when none
+	replayBytes    int           // --replay-bytes: the events each live session keeps for replay
+	clientQueue    int           // --client-queue: the bytes a client may fall behind before it is detached
+	idleClose      time.Duration // --idle-close: a session with no client and nothing running closes after it
+	maxConnections int           // --max-connections
+	allowRemote    bool          // --allow-remote: a WebSocket listener on an address other than loopback
+	allowOrigins   []string      // --allow-origin: browser origins a WebSocket connection may come from
+}
+
+// The defaults of rpi serve's flags.
+const (
+	defaultReplayBytes    = 16 << 20
+	defaultClientQueue    = 8 << 20
+	defaultIdleClose      = 30 * time.Minute
+	defaultMaxConnections = 256
+)
 
 // defaultMaxRunning is how many sessions' turns run at once without
 // --max-running.
@@ -125,6 +150,15 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	// goes online on its own.
 	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.IntVar(&cfg.maxRunning, "max-running", defaultMaxRunning, "")
+	var replayBytes, clientQueue byteCount = defaultReplayBytes, defaultClientQueue
+	cfg.served = serveConfig{idleClose: defaultIdleClose, maxConnections: defaultMaxConnections}
+	fs.Var((*stringList)(&cfg.served.listen), "listen", "")
+	fs.Var(&replayBytes, "replay-bytes", "")
+	fs.Var(&clientQueue, "client-queue", "")
+	fs.DurationVar(&cfg.served.idleClose, "idle-close", defaultIdleClose, "")
+	fs.IntVar(&cfg.served.maxConnections, "max-connections", defaultMaxConnections, "")
+	fs.BoolVar(&cfg.served.allowRemote, "allow-remote", false, "")
+	fs.Var((*stringList)(&cfg.served.allowOrigins), "allow-origin", "")
 	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne"} {
 		fs.BoolVar(&ignoredBool, name, false, "")
 	}
@@ -136,6 +170,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	err = fs.Parse(args)
 	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
 	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
+	cfg.serve = subcommand == "serve"
 	if err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			return cfg, "", fmt.Errorf("Unknown flag: %s (see rpi --help)", typedFlag(args, name))
@@ -170,13 +205,21 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", fmt.Errorf("Unexpected argument: %s (see rpi --help)", rest[0])
 	}
 	cfg.acp = subcommand == "acp" || mode == "acp"
+	cfg.serve = subcommand == "serve"
+	cfg.served.replayBytes, cfg.served.clientQueue = int(replayBytes), int(clientQueue)
 	switch {
 	case subcommand != "" && mode != "" && mode != subcommand:
 		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), mode)
 	case subcommand == "" && mode == "":
-		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor)")
+		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor, `rpi serve` for a long-lived host)")
 	case mode != "" && mode != "rpc" && mode != "acp":
 		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", mode)
+	case cfg.serve && mode != "":
+		return cfg, "", errors.New("Conflicting mode: rpi serve takes no --mode (a connection's first message picks its wire)")
+	case cfg.serve && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
+		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name open one session; rpi serve opens a session for each client (a client's hello options name one)")
+	case !cfg.serve && serveFlagGiven(fs):
+		return cfg, "", errors.New("Conflicting flags: --listen, --replay-bytes, --client-queue, --idle-close, --max-connections, --allow-remote and --allow-origin are rpi serve's")
 	case cfg.acp && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
 	case cfg.approve && noApprove:
@@ -188,8 +231,14 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
 		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
 	}
-	if cfg.maxRunning < 1 || cfg.maxRunning > maxSessions {
+	switch {
+	case cfg.serve && cfg.maxRunning == 0:
+		cfg.maxRunning = maxSessions // no limit: every open session may run
+	case cfg.maxRunning < 1 || cfg.maxRunning > maxSessions:
 		return cfg, "", fmt.Errorf("Invalid --max-running %d: from 1 to %d sessions' turns at once", cfg.maxRunning, maxSessions)
+	}
+	if err := cfg.served.check(); err != nil {
+		return cfg, "", err
 	}
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
@@ -234,7 +283,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 // stdio. It returns "" and args when there is none.
 func modeSubcommand(args []string) (string, []string) {
 	switch {
-	case len(args) > 0 && (args[0] == "rpc" || args[0] == "acp"):
+	case len(args) > 0 && (args[0] == "rpc" || args[0] == "acp" || args[0] == "serve"):
 		return args[0], args[1:]
 	case len(args) > 1 && args[0] == "agent" && args[1] == "stdio":
 		return "acp", args[2:]
@@ -294,6 +343,8 @@ Usage:
   rpi --mode rpc [flags]
   rpi acp [flags]          serve the Agent Client Protocol, for editors (same as
                            --mode acp and rpi agent stdio; docs/acp.md)
+  rpi serve [flags]        a long-lived host on a socket: clients attach to its
+                           sessions, leave, and attach again (docs/serve.md)
   rpi help | --help        this text
   rpi version | --version  rpi's version, and the commit it was built from
 
@@ -325,8 +376,16 @@ Flags:
   --no-mcp                      connect no MCP server (mcp.json's, or an editor's)
   --cwd DIR                     working directory (default: the current one)
   --compat pi                   pi 1.6's shapes (flat events; also RPI_COMPAT=pi, or run as "pi")
-  --max-running N               rpi acp: how many sessions' turns run at once (default 8); a prompt past them waits
+  --max-running N               rpi acp, rpi serve: how many sessions' turns run at once (default 8); a prompt past them waits
   --verbose                     rpi acp: the client's protocol mistakes on stderr (also RPI_DEBUG=1)
+  --listen ADDR                 rpi serve: unix:PATH or ws://HOST:PORT[/PATH], repeatable
+                                (default unix:<agent dir>/rpi.sock)
+  --replay-bytes N              rpi serve: events kept per session for replay (default 16MiB)
+  --client-queue N              rpi serve: how far a client may fall behind before it is detached (default 8MiB)
+  --idle-close D                rpi serve: close a session with no client and nothing running after D (default 30m)
+  --max-connections N           rpi serve: connections at once (default 256)
+  --allow-remote                rpi serve: a ws:// listener on an address other than loopback
+  --allow-origin ORIGIN         rpi serve: a browser origin WebSocket clients may come from, repeatable
   -h, --help                    this text (also: rpi help)
   -v, --version                 rpi's version and the commit and date it was built from
                                 (pi's version, bare, with pi's shapes; also: rpi version)
@@ -394,4 +453,109 @@ func versionLine(info *debug.BuildInfo) string {
 		build += ", dirty"
 	}
 	return "rpi " + rpiVersion + " (" + build + ")"
+}
+
+// stringList is a flag that may be given many times, each value kept.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// byteCount is a flag that counts bytes: a plain integer, or one with a
+// KiB or MiB suffix.
+type byteCount int
+
+func (b *byteCount) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *byteCount) Set(v string) error {
+	unit := 1
+	switch {
+	case strings.HasSuffix(v, "KiB"):
+		v, unit = strings.TrimSuffix(v, "KiB"), 1<<10
+	case strings.HasSuffix(v, "MiB"):
+		v, unit = strings.TrimSuffix(v, "MiB"), 1<<20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 1<<40/unit {
+		return errors.New("a byte count: an integer, or one with a KiB or MiB suffix")
+	}
+	*b = byteCount(n * unit)
+	return nil
+}
+
+// serveFlagGiven reports whether one of rpi serve's own flags was given.
+func serveFlagGiven(fs *flag.FlagSet) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen", "replay-bytes", "client-queue", "idle-close", "max-connections", "allow-remote", "allow-origin":
+			given = true
+		}
+	})
+	return given
+}
+
+// check refuses values of rpi serve's flags it cannot work with.
+func (c serveConfig) check() error {
+	switch {
+	case c.idleClose <= 0:
+		return fmt.Errorf("Invalid --idle-close %v: a duration above zero, as 30s or 30m", c.idleClose)
+	case c.maxConnections < 1:
+		return fmt.Errorf("Invalid --max-connections %d: at least 1", c.maxConnections)
+	case c.clientQueue < 64<<10:
+		return fmt.Errorf("Invalid --client-queue %d: at least 64KiB", c.clientQueue)
+	}
+	for _, text := range c.listen {
+		addr, err := parseListenAddress(text)
+		if err != nil {
+			return err
+		}
+		if addr.ws != nil && !loopbackHost(addr.ws.Hostname()) && !c.allowRemote {
+			return fmt.Errorf("Invalid --listen %s: %s is not this machine's loopback address; listening there needs --allow-remote", text, addr.ws.Hostname())
+		}
+	}
+	return nil
+}
+
+// listenAddress is one --listen value: a unix socket's path, or a
+// WebSocket URL.
+type listenAddress struct {
+	unix string   // absolute path; "" for a WebSocket
+	ws   *url.URL // ws://HOST:PORT[/PATH]
+}
+
+func (a listenAddress) String() string {
+	if a.ws != nil {
+		return a.ws.String()
+	}
+	return "unix:" + a.unix
+}
+
+// parseListenAddress reads unix:PATH (a relative path is the working
+// directory's) or ws://HOST:PORT[/PATH].
+func parseListenAddress(addr string) (listenAddress, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return listenAddress{}, fmt.Errorf("Invalid --listen %q: unix:PATH needs a path", addr)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return listenAddress{}, fmt.Errorf("Invalid --listen %q: %v", addr, err)
+		}
+		return listenAddress{unix: abs}, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Scheme != "ws" || u.Host == "" || u.Port() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return listenAddress{}, fmt.Errorf("Invalid --listen %q: unix:PATH or ws://HOST:PORT[/PATH]", addr)
+	}
+	return listenAddress{ws: u}, nil
+}
+
+// loopbackHost reports whether host names this machine only.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

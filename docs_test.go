@@ -134,11 +134,12 @@ type block struct {
 	text    string
 	line    int    // where its text starts
 	fixture string // the fixture its marker names ("" when none)
+	client  string // for an rpi serve fixture: the client whose view the block shows
 }
 
 // fixtureMarker, alone on the line before a block, says the block is real
 // output: an exchange the named fixture produces.
-var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/(?:acp/)?[\w.-]+\.txtar) -->$`)
+var fixtureMarker = regexp.MustCompile(`^<!-- fixture: (testdata/(?:acp/|serve/)?[\w.-]+\.txtar)(?: client (\w+))? -->$`)
 
 // fencedBlocks returns the fenced code blocks of a Markdown file.
 func fencedBlocks(md []byte) []block {
@@ -152,7 +153,7 @@ func fencedBlocks(md []byte) []block {
 		case cur == nil && strings.HasPrefix(trimmed, "```"):
 			cur = &block{lang: strings.TrimSpace(strings.TrimPrefix(trimmed, "```")), line: i + 2}
 			if m := fixtureMarker.FindStringSubmatch(prev); m != nil {
-				cur.fixture = m[1]
+				cur.fixture, cur.client = m[1], m[2]
 			}
 			text.Reset()
 		case cur != nil && trimmed == "```":
@@ -238,7 +239,7 @@ var docLiterals = map[string]string{
 
 // anyNumber turns numbered placeholders ($UUID3) into plain ones ($UUID):
 // an example need not number them as the whole fixture does.
-var anyNumber = regexp.MustCompile(`\$(UUID|ENTRY|PID|LOOP|N)\d+`)
+var anyNumber = regexp.MustCompile(`\$(UUID|ENTRY|PID|LOOP|N|S)\d+`)
 
 func checkRealExample(t *testing.T, where string, b block) {
 	f, err := parseFixture(b.fixture)
@@ -248,18 +249,33 @@ func checkRealExample(t *testing.T, where string, b block) {
 	}
 	plain := func(s string) string {
 		s = strings.ReplaceAll(s, "$DIALOG_ID", "$UUID")
+		s = seqPattern.ReplaceAllStringFunc(s, func(m string) string { // rpi serve's numbers, as an example shows them
+			if strings.HasSuffix(m, ":0") {
+				return m
+			}
+			return m[:strings.Index(m, ":")+1] + "$S"
+		})
 		return anyNumber.ReplaceAllString(s, "$$$1")
 	}
 	norm := normalizer{literal: docLiterals}
 	var inputs []string
-	for _, line := range strings.Split(f.sections["input.jsonl"], "\n") {
+	input, output := f.sections["input.jsonl"], f.sections["want.jsonl"]
+	if b.client != "" { // an rpi serve fixture, as one of its clients sees it
+		input, output = "", f.sections[b.client+".want.jsonl"]
+		for _, line := range strings.Split(f.sections["script"], "\n") {
+			if sent, ok := strings.CutPrefix(line, b.client+": "); ok {
+				input += sent + "\n"
+			}
+		}
+	}
+	for _, line := range strings.Split(input, "\n") {
 		if strings.HasPrefix(line, "{") {
 			inputs = append(inputs, plain(strings.TrimSuffix(norm.apply([]byte(line+"\n")), "\n")))
 		}
 	}
 	// What rpi wrote: its output, then the session file (when the
 	// fixture shows it), apart so that no run of lines spans both.
-	want := strings.Split(plain(f.sections["want.jsonl"]+"\n"+f.sections["session.jsonl"]), "\n")
+	want := strings.Split(plain(output+"\n"+f.sections["session.jsonl"]), "\n")
 	var example []byte
 	for _, line := range strings.Split(b.text, "\n") {
 		if strings.HasPrefix(line, "{") {
@@ -978,7 +994,7 @@ func TestSettingsDocumented(t *testing.T) {
 // frontEndFile reports whether path is a front end's (rpc's, pi's shapes,
 // ACP's) or main.go, which chooses one: the files the core never names.
 func frontEndFile(path string) bool {
-	return strings.HasPrefix(path, "rpc") || strings.HasPrefix(path, "acp") || path == "commands.go" || path == "main.go"
+	return strings.HasPrefix(path, "rpc") || strings.HasPrefix(path, "acp") || strings.HasPrefix(path, "serve") || path == "commands.go" || path == "main.go"
 }
 
 // TestCoreNamesNoFrontEnd: no core file uses a name that a front end's

@@ -11,6 +11,7 @@ var lockOrder = []struct {
 	side int
 }{
 	{`startupWatch.mu`, coreLock},        // held while deciding whether startup or a signal came first
+	{`serveHost.mu`, frontEndLock},       // rpi serve's connections and stages; never held into a session
 	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
 	{`sessionRegistry.mu`, coreLock},     // held while an open session is looked up by id
@@ -47,8 +48,10 @@ var lockOrder = []struct {
 	{`acpSession.mu`, frontEndLock}, // asked by the sink (asks); never held into the core
 	{`acpAgent.mu`, frontEndLock},
 	{`acpConn.mu`, frontEndLock},
+	{`stage.mu`, frontEndLock}, // held while an event is sent to every client of a served session
 	{`dialogs.mu`, frontEndLock},
-	{`output.mu`, frontEndLock}, // stdout: last, anything may write a record
+	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
+	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
 }
 
 // The names of the lock types of lockrank.go.
@@ -91,3 +94,6 @@ func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }
 func (outputMu) lockName() string       { return `output.mu` }
+func (serveHostMu) lockName() string    { return `serveHost.mu` }
+func (stageMu) lockName() string        { return `stage.mu` }
+func (clientQueueMu) lockName() string  { return `clientQueue.mu` }

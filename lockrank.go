@@ -70,4 +70,7 @@ type (
 	acpConnMu      struct{}
 	dialogsMu      struct{}
 	outputMu       struct{}
+	serveHostMu    struct{}
+	stageMu        struct{}
+	clientQueueMu  struct{}
 )

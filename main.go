@@ -48,8 +48,8 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	cfg, action, err := parseArgs(args, env)
 	env.trace.phase("flags")
 	switch {
-	case err != nil && cfg.acp:
-		fmt.Fprintf(stderr, "rpi: %v\n", err) // ACP's stdout carries ACP messages only
+	case err != nil && (cfg.acp || cfg.serve):
+		fmt.Fprintf(stderr, "rpi: %v\n", err) // ACP's stdout carries ACP messages only; rpi serve's nothing
 		return 1
 	case err != nil:
 		return initFailure(stdout, stderr, err)
@@ -71,6 +71,9 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	// meanwhile is taken by endStartupOnSignal.
 	if cfg.acp {
 		return runACP(cfg, env, stdin, stdout, stderr, stop)
+	}
+	if cfg.serve {
+		return runServe(cfg, env, stderr, stop)
 	}
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	s, err := newServer(cfg, env, newConnection(stdin, stdout, stderr), stderr)

@@ -305,6 +305,10 @@ func (o *output) flushLocked() {
 // (writeOut), which a write given up leaves blocked: a deadline ends it
 // when w takes one (a pollable *os.File, a socket), else rpi's exit does.
 func (o *output) write(p []byte) error {
+	if q, ok := o.w.(queueWriter); ok {
+		_, err := q.Write(p) // never waits: the client has a writer of its own
+		return err
+	}
 	go o.writeOut(p)
 	select {
 	case err := <-o.wrote:
@@ -357,6 +361,13 @@ func (o *output) writeOut(p []byte) {
 }
 
 var errWritePanicked = errors.New("the write to stdout panicked")
+
+// A queueWriter takes a write without waiting (it queues it for a writer
+// of its own: rpi serve's clients), so output writes to it directly.
+type queueWriter interface {
+	io.Writer
+	queues()
+}
 
 // Field accessors. Each returns an error that names the field and what it
 // must be, so handlers can return it as is.

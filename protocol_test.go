@@ -116,8 +116,10 @@ func parseFixture(path string) (*fixture, error) {
 	if strings.TrimSpace(f.comment) == "" {
 		return nil, fmt.Errorf("%s: a fixture starts with a sentence saying what it shows", path)
 	}
-	if _, ok := f.sections["input.jsonl"]; !ok {
-		return nil, fmt.Errorf("%s: no -- input.jsonl -- section", path)
+	_, input := f.sections["input.jsonl"]
+	_, script := f.sections["script"] // rpi serve's (serve_test.go)
+	if !input && !script {
+		return nil, fmt.Errorf("%s: no -- input.jsonl -- (or, for rpi serve, -- script --) section", path)
 	}
 	return f, nil
 }
@@ -606,6 +608,37 @@ type mergeable interface {
 }
 
 func parseMergeable(line []byte) mergeable {
+	inner := parseChunk(line)
+	if inner == nil {
+		return nil
+	}
+	var numbered struct{ Seq *int64 } // rpi serve's events carry their seq
+	json.Unmarshal(line, &numbered)
+	if numbered.Seq == nil {
+		return inner
+	}
+	return &seqChunk{inner, *numbered.Seq}
+}
+
+// seqChunk is a chunk of rpi serve's, numbered: merged, it keeps the seq
+// of the last event it took in.
+type seqChunk struct {
+	inner mergeable
+	seq   int64
+}
+
+func (c *seqChunk) key() string { return c.inner.key() }
+func (c *seqChunk) add(next mergeable) bool {
+	n, ok := next.(*seqChunk)
+	if !ok || !c.inner.add(n.inner) {
+		return false
+	}
+	c.seq = n.seq
+	return true
+}
+func (c *seqChunk) encode() []byte { return withSeq(c.inner.encode(), c.seq) }
+
+func parseChunk(line []byte) mergeable {
 	switch {
 	case bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method":"session/update",`)):
 		return parseACPMergeable(line)
@@ -766,26 +799,14 @@ func testFixtures(t *testing.T, pattern string) {
 // TMPDIR, checks the exit code, that every output line is one JSON object
 // and that no temp file is left behind, and returns the normalised output.
 func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string {
-	e := newTestEnv(t)
-	cwd := fixedLengthDir(t)
-	e.agentDir, e.home, e.tmp = fixedLengthDir(t), fixedLengthDir(t), fixedLengthDir(t)
-	e.vars["PI_CODING_AGENT_DIR"], e.vars["HOME"], e.vars["TMPDIR"] = e.agentDir, e.home, e.tmp
+	e, cwd, norm, fm := fixtureWorld(t, f)
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
-	maps.Copy(e.vars, f.envVars())
 	var fake *fakeClock
 	if f.option("clock", "real") == "fake" {
 		fake = newFakeClock()
 		e.clock = fake
-	}
-	norm := normalizer{literal: map[string]string{cwd: "$CWD", e.tmp: "$TMPDIR", e.agentDir: "$AGENT_DIR", e.home: "$HOME",
-		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"},
-		hide: strings.Fields(f.option("hide", ""))}
-	var fm *fakeModel
-	if script, ok := f.sections["model.jsonl"]; ok {
-		fm = startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
-		norm.literal[fm.server.URL] = "$MODEL_URL"
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
@@ -839,6 +860,26 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		}
 	}
 	return norm.apply(out.bytes())
+}
+
+// fixtureWorld is where a fixture runs: a fresh environment whose cwd,
+// agent dir, HOME and TMPDIR are each fixtureDirBytes long, with the
+// variables of its options, its fake model when it has a model.jsonl
+// section, and the normaliser of what rpi writes there.
+func fixtureWorld(t *testing.T, f *fixture) (e *testEnv, cwd string, norm normalizer, fm *fakeModel) {
+	e = newTestEnv(t)
+	cwd = fixedLengthDir(t)
+	e.agentDir, e.home, e.tmp = fixedLengthDir(t), fixedLengthDir(t), fixedLengthDir(t)
+	e.vars["PI_CODING_AGENT_DIR"], e.vars["HOME"], e.vars["TMPDIR"] = e.agentDir, e.home, e.tmp
+	maps.Copy(e.vars, f.envVars())
+	norm = normalizer{literal: map[string]string{cwd: "$CWD", e.tmp: "$TMPDIR", e.agentDir: "$AGENT_DIR", e.home: "$HOME",
+		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"},
+		hide: strings.Fields(f.option("hide", ""))}
+	if script, ok := f.sections["model.jsonl"]; ok {
+		fm = startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
+		norm.literal[fm.server.URL] = "$MODEL_URL"
+	}
+	return e, cwd, norm, fm
 }
 
 // fixtureDirBytes is the length of every directory a fixture runs in (its

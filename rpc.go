@@ -25,6 +25,7 @@ type rpcServer struct {
 	out     *output     // conn's writer
 	wire    wire        // the shape of the records (rpcWire, or piWire in pi's mode)
 	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
+	served  *servedRPC  // the rpi serve connection it is a view of; nil over stdio
 }
 
 // newServer starts the host and opens the session the command line names.
@@ -84,6 +85,15 @@ func (s *rpcServer) handleFrame(f frame) {
 		return
 	}
 	h, ok := rpcCommands[r.typ]
+	if s.served != nil {
+		if own, isOwn := servedCommands[r.typ]; isOwn {
+			h, ok = own, true
+		}
+		if ok && s.served.observer && !mayObserve(r.typ) {
+			s.gatherResponse(r.id, r.typ, nil, errObserver)
+			return
+		}
+	}
 	if !ok {
 		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
@@ -126,6 +136,19 @@ func (s *rpcServer) gatherResponse(id []byte, command string, data any, err erro
 	})
 }
 
+// announceStart is the rpc wire's prologue of a session it opened: the
+// session, the warnings of its opening; then its loops start and its MCP
+// servers connect.
+func (s *rpcServer) announceStart() {
+	s.emit("session_started", s.conv.header())
+	s.env.trace.phase("first write (session_started)")
+	for _, notice := range s.openingNotices() {
+		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
+	}
+	s.startLoops()
+	s.startMCP()
+}
+
 // ---- State and messages ----
 
 // rpcCapabilities is the answer to get_capabilities.
@@ -151,14 +174,7 @@ func (s *rpcServer) serve(stop <-chan os.Signal) int {
 		<-s.env.signalsReady
 		s.env.trace.phase("waiting for the signal handlers")
 	}
-	// The rpc wire's prologue: the session, and the warnings of startup.
-	s.emit("session_started", s.conv.header())
-	s.env.trace.phase("first write (session_started)")
-	for _, notice := range s.openingNotices() {
-		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
-	}
-	s.startLoops()
-	s.startMCP()
+	s.announceStart()
 	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	stopSignal := s.conn.serve(s.env.maxLineBytes, stop, s.handleFrame, &s.memory, s.stderr)
 	s.out.flush()

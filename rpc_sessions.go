@@ -84,6 +84,9 @@ func (s *rpcServer) sessionListCommand(r *rpcRequest) (any, error) {
 	}
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		rows, err := listSessions(s.ctx, store, cwd)
+		if s.served != nil {
+			s.served.sh.markLive(rows)
+		}
 		return struct {
 			Sessions []sessionRow `json:"sessions"`
 		}{rows}, err
@@ -126,6 +129,9 @@ func (s *rpcServer) newSessionCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.served != nil && s.served.shared() {
+		return s.served.newSessionApart(parent)
+	}
 	s.newSession(parent, func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
@@ -138,6 +144,11 @@ func (s *rpcServer) switchSessionCommand(r *rpcRequest) (any, error) {
 	path, err := r.str("sessionPath")
 	if err != nil {
 		return nil, err
+	}
+	if s.served != nil {
+		if data, done, err := s.served.switchApart(path); done {
+			return data, err
+		}
 	}
 	s.switchSession(path, func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
@@ -154,12 +165,23 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.served != nil && s.served.shared() {
+		text, leaf, err := s.forkPoint(id)
+		if err != nil {
+			return nil, err
+		}
+		return s.served.copyApart(&leaf, forkAnswer{text, false}, &uiRequest{Method: "set_editor_text", Text: text})
+	}
 	return noReply{}, s.fork(id, func(text string, err error) {
-		s.reply(r, struct {
-			Text      string `json:"text"`
-			Cancelled bool   `json:"cancelled"`
-		}{text, false}, err)
+		s.reply(r, forkAnswer{text, false}, err)
 	})
+}
+
+// forkAnswer is fork's answer: the message forked before, to edit and
+// send again.
+type forkAnswer struct {
+	Text      string `json:"text"`
+	Cancelled bool   `json:"cancelled"`
 }
 
 // cloneCommand starts a new session holding the current branch as it is (the same
@@ -167,6 +189,12 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 // Fields: none. Answer: {"cancelled":false}. Events: session_started after
 // the answer.
 func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
+	if s.served != nil && s.served.shared() {
+		if err := s.cloneable(); err != nil {
+			return nil, err
+		}
+		return s.served.copyApart(nil, notCancelled, nil)
+	}
 	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
 }
 

@@ -16,29 +16,67 @@ import (
 
 // dialog is an extension_ui_request that waits for the client's answer.
 type dialog struct {
-	method  string
-	options []string
-	answer  chan uiAnswer // buffered: receives at most one answer
+	req    uiRequest     // as sent: sent again to a controller that attaches while it is open
+	answer chan uiAnswer // buffered: receives at most one answer
 }
 
 // dialogs is the rpc front end's ui: it writes extension_ui_request
-// records, holds the open dialogs, and remembers the ids of recent
-// one-way requests, so that a client answering those is not told off (docs/protocol.md).
+// records to the session's controllers, holds the open dialogs, and
+// remembers the ids of recent one-way requests, so that a client
+// answering those is not told off (docs/protocol.md). Over stdio there is
+// one controller, the client. A session rpi serve holds has every
+// controller attached to it (attach): each gets every request, a dialog
+// open when one attaches is sent to it too, the first answer wins, and
+// the others are told the dialog is settled (extension_ui_settled); a
+// dialog asked with no controller attached waits for one.
 type dialogs struct {
-	out   *output
 	clock clock
+	// served: the session is rpi serve's; a dialog that times out or is
+	// cancelled is told settled to every controller (stdio's one client
+	// is told nothing, as pi tells it nothing).
+	served bool
 
-	mu      mutex[dialogsMu] // guards the fields below
-	open    map[string]*dialog
-	oneWay  map[string]bool
-	oneWays []string // the same ids, oldest first, for forgetting
+	mu          mutex[dialogsMu] // guards the fields below, and the order of the records it writes
+	controllers []*output        // where requests go, in the order they attached
+	open        map[string]*dialog
+	oneWay      map[string]bool
+	oneWays     []string // the same ids, oldest first, for forgetting
 }
 
 // maxRememberedOneWay bounds the one-way request ids kept.
 const maxRememberedOneWay = 1024
 
+// newDialogs is a ui whose requests go to out (nil: to the controllers
+// that attach).
 func newDialogs(out *output, c clock) *dialogs {
-	return &dialogs{out: out, clock: c, open: map[string]*dialog{}, oneWay: map[string]bool{}}
+	ds := &dialogs{clock: c, open: map[string]*dialog{}, oneWay: map[string]bool{}}
+	if out != nil {
+		ds.controllers = []*output{out}
+	}
+	return ds
+}
+
+// attach makes out a controller: the dialogs open now are sent to it, and
+// every request from now on, until detach.
+func (ds *dialogs) attach(out *output) (detach func()) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.controllers = append(ds.controllers, out)
+	for _, d := range ds.open {
+		writeUIRequest(out, d.req)
+	}
+	return func() {
+		ds.mu.Lock()
+		defer ds.mu.Unlock()
+		ds.controllers = slices.DeleteFunc(ds.controllers, func(o *output) bool { return o == out })
+	}
+}
+
+// openCount is how many dialogs wait for an answer.
+func (ds *dialogs) openCount() int {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return len(ds.open)
 }
 
 // take removes the open dialog id and returns it: whoever takes it first
@@ -48,7 +86,23 @@ func (ds *dialogs) take(id string) *dialog {
 	defer ds.mu.Unlock()
 	d := ds.open[id]
 	delete(ds.open, id)
+	if d != nil && ds.served {
+		ds.settledLocked(id, nil)
+	}
 	return d
+}
+
+// settledLocked tells every controller but answeredBy that dialog id is
+// settled: its request is withdrawn. ds.mu is held.
+func (ds *dialogs) settledLocked(id string, answeredBy *output) {
+	for _, out := range ds.controllers {
+		if out != answeredBy {
+			out.send(func(buf []byte) ([]byte, error) {
+				buf = append(buf, `{"type":"extension_ui_settled","data":{"id":`...)
+				return append(appendJSONString(buf, id), "}}"...), nil
+			})
+		}
+	}
 }
 
 func (ds *dialogs) rememberOneWay(id string) {
@@ -68,9 +122,18 @@ func (ds *dialogs) wasOneWay(id string) bool {
 	return ds.oneWay[id]
 }
 
-// write writes an extension_ui_request record.
+// write writes an extension_ui_request record to every controller.
 func (ds *dialogs) write(req uiRequest) {
-	ds.out.send(func(buf []byte) ([]byte, error) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for _, out := range ds.controllers {
+		writeUIRequest(out, req)
+	}
+}
+
+// writeUIRequest writes req as an extension_ui_request record to out.
+func writeUIRequest(out *output, req uiRequest) {
+	out.send(func(buf []byte) ([]byte, error) {
 		data, err := marshalJSON(req)
 		return append(buf, data...), err
 	})
@@ -89,11 +152,13 @@ func (ds *dialogs) show(req uiRequest) {
 // loser of the race gets nothing (a late answer is refused).
 func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 	req.Type, req.ID = "extension_ui_request", newUUIDv7(ds.clock.Now())
-	d := &dialog{method: req.Method, options: req.Options, answer: make(chan uiAnswer, 1)}
+	d := &dialog{req: req, answer: make(chan uiAnswer, 1)}
 	ds.mu.Lock()
 	ds.open[req.ID] = d
+	for _, out := range ds.controllers {
+		writeUIRequest(out, req)
+	}
 	ds.mu.Unlock()
-	ds.write(req)
 	var expired <-chan struct{}
 	if req.Timeout > 0 {
 		done, stop := after(ds.clock, msDuration(req.Timeout))
@@ -167,18 +232,19 @@ func (s *rpcServer) extensionUIResponseCommand(r *rpcRequest) (any, error) {
 		var err error
 		switch {
 		case a.cancelled:
-		case d.method == "confirm" && a.confirmed == nil:
+		case d.req.Method == "confirm" && a.confirmed == nil:
 			err = errors.New("Invalid extension_ui_response: a confirm dialog takes confirmed (true or false) or cancelled")
-		case d.method != "confirm" && a.value == nil:
-			err = fmt.Errorf("Invalid extension_ui_response: a %s dialog takes value (a string) or cancelled", d.method)
-		case d.method == "select" && !slices.Contains(d.options, *a.value):
-			err = fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.options, ", "))
+		case d.req.Method != "confirm" && a.value == nil:
+			err = fmt.Errorf("Invalid extension_ui_response: a %s dialog takes value (a string) or cancelled", d.req.Method)
+		case d.req.Method == "select" && !slices.Contains(d.req.Options, *a.value):
+			err = fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.req.Options, ", "))
 		}
 		if err != nil {
 			ds.mu.Unlock()
 			return nil, err
 		}
 		delete(ds.open, *id)
+		ds.settledLocked(*id, s.out)
 	}
 	ds.mu.Unlock()
 	if !ok && s.wire.lenientUIResponses() {

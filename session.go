@@ -152,6 +152,9 @@ type sessionOptions struct {
 	file     string // a session file: opened when it exists, else made there (--session)
 	id       string // the id of the cwd's session to open, or of the new one (--session-id)
 	forkFrom string // a session file the new session copies (--fork)
+	// forkLeaf is where forkFrom's copy ends: nil for its current leaf,
+	// "" for nothing copied (a fork before its first message)
+	forkLeaf *string
 	name     string // the new session's name (--name)
 	// writeNow writes a new session's file (header and first entries) as
 	// it opens, not with the first answer as pi does (ACP's session/new).

@@ -57,6 +57,11 @@ type sessionRow struct {
 	ModifiedEpoch int64   `json:"modifiedEpoch"` // the file's modification time, in seconds
 	Size          int64   `json:"size"`          // in bytes
 	MessageCount  *int    `json:"messageCount"`  // null when the file is too large to count cheaply
+	// rpi serve's, on a session live in the host: live (true), whether a
+	// turn runs, how many clients are attached
+	Live    bool  `json:"live,omitempty"`
+	Running *bool `json:"running,omitempty"`
+	Clients *int  `json:"clients,omitempty"`
 
 	modified int64 // in nanoseconds, for the order
 }

@@ -74,7 +74,12 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			if err != nil {
 				return nil, err
 			}
-			copyBranch(ss, from, from.leaf)
+			switch {
+			case o.forkLeaf == nil:
+				copyBranch(ss, from, from.leaf)
+			case *o.forkLeaf != "":
+				copyBranch(ss, from, *o.forkLeaf)
+			}
 			ss.header.ParentSession = from.path
 			s.useSessionIn(c, ss)
 			c.writeWhole(ss)
@@ -225,18 +230,14 @@ func (s *session) switchSession(path string, done func(error)) {
 // text (to edit and send again), then the announcements of newSession
 // and set_editor_text with the text follow.
 func (s *session) fork(entryID string, done func(text string, err error)) error {
+	text, _, err := s.forkPoint(entryID)
+	if err != nil {
+		return err
+	}
 	s.conv.mu.Lock()
 	old := s.conv.sessionFile
 	e := old.byID[entryID]
 	s.conv.mu.Unlock()
-	var text string
-	ok := e != nil && e.Type == "message"
-	if ok {
-		text, ok = userText(e.msg)
-	}
-	if !ok {
-		return errors.New("Invalid entry ID for forking")
-	}
 	cleared := false
 	s.changeSession(nil, func() error {
 		dir := s.dir
@@ -262,17 +263,47 @@ func (s *session) fork(entryID string, done func(text string, err error)) error 
 	return nil
 }
 
+// forkPoint is what a fork before the user's message entryID starts
+// from: that message's text, and the entry the copy ends at ("" for
+// none); an entry that is not a user message fails.
+func (s *session) forkPoint(entryID string) (text, leaf string, err error) {
+	s.conv.mu.Lock()
+	e := s.conv.sessionFile.byID[entryID]
+	s.conv.mu.Unlock()
+	ok := e != nil && e.Type == "message"
+	if ok {
+		text, ok = userText(e.msg)
+	}
+	if !ok {
+		return "", "", errors.New("Invalid entry ID for forking")
+	}
+	if e.ParentID != nil {
+		leaf = *e.ParentID
+	}
+	return text, leaf, nil
+}
+
+// cloneable fails when the conversation has no entry to clone.
+func (s *session) cloneable() error {
+	s.conv.mu.Lock()
+	defer s.conv.mu.Unlock()
+	if s.conv.sessionFile.leaf == "" {
+		return errors.New("Cannot clone session: no current entry selected")
+	}
+	return nil
+}
+
 // clone starts a new conversation holding the current branch as it is
 // (the same entries), whose header names the old file as parentSession
 // (pi 1.6). An empty conversation fails at once; done as in newSession.
 func (s *session) clone(done func(error)) error {
+	if err := s.cloneable(); err != nil {
+		return err
+	}
 	s.conv.mu.Lock()
 	old := s.conv.sessionFile
 	leaf := old.leaf
 	s.conv.mu.Unlock()
-	if leaf == "" {
-		return errors.New("Cannot clone session: no current entry selected")
-	}
 	cleared := false
 	s.changeSession(nil, func() error {
 		dir := s.dir

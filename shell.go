@@ -425,6 +425,13 @@ type userBashRuns struct {
 	runs map[*bashRun]bool
 }
 
+// count is how many runs are under way.
+func (u *userBashRuns) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.runs)
+}
+
 // add counts run in.
 func (u *userBashRuns) add(run *bashRun) {
 	u.mu.Lock()

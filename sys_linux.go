@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -270,4 +271,21 @@ func readProcFile(path string) ([]byte, error) {
 		}
 		data = append(data, buf[:n]...)
 	}
+}
+
+// peerIsOwner reports whether the process at the other end of c runs as
+// rpi's user, or as root (its credentials, SO_PEERCRED).
+func peerIsOwner(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return false
+	}
+	return cred.Uid == 0 || int(cred.Uid) == os.Getuid()
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -411,3 +412,40 @@ func runWatchdog(in io.Reader, _ string) int {
 
 // homeVar names the user's home folder, as os.UserHomeDir reads it.
 const homeVar = "HOME"
+
+// listenUnixPrivate listens on a new unix socket at path that only rpi's
+// user may connect to: made with a umask that leaves it mode 0600, so it
+// is never open to others, even for a moment.
+func listenUnixPrivate(path string) (*net.UnixListener, error) {
+	old := syscall.Umask(0o177)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkSocketDir refuses a directory for the socket that another user
+// owns, or that group or others may write to (they could replace the
+// socket with their own).
+func checkSocketDir(dir string) error {
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot use %s for the socket: %v", dir, err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	switch {
+	case !info.IsDir():
+		return fmt.Errorf("cannot use %s for the socket: it is not a directory", dir)
+	case ok && int(st.Uid) != os.Getuid():
+		return fmt.Errorf("cannot use %s for the socket: it belongs to another user", dir)
+	case info.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("cannot use %s for the socket: group or others may write to it (chmod go-w %s)", dir, dir)
+	}
+	return nil
+}

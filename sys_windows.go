@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -294,3 +295,22 @@ func forgetOwnMemory() {}
 
 // homeVar names the user's home folder, as os.UserHomeDir reads it.
 const homeVar = "USERPROFILE"
+
+// listenUnixPrivate listens on a unix socket at path; Windows gives it
+// the directory's access rules.
+func listenUnixPrivate(path string) (*net.UnixListener, error) {
+	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+}
+
+// checkSocketDir: Windows has no mode bits to check; the directory's
+// access rules apply.
+func checkSocketDir(dir string) error {
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return fmt.Errorf("cannot use %s for the socket: it is not a directory", dir)
+	}
+	return nil
+}
+
+// peerIsOwner: Windows gives no peer credentials on unix sockets; the
+// directory's access rules keep other users out.
+func peerIsOwner(c *net.UnixConn) bool { return true }

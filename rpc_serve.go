@@ -1,0 +1,484 @@
+package main
+
+// rpc over rpi serve (docs/serve.md): a connection whose first line is
+// not JSON-RPC. It is attached to one session at a time — a new one the
+// host opens for it, or one it names in its hello or in session_attach —
+// and gets that session's events, numbered (seq), after a replay of
+// those it missed. Its session changes (new_session, switch_session,
+// fork, clone) move this connection only: a session other clients watch
+// stays as it is for them.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// servedRPC is one rpc connection of rpi serve.
+type servedRPC struct {
+	sh       *serveHost
+	sc       *servedConn
+	wire     wire
+	form     int  // the stage's form of its records: formRPC, or formPi with pi's shapes
+	observer bool // docs/serve.md's observer role: it watches, and may only ask
+
+	// Its attachment: the session and this connection's view of it (a
+	// new rpcServer for each session it attaches to, so that an answer
+	// a handler left in the background still reaches the session it was
+	// for). Changed on the connection's loop only.
+	srv    *rpcServer
+	st     *stage
+	client *stageClient
+	// announce, when set, announces the session just opened for the
+	// connection (session_started, its warnings, loops and MCP servers),
+	// once the answer that opened it is written.
+	announce func()
+}
+
+func newServedRPC(sh *serveHost, sc *servedConn) *servedRPC {
+	return &servedRPC{sh: sh, sc: sc, wire: rpcWire{}, form: formRPC}
+}
+
+// handle serves one line: the first is a hello, or the host opens a new
+// session for the connection, with the serve process's flags, and the
+// line is its first command.
+func (c *servedRPC) handle(f frame) {
+	if c.srv == nil {
+		if r, isHello := decodeHello(f); isHello {
+			data, err := c.hello(r)
+			c.answer(r.id, "hello", data, err)
+			c.announceOpened()
+			return
+		}
+		if err := c.attachNew(sessionOptions{cwd: c.sh.h.set.cfg.cwd}); err != nil {
+			c.answer(nil, "connect", nil, err)
+			c.sc.conn.out.flush()
+			c.sc.rwc.Close() // nothing to serve it with
+			return
+		}
+		c.announceOpened()
+	}
+	c.srv.handleFrame(f)
+	c.announceOpened() // a session the command opened for it (session_attach, a session change apart)
+}
+
+// announceOpened announces the session just opened for the connection,
+// if one was.
+func (c *servedRPC) announceOpened() {
+	if c.announce != nil {
+		announce := c.announce
+		c.announce = nil
+		announce()
+	}
+}
+
+// decodeHello reads f as a hello line; isHello is false for any other
+// line (a hello that is not valid JSON is no hello: that line fails as
+// any other would).
+func decodeHello(f frame) (*rpcRequest, bool) {
+	if f.tooLong {
+		return nil, false
+	}
+	r, err := decodeRequest(f.line, true)
+	if err != nil || r.typ != "hello" {
+		return nil, false
+	}
+	return r, true
+}
+
+// answer writes a response of this connection's own (hello, and the
+// refusal when no session can open for it).
+func (c *servedRPC) answer(id []byte, command string, data any, err error) {
+	c.sc.conn.out.send(func(buf []byte) ([]byte, error) {
+		return encodeResponse(c.wire, buf, id, command, data, err)
+	})
+}
+
+// end detaches the connection from its session, which goes on.
+func (c *servedRPC) end() {
+	if c.st != nil {
+		c.st.detach(c.client)
+	}
+}
+
+// helloAnswer is the answer to hello and session_attach.
+type helloAnswer struct {
+	SessionID string `json:"sessionId"`
+	Cursor    int64  `json:"cursor"`
+	Resync    bool   `json:"resync"`
+}
+
+// hello is the first line of a connection (docs/serve.md): it sets pi's
+// shapes (compat: "pi"), the role (controller or observer) and attaches
+// to a live session (attach, with cursor: the seq of the last event the
+// client saw, whose successors are replayed) or to a new one opened with
+// options (the flags a bridge passes for the session: model, thinking,
+// name, session, session-id).
+// Fields: [compat], [attach], [cursor], [role], [options].
+// Answer: {sessionId, cursor (the latest event's seq), resync (true when
+// the events after cursor are no longer kept)}. Events: a new session's
+// session_started after the answer.
+func (c *servedRPC) hello(r *rpcRequest) (any, error) {
+	compat, err := r.optStr("compat")
+	if err != nil {
+		return nil, err
+	}
+	switch compat {
+	case "", "rpi":
+	case "pi":
+		c.wire, c.form = piWire{}, formPi
+	default:
+		return nil, invalid("compat", `"pi" or "rpi"`)
+	}
+	role, err := readRole(r)
+	if err != nil {
+		return nil, err
+	}
+	c.observer = role == "observer"
+	attach, err := r.optStr("attach")
+	if err != nil {
+		return nil, err
+	}
+	cursor, err := readCursor(r)
+	if err != nil {
+		return nil, err
+	}
+	if attach != "" {
+		if r.has("options") {
+			return nil, errors.New("Invalid hello: options are for a new session; a session attached to keeps its own")
+		}
+		return c.attachTo(attach, cursor)
+	}
+	if c.observer {
+		return nil, errors.New("Invalid hello: an observer watches a session: name it (attach)")
+	}
+	o, after, err := c.helloOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.attachNew(o); err != nil {
+		return nil, err
+	}
+	if err := after(c.srv.session); err != nil {
+		c.srv.warn(err.Error())
+	}
+	return helloAnswer{SessionID: c.srv.conv.info().id, Cursor: c.st.lastSeq()}, nil
+}
+
+// readRole reads a hello's or session_attach's role.
+func readRole(r *rpcRequest) (string, error) {
+	if !r.has("role") {
+		return "controller", nil
+	}
+	return r.enum("role", []string{"controller", "observer"})
+}
+
+// readCursor reads cursor: the seq of the last event the client saw
+// (-1 when absent: no replay).
+func readCursor(r *rpcRequest) (int64, error) {
+	if !r.has("cursor") {
+		return -1, nil
+	}
+	n, err := r.optInt("cursor", 0, 1<<53, 0)
+	return int64(n), err
+}
+
+// helloOptions reads a hello's options: where the new session opens
+// (session, session-id, name) and what is set once it has (model,
+// thinking). Any other option is refused, by name.
+func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, func(*session) error, error) {
+	o := sessionOptions{cwd: c.sh.h.set.cfg.cwd}
+	nothing := func(*session) error { return nil }
+	if !r.has("options") {
+		return o, nothing, nil
+	}
+	raw, _ := r.field("options")
+	var opts map[string]json.RawMessage
+	if json.Unmarshal(raw, &opts) != nil || opts == nil {
+		return o, nil, invalid("options", "an object of flags and their values")
+	}
+	text := func(key string) (string, error) {
+		var v string
+		if json.Unmarshal(opts[key], &v) != nil || v == "" {
+			return "", invalid("options."+key, "a non-empty string")
+		}
+		return v, nil
+	}
+	var model, thinking string
+	for _, key := range slices.Sorted(maps.Keys(opts)) {
+		var err error
+		switch key {
+		case "session":
+			o.file, err = text(key)
+		case "session-id":
+			if o.id, err = text(key); err == nil && !validSessionID(o.id) {
+				err = invalid("options.session-id", "letters, digits, '.', '_' and '-'")
+			}
+		case "name":
+			o.name, err = text(key)
+		case "model":
+			model, err = text(key)
+		case "thinking":
+			if thinking, err = text(key); err == nil && !slices.Contains(thinkingLevels, thinking) {
+				err = invalid("options.thinking", strings.Join(thinkingLevels, ", "))
+			}
+		default:
+			err = fmt.Errorf("Invalid hello: the option %q is not taken per session (options: session, session-id, name, model, thinking)", key)
+		}
+		if err != nil {
+			return o, nil, err
+		}
+	}
+	return o, func(s *session) error {
+		if model != "" {
+			provider, id, _ := strings.Cut(model, "/")
+			if id == "" {
+				provider, id = "", model
+			}
+			if _, err := s.setModel(provider, id); err != nil {
+				return fmt.Errorf("hello's model %s: %v", model, err)
+			}
+		}
+		if thinking != "" {
+			s.setThinkingLevel(thinking)
+		}
+		return nil
+	}, nil
+}
+
+// ---- Attaching ----
+
+// attachNew opens a new session as o says, in the host, and attaches the
+// connection to it; its announcement is left to announce.
+func (c *servedRPC) attachNew(o sessionOptions) error {
+	st, err := c.sh.openStage(o)
+	if err != nil {
+		return err
+	}
+	c.moveTo(st, -1)
+	srv := c.srv
+	c.announce = func() { srv.announceStart() }
+	return nil
+}
+
+// attachTo attaches the connection to the session with id: a live one,
+// or one the host opens from its file. With a cursor >= 0 the events
+// after it are replayed first, when they are all still kept.
+func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
+	st, opened, err := c.sh.stageOf(id)
+	if err != nil {
+		return nil, err
+	}
+	res := c.moveTo(st, cursor)
+	if opened {
+		srv := c.srv
+		c.announce = func() { srv.announceStart() }
+	}
+	return helloAnswer{SessionID: id, Cursor: res.cursor, Resync: res.resync}, nil
+}
+
+// moveTo detaches the connection from its session (which goes on) and
+// attaches it to st's, with a replay after cursor (-1: none).
+func (c *servedRPC) moveTo(st *stage, cursor int64) attachResult {
+	if c.st != nil {
+		c.st.detach(c.client)
+	}
+	c.sc.conn.out.flush()
+	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
+	c.sc.queue.whenSlow(func() []byte { return detachedRecord(client.lastSeq.Load()) })
+	res, ok := st.attach(client, cursor)
+	if !ok { // closed for being idle as it was found: open it again
+		if again, _, err := c.sh.stageOf(st.s.conv.info().id); err == nil {
+			st = again
+			res, _ = st.attach(client, cursor)
+		}
+	}
+	c.st, c.client = st, client
+	c.srv = &rpcServer{session: st.s, conn: c.sc.conn, out: c.sc.conn.out, wire: c.wire, dialogs: st.dialogs, served: c}
+	return res
+}
+
+// detachedRecord is the last record of a client detached for falling
+// too far behind: cursor is the seq of the last event it was sent.
+func detachedRecord(cursor int64) []byte {
+	return fmt.Appendf(nil, `{"type":"detached","data":{"reason":"slow","cursor":%d}}`+"\n", cursor)
+}
+
+// ---- Commands of rpi serve's own ----
+
+// servedCommands are the rpc commands only a connection of rpi serve
+// takes.
+var servedCommands map[string]handler
+
+func init() {
+	servedCommands = map[string]handler{
+		"hello":          (*rpcServer).helloAgainCommand,
+		"session_attach": (*rpcServer).sessionAttachCommand,
+		"host_status":    (*rpcServer).hostStatusCommand,
+	}
+}
+
+// observerCommands are what an observer may send besides get_* commands.
+var observerCommands = []string{"session_list", "host_status", "session_attach", "hello"}
+
+// mayObserve reports whether an observer may send the command typ.
+func mayObserve(typ string) bool {
+	return strings.HasPrefix(typ, "get_") || slices.Contains(observerCommands, typ)
+}
+
+// errObserver refuses an observer's command that changes something.
+var errObserver = errors.New("This connection observes the session")
+
+// helloAgainCommand refuses a hello that is not the first line.
+func (s *rpcServer) helloAgainCommand(r *rpcRequest) (any, error) {
+	return nil, errors.New("hello comes first on a connection; to attach to another session, send session_attach")
+}
+
+// sessionAttachCommand attaches this connection to another session (a
+// live one, or one the host opens from its file), leaving its current
+// one to its other clients (it goes on; idle, it closes after
+// --idle-close).
+// Fields: sessionId, [cursor] (the seq of the last event the client saw:
+// the kept events after it are replayed), [role] (controller or
+// observer; default controller).
+// Answer: {sessionId, cursor, resync}, after the replay.
+func (s *rpcServer) sessionAttachCommand(r *rpcRequest) (any, error) {
+	id, err := r.str("sessionId")
+	if err != nil {
+		return nil, err
+	}
+	cursor, err := readCursor(r)
+	if err != nil {
+		return nil, err
+	}
+	role, err := readRole(r)
+	if err != nil {
+		return nil, err
+	}
+	c := s.served
+	c.observer = role == "observer"
+	return c.attachTo(id, cursor)
+}
+
+// hostStatus is the answer to host_status.
+type hostStatus struct {
+	Sessions    []hostSession `json:"sessions"`
+	Connections int           `json:"connections"`
+	Running     int           `json:"running"`
+	MaxRunning  int           `json:"maxRunning"`
+}
+
+// hostSession is one live session in host_status.
+type hostSession struct {
+	SessionID string  `json:"sessionId"`
+	Cwd       string  `json:"cwd"`
+	Name      *string `json:"name"`
+	Running   bool    `json:"running"`
+	Clients   int     `json:"clients"`
+	Cursor    int64   `json:"cursor"`
+}
+
+// hostStatusCommand answers what the host holds: its live sessions (with
+// whether a turn runs, how many clients are attached and the latest
+// event's seq), its connections, the turns running and their limit.
+// Fields: none. Answer: {sessions, connections, running, maxRunning}.
+func (s *rpcServer) hostStatusCommand(r *rpcRequest) (any, error) {
+	sh := s.served.sh
+	status := hostStatus{Sessions: []hostSession{}, Connections: sh.connectionCount(), MaxRunning: sh.h.runs.limit}
+	for _, st := range sh.liveStages() {
+		info := st.s.conv.info()
+		row := hostSession{SessionID: info.id, Cwd: st.s.set.cwd, Running: st.s.isRunning(), Clients: st.clientCount(), Cursor: st.lastSeq()}
+		if info.name != "" {
+			row.Name = &info.name
+		}
+		if row.Running {
+			status.Running++
+		}
+		status.Sessions = append(status.Sessions, row)
+	}
+	return status, nil
+}
+
+// ---- Session changes ----
+
+// shared reports whether other clients are attached to the connection's
+// session: a session change then moves this connection to a session of
+// its own (apart) rather than changing the one they watch.
+func (c *servedRPC) shared() bool { return c.st.clientCount() > 1 }
+
+// apart opens a session as o says and moves the connection to it; once
+// the answer (data) is written, the new session is announced as stdio's
+// start announces one, then tell, if any, is sent.
+func (c *servedRPC) apart(o sessionOptions, data any, tell *uiRequest) (any, error) {
+	st, err := c.sh.openStage(o)
+	if err != nil {
+		return nil, err
+	}
+	c.moveTo(st, -1)
+	srv := c.srv
+	c.announce = func() {
+		srv.announceStart()
+		if tell != nil {
+			srv.tell(*tell)
+		}
+	}
+	return data, nil
+}
+
+// newSessionApart is new_session on a shared session: a new session in
+// the same working directory, for this connection.
+func (c *servedRPC) newSessionApart(parent string) (any, error) {
+	if parent != "" {
+		return nil, errors.New("Invalid new_session: parentSession is taken only while no other client watches the session")
+	}
+	return c.apart(sessionOptions{cwd: c.srv.set.cwd}, notCancelled, nil)
+}
+
+// switchApart is switch_session in rpi serve: a session the host has
+// live (this connection's, or another's) is attached to; any other is
+// opened for this connection when other clients watch its session (else
+// ok is false, and the session switches as over stdio).
+func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
+	path = resolvePath(c.srv.set.cwd, path)
+	for _, st := range c.sh.liveStages() {
+		if st.s.conv.info().path != path {
+			continue
+		}
+		if st != c.st {
+			c.moveTo(st, -1)
+		}
+		srv := c.srv
+		c.announce = func() { srv.sendSessionStarted() }
+		return notCancelled, true, nil
+	}
+	if !c.shared() {
+		return nil, false, nil
+	}
+	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
+	return data, true, err
+}
+
+// sendSessionStarted tells this connection alone which session it now
+// shows (a live one it switched to: the others attached saw it start
+// long ago), without a seq: it is no event of the session's.
+func (s *rpcServer) sendSessionStarted() {
+	header := s.conv.header()
+	s.out.send(func(buf []byte) ([]byte, error) {
+		return s.wire.appendEvent(buf, event{Type: "session_started", Data: header})
+	})
+}
+
+// copyApart is fork and clone on a shared session: a new session for this
+// connection copying the current branch up to leaf (nil: all of it; "":
+// none), from what the session has written.
+func (c *servedRPC) copyApart(leaf *string, data any, tell *uiRequest) (any, error) {
+	c.srv.conv.flush()
+	path := c.srv.conv.info().path
+	if path == "" {
+		return nil, errors.New("Cannot copy a session kept in memory while other clients watch it")
+	}
+	return c.apart(sessionOptions{cwd: c.srv.set.cwd, forkFrom: path, forkLeaf: leaf}, data, tell)
+}

@@ -1,0 +1,470 @@
+package main
+
+// rpi serve (docs/serve.md): one long-lived host on a socket. Clients
+// connect, and a connection's first message picks its wire (ACP, or rpc);
+// the host owns the sessions, which outlive the connections that opened
+// them: a client attaches, leaves and attaches again without losing a
+// turn or an event. This file has the listeners, the connections and the
+// host's end; serve_stage.go has a live session's events (numbered, kept
+// for replay, sent to every client attached); rpc_serve.go rpc's
+// commands of its own (hello, session_attach, host_status).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// serveHost is rpi serve: the host, its listeners, the connections served
+// and the stages of the live sessions.
+type serveHost struct {
+	h   *host
+	cfg serveConfig
+
+	mu        mutex[serveHostMu]       // guards the fields below
+	conns     map[*servedConn]struct{} // the connections served now
+	stages    map[*session]*stage      // the live sessions' stages
+	ending    bool                     // shutting down: no connection is taken
+	listeners []net.Listener
+	sockets   []string // the unix sockets made, removed at the end
+
+	served sync.WaitGroup // the connections' goroutines
+}
+
+// servedConn is one client's connection to the host.
+type servedConn struct {
+	rwc   io.ReadWriteCloser
+	queue *clientQueue
+	conn  *connection
+}
+
+// runServe is rpi serve: it starts the host, listens, serves connections
+// until SIGTERM or SIGINT, then ends as docs/serve.md says. Nothing is
+// written to stdout; one stderr line says where it listens; a startup
+// error is one stderr line and exit 1.
+func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) int {
+	startupOver := endStartupOnSignal(env, stop, stderr)
+	h, err := newHost(cfg, env, stderr)
+	if err != nil {
+		startupOver()
+		fmt.Fprintf(stderr, "rpi: %v\n", err)
+		return 1
+	}
+	sh := &serveHost{h: h, cfg: cfg.served, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}}
+	err = sh.listen()
+	startupOver()
+	if err != nil {
+		sh.closeListeners()
+		h.shutdown(false)
+		fmt.Fprintf(stderr, "rpi: %v\n", err)
+		return 1
+	}
+	for _, notice := range h.set.notices {
+		fmt.Fprintf(stderr, "rpi: %s\n", notice)
+	}
+	if env.signalsReady != nil {
+		<-env.signalsReady
+	}
+	var where []string
+	for _, l := range sh.listeners {
+		where = append(where, listenerName(l))
+	}
+	fmt.Fprintf(stderr, "rpi serve: listening on %s\n", strings.Join(where, " and "))
+	for _, l := range sh.listeners {
+		go guarded(stderr, "accepting connections", func() { sh.accept(l) })()
+	}
+	sweep := sh.sweepIdle()
+	h.goBackground(func() { sweepTempDirs(env.tempDir) })
+	sig := <-stop
+	fmt.Fprintf(stderr, "rpi: %v: shutting down\n", sig)
+	sweep()
+	sh.shutdown()
+	return 0
+}
+
+// listenerName is where l listens, as --listen spells it.
+func listenerName(l net.Listener) string {
+	if l.Addr().Network() == "unix" {
+		return "unix:" + l.Addr().String()
+	}
+	return "ws://" + l.Addr().String()
+}
+
+// listen opens every --listen address, the default socket when none is
+// given.
+func (sh *serveHost) listen() error {
+	addrs := sh.cfg.listen
+	if len(addrs) == 0 {
+		addrs = []string{"unix:" + filepath.Join(sh.h.set.agentDir, "rpi.sock")}
+	}
+	for _, text := range addrs {
+		addr, err := parseListenAddress(text)
+		if err != nil {
+			return err
+		}
+		if addr.ws != nil {
+			if err := sh.listenWebSocket(addr); err != nil {
+				return err
+			}
+			continue
+		}
+		l, err := listenUnix(addr.unix)
+		if err != nil {
+			return err
+		}
+		sh.listeners = append(sh.listeners, l)
+		sh.sockets = append(sh.sockets, addr.unix)
+	}
+	return nil
+}
+
+// listenUnix makes the unix socket path, mode 0600, in a directory owned
+// by rpi's user that neither group nor others may write to. A socket no
+// one listens on is replaced; one someone listens on is refused.
+func listenUnix(path string) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cannot make %s for the socket: %v", dir, err)
+	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
+	}
+	if info, err := os.Lstat(path); err == nil {
+		if info.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s is not a socket: remove it, or listen elsewhere (--listen unix:PATH)", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another rpi serve listens on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("cannot replace the stale socket %s: %v", path, err)
+		}
+	}
+	l, err := listenUnixPrivate(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s: %v", path, err)
+	}
+	l.SetUnlinkOnClose(false) // removed by shutdown, which knows it is rpi's own
+	return l, nil
+}
+
+// accept takes l's connections until l is closed.
+func (sh *serveHost) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			fmt.Fprintf(sh.h.stderr, "rpi: accepting a connection: %v\n", err)
+			time.Sleep(50 * time.Millisecond) // out of file descriptors: let some go
+			continue
+		}
+		if uc, ok := c.(*net.UnixConn); ok && !peerIsOwner(uc) {
+			fmt.Fprintln(sh.h.stderr, "rpi: refused a connection from another user")
+			c.Close()
+			continue
+		}
+		sh.take(c)
+	}
+}
+
+// take serves rwc on its own goroutine, unless the host is ending or has
+// --max-connections already: then it answers the refusal the first line's
+// wire would read, and closes it (refused).
+func (sh *serveHost) take(rwc io.ReadWriteCloser) {
+	sh.mu.Lock()
+	if sh.ending {
+		sh.mu.Unlock()
+		rwc.Close()
+		return
+	}
+	if len(sh.conns) >= sh.cfg.maxConnections {
+		sh.mu.Unlock()
+		sh.served.Add(1)
+		go guarded(sh.h.stderr, "refusing a connection", func() {
+			defer sh.served.Done()
+			refuseConnection(rwc)
+		})()
+		return
+	}
+	sc := &servedConn{rwc: rwc, queue: newClientQueue(rwc, sh.cfg.clientQueue, sh.h.stderr)}
+	sc.conn = &connection{in: rwc, out: newOutput(sc.queue, sh.h.stderr)}
+	sh.conns[sc] = struct{}{}
+	sh.served.Add(2)
+	sh.mu.Unlock()
+	go guarded(sh.h.stderr, "writing to a client", func() {
+		defer sh.served.Done()
+		sc.queue.pump()
+	})()
+	go guarded(sh.h.stderr, "serving a connection", func() {
+		defer sh.served.Done()
+		sh.serveConn(sc)
+	})()
+}
+
+// refuseConnection answers a connection past --max-connections: one line
+// in the wire its first line picks (a JSON-RPC error with id null for
+// ACP, an rpc failure otherwise), then it is closed. A client that sends
+// nothing within a second gets the rpc line.
+func refuseConnection(rwc io.ReadWriteCloser) {
+	defer rwc.Close()
+	if d, ok := rwc.(interface{ SetReadDeadline(time.Time) error }); ok {
+		d.SetReadDeadline(time.Now().Add(time.Second))
+	}
+	head := make([]byte, 4096)
+	n, _ := rwc.Read(head)
+	line := `{"type":"response","command":"connect","success":false,"error":"Too many connections"}` + "\n"
+	if isACPFirstLine(head[:n]) {
+		line = `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Too many connections"}}` + "\n"
+	}
+	if d, ok := rwc.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		d.SetWriteDeadline(time.Now().Add(time.Second))
+	}
+	io.WriteString(rwc, line)
+}
+
+// isACPFirstLine reports whether a connection's first line is a JSON-RPC
+// request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
+// "jsonrpc" member): that connection speaks ACP.
+func isACPFirstLine(line []byte) bool {
+	r, err := decodeRequest(headLine(line), false)
+	if err != nil {
+		return false
+	}
+	return r.has("jsonrpc")
+}
+
+// headLine is b up to its first newline.
+func headLine(b []byte) []byte {
+	if i := slices.Index(b, '\n'); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+// serveConn serves one connection until it ends: its first line picks
+// the wire; then each line goes to that wire's handler. When it ends, it
+// detaches from its sessions, which go on.
+func (sh *serveHost) serveConn(sc *servedConn) {
+	defer sh.forgetConn(sc)
+	var wire interface {
+		handle(frame)
+		end()
+	}
+	maxLine := sh.h.env.maxLineBytes
+	sc.conn.serve(maxLine, nil, func(f frame) {
+		if wire == nil {
+			if !f.tooLong && isACPFirstLine(f.line) {
+				wire = newServedACP(sh, sc)
+			} else {
+				wire = newServedRPC(sh, sc)
+			}
+		}
+		wire.handle(f)
+	}, &sh.h.memory, sh.h.stderr)
+	if wire != nil {
+		wire.end()
+	}
+}
+
+// forgetConn ends sc: what it was sent is written (for a little while:
+// a client that reads nothing is not waited for), and it is closed.
+func (sh *serveHost) forgetConn(sc *servedConn) {
+	sc.conn.out.flush()
+	sc.queue.finish(nil)
+	sh.mu.Lock()
+	delete(sh.conns, sc)
+	sh.mu.Unlock()
+}
+
+// connectionCount is how many connections are served now.
+func (sh *serveHost) connectionCount() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.conns)
+}
+
+// closeListeners stops taking connections.
+func (sh *serveHost) closeListeners() {
+	sh.mu.Lock()
+	sh.ending = true
+	listeners := slices.Clone(sh.listeners)
+	sh.mu.Unlock()
+	for _, l := range listeners {
+		l.Close()
+	}
+}
+
+// shutdown ends rpi serve: no more connections; every turn cancelled,
+// every session file written, every child ended (the host's shutdown);
+// every connection closed; the sockets removed.
+func (sh *serveHost) shutdown() {
+	sh.closeListeners()
+	sh.h.shutdown(false)
+	sh.mu.Lock()
+	conns := make([]*servedConn, 0, len(sh.conns))
+	for sc := range sh.conns {
+		conns = append(conns, sc)
+	}
+	sh.mu.Unlock()
+	for _, sc := range conns {
+		sc.rwc.Close()
+	}
+	waitGroup(&sh.served, exitLimit)
+	for _, path := range sh.sockets {
+		os.Remove(path)
+	}
+}
+
+// ---- The live sessions ----
+
+// openStage opens a new session in the host as o says, its events to a
+// new stage, its ui the stage's dialogs.
+func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
+	if err := sh.h.sessions.reserve(); err != nil {
+		return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+	}
+	defer sh.h.sessions.release()
+	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
+	st.dialogs.served = true
+	o.sink, o.ui = st, st.dialogs
+	s, err := openSession(sh.h, o)
+	if err != nil {
+		return nil, err
+	}
+	st.s = s
+	sh.mu.Lock()
+	sh.stages[s] = st
+	sh.mu.Unlock()
+	return st, nil
+}
+
+// stageOf is the stage of the session with id: a live one, or one opened
+// from its file (in the serve process's cwd's folder first, then any;
+// opened true).
+func (sh *serveHost) stageOf(id string) (st *stage, opened bool, err error) {
+	if s := sh.h.sessions.openOrWait(id); s != nil {
+		if st := sh.stageFor(s); st != nil {
+			return st, false, nil
+		}
+		return nil, false, fmt.Errorf("Session %s is being closed: attach again in a moment", id)
+	}
+	defer sh.h.sessions.loaded(id)
+	cfg := sh.h.set.cfg
+	if cfg.noSession {
+		return nil, false, fmt.Errorf("Session not found: %s (rpi serve runs with --no-session: only live sessions can be attached)", id)
+	}
+	store := sessionStore{root: filepath.Join(sh.h.set.agentDir, "sessions")}
+	if cfg.sessionDir != "" {
+		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
+	}
+	path, err := findSessionFile(sh.h.ctx, store, id, cfg.cwd)
+	if err != nil {
+		return nil, false, fmt.Errorf("Session not found: %s", id)
+	}
+	cwd := cfg.cwd // the session's own, when it is still a directory
+	if row, ok := readSessionRow(path); ok && filepath.IsAbs(row.Cwd) {
+		if info, err := os.Stat(row.Cwd); err == nil && info.IsDir() {
+			cwd = row.Cwd
+		}
+	}
+	st, err = sh.openStage(sessionOptions{cwd: cwd, file: path})
+	return st, err == nil, err
+}
+
+// markLive marks the rows of sessions live in the host: live, running,
+// clients.
+func (sh *serveHost) markLive(rows []sessionRow) {
+	live := map[string]*stage{}
+	for _, st := range sh.liveStages() {
+		live[st.s.conv.info().path] = st
+	}
+	for i := range rows {
+		if st := live[rows[i].Path]; st != nil {
+			running, clients := st.s.isRunning(), st.clientCount()
+			rows[i].Live, rows[i].Running, rows[i].Clients = true, &running, &clients
+		}
+	}
+}
+
+// stageFor is s's stage; nil once it is closed.
+func (sh *serveHost) stageFor(s *session) *stage {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.stages[s]
+}
+
+// liveStages are the stages of the live sessions, in the order they opened.
+func (sh *serveHost) liveStages() []*stage {
+	var list []*stage
+	for _, s := range sh.h.openSessions() {
+		if st := sh.stageFor(s); st != nil {
+			list = append(list, st)
+		}
+	}
+	return list
+}
+
+// sweepIdle closes, now and then, the sessions no client has attached for
+// --idle-close while nothing of theirs ran (a turn, a dialog, a process);
+// stop ends it.
+func (sh *serveHost) sweepIdle() (stop func()) {
+	every := min(max(sh.cfg.idleClose/4, 10*time.Millisecond), 5*time.Second)
+	ticker := time.NewTicker(every)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go guarded(sh.h.stderr, "closing idle sessions", func() {
+		defer close(done)
+		for {
+			select {
+			case <-ticker.C:
+				for _, st := range sh.liveStages() {
+					if st.idleFor(sh.cfg.idleClose) {
+						sh.closeStage(st)
+					}
+				}
+			case <-quit:
+				return
+			}
+		}
+	})()
+	return func() { ticker.Stop(); close(quit); <-done }
+}
+
+// closeStage closes st's session, which no client may attach to any more.
+func (sh *serveHost) closeStage(st *stage) {
+	sh.mu.Lock()
+	delete(sh.stages, st.s)
+	sh.mu.Unlock()
+	st.s.close()
+}
+
+// ---- ACP connections ----
+
+// servedACP is one ACP connection of rpi serve: rpi acp's agent over the
+// shared host. Its sessions are its own, and end with it (an editor's
+// session reads and writes through the editor).
+type servedACP struct{ a *acpAgent }
+
+func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
+	return &servedACP{newACPAgent(sh.h, sc.conn)}
+}
+
+func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.a.h.env.maxLineBytes) }
+
+// end closes the connection's sessions, as rpi acp's end does, but not
+// the host.
+func (c *servedACP) end() { c.a.closeSessions() }
+
+// listenWebSocket listens for WebSocket connections at addr.
+func (sh *serveHost) listenWebSocket(addr listenAddress) error {
+	return fmt.Errorf("Invalid --listen %s: WebSocket is not built yet", addr)
+}

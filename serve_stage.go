@@ -1,0 +1,407 @@
+package main
+
+// A live session of rpi serve as its clients see it (docs/serve.md): its
+// stage numbers every event (seq), keeps the latest for replay, and sends
+// each to every client attached, through the client's own bounded queue,
+// so that the turn and the other clients never wait for a slow one.
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// ---- A client's queue ----
+
+// clientQueue is what one connection's output writes into: the records
+// wait here, in order, and a goroutine of their own (pump) writes them to
+// the socket, so a write never waits for the client. Past limit bytes
+// waiting, the client is slow: what waits is still written, then its
+// last record (last, built then), and the connection is closed; nothing
+// more is taken. A replay is queued beside the limit (it is the stage's
+// kept bytes, written as the client reads them).
+type clientQueue struct {
+	w      io.WriteCloser
+	limit  int
+	stderr io.Writer
+
+	mu      mutex[clientQueueMu] // guards the fields below
+	items   [][]byte             // what waits, in order
+	counted int                  // the bytes of items that count against limit
+	slow    bool                 // went past limit: nothing more is taken
+	done    bool                 // finish was called: nothing more is taken
+	failed  bool                 // a write to the client failed
+	last    func() []byte        // the record that ends a slow client's stream (nil: none)
+	wake    chan struct{}        // a send says items or done changed (one kept)
+	drained chan struct{}        // closed when pump has returned
+}
+
+// errClientGone is a write to a client whose connection is gone, or
+// that was detached as slow.
+var errClientGone = errors.New("the client is gone")
+
+func newClientQueue(w io.WriteCloser, limit int, stderr io.Writer) *clientQueue {
+	return &clientQueue{w: w, limit: limit, stderr: stderr, wake: make(chan struct{}, 1), drained: make(chan struct{})}
+}
+
+// Write queues p (the output's records, whole), copied. It never waits.
+// The write that takes the queue past its limit is still taken; from
+// then on nothing is, and the client is detached once what waits is
+// written.
+func (q *clientQueue) Write(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.slow || q.done || q.failed {
+		return 0, errClientGone
+	}
+	q.items = append(q.items, slices.Clone(p))
+	q.counted += len(p)
+	if q.counted > q.limit {
+		q.slow = true
+	}
+	q.signal()
+	return len(p), nil
+}
+
+func (q *clientQueue) queues() {}
+
+// accepting reports whether a record written now is taken.
+func (q *clientQueue) accepting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.slow && !q.done && !q.failed
+}
+
+// queueReplay queues the kept records of a replay, beside the limit.
+func (q *clientQueue) queueReplay(records [][]byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.slow || q.done || q.failed {
+		return
+	}
+	q.items = append(q.items, records...)
+	q.signal()
+}
+
+// whenSlow sets the record that ends a slow client's stream.
+func (q *clientQueue) whenSlow(last func() []byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last = last
+}
+
+// signal wakes pump; q.mu is held.
+func (q *clientQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish takes nothing more; what waits is written, for up to
+// finishWriteLimit, and then the connection is closed.
+func (q *clientQueue) finish(last []byte) {
+	q.mu.Lock()
+	if !q.done && last != nil && !q.failed {
+		q.items = append(q.items, last)
+	}
+	q.done = true
+	q.signal()
+	q.mu.Unlock()
+	<-q.drained
+}
+
+// finishWriteLimit is how long what waits for a client that is leaving
+// (or slow) may take to be written.
+const finishWriteLimit = 5 * time.Second
+
+// pump writes what waits to the client until finish (or a slow client's
+// end), then closes the connection.
+func (q *clientQueue) pump() {
+	defer close(q.drained)
+	defer q.w.Close()
+	deadline := false
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		q.counted = 0
+		ending := q.done || q.slow
+		if ending && !deadline {
+			deadline = true
+			if d, ok := q.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+				d.SetWriteDeadline(time.Now().Add(finishWriteLimit))
+			}
+		}
+		if len(items) == 0 && q.slow && q.last != nil {
+			items, q.last = [][]byte{q.last()}, nil
+		}
+		q.mu.Unlock()
+		for _, p := range items {
+			if _, err := q.w.Write(p); err != nil {
+				q.fail()
+				return
+			}
+		}
+		if len(items) > 0 {
+			continue
+		}
+		if ending {
+			return
+		}
+		<-q.wake
+	}
+}
+
+// fail marks the client gone: its writes fail, and the connection's
+// loop sees its output gone.
+func (q *clientQueue) fail() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.failed = true
+	q.items = nil
+}
+
+// ---- The stage ----
+
+// stage is a live session as rpi serve shows it: every event numbered
+// (seq: 1, 2, … per session, no gaps), the latest kept for replay (up to
+// replayBytes, as rpc records), each sent to every client attached, in
+// order. The session's ui is its dialogs, shared by its controllers.
+type stage struct {
+	s           *session
+	dialogs     *dialogs
+	replayBytes int
+
+	mu         mutex[stageMu] // guards the fields below; held while an event is sent to every client
+	seq        int64
+	kept       []keptEvent // the latest events, oldest first
+	keptBytes  int
+	clients    []*stageClient
+	forms      [wireForms]bool // the forms rendered for every event from now on: those clients attached have asked for
+	idleSince  time.Time       // when its last client left (zero: a client is attached)
+	closed     bool            // closed for being idle: no client may attach
+	everServed bool
+}
+
+// The forms an event is kept in: rpi's rpc records and pi's.
+const (
+	formRPC = iota
+	formPi
+	wireForms
+)
+
+// keptEvent is one event as sent: its number, and its record in each
+// form rendered, with its "\n" (nil: a form not rendered, or an event that
+// wire does not send).
+type keptEvent struct {
+	seq      int64
+	forms    [wireForms][]byte
+	rendered [wireForms]bool // the forms it was rendered in (a nil record in one: that wire does not send it)
+}
+
+func (k keptEvent) size() int { return len(k.forms[formRPC]) + len(k.forms[formPi]) + 32 }
+
+// stageClient is one connection attached to a stage.
+type stageClient struct {
+	out      *output
+	queue    *clientQueue
+	form     int  // formRPC or formPi
+	observer bool // may only watch (docs/serve.md's roles)
+	// lastSeq is the seq of the last event taken into its queue.
+	lastSeq atomic.Int64
+	detach  func() // from the dialogs, for a controller
+}
+
+// event numbers ev, keeps it, and sends it to every client attached.
+// The session's outbox calls it, one event at a time, in order.
+func (st *stage) event(ev event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.seq++
+	k := keptEvent{seq: st.seq}
+	for form, wanted := range st.forms {
+		if !wanted && form != formRPC {
+			continue
+		}
+		w := wireOfForm(form)
+		k.rendered[form] = true
+		if !w.sends(ev) {
+			continue
+		}
+		rec, err := w.appendEvent(nil, ev)
+		if err != nil {
+			rec = nil
+		}
+		k.forms[form] = append(withSeq(rec, st.seq), '\n') // as a replay writes it
+	}
+	st.keep(k)
+	for _, c := range st.clients {
+		c.send(k)
+	}
+}
+
+func (st *stage) gatheredEvent(ev event) { st.event(ev) }
+
+func (st *stage) flush() {}
+
+// wireOfForm is the wire that renders form.
+func wireOfForm(form int) wire {
+	if form == formPi {
+		return piWire{}
+	}
+	return rpcWire{}
+}
+
+// withSeq is an event record with "seq":N as its last member.
+func withSeq(rec []byte, seq int64) []byte {
+	if len(rec) == 0 || rec[len(rec)-1] != '}' {
+		return nil
+	}
+	rec = append(rec[:len(rec)-1], `,"seq":`...)
+	rec = strconv.AppendInt(rec, seq, 10)
+	return append(rec, '}')
+}
+
+// keep adds k to the kept events, dropping the oldest past replayBytes.
+// st.mu is held.
+func (st *stage) keep(k keptEvent) {
+	st.kept = append(st.kept, k)
+	st.keptBytes += k.size()
+	drop := 0
+	for st.keptBytes > st.replayBytes && drop < len(st.kept)-1 {
+		st.keptBytes -= st.kept[drop].size()
+		drop++
+	}
+	if drop > 0 {
+		st.kept = slices.Delete(st.kept, 0, drop)
+	}
+}
+
+// send writes k's record in c's form to c, unless its queue takes no
+// more; lastSeq follows what was taken.
+func (c *stageClient) send(k keptEvent) {
+	rec := k.forms[c.form]
+	if rec == nil {
+		c.lastSeq.Store(k.seq) // an event its wire does not send: seen, as far as it goes
+		return
+	}
+	c.out.send(func(buf []byte) ([]byte, error) {
+		if c.queue.accepting() {
+			c.lastSeq.Store(k.seq)
+		}
+		return append(buf, rec[:len(rec)-1]...), nil // the output adds the "\n"
+	})
+}
+
+// attachResult is what attaching to a stage gives the client: the seq
+// of the session's latest event, and whether its cursor was too old to
+// replay from.
+type attachResult struct {
+	cursor int64
+	resync bool
+}
+
+// attach adds c to the stage. With a cursor (>= 0), the kept events after
+// it are queued to c first, unless some are no longer kept (or were not
+// kept in c's form): then nothing is, and the answer says resync. A
+// stage closed meanwhile (idle) refuses (ok false).
+func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return res, false
+	}
+	res.cursor = st.seq
+	if cursor >= 0 && cursor < st.seq {
+		records, complete := st.replayAfter(cursor, c.form)
+		if complete {
+			c.out.flush() // what the connection wrote before comes first
+			c.queue.queueReplay(records)
+		} else {
+			res.resync = true
+		}
+	} else if cursor > st.seq {
+		res.resync = true
+	}
+	c.lastSeq.Store(st.seq)
+	st.forms[c.form] = true
+	st.clients = append(st.clients, c)
+	st.idleSince, st.everServed = time.Time{}, true
+	if !c.observer {
+		c.detach = st.dialogs.attach(c.out)
+	}
+	return res, true
+}
+
+// replayAfter is the kept records after cursor in form; complete is false
+// when one is missing (dropped, or not rendered in form).
+func (st *stage) replayAfter(cursor int64, form int) (records [][]byte, complete bool) {
+	if len(st.kept) == 0 || st.kept[0].seq > cursor+1 {
+		return nil, false
+	}
+	for _, k := range st.kept[cursor+1-st.kept[0].seq:] {
+		if !k.rendered[form] {
+			return nil, false
+		}
+		if rec := k.forms[form]; rec != nil {
+			records = append(records, rec)
+		}
+	}
+	return records, true
+}
+
+// detach takes c off the stage.
+func (st *stage) detach(c *stageClient) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	i := slices.Index(st.clients, c)
+	if i < 0 {
+		return
+	}
+	st.clients = slices.Delete(st.clients, i, i+1)
+	if c.detach != nil {
+		c.detach()
+	}
+	if len(st.clients) == 0 {
+		st.idleSince = time.Now()
+	}
+}
+
+// clientCount is how many clients are attached.
+func (st *stage) clientCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.clients)
+}
+
+// lastSeq is the seq of the session's latest event.
+func (st *stage) lastSeq() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.seq
+}
+
+// idleFor reports whether no client has been attached for d while
+// nothing of the session's ran; if so, the stage is closed to attaching.
+// A session that is busy (a turn, a dialog, a process) is idle from when
+// it is done.
+func (st *stage) idleFor(d time.Duration) bool {
+	busy := st.s.busy() || st.dialogs.openCount() > 0
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case len(st.clients) > 0 || st.closed:
+		return false
+	case busy || st.idleSince.IsZero():
+		st.idleSince = time.Now()
+		return false
+	case time.Since(st.idleSince) < d:
+		return false
+	}
+	st.closed = true
+	return true
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fixtures of rpi serve (testdata/serve/*.txtar): several clients on
+// one host. Their script section says which client writes each line
+// ("a: {…}"), and waits as the stdio fixtures do, for one client's output
+// ("#wait a TEXT", "#waitn a N TEXT"); "#connect a" connects a client
+// before it writes (a client connects when it first writes), "#close a"
+// closes its connection, "#sleep D" lets rpi's timers run (--idle-close),
+// "#release" lets the fake model (a model.jsonl section) go on.
+// Each client's output is a want section of its own (a.want.jsonl, …),
+// all of them normalised together, so that $UUID1 is the same session in
+// every client's.
+func TestServeFixtures(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/serve/*.txtar")
+	if len(paths) == 0 {
+		t.Fatal("no fixtures in testdata/serve")
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
+			t.Parallel()
+			f, err := parseFixture(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runServeFixture(t, f)
+			for _, name := range slices.Sorted(maps.Keys(got)) {
+				section := name + ".want.jsonl"
+				if *update {
+					f.sections[section] = got[name]
+					if !slices.Contains(f.order, section) {
+						f.order = append(f.order, section)
+					}
+					continue
+				}
+				if want := f.sections[section]; got[name] != want {
+					t.Errorf("client %s: output differs\n--- got ---\n%s--- want ---\n%s", name, got[name], want)
+				}
+			}
+			if *update {
+				if err := os.WriteFile(path, f.format(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// servedHost is an rpi serve running in this process, for a test.
+type servedHost struct {
+	t      *testing.T
+	env    *testEnv
+	socket string
+	cwd    string
+	stderr *watchedOutput
+	stdout *watchedOutput
+	stop   chan os.Signal
+	done   chan int
+}
+
+// shortSocketDir is a new directory for a test's socket, private to the
+// user, whose path is short enough for a unix socket's (the test's
+// temporary directory may not be); removed when the test ends.
+func shortSocketDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("/tmp", "rpi-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// startServe starts rpi serve in e with args, listening on a socket of
+// its own, and waits until it listens.
+func startServe(t *testing.T, e *testEnv, cwd string, args ...string) *servedHost {
+	t.Helper()
+	sh := &servedHost{t: t, env: e, cwd: cwd, socket: filepath.Join(shortSocketDir(t), "rpi.sock"),
+		stderr: newWatchedOutput(), stdout: newWatchedOutput(), stop: make(chan os.Signal, 1), done: make(chan int, 1)}
+	args = append([]string{"serve", "--listen", "unix:" + sh.socket, "--cwd", cwd}, args...)
+	go func() { sh.done <- runProgram(args, e.env(), strings.NewReader(""), sh.stdout, sh.stderr, sh.stop) }()
+	if !sh.stderr.waitFor("listening on", func(b []byte) string { return string(b) }) {
+		t.Fatalf("rpi serve never listened:\n%s", sh.stderr.bytes())
+	}
+	return sh
+}
+
+// end sends SIGTERM and checks that rpi serve exits 0, having written
+// nothing on stdout and removed its socket.
+func (sh *servedHost) end() {
+	sh.t.Helper()
+	sh.stop <- syscall.SIGTERM
+	select {
+	case code := <-sh.done:
+		if code != 0 {
+			sh.t.Errorf("rpi serve exited %d:\n%s", code, sh.stderr.bytes())
+		}
+	case <-time.After(10 * time.Second):
+		sh.t.Fatalf("rpi serve did not end within 10 s of SIGTERM:\n%s", sh.stderr.bytes())
+	}
+	if out := sh.stdout.bytes(); len(out) > 0 {
+		sh.t.Errorf("rpi serve wrote to stdout: %q", out)
+	}
+	if _, err := os.Lstat(sh.socket); err == nil {
+		sh.t.Errorf("the socket %s is left behind", sh.socket)
+	}
+}
+
+// servedClient is one test client of rpi serve.
+type servedClient struct {
+	conn net.Conn
+	out  *watchedOutput
+	read chan struct{} // closed when the connection's reader is done
+}
+
+// connect connects a client that reads everything into its output.
+func (sh *servedHost) connect() *servedClient {
+	sh.t.Helper()
+	conn, err := net.Dial("unix", sh.socket)
+	if err != nil {
+		sh.t.Fatal(err)
+	}
+	c := &servedClient{conn: conn, out: newWatchedOutput(), read: make(chan struct{})}
+	go func() {
+		defer close(c.read)
+		io.Copy(c.out, conn)
+	}()
+	sh.t.Cleanup(func() { conn.Close(); <-c.read })
+	return c
+}
+
+func (c *servedClient) send(line string) { io.WriteString(c.conn, line+"\n") }
+
+// waitFor waits until the client's output holds text n times.
+func (c *servedClient) waitFor(t testing.TB, text string, n int) {
+	t.Helper()
+	if !c.out.waitFor(text, func(b []byte) string {
+		if bytes.Count(b, []byte(text)) >= n {
+			return text
+		}
+		return ""
+	}) {
+		t.Fatalf("never saw %s (%d times) in:\n%s", text, n, c.out.bytes())
+	}
+}
+
+// runServeFixture runs f's script against a fresh rpi serve and returns
+// each client's normalised output.
+func runServeFixture(t *testing.T, f *fixture) map[string]string {
+	e, cwd, norm, fm := fixtureWorld(t, f)
+	for name, content := range f.sections {
+		if file, ok := strings.CutPrefix(name, "agent "); ok {
+			path := filepath.Join(e.agentDir, file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(content), 0o644)
+		}
+	}
+	var args []string
+	for _, line := range strings.Split(f.sections["args"], "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			args = append(args, line)
+		}
+	}
+	sh := startServe(t, e, cwd, args...)
+	clients := map[string]*servedClient{}
+	client := func(name string) *servedClient {
+		if clients[name] == nil {
+			clients[name] = sh.connect()
+		}
+		return clients[name]
+	}
+	// all is every client's output, in the order of their names: what
+	// placeholders are numbered in.
+	all := func() []byte {
+		var b []byte
+		for _, name := range slices.Sorted(maps.Keys(clients)) {
+			b = append(b, clients[name].out.bytes()...)
+		}
+		return b
+	}
+	sc := bufio.NewScanner(strings.NewReader(f.sections["script"]))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fieldsOf := strings.Fields(line)
+		switch {
+		case strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "#connect "):
+			client(fieldsOf[1])
+		case strings.HasPrefix(line, "#close "):
+			c := client(fieldsOf[1])
+			c.conn.Close()
+			<-c.read
+		case strings.TrimSpace(line) == "#release":
+			fm.release <- struct{}{}
+		case strings.HasPrefix(line, "#sleep "):
+			d, err := time.ParseDuration(fieldsOf[1])
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			time.Sleep(d)
+		case strings.HasPrefix(line, "#wait ") || strings.HasPrefix(line, "#waitn "):
+			name, n, text := fieldsOf[1], 1, strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			if strings.HasPrefix(line, "#waitn ") {
+				parts := strings.SplitN(line, " ", 4)
+				fmt.Sscan(parts[2], &n)
+				text = strings.TrimSpace(parts[3])
+			}
+			c := client(name)
+			if !c.out.waitFor(text, func(b []byte) string {
+				if strings.Count(norm.apply(b), text) >= n {
+					return text
+				}
+				return ""
+			}) {
+				t.Fatalf("%s: never seen; client %s's output:\n%s", line, name, norm.apply(c.out.bytes()))
+			}
+		default:
+			name, rest, ok := strings.Cut(line, ": ")
+			if !ok || strings.HasPrefix(line, "#") {
+				t.Fatalf("script line %q: want \"NAME: LINE\" or a directive", line)
+			}
+			whole := newWatchedOutput()
+			whole.Write(all())
+			client(name).send(string(withActualUUIDs(t, []byte(rest), whole)))
+		}
+	}
+	for _, c := range clients {
+		c.conn.Close()
+		<-c.read
+	}
+	sh.end()
+	if left, _ := os.ReadDir(e.tmp); len(left) > 0 {
+		t.Errorf("temp files left behind: %v", left)
+	}
+	// Normalised together (a separator line between clients), then split.
+	const separator = "\n#--client--\n"
+	var joined []byte
+	names := slices.Sorted(maps.Keys(clients))
+	for i, name := range names {
+		if i > 0 {
+			joined = append(joined, separator...)
+		}
+		checkRecords(t, clients[name].out.bytes())
+		joined = append(joined, clients[name].out.bytes()...)
+	}
+	parts := strings.Split(seqPlaceholders(norm.apply(joined)), separator)
+	got := map[string]string{}
+	for i, name := range names {
+		got[name] = parts[i]
+	}
+	return got
+}
+
+// seqPattern finds the seq of an event and the cursor of an answer.
+var seqPattern = regexp.MustCompile(`"(seq|cursor)":(\d+)`)
+
+// seqPlaceholders numbers the seqs and cursors of s by value, smallest
+// first: $S1, $S2, … (a cursor of 0, no event yet, stays 0). Where rpi
+// batches a model's deltas is up to the clock, so how many events a turn
+// has is too; merged (mergeChunks keeps the seq of the last), every
+// value that remains gets the same placeholder whatever the batching, and
+// identity holds: a cursor is $S8 exactly when it is the seq of the
+// event shown as $S8.
+func seqPlaceholders(s string) string {
+	var values []int
+	for _, m := range seqPattern.FindAllStringSubmatch(s, -1) {
+		if n, _ := strconv.Atoi(m[2]); n > 0 && !slices.Contains(values, n) {
+			values = append(values, n)
+		}
+	}
+	slices.Sort(values)
+	return seqPattern.ReplaceAllStringFunc(s, func(m string) string {
+		sub := seqPattern.FindStringSubmatch(m)
+		n, _ := strconv.Atoi(sub[2])
+		if n == 0 {
+			return m
+		}
+		return fmt.Sprintf(`"%s":$S%d`, sub[1], slices.Index(values, n)+1)
+	})
+}
