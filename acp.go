@@ -347,6 +347,13 @@ func (c *acpConn) resolve(msg *acpMessage) bool {
 }
 
 // close ends every wait for the client: the input has ended.
+// isClosed reports whether the connection is closed (its input ended).
+func (c *acpConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *acpConn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -484,8 +491,9 @@ type acpAgent struct {
 	conn          *acpConn
 	methods       map[string]acpMethod
 	notifications map[string]acpNotification
-	store         sessionStore // where session files are
-	noSession     bool         // --no-session: nothing to load, list, resume or delete
+	store         sessionStore   // where session files are
+	noSession     bool           // --no-session: nothing to load, list, resume or delete
+	served        acpSessionHost // rpi serve's host, where the sessions live; nil for rpi acp
 
 	// initialized is set by the loop when initialize is answered; only
 	// the loop reads it.

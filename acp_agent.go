@@ -39,13 +39,19 @@ var (
 
 // newACPAgent is ACP's front end over h, with rpi's method tables.
 func newACPAgent(h *host, conn *connection) *acpAgent {
+	return newServedACPAgent(h, conn, nil)
+}
+
+// newServedACPAgent is ACP's front end over h whose sessions live in
+// served (rpi serve's host; nil: the connection's own).
+func newServedACPAgent(h *host, conn *connection, served acpSessionHost) *acpAgent {
 	cfg := h.set.cfg
 	store := sessionStore{root: filepath.Join(h.set.agentDir, "sessions")}
 	if cfg.sessionDir != "" {
 		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
 	}
 	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr, cfg.verbose), methods: acpMethods, notifications: acpNotifications,
-		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}}
+		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}, served: served}
 }
 
 // runACP is rpi in ACP mode (docs/acp.md): it starts the host and serves
@@ -101,16 +107,4 @@ func (a *acpAgent) shutdown() {
 	}
 	a.h.shutdown(false)
 	a.conn.out.flush()
-}
-
-// closeSessions ends the connection and closes its sessions (rpi serve's
-// ACP connection ending; the host goes on).
-func (a *acpAgent) closeSessions() {
-	a.conn.close()
-	a.mu.Lock()
-	open := slices.Collect(maps.Values(a.sessions))
-	a.mu.Unlock()
-	for _, as := range open {
-		a.forget(as)
-	}
 }

@@ -71,10 +71,10 @@ func (u *acpUpdates) noteLocked(severity, text string) {
 	case text == "":
 	case u.notices:
 		if n, ok := acpNoticeOf(severity, text); ok {
-			u.send(n)
+			u.emit(n)
 		}
 	default:
-		u.send(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
+		u.emit(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
 	}
 }
 
@@ -84,7 +84,7 @@ func (u *acpUpdates) noteLocked(severity, text string) {
 func (u *acpUpdates) say(text string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.send(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
+	u.emit(acpChunk{"agent_message_chunk", acpTextBlock(text), u.newID()})
 }
 
 // notify sends the core's notify warning or error as a note of that
@@ -105,7 +105,7 @@ func (u *acpUpdates) notify(kind, text string) {
 func (u *acpUpdates) compactionStarted() {
 	if u.compactions {
 		u.compactionID = u.newID()
-		u.send(acpCompactionUpdate{"compaction_update", u.compactionID, "in_progress", ""})
+		u.emit(acpCompactionUpdate{"compaction_update", u.compactionID, "in_progress", ""})
 	}
 }
 
@@ -135,9 +135,9 @@ func (u *acpUpdates) compactionEnded(d compactionEnd) {
 	case d.ErrorMessage != "":
 		end.Status, end.Error = "failed", d.ErrorMessage
 	case d.Result != nil && d.Result.Summary != "":
-		u.send(acpCompactionSummary{"compaction_summary_chunk", id, acpTextBlock(d.Result.Summary)})
+		u.emit(acpCompactionSummary{"compaction_summary_chunk", id, acpTextBlock(d.Result.Summary)})
 	}
-	u.send(end)
+	u.emit(end)
 }
 
 // compactionFailed tells of a compaction that could not start (why):

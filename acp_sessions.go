@@ -112,22 +112,16 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 		return nil, acpTooManySessions
 	}
 	defer a.h.sessions.release()
-	as := &acpSession{agent: a, always: map[string]bool{}}
-	as.confirm = a.h.set.cfg.confirm
-	as.approvals = acpApprovalOf(as.confirm)
-	as.confirm = acpConfirmed(as.approvals, as.confirm)
-	if as.approvals == "custom" {
-		as.custom = slices.Clone(as.confirm)
+	as := a.newSession(cwd)
+	o := sessionOptions{cwd: cwd, dirs: dirs, file: file, forkFrom: forkFrom, writeNow: file == ""}
+	var s *session
+	var err error
+	if a.served != nil {
+		s, err = a.served.open(as, o) // the disk and rpi's shell: the session outlives the editor
+	} else {
+		o.sink, o.ui, o.files, o.commands = as, as, acpFiles{as}, acpTerminals{as}
+		s, err = openSession(a.h, o)
 	}
-	caps := a.clientCaps()
-	if caps.terminal {
-		as.shell = "rpi"
-	}
-	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
-		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now,
-		notices: caps.notices, compactions: caps.compaction}
-	s, err := openSession(a.h, sessionOptions{cwd: cwd, dirs: dirs, sink: as, ui: as, files: acpFiles{as}, commands: acpTerminals{as},
-		file: file, forkFrom: forkFrom, writeNow: file == ""})
 	if errors.Is(err, errSessionOpen) {
 		return nil, invalidParams("Invalid field sessionId: the session is open here already")
 	}
@@ -148,6 +142,27 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 	defer a.mu.Unlock()
 	a.sessions[as.id] = as
 	return as, nil
+}
+
+// newSession is this connection's view of a session in cwd, before the
+// session is opened or attached to: the approvals as --confirm sets them,
+// where bash runs, the updates it will send.
+func (a *acpAgent) newSession(cwd string) *acpSession {
+	as := &acpSession{agent: a, always: map[string]bool{}}
+	as.confirm = a.h.set.cfg.confirm
+	as.approvals = acpApprovalOf(as.confirm)
+	as.confirm = acpConfirmed(as.approvals, as.confirm)
+	if as.approvals == "custom" {
+		as.custom = slices.Clone(as.confirm)
+	}
+	caps := a.clientCaps()
+	if caps.terminal && a.served == nil { // a session rpi serve holds runs bash in rpi's shell
+		as.shell = "rpi"
+	}
+	as.updates = &acpUpdates{paths: acpPaths{cwd: cwd}, terminal: caps.terminalOutput,
+		deferred: as.asks, inEditor: as.inEditor, send: as.send, newID: as.newID, now: a.h.env.clock.Now,
+		notices: caps.notices, compactions: caps.compaction}
+	return as
 }
 
 // answer is a session response: its config options and modes.
@@ -391,15 +406,27 @@ func (a *acpAgent) isOpenAs(as *acpSession) bool {
 // and this connection does not (yet: session/new is opening it now) is an
 // error.
 func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), err error) {
-	if a.h.sessions.openOrWait(id) == nil {
+	s := a.h.sessions.openOrWait(id)
+	if s == nil {
 		return nil, func() { a.h.sessions.loaded(id) }, nil
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if as = a.sessions[id]; as == nil {
-		return nil, nil, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
+	as = a.sessions[id]
+	a.mu.Unlock()
+	switch {
+	case as != nil:
+		return as, nil, nil
+	case a.served != nil: // live in rpi serve's host, for another client: attach to it
+		as = a.wrap(s)
+		if err := a.served.attach(as, s); err != nil {
+			return nil, nil, err
+		}
+		a.mu.Lock()
+		a.sessions[id] = as
+		a.mu.Unlock()
+		return as, nil, nil
 	}
-	return as, nil, nil
+	return nil, nil, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
 }
 
 // errNoSessions refuses what works on the sessions on disk under
@@ -461,6 +488,10 @@ func acpClose(a *acpAgent, req *acpRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.served != nil {
+		a.detachSession(as) // the host's session goes on for its other clients
+		return struct{}{}, nil
+	}
 	a.letGo(as)
 	return a.answerLater(req, func() (any, error) {
 		as.s.close()
@@ -482,6 +513,9 @@ func (a *acpAgent) letGo(as *acpSession) {
 // withdrawn), in the background.
 func (a *acpAgent) forget(as *acpSession) {
 	a.letGo(as)
+	if a.served != nil {
+		a.served.detach(as)
+	}
 	a.h.goBackground(as.s.close)
 }
 

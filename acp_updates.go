@@ -154,6 +154,22 @@ type acpUpdateParams struct {
 	Update    any    `json:"update"`
 }
 
+// acpNumberedParams is session/update's params for an update of an
+// event rpi serve numbered: its seq in _meta.rpi.
+type acpNumberedParams struct {
+	SessionID string     `json:"sessionId"`
+	Update    any        `json:"update"`
+	Meta      acpSeqMeta `json:"_meta"`
+}
+
+type acpSeqMeta struct {
+	RPI acpSeq `json:"rpi"`
+}
+
+type acpSeq struct {
+	Seq int64 `json:"seq"`
+}
+
 // acpTextChunkParams is session/update's params for a text chunk, the
 // hottest record of ACP mode: it appends its own JSON, byte for byte
 // what encoding/json writes for it.
@@ -188,6 +204,9 @@ func (p acpTextChunkParams) appendJSON(buf []byte) []byte {
 // acpUpdateOf is session/update's params for update, a text chunk by its
 // own appender.
 func acpUpdateOf(sessionID string, update any) any {
+	if n, ok := update.(acpNumbered); ok {
+		return acpNumberedParams{sessionID, n.update, acpSeqMeta{acpSeq{n.seq}}}
+	}
 	if c, ok := update.(acpChunk); ok {
 		if text, ok := c.Content.(acpText); ok {
 			return acpTextChunkParams{sessionID, acpTextUpdate{c.SessionUpdate, text, c.MessageID}}
@@ -437,6 +456,34 @@ type acpUpdates struct {
 	compactions  bool   // the client tracks compactions: compaction_update, not their note
 	retrying     bool   // auto_retry_start came: the warning after it is the retry's (notify)
 	compactionID string // the compaction running, for a client that tracks them
+
+	// seq is the number of the event being mapped, on a session rpi
+	// serve holds (0: none): its updates carry it (_meta.rpi.seq).
+	seq int64
+}
+
+// emit sends one update, numbered with the event it maps, if any; u.mu
+// is held.
+func (u *acpUpdates) emit(update any) {
+	if u.seq != 0 {
+		update = acpNumbered{update, u.seq}
+	}
+	u.send(update)
+}
+
+// acpNumbered is an update of an event rpi serve numbered.
+type acpNumbered struct {
+	update any
+	seq    int64
+}
+
+// eventNumbered is event for the event numbered seq (rpi serve's).
+func (u *acpUpdates) eventNumbered(typ string, data any, seq int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.seq = seq
+	defer func() { u.seq = 0 }()
+	u.eventLocked(typ, data)
 }
 
 // event maps one core event (its type and payload, as rpc mode writes
@@ -445,6 +492,11 @@ type acpUpdates struct {
 func (u *acpUpdates) event(typ string, data any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.eventLocked(typ, data)
+}
+
+// eventLocked is event with u.mu held.
+func (u *acpUpdates) eventLocked(typ string, data any) {
 	if u.tools == nil {
 		u.tools = map[string]*acpTool{}
 	}
@@ -464,9 +516,9 @@ func (u *acpUpdates) event(typ string, data any) {
 		}
 		switch d.AssistantMessageEvent.Type {
 		case "text_delta":
-			u.send(acpChunk{"agent_message_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
+			u.emit(acpChunk{"agent_message_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
 		case "thinking_delta":
-			u.send(acpChunk{"agent_thought_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
+			u.emit(acpChunk{"agent_thought_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
 		}
 	case toolExecStart:
 		u.toolStarted(d)
@@ -475,9 +527,9 @@ func (u *acpUpdates) event(typ string, data any) {
 	case toolExecEnd:
 		u.toolEnded(d)
 	case todoUpdated:
-		u.send(acpPlanOf(d.Phases))
+		u.emit(acpPlanOf(d.Phases))
 	case sessionInfoChanged:
-		u.send(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
+		u.emit(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
 	case retryStart:
 		u.retrying = true
 	case compactionStart:
@@ -490,7 +542,7 @@ func (u *acpUpdates) event(typ string, data any) {
 			u.noteLocked(noteError, d.Message)
 			break
 		}
-		u.send(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
+		u.emit(acpChunk{"agent_message_chunk", acpTextBlock(d.Message), u.messageID})
 	}
 }
 
@@ -645,7 +697,7 @@ func (u *acpUpdates) terminalCreated(id, terminalID string) {
 	if t := u.tools[id]; t != nil {
 		t.editorID = terminalID
 		u.announce(t)
-		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Content: []any{acpTerminal{"terminal", terminalID}}})
+		u.emit(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Content: []any{acpTerminal{"terminal", terminalID}}})
 	}
 }
 
@@ -679,14 +731,14 @@ func (u *acpUpdates) announce(t *acpTool) {
 		call.Content = []any{acpTerminal{"terminal", id}}
 		call.Meta = &acpToolMeta{TerminalInfo: &acpTerminalInfo{id, u.paths.cwd}}
 	}
-	u.send(call)
+	u.emit(call)
 }
 
 // run sends the call's in_progress, once.
 func (u *acpUpdates) run(t *acpTool) {
 	if !t.running {
 		t.running = true
-		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Status: "in_progress"})
+		u.emit(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id, Status: "in_progress"})
 	}
 }
 
@@ -707,7 +759,7 @@ func (u *acpUpdates) sendOutput(t *acpTool, output string) {
 	fresh := newOutputText(t.shown, output)
 	t.shown = output
 	if fresh != "" {
-		u.send(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id,
+		u.emit(acpToolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: t.id,
 			Meta: &acpToolMeta{TerminalOutput: &acpTerminalOutput{t.id, fresh}}})
 	}
 }
@@ -782,7 +834,7 @@ func (u *acpUpdates) toolEnded(d toolExecEnd) {
 	default:
 		end.Content = acpResultContent(t.name, d.Result.Content)
 	}
-	u.send(end)
+	u.emit(end)
 }
 
 // ---- Plan, usage, title ----

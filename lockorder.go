@@ -14,6 +14,8 @@ var lockOrder = []struct {
 	{`serveHost.mu`, frontEndLock},       // rpi serve's connections and stages; never held into a session
 	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
+	{`stage.mu`, frontEndLock},           // held while an event is sent to every client of a served session
+	{`servedACP.mu`, frontEndLock},       // an rpi serve ACP connection's sessions and their stages
 	{`sessionRegistry.mu`, coreLock},     // held while an open session is looked up by id
 	{`loopScheduler.fileMu`, coreLock},
 	{`conversation.fileMu`, coreLock},
@@ -48,7 +50,6 @@ var lockOrder = []struct {
 	{`acpSession.mu`, frontEndLock}, // asked by the sink (asks); never held into the core
 	{`acpAgent.mu`, frontEndLock},
 	{`acpConn.mu`, frontEndLock},
-	{`stage.mu`, frontEndLock}, // held while an event is sent to every client of a served session
 	{`dialogs.mu`, frontEndLock},
 	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
 	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
@@ -97,3 +98,4 @@ func (outputMu) lockName() string       { return `output.mu` }
 func (serveHostMu) lockName() string    { return `serveHost.mu` }
 func (stageMu) lockName() string        { return `stage.mu` }
 func (clientQueueMu) lockName() string  { return `clientQueue.mu` }
+func (servedACPMu) lockName() string    { return `servedACP.mu` }

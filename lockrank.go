@@ -73,4 +73,5 @@ type (
 	serveHostMu    struct{}
 	stageMu        struct{}
 	clientQueueMu  struct{}
+	servedACPMu    struct{}
 )

@@ -14,30 +14,63 @@ import (
 // (select, confirm, input, editor), and the command that delivers those
 // answers.
 
-// dialog is an extension_ui_request that waits for the client's answer.
+// dialog is a request of the session's ui that waits for an answer:
+// an extension_ui_request (select, confirm, input, editor), or an
+// approval, which rpc asks as a confirm dialog.
 type dialog struct {
-	req    uiRequest     // as sent: sent again to a controller that attaches while it is open
-	answer chan uiAnswer // buffered: receives at most one answer
+	req      uiRequest     // as sent: sent again to a controller that attaches while it is open
+	approval *approval     // the approval it asks for (nil: a question)
+	answer   chan uiAnswer // buffered: receives at most one answer
+	settled  chan struct{} // closed once it is answered, expired or cancelled
 }
 
-// dialogs is the rpc front end's ui: it writes extension_ui_request
-// records to the session's controllers, holds the open dialogs, and
-// remembers the ids of recent one-way requests, so that a client
-// answering those is not told off (docs/protocol.md). Over stdio there is
-// one controller, the client. A session rpi serve holds has every
-// controller attached to it (attach): each gets every request, a dialog
-// open when one attaches is sent to it too, the first answer wins, and
-// the others are told the dialog is settled (extension_ui_settled); a
-// dialog asked with no controller attached waits for one.
+// A dialogController shows a session's dialogs to one client: an rpc
+// connection (rpcController) or, on a session rpi serve holds, an ACP one.
+// Its methods are called with the dialogs' lock held, and never wait: an
+// answer comes back later through dialogs.answer (and is dropped once
+// d.settled is closed).
+type dialogController interface {
+	showDialog(ds *dialogs, d *dialog)
+	// withdrawDialog: dialog id was answered by another controller, or
+	// expired (told only on a session rpi serve holds).
+	withdrawDialog(id string)
+	// showOneWay sends a one-way request.
+	showOneWay(req uiRequest)
+}
+
+// rpcController is an rpc connection as a dialog controller: it is
+// written extension_ui_request records, and extension_ui_settled when a
+// dialog is withdrawn.
+type rpcController struct{ out *output }
+
+func (c rpcController) showDialog(_ *dialogs, d *dialog) { writeUIRequest(c.out, d.req) }
+
+func (c rpcController) showOneWay(req uiRequest) { writeUIRequest(c.out, req) }
+
+func (c rpcController) withdrawDialog(id string) {
+	c.out.send(func(buf []byte) ([]byte, error) {
+		buf = append(buf, `{"type":"extension_ui_settled","data":{"id":`...)
+		return append(appendJSONString(buf, id), "}}"...), nil
+	})
+}
+
+// dialogs is a session's ui as rpc has it: it shows its requests to the
+// session's controllers, holds the open dialogs, and remembers the ids of
+// recent one-way requests, so that a client answering those is not told
+// off (docs/protocol.md). Over stdio there is one controller, the client.
+// A session rpi serve holds has every controller attached to it (attach):
+// each gets every request, a dialog open when one attaches is shown to it
+// too, the first answer wins, and the others are told the dialog is
+// withdrawn; a dialog asked with no controller attached waits for one.
 type dialogs struct {
 	clock clock
 	// served: the session is rpi serve's; a dialog that times out or is
-	// cancelled is told settled to every controller (stdio's one client
+	// cancelled is withdrawn from every controller (stdio's one client
 	// is told nothing, as pi tells it nothing).
 	served bool
 
-	mu          mutex[dialogsMu] // guards the fields below, and the order of the records it writes
-	controllers []*output        // where requests go, in the order they attached
+	mu          mutex[dialogsMu]   // guards the fields below, and the order of the records it writes
+	controllers []dialogController // where requests go, in the order they attached
 	open        map[string]*dialog
 	oneWay      map[string]bool
 	oneWays     []string // the same ids, oldest first, for forgetting
@@ -51,24 +84,24 @@ const maxRememberedOneWay = 1024
 func newDialogs(out *output, c clock) *dialogs {
 	ds := &dialogs{clock: c, open: map[string]*dialog{}, oneWay: map[string]bool{}}
 	if out != nil {
-		ds.controllers = []*output{out}
+		ds.controllers = []dialogController{rpcController{out}}
 	}
 	return ds
 }
 
-// attach makes out a controller: the dialogs open now are sent to it, and
+// attach makes c a controller: the dialogs open now are shown to it, and
 // every request from now on, until detach.
-func (ds *dialogs) attach(out *output) (detach func()) {
+func (ds *dialogs) attach(c dialogController) (detach func()) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	ds.controllers = append(ds.controllers, out)
+	ds.controllers = append(ds.controllers, c)
 	for _, d := range ds.open {
-		writeUIRequest(out, d.req)
+		c.showDialog(ds, d)
 	}
 	return func() {
 		ds.mu.Lock()
 		defer ds.mu.Unlock()
-		ds.controllers = slices.DeleteFunc(ds.controllers, func(o *output) bool { return o == out })
+		ds.controllers = slices.DeleteFunc(ds.controllers, func(o dialogController) bool { return o == c })
 	}
 }
 
@@ -84,23 +117,45 @@ func (ds *dialogs) openCount() int {
 func (ds *dialogs) take(id string) *dialog {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	d := ds.open[id]
-	delete(ds.open, id)
+	d := ds.removeLocked(id)
 	if d != nil && ds.served {
-		ds.settledLocked(id, nil)
+		ds.withdrawLocked(id, nil)
 	}
 	return d
 }
 
-// settledLocked tells every controller but answeredBy that dialog id is
-// settled: its request is withdrawn. ds.mu is held.
-func (ds *dialogs) settledLocked(id string, answeredBy *output) {
-	for _, out := range ds.controllers {
-		if out != answeredBy {
-			out.send(func(buf []byte) ([]byte, error) {
-				buf = append(buf, `{"type":"extension_ui_settled","data":{"id":`...)
-				return append(appendJSONString(buf, id), "}}"...), nil
-			})
+// removeLocked takes dialog id out of the open ones and marks it settled;
+// nil when it is not open. ds.mu is held.
+func (ds *dialogs) removeLocked(id string) *dialog {
+	d := ds.open[id]
+	if d != nil {
+		delete(ds.open, id)
+		close(d.settled)
+	}
+	return d
+}
+
+// answer resolves dialog id with a, from the controller by, unless it is
+// resolved already (then a is dropped: another answer won); the other
+// controllers are told it is withdrawn.
+func (ds *dialogs) answer(id string, a uiAnswer, by dialogController) {
+	ds.mu.Lock()
+	d := ds.removeLocked(id)
+	if d != nil {
+		ds.withdrawLocked(id, by)
+	}
+	ds.mu.Unlock()
+	if d != nil {
+		d.answer <- a
+	}
+}
+
+// withdrawLocked tells every controller but answeredBy that dialog id is
+// withdrawn. ds.mu is held.
+func (ds *dialogs) withdrawLocked(id string, answeredBy dialogController) {
+	for _, c := range ds.controllers {
+		if c != answeredBy {
+			c.withdrawDialog(id)
 		}
 	}
 }
@@ -122,12 +177,12 @@ func (ds *dialogs) wasOneWay(id string) bool {
 	return ds.oneWay[id]
 }
 
-// write writes an extension_ui_request record to every controller.
+// write sends a one-way request to every controller.
 func (ds *dialogs) write(req uiRequest) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	for _, out := range ds.controllers {
-		writeUIRequest(out, req)
+	for _, c := range ds.controllers {
+		c.showOneWay(req)
 	}
 }
 
@@ -151,12 +206,19 @@ func (ds *dialogs) show(req uiRequest) {
 // cancelled; an answer and a timeout that race resolve it once, and the
 // loser of the race gets nothing (a late answer is refused).
 func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
+	return ds.wait(ctx, req, nil)
+}
+
+// wait opens a dialog for req (asking for approval a, when not nil),
+// shows it to every controller and waits for its answer, a timeout or
+// ctx's end, as ask says.
+func (ds *dialogs) wait(ctx context.Context, req uiRequest, a *approval) uiAnswer {
 	req.Type, req.ID = "extension_ui_request", newUUIDv7(ds.clock.Now())
-	d := &dialog{req: req, answer: make(chan uiAnswer, 1)}
+	d := &dialog{req: req, approval: a, answer: make(chan uiAnswer, 1), settled: make(chan struct{})}
 	ds.mu.Lock()
 	ds.open[req.ID] = d
-	for _, out := range ds.controllers {
-		writeUIRequest(out, req)
+	for _, c := range ds.controllers {
+		c.showDialog(ds, d)
 	}
 	ds.mu.Unlock()
 	var expired <-chan struct{}
@@ -172,7 +234,7 @@ func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 	case <-ctx.Done():
 	}
 	if ds.take(req.ID) == nil {
-		return <-d.answer // the client's answer won the race: it is on its way
+		return <-d.answer // an answer won the race: it is on its way
 	}
 	return uiAnswer{cancelled: true}
 }
@@ -181,7 +243,7 @@ func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 // will do; no answer within the timeout counts as no.
 func (ds *dialogs) approve(ctx context.Context, a approval) bool {
 	title, message := a.describe()
-	answer := ds.ask(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: a.timeout.Milliseconds()})
+	answer := ds.wait(ctx, uiRequest{Method: "confirm", Title: title, Message: message, Timeout: a.timeout.Milliseconds()}, &a)
 	return !answer.cancelled && answer.confirmed != nil && *answer.confirmed
 }
 
@@ -243,8 +305,8 @@ func (s *rpcServer) extensionUIResponseCommand(r *rpcRequest) (any, error) {
 			ds.mu.Unlock()
 			return nil, err
 		}
-		delete(ds.open, *id)
-		ds.settledLocked(*id, s.out)
+		ds.removeLocked(*id)
+		ds.withdrawLocked(*id, rpcController{s.out})
 	}
 	ds.mu.Unlock()
 	if !ok && s.wire.lenientUIResponses() {

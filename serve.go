@@ -236,11 +236,13 @@ func refuseConnection(rwc io.ReadWriteCloser) {
 // request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
 // "jsonrpc" member): that connection speaks ACP.
 func isACPFirstLine(line []byte) bool {
-	r, err := decodeRequest(headLine(line), false)
-	if err != nil {
+	var f fields
+	members, ok := scanObject(headLine(line), f.room[:0])
+	if !ok {
 		return false
 	}
-	return r.has("jsonrpc")
+	f.members = members
+	return f.has("jsonrpc")
 }
 
 // headLine is b up to its first newline.
@@ -450,19 +452,72 @@ func (sh *serveHost) closeStage(st *stage) {
 // ---- ACP connections ----
 
 // servedACP is one ACP connection of rpi serve: rpi acp's agent over the
-// shared host. Its sessions are its own, and end with it (an editor's
-// session reads and writes through the editor).
-type servedACP struct{ a *acpAgent }
+// shared host, its sessions the host's (acpSessionHost): opened in the
+// host, attached to when another client has them open, left to the host
+// when the connection ends.
+type servedACP struct {
+	sh *serveHost
+	a  *acpAgent
 
-func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
-	return &servedACP{newACPAgent(sh.h, sc.conn)}
+	mu      mutex[servedACPMu] // guards clients
+	clients map[*acpSession]*stageAttachment
 }
 
-func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.a.h.env.maxLineBytes) }
+// stageAttachment is one of a connection's sessions on its stage.
+type stageAttachment struct {
+	st     *stage
+	client *stageClient
+}
 
-// end closes the connection's sessions, as rpi acp's end does, but not
-// the host.
-func (c *servedACP) end() { c.a.closeSessions() }
+func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
+	c := &servedACP{sh: sh, clients: map[*acpSession]*stageAttachment{}}
+	c.a = newServedACPAgent(sh.h, sc.conn, c)
+	return c
+}
+
+func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes) }
+
+// end leaves the connection's sessions to the host; their turns go on.
+func (c *servedACP) end() { c.a.detachAll() }
+
+// open opens a session in the host and attaches as to it.
+func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
+	st, err := c.sh.openStage(o)
+	if err != nil {
+		return nil, err
+	}
+	c.attachStage(as, st)
+	return st.s, nil
+}
+
+// attach attaches as to s, live in the host.
+func (c *servedACP) attach(as *acpSession, s *session) error {
+	st := c.sh.stageFor(s)
+	if st == nil {
+		return &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
+	}
+	c.attachStage(as, st)
+	return nil
+}
+
+func (c *servedACP) attachStage(as *acpSession, st *stage) {
+	client := &stageClient{events: as}
+	st.attach(client, -1)
+	c.mu.Lock()
+	c.clients[as] = &stageAttachment{st, client}
+	c.mu.Unlock()
+}
+
+// detach takes as off its stage.
+func (c *servedACP) detach(as *acpSession) {
+	c.mu.Lock()
+	at := c.clients[as]
+	delete(c.clients, as)
+	c.mu.Unlock()
+	if at != nil {
+		at.st.detach(at.client)
+	}
+}
 
 // listenWebSocket listens for WebSocket connections at addr.
 func (sh *serveHost) listenWebSocket(addr listenAddress) error {

@@ -205,8 +205,10 @@ type keptEvent struct {
 
 func (k keptEvent) size() int { return len(k.forms[formRPC]) + len(k.forms[formPi]) + 32 }
 
-// stageClient is one connection attached to a stage.
+// stageClient is one connection attached to a stage: an rpc one, written
+// records in its form, or an ACP one, given the events as values (events).
 type stageClient struct {
+	events   acpEventClient // an ACP connection's view of the session (nil: an rpc one)
 	out      *output
 	queue    *clientQueue
 	form     int  // formRPC or formPi
@@ -240,8 +242,19 @@ func (st *stage) event(ev event) {
 	}
 	st.keep(k)
 	for _, c := range st.clients {
+		if c.events != nil {
+			c.events.seqEvent(ev, k.seq)
+			continue
+		}
 		c.send(k)
 	}
+}
+
+// acpEventClient is an ACP connection's view of a served session: it maps
+// each numbered event to its updates, and is a controller of its dialogs.
+type acpEventClient interface {
+	seqEvent(ev event, seq int64)
+	dialogController
 }
 
 func (st *stage) gatheredEvent(ev event) { st.event(ev) }
@@ -316,6 +329,9 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 		return res, false
 	}
 	res.cursor = st.seq
+	if c.events != nil { // an ACP connection: the updates it needs come from the session file (session/load)
+		cursor = -1
+	}
 	if cursor >= 0 && cursor < st.seq {
 		records, complete := st.replayAfter(cursor, c.form)
 		if complete {
@@ -328,11 +344,17 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 		res.resync = true
 	}
 	c.lastSeq.Store(st.seq)
-	st.forms[c.form] = true
+	if c.events == nil {
+		st.forms[c.form] = true
+	}
 	st.clients = append(st.clients, c)
 	st.idleSince, st.everServed = time.Time{}, true
-	if !c.observer {
-		c.detach = st.dialogs.attach(c.out)
+	switch {
+	case c.observer:
+	case c.events != nil:
+		c.detach = st.dialogs.attach(c.events)
+	default:
+		c.detach = st.dialogs.attach(rpcController{c.out})
 	}
 	return res, true
 }

@@ -1,0 +1,118 @@
+package main
+
+// An ACP connection of rpi serve (docs/serve.md#acp-connections): its
+// sessions live in the host, which outlives the connection. The host
+// opens them and numbers their events (each update carries its event's
+// seq in _meta.rpi); a session another client opened is attached to by
+// session/load or session/resume; the connection's end detaches it. The
+// session's dialogs are shared by every controller attached, an ACP
+// connection among them (as a dialogController).
+
+import (
+	"context"
+	"maps"
+	"slices"
+)
+
+// acpSessionHost is where an ACP connection's sessions live when it is
+// rpi serve's: the host.
+type acpSessionHost interface {
+	// open opens a session in the host as o says (its sink and ui are
+	// the host's); as gets its events and is one of its controllers.
+	open(as *acpSession, o sessionOptions) (*session, error)
+	// attach attaches as to s, a session the host has live.
+	attach(as *acpSession, s *session) error
+	// detach takes as off its session, which goes on.
+	detach(as *acpSession)
+}
+
+// seqEvent maps one numbered event of a session rpi serve holds.
+func (as *acpSession) seqEvent(ev event, seq int64) {
+	as.updates.eventNumbered(ev.Type, ev.Data, seq)
+}
+
+// wrap makes as the connection's view of s, a live session of the host
+// it attaches to (session/load or resume of a session another client
+// has open).
+func (a *acpAgent) wrap(s *session) *acpSession {
+	as := a.newSession(s.set.cwd)
+	info := s.conv.info()
+	as.starting, as.stopStarting = context.WithCancel(s.ctx)
+	titled := info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
+	as.mu.Lock()
+	as.s, as.id, as.titled = s, info.id, titled
+	as.mu.Unlock()
+	return as
+}
+
+// ---- The shared dialogs ----
+
+// showDialog asks this connection's user (a permission request, or a
+// form) on a goroutine of its own, and gives the dialogs the answer. Once
+// the dialog is settled otherwise (another controller answered, it
+// expired) the request is given up ($/cancel_request, as for a cancelled
+// turn); an answer after that, or one that ends because the connection is
+// gone, is dropped: the other controllers may still answer.
+func (as *acpSession) showDialog(ds *dialogs, d *dialog) {
+	freeText := d.approval == nil && (d.req.Method == "input" || d.req.Method == "editor")
+	if freeText && !as.agent.clientCaps().elicitationForm && len(ds.controllers) > 1 {
+		return // this editor cannot ask it: another controller may
+	}
+	as.agent.h.goBackground(func() {
+		ctx, cancel := context.WithCancel(as.s.ctx)
+		defer cancel()
+		go guarded(as.agent.h.stderr, "watching a dialog", func() {
+			select {
+			case <-d.settled: // answered elsewhere, or expired: give the request up
+				cancel()
+			case <-ctx.Done():
+			}
+		})()
+		var answer uiAnswer
+		if d.approval != nil {
+			yes := as.approve(ctx, *d.approval)
+			answer.confirmed = &yes
+		} else {
+			answer = as.ask(ctx, d.req)
+		}
+		if ctx.Err() != nil || as.agent.conn.isClosed() {
+			return
+		}
+		ds.answer(d.req.ID, answer, as)
+	})
+}
+
+// withdrawDialog has nothing to do: showDialog gives its request up once
+// the dialog is settled.
+func (as *acpSession) withdrawDialog(string) {}
+
+// showOneWay shows a one-way request as the session's ui does.
+func (as *acpSession) showOneWay(req uiRequest) { as.show(req) }
+
+// detachSession takes as off the connection, leaving its session to the
+// host: the prompts of this connection not started yet answer cancelled;
+// the turn running goes on, for the session's other clients.
+func (a *acpAgent) detachSession(as *acpSession) {
+	a.mu.Lock()
+	delete(a.sessions, as.id)
+	a.mu.Unlock()
+	as.startMu.Lock()
+	for _, p := range as.pending {
+		a.conn.answer(p.call.id, p.call.method, acpStopResult{StopReason: "cancelled"}, nil, false)
+	}
+	as.pending = nil
+	as.startMu.Unlock()
+	a.served.detach(as)
+}
+
+// detachAll is the connection's end: every session it has open is left
+// to the host.
+func (a *acpAgent) detachAll() {
+	a.conn.close()
+	a.mu.Lock()
+	open := slices.Collect(maps.Values(a.sessions))
+	a.mu.Unlock()
+	for _, as := range open {
+		a.detachSession(as)
+	}
+}
