@@ -48,7 +48,8 @@ var lockOrder = []struct {
 	{`acpAgent.mu`, frontEndLock},
 	{`acpConn.mu`, frontEndLock},
 	{`dialogs.mu`, frontEndLock},
-	{`output.mu`, frontEndLock}, // stdout: last, anything may write a record
+	{`output.mu`, frontEndLock},      // stdout: anything may write a record
+	{`wsConn.writeMu`, frontEndLock}, // a WebSocket's frames: last, a record's write goes through it
 }
 
 // The names of the lock types of lockrank.go.
@@ -91,3 +92,4 @@ func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }
 func (outputMu) lockName() string       { return `output.mu` }
+func (wsWriteMu) lockName() string      { return `wsConn.writeMu` }

@@ -70,4 +70,5 @@ type (
 	acpConnMu      struct{}
 	dialogsMu      struct{}
 	outputMu       struct{}
+	wsWriteMu      struct{}
 )
