@@ -127,6 +127,9 @@ func (h *wsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status, why := h.check(r)
 	if status != 0 {
 		w.Header().Set("Connection", "close")
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rpi"`)
+		}
 		if status == http.StatusUpgradeRequired {
 			w.Header().Set("Upgrade", "websocket")
 			w.Header().Set("Sec-WebSocket-Version", "13")
@@ -487,6 +490,9 @@ func appendFrameHeader(dst []byte, fin bool, op byte, n int, key *[4]byte) []byt
 // sendLocked writes frames to the socket; a failure ends writing (a
 // frame may have been cut). writeMu is held.
 func (c *wsConn) sendLocked(frames net.Buffers) error {
+	if len(frames) == 0 {
+		return nil
+	}
 	if _, err := frames.WriteTo(c.conn); err != nil {
 		c.writeErr = err
 		return err

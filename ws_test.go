@@ -78,6 +78,7 @@ func rawHandshake(t testing.TB, addr, path string, headers map[string]string) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second)) // a regression fails, not hangs
 	h := map[string]string{
 		"Host": addr, "Upgrade": "websocket", "Connection": "keep-alive, Upgrade",
 		"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13",
@@ -295,6 +296,62 @@ func TestWebSocketLineInPieces(t *testing.T) {
 	}
 }
 
+// TestWebSocketPongsBetweenFrames: while lines go out in pieces from
+// one goroutine, the pongs the reader sends for a stream of pings go
+// between whole frames only: every message the client reads is a text
+// frame, continuations, FIN, with control frames only between them.
+func TestWebSocketPongsBetweenFrames(t *testing.T) {
+	const lines, pings = 200, 300
+	piece := strings.Repeat("y", 5000)
+	srv := httptest.NewServer(newWebSocketHandler(wsOptions{token: wsTestToken}, func(c *wsConn) {
+		written := make(chan struct{})
+		go func() {
+			defer close(written)
+			for i := range lines {
+				c.Write([]byte(fmt.Sprintf(`{"n":%d,"s":"`, i)))
+				c.Write([]byte(piece))
+				c.Write([]byte(`"}` + "\n"))
+			}
+		}()
+		io.Copy(io.Discard, c)
+		<-written
+	}))
+	defer srv.Close()
+	conn, in := rawClient(t, srv.Listener.Addr().String())
+	go func() {
+		for i := range pings {
+			conn.Write(clientFrame(0x89, fmt.Sprint(i)))
+		}
+	}()
+	var message []byte
+	messages, pongs := 0, 0
+	for messages < lines || pongs < pings {
+		fin, op, payload := readServerFrame(t, in)
+		switch {
+		case op == wsPong:
+			if string(payload) != fmt.Sprint(pongs) {
+				t.Fatalf("pong %d says %q", pongs, payload)
+			}
+			pongs++
+		case op == wsText && message == nil, op == wsContinuation && message != nil:
+			message = append(message, payload...)
+			if fin {
+				if want := fmt.Sprintf(`{"n":%d,"s":"%s"}`, messages, piece); string(message) != want {
+					t.Fatalf("message %d: %q", messages, message)
+				}
+				message = nil
+				messages++
+			}
+		default:
+			t.Fatalf("opcode %#x with a message at %d bytes", op, len(message))
+		}
+	}
+	conn.Write(clientFrame(0x88, "\x03\xe8"))
+	if code := readCloseCode(t, in); code != wsNormal {
+		t.Fatalf("closed with %d", code)
+	}
+}
+
 // TestWebSocketHostileFrames: each breach of RFC 6455 closes the
 // connection with its code, and reading ends with it; a second
 // connection is served as if nothing happened.
@@ -419,6 +476,9 @@ func TestWebSocketRefused(t *testing.T) {
 	}
 	if resp, _, _ := rawHandshake(t, addr, "/acp", map[string]string{"Authorization": ""}); resp.StatusCode != 401 {
 		t.Errorf("full, without the token: %s", resp.Status)
+	}
+	if resp, _, _ := rawHandshake(t, addr, "/acp", map[string]string{"Authorization": ""}); resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("a 401 without WWW-Authenticate")
 	}
 	_, err := dialWebSocket(context.Background(), "ws://"+addr+"/acp", "wrong")
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
