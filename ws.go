@@ -101,7 +101,9 @@ type wsHandler struct {
 // 400 for a bad key), the token (401; `Authorization: Bearer TOKEN`, or
 // `?token=TOKEN` for browsers, which cannot set headers), the Origin
 // (403 unless opts.allowOrigins names it; a request without one is no
-// browser's and is allowed), then whether the host is full (503). Offered
+// browser's and is allowed), then whether the host is full (503: full
+// is asked before the upgrade, so the host counts a connection from
+// accept, and two at once may both find a last place). Offered
 // subprotocols are not taken (the ACP SDK's createWebSocketStream offers
 // none unless its caller names some, and needs none back).
 //

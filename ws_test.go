@@ -216,6 +216,35 @@ func TestWebSocketRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWebSocketAsLineStream: rpi's own framing and writer take a
+// WebSocket as they take stdio: readFrames gets each message as a line,
+// and output's records (one bigger than a write's piece) arrive as one
+// message each.
+func TestWebSocketAsLineStream(t *testing.T) {
+	big := `{"s":"` + strings.Repeat("z", 3*writeChunk) + `"}`
+	srv := httptest.NewServer(newWebSocketHandler(wsOptions{token: wsTestToken}, func(c *wsConn) {
+		batches := make(chan []frame)
+		go readFrames(c, maxLineBytes, batches)
+		o := newOutput(c, io.Discard)
+		for batch := range batches {
+			for _, f := range batch {
+				o.send(func(buf []byte) ([]byte, error) { return append(buf, f.line...), nil })
+			}
+			o.send(func(buf []byte) ([]byte, error) { return append(buf, big...), nil })
+		}
+	}))
+	defer srv.Close()
+	c := dialTestServer(t, srv.Listener.Addr().String())
+	defer c.Close()
+	in := bufio.NewReader(c)
+	c.Write([]byte(`{"id":1}` + "\n"))
+	for _, want := range []string{`{"id":1}`, big} {
+		if got, err := in.ReadString('\n'); err != nil || got != want+"\n" {
+			t.Fatalf("read %d bytes, %v", len(got), err)
+		}
+	}
+}
+
 // TestWebSocketFragmentedMessage: a message in three frames, a ping
 // between them, is one line; the ping is answered with its payload.
 func TestWebSocketFragmentedMessage(t *testing.T) {
