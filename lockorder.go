@@ -53,6 +53,7 @@ var lockOrder = []struct {
 	{`dialogs.mu`, frontEndLock},
 	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
 	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
+	{`wsConn.writeMu`, frontEndLock}, // a WebSocket's frames: last, a record's write goes through it
 }
 
 // The names of the lock types of lockrank.go.
@@ -99,3 +100,4 @@ func (serveHostMu) lockName() string    { return `serveHost.mu` }
 func (stageMu) lockName() string        { return `stage.mu` }
 func (clientQueueMu) lockName() string  { return `clientQueue.mu` }
 func (servedACPMu) lockName() string    { return `servedACP.mu` }
+func (wsWriteMu) lockName() string      { return `wsConn.writeMu` }

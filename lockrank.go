@@ -74,4 +74,5 @@ type (
 	stageMu        struct{}
 	clientQueueMu  struct{}
 	servedACPMu    struct{}
+	wsWriteMu      struct{}
 )

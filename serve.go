@@ -10,12 +10,18 @@ package main
 // commands of its own (hello, session_attach, host_status).
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +39,7 @@ type serveHost struct {
 	stages    map[*session]*stage      // the live sessions' stages
 	ending    bool                     // shutting down: no connection is taken
 	listeners []net.Listener
+	where     []string // what each listener listens on, as --listen spells it
 	sockets   []string // the unix sockets made, removed at the end
 
 	served sync.WaitGroup // the connections' goroutines
@@ -72,13 +79,11 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) 
 	if env.signalsReady != nil {
 		<-env.signalsReady
 	}
-	var where []string
-	for _, l := range sh.listeners {
-		where = append(where, listenerName(l))
-	}
-	fmt.Fprintf(stderr, "rpi serve: listening on %s\n", strings.Join(where, " and "))
-	for _, l := range sh.listeners {
-		go guarded(stderr, "accepting connections", func() { sh.accept(l) })()
+	fmt.Fprintf(stderr, "rpi serve: listening on %s\n", strings.Join(sh.where, " and "))
+	for i, l := range sh.listeners {
+		if strings.HasPrefix(sh.where[i], "unix:") {
+			go guarded(stderr, "accepting connections", func() { sh.accept(l) })()
+		}
 	}
 	sweep := sh.sweepIdle()
 	h.goBackground(func() { sweepTempDirs(env.tempDir) })
@@ -87,14 +92,6 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) 
 	sweep()
 	sh.shutdown()
 	return 0
-}
-
-// listenerName is where l listens, as --listen spells it.
-func listenerName(l net.Listener) string {
-	if l.Addr().Network() == "unix" {
-		return "unix:" + l.Addr().String()
-	}
-	return "ws://" + l.Addr().String()
 }
 
 // listen opens every --listen address, the default socket when none is
@@ -120,6 +117,7 @@ func (sh *serveHost) listen() error {
 			return err
 		}
 		sh.listeners = append(sh.listeners, l)
+		sh.where = append(sh.where, addr.String())
 		sh.sockets = append(sh.sockets, addr.unix)
 	}
 	return nil
@@ -179,22 +177,26 @@ func (sh *serveHost) accept(l net.Listener) {
 
 // take serves rwc on its own goroutine, unless the host is ending or has
 // --max-connections already: then it answers the refusal the first line's
-// wire would read, and closes it (refused).
-func (sh *serveHost) take(rwc io.ReadWriteCloser) {
+// wire would read, and closes it (refused). done is closed once the
+// connection is over.
+func (sh *serveHost) take(rwc io.ReadWriteCloser) (done <-chan struct{}) {
+	over := make(chan struct{})
 	sh.mu.Lock()
 	if sh.ending {
 		sh.mu.Unlock()
 		rwc.Close()
-		return
+		close(over)
+		return over
 	}
 	if len(sh.conns) >= sh.cfg.maxConnections {
 		sh.mu.Unlock()
 		sh.served.Add(1)
 		go guarded(sh.h.stderr, "refusing a connection", func() {
 			defer sh.served.Done()
+			defer close(over)
 			refuseConnection(rwc)
 		})()
-		return
+		return over
 	}
 	sc := &servedConn{rwc: rwc, queue: newClientQueue(rwc, sh.cfg.clientQueue, sh.h.stderr)}
 	sc.conn = &connection{in: rwc, out: newOutput(sc.queue, sh.h.stderr)}
@@ -207,8 +209,10 @@ func (sh *serveHost) take(rwc io.ReadWriteCloser) {
 	})()
 	go guarded(sh.h.stderr, "serving a connection", func() {
 		defer sh.served.Done()
+		defer close(over)
 		sh.serveConn(sc)
 	})()
+	return over
 }
 
 // refuseConnection answers a connection past --max-connections: one line
@@ -519,7 +523,68 @@ func (c *servedACP) detach(as *acpSession) {
 	}
 }
 
-// listenWebSocket listens for WebSocket connections at addr.
+// listenWebSocket listens for WebSocket connections at addr (ws.go):
+// each needs the token (serveToken), a browser's its origin allowed.
 func (sh *serveHost) listenWebSocket(addr listenAddress) error {
-	return fmt.Errorf("Invalid --listen %s: WebSocket is not built yet", addr)
+	token, err := serveToken(sh.h.env.getenv, sh.h.set.agentDir)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr.ws.Host)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %v", addr, err)
+	}
+	handler := newWebSocketHandler(wsOptions{token: token, allowOrigins: sh.cfg.allowOrigins, maxMessage: sh.h.env.maxLineBytes,
+		full: func() bool { return sh.connectionCount() >= sh.cfg.maxConnections }, path: addr.ws.Path, stderr: sh.h.stderr},
+		func(c *wsConn) { <-sh.take(c) }) // the connection lasts as long as this call
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10,
+		ErrorLog: log.New(sh.h.stderr, "rpi: ", 0)}
+	sh.listeners = append(sh.listeners, l)
+	sh.where = append(sh.where, "ws://"+l.Addr().String()+addr.ws.Path)
+	sh.served.Add(1)
+	go guarded(sh.h.stderr, "serving WebSocket connections", func() {
+		defer sh.served.Done()
+		server.Serve(l) // until l is closed
+		server.Close()  // connections still in their handshake
+	})()
+	return nil
+}
+
+// serveToken is the token a WebSocket client must give: RPI_SERVE_TOKEN,
+// else the one in <agent dir>/serve-token, made once (32 random bytes,
+// hex, mode 0600). A token file others may read is refused.
+func serveToken(getenv func(string) string, agentDir string) (string, error) {
+	if token := getenv("RPI_SERVE_TOKEN"); token != "" {
+		return token, nil
+	}
+	path := filepath.Join(agentDir, "serve-token")
+	if f, err := openRegular(path, os.O_RDONLY, 0); err == nil {
+		defer f.Close()
+		if info, err := f.Stat(); err == nil && info.Mode().Perm()&0o077 != 0 && runtime.GOOS != "windows" {
+			return "", fmt.Errorf("%s may be read by others (chmod 600 %s)", path, path)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, 4096))
+		if token := strings.TrimSpace(string(data)); err == nil && token != "" {
+			return token, nil
+		}
+		return "", fmt.Errorf("cannot read the token in %s: it is empty", path)
+	}
+	random := make([]byte, 32)
+	rand.Read(random)
+	token := hex.EncodeToString(random)
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) { // made meanwhile by another host: read it
+		return serveToken(getenv, agentDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot make %s: %v", path, err)
+	}
+	defer f.Close()
+	if _, err := io.WriteString(f, token+"\n"); err != nil {
+		return "", fmt.Errorf("cannot write %s: %v", path, err)
+	}
+	return token, nil
 }

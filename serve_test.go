@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -296,4 +298,52 @@ func seqPlaceholders(s string) string {
 		}
 		return fmt.Sprintf(`"%s":$S%d`, sub[1], slices.Index(values, n)+1)
 	})
+}
+
+// TestServeWebSocket: one host on a unix socket and on WebSocket; a
+// WebSocket client without the token is refused before the upgrade; one
+// with it opens a session, and a unix-socket client attaches to that
+// session and sees the WebSocket client's turn, numbered alike.
+func TestServeWebSocket(t *testing.T) {
+	e := newTestEnv(t)
+	e.vars["RPI_SERVE_TOKEN"] = "s3cret-token"
+	e.vars["PI_FAUX_RESPONSE"] = "Over the web."
+	sh := startServe(t, e, t.TempDir(), "--model", "faux/faux-1", "--listen", "ws://127.0.0.1:0/rpi")
+	m := regexp.MustCompile(`ws://127\.0\.0\.1:\d+/rpi`).FindString(string(sh.stderr.bytes()))
+	if m == "" {
+		t.Fatalf("no ws:// address in %q", sh.stderr.bytes())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := dialWebSocket(ctx, m, "wrong"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a wrong token: %v, want a 401", err)
+	}
+	ws, err := dialWebSocket(ctx, m, "s3cret-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsOut := newWatchedOutput()
+	wsRead := make(chan struct{})
+	go func() { defer close(wsRead); io.Copy(wsOut, ws) }()
+	io.WriteString(ws, `{"id":"h","type":"hello"}`+"\n")
+	if !wsOut.waitFor(`"type":"session_started"`, func(b []byte) string { return string(b) }) {
+		t.Fatalf("no session_started over WebSocket: %s", wsOut.bytes())
+	}
+	var hello struct{ Data helloAnswer }
+	json.Unmarshal(bytes.SplitN(wsOut.bytes(), []byte("\n"), 2)[0], &hello)
+	watcher := sh.connect()
+	watcher.send(`{"id":"h","type":"hello","attach":"` + hello.Data.SessionID + `","role":"observer"}`)
+	watcher.waitFor(t, `"command":"hello"`, 1)
+	io.WriteString(ws, `{"id":"p","type":"prompt","message":"Hi"}`+"\n")
+	watcher.waitFor(t, `"type":"agent_settled","seq":`, 1)
+	if !wsOut.waitFor(`"type":"agent_settled","seq":`, func(b []byte) string { return string(b) }) {
+		t.Fatalf("no agent_settled over WebSocket: %s", wsOut.bytes())
+	}
+	seqs := func(b []byte) []string { return regexp.MustCompile(`"seq":\d+`).FindAllString(string(b), -1) }
+	if got, want := seqs(watcher.out.bytes()), seqs(wsOut.bytes())[1:]; !slices.Equal(got, want) {
+		t.Errorf("the observer saw seqs %v, the WebSocket client %v (after its session_started)", got, want)
+	}
+	ws.Close()
+	<-wsRead
+	sh.end()
 }
