@@ -59,6 +59,7 @@ echo
 # token what 4k do. bash true's target is the ratio before issue 11 (1.8x).
 targets "$raw" <<'TARGETS'
 pipelined get_state, rpi / floor (one plain write a line)|BenchmarkGetStatePipelinedRatio rpi/floor||>=|2|x
+pipelined get_state, rpi / batched floor (one write a read)|BenchmarkGetStatePipelinedRatio rpi/batched||>=|0.5|x
 exec -> session_started, rpi / floor (a net/http binary)|BenchmarkStartupRatio rpi/floor||<=|1.3|x
 exec -> the answer to a get_state, rpi / floor|BenchmarkStartupRatio answer/floor-answer||<=|1.3|x
 exec -> initialize answered (acp) / session_started (rpc)|BenchmarkStartupACPRatio acp/rpc||<=|1.3|x
