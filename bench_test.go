@@ -225,7 +225,11 @@ func BenchmarkGetStatePipelinedFloor(b *testing.B) {
 // startPipelineFloor starts the floor of the pipelined benchmarks: this
 // test binary as a helper that writes rpi's own get_state answer once
 // per line read, with one plain write.
-func startPipelineFloor(b *testing.B) *benchProcess {
+func startPipelineFloor(b *testing.B) *benchProcess { return startFloorHelper(b, "write-per-line") }
+
+// startFloorHelper starts this test binary as the helper named, given
+// rpi's own get_state answer to write.
+func startFloorHelper(b *testing.B, helper string) *benchProcess {
 	rpi := startBench(b)
 	io.WriteString(rpi.stdin, `{"id":"s","type":"get_state"}`+"\n")
 	record, err := rpi.stdout.ReadBytes('\n')
@@ -234,17 +238,19 @@ func startPipelineFloor(b *testing.B) *benchProcess {
 	}
 	self, _ := os.Executable()
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "RPI_HELPER=write-per-line", "RPI_FLOOR_RECORD="+string(record))
+	cmd.Env = append(os.Environ(), "RPI_HELPER="+helper, "RPI_FLOOR_RECORD="+string(record))
 	return startPiped(b, cmd)
 }
 
 // BenchmarkGetStatePipelinedRatio: BenchmarkGetStatePipelined over its
 // floor, the two run by turns (one pipeline each per iteration), so that
 // the machine's other work weighs on both alike; it reports the medians
-// of their rates and their ratio.
+// of their rates and their ratio. The batched floor (write-batched: one
+// write of the canned answers to all the lines of each read, the I/O
+// ceiling of a JSONL server) runs by turns with them: rpi/batched.
 func BenchmarkGetStatePipelinedRatio(b *testing.B) {
-	rpi, floor := startBench(b), startPipelineFloor(b)
-	var rpiRates, floorRates []float64
+	rpi, floor, batched := startBench(b), startPipelineFloor(b), startFloorHelper(b, "write-batched")
+	var rpiRates, floorRates, batchedRates []float64
 	rate := func(p *benchProcess) float64 {
 		start := time.Now()
 		p.pipeline(b, pipelinedLines)
@@ -253,8 +259,12 @@ func BenchmarkGetStatePipelinedRatio(b *testing.B) {
 	for b.Loop() {
 		rpiRates = append(rpiRates, rate(rpi))
 		floorRates = append(floorRates, rate(floor))
+		batchedRates = append(batchedRates, rate(batched))
 	}
 	reportRatio(b, rpiRates, floorRates, "get_state/s")
+	slices.Sort(batchedRates)
+	b.ReportMetric(batchedRates[len(batchedRates)/2], "batched-get_state/s")
+	b.ReportMetric(rpiRates[len(rpiRates)/2]/batchedRates[len(batchedRates)/2], "rpi/batched")
 }
 
 // reportRatio reports the medians of rates taken by turns from rpi and

@@ -320,6 +320,10 @@ func skipString(b []byte, i int) int {
 		return -1
 	}
 	for i++; i < len(b); i++ {
+		i, _ = stringRun(b, i) // to the next quote, escape or control character, eight bytes at a time
+		if i >= len(b) {
+			return -1
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1

@@ -93,6 +93,23 @@ var helpers = map[string]func(args []string){
 			}
 		}
 	},
+	// write-batched is the batched floor of BenchmarkGetStatePipelinedRatio,
+	// the I/O ceiling of a JSONL server: for each read of input, it writes
+	// $RPI_FLOOR_RECORD once per whole line read, in one write.
+	"write-batched": func(args []string) {
+		record := []byte(os.Getenv("RPI_FLOOR_RECORD"))
+		in, out := make([]byte, 256<<10), []byte(nil)
+		for {
+			n, err := os.Stdin.Read(in)
+			out = out[:0]
+			for range bytes.Count(in[:n], []byte("\n")) {
+				out = append(out, record...)
+			}
+			if _, werr := os.Stdout.Write(out); err != nil || werr != nil {
+				return
+			}
+		}
+	},
 }
 
 // ---- Fixtures ----

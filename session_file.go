@@ -95,14 +95,17 @@ func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 }
 
 // keepLine sets the entry's raw to a copy of line, just decoded by d,
-// unless it is a message entry that appendMessageLine writes byte for
-// byte. The check copies the texts d found written as appendJSONString
-// writes them (d.sources) instead of encoding them again.
+// unless it is a message entry whose line holds the same JSON value as
+// the line appendMessageLine writes for it (byte for byte, as rpi and pi
+// write it, or written another way: sameJSON), which is then written
+// instead. The check copies the texts d found written as
+// appendJSONString writes them (d.sources) instead of encoding them
+// again.
 func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
 	if e.Type == "message" && e.msg != nil {
-		again, ok := e.appendMessageLineFrom(d.scratch[:0], d.sources)
-		d.scratch = again[:0]
-		if ok && bytes.Equal(again, line) {
+		again, ok := e.appendMessageLineFrom(d.again[:0], d.sources)
+		d.again = again[:0]
+		if ok && (bytes.Equal(again, line) || sameJSON(line, again)) {
 			e.raw = nil
 			return
 		}
@@ -466,7 +469,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
-	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+	if json.Unmarshal(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
 		return nil, &errInvalidSessionFile{path, "the first line is not a session header"}
 	}
 	// Version 3 lines are written again as they are (keepLine); older
@@ -763,6 +766,8 @@ func decodeMessageSlow(raw json.RawMessage) any {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
+	kept := raw
+	raw = plainWholeNumbers(raw, messageInts, true) // 1.0 read as 1, as the fast path reads it
 	switch messageRole(raw) {
 	case "user":
 		var probe struct{ Content json.RawMessage }
@@ -802,7 +807,7 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			return m
 		}
 	}
-	return rawMessage(bytes.Clone(raw))
+	return rawMessage(bytes.Clone(kept))
 }
 
 // ---- The session file's lock ----

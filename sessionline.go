@@ -252,7 +252,7 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 		*sessionEntry
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: e}
-	if err := json.Unmarshal(line, &withMessage); err != nil {
+	if err := json.Unmarshal(plainWholeNumbers(line, entryInts, false), &withMessage); err != nil {
 		return nil, err
 	}
 	e.msg, e.msgSize = decodeMessage(withMessage.Message), len(withMessage.Message)
@@ -285,6 +285,7 @@ type jsonIn struct {
 	// of its text, thinking and data when plain (keepLine copies them
 	// instead of encoding them again).
 	sources blockSources
+	again   []byte // keepLine's line written again
 }
 
 func (d *jsonIn) reset(b []byte) { d.b, d.i, d.fail, d.sources = b, 0, false, d.sources[:0] }
@@ -614,26 +615,18 @@ func (d *jsonIn) number() []byte {
 	return n
 }
 
-// integer reads a whole number written plainly that fits in bits bits;
-// null leaves dst as it was.
+// integer reads a whole number that fits in bits bits, written plainly
+// or not (1.0, 1e3: wholeNumber); null leaves dst as it was.
 func (d *jsonIn) integer(dst *int64, bits int) {
 	if d.null() {
 		return
 	}
 	n := d.number()
-	digits := bytes.TrimPrefix(n, []byte("-"))
-	if d.fail || len(digits) > 18 || bytes.ContainsAny(digits, ".eE") {
-		d.fail = true
+	if d.fail {
 		return
 	}
-	var v int64
-	for _, c := range digits {
-		v = v*10 + int64(c-'0')
-	}
-	if len(digits) < len(n) {
-		v = -v
-	}
-	if bits < 64 && (v >= 1<<(bits-1) || v < -1<<(bits-1)) {
+	v, ok := wholeNumber(n)
+	if !ok || bits < 64 && (v >= 1<<(bits-1) || v < -1<<(bits-1)) {
 		d.fail = true
 		return
 	}
@@ -840,139 +833,138 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 	return true
 }
 
-// message decodes the message object at i when its first key is its
-// role, as rpi and pi write it (it says which fields follow), and rpi
-// models that role.
+// messageFields are the JSON names of every role's fields, in one list:
+// a message's keys may come in any order, its role among them, so the
+// fast path reads them all into a messageUnion and makes the role's
+// message at the end. No two of them are alike when case is ignored.
+var messageFields = []string{"role", "content", "timestamp", "api", "provider", "model", "usage", "stopReason", "errorMessage",
+	"toolCallId", "toolName", "details", "isError", "command", "output", "exitCode", "cancelled", "truncated",
+	"fullOutputPath", "excludeFromContext", "summary", "tokensBefore", "fromId"}
+
+// messageUnion is what a message's fields held, whatever its role.
+type messageUnion struct {
+	role, text                                   string
+	isText, hasContent                           bool // content was a string; content was given
+	content                                      []contentBlock
+	timestamp                                    int64
+	api, provider, model, stopReason, errorMsg   string
+	usage                                        usage
+	toolCallID, toolName                         string
+	details                                      any
+	isError, cancelled, truncated, excludeFrom   bool
+	command, output, fullOutputPath, summary, id string
+	exitCode                                     *int
+	tokensBefore                                 int
+}
+
+// message decodes the message object at i, its keys in any order, when
+// rpi models its role and each of its fields has the type that role's
+// message gives it.
 func (d *jsonIn) message() any {
-	start := skipSpace(d.b, d.i)
-	var role string
-	if d.i = start + len(`{"role":`); !bytes.HasPrefix(d.b[start:], []byte(`{"role":"`)) {
-		d.fail = true
-		return nil
-	}
-	d.str(&role)
-	d.i = start
-	var msg any
-	switch role {
-	case "user":
-		m := &userMessage{}
-		d.fields(userFields, func(name string) {
-			switch name {
-			case "role":
-				d.str(&m.Role)
-			case "content":
-				if d.at('"') {
-					var text string
-					d.str(&text)
-					m.Content = textBlocks(text)
-				} else {
-					d.blocks(&m.Content)
-				}
-			case "timestamp":
-				d.integer(&m.Timestamp, 64)
+	var u messageUnion
+	d.fields(messageFields, func(name string) {
+		switch name {
+		case "role":
+			d.str(&u.role)
+		case "content":
+			u.hasContent = true
+			if d.at('"') {
+				u.isText = true
+				d.str(&u.text)
+			} else {
+				u.isText = false
+				d.blocks(&u.content)
 			}
-		})
-		msg = m
-	case "assistant":
-		m := &assistantMessage{}
-		d.fields(assistantFields, func(name string) {
-			switch name {
-			case "role":
-				d.str(&m.Role)
-			case "content":
-				d.blocks(&m.Content)
-			case "api":
-				d.str(&m.API)
-			case "provider":
-				d.str(&m.Provider)
-			case "model":
-				d.str(&m.Model)
-			case "usage":
-				d.usage(&m.Usage)
-			case "stopReason":
-				d.str(&m.StopReason)
-			case "errorMessage":
-				d.str(&m.ErrorMessage)
-			case "timestamp":
-				d.integer(&m.Timestamp, 64)
+		case "timestamp":
+			d.integer(&u.timestamp, 64)
+		case "api":
+			d.str(&u.api)
+		case "provider":
+			d.str(&u.provider)
+		case "model":
+			d.str(&u.model)
+		case "usage":
+			d.usage(&u.usage)
+		case "stopReason":
+			d.str(&u.stopReason)
+		case "errorMessage":
+			d.str(&u.errorMsg)
+		case "toolCallId":
+			d.str(&u.toolCallID)
+		case "toolName":
+			d.str(&u.toolName)
+		case "details":
+			u.details = d.anyValue(1)
+		case "isError":
+			d.boolean(&u.isError)
+		case "command":
+			d.str(&u.command)
+		case "output":
+			d.str(&u.output)
+		case "exitCode":
+			u.exitCode = nil
+			if !d.null() {
+				var code int
+				d.intField(&code)
+				u.exitCode = &code
 			}
-		})
-		msg = m
-	case "toolResult":
-		m := &toolResultMessage{}
-		d.fields(toolResultFields, func(name string) {
-			switch name {
-			case "role":
-				d.str(&m.Role)
-			case "toolCallId":
-				d.str(&m.ToolCallID)
-			case "toolName":
-				d.str(&m.ToolName)
-			case "content":
-				d.blocks(&m.Content)
-			case "details":
-				m.Details = d.anyValue(1)
-			case "isError":
-				d.boolean(&m.IsError)
-			case "timestamp":
-				d.integer(&m.Timestamp, 64)
-			}
-		})
-		msg = m
-	case "bashExecution":
-		var m bashExecutionMessage // decodeMessage's bash message is a value
-		d.fields(bashFields, func(name string) {
-			switch name {
-			case "role":
-				d.str(&m.Role)
-			case "command":
-				d.str(&m.Command)
-			case "output":
-				d.str(&m.Output)
-			case "exitCode":
-				m.ExitCode = nil
-				if !d.null() {
-					var code int
-					d.intField(&code)
-					m.ExitCode = &code
-				}
-			case "cancelled":
-				d.boolean(&m.Cancelled)
-			case "truncated":
-				d.boolean(&m.Truncated)
-			case "fullOutputPath":
-				d.str(&m.FullOutputPath)
-			case "excludeFromContext":
-				d.boolean(&m.ExcludeFromContext)
-			case "timestamp":
-				d.integer(&m.Timestamp, 64)
-			}
-		})
-		msg = m
-	case "compactionSummary", "branchSummary":
-		m := &summaryMessage{}
-		d.fields(summaryFields, func(name string) {
-			switch name {
-			case "role":
-				d.str(&m.Role)
-			case "summary":
-				d.str(&m.Summary)
-			case "tokensBefore":
-				d.intField(&m.TokensBefore)
-			case "fromId":
-				d.str(&m.FromID)
-			case "timestamp":
-				d.integer(&m.Timestamp, 64)
-			}
-		})
-		msg = m
-	default:
-		d.fail = true // a role rpi keeps as it is: encoding/json's view
-	}
+		case "cancelled":
+			d.boolean(&u.cancelled)
+		case "truncated":
+			d.boolean(&u.truncated)
+		case "fullOutputPath":
+			d.str(&u.fullOutputPath)
+		case "excludeFromContext":
+			d.boolean(&u.excludeFrom)
+		case "summary":
+			d.str(&u.summary)
+		case "tokensBefore":
+			d.intField(&u.tokensBefore)
+		case "fromId":
+			d.str(&u.id)
+		}
+	})
 	if d.fail {
 		return nil
 	}
-	return msg
+	return d.roleMessage(&u)
+}
+
+// roleMessage is the message of u's role, as encoding/json decodes it
+// into that role's type; it fails (nil) for a role rpi does not model,
+// and for content that role does not take.
+func (d *jsonIn) roleMessage(u *messageUnion) any {
+	if u.isText && u.role != "user" {
+		d.fail = true // a string is no content blocks: encoding/json fails, the message is kept raw
+		return nil
+	}
+	switch u.role {
+	case "user":
+		if u.isText {
+			return &userMessage{Role: u.role, Content: textBlocks(u.text), Timestamp: u.timestamp}
+		}
+		return &userMessage{Role: u.role, Content: u.content, Timestamp: u.timestamp}
+	case "assistant":
+		return &assistantMessage{Role: u.role, Content: u.content, API: u.api, Provider: u.provider, Model: u.model,
+			Usage: u.usage, StopReason: u.stopReason, ErrorMessage: u.errorMsg, Timestamp: u.timestamp}
+	case "toolResult":
+		return &toolResultMessage{Role: u.role, ToolCallID: u.toolCallID, ToolName: u.toolName, Content: u.content,
+			Details: u.details, IsError: u.isError, Timestamp: u.timestamp}
+	}
+	if u.hasContent {
+		d.fail = true // content blocks read for a role without them: d.sources would not be its blocks
+		return nil
+	}
+	switch u.role {
+	case "bashExecution": // decodeMessage's bash message is a value
+		return bashExecutionMessage{Role: u.role, Command: u.command, Output: u.output, ExitCode: u.exitCode,
+			Cancelled: u.cancelled, Truncated: u.truncated, FullOutputPath: u.fullOutputPath,
+			ExcludeFromContext: u.excludeFrom, Timestamp: u.timestamp}
+	case "compactionSummary", "branchSummary":
+		return &summaryMessage{Role: u.role, Summary: u.summary, TokensBefore: u.tokensBefore, FromID: u.id, Timestamp: u.timestamp}
+	}
+	d.fail = true // a role rpi keeps as it is: encoding/json's view
+	return nil
 }
 
 // blocks reads an array of content blocks into dst (null: nil).

@@ -50,6 +50,7 @@ bench '^BenchmarkGrepTree$' 5x
 bench '^Benchmark(Abort)?HugeAnswer$' 5x
 bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
+bench '^BenchmarkSessionFormsRatio$' 3x
 echo
 echo "# the median of each metric"
 medians "$raw"
@@ -58,6 +59,7 @@ echo
 # token what 4k do. bash true's target is the ratio before issue 11 (1.8x).
 targets "$raw" <<'TARGETS'
 pipelined get_state, rpi / floor (one plain write a line)|BenchmarkGetStatePipelinedRatio rpi/floor||>=|2|x
+pipelined get_state, rpi / batched floor (one write a read)|BenchmarkGetStatePipelinedRatio rpi/batched||>=|0.5|x
 exec -> session_started, rpi / floor (a net/http binary)|BenchmarkStartupRatio rpi/floor||<=|1.3|x
 exec -> the answer to a get_state, rpi / floor|BenchmarkStartupRatio answer/floor-answer||<=|1.3|x
 exec -> initialize answered (acp) / session_started (rpc)|BenchmarkStartupACPRatio acp/rpc||<=|1.3|x
@@ -82,4 +84,18 @@ abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=
 five stdio MCP servers: added to exec -> the answer to a get_state|BenchmarkStartupMCP ms-added||<=|5|ms
 an MCP tool call, over the server's own round trip (a bare client)|BenchmarkMCPCall overhead-ms||<=|1|ms
 resident memory added by 5,000 MCP tool calls|BenchmarkMCPCall MiB-growth||<=|4|MiB
+a session written with spaces between tokens: open / the compact one's|BenchmarkSessionFormsRatio spaces/compact-open||<=|1.5|x
+a session written with spaces between tokens: memory / the compact one's|BenchmarkSessionFormsRatio spaces/compact-rss||<=|1.5|x
+a session written with keys in another order: open / the compact one's|BenchmarkSessionFormsRatio sorted/compact-open||<=|1.5|x
+a session written with keys in another order: memory / the compact one's|BenchmarkSessionFormsRatio sorted/compact-rss||<=|1.5|x
+a session written with non-ASCII escaped (u-escapes): open / the compact one's|BenchmarkSessionFormsRatio uescapes/compact-open||<=|1.5|x
+a session written with non-ASCII escaped (u-escapes): memory / the compact one's|BenchmarkSessionFormsRatio uescapes/compact-rss||<=|1.5|x
+a session written with every slash escaped: open / the compact one's|BenchmarkSessionFormsRatio slashes/compact-open||<=|1.5|x
+a session written with every slash escaped: memory / the compact one's|BenchmarkSessionFormsRatio slashes/compact-rss||<=|1.5|x
+a session written with whole numbers as 1.0 or 1e3: open / the compact one's|BenchmarkSessionFormsRatio numbers/compact-open||<=|1.5|x
+a session written with whole numbers as 1.0 or 1e3: memory / the compact one's|BenchmarkSessionFormsRatio numbers/compact-rss||<=|1.5|x
+a session written with unknown extra fields: open / the compact one's|BenchmarkSessionFormsRatio extra/compact-open||<=|1.5|x
+a session written with unknown extra fields: memory / the compact one's|BenchmarkSessionFormsRatio extra/compact-rss||<=|1.5|x
+a session written with every form at once: open / the compact one's|BenchmarkSessionFormsRatio all/compact-open||<=|1.5|x
+a session written with every form at once: memory / the compact one's|BenchmarkSessionFormsRatio all/compact-rss||<=|1.5|x
 TARGETS

@@ -1,0 +1,226 @@
+package main
+
+// The forms of a session line the fast path takes, checked against
+// encoding/json: whole numbers however written, sameJSON, and each form
+// of a line decoded as its compact twin is.
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sameValueByJSON reports whether encoding/json reads a and b as the same
+// value, numbers compared exactly (as fractions; two numbers with an
+// exponent too big for big.Rat count as the same).
+func sameValueByJSON(t *testing.T, a, b []byte) bool {
+	decode := func(raw []byte) any {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		return v
+	}
+	var same func(x, y any) bool
+	same = func(x, y any) bool {
+		switch x := x.(type) {
+		case map[string]any:
+			y, ok := y.(map[string]any)
+			if !ok || len(x) != len(y) {
+				return false
+			}
+			for k, v := range x {
+				if w, ok := y[k]; !ok || !same(v, w) {
+					return false
+				}
+			}
+			return true
+		case []any:
+			y, ok := y.([]any)
+			if !ok || len(x) != len(y) {
+				return false
+			}
+			for i := range x {
+				if !same(x[i], y[i]) {
+					return false
+				}
+			}
+			return true
+		case json.Number:
+			y, ok := y.(json.Number)
+			if !ok || x == y {
+				return ok
+			}
+			rx, okx := new(big.Rat).SetString(string(x))
+			ry, oky := new(big.Rat).SetString(string(y))
+			if !okx || !oky {
+				return true // an exponent too big for big.Rat: not judged here
+			}
+			return rx.Cmp(ry) == 0
+		}
+		return reflect.DeepEqual(x, y)
+	}
+	return same(decode(a), decode(b))
+}
+
+// TestWholeNumber: wholeNumber reads each way of writing a whole number,
+// and refuses what is not one or does not fit.
+func TestWholeNumber(t *testing.T) {
+	for n, want := range map[string]int64{"0": 0, "-0": 0, "-0.0": 0, "7": 7, "7.0": 7, "7.000": 7, "0.7e1": 7, "700e-2": 7,
+		"1e3": 1000, "1E+3": 1000, "-12.50e1": -125, "1773614420000.0": 1773614420000, "1.77361442e12": 1773614420000,
+		"0e999999": 0, "999999999999999999": 999999999999999999, "-999999999999999999": -999999999999999999} {
+		if got, ok := wholeNumber([]byte(n)); !ok || got != want {
+			t.Errorf("wholeNumber(%s) = %d, %v; want %d", n, got, ok, want)
+		}
+	}
+	for _, n := range []string{"0.5", "1e-1", "1.5e0", "1000000000000000000", "1e18", "1e999999", "9223372036854775807", "1e9999999999",
+		"0." + strings.Repeat("0", 50) + "1"} {
+		if got, ok := wholeNumber([]byte(n)); ok {
+			t.Errorf("wholeNumber(%s) = %d, want it refused", n, got)
+		}
+	}
+}
+
+// sameJSONSeeds are pairs of one value written two ways, and pairs that
+// differ.
+var sameJSONSeeds = [][2]string{
+	{`{"a":1,"b":[true,null,"x"]}`, `{ "b" : [ true , null , "x" ] , "a" : 1.0 }`},
+	{`"é/\""`, `"\u00e9\/\u0022"`},
+	{`"\ud83d\ude00"`, `"😀"`},
+	{`[1e3,-0,0.5]`, `[1000,0,5e-1]`},
+	{`{"a":1}`, `{"a":1,"a":1}`},
+	{`{"a":1}`, `{"a":2}`},
+	{`{"a":1}`, `{"b":1}`},
+	{`"\ud800"`, `"` + "\ufffd" + `"`},
+	{`[1,2]`, `[1,2,3]`},
+	{`{}`, `[]`},
+	{`"a"`, `"b"`},
+	{`123456789012345678901234567890123456789012345`, `123456789012345678901234567890123456789012346`},
+}
+
+// FuzzSameJSON: what sameJSON finds the same, encoding/json reads as the
+// same value.
+func FuzzSameJSON(f *testing.F) {
+	for _, pair := range sameJSONSeeds {
+		f.Add([]byte(pair[0]), []byte(pair[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if !json.Valid(a) || !json.Valid(b) {
+			return
+		}
+		if sameJSON(a, b) && !sameValueByJSON(t, a, b) {
+			t.Fatalf("sameJSON finds %q and %q the same", a, b)
+		}
+	})
+}
+
+// TestSameJSON: the seeds written two ways are found the same.
+func TestSameJSON(t *testing.T) {
+	for i, pair := range sameJSONSeeds[:4] {
+		if !sameJSON([]byte(pair[0]), []byte(pair[1])) {
+			t.Errorf("seed %d: %s and %s are not found the same", i, pair[0], pair[1])
+		}
+	}
+	for _, pair := range sameJSONSeeds[4:] {
+		if sameJSON([]byte(pair[0]), []byte(pair[1])) {
+			t.Errorf("%s and %s are found the same", pair[0], pair[1])
+		}
+	}
+}
+
+// formLines are lines of a session in each form the fast path takes:
+// each rewrite of BenchmarkSessionFormsRatio (but for extra fields) of
+// lines rpi writes.
+func formLines(t *testing.T) (compact, forms []string) {
+	for _, line := range sessionLineSeeds(t) {
+		var d jsonIn
+		e, err := decodeEntry([]byte(line), &d)
+		if err != nil || e.Type != "message" || !json.Valid([]byte(line)) {
+			continue
+		}
+		written, ok := e.appendMessageLine(nil)
+		if _, raw := e.msg.(rawMessage); raw || e.msg == nil || !ok || string(written) != line {
+			continue // not a line of a message rpi models, as rpi writes it
+		}
+		for _, form := range sessionForms[1:] {
+			if form.name != "extra" && form.name != "all" {
+				compact = append(compact, line)
+				forms = append(forms, string(form.rewrite([]byte(line))))
+			}
+		}
+	}
+	return compact, forms
+}
+
+// TestFastPathTakesEveryForm: a line rpi writes, written in each other
+// form, takes the fast path, decodes as encoding/json does, keeps no
+// copy of its line and is written again as its compact twin.
+func TestFastPathTakesEveryForm(t *testing.T) {
+	compact, forms := formLines(t)
+	if len(compact) < 20 {
+		t.Fatalf("only %d lines in other forms", len(compact))
+	}
+	for i, line := range forms {
+		if !checkDecodeEntry(t, []byte(line)) {
+			t.Errorf("the fast path declined %s", line)
+			continue
+		}
+		var d jsonIn
+		e, _ := decodeEntry([]byte(line), &d)
+		if e.keepLine([]byte(line), &d); e.raw != nil {
+			t.Errorf("%s keeps its line", line)
+		}
+		if written, _ := e.appendMessageLine(nil); string(written) != compact[i] {
+			t.Errorf("%s\nis written again as %s\nits compact twin is %s", line, written, compact[i])
+		}
+	}
+}
+
+// TestSlowPathReadsWholeNumbers: a line the fast path declines (a key
+// given twice) reads a whole number written 1.0 as 1, in the header, an
+// entry, a message and its usage, as the fast path does.
+func TestSlowPathReadsWholeNumbers(t *testing.T) {
+	m := decodeMessage([]byte(`{"role":"assistant","timestamp":5.0,"usage":{"input":1e1,"cost":{"total":2.50}},"model":"a","model":"b"}`))
+	if a, ok := m.(*assistantMessage); !ok || a.Timestamp != 5 || a.Usage.Input != 10 || a.Usage.Cost.Total != 2.5 || a.Model != "b" {
+		t.Errorf("got %#v", m)
+	}
+	var d jsonIn
+	e, err := decodeEntry([]byte(`{"type":"compaction","id":"a","tokensBefore":4.2e1,"id":"b"}`), &d)
+	if err != nil || e.TokensBefore != 42 || e.ID != "b" {
+		t.Errorf("got %#v, %v", e, err)
+	}
+}
+
+// TestFormsTwins: the fixture session written in every form
+// (testdata/sessions/forms-every.jsonl) holds the messages of its compact
+// twin exactly, timestamps included (the fixtures hide them), and keeps
+// no copy of a message line but those with fields rpi does not know.
+func TestFormsTwins(t *testing.T) {
+	every, err := loadSessionFile(t.Context(), "testdata/sessions/forms-every.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact, err := loadSessionFile(t.Context(), "testdata/sessions/forms-compact.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(every.entries) != len(compact.entries) {
+		t.Fatalf("%d entries, the compact twin %d", len(every.entries), len(compact.entries))
+	}
+	for i, e := range every.entries {
+		twin := compact.entries[i]
+		got, _ := appendMessageJSON(nil, e.msg)
+		want, _ := appendMessageJSON(nil, twin.msg)
+		if !bytes.Equal(got, want) || e.ID != twin.ID || e.Type != twin.Type {
+			t.Errorf("entry %d: %s %s\n%s\nthe compact twin: %s %s\n%s", i, e.Type, e.ID, got, twin.Type, twin.ID, want)
+		}
+		if extra := bytes.Contains(e.line(), []byte("x-meta")); e.Type == "message" && (e.raw != nil) != extra {
+			t.Errorf("entry %d keeps its line: %v", i, e.raw != nil)
+		}
+	}
+}
