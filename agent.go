@@ -67,6 +67,9 @@ type runFailed struct {
 type queueUpdate struct {
 	Steering []string `json:"steering"`
 	FollowUp []string `json:"followUp"`
+	// WaitingForSlot: a prompt waits for a place to run (rpi serve's
+	// --max-running: other sessions' turns take them all)
+	WaitingForSlot bool `json:"waitingForSlot,omitempty"`
 }
 
 type retryStart struct {

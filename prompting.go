@@ -59,7 +59,7 @@ func (s *session) queueTextsLocked() queueUpdate {
 		}
 		return out
 	}
-	return queueUpdate{texts(s.steering), texts(s.followUp)}
+	return queueUpdate{Steering: texts(s.steering), FollowUp: texts(s.followUp)}
 }
 
 // postQueue posts queue_update with the queues as they are; s.mu is held.
@@ -69,6 +69,34 @@ func (s *session) emitQueue() {
 	s.mu.Lock()
 	defer s.unlock()
 	s.postQueue()
+}
+
+// waitForPlace waits until the host's run policy may give s a place (or
+// s closes: false), telling its clients the while with queue_update's
+// waitingForSlot, and that the wait is over.
+func (s *session) waitForPlace() bool {
+	waited := false
+	defer func() {
+		if waited {
+			s.emitQueue()
+		}
+	}()
+	for ch := s.host.runs.placeFreed(s); ch != nil; ch = s.host.runs.placeFreed(s) {
+		if !waited {
+			waited = true
+			s.mu.Lock()
+			update := s.queueTextsLocked()
+			update.WaitingForSlot = true
+			s.postEvent("queue_update", update)
+			s.unlock()
+		}
+		select {
+		case <-ch:
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // ---- Prompting ----

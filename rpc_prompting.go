@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // The rpc front end's prompting commands: prompt, steer, follow_up,
 // abort, abort_retry, clear_queue and compact (docs/protocol.md).
@@ -59,7 +62,10 @@ func (s *rpcServer) userInput(r *rpcRequest) (*userMessage, error) {
 // Answer: null once accepted (before agent_start); pi's mode answers
 // {disposition: started|queued}. Events: agent_start, turn_start,
 // message_start/end, message_update, tool_execution_*, turn_end,
-// agent_end, agent_settled; queue_update when queued.
+// agent_end, agent_settled; queue_update when queued. Over rpi serve, a
+// prompt while --max-running other sessions run waits for a place:
+// queue_update with waitingForSlot: true, then one without it once the
+// wait is over; the answer comes when it starts.
 func (s *rpcServer) promptCommand(r *rpcRequest) (any, error) {
 	msg, err := s.userInput(r)
 	if err != nil {
@@ -71,13 +77,25 @@ func (s *rpcServer) promptCommand(r *rpcRequest) (any, error) {
 			return nil, err
 		}
 	}
-	s.startPrompt(msg, behaviour, func(queued bool, err error) {
+	var accepted func(queued bool, err error)
+	accepted = func(queued bool, err error) {
+		if s.served != nil && errors.Is(err, errElsewhere) { // rpi serve: wait for a place, then try again
+			s.goBackground(func() {
+				if s.waitForPlace() {
+					s.startPrompt(msg, behaviour, accepted, nil)
+				} else {
+					s.reply(r, nil, errors.New("The session closed while the prompt waited for a place to run"))
+				}
+			})
+			return
+		}
 		how := "started"
 		if queued {
 			how = "queued"
 		}
 		s.reply(r, piOnly{data: disposition{how}}, err)
-	}, nil)
+	}
+	s.startPrompt(msg, behaviour, accepted, nil)
 	return noReply{}, nil
 }
 
