@@ -10,6 +10,7 @@ package main
 // commands of its own (hello, session_attach, host_status).
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,11 +237,17 @@ func refuseConnection(rwc io.ReadWriteCloser) {
 // request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
 // "jsonrpc" member): that connection speaks ACP.
 func isACPFirstLine(line []byte) bool {
-	r, err := decodeRequest(headLine(line), false)
-	if err != nil {
-		return false
+	line = headLine(line)
+	members, ok := scanObject(line, nil)
+	if !ok { // deeper than scanObject goes: encoding/json's view
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(line, &fields) != nil {
+			return false
+		}
+		_, has := fields["jsonrpc"]
+		return has
 	}
-	return r.has("jsonrpc")
+	return slices.ContainsFunc(members, func(m member) bool { return string(m.key) == "jsonrpc" })
 }
 
 // headLine is b up to its first newline.
