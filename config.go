@@ -72,6 +72,20 @@ type cliConfig struct {
 	maxRunning         int  // --max-running: how many sessions' turns run at once (rpi acp's and rpi serve's sessions)
 	serve              bool // rpi serve (docs/serve.md): a long-lived host on a socket
 	served             serveConfig
+	bridge             *bridgeConfig // rpi rpc --connect, rpi acp --connect (docs/serve.md#bridges); nil: none
+}
+
+// bridgeConfig holds a bridge's flags (docs/serve.md#bridges): where it
+// connects, and what its hello says.
+type bridgeConfig struct {
+	connect string // --connect's value: "" (the default socket), unix:PATH, ws://…, auto, auto:unix:PATH
+	attach  string // --attach: the session to attach to
+	cursor  int    // --cursor: the seq of the last event seen (-1: none)
+	observe bool   // --observe: attach as an observer
+	// options are the flags for the session the host opens for it, by
+	// their long names: a string for a valued flag, true for a boolean.
+	options map[string]any
+	ignored []string // the flags given that a bridge does not pass on, as typed
 }
 
 // serveConfig holds rpi serve's own flags (docs/serve.md).
@@ -145,6 +159,13 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	fs.StringVar(&cfg.cwd, "cwd", "", "")
 	fs.StringVar(&compat, "compat", "", "")
 	fs.BoolVar(&cfg.noMCP, "no-mcp", false, "")
+	var connect, attach string
+	var cursor int
+	var observe bool
+	fs.StringVar(&connect, "connect", "", "")
+	fs.StringVar(&attach, "attach", "", "")
+	fs.IntVar(&cursor, "cursor", -1, "")
+	fs.BoolVar(&observe, "observe", false, "")
 	// pi's presentation flags: accepted so that pi's clients can launch
 	// rpi with pi's arguments; rpi has no themes or extensions, and never
 	// goes online on its own.
@@ -167,7 +188,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&showVersion, "version", false, "")
 	fs.BoolVar(&showVersion, "v", false, "")
-	err = fs.Parse(args)
+	err = fs.Parse(connectValue(fs, args))
 	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
 	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
 	cfg.serve = subcommand == "serve"
@@ -275,6 +296,9 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if info, err := os.Stat(cfg.cwd); err != nil || !info.IsDir() {
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
+	if cfg.bridge, err = bridgeFlags(fs, args, cfg, bridgeConfig{connect: connect, attach: attach, cursor: cursor, observe: observe}); err != nil {
+		return cfg, "", err
+	}
 	return cfg, "serve", nil
 }
 
@@ -345,6 +369,8 @@ Usage:
                            --mode acp and rpi agent stdio; docs/acp.md)
   rpi serve [flags]        a long-lived host on a socket: clients attach to its
                            sessions, leave, and attach again (docs/serve.md)
+  rpi rpc --connect [ADDR] [flags], rpi acp --connect [ADDR]
+                           a bridge: stdio copied to and from a running rpi serve
   rpi help | --help        this text
   rpi version | --version  rpi's version, and the commit it was built from
 
@@ -386,6 +412,12 @@ Flags:
   --max-connections N           rpi serve: connections at once (default 256)
   --allow-remote                rpi serve: a ws:// listener on an address other than loopback
   --allow-origin ORIGIN         rpi serve: a browser origin WebSocket clients may come from, repeatable
+  --connect [ADDR]              rpi rpc, rpi acp: a bridge, stdio to and from a running rpi serve
+                                at ADDR (unix:PATH; nothing: the default socket; auto or
+                                auto:unix:PATH: start rpi serve when none listens); docs/serve.md
+  --attach ID                   rpi rpc --connect: attach to the host's session ID
+  --cursor N                    rpi rpc --connect --attach: replay the events after seq N
+  --observe                     rpi rpc --connect --attach: watch the session, as an observer
   -h, --help                    this text (also: rpi help)
   -v, --version                 rpi's version and the commit and date it was built from
                                 (pi's version, bare, with pi's shapes; also: rpi version)

@@ -564,6 +564,22 @@ type hostSettings struct {
 	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
 }
 
+// toolsOf are the tools cfg's flags offer the model (--tools, --no-tools,
+// --exclude-tools).
+func toolsOf(cfg cliConfig) []*tool {
+	names := defaultTools
+	if cfg.toolsGiven {
+		names = cfg.tools
+	}
+	var tools []*tool
+	for _, t := range allTools {
+		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
+			tools = append(tools, t)
+		}
+	}
+	return tools
+}
+
 // loadHostSettings reads the model catalog and its keys, and chooses the
 // model --model names (an unknown one fails startup).
 func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
@@ -590,15 +606,7 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}
 	env.trace.phase("catalog, auth.json, models.json")
-	names := defaultTools
-	if cfg.toolsGiven {
-		names = cfg.tools
-	}
-	for _, t := range allTools {
-		if slices.Contains(names, t.name) && !slices.Contains(cfg.excludeTools, t.name) {
-			set.tools = append(set.tools, t)
-		}
-	}
+	set.tools = toolsOf(cfg)
 	if cfg.provider != "" {
 		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
 			return nil, err

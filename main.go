@@ -69,6 +69,9 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	// has grown already: a new goroutine's stack would grow again, which
 	// costs about as much as the rest of startup. So a signal that comes
 	// meanwhile is taken by endStartupOnSignal.
+	if cfg.bridge != nil {
+		return runBridge(cfg, env, stdin, stdout, stderr, stop)
+	}
 	if cfg.acp {
 		return runACP(cfg, env, stdin, stdout, stderr, stop)
 	}

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -115,8 +117,7 @@ type helloAnswer struct {
 // shapes (compat: "pi"), the role (controller or observer) and attaches
 // to a live session (attach, with cursor: the seq of the last event the
 // client saw, whose successors are replayed) or to a new one opened with
-// options (the flags a bridge passes for the session: model, thinking,
-// name, session, session-id).
+// options (the flags a bridge passes for the session: helloOptions).
 // Fields: [compat], [attach], [cursor], [role], [options].
 // Answer: {sessionId, cursor (the latest event's seq), resync (true when
 // the events after cursor are no longer kept)}. Events: a new session's
@@ -155,15 +156,12 @@ func (c *servedRPC) hello(r *rpcRequest) (any, error) {
 	if c.observer {
 		return nil, errors.New("Invalid hello: an observer watches a session: name it (attach)")
 	}
-	o, after, err := c.helloOptions(r)
+	o, err := c.helloOptions(r)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.attachNew(o); err != nil {
 		return nil, err
-	}
-	if err := after(c.srv.session); err != nil {
-		c.srv.warn(err.Error())
 	}
 	return helloAnswer{SessionID: c.srv.conv.info().id, Cursor: c.st.lastSeq()}, nil
 }
@@ -186,19 +184,22 @@ func readCursor(r *rpcRequest) (int64, error) {
 	return int64(n), err
 }
 
-// helloOptions reads a hello's options: where the new session opens
-// (session, session-id, name) and what is set once it has (model,
-// thinking). Any other option is refused, by name.
-func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, func(*session) error, error) {
+// helloOptions reads a hello's options: the flags a bridge was given for
+// the session the host opens for it (docs/serve.md#bridges), by their
+// long names, a string for a valued flag and true for a boolean one.
+// Where it opens (session, session-id, name, cwd) goes in the session's
+// options; the rest (model, provider, thinking, tools, no-tools,
+// exclude-tools, no-session, confirm) in its own flags, over the host's,
+// checked as parseArgs checks them. Any other option is refused, by name.
+func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 	o := sessionOptions{cwd: c.sh.h.set.cfg.cwd}
-	nothing := func(*session) error { return nil }
 	if !r.has("options") {
-		return o, nothing, nil
+		return o, nil
 	}
 	raw, _ := r.field("options")
 	var opts map[string]json.RawMessage
 	if json.Unmarshal(raw, &opts) != nil || opts == nil {
-		return o, nil, invalid("options", "an object of flags and their values")
+		return o, invalid("options", "an object of flags and their values")
 	}
 	text := func(key string) (string, error) {
 		var v string
@@ -207,7 +208,18 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, func(*session) 
 		}
 		return v, nil
 	}
-	var model, thinking string
+	on := func(key string) (bool, error) {
+		var v bool
+		if json.Unmarshal(opts[key], &v) != nil || !v {
+			return false, invalid("options."+key, "true")
+		}
+		return v, nil
+	}
+	flags := c.sh.h.set.cfg
+	if opts["model"] != nil || opts["provider"] != nil {
+		flags.model, flags.provider = "", "" // named together: neither is the host's
+	}
+	var noTools bool
 	for _, key := range slices.Sorted(maps.Keys(opts)) {
 		var err error
 		switch key {
@@ -219,34 +231,66 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, func(*session) 
 			}
 		case "name":
 			o.name, err = text(key)
+		case "cwd":
+			o.cwd, err = helloCwd(text(key))
 		case "model":
-			model, err = text(key)
+			flags.model, err = text(key)
+		case "provider":
+			flags.provider, err = text(key)
 		case "thinking":
-			if thinking, err = text(key); err == nil && !slices.Contains(thinkingLevels, thinking) {
+			if flags.thinking, err = text(key); err == nil && !slices.Contains(thinkingLevels, flags.thinking) {
 				err = invalid("options.thinking", strings.Join(thinkingLevels, ", "))
 			}
+		case "tools":
+			var list string
+			if list, err = text(key); err == nil {
+				flags.tools, err = toolList("options.tools", list, false)
+				flags.toolsGiven = true
+			}
+		case "no-tools":
+			noTools, err = on(key)
+		case "exclude-tools":
+			var list string
+			if list, err = text(key); err == nil {
+				flags.excludeTools, err = toolList("options.exclude-tools", list, false)
+			}
+		case "no-session":
+			flags.noSession, err = on(key)
+		case "confirm":
+			var list string
+			if list, err = text(key); err == nil {
+				flags.confirm, err = toolList("options.confirm", list, true)
+			}
 		default:
-			err = fmt.Errorf("Invalid hello: the option %q is not taken per session (options: session, session-id, name, model, thinking)", key)
+			err = fmt.Errorf("Invalid hello: the option %q is not taken per session (options: %s)", key, strings.Join(helloOptionNames, ", "))
 		}
 		if err != nil {
-			return o, nil, err
+			return o, err
 		}
 	}
-	return o, func(s *session) error {
-		if model != "" {
-			provider, id, _ := strings.Cut(model, "/")
-			if id == "" {
-				provider, id = "", model
-			}
-			if _, err := s.setModel(provider, id); err != nil {
-				return fmt.Errorf("hello's model %s: %v", model, err)
-			}
-		}
-		if thinking != "" {
-			s.setThinkingLevel(thinking)
-		}
-		return nil
-	}, nil
+	if noTools { // as --no-tools, over --tools
+		flags.tools, flags.toolsGiven = []string{}, true
+	}
+	if o.id != "" && (o.file != "" || flags.noSession) {
+		return o, errors.New("Invalid hello: options.session-id goes with neither options.session nor options.no-session")
+	}
+	o.flags = &flags
+	return o, nil
+}
+
+// helloOptionNames are the options a hello takes.
+var helloOptionNames = []string{"session", "session-id", "name", "cwd", "model", "provider", "thinking",
+	"tools", "no-tools", "exclude-tools", "no-session", "confirm"}
+
+// helloCwd checks a hello's cwd: an absolute path to a directory.
+func helloCwd(dir string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	if info, statErr := os.Stat(dir); !filepath.IsAbs(dir) || statErr != nil || !info.IsDir() {
+		return "", invalid("options.cwd", "an absolute path to a directory")
+	}
+	return filepath.Clean(dir), nil
 }
 
 // ---- Attaching ----
@@ -409,10 +453,13 @@ func (s *rpcServer) hostStatusCommand(r *rpcRequest) (any, error) {
 // its own (apart) rather than changing the one they watch.
 func (c *servedRPC) shared() bool { return c.st.clientCount() > 1 }
 
-// apart opens a session as o says and moves the connection to it; once
+// apart opens a session as o says, with the flags of the connection's
+// session, and moves the connection to it; once
 // the answer (data) is written, the new session is announced as stdio's
 // start announces one, then tell, if any, is sent.
 func (c *servedRPC) apart(o sessionOptions, data any, tell *uiRequest) (any, error) {
+	flags := c.srv.set.cfg // the session's own flags go with it
+	o.flags = &flags
 	st, err := c.sh.openStage(o)
 	if err != nil {
 		return nil, err

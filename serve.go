@@ -12,6 +12,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -240,13 +241,17 @@ func refuseConnection(rwc io.ReadWriteCloser) {
 // request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
 // "jsonrpc" member): that connection speaks ACP.
 func isACPFirstLine(line []byte) bool {
-	var f fields
-	members, ok := scanObject(headLine(line), f.room[:0])
-	if !ok {
-		return false
+	line = headLine(line)
+	members, ok := scanObject(line, nil)
+	if !ok { // deeper than scanObject goes: encoding/json's view
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(line, &fields) != nil {
+			return false
+		}
+		_, has := fields["jsonrpc"]
+		return has
 	}
-	f.members = members
-	return f.has("jsonrpc")
+	return slices.ContainsFunc(members, func(m member) bool { return string(m.key) == "jsonrpc" })
 }
 
 // headLine is b up to its first newline.

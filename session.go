@@ -156,6 +156,10 @@ type sessionOptions struct {
 	// "" for nothing copied (a fork before its first message)
 	forkLeaf *string
 	name     string // the new session's name (--name)
+	// flags, when set, are the session's own flags instead of the host's
+	// (a served client's hello options): its model, thinking level, tools,
+	// approvals and whether it keeps a file.
+	flags *cliConfig
 	// writeNow writes a new session's file (header and first entries) as
 	// it opens, not with the first answer as pi does (ACP's session/new).
 	writeNow bool
@@ -168,7 +172,17 @@ type sessionOptions struct {
 // down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, o.dirs, h.env.trace)
-	cfg := h.set.cfg
+	start, startThinking := h.set.startModel, h.set.startThinking
+	if o.flags != nil {
+		set.cfg, set.tools = *o.flags, toolsOf(*o.flags)
+		if o.flags.model != h.set.cfg.model || o.flags.provider != h.set.cfg.provider {
+			var err error
+			if start, startThinking, err = sessionStartModel(set); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cfg := set.cfg
 	s := &session{host: h, set: set, ui: o.ui, files: o.files, commands: o.commands, loops: &loopScheduler{},
 		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
 		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
@@ -178,7 +192,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	if cfg.thinking != "" {
 		s.thinkingLevel = cfg.thinking
 	}
-	s.model = h.set.startModel
+	s.model = start
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
@@ -187,8 +201,8 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 			s.model = m
 		}
 	}
-	if h.set.startThinking != "" {
-		s.thinkingLevel = h.set.startThinking
+	if startThinking != "" {
+		s.thinkingLevel = startThinking
 	}
 	s.sinks.attach(o.sink)
 	s.mcp.s = s
@@ -206,6 +220,27 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// sessionStartModel is the model a session's own --model and --provider
+// (set.cfg) name, as loadHostSettings checks the host's; nil when they
+// leave it to settings.json or the first usable model. The model must be
+// in the catalog: one --provider would adopt is the host's to add.
+func sessionStartModel(set *settings) (*model, string, error) {
+	cfg := set.cfg
+	if cfg.provider != "" {
+		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
+			return nil, "", err
+		}
+	}
+	if cfg.model == "" {
+		return nil, "", nil
+	}
+	m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+	if err == nil && !slices.Contains(set.catalog, m) {
+		err = fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", cfg.model)
+	}
+	return m, thinking, err
 }
 
 // close ends the session: its loops, its run (aborted, and waited for),

@@ -23,6 +23,11 @@ type settings struct {
 	*hostSettings
 	cwd  string
 	dirs []string // the other directories it works in (sessionOptions.dirs)
+	// cfg and tools are the session's flags and the tools they offer the
+	// model: the host's, or those a served client's hello gave it
+	// (sessionOptions.flags). They stand in for hostSettings' own.
+	cfg   cliConfig
+	tools []*tool
 
 	defaultProvider string
 	defaultModel    string
@@ -119,7 +124,7 @@ func (l *lookedUp) path() (string, error) {
 // files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
 // settings files, the catalog's, and those of the resources.
 func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
-	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs),
+	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg, tools: slices.Clip(h.tools),
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
 		confirmTimeout: defaultConfirmTimeout}

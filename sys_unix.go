@@ -98,6 +98,13 @@ func startInGroup(cmd *exec.Cmd, pty bool) {
 	cmd.SysProcAttr = attr
 }
 
+// startDetached makes cmd start as the leader of a new session and
+// process group, with no parent-death signal: it outlives rpi (the
+// rpi serve a bridge starts).
+func startDetached(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+}
+
 // signalGroup sends sig to the process group led by pid; a group that is
 // already gone is not an error.
 func signalGroup(pid int, sig syscall.Signal) error {

@@ -108,6 +108,13 @@ func startInGroup(cmd *exec.Cmd, pty bool) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: syscall.CREATE_NEW_PROCESS_GROUP}
 }
 
+// startDetached makes cmd start in a process group of its own, with no
+// console: it outlives rpi (the rpi serve a bridge starts).
+func startDetached(cmd *exec.Cmd) {
+	const detachedProcess = 0x00000008 // DETACHED_PROCESS
+	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: syscall.CREATE_NEW_PROCESS_GROUP | detachedProcess}
+}
+
 // sysSignal is a signal as Go numbers it on Windows.
 type sysSignal = syscall.Signal
 
