@@ -116,3 +116,75 @@ func (a *acpAgent) detachAll() {
 		a.detachSession(as)
 	}
 }
+
+// servedACP is one ACP connection of rpi serve: rpi acp's agent over the
+// shared host, its sessions the host's (acpSessionHost): opened in the
+// host, attached to when another client has them open, left to the host
+// when the connection ends.
+type servedACP struct {
+	sh *serveHost
+	a  *acpAgent
+
+	mu      mutex[servedACPMu] // guards clients
+	clients map[*acpSession]*stageAttachment
+}
+
+// stageAttachment is one of a connection's sessions on its stage.
+type stageAttachment struct {
+	st     *stage
+	client *stageClient
+}
+
+func init() {
+	servedWires.acp = func(sh *serveHost, sc *servedConn) servedWire { return newServedACP(sh, sc) }
+}
+
+func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
+	c := &servedACP{sh: sh, clients: map[*acpSession]*stageAttachment{}}
+	c.a = newServedACPAgent(sh.h, sc.conn, c)
+	return c
+}
+
+func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes) }
+
+// end leaves the connection's sessions to the host; their turns go on.
+func (c *servedACP) end() { c.a.detachAll() }
+
+// open opens a session in the host and attaches as to it.
+func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
+	st, err := c.sh.openStage(o)
+	if err != nil {
+		return nil, err
+	}
+	c.attachStage(as, st)
+	return st.s, nil
+}
+
+// attach attaches as to s, live in the host.
+func (c *servedACP) attach(as *acpSession, s *session) error {
+	st := c.sh.stageFor(s)
+	if st == nil {
+		return &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
+	}
+	c.attachStage(as, st)
+	return nil
+}
+
+func (c *servedACP) attachStage(as *acpSession, st *stage) {
+	client := &stageClient{events: as}
+	st.attach(client, -1)
+	c.mu.Lock()
+	c.clients[as] = &stageAttachment{st, client}
+	c.mu.Unlock()
+}
+
+// detach takes as off its stage.
+func (c *servedACP) detach(as *acpSession) {
+	c.mu.Lock()
+	at := c.clients[as]
+	delete(c.clients, as)
+	c.mu.Unlock()
+	if at != nil {
+		at.st.detach(at.client)
+	}
+}

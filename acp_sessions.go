@@ -456,25 +456,14 @@ func acpOpenError(id string, err error) error {
 	return err
 }
 
-// findSessionFile is the file of the session whose header id is id: in
-// cwd's folder first (when cwd is not ""), else in any.
+// findSessionFile is the file of the session whose header id is id (as
+// findSession finds it); -32602 when there is none.
 func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
-	scopes := []string{""}
-	if cwd != "" && !store.flat {
-		scopes = []string{cwd, ""}
+	path, err := findSession(ctx, store, id, cwd)
+	if errors.Is(err, errNoSuchSession) {
+		return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
 	}
-	for _, scope := range scopes {
-		rows, err := listSessions(ctx, store, scope)
-		if err != nil {
-			return "", err
-		}
-		for _, r := range rows {
-			if r.SessionID == id {
-				return r.Path, nil
-			}
-		}
-	}
-	return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
+	return path, err
 }
 
 // acpClose cancels a session's turn (as session/cancel does: every prompt

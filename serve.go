@@ -262,22 +262,33 @@ func headLine(b []byte) []byte {
 	return b
 }
 
+// A servedWire is a connection's wire: it handles each of its lines,
+// and its end.
+type servedWire interface {
+	handle(frame)
+	end()
+}
+
+// servedWires are the wires a connection may speak, each made by the file
+// of that front end (rpc_serve.go, acp_served.go), which stands on this
+// one: the host knows no wire's names.
+var servedWires struct {
+	acp, rpc func(sh *serveHost, sc *servedConn) servedWire
+}
+
 // serveConn serves one connection until it ends: its first line picks
 // the wire; then each line goes to that wire's handler. When it ends, it
 // detaches from its sessions, which go on.
 func (sh *serveHost) serveConn(sc *servedConn) {
 	defer sh.forgetConn(sc)
-	var wire interface {
-		handle(frame)
-		end()
-	}
+	var wire servedWire
 	maxLine := sh.h.env.maxLineBytes
 	sc.conn.serve(maxLine, nil, func(f frame) {
 		if wire == nil {
 			if !f.tooLong && isACPFirstLine(f.line) {
-				wire = newServedACP(sh, sc)
+				wire = servedWires.acp(sh, sc)
 			} else {
-				wire = newServedRPC(sh, sc)
+				wire = servedWires.rpc(sh, sc)
 			}
 		}
 		wire.handle(f)
@@ -378,7 +389,7 @@ func (sh *serveHost) stageOf(id string) (st *stage, opened bool, err error) {
 	if cfg.sessionDir != "" {
 		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
 	}
-	path, err := findSessionFile(sh.h.ctx, store, id, cfg.cwd)
+	path, err := findSession(sh.h.ctx, store, id, cfg.cwd)
 	if err != nil {
 		return nil, false, fmt.Errorf("Session not found: %s", id)
 	}
@@ -459,74 +470,6 @@ func (sh *serveHost) closeStage(st *stage) {
 }
 
 // ---- ACP connections ----
-
-// servedACP is one ACP connection of rpi serve: rpi acp's agent over the
-// shared host, its sessions the host's (acpSessionHost): opened in the
-// host, attached to when another client has them open, left to the host
-// when the connection ends.
-type servedACP struct {
-	sh *serveHost
-	a  *acpAgent
-
-	mu      mutex[servedACPMu] // guards clients
-	clients map[*acpSession]*stageAttachment
-}
-
-// stageAttachment is one of a connection's sessions on its stage.
-type stageAttachment struct {
-	st     *stage
-	client *stageClient
-}
-
-func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
-	c := &servedACP{sh: sh, clients: map[*acpSession]*stageAttachment{}}
-	c.a = newServedACPAgent(sh.h, sc.conn, c)
-	return c
-}
-
-func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes) }
-
-// end leaves the connection's sessions to the host; their turns go on.
-func (c *servedACP) end() { c.a.detachAll() }
-
-// open opens a session in the host and attaches as to it.
-func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
-	st, err := c.sh.openStage(o)
-	if err != nil {
-		return nil, err
-	}
-	c.attachStage(as, st)
-	return st.s, nil
-}
-
-// attach attaches as to s, live in the host.
-func (c *servedACP) attach(as *acpSession, s *session) error {
-	st := c.sh.stageFor(s)
-	if st == nil {
-		return &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
-	}
-	c.attachStage(as, st)
-	return nil
-}
-
-func (c *servedACP) attachStage(as *acpSession, st *stage) {
-	client := &stageClient{events: as}
-	st.attach(client, -1)
-	c.mu.Lock()
-	c.clients[as] = &stageAttachment{st, client}
-	c.mu.Unlock()
-}
-
-// detach takes as off its stage.
-func (c *servedACP) detach(as *acpSession) {
-	c.mu.Lock()
-	at := c.clients[as]
-	delete(c.clients, as)
-	c.mu.Unlock()
-	if at != nil {
-		at.st.detach(at.client)
-	}
-}
 
 // listenWebSocket listens for WebSocket connections at addr (ws.go):
 // each needs the token (serveToken), a browser's its origin allowed.

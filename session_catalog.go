@@ -396,3 +396,28 @@ func (s *session) sessionStore() sessionStore {
 	}
 	return sessionStore{root: filepath.Join(s.set.agentDir, "sessions")}
 }
+
+// findSession is the file of the session whose header id is id: in cwd's
+// folder first (when cwd is not ""), else in any; errNoSuchSession when
+// there is none.
+func findSession(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
+	scopes := []string{""}
+	if cwd != "" && !store.flat {
+		scopes = []string{cwd, ""}
+	}
+	for _, scope := range scopes {
+		rows, err := listSessions(ctx, store, scope)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			if r.SessionID == id {
+				return r.Path, nil
+			}
+		}
+	}
+	return "", errNoSuchSession
+}
+
+// errNoSuchSession: no session file has the id asked for.
+var errNoSuchSession = errors.New("no session has that id")
