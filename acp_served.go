@@ -24,6 +24,8 @@ type acpSessionHost interface {
 	attach(as *acpSession, s *session) error
 	// detach takes as off its session, which goes on.
 	detach(as *acpSession)
+	// markLive marks the rows of sessions live in the host.
+	markLive(rows []sessionRow)
 }
 
 // seqEvent maps one numbered event of a session rpi serve holds.
@@ -177,6 +179,8 @@ func (c *servedACP) attachStage(as *acpSession, st *stage) {
 	c.clients[as] = &stageAttachment{st, client}
 	c.mu.Unlock()
 }
+
+func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }
 
 // detach takes as off its stage.
 func (c *servedACP) detach(as *acpSession) {

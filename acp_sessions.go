@@ -511,7 +511,8 @@ func (a *acpAgent) forget(as *acpSession) {
 // acpList lists the sessions on disk, a page at a time, newest first.
 // Params: [cwd] (absolute: that directory's sessions; absent: every
 // directory's), [cursor] (a nextCursor it gave). Answer: {sessions:
-// [{sessionId, cwd, title, updatedAt}], [nextCursor]}.
+// [{sessionId, cwd, title, updatedAt}], [nextCursor]}; over rpi serve, a
+// session live in the host has _meta.rpi {live, running, clients}.
 func acpList(a *acpAgent, req *acpRequest) (any, error) {
 	cwd, err := acpAbsDir(req.params, "cwd", false)
 	if err != nil {
@@ -529,7 +530,11 @@ func acpList(a *acpAgent, req *acpRequest) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return acpPageOf(acpLoadableRows(rows, cwd), cursor)
+		rows = acpLoadableRows(rows, cwd)
+		if a.served != nil {
+			a.served.markLive(rows)
+		}
+		return acpPageOf(rows, cursor)
 	}, nil)
 }
 

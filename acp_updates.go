@@ -1081,10 +1081,21 @@ func templateArguments(body string) string {
 
 // acpSessionRow is one session of session/list.
 type acpSessionRow struct {
-	SessionID string `json:"sessionId"`
-	Cwd       string `json:"cwd"`
-	Title     string `json:"title,omitempty"`
-	UpdatedAt string `json:"updatedAt"`
+	SessionID string       `json:"sessionId"`
+	Cwd       string       `json:"cwd"`
+	Title     string       `json:"title,omitempty"`
+	UpdatedAt string       `json:"updatedAt"`
+	Meta      *acpLiveMeta `json:"_meta,omitempty"` // rpi serve's, on a session live in the host
+}
+
+// acpLiveMeta marks a session live in rpi serve's host: live, whether a
+// turn runs, how many clients are attached.
+type acpLiveMeta struct {
+	RPI struct {
+		Live    bool `json:"live"`
+		Running bool `json:"running"`
+		Clients int  `json:"clients"`
+	} `json:"rpi"`
 }
 
 // acpListPage is one page of session/list.
@@ -1125,6 +1136,10 @@ func acpPageOf(rows []sessionRow, cursor string) (acpListPage, error) {
 			UpdatedAt: timestamp(time.Unix(0, r.modified))}
 		if r.Name != nil {
 			row.Title = acpShownTitle(*r.Name)
+		}
+		if r.Live {
+			row.Meta = &acpLiveMeta{}
+			row.Meta.RPI.Live, row.Meta.RPI.Running, row.Meta.RPI.Clients = true, *r.Running, *r.Clients
 		}
 		page.Sessions = append(page.Sessions, row)
 	}
