@@ -20,8 +20,12 @@ type acpSessionHost interface {
 	// open opens a session in the host as o says (its sink and ui are
 	// the host's); as gets its events and is one of its controllers.
 	open(as *acpSession, o sessionOptions) (*session, error)
-	// attach attaches as to s, a session the host has live.
-	attach(as *acpSession, s *session) error
+	// attach attaches as to s, a session the host has live; the events
+	// after cursor (-1: none) that the host still keeps are replayed to it
+	// first (resync: some are no longer kept, and none is).
+	attach(as *acpSession, s *session, cursor int64) (latest int64, resync bool, err error)
+	// lastSeq is the seq of s's latest event.
+	lastSeq(s *session) int64
 	// detach takes as off its session, which goes on.
 	detach(as *acpSession)
 	// markLive marks the rows of sessions live in the host.
@@ -158,26 +162,34 @@ func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.attachStage(as, st)
+	c.attachStage(as, st, -1)
 	return st.s, nil
 }
 
-// attach attaches as to s, live in the host.
-func (c *servedACP) attach(as *acpSession, s *session) error {
+// attach attaches as to s, live in the host, with a replay after cursor.
+func (c *servedACP) attach(as *acpSession, s *session, cursor int64) (int64, bool, error) {
 	st := c.sh.stageFor(s)
 	if st == nil {
-		return &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
+		return 0, false, &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
 	}
-	c.attachStage(as, st)
-	return nil
+	res := c.attachStage(as, st, cursor)
+	return res.cursor, res.resync, nil
 }
 
-func (c *servedACP) attachStage(as *acpSession, st *stage) {
+func (c *servedACP) lastSeq(s *session) int64 {
+	if st := c.sh.stageFor(s); st != nil {
+		return st.lastSeq()
+	}
+	return 0
+}
+
+func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) attachResult {
 	client := &stageClient{events: as}
-	st.attach(client, -1)
+	res, _ := st.attach(client, cursor)
 	c.mu.Lock()
 	c.clients[as] = &stageAttachment{st, client}
 	c.mu.Unlock()
+	return res
 }
 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }

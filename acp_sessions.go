@@ -61,6 +61,32 @@ type acpSessionAnswer struct {
 	ConfigOptions []acpConfigOption `json:"configOptions"`
 	Modes         acpModes          `json:"modes"`
 	Models        *acpModelState    `json:"models,omitempty"` // the model as the older selector has it
+	Meta          *acpAttached      `json:"_meta,omitempty"`  // rpi serve's, on attaching to a live session
+}
+
+// acpAttached is what attaching to a session live in rpi serve's host
+// (session/load, session/resume) tells: the seq of its latest event, and
+// whether the events after the cursor asked for were no longer all kept
+// (resync: none was replayed).
+type acpAttached struct {
+	RPI struct {
+		Cursor int64 `json:"cursor"`
+		Resync bool  `json:"resync"`
+	} `json:"rpi"`
+}
+
+// acpCursor reads _meta.rpi.cursor (rpi serve's: the seq of the last
+// event the client saw); -1 when absent.
+func acpCursor(p acpParams) (int64, error) {
+	meta, _, err := p.object("_meta")
+	if err != nil {
+		return -1, err
+	}
+	rpi, _, err := meta.object("rpi")
+	if err != nil || !rpi.has("cursor") {
+		return -1, err
+	}
+	return rpi.integer("cursor", 0, 1<<53)
 }
 
 // acpModelState is the model selector clients that predate config
@@ -315,6 +341,10 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 	if a.noSession {
 		return nil, errNoSessions
 	}
+	cursor, err := acpCursor(call.params)
+	if err != nil {
+		return nil, err
+	}
 	var as *acpSession
 	opened := false // here, by this request (else it was open already)
 	return a.answerLaterOr(call, func() (_ any, err error) {
@@ -324,8 +354,20 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			}
 		}()
 		var loaded func()
-		if as, loaded, err = a.openOrWait(id); err != nil {
+		var live bool // another client's session in rpi serve's host: attached to once the file is replayed
+		if as, loaded, live, err = a.openOrWait(id); err != nil {
 			return nil, err
+		}
+		var attached *acpAttached
+		if live {
+			defer func() {
+				if err != nil {
+					a.detachSession(as)
+				}
+			}()
+			if cursor < 0 && replay { // the events from the file's replay on reach it
+				cursor = a.served.lastSeq(as.s)
+			}
 		}
 		if as == nil {
 			defer loaded()
@@ -362,7 +404,17 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 		if !a.isOpenAs(as) {
 			return nil, acpClosedWhileLoading(id)
 		}
-		return as.answer(false), nil
+		if live {
+			latest, resync, err := a.served.attach(as, as.s, cursor)
+			if err != nil {
+				return nil, err
+			}
+			attached = &acpAttached{}
+			attached.RPI.Cursor, attached.RPI.Resync = latest, resync
+		}
+		answer := as.answer(false)
+		answer.Meta = attached
+		return answer, nil
 	}, func() { as.announce(opened) }, func() {
 		if opened {
 			a.forget(as) // withdrawn: the session it opened is closed again
@@ -405,28 +457,25 @@ func (a *acpAgent) isOpenAs(as *acpSession) bool {
 // tells the host when it is loaded (loaded). A session the host has open
 // and this connection does not (yet: session/new is opening it now) is an
 // error.
-func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), err error) {
+func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), live bool, err error) {
 	s := a.h.sessions.openOrWait(id)
 	if s == nil {
-		return nil, func() { a.h.sessions.loaded(id) }, nil
+		return nil, func() { a.h.sessions.loaded(id) }, false, nil
 	}
 	a.mu.Lock()
 	as = a.sessions[id]
 	a.mu.Unlock()
 	switch {
 	case as != nil:
-		return as, nil, nil
-	case a.served != nil: // live in rpi serve's host, for another client: attach to it
+		return as, nil, false, nil
+	case a.served != nil: // live in rpi serve's host, for another client: the caller attaches to it
 		as = a.wrap(s)
-		if err := a.served.attach(as, s); err != nil {
-			return nil, nil, err
-		}
 		a.mu.Lock()
 		a.sessions[id] = as
 		a.mu.Unlock()
-		return as, nil, nil
+		return as, nil, true, nil
 	}
-	return nil, nil, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
+	return nil, nil, false, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
 }
 
 // errNoSessions refuses what works on the sessions on disk under

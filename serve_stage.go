@@ -198,6 +198,7 @@ const (
 // form rendered, with its "\n" (nil: a form not rendered, or an event that
 // wire does not send).
 type keptEvent struct {
+	ev       event // the event itself, for an ACP client's replay (its updates are that client's own)
 	seq      int64
 	forms    [wireForms][]byte
 	rendered [wireForms]bool // the forms it was rendered in (a nil record in one: that wire does not send it)
@@ -224,7 +225,7 @@ func (st *stage) event(ev event) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.seq++
-	k := keptEvent{seq: st.seq}
+	k := keptEvent{ev: ev, seq: st.seq}
 	for form, wanted := range st.forms {
 		if !wanted && form != formRPC {
 			continue
@@ -329,7 +330,14 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 		return res, false
 	}
 	res.cursor = st.seq
-	if c.events != nil { // an ACP connection: the updates it needs come from the session file (session/load)
+	if c.events != nil && cursor >= 0 && cursor < st.seq { // an ACP client: the events replayed as values, mapped by it
+		if st.len() == 0 || st.kept[0].seq > cursor+1 {
+			res.resync = true
+		} else {
+			for _, k := range st.kept[cursor+1-st.kept[0].seq:] {
+				c.events.seqEvent(k.ev, k.seq)
+			}
+		}
 		cursor = -1
 	}
 	if cursor >= 0 && cursor < st.seq {
@@ -358,6 +366,9 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 	}
 	return res, true
 }
+
+// len is how many events are kept; st.mu is held.
+func (st *stage) len() int { return len(st.kept) }
 
 // replayAfter is the kept records after cursor in form; complete is false
 // when one is missing (dropped, or not rendered in form).
