@@ -631,7 +631,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 		if cfg.name, err = sp.str("name"); err != nil {
 			return nil, err
 		}
-		if !mcpServerName.MatchString(cfg.name) {
+		if !mcpServerName().MatchString(cfg.name) {
 			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -, at most 40", sp.name("name"))
 		}
 		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {

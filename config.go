@@ -21,8 +21,9 @@ import (
 // The command line: rpi's flags and modes (config, parseArgs) and what
 // --help says (docs/protocol.md#launch).
 
-// usageText is --help's text on the system rpi runs on.
-var usageText = helpText(runtime.GOOS)
+// usageText is --help's text on the system rpi runs on (made when asked:
+// nothing is built at startup that the first line does not need).
+func usageText() string { return helpText(runtime.GOOS) }
 
 // helpText is --help's text on goos: the home folder's variable and the
 // temp folder's differ on Windows.

@@ -348,7 +348,7 @@ func checkAnswersPaired(t *testing.T, where string, lines, inputs, want []string
 // the default tools as rpi has them.
 func TestDefaultToolsDocumented(t *testing.T) {
 	want := strings.Join(defaultTools, ",")
-	if !strings.Contains(usageText, want) {
+	if !strings.Contains(usageText(), want) {
 		t.Errorf("--help does not give the default tools %s", want)
 	}
 	for _, path := range []string{"docs/protocol.md", "docs/commands.md"} {
@@ -455,7 +455,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		accepted[flag] = true
 	}
 	inHelp := map[string]bool{}
-	for _, m := range helpFlag.FindAllStringSubmatch(usageText, -1) {
+	for _, m := range helpFlag.FindAllStringSubmatch(usageText(), -1) {
 		inHelp[m[1]] = true
 	}
 	protocol, err := os.ReadFile("docs/protocol.md")
@@ -480,7 +480,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // TestHelpNamesDocsThatExist: --help points at the documentation by its
 // paths in the repository (README.md, docs/…), so each must be there.
 func TestHelpNamesDocsThatExist(t *testing.T) {
-	named := regexp.MustCompile(`\b(?:docs/[\w-]+\.md|README\.md)\b`).FindAllString(usageText, -1)
+	named := regexp.MustCompile(`\b(?:docs/[\w-]+\.md|README\.md)\b`).FindAllString(usageText(), -1)
 	if len(named) < 3 {
 		t.Fatalf("--help names only %v of the documentation", named)
 	}

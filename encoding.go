@@ -357,25 +357,12 @@ func (h sessionHeader) appendMembers(buf []byte) []byte {
 // when marshalJSON fails (a float that is not finite, raw JSON that is
 // not valid); messageAppendable tells it beforehand, without writing.
 func appendMessageJSON(buf []byte, m any) (_ []byte, ok bool) {
-	return appendMessageFrom(buf, m, nil)
-}
-
-// blockSources are, for each content block of a message (by index), the
-// bytes its text, thinking and data were read from, when they are exactly
-// what appendJSONString writes for them (nil otherwise).
-type blockSources []blockSource
-
-type blockSource struct{ text, thinking, data []byte }
-
-// appendMessageFrom is appendMessageJSON copying what sources hold
-// instead of encoding it again.
-func appendMessageFrom(buf []byte, m any, sources blockSources) (_ []byte, ok bool) {
 	switch m := m.(type) {
 	case *userMessage:
 		buf = append(buf, `{"role":`...)
 		buf = appendJSONString(buf, m.Role)
 		buf = append(buf, `,"content":`...)
-		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+		if buf, ok = appendBlocks(buf, m.Content); !ok {
 			return buf, false
 		}
 		buf = append(buf, `,"timestamp":`...)
@@ -388,7 +375,7 @@ func appendMessageFrom(buf []byte, m any, sources blockSources) (_ []byte, ok bo
 		buf = append(buf, `{"role":`...)
 		buf = appendJSONString(buf, m.Role)
 		buf = append(buf, `,"content":`...)
-		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+		if buf, ok = appendBlocks(buf, m.Content); !ok {
 			return buf, false
 		}
 		buf = append(buf, `,"api":`...)
@@ -416,7 +403,7 @@ func appendMessageFrom(buf []byte, m any, sources blockSources) (_ []byte, ok bo
 		buf = append(buf, `,"toolName":`...)
 		buf = appendJSONString(buf, m.ToolName)
 		buf = append(buf, `,"content":`...)
-		if buf, ok = appendBlocks(buf, m.Content, sources); !ok {
+		if buf, ok = appendBlocks(buf, m.Content); !ok {
 			return buf, false
 		}
 		if m.Details != nil {
@@ -629,7 +616,7 @@ func compactJSONSize(raw []byte) int {
 
 // appendBlocks appends content blocks (nil is null), each as its
 // MarshalJSON writes it.
-func appendBlocks(buf []byte, blocks []contentBlock, sources blockSources) (_ []byte, ok bool) {
+func appendBlocks(buf []byte, blocks []contentBlock) (_ []byte, ok bool) {
 	if blocks == nil {
 		return append(buf, "null"...), true
 	}
@@ -638,11 +625,7 @@ func appendBlocks(buf []byte, blocks []contentBlock, sources blockSources) (_ []
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		var src blockSource
-		if i < len(sources) {
-			src = sources[i]
-		}
-		if buf, ok = b.appendJSON(buf, src); !ok {
+		if buf, ok = b.appendJSON(buf); !ok {
 			return buf, false
 		}
 	}
@@ -650,21 +633,21 @@ func appendBlocks(buf []byte, blocks []contentBlock, sources blockSources) (_ []
 }
 
 // appendJSON writes the block as its MarshalJSON does: only the fields of
-// its type (its text, thinking and data copied from src when there).
-func (b contentBlock) appendJSON(buf []byte, src blockSource) (_ []byte, ok bool) {
+// its type.
+func (b contentBlock) appendJSON(buf []byte) (_ []byte, ok bool) {
 	buf = append(buf, `{"type":`...)
 	buf = appendJSONString(buf, b.Type)
 	switch b.Type {
 	case "thinking":
 		buf = append(buf, `,"thinking":`...)
-		buf = appendStringFrom(buf, b.Thinking, src.thinking)
+		buf = appendJSONString(buf, b.Thinking)
 		if b.ThinkingSignature != "" {
 			buf = append(buf, `,"thinkingSignature":`...)
 			buf = appendJSONString(buf, b.ThinkingSignature)
 		}
 	case "image":
 		buf = append(buf, `,"data":`...)
-		buf = appendStringFrom(buf, b.Data, src.data)
+		buf = appendJSONString(buf, b.Data)
 		buf = append(buf, `,"mimeType":`...)
 		buf = appendJSONString(buf, b.MimeType)
 	case "toolCall":
@@ -684,22 +667,13 @@ func (b contentBlock) appendJSON(buf []byte, src blockSource) (_ []byte, ok bool
 		}
 	default:
 		buf = append(buf, `,"text":`...)
-		buf = appendStringFrom(buf, b.Text, src.text)
+		buf = appendJSONString(buf, b.Text)
 		if b.TextSignature != "" {
 			buf = append(buf, `,"textSignature":`...)
 			buf = appendJSONString(buf, b.TextSignature)
 		}
 	}
 	return append(buf, '}'), true
-}
-
-// appendStringFrom appends s as a JSON string: source when given (what
-// appendJSONString writes for s), else appendJSONString.
-func appendStringFrom(buf []byte, s string, source []byte) []byte {
-	if source != nil {
-		return append(buf, source...)
-	}
-	return appendJSONString(buf, s)
 }
 
 // appendCompactJSON appends raw JSON as encoding/json writes a

@@ -54,7 +54,7 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	case err != nil:
 		return initFailure(stdout, stderr, err)
 	case action == "help":
-		fmt.Fprint(stdout, usageText)
+		fmt.Fprint(stdout, usageText())
 		return 0
 	case action == "version" && cfg.compat:
 		fmt.Fprintln(stdout, piVersion)

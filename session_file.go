@@ -47,7 +47,14 @@ type sessionEntry struct {
 	raw     []byte
 	msg     any // a message entry's message, as decodeMessage gives it
 	msgSize int // the bytes of its JSON
+	// extra: the members of a message entry's line and of its message
+	// that rpi does not know, written again beside its own (raw is nil).
+	extra *lineExtras
 }
+
+// lineExtras are the members of a line and of its message that rpi does
+// not know, each with a leading ",", as they were written.
+type lineExtras struct{ entry, message []byte }
 
 // line is the entry's line in the file.
 func (e *sessionEntry) line() []byte {
@@ -67,15 +74,19 @@ func (e *sessionEntry) appendLine(buf []byte) []byte {
 }
 
 // appendMessageLine appends the line rpi writes for a message entry:
-// type, id, parentId, timestamp and the message (appendMessageJSON); ok
-// is false when the message cannot be written so.
+// type, id, parentId, timestamp and the message (appendMessageJSON),
+// with the members it had that rpi does not know (extra); ok is false
+// when the message cannot be written so.
 func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
-	return e.appendMessageLineFrom(buf, nil)
-}
-
-// appendMessageLineFrom is appendMessageLine copying what sources hold.
-func (e *sessionEntry) appendMessageLineFrom(buf []byte, sources blockSources) (_ []byte, ok bool) {
-	buf, ok = appendMessageFrom(e.appendMessageHead(buf), e.msg, sources)
+	buf, ok = appendMessageJSON(e.appendMessageHead(buf), e.msg)
+	if x := e.extra; x != nil && ok {
+		end := len(buf) - 1 // the message's "}"
+		message := x.message
+		if buf[end-1] == '{' {
+			message = message[1:]
+		}
+		buf = append(append(append(buf[:end], message...), '}'), x.entry...)
+	}
 	return append(buf, '}'), ok
 }
 
@@ -96,19 +107,18 @@ func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 
 // keepLine sets the entry's raw to a copy of line, just decoded by d,
 // unless it is a message entry whose line holds the same JSON value as
-// the line appendMessageLine writes for it (byte for byte, as rpi and pi
-// write it, or written another way: sameJSON), which is then written
-// instead. The check copies the texts d found written as
-// appendJSONString writes them (d.sources) instead of encoding them
-// again.
+// the line appendMessageLine writes for it (however it was written:
+// spaces, keys in any order, escapes, numbers as 1.0), which is then
+// written instead. d tells it as it decodes (lossy: something read
+// would be written otherwise, or not at all); the members rpi does not
+// know are kept on their own (extra), not with the whole line.
 func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
-	if e.Type == "message" && e.msg != nil {
-		again, ok := e.appendMessageLineFrom(d.again[:0], d.sources)
-		d.again = again[:0]
-		if ok && (bytes.Equal(again, line) || sameJSON(line, again)) {
-			e.raw = nil
-			return
+	e.raw, e.extra = nil, nil
+	if e.Type == "message" && e.msg != nil && !d.lossy {
+		if len(d.extra) > 0 || len(d.msgExtra) > 0 {
+			e.extra = &lineExtras{entry: bytes.Clone(d.extra), message: bytes.Clone(d.msgExtra)}
 		}
+		return
 	}
 	e.raw = bytes.Clone(line)
 }

@@ -26,7 +26,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -247,7 +246,7 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 	if d.entry(line, e) {
 		return e, nil
 	}
-	e, d.sources = &sessionEntry{}, d.sources[:0]
+	e, d.lossy = &sessionEntry{}, true // keepLine keeps the line as it is
 	withMessage := struct {
 		*sessionEntry
 		Message json.RawMessage `json:"message"`
@@ -278,17 +277,21 @@ type jsonIn struct {
 	i       int
 	fail    bool
 	scratch []byte // strings with escapes are unescaped here
-	// plain: the last string read was written as appendJSONString
-	// writes it.
-	plain bool
-	// sources: for each content block of the entry's message, the bytes
-	// of its text, thinking and data when plain (keepLine copies them
-	// instead of encoding them again).
-	sources blockSources
-	again   []byte // keepLine's line written again
+	// lossy: something read would not be written again as the same JSON
+	// value (a null read as "", invalid UTF-8 as U+FFFD, a member the
+	// writer leaves out or adds, a float that does not round-trip): the
+	// entry keeps its line (keepLine).
+	lossy bool
+	keyAt int // where the key of the member being read starts
+	// extra, msgExtra: the members of the entry's object and of its
+	// message's that rpi does not know, each with a leading ",", kept
+	// to be written again beside what rpi writes.
+	extra, msgExtra []byte
 }
 
-func (d *jsonIn) reset(b []byte) { d.b, d.i, d.fail, d.sources = b, 0, false, d.sources[:0] }
+func (d *jsonIn) reset(b []byte) {
+	d.b, d.i, d.fail, d.lossy, d.extra, d.msgExtra = b, 0, false, false, d.extra[:0], d.msgExtra[:0]
+}
 
 // object reads the object at i, calling member with each key while i
 // stands at that key's value, which member must read. A key with escapes
@@ -311,6 +314,7 @@ func (d *jsonIn) object(member func(key []byte)) {
 			return
 		}
 		key := b[i+1 : end-1]
+		d.keyAt = i
 		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
 			d.fail = true
 			return
@@ -376,6 +380,16 @@ func (d *jsonIn) null() bool {
 	return false
 }
 
+// nullLost reads a null at i, if there is one there, for a field that
+// is not written again as null (lossy).
+func (d *jsonIn) nullLost() bool {
+	if d.null() {
+		d.lossy = true
+		return true
+	}
+	return false
+}
+
 // at reports whether the value at i starts with c.
 func (d *jsonIn) at(c byte) bool { return !d.fail && d.i < len(d.b) && d.b[d.i] == c }
 
@@ -423,7 +437,7 @@ func (d *jsonIn) skip() {
 
 // str reads a string into dst; null leaves dst as it was.
 func (d *jsonIn) str(dst *string) {
-	if d.null() {
+	if d.nullLost() {
 		return
 	}
 	if s, ok := d.stringValue(); ok {
@@ -445,16 +459,9 @@ func (d *jsonIn) stringValue() (string, bool) {
 		i = start
 	} else if i < len(b) && b[i] == '"' {
 		d.i = i + 1
-		d.plain = !high || !hasLineSeparator(b[start:i])
 		return string(b[start:i]), true
 	}
 	return d.unescape(start, i)
-}
-
-// hasLineSeparator reports whether b holds U+2028 or U+2029, which
-// appendJSONString escapes.
-func hasLineSeparator(b []byte) bool {
-	return bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029"))
 }
 
 // unescape reads the rest of a string whose start b[start:i] is plain
@@ -465,7 +472,6 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 	defer func() { d.scratch = out[:0] }()
 	run, runAt := i, len(out) // the plain bytes since the last escape start at b[run], copied to out[runAt]
 	var seen uint64
-	d.plain = !hasLineSeparator(b[start:i])
 	for i < len(b) {
 		// Plain bytes are copied eight at a time, as they are tested
 		// (stringStops): what a stop leaves is written over next.
@@ -489,13 +495,9 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 			i++
 			continue
 		}
-		if seen&everyByte80 != 0 {
-			if !utf8.Valid(b[run:i]) {
-				out = appendValidUTF8(out[:runAt], b[run:i])
-				d.plain = false
-			} else if hasLineSeparator(b[run:i]) {
-				d.plain = false
-			}
+		if seen&everyByte80 != 0 && !utf8.Valid(b[run:i]) {
+			out = appendValidUTF8(out[:runAt], b[run:i])
+			d.lossy = true // U+FFFD is another text
 		}
 		seen = 0
 		switch c := b[i]; {
@@ -507,10 +509,7 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 			return "", false
 		}
 		switch e := b[i+1]; e {
-		case '/':
-			out = append(out, e)
-			d.plain = false // appendJSONString leaves '/' as it is
-		case '"', '\\':
+		case '"', '\\', '/':
 			out = append(out, e)
 		case 'b':
 			out = append(out, '\b')
@@ -528,12 +527,6 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 				d.fail = true
 				return "", false
 			}
-			// appendJSONString writes \u only for U+2028, U+2029 and
-			// control characters without a short escape, in lower case.
-			if !(r == '\u2028' || r == '\u2029' || r < 0x20 && !strings.ContainsRune("\b\f\n\r\t", r)) ||
-				bytes.ContainsAny(b[i+2:i+6], "ABCDEF") {
-				d.plain = false
-			}
 			i += 6
 			if utf16.IsSurrogate(r) {
 				// A pair makes one rune; a lone half is U+FFFD and what
@@ -545,7 +538,7 @@ func (d *jsonIn) unescape(start, i int) (string, bool) {
 					}
 				}
 				if utf16.IsSurrogate(r) {
-					r = utf8.RuneError
+					r, d.lossy = utf8.RuneError, true // a lone half is another text
 				}
 			}
 			out = utf8.AppendRune(out, r)
@@ -618,7 +611,7 @@ func (d *jsonIn) number() []byte {
 // integer reads a whole number that fits in bits bits, written plainly
 // or not (1.0, 1e3: wholeNumber); null leaves dst as it was.
 func (d *jsonIn) integer(dst *int64, bits int) {
-	if d.null() {
+	if d.nullLost() {
 		return
 	}
 	n := d.number()
@@ -641,7 +634,7 @@ func (d *jsonIn) intField(dst *int) {
 
 // float reads a number into dst; null leaves dst as it was.
 func (d *jsonIn) float(dst *float64) {
-	if d.null() {
+	if d.nullLost() {
 		return
 	}
 	n := d.number()
@@ -654,12 +647,18 @@ func (d *jsonIn) float(dst *float64) {
 		return
 	}
 	*dst = f
+	// Written again as appendJSONFloat writes f: the same number only
+	// when f holds n exactly (0.1, 1e3 do; 0.10000000000000000001 not).
+	var buf [32]byte
+	if !sameNumber(n, appendJSONFloat(buf[:0], f)) {
+		d.lossy = true
+	}
 }
 
 // boolean reads true or false into dst; null leaves dst as it was.
 func (d *jsonIn) boolean(dst *bool) {
 	switch {
-	case d.null():
+	case d.nullLost():
 	case bytes.HasPrefix(d.b[d.i:], []byte("true")):
 		*dst = true
 		d.i += 4
@@ -705,6 +704,9 @@ func (d *jsonIn) anyValue(depth int) any {
 				return nil
 			}
 			d.i = skipSpace(b, i+1)
+			if _, twice := m[key]; twice {
+				d.lossy = true // the last one is kept
+			}
 			m[key] = d.anyValue(depth + 1)
 			if i = skipSpace(b, d.i); d.fail || i >= len(b) {
 				d.fail = true
@@ -759,9 +761,10 @@ var (
 // fields reads the object at i as the struct whose JSON names are
 // names: read is called with each name the object has, while i stands at
 // its value, which read must read. A name given twice fails (once), and
-// other keys are skipped (other).
-func (d *jsonIn) fields(names []string, read func(name string)) {
-	var seen uint32
+// other keys are skipped (other), their members appended to *keep (each
+// after a ","), or, when keep is nil, lost (lossy). seen has bit i set
+// for each names[i] the object has.
+func (d *jsonIn) fields(names []string, keep *[]byte, read func(name string)) (seen uint32) {
 	d.object(func(key []byte) {
 		for i, name := range names {
 			if string(key) == name {
@@ -770,8 +773,14 @@ func (d *jsonIn) fields(names []string, read func(name string)) {
 				return
 			}
 		}
-		d.other(key, names)
+		start := d.keyAt
+		if d.other(key, names); keep != nil && !d.fail {
+			*keep = append(append(*keep, ','), d.b[start:d.i]...)
+		} else {
+			d.lossy = true
+		}
 	})
+	return seen
 }
 
 // entry decodes a whole line into e, its message into e.msg; false when
@@ -779,7 +788,7 @@ func (d *jsonIn) fields(names []string, read func(name string)) {
 func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 	d.reset(line)
 	var message []byte // the message's bytes when the fast path left it
-	d.fields(entryFields, func(name string) {
+	seen := d.fields(entryFields, &d.extra, func(name string) {
 		switch name {
 		case "type":
 			d.str(&e.Type)
@@ -792,10 +801,10 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 				}
 			}
 		case "message":
-			start := d.i
+			start, lossy := d.i, d.lossy
 			e.msg = d.message()
 			if d.fail {
-				d.i, d.fail, d.sources = start, false, d.sources[:0]
+				d.i, d.fail, d.lossy, d.msgExtra = start, false, lossy, d.msgExtra[:0]
 				d.skip()
 				message = d.b[start:d.i]
 			}
@@ -829,9 +838,19 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 	}
 	if message != nil {
 		e.msg = decodeMessageSlow(message)
+		if _, kept := e.msg.(rawMessage); !kept {
+			d.lossy = true // encoding/json's view of it is not its text
+		}
+	}
+	if seen != messageEntrySeen {
+		d.lossy = true // a message entry's line has these members, and only these
 	}
 	return true
 }
+
+// messageEntrySeen is what fields sees of a message entry's line as
+// appendMessageLine writes it: type, id, parentId, message, timestamp.
+const messageEntrySeen = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<14
 
 // messageFields are the JSON names of every role's fields, in one list:
 // a message's keys may come in any order, its role among them, so the
@@ -840,6 +859,41 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 var messageFields = []string{"role", "content", "timestamp", "api", "provider", "model", "usage", "stopReason", "errorMessage",
 	"toolCallId", "toolName", "details", "isError", "command", "output", "exitCode", "cancelled", "truncated",
 	"fullOutputPath", "excludeFromContext", "summary", "tokensBefore", "fromId"}
+
+// The bits of messageFields, in its order, for what fields sees.
+const (
+	mRole uint32 = 1 << iota
+	mContent
+	mTimestamp
+	mAPI
+	mProvider
+	mModel
+	mUsage
+	mStopReason
+	mErrorMessage
+	mToolCallID
+	mToolName
+	mDetails
+	mIsError
+	mCommand
+	mOutput
+	mExitCode
+	mCancelled
+	mTruncated
+	mFullOutputPath
+	mExcludeFromContext
+	mSummary
+	mTokensBefore
+	mFromID
+)
+
+// bitIf is bit when cond holds, else 0.
+func bitIf(cond bool, bit uint32) uint32 {
+	if cond {
+		return bit
+	}
+	return 0
+}
 
 // messageUnion is what a message's fields held, whatever its role.
 type messageUnion struct {
@@ -862,7 +916,7 @@ type messageUnion struct {
 // message gives it.
 func (d *jsonIn) message() any {
 	var u messageUnion
-	d.fields(messageFields, func(name string) {
+	seen := d.fields(messageFields, &d.msgExtra, func(name string) {
 		switch name {
 		case "role":
 			d.str(&u.role)
@@ -927,7 +981,28 @@ func (d *jsonIn) message() any {
 	if d.fail {
 		return nil
 	}
-	return d.roleMessage(&u)
+	m := d.roleMessage(&u)
+	if !d.fail && seen != u.written() {
+		d.lossy = true
+	}
+	return m
+}
+
+// written is what fields would see of the message appendMessageJSON
+// writes for u's role: its fields, those left out when empty left out.
+func (u *messageUnion) written() uint32 {
+	switch u.role {
+	case "user":
+		return mRole | mContent | mTimestamp
+	case "assistant":
+		return mRole | mContent | mAPI | mProvider | mModel | mUsage | mStopReason | bitIf(u.errorMsg != "", mErrorMessage) | mTimestamp
+	case "toolResult":
+		return mRole | mToolCallID | mToolName | mContent | bitIf(u.details != nil, mDetails) | mIsError | mTimestamp
+	case "bashExecution":
+		return mRole | mCommand | mOutput | bitIf(u.exitCode != nil, mExitCode) | mCancelled | mTruncated |
+			bitIf(u.fullOutputPath != "", mFullOutputPath) | bitIf(u.excludeFrom, mExcludeFromContext) | mTimestamp
+	}
+	return mRole | mSummary | bitIf(u.tokensBefore != 0, mTokensBefore) | bitIf(u.id != "", mFromID) | mTimestamp
 }
 
 // roleMessage is the message of u's role, as encoding/json decodes it
@@ -941,6 +1016,7 @@ func (d *jsonIn) roleMessage(u *messageUnion) any {
 	switch u.role {
 	case "user":
 		if u.isText {
+			d.lossy = true // written again as a text block
 			return &userMessage{Role: u.role, Content: textBlocks(u.text), Timestamp: u.timestamp}
 		}
 		return &userMessage{Role: u.role, Content: u.content, Timestamp: u.timestamp}
@@ -952,7 +1028,7 @@ func (d *jsonIn) roleMessage(u *messageUnion) any {
 			Details: u.details, IsError: u.isError, Timestamp: u.timestamp}
 	}
 	if u.hasContent {
-		d.fail = true // content blocks read for a role without them: d.sources would not be its blocks
+		d.fail = true // content blocks read for a role without them: encoding/json reads none
 		return nil
 	}
 	switch u.role {
@@ -982,36 +1058,22 @@ func (d *jsonIn) blocks(dst *[]contentBlock) {
 	*dst = blocks
 }
 
-// block reads one content block, and where its text, thinking and data
-// were into d.sources.
+// block reads one content block.
 func (d *jsonIn) block(b *contentBlock) {
-	var src blockSource
-	// source is what str just read from start, when it was a plain
-	// string.
-	source := func(start int) []byte {
-		if d.fail || d.b[start] != '"' || !d.plain {
-			return nil
-		}
-		return d.b[start:d.i]
-	}
-	d.fields(blockFields, func(name string) {
-		start := d.i
+	seen := d.fields(blockFields, nil, func(name string) {
 		switch name {
 		case "type":
 			d.str(&b.Type)
 		case "text":
 			d.str(&b.Text)
-			src.text = source(start)
 		case "textSignature":
 			d.str(&b.TextSignature)
 		case "thinking":
 			d.str(&b.Thinking)
-			src.thinking = source(start)
 		case "thinkingSignature":
 			d.str(&b.ThinkingSignature)
 		case "data":
 			d.str(&b.Data)
-			src.data = source(start)
 		case "mimeType":
 			d.str(&b.MimeType)
 		case "id":
@@ -1024,15 +1086,30 @@ func (d *jsonIn) block(b *contentBlock) {
 			d.str(&b.ThoughtSignature)
 		}
 	})
-	d.sources = append(d.sources, src)
+	// What fields would see of the block appendJSON writes: type, and
+	// the fields of its type (blockFields' bits).
+	want := uint32(1 << 0)
+	switch b.Type {
+	case "thinking":
+		want |= 1<<3 | bitIf(b.ThinkingSignature != "", 1<<4)
+	case "image":
+		want |= 1<<5 | 1<<6
+	case "toolCall":
+		want |= 1<<7 | 1<<8 | 1<<9 | bitIf(b.ThoughtSignature != "", 1<<10)
+	default:
+		want |= 1<<1 | bitIf(b.TextSignature != "", 1<<2)
+	}
+	if seen != want {
+		d.lossy = true
+	}
 }
 
 // usage reads an answer's usage (null leaves it as it was).
 func (d *jsonIn) usage(u *usage) {
-	if d.null() {
+	if d.nullLost() {
 		return
 	}
-	d.fields(usageFields, func(name string) {
+	seen := d.fields(usageFields, nil, func(name string) {
 		switch name {
 		case "input":
 			d.intField(&u.Input)
@@ -1045,9 +1122,9 @@ func (d *jsonIn) usage(u *usage) {
 		case "totalTokens":
 			d.intField(&u.TotalTokens)
 		case "cost":
-			if !d.null() {
+			if !d.nullLost() {
 				c := &u.Cost
-				d.fields(costFields, func(name string) {
+				if d.fields(costFields, nil, func(name string) {
 					switch name {
 					case "input":
 						d.float(&c.Input)
@@ -1060,8 +1137,13 @@ func (d *jsonIn) usage(u *usage) {
 					case "total":
 						d.float(&c.Total)
 					}
-				})
+				}) != 1<<len(costFields)-1 {
+					d.lossy = true // appendJSON writes every one
+				}
 			}
 		}
 	})
+	if seen != 1<<len(usageFields)-1 {
+		d.lossy = true
+	}
 }
