@@ -148,7 +148,30 @@ func init() {
 func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
 	c := &servedACP{sh: sh, clients: map[*acpSession]*stageAttachment{}}
 	c.a = newServedACPAgent(sh.h, sc.conn, c)
+	sc.queue.whenSlow(c.a.slowNotes)
 	return c
+}
+
+// slowNotes are the last lines of a connection detached for falling too
+// far behind (--client-queue): a note in each of its sessions, which go
+// on in the host.
+func (a *acpAgent) slowNotes() []byte {
+	const text = "rpi serve detached this connection: it fell too far behind the session's events (--client-queue). " +
+		"The session goes on: load it again (session/load) to come back."
+	a.mu.Lock()
+	open := slices.Collect(maps.Values(a.sessions))
+	a.mu.Unlock()
+	var out []byte
+	for _, as := range open {
+		var update any = acpChunk{"agent_message_chunk", acpTextBlock(text), as.newID()}
+		if n, ok := acpNoticeOf(noteWarning, text); ok && as.updates.notices {
+			update = n
+		}
+		if line, err := appendACPCall(nil, nil, "session/update", acpUpdateOf(as.id, update)); err == nil {
+			out = append(append(out, line...), '\n')
+		}
+	}
+	return out
 }
 
 func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes) }

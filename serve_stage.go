@@ -136,10 +136,14 @@ func (q *clientQueue) pump() {
 				d.SetWriteDeadline(time.Now().Add(finishWriteLimit))
 			}
 		}
+		var last func() []byte
 		if len(items) == 0 && q.slow && q.last != nil {
-			items, q.last = [][]byte{q.last()}, nil
+			last, q.last = q.last, nil
 		}
 		q.mu.Unlock()
+		if last != nil { // built outside the lock: it may take the wire's own
+			items = [][]byte{last()}
+		}
 		for _, p := range items {
 			if _, err := q.w.Write(p); err != nil {
 				q.fail()
