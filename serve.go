@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // serveHost is rpi serve: the host, its listeners, the connections served
@@ -234,13 +235,20 @@ func refuseConnection(rwc io.ReadWriteCloser) {
 
 // isACPFirstLine reports whether a connection's first line is a JSON-RPC
 // request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
-// "jsonrpc" member): that connection speaks ACP.
+// "jsonrpc" member): that connection speaks ACP. It is read as a JSON
+// object, not as an rpc command (which needs a "type" that JSON-RPC has
+// not).
 func isACPFirstLine(line []byte) bool {
-	r, err := decodeRequest(headLine(line), false)
-	if err != nil {
+	line = headLine(line)
+	if !utf8.Valid(line) {
 		return false
 	}
-	return r.has("jsonrpc")
+	members, ok := scanObject(line, nil)
+	if !ok {
+		return false
+	}
+	f := fields{members: members}
+	return f.has("jsonrpc")
 }
 
 // headLine is b up to its first newline.
