@@ -46,6 +46,9 @@ func newServedRPC(sh *serveHost, sc *servedConn) *servedRPC {
 // session for the connection, with the serve process's flags, and the
 // line is its first command.
 func (c *servedRPC) handle(f frame) {
+	if !c.sc.queue.accepting() {
+		return // refused, or detached: its connection is closing
+	}
 	if c.srv == nil {
 		if r, isHello := decodeHello(f); isHello {
 			data, err := c.hello(r)
@@ -56,7 +59,7 @@ func (c *servedRPC) handle(f frame) {
 		if err := c.attachNew(sessionOptions{cwd: c.sh.h.set.cfg.cwd}); err != nil {
 			c.answer(nil, "connect", nil, err)
 			c.sc.conn.out.flush()
-			c.sc.rwc.Close() // nothing to serve it with
+			c.sc.queue.finish(nil) // nothing to serve it with: the refusal is written, then it is closed
 			return
 		}
 		c.announceOpened()
