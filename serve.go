@@ -339,7 +339,9 @@ func (sh *serveHost) shutdown() {
 // new stage, its ui the stage's dialogs.
 func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err := sh.h.sessions.reserve(); err != nil {
-		return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+		if !sh.closeIdlest() || sh.h.sessions.reserve() != nil {
+			return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+		}
 	}
 	defer sh.h.sessions.release()
 	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
@@ -445,6 +447,19 @@ func (sh *serveHost) sweepIdle() (stop func()) {
 		}
 	})()
 	return func() { ticker.Stop(); close(quit); <-done }
+}
+
+// closeIdlest makes room for a session when the host holds all it may:
+// it closes the first (oldest) session with no client and nothing
+// running, as --idle-close would later. false: there was none.
+func (sh *serveHost) closeIdlest() bool {
+	for _, st := range sh.liveStages() {
+		if st.idleFor(0) {
+			sh.closeStage(st)
+			return true
+		}
+	}
+	return false
 }
 
 // closeStage closes st's session, which no client may attach to any more.
