@@ -35,6 +35,10 @@ type serveHost struct {
 	ending    bool                     // shutting down: no connection is taken
 	listeners []net.Listener
 	sockets   []string // the unix sockets made, removed at the end
+	// closedSeqs are the seqs of the last events of the sessions closed,
+	// by file: opened again, a session numbers on from there, so that a
+	// cursor from before its close is never taken for one after.
+	closedSeqs map[string]int64
 
 	served sync.WaitGroup // the connections' goroutines
 }
@@ -345,6 +349,11 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	}
 	defer sh.h.sessions.release()
 	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
+	if o.file != "" {
+		sh.mu.Lock()
+		st.seq = sh.closedSeqs[o.file]
+		sh.mu.Unlock()
+	}
 	st.dialogs.served = true
 	o.sink, o.ui = st, st.dialogs
 	s, err := openSession(sh.h, o)
@@ -468,6 +477,15 @@ func (sh *serveHost) closeStage(st *stage) {
 	delete(sh.stages, st.s)
 	sh.mu.Unlock()
 	st.s.close()
+	if path := st.s.conv.info().path; path != "" {
+		last := st.lastSeq()
+		sh.mu.Lock()
+		if sh.closedSeqs == nil {
+			sh.closedSeqs = map[string]int64{}
+		}
+		sh.closedSeqs[path] = last
+		sh.mu.Unlock()
+	}
 }
 
 // ---- ACP connections ----
