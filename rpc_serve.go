@@ -52,6 +52,9 @@ func newServedRPC(sh *serveHost, sc *servedConn) *servedRPC {
 // session for the connection, with the serve process's flags, and the
 // line is its first command.
 func (c *servedRPC) handle(f frame) {
+	if !c.sc.queue.accepting() {
+		return // refused, or detached: its connection is closing
+	}
 	if c.srv == nil {
 		if r, isHello := decodeHello(f); isHello {
 			data, err := c.hello(r)
@@ -62,7 +65,7 @@ func (c *servedRPC) handle(f frame) {
 		if err := c.attachNew(sessionOptions{cwd: c.sh.h.set.cfg.cwd}); err != nil {
 			c.answer(nil, "connect", nil, err)
 			c.sc.conn.out.flush()
-			c.sc.rwc.Close() // nothing to serve it with
+			c.sc.queue.finish(nil) // nothing to serve it with: the refusal is written, then it is closed
 			return
 		}
 		c.announceOpened()
@@ -306,7 +309,9 @@ func (c *servedRPC) attachNew(o sessionOptions) error {
 	if err != nil {
 		return err
 	}
-	c.moveTo(st, -1)
+	if _, err := c.moveTo(st, -1); err != nil {
+		return err
+	}
 	srv := c.srv
 	c.announce = func() { srv.announceStart() }
 	return nil
@@ -320,7 +325,10 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := c.moveTo(st, cursor)
+	res, err := c.moveTo(st, cursor)
+	if err != nil {
+		return nil, err
+	}
 	if opened {
 		srv := c.srv
 		c.announce = func() { srv.announceStart() }
@@ -329,24 +337,44 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 }
 
 // moveTo detaches the connection from its session (which goes on) and
-// attaches it to st's, with a replay after cursor (-1: none).
-func (c *servedRPC) moveTo(st *stage, cursor int64) attachResult {
-	if c.st != nil {
-		c.st.detach(c.client)
+// attaches it to st's, with a replay after cursor (-1: none). When st's
+// session is closed as it is attached to (idle) and cannot be opened again,
+// the connection goes back to its session, missing nothing of it, and the
+// error is the answer.
+func (c *servedRPC) moveTo(st *stage, cursor int64) (attachResult, error) {
+	old, oldClient := c.st, c.client
+	if old != nil {
+		old.detach(oldClient)
 	}
-	c.sc.conn.out.flush()
-	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
-	c.sc.queue.whenSlow(func() []byte { return detachedRecord(client.lastSeq.Load()) })
-	res, ok := st.attach(client, cursor)
-	if !ok { // closed for being idle as it was found: open it again
-		if again, _, err := c.sh.stageOf(st.s.conv.info().id); err == nil {
-			st = again
-			res, _ = st.attach(client, cursor)
+	res, err := c.attachStage(st, cursor)
+	if err != nil && old != nil {
+		if _, back := c.attachStage(old, oldClient.lastSeq.Load()); back != nil {
+			c.st, c.client, c.srv = nil, nil, nil // nothing to go back to: the next line opens a session
 		}
 	}
+	return res, err
+}
+
+// attachStage attaches the connection to st's session, opened again if
+// it was closed (idle) as it was found.
+func (c *servedRPC) attachStage(st *stage, cursor int64) (attachResult, error) {
+	c.sc.conn.out.flush()
+	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
+	res, ok := st.attach(client, cursor)
+	if !ok {
+		again, _, err := c.sh.stageOf(st.s.conv.info().id)
+		if err != nil {
+			return res, err
+		}
+		if res, ok = again.attach(client, cursor); !ok {
+			return res, errors.New("The session was closed as it was attached to: attach again")
+		}
+		st = again
+	}
+	c.sc.queue.whenSlow(func() []byte { return detachedRecord(client.lastSeq.Load()) })
 	c.st, c.client = st, client
 	c.srv = &rpcServer{session: st.s, conn: c.sc.conn, out: c.sc.conn.out, wire: c.wire, dialogs: st.dialogs, served: c}
-	return res
+	return res, nil
 }
 
 // detachedRecord is the last record of a client detached for falling
@@ -468,7 +496,9 @@ func (c *servedRPC) apart(o sessionOptions, data any, tell *uiRequest) (any, err
 	if err != nil {
 		return nil, err
 	}
-	c.moveTo(st, -1)
+	if _, err := c.moveTo(st, -1); err != nil {
+		return nil, err
+	}
 	srv := c.srv
 	c.announce = func() {
 		srv.announceStart()
@@ -499,7 +529,9 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 			continue
 		}
 		if st != c.st {
-			c.moveTo(st, -1)
+			if _, err := c.moveTo(st, -1); err != nil {
+				return nil, true, err
+			}
 		}
 		srv := c.srv
 		c.announce = func() { srv.sendSessionStarted() }

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // serveHost is rpi serve: the host, its listeners, the connections served
@@ -42,6 +43,11 @@ type serveHost struct {
 	listeners []net.Listener
 	where     []string // what each listener listens on, as --listen spells it
 	sockets   []string // the unix sockets made, removed at the end
+	// closedSeqs are the seqs of the last events of the sessions closed,
+	// by file: opened again, a session numbers on from there, so that a
+	// cursor from before its close is never taken for one after.
+	closedSeqs map[string]int64
+	started    time.Time // when the host started (seqBase)
 
 	served sync.WaitGroup // the connections' goroutines
 }
@@ -65,7 +71,7 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) 
 		fmt.Fprintf(stderr, "rpi: %v\n", err)
 		return 1
 	}
-	sh := &serveHost{h: h, cfg: cfg.served, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}}
+	sh := &serveHost{h: h, cfg: cfg.served, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: env.clock.Now()}
 	err = sh.listen()
 	startupOver()
 	if err != nil {
@@ -239,9 +245,14 @@ func refuseConnection(rwc io.ReadWriteCloser) {
 
 // isACPFirstLine reports whether a connection's first line is a JSON-RPC
 // request (ACP's initialize, or any JSON-RPC message: rpc's lines carry no
-// "jsonrpc" member): that connection speaks ACP.
+// "jsonrpc" member): that connection speaks ACP. It is read as a JSON
+// object, not as an rpc command (which needs a "type" that JSON-RPC has
+// not).
 func isACPFirstLine(line []byte) bool {
 	line = headLine(line)
+	if !utf8.Valid(line) {
+		return false
+	}
 	members, ok := scanObject(line, nil)
 	if !ok { // deeper than scanObject goes: encoding/json's view
 		var fields map[string]json.RawMessage
@@ -353,10 +364,21 @@ func (sh *serveHost) shutdown() {
 // new stage, its ui the stage's dialogs.
 func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err := sh.h.sessions.reserve(); err != nil {
-		return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+		if !sh.closeIdlest() || sh.h.sessions.reserve() != nil {
+			return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+		}
 	}
 	defer sh.h.sessions.release()
 	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
+	if o.file != "" {
+		sh.mu.Lock()
+		seq, closedHere := sh.closedSeqs[o.file]
+		sh.mu.Unlock()
+		st.seq = seq
+		if !closedHere {
+			st.seq = sh.seqBase()
+		}
+	}
 	st.dialogs.served = true
 	o.sink, o.ui = st, st.dialogs
 	s, err := openSession(sh.h, o)
@@ -461,12 +483,46 @@ func (sh *serveHost) sweepIdle() (stop func()) {
 	return func() { ticker.Stop(); close(quit); <-done }
 }
 
+// seqBase is where a session this host opens from its file, and has not
+// had open before, starts numbering: above every number an earlier host
+// gave it (the host's start, in seconds since 2026, times 2^20: a
+// session numbered a million events a second of the earlier host's life
+// stays below it), so that a cursor from an earlier host is past the
+// latest seq or before the first kept, and gets resync. Still below
+// 2^53, which JavaScript's numbers hold exactly.
+func (sh *serveHost) seqBase() int64 {
+	const since = 1767225600 // 2026-01-01T00:00:00Z
+	return max(sh.started.Unix()-since, 1) << 20
+}
+
+// closeIdlest makes room for a session when the host holds all it may:
+// it closes the first (oldest) session with no client and nothing
+// running, as --idle-close would later. false: there was none.
+func (sh *serveHost) closeIdlest() bool {
+	for _, st := range sh.liveStages() {
+		if st.idleFor(0) {
+			sh.closeStage(st)
+			return true
+		}
+	}
+	return false
+}
+
 // closeStage closes st's session, which no client may attach to any more.
 func (sh *serveHost) closeStage(st *stage) {
 	sh.mu.Lock()
 	delete(sh.stages, st.s)
 	sh.mu.Unlock()
 	st.s.close()
+	if path := st.s.conv.info().path; path != "" {
+		last := st.lastSeq()
+		sh.mu.Lock()
+		if sh.closedSeqs == nil {
+			sh.closedSeqs = map[string]int64{}
+		}
+		sh.closedSeqs[path] = last
+		sh.mu.Unlock()
+	}
 }
 
 // ---- ACP connections ----

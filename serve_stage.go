@@ -29,14 +29,22 @@ type clientQueue struct {
 	stderr io.Writer
 
 	mu      mutex[clientQueueMu] // guards the fields below
-	items   [][]byte             // what waits, in order
-	counted int                  // the bytes of items that count against limit
-	slow    bool                 // went past limit: nothing more is taken
+	items   []queued             // what waits, in order
+	counted int                  // the bytes of the records not yet written that count against limit (not a replay's)
+	slow    bool                 // fell behind (behind): nothing more is taken
+	writing time.Time            // when the write to the client in progress began (zero: none)
 	done    bool                 // finish was called: nothing more is taken
 	failed  bool                 // a write to the client failed
 	last    func() []byte        // the record that ends a slow client's stream (nil: none)
 	wake    chan struct{}        // a send says items or done changed (one kept)
 	drained chan struct{}        // closed when pump has returned
+}
+
+// queued is one write waiting for the client: counted when it counts
+// against the limit (a replay's does not).
+type queued struct {
+	b       []byte
+	counted bool
 }
 
 // errClientGone is a write to a client whose connection is gone, or
@@ -48,31 +56,52 @@ func newClientQueue(w io.WriteCloser, limit int, stderr io.Writer) *clientQueue 
 }
 
 // Write queues p (the output's records, whole), copied. It never waits.
-// The write that takes the queue past its limit is still taken; from
-// then on nothing is, and the client is detached once what waits is
-// written.
+// Once the client is behind, a write is refused, nothing more is taken,
+// and the client is detached once what waits is written.
 func (q *clientQueue) Write(p []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.slow || q.done || q.failed {
 		return 0, errClientGone
 	}
-	q.items = append(q.items, slices.Clone(p))
-	q.counted += len(p)
-	if q.counted > q.limit {
+	if q.behind() {
 		q.slow = true
+		return 0, errClientGone
 	}
+	q.items = append(q.items, queued{slices.Clone(p), true})
+	q.counted += len(p)
 	q.signal()
 	return len(p), nil
 }
 
 func (q *clientQueue) queues() {}
 
-// accepting reports whether a record written now is taken.
+// accepting reports whether a record written now is taken, deciding it:
+// a client that fell behind (behind) is slow from now on, and Write
+// refuses what it is given. Called under the output's lock, before the
+// write of the record it asks for, it answers what that Write does: only
+// the pump runs meanwhile, and it only lowers what waits.
 func (q *clientQueue) accepting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.behind() {
+		q.slow = true
+	}
 	return !q.slow && !q.done && !q.failed
+}
+
+// clientStall is how long a client may take nothing of a write while more
+// than the limit waits for it.
+const clientStall = time.Second
+
+// behind reports whether the client fell too far behind: more than limit
+// bytes wait while it has taken nothing of the write in progress for
+// clientStall, or more than four times limit wait at all. (A burst bigger
+// than the limit — a long run's agent_end carries every message of it —
+// is not the client's slowness, as long as it reads.) q.mu is held.
+func (q *clientQueue) behind() bool {
+	stalled := !q.writing.IsZero() && time.Since(q.writing) > clientStall
+	return q.counted > 4*q.limit || q.counted > q.limit && stalled
 }
 
 // queueReplay queues the kept records of a replay, beside the limit.
@@ -82,7 +111,9 @@ func (q *clientQueue) queueReplay(records [][]byte) {
 	if q.slow || q.done || q.failed {
 		return
 	}
-	q.items = append(q.items, records...)
+	for _, r := range records {
+		q.items = append(q.items, queued{b: r})
+	}
 	q.signal()
 }
 
@@ -106,7 +137,7 @@ func (q *clientQueue) signal() {
 func (q *clientQueue) finish(last []byte) {
 	q.mu.Lock()
 	if !q.done && last != nil && !q.failed {
-		q.items = append(q.items, last)
+		q.items = append(q.items, queued{b: last})
 	}
 	q.done = true
 	q.signal()
@@ -128,7 +159,6 @@ func (q *clientQueue) pump() {
 		q.mu.Lock()
 		items := q.items
 		q.items = nil
-		q.counted = 0
 		ending := q.done || q.slow
 		if ending && !deadline {
 			deadline = true
@@ -142,10 +172,20 @@ func (q *clientQueue) pump() {
 		}
 		q.mu.Unlock()
 		if last != nil { // built outside the lock: it may take the wire's own
-			items = [][]byte{last()}
+			items = []queued{{b: last()}}
 		}
 		for _, p := range items {
-			if _, err := q.w.Write(p); err != nil {
+			q.mu.Lock()
+			q.writing = time.Now()
+			q.mu.Unlock()
+			_, err := q.w.Write(p.b)
+			q.mu.Lock()
+			q.writing = time.Time{}
+			if p.counted {
+				q.counted -= len(p.b)
+			}
+			q.mu.Unlock()
+			if err != nil {
 				q.fail()
 				return
 			}
@@ -304,7 +344,9 @@ func (st *stage) keep(k keptEvent) {
 func (c *stageClient) send(k keptEvent) {
 	rec := k.forms[c.form]
 	if rec == nil {
-		c.lastSeq.Store(k.seq) // an event its wire does not send: seen, as far as it goes
+		if c.queue.accepting() {
+			c.lastSeq.Store(k.seq) // an event its wire does not send: seen, as far as it goes
+		}
 		return
 	}
 	c.out.send(func(buf []byte) ([]byte, error) {
