@@ -1407,36 +1407,14 @@ func TestServeHostileCursorAfterReopen(t *testing.T) {
 	defer sh.end()
 	status := dialLines(t, sh.socket)
 	status.hello(`{"id":"h","type":"hello"}`)
-	a := dialLines(t, sh.socket)
-	id := a.hello(`{"id":"h","type":"hello"}`).SessionID
-	a.send(`{"id":"p","type":"prompt","message":"First life"}`)
-	a.waitEvents("agent_settled", 1)
-	seqs := seqsOf(a.waitEvents2("agent_settled"))
-	cursor := seqs[len(seqs)-1]
-	a.close()
+	id, cursor := firstLife(t, sh.socket)
 	for live := true; live; {
 		live = false
 		for _, s := range hostStatusOf(t, status, "s").Sessions {
 			live = live || s.SessionID == id
 		}
 	}
-	b := dialLines(t, sh.socket)
-	b.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
-	for turn := 1; ; turn++ {
-		b.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Second life"}`, turn))
-		b.waitEvents("agent_settled", turn)
-		if s := seqsOf(b.waitEvents2("agent_settled")); s[len(s)-1] > cursor+2 {
-			break
-		}
-	}
-	back := dialLines(t, sh.socket)
-	ans := back.hello(fmt.Sprintf(`{"id":"h","type":"hello","attach":"%s","cursor":%d}`, id, cursor))
-	recs, _ := back.snapshot()
-	second, _ := b.snapshot()
-	if replayed := seqsOf(recs); !ans.Resync && !slices.Equal(replayed, seqsOf(second)) {
-		t.Errorf("back with cursor %d from before the session was closed and opened again: resync false, replayed %v; "+
-			"its second life was %v", cursor, replayed, seqsOf(second))
-	}
+	checkSecondLife(t, sh.socket, id, cursor, "from before the session was closed and opened again")
 }
 
 // TestServeHostileCursorAfterRestart: as TestServeHostileCursorAfterReopen,
@@ -1446,17 +1424,31 @@ func TestServeHostileCursorAfterRestart(t *testing.T) {
 	e.vars["PI_FAUX_RESPONSE"] = "Fine."
 	cwd := t.TempDir()
 	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
-	a := dialLines(t, sh.socket)
-	id := a.hello(`{"id":"h","type":"hello"}`).SessionID
-	a.send(`{"id":"p","type":"prompt","message":"First life"}`)
-	a.waitEvents("agent_settled", 1)
-	seqs := seqsOf(a.waitEvents2("agent_settled"))
-	cursor := seqs[len(seqs)-1]
-	a.close()
+	id, cursor := firstLife(t, sh.socket)
 	sh.end()
 	sh = startServe(t, e, cwd, "--model", "faux/faux-1")
 	defer sh.end()
-	b := dialLines(t, sh.socket)
+	checkSecondLife(t, sh.socket, id, cursor, "from the host before")
+}
+
+// firstLife opens a session, runs one turn and leaves: the session's id
+// and the seq of the last event the client saw.
+func firstLife(t *testing.T, socket string) (id string, cursor int64) {
+	a := dialLines(t, socket)
+	id = a.hello(`{"id":"h","type":"hello"}`).SessionID
+	a.send(`{"id":"p","type":"prompt","message":"First life"}`)
+	a.waitEvents("agent_settled", 1)
+	seqs := seqsOf(a.waitEvents2("agent_settled"))
+	a.close()
+	return id, seqs[len(seqs)-1]
+}
+
+// checkSecondLife attaches to the session id in its second life and runs
+// turns until its seqs pass cursor; then a client back with cursor (of
+// the first life, as what says) is told to resync, or replayed exactly
+// the second life, never events numbered past it that skip others.
+func checkSecondLife(t *testing.T, socket, id string, cursor int64, what string) {
+	b := dialLines(t, socket)
 	b.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
 	for turn := 1; ; turn++ {
 		b.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Second life"}`, turn))
@@ -1465,11 +1457,11 @@ func TestServeHostileCursorAfterRestart(t *testing.T) {
 			break
 		}
 	}
-	back := dialLines(t, sh.socket)
+	back := dialLines(t, socket)
 	ans := back.hello(fmt.Sprintf(`{"id":"h","type":"hello","attach":"%s","cursor":%d}`, id, cursor))
 	recs, _ := back.snapshot()
 	second, _ := b.snapshot()
 	if replayed := seqsOf(recs); !ans.Resync && !slices.Equal(replayed, seqsOf(second)) {
-		t.Errorf("back with cursor %d from the host before: resync false, replayed %v; the second life was %v", cursor, replayed, seqsOf(second))
+		t.Errorf("back with cursor %d %s: resync false, replayed %v; the second life was %v", cursor, what, replayed, seqsOf(second))
 	}
 }
