@@ -276,14 +276,31 @@ const serveObservers = 32
 // BenchmarkServeObservers: the host's CPU time for one session's
 // 4,000-token answer streamed to its controller and 32 observers (each
 // read until agent_settled), beside the same answer streamed to the
-// controller alone; each iteration in fresh sessions of one host.
-// /proc counts in 10 ms ticks: the figures are totals over the
-// iterations, divided by them.
+// controller alone; each iteration in fresh sessions of one host. burst:
+// the model sends the tokens as fast as it can (a few events an answer,
+// its deltas coalesced by 4 KiB); paced: four tokens a millisecond, the
+// deltas coalesced by 30 ms (about 40 message_update events an answer,
+// each written to every client). /proc counts in 10 ms ticks: the
+// figures are totals over the iterations, divided by them.
 //
-//	go test -run '^$' -bench '^BenchmarkServeObservers$' -benchtime 10x .
+//	go test -run '^$' -bench '^BenchmarkServeObservers$' -benchtime 20x .
 func BenchmarkServeObservers(b *testing.B) {
+	four := make([]string, serveTokens/4)
+	for i := range four {
+		four[i] = "tok tok tok tok "
+	}
+	paced, _ := json.Marshal(map[string]any{"text": four, "delayMs": 1})
+	for _, stream := range []struct{ name, script string }{
+		{"burst", tokenScript(serveTokens, 0)},
+		{"paced", string(paced)},
+	} {
+		b.Run(stream.name, func(b *testing.B) { benchObservers(b, stream.script) })
+	}
+}
+
+func benchObservers(b *testing.B, script string) {
 	agent := b.TempDir()
-	startFakeModel(b, apiOpenAI, tokenScript(serveTokens, 0), agent).repeat()
+	startFakeModel(b, apiOpenAI, script, agent).repeat()
 	host := startServeProcess(b, agent)
 	var oneCPU, observedCPU time.Duration
 	for b.Loop() {
