@@ -46,6 +46,25 @@ func tokenScript(n, delayMs int) string {
 	return string(script)
 }
 
+// burstScript is one line of a fake model's script: an answer of n
+// tokens of "tok " in Chat Completions' SSE, byte for byte as the fake
+// model streams one (openAIStream), written in one go (its sse form)
+// rather than flushed a token at a time, so that how rpi gets it does
+// not hang on how busy the test process is.
+func burstScript(n int) string {
+	chunk := func(delta, finish string) string {
+		return `data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1700000000,"model":"fake-model",` +
+			`"choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}`
+	}
+	events := []string{chunk(`{"role":"assistant","content":""}`, "null")}
+	for range n {
+		events = append(events, chunk(`{"content":"tok "}`, "null"))
+	}
+	events = append(events, chunk(`{}`, `"stop"`), "data: [DONE]")
+	script, _ := json.Marshal(map[string]any{"sse": events})
+	return string(script)
+}
+
 // serveProcess is the built rpi serve, listening on a unix socket of its
 // own, with an agent directory and TMPDIR of its own.
 type serveProcess struct {
@@ -85,6 +104,28 @@ func (p *serveProcess) stop() {
 
 func (p *serveProcess) pid() int { return p.cmd.Process.Pid }
 
+// threadsCPU is the CPU time pid's threads have had so far, to the
+// nanosecond: the sum over /proc/PID/task/*/schedstat (the first field,
+// time on a CPU), which /proc/PID/stat's 10 ms ticks blur for an answer
+// that costs a few milliseconds. A thread that has ended is no longer
+// counted; Go's threads seldom end.
+func threadsCPU(b testing.TB, pid int) time.Duration {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, task.Name()))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		ns, _ := strconv.ParseInt(string(bytes.Fields(stat)[0]), 10, 64)
+		total += time.Duration(ns)
+	}
+	return total
+}
+
 // serveClient is one connection to a host.
 type serveClient struct {
 	conn net.Conn
@@ -97,11 +138,11 @@ func dialServe(b testing.TB, socket string) *serveClient {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &serveClient{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
+	return &serveClient{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
 }
 
 // until reads records until one that starts with prefix and returns how
-// many came before it, and that one (its first MiB).
+// many came before it, and that one (its first 64 KiB).
 func (c *serveClient) until(prefix string) (before int, line []byte, err error) {
 	start := true
 	for {
@@ -196,7 +237,7 @@ const serveSessions = 64
 //	go test -run '^$' -bench '^BenchmarkServeSessions$' -benchtime 2x .
 func BenchmarkServeSessions(b *testing.B) {
 	agent := b.TempDir()
-	startFakeModel(b, apiOpenAI, tokenScript(serveTokens, 0), agent).repeat()
+	startFakeModel(b, apiOpenAI, burstScript(serveTokens), agent).repeat()
 	var hostCPU, procsCPU time.Duration
 	var hostPeak, procsPeak float64
 	for b.Loop() {
@@ -206,7 +247,7 @@ func BenchmarkServeSessions(b *testing.B) {
 			clients[i] = dialServe(b, host.socket)
 			clients[i].newSession(b)
 		}
-		before := cpuTime(b, host.pid())
+		before := threadsCPU(b, host.pid())
 		err := atOnce(len(clients), func(i int) error {
 			io.WriteString(clients[i].conn, servePrompt)
 			_, _, err := clients[i].until(`{"type":"agent_settled"`)
@@ -215,7 +256,7 @@ func BenchmarkServeSessions(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		hostCPU += cpuTime(b, host.pid()) - before
+		hostCPU += threadsCPU(b, host.pid()) - before
 		hostPeak = max(hostPeak, statusMiB(b, host.pid(), "VmHWM"))
 		for _, c := range clients {
 			c.conn.Close()
@@ -228,7 +269,7 @@ func BenchmarkServeSessions(b *testing.B) {
 		}
 		cpu := func() (total time.Duration) {
 			for _, p := range procs {
-				total += cpuTime(b, p.cmd.Process.Pid)
+				total += threadsCPU(b, p.cmd.Process.Pid)
 			}
 			return total
 		}
@@ -277,8 +318,8 @@ const serveObservers = 32
 // 4,000-token answer streamed to its controller and 32 observers (each
 // read until agent_settled), beside the same answer streamed to the
 // controller alone; each iteration in fresh sessions of one host. burst:
-// the model sends the tokens as fast as it can (a few events an answer,
-// its deltas coalesced by 4 KiB); paced: four tokens a millisecond, the
+// the model sends the whole answer at once (burstScript: a few events an
+// answer, its deltas coalesced by 4 KiB); paced: four tokens a millisecond, the
 // deltas coalesced by 30 ms (about 40 message_update events an answer,
 // each written to every client). /proc counts in 10 ms ticks: the
 // figures are totals over the iterations, divided by them.
@@ -291,7 +332,7 @@ func BenchmarkServeObservers(b *testing.B) {
 	}
 	paced, _ := json.Marshal(map[string]any{"text": four, "delayMs": 1})
 	for _, stream := range []struct{ name, script string }{
-		{"burst", tokenScript(serveTokens, 0)},
+		{"burst", burstScript(serveTokens)},
 		{"paced", string(paced)},
 	} {
 		b.Run(stream.name, func(b *testing.B) { benchObservers(b, stream.script) })
@@ -306,10 +347,10 @@ func benchObservers(b *testing.B, script string) {
 	for b.Loop() {
 		one := dialServe(b, host.socket)
 		one.newSession(b)
-		before := cpuTime(b, host.pid())
+		before := threadsCPU(b, host.pid())
 		io.WriteString(one.conn, servePrompt)
 		one.mustUntil(b, `{"type":"agent_settled"`)
-		oneCPU += cpuTime(b, host.pid()) - before
+		oneCPU += threadsCPU(b, host.pid()) - before
 		one.conn.Close()
 
 		clients := []*serveClient{dialServe(b, host.socket)}
@@ -319,7 +360,7 @@ func benchObservers(b *testing.B, script string) {
 			c.hello(b, `"attach":"`+sid+`","role":"observer"`)
 			clients = append(clients, c)
 		}
-		before = cpuTime(b, host.pid())
+		before = threadsCPU(b, host.pid())
 		io.WriteString(clients[0].conn, servePrompt)
 		err := atOnce(len(clients), func(i int) error {
 			_, _, err := clients[i].until(`{"type":"agent_settled"`)
@@ -328,7 +369,7 @@ func benchObservers(b *testing.B, script string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		observedCPU += cpuTime(b, host.pid()) - before
+		observedCPU += threadsCPU(b, host.pid()) - before
 		for _, c := range clients {
 			c.conn.Close()
 		}
@@ -354,7 +395,7 @@ const idleSessions = 30
 //	go test -run '^$' -bench '^BenchmarkServeIdleSession$' -benchtime 1x .
 func BenchmarkServeIdleSession(b *testing.B) {
 	agent := b.TempDir()
-	startFakeModel(b, apiOpenAI, tokenScript(serveTokens, 0), agent).repeat()
+	startFakeModel(b, apiOpenAI, burstScript(serveTokens), agent).repeat()
 	var fresh, afterTurn, floor []float64
 	for b.Loop() {
 		host := startServeProcess(b, agent)
@@ -485,10 +526,11 @@ func TestServeKillsReattach(t *testing.T) {
 	script, _ := json.Marshal(map[string]any{"text": deltas, "delayMs": 5})
 	startFakeModel(t, apiOpenAI, string(script), e.agentDir).repeat()
 	sh := startServe(t, e, t.TempDir(), "--model", "fake/fake-model")
-	stats := killAndReattach(t, func() (net.Conn, error) { return net.Dial("unix", sh.socket) }, serveKills, time.Now().UnixNano())
+	seed := time.Now().UnixNano()
+	stats := killAndReattach(t, func() (net.Conn, error) { return net.Dial("unix", sh.socket) }, serveKills, seed)
 	if stats.lost != 0 || stats.duplicated != 0 || stats.differ != 0 || stats.resyncs != 0 {
-		t.Errorf("over %d kills (%d mid-turn), %d events: %d lost, %d duplicated, %d unlike the observer's, %d resyncs",
-			stats.kills, stats.midTurn, stats.events, stats.lost, stats.duplicated, stats.differ, stats.resyncs)
+		t.Errorf("over %d kills (%d mid-turn; the moments from seed %d), %d events: %d lost, %d duplicated, %d unlike the observer's, %d resyncs",
+			stats.kills, stats.midTurn, seed, stats.events, stats.lost, stats.duplicated, stats.differ, stats.resyncs)
 	}
 	t.Logf("%d kills (%d mid-turn), %d events, %d reattaches answered", stats.kills, stats.midTurn, stats.events, len(stats.reattach))
 	sh.end()
@@ -705,4 +747,44 @@ func killAndReattach(t testing.TB, dial func() (net.Conn, error), kills int, see
 		}
 	}
 	return stats
+}
+
+// BenchmarkServeObserversInProcess: BenchmarkServeObservers/burst's
+// session with 32 observers, rpi serve in the test process, for
+// profiling (-cpuprofile): the host's share is under serveHost, stage
+// and clientQueue. Sessions left are closed after 100 ms, so that many
+// iterations stay under the host's 64 sessions.
+//
+//	go test -run '^$' -bench '^BenchmarkServeObserversInProcess$' -benchtime 100x -cpuprofile "$d/cpu.out" -o "$d/rpi.test" .
+func BenchmarkServeObserversInProcess(b *testing.B) {
+	e := newTestEnv(b)
+	startFakeModel(b, apiOpenAI, burstScript(serveTokens), e.agentDir).repeat()
+	socket := filepath.Join(shortSocketDir(b), "rpi.sock")
+	stderr, stop, done := newWatchedOutput(), make(chan os.Signal, 1), make(chan int, 1)
+	args := []string{"serve", "--listen", "unix:" + socket, "--cwd", b.TempDir(), "--idle-close", "100ms"}
+	go func() { done <- runProgram(args, e.env(), strings.NewReader(""), io.Discard, stderr, stop) }()
+	if !stderr.waitFor("listening on", func(b []byte) string { return string(b) }) {
+		b.Fatalf("rpi serve never listened:\n%s", stderr.bytes())
+	}
+	for b.Loop() {
+		clients := []*serveClient{dialServe(b, socket)}
+		sid := clients[0].newSession(b)
+		for range serveObservers {
+			c := dialServe(b, socket)
+			c.hello(b, `"attach":"`+sid+`","role":"observer"`)
+			clients = append(clients, c)
+		}
+		io.WriteString(clients[0].conn, servePrompt)
+		if err := atOnce(len(clients), func(i int) error {
+			_, _, err := clients[i].until(`{"type":"agent_settled"`)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range clients {
+			c.conn.Close()
+		}
+	}
+	stop <- syscall.SIGTERM
+	<-done
 }
