@@ -52,12 +52,17 @@ func newClientQueue(w io.WriteCloser, limit int, stderr io.Writer) *clientQueue 
 // then on nothing is, and the client is detached once what waits is
 // written.
 func (q *clientQueue) Write(p []byte) (int, error) {
+	return q.take(slices.Clone(p))
+}
+
+// take queues p as it is: it is not copied, and must not change.
+func (q *clientQueue) take(p []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.slow || q.done || q.failed {
 		return 0, errClientGone
 	}
-	q.items = append(q.items, slices.Clone(p))
+	q.items = append(q.items, p)
 	q.counted += len(p)
 	if q.counted > q.limit {
 		q.slow = true
@@ -67,13 +72,6 @@ func (q *clientQueue) Write(p []byte) (int, error) {
 }
 
 func (q *clientQueue) queues() {}
-
-// accepting reports whether a record written now is taken.
-func (q *clientQueue) accepting() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return !q.slow && !q.done && !q.failed
-}
 
 // queueReplay queues the kept records of a replay, beside the limit.
 func (q *clientQueue) queueReplay(records [][]byte) {
@@ -302,12 +300,28 @@ func (c *stageClient) send(k keptEvent) {
 		c.lastSeq.Store(k.seq) // an event its wire does not send: seen, as far as it goes
 		return
 	}
-	c.out.send(func(buf []byte) ([]byte, error) {
-		if c.queue.accepting() {
-			c.lastSeq.Store(k.seq)
-		}
-		return append(buf, rec[:len(rec)-1]...), nil // the output adds the "\n"
-	})
+	if c.out.queueShared(c.queue, rec) {
+		c.lastSeq.Store(k.seq)
+	}
+}
+
+// queueShared queues rec, a record the stage keeps (with its "\n"), to q,
+// o's writer, after what o has pending: the stage's own bytes, shared by
+// every client and never changed, rather than a copy for each client. It
+// reports whether q took it.
+func (o *output) queueShared(q *clientQueue, rec []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+	if o.err != nil {
+		return false
+	}
+	if _, err := q.take(rec); err != nil { // as flushLocked takes a failed write
+		o.err = err
+		close(o.gone)
+		return false
+	}
+	return true
 }
 
 // attachResult is what attaching to a stage gives the client: the seq
