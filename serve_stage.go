@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -138,13 +139,13 @@ func (q *clientQueue) pump() {
 			items, q.last = [][]byte{q.last()}, nil
 		}
 		q.mu.Unlock()
-		for _, p := range items {
-			if _, err := q.w.Write(p); err != nil {
+		if len(items) > 0 {
+			// One writev for what waits, on a socket (net.Buffers); one
+			// write a record on any other writer (a WebSocket's).
+			if _, err := (*net.Buffers)(&items).WriteTo(q.w); err != nil {
 				q.fail()
 				return
 			}
-		}
-		if len(items) > 0 {
 			continue
 		}
 		if ending {
