@@ -258,9 +258,7 @@ func BenchmarkServeSessions(b *testing.B) {
 		}
 		hostCPU += threadsCPU(b, host.pid()) - before
 		hostPeak = max(hostPeak, statusMiB(b, host.pid(), "VmHWM"))
-		for _, c := range clients {
-			c.conn.Close()
-		}
+		closeAll(clients)
 		host.stop()
 
 		procs := make([]*benchProcess, serveSessions)
@@ -353,31 +351,50 @@ func benchObservers(b *testing.B, script string) {
 		oneCPU += threadsCPU(b, host.pid()) - before
 		one.conn.Close()
 
-		clients := []*serveClient{dialServe(b, host.socket)}
-		sid := clients[0].newSession(b)
-		for range serveObservers {
-			c := dialServe(b, host.socket)
-			c.hello(b, `"attach":"`+sid+`","role":"observer"`)
-			clients = append(clients, c)
-		}
+		clients := observedSession(b, host.socket)
 		before = threadsCPU(b, host.pid())
-		io.WriteString(clients[0].conn, servePrompt)
-		err := atOnce(len(clients), func(i int) error {
-			_, _, err := clients[i].until(`{"type":"agent_settled"`)
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
+		answerAll(b, clients)
 		observedCPU += threadsCPU(b, host.pid()) - before
-		for _, c := range clients {
-			c.conn.Close()
-		}
+		closeAll(clients)
 	}
 	perAnswer := func(cpu time.Duration) float64 { return float64(cpu.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(perAnswer(oneCPU), "one-cpu-ms")
 	b.ReportMetric(perAnswer(observedCPU), "observed-cpu-ms")
 	b.ReportMetric(float64(observedCPU)/float64(oneCPU), "observed/one")
+}
+
+// observedSession opens a session for a controller and attaches 32
+// observers to it; the controller comes first.
+func observedSession(b testing.TB, socket string) []*serveClient {
+	b.Helper()
+	clients := []*serveClient{dialServe(b, socket)}
+	sid := clients[0].newSession(b)
+	for range serveObservers {
+		c := dialServe(b, socket)
+		c.hello(b, `"attach":"`+sid+`","role":"observer"`)
+		clients = append(clients, c)
+	}
+	return clients
+}
+
+// answerAll prompts on the first of clients and reads every one of them
+// until agent_settled.
+func answerAll(b testing.TB, clients []*serveClient) {
+	b.Helper()
+	io.WriteString(clients[0].conn, servePrompt)
+	if err := atOnce(len(clients), func(i int) error {
+		_, _, err := clients[i].until(`{"type":"agent_settled"`)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// closeAll closes the clients' connections.
+func closeAll(clients []*serveClient) {
+	for _, c := range clients {
+		c.conn.Close()
+	}
 }
 
 // idleSessions is how many idle sessions BenchmarkServeIdleSession opens
@@ -767,23 +784,9 @@ func BenchmarkServeObserversInProcess(b *testing.B) {
 		b.Fatalf("rpi serve never listened:\n%s", stderr.bytes())
 	}
 	for b.Loop() {
-		clients := []*serveClient{dialServe(b, socket)}
-		sid := clients[0].newSession(b)
-		for range serveObservers {
-			c := dialServe(b, socket)
-			c.hello(b, `"attach":"`+sid+`","role":"observer"`)
-			clients = append(clients, c)
-		}
-		io.WriteString(clients[0].conn, servePrompt)
-		if err := atOnce(len(clients), func(i int) error {
-			_, _, err := clients[i].until(`{"type":"agent_settled"`)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-		for _, c := range clients {
-			c.conn.Close()
-		}
+		clients := observedSession(b, socket)
+		answerAll(b, clients)
+		closeAll(clients)
 	}
 	stop <- syscall.SIGTERM
 	<-done
