@@ -6,10 +6,11 @@
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
-# Takes about six minutes on 2 CPUs. Run from the repo root:
+# Takes six to eight minutes on 2 CPUs, the Serve group about a minute
+# and a half of it. Run from the repo root:
 #   bash scripts/bench.sh             # every benchmark, the medians and the targets
 #   bash scripts/bench.sh BashTrue    # only the benchmarks whose -bench pattern has that text
-#   bash scripts/bench.sh Serve       # rpi serve's (about two minutes)
+#   bash scripts/bench.sh Serve       # only rpi serve's (bench_serve_test.go)
 #   bash scripts/bench.sh -v          # and go test's other lines (goos, PASS, ok, logs)
 # pi itself is measured by scripts/bench-pi.sh (it downloads pi).
 set -euo pipefail
