@@ -227,7 +227,7 @@ const serveSessions = 64
 // at once in one rpi serve (64 connections, a session each, the prompts
 // sent together, each read until agent_settled), beside the same 64
 // answers streamed at once by 64 separate `rpi rpc` processes. The
-// figures are CPU time (user and system, /proc/PID/stat) from the
+// figures are CPU time (threadsCPU, to the nanosecond) from the
 // prompts to the last agent_settled — the host's, and the sum of the
 // processes' — each iteration with a fresh host and fresh processes, so
 // that opening the sessions and starting the processes are outside it;
@@ -317,12 +317,12 @@ const serveObservers = 32
 // read until agent_settled), beside the same answer streamed to the
 // controller alone; each iteration in fresh sessions of one host. burst:
 // the model sends the whole answer at once (burstScript: a few events an
-// answer, its deltas coalesced by 4 KiB); paced: four tokens a millisecond, the
-// deltas coalesced by 30 ms (about 40 message_update events an answer,
-// each written to every client). /proc counts in 10 ms ticks: the
-// figures are totals over the iterations, divided by them.
+// answer, its deltas coalesced by 4 KiB); paced: four tokens a
+// millisecond, the deltas coalesced by 30 ms (a message_update every 30
+// ms or so, each written to every client). The figures are the CPU time
+// (threadsCPU) over the iterations, divided by them.
 //
-//	go test -run '^$' -bench '^BenchmarkServeObservers$' -benchtime 20x .
+//	go test -run '^$' -bench '^BenchmarkServeObservers$/burst' -benchtime 20x .
 func BenchmarkServeObservers(b *testing.B) {
 	four := make([]string, serveTokens/4)
 	for i := range four {
@@ -725,7 +725,10 @@ func killAndReattach(t testing.TB, dial func() (net.Conn, error), kills int, see
 		if first || rng.Intn(5) > 0 { // else: killed before the answer, during its replay
 			answered(answers, start)
 			if first {
-				observerConn, _ = dial()
+				var err error
+				if observerConn, err = dial(); err != nil {
+					t.Fatal(err)
+				}
 				observerDone = readInto(observerConn, &observer, make(chan []byte, 1))
 				io.WriteString(observerConn, `{"id":"h","type":"hello","attach":"`+sid+`","cursor":0,"role":"observer"}`+"\n")
 			}
