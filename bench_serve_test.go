@@ -225,10 +225,11 @@ const serveSessions = 64
 
 // BenchmarkServeSessions: 64 sessions each streaming a 4,000-token answer
 // at once in one rpi serve (64 connections, a session each, the prompts
-// sent together, each read until agent_settled), beside the same 64
-// answers streamed at once by 64 separate `rpi rpc` processes. The
-// figures are CPU time (threadsCPU, to the nanosecond) from the
-// prompts to the last agent_settled — the host's, and the sum of the
+// sent together, each read until agent_settled; the host runs with
+// --max-running 0, as its default of 8 would queue 56 of them), beside
+// the same 64 answers streamed at once by 64 separate `rpi rpc`
+// processes. The figures are CPU time (threadsCPU, to the nanosecond)
+// from the prompts to the last agent_settled — the host's, and the sum of the
 // processes' — each iteration with a fresh host and fresh processes, so
 // that opening the sessions and starting the processes are outside it;
 // and the host's peak resident memory (VmHWM) beside the target, 64 ×
