@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -59,6 +60,11 @@ func newClientQueue(w io.WriteCloser, limit int, stderr io.Writer) *clientQueue 
 // Once the client is behind, a write is refused, nothing more is taken,
 // and the client is detached once what waits is written.
 func (q *clientQueue) Write(p []byte) (int, error) {
+	return q.take(slices.Clone(p))
+}
+
+// take queues p as it is: it is not copied, and must not change.
+func (q *clientQueue) take(p []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.slow || q.done || q.failed {
@@ -68,7 +74,7 @@ func (q *clientQueue) Write(p []byte) (int, error) {
 		q.slow = true
 		return 0, errClientGone
 	}
-	q.items = append(q.items, queued{slices.Clone(p), true})
+	q.items = append(q.items, queued{p, true})
 	q.counted += len(p)
 	q.signal()
 	return len(p), nil
@@ -90,8 +96,8 @@ func (q *clientQueue) accepting() bool {
 	return !q.slow && !q.done && !q.failed
 }
 
-// clientStall is how long a client may take nothing of a write while more
-// than the limit waits for it.
+// clientStall is how long a client may take nothing (no write of about
+// writeChunkBytes done) while more than the limit waits for it.
 const clientStall = time.Second
 
 // behind reports whether the client fell too far behind: more than limit
@@ -174,23 +180,11 @@ func (q *clientQueue) pump() {
 		if last != nil { // built outside the lock: it may take the wire's own
 			items = []queued{{b: last()}}
 		}
-		for _, p := range items {
-			q.mu.Lock()
-			q.writing = time.Now()
-			q.mu.Unlock()
-			_, err := q.w.Write(p.b)
-			q.mu.Lock()
-			q.writing = time.Time{}
-			if p.counted {
-				q.counted -= len(p.b)
-			}
-			q.mu.Unlock()
-			if err != nil {
+		if len(items) > 0 {
+			if err := q.write(items); err != nil {
 				q.fail()
 				return
 			}
-		}
-		if len(items) > 0 {
 			continue
 		}
 		if ending {
@@ -198,6 +192,45 @@ func (q *clientQueue) pump() {
 		}
 		<-q.wake
 	}
+}
+
+// writeChunkBytes is about how much of what waits one write hands the
+// client: the stall behind measures is the time since the last such
+// write was taken.
+const writeChunkBytes = 256 << 10
+
+// write writes items to the client, in writes of about writeChunkBytes:
+// one writev each on a socket (net.Buffers), a write a record on any
+// other writer (a WebSocket's). What each write took no longer counts
+// against the limit.
+func (q *clientQueue) write(items []queued) error {
+	for len(items) > 0 {
+		n, size, counted := 0, 0, 0
+		for n < len(items) && (n == 0 || size < writeChunkBytes) {
+			size += len(items[n].b)
+			if items[n].counted {
+				counted += len(items[n].b)
+			}
+			n++
+		}
+		buffers := make(net.Buffers, n)
+		for i := range n {
+			buffers[i] = items[i].b
+		}
+		q.mu.Lock()
+		q.writing = time.Now()
+		q.mu.Unlock()
+		_, err := buffers.WriteTo(q.w)
+		q.mu.Lock()
+		q.writing = time.Time{}
+		q.counted -= counted
+		q.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		items = items[n:]
+	}
+	return nil
 }
 
 // fail marks the client gone: its writes fail, and the connection's
@@ -349,12 +382,28 @@ func (c *stageClient) send(k keptEvent) {
 		}
 		return
 	}
-	c.out.send(func(buf []byte) ([]byte, error) {
-		if c.queue.accepting() {
-			c.lastSeq.Store(k.seq)
-		}
-		return append(buf, rec[:len(rec)-1]...), nil // the output adds the "\n"
-	})
+	if c.out.queueShared(c.queue, rec) {
+		c.lastSeq.Store(k.seq)
+	}
+}
+
+// queueShared queues rec, a record the stage keeps (with its "\n"), to q,
+// o's writer, after what o has pending: the stage's own bytes, shared by
+// every client and never changed, rather than a copy for each client. It
+// reports whether q took it.
+func (o *output) queueShared(q *clientQueue, rec []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+	if o.err != nil {
+		return false
+	}
+	if _, err := q.take(rec); err != nil { // as flushLocked takes a failed write
+		o.err = err
+		close(o.gone)
+		return false
+	}
+	return true
 }
 
 // attachResult is what attaching to a stage gives the client: the seq

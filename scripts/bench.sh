@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, each beside its floor, measured in
-# one run on this machine: runs the benchmarks of bench_test.go and
-# bench_big_test.go (grep on Go's source tree) 3 times each, printing
+# one run on this machine: runs the benchmarks of bench_test.go,
+# bench_acp*_test.go, bench_mcp_test.go, bench_serve_test.go (rpi serve)
+# and bench_big_test.go (grep on Go's source tree) 3 times each, printing
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
-# Takes about six minutes on 2 CPUs. Run from the repo root:
+# Takes six to eight minutes on 2 CPUs, the Serve group about a minute
+# and a half of it. Run from the repo root:
 #   bash scripts/bench.sh             # every benchmark, the medians and the targets
 #   bash scripts/bench.sh BashTrue    # only the benchmarks whose -bench pattern has that text
+#   bash scripts/bench.sh Serve       # only rpi serve's (bench_serve_test.go)
 #   bash scripts/bench.sh -v          # and go test's other lines (goos, PASS, ok, logs)
 # pi itself is measured by scripts/bench-pi.sh (it downloads pi).
 set -euo pipefail
@@ -51,6 +54,12 @@ bench '^Benchmark(Abort)?HugeAnswer$' 5x
 bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
 bench '^BenchmarkSessionFormsRatio$' 3x
+# Serve: rpi serve (bench_serve_test.go)
+bench '^BenchmarkServe(Sessions|IdleSession)$' 2x
+bench '^BenchmarkServeObservers$/^burst$' 20x
+bench '^BenchmarkServeObservers$/^paced$' 5x
+bench '^BenchmarkServeReplay$' 20x
+bench '^BenchmarkServeKills$' 1x
 echo
 echo "# the median of each metric"
 medians "$raw"
@@ -99,4 +108,11 @@ a session written with unknown extra fields: open / the compact one's|BenchmarkS
 a session written with unknown extra fields: memory / the compact one's|BenchmarkSessionFormsRatio extra/compact-rss||<=|1.5|x
 a session written with every form at once: open / the compact one's|BenchmarkSessionFormsRatio all/compact-open||<=|1.5|x
 a session written with every form at once: memory / the compact one's|BenchmarkSessionFormsRatio all/compact-rss||<=|1.5|x
+serve: 64 sessions' 4k-token answers at once, CPU / 64 rpi rpc|BenchmarkServeSessions host/procs||<=|1.2|x
+serve: peak resident memory of those 64 (64 x 4 MiB + 16 MiB)|BenchmarkServeSessions host-MiB-peak||<=|272|MiB
+serve: one answer to a controller and 32 observers / to one|BenchmarkServeObservers/burst observed/one||<=|2|x
+serve: the same, the answer paced (4 tokens a ms)|BenchmarkServeObservers/paced observed/one||<=|2|x
+serve: memory of an idle live session (after a 4k-token answer)|BenchmarkServeIdleSession MiB/session-answered||<=|1|MiB
+serve: attach with a replay of 10,000 events|BenchmarkServeReplay replay-ms||<=|100|ms
+serve: events lost or duplicated over 200 client kills mid-turn|BenchmarkServeKills lost+duplicated||<=|0|events
 TARGETS
