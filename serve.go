@@ -153,6 +153,10 @@ func listenUnix(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("cannot replace the stale socket %s: %v", path, err)
 		}
 	}
+	if len(path) > maxSocketPath || len(filepath.Dir(path))+len("/.s1234567890/s") > maxSocketPath {
+		return nil, fmt.Errorf("cannot listen on %s: the path is too long for a unix socket (at most about %d bytes, its folder's %d); listen on a shorter one (--listen unix:PATH)",
+			path, maxSocketPath, maxSocketPath-len("/.s1234567890/s"))
+	}
 	l, err := listenUnixPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %v", path, err)
@@ -160,6 +164,12 @@ func listenUnix(path string) (net.Listener, error) {
 	l.SetUnlinkOnClose(false) // removed by shutdown, which knows it is rpi's own
 	return l, nil
 }
+
+// maxSocketPath is the longest path of a unix socket: the systems'
+// limit (104 bytes on macOS and the BSDs, 108 on Linux, with its
+// terminating zero). rpi serve makes its socket in a folder of its own
+// beside the path first (listenUnixPrivate), whose path must fit too.
+const maxSocketPath = 103
 
 // accept takes l's connections until l is closed.
 func (sh *serveHost) accept(l net.Listener) {

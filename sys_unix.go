@@ -421,16 +421,28 @@ func runWatchdog(in io.Reader, _ string) int {
 const homeVar = "HOME"
 
 // listenUnixPrivate listens on a new unix socket at path that only rpi's
-// user may connect to: made with a umask that leaves it mode 0600, so it
-// is never open to others, even for a moment.
+// user may connect to: it is made in a folder of its own that only that
+// user may enter (mode 0700, beside path), made mode 0600 there, and only
+// then moved to path, so it is never open to others, even for a moment.
+// (Not by the umask: it is the process's, and a child another goroutine
+// starts meanwhile would inherit it, and make files no one may run.)
 func listenUnixPrivate(path string) (*net.UnixListener, error) {
-	old := syscall.Umask(0o177)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	private, err := os.MkdirTemp(filepath.Dir(path), ".s") // a short name: a socket's path has a short limit
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	defer os.RemoveAll(private)
+	made := filepath.Join(private, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: made, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	l.SetUnlinkOnClose(false)
+	if err := os.Chmod(made, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := os.Rename(made, path); err != nil {
 		l.Close()
 		return nil, err
 	}
