@@ -412,6 +412,13 @@ func TestReadEntriesInParts(t *testing.T) {
 // (lines of prose and code: tabs, a quoted word in 12, a non-ASCII one in
 // 100, so that decoding has escapes to undo). It returns the number of messages.
 func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
+	return writeGeneratedSession(tb, path, cwd, size, 12<<10)
+}
+
+// writeGeneratedSession is writeBigSession with messages of textBytes of text
+// each (at least: whole lines of code-like prose), or of one letter when
+// textBytes is 1.
+func writeGeneratedSession(tb testing.TB, path, cwd string, size int64, textBytes int) int {
 	f, err := os.Create(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -440,8 +447,11 @@ func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
 		pool[i] = b.String()
 	}
 	text := func() string {
+		if textBytes == 1 {
+			return string(rune('a' + rng.IntN(26)))
+		}
 		var b strings.Builder
-		for b.Len() < 12<<10 {
+		for b.Len() < textBytes {
 			b.WriteString(pool[rng.IntN(len(pool))])
 			b.WriteByte('\n')
 		}

@@ -51,6 +51,7 @@ bench '^Benchmark(Abort)?HugeAnswer$' 5x
 bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
 bench '^BenchmarkSessionFormsRatio$' 3x
+bench '^BenchmarkSmallEntriesSession$' 1x
 echo
 echo "# the median of each metric"
 medians "$raw"
@@ -85,6 +86,7 @@ abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=
 five stdio MCP servers: added to exec -> the answer to a get_state|BenchmarkStartupMCP ms-added||<=|5|ms
 an MCP tool call, over the server's own round trip (a bare client)|BenchmarkMCPCall overhead-ms||<=|1|ms
 resident memory added by 5,000 MCP tool calls|BenchmarkMCPCall MiB-growth||<=|4|MiB
+resident memory after opening a session of small entries / the file's size|BenchmarkSmallEntriesSession rpi-rss/file||<=|2|x
 a session written with spaces between tokens: open / the compact one's|BenchmarkSessionFormsRatio spaces/compact-open||<=|1.5|x
 a session written with spaces between tokens: memory / the compact one's|BenchmarkSessionFormsRatio spaces/compact-rss||<=|1.5|x
 a session written with keys in another order: open / the compact one's|BenchmarkSessionFormsRatio sorted/compact-open||<=|1.5|x
