@@ -150,7 +150,7 @@ func TestSlowPathReadsWholeNumbers(t *testing.T) {
 	}
 	var d jsonIn
 	e, err := decodeEntry([]byte(`{"type":"compaction","id":"a","tokensBefore":4.2e1,"id":"b"}`), &d)
-	if err != nil || e.TokensBefore != 42 || e.ID != "b" {
+	if err != nil || e.info().TokensBefore != 42 || e.ID != "b" {
 		t.Errorf("got %#v, %v", e, err)
 	}
 }
