@@ -39,9 +39,6 @@ type sessionEntry struct {
 	raw     []byte
 	msg     any // a message entry's message, as decodeMessage gives it
 	msgSize int // the bytes of its JSON
-	// extra: the members of a message entry's line and of its message
-	// that rpi does not know, written again beside its own (raw is nil).
-	extra *lineExtras
 }
 
 // entryMore are the fields of the entries other than messages.
@@ -56,6 +53,18 @@ type entryMore struct {
 	FromID           string          `json:"fromId"`
 	CustomType       string          `json:"customType"`
 	Content          json.RawMessage `json:"content"`
+
+	// extra: the members of a message entry's line and of its message
+	// that rpi does not know, written again beside its own (raw is nil).
+	extra lineExtras
+}
+
+// extras is the entry's extra, or nil when it has none.
+func (e *sessionEntry) extras() *lineExtras {
+	if e.more == nil || e.more.extra.entry == nil && e.more.extra.message == nil {
+		return nil
+	}
+	return &e.more.extra
 }
 
 // zero reports whether none of m's fields is set.
@@ -113,7 +122,7 @@ func (e *sessionEntry) appendLine(buf []byte) []byte {
 // when the message cannot be written so.
 func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
 	buf, ok = appendMessageJSON(e.appendMessageHead(buf), e.msg)
-	if x := e.extra; x != nil && ok {
+	if x := e.extras(); x != nil && ok {
 		end := len(buf) - 1 // the message's "}"
 		message := x.message
 		if buf[end-1] == '{' {
@@ -147,10 +156,14 @@ func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 // would be written otherwise, or not at all); the members rpi does not
 // know are kept on their own (extra), not with the whole line.
 func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
-	e.raw, e.extra = nil, nil
+	e.raw = nil
+	if e.more != nil {
+		e.more.extra = lineExtras{}
+	}
 	if e.Type == "message" && e.msg != nil && !d.lossy {
 		if len(d.extra) > 0 || len(d.msgExtra) > 0 {
-			e.extra = &lineExtras{entry: bytes.Clone(d.extra), message: bytes.Clone(d.msgExtra)}
+			// Both non-nil, so that extras tells there are some.
+			e.setInfo().extra = lineExtras{entry: append([]byte{}, d.extra...), message: append([]byte{}, d.msgExtra...)}
 		}
 		return
 	}
@@ -198,6 +211,7 @@ type sessionFile struct {
 	byID    map[string]*sessionEntry
 	leaf    string // the current entry; "" before the first
 	skipped []int  // lines that were not entries, besides a torn last one
+	size    int64  // the file's size when it was read (0: not read)
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
@@ -520,7 +534,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	// ones are kept for the migrations below.
 	var parts int
 	if info, err := f.Stat(); err == nil {
-		parts = sessionParts(info.Size() - next)
+		parts, ss.size = sessionParts(info.Size()-next), info.Size()
 	}
 	read, err := readEntries(ctx, f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
 	switch {

@@ -131,7 +131,7 @@ func TestFastPathTakesEveryForm(t *testing.T) {
 		written, _ := e.appendMessageLine(nil)
 		switch {
 		case names[i] == "extra" || names[i] == "all":
-			if e.extra == nil || !sameValueByJSON(t, written, []byte(line)) {
+			if e.extras() == nil || !sameValueByJSON(t, written, []byte(line)) {
 				t.Errorf("%s\nis written again as %s", line, written)
 			}
 		case string(written) != compact[i]:
