@@ -509,7 +509,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &sessionFile{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
+	ss := &sessionFile{path: path, written: true, loaded: true}
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}
@@ -562,6 +562,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, &errInvalidSessionFile{path, fmt.Sprintf("two entries have the id %q, so a parentId naming it "+
 			"could mean either: each entry's id must be unique in its file", *id)}
 	}
+	ss.byID = make(map[string]*sessionEntry, len(ss.entries)) // its size at once: no garbage of its growth
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
