@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, each beside its floor, measured in
 # one run on this machine: runs the benchmarks of bench_test.go and
-# bench_big_test.go (grep on Go's source tree) 3 times each, printing
+# bench_big_test.go (grep on Go's source tree, a session in each form
+# of JSON, a session of many small entries) 3 times each, printing
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
-# Takes about six minutes on 2 CPUs. Run from the repo root:
+# Takes about seven minutes on 2 CPUs. Run from the repo root:
 #   bash scripts/bench.sh             # every benchmark, the medians and the targets
 #   bash scripts/bench.sh BashTrue    # only the benchmarks whose -bench pattern has that text
 #   bash scripts/bench.sh -v          # and go test's other lines (goos, PASS, ok, logs)
