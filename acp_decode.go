@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -664,7 +665,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 				}
 			}
 			if err == nil {
-				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName)
+				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName())
 			}
 		case "":
 			cfg.transport = "stdio"
@@ -675,7 +676,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 				cfg.args, err = acpStrings(sp, "args")
 			}
 			if err == nil {
-				cfg.env, err = acpNameValues(sp, "env", envVariableName)
+				cfg.env, err = acpNameValues(sp, "env", envVariableName())
 			}
 		default:
 			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
@@ -706,10 +707,10 @@ func acpStrings(p acpParams, field string) ([]string, error) {
 }
 
 // Names of what acpNameValues reads: an environment variable's, an HTTP
-// header's (a token).
+// header's (a token); compiled at first use, not in package init.
 var (
-	envVariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	httpHeaderName  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	envVariableName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	httpHeaderName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$") })
 )
 
 // acpNameValues reads a required array of {name, value} strings, as a

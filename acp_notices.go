@@ -153,14 +153,15 @@ func (u *acpUpdates) compactionFailed(why string) {
 // or, for a client that tracks compactions, its summary and its end,
 // completed. Called with mu held.
 func (u *acpUpdates) replayCompaction(e *sessionEntry) []any {
+	info := e.info()
 	if !u.compactions {
 		return []any{acpChunk{"agent_message_chunk", acpTextBlock(acpCompactionNote(compactionEnd{
-			Result: &compactionResult{TokensBefore: e.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: e.Summary})}})), u.newID()}}
+			Result: &compactionResult{TokensBefore: info.TokensBefore, EstimatedTokensAfter: estimateTokens(&summaryMessage{Summary: info.Summary})}})), u.newID()}}
 	}
 	id := u.newID()
 	var out []any
-	if e.Summary != "" {
-		out = append(out, acpCompactionSummary{"compaction_summary_chunk", id, acpTextBlock(e.Summary)})
+	if info.Summary != "" {
+		out = append(out, acpCompactionSummary{"compaction_summary_chunk", id, acpTextBlock(info.Summary)})
 	}
 	return append(out, acpCompactionUpdate{"compaction_update", id, "completed", ""})
 }

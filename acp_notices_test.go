@@ -98,7 +98,7 @@ func TestACPCompactionUpdates(t *testing.T) {
 	if end := u.takeCompaction(); end == nil || !end.Aborted {
 		t.Errorf("the last compaction's end: %+v", end)
 	}
-	for _, e := range u.replay([]*sessionEntry{{Type: "compaction", TokensBefore: 500, Summary: "sum"}}, nil) {
+	for _, e := range u.replay([]*sessionEntry{{Type: "compaction", more: &entryMore{TokensBefore: 500, Summary: "sum"}}}, nil) {
 		u.send(e)
 	}
 	want := `{"sessionId":"S","update":{"sessionUpdate":"compaction_update","compactionId":"m1","status":"in_progress"}}
@@ -119,7 +119,7 @@ func TestACPCompactionUpdates(t *testing.T) {
 
 	u = newTestUpdates(false)
 	u.notices = true
-	for _, e := range u.replay([]*sessionEntry{{Type: "compaction", TokensBefore: 500, Summary: "sum"}}, nil) {
+	for _, e := range u.replay([]*sessionEntry{{Type: "compaction", more: &entryMore{TokensBefore: 500, Summary: "sum"}}}, nil) {
 		u.send(e)
 	}
 	if got := u.take(); got != `{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacted the conversation: 500 tokens before, about 10 after."},"messageId":"m1"}}` {

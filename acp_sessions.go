@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -120,8 +121,9 @@ func acpModelsOf(options []acpConfigOption) *acpModelState {
 
 // acpTooManySessions refuses a session past the host's maxSessions
 // (one connection's, as rpi acp has one).
-var acpTooManySessions = &acpError{Code: acpInternalError, Message: fmt.Sprintf(
-	"Too many sessions open: at most %d on one connection; close one (session/close) and try again", maxSessions)}
+// (No fmt here: its first use in package init costs startup time.)
+var acpTooManySessions = &acpError{Code: acpInternalError, Message: "Too many sessions open: at most " +
+	strconv.Itoa(maxSessions) + " on one connection; close one (session/close) and try again"}
 
 // open opens a session in cwd (and dirs, its additional directories,
 // checked) (file: the session file to open; "" for a new one, written at

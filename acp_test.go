@@ -1111,7 +1111,7 @@ func TestACPReplay(t *testing.T) {
 		return contentBlock{Type: "toolCall", ID: id, Name: name, Arguments: json.RawMessage(args)}
 	}
 	entries := []*sessionEntry{
-		{Type: "session_info", Name: "x"},
+		{Type: "session_info", more: &entryMore{Name: "x"}},
 		msg(&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "Read it\nplease"}, {Type: "image", Data: "AAAA", MimeType: "image/png"}}}),
 		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{{Type: "thinking", Thinking: "hm"},
 			{Type: "text", Text: "Reading."}, call("c1", "read", `{"path":"a"}`), call("c2", "write", `{"path":"b","content":"x"}`),
@@ -1121,7 +1121,7 @@ func TestACPReplay(t *testing.T) {
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c2", ToolName: "write", Content: textBlocks("Denied by user"), IsError: true}),
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c3", ToolName: "todo", Content: textBlocks("plan"),
 			Details: map[string]any{"phases": []any{map[string]any{"name": "P", "tasks": []any{map[string]any{"content": "t", "status": "in_progress"}}}}}}),
-		{Type: "compaction", TokensBefore: 500, Summary: "sum"},
+		{Type: "compaction", more: &entryMore{TokensBefore: 500, Summary: "sum"}},
 		msg(&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{call("c1", "read", `{"path":"b"}`)}}),
 		msg(&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "read", Content: textBlocks("beta")}),
 		msg(&assistantMessage{Role: "assistant", StopReason: "error", ErrorMessage: "boom"}),

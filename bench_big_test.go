@@ -110,11 +110,15 @@ func readAnswer(b *testing.B, r *bufio.Reader, id string, keep bool) []byte {
 // bigSessionMiB is the size of BenchmarkBigSession's session:
 // RPI_BENCH_SESSION_MIB, 256 by default.
 func bigSessionMiB(b *testing.B) int64 {
-	mib := int64(256)
-	if v := os.Getenv("RPI_BENCH_SESSION_MIB"); v != "" {
+	return envMiB(b, "RPI_BENCH_SESSION_MIB", 256)
+}
+
+// envMiB is the whole number of MiB the variable name gives, or mib.
+func envMiB(b *testing.B, name string, mib int64) int64 {
+	if v := os.Getenv(name); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			b.Fatalf("RPI_BENCH_SESSION_MIB=%q: want a whole number of MiB", v)
+			b.Fatalf("%s=%q: want a whole number of MiB", name, v)
 		}
 		mib = n
 	}
@@ -128,11 +132,26 @@ func bigSessionMiB(b *testing.B) int64 {
 // the medians of each step's time, rpi's resident memory after the open
 // and its peak as multiples of the file's size, and rpi/pi for each.
 func BenchmarkBigSession(b *testing.B) {
+	benchSession(b, bigSessionMiB(b), 12<<10)
+}
+
+// BenchmarkSmallEntriesSession: BenchmarkBigSession on a session of many
+// small entries: RPI_BENCH_SMALL_MIB MiB (default 64: about 223,000
+// messages of one letter each), where what rpi holds for each entry, not
+// its text, is most of the memory. The floor of rpi-rss/file is the
+// file's size (issue 36: at most 2x).
+func BenchmarkSmallEntriesSession(b *testing.B) {
+	benchSession(b, envMiB(b, "RPI_BENCH_SMALL_MIB", 64), 1)
+}
+
+// benchSession is BenchmarkBigSession on a session of mib MiB whose
+// messages hold textBytes of text each (see writeGeneratedSession).
+func benchSession(b *testing.B, mib int64, textBytes int) {
 	dir := b.TempDir()
 	cwd := filepath.Join(dir, "cwd")
 	os.Mkdir(cwd, 0o755)
 	file := filepath.Join(dir, "big.jsonl")
-	messages := writeBigSession(b, file, cwd, bigSessionMiB(b)<<20)
+	messages := writeGeneratedSession(b, file, cwd, mib<<20, textBytes)
 	info, err := os.Stat(file)
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ package main
 import (
 	"net/url"
 	"strings"
+	"sync"
 )
 
 // catalogDate is the date of pi's catalog the entries below follow.
@@ -35,9 +36,23 @@ func chat(id, name string, reasoning, images bool, window, maxTokens int, cost m
 		m.Input = append(m.Input, "image")
 	}
 	if levels != "" {
-		m.levels = think(levels)
+		m.levels = builtinLevels(levels)
 	}
 	return m
+}
+
+// sharedLevels holds the catalog's thinking levels, one map per spec that
+// every model with that spec shares (read only): a start then parses each
+// spec once, not once a model.
+var sharedLevels sync.Map // spec → map[string]*string
+
+// builtinLevels is think(spec), shared.
+func builtinLevels(spec string) map[string]*string {
+	if levels, ok := sharedLevels.Load(spec); ok {
+		return levels.(map[string]*string)
+	}
+	levels, _ := sharedLevels.LoadOrStore(spec, think(spec))
+	return levels.(map[string]*string)
 }
 
 // Thinking levels some models share (think's notation).

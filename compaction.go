@@ -101,7 +101,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	for _, e := range path[:start] {
 		switch e.Type {
 		case "compaction":
-			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.Summary}}
+			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.info().Summary}}
 		case "message":
 			msg := e.msg
 			if msg == nil {

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -501,13 +500,14 @@ const runAllocatedBytes = 64 << 20
 // image of tens of MiB read, recorded and sent to the model leaves a few
 // times its size behind, which the runtime would keep for minutes as the
 // heap it may grow into. (A run that only streamed costs a collection.)
+//
+// It reads runtime.MemStats (a stop of the world of microseconds, once a
+// run), not runtime/metrics, whose package init builds a table on every
+// start (about a third of what main's own init costs).
 func (m *memoryReturn) afterRun() {
-	allocated := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(allocated)
-	if allocated[0].Value.Kind() != metrics.KindUint64 {
-		return
-	}
-	now := allocated[0].Value.Uint64()
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	now := stats.TotalAlloc
 	m.mu.Lock()
 	big := now-m.allocated >= runAllocatedBytes
 	m.allocated = now

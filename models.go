@@ -312,12 +312,14 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		}
 		sortModels(models)
 	}
+	openAIBase := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/")
 	for _, p := range hosted {
+		if p.id == "openai" && openAIBase != "" {
+			p.baseURL = openAIBase
+		}
+		c := detectCompat(p.id, p.baseURL) // a provider's models share its base URL
 		for _, m := range p.models {
-			if base := getenv("OPENAI_BASE_URL"); base != "" && p.id == "openai" {
-				m.BaseURL = strings.TrimRight(base, "/")
-			}
-			m.compat = detectCompat(m.Provider, m.BaseURL)
+			m.BaseURL, m.compat = p.baseURL, c
 			models = append(models, m)
 		}
 	}

@@ -27,11 +27,22 @@ import (
 // fields rpi does not know survive a rewrite untouched. A message entry
 // whose line is exactly what rpi would write for its decoded message
 // keeps no raw: the message is held once, and its line is written again
-// from it (line).
+// from it (line). The fields of the other kinds of entry are held apart
+// (more), so that a message entry, by far the most common, is small.
 type sessionEntry struct {
-	Type             string          `json:"type"`
-	ID               string          `json:"id"`
-	ParentID         *string         `json:"parentId"`
+	Type      string  `json:"type"`
+	ID        string  `json:"id"`
+	ParentID  *string `json:"parentId"`
+	Timestamp string  `json:"timestamp"`
+
+	more    *entryMore // nil when the line had none of its fields
+	raw     []byte
+	msg     any // a message entry's message, as decodeMessage gives it
+	msgSize int // the bytes of its JSON
+}
+
+// entryMore are the fields of the entries other than messages.
+type entryMore struct {
 	Provider         string          `json:"provider"`
 	ModelID          string          `json:"modelId"`
 	ThinkingLevel    string          `json:"thinkingLevel"`
@@ -42,14 +53,46 @@ type sessionEntry struct {
 	FromID           string          `json:"fromId"`
 	CustomType       string          `json:"customType"`
 	Content          json.RawMessage `json:"content"`
-	Timestamp        string          `json:"timestamp"`
 
-	raw     []byte
-	msg     any // a message entry's message, as decodeMessage gives it
-	msgSize int // the bytes of its JSON
 	// extra: the members of a message entry's line and of its message
 	// that rpi does not know, written again beside its own (raw is nil).
-	extra *lineExtras
+	extra lineExtras
+}
+
+// extras is the entry's extra, or nil when it has none.
+func (e *sessionEntry) extras() *lineExtras {
+	if e.more == nil || e.more.extra.entry == nil && e.more.extra.message == nil {
+		return nil
+	}
+	return &e.more.extra
+}
+
+// zero reports whether none of m's fields is set.
+func (m *entryMore) zero() bool {
+	return m.Provider == "" && m.ModelID == "" && m.ThinkingLevel == "" && m.Summary == "" && m.FirstKeptEntryID == "" &&
+		m.TokensBefore == 0 && m.Name == "" && m.FromID == "" && m.CustomType == "" && m.Content == nil
+}
+
+// noMore is what info gives for an entry without any of entryMore's
+// fields; it is never written.
+var noMore = &entryMore{}
+
+// info is the entry's fields of entryMore, to read only (setInfo to
+// write them).
+func (e *sessionEntry) info() *entryMore {
+	if e.more == nil {
+		return noMore
+	}
+	return e.more
+}
+
+// setInfo is the entry's fields of entryMore, to write, made when the
+// entry has none yet.
+func (e *sessionEntry) setInfo() *entryMore {
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	return e.more
 }
 
 // lineExtras are the members of a line and of its message that rpi does
@@ -79,7 +122,7 @@ func (e *sessionEntry) appendLine(buf []byte) []byte {
 // when the message cannot be written so.
 func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
 	buf, ok = appendMessageJSON(e.appendMessageHead(buf), e.msg)
-	if x := e.extra; x != nil && ok {
+	if x := e.extras(); x != nil && ok {
 		end := len(buf) - 1 // the message's "}"
 		message := x.message
 		if buf[end-1] == '{' {
@@ -113,10 +156,14 @@ func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 // would be written otherwise, or not at all); the members rpi does not
 // know are kept on their own (extra), not with the whole line.
 func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
-	e.raw, e.extra = nil, nil
+	e.raw = nil
+	if e.more != nil {
+		e.more.extra = lineExtras{}
+	}
 	if e.Type == "message" && e.msg != nil && !d.lossy {
 		if len(d.extra) > 0 || len(d.msgExtra) > 0 {
-			e.extra = &lineExtras{entry: bytes.Clone(d.extra), message: bytes.Clone(d.msgExtra)}
+			// Both non-nil, so that extras tells there are some.
+			e.setInfo().extra = lineExtras{entry: append([]byte{}, d.extra...), message: append([]byte{}, d.msgExtra...)}
 		}
 		return
 	}
@@ -164,6 +211,7 @@ type sessionFile struct {
 	byID    map[string]*sessionEntry
 	leaf    string // the current entry; "" before the first
 	skipped []int  // lines that were not entries, besides a torn last one
+	size    int64  // the file's size when it was read (0: not read)
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
@@ -335,21 +383,21 @@ func ownMessage(m any) bool {
 func (e *sessionEntry) setText(name, text string) bool {
 	switch name {
 	case "provider":
-		e.Provider = text
+		e.setInfo().Provider = text
 	case "modelId":
-		e.ModelID = text
+		e.setInfo().ModelID = text
 	case "thinkingLevel":
-		e.ThinkingLevel = text
+		e.setInfo().ThinkingLevel = text
 	case "summary":
-		e.Summary = text
+		e.setInfo().Summary = text
 	case "firstKeptEntryId":
-		e.FirstKeptEntryID = text
+		e.setInfo().FirstKeptEntryID = text
 	case "name":
-		e.Name = text
+		e.setInfo().Name = text
 	case "fromId":
-		e.FromID = text
+		e.setInfo().FromID = text
 	case "customType":
-		e.CustomType = text
+		e.setInfo().CustomType = text
 	default:
 		return false
 	}
@@ -461,7 +509,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &sessionFile{path: path, written: true, loaded: true, byID: map[string]*sessionEntry{}}
+	ss := &sessionFile{path: path, written: true, loaded: true}
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}
@@ -486,7 +534,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	// ones are kept for the migrations below.
 	var parts int
 	if info, err := f.Stat(); err == nil {
-		parts = sessionParts(info.Size() - next)
+		parts, ss.size = sessionParts(info.Size()-next), info.Size()
 	}
 	read, err := readEntries(ctx, f, next, lineNo, header.Version != nil && *header.Version >= 3, parts)
 	switch {
@@ -514,6 +562,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, &errInvalidSessionFile{path, fmt.Sprintf("two entries have the id %q, so a parentId naming it "+
 			"could mean either: each entry's id must be unique in its file", *id)}
 	}
+	ss.byID = make(map[string]*sessionEntry, len(ss.entries)) // its size at once: no garbage of its growth
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
@@ -615,8 +664,8 @@ func (ss *sessionFile) migrateV1() {
 			var i int
 			// The index counts the file's lines, the header being 0.
 			if json.Unmarshal(index, &i) == nil && i >= 1 && i <= len(ss.entries) {
-				e.FirstKeptEntryID = ss.entries[i-1].ID
-				fields["firstKeptEntryId"], _ = json.Marshal(e.FirstKeptEntryID)
+				e.setInfo().FirstKeptEntryID = ss.entries[i-1].ID
+				fields["firstKeptEntryId"], _ = json.Marshal(e.more.FirstKeptEntryID)
 			}
 			delete(fields, "firstKeptEntryIndex")
 		}
@@ -689,9 +738,9 @@ func (ss *sessionFile) context() sessionContext {
 	for i, e := range path {
 		switch e.Type {
 		case "thinking_level_change":
-			c.thinkingLevel = e.ThinkingLevel
+			c.thinkingLevel = e.info().ThinkingLevel
 		case "model_change":
-			c.provider, c.modelID = e.Provider, e.ModelID
+			c.provider, c.modelID = e.info().Provider, e.info().ModelID
 		case "message":
 			if provider, model, ok := e.answeredBy(); ok {
 				c.provider, c.modelID = provider, model
@@ -702,14 +751,14 @@ func (ss *sessionFile) context() sessionContext {
 	}
 	for _, e := range ss.entries {
 		if e.Type == "session_info" {
-			c.name = strings.TrimSpace(e.Name)
+			c.name = strings.TrimSpace(e.info().Name)
 		}
 	}
 	start := 0
 	if compaction >= 0 {
-		comp := path[compaction]
+		comp := path[compaction].info()
 		c.messages = append(c.messages, &summaryMessage{Role: "compactionSummary", Summary: comp.Summary,
-			TokensBefore: comp.TokensBefore, Timestamp: entryMillis(comp)})
+			TokensBefore: comp.TokensBefore, Timestamp: entryMillis(path[compaction])})
 		for start = 0; start < compaction && path[start].ID != comp.FirstKeptEntryID; start++ {
 		}
 		if start == compaction {
@@ -726,8 +775,8 @@ func (ss *sessionFile) context() sessionContext {
 				c.messages = append(c.messages, e.msg)
 			}
 		case "branch_summary":
-			if e.Summary != "" {
-				c.messages = append(c.messages, &summaryMessage{Role: "branchSummary", Summary: e.Summary, FromID: e.FromID, Timestamp: entryMillis(e)})
+			if info := e.info(); info.Summary != "" {
+				c.messages = append(c.messages, &summaryMessage{Role: "branchSummary", Summary: info.Summary, FromID: info.FromID, Timestamp: entryMillis(e)})
 			}
 		case "custom_message":
 			var display struct {
@@ -742,7 +791,7 @@ func (ss *sessionFile) context() sessionContext {
 				Display    bool            `json:"display"`
 				Details    json.RawMessage `json:"details,omitempty"`
 				Timestamp  int64           `json:"timestamp"`
-			}{"custom", e.CustomType, e.Content, display.Display, display.Details, entryMillis(e)})
+			}{"custom", e.info().CustomType, e.info().Content, display.Display, display.Details, entryMillis(e)})
 			c.messages = append(c.messages, rawMessage(fields))
 		}
 	}

@@ -131,7 +131,7 @@ func TestFastPathTakesEveryForm(t *testing.T) {
 		written, _ := e.appendMessageLine(nil)
 		switch {
 		case names[i] == "extra" || names[i] == "all":
-			if e.extra == nil || !sameValueByJSON(t, written, []byte(line)) {
+			if e.extras() == nil || !sameValueByJSON(t, written, []byte(line)) {
 				t.Errorf("%s\nis written again as %s", line, written)
 			}
 		case string(written) != compact[i]:
@@ -150,7 +150,7 @@ func TestSlowPathReadsWholeNumbers(t *testing.T) {
 	}
 	var d jsonIn
 	e, err := decodeEntry([]byte(`{"type":"compaction","id":"a","tokensBefore":4.2e1,"id":"b"}`), &d)
-	if err != nil || e.TokensBefore != 42 || e.ID != "b" {
+	if err != nil || e.info().TokensBefore != 42 || e.ID != "b" {
 		t.Errorf("got %#v, %v", e, err)
 	}
 }

@@ -16,18 +16,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"math"
-	"math/bits"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -194,6 +190,7 @@ func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
 			if e, derr := decodeEntry(line, &d); derr == nil && e.Type != "" {
 				if keepLines {
 					e.keepLine(line, &d)
+					d.prevID = &e.ID // not in older versions, whose ids migrateV1 may change
 				} else {
 					e.raw = bytes.Clone(line)
 				}
@@ -249,10 +246,14 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 	e, d.lossy = &sessionEntry{}, true // keepLine keeps the line as it is
 	withMessage := struct {
 		*sessionEntry
+		entryMore
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: e}
 	if err := json.Unmarshal(plainWholeNumbers(line, entryInts, false), &withMessage); err != nil {
 		return nil, err
+	}
+	if more := withMessage.entryMore; !more.zero() {
+		e.more = &more
 	}
 	e.msg, e.msgSize = decodeMessage(withMessage.Message), len(withMessage.Message)
 	return e, nil
@@ -287,6 +288,12 @@ type jsonIn struct {
 	// message's that rpi does not know, each with a leading ",", kept
 	// to be written again beside what rpi writes.
 	extra, msgExtra []byte
+	// Kept from line to line, so that a file of many small entries holds
+	// each string once where it can: names, the strings name has read
+	// (at most maxNames); prevID, when set, the id of the entry read
+	// before (a parentId that is the same string points at it).
+	names  map[string]string
+	prevID *string
 }
 
 func (d *jsonIn) reset(b []byte) {
@@ -433,163 +440,6 @@ func (d *jsonIn) skip() {
 	} else {
 		d.i = end
 	}
-}
-
-// str reads a string into dst; null leaves dst as it was.
-func (d *jsonIn) str(dst *string) {
-	if d.nullLost() {
-		return
-	}
-	if s, ok := d.stringValue(); ok {
-		*dst = s
-	}
-}
-
-// stringValue reads a string, unescaped as encoding/json does: invalid
-// UTF-8 and lone surrogates become U+FFFD.
-func (d *jsonIn) stringValue() (string, bool) {
-	b := d.b
-	if d.fail || d.i >= len(b) || b[d.i] != '"' {
-		d.fail = true
-		return "", false
-	}
-	start := d.i + 1
-	i, high := stringRun(b, start)
-	if high && !utf8.Valid(b[start:i]) {
-		i = start
-	} else if i < len(b) && b[i] == '"' {
-		d.i = i + 1
-		return string(b[start:i]), true
-	}
-	return d.unescape(start, i)
-}
-
-// unescape reads the rest of a string whose start b[start:i] is plain
-// and valid UTF-8.
-func (d *jsonIn) unescape(start, i int) (string, bool) {
-	b := d.b
-	out := append(d.scratch[:0], b[start:i]...)
-	defer func() { d.scratch = out[:0] }()
-	run, runAt := i, len(out) // the plain bytes since the last escape start at b[run], copied to out[runAt]
-	var seen uint64
-	for i < len(b) {
-		// Plain bytes are copied eight at a time, as they are tested
-		// (stringStops): what a stop leaves is written over next.
-		if i+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[i:])
-			o := len(out)
-			out = slices.Grow(out, 8)[:o+8]
-			binary.LittleEndian.PutUint64(out[o:], x)
-			found := stringStops(x)
-			if found == 0 {
-				seen |= x
-				i += 8
-				continue
-			}
-			at := bits.TrailingZeros64(found) / 8
-			seen |= x & (1<<(8*at) - 1)
-			i, out = i+at, out[:o+at]
-		} else if c := b[i]; c >= 0x20 && c != '"' && c != '\\' {
-			seen |= uint64(c)
-			out = append(out, c)
-			i++
-			continue
-		}
-		if seen&everyByte80 != 0 && !utf8.Valid(b[run:i]) {
-			out = appendValidUTF8(out[:runAt], b[run:i])
-			d.lossy = true // U+FFFD is another text
-		}
-		seen = 0
-		switch c := b[i]; {
-		case c == '"':
-			d.i = i + 1
-			return string(out), true
-		case c < 0x20 || i+1 >= len(b):
-			d.fail = true
-			return "", false
-		}
-		switch e := b[i+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := hex4(b[i+2:])
-			if r < 0 {
-				d.fail = true
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				// A pair makes one rune; a lone half is U+FFFD and what
-				// follows it is read on its own.
-				if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
-					if dec := utf16.DecodeRune(r, hex4(b[i+2:])); dec != utf8.RuneError {
-						r = dec
-						i += 6
-					}
-				}
-				if utf16.IsSurrogate(r) {
-					r, d.lossy = utf8.RuneError, true // a lone half is another text
-				}
-			}
-			out = utf8.AppendRune(out, r)
-			run, runAt = i, len(out)
-			continue
-		default:
-			d.fail = true
-			return "", false
-		}
-		i += 2
-		run, runAt = i, len(out)
-	}
-	d.fail = true
-	return "", false
-}
-
-// appendValidUTF8 appends b with each byte that is not part of a valid
-// UTF-8 sequence replaced by U+FFFD, as encoding/json unquotes it.
-func appendValidUTF8(out, b []byte) []byte {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			out = utf8.AppendRune(out, r)
-		} else {
-			out = append(out, b[i:i+size]...)
-		}
-		i += size
-	}
-	return out
-}
-
-// hex4 is the value of the 4 hex digits b starts with, or -1.
-func hex4(b []byte) rune {
-	if len(b) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
 }
 
 // number reads a number's text.
@@ -791,14 +641,17 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 	seen := d.fields(entryFields, &d.extra, func(name string) {
 		switch name {
 		case "type":
-			d.str(&e.Type)
+			d.name(&e.Type)
 		case "id":
 			d.str(&e.ID)
 		case "parentId":
-			if !d.null() {
-				if s, ok := d.stringValue(); ok {
-					e.ParentID = &s
-				}
+			if d.null() {
+				break
+			}
+			if p := d.prevID; p != nil && d.plainString(*p) {
+				e.ParentID = p // the entry before's own id: one string for both
+			} else if s, ok := d.stringValue(); ok {
+				e.ParentID = &s
 			}
 		case "message":
 			start, lossy := d.i, d.lossy
@@ -810,25 +663,25 @@ func (d *jsonIn) entry(line []byte, e *sessionEntry) bool {
 			}
 			e.msgSize = d.i - start
 		case "provider":
-			d.str(&e.Provider)
+			d.str(&e.setInfo().Provider)
 		case "modelId":
-			d.str(&e.ModelID)
+			d.str(&e.setInfo().ModelID)
 		case "thinkingLevel":
-			d.str(&e.ThinkingLevel)
+			d.str(&e.setInfo().ThinkingLevel)
 		case "summary":
-			d.str(&e.Summary)
+			d.str(&e.setInfo().Summary)
 		case "firstKeptEntryId":
-			d.str(&e.FirstKeptEntryID)
+			d.str(&e.setInfo().FirstKeptEntryID)
 		case "tokensBefore":
-			d.intField(&e.TokensBefore)
+			d.intField(&e.setInfo().TokensBefore)
 		case "name":
-			d.str(&e.Name)
+			d.str(&e.setInfo().Name)
 		case "fromId":
-			d.str(&e.FromID)
+			d.str(&e.setInfo().FromID)
 		case "customType":
-			d.str(&e.CustomType)
+			d.str(&e.setInfo().CustomType)
 		case "content":
-			d.raw(&e.Content)
+			d.raw(&e.setInfo().Content)
 		case "timestamp":
 			d.str(&e.Timestamp)
 		}
@@ -919,7 +772,7 @@ func (d *jsonIn) message() any {
 	seen := d.fields(messageFields, &d.msgExtra, func(name string) {
 		switch name {
 		case "role":
-			d.str(&u.role)
+			d.name(&u.role)
 		case "content":
 			u.hasContent = true
 			if d.at('"') {
@@ -932,21 +785,21 @@ func (d *jsonIn) message() any {
 		case "timestamp":
 			d.integer(&u.timestamp, 64)
 		case "api":
-			d.str(&u.api)
+			d.name(&u.api)
 		case "provider":
-			d.str(&u.provider)
+			d.name(&u.provider)
 		case "model":
-			d.str(&u.model)
+			d.name(&u.model)
 		case "usage":
 			d.usage(&u.usage)
 		case "stopReason":
-			d.str(&u.stopReason)
+			d.name(&u.stopReason)
 		case "errorMessage":
 			d.str(&u.errorMsg)
 		case "toolCallId":
 			d.str(&u.toolCallID)
 		case "toolName":
-			d.str(&u.toolName)
+			d.name(&u.toolName)
 		case "details":
 			u.details = d.anyValue(1)
 		case "isError":
@@ -1063,7 +916,7 @@ func (d *jsonIn) block(b *contentBlock) {
 	seen := d.fields(blockFields, nil, func(name string) {
 		switch name {
 		case "type":
-			d.str(&b.Type)
+			d.name(&b.Type)
 		case "text":
 			d.str(&b.Text)
 		case "textSignature":
@@ -1075,11 +928,11 @@ func (d *jsonIn) block(b *contentBlock) {
 		case "data":
 			d.str(&b.Data)
 		case "mimeType":
-			d.str(&b.MimeType)
+			d.name(&b.MimeType)
 		case "id":
 			d.str(&b.ID)
 		case "name":
-			d.str(&b.Name)
+			d.name(&b.Name)
 		case "arguments":
 			d.raw(&b.Arguments)
 		case "thoughtSignature":

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // sessionLineSeeds are lines of every kind: the fixtures' session files,
@@ -119,16 +120,53 @@ func checkDecodeEntry(t *testing.T, line []byte) (fast bool) {
 	want := &sessionEntry{}
 	withMessage := struct {
 		*sessionEntry
+		entryMore
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: want}
 	if err := json.Unmarshal(line, &withMessage); err != nil {
 		t.Fatalf("the fast path took %q, which encoding/json refuses: %v", line, err)
 	}
 	want.msg, want.msgSize = decodeMessageSlow(withMessage.Message), len(withMessage.Message)
+	if !reflect.DeepEqual(*got.info(), withMessage.entryMore) {
+		t.Fatalf("%q:\nfast path     %#v\nencoding/json %#v", line, *got.info(), withMessage.entryMore)
+	}
+	got.more = nil // compared above
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q:\nfast path     %#v\n  message %#v\nencoding/json %#v\n  message %#v", line, got, got.msg, want, want.msg)
 	}
 	return true
+}
+
+// TestSharedStrings: in a file of many entries, the names that come back
+// from line to line (an entry's type, a message's role, a block's type)
+// are one string, and a parentId that is the id of the entry before
+// points at it; one written with escapes, or naming another entry, is
+// read as it says.
+func TestSharedStrings(t *testing.T) {
+	line := func(id, parent string) string {
+		return `{"type":"message","id":"` + id + `","parentId":` + parent + `,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"x"}],"timestamp":1}}` + "\n"
+	}
+	part := readEntryPart(strings.NewReader(line("a1", "null")+line("b2", `"a1"`)+line("c3", `"\u0062\u0032"`)+line("d4", `"a1"`)), true)
+	e := part.entries
+	if len(e) != 4 {
+		t.Fatalf("read %d entries, want 4", len(e))
+	}
+	if e[1].ParentID != &e[0].ID {
+		t.Errorf("b2's parentId is not a1's id")
+	}
+	if *e[2].ParentID != "b2" || *e[3].ParentID != "a1" || e[3].ParentID == &e[2].ID {
+		t.Errorf("parentIds read %q, %q", *e[2].ParentID, *e[3].ParentID)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for _, x := range e[1:] {
+		m, n := x.msg.(*userMessage), e[0].msg.(*userMessage)
+		if !same(x.Type, e[0].Type) || !same(m.Role, n.Role) || !same(m.Content[0].Type, n.Content[0].Type) {
+			t.Errorf("%s: its names are copies", x.ID)
+		}
+		if x.raw != nil {
+			t.Errorf("%s keeps its line", x.ID)
+		}
+	}
 }
 
 // TestDecodeEntryMatchesEncodingJSON: every seed line is decoded as
@@ -412,6 +450,13 @@ func TestReadEntriesInParts(t *testing.T) {
 // (lines of prose and code: tabs, a quoted word in 12, a non-ASCII one in
 // 100, so that decoding has escapes to undo). It returns the number of messages.
 func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
+	return writeGeneratedSession(tb, path, cwd, size, 12<<10)
+}
+
+// writeGeneratedSession is writeBigSession with messages of textBytes of text
+// each (at least: whole lines of code-like prose), or of one letter when
+// textBytes is 1.
+func writeGeneratedSession(tb testing.TB, path, cwd string, size int64, textBytes int) int {
 	f, err := os.Create(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -440,8 +485,11 @@ func writeBigSession(tb testing.TB, path, cwd string, size int64) int {
 		pool[i] = b.String()
 	}
 	text := func() string {
+		if textBytes == 1 {
+			return string(rune('a' + rng.IntN(26)))
+		}
 		var b strings.Builder
-		for b.Len() < 12<<10 {
+		for b.Len() < textBytes {
 			b.WriteString(pool[rng.IntN(len(pool))])
 			b.WriteByte('\n')
 		}

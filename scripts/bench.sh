@@ -2,11 +2,12 @@
 # Every figure of docs/performance.md, each beside its floor, measured in
 # one run on this machine: runs the benchmarks of bench_test.go,
 # bench_acp*_test.go, bench_mcp_test.go, bench_serve_test.go (rpi serve)
-# and bench_big_test.go (grep on Go's source tree) 3 times each, printing
+# and bench_big_test.go (grep on Go's source tree, a session in each form
+# of JSON, a session of many small entries) 3 times each, printing
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
-# Takes six to eight minutes on 2 CPUs, the Serve group about a minute
+# Takes seven to nine minutes on 2 CPUs, the Serve group about a minute
 # and a half of it. Run from the repo root:
 #   bash scripts/bench.sh             # every benchmark, the medians and the targets
 #   bash scripts/bench.sh BashTrue    # only the benchmarks whose -bench pattern has that text
@@ -54,6 +55,7 @@ bench '^Benchmark(Abort)?HugeAnswer$' 5x
 bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
 bench '^BenchmarkSessionFormsRatio$' 3x
+bench '^BenchmarkSmallEntriesSession$' 1x
 # Serve: rpi serve (bench_serve_test.go)
 bench '^BenchmarkServe(Sessions|IdleSession)$' 2x
 bench '^BenchmarkServeObservers$/^burst$' 20x
@@ -94,6 +96,7 @@ abort answered while a huge answer streams|BenchmarkAbortHugeAnswer ms-abort||<=
 five stdio MCP servers: added to exec -> the answer to a get_state|BenchmarkStartupMCP ms-added||<=|5|ms
 an MCP tool call, over the server's own round trip (a bare client)|BenchmarkMCPCall overhead-ms||<=|1|ms
 resident memory added by 5,000 MCP tool calls|BenchmarkMCPCall MiB-growth||<=|4|MiB
+resident memory after opening a session of small entries / the file's size|BenchmarkSmallEntriesSession rpi-rss/file||<=|2|x
 a session written with spaces between tokens: open / the compact one's|BenchmarkSessionFormsRatio spaces/compact-open||<=|1.5|x
 a session written with spaces between tokens: memory / the compact one's|BenchmarkSessionFormsRatio spaces/compact-rss||<=|1.5|x
 a session written with keys in another order: open / the compact one's|BenchmarkSessionFormsRatio sorted/compact-open||<=|1.5|x
