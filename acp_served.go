@@ -141,9 +141,8 @@ type stageAttachment struct {
 	client *stageClient
 }
 
-func init() {
-	servedWires.acp = func(sh *serveHost, sc *servedConn) servedWire { return newServedACP(sh, sc) }
-}
+// newServedACPWire is newServedACP as rpi serve makes a connection's wire.
+func newServedACPWire(sh *serveHost, sc *servedConn) servedWire { return newServedACP(sh, sc) }
 
 func newServedACP(sh *serveHost, sc *servedConn) *servedACP {
 	c := &servedACP{sh: sh, clients: map[*acpSession]*stageAttachment{}}

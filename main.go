@@ -76,7 +76,7 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 		return runACP(cfg, env, stdin, stdout, stderr, stop)
 	}
 	if cfg.serve {
-		return runServe(cfg, env, stderr, stop)
+		return runServe(cfg, env, stderr, stop, servedWires{acp: newServedACPWire, rpc: newServedRPCWire})
 	}
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	s, err := newServer(cfg, env, newConnection(stdin, stdout, stderr), stderr)

@@ -40,9 +40,8 @@ type servedRPC struct {
 	announce func()
 }
 
-func init() {
-	servedWires.rpc = func(sh *serveHost, sc *servedConn) servedWire { return newServedRPC(sh, sc) }
-}
+// newServedRPCWire is newServedRPC as rpi serve makes a connection's wire.
+func newServedRPCWire(sh *serveHost, sc *servedConn) servedWire { return newServedRPC(sh, sc) }
 
 func newServedRPC(sh *serveHost, sc *servedConn) *servedRPC {
 	return &servedRPC{sh: sh, sc: sc, wire: rpcWire{}, form: formRPC}

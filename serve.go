@@ -33,8 +33,9 @@ import (
 // serveHost is rpi serve: the host, its listeners, the connections served
 // and the stages of the live sessions.
 type serveHost struct {
-	h   *host
-	cfg serveConfig
+	h     *host
+	cfg   serveConfig
+	wires servedWires
 
 	mu        mutex[serveHostMu]       // guards the fields below
 	conns     map[*servedConn]struct{} // the connections served now
@@ -63,7 +64,7 @@ type servedConn struct {
 // until SIGTERM or SIGINT, then ends as docs/serve.md says. Nothing is
 // written to stdout; one stderr line says where it listens; a startup
 // error is one stderr line and exit 1.
-func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) int {
+func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal, wires servedWires) int {
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	h, err := newHost(cfg, env, stderr)
 	if err != nil {
@@ -71,7 +72,7 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal) 
 		fmt.Fprintf(stderr, "rpi: %v\n", err)
 		return 1
 	}
-	sh := &serveHost{h: h, cfg: cfg.served, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: env.clock.Now()}
+	sh := &serveHost{h: h, cfg: cfg.served, wires: wires, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: env.clock.Now()}
 	err = sh.listen()
 	startupOver()
 	if err != nil {
@@ -292,8 +293,8 @@ type servedWire interface {
 
 // servedWires are the wires a connection may speak, each made by the file
 // of that front end (rpc_serve.go, acp_served.go), which stands on this
-// one: the host knows no wire's names.
-var servedWires struct {
+// one: the host knows no wire's names, and main gives it them.
+type servedWires struct {
 	acp, rpc func(sh *serveHost, sc *servedConn) servedWire
 }
 
@@ -307,9 +308,9 @@ func (sh *serveHost) serveConn(sc *servedConn) {
 	sc.conn.serve(maxLine, nil, func(f frame) {
 		if wire == nil {
 			if !f.tooLong && isACPFirstLine(f.line) {
-				wire = servedWires.acp(sh, sc)
+				wire = sh.wires.acp(sh, sc)
 			} else {
-				wire = servedWires.rpc(sh, sc)
+				wire = sh.wires.rpc(sh, sc)
 			}
 		}
 		wire.handle(f)

@@ -30,7 +30,7 @@ type clientQueue struct {
 	stderr io.Writer
 
 	mu      mutex[clientQueueMu] // guards the fields below
-	items   []queued             // what waits, in order
+	items   []pendingWrite       // what waits, in order
 	counted int                  // the bytes of the records not yet written that count against limit (not a replay's)
 	slow    bool                 // fell behind (behind): nothing more is taken
 	writing time.Time            // when the write to the client in progress began (zero: none)
@@ -41,9 +41,9 @@ type clientQueue struct {
 	drained chan struct{}        // closed when pump has returned
 }
 
-// queued is one write waiting for the client: counted when it counts
+// pendingWrite is one write waiting for the client: counted when it counts
 // against the limit (a replay's does not).
-type queued struct {
+type pendingWrite struct {
 	b       []byte
 	counted bool
 }
@@ -74,7 +74,7 @@ func (q *clientQueue) take(p []byte) (int, error) {
 		q.slow = true
 		return 0, errClientGone
 	}
-	q.items = append(q.items, queued{p, true})
+	q.items = append(q.items, pendingWrite{p, true})
 	q.counted += len(p)
 	q.signal()
 	return len(p), nil
@@ -118,7 +118,7 @@ func (q *clientQueue) queueReplay(records [][]byte) {
 		return
 	}
 	for _, r := range records {
-		q.items = append(q.items, queued{b: r})
+		q.items = append(q.items, pendingWrite{b: r})
 	}
 	q.signal()
 }
@@ -143,7 +143,7 @@ func (q *clientQueue) signal() {
 func (q *clientQueue) finish(last []byte) {
 	q.mu.Lock()
 	if !q.done && last != nil && !q.failed {
-		q.items = append(q.items, queued{b: last})
+		q.items = append(q.items, pendingWrite{b: last})
 	}
 	q.done = true
 	q.signal()
@@ -178,10 +178,10 @@ func (q *clientQueue) pump() {
 		}
 		q.mu.Unlock()
 		if last != nil { // built outside the lock: it may take the wire's own
-			items = []queued{{b: last()}}
+			items = []pendingWrite{{b: last()}}
 		}
 		if len(items) > 0 {
-			if err := q.write(items); err != nil {
+			if err := q.writeItems(items); err != nil {
 				q.fail()
 				return
 			}
@@ -199,11 +199,11 @@ func (q *clientQueue) pump() {
 // write was taken.
 const writeChunkBytes = 256 << 10
 
-// write writes items to the client, in writes of about writeChunkBytes:
+// writeItems writes items to the client, in writes of about writeChunkBytes:
 // one writev each on a socket (net.Buffers), a write a record on any
 // other writer (a WebSocket's). What each write took no longer counts
 // against the limit.
-func (q *clientQueue) write(items []queued) error {
+func (q *clientQueue) writeItems(items []pendingWrite) error {
 	for len(items) > 0 {
 		n, size, counted := 0, 0, 0
 		for n < len(items) && (n == 0 || size < writeChunkBytes) {
@@ -318,7 +318,7 @@ func (st *stage) event(ev event) {
 		}
 		k.forms[form] = append(withSeq(rec, st.seq), '\n') // as a replay writes it
 	}
-	st.keep(k)
+	st.keepEvent(k)
 	for _, c := range st.clients {
 		if c.events != nil {
 			c.events.seqEvent(ev, k.seq)
@@ -357,9 +357,9 @@ func withSeq(rec []byte, seq int64) []byte {
 	return append(rec, '}')
 }
 
-// keep adds k to the kept events, dropping the oldest past replayBytes.
+// keepEvent adds k to the kept events, dropping the oldest past replayBytes.
 // st.mu is held.
-func (st *stage) keep(k keptEvent) {
+func (st *stage) keepEvent(k keptEvent) {
 	st.kept = append(st.kept, k)
 	st.keptBytes += k.size()
 	drop := 0
@@ -426,7 +426,7 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 	}
 	res.cursor = st.seq
 	if c.events != nil && cursor >= 0 && cursor < st.seq { // an ACP client: the events replayed as values, mapped by it
-		if st.len() == 0 || st.kept[0].seq > cursor+1 {
+		if len(st.kept) == 0 || st.kept[0].seq > cursor+1 {
 			res.resync = true
 		} else {
 			for _, k := range st.kept[cursor+1-st.kept[0].seq:] {
@@ -461,9 +461,6 @@ func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool
 	}
 	return res, true
 }
-
-// len is how many events are kept; st.mu is held.
-func (st *stage) len() int { return len(st.kept) }
 
 // replayAfter is the kept records after cursor in form; complete is false
 // when one is missing (dropped, or not rendered in form).
