@@ -135,14 +135,6 @@ type loopFire struct {
 	report bool // loop_finished or loop_failed when its run settles
 }
 
-// loopsFileOf is where a session's durable loops are saved.
-func loopsFileOf(sessionPath string) string {
-	if sessionPath == "" {
-		return ""
-	}
-	return sessionPath + ".loops.json"
-}
-
 // ---- Events ----
 
 type loopCreated struct {

@@ -987,3 +987,11 @@ func (ss *sessionFile) unlock() {
 		ss.lock = nil
 	}
 }
+
+// loopsFileOf is where a session's durable loops are saved.
+func loopsFileOf(sessionPath string) string {
+	if sessionPath == "" {
+		return ""
+	}
+	return sessionPath + ".loops.json"
+}
