@@ -42,12 +42,7 @@ func (as *acpSession) seqEvent(ev event, seq int64) {
 // has open).
 func (a *acpAgent) wrap(s *session) *acpSession {
 	as := a.newSession(s.set.cwd)
-	info := s.conv.info()
-	as.starting, as.stopStarting = context.WithCancel(s.ctx)
-	titled := info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
-	as.mu.Lock()
-	as.s, as.id, as.titled = s, info.id, titled
-	as.mu.Unlock()
+	as.bind(s)
 	return as
 }
 
@@ -61,10 +56,11 @@ func (a *acpAgent) wrap(s *session) *acpSession {
 // gone, is dropped: the other controllers may still answer.
 func (as *acpSession) showDialog(ds *dialogs, d *dialog) {
 	freeText := d.approval == nil && (d.req.Method == "input" || d.req.Method == "editor")
-	if freeText && !as.agent.clientCaps().elicitationForm && len(ds.controllers) > 1 {
-		return // this editor cannot ask it: another controller may
-	}
+	others := len(ds.controllers) > 1 // ds.mu is held: the agent's caps are read on the goroutine (acpAgent.mu comes first)
 	as.agent.h.goBackground(func() {
+		if freeText && others && !as.agent.clientCaps().elicitationForm {
+			return // this editor cannot ask it: another controller may
+		}
 		ctx, cancel := context.WithCancel(as.s.ctx)
 		defer cancel()
 		go guarded(as.agent.h.stderr, "watching a dialog", func() {

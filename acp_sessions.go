@@ -160,16 +160,22 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 	if len(as.confirm) != len(a.h.set.cfg.confirm) {
 		s.setConfirmTools(as.confirm) // the mode asks before MCP tools too
 	}
+	as.bind(s)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sessions[as.id] = as
+	return as, nil
+}
+
+// bind makes as the view of s: its id, whether it has a title (a name, or
+// a user's message a first prompt would take it from), its prompts' start.
+func (as *acpSession) bind(s *session) {
 	info := s.conv.info()
 	as.starting, as.stopStarting = context.WithCancel(s.ctx)
 	titled := info.name != "" || slices.ContainsFunc(s.conv.messages(), func(m any) bool { _, user := userText(m); return user })
 	as.mu.Lock()
 	as.s, as.id, as.titled = s, info.id, titled
 	as.mu.Unlock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.sessions[as.id] = as
-	return as, nil
 }
 
 // newSession is this connection's view of a session in cwd, before the

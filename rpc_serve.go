@@ -128,15 +128,16 @@ type helloAnswer struct {
 // Answer: {sessionId, cursor (the latest event's seq), resync (true when
 // the events after cursor are no longer kept)}. Events: a new session's
 // session_started after the answer.
-func (c *servedRPC) hello(r *rpcRequest) (any, error) {
+func (c *servedRPC) hello(r *rpcRequest) (_ any, err error) {
 	compat, err := r.optStr("compat")
 	if err != nil {
 		return nil, err
 	}
+	wire, form := wire(rpcWire{}), formRPC
 	switch compat {
 	case "", "rpi":
 	case "pi":
-		c.wire, c.form = piWire{}, formPi
+		wire, form = piWire{}, formPi
 	default:
 		return nil, invalid("compat", `"pi" or "rpi"`)
 	}
@@ -144,7 +145,6 @@ func (c *servedRPC) hello(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.observer = role == "observer"
 	attach, err := r.optStr("attach")
 	if err != nil {
 		return nil, err
@@ -153,18 +153,27 @@ func (c *servedRPC) hello(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if attach != "" {
-		if r.has("options") {
-			return nil, errors.New("Invalid hello: options are for a new session; a session attached to keeps its own")
-		}
-		return c.attachTo(attach, cursor)
-	}
-	if c.observer {
+	var o sessionOptions
+	switch {
+	case attach != "" && r.has("options"):
+		return nil, errors.New("Invalid hello: options are for a new session; a session attached to keeps its own")
+	case attach == "" && role == "observer":
 		return nil, errors.New("Invalid hello: an observer watches a session: name it (attach)")
+	case attach == "":
+		if o, err = c.helloOptions(r); err != nil {
+			return nil, err
+		}
 	}
-	o, err := c.helloOptions(r)
-	if err != nil {
-		return nil, err
+	// Read whole: the connection takes its shapes and role only now (a
+	// failed hello leaves it as it was, to say hello again).
+	c.wire, c.form, c.observer = wire, form, role == "observer"
+	defer func() {
+		if err != nil {
+			c.wire, c.form, c.observer = rpcWire{}, formRPC, false
+		}
+	}()
+	if attach != "" {
+		return c.attachTo(attach, cursor)
 	}
 	if err := c.attachNew(o); err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package main
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // The rpc front end's commands that read the session's state or set one
 // of its plain settings: get_state, get_messages, get_last_assistant_text,
@@ -76,9 +79,9 @@ func (s *rpcServer) getLastAssistantTextCommand(r *rpcRequest) (any, error) {
 // dispatch table itself so it cannot drift.
 // Fields: none. Answer: capabilities. Events: none.
 func (s *rpcServer) getCapabilitiesCommand(r *rpcRequest) (any, error) {
-	names := make([]string, 0, len(rpcCommands))
-	for name := range rpcCommands {
-		names = append(names, name)
+	names := slices.Collect(maps.Keys(rpcCommands))
+	if s.served != nil { // rpi serve's own: hello, session_attach, host_status
+		names = slices.AppendSeq(names, maps.Keys(servedCommands))
 	}
 	slices.Sort(names)
 	toolList := []string{}

@@ -77,6 +77,9 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal, 
 	startupOver()
 	if err != nil {
 		sh.closeListeners()
+		for _, path := range sh.sockets { // made before a later address failed
+			os.Remove(path)
+		}
 		h.shutdown(false)
 		fmt.Fprintf(stderr, "rpi: %v\n", err)
 		return 1
