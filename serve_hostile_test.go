@@ -284,6 +284,22 @@ func waitIdle(t testing.TB, base idleCounts) {
 	}
 }
 
+// waitHostStatus asks c's host_status until done holds (what says what
+// it waits for), for up to 20 s.
+func waitHostStatus(t testing.TB, c *lineClient, what string, done func(hostStatus) bool) hostStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := hostStatusOf(t, c, "status")
+		if done(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host_status never showed %s: %+v", what, st)
+		}
+	}
+}
+
 // hostStatusOf asks the host's status on c (attached to some session).
 func hostStatusOf(t testing.TB, c *lineClient, id string) hostStatus {
 	t.Helper()
@@ -448,17 +464,12 @@ func TestServeHostileSilentConnection(t *testing.T) {
 	other.hello(`{"id":"h","type":"hello"}`)
 	base := countIdle()
 	silent := dialLines(t, sh.socket)
-	for {
-		if st := hostStatusOf(t, other, "s"); st.Connections == 2 {
-			if len(st.Sessions) != 1 {
-				t.Errorf("a silent connection has a session: %+v", st)
-			}
-			break
-		}
+	st := waitHostStatus(t, other, "two connections", func(st hostStatus) bool { return st.Connections == 2 })
+	if len(st.Sessions) != 1 {
+		t.Errorf("a silent connection has a session: %+v", st)
 	}
 	silent.close()
-	for hostStatusOf(t, other, "s2").Connections != 1 {
-	}
+	waitHostStatus(t, other, "one connection", func(st hostStatus) bool { return st.Connections == 1 })
 	waitIdle(t, base)
 }
 
@@ -489,8 +500,7 @@ func TestServeHostileConnectCycles(t *testing.T) {
 		}
 		conn.Close()
 	}
-	for hostStatusOf(t, other, "s").Connections != 1 {
-	}
+	waitHostStatus(t, other, "one connection", func(st hostStatus) bool { return st.Connections == 1 })
 	waitIdle(t, base)
 }
 
@@ -1414,12 +1424,9 @@ func TestServeHostileCursorAfterReopen(t *testing.T) {
 	status := dialLines(t, sh.socket)
 	status.hello(`{"id":"h","type":"hello"}`)
 	id, cursor := firstLife(t, sh.socket)
-	for live := true; live; {
-		live = false
-		for _, s := range hostStatusOf(t, status, "s").Sessions {
-			live = live || s.SessionID == id
-		}
-	}
+	waitHostStatus(t, status, "the session closed", func(st hostStatus) bool {
+		return !slices.ContainsFunc(st.Sessions, func(s hostSession) bool { return s.SessionID == id })
+	})
 	checkSecondLife(t, sh.socket, id, cursor, "from before the session was closed and opened again")
 }
 
