@@ -212,3 +212,45 @@ func FuzzOpenAIDelta(f *testing.F) {
 		}
 	})
 }
+
+// TestStateSameJSONSeesEveryField: get_state answers from its last JSON
+// while sameJSON holds, so sameJSON must see a change of every field of
+// stateData: one changed field at a time, for each field there is (a
+// field added later is covered without editing this test), the two
+// states are not the same, and their JSON differs too.
+func TestStateSameJSONSeesEveryField(t *testing.T) {
+	base := stateData{Model: &model{ID: "a"}, ThinkingLevel: "high", SteeringMode: "all", FollowUpMode: "all",
+		SessionFile: "/s.jsonl", SessionID: "id", SessionName: "n", MessageCount: 1, PendingMessageCount: 1,
+		TodoPhases: []todoPhase{{Name: "p"}}, ProcessCount: 1}
+	same := base
+	if !base.sameJSON(&same) {
+		t.Fatal("a copy of the state is not the same")
+	}
+	fields := reflect.TypeOf(base)
+	for i := range fields.NumField() {
+		changed := base
+		v := reflect.ValueOf(&changed).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Int:
+			v.SetInt(v.Int() + 1)
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		case reflect.Pointer: // the model: a new one, as the session makes
+			v.Set(reflect.ValueOf(&model{ID: "b"}))
+		case reflect.Slice: // the plan: a new one, as changeTodos makes
+			v.Set(reflect.ValueOf([]todoPhase{{Name: "q"}}))
+		case reflect.Interface: // the session file
+			v.Set(reflect.ValueOf("/t.jsonl"))
+		default:
+			t.Fatalf("field %s: a kind this test cannot change: add it", fields.Field(i).Name)
+		}
+		if base.sameJSON(&changed) {
+			t.Errorf("field %s changed, but sameJSON says the state is the same", fields.Field(i).Name)
+		}
+		if bytes.Equal(base.appendJSON(nil), changed.appendJSON(nil)) {
+			t.Errorf("field %s changed, but the JSON did not: this test changes it wrongly", fields.Field(i).Name)
+		}
+	}
+}

@@ -731,10 +731,12 @@ func (s *session) listProcesses() []processInfo {
 // runningProcessCount counts the processes that have not ended.
 func (s *session) runningProcessCount() int {
 	n := 0
-	for _, info := range s.listProcesses() {
-		if info.State == "starting" || info.State == "running" || info.State == "stopping" {
+	for _, p := range s.processes() {
+		p.mu.Lock()
+		if !p.endedLocked() {
 			n++
 		}
+		p.mu.Unlock()
 	}
 	return n
 }

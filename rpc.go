@@ -26,6 +26,8 @@ type rpcServer struct {
 	wire    wire        // the shape of the records (rpcWire, or piWire in pi's mode)
 	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
 	served  *servedRPC  // the rpi serve connection it is a view of; nil over stdio
+
+	lastState *stateAnswer // the last get_state answer (getStateCommand); the command loop's alone
 }
 
 // newServer starts the host and opens the session the command line names.

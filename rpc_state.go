@@ -30,11 +30,29 @@ func (s *rpcServer) getCommandsCommand(r *rpcRequest) (any, error) {
 	}{commands}, nil
 }
 
-// getStateCommand answers every field of the session's state.
+// getStateCommand answers every field of the session's state, from the
+// last answer's JSON when the state is the same (stateAnswer).
 // Fields: none. Answer: stateData. Events: none.
 func (s *rpcServer) getStateCommand(r *rpcRequest) (any, error) {
-	return s.state(), nil
+	st := s.state()
+	if !st.Model.finiteJSON() {
+		return st, nil // encoding/json refuses it: the answer says so
+	}
+	if last := s.lastState; last != nil && last.state.sameJSON(&st) {
+		return last, nil
+	}
+	s.lastState = &stateAnswer{state: st, json: st.appendJSON(nil)}
+	return s.lastState, nil
 }
+
+// stateAnswer is a get_state answer: the state and its JSON, kept so that
+// a client polling get_state costs a comparison, not an encoding.
+type stateAnswer struct {
+	state stateData
+	json  []byte
+}
+
+func (a *stateAnswer) appendJSON(buf []byte) []byte { return append(buf, a.json...) }
 
 // getMessagesCommand answers the conversation's messages, oldest first. The
 // answer, as big as the conversation, is written message by message

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -164,7 +165,7 @@ func decodeRequest(line []byte, numericIDs bool) (*rpcRequest, *requestError) {
 	rawID, hasID := r.field("id")
 	idIsString := hasID && (rawID[0] == '"' || numericIDs && (rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9'))
 	rawType, _ := r.field("type")
-	if len(rawType) == 0 || rawType[0] != '"' || !unquote(rawType, &r.typ) {
+	if len(rawType) == 0 || rawType[0] != '"' || !commandType(rawType, &r.typ) {
 		e := &requestError{command: "parse", message: "Missing or invalid field: type"}
 		if idIsString {
 			e.id = rawID
@@ -182,6 +183,26 @@ func decodeRequest(line []byte, numericIDs bool) (*rpcRequest, *requestError) {
 	}
 	return r, nil
 }
+
+// commandType decodes a request's type, a JSON string, into name. A
+// known command's name is the one commandNames holds, not a new string.
+func commandType(raw []byte, name *string) bool {
+	if known, ok := commandNames()[string(raw[1:len(raw)-1])]; ok {
+		*name = known
+		return true
+	}
+	return unquote(raw, name)
+}
+
+// commandNames holds each command's name once, so that reading a known
+// command's type allocates nothing.
+var commandNames = sync.OnceValue(func() map[string]string {
+	names := make(map[string]string, len(rpcCommands))
+	for name := range rpcCommands {
+		names[name] = name
+	}
+	return names
+})
 
 // idString is the request's id as a string (a numeric id of pi's mode
 // as written), or nil when it had none.

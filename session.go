@@ -65,7 +65,7 @@ type session struct {
 	lastChange     chan struct{} // closed once the last session change asked for is done (changeSession)
 	steering       []*userMessage
 	followUp       []*userMessage
-	todos          []todoPhase // the plan (todos.go)
+	todos          []todoPhase // the plan (todos.go): replaced whole on a change, never changed in place
 }
 
 // An eventSink takes every event of one session, in order, one at a time,
@@ -487,13 +487,16 @@ type stateData struct {
 
 // state is every field of the session's state, from memory.
 func (s *session) state() stateData {
-	processes := s.runningProcessCount()
-	info := s.conv.info()
+	processes, info := s.runningProcessCount(), s.conv.info()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var sessionFile any
 	if info.path != "" {
 		sessionFile = info.path
+	}
+	todoPhases := s.todos // shared, not copied: the plan is never changed in place
+	if todoPhases == nil {
+		todoPhases = []todoPhase{}
 	}
 	return stateData{
 		Model:                 s.model,
@@ -509,9 +512,24 @@ func (s *session) state() stateData {
 		AutoRetryEnabled:      s.autoRetry,
 		MessageCount:          info.messages,
 		PendingMessageCount:   len(s.steering) + len(s.followUp),
-		TodoPhases:            s.todoPlanLocked(),
+		TodoPhases:            todoPhases,
 		ProcessCount:          processes,
 	}
+}
+
+// sameJSON reports whether two states have the same JSON. The model and the
+// plan are compared by identity: neither is ever changed in place (a
+// new model or plan replaces the old). TestStateSameSeesEveryField holds
+// it to every field.
+func (a *stateData) sameJSON(b *stateData) bool {
+	return a.Model == b.Model && a.ThinkingLevel == b.ThinkingLevel &&
+		a.IsStreaming == b.IsStreaming && a.IsCompacting == b.IsCompacting &&
+		a.SteeringMode == b.SteeringMode && a.FollowUpMode == b.FollowUpMode &&
+		a.SessionFile == b.SessionFile && a.SessionID == b.SessionID && a.SessionName == b.SessionName &&
+		a.AutoCompactionEnabled == b.AutoCompactionEnabled && a.AutoRetryEnabled == b.AutoRetryEnabled &&
+		a.MessageCount == b.MessageCount && a.PendingMessageCount == b.PendingMessageCount &&
+		len(a.TodoPhases) == len(b.TodoPhases) && (len(a.TodoPhases) == 0 || &a.TodoPhases[0] == &b.TodoPhases[0]) &&
+		a.ProcessCount == b.ProcessCount
 }
 
 // setSessionName names the session (a session_info entry, written only
