@@ -259,15 +259,7 @@ func BenchmarkGrepTree(b *testing.B) {
 		b.Fatal(err)
 	}
 	tree := filepath.Join(strings.TrimSpace(string(out)), "src")
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", tree, "--no-session", "--tools", "grep"}, runEnv{getenv: func(string) string { return "" }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := newServer(cfg, newTestEnv(b).env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.shutdown(false) })
+	s := newQuietServer(b, "--cwd", tree, "--no-session", "--tools", "grep")
 	rg, _ := exec.LookPath("rg")
 	for _, search := range grepSearches {
 		b.Run(search.name, func(b *testing.B) {

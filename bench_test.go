@@ -349,16 +349,7 @@ func BenchmarkGetStateInProcess(b *testing.B) {
 // (decode, handler, encode into the output's buffer), no pipes, no
 // goroutines: what the pipelined benchmarks spend beside their I/O.
 func BenchmarkHandleGetState(b *testing.B) {
-	dir := b.TempDir()
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir}, runEnv{getenv: func(string) string { return "" }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := newServer(cfg, newTestEnv(b).env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.shutdown(false) })
+	s := newQuietServer(b, "--cwd", b.TempDir())
 	line := []byte(`{"id":"s","type":"get_state"}`)
 	b.ReportAllocs()
 	for b.Loop() {

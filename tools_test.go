@@ -22,7 +22,14 @@ func toolServer(t *testing.T, files map[string]string) *rpcServer {
 			t.Fatal(err)
 		}
 	}
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ",")}, runEnv{getenv: func(string) string { return "" }})
+	return newQuietServer(t, "--cwd", dir, "--no-session", "--tools", strings.Join(toolNames(), ","))
+}
+
+// newQuietServer is an rpc server with args, in the test's process, that
+// reads nothing and whose output goes nowhere: for calling its parts
+// straight. It is shut down when the test ends.
+func newQuietServer(t testing.TB, args ...string) *rpcServer {
+	cfg, _, err := parseArgs(append([]string{"rpc"}, args...), runEnv{getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
