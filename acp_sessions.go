@@ -487,8 +487,9 @@ func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), live bo
 }
 
 // errNoSessions refuses what works on the sessions on disk under
-// --no-session (load, resume, delete).
-var errNoSessions = invalidParams("Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk")
+// --no-session (load, resume, delete). A literal, not invalidParams:
+// package variables are made before main, and fmt's first use is slow.
+var errNoSessions = &acpError{Code: acpInvalidParams, Message: "Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk"}
 
 // acpEnding answers a session/load or resume that rpi's end stopped.
 func acpEnding(id string) error {

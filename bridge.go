@@ -428,6 +428,7 @@ func startDetachedServe(env runEnv, addr, agentDir string) (exited chan struct{}
 	cmd := command(env.executable, "serve", "--listen", addr)
 	cmd.Env, cmd.Stderr = env.environ, log
 	startDetached(cmd)
+	readyChildSignals()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

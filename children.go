@@ -103,6 +103,7 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 	if t.closed {
 		return nil, errShuttingDown
 	}
+	readyChildSignals()
 	var c *child
 	var err error
 	if opts.pty {

@@ -732,6 +732,36 @@ func TestFilesReadable(t *testing.T) {
 	}
 }
 
+// TestNoFmtBeforeMain: no package variable of rpi's is made with fmt
+// (fmt.Errorf, fmt.Sprintf, …): they are made before main, on the way to
+// the first line, and fmt's first use is slow.
+// Calls inside a function literal, made later, are fine.
+func TestNoFmtBeforeMain(t *testing.T) {
+	for path, file := range codeFiles(t) {
+		for _, decl := range file.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				for _, value := range spec.(*ast.ValueSpec).Values {
+					ast.Inspect(value, func(n ast.Node) bool {
+						if _, ok := n.(*ast.FuncLit); ok {
+							return false
+						}
+						if sel, ok := n.(*ast.SelectorExpr); ok {
+							if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "fmt" {
+								t.Errorf("%s: a package variable made with fmt.%s", path, sel.Sel.Name)
+							}
+						}
+						return true
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestArchitectureListsEveryLock checks that docs/architecture.md's lock
 // table lists lockOrder's locks in its order, that each mutex[N] field
 // (as type.field) is the lock N names and is in lockOrder, and that no

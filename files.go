@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // toolPath resolves a path argument: a leading @ is dropped, ~ is the home
@@ -83,16 +84,23 @@ func openRegularSized(path string) (io.ReadCloser, int64, error) {
 // openRegular opens path (following symlinks) only if it is a regular
 // file, not one of rpi's own stdio and not on /proc or /sys: a FIFO,
 // socket or device is refused before it is opened and checked again on
-// the open file, and the open itself never blocks.
+// the open file, and the open itself never blocks. Where nothing is
+// there (and the open would create nothing), the open is not tried: it
+// would fail the same way, and startup looks for many files it seldom
+// finds (AGENTS.md in every folder up the tree, auth.json, …).
 func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+	info, err := os.Stat(path)
+	if err == nil && !info.Mode().IsRegular() {
 		return nil, &errNotRegular{path, fileKind(info.Mode())}
+	}
+	if pe, ok := err.(*fs.PathError); ok && pe.Err == syscall.ENOENT && flag&os.O_CREATE == 0 {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: pe.Err}
 	}
 	f, err := openNonBlocking(path, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	info, err := f.Stat()
+	info, err = f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -408,8 +408,9 @@ func (l *loopScheduler) count() int {
 	return len(l.tasks) + len(l.restoring)
 }
 
-// errTooManyLoops refuses a loop past maxLoops.
-var errTooManyLoops = fmt.Errorf("maximum of %d scheduled tasks reached", maxLoops)
+// errTooManyLoops refuses a loop past maxLoops. Without fmt: package
+// variables are made before main, and fmt's first use is slow.
+var errTooManyLoops = errors.New("maximum of " + strconv.Itoa(maxLoops) + " scheduled tasks reached")
 
 func (l *loopScheduler) nextFireLocked(t *loopTask) *string {
 	if !slices.Contains(l.tasks, t) {

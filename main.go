@@ -12,13 +12,16 @@ import (
 )
 
 func main() {
-	hideOwnEnvironment() // the watchdog too: no other process reads its memory
 	if dir, ok := os.LookupEnv(watchdogEnv); ok {
-		forgetOwnMemory() // the watchdog has no keys to overwrite
+		hideOwnEnvironment() // no other process reads its memory
+		forgetOwnMemory()    // the watchdog has no keys to overwrite
 		os.Exit(runWatchdog(os.Stdin, dir))
 	}
+	// The handlers first: installing them takes longer, on threads of
+	// their own, than the rest of startup.
 	stop := make(chan os.Signal, 1)
 	signalsReady := watchSignals(stop)
+	hideOwnEnvironment() // no other process reads its memory
 	trace := newStartupTrace(os.Stderr)
 	// rpi parses a copy of its arguments: the originals, which the kernel
 	// shows as /proc/<rpi>/cmdline to every process, lose their keys.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -50,27 +51,55 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// handledSignals are the signals watchSignals gives a handler.
-var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT}
+// handledSignals are the signals that end rpi (docs/protocol.md#launch):
+// watchSignals gives them a handler before the first line.
+var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// childSignals are the signals rpi handles only for its children's sake,
+// from just before the first child starts (readyChildSignals): SIGPIPE,
+// so that a child starts with it at its default, not ignored as rpi has
+// it until then (a write to a reader that is gone is an error either
+// way); and SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT, which the Go runtime
+// would otherwise leave as rpi inherited them, so that children start
+// with them at their defaults instead of "ignore" (the runtime already
+// gives every other signal a handler, which exec resets). Each handler
+// costs a round trip to the runtime's signal thread, which is why they
+// are not installed before the first line.
+var childSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT}
+
+// signalRelay is the channel watchSignals relays from; nil until it runs
+// (in-process tests never run it, and so change no signal's handling).
+var signalRelay chan<- os.Signal
+
+// childSignalsReady makes readyChildSignals install the handlers once.
+var childSignalsReady sync.Once
+
+// readyChildSignals gives childSignals their handlers, once, on the
+// channel of watchSignals; every start of a child calls it first.
+func readyChildSignals() {
+	childSignalsReady.Do(func() {
+		if signalRelay != nil {
+			signal.Notify(signalRelay, childSignals...)
+		}
+	})
+}
 
 // watchSignals starts installing, on a goroutine of its own, the handlers
-// that send to stop the signals that end rpi (docs/protocol.md#launch): SIGINT, SIGTERM,
-// SIGQUIT, and SIGHUP unless it was ignored when rpi started (nohup).
-// SIGPIPE gets one too, so that a write to a reader that is gone is an
-// error (it is ignored until then); and SIGTSTP, SIGTTIN, SIGTTOU and
-// SIGCONT, which the Go runtime would otherwise leave as rpi inherited
-// them, so that children start with them at their defaults instead of
-// "ignore" (the runtime already gives every other signal a handler, which
-// exec resets). The first handler makes the runtime start threads, which
-// is why this runs beside the rest of startup; serve waits for ready
-// before it writes the first line.
+// that send to stop the signals that end rpi (docs/protocol.md#launch):
+// SIGINT, SIGTERM, SIGQUIT, and SIGHUP unless it was ignored when rpi
+// started (nohup). SIGPIPE is ignored at once, so that a write to a
+// reader that is gone is an error, not rpi's end; childSignals get their
+// handlers later, on the same channel, before the first child starts.
+// The first handler makes the runtime start threads, which is why this
+// runs beside the rest of startup; serve waits for ready before it
+// writes the first line.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	hupIgnored := signal.Ignored(syscall.SIGHUP)
 	signal.Ignore(syscall.SIGPIPE)
+	all := make(chan os.Signal, len(handledSignals)+len(childSignals))
+	signalRelay = all
 	installed := make(chan struct{})
 	go func() {
-		all := make(chan os.Signal, len(handledSignals))
 		signal.Notify(all, handledSignals...)
 		close(installed)
 		for sig := range all {
@@ -357,6 +386,7 @@ func (w *watchdog) send(line string, stderr io.Writer) {
 			cmd.Env = append(w.environ, watchdogEnv+"=1", "GORACE=atexit_sleep_ms=0")
 			cmd.Stdin = r
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			readyChildSignals()
 			err = cmd.Start()
 			r.Close()
 			if err == nil {

@@ -93,6 +93,10 @@ func exitCode(sig os.Signal) int {
 // handledSignals are the signals watchSignals gives a handler.
 var handledSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
+// readyChildSignals has nothing to do: Windows children inherit no
+// signal handling.
+func readyChildSignals() {}
+
 // watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop;
 // ready is closed once that is set up.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
