@@ -26,6 +26,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"type":"a","type":"b","ty\u0070e":"c"}`,
 		`{}`, `[]`, `null`, `{"a":01}`, `{"a":1.}`, `{"a":"\x"}`, `{"a":1,}`, `{"a" 1}`, `{"a":1}x`,
 		`{"a":{"b":[{"c":{}}]}}`, `{"a":"` + "\t" + `"}`, `{"a":-}`, `{"a":1e}`, `{"a":tru}`,
+		`{"type":"get\u005fstate"}`, `{"type":""}`, `{"type":"get_state` + "\u2028" + `"}`, `{"type":"\/get_state"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -51,6 +52,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if !maps.EqualFunc(got, fields, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
 			t.Fatalf("%q: scanObject found %q, encoding/json %q", line, got, fields)
+		}
+		// The command's type is the string encoding/json reads, whether
+		// commandNames knows it or not.
+		var want string
+		if json.Unmarshal(fields["type"], &want) == nil && len(fields["type"]) > 0 && fields["type"][0] == '"' {
+			r, rerr := decodeRequest(line, false)
+			switch {
+			case rerr != nil && rerr.message == "Missing or invalid field: type":
+				t.Fatalf("%q: type %q refused", line, want)
+			case rerr == nil && r.typ != want:
+				t.Fatalf("%q: type read as %q, encoding/json reads %q", line, r.typ, want)
+			}
 		}
 	})
 }
