@@ -519,8 +519,9 @@ func (s *session) state() stateData {
 
 // sameJSON reports whether two states have the same JSON. The model and the
 // plan are compared by identity: neither is ever changed in place (a
-// new model or plan replaces the old). TestStateSameSeesEveryField holds
-// it to every field.
+// new model or plan replaces the old). TestStateSameJSONSeesEveryField
+// holds it to every field, and TestTodoPlanNeverChangedInPlace the plan
+// to its premise.
 func (a *stateData) sameJSON(b *stateData) bool {
 	return a.Model == b.Model && a.ThinkingLevel == b.ThinkingLevel &&
 		a.IsStreaming == b.IsStreaming && a.IsCompacting == b.IsCompacting &&

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -192,5 +193,42 @@ func TestTodoRemoveAndAppend(t *testing.T) {
 	}
 	if res, _ := s.applyTodoOp(todoOp{Op: "view"}); res.Summary != "Todo list is empty." || len(res.Phases) != 3 {
 		t.Errorf("view: %+v", res)
+	}
+}
+
+// TestTodoPlanNeverChangedInPlace: get_state shares the plan it answers
+// with (session.state) and knows it unchanged by its identity
+// (stateData.sameJSON), so no operation may change a plan once it is the
+// session's: each one, failing or not, leaves the plan get_state last saw
+// as it was, to its JSON.
+func TestTodoPlanNeverChangedInPlace(t *testing.T) {
+	s := todoServer(t)
+	setPlan(t, s, diamond)
+	ops := []string{
+		`{"op":"view"}`,
+		`{"op":"start","task":"a"}`,
+		`{"op":"done","task":"a"}`,
+		`{"op":"drop","task":"b"}`,
+		`{"op":"add_dependency","task":"d","dependsOn":["a"]}`,
+		`{"op":"remove_dependency","task":"d","dependsOn":["a"]}`,
+		`{"op":"update_dependencies","task":"d","dependsOn":["c","a"]}`,
+		`{"op":"append","phase":"Join","items":["more"]}`,
+		`{"op":"append","phase":"New","items":["new one"]}`,
+		`{"op":"rm","task":"c"}`,
+		`{"op":"rm","task":"c","cascade":true}`,
+		`{"op":"rm","phase":"Roots"}`,
+		`{"op":"start","task":"nothing"}`,
+		`{"op":"init","items":["x","y"]}`,
+		`{"op":"init","items":["x","y"]}`,
+		`{"op":"done","phase":"Tasks"}`,
+		`{"op":"rm"}`,
+	}
+	for _, op := range ops {
+		seen := s.state()
+		before := seen.appendJSON(nil)
+		opErr(t, s, op)
+		if after := seen.appendJSON(nil); !bytes.Equal(before, after) {
+			t.Errorf("%s changed the plan get_state last saw:\nwas %s\nnow %s", op, before, after)
+		}
 	}
 }
