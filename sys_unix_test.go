@@ -3,8 +3,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,4 +65,38 @@ func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// TestOpenRegularMissingAsOpen: where nothing is there, openRegular does
+// not try the open (stat found nothing), but fails as the open would
+// have: the same *fs.PathError (Op "open", the path, ENOENT), through a
+// dangling symlink and a missing folder too; with O_CREATE it opens, and
+// creates what a dangling symlink names, as the open does.
+func TestOpenRegularMissingAsOpen(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"missing", "dangling", "no/such/folder", ""} {
+		path := filepath.Join(dir, name)
+		if name == "" {
+			path = ""
+		}
+		for _, flag := range []int{os.O_RDONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND} {
+			_, got := openRegular(path, flag, 0)
+			_, want := os.OpenFile(path, flag, 0)
+			var pe *fs.PathError
+			if got == nil || !errors.As(got, &pe) || pe.Op != "open" || got.Error() != want.Error() || !errors.Is(got, fs.ErrNotExist) {
+				t.Errorf("openRegular(%q, %#x): %v; the open fails with %v", name, flag, got, want)
+			}
+		}
+	}
+	f, err := openRegular(filepath.Join(dir, "dangling"), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := os.Stat(filepath.Join(dir, "target")); err != nil {
+		t.Errorf("O_CREATE through a dangling symlink created nothing: %v", err)
+	}
 }
