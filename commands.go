@@ -82,3 +82,22 @@ func init() {
 		"session_delete":                (*rpcServer).sessionDeleteCommand,
 	}
 }
+
+// keepsNoRequest reports whether command's handler is done with its
+// request when it returns: the queries, which read the state and answer
+// at once. Their requests are decoded into the connection's one request
+// (rpcServer.queryRequest), used again line after line, so that a client
+// polling them costs no allocation per line and the garbage collector far
+// less work. Every other command gets a copy of its own
+// (rpcRequest.heldCopy), which it may keep for a later answer. The request
+// is cleared after each query: a handler that kept it would find it
+// empty, and race with the clearing under -race.
+func keepsNoRequest(command string) bool {
+	switch command {
+	case "get_state", "get_messages", "get_session_stats", "get_last_assistant_text", "get_capabilities",
+		"get_commands", "get_available_models", "get_available_thinking_levels", "get_todos",
+		"get_mcp_servers", "process_list", "loop_list":
+		return true
+	}
+	return false
+}

@@ -57,7 +57,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		// commandNames knows it or not.
 		var want string
 		if json.Unmarshal(fields["type"], &want) == nil && len(fields["type"]) > 0 && fields["type"][0] == '"' {
-			r, rerr := decodeRequest(line, false)
+			r, rerr := decodeRequest(line, false, new(rpcRequest))
 			switch {
 			case rerr != nil && rerr.message == "Missing or invalid field: type":
 				t.Fatalf("%q: type %q refused", line, want)
@@ -265,5 +265,20 @@ func TestStateSameJSONSeesEveryField(t *testing.T) {
 		if bytes.Equal(base.appendJSON(nil), changed.appendJSON(nil)) {
 			t.Errorf("field %s changed, but the JSON did not: this test changes it wrongly", fields.Field(i).Name)
 		}
+	}
+}
+
+// TestQueriesAreCommands: every command keepsNoRequest names (a switch
+// over names) is a command, so that a name misspelt there cannot hide:
+// there are twelve of them.
+func TestQueriesAreCommands(t *testing.T) {
+	var queries []string
+	for name := range rpcCommands {
+		if keepsNoRequest(name) {
+			queries = append(queries, name)
+		}
+	}
+	if len(queries) != 12 {
+		t.Errorf("keepsNoRequest names %d commands (%v), want 12: a name misspelt, or the list changed without this test", len(queries), queries)
 	}
 }

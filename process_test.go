@@ -777,7 +777,7 @@ func TestToolWriteBoundedAndAborted(t *testing.T) {
 	}
 	// The client's write fills the pipe and waits.
 	r, _ := decodeRequest([]byte(`{"id":"w","type":"process_write","processId":"`+p.id+`","dataBase64":"`+
-		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false)
+		base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("z"), 1<<20))+`"}`), false, new(rpcRequest))
 	s.processWriteCommand(r)
 	waitInputs(t, p, 1)
 	ctx, cancel := context.WithCancel(context.Background())

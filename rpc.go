@@ -27,7 +27,8 @@ type rpcServer struct {
 	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
 	served  *servedRPC  // the rpi serve connection it is a view of; nil over stdio
 
-	lastState *stateAnswer // the last get_state answer (getStateCommand); the command loop's alone
+	lastState    *stateAnswer // the last get_state answer (getStateCommand); the command loop's alone
+	queryRequest rpcRequest   // the request of each query, used again (keepsNoRequest); the command loop's alone
 }
 
 // newServer starts the host and opens the session the command line names.
@@ -81,7 +82,7 @@ func (s *rpcServer) handleFrame(f frame) {
 		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
 	}
-	r, rerr := decodeRequest(f.line, s.wire.numericIDs())
+	r, rerr := decodeRequest(f.line, s.wire.numericIDs(), &s.queryRequest)
 	if rerr != nil {
 		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
@@ -100,14 +101,18 @@ func (s *rpcServer) handleFrame(f frame) {
 		s.gatherResponse(r.id, r.typ, nil, fmt.Errorf("Unknown command: %s", r.typ))
 		return
 	}
-	data, err := s.safely(r.typ, func() (any, error) { return h(s, r) })
-	if _, ok := data.(noReply); ok && err == nil {
-		return
+	if !keepsNoRequest(r.typ) {
+		r = r.heldCopy()
 	}
-	// What the session posted before this answer — on another goroutine
-	// too (a process's exit the answer reports) — goes out before it.
-	s.deliver()
-	s.gatherResponse(r.id, r.typ, data, err)
+	data, err := s.safely(r.typ, func() (any, error) { return h(s, r) })
+	if _, ok := data.(noReply); !ok || err != nil {
+		// What the session posted before this answer — on another
+		// goroutine too (a process's exit the answer reports) — goes
+		// out before it.
+		s.deliver()
+		s.gatherResponse(r.id, r.typ, data, err)
+	}
+	s.queryRequest = rpcRequest{} // a query's request kept by mistake shows at once
 }
 
 // reply writes the response to r.

@@ -90,7 +90,7 @@ func decodeHello(f frame) (*rpcRequest, bool) {
 	if f.tooLong {
 		return nil, false
 	}
-	r, err := decodeRequest(f.line, true)
+	r, err := decodeRequest(f.line, true, new(rpcRequest))
 	if err != nil || r.typ != "hello" {
 		return nil, false
 	}

@@ -132,15 +132,16 @@ type requestError struct {
 // takes one pass over the line (scanObject); a line that pass cannot
 // accept is decoded again by encoding/json, whose error text is the
 // answer. With numericIDs (pi-compatible mode, docs/pi-compat.md) an id may also be a
-// number, echoed as sent, as pi does.
-func decodeRequest(line []byte, numericIDs bool) (*rpcRequest, *requestError) {
+// number, echoed as sent, as pi does. The request is decoded into r,
+// whatever r held before.
+func decodeRequest(line []byte, numericIDs bool, r *rpcRequest) (*rpcRequest, *requestError) {
 	parseFailure := func(detail string) *requestError {
 		return &requestError{command: "parse", message: "Failed to parse command: " + detail}
 	}
 	if !utf8.Valid(line) {
 		return nil, parseFailure("invalid UTF-8")
 	}
-	r := &rpcRequest{}
+	*r = rpcRequest{}
 	members, ok := scanObject(line, r.room[:0])
 	if !ok {
 		var fields map[string]json.RawMessage
@@ -203,6 +204,15 @@ var commandNames = sync.OnceValue(func() map[string]string {
 	}
 	return names
 })
+
+// heldCopy is a copy of r that its handler may keep: r may be the
+// connection's one request for queries, which the next line's decode
+// overwrites (handleFrame).
+func (r *rpcRequest) heldCopy() *rpcRequest {
+	c := &rpcRequest{id: r.id, typ: r.typ}
+	c.members = append(c.room[:0], r.members...)
+	return c
+}
 
 // idString is the request's id as a string (a numeric id of pi's mode
 // as written), or nil when it had none.

@@ -57,7 +57,7 @@ func oldDecodeRequest(line []byte) (fields map[string]json.RawMessage, typ strin
 func compareDecoders(t *testing.T, line []byte) {
 	t.Helper()
 	fields, typ, id, oldErr := oldDecodeRequest(line)
-	r, newErr := decodeRequest(line, false)
+	r, newErr := decodeRequest(line, false, new(rpcRequest))
 	switch {
 	case (oldErr == nil) != (newErr == nil):
 		t.Fatalf("%q: old error %v, new error %v", line, oldErr, newErr)
