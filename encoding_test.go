@@ -7,12 +7,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -280,5 +282,96 @@ func TestQueriesAreCommands(t *testing.T) {
 	}
 	if len(queries) != 12 {
 		t.Errorf("keepsNoRequest names %d commands (%v), want 12: a name misspelt, or the list changed without this test", len(queries), queries)
+	}
+}
+
+// TestQueryRequestClearedOnEveryPath: the connection's one request
+// (rpcServer.queryRequest) holds nothing of a line once that line is
+// handled, whichever way handleFrame returns: a line refused after its
+// decode (unknown command, an id of the wrong kind, no type) must not
+// keep its bytes alive until the next line comes — a big one (prompt's
+// image) would outlive memoryReturn's giving back, on an idle connection
+// for good.
+func TestQueryRequestClearedOnEveryPath(t *testing.T) {
+	s := newQuietServer(t, "--cwd", t.TempDir(), "--no-session")
+	for _, line := range []string{
+		`{"id":"a","type":"get_state","x":1}`,
+		`{"id":"a","type":"no_such_command","x":1,"y":2,"z":3,"w":4,"v":5}`,
+		`{"id":7,"type":"prompt","message":"hi"}`,
+		`{"id":"a","message":"hi"}`,
+		`{"id":"a","type":"get_state","deep":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
+		`{"id":"a","type":"no_such_command","deep":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
+		`{"id":"a","type":"set_session_name","name":"n"}`,
+	} {
+		s.handleFrame(frame{line: []byte(line)})
+		if q := &s.queryRequest; q.id != nil || q.typ != "" || q.members != nil || !reflect.DeepEqual(q.room, [4]member{}) {
+			t.Errorf("%s: after it, queryRequest still holds id %q, type %q, %d members", line, q.id, q.typ, len(q.members))
+		}
+	}
+}
+
+// TestRefusedBigLineNotKept: a big line refused after its decode can be
+// collected once handled (memoryReturn gives it back), as before the
+// connection's one request.
+func TestRefusedBigLineNotKept(t *testing.T) {
+	s := newQuietServer(t, "--cwd", t.TempDir(), "--no-session")
+	collected := make(chan struct{})
+	func() {
+		line := []byte(`{"id":"a","type":"no_such_command","pad":"` + strings.Repeat("x", 8<<20) + `"}`)
+		runtime.AddCleanup(&line[0], func(c chan struct{}) { close(c) }, collected)
+		s.handleFrame(frame{line: line})
+	}()
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the refused line is still reachable after it was handled")
+}
+
+// TestPolledQueryAllocatesNothing: a query handled line after line costs
+// no allocation (the connection's one request; get_state's kept answer).
+func TestPolledQueryAllocatesNothing(t *testing.T) {
+	s := newQuietServer(t, "--cwd", t.TempDir(), "--no-session")
+	line := []byte(`{"id":"s","type":"get_state"}`)
+	s.handleFrame(frame{line: line})
+	s.out.flush()
+	if n := testing.AllocsPerRun(20, func() { s.handleFrame(frame{line: line}) }); n != 0 {
+		t.Errorf("get_state allocates %v times a line", n)
+	}
+}
+
+// TestHeldCopyOwnsItsMembers: a command's copy of the connection's one
+// request (heldCopy) shares nothing with it: the next line decoded into
+// that request, or its clearing, leaves the copy as it was, with few
+// members (in the request's room), many, or encoding/json's.
+func TestHeldCopyOwnsItsMembers(t *testing.T) {
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	for _, line := range []string{
+		`{"id":"a","type":"prompt","message":"m"}`,
+		`{"id":"a","type":"prompt","message":"m","b":1,"c":2,"d":3,"e":4}`,
+		`{"id":"a","type":"prompt","message":"m","deep":` + deep + `}`,
+	} {
+		var q rpcRequest
+		r, err := decodeRequest([]byte(line), false, &q)
+		if err != nil {
+			t.Fatal(line, err.message)
+		}
+		c := r.heldCopy()
+		want := fmt.Sprint(c.id, c.typ, c.members)
+		decodeRequest([]byte(`{"id":"zzzzz","type":"get_state","x":"yyyyyy","b":5,"c":6,"d":7,"e":8,"f":9}`), false, &q)
+		if got := fmt.Sprint(c.id, c.typ, c.members); got != want {
+			t.Errorf("%s: the copy changed with the next line: %s, was %s", line, got, want)
+		}
+		q = rpcRequest{}
+		if got := fmt.Sprint(c.id, c.typ, c.members); got != want {
+			t.Errorf("%s: the copy changed with the clearing: %s, was %s", line, got, want)
+		}
+		if m, _ := c.str("message"); m != "m" {
+			t.Errorf("%s: the copy's message is %q", line, m)
+		}
 	}
 }

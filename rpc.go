@@ -76,8 +76,19 @@ func (e rpcEvents) gatheredEvent(ev event) {
 // ---- Dispatch ----
 
 // handleFrame answers one input line: exactly one response, except for a
-// valid extension_ui_response, which gets none.
+// valid extension_ui_response, which gets none. The connection's one
+// request is cleared after every line, however it was answered: a query's
+// request kept by mistake shows at once, and a line refused after its
+// decode (an unknown command, a wrong id, an observer's) is not kept
+// alive by it until the next line comes (a big one would outlive
+// memoryReturn's giving back, on an idle connection for good).
 func (s *rpcServer) handleFrame(f frame) {
+	s.dispatchFrame(f)
+	s.queryRequest = rpcRequest{}
+}
+
+// dispatchFrame is handleFrame's decode, dispatch and answer.
+func (s *rpcServer) dispatchFrame(f frame) {
 	if f.tooLong {
 		s.gatherResponse(nil, "parse", nil, fmt.Errorf("Failed to parse command: line longer than %d bytes", s.env.maxLineBytes))
 		return
@@ -112,7 +123,6 @@ func (s *rpcServer) handleFrame(f frame) {
 		s.deliver()
 		s.gatherResponse(r.id, r.typ, data, err)
 	}
-	s.queryRequest = rpcRequest{} // a query's request kept by mistake shows at once
 }
 
 // reply writes the response to r.
