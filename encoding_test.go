@@ -272,7 +272,8 @@ func TestStateSameJSONSeesEveryField(t *testing.T) {
 
 // TestQueriesAreCommands: every command keepsNoRequest names (a switch
 // over names) is a command, so that a name misspelt there cannot hide:
-// there are twelve of them.
+// there are twelve of them; and none is one of rpi serve's own commands,
+// whose handlers replace rpc's of the same name.
 func TestQueriesAreCommands(t *testing.T) {
 	var queries []string
 	for name := range rpcCommands {
@@ -282,6 +283,11 @@ func TestQueriesAreCommands(t *testing.T) {
 	}
 	if len(queries) != 12 {
 		t.Errorf("keepsNoRequest names %d commands (%v), want 12: a name misspelt, or the list changed without this test", len(queries), queries)
+	}
+	for name := range servedCommands { // keepsNoRequest goes by name: rpi serve's own must not share one
+		if keepsNoRequest(name) {
+			t.Errorf("rpi serve's %s is named a query: its handler would get the reused request", name)
+		}
 	}
 }
 
