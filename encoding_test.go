@@ -341,6 +341,9 @@ func TestRefusedBigLineNotKept(t *testing.T) {
 // TestPolledQueryAllocatesNothing: a query handled line after line costs
 // no allocation (the connection's one request; get_state's kept answer).
 func TestPolledQueryAllocatesNothing(t *testing.T) {
+	if raceDetector {
+		t.Skip("in race builds the lock-order checks allocate (lockrank_race.go)")
+	}
 	s := newQuietServer(t, "--cwd", t.TempDir(), "--no-session")
 	line := []byte(`{"id":"s","type":"get_state"}`)
 	s.handleFrame(frame{line: line})
