@@ -90,8 +90,9 @@ func init() {
 // polling them costs no allocation per line and the garbage collector far
 // less work. Every other command gets a copy of its own
 // (rpcRequest.heldCopy), which it may keep for a later answer. The request
-// is cleared after each query: a handler that kept it would find it
-// empty, and race with the clearing under -race.
+// is cleared after every line (handleFrame): a query's handler that kept
+// it would find it empty, and race with the clearing under -race. Name a
+// command here only if its handler never keeps r.
 func keepsNoRequest(command string) bool {
 	switch command {
 	case "get_state", "get_messages", "get_session_stats", "get_last_assistant_text", "get_capabilities",
