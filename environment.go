@@ -140,6 +140,9 @@ type clock interface {
 	// AfterFunc calls f in its own goroutine once d has passed; stop
 	// cancels it and reports whether it did so before f ran.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
+	// AfterFuncAt is AfterFunc at the time t: at once when t has passed,
+	// however long ago t was read from Now.
+	AfterFuncAt(t time.Time, f func()) (stop func() bool)
 }
 
 type realClock struct{}
@@ -147,6 +150,10 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+func (realClock) AfterFuncAt(t time.Time, f func()) func() bool {
+	return time.AfterFunc(time.Until(t), f).Stop
+}
 
 // after returns a channel closed once d has passed on c, and a stop func.
 func after(c clock, d time.Duration) (<-chan struct{}, func() bool) {

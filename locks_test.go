@@ -190,6 +190,7 @@ func TestEveryGoroutineGuarded(t *testing.T) {
 		"main.go:endStartupOnSignal": "writes one line to stderr and closes a channel",
 		"sys_unix.go:watchSignals":   "relays signals to a channel",
 		"environment.go:AfterFunc":   "the clock's own: its callers pass guarded functions",
+		"environment.go:AfterFuncAt": "the clock's own: its callers pass guarded functions",
 		"environment.go:after":       "closes a channel",
 		"protocol.go:write":          "writeOut recovers on its own, to pass the write's error on",
 	}
@@ -219,7 +220,7 @@ func TestEveryGoroutineGuarded(t *testing.T) {
 						}
 					}
 				case *ast.CallExpr:
-					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "AfterFunc" && len(n.Args) == 2 && !isGuard(n.Args[1]) {
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "AfterFunc" || sel.Sel.Name == "AfterFuncAt") && len(n.Args) == 2 && !isGuard(n.Args[1]) {
 						seen[where] = true
 						if unguarded[where] == "" {
 							t.Errorf("%s: an AfterFunc without guard", where)

@@ -271,7 +271,7 @@ func (s *session) fireDueLoops() {
 		t.LastFiredAt, t.RunCount = now, t.RunCount+1
 		s.fireLoopLocked(t)
 	}
-	s.armLoopsLocked(now)
+	s.armLoopsLocked()
 	if save {
 		s.saveLoopsLocked()
 	}
@@ -279,8 +279,10 @@ func (s *session) fireDueLoops() {
 	s.unlock()
 }
 
-// armLoopsLocked sets the timer for the earliest next fire or expiry.
-func (s *session) armLoopsLocked(now time.Time) {
+// armLoopsLocked sets the timer for the earliest next fire or expiry, at
+// that time (not after a delay from a now read earlier: a clock moved
+// meanwhile must not move the fire).
+func (s *session) armLoopsLocked() {
 	l := s.loops
 	if l.stopTimer != nil {
 		l.stopTimer()
@@ -293,7 +295,7 @@ func (s *session) armLoopsLocked(now time.Time) {
 	for _, t := range l.tasks {
 		next = earliest(next, t.ExpiresAt, t.nextFire())
 	}
-	l.stopTimer = s.env.clock.AfterFunc(max(next.Sub(now), 0), guarded(s.stderr, "the loop timer", s.fireDueLoops))
+	l.stopTimer = s.env.clock.AfterFuncAt(next, guarded(s.stderr, "the loop timer", s.fireDueLoops))
 }
 
 func earliest(times ...time.Time) time.Time {
@@ -488,7 +490,7 @@ func (s *session) moveLoops(read loopsRead) {
 		l.active.report = false
 	}
 	l.path, l.restoring, l.invalid = read.path, read.tasks, read.invalid
-	s.armLoopsLocked(s.env.clock.Now())
+	s.armLoopsLocked()
 	l.mu.Unlock()
 	s.unlock()
 }
@@ -602,7 +604,7 @@ func (s *session) stopLoops() {
 		s.dropLoopLocked(t, "shutdown", true)
 	}
 	l.closed, l.restoring = true, nil
-	s.armLoopsLocked(s.env.clock.Now())
+	s.armLoopsLocked()
 	l.mu.Unlock()
 	s.unlock()
 }

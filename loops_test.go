@@ -190,3 +190,36 @@ func TestLoopCapHoldsForCreatesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopTimerSetAtItsTime: the loop timer is set for the loop's next
+// fire as a time, not as a delay from a now read before it, so a clock
+// that moves in between (a test's fake clock, advanced the moment the
+// client reads loop_create's answer, while rpi still arms the timer) does
+// not move the fire out of reach. Here the clock passes the loop's time
+// while no timer is set; armed then, the loop fires at once.
+func TestLoopTimerSetAtItsTime(t *testing.T) {
+	e := newTestEnv(t)
+	clock := newFakeClock()
+	e.clock = clock
+	sink := &recordingSink{}
+	s, _ := openTestSessionIn(t, e, `{"text":["done"]}`, sink, &approvingUI{}, nil)
+	if _, err := s.addLoop("1s", "check", false, false); err != nil {
+		t.Fatal(err)
+	}
+	s.loops.mu.Lock()
+	if s.loops.stopTimer != nil {
+		s.loops.stopTimer() // as if the timer were not set yet
+		s.loops.stopTimer = nil
+	}
+	s.loops.mu.Unlock()
+	clock.advance(2 * time.Second)
+	s.loops.mu.Lock()
+	s.armLoopsLocked()
+	s.loops.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(sink.types(), "loop_fired"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop never fired; events: %v", sink.types())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -950,7 +950,12 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{when: c.now.Add(d), f: f}
+	return c.addTimer(c.now.Add(d), f)
+}
+
+// addTimer sets a timer for when; c.mu is held.
+func (c *fakeClock) addTimer(when time.Time, f func()) func() bool {
+	t := &fakeTimer{when: when, f: f}
 	c.timers = append(c.timers, t)
 	return func() bool {
 		c.mu.Lock()
@@ -959,6 +964,18 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 		c.timers = slices.DeleteFunc(c.timers, func(x *fakeTimer) bool { return x == t })
 		return len(c.timers) < n
 	}
+}
+
+// AfterFuncAt calls f at once when t is not after the clock's now, else
+// when an advance reaches t.
+func (c *fakeClock) AfterFuncAt(t time.Time, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !t.After(c.now) {
+		go f()
+		return func() bool { return false }
+	}
+	return c.addTimer(t, f)
 }
 
 // dueWithin reports whether a timer falls due within d from now.

@@ -95,7 +95,7 @@ func (s *rpcServer) loopUpdateCommand(r *rpcRequest) (any, error) {
 		}
 		change(t, now)
 		s.postEvent("loop_updated", loopUpdated{t.asJSON()})
-		s.armLoopsLocked(now)
+		s.armLoopsLocked()
 		return t.asJSON(), nil
 	})
 }
@@ -146,7 +146,7 @@ func (s *rpcServer) removeLoop(r *rpcRequest, cancel bool) (any, error) {
 			return nil, noLoop(id) // expired meanwhile
 		}
 		aborted = s.dropLoopLocked(t, reason, cancel)
-		s.armLoopsLocked(s.env.clock.Now())
+		s.armLoopsLocked()
 		return nil, nil
 	})
 	var none *noLoopError
