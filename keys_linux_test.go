@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,17 +25,7 @@ func TestKeysHiddenFromOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run rpi as another user; TestKeysOutOfReach covers this user")
 	}
-	// A copy of the test binary that nobody may run, in folders nobody may enter.
-	dir := t.TempDir()
-	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
-		os.Chmod(d, 0o755)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary := filepath.Join(dir, "rpi")
-	copyFile(t, exe, binary)
+	dir, binary := copyForNobody(t, "rpi")
 	const argKey, envKey = "sk-from-the-command-line-31", "sk-from-the-environment-57"
 	p := startRPIWith(t, func(cmd *exec.Cmd) {
 		cmd.Path, cmd.Args[0] = binary, binary
@@ -63,25 +52,6 @@ func TestKeysHiddenFromOtherUsers(t *testing.T) {
 	p.exit(t)
 	if strings.Contains(p.stderr.String(), "cannot") {
 		t.Errorf("rpi run as nobody warned: %s", p.stderr.String())
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -1725,3 +1725,40 @@ func FuzzServe(f *testing.F) {
 		}
 	})
 }
+
+// copyForNobody copies this test binary, as name, into a new temp folder
+// that user nobody may enter (with every folder above it up to the temp
+// dir), for a test that runs it as nobody; it returns the folder and the
+// copy.
+func copyForNobody(t *testing.T, name string) (dir, binary string) {
+	dir = t.TempDir()
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary = filepath.Join(dir, name)
+	copyFile(t, exe, binary)
+	return dir, binary
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

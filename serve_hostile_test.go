@@ -315,19 +315,6 @@ func hostStatusOf(t testing.TB, c *lineClient, id string) hostStatus {
 	return st
 }
 
-// startServeAt is startServe on a socket path of the test's choosing.
-func startServeAt(t *testing.T, e *testEnv, cwd, socket string, args ...string) *servedHost {
-	t.Helper()
-	sh := &servedHost{t: t, env: e, cwd: cwd, socket: socket,
-		stderr: newWatchedOutput(), stdout: newWatchedOutput(), stop: make(chan os.Signal, 1), done: make(chan int, 1)}
-	args = append([]string{"serve", "--listen", "unix:" + sh.socket, "--cwd", cwd}, args...)
-	go func() { sh.done <- runProgram(args, e.env(), strings.NewReader(""), sh.stdout, sh.stderr, sh.stop) }()
-	if !sh.stderr.waitFor("listening on", func(b []byte) string { return string(b) }) {
-		t.Fatalf("rpi serve never listened:\n%s", sh.stderr.bytes())
-	}
-	return sh
-}
-
 // seqsOf are the seqs of the events among rs, in order.
 func seqsOf(rs []servedRecord) []int64 {
 	var seqs []int64
@@ -1186,22 +1173,7 @@ func TestServeHostileOtherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as another user (nobody)")
 	}
-	dir := t.TempDir()
-	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
-		os.Chmod(d, 0o755)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary := filepath.Join(dir, "rpi.test")
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(binary, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, binary := copyForNobody(t, "rpi.test")
 	e := newTestEnv(t)
 	sh := startServe(t, e, t.TempDir())
 	defer sh.end()

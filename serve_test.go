@@ -89,11 +89,10 @@ func shortSocketDir(t testing.TB) string {
 	return dir
 }
 
-// startServe starts rpi serve in e with args, listening on a socket of
-// its own, and waits until it listens.
-func startServe(t *testing.T, e *testEnv, cwd string, args ...string) *servedHost {
+// startServeAt is startServe on a socket path of the test's choosing.
+func startServeAt(t *testing.T, e *testEnv, cwd, socket string, args ...string) *servedHost {
 	t.Helper()
-	sh := &servedHost{t: t, env: e, cwd: cwd, socket: filepath.Join(shortSocketDir(t), "rpi.sock"),
+	sh := &servedHost{t: t, env: e, cwd: cwd, socket: socket,
 		stderr: newWatchedOutput(), stdout: newWatchedOutput(), stop: make(chan os.Signal, 1), done: make(chan int, 1)}
 	args = append([]string{"serve", "--listen", "unix:" + sh.socket, "--cwd", cwd}, args...)
 	go func() { sh.done <- runProgram(args, e.env(), strings.NewReader(""), sh.stdout, sh.stderr, sh.stop) }()
@@ -101,6 +100,13 @@ func startServe(t *testing.T, e *testEnv, cwd string, args ...string) *servedHos
 		t.Fatalf("rpi serve never listened:\n%s", sh.stderr.bytes())
 	}
 	return sh
+}
+
+// startServe starts rpi serve in e with args, listening on a socket of
+// its own, and waits until it listens.
+func startServe(t *testing.T, e *testEnv, cwd string, args ...string) *servedHost {
+	t.Helper()
+	return startServeAt(t, e, cwd, filepath.Join(shortSocketDir(t), "rpi.sock"), args...)
 }
 
 // end sends SIGTERM and checks that rpi serve exits 0, having written
