@@ -28,20 +28,28 @@ func installMCPServers(t *testing.T) string {
 	npm := needProgram(t, "npm")
 	needProgram(t, "node")
 	dir := t.TempDir()
-	// A registry that cannot be reached costs a minute at most.
+	npmInstall(t, npm, dir, "the MCP reference servers", mcpEverything, mcpFilesystem)
+	return filepath.Join(dir, "node_modules", ".bin")
+}
+
+// npmInstall installs packages into dir with npm, or skips t (noting it
+// for the run's last line) where npm cannot: a registry that cannot be
+// reached costs a minute at most. what names the packages in that note.
+func npmInstall(t *testing.T, npm, dir, what string, packages ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--silent", "--fetch-timeout=20000",
-		"--fetch-retries=1", "--ignore-scripts", "--prefix", dir, mcpEverything, mcpFilesystem)
+	args := append([]string{"install", "--no-audit", "--no-fund", "--silent", "--fetch-timeout=20000",
+		"--fetch-retries=1", "--ignore-scripts", "--no-save", "--prefix", dir}, packages...)
+	cmd := exec.CommandContext(ctx, npm, args...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(dir, ".npm"), "npm_config_update_notifier=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		skippedForPrograms.Lock()
-		skippedForPrograms.tests = append(skippedForPrograms.tests, t.Name()+" (npm could not install the MCP reference servers)")
+		skippedForPrograms.tests = append(skippedForPrograms.tests, t.Name()+" (npm could not install "+what+")")
 		skippedForPrograms.Unlock()
-		t.Skipf("npm install %s %s: %v\n%s", mcpEverything, mcpFilesystem, err, out)
+		t.Skipf("npm install %s: %v\n%s", strings.Join(packages, " "), err, out)
 	}
-	return filepath.Join(dir, "node_modules", ".bin")
 }
 
 // TestMCPReferenceServers: server-everything over stdio and over

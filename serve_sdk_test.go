@@ -31,18 +31,7 @@ func installACPSDK(t *testing.T) string {
 	if data, err := os.ReadFile(filepath.Join(sdk, "package.json")); err == nil && strings.Contains(string(data), `"version": "2.4.0"`) {
 		return sdk
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--silent", "--fetch-timeout=20000",
-		"--fetch-retries=1", "--ignore-scripts", "--no-save", "--prefix", dir, acpSDK)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(dir, ".npm"), "npm_config_update_notifier=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		skippedForPrograms.Lock()
-		skippedForPrograms.tests = append(skippedForPrograms.tests, t.Name()+" (npm could not install "+acpSDK+")")
-		skippedForPrograms.Unlock()
-		t.Skipf("npm install %s: %v\n%s", acpSDK, err, out)
-	}
+	npmInstall(t, npm, dir, acpSDK, acpSDK)
 	return sdk
 }
 
