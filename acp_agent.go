@@ -69,7 +69,9 @@ func runACP(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Writer
 	for _, notice := range h.set.notices {
 		fmt.Fprintf(stderr, "rpi: %s\n", notice)
 	}
-	a := newACPAgent(h, newConnection(stdin, stdout, stderr))
+	conn := newStdioConnection(stdin, stdout, stderr)
+	conn.readAhead(env.maxLineBytes, stderr) // while the signal handlers come
+	a := newACPAgent(h, conn)
 	if env.signalsReady != nil {
 		<-env.signalsReady
 	}

@@ -175,6 +175,7 @@ func (b *bridgeConfig) helloLine(compat bool) []byte {
 // connection) or the host closes the connection (1). It cannot connect:
 // one stderr line, 1.
 func runBridge(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal) int {
+	readyLaterStopSignals() // a bridge has no first line to hurry
 	b := cfg.bridge
 	if len(b.ignored) > 0 {
 		fmt.Fprintf(stderr, "rpi: a bridge passes on no %s: the host's own flags hold (docs/serve.md#bridges)\n", strings.Join(b.ignored, ", "))

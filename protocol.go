@@ -421,6 +421,19 @@ const bigLineBytes = 4 << 20
 type connection struct {
 	in  io.Reader
 	out *output
+	// frames and inputEnded are readInput's, once readAhead started it.
+	frames     <-chan []frame
+	inputEnded <-chan struct{}
+	// whenIdle, if set, is called once, on serve's goroutine, when serve
+	// first finds no line waiting: at its start, or once it has answered
+	// (and written out) the lines that were; before it reads on.
+	whenIdle func()
+}
+
+// readAhead starts reading the connection's lines, at most maxLine bytes
+// each: from then on they wait, read and framed, for serve.
+func (c *connection) readAhead(maxLine int, stderr io.Writer) {
+	c.frames, c.inputEnded = readInput(c.in, maxLine, stderr)
 }
 
 func newConnection(in io.Reader, out, stderr io.Writer) *connection {
@@ -435,10 +448,22 @@ func newConnection(in io.Reader, out, stderr io.Writer) *connection {
 // handled. When it returns, the output is ending (output.end): what is
 // written after may be given up on a client that reads nothing.
 func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame), memory *memoryReturn, stderr io.Writer) os.Signal {
-	frames, inputEnded := readInput(c.in, maxLine, stderr)
+	if c.frames == nil {
+		c.readAhead(maxLine, stderr)
+	}
+	frames, inputEnded := c.frames, c.inputEnded
 	signalled, stopWatching := watchEnd(c.out, stop, inputEnded)
 	defer stopWatching()
 	defer c.out.end()
+	idle := func() { // nothing read waits to be handled
+		if c.whenIdle != nil {
+			c.whenIdle()
+			c.whenIdle = nil
+		}
+	}
+	if len(frames) == 0 {
+		idle()
+	}
 	for {
 		select {
 		case batch, ok := <-frames:
@@ -453,6 +478,7 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				c.out.flush()
+				idle()
 			}
 		case sig := <-signalled:
 			return sig

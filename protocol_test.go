@@ -1264,7 +1264,7 @@ func TestEndToEndSignals(t *testing.T) {
 	for _, tt := range []struct {
 		sig  syscall.Signal
 		code int
-	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}} {
+	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}, {syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
 		t.Run(tt.sig.String(), func(t *testing.T) {
 			p := startRPI(t, "rpc", "--cwd", t.TempDir())
 			p.next(t)

@@ -90,6 +90,7 @@ func runServe(cfg cliConfig, env runEnv, stderr io.Writer, stop chan os.Signal, 
 	if env.signalsReady != nil {
 		<-env.signalsReady
 	}
+	readyLaterStopSignals()
 	fmt.Fprintf(stderr, "rpi serve: listening on %s\n", strings.Join(sh.where, " and "))
 	for i, l := range sh.listeners {
 		if strings.HasPrefix(sh.where[i], "unix:") {

@@ -51,9 +51,16 @@ func exitCode(sig os.Signal) int {
 	return 0
 }
 
-// handledSignals are the signals that end rpi (docs/protocol.md#launch):
-// watchSignals gives them a handler before the first line.
-var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// handledSignals are the signals that end rpi that watchSignals gives a
+// handler before the first line (docs/protocol.md#launch).
+var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+
+// laterStopSignals are the other signals that end rpi: they get their
+// handlers once rpi first waits for input, or before its first child
+// starts, whichever comes first (readyLaterStopSignals). Each handler
+// costs a round trip to the runtime's signal thread, and before the
+// first line these two measurably delayed it (docs/performance.md).
+var laterStopSignals = []os.Signal{syscall.SIGHUP, syscall.SIGQUIT}
 
 // childSignals are the signals rpi handles only for its children's sake,
 // from just before the first child starts (readyChildSignals): SIGPIPE,
@@ -71,12 +78,25 @@ var childSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN
 // (in-process tests never run it, and so change no signal's handling).
 var signalRelay chan<- os.Signal
 
-// childSignalsReady makes readyChildSignals install the handlers once.
-var childSignalsReady sync.Once
+// laterStopSignalsReady and childSignalsReady make readyLaterStopSignals
+// and readyChildSignals install their handlers once.
+var laterStopSignalsReady, childSignalsReady sync.Once
 
-// readyChildSignals gives childSignals their handlers, once, on the
-// channel of watchSignals; every start of a child calls it first.
+// readyLaterStopSignals gives laterStopSignals their handlers, once, on
+// the channel of watchSignals; it returns once they are in place.
+func readyLaterStopSignals() {
+	laterStopSignalsReady.Do(func() {
+		if signalRelay != nil {
+			signal.Notify(signalRelay, laterStopSignals...)
+		}
+	})
+}
+
+// readyChildSignals gives laterStopSignals and childSignals their
+// handlers, once, on the channel of watchSignals; every start of a child
+// calls it first.
 func readyChildSignals() {
+	readyLaterStopSignals()
 	childSignalsReady.Do(func() {
 		if signalRelay != nil {
 			signal.Notify(signalRelay, childSignals...)
@@ -85,14 +105,14 @@ func readyChildSignals() {
 }
 
 // watchSignals starts installing, on a goroutine of its own, the handlers
-// that send to stop the signals that end rpi (docs/protocol.md#launch):
-// SIGINT, SIGTERM, SIGQUIT, and SIGHUP unless it was ignored when rpi
-// started (nohup). SIGPIPE is ignored at once, so that a write to a
-// reader that is gone is an error, not rpi's end; childSignals get their
-// handlers later, on the same channel, before the first child starts.
-// The first handler makes the runtime start threads, which is why this
-// runs beside the rest of startup; serve waits for ready before it
-// writes the first line.
+// of handledSignals (SIGINT, SIGTERM); it sends to stop the signals that
+// end rpi (docs/protocol.md#launch): those two, SIGQUIT, and SIGHUP
+// unless it was ignored when rpi started (nohup). SIGPIPE is ignored at
+// once, so that a write to a reader that is gone is an error, not rpi's
+// end. laterStopSignals and childSignals get their handlers later, on
+// the same channel. The first handler makes the runtime start threads,
+// which is why this runs beside the rest of startup; serve waits for
+// ready before it writes the first line.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	hupIgnored := signal.Ignored(syscall.SIGHUP)
 	signal.Ignore(syscall.SIGPIPE)

@@ -18,8 +18,10 @@ import (
 func mkfifo(path string, mode uint32) error { return syscall.Mkfifo(path, mode) }
 
 // TestEndToEndChildSignalsAtFirstChild: before its first child, rpi
-// handles only the signals that end it, with SIGPIPE ignored (each
-// handler costs startup time); its first child's start gives SIGPIPE,
+// catches only the signals that end it (the runtime catches SIGHUP and
+// SIGQUIT from the start; TestEndToEndLaterStopSignals shows when rpi
+// takes them over), with SIGPIPE ignored (each handler costs startup
+// time); its first child's start gives SIGPIPE,
 // SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT their handlers, so that children
 // start with them at their defaults (TestEndToEndDefaultSignals).
 func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
@@ -65,6 +67,66 @@ func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
 	}
 	p.stdin.Close()
 	p.exit(t)
+}
+
+// TestEndToEndLaterStopSignals: SIGHUP and SIGQUIT, whose handlers rpi
+// installs only when it first waits for input, are in place for any line
+// it reads after that: with no child ever started, the second get_state's
+// answer means that either signal ends rpi as docs/protocol.md#launch
+// says, with its exit code, not killed by it.
+func TestEndToEndLaterStopSignals(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			p := startRPI(t, "rpc", "--cwd", t.TempDir())
+			p.next(t)
+			p.send(t, `{"id":"1","type":"get_state"}`+"\n")
+			p.until(t, "response", "1")
+			p.send(t, `{"id":"2","type":"get_state"}`+"\n")
+			p.until(t, "response", "2")
+			p.cmd.Process.Signal(tt.sig)
+			if code, _ := p.exit(t); code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+		})
+	}
+}
+
+// TestEndToEndSessionDirNotWritable: rpi run as a user who may not write
+// to the session folder (root's, mode 0755) stops at startup with the
+// init error that says why, and leaves nothing there; in a folder of
+// that user's own it starts.
+func TestEndToEndSessionDirNotWritable(t *testing.T) {
+	endToEnd(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run rpi as nobody") // TestCheckWritableDir covers this user
+	}
+	dir, binary := copyForNobody(t, "rpi")
+	own := filepath.Join(dir, "own")
+	os.Mkdir(own, 0o755)
+	os.Chown(own, 65534, 65534)
+	for _, tt := range []struct{ sessions, want string }{
+		{filepath.Join(dir, "sessions"), `{"type":"response","command":"init","success":false,"error":"Cannot use session directory ` + filepath.Join(dir, "sessions") + `: permission denied"}`},
+		{filepath.Join(own, "sessions"), `{"type":"session_started"`},
+	} {
+		cmd := rpiCommand(t, "rpc", "--cwd", dir, "--session-dir", tt.sessions)
+		cmd.Path, cmd.Args[0] = binary, binary
+		cmd.Env = append(cmd.Env, "HOME="+dir, "PI_CODING_AGENT_DIR="+dir, "TMPDIR="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, _ := cmd.Output() // stdin is /dev/null: rpi ends after its first line
+		if !strings.HasPrefix(string(out), tt.want) {
+			t.Errorf("--session-dir %s as nobody: %s; want %s", tt.sessions, out, tt.want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "rpi" && e.Name() != "own" {
+			t.Errorf("startup left %s behind", e.Name())
+		}
+	}
 }
 
 // TestOpenRegularMissingAsOpen: where nothing is there, openRegular does

@@ -97,6 +97,10 @@ var handledSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 // signal handling.
 func readyChildSignals() {}
 
+// readyLaterStopSignals has nothing to do: watchSignals handles every
+// signal that ends rpi here.
+func readyLaterStopSignals() {}
+
 // watchSignals sends Ctrl+C, Ctrl+Break and the console's close to stop;
 // ready is closed once that is set up.
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
