@@ -69,14 +69,14 @@ func runACP(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Writer
 	for _, notice := range h.set.notices {
 		fmt.Fprintf(stderr, "rpi: %s\n", notice)
 	}
-	conn := newStdioConnection(stdin, stdout, stderr)
+	conn := newConnection(stdin, stdout, stderr)
 	conn.readAhead(env.maxLineBytes, stderr) // while the signal handlers come
+	conn.whenIdle = h.settleIn
 	a := newACPAgent(h, conn)
 	if env.signalsReady != nil {
 		<-env.signalsReady
 	}
 	env.trace.phase("ready for initialize")
-	h.goBackground(func() { sweepTempDirs(env.tempDir) })
 	sig := a.serveLines(env.maxLineBytes, stop)
 	a.shutdown()
 	if sig != nil {

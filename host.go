@@ -302,6 +302,15 @@ func (h *host) shutdown(patient bool) {
 	h.memory.close()
 }
 
+// settleIn is what a stdio wire does when it first waits for input (its
+// connection's whenIdle): the work startup leaves so as not to delay the
+// first lines. SIGHUP's and SIGQUIT's handlers, before it reads on; the
+// sweep of temp folders that dead rpis left, in the background.
+func (h *host) settleIn() {
+	readyLaterStopSignals()
+	h.goBackground(func() { sweepTempDirs(h.env.tempDir) })
+}
+
 // goBackground runs work on its own goroutine, counted for shutdown; a
 // panic in it is logged and does not take rpi down.
 func (h *host) goBackground(work func()) {

@@ -82,7 +82,7 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 		return runServe(cfg, env, stderr, stop, servedWires{acp: newServedACPWire, rpc: newServedRPCWire})
 	}
 	startupOver := endStartupOnSignal(env, stop, stderr)
-	conn := newStdioConnection(stdin, stdout, stderr)
+	conn := newConnection(stdin, stdout, stderr)
 	s, err := newServer(cfg, env, conn, stderr)
 	startupOver()
 	if err != nil {
@@ -92,17 +92,8 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	// and writes session_started (started earlier, the reader would
 	// slow startup down).
 	conn.readAhead(env.maxLineBytes, stderr)
+	conn.whenIdle = s.settleIn
 	return s.serve(stop)
-}
-
-// newStdioConnection is the connection of rpi's stdin and stdout, for rpc
-// and ACP: when it first waits for input (the lines already there
-// answered), the later stop signals get their handlers
-// (readyLaterStopSignals) before it reads on.
-func newStdioConnection(stdin io.Reader, stdout, stderr io.Writer) *connection {
-	c := newConnection(stdin, stdout, stderr)
-	c.whenIdle = readyLaterStopSignals
-	return c
 }
 
 // endStartupOnSignal watches stop while startup runs: a signal then ends

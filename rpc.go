@@ -192,7 +192,6 @@ func (s *rpcServer) serve(stop <-chan os.Signal) int {
 		s.env.trace.phase("waiting for the signal handlers")
 	}
 	s.announceStart()
-	s.goBackground(func() { sweepTempDirs(s.env.tempDir) })
 	stopSignal := s.conn.serve(s.env.maxLineBytes, stop, s.handleFrame, &s.memory, s.stderr)
 	s.out.flush()
 	s.shutdown(stopSignal == nil)
