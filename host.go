@@ -302,9 +302,9 @@ func (h *host) shutdown(patient bool) {
 	h.memory.close()
 }
 
-// settleIn is what a stdio wire does when it first waits for input (its
-// connection's whenIdle): the work startup leaves so as not to delay the
-// first lines. SIGHUP's and SIGQUIT's handlers, before it reads on; the
+// settleIn is what a stdio wire does once it has answered the first
+// lines that came (its connection's whenIdle): the work startup leaves so
+// as not to delay them. SIGHUP's and SIGQUIT's handlers, before it reads on; the
 // sweep of temp folders that dead rpis left, in the background.
 func (h *host) settleIn() {
 	readyLaterStopSignals()

@@ -425,8 +425,8 @@ type connection struct {
 	frames     <-chan []frame
 	inputEnded <-chan struct{}
 	// whenIdle, if set, is called once, on serve's goroutine, when serve
-	// first finds no line waiting: at its start, or once it has answered
-	// (and written out) the lines that were; before it reads on.
+	// has answered (and written out) the first lines that came and finds
+	// no more waiting; before it reads on.
 	whenIdle func()
 }
 
@@ -455,15 +455,6 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 	signalled, stopWatching := watchEnd(c.out, stop, inputEnded)
 	defer stopWatching()
 	defer c.out.end()
-	idle := func() { // nothing read waits to be handled
-		if c.whenIdle != nil {
-			c.whenIdle()
-			c.whenIdle = nil
-		}
-	}
-	if len(frames) == 0 {
-		idle()
-	}
 	for {
 		select {
 		case batch, ok := <-frames:
@@ -478,7 +469,10 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				c.out.flush()
-				idle()
+				if c.whenIdle != nil {
+					c.whenIdle()
+					c.whenIdle = nil
+				}
 			}
 		case sig := <-signalled:
 			return sig

@@ -70,10 +70,10 @@ func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
 }
 
 // TestEndToEndLaterStopSignals: SIGHUP and SIGQUIT, whose handlers rpi
-// installs only when it first waits for input, are in place for any line
-// it reads after that: with no child ever started, the second get_state's
-// answer means that either signal ends rpi as docs/protocol.md#launch
-// says, with its exit code, not killed by it.
+// installs only once it has answered the first lines that came, are in
+// place for any line it reads after that: with no child ever started,
+// the second get_state's answer means that either signal ends rpi as
+// docs/protocol.md#launch says, with its exit code, not killed by it.
 func TestEndToEndLaterStopSignals(t *testing.T) {
 	endToEnd(t)
 	for _, tt := range []struct {
