@@ -252,8 +252,8 @@ type flagValues struct {
 
 // flagTarget is where the flag called name (without its dashes) puts its
 // value: a *string, *bool, *int, *time.Duration, *byteCount or
-// *stringList in cfg or v. nil: rpi has no such flag. The names of a case
-// are one flag's long and short names.
+// *stringList in cfg or v. nil: rpi has no such flag. A case lists a
+// flag's long and short names, or flags that share a value.
 func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 	switch name {
 	case "mode":
@@ -387,7 +387,8 @@ func parseFlags(args []string, cfg *cliConfig, v *flagValues) (rest, given []str
 		if p, ok := target.(*bool); ok {
 			if hasValue {
 				b, err := strconv.ParseBool(value)
-				if *p = b; err != nil {
+				*p = b // false when value does not parse, as with the flag package
+				if err != nil {
 					return args, given, fmt.Errorf("invalid boolean value %q for -%s: parse error", value, name)
 				}
 			} else {
