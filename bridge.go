@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -43,9 +42,11 @@ var bridgeOwnFlags = []string{"connect", "attach", "cursor", "observe", "compat"
 
 // connectValue gives --connect its optional value: --connect at the end,
 // or followed by another flag, is --connect= (the default socket). The
-// other flags' values are stepped over as the flag package reads them.
-func connectValue(fs *flag.FlagSet, args []string) []string {
-	out := slices.Clone(args)
+// other flags' values are stepped over as parseFlags reads them (cfg and v
+// only tell flagTarget's kinds). It changes a copy of args, made only
+// for such a --connect.
+func connectValue(args []string, cfg *cliConfig, v *flagValues) []string {
+	var out []string // args with --connect= for --connect; nil: args as they are
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "--" || arg == "-" || !strings.HasPrefix(arg, "-") {
@@ -57,40 +58,47 @@ func connectValue(fs *flag.FlagSet, args []string) []string {
 		}
 		if name == "connect" {
 			if i+1 == len(args) || strings.HasPrefix(args[i+1], "-") {
+				if out == nil {
+					out = slices.Clone(args)
+				}
 				out[i] = arg + "="
 			}
 			continue
 		}
-		f := fs.Lookup(name)
-		if f == nil {
-			break // the flag package refuses it
+		target := flagTarget(name, cfg, v)
+		if target == nil {
+			break // parseFlags refuses it
 		}
-		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		if _, isBool := target.(*bool); isBool {
 			continue
 		}
 		i++ // its value
+	}
+	if out == nil {
+		return args
 	}
 	return out
 }
 
 // bridgeFlags reads a bridge's flags once parseArgs has read the rest:
-// nil without --connect. The flags for the session the host opens go in
-// options (an rpc bridge's without --attach); every other flag given is
-// listed as ignored.
-func bridgeFlags(fs *flag.FlagSet, args []string, cfg cliConfig, b bridgeConfig) (*bridgeConfig, error) {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	own := given["attach"] || given["cursor"] || given["observe"]
+// nil without --connect. given are the flags given, by the names
+// parseFlags returns; v holds their values besides cfg's. The flags for
+// the session the host opens go in options (an rpc bridge's without
+// --attach); every other flag given is listed as ignored, in the order
+// of the names.
+func bridgeFlags(given []string, args []string, cfg cliConfig, v *flagValues) (*bridgeConfig, error) {
+	b := bridgeConfig{connect: v.connect, attach: v.attach, cursor: v.cursor, observe: v.observe}
+	own := slices.Contains(given, "attach") || slices.Contains(given, "cursor") || slices.Contains(given, "observe")
 	switch {
-	case !given["connect"] && own:
+	case !slices.Contains(given, "connect") && own:
 		return nil, errors.New("Conflicting flags: --attach, --cursor and --observe are a bridge's (rpi rpc --connect)")
-	case !given["connect"]:
+	case !slices.Contains(given, "connect"):
 		return nil, nil
 	case cfg.serve:
 		return nil, errors.New("Conflicting flags: --connect is rpi rpc's and rpi acp's (a bridge to a running rpi serve)")
 	case cfg.acp && own:
 		return nil, errors.New("Conflicting flags: --attach, --cursor and --observe are rpc's; an ACP client opens and loads its sessions itself")
-	case given["cursor"] && (b.attach == "" || b.cursor < 0):
+	case slices.Contains(given, "cursor") && (b.attach == "" || b.cursor < 0):
 		return nil, errors.New("Invalid --cursor: the seq of the last event seen (0 or more), with --attach")
 	case b.observe && b.attach == "":
 		return nil, errors.New("Conflicting flags: --observe goes with --attach (an observer watches a session)")
@@ -99,24 +107,27 @@ func bridgeFlags(fs *flag.FlagSet, args []string, cfg cliConfig, b bridgeConfig)
 		return nil, err
 	}
 	b.options = map[string]any{}
-	fs.Visit(func(f *flag.Flag) {
-		option, forSession := sessionFlagNames[f.Name]
+	names := slices.Clone(given)
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		option, forSession := sessionFlagNames[name]
 		switch {
-		case slices.Contains(bridgeOwnFlags, f.Name):
+		case slices.Contains(bridgeOwnFlags, name):
 		case !forSession || cfg.acp || b.attach != "":
-			b.ignored = append(b.ignored, typedFlag(args, f.Name))
+			b.ignored = append(b.ignored, typedFlag(args, name))
 		case option == "cwd":
 			b.options[option] = cfg.cwd
 		case option == "session":
-			b.options[option] = resolvePath(cfg.cwd, f.Value.String()) // the bridge's, not the host's
+			b.options[option] = resolvePath(cfg.cwd, cfg.sessionFile) // the bridge's, not the host's
 		default:
-			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			target := flagTarget(name, &cfg, v)
+			if _, isBool := target.(*bool); isBool {
 				b.options[option] = true
 			} else {
-				b.options[option] = f.Value.String()
+				b.options[option] = flagText(target)
 			}
 		}
-	})
+	}
 	return &b, nil
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -121,83 +119,19 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if subcommand == "" && len(args) > 0 && (args[0] == "help" || args[0] == "version") {
 		word, args = args[0], args[1:]
 	}
-	fs := flag.NewFlagSet("rpi", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var mode, tools, exclude, models, confirm, compat, ignored string
-	var help, showVersion, noTools, noApprove, ignoredBool bool
-	fs.StringVar(&mode, "mode", "", "")
-	fs.StringVar(&cfg.provider, "provider", "", "")
-	fs.StringVar(&cfg.model, "model", "", "")
-	fs.StringVar(&models, "models", "", "")
-	fs.StringVar(&cfg.apiKey, "api-key", "", "")
-	fs.StringVar(&cfg.thinking, "thinking", "", "")
-	fs.StringVar(&tools, "tools", "", "")
-	fs.StringVar(&tools, "t", "", "")
-	fs.BoolVar(&noTools, "no-tools", false, "")
-	fs.BoolVar(&noTools, "nt", false, "")
-	fs.StringVar(&exclude, "exclude-tools", "", "")
-	fs.StringVar(&exclude, "xt", "", "")
-	fs.BoolVar(&cfg.noSession, "no-session", false, "")
-	fs.StringVar(&cfg.sessionDir, "session-dir", "", "")
-	fs.StringVar(&cfg.sessionFile, "session", "", "")
-	fs.StringVar(&cfg.sessionID, "session-id", "", "")
-	fs.StringVar(&cfg.forkFrom, "fork", "", "")
-	fs.StringVar(&cfg.name, "name", "", "")
-	fs.StringVar(&cfg.name, "n", "", "")
-	fs.StringVar(&cfg.systemPrompt, "system-prompt", "", "")
-	fs.StringVar(&cfg.appendSystemPrompt, "append-system-prompt", "", "")
-	fs.BoolVar(&cfg.noContextFiles, "no-context-files", false, "")
-	fs.BoolVar(&cfg.noContextFiles, "nc", false, "")
-	fs.BoolVar(&cfg.noSkills, "no-skills", false, "")
-	fs.BoolVar(&cfg.noSkills, "ns", false, "")
-	fs.BoolVar(&cfg.noPromptTemplates, "no-prompt-templates", false, "")
-	fs.BoolVar(&cfg.noPromptTemplates, "np", false, "")
-	fs.BoolVar(&cfg.approve, "approve", false, "")
-	fs.BoolVar(&cfg.approve, "a", false, "")
-	fs.BoolVar(&noApprove, "no-approve", false, "")
-	fs.BoolVar(&noApprove, "na", false, "")
-	fs.StringVar(&confirm, "confirm", "", "")
-	fs.StringVar(&cfg.cwd, "cwd", "", "")
-	fs.StringVar(&compat, "compat", "", "")
-	fs.BoolVar(&cfg.noMCP, "no-mcp", false, "")
-	var connect, attach string
-	var cursor int
-	var observe bool
-	fs.StringVar(&connect, "connect", "", "")
-	fs.StringVar(&attach, "attach", "", "")
-	fs.IntVar(&cursor, "cursor", -1, "")
-	fs.BoolVar(&observe, "observe", false, "")
-	// pi's presentation flags: accepted so that pi's clients can launch
-	// rpi with pi's arguments; rpi has no themes or extensions, and never
-	// goes online on its own.
-	fs.BoolVar(&cfg.verbose, "verbose", false, "")
-	fs.IntVar(&cfg.maxRunning, "max-running", defaultMaxRunning, "")
-	var replayBytes, clientQueue byteCount = defaultReplayBytes, defaultClientQueue
+	cfg.maxRunning = defaultMaxRunning
 	cfg.served = serveConfig{idleClose: defaultIdleClose, maxConnections: defaultMaxConnections}
-	fs.Var((*stringList)(&cfg.served.listen), "listen", "")
-	fs.Var(&replayBytes, "replay-bytes", "")
-	fs.Var(&clientQueue, "client-queue", "")
-	fs.DurationVar(&cfg.served.idleClose, "idle-close", defaultIdleClose, "")
-	fs.IntVar(&cfg.served.maxConnections, "max-connections", defaultMaxConnections, "")
-	fs.BoolVar(&cfg.served.allowRemote, "allow-remote", false, "")
-	fs.Var((*stringList)(&cfg.served.allowOrigins), "allow-origin", "")
-	for _, name := range []string{"no-themes", "offline", "no-extensions", "ne"} {
-		fs.BoolVar(&ignoredBool, name, false, "")
-	}
-	fs.StringVar(&ignored, "theme", "", "")
-	fs.BoolVar(&help, "help", false, "")
-	fs.BoolVar(&help, "h", false, "")
-	fs.BoolVar(&showVersion, "version", false, "")
-	fs.BoolVar(&showVersion, "v", false, "")
-	err = fs.Parse(connectValue(fs, args))
+	v := flagValues{cursor: -1, replayBytes: defaultReplayBytes, clientQueue: defaultClientQueue}
+	rest, given, err := parseFlags(args, &cfg, &v)
 	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
-	cfg.acp = subcommand == "acp" || mode == "acp" // known this far: an error goes out as that mode's
+	cfg.acp = subcommand == "acp" || v.mode == "acp" // known this far: an error goes out as that mode's
 	cfg.serve = subcommand == "serve"
 	if err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			return cfg, "", fmt.Errorf("Unknown flag: %s (see rpi --help)", typedFlag(args, name))
 		}
-		// The flag package names a flag with one dash: name it as typed.
+		// parseFlags names a flag with one dash, as the flag package does:
+		// name it as typed.
 		named := regexp.MustCompile(`(argument: | for | for flag )-([\w-]+)`)
 		text := named.ReplaceAllStringFunc(err.Error(), func(m string) string {
 			i := strings.LastIndex(m, " -")
@@ -206,45 +140,44 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", fmt.Errorf("Invalid arguments: %s (see rpi --help)", text)
 	}
 	switch {
-	case compat != "" && compat != "pi" && compat != "rpi":
-		return cfg, "", fmt.Errorf("Invalid --compat %q: must be pi or rpi", compat)
-	case compat != "":
-		cfg.compat = compat == "pi"
+	case v.compat != "" && v.compat != "pi" && v.compat != "rpi":
+		return cfg, "", fmt.Errorf("Invalid --compat %q: must be pi or rpi", v.compat)
+	case v.compat != "":
+		cfg.compat = v.compat == "pi"
 	default:
 		cfg.compat = env.getenv("RPI_COMPAT") == "pi" || env.program == "pi"
 	}
-	if help || word == "help" {
+	if v.help || word == "help" {
 		return cfg, "help", nil
 	}
-	if showVersion || word == "version" {
+	if v.showVersion || word == "version" {
 		return cfg, "version", nil
 	}
-	rest := fs.Args()
 	if subcommand == "" {
 		subcommand, rest = modeSubcommand(rest)
 	}
 	if len(rest) > 0 {
 		return cfg, "", fmt.Errorf("Unexpected argument: %s (see rpi --help)", rest[0])
 	}
-	cfg.acp = subcommand == "acp" || mode == "acp"
+	cfg.acp = subcommand == "acp" || v.mode == "acp"
 	cfg.serve = subcommand == "serve"
-	cfg.served.replayBytes, cfg.served.clientQueue = int(replayBytes), int(clientQueue)
+	cfg.served.replayBytes, cfg.served.clientQueue = int(v.replayBytes), int(v.clientQueue)
 	switch {
-	case subcommand != "" && mode != "" && mode != subcommand:
-		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), mode)
-	case subcommand == "" && mode == "":
+	case subcommand != "" && v.mode != "" && v.mode != subcommand:
+		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), v.mode)
+	case subcommand == "" && v.mode == "":
 		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor, `rpi serve` for a long-lived host)")
-	case mode != "" && mode != "rpc" && mode != "acp":
-		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", mode)
-	case cfg.serve && mode != "":
+	case v.mode != "" && v.mode != "rpc" && v.mode != "acp":
+		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", v.mode)
+	case cfg.serve && v.mode != "":
 		return cfg, "", errors.New("Conflicting mode: rpi serve takes no --mode (a connection's first message picks its wire)")
 	case cfg.serve && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name open one session; rpi serve opens a session for each client (a client's hello options name one)")
-	case !cfg.serve && serveFlagGiven(fs):
+	case !cfg.serve && serveFlagGiven(given):
 		return cfg, "", errors.New("Conflicting flags: --listen, --replay-bytes, --client-queue, --idle-close, --max-connections, --allow-remote and --allow-origin are rpi serve's")
 	case cfg.acp && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
-	case cfg.approve && noApprove:
+	case cfg.approve && v.noApprove:
 		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
 	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.noSession):
 		return cfg, "", errors.New("Conflicting flags: --session-id goes with neither --session nor --no-session")
@@ -265,20 +198,20 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
 	}
-	if cfg.tools, err = toolList("--tools", tools, false); err != nil {
+	if cfg.tools, err = toolList("--tools", v.tools, false); err != nil {
 		return cfg, "", err
 	}
-	cfg.toolsGiven = tools != "" || noTools
-	if noTools {
+	cfg.toolsGiven = v.tools != "" || v.noTools
+	if v.noTools {
 		cfg.tools = []string{}
 	}
-	if cfg.excludeTools, err = toolList("--exclude-tools", exclude, false); err != nil {
+	if cfg.excludeTools, err = toolList("--exclude-tools", v.exclude, false); err != nil {
 		return cfg, "", err
 	}
-	if cfg.confirm, err = toolList("--confirm", confirm, true); err != nil {
+	if cfg.confirm, err = toolList("--confirm", v.confirm, true); err != nil {
 		return cfg, "", err
 	}
-	for _, m := range strings.Split(models, ",") {
+	for _, m := range strings.Split(v.models, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.models = append(cfg.models, m)
 		}
@@ -297,10 +230,236 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if info, err := os.Stat(cfg.cwd); err != nil || !info.IsDir() {
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
-	if cfg.bridge, err = bridgeFlags(fs, args, cfg, bridgeConfig{connect: connect, attach: attach, cursor: cursor, observe: observe}); err != nil {
+	if cfg.bridge, err = bridgeFlags(given, args, cfg, &v); err != nil {
 		return cfg, "", err
 	}
 	return cfg, "serve", nil
+}
+
+// flagValues holds what the flags set besides cfg's fields: the values
+// parseArgs checks or combines before they reach cfg, and those it drops
+// (pi's flags that change nothing in rpi).
+type flagValues struct {
+	mode, tools, exclude, models, confirm, compat string
+	noTools, noApprove, help, showVersion         bool
+	connect, attach                               string
+	cursor                                        int
+	observe                                       bool
+	replayBytes, clientQueue                      byteCount
+	ignored                                       string // --theme
+	ignoredBool                                   bool   // --no-themes, --offline, --no-extensions
+}
+
+// flagTarget is where the flag called name (without its dashes) puts its
+// value: a *string, *bool, *int, *time.Duration, *byteCount or
+// *stringList in cfg or v. nil: rpi has no such flag. A case lists a
+// flag's long and short names, or flags that share a value.
+func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
+	switch name {
+	case "mode":
+		return &v.mode
+	case "provider":
+		return &cfg.provider
+	case "model":
+		return &cfg.model
+	case "models":
+		return &v.models
+	case "api-key":
+		return &cfg.apiKey
+	case "thinking":
+		return &cfg.thinking
+	case "tools", "t":
+		return &v.tools
+	case "no-tools", "nt":
+		return &v.noTools
+	case "exclude-tools", "xt":
+		return &v.exclude
+	case "no-session":
+		return &cfg.noSession
+	case "session-dir":
+		return &cfg.sessionDir
+	case "session":
+		return &cfg.sessionFile
+	case "session-id":
+		return &cfg.sessionID
+	case "fork":
+		return &cfg.forkFrom
+	case "name", "n":
+		return &cfg.name
+	case "system-prompt":
+		return &cfg.systemPrompt
+	case "append-system-prompt":
+		return &cfg.appendSystemPrompt
+	case "no-context-files", "nc":
+		return &cfg.noContextFiles
+	case "no-skills", "ns":
+		return &cfg.noSkills
+	case "no-prompt-templates", "np":
+		return &cfg.noPromptTemplates
+	case "approve", "a":
+		return &cfg.approve
+	case "no-approve", "na":
+		return &v.noApprove
+	case "confirm":
+		return &v.confirm
+	case "cwd":
+		return &cfg.cwd
+	case "compat":
+		return &v.compat
+	case "no-mcp":
+		return &cfg.noMCP
+	case "connect":
+		return &v.connect
+	case "attach":
+		return &v.attach
+	case "cursor":
+		return &v.cursor
+	case "observe":
+		return &v.observe
+	case "verbose":
+		return &cfg.verbose
+	case "max-running":
+		return &cfg.maxRunning
+	case "listen":
+		return (*stringList)(&cfg.served.listen)
+	case "replay-bytes":
+		return &v.replayBytes
+	case "client-queue":
+		return &v.clientQueue
+	case "idle-close":
+		return &cfg.served.idleClose
+	case "max-connections":
+		return &cfg.served.maxConnections
+	case "allow-remote":
+		return &cfg.served.allowRemote
+	case "allow-origin":
+		return (*stringList)(&cfg.served.allowOrigins)
+	// pi's presentation flags: accepted so that pi's clients can launch
+	// rpi with pi's arguments; rpi has no themes or extensions, and never
+	// goes online on its own.
+	case "no-themes", "offline", "no-extensions", "ne":
+		return &v.ignoredBool
+	case "theme":
+		return &v.ignored
+	case "help", "h":
+		return &v.help
+	case "version", "v":
+		return &v.showVersion
+	}
+	return nil
+}
+
+// parseFlags reads the flags at the front of args into their targets
+// (flagTarget), as Go's flag package would. It returns the arguments
+// after the flags, and the names of the flags given, in their order,
+// without dashes and as typed (t and tools are two names). -x and --x are
+// one flag; a value is --x=v or --x v, a boolean's only --x=v (--x alone
+// is true); "--" ends the flags, and so does "-" or an argument not
+// starting with "-". Its errors are the flag package's, word for word,
+// naming a flag with one dash; a value that does not parse is stored all
+// the same, as there (false, 0s, 0 or the int's limit).
+//
+// A flag.FlagSet did this before: defining its sixty-odd flags (a map,
+// and a Flag for each) cost, at every start, about as much as all the
+// rest of reading the command line.
+func parseFlags(args []string, cfg *cliConfig, v *flagValues) (rest, given []string, err error) {
+	args = connectValue(args, cfg, v)
+	for len(args) > 0 {
+		arg := args[0]
+		if len(arg) < 2 || arg[0] != '-' {
+			break
+		}
+		name := arg[1:]
+		if arg == "--" {
+			return args[1:], given, nil
+		} else if arg[1] == '-' {
+			name = arg[2:]
+		}
+		if name[0] == '-' || name[0] == '=' {
+			return args, given, fmt.Errorf("bad flag syntax: %s", arg)
+		}
+		args = args[1:]
+		name, value, hasValue := strings.Cut(name, "=")
+		target := flagTarget(name, cfg, v)
+		if target == nil {
+			return args, given, fmt.Errorf("flag provided but not defined: -%s", name)
+		}
+		if p, ok := target.(*bool); ok {
+			if hasValue {
+				b, err := strconv.ParseBool(value)
+				*p = b // false when value does not parse, as with the flag package
+				if err != nil {
+					return args, given, fmt.Errorf("invalid boolean value %q for -%s: parse error", value, name)
+				}
+			} else {
+				*p = true
+			}
+			given = append(given, name)
+			continue
+		}
+		if !hasValue {
+			if len(args) == 0 {
+				return args, given, fmt.Errorf("flag needs an argument: -%s", name)
+			}
+			value, args = args[0], args[1:]
+		}
+		if err := setFlag(target, value); err != nil {
+			return args, given, fmt.Errorf("invalid value %q for flag -%s: %v", value, name, err)
+		}
+		given = append(given, name)
+	}
+	return args, given, nil
+}
+
+// setFlag stores the value of a flag that takes one in target (see
+// flagTarget), with the flag package's errors for a value that does not
+// parse.
+func setFlag(target any, value string) error {
+	switch p := target.(type) {
+	case *string:
+		*p = value
+	case *int:
+		n, err := strconv.ParseInt(value, 0, strconv.IntSize)
+		*p = int(n)
+		if errors.Is(err, strconv.ErrRange) {
+			return errors.New("value out of range")
+		} else if err != nil {
+			return errors.New("parse error")
+		}
+	case *time.Duration:
+		d, err := time.ParseDuration(value)
+		*p = d
+		if err != nil {
+			return errors.New("parse error")
+		}
+	case *byteCount:
+		return p.Set(value)
+	case *stringList:
+		return p.Set(value)
+	default:
+		panic("setFlag: a target flagTarget does not give")
+	}
+	return nil
+}
+
+// flagText is the value of a flag, from its target (see flagTarget), as
+// text: what a bridge passes on.
+func flagText(target any) string {
+	switch p := target.(type) {
+	case *string:
+		return *p
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	case *time.Duration:
+		return p.String()
+	case *byteCount:
+		return p.String()
+	case *stringList:
+		return p.String()
+	}
+	panic("flagText: a target flagTarget does not give")
 }
 
 // modeSubcommand takes the subcommand that names a mode off the front of
@@ -517,16 +676,16 @@ func (b *byteCount) Set(v string) error {
 	return nil
 }
 
-// serveFlagGiven reports whether one of rpi serve's own flags was given.
-func serveFlagGiven(fs *flag.FlagSet) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
+// serveFlagGiven reports whether one of rpi serve's own flags was given
+// (given: parseFlags's names).
+func serveFlagGiven(given []string) bool {
+	for _, name := range given {
+		switch name {
 		case "listen", "replay-bytes", "client-queue", "idle-close", "max-connections", "allow-remote", "allow-origin":
-			given = true
+			return true
 		}
-	})
-	return given
+	}
+	return false
 }
 
 // check refuses values of rpi serve's flags it cannot work with.
