@@ -211,7 +211,7 @@ func TestCredentialOrder(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var key string
-		for _, m := range setup.catalog {
+		for _, m := range setup.catalog.all() {
 			if m.Provider == "openai" {
 				key, _ = m.cred.resolve(t.Context(), nil, setup.secrets)
 				break

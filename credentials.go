@@ -152,7 +152,6 @@ type credentials struct {
 	getenv      func(string) string
 	auth        map[string]authCredential
 	fileKeys    map[string]string // models.json apiKey per provider
-	keyVar      map[string]string // built-in providers' variables
 	cliProvider string
 	cliKey      string
 	commands    *keyCommands
@@ -175,7 +174,7 @@ func (cs *credentials) of(provider string) *credential {
 		return c
 	}
 	var env *credential
-	if name := cs.keyVar[provider]; name != "" {
+	if name := keyVarOf(provider); name != "" {
 		env = cs.literal(cs.getenv(name), name)
 	}
 	var c *credential

@@ -551,7 +551,7 @@ type hostSettings struct {
 	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
 	childEnv []string               // the environment children start from: rpi's, without provider keys
 
-	catalog []*model // every model rpi knows, usable or not
+	catalog *modelCatalog // every model rpi knows, usable or not
 	secrets *redactor
 	tools   []*tool // the tools the model is offered
 
@@ -608,22 +608,23 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	env.trace.phase("catalog, auth.json, models.json")
 	set.tools = toolsOf(cfg)
 	if cfg.provider != "" {
-		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
+		if err := checkProvider(set.catalog.all(), cfg.provider, cfg.model == ""); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.model != "" {
-		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+		all := set.catalog.all()
+		m, thinking, err := chooseModel(all, cfg.provider, cfg.model, "", "")
 		if err != nil {
 			return nil, err
 		}
-		if !slices.Contains(set.catalog, m) {
-			set.catalog = append(set.catalog, m) // an id adopted for --provider
+		if !slices.Contains(all, m) {
+			set.catalog.last = append(set.catalog.last, m) // an id adopted for --provider
 		}
 		set.startModel, set.startThinking = m, thinking
 	}
 	if len(cfg.models) > 0 {
-		warnings, err := checkModelPatterns(set.catalog, cfg.models)
+		warnings, err := checkModelPatterns(set.catalog.usable(), cfg.models)
 		if err != nil {
 			return nil, err
 		}
