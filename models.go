@@ -222,9 +222,9 @@ type modelSetup struct {
 // auth.json that cannot be read or is not JSON is an error; a missing one
 // is not, and a provider or model it cannot use is a warning.
 func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*modelSetup, error) {
-	setup := &modelSetup{}
-	for i := range hostedProviders {
-		setup.keyVars = append(setup.keyVars, hostedProviders[i].keyVar)
+	setup := &modelSetup{keyVars: make([]string, len(hostedProviders))}
+	for i, p := range hostedProviders {
+		setup.keyVars[i] = p.keyVar
 	}
 	auth, err := loadAuth(dir, setup)
 	if err != nil {
@@ -309,7 +309,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		sortModels(models)
 	}
 	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, cliProvider: cliProvider, cliKey: cliKey,
-		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: map[string]*credential{}, setup: setup}
+		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: make(map[string]*credential, len(hostedProviders)+1), setup: setup}
 	// Every provider's credential is resolved now, in the catalog's
 	// order (the keys to redact, the variables to hide); the built-in
 	// providers' models are made later (modelCatalog).
