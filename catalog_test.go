@@ -188,23 +188,34 @@ func usableOf(models []*model) []*model {
 	return slices.DeleteFunc(slices.Clone(models), func(m *model) bool { return !m.usable() })
 }
 
-// TestCatalogMadeAtFirstUse checks that opening a session makes the
-// models of the built-in providers with a key and of no other (the first
-// line needs no more), and that the catalog the rest of rpi then sees is
-// the whole one: usable lists, in the same order and as the same models,
-// those all lists that can be used, and get_available_models lists them.
+// TestCatalogMadeAtFirstUse checks that starting makes the models of the
+// built-in providers the starting model may come from and of no other
+// (the first line needs no more): those with a key, or with --model
+// provider/id or --provider and --model that provider's. And that the
+// rest of rpi then sees the whole catalog: usable and of list, in its
+// order and as the same models, those of all that can be used and those
+// of one provider; providers names every provider of all; and
+// get_available_models lists the usable ones.
 func TestCatalogMadeAtFirstUse(t *testing.T) {
 	t.Parallel()
-	for _, keys := range []map[string]string{
-		{},
-		{"GROQ_API_KEY": "gsk_abcdefgh"},
-		{"GROQ_API_KEY": "gsk_abcdefgh", "ANTHROPIC_API_KEY": "sk-ant-abcdefgh", fauxResponseVar: "Hi."},
+	twoKeys := map[string]string{"GROQ_API_KEY": "gsk_abcdefgh", "ANTHROPIC_API_KEY": "sk-ant-abcdefgh", fauxResponseVar: "Hi."}
+	for _, c := range []struct {
+		keys map[string]string
+		args []string
+		made []string
+	}{
+		{map[string]string{}, nil, nil},
+		{map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}, nil, []string{"groq"}},
+		{twoKeys, nil, []string{"anthropic", "groq"}},
+		{twoKeys, []string{"--model", "groq/llama-3.3-70b-versatile"}, []string{"groq"}},
+		{twoKeys, []string{"--provider", "groq", "--model", "an-id-groq-does-not-list:high"}, []string{"groq"}},
+		{twoKeys, []string{"--provider", "anthropic"}, []string{"anthropic", "groq"}}, // settings.json's default may be groq's
 	} {
 		e := newTestEnv(t)
-		maps.Copy(e.vars, keys)
+		maps.Copy(e.vars, c.keys)
 		os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"models":[{"id":"new-model"}]},`+
 			`"local":{"baseUrl":"http://localhost:1/v1","api":"openai-completions","models":[{"id":"m"}]}}}`), 0o600)
-		cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, e.env())
+		cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, c.args...), e.env())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,23 +224,25 @@ func TestCatalogMadeAtFirstUse(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.shutdown(false)
-		c := s.set.catalog
-		var keyed []string
-		for _, p := range hostedProviders {
-			if keys[p.keyVar] != "" {
-				keyed = append(keyed, p.id)
+		catalog := s.set.catalog
+		if made := madeProviders(catalog); !slices.Equal(made, c.made) {
+			t.Errorf("%v %v: made the models of %q at startup, want %q", c.keys, c.args, made, c.made)
+		}
+		usable, groq := catalog.usable(), catalog.of("groq")
+		all := catalog.all()
+		var providers []string
+		for _, m := range all {
+			if !slices.Contains(providers, m.Provider) {
+				providers = append(providers, m.Provider)
 			}
 		}
-		if made := madeProviders(c); !slices.Equal(made, keyed) {
-			t.Errorf("keys %v: made the models of %q at startup, want %q", keys, made, keyed)
+		if !slices.Equal(usable, usableOf(all)) || !slices.Equal(catalog.all(), all) || len(madeProviders(catalog)) != len(hostedProviders) ||
+			!slices.Equal(groq, slices.DeleteFunc(slices.Clone(all), func(m *model) bool { return m.Provider != "groq" })) ||
+			!slices.Equal(catalog.providers(), providers) {
+			t.Errorf("%v %v: usable %v, of groq %v, providers %q, all %v", c.keys, c.args, usable, groq, catalog.providers(), all)
 		}
-		usable := c.usable()
-		all := c.all()
-		if !slices.Equal(usable, usableOf(all)) || !slices.Equal(c.all(), all) || len(madeProviders(c)) != len(hostedProviders) {
-			t.Errorf("keys %v: usable %v, all %v", keys, usable, all)
-		}
-		if want := slices.DeleteFunc(usable, func(m *model) bool { return !listedFaux(m, nil) }); !slices.Equal(s.availableModels(), want) {
-			t.Errorf("keys %v: get_available_models lists %v, want %v", keys, s.availableModels(), want)
+		if want := slices.DeleteFunc(usable, func(m *model) bool { return !listedFaux(m, s.model) }); !slices.Equal(s.availableModels(), want) {
+			t.Errorf("%v %v: get_available_models lists %v, want %v", c.keys, c.args, s.availableModels(), want)
 		}
 	}
 }

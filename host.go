@@ -608,17 +608,16 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	env.trace.phase("catalog, auth.json, models.json")
 	set.tools = toolsOf(cfg)
 	if cfg.provider != "" {
-		if err := checkProvider(set.catalog.all(), cfg.provider, cfg.model == ""); err != nil {
+		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.model != "" {
-		all := set.catalog.all()
-		m, thinking, err := chooseModel(all, cfg.provider, cfg.model, "", "")
+		m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
 		if err != nil {
 			return nil, err
 		}
-		if !slices.Contains(all, m) {
+		if !slices.Contains(set.catalog.of(m.Provider), m) {
 			set.catalog.last = append(set.catalog.last, m) // an id adopted for --provider
 		}
 		set.startModel, set.startThinking = m, thinking

@@ -387,6 +387,49 @@ func (c *modelCatalog) usable() []*model {
 	return appendUsable(models, c.last)
 }
 
+// of lists one provider's models, in the catalog's order; of the built-in
+// providers, it makes only the models of that one.
+func (c *modelCatalog) of(provider string) []*model {
+	models := appendOf(nil, c.listed, provider)
+	for i := range c.builtin {
+		if p := &c.builtin[i]; p.provider.id == provider {
+			models = append(models, p.models()...)
+		}
+	}
+	return appendOf(models, c.last, provider)
+}
+
+// appendOf appends to dst those of models whose provider is provider.
+func appendOf(dst, models []*model, provider string) []*model {
+	for _, m := range models {
+		if m.Provider == provider {
+			dst = append(dst, m)
+		}
+	}
+	return dst
+}
+
+// providers lists the providers that have models, in the catalog's
+// order, making none of them.
+func (c *modelCatalog) providers() []string {
+	var names []string
+	add := func(name string) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, m := range c.listed {
+		add(m.Provider)
+	}
+	for i := range c.builtin {
+		add(c.builtin[i].provider.id) // each has models
+	}
+	for _, m := range c.last {
+		add(m.Provider)
+	}
+	return names
+}
+
 // appendUsable appends to dst those of models that can be used.
 func appendUsable(dst, models []*model) []*model {
 	for _, m := range models {
@@ -412,7 +455,10 @@ func keyVarOf(provider string) string {
 // suffix of --model ("id:high") is returned too. With --provider naming a
 // built-in provider, an id the catalog does not list is taken as a model
 // of that provider (see adoptModel); the caller adds it to the catalog.
-func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
+// Of the built-in models it makes only those it looks at: a named
+// provider's, or without one every model for --model and the usable ones
+// otherwise.
+func chooseModel(catalog *modelCatalog, provider, spec, defProvider, defModel string) (*model, string, error) {
 	thinking := ""
 	if spec != "" {
 		id := spec
@@ -424,6 +470,12 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 			if p, rest, ok := strings.Cut(id, "/"); ok {
 				provider, id = p, rest
 			}
+		}
+		var models []*model
+		if provider != "" {
+			models = catalog.of(provider) // the only ones it may choose, adopt from or name
+		} else {
+			models = catalog.all()
 		}
 		var found *model // the first model of that name, when none is usable
 		for _, m := range models {
@@ -457,6 +509,7 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
+	models := catalog.usable() // only a usable model is chosen
 	for _, m := range models {
 		if m.Provider == defProvider && m.ID == defModel && m.usable() {
 			return m, "", nil
@@ -475,27 +528,15 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 // does not have is an init error naming those it has; so is one none of
 // whose models can be used, when it is to choose the starting model
 // (without --model, which reports its own model's failure).
-func checkProvider(models []*model, provider string, choosing bool) error {
-	var first *model
-	var known []string
-	for _, m := range models {
-		if !slices.Contains(known, m.Provider) {
-			known = append(known, m.Provider)
-		}
-		if m.Provider == provider {
-			if m.usable() {
-				return nil
-			}
-			first = cmp.Or(first, m)
-		}
-	}
+func checkProvider(catalog *modelCatalog, provider string, choosing bool) error {
+	models := catalog.of(provider)
 	switch {
-	case first == nil:
-		return fmt.Errorf("Unknown provider: %s (known: %s; or add it to models.json)", provider, strings.Join(known, ", "))
-	case !choosing:
+	case len(models) == 0:
+		return fmt.Errorf("Unknown provider: %s (known: %s; or add it to models.json)", provider, strings.Join(catalog.providers(), ", "))
+	case !choosing || slices.ContainsFunc(models, (*model).usable):
 		return nil
-	case !first.speaks():
-		return unspokenError(first)
+	case !models[0].speaks():
+		return unspokenError(models[0])
 	}
 	return noKeyError(provider, provider)
 }
@@ -688,7 +729,7 @@ func (s *session) scopedStart() *model {
 // "Model not found: p/id", one without a key with "No API key for p/id: …",
 // one whose API rpi does not speak with a message naming it.
 func (s *session) setModel(provider, id string) (*model, error) {
-	for _, m := range s.set.catalog.all() {
+	for _, m := range s.set.catalog.of(provider) {
 		switch {
 		case m.Provider != provider || m.ID != id:
 		case !m.speaks():

@@ -194,7 +194,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	}
 	s.model = start
 	if s.model == nil {
-		s.model, _, _ = chooseModel(set.catalog.usable(), cfg.provider, "", set.defaultProvider, set.defaultModel) // only a usable one is chosen
+		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
 	if cfg.model == "" && len(cfg.models) > 0 {
 		if m := s.scopedStart(); m != nil {
@@ -229,16 +229,15 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 func sessionStartModel(set *settings) (*model, string, error) {
 	cfg := set.cfg
 	if cfg.provider != "" {
-		if err := checkProvider(set.catalog.all(), cfg.provider, cfg.model == ""); err != nil {
+		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
 			return nil, "", err
 		}
 	}
 	if cfg.model == "" {
 		return nil, "", nil
 	}
-	all := set.catalog.all()
-	m, thinking, err := chooseModel(all, cfg.provider, cfg.model, "", "")
-	if err == nil && !slices.Contains(all, m) {
+	m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
+	if err == nil && !slices.Contains(set.catalog.of(m.Provider), m) {
 		err = fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", cfg.model)
 	}
 	return m, thinking, err
