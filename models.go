@@ -210,10 +210,10 @@ func validVarName(name string) bool {
 
 // modelSetup is what loadModels makes of the configuration.
 type modelSetup struct {
-	catalog  *modelCatalog
-	secrets  *redactor // every key rpi holds (a command's, once it has run)
-	keyVars  []string  // the variables keys came from: children never see them
-	warnings []string  // for the client at startup
+	catalog  *modelCatalog // models.json's models, then the built-in ones
+	secrets  *redactor     // every key rpi holds (a command's, once it has run)
+	keyVars  []string      // the variables keys came from: children never see them
+	warnings []string      // for the client at startup
 }
 
 // loadModels builds the model list: models.json's models first (a user's
@@ -341,7 +341,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 // --provider. A built-in provider's models are made at their first use:
 // the first line needs at most the starting model, and a provider without
 // a key has no model that can be used, so listing those that can
-// (usable) never makes its models.
+// (usable) never makes its models. Sessions read it from their own
+// goroutines: a provider's models are made once (sync.Once), and nothing
+// else in it changes after startup.
 type modelCatalog struct {
 	listed  []*model          // models.json's
 	builtin []builtinProvider // the built-in providers, in hostedProviders' order
