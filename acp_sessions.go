@@ -1047,8 +1047,8 @@ func (as *acpSession) flush() {}
 func (as *acpSession) sendUsage(answer *assistantMessage) {
 	var m *model
 	if answer != nil {
-		for _, c := range as.s.set.catalog {
-			if c.Provider == answer.Provider && c.ID == answer.Model {
+		for _, c := range as.s.set.catalog.of(answer.Provider) {
+			if c.ID == answer.Model {
 				m = c
 			}
 		}

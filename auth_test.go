@@ -7,7 +7,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -176,6 +178,39 @@ func TestKeyRedaction(t *testing.T) {
 	}
 }
 
+// TestRedactorMadeAtFirstUse checks that the keys known at startup, and
+// their escaped forms, are redacted by the replacer made at the first
+// redaction, also when the first redactions come at once and a command's
+// key joins meanwhile (run with -race too); short values are not.
+func TestRedactorMadeAtFirstUse(t *testing.T) {
+	t.Parallel()
+	r := newRedactor([]string{"sk-startup/key+1", "short", "sk-startup/key+1"})
+	const text = "a sk-startup/key+1 b sk-startup%2Fkey+1 c sk-startup\\/key+1 d short e sk-command-key"
+	const want = "a [redacted] b [redacted] c [redacted] d short e "
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			if i == len(got)/2 {
+				r.add("sk-command-key")
+			}
+			got[i] = r.redact(text)
+		})
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g != want+"sk-command-key" && g != want+"[redacted]" {
+			t.Errorf("redacted %q", g)
+		}
+	}
+	if g := r.redact(text); g != want+"[redacted]" {
+		t.Errorf("after add: %q", g)
+	}
+	if !slices.Equal(r.secrets, []string{"sk-startup/key+1", "sk-command-key"}) {
+		t.Errorf("secrets %q", r.secrets)
+	}
+}
+
 // TestCredentialOrder checks the order a provider's key is taken in (pi
 // 1.6): --api-key, then auth.json, then models.json's apiKey, then the
 // provider's variable; an auth.json key whose variable is unset falls
@@ -211,7 +246,7 @@ func TestCredentialOrder(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var key string
-		for _, m := range setup.catalog {
+		for _, m := range setup.catalog.all() {
 			if m.Provider == "openai" {
 				key, _ = m.cred.resolve(t.Context(), nil, setup.secrets)
 				break

@@ -20,25 +20,52 @@ type hostedProvider struct {
 	id      string
 	baseURL string
 	api     string
-	keyVar  string   // the environment variable its key comes from
-	models  []*model // its models, with Provider, API and BaseURL filled in
+	keyVar  string        // the environment variable its key comes from
+	models  []hostedModel // its models
 }
 
-// chat declares a catalog model: its id and name, whether it reasons and
-// takes images, its context window and output limit, its price in
-// dollars per million tokens (input, output, cache read, cache write) and
-// the thinking levels it takes (think's notation; "" for the default:
-// off to high).
-func chat(id, name string, reasoning, images bool, window, maxTokens int, cost modelCost, levels string) *model {
-	m := &model{ID: id, Name: name, Reasoning: reasoning, Input: []string{"text"}, Cost: cost,
-		ContextWindow: window, MaxTokens: maxTokens, needsKey: true, builtin: true}
-	if images {
-		m.Input = append(m.Input, "image")
+// hostedModel declares a catalog model: its id and name, whether it
+// reasons and takes images, its context window and output limit, its
+// price in dollars per million tokens (input, output, cache read, cache
+// write) and the thinking levels it takes (think's notation; "" for the
+// default: off to high).
+type hostedModel struct {
+	id, name          string
+	reasoning, images bool
+	window, maxTokens int
+	cost              modelCost
+	levels            string
+}
+
+// Whether a catalog model takes images.
+const textOnly, withImages = false, true
+
+// The inputs of the catalog's models, shared by them (read only).
+var (
+	textInput      = []string{"text"}
+	textImageInput = []string{"text", "image"}
+)
+
+// makeModels makes p's models: each with p's API, the base URL given
+// (OPENAI_BASE_URL may move openai's), the quirks of that host, and the
+// provider's credential.
+func (p *hostedProvider) makeModels(baseURL string, cred *credential) []*model {
+	c := detectCompat(p.id, baseURL) // a provider's models share its base URL
+	models := make([]model, len(p.models))
+	made := make([]*model, len(p.models))
+	for i, e := range p.models {
+		m := &models[i]
+		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
+			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images}
+		if e.images {
+			m.Input = textImageInput
+		}
+		if e.levels != "" {
+			m.levels = builtinLevels(e.levels)
+		}
+		made[i] = m
 	}
-	if levels != "" {
-		m.levels = builtinLevels(levels)
-	}
-	return m
+	return made
 }
 
 // sharedLevels holds the catalog's thinking levels, one map per spec that
@@ -65,88 +92,90 @@ const (
 	thinkingOnlyHigh = "!minimal !low !medium high !xhigh"
 )
 
-// hostedProviders is the catalog, built afresh each time (its models
-// get their credentials attached).
-func hostedProviders() []*hostedProvider {
-	const text, image = false, true
-	providers := []*hostedProvider{
-		{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", models: []*model{
-			chat("claude-sonnet-4-5", "Claude Sonnet 4.5", true, image, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""),
-			chat("claude-opus-4-1", "Claude Opus 4.1", true, image, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""),
-			chat("claude-haiku-4-5", "Claude Haiku 4.5", true, image, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""),
-		}},
-		{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", models: []*model{
-			chat("gpt-6.2-sol", "GPT-6.2 Sol", true, image, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"),
-			chat("gpt-5.5", "GPT-5.5", true, image, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh),
-			chat("gpt-5.1", "GPT-5.1", true, image, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh),
-			chat("gpt-5", "GPT-5", true, image, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, minimalToHigh),
-			chat("gpt-5-mini", "GPT-5 mini", true, image, 400000, 128000, modelCost{0.25, 2, 0.025, 0}, minimalToHigh),
-			chat("gpt-4.1", "GPT-4.1", false, image, 1047576, 32768, modelCost{2, 8, 0.5, 0}, ""),
-			chat("gpt-4o", "GPT-4o", false, image, 128000, 16384, modelCost{2.5, 10, 1.25, 0}, ""),
-			chat("o4-mini", "o4-mini", true, image, 200000, 100000, modelCost{1.1, 4.4, 0.275, 0}, lowToHigh),
-		}},
-		{id: "google", baseURL: "https://generativelanguage.googleapis.com/v1beta", api: apiGoogle, keyVar: "GEMINI_API_KEY", models: []*model{
-			chat("gemini-3.1-pro-preview", "Gemini 3.1 Pro Preview", true, image, 1048576, 65536, modelCost{2, 12, 0.2, 0}, lowToHigh),
-			chat("gemini-3-flash-preview", "Gemini 3 Flash Preview", true, image, 1048576, 65536, modelCost{0.5, 3, 0.05, 0}, minimalToHigh),
-			// 2.5 Pro cannot stop thinking: off is its lowest budget.
-			chat("gemini-2.5-pro", "Gemini 2.5 Pro", true, image, 1048576, 65536, modelCost{1.25, 10, 0.125, 0}, "!off"),
-			chat("gemini-2.5-flash", "Gemini 2.5 Flash", true, image, 1048576, 65536, modelCost{0.3, 2.5, 0.03, 0}, ""),
-		}},
-		{id: "deepseek", baseURL: "https://api.deepseek.com", api: apiOpenAI, keyVar: "DEEPSEEK_API_KEY", models: []*model{
-			chat("deepseek-v4-pro", "DeepSeek V4 Pro", true, text, 1000000, 384000, modelCost{1.32, 3.96, 0.044, 0}, "!minimal !low !medium high max"),
-			chat("deepseek-flash", "DeepSeek V4.1 Flash", true, image, 1000000, 384000, modelCost{0.3, 1.2, 0.006, 0}, "!minimal low !medium high max"),
-		}},
-		{id: "groq", baseURL: "https://api.groq.com/openai/v1", api: apiOpenAI, keyVar: "GROQ_API_KEY", models: []*model{
-			chat("llama-3.3-70b-versatile", "Llama 3.3 70B", false, text, 131072, 32768, modelCost{0.59, 0.79, 0, 0}, ""),
-			chat("llama-3.1-8b-instant", "Llama 3.1 8B", false, text, 131072, 131072, modelCost{0.05, 0.08, 0, 0}, ""),
-			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 65536, modelCost{0.15, 0.6, 0.075, 0}, lowToHigh),
-			chat("qwen/qwen3.8-27b", "Qwen3.8 27B", true, image, 131072, 16384, modelCost{0.8, 4, 0, 0}, offLowToHigh),
-		}},
-		{id: "cerebras", baseURL: "https://api.cerebras.ai/v1", api: apiOpenAI, keyVar: "CEREBRAS_API_KEY", models: []*model{
-			chat("gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 40960, modelCost{0.35, 0.75, 0.35, 0}, lowToHigh),
-			chat("qwen-3.8-27b", "Qwen3.8 27B", true, image, 131072, 40960, modelCost{0.99, 1.49, 0.99, 0}, offLowToHigh),
-		}},
-		{id: "xai", baseURL: "https://api.x.ai/v1", api: apiResponses, keyVar: "XAI_API_KEY", models: []*model{
-			chat("grok-4.7", "Grok 4.7", true, image, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"),
-			chat("grok-4.3", "Grok 4.3", true, image, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh),
-		}},
-		{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", models: []*model{
-			chat("openai/gpt-5.5", "OpenAI: GPT-5.5", true, image, 1050000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh),
-			chat("deepseek/deepseek-v4.1-flash", "DeepSeek: DeepSeek V4.1 Flash", true, image, 1048576, 943718, modelCost{0.3, 1.2, 0.006, 0}, "off=none !minimal low !medium high !xhigh max"),
-			chat("google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", true, image, 1048576, 65536, modelCost{1.25, 10, 0.125, 0.375}, "!off"),
-		}},
-		// pi speaks Mistral's own API (mistral-conversations); rpi uses
-		// the OpenAI-compatible Chat Completions endpoint of the same
-		// server, without reasoning settings (see docs/models.md).
-		{id: "mistral", baseURL: "https://api.mistral.ai/v1", api: apiOpenAI, keyVar: "MISTRAL_API_KEY", models: []*model{
-			chat("devstral-2512", "Devstral 2", false, text, 262144, 262144, modelCost{0.4, 2, 0.04, 0}, ""),
-			chat("codestral-2508", "Codestral 25.08", false, text, 256000, 8192, modelCost{0.3, 0.9, 0.03, 0}, ""),
-			chat("mistral-large-latest", "Mistral Large (latest)", false, image, 1048576, 262144, modelCost{0.7, 2.1, 0.07, 0}, ""),
-			chat("mistral-medium-latest", "Mistral Medium (latest)", false, image, 262144, 262144, modelCost{1.5, 7.5, 0.15, 0}, ""),
-		}},
-		{id: "together", baseURL: "https://api.together.ai/v1", api: apiOpenAI, keyVar: "TOGETHER_API_KEY", models: []*model{
-			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 131072, modelCost{0.15, 0.6, 0, 0}, lowToHigh),
-			chat("deepseek-ai/DeepSeek-V4-Pro-0813", "DeepSeek V4 Pro 0813", true, text, 1048576, 384000, modelCost{1.32, 3.96, 0.13, 0}, thinkingOnlyHigh),
-			chat("zai-org/GLM-5.3", "GLM-5.3", true, text, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"),
-			chat("moonshotai/Kimi-K3", "Kimi K3", true, image, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"),
-		}},
-		{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", models: []*model{
-			chat("accounts/fireworks/models/glm-5p3", "GLM 5.3", true, text, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax),
-			chat("accounts/fireworks/models/kimi-k3", "Kimi K3", true, image, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax),
-		}},
-		{id: "huggingface", baseURL: "https://router.huggingface.co/v1", api: apiOpenAI, keyVar: "HF_TOKEN", models: []*model{
-			chat("openai/gpt-oss-120b", "GPT OSS 120B", true, text, 131072, 131072, modelCost{0.25, 0.69, 0, 0}, lowToHigh),
-			chat("moonshotai/Kimi-K3", "Kimi K3", true, image, 1000000, 1000000, modelCost{3, 15, 0, 0}, lowHighMax),
-			chat("Qwen/Qwen3-Coder-480B-A35B-Instruct", "Qwen3-Coder-480B-A35B-Instruct", false, text, 262144, 65536, modelCost{2, 2, 0, 0}, ""),
-			chat("zai-org/GLM-5.3", "GLM-5.3", true, text, 1048576, 131072, modelCost{1.4, 4.4, 0, 0}, lowHighMax),
-		}},
-	}
-	for _, p := range providers {
-		for _, m := range p.models {
-			m.Provider, m.API, m.BaseURL = p.id, p.api, p.baseURL
+// hostedProviders is the catalog: data the linker lays out, so that none
+// of it is built at startup; a provider's models are made at their first
+// use (see modelCatalog).
+var hostedProviders = []hostedProvider{
+	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", models: []hostedModel{
+		{"claude-sonnet-4-5", "Claude Sonnet 4.5", true, withImages, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""},
+		{"claude-opus-4-1", "Claude Opus 4.1", true, withImages, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""},
+		{"claude-haiku-4-5", "Claude Haiku 4.5", true, withImages, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""},
+	}},
+	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", models: []hostedModel{
+		{"gpt-6.2-sol", "GPT-6.2 Sol", true, withImages, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"},
+		{"gpt-5.5", "GPT-5.5", true, withImages, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
+		{"gpt-5.1", "GPT-5.1", true, withImages, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh},
+		{"gpt-5", "GPT-5", true, withImages, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, minimalToHigh},
+		{"gpt-5-mini", "GPT-5 mini", true, withImages, 400000, 128000, modelCost{0.25, 2, 0.025, 0}, minimalToHigh},
+		{"gpt-4.1", "GPT-4.1", false, withImages, 1047576, 32768, modelCost{2, 8, 0.5, 0}, ""},
+		{"gpt-4o", "GPT-4o", false, withImages, 128000, 16384, modelCost{2.5, 10, 1.25, 0}, ""},
+		{"o4-mini", "o4-mini", true, withImages, 200000, 100000, modelCost{1.1, 4.4, 0.275, 0}, lowToHigh},
+	}},
+	{id: "google", baseURL: "https://generativelanguage.googleapis.com/v1beta", api: apiGoogle, keyVar: "GEMINI_API_KEY", models: []hostedModel{
+		{"gemini-3.1-pro-preview", "Gemini 3.1 Pro Preview", true, withImages, 1048576, 65536, modelCost{2, 12, 0.2, 0}, lowToHigh},
+		{"gemini-3-flash-preview", "Gemini 3 Flash Preview", true, withImages, 1048576, 65536, modelCost{0.5, 3, 0.05, 0}, minimalToHigh},
+		// 2.5 Pro cannot stop thinking: off is its lowest budget.
+		{"gemini-2.5-pro", "Gemini 2.5 Pro", true, withImages, 1048576, 65536, modelCost{1.25, 10, 0.125, 0}, "!off"},
+		{"gemini-2.5-flash", "Gemini 2.5 Flash", true, withImages, 1048576, 65536, modelCost{0.3, 2.5, 0.03, 0}, ""},
+	}},
+	{id: "deepseek", baseURL: "https://api.deepseek.com", api: apiOpenAI, keyVar: "DEEPSEEK_API_KEY", models: []hostedModel{
+		{"deepseek-v4-pro", "DeepSeek V4 Pro", true, textOnly, 1000000, 384000, modelCost{1.32, 3.96, 0.044, 0}, "!minimal !low !medium high max"},
+		{"deepseek-flash", "DeepSeek V4.1 Flash", true, withImages, 1000000, 384000, modelCost{0.3, 1.2, 0.006, 0}, "!minimal low !medium high max"},
+	}},
+	{id: "groq", baseURL: "https://api.groq.com/openai/v1", api: apiOpenAI, keyVar: "GROQ_API_KEY", models: []hostedModel{
+		{"llama-3.3-70b-versatile", "Llama 3.3 70B", false, textOnly, 131072, 32768, modelCost{0.59, 0.79, 0, 0}, ""},
+		{"llama-3.1-8b-instant", "Llama 3.1 8B", false, textOnly, 131072, 131072, modelCost{0.05, 0.08, 0, 0}, ""},
+		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 65536, modelCost{0.15, 0.6, 0.075, 0}, lowToHigh},
+		{"qwen/qwen3.8-27b", "Qwen3.8 27B", true, withImages, 131072, 16384, modelCost{0.8, 4, 0, 0}, offLowToHigh},
+	}},
+	{id: "cerebras", baseURL: "https://api.cerebras.ai/v1", api: apiOpenAI, keyVar: "CEREBRAS_API_KEY", models: []hostedModel{
+		{"gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 40960, modelCost{0.35, 0.75, 0.35, 0}, lowToHigh},
+		{"qwen-3.8-27b", "Qwen3.8 27B", true, withImages, 131072, 40960, modelCost{0.99, 1.49, 0.99, 0}, offLowToHigh},
+	}},
+	{id: "xai", baseURL: "https://api.x.ai/v1", api: apiResponses, keyVar: "XAI_API_KEY", models: []hostedModel{
+		{"grok-4.7", "Grok 4.7", true, withImages, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"},
+		{"grok-4.3", "Grok 4.3", true, withImages, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh},
+	}},
+	{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", models: []hostedModel{
+		{"openai/gpt-5.5", "OpenAI: GPT-5.5", true, withImages, 1050000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
+		{"deepseek/deepseek-v4.1-flash", "DeepSeek: DeepSeek V4.1 Flash", true, withImages, 1048576, 943718, modelCost{0.3, 1.2, 0.006, 0}, "off=none !minimal low !medium high !xhigh max"},
+		{"google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", true, withImages, 1048576, 65536, modelCost{1.25, 10, 0.125, 0.375}, "!off"},
+	}},
+	// pi speaks Mistral's own API (mistral-conversations); rpi uses
+	// the OpenAI-compatible Chat Completions endpoint of the same
+	// server, without reasoning settings (see docs/models.md).
+	{id: "mistral", baseURL: "https://api.mistral.ai/v1", api: apiOpenAI, keyVar: "MISTRAL_API_KEY", models: []hostedModel{
+		{"devstral-2512", "Devstral 2", false, textOnly, 262144, 262144, modelCost{0.4, 2, 0.04, 0}, ""},
+		{"codestral-2508", "Codestral 25.08", false, textOnly, 256000, 8192, modelCost{0.3, 0.9, 0.03, 0}, ""},
+		{"mistral-large-latest", "Mistral Large (latest)", false, withImages, 1048576, 262144, modelCost{0.7, 2.1, 0.07, 0}, ""},
+		{"mistral-medium-latest", "Mistral Medium (latest)", false, withImages, 262144, 262144, modelCost{1.5, 7.5, 0.15, 0}, ""},
+	}},
+	{id: "together", baseURL: "https://api.together.ai/v1", api: apiOpenAI, keyVar: "TOGETHER_API_KEY", models: []hostedModel{
+		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 131072, modelCost{0.15, 0.6, 0, 0}, lowToHigh},
+		{"deepseek-ai/DeepSeek-V4-Pro-0813", "DeepSeek V4 Pro 0813", true, textOnly, 1048576, 384000, modelCost{1.32, 3.96, 0.13, 0}, thinkingOnlyHigh},
+		{"zai-org/GLM-5.3", "GLM-5.3", true, textOnly, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"},
+		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"},
+	}},
+	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", models: []hostedModel{
+		{"accounts/fireworks/models/glm-5p3", "GLM 5.3", true, textOnly, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax},
+		{"accounts/fireworks/models/kimi-k3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax},
+	}},
+	{id: "huggingface", baseURL: "https://router.huggingface.co/v1", api: apiOpenAI, keyVar: "HF_TOKEN", models: []hostedModel{
+		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 131072, modelCost{0.25, 0.69, 0, 0}, lowToHigh},
+		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1000000, 1000000, modelCost{3, 15, 0, 0}, lowHighMax},
+		{"Qwen/Qwen3-Coder-480B-A35B-Instruct", "Qwen3-Coder-480B-A35B-Instruct", false, textOnly, 262144, 65536, modelCost{2, 2, 0, 0}, ""},
+		{"zai-org/GLM-5.3", "GLM-5.3", true, textOnly, 1048576, 131072, modelCost{1.4, 4.4, 0, 0}, lowHighMax},
+	}},
+}
+
+// hostedProviderNamed is the built-in provider called id; nil when none is.
+func hostedProviderNamed(id string) *hostedProvider {
+	for i := range hostedProviders {
+		if hostedProviders[i].id == id {
+			return &hostedProviders[i]
 		}
 	}
-	return providers
+	return nil
 }
 
 // detectCompat is a host's quirks, known from the provider's name or its

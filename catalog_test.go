@@ -5,10 +5,12 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -19,7 +21,7 @@ func catalogModel(t *testing.T, provider, id string) *model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range setup.catalog {
+	for _, m := range setup.catalog.all() {
 		if m.Provider == provider && m.ID == id {
 			return m
 		}
@@ -35,13 +37,13 @@ func TestCatalog(t *testing.T) {
 	want := []string{"anthropic", "openai", "google", "deepseek", "groq", "cerebras", "xai", "openrouter", "mistral", "together", "fireworks", "huggingface"}
 	var got []string
 	vars := map[string]bool{}
-	for _, p := range hostedProviders() {
+	for _, p := range hostedProviders {
 		got = append(got, p.id)
 		if !strings.HasPrefix(p.baseURL, "https://") || !slices.Contains(supportedAPIs, p.api) || p.keyVar == "" || vars[p.keyVar] || len(p.models) < 2 {
 			t.Errorf("provider %s: %+v", p.id, p)
 		}
 		vars[p.keyVar] = true
-		for _, m := range p.models {
+		for _, m := range p.makeModels(p.baseURL, nil) {
 			if m.ContextWindow <= 0 || m.MaxTokens <= 0 || m.Cost.Input <= 0 || m.Cost.Output <= 0 || m.Name == "" {
 				t.Errorf("%s/%s: %+v", p.id, m.ID, m)
 			}
@@ -170,6 +172,112 @@ func TestHostedProviderByVariable(t *testing.T) {
 	}
 }
 
+// madeProviders are the built-in providers whose models c has made.
+func madeProviders(c *modelCatalog) []string {
+	var made []string
+	for i := range c.builtin {
+		if c.builtin[i].made != nil {
+			made = append(made, c.builtin[i].provider.id)
+		}
+	}
+	return made
+}
+
+// usableOf are those of models that can be used, in their order.
+func usableOf(models []*model) []*model {
+	return slices.DeleteFunc(slices.Clone(models), func(m *model) bool { return !m.usable() })
+}
+
+// TestCatalogMadeAtFirstUse checks that starting makes the models of the
+// built-in providers the starting model may come from and of no other
+// (the first line needs no more): those with a key, or with --model
+// provider/id or --provider and --model that provider's. And that the
+// rest of rpi then sees the whole catalog: usable and of list, in its
+// order and as the same models, those of all that can be used and those
+// of one provider; providers names every provider of all; and
+// get_available_models lists the usable ones.
+func TestCatalogMadeAtFirstUse(t *testing.T) {
+	t.Parallel()
+	twoKeys := map[string]string{"GROQ_API_KEY": "gsk_abcdefgh", "ANTHROPIC_API_KEY": "sk-ant-abcdefgh", fauxResponseVar: "Hi."}
+	for _, c := range []struct {
+		keys map[string]string
+		args []string
+		made []string
+	}{
+		{map[string]string{}, nil, nil},
+		{map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}, nil, []string{"groq"}},
+		{twoKeys, nil, []string{"anthropic", "groq"}},
+		{twoKeys, []string{"--model", "groq/llama-3.3-70b-versatile"}, []string{"groq"}},
+		{twoKeys, []string{"--provider", "groq", "--model", "an-id-groq-does-not-list:high"}, []string{"groq"}},
+		{twoKeys, []string{"--provider", "anthropic"}, []string{"anthropic", "groq"}}, // settings.json's default may be groq's
+	} {
+		e := newTestEnv(t)
+		maps.Copy(e.vars, c.keys)
+		os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"models":[{"id":"new-model"}]},`+
+			`"local":{"baseUrl":"http://localhost:1/v1","api":"openai-completions","models":[{"id":"m"}]}}}`), 0o600)
+		cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, c.args...), e.env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.shutdown(false)
+		catalog := s.set.catalog
+		if made := madeProviders(catalog); !slices.Equal(made, c.made) {
+			t.Errorf("%v %v: made the models of %q at startup, want %q", c.keys, c.args, made, c.made)
+		}
+		usable, groq := catalog.usable(), catalog.of("groq")
+		all := catalog.all()
+		var providers []string
+		for _, m := range all {
+			if !slices.Contains(providers, m.Provider) {
+				providers = append(providers, m.Provider)
+			}
+		}
+		if !slices.Equal(usable, usableOf(all)) || !slices.Equal(catalog.all(), all) || len(madeProviders(catalog)) != len(hostedProviders) ||
+			!slices.Equal(groq, slices.DeleteFunc(slices.Clone(all), func(m *model) bool { return m.Provider != "groq" })) ||
+			!slices.Equal(catalog.providers(), providers) {
+			t.Errorf("%v %v: usable %v, of groq %v, providers %q, all %v", c.keys, c.args, usable, groq, catalog.providers(), all)
+		}
+		if want := slices.DeleteFunc(usable, func(m *model) bool { return !listedFaux(m, s.model) }); !slices.Equal(s.availableModels(), want) {
+			t.Errorf("%v %v: get_available_models lists %v, want %v", c.keys, c.args, s.availableModels(), want)
+		}
+	}
+}
+
+// TestCatalogFirstUseConcurrent checks that first uses of the catalog at
+// once (sessions and commands read it from their own goroutines) make
+// each provider's models once: every use sees the same models (run with
+// -race too).
+func TestCatalogFirstUseConcurrent(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{"OPENAI_API_KEY": "sk-abcdefgh", "MISTRAL_API_KEY": "mi-abcdefgh"}
+	setup, err := loadModels(t.TempDir(), "", "", func(k string) string { return keys[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := make([][]*model, 16)
+	var wg sync.WaitGroup
+	for i := range lists {
+		wg.Go(func() {
+			if i%2 == 0 {
+				lists[i] = setup.catalog.all()
+			} else {
+				lists[i] = setup.catalog.usable()
+			}
+		})
+	}
+	wg.Wait()
+	all := setup.catalog.all()
+	for i, list := range lists {
+		if want := map[bool][]*model{true: all, false: usableOf(all)}[i%2 == 0]; !slices.Equal(list, want) {
+			t.Errorf("use %d saw %v, want %v", i, list, want)
+		}
+	}
+}
+
 // TestMistralContentChunks checks that a Chat Completions delta whose
 // content is a list of chunks (Mistral's thinking and text) streams as
 // thinking and text.
@@ -193,7 +301,7 @@ func TestModelsJSONAddsToBuiltin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := setup.catalog[0]
+	m := setup.catalog.all()[0]
 	key, _ := m.cred.resolve(t.Context(), nil, setup.secrets)
 	if m.ID != "new-model" || m.BaseURL != "https://api.groq.com/openai/v1" || m.API != apiOpenAI || key != "gsk_abcdefgh" || !m.usable() ||
 		m.compat.MaxTokensField != "max_completion_tokens" || len(setup.warnings) > 0 {

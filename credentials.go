@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -152,7 +153,6 @@ type credentials struct {
 	getenv      func(string) string
 	auth        map[string]authCredential
 	fileKeys    map[string]string // models.json apiKey per provider
-	keyVar      map[string]string // built-in providers' variables
 	cliProvider string
 	cliKey      string
 	commands    *keyCommands
@@ -175,7 +175,7 @@ func (cs *credentials) of(provider string) *credential {
 		return c
 	}
 	var env *credential
-	if name := cs.keyVar[provider]; name != "" {
+	if name := keyVarOf(provider); name != "" {
 		env = cs.literal(cs.getenv(name), name)
 	}
 	var c *credential
@@ -336,11 +336,14 @@ func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) 
 }
 
 // redactor removes secrets from text that leaves rpi. Keys a command
-// prints join it when the command has run.
+// prints join it when the command has run. The replacer of the keys known
+// at startup is made at the first redaction: nothing before the first
+// line redacts.
 type redactor struct {
 	mu       mutex[redactorMu] // guards secrets and serialises add
 	secrets  []string
-	replacer atomic.Pointer[strings.Replacer]
+	replacer atomic.Pointer[strings.Replacer] // nil until a key is added
+	initial  func() *strings.Replacer         // the replacer of the keys known at startup, made once
 }
 
 // minSecretLength: shorter values (a local server's "x") are not secrets
@@ -350,11 +353,12 @@ const minSecretLength = 8
 func newRedactor(secrets []string) *redactor {
 	r := &redactor{}
 	for _, s := range secrets {
-		r.add(s)
+		if len(s) >= minSecretLength && !slices.Contains(r.secrets, s) {
+			r.secrets = append(r.secrets, s)
+		}
 	}
-	if r.replacer.Load() == nil {
-		r.replacer.Store(strings.NewReplacer())
-	}
+	known := slices.Clone(r.secrets) // add appends to r.secrets
+	r.initial = sync.OnceValue(func() *strings.Replacer { return replacerOf(known) })
 	return r
 }
 
@@ -369,9 +373,15 @@ func (r *redactor) add(secret string) {
 		return
 	}
 	r.secrets = append(r.secrets, secret)
+	r.replacer.Store(replacerOf(r.secrets))
+}
+
+// replacerOf replaces each of secrets, and its escaped forms, with
+// "[redacted]".
+func replacerOf(secrets []string) *strings.Replacer {
 	var pairs []string
 	seen := map[string]bool{}
-	for _, secret := range r.secrets {
+	for _, secret := range secrets {
 		// As sent, URL-escaped, and as a JSON string would hold it (a
 		// server's JSON error body quotes it with \/ or \u escapes).
 		quoted, _ := json.Marshal(secret)
@@ -384,7 +394,7 @@ func (r *redactor) add(secret string) {
 			}
 		}
 	}
-	r.replacer.Store(strings.NewReplacer(pairs...))
+	return strings.NewReplacer(pairs...)
 }
 
 // asciiEscaped is s with every character but letters and digits as a
@@ -405,7 +415,11 @@ func (r *redactor) redact(text string) string {
 	if r == nil {
 		return text
 	}
-	return r.replacer.Load().Replace(text)
+	replacer := r.replacer.Load()
+	if replacer == nil {
+		replacer = r.initial()
+	}
+	return replacer.Replace(text)
 }
 
 // MarshalJSON writes the Model object with any password in its baseUrl

@@ -952,7 +952,7 @@ func TestDocConfigFiles(t *testing.T) {
 				if len(setup.warnings) > 0 {
 					t.Errorf("%s: warnings: %q", where, setup.warnings)
 				}
-				if !setup.catalog[0].usable() || setup.catalog[0].builtin {
+				if m := setup.catalog.all()[0]; !m.usable() || m.builtin {
 					t.Errorf("%s: gives no usable model of its own", where)
 				}
 			case top["models"] != nil:

@@ -61,7 +61,7 @@ func hideOwnVariables(names []string) {
 func variablesNamed(environ, names []string) []string {
 	var named []string
 	for _, name := range names {
-		if slices.ContainsFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+		if slices.ContainsFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, name) && strings.HasPrefix(kv[len(name):], "=") }) {
 			named = append(named, name)
 		}
 	}

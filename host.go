@@ -560,7 +560,7 @@ type hostSettings struct {
 	shell    func() (string, error) // bash (or /bin/sh where bash is missing); looked up at first use, kept once found
 	childEnv []string               // the environment children start from: rpi's, without provider keys
 
-	catalog []*model // every model rpi knows, usable or not
+	catalog *modelCatalog // every model rpi knows, usable or not
 	secrets *redactor
 	tools   []*tool // the tools the model is offered
 
@@ -626,13 +626,13 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !slices.Contains(set.catalog, m) {
-			set.catalog = append(set.catalog, m) // an id adopted for --provider
+		if !slices.Contains(set.catalog.of(m.Provider), m) {
+			set.catalog.last = append(set.catalog.last, m) // an id adopted for --provider
 		}
 		set.startModel, set.startThinking = m, thinking
 	}
 	if len(cfg.models) > 0 {
-		warnings, err := checkModelPatterns(set.catalog, cfg.models)
+		warnings, err := checkModelPatterns(set.catalog.usable(), cfg.models)
 		if err != nil {
 			return nil, err
 		}

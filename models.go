@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // modelCost is a model's price in dollars per million tokens.
@@ -149,10 +150,8 @@ func keylessError(m *model) error {
 // key, and where one goes.
 func noKeyError(provider, what string) error {
 	where := "the variable its apiKey in models.json names"
-	for _, p := range hostedProviders() {
-		if p.id == provider {
-			where = p.keyVar
-		}
+	if p := hostedProviderNamed(provider); p != nil {
+		where = p.keyVar
 	}
 	return fmt.Errorf("No API key for %s: set %s, put a key in auth.json, or pass --api-key", what, where)
 }
@@ -211,10 +210,10 @@ func validVarName(name string) bool {
 
 // modelSetup is what loadModels makes of the configuration.
 type modelSetup struct {
-	catalog  []*model  // models.json's models, then the built-in ones
-	secrets  *redactor // every key rpi holds (a command's, once it has run)
-	keyVars  []string  // the variables keys came from: children never see them
-	warnings []string  // for the client at startup
+	catalog  *modelCatalog // models.json's models, then the built-in ones
+	secrets  *redactor     // every key rpi holds (a command's, once it has run)
+	keyVars  []string      // the variables keys came from: children never see them
+	warnings []string      // for the client at startup
 }
 
 // loadModels builds the model list: models.json's models first (a user's
@@ -223,13 +222,9 @@ type modelSetup struct {
 // auth.json that cannot be read or is not JSON is an error; a missing one
 // is not, and a provider or model it cannot use is a warning.
 func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*modelSetup, error) {
-	setup := &modelSetup{}
-	hosted := hostedProviders()
-	keyVar := map[string]string{}
-	builtin := map[string]*hostedProvider{}
-	for _, p := range hosted {
-		keyVar[p.id], builtin[p.id] = p.keyVar, p
-		setup.keyVars = append(setup.keyVars, p.keyVar)
+	setup := &modelSetup{keyVars: make([]string, len(hostedProviders))}
+	for i, p := range hostedProviders {
+		setup.keyVars[i] = p.keyVar
 	}
 	auth, err := loadAuth(dir, setup)
 	if err != nil {
@@ -265,9 +260,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
 			p := file.Providers[name]
 			fileKeys[name] = p.APIKey
+			hp := hostedProviderNamed(name)
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
-				if hp := builtin[name]; hp != nil { // a model added to a built-in provider
+				if hp != nil { // a model added to a built-in provider
 					api, baseURL = cmp.Or(api, hp.api), cmp.Or(baseURL, hp.baseURL)
 				}
 				switch {
@@ -283,7 +279,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "" || keyVar[name] != "", headers: map[string]string{}, levels: m.ThinkingLevelMap}
+					needsKey: p.APIKey != "" || keyVarOf(name) != "", headers: map[string]string{}, levels: m.ThinkingLevelMap}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
@@ -312,28 +308,146 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		}
 		sortModels(models)
 	}
-	openAIBase := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/")
-	for _, p := range hosted {
-		if p.id == "openai" && openAIBase != "" {
-			p.baseURL = openAIBase
-		}
-		c := detectCompat(p.id, p.baseURL) // a provider's models share its base URL
-		for _, m := range p.models {
-			m.BaseURL, m.compat = p.baseURL, c
-			models = append(models, m)
-		}
-	}
-	if _, replaced := fileKeys[fauxProvider]; !replaced { // a models.json provider "faux" replaces it
-		models = append(models, newFauxModel(getenv(fauxResponseVar)))
-	}
-	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, keyVar: keyVar, cliProvider: cliProvider, cliKey: cliKey,
-		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: map[string]*credential{}, setup: setup}
+	creds := credentials{getenv: getenv, auth: auth, fileKeys: fileKeys, cliProvider: cliProvider, cliKey: cliKey,
+		commands: &keyCommands{results: map[string]*keyCommand{}}, byProvider: make(map[string]*credential, len(hostedProviders)+1), setup: setup}
+	// Every provider's credential is resolved now, in the catalog's
+	// order (the keys to redact, the variables to hide); the built-in
+	// providers' models are made later (modelCatalog).
+	catalog := &modelCatalog{listed: models, builtin: make([]builtinProvider, len(hostedProviders))}
 	for _, m := range models {
 		m.cred = creds.of(m.Provider)
 		m.imageable = slices.Contains(m.Input, "image")
 	}
-	setup.catalog, setup.secrets = models, newRedactor(append(keys, creds.keys...))
+	openAIBase := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/")
+	for i := range hostedProviders {
+		p, b := &hostedProviders[i], &catalog.builtin[i]
+		b.provider, b.baseURL, b.cred = p, p.baseURL, creds.of(p.id)
+		if p.id == "openai" && openAIBase != "" {
+			b.baseURL = openAIBase
+		}
+	}
+	if _, replaced := fileKeys[fauxProvider]; !replaced { // a models.json provider "faux" replaces it
+		faux := newFauxModel(getenv(fauxResponseVar))
+		faux.cred = creds.of(faux.Provider)
+		catalog.last = []*model{faux}
+	}
+	setup.catalog, setup.secrets = catalog, newRedactor(append(keys, creds.keys...))
 	return setup, nil
+}
+
+// modelCatalog is every model rpi knows, in order: models.json's (sorted
+// by provider), the built-in providers', the faux model unless
+// models.json has a provider of that name, and a model adopted for
+// --provider. A built-in provider's models are made at their first use:
+// the first line needs at most the starting model, and a provider without
+// a key has no model that can be used, so listing those that can
+// (usable) never makes its models. Sessions read it from their own
+// goroutines: a provider's models are made once (sync.Once), and nothing
+// else in it changes after startup.
+type modelCatalog struct {
+	listed  []*model          // models.json's
+	builtin []builtinProvider // the built-in providers, in hostedProviders' order
+	last    []*model          // faux; a model adopted for --provider (added at startup)
+}
+
+// builtinProvider is a built-in provider as this rpi has it: its base
+// URL, its credential, and its models once made (the same ones at every
+// use).
+type builtinProvider struct {
+	provider *hostedProvider
+	baseURL  string      // the catalog's, or OPENAI_BASE_URL for openai
+	cred     *credential // nil: no key, none of its models can be used
+	once     sync.Once
+	made     []*model
+}
+
+// models are p's models, made at the first call.
+func (p *builtinProvider) models() []*model {
+	p.once.Do(func() { p.made = p.provider.makeModels(p.baseURL, p.cred) })
+	return p.made
+}
+
+// all lists every model, making the built-in ones not made yet.
+func (c *modelCatalog) all() []*model {
+	models := slices.Clone(c.listed)
+	for i := range c.builtin {
+		models = append(models, c.builtin[i].models()...)
+	}
+	return append(models, c.last...)
+}
+
+// usable lists the models that can be used (with a key, or needing none),
+// in the catalog's order; of the built-in providers, it makes only the
+// models of those with a key.
+func (c *modelCatalog) usable() []*model {
+	models := appendUsable(nil, c.listed)
+	for i := range c.builtin {
+		if p := &c.builtin[i]; p.cred != nil {
+			models = appendUsable(models, p.models())
+		}
+	}
+	return appendUsable(models, c.last)
+}
+
+// of lists one provider's models, in the catalog's order; of the built-in
+// providers, it makes only the models of that one.
+func (c *modelCatalog) of(provider string) []*model {
+	models := appendOf(nil, c.listed, provider)
+	for i := range c.builtin {
+		if p := &c.builtin[i]; p.provider.id == provider {
+			models = append(models, p.models()...)
+		}
+	}
+	return appendOf(models, c.last, provider)
+}
+
+// appendOf appends to dst those of models whose provider is provider.
+func appendOf(dst, models []*model, provider string) []*model {
+	for _, m := range models {
+		if m.Provider == provider {
+			dst = append(dst, m)
+		}
+	}
+	return dst
+}
+
+// providers lists the providers that have models, in the catalog's
+// order, making none of them.
+func (c *modelCatalog) providers() []string {
+	var names []string
+	add := func(name string) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, m := range c.listed {
+		add(m.Provider)
+	}
+	for i := range c.builtin {
+		add(c.builtin[i].provider.id) // each has models
+	}
+	for _, m := range c.last {
+		add(m.Provider)
+	}
+	return names
+}
+
+// appendUsable appends to dst those of models that can be used.
+func appendUsable(dst, models []*model) []*model {
+	for _, m := range models {
+		if m.usable() {
+			dst = append(dst, m)
+		}
+	}
+	return dst
+}
+
+// keyVarOf is the key variable of a built-in provider; "" for another.
+func keyVarOf(provider string) string {
+	if p := hostedProviderNamed(provider); p != nil {
+		return p.keyVar
+	}
+	return ""
 }
 
 // ---- Choosing the model ----
@@ -343,7 +457,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 // suffix of --model ("id:high") is returned too. With --provider naming a
 // built-in provider, an id the catalog does not list is taken as a model
 // of that provider (see adoptModel); the caller adds it to the catalog.
-func chooseModel(models []*model, provider, spec, defProvider, defModel string) (*model, string, error) {
+// Of the built-in models it makes only those it looks at: a named
+// provider's, or without one every model for --model and the usable ones
+// otherwise.
+func chooseModel(catalog *modelCatalog, provider, spec, defProvider, defModel string) (*model, string, error) {
 	thinking := ""
 	if spec != "" {
 		id := spec
@@ -355,6 +472,12 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 			if p, rest, ok := strings.Cut(id, "/"); ok {
 				provider, id = p, rest
 			}
+		}
+		var models []*model
+		if provider != "" {
+			models = catalog.of(provider) // the only ones it may choose, adopt from or name
+		} else {
+			models = catalog.all()
 		}
 		var found *model // the first model of that name, when none is usable
 		for _, m := range models {
@@ -388,6 +511,7 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 		}
 		return nil, "", fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", spec)
 	}
+	models := catalog.usable() // only a usable model is chosen
 	for _, m := range models {
 		if m.Provider == defProvider && m.ID == defModel && m.usable() {
 			return m, "", nil
@@ -406,27 +530,15 @@ func chooseModel(models []*model, provider, spec, defProvider, defModel string) 
 // does not have is an init error naming those it has; so is one none of
 // whose models can be used, when it is to choose the starting model
 // (without --model, which reports its own model's failure).
-func checkProvider(models []*model, provider string, choosing bool) error {
-	var first *model
-	var known []string
-	for _, m := range models {
-		if !slices.Contains(known, m.Provider) {
-			known = append(known, m.Provider)
-		}
-		if m.Provider == provider {
-			if m.usable() {
-				return nil
-			}
-			first = cmp.Or(first, m)
-		}
-	}
+func checkProvider(catalog *modelCatalog, provider string, choosing bool) error {
+	models := catalog.of(provider)
 	switch {
-	case first == nil:
-		return fmt.Errorf("Unknown provider: %s (known: %s; or add it to models.json)", provider, strings.Join(known, ", "))
-	case !choosing:
+	case len(models) == 0:
+		return fmt.Errorf("Unknown provider: %s (known: %s; or add it to models.json)", provider, strings.Join(catalog.providers(), ", "))
+	case !choosing || slices.ContainsFunc(models, (*model).usable):
 		return nil
-	case !first.speaks():
-		return unspokenError(first)
+	case !models[0].speaks():
+		return unspokenError(models[0])
 	}
 	return noKeyError(provider, provider)
 }
@@ -541,8 +653,8 @@ type thinkingLevelChanged struct {
 // listedFaux says so (current is the current model).
 func (s *session) usableModels(current *model) []*model {
 	var out []*model
-	for _, m := range s.set.catalog {
-		if m.usable() && listedFaux(m, current) {
+	for _, m := range s.set.catalog.usable() {
+		if listedFaux(m, current) {
 			out = append(out, m)
 		}
 	}
@@ -619,7 +731,7 @@ func (s *session) scopedStart() *model {
 // "Model not found: p/id", one without a key with "No API key for p/id: …",
 // one whose API rpi does not speak with a message naming it.
 func (s *session) setModel(provider, id string) (*model, error) {
-	for _, m := range s.set.catalog {
+	for _, m := range s.set.catalog.of(provider) {
 		switch {
 		case m.Provider != provider || m.ID != id:
 		case !m.speaks():

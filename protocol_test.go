@@ -243,7 +243,7 @@ var hiddenVars = append([]string{"PI_CODING_AGENT_DIR", "HOME", "TMPDIR", "OPENA
 // catalogKeyVars are the built-in providers' key variables.
 func catalogKeyVars() []string {
 	var vars []string
-	for _, p := range hostedProviders() {
+	for _, p := range hostedProviders {
 		vars = append(vars, p.keyVar)
 	}
 	return vars

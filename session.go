@@ -237,7 +237,7 @@ func sessionStartModel(set *settings) (*model, string, error) {
 		return nil, "", nil
 	}
 	m, thinking, err := chooseModel(set.catalog, cfg.provider, cfg.model, "", "")
-	if err == nil && !slices.Contains(set.catalog, m) {
+	if err == nil && !slices.Contains(set.catalog.of(m.Provider), m) {
 		err = fmt.Errorf("Unknown model: %s (see get_available_models, or add it to models.json)", cfg.model)
 	}
 	return m, thinking, err

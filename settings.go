@@ -190,14 +190,18 @@ func (set *settings) applySettingsFile(path string) {
 	}
 }
 
-// withoutVariables is environ minus the named variables.
+// withoutVariables is environ minus the named variables; nil when none is
+// left.
 func withoutVariables(environ []string, names []string) []string {
-	var out []string
+	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		if !slices.Contains(names, name) {
 			out = append(out, kv)
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
