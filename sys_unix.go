@@ -117,7 +117,7 @@ func readyChildSignals() {
 func watchSignals(stop chan<- os.Signal) (ready <-chan struct{}) {
 	hupIgnored := signal.Ignored(syscall.SIGHUP)
 	signal.Ignore(syscall.SIGPIPE)
-	all := make(chan os.Signal, len(handledSignals)+len(childSignals))
+	all := make(chan os.Signal, len(handledSignals)+len(laterStopSignals)+len(childSignals))
 	signalRelay = all
 	installed := make(chan struct{})
 	go func() {
