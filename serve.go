@@ -46,9 +46,14 @@ type serveHost struct {
 	sockets   []string // the unix sockets made, removed at the end
 	// closedSeqs are the seqs of the last events of the sessions closed,
 	// by file: opened again, a session numbers on from there, so that a
-	// cursor from before its close is never taken for one after.
-	closedSeqs map[string]int64
-	started    time.Time // when the host started (seqBase)
+	// cursor from before its close is never taken for one after. It
+	// holds the maxClosedSeqs closed last (closedOrder, oldest first);
+	// forgottenSeq is the highest of those it let go of, where a session
+	// not found numbers on from (rememberClosed, firstSeq).
+	closedSeqs   map[string]int64
+	closedOrder  []string
+	forgottenSeq int64
+	started      time.Time // when the host started (seqBase)
 
 	served sync.WaitGroup // the connections' goroutines
 }
@@ -386,13 +391,7 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	defer sh.h.sessions.release()
 	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
 	if o.file != "" {
-		sh.mu.Lock()
-		seq, closedHere := sh.closedSeqs[o.file]
-		sh.mu.Unlock()
-		st.seq = seq
-		if !closedHere {
-			st.seq = sh.seqBase()
-		}
+		st.seq = sh.firstSeq(o.file)
 	}
 	st.dialogs.served = true
 	o.sink, o.ui = st, st.dialogs
@@ -530,14 +529,44 @@ func (sh *serveHost) closeStage(st *stage) {
 	sh.mu.Unlock()
 	st.s.close()
 	if path := st.s.conv.info().path; path != "" {
-		last := st.lastSeq()
-		sh.mu.Lock()
-		if sh.closedSeqs == nil {
-			sh.closedSeqs = map[string]int64{}
-		}
-		sh.closedSeqs[path] = last
-		sh.mu.Unlock()
+		sh.rememberClosed(path, st.lastSeq())
 	}
+}
+
+// maxClosedSeqs is how many closed sessions' last seqs the host keeps.
+const maxClosedSeqs = 4096
+
+// rememberClosed keeps last, the seq of the last event of the session of
+// file path, which was just closed; past maxClosedSeqs, the oldest kept
+// is let go of, and its seq raises forgottenSeq.
+func (sh *serveHost) rememberClosed(path string, last int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closedSeqs == nil {
+		sh.closedSeqs = map[string]int64{}
+	}
+	if _, kept := sh.closedSeqs[path]; !kept {
+		sh.closedOrder = append(sh.closedOrder, path)
+	}
+	sh.closedSeqs[path] = last
+	if len(sh.closedOrder) > maxClosedSeqs {
+		oldest := sh.closedOrder[0]
+		sh.closedOrder = slices.Delete(sh.closedOrder, 0, 1) // the slice stays as long as its bound
+		sh.forgottenSeq = max(sh.forgottenSeq, sh.closedSeqs[oldest])
+		delete(sh.closedSeqs, oldest)
+	}
+}
+
+// firstSeq is the seq a session opened from file numbers on from: its
+// last one here, if it was closed here and is still remembered; else
+// above every seq the host let go of and every earlier host's (seqBase).
+func (sh *serveHost) firstSeq(file string) int64 {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if seq, closedHere := sh.closedSeqs[file]; closedHere {
+		return seq
+	}
+	return max(sh.seqBase(), sh.forgottenSeq)
 }
 
 // ---- ACP connections ----

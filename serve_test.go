@@ -353,3 +353,38 @@ func TestServeWebSocket(t *testing.T) {
 	<-wsRead
 	sh.end()
 }
+
+// TestClosedSeqsBounded: the host keeps the last seqs of the
+// maxClosedSeqs sessions closed last, not one per session ever closed; a
+// session it let go of, opened again, numbers on above its last seq all
+// the same (above every seq let go of), so that a cursor from before its
+// close is never taken for one after. A session closed again takes no
+// second place.
+func TestClosedSeqsBounded(t *testing.T) {
+	sh := &serveHost{started: time.Now()}
+	base := sh.seqBase()
+	path := func(i int) string { return fmt.Sprintf("/sessions/%d.jsonl", i) }
+	last := func(i int) int64 { return base + 1000 - int64(i) } // the first closed numbered highest
+	for i := range maxClosedSeqs + 10 {
+		sh.rememberClosed(path(i), last(i))
+	}
+	if len(sh.closedSeqs) != maxClosedSeqs || len(sh.closedOrder) != maxClosedSeqs {
+		t.Fatalf("kept %d seqs in %d places; want %d", len(sh.closedSeqs), len(sh.closedOrder), maxClosedSeqs)
+	}
+	for i := range 10 {
+		if got := sh.firstSeq(path(i)); got < last(i) {
+			t.Errorf("session %d, let go of, numbers on from %d, below its last seq %d", i, got, last(i))
+		}
+	}
+	kept := maxClosedSeqs + 9
+	if got := sh.firstSeq(path(kept)); got != last(kept) {
+		t.Errorf("session %d, kept, numbers on from %d; want its last seq %d", kept, got, last(kept))
+	}
+	sh.rememberClosed(path(kept), last(kept)+5)
+	if len(sh.closedOrder) != maxClosedSeqs || sh.firstSeq(path(kept)) != last(kept)+5 {
+		t.Errorf("closed again: %d places, numbers on from %d", len(sh.closedOrder), sh.firstSeq(path(kept)))
+	}
+	if got := sh.firstSeq("/sessions/new.jsonl"); got < base || got < last(0) {
+		t.Errorf("a session never closed here numbers on from %d; want at least %d and %d", got, base, last(0))
+	}
+}
