@@ -404,15 +404,16 @@ func BenchmarkStartupFloor(b *testing.B) {
 // weighs on all alike. It reports the medians and their ratio, and more
 // medians that show where the difference comes from: the floor with the
 // signal handlers rpi installs before its first line (docs/protocol.md#launch)
-// (net-http-signals); `rpi --version` (exec, package init, the start of
-// the handlers' goroutine and flags, no server); and exec → the answer to
-// a get_state written at once, beside the same for a floor that reads
-// that line and answers it (floor-answer).
+// (floor-signals), and rpi's ratio to that; `rpi --version` (exec,
+// package init, the start of the handlers' goroutine and flags, no
+// server); and exec → the answer to a get_state written at once, beside
+// the same for a floor that reads that line and answers it
+// (floor-answer), without and with the handlers.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
-	floorAnswer := buildFloor(b, floorNetHTTPAnswer)
+	floorAnswer, floorAnswerSignals := buildFloor(b, floorNetHTTPAnswer), buildFloor(b, floorNetHTTPAnswerSignals)
 	const command, answer = `{"id":"first","type":"get_state"}` + "\n", `{"id":"first","type":"response"`
-	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes, floorAnswerTimes []time.Duration
+	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes, floorAnswerTimes, floorAnswerSignalsTimes []time.Duration
 	for b.Loop() {
 		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
 		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
@@ -420,17 +421,21 @@ func BenchmarkStartupRatio(b *testing.B) {
 		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
 		answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer))
 		floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
+		floorAnswerSignalsTimes = append(floorAnswerSignalsTimes, lineTime(b, exec.Command(floorAnswerSignals), command, answer))
 	}
-	r, f := medianDuration(rpiTimes), medianDuration(floorTimes)
+	r, f, fs := medianDuration(rpiTimes), medianDuration(floorTimes), medianDuration(signalsTimes)
 	b.ReportMetric(r, "rpi-ms-median")
 	b.ReportMetric(f, "floor-ms-median")
-	b.ReportMetric(medianDuration(signalsTimes), "floor-signals-ms-median")
+	b.ReportMetric(fs, "floor-signals-ms-median")
 	b.ReportMetric(medianDuration(versionTimes), "version-ms-median")
-	a, fa := medianDuration(answerTimes), medianDuration(floorAnswerTimes)
+	a, fa, fas := medianDuration(answerTimes), medianDuration(floorAnswerTimes), medianDuration(floorAnswerSignalsTimes)
 	b.ReportMetric(a, "answer-ms-median")
 	b.ReportMetric(fa, "floor-answer-ms-median")
+	b.ReportMetric(fas, "floor-answer-signals-ms-median")
 	b.ReportMetric(r/f, "rpi/floor")
 	b.ReportMetric(a/fa, "answer/floor-answer")
+	b.ReportMetric(r/fs, "rpi/floor-signals")
+	b.ReportMetric(a/fas, "answer/floor-answer-signals")
 }
 
 // floorNetHTTPAnswer is floorNetHTTP answering a command instead: it
@@ -439,15 +444,20 @@ var floorNetHTTPAnswer = editFloor(floorNetHTTP,
 	"\tline := struct {\n\t\tType string", "\tvar command struct{ ID string }\n\tjson.NewDecoder(os.Stdin).Decode(&command)\n\tline := struct {\n\t\tID   string `json:\"id\"`\n\t\tType string",
 	`}{"session_started", map[string]any{`, `}{command.ID, "response", map[string]any{`)
 
-// floorNetHTTPSignals is floorNetHTTP with the handlers rpi installs
+// floorNetHTTPSignals and floorNetHTTPAnswerSignals are those floors with
+// the handlers rpi installs before its first line: the floors of a
+// program that keeps rpi's signal contract (docs/protocol.md#launch).
+var floorNetHTTPSignals, floorNetHTTPAnswerSignals = withHandledSignals(floorNetHTTP), withHandledSignals(floorNetHTTPAnswer)
+
+// withHandledSignals is a floor's source with the handlers rpi installs
 // before its first line (handledSignals, by number), installed the same
 // way: on a goroutine, waited for before the line.
-var floorNetHTTPSignals = func() string {
+func withHandledSignals(source string) string {
 	var numbers []string
 	for _, sig := range handledSignals {
 		numbers = append(numbers, fmt.Sprintf("syscall.Signal(%d)", sig.(syscall.Signal)))
 	}
-	return editFloor(floorNetHTTP,
+	return editFloor(source,
 		`"os"`, `"os"
 	"os/signal"
 	"syscall"`,
@@ -460,7 +470,7 @@ var floorNetHTTPSignals = func() string {
 	}()
 `,
 		"\tif err := json.NewEncoder", "\t<-installed\n\tif err := json.NewEncoder")
-}()
+}
 
 // editFloor replaces each old text of a floor's source with its new one
 // (pairs: old, new, …). An old text the source lacks is a panic, so that
