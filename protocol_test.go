@@ -1762,3 +1762,59 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWhenIdleWithoutPause: a connection's whenIdle (on stdio: SIGHUP's
+// and SIGQUIT's handlers, docs/protocol.md#launch) runs, once, on serve's
+// goroutine, also when serve never finds its input idle after an answer:
+// a client that sends nothing, and one whose lines never stop coming.
+// (handle and whenIdle share a plain counter: under -race, whenIdle on
+// another goroutine is a data race.)
+func TestWhenIdleWithoutPause(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		input func() (io.Reader, func())
+		pause time.Duration // each line's handling
+	}{
+		{"no line", func() (io.Reader, func()) { r, w := io.Pipe(); return r, func() { w.Close() } }, 0},
+		{"a flood", func() (io.Reader, func()) { return endlessLines{}, func() {} }, 100 * time.Microsecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in, closeIn := tt.input()
+			defer closeIn()
+			c := newConnection(in, io.Discard, io.Discard)
+			idle := make(chan struct{})
+			steps := 0 // serve's goroutine's
+			c.whenIdle = func() {
+				steps++
+				close(idle) // a second call panics
+			}
+			handle := func(frame) {
+				steps++
+				time.Sleep(tt.pause)
+			}
+			stop := make(chan os.Signal, 1)
+			done := make(chan os.Signal)
+			go func() { done <- c.serve(1<<20, stop, handle, &memoryReturn{}, io.Discard) }()
+			select {
+			case <-idle:
+			case <-time.After(3 * time.Second):
+				t.Error("whenIdle did not run within 3 s")
+			}
+			stop <- os.Interrupt
+			if sig := <-done; sig != os.Interrupt {
+				t.Errorf("serve returned %v, want the signal", sig)
+			}
+		})
+	}
+}
+
+// endlessLines is input whose lines never end: {} after {}.
+type endlessLines struct{}
+
+func (endlessLines) Read(p []byte) (int, error) {
+	n := 0
+	for ; n+3 <= len(p); n += 3 {
+		copy(p[n:], "{}\n")
+	}
+	return n, nil
+}
