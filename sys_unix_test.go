@@ -77,7 +77,7 @@ func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
 // docs/protocol.md#launch says, with its exit code, not killed by it.
 // So they are for a client that sends nothing after session_started
 // (one that starts rpi ahead of its use, or waits for its user), once
-// settleWithin has passed.
+// settleWithin has passed. The same in pi's shapes (--compat pi).
 func TestEndToEndLaterStopSignals(t *testing.T) {
 	endToEnd(t)
 	clients := map[string]func(t *testing.T, p *rpiProcess){
@@ -94,15 +94,18 @@ func TestEndToEndLaterStopSignals(t *testing.T) {
 		code int
 	}{{syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
 		for name, client := range clients {
-			t.Run(tt.sig.String()+"/"+name, func(t *testing.T) {
-				p := startRPI(t, "rpc", "--cwd", t.TempDir())
-				p.next(t)
-				client(t, p)
-				p.cmd.Process.Signal(tt.sig)
-				if code, _ := p.exit(t); code != tt.code {
-					t.Errorf("exit code %d, want %d", code, tt.code)
-				}
-			})
+			for _, compat := range []string{"rpi", "pi"} {
+				t.Run(tt.sig.String()+"/"+name+"/"+compat, func(t *testing.T) {
+					t.Parallel()
+					p := startRPI(t, "rpc", "--compat", compat, "--cwd", t.TempDir())
+					p.next(t)
+					client(t, p)
+					p.cmd.Process.Signal(tt.sig)
+					if code, _ := p.exit(t); code != tt.code {
+						t.Errorf("exit code %d, want %d", code, tt.code)
+					}
+				})
+			}
 		}
 	}
 }
