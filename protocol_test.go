@@ -1808,6 +1808,41 @@ func TestWhenIdleWithoutPause(t *testing.T) {
 	}
 }
 
+// TestWhenIdleAfterFirstAnswers: whenIdle runs once serve has handled
+// the lines that came first and written their answers out, before it
+// handles the next line, and once only (docs/protocol.md#launch: a line
+// answered after that finds SIGHUP's and SIGQUIT's handlers).
+func TestWhenIdleAfterFirstAnswers(t *testing.T) {
+	in, w := io.Pipe()
+	defer w.Close()
+	var out syncBuffer
+	c := newConnection(in, &out, io.Discard)
+	handled, idle := 0, make(chan string, 2)
+	c.whenIdle = func() { idle <- fmt.Sprintf("%d handled, out %q", handled, out.String()) }
+	handle := func(f frame) {
+		handled++
+		c.out.gather(func(buf []byte) ([]byte, error) { return append(buf, f.line...), nil }) // the line with its \n
+	}
+	c.readAhead(1<<20, io.Discard) // the first lines wait, read, as on stdio
+	go w.Write([]byte("a\nb\nc\n"))
+	for deadline := time.Now().Add(3 * time.Second); len(c.frames) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	stop := make(chan os.Signal, 1)
+	done := make(chan os.Signal)
+	go func() { done <- c.serve(1<<20, stop, handle, &memoryReturn{}, io.Discard) }()
+	if got, want := <-idle, `3 handled, out "a\nb\nc\n"`; got != want {
+		t.Errorf("whenIdle ran with %s; want %s", got, want)
+	}
+	w.Write([]byte("d\n"))
+	time.Sleep(2 * settleWithin)
+	stop <- os.Interrupt
+	<-done
+	if len(idle) != 0 || out.String() != "a\nb\nc\nd\n" {
+		t.Errorf("whenIdle ran again (%d), or out %q", len(idle), out.String())
+	}
+}
+
 // endlessLines is input whose lines never end: {} after {}.
 type endlessLines struct{}
 
