@@ -1495,6 +1495,36 @@ func TestEndToEndACPSignals(t *testing.T) {
 	}
 }
 
+// TestEndToEndACPLaterStopSignals: in ACP mode too, SIGHUP and SIGQUIT
+// end rpi as docs/protocol.md#launch says (129 and 131, not killed by
+// them) once a line after initialize is answered, with no child ever
+// started, and
+// once settleWithin has passed for a client that sends nothing.
+func TestEndToEndACPLaterStopSignals(t *testing.T) {
+	endToEnd(t)
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
+		for _, initialize := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/initialize=%v", tt.sig, initialize), func(t *testing.T) {
+				t.Parallel()
+				c, cmd, _ := startACPProcess(t, "")
+				if initialize {
+					c.call("initialize", map[string]any{"protocolVersion": 1})
+					c.call("session/list", map[string]any{}) // read after the first answer: the handlers were there
+				} else {
+					time.Sleep(settleWithin + time.Second)
+				}
+				cmd.Process.Signal(tt.sig)
+				if code, _ := waitExit(t, cmd, time.Now()); code != tt.code {
+					t.Errorf("exit code %d, want %d", code, tt.code)
+				}
+			})
+		}
+	}
+}
+
 // TestEndToEndACPStartupFailure: a fatal startup error is one line on
 // stderr and exit 1; stdout stays empty.
 func TestEndToEndACPStartupFailure(t *testing.T) {

@@ -215,15 +215,7 @@ func TestCatalogMadeAtFirstUse(t *testing.T) {
 		maps.Copy(e.vars, c.keys)
 		os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"models":[{"id":"new-model"}]},`+
 			`"local":{"baseUrl":"http://localhost:1/v1","api":"openai-completions","models":[{"id":"m"}]}}}`), 0o600)
-		cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, c.args...), e.env())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.shutdown(false)
+		s := startedServer(t, e, c.args...)
 		catalog := s.set.catalog
 		if made := madeProviders(catalog); !slices.Equal(made, c.made) {
 			t.Errorf("%v %v: made the models of %q at startup, want %q", c.keys, c.args, made, c.made)
@@ -337,4 +329,49 @@ func TestModelsJSONTypeErrors(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %s", c.file, err, want)
 		}
 	}
+}
+
+// TestKeysOfUnmadeProviders: a provider whose models startup never made
+// (here: mistral's, with --model groq/…) still has its key redacted from
+// the first redaction on, and its variable kept from children; a key in
+// auth.json of such a provider too. No bug: this pins that startup
+// resolves every provider's credential although it makes few models.
+func TestKeysOfUnmadeProviders(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	maps.Copy(e.vars, map[string]string{"GROQ_API_KEY": "gsk_abcdefgh", "MISTRAL_API_KEY": "mistral-key-from-env"})
+	os.WriteFile(filepath.Join(e.agentDir, "auth.json"), []byte(`{"cerebras":{"type":"api_key","key":"cerebras-key-in-auth"}}`), 0o600)
+	s := startedServer(t, e, "--model", "groq/llama-3.3-70b-versatile")
+	if made := madeProviders(s.set.catalog); !slices.Equal(made, []string{"groq"}) {
+		t.Fatalf("made the models of %q at startup, want groq's alone", made)
+	}
+	for _, key := range []string{"gsk_abcdefgh", "mistral-key-from-env", "cerebras-key-in-auth"} {
+		if got := s.set.secrets.redact("a " + key + " b"); got != "a [redacted] b" {
+			t.Errorf("redacted %q", got)
+		}
+	}
+	for _, kv := range s.set.childEnv {
+		if strings.HasPrefix(kv, "MISTRAL_API_KEY=") || strings.HasPrefix(kv, "GROQ_API_KEY=") {
+			t.Errorf("children get %s", kv)
+		}
+	}
+	if made := madeProviders(s.set.catalog); !slices.Equal(made, []string{"groq"}) {
+		t.Errorf("redaction made the models of %q", made)
+	}
+}
+
+// startedServer is an rpc server started with args after "rpc --cwd DIR
+// --no-session" in e, shut down when t ends; it serves nothing.
+func startedServer(t *testing.T, e *testEnv, args ...string) *rpcServer {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.shutdown(false) })
+	return s
 }

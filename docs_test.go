@@ -1265,3 +1265,17 @@ func TestChangelogHasTheVersion(t *testing.T) {
 		t.Errorf("CHANGELOG.md's newest version is %q; rpi reports %s", headings[1][1], rpiVersion)
 	}
 }
+
+// TestSettleWithinDocumented: docs/protocol.md#launch gives the time
+// after which SIGHUP and SIGQUIT have their handlers, for a client that
+// sends nothing, as settleWithin has it.
+func TestSettleWithinDocumented(t *testing.T) {
+	protocol, err := os.ReadFile("docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d ms after `session_started`", settleWithin.Milliseconds())
+	if !strings.Contains(strings.Join(strings.Fields(string(protocol)), " "), want) {
+		t.Errorf("docs/protocol.md does not say %q", want)
+	}
+}

@@ -303,7 +303,8 @@ func (h *host) shutdown(patient bool) {
 }
 
 // settleIn is what a stdio wire does once it has answered the first
-// lines that came (its connection's whenIdle): the work startup leaves so
+// lines that came, or settleWithin after it started serving when that
+// has not come (its connection's whenIdle): the work startup leaves so
 // as not to delay them. SIGHUP's and SIGQUIT's handlers, before it reads on; the
 // sweep of temp folders that dead rpis left, in the background.
 func (h *host) settleIn() {

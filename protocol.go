@@ -426,9 +426,16 @@ type connection struct {
 	inputEnded <-chan struct{}
 	// whenIdle, if set, is called once, on serve's goroutine, when serve
 	// has answered (and written out) the first lines that came and finds
-	// no more waiting; before it reads on.
+	// no more waiting, before it reads on; or settleWithin after serve
+	// started, when that has not come (no line came, or they never stop
+	// coming).
 	whenIdle func()
 }
+
+// settleWithin bounds the wait for a connection's whenIdle: a client
+// that sends nothing, or lines without a pause, must not keep SIGHUP and
+// SIGQUIT without rpi's handlers (docs/protocol.md#launch).
+const settleWithin = 20 * time.Millisecond
 
 // readAhead starts reading the connection's lines, at most maxLine bytes
 // each: from then on they wait, read and framed, for serve.
@@ -438,6 +445,14 @@ func (c *connection) readAhead(maxLine int, stderr io.Writer) {
 
 func newConnection(in io.Reader, out, stderr io.Writer) *connection {
 	return &connection{in: in, out: newOutput(out, stderr)}
+}
+
+// settle calls whenIdle, the first time only.
+func (c *connection) settle() {
+	if c.whenIdle != nil {
+		c.whenIdle()
+		c.whenIdle = nil
+	}
 }
 
 // serve reads the connection's lines, at most maxLine bytes each, and
@@ -455,8 +470,17 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 	signalled, stopWatching := watchEnd(c.out, stop, inputEnded)
 	defer stopWatching()
 	defer c.out.end()
+	var settle <-chan time.Time // whenIdle's latest time
+	if c.whenIdle != nil {
+		timer := time.NewTimer(settleWithin)
+		defer timer.Stop()
+		settle = timer.C
+	}
 	for {
 		select {
+		case <-settle:
+			settle = nil
+			c.settle()
 		case batch, ok := <-frames:
 			if !ok {
 				return nil
@@ -469,10 +493,7 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 			}
 			if len(frames) == 0 { // rpi would wait for input now
 				c.out.flush()
-				if c.whenIdle != nil {
-					c.whenIdle()
-					c.whenIdle = nil
-				}
+				c.settle()
 			}
 		case sig := <-signalled:
 			return sig

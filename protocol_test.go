@@ -1762,3 +1762,94 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWhenIdleWithoutPause: a connection's whenIdle (on stdio: SIGHUP's
+// and SIGQUIT's handlers, docs/protocol.md#launch) runs, once, on serve's
+// goroutine, also when serve never finds its input idle after an answer:
+// a client that sends nothing, and one whose lines never stop coming.
+// (handle and whenIdle share a plain counter: under -race, whenIdle on
+// another goroutine is a data race.)
+func TestWhenIdleWithoutPause(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		input func() (io.Reader, func())
+		pause time.Duration // each line's handling
+	}{
+		{"no line", func() (io.Reader, func()) { r, w := io.Pipe(); return r, func() { w.Close() } }, 0},
+		{"a flood", func() (io.Reader, func()) { return endlessLines{}, func() {} }, 100 * time.Microsecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in, closeIn := tt.input()
+			defer closeIn()
+			c := newConnection(in, io.Discard, io.Discard)
+			idle := make(chan struct{})
+			steps := 0 // serve's goroutine's
+			c.whenIdle = func() {
+				steps++
+				close(idle) // a second call panics
+			}
+			handle := func(frame) {
+				steps++
+				time.Sleep(tt.pause)
+			}
+			stop := make(chan os.Signal, 1)
+			done := make(chan os.Signal)
+			go func() { done <- c.serve(1<<20, stop, handle, &memoryReturn{}, io.Discard) }()
+			select {
+			case <-idle:
+			case <-time.After(3 * time.Second):
+				t.Error("whenIdle did not run within 3 s")
+			}
+			stop <- os.Interrupt
+			if sig := <-done; sig != os.Interrupt {
+				t.Errorf("serve returned %v, want the signal", sig)
+			}
+		})
+	}
+}
+
+// TestWhenIdleAfterFirstAnswers: whenIdle runs once serve has handled
+// the lines that came first and written their answers out, before it
+// handles the next line, and once only (docs/protocol.md#launch: a line
+// answered after that finds SIGHUP's and SIGQUIT's handlers).
+func TestWhenIdleAfterFirstAnswers(t *testing.T) {
+	in, w := io.Pipe()
+	defer w.Close()
+	var out syncBuffer
+	c := newConnection(in, &out, io.Discard)
+	handled, idle := 0, make(chan string, 2)
+	c.whenIdle = func() { idle <- fmt.Sprintf("%d handled, out %q", handled, out.String()) }
+	handle := func(f frame) {
+		handled++
+		c.out.gather(func(buf []byte) ([]byte, error) { return append(buf, f.line...), nil }) // the line with its \n
+	}
+	c.readAhead(1<<20, io.Discard) // the first lines wait, read, as on stdio
+	go w.Write([]byte("a\nb\nc\n"))
+	for deadline := time.Now().Add(3 * time.Second); len(c.frames) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	stop := make(chan os.Signal, 1)
+	done := make(chan os.Signal)
+	go func() { done <- c.serve(1<<20, stop, handle, &memoryReturn{}, io.Discard) }()
+	if got, want := <-idle, `3 handled, out "a\nb\nc\n"`; got != want {
+		t.Errorf("whenIdle ran with %s; want %s", got, want)
+	}
+	w.Write([]byte("d\n"))
+	time.Sleep(2 * settleWithin)
+	stop <- os.Interrupt
+	<-done
+	if len(idle) != 0 || out.String() != "a\nb\nc\nd\n" {
+		t.Errorf("whenIdle ran again (%d), or out %q", len(idle), out.String())
+	}
+}
+
+// endlessLines is input whose lines never end: {} after {}.
+type endlessLines struct{}
+
+func (endlessLines) Read(p []byte) (int, error) {
+	n := 0
+	for ; n+3 <= len(p); n += 3 {
+		copy(p[n:], "{}\n")
+	}
+	return n, nil
+}

@@ -56,8 +56,9 @@ func exitCode(sig os.Signal) int {
 var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
 // laterStopSignals are the other signals that end rpi: they get their
-// handlers once rpi has answered the first lines that came (host.settleIn),
-// or before its first child starts, whichever comes first
+// handlers once rpi has answered the first lines that came, or
+// settleWithin after it started serving (host.settleIn), or before its
+// first child starts, whichever comes first
 // (readyLaterStopSignals). Each handler
 // costs a round trip to the runtime's signal thread, and before the
 // first line these two measurably delayed it (docs/performance.md).

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // mkfifo makes a named pipe, for tests of files that are not regular.
@@ -74,24 +75,38 @@ func TestEndToEndChildSignalsAtFirstChild(t *testing.T) {
 // place for any line it reads after that: with no child ever started,
 // the second get_state's answer means that either signal ends rpi as
 // docs/protocol.md#launch says, with its exit code, not killed by it.
+// So they are for a client that sends nothing after session_started
+// (one that starts rpi ahead of its use, or waits for its user), once
+// settleWithin has passed. The same in pi's shapes (--compat pi).
 func TestEndToEndLaterStopSignals(t *testing.T) {
 	endToEnd(t)
-	for _, tt := range []struct {
-		sig  syscall.Signal
-		code int
-	}{{syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
-		t.Run(tt.sig.String(), func(t *testing.T) {
-			p := startRPI(t, "rpc", "--cwd", t.TempDir())
-			p.next(t)
+	clients := map[string]func(t *testing.T, p *rpiProcess){
+		"answered": func(t *testing.T, p *rpiProcess) {
 			p.send(t, `{"id":"1","type":"get_state"}`+"\n")
 			p.until(t, "response", "1")
 			p.send(t, `{"id":"2","type":"get_state"}`+"\n")
 			p.until(t, "response", "2")
-			p.cmd.Process.Signal(tt.sig)
-			if code, _ := p.exit(t); code != tt.code {
-				t.Errorf("exit code %d, want %d", code, tt.code)
+		},
+		"no line": func(*testing.T, *rpiProcess) { time.Sleep(settleWithin + time.Second) },
+	}
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
+		for name, client := range clients {
+			for _, compat := range []string{"rpi", "pi"} {
+				t.Run(tt.sig.String()+"/"+name+"/"+compat, func(t *testing.T) {
+					t.Parallel()
+					p := startRPI(t, "rpc", "--compat", compat, "--cwd", t.TempDir())
+					p.next(t)
+					client(t, p)
+					p.cmd.Process.Signal(tt.sig)
+					if code, _ := p.exit(t); code != tt.code {
+						t.Errorf("exit code %d, want %d", code, tt.code)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
