@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -372,14 +371,14 @@ func acpProcessTitle(c *processCall) string {
 }
 
 // shellPlain matches a word a shell reads as it is.
-var shellPlain = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\w\-./=:,+@%]+$`) })
+var shellPlain = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`^[\w\-./=:,+@%]+$`) }}
 
 // shellJoin writes argv as a shell would read it back: words with
 // anything but letters, digits and -_./=:,+@% in single quotes.
 func shellJoin(argv []string) string {
 	words := make([]string, len(argv))
 	for i, w := range argv {
-		if shellPlain().MatchString(w) {
+		if shellPlain.get().MatchString(w) {
 			words[i] = w
 		} else {
 			words[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
@@ -892,7 +891,7 @@ func acpStopReason(cancelled bool, last *assistantMessage) string {
 		return "end_turn"
 	case last.StopReason == "length":
 		return "max_tokens"
-	case last.StopReason == "error" && acpRefusal().MatchString(last.ErrorMessage):
+	case last.StopReason == "error" && acpRefusal.get().MatchString(last.ErrorMessage):
 		return "refusal"
 	}
 	return "end_turn"
@@ -901,9 +900,9 @@ func acpStopReason(cancelled bool, last *assistantMessage) string {
 // acpRefusal matches the errors of a provider that refused to answer:
 // Anthropic's refusal, OpenAI's content_filter, Gemini's safety stops
 // and blocked prompts.
-var acpRefusal = sync.OnceValue(func() *regexp.Regexp {
+var acpRefusal = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`^(The model stopped: (refusal|content_filter|SAFETY|RECITATION|BLOCKLIST|PROHIBITED_CONTENT|SPII|IMAGE_SAFETY)|The prompt was blocked: )`)
-})
+}}
 
 // ---- Config options, modes, commands (docs/acp.md) ----
 
@@ -1052,14 +1051,14 @@ func acpCommandsOf(slash []slashCommand) []acpCommand {
 }
 
 // templateArgument matches what a template fills with its arguments.
-var templateArgument = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) })
+var templateArgument = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) }}
 
 // templateArguments is the hint for a template's arguments: <arg1>
 // <arg2> … for $1 $2 …, <arguments> for $@ or $ARGUMENTS; "" when it
 // takes none.
 func templateArguments(body string) string {
 	most, all := 0, false
-	for _, m := range templateArgument().FindAllStringSubmatch(body, -1) {
+	for _, m := range templateArgument.get().FindAllStringSubmatch(body, -1) {
 		var n int
 		if _, err := fmt.Sscan(m[1], &n); err == nil {
 			most = max(most, n)

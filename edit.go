@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -86,7 +85,7 @@ const (
 
 // editsInStringSchema is editsInString decoded, on first use (not at
 // startup: encoding/json's reflection costs rpi's start).
-var editsInStringSchema = sync.OnceValue(func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return })
+var editsInStringSchema = lazy[map[string]any]{build: func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return }}
 
 type editCall struct {
 	path, abs string
@@ -150,7 +149,7 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 	if raw[0] == '"' {
 		var text string
 		json.Unmarshal(raw, &text)
-		if err := checkArgs([]byte(text), editsInStringSchema()); err != nil {
+		if err := checkArgs([]byte(text), editsInStringSchema.get()); err != nil {
 			return nil, fmt.Errorf("field \"edits\" is a string that does not hold a JSON list of edits: %v", err)
 		}
 		raw = json.RawMessage(strings.TrimSpace(text))
@@ -728,7 +727,7 @@ func looseForm(ctx context.Context, s string, limit int) (string, error) {
 // have flags), and none the loose form makes ASCII. It may say no to a
 // text that is its own loose form; never yes to one that is not.
 func isLooseText(s string) bool {
-	t := nfkcData()
+	t := nfkcData.get()
 	for i := 0; i < len(s); {
 		if s[i] < utf8.RuneSelf {
 			if (s[i] == '\n' || i+1 == len(s)) && endsInSpace(s[:i+1]) {

@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -230,7 +229,7 @@ func listPage(ctx context.Context, srv resourceServer, method, key, cursor strin
 	return items, next, nil
 }
 
-var mcpAppProfile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i);\s*profile\s*=\s*"?mcp-app"?`) })
+var mcpAppProfile = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`(?i);\s*profile\s*=\s*"?mcp-app"?`) }}
 
 // listedItem is item as pi lists it: {"server":name, …its fields in
 // their order}, without _meta and icons; false for an object that is
@@ -244,7 +243,7 @@ func listedItem(server string, item json.RawMessage) ([]byte, bool) {
 	if json.Unmarshal(item, &fields) != nil {
 		return nil, false
 	}
-	if uri := cmp.Or(fields.URI, fields.URITemplate); strings.HasPrefix(uri, "ui://") || mcpAppProfile().MatchString(fields.MimeType) {
+	if uri := cmp.Or(fields.URI, fields.URITemplate); strings.HasPrefix(uri, "ui://") || mcpAppProfile.get().MatchString(fields.MimeType) {
 		return nil, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(item))

@@ -56,7 +56,7 @@ var processKeys = []string{"ENTER", "TAB", "ESCAPE", "CTRL_C", "CTRL_D", "UP", "
 	"CTRL_N", "CTRL_O", "CTRL_P", "CTRL_Q", "CTRL_R", "CTRL_S", "CTRL_T", "CTRL_U", "CTRL_V", "CTRL_W", "CTRL_X",
 	"CTRL_Y", "CTRL_Z"}
 
-var keyBytes = sync.OnceValue(func() map[string]string {
+var keyBytes = lazy[map[string]string]{build: func() map[string]string {
 	m := map[string]string{
 		"ENTER": "\r", "TAB": "\t", "ESCAPE": "\x1b", "UP": "\x1b[A", "DOWN": "\x1b[B", "RIGHT": "\x1b[C",
 		"LEFT": "\x1b[D", "BACKSPACE": "\x7f", "DELETE": "\x1b[3~", "SPACE": " ", "HOME": "\x1b[H", "END": "\x1b[F",
@@ -66,7 +66,7 @@ var keyBytes = sync.OnceValue(func() map[string]string {
 		m["CTRL_"+string(c)] = string(rune(c - 'A' + 1))
 	}
 	return m
-})
+}}
 
 // processSpec is what to start: docs/processes.md's spec, shared by process_spawn and
 // the model's process tool.
@@ -577,7 +577,7 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 func keyInput(keys []string) ([]byte, error) {
 	var data []byte
 	for _, key := range keys {
-		b, ok := keyBytes()[key]
+		b, ok := keyBytes.get()[key]
 		if !ok {
 			return nil, invalid("keys", "an array of keys, each one of "+strings.Join(processKeys, ", "))
 		}

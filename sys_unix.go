@@ -307,7 +307,7 @@ func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, err
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		kind = "not a regular file"
 	}
-	for _, own := range ownStdio() {
+	for _, own := range ownStdio.get() {
 		if own, ok := own.Sys().(*syscall.Stat_t); ok && own.Dev == st.Dev && own.Ino == st.Ino {
 			kind = "rpi's own stdin, stdout or stderr"
 		}
