@@ -979,9 +979,27 @@ func acpApprovalValues(current string, custom []string) []acpMode {
 	return values
 }
 
-// acpThinkingNames are the names a user reads for the thinking levels.
-var acpThinkingNames = map[string]string{"off": "Off", "minimal": "Minimal", "low": "Low", "medium": "Medium",
-	"high": "High", "xhigh": "Extra high", "max": "Max"}
+// acpThinkingName is the name a user reads for a thinking level ("" for
+// one rpi does not know).
+func acpThinkingName(level string) string {
+	switch level {
+	case "off":
+		return "Off"
+	case "minimal":
+		return "Minimal"
+	case "low":
+		return "Low"
+	case "medium":
+		return "Medium"
+	case "high":
+		return "High"
+	case "xhigh":
+		return "Extra high"
+	case "max":
+		return "Max"
+	}
+	return ""
+}
 
 // acpShellValues are the shell option's values: where the model's bash
 // runs (docs/acp.md).
@@ -1001,7 +1019,7 @@ func acpConfigOptions(models []*model, current *model, level, approvals string, 
 	}
 	thinking := acpConfigOption{ID: "thought_level", Name: "Thinking", Category: "thought_level", Type: "select", CurrentValue: level}
 	for _, l := range availableLevels(current) {
-		thinking.Options = append(thinking.Options, acpConfigValue{l, acpThinkingNames[l]})
+		thinking.Options = append(thinking.Options, acpConfigValue{l, acpThinkingName(l)})
 	}
 	approval := acpConfigOption{ID: "approvals", Name: "Approvals", Category: "mode", Type: "select", CurrentValue: approvals}
 	for _, v := range acpApprovalValues(approvals, custom) {

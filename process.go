@@ -37,15 +37,33 @@ const (
 	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
 )
 
+// namedSignal is a signal's name and its number: a row of the system's
+// table, signalNumbers.
+type namedSignal struct {
+	name   string
+	number sysSignal
+}
+
 // signalName is the SCREAMING_SNAKE_CASE name of sig (signalNumbers is
 // the system's table).
 func signalName(sig sysSignal) string {
-	for name, n := range signalNumbers {
-		if n == sig {
-			return name
+	for _, s := range signalNumbers {
+		if s.number == sig {
+			return s.name
 		}
 	}
 	return fmt.Sprintf("SIG%d", int(sig))
+}
+
+// signalNumber is the number of the signal called name (0 for a name not
+// in signalNumbers).
+func signalNumber(name string) sysSignal {
+	for _, s := range signalNumbers {
+		if s.name == name {
+			return s.number
+		}
+	}
+	return 0
 }
 
 // processKeys are the keys process_keys accepts (docs/processes.md), and keyBytes what a

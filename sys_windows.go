@@ -132,10 +132,13 @@ const sigTerm = syscall.SIGTERM
 // processSignals are the signals process_signal accepts here.
 var processSignals = []string{"SIGINT", "SIGKILL"}
 
-// signalNumbers maps the names rpi knows to Go's numbers.
-var signalNumbers = map[string]syscall.Signal{
-	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
-}
+// processSignalsJSON is processSignals as a JSON array, for the process
+// tool's schema: a constant, so that the schema is one too and package
+// init builds nothing (TestProcessSignalsJSON checks that they agree).
+const processSignalsJSON = `["SIGINT","SIGKILL"]`
+
+// signalNumbers are the names rpi knows and Go's numbers for them.
+var signalNumbers = []namedSignal{{"SIGINT", syscall.SIGINT}, {"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL}}
 
 var generateConsoleCtrlEvent = syscall.NewLazyDLL("kernel32.dll").NewProc("GenerateConsoleCtrlEvent")
 
