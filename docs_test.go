@@ -83,7 +83,7 @@ func TestCommandsDocumented(t *testing.T) {
 		f, _ := parseFixture(path)
 		inputs.WriteString(f.sections["input.jsonl"])
 	}
-	for name := range rpcCommands {
+	for name := range rpcCommands() {
 		if !strings.Contains(inputs.String(), `"type":"`+name+`"`) {
 			t.Errorf("command %s has no fixture", name)
 		}
@@ -628,7 +628,7 @@ func TestPiShapesDocumented(t *testing.T) {
 		})
 	}
 	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
-	for name, h := range rpcCommands {
+	for name, h := range rpcCommands() {
 		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*rpcServer).bashCommand-fm or main.(*rpcServer).bashCommand
 		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
 		body := bodies[fn]

@@ -197,8 +197,8 @@ func commandType(raw []byte, name *string) bool {
 // commandNames holds each command's name once, so that reading a known
 // command's type allocates nothing.
 var commandNames = lazy[map[string]string]{build: func() map[string]string {
-	names := make(map[string]string, len(rpcCommands))
-	for name := range rpcCommands {
+	names := make(map[string]string, len(rpcCommands()))
+	for name := range rpcCommands() {
 		names[name] = name
 	}
 	return names
