@@ -490,7 +490,7 @@ func eachLoose(ctx context.Context, s string, chunk int, emit func(piece string)
 		}
 		piece := out.String()
 		if !ascii(piece) {
-			piece = looseQuotesDashesSpaces.Replace(piece)
+			piece = looseQuotesDashesSpaces.get().Replace(piece)
 		}
 		if err := emit(piece); err != nil {
 			return err
@@ -686,13 +686,15 @@ func firstChangedLine(before, after string) int {
 // ---- pi's loose form of a text ----
 
 // looseQuotesDashesSpaces are the characters the loose form makes ASCII.
-var looseQuotesDashesSpaces = strings.NewReplacer(
-	"\u2018", "'", "\u2019", "'", "\u201A", "'", "\u201B", "'",
-	"\u201C", `"`, "\u201D", `"`, "\u201E", `"`, "\u201F", `"`,
-	"\u2010", "-", "\u2011", "-", "\u2012", "-", "\u2013", "-", "\u2014", "-", "\u2015", "-", "\u2212", "-",
-	"\u00A0", " ", "\u2002", " ", "\u2003", " ", "\u2004", " ", "\u2005", " ", "\u2006", " ", "\u2007", " ",
-	"\u2008", " ", "\u2009", " ", "\u200A", " ", "\u202F", " ", "\u205F", " ", "\u3000", " ",
-)
+var looseQuotesDashesSpaces = lazy[*strings.Replacer]{build: func() *strings.Replacer {
+	return strings.NewReplacer(
+		"\u2018", "'", "\u2019", "'", "\u201A", "'", "\u201B", "'",
+		"\u201C", `"`, "\u201D", `"`, "\u201E", `"`, "\u201F", `"`,
+		"\u2010", "-", "\u2011", "-", "\u2012", "-", "\u2013", "-", "\u2014", "-", "\u2015", "-", "\u2212", "-",
+		"\u00A0", " ", "\u2002", " ", "\u2003", " ", "\u2004", " ", "\u2005", " ", "\u2006", " ", "\u2007", " ",
+		"\u2008", " ", "\u2009", " ", "\u200A", " ", "\u202F", " ", "\u205F", " ", "\u3000", " ",
+	)
+}}
 
 // looseText is pi 1.6's loose form of a text (its normalizeForFuzzyMatch):
 // NFKC, then no whitespace at the end of any line, then curly quotes,
