@@ -11,7 +11,8 @@ import "sync"
 // The compiler lays such a variable out as data, so package init does
 // nothing for it, where sync.OnceValue would allocate its closures
 // during init, on the way to the first line. get is safe for concurrent
-// use; build runs once.
+// use; build runs once, and must not panic: unlike sync.OnceValue, a
+// later get would not panic again but give the zero value.
 type lazy[T any] struct {
 	once  sync.Once
 	build func() T
