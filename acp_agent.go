@@ -13,28 +13,33 @@ import (
 )
 
 // acpMethods maps each method to its handler; acpNotifications each
-// notification rpi takes.
+// notification rpi takes. Both are made when the first ACP agent starts,
+// not in package init.
 var (
-	acpMethods = map[string]acpMethod{
-		"initialize":                acpInitialize,
-		"session/new":               acpNew,
-		"session/load":              acpLoad,
-		"session/resume":            acpResume,
-		"session/list":              acpList,
-		"session/delete":            acpDelete,
-		"session/close":             acpClose,
-		"session/prompt":            acpPromptMethod,
-		"session/set_config_option": acpSetConfigOption,
-		"session/set_mode":          acpSetMode,
-		"authenticate":              acpAuthenticate,
-		"session/fork":              acpFork,
-		"session/set_title":         acpSetTitle,
-		"session/set_model":         acpSetModel,
-	}
-	acpNotifications = map[string]acpNotification{
-		"session/cancel":   acpCancel,
-		"$/cancel_request": acpCancelRequest,
-	}
+	acpMethods = lazy[map[string]acpMethod]{build: func() map[string]acpMethod {
+		return map[string]acpMethod{
+			"initialize":                acpInitialize,
+			"session/new":               acpNew,
+			"session/load":              acpLoad,
+			"session/resume":            acpResume,
+			"session/list":              acpList,
+			"session/delete":            acpDelete,
+			"session/close":             acpClose,
+			"session/prompt":            acpPromptMethod,
+			"session/set_config_option": acpSetConfigOption,
+			"session/set_mode":          acpSetMode,
+			"authenticate":              acpAuthenticate,
+			"session/fork":              acpFork,
+			"session/set_title":         acpSetTitle,
+			"session/set_model":         acpSetModel,
+		}
+	}}
+	acpNotifications = lazy[map[string]acpNotification]{build: func() map[string]acpNotification {
+		return map[string]acpNotification{
+			"session/cancel":   acpCancel,
+			"$/cancel_request": acpCancelRequest,
+		}
+	}}
 )
 
 // newACPAgent is ACP's front end over h, with rpi's method tables.
@@ -50,7 +55,7 @@ func newServedACPAgent(h *host, conn *connection, served acpSessionHost) *acpAge
 	if cfg.sessionDir != "" {
 		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
 	}
-	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr, cfg.verbose), methods: acpMethods, notifications: acpNotifications,
+	return &acpAgent{h: h, conn: newACPConn(conn, h.stderr, cfg.verbose), methods: acpMethods.get(), notifications: acpNotifications.get(),
 		store: store, noSession: cfg.noSession, sessions: map[string]*acpSession{}, served: served}
 }
 

@@ -22,7 +22,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -632,7 +631,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 		if cfg.name, err = sp.str("name"); err != nil {
 			return nil, err
 		}
-		if !mcpServerName().MatchString(cfg.name) {
+		if !mcpServerName.get().MatchString(cfg.name) {
 			return nil, invalidParams("Invalid field %s: a name has only letters, digits, _ and -, at most 40", sp.name("name"))
 		}
 		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
@@ -665,7 +664,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 				}
 			}
 			if err == nil {
-				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName())
+				cfg.headers, err = acpNameValues(sp, "headers", httpHeaderName.get())
 			}
 		case "":
 			cfg.transport = "stdio"
@@ -676,7 +675,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 				cfg.args, err = acpStrings(sp, "args")
 			}
 			if err == nil {
-				cfg.env, err = acpNameValues(sp, "env", envVariableName())
+				cfg.env, err = acpNameValues(sp, "env", envVariableName.get())
 			}
 		default:
 			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
@@ -709,8 +708,8 @@ func acpStrings(p acpParams, field string) ([]string, error) {
 // Names of what acpNameValues reads: an environment variable's, an HTTP
 // header's (a token); compiled at first use, not in package init.
 var (
-	envVariableName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-	httpHeaderName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$") })
+	envVariableName = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }}
+	httpHeaderName  = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$") }}
 )
 
 // acpNameValues reads a required array of {name, value} strings, as a

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -120,10 +119,12 @@ func acpModelsOf(options []acpConfigOption) *acpModelState {
 }
 
 // acpTooManySessions refuses a session past the host's maxSessions
-// (one connection's, as rpi acp has one).
-// (No fmt here: its first use in package init costs startup time.)
-var acpTooManySessions = &acpError{Code: acpInternalError, Message: "Too many sessions open: at most " +
-	strconv.Itoa(maxSessions) + " on one connection; close one (session/close) and try again"}
+// (one connection's, as rpi acp has one). The number is written out, so
+// that the message is a constant the compiler lays out rather than a
+// string built in package init; TestACPSessionLimit checks that it is
+// maxSessions.
+var acpTooManySessions = &acpError{Code: acpInternalError,
+	Message: "Too many sessions open: at most 64 on one connection; close one (session/close) and try again"}
 
 // open opens a session in cwd (and dirs, its additional directories,
 // checked) (file: the session file to open; "" for a new one, written at

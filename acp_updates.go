@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -372,14 +371,14 @@ func acpProcessTitle(c *processCall) string {
 }
 
 // shellPlain matches a word a shell reads as it is.
-var shellPlain = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\w\-./=:,+@%]+$`) })
+var shellPlain = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`^[\w\-./=:,+@%]+$`) }}
 
 // shellJoin writes argv as a shell would read it back: words with
 // anything but letters, digits and -_./=:,+@% in single quotes.
 func shellJoin(argv []string) string {
 	words := make([]string, len(argv))
 	for i, w := range argv {
-		if shellPlain().MatchString(w) {
+		if shellPlain.get().MatchString(w) {
 			words[i] = w
 		} else {
 			words[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
@@ -892,7 +891,7 @@ func acpStopReason(cancelled bool, last *assistantMessage) string {
 		return "end_turn"
 	case last.StopReason == "length":
 		return "max_tokens"
-	case last.StopReason == "error" && acpRefusal().MatchString(last.ErrorMessage):
+	case last.StopReason == "error" && acpRefusal.get().MatchString(last.ErrorMessage):
 		return "refusal"
 	}
 	return "end_turn"
@@ -901,9 +900,9 @@ func acpStopReason(cancelled bool, last *assistantMessage) string {
 // acpRefusal matches the errors of a provider that refused to answer:
 // Anthropic's refusal, OpenAI's content_filter, Gemini's safety stops
 // and blocked prompts.
-var acpRefusal = sync.OnceValue(func() *regexp.Regexp {
+var acpRefusal = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`^(The model stopped: (refusal|content_filter|SAFETY|RECITATION|BLOCKLIST|PROHIBITED_CONTENT|SPII|IMAGE_SAFETY)|The prompt was blocked: )`)
-})
+}}
 
 // ---- Config options, modes, commands (docs/acp.md) ----
 
@@ -980,9 +979,27 @@ func acpApprovalValues(current string, custom []string) []acpMode {
 	return values
 }
 
-// acpThinkingNames are the names a user reads for the thinking levels.
-var acpThinkingNames = map[string]string{"off": "Off", "minimal": "Minimal", "low": "Low", "medium": "Medium",
-	"high": "High", "xhigh": "Extra high", "max": "Max"}
+// acpThinkingName is the name a user reads for a thinking level ("" for
+// one rpi does not know).
+func acpThinkingName(level string) string {
+	switch level {
+	case "off":
+		return "Off"
+	case "minimal":
+		return "Minimal"
+	case "low":
+		return "Low"
+	case "medium":
+		return "Medium"
+	case "high":
+		return "High"
+	case "xhigh":
+		return "Extra high"
+	case "max":
+		return "Max"
+	}
+	return ""
+}
 
 // acpShellValues are the shell option's values: where the model's bash
 // runs (docs/acp.md).
@@ -1002,7 +1019,7 @@ func acpConfigOptions(models []*model, current *model, level, approvals string, 
 	}
 	thinking := acpConfigOption{ID: "thought_level", Name: "Thinking", Category: "thought_level", Type: "select", CurrentValue: level}
 	for _, l := range availableLevels(current) {
-		thinking.Options = append(thinking.Options, acpConfigValue{l, acpThinkingNames[l]})
+		thinking.Options = append(thinking.Options, acpConfigValue{l, acpThinkingName(l)})
 	}
 	approval := acpConfigOption{ID: "approvals", Name: "Approvals", Category: "mode", Type: "select", CurrentValue: approvals}
 	for _, v := range acpApprovalValues(approvals, custom) {
@@ -1052,14 +1069,14 @@ func acpCommandsOf(slash []slashCommand) []acpCommand {
 }
 
 // templateArgument matches what a template fills with its arguments.
-var templateArgument = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) })
+var templateArgument = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) }}
 
 // templateArguments is the hint for a template's arguments: <arg1>
 // <arg2> … for $1 $2 …, <arguments> for $@ or $ARGUMENTS; "" when it
 // takes none.
 func templateArguments(body string) string {
 	most, all := 0, false
-	for _, m := range templateArgument().FindAllStringSubmatch(body, -1) {
+	for _, m := range templateArgument.get().FindAllStringSubmatch(body, -1) {
 		var n int
 		if _, err := fmt.Sscan(m[1], &n); err == nil {
 			most = max(most, n)

@@ -126,9 +126,9 @@ func inputs(ms []*userMessage) []runInput {
 
 // retryable matches errors worth another attempt (pi's list). Like every
 // regexp of rpi, it is compiled at first use, not at startup.
-var retryable = sync.OnceValue(func() *regexp.Regexp {
+var retryable = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
-})
+}}
 
 // Why a run cannot start: tryStartRun's refusals.
 var (
@@ -552,7 +552,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	s.mu.Lock()
 	autoRetry := s.autoRetry
 	s.mu.Unlock()
-	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && !last.final && retryable().MatchString(last.ErrorMessage) {
+	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && !last.final && retryable.get().MatchString(last.ErrorMessage) {
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}

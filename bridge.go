@@ -24,15 +24,24 @@ import (
 	"time"
 )
 
-// sessionFlagNames are the flags for the session the host opens for an
-// rpc bridge, by every name they have, and the long name a hello's
-// options give them.
-var sessionFlagNames = map[string]string{
-	"model": "model", "provider": "provider", "thinking": "thinking",
-	"tools": "tools", "t": "tools", "no-tools": "no-tools", "nt": "no-tools",
-	"exclude-tools": "exclude-tools", "xt": "exclude-tools",
-	"name": "name", "n": "name", "session": "session", "session-id": "session-id",
-	"no-session": "no-session", "confirm": "confirm", "cwd": "cwd",
+// sessionFlagOption tells whether flag, by any name it has, is one for
+// the session the host opens for an rpc bridge, and gives the long name
+// a hello's options give it.
+func sessionFlagOption(flag string) (option string, forSession bool) {
+	switch flag {
+	case "model", "provider", "thinking", "tools", "no-tools", "exclude-tools",
+		"name", "session", "session-id", "no-session", "confirm", "cwd":
+		return flag, true
+	case "t":
+		return "tools", true
+	case "nt":
+		return "no-tools", true
+	case "xt":
+		return "exclude-tools", true
+	case "n":
+		return "name", true
+	}
+	return "", false
 }
 
 // bridgeOwnFlags are the flags a bridge reads itself, or that change
@@ -110,7 +119,7 @@ func bridgeFlags(given []string, args []string, cfg cliConfig, v *flagValues) (*
 	names := slices.Clone(given)
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		option, forSession := sessionFlagNames[name]
+		option, forSession := sessionFlagOption(name)
 		switch {
 		case slices.Contains(bridgeOwnFlags, name):
 		case !forSession || cfg.acp || b.attach != "":

@@ -39,7 +39,7 @@ func TestCatalog(t *testing.T) {
 	vars := map[string]bool{}
 	for _, p := range hostedProviders {
 		got = append(got, p.id)
-		if !strings.HasPrefix(p.baseURL, "https://") || !slices.Contains(supportedAPIs, p.api) || p.keyVar == "" || vars[p.keyVar] || len(p.models) < 2 {
+		if !strings.HasPrefix(p.baseURL, "https://") || !slices.Contains(supportedAPIs.get(), p.api) || p.keyVar == "" || vars[p.keyVar] || len(p.models) < 2 {
 			t.Errorf("provider %s: %+v", p.id, p)
 		}
 		vars[p.keyVar] = true

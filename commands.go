@@ -4,6 +4,8 @@ package main
 // the one list of what rpc mode takes (get_capabilities answers its keys).
 // The handlers are in the rpc_*.go files.
 
+import "sync"
+
 // A handler applies one command. It returns the success data (nil is sent
 // as "data":null) or an error whose text is the failure message. A handler
 // whose answer waits on the outside world hands that work to the
@@ -17,11 +19,24 @@ type handler func(s *rpcServer, r *rpcRequest) (any, error)
 type noReply struct{}
 
 // rpcCommands maps each command type to its handler; get_capabilities lists
-// its keys. A command appears here only once it really works.
-var rpcCommands map[string]handler
+// its keys. A command appears here only once it really works. The table
+// is made at its first use, not in package init; it is not a lazy package
+// variable because get_capabilities' handler reads it, so that variable's
+// initializer would refer to itself (an initialization cycle).
+func rpcCommands() map[string]handler {
+	rpcCommandTable.once.Do(func() { rpcCommandTable.commands = newRPCCommands() })
+	return rpcCommandTable.commands
+}
 
-func init() {
-	rpcCommands = map[string]handler{
+// rpcCommandTable is rpcCommands' table, once made.
+var rpcCommandTable struct {
+	once     sync.Once
+	commands map[string]handler
+}
+
+// newRPCCommands makes rpcCommands' table.
+func newRPCCommands() map[string]handler {
+	return map[string]handler{
 		"get_state":                     (*rpcServer).getStateCommand,
 		"get_messages":                  (*rpcServer).getMessagesCommand,
 		"get_last_assistant_text":       (*rpcServer).getLastAssistantTextCommand,

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // compactionResult is the answer to compact and compaction_end's result.
@@ -261,9 +260,9 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 
 // contextOverflow matches provider errors that say the context is too long
 // (compiled at first use).
-var contextOverflow = sync.OnceValue(func() *regexp.Regexp {
+var contextOverflow = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
-})
+}}
 
 // autoCompact compacts after a run when the context nears the window
 // (reason "threshold"), or when the answer failed because it overflowed
@@ -278,7 +277,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 	}
 	reason := ""
 	switch {
-	case last.StopReason == "error" && contextOverflow().MatchString(last.ErrorMessage):
+	case last.StopReason == "error" && contextOverflow.get().MatchString(last.ErrorMessage):
 		reason = "overflow"
 	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
 		reason = "threshold"

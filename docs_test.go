@@ -12,6 +12,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -83,7 +84,7 @@ func TestCommandsDocumented(t *testing.T) {
 		f, _ := parseFixture(path)
 		inputs.WriteString(f.sections["input.jsonl"])
 	}
-	for name := range rpcCommands {
+	for name := range rpcCommands() {
 		if !strings.Contains(inputs.String(), `"type":"`+name+`"`) {
 			t.Errorf("command %s has no fixture", name)
 		}
@@ -628,7 +629,7 @@ func TestPiShapesDocumented(t *testing.T) {
 		})
 	}
 	answersPiOnly := func(body string) bool { return strings.Contains(body, "piOnly{") }
-	for name, h := range rpcCommands {
+	for name, h := range rpcCommands() {
 		fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer()).Name() // main.(*rpcServer).bashCommand-fm or main.(*rpcServer).bashCommand
 		fn = strings.TrimSuffix(fn[strings.LastIndex(fn, ".")+1:], "-fm")
 		body := bodies[fn]
@@ -740,6 +741,44 @@ func TestNoFmtBeforeMain(t *testing.T) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// TestNothingMadeBeforeMain: rpi's own package init allocates nothing, so
+// that it does not delay the first line. Its package variables are data
+// the compiler lays out: no map literal, no sync.OnceValue, no string
+// built from a number, no closure over a variable (lazy, in lazy.go, is
+// how to make a value at its first use instead). The test builds rpi as
+// a user does and reads Go's trace of package init (GODEBUG=inittrace=1)
+// for --version: a package with nothing to run at init has no line, and
+// one that has may take no allocation. (The test binary would not do: its
+// rpi package holds the tests' variables too.)
+func TestNothingMadeBeforeMain(t *testing.T) {
+	endToEnd(t)
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "rpi")
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, "--version")
+	run.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rpi --version: %v\n%s", err, out)
+	}
+	// init main @0.9 ms, 0.002 ms clock, 0 bytes, 0 allocs
+	line := regexp.MustCompile(`(?m)^init (\S+) @.*, (\d+) bytes, (\d+) allocs$`)
+	traced := line.FindAllStringSubmatch(string(out), -1)
+	if len(traced) == 0 {
+		t.Fatalf("rpi --version with GODEBUG=inittrace=1 traced no package's init:\n%s", out)
+	}
+	for _, m := range traced {
+		if m[1] == "main" && (m[2] != "0" || m[3] != "0") {
+			t.Errorf("rpi's package init allocates before main (%s bytes, %s allocs): a package variable is built at init, "+
+				"not laid out as data (go tool objdump -s '^main\\.init$' shows which)", m[2], m[3])
 		}
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -86,7 +85,7 @@ const (
 
 // editsInStringSchema is editsInString decoded, on first use (not at
 // startup: encoding/json's reflection costs rpi's start).
-var editsInStringSchema = sync.OnceValue(func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return })
+var editsInStringSchema = lazy[map[string]any]{build: func() (m map[string]any) { json.Unmarshal([]byte(editsInString), &m); return }}
 
 type editCall struct {
 	path, abs string
@@ -150,7 +149,7 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 	if raw[0] == '"' {
 		var text string
 		json.Unmarshal(raw, &text)
-		if err := checkArgs([]byte(text), editsInStringSchema()); err != nil {
+		if err := checkArgs([]byte(text), editsInStringSchema.get()); err != nil {
 			return nil, fmt.Errorf("field \"edits\" is a string that does not hold a JSON list of edits: %v", err)
 		}
 		raw = json.RawMessage(strings.TrimSpace(text))
@@ -491,7 +490,7 @@ func eachLoose(ctx context.Context, s string, chunk int, emit func(piece string)
 		}
 		piece := out.String()
 		if !ascii(piece) {
-			piece = looseQuotesDashesSpaces.Replace(piece)
+			piece = looseQuotesDashesSpaces.get().Replace(piece)
 		}
 		if err := emit(piece); err != nil {
 			return err
@@ -687,13 +686,15 @@ func firstChangedLine(before, after string) int {
 // ---- pi's loose form of a text ----
 
 // looseQuotesDashesSpaces are the characters the loose form makes ASCII.
-var looseQuotesDashesSpaces = strings.NewReplacer(
-	"\u2018", "'", "\u2019", "'", "\u201A", "'", "\u201B", "'",
-	"\u201C", `"`, "\u201D", `"`, "\u201E", `"`, "\u201F", `"`,
-	"\u2010", "-", "\u2011", "-", "\u2012", "-", "\u2013", "-", "\u2014", "-", "\u2015", "-", "\u2212", "-",
-	"\u00A0", " ", "\u2002", " ", "\u2003", " ", "\u2004", " ", "\u2005", " ", "\u2006", " ", "\u2007", " ",
-	"\u2008", " ", "\u2009", " ", "\u200A", " ", "\u202F", " ", "\u205F", " ", "\u3000", " ",
-)
+var looseQuotesDashesSpaces = lazy[*strings.Replacer]{build: func() *strings.Replacer {
+	return strings.NewReplacer(
+		"\u2018", "'", "\u2019", "'", "\u201A", "'", "\u201B", "'",
+		"\u201C", `"`, "\u201D", `"`, "\u201E", `"`, "\u201F", `"`,
+		"\u2010", "-", "\u2011", "-", "\u2012", "-", "\u2013", "-", "\u2014", "-", "\u2015", "-", "\u2212", "-",
+		"\u00A0", " ", "\u2002", " ", "\u2003", " ", "\u2004", " ", "\u2005", " ", "\u2006", " ", "\u2007", " ",
+		"\u2008", " ", "\u2009", " ", "\u200A", " ", "\u202F", " ", "\u205F", " ", "\u3000", " ",
+	)
+}}
 
 // looseText is pi 1.6's loose form of a text (its normalizeForFuzzyMatch):
 // NFKC, then no whitespace at the end of any line, then curly quotes,
@@ -728,7 +729,7 @@ func looseForm(ctx context.Context, s string, limit int) (string, error) {
 // have flags), and none the loose form makes ASCII. It may say no to a
 // text that is its own loose form; never yes to one that is not.
 func isLooseText(s string) bool {
-	t := nfkcData()
+	t := nfkcData.get()
 	for i := 0; i < len(s); {
 		if s[i] < utf8.RuneSelf {
 			if (s[i] == '\n' || i+1 == len(s)) && endsInSpace(s[:i+1]) {

@@ -276,7 +276,7 @@ func TestLooseInPieces(t *testing.T) {
 		for _, line := range strings.Split(nfkc(s), "\n") {
 			lines = append(lines, strings.TrimRightFunc(line, jsSpace))
 		}
-		return looseQuotesDashesSpaces.Replace(strings.Join(lines, "\n"))
+		return looseQuotesDashesSpaces.get().Replace(strings.Join(lines, "\n"))
 	}
 	random := func(rng *rand.Rand, n int) string {
 		var b strings.Builder

@@ -276,7 +276,7 @@ func TestStateSameJSONSeesEveryField(t *testing.T) {
 // whose handlers replace rpc's of the same name.
 func TestQueriesAreCommands(t *testing.T) {
 	var queries []string
-	for name := range rpcCommands {
+	for name := range rpcCommands() {
 		if keepsNoRequest(name) {
 			queries = append(queries, name)
 		}
@@ -284,7 +284,7 @@ func TestQueriesAreCommands(t *testing.T) {
 	if len(queries) != 12 {
 		t.Errorf("keepsNoRequest names %d commands (%v), want 12: a name misspelt, or the list changed without this test", len(queries), queries)
 	}
-	for name := range servedCommands { // keepsNoRequest goes by name: rpi serve's own must not share one
+	for name := range servedCommands.get() { // keepsNoRequest goes by name: rpi serve's own must not share one
 		if keepsNoRequest(name) {
 			t.Errorf("rpi serve's %s is named a query: its handler would get the reused request", name)
 		}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -56,7 +55,7 @@ func fileKind(mode os.FileMode) string {
 
 // ownStdio is what rpi's own stdin, stdout and stderr are, so that no
 // file tool reaches them even when they are regular files.
-var ownStdio = sync.OnceValue(func() []os.FileInfo {
+var ownStdio = lazy[[]os.FileInfo]{build: func() []os.FileInfo {
 	var infos []os.FileInfo
 	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
 		if info, err := f.Stat(); err == nil {
@@ -64,7 +63,7 @@ var ownStdio = sync.OnceValue(func() []os.FileInfo {
 		}
 	}
 	return infos
-})
+}}
 
 // openRegularSized opens path for reading (openRegular), and gives its
 // size.
@@ -109,7 +108,7 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	if !info.Mode().IsRegular() {
 		kind = fileKind(info.Mode())
 	}
-	for _, own := range ownStdio() {
+	for _, own := range ownStdio.get() {
 		if kind == "" && os.SameFile(info, own) {
 			kind = "rpi's own stdin, stdout or stderr"
 		}

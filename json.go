@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -568,14 +567,14 @@ func appendJSONStrings(buf []byte, list []string) []byte {
 
 // base64Pairs maps 12 bits to their two characters of standard base64,
 // the first in the low byte; built at first use, not at startup.
-var base64Pairs = sync.OnceValue(func() *[4096]uint16 {
+var base64Pairs = lazy[*[4096]uint16]{build: func() *[4096]uint16 {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 	var t [4096]uint16
 	for v := range t {
 		t[v] = uint16(alphabet[v>>6]) | uint16(alphabet[v&63])<<8
 	}
 	return &t
-})
+}}
 
 // appendBase64 appends src in standard base64 with padding, as
 // base64.StdEncoding.AppendEncode does, about twice as fast: it encodes 6
@@ -584,7 +583,7 @@ func appendBase64(dst, src []byte) []byte {
 	n := base64.StdEncoding.EncodedLen(len(src))
 	dst = slices.Grow(dst, n)
 	out := dst[len(dst) : len(dst)+n]
-	pairs := base64Pairs()
+	pairs := base64Pairs.get()
 	for len(src) >= 8 { // 8 bytes are loaded, 6 encoded
 		v := binary.BigEndian.Uint64(src)
 		binary.LittleEndian.PutUint64(out, uint64(pairs[v>>52])|uint64(pairs[v>>40&0xfff])<<16|

@@ -410,9 +410,10 @@ func (l *loopScheduler) count() int {
 	return len(l.tasks) + len(l.restoring)
 }
 
-// errTooManyLoops refuses a loop past maxLoops. Without fmt: package
-// variables are made before main, and fmt's first use is slow.
-var errTooManyLoops = errors.New("maximum of " + strconv.Itoa(maxLoops) + " scheduled tasks reached")
+// errTooManyLoops refuses a loop past maxLoops. The number is written
+// out, so that the text is a constant and package init builds nothing;
+// TestTooManyLoopsText checks that it is maxLoops.
+var errTooManyLoops = errors.New("maximum of 50 scheduled tasks reached")
 
 func (l *loopScheduler) nextFireLocked(t *loopTask) *string {
 	if !slices.Contains(l.tasks, t) {

@@ -14,6 +14,14 @@ import (
 	"time"
 )
 
+// TestTooManyLoopsText: errTooManyLoops, whose number is written out so
+// that package init builds nothing for it, says maxLoops.
+func TestTooManyLoopsText(t *testing.T) {
+	if want := fmt.Sprintf("maximum of %d scheduled tasks reached", maxLoops); errTooManyLoops.Error() != want {
+		t.Errorf("errTooManyLoops says %q, want %q", errTooManyLoops, want)
+	}
+}
+
 func TestLoopInterval(t *testing.T) {
 	for _, tt := range []struct {
 		in   any

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -81,7 +80,7 @@ const mcpDefaultTimeout = 60 * time.Second
 // mcpServerName is what a server's name may be: pi's characters, at
 // most 40 of them, so that every tool's name keeps mcp__<server>__ whole
 // (--confirm mcp__<server>__* reaches them all).
-var mcpServerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`) })
+var mcpServerName = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`) }}
 
 var mcpExposures = []string{"direct", "deferred", "hidden", "codemode"}
 
@@ -152,7 +151,7 @@ func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string
 				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, jsonError(raw[name], err)))
 				continue
 			}
-			if !mcpServerName().MatchString(name) {
+			if !mcpServerName.get().MatchString(name) {
 				warnings = append(warnings, fmt.Sprintf("MCP server %q in %s: a name has only letters, digits, _ and -, at most 40", name, path))
 				continue
 			}
@@ -312,7 +311,7 @@ func expandHome(p string) string {
 	return p
 }
 
-var mcpVariable = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`) })
+var mcpVariable = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`) }}
 
 // expandMCPValue resolves a value as pi does: ${VAR} from the
 // environment (unset: empty), and, where commands are allowed, a whole
@@ -321,7 +320,7 @@ func expandMCPValue(value string, commands bool, getenv func(string) string, run
 	if command, ok := strings.CutPrefix(value, "!"); ok && commands {
 		return run(command)
 	}
-	return mcpVariable().ReplaceAllStringFunc(value, func(v string) string { return getenv(v[2 : len(v)-1]) }), nil
+	return mcpVariable.get().ReplaceAllStringFunc(value, func(v string) string { return getenv(v[2 : len(v)-1]) }), nil
 }
 
 func sortedKeys(m map[string]string) []string {

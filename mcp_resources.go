@@ -16,39 +16,61 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
+// The three tools, with pi's names, descriptions and parameters. Each
+// decode names its tool with a constant: a closure over a variable (of a
+// shared constructor) would be built in package init, where these are
+// data the compiler lays out.
 var (
-	listMCPResourcesTool = resourceTool("list_mcp_resources", "List the resources MCP servers offer",
-		"Lists resources provided by MCP servers. Resources allow servers to share data that provides context to language models, "+
+	listMCPResourcesTool = &tool{
+		name:    listMCPResources,
+		summary: "List the resources MCP servers offer",
+		description: "Lists resources provided by MCP servers. Resources allow servers to share data that provides context to language models, " +
 			"such as files, database schemas, or application-specific information. Prefer resources over web search when possible.",
-		mcpListParameters)
-	listMCPResourceTemplatesTool = resourceTool("list_mcp_resource_templates", "List the resource templates MCP servers offer",
-		"Lists resource templates provided by MCP servers. Parameterized resource templates allow servers to share data that takes "+
-			"parameters and provides context to language models, such as files, database schemas, or application-specific information. "+
+		schema: json.RawMessage(mcpListParameters),
+		decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+			return decodeResourceCall(listMCPResources, raw)
+		},
+	}
+	listMCPResourceTemplatesTool = &tool{
+		name:    listMCPResourceTemplates,
+		summary: "List the resource templates MCP servers offer",
+		description: "Lists resource templates provided by MCP servers. Parameterized resource templates allow servers to share data that takes " +
+			"parameters and provides context to language models, such as files, database schemas, or application-specific information. " +
 			"Prefer resource templates over web search when possible.",
-		mcpListParameters)
-	readMCPResourceTool = resourceTool("read_mcp_resource", "Read a resource of an MCP server",
-		"Read a specific resource from an MCP server given the server name and resource URI.",
-		json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"MCP server name exactly as configured. `+
-			`Must match the 'server' field returned by list_mcp_resources."},"uri":{"type":"string","description":"Resource URI to read. `+
-			`Must be one of the URIs returned by list_mcp_resources."}},"required":["server","uri"],"additionalProperties":false}`))
+		schema: json.RawMessage(mcpListParameters),
+		decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+			return decodeResourceCall(listMCPResourceTemplates, raw)
+		},
+	}
+	readMCPResourceTool = &tool{
+		name:        readMCPResource,
+		summary:     "Read a resource of an MCP server",
+		description: "Read a specific resource from an MCP server given the server name and resource URI.",
+		schema: json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"MCP server name exactly as configured. ` +
+			`Must match the 'server' field returned by list_mcp_resources."},"uri":{"type":"string","description":"Resource URI to read. ` +
+			`Must be one of the URIs returned by list_mcp_resources."}},"required":["server","uri"],"additionalProperties":false}`),
+		decode: func(s *session, raw json.RawMessage) (toolCall, error) {
+			return decodeResourceCall(readMCPResource, raw)
+		},
+	}
 	mcpResourceTools     = []*tool{listMCPResourcesTool, listMCPResourceTemplatesTool, readMCPResourceTool}
-	mcpResourceToolNames = []string{"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}
+	mcpResourceToolNames = []string{listMCPResources, listMCPResourceTemplates, readMCPResource}
 )
 
-// resourceTool is one of the three, with pi's name, description and
-// parameters.
-func resourceTool(name, summary, description string, schema json.RawMessage) *tool {
-	return &tool{name: name, summary: summary, description: description, schema: schema,
-		decode: func(s *session, raw json.RawMessage) (toolCall, error) { return decodeResourceCall(name, raw) }}
-}
+// The resource tools' names, as pi names them.
+const (
+	listMCPResources         = "list_mcp_resources"
+	listMCPResourceTemplates = "list_mcp_resource_templates"
+	readMCPResource          = "read_mcp_resource"
+)
 
-var mcpListParameters = json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"MCP server name. ` +
+// mcpListParameters are the parameters of the two list tools.
+const mcpListParameters = `{"type":"object","properties":{"server":{"type":"string","description":"MCP server name. ` +
 	`Omit to list every server with resources."},"cursor":{"type":"string","description":"Opaque cursor from a previous call with the same ` +
-	`server; omit for the first page."}},"additionalProperties":false}`)
+	`server; omit for the first page."}},"additionalProperties":false}`
 
 // resourceCall is one call of a resource tool.
 type resourceCall struct {
@@ -230,7 +252,7 @@ func listPage(ctx context.Context, srv resourceServer, method, key, cursor strin
 	return items, next, nil
 }
 
-var mcpAppProfile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i);\s*profile\s*=\s*"?mcp-app"?`) })
+var mcpAppProfile = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`(?i);\s*profile\s*=\s*"?mcp-app"?`) }}
 
 // listedItem is item as pi lists it: {"server":name, …its fields in
 // their order}, without _meta and icons; false for an object that is
@@ -244,7 +266,7 @@ func listedItem(server string, item json.RawMessage) ([]byte, bool) {
 	if json.Unmarshal(item, &fields) != nil {
 		return nil, false
 	}
-	if uri := cmp.Or(fields.URI, fields.URITemplate); strings.HasPrefix(uri, "ui://") || mcpAppProfile().MatchString(fields.MimeType) {
+	if uri := cmp.Or(fields.URI, fields.URITemplate); strings.HasPrefix(uri, "ui://") || mcpAppProfile.get().MatchString(fields.MimeType) {
 		return nil, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(item))

@@ -123,7 +123,7 @@ const (
 
 // speaks reports whether rpi speaks m's API (the built-in faux model's
 // too; a models.json model cannot use it).
-func (m *model) speaks() bool { return slices.Contains(supportedAPIs, m.API) || m.faux }
+func (m *model) speaks() bool { return slices.Contains(supportedAPIs.get(), m.API) || m.faux }
 
 // countOf is "1 model" or "3 models".
 func countOf(n int, one, many string) string {
@@ -136,7 +136,7 @@ func countOf(n int, one, many string) string {
 // unspokenError is the failure to use a model whose API rpi does not speak.
 func unspokenError(m *model) error {
 	return fmt.Errorf("Model %s/%s uses %s, which rpi does not speak (supported: %s)",
-		m.Provider, m.ID, m.API, strings.Join(supportedAPIs, ", "))
+		m.Provider, m.ID, m.API, strings.Join(supportedAPIs.get(), ", "))
 }
 
 // keylessError says that a model rpi knows has no key, and where one goes:
@@ -304,7 +304,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		}
 		if len(unspoken) > 0 {
 			setup.warnings = append(setup.warnings, fmt.Sprintf("%s: left out %s whose API rpi does not speak: %s; rpi speaks %s",
-				path, countOf(len(unspoken), "model", "models"), strings.Join(unspoken, ", "), strings.Join(supportedAPIs, ", ")))
+				path, countOf(len(unspoken), "model", "models"), strings.Join(unspoken, ", "), strings.Join(supportedAPIs.get(), ", ")))
 		}
 		sortModels(models)
 	}

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -37,7 +36,7 @@ const (
 	nfkcStable   // it decomposes, and composes back to itself
 )
 
-var nfkcData = sync.OnceValue(loadNFKC)
+var nfkcData = lazy[*nfkcTables]{build: loadNFKC}
 
 // Hangul syllables are decomposed and composed by arithmetic.
 const (
@@ -178,7 +177,7 @@ func nfkcWithin(ctx context.Context, s string) (string, error) {
 	if i > 0 {
 		i-- // the last ASCII character may compose with what follows
 	}
-	t := nfkcData()
+	t := nfkcData.get()
 	var b strings.Builder
 	b.Grow(len(s))
 	b.WriteString(s[:i])
@@ -271,7 +270,7 @@ func nfkcCut(s string, at int) int {
 	if at >= len(s) {
 		return len(s)
 	}
-	t := nfkcData()
+	t := nfkcData.get()
 	for at < len(s) && !utf8.RuneStart(s[at]) {
 		at++
 	}

@@ -37,15 +37,33 @@ const (
 	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
 )
 
+// namedSignal is a signal's name and its number: a row of the system's
+// table, signalNumbers.
+type namedSignal struct {
+	name   string
+	number sysSignal
+}
+
 // signalName is the SCREAMING_SNAKE_CASE name of sig (signalNumbers is
 // the system's table).
 func signalName(sig sysSignal) string {
-	for name, n := range signalNumbers {
-		if n == sig {
-			return name
+	for _, s := range signalNumbers {
+		if s.number == sig {
+			return s.name
 		}
 	}
 	return fmt.Sprintf("SIG%d", int(sig))
+}
+
+// signalNumber is the number of the signal called name (0 for a name not
+// in signalNumbers).
+func signalNumber(name string) sysSignal {
+	for _, s := range signalNumbers {
+		if s.name == name {
+			return s.number
+		}
+	}
+	return 0
 }
 
 // processKeys are the keys process_keys accepts (docs/processes.md), and keyBytes what a
@@ -56,7 +74,7 @@ var processKeys = []string{"ENTER", "TAB", "ESCAPE", "CTRL_C", "CTRL_D", "UP", "
 	"CTRL_N", "CTRL_O", "CTRL_P", "CTRL_Q", "CTRL_R", "CTRL_S", "CTRL_T", "CTRL_U", "CTRL_V", "CTRL_W", "CTRL_X",
 	"CTRL_Y", "CTRL_Z"}
 
-var keyBytes = sync.OnceValue(func() map[string]string {
+var keyBytes = lazy[map[string]string]{build: func() map[string]string {
 	m := map[string]string{
 		"ENTER": "\r", "TAB": "\t", "ESCAPE": "\x1b", "UP": "\x1b[A", "DOWN": "\x1b[B", "RIGHT": "\x1b[C",
 		"LEFT": "\x1b[D", "BACKSPACE": "\x7f", "DELETE": "\x1b[3~", "SPACE": " ", "HOME": "\x1b[H", "END": "\x1b[F",
@@ -66,7 +84,7 @@ var keyBytes = sync.OnceValue(func() map[string]string {
 		m["CTRL_"+string(c)] = string(rune(c - 'A' + 1))
 	}
 	return m
-})
+}}
 
 // processSpec is what to start: docs/processes.md's spec, shared by process_spawn and
 // the model's process tool.
@@ -577,7 +595,7 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 func keyInput(keys []string) ([]byte, error) {
 	var data []byte
 	for _, key := range keys {
-		b, ok := keyBytes()[key]
+		b, ok := keyBytes.get()[key]
 		if !ok {
 			return nil, invalid("keys", "an array of keys, each one of "+strings.Join(processKeys, ", "))
 		}

@@ -17,6 +17,31 @@ import (
 	"time"
 )
 
+// TestSignalTables: processSignalsJSON, the process tool's enum, is
+// processSignals; every one of them has a number; and signalNumbers
+// gives each name and each number once, so that signalName, which takes
+// the first name of a number, names the signal that was sent.
+func TestSignalTables(t *testing.T) {
+	if got := jsonStrings(processSignals); got != processSignalsJSON {
+		t.Errorf("processSignalsJSON is %s, want jsonStrings(processSignals): %s", processSignalsJSON, got)
+	}
+	for _, name := range processSignals {
+		if signalNumber(name) == 0 {
+			t.Errorf("%s: not in signalNumbers", name)
+		}
+	}
+	names, numbers := map[string]bool{}, map[sysSignal]bool{}
+	for _, s := range signalNumbers {
+		if names[s.name] || numbers[s.number] {
+			t.Errorf("%s (%d): its name or number is in signalNumbers twice", s.name, int(s.number))
+		}
+		names[s.name], numbers[s.number] = true, true
+		if signalName(s.number) != s.name || signalNumber(s.name) != s.number {
+			t.Errorf("%s (%d): signalName %s, signalNumber %d", s.name, int(s.number), signalName(s.number), int(signalNumber(s.name)))
+		}
+	}
+}
+
 func TestCutTail(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -1104,8 +1104,8 @@ func short(lines []string) []string {
 // TestPanicBecomesFailure registers a command that panics and checks that
 // it gets a failure response and the loop goes on.
 func TestPanicBecomesFailure(t *testing.T) {
-	rpcCommands["test_panic"] = func(s *rpcServer, r *rpcRequest) (any, error) { panic("boom") }
-	defer delete(rpcCommands, "test_panic")
+	rpcCommands()["test_panic"] = func(s *rpcServer, r *rpcRequest) (any, error) { panic("boom") }
+	defer delete(rpcCommands(), "test_panic")
 	in := `{"id":"p","type":"test_panic"}` + "\n" + `{"id":"s","type":"set_auto_retry","enabled":false}` + "\n"
 	var out bytes.Buffer
 	runRPI(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir()}, strings.NewReader(in), &out)
@@ -1697,9 +1697,9 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte("{\"type\":\"get_state\"}\r\n\n  \n[1,2]\n\xff\xfe\n{\"id\":{},\"type\":1}"))
 	cwd := f.TempDir()
 	// export_html writes wherever it is told: not a thing to fuzz.
-	exportHTML := rpcCommands["export_html"]
-	delete(rpcCommands, "export_html")
-	f.Cleanup(func() { rpcCommands["export_html"] = exportHTML })
+	exportHTML := rpcCommands()["export_html"]
+	delete(rpcCommands(), "export_html")
+	f.Cleanup(func() { rpcCommands()["export_html"] = exportHTML })
 	e := newTestEnv(f)
 	e.command = func(string, ...string) *exec.Cmd { return exec.Command("/bin/true") }
 	e.maxLineBytes = 1 << 10

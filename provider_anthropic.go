@@ -25,8 +25,23 @@ var anthropicMessages = &wireAPI{
 	read:      readAnthropic,
 }
 
-// thinkingBudgets are Anthropic's thinking token budgets per level.
-var thinkingBudgets = map[string]int{"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
+// thinkingBudget is Anthropic's thinking token budget for a level; false
+// for a level without one (off).
+func thinkingBudget(level string) (int, bool) {
+	switch level {
+	case "minimal":
+		return 1024, true
+	case "low":
+		return 4096, true
+	case "medium":
+		return 10240, true
+	case "high":
+		return 20480, true
+	case "xhigh":
+		return 32000, true
+	}
+	return 0, false
+}
 
 func anthropicBody(req streamRequest) map[string]any {
 	var messages []map[string]any
@@ -88,7 +103,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 		body["tools"] = tools
 	}
-	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+	if budget, ok := thinkingBudget(req.thinking); ok && req.model.Reasoning {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
 	}
 	return body
@@ -97,7 +112,7 @@ func anthropicBody(req streamRequest) map[string]any {
 // anthropicMaxTokens is the model's maxTokens, raised to leave room for
 // the answer beside a thinking budget.
 func anthropicMaxTokens(req streamRequest) int {
-	if budget, ok := thinkingBudgets[req.thinking]; ok && req.model.Reasoning {
+	if budget, ok := thinkingBudget(req.thinking); ok && req.model.Reasoning {
 		return max(req.model.MaxTokens, budget+4096)
 	}
 	return req.model.MaxTokens

@@ -18,14 +18,14 @@ import (
 // that set_model can say why it cannot be used, but is never available.
 var wireAPIs = []*wireAPI{openAIChat, openAIResponses, anthropicMessages, googleGemini}
 
-// supportedAPIs are the names of wireAPIs.
-var supportedAPIs = func() []string {
+// supportedAPIs are the names of wireAPIs, listed at first use.
+var supportedAPIs = lazy[[]string]{build: func() []string {
 	var names []string
 	for _, api := range wireAPIs {
 		names = append(names, api.name)
 	}
 	return names
-}()
+}}
 
 // wireAPINamed is the API called name, or nil when rpi does not speak it.
 func wireAPINamed(name string) *wireAPI {

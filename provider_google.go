@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -37,9 +36,9 @@ var googleGemini = &wireAPI{
 // level rather than a token budget (pi's rule: Gemini 3 pro and flash,
 // Gemini 4 and later, the -latest flash aliases, Gemma 4); compiled at
 // first use.
-var geminiLevelModel = sync.OnceValue(func() *regexp.Regexp {
+var geminiLevelModel = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`^(gemini-3(\.\d+)?-(pro|flash)|gemini-([4-9]|[1-9]\d)|gemini-flash(-lite)?-latest|gemma-?4)`)
-})
+}}
 
 // geminiVersion is the major version in a Gemini model id (0 if none).
 func geminiVersion(id string) int {
@@ -81,7 +80,7 @@ func geminiThinking(m *model, thinking string) map[string]any {
 	id := strings.TrimPrefix(m.ID, "models/")
 	level, value := m.wireLevel(thinking)
 	config := map[string]any{}
-	if geminiLevelModel().MatchString(id) {
+	if geminiLevelModel.get().MatchString(id) {
 		if level == "off" {
 			_, value = m.wireLevel("minimal")
 		}

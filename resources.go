@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // slashCommand is one entry of get_commands.
@@ -244,14 +243,14 @@ func splitArgs(s string) []string {
 }
 
 // positional matches $1…$n in a template (compiled at first use).
-var positional = sync.OnceValue(func() *regexp.Regexp {
+var positional = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
 	return regexp.MustCompile(`\$(\d+)`)
-})
+}}
 
 // substituteArgs fills a template: $1…$n (missing ones are empty), then
 // $ARGUMENTS and $@ (all arguments joined with a space).
 func substituteArgs(body string, args []string) string {
-	out := positional().ReplaceAllStringFunc(body, func(m string) string {
+	out := positional.get().ReplaceAllStringFunc(body, func(m string) string {
 		n, _ := strconv.Atoi(m[1:])
 		if n >= 1 && n <= len(args) {
 			return args[n-1]

@@ -98,9 +98,9 @@ func (s *rpcServer) dispatchFrame(f frame) {
 		s.gatherResponse(rerr.id, rerr.command, nil, errors.New(rerr.message))
 		return
 	}
-	h, ok := rpcCommands[r.typ]
+	h, ok := rpcCommands()[r.typ]
 	if s.served != nil {
-		if own, isOwn := servedCommands[r.typ]; isOwn {
+		if own, isOwn := servedCommands.get()[r.typ]; isOwn {
 			h, ok = own, true
 		}
 		if ok && s.served.observer && !mayObserve(r.typ) {

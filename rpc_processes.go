@@ -195,7 +195,7 @@ func (s *rpcServer) processSignalCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = p.sendSignal(signalNumbers[name], func() { s.reply(r, nil, nil) })
+	err = p.sendSignal(signalNumber(name), func() { s.reply(r, nil, nil) })
 	if err != nil {
 		return nil, err
 	}

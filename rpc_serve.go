@@ -395,15 +395,13 @@ func detachedRecord(cursor int64) []byte {
 
 // servedCommands are the rpc commands only a connection of rpi serve
 // takes.
-var servedCommands map[string]handler
-
-func init() {
-	servedCommands = map[string]handler{
+var servedCommands = lazy[map[string]handler]{build: func() map[string]handler {
+	return map[string]handler{
 		"hello":          (*rpcServer).helloAgainCommand,
 		"session_attach": (*rpcServer).sessionAttachCommand,
 		"host_status":    (*rpcServer).hostStatusCommand,
 	}
-}
+}}
 
 // observerCommands are what an observer may send besides get_* commands.
 var observerCommands = []string{"session_list", "host_status", "session_attach", "hello"}

@@ -97,9 +97,9 @@ func (s *rpcServer) getLastAssistantTextCommand(r *rpcRequest) (any, error) {
 // dispatch table itself so it cannot drift.
 // Fields: none. Answer: capabilities. Events: none.
 func (s *rpcServer) getCapabilitiesCommand(r *rpcRequest) (any, error) {
-	names := slices.Collect(maps.Keys(rpcCommands))
+	names := slices.Collect(maps.Keys(rpcCommands()))
 	if s.served != nil { // rpi serve's own: hello, session_attach, host_status
-		names = slices.AppendSeq(names, maps.Keys(servedCommands))
+		names = slices.AppendSeq(names, maps.Keys(servedCommands.get()))
 	}
 	slices.Sort(names)
 	toolList := []string{}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -188,7 +187,7 @@ func decodeRequest(line []byte, numericIDs bool, r *rpcRequest) (*rpcRequest, *r
 // commandType decodes a request's type, a JSON string, into name. A
 // known command's name is the one commandNames holds, not a new string.
 func commandType(raw []byte, name *string) bool {
-	if known, ok := commandNames()[string(raw[1:len(raw)-1])]; ok {
+	if known, ok := commandNames.get()[string(raw[1:len(raw)-1])]; ok {
 		*name = known
 		return true
 	}
@@ -197,13 +196,13 @@ func commandType(raw []byte, name *string) bool {
 
 // commandNames holds each command's name once, so that reading a known
 // command's type allocates nothing.
-var commandNames = sync.OnceValue(func() map[string]string {
-	names := make(map[string]string, len(rpcCommands))
-	for name := range rpcCommands {
+var commandNames = lazy[map[string]string]{build: func() map[string]string {
+	names := make(map[string]string, len(rpcCommands()))
+	for name := range rpcCommands() {
 		names[name] = name
 	}
 	return names
-})
+}}
 
 // heldCopy is a copy of r that its handler may keep: r may be the
 // connection's one request for queries, which the next line's decode

@@ -891,7 +891,7 @@ func TestServeHostileObserver(t *testing.T) {
 	obs := dialLines(t, sh.socket)
 	obs.hello(`{"id":"h","type":"hello","attach":"` + id + `","role":"observer"}`)
 	var commands []string
-	for name := range rpcCommands {
+	for name := range rpcCommands() {
 		if !mayObserve(name) {
 			commands = append(commands, name)
 		}

@@ -175,18 +175,23 @@ const sigTerm = syscall.SIGTERM
 // processSignals are the signals process_signal accepts (docs/processes.md).
 var processSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGTSTP"}
 
-// signalNumbers maps signal names to numbers: those above and the others
-// a process may end by.
-var signalNumbers = map[string]syscall.Signal{
-	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
-	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
-	"SIGUSR2": syscall.SIGUSR2, "SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT,
-	"SIGABRT": syscall.SIGABRT, "SIGALRM": syscall.SIGALRM, "SIGBUS": syscall.SIGBUS,
-	"SIGFPE": syscall.SIGFPE, "SIGILL": syscall.SIGILL, "SIGPIPE": syscall.SIGPIPE,
-	"SIGSEGV": syscall.SIGSEGV, "SIGTRAP": syscall.SIGTRAP, "SIGTSTP": syscall.SIGTSTP,
-	"SIGTTIN": syscall.SIGTTIN, "SIGTTOU": syscall.SIGTTOU, "SIGXCPU": syscall.SIGXCPU,
-	"SIGXFSZ": syscall.SIGXFSZ, "SIGPROF": syscall.SIGPROF, "SIGSYS": syscall.SIGSYS,
-	"SIGVTALRM": syscall.SIGVTALRM, "SIGWINCH": syscall.SIGWINCH, "SIGURG": syscall.SIGURG,
+// processSignalsJSON is processSignals as a JSON array, for the process
+// tool's schema: a constant, so that the schema is one too and package
+// init builds nothing (TestProcessSignalsJSON checks that they agree).
+const processSignalsJSON = `["SIGINT","SIGTERM","SIGHUP","SIGQUIT","SIGKILL","SIGUSR1","SIGUSR2","SIGSTOP","SIGCONT","SIGTSTP"]`
+
+// signalNumbers are signal names and their numbers: those above and the
+// others a process may end by; no two share a number.
+var signalNumbers = []namedSignal{
+	{"SIGINT", syscall.SIGINT}, {"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL},
+	{"SIGHUP", syscall.SIGHUP}, {"SIGQUIT", syscall.SIGQUIT}, {"SIGUSR1", syscall.SIGUSR1},
+	{"SIGUSR2", syscall.SIGUSR2}, {"SIGSTOP", syscall.SIGSTOP}, {"SIGCONT", syscall.SIGCONT},
+	{"SIGABRT", syscall.SIGABRT}, {"SIGALRM", syscall.SIGALRM}, {"SIGBUS", syscall.SIGBUS},
+	{"SIGFPE", syscall.SIGFPE}, {"SIGILL", syscall.SIGILL}, {"SIGPIPE", syscall.SIGPIPE},
+	{"SIGSEGV", syscall.SIGSEGV}, {"SIGTRAP", syscall.SIGTRAP}, {"SIGTSTP", syscall.SIGTSTP},
+	{"SIGTTIN", syscall.SIGTTIN}, {"SIGTTOU", syscall.SIGTTOU}, {"SIGXCPU", syscall.SIGXCPU},
+	{"SIGXFSZ", syscall.SIGXFSZ}, {"SIGPROF", syscall.SIGPROF}, {"SIGSYS", syscall.SIGSYS},
+	{"SIGVTALRM", syscall.SIGVTALRM}, {"SIGWINCH", syscall.SIGWINCH}, {"SIGURG", syscall.SIGURG},
 }
 
 // exitStatus reads a finished child's exit code, or the signal that killed it.
@@ -308,7 +313,7 @@ func openScan(path string, fsKinds map[uint64]string) (io.ReadCloser, int64, err
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		kind = "not a regular file"
 	}
-	for _, own := range ownStdio() {
+	for _, own := range ownStdio.get() {
 		if own, ok := own.Sys().(*syscall.Stat_t); ok && own.Dev == st.Dev && own.Ino == st.Ino {
 			kind = "rpi's own stdin, stdout or stderr"
 		}

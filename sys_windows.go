@@ -91,7 +91,7 @@ func exitCode(sig os.Signal) int {
 }
 
 // handledSignals are the signals watchSignals gives a handler.
-var handledSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
 // readyChildSignals has nothing to do: Windows children inherit no
 // signal handling.
@@ -132,19 +132,26 @@ const sigTerm = syscall.SIGTERM
 // processSignals are the signals process_signal accepts here.
 var processSignals = []string{"SIGINT", "SIGKILL"}
 
-// signalNumbers maps the names rpi knows to Go's numbers.
-var signalNumbers = map[string]syscall.Signal{
-	"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL,
-}
+// processSignalsJSON is processSignals as a JSON array, for the process
+// tool's schema: a constant, so that the schema is one too and package
+// init builds nothing (TestProcessSignalsJSON checks that they agree).
+const processSignalsJSON = `["SIGINT","SIGKILL"]`
 
-var generateConsoleCtrlEvent = syscall.NewLazyDLL("kernel32.dll").NewProc("GenerateConsoleCtrlEvent")
+// signalNumbers are the names rpi knows and Go's numbers for them.
+var signalNumbers = []namedSignal{{"SIGINT", syscall.SIGINT}, {"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL}}
+
+// generateConsoleCtrlEvent is kernel32's GenerateConsoleCtrlEvent, looked
+// up at first use (not in package init).
+var generateConsoleCtrlEvent = lazy[*syscall.LazyProc]{build: func() *syscall.LazyProc {
+	return syscall.NewLazyDLL("kernel32.dll").NewProc("GenerateConsoleCtrlEvent")
+}}
 
 // signalGroup interrupts the process group led by pid (SIGINT) or ends
 // the process (SIGTERM, SIGKILL); a process already gone is not an error.
 func signalGroup(pid int, sig syscall.Signal) error {
 	switch sig {
 	case syscall.SIGINT:
-		if ok, _, err := generateConsoleCtrlEvent.Call(syscall.CTRL_BREAK_EVENT, uintptr(pid)); ok == 0 {
+		if ok, _, err := generateConsoleCtrlEvent.get().Call(syscall.CTRL_BREAK_EVENT, uintptr(pid)); ok == 0 {
 			return fmt.Errorf("cannot interrupt process %d: %v (a CTRL_BREAK reaches only a process that shares rpi's console)", pid, err)
 		}
 		return nil
@@ -241,7 +248,11 @@ func openLockable(path string) (*os.File, error) {
 	return os.NewFile(uintptr(h), path), nil
 }
 
-var procLockFileEx = syscall.NewLazyDLL("kernel32.dll").NewProc("LockFileEx")
+// procLockFileEx is kernel32's LockFileEx, looked up at first use (not
+// in package init).
+var procLockFileEx = lazy[*syscall.LazyProc]{build: func() *syscall.LazyProc {
+	return syscall.NewLazyDLL("kernel32.dll").NewProc("LockFileEx")
+}}
 
 // tryLock takes an exclusive lock on f without waiting (LockFileEx); false
 // when another handle holds it (another rpi). Windows's locks are
@@ -251,7 +262,7 @@ func tryLock(f *os.File) (bool, error) {
 	const lockExclusive, failImmediately = 0x2, 0x1
 	const errLockViolation = syscall.Errno(33) // ERROR_LOCK_VIOLATION
 	ol := syscall.Overlapped{Offset: 0xFFFFFFFE, OffsetHigh: 0x7FFFFFFF}
-	r, _, err := procLockFileEx.Call(f.Fd(), lockExclusive|failImmediately, 0, 1, 0, uintptr(unsafe.Pointer(&ol)))
+	r, _, err := procLockFileEx.get().Call(f.Fd(), lockExclusive|failImmediately, 0, 1, 0, uintptr(unsafe.Pointer(&ol)))
 	if r != 0 {
 		return true, nil
 	}

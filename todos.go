@@ -707,7 +707,21 @@ func completedSince(before, after []todoPhase) []todoCompletion {
 
 // ---- Presentation ----
 
-var todoMarks = map[string]string{"pending": "[ ]", "in_progress": "[~]", "completed": "[x]", "abandoned": "[-]"}
+// todoMark is the mark of a task's status: [ ] to do, [~] doing, [x]
+// done, [-] dropped.
+func todoMark(status string) string {
+	switch status {
+	case "pending":
+		return "[ ]"
+	case "in_progress":
+		return "[~]"
+	case "completed":
+		return "[x]"
+	case "abandoned":
+		return "[-]"
+	}
+	return ""
+}
 
 // todoWidget is the plan as the todos widget shows it: each phase, then
 // its tasks with a mark ([x] done, [~] doing, [ ] to do, [-] dropped).
@@ -716,7 +730,7 @@ func todoWidget(plan []todoPhase) []string {
 	for _, p := range plan {
 		lines = append(lines, p.Name+":")
 		for _, t := range p.Tasks {
-			lines = append(lines, "  "+todoMarks[t.Status]+" "+t.Content)
+			lines = append(lines, "  "+todoMark(t.Status)+" "+t.Content)
 		}
 	}
 	return lines
@@ -746,7 +760,7 @@ func todoSummary(plan []todoPhase) string {
 	for _, p := range plan {
 		fmt.Fprintf(&b, "\n%s:", p.Name)
 		for _, t := range p.Tasks {
-			fmt.Fprintf(&b, "\n  %s %s (%s)", todoMarks[t.Status], t.Content, t.ID)
+			fmt.Fprintf(&b, "\n  %s %s (%s)", todoMark(t.Status), t.Content, t.ID)
 			switch {
 			case t.Ready:
 				b.WriteString(" ready")
@@ -765,10 +779,11 @@ func todoSummary(plan []todoPhase) string {
 // ---- The model's tool ----
 
 // todoOpFields are the fields each operation takes, besides op.
-var todoOpFields = map[string][]string{
-	"init": {"list", "items", "phase"}, "start": {"task"}, "done": {"task", "phase"}, "drop": {"task", "phase"},
-	"rm": {"task", "phase", "cascade"}, "append": {"phase", "items"}, "add_dependency": {"task", "dependsOn"},
-	"remove_dependency": {"task", "dependsOn"}, "update_dependencies": {"task", "dependsOn"}, "view": {},
+var todoOpFields = []fieldsTaken{
+	{"init", []string{"list", "items", "phase"}}, {"start", []string{"task"}}, {"done", []string{"task", "phase"}},
+	{"drop", []string{"task", "phase"}}, {"rm", []string{"task", "phase", "cascade"}}, {"append", []string{"phase", "items"}},
+	{"add_dependency", []string{"task", "dependsOn"}}, {"remove_dependency", []string{"task", "dependsOn"}},
+	{"update_dependencies", []string{"task", "dependsOn"}}, {"view", nil},
 }
 
 type todoCall struct{ op todoOp }
@@ -815,7 +830,7 @@ var todoTool = &tool{
 		if err := decodeChecked(raw, &c.op); err != nil {
 			return nil, err
 		}
-		allowed := todoOpFields[c.op.Op]
+		allowed := fieldsTakenBy(todoOpFields, c.op.Op)
 		takes := "it takes: " + strings.Join(allowed, ", ")
 		if len(allowed) == 0 {
 			takes = "it takes no other field"

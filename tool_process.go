@@ -18,18 +18,18 @@ import (
 
 // processActions are the process tool's actions, and the fields each
 // takes beside action: docs/processes.md's commands for the model.
-var processActions = map[string][]string{
-	"spawn":    {"spec"},
-	"list":     {},
-	"describe": {"processId"},
-	"logs":     {"processId", "cursor", "limitBytes"},
-	"write":    {"processId", "dataBase64", "closeStdin"},
-	"keys":     {"processId", "keys"},
-	"resize":   {"processId", "cols", "rows"},
-	"signal":   {"processId", "signal"},
-	"stop":     {"processId"},
-	"wait":     {"processId", "timeoutMs"},
-	"remove":   {"processId"},
+var processActions = []fieldsTaken{
+	{"spawn", []string{"spec"}},
+	{"list", nil},
+	{"describe", []string{"processId"}},
+	{"logs", []string{"processId", "cursor", "limitBytes"}},
+	{"write", []string{"processId", "dataBase64", "closeStdin"}},
+	{"keys", []string{"processId", "keys"}},
+	{"resize", []string{"processId", "cols", "rows"}},
+	{"signal", []string{"processId", "signal"}},
+	{"stop", []string{"processId"}},
+	{"wait", []string{"processId", "timeoutMs"}},
+	{"remove", []string{"processId"}},
 }
 
 type processCall struct {
@@ -87,7 +87,7 @@ var processTool = &tool{
 			"keys": {"type": "array", "items": {"type": "string"}},
 			"cols": {"type": "integer", "minimum": 1, "maximum": 65535},
 			"rows": {"type": "integer", "minimum": 1, "maximum": 65535},
-			"signal": {"type": "string", "enum": ` + jsonStrings(processSignals) + `},
+			"signal": {"type": "string", "enum": ` + processSignalsJSON + `},
 			"timeoutMs": {"type": "integer", "minimum": 1, "maximum": 86400000}
 		},
 		"required": ["action"]
@@ -100,7 +100,7 @@ func decodeProcessCall(s *session, raw json.RawMessage) (toolCall, error) {
 	json.Unmarshal(raw, &fields)
 	var c processCall
 	json.Unmarshal(fields["action"], &c.action)
-	allowed := processActions[c.action]
+	allowed := fieldsTakenBy(processActions, c.action)
 	for name, value := range fields {
 		if name != "action" && string(value) != "null" && !slices.Contains(allowed, name) {
 			return nil, fmt.Errorf("field %q does not go with action %s (it takes: %s)", name, c.action, strings.Join(allowed, ", "))
@@ -312,7 +312,7 @@ func (c *processCall) run(ctx context.Context, s *session, call toolRun) (toolRe
 	case "resize":
 		return done(p.resize(c.rows, c.cols))
 	case "signal":
-		return done(p.sendSignal(signalNumbers[c.signal], func() {}))
+		return done(p.sendSignal(signalNumber(c.signal), func() {}))
 	case "stop":
 		return jsonResult(p.stop())
 	case "wait":

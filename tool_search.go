@@ -149,9 +149,15 @@ func schemaText(schema any, parts *[]string, depth int) {
 	}
 }
 
-var searchStopWords = map[string]bool{"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true,
-	"for": true, "from": true, "in": true, "is": true, "it": true, "of": true, "on": true, "or": true, "that": true, "the": true,
-	"this": true, "to": true, "with": true}
+// isSearchStopWord tells the English stop words pi's search leaves out.
+func isSearchStopWord(word string) bool {
+	switch word {
+	case "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it",
+		"of", "on", "or", "that", "the", "this", "to", "with":
+		return true
+	}
+	return false
+}
 
 // searchTerms splits text into words as pi's search does: camelCase and
 // acronyms apart, lower case, letters and digits only, English stop words
@@ -176,7 +182,7 @@ func searchTerms(text string) []string {
 	}
 	var terms []string
 	for _, word := range strings.Fields(b.String()) {
-		if searchStopWords[word] {
+		if isSearchStopWord(word) {
 			continue
 		}
 		terms = append(terms, stemWord(word))

@@ -580,6 +580,26 @@ func jsonResult(v any) (toolResult, error) {
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
 
+// fieldsTaken is one row of a tool's table of operations: an operation
+// (a todo op, a process action) and the fields it takes beside the one
+// that names it. A table of them is data the compiler lays out, where a
+// map would be built before main.
+type fieldsTaken struct {
+	op     string
+	fields []string
+}
+
+// fieldsTakenBy is the fields op takes in table: none for an op that is
+// not in it.
+func fieldsTakenBy(table []fieldsTaken, op string) []string {
+	for _, row := range table {
+		if row.op == op {
+			return row.fields
+		}
+	}
+	return nil
+}
+
 // jsonStrings writes a list of names as a JSON array, for a schema's enum.
 func jsonStrings(names []string) string {
 	return string(appendJSONStrings(nil, names))
