@@ -463,6 +463,15 @@ type acpNotification func(a *acpAgent, params acpParams) error
 // acpDeferred, returned by a method, means its answer comes later.
 type acpDeferred struct{}
 
+// acpAnswerThen, returned by a method, is its answer and what follows it:
+// the loop writes result, then runs then (which sends the updates the
+// change made) before it takes the next message, so that those updates
+// come right after the answer, before any later message's.
+type acpAnswerThen struct {
+	result any
+	then   func()
+}
+
 // acpRequest is one request being handled.
 type acpRequest struct {
 	id     json.RawMessage
@@ -586,6 +595,11 @@ func (a *acpAgent) request(msg *acpMessage) {
 	call := &acpRequest{id: msg.id, method: msg.method, params: params}
 	result, err := a.safely(msg.method, func() (any, error) { return handle(a, call) })
 	if _, later := result.(acpDeferred); later && err == nil {
+		return
+	}
+	if answer, ok := result.(acpAnswerThen); ok && err == nil {
+		a.conn.answer(msg.id, msg.method, answer.result, nil, true)
+		answer.then()
 		return
 	}
 	if err == nil && msg.method == "initialize" {

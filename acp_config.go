@@ -69,9 +69,9 @@ func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 		return nil, acpUnknownConfigID(as.offersShell())
 	}
 	options := as.configOptions()
-	return a.answerLater(req, func() (any, error) { return acpConfigResult{options}, nil }, func() {
+	return acpAnswerThen{acpConfigResult{options}, func() {
 		as.send(acpConfigOptionUpdate{"config_option_update", options})
-	})
+	}}, nil
 }
 
 // optionValues are the values the config option id offers now.
@@ -117,9 +117,9 @@ func acpSetModel(a *acpAgent, req *acpRequest) (any, error) {
 		return nil, err
 	}
 	options := as.configOptions()
-	return a.answerLater(req, func() (any, error) { return struct{}{}, nil }, func() {
+	return acpAnswerThen{struct{}{}, func() {
 		as.send(acpConfigOptionUpdate{"config_option_update", options})
-	})
+	}}, nil
 }
 
 // acpUnknownConfigID refuses a configId the session does not have (shell:
@@ -175,8 +175,8 @@ func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
 		e := err.(*acpError)
 		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
 	}
-	return a.answerLater(req, func() (any, error) { return nil, nil }, func() {
+	return acpAnswerThen{nil, func() {
 		as.send(acpCurrentMode{"current_mode_update", mode})
 		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
-	})
+	}}, nil
 }
