@@ -76,7 +76,7 @@ func runACP(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Writer
 	}
 	conn := newConnection(stdin, stdout, stderr)
 	conn.readAhead(env.maxLineBytes, stderr) // while the signal handlers come
-	conn.whenIdle = h.settleIn
+	conn.whenIdle = func() { h.settleIn(stdout) }
 	a := newACPAgent(h, conn)
 	if env.signalsReady != nil {
 		<-env.signalsReady

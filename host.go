@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
@@ -305,10 +306,16 @@ func (h *host) shutdown(patient bool) {
 // settleIn is what a stdio wire does once it has answered the first
 // lines that came, or settleWithin after it started serving when that
 // has not come (its connection's whenIdle): the work startup leaves so
-// as not to delay them. SIGHUP's and SIGQUIT's handlers, before it reads on; the
-// sweep of temp folders that dead rpis left, in the background.
-func (h *host) settleIn() {
+// as not to delay them. Before it reads on: SIGHUP's and SIGQUIT's
+// handlers, and a 1 MiB pipe for out, its stdout, when that is a pipe (a
+// client reading a flood of output then wakes rpi, and rpi it, far less
+// often; only a hint). In the background: the sweep of temp folders that
+// dead rpis left.
+func (h *host) settleIn(out io.Writer) {
 	readyLaterStopSignals()
+	if f, ok := out.(*os.File); ok {
+		growPipe(f)
+	}
 	h.goBackground(func() { sweepTempDirs(h.env.tempDir) })
 }
 

@@ -32,9 +32,6 @@ func main() {
 	if err := hideKeyArguments(); err != nil {
 		fmt.Fprintf(os.Stderr, "rpi: cannot hide --api-key from other processes: %v\n", err)
 	}
-	// A client reading a flood of output then wakes rpi (and rpi it) far
-	// less often; only a hint, and nothing when stdout is not a pipe.
-	growPipe(os.Stdout)
 	env := hostEnvironment()
 	env.trace = trace
 	env.signalsReady = signalsReady
@@ -92,7 +89,7 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	// and writes session_started (started earlier, the reader would
 	// slow startup down).
 	conn.readAhead(env.maxLineBytes, stderr)
-	conn.whenIdle = s.settleIn
+	conn.whenIdle = func() { s.settleIn(stdout) }
 	return s.serve(stop)
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"os"
+	"strings"
 	"syscall"
+	"testing"
 	"unsafe"
 )
 
@@ -14,4 +17,57 @@ func pipeHolds(r *os.File) int {
 		return -1
 	}
 	return int(n)
+}
+
+// TestEndToEndStdoutPipeGrown: once rpi has answered its first line (the
+// second answer shows it has settled in), its stdout pipe holds 1 MiB, so
+// that a client reading a flood wakes rpi less often; until then it is
+// left as the client made it, since asking costs startup time.
+func TestEndToEndStdoutPipeGrown(t *testing.T) {
+	endToEnd(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := rpiCommand(t, "rpc", "--cwd", t.TempDir(), "--no-session")
+	cmd.Stdout = w
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Wait()
+	defer stdin.Close()
+	pipeSize := func() int {
+		const getPipeSize = 1032 // F_GETPIPE_SZ
+		size, _, errno := syscall.Syscall(syscall.SYS_FCNTL, r.Fd(), getPipeSize, 0)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		return int(size)
+	}
+	out := bufio.NewReader(r)
+	readUntil := func(prefix string) {
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading rpi's output: %v", err)
+			}
+			if strings.HasPrefix(line, prefix) {
+				return
+			}
+		}
+	}
+	readUntil(`{"type":"session_started"`)
+	stdin.Write([]byte(`{"id":"1","type":"get_state"}` + "\n"))
+	readUntil(`{"id":"1"`)
+	stdin.Write([]byte(`{"id":"2","type":"get_state"}` + "\n"))
+	readUntil(`{"id":"2"`)
+	if size := pipeSize(); size != 1<<20 {
+		t.Errorf("rpi's stdout pipe holds %d bytes once it settled in; want 1 MiB", size)
+	}
 }

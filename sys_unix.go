@@ -245,12 +245,21 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 	return f, err
 }
 
-// canCreateIn proves that the folder dir can hold a new file by making
-// one and removing it. Plain system calls do it: an *os.File would start
-// the runtime's poller, which nothing else before session_started needs.
-// (access(2) would create nothing, but it answers for permissions only:
-// /proc says yes to root, then refuses the file.)
+// canCreateIn checks that the folder dir can hold a new file. For a user
+// other than root, access(2) answers it (write and search permission, on
+// a file system mounted read-write) without making anything; rpi is
+// never set-user-id, so the ids it checks are rpi's own. Root may write
+// anywhere by permission, so for root only a create shows what the file
+// system allows (/proc says yes to root's access, then refuses the file):
+// canCreateIn makes a file and removes it. Plain system calls do it: an
+// *os.File would start the runtime's poller, which nothing else before
+// session_started needs.
 func canCreateIn(dir string) (err error) {
+	if syscall.Geteuid() != 0 {
+		const mayWrite, maySearch = 2, 1 // W_OK and X_OK of access(2)
+		_, err := retryInterrupted(func() (int, error) { return 0, syscall.Access(dir, mayWrite|maySearch) })
+		return err
+	}
 	for range 3 { // a name taken already (a random 64 bits) is tried again
 		var b [8]byte
 		randomID(b[:])
