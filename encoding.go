@@ -84,8 +84,8 @@ func (s stateData) appendJSON(buf []byte) []byte {
 	buf = appendKey(buf, "followUpMode")
 	buf = appendJSONString(buf, s.FollowUpMode)
 	buf = appendKey(buf, "sessionFile")
-	if path, ok := s.SessionFile.(string); ok {
-		buf = appendJSONString(buf, path)
+	if s.SessionFile != "" {
+		buf = appendJSONString(buf, string(s.SessionFile))
 	} else {
 		buf = append(buf, "null"...)
 	}

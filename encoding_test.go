@@ -105,7 +105,7 @@ func TestAppendersMatchEncodingJSON(t *testing.T) {
 	for _, model := range []*model{nil, m, bare, userOnly} {
 		for _, plan := range plans {
 			values = append(values, stateData{Model: model, ThinkingLevel: "high", IsStreaming: true, SteeringMode: "all",
-				FollowUpMode: "one-at-a-time", SessionFile: "/tmp/" + hostile, SessionID: "id", SessionName: hostile,
+				FollowUpMode: "one-at-a-time", SessionFile: pathOrNull("/tmp/" + hostile), SessionID: "id", SessionName: hostile,
 				AutoRetryEnabled: true, MessageCount: 3, PendingMessageCount: 1, TodoPhases: plan, ProcessCount: 2})
 		}
 	}
@@ -339,17 +339,20 @@ func TestRefusedBigLineNotKept(t *testing.T) {
 }
 
 // TestPolledQueryAllocatesNothing: a query handled line after line costs
-// no allocation (the connection's one request; get_state's kept answer).
+// no allocation (the connection's one request; get_state's kept answer,
+// and its state's session file, a path or null, a string in both).
 func TestPolledQueryAllocatesNothing(t *testing.T) {
 	if raceDetector {
 		t.Skip("in race builds the lock-order checks allocate (lockrank_race.go)")
 	}
-	s := newQuietServer(t, "--cwd", t.TempDir(), "--no-session")
-	line := []byte(`{"id":"s","type":"get_state"}`)
-	s.handleFrame(frame{line: line})
-	s.out.flush()
-	if n := testing.AllocsPerRun(20, func() { s.handleFrame(frame{line: line}) }); n != 0 {
-		t.Errorf("get_state allocates %v times a line", n)
+	for _, session := range []string{"--no-session", "--name=polled"} {
+		s := newQuietServer(t, "--cwd", t.TempDir(), session)
+		line := []byte(`{"id":"s","type":"get_state"}`)
+		s.handleFrame(frame{line: line})
+		s.out.flush()
+		if n := testing.AllocsPerRun(20, func() { s.handleFrame(frame{line: line}) }); n != 0 {
+			t.Errorf("%s: get_state allocates %v times a line", session, n)
+		}
 	}
 }
 

@@ -474,7 +474,7 @@ type stateData struct {
 	IsCompacting          bool        `json:"isCompacting"`
 	SteeringMode          string      `json:"steeringMode"`
 	FollowUpMode          string      `json:"followUpMode"`
-	SessionFile           any         `json:"sessionFile"` // null with --no-session
+	SessionFile           pathOrNull  `json:"sessionFile"` // null with --no-session
 	SessionID             string      `json:"sessionId"`
 	SessionName           string      `json:"sessionName,omitempty"`
 	AutoCompactionEnabled bool        `json:"autoCompactionEnabled"`
@@ -485,15 +485,23 @@ type stateData struct {
 	ProcessCount          int         `json:"processCount"`
 }
 
+// pathOrNull is a file's path, JSON null when there is none (the session
+// file with --no-session): a string, so that a polled get_state boxes
+// nothing into an interface.
+type pathOrNull string
+
+func (p pathOrNull) MarshalJSON() ([]byte, error) {
+	if p == "" {
+		return []byte("null"), nil
+	}
+	return appendJSONString(nil, string(p)), nil
+}
+
 // state is every field of the session's state, from memory.
 func (s *session) state() stateData {
 	processes, info := s.runningProcessCount(), s.conv.info()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var sessionFile any
-	if info.path != "" {
-		sessionFile = info.path
-	}
 	todoPhases := s.todos // shared, not copied: the plan is never changed in place
 	if todoPhases == nil {
 		todoPhases = []todoPhase{}
@@ -503,7 +511,7 @@ func (s *session) state() stateData {
 		ThinkingLevel:         s.effectiveThinking(),
 		IsStreaming:           s.phase == running || s.phase == stopping,
 		IsCompacting:          s.phase == compacting,
-		SessionFile:           sessionFile,
+		SessionFile:           pathOrNull(info.path),
 		SteeringMode:          s.steeringMode,
 		FollowUpMode:          s.followUpMode,
 		SessionID:             info.id,
