@@ -53,7 +53,11 @@ type serveHost struct {
 	closedSeqs   map[string]int64
 	closedOrder  []string
 	forgottenSeq int64
-	started      time.Time // when the host started (seqBase)
+	// closing are the files of the sessions being closed, each closed
+	// once the session's last seq is remembered: one opened again
+	// meanwhile (its file already let go of) waits for it (firstSeq).
+	closing map[string]chan struct{}
+	started time.Time // when the host started (seqBase)
 
 	served sync.WaitGroup // the connections' goroutines
 }
@@ -524,12 +528,27 @@ func (sh *serveHost) closeIdlest() bool {
 
 // closeStage closes st's session, which no client may attach to any more.
 func (sh *serveHost) closeStage(st *stage) {
+	path := st.s.conv.info().path
+	var closed chan struct{}
 	sh.mu.Lock()
 	delete(sh.stages, st.s)
+	if path != "" && sh.closing[path] == nil {
+		if sh.closing == nil {
+			sh.closing = map[string]chan struct{}{}
+		}
+		closed = make(chan struct{})
+		sh.closing[path] = closed
+	}
 	sh.mu.Unlock()
 	st.s.close()
-	if path := st.s.conv.info().path; path != "" {
+	if path != "" {
 		sh.rememberClosed(path, st.lastSeq())
+	}
+	if closed != nil {
+		sh.mu.Lock()
+		delete(sh.closing, path)
+		sh.mu.Unlock()
+		close(closed)
 	}
 }
 
@@ -560,9 +579,17 @@ func (sh *serveHost) rememberClosed(path string, last int64) {
 // firstSeq is the seq a session opened from file numbers on from: its
 // last one here, if it was closed here and is still remembered; else
 // above every seq the host let go of and every earlier host's (seqBase).
+// While the host is closing the session of file, it waits for that to
+// end: the file is let go of before the session's last seq is known.
 func (sh *serveHost) firstSeq(file string) int64 {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	for sh.closing[file] != nil {
+		closed := sh.closing[file]
+		sh.mu.Unlock()
+		<-closed
+		sh.mu.Lock()
+	}
 	if seq, closedHere := sh.closedSeqs[file]; closedHere {
 		return seq
 	}
