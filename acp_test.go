@@ -2668,3 +2668,21 @@ func TestACPConfigChangeNotWithdrawn(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestACPAnswerThenPanics: what a change sends after its answer
+// (acpAnswerThen's then) runs on the loop; a bug there is an internal
+// error on stderr, as one in a method is, never the end of the
+// connection: the next request is still answered.
+func TestACPAnswerThenPanics(t *testing.T) {
+	methods := map[string]acpMethod{"initialize": acpInitialize, "test/change": func(a *acpAgent, call *acpRequest) (any, error) {
+		return acpAnswerThen{"changed", func() { panic("a bug after the answer") }}, nil
+	}}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := c.call("test/change", struct{}{}); string(got.Result) != `"changed"` {
+		t.Errorf("the change's answer: %s", got.line)
+	}
+	if got := c.call("test/change", struct{}{}); string(got.Result) != `"changed"` {
+		t.Errorf("the next request, after the panic: %s", got.line)
+	}
+}
