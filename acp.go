@@ -599,7 +599,7 @@ func (a *acpAgent) request(msg *acpMessage) {
 	}
 	if answer, ok := result.(acpAnswerThen); ok && err == nil {
 		a.conn.answer(msg.id, msg.method, answer.result, nil, true)
-		answer.then()
+		a.safely(msg.method, func() (any, error) { answer.then(); return nil, nil }) // answered: a panic is told on stderr only
 		return
 	}
 	if err == nil && msg.method == "initialize" {

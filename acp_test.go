@@ -2636,3 +2636,53 @@ func TestACPForkSessionHeldElsewhere(t *testing.T) {
 		t.Error("the fork writes the source's file")
 	}
 }
+
+// TestACPConfigChangeNotWithdrawn: a config change is answered as it is
+// made, on the loop, so a $/cancel_request of it that comes in the same
+// write finds it answered and is ignored: never -32800 for a change that
+// stays made, and its update still follows its answer, before the next
+// request's answer.
+func TestACPConfigChangeNotWithdrawn(t *testing.T) {
+	c, _, _ := startACPAgent(t, nil, nil)
+	id := openACPSession(t, c, nil, t.TempDir())
+	from := 1 + c.waitFor(0, func(m acpTestMessage) bool { return m.update()["sessionUpdate"] == "usage_update" })
+	c.send(`{"jsonrpc":"2.0","id":"change","method":"session/set_config_option","params":{"sessionId":"` + id + `","configId":"approvals","value":"ask"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"change"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"mode","method":"session/set_mode","params":{"sessionId":"` + id + `","modeId":"edits"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"mode"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"after","method":"session/list","params":{}}`)
+	c.responseTo(json.RawMessage(`"after"`))
+	var got []string
+	for _, m := range c.messages()[from:] {
+		switch {
+		case m.Error != nil:
+			t.Errorf("an error answer: %s", m.line)
+		case m.Method == "session/update":
+			got = append(got, fmt.Sprint(m.update()["sessionUpdate"]))
+		case m.Method == "":
+			got = append(got, string(m.ID))
+		}
+	}
+	want := []string{`"change"`, "config_option_update", `"mode"`, "current_mode_update", "config_option_update", `"after"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestACPAnswerThenPanics: what a change sends after its answer
+// (acpAnswerThen's then) runs on the loop; a bug there is an internal
+// error on stderr, as one in a method is, never the end of the
+// connection: the next request is still answered.
+func TestACPAnswerThenPanics(t *testing.T) {
+	methods := map[string]acpMethod{"initialize": acpInitialize, "test/change": func(a *acpAgent, call *acpRequest) (any, error) {
+		return acpAnswerThen{"changed", func() { panic("a bug after the answer") }}, nil
+	}}
+	c, _, _ := startACPAgent(t, nil, methods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	if got := c.call("test/change", struct{}{}); string(got.Result) != `"changed"` {
+		t.Errorf("the change's answer: %s", got.line)
+	}
+	if got := c.call("test/change", struct{}{}); string(got.Result) != `"changed"` {
+		t.Errorf("the next request, after the panic: %s", got.line)
+	}
+}

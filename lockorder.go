@@ -15,6 +15,7 @@ var lockOrder = []struct {
 	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
 	{`stage.mu`, frontEndLock},           // held while an event is sent to every client of a served session
+	{`serveHost.seqMu`, frontEndLock},    // the closed sessions' last seqs: told as an event is delivered
 	{`servedACP.mu`, frontEndLock},       // an rpi serve ACP connection's sessions and their stages
 	{`sessionRegistry.mu`, coreLock},     // held while an open session is looked up by id
 	{`loopScheduler.fileMu`, coreLock},
@@ -98,6 +99,7 @@ func (dialogsMu) lockName() string      { return `dialogs.mu` }
 func (outputMu) lockName() string       { return `output.mu` }
 func (serveHostMu) lockName() string    { return `serveHost.mu` }
 func (stageMu) lockName() string        { return `stage.mu` }
+func (serveSeqsMu) lockName() string    { return `serveHost.seqMu` }
 func (clientQueueMu) lockName() string  { return `clientQueue.mu` }
 func (servedACPMu) lockName() string    { return `servedACP.mu` }
 func (wsWriteMu) lockName() string      { return `wsConn.writeMu` }

@@ -72,6 +72,7 @@ type (
 	outputMu       struct{}
 	serveHostMu    struct{}
 	stageMu        struct{}
+	serveSeqsMu    struct{}
 	clientQueueMu  struct{}
 	servedACPMu    struct{}
 	wsWriteMu      struct{}

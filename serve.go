@@ -42,18 +42,25 @@ type serveHost struct {
 	stages    map[*session]*stage      // the live sessions' stages
 	ending    bool                     // shutting down: no connection is taken
 	listeners []net.Listener
-	where     []string // what each listener listens on, as --listen spells it
-	sockets   []string // the unix sockets made, removed at the end
+	where     []string  // what each listener listens on, as --listen spells it
+	sockets   []string  // the unix sockets made, removed at the end
+	started   time.Time // when the host started (seqBase)
+
+	seqMu mutex[serveSeqsMu] // guards the fields below
 	// closedSeqs are the seqs of the last events of the sessions closed,
-	// by file: opened again, a session numbers on from there, so that a
-	// cursor from before its close is never taken for one after. It
-	// holds the maxClosedSeqs closed last (closedOrder, oldest first);
-	// forgottenSeq is the highest of those it let go of, where a session
-	// not found numbers on from (rememberClosed, firstSeq).
+	// or that left their file in place (stage.sessionChanged), by file:
+	// opened again, a session numbers on from there, so that a cursor
+	// from before its close is never taken for one after. It holds the
+	// maxClosedSeqs closed last (closedOrder, oldest first); forgottenSeq
+	// is the highest of those it let go of, where a session not found
+	// numbers on from (rememberClosed, firstSeq).
 	closedSeqs   map[string]int64
 	closedOrder  []string
 	forgottenSeq int64
-	started      time.Time // when the host started (seqBase)
+	// closing are the files of the sessions being closed, each closed
+	// once the session's last seq is remembered: one opened again
+	// meanwhile (its file already let go of) waits for it (firstSeq).
+	closing map[string]chan struct{}
 
 	served sync.WaitGroup // the connections' goroutines
 }
@@ -399,7 +406,10 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.s = s
+	path := s.conv.info().path
+	st.mu.Lock()
+	st.s, st.path, st.left = s, path, sh.rememberClosed
+	st.mu.Unlock()
 	sh.mu.Lock()
 	sh.stages[s] = st
 	sh.mu.Unlock()
@@ -524,12 +534,29 @@ func (sh *serveHost) closeIdlest() bool {
 
 // closeStage closes st's session, which no client may attach to any more.
 func (sh *serveHost) closeStage(st *stage) {
+	path := st.s.conv.info().path
 	sh.mu.Lock()
 	delete(sh.stages, st.s)
 	sh.mu.Unlock()
+	var closed chan struct{}
+	sh.seqMu.Lock()
+	if path != "" && sh.closing[path] == nil {
+		if sh.closing == nil {
+			sh.closing = map[string]chan struct{}{}
+		}
+		closed = make(chan struct{})
+		sh.closing[path] = closed
+	}
+	sh.seqMu.Unlock()
 	st.s.close()
-	if path := st.s.conv.info().path; path != "" {
+	if path != "" {
 		sh.rememberClosed(path, st.lastSeq())
+	}
+	if closed != nil {
+		sh.seqMu.Lock()
+		delete(sh.closing, path)
+		sh.seqMu.Unlock()
+		close(closed)
 	}
 }
 
@@ -540,8 +567,8 @@ const maxClosedSeqs = 4096
 // file path, which was just closed; past maxClosedSeqs, the oldest kept
 // is let go of, and its seq raises forgottenSeq.
 func (sh *serveHost) rememberClosed(path string, last int64) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh.seqMu.Lock()
+	defer sh.seqMu.Unlock()
 	if sh.closedSeqs == nil {
 		sh.closedSeqs = map[string]int64{}
 	}
@@ -560,9 +587,17 @@ func (sh *serveHost) rememberClosed(path string, last int64) {
 // firstSeq is the seq a session opened from file numbers on from: its
 // last one here, if it was closed here and is still remembered; else
 // above every seq the host let go of and every earlier host's (seqBase).
+// While the host is closing the session of file, it waits for that to
+// end: the file is let go of before the session's last seq is known.
 func (sh *serveHost) firstSeq(file string) int64 {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh.seqMu.Lock()
+	defer sh.seqMu.Unlock()
+	for sh.closing[file] != nil {
+		closed := sh.closing[file]
+		sh.seqMu.Unlock()
+		<-closed
+		sh.seqMu.Lock()
+	}
 	if seq, closedHere := sh.closedSeqs[file]; closedHere {
 		return seq
 	}

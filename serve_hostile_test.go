@@ -1389,17 +1389,25 @@ func TestServeHostileSessionChangesWatched(t *testing.T) {
 // replayed what it missed, never events numbered past its cursor that
 // skip the ones before.
 func TestServeHostileCursorAfterReopen(t *testing.T) {
+	sh, id, cursor := closedFirstLife(t)
+	defer sh.end()
+	checkSecondLife(t, sh.socket, id, cursor, "from before the session was closed and opened again")
+}
+
+// closedFirstLife starts rpi serve with --idle-close, lives a session's
+// first life (firstLife) and waits until the host has closed it for
+// being idle.
+func closedFirstLife(t *testing.T) (sh *servedHost, id string, cursor int64) {
 	e := newTestEnv(t)
 	e.vars["PI_FAUX_RESPONSE"] = "Fine."
-	sh := startServe(t, e, t.TempDir(), "--model", "faux/faux-1", "--idle-close", "20ms")
-	defer sh.end()
+	sh = startServe(t, e, t.TempDir(), "--model", "faux/faux-1", "--idle-close", "20ms")
 	status := dialLines(t, sh.socket)
 	status.hello(`{"id":"h","type":"hello"}`)
-	id, cursor := firstLife(t, sh.socket)
+	id, cursor = firstLife(t, sh.socket)
 	waitHostStatus(t, status, "the session closed", func(st hostStatus) bool {
 		return !slices.ContainsFunc(st.Sessions, func(s hostSession) bool { return s.SessionID == id })
 	})
-	checkSecondLife(t, sh.socket, id, cursor, "from before the session was closed and opened again")
+	return sh, id, cursor
 }
 
 // TestServeHostileCursorAfterRestart: as TestServeHostileCursorAfterReopen,
@@ -1449,4 +1457,24 @@ func checkSecondLife(t *testing.T, socket, id string, cursor int64, what string)
 	if replayed := seqsOf(recs); !ans.Resync && !slices.Equal(replayed, seqsOf(second)) {
 		t.Errorf("back with cursor %d %s: resync false, replayed %v; the second life was %v", cursor, what, replayed, seqsOf(second))
 	}
+}
+
+// TestServeHostileCursorAfterSwitchAway: as TestServeHostileCursorAfterReopen,
+// with the session's second life ended not by a close but by its only
+// client changing session in place (new_session while no other client
+// watches it): the session let go of numbers on, in its third life,
+// above every seq of its second, so a cursor of the second is never
+// taken for one of the third.
+func TestServeHostileCursorAfterSwitchAway(t *testing.T) {
+	sh, id, _ := closedFirstLife(t)
+	defer sh.end()
+	a := dialLines(t, sh.socket)
+	a.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
+	a.send(`{"id":"p","type":"prompt","message":"Second life"}`)
+	a.waitEvents("agent_settled", 1)
+	seqs := seqsOf(a.waitEvents2("agent_settled"))
+	cursor := seqs[len(seqs)-1]
+	a.send(`{"id":"n","type":"new_session"}`)
+	a.answer("n")
+	checkSecondLife(t, sh.socket, id, cursor, "from before its client changed session in place")
 }

@@ -262,6 +262,11 @@ type stage struct {
 	idleSince  time.Time       // when its last client left (zero: a client is attached)
 	closed     bool            // closed for being idle: no client may attach
 	everServed bool
+	path       string // the file of the session numbered now, as of its session_started ("": none)
+
+	// left tells the host of a file the session left in place for another
+	// (rememberClosed), with the seq of that file's last event.
+	left func(path string, last int64)
 }
 
 // The forms an event is kept in: rpi's rpc records and pi's.
@@ -299,6 +304,9 @@ type stageClient struct {
 // event numbers ev, keeps it, and sends it to every client attached.
 // The session's outbox calls it, one event at a time, in order.
 func (st *stage) event(ev event) {
+	if ev.Type == "session_started" {
+		st.sessionChanged()
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.seq++
@@ -336,6 +344,29 @@ type acpEventClient interface {
 }
 
 func (st *stage) gatheredEvent(ev event) { st.event(ev) }
+
+// sessionChanged, before a session_started is numbered, tells the host
+// of the file the session left in place (new_session, switch_session,
+// fork or clone while no other client watched it), with the seq of its
+// last event, as a close does: opened again, it numbers on above every
+// seq it had here. Every event of that file's came before this one (the
+// outbox keeps their order).
+func (st *stage) sessionChanged() {
+	st.mu.Lock()
+	s, tell := st.s, st.left
+	st.mu.Unlock()
+	if s == nil || tell == nil { // still opening: its first file
+		return
+	}
+	path := s.conv.info().path
+	st.mu.Lock()
+	left, last := st.path, st.seq
+	st.path = path
+	st.mu.Unlock()
+	if left != "" && left != path {
+		tell(left, last)
+	}
+}
 
 func (st *stage) flush() {}
 

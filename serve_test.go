@@ -388,3 +388,63 @@ func TestClosedSeqsBounded(t *testing.T) {
 		t.Errorf("a session never closed here numbers on from %d; want at least %d and %d", got, base, last(0))
 	}
 }
+
+// TestClosedSeqReopenedWhileClosing: a session opened again while the
+// host is still closing it (its file already let go of, its last seq not
+// yet remembered: idle-close racing a client's attach, which was told to
+// attach again in a moment) must number on above every seq of its life
+// being closed, not from what the host remembered before it. st.mu held
+// keeps closeStage in that window (it reads the stage's last seq there).
+func TestClosedSeqReopenedWhileClosing(t *testing.T) {
+	h, cwd := startTestHost(t, "")
+	sh := &serveHost{h: h, conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now()}
+	first, err := sh.openStage(sessionOptions{cwd: cwd, writeNow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.s.conv.info().id
+	sh.closeStage(first)
+	second, opened, err := sh.stageOf(id) // numbers on from its first life's last seq
+	if err != nil || !opened {
+		t.Fatalf("opened again: %v (opened %v)", err, opened)
+	}
+	for range 5 {
+		second.event(event{Type: "notify", Data: map[string]any{}})
+	}
+	last := second.lastSeq()
+	second.mu.Lock()
+	closed := make(chan struct{})
+	go func() { defer close(closed); sh.closeStage(second) }()
+	for deadline := time.Now().Add(10 * time.Second); slices.Contains(h.sessions.list(), second.s); {
+		if time.Now().After(deadline) {
+			second.mu.Unlock()
+			t.Fatal("the session never let go of its file")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	type reopened struct {
+		st  *stage
+		err error
+	}
+	third := make(chan reopened, 1)
+	go func() {
+		st, _, err := sh.stageOf(id)
+		third <- reopened{st, err}
+	}()
+	var got reopened
+	select {
+	case got = <-third: // while closeStage is still in its window
+	case <-time.After(100 * time.Millisecond):
+	}
+	second.mu.Unlock()
+	<-closed
+	if got.st == nil && got.err == nil {
+		got = <-third
+	}
+	if got.err != nil {
+		t.Fatalf("opened a third time: %v", got.err)
+	}
+	if seq := got.st.lastSeq(); seq < last {
+		t.Errorf("opened again while its close was finishing, the session numbers on from %d, below %d, the last seq of its life before (a cursor from it is taken for one of this life)", seq, last)
+	}
+}
