@@ -299,10 +299,12 @@ func (c *conversation) compacted(fields []entryField) error {
 // flushSoon has the queued writes done, and the files of the sessions
 // left let go of, by the conversation's writer, in the background: one
 // writer runs at a time, and goes on while there is something to write.
+// With nothing to do (a fresh session's first entries, which pi writes
+// with its first answer) no writer starts.
 func (c *conversation) flushSoon() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.writing {
+	if c.writing || c.idleLocked() {
 		return
 	}
 	c.writing = true
@@ -322,10 +324,7 @@ func (c *conversation) flushSoon() {
 		for {
 			c.flush()
 			c.mu.Lock()
-			c.lockMu.Lock()
-			done := len(c.queue) == 0 && len(c.retired) == 0
-			c.lockMu.Unlock()
-			if done {
+			if c.idleLocked() {
 				c.writing, ended = false, true
 				c.mu.Unlock()
 				return
@@ -333,6 +332,14 @@ func (c *conversation) flushSoon() {
 			c.mu.Unlock()
 		}
 	})
+}
+
+// idleLocked reports whether the writer has nothing to do: no write
+// queued, no file of a session left to let go of. c.mu is held.
+func (c *conversation) idleLocked() bool {
+	c.lockMu.Lock()
+	defer c.lockMu.Unlock()
+	return len(c.queue) == 0 && len(c.retired) == 0
 }
 
 // flush does the queued writes, in order. An append that fails (the file

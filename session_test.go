@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -341,6 +343,38 @@ func TestNoAnswerNoFile(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(e.agentDir); len(left) > 0 {
 		t.Errorf("the agent directory holds %v", left)
+	}
+}
+
+// TestRecordBeforeTheFileStartsNoWriter: the entries a fresh session
+// makes before its file exists (pi writes it with the first answer) start
+// no writer in the background; the first answer's entry does, and the
+// file is then written whole.
+func TestRecordBeforeTheFileStartsNoWriter(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.jsonl")
+	var started atomic.Int32
+	var writers sync.WaitGroup
+	c := &conversation{clock: realClock{}, warn: func(w string) { t.Error(w) }, deliver: func() {},
+		background: func(work func()) { started.Add(1); writers.Go(work) }}
+	c.replace(newSessionFile(time.Now(), "", dir, dir, path, "", false), sessionContext{})
+	c.record("model_change", entryField{"provider", "p"}, entryField{"modelId", "m"})
+	c.record("thinking_level_change", entryField{"thinkingLevel", "high"})
+	if n := started.Load(); n != 0 {
+		t.Errorf("%d writers started for entries that are not written yet", n)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the file exists before an answer: %v", err)
+	}
+	c.appendMessage(rawMessage(`{"role":"assistant","content":[],"timestamp":1}`))
+	c.record("session_info", entryField{"name", "after"})
+	writers.Wait()
+	if n := started.Load(); n != 1 {
+		t.Errorf("%d writers started for the entry after the first answer, want 1", n)
+	}
+	data, _ := os.ReadFile(path)
+	if lines := strings.Count(string(data), "\n"); lines != 5 {
+		t.Errorf("the file holds %d lines, want the header and 4 entries:\n%s", lines, data)
 	}
 }
 
