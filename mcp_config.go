@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,18 +116,13 @@ func readSmallFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data := make([]byte, 0, 4096)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := f.Read(buf)
-		data = append(data, buf[:n]...)
-		if len(data) > maxResourceBytes {
-			return nil, fmt.Errorf("larger than %s", formatSize(maxResourceBytes))
-		}
-		if err != nil {
-			return data, nil
-		}
+	// Read into the heap: a buffer on the stack would grow the stack of
+	// the goroutine that reads mcp.json at startup, file or no file.
+	data, err := io.ReadAll(io.LimitReader(f, maxResourceBytes+1))
+	if len(data) > maxResourceBytes {
+		return nil, fmt.Errorf("larger than %s", formatSize(maxResourceBytes))
 	}
+	return data, err
 }
 
 // loadMCPConfig reads the user's mcp.json and, when approved, the

@@ -372,6 +372,26 @@ func TestMCPServerFailures(t *testing.T) {
 	}
 }
 
+// TestReadMCPFileSizes: an mcp.json is read whole up to 1 MiB, past
+// its first read; a bigger one is a warning that says so, and a missing
+// one is no warning at all.
+func TestReadMCPFileSizes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcp.json")
+	if names, _, warning := readMCPFile(path); names != nil || warning != "" {
+		t.Errorf("a missing file: %v, %q", names, warning)
+	}
+	padding := strings.Repeat(" ", maxResourceBytes-100)
+	os.WriteFile(path, []byte(`{"mcpServers": {"a": {"command": "x"},`+padding+`"b": {"command": "y"}}}`), 0o600)
+	if names, _, warning := readMCPFile(path); !slices.Equal(names, []string{"a", "b"}) || warning != "" {
+		t.Errorf("a file of almost 1 MiB: %v, %q", names, warning)
+	}
+	os.WriteFile(path, []byte(`{"mcpServers": {}}`+strings.Repeat(" ", maxResourceBytes)), 0o600)
+	if _, _, warning := readMCPFile(path); warning != "Cannot read MCP servers from "+path+": larger than 1.0MB" {
+		t.Errorf("a file over 1 MiB: %q", warning)
+	}
+}
+
 // TestMCPConfig: pi's mcp.json rules — a project entry with neither
 // command, url nor type only overrides the user's entry; sse is refused
 // with a pointer to streamable HTTP; a bad entry is skipped with a
