@@ -53,3 +53,7 @@ func forgetOwnMemory() {}
 // package; the socket's mode (0600, in a directory only rpi's user may
 // write to) keeps other users out.
 func peerIsOwner(c *net.UnixConn) bool { return true }
+
+// canCreateUnnamedIn says these systems have no unnamed files (O_TMPFILE):
+// only a named file made and removed tells whether dir takes new files.
+func canCreateUnnamedIn(dir string) (supported bool, err error) { return false, nil }

@@ -260,6 +260,9 @@ func canCreateIn(dir string) (err error) {
 		_, err := retryInterrupted(func() (int, error) { return 0, syscall.Access(dir, mayWrite|maySearch) })
 		return err
 	}
+	if supported, err := canCreateUnnamedIn(dir); supported {
+		return err
+	}
 	for range 3 { // a name taken already (a random 64 bits) is tried again
 		var b [8]byte
 		randomID(b[:])

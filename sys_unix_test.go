@@ -144,6 +144,28 @@ func TestEndToEndSessionDirNotWritable(t *testing.T) {
 	}
 }
 
+// TestCanCreateIn: the session folder's check says yes for a folder the
+// user may write to and leaves nothing in it; where the file system has
+// no unnamed files (/proc, or any on a system other than Linux) root's
+// check makes a named file instead, and /proc refuses that.
+func TestCanCreateIn(t *testing.T) {
+	dir := t.TempDir()
+	if err := canCreateIn(dir); err != nil {
+		t.Errorf("a folder of the user's own: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the check left %v behind", entries)
+	}
+	if supported, err := canCreateUnnamedIn("/proc"); supported || err != nil {
+		t.Errorf("an unnamed file in /proc: supported %v, %v; want unsupported", supported, err)
+	}
+	if _, err := os.Stat("/proc/self"); err == nil {
+		if err := canCreateIn("/proc"); err == nil {
+			t.Error("/proc takes new files, says the check")
+		}
+	}
+}
+
 // TestOpenRegularMissingAsOpen: where nothing is there, openRegular does
 // not try the open (stat found nothing), but fails as the open would
 // have: the same *fs.PathError (Op "open", the path, ENOENT), through a
