@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -401,27 +402,42 @@ func BenchmarkStartupFloor(b *testing.B) {
 
 // BenchmarkStartupRatio: rpi's startup (as BenchmarkStartup) over the
 // net-http floor's, started by turns so that the machine's other work
-// weighs on all alike. It reports the medians and their ratio, and more
-// medians that show where the difference comes from: the floor with the
-// signal handlers rpi installs before its first line (docs/protocol.md#launch)
-// (floor-signals), and rpi's ratio to that; `rpi --version` (exec,
-// package init, the start of the handlers' goroutine and flags, no
-// server); and exec → the answer to a get_state written at once, beside
-// the same for a floor that reads that line and answers it
-// (floor-answer), without and with the handlers.
+// weighs on all alike (in a new random order each round). It reports the
+// medians and their ratio, and more medians that show where the
+// difference comes from: the floor with the signal handlers rpi installs
+// before its first line (docs/protocol.md#launch) (floor-signals), and
+// rpi's ratio to that; `rpi --version` (exec, package init, the start of
+// the handlers' goroutine and flags, no server); and exec → the answer
+// to a get_state written at once, beside the same for a floor that reads
+// that line and answers it (floor-answer), without and with the handlers.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
 	floorAnswer, floorAnswerSignals := buildFloor(b, floorNetHTTPAnswer), buildFloor(b, floorNetHTTPAnswerSignals)
 	const command, answer = `{"id":"first","type":"get_state"}` + "\n", `{"id":"first","type":"response"`
 	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes, floorAnswerTimes, floorAnswerSignalsTimes []time.Duration
+	// Each round runs the seven in a new random order: in a fixed one,
+	// a command after a different binary was measured slower than after
+	// its own, and the ratios leaned with the order.
+	round := []func(){
+		func() { rpiTimes = append(rpiTimes, firstLineTime(b, rpi())) },
+		func() { floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor))) },
+		func() { signalsTimes = append(signalsTimes, firstLineTime(b, exec.Command(floorSignals))) },
+		func() {
+			versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
+		},
+		func() { answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer)) },
+		func() {
+			floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
+		},
+		func() {
+			floorAnswerSignalsTimes = append(floorAnswerSignalsTimes, lineTime(b, exec.Command(floorAnswerSignals), command, answer))
+		},
+	}
 	for b.Loop() {
-		rpiTimes = append(rpiTimes, firstLineTime(b, rpi()))
-		floorTimes = append(floorTimes, firstLineTime(b, exec.Command(floor)))
-		signalsTimes = append(signalsTimes, firstLineTime(b, exec.Command(floorSignals)))
-		versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
-		answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer))
-		floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
-		floorAnswerSignalsTimes = append(floorAnswerSignalsTimes, lineTime(b, exec.Command(floorAnswerSignals), command, answer))
+		rand.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		for _, run := range round {
+			run()
+		}
 	}
 	r, f, fs := medianDuration(rpiTimes), medianDuration(floorTimes), medianDuration(signalsTimes)
 	b.ReportMetric(r, "rpi-ms-median")
