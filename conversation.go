@@ -584,20 +584,32 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 	return nil
 }
 
-// unlockRetired lets go of the files of the sessions no longer current;
-// their writes are done. c.fileMu is held; lockMu only while the list is
-// taken (closing a file is no business of a lock others wait for).
+// unlockRetired lets go of the files of the sessions no longer current
+// whose writes are done. A flush calls it after finding nothing queued,
+// outside c.mu: meanwhile a command may have queued an entry of the
+// current session and the session changed, so a session left that still
+// has a write queued keeps its file (and its place in the list) until
+// that write is done; let go of now, the write would take the file again
+// with nothing to let go of it after. Once the conversation is closed
+// nothing is written any more, and every file goes. c.fileMu is held;
+// c.mu and lockMu only while the list is taken (closing a file is no
+// business of a lock others wait for).
 func (c *conversation) unlockRetired() {
+	c.mu.Lock()
 	c.lockMu.Lock()
 	var locks []*os.File
-	for _, ss := range c.retired {
+	c.retired = slices.DeleteFunc(c.retired, func(ss *sessionFile) bool {
+		if !c.closed && slices.ContainsFunc(c.queue, func(w fileWrite) bool { return w.ss == ss }) {
+			return false
+		}
 		if ss.lock != nil {
 			locks = append(locks, ss.lock)
 			ss.lock = nil
 		}
-	}
-	c.retired = nil
+		return true
+	})
 	c.lockMu.Unlock()
+	c.mu.Unlock()
 	for _, f := range locks {
 		f.Close()
 	}

@@ -378,6 +378,41 @@ func TestRecordBeforeTheFileStartsNoWriter(t *testing.T) {
 	}
 }
 
+// TestSessionLeftKeepsItsFileForAQueuedWrite: a flush that found nothing
+// queued lets go of the files of the sessions left only after that look
+// (unlockRetired, called here by hand at that moment); meanwhile a
+// command may queue an entry of the session and the session change: the
+// session left keeps its file until that entry is written, then lets go
+// of it. Before, the file was let go of first, the entry's write took it
+// again, and nothing let go of it after: the file stayed held until rpi
+// ended (another rpi, or this one switching back, found it in use).
+func TestSessionLeftKeepsItsFileForAQueuedWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "left.jsonl")
+	var writers []func()
+	c := &conversation{clock: realClock{}, warn: func(w string) { t.Error(w) }, deliver: func() {},
+		background: func(work func()) { writers = append(writers, work) }}
+	c.replace(newSessionFile(time.Now(), "", dir, dir, path, "", false), sessionContext{})
+	c.appendMessage(rawMessage(`{"role":"assistant","content":[],"timestamp":1}`)) // written, and held
+	c.record("session_info", entryField{"name", "last"})
+	c.replace(newSessionFile(time.Now(), "", dir, dir, filepath.Join(dir, "next.jsonl"), "", false), sessionContext{})
+	c.fileMu.Lock()
+	c.unlockRetired() // the end of a flush that found nothing queued, before the record
+	c.fileMu.Unlock()
+	for _, w := range writers {
+		w()
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"name":"last"`) {
+		t.Errorf("the entry queued before the change is not in the file:\n%s", data)
+	}
+	lock, err := lockSessionFile(context.Background(), path, 0)
+	if err != nil || lock == nil {
+		t.Fatalf("the file of the session left, once its writes are done: %v", err)
+	}
+	lock.Close()
+	c.close()
+}
+
 // TestTextEntriesMatchDecoding: an entry whose fields are all text, and a
 // message entry's message, are set without decoding its line; they must
 // be what decoding the line gives, for every text field of an entry,
