@@ -54,6 +54,7 @@ func forgetOwnMemory() {}
 // write to) keeps other users out.
 func peerIsOwner(c *net.UnixConn) bool { return true }
 
-// canCreateUnnamedIn says these systems have no unnamed files (O_TMPFILE):
-// only a named file made and removed tells whether dir takes new files.
-func canCreateUnnamedIn(dir string) (supported bool, err error) { return false, nil }
+// canCreateUnnamedIn is false: these systems have no unnamed files
+// (O_TMPFILE), and only a named file made and removed tells whether dir
+// takes new files.
+func canCreateUnnamedIn(dir string) bool { return false }

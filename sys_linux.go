@@ -290,22 +290,21 @@ func peerIsOwner(c *net.UnixConn) bool {
 	return cred.Uid == 0 || int(cred.Uid) == os.Getuid()
 }
 
-// canCreateUnnamedIn makes an unnamed file in dir (open with O_TMPFILE)
-// and closes it, which removes it: a create that leaves no name in dir,
-// not even for a moment, and costs less than a named file made and
-// removed. supported is false where the kernel or dir's file system has
-// no unnamed files; then only a named file can tell.
-func canCreateUnnamedIn(dir string) (supported bool, err error) {
+// canCreateUnnamedIn reports whether dir takes an unnamed file (open
+// with O_TMPFILE), made and closed, which removes it: a create that
+// leaves no name in dir, not even for a moment, and costs less than a
+// named file made and removed. Any refusal is false, not an answer:
+// where the kernel or the file system has no unnamed files, or refuses
+// them for a reason of its own (a security module, a sandbox's filter),
+// a named file tells.
+func canCreateUnnamedIn(dir string) bool {
 	const oTmpfile = 0x400000 | syscall.O_DIRECTORY // O_TMPFILE, which package syscall lacks
 	fd, err := retryInterrupted(func() (int, error) {
 		return syscall.Open(dir, oTmpfile|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o600)
 	})
-	switch err {
-	case nil:
-		syscall.Close(fd)
-		return true, nil
-	case syscall.EOPNOTSUPP, syscall.EISDIR, syscall.EINVAL: // EISDIR: a kernel before O_TMPFILE (3.11)
-		return false, nil
+	if err != nil {
+		return false
 	}
-	return true, err
+	syscall.Close(fd)
+	return true
 }

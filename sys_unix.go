@@ -251,7 +251,8 @@ func openNonBlocking(path string, flag int, perm os.FileMode) (*os.File, error) 
 // never set-user-id, so the ids it checks are rpi's own. Root may write
 // anywhere by permission, so for root only a create shows what the file
 // system allows (/proc says yes to root's access, then refuses the file):
-// canCreateIn makes a file and removes it. Plain system calls do it: an
+// canCreateIn makes an unnamed file (canCreateUnnamedIn), or where that
+// is refused a named one, and removes it. Plain system calls do it: an
 // *os.File would start the runtime's poller, which nothing else before
 // session_started needs.
 func canCreateIn(dir string) (err error) {
@@ -260,8 +261,8 @@ func canCreateIn(dir string) (err error) {
 		_, err := retryInterrupted(func() (int, error) { return 0, syscall.Access(dir, mayWrite|maySearch) })
 		return err
 	}
-	if supported, err := canCreateUnnamedIn(dir); supported {
-		return err
+	if canCreateUnnamedIn(dir) {
+		return nil
 	}
 	for range 3 { // a name taken already (a random 64 bits) is tried again
 		var b [8]byte
