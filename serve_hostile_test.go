@@ -659,11 +659,16 @@ func (c *lineClient) waitEvents2(typ string) []servedRecord {
 // TestServeHostileBigEventFastReader: an event bigger than
 // --client-queue (a long answer's message_end, turn_end and agent_end each
 // carry all of it) does not detach a client that reads everything as
-// fast as it comes.
+// fast as it comes. The answer (70 KiB, its events about 350 KiB in all)
+// is sized so that even a reader the machine leaves unscheduled for the
+// whole burst is not detached: the socket's buffer takes about 200 KiB,
+// leaving far less than four times the queue's 64 KiB waiting. (Three
+// parts of 40 KiB, some 480 KiB of events, once left more than that
+// under a loaded race run.)
 func TestServeHostileBigEventFastReader(t *testing.T) {
 	e := newTestEnv(t)
-	big := strings.Repeat("x", 40<<10)
-	script, _ := json.Marshal(map[string]any{"text": []string{big, big, big}})
+	big := strings.Repeat("x", 70<<10)
+	script, _ := json.Marshal(map[string]any{"text": []string{big}})
 	startFakeModel(t, apiOpenAI, string(script), e.agentDir)
 	sh := startServe(t, e, t.TempDir(), "--model", "fake/fake-model", "--client-queue", "64KiB")
 	defer sh.end()
