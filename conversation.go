@@ -314,7 +314,7 @@ func (c *conversation) flushSoon() {
 			if !ended {
 				c.mu.Lock()
 				c.writing = false
-				more := len(c.queue) > 0 // queued meanwhile: no writer was started for them
+				more := !c.idleLocked() // queued meanwhile (no writer was started for them), or a file left to let go of
 				c.mu.Unlock()
 				if more {
 					c.flushSoon()

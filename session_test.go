@@ -413,6 +413,42 @@ func TestSessionLeftKeepsItsFileForAQueuedWrite(t *testing.T) {
 	c.close()
 }
 
+// TestWriterPanicStillLetsGoOfTheSessionLeft: a panic in the session's
+// writer (here in its warning, as the session left's file vanished under
+// its queued write) ends that write only: the file of the session left,
+// which the write held, is let go of by the writer started after it.
+func TestWriterPanicStillLetsGoOfTheSessionLeft(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "left.jsonl")
+	var writers []func()
+	panicked := false
+	c := &conversation{clock: realClock{}, deliver: func() {},
+		warn:       func(w string) { panicked = true; panic(w) },
+		background: func(work func()) { writers = append(writers, work) }}
+	left := newSessionFile(time.Now(), "", dir, dir, path, "", false)
+	c.replace(left, sessionContext{})
+	c.appendMessage(rawMessage(`{"role":"assistant","content":[],"timestamp":1}`)) // written, and held
+	c.record("session_info", entryField{"name", "last"})
+	c.replace(newSessionFile(time.Now(), "", dir, dir, filepath.Join(dir, "next.jsonl"), "", false), sessionContext{})
+	os.Remove(path) // the queued append fails, and its warning panics
+	for i := 0; i < len(writers); i++ {
+		func() {
+			defer func() { recover() }() // as guarded does
+			writers[i]()
+		}()
+	}
+	if !panicked {
+		t.Fatal("the writer did not panic")
+	}
+	c.lockMu.Lock()
+	held := left.lock != nil
+	c.lockMu.Unlock()
+	if held {
+		t.Error("the file of the session left is still held after the writer's panic")
+	}
+	c.close()
+}
+
 // TestTextEntriesMatchDecoding: an entry whose fields are all text, and a
 // message entry's message, are set without decoding its line; they must
 // be what decoding the line gives, for every text field of an entry,
