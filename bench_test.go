@@ -136,6 +136,14 @@ func firstLineTime(b *testing.B, cmd *exec.Cmd) time.Duration {
 // stdin at once, and returns the time from exec to the first line that
 // starts with want; the lines before it must be whole.
 func lineTime(b *testing.B, cmd *exec.Cmd, input, want string) time.Duration {
+	took, _ := lineCost(b, cmd, input, want)
+	return took
+}
+
+// lineCost is lineTime, and the page faults the process had taken when
+// that line came (minorFaults): a count that, unlike the time, hardly
+// moves with the machine's other work.
+func lineCost(b *testing.B, cmd *exec.Cmd, input, want string) (took time.Duration, faults float64) {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	start := time.Now()
@@ -148,15 +156,33 @@ func lineTime(b *testing.B, cmd *exec.Cmd, input, want string) time.Duration {
 	for err == nil && !bytes.HasPrefix(line, []byte(want)) {
 		line, err = r.ReadBytes('\n')
 	}
-	took := time.Since(start)
+	took = time.Since(start)
 	if err != nil {
 		b.Fatalf("no line starting %q before %q, %v", want, line, err)
 	}
+	faults = minorFaults(cmd.Process.Pid)
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	return took
+	return took, faults
+}
+
+// minorFaults is how many page faults (minor: no disk read) the process
+// pid has taken so far, from /proc/<pid>/stat; 0 where there is no /proc.
+// A process that has just exited and is not yet waited for still has it.
+func minorFaults(pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(stat, ')')
+	if err != nil || i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(stat[i+1:])) // from the state on: minflt is the 8th
+	if len(fields) < 8 {
+		return 0
+	}
+	n, _ := strconv.ParseFloat(fields[7], 64)
+	return n
 }
 
 // reportFirstLine reports the mean and the median of times.
@@ -409,12 +435,15 @@ func BenchmarkStartupFloor(b *testing.B) {
 // rpi's ratio to that; `rpi --version` (exec, package init, the start of
 // the handlers' goroutine and flags, no server); and exec → the answer
 // to a get_state written at once, beside the same for a floor that reads
-// that line and answers it (floor-answer), without and with the handlers.
+// that line and answers it (floor-answer), without and with the handlers,
+// and the page faults each had taken by its answer (medians; Linux): a
+// count that, unlike a time, hardly moves with the machine's other work.
 func BenchmarkStartupRatio(b *testing.B) {
 	rpi, floor, floorSignals := rpiStartup(b), buildFloor(b, floorNetHTTP), buildFloor(b, floorNetHTTPSignals)
 	floorAnswer, floorAnswerSignals := buildFloor(b, floorNetHTTPAnswer), buildFloor(b, floorNetHTTPAnswerSignals)
 	const command, answer = `{"id":"first","type":"get_state"}` + "\n", `{"id":"first","type":"response"`
 	var rpiTimes, floorTimes, signalsTimes, versionTimes, answerTimes, floorAnswerTimes, floorAnswerSignalsTimes []time.Duration
+	var answerFaults, floorAnswerFaults, floorAnswerSignalsFaults []float64
 	// Each round runs the seven in a new random order: in a fixed one,
 	// a command after a different binary was measured slower than after
 	// its own, and the ratios leaned with the order.
@@ -425,12 +454,17 @@ func BenchmarkStartupRatio(b *testing.B) {
 		func() {
 			versionTimes = append(versionTimes, lineTime(b, exec.Command(rpiBinary(b), "--version"), "", "rpi "))
 		},
-		func() { answerTimes = append(answerTimes, lineTime(b, rpi(), command, answer)) },
 		func() {
-			floorAnswerTimes = append(floorAnswerTimes, lineTime(b, exec.Command(floorAnswer), command, answer))
+			took, faults := lineCost(b, rpi(), command, answer)
+			answerTimes, answerFaults = append(answerTimes, took), append(answerFaults, faults)
 		},
 		func() {
-			floorAnswerSignalsTimes = append(floorAnswerSignalsTimes, lineTime(b, exec.Command(floorAnswerSignals), command, answer))
+			took, faults := lineCost(b, exec.Command(floorAnswer), command, answer)
+			floorAnswerTimes, floorAnswerFaults = append(floorAnswerTimes, took), append(floorAnswerFaults, faults)
+		},
+		func() {
+			took, faults := lineCost(b, exec.Command(floorAnswerSignals), command, answer)
+			floorAnswerSignalsTimes, floorAnswerSignalsFaults = append(floorAnswerSignalsTimes, took), append(floorAnswerSignalsFaults, faults)
 		},
 	}
 	for b.Loop() {
@@ -452,6 +486,11 @@ func BenchmarkStartupRatio(b *testing.B) {
 	b.ReportMetric(a/fa, "answer/floor-answer")
 	b.ReportMetric(r/fs, "rpi/floor-signals")
 	b.ReportMetric(a/fas, "answer/floor-answer-signals")
+	if fa := median(floorAnswerFaults); fa > 0 {
+		b.ReportMetric(median(answerFaults), "answer-faults")
+		b.ReportMetric(fa, "floor-answer-faults")
+		b.ReportMetric(median(floorAnswerSignalsFaults), "floor-answer-signals-faults")
+	}
 }
 
 // floorNetHTTPAnswer is floorNetHTTP answering a command instead: it
