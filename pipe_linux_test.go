@@ -71,3 +71,34 @@ func TestEndToEndStdoutPipeGrown(t *testing.T) {
 		t.Errorf("rpi's stdout pipe holds %d bytes once it settled in; want 1 MiB", size)
 	}
 }
+
+// TestSessionOf: the session id is read from a /proc/<pid>/stat line
+// after the last ')', so a command name with spaces and parentheses (a
+// process names itself) cannot pass for other fields; a line without one
+// is no session. And rpi's own stat line, read as killSession reads it,
+// gives its own session.
+func TestSessionOf(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want int
+	}{
+		{"123 (bash) S 1 123 123 34816 123 4194560 1", 123},
+		{"77 (a) 1 2 3 (x) y) R 5 6 7 8 9", 7},
+		{"77 ( ) S 5 6 7 8", 7},
+		{"77 (a) S 5 6", -1},
+		{"77 a S 5 6 7 8", -1},
+		{"77 (a) S 5 6 x 8", -1},
+	} {
+		if got := sessionOf([]byte(tt.line)); got != tt.want {
+			t.Errorf("sessionOf(%q) = %d, want %d", tt.line, got, tt.want)
+		}
+	}
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip(err)
+	}
+	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if got := sessionOf(stat); got != int(sid) {
+		t.Errorf("rpi's own stat line %q: session %d, want %d", stat, got, sid)
+	}
+}

@@ -89,26 +89,48 @@ func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 
 // killSession SIGKILLs every process whose session is sid (read from
 // /proc/*/stat), so jobs a shell moved to their own process groups die
-// with the child that leads the session.
+// with the child that leads the session. It runs after every child, and
+// reads the stat of every process on the machine: through plain
+// descriptors, an open, one read and a close each (an *os.File's
+// ReadFile makes about ten system calls of a file).
 func killSession(sid int) {
 	entries, _ := os.ReadDir("/proc")
+	var stat [512]byte // "pid (name) state ppid pgrp session …", the name at most 64 bytes: the rest is not needed
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == sid {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		fd, err := syscall.Open("/proc/"+e.Name()+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
+			continue // gone already
+		}
+		n, err := retryInterrupted(func() (int, error) { return syscall.Read(fd, stat[:]) })
+		syscall.Close(fd)
+		if err != nil || n <= 0 {
 			continue
 		}
-		// After "pid (comm) ": state ppid pgrp session …
-		fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
-		if len(fields) > 3 {
-			if s, err := strconv.Atoi(string(fields[3])); err == nil && s == sid {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		if sessionOf(stat[:n]) == sid {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// sessionOf is the session id in a /proc/<pid>/stat line (its sixth
+// field, the fourth after the command's name, which may hold spaces and
+// parentheses), or -1.
+func sessionOf(stat []byte) int {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return -1
+	}
+	fields := bytes.Fields(stat[end+1:]) // state ppid pgrp session …
+	if len(fields) > 3 {
+		if s, err := strconv.Atoi(string(fields[3])); err == nil {
+			return s
+		}
+	}
+	return -1
 }
 
 // procFSMagic and sysFSMagic are the statfs types of /proc and /sys.
