@@ -101,7 +101,8 @@ func killSession(sid int) {
 		if err != nil || pid == sid {
 			continue
 		}
-		fd, err := syscall.Open("/proc/"+e.Name()+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		path := "/proc/" + e.Name() + "/stat"
+		fd, err := retryInterrupted(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 		if err != nil {
 			continue // gone already
 		}
