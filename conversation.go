@@ -451,10 +451,14 @@ func (c *conversation) branchEntries() []*sessionEntry {
 
 // writeWhole writes a session made from another's entries at once, when
 // it holds an answer (as pi does: a file appears with the first answer).
+// ss is the current session by now, and a bash result may be joining its
+// entries: they are read under c.mu.
 func (c *conversation) writeWhole(ss *sessionFile) {
+	c.mu.Lock()
 	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
 		return e.Type == "message" && e.role() == "assistant"
 	})
+	c.mu.Unlock()
 	if hasAnswer && ss.path != "" {
 		c.writeFile(ss)
 	}
