@@ -41,8 +41,10 @@ const tooLongHead = 1 << 10
 // or on a read error. One trailing "\r" is stripped, blank lines are
 // skipped, and a final line without "\n" is still delivered. A line longer
 // than max is discarded as it streams past, never held whole. The lines of
-// a batch share allocations of about maxArenaLine bytes or less.
-func readFrames(r io.Reader, max int, frames chan<- []frame) {
+// a batch share allocations of about maxArenaLine bytes or less. Once quit
+// is closed (nil: never), a batch nobody takes ends the reading: the loop
+// that took them has ended.
+func readFrames(r io.Reader, max int, frames chan<- []frame, quit <-chan struct{}) {
 	defer close(frames)
 	br := bufio.NewReaderSize(r, 64<<10)
 	var batch []frame
@@ -73,7 +75,11 @@ func readFrames(r io.Reader, max int, frames chan<- []frame) {
 		}
 		if err != nil || br.Buffered() == 0 || len(batch) >= 256 {
 			if len(batch) > 0 {
-				frames <- batch
+				select {
+				case frames <- batch:
+				case <-quit:
+					return
+				}
 				batch = make([]frame, 0, 256)
 				arena = nil
 			}
@@ -373,12 +379,12 @@ type queueWriter interface {
 // must be, so handlers can return it as is.
 
 // readInput reads stdin's frames (readFrames) on a goroutine of its own;
-// inputEnded is closed once it has read the last.
-func readInput(stdin io.Reader, maxLine int, stderr io.Writer) (frames <-chan []frame, inputEnded <-chan struct{}) {
+// inputEnded is closed once it has read the last, or stopped at quit.
+func readInput(stdin io.Reader, maxLine int, stderr io.Writer, quit <-chan struct{}) (frames <-chan []frame, inputEnded <-chan struct{}) {
 	ch, ended := make(chan []frame, 4), make(chan struct{})
 	go guarded(stderr, "reading input", func() {
 		defer close(ended)
-		readFrames(stdin, maxLine, ch)
+		readFrames(stdin, maxLine, ch, quit)
 	})()
 	return ch, ended
 }
@@ -421,9 +427,12 @@ const bigLineBytes = 4 << 20
 type connection struct {
 	in  io.Reader
 	out *output
-	// frames and inputEnded are readInput's, once readAhead started it.
-	frames     <-chan []frame
-	inputEnded <-chan struct{}
+	// frames and inputEnded are readInput's, once readAhead started it;
+	// serve closes quitReading as it returns, so that a reader blocked on
+	// a batch (a client that wrote on while its output was given up) ends.
+	frames      <-chan []frame
+	inputEnded  <-chan struct{}
+	quitReading chan struct{}
 	// whenIdle, if set, is called once, on serve's goroutine, when serve
 	// has answered (and written out) the first lines that came and finds
 	// no more waiting, before it reads on; or settleWithin after serve
@@ -440,7 +449,8 @@ const settleWithin = 20 * time.Millisecond
 // readAhead starts reading the connection's lines, at most maxLine bytes
 // each: from then on they wait, read and framed, for serve.
 func (c *connection) readAhead(maxLine int, stderr io.Writer) {
-	c.frames, c.inputEnded = readInput(c.in, maxLine, stderr)
+	c.quitReading = make(chan struct{})
+	c.frames, c.inputEnded = readInput(c.in, maxLine, stderr, c.quitReading)
 }
 
 func newConnection(in io.Reader, out, stderr io.Writer) *connection {
@@ -467,6 +477,7 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 		c.readAhead(maxLine, stderr)
 	}
 	frames, inputEnded := c.frames, c.inputEnded
+	defer close(c.quitReading)
 	signalled, stopWatching := watchEnd(c.out, stop, inputEnded)
 	defer stopWatching()
 	defer c.out.end()

@@ -1046,6 +1046,23 @@ func checkRecords(t testing.TB, out []byte) {
 
 // ---- Framing ----
 
+// TestReaderEndsWithItsLoop: a reader whose batches nobody takes any
+// more (the loop ended: its client's output was given up, or a signal
+// came, while the client wrote on) ends once quit is closed, instead of
+// waiting on a batch for ever; in rpi serve that was a goroutine and its
+// lines kept for each such connection.
+func TestReaderEndsWithItsLoop(t *testing.T) {
+	quit := make(chan struct{})
+	frames, ended := readInput(endlessLines{}, 1<<20, io.Discard, quit)
+	<-frames // reading; the next batches fill the channel, and one waits
+	close(quit)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader still waits on a batch nobody takes")
+	}
+}
+
 func TestFraming(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -1071,7 +1088,7 @@ func TestFraming(t *testing.T) {
 		for _, feed := range feeds {
 			t.Run(tt.name+"/"+feed.name, func(t *testing.T) {
 				frames := make(chan []frame)
-				go readFrames(feedReader(feed.write, []byte(tt.input)), tt.max, frames)
+				go readFrames(feedReader(feed.write, []byte(tt.input)), tt.max, frames, nil)
 				var got []string
 				for batch := range frames {
 					for _, f := range batch {

@@ -196,7 +196,7 @@ func heapAfterGC() uint64 {
 // them in one batch.
 func readOneBatch(t *testing.T, input []byte, max int) []frame {
 	frames := make(chan []frame, 4)
-	go readFrames(bytes.NewReader(input), max, frames)
+	go readFrames(bytes.NewReader(input), max, frames, nil)
 	var all []frame
 	batches := 0
 	for b := range frames {

@@ -224,7 +224,7 @@ func TestWebSocketAsLineStream(t *testing.T) {
 	big := `{"s":"` + strings.Repeat("z", 3*writeChunk) + `"}`
 	srv := httptest.NewServer(newWebSocketHandler(wsOptions{token: wsTestToken}, func(c *wsConn) {
 		batches := make(chan []frame)
-		go readFrames(c, maxLineBytes, batches)
+		go readFrames(c, maxLineBytes, batches, nil)
 		o := newOutput(c, io.Discard)
 		for batch := range batches {
 			for _, f := range batch {
