@@ -544,10 +544,12 @@ type normalizer struct {
 }
 
 var (
-	uuidPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
-	msPattern       = regexp.MustCompile(`"(timestamp|durationMs|startedAtMs|exitedAtMs)":\d+`)
-	pidPattern      = regexp.MustCompile(`"pid":\d+`)
+	uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	// msPattern and pidPattern also match inside a JSON string, quotes
+	// escaped: a tool's result that is a process's JSON.
+	msPattern       = regexp.MustCompile(`(\\?")(timestamp|durationMs|startedAtMs|exitedAtMs)(\\?":)\d+`)
+	pidPattern      = regexp.MustCompile(`(\\?"pid\\?":)(\d+)`)
 	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
 	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
 	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
@@ -575,12 +577,12 @@ func (n normalizer) apply(out []byte) string {
 		s = strings.ReplaceAll(s, lit, n.literal[lit])
 	}
 	s = numbered(s, uuidPattern, func(i int, _ string) string { return fmt.Sprintf("$UUID%d", i) })
-	s = numbered(s, pidPattern, func(i int, _ string) string { return fmt.Sprintf(`"pid":$PID%d`, i) })
+	s = numberedPIDs(s)
 	s = timePattern.ReplaceAllString(s, "$$TIME")
 	s = fileTimePattern.ReplaceAllString(s, "$$FILETIME")
 	s = numberedGroup(s, entryIDPattern, "ENTRY")
 	s = numberedLoopIDs(s, nil)
-	s = msPattern.ReplaceAllString(s, `"$1":$$MS`)
+	s = msPattern.ReplaceAllString(s, `$1$2$3$$MS`)
 	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
 	s = tempDirPattern.ReplaceAllString(s, "$$RPI_TEMP")
 	return s
@@ -725,6 +727,19 @@ func (c *processChunk) add(next mergeable) bool {
 	return true
 }
 func (c *processChunk) encode() []byte { return encodeTestEvent("process_output", c.d) }
+
+// numberedPIDs replaces each distinct pid with $PIDn, n counting from 1
+// in order of first appearance, whether its quotes are escaped or not.
+func numberedPIDs(s string) string {
+	seen := map[string]int{}
+	return pidPattern.ReplaceAllStringFunc(s, func(m string) string {
+		sub := pidPattern.FindStringSubmatch(m)
+		if seen[sub[2]] == 0 {
+			seen[sub[2]] = len(seen) + 1
+		}
+		return fmt.Sprintf("%s$PID%d", sub[1], seen[sub[2]])
+	})
+}
 
 // numberedGroup numbers the second group of each match, keeping the
 // first: "parentId":"a1b2c3d4" becomes "parentId":"$ENTRY1".
