@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,33 +73,26 @@ func TestEndToEndStdoutPipeGrown(t *testing.T) {
 	}
 }
 
-// TestSessionOf: the session id is read from a /proc/<pid>/stat line
-// after the last ')', so a command name with spaces and parentheses (a
-// process names itself) cannot pass for other fields; a line without one
-// is no session. And rpi's own stat line, read as killSession reads it,
-// gives its own session.
+// TestSessionOf: a process's session is its own, a child started as the
+// leader of a new session has its pid as its session, and a process that
+// is gone has none.
 func TestSessionOf(t *testing.T) {
-	for _, tt := range []struct {
-		line string
-		want int
-	}{
-		{"123 (bash) S 1 123 123 34816 123 4194560 1", 123},
-		{"77 (a) 1 2 3 (x) y) R 5 6 7 8 9", 7},
-		{"77 ( ) S 5 6 7 8", 7},
-		{"77 (a) S 5 6", -1},
-		{"77 a S 5 6 7 8", -1},
-		{"77 (a) S 5 6 x 8", -1},
-	} {
-		if got := sessionOf([]byte(tt.line)); got != tt.want {
-			t.Errorf("sessionOf(%q) = %d, want %d", tt.line, got, tt.want)
-		}
+	own, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if got, ok := sessionOf(os.Getpid()); !ok || got != int(own) {
+		t.Errorf("rpi's own session: %d, %v; want %d", got, ok, own)
 	}
-	stat, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip(err)
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
-	if got := sessionOf(stat); got != int(sid) {
-		t.Errorf("rpi's own stat line %q: session %d, want %d", stat, got, sid)
+	pid := cmd.Process.Pid
+	if got, ok := sessionOf(pid); !ok || got != pid {
+		t.Errorf("a session leader's session: %d, %v; want %d", got, ok, pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if got, ok := sessionOf(pid); ok {
+		t.Errorf("a process that is gone has session %d", got)
 	}
 }

@@ -87,51 +87,30 @@ func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 	return nil
 }
 
-// killSession SIGKILLs every process whose session is sid (read from
-// /proc/*/stat), so jobs a shell moved to their own process groups die
-// with the child that leads the session. It runs after every child, and
-// reads the stat of every process on the machine: through plain
-// descriptors, an open, one read and a close each (an *os.File's
-// ReadFile makes about ten system calls of a file).
+// killSession SIGKILLs every process whose session is sid, so jobs a
+// shell moved to their own process groups die with the child that leads
+// the session. It runs after every child and asks the session of every
+// process on the machine: one getsid each, no file opened (reading
+// /proc/<pid>/stat took three system calls and the kernel's formatting
+// of the whole line).
 func killSession(sid int) {
 	entries, _ := os.ReadDir("/proc")
-	var stat [512]byte // "pid (name) state ppid pgrp session …", the name at most 64 bytes: the rest is not needed
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == sid {
 			continue
 		}
-		path := "/proc/" + e.Name() + "/stat"
-		fd, err := retryInterrupted(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
-		if err != nil {
-			continue // gone already
-		}
-		n, err := retryInterrupted(func() (int, error) { return syscall.Read(fd, stat[:]) })
-		syscall.Close(fd)
-		if err != nil || n <= 0 {
-			continue
-		}
-		if sessionOf(stat[:n]) == sid {
+		if s, ok := sessionOf(pid); ok && s == sid {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
 
-// sessionOf is the session id in a /proc/<pid>/stat line (its sixth
-// field, the fourth after the command's name, which may hold spaces and
-// parentheses), or -1.
-func sessionOf(stat []byte) int {
-	end := bytes.LastIndexByte(stat, ')')
-	if end < 0 {
-		return -1
-	}
-	fields := bytes.Fields(stat[end+1:]) // state ppid pgrp session …
-	if len(fields) > 3 {
-		if s, err := strconv.Atoi(string(fields[3])); err == nil {
-			return s
-		}
-	}
-	return -1
+// sessionOf is the session id of the process pid; false when there is no
+// such process (gone already).
+func sessionOf(pid int) (int, bool) {
+	sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(pid), 0, 0)
+	return int(sid), errno == 0
 }
 
 // procFSMagic and sysFSMagic are the statfs types of /proc and /sys.
