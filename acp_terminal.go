@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -120,7 +121,9 @@ func (c *acpConn) waitForTerminalExit(ctx context.Context, sessionID, terminalID
 	}
 	var exit acpExitStatus
 	var code int64
-	if json.Unmarshal(result.ExitCode, &code) == nil && code >= 0 && code <= 1<<32-1 && string(result.ExitCode) != "null" {
+	// The schema's exit code is a uint32; on a 32-bit system one past what
+	// an int holds is no exit code.
+	if json.Unmarshal(result.ExitCode, &code) == nil && code >= 0 && code <= min(1<<32-1, math.MaxInt) && string(result.ExitCode) != "null" {
 		n := int(code)
 		exit.code = &n
 	}

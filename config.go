@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -655,8 +656,12 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // byteCount is a flag that counts bytes: a plain integer, or one with a
-// KiB or MiB suffix.
+// KiB or MiB suffix, up to maxByteCount.
 type byteCount int
+
+// maxByteCount is the largest byteCount: 1 TiB, or what an int holds
+// where that is less (32-bit systems).
+const maxByteCount = min(1<<40, math.MaxInt)
 
 func (b *byteCount) String() string { return strconv.Itoa(int(*b)) }
 
@@ -669,7 +674,7 @@ func (b *byteCount) Set(v string) error {
 		v, unit = strings.TrimSuffix(v, "MiB"), 1<<20
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > 1<<40/unit {
+	if err != nil || n < 0 || n > maxByteCount/unit {
 		return errors.New("a byte count: an integer, or one with a KiB or MiB suffix")
 	}
 	*b = byteCount(n * unit)

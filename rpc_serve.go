@@ -195,8 +195,13 @@ func readCursor(r *rpcRequest) (int64, error) {
 	if !r.has("cursor") {
 		return -1, nil
 	}
-	n, err := r.optInt("cursor", 0, 1<<53, 0)
-	return int64(n), err
+	const top = 1 << 53 // what every client's JSON numbers hold exactly; an int64 on every platform
+	want := fmt.Sprintf("a whole number from 0 to %d", int64(top))
+	var n int64
+	if err := r.decodeField("cursor", want, &n); err != nil || n < 0 || n > top {
+		return 0, invalid("cursor", want)
+	}
+	return n, nil
 }
 
 // helloOptions reads a hello's options: the flags a bridge was given for

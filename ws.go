@@ -452,12 +452,12 @@ func (c *wsConn) Write(p []byte) (int, error) {
 func (c *wsConn) appendFrame(arena []byte, frames net.Buffers, fin bool, op byte, payload []byte) ([]byte, net.Buffers) {
 	start := len(arena)
 	if !c.masks {
-		arena = appendFrameHeader(arena, fin, op, len(payload), nil)
+		arena = appendFrameHeader(arena, fin, op, uint64(len(payload)), nil)
 		return arena, append(frames, arena[start:], payload)
 	}
 	var key [4]byte
 	rand.Read(key[:])
-	arena = appendFrameHeader(arena, fin, op, len(payload), &key)
+	arena = appendFrameHeader(arena, fin, op, uint64(len(payload)), &key)
 	at := len(arena)
 	arena = append(arena, payload...)
 	maskBytes(arena[at:], key, 0)
@@ -466,7 +466,7 @@ func (c *wsConn) appendFrame(arena []byte, frames net.Buffers, fin bool, op byte
 
 // appendFrameHeader appends a frame's header: FIN, the opcode, the
 // payload's length in the fewest bytes, and the mask's key if any.
-func appendFrameHeader(dst []byte, fin bool, op byte, n int, key *[4]byte) []byte {
+func appendFrameHeader(dst []byte, fin bool, op byte, n uint64, key *[4]byte) []byte {
 	first := op
 	if fin {
 		first |= 0x80

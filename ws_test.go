@@ -121,7 +121,7 @@ func rawClient(t testing.TB, addr string) (net.Conn, *bufio.Reader) {
 // (first is the header's first byte: FIN, reserved bits, opcode).
 func clientFrame(first byte, payload string) []byte {
 	key := [4]byte{0x37, 0xfa, 0x21, 0x3d}
-	frame := appendFrameHeader(nil, first&0x80 != 0, first&0x0F, len(payload), &key)
+	frame := appendFrameHeader(nil, first&0x80 != 0, first&0x0F, uint64(len(payload)), &key)
 	frame[0] = first
 	at := len(frame)
 	frame = append(frame, payload...)
