@@ -498,7 +498,14 @@ func (s *grepScan) line(line []byte) {
 		return string(line)
 	}
 	c := s.c
-	if s.work += len(line) * c.cost; s.work >= checkWork {
+	// costly: matching the line costs more than checkWork, its length
+	// times the program's size; asked by a division, as the product
+	// passes a 32-bit int (8 MiB lines, programs of 256 instructions).
+	costly, work := len(line) > checkWork/c.cost, checkWork
+	if !costly {
+		work = len(line) * c.cost
+	}
+	if s.work += work; s.work >= checkWork {
 		s.work = 0
 		if s.ctx.Err() != nil {
 			s.done = true
@@ -506,7 +513,7 @@ func (s *grepScan) line(line []byte) {
 		}
 	}
 	var matched bool
-	if len(line)*c.cost <= checkWork {
+	if !costly {
 		matched = c.re.Match(line)
 	} else {
 		matched = c.re.MatchReader(&abortableLine{ctx: s.ctx, rest: line})

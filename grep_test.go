@@ -337,6 +337,37 @@ func TestGrepAbortInALine(t *testing.T) {
 	}
 }
 
+// TestGrepAbortInALineCostingPastAnInt: a line whose length times the
+// program's size passes 2^32 is matched rune by rune too, so an abort
+// stops it (on a 32-bit system the product wrapped to a few thousand,
+// and one Match of minutes could not be stopped).
+func TestGrepAbortInALineCostingPastAnInt(t *testing.T) {
+	s := toolServer(t, nil)
+	call, err := grepTool.decode(s.session, json.RawMessage(`{"pattern":"(?:[a-c][a-d]){1000}[ef]"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := call.(*grepCall)
+	pairs := int((int64(1)<<32)/int64(c.cost)/2 + 1) // "ab" pairs: the line's cost just past 2^32
+	path := filepath.Join(s.set.cwd, "f.txt")
+	if err := os.WriteFile(path, []byte(strings.Repeat("ab", pairs)+"e\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		c.searchFile(ctx, "f.txt", path, &grepWorker{fsKinds: map[uint64]string{}, noDFA: true})
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the search of a line costing %d × %d went on 10 s after the abort", 2*pairs, c.cost)
+	}
+}
+
 // TestGrepGathersWhatShows: with a limit of 10^9, a file's search keeps
 // only the lines the output can show (listResult cuts it at
 // maxOutputBytes), not every match (515 MiB for a 53 KB result over Go's

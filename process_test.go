@@ -665,6 +665,23 @@ func TestJobsDieWithTheirChild(t *testing.T) {
 	}
 }
 
+// TestProcessLogsCursorPastAnInt: process_logs takes a cursor past 2^31
+// (a process writes more than a 32-bit int counts) on every platform.
+func TestProcessLogsCursorPastAnInt(t *testing.T) {
+	s := toolServer(t, nil)
+	p, err := s.spawn(processSpec{Argv: []string{"true"}, Cwd: "/"}, "client", func(processInfo) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, rerr := decodeRequest([]byte(`{"type":"process_logs","processId":"`+p.id+`","cursor":3000000000}`), false, &rpcRequest{})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if logs, err := s.processLogsCommand(r); err != nil || logs.(processLogs).RequestedCursor != 3000000000 {
+		t.Errorf("process_logs with cursor 3000000000: %+v, %v", logs, err)
+	}
+}
+
 // TestProcessToolListIsProcessList: the model's process tool answers list
 // with process_list's answer, a bare array of ProcessInfo (ended ones
 // included).

@@ -68,15 +68,17 @@ func (s *rpcServer) processLogsCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cursor, err := r.optInt("cursor", 0, -1, 0)
-	if err != nil {
-		return nil, err
+	// The cursor is an int64 on every platform: a process writes more
+	// than a 32-bit int counts.
+	var cursor int64
+	if want := "a whole number, at least 0"; r.has("cursor") && (r.decodeField("cursor", want, &cursor) != nil || cursor < 0) {
+		return nil, invalid("cursor", want)
 	}
 	limit, err := r.optInt("limitBytes", 1, 16<<20, defaultLogBytes)
 	if err != nil {
 		return nil, err
 	}
-	logs, _ := p.logs(int64(cursor), limit)
+	logs, _ := p.logs(cursor, limit)
 	return logs, nil
 }
 

@@ -107,7 +107,7 @@ const clientStall = time.Second
 // is not the client's slowness, as long as it reads.) q.mu is held.
 func (q *clientQueue) behind() bool {
 	stalled := !q.writing.IsZero() && time.Since(q.writing) > clientStall
-	return q.counted > 4*q.limit || q.counted > q.limit && stalled
+	return int64(q.counted) > 4*int64(q.limit) || q.counted > q.limit && stalled // 4*limit: past a 32-bit int from 512 MiB
 }
 
 // queueReplay queues the kept records of a replay, beside the limit.

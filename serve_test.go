@@ -354,6 +354,22 @@ func TestServeWebSocket(t *testing.T) {
 	sh.end()
 }
 
+// TestClientQueueOfAGiB: --client-queue 1GiB takes a client's records
+// (four times it passed a 32-bit int: every client was behind at once).
+func TestClientQueueOfAGiB(t *testing.T) {
+	w, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	q := newClientQueue(w, 1<<30, io.Discard)
+	for _, rec := range []string{"{}\n", "{}\n"} {
+		if _, err := q.Write([]byte(rec)); err != nil {
+			t.Fatalf("a record refused: %v", err)
+		}
+	}
+}
+
 // TestClosedSeqsBounded: the host keeps the last seqs of the
 // maxClosedSeqs sessions closed last, not one per session ever closed; a
 // session it let go of, opened again, numbers on above its last seq all

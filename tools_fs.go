@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,6 +80,10 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 			{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
 	}
 	start := max(c.offset, 1) - 1
+	limit := c.limit
+	if limit > math.MaxInt-start {
+		limit = 0 // past any file's end: no limit (start+limit would wrap)
+	}
 	lr := &lineReader{ctx: ctx, br: br, keep: maxOutputBytes + 1}
 	var shown []string
 	total, size, firstLength := 0, 0, 0
@@ -94,7 +99,7 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 		if !ok {
 			break
 		}
-		if total >= start && (c.limit <= 0 || total < start+c.limit) && !cut {
+		if total >= start && (limit <= 0 || total < start+limit) && !cut {
 			if total == start {
 				firstLength = length
 			}
@@ -117,8 +122,8 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 		return toolResult{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", c.offset, total)
 	}
 	end := total
-	if c.limit > 0 {
-		end = min(start+c.limit, total)
+	if limit > 0 {
+		end = min(start+limit, total)
 	}
 	if len(shown) == 0 {
 		return textResult(fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +94,9 @@ func TestTools(t *testing.T) {
 		{"read", `{"path":"a.txt"}`, "one\ntwo\nthree\n", false},
 		{"read", `{"path":"a.txt","offset":2,"limit":1}`, "two\n\n[2 more lines in file. Use offset=3 to continue.]", false},
 		{"read", `{"path":"a.txt","offset":9}`, "Offset 9 is beyond end of file (4 lines total)", true},
+		// offset+limit past an int (a 32-bit one, a 64-bit one) is no limit.
+		{"read", `{"path":"a.txt","offset":2,"limit":2147483647}`, "two\nthree\n", false},
+		{"read", fmt.Sprintf(`{"path":"long.txt","offset":2001,"limit":%d}`, math.MaxInt-1023), "line\nline\n", false},
 		{"read", `{"path":"long.txt"}`, "[Showing lines 1-2000 of 2501. Use offset=2001 to continue.]", false},
 		{"read", `{"path":"pic.png"}`, "Read image file [image/png]|<image image/png>", false},
 		{"read", `{"path":"missing.txt"}`, "no such file or directory", true},
