@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -836,6 +837,20 @@ func TestNoBlocksAfterTheCut(t *testing.T) {
 	}
 	if starts := strings.Count(strings.Join(events, "\n"), `"toolcall_start"`); starts != len(msg.Content) {
 		t.Errorf("%d toolcall_start events for %d blocks", starts, len(msg.Content))
+	}
+}
+
+// TestAnswerLimit: an answer may hold 32 bytes a token asked for, at
+// least one token's and at most 1 MiB, whatever maxTokens models.json
+// gives (2^26 once wrapped a 32-bit int to a negative limit, which cut
+// every answer; a huge one does the same to a 64-bit int).
+func TestAnswerLimit(t *testing.T) {
+	for _, tt := range []struct{ tokens, want int }{
+		{-5, 32}, {0, 32}, {1000, 32_000}, {1 << 15, 1 << 20}, {1 << 26, 1 << 20}, {math.MaxInt, 1 << 20},
+	} {
+		if got := answerLimit(tt.tokens); got != tt.want {
+			t.Errorf("answerLimit(%d) = %d, want %d", tt.tokens, got, tt.want)
+		}
 	}
 }
 

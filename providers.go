@@ -106,8 +106,12 @@ const (
 	blockBytes          = 256
 )
 
-// answerLimit is what an answer to a request for tokens may hold.
-func answerLimit(tokens int) int { return min(max(tokens, 1)*answerBytesPerToken, maxAnswerBytes) }
+// answerLimit is what an answer to a request for tokens may hold. The
+// tokens are bounded before they are multiplied: a models.json maxTokens
+// of 2^26 would pass a 32-bit int, and a huge one a 64-bit int.
+func answerLimit(tokens int) int {
+	return min(max(tokens, 1), maxAnswerBytes/answerBytesPerToken) * answerBytesPerToken
+}
 
 func newStreamer(msg *assistantMessage, emit func(assistantEvent)) *streamer {
 	return &streamer{msg: msg, emit: emit, blocks: map[int]int{}, bufs: map[int]*strings.Builder{},
