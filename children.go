@@ -79,6 +79,12 @@ type child struct {
 	// an abort, shutdown): on Windows, where a killed process exits with
 	// code 1 like any failure, only this tells the two apart.
 	killed atomic.Bool
+	// mu orders every signal against the reaping. Until reaped is set
+	// the child is at least a zombie (on Linux; see wait), so its pid,
+	// and the group and session it leads, are its own and no other
+	// process's; from then on nothing is sent to them.
+	mu     mutex[childMu]
+	reaped bool
 }
 
 // childOptions say how a child's stdin and output are connected.
@@ -225,15 +231,20 @@ const readPause = time.Millisecond
 // of its process group (nothing a command started outlives it) and waits
 // for the last of its output. A descendant that left the group and still
 // holds a pipe is cut off after killGrace, or endPipeGrace once rpi ends.
-// It must be called once, and release once its owner has reported the
-// end.
+// Only then is the child reaped: until that, its pid stays its own (a
+// zombie's), so the kill cannot reach a process that took the pid over.
+// Where the system cannot wait without reaping (waitUnreaped), it is
+// reaped as it exits, before the kill. wait must be called once, and
+// release once its owner has reported the end.
 func (c *child) wait() *os.ProcessState {
-	c.cmd.Wait()
+	if !waitUnreaped(c.pid) {
+		c.cmd.Wait()
+	}
 	close(c.exited)
 	if c.stdin != nil && c.tty == nil {
 		c.stdin.Close()
 	}
-	killTree(c.pid)
+	c.killTree()
 	done := make(chan struct{})
 	go func() { c.readers.Wait(); close(done) }()
 	cut := func() {
@@ -254,21 +265,45 @@ func (c *child) wait() *os.ProcessState {
 		}
 	}
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd.ProcessState == nil {
+		c.cmd.Wait() // it has exited: at once
+	}
+	c.reaped = true
 	return c.cmd.ProcessState
 }
 
 // release tells shutdown that the child and everything about it is done.
 func (c *child) release() { c.table.children.Done() }
 
-// signalGroup sends sig to the child's whole process group.
-func (c *child) signalGroup(sig sysSignal) error { return signalGroup(c.pid, sig) }
+// signalGroup sends sig to the child's whole process group; once the
+// child is reaped it sends nothing.
+func (c *child) signalGroup(sig sysSignal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped {
+		return nil
+	}
+	return signalGroup(c.pid, sig)
+}
+
+// killTree SIGKILLs the child's group and what else is in its session
+// (killTree), unless the child is reaped.
+func (c *child) killTree() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		killTree(c.pid)
+	}
+}
 
 // kill ends the child and its group at once (SIGKILL).
 func (c *child) kill() {
 	if !c.hasExited() {
 		c.killed.Store(true)
 	}
-	killTree(c.pid)
+	c.killTree()
 }
 
 // stop ends the child as a session's close or rpi's end does: SIGTERM,
@@ -291,7 +326,7 @@ func (c *child) terminate(grace time.Duration) {
 	select {
 	case <-c.exited:
 	case <-time.After(grace):
-		killTree(c.pid)
+		c.killTree()
 	}
 }
 

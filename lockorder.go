@@ -46,6 +46,7 @@ var lockOrder = []struct {
 	{`sinks.mu`, coreLock},
 	{`memoryReturn.mu`, coreLock},
 	{`helperPanic.mu`, coreLock},
+	{`child.mu`, coreLock}, // held while a child is signalled or reaped; takes no other lock
 	{`redactor.mu`, coreLock},
 	{`acpUpdates.mu`, frontEndLock}, // ACP's sink: held while an update is sent
 	{`acpSession.mu`, frontEndLock}, // asked by the sink (asks); never held into the core
@@ -93,6 +94,7 @@ func (sinksMu) lockName() string        { return `sinks.mu` }
 func (memoryReturnMu) lockName() string { return `memoryReturn.mu` }
 func (helperPanicMu) lockName() string  { return `helperPanic.mu` }
 func (redactorMu) lockName() string     { return `redactor.mu` }
+func (childMu) lockName() string        { return `child.mu` }
 func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }

@@ -66,6 +66,7 @@ type (
 	memoryReturnMu struct{}
 	helperPanicMu  struct{}
 	redactorMu     struct{}
+	childMu        struct{}
 	acpAgentMu     struct{}
 	acpConnMu      struct{}
 	dialogsMu      struct{}

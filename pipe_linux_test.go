@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,5 +95,33 @@ func TestSessionOf(t *testing.T) {
 	cmd.Wait()
 	if got, ok := sessionOf(pid); ok {
 		t.Errorf("a process that is gone has session %d", got)
+	}
+}
+
+// TestWaitUnreaped: waitUnreaped returns once the child has exited and
+// leaves it a zombie: its pid is still its own (kill(pid, 0) finds it,
+// /proc says Z), and the wait that reaps it later still gets its exit
+// status.
+func TestWaitUnreaped(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 0.05; exit 3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !waitUnreaped(pid) {
+		t.Fatal("waitUnreaped failed")
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("the exited child's pid is gone before it was reaped: %v", err)
+	}
+	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil || !strings.Contains(string(stat), ") Z ") {
+		t.Errorf("not a zombie: %q, %v", stat, err)
+	}
+	cmd.Wait()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Errorf("the reaping wait: %v, want exit code 3", cmd.ProcessState)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Error("the reaped child's pid is still in use")
 	}
 }

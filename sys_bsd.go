@@ -30,6 +30,10 @@ func setParentDeathSignal(attr *syscall.SysProcAttr) {}
 // process group is killed.
 func killSession(sid int) {}
 
+// waitUnreaped does not wait here: the child is reaped as it is waited
+// for (child.wait).
+func waitUnreaped(pid int) bool { return false }
+
 // specialFileSystem: nothing to refuse beyond non-regular files here.
 func specialFileSystem(f *os.File) string { return "" }
 

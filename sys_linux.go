@@ -106,6 +106,22 @@ func killSession(sid int) {
 	}
 }
 
+// waitUnreaped waits for the child pid to exit without reaping it
+// (waitid with WNOWAIT): it stays a zombie, its pid and the group and
+// session it leads its own, until it is waited for. False if the wait
+// failed (the child is not rpi's to wait for).
+func waitUnreaped(pid int) bool {
+	const pPID = 1     // P_PID: idtype of one process
+	var info [128]byte // a siginfo_t, not read
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info)),
+			syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if errno != syscall.EINTR {
+			return errno == 0
+		}
+	}
+}
+
 // sessionOf is the session id of the process pid; false when there is no
 // such process (gone already).
 func sessionOf(pid int) (int, bool) {

@@ -172,6 +172,10 @@ func signalGroup(pid int, sig syscall.Signal) error {
 // killTree ends the child; Windows gives no process group to kill with it.
 func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
 
+// waitUnreaped does not wait on Windows: a process handle keeps the
+// process's id from being reused, and the child is waited for as usual.
+func waitUnreaped(pid int) bool { return false }
+
 // processAlive reports whether a process with this pid exists.
 func processAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
