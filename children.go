@@ -237,6 +237,7 @@ const readPause = time.Millisecond
 // reaped as it exits, before the kill. wait must be called once, and
 // release once its owner has reported the end.
 func (c *child) wait() *os.ProcessState {
+	defer c.reap() // after a panic too: no zombie is left
 	if !waitUnreaped(c.pid) {
 		c.cmd.Wait()
 	}
@@ -265,12 +266,20 @@ func (c *child) wait() *os.ProcessState {
 		}
 	}
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
+	return c.reap()
+}
+
+// reap collects the exited child's status, once: from then on its pid
+// may be given to another process, and no signal is sent to it.
+func (c *child) reap() *os.ProcessState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd.ProcessState == nil {
-		c.cmd.Wait() // it has exited: at once
+	if !c.reaped {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Wait() // it has exited: at once
+		}
+		c.reaped = true
 	}
-	c.reaped = true
 	return c.cmd.ProcessState
 }
 

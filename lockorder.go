@@ -93,8 +93,8 @@ func (mcpLogMu) lockName() string       { return `mcpLog.mu` }
 func (sinksMu) lockName() string        { return `sinks.mu` }
 func (memoryReturnMu) lockName() string { return `memoryReturn.mu` }
 func (helperPanicMu) lockName() string  { return `helperPanic.mu` }
-func (redactorMu) lockName() string     { return `redactor.mu` }
 func (childMu) lockName() string        { return `child.mu` }
+func (redactorMu) lockName() string     { return `redactor.mu` }
 func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }

@@ -65,8 +65,8 @@ type (
 	sinksMu        struct{}
 	memoryReturnMu struct{}
 	helperPanicMu  struct{}
-	redactorMu     struct{}
 	childMu        struct{}
+	redactorMu     struct{}
 	acpAgentMu     struct{}
 	acpConnMu      struct{}
 	dialogsMu      struct{}

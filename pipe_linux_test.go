@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -109,6 +110,7 @@ func TestWaitUnreaped(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	if !waitUnreaped(pid) {
+		cmd.Wait()
 		t.Fatal("waitUnreaped failed")
 	}
 	if err := syscall.Kill(pid, 0); err != nil {
@@ -123,5 +125,36 @@ func TestWaitUnreaped(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Error("the reaped child's pid is still in use")
+	}
+}
+
+// TestChildReapedLast: a child that has exited stays a zombie, its pid its
+// own, until its output has drained (here held by a reader that waits for
+// the test), and is reaped at the end of wait with its exit status; a
+// signal after that is not sent.
+func TestChildReapedLast(t *testing.T) {
+	table := newProcessTable(&watchdog{}, io.Discard)
+	release := make(chan struct{})
+	c, err := table.start(exec.Command("sh", "-c", "echo x; exit 5"), childOptions{}, func(string, []byte) { <-release })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	ended := make(chan *os.ProcessState, 1)
+	go func() { ended <- c.wait() }()
+	<-c.exited
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(c.pid) + "/stat")
+	close(release)
+	if err != nil || !strings.Contains(string(stat), ") Z ") {
+		t.Errorf("the exited child while its output drains: %q, %v; want a zombie", stat, err)
+	}
+	if ps := <-ended; ps == nil || ps.ExitCode() != 5 {
+		t.Errorf("wait: %v, want exit code 5", ps)
+	}
+	if err := syscall.Kill(c.pid, 0); err == nil {
+		t.Error("the child's pid is still in use after wait")
+	}
+	if err := c.signalGroup(syscall.SIGKILL); err != nil {
+		t.Errorf("a signal after the reaping: %v, want none sent", err)
 	}
 }

@@ -172,8 +172,10 @@ func signalGroup(pid int, sig syscall.Signal) error {
 // killTree ends the child; Windows gives no process group to kill with it.
 func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
 
-// waitUnreaped does not wait on Windows: a process handle keeps the
-// process's id from being reused, and the child is waited for as usual.
+// waitUnreaped does not wait on Windows: the child is waited for as it
+// exits, and the wait closes its handle, so a kill after that goes by its
+// id alone, which Windows may have given to another process (as before;
+// a second handle would keep the id, untested here).
 func waitUnreaped(pid int) bool { return false }
 
 // processAlive reports whether a process with this pid exists.
