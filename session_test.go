@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -610,6 +611,36 @@ func TestSessionHandOff(t *testing.T) {
 	next.exit(t)
 }
 
+// linesWriter keeps what is written and closes done once it holds want
+// lines.
+type linesWriter struct {
+	bytes.Buffer
+	want, lines int
+	done        chan struct{}
+}
+
+func (w *linesWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if w.lines < w.want {
+		if w.lines += bytes.Count(p, []byte("\n")); w.lines >= w.want {
+			close(w.done)
+		}
+	}
+	return n, err
+}
+
+// waitReader is a reader that ends (io.EOF) once it is closed, or after
+// a minute: a test whose lines never come fails instead of hanging.
+type waitReader chan struct{}
+
+func (r waitReader) Read([]byte) (int, error) {
+	select {
+	case <-r:
+	case <-time.After(time.Minute):
+	}
+	return 0, io.EOF
+}
+
 // TestLongChainOfEntries opens a session of 100,000 entries, each the child
 // of the one before, with every goroutine's stack limited to 16 MiB:
 // get_tree writes the tree nested 100,000 deep without recursing (nested
@@ -636,9 +667,13 @@ func TestLongChainOfEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer debug.SetMaxStack(debug.SetMaxStack(16 << 20))
-	var out bytes.Buffer
+	// stdin ends once both answers are out: answers still being written
+	// at the end would be given up after a second without progress,
+	// which a loaded race run can reach with 20 MB to write.
+	out := &linesWriter{want: 3, done: make(chan struct{})}
 	input := `{"id":"t","type":"get_tree"}` + "\n" + `{"id":"e","type":"get_entries"}` + "\n"
-	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(input), &out); code != 0 {
+	stdin := io.MultiReader(strings.NewReader(input), waitReader(out.done))
+	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, stdin, out); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	leaf := fmt.Sprintf(`"%x"`, n-1)
