@@ -520,16 +520,29 @@ func (r *fields) optDuration(name string, unit time.Duration) (time.Duration, er
 }
 
 // optInt reads an optional whole number between lo and hi (hi < lo: no
-// upper bound).
+// upper bound but what an int holds).
 func (r *fields) optInt(name string, lo, hi, otherwise int) (int, error) {
+	n, err := r.optWhole(name, int64(lo), int64(hi), int64(otherwise), math.MaxInt)
+	return int(n), err
+}
+
+// optInt64 is optInt for a number that may pass a 32-bit int (a cursor
+// into a stream), an int64 on every platform.
+func (r *fields) optInt64(name string, lo, hi, otherwise int64) (int64, error) {
+	return r.optWhole(name, lo, hi, otherwise, math.MaxInt64)
+}
+
+// optWhole is optInt and optInt64: top bounds a number with no upper
+// bound of its own (hi < lo).
+func (r *fields) optWhole(name string, lo, hi, otherwise, top int64) (int64, error) {
 	if !r.has(name) {
 		return otherwise, nil
 	}
 	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
 	if hi < lo {
-		hi, want = math.MaxInt, fmt.Sprintf("a whole number, at least %d", lo)
+		hi, want = top, fmt.Sprintf("a whole number, at least %d", lo)
 	}
-	var n int
+	var n int64
 	if err := r.decodeField(name, want, &n); err != nil || n < lo || n > hi {
 		return 0, invalid(name, want)
 	}

@@ -68,11 +68,9 @@ func (s *rpcServer) processLogsCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The cursor is an int64 on every platform: a process writes more
-	// than a 32-bit int counts.
-	var cursor int64
-	if want := "a whole number, at least 0"; r.has("cursor") && (r.decodeField("cursor", want, &cursor) != nil || cursor < 0) {
-		return nil, invalid("cursor", want)
+	cursor, err := r.optInt64("cursor", 0, -1, 0) // a process writes more than a 32-bit int counts
+	if err != nil {
+		return nil, err
 	}
 	limit, err := r.optInt("limitBytes", 1, 16<<20, defaultLogBytes)
 	if err != nil {

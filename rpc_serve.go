@@ -195,13 +195,7 @@ func readCursor(r *rpcRequest) (int64, error) {
 	if !r.has("cursor") {
 		return -1, nil
 	}
-	const top = 1 << 53 // what every client's JSON numbers hold exactly; an int64 on every platform
-	want := fmt.Sprintf("a whole number from 0 to %d", int64(top))
-	var n int64
-	if err := r.decodeField("cursor", want, &n); err != nil || n < 0 || n > top {
-		return 0, invalid("cursor", want)
-	}
-	return n, nil
+	return r.optInt64("cursor", 0, 1<<53, 0) // 2^53: what every client's JSON numbers hold exactly
 }
 
 // helloOptions reads a hello's options: the flags a bridge was given for
