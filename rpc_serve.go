@@ -192,10 +192,7 @@ func readRole(r *rpcRequest) (string, error) {
 // readCursor reads cursor: the seq of the last event the client saw
 // (-1 when absent: no replay).
 func readCursor(r *rpcRequest) (int64, error) {
-	if !r.has("cursor") {
-		return -1, nil
-	}
-	return r.optInt64("cursor", 0, 1<<53, 0) // 2^53: what every client's JSON numbers hold exactly
+	return r.optInt64("cursor", 0, 1<<53, -1) // 2^53: what every client's JSON numbers hold exactly
 }
 
 // helloOptions reads a hello's options: the flags a bridge was given for
