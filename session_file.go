@@ -125,7 +125,7 @@ func (e *sessionEntry) appendMessageLine(buf []byte) (_ []byte, ok bool) {
 	if x := e.extras(); x != nil && ok {
 		end := len(buf) - 1 // the message's "}"
 		message := x.message
-		if buf[end-1] == '{' {
+		if len(message) > 0 && buf[end-1] == '{' { // an empty message: its first member takes no ","
 			message = message[1:]
 		}
 		buf = append(append(append(buf[:end], message...), '}'), x.entry...)
