@@ -39,8 +39,8 @@ func sessionParts(size int64) int {
 }
 
 // readHeaderLine reads the first line of f that is not blank, trimmed
-// (nil when there is none), the number of that line (counting from 1),
-// and where the line after it starts.
+// (trimLine; nil when there is none), the number of that line (counting
+// from 1), and where the line after it starts.
 func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -54,7 +54,7 @@ func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err erro
 		if err != nil && err != io.EOF {
 			return nil, lineNo, 0, err
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
+		if line, blank := trimLine(line); !blank {
 			pos, _ := r.Seek(0, io.SeekCurrent)
 			return bytes.Clone(line), lineNo, pos - int64(br.Buffered()), nil
 		}
@@ -186,7 +186,7 @@ func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
 			part.err = err
 			return part
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
+		if line, blank := trimLine(line); !blank {
 			if e, derr := decodeEntry(line, &d); derr == nil && e.Type != "" {
 				if keepLines {
 					e.keepLine(line, &d)
@@ -204,6 +204,16 @@ func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
 			return part
 		}
 	}
+}
+
+// trimLine is line without the white space JSON allows around a value
+// (space, tab, "\r"), and whether it is blank: no more than white space
+// of any kind, as pi's trim has it. Other spaces (\v, U+00A0) stay: a
+// line they surround is no JSON, and so no entry, for encoding/json, for
+// pi, and for mendEnd, which would cut it as torn.
+func trimLine(line []byte) (_ []byte, blank bool) {
+	line = bytes.Trim(line, " \t\r\n")
+	return line, len(bytes.TrimSpace(line)) == 0
 }
 
 // nextLine returns the next line without its "\n", valid until the next

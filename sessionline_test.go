@@ -444,6 +444,60 @@ func TestReadEntriesInParts(t *testing.T) {
 	}
 }
 
+// TestOnlyJSONSpaceAroundALine: a line with a space JSON does not allow
+// around its object (\v, \f, U+00A0, U+2028, U+0085) is no entry, as
+// encoding/json and pi's JSON.parse have it, and a line of such spaces
+// alone is blank, as pi's trim has it. Such a line was trimmed as
+// Unicode has it and loaded: as the last line, without "\n", the next
+// append cut it (mendEnd keeps a JSON object), so an entry the session
+// showed was lost, and a header alone went with the file's first append.
+func TestOnlyJSONSpaceAroundALine(t *testing.T) {
+	header := `{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}`
+	entry := func(id, parent string) string {
+		return `{"type":"session_info","id":"` + id + `","parentId":` + parent + `,"timestamp":"t","name":"n"}`
+	}
+	ids := func(ss *sessionFile) (ids []string) {
+		for _, e := range ss.entries {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+	for _, space := range []string{"\v", "\f", "\u00a0", "\u2028", "\u0085"} {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		os.WriteFile(path, []byte(header+"\n"+entry("a", "null")+"\n"+space+entry("b", `"a"`)+"\n"+entry("c", `"a"`)+space+"\n"+space+"\n"), 0o644)
+		ss, err := loadSessionFile(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(ss); !slices.Equal(got, []string{"a"}) || !slices.Equal(ss.skipped, []int{3, 4}) {
+			t.Errorf("%q: entries %v, skipped lines %v; want [a], [3 4]", space, got, ss.skipped)
+		}
+		// The last line, without "\n": what the load kept, an append keeps.
+		os.WriteFile(path, []byte(header+"\n"+entry("a", "null")+"\n"+entry("b", `"a"`)+space), 0o644)
+		if ss, err = loadSessionFile(t.Context(), path); err != nil {
+			t.Fatal(err)
+		}
+		appendLine(path, []byte(entry("c", `"a"`)), true)
+		again, err := loadSessionFile(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids(ss) {
+			if !slices.Contains(ids(again), id) {
+				t.Errorf("%q: entry %s was loaded, and an append dropped it (entries after it: %v)", space, id, ids(again))
+			}
+		}
+		// A header alone: refused, or kept by an append.
+		os.WriteFile(path, []byte(header+space), 0o644)
+		if _, err := loadSessionFile(t.Context(), path); err == nil {
+			appendLine(path, []byte(entry("a", "null")), true)
+			if _, err := loadSessionFile(t.Context(), path); err != nil {
+				t.Errorf("%q: a header was loaded, and an append dropped it: %v", space, err)
+			}
+		}
+	}
+}
+
 // ---- Big sessions ----
 
 // writeBigSession writes a session file of about size bytes to path, as
