@@ -210,13 +210,14 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 }
 
 // parseSessionHeader reads a session file's first line: a header has
-// type "session" and an id.
+// type "session" and an id. Its version is read as loadSessionFile reads
+// it (3.0 as 3).
 func parseSessionHeader(line []byte) (sessionHeader, bool) {
 	var header struct {
 		Type string `json:"type"`
 		sessionHeader
 	}
-	if json.Unmarshal(line, &header) != nil || header.Type != "session" || header.ID == "" {
+	if json.Unmarshal(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
 		return sessionHeader{}, false
 	}
 	return header.sessionHeader, true

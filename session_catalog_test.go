@@ -84,6 +84,23 @@ func TestSessionRowOfSmallFile(t *testing.T) {
 	}
 }
 
+// TestSessionRowOfHeaderWrittenOtherwise: a header whose version is
+// written 3.0 or 3e0 opens (plainWholeNumbers), so it is listed too; it
+// was not, nor could the session be deleted.
+func TestSessionRowOfHeaderWrittenOtherwise(t *testing.T) {
+	for _, version := range []string{"3.0", "3e0", "30e-1"} {
+		content := `{"type":"session","version":` + version + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		os.WriteFile(path, []byte(content), 0o644)
+		if _, err := loadSessionFile(t.Context(), path); err != nil {
+			t.Fatal(err)
+		}
+		if row, ok := sessionRowOf(strings.NewReader(content), int64(len(content))); !ok || row.SessionID != "s3" {
+			t.Errorf("version %s: row %+v (ok %v)", version, row, ok)
+		}
+	}
+}
+
 // writeSession writes a session file with a header (and makes its folder).
 func writeSession(t *testing.T, path string) {
 	t.Helper()
