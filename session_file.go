@@ -673,17 +673,42 @@ func (ss *sessionFile) migrateV1() {
 	}
 }
 
-// migrateV2 renames the hookMessage role to custom, keeping the rest of
-// each line as it was.
+// migrateV2 renames the hookMessage role to custom as pi does (the
+// member "role" of a message entry's message, however it is written),
+// keeping the rest of each line as it was.
 func (ss *sessionFile) migrateV2() {
-	old, renamed := []byte(`"role":"hookMessage"`), []byte(`"role":"custom"`)
+	renamed := []byte(`"custom"`)
 	for _, e := range ss.entries {
-		if m, ok := e.msg.(rawMessage); ok && e.Type == "message" && e.role() == "hookMessage" {
-			m = bytes.Replace(m, old, renamed, 1)
-			e.msg, e.msgSize = decodeMessage(json.RawMessage(m)), len(m)
-			e.raw = bytes.Replace(e.raw, old, renamed, 1)
+		if _, ok := e.msg.(rawMessage); !ok || e.Type != "message" {
+			continue
+		}
+		at, end, ok := memberValue(e.raw, "message")
+		if !ok {
+			continue
+		}
+		roleAt, roleEnd, ok := memberValue(e.raw[at:end], "role")
+		var role string
+		if !ok || e.raw[at+roleAt] != '"' || !unquote(e.raw[at+roleAt:at+roleEnd], &role) || role != "hookMessage" {
+			continue
+		}
+		e.raw = slices.Concat(e.raw[:at+roleAt], renamed, e.raw[at+roleEnd:])
+		m := e.raw[at : end-(roleEnd-roleAt)+len(renamed)]
+		e.msg, e.msgSize = decodeMessage(json.RawMessage(m)), len(m)
+	}
+}
+
+// memberValue is where the value of the member named key of the JSON
+// object obj lies, obj[at:end]: the last one of that name, its key
+// written any way, as JSON.parse reads it; ok is false when there is none.
+func memberValue(obj []byte, key string) (at, end int, ok bool) {
+	members, valid := scanObject(obj, nil)
+	for i := len(members) - 1; valid && i >= 0; i-- {
+		if value := members[i].value; string(members[i].key) == key {
+			at = cap(obj) - cap(value) // value is a slice of obj, from at on
+			return at, at + len(value), true
 		}
 	}
+	return 0, 0, false
 }
 
 // orderedEntry encodes an entry with type, id, parentId and timestamp

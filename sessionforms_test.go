@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/big"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,6 +182,50 @@ func TestFormsTwins(t *testing.T) {
 		}
 		if e.Type == "message" && e.raw != nil {
 			t.Errorf("entry %d keeps its line", i)
+		}
+	}
+}
+
+// loadSession loads the session file of content, written in a fresh
+// folder.
+func loadSession(t *testing.T, content string) *sessionFile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	os.WriteFile(path, []byte(content), 0o644)
+	ss, err := loadSessionFile(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+// TestMigrateV2ReadsEveryForm: a version 2 file's hookMessage role
+// becomes custom as pi renames it, however the line is written: with
+// spaces around its colon, with escapes, or after an object of the
+// message with a member "role" of its own, which stays as it was. The
+// first two were missed, the last renamed in the wrong place.
+func TestMigrateV2ReadsEveryForm(t *testing.T) {
+	v2 := `{"type":"session","version":2,"id":"s","timestamp":"t","cwd":"/"}` + "\n"
+	for _, message := range []string{
+		`{"role":"hookMessage","customType":"x","content":"c","display":true,"timestamp":1}`,
+		`{"role" : "hookMessage", "customType":"x","content":"c","display":true,"timestamp":1}`,
+		`{"r\u006fle":"hook\u004dessage","customType":"x","content":"c","display":true,"timestamp":1}`,
+		`{"details":{"role":"hookMessage"},"role":"hookMessage","customType":"x","content":"c","display":true,"timestamp":1}`,
+	} {
+		e := loadSession(t, v2+`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":`+message+"}\n").entries[0]
+		var line struct {
+			Message struct {
+				Role    string
+				Details struct{ Role string }
+			}
+		}
+		json.Unmarshal(e.line(), &line)
+		wantDetails := ""
+		if strings.Contains(message, "details") {
+			wantDetails = "hookMessage"
+		}
+		if e.role() != "custom" || line.Message.Role != "custom" || line.Message.Details.Role != wantDetails {
+			t.Errorf("%s: role %q, written again as %s", message, e.role(), e.line())
 		}
 	}
 }
