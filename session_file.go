@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -661,10 +662,11 @@ func (ss *sessionFile) migrateV1() {
 		fields["id"], _ = json.Marshal(e.ID)
 		fields["parentId"], _ = json.Marshal(e.ParentID)
 		if index, ok := fields["firstKeptEntryIndex"]; ok && e.Type == "compaction" {
-			var i int
-			// The index counts the file's lines, the header being 0.
-			if json.Unmarshal(index, &i) == nil && i >= 1 && i <= len(ss.entries) {
-				e.setInfo().FirstKeptEntryID = ss.entries[i-1].ID
+			var i float64
+			// The index counts the file's lines, the header being 0: any
+			// whole number, as pi reads it (2.0 too).
+			if json.Unmarshal(index, &i) == nil && i == math.Trunc(i) && i >= 1 && i <= float64(len(ss.entries)) {
+				e.setInfo().FirstKeptEntryID = ss.entries[int(i)-1].ID
 				fields["firstKeptEntryId"], _ = json.Marshal(e.more.FirstKeptEntryID)
 			}
 			delete(fields, "firstKeptEntryIndex")

@@ -229,3 +229,18 @@ func TestMigrateV2ReadsEveryForm(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateV1ReadsEveryForm: a version 1 compaction's
+// firstKeptEntryIndex written 2.0 or 2e0 names its entry, as pi reads it;
+// it was dropped, and the entries the compaction kept with it.
+func TestMigrateV1ReadsEveryForm(t *testing.T) {
+	v1 := `{"type":"session","id":"s","timestamp":"t","cwd":"/"}` + "\n" +
+		`{"type":"message","timestamp":"t","message":{"role":"user","content":"one","timestamp":1}}` + "\n" +
+		`{"type":"message","timestamp":"t","message":{"role":"user","content":"two","timestamp":2}}` + "\n"
+	for _, index := range []string{"2", "2.0", "2e0", "0.2e1"} {
+		ss := loadSession(t, v1+`{"type":"compaction","timestamp":"t","summary":"s","firstKeptEntryIndex":`+index+`,"tokensBefore":9}`+"\n")
+		if kept := ss.entries[2].info().FirstKeptEntryID; kept == "" || kept != ss.entries[1].ID {
+			t.Errorf("firstKeptEntryIndex %s: firstKeptEntryId %q, want %q", index, kept, ss.entries[1].ID)
+		}
+	}
+}
