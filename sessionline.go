@@ -607,15 +607,10 @@ func (d *jsonIn) anyValue(depth int) any {
 
 // The JSON names of each struct's fields, for other.
 var (
-	entryFields      = []string{"type", "id", "parentId", "message", "provider", "modelId", "thinkingLevel", "summary", "firstKeptEntryId", "tokensBefore", "name", "fromId", "customType", "content", "timestamp"}
-	blockFields      = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature"}
-	userFields       = []string{"role", "content", "timestamp"}
-	assistantFields  = []string{"role", "content", "api", "provider", "model", "usage", "stopReason", "errorMessage", "timestamp"}
-	usageFields      = []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
-	costFields       = []string{"input", "output", "cacheRead", "cacheWrite", "total"}
-	toolResultFields = []string{"role", "toolCallId", "toolName", "content", "details", "isError", "timestamp"}
-	bashFields       = []string{"role", "command", "output", "exitCode", "cancelled", "truncated", "fullOutputPath", "excludeFromContext", "timestamp"}
-	summaryFields    = []string{"role", "summary", "tokensBefore", "fromId", "timestamp"}
+	entryFields = []string{"type", "id", "parentId", "message", "provider", "modelId", "thinkingLevel", "summary", "firstKeptEntryId", "tokensBefore", "name", "fromId", "customType", "content", "timestamp"}
+	blockFields = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature"}
+	usageFields = []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
+	costFields  = []string{"input", "output", "cacheRead", "cacheWrite", "total"}
 )
 
 // fields reads the object at i as the struct whose JSON names are
