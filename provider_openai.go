@@ -398,12 +398,20 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			}
 			calls = append(calls, i)
 		}
+		// The first piece may lack the id or the name: the first later piece
+		// that has it gives it, counted as a first piece's is. Another id
+		// a later piece brings is not the call's, nor kept.
 		b := &st.msg.Content[i]
-		b.ID, b.Name = cmp.Or(b.ID, id), cmp.Or(b.Name, name) // the first piece may lack them
+		if b.ID == "" && id != "" && st.take(len(id)) {
+			b.ID = id
+		}
+		if b.Name == "" && name != "" && st.take(len(name)) {
+			b.Name = name
+		}
 		if index != nil {
 			byIndex[*index] = i
 		}
-		if id != "" {
+		if id != "" && id == b.ID {
 			byID[id] = i
 		}
 		return i

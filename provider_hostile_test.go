@@ -1,0 +1,119 @@
+package main
+
+// A hostile model server: what a compromised or buggy endpoint (or a
+// proxy in front of one) can make of rpi by what it streams. Each test
+// runs a real local HTTP server that writes its bytes as it likes, and
+// calls it through callModel, as the agent does.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// hostileKey is the key hostileCall's model sends.
+const hostileKey = "sk-hostile-0123456789abcdef"
+
+// hostileCall streams one answer of api from a local server that answers
+// with handler, through callModel, asking for maxTokens; the model's key
+// is hostileKey. emit (nil: none) sees each event.
+func hostileCall(t *testing.T, ctx context.Context, api string, maxTokens int, handler http.HandlerFunc, emit func(assistantEvent)) (*assistantMessage, error) {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	m := &model{ID: "m", API: api, Provider: "p", BaseURL: srv.URL, MaxTokens: maxTokens, cred: &credential{key: hostileKey}}
+	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
+	if emit == nil {
+		emit = func(assistantEvent) {}
+	}
+	err := callModel(ctx, streamRequest{model: m, secrets: newRedactor([]string{hostileKey})}, msg, func() {}, emit)
+	return msg, err
+}
+
+// sseHandler answers with the SSE events each writes, flushed one by one.
+func sseHandler(events func(send func(data string))) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		flusher := w.(http.Flusher)
+		events(func(data string) {
+			fmt.Fprintf(w, "data: %s\n\n", data)
+			flusher.Flush()
+		})
+	}
+}
+
+// heldBytes is what an answer holds: its blocks' text, thinking,
+// arguments, ids, names and signatures.
+func heldBytes(msg *assistantMessage) int {
+	n := 0
+	for _, b := range msg.Content {
+		n += len(b.Text) + len(b.Thinking) + len(b.Arguments) + len(b.ID) + len(b.Name) +
+			len(b.ThinkingSignature) + len(b.TextSignature) + len(b.ThoughtSignature)
+	}
+	return n
+}
+
+// TestLateToolCallIDsCount: a Chat Completions tool call whose first
+// piece has neither id nor name, and a later piece that gives them, holds
+// what that piece gave; it counts towards the answer's bound as it does
+// when the first piece gives it. Four calls each named by a later piece
+// of 200 KiB held 800 KiB of an answer bounded at 128 KiB, uncut; and
+// pieces of one call with a new id each were all kept (the id → call map
+// grew without end while the stream lasted).
+func TestLateToolCallIDsCount(t *testing.T) {
+	big := func(c byte, i int) string { return fmt.Sprintf("%c%d", c, i) + strings.Repeat(string(c), 100<<10) }
+	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+		for i := range 4 {
+			send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":""}}]}}]}`, i))
+		}
+		for i := range 4 {
+			send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%q,"function":{"name":%q}}]}}]}`, i, big('i', i), big('n', i)))
+		}
+		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)
+		send(`[DONE]`)
+	}), nil)
+	const limit = 4096 * answerBytesPerToken
+	if held := heldBytes(msg); held > limit {
+		t.Errorf("the answer holds %d bytes, more than its bound of %d (error %v)", held, limit, err)
+	}
+	if err == nil || !strings.HasPrefix(err.Error(), "The answer was cut at 128 KiB") {
+		t.Errorf("error %v, want the answer cut", err)
+	}
+}
+
+// TestNewToolCallIDsNotKept: pieces of one Chat Completions tool call,
+// each with an id of its own, are not all kept: 640 of them with an id of
+// 64 KiB each held 40 MiB until the stream ended (the id → call map kept
+// every id), far past the answer's bound, though none went into the
+// answer.
+func TestNewToolCallIDsNotKept(t *testing.T) {
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := live()
+	var during uint64
+	hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+		send(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"read","arguments":""}}]}}]}`)
+		for i := range 640 {
+			id := fmt.Sprintf("call_%d_", i) + strings.Repeat("x", 64<<10)
+			send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":%q,"function":{"arguments":""}}]}}]}`, id))
+		}
+		send(`{"choices":[{"index":0,"delta":{"content":"measure"}}]}`)
+		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)
+		send(`[DONE]`)
+	}), func(ev assistantEvent) {
+		if ev.Type == "text_delta" {
+			during = live()
+		}
+	})
+	if grew := int64(during) - int64(before); grew > 16<<20 {
+		t.Errorf("the heap grew by %d MiB while one call's pieces came with new ids", grew>>20)
+	}
+}
