@@ -97,16 +97,11 @@ const maxArenaLine = 64 << 10
 // batchArenaBytes bounds a batch's first allocation for its lines.
 const batchArenaBytes = 8 << 10
 
-// readLine returns the next line without its "\n" (a copy the caller owns),
-// or tooLong once more than max bytes came before the "\n" (max < 0: no
-// limit). err is non-nil only at the end of input, possibly with a final
-// partial line.
-func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
-	return appendInputLine(nil, br, max)
-}
-
-// appendInputLine is readLine appending the line to dst; when the line is too
-// long, dst comes back with at most its first tooLongHead bytes appended.
+// appendInputLine appends the next line, without its "\n", to dst, or
+// reports tooLong once more than max bytes came before the "\n" (max < 0:
+// no limit), having read past the rest of that line; dst then comes back
+// with at most its first tooLongHead bytes appended. err is non-nil only
+// at the end of input, possibly with a final partial line.
 func appendInputLine(dst []byte, br *bufio.Reader, max int) (_ []byte, tooLong bool, err error) {
 	start := len(dst)
 	for {

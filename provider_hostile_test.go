@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hostileKey is the key hostileCall's model sends.
@@ -115,5 +116,29 @@ func TestNewToolCallIDsNotKept(t *testing.T) {
 	})
 	if grew := int64(during) - int64(before); grew > 16<<20 {
 		t.Errorf("the heap grew by %d MiB while one call's pieces came with new ids", grew>>20)
+	}
+}
+
+// TestOverlongLineFailsAtOnce: a server that sends a line longer than an
+// event may be and then neither ends it nor closes the stream gets its
+// error at once. rpi read on to the end of the line it had refused, so
+// the call waited for the server (for the model's timeout of 10
+// minutes) and never said why.
+func TestOverlongLineFailsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	defer close(release)
+	_, err := hostileCall(t, ctx, apiOpenAI, 4096, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: "+strings.Repeat("x", 1<<20))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}, nil)
+	if want := "Invalid response from the model server: a line longer than 327680 bytes"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
 	}
 }

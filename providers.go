@@ -393,7 +393,7 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 	var data []byte
 	lines := 0
 	for {
-		line, tooLong, err := readLine(br, limit)
+		line, tooLong, err := readEventLine(br, limit)
 		if tooLong {
 			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", limit)}
 		}
@@ -429,6 +429,25 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 			if len(data) > limit {
 				return &providerError{message: fmt.Sprintf("Invalid response from the model server: an event longer than %d bytes", limit)}
 			}
+		}
+	}
+}
+
+// readEventLine returns the next line without its "\n" (a copy the caller
+// owns), or tooLong as soon as more than max bytes of it have come: the
+// rest is not read, since the stream is given up (a server that never
+// ends the line, or the stream, cannot hold rpi). err is non-nil only at
+// the end of input, possibly with a final partial line.
+func readEventLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
+		if len(line)+len(chunk) > max {
+			return nil, true, nil
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, false, err
 		}
 	}
 }
