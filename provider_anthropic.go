@@ -213,6 +213,7 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 		}
 		return false, nil
 	})
+	st.endOpen() // a block the stream never ended (no content_block_stop) ends with it
 	if err != nil {
 		return err
 	}

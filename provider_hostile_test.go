@@ -142,3 +142,35 @@ func TestOverlongLineFailsAtOnce(t *testing.T) {
 		t.Errorf("error %v, want %q", err, want)
 	}
 }
+
+// TestAnthropicUnendedBlocksEnd: an Anthropic stream that stops
+// (message_stop) with blocks never ended by content_block_stop ends them
+// as the other readers do: each gets its end event, and a tool call its
+// arguments. The call's streamed arguments were dropped (the call ran
+// with none, and failed), and the client never saw text_end or
+// toolcall_end.
+func TestAnthropicUnendedBlocksEnd(t *testing.T) {
+	var ends []string
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, sseHandler(func(send func(string)) {
+		send(`{"type":"message_start","message":{"usage":{"input_tokens":5,"output_tokens":1}}}`)
+		send(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		send(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Reading."}}`)
+		send(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`)
+		send(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.txt\"}"}}`)
+		send(`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`)
+		send(`{"type":"message_stop"}`)
+	}), func(ev assistantEvent) {
+		if strings.HasSuffix(ev.Type, "_end") {
+			ends = append(ends, ev.Type)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 2 || string(msg.Content[1].Arguments) != `{"path":"a.txt"}` || msg.StopReason != "toolUse" {
+		t.Errorf("content %+v, stop %s; want the call with its arguments", msg.Content, msg.StopReason)
+	}
+	if fmt.Sprint(ends) != "[text_end toolcall_end]" {
+		t.Errorf("end events %v, want text_end and toolcall_end", ends)
+	}
+}
