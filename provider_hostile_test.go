@@ -174,3 +174,25 @@ func TestAnthropicUnendedBlocksEnd(t *testing.T) {
 		t.Errorf("end events %v, want text_end and toolcall_end", ends)
 	}
 }
+
+// TestHugeRetryAfterWaitsTheMost: a Retry-After past what a Duration
+// holds (ten billion seconds, 1e300, Inf) is a wait of the most rpi
+// waits, one minute. It became a negative Duration (a float converted
+// out of range), which rpi took for no Retry-After at all: it retried
+// after its base delay, at once here.
+func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
+	endToEnd(t)
+	for _, after := range []string{"10000000000", "1e300", "Inf"} {
+		t.Run(after, func(t *testing.T) {
+			ps, _, _ := agentSession(t, apiOpenAI, `{"status":429,"retryAfter":"`+after+`","body":"slow down"}`)
+			ps.send(`{"id":"p","type":"prompt","message":"Hi"}`)
+			ps.waitFor(`"auto_retry_start"`)
+			ps.send(`{"id":"r","type":"abort_retry"}`)
+			ps.waitFor(`"id":"r"`)
+			ps.close()
+			if want := `"delayMs":60000`; !strings.Contains(string(ps.out.bytes()), want) {
+				t.Errorf("auto_retry_start lacks %s:\n%.3000s", want, ps.out.bytes())
+			}
+		})
+	}
+}

@@ -368,13 +368,15 @@ func bearer(h http.Header, key string) {
 }
 
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
-// ok is false when there is none, or none rpi can read.
+// ok is false when there is none, or none rpi can read. Seconds are
+// bounded by maxRetryAfter before they become a Duration, which a huge
+// number (or Inf) would overflow.
 func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 	if v == "" {
 		return 0, false
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second)), true
+		return time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0), true
