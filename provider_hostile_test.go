@@ -26,7 +26,8 @@ func hostileCall(t *testing.T, ctx context.Context, api string, maxTokens int, h
 	t.Helper()
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	m := &model{ID: "m", API: api, Provider: "p", BaseURL: srv.URL, MaxTokens: maxTokens, cred: &credential{key: hostileKey}}
+	m := &model{ID: "m", API: api, Provider: "p", BaseURL: srv.URL, MaxTokens: maxTokens, cred: &credential{key: hostileKey},
+		Cost: modelCost{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
 	if emit == nil {
 		emit = func(assistantEvent) {}
@@ -192,6 +193,45 @@ func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
 			ps.close()
 			if want := `"delayMs":60000`; !strings.Contains(string(ps.out.bytes()), want) {
 				t.Errorf("auto_retry_start lacks %s:\n%.3000s", want, ps.out.bytes())
+			}
+		})
+	}
+}
+
+// TestNegativeUsageIsNone: token counts a server reports below zero (a
+// cached count above the prompt's, a negative count) are none, so an
+// answer's cost is never negative and cannot take from what the
+// session's other answers cost. Chat Completions and Gemini counted the
+// input as the prompt less the cached tokens however many those were
+// (the Responses reader already stopped at zero).
+func TestNegativeUsageIsNone(t *testing.T) {
+	for api, usage := range map[string]string{
+		apiOpenAI: `{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}],` +
+			`"usage":{"prompt_tokens":10,"completion_tokens":-5000000,"prompt_tokens_details":{"cached_tokens":90000000}}}`,
+		apiGoogle: `{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}],` +
+			`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":-5000000,"cachedContentTokenCount":90000000}}`,
+		apiAnthropic: "",
+	} {
+		t.Run(api, func(t *testing.T) {
+			msg, err := hostileCall(t, context.Background(), api, 4096, sseHandler(func(send func(string)) {
+				if api != apiAnthropic {
+					send(usage)
+					send(`[DONE]`) // Gemini's stream has ended before
+					return
+				}
+				send(`{"type":"message_start","message":{"usage":{"input_tokens":-90000000,"output_tokens":1,"cache_read_input_tokens":-3}}}`)
+				send(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+				send(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`)
+				send(`{"type":"content_block_stop","index":0}`)
+				send(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":-5000000}}`)
+				send(`{"type":"message_stop"}`)
+			}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := msg.Usage
+			if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 || u.TotalTokens < 0 || u.Cost.Total < 0 {
+				t.Errorf("usage %+v", u)
 			}
 		})
 	}

@@ -460,8 +460,14 @@ func readEventLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err er
 // cannot make rpi hold more.
 func (st *streamer) eventLimit() int { return 2*st.limit + 64<<10 }
 
-// computeCost fills usage.Cost from the model's per-million prices.
+// computeCost fills usage.Cost from the model's per-million prices. A
+// count below zero (cached tokens a server reports above its prompt's, or
+// a count it got wrong) is none: an answer's cost is never negative, and
+// cannot take from what the session's other answers cost.
 func computeCost(u *usage, m *model) {
+	for _, n := range []*int{&u.Input, &u.Output, &u.CacheRead, &u.CacheWrite} {
+		*n = max(*n, 0)
+	}
 	u.Cost = costBreakdown{
 		Input:      float64(u.Input) * m.Cost.Input / 1e6,
 		Output:     float64(u.Output) * m.Cost.Output / 1e6,
