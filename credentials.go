@@ -382,12 +382,7 @@ func replacerOf(secrets []string) *strings.Replacer {
 	var pairs []string
 	seen := map[string]bool{}
 	for _, secret := range secrets {
-		// As sent, URL-escaped, and as a JSON string would hold it (a
-		// server's JSON error body quotes it with \/ or \u escapes).
-		quoted, _ := json.Marshal(secret)
-		forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret), string(quoted[1 : len(quoted)-1]),
-			strings.ReplaceAll(secret, "/", `\/`), asciiEscaped(secret)}
-		for _, form := range forms {
+		for _, form := range secretForms(secret) {
 			if len(form) >= minSecretLength && !seen[form] {
 				seen[form] = true
 				pairs = append(pairs, form, "[redacted]")
@@ -395,6 +390,15 @@ func replacerOf(secrets []string) *strings.Replacer {
 		}
 	}
 	return strings.NewReplacer(pairs...)
+}
+
+// secretForms are the ways text may hold secret: as sent, URL-escaped,
+// and as a JSON string would hold it (a server's JSON error body quotes
+// it with \/ or \u escapes).
+func secretForms(secret string) []string {
+	quoted, _ := json.Marshal(secret)
+	return []string{secret, url.QueryEscape(secret), url.PathEscape(secret), string(quoted[1 : len(quoted)-1]),
+		strings.ReplaceAll(secret, "/", `\/`), asciiEscaped(secret)}
 }
 
 // asciiEscaped is s with every character but letters and digits as a
@@ -420,6 +424,30 @@ func (r *redactor) redact(text string) string {
 		replacer = r.initial()
 	}
 	return replacer.Replace(text)
+}
+
+// redactCut is redact for text that was cut short (the first bytes of a
+// server's answer): what the cut left at its end of a secret, a start no
+// replacer sees as one, goes too.
+func (r *redactor) redactCut(text string) string {
+	text = r.redact(text)
+	if r == nil {
+		return text
+	}
+	r.mu.Lock()
+	secrets := slices.Clone(r.secrets)
+	r.mu.Unlock()
+	for _, secret := range secrets {
+		for _, form := range secretForms(secret) {
+			for n := min(len(form)-1, len(text)); n > 0; n-- {
+				if strings.HasSuffix(text, form[:n]) {
+					text = text[:len(text)-n]
+					break
+				}
+			}
+		}
+	}
+	return text
 }
 
 // MarshalJSON writes the Model object with any password in its baseUrl

@@ -84,13 +84,17 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return &providerError{final: true, message: fmt.Sprintf("The model server sent its answer compressed (Content-Encoding: %s) "+
 			"though rpi asked for none (Accept-Encoding: identity); rpi reads only uncompressed streams. "+
-			"Configure the server, or the proxy in front of it, not to compress its answers.", clip(enc, 64))}
+			"Configure the server, or the proxy in front of it, not to compress its answers.", clip(req.secrets.redact(enc), 64))}
 	}
 	if resp.StatusCode != http.StatusOK {
-		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		body := string(text)
+		if len(text) == maxErrorBytes {
+			body = req.secrets.redactCut(body) // no part of a key the server echoed across the cut
+		}
 		wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"))
 		return &providerError{status: resp.StatusCode, retryAfter: wait, hasRetryAfter: ok,
-			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(string(text)))}
+			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(body))}
 	}
 	started()
 	err = api.read(resp.Body, st, req.model)

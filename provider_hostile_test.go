@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// hostileKey is the key hostileCall's model sends.
-const hostileKey = "sk-hostile-0123456789abcdef"
+// hostileKey is the key hostileCall's model sends, as long as a real one.
+const hostileKey = "sk-proj-hostile-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 // hostileCall streams one answer of api from a local server that answers
 // with handler, through callModel, asking for maxTokens; the model's key
@@ -232,6 +232,33 @@ func TestNegativeUsageIsNone(t *testing.T) {
 			u := msg.Usage
 			if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 || u.TotalTokens < 0 || u.Cost.Total < 0 {
 				t.Errorf("usage %+v", u)
+			}
+		})
+	}
+}
+
+// TestEchoedKeyCutNotLeaked: a server that echoes the key where rpi cuts
+// what it says (its error body at 4 KiB, its Content-Encoding at 64
+// bytes) gets no part of it into the error. rpi cut before it redacted,
+// so the part of the key before the cut was no key to the redactor, and
+// went out as it was: the key's first 70 bytes of 87 in the body, which
+// ends one byte into it, its first 51 in the header.
+func TestEchoedKeyCutNotLeaked(t *testing.T) {
+	part := hostileKey[:len(hostileKey)-1]
+	for name, handler := range map[string]http.HandlerFunc{
+		"error body": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, strings.Repeat("x", 4096-len(part))+r.Header.Get("Authorization")[len("Bearer "):])
+		},
+		"Content-Encoding": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", strings.Repeat("x", 10)+r.Header.Get("Authorization")[len("Bearer "):])
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := hostileCall(t, context.Background(), apiOpenAI, 4096, handler, nil)
+			if err == nil || strings.Contains(err.Error(), hostileKey[:16]) {
+				t.Errorf("error %v holds the key's first bytes", err)
 			}
 		})
 	}
