@@ -272,7 +272,10 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 					}
 					ids[id] = true
 					i := st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: call.Name, ThoughtSignature: p.ThoughtSignature})
-					args := string(call.Args)
+					// The args are raw JSON, as the server sent it: a byte in a
+					// string that is not UTF-8 becomes U+FFFD, as encoding/json
+					// decodes the strings of every other reader.
+					args := string(replaceInvalidUTF8(call.Args))
 					if args == "" || args == "null" {
 						args = "{}"
 					}

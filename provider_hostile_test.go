@@ -6,14 +6,18 @@ package main
 // calls it through callModel, as the agent does.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // hostileKey is the key hostileCall's model sends, as long as a real one.
@@ -261,5 +265,46 @@ func TestEchoedKeyCutNotLeaked(t *testing.T) {
 				t.Errorf("error %v holds the key's first bytes", err)
 			}
 		})
+	}
+}
+
+// TestInvalidUTF8ArgumentsReplaced: a Gemini function call whose args
+// hold bytes that are not UTF-8 (raw JSON, which rpi keeps as the
+// server sent it) reaches the client and the session file as valid
+// UTF-8, each such byte U+FFFD, as encoding/json decodes the strings of
+// every other reader. The bytes went out as they came: a client that
+// holds rpi to UTF-8, as rpi holds it, could not read the record.
+func TestInvalidUTF8ArgumentsReplaced(t *testing.T) {
+	endToEnd(t)
+	asked := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		w.Header().Set("Content-Type", "text/event-stream")
+		part := "{\"functionCall\":{\"name\":\"read\",\"args\":{\"path\":\"a\xff\xfe.txt\"}}}"
+		if asked > 1 {
+			part = `{"text":"Done."}`
+		}
+		fmt.Fprintf(w, "data: {\"candidates\":[{\"content\":{\"parts\":[%s]},\"finishReason\":\"STOP\"}]}\n\n", part)
+	}))
+	defer srv.Close()
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+srv.URL+
+		`","api":"google-generative-ai","models":[{"id":"m"}]}}}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"Read it"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	session, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
+	if len(session) != 1 {
+		t.Fatalf("session files %v", session)
+	}
+	sessionData, _ := os.ReadFile(session[0])
+	for name, data := range map[string][]byte{"stdout": ps.out.bytes(), "the session file": sessionData} {
+		if !utf8.Valid(data) {
+			t.Errorf("%s is not UTF-8", name)
+		}
+		if !bytes.Contains(data, []byte("\"arguments\":{\"path\":\"a\uFFFD\uFFFD.txt\"}")) {
+			t.Errorf("%s lacks the arguments with U+FFFD:\n%.3000s", name, data)
+		}
 	}
 }
