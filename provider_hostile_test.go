@@ -308,3 +308,18 @@ func TestInvalidUTF8ArgumentsReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamByteOrderMark: a stream that starts with a byte order mark,
+// which the SSE format allows there, loses no event. The mark was read as
+// part of the first line's field name, so the first event (here the
+// answer's first words) was dropped without a word.
+func TestStreamByteOrderMark(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "\uFEFFdata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n"+
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\", world\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}, nil)
+	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "Hello, world" {
+		t.Errorf("content %+v, error %v; want Hello, world", msg.Content, err)
+	}
+}

@@ -385,12 +385,16 @@ func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 }
 
 // events reads server-sent events, calling fn with each event's name
-// and data (data lines joined by "\n"; data is fn's only while it runs).
+// and data (data lines joined by "\n"; data is fn's only while it runs);
+// a byte order mark that starts the stream is skipped, as the format says.
 // An event may be at most eventLimit bytes. Reading stops at the first
 // event after which the answer is cut.
 func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop bool, err error)) error {
 	limit := st.eventLimit()
 	br := bufio.NewReaderSize(r, 64<<10)
+	if bom, _ := br.Peek(3); string(bom) == "\uFEFF" {
+		br.Discard(3) // a byte order mark may start the stream
+	}
 	var name string
 	var data []byte
 	lines := 0
