@@ -83,7 +83,7 @@ func anthropicBody(req streamRequest) map[string]any {
 					}
 				case "toolCall":
 					id, _ := splitCallID(b.ID)
-					blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": b.Name, "input": b.Arguments})
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": b.Name, "input": json.RawMessage(callArguments(b))})
 				}
 			}
 			add("assistant", blocks)

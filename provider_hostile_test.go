@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -321,5 +322,30 @@ func TestStreamByteOrderMark(t *testing.T) {
 	}, nil)
 	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "Hello, world" {
 		t.Errorf("content %+v, error %v; want Hello, world", msg.Content, err)
+	}
+}
+
+// TestToolArgumentsAlwaysAnObject: a tool call whose arguments are JSON
+// but no object (an array, a number, null) is kept as an object holding
+// them as text, as arguments that are not JSON are: Anthropic's input and
+// Gemini's args must be an object, so the call, kept as it came, went
+// back in every later request of the session, each of which the API
+// refuses.
+func TestToolArgumentsAlwaysAnObject(t *testing.T) {
+	endToEnd(t)
+	for _, api := range []string{apiAnthropic, apiGoogle} {
+		for _, args := range []string{"[1]", "5", "null"} {
+			t.Run(api+"/"+args, func(t *testing.T) {
+				ps, fm, _ := agentSession(t, api, `{"toolCalls":[{"id":"call_1","name":"ls","args":[`+quote(args)+`]}]}`+"\n"+`{"text":["Done."]}`)
+				ps.send(`{"id":"p","type":"prompt","message":"List"}`)
+				ps.waitFor(`"type":"agent_settled"`)
+				ps.close()
+				data, _ := json.Marshal(fm.lastRequest())
+				field := map[string]string{apiAnthropic: `"input":`, apiGoogle: `"args":`}[api]
+				if strings.Contains(string(data), field+args) || !strings.Contains(string(data), field+"{") {
+					t.Errorf("the next request's %s is not an object:\n%.2000s", field, data)
+				}
+			})
+		}
 	}
 }

@@ -251,7 +251,11 @@ func (st *streamer) endBlock(i int) {
 		if args == "" {
 			args = "{}"
 		}
-		if !json.Valid([]byte(args)) {
+		// Arguments are an object: what is not JSON, or JSON of another
+		// kind (an array, a number, null), is kept as text in one, so that
+		// the call goes back in later requests as the APIs take it
+		// (Anthropic's input and Gemini's args must be objects).
+		if args[0] != '{' || !json.Valid([]byte(args)) {
 			raw, _ := json.Marshal(map[string]string{"_raw": args})
 			args = string(raw)
 		}
