@@ -298,6 +298,11 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				for k, v := range p.Headers {
 					mod.headers[k] = resolve(v)
+					// A header may give a key after its scheme ("Bearer <key>"),
+					// and a server echoes the key alone.
+					if words := strings.Fields(mod.headers[k]); len(words) == 2 {
+						keys = append(keys, words[1])
+					}
 				}
 				models = append(models, mod)
 			}
