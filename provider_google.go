@@ -275,7 +275,7 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 					// The args are raw JSON, as the server sent it: a byte in a
 					// string that is not UTF-8 becomes U+FFFD, as encoding/json
 					// decodes the strings of every other reader.
-					args := string(replaceInvalidUTF8(call.Args))
+					args := string(appendValidUTF8(nil, call.Args))
 					if args == "" || args == "null" {
 						args = "{}"
 					}
