@@ -617,9 +617,6 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	return msg
 }
 
-// maxRetryAfter caps the wait a server's Retry-After may ask for.
-const maxRetryAfter = time.Minute
-
 // modelTimeout bounds one model call, from request to the end of the stream.
 const modelTimeout = 10 * time.Minute
 

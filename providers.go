@@ -371,6 +371,9 @@ func bearer(h http.Header, key string) {
 	}
 }
 
+// maxRetryAfter caps the wait a server's Retry-After may ask for.
+const maxRetryAfter = time.Minute
+
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
 // ok is false when there is none, or none rpi can read. Seconds are
 // bounded by maxRetryAfter before they become a Duration, which a huge
