@@ -299,8 +299,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				for k, v := range p.Headers {
 					mod.headers[k] = resolve(v)
 					// A header may give a key after its scheme ("Bearer <key>"),
-					// and a server echoes the key alone.
-					if words := strings.Fields(mod.headers[k]); len(words) == 2 {
+					// and a server echoes the key alone. Other words are not
+					// keys on their own ("X-Title": "Coding Assistant").
+					if words := strings.Fields(mod.headers[k]); len(words) == 2 && isAuthScheme(words[0]) {
 						keys = append(keys, words[1])
 					}
 				}
@@ -338,6 +339,16 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	}
 	setup.catalog, setup.secrets = catalog, newRedactor(append(keys, creds.keys...))
 	return setup, nil
+}
+
+// isAuthScheme reports whether word is an HTTP authentication scheme that
+// comes before a key in a header's value (Authorization: Bearer <key>).
+func isAuthScheme(word string) bool {
+	switch strings.ToLower(word) {
+	case "bearer", "basic", "token", "apikey", "api-key", "key", "bot":
+		return true
+	}
+	return false
 }
 
 // modelCatalog is every model rpi knows, in order: models.json's (sorted

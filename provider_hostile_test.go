@@ -354,24 +354,26 @@ func TestToolArgumentsAlwaysAnObject(t *testing.T) {
 // scheme ("Authorization": "Bearer <token>", as a proxy in front of a
 // model server may want it) is redacted when a server echoes the token
 // alone, as servers echo a key. Only the header's whole value was a
-// secret, so the token went out in the error.
+// secret, so the token went out in the error. A header of two words
+// without a scheme ("X-Title": "Coding Assistant") makes no word of it a
+// secret on its own: "Assistant" would go from every tool result.
 func TestHeaderTokenRedacted(t *testing.T) {
 	endToEnd(t)
 	const token = "sk-header-token-0123456789abcdef"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		http.Error(w, "invalid "+scheme+" token "+tok, http.StatusUnauthorized)
+		http.Error(w, "invalid "+scheme+" token "+tok+" for the Assistant app", http.StatusUnauthorized)
 	}))
 	defer srv.Close()
 	e := newTestEnv(t)
 	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"p":{"baseUrl":"`+srv.URL+
-		`","api":"openai-completions","headers":{"Authorization":"Bearer `+token+`"},"models":[{"id":"m"}]}}}`), 0o644)
+		`","api":"openai-completions","headers":{"Authorization":"Bearer `+token+`","X-Title":"Coding Assistant"},"models":[{"id":"m"}]}}}`), 0o644)
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
 	ps.waitFor(`"type":"agent_settled"`)
 	ps.close()
 	out := ps.out.bytes()
-	if bytes.Contains(out, []byte(token)) || !bytes.Contains(out, []byte("invalid Bearer token [redacted]")) {
+	if bytes.Contains(out, []byte(token)) || !bytes.Contains(out, []byte("invalid Bearer token [redacted] for the Assistant app")) {
 		t.Errorf("want the token redacted:\n%.3000s", out)
 	}
 }
