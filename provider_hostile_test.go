@@ -377,3 +377,27 @@ func TestHeaderTokenRedacted(t *testing.T) {
 		t.Errorf("want the token redacted:\n%.3000s", out)
 	}
 }
+
+// TestChatCompletionsEndWithoutDone: a Chat Completions stream may end
+// without its "data: [DONE]" once a choice gave its finish_reason, as the
+// OpenAI SDK that pi uses takes it (some servers and proxies leave it
+// out); an end before that, or one that cuts the finishing event, is a
+// broken stream.
+func TestChatCompletionsEndWithoutDone(t *testing.T) {
+	chunk := func(data string) string { return "data: " + data + "\n\n" }
+	text := chunk(`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`)
+	finish := chunk(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+	saidHi := func(t *testing.T, msg *assistantMessage) {
+		if len(msg.Content) != 1 || msg.Content[0].Text != "Hi" {
+			t.Errorf("content %+v, want the one text Hi", msg.Content)
+		}
+	}
+	broken := "Connection error: the stream ended before the answer was complete"
+	checkStreams(t, apiOpenAI, []streamCase{
+		{name: "with [DONE]", sse: text + finish + chunk("[DONE]"), stop: "stop", check: saidHi},
+		{name: "without [DONE]", sse: text + finish, stop: "stop", check: saidHi},
+		{name: "no finish", sse: text, err: broken},
+		{name: "an empty finish", sse: chunk(`{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":""}]}`), err: broken},
+		{name: "the finishing event cut", sse: text + strings.TrimSuffix(finish, "\n"), err: broken},
+	})
+}

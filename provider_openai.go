@@ -455,6 +455,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			}
 			if c.FinishReason != nil {
 				finish = *c.FinishReason
+				// [DONE] may not follow, as the OpenAI SDK has it (a server that
+				// writes "" in every piece has not finished).
+				st.finished = finish != ""
 			}
 		}
 		return false, nil

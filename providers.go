@@ -93,6 +93,10 @@ type streamer struct {
 	size   int    // the bytes it holds so far
 	cut    error  // set once a piece passed limit; nothing is added after it
 	stop   func() // ends the request once the answer is cut
+	// finished is set by a reader once the answer's last piece came (a
+	// Chat Completions finish_reason): the stream may end without the
+	// event that closes it.
+	finished bool
 }
 
 // Bounds of one answer: answerBytesPerToken for each token asked for
@@ -411,6 +415,9 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", limit)}
 		}
 		if err != nil && (err != io.EOF || len(line) == 0) {
+			if err == io.EOF && st.finished {
+				return nil
+			}
 			if err == io.EOF {
 				return &providerError{message: "Connection error: the stream ended before the answer was complete"}
 			}
