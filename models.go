@@ -344,9 +344,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 // isAuthScheme reports whether word is an HTTP authentication scheme that
 // comes before a key in a header's value (Authorization: Bearer <key>).
 func isAuthScheme(word string) bool {
-	switch strings.ToLower(word) {
-	case "bearer", "basic", "token", "apikey", "api-key", "key", "bot":
-		return true
+	for _, scheme := range []string{"Bearer", "Basic", "Token", "ApiKey", "Api-Key", "Key", "Bot"} {
+		if strings.EqualFold(word, scheme) {
+			return true
+		}
 	}
 	return false
 }
