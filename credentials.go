@@ -401,6 +401,23 @@ func secretForms(secret string) []string {
 		strings.ReplaceAll(secret, "/", `\/`), asciiEscaped(secret)}
 }
 
+// schemeToken is the token of a header value written after an HTTP
+// authentication scheme ("Bearer <token>"): a secret of its own, since a
+// server may echo it alone. Other two-word values have none ("X-Title":
+// "Coding Assistant" makes no secret of "Assistant").
+func schemeToken(value string) (token string, ok bool) {
+	words := strings.Fields(value)
+	if len(words) != 2 {
+		return "", false
+	}
+	for _, scheme := range []string{"Bearer", "Basic", "Token", "ApiKey", "Api-Key", "Key", "Bot"} {
+		if strings.EqualFold(words[0], scheme) {
+			return words[1], true
+		}
+	}
+	return "", false
+}
+
 // asciiEscaped is s with every character but letters and digits as a
 // JSON \u escape.
 func asciiEscaped(s string) string {

@@ -251,12 +251,13 @@ func (h *mcpHTTP) failure(err error, timedOut bool, limit time.Duration) error {
 	return fmt.Errorf("MCP server %s cannot be reached: %v", h.server, err)
 }
 
-// redact takes the values of the entry's headers (a key, a token) and
-// the secrets more out of text a server sent, which may echo what it was
-// sent.
+// redact takes the values of the entry's headers (a key, a token, and
+// the token after its scheme: schemeToken) and the secrets more out of
+// text a server sent, which may echo what it was sent.
 func (h *mcpHTTP) redact(text string, more ...string) string {
 	for _, v := range append(slices.Collect(maps.Values(h.headers)), more...) {
-		for _, secret := range []string{v, strings.TrimPrefix(v, "Bearer ")} {
+		token, _ := schemeToken(v)
+		for _, secret := range []string{v, token} {
 			if len(secret) >= 4 {
 				text = strings.ReplaceAll(text, secret, "[redacted]")
 			}

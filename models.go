@@ -298,11 +298,8 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				for k, v := range p.Headers {
 					mod.headers[k] = resolve(v)
-					// A header may give a key after its scheme ("Bearer <key>"),
-					// and a server echoes the key alone. Other words are not
-					// keys on their own ("X-Title": "Coding Assistant").
-					if words := strings.Fields(mod.headers[k]); len(words) == 2 && isAuthScheme(words[0]) {
-						keys = append(keys, words[1])
+					if token, ok := schemeToken(mod.headers[k]); ok { // a server may echo it alone
+						keys = append(keys, token)
 					}
 				}
 				models = append(models, mod)
@@ -339,17 +336,6 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	}
 	setup.catalog, setup.secrets = catalog, newRedactor(append(keys, creds.keys...))
 	return setup, nil
-}
-
-// isAuthScheme reports whether word is an HTTP authentication scheme that
-// comes before a key in a header's value (Authorization: Bearer <key>).
-func isAuthScheme(word string) bool {
-	for _, scheme := range []string{"Bearer", "Basic", "Token", "ApiKey", "Api-Key", "Key", "Bot"} {
-		if strings.EqualFold(word, scheme) {
-			return true
-		}
-	}
-	return false
 }
 
 // modelCatalog is every model rpi knows, in order: models.json's (sorted

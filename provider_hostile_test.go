@@ -401,3 +401,26 @@ func TestChatCompletionsEndWithoutDone(t *testing.T) {
 		{name: "the finishing event cut", sse: text + strings.TrimSuffix(finish, "\n"), err: broken},
 	})
 }
+
+// TestSchemeToken: the token after an authentication scheme is a secret
+// of its own, in models.json's headers and in an MCP server's alike; the
+// words of other header values are not.
+func TestSchemeToken(t *testing.T) {
+	for value, want := range map[string]string{
+		"Bearer sk-abc123":   "sk-abc123",
+		"bearer  sk-abc123 ": "sk-abc123",
+		"Token tok-999":      "tok-999",
+		"Basic dXNlcjpwdw==": "dXNlcjpwdw==",
+		"Coding Assistant":   "",
+		"sk-abc123":          "",
+		"Bearer a b":         "",
+	} {
+		if got, ok := schemeToken(value); got != want || ok != (want != "") {
+			t.Errorf("schemeToken(%q) = %q, %v; want %q", value, got, ok, want)
+		}
+	}
+	h := &mcpHTTP{headers: map[string]string{"Authorization": "Token tok-9999", "X-Title": "Coding Assistant"}}
+	if got, want := h.redact("401: bad token tok-9999 for the Assistant app"), "401: bad token [redacted] for the Assistant app"; got != want {
+		t.Errorf("an MCP server's echo redacted as %q, want %q", got, want)
+	}
+}
