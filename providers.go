@@ -456,7 +456,9 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 // readEventLine returns the next line without its "\n" (a copy the caller
 // owns), or tooLong as soon as more than max bytes of it have come: the
 // rest is not read, since the stream is given up (a server that never
-// ends the line, or the stream, cannot hold rpi). err is non-nil only at
+// ends the line, or the stream, cannot hold rpi). A client's lines are
+// read by appendInputLine instead, which reads past a refused line to
+// serve the next. err is non-nil only at
 // the end of input, possibly with a final partial line.
 func readEventLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 	for {
