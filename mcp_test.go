@@ -142,7 +142,7 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
 		case "slow":
 			for i := 1; i <= 3; i++ {
-				time.Sleep(40 * time.Millisecond)
+				time.Sleep(600 * time.Millisecond) // 1.8 s in all: past TestMCPToolCalls's limit of 1.5 s
 				send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": p.Meta.ProgressToken, "progress": i, "total": 3}})
 			}
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}})
@@ -321,7 +321,11 @@ func TestMCPToolsListed(t *testing.T) {
 // structured content as indented JSON, isError as a tool error, and an
 // answer after progress reports.
 func TestMCPToolCalls(t *testing.T) {
-	s := openMCPSession(t, "", map[string]any{"timeout": 0.1}) // slow's progress resets the 100 ms limit
+	// slow's progress resets the limit of 1.5 s, which its answer passes;
+	// the limit is also the connection's (initialize, tools/list), which a
+	// race build's server on a loaded machine took more than 100 ms to
+	// make.
+	s := openMCPSession(t, "", map[string]any{"timeout": 1.5})
 	call := func(name, args string) (string, error) {
 		c, err := s.decodeToolCall(name, json.RawMessage(args))
 		if err != nil {
