@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -671,8 +672,8 @@ func formsMiB(b *testing.B) int64 {
 
 // openFormSession starts rpi on the session file, asks get_state at once and
 // returns the time to its answer (which must count messages) and rpi's
-// resident memory then, in MiB.
-func openFormSession(b *testing.B, bin, cwd, file string, messages int) (time.Duration, float64) {
+// resident memory then and its peak so far, in MiB.
+func openFormSession(b *testing.B, bin, cwd, file string, messages int) (took time.Duration, rss, peak float64) {
 	cmd := exec.Command(bin, "rpc", "--cwd", cwd, "--session", file)
 	cmd.Env = withoutKeys(append(os.Environ(), "PI_CODING_AGENT_DIR="+b.TempDir(), "TMPDIR="+b.TempDir()))
 	cmd.Stderr = os.Stderr
@@ -685,12 +686,12 @@ func openFormSession(b *testing.B, bin, cwd, file string, messages int) (time.Du
 	defer func() { stdin.Close(); io.Copy(io.Discard, stdout); cmd.Wait() }()
 	io.WriteString(stdin, `{"id":"s","type":"get_state"}`+"\n")
 	state := readAnswer(b, bufio.NewReaderSize(stdout, 1<<20), "s", true)
-	took := time.Since(start)
+	took = time.Since(start)
 	var answer struct{ Data struct{ MessageCount int } }
 	if err := json.Unmarshal(state, &answer); err != nil || answer.Data.MessageCount != messages {
 		b.Fatalf("%s: get_state: %.300s (want %d messages)", file, state, messages)
 	}
-	return took, statusMiB(b, cmd.Process.Pid, "VmRSS")
+	return took, statusMiB(b, cmd.Process.Pid, "VmRSS"), statusMiB(b, cmd.Process.Pid, "VmHWM")
 }
 
 // BenchmarkSessionFormsRatio: a generated session of RPI_BENCH_FORMS_MIB
@@ -735,7 +736,7 @@ func BenchmarkSessionFormsRatio(b *testing.B) {
 	rss := make([][]float64, len(files))
 	for b.Loop() {
 		for i, file := range files {
-			took, mib := openFormSession(b, bin, cwd, file, messages)
+			took, mib, _ := openFormSession(b, bin, cwd, file, messages)
 			opens[i] = append(opens[i], took.Seconds())
 			rss[i] = append(rss[i], mib)
 		}
@@ -746,5 +747,66 @@ func BenchmarkSessionFormsRatio(b *testing.B) {
 	for i, form := range forms[1:] {
 		b.ReportMetric(median(opens[i+1])/median(opens[0]), form.name+"/compact-open")
 		b.ReportMetric(median(rss[i+1])/median(rss[0]), form.name+"/compact-rss")
+	}
+}
+
+// hostileSessionForms are sessions a hostile file could be, each one line
+// of blocks (or details) as many as fill the file: what a block costs
+// decoded is 184 bytes, so the fewer bytes a block takes, the more a
+// decoder that took each would hold.
+var hostileSessionForms = []struct{ name, before, block, after string }{
+	// empty blocks (3 bytes each): too many for their size, kept as written
+	{"empty-blocks", `{"role":"user","content":[`, `{}`, `],"timestamp":1}`},
+	// blocks with a type alone (16 bytes each): too many too
+	{"typed-blocks", `{"role":"user","content":[`, `{"type":"text"}`, `],"timestamp":1}`},
+	// the least block rpi writes (26 bytes each): decoded, the most a file can make rpi hold
+	{"text-blocks", `{"role":"user","content":[`, `{"type":"text","text":""}`, `],"timestamp":1}`},
+	// a tool result's details of empty objects: held as their JSON
+	{"details", `{"role":"toolResult","toolCallId":"c","toolName":"t","content":[],"details":[`, `{}`, `],"isError":false,"timestamp":1}`},
+}
+
+// BenchmarkHostileSessionRatio: sessions of RPI_BENCH_HOSTILE_MIB MiB
+// (default 16) of one hostile line each (hostileSessionForms) and a
+// generated session of the same size (as BenchmarkBigSession writes it),
+// each opened with --session by a fresh rpi that answers a get_state;
+// by turns in each iteration. It reports the normal session's peak
+// resident memory over its file's size (normal-peak/file) and, for each
+// form, its peak over the normal one's (FORM/normal-peak) and its open
+// time over the normal one's (FORM/normal-open). RPI_BENCH_FORMS_BIN
+// names another rpi binary to run (one built from an older commit).
+func BenchmarkHostileSessionRatio(b *testing.B) {
+	dir := b.TempDir()
+	cwd := filepath.Join(dir, "cwd")
+	os.Mkdir(cwd, 0o755)
+	size := envMiB(b, "RPI_BENCH_HOSTILE_MIB", 16) << 20
+	normal := filepath.Join(dir, "normal.jsonl")
+	messages := []int{writeBigSession(b, normal, cwd, size)}
+	files := []string{normal}
+	for _, form := range hostileSessionForms {
+		file := filepath.Join(dir, form.name+".jsonl")
+		header := fmt.Sprintf(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000f","timestamp":"2026-03-16T09:00:00.000Z","cwd":%q}`+"\n", cwd)
+		head := `{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":` + form.before
+		n := (int(size) - len(header) - len(head) - len(form.after) - 2) / (len(form.block) + 1)
+		line := head + strings.Repeat(form.block+",", n-1) + form.block + form.after + "}\n"
+		if err := os.WriteFile(file, []byte(header+line), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, file)
+		messages = append(messages, 1)
+	}
+	bin := cmp.Or(os.Getenv("RPI_BENCH_FORMS_BIN"), rpiBinary(b))
+	opens := make([][]float64, len(files))
+	peaks := make([][]float64, len(files))
+	for b.Loop() {
+		for i, file := range files {
+			took, _, peak := openFormSession(b, bin, cwd, file, messages[i])
+			opens[i] = append(opens[i], took.Seconds())
+			peaks[i] = append(peaks[i], peak)
+		}
+	}
+	b.ReportMetric(median(peaks[0])/float64(size>>20), "normal-peak/file")
+	for i, form := range hostileSessionForms {
+		b.ReportMetric(median(peaks[i+1])/median(peaks[0]), form.name+"/normal-peak")
+		b.ReportMetric(median(opens[i+1])/median(opens[0]), form.name+"/normal-open")
 	}
 }

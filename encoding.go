@@ -694,6 +694,8 @@ func appendJSONValue(buf []byte, v any) (_ []byte, ok bool) {
 	switch v := v.(type) {
 	case nil:
 		return append(buf, "null"...), true
+	case json.RawMessage: // a tool result's details, read from a session file
+		return appendCompactJSON(buf, v)
 	case string:
 		return appendJSONString(buf, v), true
 	case bool:
@@ -751,6 +753,8 @@ func valueAppendable(v any, depth int) bool {
 	switch v := v.(type) {
 	case nil, string, bool:
 		return true
+	case json.RawMessage:
+		return json.Valid(v)
 	case float64:
 		return finite(v)
 	case []any:

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // openConversation sets up a session's conversation as o says: in memory
@@ -476,7 +477,8 @@ func entriesWritable(command string, entries []*sessionEntry) error {
 }
 
 // appendEntryJSON appends e's line as encoding/json writes a
-// json.RawMessage: compacted (a line read from a file may have spaces).
+// json.RawMessage: compacted (a line read from a file may have spaces),
+// and with each byte that is not UTF-8 as U+FFFD (the file keeps it).
 func appendEntryJSON(buf []byte, e *sessionEntry) []byte {
 	if e.raw == nil {
 		return e.appendLine(buf)
@@ -484,6 +486,9 @@ func appendEntryJSON(buf []byte, e *sessionEntry) []byte {
 	b := bytes.NewBuffer(buf)
 	if err := json.Compact(b, e.raw); err != nil {
 		return append(buf, "null"...) // not JSON, though it was decoded: a bug
+	}
+	if line := b.Bytes()[len(buf):]; !utf8.Valid(line) {
+		return appendValidUTF8(buf, bytes.Clone(line))
 	}
 	return b.Bytes()
 }

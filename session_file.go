@@ -225,8 +225,9 @@ type sessionFile struct {
 }
 
 // maxSessionLineBytes is the longest session line rpi reads: far more
-// than any entry rpi or pi writes (a 64 MiB image prompt), and a bound on
-// what a hostile file can make it hold.
+// than any entry rpi or pi writes (a 64 MiB image prompt). What a line
+// decodes to is bounded by its size in turn (bytesPerBlock; details are
+// held as JSON), so this bounds what a hostile file can make rpi hold.
 const maxSessionLineBytes = 256 << 20
 
 // skippedNotice tells the client about lines a load had to skip, or "".
@@ -847,17 +848,27 @@ func entryMillis(e *sessionEntry) int64 {
 }
 
 // decodeMessageSlow is decodeMessage by encoding/json, for what the fast
-// path does not take (sessionline.go).
+// path does not take (sessionline.go). Bytes that are not UTF-8 in what
+// it keeps as JSON (tool arguments, details, a message kept as it is)
+// become U+FFFD, as the fast path has them.
 func decodeMessageSlow(raw json.RawMessage) any {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
 	kept := raw
 	raw = plainWholeNumbers(raw, messageInts, true) // 1.0 read as 1, as the fast path reads it
-	switch messageRole(raw) {
+	var probe struct {
+		Role    string
+		Content json.RawMessage
+	}
+	json.Unmarshal(raw, &probe)
+	role := probe.Role
+	if (role == "user" || role == "assistant" || role == "toolResult") && len(probe.Content) > 0 && probe.Content[0] == '[' &&
+		elements(probe.Content, skipSpace(probe.Content, 1)) > len(kept)/bytesPerBlock {
+		role = "" // more blocks than its size allows: kept as it is
+	}
+	switch role {
 	case "user":
-		var probe struct{ Content json.RawMessage }
-		json.Unmarshal(raw, &probe)
 		m := &userMessage{}
 		if len(probe.Content) > 0 && probe.Content[0] == '"' {
 			var text string
@@ -870,17 +881,29 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			return &userMessage{Role: "user", Content: textBlocks(text), Timestamp: rest.Timestamp}
 		}
 		if json.Unmarshal(raw, m) == nil {
+			validArguments(m.Content)
 			return m
 		}
 	case "assistant":
 		m := &assistantMessage{}
 		if json.Unmarshal(raw, m) == nil {
+			validArguments(m.Content)
 			return m
 		}
 	case "toolResult":
-		m := &toolResultMessage{}
-		if json.Unmarshal(raw, m) == nil {
-			return m
+		var m struct {
+			toolResultMessage
+			Details json.RawMessage `json:"details"` // kept as JSON, as the fast path keeps them (canonical)
+		}
+		if json.Unmarshal(raw, &m) == nil {
+			var d jsonIn
+			if d.reset(m.Details); m.Details != nil && !d.null() {
+				m.toolResultMessage.Details = json.RawMessage(d.canonical(make([]byte, 0, len(m.Details)), 1))
+			}
+			if !d.fail {
+				validArguments(m.Content)
+				return &m.toolResultMessage
+			}
 		}
 	case "bashExecution":
 		var m bashExecutionMessage
@@ -893,7 +916,27 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			return m
 		}
 	}
-	return rawMessage(bytes.Clone(kept))
+	clean, _ := validRaw(kept)
+	return rawMessage(clean)
+}
+
+// bytesPerBlock is how many bytes of a message, as written, each of its
+// content blocks needs at least: a message with more blocks than its size
+// allows is not decoded but kept as it is (a rawMessage, which is not
+// sent to the model). Every block pi or rpi writes takes more (the least,
+// {"type":"text","text":""} and its comma, 26), and a decoded block takes
+// 184 bytes on 64-bit, so a hostile file's [{},{},…] (3 bytes a block)
+// holds at most about 8 times its size, not 61.
+const bytesPerBlock = 24
+
+// validArguments makes U+FFFD of the bytes that are not UTF-8 in the
+// blocks' tool arguments, which encoding/json keeps as they are.
+func validArguments(blocks []contentBlock) {
+	for i, b := range blocks {
+		if b.Arguments != nil && !utf8.Valid(b.Arguments) {
+			blocks[i].Arguments = appendValidUTF8(nil, b.Arguments)
+		}
+	}
 }
 
 // ---- The session file's lock ----

@@ -9,13 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // keyOrder lists an object's keys in order, and those of its "message".
@@ -684,5 +687,56 @@ func TestLongChainOfEntries(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 3 || lines[1] != want[0] || lines[2] != want[1] {
 		t.Errorf("get_tree and get_entries of a chain of %d entries: got %d lines:\n%.300s", n, len(lines), out.String())
+	}
+}
+
+// TestSessionBytesNotUTF8: bytes that are not UTF-8 in a session file
+// (tool arguments, details, a message of a role rpi does not know, a
+// custom entry's content, an entry type rpi does not know, a member it
+// does not know) reach no client: get_messages, get_entries and get_tree
+// write each as U+FFFD, as pi reads such a file. The file keeps them.
+func TestSessionBytesNotUTF8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bytes.jsonl")
+	file := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000002","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls \xff"}}],"api":"x","provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1}}
+{"type":"message","id":"a2","parentId":"a1","timestamp":"t","message":{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"ok"}],"details":{"path":"\xfe"},"isError":false,"timestamp":2}}
+{"type":"message","id":"a3","parentId":"a2","timestamp":"t","message":{"role":"mystery","note":"\xff\xfe"}}
+{"type":"custom_message","id":"a4","parentId":"a3","timestamp":"t","customType":"x","content":[{"type":"text","text":"\xc3"}],"display":true}
+{"type":"whatever","id":"a5","parentId":"a4","timestamp":"t","note":"\xe2\x80"}
+{"type":"message","id":"a6","parentId":"a5","timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":3,"x":"\xf0"},"y":"\x80"}
+`
+	file = regexp.MustCompile(`\\x[0-9a-f]{2}`).ReplaceAllStringFunc(file, func(hex string) string {
+		b, _ := strconv.ParseUint(hex[2:], 16, 8)
+		return string([]byte{byte(b)})
+	})
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := `{"id":"m","type":"get_messages"}` + "\n" + `{"id":"e","type":"get_entries"}` + "\n" + `{"id":"t","type":"get_tree"}` + "\n"
+	var out bytes.Buffer
+	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(input), &out); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	answers := 0
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if !utf8.ValidString(line) {
+			t.Errorf("a line that is not UTF-8: %q", line)
+		}
+		var answer struct {
+			ID      string
+			Success bool
+		}
+		if json.Unmarshal([]byte(line), &answer) == nil && answer.ID != "" {
+			answers++
+			if replaced := strings.Count(line, "\uFFFD"); !answer.Success || replaced < 3 {
+				t.Errorf("%s: %d bytes written as U+FFFD: %.400s", answer.ID, replaced, line)
+			}
+		}
+	}
+	if answers != 3 {
+		t.Errorf("%d answers, want 3:\n%s", answers, out.String())
+	}
+	if kept, err := os.ReadFile(path); err != nil || !strings.HasPrefix(string(kept), file) {
+		t.Errorf("the file no longer holds its bytes (%v)", err)
 	}
 }

@@ -22,7 +22,9 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -263,6 +265,7 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 		return nil, err
 	}
 	if more := withMessage.entryMore; !more.zero() {
+		more.Content, _ = validRaw(more.Content) // as the fast path reads it
 		e.more = &more
 	}
 	e.msg, e.msgSize = decodeMessage(withMessage.Message), len(withMessage.Message)
@@ -292,8 +295,9 @@ type jsonIn struct {
 	// value (a null read as "", invalid UTF-8 as U+FFFD, a member the
 	// writer leaves out or adds, a float that does not round-trip): the
 	// entry keeps its line (keepLine).
-	lossy bool
-	keyAt int // where the key of the member being read starts
+	lossy     bool
+	keyAt     int // where the key of the member being read starts
+	messageAt int // where the message being read starts (for blocks' bound)
 	// extra, msgExtra: the members of the entry's object and of its
 	// message's that rpi does not know, each with a leading ",", kept
 	// to be written again beside what rpi writes.
@@ -531,78 +535,159 @@ func (d *jsonIn) boolean(dst *bool) {
 }
 
 // raw reads any value as a json.RawMessage of its own bytes (null too,
-// as encoding/json keeps it).
+// as encoding/json keeps it), each byte that is not UTF-8 made U+FFFD
+// (validRaw; the line is then kept as it was: lossy).
 func (d *jsonIn) raw(dst *json.RawMessage) {
 	start := d.i
 	d.skip()
 	if !d.fail {
-		*dst = bytes.Clone(d.b[start:d.i])
+		var replaced bool
+		if *dst, replaced = validRaw(d.b[start:d.i]); replaced {
+			d.lossy = true
+		}
 	}
 }
 
-// anyValue reads a value as json.Unmarshal into an interface does: maps,
-// slices, float64, string, bool and nil.
-func (d *jsonIn) anyValue(depth int) any {
+// validRaw is a copy of raw, JSON text, with each byte that is not part
+// of a valid UTF-8 sequence made U+FFFD (replaced: there was one). Such a
+// byte can stand only inside a string, so the copy is the same JSON with
+// that string as encoding/json reads it, and a session file's stray byte
+// reaches no client and no model.
+func validRaw(raw []byte) (_ json.RawMessage, replaced bool) {
+	if utf8.Valid(raw) {
+		return bytes.Clone(raw), false
+	}
+	return appendValidUTF8(make([]byte, 0, len(raw)+8), raw), true
+}
+
+// details reads a tool result's details (null: nil) as the JSON
+// encoding/json would write again from what it decodes (canonical), a
+// json.RawMessage: rpi passes details on and never looks inside, so they
+// cost no more than their bytes, where a hostile [{},{},…] decoded into
+// maps and slices would cost 30 to 50 times as much.
+func (d *jsonIn) details() any {
+	if d.null() {
+		return nil
+	}
+	end := skipValue(d.b, d.i, 1) // the JSON is mostly as long as written: one allocation
+	out := d.canonical(make([]byte, 0, max(end-d.i, 0)), 1)
+	if d.fail {
+		return nil
+	}
+	return json.RawMessage(out)
+}
+
+// canonical appends the value at i as encoding/json writes again what it
+// reads into an interface: compact, an object's keys sorted (the last
+// of a key given twice kept, lossy), strings as appendJSONString writes
+// them (a byte that is not UTF-8 as U+FFFD, lossy), numbers as
+// appendJSONFloat writes a float64 (lossy when that is another number).
+// It fails where that decoding fails (a number past float64, depth).
+func (d *jsonIn) canonical(out []byte, depth int) []byte {
 	if d.fail || d.i >= len(d.b) || depth > maxScanDepth {
 		d.fail = true
-		return nil
+		return out
 	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		m := map[string]any{}
-		b := d.b
-		i := skipSpace(b, d.i+1)
-		if i < len(b) && b[i] == '}' {
-			d.i = i + 1
-			return m
-		}
-		for {
-			d.i = i
-			key, ok := d.stringValue()
-			if i = skipSpace(b, d.i); !ok || i >= len(b) || b[i] != ':' {
-				d.fail = true
-				return nil
-			}
-			d.i = skipSpace(b, i+1)
-			if _, twice := m[key]; twice {
-				d.lossy = true // the last one is kept
-			}
-			m[key] = d.anyValue(depth + 1)
-			if i = skipSpace(b, d.i); d.fail || i >= len(b) {
-				d.fail = true
-				return nil
-			}
-			switch b[i] {
-			case ',':
-				i = skipSpace(b, i+1)
-			case '}':
-				d.i = i + 1
-				return m
-			default:
-				d.fail = true
-				return nil
-			}
-		}
+		return d.canonicalObject(out, depth)
 	case c == '[':
-		list := []any{}
-		d.array(func() { list = append(list, d.anyValue(depth+1)) })
-		return list
+		out = append(out, '[')
+		first := true
+		d.array(func() {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = d.canonical(out, depth+1)
+		})
+		return append(out, ']')
 	case c == '"':
 		s, _ := d.stringValue()
-		return s
+		return appendJSONString(out, s)
 	case c == 't' || c == 'f':
 		var v bool
 		d.boolean(&v)
-		return v
+		return appendJSONBool(out, v)
 	case c == 'n':
 		if !d.null() {
 			d.fail = true
 		}
-		return nil
+		return append(out, "null"...)
 	}
 	var f float64
-	d.float(&f)
-	return f
+	if d.float(&f); !finite(f) {
+		d.fail = true
+	}
+	return appendJSONFloat(out, f)
+}
+
+// canonicalObject is canonical for an object: its members are written in
+// the order they come, then put in the order of their keys when they are
+// not in it already.
+func (d *jsonIn) canonicalObject(out []byte, depth int) []byte {
+	type member struct {
+		key        string
+		start, end int // its bytes in out, the "," before it left out
+	}
+	var members []member
+	b := d.b
+	objectAt := len(out)
+	out = append(out, '{')
+	sorted := true
+	for i := skipSpace(b, d.i+1); ; {
+		if len(members) == 0 && i < len(b) && b[i] == '}' {
+			d.i = i + 1
+			return append(out, '}')
+		}
+		if len(members) > 0 {
+			out = append(out, ',')
+		}
+		d.i = i
+		key, ok := d.stringValue()
+		if i = skipSpace(b, d.i); !ok || i >= len(b) || b[i] != ':' {
+			d.fail = true
+			return out
+		}
+		start := len(out)
+		out = append(appendJSONString(out, key), ':')
+		d.i = skipSpace(b, i+1)
+		out = d.canonical(out, depth+1)
+		if n := len(members); n > 0 && members[n-1].key >= key {
+			sorted = false
+		}
+		members = append(members, member{key, start, len(out)})
+		if i = skipSpace(b, d.i); d.fail || i >= len(b) {
+			d.fail = true
+			return out
+		}
+		if b[i] == '}' {
+			d.i = i + 1
+			break
+		}
+		if b[i] != ',' {
+			d.fail = true
+			return out
+		}
+		i = skipSpace(b, i+1)
+	}
+	if sorted {
+		return append(out, '}')
+	}
+	written := bytes.Clone(out[objectAt+1:])
+	slices.SortStableFunc(members, func(x, y member) int { return strings.Compare(x.key, y.key) })
+	out = out[:objectAt+1]
+	for n, m := range members {
+		if n+1 < len(members) && members[n+1].key == m.key {
+			d.lossy = true // a key given twice: the last one is kept
+			continue
+		}
+		if len(out) > objectAt+1 {
+			out = append(out, ',')
+		}
+		out = append(out, written[m.start-objectAt-1:m.end-objectAt-1]...)
+	}
+	return append(out, '}')
 }
 
 // The JSON names of each struct's fields, for other.
@@ -629,10 +714,10 @@ func (d *jsonIn) fields(names []string, keep *[]byte, read func(name string)) (s
 			}
 		}
 		start := d.keyAt
-		if d.other(key, names); keep != nil && !d.fail {
+		if d.other(key, names); keep != nil && !d.fail && utf8.Valid(d.b[start:d.i]) {
 			*keep = append(append(*keep, ','), d.b[start:d.i]...)
 		} else {
-			d.lossy = true
+			d.lossy = true // lost, or not UTF-8: the line is kept, and written out as valid UTF-8 (appendEntryJSON)
 		}
 	})
 	return seen
@@ -773,6 +858,8 @@ type messageUnion struct {
 // rpi models its role and each of its fields has the type that role's
 // message gives it.
 func (d *jsonIn) message() any {
+	start := skipSpace(d.b, d.i)
+	d.messageAt = start
 	var u messageUnion
 	seen := d.fields(messageFields, &d.msgExtra, func(name string) {
 		switch name {
@@ -806,7 +893,7 @@ func (d *jsonIn) message() any {
 		case "toolName":
 			d.name(&u.toolName)
 		case "details":
-			u.details = d.anyValue(1)
+			u.details = d.details()
 		case "isError":
 			d.boolean(&u.isError)
 		case "command":
@@ -836,7 +923,8 @@ func (d *jsonIn) message() any {
 			d.str(&u.id)
 		}
 	})
-	if d.fail {
+	if d.fail || len(u.content) > (d.i-start)/bytesPerBlock {
+		d.fail = true // too many blocks: decodeMessageSlow keeps it as it is
 		return nil
 	}
 	m := d.roleMessage(&u)
@@ -901,7 +989,11 @@ func (d *jsonIn) roleMessage(u *messageUnion) any {
 	return nil
 }
 
-// blocks reads an array of content blocks into dst (null: nil).
+// blocks reads an array of content blocks into dst (null: nil). Past
+// the first few blocks it counts the rest (elements) and fails at once
+// when the message cannot hold that many (bytesPerBlock; message checks
+// it exactly), so a hostile [{},{},…] is never decoded, and an array of
+// many blocks is decoded into a slice of its size, not copied as it grows.
 func (d *jsonIn) blocks(dst *[]contentBlock) {
 	if d.null() {
 		*dst = nil
@@ -909,11 +1001,33 @@ func (d *jsonIn) blocks(dst *[]contentBlock) {
 	}
 	blocks := []contentBlock{}
 	d.array(func() {
+		if len(blocks) == 8 {
+			n := len(blocks) + elements(d.b, d.i)
+			if n*bytesPerBlock > len(d.b)-d.messageAt {
+				d.fail = true // more than the message can hold
+				return
+			}
+			blocks = slices.Grow(blocks, n-len(blocks))
+		}
 		var b contentBlock
 		d.block(&b)
 		blocks = append(blocks, b)
 	})
 	*dst = blocks
+}
+
+// elements counts the elements of an array from b[i], the start of one
+// of them, to its end (those before a fault, when it is not JSON).
+func elements(b []byte, i int) (n int) {
+	for i >= 0 && i < len(b) && b[i] != ']' {
+		n++
+		if i = skipValue(b, i, 2); i >= 0 {
+			if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
+				i = skipSpace(b, i+1)
+			}
+		}
+	}
+	return n
 }
 
 // block reads one content block.

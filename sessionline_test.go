@@ -75,6 +75,17 @@ func sessionLineSeeds(t testing.TB) []string {
 		`{"role":"user","content":[{"type":"text","text":"ctl ` + "\x01" + `"}]}`,
 		`{"role":"user","content":[{"type":"text","text":"esc\n then bad ` + "\xff\xe2\x80" + ` and \t é ` + "\xed\xa0\x80" + ` \u2028 ` + "\u2029" + ` end"}],"timestamp":1}`,
 		`{"role":"user",}`, `{"role":"user"`,
+		// One content block per 24 bytes of the message at most (bytesPerBlock): 30 bytes hold one, 33 not two.
+		`{"role":"user","content":[{}]}`, `{"role":"user","content":[{},{}]}`, `{"role":"assistant","content":[{},{}]}`,
+		`{"role":"toolResult","content":[{},{}]}`, `{"role":"user","content":[{"type":"text"},{"type":"text"},{"type":"text"},{"type":"text"}]}`,
+		`{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":""},{"type":"text","text":""}]}`,
+		`{"role":"assistant","content":[{"type":"toolCall","id":"c","name":"bash","arguments":{"command":"ls ` + "\xff" + `"}}]}`,
+		`{"role":"assistant","content":[{"type":"toolCall","id":"c","name":"bash","arguments":{"command":"ls ` + "ÿþ" + `"}}]}`,
+		`{"role":"toolResult","details":{"b":"` + "ÿ" + `","a":[1.0,1e3,"é\/"]}}`,
+		`{"role":"toolResult","details":{"b":1,"a":{"d":2,"c":3,"d":4}},"content":[]}`,
+		`{"role":"toolResult","details":[1e400]}`, `{"role":"toolResult","details":{"a":12345678901234567890}}`,
+		`{"role":"toolResult","details":` + strings.Repeat("[", 520) + strings.Repeat("]", 520) + `}`,
+		`{"role":"mystery","text":"` + "ÿ" + `"}`,
 	} {
 		lines = append(lines, head+msg+"}")
 	}
@@ -82,6 +93,10 @@ func sessionLineSeeds(t testing.TB) []string {
 		`{"type":"compaction","id":"c","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":42,"details":{"readFiles":[]}}`,
 		`{"type":"custom_message","id":"c","parentId":"p","timestamp":"t","customType":"x","content":[{"type":"text","text":"hi"}],"display":true}`,
 		`{"type":"custom_message","id":"c","content":null}`,
+		`{"type":"custom_message","id":"c","content":[{"type":"text","text":"`+"\xff"+`"}],"customType":"x"}`,
+		`{"type":"custom_message","id":"c","content":[{"type":"text","text":"`+"ÿ"+`"}],"customType":"x"}`,
+		`{"type":"custom_message","id":"c","content":"`+"ÿ"+`","Content":"x"}`,
+		head+`{"role":"user","content":[],"x":"`+"ÿ"+`"},"y":"`+"þ"+`"}`,
 		`{"type":"model_change","id":"m","parentId":"p","provider":"p","modelId":"m","provider":"q"}`,
 		`{"type":"x","Type":"y"}`, `{"type":"x","iD":"y"}`, `{"type":"x","parentId":5}`, `{"type":"x","tokensBefore":1.5}`,
 		`{"type":"compaction","id":"c","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":4.2e1}`,
@@ -129,6 +144,7 @@ func checkDecodeEntry(t *testing.T, line []byte) (fast bool) {
 		t.Fatalf("the fast path took %q, which encoding/json refuses: %v", line, err)
 	}
 	want.msg, want.msgSize = decodeMessageSlow(withMessage.Message), len(withMessage.Message)
+	withMessage.entryMore.Content, _ = validRaw(withMessage.entryMore.Content) // bytes not UTF-8 as U+FFFD
 	if !reflect.DeepEqual(*got.info(), withMessage.entryMore) {
 		t.Fatalf("%q:\nfast path     %#v\nencoding/json %#v", line, *got.info(), withMessage.entryMore)
 	}
@@ -360,7 +376,7 @@ func TestRecordedMessageHeldOnce(t *testing.T) {
 			API: "a", Provider: "p", Model: "m", Usage: usage{Input: 1, TotalTokens: 1, Cost: costBreakdown{Total: 0.5}},
 			StopReason: "toolUse", Timestamp: 2},
 		&toolResultMessage{Role: "toolResult", ToolCallID: "c1", ToolName: "bash", Content: textBlocks(hostile),
-			Details: map[string]any{"exitCode": 0.0}, IsError: true, Timestamp: 3},
+			Details: json.RawMessage(`{"exitCode":0}`), IsError: true, Timestamp: 3}, // details are read back as their JSON
 		bashExecutionMessage{Role: "bashExecution", Command: "ls", Output: hostile, ExitCode: &code, Timestamp: 4},
 		&summaryMessage{Role: "compactionSummary", Summary: hostile, TokensBefore: 9, Timestamp: 5},
 	} {
@@ -706,5 +722,52 @@ hi</pre></div>
 `
 	if got := page.String(); !strings.HasPrefix(got, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>N&lt;</title>") || !strings.HasSuffix(got, want) {
 		t.Errorf("page:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
+
+// TestHostileLineHeldAtItsSize: what a hostile session line can make rpi
+// hold grows with its size by a small factor. A message with more content
+// blocks than one per bytesPerBlock of it ([{},{},…]) is kept as it is
+// written, not decoded into a 184-byte block per 3 bytes, by the fast
+// path and by encoding/json's alike; blocks as rpi writes them, however
+// many, are decoded; and a tool result's details are held as their JSON,
+// no bigger than written, not as maps and slices.
+func TestHostileLineHeldAtItsSize(t *testing.T) {
+	many := func(block string, n int) string { return "[" + strings.Repeat(block+",", n-1) + block + "]" }
+	head := `{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":`
+	for _, msg := range []string{
+		`{"role":"user","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
+		`{"role":"assistant","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
+		`{"role":"toolResult","content":` + many(`{"type":"text"}`, 1<<16) + `,"timestamp":1}`,
+		`{"role":"user","content":` + many(`{ }`, 1<<16) + `,"Role":"user"}`, // encoding/json's path
+	} {
+		for path, m := range map[string]any{"decodeMessage": decodeMessage([]byte(msg)), "encoding/json": decodeMessageSlow([]byte(msg))} {
+			if raw, ok := m.(rawMessage); !ok || string(raw) != msg {
+				t.Errorf("%s of %.60s…: %T, want the message kept as written", path, msg, m)
+			}
+		}
+		var d jsonIn
+		if e, err := decodeEntry([]byte(head+msg+"}"), &d); err != nil {
+			t.Errorf("%.60s…: %v", msg, err)
+		} else if _, ok := e.msg.(rawMessage); !ok {
+			t.Errorf("the entry of %.60s…: %T, want the message kept as written", msg, e.msg)
+		}
+	}
+	typed := `{"role":"user","content":` + many(`{"type":"text","text":""}`, 1<<16) + `}`
+	if m, ok := decodeMessage([]byte(typed)).(*userMessage); !ok || len(m.Content) != 1<<16 {
+		t.Errorf("65,536 empty text blocks as rpi writes them: %T, want them decoded", decodeMessage([]byte(typed)))
+	}
+	details := many(`{}`, 1<<18)
+	for path, m := range map[string]any{
+		"decodeMessage": decodeMessage([]byte(`{"role":"toolResult","details":` + details + `}`)),
+		"encoding/json": decodeMessageSlow([]byte(`{"role":"toolResult","details":` + details + `,"Role":"toolResult"}`)),
+	} {
+		r, ok := m.(*toolResultMessage)
+		if !ok {
+			t.Fatalf("%s: %T", path, m)
+		}
+		if raw, ok := r.Details.(json.RawMessage); !ok || string(raw) != details || cap(raw) > 2*len(details) {
+			t.Errorf("%s: details held as %T (%d bytes of capacity), want their %d bytes of JSON", path, r.Details, cap(raw), len(details))
+		}
 	}
 }

@@ -3,7 +3,7 @@
 # one run on this machine: runs the benchmarks of bench_test.go,
 # bench_acp*_test.go, bench_mcp_test.go, bench_serve_test.go (rpi serve)
 # and bench_big_test.go (grep on Go's source tree, a session in each form
-# of JSON, a session of many small entries) 3 times each, printing
+# of JSON, a session of many small entries, hostile sessions) 3 times each, printing
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
@@ -56,6 +56,7 @@ bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
 bench '^BenchmarkSessionFormsRatio$' 3x
 bench '^BenchmarkSmallEntriesSession$' 1x
+bench '^BenchmarkHostileSessionRatio$' 3x
 # Serve: rpi serve (bench_serve_test.go)
 bench '^BenchmarkServe(Sessions|IdleSession)$' 2x
 bench '^BenchmarkServeObservers$/^burst$' 20x
@@ -115,6 +116,10 @@ a session written with unknown extra fields: open / the compact one's|BenchmarkS
 a session written with unknown extra fields: memory / the compact one's|BenchmarkSessionFormsRatio extra/compact-rss||<=|1.5|x
 a session written with every form at once: open / the compact one's|BenchmarkSessionFormsRatio all/compact-open||<=|1.5|x
 a session written with every form at once: memory / the compact one's|BenchmarkSessionFormsRatio all/compact-rss||<=|1.5|x
+a hostile session of empty content blocks: peak memory / a normal session's of its size|BenchmarkHostileSessionRatio empty-blocks/normal-peak||<=|4|x
+a hostile session of blocks with a type alone: peak memory / a normal session's|BenchmarkHostileSessionRatio typed-blocks/normal-peak||<=|4|x
+a hostile session of details of empty objects: peak memory / a normal session's|BenchmarkHostileSessionRatio details/normal-peak||<=|4|x
+a session of the least blocks rpi writes, decoded: peak memory / a normal session's|BenchmarkHostileSessionRatio text-blocks/normal-peak||<=|8|x
 serve: 64 sessions' 4k-token answers at once, CPU / 64 rpi rpc|BenchmarkServeSessions host/procs||<=|1.2|x
 serve: peak resident memory of those 64 (64 x 4 MiB + 16 MiB)|BenchmarkServeSessions host-MiB-peak||<=|272|MiB
 serve: one answer to a controller and 32 observers / to one|BenchmarkServeObservers/burst observed/one||<=|2|x
