@@ -148,7 +148,7 @@ func readSessionRow(path string) (row sessionRow, ok bool) {
 func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	whole := size <= catalogHeadBytes
 	head := bufio.NewReaderSize(io.NewSectionReader(f, 0, catalogHeadBytes), 64<<10)
-	first, err := head.ReadBytes('\n')
+	first, err := headerLine(head)
 	if err != nil && (err != io.EOF || !whole) {
 		return row, false // no whole first line within the head
 	}
@@ -207,6 +207,17 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 		}
 	}
 	return row, true
+}
+
+// headerLine reads the first line of r that is not blank (trimLine), the
+// line the loader takes as the header: blank lines before it are skipped.
+func headerLine(r *bufio.Reader) ([]byte, error) {
+	for {
+		line, err := r.ReadBytes('\n')
+		if _, blank := trimLine(line); !blank || err != nil {
+			return line, err
+		}
+	}
 }
 
 // parseSessionHeader reads a session file's first line: a header has
@@ -340,7 +351,7 @@ func removeSessionIn(root, rel string) error {
 	if held, err := f.Stat(); err != nil || !os.SameFile(info, held) {
 		return errors.New("it changed while it was being deleted")
 	}
-	first, err := bufio.NewReader(io.LimitReader(f, catalogHeadBytes)).ReadBytes('\n')
+	first, err := headerLine(bufio.NewReader(io.LimitReader(f, catalogHeadBytes)))
 	if _, ok := parseSessionHeader(first); !ok || err != nil && err != io.EOF {
 		return errors.New("it is not a session file")
 	}

@@ -85,18 +85,25 @@ func TestSessionRowOfSmallFile(t *testing.T) {
 }
 
 // TestSessionRowOfHeaderWrittenOtherwise: a header whose version is
-// written 3.0 or 3e0 opens (plainWholeNumbers), so it is listed too; it
-// was not, nor could the session be deleted.
+// written 3.0 or 3e0 opens (plainWholeNumbers), and so does one after
+// blank lines (the loader skips them), so each is listed and can be
+// deleted too; they were not, and could not.
 func TestSessionRowOfHeaderWrittenOtherwise(t *testing.T) {
-	for _, version := range []string{"3.0", "3e0", "30e-1"} {
-		content := `{"type":"session","version":` + version + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
-		path := filepath.Join(t.TempDir(), "s.jsonl")
+	for _, head := range []string{`"version":3.0`, `"version":3e0`, `"version":30e-1`, "\n \r\n\t\n" + `"version":3`} {
+		blank, version, _ := strings.Cut(head, `"`)
+		content := blank + `{"type":"session",` + `"` + version + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
+		root := t.TempDir()
+		path := filepath.Join(root, "--p--", "s.jsonl")
+		os.Mkdir(filepath.Dir(path), 0o755)
 		os.WriteFile(path, []byte(content), 0o644)
 		if _, err := loadSessionFile(t.Context(), path); err != nil {
 			t.Fatal(err)
 		}
 		if row, ok := sessionRowOf(strings.NewReader(content), int64(len(content))); !ok || row.SessionID != "s3" {
-			t.Errorf("version %s: row %+v (ok %v)", version, row, ok)
+			t.Errorf("%q: row %+v (ok %v)", head, row, ok)
+		}
+		if err := deleteSession(sessionStore{root: root}, path, ""); err != nil {
+			t.Errorf("%q: delete: %v", head, err)
 		}
 	}
 }
