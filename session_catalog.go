@@ -209,11 +209,15 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	return row, true
 }
 
-// headerLine reads the first line of r that is not blank (trimLine), the
-// line the loader takes as the header: blank lines before it are skipped.
+// headerLine reads the first line of r, the start of a file, that is not
+// blank (trimLine), the line the loader takes as the header (readHeaderLine):
+// blank lines before it and a byte order mark are skipped.
 func headerLine(r *bufio.Reader) ([]byte, error) {
-	for {
+	for first := true; ; first = false {
 		line, err := r.ReadBytes('\n')
+		if first {
+			line = bytes.TrimPrefix(line, byteOrderMark)
+		}
 		if _, blank := trimLine(line); !blank || err != nil {
 			return line, err
 		}

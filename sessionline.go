@@ -42,14 +42,17 @@ func sessionParts(size int64) int {
 
 // readHeaderLine reads the first line of f that is not blank, trimmed
 // (trimLine; nil when there is none), the number of that line (counting
-// from 1), and where the line after it starts.
+// from 1), and where the line after it starts. A byte order mark that
+// starts the file is skipped, as pi's trim of the file skips it.
 func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	br := bufio.NewReaderSize(r, 64<<10)
 	var long []byte
 	for {
 		line, tooLong, err := nextLine(br, &long, maxSessionLineBytes)
-		lineNo++
+		if lineNo++; lineNo == 1 {
+			line = bytes.TrimPrefix(line, byteOrderMark)
+		}
 		if tooLong {
 			return nil, lineNo, 0, errLineTooLong
 		}
@@ -207,6 +210,10 @@ func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
 		}
 	}
 }
+
+// byteOrderMark is U+FEFF in UTF-8, which an editor may put at the start
+// of a file.
+var byteOrderMark = []byte("\uFEFF")
 
 // trimLine is line without the white space JSON allows around a value
 // (space, tab, "\r"), and whether it is blank: no more than white space
