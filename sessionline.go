@@ -1024,13 +1024,27 @@ func (d *jsonIn) blocks(dst *[]contentBlock) {
 }
 
 // elements counts the elements of an array from b[i], the start of one
-// of them, to its end (those before a fault, when it is not JSON).
+// of them, to its end (of what is not JSON, some count: the fast path
+// fails on it anyway). It follows nesting of any depth, as encoding/json
+// does: stopping where skipValue does (maxScanDepth), it would leave the
+// [{},{},…] after one deep block uncounted, and decoded.
 func elements(b []byte, i int) (n int) {
-	for i >= 0 && i < len(b) && b[i] != ']' {
-		n++
-		if i = skipValue(b, i, 2); i >= 0 {
-			if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
-				i = skipSpace(b, i+1)
+	if i < len(b) && b[i] != ']' {
+		n = 1
+	}
+	for depth := 0; i >= 0 && i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1 // at its closing quote; -2, ending the count, when it has none
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth--; depth < 0 {
+				return n
+			}
+		case ',':
+			if depth == 0 {
+				n++
 			}
 		}
 	}

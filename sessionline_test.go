@@ -735,11 +735,16 @@ hi</pre></div>
 func TestHostileLineHeldAtItsSize(t *testing.T) {
 	many := func(block string, n int) string { return "[" + strings.Repeat(block+",", n-1) + block + "]" }
 	head := `{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":`
+	deep := `{"x":` + strings.Repeat("[", maxScanDepth) + strings.Repeat("]", maxScanDepth) + `}`
 	for _, msg := range []string{
 		`{"role":"user","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
 		`{"role":"assistant","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
 		`{"role":"toolResult","content":` + many(`{"type":"text"}`, 1<<16) + `,"timestamp":1}`,
 		`{"role":"user","content":` + many(`{ }`, 1<<16) + `,"Role":"user"}`, // encoding/json's path
+		// A block nested deeper than skipValue follows, first or after the
+		// eighth: the blocks after it are counted all the same.
+		`{"role":"user","content":[` + deep + `,` + many(`{}`, 1<<18)[1:] + `}`,
+		`{"role":"assistant","content":[{},{},{},{},{},{},{},{},` + deep + `,` + many(`{}`, 1<<18)[1:] + `}`,
 	} {
 		for path, m := range map[string]any{"decodeMessage": decodeMessage([]byte(msg)), "encoding/json": decodeMessageSlow([]byte(msg))} {
 			if raw, ok := m.(rawMessage); !ok || string(raw) != msg {
