@@ -859,20 +859,19 @@ func decodeMessageSlow(raw json.RawMessage) any {
 	raw = plainWholeNumbers(raw, messageInts, true) // 1.0 read as 1, as the fast path reads it
 	var probe struct {
 		Role    string
-		Content json.RawMessage
+		Content contentProbe
 	}
 	json.Unmarshal(raw, &probe)
 	role := probe.Role
-	if (role == "user" || role == "assistant" || role == "toolResult") && len(probe.Content) > 0 && probe.Content[0] == '[' &&
-		elements(probe.Content, skipSpace(probe.Content, 1)) > len(kept)/bytesPerBlock {
+	if (role == "user" || role == "assistant" || role == "toolResult") && probe.Content.most > len(kept)/bytesPerBlock {
 		role = "" // more blocks than its size allows: kept as it is
 	}
 	switch role {
 	case "user":
 		m := &userMessage{}
-		if len(probe.Content) > 0 && probe.Content[0] == '"' {
+		if content := probe.Content.last; len(content) > 0 && content[0] == '"' {
 			var text string
-			json.Unmarshal(probe.Content, &text)
+			json.Unmarshal(content, &text)
 			var rest struct {
 				Role      string
 				Timestamp int64
@@ -928,6 +927,24 @@ func decodeMessageSlow(raw json.RawMessage) any {
 // 184 bytes on 64-bit, so a hostile file's [{},{},…] (3 bytes a block)
 // holds at most about 8 times its size, not 61.
 const bytesPerBlock = 24
+
+// contentProbe is what decodeMessageSlow reads of a message's content
+// before it decodes the message: the last content given, as encoding/json
+// keeps it, and the most elements any given as an array has. A content
+// given twice (or as "Content") is decoded by encoding/json each time,
+// the last over the first, so a first [{},{},…] must be counted too.
+type contentProbe struct {
+	last json.RawMessage
+	most int
+}
+
+func (c *contentProbe) UnmarshalJSON(b []byte) error {
+	c.last = bytes.Clone(b)
+	if b[0] == '[' {
+		c.most = max(c.most, elements(b, skipSpace(b, 1)))
+	}
+	return nil
+}
 
 // validArguments makes U+FFFD of the bytes that are not UTF-8 in the
 // blocks' tool arguments, which encoding/json keeps as they are.

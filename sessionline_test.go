@@ -745,6 +745,10 @@ func TestHostileLineHeldAtItsSize(t *testing.T) {
 		// eighth: the blocks after it are counted all the same.
 		`{"role":"user","content":[` + deep + `,` + many(`{}`, 1<<18)[1:] + `}`,
 		`{"role":"assistant","content":[{},{},{},{},{},{},{},{},` + deep + `,` + many(`{}`, 1<<18)[1:] + `}`,
+		// content given twice: encoding/json decodes the first too, then
+		// the last over it.
+		`{"role":"user","content":` + many(`{}`, 1<<18) + `,"content":[]}`,
+		`{"role":"toolResult","Content":` + many(`{}`, 1<<18) + `,"content":[{"type":"text","text":"hi"}]}`,
 	} {
 		for path, m := range map[string]any{"decodeMessage": decodeMessage([]byte(msg)), "encoding/json": decodeMessageSlow([]byte(msg))} {
 			if raw, ok := m.(rawMessage); !ok || string(raw) != msg {
