@@ -812,6 +812,7 @@ func (ss *sessionFile) context() sessionContext {
 				Details json.RawMessage `json:"details"`
 			}
 			json.Unmarshal(e.raw, &display)
+			display.Details, _ = validRaw(display.Details) // as its content: U+FFFD for bytes that are not UTF-8
 			fields, _ := marshalJSON(struct {
 				Role       string          `json:"role"`
 				CustomType string          `json:"customType"`

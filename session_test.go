@@ -692,8 +692,8 @@ func TestLongChainOfEntries(t *testing.T) {
 
 // TestSessionBytesNotUTF8: bytes that are not UTF-8 in a session file
 // (tool arguments, details, a message of a role rpi does not know, a
-// custom entry's content, an entry type rpi does not know, a member it
-// does not know) reach no client: get_messages, get_entries and get_tree
+// custom entry's content and details, an entry type rpi does not know, a
+// member it does not know) reach no client: get_messages, get_entries and get_tree
 // write each as U+FFFD, as pi reads such a file. The file keeps them.
 func TestSessionBytesNotUTF8(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bytes.jsonl")
@@ -701,7 +701,7 @@ func TestSessionBytesNotUTF8(t *testing.T) {
 {"type":"message","id":"a1","parentId":null,"timestamp":"t","message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls \xff"}}],"api":"x","provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1}}
 {"type":"message","id":"a2","parentId":"a1","timestamp":"t","message":{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"ok"}],"details":{"path":"\xfe"},"isError":false,"timestamp":2}}
 {"type":"message","id":"a3","parentId":"a2","timestamp":"t","message":{"role":"mystery","note":"\xff\xfe"}}
-{"type":"custom_message","id":"a4","parentId":"a3","timestamp":"t","customType":"x","content":[{"type":"text","text":"\xc3"}],"display":true}
+{"type":"custom_message","id":"a4","parentId":"a3","timestamp":"t","customType":"x","content":[{"type":"text","text":"\xc3"}],"display":true,"details":{"d":"\xfe"}}
 {"type":"whatever","id":"a5","parentId":"a4","timestamp":"t","note":"\xe2\x80"}
 {"type":"message","id":"a6","parentId":"a5","timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":3,"x":"\xf0"},"y":"\x80"}
 `
