@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -567,8 +566,8 @@ func validRaw(raw []byte) (_ json.RawMessage, replaced bool) {
 	return appendValidUTF8(make([]byte, 0, len(raw)+8), raw), true
 }
 
-// details reads a tool result's details (null: nil) as the JSON
-// encoding/json would write again from what it decodes (canonical), a
+// details reads a tool result's details (null: nil) as their JSON,
+// written again as pi writes what it reads (canonical), a
 // json.RawMessage: rpi passes details on and never looks inside, so they
 // cost no more than their bytes, where a hostile [{},{},…] decoded into
 // maps and slices would cost 30 to 50 times as much.
@@ -584,12 +583,13 @@ func (d *jsonIn) details() any {
 	return json.RawMessage(out)
 }
 
-// canonical appends the value at i as encoding/json writes again what it
-// reads into an interface: compact, an object's keys sorted (the last
-// of a key given twice kept, lossy), strings as appendJSONString writes
-// them (a byte that is not UTF-8 as U+FFFD, lossy), numbers as
-// appendJSONFloat writes a float64 (lossy when that is another number).
-// It fails where that decoding fails (a number past float64, depth).
+// canonical appends the value at i as JSON.parse and JSON.stringify
+// write it again, as pi does: compact, members in their order, strings as
+// appendJSONString writes them (a byte that is not UTF-8 as U+FFFD,
+// lossy), numbers as appendJSONFloat writes a float64 (lossy when that
+// is another number). A key given twice is kept twice (a reader takes
+// the last, as JSON.parse does). It fails where encoding/json fails to
+// decode a value (a number past float64) and past maxScanDepth.
 func (d *jsonIn) canonical(out []byte, depth int) []byte {
 	if d.fail || d.i >= len(d.b) || depth > maxScanDepth {
 		d.fail = true
@@ -597,7 +597,40 @@ func (d *jsonIn) canonical(out []byte, depth int) []byte {
 	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		return d.canonicalObject(out, depth)
+		out = append(out, '{')
+		b, first := d.b, true
+		for i := skipSpace(b, d.i+1); ; {
+			if first && i < len(b) && b[i] == '}' {
+				d.i = i + 1
+				return append(out, '}')
+			}
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			d.i = i
+			key, ok := d.stringValue()
+			if i = skipSpace(b, d.i); !ok || i >= len(b) || b[i] != ':' {
+				d.fail = true
+				return out
+			}
+			out = append(appendJSONString(out, key), ':')
+			d.i = skipSpace(b, i+1)
+			out = d.canonical(out, depth+1)
+			if i = skipSpace(b, d.i); d.fail || i >= len(b) {
+				d.fail = true
+				return out
+			}
+			if b[i] == '}' {
+				d.i = i + 1
+				return append(out, '}')
+			}
+			if b[i] != ',' {
+				d.fail = true
+				return out
+			}
+			i = skipSpace(b, i+1)
+		}
 	case c == '[':
 		out = append(out, '[')
 		first := true
@@ -627,74 +660,6 @@ func (d *jsonIn) canonical(out []byte, depth int) []byte {
 		d.fail = true
 	}
 	return appendJSONFloat(out, f)
-}
-
-// canonicalObject is canonical for an object: its members are written in
-// the order they come, then put in the order of their keys when they are
-// not in it already.
-func (d *jsonIn) canonicalObject(out []byte, depth int) []byte {
-	type member struct {
-		key        string
-		start, end int // its bytes in out, the "," before it left out
-	}
-	var members []member
-	b := d.b
-	objectAt := len(out)
-	out = append(out, '{')
-	sorted := true
-	for i := skipSpace(b, d.i+1); ; {
-		if len(members) == 0 && i < len(b) && b[i] == '}' {
-			d.i = i + 1
-			return append(out, '}')
-		}
-		if len(members) > 0 {
-			out = append(out, ',')
-		}
-		d.i = i
-		key, ok := d.stringValue()
-		if i = skipSpace(b, d.i); !ok || i >= len(b) || b[i] != ':' {
-			d.fail = true
-			return out
-		}
-		start := len(out)
-		out = append(appendJSONString(out, key), ':')
-		d.i = skipSpace(b, i+1)
-		out = d.canonical(out, depth+1)
-		if n := len(members); n > 0 && members[n-1].key >= key {
-			sorted = false
-		}
-		members = append(members, member{key, start, len(out)})
-		if i = skipSpace(b, d.i); d.fail || i >= len(b) {
-			d.fail = true
-			return out
-		}
-		if b[i] == '}' {
-			d.i = i + 1
-			break
-		}
-		if b[i] != ',' {
-			d.fail = true
-			return out
-		}
-		i = skipSpace(b, i+1)
-	}
-	if sorted {
-		return append(out, '}')
-	}
-	written := bytes.Clone(out[objectAt+1:])
-	slices.SortStableFunc(members, func(x, y member) int { return strings.Compare(x.key, y.key) })
-	out = out[:objectAt+1]
-	for n, m := range members {
-		if n+1 < len(members) && members[n+1].key == m.key {
-			d.lossy = true // a key given twice: the last one is kept
-			continue
-		}
-		if len(out) > objectAt+1 {
-			out = append(out, ',')
-		}
-		out = append(out, written[m.start-objectAt-1:m.end-objectAt-1]...)
-	}
-	return append(out, '}')
 }
 
 // The JSON names of each struct's fields, for other.
