@@ -444,7 +444,8 @@ func appendLine(path string, line []byte, checkEnd bool) error {
 
 // mendEnd makes the file end with "\n" before an append: a last line
 // without one is kept (and ended) when it is a whole JSON object, and cut
-// off when it is torn.
+// off when it is torn. A byte order mark that starts the file is no part
+// of its first line, as the loader has it (readHeaderLine).
 func mendEnd(f *os.File) error {
 	info, err := f.Stat()
 	if err != nil || info.Size() == 0 {
@@ -465,6 +466,9 @@ func mendEnd(f *os.File) error {
 			lineStart := start + int64(i) + 1
 			tail := make([]byte, size-lineStart)
 			f.ReadAt(tail, lineStart)
+			if lineStart == 0 {
+				tail = bytes.TrimPrefix(tail, byteOrderMark)
+			}
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(tail, &obj) == nil && obj != nil {
 				_, err := f.Write([]byte("\n"))

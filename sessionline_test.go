@@ -514,6 +514,30 @@ func TestOnlyJSONSpaceAroundALine(t *testing.T) {
 	}
 }
 
+// TestByteOrderMarkHeaderAlone: a file of a byte order mark and a header
+// without "\n" (as an editor may save it) loads, and its first append
+// keeps the header: mendEnd took the line for torn (the mark is no JSON)
+// and cut the file to nothing, so the file had no header after it.
+func TestByteOrderMarkHeaderAlone(t *testing.T) {
+	header := `{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}`
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	os.WriteFile(path, []byte("\uFEFF"+header), 0o644)
+	if _, err := loadSessionFile(t.Context(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendLine(path, []byte(`{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}`), true); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := loadSessionFile(t.Context(), path)
+	if err != nil {
+		data, _ := os.ReadFile(path)
+		t.Fatalf("a header was loaded, and an append dropped it: %v (the file: %q)", err, data)
+	}
+	if len(ss.entries) != 1 {
+		t.Errorf("%d entries after the append, want 1", len(ss.entries))
+	}
+}
+
 // ---- Big sessions ----
 
 // writeBigSession writes a session file of about size bytes to path, as
