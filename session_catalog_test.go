@@ -87,10 +87,12 @@ func TestSessionRowOfSmallFile(t *testing.T) {
 // TestSessionRowOfHeaderWrittenOtherwise: a header whose version is
 // written 3.0 or 3e0 opens (plainWholeNumbers), and so does one after
 // blank lines (the loader skips them) or a byte order mark (as pi's trim
-// of the file skips it), so each is listed and can be deleted too.
+// of the file skips it), so each is listed and can be deleted too. A line
+// of byte order marks and spaces before the header is blank, as pi's trim
+// has it.
 func TestSessionRowOfHeaderWrittenOtherwise(t *testing.T) {
 	for _, head := range []string{`"version":3.0`, `"version":3e0`, `"version":30e-1`, "\n \r\n\t\n" + `"version":3`,
-		"\uFEFF" + `"version":3`, "\uFEFF\n\n" + `"version":3`} {
+		"\uFEFF" + `"version":3`, "\uFEFF\n\n" + `"version":3`, "\n\uFEFF\n\uFEFF \uFEFF\n" + `"version":3`} {
 		blank, version, _ := strings.Cut(head, `"`)
 		content := blank + `{"type":"session",` + `"` + version + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
 		root := t.TempDir()

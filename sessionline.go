@@ -216,12 +216,16 @@ var byteOrderMark = []byte("\uFEFF")
 
 // trimLine is line without the white space JSON allows around a value
 // (space, tab, "\r"), and whether it is blank: no more than white space
-// of any kind, as pi's trim has it. Other spaces (\v, U+00A0) stay: a
-// line they surround is no JSON, and so no entry, for encoding/json, for
-// pi, and for mendEnd, which would cut it as torn.
+// of any kind and byte order marks, as pi's trim has it. Other spaces
+// (\v, U+00A0) stay: a line they surround is no JSON, and so no entry,
+// for encoding/json, for pi, and for mendEnd, which would cut it as torn.
 func trimLine(line []byte) (_ []byte, blank bool) {
 	line = bytes.Trim(line, " \t\r\n")
-	return line, len(bytes.TrimSpace(line)) == 0
+	rest := bytes.TrimSpace(line)
+	for bytes.HasPrefix(rest, byteOrderMark) {
+		rest = bytes.TrimSpace(rest[len(byteOrderMark):])
+	}
+	return line, len(rest) == 0
 }
 
 // nextLine returns the next line without its "\n", valid until the next

@@ -461,9 +461,10 @@ func TestReadEntriesInParts(t *testing.T) {
 }
 
 // TestOnlyJSONSpaceAroundALine: a line with a space JSON does not allow
-// around its object (\v, \f, U+00A0, U+2028, U+0085) is no entry, as
-// encoding/json and pi's JSON.parse have it, and a line of such spaces
-// alone is blank, as pi's trim has it. Such a line was trimmed as
+// around its object (\v, \f, U+00A0, U+2028, U+0085, a byte order mark)
+// is no entry, as encoding/json and pi's JSON.parse have it, and a line
+// of such spaces alone is blank, as pi's trim has it (a byte order mark
+// alone was reported as a skipped line). Such a line was trimmed as
 // Unicode has it and loaded: as the last line, without "\n", the next
 // append cut it (mendEnd keeps a JSON object), so an entry the session
 // showed was lost, and a header alone went with the file's first append.
@@ -478,7 +479,7 @@ func TestOnlyJSONSpaceAroundALine(t *testing.T) {
 		}
 		return ids
 	}
-	for _, space := range []string{"\v", "\f", "\u00a0", "\u2028", "\u0085"} {
+	for _, space := range []string{"\v", "\f", "\u00a0", "\u2028", "\u0085", "\uFEFF"} {
 		path := filepath.Join(t.TempDir(), "s.jsonl")
 		os.WriteFile(path, []byte(header+"\n"+entry("a", "null")+"\n"+space+entry("b", `"a"`)+"\n"+entry("c", `"a"`)+space+"\n"+space+"\n"), 0o644)
 		ss, err := loadSessionFile(t.Context(), path)
