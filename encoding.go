@@ -641,9 +641,9 @@ func (b contentBlock) appendJSON(buf []byte) (_ []byte, ok bool) {
 	case "thinking":
 		buf = append(buf, `,"thinking":`...)
 		buf = appendJSONString(buf, b.Thinking)
-		if b.ThinkingSignature != "" {
+		if b.Signature != "" {
 			buf = append(buf, `,"thinkingSignature":`...)
-			buf = appendJSONString(buf, b.ThinkingSignature)
+			buf = appendJSONString(buf, b.Signature)
 		}
 	case "image":
 		buf = append(buf, `,"data":`...)
@@ -661,16 +661,16 @@ func (b contentBlock) appendJSON(buf []byte) (_ []byte, ok bool) {
 		} else if buf, ok = appendCompactJSON(buf, b.Arguments); !ok {
 			return buf, false
 		}
-		if b.ThoughtSignature != "" {
+		if b.Signature != "" {
 			buf = append(buf, `,"thoughtSignature":`...)
-			buf = appendJSONString(buf, b.ThoughtSignature)
+			buf = appendJSONString(buf, b.Signature)
 		}
 	default:
 		buf = append(buf, `,"text":`...)
 		buf = appendJSONString(buf, b.Text)
-		if b.TextSignature != "" {
+		if b.Signature != "" {
 			buf = append(buf, `,"textSignature":`...)
-			buf = appendJSONString(buf, b.TextSignature)
+			buf = appendJSONString(buf, b.Signature)
 		}
 	}
 	return append(buf, '}'), true

@@ -11,18 +11,68 @@ import (
 )
 
 // contentBlock is one block of a message: text, thinking, image or toolCall.
+// Each type has one signature at most, so one field holds it (a session
+// holds a block for each few bytes of text: it is kept small).
 type contentBlock struct {
+	Type      string
+	Text      string
+	Thinking  string
+	Data      string
+	MimeType  string
+	ID        string
+	Name      string
+	Arguments json.RawMessage
+	// Signature is what the model's API signed the block with, written
+	// as the field of its type: a text's textSignature (OpenAI Responses:
+	// the message item's id; Gemini: a thought signature), a thinking's
+	// thinkingSignature (Anthropic's signature; the Responses reasoning
+	// item; Gemini's thought signature), a toolCall's thoughtSignature
+	// (Gemini's); an image has none.
+	Signature string
+}
+
+// blockJSON is a content block as JSON has it: every type's fields.
+type blockJSON struct {
 	Type              string          `json:"type"`
 	Text              string          `json:"text"`
-	TextSignature     string          `json:"textSignature"` // OpenAI Responses: the message item's id; Gemini: a thought signature
+	TextSignature     string          `json:"textSignature"`
 	Thinking          string          `json:"thinking"`
-	ThinkingSignature string          `json:"thinkingSignature"` // Anthropic's signature; the Responses reasoning item; Gemini's thought signature
+	ThinkingSignature string          `json:"thinkingSignature"`
 	Data              string          `json:"data"`
 	MimeType          string          `json:"mimeType"`
 	ID                string          `json:"id"`
 	Name              string          `json:"name"`
 	Arguments         json.RawMessage `json:"arguments"`
-	ThoughtSignature  string          `json:"thoughtSignature"` // Gemini's signature on a tool call
+	ThoughtSignature  string          `json:"thoughtSignature"`
+}
+
+// signatureOf is the signature a block of type typ keeps of the three a
+// block's JSON may have: the one of its type.
+func signatureOf(typ, text, thinking, thought string) string {
+	switch typ {
+	case "thinking":
+		return thinking
+	case "toolCall":
+		return thought
+	case "image":
+		return ""
+	}
+	return text
+}
+
+// UnmarshalJSON reads a block as encoding/json reads blockJSON (null
+// leaves it as it is), keeping the signature of its type.
+func (b *contentBlock) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	var j blockJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*b = contentBlock{Type: j.Type, Text: j.Text, Thinking: j.Thinking, Data: j.Data, MimeType: j.MimeType, ID: j.ID, Name: j.Name,
+		Arguments: j.Arguments, Signature: signatureOf(j.Type, j.TextSignature, j.ThinkingSignature, j.ThoughtSignature)}
+	return nil
 }
 
 // MarshalJSON writes only the fields of the block's type, in pi's order.
@@ -33,7 +83,7 @@ func (b contentBlock) MarshalJSON() ([]byte, error) {
 			Type              string `json:"type"`
 			Thinking          string `json:"thinking"`
 			ThinkingSignature string `json:"thinkingSignature,omitempty"`
-		}{b.Type, b.Thinking, b.ThinkingSignature})
+		}{b.Type, b.Thinking, b.Signature})
 	case "image":
 		return marshalJSON(struct {
 			Type     string `json:"type"`
@@ -47,13 +97,13 @@ func (b contentBlock) MarshalJSON() ([]byte, error) {
 			Name             string          `json:"name"`
 			Arguments        json.RawMessage `json:"arguments"`
 			ThoughtSignature string          `json:"thoughtSignature,omitempty"`
-		}{b.Type, b.ID, b.Name, b.Arguments, b.ThoughtSignature})
+		}{b.Type, b.ID, b.Name, b.Arguments, b.Signature})
 	default:
 		return marshalJSON(struct {
 			Type          string `json:"type"`
 			Text          string `json:"text"`
 			TextSignature string `json:"textSignature,omitempty"`
-		}{b.Type, b.Text, b.TextSignature})
+		}{b.Type, b.Text, b.Signature})
 	}
 }
 

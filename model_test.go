@@ -726,7 +726,7 @@ func TestGeminiEndings(t *testing.T) {
 					t.Fatalf("want two tool calls and no empty text block, got %+v", msg.Content)
 				}
 				a, b := msg.Content[0], msg.Content[1]
-				if !strings.HasPrefix(a.ID, "read_") || a.ID == b.ID || string(a.Arguments) != `{"path": "a.go"}` || !strings.HasPrefix(a.ThoughtSignature, "CiQB") {
+				if !strings.HasPrefix(a.ID, "read_") || a.ID == b.ID || string(a.Arguments) != `{"path": "a.go"}` || !strings.HasPrefix(a.Signature, "CiQB") {
 					t.Errorf("calls %+v", msg.Content)
 				}
 				if msg.Usage.Input != 812 || msg.Usage.Output != 111 {
@@ -735,7 +735,7 @@ func TestGeminiEndings(t *testing.T) {
 			}},
 		{name: "signed empty part", sse: strings.ReplaceAll(chunk(`{"text": "Done."}`, "")+chunk(`{"text": "","thoughtSignature": "c2ln"}`, "STOP"), "\r\n", "\n"), stop: "stop",
 			check: func(t *testing.T, msg *assistantMessage) {
-				if len(msg.Content) != 1 || msg.Content[0].Text != "Done." || msg.Content[0].TextSignature != "c2ln" {
+				if len(msg.Content) != 1 || msg.Content[0].Text != "Done." || msg.Content[0].Signature != "c2ln" {
 					t.Errorf("content %+v", msg.Content)
 				}
 			}},
@@ -781,8 +781,8 @@ func TestCrossModelHistory(t *testing.T) {
 	history := []any{
 		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
 		&assistantMessage{Role: "assistant", API: apiResponses, Provider: "openai", Model: "gpt-5.1", StopReason: "toolUse", Content: []contentBlock{
-			{Type: "thinking", Thinking: "Need to read.", ThinkingSignature: `{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA","summary":[]}`},
-			{Type: "text", Text: "Let me look.", TextSignature: `{"v":1,"id":"msg_1"}`},
+			{Type: "thinking", Thinking: "Need to read.", Signature: `{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAA","summary":[]}`},
+			{Type: "text", Text: "Let me look.", Signature: `{"v":1,"id":"msg_1"}`},
 			{Type: "toolCall", ID: "call_1|fc_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
 		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1|fc_1", ToolName: "read", Content: textBlocks("hello")},
 	}

@@ -78,8 +78,8 @@ func anthropicBody(req streamRequest) map[string]any {
 						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
 					}
 				case "thinking":
-					if signed && b.ThinkingSignature != "" {
-						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.ThinkingSignature})
+					if signed && b.Signature != "" {
+						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
 					}
 				case "toolCall":
 					id, _ := splitCallID(b.ID)

@@ -151,18 +151,18 @@ func geminiBody(req streamRequest) map[string]any {
 				switch b.Type {
 				case "thinking":
 					if same && b.Thinking != "" {
-						parts = append(parts, signed(map[string]any{"thought": true, "text": b.Thinking}, b.ThinkingSignature))
+						parts = append(parts, signed(map[string]any{"thought": true, "text": b.Thinking}, b.Signature))
 					}
 				case "text":
-					if b.Text != "" || same && validSignature(b.TextSignature) {
-						parts = append(parts, signed(map[string]any{"text": b.Text}, b.TextSignature))
+					if b.Text != "" || same && validSignature(b.Signature) {
+						parts = append(parts, signed(map[string]any{"text": b.Text}, b.Signature))
 					}
 				case "toolCall":
 					call := map[string]any{"name": b.Name, "args": json.RawMessage(callArguments(b))}
 					if withIDs {
 						call["id"], _ = splitCallID(b.ID)
 					}
-					parts = append(parts, signed(map[string]any{"functionCall": call}, b.ThoughtSignature))
+					parts = append(parts, signed(map[string]any{"functionCall": call}, b.Signature))
 				}
 			}
 			add("model", parts, false)
@@ -271,7 +271,7 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 						id = fmt.Sprintf("%s_%d_%d", call.Name, time.Now().UnixMilli(), len(ids)+1)
 					}
 					ids[id] = true
-					i := st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: call.Name, ThoughtSignature: p.ThoughtSignature})
+					i := st.startBlock(len(st.msg.Content), contentBlock{Type: "toolCall", ID: id, Name: call.Name, Signature: p.ThoughtSignature})
 					// The args are raw JSON, as the server sent it: a byte in a
 					// string that is not UTF-8 becomes U+FFFD, as encoding/json
 					// decodes the strings of every other reader.
@@ -303,11 +303,7 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 					st.delta(current, *p.Text)
 				}
 				if sig := p.ThoughtSignature; sig != "" && current >= 0 {
-					if kind == "thinking" {
-						st.keep(&st.msg.Content[current].ThinkingSignature, sig)
-					} else {
-						st.keep(&st.msg.Content[current].TextSignature, sig)
-					}
+					st.keep(&st.msg.Content[current].Signature, sig) // the thinking's or the text's
 				}
 			}
 			if c.FinishReason != "" {

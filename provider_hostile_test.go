@@ -59,7 +59,7 @@ func heldBytes(msg *assistantMessage) int {
 	n := 0
 	for _, b := range msg.Content {
 		n += len(b.Text) + len(b.Thinking) + len(b.Arguments) + len(b.ID) + len(b.Name) +
-			len(b.ThinkingSignature) + len(b.TextSignature) + len(b.ThoughtSignature)
+			len(b.Signature)
 	}
 	return n
 }

@@ -58,8 +58,8 @@ func responsesBody(req streamRequest) map[string]any {
 			for _, b := range msg.Content {
 				switch b.Type {
 				case "thinking":
-					if same && b.ThinkingSignature != "" && json.Valid([]byte(b.ThinkingSignature)) {
-						input = append(input, json.RawMessage(b.ThinkingSignature))
+					if same && b.Signature != "" && json.Valid([]byte(b.Signature)) {
+						input = append(input, json.RawMessage(b.Signature))
 					}
 				case "text":
 					if b.Text == "" {
@@ -69,7 +69,7 @@ func responsesBody(req streamRequest) map[string]any {
 						ID string `json:"id"`
 					}
 					if same {
-						json.Unmarshal([]byte(b.TextSignature), &sig)
+						json.Unmarshal([]byte(b.Signature), &sig)
 					}
 					if sig.ID == "" {
 						messageIDs++
@@ -254,7 +254,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			case "reasoning":
 				var compact bytes.Buffer
 				if json.Compact(&compact, ev.Item) == nil {
-					st.keep(&b.ThinkingSignature, compact.String())
+					st.keep(&b.Signature, compact.String())
 				}
 				for _, s := range item.Summary {
 					whole = append(whole, s.Text)
@@ -264,7 +264,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 					V  int    `json:"v"`
 					ID string `json:"id"`
 				}{1, item.ID})
-				st.keep(&b.TextSignature, string(sig))
+				st.keep(&b.Signature, string(sig))
 				for _, c := range item.Content {
 					whole = append(whole, c.Text+c.Refusal)
 				}

@@ -182,7 +182,7 @@ func (st *streamer) startBlock(key int, b contentBlock) int {
 		st.endBlock(open)
 		delete(st.blocks, key)
 	}
-	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.ThoughtSignature)) {
+	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.Signature)) {
 		return -1
 	}
 	st.msg.Content = append(st.msg.Content, b)
@@ -229,7 +229,7 @@ func (st *streamer) fillBlock(i int) {
 	case "thinking":
 		b.Thinking = st.bufs[i].String()
 		if sig := st.sigs[i]; sig != nil {
-			b.ThinkingSignature = sig.String()
+			b.Signature = sig.String()
 		}
 	}
 }

@@ -1020,8 +1020,10 @@ func elements(b []byte, i int) (n int) {
 	return n
 }
 
-// block reads one content block.
+// block reads one content block, keeping the signature of its type
+// (signatureOf; another is lost: lossy).
 func (d *jsonIn) block(b *contentBlock) {
+	var text, thinking, thought string // the three signatures
 	seen := d.fields(blockFields, nil, func(name string) {
 		switch name {
 		case "type":
@@ -1029,11 +1031,11 @@ func (d *jsonIn) block(b *contentBlock) {
 		case "text":
 			d.str(&b.Text)
 		case "textSignature":
-			d.str(&b.TextSignature)
+			d.str(&text)
 		case "thinking":
 			d.str(&b.Thinking)
 		case "thinkingSignature":
-			d.str(&b.ThinkingSignature)
+			d.str(&thinking)
 		case "data":
 			d.str(&b.Data)
 		case "mimeType":
@@ -1045,21 +1047,23 @@ func (d *jsonIn) block(b *contentBlock) {
 		case "arguments":
 			d.raw(&b.Arguments)
 		case "thoughtSignature":
-			d.str(&b.ThoughtSignature)
+			d.str(&thought)
 		}
 	})
+	b.Signature = signatureOf(b.Type, text, thinking, thought)
 	// What fields would see of the block appendJSON writes: type, and
 	// the fields of its type (blockFields' bits).
 	want := uint32(1 << 0)
+	signed := b.Signature != ""
 	switch b.Type {
 	case "thinking":
-		want |= 1<<3 | bitIf(b.ThinkingSignature != "", 1<<4)
+		want |= 1<<3 | bitIf(signed, 1<<4)
 	case "image":
 		want |= 1<<5 | 1<<6
 	case "toolCall":
-		want |= 1<<7 | 1<<8 | 1<<9 | bitIf(b.ThoughtSignature != "", 1<<10)
+		want |= 1<<7 | 1<<8 | 1<<9 | bitIf(signed, 1<<10)
 	default:
-		want |= 1<<1 | bitIf(b.TextSignature != "", 1<<2)
+		want |= 1<<1 | bitIf(signed, 1<<2)
 	}
 	if seen != want {
 		d.lossy = true
