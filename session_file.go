@@ -929,8 +929,8 @@ func decodeMessageSlow(raw json.RawMessage) any {
 // allows is not decoded but kept as it is (a rawMessage, which is not
 // sent to the model). Every block pi or rpi writes takes more (the least,
 // {"type":"text","text":""} and its comma, 26), and a decoded block takes
-// 184 bytes on 64-bit, so a hostile file's [{},{},…] (3 bytes a block)
-// holds at most about 8 times its size, not 61.
+// 152 bytes on 64-bit, so a hostile file's [{},{},…] (3 bytes a block)
+// holds at most about 6 times its size, not 50.
 const bytesPerBlock = 24
 
 // contentProbe is what decodeMessageSlow reads of a message's content
