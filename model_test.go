@@ -696,6 +696,34 @@ func TestResponsesEndings(t *testing.T) {
 	})
 }
 
+// TestResponsesItemOfAnotherType: an item whose done event names another
+// type than its added event did signs nothing (a reasoning item's JSON is
+// a thinking's signature, a message's id a text's): a text does not go
+// back with a reasoning item's id, a thinking not as a message's id.
+func TestResponsesItemOfAnotherType(t *testing.T) {
+	ev := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\",\"sequence_number\":0," + rest + "}\n\n"
+	}
+	reasoning, message := `{"id":"rs_1","type":"reasoning","summary":[]}`, `{"id":"msg_1","type":"message","role":"assistant","content":[]}`
+	call := `{"id":"fc_1","type":"function_call","call_id":"call_1","name":"read","arguments":"{}"}`
+	sse := ev("response.output_item.added", `"output_index":0,"item":`+reasoning) +
+		ev("response.output_item.done", `"output_index":0,"item":`+message) +
+		ev("response.output_item.added", `"output_index":1,"item":`+message) +
+		ev("response.output_item.done", `"output_index":1,"item":`+reasoning) +
+		ev("response.output_item.added", `"output_index":2,"item":`+call) +
+		ev("response.output_item.done", `"output_index":2,"item":`+reasoning) +
+		ev("response.completed", `"response":{"id":"resp_1","status":"completed"}`)
+	msg, _, err := readStream(t, apiResponses, sse)
+	if err != nil || len(msg.Content) != 3 {
+		t.Fatalf("%v, content %+v", err, msg.Content)
+	}
+	for _, b := range msg.Content {
+		if b.Signature != "" {
+			t.Errorf("%s block signed %q", b.Type, b.Signature)
+		}
+	}
+}
+
 // TestGeminiEndings checks how the Gemini reader ends an answer and what
 // it makes of its parts: MAX_TOKENS is stopReason length, another
 // finishReason or an error chunk an error naming it, a blocked prompt

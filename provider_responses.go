@@ -250,10 +250,14 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			json.Unmarshal(ev.Item, &item)
 			b := &st.msg.Content[i]
 			var whole []string // the item's text, for a block whose deltas never came
+			// An item signs only the block its type opens (a reasoning item
+			// a thinking, a message a text): one done as another type than
+			// it was added as would sign a block with what its type's API
+			// does not take (a text sent back with a reasoning item's id).
 			switch item.Type {
 			case "reasoning":
 				var compact bytes.Buffer
-				if json.Compact(&compact, ev.Item) == nil {
+				if b.Type == "thinking" && json.Compact(&compact, ev.Item) == nil {
 					st.keep(&b.Signature, compact.String())
 				}
 				for _, s := range item.Summary {
@@ -264,7 +268,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 					V  int    `json:"v"`
 					ID string `json:"id"`
 				}{1, item.ID})
-				st.keep(&b.Signature, string(sig))
+				if b.Type == "text" {
+					st.keep(&b.Signature, string(sig))
+				}
 				for _, c := range item.Content {
 					whole = append(whole, c.Text+c.Refusal)
 				}
