@@ -267,12 +267,18 @@ func contextMessages(messages []any) []any {
 }
 
 // rawText is the text of a message content that is a string or blocks.
+// Only a block's type and text are read, into a plain struct: encoding/json
+// goes on past a member of another type there (contentBlock's UnmarshalJSON
+// would stop at it, and lose the text of every block from there on).
 func rawText(content json.RawMessage) string {
 	var text string
 	if json.Unmarshal(content, &text) == nil {
 		return text
 	}
-	var blocks []contentBlock
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
 	json.Unmarshal(content, &blocks)
 	var b strings.Builder
 	for _, c := range blocks {

@@ -805,3 +805,23 @@ func TestHostileLineHeldAtItsSize(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomMessageTextPastABadBlock: a custom message's text blocks go to
+// the model whatever else a block holds, as encoding/json read them into
+// the struct a block was: a member of a type rpi does not take (an id
+// given as a number, a signature as an object) loses no block's text.
+func TestCustomMessageTextPastABadBlock(t *testing.T) {
+	for content, want := range map[string]string{
+		`[{"type":"text","text":"a","id":5},{"type":"text","text":"b"}]`:                                             "ab",
+		`[{"type":"text","text":"a"},{"type":"text","text":"b","textSignature":{}},null,{"type":"text","text":"c"}]`: "abc",
+		`[{"type":"image","data":1,"mimeType":"image/png"},{"type":"text","text":"d"}]`:                              "d",
+	} {
+		msg := rawMessage(`{"role":"custom","customType":"x","content":` + content + `,"display":true}`)
+		ctx := contextMessages([]any{msg})
+		if len(ctx) != 1 {
+			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
+		} else if u, ok := ctx[0].(*userMessage); !ok || u.Content[0].Text != want {
+			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
+		}
+	}
+}
