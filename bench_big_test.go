@@ -752,7 +752,7 @@ func BenchmarkSessionFormsRatio(b *testing.B) {
 
 // hostileSessionForms are sessions a hostile file could be, each one line
 // of blocks (or details) as many as fill the file: what a block costs
-// decoded is 184 bytes, so the fewer bytes a block takes, the more a
+// decoded is 152 bytes, so the fewer bytes a block takes, the more a
 // decoder that took each would hold.
 var hostileSessionForms = []struct{ name, before, block, after string }{
 	// empty blocks (3 bytes each): too many for their size, kept as written

@@ -930,7 +930,7 @@ func decodeMessageSlow(raw json.RawMessage) any {
 // sent to the model). Every block pi or rpi writes takes more (the least,
 // {"type":"text","text":""} and its comma, 26), and a decoded block takes
 // 152 bytes on 64-bit, so a hostile file's [{},{},…] (3 bytes a block)
-// holds at most about 6 times its size, not 50.
+// holds at most about 6 times its size, not 51.
 const bytesPerBlock = 24
 
 // contentProbe is what decodeMessageSlow reads of a message's content
