@@ -148,7 +148,7 @@ func readSessionRow(path string) (row sessionRow, ok bool) {
 func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	whole := size <= catalogHeadBytes
 	head := bufio.NewReaderSize(io.NewSectionReader(f, 0, catalogHeadBytes), 64<<10)
-	first, err := headerLine(head)
+	first, err := readHeaderLineFrom(head)
 	if err != nil && (err != io.EOF || !whole) {
 		return row, false // no whole first line within the head
 	}
@@ -209,10 +209,10 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	return row, true
 }
 
-// headerLine reads the first line of r, the start of a file, that is not
-// blank (trimLine), the line the loader takes as the header (readHeaderLine):
-// blank lines before it and a byte order mark are skipped.
-func headerLine(r *bufio.Reader) ([]byte, error) {
+// readHeaderLineFrom reads the first line of r, the start of a file,
+// that is not blank (trimLine): the line the loader takes as the header
+// (readHeaderLine), blank lines before it and a byte order mark skipped.
+func readHeaderLineFrom(r *bufio.Reader) ([]byte, error) {
 	for first := true; ; first = false {
 		line, err := r.ReadBytes('\n')
 		if first {
@@ -355,7 +355,7 @@ func removeSessionIn(root, rel string) error {
 	if held, err := f.Stat(); err != nil || !os.SameFile(info, held) {
 		return errors.New("it changed while it was being deleted")
 	}
-	first, err := headerLine(bufio.NewReader(io.LimitReader(f, catalogHeadBytes)))
+	first, err := readHeaderLineFrom(bufio.NewReader(io.LimitReader(f, catalogHeadBytes)))
 	if _, ok := parseSessionHeader(first); !ok || err != nil && err != io.EOF {
 		return errors.New("it is not a session file")
 	}
