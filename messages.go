@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // contentBlock is one block of a message: text, thinking, image or toolCall.
@@ -61,7 +62,9 @@ func signatureOf(typ, text, thinking, thought string) string {
 }
 
 // UnmarshalJSON reads a block as encoding/json reads blockJSON (null
-// leaves it as it is), keeping the signature of its type.
+// leaves it as it is), keeping the signature of its type. Bytes that
+// are not UTF-8 in its arguments, which a json.RawMessage keeps as they
+// are, become U+FFFD, as the session decoder's fast path has them.
 func (b *contentBlock) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
@@ -69,6 +72,9 @@ func (b *contentBlock) UnmarshalJSON(data []byte) error {
 	var j blockJSON
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
+	}
+	if !utf8.Valid(j.Arguments) {
+		j.Arguments = appendValidUTF8(nil, j.Arguments)
 	}
 	*b = contentBlock{Type: j.Type, Text: j.Text, Thinking: j.Thinking, Data: j.Data, MimeType: j.MimeType, ID: j.ID, Name: j.Name,
 		Arguments: j.Arguments, Signature: signatureOf(j.Type, j.TextSignature, j.ThinkingSignature, j.ThoughtSignature)}

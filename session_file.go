@@ -854,8 +854,9 @@ func entryMillis(e *sessionEntry) int64 {
 
 // decodeMessageSlow is decodeMessage by encoding/json, for what the fast
 // path does not take (sessionline.go). Bytes that are not UTF-8 in what
-// it keeps as JSON (tool arguments, details, a message kept as it is)
-// become U+FFFD, as the fast path has them.
+// it keeps as JSON (tool arguments: contentBlock's UnmarshalJSON;
+// details; a message kept as it is) become U+FFFD, as the fast path has
+// them.
 func decodeMessageSlow(raw json.RawMessage) any {
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return nil
@@ -885,13 +886,11 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			return &userMessage{Role: "user", Content: textBlocks(text), Timestamp: rest.Timestamp}
 		}
 		if json.Unmarshal(raw, m) == nil {
-			validArguments(m.Content)
 			return m
 		}
 	case "assistant":
 		m := &assistantMessage{}
 		if json.Unmarshal(raw, m) == nil {
-			validArguments(m.Content)
 			return m
 		}
 	case "toolResult":
@@ -901,11 +900,11 @@ func decodeMessageSlow(raw json.RawMessage) any {
 		}
 		if json.Unmarshal(raw, &m) == nil {
 			var d jsonIn
-			if d.reset(m.Details); m.Details != nil && !d.null() {
-				m.toolResultMessage.Details = json.RawMessage(d.canonical(make([]byte, 0, len(m.Details)), 1))
+			if m.Details != nil {
+				d.reset(m.Details)
+				m.toolResultMessage.Details = d.details()
 			}
 			if !d.fail {
-				validArguments(m.Content)
 				return &m.toolResultMessage
 			}
 		}
@@ -949,16 +948,6 @@ func (c *contentProbe) UnmarshalJSON(b []byte) error {
 		c.most = max(c.most, elements(b, skipSpace(b, 1)))
 	}
 	return nil
-}
-
-// validArguments makes U+FFFD of the bytes that are not UTF-8 in the
-// blocks' tool arguments, which encoding/json keeps as they are.
-func validArguments(blocks []contentBlock) {
-	for i, b := range blocks {
-		if b.Arguments != nil && !utf8.Valid(b.Arguments) {
-			blocks[i].Arguments = appendValidUTF8(nil, b.Arguments)
-		}
-	}
 }
 
 // ---- The session file's lock ----
