@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -641,6 +642,121 @@ func checkStreams(t *testing.T, api string, cases []streamCase) {
 			}
 		})
 	}
+}
+
+// TestEventLineEndings: a stream's lines may end in "\r\n", "\n" or "\r"
+// alone, in any mix, as the server-sent events format allows, and a
+// "\r\n" may be split between two reads. A stream whose lines ended in
+// "\r" alone was read as one line, and its answer lost.
+func TestEventLineEndings(t *testing.T) {
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n" +
+		": a comment\nevent: chunk\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\", world\"},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	for name, ending := range map[string]string{"LF": "\n", "CRLF": "\r\n", "CR": "\r"} {
+		t.Run(name, func(t *testing.T) {
+			msg, _, err := readStream(t, apiOpenAI, strings.ReplaceAll(stream, "\n", ending))
+			if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "Hello, world" {
+				t.Errorf("content %+v, error %v; want Hello, world", msg.Content, err)
+			}
+		})
+	}
+	mixed := "data: a\r\rdata: b\n\r\ndata: c\r\ndata\r\ndata:d\n\n:x\rdata: e\r\r\n"
+	want := []string{"a", "b", "c\n\nd", "e"}
+	for _, chunk := range []int{1, 2, 3, len(mixed)} {
+		t.Run(fmt.Sprintf("mixed, read %d bytes at a time", chunk), func(t *testing.T) {
+			if got := readEvents(t, &chunkedReader{data: mixed, chunk: chunk}); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// FuzzEventLines: the stream reader finds the events a literal reading of
+// the server-sent events format finds, however the stream is split into
+// reads.
+func FuzzEventLines(f *testing.F) {
+	for _, seed := range []string{
+		"data: a\n\n", "data: a\r\rdata: b\r\n\r\n", "event: x\ndata\ndata: y\n\n", "\uFEFFdata:z\r\n\r\n",
+		": c\r\n\ndata: a\n", "data: a\r\r\n\n", "id: 1\nretry: 5\ndata: a\n\n", "data : a\n\n",
+	} {
+		f.Add([]byte(seed), uint8(1))
+		f.Add([]byte(seed), uint8(7))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, chunk uint8) {
+		got := readEvents(t, &chunkedReader{data: string(stream), chunk: 1 + int(chunk)%16})
+		if want := literalEvents(string(stream)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("stream %q read %d bytes at a time: events %q, want %q", stream, 1+int(chunk)%16, got, want)
+		}
+	})
+}
+
+// readEvents is every event the stream reader finds in r, as
+// "name:data" when the event has a name.
+func readEvents(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var got []string
+	st := newStreamer(&assistantMessage{}, func(assistantEvent) {})
+	st.events(r, func(name string, data []byte) (bool, error) {
+		if name != "" {
+			name += ":"
+		}
+		got = append(got, name+string(data))
+		return false, nil
+	})
+	return got
+}
+
+// literalEvents reads a stream as the server-sent events format spells
+// it out, for FuzzEventLines: the whole stream split into lines first,
+// then each line a field, a comment or a blank that ends an event; an
+// event without an ending blank line is none. (rpi trims the spaces
+// around an event's name, where the format removes one before it.)
+func literalEvents(stream string) []string {
+	stream = strings.TrimPrefix(stream, "\uFEFF")
+	var events []string
+	name, data, hasData := "", "", false
+	for {
+		end := strings.IndexAny(stream, "\r\n")
+		if end < 0 {
+			return events
+		}
+		line := stream[:end]
+		if strings.HasPrefix(stream[end:], "\r\n") {
+			end++
+		}
+		stream = stream[end+1:]
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch {
+		case line == "":
+			if hasData {
+				if name != "" {
+					name += ":"
+				}
+				events = append(events, name+strings.TrimSuffix(data, "\n"))
+			}
+			name, data, hasData = "", "", false
+		case field == "event":
+			name = strings.TrimSpace(value)
+		case field == "data":
+			data, hasData = data+value+"\n", true
+		}
+	}
+}
+
+// chunkedReader reads data at most chunk bytes at a time.
+type chunkedReader struct {
+	data  string
+	chunk int
+}
+
+func (r *chunkedReader) Read(p []byte) (int, error) {
+	if r.data == "" {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.data)
+	r.data = r.data[n:]
+	return n, nil
 }
 
 // TestResponsesEndings checks how the Responses reader ends an answer:

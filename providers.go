@@ -397,20 +397,21 @@ func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 
 // events reads server-sent events, calling fn with each event's name
 // and data (data lines joined by "\n"; data is fn's only while it runs);
-// a byte order mark that starts the stream is skipped, as the format says.
-// An event may be at most eventLimit bytes. Reading stops at the first
-// event after which the answer is cut.
+// a byte order mark that starts the stream is skipped, and a line may end
+// in "\r\n", "\n" or "\r" alone, as the format says. An event may be at
+// most eventLimit bytes. Reading stops at the first event after which the
+// answer is cut.
 func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop bool, err error)) error {
 	limit := st.eventLimit()
-	br := bufio.NewReaderSize(r, 64<<10)
-	if bom, _ := br.Peek(3); string(bom) == "\uFEFF" {
-		br.Discard(3) // a byte order mark may start the stream
+	lines := eventLines{r: bufio.NewReaderSize(r, 64<<10)}
+	if bom, _ := lines.r.Peek(3); string(bom) == "\uFEFF" {
+		lines.r.Discard(3) // a byte order mark may start the stream
 	}
 	var name string
 	var data []byte
-	lines := 0
+	dataLines := 0
 	for {
-		line, tooLong, err := readEventLine(br, limit)
+		line, tooLong, err := lines.next(limit)
 		if tooLong {
 			return &providerError{message: fmt.Sprintf("Invalid response from the model server: a line longer than %d bytes", limit)}
 		}
@@ -423,10 +424,11 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 			}
 			return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
 		switch {
 		case len(line) == 0:
-			if lines > 0 {
+			if dataLines > 0 {
 				stop, err := fn(name, data)
 				if st.cut != nil {
 					return st.cut
@@ -435,13 +437,11 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 					return err
 				}
 			}
-			name, data, lines = "", nil, 0
-		case line[0] == ':':
-		case bytes.HasPrefix(line, []byte("event:")):
-			name = string(bytes.TrimSpace(line[len("event:"):]))
-		case bytes.HasPrefix(line, []byte("data:")):
-			value := bytes.TrimPrefix(line[len("data:"):], []byte(" "))
-			if lines++; lines == 1 {
+			name, data, dataLines = "", nil, 0
+		case string(field) == "event":
+			name = string(bytes.TrimSpace(value))
+		case string(field) == "data": // "data" alone is an empty data line
+			if dataLines++; dataLines == 1 {
 				data = value // the line is this loop's own: no copy
 			} else {
 				data = append(append(data, '\n'), value...)
@@ -450,27 +450,57 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 				return &providerError{message: fmt.Sprintf("Invalid response from the model server: an event longer than %d bytes", limit)}
 			}
 		}
+		// Anything else is a comment (":…"), an id or retry line, or a
+		// field the format does not know: all ignored.
 	}
 }
 
-// readEventLine returns the next line without its "\n" (a copy the caller
-// owns), or tooLong as soon as more than max bytes of it have come: the
-// rest is not read, since the stream is given up (a server that never
-// ends the line, or the stream, cannot hold rpi). A client's lines are
-// read by appendInputLine instead, which reads past a refused line to
-// serve the next. err is non-nil only at
-// the end of input, possibly with a final partial line.
-func readEventLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+// eventLines splits a server-sent event stream into lines. A line ends in
+// "\r\n", "\n", or a "\r" that no "\n" follows; the "\n" of a "\r\n" may
+// come in a later read than its "\r".
+type eventLines struct {
+	r       *bufio.Reader
+	afterCR bool // the last line ended in "\r": a "\n" next ends no line
+}
+
+// next returns the next line without its ending (a copy the caller owns),
+// or tooLong as soon as more than max bytes of it have come: the rest is
+// not read, since the stream is given up (a server that never ends the
+// line, or the stream, cannot hold rpi). A client's lines are read by
+// appendInputLine instead, which reads past a refused line to serve the
+// next. err is non-nil only at the end of input, possibly with a final
+// partial line.
+func (l *eventLines) next(max int) (line []byte, tooLong bool, err error) {
 	for {
-		chunk, err := br.ReadSlice('\n')
-		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
-		if len(line)+len(chunk) > max {
-			return nil, true, nil
-		}
-		line = append(line, chunk...)
-		if err != bufio.ErrBufferFull {
+		if _, err := l.r.Peek(1); err != nil {
 			return line, false, err
 		}
+		buf, _ := l.r.Peek(l.r.Buffered())
+		if l.afterCR {
+			l.afterCR = false
+			if buf[0] == '\n' {
+				l.r.Discard(1)
+				continue
+			}
+		}
+		end := bytes.IndexByte(buf, '\n')
+		if end < 0 {
+			end = len(buf)
+		}
+		if cr := bytes.IndexByte(buf[:end], '\r'); cr >= 0 {
+			end = cr
+		}
+		if len(line)+end > max {
+			return nil, true, nil
+		}
+		line = append(line, buf[:end]...)
+		if end == len(buf) { // no ending yet: read on
+			l.r.Discard(end)
+			continue
+		}
+		l.afterCR = buf[end] == '\r'
+		l.r.Discard(end + 1)
+		return line, false, nil
 	}
 }
 
