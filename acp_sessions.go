@@ -733,11 +733,12 @@ func acpTurnUsage(messages []any, prompt *userMessage) *acpTurnTokens {
 	var read, write int
 	for _, m := range messages[at+1:] {
 		if a, ok := m.(*assistantMessage); ok {
-			u.InputTokens += a.Usage.Input
-			u.OutputTokens += a.Usage.Output
-			u.TotalTokens += cmp.Or(a.Usage.TotalTokens, a.Usage.Input+a.Usage.Output+a.Usage.CacheRead+a.Usage.CacheWrite)
-			read += a.Usage.CacheRead
-			write += a.Usage.CacheWrite
+			u.InputTokens = addTokens(u.InputTokens, a.Usage.Input)
+			u.OutputTokens = addTokens(u.OutputTokens, a.Usage.Output)
+			total := cmp.Or(a.Usage.TotalTokens, addTokens(addTokens(a.Usage.Input, a.Usage.Output), addTokens(a.Usage.CacheRead, a.Usage.CacheWrite)))
+			u.TotalTokens = addTokens(u.TotalTokens, total)
+			read = addTokens(read, a.Usage.CacheRead)
+			write = addTokens(write, a.Usage.CacheWrite)
 		}
 	}
 	if read > 0 {

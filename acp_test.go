@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1039,7 +1040,9 @@ func TestACPCommands(t *testing.T) {
 	}
 }
 
-// TestACPUsage: context tokens, window and the session's cost.
+// TestACPUsage: context tokens, window and the session's cost, held at
+// the largest finite number when a session file's costs add up past it
+// (+Inf, which JSON cannot carry, made the update unwritable).
 func TestACPUsage(t *testing.T) {
 	priced := &model{ContextWindow: 1000, Cost: modelCost{Input: 1}}
 	free := &model{ContextWindow: 500}
@@ -1054,6 +1057,8 @@ func TestACPUsage(t *testing.T) {
 		{nil, priced, `{"sessionUpdate":"usage_update","used":0,"size":1000,"cost":{"amount":0,"currency":"USD"}}`},
 		{nil, free, `{"sessionUpdate":"usage_update","used":0,"size":500}`},
 		{[]any{&summaryMessage{Role: "compactionSummary"}}, nil, `{"sessionUpdate":"usage_update","used":0,"size":0}`},
+		{[]any{msgs[1], &assistantMessage{Role: "assistant", StopReason: "stop", Usage: usage{TotalTokens: 400, Cost: costBreakdown{Total: math.MaxFloat64}}}}, priced,
+			`{"sessionUpdate":"usage_update","used":400,"size":1000,"cost":{"amount":1.7976931348623157e+308,"currency":"USD"}}`},
 	} {
 		got, _ := json.Marshal(acpUsageOf(tt.messages, tt.m, acpSpent(tt.messages)))
 		if string(got) != tt.want {

@@ -875,7 +875,7 @@ func acpSpent(messages []any) float64 {
 	total := 0.0
 	for _, m := range messages {
 		if a, ok := m.(*assistantMessage); ok {
-			total += a.Usage.Cost.Total
+			total = addCost(total, a.Usage.Cost.Total)
 		}
 	}
 	return total

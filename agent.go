@@ -869,7 +869,7 @@ func estimateContext(messages []any) *int {
 		}
 	}
 	for _, m := range messages[from:] {
-		base += (messageJSONSize(m) + 3) / 4
+		base = addTokens(base, (messageJSONSize(m)+3)/4)
 	}
 	return &base
 }
@@ -894,16 +894,16 @@ func (s *session) stats() sessionStats {
 					st.ToolCalls++
 				}
 			}
-			st.Tokens.Input += m.Usage.Input
-			st.Tokens.Output += m.Usage.Output
-			st.Tokens.CacheRead += m.Usage.CacheRead
-			st.Tokens.CacheWrite += m.Usage.CacheWrite
-			st.Cost += m.Usage.Cost.Total
+			st.Tokens.Input = addTokens(st.Tokens.Input, m.Usage.Input)
+			st.Tokens.Output = addTokens(st.Tokens.Output, m.Usage.Output)
+			st.Tokens.CacheRead = addTokens(st.Tokens.CacheRead, m.Usage.CacheRead)
+			st.Tokens.CacheWrite = addTokens(st.Tokens.CacheWrite, m.Usage.CacheWrite)
+			st.Cost = addCost(st.Cost, m.Usage.Cost.Total)
 		case *toolResultMessage:
 			st.ToolResults++
 		}
 	}
-	st.Tokens.Total = st.Tokens.Input + st.Tokens.Output + st.Tokens.CacheRead + st.Tokens.CacheWrite
+	st.Tokens.Total = addTokens(addTokens(st.Tokens.Input, st.Tokens.Output), addTokens(st.Tokens.CacheRead, st.Tokens.CacheWrite))
 	s.mu.Lock()
 	m := s.model
 	s.mu.Unlock()

@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -144,6 +145,27 @@ type costBreakdown struct {
 	CacheRead  float64 `json:"cacheRead"`
 	CacheWrite float64 `json:"cacheWrite"`
 	Total      float64 `json:"total"`
+}
+
+// addTokens is a + b for token counts, held at the ends of int where it
+// would wrap: a count read from a session file or sent by a model server
+// can be any int, and a sum of them must not turn negative.
+func addTokens(a, b int) int {
+	switch sum := a + b; {
+	case b > 0 && sum < a:
+		return math.MaxInt
+	case b < 0 && sum > a:
+		return math.MinInt
+	default:
+		return sum
+	}
+}
+
+// addCost is a + b for costs, held at the largest finite float64 where
+// it would overflow: JSON has no infinity, so an answer holding one could
+// not be written at all.
+func addCost(a, b float64) float64 {
+	return max(-math.MaxFloat64, min(a+b, math.MaxFloat64))
 }
 
 type usage struct {

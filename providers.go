@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -524,15 +523,13 @@ func computeCost(u *usage, m *model) {
 		CacheRead:  float64(u.CacheRead) * m.Cost.CacheRead / 1e6,
 		CacheWrite: float64(u.CacheWrite) * m.Cost.CacheWrite / 1e6,
 	}
-	u.Cost.Total = u.Cost.Input + u.Cost.Output + u.Cost.CacheRead + u.Cost.CacheWrite
 	// An absurd price in models.json must not make a cost no JSON can
 	// carry (a record with +Inf could not be written at all).
-	for _, c := range []*float64{&u.Cost.Input, &u.Cost.Output, &u.Cost.CacheRead, &u.Cost.CacheWrite, &u.Cost.Total} {
-		if math.IsInf(*c, 1) {
-			*c = math.MaxFloat64
-		}
+	for _, c := range []*float64{&u.Cost.Input, &u.Cost.Output, &u.Cost.CacheRead, &u.Cost.CacheWrite} {
+		*c = addCost(*c, 0)
 	}
-	u.TotalTokens = u.Input + u.Output + u.CacheRead + u.CacheWrite
+	u.Cost.Total = addCost(addCost(u.Cost.Input, u.Cost.Output), addCost(u.Cost.CacheRead, u.Cost.CacheWrite))
+	u.TotalTokens = addTokens(addTokens(u.Input, u.Output), addTokens(u.CacheRead, u.CacheWrite))
 }
 
 // ---- Shared by the body builders ----

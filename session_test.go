@@ -690,6 +690,32 @@ func TestLongChainOfEntries(t *testing.T) {
 	}
 }
 
+// TestUsageSumsHeld: a session file's token counts and costs may be any
+// number; their sums in get_session_stats are held at the largest there
+// is. Two counts of the largest int summed to a negative one, and two
+// large costs to +Inf, which made the answer an internal error.
+func TestUsageSumsHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.jsonl")
+	answer := func(id, parent string) string {
+		return `{"type":"message","id":"` + id + `","parentId":` + parent + `,"timestamp":"t","message":{"role":"assistant","content":[{"type":"text","text":"x"}],` +
+			`"api":"x","provider":"p","model":"m","usage":{"input":9223372036854775807,"output":5,"cacheRead":0,"cacheWrite":0,` +
+			`"totalTokens":9223372036854775807,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1.5e308}},"stopReason":"stop","timestamp":1}}` + "\n"
+	}
+	file := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000003","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n" +
+		answer("a1", "null") + answer("a2", `"a1"`)
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(`{"id":"s","type":"get_session_stats"}`+"\n"), &out); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	want := `"tokens":{"input":9223372036854775807,"output":10,"cacheRead":0,"cacheWrite":0,"total":9223372036854775807},"cost":1.7976931348623157e+308}`
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("got\n%s\nwant an answer with %s", out.String(), want)
+	}
+}
+
 // TestSessionBytesNotUTF8: bytes that are not UTF-8 in a session file
 // (tool arguments, details, a message of a role rpi does not know, a
 // custom entry's content and details, an entry type rpi does not know, a
