@@ -464,6 +464,18 @@ func (c *conversation) writeWhole(ss *sessionFile) {
 	}
 }
 
+// writeHeader has ss's header written into its file, which is there and
+// empty, and its entries a line at a time after, as pi starts a session
+// in an empty file. The header is appended, not written whole: the file
+// keeps its inode, owner and mode (mktemp makes it 0600).
+func (c *conversation) writeHeader(ss *sessionFile) {
+	c.mu.Lock()
+	c.queue = append(c.queue, fileWrite{ss: ss, line: ss.headerLine()})
+	ss.written = true
+	c.mu.Unlock()
+	c.flushSoon()
+}
+
 // writeFile has ss's whole file written, and its entries a line at a
 // time after; the writer writes it, as record's.
 func (c *conversation) writeFile(ss *sessionFile) {

@@ -39,6 +39,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	}
 	now := s.env.clock.Now()
 	var ss *sessionFile
+	emptyFile := false // o.file is there but empty: the new session starts in it
 	switch {
 	case cfg.noSession:
 		ss = newSessionFile(now, "", cwd, "", "", "", true)
@@ -46,14 +47,17 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
 			loaded, err := openSessionFile(s.ctx, path, s.lockWait())
-			if err != nil {
+			emptyFile = isEmptySessionFile(err)
+			if err != nil && !emptyFile {
 				return nil, err
 			}
-			if notice := loaded.skippedNotice(); notice != "" {
-				s.warn(notice)
+			if !emptyFile {
+				if notice := loaded.skippedNotice(); notice != "" {
+					s.warn(notice)
+				}
+				s.useSessionIn(c, loaded)
+				return c, nil
 			}
-			s.useSessionIn(c, loaded)
-			return c, nil
 		}
 		ss = newSessionFile(now, "", cwd, "", path, "", false)
 	default:
@@ -89,6 +93,9 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 	}
 	c.replace(ss, sessionContext{name: o.name})
+	if emptyFile {
+		c.writeHeader(ss)
+	}
 	s.startEntries()
 	if o.writeNow && ss.path != "" {
 		c.writeFile(ss)
@@ -213,7 +220,8 @@ func (s *session) newSession(parent string, done func(error)) {
 
 // switchSession opens the session file at path (relative to the cwd),
 // read in the background; a missing or invalid file fails and the current
-// conversation stays as it was. done as in newSession.
+// conversation stays as it was. An empty file gets a new session, as
+// newSession's, written in it at once. done as in newSession.
 func (s *session) switchSession(path string, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
@@ -224,8 +232,18 @@ func (s *session) switchSession(path string, done func(error)) {
 		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
 		}
+		if isEmptySessionFile(err) {
+			return nil // loaded is nil: a new session, made below
+		}
 		return err
 	}, func() error {
+		if loaded == nil {
+			loaded = newSessionFile(s.env.clock.Now(), "", s.set.cwd, "", path, "", false)
+			cleared = s.useSession(loaded, loopsRead{path: loopsFileOf(path)})
+			s.conv.writeHeader(loaded)
+			s.startEntries()
+			return nil
+		}
 		cleared = s.useSession(loaded, loops)
 		return nil
 	}, func(err error) {

@@ -492,6 +492,20 @@ func messageRole(raw json.RawMessage) string {
 // it as it is, and so do ACP's session/load and session/resume.
 type errInvalidSessionFile struct{ path, why string }
 
+// errEmptySessionFile is the file at path holding no byte at all. Where
+// rpi opens a file the client names (--session, switch_session) it starts
+// a new session in it instead, as pi does: a file made by mktemp, say.
+func errEmptySessionFile(path string) error { return &errInvalidSessionFile{path, emptyFile} }
+
+// emptyFile is why an empty session file is not a session.
+const emptyFile = "it is empty"
+
+// isEmptySessionFile reports whether err is errEmptySessionFile's.
+func isEmptySessionFile(err error) bool {
+	var invalid *errInvalidSessionFile
+	return errors.As(err, &invalid) && invalid.why == emptyFile
+}
+
 func (e *errInvalidSessionFile) Error() string {
 	return fmt.Sprintf("Not a valid session file: %s (%s)", e.path, e.why)
 }
@@ -525,8 +539,10 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, tooLong(lineNo)
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
+	case line == nil && next == 0:
+		return nil, errEmptySessionFile(path)
 	case line == nil:
-		return nil, &errInvalidSessionFile{path, "it is empty"}
+		return nil, &errInvalidSessionFile{path, "it holds only blank lines"}
 	}
 	var header struct {
 		Type    string `json:"type"`

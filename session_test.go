@@ -690,6 +690,50 @@ func TestLongChainOfEntries(t *testing.T) {
 	}
 }
 
+// TestEmptySessionFile: --session naming an empty file (as mktemp makes
+// it) starts a new session in that file, as pi does: its header is
+// written at once, in place, so the file keeps its inode and its mode.
+// rpi refused such a file. A file of blank lines, or of a byte order mark
+// alone, is still no session (pi refuses both too).
+func TestEmptySessionFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "made-by-mktemp")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(path)
+	var out bytes.Buffer
+	if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &out); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, out.String())
+	}
+	var started struct{ Data struct{ ID string } }
+	first, _, _ := strings.Cut(out.String(), "\n")
+	json.Unmarshal([]byte(first), &started)
+	data, _ := os.ReadFile(path)
+	header, _, _ := strings.Cut(string(data), "\n")
+	if started.Data.ID == "" || !strings.HasPrefix(header, `{"type":"session","version":3,"id":"`+started.Data.ID+`"`) ||
+		!strings.Contains(string(data), `"type":"thinking_level_change"`) {
+		t.Errorf("session_started %s; the file:\n%s", first, data)
+	}
+	if !strings.Contains(out.String(), `"sessionFile":"`+path+`"`) {
+		t.Errorf("get_state does not name the file:\n%s", out.String())
+	}
+	after, _ := os.Stat(path)
+	if !os.SameFile(before, after) || after.Mode().Perm() != 0o600 {
+		t.Errorf("the file was replaced (same: %v) or its mode changed (%v)", os.SameFile(before, after), after.Mode().Perm())
+	}
+	for content, why := range map[string]string{"\n \n": "it holds only blank lines", "\uFEFF": "it holds only blank lines"} {
+		os.WriteFile(path, []byte(content), 0o600)
+		out.Reset()
+		if code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(""), &out); code == 0 || !strings.Contains(out.String(), "("+why+")") {
+			t.Errorf("%q: exit %d, %s", content, code, out.String())
+		}
+		if data, _ := os.ReadFile(path); string(data) != content {
+			t.Errorf("%q was written: %q", content, data)
+		}
+	}
+}
+
 // TestUsageSumsHeld: a session file's token counts and costs may be any
 // number; their sums in get_session_stats are held at the largest there
 // is. Two counts of the largest int summed to a negative one, and two

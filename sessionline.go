@@ -41,8 +41,9 @@ func sessionParts(size int64) int {
 
 // readHeaderLine reads the first line of f that is not blank, trimmed
 // (trimLine; nil when there is none), the number of that line (counting
-// from 1), and where the line after it starts. A byte order mark that
-// starts the file is skipped, as pi's trim of the file skips it.
+// from 1), and where the line after it starts (with no such line, the
+// file's end: 0 for an empty file). A byte order mark that starts the
+// file is skipped, as pi's trim of the file skips it.
 func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -58,12 +59,15 @@ func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err erro
 		if err != nil && err != io.EOF {
 			return nil, lineNo, 0, err
 		}
-		if line, blank := trimLine(line); !blank {
+		line, blank := trimLine(line)
+		if !blank || err == io.EOF {
 			pos, _ := r.Seek(0, io.SeekCurrent)
-			return bytes.Clone(line), lineNo, pos - int64(br.Buffered()), nil
-		}
-		if err == io.EOF {
-			return nil, lineNo, 0, nil
+			if blank {
+				line = nil
+			} else {
+				line = bytes.Clone(line)
+			}
+			return line, lineNo, pos - int64(br.Buffered()), nil
 		}
 	}
 }
