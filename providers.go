@@ -460,6 +460,10 @@ func (st *streamer) events(r io.Reader, fn func(name string, data []byte) (stop 
 type eventLines struct {
 	r       *bufio.Reader
 	afterCR bool // the last line ended in "\r": a "\n" next ends no line
+	// noLF: the first noLF bytes buffered hold no "\n". Lines that end in
+	// "\r" alone are not each searched past their end for one again: that
+	// went through all that was buffered (up to 64 KiB) at every line.
+	noLF int
 }
 
 // next returns the next line without its ending (a copy the caller owns),
@@ -478,14 +482,15 @@ func (l *eventLines) next(max int) (line []byte, tooLong bool, err error) {
 		if l.afterCR {
 			l.afterCR = false
 			if buf[0] == '\n' {
-				l.r.Discard(1)
+				l.discard(1)
 				continue
 			}
 		}
-		end := bytes.IndexByte(buf, '\n')
-		if end < 0 {
-			end = len(buf)
+		end := len(buf)
+		if i := bytes.IndexByte(buf[l.noLF:], '\n'); i >= 0 {
+			end = l.noLF + i
 		}
+		l.noLF = end
 		if cr := bytes.IndexByte(buf[:end], '\r'); cr >= 0 {
 			end = cr
 		}
@@ -494,13 +499,19 @@ func (l *eventLines) next(max int) (line []byte, tooLong bool, err error) {
 		}
 		line = append(line, buf[:end]...)
 		if end == len(buf) { // no ending yet: read on
-			l.r.Discard(end)
+			l.discard(end)
 			continue
 		}
 		l.afterCR = buf[end] == '\r'
-		l.r.Discard(end + 1)
+		l.discard(end + 1)
 		return line, false, nil
 	}
+}
+
+// discard drops the next n bytes buffered.
+func (l *eventLines) discard(n int) {
+	l.r.Discard(n)
+	l.noLF = max(l.noLF-n, 0)
 }
 
 // eventLimit bounds one server-sent event: twice what the answer may hold
