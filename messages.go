@@ -161,6 +161,19 @@ func addTokens(a, b int) int {
 	}
 }
 
+// subTokens is a - b for token counts, held as addTokens holds a sum: a
+// server's prompt less its cached tokens, say.
+func subTokens(a, b int) int {
+	switch diff := a - b; {
+	case b < 0 && diff < a:
+		return math.MaxInt
+	case b > 0 && diff > a:
+		return math.MinInt
+	default:
+		return diff
+	}
+}
+
 // addCost is a + b for costs, held at the largest finite float64 where
 // it would overflow: JSON has no infinity, so an answer holding one could
 // not be written at all.

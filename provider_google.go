@@ -256,8 +256,8 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 		}
 		if u := chunk.UsageMetadata; u != nil {
 			cached := u.CachedContentTokenCount
-			st.msg.Usage.Input, st.msg.Usage.CacheRead = u.PromptTokenCount-cached, cached
-			st.msg.Usage.Output = u.CandidatesTokenCount + u.ThoughtsTokenCount
+			st.msg.Usage.Input, st.msg.Usage.CacheRead = subTokens(u.PromptTokenCount, cached), cached
+			st.msg.Usage.Output = addTokens(u.CandidatesTokenCount, u.ThoughtsTokenCount)
 		}
 		if f := chunk.PromptFeedback; f != nil && f.BlockReason != "" {
 			blocked = f.BlockReason

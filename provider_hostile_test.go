@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -239,6 +240,39 @@ func TestNegativeUsageIsNone(t *testing.T) {
 				t.Errorf("usage %+v", u)
 			}
 		})
+	}
+}
+
+// TestHugeUsageHeld: the counts a server reports are summed and taken
+// from one another held at the ends of int, as computeCost's totals are
+// (addTokens): Gemini's output (candidates and thoughts) of the largest
+// int and one wrapped to the smallest, which then counted as none, and a
+// prompt of the smallest int less one cached token wrapped to the
+// largest, where a count below zero is none.
+func TestHugeUsageHeld(t *testing.T) {
+	for _, tt := range []struct {
+		api, chunk    string
+		input, output int
+	}{
+		{apiGoogle, `{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}],` +
+			`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":9223372036854775807,"thoughtsTokenCount":1}}`, 10, math.MaxInt},
+		{apiGoogle, `{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}],` +
+			`"usageMetadata":{"promptTokenCount":-9223372036854775808,"candidatesTokenCount":1,"cachedContentTokenCount":1}}`, 0, 1},
+		{apiOpenAI, `{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}],` +
+			`"usage":{"prompt_tokens":-9223372036854775808,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}`, 0, 1},
+		{apiResponses, `{"type":"response.completed","response":{"status":"completed",` +
+			`"usage":{"input_tokens":-9223372036854775808,"output_tokens":1,"input_tokens_details":{"cached_tokens":1}}}}`, 0, 1},
+	} {
+		msg, err := hostileCall(t, context.Background(), tt.api, 4096, sseHandler(func(send func(string)) {
+			send(tt.chunk)
+			send(`[DONE]`)
+		}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := msg.Usage; u.Input != tt.input || u.Output != tt.output {
+			t.Errorf("%s %s: input %d, output %d; want %d, %d", tt.api, tt.chunk, u.Input, u.Output, tt.input, tt.output)
+		}
 	}
 }
 

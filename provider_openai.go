@@ -434,7 +434,7 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			if u.PromptTokensDetails != nil {
 				cached = u.PromptTokensDetails.CachedTokens
 			}
-			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = u.PromptTokens-cached, cached, u.CompletionTokens
+			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = subTokens(u.PromptTokens, cached), cached, u.CompletionTokens
 		}
 		for _, c := range chunk.Choices {
 			d := c.Delta

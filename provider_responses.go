@@ -293,7 +293,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			}
 			if u := r.Usage; u != nil {
 				cached, written := u.InputTokensDetails.CachedTokens, u.InputTokensDetails.CacheWriteTokens
-				st.msg.Usage.Input = max(0, u.InputTokens-cached-written)
+				st.msg.Usage.Input = max(0, subTokens(subTokens(u.InputTokens, cached), written))
 				st.msg.Usage.CacheRead, st.msg.Usage.CacheWrite, st.msg.Usage.Output = cached, written, u.OutputTokens
 			}
 			status = cmp.Or(r.Status, strings.TrimPrefix(ev.Type, "response."))
