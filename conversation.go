@@ -552,8 +552,10 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 // to take that hold over when it becomes current (replace); that file is
 // read once the writes queued for it are done, with no write between
 // (once the hold is handed over, the session left cannot write there).
-// Waiting for the file and reading it stop when ctx ends.
-func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
+// Waiting for the file and reading it stop when ctx ends. A file found
+// empty is errEmptySessionFile, with the hold on it for the new session
+// started there (openSessionFileOrEmpty).
+func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (_ *sessionFile, emptyHold *os.File, _ error) {
 	c.mu.Lock()
 	cur := c.sessionFile
 	c.mu.Unlock()
@@ -572,9 +574,9 @@ func (c *conversation) open(ctx context.Context, path string, wait time.Duration
 		if ss != nil {
 			ss.sameFileAs = cur
 		}
-		return ss, err
+		return ss, nil, err
 	}
-	return openSessionFile(ctx, path, wait)
+	return openSessionFileOrEmpty(ctx, path, wait)
 }
 
 // holdFile makes sure ss holds its file before an append: a session that

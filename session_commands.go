@@ -46,7 +46,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	case o.file != "":
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
-			loaded, err := openSessionFile(s.ctx, path, s.lockWait())
+			loaded, hold, err := openSessionFileOrEmpty(s.ctx, path, s.lockWait())
 			emptyFile = isEmptySessionFile(err)
 			if err != nil && !emptyFile {
 				return nil, err
@@ -58,8 +58,11 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				s.useSessionIn(c, loaded)
 				return c, nil
 			}
+			ss = newSessionFile(now, "", cwd, "", path, "", false)
+			ss.lock = hold // held until its header is in, and after
+		} else {
+			ss = newSessionFile(now, "", cwd, "", path, "", false)
 		}
-		ss = newSessionFile(now, "", cwd, "", path, "", false)
 	default:
 		if err := checkWritableDir(s.dir); err != nil {
 			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.dir, err)
@@ -226,10 +229,11 @@ func (s *session) switchSession(path string, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
 	var loaded *sessionFile
+	var emptyHold *os.File // the empty file's, for the new session started in it
 	var loops loopsRead
 	s.changeSession(func() error {
 		var err error
-		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
+		if loaded, emptyHold, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
 		}
 		if isEmptySessionFile(err) {
@@ -239,6 +243,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	}, func() error {
 		if loaded == nil {
 			loaded = newSessionFile(s.env.clock.Now(), "", s.set.cwd, "", path, "", false)
+			loaded.lock = emptyHold // not shared yet
 			cleared = s.useSession(loaded, loopsRead{path: loopsFileOf(path)})
 			s.conv.writeHeader(loaded)
 			s.startEntries()

@@ -1061,19 +1061,38 @@ func holdsFile(lock *os.File, path string) bool {
 // lockSessionFile); unlock lets go of it. Waiting and reading stop when
 // ctx ends.
 func openSessionFile(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
+	ss, hold, err := openSessionFileOrEmpty(ctx, path, wait)
+	if hold != nil {
+		hold.Close()
+	}
+	return ss, err
+}
+
+// openSessionFileOrEmpty is openSessionFile for a file a new session may
+// start in (--session, switch_session): one found empty comes back with
+// errEmptySessionFile and hold, the hold taken on it before it was read
+// (nil when there was none to take), for that session to keep (its
+// lock). Until its header is in the file, no other rpi opens the file
+// or starts a session of its own there: let go of in between, the file
+// could get two sessions' headers. The caller closes hold when it starts
+// no session.
+func openSessionFileOrEmpty(ctx context.Context, path string, wait time.Duration) (ss *sessionFile, hold *os.File, err error) {
 	lock, err := lockSessionFile(ctx, path, wait)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ss, err := loadSessionFile(ctx, path)
-	if err != nil {
+	ss, err = loadSessionFile(ctx, path)
+	switch {
+	case isEmptySessionFile(err):
+		return nil, lock, err
+	case err != nil:
 		if lock != nil {
 			lock.Close()
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	ss.lock = lock // not shared yet: no lockMu needed
-	return ss, nil
+	return ss, nil, nil
 }
 
 // unlock lets go of the session's file: another rpi may open it then.

@@ -341,7 +341,7 @@ func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 // (in the reloaded session's name), and that session has it.
 func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	sp, file := serveSessionCopy(t, "s.jsonl")
-	reloaded, err := sp.s.conv.open(context.Background(), file, 0) // switch_session's read
+	reloaded, _, err := sp.s.conv.open(context.Background(), file, 0) // switch_session's read
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
 	c.mu.Lock()
 	left := c.sessionFile
 	c.mu.Unlock()
-	reloaded, err := c.open(context.Background(), file, 0)
+	reloaded, _, err := c.open(context.Background(), file, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +388,45 @@ func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
 	c.fileMu.Unlock()
 	if err != nil {
 		t.Errorf("a write of the session left was refused: %v", err)
+	}
+	sp.stop()
+}
+
+// TestEmptySessionFileHeldUntilItsHeader: switch_session to an empty file
+// holds it from when it finds it empty until the new session's header is
+// in it (here the writer waits for the disk meanwhile). rpi let go of it
+// in between: another rpi that found it empty too could start its own
+// session there, and the header of whichever wrote second went after the
+// other's session, two sessions in one file.
+func TestEmptySessionFileHeldUntilItsHeader(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	empty := filepath.Join(filepath.Dir(file), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	diskBack := holdElsewhere(&sp.s.conv.fileMu)
+	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"empty.jsonl"}`)
+	sp.seen(`"id":"sw"`)
+	sp.succeeded("sw", "switch_session")
+	if other, err := lockSessionFile(context.Background(), empty, 0); other != nil {
+		t.Errorf("another rpi could take the file before the new session's header was in it")
+		appendLine(empty, []byte(`{"type":"session","version":3,"id":"another-rpi","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`), false)
+		other.Close()
+	} else if _, inUse := err.(*errSessionInUse); !inUse {
+		t.Errorf("another rpi taking the file: %v", err)
+	}
+	diskBack()
+	sp.s.conv.flush()
+	id := sp.s.conv.info().id
+	lines := sessionLines(t, empty)
+	headers := 0
+	for _, line := range lines {
+		if strings.HasPrefix(line, `{"type":"session"`) {
+			headers++
+		}
+	}
+	if headers != 1 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,"id":"`+id+`"`) {
+		t.Errorf("the file, for session %s:\n%s", id, strings.Join(lines, "\n"))
 	}
 	sp.stop()
 }
