@@ -552,9 +552,10 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 // to take that hold over when it becomes current (replace); that file is
 // read once the writes queued for it are done, with no write between
 // (once the hold is handed over, the session left cannot write there).
-// Waiting for the file and reading it stop when ctx ends. A file found
-// empty is errEmptySessionFile, with the hold on it for the new session
-// started there (openSessionFileOrEmpty).
+// Waiting for the file and reading it stop when ctx ends. Another file
+// found empty is errEmptySessionFile, with the hold on it for the new
+// session started there (openSessionFileOrEmpty); the current session's,
+// emptied outside rpi, is refused.
 func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (_ *sessionFile, emptyHold *os.File, _ error) {
 	c.mu.Lock()
 	cur := c.sessionFile
@@ -573,6 +574,12 @@ func (c *conversation) open(ctx context.Context, path string, wait time.Duration
 		ss, err := loadSessionFile(ctx, path)
 		if ss != nil {
 			ss.sameFileAs = cur
+		}
+		if isEmptySessionFile(err) {
+			// Emptied outside rpi: no new session there, whose writes
+			// and those of the session it replaces would go in mixed
+			// under one hold.
+			err = &errInvalidSessionFile{path, emptyFile + ": the current session's own file, emptied outside rpi"}
 		}
 		return ss, nil, err
 	}

@@ -430,3 +430,31 @@ func TestEmptySessionFileHeldUntilItsHeader(t *testing.T) {
 	}
 	sp.stop()
 }
+
+// TestSwitchToTheCurrentSessionEmptied: switch_session to the current
+// session's own file, emptied outside rpi, is refused as an empty file
+// was before rpi started new sessions in them, and the session stays as
+// it was. A new session there did not get the file's hold from the
+// session it replaced (its header was refused as "in use by another rpi
+// process": rpi's own hold), and once the hold was let go of its entries
+// went in alone, a file with no header.
+func TestSwitchToTheCurrentSessionEmptied(t *testing.T) {
+	sp, file := serveSessionCopy(t, "s.jsonl")
+	id := sp.s.conv.info().id
+	if err := os.Truncate(file, 0); err != nil {
+		t.Fatal(err)
+	}
+	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"s.jsonl"}`)
+	sp.seen(`"id":"sw"`)
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"sw","type":"response","command":"switch_session","success":false,"error":"Not a valid session file: `+file+` (it is empty`)) {
+		t.Errorf("switch_session to the emptied file:\n%s", out)
+	}
+	sp.s.conv.flush()
+	if now := sp.s.conv.info().id; now != id {
+		t.Errorf("the session is %s, was %s", now, id)
+	}
+	if data, _ := os.ReadFile(file); len(data) != 0 {
+		t.Errorf("the switch wrote the file:\n%s", data)
+	}
+	sp.stop()
+}
