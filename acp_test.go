@@ -2691,3 +2691,27 @@ func TestACPAnswerThenPanics(t *testing.T) {
 		t.Errorf("the next request, after the panic: %s", got.line)
 	}
 }
+
+// TestACPLoadOfAnEmptiedFile: session/load and session/resume open the
+// file found by the session's id; emptied before it is opened, it is
+// refused, as the session is gone. It got a new session, under another
+// id than the one asked for (a session the client never learned of), and
+// that session's header was written into the file.
+func TestACPLoadOfAnEmptiedFile(t *testing.T) {
+	_, a, _ := startACPAgent(t, nil, nil)
+	cwd := t.TempDir()
+	path := filepath.Join(t.TempDir(), "emptied.jsonl")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	as, err := a.open(cwd, nil, path, nil) // as reopen does, with the file findSessionFile found
+	if err == nil || !strings.Contains(err.Error(), "(it is empty)") {
+		t.Errorf("opened %v, error %v; want the empty file refused", as != nil, err)
+	}
+	if as != nil {
+		a.forget(as)
+	}
+	if data, _ := os.ReadFile(path); len(data) != 0 {
+		t.Errorf("the file was written:\n%s", data)
+	}
+}

@@ -42,7 +42,7 @@ func newServer(cfg cliConfig, env runEnv, conn *connection, stderr io.Writer) (*
 		s.wire = piWire{}
 	}
 	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{conn.out, s.wire}, ui: s.dialogs,
-		file: cfg.sessionFile, id: cfg.sessionID, forkFrom: cfg.forkFrom, name: cfg.name})
+		file: cfg.sessionFile, startInEmpty: true, id: cfg.sessionID, forkFrom: cfg.forkFrom, name: cfg.name})
 	if err != nil {
 		return nil, err
 	}

@@ -236,6 +236,7 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 		switch key {
 		case "session":
 			o.file, err = text(key)
+			o.startInEmpty = true // as --session
 		case "session-id":
 			if o.id, err = text(key); err == nil && !validSessionID(o.id) {
 				err = invalid("options.session-id", "letters, digits, '.', '_' and '-'")
@@ -542,7 +543,7 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 	if !c.shared() {
 		return nil, false, nil
 	}
-	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
+	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path, startInEmpty: true}, notCancelled, nil)
 	return data, true, err
 }
 

@@ -163,6 +163,11 @@ type sessionOptions struct {
 	// writeNow writes a new session's file (header and first entries) as
 	// it opens, not with the first answer as pi does (ACP's session/new).
 	writeNow bool
+	// startInEmpty: an empty file gets a new session, as pi's --session
+	// and switch_session give one; else it is refused, as a file found by
+	// its session's id is (ACP's session/load and resume, rpi serve's
+	// attach): emptied since it was found, that session is gone.
+	startInEmpty bool
 }
 
 // openSession opens a session in o.cwd: its settings and resources, the

@@ -47,8 +47,11 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
 			loaded, hold, err := openSessionFileOrEmpty(s.ctx, path, s.lockWait())
-			emptyFile = isEmptySessionFile(err)
+			emptyFile = isEmptySessionFile(err) && o.startInEmpty
 			if err != nil && !emptyFile {
+				if hold != nil {
+					hold.Close()
+				}
 				return nil, err
 			}
 			if !emptyFile {
