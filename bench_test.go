@@ -695,6 +695,26 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// BenchmarkEventLineEndingsRatio: the time to read 2 MiB of server-sent
+// event lines that end in "\r" alone, over the same lines ending in "\n"
+// (the floor), read by turns in the same run: a server's choice of line
+// ending must not cost rpi more. Each "\r" line searched all that was
+// buffered (up to 64 KiB) for a "\n" again: 25 times the floor.
+func BenchmarkEventLineEndingsRatio(b *testing.B) {
+	read := func(stream string) time.Duration {
+		st := newStreamer(&assistantMessage{}, func(assistantEvent) {})
+		start := time.Now()
+		st.events(strings.NewReader(stream), func(string, []byte) (bool, error) { return false, nil })
+		return time.Since(start)
+	}
+	lf, cr := strings.Repeat("\n", 2<<20), strings.Repeat("\r", 2<<20)
+	var lfTimes, crTimes []time.Duration
+	for b.Loop() {
+		lfTimes, crTimes = append(lfTimes, read(lf)), append(crTimes, read(cr))
+	}
+	b.ReportMetric(medianDuration(crTimes)/medianDuration(lfTimes), "cr/lf")
+}
+
 // BenchmarkStreamTokens: rpi's CPU time for one streamed answer of 1k,
 // 4k, 16k and 64k tokens (4 bytes each) from the local fake model, each
 // in a fresh session, divided by the tokens: constant when streaming is

@@ -671,29 +671,6 @@ func TestEventLineEndings(t *testing.T) {
 	}
 }
 
-// TestEventLinesEndingInCR: a stream whose lines end in "\r" alone is read
-// in time linear in its length, as one whose lines end in "\n" is. Each
-// line's search for a "\n" went through all the bytes buffered (up to
-// 64 KiB): 4 MiB of "\r" took 2 s, 25 times as long as 4 MiB of "\n", so
-// a model server could keep a core busy at little cost of its own.
-func TestEventLinesEndingInCR(t *testing.T) {
-	read := func(ending string) time.Duration {
-		stream := strings.Repeat(ending, 2<<20)
-		best := time.Duration(math.MaxInt64)
-		for range 3 {
-			st := newStreamer(&assistantMessage{}, func(assistantEvent) {})
-			start := time.Now()
-			st.events(strings.NewReader(stream), func(string, []byte) (bool, error) { return false, nil })
-			best = min(best, time.Since(start))
-		}
-		return best
-	}
-	lf, cr := read("\n"), read("\r")
-	if cr > 4*lf+50*time.Millisecond {
-		t.Errorf("2 MiB of lines ending in \"\\r\" took %v, of lines ending in \"\\n\" %v", cr, lf)
-	}
-}
-
 // FuzzEventLines: the stream reader finds the events a literal reading of
 // the server-sent events format finds, however the stream is split into
 // reads.

@@ -46,6 +46,7 @@ bench '^BenchmarkGetStatePipelinedRatio$' 9x
 bench '^BenchmarkStartup' 200x
 bench '^BenchmarkMemory$' 1x
 bench '^BenchmarkStreamTokens' 5x
+bench '^BenchmarkEventLineEndingsRatio$' 20x
 bench '^BenchmarkStreamACPRatio$' 10x
 bench '^Benchmark(TwoSessions|CancelRequest)ACP$' 10x
 bench '^BenchmarkProcessFloodRatio$' 5x
@@ -84,6 +85,7 @@ resident memory, idle|BenchmarkMemory MiB-idle||<=|8|MiB
 peak resident memory over 1,000,000 pipelined get_state|BenchmarkMemory MiB-peak||<=|16|MiB
 CPU for a 16k-token answer / a 4k-token one|BenchmarkStreamTokens/16k cpu-ms/answer|BenchmarkStreamTokens/4k cpu-ms/answer|<=|5|x
 CPU per token, 64k tokens / 4k (constant)|BenchmarkStreamTokens/64k cpu-ns/token|BenchmarkStreamTokens/4k cpu-ns/token|<=|1.25|x
+server-sent events: 2 MiB of lines ending in CR alone / in LF|BenchmarkEventLineEndingsRatio cr/lf||<=|1.5|x
 CPU for a 16k-token answer, acp / rpc|BenchmarkStreamACPRatio acp/rpc||<=|1.2|x
 CPU for two sessions' 16k-token answers at once / one's (acp)|BenchmarkTwoSessionsACP two/one||<=|2.1|x
 $/cancel_request of a streaming prompt answered (acp)|BenchmarkCancelRequestACP ms-cancel_request||<=|1000|ms
