@@ -318,14 +318,22 @@ func isPrintableASCII(s string) bool {
 }
 
 // readSSE reads server-sent events and hands each message event's data
-// to handle; an event longer than maxMCPMessage ends the stream.
+// to handle; an event longer than maxMCPMessage ends the stream. Lines
+// are split as a model server's are (eventLines): "\r\n", "\n" or "\r"
+// alone, a byte order mark first skipped.
 func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
-	in := bufio.NewReaderSize(r, 64<<10)
+	lines := eventLines{r: bufio.NewReaderSize(r, 64<<10)}
+	if bom, _ := lines.r.Peek(3); string(bom) == "\uFEFF" {
+		lines.r.Discard(3)
+	}
 	var data []byte
 	hasData := false
 	for {
-		line, err := readSSELine(in)
-		if err != nil {
+		line, tooLong, err := lines.next(maxMCPMessage)
+		if tooLong {
+			return fmt.Errorf("a line longer than %d MiB", maxMCPMessage>>20)
+		}
+		if err != nil && len(line) == 0 {
 			return err
 		}
 		switch {
@@ -352,27 +360,5 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 			}
 			data, hasData = append(data, value...), true
 		}
-	}
-}
-
-// readSSELine reads one line without its end (\n, \r\n or \r), at most
-// maxMCPMessage long.
-func readSSELine(in *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := in.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxMCPMessage+2 {
-			return nil, fmt.Errorf("a line longer than %d MiB", maxMCPMessage>>20)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil && len(line) == 0 {
-			return nil, err
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		return line, nil
 	}
 }

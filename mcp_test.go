@@ -188,10 +188,12 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 
 // mcpTestHTTPServer serves mcpTestRespond over streamable HTTP: a
 // request's messages as one JSON answer, or as server-sent events when
-// there are several (progress) or sse is set; a notification 202; a
-// session id from initialize on, required after; DELETE ends it.
+// there are several (progress) or sse is set, each line ending in
+// ending ("\n" when it is empty); a notification 202; a session id from
+// initialize on, required after; DELETE ends it.
 type mcpTestHTTPServer struct {
 	sse     bool
+	ending  string
 	mu      sync.Mutex
 	auth    []string // the Authorization header of each POST
 	deleted bool
@@ -228,7 +230,7 @@ func (h *mcpTestHTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	for i, m := range msgs {
 		b, _ := json.Marshal(m)
-		fmt.Fprintf(w, "event: message\nid: %d\ndata: %s\n\n", i, b)
+		fmt.Fprint(w, strings.ReplaceAll(fmt.Sprintf("event: message\nid: %d\ndata: %s\n\n", i, b), "\n", cmp.Or(h.ending, "\n")))
 	}
 }
 
@@ -635,13 +637,13 @@ func TestToolSearchRanking(t *testing.T) {
 }
 
 // TestMCPHTTP: a streamable-HTTP server — answers as JSON and as server-
-// sent events (with progress before the answer), the session id it gave
-// and the agreed version on every later POST, the entry's headers with
-// ${VAR} expanded, DELETE when the session closes.
+// sent events (with progress before the answer; lines ending in "\n" or
+// in "\r" alone, which the format allows and rpi read as one line), the
+// session id it gave and the agreed version on every later POST, the
+// entry's headers with ${VAR} expanded, DELETE when the session closes.
 func TestMCPHTTP(t *testing.T) {
-	for _, sse := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
-			srv := &mcpTestHTTPServer{sse: sse}
+	for name, srv := range map[string]*mcpTestHTTPServer{"json": {}, "sse": {sse: true}, "sse, lines ending in CR": {sse: true, ending: "\r"}} {
+		t.Run(name, func(t *testing.T) {
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
 			e := newTestEnv(t)
