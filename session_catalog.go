@@ -209,16 +209,16 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	return row, true
 }
 
-// readHeaderLineFrom reads the first line of r, the start of a file,
-// that is not blank (trimLine): the line the loader takes as the header
-// (readHeaderLine), blank lines before it and a byte order mark skipped.
+// readHeaderLineFrom reads the line of r, the start of a file, that the
+// loader takes as the header (readHeaderLine): the first that
+// passedOverBeforeHeader keeps, a byte order mark first skipped.
 func readHeaderLineFrom(r *bufio.Reader) ([]byte, error) {
 	for first := true; ; first = false {
 		line, err := r.ReadBytes('\n')
 		if first {
 			line = bytes.TrimPrefix(line, byteOrderMark)
 		}
-		if _, blank := trimLine(line); !blank || err != nil {
+		if trimmed, blank := trimLine(line); !passedOverBeforeHeader(trimmed, blank) || err != nil {
 			return line, err
 		}
 	}

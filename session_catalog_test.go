@@ -86,15 +86,17 @@ func TestSessionRowOfSmallFile(t *testing.T) {
 
 // TestSessionRowOfHeaderWrittenOtherwise: a header whose version is
 // written 3.0 or 3e0 opens (plainWholeNumbers), and so does one after
-// blank lines (the loader skips them) or a byte order mark (as pi's trim
-// of the file skips it), so each is listed and can be deleted too. A line
+// blank lines, lines that are no JSON or JSON that JavaScript counts as
+// false (pi's loader passes over all of them), or a byte order mark (which
+// pi 1.6 does not skip), so each is listed and can be deleted too. A line
 // of byte order marks and spaces before the header is blank, as pi's trim
 // has it.
 func TestSessionRowOfHeaderWrittenOtherwise(t *testing.T) {
 	for _, head := range []string{`"version":3.0`, `"version":3e0`, `"version":30e-1`, "\n \r\n\t\n" + `"version":3`,
-		"\uFEFF" + `"version":3`, "\uFEFF\n\n" + `"version":3`, "\n\uFEFF\n\uFEFF \uFEFF\n" + `"version":3`} {
-		blank, version, _ := strings.Cut(head, `"`)
-		content := blank + `{"type":"session",` + `"` + version + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
+		"\uFEFF" + `"version":3`, "\uFEFF\n\n" + `"version":3`, "\n\uFEFF\n\uFEFF \uFEFF\n" + `"version":3`,
+		"garbage\n{\"torn\nnull\n 0 \r\n-0.0e5\n\"\"\nfalse\n\u00a0{}\n" + `"version":3`} {
+		at := strings.LastIndex(head, `"version"`)
+		content := head[:at] + `{"type":"session",` + head[at:] + `,"id":"s3","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
 		root := t.TempDir()
 		path := filepath.Join(root, "--p--", "s.jsonl")
 		os.Mkdir(filepath.Dir(path), 0o755)

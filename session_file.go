@@ -533,7 +533,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}
-	line, lineNo, next, err := readHeaderLine(f)
+	line, lineNo, next, passedOver, err := readHeaderLine(f)
 	switch {
 	case err == errLineTooLong:
 		return nil, tooLong(lineNo)
@@ -541,6 +541,8 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	case line == nil && next == 0:
 		return nil, errEmptySessionFile(path)
+	case line == nil && len(passedOver) > 0:
+		return nil, &errInvalidSessionFile{path, "no line of it is a session header"}
 	case line == nil:
 		return nil, &errInvalidSessionFile{path, "it holds only blank lines"}
 	}
@@ -567,7 +569,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	}
-	ss.entries, ss.skipped = read.entries, read.skipped
+	ss.entries, ss.skipped = read.entries, append(passedOver, read.skipped...)
 	ss.header = header.sessionHeader
 	version := 1
 	if header.Version != nil {

@@ -734,6 +734,35 @@ func TestEmptySessionFile(t *testing.T) {
 	}
 }
 
+// TestLinesBeforeTheHeader: lines before the header that are no JSON, or
+// JSON that JavaScript counts as false, are passed over as pi 1.6 passes
+// them over, and the client is told of them as of any line that is no
+// entry; rpi refused such a file. The first JSON line that is kept must be
+// the header, as in pi.
+func TestLinesBeforeTheHeader(t *testing.T) {
+	header := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000004","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`
+	user := `{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":{"role":"user","content":"hi","timestamp":1}}`
+	for _, tt := range []struct{ before, want string }{
+		{"garbage\n\nnull\n0\n", `"Skipped 3 line(s) of $PATH that are not session entries (line [1 3 4])`},
+		{"1\n", `(the first line is not a session header)`},
+		{`{"type":"message"}` + "\n", `(the first line is not a session header)`},
+		{"garbage\n", ``},
+	} {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		content := tt.before + header + "\n" + user + "\n"
+		if tt.want == "" {
+			content, tt.want = tt.before, "(no line of it is a session header)"
+		}
+		os.WriteFile(path, []byte(content), 0o644)
+		var out bytes.Buffer
+		code := runRPI(t, newTestEnv(t), []string{"rpc", "--session", path}, strings.NewReader(`{"id":"m","type":"get_messages"}`+"\n"), &out)
+		opened := strings.Contains(out.String(), `"text":"hi"`)
+		if !strings.Contains(out.String(), strings.ReplaceAll(tt.want, "$PATH", path)) || opened != (code == 0) || opened != strings.HasPrefix(tt.want, `"Skipped`) {
+			t.Errorf("%q before the header: exit %d\n%s", tt.before, code, out.String())
+		}
+	}
+}
+
 // TestUsageSumsHeld: a session file's token counts and costs may be any
 // number; their sums in get_session_stats are held at the largest there
 // is. Two counts of the largest int summed to a negative one, and two

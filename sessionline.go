@@ -39,12 +39,13 @@ func sessionParts(size int64) int {
 	return int(max(1, min(int64(runtime.GOMAXPROCS(0)), size/(4<<20))))
 }
 
-// readHeaderLine reads the first line of f that is not blank, trimmed
-// (trimLine; nil when there is none), the number of that line (counting
-// from 1), and where the line after it starts (with no such line, the
-// file's end: 0 for an empty file). A byte order mark that starts the
-// file is skipped, as pi's trim of the file skips it.
-func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err error) {
+// readHeaderLine reads the line of f that must be its header: the first
+// that passedOverBeforeHeader keeps, trimmed (trimLine; nil when there is
+// none), the number of that line (counting from 1), where the line after
+// it starts (with no such line, the file's end: 0 for an empty file), and
+// the numbers of the lines before it that are not blank. A byte order mark
+// that starts the file is skipped.
+func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOver []int, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	br := bufio.NewReaderSize(r, 64<<10)
 	var long []byte
@@ -54,22 +55,45 @@ func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, err erro
 			line = bytes.TrimPrefix(line, byteOrderMark)
 		}
 		if tooLong {
-			return nil, lineNo, 0, errLineTooLong
+			return nil, lineNo, 0, passedOver, errLineTooLong
 		}
 		if err != nil && err != io.EOF {
-			return nil, lineNo, 0, err
+			return nil, lineNo, 0, passedOver, err
 		}
 		line, blank := trimLine(line)
-		if !blank || err == io.EOF {
+		keep := !passedOverBeforeHeader(line, blank)
+		if !keep && !blank {
+			passedOver = append(passedOver, lineNo)
+		}
+		if keep || err == io.EOF {
 			pos, _ := r.Seek(0, io.SeekCurrent)
-			if blank {
-				line = nil
-			} else {
+			if keep {
 				line = bytes.Clone(line)
+			} else {
+				line = nil
 			}
-			return line, lineNo, pos - int64(br.Buffered()), nil
+			return line, lineNo, pos - int64(br.Buffered()), passedOver, nil
 		}
 	}
+}
+
+// passedOverBeforeHeader reports whether a line before a session file's
+// header (trimmed by trimLine, and whether it is blank) is passed over, as
+// pi's loader passes it over: a blank line, one that is no JSON, or one
+// whose JSON JavaScript counts as false (null, false, "", a zero), which
+// pi drops as it drops a line that is no JSON. The first line kept must
+// be the header.
+func passedOverBeforeHeader(line []byte, blank bool) bool {
+	if blank || !json.Valid(line) {
+		return true
+	}
+	switch string(line) {
+	case "null", "false", `""`:
+		return true
+	}
+	mantissa, _, _ := bytes.Cut(bytes.TrimPrefix(line, []byte("-")), []byte("e"))
+	mantissa, _, _ = bytes.Cut(mantissa, []byte("E"))
+	return len(mantissa) > 0 && mantissa[0] >= '0' && mantissa[0] <= '9' && len(bytes.Trim(mantissa, "0.")) == 0
 }
 
 // sessionEntries are the entries of a session file, in file order.

@@ -421,7 +421,7 @@ func TestReadEntriesInParts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, lineNo, next, err := readHeaderLine(f)
+		_, lineNo, next, _, err := readHeaderLine(f)
 		if err != nil || lineNo != 2 || content[next-1] != '\n' || content[next] != '{' {
 			t.Fatalf("header: line %d, next %d, %v", lineNo, next, err)
 		}
@@ -822,6 +822,23 @@ func TestCustomMessageTextPastABadBlock(t *testing.T) {
 			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
 		} else if u, ok := ctx[0].(*userMessage); !ok || u.Content[0].Text != want {
 			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
+		}
+	}
+}
+
+// TestPassedOverBeforeHeader: before the header, blank lines, lines that
+// are no JSON and JSON that JavaScript counts as false are passed over;
+// any other JSON is kept, and must be the header.
+func TestPassedOverBeforeHeader(t *testing.T) {
+	for line, want := range map[string]bool{
+		"": true, "garbage": true, `{"torn`: true, "null": true, "false": true, `""`: true, "0": true, "-0": true,
+		"0.0": true, "0e5": true, "-0.000E+10": true, "00": true,
+		"1": false, "0.1": false, "10": false, "1e0": false, "-1": false, `"0"`: false, `" "`: false, "true": false,
+		"[]": false, "{}": false, `{"type":"session"}`: false,
+	} {
+		trimmed, blank := trimLine([]byte(line))
+		if got := passedOverBeforeHeader(trimmed, blank); got != want {
+			t.Errorf("%q: passed over %v, want %v", line, got, want)
 		}
 	}
 }
