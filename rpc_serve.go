@@ -524,7 +524,9 @@ func (c *servedRPC) newSessionApart(parent string) (any, error) {
 // switchApart is switch_session in rpi serve: a session the host has
 // live (this connection's, or another's) is attached to; any other is
 // opened for this connection when other clients watch its session (else
-// ok is false, and the session switches as over stdio).
+// ok is false, and the session switches as over stdio). A file that is
+// not there fails as over stdio, where --session would make a new
+// session there.
 func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 	path = resolvePath(c.srv.set.cwd, path)
 	for _, st := range c.sh.liveStages() {
@@ -542,6 +544,9 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 	}
 	if !c.shared() {
 		return nil, false, nil
+	}
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, true, errSessionNotFound(path)
 	}
 	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path, startInEmpty: true}, notCancelled, nil)
 	return data, true, err

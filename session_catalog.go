@@ -284,7 +284,7 @@ func deleteSession(store sessionStore, path, current string) error {
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("Session file not found: %s", path)
+		return errSessionNotFound(path)
 	}
 	if err != nil {
 		return notOurs(unwrapPathError(err).Error())

@@ -492,6 +492,9 @@ func messageRole(raw json.RawMessage) string {
 // it as it is, and so do ACP's session/load and session/resume.
 type errInvalidSessionFile struct{ path, why string }
 
+// errSessionNotFound is a session file that is not there.
+func errSessionNotFound(path string) error { return fmt.Errorf("Session file not found: %s", path) }
+
 // errEmptySessionFile is the file at path holding no byte at all. Where
 // rpi opens a file the client names (--session, switch_session) it starts
 // a new session in it instead, as pi does: a file made by mktemp, say.
@@ -519,7 +522,7 @@ func (e *errInvalidSessionFile) Error() string {
 func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("Session file not found: %s", path)
+		return nil, errSessionNotFound(path)
 	}
 	var nr *errNotRegular
 	if errors.As(err, &nr) {
