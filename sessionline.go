@@ -82,7 +82,9 @@ func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOv
 // pi's loader passes it over: a blank line, one that is no JSON, or one
 // whose JSON JavaScript counts as false (null, false, "", a zero), which
 // pi drops as it drops a line that is no JSON. The first line kept must
-// be the header.
+// be the header. A number is a zero when JSON.parse reads it as one: one
+// too small for a double (1e-400) too, as ParseFloat, correctly rounded
+// like JavaScript, reads it.
 func passedOverBeforeHeader(line []byte, blank bool) bool {
 	if blank || !json.Valid(line) {
 		return true
@@ -91,9 +93,11 @@ func passedOverBeforeHeader(line []byte, blank bool) bool {
 	case "null", "false", `""`:
 		return true
 	}
-	mantissa, _, _ := bytes.Cut(bytes.TrimPrefix(line, []byte("-")), []byte("e"))
-	mantissa, _, _ = bytes.Cut(mantissa, []byte("E"))
-	return len(mantissa) > 0 && mantissa[0] >= '0' && mantissa[0] <= '9' && len(bytes.Trim(mantissa, "0.")) == 0
+	if c := line[0]; c != '-' && (c < '0' || c > '9') {
+		return false // a string, an array, an object or true
+	}
+	f, _ := strconv.ParseFloat(string(line), 64) // ±Inf when too large: not a zero
+	return f == 0
 }
 
 // sessionEntries are the entries of a session file, in file order.

@@ -828,13 +828,18 @@ func TestCustomMessageTextPastABadBlock(t *testing.T) {
 
 // TestPassedOverBeforeHeader: before the header, blank lines, lines that
 // are no JSON and JSON that JavaScript counts as false are passed over;
-// any other JSON is kept, and must be the header.
+// any other JSON is kept, and must be the header. A number is false when
+// JSON.parse reads it as a zero: 1e-400 too (checked against node).
 func TestPassedOverBeforeHeader(t *testing.T) {
 	for line, want := range map[string]bool{
 		"": true, "garbage": true, `{"torn`: true, "null": true, "false": true, `""`: true, "0": true, "-0": true,
 		"0.0": true, "0e5": true, "-0.000E+10": true, "00": true,
 		"1": false, "0.1": false, "10": false, "1e0": false, "-1": false, `"0"`: false, `" "`: false, "true": false,
 		"[]": false, "{}": false, `{"type":"session"}`: false,
+		// Numbers JavaScript reads as a zero, being too small for a double,
+		// count as false too; the smallest that is not, and Infinity, do not.
+		"1e-400": true, "-1e-400": true, "0." + strings.Repeat("0", 400) + "1": true, "2.4703282292062327e-324": true,
+		"2.4703282292062328e-324": false, "5e-324": false, "1e400": false, "-1e400": false,
 	} {
 		trimmed, blank := trimLine([]byte(line))
 		if got := passedOverBeforeHeader(trimmed, blank); got != want {
