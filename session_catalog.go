@@ -352,11 +352,15 @@ func removeSessionIn(root, rel string) error {
 		return unwrapPathError(err)
 	}
 	defer f.Close()
-	if held, err := f.Stat(); err != nil || !os.SameFile(info, held) {
+	held, err := f.Stat()
+	if err != nil || !os.SameFile(info, held) {
 		return errors.New("it changed while it was being deleted")
 	}
+	// As the session list reads it (sessionRowOf): a line that the head's
+	// limit cuts, rather than the file's end, is no whole line, and what
+	// it holds there may be a header that runs on into no JSON.
 	first, err := readHeaderLineFrom(bufio.NewReader(io.LimitReader(f, catalogHeadBytes)))
-	if _, ok := parseSessionHeader(first); !ok || err != nil && err != io.EOF {
+	if _, ok := parseSessionHeader(first); !ok || err != nil && (err != io.EOF || held.Size() > catalogHeadBytes) {
 		return errors.New("it is not a session file")
 	}
 	switch ok, err := tryLock(f); {

@@ -263,3 +263,46 @@ func TestSessionRowNameBounded(t *testing.T) {
 		t.Errorf("row %v, name %+v", ok, row.Name != nil && len(*row.Name) < 1000)
 	}
 }
+
+// TestDeleteSessionHeaderCutByTheHead: session_delete reads at most
+// catalogHeadBytes of a file, and a line that limit cuts is no whole line:
+// a file whose line there is a header followed by more (no JSON, so no
+// header for the loader, and no session at all) is refused, as the loader
+// and the session list refuse it, not deleted; a header that ends with
+// the file at that limit is one.
+func TestDeleteSessionHeaderCutByTheHead(t *testing.T) {
+	header := `{"type":"session","version":3,"id":"cut","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}`
+	for _, tt := range []struct {
+		padding, after string
+		session        bool
+	}{
+		{"garbage", "garbage after the cut\n", false},
+		{"", " garbage after the cut\n", false}, // no line passed over: the header's own line runs on
+		{"garbage", "", true},
+	} {
+		root := t.TempDir()
+		path := filepath.Join(root, "--p--", "s.jsonl")
+		os.Mkdir(filepath.Dir(path), 0o755)
+		pad, header := "", header
+		if tt.padding != "" {
+			pad = tt.padding + strings.Repeat(" ", catalogHeadBytes-len(header)-len(tt.padding)-1) + "\n"
+		} else {
+			header += strings.Repeat(" ", catalogHeadBytes-len(header))
+		}
+		content := pad + header + tt.after
+		if len(pad+header) != catalogHeadBytes {
+			t.Fatalf("the header ends at %d", len(pad+header))
+		}
+		os.WriteFile(path, []byte(content), 0o644)
+		_, loadErr := loadSessionFile(t.Context(), path)
+		_, listed := sessionRowOf(strings.NewReader(content), int64(len(content)))
+		if (loadErr == nil) != tt.session || listed != tt.session {
+			t.Fatalf("%q: loaded %v, listed %v", tt.after, loadErr, listed)
+		}
+		err := deleteSession(sessionStore{root: root}, path, "")
+		_, statErr := os.Stat(path)
+		if tt.session != (err == nil) || tt.session != errors.Is(statErr, os.ErrNotExist) {
+			t.Errorf("%q: delete: %v (the file: %v)", tt.after, err, statErr)
+		}
+	}
+}
