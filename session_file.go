@@ -210,9 +210,9 @@ type sessionFile struct {
 	loaded  bool   // read from an existing file: its end is checked before the first append
 	entries []*sessionEntry
 	byID    map[string]*sessionEntry
-	leaf    string // the current entry; "" before the first
-	skipped []int  // lines that were not entries, besides a torn last one
-	size    int64  // the file's size when it was read (0: not read)
+	leaf    string      // the current entry; "" before the first
+	skipped lineNumbers // lines that were not entries, besides a torn last one
+	size    int64       // the file's size when it was read (0: not read)
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
@@ -232,10 +232,14 @@ const maxSessionLineBytes = 256 << 20
 
 // skippedNotice tells the client about lines a load had to skip, or "".
 func (ss *sessionFile) skippedNotice() string {
-	if len(ss.skipped) == 0 {
+	if ss.skipped.n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %v): what they held is not in the conversation", len(ss.skipped), ss.path, ss.skipped)
+	lines := fmt.Sprint(ss.skipped.first)
+	if more := ss.skipped.n - len(ss.skipped.first); more > 0 {
+		lines += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("Skipped %d line(s) of %s that are not session entries (line %s): what they held is not in the conversation", ss.skipped.n, ss.path, lines)
 }
 
 // newSessionFile starts an empty session whose id is id (a fresh UUID when
@@ -544,7 +548,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	case line == nil && next == 0:
 		return nil, errEmptySessionFile(path)
-	case line == nil && len(passedOver) > 0:
+	case line == nil && passedOver.n > 0:
 		return nil, &errInvalidSessionFile{path, "no line of it is a session header"}
 	case line == nil:
 		return nil, &errInvalidSessionFile{path, "it holds only blank lines"}
@@ -572,7 +576,8 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	}
-	ss.entries, ss.skipped = read.entries, append(passedOver, read.skipped...)
+	ss.entries, ss.skipped = read.entries, passedOver
+	ss.skipped.join(read.skipped, 0)
 	ss.header = header.sessionHeader
 	version := 1
 	if header.Version != nil {

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -837,5 +838,44 @@ func TestSessionBytesNotUTF8(t *testing.T) {
 	}
 	if kept, err := os.ReadFile(path); err != nil || !strings.HasPrefix(string(kept), file) {
 		t.Errorf("the file no longer holds its bytes (%v)", err)
+	}
+}
+
+// TestSkippedLinesToldBounded: a file of many short lines that are no
+// entries, before its header and after it, is told of by their count and
+// the numbers of the first of them: each number was kept and told, 8
+// bytes held and about 8 sent for each 2-byte line ("x\n"), so that a
+// 64 MiB file made rpi hold and send a notice of 277 MiB. A torn last
+// line is still left out of the count.
+func TestSkippedLinesToldBounded(t *testing.T) {
+	header := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000005","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n"
+	user := `{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":{"role":"user","content":"hi","timestamp":1}}` + "\n"
+	junk := strings.Repeat("x\n", 5000)
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	os.WriteFile(path, []byte(junk+header+junk+user+junk+`{"torn`), 0o644)
+	ss, err := loadSessionFile(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := ss.skippedNotice()
+	if want := "Skipped 15000 line(s) of " + path + " that are not session entries (line [1 2 3 "; !strings.HasPrefix(notice, want) || len(notice) > 1000 ||
+		!strings.Contains(notice, " 100] and 14900 more)") || len(ss.entries) != 1 {
+		t.Errorf("%d entries, notice (%d bytes) %.300s…", len(ss.entries), len(notice), notice)
+	}
+	// Read in parts, the count and the first lines are the same.
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := []int{}
+	for line := 5002; len(want) < maxToldLines; line++ {
+		want = append(want, line)
+	}
+	for parts := 1; parts <= 7; parts++ {
+		read, err := readEntries(t.Context(), f, int64(len(junk+header)), 5001, true, parts)
+		if err != nil || read.skipped.n != 10000 || !slices.Equal(read.skipped.first, want) {
+			t.Errorf("%d parts: %d skipped, the first %v (%v)", parts, read.skipped.n, read.skipped.first, err)
+		}
 	}
 }

@@ -43,9 +43,9 @@ func sessionParts(size int64) int {
 // that passedOverBeforeHeader keeps, trimmed (trimLine; nil when there is
 // none), the number of that line (counting from 1), where the line after
 // it starts (with no such line, the file's end: 0 for an empty file), and
-// the numbers of the lines before it that are not blank. A byte order mark
-// that starts the file is skipped.
-func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOver []int, err error) {
+// the lines before it that are not blank. A byte order mark that starts
+// the file is skipped.
+func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOver lineNumbers, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	br := bufio.NewReaderSize(r, 64<<10)
 	var long []byte
@@ -63,7 +63,7 @@ func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOv
 		line, blank := trimLine(line)
 		keep := !passedOverBeforeHeader(line, blank)
 		if !keep && !blank {
-			passedOver = append(passedOver, lineNo)
+			passedOver.add(lineNo)
 		}
 		if keep || err == io.EOF {
 			pos, _ := r.Seek(0, io.SeekCurrent)
@@ -100,11 +100,38 @@ func passedOverBeforeHeader(line []byte, blank bool) bool {
 	return f == 0
 }
 
+// maxToldLines is how many of the lines a load skips it keeps the numbers
+// of, to tell the client; the others are only counted. Each number was
+// kept, and told, so that a file of short lines that are no entries
+// ("x\n") made rpi hold 4 and send 4.5 times its size.
+const maxToldLines = 100
+
+// lineNumbers are lines a load skipped: the numbers of the first
+// maxToldLines of them, and how many there are in all.
+type lineNumbers struct {
+	first []int
+	n     int
+}
+
+func (l *lineNumbers) add(line int) {
+	if l.n++; len(l.first) < maxToldLines {
+		l.first = append(l.first, line)
+	}
+}
+
+// join adds the lines of m, after them, their numbers moved by offset.
+func (l *lineNumbers) join(m lineNumbers, offset int) {
+	for _, line := range m.first {
+		l.add(line + offset)
+	}
+	l.n += m.n - len(m.first) // only counted in m: l has maxToldLines already
+}
+
 // sessionEntries are the entries of a session file, in file order.
 type sessionEntries struct {
 	entries []*sessionEntry
-	skipped []int // lines that are not entries, besides a torn last one
-	tooLong int   // the first line longer than maxSessionLineBytes
+	skipped lineNumbers // lines that are not entries, besides a torn last one
+	tooLong int         // the first line longer than maxSessionLineBytes
 }
 
 // readEntries reads the entries of f from the offset from on, where line
@@ -151,11 +178,12 @@ func readEntries(ctx context.Context, f *os.File, from int64, lineNo int, keepLi
 			return read, errLineTooLong
 		}
 		read.entries = append(read.entries, part.entries...)
-		for _, bad := range part.bad {
-			if !(i == len(results)-1 && part.torn && bad == part.lines) {
-				read.skipped = append(read.skipped, lineNo+bad)
-			}
+		bad := part.bad
+		if i == len(results)-1 && part.torn { // the last of bad, unreported
+			bad.n--
+			bad.first = bad.first[:min(len(bad.first), bad.n)]
 		}
+		read.skipped.join(bad, lineNo)
 		lineNo += part.lines
 	}
 	return read, nil
@@ -196,11 +224,11 @@ func nextLineStart(f *os.File, at int64) int64 {
 // from its start.
 type entryPart struct {
 	entries []*sessionEntry
-	lines   int   // its lines, the last one counted even without "\n"
-	bad     []int // lines that are not entries
-	torn    bool  // the last line is one of them and has no "\n"
-	tooLong int   // a line longer than maxSessionLineBytes, where reading stopped
-	err     error // a read error, where reading stopped
+	lines   int         // its lines, the last one counted even without "\n"
+	bad     lineNumbers // lines that are not entries
+	torn    bool        // the last line is one of them and has no "\n"
+	tooLong int         // a line longer than maxSessionLineBytes, where reading stopped
+	err     error       // a read error, where reading stopped
 }
 
 // readEntryPart reads and decodes the entries of one part.
@@ -232,7 +260,7 @@ func readEntryPart(r io.Reader, keepLines bool) (part entryPart) {
 				}
 				part.entries = append(part.entries, e)
 			} else {
-				part.bad = append(part.bad, part.lines)
+				part.bad.add(part.lines)
 				part.torn = err == io.EOF
 			}
 		}

@@ -441,7 +441,7 @@ func TestReadEntriesInParts(t *testing.T) {
 				if tail == "{\"torn\n" {
 					skipped = append(skipped, 3+6*40)
 				}
-				if len(got.entries) != 80+strings.Count(tail, "last") || !reflect.DeepEqual(got.skipped, skipped) {
+				if len(got.entries) != 80+strings.Count(tail, "last") || !reflect.DeepEqual(got.skipped.first, skipped) || got.skipped.n != len(skipped) {
 					t.Errorf("tail %q: %d entries, skipped lines %v, want %v", tail, len(got.entries), got.skipped, skipped)
 				}
 				continue
@@ -486,7 +486,7 @@ func TestOnlyJSONSpaceAroundALine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ids(ss); !slices.Equal(got, []string{"a"}) || !slices.Equal(ss.skipped, []int{3, 4}) {
+		if got := ids(ss); !slices.Equal(got, []string{"a"}) || !slices.Equal(ss.skipped.first, []int{3, 4}) || ss.skipped.n != 2 {
 			t.Errorf("%q: entries %v, skipped lines %v; want [a], [3 4]", space, got, ss.skipped)
 		}
 		// The last line, without "\n": what the load kept, an append keeps.
