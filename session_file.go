@@ -540,10 +540,12 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}
-	line, lineNo, next, passedOver, err := readHeaderLine(f)
+	line, lineNo, next, passedOver, err := readHeaderLine(ctx, f)
 	switch {
 	case err == errLineTooLong:
 		return nil, tooLong(lineNo)
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("Stopped reading session file %s: the session is closing", path)
 	case err != nil:
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, err)
 	case line == nil && next == 0:

@@ -879,3 +879,16 @@ func TestSkippedLinesToldBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadStopsBeforeTheHeader: a load stops when its context ends while
+// it is still passing over the lines before a header, as it stops among
+// the entries: those lines may be all of a large file that has no header.
+func TestLoadStopsBeforeTheHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	os.WriteFile(path, []byte(strings.Repeat("not a session line\n", 1<<12)), 0o644)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := loadSessionFile(ctx, path); err == nil || !strings.Contains(err.Error(), "Stopped reading session file") {
+		t.Errorf("loaded after its context ended: %v", err)
+	}
+}

@@ -44,10 +44,11 @@ func sessionParts(size int64) int {
 // none), the number of that line (counting from 1), where the line after
 // it starts (with no such line, the file's end: 0 for an empty file), and
 // the lines before it that are not blank. A byte order mark that starts
-// the file is skipped.
-func readHeaderLine(f *os.File) (header []byte, lineNo int, next int64, passedOver lineNumbers, err error) {
+// the file is skipped. Reading stops when ctx ends (with its error): the
+// lines passed over may be all of a large file.
+func readHeaderLine(ctx context.Context, f *os.File) (header []byte, lineNo int, next int64, passedOver lineNumbers, err error) {
 	r := io.NewSectionReader(f, 0, math.MaxInt64)
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)
 	var long []byte
 	for {
 		line, tooLong, err := nextLine(br, &long, maxSessionLineBytes)

@@ -421,7 +421,7 @@ func TestReadEntriesInParts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, lineNo, next, _, err := readHeaderLine(f)
+		_, lineNo, next, _, err := readHeaderLine(context.Background(), f)
 		if err != nil || lineNo != 2 || content[next-1] != '\n' || content[next] != '{' {
 			t.Fatalf("header: line %d, next %d, %v", lineNo, next, err)
 		}
