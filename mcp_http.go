@@ -329,7 +329,9 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 	var data []byte
 	hasData := false
 	for {
-		line, tooLong, err := lines.next(maxMCPMessage)
+		// A line may hold a whole message after its "data: ": the
+		// message's own bound is the data's, below.
+		line, tooLong, err := lines.next(maxMCPMessage + len("data: "))
 		if tooLong {
 			return fmt.Errorf("a line longer than %d MiB", maxMCPMessage>>20)
 		}

@@ -993,3 +993,18 @@ func TestACPAsksBeforeUnmarkedMCPTools(t *testing.T) {
 		t.Errorf("card kinds: %v", kinds)
 	}
 }
+
+// TestReadSSEMessageLimit: an event stream carries a message of up to
+// maxMCPMessage bytes, as a JSON answer and a stdio line do; its line,
+// "data: " before it, is longer than that, and was refused for it ("a
+// line longer than 16 MiB"). One byte more is refused.
+func TestReadSSEMessageLimit(t *testing.T) {
+	for _, size := range []int{maxMCPMessage, maxMCPMessage + 1} {
+		message := `"` + strings.Repeat("x", size-2) + `"`
+		var got []byte
+		err := readSSE(strings.NewReader("event: message\ndata: "+message+"\n\n"), func(data []byte) { got = data }, func() bool { return got != nil })
+		if ok := size <= maxMCPMessage; ok != (err == nil && string(got) == message) {
+			t.Errorf("a message of %d bytes: got %d bytes, %v", size, len(got), err)
+		}
+	}
+}
