@@ -552,11 +552,8 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 // to take that hold over when it becomes current (replace); that file is
 // read once the writes queued for it are done, with no write between
 // (once the hold is handed over, the session left cannot write there).
-// Waiting for the file and reading it stop when ctx ends. Another file
-// found empty is errEmptySessionFile, with the hold on it for the new
-// session started there (openSessionFileOrEmpty); the current session's,
-// emptied outside rpi, is refused.
-func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (_ *sessionFile, emptyHold *os.File, _ error) {
+// Waiting for the file and reading it stop when ctx ends.
+func (c *conversation) open(ctx context.Context, path string, wait time.Duration) (*sessionFile, error) {
 	c.mu.Lock()
 	cur := c.sessionFile
 	c.mu.Unlock()
@@ -575,15 +572,9 @@ func (c *conversation) open(ctx context.Context, path string, wait time.Duration
 		if ss != nil {
 			ss.sameFileAs = cur
 		}
-		if isEmptySessionFile(err) {
-			// Emptied outside rpi: no new session there, whose writes
-			// and those of the session it replaces would go in mixed
-			// under one hold.
-			err = &errInvalidSessionFile{path, emptyFile + ": the current session's own file, emptied outside rpi"}
-		}
-		return ss, nil, err
+		return ss, err
 	}
-	return openSessionFileOrEmpty(ctx, path, wait)
+	return openSessionFile(ctx, path, wait)
 }
 
 // holdFile makes sure ss holds its file before an append: a session that

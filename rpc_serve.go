@@ -548,7 +548,7 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, true, errSessionNotFound(path)
 	}
-	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path, startInEmpty: true}, notCancelled, nil)
+	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
 	return data, true, err
 }
 

@@ -164,9 +164,11 @@ type sessionOptions struct {
 	// it opens, not with the first answer as pi does (ACP's session/new).
 	writeNow bool
 	// startInEmpty: an empty file gets a new session, as pi's --session
-	// and switch_session give one; else it is refused, as a file found by
-	// its session's id is (ACP's session/load and resume, rpi serve's
-	// attach): emptied since it was found, that session is gone.
+	// gives one (and rpi serve's hello option session, its twin); else it
+	// is refused, as switch_session refuses it (a file that is no valid
+	// session) and as a file found by its session's id is (ACP's
+	// session/load and resume, rpi serve's attach): emptied since it was
+	// found, that session is gone.
 	startInEmpty bool
 }
 

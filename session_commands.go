@@ -226,32 +226,19 @@ func (s *session) newSession(parent string, done func(error)) {
 
 // switchSession opens the session file at path (relative to the cwd),
 // read in the background; a missing or invalid file fails and the current
-// conversation stays as it was. An empty file gets a new session, as
-// newSession's, written in it at once. done as in newSession.
+// conversation stays as it was. done as in newSession.
 func (s *session) switchSession(path string, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
 	var loaded *sessionFile
-	var emptyHold *os.File // the empty file's, for the new session started in it
 	var loops loopsRead
 	s.changeSession(func() error {
 		var err error
-		if loaded, emptyHold, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
+		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
-		}
-		if isEmptySessionFile(err) {
-			return nil // loaded is nil: a new session, made below
 		}
 		return err
 	}, func() error {
-		if loaded == nil {
-			loaded = newSessionFile(s.env.clock.Now(), "", s.set.cwd, "", path, "", false)
-			loaded.lock = emptyHold // not shared yet
-			cleared = s.useSession(loaded, loopsRead{path: loopsFileOf(path)})
-			s.conv.writeHeader(loaded)
-			s.startEntries()
-			return nil
-		}
 		cleared = s.useSession(loaded, loops)
 		return nil
 	}, func(err error) {

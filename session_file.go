@@ -500,8 +500,9 @@ type errInvalidSessionFile struct{ path, why string }
 func errSessionNotFound(path string) error { return fmt.Errorf("Session file not found: %s", path) }
 
 // errEmptySessionFile is the file at path holding no byte at all. Where
-// rpi opens a file the client names (--session, switch_session) it starts
-// a new session in it instead, as pi does: a file made by mktemp, say.
+// rpi opens a file given with --session it starts a new session in it
+// instead, as pi does (a file made by mktemp, say); switch_session refuses
+// it, as it refuses a missing file where pi would start one.
 func errEmptySessionFile(path string) error { return &errInvalidSessionFile{path, emptyFile} }
 
 // emptyFile is why an empty session file is not a session.
@@ -1081,7 +1082,7 @@ func openSessionFile(ctx context.Context, path string, wait time.Duration) (*ses
 }
 
 // openSessionFileOrEmpty is openSessionFile for a file a new session may
-// start in (--session, switch_session): one found empty comes back with
+// start in (--session): one found empty comes back with
 // errEmptySessionFile and hold, the hold taken on it before it was read
 // (nil when there was none to take), for that session to keep (its
 // lock). Until its header is in the file, no other rpi opens the file

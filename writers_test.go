@@ -341,7 +341,7 @@ func TestSwitchToTheCurrentSessionWhileAnswering(t *testing.T) {
 // (in the reloaded session's name), and that session has it.
 func TestSwitchToTheCurrentSessionTakesLaterWrites(t *testing.T) {
 	sp, file := serveSessionCopy(t, "s.jsonl")
-	reloaded, _, err := sp.s.conv.open(context.Background(), file, 0) // switch_session's read
+	reloaded, err := sp.s.conv.open(context.Background(), file, 0) // switch_session's read
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
 	c.mu.Lock()
 	left := c.sessionFile
 	c.mu.Unlock()
-	reloaded, _, err := c.open(context.Background(), file, 0)
+	reloaded, err := c.open(context.Background(), file, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,52 +392,65 @@ func TestWriteUnderWayWhenTheHoldIsHandedOn(t *testing.T) {
 	sp.stop()
 }
 
-// TestEmptySessionFileHeldUntilItsHeader: switch_session to an empty file
-// holds it from when it finds it empty until the new session's header is
-// in it (here the writer waits for the disk meanwhile). rpi let go of it
-// in between: another rpi that found it empty too could start its own
-// session there, and the header of whichever wrote second went after the
-// other's session, two sessions in one file.
+// TestEmptySessionFileHeldUntilItsHeader: an empty file that --session
+// starts a new session in is held from when it is found empty, by the
+// session started there (openSessionFileOrEmpty hands it the hold), until
+// its header is in it and after. rpi let go of it in between: another rpi
+// that found it empty too could start its own session there, and the
+// header of whichever wrote second went after the other's session, two
+// sessions in one file. switch_session refuses an empty file (as a file
+// that is no valid session) and leaves it unheld.
 func TestEmptySessionFileHeldUntilItsHeader(t *testing.T) {
-	sp, file := serveSessionCopy(t, "s.jsonl")
-	empty := filepath.Join(filepath.Dir(file), "empty.jsonl")
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	diskBack := holdElsewhere(&sp.s.conv.fileMu)
-	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"empty.jsonl"}`)
-	sp.seen(`"id":"sw"`)
-	sp.succeeded("sw", "switch_session")
+	ss, hold, err := openSessionFileOrEmpty(context.Background(), empty, 0)
+	if ss != nil || hold == nil || !isEmptySessionFile(err) {
+		t.Fatalf("an empty file: session %v, hold %v, %v", ss, hold, err)
+	}
 	if other, err := lockSessionFile(context.Background(), empty, 0); other != nil {
-		t.Errorf("another rpi could take the file before the new session's header was in it")
-		appendLine(empty, []byte(`{"type":"session","version":3,"id":"another-rpi","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`), false)
 		other.Close()
+		t.Errorf("another rpi could take the file found empty")
 	} else if _, inUse := err.(*errSessionInUse); !inUse {
 		t.Errorf("another rpi taking the file: %v", err)
 	}
-	diskBack()
+	hold.Close()
+
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", dir, "--session", empty)
+	sp.seen(`"type":"session_started"`)
+	if other, _ := lockSessionFile(context.Background(), empty, 0); other != nil {
+		other.Close()
+		t.Errorf("another rpi could take the file of the session started in it")
+	}
 	sp.s.conv.flush()
 	id := sp.s.conv.info().id
 	lines := sessionLines(t, empty)
-	headers := 0
-	for _, line := range lines {
-		if strings.HasPrefix(line, `{"type":"session"`) {
-			headers++
-		}
-	}
-	if headers != 1 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,"id":"`+id+`"`) {
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,"id":"`+id+`"`) {
 		t.Errorf("the file, for session %s:\n%s", id, strings.Join(lines, "\n"))
+	}
+	other := filepath.Join(dir, "other-empty.jsonl")
+	os.WriteFile(other, nil, 0o600)
+	sp.send(`{"id":"sw","type":"switch_session","sessionPath":"other-empty.jsonl"}`)
+	sp.seen(`"id":"sw"`)
+	if out := sp.out.bytes(); !bytes.Contains(out, []byte(`"id":"sw","type":"response","command":"switch_session","success":false,"error":"Not a valid session file: `+other+` (it is empty)"}`)) {
+		t.Errorf("switch_session to an empty file:\n%s", out)
+	}
+	if lock, err := lockSessionFile(context.Background(), other, 0); err != nil {
+		t.Errorf("the empty file switch_session refused is still held: %v", err)
+	} else if lock != nil {
+		lock.Close()
 	}
 	sp.stop()
 }
 
 // TestSwitchToTheCurrentSessionEmptied: switch_session to the current
-// session's own file, emptied outside rpi, is refused as an empty file
-// was before rpi started new sessions in them, and the session stays as
-// it was. A new session there did not get the file's hold from the
-// session it replaced (its header was refused as "in use by another rpi
-// process": rpi's own hold), and once the hold was let go of its entries
-// went in alone, a file with no header.
+// session's own file, emptied outside rpi, is refused as any empty file
+// is, the session stays as it was, and nothing is written there. (When
+// switch_session started new sessions in empty files, one there did not
+// get the file's hold from the session it replaced, and its entries went
+// in with no header.)
 func TestSwitchToTheCurrentSessionEmptied(t *testing.T) {
 	sp, file := serveSessionCopy(t, "s.jsonl")
 	id := sp.s.conv.info().id
