@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"unicode/utf8"
 )
 
 // replaceFileWith is replaceFile with the content written by write
@@ -129,12 +130,23 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 }
 
 // writeHTMLEscaped writes text escaped for HTML element content and
-// attribute values.
+// attribute values, as UTF-8: each byte that is not part of a character
+// is written as U+FFFD, as encoding/json writes it (the user's bash keeps
+// its output's bytes as they came).
 func writeHTMLEscaped(w *bufio.Writer, text string) {
 	start := 0
 	for i := 0; i < len(text); i++ {
 		var escaped string
-		switch text[i] {
+		switch c := text[i]; c {
+		default:
+			if c < utf8.RuneSelf {
+				continue
+			}
+			if r, size := utf8.DecodeRuneInString(text[i:]); r != utf8.RuneError || size != 1 {
+				i += size - 1
+				continue
+			}
+			escaped = "\uFFFD"
 		case '&':
 			escaped = "&amp;"
 		case '<':
@@ -145,8 +157,6 @@ func writeHTMLEscaped(w *bufio.Writer, text string) {
 			escaped = "&quot;"
 		case '\'':
 			escaped = "&#39;"
-		default:
-			continue
 		}
 		w.WriteString(text[start:i])
 		w.WriteString(escaped)
