@@ -5,27 +5,91 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
 
-// replaceFileWith is replaceFile with the content written by write
-// through a buffer, as it is made.
-func replaceFileWith(path string, extraFlag int, write func(w *bufio.Writer) error) error {
-	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
-	if err != nil {
+// replaceFileWith puts at path a regular file of what write writes,
+// through a buffer, as it is made: into a new file beside path, under a
+// fresh name (O_EXCL: nothing planted beside it is followed), renamed
+// over path once whole. So a failed export leaves what was at path as it
+// was and nothing beside it, two at once leave one of them whole, and
+// the page never goes through a symlink at path: that is refused (a
+// symlink planted beside a session file someone else wrote led the page
+// into the file it names), as are a FIFO, a device, a folder and rpi's
+// own stdio. A file replaced keeps its mode; a new one is 0644 less the
+// umask, as os.Create makes it.
+func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
+	perm, replaced := os.FileMode(0o644), false
+	switch info, err := os.Lstat(path); {
+	case err == nil:
+		kind := ""
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			kind = "a symbolic link"
+		case !info.Mode().IsRegular():
+			kind = fileKind(info.Mode())
+		}
+		for _, own := range ownStdio.get() {
+			if kind == "" && os.SameFile(info, own) {
+				kind = "rpi's own stdin, stdout or stderr"
+			}
+		}
+		if kind != "" {
+			return &errNotRegular{path, kind}
+		}
+		perm, replaced = info.Mode().Perm(), true
+	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	err = f.Truncate(0)
+	f, err := createBeside(path, perm)
+	if err != nil {
+		// No file is made on /proc or /sys: say so, rather than ENOENT.
+		if dir, derr := openNonBlocking(filepath.Dir(path), os.O_RDONLY, 0); derr == nil {
+			if kind := specialFileSystem(dir); kind != "" {
+				err = &errNotRegular{path, kind}
+			}
+			dir.Close()
+		}
+		return err
+	}
+	err = write(bufio.NewWriterSize(f, 256<<10))
+	if err == nil && replaced {
+		err = f.Chmod(perm) // as it was, whatever the umask
+	}
 	if err == nil {
-		err = write(bufio.NewWriterSize(f, 256<<10))
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
 	return err
+}
+
+// createBeside makes a new file in path's folder, named after it and
+// nothing else there (.NAME.HEX.tmp, O_EXCL), with perm less the umask.
+func createBeside(path string, perm os.FileMode) (f *os.File, err error) {
+	for range 3 { // a name taken already (a random 64 bits) is tried again
+		var b [8]byte
+		randomID(b[:])
+		name := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+hex.EncodeToString(b[:])+".tmp")
+		if f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	return f, err
 }
 
 // writeHTML writes the export page to w as it goes, never held whole: a

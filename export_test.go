@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -37,5 +40,60 @@ func TestExportHTMLIsUTF8(t *testing.T) {
 	const want = "a\uFFFD\uFFFD&lt;\uFFFDé\uFFFD\uFFFD"
 	if n := strings.Count(page.String(), want); n != 21 {
 		t.Errorf("%q appears %d times, want 21 (every value):\n%s", want, n, page.Bytes())
+	}
+}
+
+// TestExportReplacesWhole: an export that fails leaves the file that was
+// at its path as it was, and nothing beside it; it truncated that file
+// first and left the part it wrote. Two exports to one path at once
+// leave one of the pages whole; each truncated the file and wrote at its
+// own offset, so that the later one's bytes landed inside the other's.
+func TestExportReplacesWhole(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "page.html")
+	os.WriteFile(path, []byte("old"), 0o640)
+	failed := replaceFileWith(path, func(w *bufio.Writer) error {
+		w.WriteString("part of a page")
+		w.Flush()
+		return errors.New("no space left on device")
+	})
+	if failed == nil || failed.Error() != "no space left on device" {
+		t.Errorf("the failed export: %v", failed)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "old" {
+		t.Errorf("after a failed export the file holds %q, want it as it was", data)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("the folder holds %v, want page.html only", names)
+	}
+
+	long := strings.Repeat("A", 1<<16)
+	halfway, done := make(chan struct{}), make(chan error)
+	go func() {
+		done <- replaceFileWith(path, func(w *bufio.Writer) error {
+			w.WriteString(long)
+			w.Flush()
+			halfway <- struct{}{}
+			<-halfway
+			w.WriteString(long)
+			return w.Flush()
+		})
+	}()
+	<-halfway
+	if err := replaceFileWith(path, func(w *bufio.Writer) error { w.WriteString("B"); return w.Flush() }); err != nil {
+		t.Fatal(err)
+	}
+	halfway <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != long+long && string(data) != "B" {
+		t.Errorf("after two exports at once the file holds %d bytes starting %q, want one of them whole", len(data), data[:min(len(data), 8)])
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o640 {
+		t.Errorf("the page's mode: %v (%v), want the replaced file's, 0640", info.Mode(), err)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("the folder holds %v, want page.html only", names)
 	}
 }

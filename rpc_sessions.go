@@ -55,7 +55,7 @@ func (s *rpcServer) exportHTMLCommand(r *rpcRequest) (any, error) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
 		}
-		err := replaceFileWith(out, os.O_CREATE, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
+		err := replaceFileWith(out, func(w *bufio.Writer) error { return writeHTML(w, header, info.name, messages) })
 		if err != nil {
 			return nil, fileError("write", out, err)
 		}
