@@ -28,7 +28,7 @@ func (s *rpcServer) setSessionNameCommand(r *rpcRequest) (any, error) {
 
 // exportHTMLCommand writes the conversation as one self-contained HTML file,
 // every piece of text escaped, in the background; it only writes regular
-// files.
+// files, and never the session's own file.
 // Fields: [outputPath] (relative to the cwd; default: beside the session
 // file, or rpi-session-<id>.html in the cwd without one).
 // Answer: {"path": …}.
@@ -52,6 +52,9 @@ func (s *rpcServer) exportHTMLCommand(r *rpcRequest) (any, error) {
 		out = filepath.Join(s.set.cwd, "rpi-session-"+header.ID+".html")
 	}
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		if isSameFile(out, info.path) {
+			return nil, fmt.Errorf("Cannot write %s: it is this session's own file", out)
+		}
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return nil, fmt.Errorf("Cannot write %s: %v", out, unwrapPathError(err))
 		}
@@ -64,6 +67,20 @@ func (s *rpcServer) exportHTMLCommand(r *rpcRequest) (any, error) {
 		}{out}, nil
 	})
 	return noReply{}, nil
+}
+
+// isSameFile reports whether paths a and b name one file: the same path,
+// or two paths to the same file on disk.
+func isSameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ai, aerr := os.Stat(a)
+	bi, berr := os.Stat(b)
+	return aerr == nil && berr == nil && os.SameFile(ai, bi)
 }
 
 // sessionListCommand lists the session files on disk, read in the background.
