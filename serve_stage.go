@@ -37,6 +37,7 @@ type clientQueue struct {
 	done    bool                 // finish was called: nothing more is taken
 	failed  bool                 // a write to the client failed
 	last    func() []byte        // the record that ends a slow client's stream (nil: none)
+	limited bool                 // the write deadline of the end (finishWriteLimit) is set
 	wake    chan struct{}        // a send says items or done changed (one kept)
 	drained chan struct{}        // closed when pump has returned
 }
@@ -71,7 +72,7 @@ func (q *clientQueue) take(p []byte) (int, error) {
 		return 0, errClientGone
 	}
 	if q.behind() {
-		q.slow = true
+		q.becomeSlow()
 		return 0, errClientGone
 	}
 	q.items = append(q.items, pendingWrite{p, true})
@@ -91,7 +92,7 @@ func (q *clientQueue) accepting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.behind() {
-		q.slow = true
+		q.becomeSlow()
 	}
 	return !q.slow && !q.done && !q.failed
 }
@@ -108,6 +109,27 @@ const clientStall = time.Second
 func (q *clientQueue) behind() bool {
 	stalled := !q.writing.IsZero() && time.Since(q.writing) > clientStall
 	return int64(q.counted) > 4*int64(q.limit) || q.counted > q.limit && stalled // 4*limit: past a 32-bit int from 512 MiB
+}
+
+// becomeSlow marks the client slow: nothing more is taken, and what
+// waits has finishWriteLimit to be written. q.mu is held.
+func (q *clientQueue) becomeSlow() {
+	q.slow = true
+	q.limitWrites()
+}
+
+// limitWrites gives the writes to the client, the one in progress too,
+// finishWriteLimit from now, once: the client is leaving or slow, and
+// one that takes nothing must not keep its connection (and pump) for
+// ever. q.mu is held.
+func (q *clientQueue) limitWrites() {
+	if q.limited {
+		return
+	}
+	q.limited = true
+	if d, ok := q.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		d.SetWriteDeadline(time.Now().Add(finishWriteLimit))
+	}
 }
 
 // queueReplay queues the kept records of a replay, beside the limit.
@@ -146,6 +168,7 @@ func (q *clientQueue) finish(last []byte) {
 		q.items = append(q.items, pendingWrite{b: last})
 	}
 	q.done = true
+	q.limitWrites()
 	q.signal()
 	q.mu.Unlock()
 	<-q.drained
@@ -160,18 +183,11 @@ const finishWriteLimit = 5 * time.Second
 func (q *clientQueue) pump() {
 	defer close(q.drained)
 	defer q.w.Close()
-	deadline := false
 	for {
 		q.mu.Lock()
 		items := q.items
 		q.items = nil
 		ending := q.done || q.slow
-		if ending && !deadline {
-			deadline = true
-			if d, ok := q.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
-				d.SetWriteDeadline(time.Now().Add(finishWriteLimit))
-			}
-		}
 		var last func() []byte
 		if len(items) == 0 && q.slow && q.last != nil {
 			last, q.last = q.last, nil

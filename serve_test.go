@@ -464,3 +464,42 @@ func TestClosedSeqReopenedWhileClosing(t *testing.T) {
 		t.Errorf("opened again while its close was finishing, the session numbers on from %d, below %d, the last seq of its life before (a cursor from it is taken for one of this life)", seq, last)
 	}
 }
+
+// TestClientQueueStuckWriteEnds: a client that takes nothing of a write
+// in progress is still let go of within finishWriteLimit once it leaves
+// (finish) or falls behind (slow): the deadline also cuts the write that
+// was blocked when that happened, not only the writes after it, so the
+// connection is closed and its goroutines end.
+func TestClientQueueStuckWriteEnds(t *testing.T) {
+	for _, how := range []string{"finish", "slow"} {
+		t.Run(how, func(t *testing.T) {
+			ours, peer := net.Pipe() // the peer never reads: a write to it blocks
+			defer peer.Close()
+			q := newClientQueue(ours, 64<<10, io.Discard)
+			go q.pump()
+			if _, err := q.Write([]byte("{}\n")); err != nil {
+				t.Fatal(err)
+			}
+			finished := make(chan struct{})
+			if how == "finish" {
+				go func() { defer close(finished); q.finish(nil) }()
+			} else {
+				record := []byte(`{"s":"` + strings.Repeat("x", 16<<10) + `"}` + "\n")
+				for refused := false; !refused; {
+					_, err := q.Write(record)
+					refused = err != nil
+				}
+				go func() { defer close(finished); <-q.drained }()
+			}
+			select {
+			case <-finished:
+			case <-time.After(60 * time.Second): // a hang, not a speed: finishWriteLimit is 5 s
+				t.Fatal("a client that reads nothing is never let go of: the write in progress has no deadline")
+			}
+			peer.SetReadDeadline(time.Now().Add(60 * time.Second))
+			if _, err := io.Copy(io.Discard, peer); err != nil {
+				t.Fatalf("the connection is not closed: %v", err)
+			}
+		})
+	}
+}
