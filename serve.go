@@ -620,7 +620,7 @@ func (sh *serveHost) listenWebSocket(addr listenAddress) error {
 	handler := newWebSocketHandler(wsOptions{token: token, allowOrigins: sh.cfg.allowOrigins, maxMessage: sh.h.env.maxLineBytes,
 		full: func() bool { return sh.connectionCount() >= sh.cfg.maxConnections }, path: addr.ws.Path, stderr: sh.h.stderr},
 		func(c *wsConn) { <-sh.take(c) }) // the connection lasts as long as this call
-	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10,
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: wsHandshakeTimeout, ReadTimeout: wsHandshakeTimeout, MaxHeaderBytes: 16 << 10,
 		ErrorLog: log.New(sh.h.stderr, "rpi: ", 0)}
 	sh.listeners = append(sh.listeners, l)
 	sh.where = append(sh.where, "ws://"+l.Addr().String()+addr.ws.Path)

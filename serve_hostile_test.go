@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -1482,4 +1483,44 @@ func TestServeHostileCursorAfterSwitchAway(t *testing.T) {
 	a.send(`{"id":"n","type":"new_session"}`)
 	a.answer("n")
 	checkSecondLife(t, sh.socket, id, cursor, "from before its client changed session in place")
+}
+
+// TestServeHostileWebSocketRequestBody: a client without the token whose
+// request declares a body it never sends is refused and dropped all the
+// same: net/http reads a refused request's body (up to 256 KiB) after the
+// answer, to reuse the connection, and ReadHeaderTimeout bounds only the
+// head, so without a bound on the whole request anyone who can reach the
+// port held a connection (and its goroutine) for as long as they liked,
+// any number of them, before any token was asked for.
+func TestServeHostileWebSocketRequestBody(t *testing.T) {
+	e := newTestEnv(t)
+	e.vars["RPI_SERVE_TOKEN"] = "s3cret-token"
+	sh := startServe(t, e, t.TempDir(), "--listen", "ws://127.0.0.1:0/rpi")
+	defer sh.end()
+	addr := regexp.MustCompile(`ws://(127\.0\.0\.1:\d+)/rpi`).FindStringSubmatch(string(sh.stderr.bytes()))
+	if addr == nil {
+		t.Fatalf("no ws:// address in %q", sh.stderr.bytes())
+	}
+	bodies := []string{"Content-Length: 100", "Transfer-Encoding: chunked"}
+	conns := make([]net.Conn, len(bodies))
+	for i, body := range bodies { // both at once: each is dropped only after the host's bound
+		conn, err := net.Dial("tcp", addr[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, "GET /rpi HTTP/1.1\r\nHost: "+addr[1]+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"+body+"\r\n\r\n")
+		conns[i] = conn
+	}
+	for i, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(60 * time.Second)) // a hang, not a speed: the host's bound is 10 s
+		answer, err := io.ReadAll(conn)
+		if err != nil {
+			t.Fatalf("%s: the connection is still open after the refusal: %v", bodies[i], err)
+		}
+		if !bytes.HasPrefix(answer, []byte("HTTP/1.1 401 ")) {
+			t.Fatalf("%s: answered %q", bodies[i], answer)
+		}
+	}
 }

@@ -112,10 +112,13 @@ type wsHandler struct {
 // returns (or panics, which is told on opts.stderr) the connection is
 // closed. http.Server.Shutdown does not wait for it nor close it (the
 // connection is hijacked): the host closes its connections itself.
-// The host should set the server's ReadHeaderTimeout (10 s) and
-// MaxHeaderBytes (16 KiB is plenty) so that a client that never finishes
-// its request is dropped; once upgraded, the connection has no deadline
-// but the ones the host sets (SetReadDeadline, SetWriteDeadline).
+// The host should set the server's ReadHeaderTimeout and ReadTimeout
+// (wsHandshakeTimeout) and MaxHeaderBytes (16 KiB is plenty) so that a
+// client that never finishes its request is dropped: ReadHeaderTimeout
+// alone leaves a refused request's body (which net/http reads after the
+// answer, up to 256 KiB) without a deadline. Once upgraded, the
+// connection has no deadline but the ones the host sets
+// (SetReadDeadline, SetWriteDeadline).
 func newWebSocketHandler(opts wsOptions, accept func(c *wsConn)) http.Handler {
 	if opts.maxMessage <= 0 {
 		opts.maxMessage = maxLineBytes
