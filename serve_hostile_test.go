@@ -1524,3 +1524,64 @@ func TestServeHostileWebSocketRequestBody(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHostileWebSocketNeverReads: a WebSocket client that reads
+// nothing, and floods pings whose pongs it never takes, while its
+// session streams: the turns and the other client do not wait for it,
+// it is detached as slow, and its connection is closed and gone, though
+// nothing it was sent was ever taken.
+func TestServeHostileWebSocketNeverReads(t *testing.T) {
+	e := newTestEnv(t)
+	e.vars["RPI_SERVE_TOKEN"] = wsTestToken
+	deltas := make([]string, 500)
+	for i := range deltas {
+		deltas[i] = fmt.Sprintf("%04d ", i)
+	}
+	script, _ := json.Marshal(map[string]any{"text": deltas})
+	fm := startFakeModel(t, apiOpenAI, string(script), e.agentDir)
+	fm.server.Config.SetKeepAlivesEnabled(false)
+	fm.cycle = true
+	sh := startServe(t, e, t.TempDir(), "--model", "fake/fake-model", "--client-queue", "64KiB", "--listen", "ws://127.0.0.1:0/")
+	defer sh.end()
+	addr := regexp.MustCompile(`ws://(127\.0\.0\.1:\d+)/`).FindStringSubmatch(string(sh.stderr.bytes()))
+	if addr == nil {
+		t.Fatalf("no ws:// address in %q", sh.stderr.bytes())
+	}
+	ctl := dialLines(t, sh.socket)
+	id := ctl.hello(`{"id":"h","type":"hello"}`).SessionID
+	ctl.waitEvents("session_started", 1)
+	ctl.send(`{"id":"p0","type":"prompt","message":"Stream"}`) // the session's file is open from now on
+	ctl.waitEvents("agent_settled", 1)
+	base := countIdle()
+
+	lazy, _ := rawClient(t, addr[1])
+	lazy.(*net.TCPConn).SetReadBuffer(4 << 10)
+	lazy.Write(clientFrame(0x81, `{"id":"h","type":"hello","attach":"`+id+`"}`))
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for {
+			if _, err := lazy.Write(clientFrame(0x89, strings.Repeat("p", 125))); err != nil {
+				return // closed by the host, or by the test's end
+			}
+		}
+	}()
+	waitHostStatus(t, ctl, "the WebSocket client attached", func(st hostStatus) bool {
+		return len(st.Sessions) == 1 && st.Sessions[0].Clients == 2
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for turn := 1; ; turn++ {
+		ctl.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Stream"}`, turn))
+		ctl.waitEvents("agent_settled", turn+1)
+		if st := hostStatusOf(t, ctl, "s"); st.Sessions[0].Clients == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a WebSocket client that reads nothing was never detached (%d turns)", turn)
+		}
+	}
+	waitHostStatus(t, ctl, "the WebSocket connection closed", func(st hostStatus) bool { return st.Connections == 1 })
+	lazy.Close()
+	<-flooding
+	waitIdle(t, base)
+}
