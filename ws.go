@@ -268,9 +268,12 @@ func upgradeWebSocket(conn net.Conn, in *bufio.Reader, key string, maxMessage in
 // dialWebSocket connects to a ws:// URL as a client, giving token (if
 // any) as a bearer token, and returns the connection once the server has
 // accepted it: its frames are masked, and it reads and writes lines as
-// the server's side does (messages up to maxLineBytes). ctx bounds the
-// handshake only (and 10 s at most); a refusal's error says the server's
-// status and text.
+// the server's side does, but for the length of what it reads: the
+// host's records have no limit (a session's get_messages carries every
+// image of it), so a message of any length is handed out as it comes,
+// never held whole, as a unix socket's bridge passes a line on. ctx
+// bounds the handshake only (and 10 s at most); a refusal's error says
+// the server's status and text.
 func dialWebSocket(ctx context.Context, rawURL, token string) (*wsConn, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "ws" || u.Host == "" {
@@ -341,7 +344,7 @@ func clientHandshake(ctx context.Context, conn net.Conn, u *url.URL, token strin
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return newWsConn(conn, in, true, maxLineBytes), nil
+	return newWsConn(conn, in, true, -1), nil
 }
 
 // sendHandshake writes the client's request and reads the server's
@@ -367,8 +370,8 @@ type wsConn struct {
 	conn       net.Conn
 	in         *bufio.Reader // conn's bytes, with what the handshake left in
 	masks      bool          // this end is the client: its frames are masked, the peer's must not be
-	maxMessage int
-	closed     atomic.Bool // Close was called
+	maxMessage int           // the longest message taken whole; < 0: no limit, each handed out as it comes (streams)
+	closed     atomic.Bool   // Close was called
 
 	// The reader's, while one Read runs.
 	message []byte // the message being read, then what is left to hand out of it
@@ -377,13 +380,21 @@ type wsConn struct {
 	head    [8]byte
 	control [125]byte // a control frame's payload
 
+	// A message handed out as it comes (maxMessage < 0), between Reads.
+	inMessage bool     // a text message started, its last piece not yet handed out
+	frame     wsHeader // its data frame being read
+	left      uint64   // the bytes of that frame still to read
+	pos       int      // the mask key's position in it
+	carry     []byte   // the message's last bytes so far, a character they start not yet whole
+
 	writeMu  mutex[wsWriteMu] // held while frames go out; guards the fields below
 	midLine  bool             // a line's first pieces went out as a message's frames, its end not yet
 	writeErr error            // why writing ended (errWsClosed once the close frame went out)
 }
 
 // newWsConn is a connection upgraded, reading from in; masks says this
-// end is the client.
+// end is the client; maxMessage < 0 takes messages of any length, as
+// they come.
 func newWsConn(conn net.Conn, in *bufio.Reader, masks bool, maxMessage int) *wsConn {
 	return &wsConn{conn: conn, in: in, masks: masks, maxMessage: maxMessage}
 }
@@ -582,15 +593,22 @@ func (e *wsError) Error() string {
 // Read hands out each text message received followed by "\n", a "\n" or
 // "\r" in it made a space (JSON allows whitespace where a line break may
 // be, and none inside a string, so a JSON message stays one line, and
-// valid). A message is handed out only once whole and checked. Read
+// valid). A message is handed out only once whole and checked; with no
+// limit (maxMessage < 0), in pieces as it comes, each checked (invalid
+// UTF-8 ends reading after what came before it). Read
 // returns io.EOF once the peer closed (after its close frame is
-// answered, or at the socket's end, an unfinished message dropped) or
+// answered, or at the socket's end, an unfinished message dropped, or
+// cut with no limit) or
 // Close was called, and a *wsError once the peer broke the protocol
 // (after the close frame that says so).
 func (c *wsConn) Read(p []byte) (int, error) {
 	for len(c.unread) == 0 {
 		if c.readErr != nil {
 			return 0, c.readErr
+		}
+		if c.maxMessage < 0 {
+			c.unread, c.readErr = c.readPiece()
+			continue
 		}
 		if cap(c.message) > wsKeptBuffer {
 			c.message = nil
@@ -627,13 +645,8 @@ func (c *wsConn) readMessage() ([]byte, error) {
 			}
 			continue
 		}
-		switch {
-		case h.op == wsContinuation && !started:
-			return nil, c.fail(wsProtocolError, "a continuation frame without a message to continue")
-		case h.op != wsContinuation && started:
-			return nil, c.fail(wsProtocolError, "a new message inside a fragmented one")
-		case h.op == wsBinary:
-			return nil, c.fail(wsUnsupportedData, "binary messages are not accepted: send JSON lines as text")
+		if err := c.checkDataFrame(h, started); err != nil {
+			return nil, err
 		}
 		started = true
 		if h.length > uint64(c.maxMessage-len(c.message)) {
@@ -649,13 +662,118 @@ func (c *wsConn) readMessage() ([]byte, error) {
 	if !utf8.Valid(c.message) {
 		return nil, c.fail(wsInvalidData, "a text message that is not UTF-8")
 	}
-	for i, b := range c.message {
-		if b == '\n' || b == '\r' {
-			c.message[i] = ' '
-		}
-	}
+	spaceLineBreaks(c.message)
 	c.message = append(c.message, '\n')
 	return c.message, nil
+}
+
+// checkDataFrame refuses a data frame that may not come now: a
+// continuation without a message started, a new message inside one, a
+// binary message.
+func (c *wsConn) checkDataFrame(h wsHeader, started bool) error {
+	switch {
+	case h.op == wsContinuation && !started:
+		return c.fail(wsProtocolError, "a continuation frame without a message to continue")
+	case h.op != wsContinuation && started:
+		return c.fail(wsProtocolError, "a new message inside a fragmented one")
+	case h.op == wsBinary:
+		return c.fail(wsUnsupportedData, "binary messages are not accepted: send JSON lines as text")
+	}
+	return nil
+}
+
+// spaceLineBreaks makes each "\n" and "\r" in b a space.
+func spaceLineBreaks(b []byte) {
+	for i, x := range b {
+		if x == '\n' || x == '\r' {
+			b[i] = ' '
+		}
+	}
+}
+
+// readPiece reads the next piece of a text message of any length (up to
+// wsReadChunk bytes, in c.message), answering the control frames before
+// it; the message's last piece ends with "\n" (a piece of only "\n" when
+// its last frame is empty). Each piece is checked for UTF-8 as it comes,
+// a character cut at its end checked with the next.
+func (c *wsConn) readPiece() ([]byte, error) {
+	if cap(c.message) < wsReadChunk+1 {
+		c.message = make([]byte, 0, wsReadChunk+1)
+	}
+	for c.left == 0 {
+		if c.inMessage && c.frame.fin { // an empty last frame
+			return c.endMessage(c.message[:0])
+		}
+		h, err := c.readHeader()
+		if err != nil {
+			return nil, err
+		}
+		if h.op >= wsClose {
+			if err := c.readControl(h); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := c.checkDataFrame(h, c.inMessage); err != nil {
+			return nil, err
+		}
+		c.inMessage, c.frame, c.left, c.pos = true, h, h.length, 0
+	}
+	piece := c.message[:min(c.left, wsReadChunk)]
+	if _, err := io.ReadFull(c.in, piece); err != nil {
+		return nil, c.ended(err)
+	}
+	c.left -= uint64(len(piece))
+	if c.frame.masked {
+		c.pos = maskBytes(piece, c.frame.key, c.pos)
+	}
+	if !c.validUTF8(piece) {
+		return nil, c.fail(wsInvalidData, "a text message that is not UTF-8")
+	}
+	spaceLineBreaks(piece)
+	if c.left == 0 && c.frame.fin {
+		return c.endMessage(piece)
+	}
+	return piece, nil
+}
+
+// endMessage is a message's last piece, with its "\n", once no character
+// is left cut at its end.
+func (c *wsConn) endMessage(piece []byte) ([]byte, error) {
+	c.inMessage = false
+	if len(c.carry) > 0 {
+		return nil, c.fail(wsInvalidData, "a text message that is not UTF-8")
+	}
+	return append(piece, '\n'), nil
+}
+
+// validUTF8 reports whether b, the next bytes of a message, are UTF-8 so
+// far: the character c.carry started is finished first, and one b ends
+// in the middle of is kept in c.carry for the next bytes.
+func (c *wsConn) validUTF8(b []byte) bool {
+	for len(c.carry) > 0 && len(b) > 0 && !utf8.FullRune(c.carry) {
+		c.carry, b = append(c.carry, b[0]), b[1:]
+	}
+	if len(c.carry) > 0 {
+		if !utf8.FullRune(c.carry) { // b ran out first
+			return true
+		}
+		if !utf8.Valid(c.carry) {
+			return false
+		}
+		c.carry = c.carry[:0]
+	}
+	cut := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	c.carry = append(c.carry, b[cut:]...)
+	return utf8.Valid(b[:cut])
 }
 
 // readHeader reads a frame's header and refuses what no frame may be:

@@ -664,3 +664,61 @@ func FuzzWebSocketFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestWebSocketClientTakesLongMessages: the client (rpi rpc --connect
+// ws://…, a bridge) takes a server's message of any length, as a unix
+// socket's bridge takes a line of any length: the host's records have no
+// limit (a session's get_messages, an agent_end, carry every image of
+// it), only a client's lines have one. It hands the message out as it
+// comes, from a buffer that never holds it whole; UTF-8 is still checked
+// (a character cut between frames is fine, an invalid byte is not).
+func TestWebSocketClientTakesLongMessages(t *testing.T) {
+	long := `{"s":"` + strings.Repeat("é", maxLineBytes/2) + `"}`
+	srv := httptest.NewServer(newWebSocketHandler(wsOptions{token: wsTestToken}, func(c *wsConn) {
+		c.Write([]byte(long[:7])) // a message in pieces, its first "é" cut between frames
+		c.Write([]byte(long[7:] + "\n" + `{"after":1}` + "\n"))
+		c.Write([]byte("{\"bad\":\"\xff\"}\n"))
+		io.Copy(io.Discard, c)
+	}))
+	defer srv.Close()
+	c := dialTestServer(t, srv.Listener.Addr().String())
+	defer c.Close()
+	lines := bufio.NewReaderSize(c, 64<<10)
+	got, err := lines.ReadString('\n')
+	if err != nil || got != long+"\n" {
+		t.Fatalf("read %d bytes, %v; want %d", len(got), err, len(long)+1)
+	}
+	if cap(c.message) > 2*wsReadChunk {
+		t.Errorf("a buffer of %d bytes for the message", cap(c.message))
+	}
+	if got, err := lines.ReadString('\n'); err != nil || got != `{"after":1}`+"\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	var wsErr *wsError
+	if _, err := io.ReadAll(lines); !errors.As(err, &wsErr) || wsErr.code != wsInvalidData {
+		t.Fatalf("invalid UTF-8: reading ended with %v", err)
+	}
+}
+
+// TestWebSocketUTF8InPieces: a message checked piece by piece (a client's,
+// of any length) is found UTF-8 exactly when it is whole, wherever its
+// pieces are cut.
+func TestWebSocketUTF8InPieces(t *testing.T) {
+	texts := []string{"", "abc", "é", "héllo €uro 𝄞 done", "\xff", "a\xc3", "\xc3a", "\xe2\x82", "\xe0\x80\x80",
+		"\xed\xa0\x80", "\xf4\x90\x80\x80", "𝄞\x80", "\x80𝄞", "é\xf0\x9d\x84", "\xf0\x9d\x84\x9e\x9e", "€€€\xe2\x82\xacx\xc0\xaf"}
+	for _, text := range texts {
+		for i := 0; i <= len(text); i++ {
+			for j := i; j <= len(text); j++ {
+				c := &wsConn{}
+				valid := true
+				for _, piece := range []string{text[:i], text[i:j], text[j:]} {
+					valid = valid && c.validUTF8([]byte(piece))
+				}
+				valid = valid && len(c.carry) == 0
+				if valid != utf8.ValidString(text) {
+					t.Errorf("%q cut at %d and %d: valid %v", text, i, j, valid)
+				}
+			}
+		}
+	}
+}
