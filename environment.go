@@ -93,6 +93,9 @@ type runEnv struct {
 	// lockWait is how long opening a session file another rpi holds
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration
+	// finishWrites is how long rpi serve gives a client that is leaving,
+	// or slow, to take what waits for it (0: finishWriteLimit).
+	finishWrites time.Duration
 }
 
 // hostEnvironment is the real machine's.

@@ -228,6 +228,7 @@ type testEnv struct {
 	maxLineBytes        int
 	command             func(string, ...string) *exec.Cmd
 	lockWait            time.Duration // for a session file another rpi holds (0: rpi's own)
+	finishWrites        time.Duration // for a served client that is leaving or slow (0: rpi's own)
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -268,7 +269,7 @@ func (e *testEnv) env() runEnv {
 	}
 	vars := maps.Clone(e.vars)
 	return runEnv{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
-		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait}
+		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait, finishWrites: e.finishWrites}
 }
 
 // syncBuffer is a bytes.Buffer several goroutines may write.

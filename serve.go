@@ -10,6 +10,7 @@ package main
 // commands of its own (hello, session_attach, host_status).
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -233,6 +234,7 @@ func (sh *serveHost) take(rwc io.ReadWriteCloser) (done <-chan struct{}) {
 		return over
 	}
 	sc := &servedConn{rwc: rwc, queue: newClientQueue(rwc, sh.cfg.clientQueue, sh.h.stderr)}
+	sc.queue.finishWithin = cmp.Or(sh.h.env.finishWrites, finishWriteLimit)
 	sc.conn = &connection{in: rwc, out: newOutput(sc.queue, sh.h.stderr)}
 	sh.conns[sc] = struct{}{}
 	sh.served.Add(2)

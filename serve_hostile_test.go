@@ -566,6 +566,10 @@ func TestServeHostileACPFirstLine(t *testing.T) {
 // and coming back with that cursor it misses nothing.
 func TestServeHostileNeverReads(t *testing.T) {
 	e := newTestEnv(t)
+	// The lazy client starts reading a turn after it is detached: it gets
+	// a minute for that, not rpi's 5 s, which a loaded machine (-race)
+	// could take; TestClientQueueStuckWriteEnds checks the limit itself.
+	e.finishWrites = time.Minute
 	deltas := make([]string, 500)
 	for i := range deltas {
 		deltas[i] = fmt.Sprintf("%04d ", i)

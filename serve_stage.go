@@ -25,9 +25,10 @@ import (
 // more is taken. A replay is queued beside the limit (it is the stage's
 // kept bytes, written as the client reads them).
 type clientQueue struct {
-	w      io.WriteCloser
-	limit  int
-	stderr io.Writer
+	w            io.WriteCloser
+	limit        int
+	stderr       io.Writer
+	finishWithin time.Duration // what waits for a client leaving or slow has this long (finishWriteLimit)
 
 	mu      mutex[clientQueueMu] // guards the fields below
 	items   []pendingWrite       // what waits, in order
@@ -54,7 +55,7 @@ type pendingWrite struct {
 var errClientGone = errors.New("the client is gone")
 
 func newClientQueue(w io.WriteCloser, limit int, stderr io.Writer) *clientQueue {
-	return &clientQueue{w: w, limit: limit, stderr: stderr, wake: make(chan struct{}, 1), drained: make(chan struct{})}
+	return &clientQueue{w: w, limit: limit, stderr: stderr, finishWithin: finishWriteLimit, wake: make(chan struct{}, 1), drained: make(chan struct{})}
 }
 
 // Write queues p (the output's records, whole), copied. It never waits.
@@ -128,7 +129,7 @@ func (q *clientQueue) limitWrites() {
 	}
 	q.limited = true
 	if d, ok := q.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		d.SetWriteDeadline(time.Now().Add(finishWriteLimit))
+		d.SetWriteDeadline(time.Now().Add(q.finishWithin))
 	}
 }
 
