@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // docFiles are the Markdown files a clone carries as its documentation.
@@ -102,29 +103,74 @@ func TestDocLinks(t *testing.T) {
 	for _, path := range docFiles(t) {
 		data, _ := os.ReadFile(path)
 		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
-			target := m[1]
-			if target == "" || strings.Contains(target, "://") {
+			target, anchor := m[1], strings.TrimPrefix(m[2], "#")
+			if strings.Contains(target, "://") {
 				continue
 			}
-			target = filepath.Join(filepath.Dir(path), target)
+			if target == "" {
+				target = path // a heading of this document
+			} else {
+				target = filepath.Join(filepath.Dir(path), target)
+			}
 			if _, err := os.Stat(target); err != nil {
 				t.Errorf("%s links to %s, which is not in the repository", path, target)
+			} else if anchor != "" && strings.HasSuffix(target, ".md") && !markdownAnchors(t, target)[anchor] {
+				t.Errorf("%s links to %s#%s, a heading that document lacks", path, target, anchor)
 			}
 		}
 	}
-	// rpi's own texts (--help, error messages) name documents too.
+	// rpi's own texts (--help, error messages, comments) name documents,
+	// and headings of them, too.
 	sources, _ := filepath.Glob("*.go")
 	for _, path := range sources {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
 		data, _ := os.ReadFile(path)
-		for _, doc := range regexp.MustCompile(`docs/[\w-]+\.md`).FindAllString(string(data), -1) {
-			if _, err := os.Stat(doc); err != nil {
-				t.Errorf("%s names %s, which is not in the repository", path, doc)
+		for _, m := range regexp.MustCompile(`(docs/[\w-]+\.md)(?:#([\w-]+))?`).FindAllStringSubmatch(string(data), -1) {
+			if _, err := os.Stat(m[1]); err != nil {
+				t.Errorf("%s names %s, which is not in the repository", path, m[1])
+			} else if m[2] != "" && !markdownAnchors(t, m[1])[m[2]] {
+				t.Errorf("%s names %s#%s, a heading that document lacks", path, m[1], m[2])
 			}
 		}
 	}
+}
+
+// markdownAnchors are the anchors of a Markdown document's headings, as
+// GitHub makes them: lower case, each space a "-", punctuation but "-"
+// and "_" dropped, and "-1", "-2", … after a heading's repeats.
+func markdownAnchors(t *testing.T, path string) map[string]bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if fenced || !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		anchor := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(heading))
+		name := anchor
+		for n := 1; anchors[name]; n++ {
+			name = fmt.Sprintf("%s-%d", anchor, n)
+		}
+		anchors[name] = true
+	}
+	return anchors
 }
 
 // ---- Examples ----
