@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -80,13 +81,21 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 
 // createBeside makes a new file in path's folder, named after it and
 // nothing else there (.NAME.HEX.tmp, O_EXCL), with perm less the umask.
+// When that name is too long for the folder (NAME itself may be as long
+// as a name may be), it is .rpi.HEX.tmp.
 func createBeside(path string, perm os.FileMode) (f *os.File, err error) {
-	for range 3 { // a name taken already (a random 64 bits) is tried again
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)
+	for tries := 0; tries < 3; {
 		var b [8]byte
 		randomID(b[:])
-		name := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+hex.EncodeToString(b[:])+".tmp")
-		if f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm); !errors.Is(err, fs.ErrExist) {
-			break
+		f, err = os.OpenFile(filepath.Join(dir, prefix+"."+hex.EncodeToString(b[:])+".tmp"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		switch {
+		case errors.Is(err, syscall.ENAMETOOLONG) && prefix != ".rpi":
+			prefix = ".rpi"
+		case errors.Is(err, fs.ErrExist): // a name taken already (a random 64 bits) is tried again
+			tries++
+		default:
+			return f, err
 		}
 	}
 	return f, err

@@ -97,3 +97,27 @@ func TestExportReplacesWhole(t *testing.T) {
 		t.Errorf("the folder holds %v, want page.html only", names)
 	}
 }
+
+// TestExportLongName: a path whose name is as long as a name may be is
+// written, as it was when the page was written in place. The new file
+// made beside it is named after it, 22 bytes longer (.NAME.HEX.tmp), so
+// a name over 233 bytes (NAME_MAX is 255) failed with "file name too
+// long", a session file's default page too (NAME.jsonl of 235 bytes or
+// more); that new file now has a short name when the long one cannot be.
+func TestExportLongName(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{233, 250, 255} {
+		path := filepath.Join(dir, strings.Repeat("p", n-len(".html"))+".html")
+		for range 2 { // a new file, then one replaced
+			if err := replaceFileWith(path, func(w *bufio.Writer) error { w.WriteString("page"); return w.Flush() }); err != nil {
+				t.Fatalf("a name of %d bytes: %v", n, err)
+			}
+		}
+		if data, _ := os.ReadFile(path); string(data) != "page" {
+			t.Errorf("a name of %d bytes holds %q", n, data)
+		}
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 3 {
+		t.Errorf("the folder holds %v, want the 3 pages only", names)
+	}
+}
