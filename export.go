@@ -24,10 +24,11 @@ import (
 // the page never goes through a symlink at path: that is refused (a
 // symlink planted beside a session file someone else wrote led the page
 // into the file it names), as are a FIFO, a device, a folder and rpi's
-// own stdio. A file replaced keeps its mode; a new one is 0644 less the
-// umask, as os.Create makes it.
+// own stdio. A file of the user's replaced keeps its mode; a new one, or
+// one replacing another user's, is 0644 less the umask, as os.Create
+// makes it.
 func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
-	perm, replaced := os.FileMode(0o644), false
+	perm, keepMode := os.FileMode(0o644), false
 	switch info, err := os.Lstat(path); {
 	case err == nil:
 		kind := ""
@@ -45,7 +46,9 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 		if kind != "" {
 			return &errNotRegular{path, kind}
 		}
-		perm, replaced = info.Mode().Perm(), true
+		if ownedByUs(info) { // another user's (planted there) gives its reader no way into the page
+			perm, keepMode = info.Mode().Perm(), true
+		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
@@ -61,7 +64,7 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 		return err
 	}
 	err = write(bufio.NewWriterSize(f, 256<<10))
-	if err == nil && replaced {
+	if err == nil && keepMode {
 		err = f.Chmod(perm) // as it was, whatever the umask
 	}
 	if err == nil {

@@ -121,3 +121,41 @@ func TestExportLongName(t *testing.T) {
 		t.Errorf("the folder holds %v, want the 3 pages only", names)
 	}
 }
+
+// TestExportForeignFileMode: a file of another user at the path (planted
+// beside a session file someone else wrote, in a folder they can write
+// to) is replaced as a new page is made, 0644 less the umask: its mode was
+// kept, so one planted 0666 made the user's page, with the conversation
+// in it, readable and writable by the one who planted it, whatever the
+// user's umask. A file of the user's own keeps its mode.
+func TestExportForeignFileMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a file of another user needs root")
+	}
+	dir := t.TempDir()
+	page := func(w *bufio.Writer) error { w.WriteString("page"); return w.Flush() }
+	fresh := filepath.Join(dir, "fresh.html")
+	if err := replaceFileWith(fresh, page); err != nil {
+		t.Fatal(err)
+	}
+	newMode, _ := os.Stat(fresh)
+	planted := filepath.Join(dir, "planted.html")
+	os.WriteFile(planted, []byte("theirs"), 0o666)
+	os.Chmod(planted, 0o666)
+	if err := os.Chown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceFileWith(planted, page); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(planted); err != nil || info.Mode() != newMode.Mode() {
+		t.Errorf("the page over another user's 0666 file: %v (%v), want a new page's %v", info.Mode(), err, newMode.Mode())
+	}
+	os.Chmod(fresh, 0o604)
+	if err := replaceFileWith(fresh, page); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(fresh); err != nil || info.Mode().Perm() != 0o604 {
+		t.Errorf("the page over the user's own 0604 file: %v (%v), want it kept", info.Mode(), err)
+	}
+}

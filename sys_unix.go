@@ -227,6 +227,15 @@ func hardLinks(info os.FileInfo) uint64 {
 	return 1
 }
 
+// ownedByUs reports whether the file info describes is rpi's user's
+// (true when the system does not say).
+func ownedByUs(info os.FileInfo) bool {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid) == os.Geteuid()
+	}
+	return true
+}
+
 // nonBlocking is the flag that opens a FIFO without waiting for a writer.
 const nonBlocking = syscall.O_NONBLOCK | syscall.O_NOCTTY
 
