@@ -94,7 +94,8 @@ type runEnv struct {
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration
 	// finishWrites is how long rpi serve gives a client that is leaving,
-	// or slow, to take what waits for it (0: finishWriteLimit).
+	// or slow, to take each write of what waits for it (0:
+	// finishWriteLimit).
 	finishWrites time.Duration
 }
 

@@ -28,7 +28,7 @@ type clientQueue struct {
 	w            io.WriteCloser
 	limit        int
 	stderr       io.Writer
-	finishWithin time.Duration // what waits for a client leaving or slow has this long (finishWriteLimit)
+	finishWithin time.Duration // each write of what waits for a client leaving or slow has this long (finishWriteLimit)
 
 	mu      mutex[clientQueueMu] // guards the fields below
 	items   []pendingWrite       // what waits, in order
@@ -38,7 +38,7 @@ type clientQueue struct {
 	done    bool                 // finish was called: nothing more is taken
 	failed  bool                 // a write to the client failed
 	last    func() []byte        // the record that ends a slow client's stream (nil: none)
-	limited bool                 // the write deadline of the end (finishWriteLimit) is set
+	limited bool                 // the writes have the deadline of the end (finishWithin each)
 	wake    chan struct{}        // a send says items or done changed (one kept)
 	drained chan struct{}        // closed when pump has returned
 }
@@ -112,22 +112,29 @@ func (q *clientQueue) behind() bool {
 	return int64(q.counted) > 4*int64(q.limit) || q.counted > q.limit && stalled // 4*limit: past a 32-bit int from 512 MiB
 }
 
-// becomeSlow marks the client slow: nothing more is taken, and what
-// waits has finishWriteLimit to be written. q.mu is held.
+// becomeSlow marks the client slow: nothing more is taken, and each
+// write of what waits has finishWithin. q.mu is held.
 func (q *clientQueue) becomeSlow() {
 	q.slow = true
 	q.limitWrites()
 }
 
-// limitWrites gives the writes to the client, the one in progress too,
-// finishWriteLimit from now, once: the client is leaving or slow, and
-// one that takes nothing must not keep its connection (and pump) for
-// ever. q.mu is held.
+// limitWrites gives the write to the client in progress finishWithin
+// from now, and each write after it as much from its start (writeItems):
+// the client is leaving or slow, and one that takes nothing must not
+// keep its connection (and pump) for ever, while one that reads what
+// waits, however long it is, gets it. q.mu is held.
 func (q *clientQueue) limitWrites() {
 	if q.limited {
 		return
 	}
 	q.limited = true
+	q.setWriteDeadline()
+}
+
+// setWriteDeadline puts the deadline of the client's writes finishWithin
+// from now. q.mu is held.
+func (q *clientQueue) setWriteDeadline() {
 	if d, ok := q.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		d.SetWriteDeadline(time.Now().Add(q.finishWithin))
 	}
@@ -161,7 +168,7 @@ func (q *clientQueue) signal() {
 	}
 }
 
-// finish takes nothing more; what waits is written, for up to
+// finish takes nothing more; what waits is written, each write given
 // finishWriteLimit, and then the connection is closed.
 func (q *clientQueue) finish(last []byte) {
 	q.mu.Lock()
@@ -175,8 +182,8 @@ func (q *clientQueue) finish(last []byte) {
 	<-q.drained
 }
 
-// finishWriteLimit is how long what waits for a client that is leaving
-// (or slow) may take to be written.
+// finishWriteLimit is how long each write of what waits for a client
+// that is leaving (or slow) may take: one it takes nothing of.
 const finishWriteLimit = 5 * time.Second
 
 // pump writes what waits to the client until finish (or a slow client's
@@ -236,6 +243,9 @@ func (q *clientQueue) writeItems(items []pendingWrite) error {
 		}
 		q.mu.Lock()
 		q.writing = time.Now()
+		if q.limited { // finishWithin for each write, not for all that waits
+			q.setWriteDeadline()
+		}
 		q.mu.Unlock()
 		_, err := buffers.WriteTo(q.w)
 		q.mu.Lock()

@@ -503,3 +503,42 @@ func TestClientQueueStuckWriteEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestClientQueueSlowReaderFinishes: a client that is leaving, and that
+// reads what waits for it steadily, gets all of it, however long that
+// takes: finishWithin bounds each write it takes nothing of (docs:
+// "a client that takes nothing of it within 5 seconds is closed"), not
+// the whole. The deadline was set once, when the client left, so a
+// client still reading a large answer (get_messages with images, to a
+// bridge whose input had ended) was cut finishWithin later, mid-record.
+// The reader here sleeps between its reads for more than finishWithin in
+// all, and takes each write (about writeChunkBytes) well within it.
+func TestClientQueueSlowReaderFinishes(t *testing.T) {
+	ours, peer := net.Pipe()
+	defer peer.Close()
+	q := newClientQueue(ours, 64<<20, io.Discard)
+	q.finishWithin = 3 * time.Second
+	go q.pump()
+	record := []byte(`{"s":"` + strings.Repeat("x", 64<<10) + `"}` + "\n")
+	const records = 40 // 40 reads of a record, 100 ms apart: 4 s in all, a write of 4 records in 0.4 s
+	for range records {
+		if _, err := q.Write(record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go q.finish(nil)
+	got := 0
+	buf := make([]byte, len(record))
+	peer.SetReadDeadline(time.Now().Add(2 * time.Minute)) // a hang, not a speed
+	for {
+		n, err := io.ReadFull(peer, buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got != records*len(record) {
+		t.Errorf("a client reading steadily after it left got %d bytes of %d: its writes were cut", got, records*len(record))
+	}
+}
