@@ -1539,13 +1539,13 @@ func TestServeHostileWebSocketNeverReads(t *testing.T) {
 	e.vars["RPI_SERVE_TOKEN"] = wsTestToken
 	deltas := make([]string, 500)
 	for i := range deltas {
-		deltas[i] = fmt.Sprintf("%04d ", i)
+		deltas[i] = fmt.Sprintf("%04d %s ", i, strings.Repeat("x", 200)) // some 400 KB of events a turn: the host's socket buffers fill in a few turns
 	}
 	script, _ := json.Marshal(map[string]any{"text": deltas})
 	fm := startFakeModel(t, apiOpenAI, string(script), e.agentDir)
 	fm.server.Config.SetKeepAlivesEnabled(false)
 	fm.cycle = true
-	sh := startServe(t, e, t.TempDir(), "--model", "fake/fake-model", "--client-queue", "64KiB", "--listen", "ws://127.0.0.1:0/")
+	sh := startServe(t, e, t.TempDir(), "--model", "fake/fake-model", "--client-queue", "256KiB", "--listen", "ws://127.0.0.1:0/")
 	defer sh.end()
 	addr := regexp.MustCompile(`ws://(127\.0\.0\.1:\d+)/`).FindStringSubmatch(string(sh.stderr.bytes()))
 	if addr == nil {
@@ -1573,7 +1573,7 @@ func TestServeHostileWebSocketNeverReads(t *testing.T) {
 	waitHostStatus(t, ctl, "the WebSocket client attached", func(st hostStatus) bool {
 		return len(st.Sessions) == 1 && st.Sessions[0].Clients == 2
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a hang, not a speed: some 10 turns fill the buffers
 	for turn := 1; ; turn++ {
 		ctl.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Stream"}`, turn))
 		ctl.waitEvents("agent_settled", turn+1)
