@@ -265,6 +265,17 @@ func countIdle() idleCounts {
 	return idleCounts{runtime.NumGoroutine(), n, files}
 }
 
+// idleAfter is countIdle once the host has done what c's last command
+// set going: a host_status round trip on c. A hello's answer comes before
+// the session it opened is announced (its loops and MCP servers start),
+// so a count taken at the answer could miss a goroutine that starts
+// then, and find one more at the end than at the start.
+func idleAfter(t testing.TB, c *lineClient) idleCounts {
+	t.Helper()
+	hostStatusOf(t, c, "settled")
+	return countIdle()
+}
+
 // waitIdle waits until the goroutines and open files are back to base
 // (or fewer): whatever the attack made has gone.
 func waitIdle(t testing.TB, base idleCounts) {
@@ -450,7 +461,7 @@ func TestServeHostileSilentConnection(t *testing.T) {
 	defer sh.end()
 	other := dialLines(t, sh.socket)
 	other.hello(`{"id":"h","type":"hello"}`)
-	base := countIdle()
+	base := idleAfter(t, other)
 	silent := dialLines(t, sh.socket)
 	st := waitHostStatus(t, other, "two connections", func(st hostStatus) bool { return st.Connections == 2 })
 	if len(st.Sessions) != 1 {
@@ -469,7 +480,7 @@ func TestServeHostileConnectCycles(t *testing.T) {
 	defer sh.end()
 	other := dialLines(t, sh.socket)
 	other.hello(`{"id":"h","type":"hello"}`)
-	base := countIdle()
+	base := idleAfter(t, other)
 	cycles := 10000
 	if testing.Short() || raceDetector {
 		cycles = 2000
@@ -1128,7 +1139,8 @@ func TestServeHostileTooManyConnections(t *testing.T) {
 	a.hello(`{"id":"h","type":"hello"}`)
 	b := dialLines(t, sh.socket)
 	b.hello(`{"id":"h","type":"hello"}`)
-	base := countIdle()
+	idleAfter(t, a)
+	base := idleAfter(t, b)
 	for _, tt := range []struct{ first, want string }{
 		{`{"id":"h","type":"hello"}`, `{"type":"response","command":"connect","success":false,"error":"Too many connections"}`},
 		{`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Too many connections"}}`},
