@@ -118,17 +118,23 @@ func (u *utf8Stream) next(p []byte) string {
 	if len(u.held) > 0 {
 		data = append(u.held, p...)
 	}
-	cut := len(data)
-	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				cut = i
+	cut := incompleteEnd(data)
+	u.held = append(u.held[:0:0], data[cut:]...)
+	return string(data[:cut])
+}
+
+// incompleteEnd is where a character that b ends in the middle of starts
+// (its next bytes may come in a later read), or len(b) when none does.
+func incompleteEnd(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return i
 			}
 			break
 		}
 	}
-	u.held = append(u.held[:0:0], data[cut:]...)
-	return string(data[:cut])
+	return len(b)
 }
 
 // flush returns whatever is still held back (an incomplete character).

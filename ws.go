@@ -635,17 +635,8 @@ func (c *wsConn) readMessage() ([]byte, error) {
 	c.message = c.message[:0]
 	started := false
 	for {
-		h, err := c.readHeader()
+		h, err := c.nextDataFrame(started)
 		if err != nil {
-			return nil, err
-		}
-		if h.op >= wsClose {
-			if err := c.readControl(h); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err := c.checkDataFrame(h, started); err != nil {
 			return nil, err
 		}
 		started = true
@@ -667,19 +658,32 @@ func (c *wsConn) readMessage() ([]byte, error) {
 	return c.message, nil
 }
 
-// checkDataFrame refuses a data frame that may not come now: a
+// nextDataFrame reads frame headers until a data frame's, answering the
+// control frames before it, and refuses one that may not come now: a
 // continuation without a message started, a new message inside one, a
 // binary message.
-func (c *wsConn) checkDataFrame(h wsHeader, started bool) error {
-	switch {
-	case h.op == wsContinuation && !started:
-		return c.fail(wsProtocolError, "a continuation frame without a message to continue")
-	case h.op != wsContinuation && started:
-		return c.fail(wsProtocolError, "a new message inside a fragmented one")
-	case h.op == wsBinary:
-		return c.fail(wsUnsupportedData, "binary messages are not accepted: send JSON lines as text")
+func (c *wsConn) nextDataFrame(started bool) (wsHeader, error) {
+	for {
+		h, err := c.readHeader()
+		if err != nil {
+			return h, err
+		}
+		if h.op >= wsClose {
+			if err := c.readControl(h); err != nil {
+				return h, err
+			}
+			continue
+		}
+		switch {
+		case h.op == wsContinuation && !started:
+			return h, c.fail(wsProtocolError, "a continuation frame without a message to continue")
+		case h.op != wsContinuation && started:
+			return h, c.fail(wsProtocolError, "a new message inside a fragmented one")
+		case h.op == wsBinary:
+			return h, c.fail(wsUnsupportedData, "binary messages are not accepted: send JSON lines as text")
+		}
+		return h, nil
 	}
-	return nil
 }
 
 // spaceLineBreaks makes each "\n" and "\r" in b a space.
@@ -704,17 +708,8 @@ func (c *wsConn) readPiece() ([]byte, error) {
 		if c.inMessage && c.frame.fin { // an empty last frame
 			return c.endMessage(c.message[:0])
 		}
-		h, err := c.readHeader()
+		h, err := c.nextDataFrame(c.inMessage)
 		if err != nil {
-			return nil, err
-		}
-		if h.op >= wsClose {
-			if err := c.readControl(h); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err := c.checkDataFrame(h, c.inMessage); err != nil {
 			return nil, err
 		}
 		c.inMessage, c.frame, c.left, c.pos = true, h, h.length, 0
@@ -763,15 +758,7 @@ func (c *wsConn) validUTF8(b []byte) bool {
 		}
 		c.carry = c.carry[:0]
 	}
-	cut := len(b)
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
+	cut := incompleteEnd(b)
 	c.carry = append(c.carry, b[cut:]...)
 	return utf8.Valid(b[:cut])
 }
