@@ -23,10 +23,11 @@ import (
 // was and nothing beside it, two at once leave one of them whole, and
 // the page never goes through a symlink at path: that is refused (a
 // symlink planted beside a session file someone else wrote led the page
-// into the file it names), as are a FIFO, a device, a folder and rpi's
-// own stdio. A file of the user's replaced keeps its mode; a new one, or
-// one replacing another user's, is 0644 less the umask, as os.Create
-// makes it.
+// into the file it names), as are a FIFO, a device, a folder, rpi's own
+// stdio and a file no one may write (mode a-w: it stays as it is, as a
+// write in place would have left it). A file of the user's replaced
+// keeps its mode; a new one, or one replacing another user's, is 0644
+// less the umask, as os.Create makes it.
 func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 	perm, keepMode := os.FileMode(0o644), false
 	switch info, err := os.Lstat(path); {
@@ -45,6 +46,9 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 		}
 		if kind != "" {
 			return &errNotRegular{path, kind}
+		}
+		if info.Mode().Perm()&0o222 == 0 { // chmod a-w: kept as it is, as a write in place would have failed
+			return &fs.PathError{Op: "write", Path: path, Err: errReadOnly}
 		}
 		if ownedByUs(info) { // another user's (planted there) gives its reader no way into the page
 			perm, keepMode = info.Mode().Perm(), true
@@ -81,6 +85,9 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 	}
 	return err
 }
+
+// errReadOnly refuses a file at an export's path that no one may write.
+var errReadOnly = errors.New("it is read-only (no one may write it)")
 
 // createBeside makes a new file in path's folder, named after it and
 // nothing else there (.NAME.HEX.tmp, O_EXCL), with perm less the umask.
