@@ -724,6 +724,21 @@ func (s *session) removeProcess(p *process) error {
 	return nil
 }
 
+// forgetProcesses takes every process of the closing session out of the
+// host's table: nothing can name them once the session is gone, and each
+// would hold its output and the session itself for the host's life.
+func (s *session) forgetProcesses() {
+	s.procs.mu.Lock()
+	defer s.procs.mu.Unlock()
+	s.procs.order = slices.DeleteFunc(s.procs.order, func(id string) bool {
+		if p := s.procs.byID[id]; p.s == s {
+			delete(s.procs.byID, id)
+			return true
+		}
+		return false
+	})
+}
+
 // processes are the session's processes not yet removed, oldest first.
 func (s *session) processes() []*process {
 	s.procs.mu.Lock()

@@ -931,3 +931,36 @@ func TestMemoryComesBackAfterAnImage(t *testing.T) {
 	p.stdin.Close()
 	p.exit(t)
 }
+
+// TestClosedSessionLeavesNoProcesses: the processes a session started
+// leave the host's process table when the session closes (ACP's
+// session/close here; rpi serve closes idle sessions the same way). They
+// stayed in it for the host's life, each holding its output and the
+// closed session itself (its conversation), and no command could remove
+// them: every session/new and close in a long-lived rpi acp or rpi serve
+// grew the host by what its processes and conversation held.
+func TestClosedSessionLeavesNoProcesses(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	spawn, _ := json.Marshal(`{"action":"spawn","spec":{"argv":["echo","hello"]}}`)
+	sleeper, _ := json.Marshal(`{"action":"spawn","spec":{"argv":["sleep","30"]}}`)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"process","args":[`+string(spawn)+`]},{"id":"c2","name":"process","args":[`+string(sleeper)+`]}]}`+"\n"+`{"text":["started"]}`, e.agentDir)
+	c, a, _ := startACPAgent(t, e, nil)
+	sid := openACPSession(t, c, nil, t.TempDir())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "start them")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	s := openSessionOf(t, a, sid).s
+	if n := len(s.processes()); n != 2 {
+		t.Fatalf("%d processes after the prompt, want 2", n)
+	}
+	if got := c.call("session/close", map[string]any{"sessionId": sid}); string(got.Result) != "{}" {
+		t.Fatalf("the close: %s", got.line)
+	}
+	a.h.procs.mu.Lock()
+	left, order := len(a.h.procs.byID), len(a.h.procs.order)
+	a.h.procs.mu.Unlock()
+	if left != 0 || order != 0 {
+		t.Errorf("%d processes (%d in order) left in the host's table after their session closed, want none", left, order)
+	}
+}

@@ -275,6 +275,7 @@ func (s *session) close() {
 		case <-deadline:
 		}
 	}
+	s.forgetProcesses()
 	s.conv.close()
 	s.host.sessions.remove(s)
 }
