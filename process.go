@@ -188,6 +188,7 @@ type process struct {
 	stdinClosed   bool
 	touched       time.Time // for the idle expiry
 	stopExpiry    func() bool
+	stopTimeout   func() bool   // the timer of spec.TimeoutMs (nil without one)
 	done          chan struct{} // closed once process_exited is written
 }
 
@@ -327,7 +328,7 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	s.procs.order = append(s.procs.order, p.id)
 	s.procs.mu.Unlock()
 	if spec.TimeoutMs > 0 {
-		s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guarded(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
+		p.stopTimeout = s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guarded(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
 	}
 	p.stopExpiry = s.env.clock.AfterFunc(processIdleExpiry, guarded(s.stderr, "the expiry of process "+p.id, p.checkExpiry))
 	go guarded(s.stderr, "process "+p.id, p.waitExit)()
@@ -434,6 +435,9 @@ func (p *process) recordExit(ps *os.ProcessState) {
 	defer p.mu.Unlock()
 	p.flushLocked()
 	p.stopExpiry()
+	if p.stopTimeout != nil {
+		p.stopTimeout() // it would hold the process until it fell due
+	}
 	code, sig := exitStatus(ps)
 	if sig != 0 {
 		n := 128 + int(sig)

@@ -964,3 +964,32 @@ func TestClosedSessionLeavesNoProcesses(t *testing.T) {
 		t.Errorf("%d processes (%d in order) left in the host's table after their session closed, want none", left, order)
 	}
 }
+
+// TestEndedProcessLeavesNoTimer: a process's timeoutMs is let go of when
+// the process ends. Its timer stayed armed until the timeout would have
+// passed (up to a day), holding the process (its output) and its session
+// after process_remove, so a client or model that started short commands
+// with a long timeout kept every one of them in memory.
+func TestEndedProcessLeavesNoTimer(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	clock := newFakeClock()
+	e.clock = clock
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
+	ps.send(`{"id":"warm","type":"get_state"}`)
+	ps.waitFor(`"id":"warm"`)
+	if clock.pending() {
+		t.Fatal("a timer is waiting before any process started")
+	}
+	ps.send(spawnLine("p", []string{"head", "-c", "1000", "/dev/zero"}, `,"timeoutMs":86400000,"label":"short"`))
+	ps.waitFor(`"label":"short","state":"exited"`)
+	id := processIDs(ps.records())["p"]
+	ps.send(`{"id":"rm","type":"process_remove","processId":"` + id + `"}`)
+	ps.waitFor(`"id":"rm"`)
+	for deadline := time.Now().Add(5 * time.Second); clock.pending(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a timer still waits after the process with a timeout ended and was removed")
+		}
+	}
+	ps.close()
+}
