@@ -560,8 +560,9 @@ func (p *process) inputAndWait(ctx context.Context, data []byte, closeStdin bool
 }
 
 // writeInput writes data to the process's stdin (or terminal), then
-// closes stdin when closeStdin is set. An ended ctx stops a write the
-// process does not read.
+// closes stdin when closeStdin is set; a terminal's input cannot be
+// closed, so with one closeStdin fails before anything is written. An
+// ended ctx stops a write the process does not read.
 func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) error {
 	p.mu.Lock()
 	closed := p.stdinClosed
@@ -571,6 +572,10 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 			return errors.New("process has exited")
 		}
 		return errors.New("process has closed stdin")
+	}
+	if closeStdin && p.child.tty != nil {
+		// Closing the terminal's master would hang it up, not end the input.
+		return errors.New("process has a terminal, whose input cannot be closed: press CTRL_D (process_keys) at the start of a line to end its input, or stop the process")
 	}
 	if len(data) > 0 {
 		p.child.stdin.SetWriteDeadline(time.Time{})
@@ -586,7 +591,7 @@ func (p *process) writeInput(ctx context.Context, data []byte, closeStdin bool) 
 			return fmt.Errorf("cannot write to process %s: %v", p.id, err)
 		}
 	}
-	if closeStdin && p.child.tty == nil {
+	if closeStdin {
 		p.mu.Lock()
 		p.stdinClosed = true
 		p.mu.Unlock()

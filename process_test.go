@@ -304,6 +304,37 @@ func TestPTYEcho(t *testing.T) {
 	}
 }
 
+// TestCloseStdinOfATerminal: closeStdin with a terminal fails, naming
+// what ends a terminal's input, and writes nothing of the data with it.
+// It answered success and did nothing: the client believed the process
+// had its end of input, and it waited for more for ever.
+func TestCloseStdinOfATerminal(t *testing.T) {
+	endToEnd(t)
+	if !ptySupported {
+		t.Skip("no PTY on this system")
+	}
+	ps := startSession(t)
+	ps.send(spawnLine("p", []string{"cat"}, `,"tty":true`))
+	ps.waitFor(`"command":"process_spawn"`)
+	id := processIDs(ps.records())["p"]
+	ps.send(`{"id":"w","type":"process_write","processId":"` + id + `","dataBase64":"` + base64.StdEncoding.EncodeToString([]byte("hello\n")) + `","closeStdin":true}`)
+	ps.waitFor(`"id":"w"`)
+	ps.send(`{"id":"a","type":"process_write","processId":"` + id + `","dataBase64":"` + base64.StdEncoding.EncodeToString([]byte("after\n")) + `"}`)
+	// The terminal's echo of the line, and cat's copy of it.
+	if !ps.out.waitFor("2", func([]byte) string { return strconv.Itoa(strings.Count(outputOf(ps.records(), id), "after\r\n")) }) {
+		t.Fatalf("the line written after never came back twice: %q", outputOf(ps.records(), id))
+	}
+	recs := ps.close()
+	for _, rec := range recs {
+		if rec["id"] == "w" && (rec["success"] != false || !strings.Contains(fmt.Sprint(rec["error"]), "press CTRL_D")) {
+			t.Errorf("closeStdin with a terminal: %v", rec)
+		}
+	}
+	if got := outputOf(recs, id); strings.Contains(got, "hello") {
+		t.Errorf("the refused write's data reached the terminal: %q", got)
+	}
+}
+
 // waitForOutput waits until process id's output, all chunks joined,
 // contains text.
 func (ps *processSession) waitForOutput(id, text string) {
