@@ -34,6 +34,9 @@ type processTable struct {
 	closed bool                  // shutting down: no new children
 	byID   map[string]*process
 	order  []string // process ids, oldest first
+	// starting counts the background processes being started, not yet
+	// in byID, which count against the limit (reserveProcess).
+	starting int
 }
 
 func newProcessTable(w *watchdog, stderr io.Writer) *processTable {

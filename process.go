@@ -287,17 +287,17 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 // registered and process_started is out, while no output event can be
 // written yet, so whatever announce writes comes next.
 func (s *session) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
-	s.procs.mu.Lock()
-	running := 0
-	for _, p := range s.procs.byID {
-		if !p.child.hasExited() {
-			running++
+	if err := s.procs.reserveProcess(); err != nil {
+		return nil, err
+	}
+	reserved := true
+	defer func() {
+		if reserved { // not started: its place goes back
+			s.procs.mu.Lock()
+			s.procs.starting--
+			s.procs.mu.Unlock()
 		}
-	}
-	s.procs.mu.Unlock()
-	if running >= maxRunningProcesses {
-		return nil, fmt.Errorf("process limit reached (maximum %d)", maxRunningProcesses)
-	}
+	}()
 	cmd := s.command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Cwd
 	cmd.Env = overrideEnv(s.set.childEnv, spec.Env)
@@ -326,6 +326,8 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	s.procs.mu.Lock()
 	s.procs.byID[p.id] = p
 	s.procs.order = append(s.procs.order, p.id)
+	s.procs.starting--
+	reserved = false
 	s.procs.mu.Unlock()
 	if spec.TimeoutMs > 0 {
 		p.stopTimeout = s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guarded(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
@@ -336,6 +338,27 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	s.postEvent("process_started", processEvent{info})
 	s.postCall(func() { announce(info) })
 	return p, nil
+}
+
+// reserveProcess takes a place for a process about to start, or fails
+// when maxRunningProcesses run or are starting already. The count and the
+// place are taken together, so spawns at once cannot pass the limit; the
+// place is given back (starting) once the process is in the table, or
+// did not start.
+func (t *processTable) reserveProcess() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	running := t.starting
+	for _, p := range t.byID {
+		if !p.child.hasExited() {
+			running++
+		}
+	}
+	if running >= maxRunningProcesses {
+		return fmt.Errorf("process limit reached (maximum %d)", maxRunningProcesses)
+	}
+	t.starting++
+	return nil
 }
 
 // overrideEnv is base with the overrides applied: a string sets a

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -1023,4 +1025,37 @@ func TestEndedProcessLeavesNoTimer(t *testing.T) {
 		}
 	}
 	ps.close()
+}
+
+// TestProcessLimitHoldsUnderConcurrentSpawns: spawns at once (the
+// client's process_spawn beside the model's process tool, or several
+// sessions of one host) never pass the limit of processes running. The
+// count was taken before the child started and the process was entered
+// only after, so spawns that counted at once each saw room, and more
+// than 16 ran.
+func TestProcessLimitHoldsUnderConcurrentSpawns(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	const tries = 4 * maxRunningProcesses
+	var wg sync.WaitGroup
+	var started atomic.Int32
+	for range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spec := processSpec{Argv: []string{"sleep", "30"}, Cwd: "/", OutputBytes: 1024}
+			if _, err := s.spawn(spec, "client", func(processInfo) {}); err == nil {
+				started.Add(1)
+			} else if !strings.Contains(err.Error(), "process limit reached") {
+				t.Errorf("spawn: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := started.Load(); n != maxRunningProcesses {
+		t.Errorf("%d of %d spawns at once started a process, want %d (the limit)", n, tries, maxRunningProcesses)
+	}
+	for _, p := range s.processes() {
+		p.stop()
+	}
 }
