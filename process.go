@@ -127,18 +127,18 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 	if info, err := os.Stat(spec.Cwd); err != nil || !info.IsDir() {
 		return spec, invalid("spec.cwd", "an existing directory")
 	}
-	for key := range spec.Env {
-		if key == "" || strings.ContainsAny(key, "=\x00") {
-			return spec, invalid("spec.env", "an object of variable names (no = or NUL) to strings or null")
+	for key, value := range spec.Env {
+		if key == "" || strings.ContainsAny(key, "=\x00") || value != nil && strings.ContainsRune(*value, 0) {
+			return spec, invalid("spec.env", "an object of variable names (no = or NUL) to strings (no NUL) or null")
 		}
 	}
-	for _, s := range append(slices.Clone(spec.Argv), spec.Label) {
+	for _, s := range spec.Argv {
 		if strings.ContainsRune(s, 0) {
 			return spec, invalid("spec.argv", "strings without NUL bytes")
 		}
 	}
-	if _, ok := present["label"]; ok && (len(spec.Label) < 1 || len(spec.Label) > 64) {
-		return spec, invalid("spec.label", "a string of 1 to 64 bytes")
+	if _, ok := present["label"]; ok && (len(spec.Label) < 1 || len(spec.Label) > 64 || strings.ContainsRune(spec.Label, 0)) {
+		return spec, invalid("spec.label", "a string of 1 to 64 bytes, without NUL")
 	}
 	if t := spec.TerminalSize; t != nil {
 		switch {
