@@ -329,7 +329,9 @@ type shellResult struct {
 }
 
 // finish flushes held-back text and builds the result. The full-output
-// file is named only when it holds all of the output.
+// file is named only when the output was cut and the file was written
+// without error: all of the output, or its first maxFullOutputBytes and
+// a line saying it went on.
 func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 	defer o.deliver() // the last of the text, before the caller answers
 	o.mu.Lock()
