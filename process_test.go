@@ -1059,3 +1059,24 @@ func TestProcessLimitHoldsUnderConcurrentSpawns(t *testing.T) {
 		p.stop()
 	}
 }
+
+// TestBashToolCountsShownLines: the note under the model's cut bash
+// output counts the lines it shows, the last one too when no newline
+// ends it, as it counts the lines of all the output: 3000 lines with no
+// final newline showed 2000 of them and said "the last 1999 lines of
+// 3000", and one line too long to show whole said "the last 0 lines of 1".
+func TestBashToolCountsShownLines(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	for command, want := range map[string]string{
+		"seq 3000 | head -c -1":                       "[Showing the last 2000 lines of 3000. Full output: ",
+		"seq 3000":                                    "[Showing the last 2000 lines of 3000. Full output: ",
+		"head -c 60000 /dev/zero | tr '\\0' x":        "[Showing the last 1 lines of 1. Full output: ",
+		"seq 2; head -c 60000 /dev/zero | tr '\\0' x": "[Showing the last 1 lines of 3. Full output: ",
+	} {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		if text, isError := callTool(t, s, "bash", string(args)); isError || !strings.Contains(text, want) {
+			t.Errorf("%s: the note is %q, want %q", command, text[max(0, strings.LastIndex(text, "\n\n")):], want)
+		}
+	}
+}

@@ -469,7 +469,7 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 	var details any
 	if res.Truncated {
 		text += fmt.Sprintf("\n\n[Showing the last %d lines of %d. Full output: %s]",
-			strings.Count(res.Output, "\n"), out.combined.lines(), res.FullOutputPath)
+			lineCount(res.Output), out.combined.lines(), res.FullOutputPath)
 		details = map[string]string{"fullOutputPath": res.FullOutputPath}
 	}
 	return c.result(ctx, text, details, &shellEnd{res.Output, code}, end.timedOut, "was killed by a signal")
@@ -486,7 +486,7 @@ func (c *bashCall) endedElsewhere(ctx context.Context, end commandEnd) (toolResu
 		text = "(no output)"
 	}
 	if end.truncated || len(output) < len(end.output) {
-		text += fmt.Sprintf("\n\n[Showing the last %d lines; the output before them was not kept]", strings.Count(output, "\n"))
+		text += fmt.Sprintf("\n\n[Showing the last %d lines; the output before them was not kept]", lineCount(output))
 	}
 	killed := "ended without an exit code"
 	if end.signal != "" {
