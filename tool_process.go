@@ -295,6 +295,12 @@ func (c *processCall) run(ctx context.Context, s *session, call toolRun) (toolRe
 		return jsonResult(p.info())
 	case "logs":
 		logs, data := p.logs(c.cursor, c.limitBytes)
+		if cut := incompleteEnd(data); cut > 0 && cut < len(data) {
+			// The page ends inside a character: the next one starts with it whole.
+			logs.Cursor -= int64(len(data) - cut)
+			logs.EOF = false
+			data = data[:cut]
+		}
 		return jsonResult(struct {
 			RequestedCursor int64  `json:"requestedCursor"`
 			StartCursor     int64  `json:"startCursor"`

@@ -206,6 +206,44 @@ func TestProcessTool(t *testing.T) {
 	}
 }
 
+// TestProcessToolLogsKeepCharactersWhole: the process tool's logs, read
+// a page at a time, end before a character the page would cut (its
+// cursor too), so the next page starts with the whole character. The
+// text showed U+FFFD for each half, and the model never saw the
+// character. A page too small for one character still moves on.
+func TestProcessToolLogsKeepCharactersWhole(t *testing.T) {
+	s := toolServer(t, nil)
+	got, _ := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["printf","a\u00e9\u20acz"]}}`)
+	var started processInfo
+	if json.Unmarshal([]byte(got), &started) != nil || started.ID == "" {
+		t.Fatalf("spawn: %q", got)
+	}
+	id := started.ID
+	callTool(t, s, "process", `{"action":"wait","processId":"`+id+`","timeoutMs":5000}`)
+	for _, step := range []struct {
+		cursor, limit int
+		next          int
+		text          string
+	}{
+		{0, 2, 1, "a"},
+		{1, 2, 3, "é"},
+		{1, 4, 3, "é"},
+		{3, 3, 6, "€"},
+		{3, 5, 7, "€z"},
+		{1, 1, 2, "\uFFFD"},
+	} {
+		args := fmt.Sprintf(`{"action":"logs","processId":"%s","cursor":%d,"limitBytes":%d}`, id, step.cursor, step.limit)
+		got, _ := callTool(t, s, "process", args)
+		var logs struct {
+			Cursor int
+			Text   string
+		}
+		if json.Unmarshal([]byte(got), &logs) != nil || logs.Cursor != step.next || logs.Text != step.text {
+			t.Errorf("logs from %d, %d bytes: got %q, want the text %q and the next cursor %d", step.cursor, step.limit, got, step.text, step.next)
+		}
+	}
+}
+
 // TestToolsRefuseSpecialFiles checks that the file tools touch only
 // regular files: rpi's own stdio, devices and FIFOs are refused at once
 // (nothing blocks), and grep and find skip a FIFO in the tree.
