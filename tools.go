@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -295,8 +297,15 @@ func checkValue(dec *json.Decoder, schema map[string]any, path string, optional 
 		if err != nil {
 			return typeError(path, types)
 		}
-		if slices.Contains(types, "integer") && !slices.Contains(types, "number") && f != float64(int64(f)) {
-			return fmt.Errorf("field %q must be a whole number", path)
+		if slices.Contains(types, "integer") && !slices.Contains(types, "number") {
+			switch {
+			case f != math.Trunc(f):
+				return fmt.Errorf("field %q must be a whole number", path)
+			case f >= -float64(math.MinInt): // past an int (64 or 32 bits), which the tools decode it into
+				return fmt.Errorf("field %q must be at most %d", path, math.MaxInt)
+			case f < float64(math.MinInt):
+				return fmt.Errorf("field %q must be at least %d", path, math.MinInt)
+			}
 		}
 		if lo, ok := schema["minimum"].(float64); ok && f < lo {
 			return fmt.Errorf("field %q must be at least %v", path, lo)
@@ -388,8 +397,46 @@ func typeError(path string, types []string) error {
 	return fmt.Errorf("field %q must be %s", path, want)
 }
 
-// decodeChecked decodes arguments already checked by checkArgs.
-func decodeChecked(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }
+// decodeChecked decodes arguments already checked by checkArgs. A whole
+// number written as a fraction or with an exponent (100.0, 1e3), which
+// checkArgs takes for an integer as JSON Schema does, is read as that
+// integer: encoding/json refuses such a number for an int field.
+func decodeChecked(raw json.RawMessage, v any) error { return json.Unmarshal(wholeNumbers(raw), v) }
+
+// wholeNumbers is raw with every whole number that is written as a
+// fraction or with an exponent (100.0, 1e3) written as an integer, and
+// raw itself when it holds none.
+func wholeNumbers(raw []byte) []byte {
+	if !bytes.ContainsAny(raw, ".eE") {
+		return raw
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out []byte
+	copied := 0 // raw[:copied] is in out
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		n, ok := tok.(json.Number)
+		if !ok || !strings.ContainsAny(string(n), ".eE") {
+			continue
+		}
+		f, err := n.Float64()
+		if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+			continue
+		}
+		end := int(dec.InputOffset())
+		out = append(out, raw[copied:end-len(n)]...)
+		out = strconv.AppendInt(out, int64(f), 10)
+		copied = end
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[copied:]...)
+}
 
 // ---- bash ----
 

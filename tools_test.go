@@ -106,6 +106,11 @@ func TestTools(t *testing.T) {
 		{"read", `{"path":7}`, `Invalid arguments for read: field "path" must be string`, true},
 		{"read", `["a.txt"]`, `Invalid arguments for read: expected a JSON object`, true},
 		{"read", `{"path":"a.txt","offset":1.5}`, `Invalid arguments for read: field "offset" must be a whole number`, true},
+		// A whole number is one however it is written, as JSON Schema has it.
+		{"read", `{"path":"a.txt","offset":2.0,"limit":1e0}`, "two\n\n[2 more lines in file. Use offset=3 to continue.]", false},
+		{"read", `{"path":"a.txt", "offset" : 0.2E1 , "limit":10E-1}`, "two\n\n[2 more lines in file. Use offset=3 to continue.]", false},
+		{"read", `{"path":"a.txt","offset":1e19}`, fmt.Sprintf(`Invalid arguments for read: field "offset" must be at most %d`, math.MaxInt), true},
+		{"grep", `{"pattern":"e","limit":1.0}`, "[1 matches limit reached. Use limit=2 for more, or refine pattern]", false},
 		{"write", `{"path":"new/dir/b.txt","content":"hello"}`, "Successfully wrote 5 bytes to new/dir/b.txt", false},
 		{"edit", `{"path":"a.txt","oldText":"two","newText":"2"}`, "Successfully replaced 1 block(s) in a.txt.", false},
 		{"edit", `{"path":"a.txt","oldText":"zzz","newText":"2"}`, "Could not find the exact text in a.txt.", true},
