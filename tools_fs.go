@@ -316,7 +316,7 @@ func (c *lsCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, er
 	var names []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() {
+		if isDirEntry(c.abs, e) {
 			name += "/"
 		}
 		names = append(names, name)
@@ -324,6 +324,16 @@ func (c *lsCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, er
 	sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
 	return listResult(names[:min(c.limit, len(names))], "(empty directory)", len(names) > c.limit,
 		fmt.Sprintf("%d entries limit reached. Use limit=%d for more", c.limit, 2*c.limit)), nil
+}
+
+// isDirEntry reports whether the entry of dir is a directory, or a
+// symlink that leads to one (as the model reaches it through that name).
+func isDirEntry(dir string, e fs.DirEntry) bool {
+	if e.Type()&fs.ModeSymlink == 0 {
+		return e.IsDir()
+	}
+	info, err := os.Stat(filepath.Join(dir, e.Name()))
+	return err == nil && info.IsDir()
 }
 
 func cmpOrInt(n, otherwise int) int {

@@ -188,6 +188,22 @@ func TestTools(t *testing.T) {
 	}
 }
 
+// TestLsMarksSymlinkedDirectories: ls ends a symlink that leads to a
+// directory with / as it does a directory, and lists a symlink to a file
+// or to nothing as it is.
+func TestLsMarksSymlinkedDirectories(t *testing.T) {
+	s := toolServer(t, map[string]string{"real/a.txt": "a\n", "file.txt": "f\n"})
+	for link, target := range map[string]string{"dirlink": "real", "filelink": "file.txt", "dangling": "nowhere", "outside": t.TempDir()} {
+		if err := os.Symlink(target, filepath.Join(s.set.cwd, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "dangling\ndirlink/\nfile.txt\nfilelink\noutside/\nreal/"
+	if got, isError := callTool(t, s, "ls", `{}`); got != want || isError {
+		t.Errorf("ls: got %q (isError %v), want %q", got, isError, want)
+	}
+}
+
 // TestProcessTool drives a background process through the process tool.
 func TestProcessTool(t *testing.T) {
 	s := toolServer(t, nil)
