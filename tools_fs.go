@@ -435,6 +435,7 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 // and everything that is neither (FIFOs, sockets, devices), with paths
 // relative to root. fn returns false to stop; an ended ctx stops it too.
 func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
+	name := filepath.Base(root) // a file's, as it was given: not where a symlink leads
 	if resolved, err := filepath.EvalSymlinks(root); err == nil {
 		root = resolved // a symlink to a directory is walked as that directory
 	}
@@ -444,7 +445,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 	}
 	if !info.IsDir() {
 		if info.Mode().IsRegular() {
-			fn(filepath.Base(root), root, false)
+			fn(name, root, false)
 		}
 		return nil
 	}

@@ -204,6 +204,24 @@ func TestLsMarksSymlinkedDirectories(t *testing.T) {
 	}
 }
 
+// TestSearchOfASymlinkedFileNamesIt: grep and find given a symlink to a
+// file name it as they were given it, not by where it leads.
+func TestSearchOfASymlinkedFileNamesIt(t *testing.T) {
+	s := toolServer(t, map[string]string{"secret/target.txt": "needle\n"})
+	if err := os.Symlink("secret/target.txt", filepath.Join(s.set.cwd, "notes.md")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ tool, args, want string }{
+		{"grep", `{"pattern":"needle","path":"notes.md"}`, "notes.md:1: needle"},
+		{"find", `{"pattern":"*.md","path":"notes.md"}`, "notes.md"},
+		{"find", `{"pattern":"*.txt","path":"notes.md"}`, "No files found matching pattern"},
+	} {
+		if got, isError := callTool(t, s, tt.tool, tt.args); got != tt.want || isError {
+			t.Errorf("%s %s: got %q (isError %v), want %q", tt.tool, tt.args, got, isError, tt.want)
+		}
+	}
+}
+
 // TestProcessTool drives a background process through the process tool.
 func TestProcessTool(t *testing.T) {
 	s := toolServer(t, nil)
