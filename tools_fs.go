@@ -373,19 +373,63 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 		case c == ',' && depth > 0:
 			b.WriteString("|")
 		case c == '[':
-			end := strings.IndexByte(glob[i:], ']')
+			end := globClassEnd(glob, i)
 			if end < 0 {
 				b.WriteString(`\[`)
 				continue
 			}
-			b.WriteString(glob[i : i+end+1])
-			i += end
+			writeGlobClass(&b, glob[i+1:end])
+			i = end
 		default:
 			b.WriteString(regexp.QuoteMeta(string(c)))
 		}
 	}
 	b.WriteString("$")
 	return regexp.Compile(b.String())
+}
+
+// globClassEnd is where the class that opens at glob[open] ends (its ]),
+// or -1 when it does not: a ] first in the class, after a ! or ^ that
+// negates it, is one of its characters.
+func globClassEnd(glob string, open int) int {
+	i := open + 1
+	if i < len(glob) && (glob[i] == '!' || glob[i] == '^') {
+		i++
+	}
+	if i < len(glob) && glob[i] == ']' {
+		i++
+	}
+	end := strings.IndexByte(glob[i:], ']')
+	if end < 0 {
+		return -1
+	}
+	return i + end
+}
+
+// writeGlobClass writes a glob's class (what is between its brackets) as
+// a regexp's: [!a-z] or [^a-z] is any character but those (and never /,
+// as no class of a glob matches one), and every other character is
+// itself, but - between two, which makes a range.
+func writeGlobClass(b *strings.Builder, class string) {
+	b.WriteByte('[')
+	if rest, ok := strings.CutPrefix(class, "!"); ok {
+		class = rest
+		b.WriteString("^/")
+	} else if rest, ok := strings.CutPrefix(class, "^"); ok {
+		class = rest
+		b.WriteString("^/")
+	}
+	for i, r := range class {
+		switch {
+		case r == '-' && i > 0 && i < len(class)-1:
+			b.WriteByte('-')
+		case r == '-':
+			b.WriteString(`\-`)
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteByte(']')
 }
 
 // ignoreRule is one pattern of the root .gitignore.

@@ -363,6 +363,20 @@ func TestGlobRegexp(t *testing.T) {
 		{"*.{md,txt}", "a.txt", true},
 		{"file?.txt", "file1.txt", true},
 		{"[ab].txt", "c.txt", false},
+		{"[ab].txt", "b.txt", true},
+		{"[a-c].txt", "b.txt", true},
+		{"[!ab].txt", "c.txt", true},
+		{"[!ab].txt", "a.txt", false},
+		{"[!ab].txt", "!.txt", true},
+		{"[^ab].txt", "a.txt", false},
+		{"x[!a]y", "x/y", false},
+		{"[!-a].txt", "-.txt", false},
+		{"[!-a].txt", "0.txt", true},
+		{"[]].txt", "].txt", true},
+		{"[.*]", "x", false},
+		{"[.*]", ".", true},
+		{"*.[!o]", "a.c", true},
+		{"*.[!o]", "a.o", false},
 	} {
 		re, err := globRegexp(tt.glob)
 		if err != nil || re.MatchString(tt.path) != tt.match {
