@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxImageBytes is the largest image read returns.
@@ -346,7 +347,9 @@ func cmpOrInt(n, otherwise int) int {
 // ---- walking, globs and .gitignore ----
 
 // globRegexp turns a glob into a regexp: * and ? stay within a path
-// segment, ** crosses segments, {a,b} is either.
+// segment, ** crosses segments, {a,b} is either, [a-z] and [!a-z] are a
+// character of those or not, and a backslash makes the next character
+// itself (but on Windows).
 func globRegexp(glob string) (*regexp.Regexp, error) {
 	var b strings.Builder
 	b.WriteString("^")
@@ -372,6 +375,10 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 			depth--
 		case c == ',' && depth > 0:
 			b.WriteString("|")
+		case c == '\\' && i+1 < len(glob) && filepath.Separator == '/': // on Windows, a path's separator
+			_, size := utf8.DecodeRuneInString(glob[i+1:])
+			b.WriteString(regexp.QuoteMeta(glob[i+1 : i+1+size]))
+			i += size
 		case c == '[':
 			end := globClassEnd(glob, i)
 			if end < 0 {

@@ -377,7 +377,16 @@ func TestGlobRegexp(t *testing.T) {
 		{"[.*]", ".", true},
 		{"*.[!o]", "a.c", true},
 		{"*.[!o]", "a.o", false},
+		{`\*.txt`, "*.txt", true},
+		{`\*.txt`, "a.txt", false},
+		{`\#notes`, "#notes", true},
+		{`a\?`, "ab", false},
+		{`a\?`, "a?", true},
+		{`\\x`, `\x`, true},
 	} {
+		if strings.Contains(tt.glob, `\`) && filepath.Separator != '/' {
+			continue // on Windows a backslash is a separator, not an escape
+		}
 		re, err := globRegexp(tt.glob)
 		if err != nil || re.MatchString(tt.path) != tt.match {
 			t.Errorf("glob %q on %q: %v, want %v", tt.glob, tt.path, err == nil && re.MatchString(tt.path), tt.match)
