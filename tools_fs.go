@@ -387,8 +387,10 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 			}
 			writeGlobClass(&b, glob[i+1:end])
 			i = end
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+		default: // a character, whole: not its first byte as a character of its own
+			_, size := utf8.DecodeRuneInString(glob[i:])
+			b.WriteString(regexp.QuoteMeta(glob[i : i+size]))
+			i += size - 1
 		}
 	}
 	b.WriteString("$")

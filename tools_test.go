@@ -85,6 +85,7 @@ func TestTools(t *testing.T) {
 		".gitignore":     "build/\n*.log\n",
 		"debug.log":      "TODO in a log\n",
 		"docs/README.md": "# Docs\n",
+		"docs/café.md":   "# Café\n",
 	}
 	tests := []struct {
 		tool, args string
@@ -148,6 +149,7 @@ func TestTools(t *testing.T) {
 		{"find", `{"pattern":"src/**"}`, "src/main.go", false},
 		{"find", `{"pattern":"*.{md,txt}","limit":1}`, "[1 results limit reached. Use limit=2 for more, or refine pattern]", false},
 		{"find", `{"pattern":"*.xyz"}`, "No files found matching pattern", false},
+		{"find", `{"pattern":"café*"}`, "docs/café.md", false},
 		{"todo", `{"op":"init","list":[{"phase":"Build","items":["a","b"]}]}`, "2 tasks: 0 completed, 0 abandoned, 1 in progress, 1 pending.\nBuild:\n  [~] a (task-", false},
 		{"todo", `{"op":"done","task":"a"}`, "  [x] a (task-", false},
 		{"todo", `{"op":"finish"}`, `field "op" must be one of init, start, done`, true},
@@ -383,6 +385,11 @@ func TestGlobRegexp(t *testing.T) {
 		{`a\?`, "ab", false},
 		{`a\?`, "a?", true},
 		{`\\x`, `\x`, true},
+		{"café*", "café.txt", true},
+		{"文档/*.md", "文档/a.md", true},
+		{"*.é", "x.é", true},
+		{"[é]", "é", true},
+		{"x?", "xé", true},
 	} {
 		if strings.Contains(tt.glob, `\`) && filepath.Separator != '/' {
 			continue // on Windows a backslash is a separator, not an escape
