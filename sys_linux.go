@@ -135,8 +135,20 @@ const (
 	sysFSMagic  = 0x62656572
 )
 
-// specialFileSystem names the kernel file system f is on (/proc, /sys),
-// or "": their "regular" files hold rpi's own environment and more.
+// kernelUnderSys are the statfs types of the kernel's other file systems
+// that are mounted under /sys: cgroup (v1, whose release_agent root's
+// write makes the kernel run a program, and v2), debugfs, tracefs,
+// securityfs, configfs, bpf, pstore, efivarfs, fusectl and selinuxfs.
+var kernelUnderSys = [...]uint32{0x27e0eb, 0x63677270, 0x64626720, 0x74726163, 0x73636673, 0x62656570,
+	0xcafe4a11, 0x6165676c, 0xde5e81e4, 0x65735543, 0xf97cff8c}
+
+// binfmtMiscMagic is the statfs type of /proc/sys/fs/binfmt_misc, whose
+// files say which program runs a kind of file.
+const binfmtMiscMagic = 0x42494e4d
+
+// specialFileSystem names the kernel file system f is on (/proc, /sys,
+// and those mounted under them), or "": their "regular" files hold rpi's
+// own environment and more, and writing them changes the system.
 func specialFileSystem(f *os.File) string { return fileSystemKind(int(f.Fd())) }
 
 // fileSystemKind is specialFileSystem of the file open as fd.
@@ -145,10 +157,10 @@ func fileSystemKind(fd int) string {
 	if syscall.Fstatfs(fd, &st) != nil {
 		return ""
 	}
-	switch st.Type {
-	case procFSMagic:
+	switch {
+	case st.Type == procFSMagic, st.Type == binfmtMiscMagic:
 		return "a file of /proc"
-	case sysFSMagic:
+	case st.Type == sysFSMagic, slices.Contains(kernelUnderSys[:], uint32(st.Type)):
 		return "a file of /sys"
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -204,5 +205,54 @@ func TestOpenRegularMissingAsOpen(t *testing.T) {
 	f.Close()
 	if _, err := os.Stat(filepath.Join(dir, "target")); err != nil {
 		t.Errorf("O_CREATE through a dangling symlink created nothing: %v", err)
+	}
+}
+
+// TestToolsRefuseKernelFilesUnderSys: the file tools refuse the files of
+// the kernel's file systems mounted under /sys (cgroup, tracefs, …) as
+// they refuse those of /sys itself: a cgroup's files move and kill
+// processes, and v1's release_agent makes the kernel run a program as
+// root. read and a write in such a folder fail, and grep passes the
+// files over.
+func TestToolsRefuseKernelFilesUnderSys(t *testing.T) {
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Skip("no /proc/self/mounts:", err)
+	}
+	kinds := []string{"cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs", "bpf", "pstore", "efivarfs", "fusectl", "selinuxfs"}
+	var dir, file string
+	for _, line := range strings.Split(string(mounts), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 || !slices.Contains(kinds, fields[2]) {
+			continue
+		}
+		entries, _ := os.ReadDir(fields[1])
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o444 != 0 {
+				if f, err := os.Open(filepath.Join(fields[1], e.Name())); err == nil {
+					f.Close()
+					dir, file = fields[1], filepath.Join(fields[1], e.Name())
+					break
+				}
+			}
+		}
+		if file != "" {
+			break
+		}
+	}
+	if file == "" {
+		t.Skip("no readable file of a kernel file system under /sys here")
+	}
+	s := toolServer(t, nil)
+	for _, tt := range []struct{ tool, args string }{
+		{"read", `{"path":` + strconv.Quote(file) + `}`},
+		{"write", `{"path":` + strconv.Quote(filepath.Join(dir, "rpi-test-new.txt")) + `,"content":"x"}`},
+	} {
+		if got, isError := callTool(t, s, tt.tool, tt.args); !isError || !strings.Contains(got, "it is a file of /sys") {
+			t.Errorf("%s %s: got %q (isError %v), want it refused as a file of /sys", tt.tool, tt.args, got, isError)
+		}
+	}
+	if got, _ := callTool(t, s, "grep", `{"pattern":"","path":`+strconv.Quote(dir)+`}`); got != "No matches found" {
+		t.Errorf("grep in %s: got %q, want no matches", dir, got)
 	}
 }
