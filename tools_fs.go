@@ -552,19 +552,27 @@ func headLines(lines []string, maxLines, maxBytes int) (kept []string, byBytes b
 	return lines, false
 }
 
-// listResult is a tool result of lines: emptyText when there are none,
-// and notice in brackets after them when the list was cut.
-func listResult(lines []string, emptyText string, cut bool, notice string) toolResult {
+// listResult is a tool result of lines: emptyText when there are none.
+// After them, in brackets, limitNotice when the list was cut at its
+// limit (limitCut), and that the output was cut when it was longer than
+// maxOutputBytes, as pi says them: the limit is told of only when it was
+// reached, so that the model is not sent to raise a limit the list never
+// reached.
+func listResult(lines []string, emptyText string, limitCut bool, limitNotice string) toolResult {
 	if len(lines) == 0 {
 		return textResult(emptyText)
 	}
+	var notices []string
+	if limitCut {
+		notices = append(notices, limitNotice)
+	}
 	if kept, byBytes := headLines(lines, len(lines), maxOutputBytes); byBytes {
-		lines, cut = kept, true
-		notice = fmt.Sprintf("Output cut at %s; %s", formatSize(maxOutputBytes), notice)
+		lines = kept
+		notices = append(notices, formatSize(maxOutputBytes)+" limit reached")
 	}
 	text := strings.Join(lines, "\n")
-	if cut {
-		text += "\n\n[" + notice + "]"
+	if len(notices) > 0 {
+		text += "\n\n[" + strings.Join(notices, ". ") + "]"
 	}
 	return textResult(text)
 }

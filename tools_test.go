@@ -224,6 +224,30 @@ func TestSearchOfASymlinkedFileNamesIt(t *testing.T) {
 	}
 }
 
+// TestListsCutBySizeTellTheLimitOnlyWhenReached: ls, find and grep cut
+// at 50 KB say so, and say their limit was reached only when it was (400
+// long names are under ls's 500 and find's 1000, yet over 50 KB).
+func TestListsCutBySizeTellTheLimitOnlyWhenReached(t *testing.T) {
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("%03d%s.txt", i, strings.Repeat("n", 200))] = "needle\n"
+	}
+	s := toolServer(t, files)
+	for _, tt := range []struct{ tool, args, notice string }{
+		{"ls", `{}`, "\n\n[50.0KB limit reached]"},
+		{"find", `{"pattern":"*.txt"}`, "\n\n[50.0KB limit reached]"},
+		{"grep", `{"pattern":"needle","limit":1000}`, "\n\n[50.0KB limit reached]"},
+		{"ls", `{"limit":300}`, "\n\n[300 entries limit reached. Use limit=600 for more. 50.0KB limit reached]"},
+		{"find", `{"pattern":"*.txt","limit":300}`, "\n\n[300 results limit reached. Use limit=600 for more, or refine pattern. 50.0KB limit reached]"},
+		{"find", `{"pattern":"00*.txt","limit":5}`, "\n\n[5 results limit reached. Use limit=10 for more, or refine pattern]"},
+	} {
+		got, isError := callTool(t, s, tt.tool, tt.args)
+		if isError || !strings.HasSuffix(got, tt.notice) || strings.Count(got, "[") != 1 {
+			t.Errorf("%s %s: ends %q (isError %v), want it to end %q", tt.tool, tt.args, got[max(0, len(got)-150):], isError, tt.notice)
+		}
+	}
+}
+
 // TestProcessTool drives a background process through the process tool.
 func TestProcessTool(t *testing.T) {
 	s := toolServer(t, nil)
