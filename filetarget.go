@@ -332,7 +332,7 @@ func (t *fileTarget) create(content []byte) error {
 	}()
 	last := len(t.names) - 1
 	for _, name := range t.names[:last] {
-		if err := dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := dir.Mkdir(name, 0o777); err != nil && !errors.Is(err, fs.ErrExist) { // less the umask, as pi's mkdir
 			return fmt.Errorf("Cannot create the directory of %s: %v", t.path, unwrapPathError(err))
 		}
 		made, err := dir.Lstat(name)
@@ -352,7 +352,7 @@ func (t *fileTarget) create(content []byte) error {
 		}
 		dir = sub
 	}
-	f, err := dir.OpenFile(t.names[last], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := dir.OpenFile(t.names[last], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666) // less the umask, as pi's writeFile
 	if errors.Is(err, fs.ErrExist) {
 		return errPathChanged
 	}

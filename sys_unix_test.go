@@ -256,3 +256,24 @@ func TestToolsRefuseKernelFilesUnderSys(t *testing.T) {
 		t.Errorf("grep in %s: got %q, want no matches", dir, got)
 	}
 }
+
+// TestWriteKeepsTheUmask: a file write makes, and the folders it makes
+// for it, have the modes the umask leaves, as pi's (0666 and 0777 less
+// it): a umask of 002 gives 0664 and 0775, where rpi made 0644 and 0755.
+func TestWriteKeepsTheUmask(t *testing.T) {
+	old := syscall.Umask(0o002)
+	defer syscall.Umask(old)
+	s := toolServer(t, nil)
+	if got, isError := callTool(t, s, "write", `{"path":"new/dir/f.txt","content":"x"}`); isError {
+		t.Fatal(got)
+	}
+	for path, want := range map[string]os.FileMode{"new": 0o775, "new/dir": 0o775, "new/dir/f.txt": 0o664} {
+		info, err := os.Stat(filepath.Join(s.set.cwd, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode().Perm(), want)
+		}
+	}
+}
