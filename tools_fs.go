@@ -487,8 +487,10 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 // itself when it is a file), skipping .git, what the root .gitignore lists,
 // and everything that is neither (FIFOs, sockets, devices), with paths
 // relative to root. fn returns false to stop; an ended ctx stops it too.
+// A root that is a file the tools do not open (a FIFO, a device, a file
+// of /proc, one that cannot be read) is an error that says why.
 func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
-	name := filepath.Base(root) // a file's, as it was given: not where a symlink leads
+	given := root
 	if resolved, err := filepath.EvalSymlinks(root); err == nil {
 		root = resolved // a symlink to a directory is walked as that directory
 	}
@@ -497,9 +499,12 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		return fmt.Errorf("Path not found: %s", root)
 	}
 	if !info.IsDir() {
-		if info.Mode().IsRegular() {
-			fn(name, root, false)
+		f, err := openRegular(root, os.O_RDONLY, 0)
+		if err != nil {
+			return fileError("search", given, err)
 		}
+		f.Close()
+		fn(filepath.Base(given), root, false) // named as it was given: not where a symlink leads
 		return nil
 	}
 	rules := loadIgnore(root)
