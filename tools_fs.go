@@ -441,16 +441,46 @@ func writeGlobClass(b *strings.Builder, class string) {
 	b.WriteByte(']')
 }
 
-// ignoreRule is one pattern of the root .gitignore.
+// ignoreRule is one pattern of a .gitignore: the walk's root's, or one
+// of a folder above it in the same git repository.
 type ignoreRule struct {
 	re       *regexp.Regexp
-	anchored bool // contains a slash: matched against the whole relative path
+	anchored bool // contains a slash: matched against the path from the .gitignore's folder
 	dirOnly  bool
+	prefix   string // the path from the .gitignore's folder to the walk's root, with a final /; "" for the root's own
 }
 
-// loadIgnore reads the .gitignore at root (negations are not supported).
-func loadIgnore(root string) []ignoreRule {
-	data, err := readRegularFile(filepath.Join(root, ".gitignore"), 1<<20)
+// loadIgnores reads the .gitignore of root and, when root is in a git
+// repository, those of the folders above it up to the repository's top
+// (the folder that holds .git), as git and ripgrep take them: a search
+// of a subfolder skips what the project's .gitignore lists.
+func loadIgnores(root string) []ignoreRule {
+	var above []string // the folders above root, up to the repository's top
+	for dir := root; ; {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			above = nil // not in a git repository: the root's own only
+			break
+		}
+		above, dir = append(above, parent), parent
+	}
+	rules := loadIgnore(root, "")
+	for _, dir := range above {
+		rel, err := filepath.Rel(dir, root)
+		if err == nil {
+			rules = append(rules, loadIgnore(dir, filepath.ToSlash(rel)+"/")...)
+		}
+	}
+	return rules
+}
+
+// loadIgnore reads the .gitignore in dir (negations are not supported),
+// its rules for the walk's root at prefix below it.
+func loadIgnore(dir, prefix string) []ignoreRule {
+	data, err := readRegularFile(filepath.Join(dir, ".gitignore"), 1<<20)
 	if err != nil {
 		return nil
 	}
@@ -460,7 +490,7 @@ func loadIgnore(root string) []ignoreRule {
 		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
 			continue
 		}
-		rule := ignoreRule{dirOnly: strings.HasSuffix(line, "/")}
+		rule := ignoreRule{dirOnly: strings.HasSuffix(line, "/"), prefix: prefix}
 		line = strings.TrimSuffix(line, "/")
 		rule.anchored = strings.Contains(line, "/")
 		if re, err := globRegexp(strings.TrimPrefix(line, "/")); err == nil {
@@ -476,7 +506,7 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 		if r.dirOnly && !isDir {
 			continue
 		}
-		if r.anchored && r.re.MatchString(rel) || !r.anchored && r.re.MatchString(filepath.Base(rel)) {
+		if r.anchored && r.re.MatchString(r.prefix+rel) || !r.anchored && r.re.MatchString(filepath.Base(rel)) {
 			return true
 		}
 	}
@@ -484,7 +514,8 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 }
 
 // walk visits the regular files and directories under root (or root
-// itself when it is a file), skipping .git, what the root .gitignore lists,
+// itself when it is a file), skipping .git, what root's .gitignore lists
+// (and those above it in its git repository),
 // and everything that is neither (FIFOs, sockets, devices), with paths
 // relative to root. fn returns false to stop; an ended ctx stops it too.
 // A root that is a file the tools do not open (a FIFO, a device, a file
@@ -507,7 +538,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		fn(filepath.Base(given), root, false) // named as it was given: not where a symlink leads
 		return nil
 	}
-	rules := loadIgnore(root)
+	rules := loadIgnores(root)
 	stop := errors.New("stop")
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || path == root {

@@ -248,6 +248,44 @@ func TestListsCutBySizeTellTheLimitOnlyWhenReached(t *testing.T) {
 	}
 }
 
+// TestSearchOfASubfolderSkipsWhatTheProjectIgnores: grep and find in a
+// folder of a git repository skip what the .gitignore files above it
+// list, each rule taken from its own folder (an anchored /build is the
+// top's build only); outside a repository only the folder's own counts.
+func TestSearchOfASubfolderSkipsWhatTheProjectIgnores(t *testing.T) {
+	files := map[string]string{
+		".gitignore":                  "node_modules/\n/build\npkg/*/gen.txt\n",
+		"pkg/.gitignore":              "*.log\n",
+		"pkg/app/src/a.txt":           "needle\n",
+		"pkg/app/node_modules/m.txt":  "needle\n",
+		"pkg/app/build/b.txt":         "needle\n",
+		"pkg/app/gen.txt":             "needle\n",
+		"pkg/app/debug.log":           "needle\n",
+		"pkg/app/.gitignore":          "src/skip.txt\n",
+		"pkg/app/src/skip.txt":        "needle\n",
+		"elsewhere/.gitignore":        "*.txt\n",
+		"elsewhere/inner/nothere.txt": "needle\n",
+	}
+	s := toolServer(t, files)
+	if err := os.Mkdir(filepath.Join(s.set.cwd, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := "build/b.txt:1: needle\nsrc/a.txt:1: needle"
+	if got, isError := callTool(t, s, "grep", `{"pattern":"needle","path":"pkg/app"}`); got != want || isError {
+		t.Errorf("grep in pkg/app: got %q (isError %v), want %q", got, isError, want)
+	}
+	want = "build/b.txt\nsrc/a.txt"
+	if got, isError := callTool(t, s, "find", `{"pattern":"*.txt","path":"pkg/app"}`); got != want || isError {
+		t.Errorf("find in pkg/app: got %q (isError %v), want %q", got, isError, want)
+	}
+	// Without .git there is no repository: elsewhere/inner's search takes
+	// no rule from above it.
+	os.Remove(filepath.Join(s.set.cwd, ".git"))
+	if got, _ := callTool(t, s, "grep", `{"pattern":"needle","path":"elsewhere/inner"}`); got != "nothere.txt:1: needle" {
+		t.Errorf("grep outside a repository: got %q", got)
+	}
+}
+
 // TestProcessTool drives a background process through the process tool.
 func TestProcessTool(t *testing.T) {
 	s := toolServer(t, nil)
