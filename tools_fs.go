@@ -238,23 +238,6 @@ func (c *writeCall) run(ctx context.Context, s *session, _ toolRun) (toolResult,
 	return res, nil
 }
 
-// replaceFile sets a regular file's content (creating it with extraFlag
-// os.O_CREATE), keeping its mode.
-func replaceFile(path string, content []byte, extraFlag int) error {
-	f, err := openRegular(path, os.O_WRONLY|extraFlag, 0o644)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(0)
-	if err == nil {
-		_, err = f.Write(content)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // cutMiddle cuts text, longer than shown bytes, to its first and last
 // half of shown (at rune starts) and says how many bytes lie between.
 func cutMiddle(text string, shown int) (head string, hidden int, tail string) {
