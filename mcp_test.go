@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -140,6 +141,12 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
 		case "fail":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
+		case "pieces":
+			var pieces []any
+			for range 40000 {
+				pieces = append(pieces, map[string]any{"type": "text", "text": "ab"})
+			}
+			answer(map[string]any{"content": pieces, "isError": a.Text == "error"})
 		case "slow":
 			for i := 1; i <= 3; i++ {
 				time.Sleep(600 * time.Millisecond) // 1.8 s in all: past TestMCPToolCalls's limit of 1.5 s
@@ -861,6 +868,42 @@ func TestMCPServerCrashes(t *testing.T) {
 	<-done
 	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != 4 {
 		t.Errorf("after mcp_reconnect: %+v", st)
+	}
+}
+
+// TestMCPResultOfManyPieces: a result of 40,000 small text blocks (a
+// server may send hundreds of thousands in one message) is read in time
+// and memory that grow with its size: its texts were joined one by one,
+// each join copying all before it, so that one result of 16 MiB kept a
+// core busy for minutes. As a result and as an error, the model gets its
+// start and end.
+func TestMCPResultOfManyPieces(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	conn, timeout, err := s.mcp.conn("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"result", "error"} {
+		call := &mcpCall{tool: mcpTool{server: "helper", remote: "pieces"}, args: json.RawMessage(`{"text":"` + mode + `"}`)}
+		if _, err := conn.request(context.Background(), "ping", nil, timeout, false); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		res, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		runtime.ReadMemStats(&after)
+		text := joinTexts(res.Content)
+		if err != nil {
+			text = err.Error()
+		}
+		if (err != nil) != (mode == "error") || !strings.HasPrefix(text, "Warning: truncated output") || !strings.HasSuffix(text, "ab\nab") {
+			t.Errorf("%s: %.100q, %v", mode, text, err)
+		}
+		// 40,000 texts joined one by one copy 40,000²/2 × 2 bytes: 1.6 GB.
+		if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 200<<20 {
+			t.Errorf("%s: reading it allocated %d MiB; want at most 200", mode, allocated>>20)
+		}
 	}
 }
 

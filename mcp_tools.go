@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -46,14 +47,8 @@ func (c *mcpCall) run(ctx context.Context, s *session, call toolRun) (toolResult
 		return toolResult{}, fmt.Errorf("MCP server %s answered tools/call with an invalid result: %v", c.tool.server, err)
 	}
 	content := mcpModelContent(result.Content, result.StructuredContent)
-	text := ""
-	for _, b := range content {
-		if b.Type == "text" {
-			text += b.Text
-		}
-	}
 	if result.IsError {
-		if text == "" {
+		if !slices.ContainsFunc(content, func(b contentBlock) bool { return b.Type == "text" && b.Text != "" }) {
 			return toolResult{}, fmt.Errorf("MCP tool %s/%s returned an error", c.tool.server, c.tool.remote)
 		}
 		return toolResult{}, errors.New(limitMCPText(joinTexts(content)))
