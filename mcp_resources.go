@@ -208,14 +208,28 @@ func jsonText(s string) string {
 	return string(b)
 }
 
+// maxMCPResourceList bounds the items of one server's listing, every
+// page of it: the model gets 20 KB of it.
+const maxMCPResourceList = 8 << 20
+
 // listAll is every page of a server's list, each item as listed gives it.
 func listAll(ctx context.Context, srv resourceServer, method, key string) ([][]byte, error) {
 	var all [][]byte
-	cursor := ""
+	cursor, listed := "", 0
 	for page := 0; page < maxMCPToolPages; page++ {
 		items, next, err := listPage(ctx, srv, method, key, cursor)
 		if err != nil {
 			return nil, err
+		}
+		for _, item := range items {
+			listed += len(item)
+		}
+		if listed > maxMCPResourceList {
+			what := "resources"
+			if key == "resourceTemplates" {
+				what = "resource templates"
+			}
+			return nil, fmt.Errorf("MCP server %s listed more than %d MiB of %s", srv.name, maxMCPResourceList>>20, what)
 		}
 		all = append(all, items...)
 		if cursor = next; cursor == "" {

@@ -33,7 +33,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // "crash-on-call" exits at a tools/call, "no-init" never
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
-// protocol version rpi does not speak.
+// protocol version rpi does not speak, "big-resources" lists 20 MiB of
+// resources over 20 pages.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -161,6 +162,16 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			Cursor string `json:"cursor"`
 		}
 		json.Unmarshal(m.Params, &p)
+		if mode == "big-resources" { // 20 pages of 1 MiB each
+			page := len(p.Cursor)
+			next := ""
+			if page < 19 {
+				next = p.Cursor + "+"
+			}
+			answer(map[string]any{"resources": []any{map[string]any{"uri": fmt.Sprintf("file:///%d", page), "name": "big",
+				"description": strings.Repeat("x", 1<<20)}}, "nextCursor": next})
+			return
+		}
 		if p.Cursor == "" {
 			answer(map[string]any{"resources": []any{
 				map[string]any{"uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain", "_meta": map[string]any{"x": 1}},
@@ -839,6 +850,23 @@ func TestMCPResources(t *testing.T) {
 		if got := call(c.tool, c.args); got != c.want {
 			t.Errorf("%s %s:\n got %s\nwant %s", c.tool, c.args, got, c.want)
 		}
+	}
+}
+
+// TestMCPResourceListingBound: list_mcp_resources without a server
+// reads every page of each server's listing, at most 8 MiB of them (as
+// a server's tools are bounded), so that a server cannot make rpi hold
+// hundreds of MiB for a result the model gets 20 KB of; one past it is
+// that server's error, the others' resources listed.
+func TestMCPResourceListingBound(t *testing.T) {
+	s := openMCPSession(t, "big-resources", nil)
+	c, err := s.decodeToolCall("list_mcp_resources", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if text := joinTexts(res.Content); err != nil || !strings.HasSuffix(text, `,"errors":[{"server":"helper","error":"MCP server helper listed more than 8 MiB of resources"}]}`) {
+		t.Errorf("listing 20 MiB of resources: %v, %.200q … %q", err, text, text[max(0, len(text)-200):])
 	}
 }
 
