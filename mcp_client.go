@@ -335,6 +335,10 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 	}
 	c.waiting[id] = p
 	c.mu.Unlock()
+	// The request's end ends what the transport still reads for it (an
+	// HTTP answer's stream), whether it was answered, failed or aborted.
+	ctx, ended := context.WithCancel(ctx)
+	defer ended()
 	forget := func() {
 		c.mu.Lock()
 		delete(c.waiting, id)

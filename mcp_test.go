@@ -696,6 +696,46 @@ func TestMCPHTTP(t *testing.T) {
 // one that answers HTML: each fails with a message that says so and no
 // part of the URL; one that needs sign-in is in the state needs_sign_in,
 // with the command that signs in.
+// TestMCPHTTPStreamEndsWithItsRequest: an HTTP server that answers a
+// tool call with an event stream and then sends nothing holds nothing
+// once the call has failed for its timeout: the stream's connection is
+// closed then (it was read until the session closed, a goroutine and a
+// connection for each such call).
+func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
+	srv := &mcpTestHTTPServer{}
+	streamEnded := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"name":"echo"`) {
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			srv.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the client closed the stream
+		close(streamEnded)
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct", "timeout": 1}})
+	s := openWithMCP(t, e)
+	defer s.close()
+	call, err := s.decodeToolCall("mcp__web__echo", json.RawMessage(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatalf("%v (servers: %+v)", err, s.mcp.list())
+	}
+	if _, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}}); err == nil || err.Error() != "MCP server web did not answer in 1s" {
+		t.Errorf("the call: %v", err)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(10 * time.Second):
+		t.Error("the stream of the call that timed out is still open, the session still open")
+	}
+}
+
 func TestMCPHTTPFailures(t *testing.T) {
 	cases := map[string]struct {
 		handler     http.HandlerFunc
