@@ -314,13 +314,20 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	}
 	m.mu.Lock()
 	closed := s.ctx.Err() != nil // the session closed meanwhile
-	if !closed {
+	// A connection that ended meanwhile (its server exited after its
+	// last answer) was told to ended before it was srv's: it fails here.
+	endedErr := conn.endedErr()
+	if !closed && endedErr == nil {
 		srv.conn, srv.stop, srv.tools, srv.state, srv.hasResources = conn, stop, tools, "connected", hasResources
 	}
 	m.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		stop()
 		return errors.New("the session closed")
+	case endedErr != nil:
+		stop()
+		return endedErr
 	}
 	return nil
 }

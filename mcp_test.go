@@ -34,7 +34,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
-// resources over 20 pages.
+// resources over 20 pages, "exit-after-list" exits once it has listed its
+// tools.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -117,6 +118,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			map[string]any{"name": "fail", "title": "Always fails", "inputSchema": object},
 			map[string]any{"name": "slow", "description": "Reports progress, then answers", "inputSchema": object},
 		}})
+		if mode == "exit-after-list" {
+			os.Exit(4)
+		}
 	case "tools/call":
 		var p struct {
 			Name      string          `json:"name"`
@@ -907,6 +911,24 @@ func TestMCPResourceListingBound(t *testing.T) {
 	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
 	if text := joinTexts(res.Content); err != nil || !strings.HasSuffix(text, `,"errors":[{"server":"helper","error":"MCP server helper listed more than 8 MiB of resources"}]}`) {
 		t.Errorf("listing 20 MiB of resources: %v, %.200q … %q", err, text, text[max(0, len(text)-200):])
+	}
+}
+
+// TestMCPServerExitsAsItConnects: a server that exits just after
+// listing its tools is failed, its tools not offered, however its exit
+// and its last answer meet: one whose exit was told before it counted as
+// connected stayed connected, with tools that could only fail, and was
+// never tried again.
+func TestMCPServerExitsAsItConnects(t *testing.T) {
+	for range 20 {
+		s := openMCPSession(t, "exit-after-list", nil)
+		for deadline := time.Now().Add(10 * time.Second); s.mcp.list()[0].State != "failed" && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if list := s.mcp.list(); list[0].State != "failed" || !strings.Contains(list[0].Error, "exited (exit status 4)") {
+			t.Fatalf("a server that exited: %+v", list)
+		}
+		s.close()
 	}
 }
 
