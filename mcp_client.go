@@ -286,9 +286,18 @@ func (c *mcpConn) answerServer(m mcpMessage) {
 	} else {
 		msg["result"] = result
 	}
-	if err := c.write(context.Background(), msg, 10*time.Second); err != nil {
+	if err := c.writeUnanswered(msg); err != nil {
 		c.log("could not answer " + m.Method + ": " + err.Error())
 	}
+}
+
+// writeUnanswered sends a message that has no answer (a notification,
+// an answer to the server), waiting at most 10 s for the server to take
+// it; what the server sends back for it (over HTTP) is not read on.
+func (c *mcpConn) writeUnanswered(msg any) error {
+	ctx, sent := context.WithCancel(context.Background())
+	defer sent()
+	return c.write(ctx, msg, 10*time.Second)
 }
 
 // write sends one message, waiting at most limit for the server to take
@@ -313,7 +322,7 @@ func (c *mcpConn) notify(method string, params any) error {
 	if params != nil {
 		msg["params"] = params
 	}
-	return c.write(context.Background(), msg, 10*time.Second)
+	return c.writeUnanswered(msg)
 }
 
 // request sends a request and waits for its answer: for at most timeout

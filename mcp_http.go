@@ -211,7 +211,9 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 			case len(body) > maxMCPMessage:
 				h.conn.end(fmt.Errorf("MCP server %s sent a message longer than %d MiB", h.server, maxMCPMessage>>20))
 			case err != nil:
-				h.conn.log("reading an answer: " + err.Error())
+				if ctx.Err() == nil { // not cut by rpi (its request ended, the connection closed)
+					h.conn.log("reading an answer: " + err.Error())
+				}
 			default:
 				h.conn.handle(body)
 			}
@@ -224,7 +226,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 			// The stream is read until it has brought the answer it was
 			// opened for (a server that keeps it open holds nothing).
 			done := func() bool { return sent.ID != nil && !h.conn.waitingFor(*sent.ID) }
-			if err := readSSE(resp.Body, h.conn.handle, done); err != nil && h.ctx.Err() == nil && !done() {
+			if err := readSSE(resp.Body, h.conn.handle, done); err != nil && ctx.Err() == nil && !done() {
 				h.conn.log("reading an event stream: " + err.Error())
 			}
 		})()

@@ -700,17 +700,15 @@ func TestMCPHTTP(t *testing.T) {
 // one that answers HTML: each fails with a message that says so and no
 // part of the URL; one that needs sign-in is in the state needs_sign_in,
 // with the command that signs in.
-// TestMCPHTTPStreamEndsWithItsRequest: an HTTP server that answers a
-// tool call with an event stream and then sends nothing holds nothing
-// once the call has failed for its timeout: the stream's connection is
-// closed then (it was read until the session closed, a goroutine and a
-// connection for each such call).
-func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
+// silentStreamServer is mcpTestHTTPServer, but for a message that holds
+// match, which it answers with an event stream it keeps open and silent
+// until rpi closes it: then streamEnded is closed.
+func silentStreamServer(match string) (hs *httptest.Server, streamEnded chan struct{}) {
 	srv := &mcpTestHTTPServer{}
-	streamEnded := make(chan struct{})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	streamEnded = make(chan struct{})
+	hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"name":"echo"`) {
+		if !strings.Contains(string(body), match) {
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			srv.ServeHTTP(w, r)
 			return
@@ -721,6 +719,16 @@ func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
 		<-r.Context().Done() // the client closed the stream
 		close(streamEnded)
 	}))
+	return hs, streamEnded
+}
+
+// TestMCPHTTPStreamEndsWithItsRequest: an HTTP server that answers a
+// tool call with an event stream and then sends nothing holds nothing
+// once the call has failed for its timeout: the stream's connection is
+// closed then (it was read until the session closed, a goroutine and a
+// connection for each such call).
+func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
+	hs, streamEnded := silentStreamServer(`"name":"echo"`)
 	defer hs.Close()
 	e := newTestEnv(t)
 	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct", "timeout": 1}})
@@ -737,6 +745,29 @@ func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
 	case <-streamEnded:
 	case <-time.After(10 * time.Second):
 		t.Error("the stream of the call that timed out is still open, the session still open")
+	}
+}
+
+// TestMCPHTTPNotificationAnswerNotKept: what a server sends back for a
+// notification of rpi's (it should answer 202, no body) is not read on:
+// a server that answers notifications/initialized with an event stream
+// it keeps open and silent kept that stream, and a goroutine reading
+// it, until the session closed (one more for each call that timed out
+// or was aborted, told with notifications/cancelled).
+func TestMCPHTTPNotificationAnswerNotKept(t *testing.T) {
+	hs, streamEnded := silentStreamServer(`"method":"notifications/initialized"`)
+	defer hs.Close()
+	e := newTestEnv(t)
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e)
+	defer s.close()
+	if st := s.mcp.state("web"); st.State != "connected" {
+		t.Fatalf("server: %+v", st)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(10 * time.Second):
+		t.Error("the stream answering notifications/initialized is still open, the session still open")
 	}
 }
 
