@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -146,6 +147,14 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
 		case "fail":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
+		case "images": // a PNG, a JPEG said to be a PNG, text said to be a PNG, a PNG's base64 in lines
+			png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n...."))
+			answer(map[string]any{"content": []any{
+				map[string]any{"type": "image", "mimeType": "image/png", "data": png},
+				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("\xff\xd8\xff...."))},
+				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("not an image"))},
+				map[string]any{"type": "image", "mimeType": "image/png", "data": png[:8] + "\n" + png[8:]},
+			}})
 		case "pieces":
 			var pieces []any
 			for range 40000 {
@@ -989,6 +998,31 @@ func TestMCPServerCrashes(t *testing.T) {
 	<-done
 	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != 4 {
 		t.Errorf("after mcp_reconnect: %+v", st)
+	}
+}
+
+// TestMCPResultImages: an image in a result reaches the model only as
+// what its bytes are — a model's API refuses an image whose bytes are
+// not of the type it is said to be, and one kept in the conversation
+// fails every later request: a JPEG said to be a PNG is sent as a JPEG,
+// bytes that are no image are a note, and base64 broken into lines is
+// sent whole.
+func TestMCPResultImages(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	call := &mcpCall{tool: mcpTool{server: "helper", remote: "images"}, args: json.RawMessage(`{}`)}
+	res, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n...."))
+	want := []contentBlock{
+		{Type: "image", MimeType: "image/png", Data: png},
+		{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString([]byte("\xff\xd8\xff...."))},
+		{Type: "text", Text: "[image image/png omitted: not an image a model takes]"},
+		{Type: "image", MimeType: "image/png", Data: png},
+	}
+	if fmt.Sprint(res.Content) != fmt.Sprint(want) {
+		t.Errorf("content %+v\nwant %+v", res.Content, want)
 	}
 }
 

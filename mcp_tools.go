@@ -145,14 +145,13 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 }
 
 // mcpImage is an image block of a result, if it is one a model takes
-// (base64 data of a PNG, JPEG, GIF or WebP): a bad one kept in the
-// conversation would fail every later request; else a note.
+// (base64 data of a PNG, JPEG, GIF or WebP, typed as its bytes are, the
+// base64 in one piece): a bad one kept in the conversation would fail
+// every later request; else a note.
 func mcpImage(data, mimeType string) contentBlock {
-	switch mimeType {
-	case "image/png", "image/jpeg", "image/gif", "image/webp":
-		if _, err := base64.StdEncoding.DecodeString(data); err == nil && data != "" {
-			return contentBlock{Type: "image", Data: data, MimeType: mimeType}
-		}
+	decoded, err := base64.StdEncoding.DecodeString(data)
+	if kind := imageType(decoded); err == nil && kind != "" {
+		return contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(decoded), MimeType: kind}
 	}
 	return contentBlock{Type: "text", Text: "[image " + escapeControl(mimeType) + " omitted: not an image a model takes]"}
 }
