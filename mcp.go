@@ -770,9 +770,15 @@ type mcpLog struct {
 	mu mutex[mcpLogMu] // held while a line is appended
 }
 
+// maxMCPLogLine bounds what a line of mcp.log keeps of what a server
+// said (a log message, a stderr line): its start.
+const maxMCPLogLine = 16 << 10
+
 // mcpLogLine appends a line to <agent dir>/mcp.log, with the time, as
-// pi writes it; past 5 MB the file moves to mcp.log.1.
+// pi writes it, cut past maxMCPLogLine; past 5 MB the file moves to
+// mcp.log.1.
 func (s *session) mcpLogLine(line string) {
+	line = strings.ToValidUTF8(clip(line, maxMCPLogLine), "\uFFFD")
 	path := filepath.Join(s.set.agentDir, "mcp.log")
 	s.host.mcpLog.mu.Lock()
 	defer s.host.mcpLog.mu.Unlock()
@@ -784,5 +790,5 @@ func (s *session) mcpLogLine(line string) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s %s\n", s.env.clock.Now().UTC().Format(time.RFC3339), escapeControl(strings.ToValidUTF8(line, "\uFFFD")))
+	fmt.Fprintf(f, "%s %s\n", s.env.clock.Now().UTC().Format(time.RFC3339), escapeControl(line))
 }

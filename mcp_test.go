@@ -36,7 +36,7 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
 // resources over 20 pages, "exit-after-list" exits once it has listed its
-// tools.
+// tools, "big-log" sends a log message of 1 MiB once initialized.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -75,6 +75,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		return
 	}
 	if m.ID == nil {
+		if m.Method == "notifications/initialized" && mode == "big-log" {
+			send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "big", "data": "start " + strings.Repeat("x", 1<<20)}})
+		}
 		if m.Method == "notifications/initialized" && mode == "flood" {
 			for range 5000 {
 				send(map[string]any{"method": "notifications/tools/list_changed"})
@@ -998,6 +1001,29 @@ func TestMCPServerCrashes(t *testing.T) {
 	<-done
 	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != 4 {
 		t.Errorf("after mcp_reconnect: %+v", st)
+	}
+}
+
+// TestMCPLogLinesBounded: a server's log message (or stderr line) of
+// 1 MiB keeps its first 16 KiB in its line of mcp.log: a
+// server's every message of up to 16 MiB was written whole, past the
+// file's 5 MB bound.
+func TestMCPLogLinesBounded(t *testing.T) {
+	e := newTestEnv(t)
+	writeMCPConfig(t, e.agentDir, "helper", "big-log", nil)
+	s := openWithMCP(t, e)
+	defer s.close()
+	var line string
+	for deadline := time.Now().Add(10 * time.Second); line == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		data, _ := os.ReadFile(filepath.Join(e.agentDir, "mcp.log"))
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "[helper] info big: start x") {
+				line = l
+			}
+		}
+	}
+	if line == "" || len(line) > 16<<10+len("2026-01-01T00:00:00Z ") || !strings.HasSuffix(line, "x…") {
+		t.Errorf("the log message in mcp.log: %d bytes, %.80q…", len(line), line)
 	}
 }
 
