@@ -121,6 +121,7 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			map[string]any{"name": "structured", "inputSchema": map[string]any{}},
 			map[string]any{"name": "fail", "title": "Always fails", "inputSchema": object},
 			map[string]any{"name": "slow", "description": "Reports progress, then answers", "inputSchema": object},
+			map[string]any{"name": "text-only", "description": "Its input is no object", "inputSchema": map[string]any{"type": "string"}},
 		}})
 		if mode == "exit-after-list" {
 			os.Exit(4)
@@ -336,7 +337,8 @@ func TestMCPToolsInTheFirstRequest(t *testing.T) {
 }
 
 // TestMCPToolsListed: a stdio server's tools, on two pages of
-// tools/list, reach the model as mcp__<server>__<tool> once connected.
+// tools/list, reach the model as mcp__<server>__<tool> once connected;
+// one whose input schema is not of type object is left out.
 func TestMCPToolsListed(t *testing.T) {
 	s := openMCPSession(t, "", nil)
 	var names []string
@@ -350,6 +352,11 @@ func TestMCPToolsListed(t *testing.T) {
 	}
 	if tl := s.activeTool("mcp__helper__structured"); tl == nil || string(tl.schema) != `{"properties":{},"type":"object"}` {
 		t.Errorf("structured's schema: %v", tl)
+	}
+	// A model's API refuses a request that declares a tool whose input is
+	// not an object: one such tool would fail every request.
+	if slices.Contains(names, "mcp__helper__text_only") {
+		t.Errorf("offered %v; a tool whose inputSchema is of type string among them", names)
 	}
 }
 

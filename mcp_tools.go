@@ -230,7 +230,9 @@ var mcpArguments = json.RawMessage(`{"type":"object","additionalProperties":{}}`
 
 // mcpInputSchema is a tool's input schema as the model is given it: an
 // object schema (type object and properties added when missing, as pi
-// does); anything but a JSON object is refused.
+// does); anything but a JSON object, or a schema of another type (which
+// a model's API refuses, failing every request that declares it), is
+// refused.
 func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) > maxMCPSchema {
 		return nil, fmt.Errorf("its inputSchema is larger than %d KiB", maxMCPSchema>>10)
@@ -241,8 +243,10 @@ func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 	} else if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
 		return nil, errors.New("its inputSchema is not a JSON object")
 	}
-	if _, ok := schema["type"]; !ok {
+	if kind, ok := schema["type"]; !ok {
 		schema["type"] = "object"
+	} else if kind != "object" {
+		return nil, errors.New(`its inputSchema's type is not "object"`)
 	}
 	if _, ok := schema["properties"]; !ok {
 		schema["properties"] = map[string]any{}
