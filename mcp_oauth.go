@@ -206,7 +206,8 @@ func (si *mcpSignIn) refreshHeld(ctx context.Context, stale string) (string, err
 		access, _ = merged["access_token"].(string)
 		s.set("tokens", jsonValue(merged))
 		if expires, ok := tokens["expires_in"].(float64); ok {
-			s.set("tokensExpireAt", jsonValue(si.now().UnixMilli()+int64(expires*1000)))
+			at := max(1, min(float64(si.now().UnixMilli())+expires*1000, maxExpiryMillis)) // 1: expired already
+			s.set("tokensExpireAt", jsonValue(int64(at)))
 		} else {
 			s.del("tokensExpireAt")
 		}
@@ -217,6 +218,11 @@ func (si *mcpSignIn) refreshHeld(ctx context.Context, stale string) (string, err
 	}
 	return access, nil
 }
+
+// maxExpiryMillis bounds a token's expiry, in milliseconds since 1970
+// (JavaScript's largest exact integer, which pi reads as written): one
+// further on is kept as this far, never wrapped into the past.
+const maxExpiryMillis = 1<<53 - 1
 
 // storedSignIn is what a refresh reads of a server's state in
 // mcp-auth.json; the rest of it is kept as pi wrote it.
@@ -285,7 +291,7 @@ func readSignIn(s *jsonObject) storedSignIn {
 	st.refreshToken, _ = tokens.Refresh.(string)
 	var expires float64
 	if json.Unmarshal(s.get("tokensExpireAt"), &expires) == nil && expires > 0 {
-		st.expiresAt = time.UnixMilli(int64(expires))
+		st.expiresAt = time.UnixMilli(int64(min(expires, maxExpiryMillis)))
 	}
 	st.clientRaw = s.get("clientInformation")
 	json.Unmarshal(st.clientRaw, &st.client)

@@ -26,6 +26,7 @@ type oauthTestServer struct {
 	valid    string       // the access token /mcp takes
 	refresh  string       // the refresh token /token takes
 	fail     string       // an OAuth error code /token answers with, when set
+	expires  any          // the expires_in of /token's answers; 3600 when nil
 	requests []url.Values // the forms /token was sent
 	basic    []string     // their Authorization headers
 	rejected int          // the 401s /mcp answered
@@ -50,7 +51,11 @@ func (o *oauthTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			n := len(o.requests) + 1
 			o.valid, o.refresh = "at-"+itoa(n), "rt-"+itoa(n)
-			json.NewEncoder(w).Encode(map[string]any{"access_token": o.valid, "token_type": "Bearer", "expires_in": 3600, "refresh_token": o.refresh})
+			expires := o.expires
+			if expires == nil {
+				expires = 3600
+			}
+			json.NewEncoder(w).Encode(map[string]any{"access_token": o.valid, "token_type": "Bearer", "expires_in": expires, "refresh_token": o.refresh})
 		}
 	case "/mcp":
 		if r.Header.Get("Authorization") != "Bearer "+o.valid {
@@ -521,5 +526,40 @@ func TestMCPSignInLegacySignInRefreshedOnce(t *testing.T) {
 	wg.Wait()
 	if spent["rt-1"] > 1 {
 		t.Errorf("the legacy sign-in's refresh token was sent %d times", spent["rt-1"])
+	}
+}
+
+// TestMCPSignInFarExpiry: an authorization server's expires_in too large
+// for a time in milliseconds is saved as a far expiry, and one pi saved
+// so is read as far: it was saved as a time before 1970 (which pi reads
+// as expired, refreshing before every message), and pi's was read as
+// past, rpi refreshing before every message.
+func TestMCPSignInFarExpiry(t *testing.T) {
+	o := &oauthTestServer{valid: "at-1", refresh: "rt-1", expires: 1e300}
+	hs := httptest.NewServer(o)
+	defer hs.Close()
+	agentDir := t.TempDir()
+	state := map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}}
+	path := writeSignIn(t, agentDir, hs.URL, state)
+	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now, runNow)
+	if got, err := si.refresh(context.Background(), "at-1"); err != nil || got != "at-2" {
+		t.Fatalf("refresh: %q, %v", got, err)
+	}
+	web := readSignInFile(t, path)["mcp__web|"+hs.URL+"/mcp"]
+	if at, _ := web["tokensExpireAt"].(float64); at < float64(time.Now().AddDate(100, 0, 0).UnixMilli()) {
+		t.Errorf("tokensExpireAt %v for expires_in 1e300; want a time far on", web["tokensExpireAt"])
+	}
+	// As pi saves it: Date.now() + 1e300 * 1000.
+	writeSignIn(t, agentDir, hs.URL, map[string]any{
+		"tokens":         map[string]any{"access_token": "at-3", "token_type": "Bearer", "refresh_token": "rt-3"},
+		"tokensExpireAt": 1e303,
+	})
+	if got := si.token(context.Background()); got != "at-3" {
+		t.Errorf("the token sent: %q; want the stored at-3", got)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.requests) != 1 {
+		t.Errorf("%d token requests; want the one refresh", len(o.requests))
 	}
 }
