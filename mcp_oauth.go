@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -408,7 +409,7 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 }
 
 // checkTokens is the token answer as pi keeps it: access_token and
-// token_type strings, expires_in a number (a string of one is taken),
+// token_type strings, expires_in a finite number (a string of one is taken),
 // the optional strings dropped when empty; an answer without them fails.
 func checkTokens(answer map[string]any) (map[string]any, error) {
 	tokens := map[string]any{}
@@ -425,7 +426,7 @@ func checkTokens(answer map[string]any) (map[string]any, error) {
 	case string:
 		if v != "" {
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
+			if err != nil || math.IsNaN(n) || math.IsInf(n, 0) { // "NaN", "Infinity": no number JSON holds
 				return nil, errors.New("the authorization server's answer has an invalid expires_in")
 			}
 			tokens["expires_in"] = n

@@ -563,3 +563,22 @@ func TestMCPSignInFarExpiry(t *testing.T) {
 		t.Errorf("%d token requests; want the one refresh", len(o.requests))
 	}
 }
+
+// TestMCPSignInExpiresInNotANumber: an expires_in of "Infinity" or "NaN"
+// (a string, which pi reads as a number) is an invalid answer, as pi
+// finds it: it was taken as a number that JSON cannot hold, and the
+// refresh failed saving it, with an error about rpi's own types.
+func TestMCPSignInExpiresInNotANumber(t *testing.T) {
+	for _, expires := range []string{"Infinity", "NaN", "-inf"} {
+		o := &oauthTestServer{valid: "at-1", refresh: "rt-1", expires: expires}
+		hs := httptest.NewServer(o)
+		agentDir := t.TempDir()
+		state := map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}}
+		writeSignIn(t, agentDir, hs.URL, state)
+		si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now, runNow)
+		if _, err := si.refresh(context.Background(), "at-1"); err == nil || err.Error() != "the authorization server's answer has an invalid expires_in" {
+			t.Errorf("expires_in %q: %v", expires, err)
+		}
+		hs.Close()
+	}
+}
