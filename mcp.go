@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -378,11 +379,21 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 // where notifications go.
 func (m *mcpServers) prepare(srv *mcpServer, conn *mcpConn) {
 	for _, dir := range append([]string{m.s.set.cwd}, m.s.set.dirs...) {
-		conn.roots = append(conn.roots, mcpRoot{URI: "file://" + filepath.ToSlash(dir), Name: filepath.Base(dir)})
+		conn.roots = append(conn.roots, mcpRoot{URI: fileURI(dir), Name: filepath.Base(dir)})
 	}
 	conn.onNotify = func(method string, params json.RawMessage) { m.notified(srv, conn, method, params) }
 	conn.onEnd = func(err error) { m.s.goBackground(func() { m.ended(srv, conn, err) }) }
 	conn.stderr = m.s.stderr
+}
+
+// fileURI is the absolute path dir as a file URI, percent-encoded
+// (file:///C:/x on Windows).
+func fileURI(dir string) string {
+	p := filepath.ToSlash(dir)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
 }
 
 // ended takes a connection's end (its process exited, it sent too much,

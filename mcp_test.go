@@ -36,7 +36,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
 // resources over 20 pages, "exit-after-list" exits once it has listed its
-// tools, "big-log" sends a log message of 1 MiB once initialized.
+// tools, "big-log" sends a log message of 1 MiB once initialized,
+// "roots" asks rpi for its roots then and writes the answer to the file
+// $MCP_TEST_ROOTS.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -74,7 +76,14 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 	if json.Unmarshal(line, &m) != nil {
 		return
 	}
+	if m.ID != nil && m.Method == "" { // rpi's answer to the server's roots/list ("roots")
+		os.WriteFile(os.Getenv("MCP_TEST_ROOTS"), line, 0o600)
+		return
+	}
 	if m.ID == nil {
+		if m.Method == "notifications/initialized" && mode == "roots" {
+			send(map[string]any{"id": "r1", "method": "roots/list"})
+		}
 		if m.Method == "notifications/initialized" && mode == "big-log" {
 			send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "big", "data": "start " + strings.Repeat("x", 1<<20)}})
 		}
@@ -1031,6 +1040,37 @@ func TestMCPLogLinesBounded(t *testing.T) {
 	}
 	if line == "" || len(line) > 16<<10+len("2026-01-01T00:00:00Z ") || !strings.HasSuffix(line, "x…") {
 		t.Errorf("the log message in mcp.log: %d bytes, %.80q…", len(line), line)
+	}
+}
+
+// TestMCPRootsAreURIs: the roots rpi tells a server of (roots/list) are
+// file URIs of the session's directories, percent-encoded: a directory
+// named with # or ? was told as a URI whose path stops there (a server
+// confined to it took it as the directory before the #), and a space
+// made it no URI at all.
+func TestMCPRootsAreURIs(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := filepath.Join(t.TempDir(), "my #1 project?")
+	if err := os.Mkdir(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootsFile := filepath.Join(t.TempDir(), "roots")
+	writeMCPConfig(t, e.agentDir, "helper", "roots", map[string]any{"env": map[string]string{
+		"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "roots", "MCP_TEST_ROOTS": rootsFile}})
+	s := openWithMCP(t, e, "--cwd", cwd)
+	defer s.close()
+	var data []byte
+	for deadline := time.Now().Add(10 * time.Second); len(data) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		data, _ = os.ReadFile(rootsFile)
+	}
+	var answer struct {
+		ID     string
+		Result struct{ Roots []mcpRoot }
+	}
+	json.Unmarshal(data, &answer)
+	want := "file://" + strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(filepath.ToSlash(cwd), " ", "%20"), "#", "%23"), "?", "%3F")
+	if answer.ID != "r1" || len(answer.Result.Roots) != 1 || answer.Result.Roots[0].URI != want || answer.Result.Roots[0].Name != "my #1 project?" {
+		t.Errorf("roots/list answered %s; want the root %s", data, want)
 	}
 }
 
