@@ -32,6 +32,7 @@ type mcpHTTP struct {
 	url     string
 	headers map[string]string
 	signIn  *mcpSignIn // the sign-in pi stored for the server; nil when its entry sends its own Authorization
+	secrets *redactor  // the session's keys, which the tokens sent join
 	conn    *mcpConn
 	stderr  io.Writer
 	client  *http.Client
@@ -50,7 +51,17 @@ type mcpHTTP struct {
 func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
 	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
-	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr}
+	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr, secrets: m.s.set.secrets}
+	// The tokens the entry's headers send are keys rpi holds: a server
+	// that echoes one puts it in no tool result.
+	for k, v := range cfg.headers {
+		if strings.EqualFold(k, "Authorization") {
+			h.secrets.add(v)
+		}
+		if token, ok := schemeToken(v); ok {
+			h.secrets.add(token)
+		}
+	}
 	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now, m.s.goBackground)
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{
@@ -146,6 +157,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 	}
 	h.setHeaders(req)
 	if token != "" {
+		h.secrets.add(token)
 		req.Header.Set("Authorization", "Bearer "+token)
 		h.mu.Lock()
 		h.token = token

@@ -1279,3 +1279,51 @@ func TestReadSSEMessageLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPHeaderTokenRedacted: the token of an HTTP server's Authorization
+// header (as the entry gives it, or the sign-in pi stored) is a key rpi
+// holds: a tool result that echoes it reaches neither the model nor the
+// client. It went out as the server sent it.
+func TestMCPHeaderTokenRedacted(t *testing.T) {
+	const token = "mcp-header-token-0123456789"
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		json.Unmarshal(body, &m)
+		var result any
+		switch m.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "whoami", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "you sent " + r.Header.Get("Authorization")}}}
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	e.vars["MCP_TOKEN"] = token
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp",
+		"headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}"}, "exposure": "direct"}})
+	fm := startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"mcp__web__whoami","args":["{}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	requests, _ := json.Marshal(fm.requests)
+	for what, text := range map[string]string{"the client": string(ps.out.bytes()), "the model": string(requests)} {
+		if strings.Contains(text, token) || !strings.Contains(text, "you sent [redacted]") {
+			t.Errorf("%s got the token:\n%.3000s", what, text)
+		}
+	}
+}
