@@ -130,11 +130,12 @@ func readSmallFile(path string) ([]byte, error) {
 // entry that cannot be used (the others are kept). A project entry with
 // neither command, url nor type only overrides enabled, exposure and
 // toolExposure of the user's entry of that name. expand resolves ${VAR}
-// and !command values.
+// and !command values, of the enabled servers only, once the project's
+// overrides are applied: a disabled server runs none of its commands.
 func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string, commands bool) (string, error)) ([]mcpServerConfig, []string) {
 	var warnings []string
 	byName := map[string]*mcpServerConfig{}
-	entries := map[string]mcpEntry{}
+	entries, paths := map[string]mcpEntry{}, map[string]string{} // each server's entry as written, and its file
 	read := func(path, source string) {
 		names, raw, warning := readMCPFile(path)
 		if warning != "" {
@@ -163,12 +164,13 @@ func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string
 					goto next
 				}
 			}
-			if cfg, err := checkMCPEntry(name, source, cwd, e, expand); err != nil {
+			if cfg, err := checkMCPEntry(name, source, cwd, e); err != nil {
 				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", name, path, err))
 				delete(byName, name) // a project entry that is not valid does not leave the user's in place
 			} else {
 				byName[name] = &cfg
 				entries[name] = e
+				paths[name] = path
 			}
 		next:
 		}
@@ -182,7 +184,17 @@ func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string
 		servers = append(servers, *cfg)
 	}
 	slices.SortFunc(servers, func(a, b mcpServerConfig) int { return strings.Compare(a.name, b.name) })
-	return servers, warnings
+	kept := servers[:0]
+	for _, cfg := range servers {
+		if cfg.enabled {
+			if err := expandMCPEntry(&cfg, entries[cfg.name], expand); err != nil {
+				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %v", cfg.name, paths[cfg.name], err))
+				continue
+			}
+		}
+		kept = append(kept, cfg)
+	}
+	return kept, warnings
 }
 
 // overrideMCP applies a project's enabled, exposure and toolExposure to
@@ -203,9 +215,9 @@ func overrideMCP(cfg *mcpServerConfig, e mcpEntry) error {
 	return nil
 }
 
-// checkMCPEntry makes an entry a server: its transport, its values
-// expanded, its limits.
-func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, bool) (string, error)) (mcpServerConfig, error) {
+// checkMCPEntry makes an entry a server: its transport, its command or
+// URL, its limits; expandMCPEntry adds the values that are expanded.
+func checkMCPEntry(name, source, cwd string, e mcpEntry) (mcpServerConfig, error) {
 	cfg := mcpServerConfig{name: name, source: source, enabled: true, timeout: mcpDefaultTimeout, exposure: "codemode", toolExpose: e.ToolExposure}
 	kind := ""
 	if e.Type != nil {
@@ -246,6 +258,34 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, boo
 	if e.Description != nil {
 		cfg.description = *e.Description
 	}
+	if e.URL != nil {
+		cfg.transport, cfg.url = "http", *e.URL
+		if o := e.OAuth; o != nil {
+			cfg.oauth = mcpOAuthSettings{clientID: deref(o.ClientID), clientName: deref(o.ClientName),
+				registration: deref(o.ClientRegistration), callbackURL: deref(o.CallbackURL), metadataURL: deref(o.AuthServerMetadataURL)}
+			if o.CallbackPort != nil {
+				cfg.oauth.callbackPort = int(*o.CallbackPort)
+			}
+		}
+		return cfg, nil
+	}
+	cfg.transport, cfg.command = "stdio", expandHome(*e.Command)
+	if cfg.command == "" {
+		return cfg, errors.New("command is empty")
+	}
+	cfg.cwd = cwd
+	if e.Cwd != nil {
+		cfg.cwd = resolvePath(cwd, expandHome(*e.Cwd))
+	}
+	return cfg, nil
+}
+
+// expandMCPEntry gives cfg, made of e by checkMCPEntry, the values
+// expand resolves: an HTTP server's headers, a stdio server's args and
+// env. As pi: the oauth values as written, but clientSecret's ${VAR} or
+// !command, resolved when a refresh needs it (a secret that cannot be had
+// fails the refresh, not the connection).
+func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) (string, error)) error {
 	var err error
 	expandAll := func(values map[string]string, commands bool) map[string]string {
 		out := map[string]string{}
@@ -259,28 +299,13 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, boo
 		}
 		return out
 	}
-	if e.URL != nil {
-		cfg.transport, cfg.url = "http", *e.URL
+	if cfg.transport == "http" {
 		cfg.headers = expandAll(e.Headers, true)
-		if o := e.OAuth; o != nil {
-			// As pi: the values as written, but clientSecret's ${VAR} or
-			// !command, resolved when a refresh needs it (a secret that
-			// cannot be had fails the refresh, not the connection).
-			cfg.oauth = mcpOAuthSettings{clientID: deref(o.ClientID), clientName: deref(o.ClientName),
-				registration: deref(o.ClientRegistration), callbackURL: deref(o.CallbackURL), metadataURL: deref(o.AuthServerMetadataURL)}
-			if o.CallbackPort != nil {
-				cfg.oauth.callbackPort = int(*o.CallbackPort)
-			}
-			if o.ClientSecret != nil {
-				secret := *o.ClientSecret
-				cfg.oauth.secretOf = func() (string, error) { return expand(secret, true) }
-			}
+		if e.OAuth != nil && e.OAuth.ClientSecret != nil {
+			secret := *e.OAuth.ClientSecret
+			cfg.oauth.secretOf = func() (string, error) { return expand(secret, true) }
 		}
-		return cfg, err
-	}
-	cfg.transport, cfg.command = "stdio", expandHome(*e.Command)
-	if cfg.command == "" {
-		return cfg, errors.New("command is empty")
+		return err
 	}
 	for _, arg := range e.Args {
 		if err == nil {
@@ -290,11 +315,7 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry, expand func(string, boo
 		}
 	}
 	cfg.env = expandAll(e.Env, true)
-	cfg.cwd = cwd
-	if e.Cwd != nil {
-		cfg.cwd = resolvePath(cwd, expandHome(*e.Cwd))
-	}
-	return cfg, err
+	return err
 }
 
 // expandHome makes a leading ~/ the home directory.

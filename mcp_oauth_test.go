@@ -393,7 +393,11 @@ func TestMCPSignInOAuthSecretResolvedLazily(t *testing.T) {
 		return v, nil
 	}
 	u, secret := "https://mcp.example.com/mcp", "!op read op://vault/mcp/secret"
-	_, err := checkMCPEntry("web", "user", t.TempDir(), mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientSecret: &secret}}, expand)
+	entry := mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientSecret: &secret}}
+	cfg, err := checkMCPEntry("web", "user", t.TempDir(), entry)
+	if err == nil {
+		err = expandMCPEntry(&cfg, entry, expand)
+	}
 	if err != nil {
 		t.Errorf("the entry is refused (%v); pi connects with the stored token and fails only a refresh", err)
 	}
@@ -402,7 +406,7 @@ func TestMCPSignInOAuthSecretResolvedLazily(t *testing.T) {
 	}
 	// pi takes clientId, callbackUrl and authServerMetadataUrl literally.
 	id := "!not-a-command"
-	cfg, err := checkMCPEntry("web", "user", t.TempDir(), mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientID: &id}}, expand)
+	cfg, err = checkMCPEntry("web", "user", t.TempDir(), mcpEntry{URL: &u, OAuth: &mcpOAuthEntry{ClientID: &id}})
 	if err != nil || cfg.oauth.clientID != id {
 		t.Errorf("oauth.clientId %q read as %q (%v); pi sends it as written", id, cfg.oauth.clientID, err)
 	}

@@ -451,7 +451,9 @@ func TestReadMCPFileSizes(t *testing.T) {
 // TestMCPConfig: pi's mcp.json rules — a project entry with neither
 // command, url nor type only overrides the user's entry; sse is refused
 // with a pointer to streamable HTTP; a bad entry is skipped with a
-// warning while the others load; ${VAR} and !command expand.
+// warning while the others load; ${VAR} and !command expand, but a
+// server disabled (here by the project's override) runs none of its
+// commands: they ran at every start, for a server never connected.
 func TestMCPConfig(t *testing.T) {
 	agentDir, cwd := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(agentDir, "mcp.json"), []byte(`{"mcpServers": {
@@ -462,20 +464,30 @@ func TestMCPConfig(t *testing.T) {
 	}}`), 0o600)
 	os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755)
 	os.WriteFile(filepath.Join(cwd, ".pi", "mcp.json"), []byte(`{"mcpServers": {"fs": {"enabled": false, "exposure": "direct"}}}`), 0o600)
+	var ran []string
 	expand := func(value string, commands bool) (string, error) {
 		return expandMCPValue(value, commands, envMap{"ROOT": "/srv", "KEY": "k1"}.get, func(command string) (string, error) {
+			ran = append(ran, command)
 			return "out of " + command, nil
 		})
 	}
 	for _, approved := range []bool{false, true} {
+		ran = nil
 		servers, warnings := loadMCPConfig(agentDir, cwd, approved, expand)
 		var got []string
 		for _, s := range servers {
 			got = append(got, fmt.Sprintf("%s %s %v %s %q %q %q %s", s.name, s.transport, s.enabled, s.exposure, s.args, s.env, s.headers, s.timeout))
 		}
 		want := []string{
-			fmt.Sprintf(`fs stdio %v %s ["-y" "server-fs" "/srv"] map["TOKEN":"out of get-token"] map[] 1m0s`, !approved, map[bool]string{false: "codemode", true: "direct"}[approved]),
+			`fs stdio true codemode ["-y" "server-fs" "/srv"] map["TOKEN":"out of get-token"] map[] 1m0s`,
 			`web http true codemode [] map[] map["Authorization":"Bearer k1"] 5s`,
+		}
+		wantRan := []string{"get-token"}
+		if approved { // fs is disabled: its values are left as written, its command not run
+			want[0], wantRan = `fs stdio false direct [] map[] map[] 1m0s`, nil
+		}
+		if !slices.Equal(ran, wantRan) {
+			t.Errorf("approved %v: the commands run: %q, want %q", approved, ran, wantRan)
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("approved %v: servers\n%s\nwant\n%s", approved, strings.Join(got, "\n"), strings.Join(want, "\n"))
