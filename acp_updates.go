@@ -1068,17 +1068,13 @@ func acpCommandsOf(slash []slashCommand) []acpCommand {
 		acpCommand{"name", "Name this session", &acpCommandInput{"title"}})
 }
 
-// templateArgument matches what a template fills with its arguments.
-var templateArgument = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+|@|ARGUMENTS)`) }}
-
 // templateArguments is the hint for a template's arguments: <arg1>
-// <arg2> … for $1 $2 …, <arguments> for $@ or $ARGUMENTS; "" when it
-// takes none.
+// <arg2> … for $1 $2 …, <arguments> for $@, $ARGUMENTS or ${@:N}; "" when
+// it takes none.
 func templateArguments(body string) string {
 	most, all := 0, false
 	for _, m := range templateArgument.get().FindAllStringSubmatch(body, -1) {
-		var n int
-		if _, err := fmt.Sscan(m[1], &n); err == nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
 			most = max(most, n)
 		} else {
 			all = true

@@ -242,22 +242,44 @@ func splitArgs(s string) []string {
 	return args
 }
 
-// positional matches $1…$n in a template (compiled at first use).
-var positional = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
-	return regexp.MustCompile(`\$(\d+)`)
+// templateArgument matches what a template fills with its arguments: $1…$n,
+// ${@:N} and ${@:N:L}, $ARGUMENTS and $@ (compiled at first use).
+var templateArgument = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
+	return regexp.MustCompile(`\$(\d+)|\$\{@:(\d+)(?::(\d+))?\}|\$ARGUMENTS|\$@`)
 }}
 
-// substituteArgs fills a template: $1…$n (missing ones are empty), then
-// $ARGUMENTS and $@ (all arguments joined with a space).
+// substituteArgs fills a template as pi does: $1…$n by position (missing
+// ones are empty), ${@:N} with the arguments from the N-th on and ${@:N:L}
+// with L of them, $ARGUMENTS and $@ with all of them, each joined with a
+// space. The template is read once, left to right: text an argument
+// brings in is never expanded again.
 func substituteArgs(body string, args []string) string {
-	out := positional.get().ReplaceAllStringFunc(body, func(m string) string {
-		n, _ := strconv.Atoi(m[1:])
-		if n >= 1 && n <= len(args) {
-			return args[n-1]
+	var out strings.Builder
+	last := 0
+	for _, m := range templateArgument.get().FindAllStringSubmatchIndex(body, -1) {
+		out.WriteString(body[last:m[0]])
+		last = m[1]
+		switch {
+		case m[2] >= 0: // $n
+			if n, err := strconv.Atoi(body[m[2]:m[3]]); err == nil && n >= 1 && n <= len(args) {
+				out.WriteString(args[n-1])
+			}
+		case m[4] >= 0: // ${@:N} or ${@:N:L}
+			from := len(args) // a start too large for an int is past the end
+			if n, err := strconv.Atoi(body[m[4]:m[5]]); err == nil {
+				from = min(max(n-1, 0), len(args)) // ${@:0} starts at the first, as in bash
+			}
+			to := len(args)
+			if m[6] >= 0 {
+				if n, err := strconv.Atoi(body[m[6]:m[7]]); err == nil && n < to-from {
+					to = from + n
+				}
+			}
+			out.WriteString(strings.Join(args[from:to], " "))
+		default: // $ARGUMENTS or $@
+			out.WriteString(strings.Join(args, " "))
 		}
-		return ""
-	})
-	all := strings.Join(args, " ")
-	out = strings.ReplaceAll(out, "$ARGUMENTS", all)
-	return strings.ReplaceAll(out, "$@", all)
+	}
+	out.WriteString(body[last:])
+	return out.String()
 }
