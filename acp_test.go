@@ -1022,18 +1022,21 @@ func TestACPConfigOptions(t *testing.T) {
 	}
 }
 
-// TestACPCommands: templates with a hint when they take arguments,
-// skills, /compact and /name, names without the slash.
+// TestACPCommands: templates with a hint when they take arguments (nine
+// named at most: a template holding $2000000000 made a hint of as many
+// words, gigabytes), skills, /compact and /name, names without the slash.
 func TestACPCommands(t *testing.T) {
 	got, _ := marshalJSON(acpCommandsOf([]slashCommand{
 		{Name: "greet", Description: "Greet someone", Source: "prompt", body: "Say hello to $1 and $2."},
 		{Name: "all", Source: "prompt", body: "Do $ARGUMENTS now"},
 		{Name: "rest", Source: "prompt", body: "Then ${@:2}"},
+		{Name: "far", Source: "prompt", body: "Only $100000"},
 		{Name: "fixed", Description: "No arguments", Source: "prompt", body: "Just this."},
 		{Name: "skill:tidy", Description: "Tidy", Source: "skill", body: "Tidy."},
 	}))
 	want := `[{"name":"greet","description":"Greet someone","input":{"hint":"<arg1> <arg2>"}},{"name":"all","description":"all","input":{"hint":"<arguments>"}},` +
-		`{"name":"rest","description":"rest","input":{"hint":"<arguments>"}},{"name":"fixed","description":"No arguments"},{"name":"skill:tidy","description":"Tidy","input":{"hint":"optional instructions"}},` +
+		`{"name":"rest","description":"rest","input":{"hint":"<arguments>"}},` +
+		`{"name":"far","description":"far","input":{"hint":"<arg1> <arg2> <arg3> <arg4> <arg5> <arg6> <arg7> <arg8> <arg9> …"}},{"name":"fixed","description":"No arguments"},{"name":"skill:tidy","description":"Tidy","input":{"hint":"optional instructions"}},` +
 		`{"name":"compact","description":"Summarise the conversation so far, to free the context window","input":{"hint":"optional instructions for the summary"}},` +
 		`{"name":"name","description":"Name this session","input":{"hint":"title"}}]`
 	if string(got) != want {

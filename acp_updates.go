@@ -1068,9 +1068,13 @@ func acpCommandsOf(slash []slashCommand) []acpCommand {
 		acpCommand{"name", "Name this session", &acpCommandInput{"title"}})
 }
 
+// maxHintArguments is how many arguments a template's hint names; past
+// them it ends with "…".
+const maxHintArguments = 9
+
 // templateArguments is the hint for a template's arguments: <arg1>
-// <arg2> … for $1 $2 …, <arguments> for $@, $ARGUMENTS or ${@:N}; "" when
-// it takes none.
+// <arg2> … for $1 $2 … (up to maxHintArguments), <arguments> for $@,
+// $ARGUMENTS or ${@:N}; "" when it takes none.
 func templateArguments(body string) string {
 	most, all := 0, false
 	for _, m := range templateArgument.get().FindAllStringSubmatch(body, -1) {
@@ -1081,8 +1085,11 @@ func templateArguments(body string) string {
 		}
 	}
 	var words []string
-	for i := 1; i <= most; i++ {
+	for i := 1; i <= min(most, maxHintArguments); i++ {
 		words = append(words, fmt.Sprintf("<arg%d>", i))
+	}
+	if most > maxHintArguments {
+		words = append(words, "…")
 	}
 	if all && most == 0 {
 		words = append(words, "<arguments>")
