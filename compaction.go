@@ -75,7 +75,9 @@ type compactionPlan struct {
 
 // planCompaction decides what to summarise: everything before the most
 // recent turns worth keepRecentTokens (the cut falls on a user message).
-// It fails when there is no usable model or too little to summarise.
+// After an earlier compaction that is its summary, the entries it kept
+// and those since: what came before its kept part is in its summary. It
+// fails when there is no usable model or nothing new to summarise.
 func (s *session) planCompaction() (*compactionPlan, error) {
 	s.mu.Lock()
 	m := s.model
@@ -86,33 +88,42 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()),
 		details: compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}}
 	path := s.conv.branchEntries()
+	from := 0 // where what is not summarised yet begins
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].Type == "compaction" {
+			info := path[i].info()
+			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: info.Summary}}
+			from = i + 1
+			if kept := slices.IndexFunc(path[:i], func(e *sessionEntry) bool { return e.ID == info.FirstKeptEntryID }); kept >= 0 {
+				from = kept
+			}
+			break
+		}
+	}
 	start := len(path)
 	kept := 0
-	for i := len(path) - 1; i >= 0 && kept < s.set.compaction.KeepRecentTokens; i-- {
+	for i := len(path) - 1; i >= from && kept < s.set.compaction.KeepRecentTokens; i-- {
 		if path[i].Type == "message" {
 			kept += path[i].msgSize / 4
 		}
 		start = i
 	}
-	for start > 0 && start < len(path) && !(path[start].Type == "message" && path[start].role() == "user") {
+	for start > from && start < len(path) && !(path[start].Type == "message" && path[start].role() == "user") {
 		start--
 	}
-	for _, e := range path[:start] {
-		switch e.Type {
-		case "compaction":
-			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: e.info().Summary}}
-		case "message":
-			msg := e.msg
-			if msg == nil {
-				continue
-			}
-			plan.summarise = append(plan.summarise, msg)
-			if a, ok := msg.(*assistantMessage); ok {
-				collectFiles(a, &plan.details)
-			}
+	older := 0 // the messages summarised besides an earlier summary
+	for _, e := range path[from:start] {
+		msg := e.contextMessage()
+		if msg == nil {
+			continue
+		}
+		plan.summarise = append(plan.summarise, msg)
+		older++
+		if a, ok := msg.(*assistantMessage); ok {
+			collectFiles(a, &plan.details)
 		}
 	}
-	if start == 0 || start >= len(path) || len(plan.summarise) == 0 {
+	if start <= from || start >= len(path) || older == 0 {
 		return nil, errors.New("Nothing to compact (session too small)")
 	}
 	plan.firstKept = path[start].ID

@@ -830,34 +830,43 @@ func (ss *sessionFile) context() sessionContext {
 		if i == compaction {
 			continue
 		}
-		switch e := path[i]; e.Type {
-		case "message":
-			if e.msg != nil {
-				c.messages = append(c.messages, e.msg)
-			}
-		case "branch_summary":
-			if info := e.info(); info.Summary != "" {
-				c.messages = append(c.messages, &summaryMessage{Role: "branchSummary", Summary: info.Summary, FromID: info.FromID, Timestamp: entryMillis(e)})
-			}
-		case "custom_message":
-			var display struct {
-				Display bool            `json:"display"`
-				Details json.RawMessage `json:"details"`
-			}
-			json.Unmarshal(e.raw, &display)
-			display.Details, _ = validRaw(display.Details) // as its content: U+FFFD for bytes that are not UTF-8
-			fields, _ := marshalJSON(struct {
-				Role       string          `json:"role"`
-				CustomType string          `json:"customType"`
-				Content    json.RawMessage `json:"content"`
-				Display    bool            `json:"display"`
-				Details    json.RawMessage `json:"details,omitempty"`
-				Timestamp  int64           `json:"timestamp"`
-			}{"custom", e.info().CustomType, e.info().Content, display.Display, display.Details, entryMillis(e)})
-			c.messages = append(c.messages, rawMessage(fields))
+		if m := path[i].contextMessage(); m != nil {
+			c.messages = append(c.messages, m)
 		}
 	}
 	return c
+}
+
+// contextMessage is what an entry puts in the context: its message, a
+// branch summary, a custom message; nil for the other entries.
+func (e *sessionEntry) contextMessage() any {
+	switch e.Type {
+	case "message":
+		if e.msg != nil {
+			return e.msg
+		}
+	case "branch_summary":
+		if info := e.info(); info.Summary != "" {
+			return &summaryMessage{Role: "branchSummary", Summary: info.Summary, FromID: info.FromID, Timestamp: entryMillis(e)}
+		}
+	case "custom_message":
+		var display struct {
+			Display bool            `json:"display"`
+			Details json.RawMessage `json:"details"`
+		}
+		json.Unmarshal(e.raw, &display)
+		display.Details, _ = validRaw(display.Details) // as its content: U+FFFD for bytes that are not UTF-8
+		fields, _ := marshalJSON(struct {
+			Role       string          `json:"role"`
+			CustomType string          `json:"customType"`
+			Content    json.RawMessage `json:"content"`
+			Display    bool            `json:"display"`
+			Details    json.RawMessage `json:"details,omitempty"`
+			Timestamp  int64           `json:"timestamp"`
+		}{"custom", e.info().CustomType, e.info().Content, display.Display, display.Details, entryMillis(e)})
+		return rawMessage(fields)
+	}
+	return nil
 }
 
 // answeredBy is the provider and model of an assistant message entry.

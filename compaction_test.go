@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestSecondCompactionKeepsWhatTheFirstKept compacts twice (settings keep
+// only the last turn): the second summary is asked of the first summary
+// and of the turn the first compaction kept, so that turn is summarised,
+// not dropped; and the context after is the new summary and the last turn.
+func TestSecondCompactionKeepsWhatTheFirstKept(t *testing.T) {
+	endToEnd(t)
+	ps, fm, _ := agentSession(t, apiOpenAI, `
+{"text":["First answer."]}
+{"text":["Second answer."]}
+{"text":["SUMMARY-ONE"]}
+{"text":["Third answer."]}
+{"text":["SUMMARY-TWO"]}`)
+	settled := func(n int) {
+		waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == n })
+	}
+	ps.send(`{"type":"prompt","message":"FIRST-QUESTION"}`)
+	settled(1)
+	ps.send(`{"type":"prompt","message":"SECOND-QUESTION"}`)
+	settled(2)
+	ps.send(`{"id":"c1","type":"compact"}`)
+	ps.waitFor(`"id":"c1"`)
+	ps.send(`{"type":"prompt","message":"THIRD-QUESTION"}`)
+	settled(3)
+	ps.send(`{"id":"c2","type":"compact"}`)
+	ps.waitFor(`"id":"c2"`)
+	asked, _ := json.Marshal(fm.lastRequest())
+	for _, want := range []string{"SUMMARY-ONE", "SECOND-QUESTION", "Second answer."} {
+		if !strings.Contains(string(asked), want) {
+			t.Errorf("the second summary was not asked of %s:\n%s", want, asked)
+		}
+	}
+	if strings.Contains(string(asked), "FIRST-QUESTION") || strings.Contains(string(asked), "THIRD-QUESTION") {
+		t.Errorf("the second summary was asked of what it should not be:\n%s", asked)
+	}
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	recs := ps.close()
+	for _, rec := range recs {
+		if rec["id"] == "m" {
+			got, _ := json.Marshal(rec["data"])
+			for _, want := range []string{"SUMMARY-TWO", "THIRD-QUESTION"} {
+				if !strings.Contains(string(got), want) {
+					t.Errorf("the context lacks %s: %s", want, got)
+				}
+			}
+			for _, gone := range []string{"SUMMARY-ONE", "SECOND-QUESTION"} {
+				if strings.Contains(string(got), gone) {
+					t.Errorf("the context still holds %s: %s", gone, got)
+				}
+			}
+		}
+	}
+}
+
+// TestCompactionSummarisesLoopPrompts: a loop's prompt is a custom message
+// in the context; a compaction that cuts it off asks the summary of it too
+// (it was left out, and so lost).
+func TestCompactionSummarisesLoopPrompts(t *testing.T) {
+	endToEnd(t)
+	ps, fm, _ := agentSession(t, apiOpenAI, `
+{"text":["Checked."]}
+{"text":["Second answer."]}
+{"text":["SUMMARY"]}`)
+	ps.send(`{"id":"l","type":"loop_create","interval":"1d","prompt":"LOOP-PROMPT"}`)
+	waitUntil(t, ps, func(out string) bool { return strings.Contains(out, `"type":"loop_finished"`) })
+	ps.send(`{"type":"prompt","message":"SECOND-QUESTION"}`)
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 2 })
+	ps.send(`{"id":"c","type":"compact"}`)
+	ps.waitFor(`"id":"c"`)
+	ps.close()
+	asked, _ := json.Marshal(fm.lastRequest())
+	if !strings.Contains(string(asked), "LOOP-PROMPT") || !strings.Contains(string(asked), "Checked.") {
+		t.Errorf("the summary was not asked of the loop's turn:\n%s", asked)
+	}
+}
