@@ -202,7 +202,8 @@ func (s *session) expandSlash(text string) string {
 	c := s.set.slashCommands[i]
 	rest = strings.TrimSpace(rest)
 	if c.Source == "skill" {
-		out := fmt.Sprintf("<skill name=%q location=%q>\nReferences are relative to %s.\n\n%s\n</skill>",
+		// As pi: the name and path as they are, not quoted or escaped.
+		out := fmt.Sprintf("<skill name=\"%s\" location=\"%s\">\nReferences are relative to %s.\n\n%s\n</skill>",
 			strings.TrimPrefix(c.Name, "skill:"), c.Path, filepath.Dir(c.Path), c.body)
 		if rest != "" {
 			out += "\n\n" + rest

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestTemplateArguments fills templates as pi 1.6 does — $1…$n, ${@:N},
 // ${@:N:L}, $ARGUMENTS and $@ — and never expands again what an argument
@@ -29,5 +33,22 @@ func TestTemplateArguments(t *testing.T) {
 		if got := substituteArgs(c.body, splitArgs(c.args)); got != c.want {
 			t.Errorf("%q with %q: got %q, want %q", c.body, c.args, got, c.want)
 		}
+	}
+}
+
+// TestSkillBlockAsPi: /skill:name sends the skill's name and path as they
+// are, as pi does: a path with a backslash (every path on Windows) or a
+// quote came with Go's escapes, the backslashes doubled.
+func TestSkillBlockAsPi(t *testing.T) {
+	dir := t.TempDir()
+	skillDir := filepath.Join(dir, "skills", `my\"skill`)
+	os.MkdirAll(skillDir, 0o755)
+	os.WriteFile(filepath.Join(skillDir, "SKILL.md"), []byte("---\ndescription: d\n---\nDo it.\n"), 0o644)
+	var skipped []string
+	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{skills: true}, &skipped)}}
+	path := filepath.Join(skillDir, "SKILL.md")
+	want := `<skill name="my\"skill" location="` + path + "\">\nReferences are relative to " + skillDir + ".\n\nDo it.\n</skill>\n\nnow"
+	if got := s.expandSlash(`/skill:my\"skill now`); got != want {
+		t.Errorf("got  %q\nwant %q (skipped %q)", got, want, skipped)
 	}
 }
