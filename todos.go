@@ -482,6 +482,10 @@ func prepareTodos(plan []todoPhase) todoError {
 	if errs := checkPlan(plan); len(errs) > 0 {
 		return errs
 	}
+	if size := todoPlanSize(plan); size > maxTodoPlanBytes {
+		return todoError{fmt.Sprintf("The plan is too large to show: %s of tasks and dependencies, at most %s",
+			formatSize(size), formatSize(maxTodoPlanBytes))}
+	}
 	projectPlan(plan)
 	// One in progress: an in-progress task that is not ready goes back to
 	// pending; when no ready task is in progress, the first pending ready
@@ -508,6 +512,33 @@ func prepareTodos(plan []todoPhase) todoError {
 	}
 	projectPlan(plan)
 	return nil
+}
+
+// maxTodoPlanBytes bounds a plan as every todo_updated, answer and
+// get_state shows it (todoPlanSize).
+const maxTodoPlanBytes = 4 << 20
+
+// todoPlanSize is about what showing a plan takes: its names, ids and
+// contents, and for each dependency its id and, in blockedBy, the id and
+// content of the task it names again.
+func todoPlanSize(plan []todoPhase) int {
+	contentSize := map[string]int{}
+	size := 0
+	for _, p := range plan {
+		size += len(p.Name)
+		for _, t := range p.Tasks {
+			contentSize[t.ID] = len(t.Content)
+			size += len(t.ID) + len(t.Content) + len(t.Agent)
+		}
+	}
+	for _, p := range plan {
+		for _, t := range p.Tasks {
+			for _, d := range t.DependsOn {
+				size += 2*len(d) + contentSize[d]
+			}
+		}
+	}
+	return size
 }
 
 // projectPlan recomputes blockedBy (the dependencies neither completed nor

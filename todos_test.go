@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -229,6 +230,40 @@ func TestTodoPlanNeverChangedInPlace(t *testing.T) {
 		opErr(t, s, op)
 		if after := seen.appendJSON(nil); !bytes.Equal(before, after) {
 			t.Errorf("%s changed the plan get_state last saw:\nwas %s\nnow %s", op, before, after)
+		}
+	}
+}
+
+// TestTodoPlanSizeBounded: a plan whose tasks each depend on many others
+// with long contents is refused, not shown: blockedBy repeats each open
+// dependency's content, so a line of under 1 MB made records of tens of
+// MB each (and one of 64 MiB, gigabytes).
+func TestTodoPlanSizeBounded(t *testing.T) {
+	ps := startSession(t)
+	var tasks []string
+	for i := range 120 {
+		var deps []string
+		for j := range i {
+			deps = append(deps, fmt.Sprintf("%q", fmt.Sprint(j)))
+		}
+		tasks = append(tasks, fmt.Sprintf(`{"id":"%d","content":"%d %s","status":"pending","dependsOn":[%s]}`,
+			i, i, strings.Repeat("x", 3000), strings.Join(deps, ",")))
+	}
+	line := `{"id":"big","type":"set_todos","phases":[{"name":"P","tasks":[` + strings.Join(tasks, ",") + `]}]}`
+	ps.send(line)
+	ps.waitFor(`"id":"big"`)
+	ps.send(`{"id":"ok","type":"set_todos","phases":[{"name":"P","tasks":[{"content":"Small","status":"pending"}]}]}`)
+	ps.waitFor(`"id":"ok"`)
+	recs := ps.close()
+	if out := len(ps.out.bytes()); out > 4*len(line) {
+		t.Errorf("a %d-byte line made %d bytes of records", len(line), out)
+	}
+	for _, rec := range recs {
+		if rec["id"] == "big" && (rec["success"] != false || !strings.Contains(fmt.Sprint(rec["error"]), "The plan is too large")) {
+			t.Errorf("the big plan: %.300v", rec)
+		}
+		if rec["id"] == "ok" && rec["success"] != true {
+			t.Errorf("a small plan after it: %v", rec)
 		}
 	}
 }
