@@ -134,12 +134,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 // compaction entry records it, and the context becomes the summary plus
 // the kept turns.
 func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
-	var transcript strings.Builder
-	for _, msg := range contextMessages(plan.summarise) {
-		data, _ := marshalJSON(msg)
-		transcript.Write(data)
-		transcript.WriteString("\n")
-	}
+	transcript := summaryTranscript(contextMessages(plan.summarise))
 	prompt := "Summarise the conversation below so that work on it can go on without it: the goal, decisions made, " +
 		"files read and changed, the current state, and what remains to do. Be concise and concrete."
 	if instructions != "" {
@@ -147,7 +142,7 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 	}
 	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
 	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand,
-		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript.String() + "</conversation>")}}}
+		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript + "\n</conversation>")}}}
 	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()
 	if err := callModel(cctx, req, answer, func() {}, func(assistantEvent) {}); err != nil {
@@ -170,6 +165,57 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 		res.EstimatedTokensAfter += estimateTokens(m)
 	}
 	return res, nil
+}
+
+// maxSummaryToolResult is how many characters of a tool result the
+// summary is asked of, as in pi.
+const maxSummaryToolResult = 2000
+
+// summaryTranscript is the conversation as the summary is asked of it,
+// as pi writes it: "[User]: …", "[Assistant thinking]: …", "[Assistant]:
+// …", "[Assistant tool calls]: name(arguments); …" and "[Tool result]: …",
+// text only (an image's base64 would fill the window), each tool result
+// cut to maxSummaryToolResult characters.
+func summaryTranscript(messages []any) string {
+	var parts []string
+	blocksOf := func(content []contentBlock, typ string) []string {
+		var out []string
+		for _, b := range content {
+			switch {
+			case b.Type != typ:
+			case typ == "text":
+				out = append(out, b.Text)
+			case typ == "thinking":
+				out = append(out, b.Thinking)
+			case typ == "toolCall":
+				out = append(out, b.Name+"("+string(b.Arguments)+")")
+			}
+		}
+		return out
+	}
+	add := func(label string, texts []string, sep string) {
+		if text := strings.Join(texts, sep); text != "" {
+			parts = append(parts, label+text)
+		}
+	}
+	for _, m := range messages {
+		switch m := m.(type) {
+		case *userMessage:
+			add("[User]: ", blocksOf(m.Content, "text"), "")
+		case *assistantMessage:
+			add("[Assistant thinking]: ", blocksOf(m.Content, "thinking"), "\n")
+			add("[Assistant]: ", blocksOf(m.Content, "text"), "\n")
+			add("[Assistant tool calls]: ", blocksOf(m.Content, "toolCall"), "; ")
+		case *toolResultMessage:
+			text := []rune(strings.Join(blocksOf(m.Content, "text"), ""))
+			if len(text) > maxSummaryToolResult {
+				text = append(text[:maxSummaryToolResult:maxSummaryToolResult],
+					[]rune(fmt.Sprintf("\n\n[... %d more characters truncated]", len(text)-maxSummaryToolResult))...)
+			}
+			add("[Tool result]: ", []string{string(text)}, "")
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // collectFiles notes the files an answer's tool calls read and changed.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -71,13 +73,46 @@ func TestCompactionSummarisesLoopPrompts(t *testing.T) {
 {"text":["SUMMARY"]}`)
 	ps.send(`{"id":"l","type":"loop_create","interval":"1d","prompt":"LOOP-PROMPT"}`)
 	waitUntil(t, ps, func(out string) bool { return strings.Contains(out, `"type":"loop_finished"`) })
+	asked := secondPromptThenCompact(t, ps, fm)
+	if !strings.Contains(string(asked), "LOOP-PROMPT") || !strings.Contains(string(asked), "Checked.") {
+		t.Errorf("the summary was not asked of the loop's turn:\n%s", asked)
+	}
+}
+
+// TestSummaryRequestIsText: the summary is asked of the conversation as
+// text, as pi asks it: an image is left out (its base64 made a request
+// larger than the window, so a conversation with a screenshot could never
+// be compacted) and a tool result is cut to 2,000 characters.
+func TestSummaryRequestIsText(t *testing.T) {
+	endToEnd(t)
+	ps, fm, cwd := agentSession(t, apiOpenAI, `
+{"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"big.txt\"}"]}]}
+{"text":["FIRST-ANSWER"]}
+{"text":["Second answer."]}
+{"text":["SUMMARY"]}`)
+	os.WriteFile(filepath.Join(cwd, "big.txt"), []byte(strings.Repeat("line of the big file\n", 2000)), 0o644)
+	image := strings.Repeat("QUFB", 75000)
+	ps.send(`{"type":"prompt","message":"FIRST-QUESTION","images":[{"type":"image","data":"` + image + `","mimeType":"image/png"}]}`)
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 1 })
+	asked := secondPromptThenCompact(t, ps, fm)
+	for _, want := range []string{"FIRST-QUESTION", "FIRST-ANSWER", "big.txt", "line of the big file", "more characters truncated"} {
+		if !strings.Contains(string(asked), want) {
+			t.Errorf("the summary request lacks %q", want)
+		}
+	}
+	if strings.Contains(string(asked), "QUFBQUFB") || len(asked) > 20000 {
+		t.Errorf("the summary request holds the image or all of the file: %d bytes", len(asked))
+	}
+}
+
+// secondPromptThenCompact sends SECOND-QUESTION after one settled run,
+// then compact, ends the session and gives the summary request.
+func secondPromptThenCompact(t *testing.T, ps *processSession, fm *fakeModel) []byte {
 	ps.send(`{"type":"prompt","message":"SECOND-QUESTION"}`)
 	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 2 })
 	ps.send(`{"id":"c","type":"compact"}`)
 	ps.waitFor(`"id":"c"`)
 	ps.close()
 	asked, _ := json.Marshal(fm.lastRequest())
-	if !strings.Contains(string(asked), "LOOP-PROMPT") || !strings.Contains(string(asked), "Checked.") {
-		t.Errorf("the summary was not asked of the loop's turn:\n%s", asked)
-	}
+	return asked
 }
