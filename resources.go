@@ -180,11 +180,12 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 }
 
 // projectResources counts what ./.pi holds, to say what was skipped.
-func projectResources(cwd string) (prompts, skills int, settings bool) {
+func projectResources(cwd string) (prompts, skills int, settings, mcp bool) {
 	p, _ := filepath.Glob(filepath.Join(cwd, ".pi", "prompts", "*.md"))
 	k, _ := filepath.Glob(filepath.Join(cwd, ".pi", "skills", "*", "SKILL.md"))
 	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
-	return len(p), len(k), err == nil
+	_, mcpErr := os.Stat(filepath.Join(cwd, ".pi", "mcp.json"))
+	return len(p), len(k), err == nil, mcpErr == nil
 }
 
 // expandSlash expands a prompt starting with /skill:name or /name (a

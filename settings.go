@@ -209,7 +209,7 @@ func withoutVariables(environ []string, names []string) []string {
 // skippedNotice is the warning sent at startup when ./.pi holds resources
 // that only --approve loads; "" when there are none.
 func skippedNotice(cwd string) string {
-	prompts, skills, settings := projectResources(cwd)
+	prompts, skills, settings, mcp := projectResources(cwd)
 	var parts []string
 	if prompts > 0 {
 		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
@@ -219,6 +219,9 @@ func skippedNotice(cwd string) string {
 	}
 	if settings {
 		parts = append(parts, "settings.json")
+	}
+	if mcp {
+		parts = append(parts, "mcp.json")
 	}
 	if len(parts) == 0 {
 		return ""
