@@ -40,9 +40,11 @@ type sourceInfo struct {
 }
 
 // frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
+// As pi, "\r\n" and "\r" are read as "\n" throughout.
 func frontMatter(text string) (map[string]string, string) {
 	fields := map[string]string{}
-	rest, ok := strings.CutPrefix(strings.ReplaceAll(text, "\r\n", "\n"), "---\n")
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	rest, ok := strings.CutPrefix(text, "---\n")
 	if !ok {
 		return fields, text
 	}

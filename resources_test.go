@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,28 @@ func TestSkillBlockAsPi(t *testing.T) {
 	want := `<skill name="my\"skill" location="` + path + "\">\nReferences are relative to " + skillDir + ".\n\nDo it.\n</skill>\n\nnow"
 	if got := s.expandSlash(`/skill:my\"skill now`); got != want {
 		t.Errorf("got  %q\nwant %q (skipped %q)", got, want, skipped)
+	}
+}
+
+// TestTemplateLineEnds: a template or skill saved with Windows line ends
+// (or old Mac ones) is sent with "\n", as pi sends it, with front matter
+// or without.
+func TestTemplateLineEnds(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "skills", "s"), 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts", "plain.md"), []byte("One $1\r\nTwo\rThree\r\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "prompts", "front.md"), []byte("---\r\ndescription: d\r\n---\r\nOne\r\nTwo\r\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "skills", "s", "SKILL.md"), []byte("---\r\nname: s\r\n---\r\nA\rB\r\n"), 0o644)
+	var skipped []string
+	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{templates: true, skills: true}, &skipped)}}
+	for prompt, want := range map[string]string{
+		"/plain x": "One x\nTwo\nThree\n",
+		"/front":   "One\nTwo",
+		"/skill:s": "A\nB\n</skill>",
+	} {
+		if got := s.expandSlash(prompt); !strings.HasSuffix(got, want) || strings.Contains(got, "\r") {
+			t.Errorf("%s: got %q, want it to end %q", prompt, got, want)
+		}
 	}
 }
