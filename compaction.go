@@ -100,16 +100,30 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 			break
 		}
 	}
-	start := len(path)
-	kept := 0
-	for i := len(path) - 1; i >= from && kept < s.set.compaction.KeepRecentTokens; i-- {
-		if path[i].Type == "message" {
-			kept += path[i].msgSize / 4
+	// As pi cuts: back from the newest message until keepRecentTokens are
+	// kept, then forward to the nearest entry the kept part can start at,
+	// within a turn too when one turn alone is larger than that.
+	var cuts []int
+	for i := from; i < len(path); i++ {
+		if canStartKept(path[i]) {
+			cuts = append(cuts, i)
 		}
-		start = i
 	}
-	for start > from && start < len(path) && !(path[start].Type == "message" && path[start].role() == "user") {
-		start--
+	start := len(path)
+	if len(cuts) > 0 {
+		start = cuts[0]
+	}
+	kept := 0
+	for i := len(path) - 1; i >= from; i-- {
+		if path[i].Type != "message" || failedAnswer(path[i]) {
+			continue
+		}
+		if kept += path[i].msgSize / 4; kept >= s.set.compaction.KeepRecentTokens {
+			if c := slices.IndexFunc(cuts, func(c int) bool { return c >= i }); c >= 0 {
+				start = cuts[c]
+			}
+			break
+		}
 	}
 	older := 0 // the messages summarised besides an earlier summary
 	for _, e := range path[from:start] {
@@ -128,6 +142,32 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	}
 	plan.firstKept = path[start].ID
 	return plan, nil
+}
+
+// canStartKept reports whether what a compaction keeps can start at an
+// entry: a user message or the model's answer (never a tool result, whose
+// call would be summarised away, nor a failed answer, which the context
+// leaves out), the user's bash, a custom message, a branch summary.
+func canStartKept(e *sessionEntry) bool {
+	switch e.Type {
+	case "custom_message", "branch_summary":
+		return true
+	case "message":
+		switch e.role() {
+		case "user", "bashExecution":
+			return true
+		case "assistant":
+			return !failedAnswer(e)
+		}
+	}
+	return false
+}
+
+// failedAnswer reports whether an entry is an answer that failed or was
+// aborted: the context leaves it out.
+func failedAnswer(e *sessionEntry) bool {
+	a, ok := e.msg.(*assistantMessage)
+	return ok && (a.StopReason == "error" || a.StopReason == "aborted")
 }
 
 // summarise carries out a plan: the plan's model writes the summary, a

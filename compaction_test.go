@@ -9,9 +9,10 @@ import (
 )
 
 // TestSecondCompactionKeepsWhatTheFirstKept compacts twice (settings keep
-// only the last turn): the second summary is asked of the first summary
-// and of the turn the first compaction kept, so that turn is summarised,
-// not dropped; and the context after is the new summary and the last turn.
+// only the last answer): the second summary is asked of the first summary
+// and of the answer the first compaction kept, so that answer is
+// summarised, not dropped; and the context after is the new summary and
+// the last answer.
 func TestSecondCompactionKeepsWhatTheFirstKept(t *testing.T) {
 	endToEnd(t)
 	ps, fm, _ := agentSession(t, apiOpenAI, `
@@ -34,12 +35,12 @@ func TestSecondCompactionKeepsWhatTheFirstKept(t *testing.T) {
 	ps.send(`{"id":"c2","type":"compact"}`)
 	ps.waitFor(`"id":"c2"`)
 	asked, _ := json.Marshal(fm.lastRequest())
-	for _, want := range []string{"SUMMARY-ONE", "SECOND-QUESTION", "Second answer."} {
+	for _, want := range []string{"SUMMARY-ONE", "Second answer.", "THIRD-QUESTION"} {
 		if !strings.Contains(string(asked), want) {
 			t.Errorf("the second summary was not asked of %s:\n%s", want, asked)
 		}
 	}
-	if strings.Contains(string(asked), "FIRST-QUESTION") || strings.Contains(string(asked), "THIRD-QUESTION") {
+	if strings.Contains(string(asked), "FIRST-QUESTION") || strings.Contains(string(asked), "Third answer.") {
 		t.Errorf("the second summary was asked of what it should not be:\n%s", asked)
 	}
 	ps.send(`{"id":"m","type":"get_messages"}`)
@@ -48,12 +49,12 @@ func TestSecondCompactionKeepsWhatTheFirstKept(t *testing.T) {
 	for _, rec := range recs {
 		if rec["id"] == "m" {
 			got, _ := json.Marshal(rec["data"])
-			for _, want := range []string{"SUMMARY-TWO", "THIRD-QUESTION"} {
+			for _, want := range []string{"SUMMARY-TWO", "Third answer."} {
 				if !strings.Contains(string(got), want) {
 					t.Errorf("the context lacks %s: %s", want, got)
 				}
 			}
-			for _, gone := range []string{"SUMMARY-ONE", "SECOND-QUESTION"} {
+			for _, gone := range []string{"SUMMARY-ONE", "Second answer."} {
 				if strings.Contains(string(got), gone) {
 					t.Errorf("the context still holds %s: %s", gone, got)
 				}
@@ -91,13 +92,13 @@ func TestSummaryRequestIsText(t *testing.T) {
 {"text":["Second answer."]}
 {"text":["SUMMARY"]}`)
 	os.WriteFile(filepath.Join(cwd, "big.txt"), []byte(strings.Repeat("line of the big file\n", 2000)), 0o644)
-	image := strings.Repeat("QUFB", 75000)
+	image := strings.Repeat("QUFB", 25000) // 100 KB: below the auto-compaction threshold as rpi estimates it
 	ps.send(`{"type":"prompt","message":"FIRST-QUESTION","images":[{"type":"image","data":"` + image + `","mimeType":"image/png"}]}`)
 	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 1 })
 	asked := secondPromptThenCompact(t, ps, fm)
 	for _, want := range []string{"FIRST-QUESTION", "FIRST-ANSWER", "big.txt", "line of the big file", "more characters truncated"} {
 		if !strings.Contains(string(asked), want) {
-			t.Errorf("the summary request lacks %q", want)
+			t.Errorf("the summary request lacks %q: %.1500s", want, asked)
 		}
 	}
 	if strings.Contains(string(asked), "QUFBQUFB") || len(asked) > 20000 {
@@ -115,4 +116,59 @@ func secondPromptThenCompact(t *testing.T, ps *processSession, fm *fakeModel) []
 	ps.close()
 	asked, _ := json.Marshal(fm.lastRequest())
 	return asked
+}
+
+// TestOverflowWithinOneTurn: one prompt's run outgrows the window (here:
+// two reads, then the provider says the context is too long). The cut
+// falls within that turn, as pi cuts, at the model's answer: the prompt
+// and the first read are summarised, the second read is kept, and the
+// run goes on. Cut only at user messages, there was nothing to summarise
+// before the kept turn, and such a run could never recover.
+func TestOverflowWithinOneTurn(t *testing.T) {
+	endToEnd(t)
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, `
+{"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"one.txt\"}"]}]}
+{"toolCalls":[{"id":"call_2","name":"read","args":["{\"path\":\"two.txt\"}"]}]}
+{"status":400,"body":"This model's maximum context length is 100000 tokens"}
+{"text":["SUMMARY"]}
+{"text":["DONE"]}`, e.agentDir)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":3000}}`), 0o644)
+	os.WriteFile(filepath.Join(cwd, "one.txt"), []byte(strings.Repeat("ONE-LINE\n", 900)), 0o644)
+	os.WriteFile(filepath.Join(cwd, "two.txt"), []byte(strings.Repeat("TWO-LINE\n", 900)), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"type":"prompt","message":"THE-PROMPT"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	recs := ps.close()
+	out := string(ps.out.bytes())
+	if !strings.Contains(out, `"willRetry":true`) || !strings.Contains(out, `"delta":"DONE"`) {
+		var ends []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "compaction_end") || strings.Contains(line, "run_failed") {
+				ends = append(ends, line)
+			}
+		}
+		t.Fatalf("the run did not recover: %s", strings.Join(ends, "\n"))
+	}
+	fm.mu.Lock()
+	summaryRequest, _ := json.Marshal(fm.requests[3])
+	fm.mu.Unlock()
+	for _, want := range []string{"THE-PROMPT", "ONE-LINE"} {
+		if !strings.Contains(string(summaryRequest), want) {
+			t.Errorf("the summary was not asked of %s", want)
+		}
+	}
+	if strings.Contains(string(summaryRequest), "TWO-LINE") {
+		t.Errorf("the summary was asked of the kept read")
+	}
+	for _, rec := range recs {
+		if rec["id"] == "m" {
+			got, _ := json.Marshal(rec["data"])
+			if !strings.Contains(string(got), "SUMMARY") || !strings.Contains(string(got), "TWO-LINE") || strings.Contains(string(got), "ONE-LINE") {
+				t.Errorf("the context after: %.2000s", got)
+			}
+		}
+	}
 }
