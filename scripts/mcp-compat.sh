@@ -109,6 +109,7 @@ cwd = sys.argv[2]
 if not reqs:
     print("no request reached the model"); sys.exit()
 tools = sorted((t["function"] for t in reqs[0].get("tools", []) if t["function"]["name"].startswith("mcp__")), key=lambda f: f["name"])
+print("requests to the model:", len(reqs))
 print("tools declared:", " ".join(f["name"] for f in tools))
 for f in tools:  # each declaration whole: its description and parameters
     print("  %s: %s" % (f["name"], json.dumps({k: f.get(k) for k in ("description", "parameters")}, sort_keys=True).replace(cwd, "$CWD")))
@@ -127,5 +128,7 @@ if diff -u "$work/pi.summary" "$work/rpi.summary" > "$work/diff"; then
 else
   echo "FAIL: the differences (pi 1.6 -, rpi +)"; cat "$work/diff"
   echo "-- pi's stderr"; tail -20 "$work/pi.err"; echo "-- rpi's stderr"; tail -20 "$work/rpi.err"
+  echo "-- rpi's events of retries, errors and tools"
+  grep -E '"(auto_retry_start|auto_retry_end|tool_execution_end|agent_end)"|"stopReason":"error"' "$work/rpi.out" | cut -c1-400 || true
   exit 1
 fi
