@@ -39,10 +39,24 @@ type sourceInfo struct {
 	BaseDir string `json:"baseDir"`
 }
 
+// frontMatterFields are the "key: value" lines of front matter, each value
+// as written (spaces around it trimmed).
+type frontMatterFields map[string]string
+
+// text is a field's value without the quotes around it, if it has a pair
+// ("…" or '…'); a quote inside or at one end only is part of the text.
+func (f frontMatterFields) text(key string) string {
+	v := f[key]
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
 // frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
 // As pi, "\r\n" and "\r" are read as "\n" throughout.
-func frontMatter(text string) (map[string]string, string) {
-	fields := map[string]string{}
+func frontMatter(text string) (frontMatterFields, string) {
+	fields := frontMatterFields{}
 	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
 	rest, ok := strings.CutPrefix(text, "---\n")
 	if !ok {
@@ -54,7 +68,7 @@ func frontMatter(text string) (map[string]string, string) {
 	}
 	for _, line := range strings.Split(head, "\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+			fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
 	// As pi: a body after front matter is trimmed.
@@ -157,7 +171,7 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 			continue
 		}
 		fields, body := frontMatter(text)
-		desc := fields["description"]
+		desc := fields.text("description")
 		if desc == "" {
 			desc = firstLine(body)
 		}
@@ -170,11 +184,11 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 			continue
 		}
 		fields, body := frontMatter(text)
-		name := fields["name"]
+		name := fields.text("name")
 		if name == "" {
 			name = filepath.Base(filepath.Dir(path))
 		}
-		out = append(out, slashCommand{Name: "skill:" + name, Description: fields["description"],
+		out = append(out, slashCommand{Name: "skill:" + name, Description: fields.text("description"),
 			Source: "skill", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir},
 			body: strings.TrimSpace(body)})
 	}
