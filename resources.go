@@ -195,6 +195,42 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 	return out
 }
 
+// withoutDuplicates keeps the first template and the first skill of each
+// name, as pi does, in pi's order: the templates, then the skills, each
+// in the order found (the project's first, so that they win). Each one
+// left out is named in skipped with the file that won. A file found
+// twice (through a symlink, or an agent dir inside the project's .pi) is
+// left out without a word.
+func withoutDuplicates(found []slashCommand, skipped *[]string) []slashCommand {
+	slices.SortStableFunc(found, func(a, b slashCommand) int {
+		return strings.Compare(a.Source, b.Source) // "prompt" before "skill"
+	})
+	kept := make([]slashCommand, 0, len(found))
+	files := map[string]bool{}
+	for _, c := range found {
+		file := c.Path
+		if real, err := filepath.EvalSymlinks(file); err == nil {
+			file = real
+		}
+		if files[file] {
+			continue
+		}
+		i := slices.IndexFunc(kept, func(k slashCommand) bool { return k.Source == c.Source && k.Name == c.Name })
+		if i >= 0 {
+			what := "prompt template /" + c.Name
+			if c.Source == "skill" {
+				what = "skill " + strings.TrimPrefix(c.Name, "skill:")
+			}
+			*skipped = append(*skipped, fmt.Sprintf("%s %s (%s): %s has the same name and is used",
+				c.Location, what, c.Path, kept[i].Path))
+			continue
+		}
+		files[file] = true
+		kept = append(kept, c)
+	}
+	return kept
+}
+
 // projectResources counts what ./.pi holds, to say what was skipped.
 func projectResources(cwd string) (prompts, skills int, settings, mcp bool) {
 	p, _ := filepath.Glob(filepath.Join(cwd, ".pi", "prompts", "*.md"))
@@ -212,7 +248,11 @@ func (s *session) expandSlash(text string) string {
 	}
 	name, rest, _ := strings.Cut(text[1:], " ")
 	name = strings.TrimSpace(name)
-	i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name })
+	// As pi: /skill:x is the skill x before any template of that name.
+	i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name && c.Source == "skill" })
+	if i < 0 {
+		i = slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name })
+	}
 	if i < 0 {
 		return text
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,5 +94,49 @@ func TestFrontMatterQuotes(t *testing.T) {
 		if got := fields.text("description"); got != want {
 			t.Errorf("description: %s: got %q, want %q", value, got, want)
 		}
+	}
+}
+
+// TestDuplicateNames: of two templates or skills with one name, the first
+// found (the project's, loaded first) is the one /name runs; the same
+// file reached again through a symlink is left out without a warning;
+// and /skill:x runs the skill x, not a template whose file is
+// "skill:x.md".
+func TestDuplicateNames(t *testing.T) {
+	project, user := t.TempDir(), t.TempDir()
+	write := func(path, text string) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(project, "prompts", "fix.md"), "Project fix.")
+	write(filepath.Join(user, "prompts", "fix.md"), "User fix.")
+	write(filepath.Join(user, "prompts", "skill:x.md"), "A template.")
+	write(filepath.Join(user, "skills", "x", "SKILL.md"), "---\ndescription: d\n---\nThe skill.")
+	os.MkdirAll(filepath.Join(project, "skills"), 0o755)
+	if err := os.Symlink(filepath.Join(user, "skills", "x"), filepath.Join(project, "skills", "x")); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	var skipped []string
+	kinds := resourceKinds{templates: true, skills: true}
+	found := append(loadResources(project, "project", kinds, &skipped), loadResources(user, "user", kinds, &skipped)...)
+	s := &session{set: &settings{slashCommands: withoutDuplicates(found, &skipped)}}
+	var names []string
+	for _, c := range s.set.slashCommands {
+		names = append(names, c.Location+" "+c.Name)
+	}
+	if want := "project fix,user skill:x,project skill:x"; strings.Join(names, ",") != want {
+		t.Errorf("kept %q, want %s", names, want)
+	}
+	if want := []string{"user prompt template /fix (" + filepath.Join(user, "prompts", "fix.md") + "): " +
+		filepath.Join(project, "prompts", "fix.md") + " has the same name and is used"}; !slices.Equal(skipped, want) {
+		t.Errorf("warnings %q, want %q", skipped, want)
+	}
+	if got := s.expandSlash("/fix"); got != "Project fix." {
+		t.Errorf("/fix ran %q", got)
+	}
+	if got := s.expandSlash("/skill:x"); !strings.Contains(got, "The skill.") {
+		t.Errorf("/skill:x ran %q", got)
 	}
 }

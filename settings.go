@@ -141,12 +141,14 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	}
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
-	set.slashCommands = loadResources(h.agentDir, "user", kinds, &skipped)
+	var found []slashCommand
 	if cfg.approve {
-		set.slashCommands = append(set.slashCommands, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)...)
+		found = loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)
 	} else if notice := skippedNotice(cwd); notice != "" {
 		set.notices = append(set.notices, notice)
 	}
+	found = append(found, loadResources(h.agentDir, "user", kinds, &skipped)...)
+	set.slashCommands = withoutDuplicates(found, &skipped)
 	for _, s := range skipped {
 		set.notices = append(set.notices, "Skipped "+s)
 	}
