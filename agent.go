@@ -937,8 +937,8 @@ func lastAssistantText(messages []any) *string {
 
 // systemPrompt is the instructions the model gets: the base text (or
 // --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
-// CLAUDE.md context files, the date, the cwd and the session's other
-// directories (none: nothing more).
+// CLAUDE.md context files, the skills the model may read, the date, the
+// cwd and the session's other directories (none: nothing more).
 func (s *session) systemPrompt() string {
 	var b strings.Builder
 	cfg := s.set.cfg
@@ -966,6 +966,12 @@ func (s *session) systemPrompt() string {
 		for _, f := range files {
 			fmt.Fprintf(&b, "## %s\n\n%s\n\n", f.path, f.content)
 		}
+	}
+	if skills := skillsForModel(s.set.slashCommands, s.set.tools); skills != "" {
+		if !strings.HasSuffix(b.String(), "\n\n") {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(skills + "\n")
 	}
 	fmt.Fprintf(&b, "\nCurrent date: %s\nCurrent working directory: %s", s.env.clock.Now().Format("2006-01-02"), s.set.cwd)
 	if len(s.set.dirs) > 0 {

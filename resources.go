@@ -27,7 +27,8 @@ type slashCommand struct {
 	Path        string     `json:"path"`
 	SourceInfo  sourceInfo `json:"sourceInfo"`
 
-	body string // the template or skill text, front matter removed
+	body        string // the template or skill text, front matter removed
+	modelHidden bool   // a skill the model is not told of (disable-model-invocation: true)
 }
 
 // sourceInfo says where a command comes from, as pi 1.6 gives it.
@@ -51,6 +52,17 @@ func (f frontMatterFields) text(key string) string {
 		return v[1 : len(v)-1]
 	}
 	return v
+}
+
+// isTrue says whether a field is YAML's true as pi reads it: true, True or
+// TRUE, not quoted (a quoted "true" is text), a comment after it allowed.
+func (f frontMatterFields) isTrue(key string) bool {
+	value, _, _ := strings.Cut(f[key], " #")
+	switch strings.TrimSpace(value) {
+	case "true", "True", "TRUE":
+		return true
+	}
+	return false
 }
 
 // frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
@@ -184,13 +196,19 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 			continue
 		}
 		fields, body := frontMatter(text)
+		desc := fields.text("description")
+		if strings.TrimSpace(desc) == "" {
+			// As pi: a skill is chosen by its description, so one without is no skill.
+			*skipped = append(*skipped, location+" resource "+path+": a skill needs a description in its front matter")
+			continue
+		}
 		name := fields.text("name")
 		if name == "" {
 			name = filepath.Base(filepath.Dir(path))
 		}
-		out = append(out, slashCommand{Name: "skill:" + name, Description: fields.text("description"),
+		out = append(out, slashCommand{Name: "skill:" + name, Description: desc,
 			Source: "skill", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir},
-			body: strings.TrimSpace(body)})
+			body: strings.TrimSpace(body), modelHidden: fields.isTrue("disable-model-invocation")})
 	}
 	return out
 }
@@ -230,6 +248,50 @@ func withoutDuplicates(found []slashCommand, skipped *[]string) []slashCommand {
 	}
 	return kept
 }
+
+// skillsForModel is the part of the system prompt that lists the skills
+// the model may read by itself when a task matches one, in the shape pi
+// gives it (an <available_skills> block, every value XML-escaped); "" when
+// the model has neither read nor bash to read a file with, or no skill is
+// for it.
+func skillsForModel(commands []slashCommand, tools []*tool) string {
+	var how string
+	switch {
+	case slices.ContainsFunc(tools, func(t *tool) bool { return t.name == "read" }):
+		how = "with the read tool"
+	case slices.ContainsFunc(tools, func(t *tool) bool { return t.name == "bash" }):
+		how = "with bash"
+	default:
+		return ""
+	}
+	var list strings.Builder
+	for _, c := range commands {
+		if c.Source != "skill" || c.modelHidden {
+			continue
+		}
+		fmt.Fprintf(&list, "  <skill>\n    <name>%s</name>\n    <description>%s</description>\n    <location>%s</location>\n  </skill>\n",
+			escapeXML(strings.TrimPrefix(c.Name, "skill:")), escapeXML(c.Description), escapeXML(c.Path))
+	}
+	if list.Len() == 0 {
+		return ""
+	}
+	return "Skills hold instructions for particular kinds of task. When a task matches a skill's description, " +
+		"read the skill's file " + how + " before you start. Paths in a skill are relative to its directory " +
+		"(the folder that holds the file); use absolute paths in tool calls.\n\n<available_skills>\n" +
+		list.String() + "</available_skills>"
+}
+
+// xmlEscapes replaces pi's five characters, and line breaks, so that each
+// value stays on its line whatever a file or folder name holds (made at
+// first use).
+var xmlEscapes = lazy[*strings.Replacer]{build: func() *strings.Replacer {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;",
+		"\n", "&#10;", "\r", "&#13;")
+}}
+
+// escapeXML makes text safe inside an element of the skills block: it
+// cannot close the element, or the block, or open another.
+func escapeXML(text string) string { return xmlEscapes.get().Replace(text) }
 
 // projectResources counts what ./.pi holds, to say what was skipped.
 func projectResources(cwd string) (prompts, skills int, settings, mcp bool) {
