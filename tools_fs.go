@@ -399,29 +399,44 @@ func globClassEnd(glob string, open int) int {
 }
 
 // writeGlobClass writes a glob's class (what is between its brackets) as
-// a regexp's: [!a-z] or [^a-z] is any character but those (and never /,
-// as no class of a glob matches one), and every other character is
-// itself, but - between two, which makes a range.
+// a regexp's: [!a-z] or [^a-z] is any character but those, every other
+// character is itself, but - between two, which makes a range. No class
+// matches /, as in git: a / in it, or in one of its ranges, is left out.
 func writeGlobClass(b *strings.Builder, class string) {
-	b.WriteByte('[')
+	negated := false
 	if rest, ok := strings.CutPrefix(class, "!"); ok {
-		class = rest
-		b.WriteString("^/")
+		class, negated = rest, true
 	} else if rest, ok := strings.CutPrefix(class, "^"); ok {
-		class = rest
-		b.WriteString("^/")
+		class, negated = rest, true
 	}
-	for i, r := range class {
-		switch {
-		case r == '-' && i > 0 && i < len(class)-1:
-			b.WriteByte('-')
-		case r == '-':
-			b.WriteString(`\-`)
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
+	chars := []rune(class)
+	var ranges strings.Builder // the class's characters and ranges, / left out
+	add := func(lo, hi rune) { fmt.Fprintf(&ranges, `\x{%x}-\x{%x}`, lo, hi) }
+	for i := 0; i < len(chars); i++ {
+		lo, hi := chars[i], chars[i]
+		if i+2 < len(chars) && chars[i+1] == '-' {
+			hi = chars[i+2]
+			i += 2
+		}
+		if lo > '/' || hi < '/' {
+			add(lo, hi) // a range backwards stays one: the regexp refuses it
+			continue
+		}
+		if lo < '/' {
+			add(lo, '/'-1)
+		}
+		if hi > '/' {
+			add('/'+1, hi)
 		}
 	}
-	b.WriteByte(']')
+	switch {
+	case negated:
+		b.WriteString("[^/" + ranges.String() + "]")
+	case ranges.Len() == 0: // [/]: no character
+		b.WriteString(`[^\x00-\x{10ffff}]`)
+	default:
+		b.WriteString("[" + ranges.String() + "]")
+	}
 }
 
 // ignoreRule is one pattern of a .gitignore: the walk's root's, or one

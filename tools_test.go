@@ -456,6 +456,12 @@ func TestGlobRegexp(t *testing.T) {
 		{"*.é", "x.é", true},
 		{"[é]", "é", true},
 		{"x?", "xé", true},
+		{"a[/]b", "a/b", false},
+		{"a[.-0]b", "a/b", false},
+		{"a[.-0]b", "a.b", true},
+		{"a[.-0]b", "a0b", true},
+		{"a[--0]b", "a-b", true},
+		{"a[/x]b", "axb", true},
 	} {
 		if strings.Contains(tt.glob, `\`) && filepath.Separator != '/' {
 			continue // on Windows a backslash is a separator, not an escape
