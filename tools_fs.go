@@ -358,7 +358,7 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 			depth--
 		case c == ',' && depth > 0:
 			b.WriteString("|")
-		case c == '\\' && i+1 < len(glob) && filepath.Separator == '/': // on Windows, a path's separator
+		case c == '\\' && i+1 < len(glob) && globEscapes:
 			_, size := utf8.DecodeRuneInString(glob[i+1:])
 			b.WriteString(regexp.QuoteMeta(glob[i+1 : i+1+size]))
 			i += size
@@ -380,9 +380,13 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 	return regexp.Compile(b.String())
 }
 
+// globEscapes says a backslash in a glob makes the next character itself:
+// not on Windows, where it separates folders.
+const globEscapes = filepath.Separator == '/'
+
 // globClassEnd is where the class that opens at glob[open] ends (its ]),
 // or -1 when it does not: a ] first in the class, after a ! or ^ that
-// negates it, is one of its characters.
+// negates it, or after a backslash, is one of its characters.
 func globClassEnd(glob string, open int) int {
 	i := open + 1
 	if i < len(glob) && (glob[i] == '!' || glob[i] == '^') {
@@ -391,17 +395,23 @@ func globClassEnd(glob string, open int) int {
 	if i < len(glob) && glob[i] == ']' {
 		i++
 	}
-	end := strings.IndexByte(glob[i:], ']')
-	if end < 0 {
-		return -1
+	for ; i < len(glob); i++ {
+		switch {
+		case glob[i] == '\\' && globEscapes:
+			i++ // the next character is itself
+		case glob[i] == ']':
+			return i
+		}
 	}
-	return i + end
+	return -1
 }
 
 // writeGlobClass writes a glob's class (what is between its brackets) as
 // a regexp's: [!a-z] or [^a-z] is any character but those, every other
-// character is itself, but - between two, which makes a range. No class
-// matches /, as in git: a / in it, or in one of its ranges, is left out.
+// character is itself, but - between two, which makes a range, and a
+// backslash, which makes the next character itself (but on Windows). No
+// class matches /, as in git: a / in it, or in one of its ranges, is left
+// out.
 func writeGlobClass(b *strings.Builder, class string) {
 	negated := false
 	if rest, ok := strings.CutPrefix(class, "!"); ok {
@@ -409,13 +419,26 @@ func writeGlobClass(b *strings.Builder, class string) {
 	} else if rest, ok := strings.CutPrefix(class, "^"); ok {
 		class, negated = rest, true
 	}
-	chars := []rune(class)
+	type member struct {
+		char    rune
+		escaped bool // after a backslash: itself, never a range's -
+	}
+	var members []member
+	for i := 0; i < len(class); {
+		escaped := class[i] == '\\' && globEscapes && i+1 < len(class)
+		if escaped {
+			i++
+		}
+		r, size := utf8.DecodeRuneInString(class[i:])
+		members = append(members, member{r, escaped})
+		i += size
+	}
 	var ranges strings.Builder // the class's characters and ranges, / left out
 	add := func(lo, hi rune) { fmt.Fprintf(&ranges, `\x{%x}-\x{%x}`, lo, hi) }
-	for i := 0; i < len(chars); i++ {
-		lo, hi := chars[i], chars[i]
-		if i+2 < len(chars) && chars[i+1] == '-' {
-			hi = chars[i+2]
+	for i := 0; i < len(members); i++ {
+		lo, hi := members[i].char, members[i].char
+		if i+2 < len(members) && members[i+1].char == '-' && !members[i+1].escaped {
+			hi = members[i+2].char
 			i += 2
 		}
 		if lo > '/' || hi < '/' {

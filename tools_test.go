@@ -462,6 +462,13 @@ func TestGlobRegexp(t *testing.T) {
 		{"a[.-0]b", "a0b", true},
 		{"a[--0]b", "a-b", true},
 		{"a[/x]b", "axb", true},
+		{`[\]]`, "]", true},
+		{`[\]]`, `\]`, false},
+		{`[a\-z]`, "-", true},
+		{`[a\-z]`, "b", false},
+		{`x[\!a]`, "x!", true},
+		{`x[\!a]`, "xb", false},
+		{`[\\]`, `\`, true},
 	} {
 		if strings.Contains(tt.glob, `\`) && filepath.Separator != '/' {
 			continue // on Windows a backslash is a separator, not an escape
