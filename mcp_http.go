@@ -52,12 +52,11 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
 	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
 	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr, secrets: m.s.set.secrets}
-	// The tokens the entry's headers send are keys rpi holds: a server
-	// that echoes one puts it in no tool result.
-	for k, v := range cfg.headers {
-		if strings.EqualFold(k, "Authorization") {
-			h.secrets.add(v)
-		}
+	// The entry's header values (an X-Api-Key's as an Authorization's) are
+	// keys rpi holds, as models.json's are, and so is a token written
+	// after a scheme: a server that echoes one puts it in no tool result.
+	for _, v := range cfg.headers {
+		h.secrets.add(v)
 		if token, ok := schemeToken(v); ok {
 			h.secrets.add(token)
 		}

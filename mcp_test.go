@@ -1293,9 +1293,10 @@ func TestReadSSEMessageLimit(t *testing.T) {
 }
 
 // TestMCPHeaderTokenRedacted: the token of an HTTP server's Authorization
-// header (as the entry gives it, or the sign-in pi stored) is a key rpi
-// holds: a tool result that echoes it reaches neither the model nor the
-// client. It went out as the server sent it.
+// header (as the entry gives it, or the sign-in pi stored) and the value
+// of its other headers (X-Api-Key) are keys rpi holds: a tool result that
+// echoes one reaches neither the model nor the client. They went out as
+// the server sent them.
 func TestMCPHeaderTokenRedacted(t *testing.T) {
 	const token = "mcp-header-token-0123456789"
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -1312,7 +1313,8 @@ func TestMCPHeaderTokenRedacted(t *testing.T) {
 		case "tools/list":
 			result = map[string]any{"tools": []any{map[string]any{"name": "whoami", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
-			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "you sent " + r.Header.Get("Authorization")}}}
+			result = map[string]any{"content": []any{map[string]any{"type": "text",
+				"text": "you sent " + r.Header.Get("Authorization") + " and key " + r.Header.Get("X-Api-Key")}}}
 		default:
 			w.WriteHeader(http.StatusAccepted)
 			return
@@ -1322,9 +1324,10 @@ func TestMCPHeaderTokenRedacted(t *testing.T) {
 	}))
 	defer hs.Close()
 	e := newTestEnv(t)
-	e.vars["MCP_TOKEN"] = token
+	const apiKey = "mcp-api-key-9876543210"
+	e.vars["MCP_TOKEN"], e.vars["MCP_KEY"] = token, apiKey
 	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp",
-		"headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}"}, "exposure": "direct"}})
+		"headers": map[string]string{"Authorization": "Bearer ${MCP_TOKEN}", "X-Api-Key": "${MCP_KEY}"}, "exposure": "direct"}})
 	fm := startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"mcp__web__whoami","args":["{}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
@@ -1334,7 +1337,7 @@ func TestMCPHeaderTokenRedacted(t *testing.T) {
 	defer fm.mu.Unlock()
 	requests, _ := json.Marshal(fm.requests)
 	for what, text := range map[string]string{"the client": string(ps.out.bytes()), "the model": string(requests)} {
-		if strings.Contains(text, token) || !strings.Contains(text, "you sent [redacted]") {
+		if strings.Contains(text, token) || strings.Contains(text, apiKey) || !strings.Contains(text, "you sent [redacted] and key [redacted]") {
 			t.Errorf("%s got the token:\n%.3000s", what, text)
 		}
 	}
