@@ -388,12 +388,19 @@ func (m *mcpServers) prepare(srv *mcpServer, conn *mcpConn) {
 
 // fileURI is the absolute path dir as a file URI, percent-encoded
 // (file:///C:/x on Windows).
-func fileURI(dir string) string {
-	p := filepath.ToSlash(dir)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
+func fileURI(dir string) string { return slashedFileURI(filepath.ToSlash(dir)) }
+
+// slashedFileURI is fileURI of a path written with slashes: a Windows
+// share's (//server/share/x) names its server as the URI's host
+// (file://server/share/x), as Node's pathToFileURL writes it.
+func slashedFileURI(p string) string {
+	u := url.URL{Scheme: "file", Path: p}
+	if host, rest, ok := strings.Cut(strings.TrimPrefix(p, "//"), "/"); strings.HasPrefix(p, "//") && ok && host != "" {
+		u.Host, u.Path = host, "/"+rest
+	} else if !strings.HasPrefix(p, "/") {
+		u.Path = "/" + p
 	}
-	return (&url.URL{Scheme: "file", Path: p}).String()
+	return u.String()
 }
 
 // ended takes a connection's end (its process exited, it sent too much,

@@ -1086,6 +1086,22 @@ func TestMCPRootsAreURIs(t *testing.T) {
 	}
 }
 
+// TestFileURIs: a root's URI is the file URI Node's pathToFileURL makes
+// of its path, which a server's fileURLToPath takes back: a Windows
+// share's server is the URI's host (file:////server/share, which rpi
+// made of it, is a path no such server reads).
+func TestFileURIs(t *testing.T) {
+	for path, want := range map[string]string{
+		"/home/me/my #1 project?": "file:///home/me/my%20%231%20project%3F",
+		"C:/Users/me/code":        "file:///C:/Users/me/code",
+		"//server/share/my dir":   "file://server/share/my%20dir",
+	} {
+		if got := slashedFileURI(path); got != want {
+			t.Errorf("the URI of %s: got %s, want %s", path, got, want)
+		}
+	}
+}
+
 // TestMCPResultImages: an image in a result reaches the model only as
 // what its bytes are — a model's API refuses an image whose bytes are
 // not of the type it is said to be, and one kept in the conversation
