@@ -26,10 +26,10 @@ import (
 // into the file it names), as are a FIFO, a device, a folder, rpi's own
 // stdio and a file no one may write (mode a-w: it stays as it is, as a
 // write in place would have left it). A file of the user's replaced
-// keeps its mode; a new one, or one replacing another user's, is 0644
-// less the umask, as os.Create makes it.
+// keeps its mode; a new one, or one replacing another user's, is 0666
+// less the umask, as pi writes it (and os.Create makes a file).
 func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
-	perm, keepMode := os.FileMode(0o644), false
+	perm, keepMode := os.FileMode(0o666), false
 	switch info, err := os.Lstat(path); {
 	case err == nil:
 		kind := ""

@@ -124,7 +124,7 @@ func TestExportLongName(t *testing.T) {
 
 // TestExportForeignFileMode: a file of another user at the path (planted
 // beside a session file someone else wrote, in a folder they can write
-// to) is replaced as a new page is made, 0644 less the umask: its mode was
+// to) is replaced as a new page is made, 0666 less the umask: its mode was
 // kept, so one planted 0666 made the user's page, with the conversation
 // in it, readable and writable by the one who planted it, whatever the
 // user's umask. A file of the user's own keeps its mode.

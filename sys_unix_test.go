@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -275,5 +276,20 @@ func TestWriteKeepsTheUmask(t *testing.T) {
 		if info.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v", path, info.Mode().Perm(), want)
 		}
+	}
+}
+
+// TestExportKeepsTheUmask: a new export page is 0666 less the umask, as
+// pi writes it: it was 0644 whatever the umask, so a umask of 002 did
+// not make it group-writable as every other file the user makes.
+func TestExportKeepsTheUmask(t *testing.T) {
+	old := syscall.Umask(0o002)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "page.html")
+	if err := replaceFileWith(path, func(w *bufio.Writer) error { w.WriteString("page"); return w.Flush() }); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o664 {
+		t.Errorf("the new page: %v (%v), want 0664", info.Mode(), err)
 	}
 }
