@@ -102,7 +102,10 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	}
 	// As pi cuts: back from the newest message until keepRecentTokens are
 	// kept, then forward to the nearest entry the kept part can start at,
-	// within a turn too when one turn alone is larger than that.
+	// within a turn too when one turn alone is larger than that. Where
+	// none lies after (the newest answer's tool results alone are more),
+	// back to the nearest before: pi keeps everything then, and an
+	// overflow there could never be recovered from.
 	var cuts []int
 	for i := from; i < len(path); i++ {
 		if canStartKept(path[i]) {
@@ -119,8 +122,11 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 			continue
 		}
 		if kept += path[i].msgSize / 4; kept >= s.set.compaction.KeepRecentTokens {
-			if c := slices.IndexFunc(cuts, func(c int) bool { return c >= i }); c >= 0 {
-				start = cuts[c]
+			for _, c := range cuts { // the first at or after i, else the last before
+				start = c
+				if c >= i {
+					break
+				}
 			}
 			break
 		}

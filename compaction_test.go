@@ -172,3 +172,46 @@ func TestOverflowWithinOneTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestOverflowInTheLastToolResults: when the newest answer's tool results
+// alone pass keepRecentTokens, no place to cut lies after where they do,
+// and the compaction kept everything ("Nothing to compact"), so an
+// overflow there could never be recovered from, however much came
+// before. The kept part now starts at the answer that made those calls,
+// and what came before it is summarised.
+func TestOverflowInTheLastToolResults(t *testing.T) {
+	endToEnd(t)
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `
+{"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"one.txt\"}"]},{"id":"call_2","name":"read","args":["{\"path\":\"two.txt\"}"]}]}
+{"status":400,"body":"This model's maximum context length is 100000 tokens"}
+{"text":["SUMMARY"]}
+{"text":["DONE"]}`, e.agentDir)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":3000}}`), 0o644)
+	os.WriteFile(filepath.Join(cwd, "one.txt"), []byte(strings.Repeat("ONE-LINE\n", 900)), 0o644)
+	os.WriteFile(filepath.Join(cwd, "two.txt"), []byte(strings.Repeat("TWO-LINE\n", 900)), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"type":"prompt","message":"THE-PROMPT"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	recs := ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"delta":"DONE"`) {
+		var ends []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "compaction_end") || strings.Contains(line, "run_failed") {
+				ends = append(ends, line)
+			}
+		}
+		t.Fatalf("the run did not recover: %s", strings.Join(ends, "\n"))
+	}
+	for _, rec := range recs {
+		if rec["id"] == "m" {
+			got, _ := json.Marshal(rec["data"])
+			if !strings.Contains(string(got), "SUMMARY") || !strings.Contains(string(got), "ONE-LINE") ||
+				!strings.Contains(string(got), "TWO-LINE") || strings.Contains(string(got), "THE-PROMPT") {
+				t.Errorf("the context after: %.2000s", got)
+			}
+		}
+	}
+}
