@@ -125,33 +125,12 @@ func secondPromptThenCompact(t *testing.T, ps *processSession, fm *fakeModel) []
 // run goes on. Cut only at user messages, there was nothing to summarise
 // before the kept turn, and such a run could never recover.
 func TestOverflowWithinOneTurn(t *testing.T) {
-	endToEnd(t)
-	e, cwd := newTestEnv(t), t.TempDir()
-	fm := startFakeModel(t, apiOpenAI, `
+	fm, recs := overflowedRun(t, `
 {"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"one.txt\"}"]}]}
 {"toolCalls":[{"id":"call_2","name":"read","args":["{\"path\":\"two.txt\"}"]}]}
 {"status":400,"body":"This model's maximum context length is 100000 tokens"}
 {"text":["SUMMARY"]}
-{"text":["DONE"]}`, e.agentDir)
-	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":3000}}`), 0o644)
-	os.WriteFile(filepath.Join(cwd, "one.txt"), []byte(strings.Repeat("ONE-LINE\n", 900)), 0o644)
-	os.WriteFile(filepath.Join(cwd, "two.txt"), []byte(strings.Repeat("TWO-LINE\n", 900)), 0o644)
-	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
-	ps.send(`{"type":"prompt","message":"THE-PROMPT"}`)
-	ps.waitFor(`"type":"agent_settled"`)
-	ps.send(`{"id":"m","type":"get_messages"}`)
-	ps.waitFor(`"id":"m"`)
-	recs := ps.close()
-	out := string(ps.out.bytes())
-	if !strings.Contains(out, `"willRetry":true`) || !strings.Contains(out, `"delta":"DONE"`) {
-		var ends []string
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "compaction_end") || strings.Contains(line, "run_failed") {
-				ends = append(ends, line)
-			}
-		}
-		t.Fatalf("the run did not recover: %s", strings.Join(ends, "\n"))
-	}
+{"text":["DONE"]}`)
 	fm.mu.Lock()
 	summaryRequest, _ := json.Marshal(fm.requests[3])
 	fm.mu.Unlock()
@@ -180,31 +159,11 @@ func TestOverflowWithinOneTurn(t *testing.T) {
 // before. The kept part now starts at the answer that made those calls,
 // and what came before it is summarised.
 func TestOverflowInTheLastToolResults(t *testing.T) {
-	endToEnd(t)
-	e, cwd := newTestEnv(t), t.TempDir()
-	startFakeModel(t, apiOpenAI, `
+	_, recs := overflowedRun(t, `
 {"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"one.txt\"}"]},{"id":"call_2","name":"read","args":["{\"path\":\"two.txt\"}"]}]}
 {"status":400,"body":"This model's maximum context length is 100000 tokens"}
 {"text":["SUMMARY"]}
-{"text":["DONE"]}`, e.agentDir)
-	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":3000}}`), 0o644)
-	os.WriteFile(filepath.Join(cwd, "one.txt"), []byte(strings.Repeat("ONE-LINE\n", 900)), 0o644)
-	os.WriteFile(filepath.Join(cwd, "two.txt"), []byte(strings.Repeat("TWO-LINE\n", 900)), 0o644)
-	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
-	ps.send(`{"type":"prompt","message":"THE-PROMPT"}`)
-	ps.waitFor(`"type":"agent_settled"`)
-	ps.send(`{"id":"m","type":"get_messages"}`)
-	ps.waitFor(`"id":"m"`)
-	recs := ps.close()
-	if out := string(ps.out.bytes()); !strings.Contains(out, `"delta":"DONE"`) {
-		var ends []string
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "compaction_end") || strings.Contains(line, "run_failed") {
-				ends = append(ends, line)
-			}
-		}
-		t.Fatalf("the run did not recover: %s", strings.Join(ends, "\n"))
-	}
+{"text":["DONE"]}`)
 	for _, rec := range recs {
 		if rec["id"] == "m" {
 			got, _ := json.Marshal(rec["data"])
@@ -214,4 +173,35 @@ func TestOverflowInTheLastToolResults(t *testing.T) {
 			}
 		}
 	}
+}
+
+// overflowedRun runs one prompt against a model that plays script, with
+// keepRecentTokens 3000 and two files of about 2000 tokens each to read
+// (one.txt of ONE-LINE, two.txt of TWO-LINE), then asks get_messages; it
+// fails the test unless the run recovered from its overflow by a
+// compaction and went on (DONE).
+func overflowedRun(t *testing.T, script string) (*fakeModel, []map[string]any) {
+	endToEnd(t)
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":3000}}`), 0o644)
+	os.WriteFile(filepath.Join(cwd, "one.txt"), []byte(strings.Repeat("ONE-LINE\n", 900)), 0o644)
+	os.WriteFile(filepath.Join(cwd, "two.txt"), []byte(strings.Repeat("TWO-LINE\n", 900)), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"type":"prompt","message":"THE-PROMPT"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	recs := ps.close()
+	out := string(ps.out.bytes())
+	if !strings.Contains(out, `"willRetry":true`) || !strings.Contains(out, `"delta":"DONE"`) {
+		var ends []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "compaction_end") || strings.Contains(line, "run_failed") {
+				ends = append(ends, line)
+			}
+		}
+		t.Fatalf("the run did not recover: %s", strings.Join(ends, "\n"))
+	}
+	return fm, recs
 }
