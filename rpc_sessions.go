@@ -259,10 +259,12 @@ func (s *rpcServer) getEntriesCommand(r *rpcRequest) (any, error) {
 
 // getTreeCommand answers the session's entries as a tree (pi 1.6's shape, plus
 // the original's activeLeafId): roots are the entries without a parent
-// (or whose parent is missing), children in timestamp order. The tree is
+// (or whose parent is missing), children in timestamp order, each node
+// with its entry's label when it has one (entryLabels). The tree is
 // written from links between the entries, without recursion (a chain of
 // a million entries nests a million deep), entry by entry (output.stream).
-// Fields: none. Answer: {tree:[{entry, children}], leafId, activeLeafId
+// Fields: none. Answer: {tree:[{entry, children, [label],
+// [labelTimestamp]}], leafId, activeLeafId
 // (the leaf the next entry hangs under; rpi has no other leaf, so it is
 // leafId)}.
 func (s *rpcServer) getTreeCommand(r *rpcRequest) (any, error) {

@@ -374,11 +374,54 @@ var notCancelled = struct {
 
 // entryTree is a session's entries as a tree of positions in entries:
 // each entry's first child and next sibling (-1: none), and the first
-// root, so that writing it needs no recursion.
+// root, so that writing it needs no recursion; and the entries' labels
+// by id.
 type entryTree struct {
 	entries     []*sessionEntry
 	first, next []int32
 	root        int32
+	labels      map[string]entryLabel
+}
+
+// entryLabel is an entry's label as get_tree shows it: its text, and the
+// timestamp of the label entry that set it.
+type entryLabel struct{ text, timestamp string }
+
+// entryLabels resolves the label entries of entries as pi does: read in
+// file order, one whose label is a non-empty string sets its target's
+// label, any other clears it. Targets the file does not hold are kept,
+// and shown nowhere.
+func entryLabels(entries []*sessionEntry) map[string]entryLabel {
+	var labels map[string]entryLabel
+	for _, e := range entries {
+		if e.Type != "label" || e.raw == nil {
+			continue
+		}
+		target, ok := stringMember(e.raw, "targetId")
+		if !ok {
+			continue
+		}
+		if text, ok := stringMember(e.raw, "label"); ok && text != "" {
+			if labels == nil {
+				labels = map[string]entryLabel{}
+			}
+			labels[target] = entryLabel{text, e.Timestamp}
+		} else {
+			delete(labels, target)
+		}
+	}
+	return labels
+}
+
+// stringMember is the string value of the member key of the JSON object
+// line (the last of that name, as JSON.parse reads it); ok is false when
+// there is none or it is not a string.
+func stringMember(line []byte, key string) (s string, ok bool) {
+	at, end, ok := memberValue(line, key)
+	if !ok || line[at] != '"' {
+		return "", false
+	}
+	return s, unquote(line[at:end], &s)
 }
 
 // linkEntries links ss's entries as get_tree shows them: roots in file
@@ -387,7 +430,8 @@ type entryTree struct {
 // whose parentId links do). The caller holds conv.mu.
 func linkEntries(ss *sessionFile) entryTree {
 	n := len(ss.entries)
-	t := entryTree{entries: ss.entries[:n:n], first: make([]int32, n), next: make([]int32, n), root: -1}
+	t := entryTree{entries: ss.entries[:n:n], first: make([]int32, n), next: make([]int32, n), root: -1,
+		labels: entryLabels(ss.entries)}
 	last := make([]int32, n) // each entry's last child so far
 	at := make(map[*sessionEntry]int32, n)
 	for i, e := range t.entries {
@@ -444,7 +488,8 @@ func linkEntries(ss *sessionFile) entryTree {
 }
 
 // appendJSON appends the roots as get_tree's nodes, {"entry":…,
-// "children":[…]}, separated by commas, depth first with a stack of
+// "children":[…]} and, for a labelled entry, "label" and
+// "labelTimestamp", separated by commas, depth first with a stack of
 // the open nodes, and hands each entry's text to spill (it stops when
 // spill says the client is gone).
 func (t entryTree) appendJSON(buf []byte, spill func([]byte) ([]byte, bool)) []byte {
@@ -463,7 +508,7 @@ func (t entryTree) appendJSON(buf []byte, spill func([]byte) ([]byte, bool)) []b
 		// n has no children: close it and the open nodes it ends, and go
 		// on with the next sibling of the first that has one.
 		for {
-			buf = append(buf, "]}"...)
+			buf = t.appendNodeEnd(buf, n)
 			if t.next[n] >= 0 {
 				buf = append(buf, ',')
 				n = t.next[n]
@@ -476,6 +521,19 @@ func (t entryTree) appendJSON(buf []byte, spill func([]byte) ([]byte, bool)) []b
 		}
 	}
 	return buf
+}
+
+// appendNodeEnd ends node n, after its children: its label, if any, and
+// the node's "}".
+func (t entryTree) appendNodeEnd(buf []byte, n int32) []byte {
+	buf = append(buf, ']')
+	if label, ok := t.labels[t.entries[n].ID]; ok {
+		buf = appendJSONString(append(buf, `,"label":`...), label.text)
+		if label.timestamp != "" {
+			buf = appendJSONString(append(buf, `,"labelTimestamp":`...), label.timestamp)
+		}
+	}
+	return append(buf, '}')
 }
 
 // entriesWritable fails when an entry of entries cannot be written (a
