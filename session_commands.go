@@ -71,8 +71,8 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.dir, err)
 		}
 		if o.id != "" && o.forkFrom == "" {
-			if found, _ := filepath.Glob(filepath.Join(s.dir, "*_"+o.id+".jsonl")); len(found) > 0 {
-				loaded, err := openSessionFile(s.ctx, found[0], s.lockWait())
+			if found := sessionFileWithID(s.dir, o.id); found != "" {
+				loaded, err := openSessionFile(s.ctx, found, s.lockWait())
 				if err != nil {
 					return nil, err
 				}
@@ -107,6 +107,21 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		c.writeFile(ss)
 	}
 	return c, nil
+}
+
+// sessionFileWithID is the file of dir named for the session id
+// ("<timestamp>_<id>.jsonl"; the first by name when there are several), or
+// "" when there is none. The folder is read, not globbed: its path may hold
+// "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read as
+// wildcards and match another project's folder with.
+func sessionFileWithID(dir, id string) string {
+	names, _ := os.ReadDir(dir) // sorted by name
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), "_"+id+".jsonl") {
+			return filepath.Join(dir, n.Name())
+		}
+	}
+	return ""
 }
 
 // checkWritableDir proves that dir, or the nearest folder above it that

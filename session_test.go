@@ -892,3 +892,41 @@ func TestLoadStopsBeforeTheHeader(t *testing.T) {
 		t.Errorf("loaded after its context ended: %v", err)
 	}
 }
+
+// TestSessionIDInFoldersWithPatternCharacters: --session-id finds the
+// cwd's session by its file's name, never reading the folder's path as a
+// pattern: a cwd named "p[1]" opens its own session again, and one named
+// "q*" does not open the session of the project "qz" beside it.
+func TestSessionIDInFoldersWithPatternCharacters(t *testing.T) {
+	e, parent := newTestEnv(t), t.TempDir()
+	write := func(cwd, text string) {
+		dir := defaultSessionDir(e.agentDir, cwd)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		lines := `{"type":"session","version":3,"id":"my-id","timestamp":"2026-03-16T09:00:00.000Z","cwd":` + strconv.Quote(cwd) + "}\n" +
+			`{"type":"message","id":"aaaaaaa1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":` + strconv.Quote(text) + `,"timestamp":1}}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "2026-03-16T09-00-00-000Z_my-id.jsonl"), []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(cwd string) string {
+		if err := os.MkdirAll(cwd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "my-id"})
+		ps.send(`{"id":"m","type":"get_messages"}`)
+		ps.waitFor(`"id":"m"`)
+		ps.close()
+		return string(ps.out.bytes())
+	}
+	own := filepath.Join(parent, "p[1]")
+	write(own, "the question of p[1]")
+	if out := state(own); !strings.Contains(out, "the question of p[1]") {
+		t.Errorf("--session-id in %s did not open its session again:\n%s", own, out)
+	}
+	write(filepath.Join(parent, "qz"), "the question of qz")
+	if out := state(filepath.Join(parent, "q*")); strings.Contains(out, "the question of qz") {
+		t.Errorf("--session-id in q* opened the session of qz:\n%s", out)
+	}
+}
