@@ -307,16 +307,19 @@ func (s *session) releaseRuns() {
 }
 
 // changeSession applies a change that needs the agent still (a session
-// change): after prepare (which may read files; nil for none) it aborts a
-// running agent, waits for it to settle, applies change and passes its
-// error (or prepare's) to done. Changes apply one at a time, in the order
-// they were asked for, each reading what it needs once the one before is
-// applied (two switches to the current file: the second reads what the
-// first made). When nothing runs, no change is under way and there is
-// nothing to prepare, it does all this at once, in order with the
-// commands around it; otherwise in the background. No run starts
-// meanwhile.
-func (s *session) changeSession(prepare func() error, change func() error, done func(error)) {
+// change): once the change asked for before it is applied, check (which
+// reads only memory and may refuse the change; nil for none) and prepare
+// (which may read files; nil for none) run, then it aborts a running
+// agent, waits for it to settle, applies change and passes its error (or
+// check's or prepare's) to done; a change refused aborts nothing. Changes
+// apply one at a time, in the order they were asked for, each reading what
+// it needs once the one before is applied (two switches to the current
+// file: the second reads what the first made; a fork right behind a
+// switch checks its entry in the session switched to). When nothing runs,
+// no change is under way and there is nothing to prepare, it does all this
+// at once, in order with the commands around it; otherwise in the
+// background. No run starts meanwhile.
+func (s *session) changeSession(check, prepare func() error, change func() error, done func(error)) {
 	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
 	apply := func() {
@@ -325,8 +328,11 @@ func (s *session) changeSession(prepare func() error, change func() error, done 
 		if after != nil {
 			<-after
 		}
-		if prepare != nil {
-			if _, err := s.safely("the session change", func() (any, error) { return nil, prepare() }); err != nil {
+		for _, step := range []func() error{check, prepare} {
+			if step == nil {
+				continue
+			}
+			if _, err := s.safely("the session change", func() (any, error) { return nil, step() }); err != nil {
 				done(err)
 				return
 			}

@@ -183,15 +183,16 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 		return nil, err
 	}
 	if s.served != nil && s.served.shared() {
-		text, leaf, err := s.forkPoint(id)
+		_, text, leaf, err := s.forkPoint(id)
 		if err != nil {
 			return nil, err
 		}
 		return s.served.copyApart(&leaf, forkAnswer{text, false}, &uiRequest{Method: "set_editor_text", Text: text})
 	}
-	return noReply{}, s.fork(id, func(text string, err error) {
+	s.fork(id, func(text string, err error) {
 		s.reply(r, forkAnswer{text, false}, err)
 	})
+	return noReply{}, nil
 }
 
 // forkAnswer is fork's answer: the message forked before, to edit and
@@ -207,12 +208,13 @@ type forkAnswer struct {
 // the answer.
 func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
 	if s.served != nil && s.served.shared() {
-		if err := s.cloneable(); err != nil {
+		if _, _, err := s.clonePoint(); err != nil {
 			return nil, err
 		}
 		return s.served.copyApart(nil, notCancelled, nil)
 	}
-	return noReply{}, s.clone(func(err error) { s.reply(r, notCancelled, err) })
+	s.clone(func(err error) { s.reply(r, notCancelled, err) })
+	return noReply{}, nil
 }
 
 // getEntriesCommand answers the session's entries in file order (every branch),

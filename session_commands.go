@@ -221,7 +221,7 @@ func (s *session) announceSession(queuesCleared bool) {
 // session_started and the loops follow.
 func (s *session) newSession(parent string, done func(error)) {
 	cleared := false
-	s.changeSession(nil, func() error {
+	s.changeSession(nil, nil, func() error {
 		info := s.conv.info()
 		dir := s.dir
 		if dir == "" && info.path != "" {
@@ -247,7 +247,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	cleared := false
 	var loaded *sessionFile
 	var loops loopsRead
-	s.changeSession(func() error {
+	s.changeSession(nil, func() error {
 		var err error
 		if loaded, err = s.conv.open(s.ctx, path, s.lockWait()); err == nil {
 			loops = s.readLoopsNow(loaded.path)
@@ -270,29 +270,27 @@ func (s *session) switchSession(path string, done func(error)) {
 
 // fork starts a new conversation from before one of the user's messages
 // (the entry entryID): it holds the history up to, not including, that
-// message, and its header names the old file as parentSession. An entry
-// that is not a user message fails at once; done gets that message's
-// text (to edit and send again), then the announcements of newSession
-// and set_editor_text with the text follow.
-func (s *session) fork(entryID string, done func(text string, err error)) error {
-	text, _, err := s.forkPoint(entryID)
-	if err != nil {
-		return err
-	}
-	s.conv.mu.Lock()
-	old := s.conv.sessionFile
-	e := old.byID[entryID]
-	s.conv.mu.Unlock()
+// message, and its header names the old file as parentSession. The entry
+// is looked for once the session changes asked for before are applied;
+// one that is not a user message fails (nothing is aborted). done gets
+// that message's text (to edit and send again), then the announcements
+// of newSession and set_editor_text with the text follow.
+func (s *session) fork(entryID string, done func(text string, err error)) {
+	var old *sessionFile
+	var text, leaf string
 	cleared := false
-	s.changeSession(nil, func() error {
+	s.changeSession(func() (err error) {
+		old, text, leaf, err = s.forkPoint(entryID)
+		return err
+	}, nil, func() error {
 		dir := s.dir
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
 		}
 		forked := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", old.path, old.path == "")
-		if e.ParentID != nil {
+		if leaf != "" {
 			s.conv.mu.Lock()
-			copyBranch(forked, old, *e.ParentID)
+			copyBranch(forked, old, leaf)
 			s.conv.mu.Unlock()
 		}
 		cleared = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
@@ -305,52 +303,54 @@ func (s *session) fork(entryID string, done func(text string, err error)) error 
 			s.tell(uiRequest{Method: "set_editor_text", Text: text})
 		}
 	})
-	return nil
 }
 
 // forkPoint is what a fork before the user's message entryID starts
-// from: that message's text, and the entry the copy ends at ("" for
-// none); an entry that is not a user message fails.
-func (s *session) forkPoint(entryID string) (text, leaf string, err error) {
+// from: the current session, that message's text, and the entry the copy
+// ends at ("" for none); an entry that is not a user message fails.
+func (s *session) forkPoint(entryID string) (from *sessionFile, text, leaf string, err error) {
 	s.conv.mu.Lock()
-	e := s.conv.sessionFile.byID[entryID]
+	from = s.conv.sessionFile
+	e := from.byID[entryID]
 	s.conv.mu.Unlock()
 	ok := e != nil && e.Type == "message"
 	if ok {
 		text, ok = userText(e.msg)
 	}
 	if !ok {
-		return "", "", errors.New("Invalid entry ID for forking")
+		return nil, "", "", errors.New("Invalid entry ID for forking")
 	}
 	if e.ParentID != nil {
 		leaf = *e.ParentID
 	}
-	return text, leaf, nil
+	return from, text, leaf, nil
 }
 
-// cloneable fails when the conversation has no entry to clone.
-func (s *session) cloneable() error {
+// clonePoint is what a clone copies: the current session and its leaf;
+// it fails when the conversation has no entry to clone.
+func (s *session) clonePoint() (from *sessionFile, leaf string, err error) {
 	s.conv.mu.Lock()
 	defer s.conv.mu.Unlock()
-	if s.conv.sessionFile.leaf == "" {
-		return errors.New("Cannot clone session: no current entry selected")
+	from = s.conv.sessionFile
+	if from.leaf == "" {
+		return nil, "", errors.New("Cannot clone session: no current entry selected")
 	}
-	return nil
+	return from, from.leaf, nil
 }
 
 // clone starts a new conversation holding the current branch as it is
 // (the same entries), whose header names the old file as parentSession
-// (pi 1.6). An empty conversation fails at once; done as in newSession.
-func (s *session) clone(done func(error)) error {
-	if err := s.cloneable(); err != nil {
-		return err
-	}
-	s.conv.mu.Lock()
-	old := s.conv.sessionFile
-	leaf := old.leaf
-	s.conv.mu.Unlock()
+// (pi 1.6). The branch is the one current once the session changes asked
+// for before are applied; an empty conversation fails (nothing is
+// aborted). done as in newSession.
+func (s *session) clone(done func(error)) {
+	var old *sessionFile
+	var leaf string
 	cleared := false
-	s.changeSession(nil, func() error {
+	s.changeSession(func() (err error) {
+		old, leaf, err = s.clonePoint()
+		return err
+	}, nil, func() error {
 		dir := s.dir
 		if dir == "" && old.path != "" {
 			dir = filepath.Dir(old.path)
@@ -368,7 +368,6 @@ func (s *session) clone(done func(error)) error {
 			s.announceSession(cleared)
 		}
 	})
-	return nil
 }
 
 // copyBranch gives ss the entries of from's branch up to leaf (the same
