@@ -487,7 +487,7 @@ func (c *conversation) writeFile(ss *sessionFile) {
 }
 
 // replaceFile replaces ss's file with data atomically: a temp file,
-// renamed over it. The new file is locked before it replaces the old one,
+// renamed over it (over the file a symlink at the path leads to). The new file is locked before it replaces the old one,
 // and becomes the session's hold on its file, so another rpi never finds
 // the file free meanwhile; a file at the path that the session does not
 // hold is taken first (and refused when another rpi has it). c.fileMu is
@@ -506,6 +506,9 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 		}
 	}
 	path := ss.path
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target // a symlink's file is written where it leads, as appends are: the link stays
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -930,3 +930,37 @@ func TestSessionIDInFoldersWithPatternCharacters(t *testing.T) {
 		t.Errorf("--session-id in q* opened the session of qz:\n%s", out)
 	}
 }
+
+// TestSymlinkedSessionFileStaysALink: a session file given as a symlink
+// and written whole (a version 2 file brought to version 3) is written
+// where the link leads, as its appends are and as pi writes it: the link
+// stays a link, and the file it names holds the whole conversation.
+func TestSymlinkedSessionFileStaysALink(t *testing.T) {
+	e, cwd, dir := newTestEnv(t), t.TempDir(), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	v2, err := os.ReadFile("testdata/sessions/pi-v2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, link := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "link.jsonl")
+	if err := os.WriteFile(real, v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", link})
+	ps.send(`{"id":"p","type":"prompt","message":"through the link"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	if info, err := os.Lstat(link); err != nil || info.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("%s is no longer a symlink: %v, %v", link, info.Mode(), err)
+	}
+	lines := sessionLines(t, real)
+	if !strings.Contains(lines[0], `"version":3`) || !strings.Contains(strings.Join(lines, "\n"), "through the link") {
+		t.Errorf("the file the link names was not written:\n%s", strings.Join(lines, "\n"))
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(leftovers) > 0 {
+		t.Errorf("temp files left: %v", leftovers)
+	}
+}
