@@ -12,7 +12,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -931,14 +930,12 @@ func (m *acpPromptMessage) text(readFile func(path string) (string, error)) stri
 func trailingNewlines(s string) int { return len(s) - len(strings.TrimRight(s, "\n")) }
 
 // acpImageBlock reads an image from a block (data) or a resource (blob):
-// base64 and an image/… mimeType.
+// said to be an image (image/…), and base64 data of one a model takes,
+// typed as its bytes are (base64Image).
 func acpImageBlock(b acpParams, dataField string) (contentBlock, error) {
 	data, err := b.str(dataField)
 	if err != nil {
 		return contentBlock{}, err
-	}
-	if _, err := base64.StdEncoding.DecodeString(data); err != nil || data == "" {
-		return contentBlock{}, paramError(invalid(b.name(dataField), "base64 data"))
 	}
 	mime, err := b.str("mimeType")
 	if err != nil {
@@ -947,7 +944,11 @@ func acpImageBlock(b acpParams, dataField string) (contentBlock, error) {
 	if !strings.HasPrefix(mime, "image/") {
 		return contentBlock{}, paramError(invalid(b.name("mimeType"), "an image type (image/…): only images are taken"))
 	}
-	return contentBlock{Type: "image", Data: data, MimeType: mime}, nil
+	img, ok := base64Image(data)
+	if !ok {
+		return contentBlock{}, paramError(invalid(b.name(dataField), imageDataWanted))
+	}
+	return img, nil
 }
 
 // acpFilePath is the absolute path of a file:// URI on this machine.

@@ -627,7 +627,13 @@ func TestACPPrompt(t *testing.T) {
 		{`[{"type":"text","text":"a"},{"type":"video"}]`, "", "", "Invalid field prompt[1].type: must be one of text, image, resource, resource_link"},
 		{`[{"text":"a"}]`, "", "", "Missing field prompt[0].type: must be a string"},
 		{`[{"type":"text","text":3}]`, "", "", "Invalid field prompt[0].text: must be a string"},
-		{`[{"type":"image","data":"not base64!","mimeType":"image/png"}]`, "", "", "Invalid field prompt[0].data: must be base64 data"},
+		{`[{"type":"image","data":"not base64!","mimeType":"image/png"}]`, "", "", "Invalid field prompt[0].data: must be base64 data of a PNG, JPEG, GIF or WebP image"},
+		// An image is typed as its bytes are: a model's API refuses one whose
+		// bytes are not of its stated type, and one kept in the conversation
+		// fails every later request.
+		{`[{"type":"image","data":"/9j/4A==","mimeType":"image/png"}]`, "", "image/jpeg", ""},
+		{`[{"type":"image","data":"aGk=","mimeType":"image/png"}]`, "", "", "Invalid field prompt[0].data: must be base64 data of a PNG, JPEG, GIF or WebP image"},
+		{`[{"type":"resource","resource":{"uri":"x.png","blob":"aGk=","mimeType":"image/png"}}]`, "", "", "Invalid field prompt[0].resource.blob: must be base64 data of a PNG, JPEG, GIF or WebP image"},
 		{`[{"type":"image","data":"` + png + `","mimeType":"text/plain"}]`, "", "", "Invalid field prompt[0].mimeType: must be an image type (image/…): only images are taken"},
 		{`[{"type":"resource","resource":{"uri":"x","blob":"` + png + `","mimeType":"application/zip"}}]`, "", "", "Invalid field prompt[0].resource.mimeType: must be an image type (image/…): only images are taken"},
 		{`[{"type":"resource"}]`, "", "", "Missing field prompt[0].resource: must be an object"},
@@ -661,6 +667,9 @@ func TestACPPrompt(t *testing.T) {
 		if text != tt.text || strings.Join(mimes, ",") != tt.images || gotErr != tt.err {
 			t.Errorf("%s:\ngot  %q %v %q\nwant %q %v %q", tt.blocks, text, mimes, gotErr, tt.text, tt.images, tt.err)
 		}
+	}
+	if m, err := acpPrompt([]json.RawMessage{json.RawMessage(`{"type":"image","data":"iVBO\nRw0KGgo=","mimeType":"image/png"}`)}); err != nil || m.images[0].Data != png {
+		t.Errorf("base64 in lines: %v %v, want it in one piece", m, err)
 	}
 	if _, err := acpLinkText(strings.Repeat("x", acpMaxLinkBytes+1)); err == nil || err.Error() != "larger than 2.0MB" {
 		t.Errorf("a big link: %v", err)

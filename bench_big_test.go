@@ -420,7 +420,7 @@ func BenchmarkEndDuringLoad(b *testing.B) {
 // multiple of the image.
 func BenchmarkImagePrompt(b *testing.B) {
 	bin := rpiBinary(b)
-	image := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("rpi\x00\xff\x10"), 49<<20/8)) // 49 MiB of base64
+	image := base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte("rpi\x00\xff\x10"), 49<<20/8)...)) // 49 MiB of base64
 	for _, server := range []string{"faux", "sse"} {
 		b.Run(server, func(b *testing.B) {
 			var peaks, afters []float64

@@ -92,7 +92,7 @@ func TestSummaryRequestIsText(t *testing.T) {
 {"text":["Second answer."]}
 {"text":["SUMMARY"]}`)
 	os.WriteFile(filepath.Join(cwd, "big.txt"), []byte(strings.Repeat("line of the big file\n", 2000)), 0o644)
-	image := strings.Repeat("QUFB", 25000) // 100 KB: below the auto-compaction threshold as rpi estimates it
+	image := "iVBORw0KGgoA" + strings.Repeat("QUFB", 25000) // a PNG of 100 KB: below the auto-compaction threshold as rpi estimates it
 	ps.send(`{"type":"prompt","message":"FIRST-QUESTION","images":[{"type":"image","data":"` + image + `","mimeType":"image/png"}]}`)
 	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 1 })
 	asked := secondPromptThenCompact(t, ps, fm)

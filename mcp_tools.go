@@ -145,13 +145,10 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 }
 
 // mcpImage is an image block of a result, if it is one a model takes
-// (base64 data of a PNG, JPEG, GIF or WebP, typed as its bytes are, the
-// base64 in one piece): a bad one kept in the conversation would fail
-// every later request; else a note.
+// (base64Image); else a note.
 func mcpImage(data, mimeType string) contentBlock {
-	decoded, err := base64.StdEncoding.DecodeString(data)
-	if kind := imageType(decoded); err == nil && kind != "" {
-		return contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(decoded), MimeType: kind}
+	if img, ok := base64Image(data); ok {
+		return img
 	}
 	return contentBlock{Type: "text", Text: "[image " + escapeControl(mimeType) + " omitted: not an image a model takes]"}
 }

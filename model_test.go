@@ -546,7 +546,7 @@ func TestRequestBodies(t *testing.T) {
 	endToEnd(t)
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["done"]}`
-	image := `{"type":"image","data":"aGk=","mimeType":"image/png"}`
+	image := `{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}`
 	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
 		t.Run(api, func(t *testing.T) {
 			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
@@ -569,7 +569,7 @@ var wantInRequest = map[string][]string{
 	apiOpenAI: {
 		`"stream":true`, `"stream_options":{"include_usage":true}`, `"max_tokens":4096`, `"reasoning_effort":"low"`,
 		`{"content":"You are an expert coding assistant`, `"role":"system"`, `Always answer in French.`,
-		`{"image_url":{"url":"data:image/png;base64,aGk="},"type":"image_url"}`,
+		`{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"}`,
 		`"tool_calls":[{"function":{"arguments":"{\"command\":\"echo hi\"}","name":"bash"},"id":"call_1","type":"function"}]`,
 		`{"content":"hi\n","role":"tool","tool_call_id":"call_1"}`,
 		`"tools":[{"function":{"description":`, `"name":"read"`,
@@ -581,14 +581,14 @@ var wantInRequest = map[string][]string{
 		`"stream":true`, `"store":false`, `"max_output_tokens":4096`, `"model":"fake-model"`,
 		`"reasoning":{"effort":"low","summary":"auto"}`, `"include":["reasoning.encrypted_content"]`,
 		`{"content":"You are an expert coding assistant`, `"role":"developer"`, `Always answer in French.`,
-		`{"content":[{"text":"Look","type":"input_text"},{"detail":"auto","image_url":"data:image/png;base64,aGk=","type":"input_image"}],"role":"user"}`,
+		`{"content":[{"text":"Look","type":"input_text"},{"detail":"auto","image_url":"data:image/png;base64,iVBORw0KGgo=","type":"input_image"}],"role":"user"}`,
 		`{"arguments":"{\"command\":\"echo hi\"}","call_id":"call_1","id":"fc_fake1","name":"bash","type":"function_call"}`,
 		`{"call_id":"call_1","output":"hi\n","type":"function_call_output"}`,
 		`"tools":[{"description":`, `"name":"read","parameters":{`, `"type":"function"}`,
 	},
 	apiGoogle: {
 		`"systemInstruction":{"parts":[{"text":"You are an expert coding assistant`, `Always answer in French.`,
-		`{"parts":[{"text":"Look"},{"inlineData":{"data":"aGk=","mimeType":"image/png"}}],"role":"user"}`,
+		`{"parts":[{"text":"Look"},{"inlineData":{"data":"iVBORw0KGgo=","mimeType":"image/png"}}],"role":"user"}`,
 		`{"parts":[{"functionCall":{"args":{"command":"echo hi"},"name":"bash"},"thoughtSignature":"c2lnLWNhbGw="}],"role":"model"}`,
 		`{"parts":[{"functionResponse":{"name":"bash","response":{"output":"hi\n"}}}],"role":"user"}`,
 		`"tools":[{"functionDeclarations":[{"description":`, `"name":"read","parametersJsonSchema":{`,
@@ -596,7 +596,7 @@ var wantInRequest = map[string][]string{
 	},
 	apiAnthropic: {
 		`"stream":true`, `"thinking":{"budget_tokens":4096,"type":"enabled"}`, `"system":"You are an expert coding assistant`,
-		`Always answer in French.`, `{"source":{"data":"aGk=","media_type":"image/png","type":"base64"},"type":"image"}`,
+		`Always answer in French.`, `{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"}`,
 		`{"id":"call_1","input":{"command":"echo hi"},"name":"bash","type":"tool_use"}`,
 		`{"content":"hi\n","is_error":false,"tool_use_id":"call_1","type":"tool_result"}`,
 		`"input_schema":{`,

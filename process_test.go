@@ -946,7 +946,7 @@ func TestMemoryComesBackAfterAnImage(t *testing.T) {
 	}
 	p := startRPIWith(t, withEnv("PI_FAUX_RESPONSE=A picture."), "rpc", "--cwd", t.TempDir(), "--model", "faux/faux-1")
 	p.next(t)
-	image := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("rpi\x00\xff\x10"), 30<<20/6)) // 40 MiB of base64
+	image := base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte("rpi\x00\xff\x10"), 30<<20/6)...)) // a PNG of 40 MiB of base64
 	line, _ := json.Marshal(map[string]any{"id": "p", "type": "prompt", "message": "What is in the picture?",
 		"images": []map[string]string{{"type": "image", "data": image, "mimeType": "image/png"}}})
 	go p.stdin.Write(append(line, '\n'))

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -1896,4 +1897,34 @@ func (endlessLines) Read(p []byte) (int, error) {
 		copy(p[n:], "{}\n")
 	}
 	return n, nil
+}
+
+// TestPromptImagesAsTheirBytes: an image a client sends with prompt,
+// steer or follow_up is kept as what its bytes are — a model's API
+// refuses an image whose bytes are not of its stated type, and one kept
+// in the conversation fails every later request: a JPEG said to be a
+// PNG is kept as a JPEG, its base64 in one piece, and bytes that are no
+// image are refused.
+func TestPromptImagesAsTheirBytes(t *testing.T) {
+	endToEnd(t)
+	p := startRPIWith(t, withEnv("PI_FAUX_RESPONSE=A picture."), "rpc", "--cwd", t.TempDir(), "--model", "faux/faux-1", "--no-session")
+	p.next(t)
+	text := base64.StdEncoding.EncodeToString([]byte("not an image at all"))
+	for _, command := range []string{"prompt", "steer", "follow_up"} {
+		p.send(t, `{"id":"bad","type":"`+command+`","message":"Look","images":[{"type":"image","data":"`+text+`","mimeType":"image/png"}]}`+"\n")
+		rec := p.until(t, "response", "bad")
+		if rec["success"] != false || rec["error"] != "Invalid field images[0].data: must be base64 data of a PNG, JPEG, GIF or WebP image" {
+			t.Errorf("%s of text said to be a PNG: %v", command, rec)
+		}
+	}
+	jpeg := base64.StdEncoding.EncodeToString([]byte("\xff\xd8\xff\xe0 a JPEG"))
+	p.send(t, `{"id":"p","type":"prompt","message":"Look","images":[{"type":"image","data":"`+jpeg[:4]+`\n`+jpeg[4:]+`","mimeType":"image/png"}]}`+"\n")
+	p.until(t, "agent_settled", "")
+	p.send(t, `{"id":"m","type":"get_messages"}`+"\n")
+	rec := p.until(t, "response", "m")
+	data, _ := json.Marshal(rec["data"])
+	want := `{"data":"` + jpeg + `","mimeType":"image/jpeg","type":"image"}`
+	if !strings.Contains(string(data), want) {
+		t.Errorf("messages %s\nwant the image %s", data, want)
+	}
 }

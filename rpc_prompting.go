@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -47,11 +48,15 @@ func (s *rpcServer) userInput(r *rpcRequest) (*userMessage, error) {
 		return nil, invalid("message", "a non-empty string")
 	}
 	content := textBlocks(text)
-	for _, img := range images {
-		if img.Type != "image" || img.Data == "" || !strings.HasPrefix(img.MimeType, "image/") {
+	for i, img := range images {
+		if img.Type != "image" || !strings.HasPrefix(img.MimeType, "image/") {
 			return nil, invalid("images", `an array of {"type":"image","data":"<base64>","mimeType":"image/…"}`)
 		}
-		content = append(content, contentBlock{Type: "image", Data: img.Data, MimeType: img.MimeType})
+		block, ok := base64Image(img.Data)
+		if !ok {
+			return nil, invalid(fmt.Sprintf("images[%d].data", i), imageDataWanted)
+		}
+		content = append(content, block)
 	}
 	return &userMessage{Role: "user", Content: content, Timestamp: s.env.clock.Now().UnixMilli()}, nil
 }

@@ -145,6 +145,24 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	return textResult(text), nil
 }
 
+// imageDataWanted is what an image's data must be (base64Image), as a
+// field error says it.
+const imageDataWanted = "base64 data of a PNG, JPEG, GIF or WebP image"
+
+// base64Image is base64 data as an image a model takes: its bytes a
+// PNG, JPEG, GIF or WebP, typed as they are (not as anyone says), the
+// base64 in one piece. A model's API refuses an image whose bytes are not
+// of its stated type, and one kept in the conversation fails every later
+// request; ok is false for data that is no such image.
+func base64Image(data string) (img contentBlock, ok bool) {
+	decoded, err := base64.StdEncoding.DecodeString(data)
+	kind := imageType(decoded)
+	if err != nil || kind == "" {
+		return contentBlock{}, false
+	}
+	return contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(decoded), MimeType: kind}, true
+}
+
 // imageType recognises an image by its first bytes.
 func imageType(data []byte) string {
 	switch {
