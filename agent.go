@@ -474,7 +474,22 @@ func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 	if run.retryAfter >= 0 {
 		return run.retryAfter
 	}
-	return time.Duration(s.set.retry.BaseDelayMs) * time.Millisecond << (attempt - 1)
+	return retryBackoff(s.set.retry.BaseDelayMs, attempt)
+}
+
+// retryBackoff is the wait before attempt (1, 2, …) when the server
+// asked for none: the base delay doubled for each attempt before it, at
+// most maxDuration (a large base delay, or many retries, would overflow
+// a Duration to a negative wait, and the retry would not wait at all).
+func retryBackoff(baseDelayMs, attempt int) time.Duration {
+	d, doublings := msDuration(int64(baseDelayMs)), attempt-1
+	switch {
+	case d == 0 || doublings <= 0:
+		return d
+	case doublings >= 63 || d > maxDuration>>doublings:
+		return maxDuration
+	}
+	return d << doublings
 }
 
 // armRetry makes abort_retry able to cancel the coming retry wait; the

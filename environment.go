@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -203,5 +204,18 @@ func newUUIDv7(now time.Time) string {
 // timestamp formats t as RFC 3339 in UTC with milliseconds.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// msDuration is ms milliseconds.
-func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+// maxDuration is the longest time.Duration, some 292 years.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// msDuration is ms milliseconds, at most maxDuration: a number from a
+// setting, a client or a server past what a Duration holds would wrap
+// around to a short or a negative wait. A negative ms is no wait.
+func msDuration(ms int64) time.Duration {
+	switch {
+	case ms < 0:
+		return 0
+	case ms > int64(maxDuration/time.Millisecond):
+		return maxDuration
+	}
+	return time.Duration(ms) * time.Millisecond
+}

@@ -204,6 +204,65 @@ func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
 	}
 }
 
+// TestHugeWaitsFromSettingsSaturate: a settings.json wait past what a
+// Duration holds is the longest wait there is, never a wrapped one. A
+// baseDelayMs of 9223372036855 became a negative delay (the retry ran at
+// once), and a confirmTimeoutMs of 18446744074710 a dialog that counted
+// as denied after one second.
+func TestHugeWaitsFromSettingsSaturate(t *testing.T) {
+	endToEnd(t)
+	longest := fmt.Sprint(maxDuration.Milliseconds())
+	t.Run("retry", func(t *testing.T) {
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, `{"status":429,"body":"slow down"}`, e.agentDir)
+		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":9223372036855}}`), 0o644)
+		ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
+		ps.send(`{"id":"p","type":"prompt","message":"Hi"}`)
+		ps.waitFor(`"auto_retry_start"`)
+		ps.send(`{"id":"r","type":"abort_retry"}`)
+		ps.waitFor(`"id":"r"`)
+		ps.close()
+		if want := `"delayMs":` + longest + `,`; !strings.Contains(string(ps.out.bytes()), want) {
+			t.Errorf("auto_retry_start lacks %s:\n%.3000s", want, ps.out.bytes())
+		}
+	})
+	t.Run("confirm", func(t *testing.T) {
+		e := newTestEnv(t)
+		startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}`+"\n"+`{"text":["Done."]}`, e.agentDir)
+		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"confirmTimeoutMs":18446744074710}`), 0o644)
+		ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--confirm", "bash"})
+		ps.send(`{"id":"p","type":"prompt","message":"go"}`)
+		ps.waitFor(`"method":"confirm"`)
+		ps.send(`{"id":"a","type":"abort"}`)
+		ps.waitFor(`"type":"agent_settled"`)
+		ps.close()
+		if want := `"timeout":` + longest + `}`; !strings.Contains(string(ps.out.bytes()), want) {
+			t.Errorf("the confirm dialog lacks %s:\n%.3000s", want, ps.out.bytes())
+		}
+	})
+}
+
+// TestRetryBackoffSaturates: the doubling wait of many retries stops at
+// the longest Duration instead of wrapping around to a negative one.
+func TestRetryBackoffSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		baseMs, attempt int
+		want            time.Duration
+	}{
+		{2000, 1, 2 * time.Second},
+		{2000, 3, 8 * time.Second},
+		{2000, 33, 2 * time.Second << 32},
+		{2000, 34, maxDuration},
+		{2000, 1000, maxDuration},
+		{1, 1 << 40, maxDuration},
+		{math.MaxInt, 1, maxDuration},
+	} {
+		if got := retryBackoff(tc.baseMs, tc.attempt); got != tc.want {
+			t.Errorf("retryBackoff(%d, %d) = %v, want %v", tc.baseMs, tc.attempt, got, tc.want)
+		}
+	}
+}
+
 // TestNegativeUsageIsNone: token counts a server reports below zero (a
 // cached count above the prompt's, a negative count) are none, so an
 // answer's cost is never negative and cannot take from what the
