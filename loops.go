@@ -30,7 +30,26 @@ const (
 	maxLoopSeconds = 1 << 32 // about 136 years; longer intervals are refused
 	loopsVersion   = 1       // of the loops file
 	maxLoopsFile   = 4 << 20
+	// maxLoopPrompt bounds a loop's prompt as the loops file holds it
+	// (JSON: a quote, a backslash or a control character takes two bytes
+	// or six): maxLoops of them, with their other fields, stay under
+	// maxLoopsFile, which is all a restore reads.
+	maxLoopPrompt = 80_000
 )
+
+// errLoopPromptTooLong refuses a prompt past maxLoopPrompt. Its numbers
+// are written out, as errTooManyLoops's; TestLoopPromptLimit checks them.
+var errLoopPromptTooLong = errors.New("loop prompt too long: at most 80000 bytes as saved in the loops file (50 loops must fit in its 4 MiB)")
+
+// loopPromptFits reports whether prompt, saved in the loops file, takes
+// at most maxLoopPrompt bytes.
+func loopPromptFits(prompt string) bool {
+	if len(prompt) > maxLoopPrompt {
+		return false // no shorter once escaped: not encoded at all
+	}
+	saved, err := marshalJSON(prompt)
+	return err == nil && len(saved)-2 <= maxLoopPrompt
+}
 
 // loopTask is one loop (LoopTask on the wire).
 type loopTask struct {
@@ -192,6 +211,9 @@ func (s *session) addLoop(rawInterval any, prompt string, fireNow, durable bool)
 	}
 	if prompt = strings.TrimSpace(prompt); prompt == "" {
 		return loopTaskJSON{}, errors.New("loop prompt cannot be empty")
+	}
+	if !loopPromptFits(prompt) {
+		return loopTaskJSON{}, errLoopPromptTooLong
 	}
 	secs, err := parseLoopInterval(rawInterval)
 	if err != nil {
@@ -739,7 +761,7 @@ func writeLoopsFile(path string, tasks []loopTaskJSON) error {
 
 // readLoopsFile reads the durable loops saved at path (none when there is
 // no file). A loop that loop_create could not have made (an id that is
-// not 12 hex digits, an interval out of range, an empty prompt, a time
+// not 12 hex digits, an interval out of range, an empty prompt or one too long, a time
 // that is not one) is left out and counted in invalid; a file that is
 // not a loops file is an error.
 func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
@@ -781,7 +803,7 @@ func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 				errs = append(errs, err)
 			}
 		}
-		if !validLoopID(w.ID) || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || t.Prompt == "" || errors.Join(errs...) != nil {
+		if !validLoopID(w.ID) || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || t.Prompt == "" || !loopPromptFits(t.Prompt) || errors.Join(errs...) != nil {
 			invalid++
 			continue
 		}

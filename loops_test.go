@@ -231,3 +231,53 @@ func TestLoopTimerSetAtItsTime(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestLoopPromptLimit: a loop's prompt is at most maxLoopPrompt bytes as
+// the loops file holds it, so that 50 loops of the longest prompts still
+// make a file a restore reads: with no limit, a few long prompts made a
+// file past 4 MiB, and every loop of the session was lost at its restore.
+// A prompt of quotes or control characters counts as escaped.
+func TestLoopPromptLimit(t *testing.T) {
+	if want := fmt.Sprintf("loop prompt too long: at most %d bytes as saved in the loops file (%d loops must fit in its %d MiB)",
+		maxLoopPrompt, maxLoops, maxLoopsFile>>20); errLoopPromptTooLong.Error() != want {
+		t.Errorf("errLoopPromptTooLong says %q, want %q", errLoopPromptTooLong, want)
+	}
+	endToEnd(t)
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	session := filepath.Join(dir, "work.jsonl")
+	args := []string{"rpc", "--cwd", dir, "--session", session}
+	create := func(id, prompt string) string {
+		line, _ := json.Marshal(map[string]any{"id": id, "type": "loop_create", "interval": maxLoopSeconds, "prompt": prompt,
+			"durable": true, "fireImmediately": false})
+		return string(line) + "\n"
+	}
+	longest := []string{strings.Repeat("x", maxLoopPrompt), strings.Repeat(`"`, maxLoopPrompt/2), strings.Repeat("\x01", maxLoopPrompt/6)}
+	input := create("long", strings.Repeat("x", maxLoopPrompt+1)) + create("quotes", strings.Repeat(`"`, maxLoopPrompt/2+1)) +
+		create("controls", strings.Repeat("\x01", maxLoopPrompt/6+1))
+	for i := range maxLoops {
+		input += create(fmt.Sprint("c", i), longest[i%len(longest)])
+	}
+	var first syncBuffer
+	runRPI(t, e, args, strings.NewReader(input+`{"id":"l","type":"loop_list"}`+"\n"), &first)
+	for _, id := range []string{"long", "quotes", "controls"} {
+		if want := `{"id":"` + id + `","type":"response","command":"loop_create","success":false,"error":"` + errLoopPromptTooLong.Error() + `"}`; !strings.Contains(first.String(), want) {
+			t.Errorf("no %s in the output", want)
+		}
+	}
+	if n := strings.Count(first.String(), `"command":"loop_create","success":true`); n != maxLoops {
+		t.Fatalf("%d loops created, want %d", n, maxLoops)
+	}
+	var list struct{ Data []loopTaskJSON }
+	for _, line := range strings.Split(first.String(), "\n") {
+		if strings.HasPrefix(line, `{"id":"l",`) {
+			json.Unmarshal([]byte(line), &list)
+		}
+	}
+	var second syncBuffer
+	runRPI(t, e, args, strings.NewReader(`{"id":"u","type":"loop_update","taskId":"`+list.Data[0].ID+`","prompt":"`+strings.Repeat("x", maxLoopPrompt+1)+`"}`+"\n"), &second)
+	if !strings.Contains(second.String(), fmt.Sprintf(`"message":"Restored %d scheduled loops from `, maxLoops)) ||
+		!strings.Contains(second.String(), `{"id":"u","type":"response","command":"loop_update","success":false,"error":"`+errLoopPromptTooLong.Error()+`"}`) {
+		t.Errorf("second run:\n%.2000s", second.String())
+	}
+}

@@ -74,6 +74,9 @@ func (s *rpcServer) loopUpdateCommand(r *rpcRequest) (any, error) {
 	if prompt = strings.TrimSpace(prompt); r.has("prompt") && prompt == "" {
 		return nil, errors.New("loop prompt cannot be empty")
 	}
+	if !loopPromptFits(prompt) {
+		return nil, errLoopPromptTooLong
+	}
 	change := func(t *loopTask, now time.Time) {
 		if prompt != "" {
 			t.Prompt = prompt
