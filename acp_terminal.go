@@ -241,13 +241,22 @@ func (r acpTerminals) wait(ctx context.Context, c commandCall, terminal string) 
 		return commandEnd{}, nil
 	case waitCtx.Err() != nil:
 		// Timed out: killed, its output read (what it printed is the
-		// model's, as rpi's own bash gives it), released.
+		// model's, as rpi's own bash gives it), released. A cancel
+		// meanwhile ends the call at once, and the terminal behind it, as
+		// a cancel before the timeout does: the kill and the release are
+		// not withdrawn with the call.
 		grace, stop := context.WithTimeout(ctx, acpTerminalGrace)
 		defer stop()
 		end := commandEnd{timedOut: true}
 		conn.killTerminal(grace, as.id, terminal)
-		end.output, end.truncated, _ = r.output(grace, terminal, c.keep) // none when the editor fails to give it
-		conn.releaseTerminal(grace, as.id, terminal)
+		if ctx.Err() == nil {
+			end.output, end.truncated, _ = r.output(grace, terminal, c.keep) // none when the editor fails to give it
+		}
+		if ctx.Err() != nil {
+			as.agent.h.goBackground(func() { r.end(terminal, true) })
+			return commandEnd{}, nil
+		}
+		r.end(terminal, false)
 		return end, nil
 	case err != nil:
 		r.end(terminal, false)

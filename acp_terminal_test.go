@@ -324,6 +324,27 @@ func TestACPEditorTerminalExitStatus(t *testing.T) {
 	}
 }
 
+// answerTerminalsHolding has c answer terminal/create with the terminal
+// id and every other request with {} at once, but for the methods held:
+// their answers wait until their channel closes (nil: until the test
+// ends).
+func answerTerminalsHolding(t *testing.T, c *acpTestClient, id string, held map[string]chan struct{}) {
+	never := make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	c.answer = func(method string, _ json.RawMessage) (any, *acpError) {
+		if method == "terminal/create" {
+			return map[string]string{"terminalId": id}, nil
+		}
+		if wait, ok := held[method]; ok {
+			select {
+			case <-wait:
+			case <-never:
+			}
+		}
+		return map[string]any{}, nil
+	}
+}
+
 // TestACPEditorTerminalNeverExits: a client that never answers
 // terminal/wait_for_exit holds that session's turn, not the connection:
 // another session is answered meanwhile; session/cancel ends the turn at
@@ -333,17 +354,7 @@ func TestACPEditorTerminalNeverExits(t *testing.T) {
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, bashCalls(commands("sleep 600"), "the other answer"), e.agentDir)
 	c, _, _ := startACPAgent(t, e, nil)
-	never := make(chan struct{})
-	t.Cleanup(func() { close(never) })
-	c.answer = func(method string, _ json.RawMessage) (any, *acpError) {
-		switch method {
-		case "terminal/create":
-			return map[string]string{"terminalId": "stuck"}, nil
-		case "terminal/wait_for_exit":
-			<-never
-		}
-		return map[string]any{}, nil
-	}
+	answerTerminalsHolding(t, c, "stuck", map[string]chan struct{}{"terminal/wait_for_exit": nil})
 	sid := openEditorShell(t, c, t.TempDir())
 	var other acpSessionAnswer
 	json.Unmarshal(c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}).Result, &other)
@@ -370,6 +381,50 @@ func TestACPEditorTerminalNeverExits(t *testing.T) {
 	}
 }
 
+// cancelWhileWaiting prompts the session, cancels the turn once the
+// agent has asked the client method, and checks that the prompt answers
+// cancelled.
+func cancelWhileWaiting(t *testing.T, c *acpTestClient, sid, method string) {
+	t.Helper()
+	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == method })
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" {
+		t.Errorf("the prompt, cancelled: %s", got.line)
+	}
+}
+
+// TestACPEditorTerminalCancelWhileTimingOut: a cancel while the call
+// that timed out waits for terminal/kill ends the turn at once and the
+// terminal behind it, as a cancel before the timeout does: the kill is
+// sent again and the release goes out, neither withdrawn. The release
+// was sent and withdrawn ($/cancel_request) at once, so a client that
+// honours that kept the terminal.
+func TestACPEditorTerminalCancelWhileTimingOut(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls([]map[string]any{{"command": "sleep 600", "timeout": 0.05}}), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	killHeld := make(chan struct{})
+	answerTerminalsHolding(t, c, "slow", map[string]chan struct{}{"terminal/wait_for_exit": nil, "terminal/kill": killHeld})
+	cancelWhileWaiting(t, c, openEditorShell(t, c, t.TempDir()), "terminal/kill")
+	close(killHeld)
+	i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
+	release := c.messages()[i].ID
+	c.call("session/list", map[string]any{}) // the release's answer is in before this request
+	for _, m := range c.messages() {
+		var p struct{ RequestID json.RawMessage }
+		if json.Unmarshal(m.Params, &p); m.Method == "$/cancel_request" && bytes.Equal(p.RequestID, release) {
+			t.Errorf("terminal/release was withdrawn: %s", m.line)
+		}
+	}
+	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create sleep 600, terminal/wait_for_exit slow, terminal/kill slow, terminal/kill slow, terminal/release slow" {
+		t.Errorf("terminal requests: %s", got)
+	}
+	if status, text, _ := cardEnd(c, "c1"); status != "failed" || text != "Command aborted" {
+		t.Errorf("the call: %s %q", status, text)
+	}
+}
+
 // TestACPEditorTerminalMadeAfterTheCancel: a cancel while terminal/create
 // waits for its answer ends the turn at once; the terminal the client
 // makes after all is killed and released.
@@ -385,13 +440,7 @@ func TestACPEditorTerminalMadeAfterTheCancel(t *testing.T) {
 		}
 		return map[string]any{}, nil
 	}
-	sid := openEditorShell(t, c, t.TempDir())
-	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
-	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/create" })
-	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
-	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" {
-		t.Errorf("the prompt, cancelled: %s", got.line)
-	}
+	cancelWhileWaiting(t, c, openEditorShell(t, c, t.TempDir()), "terminal/create")
 	close(late)
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
 	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create echo late, terminal/kill late-1, terminal/release late-1" {
