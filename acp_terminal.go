@@ -178,19 +178,28 @@ type acpTerminals struct{ as *acpSession }
 // is asked to keep no more: outputByteLimit), whatever the client sends.
 // A cancel (ctx ending) returns at once, and kills and releases the
 // terminal behind it; so does a timeout, which reads the output first.
+// The timeout counts from terminal/create: an editor slow to make the
+// terminal holds the call no longer than it.
 func (r acpTerminals) runCommand(ctx context.Context, c commandCall) (commandEnd, bool, error) {
 	if !r.as.updates.inEditorTerminal(c.id) {
 		return commandEnd{}, false, nil
 	}
-	terminal, err := r.create(ctx, c)
+	runCtx, stop := ctx, context.CancelFunc(func() {})
+	if c.timeout > 0 {
+		runCtx, stop = context.WithTimeout(ctx, c.timeout)
+	}
+	defer stop()
+	terminal, err := r.create(runCtx, c)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return commandEnd{}, true, nil // aborted (a terminal made after all is ended: create)
+	case err != nil && runCtx.Err() != nil:
+		return commandEnd{timedOut: true}, true, nil // no terminal yet (one made after all is ended: create)
 	case err != nil:
 		return commandEnd{}, true, fmt.Errorf("Cannot run the command in the editor's terminal: terminal/create failed: %v", err)
 	}
 	r.as.updates.terminalCreated(c.id, terminal)
-	end, err := r.wait(ctx, c, terminal)
+	end, err := r.wait(ctx, runCtx, c, terminal)
 	return end, true, err
 }
 
@@ -224,15 +233,10 @@ func (r acpTerminals) create(ctx context.Context, c commandCall) (string, error)
 }
 
 // wait waits for the command in terminal to exit, reads its output and
-// releases the terminal; its timeout (c.timeout) and a cancel (ctx) kill
-// it first.
-func (r acpTerminals) wait(ctx context.Context, c commandCall, terminal string) (commandEnd, error) {
+// releases the terminal; its timeout (waitCtx ending) and a cancel (ctx)
+// kill it first.
+func (r acpTerminals) wait(ctx, waitCtx context.Context, c commandCall, terminal string) (commandEnd, error) {
 	as, conn := r.as, r.as.agent.conn
-	waitCtx, stop := ctx, context.CancelFunc(func() {})
-	if c.timeout > 0 {
-		waitCtx, stop = context.WithTimeout(ctx, c.timeout)
-	}
-	defer stop()
 	exit, err := conn.waitForTerminalExit(waitCtx, as.id, terminal)
 	switch {
 	case ctx.Err() != nil:

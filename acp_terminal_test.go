@@ -332,14 +332,14 @@ func answerTerminalsHolding(t *testing.T, c *acpTestClient, id string, held map[
 	never := make(chan struct{})
 	t.Cleanup(func() { close(never) })
 	c.answer = func(method string, _ json.RawMessage) (any, *acpError) {
-		if method == "terminal/create" {
-			return map[string]string{"terminalId": id}, nil
-		}
 		if wait, ok := held[method]; ok {
 			select {
 			case <-wait:
 			case <-never:
 			}
+		}
+		if method == "terminal/create" {
+			return map[string]string{"terminalId": id}, nil
 		}
 		return map[string]any{}, nil
 	}
@@ -441,6 +441,31 @@ func TestACPEditorTerminalMadeAfterTheCancel(t *testing.T) {
 		return map[string]any{}, nil
 	}
 	cancelWhileWaiting(t, c, openEditorShell(t, c, t.TempDir()), "terminal/create")
+	close(late)
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
+	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create echo late, terminal/kill late-1, terminal/release late-1" {
+		t.Errorf("terminal requests: %s", got)
+	}
+}
+
+// TestACPEditorTerminalCreateTimesOut: a call's timeout holds while the
+// client has not yet made the terminal: the call times out as one whose
+// command ran too long (it waited for terminal/create for ever), the
+// turn goes on, and the terminal the client makes after all is killed
+// and released.
+func TestACPEditorTerminalCreateTimesOut(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls([]map[string]any{{"command": "echo late", "timeout": 0.05}}, "done"), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	late := make(chan struct{})
+	answerTerminalsHolding(t, c, "late-1", map[string]chan struct{}{"terminal/create": late})
+	sid := openEditorShell(t, c, t.TempDir())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	if status, text, _ := cardEnd(c, "c1"); status != "failed" || text != "(no output)\n\nCommand timed out after 0.05 seconds" {
+		t.Errorf("the call: %s %q", status, text)
+	}
 	close(late)
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
 	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create echo late, terminal/kill late-1, terminal/release late-1" {
