@@ -330,10 +330,30 @@ func decodeACPError(raw json.RawMessage) *acpError {
 	}
 	if json.Unmarshal(raw, &e) == nil && e.Code != nil && e.Message != nil {
 		if code, err := e.Code.Int64(); err == nil && code == int64(int32(code)) {
-			return &acpError{Code: int(code), Message: *e.Message}
+			return &acpError{Code: int(code), Message: clientErrorMessage(*e.Message)}
 		}
 	}
 	return &acpError{Code: acpInternalError, Message: "the client's error is not a JSON-RPC error object"}
+}
+
+// acpMaxClientMessage bounds the message of a client's error answer that
+// rpi keeps: it becomes a tool call's error (a file the editor could not
+// give, a terminal it could not make), which the model is sent with
+// every later request.
+const acpMaxClientMessage = 4 << 10
+
+// clientErrorMessage is a client's error message, its first
+// acpMaxClientMessage bytes at most (ending at a character's start), with
+// how much more there was.
+func clientErrorMessage(message string) string {
+	if len(message) <= acpMaxClientMessage {
+		return message
+	}
+	cut := acpMaxClientMessage
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", message[:cut], len(message)-cut)
 }
 
 // ---- Params ----

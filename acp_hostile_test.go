@@ -592,3 +592,28 @@ func TestACPPromptToAnotherSessionAfterCancel(t *testing.T) {
 		t.Errorf("a prompt to another session sent after the cancel of the running one: %s", got.line)
 	}
 }
+
+// TestACPClientErrorMessageIsBounded: the message of a client's error
+// answer becomes the tool call's error, which the model is sent with
+// every later request: one of a MiB (a stack trace, a file's text) is
+// kept to its first 4 KiB, saying how much more there was.
+func TestACPClientErrorMessageIsBounded(t *testing.T) {
+	read := `{"toolCalls":[{"id":"c1","name":"read","args":["{\"path\":\"notes.txt\"}"]}]}` + "\n" + `{"text":["done"]}`
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, read, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	huge := strings.Repeat("é", 1<<19) // 1 MiB
+	c.answer = func(method string, _ json.RawMessage) (any, *acpError) {
+		return nil, &acpError{Code: acpInternalError, Message: huge}
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, cwd)
+	if got := c.call("session/prompt", acpTextPrompt(sid, "read")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	status, text, _ := cardEnd(c, "c1")
+	want := "Cannot read " + filepath.Join(cwd, "notes.txt") + ": the editor could not give it: " + huge[:acpMaxClientMessage] + fmt.Sprintf("… (%d more bytes)", len(huge)-acpMaxClientMessage)
+	if status != "failed" || text != want {
+		t.Errorf("the call ended %s with %d bytes %.80q…%q, want %d bytes", status, len(text), text, text[max(0, len(text)-40):], len(want))
+	}
+}
