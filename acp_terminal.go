@@ -234,7 +234,7 @@ func (r acpTerminals) create(ctx context.Context, c commandCall) (string, error)
 
 // wait waits for the command in terminal to exit, reads its output and
 // releases the terminal; its timeout (waitCtx ending) and a cancel (ctx)
-// kill it first.
+// kill it first. The timeout holds while the output is read too.
 func (r acpTerminals) wait(ctx, waitCtx context.Context, c commandCall, terminal string) (commandEnd, error) {
 	as, conn := r.as, r.as.agent.conn
 	exit, err := conn.waitForTerminalExit(waitCtx, as.id, terminal)
@@ -266,10 +266,15 @@ func (r acpTerminals) wait(ctx, waitCtx context.Context, c commandCall, terminal
 		r.end(terminal, false)
 		return commandEnd{}, fmt.Errorf("Cannot run the command in the editor's terminal: terminal/wait_for_exit failed: %v", err)
 	}
-	output, truncated, err := r.output(ctx, terminal, c.keep)
-	if ctx.Err() != nil {
+	output, truncated, err := r.output(waitCtx, terminal, c.keep)
+	switch {
+	case ctx.Err() != nil:
 		as.agent.h.goBackground(func() { r.end(terminal, false) })
 		return commandEnd{}, nil
+	case waitCtx.Err() != nil:
+		// Timed out while the client held the output back: released.
+		r.end(terminal, false)
+		return commandEnd{timedOut: true}, nil
 	}
 	r.end(terminal, false)
 	if err != nil {

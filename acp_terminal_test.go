@@ -448,6 +448,18 @@ func TestACPEditorTerminalMadeAfterTheCancel(t *testing.T) {
 	}
 }
 
+// promptTimesOut prompts the session and checks that the turn ends and
+// that its call c1 timed out after secs, with no output.
+func promptTimesOut(t *testing.T, c *acpTestClient, sid string, secs float64) {
+	t.Helper()
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	if status, text, _ := cardEnd(c, "c1"); status != "failed" || text != fmt.Sprintf("(no output)\n\nCommand timed out after %g seconds", secs) {
+		t.Errorf("the call: %s %q", status, text)
+	}
+}
+
 // TestACPEditorTerminalCreateTimesOut: a call's timeout holds while the
 // client has not yet made the terminal: the call times out as one whose
 // command ran too long (it waited for terminal/create for ever), the
@@ -459,17 +471,25 @@ func TestACPEditorTerminalCreateTimesOut(t *testing.T) {
 	c, _, _ := startACPAgent(t, e, nil)
 	late := make(chan struct{})
 	answerTerminalsHolding(t, c, "late-1", map[string]chan struct{}{"terminal/create": late})
-	sid := openEditorShell(t, c, t.TempDir())
-	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
-		t.Fatalf("the prompt: %s", got.line)
-	}
-	if status, text, _ := cardEnd(c, "c1"); status != "failed" || text != "(no output)\n\nCommand timed out after 0.05 seconds" {
-		t.Errorf("the call: %s %q", status, text)
-	}
+	promptTimesOut(t, c, openEditorShell(t, c, t.TempDir()), 0.05)
 	close(late)
 	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
 	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create echo late, terminal/kill late-1, terminal/release late-1" {
 		t.Errorf("terminal requests: %s", got)
+	}
+}
+
+// TestACPEditorTerminalOutputHeldBack: a call's timeout holds while the
+// client, the command ended, does not answer terminal/output: the call
+// times out and the terminal is released, where it waited for ever.
+func TestACPEditorTerminalOutputHeldBack(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls([]map[string]any{{"command": "echo held", "timeout": 0.5}}, "done"), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	answerTerminalsHolding(t, c, "held-1", map[string]chan struct{}{"terminal/output": nil})
+	promptTimesOut(t, c, openEditorShell(t, c, t.TempDir()), 0.5)
+	if got := terminalRequests(c); got[len(got)-1] != "terminal/release held-1" {
+		t.Errorf("terminal requests: %s", strings.Join(got, ", "))
 	}
 }
 
