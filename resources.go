@@ -172,10 +172,10 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 	}
 	var prompts, skills []string
 	if kinds.templates {
-		prompts, _ = filepath.Glob(filepath.Join(dir, "prompts", "*.md"))
+		prompts = templateFiles(dir)
 	}
 	if kinds.skills {
-		skills, _ = filepath.Glob(filepath.Join(dir, "skills", "*", "SKILL.md"))
+		skills = skillFiles(dir)
 	}
 	for _, path := range prompts {
 		text, ok := read(path)
@@ -293,10 +293,37 @@ var xmlEscapes = lazy[*strings.Replacer]{build: func() *strings.Replacer {
 // cannot close the element, or the block, or open another.
 func escapeXML(text string) string { return xmlEscapes.get().Replace(text) }
 
+// templateFiles are dir/prompts/*.md, in name order. Like skillFiles, it
+// reads the folder rather than globbing its path, which would take a *, ?
+// or [ in dir as a pattern: a project in q* found the templates of the
+// project qz beside it, and one in p[1] none of its own.
+func templateFiles(dir string) []string {
+	var paths []string
+	entries, _ := os.ReadDir(filepath.Join(dir, "prompts"))
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".md") {
+			paths = append(paths, filepath.Join(dir, "prompts", e.Name()))
+		}
+	}
+	return paths
+}
+
+// skillFiles are dir/skills/<name>/SKILL.md that exist, in name order.
+func skillFiles(dir string) []string {
+	var paths []string
+	entries, _ := os.ReadDir(filepath.Join(dir, "skills"))
+	for _, e := range entries {
+		path := filepath.Join(dir, "skills", e.Name(), "SKILL.md")
+		if _, err := os.Lstat(path); err == nil {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
 // projectResources counts what ./.pi holds, to say what was skipped.
 func projectResources(cwd string) (prompts, skills int, settings, mcp bool) {
-	p, _ := filepath.Glob(filepath.Join(cwd, ".pi", "prompts", "*.md"))
-	k, _ := filepath.Glob(filepath.Join(cwd, ".pi", "skills", "*", "SKILL.md"))
+	p, k := templateFiles(filepath.Join(cwd, ".pi")), skillFiles(filepath.Join(cwd, ".pi"))
 	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
 	_, mcpErr := os.Stat(filepath.Join(cwd, ".pi", "mcp.json"))
 	return len(p), len(k), err == nil, mcpErr == nil

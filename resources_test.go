@@ -219,3 +219,39 @@ func TestSkillsInSystemPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestResourcesInFoldersWithPatternCharacters: a project folder whose
+// path holds *, ? or [ finds its own templates and skills, and no other
+// project's: the folders were globbed with the path in the pattern, so a
+// project in q* read those of the project qz beside it, and one in p[1]
+// none of its own.
+func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		path := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(text), 0o644)
+	}
+	write("qz/.pi/prompts/theirs.md", "Their template")
+	write("qz/.pi/skills/their-skill/SKILL.md", "---\ndescription: theirs\n---\nTheirs")
+	write("p[1]/.pi/prompts/ours.md", "Our template")
+	write("p[1]/.pi/skills/our-skill/SKILL.md", "---\ndescription: ours\n---\nOurs")
+	os.MkdirAll(filepath.Join(root, "q*", ".pi"), 0o755)
+	both := resourceKinds{templates: true, skills: true}
+	names := func(project string) []string {
+		var skipped, got []string
+		for _, c := range loadResources(filepath.Join(root, project, ".pi"), "project", both, &skipped) {
+			got = append(got, c.Name)
+		}
+		return got
+	}
+	if got := names("q*"); len(got) != 0 {
+		t.Errorf("the project in q* found %q, another project's", got)
+	}
+	if got := names("p[1]"); !slices.Equal(got, []string{"ours", "skill:our-skill"}) {
+		t.Errorf("the project in p[1] found %q, want its own template and skill", got)
+	}
+	if prompts, skills, _, _ := projectResources(filepath.Join(root, "p[1]")); prompts != 1 || skills != 1 {
+		t.Errorf("p[1]'s .pi counted %d templates and %d skills, want 1 and 1", prompts, skills)
+	}
+}
