@@ -534,14 +534,13 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		run.turn = append(run.turn, pending...)
 		for _, m := range pending {
 			s.emit("message_start", messageEvent{m})
+			s.conv.appendMessage(m) // recorded before its end is told: it can be asked for then
 			s.emit("message_end", messageEvent{m})
-			s.conv.appendMessage(m)
 			produced = append(produced, m)
 		}
 		pending = nil
 		answer := s.streamAnswer(run)
 		last, run.last = answer, answer
-		s.conv.appendMessage(answer)
 		produced = append(produced, answer)
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
 			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt})
@@ -582,7 +581,8 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 }
 
 // streamAnswer asks the model for the next answer and streams it as
-// message_start, message_update… and message_end.
+// message_start, message_update… and message_end, recording the answer
+// in the session just before its message_end.
 func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
@@ -634,6 +634,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	if !started {
 		s.emit("message_start", messageEvent{msg})
 	}
+	s.conv.appendMessage(msg)
 	s.emit("message_end", messageEvent{msg})
 	return msg
 }
@@ -750,8 +751,8 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
 			Details: res.Details, IsError: isError, Timestamp: s.env.clock.Now().UnixMilli()}
 		s.emit("message_start", messageEvent{msg})
-		s.emit("message_end", messageEvent{msg})
 		s.conv.appendMessage(msg)
+		s.emit("message_end", messageEvent{msg})
 		results = append(results, msg)
 		if skip == "" {
 			switch {

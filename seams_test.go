@@ -456,3 +456,45 @@ func TestSessionWrittenAtOnce(t *testing.T) {
 		t.Errorf("the session file: %q, %v", data, err)
 	}
 }
+
+// recordedFirstSink fails a message_end whose message the session has not
+// recorded yet (s, once set): a client that sees message_end may at once
+// ask for the entries (get_fork_messages, get_entries) and must find it.
+type recordedFirstSink struct {
+	recordingSink
+	s        *session
+	notFound []string
+}
+
+func (c *recordedFirstSink) event(ev event) {
+	if me, ok := ev.Data.(messageEvent); ok && ev.Type == "message_end" && c.s != nil {
+		if !slices.ContainsFunc(c.s.conv.messages(), func(m any) bool { return m == me.Message }) {
+			c.mu.Lock()
+			c.notFound = append(c.notFound, messageRole(mustJSON(me.Message)))
+			c.mu.Unlock()
+		}
+	}
+	c.recordingSink.event(ev)
+}
+
+// TestMessageRecordedBeforeItsEnd: each message (the user's, the model's
+// answer, a tool result) is in the session before its message_end goes
+// out, by construction: it was recorded just after, so a client that
+// asked for the entries as soon as it saw message_end could miss it.
+func TestMessageRecordedBeforeItsEnd(t *testing.T) {
+	sink := &recordedFirstSink{}
+	s, _ := openTestSession(t, `{"toolCalls":[{"id":"c1","name":"ls","args":["{}"]}]}
+{"text":["done"]}`, sink, &approvingUI{}, nil, "--tools", "ls")
+	sink.s = s
+	ended := make(chan promptEnd, 1)
+	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("list"), Timestamp: 1}, "", func(bool, error) {}, func(end promptEnd) { ended <- end })
+	waitEnded(t, ended)
+	if ends := strings.Count(strings.Join(sink.types(), " "), "message_end"); ends != 4 {
+		t.Errorf("%d message_end events, want 4 (the prompt, a call, its result, the answer)", ends)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.notFound) > 0 {
+		t.Errorf("message_end came before its message was recorded, for the roles %q", sink.notFound)
+	}
+}
