@@ -248,7 +248,7 @@ func TestLoopPromptLimit(t *testing.T) {
 	session := filepath.Join(dir, "work.jsonl")
 	args := []string{"rpc", "--cwd", dir, "--session", session}
 	create := func(id, prompt string) string {
-		line, _ := json.Marshal(map[string]any{"id": id, "type": "loop_create", "interval": maxLoopSeconds, "prompt": prompt,
+		line, _ := json.Marshal(map[string]any{"id": id, "type": "loop_create", "interval": int64(maxLoopSeconds), "prompt": prompt,
 			"durable": true, "fireImmediately": false})
 		return string(line) + "\n"
 	}
