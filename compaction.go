@@ -344,7 +344,9 @@ func (s *session) startCompaction(instructions string, done func(compactionResul
 }
 
 // compactRun carries out a plan as a run of its own (so abort reaches
-// it), passes the result to done, and settles the run.
+// it), settles the run, then passes the result to done: a prompt sent on
+// seeing the answer finds the session idle (it was settled just after,
+// and such a prompt could fail as "already processing").
 func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
 	s.emit("compaction_start", compactionStart{"manual"})
 	res, err := s.summarise(run.ctx, plan, instructions)
@@ -355,8 +357,9 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 		end.ErrorMessage = err.Error()
 	}
 	s.emit("compaction_end", end)
+	next := s.settle(run)
 	done(res, err)
-	if next := s.settle(run); next != nil {
+	if next != nil {
 		s.runAgent(run, next)
 	}
 }

@@ -498,3 +498,32 @@ func TestMessageRecordedBeforeItsEnd(t *testing.T) {
 		t.Errorf("message_end came before its message was recorded, for the roles %q", sink.notFound)
 	}
 }
+
+// TestCompactAnsweredOnceSettled: a compaction's answer (its done) comes
+// once its run has settled, so a prompt sent on seeing it starts: the run
+// settled just after, and such a prompt could fail with "Agent is already
+// processing".
+func TestCompactAnsweredOnceSettled(t *testing.T) {
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"compaction":{"keepRecentTokens":1}}`), 0o644)
+	s, _ := openTestSessionIn(t, e, `{"text":["First answer."]}
+{"text":["Second answer."]}
+{"text":["SUMMARY"]}`, &recordingSink{}, &approvingUI{}, nil)
+	for _, text := range []string{"one", "two"} {
+		ended := make(chan promptEnd, 1)
+		s.startPrompt(&userMessage{Role: "user", Content: textBlocks(text), Timestamp: 1}, "", func(bool, error) {}, func(end promptEnd) { ended <- end })
+		waitEnded(t, ended)
+	}
+	busyAtAnswer := make(chan bool, 1)
+	s.compact("", func(_ compactionResult, err error) {
+		if err != nil {
+			t.Errorf("compact: %v", err)
+		}
+		s.mu.Lock()
+		busyAtAnswer <- s.activeRun != nil
+		s.mu.Unlock()
+	})
+	if receive(t, busyAtAnswer, "the compaction's answer") {
+		t.Errorf("the compaction was answered while its run was still active")
+	}
+}
