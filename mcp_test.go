@@ -781,11 +781,7 @@ func TestMCPHTTPStreamEndsWithItsRequest(t *testing.T) {
 	if _, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}}); err == nil || err.Error() != "MCP server web did not answer in 1s" {
 		t.Errorf("the call: %v", err)
 	}
-	select {
-	case <-streamEnded:
-	case <-time.After(10 * time.Second):
-		t.Error("the stream of the call that timed out is still open, the session still open")
-	}
+	receive(t, streamEnded, "the end of the stream of the call that timed out (the session still open)")
 }
 
 // TestMCPHTTPNotificationAnswerNotKept: what a server sends back for a
@@ -804,11 +800,7 @@ func TestMCPHTTPNotificationAnswerNotKept(t *testing.T) {
 	if st := s.mcp.state("web"); st.State != "connected" {
 		t.Fatalf("server: %+v", st)
 	}
-	select {
-	case <-streamEnded:
-	case <-time.After(10 * time.Second):
-		t.Error("the stream answering notifications/initialized is still open, the session still open")
-	}
+	receive(t, streamEnded, "the end of the stream answering notifications/initialized (the session still open)")
 }
 
 func TestMCPHTTPFailures(t *testing.T) {
