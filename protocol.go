@@ -171,9 +171,11 @@ type output struct {
 	// wrote passes each write's error from writeOut (one at a time: the
 	// writer holds mu until it is passed, or gives the output up).
 	wrote chan error
-	// taken counts the bytes the client has taken: a write that moves it
-	// on is slow, not stalled.
-	taken atomic.Int64
+	// pieceBegan is when writeOut began handing the client the piece it
+	// is on (UnixNano), 0 until it begins the write's first: a stall is
+	// counted from there, never from before writeOut ran at all (a
+	// starved rpi is not a stalled client).
+	pieceBegan atomic.Int64
 }
 
 // endStall is how long a write may wait on the client, taking nothing,
@@ -181,7 +183,7 @@ type output struct {
 const endStall = time.Second
 
 // writeChunk is the most one write to the client hands over at once, so
-// that a big record's progress shows (output.taken).
+// that a big record's progress shows (output.pieceBegan).
 const writeChunk = 64 << 10
 
 // errGivenUp is the output's error once a write was given up at the end.
@@ -310,6 +312,7 @@ func (o *output) write(p []byte) error {
 		_, err := q.Write(p) // never waits: the client has a writer of its own
 		return err
 	}
+	o.pieceBegan.Store(0)
 	go o.writeOut(p)
 	select {
 	case err := <-o.wrote:
@@ -318,15 +321,14 @@ func (o *output) write(p []byte) error {
 	}
 	stall := time.NewTimer(endStall)
 	defer stall.Stop()
-	for taken := o.taken.Load(); ; {
+	for {
 		select {
 		case err := <-o.wrote:
 			return err
 		case <-stall.C:
 		}
-		if now := o.taken.Load(); now != taken { // slow, not stalled
-			taken = now
-			stall.Reset(endStall)
+		if wait := stallLeft(o.pieceBegan.Load(), time.Now()); wait > 0 {
+			stall.Reset(wait)
 			continue
 		}
 		break
@@ -336,6 +338,18 @@ func (o *output) write(p []byte) error {
 	}
 	fmt.Fprintf(o.stderr, "rpi: the client took no output for %v while rpi ended: the rest is not written\n", endStall)
 	return errGivenUp
+}
+
+// stallLeft is how much longer write waits before it gives up a write
+// whose current piece writeOut began at began (UnixNano; 0: not begun):
+// 0 once the client has taken nothing of that piece for endStall. A write
+// that has not begun waits a whole endStall again, as the client cannot
+// have stalled on it.
+func stallLeft(began int64, now time.Time) time.Duration {
+	if began == 0 {
+		return endStall
+	}
+	return max(0, endStall-now.Sub(time.Unix(0, began)))
 }
 
 // writeOut is write's goroutine: it writes p and passes on the error.
@@ -350,10 +364,8 @@ func (o *output) writeOut(p []byte) {
 	}()
 	for len(p) > 0 {
 		n := min(len(p), writeChunk)
-		var k int
-		k, err = o.w.Write(p[:n])
-		o.taken.Add(int64(k))
-		if err != nil {
+		o.pieceBegan.Store(time.Now().UnixNano())
+		if _, err = o.w.Write(p[:n]); err != nil {
 			return
 		}
 		p = p[n:]

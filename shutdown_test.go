@@ -450,3 +450,27 @@ func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
 		t.Errorf("the slow reader got %d bytes of %d", n, len(record)+1)
 	}
 }
+
+// TestStallCountsFromThePiece: the stall that gives a write up is counted
+// from when writeOut began the piece the client has not taken, never from
+// before writeOut ran: under load, a write's goroutine may start late,
+// and a client reading a memory buffer lost the rest of its output
+// (a CI run saw TestLoopPromptLimit cut short so).
+func TestStallCountsFromThePiece(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name  string
+		began int64
+		want  time.Duration
+	}{
+		{"not begun", 0, endStall},
+		{"begun just now", now.UnixNano(), endStall},
+		{"begun a while ago", now.Add(-endStall / 4).UnixNano(), endStall * 3 / 4},
+		{"begun endStall ago", now.Add(-endStall).UnixNano(), 0},
+		{"begun long ago", now.Add(-10 * endStall).UnixNano(), 0},
+	} {
+		if got := stallLeft(c.began, now); got != c.want {
+			t.Errorf("%s: %v left, want %v", c.name, got, c.want)
+		}
+	}
+}
