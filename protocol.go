@@ -171,11 +171,10 @@ type output struct {
 	// wrote passes each write's error from writeOut (one at a time: the
 	// writer holds mu until it is passed, or gives the output up).
 	wrote chan error
-	// pieceBegan is when writeOut began handing the client the piece it
-	// is on (UnixNano), 0 until it begins the write's first: a stall is
-	// counted from there, never from before writeOut ran at all (a
-	// starved rpi is not a stalled client).
-	pieceBegan atomic.Int64
+	// pieces counts the pieces of the current write that writeOut has
+	// begun handing the client: a write whose count moves on is slow, not
+	// stalled, and one not begun (0) cannot have stalled on the client.
+	pieces atomic.Int64
 }
 
 // endStall is how long a write may wait on the client, taking nothing,
@@ -183,7 +182,7 @@ type output struct {
 const endStall = time.Second
 
 // writeChunk is the most one write to the client hands over at once, so
-// that a big record's progress shows (output.pieceBegan).
+// that a big record's progress shows (output.pieces).
 const writeChunk = 64 << 10
 
 // errGivenUp is the output's error once a write was given up at the end.
@@ -312,26 +311,17 @@ func (o *output) write(p []byte) error {
 		_, err := q.Write(p) // never waits: the client has a writer of its own
 		return err
 	}
-	o.pieceBegan.Store(0)
+	o.pieces.Store(0)
 	go o.writeOut(p)
 	select {
 	case err := <-o.wrote:
 		return err
 	case <-o.ending:
 	}
-	stall := time.NewTimer(endStall)
-	defer stall.Stop()
-	for {
-		select {
-		case err := <-o.wrote:
-			return err
-		case <-stall.C:
-		}
-		if wait := stallLeft(o.pieceBegan.Load(), time.Now()); wait > 0 {
-			stall.Reset(wait)
-			continue
-		}
-		break
+	ticks := time.NewTicker(endStall / stallLooks)
+	defer ticks.Stop()
+	if done, err := o.awaitStall(ticks.C); done {
+		return err
 	}
 	if d, ok := o.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		d.SetWriteDeadline(time.Now())
@@ -340,16 +330,34 @@ func (o *output) write(p []byte) error {
 	return errGivenUp
 }
 
-// stallLeft is how much longer write waits before it gives up a write
-// whose current piece writeOut began at began (UnixNano; 0: not begun):
-// 0 once the client has taken nothing of that piece for endStall. A write
-// that has not begun waits a whole endStall again, as the client cannot
-// have stalled on it.
-func stallLeft(began int64, now time.Time) time.Duration {
-	if began == 0 {
-		return endStall
+// stallLooks is how many times in a row, endStall/stallLooks apart, a
+// write at the end must be seen on the same piece before it is given up.
+// Counting looks rather than measuring time means a stall is time rpi
+// itself ran: on a machine too busy to run rpi for a second, a ticker's
+// looks fall behind (it drops the ones missed), and the client, which
+// reads as well as it can, is not taken to have stopped.
+const stallLooks = 10
+
+// awaitStall waits, once rpi is ending, for the write in progress to end
+// (done, with its error) or to stall: seen on the same begun piece at
+// stallLooks ticks in a row (done is false: give it up).
+func (o *output) awaitStall(ticks <-chan time.Time) (done bool, err error) {
+	seen, still := int64(0), 0
+	for {
+		select {
+		case err := <-o.wrote:
+			return true, err
+		case <-ticks:
+		}
+		now := o.pieces.Load()
+		if now == 0 || now != seen {
+			seen, still = now, 0
+			continue
+		}
+		if still++; still >= stallLooks {
+			return false, nil
+		}
 	}
-	return max(0, endStall-now.Sub(time.Unix(0, began)))
 }
 
 // writeOut is write's goroutine: it writes p and passes on the error.
@@ -364,7 +372,7 @@ func (o *output) writeOut(p []byte) {
 	}()
 	for len(p) > 0 {
 		n := min(len(p), writeChunk)
-		o.pieceBegan.Store(time.Now().UnixNano())
+		o.pieces.Add(1)
 		if _, err = o.w.Write(p[:n]); err != nil {
 			return
 		}

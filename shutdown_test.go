@@ -451,26 +451,49 @@ func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
 	}
 }
 
-// TestStallCountsFromThePiece: the stall that gives a write up is counted
-// from when writeOut began the piece the client has not taken, never from
-// before writeOut ran: under load, a write's goroutine may start late,
-// and a client reading a memory buffer lost the rest of its output
-// (a CI run saw TestLoopPromptLimit cut short so).
-func TestStallCountsFromThePiece(t *testing.T) {
-	now := time.Unix(1000, 0)
+// TestStallIsCountedInLooks: a write at the end is given up only once
+// stallLooks looks in a row find it on the same begun piece. Looks that
+// find no piece begun (its goroutine has not run yet: a CI run under load
+// lost the rest of TestLoopPromptLimit's output so), or a new piece each
+// time (a slow client), never give it up, however many there are; the
+// ticks here are sent by hand, so no clock is involved.
+func TestStallIsCountedInLooks(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		began int64
-		want  time.Duration
+		name    string
+		pieces  func(look int) int64 // the pieces begun by each look
+		givenUp bool
 	}{
-		{"not begun", 0, endStall},
-		{"begun just now", now.UnixNano(), endStall},
-		{"begun a while ago", now.Add(-endStall / 4).UnixNano(), endStall * 3 / 4},
-		{"begun endStall ago", now.Add(-endStall).UnixNano(), 0},
-		{"begun long ago", now.Add(-10 * endStall).UnixNano(), 0},
+		{"not begun", func(int) int64 { return 0 }, false},
+		{"a new piece each look", func(look int) int64 { return int64(look + 1) }, false},
+		{"a new piece every other look", func(look int) int64 { return int64(look/2 + 1) }, false},
+		{"begun late, then stalled", func(look int) int64 { return int64(min(1, max(0, look-3*stallLooks))) }, true},
+		{"stalled on its third piece", func(look int) int64 { return int64(min(3, look+1)) }, true},
 	} {
-		if got := stallLeft(c.began, now); got != c.want {
-			t.Errorf("%s: %v left, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			o := newOutput(io.Discard, io.Discard)
+			ticks := make(chan time.Time) // unbuffered: each send is one look taken
+			result := make(chan bool, 1)
+			go func() {
+				done, _ := o.awaitStall(ticks)
+				result <- !done
+			}()
+			const looks = 6 * stallLooks
+			for look := range looks {
+				o.pieces.Store(c.pieces(look))
+				select {
+				case ticks <- time.Time{}:
+					continue
+				case givenUp := <-result:
+					if !givenUp || !c.givenUp {
+						t.Fatalf("ended at look %d (given up: %v); want given up: %v", look, givenUp, c.givenUp)
+					}
+					return
+				}
+			}
+			o.wrote <- nil // the write ends
+			if givenUp := <-result; givenUp != c.givenUp {
+				t.Errorf("after %d looks given up: %v; want %v", looks, givenUp, c.givenUp)
+			}
+		})
 	}
 }
