@@ -183,8 +183,17 @@ func (f *fixture) format() []byte {
 // rawByte lets fixture input hold bytes a text file cannot show: \xHH.
 var rawByte = regexp.MustCompile(`\\x[0-9a-fA-F]{2}`)
 
+// repeated lets fixture input hold text too long to read: $REPEAT(N,TEXT)
+// is TEXT (no ")") N times over, before \xHH is replaced.
+var repeated = regexp.MustCompile(`\$REPEAT\(([0-9]+),([^)]*)\)`)
+
 func (f *fixture) input() []byte {
-	return rawByte.ReplaceAllFunc([]byte(f.sections["input.jsonl"]), func(m []byte) []byte {
+	in := repeated.ReplaceAllFunc([]byte(f.sections["input.jsonl"]), func(m []byte) []byte {
+		parts := repeated.FindSubmatch(m)
+		n, _ := strconv.Atoi(string(parts[1]))
+		return bytes.Repeat(parts[2], n)
+	})
+	return rawByte.ReplaceAllFunc(in, func(m []byte) []byte {
 		b, _ := strconv.ParseUint(string(m[2:]), 16, 8)
 		return []byte{byte(b)}
 	})
