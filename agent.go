@@ -318,10 +318,23 @@ func (s *session) releaseRuns() {
 // switch checks its entry in the session switched to). When nothing runs,
 // no change is under way and there is nothing to prepare, it does all this
 // at once, in order with the commands around it; otherwise in the
-// background. No run starts meanwhile.
+// background, where done and what it announces hold session.answerMu, so
+// that no answer of the command loop comes between them. No run starts
+// meanwhile.
 func (s *session) changeSession(check, prepare func() error, change func() error, done func(error)) {
 	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
+	inBackground := busy || prepare != nil || !isClosed(after)
+	if inBackground {
+		// The command loop may answer other commands meanwhile, but not
+		// between this answer and its announcement.
+		announce := done
+		done = func(err error) {
+			s.answerMu.Lock()
+			defer s.answerMu.Unlock()
+			announce(err)
+		}
+	}
 	apply := func() {
 		defer s.releaseRuns()
 		defer close(turn)
@@ -343,10 +356,10 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 		_, err := s.safely("the session change", func() (any, error) { return nil, change() })
 		done(err)
 	}
-	if !busy && prepare == nil && isClosed(after) {
-		apply()
-	} else {
+	if inBackground {
 		s.goBackground(apply)
+	} else {
+		apply()
 	}
 }
 

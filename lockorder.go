@@ -11,6 +11,7 @@ var lockOrder = []struct {
 	side int
 }{
 	{`startupWatch.mu`, coreLock},        // held while deciding whether startup or a signal came first
+	{`session.answerMu`, frontEndLock},   // held while a command is handled, and while a change answers and announces itself
 	{`serveHost.mu`, frontEndLock},       // rpi serve's connections and stages; never held into a session
 	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
@@ -60,6 +61,7 @@ var lockOrder = []struct {
 
 // The names of the lock types of lockrank.go.
 func (startupWatchMu) lockName() string { return `startupWatch.mu` }
+func (answerMu) lockName() string       { return `session.answerMu` }
 func (acpStartMu) lockName() string     { return `acpSession.startMu` }
 func (deliverMu) lockName() string      { return `outbox.deliverMu` }
 func (acpUpdatesMu) lockName() string   { return `acpUpdates.mu` }

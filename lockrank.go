@@ -32,6 +32,7 @@ const (
 // The names, one type each (the type parameter of mutex).
 type (
 	startupWatchMu struct{}
+	answerMu       struct{}
 	acpStartMu     struct{}
 	deliverMu      struct{}
 	acpUpdatesMu   struct{}

@@ -964,3 +964,47 @@ func TestSymlinkedSessionFileStaysALink(t *testing.T) {
 		t.Errorf("temp files left: %v", leftovers)
 	}
 }
+
+// TestSessionStartedRightAfterTheAnswer: a session change answered from
+// the background (switch_session reads its file there) is followed at
+// once by its session_started: an answer to a command sent after it, on
+// the command loop meanwhile, comes before that answer or after the
+// event, never between them.
+func TestSessionStartedRightAfterTheAnswer(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i, id := range []string{"1a2b3c4d-0000-4000-8000-00000000000a", "1a2b3c4d-0000-4000-8000-00000000000b"} {
+		path := filepath.Join(dir, fmt.Sprint(i, ".jsonl"))
+		os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"`+id+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"), 0o644)
+		paths = append(paths, path)
+	}
+	const rounds = 200
+	var input strings.Builder
+	for i := range rounds {
+		fmt.Fprintf(&input, `{"id":"sw%d","type":"switch_session","sessionPath":%q}`+"\n", i, paths[i%2])
+		for j := range 3 {
+			fmt.Fprintf(&input, `{"id":"q%d.%d","type":"get_state"}`+"\n", i, j)
+		}
+	}
+	ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", dir, "--no-session"})
+	go io.WriteString(ps.in, input.String()) // all at once; stdin ends once every switch is answered
+	ps.waitFor(fmt.Sprintf(`"id":"sw%d"`, rounds-1))
+	ps.close()
+	lines := strings.Split(string(ps.out.bytes()), "\n")
+	answered := 0
+	for i, line := range lines {
+		if !strings.Contains(line, `"command":"switch_session"`) {
+			continue
+		}
+		answered++
+		if !strings.Contains(line, `"success":true`) {
+			t.Fatalf("a switch failed: %s", line)
+		}
+		if next := lines[i+1]; !strings.HasPrefix(next, `{"type":"session_started"`) {
+			t.Fatalf("after %s\ncame %s", line, next)
+		}
+	}
+	if answered != rounds {
+		t.Errorf("%d switches answered, want %d", answered, rounds)
+	}
+}
