@@ -22,6 +22,7 @@ import (
 type processTable struct {
 	watchdog *watchdog
 	stderr   io.Writer
+	adopt    func() // called before each child starts (runEnv.adoptOrphans); nil for none
 
 	// children counts started children not yet reaped.
 	children sync.WaitGroup
@@ -39,8 +40,8 @@ type processTable struct {
 	starting int
 }
 
-func newProcessTable(w *watchdog, stderr io.Writer) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, ending: make(chan struct{}), byID: map[string]*process{}}
+func newProcessTable(w *watchdog, stderr io.Writer, adopt func()) *processTable {
+	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}}
 }
 
 // close refuses every later child, and from then on stops children with
@@ -113,6 +114,9 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 		return nil, errShuttingDown
 	}
 	readyChildSignals()
+	if t.adopt != nil {
+		t.adopt()
+	}
 	var c *child
 	var err error
 	if opts.pty {

@@ -91,6 +91,12 @@ type runEnv struct {
 	// hideVariables, once the keys are read, removes the variables they
 	// came from from rpi's own environment; nil in in-process tests.
 	hideVariables func(names []string)
+	// adoptOrphans, when set, makes rpi adopt what its commands leave
+	// behind, before the first child starts, and endOrphans ends it, but
+	// keep (the watchdog), at rpi's end; nil in in-process tests, where
+	// the process's other children are the tests' own.
+	adoptOrphans func()
+	endOrphans   func(keep int)
 	// lockWait is how long opening a session file another rpi holds
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration

@@ -61,7 +61,7 @@ func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 		h.command = env.command
 	}
 	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
-	h.procs = newProcessTable(h.watchdog, stderr)
+	h.procs = newProcessTable(h.watchdog, stderr, env.adoptOrphans)
 	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
 	h.memory.stderr, h.memory.clock = stderr, env.clock
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -297,6 +297,9 @@ func (h *host) shutdown(patient bool) {
 	}
 	if !waitGroup(&h.procs.children, exitLimit) || !finished {
 		fmt.Fprintln(h.stderr, "rpi: gave up waiting for running commands at exit")
+	}
+	if h.env.endOrphans != nil {
+		h.env.endOrphans(h.watchdog.pid())
 	}
 	h.temp.removeAll()
 	h.watchdog.close()
@@ -557,7 +560,10 @@ const (
 	killGrace    = 2 * time.Second
 	endKillGrace = time.Second
 	endPipeGrace = 250 * time.Millisecond
-	exitLimit    = 5 * time.Second
+	// endOrphansGrace bounds the end of what rpi's commands left behind
+	// and rpi adopted (endOrphans), after its own children are reaped.
+	endOrphansGrace = 250 * time.Millisecond
+	exitLimit       = 5 * time.Second
 )
 
 // hostSettings are the process's.

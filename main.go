@@ -37,6 +37,7 @@ func main() {
 	env.signalsReady = signalsReady
 	env.exit = os.Exit
 	env.hideVariables = hideOwnVariables
+	env.adoptOrphans, env.endOrphans = adoptOrphans, endOrphans
 	trace.phase("main: environment")
 	os.Exit(runProgram(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
 }

@@ -133,7 +133,7 @@ func TestWaitUnreaped(t *testing.T) {
 // the test), and is reaped at the end of wait with its exit status; a
 // signal after that is not sent.
 func TestChildReapedLast(t *testing.T) {
-	table := newProcessTable(&watchdog{}, io.Discard)
+	table := newProcessTable(&watchdog{}, io.Discard, nil)
 	release := make(chan struct{})
 	c, err := table.start(exec.Command("sh", "-c", "echo x; exit 5"), childOptions{}, func(string, []byte) { <-release })
 	if err != nil {

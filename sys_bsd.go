@@ -30,6 +30,14 @@ func setParentDeathSignal(attr *syscall.SysProcAttr) {}
 // process group is killed.
 func killSession(sid int) {}
 
+// adoptOrphans adopts nothing here (FreeBSD's procctl(PROC_REAP_ACQUIRE)
+// is not used yet): what a command leaves out of its group and session
+// is init's.
+func adoptOrphans() {}
+
+// endOrphans has nothing adopted to end here.
+func endOrphans(keep int) {}
+
 // waitUnreaped does not wait here: the child is reaped as it is waited
 // for (child.wait).
 func waitUnreaped(pid int) bool { return false }

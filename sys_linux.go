@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -104,6 +106,101 @@ func killSession(sid int) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// adoptOrphans makes rpi the child subreaper of its descendants
+// (PR_SET_CHILD_SUBREAPER): a process whose parent ends — one a command
+// left behind out of its process group and session, with setsid or a
+// double fork — becomes rpi's child instead of init's, so that rpi finds
+// it at its end (endOrphans). It runs once, before the first child starts.
+func adoptOrphans() {
+	adoption.Do(func() {
+		const prSetChildSubreaper = 36
+		_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+		adopting = errno == 0
+	})
+}
+
+var (
+	adoption sync.Once
+	adopting bool // rpi is the subreaper of its descendants (set once, by adoption)
+)
+
+// endOrphans ends, at rpi's end, what it adopted (adoptOrphans): once
+// every child rpi started is reaped, its other children but keep (the
+// watchdog) are processes its commands left behind. Each is SIGKILLed
+// with its process group and session, and reaped; what they started
+// becomes rpi's as they die, and goes the same way, round after round,
+// for at most endOrphansGrace.
+func endOrphans(keep int) {
+	adoption.Do(func() {}) // no child ever started: nothing was adopted
+	if !adopting {
+		return
+	}
+	deadline := time.Now().Add(endOrphansGrace)
+	for {
+		orphans := childrenOf(os.Getpid(), keep)
+		if len(orphans) == 0 {
+			return
+		}
+		for _, pid := range orphans {
+			syscall.Kill(pid, syscall.SIGKILL)
+			killTree(pid) // the group and session it leads, if it does
+		}
+		for _, pid := range orphans {
+			for !reapOrphan(pid) {
+				if !time.Now().Before(deadline) {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+}
+
+// reapOrphan reaps the adopted process pid if it has exited: true once
+// it is gone (reaped now, or not rpi's child any more).
+func reapOrphan(pid int) bool {
+	var status syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &status, syscall.WNOHANG, nil)
+	return got == pid || err != nil && err != syscall.EINTR
+}
+
+// childrenOf lists the processes whose parent is ppid, but keep, from
+// each one's /proc/<pid>/stat.
+func childrenOf(ppid, keep int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var children []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == keep {
+			continue
+		}
+		if parent, ok := parentOf(pid); ok && parent == ppid {
+			children = append(children, pid)
+		}
+	}
+	return children
+}
+
+// parentOf is the parent of process pid, the field after the state that
+// follows the command's name in parentheses in /proc/<pid>/stat; false
+// when the process is gone.
+func parentOf(pid int) (int, bool) {
+	stat, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	end := bytes.LastIndexByte(stat, ')') // a name may hold ")" itself: the last is the end
+	if end < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(string(stat[end+1:]))
+	if len(fields) < 2 {
+		return 0, false
+	}
+	parent, err := strconv.Atoi(fields[1])
+	return parent, err == nil
 }
 
 // waitUnreaped waits for the child pid to exit without reaping it

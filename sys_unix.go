@@ -453,6 +453,16 @@ func (w *watchdog) send(line string, stderr io.Writer) {
 	w.pipe.WriteString(line + "\n")
 }
 
+// pid is the watchdog's process id; 0 when it has not started.
+func (w *watchdog) pid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return 0
+	}
+	return w.cmd.Process.Pid
+}
+
 // close ends the watchdog: rpi has cleaned up itself.
 func (w *watchdog) close() {
 	w.mu.Lock()

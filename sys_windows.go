@@ -172,6 +172,13 @@ func signalGroup(pid int, sig syscall.Signal) error {
 // killTree ends the child; Windows gives no process group to kill with it.
 func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
 
+// adoptOrphans adopts nothing on Windows: processes there have no
+// parent to be adopted by.
+func adoptOrphans() {}
+
+// endOrphans has nothing adopted to end on Windows.
+func endOrphans(keep int) {}
+
 // waitUnreaped does not wait on Windows: the child is waited for as it
 // exits, and the wait closes its handle, so a kill after that goes by its
 // id alone, which Windows may have given to another process (as before;
@@ -322,6 +329,9 @@ func newWatchdog(exe string, environ []string) *watchdog { return &watchdog{} }
 func (w *watchdog) send(line string, stderr io.Writer) {}
 
 func (w *watchdog) close() {}
+
+// pid is 0: there is no watchdog on Windows.
+func (w *watchdog) pid() int { return 0 }
 
 // runWatchdog is never started on Windows.
 func runWatchdog(in io.Reader, _ string) int { return 0 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestOrphansEndWithRPI: a process a command left out of its group and
+// session (setsid) becomes rpi's when its parent ends (rpi is the child
+// subreaper of its descendants), and rpi ends it when it ends itself —
+// whether the command that started it had ended long before or still ran
+// at the end of stdin. Before, it was init's, and ran on after rpi.
+func TestOrphansEndWithRPI(t *testing.T) {
+	endToEnd(t)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid here")
+	}
+	const escape = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo escaped $!"
+	for name, command := range map[string]string{
+		"its command ended":     escape,
+		"its command still ran": escape + "; sleep 300",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := startRPI(t, "rpc", "--cwd", t.TempDir(), "--no-session")
+			p.next(t)
+			line, _ := json.Marshal(map[string]string{"id": "b", "type": "bash", "command": command})
+			p.send(t, string(line)+"\n")
+			pid := 0
+			for pid == 0 {
+				rec := p.next(t)
+				raw, _ := json.Marshal(rec)
+				if m := regexp.MustCompile(`escaped (\d+)`).FindSubmatch(raw); m != nil {
+					pid, _ = strconv.Atoi(string(m[1]))
+				}
+			}
+			t.Cleanup(func() { killIfSleep(pid) }) // a failure leaves nothing behind
+			p.stdin.Close()
+			if code, _ := p.exit(t); code != 0 {
+				t.Errorf("exit code %d (stderr: %s)", code, p.stderr.String())
+			}
+			for deadline := time.Now().Add(10 * time.Second); processAlive(pid); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the escaped sleep (pid %d) outlived rpi", pid)
+				}
+			}
+		})
+	}
+}
+
+// killIfSleep SIGKILLs pid if it is still a sleep (not a process that
+// took its pid over).
+func killIfSleep(pid int) {
+	if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.HasPrefix(string(cmdline), "sleep\x00") {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
