@@ -344,6 +344,9 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	for _, k := range sortedKeys(cfg.env) {
 		cmd.Env = append(cmd.Env, k+"="+cfg.env[k])
 	}
+	for _, secret := range cfg.envSecrets { // a server that echoes one puts it in no tool result
+		s.set.secrets.add(secret)
+	}
 	log := func(line string) { s.mcpLog(cfg.name, line) }
 	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
 	conn := newMCPConn(cfg.name, log) // before the child: its readers start with it

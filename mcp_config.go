@@ -26,6 +26,7 @@ type mcpServerConfig struct {
 	command     string
 	args        []string
 	env         map[string]string
+	envSecrets  []string // the env values that are keys (mcpEnvSecret): redacted from every tool result
 	cwd         string
 	url         string
 	headers     map[string]string
@@ -315,7 +316,31 @@ func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) 
 		}
 	}
 	cfg.env = expandAll(e.Env, true)
+	for _, k := range sortedKeys(e.Env) {
+		if mcpEnvSecret(k, e.Env[k]) {
+			cfg.envSecrets = append(cfg.envSecrets, cfg.env[k])
+		}
+	}
 	return err
+}
+
+// mcpEnvSecret reports whether a stdio server's env value is a key rpi
+// holds, as a header's value is: one whose name has a part (between
+// underscores) that names a key — KEY, TOKEN, SECRET, PASSWORD and the
+// like, as in GITHUB_TOKEN or OPENAI_API_KEY — or one a !command makes
+// (a password manager's). Other values (a PATH, a HOME, a mode) are not:
+// taking them out of every tool result would garble the results.
+func mcpEnvSecret(name, value string) bool {
+	if strings.HasPrefix(value, "!") {
+		return true
+	}
+	for part := range strings.SplitSeq(strings.ToUpper(name), "_") {
+		switch part {
+		case "KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "PAT":
+			return true
+		}
+	}
+	return false
 }
 
 // expandHome makes a leading ~/ the home directory.

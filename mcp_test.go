@@ -38,7 +38,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // resources over 20 pages, "exit-after-list" exits once it has listed its
 // tools, "big-log" sends a log message of 1 MiB once initialized,
 // "roots" asks rpi for its roots then and writes the answer to the file
-// $MCP_TEST_ROOTS.
+// $MCP_TEST_ROOTS, "echo-env" makes echo answer the value of the
+// variable its text names.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -153,6 +154,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		}
 		switch p.Name {
 		case "echo":
+			if mode == "echo-env" { // the value of the variable named
+				a.Text = a.Text + "=" + os.Getenv(a.Text)
+			}
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo: " + a.Text}}})
 		case "lists":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprint(mcpTestLists)}}})
@@ -1340,13 +1344,69 @@ func TestMCPHeaderTokenRedacted(t *testing.T) {
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
 	ps.waitFor(`"type":"agent_settled"`)
+	checkRedacted(t, ps, fm, []string{token, apiKey}, []string{"you sent [redacted] and key [redacted]"})
+}
+
+// checkRedacted closes ps and checks that neither its client nor the
+// model got any of secrets, and that both got every text of shown.
+func checkRedacted(t *testing.T, ps *processSession, fm *fakeModel, secrets, shown []string) {
+	t.Helper()
 	ps.close()
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	requests, _ := json.Marshal(fm.requests)
 	for what, text := range map[string]string{"the client": string(ps.out.bytes()), "the model": string(requests)} {
-		if strings.Contains(text, token) || strings.Contains(text, apiKey) || !strings.Contains(text, "you sent [redacted] and key [redacted]") {
-			t.Errorf("%s got the token:\n%.3000s", what, text)
+		for _, secret := range secrets {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s got %s:\n%.3000s", what, secret, text)
+			}
 		}
+		for _, want := range shown {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s did not get %s:\n%.3000s", what, want, text)
+			}
+		}
+	}
+}
+
+// TestMCPEnvSecretsRedacted: a stdio server's env values that are keys —
+// those named as keys are (GITHUB_TOKEN, DB_PASSWORD), and those a
+// !command makes — are keys rpi holds, as an HTTP server's headers are:
+// a server that echoes one puts it in no tool result, so neither the
+// client nor the model sees it. Other values (a mode, a path) are shown.
+func TestMCPEnvSecretsRedacted(t *testing.T) {
+	e := newTestEnv(t)
+	const token, password, made, plain = "gh-token-0123456789", "literal-password-123", "made-by-command-456", "plain-value-visible"
+	e.vars["GH"], e.vars["PLAIN"] = token, plain
+	writeMCPConfig(t, e.agentDir, "helper", "echo-env", map[string]any{"env": map[string]string{
+		"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "echo-env",
+		"GITHUB_TOKEN": "${GH}", "DB_PASSWORD": password, "FROM_MANAGER": "!printf " + made, "PLAIN_SETTING": "${PLAIN}"}})
+	var calls []string
+	for i, name := range []string{"GITHUB_TOKEN", "DB_PASSWORD", "FROM_MANAGER", "PLAIN_SETTING"} {
+		args, _ := json.Marshal(map[string]string{"text": name})
+		argsJSON, _ := json.Marshal(string(args))
+		calls = append(calls, fmt.Sprintf(`{"id":"c%d","name":"mcp__helper__echo","args":[%s]}`, i, argsJSON))
+	}
+	fm := startFakeModel(t, apiOpenAI, `{"toolCalls":[`+strings.Join(calls, ",")+`]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	checkRedacted(t, ps, fm, []string{token, password, made},
+		[]string{"GITHUB_TOKEN=[redacted]", "DB_PASSWORD=[redacted]", "FROM_MANAGER=[redacted]", "PLAIN_SETTING=" + plain})
+}
+
+// TestMCPEnvSecretNames: which env names make a value a key.
+func TestMCPEnvSecretNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"GITHUB_TOKEN": true, "OPENAI_API_KEY": true, "api_key": true, "DB_PASSWORD": true, "AWS_SECRET_ACCESS_KEY": true,
+		"GITHUB_PAT": true, "APIKEY": true, "SLACK_AUTH": true,
+		"PATH": false, "HOME": false, "GIT_AUTHOR_NAME": false, "KEYBOARD": false, "TOKENIZER_MODE": false, "PASSTHROUGH": false,
+	} {
+		if got := mcpEnvSecret(name, "value"); got != want {
+			t.Errorf("%s: a key: %v, want %v", name, got, want)
+		}
+	}
+	if !mcpEnvSecret("SETTING", "!pass show x") {
+		t.Error("a value a !command makes is not a key")
 	}
 }
