@@ -842,8 +842,9 @@ func TestMCPHTTPFailures(t *testing.T) {
 
 // TestACPClientMCPServers: the servers an editor passes in session/new
 // connect for that session, their tools declared (direct) and winning
-// over a mcp.json entry of the same name. (What is refused, and how:
-// the fixture testdata/acp/mcp_servers_refused.txtar.)
+// over a mcp.json entry of the same name; an env value named as a key
+// is (GITHUB_TOKEN) is a key rpi redacts, another is not. (What is
+// refused, and how: the fixture testdata/acp/mcp_servers_refused.txtar.)
 func TestACPClientMCPServers(t *testing.T) {
 	e := newTestEnv(t)
 	writeMCPConfig(t, e.agentDir, "helper", "no-init", map[string]any{"timeout": 0.2}) // replaced by the editor's
@@ -851,7 +852,8 @@ func TestACPClientMCPServers(t *testing.T) {
 	c.call("initialize", map[string]any{"protocolVersion": 1})
 	cwd := t.TempDir()
 	stdio := map[string]any{"name": "helper", "command": os.Args[0], "args": []string{},
-		"env": []map[string]string{{"name": "RPI_HELPER", "value": "mcp-server"}}}
+		"env": []map[string]string{{"name": "RPI_HELPER", "value": "mcp-server"},
+			{"name": "GITHUB_TOKEN", "value": "acp-editor-token-0123"}, {"name": "MODE", "value": "plain-value-shown"}}}
 	got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{stdio}})
 	var opened acpSessionAnswer
 	if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
@@ -872,6 +874,9 @@ func TestACPClientMCPServers(t *testing.T) {
 	}
 	if s.activeTool("mcp__helper__echo") == nil {
 		t.Error("the editor's server's tool is not offered")
+	}
+	if got := s.set.secrets.redact("acp-editor-token-0123 plain-value-shown"); got != "[redacted] plain-value-shown" {
+		t.Errorf("the editor's env values as redacted: %q", got)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
