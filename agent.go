@@ -318,20 +318,21 @@ func (s *session) releaseRuns() {
 // switch checks its entry in the session switched to). When nothing runs,
 // no change is under way and there is nothing to prepare, it does all this
 // at once, in order with the commands around it; otherwise in the
-// background, where done and what it announces hold session.answerMu, so
-// that no answer of the command loop comes between them. No run starts
-// meanwhile.
-func (s *session) changeSession(check, prepare func() error, change func() error, done func(error)) {
+// background, where done and what it announces hold answering (the
+// asking connection's connection.answerMu; nil: none), so that no answer
+// of that connection's command loop, which holds it while it handles a
+// command, comes between them. No run starts meanwhile.
+func (s *session) changeSession(check, prepare func() error, change func() error, answering sync.Locker, done func(error)) {
 	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
 	inBackground := busy || prepare != nil || !isClosed(after)
-	if inBackground {
+	if inBackground && answering != nil {
 		// The command loop may answer other commands meanwhile, but not
 		// between this answer and its announcement.
 		announce := done
 		done = func(err error) {
-			s.answerMu.Lock()
-			defer s.answerMu.Unlock()
+			answering.Lock()
+			defer answering.Unlock()
 			announce(err)
 		}
 	}

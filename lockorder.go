@@ -10,15 +10,15 @@ var lockOrder = []struct {
 	name string
 	side int
 }{
-	{`startupWatch.mu`, coreLock},        // held while deciding whether startup or a signal came first
-	{`session.answerMu`, frontEndLock},   // held while a command is handled, and while a change answers and announces itself
-	{`serveHost.mu`, frontEndLock},       // rpi serve's connections and stages; never held into a session
-	{`acpSession.startMu`, frontEndLock}, // held while an ACP prompt starts (the core delivers under it)
-	{`outbox.deliverMu`, frontEndLock},   // held while a session's callouts are delivered
-	{`stage.mu`, frontEndLock},           // held while an event is sent to every client of a served session
-	{`serveHost.seqMu`, frontEndLock},    // the closed sessions' last seqs: told as an event is delivered
-	{`servedACP.mu`, frontEndLock},       // an rpi serve ACP connection's sessions and their stages
-	{`sessionRegistry.mu`, coreLock},     // held while an open session is looked up by id
+	{`startupWatch.mu`, coreLock},         // held while deciding whether startup or a signal came first
+	{`connection.answerMu`, frontEndLock}, // held while a command is handled, and while a change answers and announces itself
+	{`serveHost.mu`, frontEndLock},        // rpi serve's connections and stages; never held into a session
+	{`acpSession.startMu`, frontEndLock},  // held while an ACP prompt starts (the core delivers under it)
+	{`outbox.deliverMu`, frontEndLock},    // held while a session's callouts are delivered
+	{`stage.mu`, frontEndLock},            // held while an event is sent to every client of a served session
+	{`serveHost.seqMu`, frontEndLock},     // the closed sessions' last seqs: told as an event is delivered
+	{`servedACP.mu`, frontEndLock},        // an rpi serve ACP connection's sessions and their stages
+	{`sessionRegistry.mu`, coreLock},      // held while an open session is looked up by id
 	{`loopScheduler.fileMu`, coreLock},
 	{`conversation.fileMu`, coreLock},
 	{`session.mu`, coreLock},
@@ -61,7 +61,7 @@ var lockOrder = []struct {
 
 // The names of the lock types of lockrank.go.
 func (startupWatchMu) lockName() string { return `startupWatch.mu` }
-func (answerMu) lockName() string       { return `session.answerMu` }
+func (answerMu) lockName() string       { return `connection.answerMu` }
 func (acpStartMu) lockName() string     { return `acpSession.startMu` }
 func (deliverMu) lockName() string      { return `outbox.deliverMu` }
 func (acpUpdatesMu) lockName() string   { return `acpUpdates.mu` }

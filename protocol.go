@@ -454,6 +454,14 @@ type connection struct {
 	// started, when that has not come (no line came, or they never stop
 	// coming).
 	whenIdle func()
+	// answerMu keeps a session change answered from the background next
+	// to its announcement (session_started right after the answer): the
+	// connection's command loop holds it while it handles a command and
+	// gathers its answer, and a change the connection asked for from its
+	// answer to its last event (changeSession). It is the connection's,
+	// not the session's: over rpi serve, a command that takes long on one
+	// client's loop holds up no other client of the session.
+	answerMu mutex[answerMu]
 }
 
 // settleWithin bounds the wait for a connection's whenIdle: a client

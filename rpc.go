@@ -83,9 +83,8 @@ func (e rpcEvents) gatheredEvent(ev event) {
 // alive by it until the next line comes (a big one would outlive
 // memoryReturn's giving back, on an idle connection for good).
 func (s *rpcServer) handleFrame(f frame) {
-	answerMu := &s.session.answerMu // the session's, even if the command changes it (rpi serve)
-	answerMu.Lock()
-	defer answerMu.Unlock()
+	s.conn.answerMu.Lock()
+	defer s.conn.answerMu.Unlock()
 	s.dispatchFrame(f)
 	s.queryRequest = rpcRequest{}
 }

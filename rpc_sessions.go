@@ -149,7 +149,7 @@ func (s *rpcServer) newSessionCommand(r *rpcRequest) (any, error) {
 	if s.served != nil && s.served.shared() {
 		return s.served.newSessionApart(parent)
 	}
-	s.newSession(parent, func(err error) { s.reply(r, notCancelled, err) })
+	s.newSession(parent, &s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 
@@ -167,7 +167,7 @@ func (s *rpcServer) switchSessionCommand(r *rpcRequest) (any, error) {
 			return data, err
 		}
 	}
-	s.switchSession(path, func(err error) { s.reply(r, notCancelled, err) })
+	s.switchSession(path, &s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 
@@ -189,7 +189,7 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 		}
 		return s.served.copyApart(&leaf, forkAnswer{text, false}, &uiRequest{Method: "set_editor_text", Text: text})
 	}
-	s.fork(id, func(text string, err error) {
+	s.fork(id, &s.conn.answerMu, func(text string, err error) {
 		s.reply(r, forkAnswer{text, false}, err)
 	})
 	return noReply{}, nil
@@ -213,7 +213,7 @@ func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
 		}
 		return s.served.copyApart(nil, notCancelled, nil)
 	}
-	s.clone(func(err error) { s.reply(r, notCancelled, err) })
+	s.clone(&s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 

@@ -1601,3 +1601,58 @@ func TestServeHostileWebSocketNeverReads(t *testing.T) {
 	<-flooding
 	waitIdle(t, base)
 }
+
+// TestServeHostileSlowCommandHoldsNoOtherClient: a client whose command
+// takes long on its own connection's loop (a switch_session to a file
+// another rpi holds waits for it) holds up no other client of its
+// session: the other's get_state is answered meanwhile.
+func TestServeHostileSlowCommandHoldsNoOtherClient(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to see the wait begin")
+	}
+	e := newTestEnv(t)
+	e.lockWait = time.Hour // until the test lets go of the file
+	cwd := t.TempDir()
+	sh := startServe(t, e, cwd)
+	defer sh.end()
+	a := dialLines(t, sh.socket)
+	id := a.hello(`{"id":"h","type":"hello"}`).SessionID
+	b := dialLines(t, sh.socket)
+	b.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
+	path := filepath.Join(cwd, "held.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000c","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"), 0o644)
+	held, err := lockSessionFile(t.Context(), path, 0)
+	if err != nil || held == nil {
+		t.Fatalf("the test could not hold %s: %v", path, err)
+	}
+	defer held.Close()
+	a.send(`{"id":"sw","type":"switch_session","sessionPath":"held.jsonl"}`)
+	// a's loop waits for the file once it has it open beside the test.
+	deadline := time.Now().Add(30 * time.Second)
+	for openCount(path) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the switch never began to wait for the file")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.send(`{"id":"s","type":"get_state"}`)
+	if r := b.answer("s"); r.Success == nil || !*r.Success {
+		t.Errorf("get_state: %s", r.line)
+	}
+	held.Close()
+	if r := a.answer("sw"); r.Success == nil || !*r.Success {
+		t.Errorf("the switch, once the file was let go of: %s", r.line)
+	}
+}
+
+// openCount is how many of this process's descriptors have path open.
+func openCount(path string) int {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, e := range entries {
+		if target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); target == path {
+			n++
+		}
+	}
+	return n
+}

@@ -47,12 +47,6 @@ type session struct {
 	callouts outbox       // the calls to its front end not yet made
 	userBash userBashRuns // the user's own shell commands running (rpc's bash)
 
-	// answerMu keeps a session change answered from the background next
-	// to its announcement (session_started right after the answer): the
-	// change holds it from its answer to its last event, and an rpc
-	// command loop while it handles a command and gathers its answer.
-	answerMu mutex[answerMu]
-
 	noticesMu mutex[noticesMu] // guards notices
 	notices   []string         // the warnings of its opening, for each front end that shows it
 	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui

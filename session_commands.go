@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -218,8 +219,9 @@ func (s *session) announceSession(queuesCleared bool) {
 // agent is aborted first; its last events are still sent and saved),
 // whose header names parent (a path; "" for none) as parentSession. done
 // gets the outcome; then queue_update (when the queues held anything),
-// session_started and the loops follow.
-func (s *session) newSession(parent string, done func(error)) {
+// session_started and the loops follow, all under answering when the
+// change is answered from the background (changeSession).
+func (s *session) newSession(parent string, answering sync.Locker, done func(error)) {
 	cleared := false
 	s.changeSession(nil, nil, func() error {
 		info := s.conv.info()
@@ -231,7 +233,7 @@ func (s *session) newSession(parent string, done func(error)) {
 		cleared = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)})
 		s.startEntries()
 		return nil
-	}, func(err error) {
+	}, answering, func(err error) {
 		done(err)
 		if err == nil {
 			s.announceSession(cleared)
@@ -241,8 +243,8 @@ func (s *session) newSession(parent string, done func(error)) {
 
 // switchSession opens the session file at path (relative to the cwd),
 // read in the background; a missing or invalid file fails and the current
-// conversation stays as it was. done as in newSession.
-func (s *session) switchSession(path string, done func(error)) {
+// conversation stays as it was. answering and done as in newSession.
+func (s *session) switchSession(path string, answering sync.Locker, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
 	cleared := false
 	var loaded *sessionFile
@@ -256,7 +258,7 @@ func (s *session) switchSession(path string, done func(error)) {
 	}, func() error {
 		cleared = s.useSession(loaded, loops)
 		return nil
-	}, func(err error) {
+	}, answering, func(err error) {
 		done(err)
 		if err != nil {
 			return
@@ -274,8 +276,9 @@ func (s *session) switchSession(path string, done func(error)) {
 // is looked for once the session changes asked for before are applied;
 // one that is not a user message fails (nothing is aborted). done gets
 // that message's text (to edit and send again), then the announcements
-// of newSession and set_editor_text with the text follow.
-func (s *session) fork(entryID string, done func(text string, err error)) {
+// of newSession and set_editor_text with the text follow (answering as
+// in newSession).
+func (s *session) fork(entryID string, answering sync.Locker, done func(text string, err error)) {
 	var old *sessionFile
 	var text, leaf string
 	cleared := false
@@ -296,7 +299,7 @@ func (s *session) fork(entryID string, done func(text string, err error)) {
 		cleared = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
 		s.conv.writeWhole(forked)
 		return nil
-	}, func(err error) {
+	}, answering, func(err error) {
 		done(text, err)
 		if err == nil {
 			s.announceSession(cleared)
@@ -342,8 +345,8 @@ func (s *session) clonePoint() (from *sessionFile, leaf string, err error) {
 // (the same entries), whose header names the old file as parentSession
 // (pi 1.6). The branch is the one current once the session changes asked
 // for before are applied; an empty conversation fails (nothing is
-// aborted). done as in newSession.
-func (s *session) clone(done func(error)) {
+// aborted). answering and done as in newSession.
+func (s *session) clone(answering sync.Locker, done func(error)) {
 	var old *sessionFile
 	var leaf string
 	cleared := false
@@ -362,7 +365,7 @@ func (s *session) clone(done func(error)) {
 		cleared = s.useSession(cloned, loopsRead{path: loopsFileOf(cloned.path)})
 		s.conv.writeWhole(cloned)
 		return nil
-	}, func(err error) {
+	}, answering, func(err error) {
 		done(err)
 		if err == nil {
 			s.announceSession(cleared)
