@@ -1008,3 +1008,56 @@ func TestSessionStartedRightAfterTheAnswer(t *testing.T) {
 		t.Errorf("%d switches answered, want %d", answered, rounds)
 	}
 }
+
+// TestSessionStartedRightAfterABusyChangesAnswer: a new_session sent
+// while the agent waits on an approval dialog is answered from the
+// background, once the run it aborts (closing the dialog) has settled;
+// the command loop meanwhile answers the client's get_state lines and
+// its late answer to that dialog, none of them between the change's
+// answer and its session_started, and nothing waits for another.
+func TestSessionStartedRightAfterABusyChangesAnswer(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"w1","name":"write","args":["{\"path\":\"new.txt\",\"content\":\"hello\"}"]}]}`+"\n"+`{"text":["Done."]}`, e.agentDir)
+	// The dialog stays open until the change closes it.
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":1},"confirmTimeoutMs":3600000}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--confirm", "write"})
+	ps.send(`{"id":"p","type":"prompt","message":"Write it"}`)
+	ps.waitFor(`"method":"confirm"`)
+	dialog := regexp.MustCompile(`"type":"extension_ui_request","id":"([^"]+)","method":"confirm"`).FindStringSubmatch(string(ps.out.bytes()))
+	if dialog == nil {
+		t.Fatalf("no dialog id in:\n%s", ps.out.bytes())
+	}
+	const queries = 50
+	var input strings.Builder
+	input.WriteString(`{"id":"n","type":"new_session"}` + "\n")
+	for i := range queries {
+		if i == queries/2 {
+			fmt.Fprintf(&input, `{"type":"extension_ui_response","id":%q,"confirmed":true}`+"\n", dialog[1])
+		}
+		fmt.Fprintf(&input, `{"id":"q%d","type":"get_state"}`+"\n", i)
+	}
+	io.WriteString(ps.in, input.String())
+	ps.waitFor(`"id":"n"`)
+	ps.send(`{"id":"last","type":"get_state"}`)
+	ps.waitFor(`"id":"last"`)
+	ps.close()
+	lines := strings.Split(string(ps.out.bytes()), "\n")
+	answered := 0
+	for i, line := range lines {
+		if strings.HasPrefix(line, `{"id":"q`) {
+			answered++
+		}
+		if !strings.Contains(line, `"command":"new_session"`) {
+			continue
+		}
+		if !strings.Contains(line, `"success":true`) {
+			t.Fatalf("new_session failed: %s", line)
+		}
+		if next := lines[i+1]; !strings.HasPrefix(next, `{"type":"session_started"`) {
+			t.Errorf("after %s\ncame %s", line, next)
+		}
+	}
+	if answered != queries {
+		t.Errorf("%d get_state answered, want %d:\n%s", answered, queries, ps.out.bytes())
+	}
+}
