@@ -146,14 +146,16 @@ func isBlank(line []byte) bool {
 //
 // A client that stops reading blocks the write in progress, and with it
 // whoever holds mu. That is the client's to decide while rpi serves it,
-// but not once rpi ends: after end, a write that has not finished within
-// endStall is given up, the output with it (nothing more is written), so
-// that ending never waits on a client that does not read. Each write
-// runs on a goroutine of its own for that (a write blocked on a pipe
-// cannot be interrupted otherwise: stdout is a pipe in blocking mode,
-// whose writes no deadline reaches); a write given up stays blocked until
-// rpi exits, when its record may be cut — the last one, as nothing is
-// written after it.
+// but not once rpi ends: after end, a write of which the client takes
+// nothing for endStall (awaitStall) is given up, the output with it
+// (nothing more is written), so that ending never waits on a client that
+// does not read. Each write runs on a goroutine of its own for that (a
+// write blocked on a pipe cannot be interrupted otherwise: stdout is a
+// pipe in blocking mode, whose writes no deadline reaches); a write given
+// up stays blocked until rpi exits, when its record may be cut — the
+// last one, as nothing is written after it. What the client takes is
+// seen a piece (writeChunk) at a time: a client that takes less than a
+// piece in endStall is taken for one that stopped reading.
 type output struct {
 	mu      mutex[outputMu] // guards w, err, pending and the order of records
 	w       io.Writer
@@ -164,8 +166,8 @@ type output struct {
 	// gone is closed when a write fails (the client stopped reading) or
 	// is given up.
 	gone chan struct{}
-	// ending is closed by end: rpi is ending, and a write may take at most
-	// endStall from then (or from its start, if later).
+	// ending is closed by end: rpi is ending, and a write of which the
+	// client takes nothing for endStall from then on is given up.
 	ending  chan struct{}
 	endOnce sync.Once
 	// wrote passes each write's error from writeOut (one at a time: the
@@ -330,8 +332,9 @@ func (o *output) write(p []byte) error {
 	return errGivenUp
 }
 
-// stallLooks is how many times in a row, endStall/stallLooks apart, a
-// write at the end must be seen on the same piece before it is given up.
+// stallLooks is how many looks in a row, endStall/stallLooks apart, must
+// find a write at the end still on the piece a look before them first
+// found it on (endStall in all) before it is given up.
 // Counting looks rather than measuring time means a stall is time rpi
 // itself ran: on a machine too busy to run rpi for a second, a ticker's
 // looks fall behind (it drops the ones missed), and the client, which
@@ -339,8 +342,9 @@ func (o *output) write(p []byte) error {
 const stallLooks = 10
 
 // awaitStall waits, once rpi is ending, for the write in progress to end
-// (done, with its error) or to stall: seen on the same begun piece at
-// stallLooks ticks in a row (done is false: give it up).
+// (done, with its error) or to stall: found on the same begun piece at
+// stallLooks ticks in a row after the one that first found it there
+// (done is false: give it up).
 func (o *output) awaitStall(ticks <-chan time.Time) (done bool, err error) {
 	seen, still := int64(0), 0
 	for {
@@ -408,9 +412,9 @@ func readInput(stdin io.Reader, maxLine int, stderr io.Writer, quit <-chan struc
 // stop, or the end of input. The loop itself may be held by a write to a
 // client that stopped reading (its answer to get_messages, say), so the
 // watcher starts the output's end (output.end): such a write is given up
-// within endStall, and the loop, free again, takes the signal from
-// signalled (there before the write is given up) or sees the input's
-// end. stopWatching ends the watcher.
+// once the client has taken nothing of it for endStall, and the loop,
+// free again, takes the signal from signalled (there before the write is
+// given up) or sees the input's end. stopWatching ends the watcher.
 func watchEnd(out *output, stop <-chan os.Signal, inputEnded <-chan struct{}) (signalled <-chan os.Signal, stopWatching func()) {
 	sigs, quit, done := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
 	go guarded(out.stderr, "watching for the end", func() {
