@@ -253,14 +253,17 @@ func runBridge(cfg cliConfig, env runEnv, stdin io.Reader, stdout, stderr io.Wri
 
 // copyBridge copies stdin to conn and conn to stdout. When stdin ends,
 // conn's write side is closed (the host reads its end) and what the host
-// still writes is copied until it closes: 0. When the host closes first:
+// still writes is copied until it closes: 0; as rpi's own output at its
+// end, a copy the client takes nothing of for endStall is given up then
+// (output.end), and the rest is not copied. When the host closes first:
 // one stderr line, 1. A stop signal ends it at once.
 func copyBridge(conn io.ReadWriteCloser, stdin io.Reader, stdout, stderr io.Writer, stop chan os.Signal, addr string) int {
 	fromHost, toHost := make(chan error, 1), make(chan error, 1)
+	out := newOutput(stdout, stderr)
 	go guarded(stderr, "copying the host's output", func() {
 		err := errors.New("the copy failed")
 		defer func() { fromHost <- err }()
-		_, err = io.Copy(stdout, conn)
+		_, err = io.Copy(bridgeOut{out}, conn)
 	})()
 	go guarded(stderr, "copying the client's input", func() {
 		err := errors.New("the copy failed")
@@ -269,6 +272,7 @@ func copyBridge(conn io.ReadWriteCloser, stdin io.Reader, stdout, stderr io.Writ
 	})()
 	select {
 	case err := <-toHost:
+		out.end() // a client that ended its input and stopped reading does not hold the bridge
 		if err == nil {
 			closeWrite(conn)
 		}
@@ -292,6 +296,27 @@ func copyBridge(conn io.ReadWriteCloser, stdin io.Reader, stdout, stderr io.Writ
 	case sig := <-stop:
 		return exitCode(sig)
 	}
+}
+
+// bridgeOut is a bridge's stdout: what it copies goes through an output,
+// which gives a write up once the bridge ends and the client takes
+// nothing of it (output.write).
+type bridgeOut struct{ o *output }
+
+// Write writes p as it is: the host's records are whole already.
+func (b bridgeOut) Write(p []byte) (int, error) {
+	o := b.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return 0, o.err
+	}
+	if err := o.write(p); err != nil {
+		o.err = err
+		close(o.gone)
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // closeWrite tells the host the client's input has ended: the write side

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -318,5 +319,35 @@ func TestBridgeFlags(t *testing.T) {
 		if _, err := parse(strings.Fields(tc.args)...); err == nil || err.Error() != tc.err {
 			t.Errorf("%s: %v, want %s", tc.args, err, tc.err)
 		}
+	}
+}
+
+// TestBridgeEndsWithAStalledClient: a bridge whose client ended its input
+// and stopped reading, but keeps stdout open, ends as rpi does
+// (docs/protocol.md): what the host still writes for it and the client
+// takes nothing of is given up, and the bridge exits 0, where it waited
+// on the client for good.
+func TestBridgeEndsWithAStalledClient(t *testing.T) {
+	host, conn := net.Pipe()
+	defer host.Close()
+	stdin, input := io.Pipe()
+	stdout, out := io.Pipe() // nobody reads
+	defer stdout.Close()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- copyBridge(conn, stdin, out, &stderr, make(chan os.Signal, 1), "unix:test") }()
+	host.Write([]byte(`{"type":"agent_end","messages":[]}` + "\n")) // taken by the bridge, which blocks on stdout
+	input.Close()
+	host.Close() // the host is done
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit code %d, want 0 (stderr: %s)", code, stderr.String())
+		}
+	case <-time.After(endStall + 10*time.Second):
+		t.Fatal("the bridge waits on a client that stopped reading")
+	}
+	if !strings.Contains(stderr.String(), "took no output") {
+		t.Errorf("stderr does not say the output was given up: %q", stderr.String())
 	}
 }
