@@ -154,8 +154,9 @@ func isBlank(line []byte) bool {
 // pipe in blocking mode, whose writes no deadline reaches); a write given
 // up stays blocked until rpi exits, when its record may be cut — the
 // last one, as nothing is written after it. What the client takes is
-// seen a piece (writeChunk) at a time: a client that takes less than a
-// piece in endStall is taken for one that stopped reading.
+// seen a piece at a time (writeChunk, endWriteChunk once rpi ends): a
+// client that takes less than a piece in endStall is taken for one that
+// stopped reading.
 type output struct {
 	mu      mutex[outputMu] // guards w, err, pending and the order of records
 	w       io.Writer
@@ -184,8 +185,13 @@ type output struct {
 const endStall = time.Second
 
 // writeChunk is the most one write to the client hands over at once, so
-// that a big record's progress shows (output.pieces).
-const writeChunk = 64 << 10
+// that a big record's progress shows (output.pieces); endWriteChunk once
+// rpi ends, so that a client reading slowly, but more than that a second,
+// is seen to take something within each endStall and gets all of it.
+const (
+	writeChunk    = 64 << 10
+	endWriteChunk = 4 << 10
+)
 
 // errGivenUp is the output's error once a write was given up at the end.
 var errGivenUp = errors.New("the client stopped reading: a write was given up at the end")
@@ -376,6 +382,11 @@ func (o *output) writeOut(p []byte) {
 	}()
 	for len(p) > 0 {
 		n := min(len(p), writeChunk)
+		select {
+		case <-o.ending:
+			n = min(n, endWriteChunk)
+		default:
+		}
 		o.pieces.Add(1)
 		if _, err = o.w.Write(p[:n]); err != nil {
 			return

@@ -422,15 +422,17 @@ func TestOutputGivesUpAtTheEnd(t *testing.T) {
 }
 
 // TestOutputWaitsForASlowReaderAtTheEnd: once rpi is ending, a write the
-// client takes slowly — a pipe read a piece at a time, the whole of it
-// taking longer than endStall — is written whole: only a client that
-// takes nothing for endStall is given up on.
+// client takes slowly — a pipe read 16 KiB at a time, a third of
+// endStall apart, the whole of it taking longer than endStall — is
+// written whole: only a client that takes nothing for endStall is given
+// up on. (With the pieces of 64 KiB rpi writes while it serves, this
+// reader took none of them whole within endStall, and was given up.)
 func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
 	t.Parallel()
 	pr, pw := io.Pipe()
 	got := make(chan int)
 	go func() {
-		n, buf := 0, make([]byte, writeChunk)
+		n, buf := 0, make([]byte, 16<<10)
 		for {
 			time.Sleep(endStall / 3)
 			k, err := io.ReadFull(pr, buf)
@@ -443,7 +445,7 @@ func TestOutputWaitsForASlowReaderAtTheEnd(t *testing.T) {
 	}()
 	o := newOutput(pw, io.Discard)
 	o.end()
-	record := bytes.Repeat([]byte("x"), 5*writeChunk) // five pieces: longer than endStall in all
+	record := bytes.Repeat([]byte("x"), 2*writeChunk) // eight reads: longer than endStall in all
 	o.send(func(buf []byte) ([]byte, error) { return append(buf, record...), nil })
 	pw.Close()
 	if n := <-got; n != len(record)+1 {
