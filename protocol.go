@@ -365,7 +365,12 @@ func (o *output) awaitStall(ticks <-chan time.Time) (done bool, err error) {
 			continue
 		}
 		if still++; still >= stallLooks {
-			return false, nil
+			select {
+			case err := <-o.wrote: // it ended as the last look came: not given up
+				return true, err
+			default:
+				return false, nil
+			}
 		}
 	}
 }

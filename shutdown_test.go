@@ -499,3 +499,34 @@ func TestStallIsCountedInLooks(t *testing.T) {
 		})
 	}
 }
+
+// TestStallEndedAtTheLastLook: a write that ends just as the look that
+// would give it up comes is not given up: rpi used to take whichever of
+// the two it saw first, and half the time gave up a write that had been
+// taken whole, dropping all that came after it.
+func TestStallEndedAtTheLastLook(t *testing.T) {
+	for range 32 {
+		o := newOutput(io.Discard, io.Discard)
+		o.pieces.Store(1)
+		ticks := make(chan time.Time)
+		result := make(chan bool, 1)
+		go func() {
+			done, _ := o.awaitStall(ticks)
+			result <- done
+		}()
+		for range stallLooks { // the look that finds the piece, and all but the last after it
+			ticks <- time.Time{}
+		}
+		o.wrote <- nil // the write ends as the last look comes: whichever it sees first, nothing is given up
+		select {
+		case ticks <- time.Time{}:
+			if done := <-result; !done {
+				t.Fatal("a write that had ended was given up")
+			}
+		case done := <-result: // it saw the end first
+			if !done {
+				t.Fatal("a write that had ended was given up")
+			}
+		}
+	}
+}
