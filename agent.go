@@ -306,6 +306,18 @@ func (s *session) releaseRuns() {
 	s.mu.Unlock()
 }
 
+// changeAsker is the part of the front end that asked for a session
+// change: lock, its answering (rpc: the connection's
+// connection.answerMu, which its command loop holds while it handles a
+// command; nil: none), and still (nil: none), asked under lock whether
+// the change is still the asker's to make (over rpi serve, a client that
+// has left the session is no longer): its error is the change's, and the
+// change is not made.
+type changeAsker struct {
+	lock  sync.Locker
+	still func() error
+}
+
 // changeSession applies a change that needs the agent still (a session
 // change): once the change asked for before it is applied, check (which
 // reads only memory and may refuse the change; nil for none) and prepare
@@ -318,23 +330,29 @@ func (s *session) releaseRuns() {
 // switch checks its entry in the session switched to). When nothing runs,
 // no change is under way and there is nothing to prepare, it does all this
 // at once, in order with the commands around it; otherwise in the
-// background, where done and what it announces hold answering (the
-// asking connection's connection.answerMu; nil: none), so that no answer
-// of that connection's command loop, which holds it while it handles a
-// command, comes between them. No run starts meanwhile.
-func (s *session) changeSession(check, prepare func() error, change func() error, answering sync.Locker, done func(error)) {
+// background, where the change, done and what it announces hold the
+// asker's lock, so that no answer of that connection's command loop comes
+// between the change and its answer or between the answer and its
+// announcement. asker.still is asked before the abort (a change its asker
+// no longer takes aborts nothing) and again, under the lock, right before
+// the change. No run starts meanwhile.
+func (s *session) changeSession(check, prepare func() error, change func() error, asker changeAsker, done func(error)) {
 	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
 	inBackground := busy || prepare != nil || !isClosed(after)
-	if inBackground && answering != nil {
-		// The command loop may answer other commands meanwhile, but not
-		// between this answer and its announcement.
-		announce := done
-		done = func(err error) {
-			answering.Lock()
-			defer answering.Unlock()
-			announce(err)
+	lock := func() func() {
+		if !inBackground || asker.lock == nil {
+			return func() {}
 		}
+		asker.lock.Lock()
+		return asker.lock.Unlock
+	}
+	step := func(f func() error) error {
+		if f == nil {
+			return nil
+		}
+		_, err := s.safely("the session change", func() (any, error) { return nil, f() })
+		return err
 	}
 	apply := func() {
 		defer s.releaseRuns()
@@ -342,19 +360,31 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 		if after != nil {
 			<-after
 		}
-		for _, step := range []func() error{check, prepare} {
-			if step == nil {
-				continue
-			}
-			if _, err := s.safely("the session change", func() (any, error) { return nil, step() }); err != nil {
+		for _, f := range []func() error{check, prepare} {
+			if err := step(f); err != nil {
+				defer lock()()
 				done(err)
 				return
 			}
 		}
+		if asker.still != nil {
+			unlock := lock()
+			err := step(asker.still)
+			if err != nil {
+				defer unlock()
+				done(err)
+				return
+			}
+			unlock()
+		}
 		if settled := s.abort(); settled != nil {
 			<-settled
 		}
-		_, err := s.safely("the session change", func() (any, error) { return nil, change() })
+		defer lock()()
+		err := step(asker.still)
+		if err == nil {
+			err = step(change)
+		}
 		done(err)
 	}
 	if inBackground {

@@ -11,7 +11,7 @@ var lockOrder = []struct {
 	side int
 }{
 	{`startupWatch.mu`, coreLock},         // held while deciding whether startup or a signal came first
-	{`connection.answerMu`, frontEndLock}, // held while a command is handled, and while a change answers and announces itself
+	{`connection.answerMu`, frontEndLock}, // held while a command is handled, and while a change is made, answers and announces itself
 	{`serveHost.mu`, frontEndLock},        // rpi serve's connections and stages; never held into a session
 	{`acpSession.startMu`, frontEndLock},  // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},    // held while a session's callouts are delivered

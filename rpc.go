@@ -85,6 +85,13 @@ func (e rpcEvents) gatheredEvent(ev event) {
 func (s *rpcServer) handleFrame(f frame) {
 	s.conn.answerMu.Lock()
 	defer s.conn.answerMu.Unlock()
+	s.handleFrameLocked(f)
+}
+
+// handleFrameLocked is handleFrame under the connection's answer lock,
+// held by its caller (rpi serve's connection, which holds it over its
+// own work on the line too).
+func (s *rpcServer) handleFrameLocked(f frame) {
 	s.dispatchFrame(f)
 	s.queryRequest = rpcRequest{}
 }

@@ -51,6 +51,10 @@ func newServedRPC(sh *serveHost, sc *servedConn) *servedRPC {
 // session for the connection, with the serve process's flags, and the
 // line is its first command.
 func (c *servedRPC) handle(f frame) {
+	// The connection's attachment changes under its answer lock only: a
+	// change answered from the background reads it (stillOn).
+	c.sc.conn.answerMu.Lock()
+	defer c.sc.conn.answerMu.Unlock()
 	if !c.sc.queue.accepting() {
 		return // refused, or detached: its connection is closing
 	}
@@ -69,7 +73,7 @@ func (c *servedRPC) handle(f frame) {
 		}
 		c.announceOpened()
 	}
-	c.srv.handleFrame(f)
+	c.srv.handleFrameLocked(f)
 	c.announceOpened() // a session the command opened for it (session_attach, a session change apart)
 }
 
@@ -550,6 +554,24 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 	}
 	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
 	return data, true, err
+}
+
+// errLeftSession answers a change of the connection's session that it
+// asked for in place and that waited (for a run to stop, a file, a change
+// before it) while the connection attached to another session: the change
+// is not made.
+var errLeftSession = errors.New("The session change was not made: this connection attached to another session first")
+
+// stillOn refuses a change of srv's session, asked for in place, once the
+// connection is attached elsewhere (srv is no longer its view). It is
+// asked under the connection's answer lock, which its loop holds while it
+// handles a line (session_attach, a change apart): the connection does not
+// move before the change is answered and announced.
+func (c *servedRPC) stillOn(srv *rpcServer) error {
+	if c.srv != srv {
+		return errLeftSession
+	}
+	return nil
 }
 
 // sendSessionStarted tells this connection alone which session it now

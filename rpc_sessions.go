@@ -149,7 +149,7 @@ func (s *rpcServer) newSessionCommand(r *rpcRequest) (any, error) {
 	if s.served != nil && s.served.shared() {
 		return s.served.newSessionApart(parent)
 	}
-	s.newSession(parent, &s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
+	s.newSession(parent, s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 
@@ -167,7 +167,7 @@ func (s *rpcServer) switchSessionCommand(r *rpcRequest) (any, error) {
 			return data, err
 		}
 	}
-	s.switchSession(path, &s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
+	s.switchSession(path, s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 
@@ -189,10 +189,21 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 		}
 		return s.served.copyApart(&leaf, forkAnswer{text, false}, &uiRequest{Method: "set_editor_text", Text: text})
 	}
-	s.fork(id, &s.conn.answerMu, func(text string, err error) {
+	s.fork(id, s.changeAsker(), func(text string, err error) {
 		s.reply(r, forkAnswer{text, false}, err)
 	})
 	return noReply{}, nil
+}
+
+// changeAsker is this connection as the asker of a change of its
+// session made in place: its answer lock, and over rpi serve whether the
+// change is still its to make (servedRPC.stillOn).
+func (s *rpcServer) changeAsker() changeAsker {
+	a := changeAsker{lock: &s.conn.answerMu}
+	if s.served != nil {
+		a.still = func() error { return s.served.stillOn(s) }
+	}
+	return a
 }
 
 // forkAnswer is fork's answer: the message forked before, to edit and
@@ -213,7 +224,7 @@ func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
 		}
 		return s.served.copyApart(nil, notCancelled, nil)
 	}
-	s.clone(&s.conn.answerMu, func(err error) { s.reply(r, notCancelled, err) })
+	s.clone(s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
 	return noReply{}, nil
 }
 

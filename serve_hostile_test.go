@@ -1610,22 +1610,13 @@ func TestServeHostileSlowCommandHoldsNoOtherClient(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("needs /proc/self/fd to see the wait begin")
 	}
-	e := newTestEnv(t)
-	e.lockWait = time.Hour // until the test lets go of the file
-	cwd := t.TempDir()
-	sh := startServe(t, e, cwd)
-	defer sh.end()
+	sh, cwd := startServeWaitingForFiles(t)
 	a := dialLines(t, sh.socket)
 	id := a.hello(`{"id":"h","type":"hello"}`).SessionID
 	b := dialLines(t, sh.socket)
 	b.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
 	path := filepath.Join(cwd, "held.jsonl")
-	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000c","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"), 0o644)
-	held, err := lockSessionFile(t.Context(), path, 0)
-	if err != nil || held == nil {
-		t.Fatalf("the test could not hold %s: %v", path, err)
-	}
-	defer held.Close()
+	held := holdSessionFile(t, path, "1a2b3c4d-0000-4000-8000-00000000000c")
 	a.send(`{"id":"sw","type":"switch_session","sessionPath":"held.jsonl"}`)
 	// a's loop waits for the file once it has it open beside the test.
 	deadline := time.Now().Add(30 * time.Second)

@@ -15,7 +15,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -219,9 +218,9 @@ func (s *session) announceSession(queuesCleared bool) {
 // agent is aborted first; its last events are still sent and saved),
 // whose header names parent (a path; "" for none) as parentSession. done
 // gets the outcome; then queue_update (when the queues held anything),
-// session_started and the loops follow, all under answering when the
+// session_started and the loops follow, all under asker's lock when the
 // change is answered from the background (changeSession).
-func (s *session) newSession(parent string, answering sync.Locker, done func(error)) {
+func (s *session) newSession(parent string, asker changeAsker, done func(error)) {
 	cleared := false
 	s.changeSession(nil, nil, func() error {
 		info := s.conv.info()
@@ -233,7 +232,7 @@ func (s *session) newSession(parent string, answering sync.Locker, done func(err
 		cleared = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)})
 		s.startEntries()
 		return nil
-	}, answering, func(err error) {
+	}, asker, func(err error) {
 		done(err)
 		if err == nil {
 			s.announceSession(cleared)
@@ -243,10 +242,10 @@ func (s *session) newSession(parent string, answering sync.Locker, done func(err
 
 // switchSession opens the session file at path (relative to the cwd),
 // read in the background; a missing or invalid file fails and the current
-// conversation stays as it was. answering and done as in newSession.
-func (s *session) switchSession(path string, answering sync.Locker, done func(error)) {
+// conversation stays as it was. asker and done as in newSession.
+func (s *session) switchSession(path string, asker changeAsker, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
-	cleared := false
+	cleared, used := false, false
 	var loaded *sessionFile
 	var loops loopsRead
 	s.changeSession(nil, func() error {
@@ -257,8 +256,12 @@ func (s *session) switchSession(path string, answering sync.Locker, done func(er
 		return err
 	}, func() error {
 		cleared = s.useSession(loaded, loops)
+		used = true
 		return nil
-	}, answering, func(err error) {
+	}, asker, func(err error) {
+		if loaded != nil && !used { // read, and not switched to (its asker's still refused it)
+			loaded.unlock()
+		}
 		done(err)
 		if err != nil {
 			return
@@ -276,9 +279,9 @@ func (s *session) switchSession(path string, answering sync.Locker, done func(er
 // is looked for once the session changes asked for before are applied;
 // one that is not a user message fails (nothing is aborted). done gets
 // that message's text (to edit and send again), then the announcements
-// of newSession and set_editor_text with the text follow (answering as
+// of newSession and set_editor_text with the text follow (asker as
 // in newSession).
-func (s *session) fork(entryID string, answering sync.Locker, done func(text string, err error)) {
+func (s *session) fork(entryID string, asker changeAsker, done func(text string, err error)) {
 	var old *sessionFile
 	var text, leaf string
 	cleared := false
@@ -299,7 +302,7 @@ func (s *session) fork(entryID string, answering sync.Locker, done func(text str
 		cleared = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
 		s.conv.writeWhole(forked)
 		return nil
-	}, answering, func(err error) {
+	}, asker, func(err error) {
 		done(text, err)
 		if err == nil {
 			s.announceSession(cleared)
@@ -345,8 +348,8 @@ func (s *session) clonePoint() (from *sessionFile, leaf string, err error) {
 // (the same entries), whose header names the old file as parentSession
 // (pi 1.6). The branch is the one current once the session changes asked
 // for before are applied; an empty conversation fails (nothing is
-// aborted). answering and done as in newSession.
-func (s *session) clone(answering sync.Locker, done func(error)) {
+// aborted). asker and done as in newSession.
+func (s *session) clone(asker changeAsker, done func(error)) {
 	var old *sessionFile
 	var leaf string
 	cleared := false
@@ -365,7 +368,7 @@ func (s *session) clone(answering sync.Locker, done func(error)) {
 		cleared = s.useSession(cloned, loopsRead{path: loopsFileOf(cloned.path)})
 		s.conv.writeWhole(cloned)
 		return nil
-	}, answering, func(err error) {
+	}, asker, func(err error) {
 		done(err)
 		if err == nil {
 			s.announceSession(cleared)

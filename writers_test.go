@@ -147,7 +147,7 @@ func TestPanicInASessionChangesReadIsAnswered(t *testing.T) {
 	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir())
 	sp.seen(`"type":"session_started"`)
 	outcome := make(chan error, 1)
-	sp.s.changeSession(nil, func() error { panic("in the read") }, func() error { return nil }, nil, func(err error) { outcome <- err })
+	sp.s.changeSession(nil, func() error { panic("in the read") }, func() error { return nil }, changeAsker{}, func(err error) { outcome <- err })
 	select {
 	case err := <-outcome:
 		if err == nil || !strings.Contains(err.Error(), "in the read") {
