@@ -532,28 +532,44 @@ func (c *servedRPC) newSessionApart(parent string) (any, error) {
 // not there fails as over stdio, where --session would make a new
 // session there.
 func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
+	if c.liveStage(path) == nil && !c.shared() {
+		return nil, false, nil
+	}
+	data, err = c.switchAway(path)
+	return data, true, err
+}
+
+// liveStage is the stage of the session live in the host whose file is
+// path (relative to the session's cwd), or nil.
+func (c *servedRPC) liveStage(path string) *stage {
 	path = resolvePath(c.srv.set.cwd, path)
 	for _, st := range c.sh.liveStages() {
-		if st.s.conv.info().path != path {
-			continue
+		if st.s.conv.info().path == path {
+			return st
 		}
+	}
+	return nil
+}
+
+// switchAway is switch_session apart from the connection's session: to
+// the live session whose file path is (attached to), or to the file,
+// opened for this connection.
+func (c *servedRPC) switchAway(path string) (any, error) {
+	if st := c.liveStage(path); st != nil {
 		if st != c.st {
 			if _, err := c.moveTo(st, -1); err != nil {
-				return nil, true, err
+				return nil, err
 			}
 		}
 		srv := c.srv
 		c.announce = func() { srv.sendSessionStarted() }
-		return notCancelled, true, nil
+		return notCancelled, nil
 	}
-	if !c.shared() {
-		return nil, false, nil
-	}
+	path = resolvePath(c.srv.set.cwd, path)
 	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, true, errSessionNotFound(path)
+		return nil, errSessionNotFound(path)
 	}
-	data, err = c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
-	return data, true, err
+	return c.apart(sessionOptions{cwd: c.srv.set.cwd, file: path}, notCancelled, nil)
 }
 
 // errLeftSession answers a change of the connection's session that it
@@ -568,11 +584,19 @@ var errLeftSession = errors.New("The session change was not made: this connectio
 // handles a line (session_attach, a change apart): the connection does not
 // move before the change is answered and announced.
 func (c *servedRPC) stillOn(srv *rpcServer) error {
-	if c.srv != srv {
+	switch {
+	case c.srv != srv:
 		return errLeftSession
+	case c.shared():
+		return errNowShared
 	}
 	return nil
 }
+
+// errNowShared is stillOn's word that other clients attached to the
+// session while a change of it waited: the change is made apart
+// (rpcServer.changeDone). It is never an answer.
+var errNowShared = errors.New("other clients watch the session now")
 
 // sendSessionStarted tells this connection alone which session it now
 // shows (a live one it switched to: the others attached saw it start

@@ -146,10 +146,11 @@ func (s *rpcServer) newSessionCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	apart := func() (any, error) { return s.served.newSessionApart(parent) }
 	if s.served != nil && s.served.shared() {
-		return s.served.newSessionApart(parent)
+		return apart()
 	}
-	s.newSession(parent, s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
+	s.newSession(parent, s.changeAsker(), s.changeDone(r, notCancelled, apart))
 	return noReply{}, nil
 }
 
@@ -167,7 +168,8 @@ func (s *rpcServer) switchSessionCommand(r *rpcRequest) (any, error) {
 			return data, err
 		}
 	}
-	s.switchSession(path, s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
+	apart := func() (any, error) { return s.served.switchAway(path) }
+	s.switchSession(path, s.changeAsker(), s.changeDone(r, notCancelled, apart))
 	return noReply{}, nil
 }
 
@@ -182,15 +184,18 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.served != nil && s.served.shared() {
+	apart := func() (any, error) {
 		_, text, leaf, err := s.forkPoint(id)
 		if err != nil {
 			return nil, err
 		}
 		return s.served.copyApart(&leaf, forkAnswer{text, false}, &uiRequest{Method: "set_editor_text", Text: text})
 	}
+	if s.served != nil && s.served.shared() {
+		return apart()
+	}
 	s.fork(id, s.changeAsker(), func(text string, err error) {
-		s.reply(r, forkAnswer{text, false}, err)
+		s.changeDone(r, forkAnswer{text, false}, apart)(err)
 	})
 	return noReply{}, nil
 }
@@ -206,6 +211,23 @@ func (s *rpcServer) changeAsker() changeAsker {
 	return a
 }
 
+// changeDone answers r, a change of the session made in place, with data
+// once it is made. Over rpi serve, a change that finds other clients on
+// the session when its turn comes (errNowShared) is made apart instead,
+// as it would have been had they watched when it was asked: the session
+// stays theirs, and the connection moves to one of its own.
+func (s *rpcServer) changeDone(r *rpcRequest, data any, apart func() (any, error)) func(error) {
+	return func(err error) {
+		if errors.Is(err, errNowShared) {
+			data, err = apart()
+			s.reply(r, data, err)
+			s.served.announceOpened()
+			return
+		}
+		s.reply(r, data, err)
+	}
+}
+
 // forkAnswer is fork's answer: the message forked before, to edit and
 // send again.
 type forkAnswer struct {
@@ -218,13 +240,16 @@ type forkAnswer struct {
 // Fields: none. Answer: {"cancelled":false}. Events: session_started after
 // the answer.
 func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
-	if s.served != nil && s.served.shared() {
+	apart := func() (any, error) {
 		if _, _, err := s.clonePoint(); err != nil {
 			return nil, err
 		}
 		return s.served.copyApart(nil, notCancelled, nil)
 	}
-	s.clone(s.changeAsker(), func(err error) { s.reply(r, notCancelled, err) })
+	if s.served != nil && s.served.shared() {
+		return apart()
+	}
+	s.clone(s.changeAsker(), s.changeDone(r, notCancelled, apart))
 	return noReply{}, nil
 }
 

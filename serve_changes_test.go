@@ -109,3 +109,36 @@ func TestServeChangeAskedThenLeft(t *testing.T) {
 		again.Close()
 	}
 }
+
+// TestServeChangeAskedThenWatched: a change asked while its client was
+// the session's only one, and made once another client had attached,
+// moves the asking client apart, as a change asked while others watch
+// does: the other stays where it was. Before, the session the other had
+// attached to was switched under it.
+func TestServeChangeAskedThenWatched(t *testing.T) {
+	sh, cwd := startServeWaitingForFiles(t)
+	a := dialLines(t, sh.socket)
+	watched := a.hello(`{"id":"h","type":"hello"}`).SessionID
+	const heldID = "1a2b3c4d-0000-4000-8000-00000000000e"
+	held := holdSessionFile(t, filepath.Join(cwd, "held.jsonl"), heldID)
+	a.send(`{"id":"sw","type":"switch_session","sessionPath":"held.jsonl"}`) // a alone: in place, once the file is let go of
+	if id := sessionIDOf(a, "asked"); id != watched {                        // answered once the switch waits
+		t.Fatalf("a is on %s before the switch is made", id)
+	}
+	b := dialLines(t, sh.socket)
+	b.hello(`{"id":"h","type":"hello","attach":"` + watched + `"}`)
+	held.Close()
+	if r := a.answer("sw"); r.Success == nil || !*r.Success {
+		t.Fatalf("switch_session: %s", r.line)
+	}
+	if id := sessionIDOf(a, "st"); id != heldID {
+		t.Errorf("a is on %s, want %s", id, heldID)
+	}
+	checkStartedRightAfter(t, a, "sw")
+	if id := sessionIDOf(b, "st"); id != watched {
+		t.Errorf("b was moved to %s", id)
+	}
+	if recs, _ := b.snapshot(); len(seqsOf(recs)) > 0 {
+		t.Errorf("b got events of a's change:\n%s", recordLines(recs))
+	}
+}
