@@ -860,4 +860,7 @@ type compat struct {
 	// RequiresReasoningContent: replayed assistant turns carry
 	// reasoning_content (DeepSeek's rule).
 	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
+	// mistralCallIDs: tool call ids go as Mistral takes them, nine
+	// letters and digits (mistralCallID); set by the host alone.
+	mistralCallIDs bool
 }

@@ -83,13 +83,13 @@ func anthropicBody(req streamRequest) map[string]any {
 					}
 				case "toolCall":
 					id, _ := splitCallID(b.ID)
-					blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": b.Name, "input": json.RawMessage(callArguments(b))})
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": wireCallID(id), "name": b.Name, "input": json.RawMessage(callArguments(b))})
 				}
 			}
 			add("assistant", blocks)
 		case *toolResultMessage:
 			id, _ := splitCallID(m.ToolCallID)
-			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": resultText(m.Content), "is_error": m.IsError}})
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": resultText(m.Content), "is_error": m.IsError}})
 		}
 	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}

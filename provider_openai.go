@@ -29,6 +29,13 @@ var openAIChat = &wireAPI{
 // asked for, and whether usage is asked for in the stream.
 func openAIBody(req streamRequest) map[string]any {
 	c := req.model.compat
+	callID := func(id string) string {
+		id, _ = splitCallID(id)
+		if c.mistralCallIDs {
+			return mistralCallID(id)
+		}
+		return id
+	}
 	var messages []map[string]any
 	if req.system != "" {
 		messages = append(messages, map[string]any{"role": "system", "content": req.system})
@@ -58,9 +65,8 @@ func openAIBody(req streamRequest) map[string]any {
 				case "thinking":
 					thinking.WriteString(b.Thinking)
 				case "toolCall":
-					id, _ := splitCallID(b.ID)
-					calls = append(calls, map[string]any{"id": id, "type": "function",
-						"function": map[string]string{"name": b.Name, "arguments": string(b.Arguments)}})
+					calls = append(calls, map[string]any{"id": callID(b.ID), "type": "function",
+						"function": map[string]string{"name": b.Name, "arguments": callArguments(b)}})
 				}
 			}
 			if text.Len() > 0 {
@@ -76,8 +82,7 @@ func openAIBody(req streamRequest) map[string]any {
 				messages = append(messages, msg)
 			}
 		case *toolResultMessage:
-			id, _ := splitCallID(m.ToolCallID)
-			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": id, "content": resultText(m.Content)})
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": resultText(m.Content)})
 		}
 	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,

@@ -79,7 +79,7 @@ func responsesBody(req streamRequest) map[string]any {
 						"content": []map[string]any{{"type": "output_text", "text": b.Text, "annotations": []any{}}}})
 				case "toolCall":
 					callID, itemID := splitCallID(b.ID)
-					item := map[string]any{"type": "function_call", "call_id": callID, "name": b.Name, "arguments": callArguments(b)}
+					item := map[string]any{"type": "function_call", "call_id": wireCallID(callID), "name": b.Name, "arguments": callArguments(b)}
 					if same && strings.HasPrefix(itemID, "fc_") {
 						item["id"] = itemID
 					}
@@ -88,7 +88,7 @@ func responsesBody(req streamRequest) map[string]any {
 			}
 		case *toolResultMessage:
 			callID, _ := splitCallID(msg.ToolCallID)
-			input = append(input, map[string]any{"type": "function_call_output", "call_id": callID,
+			input = append(input, map[string]any{"type": "function_call_output", "call_id": wireCallID(callID),
 				"output": cmp.Or(resultText(msg.Content), "(no tool output)")})
 		}
 	}

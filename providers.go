@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"net/http"
@@ -558,6 +559,53 @@ func sameModel(m *assistantMessage, to *model) bool {
 func splitCallID(id string) (callID, itemID string) {
 	callID, itemID, _ = strings.Cut(id, "|")
 	return callID, itemID
+}
+
+// wireCallID is a tool call id as Anthropic's tool_use ids and the
+// Responses call_id take one: ^[a-zA-Z0-9_-]{1,64}$. An id of that form
+// goes as it is; another — one a server made with other characters (Kimi's
+// "functions.read:0"), an empty one, one longer than 64 bytes, all kept as
+// they came when the conversation moves from the API that made them —
+// has every other byte made "_" and ends in a hash of the whole id, so
+// that two ids that differ only there stay apart. A call and its result
+// go through it alike, so they still match.
+func wireCallID(id string) string {
+	if len(id) > 0 && len(id) <= 64 && strings.IndexFunc(id, func(r rune) bool { return !idChar(r) }) < 0 {
+		return id
+	}
+	safe := []byte(id[:min(len(id), 64-9)])
+	for i, c := range safe {
+		if !idChar(rune(c)) {
+			safe[i] = '_'
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return fmt.Sprintf("%s_%08x", safe, h.Sum32())
+}
+
+// idChar reports whether c may be in a tool call id everywhere.
+func idChar(c rune) bool {
+	return c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// mistralCallID is a tool call id as Mistral takes one: nine letters and
+// digits. An id of another form (every other API's) is nine characters of
+// a hash of it, the same for a call and its result.
+func mistralCallID(id string) string {
+	if len(id) == 9 && strings.IndexFunc(id, func(r rune) bool { return r == '_' || r == '-' || !idChar(r) }) < 0 {
+		return id
+	}
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	n := h.Sum64()
+	out := make([]byte, 9)
+	for i := range out {
+		out[i] = digits[n%62]
+		n /= 62
+	}
+	return string(out)
 }
 
 // dataURL is an image block as a data: URL.
