@@ -62,8 +62,8 @@ func anthropicBody(req streamRequest) map[string]any {
 			for _, b := range m.Content {
 				if b.Type == "text" && b.Text != "" {
 					blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
-				} else if b.Type == "image" && req.model.imageable {
-					blocks = append(blocks, map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}})
+				} else if b.Type == "image" {
+					blocks = append(blocks, anthropicImage(req.model, b))
 				}
 			}
 			add("user", blocks)
@@ -89,7 +89,18 @@ func anthropicBody(req streamRequest) map[string]any {
 			add("assistant", blocks)
 		case *toolResultMessage:
 			id, _ := splitCallID(m.ToolCallID)
-			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": resultText(m.Content), "is_error": m.IsError}})
+			var content any = toolResultText(req.model, m.Content)
+			if images := toolResultImages(req.model, m.Content); len(images) > 0 {
+				var blocks []map[string]any
+				if text := content.(string); text != "" { // Anthropic refuses an empty text block
+					blocks = append(blocks, map[string]any{"type": "text", "text": text})
+				}
+				for _, b := range images {
+					blocks = append(blocks, anthropicImage(req.model, b))
+				}
+				content = blocks
+			}
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": content, "is_error": m.IsError}})
 		}
 	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}
@@ -107,6 +118,15 @@ func anthropicBody(req streamRequest) map[string]any {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
 	}
 	return body
+}
+
+// anthropicImage is an image block, or the note that goes in its place
+// (imageNote).
+func anthropicImage(m *model, b contentBlock) map[string]any {
+	if note := imageNote(m, b); note != "" {
+		return map[string]any{"type": "text", "text": note}
+	}
+	return map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}}
 }
 
 // anthropicMaxTokens is the model's maxTokens, raised to leave room for

@@ -126,15 +126,32 @@ func geminiBody(req streamRequest) map[string]any {
 		contents = append(contents, map[string]any{"role": role, "parts": parts})
 		toolResults = results
 	}
+	image := func(b contentBlock) map[string]any {
+		if note := imageNote(m, b); note != "" {
+			return map[string]any{"text": note}
+		}
+		return map[string]any{"inlineData": map[string]string{"mimeType": b.MimeType, "data": b.Data}}
+	}
+	// The images of a run of tool results go in a user content after it.
+	var toolImages []map[string]any
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			add("user", append([]map[string]any{{"text": toolImagesText}}, toolImages...), false)
+			toolImages = nil
+		}
+	}
 	for _, msg := range contextMessages(req.messages) {
+		if _, result := msg.(*toolResultMessage); !result {
+			flushImages()
+		}
 		switch msg := msg.(type) {
 		case *userMessage:
 			var parts []map[string]any
 			for _, b := range msg.Content {
 				if b.Type == "text" && b.Text != "" {
 					parts = append(parts, map[string]any{"text": b.Text})
-				} else if b.Type == "image" && m.imageable {
-					parts = append(parts, map[string]any{"inlineData": map[string]string{"mimeType": b.MimeType, "data": b.Data}})
+				} else if b.Type == "image" {
+					parts = append(parts, image(b))
 				}
 			}
 			add("user", parts, false)
@@ -167,9 +184,12 @@ func geminiBody(req streamRequest) map[string]any {
 			}
 			add("model", parts, false)
 		case *toolResultMessage:
-			response := map[string]string{"output": resultText(msg.Content)}
+			response := map[string]string{"output": toolResultText(m, msg.Content)}
 			if msg.IsError {
-				response = map[string]string{"error": resultText(msg.Content)}
+				response = map[string]string{"error": toolResultText(m, msg.Content)}
+			}
+			for _, b := range toolResultImages(m, msg.Content) {
+				toolImages = append(toolImages, image(b))
 			}
 			result := map[string]any{"name": msg.ToolName, "response": response}
 			if withIDs {
@@ -178,6 +198,7 @@ func geminiBody(req streamRequest) map[string]any {
 			add("user", []map[string]any{{"functionResponse": result}}, true)
 		}
 	}
+	flushImages()
 	body := map[string]any{"contents": contents}
 	if req.system != "" {
 		body["systemInstruction"] = map[string]any{"parts": []map[string]string{{"text": req.system}}}

@@ -40,15 +40,33 @@ func openAIBody(req streamRequest) map[string]any {
 	if req.system != "" {
 		messages = append(messages, map[string]any{"role": "system", "content": req.system})
 	}
+	image := func(b contentBlock) map[string]any {
+		if note := imageNote(req.model, b); note != "" {
+			return map[string]any{"type": "text", "text": note}
+		}
+		return map[string]any{"type": "image_url", "image_url": map[string]string{"url": dataURL(b)}}
+	}
+	// The images of a run of tool results go in a user message after it.
+	var toolImages []map[string]any
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			parts := append([]map[string]any{{"type": "text", "text": toolImagesText}}, toolImages...)
+			messages = append(messages, map[string]any{"role": "user", "content": parts})
+			toolImages = nil
+		}
+	}
 	for _, m := range contextMessages(req.messages) {
+		if _, result := m.(*toolResultMessage); !result {
+			flushImages()
+		}
 		switch m := m.(type) {
 		case *userMessage:
 			var parts []map[string]any
 			for _, b := range m.Content {
 				if b.Type == "text" {
 					parts = append(parts, map[string]any{"type": "text", "text": b.Text})
-				} else if b.Type == "image" && req.model.imageable {
-					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": "data:" + b.MimeType + ";base64," + b.Data}})
+				} else if b.Type == "image" {
+					parts = append(parts, image(b))
 				}
 			}
 			if len(parts) > 0 {
@@ -82,9 +100,13 @@ func openAIBody(req streamRequest) map[string]any {
 				messages = append(messages, msg)
 			}
 		case *toolResultMessage:
-			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": resultText(m.Content)})
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": toolResultText(req.model, m.Content)})
+			for _, b := range toolResultImages(req.model, m.Content) {
+				toolImages = append(toolImages, image(b))
+			}
 		}
 	}
+	flushImages()
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,
 		cmp.Or(c.MaxTokensField, "max_tokens"): openAIMaxTokens(req)}
 	if setting(c.SupportsUsageInStreaming, true) {

@@ -7,10 +7,13 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -156,6 +159,83 @@ func TestForeignToolCallIDs(t *testing.T) {
 				{Type: "toolCall", ID: "Ab3dE6gH9", Name: "read", Arguments: json.RawMessage(`{}`)}}}}
 		if body := sentBody(t, c.m, own); !strings.Contains(body, c.want) {
 			t.Errorf("%s: request lacks %s:\n%s", c.m.Provider, c.want, body)
+		}
+	}
+}
+
+// TestToolResultImagesSent: an image a tool gives (read of a PNG, an MCP
+// tool's image) reaches the model. Every API was sent the result's text
+// alone — "Read image file [image/png]", or "(see attached image)" with
+// nothing attached — so the model never saw what read advertises it
+// returns. Anthropic gets the image in its tool_result; the other APIs,
+// whose tool results hold text, in a user message after the results (pi's
+// way), which Chat Completions must not have between two tool messages.
+func TestToolResultImagesSent(t *testing.T) {
+	endToEnd(t)
+	png := "\x89PNG\r\n\x1a\n-tool-image-bytes"
+	data := base64.StdEncoding.EncodeToString([]byte(png))
+	script := `{"toolCalls":[{"id":"call_1","name":"read","args":["{\"path\":\"pic.png\"}"]},{"id":"call_2","name":"read","args":["{\"path\":\"b.txt\"}"]}]}
+{"text":["seen"]}`
+	want := map[string][]string{
+		apiOpenAI: {`{"content":"b\n","role":"tool","tool_call_id":"call_2"},{"content":[{"text":"Attached image(s) from tool result:","type":"text"},` +
+			`{"image_url":{"url":"data:image/png;base64,` + data + `"},"type":"image_url"}],"role":"user"}`},
+		apiResponses: {`"type":"function_call_output"},{"content":[{"text":"Attached image(s) from tool result:","type":"input_text"},` +
+			`{"detail":"auto","image_url":"data:image/png;base64,` + data + `","type":"input_image"}],"role":"user"}`},
+		apiAnthropic: {`{"content":[{"text":"Read image file [image/png]","type":"text"},{"source":{"data":"` + data +
+			`","media_type":"image/png","type":"base64"},"type":"image"}],"is_error":false,"tool_use_id":"call_1","type":"tool_result"}`},
+		apiGoogle: {`{"parts":[{"text":"Attached image(s) from tool result:"},{"inlineData":{"data":"` + data + `","mimeType":"image/png"}}],"role":"user"}`},
+	}
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
+		t.Run(api, func(t *testing.T) {
+			ps, fm, cwd := agentSession(t, api, script)
+			os.WriteFile(filepath.Join(cwd, "pic.png"), []byte(png), 0o644)
+			os.WriteFile(filepath.Join(cwd, "b.txt"), []byte("b\n"), 0o644)
+			ps.send(`{"id":"p","type":"prompt","message":"Look at pic.png"}`)
+			ps.waitFor(`"agent_settled"`)
+			ps.close()
+			body, _ := json.Marshal(fm.lastRequest())
+			for _, w := range want[api] {
+				if !strings.Contains(string(body), w) {
+					t.Errorf("request lacks %s:\n%.4000s", w, body)
+				}
+			}
+		})
+	}
+}
+
+// TestImagesAModelCannotTake: an image that cannot go to the model is a
+// note in its place, not a silent loss (or, for Anthropic, a request
+// refused): a model without "image" in its input is told an image was
+// there, and Anthropic, which refuses an image of more than 5 MiB of base64
+// (and with it every later request of the session, since the image stays
+// in the conversation), is sent the note instead.
+func TestImagesAModelCannotTake(t *testing.T) {
+	small := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nsmall"))}
+	big := contentBlock{Type: "image", MimeType: "image/png", Data: strings.Repeat("A", 6<<20)}
+	history := []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "Look"}, big}},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.png"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1", ToolName: "read", Content: []contentBlock{big, small}},
+	}
+	anthropic := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	body := sentBody(t, anthropic, history)
+	if strings.Contains(body, big.Data) {
+		t.Errorf("Anthropic was sent an image of %d bytes of base64", len(big.Data))
+	}
+	for _, w := range []string{`"[image/png image omitted: its 6 MiB of base64 is more than the 5 MiB Anthropic takes]"`, small.Data} {
+		if !strings.Contains(body, w) {
+			t.Errorf("Anthropic's request lacks %s:\n%.2000s", w, body)
+		}
+	}
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
+		textOnly := &model{ID: "m", API: api, Provider: "p"}
+		body := sentBody(t, textOnly, history)
+		if strings.Contains(body, small.Data) || strings.Contains(body, "Attached image") {
+			t.Errorf("%s: a model without images was sent one:\n%.2000s", api, body)
+		}
+		if n := strings.Count(body, "image omitted: model p/m does not take images"); n != 3 {
+			t.Errorf("%s: %d notes of an image left out, want 3:\n%.2000s", api, n, body)
 		}
 	}
 }

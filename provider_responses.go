@@ -39,15 +39,33 @@ func responsesBody(req streamRequest) map[string]any {
 		input = append(input, map[string]any{"role": role, "content": req.system})
 	}
 	messageIDs := 0
+	image := func(b contentBlock) map[string]any {
+		if note := imageNote(m, b); note != "" {
+			return map[string]any{"type": "input_text", "text": note}
+		}
+		return map[string]any{"type": "input_image", "detail": "auto", "image_url": dataURL(b)}
+	}
+	// The images of a run of tool results go in a user message after it.
+	var toolImages []map[string]any
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			parts := append([]map[string]any{{"type": "input_text", "text": toolImagesText}}, toolImages...)
+			input = append(input, map[string]any{"role": "user", "content": parts})
+			toolImages = nil
+		}
+	}
 	for _, msg := range contextMessages(req.messages) {
+		if _, result := msg.(*toolResultMessage); !result {
+			flushImages()
+		}
 		switch msg := msg.(type) {
 		case *userMessage:
 			var parts []map[string]any
 			for _, b := range msg.Content {
 				if b.Type == "text" {
 					parts = append(parts, map[string]any{"type": "input_text", "text": b.Text})
-				} else if b.Type == "image" && m.imageable {
-					parts = append(parts, map[string]any{"type": "input_image", "detail": "auto", "image_url": dataURL(b)})
+				} else if b.Type == "image" {
+					parts = append(parts, image(b))
 				}
 			}
 			if len(parts) > 0 {
@@ -89,9 +107,13 @@ func responsesBody(req streamRequest) map[string]any {
 		case *toolResultMessage:
 			callID, _ := splitCallID(msg.ToolCallID)
 			input = append(input, map[string]any{"type": "function_call_output", "call_id": wireCallID(callID),
-				"output": cmp.Or(resultText(msg.Content), "(no tool output)")})
+				"output": cmp.Or(toolResultText(m, msg.Content), "(no tool output)")})
+			for _, b := range toolResultImages(m, msg.Content) {
+				toolImages = append(toolImages, image(b))
+			}
 		}
 	}
+	flushImages()
 	body := map[string]any{"model": m.ID, "input": input, "stream": true, "store": false,
 		"max_output_tokens": openAIMaxTokens(req)}
 	if len(req.tools) > 0 {

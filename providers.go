@@ -608,6 +608,65 @@ func mistralCallID(id string) string {
 	return string(out)
 }
 
+// maxAnthropicImage is the most base64 an image may have for Anthropic,
+// which refuses a larger one: since the image stays in the conversation,
+// that request and every later one of the session.
+const maxAnthropicImage = 5 << 20
+
+// imageNote is "" when image b goes to m, else the note a request carries
+// in its place: m does not take images, or its API not one that large.
+func imageNote(m *model, b contentBlock) string {
+	switch {
+	case !m.imageable:
+		return fmt.Sprintf("[%s image omitted: model %s/%s does not take images]", b.MimeType, m.Provider, m.ID)
+	case m.API == apiAnthropic && len(b.Data) > maxAnthropicImage:
+		return fmt.Sprintf("[%s image omitted: its %s of base64 is more than the %s Anthropic takes]",
+			b.MimeType, byteSize(len(b.Data)), byteSize(maxAnthropicImage))
+	}
+	return ""
+}
+
+// toolResultText is a tool result as text: its text blocks and a note for
+// each image that does not go to m (imageNote), one a line; when that is
+// nothing, "(see attached image)" for a result with images that go, else
+// "(no tool output)".
+func toolResultText(m *model, content []contentBlock) string {
+	var parts []string
+	for _, b := range content {
+		switch {
+		case b.Type == "text":
+			parts = append(parts, b.Text)
+		case b.Type == "image" && imageNote(m, b) != "":
+			parts = append(parts, imageNote(m, b))
+		}
+	}
+	switch {
+	case len(parts) > 0:
+		return strings.Join(parts, "\n")
+	case len(toolResultImages(m, content)) > 0:
+		return "(see attached image)"
+	}
+	return "(no tool output)"
+}
+
+// toolResultImages are the images of a tool result that go to m. Only
+// Anthropic's tool results hold images: the other APIs get them in a user
+// message after the results (toolImagesText says what it is), as pi
+// sends them.
+func toolResultImages(m *model, content []contentBlock) []contentBlock {
+	var images []contentBlock
+	for _, b := range content {
+		if b.Type == "image" && imageNote(m, b) == "" {
+			images = append(images, b)
+		}
+	}
+	return images
+}
+
+// toolImagesText starts the user message that carries the images of tool
+// results.
+const toolImagesText = "Attached image(s) from tool result:"
+
 // dataURL is an image block as a data: URL.
 func dataURL(b contentBlock) string { return "data:" + b.MimeType + ";base64," + b.Data }
 
