@@ -944,8 +944,9 @@ func TestCrossModelHistory(t *testing.T) {
 		{apiOpenAI, "groq", "llama",
 			[]string{`"id":"call_1","type":"function"`, `"tool_call_id":"call_1"`}, []string{"fc_1"}},
 		{apiGoogle, "google", "gemini-3-flash-preview",
-			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1","name":"read"}`, `"functionResponse":{"id":"call_1"`},
-			[]string{"fc_1", "thought"}},
+			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1","name":"read"},"thoughtSignature":"skip_thought_signature_validator"`,
+				`"functionResponse":{"id":"call_1"`},
+			[]string{"fc_1", `"thought":`, "gAAAA"}},
 	} {
 		m := &model{ID: c.id, API: c.api, Provider: c.provider, Reasoning: true, MaxTokens: 1000}
 		data, _ := json.Marshal(wireAPINamed(c.api).body(streamRequest{model: m, messages: history, thinking: "medium"}))

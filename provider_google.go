@@ -108,7 +108,8 @@ func validSignature(sig string) bool {
 
 // geminiBody is a streamGenerateContent request as pi sends it: user and
 // model contents (consecutive tool results in one), thoughts and thought
-// signatures only back to the model that made them, function call ids
+// signatures only back to the model that made them (Gemini 3 and later
+// get Google's skip value for a call without one), function call ids
 // only to Gemini 3 and later, the tools as parametersJsonSchema.
 func geminiBody(req streamRequest) map[string]any {
 	m := req.model
@@ -132,7 +133,8 @@ func geminiBody(req streamRequest) map[string]any {
 		}
 		return map[string]any{"inlineData": map[string]string{"mimeType": b.MimeType, "data": b.Data}}
 	}
-	// The images of a run of tool results go in a user content after it.
+	// The images of a run of tool results go in a user content after it
+	// (before Gemini 3, whose function responses hold them).
 	var toolImages []map[string]any
 	flushImages := func() {
 		if len(toolImages) > 0 {
@@ -179,7 +181,14 @@ func geminiBody(req streamRequest) map[string]any {
 					if withIDs {
 						call["id"], _ = splitCallID(b.ID)
 					}
-					parts = append(parts, signed(map[string]any{"functionCall": call}, b.Signature))
+					part := signed(map[string]any{"functionCall": call}, b.Signature)
+					if _, ok := part["thoughtSignature"]; !ok && withIDs {
+						// Gemini 3 refuses a call of the turn without a signature
+						// (another model's, or one it did not sign): Google's
+						// value for such history, as pi sends it.
+						part["thoughtSignature"] = "skip_thought_signature_validator"
+					}
+					parts = append(parts, part)
 				}
 			}
 			add("model", parts, false)
@@ -188,12 +197,18 @@ func geminiBody(req streamRequest) map[string]any {
 			if msg.IsError {
 				response = map[string]string{"error": toolResultText(m, msg.Content)}
 			}
-			for _, b := range toolResultImages(m, msg.Content) {
-				toolImages = append(toolImages, image(b))
-			}
 			result := map[string]any{"name": msg.ToolName, "response": response}
+			var images []map[string]any
+			for _, b := range toolResultImages(m, msg.Content) {
+				images = append(images, image(b))
+			}
 			if withIDs {
 				result["id"], _ = splitCallID(msg.ToolCallID)
+				if images != nil { // Gemini 3 takes them in the response itself
+					result["parts"] = images
+				}
+			} else {
+				toolImages = append(toolImages, images...)
 			}
 			add("user", []map[string]any{{"functionResponse": result}}, true)
 		}

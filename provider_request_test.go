@@ -239,3 +239,39 @@ func TestImagesAModelCannotTake(t *testing.T) {
 		}
 	}
 }
+
+// TestGemini3ForeignCalls: Gemini 3 refuses (400) a request whose turn
+// holds a function call without a thought signature, and a call another
+// model made has none it may be sent: a conversation moved to Gemini 3
+// in the middle of a tool loop (set_model while the agent runs) failed at
+// its next request. Such a call now carries Google's documented skip
+// value, as pi sends it; Gemini 2.5, which does not check, gets none. A
+// tool result's image goes to Gemini 3 in the function response itself.
+func TestGemini3ForeignCalls(t *testing.T) {
+	png := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nshot"))}
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Look at a.png")},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: "Read it.", Signature: "RXVhbnRocm9waWMtc2lnbmF0dXJl"},
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.png"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: []contentBlock{{Type: "text", Text: "Read image file [image/png]"}, png}},
+	}
+	gemini3 := &model{ID: "gemini-3-flash-preview", API: apiGoogle, Provider: "google", Reasoning: true, imageable: true}
+	body := sentBody(t, gemini3, history)
+	for _, w := range []string{
+		`{"functionCall":{"args":{"path":"a.png"},"id":"toolu_1","name":"read"},"thoughtSignature":"skip_thought_signature_validator"}`,
+		`{"functionResponse":{"id":"toolu_1","name":"read","parts":[{"inlineData":{"data":"` + png.Data + `","mimeType":"image/png"}}],"response":{"output":"Read image file [image/png]"}}}`,
+	} {
+		if !strings.Contains(body, w) {
+			t.Errorf("Gemini 3's request lacks %s:\n%s", w, body)
+		}
+	}
+	if strings.Contains(body, "RXVhbnRocm9waWMtc2lnbmF0dXJl") || strings.Contains(body, "Attached image") {
+		t.Errorf("Gemini 3's request has another model's signature, or the image twice:\n%s", body)
+	}
+	gemini25 := &model{ID: "gemini-2.5-flash", API: apiGoogle, Provider: "google", Reasoning: true, imageable: true}
+	body = sentBody(t, gemini25, history)
+	if strings.Contains(body, "thoughtSignature") || !strings.Contains(body, `{"text":"Attached image(s) from tool result:"},{"inlineData"`) {
+		t.Errorf("Gemini 2.5's request:\n%s", body)
+	}
+}
