@@ -114,7 +114,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 		body["tools"] = tools
 	}
-	if budget, ok := thinkingBudget(req.thinking); ok && req.model.Reasoning {
+	if budget, ok := anthropicBudget(req); ok {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
 	}
 	return body
@@ -129,13 +129,29 @@ func anthropicImage(m *model, b contentBlock) map[string]any {
 	return map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}}
 }
 
-// anthropicMaxTokens is the model's maxTokens, raised to leave room for
-// the answer beside a thinking budget.
-func anthropicMaxTokens(req streamRequest) int {
-	if budget, ok := thinkingBudget(req.thinking); ok && req.model.Reasoning {
-		return max(req.model.MaxTokens, budget+4096)
+// anthropicMaxTokens is the model's maxTokens: the most the server takes
+// (asking for more than a model writes is refused, 400), the thinking
+// budget within it (anthropicBudget).
+func anthropicMaxTokens(req streamRequest) int { return req.model.MaxTokens }
+
+// Bounds of Anthropic's thinking budget: the least the API takes, and the
+// room it leaves the answer within max_tokens (pi's).
+const (
+	minThinkingBudget = 1024
+	minAnswerTokens   = 1024
+)
+
+// anthropicBudget is the thinking budget of a request, false for none: the
+// level's (thinkingBudget), lowered to leave minAnswerTokens of maxTokens
+// for the answer; a model whose maxTokens leaves less than
+// minThinkingBudget does not think.
+func anthropicBudget(req streamRequest) (int, bool) {
+	budget, ok := thinkingBudget(req.thinking)
+	if !ok || !req.model.Reasoning {
+		return 0, false
 	}
-	return req.model.MaxTokens
+	budget = min(budget, req.model.MaxTokens-minAnswerTokens)
+	return budget, budget >= minThinkingBudget
 }
 
 type anthropicEvent struct {

@@ -24,6 +24,14 @@ import (
 // (its BaseURL set to a local server's), as the server received it.
 func sentBody(t *testing.T, m *model, history []any) string {
 	t.Helper()
+	c := *m
+	c.MaxTokens = max(c.MaxTokens, 1000)
+	return sentBodyAt(t, &c, history, "medium")
+}
+
+// sentBodyAt is sentBody at a thinking level, with m's maxTokens as it is.
+func sentBodyAt(t *testing.T, m *model, history []any, thinking string) string {
+	t.Helper()
 	var mu sync.Mutex
 	var body []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,9 +44,8 @@ func sentBody(t *testing.T, m *model, history []any) string {
 	defer srv.Close()
 	c := *m
 	c.BaseURL = srv.URL
-	c.MaxTokens = max(c.MaxTokens, 1000)
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	callModel(context.Background(), streamRequest{model: &c, messages: history, thinking: "medium", secrets: newRedactor(nil)},
+	callModel(context.Background(), streamRequest{model: &c, messages: history, thinking: thinking, secrets: newRedactor(nil)},
 		msg, func() {}, func(assistantEvent) {})
 	mu.Lock()
 	defer mu.Unlock()
@@ -273,5 +280,37 @@ func TestGemini3ForeignCalls(t *testing.T) {
 	body = sentBody(t, gemini25, history)
 	if strings.Contains(body, "thoughtSignature") || !strings.Contains(body, `{"text":"Attached image(s) from tool result:"},{"inlineData"`) {
 		t.Errorf("Gemini 2.5's request:\n%s", body)
+	}
+}
+
+// TestAnthropicMaxTokensWithinTheModel: max_tokens is never more than the
+// model's maxTokens. With thinking on it was raised to the budget and
+// 4096 more (14336 at medium, 24576 at high), so a models.json model
+// whose maxTokens is what its server takes (8192, say) was refused at every
+// request while it thought. The budget now fits within maxTokens, leaving
+// 1024 for the answer (pi's rule); a model with too little room for the
+// least budget Anthropic takes (1024) is asked without thinking.
+func TestAnthropicMaxTokensWithinTheModel(t *testing.T) {
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Hi")}}
+	for _, c := range []struct {
+		maxTokens int
+		thinking  string
+		want      []string
+	}{
+		{8192, "medium", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":7168,"type":"enabled"}`}},
+		{8192, "minimal", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":1024,"type":"enabled"}`}},
+		{64000, "high", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":20480,"type":"enabled"}`}},
+		{1500, "high", []string{`"max_tokens":1500`}},
+	} {
+		m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: c.maxTokens}
+		srvBody := sentBodyAt(t, m, history, c.thinking)
+		for _, w := range c.want {
+			if !strings.Contains(srvBody, w) {
+				t.Errorf("maxTokens %d, %s: request lacks %s:\n%s", c.maxTokens, c.thinking, w, srvBody)
+			}
+		}
+		if c.maxTokens == 1500 && strings.Contains(srvBody, `"thinking"`) {
+			t.Errorf("maxTokens 1500: asked to think with less room than Anthropic's least budget:\n%s", srvBody)
+		}
 	}
 }
