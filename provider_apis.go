@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // The model APIs rpi speaks (wireAPIs, one provider_*.go file each) and
@@ -37,6 +39,48 @@ func wireAPINamed(name string) *wireAPI {
 	return nil
 }
 
+// wellFormedJSON is a JSON text with what a server's parser refuses made
+// U+FFFD: bytes that are not UTF-8 and the escape of a lone surrogate
+// (Anthropic: "no low surrogate in string"). encoding/json writes neither
+// of its own strings, but copies a json.RawMessage as it is, and a
+// request carries some whole: a tool call's arguments (Anthropic's input,
+// Gemini's args), as the model wrote them, and a tool's schema, as an MCP
+// server sent it. One such text refused that request and, since it stays in
+// the conversation or the tools, every later one.
+func wellFormedJSON(data []byte) []byte {
+	if utf8.Valid(data) && !bytes.Contains(data, []byte(`\ud`)) && !bytes.Contains(data, []byte(`\uD`)) {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\\')
+		if end < 0 {
+			return appendValidUTF8(out, data[i:])
+		}
+		out = appendValidUTF8(out, data[i:i+end])
+		i += end
+		if i+1 == len(data) {
+			return append(out, '\\')
+		}
+		r := rune(-1)
+		if data[i+1] == 'u' {
+			r = hex4(data[i+2:])
+		}
+		switch {
+		case !utf16.IsSurrogate(r):
+			out = append(out, data[i:i+2]...) // another escape, "\\" too
+			i += 2
+		case r < 0xdc00 && i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' && hex4(data[i+8:]) >= 0xdc00 && hex4(data[i+8:]) <= 0xdfff:
+			out = append(out, data[i:i+12]...) // a pair
+			i += 12
+		default:
+			out = append(out, `\ufffd`...)
+			i += 6
+		}
+	}
+	return out
+}
+
 // streamModel makes the request and reads the answer into msg. The answer
 // may hold answerLimit of the tokens asked for; the first piece past it
 // cuts the answer and closes the connection. rpi asks for an uncompressed
@@ -61,6 +105,7 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	if err != nil {
 		return err
 	}
+	data = wellFormedJSON(data)
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, api.url(req.model), bytes.NewReader(data))
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // sentBody is the body of the request callModel makes of history for m
@@ -311,6 +312,46 @@ func TestAnthropicMaxTokensWithinTheModel(t *testing.T) {
 		}
 		if c.maxTokens == 1500 && strings.Contains(srvBody, `"thinking"`) {
 			t.Errorf("maxTokens 1500: asked to think with less room than Anthropic's least budget:\n%s", srvBody)
+		}
+	}
+}
+
+// TestLoneSurrogatesNotSent: a tool call's arguments go back to Anthropic
+// and Gemini as the JSON the model wrote, and a model (a prompt-injected
+// one, on purpose) may write the escape of a lone surrogate there, which
+// Anthropic's parser refuses ("no low surrogate in string"): since the
+// call stays in the conversation, every later request of the session was
+// refused. Bytes that are not UTF-8 (a session file's) went as they were
+// too. Both are now U+FFFD in what rpi sends; a pair stays a pair.
+func TestLoneSurrogatesNotSent(t *testing.T) {
+	sse := strings.Join([]string{
+		`data: {"type":"message_start","message":{"usage":{"input_tokens":1}}}`,
+		`data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"read"}}`,
+		`data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a\\ud800b \\udc00 \\ud83d\\ude00 \\\\ud800\"}"}}`,
+		`data: {"type":"content_block_stop","index":0}`,
+		`data: {"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}`,
+		`data: {"type":"message_stop"}`, ""}, "\n\n")
+	answer, _, err := readStream(t, apiAnthropic, sse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer.Role, answer.API, answer.Provider, answer.Model, answer.StopReason = "assistant", apiAnthropic, "anthropic", "claude-sonnet-4-5", "toolUse"
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Read it")}, answer,
+		&assistantMessage{Role: "assistant", API: apiOpenAI, Provider: "p", Model: "m", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "call_2", Name: "read", Arguments: json.RawMessage("{\"path\":\"x\xffy\"}")}}},
+	}
+	for _, m := range []*model{
+		{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"},
+		{ID: "gemini-2.5-flash", API: apiGoogle, Provider: "google"},
+	} {
+		body := sentBody(t, m, history)
+		if !utf8.ValidString(body) {
+			t.Errorf("%s: the request is not UTF-8", m.API)
+		}
+		for _, w := range []string{`"path":"a\ufffdb \ufffd \ud83d\ude00 \\ud800"`, `"path":"x` + "\uFFFD" + `y"`} {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: request lacks %s:\n%s", m.API, w, body)
+			}
 		}
 	}
 }
