@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // anthropicMessages is the Messages API.
@@ -60,7 +61,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		case *userMessage:
 			var blocks []map[string]any
 			for _, b := range m.Content {
-				if b.Type == "text" && b.Text != "" {
+				if b.Type == "text" && strings.TrimSpace(b.Text) != "" { // Anthropic refuses a blank text block
 					blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
 				} else if b.Type == "image" {
 					blocks = append(blocks, anthropicImage(req.model, b))
@@ -74,7 +75,7 @@ func anthropicBody(req streamRequest) map[string]any {
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
-					if b.Text != "" {
+					if strings.TrimSpace(b.Text) != "" {
 						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
 					}
 				case "thinking":
@@ -92,7 +93,7 @@ func anthropicBody(req streamRequest) map[string]any {
 			var content any = toolResultText(req.model, m.Content)
 			if images := toolResultImages(req.model, m.Content); len(images) > 0 {
 				var blocks []map[string]any
-				if text := content.(string); text != "" { // Anthropic refuses an empty text block
+				if text := content.(string); strings.TrimSpace(text) != "" { // Anthropic refuses a blank text block
 					blocks = append(blocks, map[string]any{"type": "text", "text": text})
 				}
 				for _, b := range images {

@@ -355,3 +355,54 @@ func TestLoneSurrogatesNotSent(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBlankAnthropicText: Anthropic refuses a text block of white space
+// alone ("text content blocks must contain non-whitespace text"), and one
+// went whenever a turn held one: a prompt of a blank message with an
+// image, an answer whose text was "\n\n" before its tool call (another
+// model's, or Claude's own). Since the turn stays in the conversation,
+// every later request was refused. Such blocks are now left out.
+func TestNoBlankAnthropicText(t *testing.T) {
+	png := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nx"))}
+	history := []any{
+		&userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: " \n"}, png}},
+		&assistantMessage{Role: "assistant", API: apiOpenAI, Provider: "p", Model: "m", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "text", Text: "\n\n"}, {Type: "toolCall", ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.png"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1", ToolName: "read", Content: []contentBlock{{Type: "text", Text: "\t"}, png}},
+	}
+	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	body := sentBody(t, m, history)
+	var req struct {
+		Messages []struct {
+			Content []struct {
+				Type    string          `json:"type"`
+				Text    *string         `json:"text"`
+				Content json.RawMessage `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	check := func(typ string, text *string) {
+		if typ == "text" && (text == nil || strings.TrimSpace(*text) == "") {
+			t.Errorf("a blank text block went to Anthropic:\n%s", body)
+		}
+	}
+	for _, msg := range req.Messages {
+		for _, b := range msg.Content {
+			check(b.Type, b.Text)
+			var inner []struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			}
+			json.Unmarshal(b.Content, &inner)
+			for _, c := range inner {
+				check(c.Type, c.Text)
+			}
+		}
+	}
+	if !strings.Contains(body, `"tool_use_id":"call_1"`) || strings.Count(body, png.Data) != 2 {
+		t.Errorf("the request lost more than the blank text:\n%s", body)
+	}
+}
