@@ -104,9 +104,17 @@ func anthropicBody(req streamRequest) map[string]any {
 			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": content, "is_error": m.IsError}})
 		}
 	}
+	// Two cache breakpoints, as pi sets them: the system prompt (with the
+	// tools before it) and the conversation up to its last user turn. The
+	// API caches nothing it is not asked to.
+	ephemeral := map[string]string{"type": "ephemeral"}
+	if n := len(messages); n > 0 && messages[n-1]["role"] == "user" {
+		blocks := messages[n-1]["content"].([]map[string]any)
+		blocks[len(blocks)-1]["cache_control"] = ephemeral
+	}
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}
 	if req.system != "" {
-		body["system"] = req.system
+		body["system"] = []map[string]any{{"type": "text", "text": req.system, "cache_control": ephemeral}}
 	}
 	if len(req.tools) > 0 {
 		var tools []map[string]any

@@ -33,6 +33,20 @@ func sentBody(t *testing.T, m *model, history []any) string {
 // sentBodyAt is sentBody at a thinking level, with m's maxTokens as it is.
 func sentBodyAt(t *testing.T, m *model, history []any, thinking string) string {
 	t.Helper()
+	return sentRequest(t, m, streamRequest{messages: history, thinking: thinking})
+}
+
+// sentBodySystem is sentBody with a system prompt.
+func sentBodySystem(t *testing.T, m *model, history []any, system string) string {
+	t.Helper()
+	c := *m
+	c.MaxTokens = max(c.MaxTokens, 1000)
+	return sentRequest(t, &c, streamRequest{messages: history, thinking: "medium", system: system})
+}
+
+// sentRequest is the body of req to m, as a local server received it.
+func sentRequest(t *testing.T, m *model, req streamRequest) string {
+	t.Helper()
 	var mu sync.Mutex
 	var body []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,8 +60,8 @@ func sentBodyAt(t *testing.T, m *model, history []any, thinking string) string {
 	c := *m
 	c.BaseURL = srv.URL
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	callModel(context.Background(), streamRequest{model: &c, messages: history, thinking: thinking, secrets: newRedactor(nil)},
-		msg, func() {}, func(assistantEvent) {})
+	req.model, req.secrets = &c, newRedactor(nil)
+	callModel(context.Background(), req, msg, func() {}, func(assistantEvent) {})
 	mu.Lock()
 	defer mu.Unlock()
 	if !json.Valid(body) {
@@ -404,5 +418,32 @@ func TestNoBlankAnthropicText(t *testing.T) {
 	}
 	if !strings.Contains(body, `"tool_use_id":"call_1"`) || strings.Count(body, png.Data) != 2 {
 		t.Errorf("the request lost more than the blank text:\n%s", body)
+	}
+}
+
+// TestAnthropicPromptCaching: Anthropic caches a prompt only where the
+// request marks it (cache_control), and rpi marked nothing: every turn of
+// a session paid its whole conversation at the full input price, though
+// the catalog prices cache reads at a tenth of it. As pi does, the system
+// prompt and the last user turn's last block are now marked.
+func TestAnthropicPromptCaching(t *testing.T) {
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"}
+	body := sentBodySystem(t, m, history, "You are a coding agent.")
+	for _, w := range []string{
+		`"system":[{"cache_control":{"type":"ephemeral"},"text":"You are a coding agent.","type":"text"}]`,
+		`{"cache_control":{"type":"ephemeral"},"content":"hello","is_error":false,"tool_use_id":"toolu_1","type":"tool_result"}`,
+	} {
+		if !strings.Contains(body, w) {
+			t.Errorf("request lacks %s:\n%s", w, body)
+		}
+	}
+	if n := strings.Count(body, "cache_control"); n != 2 {
+		t.Errorf("%d cache breakpoints, want 2:\n%s", n, body)
 	}
 }
