@@ -210,7 +210,7 @@ func detectCompat(provider, baseURL string) compat {
 		// Mistral refuses fields it does not know (stream_options too);
 		// usage comes in the last chunk anyway.
 		c.ThinkingFormat, c.SupportsReasoningEffort, c.SupportsUsageInStreaming = "none", ptr(false), ptr(false)
-		c.mistralCallIDs = true
+		c.mistral = true
 	}
 	return c
 }

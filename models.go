@@ -860,7 +860,8 @@ type compat struct {
 	// RequiresReasoningContent: replayed assistant turns carry
 	// reasoning_content (DeepSeek's rule).
 	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
-	// mistralCallIDs: tool call ids go as Mistral takes them, nine
-	// letters and digits (mistralCallID); set by the host alone.
-	mistralCallIDs bool
+	// mistral: Mistral's rules, which its host alone sets: tool call ids
+	// of nine letters and digits (mistralCallID), and an assistant turn
+	// between tool results and a user turn.
+	mistral bool
 }

@@ -31,7 +31,7 @@ func openAIBody(req streamRequest) map[string]any {
 	c := req.model.compat
 	callID := func(id string) string {
 		id, _ = splitCallID(id)
-		if c.mistralCallIDs {
+		if c.mistral {
 			return mistralCallID(id)
 		}
 		return id
@@ -46,12 +46,20 @@ func openAIBody(req streamRequest) map[string]any {
 		}
 		return map[string]any{"type": "image_url", "image_url": map[string]string{"url": dataURL(b)}}
 	}
+	// A user turn; Mistral refuses one right after tool results ("Unexpected
+	// role 'user' after role 'tool'"), so an assistant turn comes between,
+	// as pi's requiresAssistantAfterToolResult has it.
+	addUser := func(parts []map[string]any) {
+		if n := len(messages); c.mistral && n > 0 && messages[n-1]["role"] == "tool" {
+			messages = append(messages, map[string]any{"role": "assistant", "content": "I have processed the tool results."})
+		}
+		messages = append(messages, map[string]any{"role": "user", "content": parts})
+	}
 	// The images of a run of tool results go in a user message after it.
 	var toolImages []map[string]any
 	flushImages := func() {
 		if len(toolImages) > 0 {
-			parts := append([]map[string]any{{"type": "text", "text": toolImagesText}}, toolImages...)
-			messages = append(messages, map[string]any{"role": "user", "content": parts})
+			addUser(append([]map[string]any{{"type": "text", "text": toolImagesText}}, toolImages...))
 			toolImages = nil
 		}
 	}
@@ -70,7 +78,7 @@ func openAIBody(req streamRequest) map[string]any {
 				}
 			}
 			if len(parts) > 0 {
-				messages = append(messages, map[string]any{"role": "user", "content": parts})
+				addUser(parts)
 			}
 		case *assistantMessage:
 			msg := map[string]any{"role": "assistant", "content": nil}

@@ -30,6 +30,16 @@ func sentBody(t *testing.T, m *model, history []any) string {
 	return sentBodyAt(t, &c, history, "medium")
 }
 
+// readTurn is a prompt, m's call of read with the id given, and its result.
+func readTurn(m *model, id string) []any {
+	return []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: id, Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: id, ToolName: "read", Content: textBlocks("hello")},
+	}
+}
+
 // sentBodyAt is sentBody at a thinking level, with m's maxTokens as it is.
 func sentBodyAt(t *testing.T, m *model, history []any, thinking string) string {
 	t.Helper()
@@ -427,13 +437,8 @@ func TestNoBlankAnthropicText(t *testing.T) {
 // the catalog prices cache reads at a tenth of it. As pi does, the system
 // prompt and the last user turn's last block are now marked.
 func TestAnthropicPromptCaching(t *testing.T) {
-	history := []any{
-		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
-		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
-			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
-		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: textBlocks("hello")},
-	}
 	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"}
+	history := readTurn(m, "toolu_1")
 	body := sentBodySystem(t, m, history, "You are a coding agent.")
 	for _, w := range []string{
 		`"system":[{"cache_control":{"type":"ephemeral"},"text":"You are a coding agent.","type":"text"}]`,
@@ -445,5 +450,36 @@ func TestAnthropicPromptCaching(t *testing.T) {
 	}
 	if n := strings.Count(body, "cache_control"); n != 2 {
 		t.Errorf("%d cache breakpoints, want 2:\n%s", n, body)
+	}
+}
+
+// TestMistralUserAfterToolResults: Mistral refuses a user turn right after
+// tool results ("Unexpected role 'user' after role 'tool'"), and a
+// conversation has one whenever the user steers while tools run, or
+// prompts again after aborting them: every later request of the session
+// was refused. An assistant turn now comes between, for Mistral's host
+// only.
+func TestMistralUserAfterToolResults(t *testing.T) {
+	mistral := &model{ID: "devstral-2512", API: apiOpenAI, Provider: "mistral", compat: detectCompat("mistral", "https://api.mistral.ai/v1")}
+	history := append(readTurn(mistral, "Ab3dE6gH9"), &userMessage{Role: "user", Content: textBlocks("Stop, read b.txt instead")})
+	roles := func(body string) string {
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+		}
+		json.Unmarshal([]byte(body), &req)
+		var out []string
+		for _, m := range req.Messages {
+			out = append(out, m.Role)
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := roles(sentBody(t, mistral, history)), "user assistant tool assistant user"; got != want {
+		t.Errorf("Mistral's roles: %s, want %s", got, want)
+	}
+	other := &model{ID: "llama", API: apiOpenAI, Provider: "groq", compat: detectCompat("groq", "https://api.groq.com/openai/v1")}
+	if got, want := roles(sentBody(t, other, history)), "user assistant tool user"; got != want {
+		t.Errorf("another host's roles: %s, want %s", got, want)
 	}
 }
