@@ -5,6 +5,7 @@ package main
 // out of every output and every child.
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -230,6 +231,7 @@ func TestCredentialOrder(t *testing.T) {
 		{"auth.json", `{"openai":{"type":"api_key","key":"sk-from-auth-json"}}`, modelsJSON, "", "", "sk-from-auth-json"},
 		{"--api-key", `{"openai":{"type":"api_key","key":"sk-from-auth-json"}}`, modelsJSON, "openai", "sk-from-flag", "sk-from-flag"},
 		{"--api-key for another provider", `{"openai":{"type":"api_key","key":"sk-from-auth-json"}}`, "", "anthropic", "sk-from-flag", "sk-from-auth-json"},
+		{"--api-key for no provider", `{"openai":{"type":"api_key","key":"sk-from-auth-json"}}`, "", "", "sk-from-flag", "sk-from-auth-json"},
 		{"unset variable in auth.json", `{"openai":{"type":"api_key","key":"$NOT_SET"}}`, modelsJSON, "", "", "sk-from-variable"},
 		{"oauth", `{"openai":{"type":"oauth","access":"a","refresh":"r","expires":1}}`, modelsJSON, "", "", "sk-from-models-json"},
 	}
@@ -281,5 +283,58 @@ func TestExpandKey(t *testing.T) {
 	}
 	if _, names, ok := expandKey("k-$MISSING", lookup); ok || len(names) != 1 || names[0] != "MISSING" {
 		t.Errorf("an unset variable: ok %v, names %q", ok, names)
+	}
+}
+
+// TestAPIKeyGoesToTheStartingProvider: --api-key is the key of the
+// starting model's provider alone, as in pi — named with --provider, in
+// --model provider/id, or, for a bare --model id, the provider the
+// catalog lists it under first — and of no other provider (it went to
+// every provider when the model was a bare id); with no model it is an
+// init error.
+func TestAPIKeyGoesToTheStartingProvider(t *testing.T) {
+	const flagKey = "sk-from-the-flag-123"
+	probe, err := loadModels(t.TempDir(), "", "", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := ""
+	for _, m := range probe.catalog.all() {
+		if m.Provider == "anthropic" {
+			bare = m.ID
+			break
+		}
+	}
+	for _, c := range []struct {
+		name string
+		cfg  cliConfig
+		want string // the provider that gets the key
+	}{
+		{"--provider", cliConfig{provider: "anthropic"}, "anthropic"},
+		{"--model provider/id", cliConfig{model: "openai/gpt-5"}, "openai"},
+		{"a bare --model id", cliConfig{model: bare}, firstProviderOf(probe.catalog, bare)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.apiKey = flagKey
+			set, err := loadHostSettings(c.cfg, newTestEnv(t).env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			given := map[string]bool{}
+			for _, m := range set.catalog.all() {
+				if m.cred == nil {
+					continue
+				}
+				if key, _ := m.cred.resolve(t.Context(), nil, set.secrets); key == flagKey {
+					given[m.Provider] = true
+				}
+			}
+			if len(given) != 1 || !given[c.want] {
+				t.Errorf("the key went to %v, want %s alone", slices.Sorted(maps.Keys(given)), c.want)
+			}
+		})
+	}
+	if _, err := loadHostSettings(cliConfig{apiKey: flagKey}, newTestEnv(t).env()); err != errKeyWithoutModel {
+		t.Errorf("--api-key with no model: %v, want %v", err, errKeyWithoutModel)
 	}
 }

@@ -153,7 +153,7 @@ type credentials struct {
 	getenv      func(string) string
 	auth        map[string]authCredential
 	fileKeys    map[string]string // models.json apiKey per provider
-	cliProvider string
+	cliProvider string            // the provider --api-key is for (the starting model's); no other gets it
 	cliKey      string
 	commands    *keyCommands
 	byProvider  map[string]*credential
@@ -180,7 +180,7 @@ func (cs *credentials) of(provider string) *credential {
 	}
 	var c *credential
 	switch entry, stored := cs.auth[provider]; {
-	case cs.cliKey != "" && (cs.cliProvider == "" || cs.cliProvider == provider):
+	case cs.cliKey != "" && cs.cliProvider == provider:
 		c = cs.literal(cs.cliKey, "--api-key")
 	case stored:
 		c = cs.fromAuth(entry, env)

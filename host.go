@@ -603,6 +603,26 @@ func toolsOf(cfg cliConfig) []*tool {
 	return tools
 }
 
+// errKeyWithoutModel refuses --api-key given with no model to say which
+// provider it is for.
+var errKeyWithoutModel = errors.New("--api-key is the key of the starting model's provider: name the model with --model provider/id (or --provider with --model id)")
+
+// firstProviderOf is the provider the catalog lists the model spec (a
+// bare id, with or without a :thinking suffix) under first; "" when none
+// has it.
+func firstProviderOf(catalog *modelCatalog, spec string) string {
+	id := spec
+	if i := strings.LastIndex(spec, ":"); i > 0 && slices.Contains(thinkingLevels, spec[i+1:]) {
+		id = spec[:i]
+	}
+	for _, m := range catalog.all() {
+		if m.ID == id {
+			return m.Provider
+		}
+	}
+	return ""
+}
+
 // loadHostSettings reads the model catalog and its keys, and chooses the
 // model --model names (an unknown one fails startup).
 func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
@@ -612,11 +632,23 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	}
 	home, _ := homeDir(env.getenv) // "" with PI_CODING_AGENT_DIR and no home: ~ then stays as it is
 	set := &hostSettings{cfg: cfg, agentDir: dir, home: home, shell: (&lookedUp{find: findShell}).path}
-	// --api-key goes to one provider: --provider's, or --model's
-	// (provider/id); only with neither does it go to every provider.
+	// --api-key goes to one provider, the starting model's, as in pi:
+	// --provider's, or --model's (provider/id, or the provider the
+	// catalog lists a bare id under first). Without a model it is
+	// refused: it would have gone to every provider.
 	keyProvider := cfg.provider
 	if p, _, ok := strings.Cut(cfg.model, "/"); ok && keyProvider == "" {
 		keyProvider = p
+	}
+	if cfg.apiKey != "" && keyProvider == "" {
+		if cfg.model == "" {
+			return nil, errKeyWithoutModel
+		}
+		probe, err := loadModels(dir, "", "", env.getenv)
+		if err != nil {
+			return nil, err
+		}
+		keyProvider = firstProviderOf(probe.catalog, cfg.model)
 	}
 	models, err := loadModels(dir, keyProvider, cfg.apiKey, env.getenv)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestKeysHiddenFromOtherUsers(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(cmd.Env, "OPENAI_API_KEY="+envKey, "HOME="+dir, "PI_CODING_AGENT_DIR="+dir, "TMPDIR="+dir)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	}, "rpc", "--cwd", dir, "--no-session", "--api-key", argKey)
+	}, "rpc", "--cwd", dir, "--no-session", "--provider", "anthropic", "--api-key", argKey)
 	p.next(t) // session_started: startup, and the hiding, are over
 	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "cmdline"))
 	if err != nil {

@@ -378,7 +378,7 @@ func TestKeysOutOfReach(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	const argKey, envKey = "sk-from-the-command-line-31", "sk-from-the-environment-57"
-	p := startRPIWith(t, withEnv("OPENAI_API_KEY="+envKey), "rpc", "--cwd", t.TempDir(), "--no-session", "--api-key", argKey)
+	p := startRPIWith(t, withEnv("OPENAI_API_KEY="+envKey), "rpc", "--cwd", t.TempDir(), "--no-session", "--provider", "anthropic", "--api-key", argKey)
 	p.next(t)
 	p.send(t, spawnLine("w", []string{"sleep", "30"}, "")+"\n") // the watchdog starts with the first child
 	p.until(t, "response", "w")
