@@ -62,3 +62,33 @@ func killIfSleep(pid int) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+// TestEndRoundsWithinItsGrace: rounds of ending what rpi adopted stop
+// once their grace has passed even when every round finds another orphan
+// and reaps it at once, as a process that starts another in a new
+// session as fast as rpi kills makes them do. Before, the grace was
+// looked at only while a reap waited, and such a chain held rpi's end
+// for good. Each round kills all it found at once.
+func TestEndRoundsWithinItsGrace(t *testing.T) {
+	next, rounds := 1<<30, 0 // pids no process has: nothing is signalled
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		endRounds(10*time.Millisecond, func() []int { next++; return []int{next, next + 1} },
+			func(pids []int) {
+				if len(pids) != 2 {
+					t.Errorf("a round killed %v, not both it found", pids)
+				}
+				rounds++
+			},
+			func(int) bool { return true })
+	}()
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the rounds did not stop")
+	}
+	if rounds == 0 {
+		t.Error("no round ran")
+	}
+}

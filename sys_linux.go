@@ -95,14 +95,18 @@ func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 // process on the machine: one getsid each, no file opened (reading
 // /proc/<pid>/stat took three system calls and the kernel's formatting
 // of the whole line).
-func killSession(sid int) {
+func killSession(sid int) { killSessions(map[int]bool{sid: true}) }
+
+// killSessions SIGKILLs every process whose session is one of sids but
+// its leader, as killSession does, in one look through /proc.
+func killSessions(sids map[int]bool) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == sid {
+		if err != nil || sids[pid] {
 			continue
 		}
-		if s, ok := sessionOf(pid); ok && s == sid {
+		if s, ok := sessionOf(pid); ok && sids[s] {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -128,27 +132,32 @@ var (
 
 // endOrphans ends, at rpi's end, what it adopted (adoptOrphans): once
 // every child rpi started is reaped, its other children but keep (the
-// watchdog) are processes its commands left behind. Each is SIGKILLed
-// with its process group and session, and reaped; what they started
-// becomes rpi's as they die, and goes the same way, round after round,
-// for at most endOrphansGrace.
+// watchdog) are processes its commands left behind. Each is
+// SIGKILLed with its process group and session, and reaped; what they
+// started becomes rpi's as they die, and goes the same way, round after
+// round, for at most endOrphansGrace.
 func endOrphans(keep int) {
 	adoption.Do(func() {}) // no child ever started: nothing was adopted
 	if !adopting {
 		return
 	}
-	deadline := time.Now().Add(endOrphansGrace)
-	for {
-		orphans := childrenOf(os.Getpid(), keep)
-		if len(orphans) == 0 {
+	endRounds(endOrphansGrace, func() []int { return childrenOf(os.Getpid(), keep) }, killOrphans, reapOrphan)
+}
+
+// endRounds kills what orphans lists and reaps each, round after round,
+// until a round finds none or grace has passed: checked before each round
+// too, so that a process that starts another in a new session as fast as
+// rpi kills (each round finding one, reaped at once) does not hold rpi.
+func endRounds(grace time.Duration, orphans func() []int, kill func([]int), reap func(int) bool) {
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		pids := orphans()
+		if len(pids) == 0 {
 			return
 		}
-		for _, pid := range orphans {
-			syscall.Kill(pid, syscall.SIGKILL)
-			killTree(pid) // the group and session it leads, if it does
-		}
-		for _, pid := range orphans {
-			for !reapOrphan(pid) {
+		kill(pids)
+		for _, pid := range pids {
+			for !reap(pid) {
 				if !time.Now().Before(deadline) {
 					return
 				}
@@ -156,6 +165,19 @@ func endOrphans(keep int) {
 			}
 		}
 	}
+}
+
+// killOrphans SIGKILLs each of pids with the group and the session it
+// leads, if it does: one look through /proc for all the sessions, not
+// one each (a thousand orphans on a busy machine took seconds).
+func killOrphans(pids []int) {
+	sids := map[int]bool{}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+		signalGroup(pid, syscall.SIGKILL)
+		sids[pid] = true
+	}
+	killSessions(sids)
 }
 
 // reapOrphan reaps the adopted process pid if it has exited: true once
