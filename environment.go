@@ -93,10 +93,11 @@ type runEnv struct {
 	hideVariables func(names []string)
 	// adoptOrphans, when set, makes rpi adopt what its commands leave
 	// behind, before the first child starts, and endOrphans ends it, but
-	// keep (the watchdog), at rpi's end; nil in in-process tests, where
-	// the process's other children are the tests' own.
+	// the children keep names (the watchdog), at rpi's end; nil in
+	// in-process tests, where the process's other children are the
+	// tests' own.
 	adoptOrphans func()
-	endOrphans   func(keep int)
+	endOrphans   func(keep func(pid int) bool)
 	// lockWait is how long opening a session file another rpi holds
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration

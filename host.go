@@ -295,11 +295,17 @@ func (h *host) shutdown(patient bool) {
 	for _, s := range h.openSessions() {
 		s.conv.close()
 	}
-	if !waitGroup(&h.procs.children, exitLimit) || !finished {
+	reaped := waitGroup(&h.procs.children, exitLimit)
+	if !reaped || !finished {
 		fmt.Fprintln(h.stderr, "rpi: gave up waiting for running commands at exit")
 	}
-	if h.env.endOrphans != nil {
-		h.env.endOrphans(h.watchdog.pid())
+	// What rpi adopted ends only once every child it started is reaped:
+	// one still running is os/exec's to wait for, and would be taken for
+	// an orphan. The watchdog is kept, asked for once each child is found,
+	// so that one started meanwhile (background work that has not ended)
+	// is known.
+	if reaped && h.env.endOrphans != nil {
+		h.env.endOrphans(func(pid int) bool { return pid == h.watchdog.pid() })
 	}
 	h.temp.removeAll()
 	h.watchdog.close()

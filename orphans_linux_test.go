@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -90,5 +91,57 @@ func TestEndRoundsWithinItsGrace(t *testing.T) {
 	}
 	if rounds == 0 {
 		t.Error("no round ran")
+	}
+}
+
+// TestOrphansSpareAnUnreapedChild: when rpi's end gives up waiting for a
+// child it started (one that outlived exitLimit), what it adopted is
+// left alone: that child is os/exec's to wait for, and ending the orphans
+// would have SIGKILLed and reaped it as one, so that its own wait found
+// no process and killed its group by a pid that was no longer its. The
+// helper is an rpi host in a process of its own (the test process's
+// other children are other tests'), whose one child is never waited for
+// until the host has ended.
+func TestOrphansSpareAnUnreapedChild(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(e.env().environ, "RPI_HELPER=orphans-gave-up", "RPI_TEST_CWD="+t.TempDir(), "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.Output()
+	pid, _ := strconv.Atoi(strings.Fields(string(out) + " 0")[0])
+	killIfSleep(pid) // a failure leaves nothing behind
+	if err != nil || !strings.Contains(string(out), "waited for") {
+		t.Errorf("%v: %s", err, out)
+	}
+}
+
+func init() {
+	helpers["orphans-gave-up"] = func([]string) {
+		env := runEnv{getenv: os.Getenv, environ: os.Environ(), clock: realClock{}, tempDir: os.Getenv("TMPDIR"),
+			maxLineBytes: maxLineBytes, executable: os.Args[0], adoptOrphans: adoptOrphans, endOrphans: endOrphans}
+		cfg, _, err := parseArgs([]string{"rpc", "--cwd", os.Getenv("RPI_TEST_CWD"), "--no-session"}, env)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		h, err := newHost(cfg, env, os.Stderr)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		c, err := h.procs.start(exec.Command("sleep", "60"), childOptions{}, func(string, []byte) {})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println(c.pid)
+		h.shutdown(false) // gives up on the sleep after exitLimit
+		alive := processAlive(c.pid)
+		c.kill()
+		if ps := c.wait(); ps == nil || !alive {
+			fmt.Println("the sleep was ended and reaped by another than its wait")
+			os.Exit(1)
+		}
+		fmt.Println("waited for")
 	}
 }

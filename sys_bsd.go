@@ -36,7 +36,7 @@ func killSession(sid int) {}
 func adoptOrphans() {}
 
 // endOrphans has nothing adopted to end here.
-func endOrphans(keep int) {}
+func endOrphans(keep func(pid int) bool) {}
 
 // waitUnreaped does not wait here: the child is reaped as it is waited
 // for (child.wait).

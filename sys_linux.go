@@ -131,12 +131,12 @@ var (
 )
 
 // endOrphans ends, at rpi's end, what it adopted (adoptOrphans): once
-// every child rpi started is reaped, its other children but keep (the
-// watchdog) are processes its commands left behind. Each is
+// every child rpi started is reaped, its other children but those keep
+// names (the watchdog) are processes its commands left behind. Each is
 // SIGKILLed with its process group and session, and reaped; what they
 // started becomes rpi's as they die, and goes the same way, round after
 // round, for at most endOrphansGrace.
-func endOrphans(keep int) {
+func endOrphans(keep func(pid int) bool) {
 	adoption.Do(func() {}) // no child ever started: nothing was adopted
 	if !adopting {
 		return
@@ -188,17 +188,19 @@ func reapOrphan(pid int) bool {
 	return got == pid || err != nil && err != syscall.EINTR
 }
 
-// childrenOf lists the processes whose parent is ppid, but keep, from
-// each one's /proc/<pid>/stat.
-func childrenOf(ppid, keep int) []int {
+// childrenOf lists the processes whose parent is ppid, from each one's
+// /proc/<pid>/stat, but those keep names. keep is asked once the parent
+// is read: a child its owner started meanwhile (the watchdog, which holds
+// its lock until it knows the pid) is known to it by then.
+func childrenOf(ppid int, keep func(pid int) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var children []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == keep {
+		if err != nil {
 			continue
 		}
-		if parent, ok := parentOf(pid); ok && parent == ppid {
+		if parent, ok := parentOf(pid); ok && parent == ppid && !keep(pid) {
 			children = append(children, pid)
 		}
 	}

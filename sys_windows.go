@@ -177,7 +177,7 @@ func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
 func adoptOrphans() {}
 
 // endOrphans has nothing adopted to end on Windows.
-func endOrphans(keep int) {}
+func endOrphans(keep func(pid int) bool) {}
 
 // waitUnreaped does not wait on Windows: the child is waited for as it
 // exits, and the wait closes its handle, so a kill after that goes by its
