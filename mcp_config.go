@@ -325,18 +325,30 @@ func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) 
 }
 
 // mcpEnvSecret reports whether a stdio server's env value is a key rpi
-// holds, as a header's value is: one whose name has a part (between
-// underscores) that names a key — KEY, TOKEN, SECRET, PASSWORD and the
-// like, as in GITHUB_TOKEN or OPENAI_API_KEY — or one a !command makes
-// (a password manager's). Other values (a PATH, a HOME, a mode) are not:
-// taking them out of every tool result would garble the results.
+// holds, as a header's value is: one a !command makes (a password
+// manager's), or one whose name ends in a word that names a key — its
+// last part between underscores (GITHUB_TOKEN, OPENAI_API_KEY,
+// MYSQL_PWD, NPM_CONFIG__AUTH), or its end when written in one word or
+// camelCase (PGPASSWORD, accessToken; not KEY, PASS or AUTH, which end
+// MONKEY, BYPASS and OAUTH too). A part before the last is not enough: it
+// names what is about a key (AUTH_TYPE, TOKEN_URL, SECRET_NAME,
+// SSH_AUTH_SOCK, AWS_ACCESS_KEY_ID, KEY_FILE), whose value — a word, a
+// URL, a path — taken out of every tool result would garble the results
+// (AUTH_TYPE=password took every "password" out of every file read).
 func mcpEnvSecret(name, value string) bool {
 	if strings.HasPrefix(value, "!") {
 		return true
 	}
-	for part := range strings.SplitSeq(strings.ToUpper(name), "_") {
-		switch part {
-		case "KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "PAT":
+	upper := strings.ToUpper(name)
+	parts := strings.Split(upper, "_")
+	switch parts[len(parts)-1] {
+	case "KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "PAT":
+		return true
+	case "PWD": // MYSQL_PWD; PWD alone is the working directory
+		return len(parts) > 1
+	}
+	for _, word := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "APIKEY"} {
+		if strings.HasSuffix(upper, word) {
 			return true
 		}
 	}

@@ -1400,12 +1400,21 @@ func TestMCPEnvSecretsRedacted(t *testing.T) {
 		[]string{"GITHUB_TOKEN=[redacted]", "DB_PASSWORD=[redacted]", "FROM_MANAGER=[redacted]", "PLAIN_SETTING=" + plain})
 }
 
-// TestMCPEnvSecretNames: which env names make a value a key.
+// TestMCPEnvSecretNames: which env names make a value a key: those
+// that end in a word naming one, not those where such a word comes
+// before another that says what about a key the value is (its type, its
+// URL, its file: AUTH_TYPE=password took "password" out of every tool
+// result).
 func TestMCPEnvSecretNames(t *testing.T) {
 	for name, want := range map[string]bool{
 		"GITHUB_TOKEN": true, "OPENAI_API_KEY": true, "api_key": true, "DB_PASSWORD": true, "AWS_SECRET_ACCESS_KEY": true,
-		"GITHUB_PAT": true, "APIKEY": true, "SLACK_AUTH": true,
+		"GITHUB_PAT": true, "APIKEY": true, "SLACK_AUTH": true, "NPM_CONFIG__AUTH": true, "MYSQL_PWD": true,
+		"PGPASSWORD": true, "accessToken": true, "clientSecret": true, "GITHUBTOKEN": true,
 		"PATH": false, "HOME": false, "GIT_AUTHOR_NAME": false, "KEYBOARD": false, "TOKENIZER_MODE": false, "PASSTHROUGH": false,
+		"PWD": false, "OLDPWD": false, "MONKEY": false, "BYPASS": false, "OAUTH": false,
+		// about a key, not one: a word, a URL, a path, an id
+		"AUTH_TYPE": false, "TOKEN_URL": false, "SECRET_NAME": false, "SSH_AUTH_SOCK": false,
+		"AWS_ACCESS_KEY_ID": false, "API_KEY_FILE": false, "PASSWORD_STORE_DIR": false,
 	} {
 		if got := mcpEnvSecret(name, "value"); got != want {
 			t.Errorf("%s: a key: %v, want %v", name, got, want)
