@@ -697,11 +697,7 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 			if err == nil {
 				cfg.env, err = acpNameValues(sp, "env", envVariableName.get())
 			}
-			for _, k := range sortedKeys(cfg.env) {
-				if mcpEnvSecret(k, "") { // the editor's values are literal: no !command here
-					cfg.envSecrets = append(cfg.envSecrets, cfg.env[k])
-				}
-			}
+			cfg.envSecrets = mcpStdioSecrets(cfg.args, cfg.env, nil) // the editor's values are literal: no !command here
 		default:
 			return nil, invalidParams("Invalid field %s: must be http or sse, or absent for a stdio server", sp.name("type"))
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +27,7 @@ type mcpServerConfig struct {
 	command     string
 	args        []string
 	env         map[string]string
-	envSecrets  []string // the env values that are keys (mcpEnvSecret): redacted from every tool result
+	envSecrets  []string // the keys in its env and args (mcpStdioSecrets): redacted from every tool result
 	cwd         string
 	url         string
 	headers     map[string]string
@@ -316,12 +317,43 @@ func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) 
 		}
 	}
 	cfg.env = expandAll(e.Env, true)
-	for _, k := range sortedKeys(e.Env) {
-		if mcpEnvSecret(k, e.Env[k]) {
-			cfg.envSecrets = append(cfg.envSecrets, cfg.env[k])
+	cfg.envSecrets = mcpStdioSecrets(cfg.args, cfg.env, e.Env)
+	return err
+}
+
+// mcpStdioSecrets are the keys a stdio server is given: each env value
+// that is one (mcpEnvSecret; written holds the values as written, before
+// ${VAR} and !command, nil for an editor's, which are literal), and the
+// password of a URL that is an arg or an env value
+// (postgres://user:password@host/db, under DATABASE_URL or not).
+func mcpStdioSecrets(args []string, env, written map[string]string) []string {
+	var secrets []string
+	for _, k := range sortedKeys(env) {
+		if mcpEnvSecret(k, written[k]) {
+			secrets = append(secrets, env[k])
+		} else if password := urlPassword(env[k]); password != "" {
+			secrets = append(secrets, password)
 		}
 	}
-	return err
+	for _, arg := range args {
+		if password := urlPassword(arg); password != "" {
+			secrets = append(secrets, password)
+		}
+	}
+	return secrets
+}
+
+// urlPassword is the password in s when s is a URL with one; "" if not.
+func urlPassword(s string) string {
+	if !strings.Contains(s, "://") || !strings.Contains(s, "@") {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	password, _ := u.User.Password()
+	return password
 }
 
 // mcpEnvSecret reports whether a stdio server's env value is a key rpi

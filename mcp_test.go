@@ -843,7 +843,8 @@ func TestMCPHTTPFailures(t *testing.T) {
 // TestACPClientMCPServers: the servers an editor passes in session/new
 // connect for that session, their tools declared (direct) and winning
 // over a mcp.json entry of the same name; an env value named as a key
-// is (GITHUB_TOKEN) is a key rpi redacts, another is not. (What is
+// is (GITHUB_TOKEN) is a key rpi redacts, and so is a URL's password
+// (DATABASE_URL), another is not. (What is
 // refused, and how: the fixture testdata/acp/mcp_servers_refused.txtar.)
 func TestACPClientMCPServers(t *testing.T) {
 	e := newTestEnv(t)
@@ -853,7 +854,8 @@ func TestACPClientMCPServers(t *testing.T) {
 	cwd := t.TempDir()
 	stdio := map[string]any{"name": "helper", "command": os.Args[0], "args": []string{},
 		"env": []map[string]string{{"name": "RPI_HELPER", "value": "mcp-server"},
-			{"name": "GITHUB_TOKEN", "value": "acp-editor-token-0123"}, {"name": "MODE", "value": "plain-value-shown"}}}
+			{"name": "GITHUB_TOKEN", "value": "acp-editor-token-0123"}, {"name": "MODE", "value": "plain-value-shown"},
+			{"name": "DATABASE_URL", "value": "postgres://u:acp-url-password-4@localhost/db"}}}
 	got := c.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{stdio}})
 	var opened acpSessionAnswer
 	if json.Unmarshal(got.Result, &opened) != nil || opened.SessionID == "" {
@@ -875,7 +877,7 @@ func TestACPClientMCPServers(t *testing.T) {
 	if s.activeTool("mcp__helper__echo") == nil {
 		t.Error("the editor's server's tool is not offered")
 	}
-	if got := s.set.secrets.redact("acp-editor-token-0123 plain-value-shown"); got != "[redacted] plain-value-shown" {
+	if got := s.set.secrets.redact("acp-editor-token-0123 plain-value-shown acp-url-password-4"); got != "[redacted] plain-value-shown [redacted]" {
 		t.Errorf("the editor's env values as redacted: %q", got)
 	}
 	a.mu.Lock()
@@ -1378,16 +1380,22 @@ func checkRedacted(t *testing.T, ps *processSession, fm *fakeModel, secrets, sho
 // those named as keys are (GITHUB_TOKEN, DB_PASSWORD), and those a
 // !command makes — are keys rpi holds, as an HTTP server's headers are:
 // a server that echoes one puts it in no tool result, so neither the
-// client nor the model sees it. Other values (a mode, a path) are shown.
+// client nor the model sees it. So is the password of a URL in an env
+// value or an arg, whatever its name (DATABASE_URL; the arg's password
+// is echoed by CONN, named as no key is). Other values (a mode, a path)
+// are shown.
 func TestMCPEnvSecretsRedacted(t *testing.T) {
 	e := newTestEnv(t)
 	const token, password, made, plain = "gh-token-0123456789", "literal-password-123", "made-by-command-456", "plain-value-visible"
+	const urlPassword, argPassword = "db-url-password-42", "arg-url-password-7"
 	e.vars["GH"], e.vars["PLAIN"] = token, plain
 	writeMCPConfig(t, e.agentDir, "helper", "echo-env", map[string]any{"env": map[string]string{
 		"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "echo-env",
-		"GITHUB_TOKEN": "${GH}", "DB_PASSWORD": password, "FROM_MANAGER": "!printf " + made, "PLAIN_SETTING": "${PLAIN}"}})
+		"GITHUB_TOKEN": "${GH}", "DB_PASSWORD": password, "FROM_MANAGER": "!printf " + made, "PLAIN_SETTING": "${PLAIN}",
+		"DATABASE_URL": "postgres://app:" + urlPassword + "@localhost/app", "CONN": argPassword},
+		"args": []string{"--db", "postgres://app:" + argPassword + "@localhost/app"}})
 	var calls []string
-	for i, name := range []string{"GITHUB_TOKEN", "DB_PASSWORD", "FROM_MANAGER", "PLAIN_SETTING"} {
+	for i, name := range []string{"GITHUB_TOKEN", "DB_PASSWORD", "FROM_MANAGER", "PLAIN_SETTING", "DATABASE_URL", "CONN"} {
 		args, _ := json.Marshal(map[string]string{"text": name})
 		argsJSON, _ := json.Marshal(string(args))
 		calls = append(calls, fmt.Sprintf(`{"id":"c%d","name":"mcp__helper__echo","args":[%s]}`, i, argsJSON))
@@ -1396,8 +1404,9 @@ func TestMCPEnvSecretsRedacted(t *testing.T) {
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
 	ps.waitFor(`"type":"agent_settled"`)
-	checkRedacted(t, ps, fm, []string{token, password, made},
-		[]string{"GITHUB_TOKEN=[redacted]", "DB_PASSWORD=[redacted]", "FROM_MANAGER=[redacted]", "PLAIN_SETTING=" + plain})
+	checkRedacted(t, ps, fm, []string{token, password, made, urlPassword, argPassword},
+		[]string{"GITHUB_TOKEN=[redacted]", "DB_PASSWORD=[redacted]", "FROM_MANAGER=[redacted]", "PLAIN_SETTING=" + plain,
+			"DATABASE_URL=postgres://app:[redacted]@localhost/app", "CONN=[redacted]"})
 }
 
 // TestMCPEnvSecretNames: which env names make a value a key: those
