@@ -23,6 +23,10 @@ type processTable struct {
 	watchdog *watchdog
 	stderr   io.Writer
 	adopt    func() // called before each child starts (runEnv.adoptOrphans); nil for none
+	// reapAdopted (runEnv.reapAdopted; nil for none) reaps what rpi
+	// adopted that has exited, but the children keep names: called as
+	// each child is reaped, under mu.
+	reapAdopted func(keep func(pid int) bool)
 
 	// children counts started children not yet reaped.
 	children sync.WaitGroup
@@ -35,13 +39,18 @@ type processTable struct {
 	closed bool                  // shutting down: no new children
 	byID   map[string]*process
 	order  []string // process ids, oldest first
+	// live are the pids of the children started and not yet reaped: an
+	// exited one among them is os/exec's to wait for, not an adopted
+	// process to reap (reapAdopted). A pid joins as its child starts,
+	// under mu, and leaves once it is reaped.
+	live map[int]bool
 	// starting counts the background processes being started, not yet
 	// in byID, which count against the limit (reserveProcess).
 	starting int
 }
 
 func newProcessTable(w *watchdog, stderr io.Writer, adopt func()) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}}
+	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}, live: map[int]bool{}}
 }
 
 // close refuses every later child, and from then on stops children with
@@ -128,6 +137,7 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 		return nil, err
 	}
 	c.table = t
+	t.live[c.pid] = true
 	t.children.Add(1)
 	t.watchdog.send("+"+strconv.Itoa(c.pid), t.stderr)
 	return c, nil
@@ -273,12 +283,24 @@ func (c *child) wait() *os.ProcessState {
 		}
 	}
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
-	return c.reap()
+	ps := c.reap()
+	c.table.reapAdoptedNow()
+	return ps
 }
 
 // reap collects the exited child's status, once: from then on its pid
-// may be given to another process, and no signal is sent to it.
+// may be given to another process, and no signal is sent to it. The
+// table forgets the pid after that: until then, what reapAdopted finds
+// under it is left alone.
 func (c *child) reap() *os.ProcessState {
+	ps := c.reapOnce()
+	c.table.mu.Lock()
+	delete(c.table.live, c.pid)
+	c.table.mu.Unlock()
+	return ps
+}
+
+func (c *child) reapOnce() *os.ProcessState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.reaped {
@@ -288,6 +310,20 @@ func (c *child) reap() *os.ProcessState {
 		c.reaped = true
 	}
 	return c.cmd.ProcessState
+}
+
+// reapAdoptedNow reaps what rpi adopted that has exited, but its own
+// children not yet reaped and the watchdog, which are os/exec's to wait
+// for: holding mu, no child starts meanwhile (start holds it from the
+// fork until the pid is in live), and the watchdog is asked for once each
+// pid is found (it holds its lock from its fork until it knows the pid).
+func (t *processTable) reapAdoptedNow() {
+	if t.reapAdopted == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reapAdopted(func(pid int) bool { return t.live[pid] || pid == t.watchdog.pid() })
 }
 
 // release tells shutdown that the child and everything about it is done.

@@ -98,6 +98,9 @@ type runEnv struct {
 	// tests' own.
 	adoptOrphans func()
 	endOrphans   func(keep func(pid int) bool)
+	// reapAdopted reaps, while rpi runs, what it adopted that has exited,
+	// but the children keep names; nil in in-process tests.
+	reapAdopted func(keep func(pid int) bool)
 	// lockWait is how long opening a session file another rpi holds
 	// waits for it (0: sessionLockWait).
 	lockWait time.Duration

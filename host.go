@@ -62,6 +62,7 @@ func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 	}
 	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	h.procs = newProcessTable(h.watchdog, stderr, env.adoptOrphans)
+	h.procs.reapAdopted = env.reapAdopted
 	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
 	h.memory.stderr, h.memory.clock = stderr, env.clock
 	h.ctx, h.cancel = context.WithCancel(context.Background())

@@ -37,7 +37,7 @@ func main() {
 	env.signalsReady = signalsReady
 	env.exit = os.Exit
 	env.hideVariables = hideOwnVariables
-	env.adoptOrphans, env.endOrphans = adoptOrphans, endOrphans
+	env.adoptOrphans, env.endOrphans, env.reapAdopted = adoptOrphans, endOrphans, reapAdopted
 	trace.phase("main: environment")
 	os.Exit(runProgram(args, env, os.Stdin, os.Stdout, os.Stderr, stop))
 }

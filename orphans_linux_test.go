@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,10 +24,9 @@ func TestOrphansEndWithRPI(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid here")
 	}
-	const escape = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo escaped $!"
 	for name, command := range map[string]string{
-		"its command ended":     escape,
-		"its command still ran": escape + "; sleep 300",
+		"its command ended":     escapeCommand,
+		"its command still ran": escapeCommand + "; sleep 300",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -55,6 +55,18 @@ func TestOrphansEndWithRPI(t *testing.T) {
 		})
 	}
 }
+
+// escapeCommand leaves a sleep behind in a session of its own and
+// prints "escaped PID". It goes on only once the sleep is in its session
+// and is a sleep (for up to 10 s): ending the shell's session before the
+// sleep had left it would have killed it, and a test of what becomes of
+// it would have passed without one.
+const escapeCommand = `setsid sleep 300 </dev/null >/dev/null 2>&1 & p=$!
+for i in $(seq 1000); do
+	[ "$(cut -d' ' -f6 /proc/$p/stat)" = $p ] && [ "$(cat /proc/$p/comm)" = sleep ] && break
+	sleep 0.01
+done
+echo escaped $p`
 
 // killIfSleep SIGKILLs pid if it is still a sleep (not a process that
 // took its pid over).
@@ -144,4 +156,66 @@ func init() {
 		}
 		fmt.Println("waited for")
 	}
+}
+
+// TestAdoptedZombiesReapedAsCommandsEnd: a process rpi adopted that
+// exits while rpi runs is reaped when a command of rpi's next ends,
+// instead of staying a zombie until rpi ends (over a long rpi serve,
+// they piled up, each holding a process id).
+func TestAdoptedZombiesReapedAsCommandsEnd(t *testing.T) {
+	endToEnd(t)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid here")
+	}
+	p := startRPI(t, "rpc", "--cwd", t.TempDir(), "--no-session")
+	p.next(t)
+	bash := func(id, command string) string {
+		line, _ := json.Marshal(map[string]string{"id": id, "type": "bash", "command": command})
+		p.send(t, string(line)+"\n")
+		raw, _ := json.Marshal(p.until(t, "response", id))
+		return string(raw)
+	}
+	m := regexp.MustCompile(`escaped (\d+)`).FindStringSubmatch(bash("b1", escapeCommand))
+	if m == nil {
+		t.Fatal("no pid")
+	}
+	pid, _ := strconv.Atoi(m[1])
+	t.Cleanup(func() { killIfSleep(pid) }) // a failure leaves nothing behind
+	// The sleep is rpi's once its shell has ended; killed, it is a zombie of rpi's.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if parent, ok := parentOf(pid); ok && parent == p.cmd.Process.Pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the escaped sleep (pid %d) is not rpi's", pid)
+		}
+	}
+	killIfSleep(pid)
+	for deadline := time.Now().Add(10 * time.Second); processState(pid) != "Z"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed sleep (pid %d) is %q, not a zombie", pid, processState(pid))
+		}
+	}
+	bash("b2", "true")
+	if state := processState(pid); state != "" {
+		t.Errorf("after a command ended, the adopted sleep (pid %d) is still there (state %q)", pid, state)
+	}
+	p.stdin.Close()
+	if code, _ := p.exit(t); code != 0 {
+		t.Errorf("exit code %d (stderr: %s)", code, p.stderr.String())
+	}
+}
+
+// processState is the state letter of process pid ("Z": a zombie), from
+// /proc/<pid>/stat; "" when there is no such process.
+func processState(pid int) string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
 }

@@ -38,6 +38,9 @@ func adoptOrphans() {}
 // endOrphans has nothing adopted to end here.
 func endOrphans(keep func(pid int) bool) {}
 
+// reapAdopted has nothing adopted to reap here.
+func reapAdopted(keep func(pid int) bool) {}
+
 // waitUnreaped does not wait here: the child is reaped as it is waited
 // for (child.wait).
 func waitUnreaped(pid int) bool { return false }

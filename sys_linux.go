@@ -180,6 +180,31 @@ func killOrphans(pids []int) {
 	killSessions(sids)
 }
 
+// reapAdopted reaps, while rpi runs, the processes it adopted that have
+// exited, so that they do not stay zombies until its end: each child of
+// rpi's threads (/proc/self/task/*/children) but those keep names, waited
+// for without waiting (WNOHANG: one still running is left). keep is
+// asked once the pid is found. A kernel that does not list children
+// (no CONFIG_PROC_CHILDREN) leaves them to endOrphans.
+func reapAdopted(keep func(pid int) bool) {
+	adoption.Do(func() {}) // no child ever started: nothing was adopted
+	if !adopting {
+		return
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		list, err := readProcFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for field := range strings.FieldsSeq(string(list)) {
+			if pid, err := strconv.Atoi(field); err == nil && !keep(pid) {
+				reapOrphan(pid)
+			}
+		}
+	}
+}
+
 // reapOrphan reaps the adopted process pid if it has exited: true once
 // it is gone (reaped now, or not rpi's child any more).
 func reapOrphan(pid int) bool {

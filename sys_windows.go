@@ -179,6 +179,9 @@ func adoptOrphans() {}
 // endOrphans has nothing adopted to end on Windows.
 func endOrphans(keep func(pid int) bool) {}
 
+// reapAdopted has nothing adopted to reap on Windows.
+func reapAdopted(keep func(pid int) bool) {}
+
 // waitUnreaped does not wait on Windows: the child is waited for as it
 // exits, and the wait closes its handle, so a kill after that goes by its
 // id alone, which Windows may have given to another process (as before;
