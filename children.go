@@ -22,10 +22,12 @@ import (
 type processTable struct {
 	watchdog *watchdog
 	stderr   io.Writer
-	adopt    func() // called before each child starts (runEnv.adoptOrphans); nil for none
+	// adopt (runEnv.adoptOrphans; nil for none) is called before each
+	// child starts, with reapAdoptedNow to call as a process exits.
+	adopt func(reap func())
 	// reapAdopted (runEnv.reapAdopted; nil for none) reaps what rpi
-	// adopted that has exited, but the children keep names: called as
-	// each child is reaped, under mu.
+	// adopted that has exited, but the children keep names; called under
+	// mu (reapAdoptedNow).
 	reapAdopted func(keep func(pid int) bool)
 
 	// children counts started children not yet reaped.
@@ -49,7 +51,7 @@ type processTable struct {
 	starting int
 }
 
-func newProcessTable(w *watchdog, stderr io.Writer, adopt func()) *processTable {
+func newProcessTable(w *watchdog, stderr io.Writer, adopt func(reap func())) *processTable {
 	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}, live: map[int]bool{}}
 }
 
@@ -124,7 +126,7 @@ func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(str
 	}
 	readyChildSignals()
 	if t.adopt != nil {
-		t.adopt()
+		t.adopt(t.reapAdoptedNow)
 	}
 	var c *child
 	var err error
@@ -283,9 +285,7 @@ func (c *child) wait() *os.ProcessState {
 		}
 	}
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
-	ps := c.reap()
-	c.table.reapAdoptedNow()
-	return ps
+	return c.reap()
 }
 
 // reap collects the exited child's status, once: from then on its pid
@@ -312,19 +312,33 @@ func (c *child) reapOnce() *os.ProcessState {
 	return c.cmd.ProcessState
 }
 
-// reapAdoptedNow reaps what rpi adopted that has exited, but its own
-// children not yet reaped and the watchdog, which are os/exec's to wait
-// for: holding mu, no child starts meanwhile (start holds it from the
-// fork until the pid is in live), and the watchdog is asked for once each
-// pid is found (it holds its lock from its fork until it knows the pid).
+// reapAdoptedNow reaps what rpi adopted that has exited (called as a
+// process exits: SIGCHLD), but its own children not yet reaped and the
+// watchdog, which are os/exec's to wait for: holding mu, no child starts
+// meanwhile (start holds it from the fork until the pid is in live), and
+// the watchdog is asked for once each pid is found (it holds its lock
+// from its fork until it knows the pid).
 func (t *processTable) reapAdoptedNow() {
 	if t.reapAdopted == nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.reapAdopted(func(pid int) bool { return t.live[pid] || pid == t.watchdog.pid() })
+	t.reapAdopted(t.keeps)
 }
+
+// endAdopted ends what rpi adopted (end: runEnv.endOrphans) at rpi's
+// end, holding mu: no reap of reapAdoptedNow frees meanwhile a pid end
+// has found and is about to kill.
+func (t *processTable) endAdopted(end func(keep func(pid int) bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end(t.keeps)
+}
+
+// keeps reports whether pid is a child rpi waits for itself: one the
+// table started and has not reaped, or the watchdog. mu is held.
+func (t *processTable) keeps(pid int) bool { return t.live[pid] || pid == t.watchdog.pid() }
 
 // release tells shutdown that the child and everything about it is done.
 func (c *child) release() { c.table.children.Done() }

@@ -92,11 +92,11 @@ type runEnv struct {
 	// came from from rpi's own environment; nil in in-process tests.
 	hideVariables func(names []string)
 	// adoptOrphans, when set, makes rpi adopt what its commands leave
-	// behind, before the first child starts, and endOrphans ends it, but
-	// the children keep names (the watchdog), at rpi's end; nil in
-	// in-process tests, where the process's other children are the
-	// tests' own.
-	adoptOrphans func()
+	// behind, before the first child starts, and call reap as a process
+	// exits; endOrphans ends what it adopted, but the children keep names
+	// (its own, the watchdog), at rpi's end; nil in in-process tests,
+	// where the process's other children are the tests' own.
+	adoptOrphans func(reap func())
 	endOrphans   func(keep func(pid int) bool)
 	// reapAdopted reaps, while rpi runs, what it adopted that has exited,
 	// but the children keep names; nil in in-process tests.

@@ -306,7 +306,7 @@ func (h *host) shutdown(patient bool) {
 	// so that one started meanwhile (background work that has not ended)
 	// is known.
 	if reaped && h.env.endOrphans != nil {
-		h.env.endOrphans(func(pid int) bool { return pid == h.watchdog.pid() })
+		h.procs.endAdopted(h.env.endOrphans)
 	}
 	h.temp.removeAll()
 	h.watchdog.close()

@@ -33,7 +33,7 @@ func killSession(sid int) {}
 // adoptOrphans adopts nothing here (FreeBSD's procctl(PROC_REAP_ACQUIRE)
 // is not used yet): what a command leaves out of its group and session
 // is init's.
-func adoptOrphans() {}
+func adoptOrphans(reap func()) {}
 
 // endOrphans has nothing adopted to end here.
 func endOrphans(keep func(pid int) bool) {}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,12 +117,25 @@ func killSessions(sids map[int]bool) {
 // (PR_SET_CHILD_SUBREAPER): a process whose parent ends — one a command
 // left behind out of its process group and session, with setsid or a
 // double fork — becomes rpi's child instead of init's, so that rpi finds
-// it at its end (endOrphans). It runs once, before the first child starts.
-func adoptOrphans() {
+// it at its end (endOrphans). It runs once, before the first child starts;
+// from then on each SIGCHLD calls reap, which reaps what was adopted and
+// has exited (reapAdopted), so that it does not stay a zombie — one that
+// answers kill -0, so that a command waiting for a daemon it stopped to be
+// gone would wait for good.
+func adoptOrphans(reap func()) {
 	adoption.Do(func() {
 		const prSetChildSubreaper = 36
 		_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 		adopting = errno == 0
+		if adopting {
+			exits := make(chan os.Signal, 1) // signals that come during a reap make one more
+			signal.Notify(exits, syscall.SIGCHLD)
+			go func() {
+				for range exits {
+					guarded(nil, "reaping what rpi adopted", reap)()
+				}
+			}()
+		}
 	})
 }
 

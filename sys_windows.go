@@ -174,7 +174,7 @@ func killTree(pid int) { signalGroup(pid, syscall.SIGKILL) }
 
 // adoptOrphans adopts nothing on Windows: processes there have no
 // parent to be adopted by.
-func adoptOrphans() {}
+func adoptOrphans(reap func()) {}
 
 // endOrphans has nothing adopted to end on Windows.
 func endOrphans(keep func(pid int) bool) {}
