@@ -130,11 +130,11 @@ func adoptOrphans(reap func()) {
 		if adopting {
 			exits := make(chan os.Signal, 1) // signals that come during a reap make one more
 			signal.Notify(exits, syscall.SIGCHLD)
-			go func() {
+			go guarded(nil, "waiting for SIGCHLD", func() {
 				for range exits {
-					guarded(nil, "reaping what rpi adopted", reap)()
+					guarded(nil, "reaping what rpi adopted", reap)() // a panic stops one reap, not the next
 				}
-			}()
+			})()
 		}
 	})
 }
