@@ -214,6 +214,9 @@ func TestEditPlanningStopsOnAbort(t *testing.T) {
 // piece by piece), but not matched loosely.
 func TestEditBounds(t *testing.T) {
 	t.Parallel()
+	if raceDetector {
+		t.Skip("64 MiB of NFKC on one goroutine: over 3 minutes of the race run, which adds nothing to it; the plain run checks it")
+	}
 	ligatures := strings.Repeat("\ufdfa", maxEditBytes/33+1) + "\n"
 	s := toolServer(t, map[string]string{"f.txt": "k0 k1 k2\n", "big.txt": "hello\n" + ligatures})
 	var edits []textEdit
