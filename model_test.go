@@ -41,6 +41,7 @@ type scriptedResponse struct {
 	Malformed  bool     `json:"malformed"`  // send an event that is not JSON
 	DelayMs    int      `json:"delayMs"`    // pause before each delta
 	HoldAt     int      `json:"holdAt"`     // before the n-th delta, wait for the fixture's #release
+	Silent     bool     `json:"silent"`     // send nothing, not even the headers, until the client goes
 	SSE        []string `json:"sse"`        // instead of all the above: these events, byte for byte (each followed by a blank line)
 }
 
@@ -132,6 +133,10 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		apiGoogle: "/v1beta/models/fake-model:streamGenerateContent?alt=sse"}[fm.api]
 	if r.URL.RequestURI() != wantPath {
 		http.Error(w, "unexpected path "+r.URL.RequestURI(), http.StatusNotFound)
+		return
+	}
+	if resp.Silent {
+		<-r.Context().Done()
 		return
 	}
 	if resp.Status != 0 {

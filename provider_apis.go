@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -118,14 +120,20 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
 	}
+	idle := watchIdle(req.idle, stop)
+	defer idle.stop()
 	resp, err := modelClient.Do(httpReq)
 	if err != nil {
+		if idle.expired() {
+			return idle.err()
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return &providerError{message: fmt.Sprintf("Connection error: %v", err)}
 	}
 	defer resp.Body.Close()
+	resp.Body = idle.reader(resp.Body)
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return &providerError{final: true, message: fmt.Sprintf("The model server sent its answer compressed (Content-Encoding: %s) "+
 			"though rpi asked for none (Accept-Encoding: identity); rpi reads only uncompressed streams. "+
@@ -146,8 +154,66 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	switch {
 	case st.cut != nil:
 		return st.cut
+	case err != nil && idle.expired():
+		return idle.err()
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	}
 	return err
+}
+
+// idleWatch ends a model call (cancel) once the server has sent nothing
+// for its limit: no answer's headers from the call's start, then no
+// byte of the stream since the last one. A zero limit watches nothing.
+type idleWatch struct {
+	limit time.Duration
+	timer *time.Timer
+	fired atomic.Bool
+}
+
+func watchIdle(limit time.Duration, cancel func()) *idleWatch {
+	w := &idleWatch{limit: limit}
+	if limit > 0 {
+		w.timer = time.AfterFunc(limit, func() {
+			w.fired.Store(true)
+			cancel()
+		})
+	}
+	return w
+}
+
+// expired reports whether the limit passed (and the call was ended).
+func (w *idleWatch) expired() bool { return w.fired.Load() }
+
+// err is the failure of a call the limit ended: a connection error,
+// which is retried.
+func (w *idleWatch) err() error {
+	return &providerError{message: fmt.Sprintf("Connection error: the model server sent nothing for %v (settings.json httpIdleTimeoutMs)", w.limit)}
+}
+
+func (w *idleWatch) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// reader is body, each byte of which starts the limit again.
+func (w *idleWatch) reader(body io.ReadCloser) io.ReadCloser {
+	if w.timer == nil {
+		return body
+	}
+	return idleBody{body, w}
+}
+
+type idleBody struct {
+	io.ReadCloser
+	w *idleWatch
+}
+
+func (b idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.w.fired.Load() {
+		b.w.timer.Reset(b.w.limit)
+	}
+	return n, err
 }

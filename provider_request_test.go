@@ -483,3 +483,46 @@ func TestMistralUserAfterToolResults(t *testing.T) {
 		t.Errorf("another host's roles: %s, want %s", got, want)
 	}
 }
+
+// TestModelServerSilence: a model server that sends nothing for
+// httpIdleTimeoutMs — no headers at all, or nothing more of a stream it
+// began — fails the call as a connection error, which is retried, as pi
+// 1.6's undici limits do: before, a server that accepted the connection
+// and then said nothing held the turn until the user aborted it. With 0
+// there is no limit.
+func TestModelServerSilence(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"silent":true}
+{"text":["half","never"],"holdAt":2}
+{"text":["done"]}`, e.agentDir)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":1},"httpIdleTimeoutMs":400}`), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	out := string(ps.out.bytes())
+	const silence = `"errorMessage":"Connection error: the model server sent nothing for 400ms (settings.json httpIdleTimeoutMs)"`
+	retries := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"type":"auto_retry_start"`) {
+			retries++
+			if !strings.Contains(line, silence) {
+				t.Errorf("a retry after another failure: %s", line)
+			}
+		}
+	}
+	if retries != 2 || !strings.Contains(out, `"text":"done"`) {
+		t.Errorf("%d retries; want two, each after the server's silence, then the answer:\n%s", retries, out)
+	}
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if len(fm.requests) != 3 {
+		t.Errorf("%d requests, want 3", len(fm.requests))
+	}
+	set := &settings{httpIdle: defaultHTTPIdle}
+	path := filepath.Join(t.TempDir(), "settings.json")
+	os.WriteFile(path, []byte(`{"httpIdleTimeoutMs":0}`), 0o644)
+	if set.applySettingsFile(path); set.httpIdle != 0 {
+		t.Errorf("httpIdleTimeoutMs 0 leaves a limit of %v, want none", set.httpIdle)
+	}
+}

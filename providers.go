@@ -52,6 +52,9 @@ type streamRequest struct {
 	// runKey runs a "!command" key the first time it is needed.
 	runKey keyRunner
 	key    string // the model's key, resolved by callModel
+	// idle is how long the server may send nothing (no headers, then no
+	// byte of the stream) before the call fails; 0: no limit.
+	idle time.Duration
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for

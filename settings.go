@@ -34,6 +34,7 @@ type settings struct {
 	retry           retrySettings
 	compaction      compactionSettings
 	confirmTimeout  time.Duration
+	httpIdle        time.Duration // settings.json httpIdleTimeoutMs; 0: none
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
@@ -60,11 +61,18 @@ type settingsFile struct {
 	Retry           retrySettings      `json:"retry"`
 	Compaction      compactionSettings `json:"compaction"`
 	ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
+	HTTPIdle        *int64             `json:"httpIdleTimeoutMs"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
 // before it counts as denied (settings.json confirmTimeoutMs).
 const defaultConfirmTimeout = 5 * time.Minute
+
+// defaultHTTPIdle is how long a model server may send nothing — no
+// answer's headers, then no byte of its stream — before the call fails
+// as a connection error, which is retried (pi 1.6's httpIdleTimeoutMs;
+// 0 there turns it off).
+const defaultHTTPIdle = 5 * time.Minute
 
 // agentDir is pi's configuration directory: $PI_CODING_AGENT_DIR (made
 // absolute), or the home folder's .pi/agent. It is never taken relative to
@@ -127,7 +135,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg, tools: slices.Clip(h.tools),
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
-		confirmTimeout: defaultConfirmTimeout}
+		confirmTimeout: defaultConfirmTimeout, httpIdle: defaultHTTPIdle}
 	cfg := h.cfg
 	set.applySettingsFile(filepath.Join(h.agentDir, "settings.json"))
 	if cfg.approve {
@@ -189,6 +197,9 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.ConfirmTimeout > 0 {
 		set.confirmTimeout = msDuration(file.ConfirmTimeout)
+	}
+	if file.HTTPIdle != nil && *file.HTTPIdle >= 0 {
+		set.httpIdle = msDuration(*file.HTTPIdle)
 	}
 }
 
