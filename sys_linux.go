@@ -254,16 +254,23 @@ func parentOf(pid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	end := bytes.LastIndexByte(stat, ')') // a name may hold ")" itself: the last is the end
-	if end < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(string(stat[end+1:]))
+	fields := statFields(stat)
 	if len(fields) < 2 {
 		return 0, false
 	}
 	parent, err := strconv.Atoi(fields[1])
 	return parent, err == nil
+}
+
+// statFields are the fields of a /proc/<pid>/stat line from the third
+// on, after "pid (comm) ": the command's name may hold ")" and spaces
+// itself, so it ends at the last ")". None when there is no ")".
+func statFields(stat []byte) []string {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[end+1:]))
 }
 
 // waitUnreaped waits for the child pid to exit without reaping it
@@ -411,8 +418,7 @@ func overwriteOwn(startField int, pick func(data []byte) [][2]int) error {
 	if err != nil {
 		return err
 	}
-	// After "pid (comm) ", the fields from the third on.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	fields := statFields(stat)
 	if len(fields) < startField-1 {
 		return fmt.Errorf("/proc/self/stat has %d fields", len(fields)+2)
 	}
