@@ -187,7 +187,7 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 		prompt += "\n\nAlso: " + instructions
 	}
 	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle,
+	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript + "\n</conversation>")}}}
 	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()

@@ -193,7 +193,7 @@ func TestEveryGoroutineGuarded(t *testing.T) {
 		"environment.go:AfterFuncAt": "the clock's own: its callers pass guarded functions",
 		"environment.go:after":       "closes a channel",
 		"protocol.go:write":          "writeOut recovers on its own, to pass the write's error on",
-		"provider_apis.go:watchIdle": "sets a flag and cancels the call's context",
+		"provider_apis.go:arm":       "reads two clock times, then sets a flag and cancels the call's context, or sets itself again",
 	}
 	seen := map[string]bool{}
 	isGuard := func(e ast.Expr) bool {

@@ -120,7 +120,7 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
 	}
-	idle := watchIdle(req.idle, stop)
+	idle := watchIdle(req.idle, req.clock, stop)
 	defer idle.stop()
 	resp, err := modelClient.Do(httpReq)
 	if err != nil {
@@ -165,21 +165,52 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 // idleWatch ends a model call (cancel) once the server has sent nothing
 // for its limit: no answer's headers from the call's start, then no
 // byte of the stream since the last one. A zero limit watches nothing.
+// Its timer is on the session's clock, so a fixture's fake clock moves
+// it. A byte only notes its time; the timer, when it comes, sets itself
+// again for the rest of the limit counted from the last byte.
 type idleWatch struct {
-	limit time.Duration
-	timer *time.Timer
-	fired atomic.Bool
+	limit   time.Duration
+	clock   clock
+	cancel  func()
+	last    atomic.Int64 // clock time of the call's start or its last byte, in ns
+	fired   atomic.Bool
+	stopped atomic.Bool
+	timer   atomic.Pointer[func() bool] // the timer set last: its stop
 }
 
-func watchIdle(limit time.Duration, cancel func()) *idleWatch {
-	w := &idleWatch{limit: limit}
+func watchIdle(limit time.Duration, c clock, cancel func()) *idleWatch {
+	w := &idleWatch{limit: limit, clock: c, cancel: cancel}
 	if limit > 0 {
-		w.timer = time.AfterFunc(limit, func() {
-			w.fired.Store(true)
-			cancel()
-		})
+		w.last.Store(c.Now().UnixNano())
+		w.arm(limit)
 	}
 	return w
+}
+
+// arm sets the timer d from now. Set while stop runs, it is stopped by
+// one side or the other: stop marks stopped before it reads the timer,
+// arm stores the timer before it reads stopped.
+func (w *idleWatch) arm(d time.Duration) {
+	stop := w.clock.AfterFunc(d, w.check)
+	w.timer.Store(&stop)
+	if w.stopped.Load() {
+		stop()
+	}
+}
+
+// check is the timer: the call ends if the limit has passed since the
+// last byte, else the timer is set for the rest of it.
+func (w *idleWatch) check() {
+	if w.stopped.Load() {
+		return
+	}
+	quiet := time.Duration(w.clock.Now().UnixNano() - w.last.Load())
+	if quiet < w.limit {
+		w.arm(w.limit - quiet)
+		return
+	}
+	w.fired.Store(true)
+	w.cancel()
 }
 
 // expired reports whether the limit passed (and the call was ended).
@@ -192,14 +223,15 @@ func (w *idleWatch) err() error {
 }
 
 func (w *idleWatch) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
+	w.stopped.Store(true)
+	if stop := w.timer.Load(); stop != nil {
+		(*stop)()
 	}
 }
 
 // reader is body, each byte of which starts the limit again.
 func (w *idleWatch) reader(body io.ReadCloser) io.ReadCloser {
-	if w.timer == nil {
+	if w.limit <= 0 {
 		return body
 	}
 	return idleBody{body, w}
@@ -212,8 +244,8 @@ type idleBody struct {
 
 func (b idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 && !b.w.fired.Load() {
-		b.w.timer.Reset(b.w.limit)
+	if n > 0 {
+		b.w.last.Store(b.w.clock.Now().UnixNano())
 	}
 	return n, err
 }

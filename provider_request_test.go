@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -524,5 +525,41 @@ func TestModelServerSilence(t *testing.T) {
 	os.WriteFile(path, []byte(`{"httpIdleTimeoutMs":0}`), 0o644)
 	if set.applySettingsFile(path); set.httpIdle != 0 {
 		t.Errorf("httpIdleTimeoutMs 0 leaves a limit of %v, want none", set.httpIdle)
+	}
+}
+
+// TestIdleLimitCountsFromTheLastByte: the silence limit runs from the last
+// byte read, not from when its timer was set: a timer that comes early sets
+// itself again for what is left, and a stopped watch cancels nothing. On a
+// fake clock, so no real time passes.
+func TestIdleLimitCountsFromTheLastByte(t *testing.T) {
+	c := newFakeClock()
+	ended := make(chan struct{})
+	w := watchIdle(time.Second, c, func() { close(ended) })
+	body := w.reader(io.NopCloser(strings.NewReader("x")))
+	c.advance(600 * time.Millisecond)
+	if _, err := body.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(400 * time.Millisecond) // the first timer: 0.4 s since the byte
+	for deadline := time.Now().Add(10 * time.Second); !c.dueWithin(600 * time.Millisecond); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the timer did not set itself again for the rest of the limit")
+		}
+	}
+	if c.dueWithin(599*time.Millisecond) || w.expired() {
+		t.Fatal("the limit was counted from the call's start, not from the last byte")
+	}
+	c.advance(600 * time.Millisecond)
+	<-ended
+	if !w.expired() {
+		t.Error("the call ended, but expired says no")
+	}
+	w.stop()
+
+	stopped := watchIdle(time.Second, c, func() { t.Error("a stopped watch cancelled its call") })
+	stopped.stop()
+	if c.dueWithin(time.Hour) {
+		t.Error("a stopped watch left its timer set")
 	}
 }

@@ -55,6 +55,8 @@ type streamRequest struct {
 	// idle is how long the server may send nothing (no headers, then no
 	// byte of the stream) before the call fails; 0: no limit.
 	idle time.Duration
+	// clock times idle (the session's: a fixture's may be fake).
+	clock clock
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for
