@@ -41,6 +41,11 @@ type processTable struct {
 	closed bool                  // shutting down: no new children
 	byID   map[string]*process
 	order  []string // process ids, oldest first
+	// ended are the processes in byID that have ended, in the order
+	// they ended; each session keeps at most keepEnded of them
+	// (noteEnded), maxEndedProcesses unless a test lowers it.
+	ended     []*process
+	keepEnded int
 	// live are the pids of the children started and not yet reaped: an
 	// exited one among them is os/exec's to wait for, not an adopted
 	// process to reap (reapAdopted). A pid joins as its child starts,
@@ -52,7 +57,8 @@ type processTable struct {
 }
 
 func newProcessTable(w *watchdog, stderr io.Writer, adopt func(reap func())) *processTable {
-	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}, live: map[int]bool{}}
+	return &processTable{watchdog: w, stderr: stderr, adopt: adopt, ending: make(chan struct{}), byID: map[string]*process{}, live: map[int]bool{},
+		keepEnded: maxEndedProcesses}
 }
 
 // close refuses every later child, and from then on stops children with

@@ -108,6 +108,9 @@ type runEnv struct {
 	// or slow, to take each write of what waits for it (0:
 	// finishWriteLimit).
 	finishWrites time.Duration
+	// keepEnded is how many ended processes each session keeps (0:
+	// maxEndedProcesses); tests lower it.
+	keepEnded int
 }
 
 // hostEnvironment is the real machine's.

@@ -63,6 +63,9 @@ func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 	h.watchdog = newWatchdog(env.executable, set.childEnv) // a child: no keys
 	h.procs = newProcessTable(h.watchdog, stderr, env.adoptOrphans)
 	h.procs.reapAdopted = env.reapAdopted
+	if env.keepEnded > 0 {
+		h.procs.keepEnded = env.keepEnded
+	}
 	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
 	h.memory.stderr, h.memory.clock = stderr, env.clock
 	h.ctx, h.cancel = context.WithCancel(context.Background())

@@ -35,6 +35,7 @@ const (
 	processIdleExpiry   = 30 * time.Minute
 	stopGrace           = time.Second
 	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
+	maxEndedProcesses   = 64       // the ended processes a session keeps (processTable.noteEnded)
 )
 
 // namedSignal is a signal's name and its number: a row of the system's
@@ -477,6 +478,7 @@ func (p *process) recordExit(ps *os.ProcessState) {
 	}
 	p.out.shrink(exitedOutputBytes)
 	p.pending = nil // all sent: its room goes too
+	p.s.procs.noteEnded(p)
 	p.s.postEvent("process_exited", processEvent{p.infoLocked()})
 }
 
@@ -750,10 +752,54 @@ func (s *session) removeProcess(p *process) error {
 		return fmt.Errorf("process %s is still running; stop it first", p.id)
 	}
 	s.procs.mu.Lock()
-	delete(s.procs.byID, p.id)
-	s.procs.order = slices.DeleteFunc(s.procs.order, func(id string) bool { return id == p.id })
+	s.procs.forgetLocked(func(q *process) bool { return q == p })
 	s.procs.mu.Unlock()
 	return nil
+}
+
+// noteEnded records that p has ended, and forgets the ended process of
+// p's session that ended first when the session now has more than
+// keepEnded of them: a client or model that starts short commands and
+// never removes them holds at most that many ended processes' output.
+// A running process is never forgotten. It is called under p.mu
+// (process.mu comes before processTable.mu) before process_exited is
+// posted, so every command after that event sees the table bounded.
+func (t *processTable) noteEnded(p *process) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[p.id] != p {
+		return // its session closed and forgot it
+	}
+	t.ended = append(t.ended, p)
+	n := 0
+	for _, q := range t.ended {
+		if q.s == p.s {
+			n++
+		}
+	}
+	var first []*process // the session's that ended first, past keepEnded
+	for _, q := range t.ended {
+		if q.s == p.s && n > t.keepEnded {
+			first = append(first, q)
+			n--
+		}
+	}
+	if len(first) > 0 {
+		t.forgetLocked(func(q *process) bool { return slices.Contains(first, q) })
+	}
+}
+
+// forgetLocked takes the processes forget picks out of the table; t.mu
+// must be held.
+func (t *processTable) forgetLocked(forget func(*process) bool) {
+	t.order = slices.DeleteFunc(t.order, func(id string) bool {
+		if p := t.byID[id]; forget(p) {
+			delete(t.byID, id)
+			return true
+		}
+		return false
+	})
+	t.ended = slices.DeleteFunc(t.ended, forget)
 }
 
 // forgetProcesses takes every process of the closing session out of the
@@ -762,13 +808,7 @@ func (s *session) removeProcess(p *process) error {
 func (s *session) forgetProcesses() {
 	s.procs.mu.Lock()
 	defer s.procs.mu.Unlock()
-	s.procs.order = slices.DeleteFunc(s.procs.order, func(id string) bool {
-		if p := s.procs.byID[id]; p.s == s {
-			delete(s.procs.byID, id)
-			return true
-		}
-		return false
-	})
+	s.procs.forgetLocked(func(p *process) bool { return p.s == s })
 }
 
 // processes are the session's processes not yet removed, oldest first.

@@ -1083,3 +1083,64 @@ func TestBashToolCountsShownLines(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedProcessesAreBounded: a session keeps at most maxEndedProcesses
+// ended processes; past that, the one that ended first is forgotten, as
+// process_remove forgets one. Ended processes stayed listed, each with up
+// to 64 KiB of its output, until removed, so a client or a model that
+// started short commands and never removed them grew the host without
+// bound (and rpi serve's sessions live for days).
+func TestEndedProcessesAreBounded(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	const n, batch = maxEndedProcesses + 2*maxRunningProcesses, maxRunningProcesses // at most 16 run at once
+	for i := 0; i < n; i += batch {
+		for j := i; j < i+batch; j++ {
+			sp.send(spawnLine(fmt.Sprintf("p%d", j), []string{"true"}, fmt.Sprintf(`,"label":"p%d"`, j)))
+		}
+		for j := i; j < i+batch; j++ {
+			sp.seen(fmt.Sprintf(`"label":"p%d","state":"exited"`, j))
+		}
+	}
+	sp.send(`{"id":"l","type":"process_list"}`)
+	sp.seen(`"id":"l"`)
+	var recs []map[string]any
+	var list []processInfo
+	for _, line := range bytes.Split(bytes.TrimSpace(sp.out.bytes()), []byte("\n")) {
+		var rec map[string]any
+		json.Unmarshal(line, &rec)
+		recs = append(recs, rec)
+		if rec["id"] == "l" {
+			data, _ := json.Marshal(rec["data"])
+			json.Unmarshal(data, &list)
+		}
+	}
+	ids := processIDs(recs)
+	// The first two batches ended before the later ones started: they
+	// ended first, and are the ones forgotten.
+	if len(list) != maxEndedProcesses {
+		t.Fatalf("process_list has %d processes after %d ended, want %d", len(list), n, maxEndedProcesses)
+	}
+	for i, info := range list {
+		if want := fmt.Sprintf("p%d", n-maxEndedProcesses+i); info.Label != want {
+			t.Errorf("process_list[%d] is %s, want %s (the newest, oldest first)", i, info.Label, want)
+		}
+	}
+	sp.send(`{"id":"old","type":"process_logs","processId":"`+ids["p0"]+`"}`,
+		`{"id":"new","type":"process_logs","processId":"`+ids[fmt.Sprintf("p%d", n-1)]+`"}`)
+	sp.seen(`"id":"new"`)
+	if !bytes.Contains(sp.out.bytes(), []byte(`"id":"old","type":"response","command":"process_logs","success":false,"error":"process not found: `+ids["p0"]+`"`)) {
+		t.Errorf("the forgotten process p0 is still found")
+	}
+	if !bytes.Contains(sp.out.bytes(), []byte(`"id":"new","type":"response","command":"process_logs","success":true`)) {
+		t.Errorf("the newest process is not found")
+	}
+	procs := sp.s.procs
+	procs.mu.Lock()
+	byID, order, ended := len(procs.byID), len(procs.order), len(procs.ended)
+	procs.mu.Unlock()
+	if byID != maxEndedProcesses || order != maxEndedProcesses || ended != maxEndedProcesses {
+		t.Errorf("the host's table holds %d processes (%d in order, %d ended), want %d", byID, order, ended, maxEndedProcesses)
+	}
+	sp.stop()
+}

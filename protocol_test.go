@@ -240,6 +240,7 @@ type testEnv struct {
 	command             func(string, ...string) *exec.Cmd
 	lockWait            time.Duration // for a session file another rpi holds (0: rpi's own)
 	finishWrites        time.Duration // for a served client that is leaving or slow (0: rpi's own)
+	keepEnded           int           // the ended processes a session keeps (0: rpi's own)
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -280,7 +281,8 @@ func (e *testEnv) env() runEnv {
 	}
 	vars := maps.Clone(e.vars)
 	return runEnv{getenv: func(k string) string { return vars[k] }, environ: environ, clock: e.clock,
-		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait, finishWrites: e.finishWrites}
+		tempDir: e.tmp, maxLineBytes: e.maxLineBytes, executable: os.Args[0], command: e.command, lockWait: e.lockWait, finishWrites: e.finishWrites,
+		keepEnded: e.keepEnded}
 }
 
 // syncBuffer is a bytes.Buffer several goroutines may write.
@@ -847,6 +849,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	if n := f.maxLine(); n > 0 {
 		e.maxLineBytes = n
 	}
+	e.keepEnded, _ = strconv.Atoi(f.option("keepEnded", "0"))
 	var fake *fakeClock
 	if f.option("clock", "real") == "fake" {
 		fake = newFakeClock()
