@@ -66,7 +66,7 @@ func newHost(cfg cliConfig, env runEnv, stderr io.Writer) (*host, error) {
 	if env.keepEnded > 0 {
 		h.procs.keepEnded = env.keepEnded
 	}
-	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr}
+	h.temp = &tempFiles{parent: env.tempDir, watchdog: h.watchdog, stderr: stderr, keepFiles: maxKeptFiles, keepBytes: maxKeptBytes}
 	h.memory.stderr, h.memory.clock = stderr, env.clock
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1143,4 +1144,63 @@ func TestEndedProcessesAreBounded(t *testing.T) {
 		t.Errorf("the host's table holds %d processes (%d in order, %d ended), want %d", byID, order, ended, maxEndedProcesses)
 	}
 	sp.stop()
+}
+
+// TestFullOutputFilesAreBounded: rpi keeps the newest of the full-output
+// files its bash answers name, at most keepFiles of them and keepBytes
+// together, removing the oldest as a newer one is named; the newest
+// stays whatever its size. They were all kept until rpi exited, and
+// rpi serve lives for days: every cut output of every session filled
+// the disk (or a RAM-backed TMPDIR) by up to 1 GiB more.
+func TestFullOutputFilesAreBounded(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	run := func() string { // seq 3000 is 3000 lines, 13893 bytes: cut, with a file
+		t.Helper()
+		text, isError := callTool(t, s, "bash", `{"command":"seq 3000"}`)
+		_, path, ok := strings.Cut(text, "Full output: ")
+		if isError || !ok {
+			t.Fatalf("no full output path in %q", text[max(0, len(text)-200):])
+		}
+		return strings.TrimSuffix(path, "]")
+	}
+	exist := func(paths []string) (n []bool) {
+		for _, path := range paths {
+			_, err := os.Stat(path)
+			n = append(n, err == nil)
+		}
+		return n
+	}
+	limit := func(files int, size int64) {
+		s.temp.mu.Lock()
+		s.temp.keepFiles, s.temp.keepBytes = files, size
+		s.temp.mu.Unlock()
+	}
+	limit(3, 1<<20)
+	var paths []string
+	for range 5 {
+		paths = append(paths, run())
+	}
+	if got, want := exist(paths), []bool{false, false, true, true, true}; !slices.Equal(got, want) {
+		t.Errorf("with 3 files kept, after 5 the files exist: %v, want %v", got, want)
+	}
+	limit(64, 2*13893)
+	paths = append(paths, run())
+	if got, want := exist(paths), []bool{false, false, false, false, true, true}; !slices.Equal(got, want) {
+		t.Errorf("with 2 files' bytes kept, after one more the files exist: %v, want %v", got, want)
+	}
+	limit(64, 1000)
+	paths = append(paths, run())
+	if got, want := exist(paths), []bool{false, false, false, false, false, false, true}; !slices.Equal(got, want) {
+		t.Errorf("with fewer bytes kept than one file, the files exist: %v, want %v (the newest always)", got, want)
+	}
+	if data, err := os.ReadFile(paths[6]); err != nil || len(data) != 13893 {
+		t.Errorf("the newest file: %d bytes, %v; want 13893", len(data), err)
+	}
+	s.temp.mu.Lock()
+	kept, keptBytes := len(s.temp.kept), s.temp.keptBytes
+	s.temp.mu.Unlock()
+	if kept != 1 || keptBytes != 13893 {
+		t.Errorf("%d files of %d bytes counted as kept, want 1 of 13893", kept, keptBytes)
+	}
 }

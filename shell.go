@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,13 +149,55 @@ func (u *utf8Stream) flush() string {
 
 // tempFiles is rpi's own temp folder, made on first use and removed at
 // exit (by the watchdog if rpi is killed; else by the next rpi's sweep).
+// Of the full-output files an answer named (keep), it holds the newest
+// keepFiles and keepBytes of them together: rpi serve lives for days.
 type tempFiles struct {
 	parent   string
 	watchdog *watchdog
 	stderr   io.Writer
 
-	mu  mutex[tempFilesMu] // guards dir
-	dir string
+	mu        mutex[tempFilesMu] // guards the fields below
+	dir       string
+	kept      []keptFile // the full-output files an answer named, oldest first
+	keptBytes int64      // their sizes together
+	// keepFiles and keepBytes bound the full-output files kept
+	// (maxKeptFiles, maxKeptBytes; tests lower them).
+	keepFiles int
+	keepBytes int64
+}
+
+// The full-output files rpi keeps at most: past either bound, the oldest
+// are removed as a newer one is kept; the newest always stays, whatever
+// its size (at most maxFullOutputBytes and a line).
+const (
+	maxKeptFiles = 64
+	maxKeptBytes = 1 << 30
+)
+
+// keptFile is a full-output file an answer named, and its size.
+type keptFile struct {
+	path string
+	size int64
+}
+
+// keep counts in the written file path, which an answer names, and
+// removes the oldest of those kept while there are more than keepFiles
+// of them or more than keepBytes together, the newest always excepted.
+// The count is taken under mu; the files go once it is let go of.
+func (tf *tempFiles) keep(path string, size int64) {
+	tf.mu.Lock()
+	tf.kept = append(tf.kept, keptFile{path, size})
+	tf.keptBytes += size
+	var old []string
+	for len(tf.kept) > 1 && (len(tf.kept) > tf.keepFiles || tf.keptBytes > tf.keepBytes) {
+		old = append(old, tf.kept[0].path)
+		tf.keptBytes -= tf.kept[0].size
+		tf.kept = slices.Delete(tf.kept, 0, 1)
+	}
+	tf.mu.Unlock()
+	for _, path := range old {
+		os.Remove(path)
+	}
 }
 
 // create makes a new file in rpi's temp folder.
@@ -181,6 +224,7 @@ func (tf *tempFiles) removeAll() {
 		os.RemoveAll(tf.dir)
 		tf.dir = ""
 	}
+	tf.kept, tf.keptBytes = nil, 0
 }
 
 // sweepTempDirs removes the temp folders of rpis that died without
@@ -331,7 +375,8 @@ type shellResult struct {
 // finish flushes held-back text and builds the result. The full-output
 // file is named only when the output was cut and the file was written
 // without error: all of the output, or its first maxFullOutputBytes and
-// a line saying it went on.
+// a line saying it went on. A file named is kept among the newest
+// (tempFiles.keep); one not named is removed at once.
 func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 	defer o.deliver() // the last of the text, before the caller answers
 	o.mu.Lock()
@@ -353,6 +398,11 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 		}
 		if o.fullErr == nil && res.Truncated {
 			res.FullOutputPath = o.full.Name()
+			size := o.fullBytes
+			if info, err := os.Stat(res.FullOutputPath); err == nil {
+				size = info.Size() // what was written, the closing line included
+			}
+			o.temp.keep(res.FullOutputPath, size)
 		} else {
 			os.Remove(o.full.Name())
 		}
