@@ -314,6 +314,10 @@ func (c *child) reapOnce() *os.ProcessState {
 			c.cmd.Wait() // it has exited: at once
 		}
 		c.reaped = true
+		// Its arguments and environment (up to the system's limit,
+		// MiBs) are not needed now: a background process stays listed
+		// long after.
+		c.cmd.Args, c.cmd.Env = nil, nil
 	}
 	return c.cmd.ProcessState
 }

@@ -169,7 +169,7 @@ type process struct {
 	s         *session // the session that started it: its events go there
 	id        string
 	ownerID   string
-	spec      processSpec
+	spec      processSpec // its Argv and Env are let go of, under mu, once it ends
 	startedAt time.Time
 	child     *child
 
@@ -477,7 +477,8 @@ func (p *process) recordExit(ps *os.ProcessState) {
 		p.s.memory.soon() // the ring's room goes back to the system
 	}
 	p.out.shrink(exitedOutputBytes)
-	p.pending = nil // all sent: its room goes too
+	p.pending = nil                    // all sent: its room goes too
+	p.spec.Argv, p.spec.Env = nil, nil // up to the system's limit (MiBs), and nothing reads them now
 	p.s.procs.noteEnded(p)
 	p.s.postEvent("process_exited", processEvent{p.infoLocked()})
 }

@@ -1204,3 +1204,35 @@ func TestFullOutputFilesAreBounded(t *testing.T) {
 		t.Errorf("%d files of %d bytes counted as kept, want 1 of 13893", kept, keptBytes)
 	}
 }
+
+// TestEndedProcessHoldsNoArguments: an ended process keeps nothing of
+// its argv and env. Both stayed in the process (its spec, and the
+// command it was started with) for as long as it was listed: up to the
+// system's limit of about 2 MiB each, so the 64 ended processes a
+// session keeps could hold hundreds of MiB where their output holds 4.
+func TestEndedProcessHoldsNoArguments(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	big := strings.Repeat("x", 100<<10)
+	argv := []string{"true"}
+	for range 8 {
+		argv = append(argv, big)
+	}
+	sp.send(spawnLine("p", argv, `,"env":{"BIG":"`+big+`"},"label":"big"`))
+	sp.seen(`"label":"big","state":"exited"`)
+	procs := sp.s.procs
+	procs.mu.Lock()
+	p := procs.byID[procs.order[0]]
+	procs.mu.Unlock()
+	p.mu.Lock()
+	spec := p.spec
+	p.mu.Unlock()
+	p.child.mu.Lock()
+	args, env := p.child.cmd.Args, p.child.cmd.Env
+	p.child.mu.Unlock()
+	if spec.Argv != nil || spec.Env != nil || args != nil || env != nil {
+		t.Errorf("the ended process holds %d arguments and %d variables in its spec, %d and %d in its command; want none",
+			len(spec.Argv), len(spec.Env), len(args), len(env))
+	}
+	sp.stop()
+}
