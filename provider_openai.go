@@ -34,7 +34,7 @@ func openAIBody(req streamRequest) map[string]any {
 		if c.mistral {
 			return mistralCallID(id)
 		}
-		return id
+		return openAICallID(id)
 	}
 	var messages []map[string]any
 	if req.system != "" {

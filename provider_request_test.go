@@ -107,7 +107,8 @@ func membersNamed(text, key string) []string {
 }
 
 // TestForeignToolCallIDs: a conversation moved to Anthropic, Responses or
-// Mistral after set_model holds the tool call ids other servers made —
+// Mistral (or OpenAI's Chat Completions, which refuses an id of more than
+// 40 bytes) after set_model holds the tool call ids other servers made —
 // Kimi's "functions.read:0", an id a local server left empty, Anthropic's
 // "toolu_…" — and each went back as it was: Anthropic refuses a tool_use
 // id outside ^[a-zA-Z0-9_-]+$ and Mistral one that is not nine letters and
@@ -115,7 +116,7 @@ func membersNamed(text, key string) []string {
 // each id goes in the form the API takes, the same for a call and its
 // result, and two ids stay two.
 func TestForeignToolCallIDs(t *testing.T) {
-	ids := []string{"functions.read:0", "", "toolu_01A09q90qw90lq917835lq9", "call_1|fc_1", strings.Repeat("x", 80), "functions.read.0"}
+	ids := []string{"functions.read:0", "", "toolu_01A09q90qw90lq917835lq9", "call_1|fc_1", strings.Repeat("x", 80), "functions.read.0", strings.Repeat("x", 81)}
 	var history []any
 	history = append(history, &userMessage{Role: "user", Content: textBlocks("Read a.txt")})
 	for i, id := range ids {
@@ -133,6 +134,7 @@ func TestForeignToolCallIDs(t *testing.T) {
 		{&model{ID: "gpt-5.1", API: apiResponses, Provider: "openai"}, "call_id", "call_id", regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)},
 		{&model{ID: "devstral-2512", API: apiOpenAI, Provider: "mistral", compat: detectCompat("mistral", "https://api.mistral.ai/v1")},
 			"id", "tool_call_id", regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)},
+		{&model{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai"}, "id", "tool_call_id", regexp.MustCompile(`^(functions\.read[.:]0|[a-zA-Z0-9_-]{0,40})$`)},
 	} {
 		body := sentBody(t, c.m, history)
 		var calls, results []string
@@ -184,6 +186,7 @@ func TestForeignToolCallIDs(t *testing.T) {
 		{&model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"}, `"id":"toolu_01A09q90qw90lq917835lq9"`},
 		{&model{ID: "gpt-5.1", API: apiResponses, Provider: "openai"}, `"call_id":"call_1"`},
 		{&model{ID: "devstral-2512", API: apiOpenAI, Provider: "mistral", compat: detectCompat("mistral", "https://api.mistral.ai/v1")}, `"id":"Ab3dE6gH9"`},
+		{&model{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai"}, `"id":"toolu_01A09q90qw90lq917835lq9"`},
 	} {
 		own := []any{history[0],
 			&assistantMessage{Role: "assistant", API: c.m.API, Provider: c.m.Provider, Model: c.m.ID, StopReason: "toolUse", Content: []contentBlock{

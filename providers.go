@@ -578,7 +578,31 @@ func wireCallID(id string) string {
 	if len(id) > 0 && len(id) <= 64 && strings.IndexFunc(id, func(r rune) bool { return !idChar(r) }) < 0 {
 		return id
 	}
-	safe := []byte(id[:min(len(id), 64-9)])
+	return hashedCallID(id, 64)
+}
+
+// maxOpenAICallID is the longest tool call id OpenAI's Chat Completions
+// takes ("string too long. Expected a string with maximum length 40").
+const maxOpenAICallID = 40
+
+// openAICallID is a tool call id as Chat Completions takes one: an id of
+// at most 40 bytes goes as it is (Kimi's "functions.read:0" among them,
+// which its model reads), a longer one — Responses' item ids, another
+// server's long ids — is made at most 40 bytes the way wireCallID makes
+// an id 64, the same for a call and its result.
+func openAICallID(id string) string {
+	if len(id) <= maxOpenAICallID {
+		return id
+	}
+	return hashedCallID(id, maxOpenAICallID)
+}
+
+// hashedCallID is id made at most n bytes of [a-zA-Z0-9_-]: its first
+// n-9 bytes, every other byte made "_", then "_" and a hash of the whole
+// id, so that two ids that differ only in what is cut or replaced stay
+// apart.
+func hashedCallID(id string, n int) string {
+	safe := []byte(id[:min(len(id), n-9)])
 	for i, c := range safe {
 		if !idChar(rune(c)) {
 			safe[i] = '_'
