@@ -645,6 +645,9 @@ func (b contentBlock) appendJSON(buf []byte) (_ []byte, ok bool) {
 			buf = append(buf, `,"thinkingSignature":`...)
 			buf = appendJSONString(buf, b.Signature)
 		}
+		if b.Redacted {
+			buf = append(buf, `,"redacted":true`...)
+		}
 	case "image":
 		buf = append(buf, `,"data":`...)
 		buf = appendJSONString(buf, b.Data)

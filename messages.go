@@ -31,6 +31,10 @@ type contentBlock struct {
 	// item; Gemini's thought signature), a toolCall's thoughtSignature
 	// (Gemini's); an image has none.
 	Signature string
+	// Redacted marks a thinking block the server sent encrypted
+	// (Anthropic's redacted_thinking): its Thinking is "[Reasoning
+	// redacted]" and its Signature the encrypted data, as pi keeps it.
+	Redacted bool
 }
 
 // blockJSON is a content block as JSON has it: every type's fields.
@@ -46,6 +50,7 @@ type blockJSON struct {
 	Name              string          `json:"name"`
 	Arguments         json.RawMessage `json:"arguments"`
 	ThoughtSignature  string          `json:"thoughtSignature"`
+	Redacted          bool            `json:"redacted"`
 }
 
 // signatureOf is the signature a block of type typ keeps of the three a
@@ -63,7 +68,8 @@ func signatureOf(typ, text, thinking, thought string) string {
 }
 
 // UnmarshalJSON reads a block as encoding/json reads blockJSON (null
-// leaves it as it is), keeping the signature of its type. Bytes that
+// leaves it as it is), keeping the signature of its type (and redacted
+// for a thinking block). Bytes that
 // are not UTF-8 in its arguments, which a json.RawMessage keeps as they
 // are, become U+FFFD, as the session decoder's fast path has them.
 func (b *contentBlock) UnmarshalJSON(data []byte) error {
@@ -78,7 +84,8 @@ func (b *contentBlock) UnmarshalJSON(data []byte) error {
 		j.Arguments = appendValidUTF8(nil, j.Arguments)
 	}
 	*b = contentBlock{Type: j.Type, Text: j.Text, Thinking: j.Thinking, Data: j.Data, MimeType: j.MimeType, ID: j.ID, Name: j.Name,
-		Arguments: j.Arguments, Signature: signatureOf(j.Type, j.TextSignature, j.ThinkingSignature, j.ThoughtSignature)}
+		Arguments: j.Arguments, Signature: signatureOf(j.Type, j.TextSignature, j.ThinkingSignature, j.ThoughtSignature),
+		Redacted: j.Redacted && j.Type == "thinking"}
 	return nil
 }
 
@@ -90,7 +97,8 @@ func (b contentBlock) MarshalJSON() ([]byte, error) {
 			Type              string `json:"type"`
 			Thinking          string `json:"thinking"`
 			ThinkingSignature string `json:"thinkingSignature,omitempty"`
-		}{b.Type, b.Thinking, b.Signature})
+			Redacted          bool   `json:"redacted,omitempty"`
+		}{b.Type, b.Thinking, b.Signature, b.Redacted})
 	case "image":
 		return marshalJSON(struct {
 			Type     string `json:"type"`

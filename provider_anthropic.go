@@ -44,6 +44,10 @@ func thinkingBudget(level string) (int, bool) {
 	return 0, false
 }
 
+// redactedThinking is the text of a thinking block the server sent
+// encrypted, pi's.
+const redactedThinking = "[Reasoning redacted]"
+
 func anthropicBody(req streamRequest) map[string]any {
 	var messages []map[string]any
 	add := func(role string, blocks []map[string]any) {
@@ -79,7 +83,12 @@ func anthropicBody(req streamRequest) map[string]any {
 						blocks = append(blocks, map[string]any{"type": "text", "text": b.Text})
 					}
 				case "thinking":
-					if signed && b.Signature != "" {
+					if b.Redacted {
+						// Only the model that encrypted it can read it.
+						if sameModel(m, req.model) && b.Signature != "" {
+							blocks = append(blocks, map[string]any{"type": "redacted_thinking", "data": b.Signature})
+						}
+					} else if signed && b.Signature != "" {
 						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
 					}
 				case "toolCall":
@@ -173,6 +182,7 @@ type anthropicEvent struct {
 		Type string `json:"type"`
 		ID   string `json:"id"`
 		Name string `json:"name"`
+		Data string `json:"data"` // a redacted_thinking block's
 	} `json:"content_block"`
 	Delta struct {
 		Type        string `json:"type"`
@@ -214,6 +224,10 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 				st.startBlock(ev.Index, contentBlock{Type: "text"})
 			case "thinking":
 				st.startBlock(ev.Index, contentBlock{Type: "thinking"})
+			case "redacted_thinking":
+				// Encrypted thinking, which must go back as it came with
+				// the turn's tool use: kept as pi keeps it.
+				st.startBlock(ev.Index, contentBlock{Type: "thinking", Thinking: redactedThinking, Signature: ev.ContentBlock.Data, Redacted: true})
 			case "tool_use":
 				st.startBlock(ev.Index, contentBlock{Type: "toolCall", ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
 			}

@@ -169,7 +169,7 @@ func geminiBody(req streamRequest) map[string]any {
 			for _, b := range msg.Content {
 				switch b.Type {
 				case "thinking":
-					if same && b.Thinking != "" {
+					if same && !b.Redacted && b.Thinking != "" {
 						parts = append(parts, signed(map[string]any{"thought": true, "text": b.Thinking}, b.Signature))
 					}
 				case "text":

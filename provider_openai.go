@@ -89,7 +89,9 @@ func openAIBody(req streamRequest) map[string]any {
 				case "text":
 					text.WriteString(b.Text)
 				case "thinking":
-					thinking.WriteString(b.Thinking)
+					if !b.Redacted { // another API's encrypted thinking, not text
+						thinking.WriteString(b.Thinking)
+					}
 				case "toolCall":
 					calls = append(calls, map[string]any{"id": callID(b.ID), "type": "function",
 						"function": map[string]string{"name": b.Name, "arguments": callArguments(b)}})

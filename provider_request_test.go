@@ -566,3 +566,58 @@ func TestIdleLimitCountsFromTheLastByte(t *testing.T) {
 		t.Error("a stopped watch left its timer set")
 	}
 }
+
+// TestRedactedThinkingSentBack: Anthropic streams thinking its safety
+// systems flagged as a redacted_thinking block of encrypted data, and
+// refuses the next request of a tool loop unless that block goes back as
+// it came. rpi dropped it while reading the answer (only "thinking" blocks
+// were kept), so it was never sent back. It is now kept as pi keeps it (a
+// thinking block "[Reasoning redacted]", the data as its signature,
+// "redacted": true) and sent back as redacted_thinking to the model that
+// made it; another model, on Anthropic or another API, gets nothing of it.
+func TestRedactedThinkingSentBack(t *testing.T) {
+	endToEnd(t)
+	script := `{"sse":[` +
+		`"data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}",` +
+		`"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"RW5jcnlwdGVk\"}}",` +
+		`"data: {\"type\":\"content_block_stop\",\"index\":0}",` +
+		`"data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}",` +
+		`"data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\":\\\"a.txt\\\"}\"}}",` +
+		`"data: {\"type\":\"content_block_stop\",\"index\":1}",` +
+		`"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}",` +
+		`"data: {\"type\":\"message_stop\"}"]}
+{"text":["done"]}`
+	ps, fm, cwd := agentSession(t, apiAnthropic, script, "--thinking", "low")
+	os.WriteFile(filepath.Join(cwd, "a.txt"), []byte("hello\n"), 0o644)
+	ps.send(`{"id":"p","type":"prompt","message":"Read a.txt"}`)
+	ps.waitFor(`"agent_settled"`)
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"command":"get_messages"`)
+	out := string(ps.out.bytes())
+	ps.close()
+	if want := `{"type":"thinking","thinking":"[Reasoning redacted]","thinkingSignature":"RW5jcnlwdGVk","redacted":true}`; !strings.Contains(out, want) {
+		t.Errorf("the answer lacks %s:\n%s", want, out)
+	}
+	body, _ := json.Marshal(fm.lastRequest())
+	if want := `"content":[{"data":"RW5jcnlwdGVk","type":"redacted_thinking"},{"id":"toolu_1","input":{"path":"a.txt"},"name":"read","type":"tool_use"}]`; !strings.Contains(string(body), want) {
+		t.Errorf("the next request lacks %s:\n%s", want, body)
+	}
+
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: redactedThinking, Signature: "RW5jcnlwdGVk", Redacted: true},
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	for _, m := range []*model{
+		{ID: "claude-opus-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true},
+		{ID: "deepseek-reasoner", API: apiOpenAI, Provider: "deepseek", Reasoning: true, compat: detectCompat("deepseek", "https://api.deepseek.com")},
+		{ID: "gpt-5.1", API: apiResponses, Provider: "openai", Reasoning: true},
+		{ID: "gemini-2.5-flash", API: apiGoogle, Provider: "google", Reasoning: true},
+	} {
+		if body := sentBody(t, m, history); strings.Contains(body, "RW5jcnlwdGVk") || strings.Contains(body, "Reasoning redacted") {
+			t.Errorf("%s/%s was sent another model's redacted thinking:\n%s", m.Provider, m.ID, body)
+		}
+	}
+}

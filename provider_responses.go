@@ -76,7 +76,7 @@ func responsesBody(req streamRequest) map[string]any {
 			for _, b := range msg.Content {
 				switch b.Type {
 				case "thinking":
-					if same && b.Signature != "" && json.Valid([]byte(b.Signature)) {
+					if same && !b.Redacted && b.Signature != "" && json.Valid([]byte(b.Signature)) {
 						input = append(input, json.RawMessage(b.Signature))
 					}
 				case "text":

@@ -178,7 +178,8 @@ func (st *streamer) appendSignature(i int, piece string) {
 	st.sigs[i].WriteString(piece)
 }
 
-// startBlock opens a block for key and returns its index in msg.Content:
+// startBlock opens a block for key (a thinking block with its thinking
+// so far) and returns its index in msg.Content:
 // -1 once the answer is cut (by this block or before), when nothing is
 // added (delta, endBlock and the rest take -1 as nothing). A block still
 // open under the same key ends first, with its event.
@@ -187,13 +188,14 @@ func (st *streamer) startBlock(key int, b contentBlock) int {
 		st.endBlock(open)
 		delete(st.blocks, key)
 	}
-	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.Signature)) {
+	if !st.take(blockBytes + len(b.ID) + len(b.Name) + len(b.Signature) + len(b.Thinking)) {
 		return -1
 	}
 	st.msg.Content = append(st.msg.Content, b)
 	i := len(st.msg.Content) - 1
 	st.blocks[key] = i
 	st.bufs[i] = &strings.Builder{}
+	st.bufs[i].WriteString(b.Thinking) // a redacted block's, which has no deltas
 	switch b.Type {
 	case "text":
 		st.emit(assistantEvent{Type: "text_start", ContentIndex: i})

@@ -730,7 +730,7 @@ func (d *jsonIn) canonical(out []byte, depth int) []byte {
 // The JSON names of each struct's fields, for other.
 var (
 	entryFields = []string{"type", "id", "parentId", "message", "provider", "modelId", "thinkingLevel", "summary", "firstKeptEntryId", "tokensBefore", "name", "fromId", "customType", "content", "timestamp"}
-	blockFields = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature"}
+	blockFields = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature", "redacted"}
 	usageFields = []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
 	costFields  = []string{"input", "output", "cacheRead", "cacheWrite", "total"}
 )
@@ -1085,6 +1085,7 @@ func elements(b []byte, i int) (n int) {
 // (signatureOf; another is lost: lossy).
 func (d *jsonIn) block(b *contentBlock) {
 	var text, thinking, thought string // the three signatures
+	var redacted bool
 	seen := d.fields(blockFields, nil, func(name string) {
 		switch name {
 		case "type":
@@ -1109,16 +1110,19 @@ func (d *jsonIn) block(b *contentBlock) {
 			d.raw(&b.Arguments)
 		case "thoughtSignature":
 			d.str(&thought)
+		case "redacted":
+			d.boolean(&redacted)
 		}
 	})
 	b.Signature = signatureOf(b.Type, text, thinking, thought)
+	b.Redacted = redacted && b.Type == "thinking"
 	// What fields would see of the block appendJSON writes: type, and
 	// the fields of its type (blockFields' bits).
 	want := uint32(1 << 0)
 	signed := b.Signature != ""
 	switch b.Type {
 	case "thinking":
-		want |= 1<<3 | bitIf(signed, 1<<4)
+		want |= 1<<3 | bitIf(signed, 1<<4) | bitIf(b.Redacted, 1<<11)
 	case "image":
 		want |= 1<<5 | 1<<6
 	case "toolCall":

@@ -55,6 +55,7 @@ func sessionLineSeeds(t testing.TB) []string {
 		`{"role":"user","content":[{"type":"text","text":"a","Text":"b"}]}`,
 		`{"content":[],"role":"user"}`,
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"t","thinkingSignature":"s"},{"type":"toolCall","id":"c1","name":"read","arguments":{ "path" : "a.txt" },"thoughtSignature":"g"},{"type":"image","data":"AAA=","mimeType":"image/png"},{"type":"text","text":"x","textSignature":"m"},{"type":"redacted","extra":[1]}],"api":"anthropic-messages","provider":"anthropic","model":"m","usage":{"input":10,"output":5,"cacheRead":1,"cacheWrite":2,"totalTokens":18,"cost":{"input":0.00003,"output":7.5e-05,"cacheRead":0,"cacheWrite":1E+2,"total":0.000105}},"stopReason":"error","errorMessage":"boom","timestamp":1773614422000}`,
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"[Reasoning redacted]","thinkingSignature":"RW5j","redacted":true},{"type":"thinking","thinking":"t","redacted":false},{"type":"text","text":"x","redacted":true},{"type":"thinking","thinking":"t","redacted":null}]}`,
 		`{"role":"assistant","content":"not blocks"}`,
 		`{"role":"assistant","usage":null,"content":[{"type":"toolCall","arguments":null}]}`,
 		`{"role":"assistant","usage":{"input":1.5}}`,
@@ -200,6 +201,7 @@ func TestDecodeEntryMatchesEncodingJSON(t *testing.T) {
 	for _, line := range []string{
 		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"line\n\"q\" é"}],"timestamp":1}}`,
 		`{"type":"session_info","id":"a","parentId":"b","timestamp":"t","name":"n"}`,
+		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"assistant","content":[{"type":"thinking","thinking":"[Reasoning redacted]","thinkingSignature":"RW5j","redacted":true},{"type":"toolCall","id":"toolu_1","name":"read","arguments":{"path":"a.txt"}}],"api":"anthropic-messages","provider":"anthropic","model":"m","usage":{"input":10,"output":5,"cacheRead":1,"cacheWrite":2,"totalTokens":18,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773614422000}}`,
 	} {
 		if !checkDecodeEntry(t, []byte(line)) {
 			t.Errorf("the fast path declined %s", line)
