@@ -60,7 +60,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 		messages = append(messages, map[string]any{"role": role, "content": blocks})
 	}
-	for _, m := range contextMessages(req.messages) {
+	for _, m := range anthropicImages(req.model, contextMessages(req.messages)) {
 		switch m := m.(type) {
 		case *userMessage:
 			var blocks []map[string]any

@@ -8,8 +8,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -520,4 +522,28 @@ func TestSchemeToken(t *testing.T) {
 	if got, want := h.redact("401: bad token tok-9999 for the Assistant app"), "401: bad token [redacted] for the Assistant app"; got != want {
 		t.Errorf("an MCP server's echo redacted as %q, want %q", got, want)
 	}
+}
+
+// FuzzImageSize: the size rpi reads from an image's header, for any bytes
+// (an image a tool or a client gave, whatever it holds), never panics,
+// is positive when read, and is what image.DecodeConfig reads of the
+// formats it knows.
+func FuzzImageSize(f *testing.F) {
+	for _, seed := range []string{"", "RIFF", "RIFF\x00\x00\x00\x00WEBPVP8 ", "RIFF\x00\x00\x00\x00WEBPVP8L\x00\x00\x00\x00\x2f\xff\xff\xff\xff",
+		"RIFF\x00\x00\x00\x00WEBPVP8X\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff", "\x89PNG\r\n\x1a\n", "GIF89a\x01\x00\x01\x00", "\xff\xd8\xff"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, h, ok := imageSize(base64.StdEncoding.EncodeToString(data))
+		if ok != (w > 0 && h > 0) || !ok && (w != 0 || h != 0) {
+			t.Fatalf("%q: %dx%d, %v", data, w, h, ok)
+		}
+		if _, _, webp := webpSize(data); webp {
+			return
+		}
+		c, _, err := image.DecodeConfig(bytes.NewReader(data))
+		if want := err == nil && c.Width > 0 && c.Height > 0; ok != want || ok && (w != c.Width || h != c.Height) {
+			t.Fatalf("%q: %dx%d, %v; image.DecodeConfig %+v, %v", data, w, h, ok, c, err)
+		}
+	})
 }

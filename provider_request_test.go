@@ -6,9 +6,15 @@ package main
 // model made.
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -619,5 +625,137 @@ func TestRedactedThinkingSentBack(t *testing.T) {
 		if body := sentBody(t, m, history); strings.Contains(body, "RW5jcnlwdGVk") || strings.Contains(body, "Reasoning redacted") {
 			t.Errorf("%s/%s was sent another model's redacted thinking:\n%s", m.Provider, m.ID, body)
 		}
+	}
+}
+
+// encodedImage is an image of w by h pixels in format ("png", "jpeg",
+// "gif", or "webp-vp8", "webp-vp8l", "webp-vp8x": the header alone), as a
+// block of base64.
+func encodedImage(t *testing.T, format string, w, h int) contentBlock {
+	t.Helper()
+	var buf bytes.Buffer
+	var err error
+	mime := "image/" + format
+	webp := func(chunk string, body []byte) {
+		mime = "image/webp"
+		buf.WriteString("RIFF\x00\x00\x00\x00WEBP" + chunk + "\x00\x00\x00\x00")
+		buf.Write(body)
+	}
+	switch format {
+	case "png":
+		err = png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h)))
+	case "jpeg":
+		err = jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h)), nil)
+	case "gif":
+		err = gif.Encode(&buf, image.NewPaletted(image.Rect(0, 0, w, h), color.Palette{color.Black}), nil)
+	case "webp-vp8":
+		webp("VP8 ", []byte{0, 0, 0, 0x9d, 0x01, 0x2a, byte(w), byte(w >> 8), byte(h), byte(h >> 8)})
+	case "webp-vp8l":
+		bits := uint32(w-1) | uint32(h-1)<<14
+		webp("VP8L", []byte{0x2f, byte(bits), byte(bits >> 8), byte(bits >> 16), byte(bits >> 24)})
+	case "webp-vp8x":
+		webp("VP8X", []byte{0, 0, 0, 0, byte(w - 1), byte((w - 1) >> 8), byte((w - 1) >> 16), byte(h - 1), byte((h - 1) >> 8), byte((h - 1) >> 16)})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return contentBlock{Type: "image", MimeType: mime, Data: base64.StdEncoding.EncodeToString(buf.Bytes())}
+}
+
+// imagesTurn is a prompt with the images given and a read whose result
+// has them too.
+func imagesTurn(prompt, result []contentBlock) []any {
+	return []any{
+		&userMessage{Role: "user", Content: append(textBlocks("Look"), prompt...)},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.png"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: append(textBlocks("Read image file"), result...)},
+	}
+}
+
+// TestAnthropicImageLimits: Anthropic refuses a request with an image of
+// more than 8000 px a side, with more than 100 images, with more than 20
+// of which one is more than 2000 px a side, or of more than 32 MB, and
+// since the images stay in the conversation, every later request of the
+// session. rpi sent every image that had less than 5 MiB of base64. Such
+// an image now goes as a note in its place, its size read from its header
+// (PNG, JPEG, GIF, WebP's three kinds); past the count or the room, the
+// older images go as notes and the newest go.
+func TestAnthropicImageLimits(t *testing.T) {
+	claude := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	small := encodedImage(t, "png", 40, 30)
+	var huge []contentBlock
+	for _, c := range []struct {
+		format string
+		w, h   int
+	}{{"png", 8001, 1}, {"jpeg", 1, 9000}, {"gif", 8500, 2}, {"webp-vp8", 8200, 3}, {"webp-vp8l", 4, 16384}, {"webp-vp8x", 9000, 5}} {
+		huge = append(huge, encodedImage(t, c.format, c.w, c.h))
+	}
+	// Sizes rpi cannot read go as they are: Anthropic judges them.
+	unread := []contentBlock{
+		{Type: "image", MimeType: "image/webp", Data: base64.StdEncoding.EncodeToString([]byte("RIFF\x00\x00\x00\x00WEBPVP8X\x00"))},
+		{Type: "image", MimeType: "image/webp", Data: base64.StdEncoding.EncodeToString([]byte("RIFF\x00\x00\x00\x00WEBPVP8 \x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))},
+		{Type: "image", MimeType: "image/png", Data: "not base64 at all!"},
+		{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n"))},
+	}
+	body := sentBody(t, claude, imagesTurn(append([]contentBlock{small}, huge[:3]...), append(huge[3:], unread...)))
+	for _, w := range []string{
+		`"[image/png image omitted: it is 8001x1 px, more than the 8000 px a side Anthropic takes]"`,
+		`"[image/jpeg image omitted: it is 1x9000 px, more than the 8000 px a side Anthropic takes]"`,
+		`"[image/gif image omitted: it is 8500x2 px, more than the 8000 px a side Anthropic takes]`,
+		`[image/webp image omitted: it is 8200x3 px, more than the 8000 px a side Anthropic takes]`,
+		`[image/webp image omitted: it is 4x16384 px, more than the 8000 px a side Anthropic takes]`,
+		`[image/webp image omitted: it is 9000x5 px, more than the 8000 px a side Anthropic takes]`,
+		small.Data, unread[0].Data, unread[1].Data, unread[2].Data, unread[3].Data,
+	} {
+		if !strings.Contains(body, w) {
+			t.Errorf("the request lacks %s:\n%.3000s", w, body)
+		}
+	}
+	for _, b := range huge {
+		if strings.Contains(body, b.Data) {
+			t.Errorf("Anthropic was sent an image of more than 8000 px a side (%s)", b.MimeType)
+		}
+	}
+	if n := strings.Count(body, `"type":"image"`); n != 5 {
+		t.Errorf("%d images sent, want 5", n)
+	}
+
+	// 101 images: the oldest is a note.
+	var many []contentBlock
+	for i := range 101 {
+		many = append(many, encodedImage(t, "png", i+1, 1))
+	}
+	body = sentBody(t, claude, imagesTurn(many[:50], many[50:]))
+	if n := strings.Count(body, `"type":"image"`); n != 100 || strings.Contains(body, `"`+many[0].Data+`"`) || !strings.Contains(body, `"`+many[1].Data+`"`) ||
+		!strings.Contains(body, `"[image/png image omitted: Anthropic takes 100 images in a request, and 100 newer ones went]"`) {
+		t.Errorf("101 images: %d sent, want the 100 newest and a note:\n%.3000s", n, body)
+	}
+
+	// More than 20 images: none of more than 2000 px a side; 20 may have one.
+	wide := encodedImage(t, "png", 2001, 1)
+	for _, n := range []int{20, 21} {
+		body := sentBody(t, claude, imagesTurn([]contentBlock{wide}, many[:n-1]))
+		note := strings.Contains(body, `"[image/png image omitted: it is 2001x1 px, more than the 2000 px a side Anthropic takes in a request of more than 20 images]"`)
+		if sent := strings.Contains(body, wide.Data); sent != (n == 20) || note == sent {
+			t.Errorf("%d images: the image of 2001 px sent %v, noted %v", n, sent, note)
+		}
+	}
+
+	// Images of more than 24 MiB of base64 together: the newest go.
+	var heavy []contentBlock
+	for i := range 6 {
+		heavy = append(heavy, contentBlock{Type: "image", MimeType: "image/png", Data: strings.Repeat(string(rune('A'+i)), 9<<19)})
+	}
+	body = sentBody(t, claude, imagesTurn(heavy[:3], heavy[3:]))
+	if n := strings.Count(body, `"type":"image"`); n != 5 || strings.Contains(body, heavy[0].Data) || !strings.Contains(body,
+		`"[image/png image omitted: its 4.5 MiB of base64 would take the request's images past the 24 MiB Anthropic's request has room for]"`) {
+		t.Errorf("images of 27 MiB: %d sent, want the 5 newest and a note", n)
+	}
+
+	// Other APIs have none of Anthropic's limits.
+	openai := &model{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai", imageable: true}
+	if body := sentBody(t, openai, imagesTurn(huge[:1], nil)); !strings.Contains(body, huge[0].Data) {
+		t.Errorf("OpenAI was not sent an image of 8001 px")
 	}
 }
