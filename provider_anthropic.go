@@ -60,7 +60,13 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 		messages = append(messages, map[string]any{"role": role, "content": blocks})
 	}
+	// The images of error results, sent after the run of results.
+	var errorImages []map[string]any
 	for _, m := range anthropicImages(req.model, contextMessages(req.messages)) {
+		if _, result := m.(*toolResultMessage); !result {
+			add("user", errorImages)
+			errorImages = nil
+		}
 		switch m := m.(type) {
 		case *userMessage:
 			var blocks []map[string]any
@@ -100,7 +106,16 @@ func anthropicBody(req streamRequest) map[string]any {
 		case *toolResultMessage:
 			id, _ := splitCallID(m.ToolCallID)
 			var content any = toolResultText(req.model, m.Content)
-			if images := toolResultImages(req.model, m.Content); len(images) > 0 {
+			if images := toolResultImages(req.model, m.Content); len(images) > 0 && m.IsError {
+				// Anthropic refuses an error result that holds anything but
+				// text: its images follow the run of results, as pi sends them.
+				content = errorResultText(req.model, m.Content)
+				errorImages = append(errorImages, map[string]any{"type": "text",
+					"text": fmt.Sprintf("Images from the error result of tool call %s (%s):", wireCallID(id), m.ToolName)})
+				for _, b := range images {
+					errorImages = append(errorImages, anthropicImage(req.model, b))
+				}
+			} else if len(images) > 0 {
 				var blocks []map[string]any
 				if text := content.(string); strings.TrimSpace(text) != "" { // Anthropic refuses a blank text block
 					blocks = append(blocks, map[string]any{"type": "text", "text": text})
@@ -113,6 +128,7 @@ func anthropicBody(req streamRequest) map[string]any {
 			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": content, "is_error": m.IsError}})
 		}
 	}
+	add("user", errorImages)
 	// Two cache breakpoints, as pi sets them: the system prompt (with the
 	// tools before it) and the conversation up to its last user turn. The
 	// API caches nothing it is not asked to.
@@ -136,6 +152,26 @@ func anthropicBody(req streamRequest) map[string]any {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
 	}
 	return body
+}
+
+// errorResultText is an error tool result as Anthropic is sent it, text
+// alone: its text blocks and the notes of images that do not go
+// (imageNote), one a line, and for each run of images that go, a line
+// saying they come after the results.
+func errorResultText(m *model, content []contentBlock) string {
+	var parts []string
+	attached := false
+	for _, b := range content {
+		switch {
+		case b.Type == "text":
+			parts, attached = append(parts, b.Text), false
+		case b.Type == "image" && imageNote(m, b) != "":
+			parts, attached = append(parts, imageNote(m, b)), false
+		case b.Type == "image" && !attached:
+			parts, attached = append(parts, "(image attached after the tool results)"), true
+		}
+	}
+	return strings.Join(parts, "\n")
 }
 
 // anthropicImage is an image block, or the note that goes in its place

@@ -759,3 +759,31 @@ func TestAnthropicImageLimits(t *testing.T) {
 		t.Errorf("OpenAI was not sent an image of 8001 px")
 	}
 }
+
+// TestAnthropicErrorResultImages: Anthropic refuses a tool result marked
+// is_error that holds anything but text, and rpi sent a failed tool's
+// images (an MCP tool's screenshot of the failure, say) in it, so the
+// request and every later one failed. The result now says the images
+// come after the run of results, and they do, under a line naming the
+// call, as pi sends them; a result that did not fail keeps its images.
+func TestAnthropicErrorResultImages(t *testing.T) {
+	claude := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	shot, ok := encodedImage(t, "png", 3, 2), encodedImage(t, "png", 2, 3)
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Shoot")},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "toolu_1", Name: "shot", Arguments: json.RawMessage(`{}`)},
+			{Type: "toolCall", ID: "toolu_2", Name: "shot", Arguments: json.RawMessage(`{}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "shot", IsError: true, Content: []contentBlock{{Type: "text", Text: "It failed:"}, shot, shot}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_2", ToolName: "shot", Content: []contentBlock{ok}},
+	}
+	body := sentBody(t, claude, history)
+	want := `{"content":[{"content":"It failed:\n(image attached after the tool results)","is_error":true,"tool_use_id":"toolu_1","type":"tool_result"},` +
+		`{"content":[{"text":"(see attached image)","type":"text"},{"source":{"data":"` + ok.Data + `","media_type":"image/png","type":"base64"},"type":"image"}],"is_error":false,"tool_use_id":"toolu_2","type":"tool_result"},` +
+		`{"text":"Images from the error result of tool call toolu_1 (shot):","type":"text"},` +
+		`{"source":{"data":"` + shot.Data + `","media_type":"image/png","type":"base64"},"type":"image"},` +
+		`{"cache_control":{"type":"ephemeral"},"source":{"data":"` + shot.Data + `","media_type":"image/png","type":"base64"},"type":"image"}],"role":"user"}`
+	if !strings.Contains(body, want) {
+		t.Errorf("the request lacks\n%s\n%s", want, body)
+	}
+}
