@@ -20,9 +20,14 @@ type acpSessionHost interface {
 	// open opens a session in the host as o says (its sink and ui are
 	// the host's); as gets its events and is one of its controllers.
 	open(as *acpSession, o sessionOptions) (*session, error)
-	// attach attaches as to s, a session the host has live; the events
-	// after cursor (-1: none) that the host still keeps are replayed to it
-	// first (resync: some are no longer kept, and none is).
+	// hold keeps s, a session the host has live, the session id, with no
+	// change of it made in place, until release, and no later than the
+	// attach that follows (held for it): a change made before is the
+	// session's no more (errStageChanged; its file was left in place).
+	hold(s *session, id string) (release func(), err error)
+	// attach attaches as to s, held (hold); the events after cursor (-1:
+	// none) that the host still keeps are replayed to it first (resync:
+	// some are no longer kept, and none is).
 	attach(as *acpSession, s *session, cursor int64) (latest int64, resync bool, err error)
 	// lastSeq is the seq of s's latest event.
 	lastSeq(s *session) int64
@@ -180,15 +185,31 @@ func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, _ := st.holdFor("") // a session no one else knows of yet
+	defer release()
 	c.attachStage(as, st, -1)
 	return st.s, nil
 }
 
-// attach attaches as to s, live in the host, with a replay after cursor.
+// hold holds s's stage for an attach to it as the session id.
+func (c *servedACP) hold(s *session, id string) (func(), error) {
+	st := c.sh.stageFor(s)
+	if st == nil {
+		return nil, errStageClosing
+	}
+	return st.holdFor(id)
+}
+
+// errStageClosing answers a load or resume of a session the host is
+// closing (idle).
+var errStageClosing = &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
+
+// attach attaches as to s, live in the host and held (hold), with a
+// replay after cursor.
 func (c *servedACP) attach(as *acpSession, s *session, cursor int64) (int64, bool, error) {
 	st := c.sh.stageFor(s)
 	if st == nil {
-		return 0, false, &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
+		return 0, false, errStageClosing
 	}
 	res := c.attachStage(as, st, cursor)
 	return res.cursor, res.resync, nil
@@ -201,9 +222,10 @@ func (c *servedACP) lastSeq(s *session) int64 {
 	return 0
 }
 
+// attachStage attaches as to st, held (stage.holdFor).
 func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) attachResult {
 	client := &stageClient{events: as}
-	res, _ := st.attach(client, cursor)
+	res, _ := st.attachHeld(client, cursor)
 	c.mu.Lock()
 	c.clients[as] = &stageAttachment{st, client}
 	c.mu.Unlock()

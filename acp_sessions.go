@@ -364,8 +364,24 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 		}()
 		var loaded func()
 		var live bool // another client's session in rpi serve's host: attached to once the file is replayed
-		if as, loaded, live, err = a.openOrWait(id); err != nil {
-			return nil, err
+		for {
+			if as, loaded, live, err = a.openOrWait(id); err != nil {
+				return nil, err
+			}
+			if !live {
+				break
+			}
+			// Until it is attached to, no change of the session is made
+			// in place: one made before left its file, opened again.
+			release, err := a.served.hold(as.s, id)
+			if err == nil {
+				defer release()
+				break
+			}
+			a.detachSession(as)
+			if !errors.Is(err, errStageChanged) {
+				return nil, err
+			}
 		}
 		var attached *acpAttached
 		if live {

@@ -312,10 +312,12 @@ func (s *session) releaseRuns() {
 // command; nil: none), and still (nil: none), asked under lock whether
 // the change is still the asker's to make (over rpi serve, a client that
 // has left the session is no longer): its error is the change's, and the
-// change is not made.
+// change is not made. When it is, keep (nil: none) is what still holds
+// for it (over rpi serve, that no other client attaches), let go of once
+// the change is answered and announced.
 type changeAsker struct {
 	lock  sync.Locker
-	still func() error
+	still func() (keep func(), err error)
 }
 
 // changeSession applies a change that needs the agent still (a session
@@ -335,7 +337,8 @@ type changeAsker struct {
 // between the change and its answer or between the answer and its
 // announcement. asker.still is asked before the abort (a change its asker
 // no longer takes aborts nothing) and again, under the lock, right before
-// the change. No run starts meanwhile.
+// the change, where what it holds (keep) is held until the change is
+// announced. No run starts meanwhile.
 func (s *session) changeSession(check, prepare func() error, change func() error, asker changeAsker, done func(error)) {
 	after, turn := s.takeChangeTurn()
 	busy := s.holdRuns()
@@ -367,9 +370,24 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 				return
 			}
 		}
+		// still asks asker.still; keep lets go of what it holds for the
+		// change (nothing, when it refuses it).
+		still := func() (keep func(), err error) {
+			err = step(func() (err error) {
+				if asker.still != nil {
+					keep, err = asker.still()
+				}
+				return err
+			})
+			if keep == nil {
+				keep = func() {}
+			}
+			return keep, err
+		}
 		if asker.still != nil {
 			unlock := lock()
-			err := step(asker.still)
+			keep, err := still()
+			keep()
 			if err != nil {
 				defer unlock()
 				done(err)
@@ -381,7 +399,8 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 			<-settled
 		}
 		defer lock()()
-		err := step(asker.still)
+		keep, err := still()
+		defer keep() // once the change is answered and announced, before the asker's lock is let go of
 		if err == nil {
 			err = step(change)
 		}

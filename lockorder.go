@@ -12,6 +12,7 @@ var lockOrder = []struct {
 }{
 	{`startupWatch.mu`, coreLock},         // held while deciding whether startup or a signal came first
 	{`connection.answerMu`, frontEndLock}, // held while a command is handled, and while a change is made, answers and announces itself
+	{`stage.attachMu`, frontEndLock},      // held while a client attaches to a served session, and by a change of it made in place from its last check to its announcement
 	{`serveHost.mu`, frontEndLock},        // rpi serve's connections and stages; never held into a session
 	{`acpSession.startMu`, frontEndLock},  // held while an ACP prompt starts (the core delivers under it)
 	{`outbox.deliverMu`, frontEndLock},    // held while a session's callouts are delivered
@@ -103,6 +104,7 @@ func (dialogsMu) lockName() string      { return `dialogs.mu` }
 func (outputMu) lockName() string       { return `output.mu` }
 func (serveHostMu) lockName() string    { return `serveHost.mu` }
 func (stageMu) lockName() string        { return `stage.mu` }
+func (stageAttachMu) lockName() string  { return `stage.attachMu` }
 func (serveSeqsMu) lockName() string    { return `serveHost.seqMu` }
 func (clientQueueMu) lockName() string  { return `clientQueue.mu` }
 func (servedACPMu) lockName() string    { return `servedACP.mu` }

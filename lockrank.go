@@ -74,6 +74,7 @@ type (
 	outputMu       struct{}
 	serveHostMu    struct{}
 	stageMu        struct{}
+	stageAttachMu  struct{}
 	serveSeqsMu    struct{}
 	clientQueueMu  struct{}
 	servedACPMu    struct{}

@@ -318,7 +318,7 @@ func (c *servedRPC) attachNew(o sessionOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.moveTo(st, -1); err != nil {
+	if _, err := c.moveTo(st, -1, ""); err != nil {
 		return err
 	}
 	srv := c.srv
@@ -334,7 +334,7 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.moveTo(st, cursor)
+	res, err := c.moveTo(st, cursor, id)
 	if err != nil {
 		return nil, err
 	}
@@ -346,36 +346,44 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 }
 
 // moveTo detaches the connection from its session (which goes on) and
-// attaches it to st's, with a replay after cursor (-1: none). When st's
-// session is closed as it is attached to (idle) and cannot be opened again,
-// the connection goes back to its session, missing nothing of it, and the
-// error is the answer.
-func (c *servedRPC) moveTo(st *stage, cursor int64) (attachResult, error) {
+// attaches it to st's, the session with id ("": st's as it is), with a
+// replay after cursor (-1: none). When st's session is closed as it is
+// attached to (idle) and cannot be opened again, the connection goes back
+// to its session, missing nothing of it, and the error is the answer.
+func (c *servedRPC) moveTo(st *stage, cursor int64, id string) (attachResult, error) {
 	old, oldClient := c.st, c.client
+	var oldID string
 	if old != nil {
+		oldID = c.srv.conv.info().id
 		old.detach(oldClient)
 	}
-	res, err := c.attachStage(st, cursor)
+	res, err := c.attachStage(st, cursor, id)
 	if err != nil && old != nil {
-		if _, back := c.attachStage(old, oldClient.lastSeq.Load()); back != nil {
+		if _, back := c.attachStage(old, oldClient.lastSeq.Load(), oldID); back != nil {
 			c.st, c.client, c.srv = nil, nil, nil // nothing to go back to: the next line opens a session
 		}
 	}
 	return res, err
 }
 
-// attachStage attaches the connection to st's session, opened again if
-// it was closed (idle) as it was found.
-func (c *servedRPC) attachStage(st *stage, cursor int64) (attachResult, error) {
+// attachStage attaches the connection to st's session, the one with id
+// ("": st's as it is), opened again if it was closed (idle) as it was
+// found, or if a change of st's session made in place (another client's,
+// before this attach) left it: then it is opened from its file, and st
+// stays with the session changed to.
+func (c *servedRPC) attachStage(st *stage, cursor int64, id string) (attachResult, error) {
 	c.sc.conn.out.flush()
 	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
-	res, ok := st.attach(client, cursor)
+	if id == "" {
+		id = st.s.conv.info().id
+	}
+	res, ok := st.attach(client, cursor, id)
 	if !ok {
-		again, _, err := c.sh.stageOf(st.s.conv.info().id)
+		again, _, err := c.sh.stageOf(id)
 		if err != nil {
 			return res, err
 		}
-		if res, ok = again.attach(client, cursor); !ok {
+		if res, ok = again.attach(client, cursor, id); !ok {
 			return res, errors.New("The session was closed as it was attached to: attach again")
 		}
 		st = again
@@ -503,7 +511,7 @@ func (c *servedRPC) apart(o sessionOptions, data any, tell *uiRequest) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.moveTo(st, -1); err != nil {
+	if _, err := c.moveTo(st, -1, ""); err != nil {
 		return nil, err
 	}
 	srv := c.srv
@@ -532,7 +540,7 @@ func (c *servedRPC) newSessionApart(parent string) (any, error) {
 // not there fails as over stdio, where --session would make a new
 // session there.
 func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
-	if c.liveStage(path) == nil && !c.shared() {
+	if st, _ := c.liveStage(path); st == nil && !c.shared() {
 		return nil, false, nil
 	}
 	data, err = c.switchAway(path)
@@ -540,24 +548,24 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 }
 
 // liveStage is the stage of the session live in the host whose file is
-// path (relative to the session's cwd), or nil.
-func (c *servedRPC) liveStage(path string) *stage {
+// path (relative to the session's cwd), and that session's id; or nil.
+func (c *servedRPC) liveStage(path string) (*stage, string) {
 	path = resolvePath(c.srv.set.cwd, path)
 	for _, st := range c.sh.liveStages() {
-		if st.s.conv.info().path == path {
-			return st
+		if info := st.s.conv.info(); info.path == path {
+			return st, info.id
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // switchAway is switch_session apart from the connection's session: to
 // the live session whose file path is (attached to), or to the file,
 // opened for this connection.
 func (c *servedRPC) switchAway(path string) (any, error) {
-	if st := c.liveStage(path); st != nil {
+	if st, id := c.liveStage(path); st != nil {
 		if st != c.st {
-			if _, err := c.moveTo(st, -1); err != nil {
+			if _, err := c.moveTo(st, -1, id); err != nil {
 				return nil, err
 			}
 		}
@@ -579,18 +587,23 @@ func (c *servedRPC) switchAway(path string) (any, error) {
 var errLeftSession = errors.New("The session change was not made: this connection attached to another session first")
 
 // stillOn refuses a change of srv's session, asked for in place, once the
-// connection is attached elsewhere (srv is no longer its view). It is
+// connection is attached elsewhere (srv is no longer its view), and makes
+// it apart once other clients watch the session (errNowShared). It is
 // asked under the connection's answer lock, which its loop holds while it
 // handles a line (session_attach, a change apart): the connection does not
-// move before the change is answered and announced.
-func (c *servedRPC) stillOn(srv *rpcServer) error {
-	switch {
-	case c.srv != srv:
-		return errLeftSession
-	case c.shared():
-		return errNowShared
+// move before the change is answered and announced. When the change is
+// still the connection's to make in place, keep holds the stage's
+// attachMu: no client attaches to the session until it lets go of it,
+// once the change is announced (changeSession).
+func (c *servedRPC) stillOn(srv *rpcServer) (keep func(), err error) {
+	if c.srv != srv {
+		return nil, errLeftSession
 	}
-	return nil
+	keep, alone := c.st.holdAlone()
+	if !alone {
+		return nil, errNowShared
+	}
+	return keep, nil
 }
 
 // errNowShared is stillOn's word that other clients attached to the

@@ -206,7 +206,7 @@ func (s *rpcServer) forkCommand(r *rpcRequest) (any, error) {
 func (s *rpcServer) changeAsker() changeAsker {
 	a := changeAsker{lock: &s.conn.answerMu}
 	if s.served != nil {
-		a.still = func() error { return s.served.stillOn(s) }
+		a.still = func() (func(), error) { return s.served.stillOn(s) }
 	}
 	return a
 }

@@ -8,9 +8,15 @@ package main
 // would) while its client moves on, or another client attaches.
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -140,5 +146,168 @@ func TestServeChangeAskedThenWatched(t *testing.T) {
 	}
 	if recs, _ := b.snapshot(); len(seqsOf(recs)) > 0 {
 		t.Errorf("b got events of a's change:\n%s", recordLines(recs))
+	}
+}
+
+// startServeInProcess starts rpi serve's host in this process, with
+// args, listening on a socket of its own (returned), so that a test can
+// reach its sessions and stages while clients use the socket; it ends
+// with the test.
+func startServeInProcess(t *testing.T, e *testEnv, cwd string, args ...string) (*serveHost, string) {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"serve", "--cwd", cwd}, args...), e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHost(cfg, e.env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &serveHost{h: h, cfg: cfg.served, wires: servedWires{acp: newServedACPWire, rpc: newServedRPCWire},
+		conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now()}
+	socket := filepath.Join(shortSocketDir(t), "rpi.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			sh.take(c)
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-accepted; sh.shutdown() })
+	return sh, socket
+}
+
+// waitLockedIn waits until a goroutine whose stack holds fn waits for a
+// sync.Mutex, or until done reports true first; it reports whether such
+// a goroutine was seen.
+func waitLockedIn(t *testing.T, fn string, done func() bool) bool {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if done() {
+			return false
+		}
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, fn) {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine in %s ever waited for a lock:\n%s", fn, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// answered reports whether c has read the answer to the command id
+// (an rpc id, a string; or a JSON-RPC one, a number).
+func answered(c *lineClient, id string) bool {
+	recs, _ := c.snapshot()
+	return slices.ContainsFunc(recs, func(r servedRecord) bool { return answers(r, id) })
+}
+
+// answers reports whether r is the answer to the command id (as answered).
+func answers(r servedRecord, id string) bool {
+	return r.Type == "response" && string(r.ID) == `"`+id+`"` || r.Type == "" && string(r.ID) == id
+}
+
+// TestServeAttachDuringChange: a client that attaches to a session by
+// its id (an rpc session_attach, an ACP session/resume) while a change of
+// it, asked in place by the session's only client and answered from the
+// background, is between its last check that no other client watches and
+// its session_started, waits for the change to be announced, and then
+// attaches to the session it asked for (opened again from its file, which
+// the change left in place). Before, it attached in that window: the
+// change, checked as unshared, was made in place under it, and it was on
+// the session switched to without having asked, its answer naming the
+// session it asked for. The window is held open by holding the session's
+// callout delivery, which the change waits for as it tells its client
+// that the loops of the file switched to cannot be read (their file is a
+// directory).
+func TestServeAttachDuringChange(t *testing.T) {
+	for _, wire := range []string{"rpc", "acp"} {
+		t.Run(wire, func(t *testing.T) { testAttachDuringChange(t, wire) })
+	}
+}
+
+func testAttachDuringChange(t *testing.T, wire string) {
+	e := newTestEnv(t)
+	cwd, dir := t.TempDir(), t.TempDir()
+	sh, socket := startServeInProcess(t, e, cwd, "--session-dir", dir)
+	const xID, hID = "1a2b3c4d-0000-4000-8000-00000000001a", "1a2b3c4d-0000-4000-8000-00000000001b"
+	for id, name := range map[string]string{xID: "x.jsonl", hID: "h.jsonl"} {
+		header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(loopsFileOf(filepath.Join(dir, "h.jsonl")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := dialLines(t, socket)
+	a.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
+	b := dialLines(t, socket)
+	attach, attacher, answer := `{"id":"at","type":"session_attach","sessionId":"`+xID+`"}`, "(*servedRPC).attachTo", "at"
+	if wire == "acp" {
+		b.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+		b.waitUntil("initialize's answer", func([]servedRecord, bool) bool { return answered(b, "0") })
+		attach = `{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"` + xID + `","cwd":"` + cwd + `"}}`
+		attacher, answer = "(*acpAgent).reopen", "1"
+	} else {
+		b.hello(`{"id":"h","type":"hello"}`)
+	}
+	st := sh.stageFor(sh.h.sessions.find(xID))
+	st.s.callouts.deliverMu.Lock()
+	held := true
+	defer func() {
+		if held {
+			st.s.callouts.deliverMu.Unlock()
+		}
+	}()
+	a.send(`{"id":"sw","type":"switch_session","sessionPath":"` + filepath.Join(dir, "h.jsonl") + `"}`) // a alone: in place, in the background
+	waitLockedIn(t, "(*session).moveLoops", func() bool { return false })                               // past its last check, waiting to tell a
+	b.send(attach)
+	waitLockedIn(t, attacher, func() bool { return answered(b, answer) })
+	st.s.callouts.deliverMu.Unlock()
+	held = false
+	if r := a.answer("sw"); r.Success == nil || !*r.Success {
+		t.Fatalf("switch_session: %s", r.line)
+	}
+	if id := sessionIDOf(a, "st"); id != hID {
+		t.Errorf("a is on %s, want %s (switched to)", id, hID)
+	}
+	checkStartedRightAfter(t, a, "sw")
+	b.waitUntil("the attach's answer", func([]servedRecord, bool) bool { return answered(b, answer) })
+	recs, _ := b.snapshot()
+	for _, r := range recs {
+		if answers(r, answer) && (r.Success != nil && !*r.Success || bytes.Contains(r.line, []byte(`"error"`))) {
+			t.Fatalf("the attach failed: %s", r.line)
+		}
+	}
+	if wire == "rpc" {
+		if id := sessionIDOf(b, "st"); id != xID {
+			t.Errorf("b is on %s, want %s (attached to)", id, xID)
+		}
+	}
+	if x := sh.h.sessions.find(xID); x == nil || sh.stageFor(x).clientCount() != 1 {
+		t.Errorf("b is not on %s, which it attached to (opened again from its file)", xID)
+	}
+	if n := st.clientCount(); n != 1 {
+		t.Errorf("the session a switched to has %d clients, want 1 (a)", n)
+	}
+	recs, _ = b.snapshot()
+	for _, r := range recs {
+		if bytes.Contains(r.line, []byte(hID)) || bytes.Contains(r.line, []byte("Cannot restore the loops")) {
+			t.Errorf("b got something of a's change:\n%s", recordLines(recs))
+			break
+		}
 	}
 }

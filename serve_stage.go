@@ -280,6 +280,14 @@ type stage struct {
 	dialogs     *dialogs
 	replayBytes int
 
+	// attachMu is held while a client attaches (attach, holdFor), and by
+	// a change of the session made in place (servedRPC.stillOn) from its
+	// last check that no other client watches the session to its
+	// session_started: a client attaches before that check, and the
+	// change moves its asker apart, or after the announcement, and finds
+	// the session changed.
+	attachMu mutex[stageAttachMu]
+
 	mu         mutex[stageMu] // guards the fields below; held while an event is sent to every client
 	seq        int64
 	kept       []keptEvent // the latest events, oldest first
@@ -472,11 +480,58 @@ type attachResult struct {
 	resync bool
 }
 
-// attach adds c to the stage. With a cursor (>= 0), the kept events after
-// it are queued to c first, unless some are no longer kept (or were not
-// kept in c's form): then nothing is, and the answer says resync. A
-// stage closed meanwhile (idle) refuses (ok false).
-func (st *stage) attach(c *stageClient, cursor int64) (res attachResult, ok bool) {
+// attach adds c to the stage, as attachHeld, when its session is still
+// the one with id (the caller looked it up by id; "": whatever it is
+// now). A stage closed meanwhile (idle), or whose session a change made
+// in place has made another (its file left: open it again), refuses (ok
+// false).
+func (st *stage) attach(c *stageClient, cursor int64, id string) (res attachResult, ok bool) {
+	release, err := st.holdFor(id)
+	if err != nil {
+		return res, false
+	}
+	defer release()
+	return st.attachHeld(c, cursor)
+}
+
+// errStageChanged is holdFor's word that the stage's session is no longer
+// the one asked for: a change of it made in place came first, and left
+// that session's file, to be opened again.
+var errStageChanged = errors.New("the session changed in place")
+
+// holdFor takes st.attachMu (release lets go of it) when st's session is
+// still the one with id ("": any); else it takes nothing and fails
+// errStageChanged. Held, no change of the session is made in place, and
+// attachHeld may attach clients.
+func (st *stage) holdFor(id string) (release func(), err error) {
+	st.attachMu.Lock()
+	if id != "" && st.s.conv.info().id != id {
+		st.attachMu.Unlock()
+		return nil, errStageChanged
+	}
+	return st.attachMu.Unlock, nil
+}
+
+// holdAlone takes st.attachMu (release lets go of it) when one client at
+// most is attached (the one asking); else it takes nothing (alone false).
+// Held, no client attaches: a change of the session made in place holds
+// it until the change is announced, so that no client comes to watch a
+// session that changes under it.
+func (st *stage) holdAlone() (release func(), alone bool) {
+	st.attachMu.Lock()
+	if st.clientCount() > 1 {
+		st.attachMu.Unlock()
+		return nil, false
+	}
+	return st.attachMu.Unlock, true
+}
+
+// attachHeld adds c to the stage; st.attachMu is held (holdFor). With a
+// cursor (>= 0), the kept events after it are queued to c first, unless
+// some are no longer kept (or were not kept in c's form): then nothing
+// is, and the answer says resync. A stage closed meanwhile (idle)
+// refuses (ok false).
+func (st *stage) attachHeld(c *stageClient, cursor int64) (res attachResult, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
