@@ -338,7 +338,7 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opened {
+	if opened || res.opened {
 		srv := c.srv
 		c.announce = func() { srv.announceStart() }
 	}
@@ -359,8 +359,11 @@ func (c *servedRPC) moveTo(st *stage, cursor int64, id string) (attachResult, er
 	}
 	res, err := c.attachStage(st, cursor, id)
 	if err != nil && old != nil {
-		if _, back := c.attachStage(old, oldClient.lastSeq.Load(), oldID); back != nil {
+		if again, back := c.attachStage(old, oldClient.lastSeq.Load(), oldID); back != nil {
 			c.st, c.client, c.srv = nil, nil, nil // nothing to go back to: the next line opens a session
+		} else if again.opened {
+			srv := c.srv
+			c.announce = func() { srv.announceStart() }
 		}
 	}
 	return res, err
@@ -369,8 +372,8 @@ func (c *servedRPC) moveTo(st *stage, cursor int64, id string) (attachResult, er
 // attachStage attaches the connection to st's session, the one with id
 // ("": st's as it is), opened again if it was closed (idle) as it was
 // found, or if a change of st's session made in place (another client's,
-// before this attach) left it: then it is opened from its file, and st
-// stays with the session changed to.
+// before this attach) left it: then it is opened from its file (opened,
+// to be announced), and st stays with the session changed to.
 func (c *servedRPC) attachStage(st *stage, cursor int64, id string) (attachResult, error) {
 	c.sc.conn.out.flush()
 	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
@@ -379,14 +382,14 @@ func (c *servedRPC) attachStage(st *stage, cursor int64, id string) (attachResul
 	}
 	res, ok := st.attach(client, cursor, id)
 	if !ok {
-		again, _, err := c.sh.stageOf(id)
+		again, opened, err := c.sh.stageOf(id)
 		if err != nil {
 			return res, err
 		}
 		if res, ok = again.attach(client, cursor, id); !ok {
 			return res, errors.New("The session was closed as it was attached to: attach again")
 		}
-		st = again
+		st, res.opened = again, opened
 	}
 	c.sc.queue.whenSlow(func() []byte { return detachedRecord(client.lastSeq.Load()) })
 	c.st, c.client = st, client
@@ -564,13 +567,18 @@ func (c *servedRPC) liveStage(path string) (*stage, string) {
 // opened for this connection.
 func (c *servedRPC) switchAway(path string) (any, error) {
 	if st, id := c.liveStage(path); st != nil {
+		var res attachResult
 		if st != c.st {
-			if _, err := c.moveTo(st, -1, id); err != nil {
+			var err error
+			if res, err = c.moveTo(st, -1, id); err != nil {
 				return nil, err
 			}
 		}
 		srv := c.srv
 		c.announce = func() { srv.sendSessionStarted() }
+		if res.opened {
+			c.announce = func() { srv.announceStart() }
+		}
 		return notCancelled, nil
 	}
 	path = resolvePath(c.srv.set.cwd, path)

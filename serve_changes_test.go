@@ -225,7 +225,8 @@ func answers(r servedRecord, id string) bool {
 // background, is between its last check that no other client watches and
 // its session_started, waits for the change to be announced, and then
 // attaches to the session it asked for (opened again from its file, which
-// the change left in place). Before, it attached in that window: the
+// the change left in place, and announced: over rpc, session_started
+// right after the answer). Before, it attached in that window: the
 // change, checked as unshared, was made in place under it, and it was on
 // the session switched to without having asked, its answer naming the
 // session it asked for. The window is held open by holding the session's
@@ -295,6 +296,11 @@ func testAttachDuringChange(t *testing.T, wire string) {
 	if wire == "rpc" {
 		if id := sessionIDOf(b, "st"); id != xID {
 			t.Errorf("b is on %s, want %s (attached to)", id, xID)
+		}
+		recs, _ := b.snapshot()
+		at := slices.IndexFunc(recs, func(r servedRecord) bool { return answers(r, "at") })
+		if at+1 >= len(recs) || recs[at+1].Type != "session_started" || !bytes.Contains(recs[at+1].line, []byte(xID)) {
+			t.Errorf("no session_started of %s (opened again from its file) right after the answer to session_attach:\n%s", xID, recordLines(recs))
 		}
 	}
 	if x := sh.h.sessions.find(xID); x == nil || sh.stageFor(x).clientCount() != 1 {

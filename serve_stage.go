@@ -478,6 +478,7 @@ func (o *output) queueShared(q *clientQueue, rec []byte) bool {
 type attachResult struct {
 	cursor int64
 	resync bool
+	opened bool // the session was opened again from its file as it was attached to (servedRPC.attachStage): it is to be announced
 }
 
 // attach adds c to the stage, as attachHeld, when its session is still
