@@ -1039,3 +1039,27 @@ func TestBlockStartAtAnOpenIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicThinkingGoesToItsModelOnly: signed thinking goes back to the
+// Claude model that made it, and to no other model, even of the same
+// provider (pi sends it to the same model alone; another may refuse the
+// signature). It went to every Claude of the provider.
+func TestAnthropicThinkingGoesToItsModelOnly(t *testing.T) {
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: apiAnthropic, Provider: "anthropic", Model: "claude-sonnet-4-5", StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: "Need to read.", Signature: "sig-sonnet"},
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	for _, c := range []struct {
+		id   string
+		sent bool
+	}{{"claude-sonnet-4-5", true}, {"claude-opus-4-5", false}} {
+		m := &model{ID: c.id, API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: 64000}
+		data, _ := json.Marshal(wireAPINamed(apiAnthropic).body(streamRequest{model: m, messages: history, thinking: "medium"}))
+		if got := strings.Contains(string(data), `"signature":"sig-sonnet"`); got != c.sent {
+			t.Errorf("to %s: the thinking's signature sent %v, want %v:\n%s", c.id, got, c.sent, data)
+		}
+	}
+}

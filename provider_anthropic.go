@@ -79,8 +79,10 @@ func anthropicBody(req streamRequest) map[string]any {
 			}
 			add("user", blocks)
 		case *assistantMessage:
-			// A signature from another API or provider would be refused.
-			signed := m.API == apiAnthropic && m.Provider == req.model.Provider
+			// Thinking goes back only to the model that made it, as pi sends
+			// it: another model (even another Claude of the same provider)
+			// may refuse its signature.
+			signed := sameModel(m, req.model)
 			var blocks []map[string]any
 			for _, b := range m.Content {
 				switch b.Type {
@@ -91,7 +93,7 @@ func anthropicBody(req streamRequest) map[string]any {
 				case "thinking":
 					if b.Redacted {
 						// Only the model that encrypted it can read it.
-						if sameModel(m, req.model) && b.Signature != "" {
+						if signed && b.Signature != "" {
 							blocks = append(blocks, map[string]any{"type": "redacted_thinking", "data": b.Signature})
 						}
 					} else if signed && b.Signature != "" {
