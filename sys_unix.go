@@ -414,6 +414,7 @@ type watchdog struct {
 	cmd    *exec.Cmd
 	pipe   *os.File
 	failed bool
+	closed bool // rpi has cleaned up: nothing starts it again
 }
 
 func newWatchdog(exe string, environ []string) *watchdog {
@@ -421,11 +422,14 @@ func newWatchdog(exe string, environ []string) *watchdog {
 }
 
 // send writes one line to the watchdog, starting it first if need be. A
-// watchdog that cannot start is reported once; rpi goes on without it.
+// watchdog that cannot start is reported once; rpi goes on without it. A
+// line that forgets a group ("-pgid") starts none: with no watchdog
+// running there is nothing to forget, as after close (a child's wait
+// that ends after rpi's cleanup).
 func (w *watchdog) send(line string, stderr io.Writer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.exe == "" || w.failed {
+	if w.exe == "" || w.failed || w.closed || w.pipe == nil && strings.HasPrefix(line, "-") {
 		return
 	}
 	if w.pipe == nil {
@@ -467,6 +471,7 @@ func (w *watchdog) pid() int {
 func (w *watchdog) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
 	if w.pipe != nil {
 		w.pipe.Close()
 		w.cmd.Wait()

@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -291,5 +293,27 @@ func TestExportKeepsTheUmask(t *testing.T) {
 	}
 	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o664 {
 		t.Errorf("the new page: %v (%v), want 0664", info.Mode(), err)
+	}
+}
+
+// TestWatchdogNotStartedToForget: a line that forgets a group starts no
+// watchdog, nor does any line once rpi has cleaned up (close): a child
+// whose wait ended after shutdown started the watchdog again, a process
+// left behind rpi's exit.
+func TestWatchdogNotStartedToForget(t *testing.T) {
+	exe, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1)")
+	}
+	w := newWatchdog(exe, nil)
+	defer w.close()
+	w.send("-12345", io.Discard)
+	if w.pid() != 0 {
+		t.Error("forgetting a group started the watchdog")
+	}
+	w.close()
+	w.send("+12345", io.Discard)
+	if w.pid() != 0 {
+		t.Error("a line after close started the watchdog again")
 	}
 }
