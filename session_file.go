@@ -1048,7 +1048,9 @@ func lockSessionFile(ctx context.Context, path string, wait time.Duration) (*os.
 		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("Stopped waiting for session file %s, which another rpi process holds: the session is closing", path)
+			// The holder may be this rpi too: a session it left and has
+			// not yet written to the end, which the switch waited for.
+			return nil, fmt.Errorf("Stopped waiting for session file %s, which is still held (by another rpi process, or by this one until it has written it): the session is closing", path)
 		}
 	}
 }
