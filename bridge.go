@@ -308,12 +308,7 @@ func (b bridgeOut) Write(p []byte) (int, error) {
 	o := b.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.err != nil {
-		return 0, o.err
-	}
-	if err := o.write(p); err != nil {
-		o.err = err
-		close(o.gone)
+	if err := o.writeLocked(p); err != nil {
 		return 0, err
 	}
 	return len(p), nil

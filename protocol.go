@@ -294,19 +294,28 @@ func (o *output) flushLocked() {
 	if len(o.pending) == 0 || o.err != nil {
 		return
 	}
-	if err := o.write(o.pending); err != nil {
-		o.err = err
-		close(o.gone)
-		if err == errGivenUp {
-			o.pending = nil // the write given up still holds it
-			return
-		}
+	if err := o.writeLocked(o.pending); err == errGivenUp {
+		o.pending = nil // the write given up still holds it
+		return
 	}
 	if cap(o.pending) <= 4*maxPending {
 		o.pending = o.pending[:0] // reuse small buffers; let big ones go
 	} else {
 		o.pending = nil
 	}
+}
+
+// writeLocked writes p (write), o.mu held; the first failure is the
+// output's for good: every later write fails with it, and gone closes.
+func (o *output) writeLocked(p []byte) error {
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.write(p); err != nil {
+		o.err = err
+		close(o.gone)
+	}
+	return o.err
 }
 
 // write writes p whole, or gives it up (errGivenUp) once rpi is ending
