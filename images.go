@@ -11,31 +11,53 @@ import (
 	"image"
 	_ "image/gif" // image.DecodeConfig reads their headers
 	_ "image/jpeg"
-	_ "image/png"
 	"io"
+	"math"
 	"strings"
 )
 
 // imageSize is the width and height of an image given as base64, as its
-// header says them: PNG, JPEG and GIF as the standard library reads them,
-// WebP by hand; false for anything else (not base64, another format, a
+// header says them: JPEG and GIF as the standard library reads them, PNG
+// and WebP by hand; false for anything else (not base64, another format, a
 // header cut short), which rpi cannot judge and sends as it is. Only the
 // header is decoded.
 func imageSize(data string) (width, height int, ok bool) {
 	r := base64.NewDecoder(base64.StdEncoding, strings.NewReader(data))
 	var head [30]byte
 	n, _ := io.ReadFull(r, head[:])
-	if w, h, isWebP := webpSize(head[:n]); isWebP {
-		if w <= 0 || h <= 0 {
-			return 0, 0, false
+	for _, size := range []func([]byte) (int, int, bool){webpSize, pngSize} {
+		if w, h, is := size(head[:n]); is {
+			if w <= 0 || h <= 0 {
+				return 0, 0, false
+			}
+			return w, h, true
 		}
-		return w, h, true
 	}
 	c, _, err := image.DecodeConfig(io.MultiReader(strings.NewReader(string(head[:n])), r))
 	if err != nil || c.Width <= 0 || c.Height <= 0 {
 		return 0, 0, false
 	}
 	return c.Width, c.Height, true
+}
+
+// pngSize reads the size of a PNG file from its first 24 bytes: isPNG
+// reports whether they start as one (its signature), and the size is 0x0
+// when its first chunk is not IHDR or is cut short, or a side is 0 or
+// more than 2^31-1, which no PNG has. image.DecodeConfig is not asked:
+// it refuses a size of more pixels than it could decode (past 2^60, or
+// 2^28 on a 32-bit build), which is still a size to judge.
+func pngSize(b []byte) (width, height int, isPNG bool) {
+	if len(b) < 8 || string(b[:8]) != "\x89PNG\r\n\x1a\n" {
+		return 0, 0, false
+	}
+	if len(b) < 24 || string(b[12:16]) != "IHDR" {
+		return 0, 0, true
+	}
+	w, h := binary.BigEndian.Uint32(b[16:20]), binary.BigEndian.Uint32(b[20:24])
+	if w > math.MaxInt32 || h > math.MaxInt32 {
+		return 0, 0, true
+	}
+	return int(w), int(h), true
 }
 
 // webpSize reads the canvas size of a WebP file from its first 30 bytes:

@@ -527,7 +527,7 @@ func TestSchemeToken(t *testing.T) {
 // FuzzImageSize: the size rpi reads from an image's header, for any bytes
 // (an image a tool or a client gave, whatever it holds), never panics,
 // is positive when read, and is what image.DecodeConfig reads of the
-// formats it knows.
+// formats it knows (of a PNG, when it reads one).
 func FuzzImageSize(f *testing.F) {
 	for _, seed := range []string{"", "RIFF", "RIFF\x00\x00\x00\x00WEBPVP8 ", "RIFF\x00\x00\x00\x00WEBPVP8L\x00\x00\x00\x00\x2f\xff\xff\xff\xff",
 		"RIFF\x00\x00\x00\x00WEBPVP8X\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff", "\x89PNG\r\n\x1a\n", "GIF89a\x01\x00\x01\x00", "\xff\xd8\xff"} {
@@ -542,6 +542,9 @@ func FuzzImageSize(f *testing.F) {
 			return
 		}
 		c, _, err := image.DecodeConfig(bytes.NewReader(data))
+		if _, _, png := pngSize(data); png && err != nil {
+			return // a PNG header it refuses (a size past what it decodes, a bad checksum) is still read
+		}
 		if want := err == nil && c.Width > 0 && c.Height > 0; ok != want || ok && (w != c.Width || h != c.Height) {
 			t.Fatalf("%q: %dx%d, %v; image.DecodeConfig %+v, %v", data, w, h, ok, c, err)
 		}

@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/gif"
@@ -785,5 +787,43 @@ func TestAnthropicErrorResultImages(t *testing.T) {
 		`{"cache_control":{"type":"ephemeral"},"source":{"data":"` + shot.Data + `","media_type":"image/png","type":"base64"},"type":"image"}],"role":"user"}`
 	if !strings.Contains(body, want) {
 		t.Errorf("the request lacks\n%s\n%s", want, body)
+	}
+}
+
+// TestAnthropicImageGiantPNG: a PNG whose header says more pixels than
+// image.DecodeConfig takes ("dimension overflow": past 2^60 pixels, or
+// 2^28 on a 32-bit build, a 16384x16384 PNG of one colour among them) was
+// an image whose size rpi could not read, and went to Anthropic, which
+// refuses it and, the image staying in the conversation, every later
+// request. Its size is read from its header, so it goes as a note.
+func TestAnthropicImageGiantPNG(t *testing.T) {
+	claude := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	header := func(w, h uint32) contentBlock {
+		b := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR")
+		b = binary.BigEndian.AppendUint32(b, w)
+		b = binary.BigEndian.AppendUint32(b, h)
+		b = append(b, 8, 0, 0, 0, 0) // depth, colour type, methods
+		b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[12:]))
+		return contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(b)}
+	}
+	for _, c := range []struct {
+		w, h uint32
+		note string
+	}{
+		{1 << 30, 1 << 30, "it is 1073741824x1073741824 px"},
+		{1<<31 - 1, 7, "it is 2147483647x7 px"},
+		{16384, 16384, "it is 16384x16384 px"},
+	} {
+		img := header(c.w, c.h)
+		body := sentBody(t, claude, imagesTurn([]contentBlock{img}, nil))
+		if strings.Contains(body, img.Data) || !strings.Contains(body, c.note+", more than the 8000 px a side Anthropic takes") {
+			t.Errorf("a PNG of %dx%d px was not made a note:\n%.2000s", c.w, c.h, body)
+		}
+	}
+	// A width or height of 0 or past 2^31-1 is no PNG's: rpi cannot judge it.
+	for _, wh := range [][2]uint32{{0, 5}, {5, 1 << 31}} {
+		if w, h, ok := imageSize(header(wh[0], wh[1]).Data); ok {
+			t.Errorf("a PNG header of %dx%d read as %dx%d", wh[0], wh[1], w, h)
+		}
 	}
 }
