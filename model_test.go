@@ -56,6 +56,7 @@ type fakeModel struct {
 	headers  []http.Header    // their headers
 	cycle    bool             // start the script again when it runs out (benchmarks)
 	served   int
+	asked    int           // requests received, all told
 	release  chan struct{} // #release in a fixture: a held stream goes on
 }
 
@@ -94,15 +95,23 @@ func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
 // waitAsked waits up to 10 s until the model has been asked n times.
 func (fm *fakeModel) waitAsked(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	if !fm.askedWithin(n, 10*time.Second) {
+		t.Fatalf("the model was never asked %d times", n)
+	}
+}
+
+// askedWithin waits up to d until the model has been asked n times,
+// reporting whether it was.
+func (fm *fakeModel) askedWithin(n int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
 		fm.mu.Lock()
-		asked := len(fm.requests)
+		asked := fm.asked
 		fm.mu.Unlock()
 		if asked >= n {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the model was asked %d times, never %d", asked, n)
+			return false
 		}
 	}
 }
@@ -112,6 +121,7 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewDecoder(r.Body).Decode(&body)
 	fm.mu.Lock()
 	fm.requests = append(fm.requests, body)
+	fm.asked++
 	fm.headers = append(fm.headers, r.Header.Clone())
 	if len(fm.script) == 0 {
 		fm.mu.Unlock()

@@ -432,6 +432,22 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 			clock.advance(d)
 			continue
 		}
+		if rest, ok := bytes.CutPrefix(line, []byte("#asked ")); ok {
+			write(w, withActualUUIDs(t, segment, out))
+			segment = nil
+			n, err := strconv.Atoi(string(bytes.TrimSpace(rest)))
+			if err != nil || model == nil {
+				t.Errorf("%s: needs a count and a -- model.jsonl -- section", bytes.TrimSpace(line))
+				return
+			}
+			// The request reaches the fake model on its own time: a timer
+			// expired before it would end the call before it is asked.
+			if !model.askedWithin(n, 20*time.Second) {
+				t.Errorf("%s: the fake model was never asked %d times", bytes.TrimSpace(line), n)
+				return
+			}
+			continue
+		}
 		if bytes.Equal(bytes.TrimSpace(line), []byte("#release")) {
 			write(w, withActualUUIDs(t, segment, out))
 			segment = nil
