@@ -105,16 +105,16 @@ const (
 
 // anthropicImages is messages (contextMessages') with each image that
 // would have Anthropic refuse the request made a text block saying so, in
-// imageNote's form: one more than 8000 px a side; past the 100 newest
-// images, or the 24 MiB of base64 they may have, the older ones; and when
-// more than 20 go, those more than 2000 px a side. An image imageNote
+// imageNote's form. The newest go: from the newest back, one more than
+// 8000 px a side is a note, and the older ones past 100 images or the 24
+// MiB of base64 they may have; past 20, one more than 2000 px a side, and
+// every older one once one of the 20 is that large. An image imageNote
 // leaves out already is not counted; one whose size rpi cannot read
 // goes. A message with such an image is a copy; messages are not changed.
 func anthropicImages(m *model, messages []any) []any {
-	type sentImage struct{ msg, block, width, height int }
-	var sent []sentImage
 	notes := map[[2]int]string{}
 	count, size := 0, 0
+	large := false // an image going is more than anthropicManySide a side
 	for i := len(messages) - 1; i >= 0; i-- {
 		content := imageContent(messages[i])
 		for j := len(content) - 1; j >= 0; j-- {
@@ -133,18 +133,15 @@ func anthropicImages(m *model, messages []any) []any {
 			case size+len(b.Data) > maxAnthropicImageBytes:
 				notes[[2]int{i, j}] = fmt.Sprintf("[%s image omitted: its %s of base64 would take the request's images past the %s Anthropic's request has room for]",
 					b.MimeType, byteSize(len(b.Data)), byteSize(maxAnthropicImageBytes))
+			case count >= anthropicManyImages && max(w, h) > maxAnthropicManySide:
+				notes[[2]int{i, j}] = fmt.Sprintf("[%s image omitted: it is %dx%d px, more than the %d px a side Anthropic takes in a request of more than %d images]",
+					b.MimeType, w, h, maxAnthropicManySide, anthropicManyImages)
+			case count >= anthropicManyImages && large:
+				notes[[2]int{i, j}] = fmt.Sprintf("[%s image omitted: Anthropic takes %d images in a request with one of more than %d px a side, and %d newer ones went]",
+					b.MimeType, anthropicManyImages, maxAnthropicManySide, anthropicManyImages)
 			default:
 				count, size = count+1, size+len(b.Data)
-				sent = append(sent, sentImage{i, j, w, h})
-			}
-		}
-	}
-	if count > anthropicManyImages {
-		for _, im := range sent {
-			if max(im.width, im.height) > maxAnthropicManySide {
-				b := imageContent(messages[im.msg])[im.block]
-				notes[[2]int{im.msg, im.block}] = fmt.Sprintf("[%s image omitted: it is %dx%d px, more than the %d px a side Anthropic takes in a request of more than %d images]",
-					b.MimeType, im.width, im.height, maxAnthropicManySide, anthropicManyImages)
+				large = large || max(w, h) > maxAnthropicManySide
 			}
 		}
 	}

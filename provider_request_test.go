@@ -827,3 +827,34 @@ func TestAnthropicImageGiantPNG(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicManyLargeImages: with more than 20 images Anthropic takes
+// none of more than 2000 px a side, and rpi made a note of every such
+// image, newest included: a session of 21 screenshots (2560x1440, as most
+// screens take them) sent the model none, not even the one just taken.
+// The newest go, as with the other limits: the 20 newest when one of them
+// is that large, the older ones are the notes.
+func TestAnthropicManyLargeImages(t *testing.T) {
+	claude := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", imageable: true}
+	var shots []contentBlock
+	for i := range 25 {
+		shots = append(shots, encodedImage(t, "png", 2001+i, 1)) // each its own data
+	}
+	body := sentBody(t, claude, imagesTurn(shots[:10], shots[10:]))
+	if n := strings.Count(body, `"type":"image"`); n != 20 || strings.Contains(body, `"`+shots[4].Data+`"`) || !strings.Contains(body, `"`+shots[5].Data+`"`) ||
+		!strings.Contains(body, `"[image/png image omitted: it is 2005x1 px, more than the 2000 px a side Anthropic takes in a request of more than 20 images]"`) {
+		t.Errorf("25 images of more than 2000 px: %d sent, want the 20 newest:\n%.3000s", n, body)
+	}
+
+	// The newest large, 25 small before it: it and the 19 newest small go.
+	var small []contentBlock
+	for i := range 25 {
+		small = append(small, encodedImage(t, "png", i+1, 1))
+	}
+	body = sentBody(t, claude, imagesTurn(small, shots[24:]))
+	if n := strings.Count(body, `"type":"image"`); n != 20 || !strings.Contains(body, `"`+shots[24].Data+`"`) || strings.Contains(body, `"`+small[5].Data+`"`) ||
+		!strings.Contains(body, `"`+small[6].Data+`"`) ||
+		!strings.Contains(body, `"[image/png image omitted: Anthropic takes 20 images in a request with one of more than 2000 px a side, and 20 newer ones went]"`) {
+		t.Errorf("a large image after 25 small: %d sent, want it and the 19 newest small:\n%.3000s", n, body)
+	}
+}
