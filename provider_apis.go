@@ -172,7 +172,8 @@ type idleWatch struct {
 	limit   time.Duration
 	clock   clock
 	cancel  func()
-	last    atomic.Int64 // clock time of the call's start or its last byte, in ns
+	start   time.Time    // the call's start, on the clock (monotonic, for the real one)
+	last    atomic.Int64 // the time of the call's start or its last byte, in ns since start
 	fired   atomic.Bool
 	stopped atomic.Bool
 	timer   atomic.Pointer[func() bool] // the timer set last: its stop
@@ -181,7 +182,7 @@ type idleWatch struct {
 func watchIdle(limit time.Duration, c clock, cancel func()) *idleWatch {
 	w := &idleWatch{limit: limit, clock: c, cancel: cancel}
 	if limit > 0 {
-		w.last.Store(c.Now().UnixNano())
+		w.start = c.Now()
 		w.arm(limit)
 	}
 	return w
@@ -204,7 +205,7 @@ func (w *idleWatch) check() {
 	if w.stopped.Load() {
 		return
 	}
-	quiet := time.Duration(w.clock.Now().UnixNano() - w.last.Load())
+	quiet := w.sinceStart() - time.Duration(w.last.Load())
 	if quiet < w.limit {
 		w.arm(w.limit - quiet)
 		return
@@ -212,6 +213,11 @@ func (w *idleWatch) check() {
 	w.fired.Store(true)
 	w.cancel()
 }
+
+// sinceStart is the time since the call's start: Sub takes the real
+// clock's monotonic reading, so a step of the wall clock neither ends a
+// live call nor holds a silent one.
+func (w *idleWatch) sinceStart() time.Duration { return w.clock.Now().Sub(w.start) }
 
 // expired reports whether the limit passed (and the call was ended).
 func (w *idleWatch) expired() bool { return w.fired.Load() }
@@ -245,7 +251,7 @@ type idleBody struct {
 func (b idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.w.last.Store(b.w.clock.Now().UnixNano())
+		b.w.last.Store(int64(b.w.sinceStart()))
 	}
 	return n, err
 }
