@@ -251,7 +251,8 @@ func resultText(content []contentBlock) string {
 
 // contextMessages is what the model is sent of the conversation: failed
 // and aborted answers are left out, a user bash command becomes a user
-// message, and a tool call left without a result gets one saying so.
+// message, a tool call left without a result gets one saying so, and a
+// result without its call is left out.
 func contextMessages(messages []any) []any {
 	var out []any
 	var open []contentBlock // tool calls of the last answer still without results
@@ -276,13 +277,17 @@ func contextMessages(messages []any) []any {
 			}
 			out = append(out, m)
 		case *toolResultMessage:
+			// A result goes with the call it answers: one whose call is not
+			// open (of an answer left out, or answered already: a session
+			// file another tool wrote) is refused by the APIs, at every
+			// later request of the session.
 			for i, call := range open {
 				if call.ID == m.ToolCallID {
 					open = append(open[:i], open[i+1:]...)
+					out = append(out, m)
 					break
 				}
 			}
-			out = append(out, m)
 		case *userMessage:
 			closeOpen()
 			out = append(out, m)

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1071,5 +1072,37 @@ func TestAnthropicThinkingGoesToItsModelOnly(t *testing.T) {
 		if got := strings.Contains(string(data), `"signature":"sig-sonnet"`); got != c.sent {
 			t.Errorf("to %s: the thinking's signature sent %v, want %v:\n%s", c.id, got, c.sent, data)
 		}
+	}
+}
+
+// TestContextPairsResultsWithCalls: every tool result the model is sent
+// follows the call it answers. A call left without a result gets one
+// saying so; a result whose call was in an answer left out (aborted), or
+// whose call was answered already, is left out: the APIs refuse a result
+// without its call, at every later request of the session.
+func TestContextPairsResultsWithCalls(t *testing.T) {
+	call := func(id string) contentBlock {
+		return contentBlock{Type: "toolCall", ID: id, Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)}
+	}
+	result := func(id, text string) *toolResultMessage {
+		return &toolResultMessage{Role: "toolResult", ToolCallID: id, ToolName: "read", Content: textBlocks(text)}
+	}
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("go")},
+		&assistantMessage{Role: "assistant", StopReason: "aborted", Content: []contentBlock{call("gone")}},
+		result("gone", "orphan"),
+		&assistantMessage{Role: "assistant", StopReason: "toolUse", Content: []contentBlock{call("a"), call("b")}},
+		result("a", "first"),
+		result("a", "again"),
+		&userMessage{Role: "user", Content: textBlocks("next")},
+	}
+	var got []string
+	for _, m := range contextMessages(history) {
+		if r, ok := m.(*toolResultMessage); ok {
+			got = append(got, r.ToolCallID+":"+r.Content[0].Text)
+		}
+	}
+	if want := []string{"a:first", "b:No result provided"}; !slices.Equal(got, want) {
+		t.Errorf("results sent %q, want %q", got, want)
 	}
 }
