@@ -595,11 +595,12 @@ func (c *servedRPC) switchAway(path string) (any, error) {
 var errLeftSession = errors.New("The session change was not made: this connection attached to another session first")
 
 // stillOn refuses a change of srv's session, asked for in place, once the
-// connection is attached elsewhere (srv is no longer its view), and makes
-// it apart once other clients watch the session (errNowShared). It is
-// asked under the connection's answer lock, which its loop holds while it
-// handles a line (session_attach, a change apart): the connection does not
-// move before the change is answered and announced. When the change is
+// connection is attached elsewhere (srv is no longer its view) or has
+// ended (its client detached), and makes it apart once other clients
+// watch the session (errNowShared). It is asked under the connection's
+// answer lock, which its loop holds while it handles a line
+// (session_attach, a change apart): the connection does not move before
+// the change is answered and announced. When the change is
 // still the connection's to make in place, keep holds the stage's
 // attachMu: no client attaches to the session until it lets go of it,
 // once the change is announced (changeSession).
@@ -607,12 +608,20 @@ func (c *servedRPC) stillOn(srv *rpcServer) (keep func(), err error) {
 	if c.srv != srv {
 		return nil, errLeftSession
 	}
-	keep, alone := c.st.holdAlone()
-	if !alone {
+	keep, on, alone := c.st.holdAlone(c.client)
+	switch {
+	case !on: // its connection ended: the session is no longer its to change
+		return nil, errAskerGone
+	case !alone:
 		return nil, errNowShared
 	}
 	return keep, nil
 }
+
+// errAskerGone answers (to no one) a change of the session asked for in
+// place whose connection ended while it waited: the change is not made,
+// as the session may be another client's now.
+var errAskerGone = errors.New("The session change was not made: this connection ended first")
 
 // errNowShared is stillOn's word that other clients attached to the
 // session while a change of it waited: the change is made apart

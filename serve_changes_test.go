@@ -116,23 +116,34 @@ func TestServeChangeAskedThenLeft(t *testing.T) {
 	}
 }
 
+// askSwitchThenWatch starts rpi serve with a client, a, alone on its
+// session (watched), which asks to switch to path, a file held as
+// another rpi would (held, with heldID): the switch waits, in place, for
+// the file; then b attaches to watched.
+func askSwitchThenWatch(t *testing.T, heldID string) (a, b *lineClient, watched string, held *os.File, path string) {
+	t.Helper()
+	sh, cwd := startServeWaitingForFiles(t)
+	a = dialLines(t, sh.socket)
+	watched = a.hello(`{"id":"h","type":"hello"}`).SessionID
+	path = filepath.Join(cwd, "held.jsonl")
+	held = holdSessionFile(t, path, heldID)
+	a.send(`{"id":"sw","type":"switch_session","sessionPath":"held.jsonl"}`) // a alone: in place, once the file is let go of
+	if id := sessionIDOf(a, "asked"); id != watched {                        // answered once the switch waits
+		t.Fatalf("a is on %s before the switch is made", id)
+	}
+	b = dialLines(t, sh.socket)
+	b.hello(`{"id":"h","type":"hello","attach":"` + watched + `"}`)
+	return a, b, watched, held, path
+}
+
 // TestServeChangeAskedThenWatched: a change asked while its client was
 // the session's only one, and made once another client had attached,
 // moves the asking client apart, as a change asked while others watch
 // does: the other stays where it was. Before, the session the other had
 // attached to was switched under it.
 func TestServeChangeAskedThenWatched(t *testing.T) {
-	sh, cwd := startServeWaitingForFiles(t)
-	a := dialLines(t, sh.socket)
-	watched := a.hello(`{"id":"h","type":"hello"}`).SessionID
 	const heldID = "1a2b3c4d-0000-4000-8000-00000000000e"
-	held := holdSessionFile(t, filepath.Join(cwd, "held.jsonl"), heldID)
-	a.send(`{"id":"sw","type":"switch_session","sessionPath":"held.jsonl"}`) // a alone: in place, once the file is let go of
-	if id := sessionIDOf(a, "asked"); id != watched {                        // answered once the switch waits
-		t.Fatalf("a is on %s before the switch is made", id)
-	}
-	b := dialLines(t, sh.socket)
-	b.hello(`{"id":"h","type":"hello","attach":"` + watched + `"}`)
+	a, b, watched, held, _ := askSwitchThenWatch(t, heldID)
 	held.Close()
 	if r := a.answer("sw"); r.Success == nil || !*r.Success {
 		t.Fatalf("switch_session: %s", r.line)
@@ -146,6 +157,39 @@ func TestServeChangeAskedThenWatched(t *testing.T) {
 	}
 	if recs, _ := b.snapshot(); len(seqsOf(recs)) > 0 {
 		t.Errorf("b got events of a's change:\n%s", recordLines(recs))
+	}
+}
+
+// TestServeChangeAskedThenGone: a change asked while its client was the
+// session's only one, whose connection then ended while it waited, and
+// another client had attached meanwhile, is not made: the session is that
+// other client's now, and stays as it is (the file the change read is let
+// go of). Before, the client gone no longer counted, the session looked
+// unshared, and it was switched under the one that stayed, unasked.
+func TestServeChangeAskedThenGone(t *testing.T) {
+	a, b, watched, held, path := askSwitchThenWatch(t, "1a2b3c4d-0000-4000-8000-00000000000f")
+	a.close()
+	waitHostStatus(t, b, "a gone", func(st hostStatus) bool {
+		return len(st.Sessions) == 1 && st.Sessions[0].Clients == 1
+	})
+	held.Close()
+	// Changes are made in the order they were asked for: the answer to
+	// b's (refused: no such entry) comes once a's is done.
+	b.send(`{"id":"fk","type":"fork","entryId":"none"}`)
+	if r := b.answer("fk"); r.Success == nil || *r.Success {
+		t.Fatalf("fork: %s", r.line)
+	}
+	if id := sessionIDOf(b, "st"); id != watched {
+		t.Errorf("b's session was switched to %s under it", id)
+	}
+	if recs, _ := b.snapshot(); len(seqsOf(recs)) > 0 {
+		t.Errorf("b got events of a's change:\n%s", recordLines(recs))
+	}
+	again, err := lockSessionFile(t.Context(), path, 0)
+	if err != nil || again == nil {
+		t.Errorf("the file the change read is still held: %v", err)
+	} else {
+		again.Close()
 	}
 }
 

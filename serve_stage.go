@@ -513,18 +513,24 @@ func (st *stage) holdFor(id string) (release func(), err error) {
 	return st.attachMu.Unlock, nil
 }
 
-// holdAlone takes st.attachMu (release lets go of it) when one client at
-// most is attached (the one asking); else it takes nothing (alone false).
-// Held, no client attaches: a change of the session made in place holds
-// it until the change is announced, so that no client comes to watch a
-// session that changes under it.
-func (st *stage) holdAlone() (release func(), alone bool) {
+// holdAlone takes st.attachMu (release lets go of it) when c, the client
+// asking, is attached and no other client is (alone); else it takes
+// nothing, and on says whether c is attached (a client gone no longer is,
+// and a session it leaves to another is that one's). Held, no client
+// attaches: a change of the session made in place holds it until the
+// change is announced, so that no client comes to watch a session that
+// changes under it.
+func (st *stage) holdAlone(c *stageClient) (release func(), on, alone bool) {
 	st.attachMu.Lock()
-	if st.clientCount() > 1 {
+	st.mu.Lock()
+	on = slices.Contains(st.clients, c)
+	alone = on && len(st.clients) == 1
+	st.mu.Unlock()
+	if !alone {
 		st.attachMu.Unlock()
-		return nil, false
+		return nil, on, false
 	}
-	return st.attachMu.Unlock, true
+	return st.attachMu.Unlock, true, true
 }
 
 // attachHeld adds c to the stage; st.attachMu is held (holdFor). With a
