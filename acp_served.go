@@ -211,7 +211,10 @@ func (c *servedACP) attach(as *acpSession, s *session, cursor int64) (int64, boo
 	if st == nil {
 		return 0, false, errStageClosing
 	}
-	res := c.attachStage(as, st, cursor)
+	res, ok := c.attachStage(as, st, cursor)
+	if !ok { // closed (idle) since it was found
+		return 0, false, errStageClosing
+	}
 	return res.cursor, res.resync, nil
 }
 
@@ -222,14 +225,18 @@ func (c *servedACP) lastSeq(s *session) int64 {
 	return 0
 }
 
-// attachStage attaches as to st, held (stage.holdFor).
-func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) attachResult {
+// attachStage attaches as to st, held (stage.holdFor), unless st was
+// closed meanwhile (idle: ok false).
+func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) (attachResult, bool) {
 	client := &stageClient{events: as}
-	res, _ := st.attachHeld(client, cursor)
+	res, ok := st.attachHeld(client, cursor)
+	if !ok {
+		return res, false
+	}
 	c.mu.Lock()
 	c.clients[as] = &stageAttachment{st, client}
 	c.mu.Unlock()
-	return res
+	return res, true
 }
 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }

@@ -94,6 +94,8 @@ func (c *lineClient) start() {
 				if json.Unmarshal(line, &r) != nil {
 					c.mu.Lock()
 					c.bad = append(c.bad, string(line))
+					close(c.changed) // a wait may look at bad
+					c.changed = make(chan struct{})
 					c.mu.Unlock()
 				} else {
 					r.line = line
