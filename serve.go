@@ -410,7 +410,7 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	}
 	path := s.conv.info().path
 	st.mu.Lock()
-	st.s, st.path, st.left = s, path, sh.rememberClosed
+	st.s, st.path, st.left, st.entered = s, path, sh.rememberClosed, sh.closedSeq
 	st.mu.Unlock()
 	sh.mu.Lock()
 	sh.stages[s] = st
@@ -592,6 +592,18 @@ func (sh *serveHost) rememberClosed(path string, last int64) {
 // While the host is closing the session of file, it waits for that to
 // end: the file is let go of before the session's last seq is known.
 func (sh *serveHost) firstSeq(file string) int64 {
+	if seq, closedHere := sh.closedSeq(file); closedHere {
+		return seq
+	}
+	sh.seqMu.Lock()
+	defer sh.seqMu.Unlock()
+	return max(sh.seqBase(), sh.forgottenSeq)
+}
+
+// closedSeq is the last seq of the session of file, when the host closed
+// it (or a session left it in place) and still remembers it; it waits
+// for a close of it under way, as firstSeq does.
+func (sh *serveHost) closedSeq(file string) (seq int64, closedHere bool) {
 	sh.seqMu.Lock()
 	defer sh.seqMu.Unlock()
 	for sh.closing[file] != nil {
@@ -600,10 +612,8 @@ func (sh *serveHost) firstSeq(file string) int64 {
 		<-closed
 		sh.seqMu.Lock()
 	}
-	if seq, closedHere := sh.closedSeqs[file]; closedHere {
-		return seq
-	}
-	return max(sh.seqBase(), sh.forgottenSeq)
+	seq, closedHere = sh.closedSeqs[file]
+	return seq, closedHere
 }
 
 // ---- ACP connections ----

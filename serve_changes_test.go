@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -263,6 +264,18 @@ func answers(r servedRecord, id string) bool {
 	return r.Type == "response" && string(r.ID) == `"`+id+`"` || r.Type == "" && string(r.ID) == id
 }
 
+// writeSessionHeaders writes in dir, for each id, a session file (its
+// name) holding only its header, of a session in cwd.
+func writeSessionHeaders(t *testing.T, dir, cwd string, names map[string]string) {
+	t.Helper()
+	for id, name := range names {
+		header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestServeAttachDuringChange: a client that attaches to a session by
 // its id (an rpc session_attach, an ACP session/resume) while a change of
 // it, asked in place by the session's only client and answered from the
@@ -288,12 +301,7 @@ func testAttachDuringChange(t *testing.T, wire string) {
 	cwd, dir := t.TempDir(), t.TempDir()
 	sh, socket := startServeInProcess(t, e, cwd, "--session-dir", dir)
 	const xID, hID = "1a2b3c4d-0000-4000-8000-00000000001a", "1a2b3c4d-0000-4000-8000-00000000001b"
-	for id, name := range map[string]string{xID: "x.jsonl", hID: "h.jsonl"} {
-		header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(header), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSessionHeaders(t, dir, cwd, map[string]string{xID: "x.jsonl", hID: "h.jsonl"})
 	if err := os.Mkdir(loopsFileOf(filepath.Join(dir, "h.jsonl")), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +414,49 @@ func TestServeACPAttachToClosingStage(t *testing.T) {
 	sh.closeStage(st)
 	if !strings.Contains(answer, errStageClosing.Message) {
 		t.Errorf("the resume of a session being closed: %s", answer)
+	}
+}
+
+// TestServeSwitchInPlaceNumbersOn: a session file the host closed, which
+// a client's session then switches to in place, numbers on from its last
+// seq, as a session opened again from its file does. Before, it took the
+// seq of the session switched from, which started lower: a client coming
+// back to it with a cursor from before its close was replayed events of
+// the other session as if they were its own.
+func TestServeSwitchInPlaceNumbersOn(t *testing.T) {
+	e := newTestEnv(t)
+	cwd, dir := t.TempDir(), t.TempDir()
+	sh, socket := startServeInProcess(t, e, cwd, "--session-dir", dir)
+	const hID, xID = "1a2b3c4d-0000-4000-8000-00000000002a", "1a2b3c4d-0000-4000-8000-00000000002b"
+	writeSessionHeaders(t, dir, cwd, map[string]string{hID: "h.jsonl", xID: "x.jsonl"})
+	a := dialLines(t, socket)
+	a.hello(`{"id":"h","type":"hello","attach":"` + hID + `"}`)
+	for _, name := range []string{"one", "two", "three"} {
+		a.send(`{"id":"` + name + `","type":"set_session_name","name":"` + name + `"}`)
+		a.answer(name)
+	}
+	recs, _ := a.snapshot()
+	seqs := seqsOf(recs)
+	last := seqs[len(seqs)-1]
+	st := sh.stageFor(sh.h.sessions.find(hID))
+	a.close()
+	for st.clientCount() > 0 || !st.idleFor(0) { // once a's end has detached it
+		runtime.Gosched()
+	}
+	sh.closeStage(st)
+	b := dialLines(t, socket)
+	b.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
+	b.send(`{"id":"sw","type":"switch_session","sessionPath":"` + filepath.Join(dir, "h.jsonl") + `"}`) // b alone: in place
+	b.answer("sw")
+	started := b.waitRecord("h's session_started", func(r servedRecord) bool {
+		return r.Type == "session_started" && bytes.Contains(r.Data, []byte(hID))
+	})
+	if started.Seq <= last {
+		t.Errorf("h, switched to in place, numbers on from %d, at or below %d, its last seq before it closed", started.Seq, last)
+	}
+	c := dialLines(t, socket)
+	if back := c.hello(fmt.Sprintf(`{"id":"h","type":"hello","attach":"%s","cursor":%d}`, hID, last-1)); !back.Resync {
+		recs, _ := c.snapshot()
+		t.Errorf("a client back with a cursor from before h closed is not told resync:\n%s", recordLines(recs))
 	}
 }

@@ -300,8 +300,11 @@ type stage struct {
 	path       string // the file of the session numbered now, as of its session_started ("": none)
 
 	// left tells the host of a file the session left in place for another
-	// (rememberClosed), with the seq of that file's last event.
-	left func(path string, last int64)
+	// (rememberClosed), with the seq of that file's last event; entered
+	// asks it the last seq of a file the session changed to in place,
+	// when the host closed it before (closedSeq).
+	left    func(path string, last int64)
+	entered func(path string) (last int64, closedHere bool)
 }
 
 // The forms an event is kept in: rpi's rpc records and pi's.
@@ -385,10 +388,13 @@ func (st *stage) gatheredEvent(ev event) { st.event(ev) }
 // fork or clone while no other client watched it), with the seq of its
 // last event, as a close does: opened again, it numbers on above every
 // seq it had here. Every event of that file's came before this one (the
-// outbox keeps their order).
+// outbox keeps their order). A file changed to that the host closed
+// before (or that a session left) numbers on from its last seq, as when
+// it is opened again: the events kept, numbered lower, are let go of,
+// and a cursor among them is told resync.
 func (st *stage) sessionChanged() {
 	st.mu.Lock()
-	s, tell := st.s, st.left
+	s, tell, entered := st.s, st.left, st.entered
 	st.mu.Unlock()
 	if s == nil || tell == nil { // still opening: its first file
 		return
@@ -398,8 +404,21 @@ func (st *stage) sessionChanged() {
 	left, last := st.path, st.seq
 	st.path = path
 	st.mu.Unlock()
-	if left != "" && left != path {
+	if left == path {
+		return
+	}
+	if left != "" {
 		tell(left, last)
+	}
+	if path == "" || entered == nil {
+		return
+	}
+	if seq, closedHere := entered(path); closedHere {
+		st.mu.Lock()
+		if seq > st.seq {
+			st.seq, st.kept, st.keptBytes = seq, nil, 0
+		}
+		st.mu.Unlock()
 	}
 }
 
