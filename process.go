@@ -35,7 +35,7 @@ const (
 	processIdleExpiry   = 30 * time.Minute
 	stopGrace           = time.Second
 	exitedOutputBytes   = 64 << 10 // what an ended process keeps of its output
-	maxEndedProcesses   = 64       // the ended processes a session keeps (processTable.noteEnded)
+	maxEndedProcesses   = 64       // the ended processes a session keeps of the client's, and of the model's (processTable.noteEnded)
 )
 
 // namedSignal is a signal's name and its number: a row of the system's
@@ -759,9 +759,11 @@ func (s *session) removeProcess(p *process) error {
 }
 
 // noteEnded records that p has ended, and forgets the ended process of
-// p's session that ended first when the session now has more than
-// keepEnded of them: a client or model that starts short commands and
-// never removes them holds at most that many ended processes' output.
+// p's session and p's owner (the client, or the model: sameOwners) that
+// ended first when it now has more than keepEnded of them: a client or
+// model that starts short commands and never removes them holds at most
+// that many ended processes' output, and a model's never push out of the
+// list a process the client started (which the model may not remove).
 // A running process is never forgotten. It is called under p.mu
 // (process.mu comes before processTable.mu) before process_exited is
 // posted, so every command after that event sees the table bounded.
@@ -772,15 +774,16 @@ func (t *processTable) noteEnded(p *process) {
 		return // its session closed and forgot it
 	}
 	t.ended = append(t.ended, p)
+	alike := func(q *process) bool { return q.s == p.s && sameOwners(q, p) }
 	n := 0
 	for _, q := range t.ended {
-		if q.s == p.s {
+		if alike(q) {
 			n++
 		}
 	}
-	var first []*process // the session's that ended first, past keepEnded
+	var first []*process // those that ended first, past keepEnded
 	for _, q := range t.ended {
-		if q.s == p.s && n > t.keepEnded {
+		if alike(q) && n > t.keepEnded {
 			first = append(first, q)
 			n--
 		}
@@ -788,6 +791,12 @@ func (t *processTable) noteEnded(p *process) {
 	if len(first) > 0 {
 		t.forgetLocked(func(q *process) bool { return slices.Contains(first, q) })
 	}
+}
+
+// sameOwners reports whether p and q were both started by the model (its
+// process tool) or both by the client.
+func sameOwners(p, q *process) bool {
+	return strings.HasPrefix(p.ownerID, "tool:") == strings.HasPrefix(q.ownerID, "tool:")
 }
 
 // forgetLocked takes the processes forget picks out of the table; t.mu

@@ -1146,6 +1146,41 @@ func TestEndedProcessesAreBounded(t *testing.T) {
 	sp.stop()
 }
 
+// TestModelEndsNoClientProcess: the ended processes a session keeps are
+// counted apart for the client's and the model's (the process tool's),
+// so a model that starts short commands never pushes out of the list a
+// process the client started, which the model may look at but not
+// remove. Before, keepEnded model processes ending after the client's
+// made it forgotten, as if the model had removed it.
+func TestModelEndsNoClientProcess(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	e.keepEnded = 2
+	sp := serveInProcess(t, e, "--cwd", t.TempDir(), "--no-session")
+	sp.send(spawnLine("client", []string{"true"}, `,"label":"client"`))
+	sp.seen(`"label":"client","state":"exited"`)
+	var procs []*process
+	for range e.keepEnded + 1 {
+		p, err := sp.s.spawn(processSpec{Argv: []string{"true"}, Cwd: "/", OutputBytes: defaultOutputBytes}, "tool:call", func(processInfo) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		procs = append(procs, p)
+	}
+	var kept []string
+	for _, p := range sp.s.processes() {
+		kept = append(kept, p.ownerID)
+	}
+	if want := []string{"client", "tool:call", "tool:call"}; !slices.Equal(kept, want) {
+		t.Errorf("the processes kept are owned by %v, want %v (the client's, and the model's last %d)", kept, want, e.keepEnded)
+	}
+	if _, err := sp.s.findProcess(procs[0].id); err == nil {
+		t.Errorf("the model's process that ended first is still kept")
+	}
+	sp.stop()
+}
+
 // TestFullOutputFilesAreBounded: rpi keeps the newest of the full-output
 // files its bash answers name, at most keepFiles of them and keepBytes
 // together, removing the oldest as a newer one is named; the newest

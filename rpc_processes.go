@@ -42,7 +42,8 @@ func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 }
 
 // processListCommand answers every process not yet removed (ended ones
-// included, the maxEndedProcesses that ended last), oldest first, as a
+// included, the maxEndedProcesses of the client's and of the model's that
+// ended last), oldest first, as a
 // bare array as the original does.
 // Fields: none. Answer: [ProcessInfo].
 func (s *rpcServer) processListCommand(r *rpcRequest) (any, error) {
