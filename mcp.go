@@ -777,8 +777,6 @@ func (m *mcpServers) close() {
 	}
 }
 
-// ---- Calls ----
-
 // ---- mcp.log ----
 
 // mcpLog writes one line of a server's (its stderr) to mcp.log.

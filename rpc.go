@@ -191,7 +191,7 @@ type rpcCapabilities struct {
 	MaxLineBytes    int      `json:"maxLineBytes"`
 }
 
-// ---- Settings ----
+// ---- Serving ----
 
 // serve reads commands until stdin ends, the client stops reading, or a
 // signal arrives; then it shuts down as docs/protocol.md#launch says and returns the exit code.
