@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -50,6 +49,7 @@ func TestMain(m *testing.M) {
 	// Fixtures wait on children and timers far more than on the CPU: run
 	// more of them at once than there are cores, unless told otherwise.
 	flag.Parse()
+	childrenStartAtDefaults()
 	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
 		f.Value.Set("8")
 	}
@@ -1322,15 +1322,6 @@ func TestEndToEndEOF(t *testing.T) {
 	}
 }
 
-// skipIfIgnored skips a test that ends rpi with sig when the tests run
-// with sig ignored (SIGHUP, under nohup): rpi inherits that, and keeps it
-// ignored, as docs/protocol.md#launch says.
-func skipIfIgnored(t *testing.T, sig syscall.Signal) {
-	if signal.Ignored(sig) {
-		t.Skipf("%v is ignored here (nohup), and so in rpi, which keeps it ignored", sig)
-	}
-}
-
 func TestEndToEndSignals(t *testing.T) {
 	endToEnd(t)
 	for _, tt := range []struct {
@@ -1338,7 +1329,6 @@ func TestEndToEndSignals(t *testing.T) {
 		code int
 	}{{syscall.SIGTERM, 0}, {syscall.SIGINT, 130}, {syscall.SIGHUP, 129}, {syscall.SIGQUIT, 131}} {
 		t.Run(tt.sig.String(), func(t *testing.T) {
-			skipIfIgnored(t, tt.sig)
 			p := startRPI(t, "rpc", "--cwd", t.TempDir())
 			p.next(t)
 			// Signalled once the bash is running (its first output shows it).

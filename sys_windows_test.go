@@ -12,6 +12,10 @@ import (
 // need one skip.
 func mkfifo(path string, mode uint32) error { return errors.ErrUnsupported }
 
+// childrenStartAtDefaults: nothing to do; Windows passes no signal
+// dispositions on to children.
+func childrenStartAtDefaults() {}
+
 // TestFindBashOnWindows: rpi runs Git for Windows' bash.exe, never WSL's
 // System32\bash.exe nor the Microsoft Store's stub, even when they come
 // first on PATH; it finds Git's from the git.exe on PATH (Git\cmd, all
