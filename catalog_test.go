@@ -71,7 +71,8 @@ func TestCatalog(t *testing.T) {
 func TestHostQuirks(t *testing.T) {
 	history := []any{
 		&userMessage{Role: "user", Content: textBlocks("hi")},
-		&assistantMessage{Role: "assistant", StopReason: "stop", Content: []contentBlock{{Type: "thinking", Thinking: "Hm."}, {Type: "text", Text: "Hello."}}},
+		// DeepSeek's own answer: its thinking goes back to it alone.
+		&assistantMessage{Role: "assistant", API: apiOpenAI, Provider: "deepseek", Model: "deepseek-v4-pro", StopReason: "stop", Content: []contentBlock{{Type: "thinking", Thinking: "Hm."}, {Type: "text", Text: "Hello."}}},
 		&userMessage{Role: "user", Content: textBlocks("again")},
 	}
 	cases := []struct {

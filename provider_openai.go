@@ -82,15 +82,20 @@ func openAIBody(req streamRequest) map[string]any {
 			}
 		case *assistantMessage:
 			msg := map[string]any{"role": "assistant", "content": nil}
-			var text, thinking strings.Builder
+			var text strings.Builder
+			var thinking []string
+			// Thinking goes back only to the model that made it, as pi
+			// sends it: another model would take it for its own reply.
+			same := sameModel(m, req.model)
 			var calls []map[string]any
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
 					text.WriteString(b.Text)
 				case "thinking":
-					if !b.Redacted { // another API's encrypted thinking, not text
-						thinking.WriteString(b.Thinking)
+					// Encrypted thinking (another API's) is not text.
+					if same && !b.Redacted && strings.TrimSpace(b.Thinking) != "" {
+						thinking = append(thinking, b.Thinking)
 					}
 				case "toolCall":
 					calls = append(calls, map[string]any{"id": callID(b.ID), "type": "function",
@@ -104,7 +109,7 @@ func openAIBody(req streamRequest) map[string]any {
 				msg["tool_calls"] = calls
 			}
 			if setting(c.RequiresReasoningContent, false) {
-				msg["reasoning_content"] = thinking.String()
+				msg["reasoning_content"] = strings.Join(thinking, "\n")
 			}
 			if text.Len() > 0 || calls != nil {
 				messages = append(messages, msg)

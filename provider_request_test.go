@@ -858,3 +858,48 @@ func TestAnthropicManyLargeImages(t *testing.T) {
 		t.Errorf("a large image after 25 small: %d sent, want it and the 19 newest small:\n%.3000s", n, body)
 	}
 }
+
+// TestOtherModelsThinkingLeftOut: after set_model, thinking another model
+// made — readable, signed, encrypted — goes to no API, as pi 1.6 sends a
+// conversation (it stopped sending it as text: the new model took it for
+// part of its own replies). DeepSeek's Chat Completions, which wants
+// reasoning_content on every earlier answer, was sent another model's
+// thinking there; it now gets it empty, and its own thinking as before.
+func TestOtherModelsThinkingLeftOut(t *testing.T) {
+	history := func(api, provider, id string) []any {
+		return []any{
+			&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+			&assistantMessage{Role: "assistant", API: api, Provider: provider, Model: id, StopReason: "toolUse", Content: []contentBlock{
+				{Type: "thinking", Thinking: "Plan: read it.", Signature: "c2lnbmVk"},
+				{Type: "thinking", Thinking: "Unsigned plan."},
+				{Type: "thinking", Thinking: redactedThinking, Signature: "RW5jcnlwdGVk", Redacted: true},
+				{Type: "text", Text: "Reading."},
+				{Type: "toolCall", ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}}},
+			&toolResultMessage{Role: "toolResult", ToolCallID: "call_1", ToolName: "read", Content: textBlocks("hello")},
+		}
+	}
+	deepseek := catalogModel(t, "deepseek", "deepseek-v4-pro")
+	for _, m := range []*model{
+		{ID: "claude-opus-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true},
+		{ID: "gpt-5.1", API: apiResponses, Provider: "openai", Reasoning: true},
+		{ID: "gemini-3-pro-preview", API: apiGoogle, Provider: "google", Reasoning: true},
+		{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai"},
+		deepseek,
+	} {
+		body := sentBody(t, m, history(apiAnthropic, "anthropic", "claude-sonnet-4-5"))
+		for _, never := range []string{"Plan: read it.", "Unsigned plan.", "c2lnbmVk", "RW5jcnlwdGVk", "Reasoning redacted"} {
+			if strings.Contains(body, never) {
+				t.Errorf("%s/%s was sent another model's thinking (%s):\n%s", m.Provider, m.ID, never, body)
+			}
+		}
+		if !strings.Contains(body, "Reading.") {
+			t.Errorf("%s/%s was not sent the other model's text:\n%s", m.Provider, m.ID, body)
+		}
+	}
+	if body := sentBody(t, deepseek, history(apiAnthropic, "anthropic", "claude-sonnet-4-5")); !strings.Contains(body, `"reasoning_content":""`) {
+		t.Errorf("deepseek was not sent an empty reasoning_content for another model's answer:\n%s", body)
+	}
+	if body := sentBody(t, deepseek, history(deepseek.API, deepseek.Provider, deepseek.ID)); !strings.Contains(body, `"reasoning_content":"Plan: read it.\nUnsigned plan."`) {
+		t.Errorf("deepseek was not sent its own thinking:\n%s", body)
+	}
+}
