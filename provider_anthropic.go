@@ -62,6 +62,7 @@ func anthropicBody(req streamRequest) map[string]any {
 	}
 	// The images of error results, sent after the run of results.
 	var errorImages []map[string]any
+	ids := wireCallIDs()
 	for _, m := range anthropicImages(req.model, contextMessages(req.messages)) {
 		if _, result := m.(*toolResultMessage); !result {
 			add("user", errorImages)
@@ -100,20 +101,19 @@ func anthropicBody(req streamRequest) map[string]any {
 						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
 					}
 				case "toolCall":
-					id, _ := splitCallID(b.ID)
-					blocks = append(blocks, map[string]any{"type": "tool_use", "id": wireCallID(id), "name": b.Name, "input": json.RawMessage(callArguments(b))})
+					blocks = append(blocks, map[string]any{"type": "tool_use", "id": ids.call(b.ID), "name": b.Name, "input": json.RawMessage(callArguments(b))})
 				}
 			}
 			add("assistant", blocks)
 		case *toolResultMessage:
-			id, _ := splitCallID(m.ToolCallID)
+			id := ids.result(m.ToolCallID)
 			var content any = toolResultText(req.model, m.Content)
 			if images := toolResultImages(req.model, m.Content); len(images) > 0 && m.IsError {
 				// Anthropic refuses an error result that holds anything but
 				// text: its images follow the run of results, as pi sends them.
 				content = errorResultText(req.model, m.Content)
 				errorImages = append(errorImages, map[string]any{"type": "text",
-					"text": fmt.Sprintf("Images from the error result of tool call %s (%s):", wireCallID(id), m.ToolName)})
+					"text": fmt.Sprintf("Images from the error result of tool call %s (%s):", id, m.ToolName)})
 				for _, b := range images {
 					errorImages = append(errorImages, anthropicImage(req.model, b))
 				}
@@ -127,7 +127,7 @@ func anthropicBody(req streamRequest) map[string]any {
 				}
 				content = blocks
 			}
-			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": wireCallID(id), "content": content, "is_error": m.IsError}})
+			add("user", []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": content, "is_error": m.IsError}})
 		}
 	}
 	add("user", errorImages)

@@ -142,6 +142,7 @@ func geminiBody(req streamRequest) map[string]any {
 			toolImages = nil
 		}
 	}
+	ids := wireCallIDs()
 	for _, msg := range contextMessages(req.messages) {
 		if _, result := msg.(*toolResultMessage); !result {
 			flushImages()
@@ -179,7 +180,7 @@ func geminiBody(req streamRequest) map[string]any {
 				case "toolCall":
 					call := map[string]any{"name": b.Name, "args": json.RawMessage(callArguments(b))}
 					if withIDs {
-						call["id"], _ = splitCallID(b.ID)
+						call["id"] = ids.call(b.ID)
 					}
 					part := signed(map[string]any{"functionCall": call}, b.Signature)
 					if _, ok := part["thoughtSignature"]; !ok && withIDs {
@@ -203,7 +204,7 @@ func geminiBody(req streamRequest) map[string]any {
 				images = append(images, image(b))
 			}
 			if withIDs {
-				result["id"], _ = splitCallID(msg.ToolCallID)
+				result["id"] = ids.result(msg.ToolCallID)
 				if images != nil { // Gemini 3 takes them in the response itself
 					result["parts"] = images
 				}

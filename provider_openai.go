@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -29,13 +30,17 @@ var openAIChat = &wireAPI{
 // asked for, and whether usage is asked for in the stream.
 func openAIBody(req streamRequest) map[string]any {
 	c := req.model.compat
-	callID := func(id string) string {
-		id, _ = splitCallID(id)
-		if c.mistral {
-			return mistralCallID(id)
+	ids := newCallIDs(func(id string, n int) string {
+		switch {
+		case c.mistral && n > 0:
+			return mistralCallID(id + "#" + strconv.Itoa(n))
+		case c.mistral:
+			return mistralCallID(joinedCallID(id))
+		case n > 0:
+			return nthCallID(id, n, maxOpenAICallID)
 		}
-		return openAICallID(id)
-	}
+		return openAICallID(joinedCallID(id))
+	})
 	var messages []map[string]any
 	if req.system != "" {
 		messages = append(messages, map[string]any{"role": "system", "content": req.system})
@@ -98,7 +103,7 @@ func openAIBody(req streamRequest) map[string]any {
 						thinking = append(thinking, b.Thinking)
 					}
 				case "toolCall":
-					calls = append(calls, map[string]any{"id": callID(b.ID), "type": "function",
+					calls = append(calls, map[string]any{"id": ids.call(b.ID), "type": "function",
 						"function": map[string]string{"name": b.Name, "arguments": callArguments(b)}})
 				}
 			}
@@ -115,7 +120,7 @@ func openAIBody(req streamRequest) map[string]any {
 				messages = append(messages, msg)
 			}
 		case *toolResultMessage:
-			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": toolResultText(req.model, m.Content)})
+			messages = append(messages, map[string]any{"role": "tool", "tool_call_id": ids.result(m.ToolCallID), "content": toolResultText(req.model, m.Content)})
 			for _, b := range toolResultImages(req.model, m.Content) {
 				toolImages = append(toolImages, image(b))
 			}

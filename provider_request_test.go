@@ -23,6 +23,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -901,5 +903,160 @@ func TestOtherModelsThinkingLeftOut(t *testing.T) {
 	}
 	if body := sentBody(t, deepseek, history(deepseek.API, deepseek.Provider, deepseek.ID)); !strings.Contains(body, `"reasoning_content":"Plan: read it.\nUnsigned plan."`) {
 		t.Errorf("deepseek was not sent its own thinking:\n%s", body)
+	}
+}
+
+// sentCallIDs are the tool call ids of a request body of api, the calls'
+// and the results', each in the order sent.
+func sentCallIDs(t *testing.T, api, body string) (calls, results []string) {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role      string `json:"role"`
+			ToolID    string `json:"tool_call_id"`
+			ToolCalls []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Input []struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		} `json:"input"`
+		Contents []struct {
+			Parts []struct {
+				Call *struct {
+					ID string `json:"id"`
+				} `json:"functionCall"`
+				Response *struct {
+					ID string `json:"id"`
+				} `json:"functionResponse"`
+			} `json:"parts"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	type sent struct{ kind, id string } // kind: the API's name of a call or a result
+	var all []sent
+	switch api {
+	case apiAnthropic:
+		for _, m := range req.Messages {
+			var blocks []struct{ Type, ID, Tool_use_id string }
+			json.Unmarshal(m.Content, &blocks)
+			for _, b := range blocks {
+				all = append(all, sent{b.Type, b.ID + b.Tool_use_id})
+			}
+		}
+	case apiOpenAI:
+		for _, m := range req.Messages {
+			for _, c := range m.ToolCalls {
+				all = append(all, sent{"call", c.ID})
+			}
+			all = append(all, sent{m.Role, m.ToolID})
+		}
+	case apiResponses:
+		for _, item := range req.Input {
+			all = append(all, sent{item.Type, item.CallID})
+		}
+	case apiGoogle:
+		for _, c := range req.Contents {
+			for _, p := range c.Parts {
+				if p.Call != nil {
+					all = append(all, sent{"call", p.Call.ID})
+				}
+				if p.Response != nil {
+					all = append(all, sent{"result", p.Response.ID})
+				}
+			}
+		}
+	}
+	for _, x := range all {
+		switch x.kind {
+		case "call", "tool_use", "function_call":
+			calls = append(calls, x.id)
+		case "result", "tool", "tool_result", "function_call_output":
+			results = append(results, x.id)
+		}
+	}
+	return calls, results
+}
+
+// TestToolCallIDsStayApart: two different tool calls are never sent with
+// the same id, and a result always with its call's, on every API. The
+// Responses API's ids are "<call_id>|<item id>", and every other API was
+// sent the call id alone, so two calls sharing a call id (pi has seen
+// such from Responses proxies) went as one id, and their results with it:
+// Anthropic refuses two tool_use blocks of one id, and the others cannot
+// tell which result is whose. A server that gives every turn's call the
+// same id ("call_0"), or several calls of a turn no id, made two calls one
+// id the same way. A "<call_id>|<item id>" id now goes to the other APIs
+// with the two joined by "_", as pi sends it, and a call whose id another
+// call of the request already has goes with one made from a hash.
+func TestToolCallIDsStayApart(t *testing.T) {
+	long := "call_" + strings.Repeat("A", 24)
+	item := "|fc_" + strings.Repeat("0123456789abcdef", 3)
+	groups := [][]string{
+		{"call_a|fc_1", "call_a|fc_2"},
+		{long + item + "1", long + item + "2"},
+		{"call_0"},
+		{"call_0"},
+		{"", ""},
+	}
+	responses := &model{ID: "gpt-5.1", API: apiResponses, Provider: "openai", Reasoning: true}
+	local := &model{ID: "qwen", API: apiOpenAI, Provider: "local"}
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Read them")}}
+	n := 0
+	for i, ids := range groups {
+		from := responses
+		if i >= 2 {
+			from = local
+		}
+		answer := &assistantMessage{Role: "assistant", API: from.API, Provider: from.Provider, Model: from.ID, StopReason: "toolUse"}
+		var results []any
+		for _, id := range ids {
+			n++
+			answer.Content = append(answer.Content, contentBlock{Type: "toolCall", ID: id, Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)})
+			results = append(results, &toolResultMessage{Role: "toolResult", ToolCallID: id, ToolName: "read", Content: textBlocks("result " + strconv.Itoa(n))})
+		}
+		history = append(append(history, answer), results...)
+	}
+	wire := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	for _, c := range []struct {
+		m     *model
+		valid *regexp.Regexp
+		first string // what "call_a|fc_1" goes as
+	}{
+		{&model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"}, wire, "call_a_fc_1"},
+		{responses, wire, "call_a"},
+		{&model{ID: "gpt-5.2", API: apiResponses, Provider: "openai"}, wire, "call_a"},
+		{&model{ID: "gemini-3-pro-preview", API: apiGoogle, Provider: "google"}, wire, "call_a_fc_1"},
+		{&model{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai"}, regexp.MustCompile(`^[a-zA-Z0-9_-]{0,40}$`), "call_a_fc_1"},
+		{local, regexp.MustCompile(`^[a-zA-Z0-9_-]{0,40}$`), "call_a_fc_1"},
+		{&model{ID: "devstral-2512", API: apiOpenAI, Provider: "mistral", compat: detectCompat("mistral", "https://api.mistral.ai/v1")}, regexp.MustCompile(`^[a-zA-Z0-9]{9}$`), ""},
+	} {
+		body := sentBody(t, c.m, history)
+		calls, results := sentCallIDs(t, c.m.API, body)
+		if len(calls) != n || !slices.Equal(calls, results) {
+			t.Errorf("%s/%s: calls %q, results %q: want %d, each result with its call's id:\n%s", c.m.Provider, c.m.ID, calls, results, n, body)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, id := range calls {
+			if seen[id] {
+				t.Errorf("%s/%s: two calls go with the id %q: %q", c.m.Provider, c.m.ID, id, calls)
+			}
+			seen[id] = true
+			if !c.valid.MatchString(id) {
+				t.Errorf("%s/%s: id %q is not of the form the API takes", c.m.Provider, c.m.ID, id)
+			}
+		}
+		if c.first != "" && calls[0] != c.first {
+			t.Errorf("%s/%s: call_a|fc_1 went as %q, want %q", c.m.Provider, c.m.ID, calls[0], c.first)
+		}
+	}
+	// The model that made them gets its item ids back with its calls.
+	if body := sentBody(t, responses, history); !strings.Contains(body, `"id":"fc_1"`) || !strings.Contains(body, `"id":"fc_2"`) {
+		t.Errorf("the Responses model was not sent its item ids:\n%s", body)
 	}
 }

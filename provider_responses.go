@@ -54,6 +54,15 @@ func responsesBody(req streamRequest) map[string]any {
 			toolImages = nil
 		}
 	}
+	// The call id alone, as pi sends it; two calls that share one (of
+	// two items) go apart as callIDs makes them.
+	ids := newCallIDs(func(id string, n int) string {
+		if n > 0 {
+			return nthCallID(id, n, 64)
+		}
+		callID, _ := splitCallID(id)
+		return wireCallID(callID)
+	})
 	for _, msg := range contextMessages(req.messages) {
 		if _, result := msg.(*toolResultMessage); !result {
 			flushImages()
@@ -96,8 +105,8 @@ func responsesBody(req streamRequest) map[string]any {
 					input = append(input, map[string]any{"type": "message", "role": "assistant", "status": "completed", "id": sig.ID,
 						"content": []map[string]any{{"type": "output_text", "text": b.Text, "annotations": []any{}}}})
 				case "toolCall":
-					callID, itemID := splitCallID(b.ID)
-					item := map[string]any{"type": "function_call", "call_id": wireCallID(callID), "name": b.Name, "arguments": callArguments(b)}
+					_, itemID := splitCallID(b.ID)
+					item := map[string]any{"type": "function_call", "call_id": ids.call(b.ID), "name": b.Name, "arguments": callArguments(b)}
 					if same && strings.HasPrefix(itemID, "fc_") {
 						item["id"] = itemID
 					}
@@ -105,8 +114,7 @@ func responsesBody(req streamRequest) map[string]any {
 				}
 			}
 		case *toolResultMessage:
-			callID, _ := splitCallID(msg.ToolCallID)
-			input = append(input, map[string]any{"type": "function_call_output", "call_id": wireCallID(callID),
+			input = append(input, map[string]any{"type": "function_call_output", "call_id": ids.result(msg.ToolCallID),
 				"output": cmp.Or(toolResultText(m, msg.Content), "(no tool output)")})
 			for _, b := range toolResultImages(m, msg.Content) {
 				toolImages = append(toolImages, image(b))

@@ -561,11 +561,76 @@ func sameModel(m *assistantMessage, to *model) bool {
 }
 
 // splitCallID splits a tool call id as the Responses API makes it,
-// "<call_id>|<item id>"; other ids have no item id. Every API gets the
-// call id alone, so a conversation can move between APIs.
+// "<call_id>|<item id>"; other ids have no item id. The Responses API
+// gets the call id alone; the other APIs get joinedCallID.
 func splitCallID(id string) (callID, itemID string) {
 	callID, itemID, _ = strings.Cut(id, "|")
 	return callID, itemID
+}
+
+// joinedCallID is a tool call id with a Responses item id joined to its
+// call id by "_", as pi sends such an id to the other APIs: two calls may
+// share a call id and differ in their item ids.
+func joinedCallID(id string) string {
+	if callID, itemID := splitCallID(id); itemID != "" {
+		return callID + "_" + itemID
+	}
+	return id
+}
+
+// callIDs gives the tool call ids of one request: each call's id in the
+// form its API takes (form(id, 0)), and, when another call of the request
+// has that one already — two calls sharing a Responses call id, a server
+// that gives every turn's call the same id or several calls no id —
+// form(id, n) for the least n > 0 that no call has, which is made from a
+// hash. A result goes with the id of the oldest call of its id not yet
+// answered, as contextMessages pairs them.
+type callIDs struct {
+	form    func(id string, n int) string
+	used    map[string]bool
+	pending map[string][]string // a call's id → the ids its unanswered calls went with, oldest first
+}
+
+func newCallIDs(form func(id string, n int) string) *callIDs {
+	return &callIDs{form: form, used: map[string]bool{}, pending: map[string][]string{}}
+}
+
+// call is the id a call of id goes with.
+func (c *callIDs) call(id string) string {
+	sent := c.form(id, 0)
+	for n := 1; c.used[sent]; n++ {
+		sent = c.form(id, n)
+	}
+	c.used[sent] = true
+	c.pending[id] = append(c.pending[id], sent)
+	return sent
+}
+
+// result is the id a result of the call id goes with.
+func (c *callIDs) result(id string) string {
+	q := c.pending[id]
+	if len(q) == 0 {
+		return c.form(id, 0)
+	}
+	c.pending[id] = q[1:]
+	return q[0]
+}
+
+// nthCallID is id made unique as the nth (n > 0) of the ids a request
+// holds in the form made at most max bytes by hashedCallID.
+func nthCallID(id string, n, max int) string {
+	return hashedCallID(id+"#"+strconv.Itoa(n), max)
+}
+
+// wireCallIDs are the tool call ids of a request to Anthropic or Gemini
+// (wireCallID of joinedCallID).
+func wireCallIDs() *callIDs {
+	return newCallIDs(func(id string, n int) string {
+		if n > 0 {
+			return nthCallID(id, n, 64)
+		}
+		return wireCallID(joinedCallID(id))
+	})
 }
 
 // wireCallID is a tool call id as Anthropic's tool_use ids and the
