@@ -447,6 +447,7 @@ type acpUpdates struct {
 	repeats   map[string]int      // per id the model repeated, the suffix its next card tries first (claimCard)
 	runningID string              // the model's id of the call running (a session runs one at a time)
 	last      *assistantMessage   // the turn's last answer
+	thought   bool                // the thinking block being streamed had a delta
 	compacted *compactionEnd      // the last compaction's end, noted (takeCompaction)
 
 	// Notes and compactions (acp_notices.go): notices and compactions are
@@ -510,14 +511,20 @@ func (u *acpUpdates) eventLocked(typ string, data any) {
 			u.last = m
 		}
 	case messageUpdate:
-		if d.AssistantMessageEvent.Delta == nil || *d.AssistantMessageEvent.Delta == "" {
-			return
-		}
-		switch d.AssistantMessageEvent.Type {
-		case "text_delta":
-			u.emit(acpChunk{"agent_message_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
-		case "thinking_delta":
-			u.emit(acpChunk{"agent_thought_chunk", acpTextBlock(*d.AssistantMessageEvent.Delta), u.messageID})
+		ev := d.AssistantMessageEvent
+		switch {
+		case ev.Type == "thinking_start":
+			u.thought = false
+		case ev.Type == "thinking_end" && !u.thought && ev.Content != nil && *ev.Content != "":
+			// Thinking that came whole, without deltas (encrypted, as
+			// "[Reasoning redacted]"): shown as session/load replays it.
+			u.emit(acpChunk{"agent_thought_chunk", acpTextBlock(*ev.Content), u.messageID})
+		case ev.Delta == nil || *ev.Delta == "":
+		case ev.Type == "text_delta":
+			u.emit(acpChunk{"agent_message_chunk", acpTextBlock(*ev.Delta), u.messageID})
+		case ev.Type == "thinking_delta":
+			u.thought = true
+			u.emit(acpChunk{"agent_thought_chunk", acpTextBlock(*ev.Delta), u.messageID})
 		}
 	case toolExecStart:
 		u.toolStarted(d)
