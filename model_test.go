@@ -937,8 +937,9 @@ func TestGeminiThinking(t *testing.T) {
 
 // TestCrossModelHistory checks what a conversation that moves between
 // APIs sends: a Responses tool call id goes to the other APIs as its
-// call id alone, and signatures, reasoning items and item ids go only to
-// the API (and model) that made them.
+// call id and item id joined by "_", as pi sends it, and signatures,
+// reasoning items and item ids (as items) go only to the API (and model)
+// that made them.
 func TestCrossModelHistory(t *testing.T) {
 	history := []any{
 		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
@@ -958,13 +959,13 @@ func TestCrossModelHistory(t *testing.T) {
 			[]string{`"id":"msg_rpi_1"`, `{"arguments":"{\"path\":\"a.txt\"}","call_id":"call_1","name":"read","type":"function_call"}`},
 			[]string{"gAAAA", "msg_1", "fc_1"}},
 		{apiAnthropic, "anthropic", "claude-sonnet-4-5",
-			[]string{`"id":"call_1","input"`, `"tool_use_id":"call_1"`}, []string{"gAAAA", "fc_1", `"type":"thinking"`}},
+			[]string{`"id":"call_1_fc_1","input"`, `"tool_use_id":"call_1_fc_1"`}, []string{"gAAAA", `"fc_1"`, `"type":"thinking"`}},
 		{apiOpenAI, "groq", "llama",
-			[]string{`"id":"call_1","type":"function"`, `"tool_call_id":"call_1"`}, []string{"fc_1"}},
+			[]string{`"id":"call_1_fc_1","type":"function"`, `"tool_call_id":"call_1_fc_1"`}, []string{`"fc_1"`}},
 		{apiGoogle, "google", "gemini-3-flash-preview",
-			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1","name":"read"},"thoughtSignature":"skip_thought_signature_validator"`,
-				`"functionResponse":{"id":"call_1"`},
-			[]string{"fc_1", `"thought":`, "gAAAA"}},
+			[]string{`"functionCall":{"args":{"path":"a.txt"},"id":"call_1_fc_1","name":"read"},"thoughtSignature":"skip_thought_signature_validator"`,
+				`"functionResponse":{"id":"call_1_fc_1"`},
+			[]string{`"fc_1"`, `"thought":`, "gAAAA"}},
 	} {
 		m := &model{ID: c.id, API: c.api, Provider: c.provider, Reasoning: true, MaxTokens: 1000}
 		data, _ := json.Marshal(wireAPINamed(c.api).body(streamRequest{model: m, messages: history, thinking: "medium"}))
