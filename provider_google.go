@@ -169,12 +169,14 @@ func geminiBody(req streamRequest) map[string]any {
 			var parts []map[string]any
 			for _, b := range msg.Content {
 				switch b.Type {
+				// A blank thought or text goes only with a signature, which
+				// Gemini may put on a part with no text and wants back.
 				case "thinking":
-					if same && !b.Redacted && b.Thinking != "" {
+					if same && !b.Redacted && (strings.TrimSpace(b.Thinking) != "" || validSignature(b.Signature)) {
 						parts = append(parts, signed(map[string]any{"thought": true, "text": b.Thinking}, b.Signature))
 					}
 				case "text":
-					if b.Text != "" || same && validSignature(b.Signature) {
+					if strings.TrimSpace(b.Text) != "" || same && validSignature(b.Signature) {
 						parts = append(parts, signed(map[string]any{"text": b.Text}, b.Signature))
 					}
 				case "toolCall":

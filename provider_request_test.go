@@ -1060,3 +1060,30 @@ func TestToolCallIDsStayApart(t *testing.T) {
 		t.Errorf("the Responses model was not sent its item ids:\n%s", body)
 	}
 }
+
+// TestGeminiSignedEmptyThought: Gemini may sign a thought part whose text
+// is empty, and wants the signature back (pi sends it: without it the
+// model may end a tool loop's turn with nothing). rpi left such a thought
+// out when sending the conversation back to that model. A thought or a
+// text of white space alone without a signature is left out, as pi does.
+func TestGeminiSignedEmptyThought(t *testing.T) {
+	m := &model{ID: "gemini-3-pro-preview", API: apiGoogle, Provider: "google", Reasoning: true}
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "toolUse", Content: []contentBlock{
+			{Type: "thinking", Thinking: "", Signature: "c2lnbg=="},
+			{Type: "thinking", Thinking: " \n"},
+			{Type: "text", Text: "  "},
+			{Type: "toolCall", ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`), Signature: "Y2FsbA=="}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1", ToolName: "read", Content: textBlocks("hello")},
+	}
+	body := sentBody(t, m, history)
+	if want := `{"text":"","thought":true,"thoughtSignature":"c2lnbg=="}`; !strings.Contains(body, want) {
+		t.Errorf("the request lacks %s:\n%s", want, body)
+	}
+	for _, never := range []string{`" \n"`, `"  "`} {
+		if strings.Contains(body, never) {
+			t.Errorf("the request has the blank %s:\n%s", never, body)
+		}
+	}
+}
