@@ -121,13 +121,16 @@ func hostEnvironment() runEnv {
 }
 
 // startupTrace, with RPI_TRACE_STARTUP=1, writes to stderr how long each
-// phase of startup took, from main's first line to session_started. What
-// comes before main (the runtime and every package's init) shows with
+// phase of startup took, from main's first line to session_started, and
+// how many page faults the process took in it (all its threads; unlike a
+// time, a count the machine's other work hardly moves). What comes before
+// main (the runtime and every package's init) shows with
 // GODEBUG=inittrace=1.
 type startupTrace struct {
 	w           io.Writer
 	start, last time.Time
 	own         time.Duration // spent writing the trace, left out of every figure
+	faults      int64         // pageFaults at the end of the last phase, after the trace's own line
 }
 
 // newStartupTrace is nil, which traces nothing, unless RPI_TRACE_STARTUP=1.
@@ -136,7 +139,7 @@ func newStartupTrace(w io.Writer) *startupTrace {
 		return nil
 	}
 	now := time.Now()
-	return &startupTrace{w: w, start: now, last: now}
+	return &startupTrace{w: w, start: now, last: now, faults: pageFaults()}
 }
 
 // phase reports the phase that has just ended.
@@ -144,9 +147,14 @@ func (t *startupTrace) phase(name string) {
 	if t == nil {
 		return
 	}
-	now := time.Now()
-	fmt.Fprintf(t.w, "rpi: startup: %7.3f ms %-32s (%.3f ms since main)\n",
-		float64(now.Sub(t.last).Microseconds())/1000, name, float64((now.Sub(t.start)-t.own).Microseconds())/1000)
+	now, faults := time.Now(), pageFaults()
+	taken := "     -"
+	if faults >= 0 {
+		taken = fmt.Sprintf("%6d", faults-t.faults)
+	}
+	fmt.Fprintf(t.w, "rpi: startup: %7.3f ms %s faults  %-32s (%.3f ms since main)\n",
+		float64(now.Sub(t.last).Microseconds())/1000, taken, name, float64((now.Sub(t.start)-t.own).Microseconds())/1000)
+	t.faults = pageFaults()
 	t.last = time.Now()
 	t.own += t.last.Sub(now)
 }

@@ -1307,6 +1307,36 @@ func (p *rpiProcess) exit(t *testing.T) (int, string) {
 	return 0, string(rest)
 }
 
+// TestEndToEndStartupTrace: RPI_TRACE_STARTUP=1 writes a line to stderr
+// for each phase of startup, with its time, its page faults (counted
+// where the system counts them) and the time since main, the last one
+// the write of session_started; stdout is as without it.
+func TestEndToEndStartupTrace(t *testing.T) {
+	endToEnd(t)
+	p := startRPIWith(t, func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "RPI_TRACE_STARTUP=1") }, "rpc", "--cwd", t.TempDir())
+	if rec := p.next(t); rec["type"] != "session_started" {
+		t.Fatalf("first record %v, want session_started", rec)
+	}
+	p.stdin.Close()
+	p.exit(t)
+	faults := `\d+`
+	if runtime.GOOS == "windows" {
+		faults = "-"
+	}
+	line := regexp.MustCompile(`^rpi: startup: +\d+\.\d{3} ms +` + faults + ` faults  (.+?) +\(\d+\.\d{3} ms since main\)$`)
+	var phases []string
+	for _, l := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("stderr line %q is not a phase's", l)
+		}
+		phases = append(phases, m[1])
+	}
+	if len(phases) < 5 || phases[0] != "main: environment" || phases[len(phases)-1] != "first write (session_started)" {
+		t.Errorf("phases %q: want main: environment first, the write of session_started last", phases)
+	}
+}
+
 func TestEndToEndEOF(t *testing.T) {
 	endToEnd(t)
 	p := startRPI(t, "rpc", "--cwd", t.TempDir())

@@ -38,6 +38,16 @@ func keyShell() (string, error) { return "/bin/sh", nil }
 // it ends by a signal, which exitStatus reports as such.
 const killedExitCode = -1
 
+// pageFaults is how many page faults the process has taken so far, for
+// the startup trace.
+func pageFaults() int64 {
+	var usage syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) != nil {
+		return -1
+	}
+	return int64(usage.Minflt) + int64(usage.Majflt)
+}
+
 // exitCode is rpi's exit code after a stop signal (docs/protocol.md#launch).
 func exitCode(sig os.Signal) int {
 	switch sig {

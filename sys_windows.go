@@ -93,6 +93,10 @@ func exitCode(sig os.Signal) int {
 // handledSignals are the signals watchSignals gives a handler.
 var handledSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
+// pageFaults is not counted here (-1): the startup trace shows times
+// alone.
+func pageFaults() int64 { return -1 }
+
 // readyChildSignals has nothing to do: Windows children inherit no
 // signal handling.
 func readyChildSignals() {}
