@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -171,6 +173,13 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("\xff\xd8\xff...."))},
 				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("not an image"))},
 				map[string]any{"type": "image", "mimeType": "image/png", "data": png[:8] + "\n" + png[8:]},
+			}})
+		case "wide": // a PNG of 2400x10 px, then text
+			var b bytes.Buffer
+			png.Encode(&b, flatImage(2400, 10))
+			answer(map[string]any{"content": []any{
+				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(b.Bytes())},
+				map[string]any{"type": "text", "text": "a wide one"},
 			}})
 		case "pieces":
 			var pieces []any
@@ -1127,6 +1136,25 @@ func TestMCPResultImages(t *testing.T) {
 	}
 	if fmt.Sprint(res.Content) != fmt.Sprint(want) {
 		t.Errorf("content %+v\nwant %+v", res.Content, want)
+	}
+}
+
+// TestToolResultImagesScaled: an image a tool gives (an MCP tool's) of
+// more than 2000 px a side is scaled as the result enters the
+// conversation, pi's note of the two sizes in a text block after it.
+func TestToolResultImagesScaled(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	call := &mcpCall{tool: mcpTool{server: "helper", remote: "wide"}, args: json.RawMessage(`{}`)}
+	res, isError := s.runDecoded(context.Background(), contentBlock{Type: "toolCall", ID: "t", Name: "mcp__helper__wide"}, call, nil)
+	if isError || len(res.Content) != 3 {
+		t.Fatalf("result %+v, %v", res.Content, isError)
+	}
+	if w, h, _ := imageSize(res.Content[0].Data); res.Content[0].MimeType != "image/png" || w != 2000 || h != 8 {
+		t.Errorf("image %s %dx%d, want image/png 2000x8", res.Content[0].MimeType, w, h)
+	}
+	want := []string{"[Image: original 2400x10, displayed at 2000x8. Multiply coordinates by 1.20 to map to original image.]", "a wide one"}
+	if res.Content[1].Text != want[0] || res.Content[2].Text != want[1] {
+		t.Errorf("texts %q, %q; want %q", res.Content[1].Text, res.Content[2].Text, want)
 	}
 }
 

@@ -77,8 +77,7 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 		if len(data) > maxImageBytes {
 			return toolResult{}, fmt.Errorf("Cannot read %s: the image is larger than %s", c.abs, formatSize(maxImageBytes))
 		}
-		return toolResult{Content: []contentBlock{{Type: "text", Text: "Read image file [" + mime + "]"},
-			{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}}}, nil
+		return imageResult(contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}), nil
 	}
 	start := max(c.offset, 1) - 1
 	limit := c.limit
@@ -143,6 +142,22 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 		text += fmt.Sprintf("\n\n[%d more lines in file. Use offset=%d to continue.]", total-end, end+1)
 	}
 	return textResult(text), nil
+}
+
+// imageResult is read's result for an image file, made to fit
+// (fitImage) as pi's read makes it: "Read image file [type]", with the
+// hint of an image scaled on the next line; for an image past a limit
+// that does not decode, pi's note in its place.
+func imageResult(img contentBlock) toolResult {
+	text := "Read image file [" + img.MimeType + "]"
+	scaled, hint, fit := fitImage(img)
+	switch fit {
+	case imageScaled:
+		img, text = scaled, "Read image file ["+scaled.MimeType+"]\n"+hint
+	case imageBroken:
+		return textResult(text + "\n" + imageOmitted)
+	}
+	return toolResult{Content: []contentBlock{{Type: "text", Text: text}, img}}
 }
 
 // imageDataWanted is what an image's data must be (base64Image), as a

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// noiseImage is a w×h image of random colours, which PNG cannot make
+// small (JPEG can).
+func noiseImage(w, h int) *image.NRGBA {
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range img.Pix {
+		img.Pix[i] = byte(r.Uint32())
+	}
+	for i := 3; i < len(img.Pix); i += 4 {
+		img.Pix[i] = 0xff
+	}
+	return img
+}
+
+// flatImage is a w×h image of one colour, which PNG makes smaller than JPEG.
+func flatImage(w, h int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = []byte{0x20, 0x80, 0xc0, 0xff}[i%4]
+	}
+	return img
+}
+
+func pngBlock(t testing.TB, img image.Image) contentBlock {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(b.Bytes())}
+}
+
+func jpegBlock(t testing.TB, img image.Image) contentBlock {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 95}); err != nil {
+		t.Fatal(err)
+	}
+	return contentBlock{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString(b.Bytes())}
+}
+
+// checkScaled fails unless out is a w×h image of type mime, its bytes of
+// that type and decoding to that size, under the base64 limit.
+func checkScaled(t *testing.T, out contentBlock, mime string, w, h int) {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(out.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, format, err := image.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the scaled image does not decode: %v", err)
+	}
+	if out.Type != "image" || out.MimeType != mime || imageType(raw) != mime || "image/"+format != mime {
+		t.Errorf("scaled to %s (%s, bytes of %s), want %s", out.MimeType, format, imageType(raw), mime)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Errorf("scaled to %dx%d, want %dx%d", b.Dx(), b.Dy(), w, h)
+	}
+	if len(out.Data) >= maxImageBase64 {
+		t.Errorf("scaled to %d bytes of base64, want less than %d", len(out.Data), maxImageBase64)
+	}
+}
+
+// TestFitImageScales: an image of more than 2000 px a side, or of 4.5 MiB
+// of base64 or more, is scaled to at most 2000 px a side and encoded
+// again as the smaller of PNG and JPEG (JPEG for a photo-like PNG, PNG for
+// a flat JPEG), with pi's note of the two sizes; the ratio is written as
+// JavaScript's toFixed(2) writes it (1.125 as 1.13).
+func TestFitImageScales(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		in       contentBlock
+		mime     string
+		w, h     int
+		original string
+		ratio    string
+	}{
+		{"noise PNG", pngBlock(t, noiseImage(3000, 1500)), "image/jpeg", 2000, 1000, "3000x1500", "1.50"},
+		{"flat JPEG", jpegBlock(t, flatImage(2250, 900)), "image/png", 2000, 800, "2250x900", "1.13"},
+		{"tall flat PNG", pngBlock(t, flatImage(300, 4000)), "image/png", 150, 2000, "300x4000", "2.00"},
+		{"noise PNG of 5.9 MiB of base64, 1200 px a side", pngBlock(t, noiseImage(1200, 1200)), "image/jpeg", 1200, 1200, "1200x1200", "1.00"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, hint, fit := fitImage(c.in)
+			if fit != imageScaled {
+				t.Fatalf("fit %v, want scaled", fit)
+			}
+			checkScaled(t, out, c.mime, c.w, c.h)
+			want := fmt.Sprintf("[Image: original %s, displayed at %dx%d. Multiply coordinates by %s to map to original image.]",
+				c.original, c.w, c.h, c.ratio)
+			if hint != want {
+				t.Errorf("hint %q, want %q", hint, want)
+			}
+		})
+	}
+}
+
+// pngHeader is the first bytes of a PNG w×h, of 8-bit RGBA, whose image
+// data is rest.
+func pngHeader(w, h uint32, rest string) []byte {
+	ihdr := make([]byte, 17)
+	copy(ihdr, "IHDR")
+	binary.BigEndian.PutUint32(ihdr[4:], w)
+	binary.BigEndian.PutUint32(ihdr[8:], h)
+	copy(ihdr[12:], []byte{8, 6, 0, 0, 0})
+	b := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0d")
+	b = append(b, ihdr...)
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
+	return append(b, rest...)
+}
+
+// TestFitImageKeeps: an image within the limits goes as it is (not
+// decoded: its bytes are not even looked at past the header), and so does
+// one rpi cannot decode: WebP, one whose header says more pixels than
+// rpi decodes (a PNG of 100000x100000, which must not make rpi allocate
+// what it says), and bytes of no image it knows.
+func TestFitImageKeeps(t *testing.T) {
+	small := pngBlock(t, flatImage(2000, 2000))
+	webp := contentBlock{Type: "image", MimeType: "image/webp",
+		Data: base64.StdEncoding.EncodeToString([]byte("RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00\xff\x0f\x00\xff\x0f\x00"))}
+	giant := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(pngHeader(100000, 100000, "IDAT"))}
+	unknown := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("not an image at all"))}
+	for name, in := range map[string]contentBlock{"2000x2000": small, "WebP 4096x4096": webp, "PNG 100000x100000": giant, "unknown": unknown} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, hint, fit := fitImage(in)
+		runtime.ReadMemStats(&after)
+		if fit != imageKept || !reflect.DeepEqual(out, in) || hint != "" {
+			t.Errorf("%s: fit %v, hint %q, changed %v; want it kept as it is", name, fit, hint, !reflect.DeepEqual(out, in))
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("%s: %d bytes allocated to judge it", name, n)
+		}
+	}
+}
+
+// TestFitImageBroken: a PNG, JPEG or GIF past a limit whose data does not
+// decode is broken (the read tool and a prompt leave it out, with pi's
+// note); one within the limits is not decoded, and goes.
+func TestFitImageBroken(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"PNG 3000x10": pngHeader(3000, 10, "\x00\x00\x00\x04IDATjunk"),
+		"JPEG 1x2001": []byte("\xff\xd8\xff\xc0\x00\x11\x08\x07\xd1\x00\x01\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\xff\xda\x00\x08junkjunk"),
+		"GIF 2001x1":  []byte("GIF89a\xd1\x07\x01\x00\x00\x00\x00,"),
+		"bad base64":  nil,
+	} {
+		in := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(data)}
+		if data == nil {
+			in.Data = base64.StdEncoding.EncodeToString(pngHeader(3000, 10, "")) + "!!!!"
+		}
+		if w, h, ok := imageSize(in.Data); !ok || max(w, h) <= maxImageSide {
+			t.Fatalf("%s: the test's header reads as %dx%d, %v", name, w, h, ok)
+		}
+		if out, _, fit := fitImage(in); fit != imageBroken || !reflect.DeepEqual(out, in) {
+			t.Errorf("%s: fit %v, want broken", name, fit)
+		}
+	}
+	corrupt := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(pngHeader(20, 20, "junk"))}
+	if out, _, fit := fitImage(corrupt); fit != imageKept || !reflect.DeepEqual(out, corrupt) {
+		t.Errorf("a small corrupt PNG: fit %v, want kept (not decoded)", fit)
+	}
+}
+
+// TestScaleImageAverages: each pixel of the scaled image is the mean of
+// the source pixels that fall on it, alpha-weighted.
+func TestScaleImageAverages(t *testing.T) {
+	src := image.NewNRGBA(image.Rect(0, 0, 4, 2))
+	for x := range 4 {
+		for y := range 2 {
+			c := color.NRGBA{0xff, 0, 0, 0xff} // left half red
+			if x >= 2 {
+				c = color.NRGBA{0, 0, uint8(0xff * ((x + y) % 2)), 0xff} // right half black and blue
+			}
+			src.SetNRGBA(x, y, c)
+		}
+	}
+	dst := scaleImage(src, 2, 1)
+	if got, want := dst.RGBAAt(0, 0), (color.RGBA{0xff, 0, 0, 0xff}); got != want {
+		t.Errorf("left: %v, want %v", got, want)
+	}
+	if got, want := dst.RGBAAt(1, 0), (color.RGBA{0, 0, 0x80, 0xff}); got != want {
+		t.Errorf("right: %v, want %v", got, want)
+	}
+	// A transparent pixel adds nothing to the colour: premultiplied.
+	half := image.NewNRGBA(image.Rect(0, 0, 2, 1))
+	half.SetNRGBA(0, 0, color.NRGBA{0xff, 0xff, 0xff, 0xff})
+	half.SetNRGBA(1, 0, color.NRGBA{0, 0xff, 0, 0})
+	if got, want := scaleImage(half, 1, 1).RGBAAt(0, 0), (color.RGBA{0x80, 0x80, 0x80, 0x80}); got != want {
+		t.Errorf("half transparent: %v, want %v", got, want)
+	}
+}
+
+// TestFitSides: scaled to at most 2000 px a side, the shape kept and
+// rounded as pi rounds; a side never becomes 0 px.
+func TestFitSides(t *testing.T) {
+	for _, c := range [][4]int{{3000, 1500, 2000, 1000}, {2001, 2001, 2000, 2000}, {1000, 3001, 666, 2000},
+		{2250, 900, 2000, 800}, {3000, 1, 2000, 1}, {30000, 2, 2000, 1}, {5, 90000, 1, 2000}, {1999, 2000, 1999, 2000}} {
+		if w, h := fitSides(c[0], c[1]); w != c[2] || h != c[3] {
+			t.Errorf("%dx%d: %dx%d, want %dx%d", c[0], c[1], w, h, c[2], c[3])
+		}
+	}
+}
+
+// TestFixed2: two decimals as JavaScript's toFixed(2) writes them (a tie
+// of the exact value rounds up).
+func TestFixed2(t *testing.T) {
+	for x, want := range map[float64]string{1.125: "1.13", 2.375: "2.38", 1.5: "1.50", 1: "1.00", 3001.0 / 2000: "1.50",
+		4000.0 / 3: "1333.33", 1.005: "1.00", 2.0 / 3: "0.67", 0.625: "0.63", 0.875: "0.88"} {
+		if got := fixed2(x); got != want {
+			t.Errorf("%v: %q, want %q", x, got, want)
+		}
+	}
+}
+
+// FuzzFitImage: whatever bytes an image holds, fitting it never panics;
+// an image scaled is one of the types named, of that size, within the
+// limits.
+func FuzzFitImage(f *testing.F) {
+	var small bytes.Buffer
+	png.Encode(&small, flatImage(2100, 3))
+	var anim bytes.Buffer
+	gif.Encode(&anim, flatImage(2001, 2), nil)
+	for _, seed := range [][]byte{small.Bytes(), pngHeader(3000, 10, "junk"), pngHeader(1<<31-1, 1<<31-1, ""),
+		[]byte("\xff\xd8\xff\xc0\x00\x11\x08\x07\xd1\x00\x01\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\xff\xda\x00\x08junkjunk"),
+		[]byte("GIF89a\xd1\x07\x01\x00\x00\x00\x00,"), anim.Bytes()} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := contentBlock{Type: "image", MimeType: imageType(data), Data: base64.StdEncoding.EncodeToString(data)}
+		out, hint, fit := fitImage(in)
+		if fit != imageScaled {
+			if !reflect.DeepEqual(out, in) || hint != "" {
+				t.Fatalf("%v, but changed", fit)
+			}
+			return
+		}
+		raw, _ := base64.StdEncoding.DecodeString(out.Data)
+		w, h, ok := imageSize(out.Data)
+		if !ok || w > maxImageSide || h > maxImageSide || len(out.Data) >= maxImageBase64 || imageType(raw) != out.MimeType ||
+			!strings.HasPrefix(hint, "[Image: original ") {
+			t.Fatalf("scaled to %dx%d (%v) of %s, %d bytes, hint %q", w, h, ok, out.MimeType, len(out.Data), hint)
+		}
+	})
+}
+
+// TestReadScalesImages: read of an image file of more than 2000 px a side
+// gives it scaled, pi's note of the two sizes on the line after "Read
+// image file [type]" (the type it now is); one past a limit that does
+// not decode is pi's note alone, and a small one is as it was.
+func TestReadScalesImages(t *testing.T) {
+	var wide, small bytes.Buffer
+	png.Encode(&wide, noiseImage(2400, 600))
+	png.Encode(&small, flatImage(20, 10))
+	s := toolServer(t, map[string]string{"wide.png": wide.String(), "bad.png": string(pngHeader(3000, 10, "junk")), "small.png": small.String()})
+	res, isError := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "c", Name: "read", Arguments: json.RawMessage(`{"path":"wide.png"}`)})
+	if isError || len(res.Content) != 2 {
+		t.Fatalf("wide.png: %+v", res.Content)
+	}
+	if want := "Read image file [image/jpeg]\n[Image: original 2400x600, displayed at 2000x500. Multiply coordinates by 1.20 to map to original image.]"; res.Content[0].Text != want {
+		t.Errorf("wide.png: %q, want %q", res.Content[0].Text, want)
+	}
+	checkScaled(t, res.Content[1], "image/jpeg", 2000, 500)
+	for name, want := range map[string]string{
+		"bad.png":   "Read image file [image/png]\n[Image omitted: could not be resized below the inline image size limit.]",
+		"small.png": "Read image file [image/png]|<image image/png>",
+	} {
+		if got, isError := callTool(t, s, "read", `{"path":"`+name+`"}`); got != want || isError {
+			t.Errorf("%s: %q, %v; want %q", name, got, isError, want)
+		}
+	}
+}
