@@ -310,9 +310,9 @@ func contextMessages(messages []any) []any {
 				Content json.RawMessage
 			}
 			json.Unmarshal(m, &custom)
-			if text := rawText(custom.Content); custom.Role == "custom" && text != "" {
+			if content := rawContent(custom.Content); custom.Role == "custom" && content != nil {
 				closeOpen()
-				out = append(out, &userMessage{Role: "user", Content: textBlocks(text)})
+				out = append(out, &userMessage{Role: "user", Content: content})
 			}
 		}
 	}
@@ -320,27 +320,47 @@ func contextMessages(messages []any) []any {
 	return out
 }
 
-// rawText is the text of a message content that is a string or blocks.
-// Only a block's type and text are read, into a plain struct: encoding/json
-// goes on past a member of another type there (contentBlock's UnmarshalJSON
-// would stop at it, and lose the text of every block from there on).
-func rawText(content json.RawMessage) string {
+// rawContent is a custom message's content as pi sends it, a user
+// message of its blocks: a string as one text block; of blocks, the text
+// blocks and the images (mcpImage: a note for one whose data is no image
+// a model takes), in their order; nil when that holds neither text nor an
+// image. Only a block's type, text, data and mimeType are read, into a
+// plain struct: encoding/json goes on past a member of another type there
+// (contentBlock's UnmarshalJSON would stop at it, and lose every block
+// from there on).
+func rawContent(content json.RawMessage) []contentBlock {
 	var text string
 	if json.Unmarshal(content, &text) == nil {
-		return text
+		if text == "" {
+			return nil
+		}
+		return textBlocks(text)
 	}
 	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Data     string `json:"data"`
+		MimeType string `json:"mimeType"`
 	}
 	json.Unmarshal(content, &blocks)
-	var b strings.Builder
+	var out []contentBlock
+	some := false
 	for _, c := range blocks {
-		if c.Type == "text" {
-			b.WriteString(c.Text)
+		switch c.Type {
+		case "text":
+			out = append(out, contentBlock{Type: "text", Text: c.Text})
+			some = some || c.Text != ""
+		case "image":
+			if c.Data != "" {
+				out = append(out, mcpImage(c.Data, c.MimeType))
+				some = true
+			}
 		}
 	}
-	return b.String()
+	if !some {
+		return nil
+	}
+	return out
 }
 
 // bashContextText is how a user bash command is told to the model (pi's text).

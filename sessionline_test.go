@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -815,17 +816,38 @@ func TestHostileLineHeldAtItsSize(t *testing.T) {
 // given as a number, a signature as an object) loses no block's text.
 func TestCustomMessageTextPastABadBlock(t *testing.T) {
 	for content, want := range map[string]string{
-		`[{"type":"text","text":"a","id":5},{"type":"text","text":"b"}]`:                                             "ab",
-		`[{"type":"text","text":"a"},{"type":"text","text":"b","textSignature":{}},null,{"type":"text","text":"c"}]`: "abc",
+		`[{"type":"text","text":"a","id":5},{"type":"text","text":"b"}]`:                                             "a\nb",
+		`[{"type":"text","text":"a"},{"type":"text","text":"b","textSignature":{}},null,{"type":"text","text":"c"}]`: "a\nb\nc",
 		`[{"type":"image","data":1,"mimeType":"image/png"},{"type":"text","text":"d"}]`:                              "d",
 	} {
 		msg := rawMessage(`{"role":"custom","customType":"x","content":` + content + `,"display":true}`)
 		ctx := contextMessages([]any{msg})
 		if len(ctx) != 1 {
 			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
-		} else if u, ok := ctx[0].(*userMessage); !ok || u.Content[0].Text != want {
+		} else if u, ok := ctx[0].(*userMessage); !ok || joinTexts(u.Content) != want {
 			t.Errorf("%s: context %#v, want text %q", content, ctx, want)
 		}
+	}
+}
+
+// TestCustomMessageImages: a custom message (pi's custom_message entry, an
+// extension's message) goes to the model as pi's convertToLlm makes it, a
+// user message of its blocks in their order: its images too, not only its
+// text. An image whose data is no image a model takes is a note; one
+// with no data, and a message of no text and no image, go nowhere.
+func TestCustomMessageImages(t *testing.T) {
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n...."))
+	msg := rawMessage(`{"role":"custom","customType":"shot","content":[{"type":"text","text":"Look:"},` +
+		`{"type":"image","data":"` + png + `","mimeType":"image/png"},{"type":"text","text":"and"},` +
+		`{"type":"image","data":"bm90IGFuIGltYWdl","mimeType":"image/png"},{"type":"image","mimeType":"image/png"}],"display":true}`)
+	ctx := contextMessages([]any{msg, rawMessage(`{"role":"custom","customType":"x","content":[{"type":"image","data":""}],"display":false}`)})
+	want := []contentBlock{{Type: "text", Text: "Look:"}, {Type: "image", Data: png, MimeType: "image/png"}, {Type: "text", Text: "and"},
+		{Type: "text", Text: "[image image/png omitted: not an image a model takes]"}}
+	if len(ctx) != 1 {
+		t.Fatalf("context %#v, want one user message", ctx)
+	}
+	if u, ok := ctx[0].(*userMessage); !ok || fmt.Sprint(u.Content) != fmt.Sprint(want) {
+		t.Errorf("context %#v\nwant %+v", ctx[0], want)
 	}
 }
 
