@@ -596,7 +596,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		s.emit("turn_start", nil)
 		run.turn = append(run.turn, pending...)
 		for _, m := range pending {
-			if u, ok := m.(*userMessage); ok {
+			if u, ok := m.(*userMessage); ok && !s.set.keepImageSize {
 				fitPromptImages(u) // as it enters the conversation, once: the session keeps it so
 			}
 			s.emit("message_start", messageEvent{m})
@@ -895,7 +895,9 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 		res.Content = textBlocks(err.Error())
 		isError = true
 	}
-	res.Content = fitResultImages(res.Content) // an MCP tool's screenshot, say: scaled once, as it enters the conversation
+	if !s.set.keepImageSize {
+		res.Content = fitResultImages(res.Content) // an MCP tool's screenshot, say: scaled once, as it enters the conversation
+	}
 	// A key rpi holds never goes back to the model or out to the client,
 	// whatever a tool came across.
 	for i, b := range res.Content {

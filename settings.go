@@ -35,6 +35,7 @@ type settings struct {
 	compaction      compactionSettings
 	confirmTimeout  time.Duration
 	httpIdle        time.Duration // settings.json httpIdleTimeoutMs; 0: none
+	keepImageSize   bool          // settings.json images.autoResize false: images are not scaled (fitImage)
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
@@ -62,6 +63,9 @@ type settingsFile struct {
 	Compaction      compactionSettings `json:"compaction"`
 	ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
 	HTTPIdle        *int64             `json:"httpIdleTimeoutMs"`
+	Images          struct {
+		AutoResize *bool `json:"autoResize"`
+	} `json:"images"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -200,6 +204,9 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.HTTPIdle != nil && *file.HTTPIdle >= 0 {
 		set.httpIdle = msDuration(*file.HTTPIdle)
+	}
+	if file.Images.AutoResize != nil {
+		set.keepImageSize = !*file.Images.AutoResize
 	}
 }
 
