@@ -65,12 +65,15 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	switch {
 	case !ok, w <= maxImageSide && h <= maxImageSide && len(b.Data) < maxImageBase64:
 		return b, "", imageKept
-	case b.MimeType == "image/webp", int64(w)*int64(h) > maxScalePixels:
+	case int64(w)*int64(h) > maxScalePixels:
 		return b, "", imageKept
 	}
 	raw, err := base64.StdEncoding.DecodeString(b.Data)
-	if err != nil {
+	switch {
+	case err != nil:
 		return b, "", imageBroken
+	case imageType(raw) == "image/webp": // whatever its block says it is
+		return b, "", imageKept
 	}
 	img, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {

@@ -143,7 +143,9 @@ func TestFitImageKeeps(t *testing.T) {
 		Data: base64.StdEncoding.EncodeToString([]byte("RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00\xff\x0f\x00\xff\x0f\x00"))}
 	giant := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(pngHeader(100000, 100000, "IDAT"))}
 	unknown := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString([]byte("not an image at all"))}
-	for name, in := range map[string]contentBlock{"2000x2000": small, "WebP 4096x4096": webp, "PNG 100000x100000": giant, "unknown": unknown} {
+	webpSaidPNG := webp
+	webpSaidPNG.MimeType = "image/png"
+	for name, in := range map[string]contentBlock{"2000x2000": small, "WebP 4096x4096": webp, "WebP said to be a PNG": webpSaidPNG, "PNG 100000x100000": giant, "unknown": unknown} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		out, hint, fit := fitImage(in)
