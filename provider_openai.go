@@ -96,7 +96,10 @@ func openAIBody(req streamRequest) map[string]any {
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
-					text.WriteString(b.Text)
+					// A text of white space alone is left out, as pi sends it.
+					if strings.TrimSpace(b.Text) != "" {
+						text.WriteString(b.Text)
+					}
 				case "thinking":
 					// Encrypted thinking (another API's) is not text.
 					if same && !b.Redacted && strings.TrimSpace(b.Thinking) != "" {

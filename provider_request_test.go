@@ -445,6 +445,27 @@ func TestNoBlankAnthropicText(t *testing.T) {
 	}
 }
 
+// TestNoBlankChatCompletionsText: a text block of white space alone (the
+// "\n\n" a model writes before its tool calls) went back to a Chat
+// Completions model as the answer's content, and an answer of nothing
+// else as an assistant message of it; pi 1.6 sends no such text, and an
+// answer left with neither text nor tool calls not at all.
+func TestNoBlankChatCompletionsText(t *testing.T) {
+	m := &model{ID: "gpt-4.1", API: apiOpenAI, Provider: "openai"}
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("Read a.txt")},
+		&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "toolUse", Content: []contentBlock{
+			{Type: "text", Text: "\n\n"}, {Type: "toolCall", ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"a.txt"}`)}, {Type: "text", Text: " "}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "call_1", ToolName: "read", Content: textBlocks("hello")},
+		&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "stop", Content: []contentBlock{{Type: "text", Text: "\t"}}},
+		&userMessage{Role: "user", Content: textBlocks("again")},
+	}
+	body := sentBody(t, m, history)
+	if !strings.Contains(body, `{"content":null,"role":"assistant","tool_calls":`) || strings.Count(body, `"role":"assistant"`) != 1 {
+		t.Errorf("white space went as an answer's text:\n%s", body)
+	}
+}
+
 // TestAnthropicPromptCaching: Anthropic caches a prompt only where the
 // request marks it (cache_control), and rpi marked nothing: every turn of
 // a session paid its whole conversation at the full input price, though
