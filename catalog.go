@@ -230,6 +230,7 @@ func (c compat) over(o *compat) compat {
 		{&c.SupportsReasoningEffort, &o.SupportsReasoningEffort},
 		{&c.SupportsUsageInStreaming, &o.SupportsUsageInStreaming},
 		{&c.RequiresReasoningContent, &o.RequiresReasoningContent},
+		{&c.RequiresThinkingAsText, &o.RequiresThinkingAsText},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -210,6 +210,9 @@ func FuzzOpenAIDelta(f *testing.F) {
 		`{"choices":[{"delta":{"content":["x"]}}]}`, `{"choices":[null]}`, `{"choices":null}`, `{"choices":{}}`,
 		`{"usage":{"prompt_tokens":3}}`, `{"error":{"message":"no"}}`, `{"choices":[{"delta":{"content":5}}]}`,
 		`{"choices":[{"delta":{"reasoning":null,"reasoning_text":"r"},"finish_reason":7}]}`,
+		`{"choices":[{"delta":{"content":"a","reasoning_details":null}}]}`,
+		`{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":"t"}]}}]}`,
+		`{"choices":[{"delta":{"reasoning_details":"x","Reasoning_details":null}}]}`,
 	} {
 		f.Add([]byte(seed))
 	}

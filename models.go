@@ -860,6 +860,10 @@ type compat struct {
 	// RequiresReasoningContent: replayed assistant turns carry
 	// reasoning_content (DeepSeek's rule).
 	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
+	// RequiresThinkingAsText: the model's own earlier thinking goes back
+	// as a text part before the answer's text, not in a reasoning field
+	// (pi's, for a host that takes no reasoning field back).
+	RequiresThinkingAsText *bool `json:"requiresThinkingAsText"`
 	// mistral: Mistral's rules, which its host alone sets: tool call ids
 	// of nine letters and digits (mistralCallID), and an assistant turn
 	// between tool results and a user turn.

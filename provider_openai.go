@@ -87,39 +87,44 @@ func openAIBody(req streamRequest) map[string]any {
 			}
 		case *assistantMessage:
 			msg := map[string]any{"role": "assistant", "content": nil}
-			var text strings.Builder
-			var thinking []string
+			var texts []string // the text blocks, but those of white space alone, as pi sends them
+			var thinking []contentBlock
 			// Thinking goes back only to the model that made it, as pi
 			// sends it: another model would take it for its own reply.
 			same := sameModel(m, req.model)
 			var calls []map[string]any
+			var legacy reasoningDetails
 			for _, b := range m.Content {
 				switch b.Type {
 				case "text":
-					// A text of white space alone is left out, as pi sends it.
 					if strings.TrimSpace(b.Text) != "" {
-						text.WriteString(b.Text)
+						texts = append(texts, b.Text)
 					}
 				case "thinking":
 					// Encrypted thinking (another API's) is not text.
-					if same && !b.Redacted && strings.TrimSpace(b.Thinking) != "" {
-						thinking = append(thinking, b.Thinking)
+					if same && !b.Redacted {
+						thinking = append(thinking, b)
 					}
 				case "toolCall":
 					calls = append(calls, map[string]any{"id": ids.call(b.ID), "type": "function",
 						"function": map[string]string{"name": b.Name, "arguments": callArguments(b)}})
+					if d := legacyReasoningDetail(b.Signature); d != nil && same {
+						legacy = append(legacy, d)
+					}
 				}
 			}
-			if text.Len() > 0 {
-				msg["content"] = text.String()
+			text := strings.Join(texts, "")
+			openAIThinking(msg, req.model, thinking, legacy, texts)
+			if msg["content"] == nil && text != "" {
+				msg["content"] = text
 			}
 			if calls != nil {
 				msg["tool_calls"] = calls
 			}
-			if setting(c.RequiresReasoningContent, false) {
-				msg["reasoning_content"] = strings.Join(thinking, "\n")
+			if _, set := msg["reasoning_content"]; !set && setting(c.RequiresReasoningContent, false) && req.model.Reasoning {
+				msg["reasoning_content"] = ""
 			}
-			if text.Len() > 0 || calls != nil {
+			if msg["content"] != nil || calls != nil {
 				messages = append(messages, msg)
 			}
 		case *toolResultMessage:
@@ -147,6 +152,64 @@ func openAIBody(req streamRequest) map[string]any {
 		openAIReasoning(body, req.model, req.thinking)
 	}
 	return body
+}
+
+// openAIThinking puts into msg, an earlier answer of the model called, its
+// thinking as pi 1.6 sends it back (thinking holds the answer's thinking
+// blocks, none when another model wrote it; legacy the encrypted entries
+// an older pi kept on its tool calls; texts its text): the
+// reasoning_details a block's signature holds (storedReasoningDetails,
+// else legacy), and the thinking that is not white space alone, in the
+// reasoning field the first such block's signature names (joined by a
+// newline) when there are no reasoning_details — or, to a host that
+// requiresThinkingAsText, as a text part before the answer's text, the
+// blocks joined by a blank line. A block whose signature names no field
+// (one rpi kept before it recorded the field) goes as reasoning_content
+// to a host that wants that on every answer (DeepSeek), as rpi sent it.
+func openAIThinking(msg map[string]any, m *model, thinking []contentBlock, legacy reasoningDetails, texts []string) {
+	var details []byte
+	for _, b := range thinking {
+		if details = storedReasoningDetails(b.Signature); details != nil {
+			break
+		}
+	}
+	if details == nil && legacy != nil {
+		details = legacy.appendJSON(nil)
+	}
+	if details != nil {
+		msg["reasoning_details"] = json.RawMessage(details)
+	}
+	var said []string
+	field := ""
+	for _, b := range thinking {
+		if strings.TrimSpace(b.Thinking) != "" {
+			if said == nil {
+				field = b.Signature
+			}
+			said = append(said, b.Thinking)
+		}
+	}
+	switch {
+	case said == nil:
+	case setting(m.compat.RequiresThinkingAsText, false):
+		parts := []map[string]string{{"type": "text", "text": strings.Join(said, "\n\n")}}
+		for _, t := range texts {
+			parts = append(parts, map[string]string{"type": "text", "text": t})
+		}
+		msg["content"] = parts
+	case details != nil:
+	default:
+		if field == "reasoning" && m.Provider == "opencode-go" {
+			field = "reasoning_content"
+		}
+		if !slices.Contains([]string{"reasoning", "reasoning_content", "reasoning_text"}, field) {
+			if !setting(m.compat.RequiresReasoningContent, false) {
+				return
+			}
+			field = "reasoning_content"
+		}
+		msg[field] = strings.Join(said, "\n")
+	}
 }
 
 // openAIReasoning asks for the thinking level the way the host takes it.
@@ -241,6 +304,9 @@ type openAIDelta struct {
 	ReasoningContent *string       `json:"reasoning_content"`
 	Reasoning        *string       `json:"reasoning"`
 	ReasoningText    *string       `json:"reasoning_text"`
+	// ReasoningDetails is OpenRouter's structured reasoning, kept as the
+	// server sent it: readOpenAI reads what of it is an array of entries.
+	ReasoningDetails rawDetails `json:"reasoning_details"`
 	ToolCalls        []struct {
 		Index    *int   `json:"index"` // absent from some servers' pieces
 		ID       string `json:"id"`
@@ -249,6 +315,17 @@ type openAIDelta struct {
 			Arguments string `json:"arguments"`
 		} `json:"function"`
 	} `json:"tool_calls"`
+}
+
+// rawDetails is a delta's reasoning_details as the server sent it; null
+// is none (nil), as decodeOpenAIDelta has it.
+type rawDetails []byte
+
+func (r *rawDetails) UnmarshalJSON(data []byte) error {
+	if string(data) != "null" {
+		*r = append((*r)[:0], data...)
+	}
+	return nil
 }
 
 // decodeOpenAIDelta decodes the chunk that carries most of a stream —
@@ -341,7 +418,7 @@ func decodeOpenAIChoice(raw []byte) (c openAIChoice, ok bool) {
 }
 
 // openAIDeltaKeys are the keys of a delta that openAIChunk decodes.
-var openAIDeltaKeys = []string{"content", "reasoning_content", "reasoning", "reasoning_text", "tool_calls"}
+var openAIDeltaKeys = []string{"content", "reasoning_content", "reasoning", "reasoning_text", "tool_calls", "reasoning_details"}
 
 // decodeOpenAIDeltaFields is a delta of text or thinking, as strings.
 func decodeOpenAIDeltaFields(raw []byte) (d openAIDelta, ok bool) {
@@ -379,7 +456,7 @@ func decodeOpenAIDeltaFields(raw []byte) (d openAIDelta, ok bool) {
 			target = &d.Reasoning
 		case "reasoning_text":
 			target = &d.ReasoningText
-		case "tool_calls":
+		case "tool_calls", "reasoning_details":
 			if string(m.value) != "null" {
 				return d, false
 			}
@@ -411,8 +488,17 @@ func decodeOpenAIDeltaFields(raw []byte) (d openAIDelta, ok bool) {
 // may interleave and calls without ids stay apart (a piece without an
 // index continues the call with its id, or the latest one). Tool calls
 // stay open until the stream ends, then end in the order they started.
+//
+// A thinking block records where its thinking came from as pi 1.6 does, in
+// its thinkingSignature: the name of the field that opened it
+// (reasoning_content, reasoning or reasoning_text), or, when the stream
+// had reasoning_details, their JSON on the answer's first thinking block
+// (reasoningDetails.add joins their pieces). Either goes back to the
+// model that wrote it (openAIThinking).
 func readOpenAI(body io.Reader, st *streamer, m *model) error {
-	current := -1 // index of the open text or thinking block
+	current := -1       // index of the open text or thinking block
+	firstThinking := -1 // the answer's first thinking block
+	var details reasoningDetails
 	finish := ""
 	closeCurrent := func() {
 		if current >= 0 {
@@ -420,12 +506,15 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			current = -1
 		}
 	}
-	open := func(kind string) int {
+	open := func(kind, signature string) int {
 		if current >= 0 && st.msg.Content[current].Type == kind {
 			return current
 		}
 		closeCurrent()
-		current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind})
+		current = st.startBlock(len(st.msg.Content), contentBlock{Type: kind, Signature: signature})
+		if kind == "thinking" && firstThinking < 0 {
+			firstThinking = current
+		}
 		return current
 	}
 	var calls []int          // the tool calls' blocks, in the order they started
@@ -488,14 +577,31 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		}
 		for _, c := range chunk.Choices {
 			d := c.Delta
-			for _, thinking := range []*string{d.ReasoningContent, d.Reasoning, d.ReasoningText, &d.Content.thinking} {
-				if thinking != nil && *thinking != "" {
-					st.delta(open("thinking"), *thinking)
+			for _, f := range []struct {
+				name     string
+				thinking *string
+			}{{"reasoning_content", d.ReasoningContent}, {"reasoning", d.Reasoning}, {"reasoning_text", d.ReasoningText}, {"", &d.Content.thinking}} {
+				if f.thinking != nil && *f.thinking != "" {
+					if f.name == "reasoning" && m.Provider == "opencode-go" {
+						f.name = "reasoning_content" // pi's: the host wants it back there
+					}
+					st.delta(open("thinking", f.name), *f.thinking)
 					break
 				}
 			}
+			// Each entry counts towards the answer's bound as it comes, as
+			// the JSON it adds at most; an entry pi would not take is
+			// left out, and so is anything but an array.
+			eachElement(d.ReasoningDetails, func(elem []byte) {
+				if detail, size, ok := parseReasoningDetail(elem); ok && st.take(size+1) {
+					if firstThinking < 0 {
+						open("thinking", "")
+					}
+					details.add(detail)
+				}
+			})
 			if d.Content.text != "" {
-				st.delta(open("text"), d.Content.text)
+				st.delta(open("text", ""), d.Content.text)
 			}
 			for _, tc := range d.ToolCalls {
 				i := call(tc.Index, tc.ID, tc.Function.Name)
@@ -512,6 +618,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		}
 		return false, nil
 	})
+	if details != nil && firstThinking >= 0 {
+		st.msg.Content[firstThinking].Signature = string(details.appendJSON(nil))
+	}
 	closeCurrent()
 	for _, i := range calls {
 		st.endBlock(i)
