@@ -231,6 +231,7 @@ func (c compat) over(o *compat) compat {
 		{&c.SupportsUsageInStreaming, &o.SupportsUsageInStreaming},
 		{&c.RequiresReasoningContent, &o.RequiresReasoningContent},
 		{&c.RequiresThinkingAsText, &o.RequiresThinkingAsText},
+		{&c.AllowEmptySignature, &o.AllowEmptySignature},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -843,7 +843,7 @@ var (
 
 // compat are the request quirks of an OpenAI-compatible host (pi's
 // detectCompat): the field that caps the answer, how reasoning is asked
-// for, and what the host refuses.
+// for, and what the host refuses; and of an Anthropic-compatible one.
 type compat struct {
 	// MaxTokensField is "max_tokens" or "max_completion_tokens".
 	MaxTokensField string `json:"maxTokensField"`
@@ -864,6 +864,11 @@ type compat struct {
 	// as a text part before the answer's text, not in a reasoning field
 	// (pi's, for a host that takes no reasoning field back).
 	RequiresThinkingAsText *bool `json:"requiresThinkingAsText"`
+	// AllowEmptySignature (Anthropic Messages): the model's own thinking
+	// that has no signature goes back as thinking with an empty
+	// signature, which some Anthropic-compatible hosts write and take,
+	// instead of as text (pi's).
+	AllowEmptySignature *bool `json:"allowEmptySignature"`
 	// mistral: Mistral's rules, which its host alone sets: tool call ids
 	// of nine letters and digits (mistralCallID), and an assistant turn
 	// between tool results and a user turn.

@@ -82,7 +82,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		case *assistantMessage:
 			// Thinking goes back only to the model that made it, as pi sends
 			// it: another model (even another Claude of the same provider)
-			// may refuse its signature.
+			// may refuse its signature, or take it for its own reply.
 			signed := sameModel(m, req.model)
 			var blocks []map[string]any
 			for _, b := range m.Content {
@@ -97,8 +97,18 @@ func anthropicBody(req streamRequest) map[string]any {
 						if signed && b.Signature != "" {
 							blocks = append(blocks, map[string]any{"type": "redacted_thinking", "data": b.Signature})
 						}
-					} else if signed && b.Signature != "" {
+					} else if signed && strings.TrimSpace(b.Signature) != "" {
 						blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
+					} else if signed && strings.TrimSpace(b.Thinking) != "" {
+						// No signature (an answer cut before it came, a host that
+						// signs nothing): as pi sends it, as text, or to a host
+						// that takes it (allowEmptySignature) as thinking with
+						// an empty signature.
+						if setting(req.model.compat.AllowEmptySignature, false) {
+							blocks = append(blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": ""})
+						} else {
+							blocks = append(blocks, map[string]any{"type": "text", "text": b.Thinking})
+						}
 					}
 				case "toolCall":
 					blocks = append(blocks, map[string]any{"type": "tool_use", "id": ids.call(b.ID), "name": b.Name, "input": json.RawMessage(callArguments(b))})

@@ -319,3 +319,39 @@ func TestLegacyReasoningDetailSentBack(t *testing.T) {
 		t.Errorf("reasoning_details %s, want [%s]", got, entry)
 	}
 }
+
+// TestAnthropicUnsignedThinkingSentBack: thinking of the model called that
+// has no signature (an answer cut before its signature came, a host that
+// signs nothing) was left out of what the model was sent; pi 1.6 sends
+// it as a text block, or, to a model whose compat allowEmptySignature,
+// as thinking with an empty signature. Another model still gets none.
+func TestAnthropicUnsignedThinkingSentBack(t *testing.T) {
+	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: 4096}
+	history := func(id string) []any {
+		return []any{&userMessage{Role: "user", Content: textBlocks("hi")},
+			&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: id, StopReason: "stop", Content: []contentBlock{
+				{Type: "thinking", Thinking: "Unsigned plan."}, {Type: "thinking", Thinking: " ", Signature: " "}, {Type: "text", Text: "Hello."}}},
+			&userMessage{Role: "user", Content: textBlocks("again")}}
+	}
+	content := func(body string) string {
+		var req struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal([]byte(body), &req)
+		return string(req.Messages[1].Content)
+	}
+	if got, want := content(sentBody(t, m, history(m.ID))), `[{"text":"Unsigned plan.","type":"text"},{"text":"Hello.","type":"text"}]`; got != want {
+		t.Errorf("sent %s, want %s", got, want)
+	}
+	empty := *m
+	empty.compat.AllowEmptySignature = ptr(true)
+	if got, want := content(sentBody(t, &empty, history(m.ID))), `[{"signature":"","thinking":"Unsigned plan.","type":"thinking"},{"text":"Hello.","type":"text"}]`; got != want {
+		t.Errorf("allowEmptySignature: sent %s, want %s", got, want)
+	}
+	if got := content(sentBody(t, m, history("claude-opus-4-5"))); strings.Contains(got, "Unsigned") {
+		t.Errorf("another model was sent this one's thinking: %s", got)
+	}
+}
