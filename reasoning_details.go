@@ -134,14 +134,19 @@ func parseReasoningDetail(raw []byte) (d *reasoningDetail, size int, ok bool) {
 	return d, len(d.appendJSON(nil)), true
 }
 
+// joins reports whether add joins d to the last entry.
+func (ds reasoningDetails) joins(d *reasoningDetail) bool {
+	return len(ds) > 0 && d.joinedKey != "" && ds[len(ds)-1].typ == d.typ
+}
+
 // add appends d to ds as pi 1.6 does with each entry streamed
 // (appendOpenAIReasoningDetail): a text after a text, or a summary after
 // a summary, is joined to it — its signature where the one before has
 // none, its id, format and index where the one before lacks them — and
 // any other entry is one more.
 func (ds *reasoningDetails) add(d *reasoningDetail) {
-	if n := len(*ds); n > 0 && d.joinedKey != "" && (*ds)[n-1].typ == d.typ {
-		last := (*ds)[n-1]
+	if ds.joins(d) {
+		last := (*ds)[len(*ds)-1]
 		last.joined.WriteString(d.joined.String())
 		if d.typ == "reasoning.text" && falsy(last.get("signature")) {
 			last.set("signature", d.get("signature"))

@@ -304,6 +304,30 @@ func TestHostileReasoningDetails(t *testing.T) {
 	}
 }
 
+// TestReasoningDetailsCountAsBlocks: each entry of reasoning_details that
+// is not joined to the one before is held as an entry of its own, which
+// costs rpi a few hundred bytes whatever its JSON, so it counts towards
+// the answer's bound as a block does; counted as its JSON alone, 2000
+// empty encrypted entries held several times the bound of 128 KiB uncut.
+func TestReasoningDetailsCountAsBlocks(t *testing.T) {
+	entries := strings.Repeat(`{"type":"reasoning.encrypted","data":""},`, 99) + `{"type":"reasoning.encrypted","data":""}`
+	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+		for range 20 {
+			send(`{"choices":[{"index":0,"delta":{"reasoning_details":[` + entries + `]}}]}`)
+		}
+		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		send(`[DONE]`)
+	}), nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "The answer was cut at 128 KiB") {
+		t.Errorf("error %v, want the answer cut", err)
+	}
+	if len(msg.Content) > 0 {
+		if kept := strings.Count(msg.Content[0].Signature, "reasoning.encrypted"); kept > 4096*answerBytesPerToken/blockBytes {
+			t.Errorf("%d entries kept, more than the bound holds as blocks", kept)
+		}
+	}
+}
+
 // TestLegacyReasoningDetailSentBack: an older pi kept an encrypted
 // reasoning_details entry as a tool call's thoughtSignature; pi 1.6 sends
 // such entries back as reasoning_details when no thinking block holds
