@@ -379,3 +379,32 @@ func TestAnthropicUnsignedThinkingSentBack(t *testing.T) {
 		t.Errorf("another model was sent this one's thinking: %s", got)
 	}
 }
+
+// TestPiSessionReasoningDetailsSentBack: an answer pi 1.6 wrote to a
+// session file, its reasoning_details kept as the thinking block's
+// thinkingSignature, goes back to its model from rpi with those details
+// as pi wrote them, and the line is written again byte for byte.
+func TestPiSessionReasoningDetailsSentBack(t *testing.T) {
+	details := `[{"type":"reasoning.text","text":"Plan.\n\"a\"","format":"google-gemini-v1","index":0},` +
+		`{"type":"reasoning.encrypted","data":"CiQB","id":"tool_1","format":"google-gemini-v1","index":0}]`
+	line := []byte(`{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-12-06T10:00:00.000Z","message":{"role":"assistant","content":[` +
+		`{"type":"thinking","thinking":"Plan.","thinkingSignature":` + string(appendJSONString(nil, details)) + `},` +
+		`{"type":"toolCall","id":"tool_1","name":"read","arguments":{"path":"a.txt"}}],"api":"openai-completions","provider":"openrouter",` +
+		`"model":"google/gemini-3-pro-preview","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,` +
+		`"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773614422000}}`)
+	var d jsonIn
+	e, err := decodeEntry(line, &d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keepLine(line, &d)
+	if again, _ := e.appendMessageLine(nil); !bytes.Equal(again, line) {
+		t.Errorf("pi's line is not written again as it was:\n%s\n%s", line, again)
+	}
+	m := &model{ID: "google/gemini-3-pro-preview", API: apiOpenAI, Provider: "openrouter", Reasoning: true, MaxTokens: 4096}
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Read a.txt")}, e.msg,
+		&toolResultMessage{Role: "toolResult", ToolCallID: "tool_1", ToolName: "read", Content: textBlocks("hello")}}
+	if got := string(sentAssistant(t, sentBody(t, m, history))["reasoning_details"]); got != details {
+		t.Errorf("reasoning_details\n%s\nwant\n%s", got, details)
+	}
+}

@@ -204,6 +204,8 @@ func TestDecodeEntryMatchesEncodingJSON(t *testing.T) {
 		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"line\n\"q\" é"}],"timestamp":1}}`,
 		`{"type":"session_info","id":"a","parentId":"b","timestamp":"t","name":"n"}`,
 		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"assistant","content":[{"type":"thinking","thinking":"[Reasoning redacted]","thinkingSignature":"RW5j","redacted":true},{"type":"toolCall","id":"toolu_1","name":"read","arguments":{"path":"a.txt"}}],"api":"anthropic-messages","provider":"anthropic","model":"m","usage":{"input":10,"output":5,"cacheRead":1,"cacheWrite":2,"totalTokens":18,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773614422000}}`,
+		// pi 1.6's reasoning_details, the JSON kept as a thinkingSignature.
+		`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"assistant","content":[{"type":"thinking","thinking":"Plan.","thinkingSignature":"[{\"type\":\"reasoning.text\",\"text\":\"Plan.\\n\\\"a\\\"\",\"format\":\"google-gemini-v1\",\"index\":0},{\"type\":\"reasoning.encrypted\",\"data\":\"CiQB\",\"id\":\"tool_1\",\"format\":\"google-gemini-v1\",\"index\":0}]"},{"type":"toolCall","id":"tool_1","name":"read","arguments":{"path":"a.txt"}}],"api":"openai-completions","provider":"openrouter","model":"google/gemini-3-pro-preview","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773614422000}}`,
 	} {
 		if !checkDecodeEntry(t, []byte(line)) {
 			t.Errorf("the fast path declined %s", line)
