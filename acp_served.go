@@ -179,17 +179,37 @@ func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes
 // end leaves the connection's sessions to the host; their turns go on.
 func (c *servedACP) end() { c.a.detachAll() }
 
-// open opens a session in the host and attaches as to it.
+// open opens a session in the host and attaches as to it. The session
+// is not idle before a client has attached to it; but another client
+// may attach first (it is live, and host_status names it) and, before
+// as attaches, change it in place, or leave and have it closed for being
+// idle: then the request fails, and a new try opens it again.
 func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
 	st, err := c.sh.openStage(o)
 	if err != nil {
 		return nil, err
 	}
-	release, _ := st.holdFor("") // a session no one else knows of yet
+	release, err := st.holdFor(st.firstID)
+	if err != nil {
+		return nil, errStageChangedAsOpened
+	}
 	defer release()
-	c.attachStage(as, st, -1)
+	if _, ok := c.attachStage(as, st, -1); !ok {
+		return nil, errStageClosedAsOpened
+	}
 	return st.s, nil
 }
+
+// errStageClosedAsOpened and errStageChangedAsOpened answer a
+// session/new, or a load of a session the host had not live, whose
+// session the host opened, and another client attached to before this
+// connection did: it left, and the host closed the session for being
+// idle; or it changed the session in place (new_session,
+// switch_session, fork, clone).
+var (
+	errStageClosedAsOpened  = &acpError{Code: acpInternalError, Message: textClosedBeforeAttached}
+	errStageChangedAsOpened = &acpError{Code: acpInternalError, Message: textChangedBeforeAttached}
+)
 
 // hold holds s's stage for an attach to it as the session id.
 func (c *servedACP) hold(s *session, id string) (func(), error) {

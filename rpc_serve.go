@@ -318,7 +318,7 @@ func (c *servedRPC) attachNew(o sessionOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.moveTo(st, -1, ""); err != nil {
+	if _, err := c.moveTo(st, -1, st.firstID, false); err != nil {
 		return err
 	}
 	srv := c.srv
@@ -334,7 +334,7 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.moveTo(st, cursor, id)
+	res, err := c.moveTo(st, cursor, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -348,18 +348,20 @@ func (c *servedRPC) attachTo(id string, cursor int64) (any, error) {
 // moveTo detaches the connection from its session (which goes on) and
 // attaches it to st's, the session with id ("": st's as it is), with a
 // replay after cursor (-1: none). When st's session is closed as it is
-// attached to (idle) and cannot be opened again, the connection goes back
-// to its session, missing nothing of it, and the error is the answer.
-func (c *servedRPC) moveTo(st *stage, cursor int64, id string) (attachResult, error) {
+// attached to (idle) or changed in place, and cannot be opened again
+// (reopen false: a session opened for this attach, not to be opened
+// again: attachStage), the connection goes back to its session, missing
+// nothing of it, and the error is the answer.
+func (c *servedRPC) moveTo(st *stage, cursor int64, id string, reopen bool) (attachResult, error) {
 	old, oldClient := c.st, c.client
 	var oldID string
 	if old != nil {
 		oldID = c.srv.conv.info().id
 		old.detach(oldClient)
 	}
-	res, err := c.attachStage(st, cursor, id)
+	res, err := c.attachStage(st, cursor, id, reopen)
 	if err != nil && old != nil {
-		if again, back := c.attachStage(old, oldClient.lastSeq.Load(), oldID); back != nil {
+		if again, back := c.attachStage(old, oldClient.lastSeq.Load(), oldID, true); back != nil {
 			c.st, c.client, c.srv = nil, nil, nil // nothing to go back to: the next line opens a session
 		} else if again.opened {
 			srv := c.srv
@@ -373,21 +375,28 @@ func (c *servedRPC) moveTo(st *stage, cursor int64, id string) (attachResult, er
 // ("": st's as it is), opened again if it was closed (idle) as it was
 // found, or if a change of st's session made in place (another client's,
 // before this attach) left it: then it is opened from its file (opened,
-// to be announced), and st stays with the session changed to.
-func (c *servedRPC) attachStage(st *stage, cursor int64, id string) (attachResult, error) {
+// to be announced), and st stays with the session changed to. A session
+// the host opened for this attach (a new one, or a copy: reopen false)
+// is not opened again: another client attached to it first, and the
+// attach fails.
+func (c *servedRPC) attachStage(st *stage, cursor int64, id string, reopen bool) (attachResult, error) {
 	c.sc.conn.out.flush()
 	client := &stageClient{out: c.sc.conn.out, queue: c.sc.queue, form: c.form, observer: c.observer}
 	if id == "" {
 		id = st.s.conv.info().id
 	}
-	res, ok := st.attach(client, cursor, id)
-	if !ok {
+	res, err := st.attach(client, cursor, id)
+	switch {
+	case err != nil && !reopen:
+		return res, attachFailure(err, textClosedBeforeAttached, textChangedBeforeAttached)
+	case err != nil:
 		again, opened, err := c.sh.stageOf(id)
 		if err != nil {
 			return res, err
 		}
-		if res, ok = again.attach(client, cursor, id); !ok {
-			return res, errors.New("The session was closed as it was attached to: attach again")
+		if res, err = again.attach(client, cursor, id); err != nil {
+			return res, attachFailure(err, "The session was closed as it was attached to: attach again",
+				"The session was closed as it was attached to: attach again")
 		}
 		st, res.opened = again, opened
 	}
@@ -395,6 +404,16 @@ func (c *servedRPC) attachStage(st *stage, cursor int64, id string) (attachResul
 	c.st, c.client = st, client
 	c.srv = &rpcServer{session: st.s, conn: c.sc.conn, out: c.sc.conn.out, wire: c.wire, dialogs: st.dialogs, served: c}
 	return res, nil
+}
+
+// attachFailure is the answer to an attach that st.attach refused (err):
+// closed, when the host closed the session for being idle; changed, when
+// another client changed it in place.
+func attachFailure(err error, closed, changed string) error {
+	if errors.Is(err, errStageChanged) {
+		return errors.New(changed)
+	}
+	return errors.New(closed)
 }
 
 // detachedRecord is the last record of a client detached for falling
@@ -514,7 +533,7 @@ func (c *servedRPC) apart(o sessionOptions, data any, tell *uiRequest) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.moveTo(st, -1, ""); err != nil {
+	if _, err := c.moveTo(st, -1, st.firstID, false); err != nil {
 		return nil, err
 	}
 	srv := c.srv
@@ -570,7 +589,7 @@ func (c *servedRPC) switchAway(path string) (any, error) {
 		var res attachResult
 		if st != c.st {
 			var err error
-			if res, err = c.moveTo(st, -1, id); err != nil {
+			if res, err = c.moveTo(st, -1, id, true); err != nil {
 				return nil, err
 			}
 		}

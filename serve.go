@@ -64,6 +64,11 @@ type serveHost struct {
 	closing map[string]chan struct{}
 
 	served sync.WaitGroup // the connections' goroutines
+
+	// opened, in tests, is called with each stage openStage opens, once
+	// it is live in the host, before the client it was opened for
+	// attaches (nil: nothing is).
+	opened func(*stage)
 }
 
 // servedConn is one client's connection to the host.
@@ -390,7 +395,9 @@ func (sh *serveHost) shutdown() {
 // ---- The live sessions ----
 
 // openStage opens a new session in the host as o says, its events to a
-// new stage, its ui the stage's dialogs.
+// new stage, its ui the stage's dialogs. The caller attaches the client
+// it is for to that session (firstID): until a client has attached, the
+// stage is not idle.
 func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err := sh.h.sessions.reserve(); err != nil {
 		if !sh.closeIdlest() || sh.h.sessions.reserve() != nil {
@@ -408,13 +415,16 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := s.conv.info().path
+	info := s.conv.info()
 	st.mu.Lock()
-	st.s, st.path, st.left, st.entered = s, path, sh.rememberClosed, sh.closedSeq
+	st.s, st.firstID, st.path, st.left, st.entered = s, info.id, info.path, sh.rememberClosed, sh.closedSeq
 	st.mu.Unlock()
 	sh.mu.Lock()
 	sh.stages[s] = st
 	sh.mu.Unlock()
+	if sh.opened != nil {
+		sh.opened(st)
+	}
 	return st, nil
 }
 

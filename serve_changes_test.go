@@ -200,6 +200,14 @@ func TestServeChangeAskedThenGone(t *testing.T) {
 // with the test.
 func startServeInProcess(t *testing.T, e *testEnv, cwd string, args ...string) (*serveHost, string) {
 	t.Helper()
+	return startServeHooked(t, e, cwd, nil, args...)
+}
+
+// startServeHooked is startServeInProcess with opened, the host's hook
+// into the window between a stage's opening and its opener's attach
+// (serveHost.opened), set before any connection is taken.
+func startServeHooked(t *testing.T, e *testEnv, cwd string, opened func(*stage), args ...string) (*serveHost, string) {
+	t.Helper()
 	cfg, _, err := parseArgs(append([]string{"serve", "--cwd", cwd}, args...), e.env())
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +217,7 @@ func startServeInProcess(t *testing.T, e *testEnv, cwd string, args ...string) (
 		t.Fatal(err)
 	}
 	sh := &serveHost{h: h, cfg: cfg.served, wires: servedWires{acp: newServedACPWire, rpc: newServedRPCWire},
-		conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now()}
+		conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now(), opened: opened}
 	socket := filepath.Join(shortSocketDir(t), "rpi.sock")
 	l, err := net.Listen("unix", socket)
 	if err != nil {

@@ -277,6 +277,7 @@ func (q *clientQueue) fail() {
 // order. The session's ui is its dialogs, shared by its controllers.
 type stage struct {
 	s           *session
+	firstID     string // the id of the session it was opened with (openStage): a change made in place makes its session another
 	dialogs     *dialogs
 	replayBytes int
 
@@ -296,8 +297,8 @@ type stage struct {
 	forms      [wireForms]bool // the forms rendered for every event from now on: those clients attached have asked for
 	idleSince  time.Time       // when its last client left (zero: a client is attached)
 	closed     bool            // closed for being idle: no client may attach
-	everServed bool
-	path       string // the file of the session numbered now, as of its session_started ("": none)
+	everServed bool            // a client has attached: before that, the client it was opened for is on its way, and it is not idle
+	path       string          // the file of the session numbered now, as of its session_started ("": none)
 
 	// left tells the host of a file the session left in place for another
 	// (rememberClosed), with the seq of that file's last event; entered
@@ -502,17 +503,34 @@ type attachResult struct {
 
 // attach adds c to the stage, as attachHeld, when its session is still
 // the one with id (the caller looked it up by id; "": whatever it is
-// now). A stage closed meanwhile (idle), or whose session a change made
-// in place has made another (its file left: open it again), refuses (ok
-// false).
-func (st *stage) attach(c *stageClient, cursor int64, id string) (res attachResult, ok bool) {
+// now). A stage closed meanwhile (idle) refuses, errStageClosed; one
+// whose session a change made in place has made another (its file left:
+// open it again), errStageChanged.
+func (st *stage) attach(c *stageClient, cursor int64, id string) (attachResult, error) {
 	release, err := st.holdFor(id)
 	if err != nil {
-		return res, false
+		return attachResult{}, err
 	}
 	defer release()
-	return st.attachHeld(c, cursor)
+	res, ok := st.attachHeld(c, cursor)
+	if !ok {
+		return res, errStageClosed
+	}
+	return res, nil
 }
+
+// errStageClosed is attach's word that the host closed the stage's
+// session for being idle: it is attached to no more.
+var errStageClosed = errors.New("the session was closed for being idle")
+
+// The answers to an attach to a session the host opened for it (a new
+// one, or one from its file) that another client attached to first, and
+// then left, the host closing it for being idle, or changed in place,
+// before this connection attached: try again opens it again.
+const (
+	textClosedBeforeAttached  = "The session was closed for being idle before this connection attached to it: try again"
+	textChangedBeforeAttached = "Another client changed the session to another before this connection attached to it: try again"
+)
 
 // errStageChanged is holdFor's word that the stage's session is no longer
 // the one asked for: a change of it made in place came first, and left
@@ -652,13 +670,14 @@ func (st *stage) lastSeq() int64 {
 // idleFor reports whether no client has been attached for d while
 // nothing of the session's ran; if so, the stage is closed to attaching.
 // A session that is busy (a turn, a dialog, a process) is idle from when
-// it is done.
+// it is done; one no client has attached to yet is not: it was opened
+// for a client that attaches next (openStage).
 func (st *stage) idleFor(d time.Duration) bool {
 	busy := st.s.busy() || st.dialogs.openCount() > 0
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
-	case len(st.clients) > 0 || st.closed:
+	case len(st.clients) > 0 || st.closed || !st.everServed:
 		return false
 	case busy || st.idleSince.IsZero():
 		st.idleSince = time.Now()

@@ -1,0 +1,187 @@
+//go:build unix
+
+package main
+
+// Tests of attaching to rpi serve's sessions as they open, close and
+// change (docs/serve.md): the windows between a stage's opening and its
+// opener's attach, forced by sh.opened, the host's hook into that window.
+
+import (
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// acpAnswerLine waits for the answer to the ACP request id on c and
+// returns its line: a result, or an error (which is no servedRecord: its
+// error is an object).
+func acpAnswerLine(c *lineClient, id string) string {
+	c.t.Helper()
+	var answer string
+	c.waitUntil("the answer to "+id, func(recs []servedRecord, _ bool) bool {
+		for _, r := range recs {
+			if answers(r, id) {
+				answer = string(r.line)
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, line := range c.bad {
+			if strings.Contains(line, `"id":`+id+`,`) {
+				answer = line
+			}
+		}
+		return answer != ""
+	})
+	return answer
+}
+
+// initializeACP makes c an ACP connection.
+func initializeACP(c *lineClient) {
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	c.waitUntil("initialize's answer", func([]servedRecord, bool) bool { return answered(c, "0") })
+}
+
+// waitDetached waits until st has no client (a connection's end has
+// detached it).
+func waitDetached(st *stage) {
+	for st.clientCount() > 0 {
+		runtime.Gosched()
+	}
+}
+
+// TestServeNewSessionNotIdleBeforeAttached: a session the host has just
+// opened for a client, not yet attached to, is not idle: making room for
+// another session (the host at its limit) or the idle sweep does not
+// close it before its client attaches. Before, two looks for an idle
+// session in that window (the first marks it idle from then, the second
+// closes it) closed it, and the ACP client was told its session/new had
+// made a session it was not attached to. The hook looks twice, in the
+// window, as two openings at the host's limit would.
+func TestServeNewSessionNotIdleBeforeAttached(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	var sh *serveHost
+	var closedOne atomic.Bool
+	sh, socket := startServeHooked(t, e, cwd, func(*stage) {
+		closedOne.Store(sh.closeIdlest() || sh.closeIdlest())
+	})
+	a := dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	answer := acpAnswerLine(a, "1")
+	if closedOne.Load() {
+		t.Errorf("the session opened for session/new was closed as idle before its client attached")
+	}
+	var rows []*stage
+	for _, st := range sh.liveStages() {
+		rows = append(rows, st)
+	}
+	if len(rows) != 1 || rows[0].clientCount() != 1 || !strings.Contains(answer, rows[0].s.conv.info().id) {
+		t.Errorf("session/new answered %s; live stages: %d", answer, len(rows))
+	}
+}
+
+// TestServeACPOpenAttachRefused: a session the host opened for an ACP
+// session/new that another client attached to and left, and that was
+// then closed for being idle, before the opener attached, fails the
+// request (The session was closed for being idle before this connection
+// attached to it: try again). Before, the refused attach was taken as
+// made: the answer gave a session the connection was not attached to,
+// closed, whose events it would never get.
+func TestServeACPOpenAttachRefused(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	var sh *serveHost
+	var socket string
+	var once sync.Once
+	var closed atomic.Bool
+	sh, socket = startServeHooked(t, e, cwd, func(st *stage) {
+		once.Do(func() {
+			b := dialLines(t, socket)
+			b.hello(`{"id":"h","type":"hello","attach":"` + st.s.conv.info().id + `"}`)
+			b.close()
+			waitDetached(st)
+			closed.Store(sh.closeIdlest() || sh.closeIdlest())
+		})
+	})
+	a := dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	answer := acpAnswerLine(a, "1")
+	if !closed.Load() {
+		t.Fatal("the session another client attached to and left was not closed as idle")
+	}
+	const want = `"error":{"code":-32603,"message":"` + "The session was closed for being idle before this connection attached to it: try again" + `"}`
+	if !strings.Contains(answer, want) {
+		t.Errorf("session/new of a session closed before it was attached to answered %s; want %s", answer, want)
+	}
+}
+
+// startServeChangingFirst starts rpi serve whose first session opened
+// is attached to by another client, which changes it in place
+// (new_session) before its opener attaches; changedTo is then the id of
+// the session it changed to.
+func startServeChangingFirst(t *testing.T, e *testEnv, cwd string) (sh *serveHost, socket string, changedTo *atomic.Value) {
+	changedTo = new(atomic.Value)
+	var once sync.Once
+	sh, socket = startServeHooked(t, e, cwd, func(st *stage) {
+		once.Do(func() {
+			b := dialLines(t, socket)
+			b.hello(`{"id":"h","type":"hello","attach":"` + st.s.conv.info().id + `"}`)
+			b.send(`{"id":"n","type":"new_session"}`)
+			if r := b.answer("n"); r.Success == nil || !*r.Success {
+				t.Errorf("new_session: %s", r.line)
+			}
+			changedTo.Store(st.s.conv.info().id)
+		})
+	})
+	return sh, socket, changedTo
+}
+
+// TestServeACPOpenChangedFirst: a session the host opened for an ACP
+// session/new that another client attached to and changed in place
+// (new_session: it was alone on it) before the opener attached fails the
+// request (Another client changed the session to another before this
+// connection attached to it: try again). Before, the opener was attached
+// to the session changed to, the other client's, and told it was the
+// new session it asked for.
+func TestServeACPOpenChangedFirst(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	sh, socket, changedTo := startServeChangingFirst(t, e, cwd)
+	a := dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	answer := acpAnswerLine(a, "1")
+	const want = `"error":{"code":-32603,"message":"` + "Another client changed the session to another before this connection attached to it: try again" + `"}`
+	if !strings.Contains(answer, want) {
+		t.Errorf("session/new of a session another client changed first answered %s; want %s", answer, want)
+	}
+	if st := sh.stageFor(sh.h.sessions.find(changedTo.Load().(string))); st == nil || st.clientCount() != 1 {
+		t.Errorf("the session the other client changed to is not its alone")
+	}
+}
+
+// TestServeRPCNewSessionChangedFirst: rpc's side of
+// TestServeACPOpenChangedFirst: a hello that opens a new session, which
+// another client attached to and changed in place first, fails (Another
+// client changed the session to another before this connection attached
+// to it: try again). Before, it was attached to the session changed to,
+// the other client's, and answered with its id.
+func TestServeRPCNewSessionChangedFirst(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	sh, socket, changedTo := startServeChangingFirst(t, e, cwd)
+	a := dialLines(t, socket)
+	a.send(`{"id":"h","type":"hello"}`)
+	const want = "Another client changed the session to another before this connection attached to it: try again"
+	if r := a.answer("h"); r.Error != want {
+		t.Errorf("a hello whose new session another client changed first answered %s; want %q", r.line, want)
+	}
+	if st := sh.stageFor(sh.h.sessions.find(changedTo.Load().(string))); st == nil || st.clientCount() != 1 {
+		t.Errorf("the session the other client changed to is not its alone")
+	}
+}
