@@ -396,7 +396,7 @@ func (c *servedRPC) attachStage(st *stage, cursor int64, id string, reopen bool)
 		}
 		if res, err = again.attach(client, cursor, id); err != nil {
 			return res, attachFailure(err, "The session was closed as it was attached to: attach again",
-				"The session was closed as it was attached to: attach again")
+				"Another client changed the session to another as it was attached to: attach again")
 		}
 		st, res.opened = again, opened
 	}

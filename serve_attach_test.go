@@ -185,3 +185,44 @@ func TestServeRPCNewSessionChangedFirst(t *testing.T) {
 		t.Errorf("the session the other client changed to is not its alone")
 	}
 }
+
+// TestServeAttachChangedTwice: a session_attach whose session is changed
+// in place by another client as it is attached to, and again once opened
+// again from its file, fails saying so (Another client changed the
+// session to another as it was attached to: attach again), not that the
+// session was closed, which it was not; the connection stays on its
+// session. The hook makes each opening of the session attached to
+// another client's, changed in place (new_session) before the attach.
+func TestServeAttachChangedTwice(t *testing.T) {
+	e := newTestEnv(t)
+	cwd, dir := t.TempDir(), t.TempDir()
+	const xID = "1a2b3c4d-0000-4000-8000-00000000003a"
+	writeSessionHeaders(t, dir, cwd, map[string]string{xID: "x.jsonl"})
+	var socket string
+	var changes atomic.Int32
+	_, socket = startServeHooked(t, e, cwd, func(st *stage) {
+		if st.s.conv.info().id != xID {
+			return
+		}
+		changes.Add(1)
+		c := dialLines(t, socket)
+		c.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
+		c.send(`{"id":"n","type":"new_session"}`)
+		if r := c.answer("n"); r.Success == nil || !*r.Success {
+			t.Errorf("new_session: %s", r.line)
+		}
+	}, "--session-dir", dir)
+	b := dialLines(t, socket)
+	own := b.hello(`{"id":"h","type":"hello"}`).SessionID
+	b.send(`{"id":"at","type":"session_attach","sessionId":"` + xID + `"}`)
+	const want = "Another client changed the session to another as it was attached to: attach again"
+	if r := b.answer("at"); r.Error != want {
+		t.Errorf("an attach to a session changed twice as it was attached to answered %s; want %q", r.line, want)
+	}
+	if n := changes.Load(); n != 2 {
+		t.Errorf("the session was opened %d times; want 2", n)
+	}
+	if id := sessionIDOf(b, "st"); id != own {
+		t.Errorf("b is on %s after its attach failed; want %s, its own", id, own)
+	}
+}
