@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 )
@@ -132,8 +133,9 @@ type servedACP struct {
 	sh *serveHost
 	a  *acpAgent
 
-	mu      mutex[servedACPMu] // guards clients
+	mu      mutex[servedACPMu] // guards the fields below
 	clients map[*acpSession]*stageAttachment
+	ended   bool // the connection ended: an attach made since (a request it left running) is undone
 }
 
 // stageAttachment is one of a connection's sessions on its stage.
@@ -177,7 +179,13 @@ func (a *acpAgent) slowNotes() []byte {
 func (c *servedACP) handle(f frame) { c.a.handleFrame(f, c.sh.h.env.maxLineBytes) }
 
 // end leaves the connection's sessions to the host; their turns go on.
-func (c *servedACP) end() { c.a.detachAll() }
+// A request still running attaches to none after it.
+func (c *servedACP) end() {
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	c.a.detachAll()
+}
 
 // open opens a session in the host and attaches as to it. The session
 // is not idle before a client has attached to it; but another client
@@ -194,8 +202,10 @@ func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
 		return nil, errStageChangedAsOpened
 	}
 	defer release()
-	if _, ok := c.attachStage(as, st, -1); !ok {
+	if _, err := c.attachStage(as, st, -1); errors.Is(err, errStageClosed) {
 		return nil, errStageClosedAsOpened
+	} else if err != nil {
+		return nil, err
 	}
 	return st.s, nil
 }
@@ -231,9 +241,11 @@ func (c *servedACP) attach(as *acpSession, s *session, cursor int64) (int64, boo
 	if st == nil {
 		return 0, false, errStageClosing
 	}
-	res, ok := c.attachStage(as, st, cursor)
-	if !ok { // closed (idle) since it was found
+	res, err := c.attachStage(as, st, cursor)
+	if errors.Is(err, errStageClosed) { // closed (idle) since it was found
 		return 0, false, errStageClosing
+	} else if err != nil {
+		return 0, false, err
 	}
 	return res.cursor, res.resync, nil
 }
@@ -246,17 +258,25 @@ func (c *servedACP) lastSeq(s *session) int64 {
 }
 
 // attachStage attaches as to st, held (stage.holdFor), unless st was
-// closed meanwhile (idle: ok false).
-func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) (attachResult, bool) {
+// closed meanwhile (idle: errStageClosed), or the connection has ended
+// (errConnectionClosed: the attach is undone, as its end would have).
+func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) (attachResult, error) {
 	client := &stageClient{events: as}
 	res, ok := st.attachHeld(client, cursor)
 	if !ok {
-		return res, false
+		return res, errStageClosed
 	}
 	c.mu.Lock()
-	c.clients[as] = &stageAttachment{st, client}
+	ended := c.ended
+	if !ended {
+		c.clients[as] = &stageAttachment{st, client}
+	}
 	c.mu.Unlock()
-	return res, true
+	if ended {
+		st.detach(client)
+		return res, errConnectionClosed
+	}
+	return res, nil
 }
 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // acpAnswerLine waits for the answer to the ACP request id on c and
@@ -224,5 +225,44 @@ func TestServeAttachChangedTwice(t *testing.T) {
 	}
 	if id := sessionIDOf(b, "st"); id != own {
 		t.Errorf("b is on %s after its attach failed; want %s, its own", id, own)
+	}
+}
+
+// TestServeACPOpenAsConnectionEnds: an ACP connection that ends while
+// its session/new is being opened, before the session is attached to,
+// leaves no client on it: the session is the host's, idle once nothing
+// runs. Before, the attach made after the connection's end (which had
+// detached every session it knew of, not this one yet) stayed: a client
+// no one would ever detach, so the session was never idle, and held one
+// of the host's 64 places until the host ended.
+func TestServeACPOpenAsConnectionEnds(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	var sh *serveHost
+	var a *lineClient
+	var once sync.Once
+	sh, socket := startServeHooked(t, e, cwd, func(st *stage) {
+		once.Do(func() {
+			a.close()
+			for sh.connectionCount() > 0 { // its end has detached its sessions
+				runtime.Gosched()
+			}
+		})
+	})
+	a = dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	<-a.done
+	if !sh.h.background.wait(30 * time.Second) {
+		t.Fatal("session/new never ended")
+	}
+	live := sh.liveStages()
+	for _, st := range live {
+		if n := st.clientCount(); n != 0 {
+			t.Errorf("a session opened for a connection that ended as it opened has %d clients; want 0", n)
+		}
+	}
+	if len(live) != 1 {
+		t.Errorf("%d sessions live; want 1, the one opened", len(live))
 	}
 }
