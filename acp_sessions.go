@@ -137,10 +137,12 @@ func (a *acpAgent) open(cwd string, dirs []string, file string, servers []mcpSer
 // openFrom is open; with forkFrom, a new session that copies the current
 // branch of that session file.
 func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, servers []mcpServerConfig) (*acpSession, error) {
-	if err := a.h.sessions.reserve(); err != nil {
-		return nil, acpTooManySessions
+	if a.served == nil { // rpi serve's host counts its sessions itself, making room (openStage)
+		if err := a.h.sessions.reserve(); err != nil {
+			return nil, acpTooManySessions
+		}
+		defer a.h.sessions.release()
 	}
-	defer a.h.sessions.release()
 	as := a.newSession(cwd)
 	o := sessionOptions{cwd: cwd, dirs: dirs, file: file, forkFrom: forkFrom, writeNow: file == ""}
 	var s *session

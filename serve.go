@@ -401,7 +401,7 @@ func (sh *serveHost) shutdown() {
 func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	if err := sh.h.sessions.reserve(); err != nil {
 		if !sh.closeIdlest() || sh.h.sessions.reserve() != nil {
-			return nil, fmt.Errorf("Too many sessions open: at most %d in one host; close some (or let them idle out)", maxSessions)
+			return nil, errHostFull
 		}
 	}
 	defer sh.h.sessions.release()
@@ -427,6 +427,11 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	}
 	return st, nil
 }
+
+// errHostFull refuses a session past maxSessions in the host, none of
+// them idle; an *acpError, so that an ACP client reads it as an rpc
+// client does. TestServeACPNewAtTheLimit checks that 64 is maxSessions.
+var errHostFull = &acpError{Code: acpInternalError, Message: "Too many sessions open: at most 64 in one host; close some (or let them idle out)"}
 
 // stageOf is the stage of the session with id: a live one, or one opened
 // from its file (in the serve process's cwd's folder first, then any;

@@ -7,6 +7,7 @@ package main
 // opener's attach, forced by sh.opened, the host's hook into that window.
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -264,5 +265,35 @@ func TestServeACPOpenAsConnectionEnds(t *testing.T) {
 	}
 	if len(live) != 1 {
 		t.Errorf("%d sessions live; want 1, the one opened", len(live))
+	}
+}
+
+// TestServeACPNewAtTheLimit: an ACP session/new while the host holds all
+// the sessions it may, some of them idle, closes the oldest idle one to
+// make room, as an rpc client's new session does. Before, the ACP
+// connection counted the session against the limit once of its own,
+// then again in the host: it was refused (Too many sessions open: at
+// most 64 on one connection), naming a limit of one connection that the
+// connection had not reached.
+func TestServeACPNewAtTheLimit(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	sh, socket := startServeInProcess(t, e, cwd)
+	for range maxSessions {
+		c := dialLines(t, socket)
+		c.hello(`{"id":"h","type":"hello"}`)
+		c.close()
+	}
+	for _, st := range sh.liveStages() {
+		waitDetached(st)
+	}
+	a := dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	if answer := acpAnswerLine(a, "1"); !strings.Contains(answer, `"result":{"sessionId"`) {
+		t.Errorf("session/new with %d idle sessions in the host answered %s", maxSessions, answer)
+	}
+	if want := fmt.Sprintf("at most %d in one host", maxSessions); !strings.Contains(errHostFull.Message, want) {
+		t.Errorf("the host's limit is %d, but its refusal says %q", maxSessions, errHostFull.Message)
 	}
 }
