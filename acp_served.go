@@ -202,7 +202,7 @@ func (c *servedACP) open(as *acpSession, o sessionOptions) (*session, error) {
 		return nil, errStageChangedAsOpened
 	}
 	defer release()
-	if _, err := c.attachStage(as, st, -1); errors.Is(err, errStageClosed) {
+	if _, err := c.attachStage(as, st, -1, false); errors.Is(err, errStageClosed) {
 		return nil, errStageClosedAsOpened
 	} else if err != nil {
 		return nil, err
@@ -241,10 +241,13 @@ func (c *servedACP) attach(as *acpSession, s *session, cursor int64) (int64, boo
 	if st == nil {
 		return 0, false, errStageClosing
 	}
-	res, err := c.attachStage(as, st, cursor)
-	if errors.Is(err, errStageClosed) { // closed (idle) since it was found
+	res, err := c.attachStage(as, st, cursor, true)
+	switch {
+	case errors.Is(err, errStageClosed): // closed (idle) since it was found
 		return 0, false, errStageClosing
-	} else if err != nil {
+	case errors.Is(err, errLeftMeanwhile):
+		return 0, false, acpClosedWhileLoading(as.id)
+	case err != nil:
 		return 0, false, err
 	}
 	return res.cursor, res.resync, nil
@@ -258,26 +261,38 @@ func (c *servedACP) lastSeq(s *session) int64 {
 }
 
 // attachStage attaches as to st, held (stage.holdFor), unless st was
-// closed meanwhile (idle: errStageClosed), or the connection has ended
-// (errConnectionClosed: the attach is undone, as its end would have).
-func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64) (attachResult, error) {
+// closed meanwhile (idle: errStageClosed), the connection has ended
+// (errConnectionClosed), or, when known is set (as is one of the
+// connection's sessions already), session/close let go of as
+// (errLeftMeanwhile): then the attach is undone, as detach would have
+// undone it. Whether it is is decided under c.mu, which detach takes
+// after the end or the close: one of the two sees the other.
+func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64, known bool) (attachResult, error) {
 	client := &stageClient{events: as}
 	res, ok := st.attachHeld(client, cursor)
 	if !ok {
 		return res, errStageClosed
 	}
 	c.mu.Lock()
-	ended := c.ended
-	if !ended {
+	var err error
+	switch {
+	case c.ended:
+		err = errConnectionClosed
+	case known && !c.a.isOpenAs(as):
+		err = errLeftMeanwhile
+	default:
 		c.clients[as] = &stageAttachment{st, client}
 	}
 	c.mu.Unlock()
-	if ended {
+	if err != nil {
 		st.detach(client)
-		return res, errConnectionClosed
 	}
-	return res, nil
+	return res, err
 }
+
+// errLeftMeanwhile is attachStage's word that the connection let go of
+// the session (session/close) as it was attached to.
+var errLeftMeanwhile = errors.New("the session was closed on this connection as it was attached to")
 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }
 

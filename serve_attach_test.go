@@ -297,3 +297,42 @@ func TestServeACPNewAtTheLimit(t *testing.T) {
 		t.Errorf("the host's limit is %d, but its refusal says %q", maxSessions, errHostFull.Message)
 	}
 }
+
+// TestServeACPResumeClosedAsItAttaches: a session/close of a live
+// session whose session/resume is attaching to it, past its last look at
+// whether the session is still the connection's, leaves no client of the
+// connection on it: the resume fails as one closed while it loads does.
+// Before, the attach made after the close stayed, a client no one would
+// ever detach. Holding the stage's lock stops the resume in its attach.
+func TestServeACPResumeClosedAsItAttaches(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	sh, socket := startServeInProcess(t, e, cwd)
+	owner := dialLines(t, socket)
+	id := owner.hello(`{"id":"h","type":"hello"}`).SessionID
+	st := sh.stageFor(sh.h.sessions.find(id))
+	a := dialLines(t, socket)
+	initializeACP(a)
+	st.mu.Lock()
+	held := true
+	defer func() {
+		if held {
+			st.mu.Unlock()
+		}
+	}()
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"` + id + `","cwd":"` + cwd + `"}}`)
+	waitLockedIn(t, "(*stage).attachHeld", func() bool { return false })
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"` + id + `"}}`)
+	if answer := acpAnswerLine(a, "2"); !strings.Contains(answer, `"result":{}`) {
+		t.Errorf("session/close: %s", answer)
+	}
+	st.mu.Unlock()
+	held = false
+	want := `"message":"The session ` + id + ` was closed (session/close) while it was loading: load it again to open it"`
+	if answer := acpAnswerLine(a, "1"); !strings.Contains(answer, want) {
+		t.Errorf("a resume closed as it attached answered %s; want %s", answer, want)
+	}
+	if n := st.clientCount(); n != 1 {
+		t.Errorf("the session has %d clients after the ACP connection closed it; want 1 (the rpc one)", n)
+	}
+}
