@@ -46,6 +46,26 @@ func initializeACP(c *lineClient) {
 	c.waitUntil("initialize's answer", func([]servedRecord, bool) bool { return answered(c, "0") })
 }
 
+// oneSession is rpi serve on socket, in cwd, with one session, id, its
+// stage st, which the rpc client owner opened.
+type oneSession struct {
+	sh          *serveHost
+	socket, cwd string
+	owner       *lineClient
+	id          string
+	st          *stage
+}
+
+func serveOneSession(t *testing.T) oneSession {
+	t.Helper()
+	o := oneSession{cwd: t.TempDir()}
+	o.sh, o.socket = startServeInProcess(t, newTestEnv(t), o.cwd)
+	o.owner = dialLines(t, o.socket)
+	o.id = o.owner.hello(`{"id":"h","type":"hello"}`).SessionID
+	o.st = o.sh.stageFor(o.sh.h.sessions.find(o.id))
+	return o
+}
+
 // waitDetached waits until st has no client (a connection's end has
 // detached it).
 func waitDetached(st *stage) {
@@ -305,13 +325,9 @@ func TestServeACPNewAtTheLimit(t *testing.T) {
 // Before, the attach made after the close stayed, a client no one would
 // ever detach. Holding the stage's lock stops the resume in its attach.
 func TestServeACPResumeClosedAsItAttaches(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
-	sh, socket := startServeInProcess(t, e, cwd)
-	owner := dialLines(t, socket)
-	id := owner.hello(`{"id":"h","type":"hello"}`).SessionID
-	st := sh.stageFor(sh.h.sessions.find(id))
-	a := dialLines(t, socket)
+	o := serveOneSession(t)
+	cwd, id, st := o.cwd, o.id, o.st
+	a := dialLines(t, o.socket)
 	initializeACP(a)
 	st.mu.Lock()
 	held := true

@@ -387,39 +387,17 @@ func testAttachDuringChange(t *testing.T, wire string) {
 // from again. The test closes the stage as the idle sweep does, in its
 // two steps, and resumes between them.
 func TestServeACPAttachToClosingStage(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
-	sh, socket := startServeInProcess(t, e, cwd)
-	a := dialLines(t, socket)
-	id := a.hello(`{"id":"h","type":"hello"}`).SessionID
-	st := sh.stageFor(sh.h.sessions.find(id))
-	a.close()
+	o := serveOneSession(t)
+	cwd, id, st := o.cwd, o.id, o.st
+	o.owner.close()
 	for st.clientCount() > 0 || !st.idleFor(0) { // once a's end has detached it
 		runtime.Gosched()
 	}
-	b := dialLines(t, socket)
-	b.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	b.waitUntil("initialize's answer", func([]servedRecord, bool) bool { return answered(b, "0") })
+	b := dialLines(t, o.socket)
+	initializeACP(b)
 	b.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"` + id + `","cwd":"` + cwd + `"}}`)
-	// A JSON-RPC error is no servedRecord (its error is an object): the
-	// answer is the line read with id 1, whichever it is.
-	var answer string
-	b.waitUntil("the resume's answer", func(recs []servedRecord, _ bool) bool {
-		for _, r := range recs {
-			if answers(r, "1") {
-				answer = string(r.line)
-			}
-		}
-		b.mu.Lock()
-		for _, line := range b.bad {
-			if strings.Contains(line, `"id":1,`) {
-				answer = line
-			}
-		}
-		b.mu.Unlock()
-		return answer != ""
-	})
-	sh.closeStage(st)
+	answer := acpAnswerLine(b, "1")
+	o.sh.closeStage(st)
 	if !strings.Contains(answer, errStageClosing.Message) {
 		t.Errorf("the resume of a session being closed: %s", answer)
 	}
