@@ -34,6 +34,10 @@ type acpSessionHost interface {
 	lastSeq(s *session) int64
 	// detach takes as off its session, which goes on.
 	detach(as *acpSession)
+	// discard takes as off its session, a session the client never
+	// learned of, and closes it, unless another client is attached or
+	// something of its runs (then it goes on, and idles out).
+	discard(as *acpSession)
 	// markLive marks the rows of sessions live in the host.
 	markLive(rows []sessionRow)
 }
@@ -297,12 +301,23 @@ var errLeftMeanwhile = errors.New("the session was closed on this connection as 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }
 
 // detach takes as off its stage.
-func (c *servedACP) detach(as *acpSession) {
+func (c *servedACP) detach(as *acpSession) { c.takeOff(as) }
+
+// takeOff takes as off its stage, which it returns (nil: none).
+func (c *servedACP) takeOff(as *acpSession) *stage {
 	c.mu.Lock()
 	at := c.clients[as]
 	delete(c.clients, as)
 	c.mu.Unlock()
-	if at != nil {
-		at.st.detach(at.client)
+	if at == nil {
+		return nil
+	}
+	at.st.detach(at.client)
+	return at.st
+}
+
+func (c *servedACP) discard(as *acpSession) {
+	if st := c.takeOff(as); st != nil && st.idleFor(0) {
+		c.sh.h.goBackground(func() { c.sh.closeStage(st) })
 	}
 }

@@ -576,12 +576,17 @@ func (a *acpAgent) letGo(as *acpSession) {
 }
 
 // forget closes a session the client never learned of (its opening was
-// withdrawn), in the background.
+// withdrawn), in the background. Over rpi serve the session is the
+// host's, which closes it unless another client has come to it.
 func (a *acpAgent) forget(as *acpSession) {
-	a.letGo(as)
 	if a.served != nil {
-		a.served.detach(as)
+		a.mu.Lock()
+		delete(a.sessions, as.id)
+		a.mu.Unlock()
+		a.served.discard(as)
+		return
 	}
+	a.letGo(as)
 	a.h.goBackground(as.s.close)
 }
 

@@ -66,6 +66,14 @@ func serveOneSession(t *testing.T) oneSession {
 	return o
 }
 
+// hookedServe is startServeHooked in a new cwd.
+func hookedServe(t *testing.T, opened func(*stage), args ...string) (sh *serveHost, socket, cwd string) {
+	t.Helper()
+	cwd = t.TempDir()
+	sh, socket = startServeHooked(t, newTestEnv(t), cwd, opened, args...)
+	return sh, socket, cwd
+}
+
 // waitDetached waits until st has no client (a connection's end has
 // detached it).
 func waitDetached(st *stage) {
@@ -83,11 +91,10 @@ func waitDetached(st *stage) {
 // made a session it was not attached to. The hook looks twice, in the
 // window, as two openings at the host's limit would.
 func TestServeNewSessionNotIdleBeforeAttached(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
 	var sh *serveHost
+	var socket, cwd string
 	var closedOne atomic.Bool
-	sh, socket := startServeHooked(t, e, cwd, func(*stage) {
+	sh, socket, cwd = hookedServe(t, func(*stage) {
 		closedOne.Store(sh.closeIdlest() || sh.closeIdlest())
 	})
 	a := dialLines(t, socket)
@@ -114,13 +121,11 @@ func TestServeNewSessionNotIdleBeforeAttached(t *testing.T) {
 // made: the answer gave a session the connection was not attached to,
 // closed, whose events it would never get.
 func TestServeACPOpenAttachRefused(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
 	var sh *serveHost
-	var socket string
+	var socket, cwd string
 	var once sync.Once
 	var closed atomic.Bool
-	sh, socket = startServeHooked(t, e, cwd, func(st *stage) {
+	sh, socket, cwd = hookedServe(t, func(st *stage) {
 		once.Do(func() {
 			b := dialLines(t, socket)
 			b.hello(`{"id":"h","type":"hello","attach":"` + st.s.conv.info().id + `"}`)
@@ -146,10 +151,10 @@ func TestServeACPOpenAttachRefused(t *testing.T) {
 // is attached to by another client, which changes it in place
 // (new_session) before its opener attaches; changedTo is then the id of
 // the session it changed to.
-func startServeChangingFirst(t *testing.T, e *testEnv, cwd string) (sh *serveHost, socket string, changedTo *atomic.Value) {
+func startServeChangingFirst(t *testing.T) (sh *serveHost, socket, cwd string, changedTo *atomic.Value) {
 	changedTo = new(atomic.Value)
 	var once sync.Once
-	sh, socket = startServeHooked(t, e, cwd, func(st *stage) {
+	sh, socket, cwd = hookedServe(t, func(st *stage) {
 		once.Do(func() {
 			b := dialLines(t, socket)
 			b.hello(`{"id":"h","type":"hello","attach":"` + st.s.conv.info().id + `"}`)
@@ -160,7 +165,7 @@ func startServeChangingFirst(t *testing.T, e *testEnv, cwd string) (sh *serveHos
 			changedTo.Store(st.s.conv.info().id)
 		})
 	})
-	return sh, socket, changedTo
+	return sh, socket, cwd, changedTo
 }
 
 // TestServeACPOpenChangedFirst: a session the host opened for an ACP
@@ -171,9 +176,7 @@ func startServeChangingFirst(t *testing.T, e *testEnv, cwd string) (sh *serveHos
 // to the session changed to, the other client's, and told it was the
 // new session it asked for.
 func TestServeACPOpenChangedFirst(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
-	sh, socket, changedTo := startServeChangingFirst(t, e, cwd)
+	sh, socket, cwd, changedTo := startServeChangingFirst(t)
 	a := dialLines(t, socket)
 	initializeACP(a)
 	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
@@ -194,9 +197,7 @@ func TestServeACPOpenChangedFirst(t *testing.T) {
 // to it: try again). Before, it was attached to the session changed to,
 // the other client's, and answered with its id.
 func TestServeRPCNewSessionChangedFirst(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
-	sh, socket, changedTo := startServeChangingFirst(t, e, cwd)
+	sh, socket, _, changedTo := startServeChangingFirst(t)
 	a := dialLines(t, socket)
 	a.send(`{"id":"h","type":"hello"}`)
 	const want = "Another client changed the session to another before this connection attached to it: try again"
@@ -257,12 +258,10 @@ func TestServeAttachChangedTwice(t *testing.T) {
 // no one would ever detach, so the session was never idle, and held one
 // of the host's 64 places until the host ended.
 func TestServeACPOpenAsConnectionEnds(t *testing.T) {
-	e := newTestEnv(t)
-	cwd := t.TempDir()
 	var sh *serveHost
 	var a *lineClient
 	var once sync.Once
-	sh, socket := startServeHooked(t, e, cwd, func(st *stage) {
+	sh, socket, cwd := hookedServe(t, func(st *stage) {
 		once.Do(func() {
 			a.close()
 			for sh.connectionCount() > 0 { // its end has detached its sessions
@@ -350,5 +349,37 @@ func TestServeACPResumeClosedAsItAttaches(t *testing.T) {
 	}
 	if n := st.clientCount(); n != 1 {
 		t.Errorf("the session has %d clients after the ACP connection closed it; want 1 (the rpc one)", n)
+	}
+}
+
+// TestServeACPNewWithdrawn: a session/new the client withdraws
+// ($/cancel_request) while the host opens its session leaves no stage
+// behind: the session, which no other client came to, is closed through
+// the host, as the idle sweep closes one. Before, the session was closed
+// under the host (session.close), which kept its stage for good, and
+// would have closed it under any client that had come to it meanwhile.
+func TestServeACPNewWithdrawn(t *testing.T) {
+	var a *lineClient
+	var once sync.Once
+	sh, socket, cwd := hookedServe(t, func(*stage) {
+		once.Do(func() {
+			a.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+			acpAnswerLine(a, "1") // -32800, at once
+		})
+	})
+	a = dialLines(t, socket)
+	initializeACP(a)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	if answer := acpAnswerLine(a, "1"); !strings.Contains(answer, "-32800") {
+		t.Fatalf("session/new withdrawn answered %s", answer)
+	}
+	if !sh.h.background.wait(30 * time.Second) {
+		t.Fatal("session/new never ended")
+	}
+	sh.mu.Lock()
+	kept := len(sh.stages)
+	sh.mu.Unlock()
+	if live := len(sh.h.sessions.list()); kept != 0 || live != 0 {
+		t.Errorf("after a withdrawn session/new the host keeps %d stages, %d sessions open; want none", kept, live)
 	}
 }
