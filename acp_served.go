@@ -117,6 +117,16 @@ func (a *acpAgent) detachSession(as *acpSession) {
 	a.served.detach(as)
 }
 
+// discardSession takes as, a session the client never learned of (its
+// opening was withdrawn), off the connection: the host closes it, unless
+// another client has come to it or something of it runs.
+func (a *acpAgent) discardSession(as *acpSession) {
+	a.mu.Lock()
+	delete(a.sessions, as.id)
+	a.mu.Unlock()
+	a.served.discard(as)
+}
+
 // detachAll is the connection's end: every session it has open is left
 // to the host.
 func (a *acpAgent) detachAll() {

@@ -576,14 +576,10 @@ func (a *acpAgent) letGo(as *acpSession) {
 }
 
 // forget closes a session the client never learned of (its opening was
-// withdrawn), in the background. Over rpi serve the session is the
-// host's, which closes it unless another client has come to it.
+// withdrawn), in the background (over rpi serve, as discardSession does).
 func (a *acpAgent) forget(as *acpSession) {
 	if a.served != nil {
-		a.mu.Lock()
-		delete(a.sessions, as.id)
-		a.mu.Unlock()
-		a.served.discard(as)
+		a.discardSession(as)
 		return
 	}
 	a.letGo(as)
