@@ -315,6 +315,8 @@ func testAttachDuringChange(t *testing.T, wire string) {
 	}
 	a := dialLines(t, socket)
 	a.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
+	// announced after the answer: held below, its delivery would hold a's loop
+	a.waitRecord("x's session_started", func(r servedRecord) bool { return r.Type == "session_started" })
 	b := dialLines(t, socket)
 	attach, attacher, answer := `{"id":"at","type":"session_attach","sessionId":"`+xID+`"}`, "(*servedRPC).attachTo", "at"
 	if wire == "acp" {
