@@ -590,15 +590,11 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 				}
 			}
 			// Each entry counts towards the answer's bound as it comes, as
-			// the JSON it adds at most, and one that is not joined to the
-			// one before as a block does besides; an entry pi would not
-			// take is left out, and so is anything but an array.
+			// what it adds to the details held (details.cost); an entry
+			// pi would not take is left out, and so is anything but an
+			// array.
 			eachElement(d.ReasoningDetails, func(elem []byte) {
-				detail, size, ok := parseReasoningDetail(elem)
-				if ok && !details.joins(detail) {
-					size += blockBytes
-				}
-				if ok && st.take(size+1) {
+				if detail, size, ok := parseReasoningDetail(elem); ok && st.take(details.cost(detail, size)+1) {
 					if firstThinking < 0 {
 						open("thinking", "")
 					}

@@ -139,26 +139,53 @@ func (ds reasoningDetails) joins(d *reasoningDetail) bool {
 	return len(ds) > 0 && d.joinedKey != "" && ds[len(ds)-1].typ == d.typ
 }
 
+// copied are the members of d that add copies to the last entry when it
+// joins d to it: its signature where the one before has none (a text),
+// its id, format and index where the one before lacks them.
+func (ds reasoningDetails) copied(d *reasoningDetail) []string {
+	last := ds[len(ds)-1]
+	var keys []string
+	if d.typ == "reasoning.text" && falsy(last.get("signature")) {
+		keys = append(keys, "signature")
+	}
+	if nullish(last.get("id")) {
+		keys = append(keys, "id")
+	}
+	if falsy(last.get("format")) {
+		keys = append(keys, "format")
+	}
+	if nullish(last.get("index")) {
+		keys = append(keys, "index")
+	}
+	return keys
+}
+
+// cost is what add(d) adds to what ds hold, d's JSON being size bytes:
+// an entry of its own is its JSON and a block's cost besides; a piece
+// joined to the last entry is its text, and the members it copies
+// there, not its whole JSON again (OpenRouter repeats type, format and
+// index in every piece of a long reasoning).
+func (ds reasoningDetails) cost(d *reasoningDetail, size int) int {
+	if !ds.joins(d) {
+		return size + blockBytes
+	}
+	n := len(appendJSONString(nil, d.joined.String())) - 2
+	for _, key := range ds.copied(d) {
+		n += len(key) + 4 + len(d.get(key))
+	}
+	return n
+}
+
 // add appends d to ds as pi 1.6 does with each entry streamed
 // (appendOpenAIReasoningDetail): a text after a text, or a summary after
-// a summary, is joined to it — its signature where the one before has
-// none, its id, format and index where the one before lacks them — and
-// any other entry is one more.
+// a summary, is joined to it (its text, and the members copied), and any
+// other entry is one more.
 func (ds *reasoningDetails) add(d *reasoningDetail) {
 	if ds.joins(d) {
 		last := (*ds)[len(*ds)-1]
 		last.joined.WriteString(d.joined.String())
-		if d.typ == "reasoning.text" && falsy(last.get("signature")) {
-			last.set("signature", d.get("signature"))
-		}
-		if nullish(last.get("id")) {
-			last.set("id", d.get("id"))
-		}
-		if falsy(last.get("format")) {
-			last.set("format", d.get("format"))
-		}
-		if nullish(last.get("index")) {
-			last.set("index", d.get("index"))
+		for _, key := range ds.copied(d) {
+			last.set(key, d.get(key))
 		}
 		return
 	}

@@ -408,3 +408,28 @@ func TestPiSessionReasoningDetailsSentBack(t *testing.T) {
 		t.Errorf("reasoning_details\n%s\nwant\n%s", got, details)
 	}
 }
+
+// TestLongReasoningDetailsNotCut: a long reasoning streamed as OpenRouter
+// streams it, a few characters a chunk, each chunk both in reasoning and
+// as a reasoning.text piece of reasoning_details, is well within the
+// answer's bound as rpi holds it (the thinking, and the details' one
+// joined text); each piece counted as its whole JSON — type, format and
+// index again every chunk — cut such an answer at a third of its bound.
+func TestLongReasoningDetailsNotCut(t *testing.T) {
+	const pieces = 2000 // 8000 bytes of thinking, kept twice: far below 128 KiB
+	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+		for range pieces {
+			send(`{"choices":[{"index":0,"delta":{"reasoning":"abc ","reasoning_details":[{"type":"reasoning.text","text":"abc ","format":"anthropic-claude-v1","index":0}]}}]}`)
+		}
+		send(`{"choices":[{"index":0,"delta":{"reasoning_details":[{"type":"reasoning.text","signature":"EqIF","format":"anthropic-claude-v1","index":0}]}}]}`)
+		send(`{"choices":[{"index":0,"delta":{"content":"Done."},"finish_reason":"stop"}]}`)
+		send(`[DONE]`)
+	}), nil)
+	if err != nil {
+		t.Fatalf("the answer was cut: %v", err)
+	}
+	want := `[{"type":"reasoning.text","text":"` + strings.Repeat("abc ", pieces) + `","format":"anthropic-claude-v1","index":0,"signature":"EqIF"}]`
+	if len(msg.Content) != 2 || msg.Content[0].Signature != want {
+		t.Errorf("blocks %.300v", msg.Content)
+	}
+}
