@@ -64,20 +64,29 @@ func falsy(v []byte) bool {
 	return nullish(v) || string(v) == `""` || string(v) == "0" || string(v) == "false"
 }
 
+// maxDetailMembers bounds an entry's members (a key given twice counts
+// each time): an entry is looked up key by key, so one of n members costs
+// n² steps, minutes for the few hundred thousand one event or a session
+// file's line can hold. No server sends more than a handful (type, its
+// text, summary or data, signature, id, format, index); an entry of more
+// is left out.
+const maxDetailMembers = 64
+
 // parseReasoningDetail reads one entry of reasoning_details as pi 1.6 takes
 // one (isOpenAIReasoningDetail): an object whose id is a string or null,
 // whose format is a string and whose index is a number, where they are
 // given, of type reasoning.summary (with a string summary),
 // reasoning.encrypted (a string data) or reasoning.text (a string text, a
 // signature that is a string or null). Anything else is no entry (false),
-// and is left out, as pi leaves it out. One thing more than pi: OpenRouter
-// sends a Claude thinking signature as a reasoning.text of its own with a
-// signature and no text at all; pi drops it, and the signature with it,
-// which the model needs back; rpi takes it as an empty text. Its size is
-// the bytes of its JSON.
+// and is left out, as pi leaves it out; and so is an entry of more than
+// maxDetailMembers members, which pi would take. One thing more than pi:
+// OpenRouter sends a Claude thinking signature as a reasoning.text of its
+// own with a signature and no text at all; pi drops it, and the signature
+// with it, which the model needs back; rpi takes it as an empty text. Its
+// size is the bytes of its JSON.
 func parseReasoningDetail(raw []byte) (d *reasoningDetail, size int, ok bool) {
 	members, ok := scanObject(raw, nil)
-	if !ok {
+	if !ok || len(members) > maxDetailMembers {
 		return nil, 0, false
 	}
 	d = &reasoningDetail{}

@@ -433,3 +433,34 @@ func TestLongReasoningDetailsNotCut(t *testing.T) {
 		t.Errorf("blocks %.300v", msg.Content)
 	}
 }
+
+// TestReasoningDetailMembersBounded: an entry is read member by member, a
+// key given twice looked up among those before it, so an entry of n
+// members cost n² steps: one event of a few hundred thousand made-up
+// members held rpi for minutes, and a session file's thinkingSignature
+// holding one did so at every request of the session. No server sends an
+// entry of more than a handful of members; one of more than
+// maxDetailMembers is left out, from a stream and from a session file.
+func TestReasoningDetailMembersBounded(t *testing.T) {
+	entry := func(members int) string {
+		var b strings.Builder
+		b.WriteString(`{"type":"reasoning.encrypted","data":"x"`)
+		for i := 2; i < members; i++ {
+			fmt.Fprintf(&b, `,"k%d":0`, i)
+		}
+		return b.String() + "}"
+	}
+	if _, _, ok := parseReasoningDetail([]byte(entry(maxDetailMembers))); !ok {
+		t.Errorf("an entry of %d members is left out", maxDetailMembers)
+	}
+	m := &model{ID: "m", API: apiOpenAI, Provider: "p", Reasoning: true, MaxTokens: 4096}
+	msg := streamedAnswer(t, m, openRouterSSE(
+		`{"choices":[{"index":0,"delta":{"reasoning_details":[`+entry(maxDetailMembers+1)+`,{"type":"reasoning.encrypted","data":"kept"}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"Done."},"finish_reason":"stop"}]}`))
+	if want := `[{"type":"reasoning.encrypted","data":"kept"}]`; len(msg.Content) == 0 || msg.Content[0].Signature != want {
+		t.Errorf("blocks %.300v, want the signature %s", msg.Content, want)
+	}
+	if storedReasoningDetails("["+entry(maxDetailMembers+1)+"]") != nil {
+		t.Errorf("a stored entry of %d members is sent back", maxDetailMembers+1)
+	}
+}
