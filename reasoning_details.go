@@ -11,6 +11,7 @@ package main
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // A reasoningDetail is one entry of reasoning_details: its members in the
@@ -97,7 +98,13 @@ func parseReasoningDetail(raw []byte) (d *reasoningDetail, size int, ok bool) {
 		if in.fail {
 			return nil, 0, false
 		}
-		d.set(string(m.key), value)
+		// A key that is not UTF-8 is read as pi reads it, each stray
+		// byte U+FFFD, before it is compared: two such keys may be one.
+		key := m.key
+		if !utf8.Valid(key) {
+			key = appendValidUTF8(nil, key)
+		}
+		d.set(string(key), value)
 	}
 	str := func(v []byte) bool { return len(v) > 0 && v[0] == '"' }
 	num := func(v []byte) bool { return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // openRouterSSE is a stream as a server sends it: each event on its
@@ -463,4 +464,38 @@ func TestReasoningDetailMembersBounded(t *testing.T) {
 	if storedReasoningDetails("["+entry(maxDetailMembers+1)+"]") != nil {
 		t.Errorf("a stored entry of %d members is sent back", maxDetailMembers+1)
 	}
+}
+
+// FuzzReasoningDetails: whatever a server streams as reasoning_details,
+// what rpi keeps of it (the thinkingSignature) is JSON in valid UTF-8, and
+// is what a session file gives back and what the model is sent again:
+// read again as stored details, it is the same bytes.
+func FuzzReasoningDetails(f *testing.F) {
+	for _, seed := range []string{
+		`[{"type":"reasoning.text","text":"a","format":"anthropic-claude-v1","index":0},{"type":"reasoning.text","signature":"s"}]`,
+		`[{"type":"reasoning.summary","summary":"x","id":null},{"type":"reasoning.summary","summary":"y","id":"r"}]`,
+		`[{"type":"reasoning.encrypted","data":"d","x":{"b":1,"b":[1.50,"\u00e9\ud800"]},"data":"e"}]`,
+		`[{"type":"reasoning.text","text":"t","t\u0065xt":"u","signature":""},{"type":"reasoning.text","text":"v","signature":"w"}]`,
+		"[{\"type\":\"reasoning.encrypted\",\"data\":\"d\",\"a\xff\":1,\"a\xfe\":2}]",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ds reasoningDetails
+		eachElement(data, func(elem []byte) {
+			if d, _, ok := parseReasoningDetail(elem); ok {
+				ds.add(d)
+			}
+		})
+		if ds == nil {
+			return
+		}
+		kept := ds.appendJSON(nil)
+		if !json.Valid(kept) || !utf8.Valid(kept) {
+			t.Fatalf("%q kept as %q", data, kept)
+		}
+		if again := storedReasoningDetails(string(kept)); !bytes.Equal(again, kept) {
+			t.Fatalf("%q kept as\n%s\nread again as\n%s", data, kept, again)
+		}
+	})
 }
