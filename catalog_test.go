@@ -376,3 +376,39 @@ func startedServer(t *testing.T, e *testEnv, args ...string) *rpcServer {
 	t.Cleanup(func() { s.shutdown(false) })
 	return s
 }
+
+// TestModelsJSONReasoningCompat: models.json's compat settings for how
+// thinking goes back, requiresThinkingAsText and allowEmptySignature,
+// reach the model from its provider's compat and from its own (the
+// model's winning), and one of the wrong type is reported by its path.
+func TestModelsJSONReasoningCompat(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"a":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions",`+
+		`"compat":{"requiresThinkingAsText":true,"allowEmptySignature":true},"models":[{"id":"m1"},`+
+		`{"id":"m2","compat":{"requiresThinkingAsText":false,"allowEmptySignature":false}}]}}}`), 0o600)
+	setup, err := loadModels(dir, "", "", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, m := range setup.catalog.all() {
+		if m.Provider != "a" {
+			continue
+		}
+		seen++
+		want := m.ID == "m1"
+		if setting(m.compat.RequiresThinkingAsText, !want) != want || setting(m.compat.AllowEmptySignature, !want) != want {
+			t.Errorf("%s: requiresThinkingAsText %v, allowEmptySignature %v, want %v", m.ID,
+				setting(m.compat.RequiresThinkingAsText, !want), setting(m.compat.AllowEmptySignature, !want), want)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d models of provider a, want 2", seen)
+	}
+	path := filepath.Join(dir, "models.json")
+	os.WriteFile(path, []byte(`{"providers":{"a":{"models":[{"id":"m","compat":{"allowEmptySignature":"yes"}}]}}}`), 0o600)
+	_, err = loadModels(dir, "", "", func(string) string { return "" })
+	if want := "Invalid " + path + ": line 1, column 76: providers.a.models[0].compat.allowEmptySignature: expected true or false, got a string"; err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
