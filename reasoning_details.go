@@ -37,23 +37,29 @@ type detailMember struct {
 // reasoningDetails are the entries of reasoning_details in order.
 type reasoningDetails []*reasoningDetail
 
+// find is the index of key's member, -1 when there is none.
+func (d *reasoningDetail) find(key string) int {
+	for i := range d.members {
+		if d.members[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
 // get is the value of key, nil when it is missing or undefined.
 func (d *reasoningDetail) get(key string) []byte {
-	for _, m := range d.members {
-		if m.key == key {
-			return m.value
-		}
+	if i := d.find(key); i >= 0 {
+		return d.members[i].value
 	}
 	return nil
 }
 
 // set gives key value, where key stands, or as a new last member.
 func (d *reasoningDetail) set(key string, value []byte) {
-	for i := range d.members {
-		if d.members[i].key == key {
-			d.members[i].value = value
-			return
-		}
+	if i := d.find(key); i >= 0 {
+		d.members[i].value = value
+		return
 	}
 	d.members = append(d.members, detailMember{key, value})
 }
@@ -90,7 +96,7 @@ func parseReasoningDetail(raw []byte) (d *reasoningDetail, size int, ok bool) {
 	if !ok || len(members) > maxDetailMembers {
 		return nil, 0, false
 	}
-	d = &reasoningDetail{}
+	d = &reasoningDetail{members: make([]detailMember, 0, len(members))}
 	var in jsonIn
 	for _, m := range members {
 		in.reset(m.value)
@@ -176,18 +182,27 @@ func (ds reasoningDetails) copied(d *reasoningDetail) []string {
 	return keys
 }
 
+// detailMemberBytes is what holding a member costs besides its JSON: its
+// struct, and its key and value each an allocation of their own.
+const detailMemberBytes = 64
+
 // cost is what add(d) adds to what ds hold, d's JSON being size bytes:
-// an entry of its own is its JSON and a block's cost besides; a piece
-// joined to the last entry is its text, and the members it copies
-// there, not its whole JSON again (OpenRouter repeats type, format and
-// index in every piece of a long reasoning).
+// an entry of its own is its JSON, a block's cost and its members'
+// besides; a piece joined to the last entry is its text, and the values
+// it copies there (and the members, where the entry had none), not its
+// whole JSON again (OpenRouter repeats type, format and index in every
+// piece of a long reasoning).
 func (ds reasoningDetails) cost(d *reasoningDetail, size int) int {
 	if !ds.joins(d) {
-		return size + blockBytes
+		return size + blockBytes + len(d.members)*detailMemberBytes
 	}
+	last := ds[len(ds)-1]
 	n := len(appendJSONString(nil, d.joined.String())) - 2
 	for _, key := range ds.copied(d) {
-		n += len(key) + 4 + len(d.get(key))
+		if last.find(key) < 0 {
+			n += detailMemberBytes + len(key) + 4
+		}
+		n += len(d.get(key))
 	}
 	return n
 }

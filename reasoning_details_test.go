@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // openRouterSSE is a stream as a server sends it: each event on its
@@ -305,13 +306,12 @@ func TestHostileReasoningDetails(t *testing.T) {
 	}
 }
 
-// TestReasoningDetailsCountAsBlocks: each entry of reasoning_details that
-// is not joined to the one before is held as an entry of its own, which
-// costs rpi a few hundred bytes whatever its JSON, so it counts towards
-// the answer's bound as a block does; counted as its JSON alone, 2000
-// empty encrypted entries held several times the bound of 128 KiB uncut.
-func TestReasoningDetailsCountAsBlocks(t *testing.T) {
-	entries := strings.Repeat(`{"type":"reasoning.encrypted","data":""},`, 99) + `{"type":"reasoning.encrypted","data":""}`
+// cutByDetails is the answer to 4096 tokens of a server that streams 20
+// events of reasoning_details, each 100 copies of entry, which must cut
+// it at its bound.
+func cutByDetails(t *testing.T, entry string) *assistantMessage {
+	t.Helper()
+	entries := strings.Repeat(entry+",", 99) + entry
 	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
 		for range 20 {
 			send(`{"choices":[{"index":0,"delta":{"reasoning_details":[` + entries + `]}}]}`)
@@ -322,6 +322,16 @@ func TestReasoningDetailsCountAsBlocks(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "The answer was cut at 128 KiB") {
 		t.Errorf("error %v, want the answer cut", err)
 	}
+	return msg
+}
+
+// TestReasoningDetailsCountAsBlocks: each entry of reasoning_details that
+// is not joined to the one before is held as an entry of its own, which
+// costs rpi a few hundred bytes whatever its JSON, so it counts towards
+// the answer's bound as a block does; counted as its JSON alone, 2000
+// empty encrypted entries held several times the bound of 128 KiB uncut.
+func TestReasoningDetailsCountAsBlocks(t *testing.T) {
+	msg := cutByDetails(t, `{"type":"reasoning.encrypted","data":""}`)
 	if len(msg.Content) > 0 {
 		if kept := strings.Count(msg.Content[0].Signature, "reasoning.encrypted"); kept > 4096*answerBytesPerToken/blockBytes {
 			t.Errorf("%d entries kept, more than the bound holds as blocks", kept)
@@ -498,4 +508,25 @@ func FuzzReasoningDetails(f *testing.F) {
 			t.Fatalf("%q kept as\n%s\nread again as\n%s", data, kept, again)
 		}
 	})
+}
+
+// TestReasoningDetailMembersCount: an entry is held member by member, each
+// member a struct and its key and value apart, several times what its few
+// bytes of JSON count; entries of 64 tiny members each held nearly six
+// times the answer's bound uncut. Each member of an entry of its own now
+// counts as what holding it costs, so the members' structs alone fit the
+// bound.
+func TestReasoningDetailMembersCount(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"type":"reasoning.encrypted","data":""`)
+	for i := 2; i < maxDetailMembers; i++ {
+		fmt.Fprintf(&b, `,"%c%c":0`, 'a'+i%26, 'a'+i/26)
+	}
+	msg := cutByDetails(t, b.String()+"}")
+	if len(msg.Content) > 0 {
+		members := strings.Count(msg.Content[0].Signature, `":`)
+		if held := members * int(unsafe.Sizeof(detailMember{})); held > 4096*answerBytesPerToken {
+			t.Errorf("%d members kept, %d bytes of structs alone, more than the bound", members, held)
+		}
+	}
 }
