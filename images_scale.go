@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -33,11 +34,20 @@ const (
 var imageJPEGQualities = []int{85, 70, 55, 40}
 
 // maxScalePixels is the most pixels (width × height, as the header says
-// them) of an image rpi decodes to scale: decoded, an image takes up to 8
-// bytes a pixel. A larger one goes as it is, like one rpi cannot decode
-// (WebP), and what the model's API refuses of it is a note in the request
-// (anthropicImages).
+// them) of an image rpi decodes to scale. A larger one goes as it is, like
+// one rpi cannot decode (WebP), and what the model's API refuses of it is
+// a note in the request (anthropicImages).
 const maxScalePixels = 1 << 25
+
+// maxDecodeBytes is the most memory decoding an image to scale may take,
+// as decodeCost reckons it from the header: 128 MiB, what an 8-bit PNG
+// of maxScalePixels takes (4 bytes a pixel). A header is all it takes to
+// make the standard library allocate the whole image, even when no pixel
+// data follows, and the bytes a pixel differ eightfold: a 16-bit PNG
+// takes 8, a progressive CMYK JPEG 24 (its coefficients are kept), so a
+// pixel budget alone let a file of a few dozen bytes cost 768 MiB. An
+// image past it goes as it is, as one of too many pixels does.
+const maxDecodeBytes = 1 << 27
 
 // imageOmitted is what stands in the place of an image that is not a
 // picture rpi can decode (pi's text, for one it cannot scale).
@@ -73,6 +83,11 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	case err != nil:
 		return b, "", imageBroken
 	case imageType(raw) == "image/webp": // whatever its block says it is
+		return b, "", imageKept
+	}
+	if cost, ok := decodeCost(raw); !ok {
+		return b, "", imageBroken // a header the decoder would refuse
+	} else if cost > maxDecodeBytes {
 		return b, "", imageKept
 	}
 	img, _, err := image.Decode(bytes.NewReader(raw))
@@ -267,4 +282,133 @@ func fitPromptImages(m *userMessage) {
 		content[0].Text += "\n\n" + strings.Join(hints, "\n")
 	}
 	m.Content = content
+}
+
+// decodeCost is what decoding the PNG, JPEG or GIF raw with the standard
+// library allocates at most, in bytes, as its header says: for a PNG the
+// image (8 bytes a pixel at 16 bits a sample, 1 for a palette, else 4;
+// twice that interlaced, whose passes are images too) and its row
+// buffers; for a JPEG its planes, a progressive one's coefficients (4
+// bytes a pixel of each component) and the RGB or CMYK image an RGB or
+// four-component one is made into; for a GIF its frame (1 byte a pixel,
+// twice for an interlaced one), never larger than its screen. False when
+// the header is not one the decoder takes.
+func decodeCost(raw []byte) (int64, bool) {
+	switch imageType(raw) {
+	case "image/png":
+		return pngDecodeCost(raw)
+	case "image/jpeg":
+		return jpegDecodeCost(raw)
+	case "image/gif":
+		if len(raw) < 10 {
+			return 0, false
+		}
+		w, h := int64(binary.LittleEndian.Uint16(raw[6:8])), int64(binary.LittleEndian.Uint16(raw[8:10]))
+		return 2 * w * h, true
+	}
+	return 0, false
+}
+
+// pngDecodeCost is decodeCost of a PNG: its IHDR's size, bit depth,
+// colour type and interlace method.
+func pngDecodeCost(raw []byte) (int64, bool) {
+	if len(raw) < 29 || string(raw[12:16]) != "IHDR" {
+		return 0, false
+	}
+	w, h := int64(binary.BigEndian.Uint32(raw[16:20])), int64(binary.BigEndian.Uint32(raw[20:24]))
+	depth, colour, interlaced := int64(raw[24]), raw[25], raw[28] == 1
+	channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
+	if channels == 0 || depth == 0 || depth > 16 {
+		return 0, false
+	}
+	pixel := int64(4) // RGBA or NRGBA; a grey one with a transparent colour too
+	switch {
+	case depth == 16:
+		pixel = 8
+	case colour == 3:
+		pixel = 1
+	}
+	image := w * h * pixel
+	if interlaced {
+		image *= 2
+	}
+	row := 1 + (w*channels*depth+7)/8 // the row and the one before it, of each pass
+	return image + 4*row, true
+}
+
+// jpegDecodeCost is decodeCost of a JPEG: its markers walked as the
+// decoder walks them, to its frame header (SOF0, SOF1 or SOF2, the ones
+// it decodes), noting a JFIF or Adobe marker before it (which decide
+// whether three components are RGB).
+func jpegDecodeCost(raw []byte) (int64, bool) {
+	jfif, adobe, transform := false, false, byte(0)
+	for i := 2; ; {
+		for i < len(raw) && raw[i] != 0xff { // what libjpeg skips, and so the decoder
+			i++
+		}
+		for i < len(raw) && raw[i] == 0xff {
+			i++
+		}
+		if i+3 > len(raw) {
+			return 0, false
+		}
+		marker := raw[i]
+		if marker == 0 || 0xd0 <= marker && marker <= 0xd7 { // stuffed data, restarts: no length
+			i++
+			continue
+		}
+		n := int(raw[i+1])<<8 | int(raw[i+2])
+		if n < 2 || marker == 0xd9 || marker == 0xda { // the end, or data before a frame header
+			return 0, false
+		}
+		seg := raw[i+3 : min(len(raw), i+1+n)]
+		switch marker {
+		case 0xe0:
+			jfif = jfif || len(seg) >= 5 && string(seg[:5]) == "JFIF\x00"
+		case 0xee:
+			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
+				adobe, transform = true, seg[11]
+			}
+		case 0xc0, 0xc1, 0xc2:
+			return jpegFrameCost(seg, marker == 0xc2, !jfif && adobe && transform == 0)
+		}
+		i += 1 + n
+	}
+}
+
+// jpegFrameCost is decodeCost of a JPEG whose frame header is seg: the
+// planes its components are decoded into (whole blocks of whole MCUs),
+// with progressive their coefficients, and the image an RGB (rgb: said
+// so by an Adobe marker, or by its components' names) or four-component
+// one is made into at the end.
+func jpegFrameCost(seg []byte, progressive, rgb bool) (int64, bool) {
+	if len(seg) < 6 {
+		return 0, false
+	}
+	h, w, n := int64(seg[1])<<8|int64(seg[2]), int64(seg[3])<<8|int64(seg[4]), int(seg[5])
+	if n != 1 && n != 3 && n != 4 || len(seg) < 6+3*n {
+		return 0, false
+	}
+	hv := func(c int) (int64, int64) {
+		if n == 1 { // the decoder takes one component's factors as 1
+			return 1, 1
+		}
+		f := seg[7+3*c]
+		return max(1, int64(f>>4)), max(1, int64(f&0x0f))
+	}
+	h0, v0 := hv(0)
+	mcus := (w + 8*h0 - 1) / (8 * h0) * ((h + 8*v0 - 1) / (8 * v0))
+	var cost int64
+	for c := range n {
+		ch, cv := hv(c)
+		blocks := mcus * ch * cv
+		cost += blocks * 64 // a byte a sample
+		if progressive {
+			cost += blocks * 64 * 4 // an int32 a coefficient
+		}
+	}
+	if n == 4 || rgb || n == 3 && string([]byte{seg[6], seg[9], seg[12]}) == "RGB" {
+		cost += 4 * w * h
+	}
+	return cost, true
 }

@@ -294,3 +294,131 @@ func TestReadScalesImages(t *testing.T) {
 		}
 	}
 }
+
+// idatStart is the start of a PNG's image data, its zlib header and no
+// more: the decoder allocates the image when it has read it.
+const idatStart = "\x00\x00\x00\x02IDAT\x78\x9c"
+
+// pngHeaderOf is the first bytes of a PNG w×h of that bit depth, colour
+// type and interlace method, whose image data is rest.
+func pngHeaderOf(w, h uint32, depth, colour, interlace byte, rest string) []byte {
+	b := pngHeader(w, h, "")
+	b[24], b[25], b[28] = depth, colour, interlace
+	ihdr := b[12:29]
+	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(ihdr))
+	return append(b, rest...)
+}
+
+// jpegHeader is the start of a JPEG w×h whose components have the
+// sampling factors hv (progressive: SOF2), with an Adobe marker of that
+// transform when adobe is not negative, and a scan of every component's
+// DC, with no data after it: all the decoder needs to allocate the whole
+// image, and for a progressive one the coefficients of each component.
+func jpegHeader(w, h int, progressive bool, hv []byte, adobe int) []byte {
+	b := []byte("\xff\xd8")
+	if adobe >= 0 {
+		b = append(b, 0xff, 0xee, 0, 14, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, byte(adobe))
+	}
+	sof := byte(0xc0)
+	if progressive {
+		sof = 0xc2
+	}
+	n := len(hv)
+	b = append(b, 0xff, sof, 0, byte(8+3*n), 8, byte(h>>8), byte(h), byte(w>>8), byte(w), byte(n))
+	for i, f := range hv {
+		b = append(b, byte(i+1), f, 0)
+	}
+	b = append(b, 0xff, 0xda, 0, byte(6+2*n), byte(n))
+	for i := range hv {
+		b = append(b, byte(i+1), 0)
+	}
+	return append(b, 0, 0, 0)
+}
+
+// allocated is the bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDecodeCostBounds: what decoding an image allocates is never more
+// than decodeCost says (a little more for the decoder's own state), for
+// each kind of image the standard library decodes to a different type,
+// whole or cut short after its header (when the decoder has allocated
+// the image already).
+func TestDecodeCostBounds(t *testing.T) {
+	encode := func(img image.Image, enc func(*bytes.Buffer, image.Image) error) []byte {
+		var b bytes.Buffer
+		if err := enc(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	asPNG := func(b *bytes.Buffer, img image.Image) error { return png.Encode(b, img) }
+	asJPEG := func(b *bytes.Buffer, img image.Image) error { return jpeg.Encode(b, img, nil) }
+	asGIF := func(b *bytes.Buffer, img image.Image) error { return gif.Encode(b, img, nil) }
+	half := image.NewNRGBA(image.Rect(0, 0, 600, 400)) // transparent: NRGBA
+	wide64 := image.NewNRGBA64(image.Rect(0, 0, 600, 400))
+	cases := map[string][]byte{
+		"PNG RGBA":                        encode(flatImage(600, 400), asPNG),
+		"PNG NRGBA":                       encode(half, asPNG),
+		"PNG 16-bit":                      encode(wide64, asPNG),
+		"PNG grey":                        encode(image.NewGray(image.Rect(0, 0, 600, 400)), asPNG),
+		"PNG paletted":                    encode(image.NewPaletted(image.Rect(0, 0, 600, 400), color.Palette{color.Black, color.White}), asPNG),
+		"PNG 16-bit RGBA cut short":       pngHeaderOf(600, 400, 16, 6, 0, idatStart),
+		"PNG 16-bit interlaced cut short": pngHeaderOf(600, 400, 16, 6, 1, idatStart),
+		"PNG 16-bit wide cut short":       pngHeaderOf(1<<18, 1, 16, 6, 0, idatStart),
+		"JPEG 4:2:0":                      encode(noiseImage(600, 400), asJPEG),
+		"JPEG grey":                       encode(image.NewGray(image.Rect(0, 0, 600, 400)), asJPEG),
+		"JPEG progressive 4:4:4":          jpegHeader(600, 400, true, []byte{0x11, 0x11, 0x11}, -1),
+		"JPEG progressive 4:2:0":          jpegHeader(600, 400, true, []byte{0x22, 0x11, 0x11}, -1),
+		"JPEG progressive CMYK":           jpegHeader(600, 400, true, []byte{0x11, 0x11, 0x11, 0x11}, 0),
+		"JPEG progressive YCCK 2:1":       jpegHeader(600, 400, true, []byte{0x22, 0x11, 0x11, 0x22}, 2),
+		"JPEG progressive grey":           jpegHeader(600, 400, true, []byte{0x22}, -1),
+		"GIF":                             encode(flatImage(600, 400), asGIF),
+	}
+	for name, raw := range cases {
+		cost, ok := decodeCost(raw)
+		if !ok {
+			t.Errorf("%s: no cost", name)
+			continue
+		}
+		var err error
+		n := allocated(func() { _, _, err = image.Decode(bytes.NewReader(raw)) })
+		if n > uint64(cost)+256<<10 {
+			t.Errorf("%s: decoding allocated %d bytes (%v), more than its cost %d", name, n, err, cost)
+		}
+	}
+}
+
+// TestFitImageMemory: an image whose header says it would take more than
+// maxDecodeBytes to decode goes as it is, without being decoded, however
+// few its pixels (under maxScalePixels) and however little data follows:
+// a 16-bit PNG and a progressive CMYK JPEG of 5792x5792, each a header
+// only, made rpi allocate 256 MiB. One that takes less is scaled.
+func TestFitImageMemory(t *testing.T) {
+	for name, raw := range map[string][]byte{
+		"16-bit PNG":            pngHeaderOf(5792, 5792, 16, 6, 0, idatStart),
+		"progressive CMYK JPEG": jpegHeader(5792, 5792, true, []byte{0x11, 0x11, 0x11, 0x11}, 0),
+	} {
+		in := contentBlock{Type: "image", MimeType: imageType(raw), Data: base64.StdEncoding.EncodeToString(raw)}
+		if w, h, ok := imageSize(in.Data); !ok || w*h > maxScalePixels {
+			t.Fatalf("%s: the test's header reads as %dx%d, %v", name, w, h, ok)
+		}
+		var out contentBlock
+		var fit imageFit
+		if n := allocated(func() { out, _, fit = fitImage(in) }); n > 1<<20 {
+			t.Errorf("%s: %d bytes allocated to judge it", name, n)
+		}
+		if fit != imageKept || !reflect.DeepEqual(out, in) {
+			t.Errorf("%s: fit %v, want kept", name, fit)
+		}
+	}
+	wide := image.NewNRGBA64(image.Rect(0, 0, 2100, 10))
+	if _, hint, fit := fitImage(pngBlock(t, wide)); fit != imageScaled || !strings.Contains(hint, "original 2100x10") {
+		t.Errorf("a 16-bit PNG of 2100x10: %v %q, want scaled", fit, hint)
+	}
+}
