@@ -174,20 +174,22 @@ func scaleImage(src image.Image, w, h int) *image.RGBA {
 			return uint32(c.R), uint32(c.G), uint32(c.B), uint32(c.A)
 		}
 	}
-	col := make([]int, sw) // the column of the result each source column falls in
-	for x := range col {
-		col[x] = x * w / sw
-	}
+	// Source column sx falls in column sx*w/sw of the result, row sy in
+	// row sy*h/sh: stepped to, in 64 bits (sx*w passes 2^31), with no
+	// table of the source's columns (which may be 2^25).
 	sum := make([]uint64, 4*w)
 	count := make([]uint64, w)
 	sy := 0
 	for y := range h {
 		clear(sum)
 		clear(count)
-		for ; sy < sh && sy*h/sh == y; sy++ {
+		for ; sy < sh && int64(sy)*int64(h)/int64(sh) == int64(y); sy++ {
+			d, next := 0, int64(sw) // the column sx falls in, and where the one after it starts (in sx*w)
 			for sx := range sw {
+				for int64(sx)*int64(w) >= next {
+					d, next = d+1, next+int64(sw)
+				}
 				cr, cg, cb, ca := at(r.Min.X+sx, r.Min.Y+sy)
-				d := col[sx]
 				sum[4*d] += uint64(cr)
 				sum[4*d+1] += uint64(cg)
 				sum[4*d+2] += uint64(cb)

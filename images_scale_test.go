@@ -422,3 +422,23 @@ func TestFitImageMemory(t *testing.T) {
 		t.Errorf("a 16-bit PNG of 2100x10: %v %q, want scaled", fit, hint)
 	}
 }
+
+// TestScaleImageWide: scaling an image of many columns takes memory for
+// the result, not a table of the source's columns (8 bytes each, 256 MiB
+// for a PNG of 2^25x1), and maps each column right where column × width
+// is past 2^31 (a 32-bit build).
+func TestScaleImageWide(t *testing.T) {
+	src := image.NewGray(image.Rect(0, 0, 1<<22, 1))
+	for x := 1 << 21; x < 1<<22; x++ {
+		src.Pix[x] = 0xff // the right half white
+	}
+	var dst *image.RGBA
+	if n := allocated(func() { dst = scaleImage(src, 2000, 1) }); n > 1<<20 {
+		t.Errorf("%d bytes allocated to scale it", n)
+	}
+	for x, want := range map[int]uint8{0: 0, 999: 0, 1000: 0xff, 1999: 0xff} {
+		if got := dst.RGBAAt(x, 0); got != (color.RGBA{want, want, want, 0xff}) {
+			t.Errorf("column %d: %v, want grey %d", x, got, want)
+		}
+	}
+}
