@@ -94,11 +94,20 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	if err != nil {
 		return b, "", imageBroken
 	}
+	turn := exifOrientation(raw)
 	raw = nil
 	ow, oh := img.Bounds().Dx(), img.Bounds().Dy()
+	if turn >= 5 { // turned a quarter: its sides as it is seen
+		ow, oh = oh, ow
+	}
 	tw, th := fitSides(ow, oh)
 	for {
-		small := scaleImage(img, tw, th)
+		var small *image.RGBA
+		if turn >= 5 {
+			small = orient(scaleImage(img, th, tw), turn)
+		} else {
+			small = orient(scaleImage(img, tw, th), turn)
+		}
 		if data, mime, ok := encodeFitting(small); ok {
 			scaled := contentBlock{Type: "image", Data: data, MimeType: mime}
 			return scaled, fmt.Sprintf("[Image: original %dx%d, displayed at %dx%d. Multiply coordinates by %s to map to original image.]",
@@ -413,4 +422,85 @@ func jpegFrameCost(seg []byte, progressive, rgb bool) (int64, bool) {
 		cost += 4 * w * h
 	}
 	return cost, true
+}
+
+// exifOrientation is the orientation a JPEG's Exif says (1 to 8, as TIFF
+// numbers them; 1, upright, when it says none), found as pi's
+// applyExifOrientation finds it: in the first IFD of an APP1 "Exif"
+// marker before the image data. Scaled, an image is encoded again
+// without its Exif, so it is turned upright (orient) first.
+func exifOrientation(raw []byte) int {
+	if imageType(raw) != "image/jpeg" {
+		return 1
+	}
+	tiff := -1
+	for i := 2; i+4 <= len(raw) && raw[i] == 0xff && tiff < 0; {
+		switch marker := raw[i+1]; {
+		case marker == 0xff:
+			i++
+			continue
+		case marker == 0xe1 && i+10 <= len(raw) && string(raw[i+4:i+10]) == "Exif\x00\x00":
+			tiff = i + 10
+		case marker == 0xda:
+			return 1
+		}
+		i += 2 + (int(raw[i+2])<<8 | int(raw[i+3]))
+	}
+	if tiff < 0 || tiff+8 > len(raw) {
+		return 1
+	}
+	var order binary.ByteOrder = binary.BigEndian
+	if string(raw[tiff:tiff+2]) == "II" {
+		order = binary.LittleEndian
+	}
+	ifd := tiff + int(order.Uint32(raw[tiff+4:]))
+	if ifd < tiff || ifd+2 > len(raw) {
+		return 1
+	}
+	for e := range int(order.Uint16(raw[ifd:])) {
+		at := ifd + 2 + 12*e
+		if at+12 > len(raw) {
+			return 1
+		}
+		if order.Uint16(raw[at:]) == 0x0112 {
+			if o := int(order.Uint16(raw[at+8:])); o >= 1 && o <= 8 {
+				return o
+			}
+			return 1
+		}
+	}
+	return 1
+}
+
+// orient is img turned as Exif orientation o says the picture is seen:
+// flipped (2, 4), turned half round (3), a quarter clockwise (6) or
+// anticlockwise (8), or transposed (5, 7), as pi turns it.
+func orient(img *image.RGBA, o int) *image.RGBA {
+	if o <= 1 || o > 8 {
+		return img
+	}
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	ow, oh := w, h
+	if o >= 5 {
+		ow, oh = h, w
+	}
+	// Turned a quarter (5 to 8), a picture is its transpose, flipped.
+	flipX, flipY := o == 2 || o == 3 || o == 6 || o == 7, o == 3 || o == 4 || o == 7 || o == 8
+	out := image.NewRGBA(image.Rect(0, 0, ow, oh))
+	for y := range h {
+		for x := range w {
+			dx, dy := x, y
+			if o >= 5 {
+				dx, dy = y, x
+			}
+			if flipX {
+				dx = ow - 1 - dx
+			}
+			if flipY {
+				dy = oh - 1 - dy
+			}
+			copy(out.Pix[dy*out.Stride+4*dx:][:4], img.Pix[y*img.Stride+4*x:][:4])
+		}
+	}
+	return out
 }

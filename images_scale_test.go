@@ -442,3 +442,91 @@ func TestScaleImageWide(t *testing.T) {
 		}
 	}
 }
+
+// withOrientation is the JPEG raw with an Exif marker after its start
+// saying orientation o (a big-endian TIFF of one entry).
+func withOrientation(raw []byte, o byte) []byte {
+	exif := []byte("\xff\xe1\x00\x22Exif\x00\x00MM\x00\x2a\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00")
+	exif[29] = o
+	return append(append(append([]byte(nil), raw[:2]...), exif...), raw[2:]...)
+}
+
+// TestFitImageOrientation: a JPEG whose Exif orientation says it is
+// turned (a phone's photo) is scaled upright, as pi's applyExifOrientation
+// turns it, and the note gives the upright sizes: scaled, it is encoded
+// again without its Exif, and went on its side.
+func TestFitImageOrientation(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 3000, 1000))
+	for y := range 1000 {
+		for x := range 3000 {
+			c := color.RGBA{0, 0, 0xff, 0xff} // blue on the right
+			if x < 1000 {
+				c = color.RGBA{0xff, 0, 0, 0xff} // red on the left
+			}
+			src.SetRGBA(x, y, c)
+		}
+	}
+	plain := jpegBlock(t, src)
+	raw, _ := base64.StdEncoding.DecodeString(plain.Data)
+	red := func(c color.Color) bool { r, _, b, _ := c.RGBA(); return r > b }
+	for o, want := range map[byte]struct {
+		w, h                 int
+		topLeft, bottomRight bool // red there
+	}{1: {2000, 667, true, false}, 6: {667, 2000, true, false}, 8: {667, 2000, false, true}, 3: {2000, 667, false, true}} {
+		in := contentBlock{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString(withOrientation(raw, o))}
+		out, hint, fit := fitImage(in)
+		if fit != imageScaled {
+			t.Fatalf("orientation %d: fit %v", o, fit)
+		}
+		ow, oh := 3000, 1000
+		if want.w < want.h {
+			ow, oh = 1000, 3000
+		}
+		if wantHint := fmt.Sprintf("[Image: original %dx%d, displayed at %dx%d. Multiply coordinates by 1.50 to map to original image.]", ow, oh, want.w, want.h); hint != wantHint {
+			t.Errorf("orientation %d: hint %q, want %q", o, hint, wantHint)
+		}
+		scaled, _ := base64.StdEncoding.DecodeString(out.Data)
+		img, _, err := image.Decode(bytes.NewReader(scaled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := img.Bounds(); b.Dx() != want.w || b.Dy() != want.h {
+			t.Errorf("orientation %d: %dx%d, want %dx%d", o, b.Dx(), b.Dy(), want.w, want.h)
+		}
+		if red(img.At(2, 2)) != want.topLeft || red(img.At(want.w-3, want.h-3)) != want.bottomRight {
+			t.Errorf("orientation %d: red at the top left %v, bottom right %v; want %v, %v", o,
+				red(img.At(2, 2)), red(img.At(want.w-3, want.h-3)), want.topLeft, want.bottomRight)
+		}
+	}
+}
+
+// TestOrient: each Exif orientation puts source pixel (x, y) of a w×h
+// image where pi's applyExifOrientation puts it.
+func TestOrient(t *testing.T) {
+	w, h := 3, 2
+	src := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range src.Pix {
+		src.Pix[i] = byte(i / 4)
+	}
+	pi := map[int]func(x, y int) (int, int){
+		1: func(x, y int) (int, int) { return x, y },
+		2: func(x, y int) (int, int) { return w - 1 - x, y },
+		3: func(x, y int) (int, int) { return w - 1 - x, h - 1 - y },
+		4: func(x, y int) (int, int) { return x, h - 1 - y },
+		5: func(x, y int) (int, int) { return y, x },
+		6: func(x, y int) (int, int) { return h - 1 - y, x },
+		7: func(x, y int) (int, int) { return h - 1 - y, w - 1 - x },
+		8: func(x, y int) (int, int) { return y, w - 1 - x },
+	}
+	for o, at := range pi {
+		out := orient(src, o)
+		for y := range h {
+			for x := range w {
+				dx, dy := at(x, y)
+				if got := out.RGBAAt(dx, dy); got != src.RGBAAt(x, y) {
+					t.Errorf("orientation %d: (%d,%d) went elsewhere than (%d,%d)", o, x, y, dx, dy)
+				}
+			}
+		}
+	}
+}
