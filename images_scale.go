@@ -49,6 +49,18 @@ const maxScalePixels = 1 << 25
 // image past it goes as it is, as one of too many pixels does.
 const maxDecodeBytes = 1 << 27
 
+// imageScaling's lock is held while an image is decoded, scaled and
+// encoded: one at a time in the whole process (scaling), so that the
+// sessions of rpi serve, each scaling a tool's image at once, take
+// maxDecodeBytes and what scaling adds once, not once each.
+type imageScaling struct{ mu mutex[imageScalingMu] }
+
+var scaling imageScaling
+
+// imageDecoded, when set (by a test), is called as an image has been
+// decoded to be scaled.
+var imageDecoded func()
+
 // imageOmitted is what stands in the place of an image that is not a
 // picture rpi can decode (pi's text, for one it cannot scale).
 const imageOmitted = "[Image omitted: could not be resized below the inline image size limit.]"
@@ -90,9 +102,14 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	} else if cost > maxDecodeBytes {
 		return b, "", imageKept
 	}
+	scaling.mu.Lock()
+	defer scaling.mu.Unlock()
 	img, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {
 		return b, "", imageBroken
+	}
+	if imageDecoded != nil {
+		imageDecoded()
 	}
 	turn := exifOrientation(raw)
 	raw = nil

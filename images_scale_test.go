@@ -530,3 +530,21 @@ func TestOrient(t *testing.T) {
 		}
 	}
 }
+
+// TestFitImageOneAtATime: an image is decoded and scaled under
+// imageScaling.mu, so that sessions scaling at once (rpi serve's) take
+// the memory of one.
+func TestFitImageOneAtATime(t *testing.T) {
+	held := false
+	imageDecoded = func() {
+		if scaling.mu.TryLock() {
+			scaling.mu.Unlock()
+		} else {
+			held = true
+		}
+	}
+	defer func() { imageDecoded = nil }()
+	if _, _, fit := fitImage(pngBlock(t, flatImage(2100, 3))); fit != imageScaled || !held {
+		t.Errorf("fit %v; decoded under imageScaling.mu: %v", fit, held)
+	}
+}

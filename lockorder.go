@@ -19,6 +19,7 @@ var lockOrder = []struct {
 	{`stage.mu`, frontEndLock},            // held while an event is sent to every client of a served session
 	{`serveHost.seqMu`, frontEndLock},     // the closed sessions' last seqs: told as an event is delivered
 	{`servedACP.mu`, frontEndLock},        // an rpi serve ACP connection's sessions and their stages
+	{`imageScaling.mu`, coreLock},         // held while an image is decoded, scaled and encoded; taken under no core lock, takes none
 	{`sessionRegistry.mu`, coreLock},      // held while an open session is looked up by id
 	{`loopScheduler.fileMu`, coreLock},
 	{`conversation.fileMu`, coreLock},
@@ -95,6 +96,7 @@ func (mcpHTTPMu) lockName() string      { return `mcpHTTP.mu` }
 func (mcpLogMu) lockName() string       { return `mcpLog.mu` }
 func (sinksMu) lockName() string        { return `sinks.mu` }
 func (memoryReturnMu) lockName() string { return `memoryReturn.mu` }
+func (imageScalingMu) lockName() string { return `imageScaling.mu` }
 func (helperPanicMu) lockName() string  { return `helperPanic.mu` }
 func (childMu) lockName() string        { return `child.mu` }
 func (redactorMu) lockName() string     { return `redactor.mu` }

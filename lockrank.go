@@ -65,6 +65,7 @@ type (
 	mcpLogMu       struct{}
 	sinksMu        struct{}
 	memoryReturnMu struct{}
+	imageScalingMu struct{}
 	helperPanicMu  struct{}
 	childMu        struct{}
 	redactorMu     struct{}
