@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"image"
+	"image/color"
 	"image/jpeg"
 	"image/png"
 	"math"
@@ -104,9 +105,12 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	}
 	scaling.mu.Lock()
 	defer scaling.mu.Unlock()
-	img, _, err := image.Decode(bytes.NewReader(raw))
+	img, format, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {
 		return b, "", imageBroken
+	}
+	if frame, ok := img.(*image.Paletted); ok && format == "gif" && frame.Rect != image.Rect(0, 0, w, h) {
+		img = onScreen{frame, image.Rect(0, 0, w, h)}
 	}
 	if imageDecoded != nil {
 		imageDecoded()
@@ -135,6 +139,24 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 		}
 		tw, th = max(1, tw*3/4), max(1, th*3/4)
 	}
+}
+
+// onScreen is a GIF's first frame on its screen (the size its header
+// says, which the frame may not fill): transparent where the frame does
+// not reach, as pi's decoder gives a GIF.
+type onScreen struct {
+	frame  *image.Paletted
+	screen image.Rectangle
+}
+
+func (s onScreen) ColorModel() color.Model { return s.frame.ColorModel() }
+func (s onScreen) Bounds() image.Rectangle { return s.screen }
+func (s onScreen) At(x, y int) color.Color { return s.RGBA64At(x, y) }
+func (s onScreen) RGBA64At(x, y int) color.RGBA64 {
+	if !(image.Point{x, y}).In(s.frame.Rect) {
+		return color.RGBA64{}
+	}
+	return s.frame.RGBA64At(x, y)
 }
 
 // fitSides is the size of a w×h image scaled to at most maxImageSide a

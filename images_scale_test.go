@@ -548,3 +548,35 @@ func TestFitImageOneAtATime(t *testing.T) {
 		t.Errorf("fit %v; decoded under imageScaling.mu: %v", fit, held)
 	}
 }
+
+// TestFitImageGIFScreen: a GIF's first frame smaller than its screen is
+// scaled on the screen, transparent where the frame does not reach (as
+// pi's decoder gives it), and the note says the screen's size: it was
+// scaled alone, "original 10x10".
+func TestFitImageGIFScreen(t *testing.T) {
+	frame := image.NewPaletted(image.Rect(2990, 90, 3000, 100), color.Palette{color.Transparent, color.White})
+	for i := range frame.Pix {
+		frame.Pix[i] = 1
+	}
+	var b bytes.Buffer
+	if err := gif.EncodeAll(&b, &gif.GIF{Image: []*image.Paletted{frame}, Delay: []int{0},
+		Config: image.Config{ColorModel: frame.Palette, Width: 3000, Height: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	in := contentBlock{Type: "image", MimeType: "image/gif", Data: base64.StdEncoding.EncodeToString(b.Bytes())}
+	out, hint, fit := fitImage(in)
+	if want := "[Image: original 3000x100, displayed at 2000x67. Multiply coordinates by 1.50 to map to original image.]"; fit != imageScaled || hint != want {
+		t.Fatalf("fit %v, hint %q; want %q", fit, hint, want)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(out.Data)
+	img, _, err := image.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, a := img.At(0, 0).RGBA(); a != 0 && out.MimeType == "image/png" {
+		t.Errorf("the screen's top left is not transparent: %v", img.At(0, 0))
+	}
+	if r, _, _, _ := img.At(1999, 66).RGBA(); r < 0x8000 {
+		t.Errorf("the frame at the bottom right is not white: %v", img.At(1999, 66))
+	}
+}
