@@ -250,9 +250,30 @@ func FuzzFitImage(f *testing.F) {
 		[]byte("GIF89a\xd1\x07\x01\x00\x00\x00\x00,"), anim.Bytes()} {
 		f.Add(seed)
 	}
+	// What TestFitImageMemory and the tests after it found: headers whose
+	// decoding takes more than it may, a JPEG turned by its Exif, a GIF
+	// frame smaller than its screen, an image of many columns.
+	var photo, screen, wide bytes.Buffer
+	jpeg.Encode(&photo, flatImage(2100, 16), nil)
+	frame := image.NewPaletted(image.Rect(2000, 0, 2010, 10), color.Palette{color.Transparent, color.White})
+	gif.EncodeAll(&screen, &gif.GIF{Image: []*image.Paletted{frame}, Delay: []int{0}, Config: image.Config{ColorModel: frame.Palette, Width: 2100, Height: 10}})
+	png.Encode(&wide, image.NewGray(image.Rect(0, 0, 1<<20, 1)))
+	for _, seed := range [][]byte{pngHeaderOf(5792, 5792, 16, 6, 0, idatStart), pngHeaderOf(3000, 3000, 8, 2, 1, idatStart),
+		jpegHeader(5792, 5792, true, []byte{0x11, 0x11, 0x11, 0x11}, 0), jpegHeader(2100, 40, true, []byte{0x22, 0x11, 0x11}, -1),
+		jpegHeader(2100, 40, false, []byte{0x11, 0x11, 0x11}, 0), withOrientation(photo.Bytes(), 6), withOrientation(photo.Bytes(), 7),
+		screen.Bytes(), wide.Bytes()} {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := contentBlock{Type: "image", MimeType: imageType(data), Data: base64.StdEncoding.EncodeToString(data)}
-		out, hint, fit := fitImage(in)
+		var out contentBlock
+		var hint string
+		var fit imageFit
+		// Decoding within its budget, the result at most 2000x2000 px, its
+		// encodings (PNG of 16 MB, JPEGs of less) and their base64.
+		if n := allocated(func() { out, hint, fit = fitImage(in) }); n > maxDecodeBytes+96<<20 {
+			t.Fatalf("%d bytes allocated to fit it (%v)", n, fit)
+		}
 		if fit != imageScaled {
 			if !reflect.DeepEqual(out, in) || hint != "" {
 				t.Fatalf("%v, but changed", fit)
