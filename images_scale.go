@@ -50,6 +50,14 @@ const maxScalePixels = 1 << 25
 // image past it goes as it is, as one of too many pixels does.
 const maxDecodeBytes = 1 << 27
 
+// maxJPEGScans is the most scans of a JPEG rpi decodes to scale. Each
+// scan of a progressive JPEG passes over every block of the image (of
+// 5792x5792, half a million blocks a component), and one that skips them
+// all takes a few dozen bytes: thousands of scans are minutes of work.
+// An encoder's progressive JPEG has about ten (libjpeg's script) and at
+// most a few dozen.
+const maxJPEGScans = 100
+
 // imageScaling's lock is held while an image is decoded, scaled and
 // encoded: one at a time in the whole process (scaling), so that the
 // sessions of rpi serve, each scaling a tool's image at once, take
@@ -96,6 +104,9 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	case err != nil:
 		return b, "", imageBroken
 	case imageType(raw) == "image/webp": // whatever its block says it is
+		return b, "", imageKept
+	}
+	if imageType(raw) == "image/jpeg" && jpegScans(raw) > maxJPEGScans {
 		return b, "", imageKept
 	}
 	if cost, ok := decodeCost(raw); !ok {
@@ -542,4 +553,34 @@ func orient(img *image.RGBA, o int) *image.RGBA {
 		}
 	}
 	return out
+}
+
+// jpegScans is how many scans (SOS markers) the JPEG raw has: its
+// markers walked, the data of each scan passed over (a 0xff in it is
+// followed by 0 or is a restart).
+func jpegScans(raw []byte) int {
+	scans := 0
+	for i := 2; i+1 < len(raw); {
+		if raw[i] != 0xff {
+			i++
+			continue
+		}
+		switch m := raw[i+1]; {
+		case m == 0xff:
+			i++
+			continue
+		case m == 0 || m == 0x01 || 0xd0 <= m && m <= 0xd7: // data, restarts: no length
+			i += 2
+			continue
+		case m == 0xd9:
+			return scans
+		case m == 0xda:
+			scans++
+		}
+		if i+4 > len(raw) {
+			break
+		}
+		i += 2 + (int(raw[i+2])<<8 | int(raw[i+3]))
+	}
+	return scans
 }

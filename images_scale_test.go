@@ -601,3 +601,29 @@ func TestFitImageGIFScreen(t *testing.T) {
 		t.Errorf("the frame at the bottom right is not white: %v", img.At(1999, 66))
 	}
 }
+
+// TestFitImageManyScans: a JPEG of more than maxJPEGScans scans goes as
+// it is, not decoded: each scan of a progressive JPEG passes over every
+// block of the image, and one that skips them all takes a few dozen
+// bytes, so a file of a few MB held the decoder (and every session's
+// scaling, one at a time) for many minutes.
+func TestFitImageManyScans(t *testing.T) {
+	one := jpegHeader(2100, 40, true, []byte{0x11}, -1)
+	scan := one[len(one)-10:] // its scan's header: the same again and again
+	if scan[0] != 0xff || scan[1] != 0xda {
+		t.Fatalf("the scan is not at the end: % x", scan)
+	}
+	many := append([]byte(nil), one...)
+	for range maxJPEGScans {
+		many = append(many, scan...)
+	}
+	for name, c := range map[string]struct {
+		raw  []byte
+		want imageFit
+	}{"one scan": {one, imageBroken}, "many scans": {many, imageKept}} {
+		in := contentBlock{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString(c.raw)}
+		if _, _, fit := fitImage(in); fit != c.want {
+			t.Errorf("%s: fit %v, want %v", name, fit, c.want)
+		}
+	}
+}
