@@ -86,8 +86,10 @@ const (
 // fitImage is image block b made to fit the limits: as it is when it
 // does already, when its size cannot be read from its header (not an
 // image rpi knows), when it is WebP (which the standard library cannot
-// decode) or of more than maxScalePixels; else decoded, scaled to at most
-// maxImageSide a side and encoded as the smaller of PNG and JPEG; while
+// decode), of more than maxScalePixels, or when decoding it would take
+// more than maxDecodeBytes or maxJPEGScans; else decoded (one at a time:
+// scaling), turned as its Exif says, scaled to at most maxImageSide a
+// side and encoded as the smaller of PNG and JPEG; while
 // that has maxImageBase64 of base64 or more, as JPEG of lower qualities,
 // then at three quarters of the size, again and again. The hint, for an
 // image scaled, is pi's note of the two sizes.

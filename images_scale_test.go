@@ -264,6 +264,11 @@ func FuzzFitImage(f *testing.F) {
 		screen.Bytes(), wide.Bytes()} {
 		f.Add(seed)
 	}
+	scans := jpegHeader(2100, 40, true, []byte{0x11}, -1)
+	for range maxJPEGScans {
+		scans = append(scans, scans[len(scans)-10:]...) // its scan again
+	}
+	f.Add(scans)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := contentBlock{Type: "image", MimeType: imageType(data), Data: base64.StdEncoding.EncodeToString(data)}
 		var out contentBlock
