@@ -37,6 +37,18 @@ type processTable struct {
 	// on get the shorter graces of the end (endKillGrace, endPipeGrace).
 	ending chan struct{}
 
+	// startMu is held while a child starts, from the check of closed
+	// until its pid is in live (the fork and the exec, which can take
+	// seconds on a slow disk), and while what rpi adopted is reaped or
+	// ended, so that no child of rpi's own is taken for adopted. mu is
+	// not held meanwhile: listing the processes never waits for a start.
+	startMu mutex[processStartMu]
+	// live are the pids of the children started and not yet reaped: an
+	// exited one among them is os/exec's to wait for, not an adopted
+	// process to reap (reapAdopted). A pid joins as its child starts,
+	// and leaves once it is reaped; startMu guards it.
+	live map[int]bool
+
 	mu     mutex[processTableMu] // guards the fields below
 	closed bool                  // shutting down: no new children
 	byID   map[string]*process
@@ -46,11 +58,6 @@ type processTable struct {
 	// (noteEnded), maxEndedProcesses unless a test lowers it.
 	ended     []*process
 	keepEnded int
-	// live are the pids of the children started and not yet reaped: an
-	// exited one among them is os/exec's to wait for, not an adopted
-	// process to reap (reapAdopted). A pid joins as its child starts,
-	// under mu, and leaves once it is reaped.
-	live map[int]bool
 	// starting counts the background processes being started, not yet
 	// in byID, which count against the limit (reserveProcess).
 	starting int
@@ -62,9 +69,12 @@ func newProcessTable(w *watchdog, stderr io.Writer, adopt func(reap func())) *pr
 }
 
 // close refuses every later child, and from then on stops children with
-// the graces of the end; shutdown then waits for the others. It may be
-// called more than once.
+// the graces of the end; shutdown then waits for the others. A child
+// being started is waited for: it is in the count shutdown waits for. It
+// may be called more than once.
 func (t *processTable) close() {
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.closed {
@@ -125,9 +135,12 @@ type childOptions struct {
 // stream ("stdout" and "stderr", or one "combined"); onOutput may block,
 // and then the child blocks on its pipe. The caller must wait() for it.
 func (t *processTable) start(cmd *exec.Cmd, opts childOptions, onOutput func(stream string, p []byte)) (*child, error) {
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
 		return nil, errShuttingDown
 	}
 	readyChildSignals()
@@ -300,9 +313,9 @@ func (c *child) wait() *os.ProcessState {
 // under it is left alone.
 func (c *child) reap() *os.ProcessState {
 	ps := c.reapOnce()
-	c.table.mu.Lock()
+	c.table.startMu.Lock()
 	delete(c.table.live, c.pid)
-	c.table.mu.Unlock()
+	c.table.startMu.Unlock()
 	return ps
 }
 
@@ -324,30 +337,31 @@ func (c *child) reapOnce() *os.ProcessState {
 
 // reapAdoptedNow reaps what rpi adopted that has exited (called as a
 // process exits: SIGCHLD), but its own children not yet reaped and the
-// watchdog, which are os/exec's to wait for: holding mu, no child starts
-// meanwhile (start holds it from the fork until the pid is in live), and
+// watchdog, which are os/exec's to wait for: holding startMu, no child
+// starts meanwhile (start holds it from the fork until the pid is in
+// live), and
 // the watchdog is asked for once each pid is found (it holds its lock
 // from its fork until it knows the pid).
 func (t *processTable) reapAdoptedNow() {
 	if t.reapAdopted == nil {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
 	t.reapAdopted(t.keeps)
 }
 
 // endAdopted ends what rpi adopted (end: runEnv.endOrphans) at rpi's
-// end, holding mu: no reap of reapAdoptedNow frees meanwhile a pid end
-// has found and is about to kill.
+// end, holding startMu: no reap of reapAdoptedNow frees meanwhile a pid
+// end has found and is about to kill.
 func (t *processTable) endAdopted(end func(keep func(pid int) bool)) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
 	end(t.keeps)
 }
 
 // keeps reports whether pid is a child rpi waits for itself: one the
-// table started and has not reaped, or the watchdog. mu is held.
+// table started and has not reaped, or the watchdog. startMu is held.
 func (t *processTable) keeps(pid int) bool { return t.live[pid] || pid == t.watchdog.pid() }
 
 // release tells shutdown that the child and everything about it is done.

@@ -35,6 +35,7 @@ var lockOrder = []struct {
 	{`lookedUp.mu`, coreLock},
 	{`process.mu`, coreLock},
 	{`shellOutput.mu`, coreLock},
+	{`processTable.startMu`, coreLock}, // held while a child starts (its fork and exec) and while what rpi adopted is reaped
 	{`processTable.mu`, coreLock},
 	{`userBashRuns.mu`, coreLock},
 	{`tempFiles.mu`, coreLock},
@@ -82,6 +83,7 @@ func (keyCommandMu) lockName() string   { return `keyCommand.mu` }
 func (lookedUpMu) lockName() string     { return `lookedUp.mu` }
 func (processMu) lockName() string      { return `process.mu` }
 func (shellOutputMu) lockName() string  { return `shellOutput.mu` }
+func (processStartMu) lockName() string { return `processTable.startMu` }
 func (processTableMu) lockName() string { return `processTable.mu` }
 func (userBashMu) lockName() string     { return `userBashRuns.mu` }
 func (tempFilesMu) lockName() string    { return `tempFiles.mu` }

@@ -51,6 +51,7 @@ type (
 	lookedUpMu     struct{}
 	processMu      struct{}
 	shellOutputMu  struct{}
+	processStartMu struct{}
 	processTableMu struct{}
 	userBashMu     struct{}
 	tempFilesMu    struct{}

@@ -1146,6 +1146,39 @@ func TestEndedProcessesAreBounded(t *testing.T) {
 	sp.stop()
 }
 
+// TestSpawnHoldsNoCommandBack: a process_spawn whose start takes long (a
+// slow disk's exec; here another start holds the table, as one under way
+// does) holds up neither the commands after it nor the process list, and
+// the client's later spawns start after it and answer in order. Its answer
+// comes once it has started, after process_started. The start ran on the
+// command loop, under the table's one lock: every command waited for it.
+func TestSpawnHoldsNoCommandBack(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	procs := sp.s.procs
+	procs.startMu.Lock() // a start under way
+	sp.send(spawnLine("slow", []string{"true"}, ""), spawnLine("next", []string{"true"}, ""),
+		`{"id":"l","type":"process_list"}`, `{"id":"s","type":"get_state"}`)
+	sp.seen(`"id":"s"`)
+	out := sp.out.bytes()
+	if bytes.Contains(out, []byte(`"id":"slow"`)) || bytes.Contains(out, []byte(`"id":"next"`)) {
+		t.Fatalf("a spawn was answered while the table was held:\n%s", out)
+	}
+	if !bytes.Contains(out, []byte(`{"id":"l","type":"response","command":"process_list","success":true,"data":[]}`)) {
+		t.Errorf("process_list did not answer an empty list at once:\n%s", out)
+	}
+	procs.startMu.Unlock()
+	sp.seen(`"id":"next"`)
+	out = sp.out.bytes()
+	started := bytes.Index(out, []byte(`"type":"process_started"`))
+	slow, next := bytes.Index(out, []byte(`"id":"slow","type":"response","command":"process_spawn","success":true`)),
+		bytes.Index(out, []byte(`"id":"next","type":"response","command":"process_spawn","success":true`))
+	if started < 0 || slow < started || next < slow {
+		t.Errorf("want process_started, then slow's answer, then next's:\n%s", out)
+	}
+	sp.stop()
+}
+
 // TestModelEndsNoClientProcess: the ended processes a session keeps are
 // counted apart for the client's and the model's (the process tool's),
 // so a model that starts short commands never pushes out of the list a

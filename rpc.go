@@ -27,8 +27,9 @@ type rpcServer struct {
 	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
 	served  *servedRPC  // the rpi serve connection it is a view of; nil over stdio
 
-	lastState    *stateAnswer // the last get_state answer (getStateCommand); the command loop's alone
-	queryRequest rpcRequest   // the request of each query, used again (keepsNoRequest); the command loop's alone
+	lastState    *stateAnswer  // the last get_state answer (getStateCommand); the command loop's alone
+	queryRequest rpcRequest    // the request of each query, used again (keepsNoRequest); the command loop's alone
+	spawnsBefore chan struct{} // closed once the client's last process_spawn has started or failed; the command loop's alone
 }
 
 // newServer starts the host and opens the session the command line names.

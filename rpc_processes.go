@@ -25,6 +25,10 @@ func (s *rpcServer) requestProcess(r *rpcRequest) (*process, error) {
 // [outputBytes]}.
 // Answer: ProcessInfo. Events: process_started before the answer, then
 // process_output chunks, then process_exited after the last of them.
+// A bad spec fails at once; the start itself (which waits for the
+// program's exec, seconds on a slow disk) runs in the background, so the
+// commands after it are not held up, and the client's spawns start and
+// answer in the order they came (spawnsBefore).
 func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
@@ -34,10 +38,17 @@ func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) })
-	if err != nil {
-		return nil, err
-	}
+	before, started := s.spawnsBefore, make(chan struct{})
+	s.spawnsBefore = started
+	s.goBackground(func() {
+		defer close(started)
+		if before != nil {
+			<-before
+		}
+		if _, err := s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) }); err != nil {
+			s.reply(r, nil, err)
+		}
+	})
 	return noReply{}, nil
 }
 
