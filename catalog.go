@@ -47,16 +47,18 @@ var (
 )
 
 // makeModels makes p's models: each with p's API, the base URL given
-// (OPENAI_BASE_URL may move openai's), the quirks of that host, and the
+// (models.json or OPENAI_BASE_URL may move it), the quirks of that host
+// with models.json's compat over them, models.json's headers, and the
 // provider's credential.
-func (p *hostedProvider) makeModels(baseURL string, cred *credential) []*model {
-	c := detectCompat(p.id, baseURL) // a provider's models share its base URL
+func (p *hostedProvider) makeModels(baseURL string, cred *credential, over providerOverride) []*model {
+	c := detectCompat(p.id, baseURL).over(over.compat) // a provider's models share its base URL
 	models := make([]model, len(p.models))
 	made := make([]*model, len(p.models))
 	for i, e := range p.models {
 		m := &models[i]
 		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
-			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images}
+			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images,
+			headers: over.headers}
 		if e.images {
 			m.Input = textImageInput
 		}

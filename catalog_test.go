@@ -43,7 +43,7 @@ func TestCatalog(t *testing.T) {
 			t.Errorf("provider %s: %+v", p.id, p)
 		}
 		vars[p.keyVar] = true
-		for _, m := range p.makeModels(p.baseURL, nil) {
+		for _, m := range p.makeModels(p.baseURL, nil, providerOverride{}) {
 			if m.ContextWindow <= 0 || m.MaxTokens <= 0 || m.Cost.Input <= 0 || m.Cost.Output <= 0 || m.Name == "" {
 				t.Errorf("%s/%s: %+v", p.id, m.ID, m)
 			}
@@ -410,5 +410,85 @@ func TestModelsJSONReasoningCompat(t *testing.T) {
 	_, err = loadModels(dir, "", "", func(string) string { return "" })
 	if want := "Invalid " + path + ": line 1, column 76: providers.a.models[0].compat.allowEmptySignature: expected true or false, got a string"; err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+// TestModelsJSONChangesBuiltinModels: a models.json entry named like a
+// built-in provider, without models, changes that provider's own models
+// as in pi: its baseUrl (trimmed like a listed model's, and before
+// OPENAI_BASE_URL), its compat over what rpi detects, its headers (a
+// variable's value, a secret), and its apiKey (a secret). The models are
+// still made at their first use, and a provider without an entry keeps
+// its own; a model adopted for --provider takes the entry's headers too.
+func TestModelsJSONChangesBuiltinModels(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{`+
+		`"groq":{"baseUrl":"http://proxy.example/groq/v1/","apiKey":"$MY_GROQ_KEY","headers":{"X-Proxy-Auth":"$PROXY_TOKEN","X-Title":"rpi"},`+
+		`"compat":{"maxTokensField":"max_tokens","supportsUsageInStreaming":false}},`+
+		`"openai":{"baseUrl":"http://proxy.example/openai/v1"}}}`), 0o600)
+	env := map[string]string{"MY_GROQ_KEY": "gsk-from-models-json", "PROXY_TOKEN": "proxy-token-0123456789",
+		"GROQ_API_KEY": "gsk-from-variable", "OPENAI_BASE_URL": "http://elsewhere.example/v1", "ANTHROPIC_API_KEY": "sk-ant-abcdefgh"}
+	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
+	if err != nil || len(setup.warnings) > 0 {
+		t.Fatal(err, setup.warnings)
+	}
+	if made := madeProviders(setup.catalog); made != nil {
+		t.Errorf("loading made the models of %q", made)
+	}
+	groq := setup.catalog.of("groq")
+	if len(groq) != len(hostedProviderNamed("groq").models) {
+		t.Fatalf("groq has %d models, want the catalog's", len(groq))
+	}
+	for _, m := range groq {
+		key, _ := m.cred.resolve(t.Context(), nil, setup.secrets)
+		if !m.builtin || m.BaseURL != "http://proxy.example/groq/v1" || key != "gsk-from-models-json" ||
+			!maps.Equal(m.headers, map[string]string{"X-Proxy-Auth": "proxy-token-0123456789", "X-Title": "rpi"}) ||
+			m.compat.MaxTokensField != "max_tokens" || setting(m.compat.SupportsUsageInStreaming, true) {
+			t.Errorf("groq/%s: base URL %q, key %q, headers %q, compat %+v", m.ID, m.BaseURL, key, m.headers, m.compat)
+		}
+	}
+	for _, secret := range []string{"gsk-from-models-json", "proxy-token-0123456789"} {
+		if got := setup.secrets.redact("a " + secret + " b"); got != "a [redacted] b" {
+			t.Errorf("%q is not redacted: %q", secret, got)
+		}
+	}
+	if m := setup.catalog.of("openai")[0]; m.BaseURL != "http://proxy.example/openai/v1" || len(m.headers) > 0 ||
+		m.compat.MaxTokensField != "max_completion_tokens" {
+		t.Errorf("openai/%s: base URL %q, headers %q, compat %+v", m.ID, m.BaseURL, m.headers, m.compat)
+	}
+	if m := setup.catalog.of("anthropic")[0]; m.BaseURL != "https://api.anthropic.com" || m.headers != nil {
+		t.Errorf("anthropic/%s, without an entry: base URL %q, headers %q", m.ID, m.BaseURL, m.headers)
+	}
+	if m := adoptModel(groq, "groq", "an-id-groq-does-not-list"); m == nil || m.BaseURL != "http://proxy.example/groq/v1" ||
+		m.headers["X-Proxy-Auth"] != "proxy-token-0123456789" || m.compat.MaxTokensField != "max_tokens" {
+		t.Errorf("adopted %+v", m)
+	}
+}
+
+// TestBuiltinModelThroughProxy: a built-in provider's model, moved by
+// models.json to a proxy (here the fake server), sends its request there
+// with the entry's header and the provider's key, and the entry's compat
+// changes the request's body (max_tokens where groq takes
+// max_completion_tokens).
+func TestBuiltinModelThroughProxy(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"text":["Hi"]}`, e.agentDir)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"baseUrl":"`+fm.server.URL+`/v1",`+
+		`"headers":{"X-Proxy-Auth":"PROXY_TOKEN"},"compat":{"maxTokensField":"max_tokens"}}}}`), 0o600)
+	e.vars["GROQ_API_KEY"], e.vars["PROXY_TOKEN"] = "gsk-abcdefgh", "proxy-token-0123456789"
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", "groq/llama-3.3-70b-versatile"})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if len(fm.requests) != 1 {
+		t.Fatalf("the proxy was asked %d times:\n%.3000s", len(fm.requests), ps.out.bytes())
+	}
+	body, h := fm.requests[0], fm.headers[0]
+	if body["model"] != "llama-3.3-70b-versatile" || body["max_tokens"] == nil || body["max_completion_tokens"] != nil ||
+		h.Get("X-Proxy-Auth") != "proxy-token-0123456789" || h.Get("Authorization") != "Bearer gsk-abcdefgh" {
+		t.Errorf("request %v, headers %v", body, h)
 	}
 }

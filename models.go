@@ -244,7 +244,8 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("Cannot read %s: %v", path, unwrapPathError(err))
 	}
-	fileKeys := map[string]string{} // models.json's apiKey per provider
+	fileKeys := map[string]string{}            // models.json's apiKey per provider
+	overrides := map[string]providerOverride{} // models.json's entries named like a built-in provider
 	var models []*model
 	if err == nil {
 		var file modelsFile
@@ -260,7 +261,17 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
 			p := file.Providers[name]
 			fileKeys[name] = p.APIKey
+			headers := map[string]string{} // the provider's models share it (read only)
+			for k, v := range p.Headers {
+				headers[k] = resolve(v)
+				if token, ok := schemeToken(headers[k]); ok { // a server may echo it alone
+					keys = append(keys, token)
+				}
+			}
 			hp := hostedProviderNamed(name)
+			if hp != nil { // it changes the built-in provider's own models too
+				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers}
+			}
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				if hp != nil { // a model added to a built-in provider
@@ -279,7 +290,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "" || keyVarOf(name) != "", headers: map[string]string{}, levels: m.ThinkingLevelMap}
+					needsKey: p.APIKey != "" || keyVarOf(name) != "", headers: headers, levels: m.ThinkingLevelMap}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
@@ -295,12 +306,6 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				if m.Cost != nil {
 					mod.Cost = *m.Cost
-				}
-				for k, v := range p.Headers {
-					mod.headers[k] = resolve(v)
-					if token, ok := schemeToken(mod.headers[k]); ok { // a server may echo it alone
-						keys = append(keys, token)
-					}
 				}
 				models = append(models, mod)
 			}
@@ -324,10 +329,11 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	openAIBase := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/")
 	for i := range hostedProviders {
 		p, b := &hostedProviders[i], &catalog.builtin[i]
-		b.provider, b.baseURL, b.cred = p, p.baseURL, creds.of(p.id)
+		b.provider, b.baseURL, b.cred, b.over = p, p.baseURL, creds.of(p.id), overrides[p.id]
 		if p.id == "openai" && openAIBase != "" {
 			b.baseURL = openAIBase
 		}
+		b.baseURL = cmp.Or(b.over.baseURL, b.baseURL) // models.json's, as its apiKey goes before the variable
 	}
 	if _, replaced := fileKeys[fauxProvider]; !replaced { // a models.json provider "faux" replaces it
 		faux := newFauxModel(getenv(fauxResponseVar))
@@ -354,19 +360,29 @@ type modelCatalog struct {
 }
 
 // builtinProvider is a built-in provider as this rpi has it: its base
-// URL, its credential, and its models once made (the same ones at every
-// use).
+// URL, its credential, what models.json changes of it, and its models
+// once made (the same ones at every use).
 type builtinProvider struct {
 	provider *hostedProvider
-	baseURL  string      // the catalog's, or OPENAI_BASE_URL for openai
+	baseURL  string      // models.json's, else OPENAI_BASE_URL for openai, else the catalog's
 	cred     *credential // nil: no key, none of its models can be used
+	over     providerOverride
 	once     sync.Once
 	made     []*model
 }
 
+// providerOverride is what a models.json entry named like a built-in
+// provider changes of that provider's own models (as in pi): their base
+// URL, their compat settings, and headers added to their requests.
+type providerOverride struct {
+	baseURL string            // "": the provider's own
+	compat  *compat           // over what rpi detects for the host; nil: nothing
+	headers map[string]string // resolved; shared by the models (read only)
+}
+
 // models are p's models, made at the first call.
 func (p *builtinProvider) models() []*model {
-	p.once.Do(func() { p.made = p.provider.makeModels(p.baseURL, p.cred) })
+	p.once.Do(func() { p.made = p.provider.makeModels(p.baseURL, p.cred, p.over) })
 	return p.made
 }
 
@@ -575,7 +591,7 @@ func adoptModel(models []*model, provider, id string) *model {
 	for _, m := range models {
 		if m.builtin && m.Provider == provider {
 			return &model{ID: id, Name: id, API: m.API, Provider: provider, BaseURL: m.BaseURL, Input: []string{"text"},
-				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey}
+				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey, headers: m.headers}
 		}
 	}
 	return nil
