@@ -8,6 +8,7 @@ package main
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -49,12 +50,16 @@ var (
 // makeModels makes p's models: each with p's API, the base URL given
 // (models.json or OPENAI_BASE_URL may move it), the quirks of that host
 // with models.json's compat over them, models.json's headers, and the
-// provider's credential.
+// provider's credential; but not those models.json lists itself (its
+// model of the same id replaces the catalog's, as in pi).
 func (p *hostedProvider) makeModels(baseURL string, cred *credential, over providerOverride) []*model {
 	c := detectCompat(p.id, baseURL).over(over.compat) // a provider's models share its base URL
 	models := make([]model, len(p.models))
-	made := make([]*model, len(p.models))
+	made := make([]*model, 0, len(p.models))
 	for i, e := range p.models {
+		if slices.Contains(over.listed, e.id) {
+			continue
+		}
 		m := &models[i]
 		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
 			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images,
@@ -65,7 +70,7 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		if e.levels != "" {
 			m.levels = builtinLevels(e.levels)
 		}
-		made[i] = m
+		made = append(made, m)
 	}
 	return made
 }

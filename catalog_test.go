@@ -492,3 +492,34 @@ func TestBuiltinModelThroughProxy(t *testing.T) {
 		t.Errorf("request %v, headers %v", body, h)
 	}
 }
+
+// TestModelsJSONReplacesBuiltinModel: a model models.json lists under a
+// built-in provider with the id of one of its catalog models replaces
+// that model, as in pi (an entry's model of the same id replaces the
+// existing one); the provider's other models stay, and one of a new id is
+// added. Both were listed, the id twice.
+func TestModelsJSONReplacesBuiltinModel(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"models":[`+
+		`{"id":"llama-3.3-70b-versatile","name":"Llama (mine)","contextWindow":8192},{"id":"new-model"}]}}}`), 0o600)
+	setup, err := loadModels(dir, "", "", func(k string) string { return map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range setup.catalog.of("groq") {
+		ids = append(ids, m.ID)
+		if m.ID == "llama-3.3-70b-versatile" && (m.builtin || m.Name != "Llama (mine)" || m.ContextWindow != 8192) {
+			t.Errorf("the listed model is %+v", m)
+		}
+	}
+	want := []string{"llama-3.3-70b-versatile", "new-model"}
+	for _, e := range hostedProviderNamed("groq").models {
+		if e.id != "llama-3.3-70b-versatile" {
+			want = append(want, e.id)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("groq's models %q, want %q", ids, want)
+	}
+}

@@ -269,9 +269,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 			}
 			hp := hostedProviderNamed(name)
-			if hp != nil { // it changes the built-in provider's own models too
-				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers}
-			}
+			var listed []string // the ids it lists that replace a built-in model's
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				if hp != nil { // a model added to a built-in provider
@@ -308,6 +306,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					mod.Cost = *m.Cost
 				}
 				models = append(models, mod)
+				listed = append(listed, m.ID)
+			}
+			if hp != nil { // it changes the built-in provider's own models too
+				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers, listed: listed}
 			}
 		}
 		if len(unspoken) > 0 {
@@ -373,11 +375,13 @@ type builtinProvider struct {
 
 // providerOverride is what a models.json entry named like a built-in
 // provider changes of that provider's own models (as in pi): their base
-// URL, their compat settings, and headers added to their requests.
+// URL, their compat settings, headers added to their requests, and which
+// of them its own models of the same id replace.
 type providerOverride struct {
 	baseURL string            // "": the provider's own
 	compat  *compat           // over what rpi detects for the host; nil: nothing
 	headers map[string]string // resolved; shared by the models (read only)
+	listed  []string          // the ids of the models it lists
 }
 
 // models are p's models, made at the first call.
