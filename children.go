@@ -127,6 +127,10 @@ type childOptions struct {
 	// answers: the child answers requests (an MCP server), so each read
 	// is handed on at once, never held back to let the pipe fill.
 	answers bool
+	// ended, if set, is told as each stream ends (every writer closed it,
+	// or wait cut it), after its last output, from the stream's reader;
+	// wait waits for it.
+	ended func(stream string)
 }
 
 // start starts cmd in a new process group (under a PTY: a new session
@@ -210,7 +214,7 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
 	c.readers.Add(len(parentEnds))
 	for i, pipe := range parentEnds {
-		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], !opts.answers, onOutput) })()
+		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], !opts.answers, onOutput, opts.ended) })()
 	}
 	return c, nil
 }
@@ -232,7 +236,7 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 	}
 	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
 	c.readers.Add(1)
-	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", true, onOutput) })()
+	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", true, onOutput, opts.ended) })()
 	return c, nil
 }
 
@@ -241,8 +245,9 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 // by readPause (unless pause is false: a child that answers requests) to
 // let the pipe fill, so a flood of small writes costs a few
 // large reads instead of a wake-up each; output is coalesced for longer
-// than that anyway, and a single burst (echo hi) is not delayed.
-func (c *child) read(pipe *os.File, stream string, pause bool, onOutput func(string, []byte)) {
+// than that anyway, and a single burst (echo hi) is not delayed. ended
+// (nil for none) is told once the stream has ended.
+func (c *child) read(pipe *os.File, stream string, pause bool, onOutput func(string, []byte), ended func(string)) {
 	defer c.readers.Done()
 	defer pipe.Close()
 	buf := make([]byte, 256<<10)
@@ -253,6 +258,9 @@ func (c *child) read(pipe *os.File, stream string, pause bool, onOutput func(str
 			onOutput(stream, buf[:n])
 		}
 		if err != nil {
+			if ended != nil {
+				ended(stream)
+			}
 			return
 		}
 		if pause && flowing && n < len(buf)/4 {

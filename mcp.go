@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -335,7 +336,9 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 
 // startStdio starts srv's process in its own process group, its stdout
 // the connection's input and its stderr mcp.log's; stop ends it (stdin
-// closed, SIGTERM, SIGKILL to the group after the grace).
+// closed, SIGTERM, SIGKILL to the group after the grace). A server that
+// closes its stdout can answer nothing more: it is stopped then, as if
+// it had exited, and not left holding every request until its timeout.
 func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	s, cfg := m.s, srv.cfg
 	cmd := s.command(cfg.command, cfg.args...)
@@ -351,7 +354,25 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
 	conn := newMCPConn(cfg.name, log) // before the child: its readers start with it
 	m.prepare(srv, conn)
-	c, err := s.procs.start(cmd, childOptions{stdin: true, answers: true}, func(stream string, p []byte) {
+	var c *child
+	var stopOnce sync.Once
+	var stopping, closedStdout atomic.Bool
+	stop := func() {
+		stopOnce.Do(func() {
+			c.stdin.Close()
+			c.stop()
+		})
+	}
+	started := make(chan struct{}) // c is set: a reader may end before start returns
+	c, err := s.procs.start(cmd, childOptions{stdin: true, answers: true, ended: func(stream string) {
+		<-started
+		// Its stdout's end while it runs, not its exit and not rpi's
+		// stop, stops it; wait then tells why (mcpStdioEnd).
+		if stream == "stdout" && !c.hasExited() && !stopping.Load() {
+			closedStdout.Store(true)
+			stop()
+		}
+	}}, func(stream string, p []byte) {
 		if stream == "stdout" {
 			conn.feed(p)
 		} else {
@@ -361,20 +382,26 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("could not start %s: %v", cfg.command, unwrapPathError(err))
 	}
+	close(started)
 	conn.send = (&mcpStdin{server: cfg.name, stderr: s.stderr, stdin: c.stdin}).send
 	go guarded(s.stderr, "waiting for an MCP server", func() {
 		ps := c.wait()
-		conn.end(fmt.Errorf("MCP server %s exited (%v)", cfg.name, ps))
+		conn.end(mcpStdioEnd(cfg.name, ps, closedStdout.Load() && c.killed.Load()))
 		c.release()
 	})()
-	var stopOnce sync.Once
-	stop := func() {
-		stopOnce.Do(func() {
-			c.stdin.Close()
-			c.stop()
-		})
+	return conn, func() { stopping.Store(true); stop() }, nil
+}
+
+// mcpStdioEnd is why a stdio server's connection ended, once its process
+// is reaped: it exited, or rpi stopped it for closing its stdout
+// (stoppedForStdout) and what ended it was rpi's signal. A server whose
+// stdout closed because it was exiting keeps its own exit status, which
+// rpi's signal, come too late, did not change.
+func mcpStdioEnd(name string, ps *os.ProcessState, stoppedForStdout bool) error {
+	if code, _ := exitStatus(ps); stoppedForStdout && (code == nil || *code == killedExitCode) {
+		return fmt.Errorf("MCP server %s closed its stdout", name)
 	}
-	return conn, stop, nil
+	return fmt.Errorf("MCP server %s exited (%v)", name, ps)
 }
 
 // prepare gives a new connection what every transport's has: the roots

@@ -41,7 +41,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // tools, "big-log" sends a log message of 1 MiB once initialized,
 // "roots" asks rpi for its roots then and writes the answer to the file
 // $MCP_TEST_ROOTS, "echo-env" makes echo answer the value of the
-// variable its text names.
+// variable its text names, "close-stdout-on-call" closes its stdout at a
+// tools/call and "close-stdout-on-list" at a tools/list, each then
+// sleeping, its stdin still open, for an hour.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -113,6 +115,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			"serverInfo": map[string]any{"name": "rpi-test", "version": "1"}})
 	case "tools/list":
 		mcpTestLists++
+		if mode == "close-stdout-on-list" {
+			mcpTestCloseStdout()
+		}
 		var p struct {
 			Cursor string `json:"cursor"`
 		}
@@ -153,6 +158,9 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		json.Unmarshal(p.Arguments, &a)
 		if mode == "crash-on-call" {
 			os.Exit(3)
+		}
+		if mode == "close-stdout-on-call" {
+			mcpTestCloseStdout()
 		}
 		switch p.Name {
 		case "echo":
@@ -241,6 +249,13 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 	default:
 		send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
 	}
+}
+
+// mcpTestCloseStdout closes the test server's stdout and sleeps for an
+// hour, running: nothing it could answer reaches rpi.
+func mcpTestCloseStdout() {
+	os.Stdout.Close()
+	time.Sleep(time.Hour)
 }
 
 // mcpTestHTTPServer serves mcpTestRespond over streamable HTTP: a
@@ -1020,19 +1035,33 @@ func TestMCPServerExitsAsItConnects(t *testing.T) {
 // connects again when asked (mcp_reconnect), the session unharmed.
 func TestMCPServerCrashes(t *testing.T) {
 	s := openMCPSession(t, "crash-on-call", nil)
+	if err := callMCPEcho(t, context.Background(), s); err == nil || err.Error() != "MCP server helper exited (exit status 3)" {
+		t.Errorf("the call: %v", err)
+	}
+	failedThenReconnects(t, s, "exited (exit status 3)")
+}
+
+// callMCPEcho is the error of a call of the test server's echo.
+func callMCPEcho(t *testing.T, ctx context.Context, s *session) error {
+	t.Helper()
 	c, err := s.decodeToolCall("mcp__helper__echo", json.RawMessage(`{"text":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
-	if err == nil || err.Error() != "MCP server helper exited (exit status 3)" {
-		t.Errorf("the call: %v", err)
-	}
+	_, err = c.run(ctx, s, toolRun{id: "t", update: func(toolResult) {}})
+	return err
+}
+
+// failedThenReconnects checks that the test server, its connection
+// ended, is reported failed for why, offers no tools, and connects again
+// when asked (mcp_reconnect).
+func failedThenReconnects(t *testing.T, s *session, why string) {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); s.mcp.list()[0].State != "failed" && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if list := s.mcp.list(); list[0].State != "failed" || list[0].Error != "exited (exit status 3)" || len(s.mcp.offered()) != 0 {
-		t.Errorf("after the crash: %+v, %d tools offered", list, len(s.mcp.offered()))
+	if list := s.mcp.list(); list[0].State != "failed" || list[0].Error != why || len(s.mcp.offered()) != 0 {
+		t.Errorf("after its end: %+v, %d tools offered", list, len(s.mcp.offered()))
 	}
 	done, err := s.mcp.reconnect("helper")
 	if err != nil {
@@ -1042,6 +1071,33 @@ func TestMCPServerCrashes(t *testing.T) {
 	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != 4 {
 		t.Errorf("after mcp_reconnect: %+v", st)
 	}
+}
+
+// TestMCPServerClosesStdout: a server that closes its stdout and runs on
+// fails the call waiting for it at once, though its timeout is an hour,
+// with a tool error saying so; it is stopped and reaped by then, is
+// reported failed, offers no tools, and connects again when asked. It
+// stayed connected, each request waiting out its timeout.
+func TestMCPServerClosesStdout(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := openMCPSession(t, "close-stdout-on-call", map[string]any{"timeout": 3600,
+		"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "close-stdout-on-call", "MCP_TEST_PIDFILE": pidFile}})
+	var pid int
+	data, _ := os.ReadFile(pidFile) // written as it started
+	if _, err := fmt.Sscan(string(data), &pid); err != nil {
+		t.Fatalf("the server's pid: %q, %v", data, err)
+	}
+	// Only so that the test fails, not hangs, without the fix: the call
+	// waits an hour otherwise.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := callMCPEcho(t, ctx, s); err == nil || err.Error() != "MCP server helper closed its stdout" {
+		t.Errorf("the call: %v", err)
+	}
+	if alive(pid) { // reaped before its connection ended
+		t.Errorf("the server (pid %d) runs on", pid)
+	}
+	failedThenReconnects(t, s, "closed its stdout")
 }
 
 // TestMCPLogLinesBounded: a server's log message (or stderr line) of
