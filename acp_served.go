@@ -235,9 +235,10 @@ var (
 	errStageChangedAsOpened = &acpError{Code: acpInternalError, Message: textChangedBeforeAttached}
 )
 
-// hold holds s's stage for an attach to it as the session id.
+// hold holds s's stage for an attach to it as the session id: once it
+// is live, when another request is opening it (stageOnceOpen).
 func (c *servedACP) hold(s *session, id string) (func(), error) {
-	st := c.sh.stageFor(s)
+	st := c.sh.stageOnceOpen(s)
 	if st == nil {
 		return nil, errStageClosing
 	}
@@ -245,7 +246,8 @@ func (c *servedACP) hold(s *session, id string) (func(), error) {
 }
 
 // errStageClosing answers a load or resume of a session the host is
-// closing (idle).
+// closing (idle). One another request is opening is waited for (hold),
+// not refused.
 var errStageClosing = &acpError{Code: acpInternalError, Message: "The session is being closed: load it again in a moment"}
 
 // attach attaches as to s, live in the host and held (hold), with a

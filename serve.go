@@ -46,6 +46,13 @@ type serveHost struct {
 	where     []string  // what each listener listens on, as --listen spells it
 	sockets   []string  // the unix sockets made, removed at the end
 	started   time.Time // when the host started (seqBase)
+	// staged is closed (and forgotten) when openStage makes a stage live:
+	// a lookup that found a session open in the host before its stage
+	// was waits for it (stageOnceOpen). nil: no one waits.
+	staged chan struct{}
+	// unstaging are the sessions closeStage took out of stages and is
+	// closing, until they are closed (the registry finds them meanwhile).
+	unstaging map[*session]struct{}
 
 	seqMu mutex[serveSeqsMu] // guards the fields below
 	// closedSeqs are the seqs of the last events of the sessions closed,
@@ -69,6 +76,10 @@ type serveHost struct {
 	// it is live in the host, before the client it was opened for
 	// attaches (nil: nothing is).
 	opened func(*stage)
+	// registered, in tests, is called with each session openStage opens,
+	// once it is open in the host (found by its id), before its stage is
+	// live (nil: nothing is).
+	registered func(*session)
 }
 
 // servedConn is one client's connection to the host.
@@ -419,8 +430,15 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	st.mu.Lock()
 	st.s, st.firstID, st.path, st.left, st.entered = s, info.id, info.path, sh.rememberClosed, sh.closedSeq
 	st.mu.Unlock()
+	if sh.registered != nil {
+		sh.registered(s)
+	}
 	sh.mu.Lock()
 	sh.stages[s] = st
+	if sh.staged != nil {
+		close(sh.staged)
+		sh.staged = nil
+	}
 	sh.mu.Unlock()
 	if sh.opened != nil {
 		sh.opened(st)
@@ -438,7 +456,10 @@ var errHostFull = &acpError{Code: acpInternalError, Message: "Too many sessions 
 // opened true).
 func (sh *serveHost) stageOf(id string) (st *stage, opened bool, err error) {
 	if s := sh.h.sessions.openOrWait(id); s != nil {
-		if st := sh.stageFor(s); st != nil {
+		// A session another request is opening (open in the host, its
+		// stage not live yet) is waited for, not refused: its stage
+		// follows at once. So only a session being closed is refused.
+		if st := sh.stageOnceOpen(s); st != nil {
 			return st, false, nil
 		}
 		return nil, false, fmt.Errorf("Session %s is being closed: attach again in a moment", id)
@@ -486,6 +507,35 @@ func (sh *serveHost) stageFor(s *session) *stage {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.stages[s]
+}
+
+// stageOnceOpen is the stage of s, a session open in the host (found by
+// its id); when another request is opening it (it is open, and its stage
+// not live yet: openStage makes it live next, whatever happens), once it
+// is. nil when s is being closed (closeStage, or the host's end). Every
+// session open in rpi serve's host is opened by openStage, which makes
+// its stage live right after it opened, and only closeStage and the
+// host's end take one out: a session with no stage that is not closing
+// is being opened, and whether it is is decided under sh.mu, which
+// openStage takes to make the stage live.
+func (sh *serveHost) stageOnceOpen(s *session) *stage {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for {
+		if st := sh.stages[s]; st != nil {
+			return st
+		}
+		if _, closing := sh.unstaging[s]; closing || s.closing.Load() {
+			return nil
+		}
+		if sh.staged == nil {
+			sh.staged = make(chan struct{})
+		}
+		staged := sh.staged
+		sh.mu.Unlock()
+		<-staged
+		sh.mu.Lock()
+	}
 }
 
 // liveStages are the stages of the live sessions, in the order they opened.
@@ -554,7 +604,16 @@ func (sh *serveHost) closeStage(st *stage) {
 	path := st.s.conv.info().path
 	sh.mu.Lock()
 	delete(sh.stages, st.s)
+	if sh.unstaging == nil {
+		sh.unstaging = map[*session]struct{}{}
+	}
+	sh.unstaging[st.s] = struct{}{} // until it is closing for the registry too (stageOnceOpen)
 	sh.mu.Unlock()
+	defer func() {
+		sh.mu.Lock()
+		delete(sh.unstaging, st.s)
+		sh.mu.Unlock()
+	}()
 	var closed chan struct{}
 	sh.seqMu.Lock()
 	if path != "" && sh.closing[path] == nil {

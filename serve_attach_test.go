@@ -4,7 +4,8 @@ package main
 
 // Tests of attaching to rpi serve's sessions as they open, close and
 // change (docs/serve.md): the windows between a stage's opening and its
-// opener's attach, forced by sh.opened, the host's hook into that window.
+// opener's attach, forced by sh.opened, the host's hook into that window,
+// and between a session's opening and its stage's, by sh.registered.
 
 import (
 	"fmt"
@@ -23,20 +24,28 @@ func acpAnswerLine(c *lineClient, id string) string {
 	c.t.Helper()
 	var answer string
 	c.waitUntil("the answer to "+id, func(recs []servedRecord, _ bool) bool {
-		for _, r := range recs {
-			if answers(r, id) {
-				answer = string(r.line)
-			}
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, line := range c.bad {
-			if strings.Contains(line, `"id":`+id+`,`) {
-				answer = line
-			}
-		}
+		answer = acpAnswerRead(c, id)
 		return answer != ""
 	})
+	return answer
+}
+
+// acpAnswerRead is the line of the answer to the ACP request id that c
+// has read ("": none yet), as acpAnswerLine.
+func acpAnswerRead(c *lineClient, id string) (answer string) {
+	recs, _ := c.snapshot()
+	for _, r := range recs {
+		if answers(r, id) {
+			answer = string(r.line)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, line := range c.bad {
+		if strings.Contains(line, `"id":`+id+`,`) {
+			answer = line
+		}
+	}
 	return answer
 }
 
@@ -381,5 +390,134 @@ func TestServeACPNewWithdrawn(t *testing.T) {
 	sh.mu.Unlock()
 	if live := len(sh.h.sessions.list()); kept != 0 || live != 0 {
 		t.Errorf("after a withdrawn session/new the host keeps %d stages, %d sessions open; want none", kept, live)
+	}
+}
+
+// TestServeAttachWhileOpening: a client that attaches by its id (an rpc
+// session_attach, an ACP session/resume) to a session another request
+// is opening — open in the host, found by its id, its stage not live yet
+// — waits for the opening, then attaches to it. Before, it was refused as
+// if the session were being closed (Session ID is being closed: attach
+// again in a moment; over ACP, The session is being closed: load it
+// again in a moment). The hook holds a's hello, which opens a new
+// session, in that window until b's attach waits (or has its answer).
+func TestServeAttachWhileOpening(t *testing.T) {
+	for _, wire := range []string{"rpc", "acp"} {
+		t.Run(wire, func(t *testing.T) { testAttachWhileOpening(t, wire) })
+	}
+}
+
+func testAttachWhileOpening(t *testing.T, wire string) {
+	cwd := t.TempDir()
+	var armed atomic.Bool
+	registered, goOn := make(chan string, 1), make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(goOn) }) })
+	sh, socket := startServeWith(t, newTestEnv(t), cwd, func(sh *serveHost) {
+		sh.registered = func(s *session) {
+			if armed.CompareAndSwap(true, false) {
+				registered <- s.conv.info().id
+				<-goOn
+			}
+		}
+	})
+	b := dialLines(t, socket)
+	if wire == "acp" {
+		initializeACP(b)
+	} else {
+		b.hello(`{"id":"h","type":"hello"}`)
+	}
+	armed.Store(true)
+	a := dialLines(t, socket)
+	a.send(`{"id":"h","type":"hello"}`)
+	id := <-registered
+	attach, answer := `{"id":"at","type":"session_attach","sessionId":"`+id+`"}`, "at"
+	if wire == "acp" {
+		attach = `{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"` + id + `","cwd":"` + cwd + `"}}`
+		answer = "1"
+	}
+	b.send(attach)
+	waitBlockedIn(t, "[chan receive", "(*serveHost).stageOnceOpen", func() bool { return acpAnswerRead(b, answer) != "" })
+	release.Do(func() { close(goOn) })
+	if r := a.answer("h"); r.Success == nil || !*r.Success {
+		t.Fatalf("a's hello: %s", r.line)
+	}
+	if line := acpAnswerLine(b, answer); strings.Contains(line, `"error"`) || strings.Contains(line, `"success":false`) {
+		t.Errorf("an attach to a session being opened answered %s; want it attached once opened", line)
+	}
+	if wire == "rpc" {
+		if got := sessionIDOf(b, "st"); got != id {
+			t.Errorf("b is on %s, want %s (attached to)", got, id)
+		}
+	}
+	if st := sh.stageFor(sh.h.sessions.find(id)); st == nil || st.clientCount() != 2 {
+		t.Errorf("the session a opened does not have a and b attached")
+	}
+}
+
+// TestServeAttachWhileClosing: an attach by its id to a session the host
+// is closing (for being idle: its stage taken out, the session not yet
+// closing for the host's registry, which still finds it) is refused
+// (Session ID is being closed: attach again in a moment; over ACP, The
+// session is being closed: load it again in a moment), not taken for a
+// session being opened and waited for, whose stage would never come. The
+// test closes the stage as the idle sweep does, holding the host's
+// seqMu, which the close takes after it took the stage out, and attaches
+// meanwhile.
+func TestServeAttachWhileClosing(t *testing.T) {
+	for _, wire := range []string{"rpc", "acp"} {
+		t.Run(wire, func(t *testing.T) { testAttachWhileClosing(t, wire) })
+	}
+}
+
+func testAttachWhileClosing(t *testing.T, wire string) {
+	o := serveOneSession(t)
+	o.owner.close()
+	for o.st.clientCount() > 0 || !o.st.idleFor(0) { // once a's end has detached it
+		runtime.Gosched()
+	}
+	b := dialLines(t, o.socket) // its own session announced before seqMu is held
+	attach := `{"id":"at","type":"session_attach","sessionId":"` + o.id + `"}`
+	want := "Session " + o.id + " is being closed: attach again in a moment"
+	if wire == "acp" {
+		initializeACP(b)
+		attach = `{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"` + o.id + `","cwd":"` + o.cwd + `"}}`
+		want = `"error":{"code":-32603,"message":"The session is being closed: load it again in a moment"}`
+	} else {
+		b.hello(`{"id":"h","type":"hello"}`)
+	}
+	s := o.st.s
+	held, released := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release) // before the host's end, should the test stop first
+	// seqMu is held on a goroutine of its own: no lock of the test's may
+	// be taken under it.
+	go func() {
+		o.sh.seqMu.Lock()
+		close(held)
+		<-released
+		o.sh.seqMu.Unlock()
+	}()
+	<-held
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		o.sh.closeStage(o.st)
+	}()
+	for o.sh.stageFor(s) != nil { // taken out; the close waits for seqMu
+		runtime.Gosched()
+	}
+	b.send(attach)
+	var got string
+	if wire == "acp" {
+		got = acpAnswerLine(b, "1")
+	} else {
+		got = b.answer("at").Error
+	}
+	release()
+	<-closed
+	if !strings.Contains(got, want) {
+		t.Errorf("an attach to a session being closed answered %s; want %s", got, want)
 	}
 }

@@ -208,6 +208,14 @@ func startServeInProcess(t *testing.T, e *testEnv, cwd string, args ...string) (
 // (serveHost.opened), set before any connection is taken.
 func startServeHooked(t *testing.T, e *testEnv, cwd string, opened func(*stage), args ...string) (*serveHost, string) {
 	t.Helper()
+	return startServeWith(t, e, cwd, func(sh *serveHost) { sh.opened = opened }, args...)
+}
+
+// startServeWith is startServeInProcess with hook setting the host's
+// hooks (serveHost.opened, serveHost.registered) before any connection
+// is taken.
+func startServeWith(t *testing.T, e *testEnv, cwd string, hook func(*serveHost), args ...string) (*serveHost, string) {
+	t.Helper()
 	cfg, _, err := parseArgs(append([]string{"serve", "--cwd", cwd}, args...), e.env())
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +225,8 @@ func startServeHooked(t *testing.T, e *testEnv, cwd string, opened func(*stage),
 		t.Fatal(err)
 	}
 	sh := &serveHost{h: h, cfg: cfg.served, wires: servedWires{acp: newServedACPWire, rpc: newServedRPCWire},
-		conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now(), opened: opened}
+		conns: map[*servedConn]struct{}{}, stages: map[*session]*stage{}, started: time.Now()}
+	hook(sh)
 	socket := filepath.Join(shortSocketDir(t), "rpi.sock")
 	l, err := net.Listen("unix", socket)
 	if err != nil {
@@ -243,18 +252,25 @@ func startServeHooked(t *testing.T, e *testEnv, cwd string, opened func(*stage),
 // a goroutine was seen.
 func waitLockedIn(t *testing.T, fn string, done func() bool) bool {
 	t.Helper()
+	return waitBlockedIn(t, "[sync.Mutex.Lock", fn, done)
+}
+
+// waitBlockedIn is waitLockedIn for a goroutine blocked as state says
+// ("[sync.Mutex.Lock", "[chan receive").
+func waitBlockedIn(t *testing.T, state, fn string, done func() bool) bool {
+	t.Helper()
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if done() {
 			return false
 		}
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, fn) {
+			if strings.Contains(g, state) && strings.Contains(g, fn) {
 				return true
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine in %s ever waited for a lock:\n%s", fn, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("no goroutine in %s was ever blocked (%s):\n%s", fn, state, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(time.Millisecond)
 	}
