@@ -226,32 +226,45 @@ func TestServeRPCNewSessionChangedFirst(t *testing.T) {
 // session. The hook makes each opening of the session attached to
 // another client's, changed in place (new_session) before the attach.
 func TestServeAttachChangedTwice(t *testing.T) {
-	e := newTestEnv(t)
-	cwd, dir := t.TempDir(), t.TempDir()
 	const xID = "1a2b3c4d-0000-4000-8000-00000000003a"
-	writeSessionHeaders(t, dir, cwd, map[string]string{xID: "x.jsonl"})
-	var socket string
-	var changes atomic.Int32
-	_, socket = startServeHooked(t, e, cwd, func(st *stage) {
-		if st.s.conv.info().id != xID {
-			return
-		}
-		changes.Add(1)
+	attachFailingTwice(t, xID, func(_ *serveHost, _ *stage, socket string) {
 		c := dialLines(t, socket)
 		c.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
 		c.send(`{"id":"n","type":"new_session"}`)
 		if r := c.answer("n"); r.Success == nil || !*r.Success {
 			t.Errorf("new_session: %s", r.line)
 		}
+	}, "Another client changed the session to another as it was attached to: attach again")
+}
+
+// attachFailingTwice starts rpi serve with a session file of xID, each
+// opening of whose session the host's hook hands to meddle (another
+// client's doing, before the opener attaches), and has a client attach
+// to xID (session_attach) from a session of its own: the attach must
+// fail with want, the session having been opened twice (once more as it
+// was attached to), and the client stay on its own session.
+func attachFailingTwice(t *testing.T, xID string, meddle func(sh *serveHost, st *stage, socket string), want string) {
+	t.Helper()
+	e := newTestEnv(t)
+	cwd, dir := t.TempDir(), t.TempDir()
+	writeSessionHeaders(t, dir, cwd, map[string]string{xID: "x.jsonl"})
+	var sh *serveHost
+	var socket string
+	var openings atomic.Int32
+	sh, socket = startServeHooked(t, e, cwd, func(st *stage) {
+		if st.s.conv.info().id != xID {
+			return
+		}
+		openings.Add(1)
+		meddle(sh, st, socket)
 	}, "--session-dir", dir)
 	b := dialLines(t, socket)
 	own := b.hello(`{"id":"h","type":"hello"}`).SessionID
 	b.send(`{"id":"at","type":"session_attach","sessionId":"` + xID + `"}`)
-	const want = "Another client changed the session to another as it was attached to: attach again"
 	if r := b.answer("at"); r.Error != want {
-		t.Errorf("an attach to a session changed twice as it was attached to answered %s; want %q", r.line, want)
+		t.Errorf("an attach to a session met twice as it was attached to answered %s; want %q", r.line, want)
 	}
-	if n := changes.Load(); n != 2 {
+	if n := openings.Load(); n != 2 {
 		t.Errorf("the session was opened %d times; want 2", n)
 	}
 	if id := sessionIDOf(b, "st"); id != own {
@@ -520,4 +533,26 @@ func testAttachWhileClosing(t *testing.T, wire string) {
 	if !strings.Contains(got, want) {
 		t.Errorf("an attach to a session being closed answered %s; want %s", got, want)
 	}
+}
+
+// TestServeAttachClosedTwice: a session_attach whose session the host
+// closes for being idle as it is attached to, and again once it was
+// opened again from its file, fails saying so (The session was closed as
+// it was attached to: attach again); the connection stays on its
+// session. The hook makes each opening of the session attached to by
+// another client, which leaves it, and then closes it for being idle as
+// the host's sweep does, before the attach.
+func TestServeAttachClosedTwice(t *testing.T) {
+	const xID = "1a2b3c4d-0000-4000-8000-00000000004a"
+	attachFailingTwice(t, xID, func(sh *serveHost, st *stage, socket string) {
+		c := dialLines(t, socket)
+		c.hello(`{"id":"h","type":"hello","attach":"` + xID + `"}`)
+		c.close()
+		waitDetached(st)
+		if !st.idleFor(0) {
+			t.Errorf("the session another client attached to and left is not idle")
+			return
+		}
+		sh.closeStage(st)
+	}, "The session was closed as it was attached to: attach again")
 }
