@@ -49,9 +49,10 @@ var (
 
 // makeModels makes p's models: each with p's API, the base URL given
 // (models.json or OPENAI_BASE_URL may move it), the quirks of that host
-// with models.json's compat over them, models.json's headers, and the
-// provider's credential; but not those models.json lists itself (its
-// model of the same id replaces the catalog's, as in pi).
+// with models.json's compat over them, models.json's headers, the
+// provider's credential, and last what models.json's modelOverrides
+// change of each; but not those models.json lists itself (its model of
+// the same id replaces the catalog's, as in pi).
 func (p *hostedProvider) makeModels(baseURL string, cred *credential, over providerOverride) []*model {
 	c := detectCompat(p.id, baseURL).over(over.compat) // a provider's models share its base URL
 	models := make([]model, len(p.models))
@@ -70,6 +71,7 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		if e.levels != "" {
 			m.levels = builtinLevels(e.levels)
 		}
+		over.models[e.id].apply(m) // last, as in pi
 		made = append(made, m)
 	}
 	return made

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -472,11 +473,24 @@ func TestModelsJSONChangesBuiltinModels(t *testing.T) {
 // max_completion_tokens).
 func TestBuiltinModelThroughProxy(t *testing.T) {
 	endToEnd(t)
+	body, h := groqRequest(t, `"headers":{"X-Proxy-Auth":"PROXY_TOKEN"},"compat":{"maxTokensField":"max_tokens"}`,
+		map[string]string{"PROXY_TOKEN": "proxy-token-0123456789"})
+	if body["model"] != "llama-3.3-70b-versatile" || body["max_tokens"] == nil || body["max_completion_tokens"] != nil ||
+		h.Get("X-Proxy-Auth") != "proxy-token-0123456789" || h.Get("Authorization") != "Bearer gsk-abcdefgh" {
+		t.Errorf("request %v, headers %v", body, h)
+	}
+}
+
+// groqRequest is the request groq/llama-3.3-70b-versatile sends for a
+// prompt, its models.json entry moving it to a fake server and holding
+// entry besides; vars are set too.
+func groqRequest(t *testing.T, entry string, vars map[string]string) (map[string]any, http.Header) {
+	t.Helper()
 	e := newTestEnv(t)
 	fm := startFakeModel(t, apiOpenAI, `{"text":["Hi"]}`, e.agentDir)
-	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"baseUrl":"`+fm.server.URL+`/v1",`+
-		`"headers":{"X-Proxy-Auth":"PROXY_TOKEN"},"compat":{"maxTokensField":"max_tokens"}}}}`), 0o600)
-	e.vars["GROQ_API_KEY"], e.vars["PROXY_TOKEN"] = "gsk-abcdefgh", "proxy-token-0123456789"
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"baseUrl":"`+fm.server.URL+`/v1",`+entry+`}}}`), 0o600)
+	e.vars["GROQ_API_KEY"] = "gsk-abcdefgh"
+	maps.Copy(e.vars, vars)
 	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", "groq/llama-3.3-70b-versatile"})
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
 	ps.waitFor(`"type":"agent_settled"`)
@@ -484,13 +498,9 @@ func TestBuiltinModelThroughProxy(t *testing.T) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if len(fm.requests) != 1 {
-		t.Fatalf("the proxy was asked %d times:\n%.3000s", len(fm.requests), ps.out.bytes())
+		t.Fatalf("the server was asked %d times:\n%.3000s", len(fm.requests), ps.out.bytes())
 	}
-	body, h := fm.requests[0], fm.headers[0]
-	if body["model"] != "llama-3.3-70b-versatile" || body["max_tokens"] == nil || body["max_completion_tokens"] != nil ||
-		h.Get("X-Proxy-Auth") != "proxy-token-0123456789" || h.Get("Authorization") != "Bearer gsk-abcdefgh" {
-		t.Errorf("request %v, headers %v", body, h)
-	}
+	return fm.requests[0], fm.headers[0]
 }
 
 // TestModelsJSONReplacesBuiltinModel: a model models.json lists under a
@@ -521,5 +531,142 @@ func TestModelsJSONReplacesBuiltinModel(t *testing.T) {
 	}
 	if !slices.Equal(ids, want) {
 		t.Errorf("groq's models %q, want %q", ids, want)
+	}
+}
+
+// TestModelOverridesInAvailableModels: a models.json provider's
+// modelOverrides change the fields they name of its model of that id, a
+// built-in one (cost merged field by field) or one it lists, and
+// get_available_models answers with them; the provider's other models
+// stay as they were, and an id it has no model of changes nothing.
+func TestModelOverridesInAvailableModels(t *testing.T) {
+	e := newTestEnv(t)
+	e.vars["GROQ_API_KEY"] = "gsk_test_key_123456"
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{`+
+		`"groq":{"modelOverrides":{"llama-3.3-70b-versatile":{"name":"Llama (mine)","contextWindow":65536,"maxTokens":4096,`+
+		`"reasoning":true,"input":["text","image"],"cost":{"input":1.5,"cacheRead":0.25},`+
+		`"inputLimits":{"images":{"maxCount":4}},"promptCache":{"short":300},"samplingParams":{"temperature":0.2},`+
+		`"samplingParamsByThinkingLevel":{"high":{"top_p":0.9}}},"no-such-model":{"name":"Never"}}},`+
+		`"local":{"baseUrl":"http://127.0.0.1:9/v1","api":"openai-completions","models":[{"id":"m","contextWindow":1000}],`+
+		`"modelOverrides":{"m":{"maxTokens":100}}}}}`), 0o600)
+	out := newWatchedOutput()
+	if code := runRPI(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"},
+		strings.NewReader(`{"id":"l","type":"get_available_models"}`+"\n"), out); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out.bytes())
+	}
+	var list struct {
+		Data struct {
+			Models []*model `json:"models"`
+		} `json:"data"`
+	}
+	for _, line := range strings.Split(string(out.bytes()), "\n") {
+		if strings.HasPrefix(line, `{"id":"l"`) {
+			json.Unmarshal([]byte(line), &list)
+		} else if strings.Contains(line, "warning") {
+			t.Errorf("a warning: %s", line)
+		}
+	}
+	got := map[string]*model{}
+	for _, m := range list.Data.Models {
+		got[m.Provider+"/"+m.ID] = m
+	}
+	if m := got["groq/llama-3.3-70b-versatile"]; m == nil || m.Name != "Llama (mine)" || m.ContextWindow != 65536 || m.MaxTokens != 4096 ||
+		!m.Reasoning || !slices.Equal(m.Input, []string{"text", "image"}) || m.Cost != (modelCost{1.5, 0.79, 0.25, 0}) {
+		t.Errorf("the overridden model is %+v", m)
+	}
+	for _, c := range hostedProviderNamed("groq").models {
+		if m := got["groq/"+c.id]; c.id != "llama-3.3-70b-versatile" && (m == nil || m.Name != c.name ||
+			m.ContextWindow != c.window || m.MaxTokens != c.maxTokens || m.Reasoning != c.reasoning || m.Cost != c.cost) {
+			t.Errorf("groq/%s, not overridden, is %+v", c.id, m)
+		}
+	}
+	if m := got["local/m"]; m == nil || m.MaxTokens != 100 || m.ContextWindow != 1000 {
+		t.Errorf("the listed model is %+v", m)
+	}
+	if got["groq/no-such-model"] != nil || strings.Contains(string(out.bytes()), "Never") {
+		t.Errorf("an override of an id groq has no model of made one:\n%s", out.bytes())
+	}
+}
+
+// TestModelOverridesMerge: an override's thinkingLevelMap merges with
+// the model's (null takes a level away, a name adds one), leaving the map
+// other built-in models share as it was; its headers go over the
+// provider's entry's and are redacted; its compat goes over the
+// provider's; a name empty or a size not above 0 is a warning and
+// changes nothing; and loading makes no built-in provider's models.
+func TestModelOverridesMerge(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"headers":{"X-A":"a","X-B":"b"},`+
+		`"compat":{"maxTokensField":"max_tokens"},"modelOverrides":{`+
+		`"openai/gpt-oss-120b":{"thinkingLevelMap":{"off":"none","high":null,"xhigh":"xhigh"},"headers":{"X-B":"B2","X-C":"$OVERRIDE_TOKEN"},`+
+		`"compat":{"supportsUsageInStreaming":false}},`+
+		`"llama-3.1-8b-instant":{"name":"","contextWindow":0,"maxTokens":-1}}}}}`), 0o600)
+	env := map[string]string{"GROQ_API_KEY": "gsk_abcdefgh", "CEREBRAS_API_KEY": "csk-abcdefgh", "OVERRIDE_TOKEN": "override-token-0123456789"}
+	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWarnings := []string{
+		dir + `/models.json: provider groq: modelOverrides llama-3.1-8b-instant: ignored "name": it is empty`,
+		dir + `/models.json: provider groq: modelOverrides llama-3.1-8b-instant: ignored "contextWindow": 0 is not above 0`,
+		dir + `/models.json: provider groq: modelOverrides llama-3.1-8b-instant: ignored "maxTokens": -1 is not above 0`,
+	}
+	if !slices.Equal(setup.warnings, wantWarnings) {
+		t.Errorf("warnings %q", setup.warnings)
+	}
+	if made := madeProviders(setup.catalog); made != nil {
+		t.Errorf("loading made the models of %q", made)
+	}
+	groq := map[string]*model{}
+	for _, m := range setup.catalog.of("groq") {
+		groq[m.ID] = m
+	}
+	m := groq["openai/gpt-oss-120b"]
+	if levels := availableLevels(m); !slices.Equal(levels, []string{"off", "low", "medium", "xhigh"}) {
+		t.Errorf("levels %q", levels)
+	}
+	if level, sent := m.wireLevel("off"); level != "off" || sent != "none" {
+		t.Errorf("off is sent as %q (%s)", sent, level)
+	}
+	if levels := availableLevels(setup.catalog.of("cerebras")[0]); !slices.Equal(levels, []string{"low", "medium", "high"}) {
+		t.Errorf("cerebras/gpt-oss-120b, which shares the map, takes %q", levels)
+	}
+	if !maps.Equal(m.headers, map[string]string{"X-A": "a", "X-B": "B2", "X-C": "override-token-0123456789"}) ||
+		m.compat.MaxTokensField != "max_tokens" || setting(m.compat.SupportsUsageInStreaming, true) {
+		t.Errorf("headers %q, compat %+v", m.headers, m.compat)
+	}
+	if got := setup.secrets.redact("a override-token-0123456789 b"); got != "a [redacted] b" {
+		t.Errorf("the override's header is not redacted: %q", got)
+	}
+	other := groq["llama-3.3-70b-versatile"]
+	if !maps.Equal(other.headers, map[string]string{"X-A": "a", "X-B": "b"}) || !setting(other.compat.SupportsUsageInStreaming, true) {
+		t.Errorf("another model: headers %q, compat %+v", other.headers, other.compat)
+	}
+	if m := groq["llama-3.1-8b-instant"]; m.Name != "Llama 3.1 8B" || m.ContextWindow != 131072 || m.MaxTokens != 131072 {
+		t.Errorf("the bad override changed %+v", m)
+	}
+}
+
+// TestModelOverrideOfWrongType: an override's value of the wrong type
+// stops startup as any other models.json value of the wrong type does,
+// naming where it is.
+func TestModelOverrideOfWrongType(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"modelOverrides":{"llama-3.3-70b-versatile":{"samplingParams":[1]}}}}}`), 0o600)
+	_, err := loadModels(dir, "", "", func(string) string { return "" })
+	want := "Invalid " + dir + `/models.json: line 1, column 85: providers.groq.modelOverrides["llama-3.3-70b-versatile"].samplingParams: expected an object, got an array`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
+
+// TestModelOverrideCompatInRequest: an override's compat reaches the
+// request its model sends (max_tokens where groq takes
+// max_completion_tokens), and its headers too.
+func TestModelOverrideCompatInRequest(t *testing.T) {
+	endToEnd(t)
+	body, h := groqRequest(t, `"modelOverrides":{"llama-3.3-70b-versatile":{"compat":{"maxTokensField":"max_tokens"},"headers":{"X-Override":"on"}}}`, nil)
+	if body["model"] != "llama-3.3-70b-versatile" || body["max_tokens"] == nil || body["max_completion_tokens"] != nil || h.Get("X-Override") != "on" {
+		t.Errorf("request %v, headers %v", body, h)
 	}
 }

@@ -177,7 +177,93 @@ type modelsFile struct {
 			Compat           *compat            `json:"compat"`
 			ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
 		} `json:"models"`
+		ModelOverrides map[string]*modelOverride `json:"modelOverrides"`
 	} `json:"providers"`
+}
+
+// modelOverride is an entry of a models.json provider's modelOverrides
+// (pi's): fields changed of its model of that id, a built-in one or one
+// the entry lists, after everything else. A field not given leaves the
+// model's; cost, thinkingLevelMap and compat merge with the model's, the
+// others replace it.
+type modelOverride struct {
+	Name             *string            `json:"name"`
+	Reasoning        *bool              `json:"reasoning"`
+	ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
+	Input            []string           `json:"input"`
+	Cost             *struct {
+		Input      *float64 `json:"input"`
+		Output     *float64 `json:"output"`
+		CacheRead  *float64 `json:"cacheRead"`
+		CacheWrite *float64 `json:"cacheWrite"`
+	} `json:"cost"`
+	ContextWindow *int              `json:"contextWindow"`
+	MaxTokens     *int              `json:"maxTokens"`
+	Headers       map[string]string `json:"headers"` // resolved by loadModels, over the provider's
+	Compat        *compat           `json:"compat"`
+	// pi's, of what rpi has no notion of: taken (objects, as in pi) and
+	// not used.
+	InputLimits                   map[string]any `json:"inputLimits"`
+	PromptCache                   map[string]any `json:"promptCache"`
+	SamplingParams                map[string]any `json:"samplingParams"`
+	SamplingParamsByThinkingLevel map[string]any `json:"samplingParamsByThinkingLevel"`
+}
+
+// apply changes m by o.
+func (o *modelOverride) apply(m *model) {
+	if o == nil {
+		return
+	}
+	m.Name = ptrOr(o.Name, m.Name)
+	m.Reasoning = ptrOr(o.Reasoning, m.Reasoning)
+	if o.ThinkingLevelMap != nil { // merged: a level it maps to null the model no longer takes
+		levels := maps.Clone(m.levels) // a built-in model's may be shared
+		if levels == nil {
+			levels = map[string]*string{}
+		}
+		maps.Copy(levels, o.ThinkingLevelMap)
+		m.levels = levels
+	}
+	if o.Input != nil {
+		m.Input, m.imageable = o.Input, slices.Contains(o.Input, "image")
+	}
+	if c := o.Cost; c != nil {
+		m.Cost = modelCost{ptrOr(c.Input, m.Cost.Input), ptrOr(c.Output, m.Cost.Output),
+			ptrOr(c.CacheRead, m.Cost.CacheRead), ptrOr(c.CacheWrite, m.Cost.CacheWrite)}
+	}
+	m.ContextWindow = ptrOr(o.ContextWindow, m.ContextWindow)
+	m.MaxTokens = ptrOr(o.MaxTokens, m.MaxTokens)
+	if o.Headers != nil {
+		m.headers = o.Headers
+	}
+	m.compat = m.compat.over(o.Compat)
+}
+
+// check leaves out of o the fields pi refuses (an empty name, a size not
+// above 0), and says which.
+func (o *modelOverride) check() []string {
+	var problems []string
+	if o.Name != nil && *o.Name == "" {
+		problems, o.Name = append(problems, `ignored "name": it is empty`), nil
+	}
+	for _, f := range []struct {
+		name  string
+		value **int
+	}{{"contextWindow", &o.ContextWindow}, {"maxTokens", &o.MaxTokens}} {
+		if *f.value != nil && **f.value <= 0 {
+			problems = append(problems, fmt.Sprintf("ignored %q: %d is not above 0", f.name, **f.value))
+			*f.value = nil
+		}
+	}
+	return problems
+}
+
+// ptrOr is *p, or else when p is nil.
+func ptrOr[T any](p *T, or T) T {
+	if p == nil {
+		return or
+	}
+	return *p
 }
 
 // envOrLiteral resolves a models.json value: the environment variable of
@@ -239,6 +325,20 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		keys = append(keys, value)
 		return value
 	}
+	// resolveHeaders is base with the headers given over it, resolved.
+	resolveHeaders := func(base, given map[string]string) map[string]string {
+		headers := maps.Clone(base)
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		for k, v := range given {
+			headers[k] = resolve(v)
+			if token, ok := schemeToken(headers[k]); ok { // a server may echo it alone
+				keys = append(keys, token)
+			}
+		}
+		return headers
+	}
 	path := filepath.Join(dir, "models.json")
 	data, err := readRegularFile(path, maxResourceBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -261,11 +361,17 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		for _, name := range slices.Sorted(maps.Keys(file.Providers)) {
 			p := file.Providers[name]
 			fileKeys[name] = p.APIKey
-			headers := map[string]string{} // the provider's models share it (read only)
-			for k, v := range p.Headers {
-				headers[k] = resolve(v)
-				if token, ok := schemeToken(headers[k]); ok { // a server may echo it alone
-					keys = append(keys, token)
+			headers := resolveHeaders(nil, p.Headers) // the provider's models share it (read only)
+			for _, id := range slices.Sorted(maps.Keys(p.ModelOverrides)) {
+				o := p.ModelOverrides[id]
+				if o == nil {
+					continue
+				}
+				for _, problem := range o.check() {
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: modelOverrides %s: %s", path, name, id, problem))
+				}
+				if o.Headers != nil { // over the provider's
+					o.Headers = resolveHeaders(headers, o.Headers)
 				}
 			}
 			hp := hostedProviderNamed(name)
@@ -305,11 +411,13 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				if m.Cost != nil {
 					mod.Cost = *m.Cost
 				}
+				p.ModelOverrides[m.ID].apply(mod) // last, as in pi
 				models = append(models, mod)
 				listed = append(listed, m.ID)
 			}
 			if hp != nil { // it changes the built-in provider's own models too
-				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers, listed: listed}
+				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers, listed: listed,
+					models: p.ModelOverrides}
 			}
 		}
 		if len(unspoken) > 0 {
@@ -375,13 +483,14 @@ type builtinProvider struct {
 
 // providerOverride is what a models.json entry named like a built-in
 // provider changes of that provider's own models (as in pi): their base
-// URL, their compat settings, headers added to their requests, and which
-// of them its own models of the same id replace.
+// URL, their compat settings, headers added to their requests, which of
+// them its own models of the same id replace, and its modelOverrides.
 type providerOverride struct {
-	baseURL string            // "": the provider's own
-	compat  *compat           // over what rpi detects for the host; nil: nothing
-	headers map[string]string // resolved; shared by the models (read only)
-	listed  []string          // the ids of the models it lists
+	baseURL string                    // "": the provider's own
+	compat  *compat                   // over what rpi detects for the host; nil: nothing
+	headers map[string]string         // resolved; shared by the models (read only)
+	listed  []string                  // the ids of the models it lists
+	models  map[string]*modelOverride // its modelOverrides, by id (read only)
 }
 
 // models are p's models, made at the first call.
