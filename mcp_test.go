@@ -445,6 +445,7 @@ func TestMCPServerFailures(t *testing.T) {
 				timeout = 0.2
 			}
 			s := openMCPSession(t, mode, map[string]any{"timeout": timeout})
+			awaitDialed(t, s)
 			if tools := s.mcp.offered(); len(tools) != 0 {
 				t.Errorf("a failed server offers %d tools", len(tools))
 			}
@@ -453,6 +454,26 @@ func TestMCPServerFailures(t *testing.T) {
 				t.Errorf("warnings %q; want %q", notices, want)
 			}
 		})
+	}
+}
+
+// awaitDialed waits until every server of s has been dialled, however
+// long that takes: awaitFirst waits at most mcpFirstWait, which sending
+// 16 MiB under -race on a busy machine has taken longer than.
+func awaitDialed(t *testing.T, s *session) {
+	t.Helper()
+	s.mcp.mu.Lock()
+	var waits []chan struct{}
+	for _, srv := range s.mcp.on {
+		waits = append(waits, srv.waiting)
+	}
+	s.mcp.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-time.After(2 * time.Minute): // a hang, not a slow machine
+			t.Fatal("a server was still connecting after two minutes")
+		}
 	}
 }
 
