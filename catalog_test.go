@@ -503,6 +503,34 @@ func groqRequest(t *testing.T, entry string, vars map[string]string) (map[string
 	return fm.requests[0], fm.headers[0]
 }
 
+// TestListedModelHeaders: a model models.json lists takes headers of its
+// own, resolved as the provider's are (a set variable's value, redacted),
+// over the provider's and its override's, as in pi; they were ignored.
+func TestListedModelHeaders(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"mine":{"baseUrl":"http://localhost:1/v1","api":"openai-completions",`+
+		`"headers":{"X-A":"a","X-B":"b","X-C":"c"},"modelOverrides":{"m":{"headers":{"X-B":"B2","X-C":"C2"}}},`+
+		`"models":[{"id":"m","headers":{"X-C":"$MODEL_TOKEN","X-D":"d"}},{"id":"other"}]}}}`), 0o600)
+	env := map[string]string{"MODEL_TOKEN": "Bearer model-token-0123456789"}
+	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := setup.catalog.of("mine")
+	if len(models) != 2 {
+		t.Fatalf("%d models", len(models))
+	}
+	if want := map[string]string{"X-A": "a", "X-B": "B2", "X-C": "Bearer model-token-0123456789", "X-D": "d"}; !maps.Equal(models[0].headers, want) {
+		t.Errorf("m's headers %q, want %q", models[0].headers, want)
+	}
+	if want := map[string]string{"X-A": "a", "X-B": "b", "X-C": "c"}; !maps.Equal(models[1].headers, want) {
+		t.Errorf("other's headers %q, want the provider's %q", models[1].headers, want)
+	}
+	if got := setup.secrets.redact("sent model-token-0123456789"); strings.Contains(got, "model-token") {
+		t.Errorf("the model's header token is not redacted: %q", got)
+	}
+}
+
 // TestModelsJSONReplacesBuiltinModel: a model models.json lists under a
 // built-in provider with the id of one of its catalog models replaces
 // that model, as in pi (an entry's model of the same id replaces the

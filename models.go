@@ -176,6 +176,7 @@ type modelsFile struct {
 			Cost             *modelCost         `json:"cost"`
 			Compat           *compat            `json:"compat"`
 			ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
+			Headers          map[string]string  `json:"headers"` // over the provider's and the override's
 		} `json:"models"`
 		ModelOverrides map[string]*modelOverride `json:"modelOverrides"`
 	} `json:"providers"`
@@ -412,6 +413,9 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					mod.Cost = *m.Cost
 				}
 				p.ModelOverrides[m.ID].apply(mod) // last, as in pi
+				if m.Headers != nil {             // the model's own headers rank over all others, as in pi
+					mod.headers = resolveHeaders(mod.headers, m.Headers)
+				}
 				models = append(models, mod)
 				listed = append(listed, m.ID)
 			}
