@@ -413,7 +413,8 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					mod.Cost = *m.Cost
 				}
 				p.ModelOverrides[m.ID].apply(mod) // last, as in pi
-				if m.Headers != nil {             // the model's own headers rank over all others, as in pi
+				// The model's own headers rank over all others, as in pi.
+				if m.Headers != nil {
 					mod.headers = resolveHeaders(mod.headers, m.Headers)
 				}
 				models = append(models, mod)
