@@ -64,7 +64,7 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		m := &models[i]
 		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
 			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images,
-			headers: over.headers}
+			headers: over.headers, bearer: over.bearer}
 		if e.images {
 			m.Input = textImageInput
 		}

@@ -531,6 +531,40 @@ func TestListedModelHeaders(t *testing.T) {
 	}
 }
 
+// TestAuthHeader: a models.json provider's authHeader (pi's) sends the
+// key also as "Authorization: Bearer", over a header of that name, for
+// the models it lists and for a built-in provider's own; the API's own
+// way of sending it stays. It was ignored: a proxy in front of Anthropic
+// that wants a bearer token refused every request.
+func TestAuthHeader(t *testing.T) {
+	endToEnd(t)
+	for _, c := range []struct{ name, model, entry string }{
+		{"listed", "proxy/m", `"proxy":{"api":"anthropic-messages","apiKey":"PROXY_KEY","authHeader":true,` +
+			`"headers":{"Authorization":"Basic eA=="},"models":[{"id":"m"}]}`},
+		{"built-in", "anthropic/claude-sonnet-4-5", `"anthropic":{"authHeader":true}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			fm := startFakeModel(t, apiAnthropic, `{"text":["Hi"]}`, e.agentDir)
+			entry := strings.Replace(c.entry, "{", `{"baseUrl":"`+fm.server.URL+`",`, 1)
+			os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{`+entry+`}}`), 0o600)
+			e.vars["PROXY_KEY"], e.vars["ANTHROPIC_API_KEY"] = "proxy-key-0123456789", "proxy-key-0123456789"
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", c.model})
+			ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			fm.mu.Lock()
+			defer fm.mu.Unlock()
+			if len(fm.headers) != 1 {
+				t.Fatalf("the server was asked %d times:\n%.3000s", len(fm.headers), ps.out.bytes())
+			}
+			if h := fm.headers[0]; h.Get("Authorization") != "Bearer proxy-key-0123456789" || h.Get("X-Api-Key") != "proxy-key-0123456789" {
+				t.Errorf("Authorization %q, x-api-key %q", h.Get("Authorization"), h.Get("X-Api-Key"))
+			}
+		})
+	}
+}
+
 // TestModelsJSONReplacesBuiltinModel: a model models.json lists under a
 // built-in provider with the id of one of its catalog models replaces
 // that model, as in pi (an entry's model of the same id replaces the

@@ -43,6 +43,7 @@ type model struct {
 	compat    compat            // request quirks of its host (OpenAI-compatible APIs)
 	cred      *credential       // where its key comes from; nil when none is configured
 	needsKey  bool              // false for a models.json provider without apiKey (a local server)
+	bearer    bool              // models.json's authHeader: the key goes also as "Authorization: Bearer"
 	headers   map[string]string // extra request headers from models.json
 	imageable bool
 	faux      bool   // the built-in offline model (faux.go)
@@ -164,7 +165,10 @@ type modelsFile struct {
 		APIKey  string            `json:"apiKey"`
 		Headers map[string]string `json:"headers"`
 		Compat  *compat           `json:"compat"`
-		Models  []struct {
+		// AuthHeader (pi's) sends the key also as "Authorization: Bearer"
+		// (a proxy's), whatever the API's own way of sending it.
+		AuthHeader bool `json:"authHeader"`
+		Models     []struct {
 			ID               string             `json:"id"`
 			Name             string             `json:"name"`
 			API              string             `json:"api"`
@@ -395,7 +399,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "" || keyVarOf(name) != "", headers: headers, levels: m.ThinkingLevelMap}
+					needsKey: p.APIKey != "" || keyVarOf(name) != "" || p.AuthHeader, headers: headers, levels: m.ThinkingLevelMap, bearer: p.AuthHeader}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
@@ -422,7 +426,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			}
 			if hp != nil { // it changes the built-in provider's own models too
 				overrides[name] = providerOverride{baseURL: strings.TrimRight(p.BaseURL, "/"), compat: p.Compat, headers: headers, listed: listed,
-					models: p.ModelOverrides}
+					models: p.ModelOverrides, bearer: p.AuthHeader}
 			}
 		}
 		if len(unspoken) > 0 {
@@ -496,6 +500,7 @@ type providerOverride struct {
 	headers map[string]string         // resolved; shared by the models (read only)
 	listed  []string                  // the ids of the models it lists
 	models  map[string]*modelOverride // its modelOverrides, by id (read only)
+	bearer  bool                      // its authHeader
 }
 
 // models are p's models, made at the first call.
@@ -709,7 +714,7 @@ func adoptModel(models []*model, provider, id string) *model {
 	for _, m := range models {
 		if m.builtin && m.Provider == provider {
 			return &model{ID: id, Name: id, API: m.API, Provider: provider, BaseURL: m.BaseURL, Input: []string{"text"},
-				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey, headers: m.headers}
+				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey, headers: m.headers, bearer: m.bearer}
 		}
 	}
 	return nil

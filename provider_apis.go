@@ -120,6 +120,9 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
 	}
+	if req.model.bearer {
+		bearer(httpReq.Header, req.key)
+	}
 	idle := watchIdle(req.idle, req.clock, stop)
 	defer idle.stop()
 	resp, err := modelClient.Do(httpReq)
