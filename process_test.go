@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,6 +192,38 @@ func (ps *processSession) records() []map[string]any {
 		recs = append(recs, rec)
 	}
 	return recs
+}
+
+// TestShellSettings: settings.json's shellPath (a leading ~ is the home
+// folder) is the shell of the user's bash and the model's, and its
+// shellCommandPrefix a line run before each command, as in pi 1.6; the
+// command recorded is the one given. Both were ignored.
+func TestShellSettings(t *testing.T) {
+	endToEnd(t)
+	if runtime.GOOS == "windows" {
+		t.Skip("a shell script as the shell")
+	}
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.home, "myshell"), []byte("#!/bin/sh\necho \"myshell $1\"\nexec /bin/sh \"$@\"\n"), 0o755)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"shellPath":"~/myshell","shellCommandPrefix":"GREETING=prefixed"}`), 0o600)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
+	ps.send(`{"id":"b","type":"bash","command":"echo $GREETING"}`)
+	ps.waitFor(`"id":"b"`)
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	for _, rec := range ps.close() {
+		switch rec["id"] {
+		case "b":
+			if out := rec["data"].(map[string]any)["output"]; out != "myshell -c\nprefixed\n" {
+				t.Errorf("output %q, want the shell's line, then the prefix's variable", out)
+			}
+		case "m":
+			msgs := rec["data"].(map[string]any)["messages"].([]any)
+			if cmd := msgs[0].(map[string]any)["command"]; cmd != "echo $GREETING" {
+				t.Errorf("recorded command %q", cmd)
+			}
+		}
+	}
 }
 
 // spawnLine is a process_spawn command line for argv, in cwd "/".

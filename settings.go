@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,6 +37,8 @@ type settings struct {
 	confirmTimeout  time.Duration
 	httpIdle        time.Duration // settings.json httpIdleTimeoutMs; 0: none
 	keepImageSize   bool          // settings.json images.autoResize false: images are not scaled (fitImage)
+	shellPath       string        // settings.json shellPath: the shell rpi runs commands with ("": bash, looked up)
+	shellPrefix     string        // settings.json shellCommandPrefix: a line run before every shell command
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
@@ -66,6 +69,8 @@ type settingsFile struct {
 	Images          struct {
 		AutoResize *bool `json:"autoResize"`
 	} `json:"images"`
+	ShellPath          string  `json:"shellPath"`
+	ShellCommandPrefix *string `json:"shellCommandPrefix"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -207,6 +212,15 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.Images.AutoResize != nil {
 		set.keepImageSize = !*file.Images.AutoResize
+	}
+	if file.ShellPath != "" {
+		set.shellPath = file.ShellPath
+		if rest, ok := strings.CutPrefix(file.ShellPath, "~"); ok && set.home != "" && (rest == "" || os.IsPathSeparator(rest[0])) {
+			set.shellPath = filepath.Join(set.home, rest)
+		}
+	}
+	if file.ShellCommandPrefix != nil {
+		set.shellPrefix = *file.ShellCommandPrefix
 	}
 }
 

@@ -413,11 +413,17 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 // runShell runs command with the shell in the session cwd, in its own
 // process group, feeding its output to out, until it ends. Cancelling ctx
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
-// and SIGKILL after a grace.
+// and SIGKILL after a grace. settings.json's shellPath is the shell when
+// set, and its shellCommandPrefix a line run before the command, as in pi.
 func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (end childEnd, err error) {
-	shell, err := s.set.shell()
-	if err != nil {
-		return childEnd{}, fmt.Errorf("Cannot start bash: %v", err)
+	shell := s.set.shellPath
+	if shell == "" {
+		if shell, err = s.set.shell(); err != nil {
+			return childEnd{}, fmt.Errorf("Cannot start bash: %v", err)
+		}
+	}
+	if s.set.shellPrefix != "" {
+		command = s.set.shellPrefix + "\n" + command
 	}
 	cmd := s.command(shell, "-c", command)
 	cmd.Dir = s.set.cwd
