@@ -191,8 +191,8 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	}
 	cfg := set.cfg
 	s := &session{host: h, set: set, ui: o.ui, files: o.files, commands: o.commands, loops: &loopScheduler{},
-		notices: slices.Clone(set.notices), thinkingLevel: "medium", steeringMode: "one-at-a-time",
-		followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true, confirm: cfg.confirm}
+		notices: slices.Clone(set.notices), thinkingLevel: set.thinkingLevel, steeringMode: set.steeringMode,
+		followUpMode: set.followUpMode, autoCompaction: set.autoCompaction, autoRetry: set.autoRetry, confirm: cfg.confirm}
 	if s.files == nil {
 		s.files = diskFiles{cwd: o.cwd, dirs: set.dirs}
 	}

@@ -38,7 +38,13 @@ type settings struct {
 	httpIdle        time.Duration // settings.json httpIdleTimeoutMs; 0: none
 	keepImageSize   bool          // settings.json images.autoResize false: images are not scaled (fitImage)
 	shellPath       string        // settings.json shellPath: the shell rpi runs commands with ("": bash, looked up)
-	shellPrefix     string        // settings.json shellCommandPrefix: a line run before every shell command
+	// A new session's starting state (pi's keys): its thinking level
+	// before a flag or the session file says otherwise, its queue modes,
+	// and whether it compacts and retries on its own.
+	thinkingLevel              string
+	steeringMode, followUpMode string
+	autoCompaction, autoRetry  bool
+	shellPrefix                string // settings.json shellCommandPrefix: a line run before every shell command
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
@@ -47,14 +53,16 @@ type settings struct {
 
 // retrySettings are pi's settings.json "retry" block.
 type retrySettings struct {
-	MaxRetries  int `json:"maxRetries"`
-	BaseDelayMs int `json:"baseDelayMs"`
+	MaxRetries  int   `json:"maxRetries"`
+	BaseDelayMs int   `json:"baseDelayMs"`
+	Enabled     *bool `json:"enabled"` // read into settings.autoRetry
 }
 
 // compactionSettings are pi's settings.json "compaction" block.
 type compactionSettings struct {
-	ReserveTokens    int `json:"reserveTokens"`
-	KeepRecentTokens int `json:"keepRecentTokens"`
+	ReserveTokens    int   `json:"reserveTokens"`
+	KeepRecentTokens int   `json:"keepRecentTokens"`
+	Enabled          *bool `json:"enabled"` // read into settings.autoCompaction
 }
 
 // settingsFile is what rpi reads of pi's settings.json, plus its own
@@ -69,8 +77,11 @@ type settingsFile struct {
 	Images          struct {
 		AutoResize *bool `json:"autoResize"`
 	} `json:"images"`
-	ShellPath          string  `json:"shellPath"`
-	ShellCommandPrefix *string `json:"shellCommandPrefix"`
+	ShellPath            string  `json:"shellPath"`
+	ShellCommandPrefix   *string `json:"shellCommandPrefix"`
+	DefaultThinkingLevel string  `json:"defaultThinkingLevel"`
+	SteeringMode         string  `json:"steeringMode"`
+	FollowUpMode         string  `json:"followUpMode"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -144,7 +155,8 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg, tools: slices.Clip(h.tools),
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
-		confirmTimeout: defaultConfirmTimeout, httpIdle: defaultHTTPIdle}
+		confirmTimeout: defaultConfirmTimeout, httpIdle: defaultHTTPIdle,
+		thinkingLevel: "medium", steeringMode: "one-at-a-time", followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true}
 	cfg := h.cfg
 	set.applySettingsFile(filepath.Join(h.agentDir, "settings.json"))
 	if cfg.approve {
@@ -221,6 +233,30 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.ShellCommandPrefix != nil {
 		set.shellPrefix = *file.ShellCommandPrefix
+	}
+	if file.Retry.Enabled != nil {
+		set.autoRetry = *file.Retry.Enabled
+	}
+	if file.Compaction.Enabled != nil {
+		set.autoCompaction = *file.Compaction.Enabled
+	}
+	switch level := file.DefaultThinkingLevel; {
+	case slices.Contains(thinkingLevels, level):
+		set.thinkingLevel = level
+	case level != "":
+		set.notices = append(set.notices, fmt.Sprintf("Ignored defaultThinkingLevel %q in %s: it must be one of %s", level, path, strings.Join(thinkingLevels, ", ")))
+	}
+	for _, m := range []struct {
+		key, value string
+		to         *string
+	}{{"steeringMode", file.SteeringMode, &set.steeringMode}, {"followUpMode", file.FollowUpMode, &set.followUpMode}} {
+		switch m.value {
+		case "all", "one-at-a-time":
+			*m.to = m.value
+		case "":
+		default:
+			set.notices = append(set.notices, fmt.Sprintf(`Ignored %s %q in %s: it must be "all" or "one-at-a-time"`, m.key, m.value, path))
+		}
 	}
 }
 
