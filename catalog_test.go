@@ -491,7 +491,14 @@ func groqRequest(t *testing.T, entry string, vars map[string]string) (map[string
 	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"groq":{"baseUrl":"`+fm.server.URL+`/v1",`+entry+`}}}`), 0o600)
 	e.vars["GROQ_API_KEY"] = "gsk-abcdefgh"
 	maps.Copy(e.vars, vars)
-	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", "groq/llama-3.3-70b-versatile"})
+	return promptRequest(t, e, fm, "--model", "groq/llama-3.3-70b-versatile")
+}
+
+// promptRequest is the one request fm gets for a prompt to an rpc
+// session of e started with args besides.
+func promptRequest(t *testing.T, e *testEnv, fm *fakeModel, args ...string) (map[string]any, http.Header) {
+	t.Helper()
+	ps := startSessionIn(t, e, append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...))
 	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
 	ps.waitFor(`"type":"agent_settled"`)
 	ps.close()
@@ -730,5 +737,56 @@ func TestModelOverrideCompatInRequest(t *testing.T) {
 	body, h := groqRequest(t, `"modelOverrides":{"llama-3.3-70b-versatile":{"compat":{"maxTokensField":"max_tokens"},"headers":{"X-Override":"on"}}}`, nil)
 	if body["model"] != "llama-3.3-70b-versatile" || body["max_tokens"] == nil || body["max_completion_tokens"] != nil || h.Get("X-Override") != "on" {
 		t.Errorf("request %v, headers %v", body, h)
+	}
+}
+
+// TestSamplingParamsInRequest: a listed model's samplingParams, and those
+// of samplingParamsByThinkingLevel for the level the request is sent at
+// (high here) over them, go into the body of both OpenAI APIs last, over
+// a field rpi sets itself (the output limit), as in pi; its
+// modelOverrides entry merges over them (the level's field by field).
+// They were ignored.
+func TestSamplingParamsInRequest(t *testing.T) {
+	endToEnd(t)
+	for _, c := range []struct{ api, limit string }{{apiOpenAI, "max_tokens"}, {apiResponses, "max_output_tokens"}} {
+		t.Run(c.api, func(t *testing.T) {
+			e := newTestEnv(t)
+			fm := startFakeModel(t, c.api, `{"text":["Hi"]}`, e.agentDir)
+			os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"fake":{"baseUrl":"`+fm.server.URL+`/v1","api":"`+c.api+`",`+
+				`"models":[{"id":"fake-model","reasoning":true,"samplingParams":{"temperature":0.2,"top_p":0.9,"`+c.limit+`":77},`+
+				`"samplingParamsByThinkingLevel":{"high":{"top_p":0.5},"low":{"temperature":1}}}],`+
+				`"modelOverrides":{"fake-model":{"samplingParams":{"seed":7},"samplingParamsByThinkingLevel":{"high":{"top_k":40}}}}}}}`), 0o600)
+			body, _ := promptRequest(t, e, fm, "--model", "fake/fake-model", "--thinking", "high")
+			want := map[string]any{"temperature": 0.2, "top_p": 0.5, c.limit: 77.0, "seed": 7.0, "top_k": 40.0}
+			for k, v := range want {
+				if body[k] != v {
+					t.Errorf("%s is %v, want %v; request %v", k, body[k], v, body)
+				}
+			}
+		})
+	}
+}
+
+// TestModelOverrideSamplingParamsInRequest: a built-in model's
+// modelOverrides entry gives it samplingParams, and those of the level
+// off (the model does not think) go over them.
+func TestModelOverrideSamplingParamsInRequest(t *testing.T) {
+	endToEnd(t)
+	body, _ := groqRequest(t, `"modelOverrides":{"llama-3.3-70b-versatile":{"samplingParams":{"temperature":0.2,"top_p":0.9},`+
+		`"samplingParamsByThinkingLevel":{"off":{"top_p":0.3},"high":{"temperature":1}}}}`, nil)
+	if body["temperature"] != 0.2 || body["top_p"] != 0.3 {
+		t.Errorf("request %v", body)
+	}
+}
+
+// TestSamplingParamsOfWrongType: a listed model's samplingParams of a
+// level that is not an object stops startup, naming where it is.
+func TestSamplingParamsOfWrongType(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"x":{"models":[{"id":"m","samplingParamsByThinkingLevel":{"high":3}}]}}}`), 0o600)
+	_, err := loadModels(dir, "", "", func(string) string { return "" })
+	want := "Invalid " + dir + `/models.json: line 1, column 80: providers.x.models[0].samplingParamsByThinkingLevel.high: expected an object, got 3`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
 	}
 }

@@ -52,6 +52,40 @@ type model struct {
 	// for a level the model does not take. A level it does not name is
 	// sent as itself, except xhigh and max, which it then does not take.
 	levels map[string]*string
+	// sampling and samplingByLevel are models.json's samplingParams and
+	// samplingParamsByThinkingLevel: fields put last into the request
+	// body of the OpenAI APIs (putSampling), their values as written.
+	sampling        samplingParams
+	samplingByLevel map[string]samplingParams
+}
+
+// samplingParams is a models.json samplingParams object: request body
+// fields, each value as written (an object only, as in pi).
+type samplingParams map[string]json.RawMessage
+
+// over is p with q's fields over it, a new map (p may be shared).
+func (p samplingParams) over(q samplingParams) samplingParams {
+	merged := maps.Clone(p)
+	if merged == nil {
+		merged = samplingParams{}
+	}
+	maps.Copy(merged, q)
+	return merged
+}
+
+// putSampling puts m's samplingParams into body last, over any field rpi
+// set itself, as pi does: those of the thinking level the request is sent
+// at (off for a model that does not think) over the model's.
+func putSampling(body map[string]any, m *model, thinking string) {
+	level := "off"
+	if m.Reasoning {
+		level, _ = m.wireLevel(thinking)
+	}
+	for _, params := range []samplingParams{m.sampling, m.samplingByLevel[level]} {
+		for k, v := range params {
+			body[k] = v
+		}
+	}
 }
 
 // think writes a thinkingLevelMap compactly: "!off" for a level the
@@ -169,18 +203,20 @@ type modelsFile struct {
 		// (a proxy's), whatever the API's own way of sending it.
 		AuthHeader bool `json:"authHeader"`
 		Models     []struct {
-			ID               string             `json:"id"`
-			Name             string             `json:"name"`
-			API              string             `json:"api"`
-			BaseURL          string             `json:"baseUrl"`
-			Reasoning        bool               `json:"reasoning"`
-			Input            []string           `json:"input"`
-			ContextWindow    int                `json:"contextWindow"`
-			MaxTokens        int                `json:"maxTokens"`
-			Cost             *modelCost         `json:"cost"`
-			Compat           *compat            `json:"compat"`
-			ThinkingLevelMap map[string]*string `json:"thinkingLevelMap"`
-			Headers          map[string]string  `json:"headers"` // over the provider's and the override's
+			ID               string                    `json:"id"`
+			Name             string                    `json:"name"`
+			API              string                    `json:"api"`
+			BaseURL          string                    `json:"baseUrl"`
+			Reasoning        bool                      `json:"reasoning"`
+			Input            []string                  `json:"input"`
+			ContextWindow    int                       `json:"contextWindow"`
+			MaxTokens        int                       `json:"maxTokens"`
+			Cost             *modelCost                `json:"cost"`
+			Compat           *compat                   `json:"compat"`
+			ThinkingLevelMap map[string]*string        `json:"thinkingLevelMap"`
+			Headers          map[string]string         `json:"headers"` // over the provider's and the override's
+			SamplingParams   samplingParams            `json:"samplingParams"`
+			SamplingByLevel  map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
 		} `json:"models"`
 		ModelOverrides map[string]*modelOverride `json:"modelOverrides"`
 	} `json:"providers"`
@@ -189,8 +225,9 @@ type modelsFile struct {
 // modelOverride is an entry of a models.json provider's modelOverrides
 // (pi's): fields changed of its model of that id, a built-in one or one
 // the entry lists, after everything else. A field not given leaves the
-// model's; cost, thinkingLevelMap and compat merge with the model's, the
-// others replace it.
+// model's; cost, thinkingLevelMap, compat, samplingParams and
+// samplingParamsByThinkingLevel (level by level) merge with the model's,
+// the others replace it.
 type modelOverride struct {
 	Name             *string            `json:"name"`
 	Reasoning        *bool              `json:"reasoning"`
@@ -202,16 +239,16 @@ type modelOverride struct {
 		CacheRead  *float64 `json:"cacheRead"`
 		CacheWrite *float64 `json:"cacheWrite"`
 	} `json:"cost"`
-	ContextWindow *int              `json:"contextWindow"`
-	MaxTokens     *int              `json:"maxTokens"`
-	Headers       map[string]string `json:"headers"` // resolved by loadModels, over the provider's
-	Compat        *compat           `json:"compat"`
+	ContextWindow   *int                      `json:"contextWindow"`
+	MaxTokens       *int                      `json:"maxTokens"`
+	Headers         map[string]string         `json:"headers"` // resolved by loadModels, over the provider's
+	Compat          *compat                   `json:"compat"`
+	SamplingParams  samplingParams            `json:"samplingParams"`
+	SamplingByLevel map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
 	// pi's, of what rpi has no notion of: taken (objects, as in pi) and
 	// not used.
-	InputLimits                   map[string]any `json:"inputLimits"`
-	PromptCache                   map[string]any `json:"promptCache"`
-	SamplingParams                map[string]any `json:"samplingParams"`
-	SamplingParamsByThinkingLevel map[string]any `json:"samplingParamsByThinkingLevel"`
+	InputLimits map[string]any `json:"inputLimits"`
+	PromptCache map[string]any `json:"promptCache"`
 }
 
 // apply changes m by o.
@@ -242,6 +279,21 @@ func (o *modelOverride) apply(m *model) {
 		m.headers = o.Headers
 	}
 	m.compat = m.compat.over(o.Compat)
+	if o.SamplingParams != nil {
+		m.sampling = m.sampling.over(o.SamplingParams)
+	}
+	if o.SamplingByLevel != nil { // merged level by level
+		byLevel := maps.Clone(m.samplingByLevel) // a built-in model's may be shared
+		if byLevel == nil {
+			byLevel = map[string]samplingParams{}
+		}
+		for level, params := range o.SamplingByLevel {
+			if params != nil {
+				byLevel[level] = byLevel[level].over(params)
+			}
+		}
+		m.samplingByLevel = byLevel
+	}
 }
 
 // check leaves out of o the fields pi refuses (an empty name, a size not
@@ -399,7 +451,8 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 				}
 				mod := &model{ID: m.ID, Name: cmp.Or(m.Name, m.ID), API: api, Provider: name, BaseURL: strings.TrimRight(baseURL, "/"),
 					Reasoning: m.Reasoning, Input: m.Input, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens,
-					needsKey: p.APIKey != "" || keyVarOf(name) != "" || p.AuthHeader, headers: headers, levels: m.ThinkingLevelMap, bearer: p.AuthHeader}
+					needsKey: p.APIKey != "" || keyVarOf(name) != "" || p.AuthHeader, headers: headers, levels: m.ThinkingLevelMap, bearer: p.AuthHeader,
+					sampling: m.SamplingParams, samplingByLevel: m.SamplingByLevel}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))

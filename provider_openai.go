@@ -151,6 +151,7 @@ func openAIBody(req streamRequest) map[string]any {
 	if req.model.Reasoning {
 		openAIReasoning(body, req.model, req.thinking)
 	}
+	putSampling(body, req.model, req.thinking)
 	return body
 }
 

@@ -148,6 +148,7 @@ func responsesBody(req streamRequest) map[string]any {
 	if strings.Contains(m.BaseURL, "api.x.ai") {
 		body["include"] = []string{"reasoning.encrypted_content"}
 	}
+	putSampling(body, m, req.thinking)
 	return body
 }
 
