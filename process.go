@@ -288,6 +288,9 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 // registered and process_started is out, while no output event can be
 // written yet, so whatever announce writes comes next.
 func (s *session) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
+	if s.closing.Load() {
+		return nil, errSessionClosed
+	}
 	if err := s.procs.reserveProcess(); err != nil {
 		return nil, err
 	}
@@ -325,11 +328,23 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	}
 	p.child, p.state = c, "running"
 	s.procs.mu.Lock()
-	s.procs.byID[p.id] = p
-	s.procs.order = append(s.procs.order, p.id)
+	// A session closing looks for its processes after it is marked
+	// closing, under this lock: one it will not see is not listed, and
+	// ends now (a client's spawn starts in the background, and rpi
+	// serve may close its session meanwhile).
+	closing := s.closing.Load()
+	if !closing {
+		s.procs.byID[p.id] = p
+		s.procs.order = append(s.procs.order, p.id)
+	}
 	s.procs.starting--
 	reserved = false
 	s.procs.mu.Unlock()
+	if closing {
+		c.kill()
+		go guarded(s.stderr, "ending a process of a closed session", func() { c.wait(); c.release() })()
+		return nil, errSessionClosed
+	}
 	if spec.TimeoutMs > 0 {
 		p.stopTimeout = s.env.clock.AfterFunc(msDuration(spec.TimeoutMs), guarded(s.stderr, "the timeout of process "+p.id, func() { p.end("timed_out") }))
 	}

@@ -556,3 +556,52 @@ func TestServeAttachClosedTwice(t *testing.T) {
 		sh.closeStage(st)
 	}, "The session was closed as it was attached to: attach again")
 }
+
+// TestSpawnOfClosedSession: rpi serve closes a session for being idle
+// (its client gone) while a spawn of that client's is still starting —
+// here another start holds the table, as a slow exec does. The spawn
+// leaves nothing behind: the session's close did not see the process,
+// so the host's table must not keep it (with the closed session it
+// holds) for the host's life. It kept it: the start, now in the
+// background, went on into the closed session.
+func TestSpawnOfClosedSession(t *testing.T) {
+	endToEnd(t)
+	o := serveOneSession(t)
+	procs := o.sh.h.procs
+	startingNow := func() int {
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		return procs.starting
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	go func() { // a start under way (on a goroutine of its own: the test takes the stage's lock meanwhile)
+		procs.startMu.Lock()
+		close(held)
+		<-release
+		procs.startMu.Unlock()
+	}()
+	<-held
+	o.owner.send(spawnLine("sp", []string{"sleep", "60"}, ""))
+	for startingNow() == 0 { // the spawn has its place, and waits for the table
+		runtime.Gosched()
+	}
+	o.owner.close()
+	for o.st.clientCount() > 0 || !o.st.idleFor(0) {
+		runtime.Gosched()
+	}
+	o.sh.closeStage(o.st)
+	close(release)
+	for startingNow() > 0 { // the spawn is done
+		runtime.Gosched()
+	}
+	procs.mu.Lock()
+	for _, p := range procs.byID {
+		if p.s == o.st.s {
+			t.Errorf("the host's table keeps process %s of the closed session", p.id)
+		}
+	}
+	procs.mu.Unlock()
+	if !waitGroup(&procs.children, exitLimit) {
+		t.Errorf("a child of the closed session was not ended")
+	}
+}
