@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -394,11 +395,14 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 
 // mcpStdioEnd is why a stdio server's connection ended, once its process
 // is reaped: it exited, or rpi stopped it for closing its stdout
-// (stoppedForStdout) and what ended it was rpi's signal. A server whose
-// stdout closed because it was exiting keeps its own exit status, which
-// rpi's signal, come too late, did not change.
+// (stoppedForStdout) and what ended it was rpi's signal (SIGTERM or
+// SIGKILL). A server whose stdout closed because it was exiting keeps its
+// own exit status, which rpi's signal, come too late, did not change:
+// a crash's signal (SIGSEGV) too.
 func mcpStdioEnd(name string, ps *os.ProcessState, stoppedForStdout bool) error {
-	if code, _ := exitStatus(ps); stoppedForStdout && (code == nil || *code == killedExitCode) {
+	code, sig := exitStatus(ps)
+	byRPI := code == nil && (sig == sigTerm || sig == syscall.SIGKILL) || code != nil && *code == killedExitCode
+	if stoppedForStdout && byRPI {
 		return fmt.Errorf("MCP server %s closed its stdout", name)
 	}
 	return fmt.Errorf("MCP server %s exited (%v)", name, ps)

@@ -335,3 +335,23 @@ func TestWatchdogNotStartedToForget(t *testing.T) {
 		t.Error("a line after close started the watchdog again")
 	}
 }
+
+// TestMCPStdioEndCrashKeepsItsSignal: a stdio MCP server that dies of a
+// signal of its own (a crash: SIGSEGV) is reported as exited by it, though
+// rpi took its stdout's end for a close and signalled it (the stream
+// ends as the process dies, often before the wait sees the exit); only
+// what rpi sends (SIGTERM, SIGKILL) ending it means it closed its stdout.
+// Any signal did: a crash was reported as "closed its stdout".
+func TestMCPStdioEndCrashKeepsItsSignal(t *testing.T) {
+	for _, c := range []struct{ sig, want string }{
+		{"SEGV", "MCP server x exited (signal: segmentation fault)"},
+		{"TERM", "MCP server x closed its stdout"},
+		{"KILL", "MCP server x closed its stdout"},
+	} {
+		cmd := exec.Command("sh", "-c", "kill -"+c.sig+" $$")
+		cmd.Run()
+		if got := mcpStdioEnd("x", cmd.ProcessState, true).Error(); got != c.want {
+			t.Errorf("a server ended by SIG%s: %q, want %q", c.sig, got, c.want)
+		}
+	}
+}
