@@ -1212,6 +1212,34 @@ func TestSpawnHoldsNoCommandBack(t *testing.T) {
 	sp.stop()
 }
 
+// TestSpawnPanicAnswered: a panic in a process_spawn's start (here in
+// the table's hook called as each child starts) is answered as an
+// internal error, before the client's next spawn is, as every command's
+// panic is. Its start ran in the background with no answer of its own
+// for a panic: the client waited for it forever.
+func TestSpawnPanicAnswered(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	var panicked atomic.Bool
+	adopt := sp.s.procs.adopt
+	sp.s.procs.adopt = func(reap func()) {
+		if !panicked.Swap(true) {
+			panic("a bug")
+		}
+		if adopt != nil {
+			adopt(reap)
+		}
+	}
+	sp.send(spawnLine("boom", []string{"true"}, ""), spawnLine("next", []string{"true"}, ""))
+	sp.seen(`"id":"next"`)
+	out := sp.out.bytes()
+	boom := bytes.Index(out, []byte(`{"id":"boom","type":"response","command":"process_spawn","success":false,"error":"Internal error in process_spawn: a bug"}`))
+	if next := bytes.Index(out, []byte(`"id":"next"`)); boom < 0 || boom > next {
+		t.Errorf("want boom's failure, then next's answer:\n%s", out)
+	}
+	sp.stop()
+}
+
 // TestModelEndsNoClientProcess: the ended processes a session keeps are
 // counted apart for the client's and the model's (the process tool's),
 // so a model that starts short commands never pushes out of the list a

@@ -45,7 +45,11 @@ func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 		if before != nil {
 			<-before
 		}
-		if _, err := s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) }); err != nil {
+		_, err := s.safely(r.typ, func() (any, error) { // a panic is answered as on the command loop
+			_, err := s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) })
+			return nil, err
+		})
+		if err != nil {
 			s.reply(r, nil, err)
 		}
 	})
