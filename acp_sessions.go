@@ -165,8 +165,19 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 	}
 	as.bind(s)
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.sessions[as.id] = as
+	prior := a.sessions[as.id]
+	if prior == nil || a.served == nil {
+		a.sessions[as.id] = as
+	}
+	a.mu.Unlock()
+	if prior != nil && a.served != nil {
+		// A load or resume of it on this connection found it live in
+		// rpi serve's host as it opened, and took it: the connection
+		// has one view of a session, not a second one no one detaches.
+		a.served.detach(as)
+		as.stopStarting()
+		return prior, nil
+	}
 	return as, nil
 }
 
@@ -496,11 +507,18 @@ func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), live bo
 	case as != nil:
 		return as, nil, false, nil
 	case a.served != nil: // live in rpi serve's host, for another client: the caller attaches to it
-		as = a.wrap(s)
+		wrapped := a.wrap(s)
 		a.mu.Lock()
-		a.sessions[id] = as
+		as = a.sessions[id] // this connection's session/new may have opened it meanwhile
+		if as == nil {
+			a.sessions[id] = wrapped
+		}
 		a.mu.Unlock()
-		return as, nil, true, nil
+		if as != nil {
+			wrapped.stopStarting()
+			return as, nil, false, nil
+		}
+		return wrapped, nil, true, nil
 	}
 	return nil, nil, false, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
 }

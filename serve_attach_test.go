@@ -605,3 +605,38 @@ func TestSpawnOfClosedSession(t *testing.T) {
 		t.Errorf("a child of the closed session was not ended")
 	}
 }
+
+// TestServeACPResumeOwnNewAsItOpens: a session/resume, on one ACP
+// connection, of the session that connection's own session/new is
+// opening (its file is written at once: session/list names it) leaves no
+// client of the connection on the session once the connection ends. The
+// hook holds the session/new after its stage went live, before its
+// attach, until the resume has its answer.
+func TestServeACPResumeOwnNewAsItOpens(t *testing.T) {
+	var a *lineClient
+	var armed atomic.Bool
+	var cwd string
+	sh, socket, dir := hookedServe(t, func(st *stage) {
+		if armed.CompareAndSwap(true, false) {
+			a.send(`{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":"` + st.firstID + `","cwd":"` + cwd + `"}}`)
+			acpAnswerLine(a, "2")
+		}
+	})
+	cwd = dir
+	a = dialLines(t, socket)
+	initializeACP(a)
+	armed.Store(true)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)
+	if answer := acpAnswerLine(a, "1"); !strings.Contains(answer, `"result":{"sessionId"`) {
+		t.Fatalf("session/new: %s", answer)
+	}
+	a.close()
+	for sh.connectionCount() > 0 {
+		runtime.Gosched()
+	}
+	for _, st := range sh.liveStages() {
+		if n := st.clientCount(); n != 0 {
+			t.Errorf("the session has %d clients after its only connection ended; want 0 (its resume answered %s)", n, acpAnswerRead(a, "2"))
+		}
+	}
+}
