@@ -790,3 +790,29 @@ func TestSamplingParamsOfWrongType(t *testing.T) {
 		t.Errorf("error %v, want %s", err, want)
 	}
 }
+
+// TestModelsJSONOpenAIModelsTakeOpenAIBaseURL: a model models.json lists
+// under openai without a baseUrl (the entry giving none either) goes
+// where openai's other models go, OPENAI_BASE_URL when it is set, as one
+// replacing a built-in model of that id does; before, they went to
+// api.openai.com with the key meant for the address OPENAI_BASE_URL
+// names. A baseUrl of the entry's or the model's still goes first.
+func TestModelsJSONOpenAIModelsTakeOpenAIBaseURL(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"openai":{"models":[`+
+		`{"id":"gpt-4o","contextWindow":8192},{"id":"my-new"},{"id":"own","baseUrl":"http://own.example/v1"}]}}}`), 0o600)
+	env := map[string]string{"OPENAI_API_KEY": "sk-proxy-key-0123456789", "OPENAI_BASE_URL": "http://proxy.example/v1/"}
+	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range setup.catalog.of("openai") {
+		want := "http://proxy.example/v1"
+		if m.ID == "own" {
+			want = "http://own.example/v1"
+		}
+		if m.BaseURL != want {
+			t.Errorf("openai/%s goes to %q; want %q", m.ID, m.BaseURL, want)
+		}
+	}
+}

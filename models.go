@@ -436,7 +436,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			for _, m := range p.Models {
 				api, baseURL := cmp.Or(m.API, p.API), cmp.Or(m.BaseURL, p.BaseURL)
 				if hp != nil { // a model added to a built-in provider
-					api, baseURL = cmp.Or(api, hp.api), cmp.Or(baseURL, hp.baseURL)
+					api, baseURL = cmp.Or(api, hp.api), cmp.Or(baseURL, hp.baseURLFrom(getenv))
 				}
 				switch {
 				case m.ID == "":
@@ -498,14 +498,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 		m.cred = creds.of(m.Provider)
 		m.imageable = slices.Contains(m.Input, "image")
 	}
-	openAIBase := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/")
 	for i := range hostedProviders {
 		p, b := &hostedProviders[i], &catalog.builtin[i]
-		b.provider, b.baseURL, b.cred, b.over = p, p.baseURL, creds.of(p.id), overrides[p.id]
-		if p.id == "openai" && openAIBase != "" {
-			b.baseURL = openAIBase
-		}
-		b.baseURL = cmp.Or(b.over.baseURL, b.baseURL) // models.json's, as its apiKey goes before the variable
+		b.provider, b.cred, b.over = p, creds.of(p.id), overrides[p.id]
+		b.baseURL = cmp.Or(b.over.baseURL, p.baseURLFrom(getenv)) // models.json's, as its apiKey goes before the variable
 	}
 	if _, replaced := fileKeys[fauxProvider]; !replaced { // a models.json provider "faux" replaces it
 		faux := newFauxModel(getenv(fauxResponseVar))
@@ -529,6 +525,15 @@ type modelCatalog struct {
 	listed  []*model          // models.json's
 	builtin []builtinProvider // the built-in providers, in hostedProviders' order
 	last    []*model          // faux; a model adopted for --provider (added at startup)
+}
+
+// baseURLFrom is where p's models go when models.json gives no baseUrl:
+// OPENAI_BASE_URL for openai when it is set, else the catalog's address.
+func (p *hostedProvider) baseURLFrom(getenv func(string) string) string {
+	if base := strings.TrimRight(getenv("OPENAI_BASE_URL"), "/"); p.id == "openai" && base != "" {
+		return base
+	}
+	return p.baseURL
 }
 
 // builtinProvider is a built-in provider as this rpi has it: its base
