@@ -460,7 +460,7 @@ func TestModelsJSONChangesBuiltinModels(t *testing.T) {
 	if m := setup.catalog.of("anthropic")[0]; m.BaseURL != "https://api.anthropic.com" || m.headers != nil {
 		t.Errorf("anthropic/%s, without an entry: base URL %q, headers %q", m.ID, m.BaseURL, m.headers)
 	}
-	if m := adoptModel(groq, "groq", "an-id-groq-does-not-list"); m == nil || m.BaseURL != "http://proxy.example/groq/v1" ||
+	if m := setup.catalog.adopt("groq", "an-id-groq-does-not-list"); m == nil || m.BaseURL != "http://proxy.example/groq/v1" ||
 		m.headers["X-Proxy-Auth"] != "proxy-token-0123456789" || m.compat.MaxTokensField != "max_tokens" {
 		t.Errorf("adopted %+v", m)
 	}
@@ -814,5 +814,31 @@ func TestModelsJSONOpenAIModelsTakeOpenAIBaseURL(t *testing.T) {
 		if m.BaseURL != want {
 			t.Errorf("openai/%s goes to %q; want %q", m.ID, m.BaseURL, want)
 		}
+	}
+}
+
+// TestAdoptedModelTakesNoModelOverride: a model adopted for --provider
+// (an id the catalog does not list) takes the provider's settings, the
+// models.json entry's headers and compat among them, but not what
+// modelOverrides give one of the provider's models: before, it copied the
+// first built-in model's, that model's own headers (a value of a
+// variable) and compat with them.
+func TestAdoptedModelTakesNoModelOverride(t *testing.T) {
+	dir := t.TempDir()
+	first := hostedProviderNamed("groq").models[0].id
+	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"groq":{"headers":{"X-Entry":"entry"},`+
+		`"modelOverrides":{"`+first+`":{"headers":{"X-Only-That-Model":"ROUTE_TOKEN"},"compat":{"maxTokensField":"max_tokens"}}}}}}`), 0o600)
+	env := map[string]string{"GROQ_API_KEY": "gsk-abcdefgh", "ROUTE_TOKEN": "route-token-0123456789"}
+	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := chooseModel(setup.catalog, "groq", "an-id-groq-does-not-list", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := detectCompat("groq", m.BaseURL)
+	if !maps.Equal(m.headers, map[string]string{"X-Entry": "entry"}) || m.compat.MaxTokensField != want.MaxTokensField {
+		t.Errorf("the adopted model has headers %q, compat %+v; want the entry's headers and compat %+v", m.headers, m.compat, want)
 	}
 }

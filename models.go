@@ -561,6 +561,12 @@ type providerOverride struct {
 	bearer  bool                      // its authHeader
 }
 
+// compat is what p's models have of compat before modelOverrides: what
+// rpi detects for the host, with models.json's entry's over it.
+func (p *builtinProvider) compat() compat {
+	return detectCompat(p.provider.id, p.baseURL).over(p.over.compat)
+}
+
 // models are p's models, made at the first call.
 func (p *builtinProvider) models() []*model {
 	p.once.Do(func() { p.made = p.provider.makeModels(p.baseURL, p.cred, p.over) })
@@ -656,7 +662,7 @@ func keyVarOf(provider string) string {
 // settings.json's default, then the first usable model. The thinking
 // suffix of --model ("id:high") is returned too. With --provider naming a
 // built-in provider, an id the catalog does not list is taken as a model
-// of that provider (see adoptModel); the caller adds it to the catalog.
+// of that provider (see modelCatalog.adopt); the caller adds it to the catalog.
 // Of the built-in models it makes only those it looks at: a named
 // provider's, or without one every model for --model and the usable ones
 // otherwise.
@@ -689,7 +695,7 @@ func chooseModel(catalog *modelCatalog, provider, spec, defProvider, defModel st
 			}
 		}
 		if found == nil && explicit {
-			found = adoptModel(models, provider, id)
+			found = catalog.adopt(provider, id)
 		}
 		switch {
 		case found == nil:
@@ -763,16 +769,17 @@ func checkModelPatterns(models []*model, patterns []string) (warnings []string, 
 	return warnings, nil
 }
 
-// adoptModel makes a model of a built-in provider from an id its catalog
+// adopt makes a model of a built-in provider from an id its catalog
 // entry does not list (the catalog holds a few models per provider): the
-// provider's URL, API and key, a 128000-token window and a 16384-token
-// output limit, no reasoning settings and no prices. Nil when provider is
-// not built in.
-func adoptModel(models []*model, provider, id string) *model {
-	for _, m := range models {
-		if m.builtin && m.Provider == provider {
-			return &model{ID: id, Name: id, API: m.API, Provider: provider, BaseURL: m.BaseURL, Input: []string{"text"},
-				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: m.compat, cred: m.cred, needsKey: m.needsKey, headers: m.headers, bearer: m.bearer}
+// provider's URL, API, key, and models.json entry's headers and compat
+// (not what its modelOverrides give one model), a 128000-token window and
+// a 16384-token output limit, no reasoning settings and no prices. Nil
+// when provider is not built in.
+func (c *modelCatalog) adopt(provider, id string) *model {
+	for i := range c.builtin {
+		if b := &c.builtin[i]; b.provider.id == provider {
+			return &model{ID: id, Name: id, API: b.provider.api, Provider: provider, BaseURL: b.baseURL, Input: []string{"text"},
+				ContextWindow: 128000, MaxTokens: 16384, builtin: true, compat: b.compat(), cred: b.cred, needsKey: true, headers: b.over.headers, bearer: b.over.bearer}
 		}
 	}
 	return nil
