@@ -56,6 +56,44 @@ func (a *acpAgent) wrap(s *session) *acpSession {
 	return as
 }
 
+// keep makes as, opened on this connection, its session of that id; over
+// rpi serve, a view a load or resume of it on this connection took
+// meanwhile (viewOf: it was live in the host as it opened) is kept
+// instead, and as taken off the stage: a second view would stay attached,
+// and no one would detach it.
+func (a *acpAgent) keep(as *acpSession) *acpSession {
+	a.mu.Lock()
+	prior := a.sessions[as.id]
+	if prior == nil || a.served == nil {
+		a.sessions[as.id] = as
+	}
+	a.mu.Unlock()
+	if prior == nil || a.served == nil {
+		return as
+	}
+	a.served.detach(as)
+	as.stopStarting()
+	return prior
+}
+
+// viewOf is a new view of s, live in rpi serve's host, for this
+// connection to attach to as id (live); or the connection's session of
+// that id when it has one already (its session/new opened it meanwhile).
+func (a *acpAgent) viewOf(s *session, id string) (as *acpSession, live bool) {
+	view := a.wrap(s)
+	a.mu.Lock()
+	as = a.sessions[id]
+	if as == nil {
+		a.sessions[id] = view
+	}
+	a.mu.Unlock()
+	if as != nil {
+		view.stopStarting()
+		return as, false
+	}
+	return view, true
+}
+
 // ---- The shared dialogs ----
 
 // showDialog asks this connection's user (a permission request, or a

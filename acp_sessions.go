@@ -164,21 +164,7 @@ func (a *acpAgent) openFrom(cwd string, dirs []string, file, forkFrom string, se
 		s.setConfirmTools(as.confirm) // the mode asks before MCP tools too
 	}
 	as.bind(s)
-	a.mu.Lock()
-	prior := a.sessions[as.id]
-	if prior == nil || a.served == nil {
-		a.sessions[as.id] = as
-	}
-	a.mu.Unlock()
-	if prior != nil && a.served != nil {
-		// A load or resume of it on this connection found it live in
-		// rpi serve's host as it opened, and took it: the connection
-		// has one view of a session, not a second one no one detaches.
-		a.served.detach(as)
-		as.stopStarting()
-		return prior, nil
-	}
-	return as, nil
+	return a.keep(as), nil
 }
 
 // bind makes as the view of s: its id, whether it has a title (a name, or
@@ -507,18 +493,8 @@ func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), live bo
 	case as != nil:
 		return as, nil, false, nil
 	case a.served != nil: // live in rpi serve's host, for another client: the caller attaches to it
-		wrapped := a.wrap(s)
-		a.mu.Lock()
-		as = a.sessions[id] // this connection's session/new may have opened it meanwhile
-		if as == nil {
-			a.sessions[id] = wrapped
-		}
-		a.mu.Unlock()
-		if as != nil {
-			wrapped.stopStarting()
-			return as, nil, false, nil
-		}
-		return wrapped, nil, true, nil
+		as, live = a.viewOf(s, id)
+		return as, nil, live, nil
 	}
 	return nil, nil, false, &acpError{Code: acpInternalError, Message: fmt.Sprintf("The session %s is being opened: try again once it is", id)}
 }
