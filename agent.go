@@ -97,8 +97,9 @@ type agentRun struct {
 
 	// Only the run's own goroutine uses these: the inputs whose turn is in
 	// progress (postTurnsEnded reports their end), and the last answer.
-	turn []runInput
-	last *assistantMessage
+	turn  []runInput
+	last  *assistantMessage
+	model *model // the last answer's: its tools' images fit its profile
 
 	mu          mutex[agentRunMu] // guards the fields below
 	cancelRetry func()            // set while waiting to retry
@@ -595,9 +596,12 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	for {
 		s.emit("turn_start", nil)
 		run.turn = append(run.turn, pending...)
+		s.mu.Lock()
+		lim := s.model.imageLimits() // the model in use as they enter
+		s.mu.Unlock()
 		for _, m := range pending {
 			if u, ok := m.(*userMessage); ok && !s.set.keepImageSize {
-				fitPromptImages(u) // as it enters the conversation, once: the session keeps it so
+				fitPromptImages(u, lim) // as it enters the conversation, once: the session keeps it so
 			}
 			s.emit("message_start", messageEvent{m})
 			s.conv.appendMessage(m) // recorded before its end is told: it can be asked for then
@@ -653,6 +657,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
+	run.model = m
 	s.mcp.awaitFirst(run.ctx)
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
 		tools: s.offeredTools(), thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock}
@@ -811,7 +816,7 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		case skip != "":
 			res, isError = toolResult{Content: textBlocks(skip)}, true
 		default:
-			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr)
+			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr, run.model.imageLimits())
 		}
 		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()})
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
@@ -832,10 +837,14 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 	return results
 }
 
-// runTool decodes one tool call and runs it (runDecoded).
+// runTool decodes one tool call and runs it (runDecoded), its images
+// made to fit the current model's profile.
 func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, bool) {
 	call, err := s.decodeToolCall(block.Name, block.Arguments)
-	return s.runDecoded(ctx, block, call, err)
+	s.mu.Lock()
+	lim := s.model.imageLimits()
+	s.mu.Unlock()
+	return s.runDecoded(ctx, block, call, err, lim)
 }
 
 // runDecoded runs a call decoded once (err: why it did not decode, its
@@ -851,7 +860,7 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, 
 // and why, and denied it is "Denied by user" like any other, so that a
 // model cannot learn a file it may not read (a key in models.json) from
 // how its denied edits fail.
-func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error) (res toolResult, isError bool) {
+func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error, lim imageLimits) (res toolResult, isError bool) {
 	defer func() { // from prepare to the result: the approval and describe too
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", block.Name, p, debug.Stack())
@@ -890,13 +899,13 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 		}
 		s.postEvent("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial})
 	}
-	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update})
+	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update, images: lim})
 	if err != nil {
 		res.Content = textBlocks(err.Error())
 		isError = true
 	}
 	if !s.set.keepImageSize {
-		res.Content = fitResultImages(res.Content) // an MCP tool's screenshot, say: scaled once, as it enters the conversation
+		res.Content = fitResultImages(res.Content, lim) // an MCP tool's screenshot, say: scaled once, as it enters the conversation
 	}
 	// A key rpi holds never goes back to the model or out to the client,
 	// whatever a tool came across.

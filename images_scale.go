@@ -1,13 +1,15 @@
 package main
 
 // Images made to fit as they enter the conversation, as pi does it: an
-// image a prompt, the read tool or any other tool gives of more than 2000
-// px a side or 4.5 MiB of base64 is scaled down and encoded again (PNG or
-// JPEG, whichever is smaller), once, and the smaller one is what the
-// session keeps and every later request sends.
+// image a prompt, the read tool or any other tool gives of more than the
+// model's resize profile allows (by default 2000 px a side or 4.5 MiB of
+// base64) is scaled down and encoded again (PNG or JPEG, whichever is
+// smaller), once, and the smaller one is what the session keeps and every
+// later request sends.
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -20,18 +22,116 @@ import (
 	"strings"
 )
 
-// The limits an image is made to fit (pi's): the most pixels a side, the
-// most base64 (4.5 MiB, under the 5 MiB Anthropic takes: an image must
-// have less), and the JPEG quality tried first.
-const (
-	maxImageSide     = 2000
-	maxImageBase64   = 9 << 19 // 4.5 MiB
-	imageJPEGQuality = 80
-)
+// imageLimits is what an image is made to fit as it enters the
+// conversation: a model's resize profile (models.json's
+// inputLimits.images.resize, pi's): the most pixels wide and high, the
+// most base64 (an image must have less), and the JPEG quality tried
+// first. A field 0 is the default's (fit).
+type imageLimits struct{ maxWidth, maxHeight, maxBytes, jpegQuality int }
 
-// imageJPEGQualities are the qualities tried after the first, when
-// neither PNG nor JPEG at imageJPEGQuality has less than maxImageBase64
-// (pi's list, in its order).
+// defaultImageLimits are pi's: 2000 px a side, 4.5 MiB of base64 (under
+// the 5 MiB Anthropic takes: an image must have less), JPEG quality 80.
+var defaultImageLimits = imageLimits{maxImageSide, maxImageSide, 9 << 19, 80}
+
+// maxImageSide is the most pixels a side rpi scales an image to (pi's
+// default): a profile asking for more has this (inputLimits.check), so
+// that no profile makes a scaled image take more memory than the
+// default's does.
+const maxImageSide = 2000
+
+// fit is l with the default's fields for those it does not give.
+func (l imageLimits) fit() imageLimits {
+	d := defaultImageLimits
+	return imageLimits{cmp.Or(l.maxWidth, d.maxWidth), cmp.Or(l.maxHeight, d.maxHeight),
+		cmp.Or(l.maxBytes, d.maxBytes), cmp.Or(l.jpegQuality, d.jpegQuality)}
+}
+
+// inputLimits is a model's inputLimits in models.json (pi's): rpi acts
+// on images.resize, the profile its images are made to fit; the rest,
+// which pi describes but does not act on either, is taken (integers) and
+// not used.
+type inputLimits struct {
+	MaxRequestBytes *int `json:"maxRequestBytes"`
+	Images          *struct {
+		Resize *struct { // maxWidth, maxHeight, maxBytes, jpegQuality
+			MaxWidth, MaxHeight, MaxBytes, JPEGQuality *int
+		} `json:"resize"`
+		MaxPerMessage *int `json:"maxPerMessage"`
+		MaxPerRequest *int `json:"maxPerRequest"`
+	} `json:"images"`
+}
+
+// resizeField is a field of a resize profile in models.json: its name,
+// where its value is, and its default.
+type resizeField struct {
+	name  string
+	value **int
+	def   int
+}
+
+// resizeFields are the fields of l's resize profile, in imageLimits'
+// order (none when it has none).
+func (l *inputLimits) resizeFields() []resizeField {
+	if l == nil || l.Images == nil || l.Images.Resize == nil {
+		return nil
+	}
+	r, d := l.Images.Resize, defaultImageLimits
+	return []resizeField{{"maxWidth", &r.MaxWidth, d.maxWidth}, {"maxHeight", &r.MaxHeight, d.maxHeight},
+		{"maxBytes", &r.MaxBytes, d.maxBytes}, {"jpegQuality", &r.JPEGQuality, d.jpegQuality}}
+}
+
+// check leaves out of l's resize profile the values rpi cannot use (not
+// above 0, a JPEG quality above 100), and makes a side above
+// maxImageSide maxImageSide; it says which, and what holds instead.
+func (l *inputLimits) check() []string {
+	var problems []string
+	for _, f := range l.resizeFields() {
+		v := *f.value
+		name := "inputLimits.images.resize." + f.name
+		switch {
+		case v == nil:
+		case *v <= 0 || f.name == "jpegQuality" && *v > 100:
+			limit := "not above 0"
+			if f.name == "jpegQuality" {
+				limit = "not 1 to 100"
+			}
+			problems = append(problems, fmt.Sprintf("ignored %q: %d is %s; the default is %d", name, *v, limit, f.def))
+			*f.value = nil
+		case f.name == "maxWidth" || f.name == "maxHeight":
+			if *v > maxImageSide {
+				problems = append(problems, fmt.Sprintf("%q: %d is above %d, the most rpi scales an image to; %d used", name, *v, maxImageSide, maxImageSide))
+				*v = maxImageSide
+			}
+		}
+	}
+	return problems
+}
+
+// over is base with the fields l's resize profile gives over it (pi
+// merges an override's so).
+func (l *inputLimits) over(base imageLimits) imageLimits {
+	fields := l.resizeFields()
+	if fields == nil {
+		return base
+	}
+	for i, into := range []*int{&base.maxWidth, &base.maxHeight, &base.maxBytes, &base.jpegQuality} {
+		*into = ptrOr(*fields[i].value, *into)
+	}
+	return base
+}
+
+// imageLimits is what an image is made to fit as it enters the
+// conversation with m in use (the default when m is nil).
+func (m *model) imageLimits() imageLimits {
+	if m == nil {
+		return defaultImageLimits
+	}
+	return m.resize.fit()
+}
+
+// imageJPEGQualities are the qualities tried after the profile's, when
+// neither PNG nor JPEG at that one has less than its most base64 (pi's
+// list, in its order, without the profile's).
 var imageJPEGQualities = []int{85, 70, 55, 40}
 
 // maxScalePixels is the most pixels (width × height, as the header says
@@ -88,15 +188,16 @@ const (
 // image rpi knows), when it is WebP (which the standard library cannot
 // decode), of more than maxScalePixels, or when decoding it would take
 // more than maxDecodeBytes or maxJPEGScans; else decoded (one at a time:
-// scaling), turned as its Exif says, scaled to at most maxImageSide a
-// side and encoded as the smaller of PNG and JPEG; while
-// that has maxImageBase64 of base64 or more, as JPEG of lower qualities,
+// scaling), turned as its Exif says, scaled to at most lim's width and
+// height and encoded as the smaller of PNG and JPEG (at lim's quality);
+// while that has lim's most base64 or more, as JPEG of lower qualities,
 // then at three quarters of the size, again and again. The hint, for an
 // image scaled, is pi's note of the two sizes.
-func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
+func fitImage(b contentBlock, lim imageLimits) (out contentBlock, hint string, fit imageFit) {
+	lim = lim.fit()
 	w, h, ok := imageSize(b.Data)
 	switch {
-	case !ok, w <= maxImageSide && h <= maxImageSide && len(b.Data) < maxImageBase64:
+	case !ok, w <= lim.maxWidth && h <= lim.maxHeight && len(b.Data) < lim.maxBytes:
 		return b, "", imageKept
 	case int64(w)*int64(h) > maxScalePixels:
 		return b, "", imageKept
@@ -134,7 +235,7 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 	if turn >= 5 { // turned a quarter: its sides as it is seen
 		ow, oh = oh, ow
 	}
-	tw, th := fitSides(ow, oh)
+	tw, th := fitSides(ow, oh, lim)
 	for {
 		var small *image.RGBA
 		if turn >= 5 {
@@ -142,7 +243,7 @@ func fitImage(b contentBlock) (out contentBlock, hint string, fit imageFit) {
 		} else {
 			small = orient(scaleImage(img, tw, th), turn)
 		}
-		if data, mime, ok := encodeFitting(small); ok {
+		if data, mime, ok := encodeFitting(small, lim); ok {
 			scaled := contentBlock{Type: "image", Data: data, MimeType: mime}
 			return scaled, fmt.Sprintf("[Image: original %dx%d, displayed at %dx%d. Multiply coordinates by %s to map to original image.]",
 				ow, oh, tw, th, fixed2(float64(ow)/float64(tw))), imageScaled
@@ -172,22 +273,22 @@ func (s onScreen) RGBA64At(x, y int) color.RGBA64 {
 	return s.frame.RGBA64At(x, y)
 }
 
-// fitSides is the size of a w×h image scaled to at most maxImageSide a
-// side, its shape kept (rounded as pi rounds, but never to 0 px).
-func fitSides(w, h int) (int, int) {
-	if w > maxImageSide {
-		h, w = max(1, int(math.Round(float64(h)*maxImageSide/float64(w)))), maxImageSide
+// fitSides is the size of a w×h image scaled to at most lim's width and
+// height, its shape kept (rounded as pi rounds, but never to 0 px).
+func fitSides(w, h int, lim imageLimits) (int, int) {
+	if w > lim.maxWidth {
+		h, w = max(1, int(math.Round(float64(h)*float64(lim.maxWidth)/float64(w)))), lim.maxWidth
 	}
-	if h > maxImageSide {
-		w, h = max(1, int(math.Round(float64(w)*maxImageSide/float64(h)))), maxImageSide
+	if h > lim.maxHeight {
+		w, h = max(1, int(math.Round(float64(w)*float64(lim.maxHeight)/float64(h)))), lim.maxHeight
 	}
 	return w, h
 }
 
-// encodeFitting is img as base64 of less than maxImageBase64: the smaller
-// of PNG and JPEG at imageJPEGQuality, else JPEG at the lower qualities of
+// encodeFitting is img as base64 of less than lim's most: the smaller of
+// PNG and JPEG at lim's quality, else JPEG at the qualities of
 // imageJPEGQualities in turn; false when none is small enough.
-func encodeFitting(img image.Image) (data, mime string, ok bool) {
+func encodeFitting(img image.Image, lim imageLimits) (data, mime string, ok bool) {
 	var pngBuf bytes.Buffer
 	if err := png.Encode(&pngBuf, img); err != nil {
 		return "", "", false
@@ -199,8 +300,8 @@ func encodeFitting(img image.Image) (data, mime string, ok bool) {
 		}
 		return buf.Bytes()
 	}
-	fits := func(b []byte) bool { return b != nil && base64.StdEncoding.EncodedLen(len(b)) < maxImageBase64 }
-	first := encodeJPEG(imageJPEGQuality)
+	fits := func(b []byte) bool { return b != nil && base64.StdEncoding.EncodedLen(len(b)) < lim.maxBytes }
+	first := encodeJPEG(lim.jpegQuality)
 	tries := []struct {
 		b    []byte
 		mime string
@@ -214,6 +315,9 @@ func encodeFitting(img image.Image) (data, mime string, ok bool) {
 		}
 	}
 	for _, q := range imageJPEGQualities {
+		if q == lim.jpegQuality {
+			continue // tried first
+		}
 		if b := encodeJPEG(q); fits(b) {
 			return base64.StdEncoding.EncodeToString(b), "image/jpeg", true
 		}
@@ -283,10 +387,11 @@ func fixed2(x float64) string {
 }
 
 // fitResultImages is a tool result's content with its images made to fit
-// (fitImage), each image scaled followed by a text block of its hint, as
-// pi normalises every tool's result; an image that does not decode stays
-// as it is (the tool gave it). The content itself when nothing changed.
-func fitResultImages(content []contentBlock) []contentBlock {
+// (fitImage, to lim), each image scaled followed by a text block of its
+// hint, as pi normalises every tool's result; an image that does not
+// decode stays as it is (the tool gave it). The content itself when
+// nothing changed.
+func fitResultImages(content []contentBlock, lim imageLimits) []contentBlock {
 	var out []contentBlock
 	for i, b := range content {
 		if b.Type != "image" {
@@ -295,7 +400,7 @@ func fitResultImages(content []contentBlock) []contentBlock {
 			}
 			continue
 		}
-		scaled, hint, fit := fitImage(b)
+		scaled, hint, fit := fitImage(b, lim)
 		if fit != imageScaled {
 			if out != nil {
 				out = append(out, b)
@@ -313,11 +418,11 @@ func fitResultImages(content []contentBlock) []contentBlock {
 	return out
 }
 
-// fitPromptImages makes the images of a user's message fit (fitImage) as
-// it joins the conversation, as pi does a prompt's: an image scaled is
-// replaced, one that does not decode left out, and their hints (pi's
-// texts) are added to the message's first text, after a blank line.
-func fitPromptImages(m *userMessage) {
+// fitPromptImages makes the images of a user's message fit (fitImage, to
+// lim) as it joins the conversation, as pi does a prompt's: an image
+// scaled is replaced, one that does not decode left out, and their hints
+// (pi's texts) are added to the message's first text, after a blank line.
+func fitPromptImages(m *userMessage, lim imageLimits) {
 	var hints []string
 	var content []contentBlock
 	changed := false
@@ -326,7 +431,7 @@ func fitPromptImages(m *userMessage) {
 			content = append(content, b)
 			continue
 		}
-		scaled, hint, fit := fitImage(b)
+		scaled, hint, fit := fitImage(b, lim)
 		switch fit {
 		case imageKept:
 			content = append(content, b)

@@ -79,8 +79,8 @@ func checkScaled(t *testing.T, out contentBlock, mime string, w, h int) {
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
 		t.Errorf("scaled to %dx%d, want %dx%d", b.Dx(), b.Dy(), w, h)
 	}
-	if len(out.Data) >= maxImageBase64 {
-		t.Errorf("scaled to %d bytes of base64, want less than %d", len(out.Data), maxImageBase64)
+	if len(out.Data) >= defaultImageLimits.maxBytes {
+		t.Errorf("scaled to %d bytes of base64, want less than %d", len(out.Data), defaultImageLimits.maxBytes)
 	}
 }
 
@@ -104,7 +104,7 @@ func TestFitImageScales(t *testing.T) {
 		{"noise PNG of 5.9 MiB of base64, 1200 px a side", pngBlock(t, noiseImage(1200, 1200)), "image/jpeg", 1200, 1200, "1200x1200", "1.00"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, hint, fit := fitImage(c.in)
+			out, hint, fit := fitImage(c.in, imageLimits{})
 			if fit != imageScaled {
 				t.Fatalf("fit %v, want scaled", fit)
 			}
@@ -148,7 +148,7 @@ func TestFitImageKeeps(t *testing.T) {
 	for name, in := range map[string]contentBlock{"2000x2000": small, "WebP 4096x4096": webp, "WebP said to be a PNG": webpSaidPNG, "PNG 100000x100000": giant, "unknown": unknown} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		out, hint, fit := fitImage(in)
+		out, hint, fit := fitImage(in, imageLimits{})
 		runtime.ReadMemStats(&after)
 		if fit != imageKept || !reflect.DeepEqual(out, in) || hint != "" {
 			t.Errorf("%s: fit %v, hint %q, changed %v; want it kept as it is", name, fit, hint, !reflect.DeepEqual(out, in))
@@ -176,12 +176,12 @@ func TestFitImageBroken(t *testing.T) {
 		if w, h, ok := imageSize(in.Data); !ok || max(w, h) <= maxImageSide {
 			t.Fatalf("%s: the test's header reads as %dx%d, %v", name, w, h, ok)
 		}
-		if out, _, fit := fitImage(in); fit != imageBroken || !reflect.DeepEqual(out, in) {
+		if out, _, fit := fitImage(in, imageLimits{}); fit != imageBroken || !reflect.DeepEqual(out, in) {
 			t.Errorf("%s: fit %v, want broken", name, fit)
 		}
 	}
 	corrupt := contentBlock{Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(pngHeader(20, 20, "junk"))}
-	if out, _, fit := fitImage(corrupt); fit != imageKept || !reflect.DeepEqual(out, corrupt) {
+	if out, _, fit := fitImage(corrupt, imageLimits{}); fit != imageKept || !reflect.DeepEqual(out, corrupt) {
 		t.Errorf("a small corrupt PNG: fit %v, want kept (not decoded)", fit)
 	}
 }
@@ -220,7 +220,7 @@ func TestScaleImageAverages(t *testing.T) {
 func TestFitSides(t *testing.T) {
 	for _, c := range [][4]int{{3000, 1500, 2000, 1000}, {2001, 2001, 2000, 2000}, {1000, 3001, 666, 2000},
 		{2250, 900, 2000, 800}, {3000, 1, 2000, 1}, {30000, 2, 2000, 1}, {5, 90000, 1, 2000}, {1999, 2000, 1999, 2000}} {
-		if w, h := fitSides(c[0], c[1]); w != c[2] || h != c[3] {
+		if w, h := fitSides(c[0], c[1], defaultImageLimits); w != c[2] || h != c[3] {
 			t.Errorf("%dx%d: %dx%d, want %dx%d", c[0], c[1], w, h, c[2], c[3])
 		}
 	}
@@ -276,7 +276,7 @@ func FuzzFitImage(f *testing.F) {
 		var fit imageFit
 		// Decoding within its budget, the result at most 2000x2000 px, its
 		// encodings (PNG of 16 MB, JPEGs of less) and their base64.
-		if n := allocated(func() { out, hint, fit = fitImage(in) }); n > maxDecodeBytes+96<<20 {
+		if n := allocated(func() { out, hint, fit = fitImage(in, imageLimits{}) }); n > maxDecodeBytes+96<<20 {
 			t.Fatalf("%d bytes allocated to fit it (%v)", n, fit)
 		}
 		if fit != imageScaled {
@@ -287,7 +287,7 @@ func FuzzFitImage(f *testing.F) {
 		}
 		raw, _ := base64.StdEncoding.DecodeString(out.Data)
 		w, h, ok := imageSize(out.Data)
-		if !ok || w > maxImageSide || h > maxImageSide || len(out.Data) >= maxImageBase64 || imageType(raw) != out.MimeType ||
+		if !ok || w > maxImageSide || h > maxImageSide || len(out.Data) >= defaultImageLimits.maxBytes || imageType(raw) != out.MimeType ||
 			!strings.HasPrefix(hint, "[Image: original ") {
 			t.Fatalf("scaled to %dx%d (%v) of %s, %d bytes, hint %q", w, h, ok, out.MimeType, len(out.Data), hint)
 		}
@@ -436,7 +436,7 @@ func TestFitImageMemory(t *testing.T) {
 		}
 		var out contentBlock
 		var fit imageFit
-		if n := allocated(func() { out, _, fit = fitImage(in) }); n > 1<<20 {
+		if n := allocated(func() { out, _, fit = fitImage(in, imageLimits{}) }); n > 1<<20 {
 			t.Errorf("%s: %d bytes allocated to judge it", name, n)
 		}
 		if fit != imageKept || !reflect.DeepEqual(out, in) {
@@ -444,7 +444,7 @@ func TestFitImageMemory(t *testing.T) {
 		}
 	}
 	wide := image.NewNRGBA64(image.Rect(0, 0, 2100, 10))
-	if _, hint, fit := fitImage(pngBlock(t, wide)); fit != imageScaled || !strings.Contains(hint, "original 2100x10") {
+	if _, hint, fit := fitImage(pngBlock(t, wide), imageLimits{}); fit != imageScaled || !strings.Contains(hint, "original 2100x10") {
 		t.Errorf("a 16-bit PNG of 2100x10: %v %q, want scaled", fit, hint)
 	}
 }
@@ -500,7 +500,7 @@ func TestFitImageOrientation(t *testing.T) {
 		topLeft, bottomRight bool // red there
 	}{1: {2000, 667, true, false}, 6: {667, 2000, true, false}, 8: {667, 2000, false, true}, 3: {2000, 667, false, true}} {
 		in := contentBlock{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString(withOrientation(raw, o))}
-		out, hint, fit := fitImage(in)
+		out, hint, fit := fitImage(in, imageLimits{})
 		if fit != imageScaled {
 			t.Fatalf("orientation %d: fit %v", o, fit)
 		}
@@ -570,7 +570,7 @@ func TestFitImageOneAtATime(t *testing.T) {
 		}
 	}
 	defer func() { imageDecoded = nil }()
-	if _, _, fit := fitImage(pngBlock(t, flatImage(2100, 3))); fit != imageScaled || !held {
+	if _, _, fit := fitImage(pngBlock(t, flatImage(2100, 3)), imageLimits{}); fit != imageScaled || !held {
 		t.Errorf("fit %v; decoded under imageScaling.mu: %v", fit, held)
 	}
 }
@@ -590,7 +590,7 @@ func TestFitImageGIFScreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := contentBlock{Type: "image", MimeType: "image/gif", Data: base64.StdEncoding.EncodeToString(b.Bytes())}
-	out, hint, fit := fitImage(in)
+	out, hint, fit := fitImage(in, imageLimits{})
 	if want := "[Image: original 3000x100, displayed at 2000x67. Multiply coordinates by 1.50 to map to original image.]"; fit != imageScaled || hint != want {
 		t.Fatalf("fit %v, hint %q; want %q", fit, hint, want)
 	}
@@ -627,7 +627,7 @@ func TestFitImageManyScans(t *testing.T) {
 		want imageFit
 	}{"one scan": {one, imageBroken}, "many scans": {many, imageKept}} {
 		in := contentBlock{Type: "image", MimeType: "image/jpeg", Data: base64.StdEncoding.EncodeToString(c.raw)}
-		if _, _, fit := fitImage(in); fit != c.want {
+		if _, _, fit := fitImage(in, imageLimits{}); fit != c.want {
 			t.Errorf("%s: fit %v, want %v", name, fit, c.want)
 		}
 	}

@@ -57,6 +57,9 @@ type model struct {
 	// body of the OpenAI APIs (putSampling), their values as written.
 	sampling        samplingParams
 	samplingByLevel map[string]samplingParams
+	// resize is models.json's inputLimits.images.resize, what its images
+	// are made to fit (a field 0: the default's; imageLimits).
+	resize imageLimits
 }
 
 // samplingParams is a models.json samplingParams object: request body
@@ -217,6 +220,7 @@ type modelsFile struct {
 			Headers          map[string]string         `json:"headers"` // over the provider's and the override's
 			SamplingParams   samplingParams            `json:"samplingParams"`
 			SamplingByLevel  map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
+			InputLimits      *inputLimits              `json:"inputLimits"`
 		} `json:"models"`
 		ModelOverrides map[string]*modelOverride `json:"modelOverrides"`
 	} `json:"providers"`
@@ -245,9 +249,9 @@ type modelOverride struct {
 	Compat          *compat                   `json:"compat"`
 	SamplingParams  samplingParams            `json:"samplingParams"`
 	SamplingByLevel map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
+	InputLimits     *inputLimits              `json:"inputLimits"` // merged with the model's, field by field
 	// pi's, of what rpi has no notion of: taken (objects, as in pi) and
 	// not used.
-	InputLimits map[string]any `json:"inputLimits"`
 	PromptCache map[string]any `json:"promptCache"`
 }
 
@@ -294,10 +298,11 @@ func (o *modelOverride) apply(m *model) {
 		}
 		m.samplingByLevel = byLevel
 	}
+	m.resize = o.InputLimits.over(m.resize)
 }
 
 // check leaves out of o the fields pi refuses (an empty name, a size not
-// above 0), and says which.
+// above 0, inputLimits' as inputLimits.check), and says which.
 func (o *modelOverride) check() []string {
 	var problems []string
 	if o.Name != nil && *o.Name == "" {
@@ -312,7 +317,7 @@ func (o *modelOverride) check() []string {
 			*f.value = nil
 		}
 	}
-	return problems
+	return append(problems, o.InputLimits.check()...)
 }
 
 // ptrOr is *p, or else when p is nil.
@@ -454,6 +459,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					needsKey: p.APIKey != "" || keyVarOf(name) != "" || p.AuthHeader, headers: headers, levels: m.ThinkingLevelMap, bearer: p.AuthHeader,
 					sampling: m.SamplingParams, samplingByLevel: m.SamplingByLevel}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
+				for _, problem := range m.InputLimits.check() {
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: model %s: %s", path, name, m.ID, problem))
+				}
+				mod.resize = m.InputLimits.over(imageLimits{})
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
 				}

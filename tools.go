@@ -66,6 +66,7 @@ type toolRun struct {
 	// called under a lock of the tool's, and is delivered with what the
 	// session posts next (shellOutput delivers once its lock is let go of).
 	update func(toolResult)
+	images imageLimits // what an image it gives is made to fit: its turn's model's profile
 }
 
 // toolResult is what a tool gives back: content for the model, details

@@ -60,7 +60,7 @@ func (c *readCall) describe() (string, string) {
 	return "Allow read of " + escapeControl(c.path) + "?", "Read " + escapeControl(c.abs)
 }
 
-func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
+func (c *readCall) run(ctx context.Context, s *session, r toolRun) (toolResult, error) {
 	checkCallout("the session's files")
 	f, err := s.files.open(ctx, c.abs)
 	if err != nil {
@@ -77,7 +77,7 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 		if len(data) > maxImageBytes {
 			return toolResult{}, fmt.Errorf("Cannot read %s: the image is larger than %s", c.abs, formatSize(maxImageBytes))
 		}
-		return imageResult(contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}, !s.set.keepImageSize), nil
+		return imageResult(contentBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(data), MimeType: mime}, !s.set.keepImageSize, r.images), nil
 	}
 	start := max(c.offset, 1) - 1
 	limit := c.limit
@@ -145,16 +145,16 @@ func (c *readCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 }
 
 // imageResult is read's result for an image file, made to fit
-// (fitImage) as pi's read makes it: "Read image file [type]", with the
-// hint of an image scaled on the next line; for an image past a limit
-// that does not decode, pi's note in its place. Unless fit, it is the
+// (fitImage, to lim) as pi's read makes it: "Read image file [type]",
+// with the hint of an image scaled on the next line; for an image past a
+// limit that does not decode, pi's note in its place. Unless fit, it is the
 // image as it is (settings.json images.autoResize false).
-func imageResult(img contentBlock, fit bool) toolResult {
+func imageResult(img contentBlock, fit bool, lim imageLimits) toolResult {
 	text := "Read image file [" + img.MimeType + "]"
 	if !fit {
 		return toolResult{Content: []contentBlock{{Type: "text", Text: text}, img}}
 	}
-	scaled, hint, how := fitImage(img)
+	scaled, hint, how := fitImage(img, lim)
 	switch how {
 	case imageScaled:
 		img, text = scaled, "Read image file ["+scaled.MimeType+"]\n"+hint
