@@ -767,6 +767,42 @@ func TestSamplingParamsInRequest(t *testing.T) {
 	}
 }
 
+// TestSamplingParamsRaiseTheAnswerLimit: samplingParams that ask for more
+// tokens than the model's maxTokens (max_tokens or max_output_tokens, by
+// level too) raise what rpi keeps of one answer with them: the server
+// answers what it was asked, and rpi cut that as a server sending more
+// than asked (here 2003 bytes against 10 tokens' 320).
+func TestSamplingParamsRaiseTheAnswerLimit(t *testing.T) {
+	endToEnd(t)
+	for _, c := range []struct{ api, limit, params string }{
+		{apiOpenAI, "max_tokens", `"samplingParams":{"max_tokens":1000}`},
+		{apiResponses, "max_output_tokens", `"samplingParams":{"max_output_tokens":5000},"samplingParamsByThinkingLevel":{"off":{"max_output_tokens":1000}}`},
+	} {
+		t.Run(c.api, func(t *testing.T) {
+			e := newTestEnv(t)
+			long := strings.Repeat("word ", 400) + "end"
+			fm := startFakeModel(t, c.api, `{"text":["`+long+`"]}`, e.agentDir)
+			os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{"fake":{"baseUrl":"`+fm.server.URL+`/v1","api":"`+c.api+`",`+
+				`"models":[{"id":"fake-model","maxTokens":10,`+c.params+`}]}}}`), 0o600)
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", "fake/fake-model"})
+			ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.send(`{"id":"t","type":"get_last_assistant_text"}`)
+			ps.waitFor(`"id":"t"`)
+			for _, rec := range ps.close() {
+				if rec["id"] == "t" {
+					if text, _ := rec["data"].(map[string]any)["text"].(string); text != long {
+						t.Errorf("the answer kept is %d bytes, want %d:\n%.2000s", len(text), len(long), ps.out.bytes())
+					}
+				}
+			}
+			if body := fm.lastRequest(); body[c.limit] != 1000.0 {
+				t.Errorf("%s is %v, want 1000", c.limit, body[c.limit])
+			}
+		})
+	}
+}
+
 // TestModelOverrideSamplingParamsInRequest: a built-in model's
 // modelOverrides entry gives it samplingParams, and those of the level
 // off (the model does not think) go over them.

@@ -80,15 +80,41 @@ func (p samplingParams) over(q samplingParams) samplingParams {
 // set itself, as pi does: those of the thinking level the request is sent
 // at (off for a model that does not think) over the model's.
 func putSampling(body map[string]any, m *model, thinking string) {
-	level := "off"
-	if m.Reasoning {
-		level, _ = m.wireLevel(thinking)
-	}
-	for _, params := range []samplingParams{m.sampling, m.samplingByLevel[level]} {
+	for _, params := range m.samplingAt(thinking) {
 		for k, v := range params {
 			body[k] = v
 		}
 	}
+}
+
+// samplingAt is m's samplingParams for a request sent at thinking, in the
+// order they go into its body: the model's, then its level's (off for a
+// model that does not think).
+func (m *model) samplingAt(thinking string) []samplingParams {
+	level := "off"
+	if m.Reasoning {
+		level, _ = m.wireLevel(thinking)
+	}
+	return []samplingParams{m.sampling, m.samplingByLevel[level]}
+}
+
+// sampledTokens is the most tokens an OpenAI API request asks for, its
+// cap being field: the model's maxTokens (openAIMaxTokens), or more when
+// its samplingParams, which go over the field, ask for more. What rpi
+// keeps of one answer is counted from it (answerLimit): the server sends
+// what it was asked for.
+func sampledTokens(req streamRequest, field string) int {
+	tokens := openAIMaxTokens(req)
+	var sent json.RawMessage // the field as the body has it: the level's over the model's
+	for _, params := range req.model.samplingAt(req.thinking) {
+		if v, ok := params[field]; ok {
+			sent = v
+		}
+	}
+	if n := 0.0; json.Unmarshal(sent, &n) == nil && n > float64(tokens) {
+		tokens = int(min(n, maxAnswerBytes)) // answerLimit bounds it further
+	}
+	return tokens
 }
 
 // think writes a thinkingLevelMap compactly: "!off" for a level the

@@ -17,12 +17,14 @@ import (
 
 // openAIChat is the Chat Completions API.
 var openAIChat = &wireAPI{
-	name:      apiOpenAI,
-	url:       func(m *model) string { return m.BaseURL + "/chat/completions" },
-	auth:      bearer,
-	body:      func(req streamRequest) any { return openAIBody(req) },
-	maxTokens: openAIMaxTokens,
-	read:      readOpenAI,
+	name: apiOpenAI,
+	url:  func(m *model) string { return m.BaseURL + "/chat/completions" },
+	auth: bearer,
+	body: func(req streamRequest) any { return openAIBody(req) },
+	maxTokens: func(req streamRequest) int {
+		return sampledTokens(req, cmp.Or(req.model.compat.MaxTokensField, "max_tokens"))
+	},
+	read: readOpenAI,
 }
 
 // openAIBody is a Chat Completions request, with the quirks of the

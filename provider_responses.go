@@ -20,7 +20,7 @@ var openAIResponses = &wireAPI{
 	url:       func(m *model) string { return m.BaseURL + "/responses" },
 	auth:      bearer,
 	body:      func(req streamRequest) any { return responsesBody(req) },
-	maxTokens: openAIMaxTokens,
+	maxTokens: func(req streamRequest) int { return sampledTokens(req, "max_output_tokens") },
 	read:      readResponses,
 }
 
