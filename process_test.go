@@ -226,6 +226,18 @@ func TestShellSettings(t *testing.T) {
 	}
 }
 
+// TestShellPathRelative: a relative shellPath, which would be found in
+// the session's folder (the project's choice), is ignored with a warning.
+func TestShellPathRelative(t *testing.T) {
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"shellPath":"bin/sh"}`), 0o600)
+	set := loadSettings(&hostSettings{agentDir: e.agentDir, home: e.home}, t.TempDir(), nil, nil)
+	want := `Ignored shellPath "bin/sh" in ` + filepath.Join(e.agentDir, "settings.json") + `: it must be an absolute path, one starting with ~/, or a program's name`
+	if set.shellPath != "" || !slices.Contains(set.notices, want) {
+		t.Errorf("shellPath %q, notices %q", set.shellPath, set.notices)
+	}
+}
+
 // spawnLine is a process_spawn command line for argv, in cwd "/".
 func spawnLine(id string, argv []string, specExtra string) string {
 	quoted, _ := json.Marshal(argv)

@@ -225,10 +225,16 @@ func (set *settings) applySettingsFile(path string) {
 	if file.Images.AutoResize != nil {
 		set.keepImageSize = !*file.Images.AutoResize
 	}
-	if file.ShellPath != "" {
-		set.shellPath = file.ShellPath
-		if rest, ok := strings.CutPrefix(file.ShellPath, "~"); ok && set.home != "" && (rest == "" || os.IsPathSeparator(rest[0])) {
-			set.shellPath = filepath.Join(set.home, rest)
+	if shell := file.ShellPath; shell != "" {
+		if rest, ok := strings.CutPrefix(shell, "~"); ok && set.home != "" && (rest == "" || os.IsPathSeparator(rest[0])) {
+			shell = filepath.Join(set.home, rest)
+		}
+		// A relative path would be found in the session's folder, which
+		// the project chooses; a bare name is looked up on PATH.
+		if filepath.IsAbs(shell) || !strings.ContainsRune(shell, '/') && !strings.ContainsRune(shell, filepath.Separator) {
+			set.shellPath = shell
+		} else {
+			set.notices = append(set.notices, fmt.Sprintf("Ignored shellPath %q in %s: it must be an absolute path, one starting with ~/, or a program's name", file.ShellPath, path))
 		}
 	}
 	if file.ShellCommandPrefix != nil {
