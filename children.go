@@ -105,7 +105,8 @@ type child struct {
 	stdin   *os.File      // write end of its stdin pipe, or the PTY master; nil when stdin is /dev/null
 	tty     *os.File      // the PTY master, for resizing; nil without a PTY
 	readers sync.WaitGroup
-	pipes   []*os.File // read ends (or the PTY master), closed by the readers
+	pipes   []*os.File     // read ends (or the PTY master), closed by the readers
+	taken   []atomic.Int64 // bytes read from each of pipes so far
 	// killed is set when rpi ends the child before it exited (a timeout,
 	// an abort, shutdown): on Windows, where a killed process exits with
 	// code 1 like any failure, only this tells the two apart.
@@ -211,10 +212,10 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 		}
 		return nil, err
 	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds, taken: make([]atomic.Int64, len(parentEnds))}
 	c.readers.Add(len(parentEnds))
-	for i, pipe := range parentEnds {
-		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(pipe, streams[i], !opts.answers, onOutput, opts.ended) })()
+	for i := range parentEnds {
+		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(i, streams[i], !opts.answers, onOutput, opts.ended) })()
 	}
 	return c, nil
 }
@@ -234,27 +235,29 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 		master.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}, taken: make([]atomic.Int64, 1)}
 	c.readers.Add(1)
-	go guarded(stderr, "reading a child's terminal", func() { c.read(master, "combined", true, onOutput, opts.ended) })()
+	go guarded(stderr, "reading a child's terminal", func() { c.read(0, "combined", true, onOutput, opts.ended) })()
 	return c, nil
 }
 
-// read passes a stream's output to onOutput until it ends. While a child
+// read passes the output of pipe i, a stream, to onOutput until it ends. While a child
 // keeps writing (two reads in a row found data), a short read is followed
 // by readPause (unless pause is false: a child that answers requests) to
 // let the pipe fill, so a flood of small writes costs a few
 // large reads instead of a wake-up each; output is coalesced for longer
 // than that anyway, and a single burst (echo hi) is not delayed. ended
 // (nil for none) is told once the stream has ended.
-func (c *child) read(pipe *os.File, stream string, pause bool, onOutput func(string, []byte), ended func(string)) {
+func (c *child) read(i int, stream string, pause bool, onOutput func(string, []byte), ended func(string)) {
 	defer c.readers.Done()
+	pipe := c.pipes[i]
 	defer pipe.Close()
 	buf := make([]byte, 256<<10)
 	flowing := false
 	for {
 		n, err := pipe.Read(buf)
 		if n > 0 {
+			c.taken[i].Add(int64(n))
 			onOutput(stream, buf[:n])
 		}
 		if err != nil {
@@ -276,7 +279,8 @@ const readPause = time.Millisecond
 // wait waits for the child to exit, closes its stdin, kills what remains
 // of its process group (nothing a command started outlives it) and waits
 // for the last of its output. A descendant that left the group and still
-// holds a pipe is cut off after killGrace, or endPipeGrace once rpi ends.
+// holds a pipe is cut off after killGrace (cutOff: once what the pipe held
+// then is read), or endPipeGrace once rpi ends.
 // Only then is the child reaped: until that, its pid stays its own (a
 // zombie's), so the kill cannot reach a process that took the pid over.
 // Where the system cannot wait without reaping (waitUnreaped), it is
@@ -303,7 +307,9 @@ func (c *child) wait() *os.ProcessState {
 	select {
 	case <-done:
 	case <-time.After(killGrace):
-		cut()
+		if !c.cutOff(done) {
+			cut()
+		}
 	case <-c.table.ending:
 		select {
 		case <-done:
@@ -314,6 +320,53 @@ func (c *child) wait() *os.ProcessState {
 	c.table.watchdog.send("-"+strconv.Itoa(c.pid), c.table.stderr)
 	return c.reap()
 }
+
+// cutOff closes each pipe once its reader has taken all the pipe held
+// when cutOff was called, or found it empty, and waits for the readers;
+// it gives up (false) once rpi ends. A child that exited wrote all its
+// output before the cut: a reader that is slow only because the client
+// reads slowly must not lose the end of it (up to a pipe's capacity).
+// What a descendant writes after the cut may be cut; one that never stops
+// writing is cut after at most the pipe's capacity more. A pipe whose
+// fill cannot be known (pipeBuffered's -1) is closed at once.
+func (c *child) cutOff(done <-chan struct{}) bool {
+	target := make([]int64, len(c.pipes))
+	open := make([]bool, len(c.pipes))
+	for i, p := range c.pipes {
+		// The fill first: a read between the two counts its bytes in
+		// target twice, so target errs high, and the empty pipe ends it.
+		target[i] = pipeBuffered(p) + c.taken[i].Load()
+		open[i] = true
+	}
+	tick := time.NewTicker(cutOffPoll)
+	defer tick.Stop()
+	for {
+		left := 0
+		for i, p := range c.pipes {
+			if open[i] && (c.taken[i].Load() >= target[i] || pipeBuffered(p) <= 0) {
+				p.Close()
+				open[i] = false
+			}
+			if open[i] {
+				left++
+			}
+		}
+		if left == 0 {
+			<-done
+			return true
+		}
+		select {
+		case <-done:
+			return true
+		case <-c.table.ending:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// cutOffPoll is how often cutOff looks at what its pipes still hold.
+const cutOffPoll = 10 * time.Millisecond
 
 // reap collects the exited child's status, once: from then on its pid
 // may be given to another process, and no signal is sent to it. The

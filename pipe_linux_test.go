@@ -2,25 +2,18 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
+	"time"
 )
-
-// pipeHolds is how many bytes wait in the pipe r reads from (-1: not
-// known).
-func pipeHolds(r *os.File) int {
-	var n int32
-	if ioctl(r, syscall.TIOCINQ, unsafe.Pointer(&n)) != nil {
-		return -1
-	}
-	return int(n)
-}
 
 // TestEndToEndStdoutPipeGrown: once rpi has answered its first line (the
 // second answer shows it has settled in), its stdout pipe holds 1 MiB, so
@@ -156,5 +149,102 @@ func TestChildReapedLast(t *testing.T) {
 	}
 	if err := c.signalGroup(syscall.SIGKILL); err != nil {
 		t.Errorf("a signal after the reaping: %v, want none sent", err)
+	}
+}
+
+// TestProcessTailKeptForSlowClient: a process that wrote its output and
+// exited while the client read nothing keeps all of it, however long the
+// client takes: the output still in its pipe when the grace for a
+// descendant holding the pipe ran out is read before the pipe is closed
+// (it was cut, losing up to the pipe's 1 MiB).
+func TestProcessTailKeptForSlowClient(t *testing.T) {
+	endToEnd(t) // waits out killGrace
+	dir := t.TempDir()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe() // no buffer: rpi waits on each write until read
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runRPI(t, newTestEnv(t), []string{"rpc", "--cwd", dir, "--no-session"}, inR, outW)
+		outW.Close()
+	}()
+	defer func() { inW.Close(); io.Copy(io.Discard, outR); <-done }()
+	out := bufio.NewReader(outR)
+	next := func() map[string]any {
+		t.Helper()
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading rpi's output: %v", err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		return rec
+	}
+	next() // session_started
+	// More than the reader takes at once (256 KiB), so the rest waits in
+	// the pipe while the reader waits on the client.
+	const size = 768 << 10
+	written := filepath.Join(dir, "written")
+	io.WriteString(inW, spawnLine("p", []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero; : > %s", size, written)}, "")+"\n")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(written); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process did not write its output: is its pipe smaller than 1 MiB here?")
+		}
+	}
+	time.Sleep(killGrace + time.Second) // the grace runs out while the client reads nothing
+	var got float64
+	for {
+		rec := next()
+		if rec["type"] == "process_output" {
+			got = rec["data"].(map[string]any)["cursor"].(float64)
+		}
+		if rec["type"] == "process_exited" {
+			break
+		}
+	}
+	if got != size {
+		t.Errorf("the client got %v bytes of the process's output, want %d", got, size)
+	}
+}
+
+// TestProcessEndsWhileDescendantHoldsOutput: a process whose descendant
+// left its group and session and holds its output pipe still ends, its
+// pipe cut once what it held is read: whether the descendant is silent or
+// writes without a pause.
+func TestProcessEndsWhileDescendantHoldsOutput(t *testing.T) {
+	endToEnd(t) // waits out killGrace
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid here")
+	}
+	for name, descendant := range map[string]string{"silent": "exec sleep 20", "writing": "while :; do echo x; done"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ps := startSession(t)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			t.Cleanup(func() { // the silent one outlives the test
+				if b, err := os.ReadFile(pidFile); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			// The child waits for the descendant to be in its own session:
+			// its group is killed as it ends.
+			script := fmt.Sprintf("setsid sh -c 'echo $$ > %[1]s; %[2]s' & until [ -s %[1]s ]; do sleep 0.01; done; echo started", pidFile, descendant)
+			ps.send(spawnLine("p", []string{"sh", "-c", script}, ""))
+			deadline := time.Now().Add(killGrace + 10*time.Second)
+			for !strings.Contains(string(ps.out.bytes()), `"type":"process_exited"`) {
+				if time.Now().After(deadline) {
+					t.Fatal("no process_exited while a descendant holds the process's output")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			ps.close()
+		})
 	}
 }

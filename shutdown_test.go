@@ -111,7 +111,7 @@ func startStalledClient(t *testing.T, cmd *exec.Cmd, input string) *stalledClien
 	// The pipe is full once what it holds stops growing.
 	held, since := -1, time.Now()
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		n := pipeHolds(r)
+		n := int(pipeBuffered(r))
 		if n < 0 { // not known on this system: give rpi time
 			time.Sleep(3 * time.Second)
 			return c

@@ -20,6 +20,9 @@ func openPTY(rows, cols int) (master, slave *os.File, err error) {
 
 func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupported }
 
+// pipeBuffered cannot tell here how many bytes wait in a pipe (-1).
+func pipeBuffered(f *os.File) int64 { return -1 }
+
 // growPipe does nothing where F_SETPIPE_SZ does not exist.
 func growPipe(f *os.File) {}
 

@@ -72,6 +72,16 @@ func growPipe(f *os.File) {
 	}
 }
 
+// pipeBuffered is how many bytes wait in the pipe (or terminal) f reads
+// from: -1 when it cannot be known (f closed).
+func pipeBuffered(f *os.File) int64 {
+	var n int32
+	if ioctl(f, syscall.TIOCINQ, unsafe.Pointer(&n)) != nil {
+		return -1
+	}
+	return int64(n)
+}
+
 func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 	conn, err := f.SyscallConn()
 	if err != nil {

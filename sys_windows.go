@@ -318,6 +318,9 @@ func setWindowSize(tty *os.File, rows, cols int) error { return errors.ErrUnsupp
 // specialFileSystem: no /proc or /sys to refuse.
 func specialFileSystem(f *os.File) string { return "" }
 
+// pipeBuffered is not asked of Windows' pipes (-1: not known).
+func pipeBuffered(f *os.File) int64 { return -1 }
+
 // growPipe: pipe sizes are fixed at creation here.
 func growPipe(f *os.File) {}
 
