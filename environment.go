@@ -91,6 +91,10 @@ type runEnv struct {
 	// hideVariables, once the keys are read, removes the variables they
 	// came from from rpi's own environment; nil in in-process tests.
 	hideVariables func(names []string)
+	// setenv sets a variable of rpi's own environment (os.Setenv), where
+	// settings.json's httpProxy fills HTTP_PROXY and HTTPS_PROXY for its
+	// own requests; nil in in-process tests.
+	setenv func(name, value string) error
 	// adoptOrphans, when set, makes rpi adopt what its commands leave
 	// behind, before the first child starts, and call reap as a process
 	// exits; endOrphans ends what it adopted, but the children keep names

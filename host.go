@@ -666,7 +666,7 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	}
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = models.warnings
-	set.childEnv = withoutVariables(env.environ, models.keyVars)
+	set.childEnv = withProxy(withoutVariables(env.environ, models.keyVars), settingsProxy(dir), env.setenv)
 	if env.hideVariables != nil {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}

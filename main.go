@@ -38,6 +38,7 @@ func main() {
 	env.signalsReady = signalsReady
 	env.exit = os.Exit
 	env.hideVariables = hideOwnVariables
+	env.setenv = os.Setenv
 	env.adoptOrphans, env.endOrphans, env.reapAdopted = adoptOrphans, endOrphans, reapAdopted
 	trace.phase("main: environment")
 	os.Exit(runProgram(args, env, os.Stdin, os.Stdout, os.Stderr, stop))

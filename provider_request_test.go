@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -1106,5 +1107,66 @@ func TestGeminiSignedEmptyThought(t *testing.T) {
 		if strings.Contains(body, never) {
 			t.Errorf("the request has the blank %s:\n%s", never, body)
 		}
+	}
+}
+
+// TestEndToEndSettingsProxy: settings.json's httpProxy carries rpi's own
+// requests to a model server, as HTTP_PROXY does: the proxy gets the
+// request for the model's host (which does not exist) and its answer is
+// the model's. A proxy the environment names wins over the file's.
+func TestEndToEndSettingsProxy(t *testing.T) {
+	endToEnd(t)
+	for _, fromEnv := range []bool{false, true} {
+		t.Run(fmt.Sprintf("environment %v", fromEnv), func(t *testing.T) {
+			var hosts []string
+			var mu sync.Mutex
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hosts = append(hosts, r.URL.Host) // a proxied request names its host in its URL
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"through the proxy"},"finish_reason":null}]}`+"\n\n"+
+					`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+			}))
+			defer proxy.Close()
+			agent := t.TempDir()
+			inFile, inEnv := proxy.URL, "http://127.0.0.1:9" // nothing listens on port 9
+			if fromEnv {
+				inFile, inEnv = inEnv, inFile
+			}
+			os.WriteFile(filepath.Join(agent, "settings.json"), []byte(`{"httpProxy":"`+inFile+`"}`), 0o644)
+			os.WriteFile(filepath.Join(agent, "models.json"), []byte(`{"providers":{"zeta":{"baseUrl":"http://model.invalid/v1","api":"openai-completions","apiKey":"zeta-key-0123456789","models":[{"id":"z1"}]}}}`), 0o644)
+			vars := []string{"PI_CODING_AGENT_DIR=" + agent}
+			if fromEnv {
+				vars = append(vars, "HTTP_PROXY="+inEnv)
+			}
+			p := startRPIWith(t, withEnv(vars...), "rpc", "--no-session", "--cwd", t.TempDir(), "--model", "zeta/z1")
+			p.send(t, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+			end := p.until(t, "agent_end", "")
+			if !strings.Contains(fmt.Sprint(end["data"]), "through the proxy") {
+				t.Errorf("agent_end without the proxy's answer: %v", end)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(hosts) != 1 || hosts[0] != "model.invalid" {
+				t.Errorf("the proxy got requests for %q; want one for model.invalid", hosts)
+			}
+		})
+	}
+}
+
+// TestWithProxy: settings.json's httpProxy fills HTTP_PROXY and
+// HTTPS_PROXY where the environment has neither in either case, for the
+// children and for rpi itself alike.
+func TestWithProxy(t *testing.T) {
+	var set []string
+	setenv := func(name, value string) error { set = append(set, name+"="+value); return nil }
+	got := withProxy([]string{"PATH=/bin", "https_proxy=http://mine:1"}, "http://file:2", setenv)
+	want := []string{"PATH=/bin", "https_proxy=http://mine:1", "HTTP_PROXY=http://file:2"}
+	if !slices.Equal(got, want) || !slices.Equal(set, want[2:]) {
+		t.Errorf("children get %q and rpi sets %q; want %q and %q", got, set, want, want[2:])
+	}
+	if got := withProxy([]string{"PATH=/bin"}, "", setenv); !slices.Equal(got, []string{"PATH=/bin"}) {
+		t.Errorf("no proxy: children get %q", got)
 	}
 }

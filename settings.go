@@ -82,6 +82,7 @@ type settingsFile struct {
 	DefaultThinkingLevel string  `json:"defaultThinkingLevel"`
 	SteeringMode         string  `json:"steeringMode"`
 	FollowUpMode         string  `json:"followUpMode"`
+	HTTPProxy            string  `json:"httpProxy"` // the user's file's alone: settingsProxy
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -280,6 +281,49 @@ func withoutVariables(environ []string, names []string) []string {
 		return nil
 	}
 	return out
+}
+
+// settingsProxy is the httpProxy of the user's settings.json in dir (pi
+// 1.6's), "" for none. Only the user's file counts, as in pi: a project's
+// could send every model request, keys and all, through a server of its
+// choosing. A file that cannot be used is skipped here without a word: a
+// session opening reads it again and says why.
+func settingsProxy(dir string) string {
+	data, err := readRegularFile(filepath.Join(dir, "settings.json"), maxResourceBytes)
+	if err != nil {
+		return ""
+	}
+	var file settingsFile
+	if json.Unmarshal(data, &file) != nil {
+		return ""
+	}
+	return strings.TrimSpace(file.HTTPProxy)
+}
+
+// proxyVariables are the variables settings.json's httpProxy fills, as pi
+// fills them: each only where the environment has it in neither case (a
+// user's http_proxy is read before HTTP_PROXY, here as in pi).
+var proxyVariables = []string{"HTTP_PROXY", "HTTPS_PROXY"}
+
+// withProxy is environ with proxy in proxyVariables where unset, for the
+// children; setenv (nil for none) sets them in rpi's own environment, for
+// its own requests (models, MCP servers, OAuth), which Go's
+// ProxyFromEnvironment reads at the first. The same proxy reaches both,
+// as pi's process.env does.
+func withProxy(environ []string, proxy string, setenv func(name, value string) error) []string {
+	if proxy == "" {
+		return environ
+	}
+	for _, name := range proxyVariables {
+		if slices.ContainsFunc(environ, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return strings.EqualFold(k, name) }) {
+			continue
+		}
+		environ = append(slices.Clip(environ), name+"="+proxy)
+		if setenv != nil {
+			setenv(name, proxy)
+		}
+	}
+	return environ
 }
 
 // skippedNotice is the warning sent at startup when ./.pi holds resources
