@@ -547,6 +547,31 @@ func (fm *fakeModel) lastRequest() map[string]any {
 	return fm.requests[len(fm.requests)-1]
 }
 
+// conversations are what a fixture's requests.jsonl section shows of the
+// requests the model received: for each, one line of the conversation it
+// was sent — messages (Chat Completions, Anthropic), input (Responses) or
+// contents (Gemini) — without the system prompt.
+func (fm *fakeModel) conversations() []byte {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	var out []byte
+	for _, body := range fm.requests {
+		var kept []any
+		for _, key := range []string{"messages", "input", "contents"} {
+			list, _ := body[key].([]any)
+			for _, m := range list {
+				if m, _ := m.(map[string]any); m["role"] == "system" || m["role"] == "developer" {
+					continue
+				}
+				kept = append(kept, m)
+			}
+		}
+		line, _ := json.Marshal(kept)
+		out = append(append(out, line...), '\n')
+	}
+	return out
+}
+
 // agentSession is an in-process rpi with a fake model.
 func agentSession(t *testing.T, api, script string, extraArgs ...string) (*processSession, *fakeModel, string) {
 	e, cwd := newTestEnv(t), t.TempDir()

@@ -924,6 +924,18 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			t.Errorf("session file differs\n--- got ---\n%s--- want ---\n%s", got, want)
 		}
 	}
+	if want, ok := f.sections["requests.jsonl"]; ok {
+		if fm == nil {
+			t.Fatal("a -- requests.jsonl -- section needs a -- model.jsonl -- section")
+		}
+		both := norm.apply(append(append(out.bytes(), "--\n"...), fm.conversations()...))
+		got := both[strings.Index(both, "--\n")+3:]
+		if *update {
+			f.sections["requests.jsonl"] = got
+		} else if got != want {
+			t.Errorf("the model's requests differ\n--- got ---\n%s--- want ---\n%s", got, want)
+		}
+	}
 	return norm.apply(out.bytes())
 }
 
