@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -318,6 +319,60 @@ func contextMessages(messages []any) []any {
 	}
 	closeOpen()
 	return out
+}
+
+// imagesBlocked is what the model gets in the place of an image when
+// settings.json's images.blockImages is true (pi 1.6's text).
+const imagesBlocked = "Image reading is disabled."
+
+// withoutImages is messages (contextMessages') with every image of a user
+// message or tool result — a prompt's, read's or another tool's, a
+// custom message's — made the text imagesBlocked, as pi 1.6 does it: of
+// such texts next to each other, one is kept. The conversation's own
+// messages are not changed: the session keeps its images.
+func withoutImages(messages []any) []any {
+	out := make([]any, len(messages))
+	for i, m := range messages {
+		out[i] = m
+		switch m := m.(type) {
+		case *userMessage:
+			if content, ok := blockedImages(m.Content); ok {
+				blocked := *m
+				blocked.Content = content
+				out[i] = &blocked
+			}
+		case *toolResultMessage:
+			if content, ok := blockedImages(m.Content); ok {
+				blocked := *m
+				blocked.Content = content
+				out[i] = &blocked
+			}
+		}
+	}
+	return out
+}
+
+// blockedImages is content with each image made the text imagesBlocked,
+// and that text left out where the block before it is that text too;
+// false when content has no image (it is then kept as it is, repeated
+// texts and all, as pi keeps it).
+func blockedImages(content []contentBlock) ([]contentBlock, bool) {
+	if !slices.ContainsFunc(content, func(b contentBlock) bool { return b.Type == "image" }) {
+		return nil, false
+	}
+	isBlocked := func(b contentBlock) bool { return b.Type == "text" && b.Text == imagesBlocked }
+	var out []contentBlock
+	prev := contentBlock{}
+	for _, b := range content {
+		if b.Type == "image" {
+			b = contentBlock{Type: "text", Text: imagesBlocked}
+		}
+		if !isBlocked(b) || !isBlocked(prev) {
+			out = append(out, b)
+		}
+		prev = b
+	}
+	return out, true
 }
 
 // rawContent is a custom message's content as pi sends it, a user

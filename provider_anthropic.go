@@ -63,7 +63,7 @@ func anthropicBody(req streamRequest) map[string]any {
 	// The images of error results, sent after the run of results.
 	var errorImages []map[string]any
 	ids := wireCallIDs()
-	for _, m := range anthropicImages(req.model, contextMessages(req.messages)) {
+	for _, m := range anthropicImages(req.model, req.context()) {
 		if _, result := m.(*toolResultMessage); !result {
 			add("user", errorImages)
 			errorImages = nil

@@ -143,7 +143,7 @@ func geminiBody(req streamRequest) map[string]any {
 		}
 	}
 	ids := wireCallIDs()
-	for _, msg := range contextMessages(req.messages) {
+	for _, msg := range req.context() {
 		if _, result := msg.(*toolResultMessage); !result {
 			flushImages()
 		}

@@ -70,7 +70,7 @@ func openAIBody(req streamRequest) map[string]any {
 			toolImages = nil
 		}
 	}
-	for _, m := range contextMessages(req.messages) {
+	for _, m := range req.context() {
 		if _, result := m.(*toolResultMessage); !result {
 			flushImages()
 		}

@@ -63,7 +63,7 @@ func responsesBody(req streamRequest) map[string]any {
 		callID, _ := splitCallID(id)
 		return wireCallID(callID)
 	})
-	for _, msg := range contextMessages(req.messages) {
+	for _, msg := range req.context() {
 		if _, result := msg.(*toolResultMessage); !result {
 			flushImages()
 		}

@@ -57,6 +57,19 @@ type streamRequest struct {
 	idle time.Duration
 	// clock times idle (the session's: a fixture's may be fake).
 	clock clock
+	// blockImages: the model gets a note in the place of every image
+	// (settings.json images.blockImages; withoutImages).
+	blockImages bool
+}
+
+// context is what the model is sent of the request's conversation
+// (contextMessages), without its images when blockImages says so.
+func (req streamRequest) context() []any {
+	messages := contextMessages(req.messages)
+	if req.blockImages {
+		messages = withoutImages(messages)
+	}
+	return messages
 }
 
 // providerError is a failed model call; status is the HTTP status (0 for

@@ -37,6 +37,7 @@ type settings struct {
 	confirmTimeout  time.Duration
 	httpIdle        time.Duration // settings.json httpIdleTimeoutMs; 0: none
 	keepImageSize   bool          // settings.json images.autoResize false: images are not scaled (fitImage)
+	blockImages     bool          // settings.json images.blockImages: the model is sent no image (withoutImages)
 	shellPath       string        // settings.json shellPath: the shell rpi runs commands with ("": bash, looked up)
 	// A new session's starting state (pi's keys): its thinking level
 	// before a flag or the session file says otherwise, its queue modes,
@@ -75,7 +76,8 @@ type settingsFile struct {
 	ConfirmTimeout  int64              `json:"confirmTimeoutMs"`
 	HTTPIdle        *int64             `json:"httpIdleTimeoutMs"`
 	Images          struct {
-		AutoResize *bool `json:"autoResize"`
+		AutoResize  *bool `json:"autoResize"`
+		BlockImages *bool `json:"blockImages"`
 	} `json:"images"`
 	ShellPath            string  `json:"shellPath"`
 	ShellCommandPrefix   *string `json:"shellCommandPrefix"`
@@ -225,6 +227,9 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.Images.AutoResize != nil {
 		set.keepImageSize = !*file.Images.AutoResize
+	}
+	if file.Images.BlockImages != nil {
+		set.blockImages = *file.Images.BlockImages
 	}
 	if shell := file.ShellPath; shell != "" {
 		if rest, ok := strings.CutPrefix(shell, "~"); ok && set.home != "" && (rest == "" || os.IsPathSeparator(rest[0])) {
