@@ -587,6 +587,8 @@ Flags:
 
 Environment:
   PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})
+  PI_CODING_AGENT_SESSION_DIR
+                        where session files go without --session-dir (over settings.json's sessionDir)
   {home} your home folder; rpi needs it or PI_CODING_AGENT_DIR
   OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, GROQ_API_KEY, …
                         provider keys (all of them in docs/models.md)

@@ -666,6 +666,11 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	}
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = models.warnings
+	if cfg.sessionDir == "" {
+		var notices []string
+		set.cfg.sessionDir, notices = sessionDirSetting(cfg, dir, home, env.getenv)
+		set.notices = append(set.notices, notices...)
+	}
 	set.childEnv = withProxy(withoutVariables(env.environ, models.keyVars), settingsProxy(dir), env.setenv)
 	if env.hideVariables != nil {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi

@@ -789,12 +789,7 @@ func checkProvider(catalog *modelCatalog, provider string, choosing bool) error 
 // none is a warning, and --models none of whose patterns matches any, which
 // would scope cycle_model to nothing, an init error.
 func checkModelPatterns(models []*model, patterns []string) (warnings []string, err error) {
-	var unmatched []string
-	for _, pattern := range patterns {
-		if !slices.ContainsFunc(models, func(m *model) bool { return m.usable() && listedFaux(m, nil) && m.matches(pattern) }) {
-			unmatched = append(unmatched, pattern)
-		}
-	}
+	unmatched := unmatchedPatterns(models, patterns)
 	if len(unmatched) == len(patterns) {
 		return nil, fmt.Errorf("Invalid --models %s: it matches no model that can be used (see get_available_models)", strings.Join(patterns, ","))
 	}
@@ -802,6 +797,19 @@ func checkModelPatterns(models []*model, patterns []string) (warnings []string, 
 		warnings = append(warnings, fmt.Sprintf("--models %s: matches no model that can be used (see get_available_models); the other patterns do", pattern))
 	}
 	return warnings, nil
+}
+
+// unmatchedPatterns are the patterns (of --models or enabledModels) that
+// match none of models that can be used and get_available_models lists
+// at startup.
+func unmatchedPatterns(models []*model, patterns []string) []string {
+	var unmatched []string
+	for _, pattern := range patterns {
+		if !slices.ContainsFunc(models, func(m *model) bool { return m.usable() && listedFaux(m, nil) && m.matches(pattern) }) {
+			unmatched = append(unmatched, pattern)
+		}
+	}
+	return unmatched
 }
 
 // adopt makes a model of a built-in provider from an id its catalog
@@ -916,17 +924,18 @@ func (s *session) switchModel(m *model) {
 }
 
 // scopedModels are the models cycle_model goes through: the usable ones,
-// or those --models names (globs over provider/id or id) in the order of
-// its patterns, as pi has them: each pattern's matches in catalog order,
-// a model once.
+// or those --models (else settings.json's enabledModels) names (globs
+// over provider/id or id) in the order of its patterns, as pi has them:
+// each pattern's matches in catalog order, a model once.
 func (s *session) scopedModels() (models []*model, scoped bool) {
 	s.mu.Lock()
 	usable := s.usableModels(s.model)
 	s.mu.Unlock()
-	if len(s.set.cfg.models) == 0 {
+	patterns := s.set.scopePatterns()
+	if len(patterns) == 0 {
 		return usable, false
 	}
-	for _, pattern := range s.set.cfg.models {
+	for _, pattern := range patterns {
 		for _, m := range usable {
 			if !slices.Contains(models, m) && m.matches(pattern) {
 				models = append(models, m)
@@ -936,7 +945,7 @@ func (s *session) scopedModels() (models []*model, scoped bool) {
 	return models, true
 }
 
-// matches reports whether a pattern of --models names m: a glob over
+// matches reports whether a pattern of --models or enabledModels names m: a glob over
 // provider/id or id, with an optional thinking suffix (":high") that
 // plays no part (an id's own colon, as in Ollama's "qwen2.5-coder:7b",
 // does).
@@ -951,9 +960,10 @@ func (m *model) matches(pattern string) bool {
 	return ok
 }
 
-// scopedStart is the model --models starts with when --model names none,
-// as pi picks it: settings.json's default when the scope holds it, else
-// the scope's first model; nil when the scope is empty.
+// scopedStart is the model the scope (--models, else enabledModels)
+// starts with when --model names none, as pi picks it: settings.json's
+// default when the scope holds it, else the scope's first model; nil when
+// the scope is empty.
 func (s *session) scopedStart() *model {
 	scope, _ := s.scopedModels()
 	for _, m := range scope {
@@ -992,11 +1002,11 @@ func (s *session) setModel(provider, id string) (*model, error) {
 type cycledModel struct {
 	Model         *model `json:"model"`
 	ThinkingLevel string `json:"thinkingLevel"`
-	IsScoped      bool   `json:"isScoped"` // the models --models names
+	IsScoped      bool   `json:"isScoped"` // the models --models (or enabledModels) names
 }
 
-// cycleModel moves to the next usable model (of --models' scope, when
-// given); ok is false when fewer than two are in scope.
+// cycleModel moves to the next usable model (of the scope of --models or
+// enabledModels, when given); ok is false when fewer than two are in scope.
 func (s *session) cycleModel() (next cycledModel, ok bool) {
 	models, scoped := s.scopedModels()
 	if len(models) < 2 {

@@ -252,7 +252,7 @@ func newTestEnv(t testing.TB) *testEnv {
 // hiddenVars are the host's variables a test run never passes on: rpi's
 // own, the proxies (a test's servers are its own) and every built-in
 // provider's key variable.
-var hiddenVars = append([]string{"PI_CODING_AGENT_DIR", "HOME", "TMPDIR", "OPENAI_BASE_URL", "RPI_COMPAT",
+var hiddenVars = append([]string{"PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR", "HOME", "TMPDIR", "OPENAI_BASE_URL", "RPI_COMPAT",
 	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}, catalogKeyVars()...)
 
 // catalogKeyVars are the built-in providers' key variables.

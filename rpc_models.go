@@ -22,7 +22,7 @@ func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 
 // cycleModelCommand moves to the next usable model.
 // Fields: none. Answer: {model, thinkingLevel, isScoped (true with
-// --models)}, or null when fewer than two models are in scope. Events:
+// --models or settings.json's enabledModels)}, or null when fewer than two models are in scope. Events:
 // thinking_level_changed when the new model takes the level differently.
 func (s *rpcServer) cycleModelCommand(r *rpcRequest) (any, error) {
 	if next, ok := s.cycleModel(); ok {

@@ -203,7 +203,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
-	if cfg.model == "" && len(cfg.models) > 0 {
+	if cfg.model == "" && len(set.scopePatterns()) > 0 {
 		if m := s.scopedStart(); m != nil {
 			s.model = m
 		}

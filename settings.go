@@ -46,6 +46,10 @@ type settings struct {
 	steeringMode, followUpMode string
 	autoCompaction, autoRetry  bool
 	shellPrefix                string // settings.json shellCommandPrefix: a line run before every shell command
+	// enabledModels are settings.json's patterns of the models
+	// cycle_model goes through when --models is not given; nil when
+	// none is set or none matches a usable model (scopePatterns).
+	enabledModels []string
 
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
@@ -84,7 +88,11 @@ type settingsFile struct {
 	DefaultThinkingLevel string  `json:"defaultThinkingLevel"`
 	SteeringMode         string  `json:"steeringMode"`
 	FollowUpMode         string  `json:"followUpMode"`
-	HTTPProxy            string  `json:"httpProxy"` // the user's file's alone: settingsProxy
+	// EnabledModels replaces the patterns of the file before it, even
+	// when empty; nil when the file does not set it.
+	EnabledModels []string `json:"enabledModels"`
+	SessionDir    string   `json:"sessionDir"` // read once, for the host (sessionDirSetting)
+	HTTPProxy     string   `json:"httpProxy"`  // the user's file's alone: settingsProxy
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -153,7 +161,7 @@ func (l *lookedUp) path() (string, error) {
 // directories it works in) decides when it opens: the user's
 // settings.json and, with --approve, the project's (cwd's); the context
 // files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
-// settings files, the catalog's, and those of the resources.
+// settings files, the catalog's, enabledModels' and those of the resources.
 func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
 	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg, tools: slices.Clip(h.tools),
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
@@ -166,6 +174,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 		set.applySettingsFile(filepath.Join(cwd, ".pi", "settings.json"))
 	}
 	set.notices = append(set.notices, h.notices...)
+	set.checkEnabledModels()
 	trace.phase("settings.json")
 	var skipped []string
 	if !cfg.noContextFiles {
@@ -188,20 +197,32 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	return set
 }
 
-// applySettingsFile reads one settings.json over the values so far. A
-// missing file changes nothing; an unreadable or invalid one is skipped
-// with a warning.
-func (set *settings) applySettingsFile(path string) {
+// readSettingsFile reads one settings.json: found is false when there
+// is none, and err says why one that is there cannot be used.
+func readSettingsFile(path string) (file settingsFile, found bool, err error) {
 	data, err := readRegularFile(path, maxResourceBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return file, false, nil
 	}
-	var file settingsFile
 	if err == nil {
 		err = json.Unmarshal(data, &file)
 	}
 	if err != nil {
-		set.notices = append(set.notices, fmt.Sprintf("Ignored %s: %v", path, jsonError(data, err)))
+		return settingsFile{}, true, jsonError(data, err)
+	}
+	return file, true, nil
+}
+
+// applySettingsFile reads one settings.json over the values so far. A
+// missing file changes nothing; an unreadable or invalid one is skipped
+// with a warning.
+func (set *settings) applySettingsFile(path string) {
+	file, found, err := readSettingsFile(path)
+	if !found {
+		return
+	}
+	if err != nil {
+		set.notices = append(set.notices, fmt.Sprintf("Ignored %s: %v", path, err))
 		return
 	}
 	if file.DefaultProvider != "" || file.DefaultModel != "" {
@@ -232,8 +253,8 @@ func (set *settings) applySettingsFile(path string) {
 		set.blockImages = *file.Images.BlockImages
 	}
 	if shell := file.ShellPath; shell != "" {
-		if rest, ok := strings.CutPrefix(shell, "~"); ok && set.home != "" && (rest == "" || os.IsPathSeparator(rest[0])) {
-			shell = filepath.Join(set.home, rest)
+		if home, ok := expandTilde(shell, set.home); ok {
+			shell = home
 		}
 		// A relative path would be found in the session's folder, which
 		// the project chooses; a bare name is looked up on PATH.
@@ -245,6 +266,9 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.ShellCommandPrefix != nil {
 		set.shellPrefix = *file.ShellCommandPrefix
+	}
+	if file.EnabledModels != nil {
+		set.enabledModels = file.EnabledModels
 	}
 	if file.Retry.Enabled != nil {
 		set.autoRetry = *file.Retry.Enabled
@@ -272,6 +296,83 @@ func (set *settings) applySettingsFile(path string) {
 	}
 }
 
+// expandTilde is p with a leading ~ (alone, or before a separator) made
+// the home folder, as pi's normalizePath has it; ok is false when p has
+// such a ~ and there is no home folder, or none: p is then as it was.
+func expandTilde(p, home string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, "~")
+	if !ok || rest != "" && !os.IsPathSeparator(rest[0]) {
+		return p, true
+	}
+	if home == "" {
+		return p, false
+	}
+	return filepath.Join(home, rest), true
+}
+
+// checkEnabledModels keeps settings.json's enabledModels only where they
+// scope cycle_model: not under --models, which replaces them whole (as in
+// pi). A pattern that matches no usable model is a warning, with pi's
+// text; patterns none of which matches one scope nothing, as in pi
+// (cycle_model goes through every usable model), where --models that
+// match none fail startup (checkModelPatterns).
+func (set *settings) checkEnabledModels() {
+	if len(set.cfg.models) > 0 || len(set.enabledModels) == 0 {
+		set.enabledModels = nil
+		return
+	}
+	unmatched := unmatchedPatterns(set.catalog.usable(), set.enabledModels)
+	for _, pattern := range unmatched {
+		set.notices = append(set.notices, fmt.Sprintf("No models match pattern %q", pattern))
+	}
+	if len(unmatched) == len(set.enabledModels) {
+		set.enabledModels = nil
+	}
+}
+
+// scopePatterns are the patterns of the models cycle_model goes through
+// and a session without --model starts within: --models', else
+// settings.json's enabledModels; nil: every usable model.
+func (set *settings) scopePatterns() []string {
+	if len(set.cfg.models) > 0 {
+		return set.cfg.models
+	}
+	return set.enabledModels
+}
+
+// sessionDirSetting is the folder new session files go in when
+// --session-dir does not say, as pi 1.6 has it: PI_CODING_AGENT_SESSION_DIR,
+// else settings.json's sessionDir (the project's over the user's, and the
+// project's only with --approve, as all of its settings: pi reads it even
+// from a project it does not trust); "" for pi's folder for the cwd in the
+// agent directory. A leading ~ is the home folder, and a relative path is
+// taken from the working directory, as --session-dir's is. It is read
+// once, for the host's working directory, and holds for every session the
+// host opens, as the flag does. A settings.json that cannot be used gives
+// none (loadSettings tells the client why).
+func sessionDirSetting(cfg cliConfig, agentDir, home string, getenv func(string) string) (dir string, notices []string) {
+	dir, from := getenv("PI_CODING_AGENT_SESSION_DIR"), fmt.Sprintf("PI_CODING_AGENT_SESSION_DIR %q", getenv("PI_CODING_AGENT_SESSION_DIR"))
+	if dir == "" {
+		paths := []string{filepath.Join(agentDir, "settings.json")}
+		if cfg.approve {
+			paths = append(paths, filepath.Join(cfg.cwd, ".pi", "settings.json"))
+		}
+		for _, path := range paths {
+			if file, _, err := readSettingsFile(path); err == nil && file.SessionDir != "" {
+				dir, from = file.SessionDir, fmt.Sprintf("sessionDir %q in %s", file.SessionDir, path)
+			}
+		}
+	}
+	if dir == "" {
+		return "", nil
+	}
+	expanded, ok := expandTilde(dir, home)
+	if !ok {
+		return "", []string{fmt.Sprintf("Ignored %s: there is no home folder for its ~", from)}
+	}
+	return resolvePath(cfg.cwd, expanded), nil
+}
+
 // withoutVariables is environ minus the named variables; nil when none is
 // left.
 func withoutVariables(environ []string, names []string) []string {
@@ -294,12 +395,8 @@ func withoutVariables(environ []string, names []string) []string {
 // choosing. A file that cannot be used is skipped here without a word: a
 // session opening reads it again and says why.
 func settingsProxy(dir string) string {
-	data, err := readRegularFile(filepath.Join(dir, "settings.json"), maxResourceBytes)
+	file, _, err := readSettingsFile(filepath.Join(dir, "settings.json"))
 	if err != nil {
-		return ""
-	}
-	var file settingsFile
-	if json.Unmarshal(data, &file) != nil {
 		return ""
 	}
 	return strings.TrimSpace(file.HTTPProxy)
