@@ -20,13 +20,15 @@ import (
 	"time"
 )
 
-// Process limits and tuning: how many may run at once, how much input may
+// Process limits and tuning: how many may run at once, how many of a
+// client's process_spawn commands may wait to start, how much input may
 // wait to be written to one, the output ring's default (and largest) size, the default process_logs page, how output
 // is coalesced into process_output events, how long a process nobody
 // touches lives, and the grace between SIGTERM and SIGKILL when one is
 // stopped, times out or expires.
 const (
 	maxRunningProcesses = 16
+	maxWaitingSpawns    = 64      // a client's process_spawn commands not yet answered (processSpawnCommand)
 	maxInputBytes       = 4 << 20 // what may wait to be written to one process
 	defaultOutputBytes  = 1 << 20
 	defaultLogBytes     = 256 << 10

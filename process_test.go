@@ -1224,14 +1224,9 @@ func TestSpawnHoldsNoCommandBack(t *testing.T) {
 	sp.stop()
 }
 
-// TestSpawnPanicAnswered: a panic in a process_spawn's start (here in
-// the table's hook called as each child starts) is answered as an
-// internal error, before the client's next spawn is, as every command's
-// panic is. Its start ran in the background with no answer of its own
-// for a panic: the client waited for it forever.
-func TestSpawnPanicAnswered(t *testing.T) {
-	endToEnd(t)
-	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+// panicAtFirstStart makes the first child sp's table starts panic (in
+// the hook called as each child starts), as a bug there would.
+func panicAtFirstStart(sp *servedInProcess) {
 	var panicked atomic.Bool
 	adopt := sp.s.procs.adopt
 	sp.s.procs.adopt = func(reap func()) {
@@ -1242,6 +1237,17 @@ func TestSpawnPanicAnswered(t *testing.T) {
 			adopt(reap)
 		}
 	}
+}
+
+// TestSpawnPanicAnswered: a panic in a process_spawn's start (here in
+// the table's hook called as each child starts) is answered as an
+// internal error, before the client's next spawn is, as every command's
+// panic is. Its start ran in the background with no answer of its own
+// for a panic: the client waited for it forever.
+func TestSpawnPanicAnswered(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	panicAtFirstStart(sp)
 	sp.send(spawnLine("boom", []string{"true"}, ""), spawnLine("next", []string{"true"}, ""))
 	sp.seen(`"id":"next"`)
 	out := sp.out.bytes()
@@ -1249,6 +1255,66 @@ func TestSpawnPanicAnswered(t *testing.T) {
 	if next := bytes.Index(out, []byte(`"id":"next"`)); boom < 0 || boom > next {
 		t.Errorf("want boom's failure, then next's answer:\n%s", out)
 	}
+	sp.stop()
+}
+
+// TestSpawnsWaitingAreBounded: while a start is under way (the table
+// held, as a slow exec holds it), a client's process_spawn commands past
+// maxWaitingSpawns not yet answered fail at once with the spawn limit,
+// the ones taken answer in the order they came once it is let go of, and
+// every one gives its place back, the one whose start panicked too: as
+// many wait again. Each waited on its own goroutine with no bound: a
+// client sending spawns without end grew rpi's memory without end.
+func TestSpawnsWaitingAreBounded(t *testing.T) {
+	endToEnd(t)
+	sp := serveInProcess(t, newTestEnv(t), "--cwd", t.TempDir(), "--no-session")
+	panicAtFirstStart(sp)
+	missing := []string{filepath.Join(t.TempDir(), "missing")}
+	fill := func(round string, first []string) []string {
+		sp.s.procs.startMu.Lock() // a start under way
+		var ids []string
+		for i := range maxWaitingSpawns {
+			id, argv := fmt.Sprintf("%s%d", round, i), missing
+			if i == 0 {
+				argv = first
+			}
+			sp.send(spawnLine(id, argv, ""))
+			ids = append(ids, id)
+		}
+		sp.send(spawnLine(round+"-over", []string{"true"}, ""), fmt.Sprintf(`{"id":"%s-state","type":"get_state"}`, round))
+		sp.seen(`"id":"` + round + `-state"`)
+		want := fmt.Sprintf(`{"id":"%s-over","type":"response","command":"process_spawn","success":false,"error":"spawn limit reached (maximum 64 process_spawn commands waiting to start)"}`, round)
+		if out := sp.out.bytes(); !bytes.Contains(out, []byte(want)) {
+			t.Fatalf("the spawn past the limit was not refused at once: want %s in:\n%s", want, out)
+		}
+		sp.s.procs.startMu.Unlock()
+		sp.seen(fmt.Sprintf(`"id":"%s%d"`, round, maxWaitingSpawns-1))
+		return ids
+	}
+	answered := func(ids []string) (order []string) {
+		for line := range bytes.Lines(sp.out.bytes()) {
+			var rec struct{ ID, Command, Error string }
+			json.Unmarshal(line, &rec)
+			if rec.Command == "process_spawn" && slices.Contains(ids, rec.ID) {
+				order = append(order, rec.ID+": "+rec.Error)
+			}
+		}
+		return order
+	}
+	check := func(ids []string, first string) {
+		t.Helper()
+		want := []string{ids[0] + ": " + first}
+		for _, id := range ids[1:] {
+			want = append(want, fmt.Sprintf("%s: Cannot start %s: no such file or directory", id, missing[0]))
+		}
+		if got := answered(ids); !slices.Equal(got, want) {
+			t.Errorf("the spawns taken answered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	// The first round's first start panics; the rest cannot start.
+	check(fill("a", []string{"true"}), "Internal error in process_spawn: a bug")
+	// Every place came back: as many wait again, and the first starts.
+	check(fill("b", []string{"true"}), "")
 	sp.stop()
 }
 

@@ -491,6 +491,9 @@ type connection struct {
 	// not the session's: over rpi serve, a command that takes long on one
 	// client's loop holds up no other client of the session.
 	answerMu mutex[answerMu]
+	// spawnsWaiting counts the client's process_spawn commands not yet
+	// answered, across the sessions it attaches to (processSpawnCommand).
+	spawnsWaiting atomic.Int32
 }
 
 // settleWithin bounds the wait for a connection's whenIdle: a client

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
+	"sync"
 	"time"
 )
 
@@ -28,7 +30,11 @@ func (s *rpcServer) requestProcess(r *rpcRequest) (*process, error) {
 // A bad spec fails at once; the start itself (which waits for the
 // program's exec, seconds on a slow disk) runs in the background, so the
 // commands after it are not held up, and the client's spawns start and
-// answer in the order they came (spawnsBefore).
+// answer in the order they came (spawnsBefore). Each waiting spawn holds
+// a goroutine and its spec, so one past maxWaitingSpawns of the client's
+// not yet answered fails at once: 4× maxRunningProcesses leaves room for
+// a burst of short commands, each ending as the next starts, and a client
+// past it asks for more than can ever run.
 func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 	if !r.has("spec") {
 		return nil, missing("spec", "an object {argv, cwd, …}")
@@ -38,19 +44,34 @@ func (s *rpcServer) processSpawnCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	waiting := &s.conn.spawnsWaiting
+	if waiting.Add(1) > maxWaitingSpawns {
+		waiting.Add(-1)
+		return nil, fmt.Errorf("spawn limit reached (maximum %d process_spawn commands waiting to start)", maxWaitingSpawns)
+	}
 	before, started := s.spawnsBefore, make(chan struct{})
 	s.spawnsBefore = started
+	// While it waits it holds its spec and the request's id, not its
+	// line. Its place is given back before its answer goes out, so a
+	// client that sends the next spawn on an answer always finds one.
+	id, typ := bytes.Clone(r.id), r.typ
+	var once sync.Once
+	answer := func(info any, err error) {
+		once.Do(func() { waiting.Add(-1) })
+		s.writeResponse(id, typ, info, err)
+	}
 	s.goBackground(func() {
 		defer close(started)
+		defer once.Do(func() { waiting.Add(-1) }) // a panic outside safely: unanswered, but its place goes back
 		if before != nil {
 			<-before
 		}
-		_, err := s.safely(r.typ, func() (any, error) { // a panic is answered as on the command loop
-			_, err := s.spawn(spec, "client", func(info processInfo) { s.reply(r, info, nil) })
+		_, err := s.safely(typ, func() (any, error) { // a panic is answered as on the command loop
+			_, err := s.spawn(spec, "client", func(info processInfo) { answer(info, nil) })
 			return nil, err
 		})
 		if err != nil {
-			s.reply(r, nil, err)
+			answer(nil, err)
 		}
 	})
 	return noReply{}, nil
