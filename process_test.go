@@ -226,6 +226,40 @@ func TestShellSettings(t *testing.T) {
 	}
 }
 
+// TestShellCannotStart: a shell that does not start is named in the
+// failure as it was run ("bash" when it is bash), and a settings.json
+// shellPath that is not there gets pi 1.6's "Custom shell path not
+// found". Every such failure said "Cannot start bash", whatever the shell.
+func TestShellCannotStart(t *testing.T) {
+	endToEnd(t)
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes")
+	}
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	for _, name := range []string{"myshell", "bash"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o644) // not executable
+	}
+	for _, c := range []struct{ shellPath, want string }{
+		{filepath.Join(dir, "missing"), "Custom shell path not found: " + filepath.Join(dir, "missing")},
+		{"~/missing", "Custom shell path not found: " + filepath.Join(e.home, "missing")},
+		{"rpi-no-such-shell", "Custom shell path not found: rpi-no-such-shell"},
+		{filepath.Join(dir, "myshell"), "Cannot start " + filepath.Join(dir, "myshell") + ": permission denied"},
+		{filepath.Join(dir, "bash"), "Cannot start bash: permission denied"},
+	} {
+		settings, _ := json.Marshal(map[string]string{"shellPath": c.shellPath})
+		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), settings, 0o600)
+		sp := serveInProcess(t, e, "--cwd", t.TempDir(), "--no-session")
+		sp.send(`{"id":"b","type":"bash","command":"echo hi"}`)
+		sp.seen(`"id":"b"`)
+		want, _ := json.Marshal(c.want)
+		if line := `{"id":"b","type":"response","command":"bash","success":false,"error":` + string(want) + `}`; !bytes.Contains(sp.out.bytes(), []byte(line)) {
+			t.Errorf("shellPath %q: want %s in:\n%s", c.shellPath, line, sp.out.bytes())
+		}
+		sp.stop()
+	}
+}
+
 // TestShellPathRelative: a relative shellPath, which would be found in
 // the session's folder (the project's choice), is ignored with a warning.
 func TestShellPathRelative(t *testing.T) {

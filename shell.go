@@ -9,9 +9,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -430,9 +433,24 @@ func (s *session) runShell(ctx context.Context, command string, timeout time.Dur
 	cmd.Env = s.set.childEnv
 	end, err = s.runChild(ctx, cmd, timeout, out.add)
 	if err != nil {
-		return childEnd{}, fmt.Errorf("Cannot start bash: %v", err)
+		return childEnd{}, shellStartError(shell, s.set.shellPath != "", err)
 	}
 	return end, nil
+}
+
+// shellStartError is the failure of a shell that did not start: pi's
+// "Custom shell path not found: PATH" for a settings.json shellPath that
+// is not there (configured), else "Cannot start" and the shell as it was
+// run ("bash" when it is bash) and why.
+func shellStartError(shell string, configured bool, err error) error {
+	if configured && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound)) {
+		return fmt.Errorf("Custom shell path not found: %s", shell)
+	}
+	name := shell
+	if base := filepath.Base(shell); strings.EqualFold(base, "bash") || strings.EqualFold(base, "bash.exe") {
+		name = "bash"
+	}
+	return fmt.Errorf("Cannot start %s: %v", name, unwrapPathError(err))
 }
 
 // ---- The model's bash elsewhere ----
