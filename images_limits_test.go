@@ -99,9 +99,11 @@ func TestImageLimitsFit(t *testing.T) {
 
 // TestImageLimitsInModelsJSON: inputLimits in models.json, of a model it
 // lists and in modelOverrides (merged field by field over the model's, as
-// pi merges them); a value rpi cannot use is a warning naming it and the
-// default, a side above 2000 is 2000, and a value not an integer makes
-// the file invalid, as any other of the wrong type.
+// pi merges them); a value rpi cannot use is a warning naming it and
+// what holds instead: the default, or in an override the model's own
+// value where it has one (the warning said the default there too), a
+// side above 2000 is 2000, and a value not an integer makes the file
+// invalid, as any other of the wrong type.
 func TestImageLimitsInModelsJSON(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{`+
@@ -110,7 +112,8 @@ func TestImageLimitsInModelsJSON(t *testing.T) {
 		`"local":{"baseUrl":"http://127.0.0.1:9/v1","api":"openai-completions","models":[`+
 		`{"id":"a","inputLimits":{"images":{"resize":{"maxWidth":0,"maxHeight":5000,"maxBytes":-1,"jpegQuality":101}}}},`+
 		`{"id":"b","inputLimits":{"images":{"resize":{"maxWidth":500,"maxHeight":400,"jpegQuality":60}}}},{"id":"c"}],`+
-		`"modelOverrides":{"b":{"inputLimits":{"maxRequestBytes":10,"images":{"resize":{"maxHeight":200}}}}}}}}`), 0o600)
+		`"modelOverrides":{"a":{"inputLimits":{"images":{"resize":{"maxHeight":0,"maxBytes":-5}}}},`+
+		`"b":{"inputLimits":{"maxRequestBytes":10,"images":{"resize":{"maxWidth":0,"maxHeight":200}}}}}}}}`), 0o600)
 	env := map[string]string{"GROQ_API_KEY": "gsk_abcdefgh"}
 	setup, err := loadModels(dir, "", "", func(k string) string { return env[k] })
 	if err != nil {
@@ -119,6 +122,9 @@ func TestImageLimitsInModelsJSON(t *testing.T) {
 	path := dir + "/models.json"
 	wantWarnings := []string{
 		path + `: provider groq: modelOverrides llama-3.1-8b-instant: ignored "inputLimits.images.resize.jpegQuality": 0 is not 1 to 100; the default is 80`,
+		path + `: provider local: modelOverrides a: ignored "inputLimits.images.resize.maxHeight": 0 is not above 0; the model's own is 2000`,
+		path + `: provider local: modelOverrides a: ignored "inputLimits.images.resize.maxBytes": -5 is not above 0; the default is 4718592`,
+		path + `: provider local: modelOverrides b: ignored "inputLimits.images.resize.maxWidth": 0 is not above 0; the model's own is 500`,
 		path + `: provider local: model a: ignored "inputLimits.images.resize.maxWidth": 0 is not above 0; the default is 2000`,
 		path + `: provider local: model a: "inputLimits.images.resize.maxHeight": 5000 is above 2000, the most rpi scales an image to; 2000 used`,
 		path + `: provider local: model a: ignored "inputLimits.images.resize.maxBytes": -1 is not above 0; the default is 4718592`,

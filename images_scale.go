@@ -80,28 +80,63 @@ func (l *inputLimits) resizeFields() []resizeField {
 		{"maxBytes", &r.MaxBytes, d.maxBytes}, {"jpegQuality", &r.JPEGQuality, d.jpegQuality}}
 }
 
-// check leaves out of l's resize profile the values rpi cannot use (not
-// above 0, a JPEG quality above 100), and makes a side above
-// maxImageSide maxImageSide; it says which, and what holds instead.
-func (l *inputLimits) check() []string {
+// usable is what rpi uses of v as f's value: v, maxImageSide for a side
+// above it, or 0 (the field left out) for a value it cannot use (not
+// above 0, a JPEG quality above 100).
+func (f resizeField) usable(v int) int {
+	switch {
+	case v <= 0 || f.name == "jpegQuality" && v > 100:
+		return 0
+	case (f.name == "maxWidth" || f.name == "maxHeight") && v > maxImageSide:
+		return maxImageSide
+	}
+	return v
+}
+
+// profile is what l's resize profile gives as check leaves it (a field
+// 0: it gives none), l unchanged.
+func (l *inputLimits) profile() imageLimits {
+	var p imageLimits
+	for i, f := range l.resizeFields() {
+		if *f.value != nil {
+			*p.fields()[i] = f.usable(**f.value)
+		}
+	}
+	return p
+}
+
+// fields are l's fields, in resizeFields' order.
+func (l *imageLimits) fields() []*int {
+	return []*int{&l.maxWidth, &l.maxHeight, &l.maxBytes, &l.jpegQuality}
+}
+
+// check leaves out of l's resize profile the values rpi cannot use, and
+// makes a side above maxImageSide maxImageSide; it says which, and what
+// holds instead: own's value (the profile of the model l is over, for
+// an override), else the default.
+func (l *inputLimits) check(own imageLimits) []string {
 	var problems []string
-	for _, f := range l.resizeFields() {
+	for i, f := range l.resizeFields() {
 		v := *f.value
+		if v == nil {
+			continue
+		}
 		name := "inputLimits.images.resize." + f.name
-		switch {
-		case v == nil:
-		case *v <= 0 || f.name == "jpegQuality" && *v > 100:
+		switch use := f.usable(*v); {
+		case use == 0:
 			limit := "not above 0"
 			if f.name == "jpegQuality" {
 				limit = "not 1 to 100"
 			}
-			problems = append(problems, fmt.Sprintf("ignored %q: %d is %s; the default is %d", name, *v, limit, f.def))
-			*f.value = nil
-		case f.name == "maxWidth" || f.name == "maxHeight":
-			if *v > maxImageSide {
-				problems = append(problems, fmt.Sprintf("%q: %d is above %d, the most rpi scales an image to; %d used", name, *v, maxImageSide, maxImageSide))
-				*v = maxImageSide
+			instead := fmt.Sprintf("the default is %d", f.def)
+			if mine := *own.fields()[i]; mine != 0 {
+				instead = fmt.Sprintf("the model's own is %d", mine)
 			}
+			problems = append(problems, fmt.Sprintf("ignored %q: %d is %s; %s", name, *v, limit, instead))
+			*f.value = nil
+		case use != *v:
+			problems = append(problems, fmt.Sprintf("%q: %d is above %d, the most rpi scales an image to; %d used", name, *v, maxImageSide, use))
+			*v = use
 		}
 	}
 	return problems
@@ -114,7 +149,7 @@ func (l *inputLimits) over(base imageLimits) imageLimits {
 	if fields == nil {
 		return base
 	}
-	for i, into := range []*int{&base.maxWidth, &base.maxHeight, &base.maxBytes, &base.jpegQuality} {
+	for i, into := range base.fields() {
 		*into = ptrOr(*fields[i].value, *into)
 	}
 	return base

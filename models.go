@@ -328,8 +328,10 @@ func (o *modelOverride) apply(m *model) {
 }
 
 // check leaves out of o the fields pi refuses (an empty name, a size not
-// above 0, inputLimits' as inputLimits.check), and says which.
-func (o *modelOverride) check() []string {
+// above 0, inputLimits' as inputLimits.check), and says which. own is
+// the resize profile of the model o is for, models.json's own (none for
+// a built-in model).
+func (o *modelOverride) check(own imageLimits) []string {
 	var problems []string
 	if o.Name != nil && *o.Name == "" {
 		problems, o.Name = append(problems, `ignored "name": it is empty`), nil
@@ -343,7 +345,7 @@ func (o *modelOverride) check() []string {
 			*f.value = nil
 		}
 	}
-	return append(problems, o.InputLimits.check()...)
+	return append(problems, o.InputLimits.check(own)...)
 }
 
 // ptrOr is *p, or else when p is nil.
@@ -450,12 +452,17 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 			p := file.Providers[name]
 			fileKeys[name] = p.APIKey
 			headers := resolveHeaders(nil, p.Headers) // the provider's models share it (read only)
+			// The resize profile of each model it lists, which its override is over.
+			own := map[string]imageLimits{}
+			for _, m := range p.Models {
+				own[m.ID] = m.InputLimits.profile()
+			}
 			for _, id := range slices.Sorted(maps.Keys(p.ModelOverrides)) {
 				o := p.ModelOverrides[id]
 				if o == nil {
 					continue
 				}
-				for _, problem := range o.check() {
+				for _, problem := range o.check(own[id]) {
 					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: modelOverrides %s: %s", path, name, id, problem))
 				}
 				if o.Headers != nil { // over the provider's
@@ -485,7 +492,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					needsKey: p.APIKey != "" || keyVarOf(name) != "" || p.AuthHeader, headers: headers, levels: m.ThinkingLevelMap, bearer: p.AuthHeader,
 					sampling: m.SamplingParams, samplingByLevel: m.SamplingByLevel}
 				mod.compat = detectCompat(name, mod.BaseURL).over(p.Compat).over(m.Compat)
-				for _, problem := range m.InputLimits.check() {
+				for _, problem := range m.InputLimits.check(imageLimits{}) {
 					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: model %s: %s", path, name, m.ID, problem))
 				}
 				mod.resize = m.InputLimits.over(imageLimits{})
