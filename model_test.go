@@ -637,7 +637,7 @@ var wantInRequest = map[string][]string{
 	},
 	apiAnthropic: {
 		// low's 4096, lowered to leave 1024 of the model's 4096 for the answer.
-		`"stream":true`, `"max_tokens":4096`, `"thinking":{"budget_tokens":3072,"type":"enabled"}`,
+		`"stream":true`, `"max_tokens":4096`, `"thinking":{"budget_tokens":2048,"type":"enabled"}`,
 		`"system":[{"cache_control":{"type":"ephemeral"},"text":"You are an expert coding assistant`,
 		`Always answer in French.`, `{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"}`,
 		`{"id":"call_1","input":{"command":"echo hi"},"name":"bash","type":"tool_use"}`,

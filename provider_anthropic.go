@@ -26,20 +26,18 @@ var anthropicMessages = &wireAPI{
 	read:      readAnthropic,
 }
 
-// thinkingBudget is Anthropic's thinking token budget for a level; false
-// for a level without one (off).
+// thinkingBudget is the thinking token budget of a level, pi 1.6's
+// (xhigh and max get high's); false for a level without one (off).
 func thinkingBudget(level string) (int, bool) {
 	switch level {
 	case "minimal":
 		return 1024, true
 	case "low":
-		return 4096, true
+		return 2048, true
 	case "medium":
-		return 10240, true
-	case "high":
-		return 20480, true
-	case "xhigh":
-		return 32000, true
+		return 8192, true
+	case "high", "xhigh", "max":
+		return 16384, true
 	}
 	return 0, false
 }

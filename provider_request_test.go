@@ -329,7 +329,10 @@ func TestGemini3ForeignCalls(t *testing.T) {
 // whose maxTokens is what its server takes (8192, say) was refused at every
 // request while it thought. The budget now fits within maxTokens, leaving
 // 1024 for the answer (pi's rule); a model with too little room for the
-// least budget Anthropic takes (1024) is asked without thinking.
+// least budget Anthropic takes (1024) is asked without thinking. The
+// budgets are pi 1.6's: 1024, 2048, 8192 and 16384 from minimal to high,
+// and high's for xhigh and max (rpi asked 4096, 10240, 20480 and 32000,
+// and nothing at max).
 func TestAnthropicMaxTokensWithinTheModel(t *testing.T) {
 	history := []any{&userMessage{Role: "user", Content: textBlocks("Hi")}}
 	for _, c := range []struct {
@@ -339,7 +342,11 @@ func TestAnthropicMaxTokensWithinTheModel(t *testing.T) {
 	}{
 		{8192, "medium", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":7168,"type":"enabled"}`}},
 		{8192, "minimal", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":1024,"type":"enabled"}`}},
-		{64000, "high", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":20480,"type":"enabled"}`}},
+		{64000, "high", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
+		{64000, "low", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":2048,"type":"enabled"}`}},
+		{64000, "medium", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":8192,"type":"enabled"}`}},
+		{64000, "xhigh", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
+		{64000, "max", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
 		{1500, "high", []string{`"max_tokens":1500`}},
 	} {
 		m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: c.maxTokens}
