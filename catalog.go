@@ -235,12 +235,16 @@ func (c compat) over(o *compat) compat {
 	if o.ThinkingFormat != "" {
 		c.ThinkingFormat = o.ThinkingFormat
 	}
+	if o.ThinkingTokenBudgetField != "" {
+		c.ThinkingTokenBudgetField = o.ThinkingTokenBudgetField
+	}
 	for _, f := range []struct{ to, from **bool }{
 		{&c.SupportsReasoningEffort, &o.SupportsReasoningEffort},
 		{&c.SupportsUsageInStreaming, &o.SupportsUsageInStreaming},
 		{&c.RequiresReasoningContent, &o.RequiresReasoningContent},
 		{&c.RequiresThinkingAsText, &o.RequiresThinkingAsText},
 		{&c.AllowEmptySignature, &o.AllowEmptySignature},
+		{&c.SupportsThinkingTokenBudget, &o.SupportsThinkingTokenBudget},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -1120,6 +1120,14 @@ type compat struct {
 	// as a text part before the answer's text, not in a reasoning field
 	// (pi's, for a host that takes no reasoning field back).
 	RequiresThinkingAsText *bool `json:"requiresThinkingAsText"`
+	// ThinkingTokenBudgetField (Chat Completions) is a top-level field
+	// that caps the reasoning tokens, which share max_tokens with the
+	// answer there: "thinking_token_budget" (vLLM), "thinking_budget"
+	// (Qwen, SGLang), "thinking_budget_tokens" (llama.cpp). None by
+	// default; SupportsThinkingTokenBudget is pi's older name for the
+	// first (openAIThinkingBudget).
+	ThinkingTokenBudgetField    string `json:"thinkingTokenBudgetField"`
+	SupportsThinkingTokenBudget *bool  `json:"supportsThinkingTokenBudget"`
 	// AllowEmptySignature (Anthropic Messages): the model's own thinking
 	// that has no signature goes back as thinking with an empty
 	// signature, which some Anthropic-compatible hosts write and take,

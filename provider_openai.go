@@ -152,6 +152,7 @@ func openAIBody(req streamRequest) map[string]any {
 	}
 	if req.model.Reasoning {
 		openAIReasoning(body, req.model, req.thinking)
+		openAIThinkingBudget(body, req)
 	}
 	putSampling(body, req.model, req.thinking)
 	return body
@@ -246,6 +247,28 @@ func openAIReasoning(body map[string]any, m *model, thinking string) {
 	}
 	if sendEffort {
 		body["reasoning_effort"] = effort
+	}
+}
+
+// openAIThinkingBudget caps the reasoning with the top-level field the
+// host's compat names (thinkingTokenBudgetField, or
+// supportsThinkingTokenBudget's thinking_token_budget), as pi 1.6 does:
+// the level's budget (thinkingBudget), at most what max_tokens leaves
+// past minAnswerTokens for the answer; none when the session's level is
+// off (even where the model cannot stop thinking) or no budget is left.
+func openAIThinkingBudget(body map[string]any, req streamRequest) {
+	c := req.model.compat
+	field := c.ThinkingTokenBudgetField
+	if field == "" && setting(c.SupportsThinkingTokenBudget, false) {
+		field = "thinking_token_budget"
+	}
+	level, _ := req.model.wireLevel(req.thinking)
+	budget, ok := thinkingBudget(level)
+	if field == "" || !ok || req.thinking == "off" {
+		return
+	}
+	if budget = min(budget, max(0, openAIMaxTokens(req)-minAnswerTokens)); budget > 0 {
+		body[field] = budget
 	}
 }
 

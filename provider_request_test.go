@@ -1177,3 +1177,42 @@ func TestWithProxy(t *testing.T) {
 		t.Errorf("no proxy: children get %q", got)
 	}
 }
+
+// TestOpenAIThinkingTokenBudget: a Chat Completions host whose compat
+// names thinkingTokenBudgetField (or sets supportsThinkingTokenBudget,
+// vLLM's thinking_token_budget) gets the level's thinking budget in that
+// top-level field, at most what max_tokens leaves past 1024 for the
+// answer, as pi 1.6 sends it: reasoning and answer share max_tokens
+// there, so reasoning left uncapped can leave no answer. rpi ignored
+// both keys. No field when thinking is off or no budget is left, and
+// none for a host that names no field.
+func TestOpenAIThinkingTokenBudget(t *testing.T) {
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Hi")}}
+	for _, c := range []struct {
+		over      compat
+		maxTokens int
+		thinking  string
+		field     string
+		want      any // nil: no field
+	}{
+		{compat{ThinkingTokenBudgetField: "thinking_budget"}, 32000, "medium", "thinking_budget", 8192.0},
+		{compat{ThinkingTokenBudgetField: "thinking_budget_tokens"}, 32000, "xhigh", "thinking_budget_tokens", 16384.0},
+		{compat{ThinkingTokenBudgetField: "thinking_budget_tokens"}, 32000, "minimal", "thinking_budget_tokens", 1024.0},
+		{compat{SupportsThinkingTokenBudget: ptr(true)}, 32000, "low", "thinking_token_budget", 2048.0},
+		{compat{SupportsThinkingTokenBudget: ptr(true)}, 4096, "high", "thinking_token_budget", 3072.0},
+		{compat{SupportsThinkingTokenBudget: ptr(true)}, 64000, "high", "thinking_token_budget", 16384.0},
+		{compat{SupportsThinkingTokenBudget: ptr(true)}, 1000, "high", "thinking_token_budget", nil},
+		{compat{ThinkingTokenBudgetField: "thinking_budget"}, 32000, "off", "thinking_budget", nil},
+		{compat{}, 32000, "high", "thinking_token_budget", nil},
+	} {
+		m := &model{ID: "qwen3", API: apiOpenAI, Provider: "local", Reasoning: true, MaxTokens: c.maxTokens,
+			compat: detectCompat("local", "http://127.0.0.1/v1").over(&c.over)}
+		var body map[string]any
+		if err := json.Unmarshal([]byte(sentBodyAt(t, m, history, c.thinking)), &body); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := body[c.field]; got != c.want || ok != (c.want != nil) {
+			t.Errorf("%+v, maxTokens %d, %s: %s is %v, want %v", c.over, c.maxTokens, c.thinking, c.field, got, c.want)
+		}
+	}
+}
