@@ -660,7 +660,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	run.model = m
 	s.mcp.awaitFirst(run.ctx)
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
-		tools: s.offeredTools(), thinking: thinking, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
+		tools: s.offeredTools(), thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		blockImages: s.set.blockImages}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}

@@ -953,7 +953,7 @@ func TestGeminiThinking(t *testing.T) {
 	}
 	for _, c := range cases {
 		m := &model{ID: c.id, levels: c.levels}
-		got, _ := json.Marshal(geminiThinking(m, c.level))
+		got, _ := json.Marshal(geminiThinking(m, c.level, thinkingBudgets{}))
 		if string(got) != c.want {
 			t.Errorf("%s at %s: %s, want %s", c.id, c.level, got, c.want)
 		}

@@ -26,22 +26,6 @@ var anthropicMessages = &wireAPI{
 	read:      readAnthropic,
 }
 
-// thinkingBudget is the thinking token budget of a level, pi 1.6's
-// (xhigh and max get high's); false for a level without one (off).
-func thinkingBudget(level string) (int, bool) {
-	switch level {
-	case "minimal":
-		return 1024, true
-	case "low":
-		return 2048, true
-	case "medium":
-		return 8192, true
-	case "high", "xhigh", "max":
-		return 16384, true
-	}
-	return 0, false
-}
-
 // redactedThinking is the text of a thinking block the server sent
 // encrypted, pi's.
 const redactedThinking = "[Reasoning redacted]"
@@ -206,11 +190,11 @@ const (
 )
 
 // anthropicBudget is the thinking budget of a request, false for none: the
-// level's (thinkingBudget), lowered to leave minAnswerTokens of maxTokens
+// level's (the user's or pi's: thinkingBudgets.of), lowered to leave minAnswerTokens of maxTokens
 // for the answer; a model whose maxTokens leaves less than
 // minThinkingBudget does not think.
 func anthropicBudget(req streamRequest) (int, bool) {
-	budget, ok := thinkingBudget(req.thinking)
+	budget, ok := req.budgets.of(req.thinking)
 	if !ok || !req.model.Reasoning {
 		return 0, false
 	}

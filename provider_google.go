@@ -76,7 +76,7 @@ func geminiBudget(id, level string) int {
 // set: a level (Gemini 3 and later) or a budget, with the thoughts
 // included unless thinking is off. Off is a budget of 0, or the lowest
 // level for a model that cannot stop thinking.
-func geminiThinking(m *model, thinking string) map[string]any {
+func geminiThinking(m *model, thinking string, budgets thinkingBudgets) map[string]any {
 	id := strings.TrimPrefix(m.ID, "models/")
 	level, value := m.wireLevel(thinking)
 	config := map[string]any{}
@@ -88,7 +88,11 @@ func geminiThinking(m *model, thinking string) map[string]any {
 	} else if level == "off" {
 		config["thinkingBudget"] = 0
 	} else {
-		config["thinkingBudget"] = geminiBudget(id, level)
+		budget, ok := budgets.custom(level)
+		if !ok {
+			budget = geminiBudget(id, level)
+		}
+		config["thinkingBudget"] = budget
 	}
 	if thinking != "off" {
 		config["includeThoughts"] = true
@@ -230,7 +234,7 @@ func geminiBody(req streamRequest) map[string]any {
 	}
 	config := map[string]any{"maxOutputTokens": m.MaxTokens}
 	if m.Reasoning {
-		config["thinkingConfig"] = geminiThinking(m, req.thinking)
+		config["thinkingConfig"] = geminiThinking(m, req.thinking, req.budgets)
 	}
 	body["generationConfig"] = config
 	return body

@@ -253,7 +253,7 @@ func openAIReasoning(body map[string]any, m *model, thinking string) {
 // openAIThinkingBudget caps the reasoning with the top-level field the
 // host's compat names (thinkingTokenBudgetField, or
 // supportsThinkingTokenBudget's thinking_token_budget), as pi 1.6 does:
-// the level's budget (thinkingBudget), at most what max_tokens leaves
+// the level's budget (the user's or pi's: thinkingBudgets.of), at most what max_tokens leaves
 // past minAnswerTokens for the answer; none when the session's level is
 // off (even where the model cannot stop thinking) or no budget is left.
 func openAIThinkingBudget(body map[string]any, req streamRequest) {
@@ -263,7 +263,7 @@ func openAIThinkingBudget(body map[string]any, req streamRequest) {
 		field = "thinking_token_budget"
 	}
 	level, _ := req.model.wireLevel(req.thinking)
-	budget, ok := thinkingBudget(level)
+	budget, ok := req.budgets.of(level)
 	if field == "" || !ok || req.thinking == "off" {
 		return
 	}

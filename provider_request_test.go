@@ -1216,3 +1216,138 @@ func TestOpenAIThinkingTokenBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingBudgetsInRequests: settings.json's thinkingBudgets (pi
+// 1.6's) reach the request of the session's level on every API that
+// takes a budget, as pi sends them; rpi accepted and ignored them.
+// Anthropic's budget_tokens, Gemini's thinkingBudget and a Chat
+// Completions host's thinkingTokenBudgetField get low's 3000; the
+// Responses API takes no budget.
+func TestThinkingBudgetsInRequests(t *testing.T) {
+	endToEnd(t)
+	want := map[string]string{
+		apiAnthropic: `"thinking":{"budget_tokens":3000,"type":"enabled"}`,
+		apiGoogle:    `"thinkingConfig":{"includeThoughts":true,"thinkingBudget":3000}`,
+		apiOpenAI:    `"thinking_budget":3000`,
+		apiResponses: `"reasoning":{"effort":"low","summary":"auto"}`,
+	}
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic, apiGoogle} {
+		t.Run(api, func(t *testing.T) {
+			e := newTestEnv(t)
+			fm := startFakeModel(t, api, `{"text":["done"]}`, e.agentDir)
+			path := filepath.Join(e.agentDir, "models.json")
+			models, _ := os.ReadFile(path)
+			os.WriteFile(path, bytes.Replace(models, []byte(`"reasoning":true`), []byte(`"reasoning":true,"compat":{"thinkingTokenBudgetField":"thinking_budget"}`), 1), 0o644)
+			os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":1},"thinkingBudgets":{"low":3000,"high":100}}`), 0o644)
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--thinking", "low"})
+			ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			data, _ := json.Marshal(fm.lastRequest())
+			if !strings.Contains(string(data), want[api]) || api == apiResponses && strings.Contains(string(data), "3000") {
+				t.Errorf("request lacks %s, or has a budget the API does not take:\n%.3000s", want[api], data)
+			}
+		})
+	}
+}
+
+// TestThinkingBudgetsArithmetic: how each API uses the user's budgets, as
+// pi 1.6 does. Anthropic: the budget of the level (xhigh and max take
+// high's; a level not set keeps pi's), at most maxTokens less 1024 for
+// the answer, with max_tokens the model's; where that is less than 1024,
+// Anthropic's least (0 and negative budgets too), the level is asked
+// without thinking (pi would send a budget Anthropic refuses, or 1024 for
+// 0). Gemini: the budget as it is (0 stops thinking, -1 lets the model
+// decide), not for the models that take a level. A Chat Completions
+// budget field: at most max_tokens less 1024, left out when that is 0 or
+// less. The Responses API takes none.
+func TestThinkingBudgetsArithmetic(t *testing.T) {
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Hi")}}
+	n := func(v int) *int { return &v }
+	budgets := thinkingBudgets{Minimal: n(-5), Low: n(3000), Medium: n(0), High: n(10000)}
+	claude := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: 4096}
+	flash := &model{ID: "gemini-2.5-flash", API: apiGoogle, Provider: "google", Reasoning: true, MaxTokens: 4096}
+	gemini3 := &model{ID: "gemini-3-flash-preview", API: apiGoogle, Provider: "google", Reasoning: true, MaxTokens: 4096}
+	vllm := &model{ID: "qwen3", API: apiOpenAI, Provider: "local", Reasoning: true, MaxTokens: 4096,
+		compat: compat{MaxTokensField: "max_tokens", ThinkingFormat: "openai", SupportsThinkingTokenBudget: ptr(true)}}
+	for _, c := range []struct {
+		m        *model
+		budgets  thinkingBudgets
+		thinking string
+		want     []string
+		not      string
+	}{
+		{claude, budgets, "low", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3000,"type":"enabled"}`}, ""},
+		{claude, budgets, "high", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
+		{claude, budgets, "xhigh", []string{`"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
+		{claude, thinkingBudgets{High: n(2000)}, "max", []string{`"thinking":{"budget_tokens":2000,"type":"enabled"}`}, ""},
+		{claude, thinkingBudgets{High: n(2000)}, "medium", []string{`"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
+		{claude, budgets, "medium", []string{`"max_tokens":4096`}, `"thinking"`},
+		{claude, budgets, "minimal", []string{`"max_tokens":4096`}, `"thinking"`},
+		{claude, thinkingBudgets{Low: n(512)}, "low", []string{`"max_tokens":4096`}, `"thinking"`},
+		{flash, budgets, "low", []string{`"thinkingConfig":{"includeThoughts":true,"thinkingBudget":3000}`}, ""},
+		{flash, budgets, "medium", []string{`"thinkingConfig":{"includeThoughts":true,"thinkingBudget":0}`}, ""},
+		{flash, budgets, "minimal", []string{`"thinkingConfig":{"includeThoughts":true,"thinkingBudget":-5}`}, ""},
+		{flash, budgets, "xhigh", []string{`"maxOutputTokens":4096`, `"thinkingBudget":10000}`}, ""},
+		{flash, thinkingBudgets{High: n(2000)}, "low", []string{`"thinkingBudget":2048}`}, ""},
+		{flash, budgets, "off", []string{`"thinkingConfig":{"thinkingBudget":0}`}, ""},
+		{gemini3, budgets, "low", []string{`"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"LOW"}`}, "thinkingBudget"},
+		{vllm, budgets, "low", []string{`"max_tokens":4096`, `"thinking_token_budget":3000`}, ""},
+		{vllm, budgets, "high", []string{`"thinking_token_budget":3072`}, ""},
+		{vllm, budgets, "medium", []string{`"reasoning_effort":"medium"`}, "thinking_token_budget"},
+		{vllm, budgets, "minimal", []string{`"reasoning_effort":"minimal"`}, "thinking_token_budget"},
+		{vllm, thinkingBudgets{High: n(2000)}, "low", []string{`"thinking_token_budget":2048`}, ""},
+	} {
+		body := sentRequest(t, c.m, streamRequest{messages: history, thinking: c.thinking, budgets: c.budgets})
+		for _, w := range c.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s at %s: request lacks %s:\n%.1500s", c.m.ID, c.thinking, w, body)
+			}
+		}
+		if c.not != "" && strings.Contains(body, c.not) {
+			t.Errorf("%s at %s: request has %s:\n%.1500s", c.m.ID, c.thinking, c.not, body)
+		}
+	}
+	gpt := &model{ID: "gpt-5", API: apiResponses, Provider: "openai", Reasoning: true, MaxTokens: 4096}
+	with := sentRequest(t, gpt, streamRequest{messages: history, thinking: "low", budgets: budgets})
+	if without := sentRequest(t, gpt, streamRequest{messages: history, thinking: "low"}); with != without {
+		t.Errorf("the Responses API's request changes with budgets:\n%s\n%s", with, without)
+	}
+}
+
+// TestThinkingBudgetsSettings: settings.json's thinkingBudgets are read
+// level by level, a project's (with --approve) over the user's, as pi
+// merges them; 0 and negative budgets are kept (each API says what they
+// do). A budget that is not a whole number makes the file invalid, which
+// is ignored with a warning, as any other value of the wrong type.
+func TestThinkingBudgetsSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(text), 0o644)
+		return path
+	}
+	set := &settings{}
+	set.applySettingsFile(write("user.json", `{"thinkingBudgets":{"low":3000,"high":20000,"xhigh":1}}`))
+	set.applySettingsFile(write("project.json", `{"thinkingBudgets":{"high":-1,"medium":0}}`))
+	got := fmt.Sprint(set.thinkingBudgets.of("minimal"))
+	for _, level := range []string{"low", "medium", "high", "xhigh", "max", "off"} {
+		b, ok := set.thinkingBudgets.of(level)
+		got += fmt.Sprintf(" %s:%d,%v", level, b, ok)
+	}
+	if want := "1024 true low:3000,true medium:0,true high:-1,true xhigh:-1,true max:-1,true off:0,false"; got != want || len(set.notices) > 0 {
+		t.Errorf("budgets %s, want %s; notices %q", got, want, set.notices)
+	}
+	for _, c := range []struct{ text, want string }{
+		{`{"thinkingBudgets":{"low":"2000"}}`, `line 1, column 32: thinkingBudgets.low: expected a whole number, got a string`},
+		{`{"thinkingBudgets":{"low":2000.5}}`, `line 1, column 32: thinkingBudgets.low: expected a whole number, got 2000.5`},
+		{`{"thinkingBudgets":[2000]}`, `line 1, column 20: thinkingBudgets: expected an object, got an array`},
+	} {
+		set := &settings{}
+		path := write("bad.json", c.text)
+		set.applySettingsFile(path)
+		if want := "Ignored " + path + ": " + c.want; len(set.notices) != 1 || set.notices[0] != want || set.thinkingBudgets.Low != nil {
+			t.Errorf("%s: notices %q, want %q", c.text, set.notices, want)
+		}
+	}
+}

@@ -52,6 +52,8 @@ type streamRequest struct {
 	// runKey runs a "!command" key the first time it is needed.
 	runKey keyRunner
 	key    string // the model's key, resolved by callModel
+	// budgets are the user's thinking budgets (settings.json's).
+	budgets thinkingBudgets
 	// idle is how long the server may send nothing (no headers, then no
 	// byte of the stream) before the call fails; 0: no limit.
 	idle time.Duration
@@ -786,6 +788,72 @@ func callArguments(b contentBlock) string {
 		return "{}"
 	}
 	return string(b.Arguments)
+}
+
+// thinkingBudget is the thinking token budget of a level, pi 1.6's
+// (xhigh and max get high's); false for a level without one (off).
+func thinkingBudget(level string) (int, bool) {
+	switch level {
+	case "minimal":
+		return 1024, true
+	case "low":
+		return 2048, true
+	case "medium":
+		return 8192, true
+	case "high", "xhigh", "max":
+		return 16384, true
+	}
+	return 0, false
+}
+
+// thinkingBudgets are settings.json's thinkingBudgets (pi's): the user's
+// token budgets of the levels minimal to high, each nil where it is not
+// set. As in pi, xhigh and max take high's, and a value goes as it is,
+// zero or negative too, into each API's arithmetic.
+type thinkingBudgets struct {
+	Minimal *int `json:"minimal"`
+	Low     *int `json:"low"`
+	Medium  *int `json:"medium"`
+	High    *int `json:"high"`
+}
+
+// custom is the user's budget of a level; false where none is set.
+func (b thinkingBudgets) custom(level string) (int, bool) {
+	var n *int
+	switch level {
+	case "minimal":
+		n = b.Minimal
+	case "low":
+		n = b.Low
+	case "medium":
+		n = b.Medium
+	case "high", "xhigh", "max":
+		n = b.High
+	}
+	if n == nil {
+		return 0, false
+	}
+	return *n, true
+}
+
+// of is the budget of a level: the user's, else pi's (thinkingBudget);
+// false for off.
+func (b thinkingBudgets) of(level string) (int, bool) {
+	if n, ok := b.custom(level); ok {
+		return n, true
+	}
+	return thinkingBudget(level)
+}
+
+// over is b with the levels o sets, as pi merges a project's
+// thinkingBudgets over the user's: level by level.
+func (b thinkingBudgets) over(o thinkingBudgets) thinkingBudgets {
+	for _, f := range []struct{ to, from **int }{{&b.Minimal, &o.Minimal}, {&b.Low, &o.Low}, {&b.Medium, &o.Medium}, {&b.High, &o.High}} {
+		if *f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	return b
 }
 
 // maxOutputTokens caps the output asked for in one call (OpenAI's APIs).

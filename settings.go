@@ -51,6 +51,9 @@ type settings struct {
 	// none is set or none matches a usable model (scopePatterns).
 	enabledModels []string
 
+	// thinkingBudgets are settings.json's: the user's budgets of the levels.
+	thinkingBudgets thinkingBudgets
+
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
 	notices       []string       // warnings for the client when the session opens
@@ -73,6 +76,9 @@ type compactionSettings struct {
 // settingsFile is what rpi reads of pi's settings.json, plus its own
 // confirmTimeoutMs. Absent fields keep the value they had.
 type settingsFile struct {
+	// ThinkingBudgets (pi's) go over the earlier file's level by level.
+	ThinkingBudgets thinkingBudgets `json:"thinkingBudgets"`
+
 	DefaultProvider string             `json:"defaultProvider"`
 	DefaultModel    string             `json:"defaultModel"`
 	Retry           retrySettings      `json:"retry"`
@@ -270,6 +276,7 @@ func (set *settings) applySettingsFile(path string) {
 	if file.EnabledModels != nil {
 		set.enabledModels = file.EnabledModels
 	}
+	set.thinkingBudgets = set.thinkingBudgets.over(file.ThinkingBudgets)
 	if file.Retry.Enabled != nil {
 		set.autoRetry = *file.Retry.Enabled
 	}
