@@ -99,12 +99,11 @@ func (m *model) samplingAt(thinking string) []samplingParams {
 }
 
 // sampledTokens is the most tokens an OpenAI API request asks for, its
-// cap being field: the model's maxTokens (openAIMaxTokens), or more when
-// its samplingParams, which go over the field, ask for more. What rpi
-// keeps of one answer is counted from it (answerLimit): the server sends
-// what it was asked for.
-func sampledTokens(req streamRequest, field string) int {
-	tokens := openAIMaxTokens(req)
+// cap being field with the value tokens (openAIMaxTokens, or
+// responsesMaxTokens), or more when its samplingParams, which go over the
+// field, ask for more. What rpi keeps of one answer is counted from it
+// (answerLimit): the server sends what it was asked for.
+func sampledTokens(req streamRequest, field string, tokens int) int {
 	var sent json.RawMessage // the field as the body has it: the level's over the model's
 	for _, params := range req.model.samplingAt(req.thinking) {
 		if v, ok := params[field]; ok {

@@ -22,7 +22,7 @@ var openAIChat = &wireAPI{
 	auth: bearer,
 	body: func(req streamRequest) any { return openAIBody(req) },
 	maxTokens: func(req streamRequest) int {
-		return sampledTokens(req, cmp.Or(req.model.compat.MaxTokensField, "max_tokens"))
+		return sampledTokens(req, cmp.Or(req.model.compat.MaxTokensField, "max_tokens"), openAIMaxTokens(req))
 	},
 	read: readOpenAI,
 }

@@ -1351,3 +1351,16 @@ func TestThinkingBudgetsSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesLeastOutputTokens: the Responses API refuses a
+// max_output_tokens below 16, so a model whose maxTokens is less is asked
+// for 16, as pi asks; rpi sent its maxTokens and every request failed.
+func TestResponsesLeastOutputTokens(t *testing.T) {
+	history := []any{&userMessage{Role: "user", Content: textBlocks("Hi")}}
+	for maxTokens, want := range map[int]string{10: `"max_output_tokens":16,`, 16: `"max_output_tokens":16,`, 100: `"max_output_tokens":100,`} {
+		m := &model{ID: "gpt-5", API: apiResponses, Provider: "openai", MaxTokens: maxTokens}
+		if body := sentBodyAt(t, m, history, "off"); !strings.Contains(body, want) {
+			t.Errorf("maxTokens %d: request lacks %s:\n%.1000s", maxTokens, want, body)
+		}
+	}
+}

@@ -20,7 +20,7 @@ var openAIResponses = &wireAPI{
 	url:       func(m *model) string { return m.BaseURL + "/responses" },
 	auth:      bearer,
 	body:      func(req streamRequest) any { return responsesBody(req) },
-	maxTokens: func(req streamRequest) int { return sampledTokens(req, "max_output_tokens") },
+	maxTokens: func(req streamRequest) int { return sampledTokens(req, "max_output_tokens", responsesMaxTokens(req)) },
 	read:      readResponses,
 }
 
@@ -123,7 +123,7 @@ func responsesBody(req streamRequest) map[string]any {
 	}
 	flushImages()
 	body := map[string]any{"model": m.ID, "input": input, "stream": true, "store": false,
-		"max_output_tokens": openAIMaxTokens(req)}
+		"max_output_tokens": responsesMaxTokens(req)}
 	if len(req.tools) > 0 {
 		openAIHost := strings.Contains(m.BaseURL, "api.openai.com")
 		var tools []map[string]any

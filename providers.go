@@ -862,3 +862,8 @@ const maxOutputTokens = 32000
 // openAIMaxTokens is what OpenAI's APIs are asked for: the model's
 // maxTokens, at most maxOutputTokens.
 func openAIMaxTokens(req streamRequest) int { return min(req.model.MaxTokens, maxOutputTokens) }
+
+// responsesMaxTokens is what the Responses API is asked for:
+// openAIMaxTokens, at least the 16 it takes (pi's floor; it refuses
+// less).
+func responsesMaxTokens(req streamRequest) int { return max(openAIMaxTokens(req), 16) }
