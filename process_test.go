@@ -260,6 +260,38 @@ func TestShellCannotStart(t *testing.T) {
 	}
 }
 
+// TestShellCannotStartInGoneFolder: a shell that is there but cannot
+// start because the session's folder was removed says so ("chdir DIR:
+// no such file or directory"), not that the shell is missing: a
+// configured shellPath got "Custom shell path not found", bash "Cannot
+// start bash: no such file or directory".
+func TestShellCannotStartInGoneFolder(t *testing.T) {
+	endToEnd(t)
+	if runtime.GOOS == "windows" {
+		t.Skip("a folder in use cannot be removed")
+	}
+	e := newTestEnv(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, c := range []struct{ shellPath, name string }{{sh, sh}, {"", "bash"}} {
+		settings, _ := json.Marshal(map[string]string{"shellPath": c.shellPath})
+		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), settings, 0o600)
+		cwd := filepath.Join(t.TempDir(), "project")
+		os.Mkdir(cwd, 0o755)
+		sp := serveInProcess(t, e, "--cwd", cwd, "--no-session")
+		os.Remove(cwd)
+		sp.send(`{"id":"b","type":"bash","command":"echo hi"}`)
+		sp.seen(`"id":"b"`)
+		want, _ := json.Marshal("Cannot start " + c.name + ": chdir " + cwd + ": no such file or directory")
+		if line := `{"id":"b","type":"response","command":"bash","success":false,"error":` + string(want) + `}`; !bytes.Contains(sp.out.bytes(), []byte(line)) {
+			t.Errorf("shellPath %q: want %s in:\n%s", c.shellPath, line, sp.out.bytes())
+		}
+		sp.stop()
+	}
+}
+
 // TestShellPathRelative: a relative shellPath, which would be found in
 // the session's folder (the project's choice), is ignored with a warning.
 func TestShellPathRelative(t *testing.T) {
