@@ -433,22 +433,29 @@ func (s *session) runShell(ctx context.Context, command string, timeout time.Dur
 	cmd.Env = s.set.childEnv
 	end, err = s.runChild(ctx, cmd, timeout, out.add)
 	if err != nil {
-		return childEnd{}, shellStartError(shell, s.set.shellPath != "", err)
+		return childEnd{}, shellStartError(shell, cmd.Dir, s.set.shellPath != "", err)
 	}
 	return end, nil
 }
 
-// shellStartError is the failure of a shell that did not start: pi's
-// "Custom shell path not found: PATH" for a settings.json shellPath that
-// is not there (configured), else "Cannot start" and the shell as it was
-// run ("bash" when it is bash) and why.
-func shellStartError(shell string, configured bool, err error) error {
-	if configured && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound)) {
-		return fmt.Errorf("Custom shell path not found: %s", shell)
-	}
+// shellStartError is the failure of a shell that did not start in dir:
+// pi's "Custom shell path not found: PATH" for a settings.json shellPath
+// that is not there (configured), else "Cannot start" and the shell as
+// it was run ("bash" when it is bash) and why. The system says "no such
+// file or directory" alike for a shell and for a folder to run it in
+// that is gone: the folder's is told as such ("chdir DIR: …").
+func shellStartError(shell, dir string, configured bool, err error) error {
 	name := shell
 	if base := filepath.Base(shell); strings.EqualFold(base, "bash") || strings.EqualFold(base, "bash.exe") {
 		name = "bash"
+	}
+	if errors.Is(err, fs.ErrNotExist) && dir != "" {
+		if _, gone := os.Stat(dir); gone != nil {
+			return fmt.Errorf("Cannot start %s: chdir %s: %v", name, dir, unwrapPathError(gone))
+		}
+	}
+	if configured && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound)) {
+		return fmt.Errorf("Custom shell path not found: %s", shell)
 	}
 	return fmt.Errorf("Cannot start %s: %v", name, unwrapPathError(err))
 }
