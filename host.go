@@ -671,7 +671,11 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 		set.cfg.sessionDir, notices = sessionDirSetting(cfg, dir, home, env.getenv)
 		set.notices = append(set.notices, notices...)
 	}
-	set.childEnv = withProxy(withoutVariables(env.environ, models.keyVars), settingsProxy(dir), env.setenv)
+	proxy, notice := settingsProxy(dir)
+	if notice != "" {
+		set.notices = append(set.notices, notice)
+	}
+	set.childEnv = withProxy(withoutVariables(env.environ, models.keyVars), proxy, env.setenv)
 	if env.hideVariables != nil {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}

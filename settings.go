@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -400,13 +401,27 @@ func withoutVariables(environ []string, names []string) []string {
 // 1.6's), "" for none. Only the user's file counts, as in pi: a project's
 // could send every model request, keys and all, through a server of its
 // choosing. A file that cannot be used is skipped here without a word: a
-// session opening reads it again and says why.
-func settingsProxy(dir string) string {
-	file, _, err := readSettingsFile(filepath.Join(dir, "settings.json"))
+// session opening reads it again and says why. A value that is no URL is
+// ignored with a notice that does not repeat it (it may hold a password):
+// Go's requests would go without a proxy, as they do for such a
+// HTTP_PROXY, without a word.
+func settingsProxy(dir string) (proxy, notice string) {
+	path := filepath.Join(dir, "settings.json")
+	file, _, err := readSettingsFile(path)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	return strings.TrimSpace(file.HTTPProxy)
+	proxy = strings.TrimSpace(file.HTTPProxy)
+	if proxy == "" {
+		return "", ""
+	}
+	// As Go reads a proxy variable: as it is, else as a host with http://.
+	if _, err := url.Parse(proxy); err != nil {
+		if _, err := url.Parse("http://" + proxy); err != nil {
+			return "", fmt.Sprintf("Ignored httpProxy in %s: it is not a URL (http://host:port, special characters of a user or password %%-encoded)", path)
+		}
+	}
+	return proxy, ""
 }
 
 // proxyVariables are the variables settings.json's httpProxy fills, as pi
