@@ -329,25 +329,47 @@ func (c *child) wait() *os.ProcessState {
 // What a descendant writes after the cut may be cut; one that never stops
 // writing is cut after at most the pipe's capacity more. A pipe whose
 // fill cannot be known (pipeBuffered's -1) is closed at once.
+//
+// A terminal tells only what its line discipline holds (4 KiB): up to
+// ptyHeld more waits before it, moved over as the reader makes room. So
+// its target is that much higher, and it is empty only when found so
+// twice in a row with nothing read between.
 func (c *child) cutOff(done <-chan struct{}) bool {
 	target := make([]int64, len(c.pipes))
 	open := make([]bool, len(c.pipes))
+	emptyAt := make([]int64, len(c.pipes)) // a terminal's taken when it was last found empty; -1: not
 	for i, p := range c.pipes {
 		// The fill first: a read between the two counts its bytes in
 		// target twice, so target errs high, and the empty pipe ends it.
-		target[i] = pipeBuffered(p) + c.taken[i].Load()
-		open[i] = true
+		fill := pipeBuffered(p)
+		target[i] = fill + c.taken[i].Load()
+		if fill >= 0 && p == c.tty {
+			target[i] += ptyHeld
+		}
+		open[i], emptyAt[i] = true, -1
 	}
 	tick := time.NewTicker(cutOffPoll)
 	defer tick.Stop()
 	for {
 		left := 0
 		for i, p := range c.pipes {
-			if open[i] && (c.taken[i].Load() >= target[i] || pipeBuffered(p) <= 0) {
+			if !open[i] {
+				continue
+			}
+			taken := c.taken[i].Load()
+			empty := pipeBuffered(p) <= 0
+			if p == c.tty {
+				was := emptyAt[i]
+				emptyAt[i] = -1
+				if empty {
+					emptyAt[i] = taken
+				}
+				empty = empty && was == taken
+			}
+			if taken >= target[i] || empty {
 				p.Close()
 				open[i] = false
-			}
-			if open[i] {
+			} else {
 				left++
 			}
 		}
@@ -365,8 +387,13 @@ func (c *child) cutOff(done <-chan struct{}) bool {
 	}
 }
 
-// cutOffPoll is how often cutOff looks at what its pipes still hold.
-const cutOffPoll = 10 * time.Millisecond
+const (
+	// cutOffPoll is how often cutOff looks at what its pipes still hold.
+	cutOffPoll = 10 * time.Millisecond
+	// ptyHeld is what a pseudo-terminal holds beyond what TIOCINQ tells
+	// (Linux's pty.c: its 8 KiB buffer before the line discipline).
+	ptyHeld = 8 << 10
+)
 
 // reap collects the exited child's status, once: from then on its pid
 // may be given to another process, and no signal is sent to it. The

@@ -247,13 +247,18 @@ func TestProcessTailKeptForSlowClient(t *testing.T) {
 // TestProcessEndsWhileDescendantHoldsOutput: a process whose descendant
 // left its group and session and holds its output pipe still ends, its
 // pipe cut once what it held is read: whether the descendant is silent or
-// writes without a pause.
+// writes without a pause, and under a terminal too.
 func TestProcessEndsWhileDescendantHoldsOutput(t *testing.T) {
 	endToEnd(t) // waits out killGrace
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid here")
 	}
-	for name, descendant := range map[string]string{"silent": "exec sleep 20", "writing": "while :; do echo x; done"} {
+	for name, c := range map[string]struct{ descendant, spec string }{
+		"silent":           {"exec sleep 20", ""},
+		"writing":          {"while :; do echo x; done", ""},
+		"silent terminal":  {"exec sleep 20", `,"tty":true`},
+		"writing terminal": {"while :; do echo x; done", `,"tty":true`},
+	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ps := startSession(t)
@@ -267,8 +272,8 @@ func TestProcessEndsWhileDescendantHoldsOutput(t *testing.T) {
 			})
 			// The child waits for the descendant to be in its own session:
 			// its group is killed as it ends.
-			script := fmt.Sprintf("setsid sh -c 'echo $$ > %[1]s; %[2]s' & until [ -s %[1]s ]; do sleep 0.01; done; echo started", pidFile, descendant)
-			ps.send(spawnLine("p", []string{"sh", "-c", script}, ""))
+			script := fmt.Sprintf("setsid sh -c 'echo $$ > %[1]s; %[2]s' & until [ -s %[1]s ]; do sleep 0.01; done; echo started", pidFile, c.descendant)
+			ps.send(spawnLine("p", []string{"sh", "-c", script}, c.spec))
 			deadline := time.Now().Add(killGrace + 10*time.Second)
 			for !strings.Contains(string(ps.out.bytes()), `"type":"process_exited"`) {
 				if time.Now().After(deadline) {
