@@ -252,7 +252,7 @@ func (c *child) read(i int, stream string, pause bool, onOutput func(string, []b
 	defer c.readers.Done()
 	pipe := c.pipes[i]
 	defer pipe.Close()
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, readSize)
 	flowing := false
 	for {
 		n, err := pipe.Read(buf)
@@ -275,6 +275,9 @@ func (c *child) read(i int, stream string, pause bool, onOutput func(string, []b
 
 // readPause is how long a reader lets a pipe fill after a short read.
 const readPause = time.Millisecond
+
+// readSize is the most a reader takes from a pipe at once.
+const readSize = 256 << 10
 
 // wait waits for the child to exit, closes its stdin, kills what remains
 // of its process group (nothing a command started outlives it) and waits

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -283,5 +284,49 @@ func TestProcessEndsWhileDescendantHoldsOutput(t *testing.T) {
 			}
 			ps.close()
 		})
+	}
+}
+
+// TestCutOffCountsReadInFlight: what the reader has read but not yet
+// counted when cutOff measures the pipe is in neither the fill nor taken:
+// the pipe is not closed while output written before the cut is still in
+// it (cutOff's target fell short by that read, up to 256 KiB, and closed
+// the pipe on the 44 KiB after it). The pipe's writer stays open, as a
+// descendant holding it.
+func TestCutOffCountsReadInFlight(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	growPipe(w)
+	const size = 300 << 10
+	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := w.Write(make([]byte, size)); err != nil {
+		t.Skipf("the pipe holds less than %d bytes here: %v", size, err)
+	}
+	c := &child{table: &processTable{ending: make(chan struct{})}, pipes: []*os.File{r}, taken: make([]atomic.Int64, 1)}
+	buf := make([]byte, size)
+	n, err := io.ReadFull(r, buf[:readSize]) // the read in flight
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cut := make(chan struct{}), make(chan bool)
+	go func() { cut <- c.cutOff(done) }()
+	time.Sleep(50 * time.Millisecond) // cutOff measures the pipe meanwhile
+	c.taken[0].Add(int64(n))          // and only now is the read counted
+	time.Sleep(5 * cutOffPoll)
+	if held := pipeBuffered(r); held != size-readSize {
+		t.Fatalf("the pipe holds %d bytes (-1: closed), want the %d written before the cut", held, size-readSize)
+	}
+	m, err := io.ReadFull(r, buf[readSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.taken[0].Add(int64(m)) // all taken: cutOff closes the pipe
+	close(done)
+	if !<-cut {
+		t.Error("cutOff gave up")
 	}
 }
