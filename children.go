@@ -330,8 +330,8 @@ func (c *child) wait() *os.ProcessState {
 // output before the cut: a reader that is slow only because the client
 // reads slowly must not lose the end of it (up to a pipe's capacity).
 // What a descendant writes after the cut may be cut; one that never stops
-// writing is cut after at most the pipe's capacity more. A pipe whose
-// fill cannot be known (pipeBuffered's -1) is closed at once.
+// writing is cut after at most the pipe's capacity and one read more. A
+// pipe whose fill cannot be known (pipeBuffered's -1) is closed at once.
 //
 // A terminal tells only what its line discipline holds (4 KiB): up to
 // ptyHeld more waits before it, moved over as the reader makes room. So
@@ -344,10 +344,15 @@ func (c *child) cutOff(done <-chan struct{}) bool {
 	for i, p := range c.pipes {
 		// The fill first: a read between the two counts its bytes in
 		// target twice, so target errs high, and the empty pipe ends it.
+		// A read that returned before the fill but is counted in taken
+		// only after it is in neither: up to readSize more.
 		fill := pipeBuffered(p)
 		target[i] = fill + c.taken[i].Load()
-		if fill >= 0 && p == c.tty {
-			target[i] += ptyHeld
+		if fill >= 0 {
+			target[i] += readSize
+			if p == c.tty {
+				target[i] += ptyHeld
+			}
 		}
 		open[i], emptyAt[i] = true, -1
 	}
