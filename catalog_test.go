@@ -66,7 +66,9 @@ func TestCatalog(t *testing.T) {
 }
 
 // TestHostQuirks checks what each host is sent: the field that caps the
-// answer, how reasoning is asked for at a level (a level a model does not
+// answer (at the model's maxTokens, within its window: Kimi K3's and
+// Devstral's maxTokens are the whole window, so they get what the input
+// and pi's 4096 spare tokens leave), how reasoning is asked for at a level (a level a model does not
 // take moves to the nearest one it does), what is left out where a host
 // refuses it, and DeepSeek's reasoning_content on replayed answers.
 func TestHostQuirks(t *testing.T) {
@@ -80,23 +82,23 @@ func TestHostQuirks(t *testing.T) {
 		provider, id, level string
 		want, never         []string
 	}{
-		{"deepseek", "deepseek-v4-pro", "high", []string{`"max_tokens":32000`, `"thinking":{"type":"enabled"}`, `"reasoning_effort":"high"`,
+		{"deepseek", "deepseek-v4-pro", "high", []string{`"max_tokens":384000`, `"thinking":{"type":"enabled"}`, `"reasoning_effort":"high"`,
 			`"reasoning_content":"Hm."`, `"stream_options":{"include_usage":true}`}, []string{"max_completion_tokens"}},
 		{"deepseek", "deepseek-v4-pro", "off", []string{`"thinking":{"type":"disabled"}`}, []string{"reasoning_effort"}},
 		{"deepseek", "deepseek-v4-pro", "xhigh", []string{`"reasoning_effort":"max"`}, nil},
-		{"openrouter", "openai/gpt-5.5", "medium", []string{`"max_completion_tokens":32000`, `"reasoning":{"effort":"medium"}`}, []string{"reasoning_effort"}},
+		{"openrouter", "openai/gpt-5.5", "medium", []string{`"max_completion_tokens":128000`, `"reasoning":{"effort":"medium"}`}, []string{"reasoning_effort"}},
 		{"openrouter", "openai/gpt-5.5", "off", []string{`"reasoning":{"effort":"none"}`}, nil},
-		{"groq", "openai/gpt-oss-120b", "low", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"low"`}, []string{`"max_tokens"`}},
+		{"groq", "openai/gpt-oss-120b", "low", []string{`"max_completion_tokens":65536`, `"reasoning_effort":"low"`}, []string{`"max_tokens"`}},
 		{"groq", "openai/gpt-oss-120b", "off", []string{`"reasoning_effort":"low"`}, nil},
 		{"groq", "qwen/qwen3.8-27b", "off", []string{`"reasoning_effort":"none"`}, nil},
-		{"groq", "llama-3.3-70b-versatile", "high", []string{`"max_completion_tokens":32000`}, []string{"reasoning"}},
-		{"cerebras", "gpt-oss-120b", "medium", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"medium"`}, nil},
-		{"together", "deepseek-ai/DeepSeek-V4-Pro-0813", "xhigh", []string{`"max_tokens":32000`, `"reasoning":{"enabled":true}`, `"reasoning_effort":"high"`}, nil},
+		{"groq", "llama-3.3-70b-versatile", "high", []string{`"max_completion_tokens":32768`}, []string{"reasoning"}},
+		{"cerebras", "gpt-oss-120b", "medium", []string{`"max_completion_tokens":40960`, `"reasoning_effort":"medium"`}, nil},
+		{"together", "deepseek-ai/DeepSeek-V4-Pro-0813", "xhigh", []string{`"max_tokens":384000`, `"reasoning":{"enabled":true}`, `"reasoning_effort":"high"`}, nil},
 		{"together", "deepseek-ai/DeepSeek-V4-Pro-0813", "off", []string{`"reasoning":{"enabled":false}`}, []string{"reasoning_effort"}},
-		{"fireworks", "accounts/fireworks/models/kimi-k3", "high", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"high"`}, nil},
-		{"huggingface", "moonshotai/Kimi-K3", "medium", []string{`"max_completion_tokens":32000`, `"reasoning_effort":"high"`}, nil},
-		{"mistral", "devstral-2512", "high", []string{`"max_tokens":32000`}, []string{"stream_options", "reasoning", "thinking"}},
-		{"openai", "gpt-5.1", "off", []string{`"reasoning":{"effort":"none"}`, `"max_output_tokens":32000`, `"role":"developer"`}, []string{"include", "summary"}},
+		{"fireworks", "accounts/fireworks/models/kimi-k3", "high", []string{`"max_completion_tokens":1044451`, `"reasoning_effort":"high"`}, nil},
+		{"huggingface", "moonshotai/Kimi-K3", "medium", []string{`"max_completion_tokens":995875`, `"reasoning_effort":"high"`}, nil},
+		{"mistral", "devstral-2512", "high", []string{`"max_tokens":258019`}, []string{"stream_options", "reasoning", "thinking"}},
+		{"openai", "gpt-5.1", "off", []string{`"reasoning":{"effort":"none"}`, `"max_output_tokens":128000`, `"role":"developer"`}, []string{"include", "summary"}},
 		{"openai", "gpt-5", "off", []string{`"reasoning":{"effort":"minimal","summary":"auto"}`, `"include":["reasoning.encrypted_content"]`}, nil},
 		{"openai", "gpt-5.5", "xhigh", []string{`"reasoning":{"effort":"xhigh","summary":"auto"}`, `"strict":false`}, nil},
 		{"xai", "grok-4.3", "off", []string{`"reasoning":{"effort":"none"}`, `"include":["reasoning.encrypted_content"]`}, []string{"strict"}},

@@ -250,6 +250,39 @@ func resultText(content []contentBlock) string {
 	return strings.Join(parts, "\n")
 }
 
+// asUserMessage is a message the model gets as a user turn, as pi 1.6's
+// convertToLlm makes it: a prompt as it is, a user bash command (unless
+// left out of the context), a summary or an extension's custom message
+// as user text; nil for any other message (an answer, a tool result, a
+// bash command left out, a custom message without content).
+func asUserMessage(m any) *userMessage {
+	switch m := m.(type) {
+	case *userMessage:
+		return m
+	case bashExecutionMessage:
+		if !m.ExcludeFromContext {
+			return &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp}
+		}
+	case *summaryMessage:
+		text := "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n" + m.Summary + "</summary>"
+		if m.Role == "compactionSummary" {
+			text = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n" + m.Summary + "\n</summary>"
+		}
+		return &userMessage{Role: "user", Content: textBlocks(text), Timestamp: m.Timestamp}
+	case rawMessage:
+		var custom struct {
+			Role      string
+			Content   json.RawMessage
+			Timestamp int64
+		}
+		json.Unmarshal(m, &custom)
+		if content := rawContent(custom.Content); custom.Role == "custom" && content != nil {
+			return &userMessage{Role: "user", Content: content, Timestamp: custom.Timestamp}
+		}
+	}
+	return nil
+}
+
 // contextMessages is what the model is sent of the conversation: failed
 // and aborted answers are left out, a user bash command becomes a user
 // message, a tool call left without a result gets one saying so, and a
@@ -289,31 +322,10 @@ func contextMessages(messages []any) []any {
 					break
 				}
 			}
-		case *userMessage:
-			closeOpen()
-			out = append(out, m)
-		case bashExecutionMessage:
-			if m.ExcludeFromContext {
-				continue
-			}
-			closeOpen()
-			out = append(out, &userMessage{Role: "user", Content: textBlocks(bashContextText(m)), Timestamp: m.Timestamp})
-		case *summaryMessage:
-			closeOpen()
-			text := "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n" + m.Summary + "</summary>"
-			if m.Role == "compactionSummary" {
-				text = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n" + m.Summary + "\n</summary>"
-			}
-			out = append(out, &userMessage{Role: "user", Content: textBlocks(text), Timestamp: m.Timestamp})
-		case rawMessage:
-			var custom struct {
-				Role    string
-				Content json.RawMessage
-			}
-			json.Unmarshal(m, &custom)
-			if content := rawContent(custom.Content); custom.Role == "custom" && content != nil {
+		default:
+			if u := asUserMessage(m); u != nil {
 				closeOpen()
-				out = append(out, &userMessage{Role: "user", Content: content})
+				out = append(out, u)
 			}
 		}
 	}

@@ -131,7 +131,8 @@ func anthropicBody(req streamRequest) map[string]any {
 		blocks := messages[n-1]["content"].([]map[string]any)
 		blocks[len(blocks)-1]["cache_control"] = ephemeral
 	}
-	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": anthropicMaxTokens(req)}
+	maxTokens := anthropicMaxTokens(req)
+	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true, "max_tokens": maxTokens}
 	if req.system != "" {
 		body["system"] = []map[string]any{{"type": "text", "text": req.system, "cache_control": ephemeral}}
 	}
@@ -142,7 +143,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 		body["tools"] = tools
 	}
-	if budget, ok := anthropicBudget(req); ok {
+	if budget, ok := anthropicBudget(req, maxTokens); ok {
 		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
 	}
 	return body
@@ -177,10 +178,14 @@ func anthropicImage(m *model, b contentBlock) map[string]any {
 	return map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": b.MimeType, "data": b.Data}}
 }
 
-// anthropicMaxTokens is the model's maxTokens: the most the server takes
-// (asking for more than a model writes is refused, 400), the thinking
-// budget within it (anthropicBudget).
-func anthropicMaxTokens(req streamRequest) int { return req.model.MaxTokens }
+// anthropicMaxTokens is the model's maxTokens (asking for more than a
+// model writes is refused, 400) within the context window (answerTokens:
+// input and max_tokens over the window are refused too), the thinking
+// budget within it (anthropicBudget). Pi asks the same: its
+// adjustMaxTokensForThinking adds the budget to the clamped maxTokens,
+// within the model's, and clamps that again, which comes back to the
+// clamped maxTokens for every budget rpi sends (none below 1024).
+func anthropicMaxTokens(req streamRequest) int { return answerTokens(req) }
 
 // Bounds of Anthropic's thinking budget: the least the API takes, and the
 // room it leaves the answer within max_tokens (pi's).
@@ -189,16 +194,20 @@ const (
 	minAnswerTokens   = 1024
 )
 
-// anthropicBudget is the thinking budget of a request, false for none: the
-// level's (the user's or pi's: thinkingBudgets.of), lowered to leave minAnswerTokens of maxTokens
-// for the answer; a model whose maxTokens leaves less than
-// minThinkingBudget does not think.
-func anthropicBudget(req streamRequest) (int, bool) {
+// anthropicBudget is the thinking budget of a request asking for
+// maxTokens (anthropicMaxTokens), false for none: the level's (the user's
+// or pi's: thinkingBudgets.of), lowered to leave minAnswerTokens of
+// maxTokens for the answer, as pi lowers it. Where that leaves less than
+// minThinkingBudget (a model with a small maxTokens, a window nearly
+// full) the request goes without thinking: pi sends 1024 there, or the
+// little left, and Anthropic refuses both (a budget below 1024, or not
+// below max_tokens).
+func anthropicBudget(req streamRequest, maxTokens int) (int, bool) {
 	budget, ok := req.budgets.of(req.thinking)
 	if !ok || !req.model.Reasoning {
 		return 0, false
 	}
-	budget = min(budget, req.model.MaxTokens-minAnswerTokens)
+	budget = min(budget, maxTokens-minAnswerTokens)
 	return budget, budget >= minThinkingBudget
 }
 

@@ -28,7 +28,7 @@ var googleGemini = &wireAPI{
 		}
 	},
 	body:      func(req streamRequest) any { return geminiBody(req) },
-	maxTokens: func(req streamRequest) int { return req.model.MaxTokens },
+	maxTokens: answerTokens,
 	read:      readGemini,
 }
 
@@ -232,7 +232,7 @@ func geminiBody(req streamRequest) map[string]any {
 		}
 		body["tools"] = []map[string]any{{"functionDeclarations": decls}}
 	}
-	config := map[string]any{"maxOutputTokens": m.MaxTokens}
+	config := map[string]any{"maxOutputTokens": answerTokens(req)}
 	if m.Reasoning {
 		config["thinkingConfig"] = geminiThinking(m, req.thinking, req.budgets)
 	}

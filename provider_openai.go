@@ -137,8 +137,9 @@ func openAIBody(req streamRequest) map[string]any {
 		}
 	}
 	flushImages()
+	maxTokens := openAIMaxTokens(req)
 	body := map[string]any{"model": req.model.ID, "messages": messages, "stream": true,
-		cmp.Or(c.MaxTokensField, "max_tokens"): openAIMaxTokens(req)}
+		cmp.Or(c.MaxTokensField, "max_tokens"): maxTokens}
 	if setting(c.SupportsUsageInStreaming, true) {
 		body["stream_options"] = map[string]bool{"include_usage": true}
 	}
@@ -152,7 +153,7 @@ func openAIBody(req streamRequest) map[string]any {
 	}
 	if req.model.Reasoning {
 		openAIReasoning(body, req.model, req.thinking)
-		openAIThinkingBudget(body, req)
+		openAIThinkingBudget(body, req, maxTokens)
 	}
 	putSampling(body, req.model, req.thinking)
 	return body
@@ -253,10 +254,11 @@ func openAIReasoning(body map[string]any, m *model, thinking string) {
 // openAIThinkingBudget caps the reasoning with the top-level field the
 // host's compat names (thinkingTokenBudgetField, or
 // supportsThinkingTokenBudget's thinking_token_budget), as pi 1.6 does:
-// the level's budget (the user's or pi's: thinkingBudgets.of), at most what max_tokens leaves
-// past minAnswerTokens for the answer; none when the session's level is
-// off (even where the model cannot stop thinking) or no budget is left.
-func openAIThinkingBudget(body map[string]any, req streamRequest) {
+// the level's budget (the user's or pi's: thinkingBudgets.of), at most
+// what maxTokens (the request's max_tokens) leaves past minAnswerTokens
+// for the answer; none when the session's level is off (even where the
+// model cannot stop thinking) or no budget is left.
+func openAIThinkingBudget(body map[string]any, req streamRequest, maxTokens int) {
 	c := req.model.compat
 	field := c.ThinkingTokenBudgetField
 	if field == "" && setting(c.SupportsThinkingTokenBudget, false) {
@@ -267,7 +269,7 @@ func openAIThinkingBudget(body map[string]any, req streamRequest) {
 	if field == "" || !ok || req.thinking == "off" {
 		return
 	}
-	if budget = min(budget, max(0, openAIMaxTokens(req)-minAnswerTokens)); budget > 0 {
+	if budget = min(budget, max(0, maxTokens-minAnswerTokens)); budget > 0 {
 		body[field] = budget
 	}
 }

@@ -856,12 +856,9 @@ func (b thinkingBudgets) over(o thinkingBudgets) thinkingBudgets {
 	return b
 }
 
-// maxOutputTokens caps the output asked for in one call (OpenAI's APIs).
-const maxOutputTokens = 32000
-
-// openAIMaxTokens is what OpenAI's APIs are asked for: the model's
-// maxTokens, at most maxOutputTokens.
-func openAIMaxTokens(req streamRequest) int { return min(req.model.MaxTokens, maxOutputTokens) }
+// openAIMaxTokens is what OpenAI's APIs are asked for, as pi asks: the
+// model's maxTokens within the context window (answerTokens).
+func openAIMaxTokens(req streamRequest) int { return answerTokens(req) }
 
 // responsesMaxTokens is what the Responses API is asked for:
 // openAIMaxTokens, at least the 16 it takes (pi's floor; it refuses
