@@ -98,7 +98,11 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	if api == nil {
 		return unspokenError(req.model)
 	}
-	st.tokens = api.maxTokens(req)
+	// A request the context window lowered to a few tokens
+	// (answerTokens) still counts a short answer's of the model's own: the
+	// server ends it with its length stop, and an answer's first block
+	// alone (blockBytes) passes a few tokens' bytes.
+	st.tokens = max(api.maxTokens(req), min(req.model.MaxTokens, shortAnswerTokens))
 	st.limit = answerLimit(st.tokens)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

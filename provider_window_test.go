@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -197,5 +199,30 @@ func TestFitWindow(t *testing.T) {
 		if got := fitWindow(c.window, c.input, c.maxTokens); got != c.want {
 			t.Errorf("fitWindow(%d, %d, %d) = %d, want %d", c.window, c.input, c.maxTokens, got, c.want)
 		}
+	}
+}
+
+// TestNearlyFullWindowAnswer: a request the window lowered to one token
+// gets the server's answer and its length stop, on every API that asks
+// for so few: rpi counts what it keeps of an answer from a short answer's
+// tokens of the model's own (2048) at least, where the one token's 32
+// bytes were passed by the answer's first block and cut it as a server
+// that sent more than asked.
+func TestNearlyFullWindowAnswer(t *testing.T) {
+	m := &model{ID: "some-model", API: apiOpenAI, Provider: "local", ContextWindow: 200000, MaxTokens: 64000}
+	handler := openRouterSSE(
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hm"},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	m.BaseURL = srv.URL
+	req := streamRequest{model: m, messages: windowHistory(199000), thinking: "off", secrets: newRedactor(nil)}
+	if asked := wireAPINamed(m.API).maxTokens(req); asked != 1 {
+		t.Fatalf("the request asks for %d tokens, want 1", asked)
+	}
+	msg := &assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, Content: []contentBlock{}}
+	err := callModel(context.Background(), req, msg, func() {}, func(assistantEvent) {})
+	if err != nil || msg.StopReason != "length" || len(msg.Content) != 1 || msg.Content[0].Text != "Hm" {
+		t.Errorf("error %v, stopReason %q, content %+v; want the answer \"Hm\" and a length stop", err, msg.StopReason, msg.Content)
 	}
 }

@@ -108,7 +108,7 @@ type streamer struct {
 	// signature_delta).
 	sigs map[int]*strings.Builder
 
-	tokens int    // the most tokens the request asked for
+	tokens int    // the most tokens the request asked for (at least shortAnswerTokens of the model's)
 	limit  int    // the bytes the answer may hold (answerLimit of tokens)
 	size   int    // the bytes it holds so far
 	cut    error  // set once a piece passed limit; nothing is added after it
@@ -128,6 +128,7 @@ const (
 	answerBytesPerToken = 32
 	maxAnswerBytes      = 1 << 20
 	blockBytes          = 256
+	shortAnswerTokens   = 2048 // the least an answer is counted for, within the model's maxTokens
 )
 
 // answerLimit is what an answer to a request for tokens may hold. The
