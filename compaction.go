@@ -364,11 +364,46 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 	}
 }
 
-// contextOverflow matches provider errors that say the context is too long
-// (compiled at first use).
+// contextOverflow matches provider errors that say the context is too
+// long, as pi 1.6 knows them (compiled at first use): Anthropic's "prompt
+// is too long" and 413 request_too_large, OpenAI's, Gemini's "input token
+// count … exceeds the maximum", xAI's, Groq's, OpenRouter's, Together's,
+// Mistral's, Bedrock's, llama.cpp's, LM Studio's, Ollama's, Kimi's, z.ai's,
+// DashScope's, GitHub Copilot's, DS4's, and the generic ones; a bare 413.
 var contextOverflow = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)context.?(length|window)|maximum context|too many tokens|prompt is too long|input is too long`)
+	return regexp.MustCompile(`(?i)prompt (?:is )?too long|prompt exceeds max length|request_too_large|input is too long for requested model|` +
+		`exceeds the context window|exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))|` +
+		`context window exceeded|input token count.*exceeds the maximum|maximum prompt length is \d+|reduce the length of the messages|` +
+		`maximum context length is \d+ tokens|exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?|` +
+		`input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)|exceeds the limit of \d+|` +
+		`exceeds the available context size|greater than the context length|context window exceeds limit|exceeded model token limit|` +
+		`too large for model with \d+ maximum context length|prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?|` +
+		`model_context_window_exceeded|range of input length should be|context[_ ]length[_ ]exceeded|too many tokens|token limit exceeded|` +
+		`^(?:[\w -]+ API error \(413\):|413(?:\s|:|$))`)
 }}
+
+// notOverflow matches errors that can read like an overflow but are not
+// (throttling: Bedrock's "Too many tokens, please wait"), which pi 1.6
+// leaves out too.
+var notOverflow = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)^(?:Throttling error|Service unavailable):|rate limit|too many requests`)
+}}
+
+// cerebrasOverflow is Cerebras's overflow: a 400 or 413 with no body, as
+// rpi words a failed request ("400 Bad Request: ").
+var cerebrasOverflow = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
+	return regexp.MustCompile(`^4(?:00|13) [^:]*:\s*$`)
+}}
+
+// overflowed reports whether a failed answer says the context was too
+// long (pi 1.6's isContextOverflow of an error).
+func overflowed(m *assistantMessage) bool {
+	text := m.ErrorMessage
+	if m.StopReason != "error" || text == "" || notOverflow.get().MatchString(text) {
+		return false
+	}
+	return contextOverflow.get().MatchString(text) || m.Provider == "cerebras" && cerebrasOverflow.get().MatchString(text)
+}
 
 // autoCompact compacts after a run when the context nears the window
 // (reason "threshold"), or when the answer failed because it overflowed
@@ -383,7 +418,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 	}
 	reason := ""
 	switch {
-	case last.StopReason == "error" && contextOverflow.get().MatchString(last.ErrorMessage):
+	case overflowed(last):
 		reason = "overflow"
 	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
 		reason = "threshold"

@@ -205,3 +205,47 @@ func overflowedRun(t *testing.T, script string) (*fakeModel, []map[string]any) {
 	}
 	return fm, recs
 }
+
+// TestOverflowed: a failed answer is taken as the context overflowing
+// (auto-compaction's "overflow") when its error says so as a provider
+// words it, as pi 1.6 knows them, in rpi's "STATUS TEXT: BODY" form; not
+// when it is throttling that reads like one, nor another failure.
+func TestOverflowed(t *testing.T) {
+	for _, tt := range []struct {
+		provider, message string
+		want              bool
+	}{
+		{"anthropic", `400 Bad Request: {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`, true},
+		{"anthropic", `413 Request Entity Too Large: {"error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}`, true},
+		{"openai", `400 Bad Request: {"error":{"message":"Your input exceeds the context window of this model."}}`, true},
+		{"litellm", `400 Bad Request: Requested token count exceeds the model's maximum context length of 131072 tokens`, true},
+		{"vllm", `400 Bad Request: Input length (265330) exceeds model's maximum context length (262144).`, true},
+		{"google", `400 Bad Request: {"error":{"message":"The input token count (1196265) exceeds the maximum number of tokens allowed (1048575)."}}`, true},
+		{"xai", `400 Bad Request: This model's maximum prompt length is 131072 but the request contains 537812 tokens.`, true},
+		{"groq", `400 Bad Request: Please reduce the length of the messages or completion.`, true},
+		{"openrouter", `400 Bad Request: This endpoint's maximum context length is 200000 tokens. However, you requested about 210000 tokens`, true},
+		{"together", `400 Bad Request: The input (300000 tokens) is longer than the model's context length (131072 tokens).`, true},
+		{"llama.cpp", `400 Bad Request: the request exceeds the available context size, try increasing it`, true},
+		{"lmstudio", `400 Bad Request: tokens to keep from the initial prompt is greater than the context length`, true},
+		{"kimi", `400 Bad Request: Your request exceeded model token limit: 262144 (requested: 300000)`, true},
+		{"mistral", `400 Bad Request: Prompt contains 140000 tokens, too large for model with 131072 maximum context length`, true},
+		{"zai", `400 Bad Request: {"code":"1261","message":"Prompt too long"}`, true},
+		{"dashscope", `400 Bad Request: Range of input length should be [1, 129024]`, true},
+		{"ollama", `500 Internal Server Error: prompt too long; exceeded max context length by 100 tokens`, true},
+		{"cerebras", `400 Bad Request: `, true},
+		{"other", `400 Bad Request: `, false},
+		{"other", `413 Request Entity Too Large: `, true},
+		{"bedrock", `Throttling error: Too many tokens, please wait before trying again.`, false},
+		{"openai", `429 Too Many Requests: Rate limit reached for gpt-5 on tokens per min (TPM): too many tokens`, false},
+		{"anthropic", `529 Overloaded: {"type":"error","error":{"type":"overloaded_error"}}`, false},
+		{"openai", `Connection error: unexpected EOF`, false},
+	} {
+		m := &assistantMessage{Provider: tt.provider, StopReason: "error", ErrorMessage: tt.message}
+		if got := overflowed(m); got != tt.want {
+			t.Errorf("%s %q: overflow %v, want %v", tt.provider, tt.message, got, tt.want)
+		}
+	}
+	if overflowed(&assistantMessage{StopReason: "stop", ErrorMessage: "prompt is too long"}) {
+		t.Error("an answer that did not fail is taken as an overflow")
+	}
+}
