@@ -545,8 +545,8 @@ func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 // asked for none: the base delay doubled for each attempt before it, at
 // most maxDuration (a large base delay, or many retries, would overflow
 // a Duration to a negative wait, and the retry would not wait at all).
-func retryBackoff(baseDelayMs, attempt int) time.Duration {
-	d, doublings := msDuration(int64(baseDelayMs)), attempt-1
+func retryBackoff(baseDelayMs int64, attempt int) time.Duration {
+	d, doublings := msDuration(baseDelayMs), attempt-1
 	switch {
 	case d == 0 || doublings <= 0:
 		return d

@@ -247,13 +247,10 @@ func TestHugeWaitsFromSettingsSaturate(t *testing.T) {
 // TestRetryBackoffSaturates: the doubling wait of many retries stops at
 // the longest Duration instead of wrapping around to a negative one.
 func TestRetryBackoffSaturates(t *testing.T) {
-	hugeBase, maxInt := maxDuration, int64(math.MaxInt) // math.MaxInt ms is past the longest Duration, but where an int holds 32 bits
-	if maxInt < int64(maxDuration/time.Millisecond) {
-		hugeBase = time.Duration(maxInt) * time.Millisecond
-	}
 	for _, tc := range []struct {
-		baseMs, attempt int
-		want            time.Duration
+		baseMs  int64
+		attempt int
+		want    time.Duration
 	}{
 		{2000, 1, 2 * time.Second},
 		{2000, 3, 8 * time.Second},
@@ -261,7 +258,8 @@ func TestRetryBackoffSaturates(t *testing.T) {
 		{2000, 34, maxDuration},
 		{2000, 1000, maxDuration},
 		{1, math.MaxInt32, maxDuration},
-		{math.MaxInt, 1, hugeBase},
+		{math.MaxInt64, 1, maxDuration},
+		{math.MaxInt32 + 1, 1, (math.MaxInt32 + 1) * time.Millisecond},
 	} {
 		if got := retryBackoff(tc.baseMs, tc.attempt); got != tc.want {
 			t.Errorf("retryBackoff(%d, %d) = %v, want %v", tc.baseMs, tc.attempt, got, tc.want)

@@ -63,8 +63,8 @@ type settings struct {
 // retrySettings are pi's settings.json "retry" block.
 type retrySettings struct {
 	MaxRetries  int   `json:"maxRetries"`
-	BaseDelayMs int   `json:"baseDelayMs"`
-	Enabled     *bool `json:"enabled"` // read into settings.autoRetry
+	BaseDelayMs int64 `json:"baseDelayMs"` // 64 bits on every system: a wait past an int32's ms saturates (retryBackoff)
+	Enabled     *bool `json:"enabled"`     // read into settings.autoRetry
 }
 
 // compactionSettings are pi's settings.json "compaction" block.
