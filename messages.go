@@ -6,9 +6,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -156,6 +159,25 @@ type costBreakdown struct {
 	Total      float64 `json:"total"`
 }
 
+// tokenCount is a count of tokens as a model server reports it: any
+// whole JSON number, held at the ends of int, so that a 32-bit build
+// takes what a 64-bit one does (a count past 2^31 failed the answer
+// there). null leaves it as it was; anything else is an error, as for an
+// int.
+type tokenCount int
+
+func (n *tokenCount) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return &json.UnmarshalTypeError{Value: "number " + string(b), Type: reflect.TypeFor[int]()}
+	}
+	*n = tokenCount(max(min(v, math.MaxInt), math.MinInt)) // ParseInt holds what passes int64 at its ends
+	return nil
+}
+
 // addTokens is a + b for token counts, held at the ends of int where it
 // would wrap: a count read from a session file or sent by a model server
 // can be any int, and a sum of them must not turn negative.
@@ -197,6 +219,25 @@ type usage struct {
 	CacheWrite  int           `json:"cacheWrite"`
 	TotalTokens int           `json:"totalTokens"`
 	Cost        costBreakdown `json:"cost"`
+}
+
+// UnmarshalJSON reads a usage as encoding/json would, each count a
+// tokenCount: held at the ends of int, where a 32-bit build lost the
+// whole message of a count past 2^31.
+func (u *usage) UnmarshalJSON(b []byte) error {
+	w := struct {
+		Input       tokenCount    `json:"input"`
+		Output      tokenCount    `json:"output"`
+		CacheRead   tokenCount    `json:"cacheRead"`
+		CacheWrite  tokenCount    `json:"cacheWrite"`
+		TotalTokens tokenCount    `json:"totalTokens"`
+		Cost        costBreakdown `json:"cost"`
+	}{tokenCount(u.Input), tokenCount(u.Output), tokenCount(u.CacheRead), tokenCount(u.CacheWrite), tokenCount(u.TotalTokens), u.Cost}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*u = usage{int(w.Input), int(w.Output), int(w.CacheRead), int(w.CacheWrite), int(w.TotalTokens), w.Cost}
+	return nil
 }
 
 type assistantMessage struct {

@@ -239,10 +239,10 @@ type anthropicEvent struct {
 }
 
 type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	InputTokens              tokenCount `json:"input_tokens"`
+	OutputTokens             tokenCount `json:"output_tokens"`
+	CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
 }
 
 func readAnthropic(body io.Reader, st *streamer, m *model) error {
@@ -256,7 +256,7 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 		switch ev.Type {
 		case "message_start":
 			mu := ev.Message.Usage
-			u.Input, u.Output, u.CacheRead, u.CacheWrite = mu.InputTokens, mu.OutputTokens, mu.CacheReadInputTokens, mu.CacheCreationInputTokens
+			u.Input, u.Output, u.CacheRead, u.CacheWrite = int(mu.InputTokens), int(mu.OutputTokens), int(mu.CacheReadInputTokens), int(mu.CacheCreationInputTokens)
 		case "content_block_start":
 			switch ev.ContentBlock.Type {
 			case "text":
@@ -295,9 +295,9 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 				stop = ev.Delta.StopReason
 			}
 			if ev.Usage != nil {
-				u.Output = ev.Usage.OutputTokens
+				u.Output = int(ev.Usage.OutputTokens)
 				if ev.Usage.InputTokens > 0 {
-					u.Input = ev.Usage.InputTokens
+					u.Input = int(ev.Usage.InputTokens)
 				}
 			}
 		case "message_stop":

@@ -262,10 +262,10 @@ type geminiChunk struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
 	UsageMetadata *struct {
-		PromptTokenCount        int `json:"promptTokenCount"`
-		CandidatesTokenCount    int `json:"candidatesTokenCount"`
-		CachedContentTokenCount int `json:"cachedContentTokenCount"`
-		ThoughtsTokenCount      int `json:"thoughtsTokenCount"`
+		PromptTokenCount        tokenCount `json:"promptTokenCount"`
+		CandidatesTokenCount    tokenCount `json:"candidatesTokenCount"`
+		CachedContentTokenCount tokenCount `json:"cachedContentTokenCount"`
+		ThoughtsTokenCount      tokenCount `json:"thoughtsTokenCount"`
 	} `json:"usageMetadata"`
 	Error *struct {
 		Code    int    `json:"code"`
@@ -298,9 +298,9 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 			return true, &providerError{message: fmt.Sprintf("%d %s: %s", e.Code, e.Status, e.Message)}
 		}
 		if u := chunk.UsageMetadata; u != nil {
-			cached := u.CachedContentTokenCount
-			st.msg.Usage.Input, st.msg.Usage.CacheRead = subTokens(u.PromptTokenCount, cached), cached
-			st.msg.Usage.Output = addTokens(u.CandidatesTokenCount, u.ThoughtsTokenCount)
+			cached := int(u.CachedContentTokenCount)
+			st.msg.Usage.Input, st.msg.Usage.CacheRead = subTokens(int(u.PromptTokenCount), cached), cached
+			st.msg.Usage.Output = addTokens(int(u.CandidatesTokenCount), int(u.ThoughtsTokenCount))
 		}
 		if f := chunk.PromptFeedback; f != nil && f.BlockReason != "" {
 			blocked = f.BlockReason

@@ -311,10 +311,10 @@ func (c *openAIContent) UnmarshalJSON(data []byte) error {
 type openAIChunk struct {
 	Choices []openAIChoice `json:"choices"`
 	Usage   *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokens        tokenCount `json:"prompt_tokens"`
+		CompletionTokens    tokenCount `json:"completion_tokens"`
 		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
+			CachedTokens tokenCount `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 	Error *struct {
@@ -599,9 +599,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		if u := chunk.Usage; u != nil {
 			cached := 0
 			if u.PromptTokensDetails != nil {
-				cached = u.PromptTokensDetails.CachedTokens
+				cached = int(u.PromptTokensDetails.CachedTokens)
 			}
-			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = subTokens(u.PromptTokens, cached), cached, u.CompletionTokens
+			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = subTokens(int(u.PromptTokens), cached), cached, int(u.CompletionTokens)
 		}
 		for _, c := range chunk.Choices {
 			d := c.Delta

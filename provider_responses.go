@@ -171,12 +171,12 @@ type responsesEvent struct {
 			Reason string `json:"reason"`
 		} `json:"incomplete_details"`
 		Usage *struct {
-			InputTokens        int `json:"input_tokens"`
+			InputTokens        tokenCount `json:"input_tokens"`
 			InputTokensDetails struct {
-				CachedTokens     int `json:"cached_tokens"`
-				CacheWriteTokens int `json:"cache_write_tokens"`
+				CachedTokens     tokenCount `json:"cached_tokens"`
+				CacheWriteTokens tokenCount `json:"cache_write_tokens"`
 			} `json:"input_tokens_details"`
-			OutputTokens int `json:"output_tokens"`
+			OutputTokens tokenCount `json:"output_tokens"`
 		} `json:"usage"`
 	} `json:"response"`
 	// The top-level error event, in its two shapes.
@@ -323,9 +323,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 				return true, &providerError{message: "Invalid response from the model server: " + ev.Type + " without a response"}
 			}
 			if u := r.Usage; u != nil {
-				cached, written := u.InputTokensDetails.CachedTokens, u.InputTokensDetails.CacheWriteTokens
-				st.msg.Usage.Input = max(0, subTokens(subTokens(u.InputTokens, cached), written))
-				st.msg.Usage.CacheRead, st.msg.Usage.CacheWrite, st.msg.Usage.Output = cached, written, u.OutputTokens
+				cached, written := int(u.InputTokensDetails.CachedTokens), int(u.InputTokensDetails.CacheWriteTokens)
+				st.msg.Usage.Input = max(0, subTokens(subTokens(int(u.InputTokens), cached), written))
+				st.msg.Usage.CacheRead, st.msg.Usage.CacheWrite, st.msg.Usage.Output = cached, written, int(u.OutputTokens)
 			}
 			status = cmp.Or(r.Status, strings.TrimPrefix(ev.Type, "response."))
 			switch {

@@ -567,6 +567,18 @@ func (d *jsonIn) intField(dst *int) {
 	*dst = int(v)
 }
 
+// tokensField reads a token count into dst, held at the ends of int: a
+// 32-bit build takes a count past 2^31 that a 64-bit one wrote (the line
+// is then lossy, and kept as it was written).
+func (d *jsonIn) tokensField(dst *int) {
+	v := int64(*dst)
+	d.integer(&v, 64)
+	if held := max(min(v, math.MaxInt), math.MinInt); held != v {
+		v, d.lossy = held, true
+	}
+	*dst = int(v)
+}
+
 // float reads a number into dst; null leaves dst as it was.
 func (d *jsonIn) float(dst *float64) {
 	if d.nullLost() {
@@ -1143,15 +1155,15 @@ func (d *jsonIn) usage(u *usage) {
 	seen := d.fields(usageFields, nil, func(name string) {
 		switch name {
 		case "input":
-			d.intField(&u.Input)
+			d.tokensField(&u.Input)
 		case "output":
-			d.intField(&u.Output)
+			d.tokensField(&u.Output)
 		case "cacheRead":
-			d.intField(&u.CacheRead)
+			d.tokensField(&u.CacheRead)
 		case "cacheWrite":
-			d.intField(&u.CacheWrite)
+			d.tokensField(&u.CacheWrite)
 		case "totalTokens":
-			d.intField(&u.TotalTokens)
+			d.tokensField(&u.TotalTokens)
 		case "cost":
 			if !d.nullLost() {
 				c := &u.Cost
