@@ -558,16 +558,7 @@ func TestAuthHeader(t *testing.T) {
 			entry := strings.Replace(c.entry, "{", `{"baseUrl":"`+fm.server.URL+`",`, 1)
 			os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(`{"providers":{`+entry+`}}`), 0o600)
 			e.vars["PROXY_KEY"], e.vars["ANTHROPIC_API_KEY"] = "proxy-key-0123456789", "proxy-key-0123456789"
-			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session", "--model", c.model})
-			ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
-			ps.waitFor(`"type":"agent_settled"`)
-			ps.close()
-			fm.mu.Lock()
-			defer fm.mu.Unlock()
-			if len(fm.headers) != 1 {
-				t.Fatalf("the server was asked %d times:\n%.3000s", len(fm.headers), ps.out.bytes())
-			}
-			if h := fm.headers[0]; h.Get("Authorization") != "Bearer proxy-key-0123456789" || h.Get("X-Api-Key") != "proxy-key-0123456789" {
+			if _, h := promptRequest(t, e, fm, "--model", c.model); h.Get("Authorization") != "Bearer proxy-key-0123456789" || h.Get("X-Api-Key") != "proxy-key-0123456789" {
 				t.Errorf("Authorization %q, x-api-key %q", h.Get("Authorization"), h.Get("X-Api-Key"))
 			}
 		})
