@@ -666,12 +666,13 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	}
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = models.warnings
+	user, userPath := hostUserSettings(dir)
 	if cfg.sessionDir == "" {
 		var notices []string
-		set.cfg.sessionDir, notices = sessionDirSetting(cfg, dir, home, env.getenv)
+		set.cfg.sessionDir, notices = sessionDirSetting(cfg, user, userPath, home, env.getenv)
 		set.notices = append(set.notices, notices...)
 	}
-	proxy, notice := settingsProxy(dir)
+	proxy, notice := settingsProxy(user, userPath)
 	if notice != "" {
 		set.notices = append(set.notices, notice)
 	}

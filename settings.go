@@ -356,16 +356,17 @@ func (set *settings) scopePatterns() []string {
 // agent directory. A leading ~ is the home folder, and a relative path is
 // taken from the working directory, as --session-dir's is. It is read
 // once, for the host's working directory, and holds for every session the
-// host opens, as the flag does. A settings.json that cannot be used gives
-// none (loadSettings tells the client why).
-func sessionDirSetting(cfg cliConfig, agentDir, home string, getenv func(string) string) (dir string, notices []string) {
+// host opens, as the flag does. user is the user's file, read at userPath
+// (hostUserSettings). A settings.json that cannot be used gives none
+// (loadSettings tells the client why).
+func sessionDirSetting(cfg cliConfig, user settingsFile, userPath, home string, getenv func(string) string) (dir string, notices []string) {
 	dir, from := getenv("PI_CODING_AGENT_SESSION_DIR"), fmt.Sprintf("PI_CODING_AGENT_SESSION_DIR %q", getenv("PI_CODING_AGENT_SESSION_DIR"))
 	if dir == "" {
-		paths := []string{filepath.Join(agentDir, "settings.json")}
-		if cfg.approve {
-			paths = append(paths, filepath.Join(cfg.cwd, ".pi", "settings.json"))
+		if user.SessionDir != "" {
+			dir, from = user.SessionDir, fmt.Sprintf("sessionDir %q in %s", user.SessionDir, userPath)
 		}
-		for _, path := range paths {
+		if cfg.approve {
+			path := filepath.Join(cfg.cwd, ".pi", "settings.json")
 			if file, _, err := readSettingsFile(path); err == nil && file.SessionDir != "" {
 				dir, from = file.SessionDir, fmt.Sprintf("sessionDir %q in %s", file.SessionDir, path)
 			}
@@ -397,21 +398,24 @@ func withoutVariables(environ []string, names []string) []string {
 	return out
 }
 
-// settingsProxy is the httpProxy of the user's settings.json in dir (pi
-// 1.6's), "" for none. Only the user's file counts, as in pi: a project's
-// could send every model request, keys and all, through a server of its
-// choosing. A file that cannot be used is skipped here without a word: a
-// session opening reads it again and says why. A value that is no URL is
-// ignored with a notice that does not repeat it (it may hold a password):
-// Go's requests would go without a proxy, as they do for such a
-// HTTP_PROXY, without a word.
-func settingsProxy(dir string) (proxy, notice string) {
+// hostUserSettings is the user's settings.json in the agent directory dir
+// and its path, read once for what the host takes of it (sessionDir,
+// httpProxy). A file that cannot be used is none here, without a word: a
+// session opening reads it again and says why.
+func hostUserSettings(dir string) (settingsFile, string) {
 	path := filepath.Join(dir, "settings.json")
-	file, _, err := readSettingsFile(path)
-	if err != nil {
-		return "", ""
-	}
-	proxy = strings.TrimSpace(file.HTTPProxy)
+	file, _, _ := readSettingsFile(path) // none when it cannot be used
+	return file, path
+}
+
+// settingsProxy is the httpProxy of the user's settings.json, read at path
+// (pi 1.6's), "" for none. Only the user's file counts, as in pi: a
+// project's could send every model request, keys and all, through a
+// server of its choosing. A value that is no URL is ignored with a notice
+// that does not repeat it (it may hold a password): Go's requests would go
+// without a proxy, as they do for such a HTTP_PROXY, without a word.
+func settingsProxy(user settingsFile, path string) (proxy, notice string) {
+	proxy = strings.TrimSpace(user.HTTPProxy)
 	if proxy == "" {
 		return "", ""
 	}

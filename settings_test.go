@@ -56,7 +56,8 @@ func TestSessionDirSetting(t *testing.T) {
 				}
 				return ""
 			}
-			got, notices := sessionDirSetting(cliConfig{cwd: cwd, approve: c.approve}, agent, home, getenv)
+			user, userPath := hostUserSettings(agent)
+			got, notices := sessionDirSetting(cliConfig{cwd: cwd, approve: c.approve}, user, userPath, home, getenv)
 			r := strings.NewReplacer("$HOME", home, "$CWD", cwd, "$AGENT", agent, "/", string(filepath.Separator))
 			want := r.Replace(c.want)
 			if got != want {
