@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -790,34 +789,6 @@ func checkProvider(catalog *modelCatalog, provider string, choosing bool) error 
 	return noKeyError(provider, provider)
 }
 
-// checkModelPatterns checks --models against the models that can be used
-// (those get_available_models lists at startup): a pattern that matches
-// none is a warning, and --models none of whose patterns matches any, which
-// would scope cycle_model to nothing, an init error.
-func checkModelPatterns(models []*model, patterns []string) (warnings []string, err error) {
-	unmatched := unmatchedPatterns(models, patterns)
-	if len(unmatched) == len(patterns) {
-		return nil, fmt.Errorf("Invalid --models %s: it matches no model that can be used (see get_available_models)", strings.Join(patterns, ","))
-	}
-	for _, pattern := range unmatched {
-		warnings = append(warnings, fmt.Sprintf("--models %s: matches no model that can be used (see get_available_models); the other patterns do", pattern))
-	}
-	return warnings, nil
-}
-
-// unmatchedPatterns are the patterns (of --models or enabledModels) that
-// match none of models that can be used and get_available_models lists
-// at startup.
-func unmatchedPatterns(models []*model, patterns []string) []string {
-	var unmatched []string
-	for _, pattern := range patterns {
-		if !slices.ContainsFunc(models, func(m *model) bool { return m.usable() && listedFaux(m, nil) && m.matches(pattern) }) {
-			unmatched = append(unmatched, pattern)
-		}
-	}
-	return unmatched
-}
-
 // adopt makes a model of a built-in provider from an id its catalog
 // entry does not list (the catalog holds a few models per provider): the
 // provider's URL, API, key, and models.json entry's headers and compat
@@ -918,69 +889,20 @@ func (s *session) usableModels(current *model) []*model {
 }
 
 // switchModel makes m the current model and records the change; a
-// thinking level the new model takes differently is reported too.
-func (s *session) switchModel(m *model) {
+// thinking level the new model takes differently is reported too. A
+// level ("" for none: the level set stays) is set with it, as a scoped
+// model's ":level" is.
+func (s *session) switchModel(m *model, level string) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
 	s.model = m
+	if level != "" {
+		s.thinkingLevel = level
+	}
 	now := s.effectiveThinking()
 	s.mu.Unlock()
 	s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	s.thinkingChanged(before, now)
-}
-
-// scopedModels are the models cycle_model goes through: the usable ones,
-// or those --models (else settings.json's enabledModels) names (globs
-// over provider/id or id) in the order of its patterns, as pi has them:
-// each pattern's matches in catalog order, a model once.
-func (s *session) scopedModels() (models []*model, scoped bool) {
-	s.mu.Lock()
-	usable := s.usableModels(s.model)
-	s.mu.Unlock()
-	patterns := s.set.scopePatterns()
-	if len(patterns) == 0 {
-		return usable, false
-	}
-	for _, pattern := range patterns {
-		for _, m := range usable {
-			if !slices.Contains(models, m) && m.matches(pattern) {
-				models = append(models, m)
-			}
-		}
-	}
-	return models, true
-}
-
-// matches reports whether a pattern of --models or enabledModels names m: a glob over
-// provider/id or id, with an optional thinking suffix (":high") that
-// plays no part (an id's own colon, as in Ollama's "qwen2.5-coder:7b",
-// does).
-func (m *model) matches(pattern string) bool {
-	if i := strings.LastIndex(pattern, ":"); i > 0 && slices.Contains(thinkingLevels, pattern[i+1:]) {
-		pattern = pattern[:i]
-	}
-	if ok, _ := path.Match(pattern, m.Provider+"/"+m.ID); ok || pattern == m.ID {
-		return true
-	}
-	ok, _ := path.Match(pattern, m.ID)
-	return ok
-}
-
-// scopedStart is the model the scope (--models, else enabledModels)
-// starts with when --model names none, as pi picks it: settings.json's
-// default when the scope holds it, else the scope's first model; nil when
-// the scope is empty.
-func (s *session) scopedStart() *model {
-	scope, _ := s.scopedModels()
-	for _, m := range scope {
-		if m.Provider == s.set.defaultProvider && m.ID == s.set.defaultModel {
-			return m
-		}
-	}
-	if len(scope) == 0 {
-		return nil
-	}
-	return scope[0]
 }
 
 // setModel switches the model for the next call to the catalog's
@@ -997,7 +919,7 @@ func (s *session) setModel(provider, id string) (*model, error) {
 		case !m.usable():
 			return nil, keylessError(m)
 		default:
-			s.switchModel(m)
+			s.switchModel(m, "")
 			return m, nil
 		}
 	}
@@ -1012,21 +934,23 @@ type cycledModel struct {
 }
 
 // cycleModel moves to the next usable model (of the scope of --models or
-// enabledModels, when given); ok is false when fewer than two are in scope.
+// enabledModels, when given, with the thinking level its pattern gives
+// it); ok is false when fewer than two are in scope.
 func (s *session) cycleModel() (next cycledModel, ok bool) {
 	models, scoped := s.scopedModels()
 	if len(models) < 2 {
 		return cycledModel{}, false
 	}
 	s.mu.Lock()
-	m := models[0]
+	to := models[0]
 	for i, cur := range models {
-		if cur == s.model {
-			m = models[(i+1)%len(models)]
+		if cur.m == s.model {
+			to = models[(i+1)%len(models)]
 		}
 	}
 	s.mu.Unlock()
-	s.switchModel(m)
+	m := to.m
+	s.switchModel(m, to.level)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return cycledModel{m, s.effectiveThinking(), scoped}, true

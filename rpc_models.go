@@ -20,10 +20,11 @@ func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 	return s.setModel(provider, id)
 }
 
-// cycleModelCommand moves to the next usable model.
+// cycleModelCommand moves to the next usable model, and to the thinking
+// level its pattern's ":level" gives it, if any.
 // Fields: none. Answer: {model, thinkingLevel, isScoped (true with
 // --models or settings.json's enabledModels)}, or null when fewer than two models are in scope. Events:
-// thinking_level_changed when the new model takes the level differently.
+// thinking_level_changed when the level in force changes.
 func (s *rpcServer) cycleModelCommand(r *rpcRequest) (any, error) {
 	if next, ok := s.cycleModel(); ok {
 		return next, nil

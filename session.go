@@ -204,8 +204,11 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
 	if cfg.model == "" && len(set.scopePatterns()) > 0 {
-		if m := s.scopedStart(); m != nil {
+		if m, level := s.scopedStart(); m != nil {
 			s.model = m
+			if level != "" && cfg.thinking == "" {
+				s.thinkingLevel = level // --thinking wins over the scope's, as in pi
+			}
 		}
 	}
 	if startThinking != "" {

@@ -321,7 +321,8 @@ func expandTilde(p, home string) (string, bool) {
 // checkEnabledModels keeps settings.json's enabledModels only where they
 // scope cycle_model: not under --models, which replaces them whole (as in
 // pi). A pattern that matches no usable model is a warning, with pi's
-// text; patterns none of which matches one scope nothing, as in pi
+// text, as are one several providers match and an invalid ":level"
+// (resolveScope); patterns none of which matches one scope nothing, as in pi
 // (cycle_model goes through every usable model), where --models that
 // match none fail startup (checkModelPatterns).
 func (set *settings) checkEnabledModels() {
@@ -329,11 +330,11 @@ func (set *settings) checkEnabledModels() {
 		set.enabledModels = nil
 		return
 	}
-	unmatched := unmatchedPatterns(set.catalog.usable(), set.enabledModels)
-	for _, pattern := range unmatched {
-		set.notices = append(set.notices, fmt.Sprintf("No models match pattern %q", pattern))
+	scope, warnings := resolveScope(set.enabledModels, scopeCandidates(set.catalog.usable(), nil))
+	for _, w := range warnings {
+		set.notices = append(set.notices, w.message)
 	}
-	if len(unmatched) == len(set.enabledModels) {
+	if len(scope) == 0 {
 		set.enabledModels = nil
 	}
 }
