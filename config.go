@@ -538,7 +538,8 @@ Usage:
 Flags:
   --provider NAME               model provider
   --model ID                    model (provider/id, or id with --provider; optional :thinking suffix)
-  --models a,b                  the models cycle_model goes through (globs; provider/id or id)
+  --models a,b                  the models cycle_model goes through (globs, or ids matched as pi does;
+                                each with an optional :thinking suffix)
   --api-key KEY                 API key for the provider
   --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
   -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user;
