@@ -100,6 +100,10 @@ type agentRun struct {
 	turn  []runInput
 	last  *assistantMessage
 	model *model // the last answer's: its tools' images fit its profile
+	// recoveryTried: an overflow or cut-short answer was compacted away
+	// and the run went on again (autoCompact); as in pi 1.6, until a user
+	// message enters or an answer ends neither failed nor cut short.
+	recoveryTried bool
 
 	mu          mutex[agentRunMu] // guards the fields below
 	cancelRetry func()            // set while waiting to retry
@@ -478,7 +482,7 @@ func (s *session) runAgent(run *agentRun, pending []runInput) {
 // runOnce is one prompt's work: turns, retries and compaction.
 func (s *session) runOnce(run *agentRun, pending []runInput) {
 	attempt := 0
-	overflowRetried := false
+	run.recoveryTried = false
 	for {
 		last, retryErr := s.safeTurns(run, pending, attempt)
 		pending = nil
@@ -486,8 +490,8 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 			if attempt > 0 && last != nil && last.StopReason == "error" {
 				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
 			}
-			if s.autoCompact(run, last, overflowRetried) {
-				overflowRetried, attempt = true, 0
+			if s.autoCompact(run, last) {
+				attempt = 0
 				continue
 			}
 			if last != nil && last.StopReason == "error" {
@@ -600,8 +604,11 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		lim := s.model.imageLimits() // the model in use as they enter
 		s.mu.Unlock()
 		for _, m := range pending {
-			if u, ok := m.(*userMessage); ok && !s.set.keepImageSize {
-				fitPromptImages(u, lim) // as it enters the conversation, once: the session keeps it so
+			if u, ok := m.(*userMessage); ok {
+				run.recoveryTried = false
+				if !s.set.keepImageSize {
+					fitPromptImages(u, lim) // as it enters the conversation, once: the session keeps it so
+				}
 			}
 			s.emit("message_start", messageEvent{m})
 			s.conv.appendMessage(m) // recorded before its end is told: it can be asked for then
@@ -612,6 +619,9 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		answer := s.streamAnswer(run)
 		last, run.last = answer, answer
 		produced = append(produced, answer)
+		if answer.StopReason != "error" && answer.StopReason != "length" {
+			run.recoveryTried = false
+		}
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
 			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt})
 			attempt = 0

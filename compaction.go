@@ -106,9 +106,10 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	// none lies after (the newest answer's tool results alone are more),
 	// back to the nearest before: pi keeps everything then, and an
 	// overflow there could never be recovered from.
+	omit := omitted(path)
 	var cuts []int
 	for i := from; i < len(path); i++ {
-		if canStartKept(path[i]) {
+		if canStartKept(path[i]) && !omit[path[i].ID] {
 			cuts = append(cuts, i)
 		}
 	}
@@ -118,7 +119,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	}
 	kept := 0
 	for i := len(path) - 1; i >= from; i-- {
-		if path[i].Type != "message" || failedAnswer(path[i]) {
+		if path[i].Type != "message" || failedAnswer(path[i]) || omit[path[i].ID] {
 			continue
 		}
 		if kept += path[i].msgSize / 4; kept >= s.set.compaction.KeepRecentTokens {
@@ -134,7 +135,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	older := 0 // the messages summarised besides an earlier summary
 	for _, e := range path[from:start] {
 		msg := e.contextMessage()
-		if msg == nil {
+		if msg == nil || omit[e.ID] {
 			continue
 		}
 		plan.summarise = append(plan.summarise, msg)
@@ -405,10 +406,55 @@ func overflowed(m *assistantMessage) bool {
 	return contextOverflow.get().MatchString(text) || m.Provider == "cerebras" && cerebrasOverflow.get().MatchString(text)
 }
 
+// recovery is what auto-compaction makes of a run's last answer, as pi
+// 1.6 decides it.
+type recovery int
+
+const (
+	noRecovery     recovery = iota
+	overflowKept            // a complete answer over the window: compact, keep it, no retry
+	overflowRetry           // the context overflowed: compact without the answer, run again
+	truncatedRetry          // cut short below the model's maxTokens: compact without it, run again
+)
+
+// recoveryFor is pi 1.6's isContextOverflow and isRecoverableLength of
+// the last answer, for the model in use m; an answer of another model
+// (the user switched during the run) or an aborted one asks for none.
+// Besides an error that says so, the context overflowed when a complete
+// answer reports more input (with what was read from the cache) than the
+// window, and when an answer stopped for its length without a token of
+// output and its input fills 99% of the window (Xiaomi MiMo cuts the
+// input to fit). An answer stopped for its length is cut short when it
+// wrote fewer tokens than the model's own maxTokens (rpi asks for less
+// near a full window: answerTokens). Counts are added as floats: a
+// server's usage can be anything an int holds.
+func recoveryFor(last *assistantMessage, m *model) recovery {
+	if last == nil || m == nil || last.StopReason == "aborted" || last.Provider != m.Provider || last.Model != m.ID {
+		return noRecovery
+	}
+	input, window := float64(last.Usage.Input)+float64(last.Usage.CacheRead), float64(m.ContextWindow)
+	switch {
+	case overflowed(last):
+		return overflowRetry
+	case m.ContextWindow <= 0:
+	case last.StopReason == "stop" && input > window:
+		return overflowKept
+	case last.StopReason == "length" && last.Usage.Output == 0 && input >= window*0.99:
+		return overflowRetry
+	}
+	if last.StopReason == "length" && m.MaxTokens > 0 && last.Usage.Output < m.MaxTokens {
+		return truncatedRetry
+	}
+	return noRecovery
+}
+
 // autoCompact compacts after a run when the context nears the window
-// (reason "threshold"), or when the answer failed because it overflowed
-// ("overflow"; the caller then retries once). It reports whether to retry.
-func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRetried bool) bool {
+// (reason "threshold"), or when the last answer overflowed it or was cut
+// short (reason "overflow"; recoveryFor). A failed or cut-short answer
+// leaves the context for good before the compaction and the caller runs
+// again, once: when the retried run asks for it again (run.recoveryTried),
+// compaction_end says the recovery failed. It reports whether to retry.
+func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	s.mu.Lock()
 	enabled, m := s.autoCompaction, s.model
 	s.mu.Unlock()
@@ -416,23 +462,30 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 	if !enabled || m == nil || last == nil {
 		return false
 	}
+	rec := recoveryFor(last, m)
+	retry := rec == overflowRetry || rec == truncatedRetry
 	reason := ""
 	switch {
-	case overflowed(last):
+	case rec != noRecovery:
 		reason = "overflow"
 	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
 		reason = "threshold"
 	default:
 		return false
 	}
-	s.emit("compaction_start", compactionStart{reason})
-	if reason == "overflow" && overflowRetried {
-		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."})
+	if retry && run.recoveryTried {
+		text := "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
+		if rec == truncatedRetry {
+			text = "Truncated response recovery failed after one compact-and-retry attempt."
+		}
+		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: text})
 		return false
 	}
-	if reason == "overflow" {
-		s.conv.dropLast(last) // the failed answer is not part of what gets compacted
+	if retry {
+		run.recoveryTried = true
+		s.conv.omit(last) // the failed attempt is not part of what gets compacted, nor sent again
 	}
+	s.emit("compaction_start", compactionStart{reason})
 	s.setPhase(compacting)
 	defer s.setPhase(running)
 	plan, err := s.planCompaction()
@@ -452,8 +505,8 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage, overflowRet
 		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")})
 		return false
 	}
-	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: reason == "overflow"})
+	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: retry})
 	s.tell(uiRequest{Method: "notify", NotifyType: "info",
 		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
-	return reason == "overflow"
+	return retry
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,5 +248,105 @@ func TestOverflowed(t *testing.T) {
 	}
 	if overflowed(&assistantMessage{StopReason: "stop", ErrorMessage: "prompt is too long"}) {
 		t.Error("an answer that did not fail is taken as an overflow")
+	}
+}
+
+// TestRecoveryFor is pi 1.6's choice after a run's last answer, for a
+// model of 100,000 tokens' window and 4,096 maxTokens: an overflow the
+// provider said, one it took silently (a complete answer over the
+// window: compacted, not run again), Xiaomi MiMo's (stopped for its
+// length without output, the input filling 99% of the window), an
+// answer cut short below maxTokens; nothing for another model's answer,
+// an aborted one, or counts a server made up past what an int adds.
+func TestRecoveryFor(t *testing.T) {
+	const maxInt = int(^uint(0) >> 1)
+	m := &model{Provider: "p", ID: "m", ContextWindow: 100000, MaxTokens: 4096}
+	for _, tt := range []struct {
+		name                     string
+		stop                     string
+		input, cacheRead, output int
+		provider, id, errorText  string
+		window, maxTokens        int // the model's, when not m's
+		want                     recovery
+	}{
+		{name: "error overflow", stop: "error", errorText: "400 Bad Request: prompt is too long", want: overflowRetry},
+		{name: "other error", stop: "error", errorText: "500 Internal Server Error: boom", want: noRecovery},
+		{name: "stop within", stop: "stop", input: 90000, cacheRead: 10000, output: 10, want: noRecovery},
+		{name: "stop over", stop: "stop", input: 90000, cacheRead: 10001, output: 10, want: overflowKept},
+		{name: "stop over, no window", stop: "stop", input: 200000, window: -1, want: noRecovery},
+		{name: "toolUse over", stop: "toolUse", input: 200000, want: noRecovery},
+		{name: "length, no output, 99%", stop: "length", input: 98000, cacheRead: 1000, want: overflowRetry},
+		{name: "length, no output, under 99%", stop: "length", input: 98999, want: truncatedRetry},
+		{name: "length, no output, no maxTokens", stop: "length", input: 50000, maxTokens: -1, want: noRecovery},
+		{name: "length, some output, full", stop: "length", input: 99999, output: 1, want: truncatedRetry},
+		{name: "length at maxTokens", stop: "length", input: 500, output: 4096, want: noRecovery},
+		{name: "length below maxTokens", stop: "length", input: 500, output: 4095, want: truncatedRetry},
+		{name: "length, no window", stop: "length", input: 500, output: 100, window: -1, want: truncatedRetry},
+		{name: "aborted", stop: "aborted", input: 200000, want: noRecovery},
+		{name: "another provider", stop: "stop", input: 200000, provider: "q", want: noRecovery},
+		{name: "another model", stop: "length", output: 10, id: "n", want: noRecovery},
+		{name: "another model's error", stop: "error", errorText: "prompt is too long", id: "n", want: noRecovery},
+		{name: "saturated counts, stop", stop: "stop", input: maxInt, cacheRead: maxInt, output: maxInt, want: overflowKept},
+		{name: "saturated counts, length", stop: "length", input: maxInt, cacheRead: maxInt, output: maxInt, want: noRecovery},
+		{name: "saturated window", stop: "stop", input: maxInt, cacheRead: maxInt, window: maxInt, want: overflowKept},
+	} {
+		mm := *m
+		if tt.window != 0 {
+			mm.ContextWindow = max(tt.window, 0)
+		}
+		if tt.maxTokens != 0 {
+			mm.MaxTokens = max(tt.maxTokens, 0)
+		}
+		last := &assistantMessage{Provider: "p", Model: "m", StopReason: tt.stop, ErrorMessage: tt.errorText,
+			Usage: usage{Input: tt.input, CacheRead: tt.cacheRead, Output: tt.output}}
+		if tt.provider != "" {
+			last.Provider = tt.provider
+		}
+		if tt.id != "" {
+			last.Model = tt.id
+		}
+		if got := recoveryFor(last, &mm); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if recoveryFor(nil, m) != noRecovery || recoveryFor(&assistantMessage{StopReason: "length"}, nil) != noRecovery {
+		t.Error("no answer or no model asks for a recovery")
+	}
+}
+
+// TestOmittedAnswerLeavesTheContext reads a session where an answer cut
+// short was compacted away (pi 1.6's context_edit with "replacement":null
+// names it): the context has the summary and the kept question, not the
+// cut answer; an edit that replaces content, or names no entry, changes
+// nothing.
+func TestOmittedAnswerLeavesTheContext(t *testing.T) {
+	answer := `{"role":"assistant","content":[{"type":"text","text":"%s"}],"api":"openai-completions","provider":"p","model":"m",` +
+		`"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"%s","timestamp":2}`
+	lines := []string{
+		`{"type":"session","version":3,"id":"0195f3a0-0000-7000-8000-000000000000","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`,
+		`{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"First"}],"timestamp":1}}`,
+		`{"type":"message","id":"a2","parentId":"a1","timestamp":"2026-01-01T00:00:02.000Z","message":` + fmt.Sprintf(answer, "One.", "stop") + `}`,
+		`{"type":"message","id":"a3","parentId":"a2","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"user","content":[{"type":"text","text":"Second"}],"timestamp":3}}`,
+		`{"type":"message","id":"a4","parentId":"a3","timestamp":"2026-01-01T00:00:04.000Z","message":` + fmt.Sprintf(answer, "Cut sho", "length") + `}`,
+		`{"type":"context_edit","id":"a5","parentId":"a4","timestamp":"2026-01-01T00:00:05.000Z","targetId":"a4","replacement":null}`,
+		`{"type":"context_edit","id":"a6","parentId":"a5","timestamp":"2026-01-01T00:00:05.000Z","targetId":"a3","replacement":{"content":"Changed"}}`,
+		`{"type":"context_edit","id":"a7","parentId":"a6","timestamp":"2026-01-01T00:00:05.000Z","replacement":null}`,
+		`{"type":"compaction","id":"a8","parentId":"a7","timestamp":"2026-01-01T00:00:06.000Z","summary":"Earlier.","firstKeptEntryId":"a3","tokensBefore":9}`,
+	}
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := loadSessionFile(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ss.context().messages {
+		b, _ := json.Marshal(m)
+		got = append(got, string(b))
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `"summary":"Earlier."`) || !strings.Contains(got[1], `"text":"Second"`) {
+		t.Errorf("context:\n%s", strings.Join(got, "\n"))
 	}
 }

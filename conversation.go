@@ -156,6 +156,31 @@ func (c *conversation) dropLast(m any) {
 	}
 }
 
+// omit takes a failed or cut-short answer out of the context for good, as
+// pi 1.6 does before it compacts and runs again: out of the conversation,
+// and a context_edit entry naming its entry with "replacement":null, so
+// that the session read again leaves it out too (the session keeps the
+// answer's own entry).
+func (c *conversation) omit(m *assistantMessage) error {
+	c.mu.Lock()
+	if n := len(c.msgs); n > 0 && c.msgs[n-1] == any(m) {
+		c.msgs = c.msgs[:n-1]
+	}
+	var err error
+	entries := c.sessionFile.entries
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].msg == any(m) {
+			err = c.addLocked("context_edit", []entryField{{"targetId", entries[i].ID}, {"replacement", nil}})
+			break
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
 // hold makes user bash results wait until release: a run is in progress
 // and they must not land between a tool call and its result.
 func (c *conversation) hold() {

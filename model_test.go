@@ -35,6 +35,7 @@ type scriptedResponse struct {
 	Usage *struct {
 		Input, Output, CacheRead, CacheWrite int
 	} `json:"usage"`
+	Finish     string   `json:"finish"`     // the Chat Completions finish_reason, when not stop or tool_calls
 	Status     int      `json:"status"`     // an HTTP error instead of a stream
 	RetryAfter string   `json:"retryAfter"` // its Retry-After header
 	Body       string   `json:"body"`       // its body
@@ -257,6 +258,9 @@ func (fm *fakeModel) openAIStream(resp scriptedResponse, send func(string, strin
 	finish := "stop"
 	if len(resp.ToolCalls) > 0 {
 		finish = "tool_calls"
+	}
+	if resp.Finish != "" {
+		finish = resp.Finish
 	}
 	send("", chunk(`{}`, finish))
 	if u := resp.Usage; u != nil {

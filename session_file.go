@@ -826,8 +826,9 @@ func (ss *sessionFile) context() sessionContext {
 			start = compaction + 1
 		}
 	}
+	omit := omitted(path)
 	for i := start; i < len(path); i++ {
-		if i == compaction {
+		if i == compaction || omit[path[i].ID] {
 			continue
 		}
 		if m := path[i].contextMessage(); m != nil {
@@ -835,6 +836,27 @@ func (ss *sessionFile) context() sessionContext {
 		}
 	}
 	return c
+}
+
+// omitted is the entries that a context_edit on path takes out of the
+// context: those it names with "replacement":null (pi 1.6's edit of a
+// failed attempt that was compacted away and run again). An edit that
+// replaces the content instead is not applied: rpi writes none.
+func omitted(path []*sessionEntry) map[string]bool {
+	var out map[string]bool
+	for _, e := range path {
+		if e.Type != "context_edit" {
+			continue
+		}
+		at, end, ok := memberValue(e.raw, "replacement")
+		if target, named := stringMember(e.raw, "targetId"); named && ok && string(e.raw[at:end]) == "null" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[target] = true
+		}
+	}
+	return out
 }
 
 // contextMessage is what an entry puts in the context: its message, a
