@@ -199,7 +199,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if cfg.thinking != "" && !slices.Contains(thinkingLevels, cfg.thinking) {
 		return cfg, "", fmt.Errorf("Invalid --thinking %q: must be one of %s", cfg.thinking, strings.Join(thinkingLevels, ", "))
 	}
-	if cfg.tools, err = toolList("--tools", v.tools, false); err != nil {
+	if cfg.tools, err = toolsFlag("--tools", v.tools); err != nil {
 		return cfg, "", err
 	}
 	cfg.toolsGiven = v.tools != "" || v.noTools
@@ -521,6 +521,31 @@ func toolList(flagName, list string, mcp bool) ([]string, error) {
 	return names, nil
 }
 
+// toolsFlag is the entries of --tools (or a hello's options.tools):
+// tools' names, which replace the default tools, or only +name and -name
+// entries, which add to them and take from them (toolsOf).
+func toolsFlag(flagName, list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	entries := strings.Split(list, ",")
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		entries[i], names[i] = e, e
+		if isToolModifier(e) {
+			names[i] = e[1:]
+		}
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(entries), isToolModifier)); n > 0 && n < len(entries) {
+		return nil, fmt.Errorf("Invalid %s: tool names cannot be mixed with +name or -name entries", flagName)
+	}
+	if _, err := toolList(flagName, strings.Join(names, ","), false); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
 const usageTemplate = `rpi: a headless coding-agent host speaking JSONL on stdin/stdout.
 
 Usage:
@@ -542,8 +567,9 @@ Flags:
                                 each with an optional :thinking suffix)
   --api-key KEY                 API key for the provider
   --thinking LEVEL              off, minimal, low, medium, high, xhigh or max
-  -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user;
-                                also ls, grep, find)
+  -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user
+                                or settings.json's defaultTools; also ls, grep, find); with only
+                                +NAME,-NAME entries, tools added to and taken from that default
   -nt, --no-tools               no tools at all
   -xt, --exclude-tools a,b      leave these tools out
   --no-session                  keep the session in memory only

@@ -586,7 +586,6 @@ type hostSettings struct {
 
 	catalog *modelCatalog // every model rpi knows, usable or not
 	secrets *redactor
-	tools   []*tool // the tools the model is offered
 
 	// The model --model names (adopted into the catalog when --provider
 	// names a built-in provider that does not list it), and its thinking
@@ -597,11 +596,17 @@ type hostSettings struct {
 	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
 }
 
-// toolsOf are the tools cfg's flags offer the model (--tools, --no-tools,
-// --exclude-tools).
-func toolsOf(cfg cliConfig) []*tool {
-	names := defaultTools
-	if cfg.toolsGiven {
+// toolsOf are the tools cfg's flags (--tools, --no-tools,
+// --exclude-tools) offer the model, over settings.json's defaultTools
+// (defaults, resolved: defaultToolNames). A --tools of only +name and
+// -name entries changes defaults; one of names replaces them.
+func toolsOf(cfg cliConfig, defaults []string) []*tool {
+	names := defaults
+	switch {
+	case !cfg.toolsGiven:
+	case slices.ContainsFunc(cfg.tools, isToolModifier):
+		names = withToolModifiers(defaults, cfg.tools)
+	default:
 		names = cfg.tools
 	}
 	var tools []*tool
@@ -611,6 +616,48 @@ func toolsOf(cfg cliConfig) []*tool {
 		}
 	}
 	return tools
+}
+
+// isToolModifier is whether a defaultTools or --tools entry is +name
+// (add the tool) or -name (take it away) rather than a tool's name.
+func isToolModifier(entry string) bool {
+	return strings.HasPrefix(entry, "+") || strings.HasPrefix(entry, "-")
+}
+
+// withToolModifiers is names changed by the +name and -name entries of
+// entries, in order; their other entries are passed over.
+func withToolModifiers(names, entries []string) []string {
+	names = slices.Clone(names)
+	for _, e := range entries {
+		if !isToolModifier(e) || len(e) == 1 {
+			continue
+		}
+		i := slices.Index(names, e[1:])
+		switch {
+		case e[0] == '+' && i < 0:
+			names = append(names, e[1:])
+		case e[0] == '-' && i >= 0:
+			names = slices.Delete(names, i, i+1)
+		}
+	}
+	return names
+}
+
+// defaultToolNames are the tools settings.json's defaultTools (entries,
+// the files' merged: settings.defaultToolEntries) turns on: its names,
+// else rpi's defaultTools when it has only +name and -name entries, then
+// changed by those. nil entries (no file sets it) are rpi's defaults; an
+// empty list, no tool. Names rpi has no tool of are kept and come to
+// nothing, as in pi, where they may be an extension's.
+func defaultToolNames(entries []string) []string {
+	if entries == nil {
+		return defaultTools
+	}
+	names := slices.DeleteFunc(slices.Clone(entries), isToolModifier)
+	if len(names) == 0 && len(entries) > 0 {
+		names = defaultTools
+	}
+	return withToolModifiers(names, entries)
 }
 
 // errKeyWithoutModel refuses --api-key given with no model to say which
@@ -681,7 +728,6 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}
 	env.trace.phase("catalog, auth.json, models.json")
-	set.tools = toolsOf(cfg)
 	if cfg.provider != "" {
 		if err := checkProvider(set.catalog, cfg.provider, cfg.model == ""); err != nil {
 			return nil, err

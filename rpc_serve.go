@@ -260,7 +260,7 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 		case "tools":
 			var list string
 			if list, err = text(key); err == nil {
-				flags.tools, err = toolList("options.tools", list, false)
+				flags.tools, err = toolsFlag("options.tools", list)
 				flags.toolsGiven = true
 			}
 		case "no-tools":

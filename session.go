@@ -181,7 +181,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, o.dirs, h.env.trace)
 	start, startThinking := h.set.startModel, h.set.startThinking
 	if o.flags != nil {
-		set.cfg, set.tools = *o.flags, toolsOf(*o.flags)
+		set.cfg, set.tools = *o.flags, toolsOf(*o.flags, defaultToolNames(set.defaultToolEntries))
 		if o.flags.model != h.set.cfg.model || o.flags.provider != h.set.cfg.provider {
 			var err error
 			if start, startThinking, err = sessionStartModel(set); err != nil {

@@ -25,11 +25,16 @@ type settings struct {
 	*hostSettings
 	cwd  string
 	dirs []string // the other directories it works in (sessionOptions.dirs)
-	// cfg and tools are the session's flags and the tools they offer the
-	// model: the host's, or those a served client's hello gave it
-	// (sessionOptions.flags). They stand in for hostSettings' own.
+	// cfg are the session's flags: the host's, or those a served
+	// client's hello gave it (sessionOptions.flags), in place of
+	// hostSettings' own; tools, the tools they offer the model over
+	// settings.json's defaultTools (toolsOf).
 	cfg   cliConfig
 	tools []*tool
+	// defaultToolEntries are settings.json's defaultTools, the project's
+	// over the user's (a list of only +name and -name entries goes after
+	// the one before, any other replaces it); nil when no file sets it.
+	defaultToolEntries []string
 
 	defaultProvider string
 	defaultModel    string
@@ -100,6 +105,10 @@ type settingsFile struct {
 	EnabledModels []string `json:"enabledModels"`
 	SessionDir    string   `json:"sessionDir"` // read once, for the host (sessionDirSetting)
 	HTTPProxy     string   `json:"httpProxy"`  // the user's file's alone: settingsProxy
+
+	// DefaultTools is the tools a session starts with, as entries
+	// (settings.defaultToolEntries); nil when the file does not set it.
+	DefaultTools []string `json:"defaultTools"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -170,7 +179,7 @@ func (l *lookedUp) path() (string, error) {
 // files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
 // settings files, the catalog's, enabledModels' and those of the resources.
 func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
-	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg, tools: slices.Clip(h.tools),
+	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg,
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
 		confirmTimeout: defaultConfirmTimeout, httpIdle: defaultHTTPIdle,
@@ -180,6 +189,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	if cfg.approve {
 		set.applySettingsFile(filepath.Join(cwd, ".pi", "settings.json"))
 	}
+	set.tools = toolsOf(cfg, defaultToolNames(set.defaultToolEntries))
 	set.notices = append(set.notices, h.notices...)
 	set.checkEnabledModels()
 	trace.phase("settings.json")
@@ -276,6 +286,12 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if file.EnabledModels != nil {
 		set.enabledModels = file.EnabledModels
+	}
+	if tools := file.DefaultTools; tools != nil {
+		if set.defaultToolEntries != nil && !slices.ContainsFunc(tools, func(e string) bool { return !isToolModifier(e) }) {
+			tools = append(slices.Clip(set.defaultToolEntries), tools...)
+		}
+		set.defaultToolEntries = tools
 	}
 	set.thinkingBudgets = set.thinkingBudgets.over(file.ThinkingBudgets)
 	if file.Retry.Enabled != nil {
