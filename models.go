@@ -890,12 +890,16 @@ func (s *session) usableModels(current *model) []*model {
 
 // switchModel makes m the current model and records the change; a
 // thinking level the new model takes differently is reported too. A
-// level ("" for none: the level set stays) is set with it, as a scoped
-// model's ":level" is.
+// level is set with it, as a scoped model's ":level" is; "" for none:
+// then the one settings.json's modelThinkingLevels gives m, else the
+// level set stays.
 func (s *session) switchModel(m *model, level string) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
 	s.model = m
+	if level == "" {
+		level = s.set.modelThinkingLevel(m)
+	}
 	if level != "" {
 		s.thinkingLevel = level
 	}
@@ -903,6 +907,16 @@ func (s *session) switchModel(m *model, level string) {
 	s.mu.Unlock()
 	s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	s.thinkingChanged(before, now)
+}
+
+// modelThinkingLevel is the thinking level settings.json's
+// modelThinkingLevels gives m ("provider/id" exactly); "" when none
+// does, or m is nil.
+func (set *settings) modelThinkingLevel(m *model) string {
+	if m == nil {
+		return ""
+	}
+	return set.modelThinkingLevels[m.Provider+"/"+m.ID]
 }
 
 // setModel switches the model for the next call to the catalog's

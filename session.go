@@ -211,6 +211,9 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 			}
 		}
 	}
+	if level := set.modelThinkingLevel(s.model); level != "" && cfg.thinking == "" {
+		s.thinkingLevel = level // under --thinking and the model's suffix; a session file's is read after
+	}
 	if startThinking != "" {
 		s.thinkingLevel = startThinking
 	}

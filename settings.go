@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,6 +36,9 @@ type settings struct {
 	// over the user's (a list of only +name and -name entries goes after
 	// the one before, any other replaces it); nil when no file sets it.
 	defaultToolEntries []string
+	// modelThinkingLevels are settings.json's starting thinking levels of
+	// models ("provider/id"), the project's keys over the user's.
+	modelThinkingLevels map[string]string
 
 	defaultProvider string
 	defaultModel    string
@@ -108,7 +112,8 @@ type settingsFile struct {
 
 	// DefaultTools is the tools a session starts with, as entries
 	// (settings.defaultToolEntries); nil when the file does not set it.
-	DefaultTools []string `json:"defaultTools"`
+	DefaultTools        []string          `json:"defaultTools"`
+	ModelThinkingLevels map[string]string `json:"modelThinkingLevels"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -292,6 +297,16 @@ func (set *settings) applySettingsFile(path string) {
 			tools = append(slices.Clip(set.defaultToolEntries), tools...)
 		}
 		set.defaultToolEntries = tools
+	}
+	for _, key := range slices.Sorted(maps.Keys(file.ModelThinkingLevels)) {
+		if level := file.ModelThinkingLevels[key]; slices.Contains(thinkingLevels, level) {
+			if set.modelThinkingLevels == nil {
+				set.modelThinkingLevels = map[string]string{}
+			}
+			set.modelThinkingLevels[key] = level
+		} else {
+			set.notices = append(set.notices, fmt.Sprintf("Ignored modelThinkingLevels %q: %q in %s: it must be one of %s", key, level, path, strings.Join(thinkingLevels, ", ")))
+		}
 	}
 	set.thinkingBudgets = set.thinkingBudgets.over(file.ThinkingBudgets)
 	if file.Retry.Enabled != nil {
