@@ -10,6 +10,7 @@ package main
 // one; the host (host.go) may hold several, one running at a time.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,16 +204,16 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
+	scopeLevel := ""
 	if cfg.model == "" && len(set.scopePatterns()) > 0 {
 		if m, level := s.scopedStart(); m != nil {
-			s.model = m
-			if level != "" && cfg.thinking == "" {
-				s.thinkingLevel = level // --thinking wins over the scope's, as in pi
-			}
+			s.model, scopeLevel = m, level
 		}
 	}
-	if level := set.modelThinkingLevel(s.model); level != "" && cfg.thinking == "" {
-		s.thinkingLevel = level // under --thinking and the model's suffix; a session file's is read after
+	// --thinking wins, then the scope's pattern's level, then
+	// modelThinkingLevels, as in pi; a session file's is read after.
+	if level := cmp.Or(scopeLevel, set.modelThinkingLevel(s.model)); level != "" && cfg.thinking == "" {
+		s.thinkingLevel = level
 	}
 	if startThinking != "" {
 		s.thinkingLevel = startThinking
