@@ -407,8 +407,13 @@ func (w *watchedOutput) waitFor(text string, seen func([]byte) string) bool {
 // TEXT" waits until it contains TEXT N times. A $UUIDn in
 // the input is replaced by the UUID that placeholder stands for in the
 // output so far, so a case can name a processId rpi generated.
-func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer, clock *fakeClock, model *fakeModel) {
+func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Writer, []byte), out *watchedOutput, norm normalizer, clock *fakeClock, model *fakeModel, held *heldStarts) {
 	defer w.Close()
+	defer func() {
+		if held.release() { // so rpi is not left waiting
+			t.Errorf("the option holdStart needs a #release in the input")
+		}
+	}()
 	var segment []byte
 	for _, line := range bytes.SplitAfter(input, []byte("\n")) {
 		times, text := 1, []byte(nil)
@@ -453,8 +458,11 @@ func feedFixture(t testing.TB, w io.WriteCloser, input []byte, write func(io.Wri
 		if bytes.Equal(bytes.TrimSpace(line), []byte("#release")) {
 			write(w, withActualUUIDs(t, segment, out))
 			segment = nil
+			if held.release() {
+				continue
+			}
 			if model == nil {
-				t.Errorf("#release needs a -- model.jsonl -- section")
+				t.Errorf("#release needs a -- model.jsonl -- section or the option holdStart")
 				return
 			}
 			model.release <- struct{}{}
@@ -899,7 +907,12 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
 	input := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(string(f.input()))
-	go feedFixture(t, pw, []byte(input), write, out, norm, fake, fm)
+	var held *heldStarts
+	if name := f.option("holdStart", ""); name != "" {
+		held = &heldStarts{name: name, released: make(chan struct{})}
+		e.command = held.command
+	}
+	go feedFixture(t, pw, []byte(input), write, out, norm, fake, fm, held)
 	code := runRPI(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())
@@ -937,6 +950,32 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		}
 	}
 	return norm.apply(out.bytes())
+}
+
+// heldStarts holds rpi's starts of one program (the option holdStart
+// NAME) until the input says #release, as a start waits for its exec on
+// a slow disk, so a case can show what comes of starts waiting.
+type heldStarts struct {
+	name     string        // the program, as argv[0] names it
+	released chan struct{} // closed at #release
+	once     sync.Once
+}
+
+// command is exec.Command, waiting first while starts of name are held.
+func (h *heldStarts) command(name string, args ...string) *exec.Cmd {
+	if name == h.name {
+		<-h.released
+	}
+	return exec.Command(name, args...)
+}
+
+// release lets the held starts go on; false when nothing was held (no
+// holdStart, or released already).
+func (h *heldStarts) release() (released bool) {
+	if h != nil {
+		h.once.Do(func() { close(h.released); released = true })
+	}
+	return released
 }
 
 // fixtureWorld is where a fixture runs: a fresh environment whose cwd,
