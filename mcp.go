@@ -357,24 +357,31 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	m.prepare(srv, conn)
 	var c *child
 	var stopOnce sync.Once
-	var stopping, closedStdout atomic.Bool
+	var stopping atomic.Bool
+	var stoppedFor atomic.Pointer[string] // the pipe it closed while it ran, for which rpi stopped it: "stdout" or "stdin"
 	stop := func() {
 		stopOnce.Do(func() {
 			c.stdin.Close()
 			c.stop()
 		})
 	}
-	started := make(chan struct{}) // c is set: a reader may end before start returns
+	// A pipe's end while it runs, not its exit and not rpi's stop, stops
+	// it; wait then tells why (mcpStdioEnd).
+	closed := func(pipe string) {
+		if !c.hasExited() && !stopping.Load() {
+			stoppedFor.CompareAndSwap(nil, &pipe)
+			stop()
+		}
+	}
+	started := make(chan struct{}) // c and conn.send are set: a reader may end, or answer the server, before start returns
 	c, err := s.procs.start(cmd, childOptions{stdin: true, answers: true, ended: func(stream string) {
 		<-started
-		// Its stdout's end while it runs, not its exit and not rpi's
-		// stop, stops it; wait then tells why (mcpStdioEnd).
-		if stream == "stdout" && !c.hasExited() && !stopping.Load() {
-			closedStdout.Store(true)
-			stop()
+		if stream == "stdout" {
+			closed("stdout")
 		}
 	}}, func(stream string, p []byte) {
 		if stream == "stdout" {
+			<-started
 			conn.feed(p)
 		} else {
 			stderrLines.Write(p)
@@ -383,27 +390,33 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("could not start %s: %v", cfg.command, unwrapPathError(err))
 	}
+	conn.send = (&mcpStdin{server: cfg.name, stderr: s.stderr, stdin: c.stdin, closed: func() {
+		go guarded(s.stderr, "stopping an MCP server", func() { closed("stdin") })()
+	}}).send
 	close(started)
-	conn.send = (&mcpStdin{server: cfg.name, stderr: s.stderr, stdin: c.stdin}).send
 	go guarded(s.stderr, "waiting for an MCP server", func() {
 		ps := c.wait()
-		conn.end(mcpStdioEnd(cfg.name, ps, closedStdout.Load() && c.killed.Load()))
+		pipe := ""
+		if p := stoppedFor.Load(); p != nil && c.killed.Load() {
+			pipe = *p
+		}
+		conn.end(mcpStdioEnd(cfg.name, ps, pipe))
 		c.release()
 	})()
 	return conn, func() { stopping.Store(true); stop() }, nil
 }
 
 // mcpStdioEnd is why a stdio server's connection ended, once its process
-// is reaped: it exited, or rpi stopped it for closing its stdout
-// (stoppedForStdout) and what ended it was rpi's signal (SIGTERM or
-// SIGKILL). A server whose stdout closed because it was exiting keeps its
-// own exit status, which rpi's signal, come too late, did not change:
-// a crash's signal (SIGSEGV) too.
-func mcpStdioEnd(name string, ps *os.ProcessState, stoppedForStdout bool) error {
+// is reaped: it exited, or rpi stopped it for closing a pipe (stoppedFor:
+// "stdout", or "stdin", which took no line) and what ended it was rpi's
+// signal (SIGTERM or SIGKILL). A server whose pipe closed because it was
+// exiting keeps its own exit status, which rpi's signal, come too late,
+// did not change: a crash's signal (SIGSEGV) too.
+func mcpStdioEnd(name string, ps *os.ProcessState, stoppedFor string) error {
 	code, sig := exitStatus(ps)
 	byRPI := code == nil && (sig == sigTerm || sig == syscall.SIGKILL) || code != nil && *code == killedExitCode
-	if stoppedForStdout && byRPI {
-		return fmt.Errorf("MCP server %s closed its stdout", name)
+	if stoppedFor != "" && byRPI {
+		return fmt.Errorf("MCP server %s closed its %s", name, stoppedFor)
 	}
 	return fmt.Errorf("MCP server %s exited (%v)", name, ps)
 }

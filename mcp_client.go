@@ -94,6 +94,7 @@ type mcpStdin struct {
 	stderr io.Writer
 	mu     mutex[mcpWriteMu] // held while a line is written
 	stdin  *os.File
+	closed func() // starts stopping the server, whose stdin took no line
 }
 
 func (w *mcpStdin) send(ctx context.Context, line []byte, limit time.Duration) error {
@@ -109,10 +110,20 @@ func (w *mcpStdin) send(ctx context.Context, line []byte, limit time.Duration) e
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("MCP server %s does not read what rpi sends", w.server)
 		}
-		return fmt.Errorf("MCP server %s: %v", w.server, err)
+		if w.closed != nil {
+			w.closed()
+		}
+		return mcpStdinClosed{fmt.Errorf("MCP server %s: %v", w.server, err)}
 	}
 	return nil
 }
+
+// mcpStdinClosed is a write a stdio server's stdin did not take ("broken
+// pipe", "file already closed"): it exited, or closed it, or rpi stopped
+// it. It can take nothing more, and is being stopped; why is its
+// connection's end's to say ("exited (exit status 3)"), once it is
+// reaped, not the pipe's, which comes first or not by chance.
+type mcpStdinClosed struct{ error }
 
 // feed takes what the server wrote on stdout, from the child's reader:
 // each whole line is one message.
@@ -322,7 +333,12 @@ func (c *mcpConn) notify(method string, params any) error {
 	if params != nil {
 		msg["params"] = params
 	}
-	return c.writeUnanswered(msg)
+	err := c.writeUnanswered(msg)
+	if errors.As(err, new(mcpStdinClosed)) { // not on the server's reader (answerServer): its end waits for it
+		<-c.done
+		return c.endedErr()
+	}
+	return err
 }
 
 // request sends a request and waits for its answer: for at most timeout
@@ -359,7 +375,8 @@ func (c *mcpConn) request(ctx context.Context, method string, params map[string]
 	if withProgress {
 		params["_meta"] = map[string]any{"progressToken": id}
 	}
-	if err := c.write(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}, timeout); err != nil {
+	if err := c.write(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}, timeout); err != nil &&
+		!errors.As(err, new(mcpStdinClosed)) { // that one fails with the end, below
 		forget()
 		return nil, err
 	}

@@ -43,7 +43,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // $MCP_TEST_ROOTS, "echo-env" makes echo answer the value of the
 // variable its text names, "close-stdout-on-call" closes its stdout at a
 // tools/call and "close-stdout-on-list" at a tools/list, each then
-// sleeping, its stdin still open, for an hour.
+// sleeping, its stdin still open, for an hour; "close-stdin" closes its
+// stdin at once, then asks rpi for a ping (whose answer its stdin cannot
+// take) and sleeps for an hour.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -57,6 +59,11 @@ func mcpTestServer(args []string) {
 	fmt.Fprintln(os.Stderr, "test server starting")
 	if pidFile := os.Getenv("MCP_TEST_PIDFILE"); pidFile != "" {
 		os.WriteFile(pidFile, []byte(fmt.Sprint(os.Getpid())), 0o600)
+	}
+	if mode == "close-stdin" {
+		os.Stdin.Close()
+		send(map[string]any{"id": "ping-1", "method": "ping"})
+		time.Sleep(time.Hour)
 	}
 	for {
 		line, err := in.ReadBytes('\n')

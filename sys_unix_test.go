@@ -350,7 +350,7 @@ func TestMCPStdioEndCrashKeepsItsSignal(t *testing.T) {
 	} {
 		cmd := exec.Command("sh", "-c", "kill -"+c.sig+" $$")
 		cmd.Run()
-		if got := mcpStdioEnd("x", cmd.ProcessState, true).Error(); got != c.want {
+		if got := mcpStdioEnd("x", cmd.ProcessState, "stdout").Error(); got != c.want {
 			t.Errorf("a server ended by SIG%s: %q, want %q", c.sig, got, c.want)
 		}
 	}
