@@ -217,7 +217,7 @@ func (as *acpSession) announce(opened bool) {
 	if !as.agent.isOpenAs(as) {
 		return // closed as soon as it was answered: nothing to announce, no loops to start
 	}
-	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.slashCommands)})
+	as.send(acpAvailableCommands{"available_commands_update", acpCommandsOf(as.s.set.menuCommands())})
 	as.sendUsage(nil)
 	if !opened {
 		return // this connection has shown the session's notes already

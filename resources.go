@@ -7,6 +7,7 @@ package main
 // read only if it is a regular file of at most maxResourceBytes.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,10 +35,10 @@ type slashCommand struct {
 // sourceInfo says where a command comes from, as pi 1.6 gives it.
 type sourceInfo struct {
 	Path    string `json:"path"`
-	Source  string `json:"source"` // auto: discovered in its folder
-	Scope   string `json:"scope"`  // user or project
-	Origin  string `json:"origin"` // top-level
-	BaseDir string `json:"baseDir"`
+	Source  string `json:"source"`            // auto: discovered in its folder; local: listed in settings.json
+	Scope   string `json:"scope"`             // user or project
+	Origin  string `json:"origin"`            // top-level
+	BaseDir string `json:"baseDir,omitempty"` // none for one listed in settings.json, as in pi
 }
 
 // frontMatterFields are the "key: value" lines of front matter, each value
@@ -162,55 +163,228 @@ type resourceKinds struct{ templates, skills bool }
 // are added to skipped.
 func loadResources(dir, location string, kinds resourceKinds, skipped *[]string) []slashCommand {
 	var out []slashCommand
-	read := func(path string) (string, bool) {
-		data, err := readRegularFile(path, maxResourceBytes)
-		if err != nil {
-			*skipped = append(*skipped, location+" resource "+resourceError(path, err))
-			return "", false
-		}
-		return string(data), true
-	}
-	var prompts, skills []string
 	if kinds.templates {
-		prompts = templateFiles(dir)
+		for _, path := range templateFiles(dir) {
+			out = appendTemplate(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
+		}
 	}
 	if kinds.skills {
-		skills = skillFiles(dir)
-	}
-	for _, path := range prompts {
-		text, ok := read(path)
-		if !ok {
-			continue
+		for _, path := range skillFiles(dir) {
+			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
 		}
-		fields, body := frontMatter(text)
-		desc := fields.text("description")
-		if desc == "" {
-			desc = firstLine(body)
-		}
-		out = append(out, slashCommand{Name: strings.TrimSuffix(filepath.Base(path), ".md"), Description: desc,
-			Source: "prompt", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir}, body: body})
-	}
-	for _, path := range skills {
-		text, ok := read(path)
-		if !ok {
-			continue
-		}
-		fields, body := frontMatter(text)
-		desc := fields.text("description")
-		if strings.TrimSpace(desc) == "" {
-			// As pi: a skill is chosen by its description, so one without is no skill.
-			*skipped = append(*skipped, location+" resource "+path+": a skill needs a description in its front matter")
-			continue
-		}
-		name := fields.text("name")
-		if name == "" {
-			name = filepath.Base(filepath.Dir(path))
-		}
-		out = append(out, slashCommand{Name: "skill:" + name, Description: desc,
-			Source: "skill", Location: location, Path: path, SourceInfo: sourceInfo{path, "auto", location, "top-level", dir},
-			body: strings.TrimSpace(body), modelHidden: fields.isTrue("disable-model-invocation")})
 	}
 	return out
+}
+
+// listedResources are the skills and prompts entries of one settings.json
+// (pi's): files or folders, a relative one taken from base, the folder
+// that holds the file (the agent dir for the user's, the project's .pi
+// for the project's), a leading ~ from the home folder.
+type listedResources struct {
+	file, base, location string
+	skills, prompts      []string
+}
+
+// skillsSetting is settings.json's skills: a list of paths, or the object
+// of older versions of pi, which pi 1.6 still reads, {"customDirectories":
+// [paths], "enableSkillCommands": bool} (its enableSkillCommands counts
+// where the file has none of its own).
+type skillsSetting struct {
+	paths         []string
+	enableCommand *bool
+}
+
+func (s *skillsSetting) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '{' {
+		var old struct {
+			CustomDirectories   []string `json:"customDirectories"`
+			EnableSkillCommands *bool    `json:"enableSkillCommands"`
+		}
+		err := json.Unmarshal(data, &old)
+		s.paths, s.enableCommand = old.CustomDirectories, old.EnableSkillCommands
+		return err
+	}
+	return json.Unmarshal(data, &s.paths)
+}
+
+// loadListed reads the templates and skills a settings.json lists, as pi
+// finds them: a listed folder holds templates in its *.md files at any
+// depth, and skills as a folder's SKILL.md (a folder with one is a skill,
+// nothing below it is looked at) or as a *.md file at its top; a listed
+// file is one template or skill, if it ends in .md. Names starting with
+// a dot and node_modules folders are passed over, and so is a folder
+// reached through a symlink (pi follows it, into a loop if the link
+// points up). A path that does not exist is passed over without a word,
+// as in pi. pi's patterns (!glob, +path, -path, * or ?) are not read:
+// each is named in skipped.
+func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]string) []slashCommand {
+	var out []slashCommand
+	for _, list := range []struct {
+		key  string
+		on   bool
+		list []string
+	}{{"prompts", kinds.templates, l.prompts}, {"skills", kinds.skills, l.skills}} {
+		if !list.on {
+			continue
+		}
+		for _, entry := range list.list {
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			if strings.ContainsAny(entry[:1], "!+-") || strings.ContainsAny(entry, "*?") {
+				*skipped = append(*skipped, fmt.Sprintf("%s entry %q in %s: rpi does not read pi's patterns (!, +, -, * and ?)", list.key, entry, l.file))
+				continue
+			}
+			path, ok := expandTilde(entry, home)
+			if !ok {
+				*skipped = append(*skipped, fmt.Sprintf("%s %q in %s: there is no home folder for its ~", list.key, entry, l.file))
+				continue
+			}
+			path = resolvePath(l.base, path)
+			info, err := os.Stat(path)
+			if err != nil {
+				continue // as pi: a missing path is no error
+			}
+			var files []string
+			switch {
+			case info.IsDir() && list.key == "prompts":
+				files = markdownFiles(path)
+			case info.IsDir():
+				files = skillEntries(path, true)
+			case strings.HasSuffix(path, ".md"):
+				files = []string{path}
+			case list.key == "skills":
+				// As pi: a listed template that is no .md file is passed over.
+				*skipped = append(*skipped, fmt.Sprintf("%s resource %s: a skill is a Markdown file (.md)", l.location, path))
+			}
+			for _, file := range files {
+				source := sourceInfo{file, "local", l.location, "top-level", ""}
+				if list.key == "prompts" {
+					out = appendTemplate(out, file, l.location, source, skipped)
+				} else {
+					out = appendSkill(out, file, l.location, source, skipped)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readCommandFile is a template's or skill's text; "", false when it cannot
+// be used (named in skipped).
+func readCommandFile(path, location string, skipped *[]string) (string, bool) {
+	data, err := readRegularFile(path, maxResourceBytes)
+	if err != nil {
+		*skipped = append(*skipped, location+" resource "+resourceError(path, err))
+		return "", false
+	}
+	return string(data), true
+}
+
+// appendTemplate adds the template in path to out: named after its file,
+// described by its front matter's description or else its first line.
+func appendTemplate(out []slashCommand, path, location string, source sourceInfo, skipped *[]string) []slashCommand {
+	text, ok := readCommandFile(path, location, skipped)
+	if !ok {
+		return out
+	}
+	fields, body := frontMatter(text)
+	desc := fields.text("description")
+	if desc == "" {
+		desc = firstLine(body)
+	}
+	return append(out, slashCommand{Name: strings.TrimSuffix(filepath.Base(path), ".md"), Description: desc,
+		Source: "prompt", Location: location, Path: path, SourceInfo: source, body: body})
+}
+
+// appendSkill adds the skill in path to out: named by its front matter,
+// or else after its folder. A skill needs a description: a SKILL.md
+// without one is skipped with a warning, another .md file (a listed
+// folder's, which may be any notes) without a word, as in pi.
+func appendSkill(out []slashCommand, path, location string, source sourceInfo, skipped *[]string) []slashCommand {
+	text, ok := readCommandFile(path, location, skipped)
+	if !ok {
+		return out
+	}
+	fields, body := frontMatter(text)
+	desc := fields.text("description")
+	if strings.TrimSpace(desc) == "" {
+		if filepath.Base(path) == "SKILL.md" {
+			// As pi: a skill is chosen by its description, so one without is no skill.
+			*skipped = append(*skipped, location+" resource "+path+": a skill needs a description in its front matter")
+		}
+		return out
+	}
+	name := fields.text("name")
+	if name == "" {
+		name = filepath.Base(filepath.Dir(path))
+	}
+	return append(out, slashCommand{Name: "skill:" + name, Description: desc,
+		Source: "skill", Location: location, Path: path, SourceInfo: source,
+		body: strings.TrimSpace(body), modelHidden: fields.isTrue("disable-model-invocation")})
+}
+
+// passedOver says whether a listed folder's walk leaves out the entry
+// name, as pi's does: hidden ones and node_modules.
+func passedOver(name string) bool { return strings.HasPrefix(name, ".") || name == "node_modules" }
+
+// isRegularFile says whether path is a regular file, through a symlink.
+func isRegularFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
+}
+
+// markdownFiles are the *.md files in dir and the folders below it, in
+// name order (loadListed's walk for templates).
+func markdownFiles(dir string) []string {
+	var paths []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case passedOver(e.Name()):
+		case e.IsDir():
+			paths = append(paths, markdownFiles(path)...)
+		case strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// skillEntries are the skills in a listed folder (loadListed's walk): its
+// SKILL.md alone if it has one; else, at the top, its *.md files, and
+// below, the skills of each folder in it, in name order.
+func skillEntries(dir string, top bool) []string {
+	entries, _ := os.ReadDir(dir)
+	if path := filepath.Join(dir, "SKILL.md"); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "SKILL.md" }) && isRegularFile(path) {
+		return []string{path}
+	}
+	var paths []string
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case passedOver(e.Name()):
+		case e.IsDir():
+			paths = append(paths, skillEntries(path, false)...)
+		case top && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// menuCommands are the commands a client offers in its / menu (ACP's
+// available commands): the skills only if settings.json's
+// enableSkillCommands is not false. As in pi, where the setting hides
+// them from the editor's completion alone, get_commands lists them and
+// /skill:name runs either way.
+func (set *settings) menuCommands() []slashCommand {
+	if !set.skillsHidden {
+		return set.slashCommands
+	}
+	return slices.DeleteFunc(slices.Clone(set.slashCommands), func(c slashCommand) bool { return c.Source == "skill" })
 }
 
 // withoutDuplicates keeps the first template and the first skill of each

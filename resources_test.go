@@ -255,3 +255,56 @@ func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
 		t.Errorf("p[1]'s .pi counted %d templates and %d skills, want 1 and 1", prompts, skills)
 	}
 }
+
+// TestListedResources reads settings.json's skills and prompts as pi 1.6
+// does: ~ is the home folder; the object of older versions of pi
+// ({"customDirectories", "enableSkillCommands"}) still counts, its
+// enableSkillCommands only where the file has none of its own;
+// --no-skills and --no-prompt-templates leave listed ones out too; and a
+// project's settings.json lists nothing without --approve.
+func TestListedResources(t *testing.T) {
+	for _, c := range []struct {
+		name, user, project string
+		cfg                 cliConfig
+		want                []string // the commands, then "menu:" and those of the / menu
+	}{
+		{name: "tilde", user: `{"skills": ["~/shared"], "prompts": ["~/shared/fix.md"]}`,
+			want: []string{"fix", "skill:mine", "menu:", "fix", "skill:mine"}},
+		{name: "old object", user: `{"skills": {"customDirectories": ["~/shared"], "enableSkillCommands": false}}`,
+			want: []string{"skill:mine", "menu:"}},
+		{name: "own key first", user: `{"enableSkillCommands": true, "skills": {"customDirectories": ["~/shared"], "enableSkillCommands": false}}`,
+			want: []string{"skill:mine", "menu:", "skill:mine"}},
+		{name: "project's key", user: `{"skills": ["~/shared"]}`, project: `{"enableSkillCommands": false}`, cfg: cliConfig{approve: true},
+			want: []string{"skill:mine", "menu:"}},
+		{name: "project not approved", project: `{"skills": ["~/shared"], "enableSkillCommands": false}`,
+			want: []string{"menu:"}},
+		{name: "no skills", user: `{"skills": ["~/shared"], "prompts": ["~/shared/fix.md"]}`, cfg: cliConfig{noSkills: true, noPromptTemplates: true},
+			want: []string{"menu:"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home, agent, cwd := t.TempDir(), t.TempDir(), t.TempDir()
+			os.MkdirAll(filepath.Join(home, "shared", "mine"), 0o755)
+			os.WriteFile(filepath.Join(home, "shared", "mine", "SKILL.md"), []byte("---\ndescription: Mine\n---\nDo it.\n"), 0o644)
+			os.WriteFile(filepath.Join(home, "shared", "fix.md"), []byte("Fix $1.\n"), 0o644)
+			if c.user != "" {
+				os.WriteFile(filepath.Join(agent, "settings.json"), []byte(c.user), 0o644)
+			}
+			if c.project != "" {
+				os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755)
+				os.WriteFile(filepath.Join(cwd, ".pi", "settings.json"), []byte(c.project), 0o644)
+			}
+			set := loadSettings(&hostSettings{agentDir: agent, home: home, cfg: c.cfg}, cwd, nil, nil)
+			var got []string
+			for _, cmd := range set.slashCommands {
+				got = append(got, cmd.Name)
+			}
+			got = append(got, "menu:")
+			for _, cmd := range set.menuCommands() {
+				got = append(got, cmd.Name)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got %q, want %q (notices %q)", got, c.want, set.notices)
+			}
+		})
+	}
+}

@@ -67,6 +67,12 @@ type settings struct {
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
 	notices       []string       // warnings for the client when the session opens
+
+	// listed are the skills and prompts settings.json files list, the
+	// user's then the project's; skillsHidden is enableSkillCommands
+	// false (menuCommands).
+	listed       []listedResources
+	skillsHidden bool
 }
 
 // retrySettings are pi's settings.json "retry" block.
@@ -114,6 +120,12 @@ type settingsFile struct {
 	// (settings.defaultToolEntries); nil when the file does not set it.
 	DefaultTools        []string          `json:"defaultTools"`
 	ModelThinkingLevels map[string]string `json:"modelThinkingLevels"`
+
+	// Skills and Prompts (pi's) are files or folders, loaded with those
+	// of the other file (loadListed).
+	Skills              skillsSetting `json:"skills"`
+	Prompts             []string      `json:"prompts"`
+	EnableSkillCommands *bool         `json:"enableSkillCommands"`
 }
 
 // defaultConfirmTimeout is how long an approval waits for the client
@@ -204,9 +216,14 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	}
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
+	// As pi: the listed ones first, the project's before the user's, so
+	// that they win a name both give.
 	var found []slashCommand
+	for _, l := range slices.Backward(set.listed) {
+		found = append(found, loadListed(l, set.home, kinds, &skipped)...)
+	}
 	if cfg.approve {
-		found = loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)
+		found = append(found, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)...)
 	} else if notice := skippedNotice(cwd); notice != "" {
 		set.notices = append(set.notices, notice)
 	}
@@ -285,6 +302,20 @@ func (set *settings) applySettingsFile(path string) {
 		} else {
 			set.notices = append(set.notices, fmt.Sprintf("Ignored shellPath %q in %s: it must be an absolute path, one starting with ~/, or a program's name", file.ShellPath, path))
 		}
+	}
+	if len(file.Skills.paths) > 0 || len(file.Prompts) > 0 {
+		location := "project"
+		if path == filepath.Join(set.agentDir, "settings.json") {
+			location = "user"
+		}
+		set.listed = append(set.listed, listedResources{path, filepath.Dir(path), location, file.Skills.paths, file.Prompts})
+	}
+	enable := file.EnableSkillCommands
+	if enable == nil {
+		enable = file.Skills.enableCommand
+	}
+	if enable != nil {
+		set.skillsHidden = !*enable
 	}
 	if file.ShellCommandPrefix != nil {
 		set.shellPrefix = *file.ShellCommandPrefix
