@@ -200,12 +200,21 @@ func (s *skillsSetting) UnmarshalJSON(data []byte) error {
 			CustomDirectories   []string `json:"customDirectories"`
 			EnableSkillCommands *bool    `json:"enableSkillCommands"`
 		}
-		err := json.Unmarshal(data, &old)
+		if err := json.Unmarshal(data, &old); err != nil {
+			return errSkillsSetting
+		}
 		s.paths, s.enableCommand = old.CustomDirectories, old.EnableSkillCommands
-		return err
+		return nil
 	}
-	return json.Unmarshal(data, &s.paths)
+	if err := json.Unmarshal(data, &s.paths); err != nil {
+		return errSkillsSetting
+	}
+	return nil
 }
+
+// errSkillsSetting says what skills must be: the decoder's own error,
+// from within the value, would count its place from the value's start.
+var errSkillsSetting = errors.New("skills must be a list of paths, or pi's older object of customDirectories and enableSkillCommands")
 
 // loadListed reads the templates and skills a settings.json lists, as pi
 // finds them: a listed folder holds templates in its *.md files at any
@@ -329,7 +338,8 @@ func appendSkill(out []slashCommand, path, location string, source sourceInfo, s
 // name, as pi's does: hidden ones and node_modules.
 func passedOver(name string) bool { return strings.HasPrefix(name, ".") || name == "node_modules" }
 
-// isRegularFile says whether path is a regular file, through a symlink.
+// isRegularFile says whether path is a regular file, through a symlink
+// (here, and where Windows looks for bash.exe).
 func isRegularFile(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.Mode().IsRegular()

@@ -261,12 +261,14 @@ func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
 // ({"customDirectories", "enableSkillCommands"}) still counts, its
 // enableSkillCommands only where the file has none of its own;
 // --no-skills and --no-prompt-templates leave listed ones out too; and a
-// project's settings.json lists nothing without --approve.
+// project's settings.json lists nothing without --approve. A skills of
+// another type makes the file ignored, with a warning that says why.
 func TestListedResources(t *testing.T) {
 	for _, c := range []struct {
 		name, user, project string
 		cfg                 cliConfig
 		want                []string // the commands, then "menu:" and those of the / menu
+		notice              string   // a notice that must be among set.notices
 	}{
 		{name: "tilde", user: `{"skills": ["~/shared"], "prompts": ["~/shared/fix.md"]}`,
 			want: []string{"fix", "skill:mine", "menu:", "fix", "skill:mine"}},
@@ -280,6 +282,8 @@ func TestListedResources(t *testing.T) {
 			want: []string{"menu:"}},
 		{name: "no skills", user: `{"skills": ["~/shared"], "prompts": ["~/shared/fix.md"]}`, cfg: cliConfig{noSkills: true, noPromptTemplates: true},
 			want: []string{"menu:"}},
+		{name: "wrong type", user: `{"skills": "~/shared", "prompts": ["~/shared/fix.md"]}`,
+			want: []string{"menu:"}, notice: "skills must be a list of paths, or pi's older object of customDirectories and enableSkillCommands"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home, agent, cwd := t.TempDir(), t.TempDir(), t.TempDir()
@@ -304,6 +308,9 @@ func TestListedResources(t *testing.T) {
 			}
 			if !slices.Equal(got, c.want) {
 				t.Errorf("got %q, want %q (notices %q)", got, c.want, set.notices)
+			}
+			if c.notice != "" && !slices.ContainsFunc(set.notices, func(n string) bool { return strings.HasSuffix(n, ": "+c.notice) }) {
+				t.Errorf("notices %q, want one ending %q", set.notices, c.notice)
 			}
 		})
 	}

@@ -76,12 +76,6 @@ func findBash(getenv func(string) string) (string, error) {
 		"(https://gitforwindows.org), or put the folder of its bash.exe on PATH (WSL's bash.exe in System32 is not used)")
 }
 
-// isRegularFile reports whether path is a regular file.
-func isRegularFile(path string) bool {
-	info, err := os.Stat(path)
-	return err == nil && info.Mode().IsRegular()
-}
-
 // exitCode is rpi's exit code after a stop signal (docs/protocol.md#launch).
 func exitCode(sig os.Signal) int {
 	if sig == os.Interrupt {
