@@ -1069,7 +1069,8 @@ func TestSettingsDocumented(t *testing.T) {
 		var out []string
 		for f := range typ.Fields() {
 			name := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
-			if f.Type.Kind() == reflect.Struct {
+			// A struct that decodes itself (skills) is one key.
+			if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(reflect.TypeFor[json.Unmarshaler]()) {
 				out = append(out, keys(name+".", f.Type)...)
 			} else {
 				out = append(out, name)
