@@ -534,15 +534,16 @@ func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (las
 	return s.runTurns(run, pending, attempt)
 }
 
-// retryDelay is the server's Retry-After when it gave one, else
-// exponential backoff from the base delay.
+// retryDelay is the server's Retry-After when it gave one within
+// retry.provider.maxRetryDelayMs (streamAnswer), else exponential
+// backoff from the base delay, at most retry.maxAgentDelayMs.
 func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.retryAfter >= 0 {
 		return run.retryAfter
 	}
-	return retryBackoff(s.set.retry.BaseDelayMs, attempt)
+	return min(retryBackoff(s.set.retry.BaseDelayMs, attempt), s.set.retry.agentDelayLimit())
 }
 
 // retryBackoff is the wait before attempt (1, 2, …) when the server
@@ -671,7 +672,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.mcp.awaitFirst(run.ctx)
 	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
 		tools: s.offeredTools(), thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
-		blockImages: s.set.blockImages}
+		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
 	s.status("thinking")
@@ -704,9 +705,16 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		case errors.Is(err, context.DeadlineExceeded):
 			msg.ErrorMessage = fmt.Sprintf("Connection error: no answer within %v", modelTimeout)
 		case errors.As(err, &perr):
-			if perr.hasRetryAfter {
+			limit := s.set.retry.serverWaitLimit()
+			switch {
+			case !perr.hasRetryAfter:
+			case limit > 0 && perr.retryAfter > limit:
+				// As pi: a longer wait than the limit fails the call at
+				// once, saying so; a retry then backs off as after any error.
+				msg.ErrorMessage = fmt.Sprintf("Server requested %ds retry delay (max: %ds). %s", ceilSeconds(perr.retryAfter), ceilSeconds(limit), msg.ErrorMessage)
+			default:
 				run.mu.Lock()
-				run.retryAfter = min(perr.retryAfter, maxRetryAfter)
+				run.retryAfter = perr.retryAfter
 				run.mu.Unlock()
 			}
 			msg.final = perr.final
@@ -719,6 +727,15 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	s.conv.appendMessage(msg)
 	s.emit("message_end", messageEvent{msg})
 	return msg
+}
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	secs := int64(d / time.Second)
+	if d%time.Second > 0 {
+		secs++
+	}
+	return secs
 }
 
 // modelTimeout bounds one model call, from request to the end of the stream.

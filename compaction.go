@@ -190,6 +190,7 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 	answer := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
 	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript + "\n</conversation>")}}}
+	req.timeout = s.set.retry.requestTimeout()
 	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
 	defer cancel()
 	if err := callModel(cctx, req, answer, func() {}, func(assistantEvent) {}); err != nil {

@@ -129,7 +129,14 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	}
 	idle := watchIdle(req.idle, req.clock, stop)
 	defer idle.stop()
+	timedOut := req.deadline(stop)
 	resp, err := modelClient.Do(httpReq)
+	if timedOut() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		return &providerError{message: fmt.Sprintf("Connection error: the model server sent no answer within %v (settings.json retry.provider.timeoutMs)", req.timeout)}
+	}
 	if err != nil {
 		if idle.expired() {
 			return idle.err()
@@ -167,6 +174,18 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 		return ctx.Err()
 	}
 	return err
+}
+
+// deadline ends the call (cancel) once req.timeout has passed
+// without the answer's headers, as pi's request timeout does on every
+// API but Google's. Called when they come (or the request fails), the
+// function it returns stops the timer, and reports whether it had fired.
+func (req streamRequest) deadline(cancel func()) (timedOut func() bool) {
+	if req.timeout <= 0 || req.model.API == apiGoogle {
+		return func() bool { return false }
+	}
+	stop := req.clock.AfterFunc(req.timeout, cancel)
+	return func() bool { return !stop() }
 }
 
 // idleWatch ends a model call (cancel) once the server has sent nothing

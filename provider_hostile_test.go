@@ -184,23 +184,43 @@ func TestAnthropicUnendedBlocksEnd(t *testing.T) {
 	}
 }
 
-// TestHugeRetryAfterWaitsTheMost: a Retry-After past what a Duration
-// holds (ten billion seconds, 1e300, Inf) is a wait of the most rpi
-// waits, one minute. It became a negative Duration (a float converted
-// out of range), which rpi took for no Retry-After at all: it retried
-// after its base delay, at once here.
-func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
+// TestHugeRetryAfter: a Retry-After past what a Duration holds (ten
+// billion seconds, 1e300) is the longest wait: past
+// retry.provider.maxRetryDelayMs (one minute by default) the call fails
+// at once with pi 1.6's message and the retry backs off from the base
+// delay (1 ms here); with the limit off (0) the retry waits that longest
+// wait. It once became a negative Duration (a float converted out of
+// range), which rpi took for no Retry-After at all. Inf is no number of
+// seconds, as in pi: the retry backs off.
+func TestHugeRetryAfter(t *testing.T) {
 	endToEnd(t)
-	for _, after := range []string{"10000000000", "1e300", "Inf"} {
-		t.Run(after, func(t *testing.T) {
-			ps, _, _ := agentSession(t, apiOpenAI, `{"status":429,"retryAfter":"`+after+`","body":"slow down"}`)
+	longest := fmt.Sprint(maxDuration.Milliseconds())
+	for _, tc := range []struct {
+		after, settings string
+		want            []string
+	}{
+		{"10000000000", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 9223372037s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
+		{"1e300", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 9223372037s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
+		{"Inf", "", []string{`"delayMs":1,`, `"errorMessage":"429 Too Many Requests: slow down"`}},
+		{"1e300", `{"retry":{"provider":{"maxRetryDelayMs":0}}}`, []string{`"delayMs":` + longest + `,`, `"errorMessage":"429 Too Many Requests: slow down"`}},
+	} {
+		t.Run(tc.after+tc.settings, func(t *testing.T) {
+			e := newTestEnv(t)
+			startFakeModel(t, apiOpenAI, `{"status":429,"retryAfter":"`+tc.after+`","body":"slow down"}`, e.agentDir)
+			if tc.settings != "" {
+				os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(tc.settings), 0o644)
+			}
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
 			ps.send(`{"id":"p","type":"prompt","message":"Hi"}`)
 			ps.waitFor(`"auto_retry_start"`)
 			ps.send(`{"id":"r","type":"abort_retry"}`)
 			ps.waitFor(`"id":"r"`)
 			ps.close()
-			if want := `"delayMs":60000`; !strings.Contains(string(ps.out.bytes()), want) {
-				t.Errorf("auto_retry_start lacks %s:\n%.3000s", want, ps.out.bytes())
+			start := strings.SplitAfter(string(ps.out.bytes()), `"type":"auto_retry_start"`)
+			for _, want := range tc.want {
+				if len(start) < 2 || !strings.Contains(strings.SplitN(start[1], "\n", 2)[0], want) {
+					t.Errorf("auto_retry_start lacks %s:\n%.3000s", want, ps.out.bytes())
+				}
 			}
 		})
 	}
@@ -210,14 +230,15 @@ func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
 // Duration holds is the longest wait there is, never a wrapped one. A
 // baseDelayMs of 9223372036855 became a negative delay (the retry ran at
 // once), and a confirmTimeoutMs of 18446744074710 a dialog that counted
-// as denied after one second.
+// as denied after one second. The retry's maxAgentDelayMs, as large, lets
+// the backoff be that long.
 func TestHugeWaitsFromSettingsSaturate(t *testing.T) {
 	endToEnd(t)
 	longest := fmt.Sprint(maxDuration.Milliseconds())
 	t.Run("retry", func(t *testing.T) {
 		e := newTestEnv(t)
 		startFakeModel(t, apiOpenAI, `{"status":429,"body":"slow down"}`, e.agentDir)
-		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":9223372036855}}`), 0o644)
+		os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(`{"retry":{"baseDelayMs":9223372036855,"maxAgentDelayMs":9223372036855}}`), 0o644)
 		ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--no-session"})
 		ps.send(`{"id":"p","type":"prompt","message":"Hi"}`)
 		ps.waitFor(`"auto_retry_start"`)

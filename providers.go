@@ -19,6 +19,7 @@ import (
 	"hash/fnv"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -57,8 +58,12 @@ type streamRequest struct {
 	// idle is how long the server may send nothing (no headers, then no
 	// byte of the stream) before the call fails; 0: no limit.
 	idle time.Duration
-	// clock times idle (the session's: a fixture's may be fake).
+	// clock times idle and timeout (the session's: a fixture's may be fake).
 	clock clock
+	// timeout is how long the server may take to send the answer's
+	// headers (settings.json retry.provider.timeoutMs), for the APIs pi
+	// applies it to; 0: no limit but idle.
+	timeout time.Duration
 	// blockImages: the model gets a note in the place of every image
 	// (settings.json images.blockImages; withoutImages).
 	blockImages bool
@@ -398,19 +403,19 @@ func bearer(h http.Header, key string) {
 	}
 }
 
-// maxRetryAfter caps the wait a server's Retry-After may ask for.
-const maxRetryAfter = time.Minute
-
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
-// ok is false when there is none, or none rpi can read. Seconds are
-// bounded by maxRetryAfter before they become a Duration, which a huge
-// number (or Inf) would overflow.
+// ok is false when there is none, or none rpi can read (as pi, Inf and
+// NaN). Seconds past what a Duration holds are maxDuration: converted,
+// they would overflow to a short or negative wait.
 func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-		return time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)), true
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && !math.IsInf(secs, 0) {
+		if ns := secs * float64(time.Second); ns < float64(maxDuration) {
+			return time.Duration(ns), true
+		}
+		return maxDuration, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0), true

@@ -80,7 +80,65 @@ type retrySettings struct {
 	MaxRetries  int   `json:"maxRetries"`
 	BaseDelayMs int64 `json:"baseDelayMs"` // 64 bits on every system: a wait past an int32's ms saturates (retryBackoff)
 	Enabled     *bool `json:"enabled"`     // read into settings.autoRetry
+	// The waits' limits and the request timeout (takeLimits), ms as
+	// BaseDelayMs is.
+	MaxAgentDelayMs int64  `json:"maxAgentDelayMs"` // the backoff's longest wait; 0: the default
+	MaxDelayMs      *int64 `json:"maxDelayMs"`      // pi's former name of provider.maxRetryDelayMs
+	Provider        struct {
+		TimeoutMs       int64  `json:"timeoutMs"`       // 0: none but httpIdleTimeoutMs
+		MaxRetryDelayMs *int64 `json:"maxRetryDelayMs"` // nil: the default; 0: no limit
+	} `json:"provider"`
 }
+
+// The defaults of retry.maxAgentDelayMs and retry.provider.maxRetryDelayMs
+// (pi 1.6's).
+const (
+	defaultMaxAgentDelay = time.Minute
+	defaultMaxServerWait = time.Minute
+)
+
+// takeLimits reads a file's retry.maxAgentDelayMs and retry.provider's
+// timeoutMs and maxRetryDelayMs over r's. A value of 0 or less keeps
+// r's, but a maxRetryDelayMs of 0 lifts the limit, as in pi; the former
+// retry.maxDelayMs stands for it in a file that does not set it (pi
+// moves it there).
+func (r *retrySettings) takeLimits(file retrySettings) {
+	if file.MaxAgentDelayMs > 0 {
+		r.MaxAgentDelayMs = file.MaxAgentDelayMs
+	}
+	if file.Provider.TimeoutMs > 0 {
+		r.Provider.TimeoutMs = file.Provider.TimeoutMs
+	}
+	limit := file.Provider.MaxRetryDelayMs
+	if limit == nil {
+		limit = file.MaxDelayMs
+	}
+	if limit != nil && *limit >= 0 {
+		r.Provider.MaxRetryDelayMs = limit
+	}
+}
+
+// agentDelayLimit is the longest wait of the backoff (maxAgentDelayMs).
+func (r retrySettings) agentDelayLimit() time.Duration {
+	if r.MaxAgentDelayMs > 0 {
+		return msDuration(r.MaxAgentDelayMs)
+	}
+	return defaultMaxAgentDelay
+}
+
+// serverWaitLimit is the longest wait a server's Retry-After may ask
+// for (provider.maxRetryDelayMs); 0: no limit.
+func (r retrySettings) serverWaitLimit() time.Duration {
+	if r.Provider.MaxRetryDelayMs == nil {
+		return defaultMaxServerWait
+	}
+	return msDuration(*r.Provider.MaxRetryDelayMs)
+}
+
+// requestTimeout is how long a model server may take to send its
+// answer's headers (provider.timeoutMs); 0: as long as httpIdleTimeoutMs
+// lets it.
+func (r retrySettings) requestTimeout() time.Duration { return msDuration(r.Provider.TimeoutMs) }
 
 // compactionSettings are pi's settings.json "compaction" block.
 type compactionSettings struct {
@@ -273,6 +331,7 @@ func (set *settings) applySettingsFile(path string) {
 	if file.Retry.BaseDelayMs > 0 {
 		set.retry.BaseDelayMs = file.Retry.BaseDelayMs
 	}
+	set.retry.takeLimits(file.Retry)
 	if file.Compaction.ReserveTokens > 0 {
 		set.compaction.ReserveTokens = file.Compaction.ReserveTokens
 	}
