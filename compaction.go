@@ -460,7 +460,10 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	enabled, m := s.autoCompaction, s.model
 	s.mu.Unlock()
 	tokens := contextTokens(s.conv.messages())
-	if !enabled || m == nil || last == nil {
+	// A run the user stopped (during a tool, after an answer cut short)
+	// is neither compacted nor run again: pi's run ends in an aborted
+	// answer there.
+	if !enabled || m == nil || last == nil || run.ctx.Err() != nil {
 		return false
 	}
 	rec := recoveryFor(last, m)
