@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -317,8 +319,8 @@ func TestRecoveryFor(t *testing.T) {
 // TestOmittedAnswerLeavesTheContext reads a session where an answer cut
 // short was compacted away (pi 1.6's context_edit with "replacement":null
 // names it): the context has the summary and the kept question, not the
-// cut answer; an edit that replaces content, or names no entry, changes
-// nothing.
+// cut answer (the question as an edit replaces its content); an edit
+// that names no entry changes nothing.
 func TestOmittedAnswerLeavesTheContext(t *testing.T) {
 	answer := `{"role":"assistant","content":[{"type":"text","text":"%s"}],"api":"openai-completions","provider":"p","model":"m",` +
 		`"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"%s","timestamp":2}`
@@ -346,7 +348,72 @@ func TestOmittedAnswerLeavesTheContext(t *testing.T) {
 		b, _ := json.Marshal(m)
 		got = append(got, string(b))
 	}
-	if len(got) != 2 || !strings.Contains(got[0], `"summary":"Earlier."`) || !strings.Contains(got[1], `"text":"Second"`) {
+	if len(got) != 2 || !strings.Contains(got[0], `"summary":"Earlier."`) || !strings.Contains(got[1], `"text":"Changed"`) {
 		t.Errorf("context:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestContextEditAsPi: a pi 1.6 session's context_edit entries apply as
+// pi's buildSessionProjection applies them: the latest edit of an entry
+// on the branch wins, a replacement changes only the content (a string
+// one an answer's or a tool result's single text block), null takes the
+// entry out, the compaction's summary too, and an edit summarised away by
+// a compaction no longer counts.
+func TestContextEditAsPi(t *testing.T) {
+	head := []string{
+		`{"type":"session","version":3,"id":"0195f3a0-0000-7000-8000-000000000000","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`,
+		`{"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"First"}],"timestamp":1}}`,
+		`{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"One."}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":2}}`,
+		`{"type":"message","id":"u2","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"user","content":[{"type":"text","text":"Second"}],"timestamp":3}}`,
+	}
+	edit := func(id, parent, target, replacement string) string {
+		return `{"type":"context_edit","id":"` + id + `","parentId":"` + parent + `","timestamp":"2026-01-01T00:00:04.000Z","targetId":"` + target + `","replacement":` + replacement + `}`
+	}
+	cases := []struct {
+		name  string
+		lines []string
+		want  []string // each message's content (or summary), as JSON
+	}{
+		{"a replacement of an answer", []string{edit("e1", "u2", "a1", `{"content":"Shorter."}`)},
+			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"Shorter."}]`, `[{"type":"text","text":"Second"}]`}},
+		{"a replacement of a user message with blocks", []string{edit("e1", "u2", "u1", `{"content":[{"type":"text","text":"Changed"}]}`)},
+			[]string{`[{"type":"text","text":"Changed"}]`, `[{"type":"text","text":"One."}]`, `[{"type":"text","text":"Second"}]`}},
+		{"the latest edit wins over an omission", []string{edit("e1", "u2", "a1", `null`), edit("e2", "e1", "a1", `{"content":"Back."}`)},
+			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"Back."}]`, `[{"type":"text","text":"Second"}]`}},
+		{"the latest omission wins over a replacement", []string{edit("e1", "u2", "a1", `{"content":"Back."}`), edit("e2", "e1", "a1", `null`)},
+			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"Second"}]`}},
+		{"an omitted compaction summary", []string{
+			`{"type":"compaction","id":"c1","parentId":"u2","timestamp":"2026-01-01T00:00:06.000Z","summary":"Earlier.","firstKeptEntryId":"u2","tokensBefore":9}`,
+			edit("e1", "c1", "c1", `null`)},
+			[]string{`[{"type":"text","text":"Second"}]`}},
+		{"an edit summarised away", []string{edit("e1", "u2", "u3", `null`),
+			`{"type":"message","id":"u3","parentId":"e1","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"user","content":[{"type":"text","text":"Third"}],"timestamp":5}}`,
+			`{"type":"compaction","id":"c1","parentId":"u3","timestamp":"2026-01-01T00:00:06.000Z","summary":"Earlier.","firstKeptEntryId":"u3","tokensBefore":9}`},
+			[]string{`"Earlier."`, `[{"type":"text","text":"Third"}]`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			if err := os.WriteFile(path, []byte(strings.Join(append(slices.Clone(head), c.lines...), "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ss, err := loadSessionFile(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range ss.context().messages {
+				b, _ := json.Marshal(m)
+				var probe struct {
+					Content json.RawMessage `json:"content"`
+					Summary json.RawMessage `json:"summary"`
+				}
+				json.Unmarshal(b, &probe)
+				got = append(got, cmp.Or(string(probe.Content), string(probe.Summary)))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("context:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
 	}
 }

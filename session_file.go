@@ -826,37 +826,101 @@ func (ss *sessionFile) context() sessionContext {
 			start = compaction + 1
 		}
 	}
-	omit := omitted(path)
+	// As pi's buildSessionProjection: the edits of the entries the
+	// context is made of (the compaction, those it kept and those after),
+	// the latest of each target winning.
+	context := path[start:]
+	if compaction >= 0 {
+		context = slices.Concat(path[compaction:compaction+1], path[start:])
+	}
+	edits := contextEdits(context)
+	if compaction >= 0 && isNull(edits[path[compaction].ID]) {
+		c.messages = c.messages[:0]
+	}
 	for i := start; i < len(path); i++ {
-		if i == compaction || omit[path[i].ID] {
+		if i == compaction {
 			continue
 		}
-		if m := path[i].contextMessage(); m != nil {
+		edit, edited := edits[path[i].ID]
+		if m := path[i].contextMessage(); m != nil && !isNull(edit) {
+			if edited {
+				m = editedMessage(m, edit)
+			}
 			c.messages = append(c.messages, m)
 		}
 	}
 	return c
 }
 
-// omitted is the entries that a context_edit on path takes out of the
-// context: those it names with "replacement":null (pi 1.6's edit of a
-// failed attempt that was compacted away and run again). An edit that
-// replaces the content instead is not applied: rpi writes none.
-func omitted(path []*sessionEntry) map[string]bool {
-	var out map[string]bool
-	for _, e := range path {
+// contextEdits is the latest context_edit among entries of each entry
+// one names: its replacement as written ("null" takes the entry out of
+// the context; pi 1.6 writes it for a failed attempt that was compacted
+// away and run again, and an extension can replace the content).
+func contextEdits(entries []*sessionEntry) map[string][]byte {
+	var out map[string][]byte
+	for _, e := range entries {
 		if e.Type != "context_edit" {
 			continue
 		}
 		at, end, ok := memberValue(e.raw, "replacement")
-		if target, named := stringMember(e.raw, "targetId"); named && ok && string(e.raw[at:end]) == "null" {
+		if target, named := stringMember(e.raw, "targetId"); named && ok {
 			if out == nil {
-				out = map[string]bool{}
+				out = map[string][]byte{}
 			}
-			out[target] = true
+			out[target] = e.raw[at:end]
 		}
 	}
 	return out
+}
+
+// omitted is the entries whose latest context_edit on path takes them
+// out of the context.
+func omitted(path []*sessionEntry) map[string]bool {
+	out := map[string]bool{}
+	for id, replacement := range contextEdits(path) {
+		if isNull(replacement) {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+func isNull(value []byte) bool { return string(value) == "null" }
+
+// editedMessage is m with the content a context_edit's replacement gives
+// it, as pi's projectContextEntry makes it: a user, assistant, tool
+// result or custom message only; a string for an answer or a tool result
+// becomes one text block. A replacement without content leaves m as it is.
+func editedMessage(m any, replacement []byte) any {
+	at, end, ok := memberValue(replacement, "content")
+	if !ok {
+		return m
+	}
+	content := replacement[at:end]
+	var js []byte
+	if raw, isRaw := m.(rawMessage); isRaw {
+		js = raw
+	} else {
+		js, _ = marshalJSON(m)
+	}
+	role := messageRole(js)
+	switch role {
+	case "user", "assistant", "toolResult", "custom":
+	default:
+		return m
+	}
+	var text string
+	if (role == "assistant" || role == "toolResult") && len(content) > 0 && content[0] == '"' && unquote(content, &text) {
+		content, _ = marshalJSON(textBlocks(text))
+	}
+	cAt, cEnd, ok := memberValue(js, "content")
+	if !ok {
+		return m
+	}
+	if edited := decodeMessage(slices.Concat(js[:cAt], content, js[cEnd:])); edited != nil {
+		return edited
+	}
+	return m
 }
 
 // contextMessage is what an entry puts in the context: its message, a
