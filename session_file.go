@@ -829,11 +829,11 @@ func (ss *sessionFile) context() sessionContext {
 	// As pi's buildSessionProjection: the edits of the entries the
 	// context is made of (the compaction, those it kept and those after),
 	// the latest of each target winning.
-	context := path[start:]
+	made := path[start:]
 	if compaction >= 0 {
-		context = slices.Concat(path[compaction:compaction+1], path[start:])
+		made = slices.Concat(path[compaction:compaction+1], path[start:])
 	}
-	edits := contextEdits(context)
+	edits := contextEdits(made)
 	if compaction >= 0 && isNull(edits[path[compaction].ID]) {
 		c.messages = c.messages[:0]
 	}
