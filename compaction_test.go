@@ -378,6 +378,10 @@ func TestContextEditAsPi(t *testing.T) {
 			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"Shorter."}]`, `[{"type":"text","text":"Second"}]`}},
 		{"a replacement of a user message with blocks", []string{edit("e1", "u2", "u1", `{"content":[{"type":"text","text":"Changed"}]}`)},
 			[]string{`[{"type":"text","text":"Changed"}]`, `[{"type":"text","text":"One."}]`, `[{"type":"text","text":"Second"}]`}},
+		{"a replacement of a custom message", []string{
+			`{"type":"custom_message","id":"x1","parentId":"u2","timestamp":"2026-01-01T00:00:05.000Z","customType":"note","content":"Old note","display":true}`,
+			edit("e1", "x1", "x1", `{"content":"New note"}`)},
+			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"One."}]`, `[{"type":"text","text":"Second"}]`, `"New note"`}},
 		{"the latest edit wins over an omission", []string{edit("e1", "u2", "a1", `null`), edit("e2", "e1", "a1", `{"content":"Back."}`)},
 			[]string{`[{"type":"text","text":"First"}]`, `[{"type":"text","text":"Back."}]`, `[{"type":"text","text":"Second"}]`}},
 		{"the latest omission wins over a replacement", []string{edit("e1", "u2", "a1", `{"content":"Back."}`), edit("e2", "e1", "a1", `null`)},
