@@ -897,6 +897,11 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
 		}
+		if file, ok := strings.CutPrefix(name, "home "); ok { // in HOME
+			path := filepath.Join(e.home, file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(content), 0o644)
+		}
 		if file, ok := strings.CutPrefix(name, "file "); ok {
 			path := filepath.Join(cwd, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)

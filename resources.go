@@ -159,8 +159,8 @@ func resourceError(path string, err error) string {
 type resourceKinds struct{ templates, skills bool }
 
 // loadResources reads the templates and skills of one location: *.md in
-// dir/prompts, and dir/skills/<name>/SKILL.md. Files that cannot be used
-// are added to skipped.
+// dir/prompts, and the skills in dir/skills (skillEntries, pi's rule).
+// Files that cannot be used are added to skipped.
 func loadResources(dir, location string, kinds resourceKinds, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	if kinds.templates {
@@ -169,11 +169,46 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 		}
 	}
 	if kinds.skills {
-		for _, path := range skillFiles(dir) {
+		for _, path := range skillEntries(filepath.Join(dir, "skills"), true, false) {
 			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
 		}
 	}
 	return out
+}
+
+// loadAgentsSkills reads the skills of each Agent Skills folder in dirs
+// (~/.agents/skills, a project's .agents/skills), with the rule of
+// those folders (skillEntries); each one's base is its .agents folder.
+func loadAgentsSkills(dirs []string, location string, skipped *[]string) []slashCommand {
+	var out []slashCommand
+	for _, dir := range dirs {
+		for _, path := range skillEntries(dir, true, true) {
+			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", filepath.Dir(dir)}, skipped)
+		}
+	}
+	return out
+}
+
+// projectAgentsSkillDirs are the .agents/skills folders pi reads for a
+// project in cwd: cwd's, then each folder's above it up to the top of
+// its git repository (the folder that holds .git), or up to the root
+// when it is in none; userDir (~/.agents/skills, the user's) is left
+// out when it is one of them.
+func projectAgentsSkillDirs(cwd, userDir string) []string {
+	var dirs []string
+	for dir := cwd; ; {
+		if skills := filepath.Join(dir, ".agents", "skills"); skills != userDir {
+			dirs = append(dirs, skills)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return dirs
+		}
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dirs
+		}
+		dir = parent
+	}
 }
 
 // listedResources are the skills and prompts entries of one settings.json
@@ -260,7 +295,7 @@ func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]
 			case info.IsDir() && list.key == "prompts":
 				files = markdownFiles(path)
 			case info.IsDir():
-				files = skillEntries(path, true)
+				files = skillEntries(path, true, false)
 			case strings.HasSuffix(path, ".md"):
 				files = []string{path}
 			case list.key == "skills":
@@ -363,10 +398,17 @@ func markdownFiles(dir string) []string {
 	return paths
 }
 
-// skillEntries are the skills in a listed folder (loadListed's walk): its
-// SKILL.md alone if it has one; else, at the top, its *.md files, and
-// below, the skills of each folder in it, in name order.
-func skillEntries(dir string, top bool) []string {
+// skillEntries are the skill files in a skills folder, as pi finds them
+// (loadListed's walk, and that of each skills folder rpi reads by
+// itself): its SKILL.md alone if it has one; else the skills of each
+// folder in it, in name order, and its *.md files — at the top in pi's
+// own folders and listed ones, below the top in an Agent Skills folder
+// (agents: ~/.agents/skills, .agents/skills), where a top-level file is
+// not one. Names starting with a dot and node_modules are passed over. A
+// folder reached through a symlink (a skill linked in from elsewhere)
+// gives its SKILL.md, if it holds one, but is not walked: pi walks it,
+// into a loop if the link points up.
+func skillEntries(dir string, top, agents bool) []string {
 	entries, _ := os.ReadDir(dir)
 	if path := filepath.Join(dir, "SKILL.md"); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "SKILL.md" }) && isRegularFile(path) {
 		return []string{path}
@@ -377,12 +419,22 @@ func skillEntries(dir string, top bool) []string {
 		switch {
 		case passedOver(e.Name()):
 		case e.IsDir():
-			paths = append(paths, skillEntries(path, false)...)
-		case top && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+			paths = append(paths, skillEntries(path, false, agents)...)
+		case e.Type()&fs.ModeSymlink != 0 && isDir(path):
+			if skill := filepath.Join(path, "SKILL.md"); isRegularFile(skill) {
+				paths = append(paths, skill)
+			}
+		case top != agents && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
 			paths = append(paths, path)
 		}
 	}
 	return paths
+}
+
+// isDir says whether path is a folder, through a symlink.
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 // menuCommands are the commands a client offers in its / menu (ACP's
@@ -477,40 +529,33 @@ var xmlEscapes = lazy[*strings.Replacer]{build: func() *strings.Replacer {
 // cannot close the element, or the block, or open another.
 func escapeXML(text string) string { return xmlEscapes.get().Replace(text) }
 
-// templateFiles are dir/prompts/*.md, in name order. Like skillFiles, it
-// reads the folder rather than globbing its path, which would take a *, ?
-// or [ in dir as a pattern: a project in q* found the templates of the
-// project qz beside it, and one in p[1] none of its own.
+// templateFiles are dir/prompts/*.md, in name order, but for names
+// starting with a dot, as in pi. It reads the folder rather than globbing
+// its path, which would take a *, ? or [ in dir as a pattern: a project
+// in q* found the templates of the project qz beside it, and one in p[1]
+// none of its own.
 func templateFiles(dir string) []string {
 	var paths []string
 	entries, _ := os.ReadDir(filepath.Join(dir, "prompts"))
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".md") {
+		if strings.HasSuffix(e.Name(), ".md") && !passedOver(e.Name()) {
 			paths = append(paths, filepath.Join(dir, "prompts", e.Name()))
 		}
 	}
 	return paths
 }
 
-// skillFiles are dir/skills/<name>/SKILL.md that exist, in name order.
-func skillFiles(dir string) []string {
-	var paths []string
-	entries, _ := os.ReadDir(filepath.Join(dir, "skills"))
-	for _, e := range entries {
-		path := filepath.Join(dir, "skills", e.Name(), "SKILL.md")
-		if _, err := os.Lstat(path); err == nil {
-			paths = append(paths, path)
-		}
+// projectResources counts what a project in cwd holds that only
+// --approve loads: in ./.pi, and the skills of the .agents/skills folders
+// pi reads for it (projectAgentsSkillDirs; userAgents is the user's).
+func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, settings, mcp bool) {
+	p, k := templateFiles(filepath.Join(cwd, ".pi")), skillEntries(filepath.Join(cwd, ".pi", "skills"), true, false)
+	for _, dir := range projectAgentsSkillDirs(cwd, userAgents) {
+		agentsSkills += len(skillEntries(dir, true, true))
 	}
-	return paths
-}
-
-// projectResources counts what ./.pi holds, to say what was skipped.
-func projectResources(cwd string) (prompts, skills int, settings, mcp bool) {
-	p, k := templateFiles(filepath.Join(cwd, ".pi")), skillFiles(filepath.Join(cwd, ".pi"))
 	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
 	_, mcpErr := os.Stat(filepath.Join(cwd, ".pi", "mcp.json"))
-	return len(p), len(k), err == nil, mcpErr == nil
+	return len(p), len(k), agentsSkills, err == nil, mcpErr == nil
 }
 
 // expandSlash expands a prompt starting with /skill:name or /name (a

@@ -251,7 +251,7 @@ func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
 	if got := names("p[1]"); !slices.Equal(got, []string{"ours", "skill:our-skill"}) {
 		t.Errorf("the project in p[1] found %q, want its own template and skill", got)
 	}
-	if prompts, skills, _, _ := projectResources(filepath.Join(root, "p[1]")); prompts != 1 || skills != 1 {
+	if prompts, skills, _, _, _ := projectResources(filepath.Join(root, "p[1]"), ""); prompts != 1 || skills != 1 {
 		t.Errorf("p[1]'s .pi counted %d templates and %d skills, want 1 and 1", prompts, skills)
 	}
 }
@@ -313,5 +313,72 @@ func TestListedResources(t *testing.T) {
 				t.Errorf("notices %q, want one ending %q", set.notices, c.notice)
 			}
 		})
+	}
+}
+
+// TestProjectAgentsSkills reads a project's .agents/skills as pi 1.6
+// does: the cwd's, then those of the folders above it up to the top of
+// its git repository (a .git folder or file), or up to the root outside
+// one; the user's ~/.agents/skills is not read again as the project's.
+func TestProjectAgentsSkills(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		path := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(text), 0o644)
+	}
+	skill := func(name string) string { return "---\nname: " + name + "\ndescription: " + name + "\n---\n" }
+	write(".agents/skills/above/SKILL.md", skill("above"))
+	write("repo/.agents/skills/top/SKILL.md", skill("top"))
+	write("repo/sub/.agents/skills/here/SKILL.md", skill("here"))
+	names := func(cwd, user string) []string {
+		var skipped, got []string
+		for _, c := range loadAgentsSkills(projectAgentsSkillDirs(filepath.Join(root, cwd), user), "project", &skipped) {
+			got = append(got, strings.TrimPrefix(c.Name, "skill:"))
+		}
+		if len(skipped) > 0 {
+			t.Errorf("skipped %q", skipped)
+		}
+		return got
+	}
+	if got := names("repo/sub", ""); !slices.Equal(got, []string{"here", "top", "above"}) {
+		t.Errorf("outside a git repository: %q, want here, top and above", got)
+	}
+	if got := names("repo/sub", filepath.Join(root, "repo", ".agents", "skills")); !slices.Equal(got, []string{"here", "above"}) {
+		t.Errorf("with repo's as the user's: %q, want here and above", got)
+	}
+	for _, git := range []string{"repo/.git/HEAD", "repo/.git"} { // a repository's folder, a worktree's file
+		os.RemoveAll(filepath.Join(root, "repo", ".git"))
+		write(git, "ref: refs/heads/main\n")
+		if got := names("repo/sub", ""); !slices.Equal(got, []string{"here", "top"}) {
+			t.Errorf("in a git repository (%s): %q, want here and top", git, got)
+		}
+	}
+}
+
+// TestLinkedSkillFolders takes a skill folder linked into a skills folder
+// (its SKILL.md), as rpi did before it walked skills folders, but walks
+// no folder reached through a symlink: one pointing up would loop.
+func TestLinkedSkillFolders(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		path := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(text), 0o644)
+	}
+	write("elsewhere/linked/SKILL.md", "---\ndescription: linked\n---\n")
+	write("elsewhere/group/deep/SKILL.md", "---\ndescription: deep\n---\n")
+	os.MkdirAll(filepath.Join(root, "agent", "skills"), 0o755)
+	for link, target := range map[string]string{"linked": "elsewhere/linked", "group": "elsewhere/group", "up": "agent"} {
+		if err := os.Symlink(filepath.Join(root, target), filepath.Join(root, "agent", "skills", link)); err != nil {
+			t.Skip("no symlinks here:", err)
+		}
+	}
+	var skipped, got []string
+	for _, c := range loadResources(filepath.Join(root, "agent"), "user", resourceKinds{skills: true}, &skipped) {
+		got = append(got, c.Name)
+	}
+	if !slices.Equal(got, []string{"skill:linked"}) || len(skipped) > 0 {
+		t.Errorf("found %q (skipped %q), want the linked skill alone", got, skipped)
 	}
 }

@@ -274,18 +274,35 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	}
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
-	// As pi: the listed ones first, the project's before the user's, so
-	// that they win a name both give.
-	var found []slashCommand
-	for _, l := range slices.Backward(set.listed) {
-		found = append(found, loadListed(l, set.home, kinds, &skipped)...)
+	// As pi, so that the first of a name wins: the project's listed ones,
+	// its .pi's, its .agents/skills' (cwd's first), then the user's listed
+	// ones, the agent dir's and ~/.agents/skills'.
+	var userAgents string
+	if set.home != "" {
+		userAgents = filepath.Join(set.home, ".agents", "skills")
 	}
+	var found []slashCommand
+	listed := func(location string) {
+		for _, l := range set.listed {
+			if l.location == location {
+				found = append(found, loadListed(l, set.home, kinds, &skipped)...)
+			}
+		}
+	}
+	listed("project")
 	if cfg.approve {
 		found = append(found, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)...)
-	} else if notice := skippedNotice(cwd); notice != "" {
+		if kinds.skills {
+			found = append(found, loadAgentsSkills(projectAgentsSkillDirs(cwd, userAgents), "project", &skipped)...)
+		}
+	} else if notice := skippedNotice(cwd, userAgents); notice != "" {
 		set.notices = append(set.notices, notice)
 	}
+	listed("user")
 	found = append(found, loadResources(h.agentDir, "user", kinds, &skipped)...)
+	if kinds.skills && userAgents != "" {
+		found = append(found, loadAgentsSkills([]string{userAgents}, "user", &skipped)...)
+	}
 	set.slashCommands = withoutDuplicates(found, &skipped)
 	for _, s := range skipped {
 		set.notices = append(set.notices, "Skipped "+s)
@@ -576,10 +593,11 @@ func withProxy(environ []string, proxy string, setenv func(name, value string) e
 	return environ
 }
 
-// skippedNotice is the warning sent at startup when ./.pi holds resources
-// that only --approve loads; "" when there are none.
-func skippedNotice(cwd string) string {
-	prompts, skills, settings, mcp := projectResources(cwd)
+// skippedNotice is the warning sent at startup when the project holds
+// resources that only --approve loads (projectResources); "" when there
+// are none.
+func skippedNotice(cwd, userAgents string) string {
+	prompts, skills, agentsSkills, settings, mcp := projectResources(cwd, userAgents)
 	var parts []string
 	if prompts > 0 {
 		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
@@ -593,8 +611,15 @@ func skippedNotice(cwd string) string {
 	if mcp {
 		parts = append(parts, "mcp.json")
 	}
-	if len(parts) == 0 {
+	var where []string
+	if len(parts) > 0 {
+		where = append(where, ".pi/ ("+strings.Join(parts, ", ")+")")
+	}
+	if agentsSkills > 0 {
+		where = append(where, fmt.Sprintf(".agents/skills/ (skills: %d)", agentsSkills))
+	}
+	if len(where) == 0 {
 		return ""
 	}
-	return "Skipped project resources in .pi/ (" + strings.Join(parts, ", ") + "): start rpi with --approve to load them."
+	return "Skipped project resources in " + strings.Join(where, " and ") + ": start rpi with --approve to load them."
 }
