@@ -369,6 +369,51 @@ func appendSkill(out []slashCommand, path, location string, source sourceInfo, s
 		body: strings.TrimSpace(body), modelHidden: fields.isTrue("disable-model-invocation")})
 }
 
+// skillWarnings are pi's warnings about the skills in commands whose
+// name or description the Agent Skills rules do not allow; each skill is
+// used all the same, as in pi. A length counts UTF-16 units, as pi's.
+func skillWarnings(commands []slashCommand) []string {
+	var warnings []string
+	for _, c := range commands {
+		if c.Source != "skill" {
+			continue
+		}
+		name := strings.TrimPrefix(c.Name, "skill:")
+		var faults []string
+		if n := utf16Len(name); n > 64 {
+			faults = append(faults, fmt.Sprintf("name exceeds 64 characters (%d)", n))
+		}
+		if strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			faults = append(faults, "name contains invalid characters (must be lowercase a-z, 0-9, hyphens only)")
+		}
+		if strings.HasPrefix(name, "-") || strings.HasSuffix(name, "-") {
+			faults = append(faults, "name must not start or end with a hyphen")
+		}
+		if strings.Contains(name, "--") {
+			faults = append(faults, "name must not contain consecutive hyphens")
+		}
+		if n := utf16Len(c.Description); n > 1024 {
+			faults = append(faults, fmt.Sprintf("description exceeds 1024 characters (%d)", n))
+		}
+		if len(faults) > 0 {
+			warnings = append(warnings, fmt.Sprintf("Skill %q (%s): %s", name, c.Path, strings.Join(faults, "; ")))
+		}
+	}
+	return warnings
+}
+
+// utf16Len is the length of s in UTF-16 units, as JavaScript counts it.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r > 0xFFFF {
+			n++
+		}
+	}
+	return n
+}
+
 // passedOver says whether a listed folder's walk leaves out the entry
 // name, as pi's does: hidden ones and node_modules.
 func passedOver(name string) bool { return strings.HasPrefix(name, ".") || name == "node_modules" }

@@ -382,3 +382,20 @@ func TestLinkedSkillFolders(t *testing.T) {
 		t.Errorf("found %q (skipped %q), want the linked skill alone", got, skipped)
 	}
 }
+
+// TestSkillWarningLengths counts a skill's name and description as pi
+// does, in UTF-16 units: 64 and 1024 are allowed, one more is not.
+func TestSkillWarningLengths(t *testing.T) {
+	for _, tc := range []struct {
+		name, desc, want string
+	}{
+		{strings.Repeat("a", 64), strings.Repeat("é", 1024), ""},
+		{strings.Repeat("a", 65), "d", "name exceeds 64 characters (65)"},
+		{"a", strings.Repeat("x", 1023) + "😀", "description exceeds 1024 characters (1025)"},
+	} {
+		got := skillWarnings([]slashCommand{{Name: "skill:" + tc.name, Description: tc.desc, Source: "skill", Path: "p"}})
+		if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || !strings.HasSuffix(got[0], ": "+tc.want)) {
+			t.Errorf("name of %d bytes, description of %d: %q, want %q", len(tc.name), len(tc.desc), got, tc.want)
+		}
+	}
+}

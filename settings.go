@@ -307,6 +307,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	for _, s := range skipped {
 		set.notices = append(set.notices, "Skipped "+s)
 	}
+	set.notices = append(set.notices, skillWarnings(set.slashCommands)...)
 	trace.phase("skills, prompt templates")
 	return set
 }
