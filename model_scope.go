@@ -388,6 +388,16 @@ func (s *session) scopedModels() (models []scopedModel, scoped bool) {
 	return models, true
 }
 
+// startScope is scopedStart when the scope picks the model a
+// conversation starts with: --model names none and --models (or
+// enabledModels) gives patterns; nil otherwise.
+func (s *session) startScope() (*model, string) {
+	if s.startModel != nil || len(s.set.scopePatterns()) == 0 {
+		return nil, ""
+	}
+	return s.scopedStart()
+}
+
 // scopedStart is the model the scope (--models, else enabledModels)
 // starts with when --model names none, and the level its pattern gives
 // it, as pi picks them: settings.json's default when the scope holds it,

@@ -891,14 +891,18 @@ func (s *session) usableModels(current *model) []*model {
 // switchModel makes m the current model and records the change; a
 // thinking level the new model takes differently is reported too. A
 // level is set with it, as a scoped model's ":level" is; "" for none:
-// then the one settings.json's modelThinkingLevels gives m, else the
-// level set stays.
+// then, as in pi, the one settings.json's modelThinkingLevels gives m,
+// else its defaultThinkingLevel when a file sets one, else the level set
+// stays.
 func (s *session) switchModel(m *model, level string) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
 	s.model = m
 	if level == "" {
 		level = s.set.modelThinkingLevel(m)
+	}
+	if level == "" && s.set.thinkingLevelSet {
+		level = s.set.thinkingLevel
 	}
 	if level != "" {
 		s.thinkingLevel = level
@@ -907,6 +911,45 @@ func (s *session) switchModel(m *model, level string) {
 	s.mu.Unlock()
 	s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	s.thinkingChanged(before, now)
+}
+
+// startState is the model and thinking level a conversation starts with
+// (sc: what its session file holds), decided as pi 1.6 decides them on
+// every start and session change (new_session, switch_session, fork,
+// clone). The model: the one --model names; else, for a conversation
+// without messages, the scope's start (scope, scopeLevel: startScope),
+// for one with messages the model it last used when that can be called;
+// else settings.json's default. The level: --thinking's; else --model's
+// ":level"; else the scope's pattern's, when the scope chose the model;
+// else, for a conversation with messages, the level it recorded, or
+// defaultThinkingLevel when it recorded none; else modelThinkingLevels'
+// for the model; else defaultThinkingLevel. The level is kept as given
+// and clamped where it is used (effectiveThinking). s.mu must be held,
+// or s not shared yet.
+func (s *session) startState(sc sessionContext, scope *model, scopeLevel string) (*model, string) {
+	set := s.set
+	resumed := len(sc.messages) > 0
+	m, level := s.startModel, cmp.Or(set.cfg.thinking, s.startThinking)
+	if m == nil && !resumed && scope != nil {
+		m, level = scope, cmp.Or(level, scopeLevel)
+	}
+	if m == nil && resumed {
+		for _, u := range s.usableModels(s.model) {
+			if u.Provider == sc.provider && u.ID == sc.modelID {
+				m = u
+			}
+		}
+	}
+	if m == nil {
+		m, _, _ = chooseModel(set.catalog, set.cfg.provider, "", set.defaultProvider, set.defaultModel)
+	}
+	if level == "" && resumed {
+		level = set.thinkingLevel
+		if slices.Contains(thinkingLevels, sc.thinkingLevel) {
+			level = sc.thinkingLevel
+		}
+	}
+	return m, cmp.Or(level, set.modelThinkingLevel(m), set.thinkingLevel)
 }
 
 // modelThinkingLevel is the thinking level settings.json's

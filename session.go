@@ -10,7 +10,6 @@ package main
 // one; the host (host.go) may hold several, one running at a time.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +50,12 @@ type session struct {
 	noticesMu mutex[noticesMu] // guards notices
 	notices   []string         // the warnings of its opening, for each front end that shows it
 	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui
+
+	// startModel is the model --model names (nil when it names none),
+	// startThinking the level of its ":level" suffix: what every start of
+	// a conversation (startState) goes by, as pi's do.
+	startModel    *model
+	startThinking string
 
 	mu             mutex[sessionMu] // guards the agent's state below
 	model          *model           // the model the next call uses; nil when none is usable
@@ -192,32 +197,18 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 	}
 	cfg := set.cfg
 	s := &session{host: h, set: set, ui: o.ui, files: o.files, commands: o.commands, loops: &loopScheduler{},
-		notices: slices.Clone(set.notices), thinkingLevel: set.thinkingLevel, steeringMode: set.steeringMode,
+		notices: slices.Clone(set.notices), steeringMode: set.steeringMode,
 		followUpMode: set.followUpMode, autoCompaction: set.autoCompaction, autoRetry: set.autoRetry, confirm: cfg.confirm}
 	if s.files == nil {
 		s.files = diskFiles{cwd: o.cwd, dirs: set.dirs}
 	}
-	if cfg.thinking != "" {
-		s.thinkingLevel = cfg.thinking
-	}
+	s.startModel, s.startThinking = start, startThinking
 	s.model = start
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
 	}
-	scopeLevel := ""
-	if cfg.model == "" && len(set.scopePatterns()) > 0 {
-		if m, level := s.scopedStart(); m != nil {
-			s.model, scopeLevel = m, level
-		}
-	}
-	// --thinking wins, then the scope's pattern's level, then
-	// modelThinkingLevels, as in pi; a session file's is read after.
-	if level := cmp.Or(scopeLevel, set.modelThinkingLevel(s.model)); level != "" && cfg.thinking == "" {
-		s.thinkingLevel = level
-	}
-	if startThinking != "" {
-		s.thinkingLevel = startThinking
-	}
+	scope, scopeLevel := s.startScope()
+	s.model, s.thinkingLevel = s.startState(sessionContext{}, scope, scopeLevel)
 	s.sinks.attach(o.sink)
 	s.mcp.s = s
 	s.ctx, s.cancel = context.WithCancel(h.ctx)

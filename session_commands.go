@@ -158,11 +158,11 @@ func (s *session) startEntries() {
 	}
 }
 
-// useSession makes ss the current session: its conversation, model,
-// thinking level and name; the queues and todos are emptied, the loops
-// move to the new session (loops, read before for a file that exists:
-// readLoops). It reports
-// whether the queues held anything.
+// useSession makes ss the current session: its conversation and name,
+// the model and thinking level startState gives it; the queues and todos
+// are emptied, the loops move to the new session (loops, read before for
+// a file that exists: readLoops). It reports whether the queues held
+// anything.
 func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bool) {
 	s.moveLoops(loops)
 	return s.useSessionIn(s.conv, ss)
@@ -173,18 +173,12 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 		defer debug.FreeOSMemory() // once s.mu is let go of
 	}
 	sc := ss.context() // ss is not shared yet
+	scope, scopeLevel := s.startScope()
 	s.mu.Lock()
 	defer s.unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
 	sc = c.replace(ss, sc)
-	if sc.thinkingLevel != "" && slices.Contains(thinkingLevels, sc.thinkingLevel) {
-		s.thinkingLevel = sc.thinkingLevel
-	}
-	for _, m := range s.usableModels(s.model) {
-		if m.Provider == sc.provider && m.ID == sc.modelID {
-			s.model = m
-		}
-	}
+	s.model, s.thinkingLevel = s.startState(sc, scope, scopeLevel)
 	s.dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
 	return queuesCleared

@@ -53,6 +53,7 @@ type settings struct {
 	// before a flag or the session file says otherwise, its queue modes,
 	// and whether it compacts and retries on its own.
 	thinkingLevel              string
+	thinkingLevelSet           bool // a file sets defaultThinkingLevel: a model switch moves to it (switchModel)
 	steeringMode, followUpMode string
 	autoCompaction, autoRetry  bool
 	shellPrefix                string // settings.json shellCommandPrefix: a line run before every shell command
@@ -425,7 +426,7 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	switch level := file.DefaultThinkingLevel; {
 	case slices.Contains(thinkingLevels, level):
-		set.thinkingLevel = level
+		set.thinkingLevel, set.thinkingLevelSet = level, true
 	case level != "":
 		set.notices = append(set.notices, fmt.Sprintf("Ignored defaultThinkingLevel %q in %s: it must be one of %s", level, path, strings.Join(thinkingLevels, ", ")))
 	}
