@@ -334,13 +334,15 @@ func (c *child) wait() *os.ProcessState {
 // pipe whose fill cannot be known (pipeBuffered's -1) is closed at once.
 //
 // A terminal tells only what its line discipline holds (4 KiB): up to
-// ptyHeld more waits before it, moved over as the reader makes room. So
-// its target is that much higher, and it is empty only when found so
-// twice in a row with nothing read between.
+// ptyHeld more waits before it, moved over as the reader makes room, by
+// a kernel worker a busy machine may run late. So its target is that
+// much higher, and it is empty only when found so at every look for
+// ptyEmptyPolls looks with nothing read between.
 func (c *child) cutOff(done <-chan struct{}) bool {
 	target := make([]int64, len(c.pipes))
 	open := make([]bool, len(c.pipes))
-	emptyAt := make([]int64, len(c.pipes)) // a terminal's taken when it was last found empty; -1: not
+	emptyAt := make([]int64, len(c.pipes))  // a terminal's taken when it was found empty; -1: not
+	emptyLooks := make([]int, len(c.pipes)) // how many looks in a row found it so, nothing read
 	for i, p := range c.pipes {
 		// The fill first: a read between the two counts its bytes in
 		// target twice, so target errs high, and the empty pipe ends it.
@@ -367,12 +369,15 @@ func (c *child) cutOff(done <-chan struct{}) bool {
 			taken := c.taken[i].Load()
 			empty := pipeBuffered(p) <= 0
 			if p == c.tty {
-				was := emptyAt[i]
-				emptyAt[i] = -1
-				if empty {
-					emptyAt[i] = taken
+				switch {
+				case !empty:
+					emptyAt[i], emptyLooks[i] = -1, 0
+				case emptyAt[i] == taken:
+					emptyLooks[i]++
+				default:
+					emptyAt[i], emptyLooks[i] = taken, 1
 				}
-				empty = empty && was == taken
+				empty = emptyLooks[i] >= ptyEmptyPolls
 			}
 			if taken >= target[i] || empty {
 				p.Close()
@@ -401,6 +406,11 @@ const (
 	// ptyHeld is what a pseudo-terminal holds beyond what TIOCINQ tells
 	// (Linux's pty.c: its 8 KiB buffer before the line discipline).
 	ptyHeld = 8 << 10
+	// ptyEmptyPolls is how many looks in a row must find a terminal
+	// empty, nothing read, before it counts as empty: 200 ms, where its
+	// kernel worker was seen late by more than the 10 ms between two
+	// looks on a loaded machine (TestProcessTailKeptForSlowClient).
+	ptyEmptyPolls = 20
 )
 
 // reap collects the exited child's status, once: from then on its pid
