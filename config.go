@@ -204,7 +204,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	}
 	cfg.toolsGiven = v.tools != "" || v.noTools
 	if v.noTools {
-		cfg.tools = []string{}
+		cfg.tools = withNoTools(cfg.tools)
 	}
 	if cfg.excludeTools, err = toolList("--exclude-tools", v.exclude, false); err != nil {
 		return cfg, "", err
@@ -570,7 +570,7 @@ Flags:
   -t, --tools a,b,c             the model's tools (default read,bash,edit,write,todo,process,ask_user
                                 or settings.json's defaultTools; also ls, grep, find); with only
                                 +NAME,-NAME entries, tools added to and taken from that default
-  -nt, --no-tools               no tools at all
+  -nt, --no-tools               no tools by default (with --tools, its tools; +NAME adds to none)
   -xt, --exclude-tools a,b      leave these tools out
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go

@@ -618,6 +618,20 @@ func toolsOf(cfg cliConfig, defaults []string) []*tool {
 	return tools
 }
 
+// withNoTools is the entries of --tools (or a hello's options.tools)
+// given with --no-tools, as pi 1.6 takes them: --no-tools empties the
+// default selection, so +name and -name entries change an empty one, and
+// tools' names, which replace it, stay as they are; no entries, no tool.
+func withNoTools(entries []string) []string {
+	if slices.ContainsFunc(entries, isToolModifier) {
+		return withToolModifiers([]string{}, entries)
+	}
+	if entries == nil {
+		return []string{}
+	}
+	return entries
+}
+
 // isToolModifier is whether a defaultTools or --tools entry is +name
 // (add the tool) or -name (take it away) rather than a tool's name.
 func isToolModifier(entry string) bool {

@@ -284,8 +284,8 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 			return o, err
 		}
 	}
-	if noTools { // as --no-tools, over --tools
-		flags.tools, flags.toolsGiven = []string{}, true
+	if noTools { // as --no-tools
+		flags.tools, flags.toolsGiven = withNoTools(flags.tools), true
 	}
 	if o.id != "" && (o.file != "" || flags.noSession) {
 		return o, errors.New("Invalid hello: options.session-id goes with neither options.session nor options.no-session")
