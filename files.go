@@ -148,7 +148,8 @@ func checkRegular(path string) (os.FileInfo, error) {
 }
 
 // readRegularFile reads a whole regular file (see openRegular) of at most
-// limit bytes.
+// limit bytes. A larger one is an *fs.PathError, which names the path
+// once however the caller words it (unwrapPathError).
 func readRegularFile(path string, limit int64) ([]byte, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -160,7 +161,7 @@ func readRegularFile(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %s", path, formatSize(int(limit)))
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("it is larger than %s", formatSize(int(limit)))}
 	}
 	return data, nil
 }

@@ -127,7 +127,7 @@ func TestHostileProject(t *testing.T) {
 	select {
 	case out := <-done:
 		for _, want := range []string{`"id":"s"`, `Skipped context file ` + filepath.Join(root, "AGENTS.md") + `: it is a named pipe (FIFO)`,
-			`Skipped context file ` + filepath.Join(cwd, "CLAUDE.md") + `: it is a device`, `big.md is larger than 1.0MB`} {
+			`Skipped context file ` + filepath.Join(cwd, "CLAUDE.md") + `: it is a device`, `big.md: it is larger than 1.0MB"`} {
 			if !bytes.Contains(out, []byte(want)) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}

@@ -338,7 +338,7 @@ func (set *settings) applySettingsFile(path string) {
 		return
 	}
 	if err != nil {
-		set.notices = append(set.notices, fmt.Sprintf("Ignored %s: %v", path, err))
+		set.notices = append(set.notices, fmt.Sprintf("Ignored %s: %v", path, unwrapPathError(err)))
 		return
 	}
 	if file.DefaultProvider != "" || file.DefaultModel != "" {
