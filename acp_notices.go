@@ -88,8 +88,9 @@ func (u *acpUpdates) say(text string) {
 }
 
 // notify sends the core's notify warning or error as a note of that
-// severity; the warning that follows auto_retry_start (it says when the
-// retry comes) is a retry's, an info.
+// severity; the warning that follows auto_retry_start or
+// summarization_retry_scheduled (it says when the retry comes) is a
+// retry's, an info.
 func (u *acpUpdates) notify(kind, text string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -24,7 +24,8 @@ func acpUpdateLines(updates string) []string {
 
 // TestACPNoticeSeverities: for a client that shows notices, each note is
 // a notice of its severity — the core's warnings and errors as such, the
-// warning of a retry (after auto_retry_start) and the wait for a free
+// warning of a retry (after auto_retry_start, or a compaction summary's
+// after summarization_retry_scheduled) and the wait for a free
 // slot as info, a provider's error that ends the turn as an error, a
 // compaction as info (error when it failed) for a client that does not
 // track compactions — titled by its first line that is not blank, its
@@ -35,6 +36,8 @@ func TestACPNoticeSeverities(t *testing.T) {
 	u.notices = true
 	u.event("auto_retry_start", retryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2, ErrorMessage: "429"})
 	u.notify(noteWarning, "Retrying in 2ms (attempt 1 of 3): 429")
+	u.event("summarization_retry_scheduled", summaryRetryScheduled{Attempt: 1, MaxAttempts: 3, DelayMs: 2, ErrorMessage: "503"})
+	u.notify(noteWarning, "Retrying the summary in 2ms (attempt 1 of 3): 503")
 	u.notify(noteWarning, "Cannot write the session file")
 	u.notify(noteError, "\n  \nSomething broke\r\nline two\nline three\n\n")
 	u.note("Waiting for a free slot: another session's turn is running.")
@@ -47,6 +50,7 @@ func TestACPNoticeSeverities(t *testing.T) {
 	u.compactionFailed("Nothing to compact")
 	u.say("Session named: Demo")
 	want := `{"sessionId":"S","update":{"sessionUpdate":"notice","severity":"info","title":"Retrying in 2ms (attempt 1 of 3): 429"}}
+{"sessionId":"S","update":{"sessionUpdate":"notice","severity":"info","title":"Retrying the summary in 2ms (attempt 1 of 3): 503"}}
 {"sessionId":"S","update":{"sessionUpdate":"notice","severity":"warning","title":"Cannot write the session file"}}
 {"sessionId":"S","update":{"sessionUpdate":"notice","severity":"error","title":"Something broke","description":"line two\nline three"}}
 {"sessionId":"S","update":{"sessionUpdate":"notice","severity":"info","title":"Waiting for a free slot: another session's turn is running."}}

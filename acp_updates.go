@@ -454,7 +454,7 @@ type acpUpdates struct {
 	// what the client offered, set once, before the first event.
 	notices      bool   // the client shows notices: rpi's notes are notices
 	compactions  bool   // the client tracks compactions: compaction_update, not their note
-	retrying     bool   // auto_retry_start came: the warning after it is the retry's (notify)
+	retrying     bool   // auto_retry_start or summarization_retry_scheduled came: the warning after it is the retry's (notify)
 	compactionID string // the compaction running, for a client that tracks them
 
 	// seq is the number of the event being mapped, on a session rpi
@@ -536,7 +536,7 @@ func (u *acpUpdates) eventLocked(typ string, data any) {
 		u.emit(acpPlanOf(d.Phases))
 	case sessionInfoChanged:
 		u.emit(acpSessionInfo{"session_info_update", d.Name, timestamp(u.now())})
-	case retryStart:
+	case retryStart, summaryRetryScheduled:
 		u.retrying = true
 	case compactionStart:
 		u.compactionStarted()

@@ -540,10 +540,28 @@ func (s *session) safeTurns(run *agentRun, pending []runInput, attempt int) (las
 func (s *session) retryDelay(attempt int, run *agentRun) time.Duration {
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	if run.retryAfter >= 0 {
-		return run.retryAfter
+	return s.retryWait(attempt, run.retryAfter)
+}
+
+// retryWait is the wait before retry attempt (1, 2, …): the server's
+// Retry-After (retryAfter, when not negative), else the backoff.
+func (s *session) retryWait(attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter >= 0 {
+		return retryAfter
 	}
 	return min(retryBackoff(s.set.retry.BaseDelayMs, attempt), s.set.retry.agentDelayLimit())
+}
+
+// retries reports whether a failed call's error (message; final: no
+// retry can help) is worth another attempt after attempt retries:
+// auto-retry is on (set_auto_retry, settings.json's retry.enabled), the
+// budget (retry.maxRetries) is not spent, and the error is one of
+// retryable's.
+func (s *session) retries(attempt int, message string, final bool) bool {
+	s.mu.Lock()
+	autoRetry := s.autoRetry
+	s.mu.Unlock()
+	return autoRetry && attempt < s.set.retry.MaxRetries && !final && retryable.get().MatchString(message)
 }
 
 // retryBackoff is the wait before attempt (1, 2, …) when the server
@@ -650,10 +668,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		break
 	}
 	willRetry := ""
-	s.mu.Lock()
-	autoRetry := s.autoRetry
-	s.mu.Unlock()
-	if last.StopReason == "error" && autoRetry && attempt < s.set.retry.MaxRetries && !last.final && retryable.get().MatchString(last.ErrorMessage) {
+	if last.StopReason == "error" && s.retries(attempt, last.ErrorMessage, last.final) {
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}
@@ -692,41 +707,51 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
 	err := callModel(ctx, req, msg, start, emit)
 	batch.close()
-	run.mu.Lock()
-	run.retryAfter = -1
-	run.mu.Unlock()
+	wait := time.Duration(-1)
 	if err != nil {
 		msg.StopReason = "error"
-		msg.ErrorMessage = err.Error()
-		var perr *providerError
-		switch {
-		case run.ctx.Err() != nil:
+		if run.ctx.Err() != nil {
 			msg.StopReason, msg.ErrorMessage = "aborted", "Request was aborted"
-		case errors.Is(err, context.DeadlineExceeded):
-			msg.ErrorMessage = fmt.Sprintf("Connection error: no answer within %v", modelTimeout)
-		case errors.As(err, &perr):
-			limit := s.set.retry.serverWaitLimit()
-			switch {
-			case !perr.hasRetryAfter:
-			case limit > 0 && perr.retryAfter > limit:
-				// As pi: a longer wait than the limit fails the call at
-				// once, saying so; a retry then backs off as after any error.
-				msg.ErrorMessage = fmt.Sprintf("Server requested %ds retry delay (max: %ds). %s", ceilSeconds(perr.retryAfter), ceilSeconds(limit), msg.ErrorMessage)
-			default:
-				run.mu.Lock()
-				run.retryAfter = perr.retryAfter
-				run.mu.Unlock()
-			}
-			msg.final = perr.final
+		} else {
+			msg.ErrorMessage, wait, msg.final = s.callFailure(err)
 		}
 		computeCost(&msg.Usage, m)
 	}
+	run.mu.Lock()
+	run.retryAfter = wait
+	run.mu.Unlock()
 	if !started {
 		s.emit("message_start", messageEvent{msg})
 	}
 	s.conv.appendMessage(msg)
 	s.emit("message_end", messageEvent{msg})
 	return msg
+}
+
+// callFailure is what a failed model call (not aborted) says: its
+// message, the server's Retry-After when it gave one within
+// retry.provider.maxRetryDelayMs (else negative), and whether no retry
+// can help (final).
+func (s *session) callFailure(err error) (message string, retryAfter time.Duration, final bool) {
+	message, retryAfter = err.Error(), -1
+	var perr *providerError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		message = fmt.Sprintf("Connection error: no answer within %v", modelTimeout)
+	case errors.As(err, &perr):
+		limit := s.set.retry.serverWaitLimit()
+		switch {
+		case !perr.hasRetryAfter:
+		case limit > 0 && perr.retryAfter > limit:
+			// As pi: a longer wait than the limit fails the call at
+			// once, saying so; a retry then backs off as after any error.
+			message = fmt.Sprintf("Server requested %ds retry delay (max: %ds). %s", ceilSeconds(perr.retryAfter), ceilSeconds(limit), message)
+		default:
+			retryAfter = perr.retryAfter
+		}
+		final = perr.final
+	}
+	return message, retryAfter, final
 }
 
 // ceilSeconds is d in whole seconds, rounded up.

@@ -43,6 +43,21 @@ type compactionEnd struct {
 	ErrorMessage string            `json:"errorMessage,omitempty"`
 }
 
+// summaryRetryScheduled and summaryRetryAttemptStart are the data of
+// summarization_retry_scheduled and summarization_retry_attempt_start: a
+// failed summary request is retried as a failed answer is (auto-retry).
+type summaryRetryScheduled struct {
+	Attempt      int    `json:"attempt"`
+	MaxAttempts  int    `json:"maxAttempts"`
+	DelayMs      int64  `json:"delayMs"`
+	ErrorMessage string `json:"errorMessage"`
+}
+
+type summaryRetryAttemptStart struct {
+	Source string `json:"source"` // compaction (rpi makes no branch summaries)
+	Reason string `json:"reason"` // the compaction's: manual, threshold or overflow
+}
+
 // estimateTokens guesses a message's size in tokens: 4 bytes each of its
 // JSON (messageJSONSize, which does not make it).
 func estimateTokens(m any) int {
@@ -177,10 +192,11 @@ func failedAnswer(e *sessionEntry) bool {
 	return ok && (a.StopReason == "error" || a.StopReason == "aborted")
 }
 
-// summarise carries out a plan: the plan's model writes the summary, a
-// compaction entry records it, and the context becomes the summary plus
-// the kept turns.
-func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructions string) (compactionResult, error) {
+// summarise carries out a plan for a compaction of reason: the plan's
+// model writes the summary, a compaction entry records it, and the
+// context becomes the summary plus the kept turns. Abort (run's context)
+// cancels it.
+func (s *session) summarise(run *agentRun, plan *compactionPlan, instructions, reason string) (compactionResult, error) {
 	transcript := summaryTranscript(contextMessages(plan.summarise))
 	prompt := "Summarise the conversation below so that work on it can go on without it: the goal, decisions made, " +
 		"files read and changed, the current state, and what remains to do. Be concise and concrete."
@@ -191,13 +207,8 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript + "\n</conversation>")}}}
 	req.timeout = s.set.retry.requestTimeout()
-	cctx, cancel := context.WithTimeout(ctx, modelTimeout)
-	defer cancel()
-	if err := callModel(cctx, req, answer, func() {}, func(assistantEvent) {}); err != nil {
-		if ctx.Err() != nil {
-			return compactionResult{}, errors.New("Compaction cancelled")
-		}
-		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
+	if err := s.summaryAnswer(run, req, answer, reason); err != nil {
+		return compactionResult{}, err
 	}
 	summary := strings.TrimSpace(answer.text())
 	if summary == "" {
@@ -213,6 +224,48 @@ func (s *session) summarise(ctx context.Context, plan *compactionPlan, instructi
 		res.EstimatedTokensAfter += estimateTokens(m)
 	}
 	return res, nil
+}
+
+// summaryAnswer asks for the summary (into answer), retrying a failure
+// as a failed answer is retried (retries, retryWait): each retry is told
+// by summarization_retry_scheduled before its wait and
+// summarization_retry_attempt_start after it, and once any was,
+// summarization_retry_finished tells the end, whether the summary came,
+// the retries ran out or abort ended them (during the wait too).
+func (s *session) summaryAnswer(run *agentRun, req streamRequest, answer *assistantMessage, reason string) error {
+	attempt := 0
+	defer func() {
+		if attempt > 0 {
+			s.emit("summarization_retry_finished", nil)
+		}
+	}()
+	cancelled := errors.New("Compaction cancelled")
+	for {
+		*answer = assistantMessage{Role: "assistant", Content: []contentBlock{}}
+		ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
+		err := callModel(ctx, req, answer, func() {}, func(assistantEvent) {})
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case run.ctx.Err() != nil:
+			return cancelled
+		}
+		message, retryAfter, final := s.callFailure(err)
+		if !s.retries(attempt, message, final) {
+			return fmt.Errorf("Compaction failed: %s", message)
+		}
+		attempt++
+		delay := s.retryWait(attempt, retryAfter)
+		s.emit("summarization_retry_scheduled", summaryRetryScheduled{Attempt: attempt, MaxAttempts: s.set.retry.MaxRetries,
+			DelayMs: delay.Milliseconds(), ErrorMessage: message})
+		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
+			Message: fmt.Sprintf("Retrying the summary in %v (attempt %d of %d): %s", delay, attempt, s.set.retry.MaxRetries, message)})
+		if !s.waitRetry(run, delay, nil) {
+			return cancelled
+		}
+		s.emit("summarization_retry_attempt_start", summaryRetryAttemptStart{Source: "compaction", Reason: reason})
+	}
 }
 
 // maxSummaryToolResult is how many characters of a tool result the
@@ -351,7 +404,7 @@ func (s *session) startCompaction(instructions string, done func(compactionResul
 // and such a prompt could fail as "already processing").
 func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
 	s.emit("compaction_start", compactionStart{"manual"})
-	res, err := s.summarise(run.ctx, plan, instructions)
+	res, err := s.summarise(run, plan, instructions, "manual")
 	end := compactionEnd{Reason: "manual", Aborted: run.ctx.Err() != nil}
 	if err == nil {
 		end.Result = &res
@@ -495,7 +548,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	plan, err := s.planCompaction()
 	var res compactionResult
 	if err == nil {
-		res, err = s.summarise(run.ctx, plan, "")
+		res, err = s.summarise(run, plan, "", reason)
 	}
 	switch {
 	case run.ctx.Err() != nil:

@@ -35,16 +35,17 @@ type scriptedResponse struct {
 	Usage *struct {
 		Input, Output, CacheRead, CacheWrite int
 	} `json:"usage"`
-	Finish     string   `json:"finish"`     // the Chat Completions finish_reason, when not stop or tool_calls
-	Status     int      `json:"status"`     // an HTTP error instead of a stream
-	RetryAfter string   `json:"retryAfter"` // its Retry-After header
-	Body       string   `json:"body"`       // its body
-	Cut        bool     `json:"cut"`        // drop the connection after the deltas
-	Malformed  bool     `json:"malformed"`  // send an event that is not JSON
-	DelayMs    int      `json:"delayMs"`    // pause before each delta
-	HoldAt     int      `json:"holdAt"`     // before the n-th delta, wait for the fixture's #release
-	Silent     bool     `json:"silent"`     // send nothing, not even the headers, until the client goes
-	SSE        []string `json:"sse"`        // instead of all the above: these events, byte for byte (each followed by a blank line)
+	Finish       string   `json:"finish"`       // the Chat Completions finish_reason, when not stop or tool_calls
+	Status       int      `json:"status"`       // an HTTP error instead of a stream
+	RetryAfter   string   `json:"retryAfter"`   // its Retry-After header
+	RetryAfterMs string   `json:"retryAfterMs"` // its retry-after-ms header
+	Body         string   `json:"body"`         // its body
+	Cut          bool     `json:"cut"`          // drop the connection after the deltas
+	Malformed    bool     `json:"malformed"`    // send an event that is not JSON
+	DelayMs      int      `json:"delayMs"`      // pause before each delta
+	HoldAt       int      `json:"holdAt"`       // before the n-th delta, wait for the fixture's #release
+	Silent       bool     `json:"silent"`       // send nothing, not even the headers, until the client goes
+	SSE          []string `json:"sse"`          // instead of all the above: these events, byte for byte (each followed by a blank line)
 }
 
 // fakeModel is a running fake provider.
@@ -154,6 +155,9 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	if resp.Status != 0 {
 		if resp.RetryAfter != "" {
 			w.Header().Set("Retry-After", resp.RetryAfter)
+		}
+		if resp.RetryAfterMs != "" {
+			w.Header().Set("Retry-After-Ms", resp.RetryAfterMs)
 		}
 		http.Error(w, resp.Body, resp.Status)
 		return

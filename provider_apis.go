@@ -159,7 +159,7 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 		if len(text) == maxErrorBytes {
 			body = req.secrets.redactCut(body) // no part of a key the server echoed across the cut
 		}
-		wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"))
+		wait, ok := retryAfterOf(resp.Header)
 		return &providerError{status: resp.StatusCode, retryAfter: wait, hasRetryAfter: ok,
 			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(body))}
 	}

@@ -403,6 +403,19 @@ func bearer(h http.Header, key string) {
 	}
 }
 
+// retryAfterOf is the wait a failed answer's headers ask for, as pi
+// reads them: retry-after-ms (milliseconds, OpenAI's) when it holds a
+// number rpi can read, else Retry-After (parseRetryAfter).
+func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+		if ns := ms * float64(time.Millisecond); ns < float64(maxDuration) {
+			return time.Duration(ns), true
+		}
+		return maxDuration, true
+	}
+	return parseRetryAfter(h.Get("Retry-After"))
+}
+
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
 // ok is false when there is none, or none rpi can read (as pi, Inf and
 // NaN). Seconds past what a Duration holds are maxDuration: converted,

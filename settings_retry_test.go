@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,5 +57,38 @@ func TestRetryLimitSettings(t *testing.T) {
 				t.Errorf("notices %q, want one with %q", notices, c.notice)
 			}
 		})
+	}
+}
+
+// TestRetryAfterMs: a failed answer's retry-after-ms header (OpenAI's,
+// in milliseconds) is read before Retry-After, as pi 1.6 reads them;
+// when it holds no number rpi can read (negative, NaN, Inf, text),
+// Retry-After is.
+func TestRetryAfterMs(t *testing.T) {
+	for _, tc := range []struct {
+		ms, after string
+		want      time.Duration
+		ok        bool
+	}{
+		{"1500", "30", 1500 * time.Millisecond, true},
+		{"0.5", "", 500 * time.Microsecond, true},
+		{"0", "30", 0, true},
+		{"", "30", 30 * time.Second, true},
+		{"-5", "30", 30 * time.Second, true},
+		{"NaN", "30", 30 * time.Second, true},
+		{"Inf", "", 0, false},
+		{"soon", "", 0, false},
+		{"1e300", "", maxDuration, true},
+	} {
+		h := http.Header{}
+		if tc.ms != "" {
+			h.Set("retry-after-ms", tc.ms)
+		}
+		if tc.after != "" {
+			h.Set("Retry-After", tc.after)
+		}
+		if got, ok := retryAfterOf(h); got != tc.want || ok != tc.ok {
+			t.Errorf("retry-after-ms %q, Retry-After %q: %v %v, want %v %v", tc.ms, tc.after, got, ok, tc.want, tc.ok)
+		}
 	}
 }
