@@ -257,11 +257,17 @@ func (s *session) summaryAnswer(run *agentRun, req streamRequest, answer *assist
 		}
 		attempt++
 		delay := s.retryWait(attempt, retryAfter)
+		elapsed, stop := after(s.env.clock, delay) // set before it is told: a fake clock's test can move it then
 		s.emit("summarization_retry_scheduled", summaryRetryScheduled{Attempt: attempt, MaxAttempts: s.set.retry.MaxRetries,
 			DelayMs: delay.Milliseconds(), ErrorMessage: message})
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
 			Message: fmt.Sprintf("Retrying the summary in %v (attempt %d of %d): %s", delay, attempt, s.set.retry.MaxRetries, message)})
-		if !s.waitRetry(run, delay, nil) {
+		select {
+		case <-elapsed:
+		case <-run.ctx.Done():
+		}
+		stop()
+		if run.ctx.Err() != nil {
 			return cancelled
 		}
 		s.emit("summarization_retry_attempt_start", summaryRetryAttemptStart{Source: "compaction", Reason: reason})
