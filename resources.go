@@ -169,7 +169,11 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 		}
 	}
 	if kinds.skills {
-		for _, path := range skillEntries(filepath.Join(dir, "skills"), true, false) {
+		paths, cut := skillEntries(filepath.Join(dir, "skills"), true, false)
+		if cut {
+			*skipped = append(*skipped, skillWalkCut(location, filepath.Join(dir, "skills")))
+		}
+		for _, path := range paths {
 			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
 		}
 	}
@@ -182,7 +186,11 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 func loadAgentsSkills(dirs []string, location string, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	for _, dir := range dirs {
-		for _, path := range skillEntries(dir, true, true) {
+		paths, cut := skillEntries(dir, true, true)
+		if cut {
+			*skipped = append(*skipped, skillWalkCut(location, dir))
+		}
+		for _, path := range paths {
 			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", filepath.Dir(dir)}, skipped)
 		}
 	}
@@ -295,7 +303,10 @@ func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]
 			case info.IsDir() && list.key == "prompts":
 				files = markdownFiles(path)
 			case info.IsDir():
-				files = skillEntries(path, true, false)
+				var cut bool
+				if files, cut = skillEntries(path, true, false); cut {
+					*skipped = append(*skipped, skillWalkCut(l.location, path))
+				}
 			case strings.HasSuffix(path, ".md"):
 				files = []string{path}
 			case list.key == "skills":
@@ -452,9 +463,36 @@ func markdownFiles(dir string) []string {
 // not one. Names starting with a dot and node_modules are passed over. A
 // folder reached through a symlink (a skill linked in from elsewhere)
 // gives its SKILL.md, if it holds one, but is not walked: pi walks it,
-// into a loop if the link points up.
-func skillEntries(dir string, top, agents bool) []string {
+// into a loop if the link points up. The walk stops once the folders it
+// read held maxSkillEntries entries (pi's has no bound): cut says so. A
+// project's skills folder may be a link to / or hold a huge tree, and is
+// walked at startup, before the first line, even without --approve (to
+// count its skills).
+func skillEntries(dir string, top, agents bool) (paths []string, cut bool) {
+	w := skillWalk{agents: agents, left: maxSkillEntries}
+	paths = w.walk(dir, top)
+	return paths, w.left < 0
+}
+
+// maxSkillEntries bounds the walk of one skills folder: the entries of
+// all the folders it reads.
+const maxSkillEntries = 20000
+
+// skillWalk is one walk of skillEntries: left is how many more entries
+// it reads (below 0: it was cut).
+type skillWalk struct {
+	agents bool
+	left   int
+}
+
+func (w *skillWalk) walk(dir string, top bool) []string {
+	if w.left < 0 {
+		return nil
+	}
 	entries, _ := os.ReadDir(dir)
+	if w.left -= len(entries); w.left < 0 {
+		return nil
+	}
 	if path := filepath.Join(dir, "SKILL.md"); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "SKILL.md" }) && isRegularFile(path) {
 		return []string{path}
 	}
@@ -464,16 +502,21 @@ func skillEntries(dir string, top, agents bool) []string {
 		switch {
 		case passedOver(e.Name()):
 		case e.IsDir():
-			paths = append(paths, skillEntries(path, false, agents)...)
+			paths = append(paths, w.walk(path, false)...)
 		case e.Type()&fs.ModeSymlink != 0 && isDir(path):
 			if skill := filepath.Join(path, "SKILL.md"); isRegularFile(skill) {
 				paths = append(paths, skill)
 			}
-		case top != agents && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+		case top != w.agents && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
 			paths = append(paths, path)
 		}
 	}
 	return paths
+}
+
+// skillWalkCut is the warning of a walk skillEntries cut short.
+func skillWalkCut(location, dir string) string {
+	return fmt.Sprintf("%s resource %s: it holds more than %d entries; the rest is not read", location, dir, maxSkillEntries)
 }
 
 // isDir says whether path is a folder, through a symlink.
@@ -594,9 +637,11 @@ func templateFiles(dir string) []string {
 // --approve loads: in ./.pi, and the skills of the .agents/skills folders
 // pi reads for it (projectAgentsSkillDirs; userAgents is the user's).
 func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, settings, mcp bool) {
-	p, k := templateFiles(filepath.Join(cwd, ".pi")), skillEntries(filepath.Join(cwd, ".pi", "skills"), true, false)
+	p := templateFiles(filepath.Join(cwd, ".pi"))
+	k, _ := skillEntries(filepath.Join(cwd, ".pi", "skills"), true, false)
 	for _, dir := range projectAgentsSkillDirs(cwd, userAgents) {
-		agentsSkills += len(skillEntries(dir, true, true))
+		found, _ := skillEntries(dir, true, true)
+		agentsSkills += len(found)
 	}
 	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
 	_, mcpErr := os.Stat(filepath.Join(cwd, ".pi", "mcp.json"))

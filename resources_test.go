@@ -399,3 +399,32 @@ func TestSkillWarningLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillWalkBounded stops the walk of a skills folder after
+// maxSkillEntries entries, with a warning: a project's .agents/skills
+// linked to / (or holding a huge tree) would otherwise be walked whole
+// before the first line, even without --approve, to count its skills.
+func TestSkillWalkBounded(t *testing.T) {
+	root := t.TempDir()
+	skills := filepath.Join(root, ".agents", "skills")
+	bulk := filepath.Join(skills, "a")
+	if err := os.MkdirAll(bulk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxSkillEntries {
+		if err := os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(skills, "b"), 0o755)
+	os.WriteFile(filepath.Join(skills, "b", "SKILL.md"), []byte("---\ndescription: past the bound\n---\n"), 0o644)
+	var skipped []string
+	found := loadAgentsSkills([]string{skills}, "project", &skipped)
+	want := "project resource " + skills + ": it holds more than 20000 entries; the rest is not read"
+	if len(found) > 0 || !slices.Equal(skipped, []string{want}) {
+		t.Errorf("found %d skills, skipped %q; want none, and %q", len(found), skipped, want)
+	}
+	if _, _, n, _, _ := projectResources(root, ""); n != 0 {
+		t.Errorf("without --approve, %d skills counted past the bound, want 0", n)
+	}
+}
