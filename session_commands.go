@@ -58,7 +58,8 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				if notice := loaded.skippedNotice(); notice != "" {
 					s.warn(notice)
 				}
-				s.useSessionIn(c, loaded)
+				_, restore := s.useSessionIn(c, loaded)
+				s.warnRestore(restore)
 				return c, nil
 			}
 			ss = newSessionFile(now, "", cwd, "", path, "", false)
@@ -76,7 +77,8 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				if err != nil {
 					return nil, err
 				}
-				s.useSessionIn(c, loaded)
+				_, restore := s.useSessionIn(c, loaded)
+				s.warnRestore(restore)
 				return c, nil
 			}
 		}
@@ -93,7 +95,8 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				copyBranch(ss, from, *o.forkLeaf)
 			}
 			ss.header.ParentSession = from.path
-			s.useSessionIn(c, ss)
+			_, restore := s.useSessionIn(c, ss)
+			s.warnRestore(restore)
 			c.writeWhole(ss)
 			return c, nil
 		}
@@ -162,13 +165,14 @@ func (s *session) startEntries() {
 // the model and thinking level startState gives it; the queues and todos
 // are emptied, the loops move to the new session (loops, read before for
 // a file that exists: readLoops). It reports whether the queues held
-// anything.
-func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bool) {
+// anything, and restore: pi's warning when ss holds messages and the
+// model it last used cannot be (restoreNotice).
+func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bool, restore string) {
 	s.moveLoops(loops)
 	return s.useSessionIn(s.conv, ss)
 }
 
-func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool) {
+func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared bool, restore string) {
 	if ss.size >= bigReadBytes && int64(len(ss.entries)) >= ss.size/smallEntryBytes {
 		defer debug.FreeOSMemory() // once s.mu is let go of
 	}
@@ -179,9 +183,29 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
 	sc = c.replace(ss, sc)
 	s.model, s.thinkingLevel = s.startState(sc, scope, scopeLevel)
+	restore = s.restoreNotice(sc, s.model)
 	s.dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
-	return queuesCleared
+	return queuesCleared, restore
+}
+
+// restoreNotice is pi 1.6's warning when a conversation holding messages
+// (sc) does not go on with the model it last used, which cannot be used
+// now, and m is used instead; "" when it does, or --model chose m (or
+// none was found: the first prompt says so).
+func (s *session) restoreNotice(sc sessionContext, m *model) string {
+	if len(sc.messages) == 0 || s.startModel != nil || sc.provider == "" && sc.modelID == "" ||
+		m == nil || m.Provider == sc.provider && m.ID == sc.modelID {
+		return ""
+	}
+	return fmt.Sprintf("Could not restore model %s/%s. Using %s/%s", sc.provider, sc.modelID, m.Provider, m.ID)
+}
+
+// warnRestore sends restoreNotice's warning, if any.
+func (s *session) warnRestore(restore string) {
+	if restore != "" {
+		s.warn(restore)
+	}
 }
 
 // bigReadBytes, smallEntryBytes: reading a session file at least
@@ -223,7 +247,7 @@ func (s *session) newSession(parent string, asker changeAsker, done func(error))
 			dir = filepath.Dir(info.path)
 		}
 		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
-		cleared = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)})
+		cleared, _ = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)}) // no messages: nothing to restore
 		s.startEntries()
 		return nil
 	}, asker, func(err error) {
@@ -239,7 +263,7 @@ func (s *session) newSession(parent string, asker changeAsker, done func(error))
 // conversation stays as it was. asker and done as in newSession.
 func (s *session) switchSession(path string, asker changeAsker, done func(error)) {
 	path = resolvePath(s.set.cwd, path)
-	cleared, used := false, false
+	cleared, used, restore := false, false, ""
 	var loaded *sessionFile
 	var loops loopsRead
 	s.changeSession(nil, func() error {
@@ -249,7 +273,7 @@ func (s *session) switchSession(path string, asker changeAsker, done func(error)
 		}
 		return err
 	}, func() error {
-		cleared = s.useSession(loaded, loops)
+		cleared, restore = s.useSession(loaded, loops)
 		used = true
 		return nil
 	}, asker, func(err error) {
@@ -264,6 +288,7 @@ func (s *session) switchSession(path string, asker changeAsker, done func(error)
 		if notice := loaded.skippedNotice(); notice != "" {
 			s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 		}
+		s.warnRestore(restore)
 	})
 }
 
@@ -277,7 +302,7 @@ func (s *session) switchSession(path string, asker changeAsker, done func(error)
 // in newSession).
 func (s *session) fork(entryID string, asker changeAsker, done func(text string, err error)) {
 	var old *sessionFile
-	var text, leaf string
+	var text, leaf, restore string
 	cleared := false
 	s.changeSession(func() (err error) {
 		old, text, leaf, err = s.forkPoint(entryID)
@@ -293,13 +318,14 @@ func (s *session) fork(entryID string, asker changeAsker, done func(text string,
 			copyBranch(forked, old, leaf)
 			s.conv.mu.Unlock()
 		}
-		cleared = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
+		cleared, restore = s.useSession(forked, loopsRead{path: loopsFileOf(forked.path)})
 		s.conv.writeWhole(forked)
 		return nil
 	}, asker, func(err error) {
 		done(text, err)
 		if err == nil {
 			s.announceSession(cleared)
+			s.warnRestore(restore)
 			s.tell(uiRequest{Method: "set_editor_text", Text: text})
 		}
 	})
@@ -345,7 +371,7 @@ func (s *session) clonePoint() (from *sessionFile, leaf string, err error) {
 // aborted). asker and done as in newSession.
 func (s *session) clone(asker changeAsker, done func(error)) {
 	var old *sessionFile
-	var leaf string
+	var leaf, restore string
 	cleared := false
 	s.changeSession(func() (err error) {
 		old, leaf, err = s.clonePoint()
@@ -359,13 +385,14 @@ func (s *session) clone(asker changeAsker, done func(error)) {
 		s.conv.mu.Lock()
 		copyBranch(cloned, old, leaf)
 		s.conv.mu.Unlock()
-		cleared = s.useSession(cloned, loopsRead{path: loopsFileOf(cloned.path)})
+		cleared, restore = s.useSession(cloned, loopsRead{path: loopsFileOf(cloned.path)})
 		s.conv.writeWhole(cloned)
 		return nil
 	}, asker, func(err error) {
 		done(err)
 		if err == nil {
 			s.announceSession(cleared)
+			s.warnRestore(restore)
 		}
 	})
 }
