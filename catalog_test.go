@@ -599,7 +599,7 @@ func TestModelsJSONReplacesBuiltinModel(t *testing.T) {
 // TestModelOverridesInAvailableModels: a models.json provider's
 // modelOverrides change the fields they name of its model of that id, a
 // built-in one (cost merged field by field) or one it lists, and
-// get_available_models answers with them; the provider's other models
+// get_available_models answers with them (promptCache too); the provider's other models
 // stay as they were, and an id it has no model of changes nothing.
 func TestModelOverridesInAvailableModels(t *testing.T) {
 	e := newTestEnv(t)
@@ -633,7 +633,8 @@ func TestModelOverridesInAvailableModels(t *testing.T) {
 		got[m.Provider+"/"+m.ID] = m
 	}
 	if m := got["groq/llama-3.3-70b-versatile"]; m == nil || m.Name != "Llama (mine)" || m.ContextWindow != 65536 || m.MaxTokens != 4096 ||
-		!m.Reasoning || !slices.Equal(m.Input, []string{"text", "image"}) || m.Cost != (modelCost{1.5, 0.79, 0.25, 0}) {
+		!m.Reasoning || !slices.Equal(m.Input, []string{"text", "image"}) || m.Cost != (modelCost{1.5, 0.79, 0.25, 0}) ||
+		m.PromptCache == nil || ptrOr(m.PromptCache.Short, 0) != 300 || m.PromptCache.Long != nil {
 		t.Errorf("the overridden model is %+v", m)
 	}
 	for _, c := range hostedProviderNamed("groq").models {

@@ -44,7 +44,9 @@ func finite(fs ...float64) bool {
 }
 
 func (c modelCost) finiteJSON() bool { return finite(c.Input, c.Output, c.CacheRead, c.CacheWrite) }
-func (m *model) finiteJSON() bool    { return m == nil || m.Cost.finiteJSON() }
+func (m *model) finiteJSON() bool {
+	return m == nil || m.Cost.finiteJSON() && (m.PromptCache == nil || finite(ptrOr(m.PromptCache.Short, 0), ptrOr(m.PromptCache.Long, 0)))
+}
 func (s stateData) finiteJSON() bool { return s.Model.finiteJSON() }
 func (u usage) finiteJSON() bool {
 	c := u.Cost
@@ -146,6 +148,19 @@ func (m *model) appendJSON(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, int64(m.ContextWindow), 10)
 	buf = appendKey(buf, "maxTokens")
 	buf = strconv.AppendInt(buf, int64(m.MaxTokens), 10)
+	if p := m.PromptCache; p != nil {
+		buf = appendKey(buf, "promptCache")
+		buf = append(buf, '{')
+		if p.Short != nil {
+			buf = appendKey(buf, "short")
+			buf = appendJSONFloat(buf, *p.Short)
+		}
+		if p.Long != nil {
+			buf = appendKey(buf, "long")
+			buf = appendJSONFloat(buf, *p.Long)
+		}
+		buf = append(buf, '}')
+	}
 	return append(buf, '}')
 }
 

@@ -96,13 +96,16 @@ func TestAppendersMatchEncodingJSON(t *testing.T) {
 		Reasoning: true, Input: []string{"text", hostile}, Cost: modelCost{Input: 1.25, Output: 1e-7, CacheRead: 3e21, CacheWrite: 0.1 + 0.2},
 		ContextWindow: 200000, MaxTokens: 64000}
 	bare := &model{ID: "x", BaseURL: "http://localhost:1234/v1"}
+	short, long := 300.0, 3600.5
+	cached := &model{ID: "c", PromptCache: &promptCache{Short: &short, Long: &long}}
+	longOnly := &model{ID: "l", PromptCache: &promptCache{Long: &long}}
 	userOnly := &model{ID: "x", BaseURL: "http://user@host/v1"}
 	plans := [][]todoPhase{nil, {}, {{Name: hostile}}, {{Name: "p", Tasks: []todoItem{
 		{ID: "1", Content: hostile, Status: "pending", DependsOn: []string{"2"}, BlockedBy: []todoBlocker{{TaskID: "2", Content: "c", Status: "pending"}}, Agent: "a"},
 		{ID: "2", Content: "c", Status: "in_progress", Ready: true, DependsOn: []string{}, BlockedBy: []todoBlocker{}},
 	}}}}
 	var values []jsonAppender
-	for _, model := range []*model{nil, m, bare, userOnly} {
+	for _, model := range []*model{nil, m, bare, userOnly, cached, longOnly} {
 		for _, plan := range plans {
 			values = append(values, stateData{Model: model, ThinkingLevel: "high", IsStreaming: true, SteeringMode: "all",
 				FollowUpMode: "one-at-a-time", SessionFile: pathOrNull("/tmp/" + hostile), SessionID: "id", SessionName: hostile,

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // modelCost is a model's price in dollars per million tokens.
@@ -37,6 +38,10 @@ type model struct {
 	Cost          modelCost `json:"cost"`
 	ContextWindow int       `json:"contextWindow"`
 	MaxTokens     int       `json:"maxTokens"`
+	// PromptCache is models.json's promptCache: how long, in seconds,
+	// the provider keeps a prompt cached at each retention tier (cache
+	// warming; none for a built-in model, as in pi).
+	PromptCache *promptCache `json:"promptCache,omitempty"`
 
 	builtin   bool              // from the catalog, not models.json
 	compat    compat            // request quirks of its host (OpenAI-compatible APIs)
@@ -59,6 +64,69 @@ type model struct {
 	// resize is models.json's inputLimits.images.resize, what its images
 	// are made to fit (a field 0: the default's; imageLimits).
 	resize imageLimits
+}
+
+// promptCache is a models.json promptCache: a prompt cache's lifetime in
+// seconds at the short and the long retention tier (PI_CACHE_RETENTION
+// "long" picks the long one).
+type promptCache struct {
+	Short *float64 `json:"short,omitempty"`
+	Long  *float64 `json:"long,omitempty"`
+}
+
+// over is p with q's tiers over it, a new value (pi merges an override's
+// so); nil when neither gives a tier.
+func (p *promptCache) over(q *promptCache) *promptCache {
+	if q == nil {
+		return p
+	}
+	merged := &promptCache{}
+	if p != nil {
+		*merged = *p
+	}
+	merged.Short, merged.Long = cmp.Or(q.Short, merged.Short), cmp.Or(q.Long, merged.Long)
+	if merged.Short == nil && merged.Long == nil {
+		return nil
+	}
+	return merged
+}
+
+// checkPromptCache leaves out of *p the lifetimes pi refuses (not above
+// 0), and says which; *p is nil after when none is left.
+func checkPromptCache(p **promptCache) []string {
+	if *p == nil {
+		return nil
+	}
+	var problems []string
+	for _, tier := range []struct {
+		name  string
+		value **float64
+	}{{"short", &(*p).Short}, {"long", &(*p).Long}} {
+		if v := *tier.value; v != nil && !(*v > 0) {
+			problems = append(problems, fmt.Sprintf("ignored \"promptCache.%s\": %v is not above 0", tier.name, *v))
+			*tier.value = nil
+		}
+	}
+	if (*p).Short == nil && (*p).Long == nil {
+		*p = nil
+	}
+	return problems
+}
+
+// ttl is how long a prompt the model is sent stays cached at the tier
+// long or short, as models.json says; ok is false when it does not say.
+func (p *promptCache) ttl(long bool) (time.Duration, bool) {
+	if p == nil {
+		return 0, false
+	}
+	v := p.Short
+	if long {
+		v = p.Long
+	}
+	if v == nil {
+		return 0, false
+	}
+	return time.Duration(min(*v, float64(maxDuration/time.Second)) * float64(time.Second)), true
 }
 
 // samplingParams is a models.json samplingParams object: request body
@@ -245,6 +313,7 @@ type modelsFile struct {
 			SamplingParams   samplingParams            `json:"samplingParams"`
 			SamplingByLevel  map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
 			InputLimits      *inputLimits              `json:"inputLimits"`
+			PromptCache      *promptCache              `json:"promptCache"`
 		} `json:"models"`
 		ModelOverrides map[string]*modelOverride `json:"modelOverrides"`
 	} `json:"providers"`
@@ -274,9 +343,7 @@ type modelOverride struct {
 	SamplingParams  samplingParams            `json:"samplingParams"`
 	SamplingByLevel map[string]samplingParams `json:"samplingParamsByThinkingLevel"`
 	InputLimits     *inputLimits              `json:"inputLimits"` // merged with the model's, field by field
-	// pi's, of what rpi has no notion of: taken (objects, as in pi) and
-	// not used.
-	PromptCache map[string]any `json:"promptCache"`
+	PromptCache     *promptCache              `json:"promptCache"` // merged with the model's, tier by tier
 }
 
 // apply changes m by o.
@@ -323,6 +390,7 @@ func (o *modelOverride) apply(m *model) {
 		m.samplingByLevel = byLevel
 	}
 	m.resize = o.InputLimits.over(m.resize)
+	m.PromptCache = m.PromptCache.over(o.PromptCache)
 }
 
 // check leaves out of o the fields pi refuses (an empty name, a size not
@@ -343,6 +411,7 @@ func (o *modelOverride) check(own imageLimits) []string {
 			*f.value = nil
 		}
 	}
+	problems = append(problems, checkPromptCache(&o.PromptCache)...)
 	return append(problems, o.InputLimits.check(own)...)
 }
 
@@ -494,6 +563,10 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: model %s: %s", path, name, m.ID, problem))
 				}
 				mod.resize = m.InputLimits.over(imageLimits{})
+				for _, problem := range checkPromptCache(&m.PromptCache) {
+					setup.warnings = append(setup.warnings, fmt.Sprintf("%s: provider %s: model %s: %s", path, name, m.ID, problem))
+				}
+				mod.PromptCache = m.PromptCache
 				if !mod.speaks() {
 					unspoken = append(unspoken, fmt.Sprintf("%s/%s uses %s", name, m.ID, api))
 				}

@@ -56,7 +56,10 @@ type settings struct {
 	thinkingLevelSet           bool // a file sets defaultThinkingLevel: a model switch moves to it (switchModel)
 	steeringMode, followUpMode string
 	autoCompaction, autoRetry  bool
-	shellPrefix                string // settings.json shellCommandPrefix: a line run before every shell command
+	// cacheWarming is the user's settings.json cacheWarming (pi reads it
+	// from there only): "off", "streaming" or "idle" (the default).
+	cacheWarming string
+	shellPrefix  string // settings.json shellCommandPrefix: a line run before every shell command
 	// enabledModels are settings.json's patterns of the models
 	// cycle_model goes through when --models is not given; nil when
 	// none is set or none matches a usable model (scopePatterns).
@@ -164,11 +167,12 @@ type settingsFile struct {
 		AutoResize  *bool `json:"autoResize"`
 		BlockImages *bool `json:"blockImages"`
 	} `json:"images"`
-	ShellPath            string  `json:"shellPath"`
-	ShellCommandPrefix   *string `json:"shellCommandPrefix"`
-	DefaultThinkingLevel string  `json:"defaultThinkingLevel"`
-	SteeringMode         string  `json:"steeringMode"`
-	FollowUpMode         string  `json:"followUpMode"`
+	ShellPath            string          `json:"shellPath"`
+	ShellCommandPrefix   *string         `json:"shellCommandPrefix"`
+	DefaultThinkingLevel string          `json:"defaultThinkingLevel"`
+	SteeringMode         string          `json:"steeringMode"`
+	FollowUpMode         string          `json:"followUpMode"`
+	CacheWarming         json.RawMessage `json:"cacheWarming"`
 	// EnabledModels replaces the patterns of the file before it, even
 	// when empty; nil when the file does not set it.
 	EnabledModels []string `json:"enabledModels"`
@@ -259,7 +263,8 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
 		compaction:     compactionSettings{ReserveTokens: 16384, KeepRecentTokens: 20000},
 		confirmTimeout: defaultConfirmTimeout, httpIdle: defaultHTTPIdle,
-		thinkingLevel: "medium", steeringMode: "one-at-a-time", followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true}
+		thinkingLevel: "medium", steeringMode: "one-at-a-time", followUpMode: "one-at-a-time", autoCompaction: true, autoRetry: true,
+		cacheWarming: "idle"}
 	cfg := h.cfg
 	set.applySettingsFile(filepath.Join(h.agentDir, "settings.json"))
 	if cfg.approve {
@@ -441,6 +446,27 @@ func (set *settings) applySettingsFile(path string) {
 		default:
 			set.notices = append(set.notices, fmt.Sprintf(`Ignored %s %q in %s: it must be "all" or "one-at-a-time"`, m.key, m.value, path))
 		}
+	}
+	set.takeCacheWarming(file.CacheWarming, path)
+}
+
+// takeCacheWarming takes a settings file's cacheWarming: the user's
+// only, as pi reads it; a project's is said to be ignored.
+func (set *settings) takeCacheWarming(raw json.RawMessage, path string) {
+	if raw == nil {
+		return
+	}
+	if path != filepath.Join(set.agentDir, "settings.json") {
+		set.notices = append(set.notices, fmt.Sprintf("Ignored cacheWarming in %s: only the user's settings.json (in the agent folder) sets it", path))
+		return
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) != nil {
+		set.notices = append(set.notices, fmt.Sprintf(`Ignored cacheWarming in %s: it is not a string; it must be "off", "streaming" or "idle"`, path))
+	} else if !slices.Contains([]string{"off", "streaming", "idle"}, mode) {
+		set.notices = append(set.notices, fmt.Sprintf(`Ignored cacheWarming %q in %s: it must be "off", "streaming" or "idle"`, mode, path))
+	} else {
+		set.cacheWarming = mode
 	}
 }
 
