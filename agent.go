@@ -173,6 +173,7 @@ func (s *session) tryStartRunLocked(phase runPhase, held bool) (*agentRun, error
 	ctx, cancel := context.WithCancel(s.ctx)
 	run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{}), agent: phase == running, retryAfter: -1}
 	s.activeRun, s.phase = run, phase
+	s.stopWarmLocked() // its first request warms anew
 	s.conv.hold()
 	return run, nil
 }
@@ -218,6 +219,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
+	s.cacheWarmSettledLocked(run.ctx.Err() != nil)
 	s.host.runs.release(s)
 	if run.agent {
 		s.postTell(uiRequest{Method: "setStatus", StatusKey: "rpi", StatusText: "idle"})
@@ -434,6 +436,7 @@ func isClosed(ch <-chan struct{}) bool {
 func (s *session) abort() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopWarmLocked() // the user stops the model: its cache is not kept warm either
 	if s.activeRun == nil {
 		return nil
 	}
@@ -698,6 +701,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		empty.StopReason = "pending" // pi's partial answer
 		s.emit("message_start", messageEvent{&empty})
 	}
+	s.startCacheWarm(req)
 	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
 	defer cancel()
 	batch := &deltaBatch{stderr: s.stderr, clock: s.env.clock, deliver: s.deliver, post: func(ev assistantEvent, u usage) {

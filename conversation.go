@@ -40,7 +40,8 @@ type conversation struct {
 	writeErr    error // the last write failure, until a write works again
 	// appendWarned: the client was told an append failed (once is enough)
 	appendWarned bool
-	writing      bool // the writer is running (flushSoon)
+	writing      bool   // the writer is running (flushSoon)
+	changes      uint64 // see changed
 
 	fileMu mutex[convFileMu] // held while writing the file
 	closed bool              // close ran: nothing is written any more (guarded by fileMu)
@@ -83,6 +84,15 @@ func (c *conversation) messages() []any {
 	return append([]any{}, c.msgs...)
 }
 
+// changed counts the times a message left the conversation or it was
+// made anew (dropLast, omit, compacted): while it holds, the messages
+// only grew, and a request sent before still starts them (cachewarm.go).
+func (c *conversation) changed() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changes
+}
+
 // record appends a session entry; the writer writes it (flushSoon). A
 // write that fails is told to the client (noteWrite).
 func (c *conversation) record(typ string, fields ...entryField) error {
@@ -93,12 +103,28 @@ func (c *conversation) record(typ string, fields ...entryField) error {
 	return err
 }
 
+// recordLine is record, returning the entry's line (its JSON).
+func (c *conversation) recordLine(typ string, fields ...entryField) ([]byte, error) {
+	c.mu.Lock()
+	line, err := c.addLineLocked(typ, fields)
+	line = slices.Clone(line) // the writer's is its own
+	c.mu.Unlock()
+	c.flushSoon()
+	return line, err
+}
+
 // addLocked adds an entry in memory and queues its write; c.mu is held.
 func (c *conversation) addLocked(typ string, fields []entryField) error {
+	_, err := c.addLineLocked(typ, fields)
+	return err
+}
+
+// addLineLocked is addLocked, returning the entry's line.
+func (c *conversation) addLineLocked(typ string, fields []entryField) ([]byte, error) {
 	ss := c.sessionFile
 	e, line, err := ss.add(c.clock.Now(), typ, fields)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case ss.path == "":
@@ -110,7 +136,7 @@ func (c *conversation) addLocked(typ string, fields []entryField) error {
 		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 		ss.written = true
 	}
-	return nil
+	return line, nil
 }
 
 // appendMessage adds a message to the conversation and the session.
@@ -153,6 +179,7 @@ func (c *conversation) dropLast(m any) {
 	defer c.mu.Unlock()
 	if n := len(c.msgs); n > 0 && c.msgs[n-1] == m {
 		c.msgs = c.msgs[:n-1]
+		c.changes++
 	}
 }
 
@@ -165,6 +192,7 @@ func (c *conversation) omit(m *assistantMessage) error {
 	c.mu.Lock()
 	if n := len(c.msgs); n > 0 && c.msgs[n-1] == any(m) {
 		c.msgs = c.msgs[:n-1]
+		c.changes++
 	}
 	var err error
 	entries := c.sessionFile.entries
@@ -313,6 +341,7 @@ func (c *conversation) compacted(fields []entryField) error {
 	err := c.addLocked("compaction", fields)
 	if err == nil {
 		c.msgs = c.sessionFile.context().messages
+		c.changes++
 	}
 	c.mu.Unlock()
 	if err != nil {

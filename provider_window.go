@@ -34,9 +34,13 @@ const (
 // answerTokens is what a request asks the model to write at most: the
 // model's maxTokens, lowered so that it and the input (inputTokens) fit
 // the context window with pi's margin, at least 1; a model without a
-// window keeps its maxTokens.
+// window keeps its maxTokens. A request's own cap (maxTokens) lowers it.
 func answerTokens(req streamRequest) int {
-	return fitWindow(req.model.ContextWindow, inputTokens(req), req.model.MaxTokens)
+	tokens := fitWindow(req.model.ContextWindow, inputTokens(req), req.model.MaxTokens)
+	if req.maxTokens > 0 {
+		tokens = min(tokens, req.maxTokens)
+	}
+	return tokens
 }
 
 // fitWindow is pi's clampMaxTokensToContext: maxTokens within window less

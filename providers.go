@@ -67,6 +67,9 @@ type streamRequest struct {
 	// blockImages: the model gets a note in the place of every image
 	// (settings.json images.blockImages; withoutImages).
 	blockImages bool
+	// maxTokens caps the answer below what answerTokens allows; 0: no
+	// cap (a cache refresh asks for 1: cachewarm.go).
+	maxTokens int
 }
 
 // context is what the model is sent of the request's conversation

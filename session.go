@@ -72,6 +72,7 @@ type session struct {
 	steering       []*userMessage
 	followUp       []*userMessage
 	todos          []todoPhase // the plan (todos.go): replaced whole on a change, never changed in place
+	warm           *cacheWarm  // the prompt cache warming under way (cachewarm.go); nil when none
 }
 
 // An eventSink takes every event of one session, in order, one at a time,
@@ -658,6 +659,7 @@ var eventTypes = []string{
 	"session_info_changed",
 	"run_failed",
 	"mcp_server_update",
+	"entry_appended",
 }
 
 // runPhase is what the agent is doing.
