@@ -35,6 +35,20 @@ func warmSession(t *testing.T, cost, settings string, vars ...string) (*processS
 
 const warmCost = `{"input":30,"output":15,"cacheRead":3,"cacheWrite":37.5}`
 
+// dueAt reports whether a timer falls due exactly d from now: a cache
+// refresh's, set when the clock stood still since its request, where
+// the stream's own timers (30 ms, 5 minutes) are not.
+func (c *fakeClock) dueAt(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if t.when.Equal(c.now.Add(d)) {
+			return true
+		}
+	}
+	return false
+}
+
 // request is the fake model's n-th request body.
 func (fm *fakeModel) request(n int) map[string]any {
 	fm.mu.Lock()
@@ -51,7 +65,7 @@ func TestCacheWarmRefresh(t *testing.T) {
 	ps, fm, clock := warmSession(t, warmCost, `{}`)
 	ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
 	ps.waitFor(`"agent_settled"`)
-	if clock.dueWithin(269*time.Second) || !clock.dueWithin(270*time.Second) {
+	if !clock.dueAt(270 * time.Second) {
 		t.Fatal("no refresh due at 270 s")
 	}
 	clock.advance(270 * time.Second)
@@ -61,7 +75,7 @@ func TestCacheWarmRefresh(t *testing.T) {
 	if refresh["max_tokens"] != 1.0 || !reflect.DeepEqual(first["messages"], refresh["messages"]) || !reflect.DeepEqual(first["tools"], refresh["tools"]) {
 		t.Errorf("the refresh asked %v for %v; the request was %v", refresh["max_tokens"], refresh["messages"], first["messages"])
 	}
-	for !clock.dueWithin(270 * time.Second) { // rescheduled once its answer is in (after entry_appended)
+	for !clock.dueAt(270 * time.Second) { // rescheduled once its answer is in (after entry_appended)
 		time.Sleep(time.Millisecond)
 	}
 	clock.advance(100 * time.Second)
@@ -71,7 +85,7 @@ func TestCacheWarmRefresh(t *testing.T) {
 	waitSettled(t, ps, 2)
 	// The first warming's next refresh was due 170 s from now; the new
 	// request's is 270 s from it.
-	if clock.dueWithin(269*time.Second) || !clock.dueWithin(270*time.Second) {
+	if clock.dueAt(170*time.Second) || !clock.dueAt(270*time.Second) {
 		t.Error("the first prompt's warming was not stopped by the second")
 	}
 	ps.close()
@@ -111,7 +125,7 @@ func TestCacheWarmOff(t *testing.T) {
 			ps, _, clock := warmSession(t, warmCost, c.settings, c.vars...)
 			ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
 			ps.waitFor(`"agent_settled"`)
-			if clock.dueWithin(2 * time.Hour) {
+			if clock.dueAt(270 * time.Second) {
 				t.Error("a refresh is scheduled")
 			}
 			ps.close()
@@ -127,7 +141,7 @@ func TestCacheWarmBelowThreshold(t *testing.T) {
 	ps, fm, clock := warmSession(t, `{"input":3,"output":15,"cacheRead":0.3,"cacheWrite":3.75}`, `{}`)
 	ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
 	ps.waitFor(`"agent_settled"`)
-	if !clock.dueWithin(270 * time.Second) {
+	if !clock.dueAt(270 * time.Second) {
 		t.Fatal("no refresh due at 270 s")
 	}
 	clock.advance(270 * time.Second)
@@ -190,12 +204,12 @@ func TestCacheWarmStops(t *testing.T) {
 	for i, stop := range []string{"abort", "new_session"} {
 		ps.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Hello?"}`, i))
 		waitSettled(t, ps, i+1)
-		if !clock.dueWithin(270 * time.Second) {
+		if !clock.dueAt(270 * time.Second) {
 			t.Fatalf("no refresh due at 270 s before %s", stop)
 		}
 		ps.send(fmt.Sprintf(`{"id":"s%d","type":%q}`, i, stop))
 		ps.waitFor(fmt.Sprintf(`"id":"s%d"`, i))
-		if clock.dueWithin(2 * time.Hour) {
+		if clock.dueAt(270 * time.Second) {
 			t.Errorf("a refresh is still due after %s", stop)
 		}
 	}

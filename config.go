@@ -621,6 +621,8 @@ Environment:
                         provider keys (all of them in docs/models.md)
   OPENAI_BASE_URL       another base URL for the openai provider
   PI_FAUX_RESPONSE      what the offline model faux/faux-1 answers (--model faux/faux-1)
+  PI_CACHE_RETENTION=long
+                        warm a model's long prompt cache tier (models.json promptCache)
   RPI_COMPAT=pi         pi 1.6's shapes, as --compat pi
   RPI_TRACE_STARTUP=1   how long each phase of startup took, and its page faults, on stderr
   RPI_SERVE_TOKEN       rpi serve: the token WebSocket clients give (else <agent dir>/serve-token)
