@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -128,12 +127,6 @@ func inputs(ms []*userMessage) []runInput {
 	}
 	return out
 }
-
-// retryable matches errors worth another attempt (pi's list). Like every
-// regexp of rpi, it is compiled at first use, not at startup.
-var retryable = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay`)
-}}
 
 // Why a run cannot start: tryStartRun's refusals.
 var (
@@ -558,13 +551,14 @@ func (s *session) retryWait(attempt int, retryAfter time.Duration) time.Duration
 // retries reports whether a failed call's error (message; final: no
 // retry can help) is worth another attempt after attempt retries:
 // auto-retry is on (set_auto_retry, settings.json's retry.enabled), the
-// budget (retry.maxRetries) is not spent, and the error is one of
-// retryable's.
+// budget (retry.maxRetries) is not spent, and the error is one pi 1.6
+// retries (retryable), not one rpi knows no retry can mend (final: an
+// answer cut at rpi's limit, a compressed stream).
 func (s *session) retries(attempt int, message string, final bool) bool {
 	s.mu.Lock()
 	autoRetry := s.autoRetry
 	s.mu.Unlock()
-	return autoRetry && attempt < s.set.retry.MaxRetries && !final && retryable.get().MatchString(message)
+	return autoRetry && attempt < s.set.retry.MaxRetries && !final && retryable(message)
 }
 
 // retryBackoff is the wait before attempt (1, 2, …) when the server
@@ -671,7 +665,9 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		break
 	}
 	willRetry := ""
-	if last.StopReason == "error" && s.retries(attempt, last.ErrorMessage, last.final) {
+	// As pi, an overflowed context is not retried: auto-compaction runs
+	// it again once compacted (recoveryFor).
+	if last.StopReason == "error" && !overflowed(last) && s.retries(attempt, last.ErrorMessage, last.final) {
 		willRetry = last.ErrorMessage
 		s.conv.dropLast(last) // the failed answer leaves the context
 	}
