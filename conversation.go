@@ -57,6 +57,7 @@ type fileWrite struct {
 	line     []byte
 	whole    []byte
 	checkEnd bool
+	opening  bool // an entry openEntries made (keepOpenEntries)
 }
 
 // convInfo is what get_state needs of the conversation.
@@ -111,6 +112,60 @@ func (c *conversation) recordLine(typ string, fields ...entryField) ([]byte, err
 	c.mu.Unlock()
 	c.flushSoon()
 	return line, err
+}
+
+// recordSelection records the model (when there is one) and the thinking
+// level, as a session's first entries; opening says they are the entries
+// of a session being opened (openEntries).
+func (c *conversation) recordSelection(m *model, thinking string, opening bool) {
+	c.mu.Lock()
+	queued := len(c.queue)
+	if m != nil {
+		c.addLocked("model_change", []entryField{{"provider", m.Provider}, {"modelId", m.ID}})
+	}
+	c.addLocked("thinking_level_change", []entryField{{"thinkingLevel", thinking}})
+	for i := queued; i < len(c.queue) && opening; i++ {
+		c.queue[i].opening = true
+	}
+	c.mu.Unlock()
+	c.flushSoon()
+}
+
+// openEntries records, as pi 1.6's createAgentSession does whenever it
+// opens a session (a file read, a fork's or clone's copy, a new session),
+// the model m and thinking level when sc, the session's context, holds no
+// message, and only the thinking level when its branch has no
+// thinking_level_change entry; else nothing. Written as any entry: a file
+// that is there gets them appended at once (pi appends them as it
+// opens it), a file not written yet with its first answer.
+func (c *conversation) openEntries(sc sessionContext, m *model, thinking string) {
+	switch {
+	case len(sc.messages) == 0:
+		c.recordSelection(m, thinking, true)
+	case !sc.hasThinking:
+		c.recordSelection(nil, thinking, true)
+	}
+}
+
+// keepOpenEntries handles the failed append of an entry openEntries
+// made (w): when nothing but such entries of its session is queued, the
+// file (one rpi may not have written: a read-only file opened only to be
+// read) is not written again from memory now, as a failed append
+// otherwise is; the entries wait in memory, and the file is written whole
+// with the next answer, as a new session's. It reports whether it did so.
+// c.fileMu is held.
+func (c *conversation) keepOpenEntries(w fileWrite, err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !w.opening || slices.ContainsFunc(c.queue, func(q fileWrite) bool { return q.ss == w.ss && !q.opening }) {
+		return false
+	}
+	c.queue = slices.DeleteFunc(c.queue, func(q fileWrite) bool { return q.ss == w.ss })
+	w.ss.written = false
+	if w.ss == c.sessionFile {
+		c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): the entries rpi adds on opening it are kept in memory, and the file is written with the next answer", w.ss.path, unwrapPathError(err)))
+	}
+	return true
 }
 
 // addLocked adds an entry in memory and queues its write; c.mu is held.
@@ -430,6 +485,9 @@ func (c *conversation) flushLocked() error {
 				break // another rpi has the file: it is not written over
 			}
 			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
+				if c.keepOpenEntries(w, err) {
+					continue
+				}
 				if !c.appendWarned {
 					c.appendWarned = true
 					c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): writing it again from memory", w.ss.path, unwrapPathError(err)))

@@ -152,10 +152,7 @@ func (s *session) startEntries() {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
-	if m != nil {
-		s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
-	}
-	s.conv.record("thinking_level_change", entryField{"thinkingLevel", thinking})
+	s.conv.recordSelection(m, thinking, false)
 	if name := s.conv.info().name; name != "" {
 		s.conv.record("session_info", entryField{"name", name})
 	}
@@ -166,7 +163,10 @@ func (s *session) startEntries() {
 // are emptied, the loops move to the new session (loops, read before for
 // a file that exists: readLoops). It reports whether the queues held
 // anything, and restore: pi's warning when ss holds messages and the
-// model it last used cannot be (restoreNotice).
+// model it last used cannot be (restoreNotice). Like pi 1.6 on opening a
+// session, it records the model and thinking level in a session without
+// messages, the thinking level in one whose branch has none
+// (conversation.openEntries).
 func (s *session) useSession(ss *sessionFile, loops loopsRead) (queuesCleared bool, restore string) {
 	s.moveLoops(loops)
 	return s.useSessionIn(s.conv, ss)
@@ -179,13 +179,15 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 	sc := ss.context() // ss is not shared yet
 	scope, scopeLevel := s.startScope()
 	s.mu.Lock()
-	defer s.unlock()
 	queuesCleared = len(s.steering)+len(s.followUp) > 0
 	sc = c.replace(ss, sc)
 	s.model, s.thinkingLevel = s.startState(sc, scope, scopeLevel)
 	restore = s.restoreNotice(sc, s.model)
 	s.dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.todos = nil, nil, nil
+	m, thinking := s.model, s.effectiveThinking()
+	s.unlock()
+	c.openEntries(sc, m, thinking)
 	return queuesCleared, restore
 }
 
@@ -247,8 +249,9 @@ func (s *session) newSession(parent string, asker changeAsker, done func(error))
 			dir = filepath.Dir(info.path)
 		}
 		ss := newSessionFile(s.env.clock.Now(), "", s.set.cwd, dir, "", parent, info.path == "")
-		cleared, _ = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)}) // no messages: nothing to restore
-		s.startEntries()
+		// No messages: nothing to restore; the model and thinking level
+		// are recorded as in any session without messages (openEntries).
+		cleared, _ = s.useSession(ss, loopsRead{path: loopsFileOf(ss.path)})
 		return nil
 	}, asker, func(err error) {
 		done(err)

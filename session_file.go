@@ -787,6 +787,7 @@ type sessionContext struct {
 	provider      string
 	modelID       string
 	name          string
+	hasThinking   bool // the branch holds a thinking_level_change entry
 }
 
 // context rebuilds the conversation from the leaf's branch: the latest
@@ -799,7 +800,7 @@ func (ss *sessionFile) context() sessionContext {
 	for i, e := range path {
 		switch e.Type {
 		case "thinking_level_change":
-			c.thinkingLevel = e.info().ThinkingLevel
+			c.thinkingLevel, c.hasThinking = e.info().ThinkingLevel, true
 		case "model_change":
 			c.provider, c.modelID = e.info().Provider, e.info().ModelID
 		case "message":

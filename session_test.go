@@ -169,8 +169,10 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The torn line went; the new user message and answer came.
-	if len(lines) != before-1+2 || len(ss.entries) != len(lines)-1 {
+	// The torn line went; the thinking level (the file has none, and rpi
+	// records it as it opens the session, as pi 1.6), the new user message
+	// and answer came.
+	if len(lines) != before-1+3 || len(ss.entries) != len(lines)-1 {
 		t.Errorf("%d lines (%d before, one torn), %d entries load:\n%s", len(lines), before, len(ss.entries), strings.Join(lines, "\n"))
 	}
 	var texts []string
@@ -659,6 +661,12 @@ func TestLongChainOfEntries(t *testing.T) {
 	parent := "null"
 	for i := range n {
 		line := fmt.Sprintf(`{"type":"model_change","id":"%x","parentId":%s,"timestamp":"t","provider":"p","modelId":"m"}`, i, parent)
+		switch i { // a message and a thinking level: rpi adds no entry as it opens the session (openEntries)
+		case 0:
+			line = fmt.Sprintf(`{"type":"thinking_level_change","id":"%x","parentId":%s,"timestamp":"t","thinkingLevel":"medium"}`, i, parent)
+		case 1:
+			line = fmt.Sprintf(`{"type":"message","id":"%x","parentId":%s,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}}`, i, parent)
+		}
 		parent = fmt.Sprintf(`"%x"`, i)
 		file = append(append(file, line...), '\n')
 		if i > 0 {
@@ -1064,4 +1072,47 @@ func TestSessionStartedRightAfterABusyChangesAnswer(t *testing.T) {
 	if answered != queries {
 		t.Errorf("%d get_state answered, want %d:\n%s", answered, queries, ps.out.bytes())
 	}
+}
+
+// TestOpenEntriesFailedAppendKeepsTheFile: the entries a session gets as
+// it is opened (openEntries: here the thinking level of a file with
+// messages and none) are appended to its file; where that append fails
+// (the file gone here; a read-only file too, which root cannot make),
+// the file is not written again from memory, as a failed append
+// otherwise is (a session opened only to be read must not be rewritten):
+// the client is told, and the entries wait for the next answer, which
+// writes the file whole with them.
+func TestOpenEntriesFailedAppendKeepsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "old.jsonl")
+	content := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-0000000000f1","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n" +
+		`{"type":"message","id":"d0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}` + "\n"
+	os.WriteFile(path, []byte(content), 0o644)
+	ss, err := loadSessionFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writers []func()
+	var warnings []string
+	c := &conversation{clock: realClock{}, warn: func(w string) { warnings = append(warnings, w) }, deliver: func() {},
+		background: func(work func()) { writers = append(writers, work) }}
+	sc := c.replace(ss, ss.context())
+	c.openEntries(sc, nil, "high")
+	os.Remove(path) // before the writer appends
+	for _, w := range writers {
+		w()
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the file was written again from memory at once: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "kept in memory, and the file is written with the next answer") {
+		t.Errorf("warnings %q", warnings)
+	}
+	writers = nil
+	c.appendMessage(rawMessage(`{"role":"assistant","content":[],"timestamp":2}`))
+	data, _ := os.ReadFile(path)
+	if lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n"); len(lines) != 4 || !strings.Contains(lines[2], `"thinkingLevel":"high"`) {
+		t.Errorf("after the answer, the file:\n%s", data)
+	}
+	c.close()
 }
