@@ -45,7 +45,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // tools/call and "close-stdout-on-list" at a tools/list, each then
 // sleeping, its stdin still open, for an hour; "close-stdin" closes its
 // stdin at once, then asks rpi for a ping (whose answer its stdin cannot
-// take) and sleeps for an hour.
+// take) every 50 ms for an hour: a child another test forks meanwhile
+// holds a copy of the pipe until it execs, and a write then still goes in.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -62,8 +63,10 @@ func mcpTestServer(args []string) {
 	}
 	if mode == "close-stdin" {
 		os.Stdin.Close()
-		send(map[string]any{"id": "ping-1", "method": "ping"})
-		time.Sleep(time.Hour)
+		for i := range int(time.Hour / (50 * time.Millisecond)) {
+			send(map[string]any{"id": fmt.Sprint("ping-", i), "method": "ping"})
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	for {
 		line, err := in.ReadBytes('\n')
