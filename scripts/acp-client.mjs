@@ -104,7 +104,9 @@ const SCRIPTS = {
   autowrite: [{ tools: [["write", { path: "auto.txt", content: "written without asking\n" }]] }, { text: ["Wrote."] }],
   context: [{ text: ["Got the context."] }],
   fail: [{ status: 400, error: "fake bad request" }],
-  long: [{ text: ["This answer is cut"], finish: "length" }],
+  // Cut at the model's whole maxTokens: a genuine max_tokens end (one cut below it is
+  // compacted away and run again, as pi 1.6 recovers a truncated answer).
+  long: [{ text: ["This answer is cut"], finish: "length", outputTokens: 4096 }],
   medium: [{ text: ["one ", "two ", "three ", "four "], delay: 150 }],
   slow: [{ text: Array.from({ length: 60 }, (_, i) => `slow${i} `), delay: 200 }],
 };
@@ -150,7 +152,7 @@ async function streamAnswer(res, r, turn) {
     for (const piece of [a.slice(0, half), a.slice(half)]) await chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] });
   }
   await chunk({}, turn.finish ?? (turn.tools ? "tool_calls" : "stop"));
-  await sse({ ...base, choices: [], usage: { prompt_tokens: 1000 + 100 * r.call, completion_tokens: 10, total_tokens: 1010 + 100 * r.call } });
+  await sse({ ...base, choices: [], usage: { prompt_tokens: 1000 + 100 * r.call, completion_tokens: turn.outputTokens ?? 10, total_tokens: 1000 + 100 * r.call + (turn.outputTokens ?? 10) } });
   await sse("[DONE]");
   res.end();
 }
