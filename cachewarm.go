@@ -52,7 +52,10 @@ func warmDelay(ttl time.Duration) (time.Duration, bool) {
 	if ttl <= warmMargin {
 		return 0, false
 	}
-	return max(time.Millisecond, min(ttl*9/10, ttl-warmMargin).Truncate(time.Millisecond)), true
+	// Nine tenths without nine times first, which overflows for a
+	// lifetime above 32 years (models.json may give any).
+	nineTenths := ttl/10*9 + ttl%10*9/10
+	return max(time.Millisecond, min(nineTenths, ttl-warmMargin).Truncate(time.Millisecond)), true
 }
 
 // warmReplayable reports whether req sent again with a one-token cap

@@ -15,6 +15,11 @@ import (
 // as cost (JSON) and a promptCache of 300 s, settings.json being
 // settings; the first prompt's answer reports a prompt of 50000 tokens.
 func warmSession(t *testing.T, cost, settings string, vars ...string) (*processSession, *fakeModel, *fakeClock) {
+	return warmSessionCache(t, cost, `{"short":300}`, settings, vars...)
+}
+
+// warmSessionCache is warmSession with the model's promptCache (JSON).
+func warmSessionCache(t *testing.T, cost, cache, settings string, vars ...string) (*processSession, *fakeModel, *fakeClock) {
 	e, cwd := newTestEnv(t), t.TempDir()
 	for i := 0; i+1 < len(vars); i += 2 {
 		e.vars[vars[i]] = vars[i+1]
@@ -25,7 +30,7 @@ func warmSession(t *testing.T, cost, settings string, vars ...string) (*processS
 {"text":["."],"usage":{"CacheRead":50000,"Output":1}}`
 	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"openai-completions","models":[{"id":"fake-model",`+
-		`"cost":%s,"promptCache":{"short":300}}]}}}`, fm.server.URL+"/v1", cost)
+		`"cost":%s,"promptCache":%s}]}}}`, fm.server.URL+"/v1", cost, cache)
 	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(models), 0o644)
 	os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(settings), 0o644)
 	clock := newFakeClock()
@@ -190,7 +195,11 @@ func TestWarmSavings(t *testing.T) {
 		ttl, want time.Duration
 		ok        bool
 	}{{300 * time.Second, 270 * time.Second, true}, {3600 * time.Second, 3240 * time.Second, true},
-		{60 * time.Second, 50 * time.Second, true}, {10 * time.Second, 0, false}, {10001 * time.Millisecond, time.Millisecond, true}} {
+		{60 * time.Second, 50 * time.Second, true}, {10 * time.Second, 0, false}, {10001 * time.Millisecond, time.Millisecond, true},
+		// Lifetimes whose nine tenths a Duration cannot hold as nine times
+		// them first: still 90% of them.
+		{maxDuration, (maxDuration / 10 * 9).Truncate(time.Millisecond), true},
+		{2e9 * time.Second, 18e8 * time.Second, true}} {
 		if got, ok := warmDelay(c.ttl); got != c.want || ok != c.ok {
 			t.Errorf("warmDelay(%v) = %v, %v; want %v, %v", c.ttl, got, ok, c.want, c.ok)
 		}
@@ -212,6 +221,20 @@ func TestCacheWarmStops(t *testing.T) {
 		if clock.dueAt(270 * time.Second) {
 			t.Errorf("a refresh is still due after %s", stop)
 		}
+	}
+	ps.close()
+}
+
+// TestCacheWarmHugeLifetime: a models.json promptCache of 2e9 seconds
+// (a hostile or mistaken one) is refreshed at 90% of it, past the hour
+// warming may last: nothing is scheduled. Its nine tenths were reckoned
+// as nine times it first, which overflowed to a refresh every millisecond.
+func TestCacheWarmHugeLifetime(t *testing.T) {
+	ps, _, clock := warmSessionCache(t, warmCost, `{"short":2e9}`, `{}`)
+	ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
+	ps.waitFor(`"agent_settled"`)
+	if clock.dueAt(time.Millisecond) {
+		t.Error("a refresh is due in a millisecond")
 	}
 	ps.close()
 }
