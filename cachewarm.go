@@ -108,7 +108,7 @@ func (s *session) startCacheWarm(req streamRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopWarmLocked()
-	if s.set.cacheWarming == "off" || !warmReplayable(req) || s.closing.Load() {
+	if s.set.cacheWarming == "off" || !warmReplayable(req) || s.closing.Load() || s.warmEnded {
 		return
 	}
 	ttl, ok := req.model.PromptCache.ttl(s.env.getenv("PI_CACHE_RETENTION") == "long")
@@ -160,6 +160,15 @@ func (s *session) stopWarmLocked() {
 		w.stopTimer()
 	}
 	w.cancel()
+}
+
+// endCacheWarm ends the warming for good, a refresh in flight too, as
+// rpi begins to end: none is sent while it lets running commands finish.
+func (s *session) endCacheWarm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warmEnded = true
+	s.stopWarmLocked()
 }
 
 // cacheWarmSettledLocked is told that the run has settled (aborted: it

@@ -20,14 +20,21 @@ func warmSession(t *testing.T, cost, settings string, vars ...string) (*processS
 
 // warmSessionCache is warmSession with the model's promptCache (JSON).
 func warmSessionCache(t *testing.T, cost, cache, settings string, vars ...string) (*processSession, *fakeModel, *fakeClock) {
+	return warmSessionScript(t, warmScript, cost, cache, settings, vars...)
+}
+
+// warmScript: the answers warmSession's model gives.
+const warmScript = `{"text":["Hi."],"usage":{"Input":50000,"Output":2}}
+{"text":["."],"usage":{"CacheRead":50000,"Output":1}}
+{"text":["Bye."],"usage":{"Input":10,"CacheRead":50000,"Output":2}}
+{"text":["."],"usage":{"CacheRead":50000,"Output":1}}`
+
+// warmSessionScript is warmSessionCache with the model's answers.
+func warmSessionScript(t *testing.T, script, cost, cache, settings string, vars ...string) (*processSession, *fakeModel, *fakeClock) {
 	e, cwd := newTestEnv(t), t.TempDir()
 	for i := 0; i+1 < len(vars); i += 2 {
 		e.vars[vars[i]] = vars[i+1]
 	}
-	script := `{"text":["Hi."],"usage":{"Input":50000,"Output":2}}
-{"text":["."],"usage":{"CacheRead":50000,"Output":1}}
-{"text":["Bye."],"usage":{"Input":10,"CacheRead":50000,"Output":2}}
-{"text":["."],"usage":{"CacheRead":50000,"Output":1}}`
 	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
 	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"openai-completions","models":[{"id":"fake-model",`+
 		`"cost":%s,"promptCache":%s}]}}}`, fm.server.URL+"/v1", cost, cache)
@@ -237,4 +244,33 @@ func TestCacheWarmHugeLifetime(t *testing.T) {
 		t.Error("a refresh is due in a millisecond")
 	}
 	ps.close()
+}
+
+// TestCacheWarmEndsWithRpi: rpi's end (its input's EOF) stops the
+// warming: a refresh that is only scheduled (its timer is gone) and one
+// in flight, its server silent (rpi ends, the refresh is given up, not
+// recorded and not scheduled again).
+func TestCacheWarmEndsWithRpi(t *testing.T) {
+	t.Run("scheduled", func(t *testing.T) {
+		ps, _, clock := warmSession(t, warmCost, `{}`)
+		ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
+		ps.waitFor(`"agent_settled"`)
+		ps.close()
+		if clock.dueAt(270 * time.Second) {
+			t.Error("a refresh is still due after rpi ended")
+		}
+	})
+	t.Run("in flight", func(t *testing.T) {
+		script := `{"text":["Hi."],"usage":{"Input":50000,"Output":2}}
+{"silent":true}`
+		ps, fm, clock := warmSessionScript(t, script, warmCost, `{"short":300}`, `{}`)
+		ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
+		ps.waitFor(`"agent_settled"`)
+		clock.advance(270 * time.Second)
+		fm.waitAsked(t, 2)
+		ps.close()
+		if clock.dueAt(270*time.Second) || countRecords(ps.out.bytes(), "entry_appended") != 0 {
+			t.Error("the refresh in flight at rpi's end was recorded or scheduled again")
+		}
+	})
 }

@@ -286,6 +286,7 @@ func (h *host) shutdown(patient bool) {
 	sessions := h.openSessions()
 	for _, s := range sessions {
 		s.stopLoops()
+		s.endCacheWarm()
 	}
 	if patient {
 		h.background.wait(finishGrace)

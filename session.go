@@ -73,6 +73,7 @@ type session struct {
 	followUp       []*userMessage
 	todos          []todoPhase // the plan (todos.go): replaced whole on a change, never changed in place
 	warm           *cacheWarm  // the prompt cache warming under way (cachewarm.go); nil when none
+	warmEnded      bool        // rpi is ending: no warming starts (endCacheWarm)
 }
 
 // An eventSink takes every event of one session, in order, one at a time,
