@@ -79,6 +79,8 @@ func TestRetryAfterMs(t *testing.T) {
 		{"Inf", "", 0, false},
 		{"soon", "", 0, false},
 		{"1e300", "", maxDuration, true},
+		{"1e400", "30", 30 * time.Second, true}, // past a float64, as pi's Infinity: Retry-After then
+		{"1e400", "", 0, false},
 	} {
 		h := http.Header{}
 		if tc.ms != "" {
