@@ -102,6 +102,13 @@ func lastPromptTokens(messages []any) int {
 	return 0
 }
 
+// wallNow is the time by the wall clock alone, which the warming's
+// times are kept and compared by, as pi's Date.now: a cache entry's life
+// goes on while the machine sleeps, but the monotonic clock Go's times
+// otherwise compare by (and its timers go by) stands still then, so a
+// timer that fires after a sleep past the deadline would seem in time.
+func (s *session) wallNow() time.Time { return s.env.clock.Now().Round(0) }
+
 // startCacheWarm begins warming the cache entry req writes, in place of
 // any warming before (called as req is sent).
 func (s *session) startCacheWarm(req streamRequest) {
@@ -120,7 +127,7 @@ func (s *session) startCacheWarm(req streamRequest) {
 		return
 	}
 	req.maxTokens = 1
-	w := &cacheWarm{req: req, conv: s.conv, changes: s.conv.changed(), ttl: ttl, delay: delay, started: s.env.clock.Now()}
+	w := &cacheWarm{req: req, conv: s.conv, changes: s.conv.changed(), ttl: ttl, delay: delay, started: s.wallNow()}
 	w.ctx, w.cancel = context.WithCancel(s.ctx)
 	s.warm = w
 	s.scheduleWarmLocked(w)
@@ -129,7 +136,7 @@ func (s *session) startCacheWarm(req streamRequest) {
 // scheduleWarmLocked sets w's next refresh, or ends w past its age limit;
 // s.mu is held.
 func (s *session) scheduleWarmLocked(w *cacheWarm) {
-	now := s.env.clock.Now()
+	now := s.wallNow()
 	next := now.Add(w.delay)
 	// A timer may fire late (a sleeping machine): half the margin is left
 	// for that; a refresh later still would write the cache anew, at full
@@ -180,7 +187,7 @@ func (s *session) cacheWarmSettledLocked(aborted bool) {
 		return
 	}
 	limit := w.started.Add(warmMaxIdleAge)
-	if aborted || s.set.cacheWarming != "idle" || w.next.After(limit) || !s.env.clock.Now().Before(limit) {
+	if aborted || s.set.cacheWarming != "idle" || w.next.After(limit) || !s.wallNow().Before(limit) {
 		s.stopWarmLocked()
 		return
 	}
@@ -208,7 +215,7 @@ func (s *session) refreshCache(w *cacheWarm) {
 	if w.idle {
 		p = warmIdleContinuation
 	}
-	if !s.warmCurrentLocked(w) || s.env.clock.Now().After(w.deadline) {
+	if !s.warmCurrentLocked(w) || s.wallNow().After(w.deadline) {
 		s.stopWarmLocked()
 		s.mu.Unlock()
 		return

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // warmSession starts rpi on the fake clock with the fake model priced
@@ -273,4 +274,43 @@ func TestCacheWarmEndsWithRpi(t *testing.T) {
 			t.Error("the refresh in flight at rpi's end was recorded or scheduled again")
 		}
 	})
+}
+
+// sleep is a machine's sleep of d: the wall clock moves on, the
+// monotonic one that Go's timers and time.Now's readings go by (Linux's
+// CLOCK_MONOTONIC, macOS's) does not, and no timer falls due. The
+// reading is kept by hand: time.Time has no way to move one without the
+// other (its second word is the monotonic reading when its first has the
+// flag; Now's times here always have it).
+func (c *fakeClock) sleep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	woke := c.now.Add(d)
+	(*[2]int64)(unsafe.Pointer(&woke))[1] = (*[2]int64)(unsafe.Pointer(&c.now))[1]
+	c.now = woke
+}
+
+// TestCacheWarmAfterSleep: a refresh whose timer fires after the machine
+// slept past its cache entry's life is not sent (it would write the whole
+// prompt to the cache again at full price), as pi reckons it by the wall
+// clock; rpi went by the monotonic one, which stood still while asleep,
+// and sent it. Nothing tells that a refresh was decided against, so the
+// test gives it a moment (200 ms; a refresh sent came within a few) and
+// then sends a new prompt: the requests are the two prompts'.
+func TestCacheWarmAfterSleep(t *testing.T) {
+	ps, fm, clock := warmSession(t, warmCost, `{}`)
+	ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
+	ps.waitFor(`"agent_settled"`)
+	clock.sleep(10 * time.Minute)
+	if !clock.dueAt(270 * time.Second) {
+		t.Fatal("the sleep made the refresh due")
+	}
+	clock.advance(270 * time.Second)
+	fm.askedWithin(2, 200*time.Millisecond)
+	ps.send(`{"id":"q","type":"prompt","message":"Goodbye."}`)
+	waitSettled(t, ps, 2)
+	ps.close()
+	if fm.request(1)["max_tokens"] == 1.0 || countRecords(ps.out.bytes(), "entry_appended") != 0 {
+		t.Error("a refresh was sent after the machine slept past the cache's life")
+	}
 }
