@@ -335,16 +335,8 @@ func TestOmittedAnswerLeavesTheContext(t *testing.T) {
 		`{"type":"context_edit","id":"a7","parentId":"a6","timestamp":"2026-01-01T00:00:05.000Z","replacement":null}`,
 		`{"type":"compaction","id":"a8","parentId":"a7","timestamp":"2026-01-01T00:00:06.000Z","summary":"Earlier.","firstKeptEntryId":"a3","tokensBefore":9}`,
 	}
-	path := filepath.Join(t.TempDir(), "s.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ss, err := loadSessionFile(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, m := range ss.context().messages {
+	for _, m := range contextOfLines(t, lines) {
 		b, _ := json.Marshal(m)
 		got = append(got, string(b))
 	}
@@ -397,16 +389,8 @@ func TestContextEditAsPi(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "s.jsonl")
-			if err := os.WriteFile(path, []byte(strings.Join(append(slices.Clone(head), c.lines...), "\n")+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			ss, err := loadSessionFile(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var got []string
-			for _, m := range ss.context().messages {
+			for _, m := range contextOfLines(t, append(slices.Clone(head), c.lines...)) {
 				b, _ := json.Marshal(m)
 				var probe struct {
 					Content json.RawMessage `json:"content"`
@@ -420,4 +404,19 @@ func TestContextEditAsPi(t *testing.T) {
 			}
 		})
 	}
+}
+
+// contextOfLines is the context of a session file made of lines, as rpi
+// reads it from disk.
+func contextOfLines(t *testing.T, lines []string) []any {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := loadSessionFile(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss.context().messages
 }
