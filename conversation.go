@@ -137,7 +137,7 @@ func (c *conversation) recordSelection(m *model, thinking string, opening bool) 
 // message, and only the thinking level when its branch has no
 // thinking_level_change entry; else nothing. Written as any entry: a file
 // that is there gets them appended at once (pi appends them as it
-// opens it), a file not written yet with its first answer.
+// opens it), a file not written yet with its first message.
 func (c *conversation) openEntries(sc sessionContext, m *model, thinking string) {
 	switch {
 	case len(sc.messages) == 0:
@@ -152,7 +152,7 @@ func (c *conversation) openEntries(sc sessionContext, m *model, thinking string)
 // file (one rpi may not have written: a read-only file opened only to be
 // read) is not written again from memory now, as a failed append
 // otherwise is; the entries wait in memory, and the file is written whole
-// with the next answer, as a new session's. It reports whether it did so.
+// with the next user or assistant message, as a new session's. It reports whether it did so.
 // c.fileMu is held.
 func (c *conversation) keepOpenEntries(w fileWrite, err error) bool {
 	c.mu.Lock()
@@ -163,7 +163,7 @@ func (c *conversation) keepOpenEntries(w fileWrite, err error) bool {
 	c.queue = slices.DeleteFunc(c.queue, func(q fileWrite) bool { return q.ss == w.ss })
 	w.ss.written = false
 	if w.ss == c.sessionFile {
-		c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): the entries rpi adds on opening it are kept in memory, and the file is written with the next answer", w.ss.path, unwrapPathError(err)))
+		c.warn(fmt.Sprintf("Cannot append to the session file %s (%v): the entries rpi adds on opening it are kept in memory, and the file is written with the next message", w.ss.path, unwrapPathError(err)))
 	}
 	return true
 }
@@ -186,8 +186,9 @@ func (c *conversation) addLineLocked(typ string, fields []entryField) ([]byte, e
 	case ss.written:
 		c.queue = append(c.queue, fileWrite{ss: ss, line: line, checkEnd: ss.loaded})
 		ss.loaded = false
-	case e.Type == "message" && e.role() == "assistant":
-		// Like pi, the file appears once the first answer exists.
+	case e.startsConversation():
+		// Like pi 1.6, the file appears once the session holds a
+		// conversation: the first prompt is on disk before its answer.
 		c.queue = append(c.queue, fileWrite{ss: ss, whole: ss.wholeFile()})
 		ss.written = true
 	}
@@ -409,7 +410,7 @@ func (c *conversation) compacted(fields []entryField) error {
 // left let go of, by the conversation's writer, in the background: one
 // writer runs at a time, and goes on while there is something to write.
 // With nothing to do (a fresh session's first entries, which pi writes
-// with its first answer) no writer starts.
+// with its first message) no writer starts.
 func (c *conversation) flushSoon() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -562,16 +563,14 @@ func (c *conversation) branchEntries() []*sessionEntry {
 }
 
 // writeWhole writes a session made from another's entries at once, when
-// it holds an answer (as pi does: a file appears with the first answer).
-// ss is the current session by now, and a bash result may be joining its
-// entries: they are read under c.mu.
+// it holds a conversation (as pi does: a file appears with the first user
+// or assistant message). ss is the current session by now, and a bash
+// result may be joining its entries: they are read under c.mu.
 func (c *conversation) writeWhole(ss *sessionFile) {
 	c.mu.Lock()
-	hasAnswer := slices.ContainsFunc(ss.entries, func(e *sessionEntry) bool {
-		return e.Type == "message" && e.role() == "assistant"
-	})
+	hasConversation := slices.ContainsFunc(ss.entries, (*sessionEntry).startsConversation)
 	c.mu.Unlock()
-	if hasAnswer && ss.path != "" {
+	if hasConversation && ss.path != "" {
 		c.writeFile(ss)
 	}
 }

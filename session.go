@@ -169,7 +169,7 @@ type sessionOptions struct {
 	// approvals and whether it keeps a file.
 	flags *cliConfig
 	// writeNow writes a new session's file (header and first entries) as
-	// it opens, not with the first answer as pi does (ACP's session/new).
+	// it opens, not with the first message as pi does (ACP's session/new).
 	writeNow bool
 	// startInEmpty: an empty file gets a new session, as pi's --session
 	// gives one (and rpi serve's hello option session, its twin); else it

@@ -23,7 +23,7 @@ import (
 // only (--no-session), the file o.file (loaded when it exists, else
 // created there), the cwd's session with id o.id, a copy of o.forkFrom,
 // or a new file in --session-dir or pi's folder for the cwd, which must be
-// writable (nothing is created until the first answer).
+// writable (nothing is created until the first message).
 func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	s.env.trace.phase("tools, model")
 	defer s.env.trace.phase("session")

@@ -171,6 +171,18 @@ func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
 	e.raw = bytes.Clone(line)
 }
 
+// startsConversation reports whether e makes a session one that has a
+// file: a message entry of a user or an assistant, as pi 1.6's
+// _hasConversation counts (a bash result, a custom message, a model or
+// thinking level change alone leave no file).
+func (e *sessionEntry) startsConversation() bool {
+	if e.Type != "message" {
+		return false
+	}
+	r := e.role()
+	return r == "user" || r == "assistant"
+}
+
 // role is the role of a message entry's message ("" without one), as
 // messageRole of its JSON gives it.
 func (e *sessionEntry) role() string {

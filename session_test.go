@@ -339,9 +339,10 @@ func TestMessageEntryWithoutMessage(t *testing.T) {
 	}
 }
 
-// TestNoAnswerNoFile: a session that never got an answer leaves no file
-// and no folder, whatever else happened in it (a name, the user's bash).
-func TestNoAnswerNoFile(t *testing.T) {
+// TestNoMessageNoFile: a session that never got a user or assistant
+// message leaves no file and no folder, whatever else happened in it (a
+// name, the user's bash).
+func TestNoMessageNoFile(t *testing.T) {
 	e := newTestEnv(t)
 	in := `{"id":"n","type":"set_session_name","name":"named"}` + "\n" + `{"id":"b","type":"bash","command":"echo hi"}` + "\n"
 	var out bytes.Buffer
@@ -355,9 +356,9 @@ func TestNoAnswerNoFile(t *testing.T) {
 }
 
 // TestRecordBeforeTheFileStartsNoWriter: the entries a fresh session
-// makes before its file exists (pi writes it with the first answer) start
-// no writer in the background; the first answer's entry does, and the
-// file is then written whole.
+// makes before its file exists (pi writes it with the first user or
+// assistant message) start no writer in the background; the first
+// answer's entry does, and the file is then written whole.
 func TestRecordBeforeTheFileStartsNoWriter(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.jsonl")
@@ -372,7 +373,7 @@ func TestRecordBeforeTheFileStartsNoWriter(t *testing.T) {
 		t.Errorf("%d writers started for entries that are not written yet", n)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("the file exists before an answer: %v", err)
+		t.Fatalf("the file exists before a message: %v", err)
 	}
 	c.appendMessage(rawMessage(`{"role":"assistant","content":[],"timestamp":1}`))
 	c.record("session_info", entryField{"name", "after"})
@@ -383,6 +384,64 @@ func TestRecordBeforeTheFileStartsNoWriter(t *testing.T) {
 	data, _ := os.ReadFile(path)
 	if lines := strings.Count(string(data), "\n"); lines != 5 {
 		t.Errorf("the file holds %d lines, want the header and 4 entries:\n%s", lines, data)
+	}
+}
+
+// TestFirstMessageWritesTheFile: as pi 1.6's _hasConversation counts, a
+// message entry of a user or an assistant makes a fresh session write its
+// file (whole, every entry so far); a user's bash result, a custom
+// message and the setup entries do not.
+func TestFirstMessageWritesTheFile(t *testing.T) {
+	for _, first := range []string{
+		`{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}`,
+		`{"role":"assistant","content":[],"timestamp":1}`,
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "s.jsonl")
+		var writers sync.WaitGroup
+		c := &conversation{clock: realClock{}, warn: func(w string) { t.Error(w) }, deliver: func() {},
+			background: func(work func()) { writers.Go(work) }}
+		c.replace(newSessionFile(time.Now(), "", dir, dir, path, "", false), sessionContext{})
+		c.record("model_change", entryField{"provider", "p"}, entryField{"modelId", "m"})
+		c.appendMessage(bashExecutionMessage{Role: "bashExecution", Command: "echo hi", Output: "hi\n", Timestamp: 1})
+		c.appendMessage(rawMessage(`{"role":"custom","customType":"note","content":"a note","display":true,"timestamp":1}`))
+		writers.Wait()
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("the file exists before a user or assistant message: %v", err)
+		}
+		c.appendMessage(rawMessage(first))
+		writers.Wait()
+		data, _ := os.ReadFile(path)
+		if lines := strings.Count(string(data), "\n"); lines != 5 || !strings.Contains(string(data), first) {
+			t.Errorf("after %s the file holds %d lines, want the header and 4 entries:\n%s", first, lines, data)
+		}
+		c.close()
+	}
+}
+
+// TestEndToEndKilledInTheFirstTurnKeepsThePrompt: rpi killed (SIGKILL)
+// while the model answers a new session's first prompt leaves the file,
+// the prompt in it (pi issue #10000).
+func TestEndToEndKilledInTheFirstTurnKeepsThePrompt(t *testing.T) {
+	endToEnd(t)
+	agent := t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, `{"text":["never ","sent"],"holdAt":1}`, agent)
+	p := startRPIWith(t, withEnv("PI_CODING_AGENT_DIR="+agent), "rpc", "--cwd", t.TempDir())
+	p.next(t) // session_started
+	p.send(t, `{"id":"p","type":"prompt","message":"Keep this prompt"}`+"\n")
+	fm.waitAsked(t, 1)
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	fm.release <- struct{}{} // the held stream ends, for the server's close
+	files, _ := filepath.Glob(filepath.Join(agent, "sessions", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files: %v", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,`) ||
+		!strings.Contains(lines[3], `"message":{"role":"user","content":[{"type":"text","text":"Keep this prompt"}]`) {
+		t.Errorf("the session file after the kill:\n%s", data)
 	}
 }
 
@@ -1105,7 +1164,7 @@ func TestOpenEntriesFailedAppendKeepsTheFile(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the file was written again from memory at once: %v", err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "kept in memory, and the file is written with the next answer") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "kept in memory, and the file is written with the next message") {
 		t.Errorf("warnings %q", warnings)
 	}
 	writers = nil
