@@ -469,6 +469,7 @@ func (s *session) runAgent(run *agentRun, pending []runInput) {
 			s.settle(run)
 		}
 	}()
+	s.recordThinkingInForce()
 	for pending != nil {
 		s.runOnce(run, pending)
 		pending = s.settle(run)

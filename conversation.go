@@ -555,6 +555,28 @@ func (c *conversation) writable() error {
 	return nil
 }
 
+// branchThinking is the level the current branch's last
+// thinking_level_change records; ok is false when it has none.
+func (c *conversation) branchThinking() (level string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := c.sessionFile
+	e := ss.byID[ss.leaf]
+	for range len(ss.entries) { // parentId links never loop (a loop is refused on load): a bound all the same
+		if e == nil {
+			break
+		}
+		if e.Type == "thinking_level_change" {
+			return e.info().ThinkingLevel, true
+		}
+		if e.ParentID == nil {
+			break
+		}
+		e = ss.byID[*e.ParentID]
+	}
+	return "", false
+}
+
 // branchEntries is the current branch, root first.
 func (c *conversation) branchEntries() []*sessionEntry {
 	c.mu.Lock()

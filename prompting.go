@@ -178,3 +178,18 @@ func (s *session) clearQueue() queueUpdate {
 	}
 	return removed
 }
+
+// recordThinkingInForce records, as pi 1.6 does before each run
+// (_recordSelection), the thinking level in force when the current
+// branch's last thinking_level_change, clamped to the current model, says
+// another (a session resumed with --thinking, say); nothing when the
+// branch records none or the same. Recorded before the run's first
+// message, it is written with it.
+func (s *session) recordThinkingInForce() {
+	s.mu.Lock()
+	m, now := s.model, s.effectiveThinking()
+	s.mu.Unlock()
+	if recorded, ok := s.conv.branchThinking(); ok && clampLevel(m, recorded) != now {
+		s.conv.record("thinking_level_change", entryField{"thinkingLevel", now})
+	}
+}
