@@ -1056,7 +1056,7 @@ func (as *acpSession) gatheredEvent(ev event) { as.updates.event(ev.Type, ev.Dat
 func (as *acpSession) flush() {}
 
 // sendUsage sends usage_update: the context's size and the session's
-// cost. answer (nil: the session's current model) names the model whose
+// cost, all of it, as get_session_stats counts it. answer (nil: the session's current model) names the model whose
 // window counts; it does not take the session's lock, which the end of a
 // turn may hold.
 func (as *acpSession) sendUsage(answer *assistantMessage) {
@@ -1070,8 +1070,7 @@ func (as *acpSession) sendUsage(answer *assistantMessage) {
 	} else {
 		m = as.s.state().Model
 	}
-	messages := as.s.conv.messages()
-	as.send(acpUsageOf(messages, m, acpSpent(messages)))
+	as.send(acpUsageOf(as.s.conv.contextTokens(as.s.conv.messages()), m, as.s.conv.entryStats().Cost))
 }
 
 // ---- The session's ui ----

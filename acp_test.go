@@ -1073,7 +1073,13 @@ func TestACPUsage(t *testing.T) {
 		{[]any{msgs[1], &assistantMessage{Role: "assistant", StopReason: "stop", Usage: usage{TotalTokens: 400, Cost: costBreakdown{Total: math.MaxFloat64}}}}, priced,
 			`{"sessionUpdate":"usage_update","used":400,"size":1000,"cost":{"amount":1.7976931348623157e+308,"currency":"USD"}}`},
 	} {
-		got, _ := json.Marshal(acpUsageOf(tt.messages, tt.m, acpSpent(tt.messages)))
+		spent := 0.0
+		for _, m := range tt.messages {
+			if a, ok := m.(*assistantMessage); ok {
+				spent = addCost(spent, a.Usage.Cost.Total)
+			}
+		}
+		got, _ := json.Marshal(acpUsageOf(estimateContext(tt.messages), tt.m, spent))
 		if string(got) != tt.want {
 			t.Errorf("got  %s\nwant %s", got, tt.want)
 		}

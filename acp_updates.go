@@ -860,12 +860,12 @@ func acpPlanOf(phases []todoPhase) acpPlan {
 }
 
 // acpUsageOf is how full the context window is and what the session has
-// cost: used from the conversation's messages (0 when unknown), size the
-// model's window (0 without a model), cost the answers' prices summed
-// (left out when neither the answers nor the model have prices).
-func acpUsageOf(messages []any, m *model, spent float64) acpUsage {
+// cost: used the context's tokens (contextTokens; 0 when unknown), size the
+// model's window (0 without a model), spent what the session has cost
+// (entryStats; left out when it is 0 and the model has no prices).
+func acpUsageOf(used *int, m *model, spent float64) acpUsage {
 	u := acpUsage{SessionUpdate: "usage_update"}
-	if used := estimateContext(messages); used != nil {
+	if used != nil {
 		u.Used = *used
 	}
 	if m != nil {
@@ -875,17 +875,6 @@ func acpUsageOf(messages []any, m *model, spent float64) acpUsage {
 		u.Cost = &acpCost{spent, "USD"}
 	}
 	return u
-}
-
-// acpSpent is what the answers among messages cost.
-func acpSpent(messages []any) float64 {
-	total := 0.0
-	for _, m := range messages {
-		if a, ok := m.(*assistantMessage); ok {
-			total = addCost(total, a.Usage.Cost.Total)
-		}
-	}
-	return total
 }
 
 // acpStopReason is a turn's stopReason (docs/acp.md): cancelled when the client

@@ -1028,17 +1028,63 @@ func estimateContext(messages []any) *int {
 	return &base
 }
 
-// stats counts the conversation's messages, tokens and cost, and how full
+// stats counts the session's messages, tokens and cost, and how full
 // the context window is (when there is a model).
 func (s *session) stats() sessionStats {
 	info := s.conv.info()
 	messages := s.conv.messages()
-	st := sessionStats{SessionID: info.id, TotalMessages: len(messages)}
+	st := s.conv.entryStats()
+	st.SessionID = info.id
 	if info.path != "" {
 		st.SessionFile = info.path
 	}
-	for _, m := range messages {
-		switch m := m.(type) {
+	s.mu.Lock()
+	m := s.model
+	s.mu.Unlock()
+	if m != nil && m.ContextWindow > 0 {
+		cu := &contextUsage{Tokens: s.conv.contextTokens(messages), ContextWindow: m.ContextWindow}
+		if cu.Tokens != nil {
+			percent := float64(*cu.Tokens) / float64(m.ContextWindow) * 100
+			cu.Percent = &percent
+		}
+		st.ContextUsage = cu
+	}
+	return st
+}
+
+// entryStats counts what pi 1.6's getSessionStats counts, over every
+// entry of the session file (every branch, and what compactions took out
+// of the conversation, failed and aborted answers among them): the
+// message entries by role, the tool calls of the answers, and the tokens
+// and cost of the answers, of the usage entries (a prompt cache refresh,
+// "cache_warm") and of the summaries' own requests (a compaction or
+// branch summary entry's "usage"). The messages are those decoded when
+// the entries were read or made; only the few other entries with a usage
+// have it read from their line.
+func (c *conversation) entryStats() sessionStats {
+	var st sessionStats
+	add := func(u usage) {
+		st.Tokens.Input = addTokens(st.Tokens.Input, u.Input)
+		st.Tokens.Output = addTokens(st.Tokens.Output, u.Output)
+		st.Tokens.CacheRead = addTokens(st.Tokens.CacheRead, u.CacheRead)
+		st.Tokens.CacheWrite = addTokens(st.Tokens.CacheWrite, u.CacheWrite)
+		st.Cost = addCost(st.Cost, u.Cost.Total)
+	}
+	var d jsonIn
+	c.mu.Lock()
+	for _, e := range c.sessionFile.entries {
+		switch e.Type {
+		case "usage", "compaction", "branch_summary":
+			if u, ok := entryUsage(e.raw, &d); ok {
+				add(u)
+			}
+			continue
+		case "message":
+		default:
+			continue
+		}
+		st.TotalMessages++
+		switch m := e.msg.(type) {
 		case *userMessage:
 			st.UserMessages++
 		case *assistantMessage:
@@ -1048,28 +1094,66 @@ func (s *session) stats() sessionStats {
 					st.ToolCalls++
 				}
 			}
-			st.Tokens.Input = addTokens(st.Tokens.Input, m.Usage.Input)
-			st.Tokens.Output = addTokens(st.Tokens.Output, m.Usage.Output)
-			st.Tokens.CacheRead = addTokens(st.Tokens.CacheRead, m.Usage.CacheRead)
-			st.Tokens.CacheWrite = addTokens(st.Tokens.CacheWrite, m.Usage.CacheWrite)
-			st.Cost = addCost(st.Cost, m.Usage.Cost.Total)
+			add(m.Usage)
 		case *toolResultMessage:
 			st.ToolResults++
 		}
 	}
+	c.mu.Unlock()
 	st.Tokens.Total = addTokens(addTokens(st.Tokens.Input, st.Tokens.Output), addTokens(st.Tokens.CacheRead, st.Tokens.CacheWrite))
-	s.mu.Lock()
-	m := s.model
-	s.mu.Unlock()
-	if m != nil && m.ContextWindow > 0 {
-		cu := &contextUsage{Tokens: estimateContext(messages), ContextWindow: m.ContextWindow}
-		if cu.Tokens != nil {
-			percent := float64(*cu.Tokens) / float64(m.ContextWindow) * 100
-			cu.Percent = &percent
-		}
-		st.ContextUsage = cu
-	}
 	return st
+}
+
+// contextTokens is estimateContext of messages, the conversation, but
+// unknown (nil) until an answer with a usage came after the current
+// branch's latest compaction, as pi 1.6 has it: the answers a compaction
+// kept come after its summary in the conversation, yet their usage
+// counted the history it took out.
+func (c *conversation) contextTokens(messages []any) *int {
+	c.mu.Lock()
+	ss := c.sessionFile
+	for e := ss.byID[ss.leaf]; e != nil; {
+		if e.Type == "compaction" {
+			c.mu.Unlock()
+			return nil
+		}
+		if a, ok := e.msg.(*assistantMessage); ok && e.Type == "message" && a.StopReason != "error" && a.StopReason != "aborted" && contextUsed(a.Usage) > 0 {
+			break
+		}
+		if e.ParentID == nil {
+			break
+		}
+		e = ss.byID[*e.ParentID]
+	}
+	c.mu.Unlock()
+	return estimateContext(messages)
+}
+
+// contextUsed is the context an answer's usage tells of: its total, or
+// with none the sum of its counts (pi's calculateContextTokens).
+func contextUsed(u usage) int {
+	if u.TotalTokens != 0 {
+		return u.TotalTokens
+	}
+	return addTokens(addTokens(u.Input, u.Output), addTokens(u.CacheRead, u.CacheWrite))
+}
+
+// entryUsage is the "usage" member of an entry's line (an object), read
+// with d; false when the line has none.
+func entryUsage(line []byte, d *jsonIn) (u usage, ok bool) {
+	at, end, ok := memberValue(line, "usage")
+	if !ok || line[at] != '{' {
+		return usage{}, false
+	}
+	d.reset(line[at:end])
+	d.usage(&u)
+	if d.fail {
+		u = usage{}
+		if json.Unmarshal(line[at:end], &u) != nil {
+			return usage{}, false
+		}
+	}
+	return u, true
 }
 
 // lastAssistantText is the text of the last assistant answer that has any.

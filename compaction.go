@@ -217,7 +217,7 @@ func (s *session) summarise(run *agentRun, plan *compactionPlan, instructions, r
 	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
 		Usage: answer.Usage, Details: plan.details}
 	if err := s.conv.compacted([]entryField{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
-		{"tokensBefore", res.TokensBefore}, {"details", res.Details}}); err != nil {
+		{"tokensBefore", res.TokensBefore}, {"details", res.Details}, {"usage", res.Usage}}); err != nil {
 		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
 	}
 	for _, m := range s.conv.messages() {
