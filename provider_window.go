@@ -114,12 +114,13 @@ func inputTokens(req streamRequest) int {
 
 // usageTokens is the context an answer's usage reports: its total, or the
 // sum of its parts where the server sent no total (pi's
-// calculateContextTokens).
+// calculateContextTokens), held at the ends of int as a server's counts
+// can be anything (addTokens).
 func usageTokens(u usage) int {
 	if u.TotalTokens != 0 {
 		return u.TotalTokens
 	}
-	return u.Input + u.Output + u.CacheRead + u.CacheWrite
+	return addTokens(addTokens(u.Input, u.Output), addTokens(u.CacheRead, u.CacheWrite))
 }
 
 // systemTokens is pi's estimate of the system prompt and of the tools (as

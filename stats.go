@@ -147,7 +147,7 @@ func (c *conversation) contextTokens(messages []any) *int {
 			c.mu.Unlock()
 			return nil
 		}
-		if a, ok := e.msg.(*assistantMessage); ok && e.Type == "message" && a.StopReason != "error" && a.StopReason != "aborted" && contextUsed(a.Usage) > 0 {
+		if a, ok := e.msg.(*assistantMessage); ok && e.Type == "message" && a.StopReason != "error" && a.StopReason != "aborted" && usageTokens(a.Usage) > 0 {
 			break
 		}
 		if e.ParentID == nil {
@@ -157,15 +157,6 @@ func (c *conversation) contextTokens(messages []any) *int {
 	}
 	c.mu.Unlock()
 	return estimateContext(messages)
-}
-
-// contextUsed is the context an answer's usage tells of: its total, or
-// with none the sum of its counts (pi's calculateContextTokens).
-func contextUsed(u usage) int {
-	if u.TotalTokens != 0 {
-		return u.TotalTokens
-	}
-	return addTokens(addTokens(u.Input, u.Output), addTokens(u.CacheRead, u.CacheWrite))
 }
 
 // entryUsage is the "usage" member of an entry's line (an object), read
