@@ -410,28 +410,35 @@ func bearer(h http.Header, key string) {
 // reads them: retry-after-ms (milliseconds, OpenAI's) when it holds a
 // number rpi can read, else Retry-After (parseRetryAfter).
 func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
-	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-		if ns := ms * float64(time.Millisecond); ns < float64(maxDuration) {
-			return time.Duration(ns), true
-		}
-		return maxDuration, true
+	if wait, ok := waitOf(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return wait, true
 	}
 	return parseRetryAfter(h.Get("Retry-After"))
 }
 
+// waitOf reads v, a number of units not below 0 (not Inf or NaN); past
+// what a Duration holds it is maxDuration: converted, it would overflow
+// to a short or negative wait.
+func waitOf(v string, unit time.Duration) (time.Duration, bool) {
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(n >= 0) || math.IsInf(n, 0) {
+		return 0, false
+	}
+	if ns := n * float64(unit); ns < float64(maxDuration) {
+		return time.Duration(ns), true
+	}
+	return maxDuration, true
+}
+
 // parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
 // ok is false when there is none, or none rpi can read (as pi, Inf and
-// NaN). Seconds past what a Duration holds are maxDuration: converted,
-// they would overflow to a short or negative wait.
+// NaN); seconds past what a Duration holds are maxDuration (waitOf).
 func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && !math.IsInf(secs, 0) {
-		if ns := secs * float64(time.Second); ns < float64(maxDuration) {
-			return time.Duration(ns), true
-		}
-		return maxDuration, true
+	if wait, ok := waitOf(v, time.Second); ok {
+		return wait, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0), true
