@@ -334,6 +334,12 @@ func readSettingsFile(path string) (file settingsFile, found bool, err error) {
 	return file, true, nil
 }
 
+// isUserFile reports whether path is the user's settings.json (in the
+// agent folder), not a project's.
+func (set *settings) isUserFile(path string) bool {
+	return path == filepath.Join(set.agentDir, "settings.json")
+}
+
 // applySettingsFile reads one settings.json over the values so far. A
 // missing file changes nothing; an unreadable or invalid one is skipped
 // with a warning.
@@ -388,7 +394,7 @@ func (set *settings) applySettingsFile(path string) {
 	}
 	if len(file.Skills.paths) > 0 || len(file.Prompts) > 0 {
 		location := "project"
-		if path == filepath.Join(set.agentDir, "settings.json") {
+		if set.isUserFile(path) {
 			location = "user"
 		}
 		set.listed = append(set.listed, listedResources{path, filepath.Dir(path), location, file.Skills.paths, file.Prompts})
@@ -456,7 +462,7 @@ func (set *settings) takeCacheWarming(raw json.RawMessage, path string) {
 	if raw == nil {
 		return
 	}
-	if path != filepath.Join(set.agentDir, "settings.json") {
+	if !set.isUserFile(path) {
 		set.notices = append(set.notices, fmt.Sprintf("Ignored cacheWarming in %s: only the user's settings.json (in the agent folder) sets it", path))
 		return
 	}
