@@ -127,7 +127,7 @@ func TestAppendersMatchEncodingJSON(t *testing.T) {
 	}
 	values = append(values, usage{},
 		sessionHeader{Version: 3, ID: hostile, Timestamp: "2026-12-03T07:00:00.000Z", Cwd: "/" + hostile},
-		sessionHeader{Version: 3, ID: "i", Timestamp: "t", Cwd: "/", ParentSession: hostile}, sessionHeader{})
+		sessionHeader{Version: 3, ID: "i", Timestamp: "t", Cwd: "/", ParentSession: hostile}, sessionHeader{}, jsonNull{})
 	for _, v := range values {
 		want, err := marshalJSON(v)
 		if err != nil {

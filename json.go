@@ -31,6 +31,16 @@ type jsonAppender interface {
 	appendJSON(buf []byte) []byte
 }
 
+// jsonNull is an answer's data that is null in every shape. pi answers
+// cycle_model and cycle_thinking_level with "data":null when there is
+// nothing to cycle, where its commands that have no data leave "data"
+// out (which rpi's pi shape does for a nil answer).
+type jsonNull struct{}
+
+func (jsonNull) appendJSON(buf []byte) []byte { return append(buf, "null"...) }
+
+func (jsonNull) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
 // appendPayload appends data's JSON: by its own appender when it has one,
 // by encoding/json otherwise.
 func appendPayload(buf []byte, data any) ([]byte, error) {

@@ -23,13 +23,14 @@ func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 // cycleModelCommand moves to the next usable model, and to the thinking
 // level its pattern's ":level" gives it, if any.
 // Fields: none. Answer: {model, thinkingLevel, isScoped (true with
-// --models or settings.json's enabledModels)}, or null when fewer than two models are in scope. Events:
+// --models or settings.json's enabledModels)}, or null when fewer than two models are in scope (also with pi's shapes, as
+// pi writes it). Events:
 // thinking_level_changed when the level in force changes.
 func (s *rpcServer) cycleModelCommand(r *rpcRequest) (any, error) {
 	if next, ok := s.cycleModel(); ok {
 		return next, nil
 	}
-	return nil, nil
+	return jsonNull{}, nil
 }
 
 // getAvailableModelsCommand lists the models whose provider has credentials (or
@@ -57,11 +58,12 @@ func (s *rpcServer) setThinkingLevelCommand(r *rpcRequest) (any, error) {
 
 // cycleThinkingLevelCommand moves to the next level the model takes, wrapping
 // around; with a model that does not reason it answers null.
-// Fields: none. Answer: {"level":…} or null. Events: thinking_level_changed.
+// Fields: none. Answer: {"level":…} or null (also with pi's shapes).
+// Events: thinking_level_changed.
 func (s *rpcServer) cycleThinkingLevelCommand(r *rpcRequest) (any, error) {
 	now, ok := s.cycleThinkingLevel()
 	if !ok {
-		return nil, nil
+		return jsonNull{}, nil
 	}
 	return struct {
 		Level string `json:"level"`
