@@ -738,7 +738,7 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	if notice != "" {
 		set.notices = append(set.notices, notice)
 	}
-	set.childEnv = withProxy(withoutVariables(env.environ, models.keyVars), proxy, env.setenv)
+	set.childEnv = withProxy(withAgentMarkers(withoutVariables(env.environ, models.keyVars)), proxy, env.setenv)
 	if env.hideVariables != nil {
 		env.hideVariables(models.keyVars) // read: they are of no more use to rpi
 	}

@@ -315,7 +315,7 @@ func (s *rpcServer) bashCommand(r *rpcRequest) (any, error) {
 	s.userBash.add(run)
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		defer cancel()
-		end, err := s.runShell(ctx, command, timeout, out)
+		end, err := s.runShell(ctx, command, s.set.childEnv, timeout, out)
 		if aborted := s.userBash.remove(run); aborted {
 			<-run.abortAnswered
 		}

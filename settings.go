@@ -571,6 +571,14 @@ func withoutVariables(environ []string, names []string) []string {
 	return out
 }
 
+// withAgentMarkers is environ with the two variables that tell a child
+// it runs under a coding agent, as pi 1.6 sets them for its own
+// (AI_AGENT=pi there): AI_AGENT=rpi, and PI_CODING_AGENT=true (by which
+// a child knows it runs inside pi), in place of any rpi inherited.
+func withAgentMarkers(environ []string) []string {
+	return append(withoutVariables(environ, []string{"AI_AGENT", "PI_CODING_AGENT"}), "AI_AGENT=rpi", "PI_CODING_AGENT=true")
+}
+
 // hostUserSettings is the user's settings.json in the agent directory dir
 // and its path, read once for what the host takes of it (sessionDir,
 // httpProxy). A file that cannot be used is none here, without a word: a

@@ -413,12 +413,37 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 	return res
 }
 
-// runShell runs command with the shell in the session cwd, in its own
-// process group, feeding its output to out, until it ends. Cancelling ctx
+// sessionVariables name the session to the model's bash commands, as pi
+// 1.6 does (docs/commands.md#tools): its id, its file (none in memory), the
+// model's provider and id (none without a model), and the thinking
+// level in force.
+var sessionVariables = []string{"PI_SESSION_ID", "PI_SESSION_FILE", "PI_PROVIDER", "PI_MODEL", "PI_REASONING_LEVEL"}
+
+// sessionEnv is the environment of the model's bash commands: childEnv
+// with sessionVariables as they are when the command starts, in place
+// of any rpi inherited (a pi or rpi that started this one).
+func (s *session) sessionEnv() []string {
+	info := s.conv.info()
+	s.mu.Lock()
+	m, level := s.model, s.effectiveThinking()
+	s.mu.Unlock()
+	env := append(withoutVariables(s.set.childEnv, sessionVariables), "PI_SESSION_ID="+info.id)
+	if info.path != "" {
+		env = append(env, "PI_SESSION_FILE="+info.path)
+	}
+	if m != nil {
+		env = append(env, "PI_PROVIDER="+m.Provider, "PI_MODEL="+m.ID)
+	}
+	return append(env, "PI_REASONING_LEVEL="+level)
+}
+
+// runShell runs command with the shell in the session cwd and the
+// environment env, in its own process group, feeding its output to out,
+// until it ends. Cancelling ctx
 // or the timeout (0: none) kills the group: SIGKILL, or at shutdown SIGTERM
 // and SIGKILL after a grace. settings.json's shellPath is the shell when
 // set, and its shellCommandPrefix a line run before the command, as in pi.
-func (s *session) runShell(ctx context.Context, command string, timeout time.Duration, out *shellOutput) (end childEnd, err error) {
+func (s *session) runShell(ctx context.Context, command string, env []string, timeout time.Duration, out *shellOutput) (end childEnd, err error) {
 	shell := s.set.shellPath
 	if shell == "" {
 		if shell, err = s.set.shell(); err != nil {
@@ -430,7 +455,7 @@ func (s *session) runShell(ctx context.Context, command string, timeout time.Dur
 	}
 	cmd := s.command(shell, "-c", command)
 	cmd.Dir = s.set.cwd
-	cmd.Env = s.set.childEnv
+	cmd.Env = env
 	end, err = s.runChild(ctx, cmd, timeout, out.add)
 	if err != nil {
 		return childEnd{}, shellStartError(shell, cmd.Dir, s.set.shellPath != "", err)

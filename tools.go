@@ -451,6 +451,7 @@ var bashTool = &tool{
 	summary: "Execute bash commands (ls, grep, find, etc.)",
 	description: "Run a command with bash in the working directory. Output (stdout and stderr together) is cut to its " +
 		"last 2000 lines or 50KB; the full output is then saved to a file. A nonzero exit is an error.",
+	guidelines: []string{"You can inspect PI_* environment variables for current model and session details."},
 	schema: schema(`{
 		"type": "object",
 		"properties": {
@@ -504,7 +505,7 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 			call.update(textResult(text))
 		}
 	})
-	end, err := s.runShell(ctx, c.command, c.timeout, out)
+	end, err := s.runShell(ctx, c.command, s.sessionEnv(), c.timeout, out)
 	if err != nil {
 		return toolResult{}, err
 	}
