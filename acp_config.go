@@ -32,7 +32,9 @@ type acpConfigResult struct {
 // acpSetConfigOption sets the model (<provider>/<id>), the thinking level,
 // the approvals or (when offered) where bash runs; an unknown id or value
 // is a -32602 naming the ones allowed. Params: sessionId, configId, value.
-// Answer: {configOptions}, the full list; then config_option_update with it.
+// Answer: {configOptions}, the full list; then config_option_update with
+// it, and over rpi serve the same update to the session's other ACP
+// clients (with current_mode_update first, for approvals).
 func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	as, err := a.session(req.params)
 	if err != nil {
@@ -68,9 +70,9 @@ func acpSetConfigOption(a *acpAgent, req *acpRequest) (any, error) {
 	default:
 		return nil, acpUnknownConfigID(as.offersShell())
 	}
-	options := as.configOptions()
-	return acpAnswerThen{acpConfigResult{options}, func() {
-		as.send(acpConfigOptionUpdate{"config_option_update", options})
+	return acpAnswerThen{acpConfigResult{as.configOptions()}, func() {
+		as.tellSettings(false)
+		as.tellOthers(id == "approvals")
 	}}, nil
 }
 
@@ -116,9 +118,9 @@ func acpSetModel(a *acpAgent, req *acpRequest) (any, error) {
 	if err := as.setModel("modelId", value, as.optionValues("model")); err != nil {
 		return nil, err
 	}
-	options := as.configOptions()
 	return acpAnswerThen{struct{}{}, func() {
-		as.send(acpConfigOptionUpdate{"config_option_update", options})
+		as.tellSettings(false)
+		as.tellOthers(false)
 	}}, nil
 }
 
@@ -176,7 +178,58 @@ func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
 		return nil, invalidParams("%s", strings.Replace(e.Message, "field value: approvals", "field modeId: the mode", 1))
 	}
 	return acpAnswerThen{nil, func() {
-		as.send(acpCurrentMode{"current_mode_update", mode})
-		as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
+		as.tellSettings(true)
+		as.tellOthers(true)
 	}}, nil
+}
+
+// tellSettings sends the session's config options as they stand now
+// (config_option_update), after its mode (current_mode_update) when mode
+// is set. They are read and sent under configMu, so that of two sent at
+// once — after a change this client made, and as another client of an
+// rpi serve session made one — the later says what is newest.
+func (as *acpSession) tellSettings(mode bool) {
+	as.configMu.Lock()
+	defer as.configMu.Unlock()
+	if mode {
+		as.send(acpCurrentMode{"current_mode_update", as.modes().CurrentModeID})
+	}
+	as.send(acpConfigOptionUpdate{"config_option_update", as.configOptions()})
+}
+
+// tellOthers tells the other ACP clients of an rpi serve session that
+// this one changed its model or thinking level, or its approvals (mode):
+// each sends its own client the updates tellSettings sends. Over rpi acp
+// a session has no other client.
+func (as *acpSession) tellOthers(mode bool) {
+	if as.agent.served != nil {
+		as.agent.served.settingsChanged(as, mode)
+	}
+}
+
+// settingsChanged is another client's change of the session's model or
+// thinking level, or of its approvals (mode: this view takes them from
+// the session), told to this view's client (rpi serve).
+func (as *acpSession) settingsChanged(mode bool) {
+	if mode {
+		as.adoptApprovals()
+	}
+	as.tellSettings(mode)
+}
+
+// adoptApprovals makes the approvals this view shows those the session
+// has (rpi serve: another client may have set them, or the session may
+// have been opened with others than the host's --confirm): the mode of
+// the tools behind its approval gate, custom when they are none of the
+// modes'.
+func (as *acpSession) adoptApprovals() {
+	confirm := slices.Clone(as.s.confirmTools())
+	tools := slices.DeleteFunc(slices.Clone(confirm), func(t string) bool { return t == confirmMCPUnmarked })
+	value := acpApprovalOf(tools)
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	as.approvals, as.confirm, as.custom = value, confirm, nil
+	if value == "custom" {
+		as.custom = slices.Clone(confirm)
+	}
 }

@@ -40,6 +40,9 @@ type acpSessionHost interface {
 	discard(as *acpSession)
 	// markLive marks the rows of sessions live in the host.
 	markLive(rows []sessionRow)
+	// settingsChanged tells the other ACP clients of as's session that as
+	// changed its model or thinking level, or its approvals (mode).
+	settingsChanged(as *acpSession, mode bool)
 }
 
 // seqEvent maps one numbered event of a session rpi serve holds.
@@ -53,6 +56,7 @@ func (as *acpSession) seqEvent(ev event, seq int64) {
 func (a *acpAgent) wrap(s *session) *acpSession {
 	as := a.newSession(s.set.cwd)
 	as.bind(s)
+	as.adoptApprovals() // the session's, which another client may have set
 	return as
 }
 
@@ -349,6 +353,12 @@ func (c *servedACP) attachStage(as *acpSession, st *stage, cursor int64, known b
 var errLeftMeanwhile = errors.New("the session was closed on this connection as it was attached to")
 
 func (c *servedACP) markLive(rows []sessionRow) { c.sh.markLive(rows) }
+
+func (c *servedACP) settingsChanged(as *acpSession, mode bool) {
+	if st := c.sh.stageFor(as.s); st != nil {
+		st.settingsChanged(as, mode)
+	}
+}
 
 // detach takes as off its stage.
 func (c *servedACP) detach(as *acpSession) { c.takeOff(as) }

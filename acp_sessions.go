@@ -34,8 +34,11 @@ type acpSession struct {
 	// prompts not started yet (pending), so that none starts after a
 	// cancel that came after it; before s.mu.
 	startMu mutex[acpStartMu]
-	pending []*acpPending // prompts received and not yet started; guarded by startMu
-	starter bool          // a goroutine is starting the pending prompts; guarded by startMu
+	// configMu is held while the config options are read and sent
+	// (tellSettings), so that they go out in the order they were read.
+	configMu mutex[acpConfigMu]
+	pending  []*acpPending // prompts received and not yet started; guarded by startMu
+	starter  bool          // a goroutine is starting the pending prompts; guarded by startMu
 	// starting is what the prompts not yet started read their links
 	// under: session/cancel ends it (and makes the next prompts a new
 	// one), so that a link the editor never gives back holds up neither
@@ -435,6 +438,7 @@ func (a *acpAgent) reopen(call *acpRequest, replay bool) (any, error) {
 			}
 			attached = &acpAttached{}
 			attached.RPI.Cursor, attached.RPI.Resync = latest, resync
+			as.adoptApprovals() // as another client set them before this one attached (one set since is told: settingsChanged)
 		}
 		answer := as.answer(false)
 		answer.Meta = attached

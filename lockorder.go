@@ -19,6 +19,7 @@ var lockOrder = []struct {
 	{`stage.mu`, frontEndLock},            // held while an event is sent to every client of a served session
 	{`serveHost.seqMu`, frontEndLock},     // the closed sessions' last seqs: told as an event is delivered
 	{`servedACP.mu`, frontEndLock},        // an rpi serve ACP connection's sessions and their stages
+	{`acpSession.configMu`, frontEndLock}, // held while an ACP session's config options are read and sent; held into the core
 	{`imageScaling.mu`, coreLock},         // held while an image is decoded, scaled and encoded; taken under no core lock, takes none
 	{`sessionRegistry.mu`, coreLock},      // held while an open session is looked up by id
 	{`loopScheduler.fileMu`, coreLock},
@@ -66,6 +67,7 @@ var lockOrder = []struct {
 func (startupWatchMu) lockName() string { return `startupWatch.mu` }
 func (answerMu) lockName() string       { return `connection.answerMu` }
 func (acpStartMu) lockName() string     { return `acpSession.startMu` }
+func (acpConfigMu) lockName() string    { return `acpSession.configMu` }
 func (deliverMu) lockName() string      { return `outbox.deliverMu` }
 func (acpUpdatesMu) lockName() string   { return `acpUpdates.mu` }
 func (acpSessionMu) lockName() string   { return `acpSession.mu` }

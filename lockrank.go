@@ -34,6 +34,7 @@ type (
 	startupWatchMu struct{}
 	answerMu       struct{}
 	acpStartMu     struct{}
+	acpConfigMu    struct{}
 	deliverMu      struct{}
 	acpUpdatesMu   struct{}
 	acpSessionMu   struct{}

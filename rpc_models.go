@@ -17,7 +17,22 @@ func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.setModel(provider, id)
+	m, err := s.setModel(provider, id)
+	if err == nil {
+		s.settingsChanged()
+	}
+	return m, err
+}
+
+// settingsChanged tells the ACP clients of an rpi serve session that
+// this client changed its model or thinking level (config_option_update).
+func (s *rpcServer) settingsChanged() {
+	if s.served == nil {
+		return
+	}
+	if st := s.served.sh.stageFor(s.session); st != nil {
+		st.settingsChanged(nil, false)
+	}
 }
 
 // cycleModelCommand moves to the next usable model, and to the thinking
@@ -28,6 +43,7 @@ func (s *rpcServer) setModelCommand(r *rpcRequest) (any, error) {
 // thinking_level_changed when the level in force changes.
 func (s *rpcServer) cycleModelCommand(r *rpcRequest) (any, error) {
 	if next, ok := s.cycleModel(); ok {
+		s.settingsChanged()
 		return next, nil
 	}
 	return jsonNull{}, nil
@@ -53,7 +69,9 @@ func (s *rpcServer) setThinkingLevelCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return thinkingAnswer{level, s.setThinkingLevel(level)}, nil
+	now := s.setThinkingLevel(level)
+	s.settingsChanged()
+	return thinkingAnswer{level, now}, nil
 }
 
 // cycleThinkingLevelCommand moves to the next level the model takes, wrapping
@@ -65,6 +83,7 @@ func (s *rpcServer) cycleThinkingLevelCommand(r *rpcRequest) (any, error) {
 	if !ok {
 		return jsonNull{}, nil
 	}
+	s.settingsChanged()
 	return struct {
 		Level string `json:"level"`
 	}{now}, nil

@@ -379,7 +379,29 @@ func (st *stage) event(ev event) {
 // each numbered event to its updates, and is a controller of its dialogs.
 type acpEventClient interface {
 	seqEvent(ev event, seq int64)
+	// settingsChanged tells its client that another client changed the
+	// session's model or thinking level, or its approvals (mode).
+	settingsChanged(mode bool)
 	dialogController
+}
+
+// settingsChanged tells every ACP client attached but by (the one that
+// made the change; nil: an rpc client made it) that the session's model
+// or thinking level, or its approvals (mode), changed. It is called once
+// the change is made, with no lock of the core held; each client reads
+// the session as it stands and writes to its own queue, outside st.mu.
+func (st *stage) settingsChanged(by acpEventClient, mode bool) {
+	st.mu.Lock()
+	var others []acpEventClient
+	for _, c := range st.clients {
+		if c.events != nil && c.events != by {
+			others = append(others, c.events)
+		}
+	}
+	st.mu.Unlock()
+	for _, e := range others {
+		e.settingsChanged(mode)
+	}
 }
 
 func (st *stage) gatheredEvent(ev event) { st.event(ev) }
