@@ -180,10 +180,17 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
 	case cfg.approve && v.noApprove:
 		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
-	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.noSession):
-		return cfg, "", errors.New("Conflicting flags: --session-id goes with neither --session nor --no-session")
 	case cfg.forkFrom != "" && (cfg.sessionFile != "" || cfg.noSession):
-		return cfg, "", errors.New("Conflicting flags: --fork goes with neither --session nor --no-session")
+		with := []string{}
+		if cfg.sessionFile != "" {
+			with = append(with, "--session")
+		}
+		if cfg.noSession {
+			with = append(with, "--no-session")
+		}
+		return cfg, "", fmt.Errorf("Conflicting flags: --fork cannot be combined with %s", strings.Join(with, ", "))
+	case cfg.sessionID != "" && cfg.sessionFile != "":
+		return cfg, "", errors.New("Conflicting flags: --session-id cannot be combined with --session")
 	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
 		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
 	}
@@ -575,8 +582,9 @@ Flags:
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
   --session FILE                open this session file
-  --session-id ID               the cwd's session with this id (made when missing)
-  --fork FILE                   start a new session as a copy of this one
+  --session-id ID               the cwd's session with this id (made when missing;
+                                with --fork, the copy's id)
+  --fork FILE|ID                start a new session in the cwd as a copy of that one
   -n, --name NAME               session name
   --system-prompt TEXT          replace the base system prompt
   --append-system-prompt TEXT   append to the system prompt

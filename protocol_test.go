@@ -1832,6 +1832,35 @@ func TestSessionIDAndFork(t *testing.T) {
 	}
 }
 
+// TestForkIDOfSeveral: --fork with the start of two sessions' ids copies
+// the newer one, as pi 1.6 takes the first of its newest-first list.
+func TestForkIDOfSeveral(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	dir := defaultSessionDir(e.agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	var paths []string
+	for i, id := range []string{"abc-1", "abc-2"} {
+		path := filepath.Join(dir, "2026-03-16T09-00-00-000Z_"+id+".jsonl")
+		header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n"
+		if err := os.WriteFile(path, []byte(header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// abc-2 is the newer, though abc-1 comes first by name
+		when := time.Date(2026, 3, 16, 9+i, 0, 0, 0, time.UTC)
+		if err := os.Chtimes(path, when, when); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--fork", "abc"})
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"parentSession":"`+paths[1]+`"`) {
+		t.Errorf("--fork abc did not copy the newer session %s:\n%s", paths[1], out)
+	}
+}
+
 // ---- Fuzzing ----
 
 // FuzzServe feeds arbitrary stdin to rpi, with every child program (bash

@@ -43,7 +43,7 @@ func newServer(cfg cliConfig, env runEnv, conn *connection, stderr io.Writer) (*
 		s.wire = piWire{}
 	}
 	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{conn.out, s.wire}, ui: s.dialogs,
-		file: cfg.sessionFile, startInEmpty: true, id: cfg.sessionID, forkFrom: cfg.forkFrom, name: cfg.name})
+		file: cfg.sessionFile, startInEmpty: true, id: cfg.sessionID, forkFrom: cfg.forkFrom, forkAll: true, name: cfg.name})
 	if err != nil {
 		return nil, err
 	}

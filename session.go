@@ -159,7 +159,12 @@ type sessionOptions struct {
 
 	file     string // a session file: opened when it exists, else made there (--session)
 	id       string // the id of the cwd's session to open, or of the new one (--session-id)
-	forkFrom string // a session file the new session copies (--fork)
+	// forkFrom is the session the new session copies: its file, or for
+	// --fork (forkAll) its file or its id as forkSource finds it
+	forkFrom string
+	// forkAll copies every entry of forkFrom, each branch, as pi 1.6's
+	// --fork does (else the branch to forkLeaf)
+	forkAll bool
 	// forkLeaf is where forkFrom's copy ends: nil for its current leaf,
 	// "" for nothing copied (a fork before its first message)
 	forkLeaf *string

@@ -42,7 +42,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	emptyFile := false // o.file is there but empty: the new session starts in it
 	switch {
 	case cfg.noSession:
-		ss = newSessionFile(now, "", cwd, "", "", "", true)
+		ss = newSessionFile(now, o.id, cwd, "", "", "", true)
 	case o.file != "":
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {
@@ -84,11 +84,30 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
 		if o.forkFrom != "" {
-			from, err := loadSessionFile(s.ctx, resolvePath(cwd, o.forkFrom))
+			if o.id != "" && sessionFileWithID(s.dir, o.id) != "" {
+				return nil, fmt.Errorf("Session already exists with id '%s'", o.id)
+			}
+			path := resolvePath(cwd, o.forkFrom)
+			if o.forkAll {
+				var err error
+				if path, err = s.forkSource(cwd, o.forkFrom); err != nil {
+					return nil, err
+				}
+			}
+			from, err := loadSessionFile(s.ctx, path)
 			if err != nil {
+				if _, statErr := os.Lstat(path); o.forkAll && (isEmptySessionFile(err) || errors.Is(statErr, os.ErrNotExist)) {
+					return nil, fmt.Errorf("Cannot fork: source session file is empty or invalid: %s", path) // pi 1.6's words
+				}
 				return nil, err
 			}
 			switch {
+			case o.forkAll:
+				for _, e := range from.entries {
+					ss.entries = append(ss.entries, e)
+					ss.byID[e.ID] = e
+				}
+				ss.leaf = from.leaf
 			case o.forkLeaf == nil:
 				copyBranch(ss, from, from.leaf)
 			case *o.forkLeaf != "":
@@ -97,6 +116,9 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			ss.header.ParentSession = from.path
 			_, restore := s.useSessionIn(c, ss)
 			s.warnRestore(restore)
+			if o.name != "" {
+				c.setName(o.name) // as pi 1.6 names the copy (--name)
+			}
 			c.writeWhole(ss)
 			return c, nil
 		}
@@ -125,6 +147,30 @@ func sessionFileWithID(dir, id string) string {
 		}
 	}
 	return ""
+}
+
+// forkSource is the session file --fork arg names, as pi 1.6 finds it:
+// arg itself, against the cwd, when it looks like a path (it holds a / or
+// \ or ends in .jsonl); else the session whose id is arg, then one whose
+// id starts with arg, first among the cwd's sessions, then among every
+// project's (with --session-dir, every file there), the newest first.
+func (s *session) forkSource(cwd, arg string) (string, error) {
+	if strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".jsonl") {
+		return resolvePath(cwd, arg), nil
+	}
+	for _, scope := range []string{cwd, ""} {
+		rows, err := listSessions(s.ctx, s.sessionStore(), scope)
+		if err != nil {
+			return "", err
+		}
+		if i := slices.IndexFunc(rows, func(r sessionRow) bool { return r.SessionID == arg }); i >= 0 {
+			return rows[i].Path, nil
+		}
+		if i := slices.IndexFunc(rows, func(r sessionRow) bool { return strings.HasPrefix(r.SessionID, arg) }); i >= 0 {
+			return rows[i].Path, nil
+		}
+	}
+	return "", fmt.Errorf("No session found matching '%s'", arg)
 }
 
 // checkWritableDir proves that dir, or the nearest folder above it that
