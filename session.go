@@ -157,8 +157,8 @@ type sessionOptions struct {
 	files    fileEnv       // nil: the disk
 	commands commandRunner // nil: the model's bash runs in rpi's own shell
 
-	file     string // a session file: opened when it exists, else made there (--session)
-	id       string // the id of the cwd's session to open, or of the new one (--session-id)
+	file string // a session file: opened when it exists, else made there (--session)
+	id   string // the id of the cwd's session to open, or of the new one (--session-id)
 	// forkFrom is the session the new session copies: its file, or for
 	// --fork (forkAll) its file or its id as forkSource finds it
 	forkFrom string
