@@ -930,6 +930,9 @@ func clampLevel(m *model, level string) string {
 
 // effectiveThinking is the thinking level the current model gets: the
 // level set, clamped to what the model takes (off without reasoning).
+// The level set is kept clamped to the model already, as pi 1.6 keeps
+// it (a level asked for that the model does not take is not remembered
+// for the next model), so clamping again changes nothing.
 // s.mu must be held.
 func (s *session) effectiveThinking() string {
 	return clampLevel(s.model, s.thinkingLevel)
@@ -965,8 +968,8 @@ func (s *session) usableModels(current *model) []*model {
 // thinking level the new model takes differently is reported too. A
 // level is set with it, as a scoped model's ":level" is; "" for none:
 // then, as in pi, the one settings.json's modelThinkingLevels gives m,
-// else its defaultThinkingLevel when a file sets one, else the level set
-// stays.
+// else its defaultThinkingLevel when a file sets one, else the level in
+// force stays; clamped to m.
 func (s *session) switchModel(m *model, level string) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
@@ -981,6 +984,7 @@ func (s *session) switchModel(m *model, level string) {
 		s.thinkingLevel = level
 	}
 	now := s.effectiveThinking()
+	s.thinkingLevel = now
 	s.mu.Unlock()
 	s.conv.record("model_change", entryField{"provider", m.Provider}, entryField{"modelId", m.ID})
 	s.thinkingChanged(before, now)
@@ -996,9 +1000,10 @@ func (s *session) switchModel(m *model, level string) {
 // ":level"; else the scope's pattern's, when the scope chose the model;
 // else, for a conversation with messages, the level it recorded, or
 // defaultThinkingLevel when it recorded none; else modelThinkingLevels'
-// for the model; else defaultThinkingLevel. The level is kept as given
-// and clamped where it is used (effectiveThinking). s.mu must be held,
-// or s not shared yet.
+// for the model; else defaultThinkingLevel. The level is clamped to the
+// model, as pi 1.6 clamps it: --thinking xhigh on a model without xhigh
+// starts, and stays, at high (effectiveThinking). s.mu must be held, or
+// s not shared yet.
 func (s *session) startState(sc sessionContext, scope *model, scopeLevel string) (*model, string) {
 	set := s.set
 	resumed := len(sc.messages) > 0
@@ -1022,7 +1027,7 @@ func (s *session) startState(sc sessionContext, scope *model, scopeLevel string)
 			level = sc.thinkingLevel
 		}
 	}
-	return m, cmp.Or(level, set.modelThinkingLevel(m), set.thinkingLevel)
+	return m, clampLevel(m, cmp.Or(level, set.modelThinkingLevel(m), set.thinkingLevel))
 }
 
 // modelThinkingLevel is the thinking level settings.json's
@@ -1108,13 +1113,14 @@ type thinkingAnswer struct {
 
 // setThinkingLevel sets the reasoning effort of the next model call. A
 // level the model does not take is clamped (the next one up it takes,
-// else the next one down); now is the level in force. A change of it is
-// recorded and reported (thinking_level_changed).
+// else the next one down); now is the level in force, and the one kept
+// (as in pi 1.6, the level asked for is not remembered for another
+// model). A change of it is recorded and reported (thinking_level_changed).
 func (s *session) setThinkingLevel(level string) (now string) {
 	s.mu.Lock()
 	before := s.effectiveThinking()
-	s.thinkingLevel = level
-	now = s.effectiveThinking()
+	now = clampLevel(s.model, level)
+	s.thinkingLevel = now
 	s.mu.Unlock()
 	s.thinkingChanged(before, now)
 	return now
