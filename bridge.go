@@ -47,7 +47,7 @@ func sessionFlagOption(flag string) (option string, forSession bool) {
 // bridgeOwnFlags are the flags a bridge reads itself, or that change
 // nothing anywhere (pi's presentation flags): never told as ignored.
 var bridgeOwnFlags = []string{"connect", "attach", "cursor", "observe", "compat", "mode",
-	"verbose", "no-themes", "theme", "offline", "no-extensions", "ne"}
+	"verbose", "no-themes", "theme", "use-theme", "tui-mode", "offline", "no-extensions", "ne", "extension", "e"}
 
 // connectValue gives --connect its optional value: --connect at the end,
 // or followed by another flag, is --connect= (the default socket). The
@@ -126,7 +126,7 @@ func bridgeFlags(given []string, args []string, cfg cliConfig, v *flagValues) (*
 			b.ignored = append(b.ignored, typedFlag(args, name))
 		case option == "cwd":
 			b.options[option] = cfg.cwd
-		case option == "session":
+		case option == "session" && sessionArgIsPath(cfg.sessionFile):
 			b.options[option] = resolvePath(cfg.cwd, cfg.sessionFile) // the bridge's, not the host's
 		default:
 			target := flagTarget(name, &cfg, v)

@@ -271,6 +271,7 @@ func TestBridgeFlags(t *testing.T) {
 		{[]string{"rpc", "--name", "--connect", "--connect"}, "", `{"type":"hello","options":{"name":"--connect"}}`},
 		{[]string{"rpc", "--connect", "auto", "-nt", "--session", "s.jsonl"}, "auto",
 			`{"type":"hello","options":{"no-tools":true,"session":"` + cwd + `/s.jsonl"}}`},
+		{[]string{"rpc", "--connect", "--session", "019adf3c", "-e", "builtin:mcp"}, "", `{"type":"hello","options":{"session":"019adf3c"}}`}, // an id, for the host to find
 		{[]string{"--mode", "rpc", "--connect=auto:unix:/tmp/x.sock", "--compat", "pi"}, "auto:unix:/tmp/x.sock", `{"type":"hello","compat":"pi"}`},
 		{[]string{"rpc", "--connect", "unix:/tmp/x.sock", "--attach", "abc", "--cursor", "7", "--observe", "--model", "m"}, "unix:/tmp/x.sock",
 			`{"type":"hello","attach":"abc","cursor":7,"role":"observer"}`},

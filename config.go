@@ -56,6 +56,9 @@ type cliConfig struct {
 	sessionFile        string
 	sessionID          string
 	forkFrom           string
+	continueRecent     bool     // -c, --continue: the cwd's most recent session
+	skills             []string // --skill: more skills, over --no-skills
+	promptTemplates    []string // --prompt-template: more templates, over --no-prompt-templates
 	name               string
 	systemPrompt       string
 	appendSystemPrompt string
@@ -110,6 +113,23 @@ const (
 // defaultMaxRunning is how many sessions' turns run at once without
 // --max-running.
 const defaultMaxRunning = 8
+
+// sessionFlagsGiven names the flags that choose a session, of those
+// given, that --fork (withNoSession: --no-session too) or --session-id
+// cannot go with: "--session, --no-session".
+func sessionFlagsGiven(cfg cliConfig, v flagValues, withNoSession bool) string {
+	var given []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--session", cfg.sessionFile != ""}, {"--no-session", withNoSession && cfg.noSession},
+		{"--continue", cfg.continueRecent}, {"--resume", v.resume}} {
+		if f.set {
+			given = append(given, f.name)
+		}
+	}
+	return strings.Join(given, ", ")
+}
 
 // parseArgs reads the command line (and the environment's RPI_COMPAT and
 // program name, which also select pi's shapes). action is "serve",
@@ -180,17 +200,14 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
 	case cfg.approve && v.noApprove:
 		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
-	case cfg.forkFrom != "" && (cfg.sessionFile != "" || cfg.noSession):
-		with := []string{}
-		if cfg.sessionFile != "" {
-			with = append(with, "--session")
-		}
-		if cfg.noSession {
-			with = append(with, "--no-session")
-		}
-		return cfg, "", fmt.Errorf("Conflicting flags: --fork cannot be combined with %s", strings.Join(with, ", "))
-	case cfg.sessionID != "" && cfg.sessionFile != "":
-		return cfg, "", errors.New("Conflicting flags: --session-id cannot be combined with --session")
+	case (cfg.acp || cfg.serve) && (cfg.continueRecent || v.resume):
+		return cfg, "", errors.New("Conflicting flags: --continue and --resume are rpc mode's")
+	case cfg.forkFrom != "" && (cfg.sessionFile != "" || cfg.noSession || cfg.continueRecent || v.resume):
+		return cfg, "", fmt.Errorf("Conflicting flags: --fork cannot be combined with %s", sessionFlagsGiven(cfg, v, true))
+	case cfg.sessionID != "" && (cfg.sessionFile != "" || cfg.continueRecent || v.resume):
+		return cfg, "", fmt.Errorf("Conflicting flags: --session-id cannot be combined with %s", sessionFlagsGiven(cfg, v, false))
+	case v.resume && !cfg.noSession && cfg.sessionFile == "":
+		return cfg, "", errors.New("--resume picks a session in a terminal, which rpc mode has not: --continue opens the cwd's most recent one, --session ID (or the start of it) any")
 	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
 		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
 	}
@@ -209,8 +226,10 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if cfg.tools, err = toolsFlag("--tools", v.tools); err != nil {
 		return cfg, "", err
 	}
-	cfg.toolsGiven = v.tools != "" || v.noTools
-	if v.noTools {
+	cfg.toolsGiven = v.tools != "" || v.noTools || v.noBuiltinTools
+	if v.noTools || v.noBuiltinTools {
+		// -nbt empties the default selection as --no-tools does: rpi has
+		// no extension tools for it to keep, and MCP tools stay with both.
 		cfg.tools = withNoTools(cfg.tools)
 	}
 	if cfg.excludeTools, err = toolList("--exclude-tools", v.exclude, false); err != nil {
@@ -250,11 +269,12 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 type flagValues struct {
 	mode, tools, exclude, models, confirm, compat string
 	noTools, noApprove, help, showVersion         bool
+	noBuiltinTools, resume                        bool // -nbt, --resume
 	connect, attach                               string
 	cursor                                        int
 	observe                                       bool
 	replayBytes, clientQueue                      byteCount
-	ignored                                       string // --theme
+	ignored                                       string // --theme, --use-theme, --tui-mode, --extension (each repeatable)
 	ignoredBool                                   bool   // --no-themes, --offline, --no-extensions
 }
 
@@ -280,6 +300,8 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 		return &v.tools
 	case "no-tools", "nt":
 		return &v.noTools
+	case "no-builtin-tools", "nbt":
+		return &v.noBuiltinTools
 	case "exclude-tools", "xt":
 		return &v.exclude
 	case "no-session":
@@ -292,6 +314,10 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 		return &cfg.sessionID
 	case "fork":
 		return &cfg.forkFrom
+	case "continue", "c":
+		return &cfg.continueRecent
+	case "resume", "r":
+		return &v.resume
 	case "name", "n":
 		return &cfg.name
 	case "system-prompt":
@@ -304,6 +330,10 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 		return &cfg.noSkills
 	case "no-prompt-templates", "np":
 		return &cfg.noPromptTemplates
+	case "skill":
+		return (*stringList)(&cfg.skills)
+	case "prompt-template":
+		return (*stringList)(&cfg.promptTemplates)
 	case "approve", "a":
 		return &cfg.approve
 	case "no-approve", "na":
@@ -347,7 +377,7 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 	// goes online on its own.
 	case "no-themes", "offline", "no-extensions", "ne":
 		return &v.ignoredBool
-	case "theme":
+	case "theme", "use-theme", "tui-mode", "extension", "e":
 		return &v.ignored
 	case "help", "h":
 		return &v.help
@@ -578,10 +608,12 @@ Flags:
                                 or settings.json's defaultTools; also ls, grep, find); with only
                                 +NAME,-NAME entries, tools added to and taken from that default
   -nt, --no-tools               no tools by default (with --tools, its tools; +NAME adds to none)
+  -nbt, --no-builtin-tools      the same in rpi (MCP tools stay with both)
   -xt, --exclude-tools a,b      leave these tools out
   --no-session                  keep the session in memory only
   --session-dir DIR             where session files go
-  --session FILE                open this session file
+  --session FILE|ID             open this session file, or the session with this id (or id prefix)
+  -c, --continue                open the cwd's most recent session (a new one when none)
   --session-id ID               the cwd's session with this id (made when missing;
                                 with --fork, the copy's id)
   --fork FILE|ID                start a new session in the cwd as a copy of that one
@@ -591,6 +623,8 @@ Flags:
   -nc, --no-context-files       do not read AGENTS.md / CLAUDE.md
   -ns, --no-skills              no skills
   -np, --no-prompt-templates    no prompt templates
+  --skill PATH                  load this skill file or folder too, repeatable (also with -ns)
+  --prompt-template PATH        load this template file or folder too, repeatable (also with -np)
   -a, --approve                 load the project's own resources from ./.pi/ (settings, templates, skills)
   -na, --no-approve             do not (the default)
   --confirm TOOLS               ask the client before running these tools (mcp: every MCP
@@ -617,8 +651,9 @@ Flags:
   -h, --help                    this text (also: rpi help)
   -v, --version                 rpi's version and the commit and date it was built from
                                 (pi's version, bare, with pi's shapes; also: rpi version)
-  Accepted for pi's clients, without effect: --no-themes, --theme X, --offline,
-  -ne/--no-extensions.
+  Accepted for pi's clients, without effect: --no-themes, --theme X, --use-theme X,
+  --tui-mode X, --offline, -ne/--no-extensions, -e/--extension X. -r/--resume (pi's
+  session picker) is an error: rpc mode has no terminal to pick in.
 
 Environment:
   PI_CODING_AGENT_DIR   models.json, auth.json, settings.json, sessions (default {agentDir})

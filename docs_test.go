@@ -471,14 +471,15 @@ var helpFlag = regexp.MustCompile(`(?:^|[\s,/(])(--?[a-z][a-z-]*)`)
 
 // TestHelpListsEveryFlag checks --help against the parser both ways:
 // every flag rpi accepts is in --help, each written as --help writes
-// short and long names (one dash for one or two letters, two for more),
+// short and long names (one dash for one or two letters, and pi's -nbt;
+// two for more),
 // and every flag --help names is one rpi accepts; and docs/protocol.md
 // names each.
 func TestHelpListsEveryFlag(t *testing.T) {
 	accepted := map[string]bool{}
 	for _, name := range parserFlags(t) {
 		flag := "--" + name
-		if len(name) <= 2 {
+		if len(name) <= 2 || name == "nbt" { // pi's -nbt: a short name of three letters
 			flag = "-" + name
 		}
 		accepted[flag] = true

@@ -326,6 +326,35 @@ func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]
 	return out
 }
 
+// cliResources are the skills and templates --skill and
+// --prompt-template name, as pi 1.6 loads them: after every other (the
+// first of a name wins), with --no-skills and --no-prompt-templates too,
+// and without --approve (the command line is the user's). Their scope is
+// pi's for them, "temporary". Unlike a settings.json entry, a path that
+// is not there is told.
+func cliResources(cfg cliConfig, home string, skipped *[]string) []slashCommand {
+	l := listedResources{file: "the command line", base: cfg.cwd, location: "temporary",
+		skills: cfg.skills, prompts: cfg.promptTemplates}
+	for _, list := range []struct {
+		flag    string
+		entries []string
+	}{{"--prompt-template", l.prompts}, {"--skill", l.skills}} {
+		for _, entry := range list.entries {
+			path, ok := expandTilde(strings.TrimSpace(entry), home)
+			if !ok {
+				continue // loadListed tells it
+			}
+			path = resolvePath(l.base, path)
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				*skipped = append(*skipped, fmt.Sprintf("%s %s: there is no such file or folder", list.flag, path))
+			} else if err != nil {
+				*skipped = append(*skipped, fmt.Sprintf("%s %s: %v", list.flag, path, unwrapPathError(err)))
+			}
+		}
+	}
+	return loadListed(l, home, resourceKinds{templates: true, skills: true}, skipped)
+}
+
 // readCommandFile is a template's or skill's text; "", false when it cannot
 // be used (named in skipped).
 func readCommandFile(path, location string, skipped *[]string) (string, bool) {

@@ -287,8 +287,8 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 	if noTools { // as --no-tools
 		flags.tools, flags.toolsGiven = withNoTools(flags.tools), true
 	}
-	if o.id != "" && (o.file != "" || flags.noSession) {
-		return o, errors.New("Invalid hello: options.session-id goes with neither options.session nor options.no-session")
+	if o.id != "" && o.file != "" {
+		return o, errors.New("Invalid hello: options.session-id does not go with options.session")
 	}
 	o.flags = &flags
 	return o, nil

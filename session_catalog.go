@@ -441,3 +441,64 @@ func findSession(ctx context.Context, store sessionStore, id, cwd string) (strin
 
 // errNoSuchSession: no session file has the id asked for.
 var errNoSuchSession = errors.New("no session has that id")
+
+// findSessionArg resolves what --session and --continue name, as pi 1.6
+// does, into o.file: a --session argument with no '/' or '\' that does
+// not end in .jsonl is a session id, or the start of one
+// (findSessionByID); --continue, with neither --session nor --no-session,
+// is the cwd's session file written last, or a new session when it has
+// none.
+func (s *session) findSessionArg(o *sessionOptions) error {
+	cfg := s.set.cfg
+	switch {
+	case cfg.noSession:
+	case o.file != "" && o.startInEmpty && !sessionArgIsPath(o.file):
+		path, err := findSessionByID(s.ctx, s.sessionStore(), o.file, o.cwd)
+		if err != nil {
+			return err
+		}
+		o.file = path
+	case o.file == "" && o.id == "" && o.forkFrom == "" && cfg.continueRecent:
+		rows, err := listSessions(s.ctx, s.sessionStore(), o.cwd)
+		if err != nil {
+			return err
+		}
+		if len(rows) > 0 { // newest first
+			o.file = rows[0].Path
+		}
+	}
+	return nil
+}
+
+// sessionArgIsPath is pi's rule for a --session argument: one with a '/'
+// or '\', or ending in .jsonl, is a file's path; any other an id.
+func sessionArgIsPath(arg string) bool {
+	return strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".jsonl")
+}
+
+// findSessionByID is the file of the session --session ID names, as pi
+// 1.6 finds it: among cwd's sessions, the one with that id, else the one
+// last written whose id starts with it; else the same among every
+// project's. rpc mode cannot ask, as pi's terminal does, whether to fork
+// another project's session into cwd: finding one there is an error that
+// names it.
+func findSessionByID(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
+	for _, scope := range []string{cwd, ""} {
+		rows, err := listSessions(ctx, store, scope)
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(rows, func(r sessionRow) bool { return r.SessionID == id })
+		if i < 0 {
+			i = slices.IndexFunc(rows, func(r sessionRow) bool { return strings.HasPrefix(r.SessionID, id) })
+		}
+		switch {
+		case i < 0:
+		case scope == "":
+			return "", fmt.Errorf("Session found in different project: %s (rpc mode cannot ask whether to fork it into the current one: --fork %s does)", rows[i].Cwd, rows[i].Path)
+		default:
+			return rows[i].Path, nil
+		}
+	}
+	return "", fmt.Errorf("No session found matching '%s'", id)
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bigSession is a session file of size bytes made up as it is read: a
@@ -304,5 +305,50 @@ func TestDeleteSessionHeaderCutByTheHead(t *testing.T) {
 		if tt.session != (err == nil) || tt.session != errors.Is(statErr, os.ErrNotExist) {
 			t.Errorf("%q: delete: %v (the file: %v)", tt.after, err, statErr)
 		}
+	}
+}
+
+// TestFindSessionByID: --session ID takes the cwd's session with that id
+// over one whose id only starts with it, even a later one; among those
+// whose id starts with it, the one written last, as pi 1.6 (which sorts
+// on the last message's time, the same for files written as they grow);
+// another project's only when the cwd has none, as an error naming it.
+// listSessions' first row, what --continue opens, is the one written
+// last.
+func TestFindSessionByID(t *testing.T) {
+	agentDir := t.TempDir()
+	store := sessionStore{root: filepath.Join(agentDir, "sessions")}
+	cwd := "/p"
+	here := defaultSessionDir(agentDir, cwd)
+	write := func(path, id, cwd string, age time.Duration) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-01-01T00:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
+		if err := os.WriteFile(path, []byte(header), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(path, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(here, "old.jsonl"), "abc", cwd, 3*time.Hour)
+	write(filepath.Join(here, "new.jsonl"), "abcd", cwd, time.Hour)
+	write(filepath.Join(here, "mid.jsonl"), "abce", cwd, 2*time.Hour)
+	write(filepath.Join(agentDir, "sessions", "--q--", "q.jsonl"), "qrs", "/q", 0)
+	for _, c := range []struct{ arg, want, err string }{
+		{"abc", "old.jsonl", ""},  // the exact id, not the later abcd
+		{"ab", "new.jsonl", ""},   // three start with ab: the one written last
+		{"abce", "mid.jsonl", ""}, // exact
+		{"q", "", "Session found in different project: /q (rpc mode cannot ask whether to fork it into the current one: --fork " + filepath.Join(agentDir, "sessions", "--q--", "q.jsonl") + " does)"},
+		{"x", "", "No session found matching 'x'"},
+	} {
+		path, err := findSessionByID(context.Background(), store, c.arg, cwd)
+		if errorText(err) != c.err || c.want != "" && path != filepath.Join(here, c.want) {
+			t.Errorf("%q: %s, %v; want %s, %s", c.arg, path, err, c.want, c.err)
+		}
+	}
+	rows, err := listSessions(context.Background(), store, cwd)
+	if err != nil || len(rows) != 3 || rows[0].Path != filepath.Join(here, "new.jsonl") {
+		t.Errorf("the cwd's sessions, newest first: %+v, %v", rows, err)
 	}
 }

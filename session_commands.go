@@ -30,6 +30,9 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	cfg, cwd := s.set.cfg, s.set.cwd
 	c := &conversation{clock: s.env.clock, warn: s.postWarning, deliver: s.deliver, background: s.goBackground}
 	s.conv = c
+	if err := s.findSessionArg(&o); err != nil { // --session ID, --continue
+		return nil, err
+	}
 	switch {
 	case cfg.noSession || o.file != "":
 	case cfg.sessionDir != "":
@@ -42,7 +45,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 	emptyFile := false // o.file is there but empty: the new session starts in it
 	switch {
 	case cfg.noSession:
-		ss = newSessionFile(now, o.id, cwd, "", "", "", true)
+		ss = newSessionFile(now, o.id, cwd, "", "", "", true) // --session-id's id, as pi's in-memory session
 	case o.file != "":
 		path := resolvePath(cwd, o.file)
 		if _, err := os.Lstat(path); err == nil {

@@ -309,6 +309,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	if kinds.skills && userAgents != "" {
 		found = append(found, loadAgentsSkills([]string{userAgents}, "user", &skipped)...)
 	}
+	found = append(found, cliResources(cfg, set.home, &skipped)...)
 	set.slashCommands = withoutDuplicates(found, &skipped)
 	for _, s := range skipped {
 		set.notices = append(set.notices, "Skipped "+s)
