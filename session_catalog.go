@@ -476,29 +476,39 @@ func sessionArgIsPath(arg string) bool {
 	return strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".jsonl")
 }
 
-// findSessionByID is the file of the session --session ID names, as pi
-// 1.6 finds it: among cwd's sessions, the one with that id, else the one
-// last written whose id starts with it; else the same among every
-// project's. rpc mode cannot ask, as pi's terminal does, whether to fork
-// another project's session into cwd: finding one there is an error that
-// names it.
+// findSessionByID is the file of the session --session ID names
+// (sessionByID). rpc mode cannot ask, as pi's terminal does, whether to
+// fork another project's session into cwd: finding one there is an error
+// that names it.
 func findSessionByID(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
+	row, inCwd, err := sessionByID(ctx, store, id, cwd)
+	switch {
+	case err != nil:
+		return "", err
+	case !inCwd:
+		return "", fmt.Errorf("Session found in different project: %s (rpc mode cannot ask whether to fork it into the current one: --fork %s does)", row.Cwd, row.Path)
+	}
+	return row.Path, nil
+}
+
+// sessionByID is the session an id, or the start of one, names, as pi 1.6
+// finds it for --session ID and --fork ID: among cwd's sessions the one
+// with that id, else the one written last whose id starts with it; else
+// the same among every project's (with --session-dir, every file there).
+// inCwd says which; none is pi's "No session found matching 'ID'".
+func sessionByID(ctx context.Context, store sessionStore, id, cwd string) (row sessionRow, inCwd bool, err error) {
 	for _, scope := range []string{cwd, ""} {
 		rows, err := listSessions(ctx, store, scope)
 		if err != nil {
-			return "", err
+			return sessionRow{}, false, err
 		}
 		i := slices.IndexFunc(rows, func(r sessionRow) bool { return r.SessionID == id })
 		if i < 0 {
 			i = slices.IndexFunc(rows, func(r sessionRow) bool { return strings.HasPrefix(r.SessionID, id) })
 		}
-		switch {
-		case i < 0:
-		case scope == "":
-			return "", fmt.Errorf("Session found in different project: %s (rpc mode cannot ask whether to fork it into the current one: --fork %s does)", rows[i].Cwd, rows[i].Path)
-		default:
-			return rows[i].Path, nil
+		if i >= 0 {
+			return rows[i], scope != "", nil
 		}
 	}
-	return "", fmt.Errorf("No session found matching '%s'", id)
+	return sessionRow{}, false, fmt.Errorf("No session found matching '%s'", id)
 }

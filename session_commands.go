@@ -153,27 +153,15 @@ func sessionFileWithID(dir, id string) string {
 }
 
 // forkSource is the session file --fork arg names, as pi 1.6 finds it:
-// arg itself, against the cwd, when it looks like a path (it holds a / or
-// \ or ends in .jsonl); else the session whose id is arg, then one whose
-// id starts with arg, first among the cwd's sessions, then among every
-// project's (with --session-dir, every file there), the newest first.
+// arg itself, against the cwd, when it is a path (sessionArgIsPath); else
+// the session with that id, or the start of it, the cwd's first, then any
+// project's (sessionByID).
 func (s *session) forkSource(cwd, arg string) (string, error) {
-	if strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".jsonl") {
+	if sessionArgIsPath(arg) {
 		return resolvePath(cwd, arg), nil
 	}
-	for _, scope := range []string{cwd, ""} {
-		rows, err := listSessions(s.ctx, s.sessionStore(), scope)
-		if err != nil {
-			return "", err
-		}
-		if i := slices.IndexFunc(rows, func(r sessionRow) bool { return r.SessionID == arg }); i >= 0 {
-			return rows[i].Path, nil
-		}
-		if i := slices.IndexFunc(rows, func(r sessionRow) bool { return strings.HasPrefix(r.SessionID, arg) }); i >= 0 {
-			return rows[i].Path, nil
-		}
-	}
-	return "", fmt.Errorf("No session found matching '%s'", arg)
+	row, _, err := sessionByID(s.ctx, s.sessionStore(), arg, cwd)
+	return row.Path, err
 }
 
 // checkWritableDir proves that dir, or the nearest folder above it that
