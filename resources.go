@@ -159,22 +159,27 @@ func resourceError(path string, err error) string {
 type resourceKinds struct{ templates, skills bool }
 
 // loadResources reads the templates and skills of one location: *.md in
-// dir/prompts, and the skills in dir/skills (skillEntries, pi's rule).
-// Files that cannot be used are added to skipped.
-func loadResources(dir, location string, kinds resourceKinds, skipped *[]string) []slashCommand {
+// dir/prompts, and the skills in dir/skills (skillEntries, pi's rule),
+// each one that choice lets in (relative patterns taken from dir). Files
+// that cannot be used are added to skipped.
+func loadResources(dir, location string, kinds resourceKinds, choice *resourceChoice, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	if kinds.templates {
 		for _, path := range templateFiles(dir) {
-			out = appendTemplate(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
+			if choice.admit(path, location, "prompts", dir) {
+				out = appendTemplate(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
+			}
 		}
 	}
 	if kinds.skills {
-		paths, cut := skillEntries(filepath.Join(dir, "skills"), true, false)
-		if cut {
-			*skipped = append(*skipped, skillWalkCut(location, filepath.Join(dir, "skills")))
+		paths, note := skillEntries(filepath.Join(dir, "skills"), true, false)
+		if note != "" {
+			*skipped = append(*skipped, skillWalkNote(location, filepath.Join(dir, "skills"), note))
 		}
 		for _, path := range paths {
-			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
+			if choice.admit(path, location, "skills", dir) {
+				out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
+			}
 		}
 	}
 	return out
@@ -182,19 +187,85 @@ func loadResources(dir, location string, kinds resourceKinds, skipped *[]string)
 
 // loadAgentsSkills reads the skills of each Agent Skills folder in dirs
 // (~/.agents/skills, a project's .agents/skills), with the rule of
-// those folders (skillEntries); each one's base is its .agents folder.
-func loadAgentsSkills(dirs []string, location string, skipped *[]string) []slashCommand {
+// those folders (skillEntries), each one that choice lets in; each one's
+// base is its .agents folder, which relative patterns are taken from.
+func loadAgentsSkills(dirs []string, location string, choice *resourceChoice, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	for _, dir := range dirs {
-		paths, cut := skillEntries(dir, true, true)
-		if cut {
-			*skipped = append(*skipped, skillWalkCut(location, dir))
+		paths, note := skillEntries(dir, true, true)
+		if note != "" {
+			*skipped = append(*skipped, skillWalkNote(location, dir, note))
 		}
 		for _, path := range paths {
-			out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", filepath.Dir(dir)}, skipped)
+			if choice.admit(path, location, "skills", filepath.Dir(dir)) {
+				out = appendSkill(out, path, location, sourceInfo{path, "auto", location, "top-level", filepath.Dir(dir)}, skipped)
+			}
 		}
 	}
 	return out
+}
+
+// resourceChoice is what the patterns of settings.json's skills and
+// prompts decide, for one load of them all. As in pi, a file is decided
+// once, the first time it is found (a listed one before one found on its
+// own): found again, it is neither loaded again nor let in by another
+// list.
+type resourceChoice struct {
+	decided map[string]bool // a file's path: whether it is loaded
+	// overrides are each list's !glob, +path and -path, by location and
+	// key ("user skills"): they decide for the files found on their own
+	// in that location's folders.
+	overrides map[string]resourcePatterns
+}
+
+// newResourceChoice gathers the patterns of the lists in listed.
+func newResourceChoice(listed []listedResources, home string) *resourceChoice {
+	c := &resourceChoice{decided: map[string]bool{}, overrides: map[string]resourcePatterns{}}
+	for _, l := range listed {
+		for key, entries := range map[string][]string{"skills": l.skills, "prompts": l.prompts} {
+			_, p := splitResourceEntries(entries, home)
+			if !p.none() {
+				k := l.location + " " + key
+				old := c.overrides[k]
+				p.excludes = append(old.excludes, p.excludes...)
+				p.forceIn = append(old.forceIn, p.forceIn...)
+				p.forceOut = append(old.forceOut, p.forceOut...)
+				c.overrides[k] = p
+			}
+		}
+	}
+	return c
+}
+
+// admit decides for a file found on its own in a location's folders
+// (key "skills" or "prompts"), base being the folder its relative
+// patterns are taken from: true to load it.
+func (c *resourceChoice) admit(path, location, key, base string) bool {
+	if c == nil {
+		return true
+	}
+	if _, ok := c.decided[path]; ok {
+		return false
+	}
+	on := true
+	if p, ok := c.overrides[location+" "+key]; ok {
+		on = p.enabled(path, base)
+	}
+	c.decided[path] = on
+	return on
+}
+
+// decide records the decision of a listed file; false when the file was
+// decided before.
+func (c *resourceChoice) decide(path string, on bool) bool {
+	if c == nil {
+		return true
+	}
+	if _, ok := c.decided[path]; ok {
+		return false
+	}
+	c.decided[path] = on
+	return true
 }
 
 // projectAgentsSkillDirs are the .agents/skills folders pi reads for a
@@ -266,10 +337,11 @@ var errSkillsSetting = errors.New("skills must be a list of paths, or pi's older
 // file is one template or skill, if it ends in .md. Names starting with
 // a dot and node_modules folders are passed over, and so is a folder
 // reached through a symlink (pi follows it, into a loop if the link
-// points up). A path that does not exist is passed over without a word,
-// as in pi. pi's patterns (!glob, +path, -path, * or ?) are not read:
-// each is named in skipped.
-func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]string) []slashCommand {
+// points up), and what the folders' ignore files list (skillIgnores). A
+// path that does not exist is passed over without a word, as in pi. The
+// list's patterns (resourcePatterns) then say which of the files found
+// are loaded; choice records it (each file is decided once).
+func loadListed(l listedResources, home string, kinds resourceKinds, choice *resourceChoice, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	for _, list := range []struct {
 		key  string
@@ -279,13 +351,11 @@ func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]
 		if !list.on {
 			continue
 		}
-		for _, entry := range list.list {
+		plain, patterns := splitResourceEntries(list.list, home)
+		var all []string
+		for _, entry := range plain {
 			entry = strings.TrimSpace(entry)
 			if entry == "" {
-				continue
-			}
-			if strings.ContainsAny(entry[:1], "!+-") || strings.ContainsAny(entry, "*?") {
-				*skipped = append(*skipped, fmt.Sprintf("%s entry %q in %s: rpi does not read pi's patterns (!, +, -, * and ?)", list.key, entry, l.file))
 				continue
 			}
 			path, ok := expandTilde(entry, home)
@@ -298,28 +368,33 @@ func loadListed(l listedResources, home string, kinds resourceKinds, skipped *[]
 			if err != nil {
 				continue // as pi: a missing path is no error
 			}
-			var files []string
 			switch {
 			case info.IsDir() && list.key == "prompts":
-				files = markdownFiles(path)
+				all = append(all, markdownFiles(path)...)
 			case info.IsDir():
-				var cut bool
-				if files, cut = skillEntries(path, true, false); cut {
-					*skipped = append(*skipped, skillWalkCut(l.location, path))
+				files, note := skillEntries(path, true, false)
+				if note != "" {
+					*skipped = append(*skipped, skillWalkNote(l.location, path, note))
 				}
-			case strings.HasSuffix(path, ".md"):
-				files = []string{path}
-			case list.key == "skills":
-				// As pi: a listed template that is no .md file is passed over.
-				*skipped = append(*skipped, fmt.Sprintf("%s resource %s: a skill is a Markdown file (.md)", l.location, path))
+				all = append(all, files...)
+			case strings.HasSuffix(path, ".md") || list.key == "skills":
+				all = append(all, path)
 			}
-			for _, file := range files {
-				source := sourceInfo{file, "local", l.location, "top-level", ""}
-				if list.key == "prompts" {
-					out = appendTemplate(out, file, l.location, source, skipped)
-				} else {
-					out = appendSkill(out, file, l.location, source, skipped)
-				}
+		}
+		on := patterns.apply(all, l.base)
+		for i, file := range all {
+			if !choice.decide(file, on[i]) || !on[i] {
+				continue
+			}
+			source := sourceInfo{file, "local", l.location, "top-level", ""}
+			switch {
+			case list.key == "prompts":
+				out = appendTemplate(out, file, l.location, source, skipped)
+			case !strings.HasSuffix(file, ".md"):
+				// As pi: a listed skill that is no .md file is passed over.
+				*skipped = append(*skipped, fmt.Sprintf("%s resource %s: a skill is a Markdown file (.md)", l.location, file))
+			default:
+				out = appendSkill(out, file, l.location, source, skipped)
 			}
 		}
 	}
@@ -466,21 +541,38 @@ func isRegularFile(path string) bool {
 }
 
 // markdownFiles are the *.md files in dir and the folders below it, in
-// name order (loadListed's walk for templates).
+// name order, but for what their ignore files list (loadListed's walk
+// for templates, as pi's).
 func markdownFiles(dir string) []string {
+	var ig skillIgnores
+	return markdownWalk(dir, "", &ig)
+}
+
+func markdownWalk(dir, rel string, ig *skillIgnores) []string {
 	var paths []string
 	entries, _ := os.ReadDir(dir)
+	ig.load(dir, rel, entries)
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		switch {
 		case passedOver(e.Name()):
 		case e.IsDir():
-			paths = append(paths, markdownFiles(path)...)
-		case strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+			if !ig.ignoresEntry(rel, e.Name(), true) {
+				paths = append(paths, markdownWalk(path, joinRel(rel, e.Name()), ig)...)
+			}
+		case strings.HasSuffix(e.Name(), ".md") && isRegularFile(path) && !ig.ignoresEntry(rel, e.Name(), false):
 			paths = append(paths, path)
 		}
 	}
 	return paths
+}
+
+// joinRel is the path of name in the folder rel of a walk, with /.
+func joinRel(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
 }
 
 // skillEntries are the skill files in a skills folder, as pi finds them
@@ -489,18 +581,28 @@ func markdownFiles(dir string) []string {
 // folder in it, in name order, and its *.md files — at the top in pi's
 // own folders and listed ones, below the top in an Agent Skills folder
 // (agents: ~/.agents/skills, .agents/skills), where a top-level file is
-// not one. Names starting with a dot and node_modules are passed over. A
-// folder reached through a symlink (a skill linked in from elsewhere)
-// gives its SKILL.md, if it holds one, but is not walked: pi walks it,
-// into a loop if the link points up. The walk stops once the folders it
-// read held maxSkillEntries entries (pi's has no bound): cut says so. A
-// project's skills folder may be a link to / or hold a huge tree, and is
-// walked at startup, before the first line, even without --approve (to
-// count its skills).
-func skillEntries(dir string, top, agents bool) (paths []string, cut bool) {
+// not one. Names starting with a dot and node_modules are passed over,
+// and so is what the .gitignore, .ignore and .fdignore files of the
+// folders walked list (skillIgnores; a SKILL.md one lists is no skill,
+// and its folder is walked as any other). A folder reached through a
+// symlink (a skill linked in from elsewhere) gives its SKILL.md, if it
+// holds one, but is not walked (nor are its ignore files read): pi walks
+// it, into a loop if the link points up. The walk stops once the folders
+// it read held maxSkillEntries entries (pi's has no bound), and reads at
+// most maxIgnoreRules rules: note says so ("" when neither). A project's
+// skills folder may be a link to / or hold a huge tree, and is walked at
+// startup, before the first line, even without --approve (to count its
+// skills).
+func skillEntries(dir string, top, agents bool) (paths []string, note string) {
 	w := skillWalk{agents: agents, left: maxSkillEntries}
-	paths = w.walk(dir, top)
-	return paths, w.left < 0
+	paths = w.walk(dir, "", top)
+	switch {
+	case w.left < 0:
+		note = fmt.Sprintf("it holds more than %d entries; the rest is not read", maxSkillEntries)
+	case w.ignores.cut:
+		note = fmt.Sprintf("its ignore files hold more than %d rules, or one longer than %d bytes; those are not read", maxIgnoreRules, maxIgnoreRuleBytes)
+	}
+	return paths, note
 }
 
 // maxSkillEntries bounds the walk of one skills folder: the entries of
@@ -508,13 +610,16 @@ func skillEntries(dir string, top, agents bool) (paths []string, cut bool) {
 const maxSkillEntries = 20000
 
 // skillWalk is one walk of skillEntries: left is how many more entries
-// it reads (below 0: it was cut).
+// it reads (below 0: it was cut); ignores are the rules of the ignore
+// files read so far.
 type skillWalk struct {
-	agents bool
-	left   int
+	agents  bool
+	left    int
+	ignores skillIgnores
 }
 
-func (w *skillWalk) walk(dir string, top bool) []string {
+// walk reads dir, the folder rel of the walk ("" for its top).
+func (w *skillWalk) walk(dir, rel string, top bool) []string {
 	if w.left < 0 {
 		return nil
 	}
@@ -522,7 +627,10 @@ func (w *skillWalk) walk(dir string, top bool) []string {
 	if w.left -= len(entries); w.left < 0 {
 		return nil
 	}
-	if path := filepath.Join(dir, "SKILL.md"); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "SKILL.md" }) && isRegularFile(path) {
+	ig := &w.ignores
+	ig.load(dir, rel, entries)
+	if path := filepath.Join(dir, "SKILL.md"); slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "SKILL.md" }) &&
+		isRegularFile(path) && !ig.ignoresEntry(rel, "SKILL.md", false) {
 		return []string{path}
 	}
 	var paths []string
@@ -531,21 +639,24 @@ func (w *skillWalk) walk(dir string, top bool) []string {
 		switch {
 		case passedOver(e.Name()):
 		case e.IsDir():
-			paths = append(paths, w.walk(path, false)...)
+			if !ig.ignoresEntry(rel, e.Name(), true) {
+				paths = append(paths, w.walk(path, joinRel(rel, e.Name()), false)...)
+			}
 		case e.Type()&fs.ModeSymlink != 0 && isDir(path):
-			if skill := filepath.Join(path, "SKILL.md"); isRegularFile(skill) {
+			if skill := filepath.Join(path, "SKILL.md"); isRegularFile(skill) && !ig.ignoresEntry(rel, e.Name(), true) &&
+				!ig.ignoresEntry(joinRel(rel, e.Name()), "SKILL.md", false) {
 				paths = append(paths, skill)
 			}
-		case top != w.agents && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path):
+		case top != w.agents && strings.HasSuffix(e.Name(), ".md") && isRegularFile(path) && !ig.ignoresEntry(rel, e.Name(), false):
 			paths = append(paths, path)
 		}
 	}
 	return paths
 }
 
-// skillWalkCut is the warning of a walk skillEntries cut short.
-func skillWalkCut(location, dir string) string {
-	return fmt.Sprintf("%s resource %s: it holds more than %d entries; the rest is not read", location, dir, maxSkillEntries)
+// skillWalkNote is the warning of a walk skillEntries cut short.
+func skillWalkNote(location, dir, note string) string {
+	return fmt.Sprintf("%s resource %s: %s", location, dir, note)
 }
 
 // isDir says whether path is a folder, through a symlink.
@@ -651,11 +762,16 @@ func escapeXML(text string) string { return xmlEscapes.get().Replace(text) }
 // its path, which would take a *, ? or [ in dir as a pattern: a project
 // in q* found the templates of the project qz beside it, and one in p[1]
 // none of its own.
+//
+// As pi, the ignore files of prompts/ leave out the files they list (of
+// prompts/ alone: the folders below it are not read).
 func templateFiles(dir string) []string {
 	var paths []string
 	entries, _ := os.ReadDir(filepath.Join(dir, "prompts"))
+	var ig skillIgnores
+	ig.load(filepath.Join(dir, "prompts"), "", entries)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".md") && !passedOver(e.Name()) {
+		if strings.HasSuffix(e.Name(), ".md") && !passedOver(e.Name()) && !ig.ignores(e.Name(), false) {
 			paths = append(paths, filepath.Join(dir, "prompts", e.Name()))
 		}
 	}

@@ -48,7 +48,7 @@ func TestSkillBlockAsPi(t *testing.T) {
 	os.MkdirAll(skillDir, 0o755)
 	os.WriteFile(filepath.Join(skillDir, "SKILL.md"), []byte("---\ndescription: d\n---\nDo it.\n"), 0o644)
 	var skipped []string
-	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{skills: true}, &skipped)}}
+	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{skills: true}, nil, &skipped)}}
 	path := filepath.Join(skillDir, "SKILL.md")
 	want := `<skill name="my\"skill" location="` + path + "\">\nReferences are relative to " + skillDir + ".\n\nDo it.\n</skill>\n\nnow"
 	if got := s.expandSlash(`/skill:my\"skill now`); got != want {
@@ -67,7 +67,7 @@ func TestTemplateLineEnds(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "prompts", "front.md"), []byte("---\r\ndescription: d\r\n---\r\nOne\r\nTwo\r\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "skills", "s", "SKILL.md"), []byte("---\r\nname: s\r\ndescription: d\r\n---\r\nA\rB\r\n"), 0o644)
 	var skipped []string
-	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{templates: true, skills: true}, &skipped)}}
+	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{templates: true, skills: true}, nil, &skipped)}}
 	for prompt, want := range map[string]string{
 		"/plain x": "One x\nTwo\nThree\n",
 		"/front":   "One\nTwo",
@@ -121,7 +121,7 @@ func TestDuplicateNames(t *testing.T) {
 	}
 	var skipped []string
 	kinds := resourceKinds{templates: true, skills: true}
-	found := append(loadResources(project, "project", kinds, &skipped), loadResources(user, "user", kinds, &skipped)...)
+	found := append(loadResources(project, "project", kinds, nil, &skipped), loadResources(user, "user", kinds, nil, &skipped)...)
 	s := &session{set: &settings{slashCommands: withoutDuplicates(found, &skipped)}}
 	var names []string
 	for _, c := range s.set.slashCommands {
@@ -240,7 +240,7 @@ func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
 	both := resourceKinds{templates: true, skills: true}
 	names := func(project string) []string {
 		var skipped, got []string
-		for _, c := range loadResources(filepath.Join(root, project, ".pi"), "project", both, &skipped) {
+		for _, c := range loadResources(filepath.Join(root, project, ".pi"), "project", both, nil, &skipped) {
 			got = append(got, c.Name)
 		}
 		return got
@@ -333,7 +333,7 @@ func TestProjectAgentsSkills(t *testing.T) {
 	write("repo/sub/.agents/skills/here/SKILL.md", skill("here"))
 	names := func(cwd, user string) []string {
 		var skipped, got []string
-		for _, c := range loadAgentsSkills(projectAgentsSkillDirs(filepath.Join(root, cwd), user), "project", &skipped) {
+		for _, c := range loadAgentsSkills(projectAgentsSkillDirs(filepath.Join(root, cwd), user), "project", nil, &skipped) {
 			got = append(got, strings.TrimPrefix(c.Name, "skill:"))
 		}
 		if len(skipped) > 0 {
@@ -375,7 +375,7 @@ func TestLinkedSkillFolders(t *testing.T) {
 		}
 	}
 	var skipped, got []string
-	for _, c := range loadResources(filepath.Join(root, "agent"), "user", resourceKinds{skills: true}, &skipped) {
+	for _, c := range loadResources(filepath.Join(root, "agent"), "user", resourceKinds{skills: true}, nil, &skipped) {
 		got = append(got, c.Name)
 	}
 	if !slices.Equal(got, []string{"skill:linked"}) || len(skipped) > 0 {
@@ -419,7 +419,7 @@ func TestSkillWalkBounded(t *testing.T) {
 	os.MkdirAll(filepath.Join(skills, "b"), 0o755)
 	os.WriteFile(filepath.Join(skills, "b", "SKILL.md"), []byte("---\ndescription: past the bound\n---\n"), 0o644)
 	var skipped []string
-	found := loadAgentsSkills([]string{skills}, "project", &skipped)
+	found := loadAgentsSkills([]string{skills}, "project", nil, &skipped)
 	want := "project resource " + skills + ": it holds more than 20000 entries; the rest is not read"
 	if len(found) > 0 || !slices.Equal(skipped, []string{want}) {
 		t.Errorf("found %d skills, skipped %q; want none, and %q", len(found), skipped, want)

@@ -287,27 +287,32 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	if set.home != "" {
 		userAgents = filepath.Join(set.home, ".agents", "skills")
 	}
-	var found []slashCommand
-	listed := func(location string) {
+	// Each file is decided once, in pi's order: the project's listed
+	// ones, the user's, then those found on their own.
+	choice := newResourceChoice(set.listed, set.home)
+	listed := func(location string) []slashCommand {
+		var out []slashCommand
 		for _, l := range set.listed {
 			if l.location == location {
-				found = append(found, loadListed(l, set.home, kinds, &skipped)...)
+				out = append(out, loadListed(l, set.home, kinds, choice, &skipped)...)
 			}
 		}
+		return out
 	}
-	listed("project")
+	found := listed("project")
+	userListed := listed("user")
 	if cfg.approve {
-		found = append(found, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, &skipped)...)
+		found = append(found, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, choice, &skipped)...)
 		if kinds.skills {
-			found = append(found, loadAgentsSkills(projectAgentsSkillDirs(cwd, userAgents), "project", &skipped)...)
+			found = append(found, loadAgentsSkills(projectAgentsSkillDirs(cwd, userAgents), "project", choice, &skipped)...)
 		}
 	} else if notice := skippedNotice(cwd, userAgents); notice != "" {
 		set.notices = append(set.notices, notice)
 	}
-	listed("user")
-	found = append(found, loadResources(h.agentDir, "user", kinds, &skipped)...)
+	found = append(found, userListed...)
+	found = append(found, loadResources(h.agentDir, "user", kinds, choice, &skipped)...)
 	if kinds.skills && userAgents != "" {
-		found = append(found, loadAgentsSkills([]string{userAgents}, "user", &skipped)...)
+		found = append(found, loadAgentsSkills([]string{userAgents}, "user", choice, &skipped)...)
 	}
 	found = append(found, cliResources(cfg, set.home, &skipped)...)
 	set.slashCommands = withoutDuplicates(found, &skipped)
