@@ -209,15 +209,19 @@ func globParts(pattern, parts []string) bool {
 	reach := make([]bool, len(parts)+1)
 	next := make([]bool, len(parts)+1)
 	reach[0] = true
-	for _, p := range pattern {
+	for i, p := range pattern {
 		clear(next)
 		if p == "**" {
-			on := false
+			// ** takes no part or some, none hidden; the last one of a
+			// pattern takes one at least, as minimatch's (a/** is not a).
+			last, on := i == len(pattern)-1, false
 			for j := 0; j <= len(parts); j++ {
-				on = on || reach[j]
+				if !last {
+					on = on || reach[j]
+				}
 				next[j] = on
-				if j < len(parts) && strings.HasPrefix(parts[j], ".") {
-					on = false
+				if j < len(parts) {
+					on = (on || reach[j]) && !strings.HasPrefix(parts[j], ".")
 				}
 			}
 		} else {

@@ -37,8 +37,12 @@ func TestMinimatch(t *testing.T) {
 		{"#x", "#x", false},                // a comment matches nothing
 		{"!old*", "new", true},             // a leading ! negates
 		{"/abs/*/SKILL.md", "/abs/p/SKILL.md", true},
-		{"[z-a]", "m", false},  // a range backwards is empty
-		{"[abc", "[abc", true}, // a [ without its ] is itself
+		{"[z-a]", "m", false}, // a range backwards is empty
+		{"[abc", "[abc", true},
+		{"a/**", "a", false},    // a last ** takes a part at least
+		{"a/**", "a/", true},    //
+		{"a/**/**", "a", false}, //
+		{"a/**/b", "a/b", true}, // one in the middle none // a [ without its ] is itself
 	} {
 		if got := minimatch(tc.pattern, tc.path); got != tc.want {
 			t.Errorf("minimatch(%q, %q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
