@@ -334,7 +334,7 @@ func globClass(rs []rune, start int) (class [][2]rune, negate bool, end int, ok 
 			return class, negate, i, true
 		case r == '[' && i+1 < len(rs) && rs[i+1] == ':':
 			if close := slices.Index(rs[i+2:], ']'); close > 0 && rs[i+2+close-1] == ':' {
-				if ranges, ok := posixClasses[string(rs[i+2:i+2+close-1])]; ok {
+				if ranges, ok := posixClass(string(rs[i+2 : i+2+close-1])); ok {
 					class = append(class, ranges...)
 					i += 2 + close
 					continue
@@ -361,21 +361,37 @@ func globClass(rs []rune, start int) (class [][2]rune, negate bool, end int, ok 
 	return nil, false, 0, false
 }
 
-// posixClasses are the [:name:] classes of a bracket, ASCII as
-// node-ignore's (minimatch's take a few more for the Unicode letters).
-var posixClasses = map[string][][2]rune{
-	"alnum":  {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}},
-	"alpha":  {{'A', 'Z'}, {'a', 'z'}},
-	"blank":  {{' ', ' '}, {'\t', '\t'}},
-	"cntrl":  {{0, 0x1f}, {0x7f, 0x7f}},
-	"digit":  {{'0', '9'}},
-	"graph":  {{'!', '~'}},
-	"lower":  {{'a', 'z'}},
-	"print":  {{' ', '~'}},
-	"punct":  {{'!', '/'}, {':', '@'}, {'[', '`'}, {'{', '~'}},
-	"space":  {{' ', ' '}, {'\t', '\r'}},
-	"upper":  {{'A', 'Z'}},
-	"xdigit": {{'0', '9'}, {'A', 'F'}, {'a', 'f'}},
+// posixClass is the ranges of the [:name:] class of a bracket, ASCII as
+// node-ignore's (minimatch's take a few more for the Unicode letters);
+// false for an unknown name.
+func posixClass(name string) ([][2]rune, bool) {
+	switch name {
+	case "alnum":
+		return [][2]rune{{'0', '9'}, {'A', 'Z'}, {'a', 'z'}}, true
+	case "alpha":
+		return [][2]rune{{'A', 'Z'}, {'a', 'z'}}, true
+	case "blank":
+		return [][2]rune{{' ', ' '}, {'\t', '\t'}}, true
+	case "cntrl":
+		return [][2]rune{{0, 0x1f}, {0x7f, 0x7f}}, true
+	case "digit":
+		return [][2]rune{{'0', '9'}}, true
+	case "graph":
+		return [][2]rune{{'!', '~'}}, true
+	case "lower":
+		return [][2]rune{{'a', 'z'}}, true
+	case "print":
+		return [][2]rune{{' ', '~'}}, true
+	case "punct":
+		return [][2]rune{{'!', '/'}, {':', '@'}, {'[', '`'}, {'{', '~'}}, true
+	case "space":
+		return [][2]rune{{' ', ' '}, {'\t', '\r'}}, true
+	case "upper":
+		return [][2]rune{{'A', 'Z'}}, true
+	case "xdigit":
+		return [][2]rune{{'0', '9'}, {'A', 'F'}, {'a', 'f'}}, true
+	}
+	return nil, false
 }
 
 func classHas(class [][2]rune, r rune) bool {
@@ -505,7 +521,7 @@ func braceSequence(s string) []string {
 
 // ignoreFileNames are the files whose rules a walk of a skills or
 // prompts folder follows, in the order pi reads them.
-var ignoreFileNames = []string{".gitignore", ".ignore", ".fdignore"}
+var ignoreFileNames = [...]string{".gitignore", ".ignore", ".fdignore"}
 
 // maxIgnoreRules bounds the rules one walk reads from its ignore files,
 // and maxIgnoreRuleBytes each rule: a project's folders may hold any
@@ -767,7 +783,7 @@ func ignoreClass(body string, start int) (string, int, bool) {
 				return "", 0, false
 			}
 			if close > 0 && rs[i+2+close-1] == ':' {
-				ranges, ok := posixClasses[string(rs[i+2:i+2+close-1])]
+				ranges, ok := posixClass(string(rs[i+2 : i+2+close-1]))
 				if !ok {
 					return "", 0, false
 				}
