@@ -427,7 +427,7 @@ func cliResources(cfg cliConfig, home string, skipped *[]string) []slashCommand 
 			}
 		}
 	}
-	return loadListed(l, home, resourceKinds{templates: true, skills: true}, skipped)
+	return loadListed(l, home, resourceKinds{templates: true, skills: true}, nil, skipped) // nil: what the command line names is not left to settings.json's patterns
 }
 
 // readCommandFile is a template's or skill's text; "", false when it cannot
