@@ -132,12 +132,12 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	if len(cuts) > 0 {
 		start = cuts[0]
 	}
-	kept := 0
+	kept, keepRecent := 0, s.set.compaction.forModel(m).KeepRecentTokens
 	for i := len(path) - 1; i >= from; i-- {
 		if path[i].Type != "message" || failedAnswer(path[i]) || omit[path[i].ID] {
 			continue
 		}
-		if kept += path[i].msgSize / 4; kept >= s.set.compaction.KeepRecentTokens {
+		if kept += path[i].msgSize / 4; kept >= keepRecent {
 			for _, c := range cuts { // the first at or after i, else the last before
 				start = c
 				if c >= i {
@@ -531,7 +531,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	switch {
 	case rec != noRecovery:
 		reason = "overflow"
-	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.ReserveTokens:
+	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
 		reason = "threshold"
 	default:
 		return false

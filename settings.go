@@ -149,6 +149,53 @@ type compactionSettings struct {
 	ReserveTokens    int   `json:"reserveTokens"`
 	KeepRecentTokens int   `json:"keepRecentTokens"`
 	Enabled          *bool `json:"enabled"` // read into settings.autoCompaction
+	// ModelOverrides (pi 1.6's) are the token settings of one model, by
+	// its exact "provider/id"; each one set goes over the ordinary one.
+	ModelOverrides map[string]compactionOverride `json:"modelOverrides"`
+}
+
+// compactionOverride is one model's entry of compaction.modelOverrides.
+type compactionOverride struct {
+	ReserveTokens    *int `json:"reserveTokens"`
+	KeepRecentTokens *int `json:"keepRecentTokens"`
+}
+
+// forModel is c as it holds for model m (nil: none): with the tokens
+// modelOverrides gives m.
+func (c compactionSettings) forModel(m *model) compactionSettings {
+	if m == nil {
+		return c
+	}
+	o, ok := c.ModelOverrides[m.Provider+"/"+m.ID]
+	if !ok {
+		return c
+	}
+	if o.ReserveTokens != nil {
+		c.ReserveTokens = *o.ReserveTokens
+	}
+	if o.KeepRecentTokens != nil {
+		c.KeepRecentTokens = *o.KeepRecentTokens
+	}
+	return c
+}
+
+// takeOverrides merges a file's compaction.modelOverrides into c's, field
+// by field, as pi merges the user's and the project's objects: a
+// negative number is passed over (pi's must be whole and not negative).
+func (c *compactionSettings) takeOverrides(file map[string]compactionOverride) {
+	for key, o := range file {
+		if c.ModelOverrides == nil {
+			c.ModelOverrides = map[string]compactionOverride{}
+		}
+		merged := c.ModelOverrides[key]
+		if o.ReserveTokens != nil && *o.ReserveTokens >= 0 {
+			merged.ReserveTokens = o.ReserveTokens
+		}
+		if o.KeepRecentTokens != nil && *o.KeepRecentTokens >= 0 {
+			merged.KeepRecentTokens = o.KeepRecentTokens
+		}
+		c.ModelOverrides[key] = merged
+	}
 }
 
 // settingsFile is what rpi reads of pi's settings.json, plus its own
@@ -374,6 +421,7 @@ func (set *settings) applySettingsFile(path string) {
 	if file.Compaction.KeepRecentTokens > 0 {
 		set.compaction.KeepRecentTokens = file.Compaction.KeepRecentTokens
 	}
+	set.compaction.takeOverrides(file.Compaction.ModelOverrides)
 	if file.ConfirmTimeout > 0 {
 		set.confirmTimeout = msDuration(file.ConfirmTimeout)
 	}
