@@ -246,6 +246,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if strings.TrimSpace(cfg.name) == "" && cfg.name != "" {
 		return cfg, "", errors.New("Invalid --name: must not be blank")
 	}
+	cfg.name = strings.TrimSpace(cfg.name) // as pi 1.6 takes it
 	if cfg.cwd == "" {
 		if cfg.cwd, err = os.Getwd(); err != nil {
 			return cfg, "", fmt.Errorf("Cannot determine the working directory: %v", err)

@@ -63,7 +63,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				}
 				_, restore := s.useSessionIn(c, loaded)
 				s.warnRestore(restore)
-				return c, nil
+				return c, nameOpened(c, o.name)
 			}
 			ss = newSessionFile(now, "", cwd, "", path, "", false)
 			ss.lock = hold // held until its header is in, and after
@@ -82,7 +82,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 				}
 				_, restore := s.useSessionIn(c, loaded)
 				s.warnRestore(restore)
-				return c, nil
+				return c, nameOpened(c, o.name)
 			}
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
@@ -135,6 +135,17 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		c.writeFile(ss)
 	}
 	return c, nil
+}
+
+// nameOpened names a session opened from its file when --name (or a
+// hello's name) was given, as pi 1.6 names whatever session it opens: a
+// session_info entry, unless the session has that name already.
+func nameOpened(c *conversation, name string) error {
+	if name == "" {
+		return nil
+	}
+	_, err := c.setName(name)
+	return err
 }
 
 // sessionFileWithID is the file of dir named for the session id
