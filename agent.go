@@ -991,15 +991,15 @@ func lastAssistantText(messages []any) *string {
 
 // ---- System prompt ----
 
-// systemPrompt is the instructions the model gets: the base text (or
-// --system-prompt), the tools, --append-system-prompt, the AGENTS.md /
-// CLAUDE.md context files, the skills the model may read, the date, the
-// cwd and the session's other directories (none: nothing more).
+// systemPrompt is the instructions the model gets: the base text and the
+// tools (or --system-prompt, or SYSTEM.md), --append-system-prompt (or
+// APPEND_SYSTEM.md), the context files (AGENTS.md, CLAUDE.md, …), the
+// skills the model may read, the date, the cwd and the session's other
+// directories (none: nothing more).
 func (s *session) systemPrompt() string {
 	var b strings.Builder
-	cfg := s.set.cfg
-	if cfg.systemPrompt != "" {
-		b.WriteString(cfg.systemPrompt)
+	if s.set.systemPrompt != "" {
+		b.WriteString(s.set.systemPrompt)
 	} else {
 		b.WriteString("You are an expert coding assistant. You help the user with their code by reading files, " +
 			"running commands, editing code and writing new files.\n\nAvailable tools:\n")
@@ -1014,8 +1014,8 @@ func (s *session) systemPrompt() string {
 		}
 		b.WriteString("- Keep answers short and concrete; show file paths clearly.")
 	}
-	if cfg.appendSystemPrompt != "" {
-		b.WriteString("\n\n" + cfg.appendSystemPrompt)
+	if s.set.appendSystemPrompt != "" {
+		b.WriteString("\n\n" + s.set.appendSystemPrompt)
 	}
 	if files := s.set.contextFiles; len(files) > 0 {
 		b.WriteString("\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n")

@@ -1,7 +1,8 @@
 package main
 
 // Resources: the AGENTS.md / CLAUDE.md context files that join the system
-// prompt, and prompt templates and skills — Markdown files the user (and,
+// prompt, the SYSTEM.md and APPEND_SYSTEM.md files that replace or add to
+// its base text, and prompt templates and skills — Markdown files the user (and,
 // with --approve, the project) provides, listed by get_commands and
 // expanded when a prompt starts with /name or /skill:name. Every one is
 // read only if it is a regular file of at most maxResourceBytes.
@@ -104,11 +105,20 @@ func firstLine(body string) string {
 
 type contextFile struct{ path, content string }
 
-// loadContextFiles reads AGENTS.md (or else CLAUDE.md) from the agent dir,
-// then from every directory from the root down to the cwd, then the same
-// for each of more (a session's other directories), in order: a file read
-// already (a folder above both) is not read again. Files that cannot be
-// used are named in skipped.
+// contextFileNames are the names a folder's context file may have, as in
+// pi 1.6, the one taken first: AGENTS.override.md stands in for the
+// folder's AGENTS.md or CLAUDE.md (in that folder only). Each is looked
+// for as spelled, so that on a file system that ignores case agents.md is
+// found as AGENTS.md, as pi finds it.
+var contextFileNames = []string{"AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD"}
+
+// loadContextFiles reads one context file (the first of
+// contextFileNames there) from the agent dir, then from every directory
+// from the root down to the cwd, then the same for each of more (a
+// session's other directories), in order: a folder read already (one
+// above both) is not read again. A file that cannot be used is named in
+// skipped and the folder's next name is tried, as pi passes over what is
+// no file or cannot be read.
 func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile, skipped []string) {
 	dirs := []string{agentDir}
 	for _, top := range append([]string{cwd}, more...) {
@@ -124,25 +134,63 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 	}
 	seen := map[string]bool{}
 	for _, dir := range dirs {
-		for _, name := range []string{"AGENTS.md", "CLAUDE.md"} {
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		for _, name := range contextFileNames {
 			path := filepath.Join(dir, name)
-			if seen[path] {
-				break
-			}
 			data, err := readRegularFile(path, maxResourceBytes)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			seen[path] = true
 			if err != nil {
 				skipped = append(skipped, "context file "+resourceError(path, err))
-				break
+				continue
 			}
-			files = append(files, contextFile{path, string(data)})
+			files = append(files, contextFile{path, withoutBOM(data)})
 			break
 		}
 	}
 	return files, skipped
+}
+
+// withoutBOM is a file's text without the byte order mark it may start
+// with, which pi strips from the instructions it reads.
+func withoutBOM(data []byte) string {
+	return strings.TrimPrefix(string(data), "\ufeff")
+}
+
+// systemPromptFiles picks the base system prompt and its addition as pi
+// 1.6 does: --system-prompt, else the project's .pi/SYSTEM.md (only when
+// the project is approved), else the agent dir's SYSTEM.md, else none
+// (rpi's own text); the same for --append-system-prompt and
+// APPEND_SYSTEM.md. The two are chosen apart, and a file is not combined
+// with the other of its name. A file that cannot be used is named in
+// skipped and the next one is tried.
+func systemPromptFiles(cfg cliConfig, agentDir, cwd string, approved bool, skipped *[]string) (system, appendix string) {
+	pick := func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		var paths []string
+		if approved {
+			paths = append(paths, filepath.Join(cwd, ".pi", name))
+		}
+		for _, path := range append(paths, filepath.Join(agentDir, name)) {
+			data, err := readRegularFile(path, maxResourceBytes)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				*skipped = append(*skipped, "system prompt file "+resourceError(path, err))
+				continue
+			}
+			return withoutBOM(data)
+		}
+		return ""
+	}
+	return pick(cfg.systemPrompt, "SYSTEM.md"), pick(cfg.appendSystemPrompt, "APPEND_SYSTEM.md")
 }
 
 // resourceError says why a resource file was skipped.
@@ -779,19 +827,27 @@ func templateFiles(dir string) []string {
 }
 
 // projectResources counts what a project in cwd holds that only
-// --approve loads: in ./.pi, and the skills of the .agents/skills folders
-// pi reads for it (projectAgentsSkillDirs; userAgents is the user's).
-func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, settings, mcp bool) {
+// --approve loads: in ./.pi (files are those of protectedFiles there),
+// and the skills of the .agents/skills folders pi reads for it
+// (projectAgentsSkillDirs; userAgents is the user's).
+func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, files []string) {
 	p := templateFiles(filepath.Join(cwd, ".pi"))
 	k, _ := skillEntries(filepath.Join(cwd, ".pi", "skills"), true, false)
 	for _, dir := range projectAgentsSkillDirs(cwd, userAgents) {
 		found, _ := skillEntries(dir, true, true)
 		agentsSkills += len(found)
 	}
-	_, err := os.Stat(filepath.Join(cwd, ".pi", "settings.json"))
-	_, mcpErr := os.Stat(filepath.Join(cwd, ".pi", "mcp.json"))
-	return len(p), len(k), agentsSkills, err == nil, mcpErr == nil
+	for _, name := range protectedFiles {
+		if _, err := os.Stat(filepath.Join(cwd, ".pi", name)); err == nil {
+			files = append(files, name)
+		}
+	}
+	return len(p), len(k), agentsSkills, files
 }
+
+// protectedFiles are the files of a project's .pi that only --approve
+// reads, as pi 1.6 counts them.
+var protectedFiles = []string{"settings.json", "mcp.json", "SYSTEM.md", "APPEND_SYSTEM.md"}
 
 // expandSlash expands a prompt starting with /skill:name or /name (a
 // template); any other text comes back unchanged.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -251,7 +252,7 @@ func TestResourcesInFoldersWithPatternCharacters(t *testing.T) {
 	if got := names("p[1]"); !slices.Equal(got, []string{"ours", "skill:our-skill"}) {
 		t.Errorf("the project in p[1] found %q, want its own template and skill", got)
 	}
-	if prompts, skills, _, _, _ := projectResources(filepath.Join(root, "p[1]"), ""); prompts != 1 || skills != 1 {
+	if prompts, skills, _, _ := projectResources(filepath.Join(root, "p[1]"), ""); prompts != 1 || skills != 1 {
 		t.Errorf("p[1]'s .pi counted %d templates and %d skills, want 1 and 1", prompts, skills)
 	}
 }
@@ -424,7 +425,118 @@ func TestSkillWalkBounded(t *testing.T) {
 	if len(found) > 0 || !slices.Equal(skipped, []string{want}) {
 		t.Errorf("found %d skills, skipped %q; want none, and %q", len(found), skipped, want)
 	}
-	if _, _, n, _, _ := projectResources(root, ""); n != 0 {
+	if _, _, n, _ := projectResources(root, ""); n != 0 {
 		t.Errorf("without --approve, %d skills counted past the bound, want 0", n)
+	}
+}
+
+// TestContextFileNames: each folder gives one context file, the first
+// there of AGENTS.override.md, AGENTS.md, AGENTS.MD, CLAUDE.md and
+// CLAUDE.MD, as in pi 1.6: the override stands in for the AGENTS.md and
+// CLAUDE.md of its own folder only (the agent dir's and the other
+// folders' are still read); a name that is no regular file is named in
+// the notes and the folder's next name is taken; a byte order mark is
+// not part of the text.
+func TestContextFileNames(t *testing.T) {
+	agentDir, root := t.TempDir(), t.TempDir()
+	write := func(path, text string) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A folder that cannot tell AGENTS.MD from AGENTS.md holds only one.
+	write(filepath.Join(root, "case", "AGENTS.md"), "")
+	_, err := os.Stat(filepath.Join(root, "case", "AGENTS.MD"))
+	caseBlind := err == nil
+
+	write(filepath.Join(agentDir, "AGENTS.override.md"), "user override")
+	write(filepath.Join(agentDir, "AGENTS.md"), "user agents")
+	a := filepath.Join(root, "a")
+	write(filepath.Join(a, "AGENTS.md"), "a agents")
+	write(filepath.Join(a, "CLAUDE.md"), "a claude")
+	b := filepath.Join(a, "b")
+	write(filepath.Join(b, "AGENTS.override.md"), "\ufeffb override")
+	write(filepath.Join(b, "AGENTS.md"), "b agents")
+	write(filepath.Join(b, "CLAUDE.md"), "b claude")
+	c := filepath.Join(b, "c")
+	os.MkdirAll(filepath.Join(c, "AGENTS.override.md"), 0o755)
+	write(filepath.Join(c, "CLAUDE.md"), "c claude")
+	want := []contextFile{
+		{filepath.Join(agentDir, "AGENTS.override.md"), "user override"},
+		{filepath.Join(a, "AGENTS.md"), "a agents"},
+		{filepath.Join(b, "AGENTS.override.md"), "b override"},
+		{filepath.Join(c, "CLAUDE.md"), "c claude"},
+	}
+	cwd := c
+	if !caseBlind {
+		d := filepath.Join(c, "d")
+		write(filepath.Join(d, "AGENTS.MD"), "d upper")
+		write(filepath.Join(d, "CLAUDE.md"), "d claude")
+		e := filepath.Join(d, "e")
+		write(filepath.Join(e, "CLAUDE.MD"), "e upper")
+		want = append(want, contextFile{filepath.Join(d, "AGENTS.MD"), "d upper"}, contextFile{filepath.Join(e, "CLAUDE.MD"), "e upper"})
+		cwd = e
+	}
+	files, skipped := loadContextFiles(agentDir, cwd)
+	if !slices.Equal(files, want) {
+		t.Errorf("context files:\n%q\nwant:\n%q", files, want)
+	}
+	if note := "context file " + filepath.Join(c, "AGENTS.override.md") + ": it is a directory"; !slices.Equal(skipped, []string{note}) {
+		t.Errorf("notes %q, want %q", skipped, note)
+	}
+}
+
+// TestSystemPromptFiles: SYSTEM.md replaces the base system prompt and
+// APPEND_SYSTEM.md adds to it, as in pi 1.6: the agent dir's, or with
+// --approve the project's .pi/ one in its place (the two are not
+// combined); --system-prompt and --append-system-prompt stand in for the
+// file of their kind, each without touching the other; a file that is no
+// regular file is skipped with a warning.
+func TestSystemPromptFiles(t *testing.T) {
+	endToEnd(t)
+	write := func(path, text string) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	promptOf := func(project bool, args ...string) (string, []byte) {
+		e, cwd := newTestEnv(t), t.TempDir()
+		write(filepath.Join(e.agentDir, "SYSTEM.md"), "User system.")
+		write(filepath.Join(e.agentDir, "APPEND_SYSTEM.md"), "User addition.")
+		write(filepath.Join(cwd, "AGENTS.md"), "Project rules.")
+		if project {
+			write(filepath.Join(cwd, ".pi", "SYSTEM.md"), "Project system.")
+			write(filepath.Join(cwd, ".pi", "APPEND_SYSTEM.md"), "Project addition.")
+		} else {
+			os.MkdirAll(filepath.Join(cwd, ".pi", "SYSTEM.md"), 0o755)
+		}
+		fm := startFakeModel(t, apiOpenAI, `{"text":["ok"]}`, e.agentDir)
+		ps := startSessionIn(t, e, append([]string{"rpc", "--cwd", cwd}, args...))
+		ps.send(`{"type":"prompt","message":"go"}`)
+		ps.waitFor(`"type":"agent_settled"`)
+		ps.close()
+		return systemPromptOf(t, fm.lastRequest()), ps.out.bytes()
+	}
+	for _, c := range []struct {
+		project bool
+		args    []string
+		start   string // the prompt starts with it, then the context files
+		notice  string // a warning sent
+	}{
+		{true, nil, "User system.\n\nUser addition.\n\n# Project Context", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
+		{true, []string{"--approve"}, "Project system.\n\nProject addition.\n\n# Project Context", ""},
+		{false, []string{"--approve"}, "User system.\n\nUser addition.\n\n# Project Context", "Skipped system prompt file "},
+		{true, []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\nProject addition.\n\n# Project Context", ""},
+		{true, []string{"--append-system-prompt", "Flag addition."}, "User system.\n\nFlag addition.\n\n# Project Context", ""},
+	} {
+		prompt, out := promptOf(c.project, c.args...)
+		if !strings.HasPrefix(prompt, c.start) || !strings.Contains(prompt, "Project rules.") {
+			t.Errorf("project files %v, %q: the system prompt:\n%s\nwant it to start %q", c.project, c.args, prompt, c.start)
+		}
+		if c.notice != "" && !bytes.Contains(out, []byte(c.notice)) {
+			t.Errorf("project files %v, %q: no notice %q in:\n%s", c.project, c.args, c.notice, out)
+		}
 	}
 }

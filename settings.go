@@ -68,6 +68,10 @@ type settings struct {
 	// thinkingBudgets are settings.json's: the user's budgets of the levels.
 	thinkingBudgets thinkingBudgets
 
+	// systemPrompt and appendSystemPrompt are the flags' or the files'
+	// (systemPromptFiles); "" for none.
+	systemPrompt, appendSystemPrompt string
+
 	contextFiles  []contextFile
 	slashCommands []slashCommand // prompt templates and skills
 	notices       []string       // warnings for the client when the session opens
@@ -325,6 +329,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	if !cfg.noContextFiles {
 		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd, dirs...)
 	}
+	set.systemPrompt, set.appendSystemPrompt = systemPromptFiles(cfg, h.agentDir, cwd, cfg.approve, &skipped)
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
 	// As pi, so that the first of a name wins: the project's listed ones,
@@ -693,7 +698,7 @@ func withProxy(environ []string, proxy string, setenv func(name, value string) e
 // resources that only --approve loads (projectResources); "" when there
 // are none.
 func skippedNotice(cwd, userAgents string) string {
-	prompts, skills, agentsSkills, settings, mcp := projectResources(cwd, userAgents)
+	prompts, skills, agentsSkills, files := projectResources(cwd, userAgents)
 	var parts []string
 	if prompts > 0 {
 		parts = append(parts, fmt.Sprintf("prompt templates: %d", prompts))
@@ -701,12 +706,7 @@ func skippedNotice(cwd, userAgents string) string {
 	if skills > 0 {
 		parts = append(parts, fmt.Sprintf("skills: %d", skills))
 	}
-	if settings {
-		parts = append(parts, "settings.json")
-	}
-	if mcp {
-		parts = append(parts, "mcp.json")
-	}
+	parts = append(parts, files...)
 	var where []string
 	if len(parts) > 0 {
 		where = append(where, ".pi/ ("+strings.Join(parts, ", ")+")")
