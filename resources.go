@@ -132,6 +132,7 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 		slices.Reverse(chain)
 		dirs = append(dirs, chain...)
 	}
+	shadowed := shadowedContextFile(cwd)
 	seen := map[string]bool{}
 	for _, dir := range dirs {
 		if seen[dir] {
@@ -140,6 +141,11 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 		seen[dir] = true
 		for _, name := range contextFileNames {
 			path := filepath.Join(dir, name)
+			if shadowed != "" && filepath.Base(shadowed) == name && realPath(dir) == filepath.Dir(shadowed) {
+				if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+					break // the worktree's own file stands in for it
+				}
+			}
 			data, err := readRegularFile(path, maxResourceBytes)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -153,6 +159,75 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 		}
 	}
 	return files, skipped
+}
+
+// shadowedContextFile is, as in pi 1.6, the main checkout's context file
+// that the own one of a linked worktree inside it stands in for (a
+// worktree in repo/.worktrees/x, say): both are the instructions of the
+// same repository, which would otherwise reach the model twice. "" when
+// cwd is in no such worktree, or it has no context file of its own. The
+// path is a real one (symlinks resolved), as git writes a worktree's
+// gitdir.
+func shadowedContextFile(cwd string) string {
+	top, gitDir := "", ""
+	for dir := cwd; gitDir == ""; dir = filepath.Dir(dir) {
+		git := filepath.Join(dir, ".git")
+		if info, err := os.Stat(git); err == nil {
+			if info.IsDir() {
+				return "" // a main checkout, not a linked worktree
+			}
+			data, _ := readRegularFile(git, 4096)
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: "); ok {
+				top, gitDir = dir, resolvedFrom(dir, strings.TrimSpace(rest))
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	if gitDir == "" {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "HEAD")); err != nil {
+		return ""
+	}
+	common := gitDir
+	if data, err := readRegularFile(filepath.Join(gitDir, "commondir"), 4096); err == nil {
+		common = resolvedFrom(gitDir, strings.TrimSpace(string(data)))
+	}
+	common, top = realPath(common), realPath(top)
+	main := filepath.Dir(common)
+	// Only a worktree below the main checkout's top, whose .git is that
+	// common folder (not a bare repository's folder, nor a submodule's).
+	if rel, err := filepath.Rel(main, top); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	if realPath(filepath.Join(main, ".git")) != common {
+		return ""
+	}
+	for _, name := range contextFileNames {
+		if info, err := os.Stat(filepath.Join(top, name)); err == nil && info.Mode().IsRegular() {
+			return filepath.Join(main, name)
+		}
+	}
+	return ""
+}
+
+// resolvedFrom is path taken from dir when it is relative.
+func resolvedFrom(dir, path string) string {
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	return filepath.Join(dir, path)
+}
+
+// realPath is path with its symlinks resolved, or as it is when that
+// fails.
+func realPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
 }
 
 // withoutBOM is a file's text without the byte order mark it may start

@@ -540,3 +540,55 @@ func TestSystemPromptFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestContextFileOfWorktree: in a linked worktree inside its main
+// checkout (repo/.worktrees/feat), the worktree's own context file stands
+// in for the main checkout's of the same name, as in pi 1.6, so that the
+// repository's instructions reach the model once; the main checkout's is
+// read when the worktree has none, or one of another name.
+func TestContextFileOfWorktree(t *testing.T) {
+	write := func(path, text string) {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// repo is a main checkout, and tree a linked worktree of it (the
+	// files git writes, by hand).
+	checkout := func(repo, tree string) {
+		write(filepath.Join(repo, ".git", "HEAD"), "ref: refs/heads/main\n")
+		admin := filepath.Join(repo, ".git", "worktrees", "feat")
+		write(filepath.Join(admin, "HEAD"), "ref: refs/heads/feat\n")
+		write(filepath.Join(admin, "commondir"), "../..\n")
+		write(filepath.Join(tree, ".git"), "gitdir: "+admin+"\n")
+	}
+	texts := func(agentDir, cwd string) []string {
+		files, _ := loadContextFiles(agentDir, cwd)
+		var out []string
+		for _, f := range files {
+			out = append(out, f.content)
+		}
+		return out
+	}
+	agentDir := t.TempDir()
+
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	tree := filepath.Join(repo, ".worktrees", "feat")
+	checkout(repo, tree)
+	write(filepath.Join(root, "AGENTS.md"), "above")
+	write(filepath.Join(repo, "AGENTS.md"), "main")
+	write(filepath.Join(tree, "sub", "CLAUDE.md"), "sub")
+	if got := texts(agentDir, filepath.Join(tree, "sub")); !slices.Equal(got, []string{"above", "main", "sub"}) {
+		t.Errorf("worktree without its own file: %q", got)
+	}
+	write(filepath.Join(tree, "AGENTS.md"), "feat")
+	if got := texts(agentDir, filepath.Join(tree, "sub")); !slices.Equal(got, []string{"above", "feat", "sub"}) {
+		t.Errorf("worktree with its own AGENTS.md: %q", got)
+	}
+	os.Remove(filepath.Join(tree, "AGENTS.md"))
+	write(filepath.Join(tree, "CLAUDE.md"), "feat claude")
+	if got := texts(agentDir, tree); !slices.Equal(got, []string{"above", "main", "feat claude"}) {
+		t.Errorf("worktree with a CLAUDE.md beside the main AGENTS.md: %q", got)
+	}
+}
