@@ -66,6 +66,7 @@ type cliConfig struct {
 	noSkills           bool
 	noPromptTemplates  bool
 	approve            bool
+	noApprove          bool // --no-approve: the project is not trusted, whatever trust.json says
 	noMCP              bool // --no-mcp: no MCP server connects
 	confirm            []string
 	cwd                string
@@ -198,7 +199,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		return cfg, "", errors.New("Conflicting flags: --listen, --replay-bytes, --client-queue, --idle-close, --max-connections, --allow-remote and --allow-origin are rpi serve's")
 	case cfg.acp && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name are rpc mode's; in ACP mode the editor opens sessions (session/new, session/load)")
-	case cfg.approve && v.noApprove:
+	case cfg.approve && cfg.noApprove:
 		return cfg, "", errors.New("Conflicting flags: --approve and --no-approve")
 	case (cfg.acp || cfg.serve) && (cfg.continueRecent || v.resume):
 		return cfg, "", errors.New("Conflicting flags: --continue and --resume are rpc mode's")
@@ -269,7 +270,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 // (pi's flags that change nothing in rpi).
 type flagValues struct {
 	mode, tools, exclude, models, confirm, compat string
-	noTools, noApprove, help, showVersion         bool
+	noTools, help, showVersion                    bool
 	noBuiltinTools, resume                        bool // -nbt, --resume
 	connect, attach                               string
 	cursor                                        int
@@ -338,7 +339,7 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 	case "approve", "a":
 		return &cfg.approve
 	case "no-approve", "na":
-		return &v.noApprove
+		return &cfg.noApprove
 	case "confirm":
 		return &v.confirm
 	case "cwd":
@@ -626,8 +627,8 @@ Flags:
   -np, --no-prompt-templates    no prompt templates
   --skill PATH                  load this skill file or folder too, repeatable (also with -ns)
   --prompt-template PATH        load this template file or folder too, repeatable (also with -np)
-  -a, --approve                 load the project's own resources from ./.pi/ (settings, templates, skills)
-  -na, --no-approve             do not (the default)
+  -a, --approve                 trust the project: load its own resources from ./.pi/ (settings, templates, skills)
+  -na, --no-approve             do not, whatever trust.json or defaultProjectTrust says
   --confirm TOOLS               ask the client before running these tools (mcp: every MCP
                                 tool; mcp__NAME__*: one server's)
   --no-mcp                      connect no MCP server (mcp.json's, or an editor's)

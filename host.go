@@ -595,6 +595,11 @@ type hostSettings struct {
 	startThinking string
 
 	notices []string // warnings of the catalog (models.json, auth.json), for every session's client
+
+	// defaultTrust is the user's settings.json defaultProjectTrust, read
+	// once; trust, the projects decided so far (projectTrust).
+	defaultTrust string
+	trust        trustDecisions
 }
 
 // toolsOf are the tools cfg's flags (--tools, --no-tools,
@@ -729,9 +734,14 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	set.catalog, set.secrets = models.catalog, models.secrets
 	set.notices = models.warnings
 	user, userPath := hostUserSettings(dir)
+	var notice string
+	set.defaultTrust, notice = defaultProjectTrust(user, userPath)
+	if notice != "" {
+		set.notices = append(set.notices, notice)
+	}
 	if cfg.sessionDir == "" {
 		var notices []string
-		set.cfg.sessionDir, notices = sessionDirSetting(cfg, user, userPath, home, env.getenv)
+		set.cfg.sessionDir, notices = sessionDirSetting(cfg, user, userPath, home, env.getenv, set.projectTrust(cfg.cwd).trusted)
 		set.notices = append(set.notices, notices...)
 	}
 	proxy, notice := settingsProxy(user, userPath)

@@ -56,7 +56,7 @@ func (s *session) loadMCP() {
 			return s.runKeyCommand(s.ctx, command)
 		})
 	}
-	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.cfg.approve, expand)
+	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.projectTrusted, expand)
 	s.mcp.mu.Lock()
 	for _, c := range s.mcp.client {
 		if i := slices.IndexFunc(configs, func(f mcpServerConfig) bool { return f.name == c.name }); i >= 0 {

@@ -885,9 +885,10 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
 	for name, content := range f.sections {
 		// A file's name may hold the cwd's session folder name, its
-		// content the cwd (a session header, say).
+		// content the cwd (a session header, say) or the folder above it
+		// (trust.json's decision for it).
 		name = strings.ReplaceAll(name, "$CWD_NAME", cwdName)
-		content = strings.ReplaceAll(content, "$CWD", cwd)
+		content = strings.NewReplacer("$CWD_PARENT", filepath.Dir(cwd), "$CWD", cwd).Replace(content)
 		if file, ok := strings.CutPrefix(name, "agent "); ok {
 			if fm != nil {
 				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)

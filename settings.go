@@ -4,8 +4,9 @@ package main
 // locks. The process decides the command line, the model catalog and its
 // keys, the tools offered and the environment children get
 // (hostSettings); each session, when it opens, decides for its working
-// directory pi's settings.json (the user's, and the project's with
-// --approve), context files, prompt templates and skills (settings).
+// directory pi's settings.json (the user's, and the project's when the
+// project is trusted: trust.go), context files, prompt templates and
+// skills (settings).
 
 import (
 	"encoding/json"
@@ -32,6 +33,9 @@ type settings struct {
 	// settings.json's defaultTools (toolsOf).
 	cfg   cliConfig
 	tools []*tool
+	// projectTrusted is whether cwd's project is trusted (projectTrust):
+	// its own resources load.
+	projectTrusted bool
 	// defaultToolEntries are settings.json's defaultTools, the project's
 	// over the user's (a list of only +name and -name entries goes after
 	// the one before, any other replaces it); nil when no file sets it.
@@ -229,6 +233,8 @@ type settingsFile struct {
 	EnabledModels []string `json:"enabledModels"`
 	SessionDir    string   `json:"sessionDir"` // read once, for the host (sessionDirSetting)
 	HTTPProxy     string   `json:"httpProxy"`  // the user's file's alone: settingsProxy
+	// DefaultProjectTrust is the user's file's alone (defaultProjectTrust).
+	DefaultProjectTrust string `json:"defaultProjectTrust"`
 
 	// DefaultTools is the tools a session starts with, as entries
 	// (settings.defaultToolEntries); nil when the file does not set it.
@@ -306,7 +312,7 @@ func (l *lookedUp) path() (string, error) {
 
 // loadSettings reads what a session in cwd (and dirs, the other
 // directories it works in) decides when it opens: the user's
-// settings.json and, with --approve, the project's (cwd's); the context
+// settings.json and, when the project is trusted (projectTrust), the project's (cwd's); the context
 // files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
 // settings files, the catalog's, enabledModels' and those of the resources.
 func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
@@ -318,7 +324,12 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 		cacheWarming: "idle"}
 	cfg := h.cfg
 	set.applySettingsFile(filepath.Join(h.agentDir, "settings.json"))
-	if cfg.approve {
+	trust := h.projectTrust(cwd)
+	set.projectTrusted = trust.trusted
+	if trust.notice != "" {
+		set.notices = append(set.notices, trust.notice)
+	}
+	if set.projectTrusted {
 		set.applySettingsFile(filepath.Join(cwd, ".pi", "settings.json"))
 	}
 	set.tools = toolsOf(cfg, defaultToolNames(set.defaultToolEntries))
@@ -353,7 +364,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	}
 	found := listed("project")
 	userListed := listed("user")
-	if cfg.approve {
+	if set.projectTrusted {
 		found = append(found, loadResources(filepath.Join(cwd, ".pi"), "project", kinds, choice, &skipped)...)
 		if kinds.skills {
 			found = append(found, loadAgentsSkills(projectAgentsSkillDirs(cwd, userAgents), "project", choice, &skipped)...)
@@ -583,7 +594,7 @@ func (set *settings) scopePatterns() []string {
 // sessionDirSetting is the folder new session files go in when
 // --session-dir does not say, as pi 1.6 has it: PI_CODING_AGENT_SESSION_DIR,
 // else settings.json's sessionDir (the project's over the user's, and the
-// project's only with --approve, as all of its settings: pi reads it even
+// project's only when trusted, as all of its settings: pi reads it even
 // from a project it does not trust); "" for pi's folder for the cwd in the
 // agent directory. A leading ~ is the home folder, and a relative path is
 // taken from the working directory, as --session-dir's is. It is read
@@ -591,13 +602,13 @@ func (set *settings) scopePatterns() []string {
 // host opens, as the flag does. user is the user's file, read at userPath
 // (hostUserSettings). A settings.json that cannot be used gives none
 // (loadSettings tells the client why).
-func sessionDirSetting(cfg cliConfig, user settingsFile, userPath, home string, getenv func(string) string) (dir string, notices []string) {
+func sessionDirSetting(cfg cliConfig, user settingsFile, userPath, home string, getenv func(string) string, trusted bool) (dir string, notices []string) {
 	dir, from := getenv("PI_CODING_AGENT_SESSION_DIR"), fmt.Sprintf("PI_CODING_AGENT_SESSION_DIR %q", getenv("PI_CODING_AGENT_SESSION_DIR"))
 	if dir == "" {
 		if user.SessionDir != "" {
 			dir, from = user.SessionDir, fmt.Sprintf("sessionDir %q in %s", user.SessionDir, userPath)
 		}
-		if cfg.approve {
+		if trusted {
 			path := filepath.Join(cfg.cwd, ".pi", "settings.json")
 			if file, _, err := readSettingsFile(path); err == nil && file.SessionDir != "" {
 				dir, from = file.SessionDir, fmt.Sprintf("sessionDir %q in %s", file.SessionDir, path)
@@ -695,7 +706,7 @@ func withProxy(environ []string, proxy string, setenv func(name, value string) e
 }
 
 // skippedNotice is the warning sent at startup when the project holds
-// resources that only --approve loads (projectResources); "" when there
+// resources that only a trusted project loads (projectResources); "" when there
 // are none.
 func skippedNotice(cwd, userAgents string) string {
 	prompts, skills, agentsSkills, files := projectResources(cwd, userAgents)
@@ -717,5 +728,5 @@ func skippedNotice(cwd, userAgents string) string {
 	if len(where) == 0 {
 		return ""
 	}
-	return "Skipped project resources in " + strings.Join(where, " and ") + ": start rpi with --approve to load them."
+	return "Skipped project resources in " + strings.Join(where, " and ") + ": start rpi with --approve (or trust the folder with pi's /trust) to load them."
 }

@@ -57,7 +57,7 @@ func TestSessionDirSetting(t *testing.T) {
 				return ""
 			}
 			user, userPath := hostUserSettings(agent)
-			got, notices := sessionDirSetting(cliConfig{cwd: cwd, approve: c.approve}, user, userPath, home, getenv)
+			got, notices := sessionDirSetting(cliConfig{cwd: cwd}, user, userPath, home, getenv, c.approve)
 			r := strings.NewReplacer("$HOME", home, "$CWD", cwd, "$AGENT", agent, "/", string(filepath.Separator))
 			want := r.Replace(c.want)
 			if got != want {
