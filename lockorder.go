@@ -60,6 +60,7 @@ var lockOrder = []struct {
 	{`dialogs.mu`, frontEndLock},
 	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
 	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
+	{`trustDecisions.mu`, coreLock},  // the folders' project trust: taken under any lock (a session opening), takes none
 	{`wsConn.writeMu`, frontEndLock}, // a WebSocket's frames: last, a record's write goes through it
 }
 
@@ -115,3 +116,4 @@ func (serveSeqsMu) lockName() string    { return `serveHost.seqMu` }
 func (clientQueueMu) lockName() string  { return `clientQueue.mu` }
 func (servedACPMu) lockName() string    { return `servedACP.mu` }
 func (wsWriteMu) lockName() string      { return `wsConn.writeMu` }
+func (trustMu) lockName() string        { return `trustDecisions.mu` }

@@ -50,6 +50,7 @@ type (
 	deltaBatchMu   struct{}
 	keyCommandMu   struct{}
 	lookedUpMu     struct{}
+	trustMu        struct{}
 	processMu      struct{}
 	shellOutputMu  struct{}
 	processStartMu struct{}

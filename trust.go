@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -33,7 +32,7 @@ type trustDecision struct {
 // decided once per process, as pi decides it once per cwd, so that the
 // host's sessionDir and every session in that folder agree.
 type trustDecisions struct {
-	mu    sync.Mutex // guards byCwd
+	mu    mutex[trustMu] // guards byCwd; held while trust.json is read, so that a folder is decided once
 	byCwd map[string]trustDecision
 }
 
