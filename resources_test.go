@@ -501,7 +501,7 @@ func TestSystemPromptFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	promptOf := func(project bool, args ...string) (string, []byte) {
+	promptOf := func(project bool, settings string, args ...string) (string, []byte) {
 		e, cwd := newTestEnv(t), t.TempDir()
 		write(filepath.Join(e.agentDir, "SYSTEM.md"), "User system.")
 		write(filepath.Join(e.agentDir, "APPEND_SYSTEM.md"), "User addition.")
@@ -513,6 +513,9 @@ func TestSystemPromptFiles(t *testing.T) {
 			os.MkdirAll(filepath.Join(cwd, ".pi", "SYSTEM.md"), 0o755)
 		}
 		fm := startFakeModel(t, apiOpenAI, `{"text":["ok"]}`, e.agentDir)
+		if settings != "" { // over the fake model's
+			write(filepath.Join(e.agentDir, "settings.json"), settings)
+		}
 		ps := startSessionIn(t, e, append([]string{"rpc", "--cwd", cwd}, args...))
 		ps.send(`{"type":"prompt","message":"go"}`)
 		ps.waitFor(`"type":"agent_settled"`)
@@ -520,18 +523,20 @@ func TestSystemPromptFiles(t *testing.T) {
 		return systemPromptOf(t, fm.lastRequest()), ps.out.bytes()
 	}
 	for _, c := range []struct {
-		project bool
-		args    []string
-		start   string // the prompt starts with it, then the context files
-		notice  string // a warning sent
+		project  bool
+		settings string // the user's settings.json
+		args     []string
+		start    string // the prompt starts with it, then the context files
+		notice   string // a warning sent
 	}{
-		{true, nil, "User system.\n\nUser addition.\n\n# Project Context", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
-		{true, []string{"--approve"}, "Project system.\n\nProject addition.\n\n# Project Context", ""},
-		{false, []string{"--approve"}, "User system.\n\nUser addition.\n\n# Project Context", "Skipped system prompt file "},
-		{true, []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\nProject addition.\n\n# Project Context", ""},
-		{true, []string{"--append-system-prompt", "Flag addition."}, "User system.\n\nFlag addition.\n\n# Project Context", ""},
+		{true, "", nil, "User system.\n\nUser addition.\n\n# Project Context", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
+		{true, "", []string{"--approve"}, "Project system.\n\nProject addition.\n\n# Project Context", ""},
+		{true, `{"defaultProjectTrust":"always"}`, nil, "Project system.\n\nProject addition.\n\n# Project Context", ""},
+		{false, "", []string{"--approve"}, "User system.\n\nUser addition.\n\n# Project Context", "Skipped system prompt file "},
+		{true, "", []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\nProject addition.\n\n# Project Context", ""},
+		{true, "", []string{"--append-system-prompt", "Flag addition."}, "User system.\n\nFlag addition.\n\n# Project Context", ""},
 	} {
-		prompt, out := promptOf(c.project, c.args...)
+		prompt, out := promptOf(c.project, c.settings, c.args...)
 		if !strings.HasPrefix(prompt, c.start) || !strings.Contains(prompt, "Project rules.") {
 			t.Errorf("project files %v, %q: the system prompt:\n%s\nwant it to start %q", c.project, c.args, prompt, c.start)
 		}

@@ -340,7 +340,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	if !cfg.noContextFiles {
 		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd, dirs...)
 	}
-	set.systemPrompt, set.appendSystemPrompt = systemPromptFiles(cfg, h.agentDir, cwd, cfg.approve, &skipped)
+	set.systemPrompt, set.appendSystemPrompt = systemPromptFiles(cfg, h.agentDir, cwd, set.projectTrusted, &skipped)
 	trace.phase("context files (AGENTS.md)")
 	kinds := resourceKinds{templates: !cfg.noPromptTemplates, skills: !cfg.noSkills}
 	// As pi, so that the first of a name wins: the project's listed ones,
