@@ -299,6 +299,7 @@ func TestListedResources(t *testing.T) {
 				os.WriteFile(filepath.Join(cwd, ".pi", "settings.json"), []byte(c.project), 0o644)
 			}
 			set := loadSettings(&hostSettings{agentDir: agent, home: home, cfg: c.cfg}, cwd, nil, nil)
+			set.notices = append(set.notices, set.loadResources(nil)...)
 			var got []string
 			for _, cmd := range set.slashCommands {
 				got = append(got, cmd.Name)

@@ -43,7 +43,8 @@ func newServer(cfg cliConfig, env runEnv, conn *connection, stderr io.Writer) (*
 		s.wire = piWire{}
 	}
 	s.session, err = openSession(h, sessionOptions{cwd: cfg.cwd, sink: rpcEvents{conn.out, s.wire}, ui: s.dialogs,
-		file: cfg.sessionFile, startInEmpty: true, id: cfg.sessionID, forkFrom: cfg.forkFrom, forkAll: true, name: cfg.name})
+		file: cfg.sessionFile, startInEmpty: true, id: cfg.sessionID, forkFrom: cfg.forkFrom, forkAll: true, name: cfg.name,
+		resourcesLater: true})
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +165,13 @@ func (s *rpcServer) gatherResponse(id []byte, command string, data any, err erro
 }
 
 // announceStart is the rpc wire's prologue of a session it opened: the
-// session, the warnings of its opening; then its loops start and its MCP
-// servers connect.
+// session; then its resources load, when they were left for after that
+// first line, and the warnings of its opening follow; then its loops
+// start and its MCP servers connect.
 func (s *rpcServer) announceStart() {
 	s.emit("session_started", s.conv.header())
 	s.env.trace.phase("first write (session_started)")
+	s.loadLaterResources()
 	for _, notice := range s.openingNotices() {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}

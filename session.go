@@ -51,6 +51,12 @@ type session struct {
 	notices   []string         // the warnings of its opening, for each front end that shows it
 	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui
 
+	// resourcesLater: set's resources wait for loadLaterResources, whose
+	// notices go in at resourceNoticesAt (after those of the settings,
+	// before the session file's), as if loaded when the session opened.
+	resourcesLater    bool
+	resourceNoticesAt int
+
 	// startModel is the model --model names (nil when it names none),
 	// startThinking the level of its ":level" suffix: what every start of
 	// a conversation (startState) goes by, as pi's do.
@@ -183,6 +189,11 @@ type sessionOptions struct {
 	// session/load and resume, rpi serve's attach): emptied since it was
 	// found, that session is gone.
 	startInEmpty bool
+	// resourcesLater leaves the session's resources (context files,
+	// system prompt files, templates, skills) to loadLaterResources, for a
+	// front end that announces the session before it reads its first
+	// command (rpc's first session): nothing the first line needs.
+	resourcesLater bool
 }
 
 // openSession opens a session in o.cwd: its settings and resources, the
@@ -192,6 +203,10 @@ type sessionOptions struct {
 // down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, o.dirs, h.env.trace)
+	resourceNoticesAt := len(set.notices)
+	if !o.resourcesLater {
+		set.notices = append(set.notices, set.loadResources(h.env.trace)...)
+	}
 	start, startThinking := h.set.startModel, h.set.startThinking
 	if o.flags != nil {
 		set.cfg, set.tools = *o.flags, toolsOf(*o.flags, defaultToolNames(set.defaultToolEntries))
@@ -210,6 +225,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		s.files = diskFiles{cwd: o.cwd, dirs: set.dirs}
 	}
 	s.startModel, s.startThinking = start, startThinking
+	s.resourcesLater, s.resourceNoticesAt = o.resourcesLater, resourceNoticesAt
 	s.model = start
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
@@ -463,6 +479,21 @@ func (s *session) postWarning(message string) {
 	}
 	s.noticesMu.Unlock()
 	s.postTell(uiRequest{Method: "notify", Message: message, NotifyType: "warning"})
+}
+
+// loadLaterResources loads the resources openSession left for later
+// (sessionOptions.resourcesLater), once, before the front end takes the
+// opening notices and before it reads a command: nothing reads them
+// before, and everything after it starts reads them as loaded.
+func (s *session) loadLaterResources() {
+	if !s.resourcesLater {
+		return
+	}
+	s.resourcesLater = false
+	notices := s.set.loadResources(s.env.trace)
+	s.noticesMu.Lock()
+	s.notices = slices.Insert(s.notices, s.resourceNoticesAt, notices...)
+	s.noticesMu.Unlock()
 }
 
 // openingNotices are the warnings gathered while the session opened (of

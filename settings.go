@@ -312,9 +312,9 @@ func (l *lookedUp) path() (string, error) {
 
 // loadSettings reads what a session in cwd (and dirs, the other
 // directories it works in) decides when it opens: the user's
-// settings.json and, when the project is trusted (projectTrust), the project's (cwd's); the context
-// files (of cwd, then of dirs), templates and skills. Its notices are, in order: those of the
-// settings files, the catalog's, enabledModels' and those of the resources.
+// settings.json and, when the project is trusted (projectTrust), the
+// project's (cwd's). Its notices are, in order: those of the settings
+// files, the catalog's and enabledModels'; loadResources's follow them.
 func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrace) *settings {
 	set := &settings{hostSettings: h, cwd: cwd, dirs: slices.Clone(dirs), cfg: h.cfg,
 		retry:          retrySettings{MaxRetries: 3, BaseDelayMs: 2000},
@@ -336,6 +336,14 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	set.notices = append(set.notices, h.notices...)
 	set.checkEnabledModels()
 	trace.phase("settings.json")
+	return set
+}
+
+// loadResources reads what a session's settings leave to its resources:
+// the context files (of cwd, then of dirs), the system prompt files,
+// templates and skills. It returns their notices.
+func (set *settings) loadResources(trace *startupTrace) (notices []string) {
+	h, cfg, cwd, dirs := set.hostSettings, set.cfg, set.cwd, set.dirs
 	var skipped []string
 	if !cfg.noContextFiles {
 		set.contextFiles, skipped = loadContextFiles(h.agentDir, cwd, dirs...)
@@ -370,7 +378,7 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 			found = append(found, loadAgentsSkills(projectAgentsSkillDirs(cwd, userAgents), "project", choice, &skipped)...)
 		}
 	} else if notice := skippedNotice(cwd, userAgents); notice != "" {
-		set.notices = append(set.notices, notice)
+		notices = append(notices, notice)
 	}
 	found = append(found, userListed...)
 	found = append(found, loadResources(h.agentDir, "user", kinds, choice, &skipped)...)
@@ -380,11 +388,11 @@ func loadSettings(h *hostSettings, cwd string, dirs []string, trace *startupTrac
 	found = append(found, cliResources(cfg, set.home, &skipped)...)
 	set.slashCommands = withoutDuplicates(found, &skipped)
 	for _, s := range skipped {
-		set.notices = append(set.notices, "Skipped "+s)
+		notices = append(notices, "Skipped "+s)
 	}
-	set.notices = append(set.notices, skillWarnings(set.slashCommands)...)
+	notices = append(notices, skillWarnings(set.slashCommands)...)
 	trace.phase("skills, prompt templates")
-	return set
+	return notices
 }
 
 // readSettingsFile reads one settings.json: found is false when there
