@@ -288,7 +288,11 @@ type resourceKinds struct{ templates, skills bool }
 func loadResources(dir, location string, kinds resourceKinds, choice *resourceChoice, skipped *[]string) []slashCommand {
 	var out []slashCommand
 	if kinds.templates {
-		for _, path := range templateFiles(dir) {
+		paths, note := templateFiles(dir)
+		if note != "" {
+			*skipped = append(*skipped, skillWalkNote(location, filepath.Join(dir, "prompts"), note))
+		}
+		for _, path := range paths {
 			if choice.admit(path, location, "prompts", dir) {
 				out = appendTemplate(out, path, location, sourceInfo{path, "auto", location, "top-level", dir}, skipped)
 			}
@@ -493,7 +497,11 @@ func loadListed(l listedResources, home string, kinds resourceKinds, choice *res
 			}
 			switch {
 			case info.IsDir() && list.key == "prompts":
-				all = append(all, markdownFiles(path)...)
+				files, note := markdownFiles(path)
+				if note != "" {
+					*skipped = append(*skipped, skillWalkNote(l.location, path, note))
+				}
+				all = append(all, files...)
 			case info.IsDir():
 				files, note := skillEntries(path, true, false)
 				if note != "" {
@@ -666,9 +674,13 @@ func isRegularFile(path string) bool {
 // markdownFiles are the *.md files in dir and the folders below it, in
 // name order, but for what their ignore files list (loadListed's walk
 // for templates, as pi's).
-func markdownFiles(dir string) []string {
+func markdownFiles(dir string) (paths []string, note string) {
 	var ig skillIgnores
-	return markdownWalk(dir, "", &ig)
+	paths = markdownWalk(dir, "", &ig)
+	if ig.spent {
+		note = spentNote
+	}
+	return paths, note
 }
 
 func markdownWalk(dir, rel string, ig *skillIgnores) []string {
@@ -678,6 +690,8 @@ func markdownWalk(dir, rel string, ig *skillIgnores) []string {
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		switch {
+		case ig.spent:
+			return paths
 		case passedOver(e.Name()):
 		case e.IsDir():
 			if !ig.ignoresEntry(rel, e.Name(), true) {
@@ -722,6 +736,8 @@ func skillEntries(dir string, top, agents bool) (paths []string, note string) {
 	switch {
 	case w.left < 0:
 		note = fmt.Sprintf("it holds more than %d entries; the rest is not read", maxSkillEntries)
+	case w.ignores.spent:
+		note = spentNote
 	case w.ignores.cut:
 		note = fmt.Sprintf("its ignore files hold more than %d rules, or one longer than %d bytes; those are not read", maxIgnoreRules, maxIgnoreRuleBytes)
 	}
@@ -743,7 +759,7 @@ type skillWalk struct {
 
 // walk reads dir, the folder rel of the walk ("" for its top).
 func (w *skillWalk) walk(dir, rel string, top bool) []string {
-	if w.left < 0 {
+	if w.left < 0 || w.ignores.spent {
 		return nil
 	}
 	entries, _ := os.ReadDir(dir)
@@ -760,6 +776,8 @@ func (w *skillWalk) walk(dir, rel string, top bool) []string {
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		switch {
+		case ig.spent:
+			return paths
 		case passedOver(e.Name()):
 		case e.IsDir():
 			if !ig.ignoresEntry(rel, e.Name(), true) {
@@ -888,8 +906,7 @@ func escapeXML(text string) string { return xmlEscapes.get().Replace(text) }
 //
 // As pi, the ignore files of prompts/ leave out the files they list (of
 // prompts/ alone: the folders below it are not read).
-func templateFiles(dir string) []string {
-	var paths []string
+func templateFiles(dir string) (paths []string, note string) {
 	entries, _ := os.ReadDir(filepath.Join(dir, "prompts"))
 	var ig skillIgnores
 	ig.load(filepath.Join(dir, "prompts"), "", entries)
@@ -897,8 +914,11 @@ func templateFiles(dir string) []string {
 		if strings.HasSuffix(e.Name(), ".md") && !passedOver(e.Name()) && !ig.ignores(e.Name(), false) {
 			paths = append(paths, filepath.Join(dir, "prompts", e.Name()))
 		}
+		if ig.spent {
+			return paths, spentNote
+		}
 	}
-	return paths
+	return paths, ""
 }
 
 // projectResources counts what a project in cwd holds that only
@@ -906,7 +926,7 @@ func templateFiles(dir string) []string {
 // and the skills of the .agents/skills folders pi reads for it
 // (projectAgentsSkillDirs; userAgents is the user's).
 func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, files []string) {
-	p := templateFiles(filepath.Join(cwd, ".pi"))
+	p, _ := templateFiles(filepath.Join(cwd, ".pi"))
 	k, _ := skillEntries(filepath.Join(cwd, ".pi", "skills"), true, false)
 	for _, dir := range projectAgentsSkillDirs(cwd, userAgents) {
 		found, _ := skillEntries(dir, true, true)

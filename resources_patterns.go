@@ -532,6 +532,16 @@ const (
 	maxIgnoreRuleBytes = 1024
 )
 
+// maxIgnoreWork bounds the work of testing one walk's entries against
+// its rules, counted as each rule's regexp length times the length of
+// the path it is tested against (what Go's regexp takes at worst):
+// a second or two at worst, while a .gitignore of 20 rules over
+// 20,000 entries takes some half of it. Past it the walk stops, with a
+// warning, as one past maxSkillEntries does: 512 rules of many * and ?
+// against 20,000 long names took minutes, before the first line, also
+// without --approve (a project's skills are counted).
+const maxIgnoreWork = 1 << 29
+
 // skillIgnores are the rules of the ignore files a walk has read so far,
 // as pi reads them with node-ignore: each file's rules are taken from the
 // walk's top folder (pi writes its folder in front of each, so that a
@@ -541,11 +551,14 @@ const (
 type skillIgnores struct {
 	rules []skillIgnoreRule
 	cut   bool // rules were left unread (maxIgnoreRules, maxIgnoreRuleBytes)
+	work  int  // the work of the tests so far (maxIgnoreWork)
+	spent bool // past maxIgnoreWork: the walk stops
 }
 
 type skillIgnoreRule struct {
 	re       *regexp.Regexp
 	negative bool   // a !rule: takes a path back
+	cost     int    // the length of its regexp (maxIgnoreWork)
 	under    string // "sub/": the rule matches only paths starting with it (in any case); "" for any
 }
 
@@ -644,7 +657,7 @@ func compileIgnoreRule(pattern string) (rule skillIgnoreRule, ok bool) {
 	if err != nil {
 		return rule, false
 	}
-	rule.re = re
+	rule.re, rule.cost = re, len(src)+4
 	return rule, true
 }
 
@@ -849,10 +862,14 @@ func classRune(r rune) string {
 }
 
 // ignores says whether the walk leaves out rel (slash-separated, from
-// the walk's top), a folder when dir.
+// the walk's top), a folder when dir. Once the work of its tests passes
+// maxIgnoreWork, spent is set and every path is left out.
 func (ig *skillIgnores) ignores(rel string, dir bool) bool {
 	if len(ig.rules) == 0 {
 		return false
+	}
+	if ig.spent {
+		return true
 	}
 	path := rel
 	if dir {
@@ -865,6 +882,10 @@ func (ig *skillIgnores) ignores(rel string, dir bool) bool {
 		}
 		if r.under != "" && !hasFoldPrefix(path, r.under) {
 			continue
+		}
+		if ig.work += r.cost * (len(path) + 1); ig.work > maxIgnoreWork {
+			ig.spent = true
+			return true
 		}
 		if r.re.MatchString(path) {
 			ignored = !r.negative
@@ -889,6 +910,9 @@ func hasFoldPrefix(s, prefix string) bool {
 	}
 	return true
 }
+
+// spentNote is the warning of a walk stopped at maxIgnoreWork.
+const spentNote = "its ignore files' rules take too long to test against its entries; the rest is not read"
 
 // ignoresEntry is ignores for an entry of the folder rel.
 func (ig *skillIgnores) ignoresEntry(rel, name string, dir bool) bool {

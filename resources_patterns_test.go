@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,44 @@ func TestSkillIgnoresBounded(t *testing.T) {
 	}
 	if !strings.Contains(note, "512 rules") {
 		t.Errorf("note = %q, want the rules cut", note)
+	}
+}
+
+// TestSkillIgnoresWorkBounded: rules that are each slow to test (many
+// * and ?, against long names) do not make a walk's work the product of
+// its rules, their length and its entries: past maxIgnoreWork the walk
+// stops, with a warning, as one past maxSkillEntries does. Without the
+// bound, a project's .pi/skills held startup for minutes, also without
+// --approve (its skills are counted).
+func TestSkillIgnoresWorkBounded(t *testing.T) {
+	var rules strings.Builder
+	for i := range maxIgnoreRules {
+		fmt.Fprintf(&rules, "%sq%d\n", strings.Repeat("?*", 100), i)
+	}
+	for _, kind := range []string{"skills", "prompts"} {
+		dir := t.TempDir()
+		folder := filepath.Join(dir, kind)
+		if err := os.MkdirAll(folder, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{".gitignore": rules.String()}
+		for i := range 300 {
+			files[fmt.Sprintf("%s%03d.md", strings.Repeat("a", 200), i)] = "---\ndescription: d\n---\n"
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(folder, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var paths []string
+		var note string
+		if kind == "skills" {
+			paths, note = skillEntries(folder, true, false)
+		} else {
+			paths, note = templateFiles(dir)
+		}
+		if len(paths) >= 300 || !strings.Contains(note, "ignore files") {
+			t.Errorf("%s: %d paths, note %q; want the walk stopped", kind, len(paths), note)
+		}
 	}
 }
