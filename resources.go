@@ -343,6 +343,7 @@ type resourceChoice struct {
 	// key ("user skills"): they decide for the files found on their own
 	// in that location's folders.
 	overrides map[string]resourcePatterns
+	notes     []string // the warnings of overrides spent (maxGlobWork)
 }
 
 // newResourceChoice gathers the patterns of the lists in listed.
@@ -377,6 +378,9 @@ func (c *resourceChoice) admit(path, location, key, base string) bool {
 	on := true
 	if p, ok := c.overrides[location+" "+key]; ok {
 		on = p.enabled(path, base)
+		if note := p.spentNote(key, location+" settings.json"); note != "" {
+			c.notes = append(c.notes, note)
+		}
 	}
 	c.decided[path] = on
 	return on
@@ -513,6 +517,9 @@ func loadListed(l listedResources, home string, kinds resourceKinds, choice *res
 			}
 		}
 		on := patterns.apply(all, l.base)
+		if note := patterns.spentNote(list.key, l.file); note != "" {
+			*skipped = append(*skipped, note)
+		}
 		for i, file := range all {
 			if !choice.decide(file, on[i]) || !on[i] {
 				continue

@@ -6,6 +6,7 @@ package main
 // .fdignore files in the folders it walks (skillIgnores).
 
 import (
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"regexp"
@@ -29,12 +30,40 @@ func isResourcePattern(entry string) bool {
 // it matches), excludes (!glob), forceIn (+path) and forceOut (-path).
 type resourcePatterns struct {
 	includes, excludes, forceIn, forceOut []string
-	home                                  string // for a leading ~
+	home                                  string    // for a leading ~
+	work                                  *globWork // what the globs may still take
+}
+
+// maxGlobWork bounds the work of one list's globs over the files they are
+// matched with, counted as each pattern's length (each of its {…}
+// expansions') times the path's, and a pattern's length squared for
+// finding its {…}: a few seconds at worst, against settings.json's
+// globs of many * and ? over thousands of files, which took minutes.
+// Past it, the rest of the files are not loaded, with a warning; ten
+// globs over 20,000 skills take a tenth of it.
+const maxGlobWork = 1 << 30
+
+// globWork is what is left of maxGlobWork for one list's globs; below
+// 0, they are spent: a file is then matched by an exclude and by no
+// include, so left out.
+type globWork struct {
+	left int
+	told bool // the warning is given
+}
+
+// spentNote is the warning of a list's globs that were spent, once; ""
+// when they were not, or it was given.
+func (p resourcePatterns) spentNote(key, file string) string {
+	if p.work == nil || p.work.left >= 0 || p.work.told {
+		return ""
+	}
+	p.work.told = true
+	return fmt.Sprintf("%s patterns in %s: they take too long to match the files found; the rest are not loaded", key, file)
 }
 
 // splitResourceEntries splits a list into its paths and its patterns.
 func splitResourceEntries(entries []string, home string) (plain []string, p resourcePatterns) {
-	p.home = home
+	p.home, p.work = home, &globWork{left: maxGlobWork}
 	for _, e := range entries {
 		switch {
 		case strings.HasPrefix(e, "+"):
@@ -60,8 +89,8 @@ func splitResourceEntries(entries []string, home string) (plain []string, p reso
 func (p resourcePatterns) apply(files []string, base string) []bool {
 	on := make([]bool, len(files))
 	for i, f := range files {
-		on[i] = len(p.includes) == 0 || p.matchesGlob(f, p.includes, base)
-		if on[i] && p.matchesGlob(f, p.excludes, base) {
+		on[i] = len(p.includes) == 0 || p.matchesGlob(f, p.includes, base, false)
+		if on[i] && p.matchesGlob(f, p.excludes, base, true) {
 			on[i] = false
 		}
 		if !on[i] && p.matchesExact(f, p.forceIn, base) {
@@ -80,7 +109,7 @@ func (p resourcePatterns) apply(files []string, base string) []bool {
 // one (its includes do not), relative to base, the folder it was found
 // in's base.
 func (p resourcePatterns) enabled(file, base string) bool {
-	on := !p.matchesGlob(file, p.excludes, base)
+	on := !p.matchesGlob(file, p.excludes, base, true)
 	if !on && p.matchesExact(file, p.forceIn, base) {
 		on = true
 	}
@@ -122,16 +151,28 @@ func patternForms(file, base string) (all, exact []string) {
 const maxGlobBytes = 4096
 
 // matchesGlob says whether any of patterns matches one of the file's
-// forms (patternForms), as minimatch does by default (minimatch).
-func (p resourcePatterns) matchesGlob(file string, patterns []string, base string) bool {
+// forms (patternForms), as minimatch does by default (minimatch); spent
+// once the list's globs are spent (maxGlobWork).
+func (p resourcePatterns) matchesGlob(file string, patterns []string, base string, spent bool) bool {
 	if len(patterns) == 0 {
 		return false
+	}
+	var left *int
+	if p.work != nil {
+		if p.work.left < 0 {
+			return spent
+		}
+		left = &p.work.left
 	}
 	forms, _ := patternForms(file, base)
 	for _, pattern := range patterns {
 		pattern = filepath.ToSlash(p.tilde(pattern))
 		for _, form := range forms {
-			if minimatch(pattern, form) {
+			matched := minimatchWork(pattern, form, left)
+			if left != nil && *left < 0 {
+				return spent
+			}
+			if matched {
 				return true
 			}
 		}
@@ -185,6 +226,12 @@ const maxBraceExpansions = 256
 // would not. minimatch's +(…), @(…), !(…), ?(…) and *(…) are not read:
 // their characters count as they are.
 func minimatch(pattern, path string) bool {
+	return minimatchWork(pattern, path, nil)
+}
+
+// minimatchWork is minimatch taking its work from left (maxGlobWork),
+// unless it is nil; past it, left is below 0 and the answer false.
+func minimatchWork(pattern, path string, left *int) bool {
 	if strings.HasPrefix(pattern, "#") {
 		return false
 	}
@@ -192,9 +239,22 @@ func minimatch(pattern, path string) bool {
 	for strings.HasPrefix(pattern, "!") {
 		negate, pattern = !negate, pattern[1:]
 	}
+	take := func(n int) bool {
+		if left == nil {
+			return true
+		}
+		*left -= n
+		return *left >= 0
+	}
+	if strings.Contains(pattern, "{") && len(pattern) <= maxGlobBytes && !take(len(pattern)*len(pattern)) {
+		return false
+	}
 	parts := strings.Split(path, "/")
 	matched := false
 	for _, p := range expandBraces(pattern) {
+		if !take((len(p) + 1) * (len(path) + 1)) {
+			return false
+		}
 		if globParts(strings.Split(p, "/"), parts) {
 			matched = true
 			break

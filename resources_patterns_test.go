@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -210,5 +211,34 @@ func TestSkillIgnoresWorkBounded(t *testing.T) {
 		if len(paths) >= 300 || !strings.Contains(note, "ignore files") {
 			t.Errorf("%s: %d paths, note %q; want the walk stopped", kind, len(paths), note)
 		}
+	}
+}
+
+// TestResourcePatternsWorkBounded: settings.json's globs that are each
+// slow to match (many * and ?, against long names) do not make the work
+// the product of their number, their length and the files: past
+// maxGlobWork the rest of the files are not loaded, with a warning.
+// Without the bound, 200 of them over 2,000 skills held startup for
+// minutes.
+func TestResourcePatternsWorkBounded(t *testing.T) {
+	var entries []string
+	for i := range 200 {
+		entries = append(entries, "!"+strings.Repeat("?*", 1000)+fmt.Sprint("q", i))
+	}
+	var files []string
+	for i := range 2000 {
+		files = append(files, fmt.Sprintf("/p/skills/%s%04d.md", strings.Repeat("a", 200), i))
+	}
+	_, p := splitResourceEntries(entries, "")
+	on := p.apply(files, "/p")
+	if n := len(slices.DeleteFunc(on, func(b bool) bool { return !b })); n >= len(files) {
+		t.Errorf("%d of %d files on; want the rest left out once the globs are spent", n, len(files))
+	}
+	if note := p.spentNote("skills", "settings.json"); !strings.Contains(note, "take too long") {
+		t.Errorf("note = %q", note)
+	}
+	_, p = splitResourceEntries(entries, "")
+	if n := len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return !p.enabled(f, "/p") })); n >= len(files) {
+		t.Errorf("%d of %d files found on their own on; want the rest left out once the globs are spent", n, len(files))
 	}
 }

@@ -386,6 +386,7 @@ func (set *settings) loadResources(trace *startupTrace) (notices []string) {
 		found = append(found, loadAgentsSkills([]string{userAgents}, "user", choice, &skipped)...)
 	}
 	found = append(found, cliResources(cfg, set.home, &skipped)...)
+	skipped = append(skipped, choice.notes...)
 	set.slashCommands = withoutDuplicates(found, &skipped)
 	for _, s := range skipped {
 		notices = append(notices, "Skipped "+s)
