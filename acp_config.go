@@ -191,6 +191,9 @@ func acpSetMode(a *acpAgent, req *acpRequest) (any, error) {
 func (as *acpSession) tellSettings(mode bool) {
 	as.configMu.Lock()
 	defer as.configMu.Unlock()
+	if as.detached {
+		return // its client closed it (rpi serve): its answer said so last
+	}
 	if mode {
 		as.send(acpCurrentMode{"current_mode_update", as.modes().CurrentModeID})
 	}

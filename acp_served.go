@@ -364,15 +364,24 @@ func (c *servedACP) settingsChanged(as *acpSession, mode bool) {
 func (c *servedACP) detach(as *acpSession) { c.takeOff(as) }
 
 // takeOff takes as off its stage, which it returns (nil: none).
+//
+// Then nothing more of the session is told to its client: a change
+// another client made, being told now (tellSettings), goes out before
+// this returns, and one told later not at all.
 func (c *servedACP) takeOff(as *acpSession) *stage {
 	c.mu.Lock()
 	at := c.clients[as]
 	delete(c.clients, as)
 	c.mu.Unlock()
+	if at != nil {
+		at.st.detach(at.client)
+	}
+	as.configMu.Lock()
+	as.detached = true
+	as.configMu.Unlock()
 	if at == nil {
 		return nil
 	}
-	at.st.detach(at.client)
 	return at.st
 }
 

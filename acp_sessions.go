@@ -37,6 +37,7 @@ type acpSession struct {
 	// configMu is held while the config options are read and sent
 	// (tellSettings), so that they go out in the order they were read.
 	configMu mutex[acpConfigMu]
+	detached bool          // taken off its rpi serve stage: nothing more is told of it; guarded by configMu
 	pending  []*acpPending // prompts received and not yet started; guarded by startMu
 	starter  bool          // a goroutine is starting the pending prompts; guarded by startMu
 	// starting is what the prompts not yet started read their links
