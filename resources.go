@@ -746,7 +746,7 @@ func skillEntries(dir string, top, agents bool) (paths []string, note string) {
 	case w.ignores.spent:
 		note = spentNote
 	case w.ignores.cut:
-		note = fmt.Sprintf("its ignore files hold more than %d rules, or one longer than %d bytes; those are not read", maxIgnoreRules, maxIgnoreRuleBytes)
+		note = fmt.Sprintf("its ignore files hold more than %d rules, one longer than %d bytes, or more than %d bytes in all; those are not read", maxIgnoreRules, maxIgnoreRuleBytes, maxIgnoreBytes)
 	}
 	return paths, note
 }

@@ -6,8 +6,11 @@ package main
 // .fdignore files in the folders it walks (skillIgnores).
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -592,6 +595,14 @@ const (
 	maxIgnoreRuleBytes = 1024
 )
 
+// maxIgnoreBytes bounds the bytes one walk reads of its ignore files, all
+// told: a file that would pass it is not read (as rules past
+// maxIgnoreRules, with a warning). A repository stores a file once
+// however many folders hold it, and a project's skills are walked at
+// startup also without --approve: 9,000 folders each with the same
+// 1 MiB .gitignore were read whole, for half a minute.
+const maxIgnoreBytes = 1 << 20
+
 // maxIgnoreWork bounds the work of testing one walk's entries against
 // its rules, counted as each rule's regexp length times the length of
 // the path it is tested against (what Go's regexp takes at worst):
@@ -610,7 +621,8 @@ const maxIgnoreWork = 1 << 29
 // match without regard to case.
 type skillIgnores struct {
 	rules []skillIgnoreRule
-	cut   bool // rules were left unread (maxIgnoreRules, maxIgnoreRuleBytes)
+	cut   bool // rules were left unread (maxIgnoreRules, maxIgnoreRuleBytes, maxIgnoreBytes)
+	read  int  // the bytes of ignore files read (maxIgnoreBytes)
 	work  int  // the work of the tests so far (maxIgnoreWork)
 	spent bool // past maxIgnoreWork: the walk stops
 }
@@ -630,10 +642,19 @@ func (ig *skillIgnores) load(dir, rel string, entries []fs.DirEntry) {
 		if _, found := slices.BinarySearchFunc(entries, name, func(e fs.DirEntry, n string) int { return strings.Compare(e.Name(), n) }); !found {
 			continue
 		}
-		data, err := readRegularFile(filepath.Join(dir, name), maxResourceBytes)
+		if len(ig.rules) >= maxIgnoreRules || ig.read >= maxIgnoreBytes {
+			ig.cut = true // its rules could not be taken
+			continue
+		}
+		data, err := readIgnoreFile(filepath.Join(dir, name), maxIgnoreBytes-ig.read)
+		if err == errIgnoreBytes {
+			ig.cut, ig.read = true, maxIgnoreBytes
+			continue
+		}
 		if err != nil {
 			continue // as pi: an ignore file that cannot be read counts for nothing
 		}
+		ig.read += len(data)
 		prefix := ""
 		if rel != "" {
 			prefix = rel + "/"
@@ -656,6 +677,27 @@ func (ig *skillIgnores) load(dir, rel string, entries []fs.DirEntry) {
 			}
 		}
 	}
+}
+
+// errIgnoreBytes is readIgnoreFile's error for a file past its limit.
+var errIgnoreBytes = errors.New("past the ignore files' bound")
+
+// readIgnoreFile reads an ignore file of at most limit bytes (a regular
+// one, as readRegularFile).
+func readIgnoreFile(path string, limit int) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, errIgnoreBytes
+	}
+	return data, nil
 }
 
 // prefixIgnoreLine is pi's reading of one line of an ignore file in the

@@ -242,3 +242,39 @@ func TestResourcePatternsWorkBounded(t *testing.T) {
 		t.Errorf("%d of %d files found on their own on; want the rest left out once the globs are spent", n, len(files))
 	}
 }
+
+// TestSkillIgnoresBytesBounded: a walk reads at most maxIgnoreBytes of
+// ignore files, all told: past it the rest are not read, with the
+// warning of rules left unread, and the skills are still found. Before,
+// every folder's ignore file was read whole (up to 1 MiB each): 9,000
+// folders of one (a repository stores the same file once) held startup
+// for half a minute, also without --approve.
+func TestSkillIgnoresBytesBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("# "+strings.Repeat("x", 60)+"\n", maxIgnoreBytes/64/2)
+	for i := range 8 {
+		sub := filepath.Join(dir, fmt.Sprint("d", i))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, ".gitignore"), []byte(big+"gone.md\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, "SKILL.md"), []byte("---\ndescription: d\n---\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ig skillIgnores
+	for i := range 8 {
+		sub := filepath.Join(dir, fmt.Sprint("d", i))
+		entries, _ := os.ReadDir(sub)
+		ig.load(sub, fmt.Sprint("d", i), entries)
+	}
+	if ig.read > maxIgnoreBytes || !ig.cut || len(ig.rules) == 0 {
+		t.Errorf("read %d bytes (at most %d), cut %v, %d rules; want the first files read and the rest cut", ig.read, maxIgnoreBytes, ig.cut, len(ig.rules))
+	}
+	paths, note := skillEntries(dir, true, false)
+	if len(paths) != 8 || !strings.Contains(note, "ignore files") {
+		t.Errorf("paths %q, note %q; want the 8 skills, and the warning", paths, note)
+	}
+}
