@@ -680,19 +680,31 @@ func isRegularFile(path string) bool {
 
 // markdownFiles are the *.md files in dir and the folders below it, in
 // name order, but for what their ignore files list (loadListed's walk
-// for templates, as pi's).
+// for templates, as pi's). The walk is bounded as skillEntries's: a
+// listed folder may be / or the home folder.
 func markdownFiles(dir string) (paths []string, note string) {
-	var ig skillIgnores
-	paths = markdownWalk(dir, "", &ig)
-	if ig.spent {
-		note = spentNote
-	}
-	return paths, note
+	w := markdownWalker{left: maxSkillEntries}
+	paths = w.walk(dir, "")
+	return paths, walkNote(w.left, &w.ignores)
 }
 
-func markdownWalk(dir, rel string, ig *skillIgnores) []string {
-	var paths []string
+// markdownWalker is one walk of markdownFiles, as skillWalk is one of
+// skillEntries.
+type markdownWalker struct {
+	left    int
+	ignores skillIgnores
+}
+
+func (w *markdownWalker) walk(dir, rel string) []string {
+	if w.left < 0 || w.ignores.spent {
+		return nil
+	}
 	entries, _ := os.ReadDir(dir)
+	if w.left -= len(entries); w.left < 0 {
+		return nil
+	}
+	ig := &w.ignores
+	var paths []string
 	ig.load(dir, rel, entries)
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
@@ -702,7 +714,7 @@ func markdownWalk(dir, rel string, ig *skillIgnores) []string {
 		case passedOver(e.Name()):
 		case e.IsDir():
 			if !ig.ignoresEntry(rel, e.Name(), true) {
-				paths = append(paths, markdownWalk(path, joinRel(rel, e.Name()), ig)...)
+				paths = append(paths, w.walk(path, joinRel(rel, e.Name()))...)
 			}
 		case strings.HasSuffix(e.Name(), ".md") && isRegularFile(path) && !ig.ignoresEntry(rel, e.Name(), false):
 			paths = append(paths, path)
@@ -740,15 +752,21 @@ func joinRel(rel, name string) string {
 func skillEntries(dir string, top, agents bool) (paths []string, note string) {
 	w := skillWalk{agents: agents, left: maxSkillEntries}
 	paths = w.walk(dir, "", top)
+	return paths, walkNote(w.left, &w.ignores)
+}
+
+// walkNote says why a walk that had left entries to read, and read the
+// ignore rules ig, stopped short or left rules out; "" when it did not.
+func walkNote(left int, ig *skillIgnores) string {
 	switch {
-	case w.left < 0:
-		note = fmt.Sprintf("it holds more than %d entries; the rest is not read", maxSkillEntries)
-	case w.ignores.spent:
-		note = spentNote
-	case w.ignores.cut:
-		note = fmt.Sprintf("its ignore files hold more than %d rules, one longer than %d bytes, or more than %d bytes in all; those are not read", maxIgnoreRules, maxIgnoreRuleBytes, maxIgnoreBytes)
+	case left < 0:
+		return fmt.Sprintf("it holds more than %d entries; the rest is not read", maxSkillEntries)
+	case ig.spent:
+		return spentNote
+	case ig.cut:
+		return fmt.Sprintf("its ignore files hold more than %d rules, one longer than %d bytes, or more than %d bytes in all; those are not read", maxIgnoreRules, maxIgnoreRuleBytes, maxIgnoreBytes)
 	}
-	return paths, note
+	return ""
 }
 
 // maxSkillEntries bounds the walk of one skills folder: the entries of

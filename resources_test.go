@@ -431,6 +431,29 @@ func TestSkillWalkBounded(t *testing.T) {
 	}
 }
 
+// TestListedPromptsWalkBounded: a prompts folder a settings.json lists
+// (a trusted project may list / or ~) is walked as far as a skills
+// folder is: past maxSkillEntries entries the walk stops, with the
+// same note, and finds nothing more.
+func TestListedPromptsWalkBounded(t *testing.T) {
+	root := t.TempDir()
+	bulk := filepath.Join(root, "a")
+	if err := os.MkdirAll(bulk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxSkillEntries {
+		if err := os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "b"), 0o755)
+	os.WriteFile(filepath.Join(root, "b", "late.md"), []byte("Past the bound.\n"), 0o644)
+	paths, note := markdownFiles(root)
+	if want := "it holds more than 20000 entries; the rest is not read"; len(paths) > 0 || note != want {
+		t.Errorf("found %q, note %q; want none, and %q", paths, note, want)
+	}
+}
+
 // TestContextFileNames: each folder gives one context file, the first
 // there of AGENTS.override.md, AGENTS.md, AGENTS.MD, CLAUDE.md and
 // CLAUDE.MD, as in pi 1.6: the override stands in for the AGENTS.md and
