@@ -409,15 +409,7 @@ func TestSkillWarningLengths(t *testing.T) {
 func TestSkillWalkBounded(t *testing.T) {
 	root := t.TempDir()
 	skills := filepath.Join(root, ".agents", "skills")
-	bulk := filepath.Join(skills, "a")
-	if err := os.MkdirAll(bulk, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range maxSkillEntries {
-		if err := os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillFolder(t, filepath.Join(skills, "a"), maxSkillEntries)
 	os.MkdirAll(filepath.Join(skills, "b"), 0o755)
 	os.WriteFile(filepath.Join(skills, "b", "SKILL.md"), []byte("---\ndescription: past the bound\n---\n"), 0o644)
 	var skipped []string
@@ -437,20 +429,24 @@ func TestSkillWalkBounded(t *testing.T) {
 // same note, and finds nothing more.
 func TestListedPromptsWalkBounded(t *testing.T) {
 	root := t.TempDir()
-	bulk := filepath.Join(root, "a")
-	if err := os.MkdirAll(bulk, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range maxSkillEntries {
-		if err := os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillFolder(t, filepath.Join(root, "a"), maxSkillEntries)
 	os.MkdirAll(filepath.Join(root, "b"), 0o755)
 	os.WriteFile(filepath.Join(root, "b", "late.md"), []byte("Past the bound.\n"), 0o644)
 	paths, note := markdownFiles(root)
 	if want := "it holds more than 20000 entries; the rest is not read"; len(paths) > 0 || note != want {
 		t.Errorf("found %q, note %q; want none, and %q", paths, note, want)
+	}
+}
+
+// fillFolder makes dir holding n empty files.
+func fillFolder(t *testing.T, dir string, n int) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
