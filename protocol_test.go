@@ -2066,3 +2066,53 @@ func TestPromptImagesAsTheirBytes(t *testing.T) {
 		t.Errorf("messages %s\nwant the image %s", data, want)
 	}
 }
+
+// TestSessionIDEndOfAnother: --session-id c is the session c, not the
+// cwd's session a_c whose file name ("<time>_a_c.jsonl") ends in _c:
+// it makes a new session c, and --fork with --session-id c is not refused
+// as taken.
+func TestSessionIDEndOfAnother(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	dir := defaultSessionDir(e.agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	other := filepath.Join(dir, "2026-03-16T09-00-00-000Z_a_c.jsonl")
+	header := `{"type":"session","version":3,"id":"a_c","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
+	if err := os.WriteFile(other, []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "c"})
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"sessionId":"c"`) {
+		t.Errorf("--session-id c opened another session:\n%s", out)
+	}
+	if got := sessionFileWithID(dir, "c"); got != "" {
+		t.Errorf("sessionFileWithID(c) = %s, want none", got)
+	}
+	if got := sessionFileWithID(dir, "a_c"); got != other {
+		t.Errorf("sessionFileWithID(a_c) = %s, want %s", got, other)
+	}
+}
+
+// TestSessionEnvNUL: a session file whose header id holds a NUL (a
+// hostile or corrupt file) does not stop the model's bash commands: a
+// value no environment can hold is left out, and the command runs.
+func TestSessionEnvNUL(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo ran-$PI_CODING_AGENT\"}"]}]}
+{"text":["Done."]}`, e.agentDir)
+	path := filepath.Join(cwd, "s.jsonl")
+	header := `{"type":"session","version":3,"id":"a\u0000b","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n"
+	if err := os.WriteFile(path, []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"p","type":"prompt","message":"run it"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `ran-true`) {
+		t.Errorf("the bash command did not run:\n%s", out)
+	}
+}

@@ -152,11 +152,13 @@ func nameOpened(c *conversation, name string) error {
 // ("<timestamp>_<id>.jsonl"; the first by name when there are several), or
 // "" when there is none. The folder is read, not globbed: its path may hold
 // "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read as
-// wildcards and match another project's folder with.
+// wildcards and match another project's folder with. The id is all that
+// follows the timestamp's '_' (which the timestamp has none of): the file
+// of session a_c is not session c's.
 func sessionFileWithID(dir, id string) string {
 	names, _ := os.ReadDir(dir) // sorted by name
 	for _, n := range names {
-		if strings.HasSuffix(n.Name(), "_"+id+".jsonl") {
+		if _, rest, ok := strings.Cut(n.Name(), "_"); ok && rest == id+".jsonl" {
 			return filepath.Join(dir, n.Name())
 		}
 	}

@@ -421,20 +421,30 @@ var sessionVariables = []string{"PI_SESSION_ID", "PI_SESSION_FILE", "PI_PROVIDER
 
 // sessionEnv is the environment of the model's bash commands: childEnv
 // with sessionVariables as they are when the command starts, in place
-// of any rpi inherited (a pi or rpi that started this one).
+// of any rpi inherited (a pi or rpi that started this one). A value with
+// a NUL (a session file's id, a models.json id) is left out: no
+// environment can hold it, and with it no command would start.
 func (s *session) sessionEnv() []string {
 	info := s.conv.info()
 	s.mu.Lock()
 	m, level := s.model, s.effectiveThinking()
 	s.mu.Unlock()
-	env := append(withoutVariables(s.set.childEnv, sessionVariables), "PI_SESSION_ID="+info.id)
+	env := withoutVariables(s.set.childEnv, sessionVariables)
+	add := func(name, value string) {
+		if !strings.ContainsRune(value, 0) {
+			env = append(env, name+"="+value)
+		}
+	}
+	add("PI_SESSION_ID", info.id)
 	if info.path != "" {
-		env = append(env, "PI_SESSION_FILE="+info.path)
+		add("PI_SESSION_FILE", info.path)
 	}
 	if m != nil {
-		env = append(env, "PI_PROVIDER="+m.Provider, "PI_MODEL="+m.ID)
+		add("PI_PROVIDER", m.Provider)
+		add("PI_MODEL", m.ID)
 	}
-	return append(env, "PI_REASONING_LEVEL="+level)
+	add("PI_REASONING_LEVEL", level)
+	return env
 }
 
 // runShell runs command with the shell in the session cwd and the
