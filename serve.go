@@ -417,7 +417,22 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 	}
 	defer sh.h.sessions.release()
 	st := &stage{dialogs: newDialogs(nil, sh.h.env.clock), replayBytes: sh.cfg.replayBytes}
-	if o.file != "" {
+	cfg := sh.h.set.cfg
+	if o.flags != nil {
+		cfg = *o.flags
+	}
+	if o.file != "" && !cfg.noSession {
+		// The file, by its path, is what its last seq here is kept by: a
+		// hello's session id (or the start of one) or relative path is
+		// made that path first, as the session would make it.
+		if o.startInEmpty && !sessionArgIsPath(o.file) {
+			path, err := findSessionByID(sh.h.ctx, storeOf(cfg, sh.h.set.agentDir), o.file, o.cwd)
+			if err != nil {
+				return nil, err
+			}
+			o.file = path
+		}
+		o.file = resolvePath(o.cwd, o.file)
 		st.seq = sh.firstSeq(o.file)
 	}
 	st.dialogs.served = true
@@ -469,11 +484,7 @@ func (sh *serveHost) stageOf(id string) (st *stage, opened bool, err error) {
 	if cfg.noSession {
 		return nil, false, fmt.Errorf("Session not found: %s (rpi serve runs with --no-session: only live sessions can be attached)", id)
 	}
-	store := sessionStore{root: filepath.Join(sh.h.set.agentDir, "sessions")}
-	if cfg.sessionDir != "" {
-		store = sessionStore{root: resolvePath(cfg.cwd, cfg.sessionDir), flat: true}
-	}
-	path, err := findSession(sh.h.ctx, store, id, cfg.cwd)
+	path, err := findSession(sh.h.ctx, storeOf(cfg, sh.h.set.agentDir), id, cfg.cwd)
 	if err != nil {
 		return nil, false, fmt.Errorf("Session not found: %s", id)
 	}

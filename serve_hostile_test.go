@@ -1434,6 +1434,39 @@ func closedFirstLife(t *testing.T) (sh *servedHost, id string, cursor int64) {
 	return sh, id, cursor
 }
 
+// TestServeHostileCursorAfterReopenByID: as
+// TestServeHostileCursorAfterReopen, with a session of an earlier host
+// attached (so numbered from this host's base), closed for being idle,
+// and opened again by a hello's options.session naming it by its id (as
+// a bridge passes --session ID), or by the start of it: it numbers on
+// from its life before, as when named by its file.
+func TestServeHostileCursorAfterReopenByID(t *testing.T) {
+	e := newTestEnv(t)
+	e.vars["PI_FAUX_RESPONSE"] = "Fine."
+	cwd := t.TempDir()
+	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
+	id, _ := firstLife(t, sh.socket)
+	sh.end()
+	for _, arg := range []string{id, id[:13]} {
+		sh = startServe(t, e, cwd, "--model", "faux/faux-1", "--idle-close", "20ms")
+		status := dialLines(t, sh.socket)
+		status.hello(`{"id":"h","type":"hello"}`)
+		a := dialLines(t, sh.socket)
+		a.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
+		a.send(`{"id":"p","type":"prompt","message":"Second life"}`)
+		a.waitEvents("agent_settled", 1)
+		seqs := seqsOf(a.waitEvents2("agent_settled"))
+		cursor := seqs[len(seqs)-1]
+		a.close()
+		waitHostStatus(t, status, "the session closed", func(st hostStatus) bool {
+			return !slices.ContainsFunc(st.Sessions, func(s hostSession) bool { return s.SessionID == id })
+		})
+		checkSecondLifeOpened(t, sh.socket, `{"id":"h","type":"hello","options":{"session":"`+arg+`"}}`, id, cursor,
+			"from before the session was closed and opened again by options.session "+arg)
+		sh.end()
+	}
+}
+
 // TestServeHostileCursorAfterRestart: as TestServeHostileCursorAfterReopen,
 // with the host restarted between the two lives of the session.
 func TestServeHostileCursorAfterRestart(t *testing.T) {
@@ -1465,8 +1498,14 @@ func firstLife(t *testing.T, socket string) (id string, cursor int64) {
 // the first life, as what says) is told to resync, or replayed exactly
 // the second life, never events numbered past it that skip others.
 func checkSecondLife(t *testing.T, socket, id string, cursor int64, what string) {
+	checkSecondLifeOpened(t, socket, `{"id":"h","type":"hello","attach":"`+id+`"}`, id, cursor, what)
+}
+
+// checkSecondLifeOpened is checkSecondLife with the second life opened
+// by the hello line given.
+func checkSecondLifeOpened(t *testing.T, socket, hello, id string, cursor int64, what string) {
 	b := dialLines(t, socket)
-	b.hello(`{"id":"h","type":"hello","attach":"` + id + `"}`)
+	b.hello(hello)
 	for turn := 1; ; turn++ {
 		b.send(fmt.Sprintf(`{"id":"p%d","type":"prompt","message":"Second life"}`, turn))
 		b.waitEvents("agent_settled", turn)

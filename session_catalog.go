@@ -410,11 +410,15 @@ func sameSessionPath(a, b string) bool {
 
 // sessionStore is this server's: --session-dir (flat), else pi's
 // sessions folder in the agent directory.
-func (s *session) sessionStore() sessionStore {
-	if dir := s.set.cfg.sessionDir; dir != "" {
-		return sessionStore{root: resolvePath(s.set.cfg.cwd, dir), flat: true}
+func (s *session) sessionStore() sessionStore { return storeOf(s.set.cfg, s.set.agentDir) }
+
+// storeOf is the session store of cfg's --session-dir (flat), else pi's
+// sessions folder in agentDir.
+func storeOf(cfg cliConfig, agentDir string) sessionStore {
+	if dir := cfg.sessionDir; dir != "" {
+		return sessionStore{root: resolvePath(cfg.cwd, dir), flat: true}
 	}
-	return sessionStore{root: filepath.Join(s.set.agentDir, "sessions")}
+	return sessionStore{root: filepath.Join(agentDir, "sessions")}
 }
 
 // findSession is the file of the session whose header id is id: in cwd's
