@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -635,12 +636,15 @@ func sessionDirSetting(cfg cliConfig, user settingsFile, userPath, home string, 
 }
 
 // withoutVariables is environ minus the named variables; nil when none is
-// left.
+// left. On Windows a name is the same in any case (os.Getenv reads a key
+// from anthropic_api_key as from ANTHROPIC_API_KEY): every spelling goes.
 func withoutVariables(environ []string, names []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(names, name) {
+		if !slices.ContainsFunc(names, func(n string) bool {
+			return n == name || runtime.GOOS == "windows" && strings.EqualFold(n, name)
+		}) {
 			out = append(out, kv)
 		}
 	}

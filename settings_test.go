@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -67,5 +68,21 @@ func TestSessionDirSetting(t *testing.T) {
 				t.Errorf("notices %q, want %q", notices, wantNotice)
 			}
 		})
+	}
+}
+
+// TestWithoutVariablesCase: on Windows, where a variable's name has no
+// case (os.Getenv("ANTHROPIC_API_KEY") reads anthropic_api_key), a key's
+// variable is kept from children whatever its case, as are the agent
+// markers rpi replaces; elsewhere only the name spelled as it is.
+func TestWithoutVariablesCase(t *testing.T) {
+	environ := []string{"anthropic_api_key=sk-1", "Ai_Agent=pi", "PATH=/bin"}
+	got := withAgentMarkers(withoutVariables(environ, []string{"ANTHROPIC_API_KEY"}))
+	want := []string{"anthropic_api_key=sk-1", "Ai_Agent=pi", "PATH=/bin", "AI_AGENT=rpi", "PI_CODING_AGENT=true"}
+	if runtime.GOOS == "windows" {
+		want = []string{"PATH=/bin", "AI_AGENT=rpi", "PI_CODING_AGENT=true"}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("children's environment %q, want %q", got, want)
 	}
 }
