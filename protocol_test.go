@@ -2116,3 +2116,27 @@ func TestSessionEnvNUL(t *testing.T) {
 		t.Errorf("the bash command did not run:\n%s", out)
 	}
 }
+
+// TestForkSkippedLines: --fork of a file with a line that is no session
+// entry says what the copy leaves out, as opening that file says it; a
+// torn last line (an entry another pi is writing as it is copied) goes
+// unreported there as it does there.
+func TestForkSkippedLines(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	src := filepath.Join(t.TempDir(), "src.jsonl")
+	content := `{"type":"session","version":3,"id":"src-1","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+not an entry
+{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}}
+{"type":"message","id":"a2","parentId":"a1","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"assis`
+	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--fork", src})
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, "Skipped 1 line(s) of "+src+" that are not session entries (line [2])") {
+		t.Errorf("--fork left out a line without a word:\n%s", out)
+	}
+}

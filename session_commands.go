@@ -106,6 +106,9 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			}
 			switch {
 			case o.forkAll:
+				if notice := from.skippedNotice(); notice != "" {
+					s.warn(notice) // what the copy leaves out (a half line another pi is writing)
+				}
 				for _, e := range from.entries {
 					ss.entries = append(ss.entries, e)
 					ss.byID[e.ID] = e
