@@ -210,7 +210,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	case v.resume && !cfg.noSession && cfg.sessionFile == "":
 		return cfg, "", errors.New("--resume picks a session in a terminal, which rpc mode has not: --continue opens the cwd's most recent one, --session ID (or the start of it) any")
 	case cfg.sessionID != "" && !validSessionID(cfg.sessionID):
-		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit", cfg.sessionID)
+		return cfg, "", fmt.Errorf("Invalid --session-id %q: letters, digits, '.', '_' and '-', starting and ending with a letter or digit, at most %d of them", cfg.sessionID, maxSessionIDLength)
 	}
 	switch {
 	case cfg.serve && cfg.maxRunning == 0:
@@ -530,8 +530,18 @@ func typedFlag(args []string, name string) string {
 	return "--" + name
 }
 
-// validSessionID is pi's rule for --session-id.
+// maxSessionIDLength is the longest --session-id: its file's name
+// ("<timestamp>_<id>.jsonl", 31 more) and its loops' (".loops.json", 11
+// more again) stay within the 255 bytes a file system takes, so that no
+// session starts whose every write fails.
+const maxSessionIDLength = 200
+
+// validSessionID is pi's rule for --session-id, and a length a file name
+// holds (maxSessionIDLength).
 func validSessionID(id string) bool {
+	if len(id) > maxSessionIDLength {
+		return false
+	}
 	for i, c := range id {
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && ((c != '.' && c != '_' && c != '-') || i == 0 || i == len(id)-1) {

@@ -1659,6 +1659,7 @@ func TestInitFailures(t *testing.T) {
 		{"rpc", "--approve", "--no-approve"},
 		{"rpc", "--compat", "node"},
 		{"rpc", "--session-id", "-bad-"},
+		{"rpc", "--session-id", strings.Repeat("a", maxSessionIDLength+1)}, // its file's name would be too long to write
 		{"rpc", "--tools", "read,teleport"},
 		{"rpc", "--cwd", "/does/not/exist"},
 		{"rpc", "extra"},

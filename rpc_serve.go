@@ -243,7 +243,7 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 			o.startInEmpty = true // as --session
 		case "session-id":
 			if o.id, err = text(key); err == nil && !validSessionID(o.id) {
-				err = invalid("options.session-id", "letters, digits, '.', '_' and '-'")
+				err = invalid("options.session-id", fmt.Sprintf("letters, digits, '.', '_' and '-', at most %d", maxSessionIDLength))
 			}
 		case "name":
 			o.name, err = text(key)
