@@ -2089,10 +2089,10 @@ func TestSessionIDEndOfAnother(t *testing.T) {
 	if out := string(ps.out.bytes()); !strings.Contains(out, `"sessionId":"c"`) {
 		t.Errorf("--session-id c opened another session:\n%s", out)
 	}
-	if got := sessionFileWithID(dir, "c"); got != "" {
+	if got := sessionFileWithID(dir, "c", ""); got != "" {
 		t.Errorf("sessionFileWithID(c) = %s, want none", got)
 	}
-	if got := sessionFileWithID(dir, "a_c"); got != other {
+	if got := sessionFileWithID(dir, "a_c", ""); got != other {
 		t.Errorf("sessionFileWithID(a_c) = %s, want %s", got, other)
 	}
 }
@@ -2139,5 +2139,37 @@ not an entry
 	ps.close()
 	if out := string(ps.out.bytes()); !strings.Contains(out, "Skipped 1 line(s) of "+src+" that are not session entries (line [2])") {
 		t.Errorf("--fork left out a line without a word:\n%s", out)
+	}
+}
+
+// TestSessionIDSharedSessionDir: in a --session-dir, which holds every
+// project's files, --session-id X is the working directory's session X
+// (its header names the cwd), as listing there is: another project's
+// session X is neither opened in this one nor a reason to refuse --fork
+// --session-id X.
+func TestSessionIDSharedSessionDir(t *testing.T) {
+	e, cwd, dir := newTestEnv(t), t.TempDir(), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	other := filepath.Join(dir, "2026-03-16T09-00-00-000Z_shared.jsonl")
+	content := `{"type":"session","version":3,"id":"shared","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/other/project"}
+{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"theirs"}],"timestamp":1}}
+`
+	if err := os.WriteFile(other, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--session-id", "shared"},
+		{"--fork", other, "--session-id", "shared"},
+	} {
+		var stdout bytes.Buffer // an init error ends rpi before it reads: no pipe to block on
+		runRPI(t, e, append([]string{"rpc", "--cwd", cwd, "--session-dir", dir}, args...),
+			strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"), &stdout)
+		out := stdout.String()
+		if strings.Contains(out, `"sessionFile":"`+other+`"`) || strings.Contains(out, "already exists") || !strings.Contains(out, `"sessionId":"shared"`) {
+			t.Errorf("%q with another project's session shared in the --session-dir:\n%s", args, out)
+		}
+	}
+	if b, _ := os.ReadFile(other); string(b) != content {
+		t.Errorf("the other project's session changed:\n%s", b)
 	}
 }

@@ -74,8 +74,12 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		if err := checkWritableDir(s.dir); err != nil {
 			return nil, fmt.Errorf("Cannot use session directory %s: %v", s.dir, err)
 		}
+		shared := "" // the cwd, in a --session-dir: the files there are every project's
+		if cfg.sessionDir != "" {
+			shared = cwd
+		}
 		if o.id != "" && o.forkFrom == "" {
-			if found := sessionFileWithID(s.dir, o.id); found != "" {
+			if found := sessionFileWithID(s.dir, o.id, shared); found != "" {
 				loaded, err := openSessionFile(s.ctx, found, s.lockWait())
 				if err != nil {
 					return nil, err
@@ -87,7 +91,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
 		if o.forkFrom != "" {
-			if o.id != "" && sessionFileWithID(s.dir, o.id) != "" {
+			if o.id != "" && sessionFileWithID(s.dir, o.id, shared) != "" {
 				return nil, fmt.Errorf("Session already exists with id '%s'", o.id)
 			}
 			path := resolvePath(cwd, o.forkFrom)
@@ -157,12 +161,17 @@ func nameOpened(c *conversation, name string) error {
 // "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read as
 // wildcards and match another project's folder with. The id is all that
 // follows the timestamp's '_' (which the timestamp has none of): the file
-// of session a_c is not session c's.
-func sessionFileWithID(dir, id string) string {
+// of session a_c is not session c's. With cwd (a --session-dir, which
+// holds every project's files), only a file whose header names cwd is
+// the session, as listing there takes it.
+func sessionFileWithID(dir, id, cwd string) string {
 	names, _ := os.ReadDir(dir) // sorted by name
 	for _, n := range names {
 		if _, rest, ok := strings.Cut(n.Name(), "_"); ok && rest == id+".jsonl" {
-			return filepath.Join(dir, n.Name())
+			path := filepath.Join(dir, n.Name())
+			if row, ok := readSessionRow(path); cwd == "" || ok && row.Cwd == cwd {
+				return path
+			}
 		}
 	}
 	return ""
