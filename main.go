@@ -102,10 +102,11 @@ func runProgram(args []string, env runEnv, stdin io.Reader, stdout, stderr io.Wr
 	startupOver := endStartupOnSignal(env, stop, stderr)
 	conn := newConnection(stdin, stdout, stderr)
 	s, err := newServer(cfg, env, conn, stderr)
-	startupOver()
 	if err != nil {
+		startupOver()
 		return initFailure(stdout, stderr, err)
 	}
+	s.startupOver = startupOver // once the session's resources are read
 	// The first lines are read while serve waits for the signal handlers
 	// and writes session_started (started earlier, the reader would
 	// slow startup down).

@@ -26,6 +26,10 @@ type rpcServer struct {
 	wire    wire        // the shape of the records (rpcWire, or piWire in pi's mode)
 	dialogs *dialogs    // the session's ui: extension_ui_request records, and the dialogs open
 	served  *servedRPC  // the rpi serve connection it is a view of; nil over stdio
+	// startupOver, when set, ends startup (endStartupOnSignal) once the
+	// first session's resources are read (announceStart): until then a
+	// SIGTERM or SIGINT ends rpi at once, as during the rest of startup.
+	startupOver func()
 
 	lastState    *stateAnswer  // the last get_state answer (getStateCommand); the command loop's alone
 	queryRequest rpcRequest    // the request of each query, used again (keepsNoRequest); the command loop's alone
@@ -172,6 +176,10 @@ func (s *rpcServer) announceStart() {
 	s.emit("session_started", s.conv.header())
 	s.env.trace.phase("first write (session_started)")
 	s.loadLaterResources()
+	if s.startupOver != nil {
+		s.startupOver()
+		s.startupOver = nil
+	}
 	for _, notice := range s.openingNotices() {
 		s.tell(uiRequest{Method: "notify", Message: notice, NotifyType: "warning"})
 	}
