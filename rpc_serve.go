@@ -245,8 +245,12 @@ func (c *servedRPC) helloOptions(r *rpcRequest) (sessionOptions, error) {
 			if o.id, err = text(key); err == nil && !validSessionID(o.id) {
 				err = invalid("options.session-id", fmt.Sprintf("letters, digits, '.', '_' and '-', at most %d", maxSessionIDLength))
 			}
-		case "name":
-			o.name, err = text(key)
+		case "name": // trimmed, and refused blank, as --name is
+			if o.name, err = text(key); err == nil {
+				if o.name = strings.TrimSpace(o.name); o.name == "" {
+					err = invalid("options.name", "a non-blank string")
+				}
+			}
 		case "cwd":
 			o.cwd, err = helloCwd(text(key))
 		case "model":
