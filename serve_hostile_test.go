@@ -252,6 +252,13 @@ func (c *lineClient) hello(line string) helloAnswer {
 type idleCounts struct {
 	goroutines, fds int
 	files           []string // where the fds lead
+	stacks          []byte   // every goroutine's stack, for a baseline (idleAfter, countIdle's callers leave it out)
+}
+
+// allStacks is every goroutine's stack, as a panic prints them.
+func allStacks() []byte {
+	buf := make([]byte, 1<<20)
+	return buf[:runtime.Stack(buf, true)]
 }
 
 func countIdle() idleCounts {
@@ -264,7 +271,7 @@ func countIdle() idleCounts {
 			files = append(files, e.Name()+" "+target)
 		}
 	}
-	return idleCounts{runtime.NumGoroutine(), n, files}
+	return idleCounts{goroutines: runtime.NumGoroutine(), fds: n, files: files}
 }
 
 // idleAfter is countIdle once the host has done what c's last command
@@ -275,7 +282,9 @@ func countIdle() idleCounts {
 func idleAfter(t testing.TB, c *lineClient) idleCounts {
 	t.Helper()
 	hostStatusOf(t, c, "settled")
-	return countIdle()
+	base := countIdle()
+	base.stacks = allStacks() // waitIdle's failure shows it beside the stacks then
+	return base
 }
 
 // waitIdle waits until the goroutines and open files are back to base
@@ -289,10 +298,8 @@ func waitIdle(t testing.TB, base idleCounts) {
 			return
 		}
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("not back to idle: %d goroutines (idle: %d), %d open files (idle: %d)\nfiles now: %v\nidle: %v\n%s",
-				now.goroutines, base.goroutines, now.fds, base.fds, now.files, base.files, buf)
+			t.Fatalf("not back to idle: %d goroutines (idle: %d), %d open files (idle: %d)\nfiles now: %v\nidle: %v\n%s\n---- the goroutines at idle ----\n%s",
+				now.goroutines, base.goroutines, now.fds, base.fds, now.files, base.files, allStacks(), base.stacks)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
