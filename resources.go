@@ -3,7 +3,7 @@ package main
 // Resources: the AGENTS.md / CLAUDE.md context files that join the system
 // prompt, the SYSTEM.md and APPEND_SYSTEM.md files that replace or add to
 // its base text, and prompt templates and skills — Markdown files the user (and,
-// with --approve, the project) provides, listed by get_commands and
+// when it is trusted, the project: trust.go) provides, listed by get_commands and
 // expanded when a prompt starts with /name or /skill:name. Every one is
 // read only if it is a regular file of at most maxResourceBytes.
 
@@ -238,7 +238,7 @@ func withoutBOM(data []byte) string {
 
 // systemPromptFiles picks the base system prompt and its addition as pi
 // 1.6 does: --system-prompt, else the project's .pi/SYSTEM.md (only when
-// the project is approved), else the agent dir's SYSTEM.md, else none
+// the project is trusted: approved), else the agent dir's SYSTEM.md, else none
 // (rpi's own text); the same for --append-system-prompt and
 // APPEND_SYSTEM.md. The two are chosen apart, and a file is not combined
 // with the other of its name. A file that cannot be used is named in
@@ -747,8 +747,7 @@ func joinRel(rel, name string) string {
 // it read held maxSkillEntries entries (pi's has no bound), and reads at
 // most maxIgnoreRules rules: note says so ("" when neither). A project's
 // skills folder may be a link to / or hold a huge tree, and is walked at
-// startup, before the first line, even without --approve (to count its
-// skills).
+// startup, even in a project not trusted (to count its skills).
 func skillEntries(dir string, top, agents bool) (paths []string, note string) {
 	w := skillWalk{agents: agents, left: maxSkillEntries}
 	paths = w.walk(dir, "", top)
@@ -946,8 +945,8 @@ func templateFiles(dir string) (paths []string, note string) {
 	return paths, ""
 }
 
-// projectResources counts what a project in cwd holds that only
-// --approve loads: in ./.pi (files are those of protectedFiles there),
+// projectResources counts what a project in cwd holds that only trust
+// (--approve, trust.json, defaultProjectTrust) loads: in ./.pi (files are those of protectedFiles there),
 // and the skills of the .agents/skills folders pi reads for it
 // (projectAgentsSkillDirs; userAgents is the user's).
 func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int, files []string) {
@@ -965,8 +964,8 @@ func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int
 	return len(p), len(k), agentsSkills, files
 }
 
-// protectedFiles are the files of a project's .pi that only --approve
-// reads, as pi 1.6 counts them.
+// protectedFiles are the files of a project's .pi that are read only
+// when the project is trusted, as pi 1.6 counts them.
 var protectedFiles = []string{"settings.json", "mcp.json", "SYSTEM.md", "APPEND_SYSTEM.md"}
 
 // expandSlash expands a prompt starting with /skill:name or /name (a

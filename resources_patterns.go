@@ -599,7 +599,7 @@ const (
 // told: a file that would pass it is not read (as rules past
 // maxIgnoreRules, with a warning). A repository stores a file once
 // however many folders hold it, and a project's skills are walked at
-// startup also without --approve: 9,000 folders each with the same
+// startup also in a project not trusted: 9,000 folders each with the same
 // 1 MiB .gitignore were read whole, for half a minute.
 const maxIgnoreBytes = 1 << 20
 
@@ -610,7 +610,7 @@ const maxIgnoreBytes = 1 << 20
 // 20,000 entries takes some half of it. Past it the walk stops, with a
 // warning, as one past maxSkillEntries does: 512 rules of many * and ?
 // against 20,000 long names took minutes, before the first line, also
-// without --approve (a project's skills are counted).
+// in a project not trusted (its skills are counted).
 const maxIgnoreWork = 1 << 29
 
 // skillIgnores are the rules of the ignore files a walk has read so far,
