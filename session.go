@@ -52,10 +52,9 @@ type session struct {
 	live      atomic.Bool      // the front end has taken the notices: warnings go to the ui
 
 	// resourcesLater: set's resources wait for loadLaterResources, whose
-	// notices go in at resourceNoticesAt (after those of the settings,
-	// before the session file's), as if loaded when the session opened.
-	resourcesLater    bool
-	resourceNoticesAt int
+	// notices go in after set's own (the settings') and before the
+	// session file's, as if read when the session opened.
+	resourcesLater bool
 
 	// startModel is the model --model names (nil when it names none),
 	// startThinking the level of its ":level" suffix: what every start of
@@ -203,7 +202,6 @@ type sessionOptions struct {
 // down, reading the session file stops and nothing opens.
 func openSession(h *host, o sessionOptions) (*session, error) {
 	set := loadSettings(h.set, o.cwd, o.dirs, h.env.trace)
-	resourceNoticesAt := len(set.notices)
 	if !o.resourcesLater {
 		set.notices = append(set.notices, set.loadResources(h.env.trace)...)
 	}
@@ -225,7 +223,7 @@ func openSession(h *host, o sessionOptions) (*session, error) {
 		s.files = diskFiles{cwd: o.cwd, dirs: set.dirs}
 	}
 	s.startModel, s.startThinking = start, startThinking
-	s.resourcesLater, s.resourceNoticesAt = o.resourcesLater, resourceNoticesAt
+	s.resourcesLater = o.resourcesLater
 	s.model = start
 	if s.model == nil {
 		s.model, _, _ = chooseModel(set.catalog, cfg.provider, "", set.defaultProvider, set.defaultModel)
@@ -492,7 +490,7 @@ func (s *session) loadLaterResources() {
 	s.resourcesLater = false
 	notices := s.set.loadResources(s.env.trace)
 	s.noticesMu.Lock()
-	s.notices = slices.Insert(s.notices, s.resourceNoticesAt, notices...)
+	s.notices = slices.Insert(s.notices, len(s.set.notices), notices...) // s.notices began as a copy of set's
 	s.noticesMu.Unlock()
 }
 
