@@ -90,7 +90,7 @@ func TestACPAdditionalDirectories(t *testing.T) {
 	if !slices.IsSorted(files) {
 		t.Errorf("the context files are not in the order top, app, lib, docs (at %v):\n%s", files, prompt)
 	}
-	wantEnd := "\nCurrent working directory: " + cwd + "\nAdditional working directories (relative paths still start from the current working directory):\n- " + lib + "\n- " + docs
+	wantEnd := "\n\n<cwd>\n" + cwd + "\n</cwd>\n\n<directories>\nAdditional working directories (relative paths still start from the current working directory):\n- " + lib + "\n- " + docs + "\n</directories>"
 	if !strings.HasSuffix(prompt, wantEnd) {
 		t.Errorf("the system prompt ends:\n%s\nwant it to end:\n%s", prompt[max(0, len(prompt)-400):], wantEnd)
 	}

@@ -2593,7 +2593,7 @@ func TestACPForkRunningSession(t *testing.T) {
 		t.Fatalf("session/fork: %s", got.line)
 	}
 	fork := openSessionOf(t, a, forked.SessionID).s
-	if msgs := fork.conv.messages(); len(msgs) != 1 {
+	if msgs := withoutSystem(fork.conv.messages()); len(msgs) != 1 {
 		t.Errorf("the fork holds %d messages; want the user's one", len(msgs))
 	} else if text, _ := userText(msgs[0]); text != "first question" {
 		t.Errorf("the fork's message: %q", text)
@@ -2608,7 +2608,7 @@ func TestACPForkRunningSession(t *testing.T) {
 	if got := c.call("session/prompt", acpTextPrompt(forked.SessionID, "second question")); stopReasonOf(got.Result) != "end_turn" {
 		t.Errorf("a turn of the fork: %s", got.line)
 	}
-	if n := len(fork.conv.messages()); n != 3 {
+	if n := len(withoutSystem(fork.conv.messages())); n != 3 {
 		t.Errorf("the fork holds %d messages after its turn; want 3", n)
 	}
 }
@@ -2653,7 +2653,7 @@ func TestACPForkSessionHeldElsewhere(t *testing.T) {
 		t.Fatalf("session/fork: %s", got.line)
 	}
 	fork := openSessionOf(t, a, forked.SessionID).s
-	if n := len(fork.conv.messages()); n != 2 {
+	if n := len(withoutSystem(fork.conv.messages())); n != 2 {
 		t.Errorf("the fork holds %d messages; want the question and its answer", n)
 	}
 	if fork.conv.info().path == path {

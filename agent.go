@@ -616,6 +616,12 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	var last *assistantMessage
 	for {
 		s.emit("turn_start", nil)
+		// The tools of the MCP servers that connect in time are declared
+		// with the rest, before the turn's prompts, as pi 1.6 puts them.
+		s.mcp.awaitFirst(run.ctx)
+		if m := s.declarePrompt(); m != nil {
+			produced = append(produced, m)
+		}
 		run.turn = append(run.turn, pending...)
 		s.mu.Lock()
 		lim := s.model.imageLimits() // the model in use as they enter
@@ -633,6 +639,9 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 			produced = append(produced, m)
 		}
 		pending = nil
+		if m := s.declarePrompt(); m != nil { // a tool that came or went since (an MCP server's)
+			produced = append(produced, m)
+		}
 		answer := s.streamAnswer(run)
 		last, run.last = answer, answer
 		produced = append(produced, answer)
@@ -684,8 +693,9 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
 	run.model = m
-	s.mcp.awaitFirst(run.ctx)
-	req := streamRequest{model: m, system: s.systemPrompt(), messages: s.conv.messages(),
+	messages := s.conv.messages()
+	prompt := replayPrompt(messages)
+	req := streamRequest{model: m, system: prompt.text(), messages: messages,
 		tools: s.offeredTools(), thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
@@ -987,54 +997,4 @@ func lastAssistantText(messages []any) *string {
 		}
 	}
 	return nil
-}
-
-// ---- System prompt ----
-
-// systemPrompt is the instructions the model gets: the base text and the
-// tools (or --system-prompt, or SYSTEM.md), --append-system-prompt (or
-// APPEND_SYSTEM.md), the context files (AGENTS.md, CLAUDE.md, …), the
-// skills the model may read, the date, the cwd and the session's other
-// directories (none: nothing more).
-func (s *session) systemPrompt() string {
-	var b strings.Builder
-	if s.set.systemPrompt != "" {
-		b.WriteString(s.set.systemPrompt)
-	} else {
-		b.WriteString("You are an expert coding assistant. You help the user with their code by reading files, " +
-			"running commands, editing code and writing new files.\n\nAvailable tools:\n")
-		for _, t := range s.set.tools {
-			fmt.Fprintf(&b, "- %s: %s\n", t.name, t.summary)
-		}
-		b.WriteString("\nGuidelines:\n- Read files before editing them.\n- Use edit for precise changes and write for new files or complete rewrites.\n")
-		for _, t := range s.set.tools {
-			for _, g := range t.guidelines {
-				b.WriteString("- " + g + "\n")
-			}
-		}
-		b.WriteString("- Keep answers short and concrete; show file paths clearly.")
-	}
-	if s.set.appendSystemPrompt != "" {
-		b.WriteString("\n\n" + s.set.appendSystemPrompt)
-	}
-	if files := s.set.contextFiles; len(files) > 0 {
-		b.WriteString("\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n")
-		for _, f := range files {
-			fmt.Fprintf(&b, "## %s\n\n%s\n\n", f.path, f.content)
-		}
-	}
-	if skills := skillsForModel(s.set.slashCommands, s.set.tools); skills != "" {
-		if !strings.HasSuffix(b.String(), "\n\n") {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(skills + "\n")
-	}
-	fmt.Fprintf(&b, "\nCurrent date: %s\nCurrent working directory: %s", s.env.clock.Now().Format("2006-01-02"), s.set.cwd)
-	if len(s.set.dirs) > 0 {
-		b.WriteString("\nAdditional working directories (relative paths still start from the current working directory):")
-		for _, dir := range s.set.dirs {
-			b.WriteString("\n- " + dir)
-		}
-	}
-	return b.String()
 }

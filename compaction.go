@@ -216,8 +216,16 @@ func (s *session) summarise(run *agentRun, plan *compactionPlan, instructions, r
 	}
 	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
 		Usage: answer.Usage, Details: plan.details}
-	if err := s.conv.compacted([]entryField{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
-		{"tokensBefore", res.TokensBefore}, {"details", res.Details}, {"usage", res.Usage}}); err != nil {
+	fields := []entryField{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
+		{"tokensBefore", res.TokensBefore}, {"details", res.Details}, {"usage", res.Usage}}
+	// As pi 1.6: the compaction keeps the system prompt and tools the
+	// conversation had, whole, since the system messages it summarised
+	// leave the context.
+	kept := s.conv.prompt()
+	if head := kept.head(s.env.clock.Now().UnixMilli()); head != nil {
+		fields = append(fields, entryField{"systemMessage", head})
+	}
+	if err := s.conv.compacted(fields); err != nil {
 		return compactionResult{}, fmt.Errorf("Compaction failed: %v", err)
 	}
 	for _, m := range s.conv.messages() {

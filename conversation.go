@@ -85,6 +85,14 @@ func (c *conversation) messages() []any {
 	return append([]any{}, c.msgs...)
 }
 
+// prompt is what the conversation's system messages add up to
+// (replayPrompt), read in place rather than from a copy of the messages.
+func (c *conversation) prompt() transcriptPrompt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return replayPrompt(c.msgs)
+}
+
 // changed counts the times a message left the conversation or it was
 // made anew (dropLast, omit, compacted): while it holds, the messages
 // only grew, and a request sent before still starts them (cachewarm.go).

@@ -581,6 +581,10 @@ var loopPlaceholder = regexp.MustCompile(`\$LOOP\d+`)
 type normalizer struct {
 	literal map[string]string // exact strings (temp dirs) → placeholder
 	hide    []string          // UI request methods left out (option "hide setStatus")
+	// fullSystem keeps system messages' sections and tools as they are
+	// (option "systemMessages full"); else each is a placeholder
+	// numbered by its content (abbreviatedSystem).
+	fullSystem bool
 }
 
 var (
@@ -588,12 +592,14 @@ var (
 	timePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
 	// msPattern and pidPattern also match inside a JSON string, quotes
 	// escaped: a tool's result that is a process's JSON.
-	msPattern       = regexp.MustCompile(`(\\?")(timestamp|durationMs|startedAtMs|exitedAtMs)(\\?":)\d+`)
-	pidPattern      = regexp.MustCompile(`(\\?"pid\\?":)(\d+)`)
-	tempLogPattern  = regexp.MustCompile(`rpi-bash-\d+\.log`)
-	tempDirPattern  = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
-	fileTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
-	entryIDPattern  = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId|activeLeafId)":"([0-9a-f]{8})"`)
+	msPattern      = regexp.MustCompile(`(\\?")(timestamp|durationMs|startedAtMs|exitedAtMs)(\\?":)\d+`)
+	pidPattern     = regexp.MustCompile(`(\\?"pid\\?":)(\d+)`)
+	tempLogPattern = regexp.MustCompile(`rpi-bash-\d+\.log`)
+	tempDirPattern = regexp.MustCompile(`rpi-\d+-[0-9a-f]{8}`)
+	// promptDatePattern is the date in the system prompt's date section.
+	promptDatePattern = regexp.MustCompile(`(<date>\\n)\d{4}-\d\d-\d\d(\\n</date>)`)
+	fileTimePattern   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z`)
+	entryIDPattern    = regexp.MustCompile(`"(id|parentId|firstKeptEntryId|entryId|targetId|fromId|leafId|activeLeafId)":"([0-9a-f]{8})"`)
 	// loopIDPattern finds a loop's 12 hex digits where rpi writes them.
 	loopIDPattern = regexp.MustCompile(`("(?:id|task_id)":"|Loop |loop with id )([0-9a-f]{12})\b`)
 )
@@ -625,7 +631,54 @@ func (n normalizer) apply(out []byte) string {
 	s = msPattern.ReplaceAllString(s, `$1$2$3$$MS`)
 	s = numbered(s, tempLogPattern, func(i int, _ string) string { return fmt.Sprintf("rpi-bash-$N%d.log", i) })
 	s = tempDirPattern.ReplaceAllString(s, "$$RPI_TEMP")
+	s = promptDatePattern.ReplaceAllString(s, `$1$$DATE$2`)
+	if !n.fullSystem {
+		s = abbreviatedSystem(s)
+	}
 	return s
+}
+
+// abbreviatedSystem is s with the sections and the tools of each system
+// message (and of a compaction's systemMessage) made $SECTIONSn and
+// $TOOLSn, numbered by content: the same prompt is the same placeholder,
+// a changed one another. Only the fixtures about system messages show
+// them whole (some 8 KB a copy, the tools' schemas most of it).
+func abbreviatedSystem(s string) string {
+	b := []byte(s)
+	seen := map[string]string{}
+	var out []byte
+	for {
+		at, name := -1, ""
+		for _, key := range []string{`"sections":{`, `"toolsAdded":[`} {
+			if i := bytes.Index(b, []byte(key)); i >= 0 && (at < 0 || i < at) {
+				at, name = i, key
+			}
+		}
+		if at < 0 {
+			return string(append(out, b...))
+		}
+		start := at + len(name) - 1
+		end := skipValue(b, start, 0)
+		if end < 0 {
+			return string(append(out, b...))
+		}
+		kind := "SECTIONS"
+		if name == `"toolsAdded":[` {
+			kind = "TOOLS"
+		}
+		value := kind + string(b[start:end])
+		if _, ok := seen[value]; !ok {
+			count := 1
+			for v := range seen {
+				if strings.HasPrefix(v, kind) {
+					count++
+				}
+			}
+			seen[value] = fmt.Sprintf("$%s%d", kind, count)
+		}
+		out = append(append(out, b[:start]...), seen[value]...)
+		b = b[end:]
+	}
 }
 
 // mergeChunks joins consecutive output events of one stream into one
@@ -996,7 +1049,7 @@ func fixtureWorld(t *testing.T, f *fixture) (e *testEnv, cwd string, norm normal
 	maps.Copy(e.vars, f.envVars())
 	norm = normalizer{literal: map[string]string{cwd: "$CWD", e.tmp: "$TMPDIR", e.agentDir: "$AGENT_DIR", e.home: "$HOME",
 		strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")): "$CWD_NAME"},
-		hide: strings.Fields(f.option("hide", ""))}
+		hide: strings.Fields(f.option("hide", "")), fullSystem: f.option("systemMessages", "") == "full"}
 	if script, ok := f.sections["model.jsonl"]; ok {
 		fm = startFakeModel(t, f.option("api", apiOpenAI), script, e.agentDir)
 		norm.literal[fm.server.URL] = "$MODEL_URL"
@@ -1823,14 +1876,14 @@ func TestSessionIDAndFork(t *testing.T) {
 	again.send(`{"id":"s","type":"get_state"}`)
 	again.waitFor(`"id":"s"`)
 	again.close()
-	if out := string(again.out.bytes()); !strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":2`) {
+	if out := string(again.out.bytes()); !strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":3`) {
 		t.Errorf("--session-id did not reopen the session:\n%s", out)
 	}
 	forked := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--fork", files[0]})
 	forked.send(`{"id":"s","type":"get_state"}`)
 	forked.waitFor(`"id":"s"`)
 	forked.close()
-	if out := string(forked.out.bytes()); strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":2`) ||
+	if out := string(forked.out.bytes()); strings.Contains(out, `"sessionId":"my-id.1"`) || !strings.Contains(out, `"messageCount":3`) ||
 		!strings.Contains(out, `"parentSession":"`+files[0]) {
 		t.Errorf("--fork:\n%s", out)
 	}

@@ -200,7 +200,7 @@ func TestSkillsInSystemPrompt(t *testing.T) {
 `, filepath.Join(cwd, ".pi", "skills", "deploy", "SKILL.md"),
 		escapeXML(filepath.Join(e.agentDir, "skills", evilDir, "SKILL.md")),
 		filepath.Join(e.agentDir, "skills", "quoted", "SKILL.md"))
-	if !strings.Contains(prompt, "read the skill's file with the read tool") || !strings.Contains(prompt, "\n\n"+block+"\nCurrent date: ") {
+	if !strings.Contains(prompt, "read the skill's file with the read tool") || !strings.Contains(prompt, "\n\n"+block+"</skills>\n\n<date>\n") {
 		t.Errorf("the system prompt:\n%s\nwant it to hold:\n%s", prompt, block)
 	}
 	if n := strings.Count(prompt, "</available_skills>"); n != 1 {
@@ -538,12 +538,12 @@ func TestSystemPromptFiles(t *testing.T) {
 		start    string // the prompt starts with it, then the context files
 		notice   string // a warning sent
 	}{
-		{true, "", nil, "User system.\n\nUser addition.\n\n# Project Context", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
-		{true, "", []string{"--approve"}, "Project system.\n\nProject addition.\n\n# Project Context", ""},
-		{true, `{"defaultProjectTrust":"always"}`, nil, "Project system.\n\nProject addition.\n\n# Project Context", ""},
-		{false, "", []string{"--approve"}, "User system.\n\nUser addition.\n\n# Project Context", "Skipped system prompt file "},
-		{true, "", []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\nProject addition.\n\n# Project Context", ""},
-		{true, "", []string{"--append-system-prompt", "Flag addition."}, "User system.\n\nFlag addition.\n\n# Project Context", ""},
+		{true, "", nil, "User system.\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
+		{true, "", []string{"--approve"}, "Project system.\n\n<addendum>\nProject addition.\n</addendum>\n\n<project_context>", ""},
+		{true, `{"defaultProjectTrust":"always"}`, nil, "Project system.\n\n<addendum>\nProject addition.\n</addendum>\n\n<project_context>", ""},
+		{false, "", []string{"--approve"}, "User system.\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", "Skipped system prompt file "},
+		{true, "", []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\n<addendum>\nProject addition.\n</addendum>\n\n<project_context>", ""},
+		{true, "", []string{"--append-system-prompt", "Flag addition."}, "User system.\n\n<addendum>\nFlag addition.\n</addendum>\n\n<project_context>", ""},
 	} {
 		prompt, out := promptOf(c.project, c.settings, c.args...)
 		if !strings.HasPrefix(prompt, c.start) || !strings.Contains(prompt, "Project rules.") {

@@ -831,6 +831,9 @@ func (ss *sessionFile) context() sessionContext {
 	start := 0
 	if compaction >= 0 {
 		comp := path[compaction].info()
+		if head := compactionSystemMessage(path[compaction]); head != nil {
+			c.messages = append(c.messages, head)
+		}
 		c.messages = append(c.messages, &summaryMessage{Role: "compactionSummary", Summary: comp.Summary,
 			TokensBefore: comp.TokensBefore, Timestamp: entryMillis(path[compaction])})
 		for start = 0; start < compaction && path[start].ID != comp.FirstKeptEntryID; start++ {
@@ -851,8 +854,8 @@ func (ss *sessionFile) context() sessionContext {
 		c.messages = c.messages[:0]
 	}
 	for i := start; i < len(path); i++ {
-		if i == compaction {
-			continue
+		if i == compaction || i < compaction && path[i].role() == "system" {
+			continue // the compaction's systemMessage stands for the system messages before it
 		}
 		edit, edited := edits[path[i].ID]
 		if m := path[i].contextMessage(); m != nil && !isNull(edit) {
@@ -863,6 +866,17 @@ func (ss *sessionFile) context() sessionContext {
 		}
 	}
 	return c
+}
+
+// compactionSystemMessage is the system prompt and tools a compaction
+// entry kept (pi 1.6's systemMessage: what the system messages before
+// it added up to), or nil when it has none that is a system message.
+func compactionSystemMessage(e *sessionEntry) rawMessage {
+	at, end, ok := memberValue(e.raw, "systemMessage")
+	if !ok || e.raw[at] != '{' || messageRole(json.RawMessage(e.raw[at:end])) != "system" {
+		return nil
+	}
+	return rawMessage(bytes.Clone(e.raw[at:end]))
 }
 
 // contextMessage is what an entry puts in the context: its message, a

@@ -170,9 +170,9 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The torn line went; the thinking level (the file has none, and rpi
-	// records it as it opens the session, as pi 1.6), the new user message
-	// and answer came.
-	if len(lines) != before-1+3 || len(ss.entries) != len(lines)-1 {
+	// records it as it opens the session, as pi 1.6), the system prompt
+	// (the file has none), the new user message and answer came.
+	if len(lines) != before-1+4 || len(ss.entries) != len(lines)-1 {
 		t.Errorf("%d lines (%d before, one torn), %d entries load:\n%s", len(lines), before, len(ss.entries), strings.Join(lines, "\n"))
 	}
 	var texts []string
@@ -270,8 +270,8 @@ func TestSessionFolderVanishes(t *testing.T) {
 	if err != nil || !strings.HasPrefix(lines[0], `{"type":"session"`) {
 		t.Fatalf("the recreated file does not start with its header: %v\n%s", err, strings.Join(lines, "\n"))
 	}
-	if n := len(ss.context().messages); n != 4 {
-		t.Errorf("%d messages in the recreated file, want 4", n)
+	if n := len(ss.context().messages); n != 5 { // the system prompt, and two prompts and their answers
+		t.Errorf("%d messages in the recreated file, want 5", n)
 	}
 }
 
@@ -439,8 +439,10 @@ func TestEndToEndKilledInTheFirstTurnKeepsThePrompt(t *testing.T) {
 	}
 	data, _ := os.ReadFile(files[0])
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,`) ||
-		!strings.Contains(lines[3], `"message":{"role":"user","content":[{"type":"text","text":"Keep this prompt"}]`) {
+	// The header, the model and thinking level, the system prompt, the prompt.
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], `{"type":"session","version":3,`) ||
+		!strings.Contains(lines[3], `"message":{"role":"system",`) ||
+		!strings.Contains(lines[4], `"message":{"role":"user","content":[{"type":"text","text":"Keep this prompt"}]`) {
 		t.Errorf("the session file after the kill:\n%s", data)
 	}
 }

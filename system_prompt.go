@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// The system prompt lives in the conversation, as pi 1.6 keeps it: a
+// system message ({"role":"system","content":"","sections":{…},
+// "toolsAdded":[…]}) before the first prompt says the whole prompt, part
+// by part, and the tools; a later one says only what changed (a section
+// set again, or null when it went; tools added or removed). The model is
+// sent what the conversation's system messages add up to (replayPrompt),
+// so the session file shows what each request held. docs/sessions.md
+// tells the format.
+
+// promptSection is one named part of the system prompt, as the model
+// reads it: the preamble bare, each other part inside <name>…</name>.
+type promptSection struct{ name, text string }
+
+// basePreamble begins the system prompt when neither --system-prompt nor
+// a SYSTEM.md replaces it.
+const basePreamble = "You are an expert coding assistant. You help the user with their code by reading files, " +
+	"running commands, editing code and writing new files."
+
+// promptSections is the system prompt the session would give now, in
+// order: preamble (the base text, or --system-prompt, or SYSTEM.md);
+// with the base text, tools (those in the prompt) and rules; addendum
+// (--append-system-prompt or APPEND_SYSTEM.md), project_context (the
+// context files: AGENTS.md, CLAUDE.md, …), skills (those the model may
+// read), date, cwd and directories (the session's other directories).
+// A part with nothing to say is left out.
+func (s *session) promptSections() []promptSection {
+	var sections []promptSection
+	add := func(name, text string) {
+		if name != "preamble" {
+			text = "<" + name + ">\n" + text + "\n</" + name + ">"
+		}
+		sections = append(sections, promptSection{name, text})
+	}
+	if s.set.systemPrompt != "" {
+		add("preamble", s.set.systemPrompt)
+	} else {
+		add("preamble", basePreamble)
+		if len(s.set.tools) > 0 {
+			var tools strings.Builder
+			for i, t := range s.set.tools {
+				if i > 0 {
+					tools.WriteByte('\n')
+				}
+				fmt.Fprintf(&tools, "- %s: %s", t.name, t.summary)
+			}
+			add("tools", tools.String())
+		}
+		rules := []string{"Read files before editing them.",
+			"Use edit for precise changes and write for new files or complete rewrites."}
+		for _, t := range s.set.tools {
+			rules = append(rules, t.guidelines...)
+		}
+		rules = append(rules, "Keep answers short and concrete; show file paths clearly.")
+		add("rules", "- "+strings.Join(rules, "\n- "))
+	}
+	if s.set.appendSystemPrompt != "" {
+		add("addendum", s.set.appendSystemPrompt)
+	}
+	if files := s.set.contextFiles; len(files) > 0 {
+		var b strings.Builder
+		b.WriteString("Project-specific instructions and guidelines:")
+		for _, f := range files {
+			fmt.Fprintf(&b, "\n\n<project_instructions path=\"%s\">\n%s\n</project_instructions>", escapeXML(f.path), f.content)
+		}
+		add("project_context", b.String())
+	}
+	if skills := skillsForModel(s.set.slashCommands, s.set.tools); skills != "" {
+		add("skills", skills)
+	}
+	add("date", s.env.clock.Now().Format("2006-01-02"))
+	add("cwd", filepath.ToSlash(s.set.cwd))
+	if len(s.set.dirs) > 0 {
+		dirs := "Additional working directories (relative paths still start from the current working directory):"
+		for _, dir := range s.set.dirs {
+			dirs += "\n- " + dir
+		}
+		add("directories", dirs)
+	}
+	return sections
+}
+
+// toolDeclaration is a tool as a system message declares it to the
+// model: {"name","description","parameters"}, compact.
+type toolDeclaration struct {
+	name string
+	json []byte
+}
+
+// declareTools are the declarations of tools, in their order.
+func declareTools(tools []*tool) []toolDeclaration {
+	out := make([]toolDeclaration, 0, len(tools))
+	for _, t := range tools {
+		var params bytes.Buffer
+		if json.Compact(&params, t.schema) != nil || params.Len() == 0 {
+			params.Reset()
+			params.WriteString("{}")
+		}
+		decl := appendJSONString([]byte(`{"name":`), t.name)
+		decl = appendJSONString(append(decl, `,"description":`...), t.description)
+		decl = append(append(append(decl, `,"parameters":`...), params.Bytes()...), '}')
+		out = append(out, toolDeclaration{t.name, decl})
+	}
+	return out
+}
+
+// transcriptPrompt is what a conversation's system messages add up to,
+// replayed oldest first as pi 1.6 replays them: their content, the
+// sections (a section set again keeps its place; null takes it out) and
+// the tools (removed by name, added or redeclared by name).
+type transcriptPrompt struct {
+	content  []string
+	sections []promptSection
+	tools    []toolDeclaration
+	found    bool // the conversation has a system message
+}
+
+// replayPrompt is the prompt messages' system messages add up to.
+func replayPrompt(messages []any) transcriptPrompt {
+	var p transcriptPrompt
+	for _, m := range messages {
+		if raw, ok := m.(rawMessage); ok {
+			p.apply(raw)
+		}
+	}
+	return p
+}
+
+// systemMessageFields are the fields of a system message replayPrompt
+// reads.
+type systemMessageFields struct {
+	Role         string            `json:"role"`
+	Content      json.RawMessage   `json:"content"`
+	Sections     json.RawMessage   `json:"sections"`
+	ToolsAdded   []json.RawMessage `json:"toolsAdded"`
+	ToolsRemoved []struct {
+		Name string `json:"name"`
+	} `json:"toolsRemoved"`
+}
+
+// apply adds raw to p when it is a system message. A session file is
+// read as it was written, by anyone: a field of another type than a
+// system message's is left out, not trusted.
+func (p *transcriptPrompt) apply(raw rawMessage) {
+	if messageRole(json.RawMessage(raw)) != "system" {
+		return
+	}
+	var m systemMessageFields
+	json.Unmarshal(raw, &m) // a field of the wrong type stays empty
+	p.found = true
+	if text := systemContentText(m.Content); text != "" {
+		p.content = append(p.content, text)
+	}
+	eachSection(m.Sections, func(name string, text *string) {
+		i := p.section(name)
+		switch {
+		case text == nil && i >= 0:
+			p.sections = append(p.sections[:i], p.sections[i+1:]...)
+		case text == nil:
+		case i >= 0:
+			p.sections[i].text = *text
+		default:
+			p.sections = append(p.sections, promptSection{name, *text})
+		}
+	})
+	for _, removed := range m.ToolsRemoved {
+		if i := p.tool(removed.Name); i >= 0 {
+			p.tools = append(p.tools[:i], p.tools[i+1:]...)
+		}
+	}
+	for _, added := range m.ToolsAdded {
+		var decl struct {
+			Name string `json:"name"`
+		}
+		var compact bytes.Buffer
+		if json.Unmarshal(added, &decl) != nil || decl.Name == "" || json.Compact(&compact, added) != nil {
+			continue
+		}
+		if i := p.tool(decl.Name); i >= 0 {
+			p.tools[i].json = compact.Bytes()
+		} else {
+			p.tools = append(p.tools, toolDeclaration{decl.Name, compact.Bytes()})
+		}
+	}
+}
+
+// systemContentText is a system message's content as text: a string, or
+// the texts of a list of blocks, one per line (pi's contentText).
+func systemContentText(content json.RawMessage) string {
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text
+	}
+	var blocks []struct{ Type, Text string }
+	json.Unmarshal(content, &blocks)
+	var texts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			texts = append(texts, b.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// eachSection calls f with each member of a sections object, in order:
+// its text, or nil for null. A member of another type is skipped.
+func eachSection(sections json.RawMessage, f func(name string, text *string)) {
+	if len(sections) == 0 || sections[0] != '{' {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(sections))
+	dec.Token() // {
+	for dec.More() {
+		key, err := dec.Token()
+		name, _ := key.(string)
+		var value json.RawMessage
+		if err != nil || dec.Decode(&value) != nil {
+			return
+		}
+		var text string
+		switch {
+		case string(value) == "null":
+			f(name, nil)
+		case json.Unmarshal(value, &text) == nil:
+			f(name, &text)
+		}
+	}
+}
+
+// section is the index of the section named name, or -1.
+func (p *transcriptPrompt) section(name string) int {
+	for i, s := range p.sections {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// tool is the index of the tool named name, or -1.
+func (p *transcriptPrompt) tool(name string) int {
+	for i, t := range p.tools {
+		if t.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// text is the system prompt p gives the model: its content, then each
+// section, apart by an empty line.
+func (p *transcriptPrompt) text() string {
+	var parts []string
+	if content := strings.Join(p.content, "\n\n"); content != "" {
+		parts = append(parts, content)
+	}
+	for _, s := range p.sections {
+		if s.text != "" {
+			parts = append(parts, s.text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// update is the system message that makes p say sections and tools: the
+// sections that differ (null for one that went), the tools added or
+// declared anew (a changed tool is removed and added), at timestamp
+// now; nil when p says them already.
+func (p *transcriptPrompt) update(sections []promptSection, tools []toolDeclaration, now int64) rawMessage {
+	var patch []byte
+	member := func(name string) {
+		if patch == nil {
+			patch = []byte{'{'}
+		} else {
+			patch = append(patch, ',')
+		}
+		patch = append(appendJSONString(patch, name), ':')
+	}
+	for _, s := range sections {
+		if i := p.section(s.name); i < 0 || p.sections[i].text != s.text {
+			member(s.name)
+			patch = appendJSONString(patch, s.text)
+		}
+	}
+	for _, old := range p.sections {
+		if !containsSection(sections, old.name) {
+			member(old.name)
+			patch = append(patch, "null"...)
+		}
+	}
+	var added, removed [][]byte
+	for _, t := range tools {
+		if i := p.tool(t.name); i < 0 || !bytes.Equal(p.tools[i].json, t.json) {
+			added = append(added, t.json)
+		}
+	}
+	current := &transcriptPrompt{tools: tools}
+	for _, old := range p.tools {
+		if i := current.tool(old.name); i < 0 || !bytes.Equal(tools[i].json, old.json) {
+			removed = append(removed, append(appendJSONString([]byte(`{"name":`), old.name), '}'))
+		}
+	}
+	if patch == nil && added == nil && removed == nil {
+		return nil
+	}
+	m := []byte(`{"role":"system","content":""`)
+	if patch != nil {
+		m = append(append(append(m, `,"sections":`...), patch...), '}')
+	}
+	m = fmt.Appendf(m, `,"timestamp":%d`, now)
+	list := func(name string, items [][]byte) {
+		if items != nil {
+			m = append(append(m, `,"`+name+`":[`...), bytes.Join(items, []byte{','})...)
+			m = append(m, ']')
+		}
+	}
+	list("toolsAdded", added)
+	list("toolsRemoved", removed)
+	return rawMessage(append(m, '}'))
+}
+
+// containsSection reports whether sections has one named name.
+func containsSection(sections []promptSection, name string) bool {
+	for _, s := range sections {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// head is p as one system message, as pi 1.6's compaction keeps it
+// (its systemMessage): the whole prompt and every tool, at timestamp
+// now; nil when the conversation had no system message.
+func (p *transcriptPrompt) head(now int64) rawMessage {
+	if !p.found && len(p.tools) == 0 {
+		return nil
+	}
+	m := appendJSONString([]byte(`{"role":"system","content":`), strings.Join(p.content, "\n\n"))
+	if len(p.sections) > 0 {
+		m = append(m, `,"sections":{`...)
+		for i, s := range p.sections {
+			if i > 0 {
+				m = append(m, ',')
+			}
+			m = appendJSONString(append(appendJSONString(m, s.name), ':'), s.text)
+		}
+		m = append(m, '}')
+	}
+	if len(p.tools) > 0 {
+		m = append(m, `,"toolsAdded":[`...)
+		for i, t := range p.tools {
+			if i > 0 {
+				m = append(m, ',')
+			}
+			m = append(m, t.json...)
+		}
+		m = append(m, ']')
+	}
+	return rawMessage(fmt.Appendf(m, `,"timestamp":%d}`, now))
+}
+
+// declarePrompt tells the model, before it is asked, what of the system
+// prompt and the tools the conversation has not told it yet: a system
+// message recorded in the conversation and told as message_start and
+// message_end. It returns that message, or nil when the conversation's
+// system messages say it all already.
+func (s *session) declarePrompt() rawMessage {
+	p := s.conv.prompt()
+	m := p.update(s.promptSections(), declareTools(s.offeredTools()), s.env.clock.Now().UnixMilli())
+	if m == nil {
+		return nil
+	}
+	s.emit("message_start", messageEvent{m})
+	s.conv.appendMessage(m) // recorded before its end is told, as every message
+	s.emit("message_end", messageEvent{m})
+	return m
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// withoutSystem is messages without the system messages, for a test
+// about the conversation's other messages.
+func withoutSystem(messages []any) []any {
+	var out []any
+	for _, m := range messages {
+		if raw, ok := m.(rawMessage); !ok || messageRole(json.RawMessage(raw)) != "system" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestReplayPrompt replays system messages as pi 1.6's
+// getCurrentSystemMessage does: a section set again keeps its place,
+// null takes it out, tools are removed and added by name, a redeclared
+// tool keeps its place; fields of the wrong type are left out.
+func TestReplayPrompt(t *testing.T) {
+	messages := []any{
+		rawMessage(`{"role":"system","content":"Forced.","sections":{"preamble":"P","docs":"<docs>\nD\n</docs>","cwd":"<cwd>\n/a\n</cwd>"},"toolsAdded":[{"name":"read","description":"r","parameters":{}},{"name":"bash","description":"b","parameters":{}}],"timestamp":1}`),
+		&userMessage{Role: "user", Content: textBlocks("hi")},
+		rawMessage(`{"role":"custom","customType":"x","content":"not a prompt"}`),
+		rawMessage(`{"role":"system","content":"","sections":{"docs":null,"cwd":"<cwd>\n/b\n</cwd>","skills":"S","bad":7},"toolsRemoved":[{"name":"read"}],"toolsAdded":[{"name":"bash","description":"b2","parameters":{}},{"name":"edit","description":"e","parameters":{}},{"description":"nameless"}],"timestamp":2}`),
+		rawMessage(`{"role":"system","sections":"not an object","toolsAdded":{"name":"x"},"timestamp":3}`),
+	}
+	p := replayPrompt(messages)
+	if want := "Forced.\n\nP\n\n<cwd>\n/b\n</cwd>\n\nS"; p.text() != want {
+		t.Errorf("text %q, want %q", p.text(), want)
+	}
+	var names []string
+	for _, tool := range p.tools {
+		names = append(names, tool.name+"="+string(tool.json))
+	}
+	if got, want := strings.Join(names, " "), `bash={"name":"bash","description":"b2","parameters":{}} edit={"name":"edit","description":"e","parameters":{}}`; got != want {
+		t.Errorf("tools %s, want %s", got, want)
+	}
+	if !p.found || replayPrompt(messages[1:3]).found {
+		t.Error("found tells a conversation with a system message from one without")
+	}
+}
+
+// TestPromptUpdate: the system message that brings a replayed prompt to
+// the one wanted says only what differs, in pi 1.6's shape; nothing when
+// nothing does.
+func TestPromptUpdate(t *testing.T) {
+	p := replayPrompt([]any{rawMessage(`{"role":"system","content":"","sections":{"preamble":"P","docs":"D","cwd":"C"},"toolsAdded":[{"name":"read","description":"r","parameters":{}},{"name":"bash","description":"b","parameters":{}}],"timestamp":1}`)})
+	read := toolDeclaration{"read", []byte(`{"name":"read","description":"r","parameters":{}}`)}
+	bash := toolDeclaration{"bash", []byte(`{"name":"bash","description":"b","parameters":{}}`)}
+	same := []promptSection{{"preamble", "P"}, {"docs", "D"}, {"cwd", "C"}}
+	if m := p.update(same, []toolDeclaration{read, bash}, 5); m != nil {
+		t.Errorf("unchanged prompt: %s", m)
+	}
+	newBash := toolDeclaration{"bash", []byte(`{"name":"bash","description":"b2","parameters":{}}`)}
+	got := string(p.update([]promptSection{{"preamble", "P"}, {"cwd", "C2"}, {"date", "T"}}, []toolDeclaration{newBash}, 5))
+	want := `{"role":"system","content":"","sections":{"cwd":"C2","date":"T","docs":null},"timestamp":5,` +
+		`"toolsAdded":[{"name":"bash","description":"b2","parameters":{}}],"toolsRemoved":[{"name":"read"},{"name":"bash"}]}`
+	if got != want {
+		t.Errorf("update\n%s\nwant\n%s", got, want)
+	}
+	if got, want := string(p.update(same, []toolDeclaration{read}, 6)), `{"role":"system","content":"","timestamp":6,"toolsRemoved":[{"name":"bash"}]}`; got != want {
+		t.Errorf("tools only: %s, want %s", got, want)
+	}
+	// Applied, the update gives what was wanted.
+	next := replayPrompt([]any{rawMessage(`{"role":"system","content":"","sections":{"preamble":"P","docs":"D","cwd":"C"},"toolsAdded":[{"name":"read","description":"r","parameters":{}},{"name":"bash","description":"b","parameters":{}}],"timestamp":1}`), rawMessage(want)})
+	if next.text() != "P\n\nC2\n\nT" || len(next.tools) != 1 || string(next.tools[0].json) != string(newBash.json) {
+		t.Errorf("replayed after the update: %q %v", next.text(), next.tools)
+	}
+}
+
+// TestSystemMessagesSentAndKept: the model gets, as its one system
+// prompt, what the conversation's system messages add up to; reopening
+// the session and compacting it record no second one, since the prompt
+// and tools did not change: the compaction keeps them whole
+// (systemMessage), and the reopened session replays them from it.
+func TestSystemMessagesSentAndKept(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, `{"text":["One."]}
+{"text":["Summary."]}
+{"text":["Two."]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "kept"})
+	ps.send(`{"id":"p","type":"prompt","message":"first"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.send(`{"id":"c","type":"compact"}`)
+	ps.waitFor(`"id":"c"`)
+	ps.close()
+	fm.mu.Lock()
+	first := fm.requests[0]
+	fm.mu.Unlock()
+	messages, _ := first["messages"].([]any)
+	systems := 0
+	for _, m := range messages {
+		if m.(map[string]any)["role"] == "system" {
+			systems++
+		}
+	}
+	path := filepath.Join(defaultSessionDir(e.agentDir, cwd), "*_kept.jsonl")
+	files, _ := filepath.Glob(path)
+	if len(files) != 1 {
+		t.Fatalf("session files %v", files)
+	}
+	ss, err := loadSessionFile(context.Background(), files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded []any
+	for _, entry := range ss.entries {
+		if entry.role() == "system" {
+			recorded = append(recorded, entry.msg)
+		}
+	}
+	want := replayPrompt(recorded)
+	if systems != 1 || len(recorded) != 1 || systemPromptOf(t, first) != want.text() || !strings.Contains(want.text(), "<cwd>\n"+cwd+"\n</cwd>") {
+		t.Fatalf("%d system messages sent, %d recorded; sent %q, recorded %q", systems, len(recorded), systemPromptOf(t, first), want.text())
+	}
+	if head := compactionSystemMessage(ss.entries[len(ss.entries)-1]); head == nil || !sameText(head, want.text()) {
+		t.Errorf("the compaction kept %s", head)
+	}
+
+	again := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "kept"})
+	again.send(`{"id":"p","type":"prompt","message":"second"}`)
+	again.waitFor(`"type":"agent_settled"`)
+	again.close()
+	if strings.Contains(string(again.out.bytes()), `"role":"system"`) {
+		t.Errorf("the reopened session told a system message:\n%s", again.out.bytes())
+	}
+	if got := systemPromptOf(t, fm.lastRequest()); got != want.text() {
+		t.Errorf("after reopening, the model got\n%s\nwant\n%s", got, want.text())
+	}
+}
+
+// sameText reports whether the system message m alone gives text.
+func sameText(m rawMessage, text string) bool {
+	p := replayPrompt([]any{m})
+	return p.text() == text
+}
