@@ -61,7 +61,8 @@ type cliConfig struct {
 	promptTemplates    []string // --prompt-template: more templates, over --no-prompt-templates
 	name               string
 	systemPrompt       string
-	appendSystemPrompt string
+	systemPromptGiven  bool     // --system-prompt given, "" too (which leaves SYSTEM.md unread)
+	appendSystemPrompt []string // --append-system-prompt, each given (repeatable)
 	noContextFiles     bool
 	noSkills           bool
 	noPromptTemplates  bool
@@ -145,6 +146,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	cfg.served = serveConfig{idleClose: defaultIdleClose, maxConnections: defaultMaxConnections}
 	v := flagValues{cursor: -1, replayBytes: defaultReplayBytes, clientQueue: defaultClientQueue}
 	rest, given, err := parseFlags(args, &cfg, &v)
+	cfg.systemPromptGiven = slices.Contains(given, "system-prompt")
 	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
 	cfg.acp = subcommand == "acp" || v.mode == "acp" // known this far: an error goes out as that mode's
 	cfg.serve = subcommand == "serve"
@@ -325,7 +327,7 @@ func flagTarget(name string, cfg *cliConfig, v *flagValues) any {
 	case "system-prompt":
 		return &cfg.systemPrompt
 	case "append-system-prompt":
-		return &cfg.appendSystemPrompt
+		return (*stringList)(&cfg.appendSystemPrompt)
 	case "no-context-files", "nc":
 		return &cfg.noContextFiles
 	case "no-skills", "ns":
@@ -630,8 +632,9 @@ Flags:
                                 with --fork, the copy's id)
   --fork FILE|ID                start a new session in the cwd as a copy of that one
   -n, --name NAME               session name
-  --system-prompt TEXT          replace the base system prompt
-  --append-system-prompt TEXT   append to the system prompt
+  --system-prompt TEXT          replace the base system prompt: the text, or the file it names
+                                ("": the base text, without SYSTEM.md)
+  --append-system-prompt TEXT   add to the system prompt, repeatable: the text, or the file it names
   -nc, --no-context-files       do not read AGENTS.md / CLAUDE.md
   -ns, --no-skills              no skills
   -np, --no-prompt-templates    no prompt templates

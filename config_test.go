@@ -83,6 +83,7 @@ var flagCorpus = []string{
 	"--version=maybe",
 	"--mode acp --compat pi --api-key k --provider p --models a,b --session-dir d",
 	"--session s --session-id i --fork f --system-prompt x --append-system-prompt y",
+	"--system-prompt= --append-system-prompt a --append-system-prompt= --append-system-prompt b",
 	"--confirm mcp --no-mcp --exclude-tools=bash",
 	"--no-context-files=false --no-skills=0 --no-prompt-templates=1",
 	"  --cwd  /tmp ",

@@ -241,13 +241,13 @@ func withoutBOM(data []byte) string {
 // the project is trusted: approved), else the agent dir's SYSTEM.md, else none
 // (rpi's own text); the same for --append-system-prompt and
 // APPEND_SYSTEM.md. The two are chosen apart, and a file is not combined
-// with the other of its name. A file that cannot be used is named in
-// skipped and the next one is tried.
+// with the other of its name. --system-prompt "" is none, without
+// SYSTEM.md; the --append-system-prompt values (each promptFlagText,
+// those given as "" left out) are joined with a blank line between, as pi
+// joins them, in place of APPEND_SYSTEM.md. A file that cannot be used is
+// named in skipped and the next one is tried.
 func systemPromptFiles(cfg cliConfig, agentDir, cwd string, approved bool, skipped *[]string) (system, appendix string) {
-	pick := func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
+	pick := func(name string) string {
 		var paths []string
 		if approved {
 			paths = append(paths, filepath.Join(cwd, ".pi", name))
@@ -265,7 +265,41 @@ func systemPromptFiles(cfg cliConfig, agentDir, cwd string, approved bool, skipp
 		}
 		return ""
 	}
-	return pick(cfg.systemPrompt, "SYSTEM.md"), pick(cfg.appendSystemPrompt, "APPEND_SYSTEM.md")
+	if cfg.systemPromptGiven && cfg.systemPrompt != "" {
+		system = promptFlagText("--system-prompt", cfg.systemPrompt, cfg.cwd, skipped)
+	} else if !cfg.systemPromptGiven {
+		system = pick("SYSTEM.md")
+	}
+	if len(cfg.appendSystemPrompt) == 0 {
+		return system, pick("APPEND_SYSTEM.md")
+	}
+	var parts []string
+	for _, value := range cfg.appendSystemPrompt {
+		if value != "" {
+			parts = append(parts, promptFlagText("--append-system-prompt", value, cfg.cwd, skipped))
+		}
+	}
+	return system, strings.Join(parts, "\n\n")
+}
+
+// promptFlagText is what --system-prompt or --append-system-prompt
+// (flag) adds with value, as pi 1.6 reads them: the text of the file it
+// names when there is one (taken from base, the command line's --cwd,
+// when relative; up to maxResourceBytes), else value itself. A file that
+// is there but cannot be read (a folder, one too large) is named in
+// skipped, and value is taken as text, as pi takes it. The file is the
+// user's, from the command line: no project trust is asked.
+func promptFlagText(flag, value, base string, skipped *[]string) string {
+	path := resolvePath(base, value)
+	if _, err := os.Stat(path); err != nil {
+		return value // no such file (or no path at all: a prompt's text)
+	}
+	data, err := readRegularFile(path, maxResourceBytes)
+	if err != nil {
+		*skipped = append(*skipped, fmt.Sprintf("%s file %s; the value is taken as text", flag, resourceError(path, err)))
+		return value
+	}
+	return withoutBOM(data)
 }
 
 // resourceError says why a resource file was skipped.

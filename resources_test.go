@@ -506,15 +506,22 @@ func TestContextFileNames(t *testing.T) {
 // --approve the project's .pi/ one in its place (the two are not
 // combined); --system-prompt and --append-system-prompt stand in for the
 // file of their kind, each without touching the other; a file that is no
-// regular file is skipped with a warning.
+// regular file is skipped with a warning. Each flag's value is a file's
+// text when it names one (from --cwd), else the text itself; one naming
+// a folder is taken as text, with a warning; --append-system-prompt
+// repeats, its values joined with a blank line, "" left out (alone: no
+// APPEND_SYSTEM.md); --system-prompt "" is rpi's base text without
+// SYSTEM.md.
 func TestSystemPromptFiles(t *testing.T) {
 	endToEnd(t)
 	write := func(path, text string) { writeTestFile(t, path, text) }
-	promptOf := func(project bool, settings string, args ...string) (string, []byte) {
+	promptOf := func(project bool, settings string, args ...string) (string, []byte, string) {
 		e, cwd := newTestEnv(t), t.TempDir()
 		write(filepath.Join(e.agentDir, "SYSTEM.md"), "User system.")
 		write(filepath.Join(e.agentDir, "APPEND_SYSTEM.md"), "User addition.")
 		write(filepath.Join(cwd, "AGENTS.md"), "Project rules.")
+		write(filepath.Join(cwd, "prompts", "system.md"), "\ufeffFile system.")
+		write(filepath.Join(cwd, "prompts", "addition.md"), "File addition.")
 		if project {
 			write(filepath.Join(cwd, ".pi", "SYSTEM.md"), "Project system.")
 			write(filepath.Join(cwd, ".pi", "APPEND_SYSTEM.md"), "Project addition.")
@@ -529,13 +536,13 @@ func TestSystemPromptFiles(t *testing.T) {
 		ps.send(`{"type":"prompt","message":"go"}`)
 		ps.waitFor(`"type":"agent_settled"`)
 		ps.close()
-		return systemPromptOf(t, fm.lastRequest()), ps.out.bytes()
+		return systemPromptOf(t, fm.lastRequest()), ps.out.bytes(), cwd
 	}
 	for _, c := range []struct {
 		project  bool
 		settings string // the user's settings.json
 		args     []string
-		start    string // the prompt starts with it, then the context files
+		start    string // the prompt starts with it, then the context files ("": rpi's base text)
 		notice   string // a warning sent
 	}{
 		{true, "", nil, "User system.\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", "Skipped project resources in .pi/ (SYSTEM.md, APPEND_SYSTEM.md)"},
@@ -544,13 +551,56 @@ func TestSystemPromptFiles(t *testing.T) {
 		{false, "", []string{"--approve"}, "User system.\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", "Skipped system prompt file "},
 		{true, "", []string{"--approve", "--system-prompt", "Flag system."}, "Flag system.\n\n<addendum>\nProject addition.\n</addendum>\n\n<project_context>", ""},
 		{true, "", []string{"--append-system-prompt", "Flag addition."}, "User system.\n\n<addendum>\nFlag addition.\n</addendum>\n\n<project_context>", ""},
+		{true, "", []string{"--system-prompt", "prompts/system.md"}, "File system.\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", ""},
+		{true, "", []string{"--system-prompt", "prompts"}, "prompts\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>",
+			"Skipped --system-prompt file $CWD/prompts: it is a directory; the value is taken as text"},
+		{true, "", []string{"--system-prompt", "prompts/none.md"}, "prompts/none.md\n\n<addendum>\nUser addition.\n</addendum>\n\n<project_context>", ""},
+		{true, "", []string{"--system-prompt", ""}, "", ""},
+		{true, "", []string{"--append-system-prompt", "prompts/addition.md", "--append-system-prompt", "", "--append-system-prompt", "Flag addition."},
+			"User system.\n\n<addendum>\nFile addition.\n\nFlag addition.\n</addendum>\n\n<project_context>", ""},
+		{true, "", []string{"--append-system-prompt", ""}, "User system.\n\n<project_context>", ""},
 	} {
-		prompt, out := promptOf(c.project, c.settings, c.args...)
-		if !strings.HasPrefix(prompt, c.start) || !strings.Contains(prompt, "Project rules.") {
+		prompt, out, cwd := promptOf(c.project, c.settings, c.args...)
+		if c.start == "" { // rpi's base text, not SYSTEM.md's
+			if strings.Contains(prompt, "User system.") || !strings.Contains(prompt, "<addendum>\nUser addition.\n</addendum>\n\n<project_context>") {
+				t.Errorf("%q: the system prompt:\n%s\nwant rpi's base text and APPEND_SYSTEM.md", c.args, prompt)
+			}
+		} else if !strings.HasPrefix(prompt, c.start) {
 			t.Errorf("project files %v, %q: the system prompt:\n%s\nwant it to start %q", c.project, c.args, prompt, c.start)
 		}
-		if c.notice != "" && !bytes.Contains(out, []byte(c.notice)) {
-			t.Errorf("project files %v, %q: no notice %q in:\n%s", c.project, c.args, c.notice, out)
+		if !strings.Contains(prompt, "Project rules.") {
+			t.Errorf("project files %v, %q: no context file in the system prompt:\n%s", c.project, c.args, prompt)
+		}
+		if notice := strings.ReplaceAll(c.notice, "$CWD", cwd); notice != "" && !bytes.Contains(out, []byte(notice)) {
+			t.Errorf("project files %v, %q: no notice %q in:\n%s", c.project, c.args, notice, out)
+		}
+	}
+}
+
+// TestPromptFlagText: a --system-prompt or --append-system-prompt value
+// is the text of the file it names, relative to --cwd or not, without a
+// byte order mark; one naming nothing (or no path at all) is the text
+// itself; one naming a file rpi does not read (a folder, one over the 1
+// MiB of resource files) is the text too, with a warning.
+func TestPromptFlagText(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "p.md"), "\ufeffFrom a file.")
+	writeTestFile(t, filepath.Join(dir, "big.md"), strings.Repeat("x", maxResourceBytes+1))
+	for _, c := range []struct {
+		value, want, warning string
+	}{
+		{"p.md", "From a file.", ""},
+		{filepath.Join(dir, "p.md"), "From a file.", ""},
+		{"Be terse.", "Be terse.", ""},
+		{"none.md", "none.md", ""},
+		{strings.Repeat("long text ", 1000), strings.Repeat("long text ", 1000), ""},
+		{".", ".", "--append-system-prompt file " + dir + ": it is a directory; the value is taken as text"},
+		{"big.md", "big.md", "--append-system-prompt file " + filepath.Join(dir, "big.md") + ": it is larger than 1.0MB; the value is taken as text"},
+	} {
+		var skipped []string
+		got := promptFlagText("--append-system-prompt", c.value, dir, &skipped)
+		if got != c.want || strings.Join(skipped, "") != c.warning {
+			t.Errorf("%.40q: %.40q, warnings %q; want %.40q, %q", c.value, got, skipped, c.want, c.warning)
 		}
 	}
 }
