@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -69,8 +70,30 @@ type acpCreateTerminal struct {
 	SessionID       string   `json:"sessionId"`
 	Command         string   `json:"command"`
 	Args            []string `json:"args"`
+	Env             []acpEnv `json:"env"`
 	Cwd             string   `json:"cwd"`
 	OutputByteLimit int      `json:"outputByteLimit"`
+}
+
+// acpEnv is a variable terminal/create sets in the command's environment
+// (the schema's EnvVariable), over the editor's own.
+type acpEnv struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// acpTerminalEnv is what the model's command in the editor's terminal gets
+// of rpi's environment: the agent markers and the session's variables as
+// they are now (sessionValues), as its bash in rpi gets them. Nothing else
+// of rpi's is sent (the editor's environment is the command's): neither a
+// provider's key nor anything rpi inherited.
+func acpTerminalEnv(s *session) []acpEnv {
+	var env []acpEnv
+	for _, kv := range append(slices.Clone(agentMarkers), s.sessionValues()...) {
+		name, value, _ := strings.Cut(kv, "=")
+		env = append(env, acpEnv{name, value})
+	}
+	return env
 }
 
 // acpTerminalParams are the params of the other terminal/* requests.
@@ -209,7 +232,7 @@ func (r acpTerminals) runCommand(ctx context.Context, c commandCall) (commandEnd
 // and released.
 func (r acpTerminals) create(ctx context.Context, c commandCall) (string, error) {
 	as := r.as
-	params := acpCreateTerminal{SessionID: as.id, Command: "bash", Args: []string{"-c", c.command}, Cwd: c.cwd, OutputByteLimit: c.keep}
+	params := acpCreateTerminal{SessionID: as.id, Command: "bash", Args: []string{"-c", c.command}, Env: acpTerminalEnv(as.s), Cwd: c.cwd, OutputByteLimit: c.keep}
 	type created struct {
 		id  string
 		err error

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -620,5 +622,73 @@ func TestACPEditorTerminalBehindTheGate(t *testing.T) {
 	}
 	if slices.Contains(terminalRequests(c), "terminal/create echo three > three.txt") {
 		t.Error("the third call ran in the editor")
+	}
+}
+
+// TestACPEditorTerminalSessionEnv: the model's bash in the editor's
+// terminal, run here for real by the client as an editor runs it (the
+// editor's environment, terminal/create's env over it), prints the
+// session's variables as the model's bash in rpi prints them, in place of
+// the editor's own; terminal/create's env holds those and the agent
+// markers only: neither rpi's provider key nor anything it inherited.
+func TestACPEditorTerminalSessionEnv(t *testing.T) {
+	endToEnd(t)
+	const script = `env | grep -E '^(AI_AGENT|PI_CODING_AGENT=|PI_SESSION|PI_PROVIDER|PI_MODEL|PI_REASONING|OPENAI)' | sort`
+	e := newTestEnv(t)
+	e.vars["OPENAI_API_KEY"] = "sk-never-sent"
+	e.vars["PI_SESSION_ID"] = "inherited-by-rpi"
+	startFakeModel(t, apiOpenAI, bashCalls(commands(script), "done"), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	var mu sync.Mutex
+	var sent []acpEnv
+	var output string
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch method {
+		case "terminal/create":
+			var p acpCreateTerminal
+			json.Unmarshal(params, &p)
+			sent = p.Env
+			cmd := exec.Command(p.Command, p.Args...)
+			cmd.Dir = p.Cwd
+			cmd.Env = append(withoutVariables(os.Environ(), hiddenVars), "PI_SESSION_ID=the-editors", "AI_AGENT=editor")
+			for _, v := range p.Env {
+				cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("the command: %v\n%s", err, out)
+			}
+			output = string(out)
+			return map[string]string{"terminalId": "t1"}, nil
+		case "terminal/wait_for_exit":
+			return map[string]any{"exitCode": 0}, nil
+		case "terminal/output":
+			return map[string]any{"output": output, "truncated": false}, nil
+		}
+		return map[string]any{}, nil
+	}
+	sid := openEditorShell(t, c, t.TempDir())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*_"+sid+".jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("the session's files: %v", files)
+	}
+	want := "AI_AGENT=rpi\nPI_CODING_AGENT=true\nPI_MODEL=fake-model\nPI_PROVIDER=fake\nPI_REASONING_LEVEL=medium\n" +
+		"PI_SESSION_FILE=" + files[0] + "\nPI_SESSION_ID=" + sid + "\n"
+	if _, text, _ := cardEnd(c, "c1"); text != want {
+		t.Errorf("the command printed\n%s\nwant\n%s", text, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var names []string
+	for _, v := range sent {
+		names = append(names, v.Name)
+	}
+	if got := strings.Join(names, " "); got != "AI_AGENT PI_CODING_AGENT PI_SESSION_ID PI_SESSION_FILE PI_PROVIDER PI_MODEL PI_REASONING_LEVEL" {
+		t.Errorf("terminal/create's env names %s", got)
 	}
 }

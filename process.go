@@ -288,7 +288,9 @@ func (d processOutputData) appendJSON(buf []byte) []byte {
 
 // spawn starts a background process. announce runs once it is
 // registered and process_started is out, while no output event can be
-// written yet, so whatever announce writes comes next.
+// written yet, so whatever announce writes comes next. The model's
+// processes (ownerID "tool:…") start in sessionEnv, computed now, the
+// client's in childEnv (the agent markers alone); spec.Env changes either.
 func (s *session) spawn(spec processSpec, ownerID string, announce func(processInfo)) (*process, error) {
 	if s.closing.Load() {
 		return nil, errSessionClosed
@@ -306,7 +308,11 @@ func (s *session) spawn(spec processSpec, ownerID string, announce func(processI
 	}()
 	cmd := s.command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Cwd
-	cmd.Env = overrideEnv(s.set.childEnv, spec.Env)
+	env := s.set.childEnv
+	if strings.HasPrefix(ownerID, "tool:") {
+		env = s.sessionEnv() // the model's: the session as it is now, as its bash gets it
+	}
+	cmd.Env = overrideEnv(env, spec.Env)
 	started := make(chan struct{})
 	close(started)
 	now := s.env.clock.Now()

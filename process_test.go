@@ -1509,3 +1509,69 @@ func TestEndedProcessHoldsNoArguments(t *testing.T) {
 	}
 	sp.stop()
 }
+
+// TestProcessToolSessionEnv: a process the model starts with its process
+// tool learns the session from its environment as the model's bash does
+// (PI_SESSION_ID, PI_SESSION_FILE, PI_PROVIDER, PI_MODEL and
+// PI_REASONING_LEVEL as they are when it starts, in place of those rpi
+// inherited, beside the agent markers); one the client starts
+// (process_spawn) gets the markers and the variables as rpi inherited
+// them. The model's processes started in rpi's own environment.
+func TestProcessToolSessionEnv(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	e.vars["PI_SESSION_ID"] = "inherited-from-a-parent"
+	e.vars["PI_REASONING_LEVEL"] = "inherited"
+	cwd := t.TempDir()
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwd, "--model", "faux/faux-1"}, e.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.shutdown(false) })
+	const script = `env | grep -E '^(AI_AGENT|PI_CODING_AGENT=|PI_SESSION|PI_PROVIDER|PI_MODEL|PI_REASONING)' | sort`
+	// output waits for the process the process tool's answer names, and
+	// gives what it printed.
+	output := func(answer string) string {
+		t.Helper()
+		var info processInfo
+		if err := json.Unmarshal([]byte(answer), &info); err != nil || info.ID == "" {
+			t.Fatalf("spawn: %s", answer)
+		}
+		callTool(t, s, "process", `{"action":"wait","processId":"`+info.ID+`","timeoutMs":10000}`)
+		logs, _ := callTool(t, s, "process", `{"action":"logs","processId":"`+info.ID+`"}`)
+		var got struct{ Text string }
+		json.Unmarshal([]byte(logs), &got)
+		return got.Text
+	}
+	spec, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}, "cwd": cwd})
+	model := output(callToolText(t, s, "process", `{"action":"spawn","spec":`+string(spec)+`}`))
+	bash, _ := callTool(t, s, "bash", `{"command":`+quote(script)+`}`)
+	info := s.conv.info()
+	want := "AI_AGENT=rpi\nPI_CODING_AGENT=true\nPI_MODEL=faux-1\nPI_PROVIDER=faux\nPI_REASONING_LEVEL=off\n" +
+		"PI_SESSION_FILE=" + info.path + "\nPI_SESSION_ID=" + info.id + "\n"
+	if model != want || bash != want {
+		t.Errorf("the model's process printed\n%s\nits bash\n%s\nwant\n%s", model, bash, want)
+	}
+	p, err := s.spawn(processSpec{Argv: []string{"sh", "-c", script}, Cwd: cwd, OutputBytes: defaultOutputBytes}, "client", func(processInfo) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := json.Marshal(p.info())
+	if got, want := output(string(answer)), "AI_AGENT=rpi\nPI_CODING_AGENT=true\nPI_REASONING_LEVEL=inherited\nPI_SESSION_ID=inherited-from-a-parent\n"; got != want {
+		t.Errorf("the client's process printed\n%s\nwant\n%s", got, want)
+	}
+}
+
+// callToolText is callTool's text, the test failing when the call did.
+func callToolText(t *testing.T, s *rpcServer, name, args string) string {
+	t.Helper()
+	text, isError := callTool(t, s, name, args)
+	if isError {
+		t.Fatalf("%s %s: %s", name, args, text)
+	}
+	return text
+}

@@ -659,8 +659,11 @@ func withoutVariables(environ []string, names []string) []string {
 // (AI_AGENT=pi there): AI_AGENT=rpi, and PI_CODING_AGENT=true (by which
 // a child knows it runs inside pi), in place of any rpi inherited.
 func withAgentMarkers(environ []string) []string {
-	return append(withoutVariables(environ, []string{"AI_AGENT", "PI_CODING_AGENT"}), "AI_AGENT=rpi", "PI_CODING_AGENT=true")
+	return append(withoutVariables(environ, []string{"AI_AGENT", "PI_CODING_AGENT"}), agentMarkers...)
 }
+
+// agentMarkers are the two variables withAgentMarkers sets, as NAME=value.
+var agentMarkers = []string{"AI_AGENT=rpi", "PI_CODING_AGENT=true"}
 
 // hostUserSettings is the user's settings.json in the agent directory dir
 // and its path, read once for what the host takes of it (sessionDir,

@@ -419,20 +419,27 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 // level in force.
 var sessionVariables = []string{"PI_SESSION_ID", "PI_SESSION_FILE", "PI_PROVIDER", "PI_MODEL", "PI_REASONING_LEVEL"}
 
-// sessionEnv is the environment of the model's bash commands: childEnv
-// with sessionVariables as they are when the command starts, in place
-// of any rpi inherited (a pi or rpi that started this one). A value with
-// a NUL (a session file's id, a models.json id) is left out: no
-// environment can hold it, and with it no command would start.
+// sessionEnv is the environment of the model's bash commands and of the
+// processes its process tool starts: childEnv with sessionValues in place
+// of any rpi inherited (a pi or rpi that started this one).
 func (s *session) sessionEnv() []string {
+	return append(withoutVariables(s.set.childEnv, sessionVariables), s.sessionValues()...)
+}
+
+// sessionValues are sessionVariables as they are now, as NAME=value: what
+// the model's commands get wherever they run (rpi's own shell and
+// processes, sessionEnv; the editor's terminal, acpTerminals.create). A
+// value with a NUL (a session file's id, a models.json id) is left out: no
+// environment can hold it, and with it no command would start.
+func (s *session) sessionValues() []string {
 	info := s.conv.info()
 	s.mu.Lock()
 	m, level := s.model, s.effectiveThinking()
 	s.mu.Unlock()
-	env := withoutVariables(s.set.childEnv, sessionVariables)
+	var values []string
 	add := func(name, value string) {
 		if !strings.ContainsRune(value, 0) {
-			env = append(env, name+"="+value)
+			values = append(values, name+"="+value)
 		}
 	}
 	add("PI_SESSION_ID", info.id)
@@ -444,7 +451,7 @@ func (s *session) sessionEnv() []string {
 		add("PI_MODEL", m.ID)
 	}
 	add("PI_REASONING_LEVEL", level)
-	return env
+	return values
 }
 
 // runShell runs command with the shell in the session cwd and the
