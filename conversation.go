@@ -687,7 +687,10 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 		ss.lock.Close()
 	}
 	ss.lock = lock
+	claim := ss.claim // the file is there and held: the id needs no claim now
+	ss.claim = nil
 	c.lockMu.Unlock()
+	claim.release()
 	return nil
 }
 
@@ -758,6 +761,7 @@ func (c *conversation) unlockRetired() {
 	c.mu.Lock()
 	c.lockMu.Lock()
 	var locks []*os.File
+	var claims []*sessionClaim
 	c.retired = slices.DeleteFunc(c.retired, func(ss *sessionFile) bool {
 		if !c.closed && slices.ContainsFunc(c.queue, func(w fileWrite) bool { return w.ss == ss }) {
 			return false
@@ -766,12 +770,19 @@ func (c *conversation) unlockRetired() {
 			locks = append(locks, ss.lock)
 			ss.lock = nil
 		}
+		if ss.claim != nil {
+			claims = append(claims, ss.claim)
+			ss.claim = nil
+		}
 		return true
 	})
 	c.lockMu.Unlock()
 	c.mu.Unlock()
 	for _, f := range locks {
 		f.Close()
+	}
+	for _, claim := range claims {
+		claim.release()
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // created there), the cwd's session with id o.id, a copy of o.forkFrom,
 // or a new file in --session-dir or pi's folder for the cwd, which must be
 // writable (nothing is created until the first message).
-func (s *session) openConversation(o sessionOptions) (*conversation, error) {
+func (s *session) openConversation(o sessionOptions) (_ *conversation, err error) {
 	s.env.trace.phase("tools, model")
 	defer s.env.trace.phase("session")
 	cfg, cwd := s.set.cfg, s.set.cwd
@@ -78,8 +78,21 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 		if cfg.sessionDir != "" {
 			shared = cwd
 		}
+		var claim *sessionClaim // the id's, held by the new session until its file is (claimSessionID)
+		if o.id != "" {
+			if claim, err = claimSessionID(s.ctx, s.dir, o.id, cwd, shared != "", s.lockWait()); err != nil {
+				return nil, err
+			}
+			defer func() {
+				if err != nil { // the session does not open: nobody else lets go of it
+					claim.release()
+				}
+			}()
+		}
 		if o.id != "" && o.forkFrom == "" {
 			if found := sessionFileWithID(s.dir, o.id, shared); found != "" {
+				claim.release()
+				claim = nil
 				loaded, err := openSessionFile(s.ctx, found, s.lockWait())
 				if err != nil {
 					return nil, err
@@ -90,6 +103,7 @@ func (s *session) openConversation(o sessionOptions) (*conversation, error) {
 			}
 		}
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
+		ss.claim = claim // not shared yet: no lockMu needed
 		if o.forkFrom != "" {
 			if o.id != "" && sessionFileWithID(s.dir, o.id, shared) != "" {
 				return nil, fmt.Errorf("Session already exists with id '%s'", o.id)

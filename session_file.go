@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -228,6 +229,10 @@ type sessionFile struct {
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
+	// claim is a new session's hold on the id the user gave it
+	// (claimSessionID) until its file exists and is held; guarded by
+	// lockMu as lock is.
+	claim *sessionClaim
 	// sameFileAs is the current session whose file this one was loaded
 	// from (switch_session to it): it takes that one's hold over.
 	sameFileAs *sessionFile
@@ -1167,6 +1172,114 @@ func (ss *sessionFile) unlock() {
 	if ss.lock != nil {
 		ss.lock.Close()
 		ss.lock = nil
+	}
+	ss.claim.release()
+	ss.claim = nil
+}
+
+// ---- A new session's id ----
+
+// Two rpis given one --session-id at once would each find no file with
+// that id and each start a session with it, in two files (their names
+// hold the time each started). So a new session with an id the user gave
+// claims the id before it looks for the file: an advisory lock, as on a
+// session file, on ".ID.claim" in the session folder (".ID.HASH.claim" in
+// a --session-dir, HASH the cwd's: the same id is another session in
+// another project there). It holds the claim until its file exists and
+// is held (with its first message, as ever: the file is still written
+// lazily), or until it stops being current; then it removes the claim's
+// file, and the folders it made for it that are still empty. Another rpi
+// claiming the id waits for it as for a held file (sessionLockWait), then
+// looks for the file: it finds the first one's, or starts the session
+// itself when the first ended without writing one; still claimed, it is
+// refused.
+
+// sessionClaim is a held claim on a session id.
+type sessionClaim struct {
+	f    *os.File
+	dir  string // the session folder the claim's file is in
+	made string // the top folder made for it ("" when none was)
+}
+
+// claimSessionID claims id in dir (see above) for a new session in cwd,
+// shared when dir is a --session-dir, waiting up to wait (or until ctx
+// ends) while another rpi has it.
+func claimSessionID(ctx context.Context, dir, id, cwd string, shared bool, wait time.Duration) (*sessionClaim, error) {
+	name := "." + id
+	if shared {
+		sum := sha256.Sum256([]byte(cwd))
+		name += "." + hex.EncodeToString(sum[:8])
+	}
+	path := filepath.Join(dir, name+".claim")
+	deadline := time.Now().Add(wait)
+	c := &sessionClaim{dir: dir}
+	for {
+		f, err := openRegular(path, os.O_RDONLY|os.O_CREATE, 0o600)
+		if errors.Is(err, os.ErrNotExist) { // no folder yet, or one just removed
+			made := firstMissing(dir)
+			if err = os.MkdirAll(dir, 0o755); err == nil {
+				if c.made == "" {
+					c.made = made
+				}
+				continue
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Cannot claim session id '%s' in %s: %v", id, dir, unwrapPathError(err))
+		}
+		ok, err := tryLock(f)
+		switch {
+		case err != nil:
+			f.Close()
+			return nil, fmt.Errorf("Cannot claim session id '%s' in %s: %v", id, dir, err)
+		case ok && holdsFile(f, path):
+			c.f = f
+			return c, nil
+		case ok || !holdsFile(f, path): // removed by the one that let go of it: made again next
+			f.Close()
+			continue
+		case !time.Now().Before(deadline):
+			f.Close()
+			return nil, fmt.Errorf("Session id '%s' is being started by another rpi process, which has not written its file yet "+
+				"and did not let go of the id within %v. End that process (or wait for its first message) and try again.", id, wait)
+		}
+		f.Close()
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Stopped waiting for session id '%s', which another rpi process is starting: the session is closing", id)
+		}
+	}
+}
+
+// firstMissing is the topmost folder of dir's path that does not exist
+// ("" when dir does).
+func firstMissing(dir string) string {
+	missing := ""
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			return missing
+		}
+		missing = d
+	}
+}
+
+// release lets go of the claim (nil: none): its file is removed while it
+// is held, so whoever waits for it finds it gone and makes a new one, and
+// so are the folders made for it, when nothing else is in them.
+func (c *sessionClaim) release() {
+	if c == nil {
+		return
+	}
+	os.Remove(c.f.Name())
+	c.f.Close()
+	if c.made == "" {
+		return
+	}
+	for d := c.dir; ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == c.made || filepath.Dir(d) == d {
+			return
+		}
 	}
 }
 

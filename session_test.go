@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -1176,4 +1177,123 @@ func TestOpenEntriesFailedAppendKeepsTheFile(t *testing.T) {
 		t.Errorf("after the answer, the file:\n%s", data)
 	}
 	c.close()
+}
+
+// TestSessionIDClaimedByTwoRPIs starts two rpi processes with one
+// --session-id in one session folder, the second while the first has
+// written nothing yet (a session's file comes with its first message):
+// the second waits for the id as for a held file, then is refused with
+// an init error, and neither made a file of its own. Before, each found
+// no file and started a session with that id, and two files had it.
+// Once the first has its file and has ended, a third opens that session.
+// A folder made only for the claim is gone when nothing was written.
+func TestSessionIDClaimedByTwoRPIs(t *testing.T) {
+	endToEnd(t)
+	cwd, dir := t.TempDir(), filepath.Join(t.TempDir(), "sessions")
+	args := []string{"rpc", "--cwd", cwd, "--session-dir", dir, "--session-id", "shared-id", "--model", "faux/faux-1"}
+	first := startRPIWith(t, withEnv("PI_FAUX_RESPONSE=Hello"), args...)
+	if rec := first.next(t); rec["type"] != "session_started" {
+		t.Fatalf("the first rpi: %v", rec)
+	}
+	second := startRPI(t, args...)
+	second.stdin.Close()
+	want := `{"type":"response","command":"init","success":false,"error":"Session id 'shared-id' is being started by another rpi process, ` +
+		`which has not written its file yet and did not let go of the id within 5s. End that process (or wait for its first message) and try again."}` + "\n"
+	if code, out := second.exit(t); code == 0 || out != want {
+		t.Errorf("the second rpi: exit %d, %s", code, out)
+	}
+	first.send(t, `{"id":"p","type":"prompt","message":"Hi"}`+"\n")
+	first.until(t, "agent_settled", "")
+	first.send(t, `{"id":"s","type":"get_state"}`+"\n")
+	file := first.until(t, "response", "s")["data"].(map[string]any)["sessionFile"].(string)
+	first.stdin.Close()
+	first.exit(t)
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || filepath.Join(dir, entries[0].Name()) != file {
+		t.Errorf("the session folder holds %v, want only %s", entries, file)
+	}
+	third := startRPI(t, args...)
+	third.next(t)
+	third.send(t, `{"id":"s","type":"get_state"}`+"\n")
+	if got := third.until(t, "response", "s")["data"].(map[string]any)["sessionFile"]; got != file {
+		t.Errorf("the third rpi opened %v, want %s", got, file)
+	}
+	third.stdin.Close()
+	third.exit(t)
+
+	unused := filepath.Join(t.TempDir(), "a", "b")
+	p := startRPI(t, "rpc", "--cwd", cwd, "--session-dir", unused, "--session-id", "never-written")
+	p.next(t)
+	p.stdin.Close()
+	p.exit(t)
+	if _, err := os.Stat(filepath.Dir(unused)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the folders made for a claim of a session never written are there: %v", err)
+	}
+}
+
+// TestSessionIDClaimedAtOnce runs two rpis (in one process: their locks
+// are on separate open files, as between processes) with one --session-id
+// at the same moment: whichever claims the id first starts the session,
+// and the other, once it has waited, is refused with an init error.
+func TestSessionIDClaimedAtOnce(t *testing.T) {
+	e := newTestEnv(t)
+	e.lockWait = 200 * time.Millisecond
+	cwd := t.TempDir()
+	var ins [2]*io.PipeWriter
+	var outs [2]*watchedOutput
+	ended := make(chan int, 2)
+	codes := [2]int{}
+	for i := range 2 {
+		pr, pw := io.Pipe()
+		ins[i], outs[i] = pw, newWatchedOutput()
+		go func() {
+			codes[i] = runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "at-once"}, pr, outs[i])
+			ended <- i
+		}()
+	}
+	// Without the claim both start, and run until their stdin ends.
+	bothStarted, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			started := 0
+			var changed [2]chan struct{}
+			for i, o := range outs {
+				o.mu.Lock()
+				if bytes.Contains(o.buf.Bytes(), []byte(`"type":"session_started"`)) {
+					started++
+				}
+				changed[i] = o.changed
+				o.mu.Unlock()
+			}
+			if started == 2 {
+				close(bothStarted)
+				return
+			}
+			select {
+			case <-changed[0]:
+			case <-changed[1]:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var lost int
+	select {
+	case lost = <-ended: // the winner runs until its stdin ends
+	case <-bothStarted:
+		ins[0].Close()
+		ins[1].Close()
+		<-ended
+		<-ended
+		t.Fatalf("both started session at-once:\n%s\n%s", outs[0].bytes(), outs[1].bytes())
+	}
+	won := 1 - lost
+	ins[won].Close()
+	<-ended
+	if want := "Session id 'at-once' is being started by another rpi process"; codes[lost] == 0 || !strings.Contains(string(outs[lost].bytes()), want) {
+		t.Errorf("the rpi that lost: exit %d, %s", codes[lost], outs[lost].bytes())
+	}
+	if codes[won] != 0 || !strings.Contains(string(outs[won].bytes()), `"type":"session_started"`) {
+		t.Errorf("the rpi that won: exit %d, %s", codes[won], outs[won].bytes())
+	}
 }
