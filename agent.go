@@ -698,14 +698,16 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	req := streamRequest{model: m, system: prompt.text(), messages: messages,
 		tools: s.offeredTools(), thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages}
+	began := s.env.clock.Now()
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
-		StopReason: "stop", Timestamp: s.env.clock.Now().UnixMilli()}
+		StopReason: "stop", Timestamp: began.UnixMilli(), answerMeta: &answerMeta{}}
 	s.status("thinking")
 	started := false
 	start := func() {
 		started = true
 		empty := *msg
 		empty.StopReason = "pending" // pi's partial answer
+		empty.answerMeta = nil       // what is known of the response comes with its end
 		s.emit("message_start", messageEvent{&empty})
 	}
 	s.startCacheWarm(req)
@@ -728,6 +730,10 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 		}
 		computeCost(&msg.Usage, m)
 	}
+	// As pi 1.6: how long the response took (from the request, on the
+	// monotonic clock) and the thinking level asked for.
+	took := s.env.clock.Now().Sub(began).Milliseconds()
+	msg.DurationMs, msg.ThinkingLevel = &took, thinking
 	run.mu.Lock()
 	run.retryAfter = wait
 	run.mu.Unlock()
@@ -882,9 +888,10 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		default:
 			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr, run.model.imageLimits())
 		}
-		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, s.env.clock.Now().Sub(began).Milliseconds()})
+		took := s.env.clock.Now().Sub(began).Milliseconds()
+		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, took})
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
-			Details: res.Details, IsError: isError, Timestamp: s.env.clock.Now().UnixMilli()}
+			Details: res.Details, IsError: isError, DurationMs: &took, Timestamp: s.env.clock.Now().UnixMilli()}
 		s.emit("message_start", messageEvent{msg})
 		s.conv.appendMessage(msg)
 		s.emit("message_end", messageEvent{msg})

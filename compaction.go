@@ -59,9 +59,31 @@ type summaryRetryAttemptStart struct {
 }
 
 // estimateTokens guesses a message's size in tokens: 4 bytes each of its
-// JSON (messageJSONSize, which does not make it).
+// JSON (contextSize).
 func estimateTokens(m any) int {
-	return messageJSONSize(m) / 4
+	return contextSize(m) / 4
+}
+
+// contextSize is the bytes of m's JSON (messageJSONSize, which does not
+// make it) but for what the model is never sent of it: an answer's
+// response details (answerMeta) and a tool result's durationMs, whose
+// digits go with the clock.
+func contextSize(m any) int {
+	switch v := m.(type) {
+	case *assistantMessage:
+		if v.answerMeta != nil {
+			light := *v
+			light.answerMeta = nil
+			m = &light
+		}
+	case *toolResultMessage:
+		if v.DurationMs != nil {
+			light := *v
+			light.DurationMs = nil
+			m = &light
+		}
+	}
+	return messageJSONSize(m)
 }
 
 // contextTokens is how full the context is: the last answer's reported

@@ -26,6 +26,10 @@ func recordKind(rec map[string]json.RawMessage) string {
 		var ev struct{ Type string }
 		json.Unmarshal(rec["assistantMessageEvent"], &ev)
 		return "message_update/" + ev.Type
+	case "message_start", "message_end":
+		var m struct{ Role string }
+		json.Unmarshal(rec["message"], &m)
+		return typ + "/" + m.Role
 	}
 	return typ
 }
@@ -62,7 +66,7 @@ func shapes(t *testing.T, out []byte) map[string]map[string][]string {
 			continue
 		}
 		found[kind] = map[string][]string{"record": objectKeys(sc.Bytes()), "data": objectKeys(rec["data"]),
-			"assistantMessageEvent": objectKeys(rec["assistantMessageEvent"])}
+			"assistantMessageEvent": objectKeys(rec["assistantMessageEvent"]), "message": objectKeys(rec["message"])}
 	}
 	return found
 }

@@ -409,6 +409,21 @@ func appendMessageJSON(buf []byte, m any) (_ []byte, ok bool) {
 		}
 		buf = append(buf, `,"timestamp":`...)
 		buf = strconv.AppendInt(buf, m.Timestamp, 10)
+		if a := m.answerMeta; a != nil {
+			for _, f := range [...]struct{ key, value string }{{"responseId", a.ResponseID},
+				{"responseModel", a.ResponseModel}, {"rawStopReason", a.RawStopReason}} {
+				if f.value != "" {
+					buf = append(append(append(buf, `,"`...), f.key...), `":`...)
+					buf = appendJSONString(buf, f.value)
+				}
+			}
+			if a.DurationMs != nil {
+				buf = strconv.AppendInt(append(buf, `,"durationMs":`...), *a.DurationMs, 10)
+			}
+			if a.ThinkingLevel != "" {
+				buf = appendJSONString(append(buf, `,"thinkingLevel":`...), a.ThinkingLevel)
+			}
+		}
 		return append(buf, '}'), true
 	case *toolResultMessage:
 		buf = append(buf, `{"role":`...)
@@ -429,6 +444,10 @@ func appendMessageJSON(buf []byte, m any) (_ []byte, ok bool) {
 		}
 		buf = append(buf, `,"isError":`...)
 		buf = appendJSONBool(buf, m.IsError)
+		if m.DurationMs != nil {
+			buf = append(buf, `,"durationMs":`...)
+			buf = strconv.AppendInt(buf, *m.DurationMs, 10)
+		}
 		buf = append(buf, `,"timestamp":`...)
 		buf = strconv.AppendInt(buf, m.Timestamp, 10)
 		return append(buf, '}'), true

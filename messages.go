@@ -249,9 +249,31 @@ type assistantMessage struct {
 	Usage        usage          `json:"usage"`
 	StopReason   string         `json:"stopReason"`
 	ErrorMessage string         `json:"errorMessage,omitempty"`
-	Timestamp    int64          `json:"timestamp"`
+	Timestamp    int64          `json:"timestamp"` // when the request began
+	*answerMeta                 // nil for an answer read without any of its fields
 
 	final bool // failed in a way a retry cannot mend (an answer cut at its limit)
+}
+
+// answerMeta is what pi 1.6 records of the response an answer came in,
+// beside the answer: the server's id for it, the model that answered
+// when another than the one asked for, the server's own stop reason, how
+// long the response took, and the thinking level asked for. Held apart,
+// so an answer read from an older session costs one pointer.
+type answerMeta struct {
+	ResponseID    string `json:"responseId,omitempty"`
+	ResponseModel string `json:"responseModel,omitempty"`
+	RawStopReason string `json:"rawStopReason,omitempty"`
+	DurationMs    *int64 `json:"durationMs,omitempty"`
+	ThinkingLevel string `json:"thinkingLevel,omitempty"`
+}
+
+// meta is the answer's answerMeta, made when it has none yet.
+func (m *assistantMessage) meta() *answerMeta {
+	if m.answerMeta == nil {
+		m.answerMeta = &answerMeta{}
+	}
+	return m.answerMeta
 }
 
 type toolResultMessage struct {
@@ -261,6 +283,7 @@ type toolResultMessage struct {
 	Content    []contentBlock `json:"content"`
 	Details    any            `json:"details,omitempty"`
 	IsError    bool           `json:"isError"`
+	DurationMs *int64         `json:"durationMs,omitempty"` // how long the tool ran, as pi 1.6 records it
 	Timestamp  int64          `json:"timestamp"`
 }
 

@@ -215,6 +215,8 @@ type anthropicEvent struct {
 	Type    string `json:"type"`
 	Index   int    `json:"index"`
 	Message struct {
+		ID    string         `json:"id"`
+		Model string         `json:"model"`
 		Usage anthropicUsage `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
@@ -255,6 +257,7 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 		}
 		switch ev.Type {
 		case "message_start":
+			st.responded(ev.Message.ID, ev.Message.Model, m.ID)
 			mu := ev.Message.Usage
 			u.Input, u.Output, u.CacheRead, u.CacheWrite = int(mu.InputTokens), int(mu.OutputTokens), int(mu.CacheReadInputTokens), int(mu.CacheCreationInputTokens)
 		case "content_block_start":

@@ -243,6 +243,7 @@ func geminiBody(req streamRequest) map[string]any {
 // geminiChunk is one event of a Gemini stream: a piece of the answer
 // with the usage so far, or an error.
 type geminiChunk struct {
+	ResponseID string `json:"responseId"`
 	Candidates []struct {
 		Content struct {
 			Parts []struct {
@@ -297,6 +298,7 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 		if e := chunk.Error; e != nil {
 			return true, &providerError{message: fmt.Sprintf("%d %s: %s", e.Code, e.Status, e.Message)}
 		}
+		st.responded(chunk.ResponseID, "", m.ID)
 		if u := chunk.UsageMetadata; u != nil {
 			cached := int(u.CachedContentTokenCount)
 			st.msg.Usage.Input, st.msg.Usage.CacheRead = subTokens(int(u.PromptTokenCount), cached), cached

@@ -356,6 +356,28 @@ func (r *rawDetails) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// openAIIdentity is a chunk's id and model, each "" when it is not a
+// string there.
+func openAIIdentity(data []byte) (id, model string) {
+	if !utf8.Valid(data) {
+		return "", ""
+	}
+	var room [8]member
+	members, _ := scanObject(data, room[:0])
+	for _, m := range members {
+		if len(m.value) == 0 || m.value[0] != '"' {
+			continue
+		}
+		switch string(m.key) {
+		case "id":
+			unquote(m.value, &id)
+		case "model":
+			unquote(m.value, &model)
+		}
+	}
+	return id, model
+}
+
 // decodeOpenAIDelta decodes the chunk that carries most of a stream —
 // choices whose delta holds text or thinking as a string, and a
 // finish_reason — without encoding/json, which allocates for every
@@ -583,9 +605,17 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		}
 		return i
 	}
+	identified := false
 	err := st.events(body, func(_ string, data []byte) (bool, error) {
 		if string(data) == "[DONE]" {
 			return true, nil
+		}
+		if !identified {
+			// The first piece names the response and the model, as every
+			// piece does (pi 1.6 keeps the first it is given).
+			identified = true
+			id, answered := openAIIdentity(data)
+			st.responded(id, answered, m.ID)
 		}
 		var chunk openAIChunk
 		if !decodeOpenAIDelta(data, &chunk) {

@@ -162,6 +162,7 @@ type responsesEvent struct {
 	Arguments    string          `json:"arguments"`
 	Item         json.RawMessage `json:"item"`
 	Response     *struct {
+		ID     string `json:"id"`
 		Status string `json:"status"`
 		Error  *struct {
 			Code    json.RawMessage `json:"code"`
@@ -235,6 +236,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 		var ev responsesEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
+		}
+		if ev.Response != nil {
+			st.responded(ev.Response.ID, "", m.ID)
 		}
 		if name == "error" || ev.Type == "error" {
 			msg := withCode(ev.Code, ev.Message)
@@ -346,7 +350,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 	case status == "completed" || status == "in_progress" || status == "queued":
 		return st.stopAs("stop", status, m)
 	case status == "incomplete" && failure == "max_output_tokens":
-		return st.stopAs("length", status, m)
+		return st.stopAs("length", status+"."+failure, m) // pi 1.6's rawStopReason
 	case status == "incomplete":
 		return &providerError{message: "Response incomplete: " + failure}
 	}

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -320,9 +321,13 @@ func (st *streamer) hasToolCalls() bool {
 }
 
 // stopAs ends the answer with stop, rpi's stop reason for the provider's
-// raw one ("stop" becomes "toolUse" when the answer calls a tool), and
-// prices its usage; an empty stop is a reason rpi does not know, an error.
+// raw one ("stop" becomes "toolUse" when the answer calls a tool; raw is
+// kept as rawStopReason), and prices its usage; an empty stop is a
+// reason rpi does not know, an error.
 func (st *streamer) stopAs(stop, raw string, m *model) error {
+	if raw != "" {
+		st.msg.meta().RawStopReason = raw
+	}
 	if stop == "" {
 		return &providerError{message: "The model stopped: " + raw}
 	}
@@ -332,6 +337,19 @@ func (st *streamer) stopAs(stop, raw string, m *model) error {
 	st.msg.StopReason = stop
 	computeCost(&st.msg.Usage, m)
 	return nil
+}
+
+// responded records the server's id for the response (the first one it
+// gives) and the model that answered, when the server names another than
+// the one asked for (asked), as pi 1.6 keeps them.
+func (st *streamer) responded(id, model, asked string) {
+	meta := st.msg.meta()
+	if meta.ResponseID == "" {
+		meta.ResponseID = id
+	}
+	if meta.ResponseModel == "" && model != "" && model != asked {
+		meta.ResponseModel = model
+	}
 }
 
 // finish writes the text of every block into msg, ended or not (a stream
@@ -366,7 +384,27 @@ func callModel(ctx context.Context, req streamRequest, msg *assistantMessage, st
 	case err != nil && ctx.Err() == nil:
 		err = errors.New(clip(req.secrets.redact(err.Error()), maxErrorBytes))
 	}
+	if meta := msg.answerMeta; meta != nil {
+		meta.ResponseID = serverLabel(req.secrets, meta.ResponseID)
+		meta.ResponseModel = serverLabel(req.secrets, meta.ResponseModel)
+		meta.RawStopReason = serverLabel(req.secrets, meta.RawStopReason)
+	}
 	return err
+}
+
+// maxLabelBytes bounds what rpi keeps of a server's name for a response,
+// a model or a stop reason.
+const maxLabelBytes = 256
+
+// serverLabel is label, a name a model server gave (its id for the
+// response, the model, its stop reason), or "" when it is no such name:
+// longer than maxLabelBytes, with a control character, or holding a key
+// rpi holds (a server may echo one).
+func serverLabel(secrets *redactor, label string) string {
+	if len(label) > maxLabelBytes || strings.ContainsFunc(label, unicode.IsControl) || secrets.redact(label) != label {
+		return ""
+	}
+	return label
 }
 
 // maxErrorBytes bounds the text of a failed call (a server chooses what

@@ -50,7 +50,10 @@ func keyOrder(line []byte) string {
 
 // TestSessionFileMatchesPi checks, field by field, that the entries rpi
 // writes have the keys, in the order, of the same entries in a session
-// file in pi's format (testdata/sessions/pi-v3.jsonl).
+// file in pi's format (testdata/sessions/pi-v3.jsonl), as pi 1.6 writes
+// them where it wrote any (get_entries in testdata/pi16's transcript:
+// the system message, an answer's responseId…, a tool result's
+// durationMs).
 func TestSessionFileMatchesPi(t *testing.T) {
 	kind := func(line []byte) string {
 		var e struct {
@@ -64,6 +67,21 @@ func TestSessionFileMatchesPi(t *testing.T) {
 	pi, _ := os.ReadFile("testdata/sessions/pi-v3.jsonl")
 	for _, line := range bytes.Split(bytes.TrimSpace(pi), []byte("\n")) {
 		want[kind(line)] = keyOrder(line)
+	}
+	pi16, _ := os.ReadFile("testdata/pi16/transcript.out.jsonl")
+	for _, line := range bytes.Split(pi16, []byte("\n")) {
+		var answer struct {
+			Command string
+			Data    struct{ Entries []json.RawMessage }
+		}
+		if json.Unmarshal(line, &answer) == nil && answer.Command == "get_entries" {
+			for _, entry := range answer.Data.Entries {
+				want[kind(entry)] = keyOrder(entry)
+			}
+		}
+	}
+	if _, ok := want["message/system"]; !ok {
+		t.Fatal("no pi 1.6 entries read")
 	}
 	ps, _, _ := agentSession(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"ls","args":["{}"]}]}
 {"text":["ok"]}`)

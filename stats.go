@@ -53,7 +53,7 @@ func estimateContext(messages []any) *int {
 		}
 	}
 	for _, m := range messages[from:] {
-		base = addTokens(base, (messageJSONSize(m)+3)/4)
+		base = addTokens(base, (contextSize(m)+3)/4)
 	}
 	return &base
 }
