@@ -122,14 +122,48 @@ type transcriptPrompt struct {
 	sections []promptSection
 	tools    []toolDeclaration
 	found    bool // the conversation has a system message
+	// sectionAt and toolAt index sections and tools by name: a hostile
+	// session's message of many thousands of sections is replayed, and
+	// compared, in time linear in its size.
+	sectionAt, toolAt map[string]int
 }
 
 // replayPrompt is the prompt messages' system messages add up to.
 func replayPrompt(messages []any) transcriptPrompt {
-	var p transcriptPrompt
+	var r promptReplay
 	for _, m := range messages {
 		if raw, ok := m.(rawMessage); ok {
-			p.apply(raw)
+			r.apply(raw)
+		}
+	}
+	return r.result()
+}
+
+// promptReplay is a replay under way: what left the sections or the
+// tools is marked gone in place (taking it out of the middle of a list
+// at each null would cost the list's length each time), and result
+// leaves it out once.
+type promptReplay struct {
+	p                     transcriptPrompt
+	sectionGone, toolGone []bool
+}
+
+// result is the prompt replayed: its sections and tools without those
+// that went, in order, indexed by name.
+func (r *promptReplay) result() transcriptPrompt {
+	p := r.p
+	p.sections, p.tools = nil, nil
+	p.sectionAt, p.toolAt = map[string]int{}, map[string]int{}
+	for i, s := range r.p.sections {
+		if !r.sectionGone[i] {
+			p.sectionAt[s.name] = len(p.sections)
+			p.sections = append(p.sections, s)
+		}
+	}
+	for i, t := range r.p.tools {
+		if !r.toolGone[i] {
+			p.toolAt[t.name] = len(p.tools)
+			p.tools = append(p.tools, t)
 		}
 	}
 	return p
@@ -147,12 +181,16 @@ type systemMessageFields struct {
 	} `json:"toolsRemoved"`
 }
 
-// apply adds raw to p when it is a system message. A session file is
-// read as it was written, by anyone: a field of another type than a
-// system message's is left out, not trusted.
-func (p *transcriptPrompt) apply(raw rawMessage) {
+// apply adds raw to the replay when it is a system message. A session
+// file is read as it was written, by anyone: a field of another type
+// than a system message's is left out, not trusted.
+func (r *promptReplay) apply(raw rawMessage) {
 	if messageRole(json.RawMessage(raw)) != "system" {
 		return
+	}
+	p := &r.p
+	if p.sectionAt == nil {
+		p.sectionAt, p.toolAt = map[string]int{}, map[string]int{}
 	}
 	var m systemMessageFields
 	json.Unmarshal(raw, &m) // a field of the wrong type stays empty
@@ -161,20 +199,24 @@ func (p *transcriptPrompt) apply(raw rawMessage) {
 		p.content = append(p.content, text)
 	}
 	eachSection(m.Sections, func(name string, text *string) {
-		i := p.section(name)
+		i, ok := p.sectionAt[name]
 		switch {
-		case text == nil && i >= 0:
-			p.sections = append(p.sections[:i], p.sections[i+1:]...)
+		case text == nil && ok:
+			r.sectionGone[i] = true
+			delete(p.sectionAt, name)
 		case text == nil:
-		case i >= 0:
+		case ok:
 			p.sections[i].text = *text
 		default:
+			p.sectionAt[name] = len(p.sections)
 			p.sections = append(p.sections, promptSection{name, *text})
+			r.sectionGone = append(r.sectionGone, false)
 		}
 	})
 	for _, removed := range m.ToolsRemoved {
-		if i := p.tool(removed.Name); i >= 0 {
-			p.tools = append(p.tools[:i], p.tools[i+1:]...)
+		if i, ok := p.toolAt[removed.Name]; ok {
+			r.toolGone[i] = true
+			delete(p.toolAt, removed.Name)
 		}
 	}
 	for _, added := range m.ToolsAdded {
@@ -185,10 +227,12 @@ func (p *transcriptPrompt) apply(raw rawMessage) {
 		if json.Unmarshal(added, &decl) != nil || decl.Name == "" || json.Compact(&compact, added) != nil {
 			continue
 		}
-		if i := p.tool(decl.Name); i >= 0 {
+		if i, ok := p.toolAt[decl.Name]; ok {
 			p.tools[i].json = compact.Bytes()
 		} else {
+			p.toolAt[decl.Name] = len(p.tools)
 			p.tools = append(p.tools, toolDeclaration{decl.Name, compact.Bytes()})
+			r.toolGone = append(r.toolGone, false)
 		}
 	}
 }
@@ -238,20 +282,16 @@ func eachSection(sections json.RawMessage, f func(name string, text *string)) {
 
 // section is the index of the section named name, or -1.
 func (p *transcriptPrompt) section(name string) int {
-	for i, s := range p.sections {
-		if s.name == name {
-			return i
-		}
+	if i, ok := p.sectionAt[name]; ok {
+		return i
 	}
 	return -1
 }
 
 // tool is the index of the tool named name, or -1.
 func (p *transcriptPrompt) tool(name string) int {
-	for i, t := range p.tools {
-		if t.name == name {
-			return i
-		}
+	if i, ok := p.toolAt[name]; ok {
+		return i
 	}
 	return -1
 }
@@ -303,9 +343,12 @@ func (p *transcriptPrompt) update(sections []promptSection, tools []toolDeclarat
 			added = append(added, t.json)
 		}
 	}
-	current := &transcriptPrompt{tools: tools}
+	current := make(map[string]int, len(tools))
+	for i, t := range tools {
+		current[t.name] = i
+	}
 	for _, old := range p.tools {
-		if i := current.tool(old.name); i < 0 || !bytes.Equal(tools[i].json, old.json) {
+		if i, ok := current[old.name]; !ok || !bytes.Equal(tools[i].json, old.json) {
 			removed = append(removed, append(appendJSONString([]byte(`{"name":`), old.name), '}'))
 		}
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // withoutSystem is messages without the system messages, for a test
@@ -141,4 +143,76 @@ func TestSystemMessagesSentAndKept(t *testing.T) {
 func sameText(m rawMessage, text string) bool {
 	p := replayPrompt([]any{m})
 	return p.text() == text
+}
+
+// hostileSystemMessage is a system message of a hostile session file: n
+// sections and n tools, each named apart.
+func hostileSystemMessage(n int) rawMessage {
+	var b strings.Builder
+	b.WriteString(`{"role":"system","content":"","sections":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"s%d":"x"`, i)
+	}
+	b.WriteString(`},"toolsAdded":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":"t%d"}`, i)
+	}
+	b.WriteString(`],"timestamp":1}`)
+	return rawMessage(b.String())
+}
+
+// TestReplayPromptManySections: a system message of many sections and
+// tools, then one taking most of them out and adding one of them again,
+// replays as pi 1.6's maps do: what is set again keeps its place, what
+// came back after it went comes last.
+func TestReplayPromptManySections(t *testing.T) {
+	const n = 2000
+	var nulls, removed strings.Builder
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&nulls, `"s%d":null,`, i)
+		fmt.Fprintf(&removed, `{"name":"t%d"},`, i)
+	}
+	p := replayPrompt([]any{hostileSystemMessage(n),
+		rawMessage(`{"role":"system","content":"","sections":{` + nulls.String() + `"s5":"back","s0":"first"},"toolsRemoved":[` + removed.String() + `{"name":"t0"}],"toolsAdded":[{"name":"t7"},{"name":"t0","description":"again"}],"timestamp":2}`),
+		rawMessage(`{"role":"system","content":"","sections":{"s5":null,"s9":"last"},"timestamp":3}`),
+	})
+	if got, want := p.text(), "first\n\nlast"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	var tools []string
+	for _, tool := range p.tools {
+		tools = append(tools, string(tool.json))
+	}
+	if got, want := strings.Join(tools, " "), `{"name":"t7"} {"name":"t0","description":"again"}`; got != want {
+		t.Errorf("tools %s, want %s", got, want)
+	}
+	if p.section("s0") != 0 || p.section("s9") != 1 || p.section("s5") != -1 || p.tool("t0") != 1 || p.tool("t1") != -1 {
+		t.Errorf("the index by name: %v %v", p.sectionAt, p.toolAt)
+	}
+}
+
+// BenchmarkReplayPromptSections replays a hostile system message of 5,000
+// and 40,000 sections and tools and reports the time per section of each
+// and their ratio: about 1 when the replay is linear (it was 9.6 when each
+// section was looked for among those before it: 6.5 s for a 1.2 MB
+// message, at every request of the session).
+func BenchmarkReplayPromptSections(b *testing.B) {
+	perSection := func(n int) float64 {
+		messages := []any{hostileSystemMessage(n)}
+		start := time.Now()
+		for range b.N {
+			replayPrompt(messages)
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N*n)
+	}
+	short, long := perSection(5_000), perSection(40_000)
+	b.ReportMetric(short, "ns/section-5k")
+	b.ReportMetric(long, "ns/section-40k")
+	b.ReportMetric(long/short, "40k/5k")
 }
