@@ -172,7 +172,9 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	older := 0 // the messages summarised besides an earlier summary
 	for _, e := range path[from:start] {
 		msg := e.contextMessage()
-		if msg == nil || omit[e.ID] {
+		// A system message is the prompt, not the conversation: the
+		// compaction keeps it whole (systemMessage), as pi 1.6.
+		if msg == nil || omit[e.ID] || e.role() == "system" {
 			continue
 		}
 		plan.summarise = append(plan.summarise, msg)
