@@ -881,7 +881,8 @@ func compactionSystemMessage(e *sessionEntry) rawMessage {
 	if !ok || e.raw[at] != '{' || messageRole(json.RawMessage(e.raw[at:end])) != "system" {
 		return nil
 	}
-	return rawMessage(bytes.Clone(e.raw[at:end]))
+	clean, _ := validRaw(e.raw[at:end]) // as a message entry's: U+FFFD for bytes that are not UTF-8
+	return rawMessage(clean)
 }
 
 // contextMessage is what an entry puts in the context: its message, a

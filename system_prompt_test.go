@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // withoutSystem is messages without the system messages, for a test
@@ -215,4 +217,45 @@ func BenchmarkReplayPromptSections(b *testing.B) {
 	b.ReportMetric(short, "ns/section-5k")
 	b.ReportMetric(long, "ns/section-40k")
 	b.ReportMetric(long/short, "40k/5k")
+}
+
+// TestCompactionSystemMessageNotUTF8: a compaction's systemMessage with
+// bytes that are not UTF-8 (in a section's name and text) reaches no
+// client as they are: get_messages writes each as U+FFFD, as it writes a
+// message entry's, and the next prompt's system message takes that
+// section, named as read, out.
+func TestCompactionSystemMessageNotUTF8(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	fm := startFakeModel(t, apiOpenAI, `{"text":["Fine."]}`, e.agentDir)
+	path := filepath.Join(t.TempDir(), "bytes.jsonl")
+	file := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000003","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}
+{"type":"model_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","provider":"fake","modelId":"fake-model"}
+{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}}
+{"type":"compaction","id":"a2","parentId":"a1","timestamp":"2026-03-16T09:00:00.000Z","summary":"S","firstKeptEntryId":"a1","tokensBefore":1,"systemMessage": {"role": "system", "content": "", "sections": {"pre\xffamble": "A \xfe B"}, "timestamp": 1}}
+`
+	file = strings.NewReplacer(`\xff`, "\xff", `\xfe`, "\xfe").Replace(file)
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"m","type":"get_messages"}`)
+	ps.waitFor(`"id":"m"`)
+	ps.send(`{"id":"p","type":"prompt","message":"again"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	ps.close()
+	for _, line := range strings.Split(strings.TrimSuffix(string(ps.out.bytes()), "\n"), "\n") {
+		if !utf8.ValidString(line) {
+			t.Errorf("a line that is not UTF-8: %q", line)
+		}
+		if strings.HasPrefix(line, `{"id":"m"`) && !strings.Contains(line, "{\"role\":\"system\",\"content\":\"\",\"sections\":{\"pre\uFFFDamble\":\"A \uFFFD B\"},\"timestamp\":1}") {
+			t.Errorf("get_messages: %s", line)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `"sections":{"preamble":`) || !strings.Contains(string(data), "\"pre\uFFFDamble\":null}") {
+		t.Errorf("the prompt rpi recorded does not take out the section the compaction kept:\n%s", data)
+	}
+	if got := systemPromptOf(t, fm.lastRequest()); strings.Contains(got, "A \uFFFD B") {
+		t.Errorf("the model got %q", got)
+	}
 }
