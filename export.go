@@ -128,7 +128,7 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 	w.WriteString("</title>\n<style>" +
 		"body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}" +
 		".m{border-left:4px solid #ccc;margin:1rem 0;padding:.5rem 1rem;background:#fafafa}" +
-		".user{border-color:#36c}.assistant{border-color:#393}.toolResult{border-color:#999}.error{border-color:#c33}" +
+		".user{border-color:#36c}.system{border-color:#c90}.assistant{border-color:#393}.toolResult{border-color:#999}.error{border-color:#c33}" +
 		".role{font-size:.8rem;color:#666;text-transform:uppercase}pre{white-space:pre-wrap;word-break:break-word;margin:.3rem 0}" +
 		".thinking{color:#777;font-style:italic}</style></head><body>\n<h1>")
 	text(title)
@@ -172,6 +172,7 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 			}
 		}
 	}
+	systemSeen := false
 	for _, m := range messages {
 		switch m := m.(type) {
 		case *userMessage:
@@ -201,8 +202,23 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 			open("user", m.Role)
 			pre(m.Summary)
 		case rawMessage:
-			open("user", messageRole(json.RawMessage(m)))
-			pre(string(m))
+			role := messageRole(json.RawMessage(m))
+			if role != "system" {
+				open("user", role)
+				pre(string(m))
+				break
+			}
+			// The system prompt, then its updates, as pi 1.6's export
+			// shows them: their text, not their JSON.
+			label := "system prompt"
+			if systemSeen {
+				label = "system prompt update"
+			}
+			open("system", label)
+			for _, part := range systemMessageParts(m, systemSeen) {
+				pre(part)
+			}
+			systemSeen = true
 		default:
 			continue
 		}
@@ -210,6 +226,50 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 	}
 	w.WriteString("</body></html>\n")
 	return w.Flush()
+}
+
+// systemMessageParts is what the export shows of a system message: its
+// content, each section's text (or that it was removed), and the names
+// of the tools it declares ("tools: …", or in an update "tools added:
+// …") and of those it removes.
+func systemMessageParts(m rawMessage, update bool) []string {
+	var f systemMessageFields
+	json.Unmarshal(m, &f) // a field of the wrong type stays empty
+	var parts []string
+	if text := systemContentText(f.Content); text != "" {
+		parts = append(parts, text)
+	}
+	eachSection(f.Sections, func(name string, text *string) {
+		switch {
+		case text == nil:
+			parts = append(parts, "section "+name+" removed")
+		case *text != "":
+			parts = append(parts, *text)
+		}
+	})
+	var added, removed []string
+	for _, t := range f.ToolsAdded {
+		var decl struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(t, &decl) == nil && decl.Name != "" {
+			added = append(added, decl.Name)
+		}
+	}
+	for _, t := range f.ToolsRemoved {
+		removed = append(removed, t.Name)
+	}
+	if len(added) > 0 {
+		label := "tools: "
+		if update {
+			label = "tools added: "
+		}
+		parts = append(parts, label+strings.Join(added, ", "))
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "tools removed: "+strings.Join(removed, ", "))
+	}
+	return parts
 }
 
 // writeHTMLEscaped writes text escaped for HTML element content and

@@ -159,3 +159,33 @@ func TestExportForeignFileMode(t *testing.T) {
 		t.Errorf("the page over the user's own 0604 file: %v (%v), want it kept", info.Mode(), err)
 	}
 }
+
+// TestExportHTMLSystemMessages: a system message is shown as the system
+// prompt (the first) or an update of it (a later one), as pi 1.6's export
+// shows it, apart from the user's messages: its text, the sections that
+// went and the names of the tools added and removed; not its JSON (the
+// tools' schemas, some 8 KB, written as a message of the user's).
+func TestExportHTMLSystemMessages(t *testing.T) {
+	messages := []any{
+		rawMessage(`{"role":"system","content":"","sections":{"preamble":"Be <brief>.","cwd":"<cwd>\n/p\n</cwd>"},"timestamp":1,"toolsAdded":[{"name":"read","description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"bash","description":"Run","parameters":{}}]}`),
+		&userMessage{Role: "user", Content: textBlocks("hi")},
+		rawMessage(`{"role":"system","content":"","sections":{"cwd":null,"date":"<date>\n2026-12-07\n</date>"},"timestamp":2,"toolsAdded":[{"name":"edit","description":"Edit","parameters":{}}],"toolsRemoved":[{"name":"bash"}]}`),
+	}
+	var page bytes.Buffer
+	w := bufio.NewWriter(&page)
+	if err := writeHTML(w, sessionHeader{ID: "id"}, "", messages); err != nil {
+		t.Fatal(err)
+	}
+	got := page.String()
+	for _, want := range []string{
+		`<div class="m system"><div class="role">system prompt</div><pre>Be &lt;brief&gt;.</pre><pre>&lt;cwd&gt;` + "\n/p\n" + `&lt;/cwd&gt;</pre><pre>tools: read, bash</pre></div>`,
+		`<div class="m system"><div class="role">system prompt update</div><pre>section cwd removed</pre><pre>&lt;date&gt;` + "\n2026-12-07\n" + `&lt;/date&gt;</pre><pre>tools added: edit</pre><pre>tools removed: bash</pre></div>`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the page lacks\n%s\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "toolsAdded") || strings.Contains(got, "Read a file") {
+		t.Errorf("the page shows a system message's JSON:\n%s", got)
+	}
+}
