@@ -616,10 +616,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	var last *assistantMessage
 	for {
 		s.emit("turn_start", nil)
-		// The tools of the MCP servers that connect in time are declared
-		// with the rest, before the turn's prompts, as pi 1.6 puts them.
-		s.mcp.awaitFirst(run.ctx)
-		if m := s.declarePrompt(); m != nil {
+		if m := s.declarePrompt(s.offeredTools()); m != nil { // before the turn's prompts, as pi 1.6 puts it
 			produced = append(produced, m)
 		}
 		run.turn = append(run.turn, pending...)
@@ -639,10 +636,16 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 			produced = append(produced, m)
 		}
 		pending = nil
-		if m := s.declarePrompt(); m != nil { // a tool that came or went since (an MCP server's)
+		// The prompts are recorded before the wait for MCP servers (a
+		// crash then loses none); the tools of those that connected in
+		// time are declared after them, as pi 1.6 declares tools that
+		// register late, and exactly those are offered.
+		s.mcp.awaitFirst(run.ctx)
+		tools := s.offeredTools()
+		if m := s.declarePrompt(tools); m != nil {
 			produced = append(produced, m)
 		}
-		answer := s.streamAnswer(run)
+		answer := s.streamAnswer(run, tools)
 		last, run.last = answer, answer
 		produced = append(produced, answer)
 		if answer.StopReason != "error" && answer.StopReason != "length" {
@@ -685,10 +688,10 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	return last, willRetry
 }
 
-// streamAnswer asks the model for the next answer and streams it as
-// message_start, message_update… and message_end, recording the answer
-// in the session just before its message_end.
-func (s *session) streamAnswer(run *agentRun) *assistantMessage {
+// streamAnswer asks the model for the next answer, offering it tools,
+// and streams it as message_start, message_update… and message_end,
+// recording the answer in the session just before its message_end.
+func (s *session) streamAnswer(run *agentRun, tools []*tool) *assistantMessage {
 	s.mu.Lock()
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
@@ -696,7 +699,7 @@ func (s *session) streamAnswer(run *agentRun) *assistantMessage {
 	messages := s.conv.messages()
 	prompt := replayPrompt(messages)
 	req := streamRequest{model: m, system: prompt.text(), messages: messages,
-		tools: s.offeredTools(), thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
+		tools: tools, thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages}
 	began := s.env.clock.Now()
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,

@@ -413,13 +413,13 @@ func (p *transcriptPrompt) head(now int64) rawMessage {
 }
 
 // declarePrompt tells the model, before it is asked, what of the system
-// prompt and the tools the conversation has not told it yet: a system
-// message recorded in the conversation and told as message_start and
-// message_end. It returns that message, or nil when the conversation's
-// system messages say it all already.
-func (s *session) declarePrompt() rawMessage {
+// prompt and the tools (those to be offered) the conversation has not
+// told it yet: a system message recorded in the conversation and told as
+// message_start and message_end. It returns that message, or nil when
+// the conversation's system messages say it all already.
+func (s *session) declarePrompt(tools []*tool) rawMessage {
 	p := s.conv.prompt()
-	m := p.update(s.promptSections(), declareTools(s.offeredTools()), s.env.clock.Now().UnixMilli())
+	m := p.update(s.promptSections(), declareTools(tools), s.env.clock.Now().UnixMilli())
 	if m == nil {
 		return nil
 	}
