@@ -696,9 +696,8 @@ func (s *session) streamAnswer(run *agentRun, tools []*tool) *assistantMessage {
 	m, thinking := s.model, s.effectiveThinking()
 	s.mu.Unlock()
 	run.model = m
-	messages := s.conv.messages()
-	prompt := replayPrompt(messages)
-	req := streamRequest{model: m, system: prompt.text(), messages: messages,
+	prompt := s.conv.prompt()
+	req := streamRequest{model: m, system: prompt.text(), messages: s.conv.messages(),
 		tools: tools, thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages}
 	began := s.env.clock.Now()

@@ -42,6 +42,12 @@ type conversation struct {
 	appendWarned bool
 	writing      bool   // the writer is running (flushSoon)
 	changes      uint64 // see changed
+	// replay holds the system messages of msgs[:replayed] replayed
+	// (prompt), while changes is still replayedAt: a turn replays only
+	// the messages added since, not the whole conversation.
+	replay     promptReplay
+	replayed   int
+	replayedAt uint64
 
 	fileMu mutex[convFileMu] // held while writing the file
 	closed bool              // close ran: nothing is written any more (guarded by fileMu)
@@ -86,11 +92,21 @@ func (c *conversation) messages() []any {
 }
 
 // prompt is what the conversation's system messages add up to
-// (replayPrompt), read in place rather than from a copy of the messages.
+// (replayPrompt), replayed from where the last call left off while the
+// messages only grew since.
 func (c *conversation) prompt() transcriptPrompt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return replayPrompt(c.msgs)
+	if c.replayedAt != c.changes || c.replayed > len(c.msgs) {
+		c.replay, c.replayed, c.replayedAt = promptReplay{}, 0, c.changes
+	}
+	for _, m := range c.msgs[c.replayed:] {
+		if raw, ok := m.(rawMessage); ok {
+			c.replay.apply(raw)
+		}
+	}
+	c.replayed = len(c.msgs)
+	return c.replay.result()
 }
 
 // changed counts the times a message left the conversation or it was
@@ -369,6 +385,7 @@ func (c *conversation) replace(ss *sessionFile, sc sessionContext) sessionContex
 		}
 	}
 	c.sessionFile, c.msgs, c.name, c.deferred = ss, sc.messages, sc.name, nil
+	c.replay, c.replayed = promptReplay{}, 0 // another conversation
 	return sc
 }
 

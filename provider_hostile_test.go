@@ -569,3 +569,31 @@ func FuzzImageSize(f *testing.F) {
 		}
 	})
 }
+
+// TestRepeatedCallIDsLinear: a model that gives every tool call the same
+// id (a fake server, a careless one) gets each a distinct id in the
+// request, as before, at the cost of one form a call: the search for a
+// free form resumes where the id's last one was found, so a long session
+// of such calls does not cost the square of its length on every request.
+func TestRepeatedCallIDsLinear(t *testing.T) {
+	forms := 0
+	ids := newCallIDs(func(id string, n int) string {
+		forms++
+		return nthCallID(id, n, 64)
+	})
+	seen := map[string]bool{}
+	const calls = 2000
+	for range calls {
+		sent := ids.call("call_1")
+		if seen[sent] {
+			t.Fatalf("%q went with two calls", sent)
+		}
+		seen[sent] = true
+		if got := ids.result("call_1"); got != sent {
+			t.Fatalf("the result went with %q, its call with %q", got, sent)
+		}
+	}
+	if forms > 2*calls {
+		t.Errorf("%d forms made for %d calls of one id", forms, calls)
+	}
+}

@@ -671,18 +671,25 @@ type callIDs struct {
 	form    func(id string, n int) string
 	used    map[string]bool
 	pending map[string][]string // a call's id → the ids its unanswered calls went with, oldest first
+	// next is, for an id given before, the first n whose form of it may
+	// be free: every form before it is used. A model that gives every
+	// call the same id costs one form a call, not as many as came before.
+	next map[string]int
 }
 
 func newCallIDs(form func(id string, n int) string) *callIDs {
-	return &callIDs{form: form, used: map[string]bool{}, pending: map[string][]string{}}
+	return &callIDs{form: form, used: map[string]bool{}, pending: map[string][]string{}, next: map[string]int{}}
 }
 
 // call is the id a call of id goes with.
 func (c *callIDs) call(id string) string {
-	sent := c.form(id, 0)
-	for n := 1; c.used[sent]; n++ {
+	n := c.next[id]
+	sent := c.form(id, n)
+	for c.used[sent] {
+		n++
 		sent = c.form(id, n)
 	}
+	c.next[id] = n + 1
 	c.used[sent] = true
 	c.pending[id] = append(c.pending[id], sent)
 	return sent
