@@ -744,15 +744,27 @@ func (p *process) logs(cursor int64, limit int) (processLogs, []byte) {
 	return res, data
 }
 
-// resize sets the size of the process's terminal.
-func (p *process) resize(rows, cols int) error {
+// resize sets the size of the process's terminal; then (when not nil)
+// is posted before anything the process writes after it (its redraw for
+// the new size): output is posted under p.mu, which resize holds until
+// then is.
+func (p *process) resize(rows, cols int, then func()) error {
 	if p.child.tty == nil {
 		return errors.New("process is not attached to a PTY")
 	}
+	defer p.s.deliver() // once p.mu is let go of
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.child.hasExited() {
 		return errors.New("process has exited")
 	}
-	return setWindowSize(p.child.tty, rows, cols)
+	if err := setWindowSize(p.child.tty, rows, cols); err != nil {
+		return err
+	}
+	if then != nil {
+		p.s.postCall(then)
+	}
+	return nil
 }
 
 // findProcess looks up a process by id and notes the use.

@@ -197,7 +197,8 @@ func (s *rpcServer) processKeysCommand(r *rpcRequest) (any, error) {
 
 // processResizeCommand sets the size of a process's terminal (the process gets
 // SIGWINCH).
-// Fields: processId, cols, rows (1–65535). Answer: null.
+// Fields: processId, cols, rows (1–65535). Answer: null, always before
+// the output the process writes after it.
 func (s *rpcServer) processResizeCommand(r *rpcRequest) (any, error) {
 	p, err := s.requestProcess(r)
 	if err != nil {
@@ -217,7 +218,10 @@ func (s *rpcServer) processResizeCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, p.resize(rows, cols)
+	if err := p.resize(rows, cols, func() { s.reply(r, nil, nil) }); err != nil {
+		return nil, err
+	}
+	return noReply{}, nil
 }
 
 // processSignalCommand sends a signal to a process's whole group; once the

@@ -316,7 +316,7 @@ func (c *processCall) run(ctx context.Context, s *session, call toolRun) (toolRe
 		data, _ := keyInput(c.keys)
 		return done(p.inputAndWait(ctx, data, false))
 	case "resize":
-		return done(p.resize(c.rows, c.cols))
+		return done(p.resize(c.rows, c.cols, nil))
 	case "signal":
 		return done(p.sendSignal(signalNumber(c.signal), func() {}))
 	case "stop":
