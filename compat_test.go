@@ -67,6 +67,19 @@ func shapes(t *testing.T, out []byte) map[string]map[string][]string {
 		}
 		found[kind] = map[string][]string{"record": objectKeys(sc.Bytes()), "data": objectKeys(rec["data"]),
 			"assistantMessageEvent": objectKeys(rec["assistantMessageEvent"]), "message": objectKeys(rec["message"])}
+		// The messages a record lists (agent_end's, get_messages'), the
+		// first of each role.
+		var data struct{ Messages []json.RawMessage }
+		json.Unmarshal(rec["data"], &data)
+		var listed []json.RawMessage
+		json.Unmarshal(rec["messages"], &listed)
+		for _, m := range append(listed, data.Messages...) {
+			var r struct{ Role string }
+			json.Unmarshal(m, &r)
+			if key := kind + "/messages/" + r.Role; found[key] == nil {
+				found[key] = map[string][]string{"message": objectKeys(m)}
+			}
+		}
 	}
 	return found
 }
@@ -110,6 +123,9 @@ func TestPiTranscriptShapes(t *testing.T) {
 		if json.Unmarshal([]byte(line), &cmd) == nil && cmd.Type == "prompt" {
 			before := strings.Count(string(ps.out.bytes()), `"type":"agent_settled"`)
 			waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) > before })
+		}
+		if cmd.Type == "bash" { // pi answers the next command after it; rpi's loop goes on meanwhile
+			ps.waitFor(`"id":"` + cmd.ID + `","type":"response"`)
 		}
 	}
 	ps.close()
