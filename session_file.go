@@ -975,9 +975,18 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			return m
 		}
 	case "assistant":
-		m := &assistantMessage{}
-		if json.Unmarshal(raw, m) == nil {
-			return m
+		// encoding/json cannot make the embedded *answerMeta (an
+		// unexported type): its fields are read beside the answer's, and
+		// kept when any is set, as the fast path keeps them.
+		var m struct {
+			assistantMessage
+			answerMeta
+		}
+		if json.Unmarshal(raw, &m) == nil {
+			if m.answerMeta != (answerMeta{}) {
+				m.assistantMessage.answerMeta = &m.answerMeta
+			}
+			return &m.assistantMessage
 		}
 	case "toolResult":
 		var m struct {

@@ -109,7 +109,7 @@ func sameNumber(a, b []byte) bool {
 var (
 	headerInts  = []string{"version"}
 	entryInts   = []string{"tokensBefore"}
-	messageInts = []string{"timestamp", "exitCode", "tokensBefore"}
+	messageInts = []string{"timestamp", "exitCode", "tokensBefore", "durationMs"}
 	usageInts   = []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens"}
 )
 
