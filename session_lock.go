@@ -246,13 +246,18 @@ func firstMissing(dir string) string {
 
 // release lets go of the claim (nil: none): its file is removed while it
 // is held, so whoever waits for it finds it gone and makes a new one, and
-// so are the folders made for it, when nothing else is in them.
+// so are the folders made for it, when nothing else is in them. Windows
+// removes no open file: there it is removed once closed, unless a waiter
+// opened it meanwhile (then the removal fails, and the waiter holds it).
 func (c *sessionClaim) release() {
 	if c == nil {
 		return
 	}
-	os.Remove(c.f.Name())
+	removed := os.Remove(c.f.Name()) == nil
 	c.f.Close()
+	if !removed {
+		os.Remove(c.f.Name())
+	}
 	if c.made == "" {
 		return
 	}
