@@ -46,7 +46,7 @@ type toolExecEnd struct {
 	ToolName   string     `json:"toolName"`
 	Result     toolResult `json:"result"`
 	IsError    bool       `json:"isError"`
-	DurationMs int64      `json:"durationMs"`
+	DurationMs *int64     `json:"durationMs,omitempty"` // nil for a call never run, as pi 1.6 (ran)
 }
 
 type turnEnd struct {
@@ -883,17 +883,24 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 		decoded, decodeErr := s.decodeToolCall(call.Name, call.Arguments)
 		s.emit("tool_execution_start", toolExecStart{call.ID, call.Name, call.Arguments, decoded})
 		var res toolResult
-		var isError bool
+		var isError, ran bool
 		switch {
 		case skip != "":
 			res, isError = toolResult{Content: textBlocks(skip)}, true
 		default:
-			res, isError = s.runDecoded(run.ctx, call, decoded, decodeErr, run.model.imageLimits())
+			res, isError, ran = s.runDecoded(run.ctx, call, decoded, decodeErr, run.model.imageLimits())
 		}
-		took := s.env.clock.Now().Sub(began).Milliseconds()
+		// As pi 1.6: how long the tool ran, for a call that ran; one
+		// skipped, of no tool, with arguments it does not take or denied
+		// has none.
+		var took *int64
+		if ran {
+			ms := s.env.clock.Now().Sub(began).Milliseconds()
+			took = &ms
+		}
 		s.emit("tool_execution_end", toolExecEnd{call.ID, call.Name, res, isError, took})
 		msg := &toolResultMessage{Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: res.Content,
-			Details: res.Details, IsError: isError, DurationMs: &took, Timestamp: s.env.clock.Now().UnixMilli()}
+			Details: res.Details, IsError: isError, DurationMs: took, Timestamp: s.env.clock.Now().UnixMilli()}
 		s.emit("message_start", messageEvent{msg})
 		s.conv.appendMessage(msg)
 		s.emit("message_end", messageEvent{msg})
@@ -917,7 +924,8 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, 
 	s.mu.Lock()
 	lim := s.model.imageLimits()
 	s.mu.Unlock()
-	return s.runDecoded(ctx, block, call, err, lim)
+	res, isError, _ := s.runDecoded(ctx, block, call, err, lim)
+	return res, isError
 }
 
 // runDecoded runs a call decoded once (err: why it did not decode, its
@@ -925,6 +933,8 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, 
 // approval when its tool is behind --confirm (showing what the decoded
 // call will do to what it opened), and runs that same decoded call,
 // streaming its updates. A panic in a tool becomes its error result.
+// ran is false for a call that never reached its tool: one that did not
+// decode (no such tool, arguments it does not take) or was denied.
 //
 // What preparing a call finds out about its file (that it is missing, a
 // folder, unreadable; where an edit's text is and is not) reaches the
@@ -933,15 +943,15 @@ func (s *session) runTool(ctx context.Context, block contentBlock) (toolResult, 
 // and why, and denied it is "Denied by user" like any other, so that a
 // model cannot learn a file it may not read (a key in models.json) from
 // how its denied edits fail.
-func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error, lim imageLimits) (res toolResult, isError bool) {
+func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolCall, err error, lim imageLimits) (res toolResult, isError, ran bool) {
 	defer func() { // from prepare to the result: the approval and describe too
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.stderr, "rpi: panic in tool %s: %v\n%s", block.Name, p, debug.Stack())
-			res, isError = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true
+			res, isError, ran = textResult(fmt.Sprintf("Internal error in tool %s: %v", block.Name, p)), true, true
 		}
 	}()
 	if err != nil {
-		return textResult(err.Error()), true
+		return textResult(err.Error()), true, false
 	}
 	gated := confirms(s.confirmTools(), block.Name, call)
 	var failed error // why the call cannot be done, found by preparing it
@@ -951,17 +961,17 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 	}
 	switch {
 	case failed != nil && ctx.Err() != nil:
-		return textResult("Operation aborted"), true
+		return textResult("Operation aborted"), true, true
 	case failed != nil && !gated:
-		return textResult(failed.Error()), true
+		return textResult(failed.Error()), true, true // found as the tool began its work
 	}
 	checkCallout("the ui's approval")
 	if gated && !s.ui.approve(ctx, approval{toolCallID: block.ID, toolName: block.Name, args: block.Arguments, call: call,
 		failed: failed, timeout: s.set.confirmTimeout}) {
-		return textResult("Denied by user"), true
+		return textResult("Denied by user"), true, false
 	}
 	if failed != nil {
-		return textResult(failed.Error()), true
+		return textResult(failed.Error()), true, true
 	}
 	s.status("running " + block.Name)
 	update := func(partial toolResult) {
@@ -990,7 +1000,7 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 	if res.shell != nil {
 		res.shell.output = s.set.secrets.redact(res.shell.output)
 	}
-	return res, isError
+	return res, isError, true
 }
 
 // lastAssistantText is the text of the last assistant answer that has any.

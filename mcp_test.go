@@ -1232,7 +1232,7 @@ func TestMCPResultImages(t *testing.T) {
 func TestToolResultImagesScaled(t *testing.T) {
 	s := openMCPSession(t, "", nil)
 	call := &mcpCall{tool: mcpTool{server: "helper", remote: "wide"}, args: json.RawMessage(`{}`)}
-	res, isError := s.runDecoded(context.Background(), contentBlock{Type: "toolCall", ID: "t", Name: "mcp__helper__wide"}, call, nil, imageLimits{})
+	res, isError, _ := s.runDecoded(context.Background(), contentBlock{Type: "toolCall", ID: "t", Name: "mcp__helper__wide"}, call, nil, imageLimits{})
 	if isError || len(res.Content) != 3 {
 		t.Fatalf("result %+v, %v", res.Content, isError)
 	}
