@@ -597,3 +597,47 @@ func TestRepeatedCallIDsLinear(t *testing.T) {
 		t.Errorf("%d forms made for %d calls of one id", forms, calls)
 	}
 }
+
+// TestServerLabels: what a Chat Completions server names its response
+// and model is kept as pi 1.6 keeps it — the first id any piece gives,
+// and the model when another than the one asked for — but not a name
+// that holds the key rpi sent, is longer than 256 bytes
+// or has a control character.
+func TestServerLabels(t *testing.T) {
+	chunk := func(id, model string) string {
+		b, _ := json.Marshal(map[string]any{"id": id, "model": model, "choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "x"}}}})
+		return string(b)
+	}
+	for _, c := range []struct {
+		name      string
+		chunks    []string
+		id, model string
+	}{
+		{"plain", []string{chunk("chatcmpl-1", "m"), chunk("chatcmpl-1", "m")}, "chatcmpl-1", ""},
+		{"another model", []string{chunk("chatcmpl-1", "m-fallback")}, "chatcmpl-1", "m-fallback"},
+		{"id in a later piece", []string{`{"choices":[{"index":0,"delta":{"role":"assistant"}}]}`, chunk("", ""), chunk("chatcmpl-2", "m2")}, "chatcmpl-2", "m2"},
+		{"the key", []string{chunk(hostileKey, "x"+hostileKey)}, "", ""},
+		{"too long", []string{chunk(strings.Repeat("i", 257), strings.Repeat("m", 300))}, "", ""},
+		{"control characters", []string{chunk("a\x1b[31mred", "m\n")}, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+				for _, ch := range c.chunks {
+					send(ch)
+				}
+				send(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+				send("[DONE]")
+			}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got answerMeta
+			if msg.answerMeta != nil {
+				got = *msg.answerMeta
+			}
+			if got.ResponseID != c.id || got.ResponseModel != c.model || got.RawStopReason != "stop" {
+				t.Errorf("responseId %q, responseModel %q, rawStopReason %q; want %q, %q, stop", got.ResponseID, got.ResponseModel, got.RawStopReason, c.id, c.model)
+			}
+		})
+	}
+}

@@ -611,11 +611,12 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			return true, nil
 		}
 		if !identified {
-			// The first piece names the response and the model, as every
-			// piece does (pi 1.6 keeps the first it is given).
-			identified = true
+			// Every piece names the response and the model, from the
+			// first that names any (pi 1.6 keeps the first id it is
+			// given): they are looked for until an id came.
 			id, answered := openAIIdentity(data)
 			st.responded(id, answered, m.ID)
+			identified = id != ""
 		}
 		var chunk openAIChunk
 		if !decodeOpenAIDelta(data, &chunk) {
