@@ -83,7 +83,7 @@ func TestSessionFileMatchesPi(t *testing.T) {
 	if _, ok := want["message/system"]; !ok {
 		t.Fatal("no pi 1.6 entries read")
 	}
-	ps, _, _ := agentSession(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"ls","args":["{}"]}]}
+	ps, _, _ := agentSession(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
 {"text":["ok"]}`)
 	ps.send(`{"id":"p","type":"prompt","message":"list"}`)
 	ps.waitFor(`"agent_settled"`)
