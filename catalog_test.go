@@ -368,7 +368,14 @@ func TestKeysOfUnmadeProviders(t *testing.T) {
 // --no-session" in e, shut down when t ends; it serves nothing.
 func startedServer(t *testing.T, e *testEnv, args ...string) *rpcServer {
 	t.Helper()
-	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...), e.env())
+	return serverOf(t, e, append([]string{"--cwd", t.TempDir(), "--no-session"}, args...)...)
+}
+
+// serverOf is an rpc server started with args after "rpc" in e, shut
+// down when t ends; it serves nothing.
+func serverOf(t *testing.T, e *testEnv, args ...string) *rpcServer {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"rpc"}, args...), e.env())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1523,15 +1523,7 @@ func TestProcessToolSessionEnv(t *testing.T) {
 	e.vars["PI_SESSION_ID"] = "inherited-from-a-parent"
 	e.vars["PI_REASONING_LEVEL"] = "inherited"
 	cwd := t.TempDir()
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", cwd, "--model", "faux/faux-1"}, e.env())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.shutdown(false) })
+	s := serverOf(t, e, "--cwd", cwd, "--model", "faux/faux-1")
 	const script = `env | grep -E '^(AI_AGENT|PI_CODING_AGENT=|PI_SESSION|PI_PROVIDER|PI_MODEL|PI_REASONING)' | sort`
 	// output waits for the process the process tool's answer names, and
 	// gives what it printed.

@@ -1448,14 +1448,9 @@ func closedFirstLife(t *testing.T) (sh *servedHost, id string, cursor int64) {
 // a bridge passes --session ID), or by the start of it: it numbers on
 // from its life before, as when named by its file.
 func TestServeHostileCursorAfterReopenByID(t *testing.T) {
-	e := newTestEnv(t)
-	e.vars["PI_FAUX_RESPONSE"] = "Fine."
-	cwd := t.TempDir()
-	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
-	id, _ := firstLife(t, sh.socket)
-	sh.end()
+	e, cwd, id, _ := firstLifeOfEndedHost(t)
 	for _, arg := range []string{id, id[:13]} {
-		sh = startServe(t, e, cwd, "--model", "faux/faux-1", "--idle-close", "20ms")
+		sh := startServe(t, e, cwd, "--model", "faux/faux-1", "--idle-close", "20ms")
 		status := dialLines(t, sh.socket)
 		status.hello(`{"id":"h","type":"hello"}`)
 		a := dialLines(t, sh.socket)
@@ -1477,15 +1472,23 @@ func TestServeHostileCursorAfterReopenByID(t *testing.T) {
 // TestServeHostileCursorAfterRestart: as TestServeHostileCursorAfterReopen,
 // with the host restarted between the two lives of the session.
 func TestServeHostileCursorAfterRestart(t *testing.T) {
-	e := newTestEnv(t)
-	e.vars["PI_FAUX_RESPONSE"] = "Fine."
-	cwd := t.TempDir()
+	e, cwd, id, cursor := firstLifeOfEndedHost(t)
 	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
-	id, cursor := firstLife(t, sh.socket)
-	sh.end()
-	sh = startServe(t, e, cwd, "--model", "faux/faux-1")
 	defer sh.end()
 	checkSecondLife(t, sh.socket, id, cursor, "from the host before")
+}
+
+// firstLifeOfEndedHost is firstLife in a host (faux answering "Fine.")
+// that then ends: the environment and cwd to start the next host in, the
+// session's id and the client's last seq.
+func firstLifeOfEndedHost(t *testing.T) (e *testEnv, cwd, id string, cursor int64) {
+	e = newTestEnv(t)
+	e.vars["PI_FAUX_RESPONSE"] = "Fine."
+	cwd = t.TempDir()
+	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
+	id, cursor = firstLife(t, sh.socket)
+	sh.end()
+	return e, cwd, id, cursor
 }
 
 // firstLife opens a session, runs one turn and leaves: the session's id
