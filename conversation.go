@@ -92,7 +92,7 @@ func (c *conversation) messages() []any {
 }
 
 // prompt is what the conversation's system messages add up to
-// (replayPrompt), replayed from where the last call left off while the
+// (promptReplay), replayed from where the last call left off while the
 // messages only grew since.
 func (c *conversation) prompt() transcriptPrompt {
 	c.mu.Lock()
@@ -100,11 +100,7 @@ func (c *conversation) prompt() transcriptPrompt {
 	if c.replayedAt != c.changes || c.replayed > len(c.msgs) {
 		c.replay, c.replayed, c.replayedAt = promptReplay{}, 0, c.changes
 	}
-	for _, m := range c.msgs[c.replayed:] {
-		if raw, ok := m.(rawMessage); ok {
-			c.replay.apply(raw)
-		}
-	}
+	c.replay.add(c.msgs[c.replayed:])
 	c.replayed = len(c.msgs)
 	return c.replay.result()
 }

@@ -249,11 +249,8 @@ func systemMessageParts(m rawMessage, update bool) []string {
 	})
 	var added, removed []string
 	for _, t := range f.ToolsAdded {
-		var decl struct {
-			Name string `json:"name"`
-		}
-		if json.Unmarshal(t, &decl) == nil && decl.Name != "" {
-			added = append(added, decl.Name)
+		if name := declaredName(t); name != "" {
+			added = append(added, name)
 		}
 	}
 	for _, t := range f.ToolsRemoved {

@@ -13,7 +13,7 @@ import (
 // "toolsAdded":[…]}) before the first prompt says the whole prompt, part
 // by part, and the tools; a later one says only what changed (a section
 // set again, or null when it went; tools added or removed). The model is
-// sent what the conversation's system messages add up to (replayPrompt),
+// sent what the conversation's system messages add up to (promptReplay),
 // so the session file shows what each request held. docs/sessions.md
 // tells the format.
 
@@ -128,15 +128,13 @@ type transcriptPrompt struct {
 	sectionAt, toolAt map[string]int
 }
 
-// replayPrompt is the prompt messages' system messages add up to.
-func replayPrompt(messages []any) transcriptPrompt {
-	var r promptReplay
+// add replays the system messages among messages, in order.
+func (r *promptReplay) add(messages []any) {
 	for _, m := range messages {
 		if raw, ok := m.(rawMessage); ok {
 			r.apply(raw)
 		}
 	}
-	return r.result()
 }
 
 // promptReplay is a replay under way: what left the sections or the
@@ -169,7 +167,7 @@ func (r *promptReplay) result() transcriptPrompt {
 	return p
 }
 
-// systemMessageFields are the fields of a system message replayPrompt
+// systemMessageFields are the fields of a system message promptReplay
 // reads.
 type systemMessageFields struct {
 	Role         string            `json:"role"`
@@ -220,21 +218,31 @@ func (r *promptReplay) apply(raw rawMessage) {
 		}
 	}
 	for _, added := range m.ToolsAdded {
-		var decl struct {
-			Name string `json:"name"`
-		}
+		name := declaredName(added)
 		var compact bytes.Buffer
-		if json.Unmarshal(added, &decl) != nil || decl.Name == "" || json.Compact(&compact, added) != nil {
+		if name == "" || json.Compact(&compact, added) != nil {
 			continue
 		}
-		if i, ok := p.toolAt[decl.Name]; ok {
+		if i, ok := p.toolAt[name]; ok {
 			p.tools[i].json = compact.Bytes()
 		} else {
-			p.toolAt[decl.Name] = len(p.tools)
-			p.tools = append(p.tools, toolDeclaration{decl.Name, compact.Bytes()})
+			p.toolAt[name] = len(p.tools)
+			p.tools = append(p.tools, toolDeclaration{name, compact.Bytes()})
 			r.toolGone = append(r.toolGone, false)
 		}
 	}
+}
+
+// declaredName is the name of a tool a system message declares, "" when
+// it names none (or the declaration is not an object with a string name).
+func declaredName(decl json.RawMessage) string {
+	var d struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(decl, &d) != nil {
+		return ""
+	}
+	return d.Name
 }
 
 // systemContentText is a system message's content as text: a string, or
@@ -385,7 +393,7 @@ func containsSection(sections []promptSection, name string) bool {
 // (its systemMessage): the whole prompt and every tool, at timestamp
 // now; nil when the conversation had no system message.
 func (p *transcriptPrompt) head(now int64) rawMessage {
-	if !p.found && len(p.tools) == 0 {
+	if !p.found {
 		return nil
 	}
 	m := appendJSONString([]byte(`{"role":"system","content":`), strings.Join(p.content, "\n\n"))

@@ -12,6 +12,14 @@ import (
 	"unicode/utf8"
 )
 
+// replayPrompt is the prompt messages' system messages add up to, replayed
+// at once, as conversation.prompt replays them as they come.
+func replayPrompt(messages []any) transcriptPrompt {
+	var r promptReplay
+	r.add(messages)
+	return r.result()
+}
+
 // withoutSystem is messages without the system messages, for a test
 // about the conversation's other messages.
 func withoutSystem(messages []any) []any {
