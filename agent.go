@@ -616,7 +616,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	var last *assistantMessage
 	for {
 		s.emit("turn_start", nil)
-		if m := s.declarePrompt(s.offeredTools()); m != nil { // before the turn's prompts, as pi 1.6 puts it
+		if m := s.declarePrompt(s.offeredTools(), true); m != nil { // before the turn's prompts, as pi 1.6 puts it
 			produced = append(produced, m)
 		}
 		run.turn = append(run.turn, pending...)
@@ -642,7 +642,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		// register late, and exactly those are offered.
 		s.mcp.awaitFirst(run.ctx)
 		tools := s.offeredTools()
-		if m := s.declarePrompt(tools); m != nil {
+		if m := s.declarePrompt(tools, false); m != nil {
 			produced = append(produced, m)
 		}
 		answer := s.streamAnswer(run, tools)

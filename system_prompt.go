@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -424,9 +425,18 @@ func (p *transcriptPrompt) head(now int64) rawMessage {
 // prompt and the tools (those to be offered) the conversation has not
 // told it yet: a system message recorded in the conversation and told as
 // message_start and message_end. It returns that message, or nil when
-// the conversation's system messages say it all already.
-func (s *session) declarePrompt(tools []*tool) rawMessage {
+// the conversation's system messages say it all already. With
+// laterMCP, an MCP tool the conversation has not declared yet is left
+// for the declaration after the turn's prompts: whether its server
+// connected just before the turn or during the wait for it, its tools
+// are declared in the same place.
+func (s *session) declarePrompt(tools []*tool, laterMCP bool) rawMessage {
 	p := s.conv.prompt()
+	if laterMCP {
+		tools = slices.DeleteFunc(slices.Clone(tools), func(t *tool) bool {
+			return !slices.Contains(s.set.tools, t) && p.tool(t.name) < 0
+		})
+	}
 	m := p.update(s.promptSections(), declareTools(tools), s.env.clock.Now().UnixMilli())
 	if m == nil {
 		return nil
