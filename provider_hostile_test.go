@@ -641,3 +641,31 @@ func TestServerLabels(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesKeepsTheFinalID: a Responses stream names its response in
+// response.created and again in the event that ends it; the answer keeps
+// the last one given, as pi 1.6 does, and the first when the end names
+// none.
+func TestResponsesKeepsTheFinalID(t *testing.T) {
+	for _, c := range []struct{ name, final, want string }{
+		{"renamed at the end", `"id":"resp_final",`, "resp_final"},
+		{"unnamed at the end", ``, "resp_first"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msg, err := hostileCall(t, context.Background(), apiResponses, 4096, sseHandler(func(send func(string)) {
+				send(`{"type":"response.created","response":{"id":"resp_first","status":"in_progress"}}`)
+				send(`{"type":"response.in_progress","response":{"id":"resp_other","status":"in_progress"}}`)
+				send(`{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}`)
+				send(`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"hi"}`)
+				send(`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"hi"}]}}`)
+				send(`{"type":"response.completed","response":{` + c.final + `"status":"completed"}}`)
+			}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.answerMeta == nil || msg.ResponseID != c.want {
+				t.Errorf("responseId %+v, want %q", msg.answerMeta, c.want)
+			}
+		})
+	}
+}

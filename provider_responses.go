@@ -237,7 +237,7 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
-		if ev.Response != nil {
+		if ev.Type == "response.created" && ev.Response != nil {
 			st.responded(ev.Response.ID, "", m.ID)
 		}
 		if name == "error" || ev.Type == "error" {
@@ -325,6 +325,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			r := ev.Response
 			if r == nil {
 				return true, &providerError{message: "Invalid response from the model server: " + ev.Type + " without a response"}
+			}
+			if r.ID != "" { // the id the response ended with is the one kept, as pi 1.6's
+				st.msg.meta().ResponseID = r.ID
 			}
 			if u := r.Usage; u != nil {
 				cached, written := int(u.InputTokensDetails.CachedTokens), int(u.InputTokensDetails.CacheWriteTokens)
