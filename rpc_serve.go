@@ -179,6 +179,14 @@ func (c *servedRPC) hello(r *rpcRequest) (_ any, err error) {
 	if attach != "" {
 		return c.attachTo(attach, cursor)
 	}
+	if o.id != "" {
+		return c.attachByID(o, cursor)
+	}
+	if o.file != "" && !o.flags.noSession && c.sh.findSessionFile(&o, *o.flags) == nil {
+		if _, id := c.sh.liveStageAt(o.file); id != "" { // as for a session id
+			return c.attachTo(id, cursor)
+		}
+	}
 	if err := c.attachNew(o); err != nil {
 		return nil, err
 	}
@@ -328,6 +336,23 @@ func (c *servedRPC) attachNew(o sessionOptions) error {
 	srv := c.srv
 	c.announce = func() { srv.announceStart() }
 	return nil
+}
+
+// attachByID attaches the connection to the session live in the host
+// whose id is o.id, as attachTo does (o's other options are for a session
+// being opened: they leave it as it is), or to a new session opened as o
+// says when none is. Two hellos naming one id open one session: the
+// second waits for the first's opening (openOrWait), then attaches.
+func (c *servedRPC) attachByID(o sessionOptions, cursor int64) (any, error) {
+	if s := c.sh.h.sessions.openOrWait(o.id); s != nil {
+		return c.attachTo(o.id, cursor)
+	}
+	err := c.attachNew(o)
+	c.sh.h.sessions.loaded(o.id)
+	if err != nil {
+		return nil, err
+	}
+	return helloAnswer{SessionID: c.srv.conv.info().id, Cursor: c.st.lastSeq()}, nil
 }
 
 // attachTo attaches the connection to the session with id: a live one,
@@ -576,13 +601,7 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 // liveStage is the stage of the session live in the host whose file is
 // path (relative to the session's cwd), and that session's id; or nil.
 func (c *servedRPC) liveStage(path string) (*stage, string) {
-	path = resolvePath(c.srv.set.cwd, path)
-	for _, st := range c.sh.liveStages() {
-		if info := st.s.conv.info(); info.path == path {
-			return st, info.id
-		}
-	}
-	return nil, ""
+	return c.sh.liveStageAt(resolvePath(c.srv.set.cwd, path))
 }
 
 // switchAway is switch_session apart from the connection's session: to

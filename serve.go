@@ -422,17 +422,10 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 		cfg = *o.flags
 	}
 	if o.file != "" && !cfg.noSession {
-		// The file, by its path, is what its last seq here is kept by: a
-		// hello's session id (or the start of one) or relative path is
-		// made that path first, as the session would make it.
-		if o.startInEmpty && !sessionArgIsPath(o.file) {
-			path, err := findSessionByID(sh.h.ctx, storeOf(cfg, sh.h.set.agentDir), o.file, o.cwd)
-			if err != nil {
-				return nil, err
-			}
-			o.file = path
+		// The file, by its path, is what its last seq here is kept by.
+		if err := sh.findSessionFile(&o, cfg); err != nil {
+			return nil, err
 		}
-		o.file = resolvePath(o.cwd, o.file)
 		st.seq = sh.firstSeq(o.file)
 	}
 	st.dialogs.served = true
@@ -459,6 +452,32 @@ func (sh *serveHost) openStage(o sessionOptions) (*stage, error) {
 		sh.opened(st)
 	}
 	return st, nil
+}
+
+// findSessionFile makes o.file, a hello's session id (or the start of
+// one) or path relative to o.cwd, the file's absolute path, as the
+// session would find it (cfg: the session's flags).
+func (sh *serveHost) findSessionFile(o *sessionOptions, cfg cliConfig) error {
+	if o.startInEmpty && !sessionArgIsPath(o.file) {
+		path, err := findSessionByID(sh.h.ctx, storeOf(cfg, sh.h.set.agentDir), o.file, o.cwd)
+		if err != nil {
+			return err
+		}
+		o.file = path
+	}
+	o.file = resolvePath(o.cwd, o.file)
+	return nil
+}
+
+// liveStageAt is the stage of the session live in the host whose file is
+// path (absolute), and that session's id; or nil.
+func (sh *serveHost) liveStageAt(path string) (*stage, string) {
+	for _, st := range sh.liveStages() {
+		if info := st.s.conv.info(); info.path == path {
+			return st, info.id
+		}
+	}
+	return nil, ""
 }
 
 // errHostFull refuses a session past maxSessions in the host, none of

@@ -640,3 +640,34 @@ func TestServeACPResumeOwnNewAsItOpens(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHelloSameNewIDAtOnce: clients that say hello at once, each
+// naming the same new session id, all end on one session: one opens it,
+// the others wait for that opening and attach (each of them waited 5 s
+// for the id the host's own new session held, and failed).
+func TestServeHelloSameNewIDAtOnce(t *testing.T) {
+	e := newTestEnv(t)
+	sh := startServe(t, e, t.TempDir(), "--model", "faux/faux-1")
+	clients := make([]*servedClient, 6)
+	for i := range clients {
+		clients[i] = sh.connect()
+	}
+	for _, c := range clients {
+		c.send(`{"id":"h","type":"hello","options":{"session-id":"same"}}`)
+	}
+	for _, c := range clients {
+		c.waitFor(t, `"command":"hello"`, 1)
+		if out := string(c.out.bytes()); !strings.Contains(out, `"success":true,"data":{"sessionId":"same"`) {
+			t.Errorf("a hello failed: %s", out)
+		}
+	}
+	clients[0].send(`{"id":"s","type":"host_status"}`)
+	clients[0].waitFor(t, `"command":"host_status"`, 1)
+	out := string(clients[0].out.bytes())
+	status := out[strings.Index(out, `{"id":"s"`):]
+	if !strings.Contains(status, `"sessions":[{"sessionId":"same","cwd"`) || strings.Count(status, `"sessionId"`) != 1 ||
+		!strings.Contains(status, fmt.Sprintf(`"clients":%d,`, len(clients))) {
+		t.Errorf("host_status: %s", status)
+	}
+	sh.end()
+}
