@@ -97,12 +97,38 @@ func (c *conversation) messages() []any {
 func (c *conversation) prompt() transcriptPrompt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.replayLocked()
+	return c.replay.result()
+}
+
+// replayLocked brings c.replay up to the conversation's messages.
+func (c *conversation) replayLocked() {
 	if c.replayedAt != c.changes || c.replayed > len(c.msgs) {
 		c.replay, c.replayed, c.replayedAt = promptReplay{}, 0, c.changes
 	}
 	c.replay.add(c.msgs[c.replayed:])
 	c.replayed = len(c.msgs)
-	return c.replay.result()
+}
+
+// loadout is which of rpi's tools (allTools, in order) the
+// conversation's system messages declare now (declared), and which they
+// ever added or removed (mentioned); found tells whether it has a system
+// message. Each is looked up by name: a session's thousands of tools
+// cost nothing here.
+func (c *conversation) loadout() (declared, mentioned []string, found bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replayLocked()
+	r := &c.replay
+	for _, t := range allTools {
+		if r.p.tool(t.name) >= 0 {
+			declared = append(declared, t.name)
+		}
+		if r.mentioned[t.name] {
+			mentioned = append(mentioned, t.name)
+		}
+	}
+	return declared, mentioned, r.p.found
 }
 
 // changed counts the times a message left the conversation or it was

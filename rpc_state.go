@@ -103,7 +103,7 @@ func (s *rpcServer) getCapabilitiesCommand(r *rpcRequest) (any, error) {
 	}
 	slices.Sort(names)
 	toolList := []string{}
-	for _, t := range s.set.tools {
+	for _, t := range s.tools() {
 		toolList = append(toolList, t.name)
 	}
 	return rpcCapabilities{

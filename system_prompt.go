@@ -36,6 +36,7 @@ const basePreamble = "You are an expert coding assistant. You help the user with
 // A part with nothing to say is left out.
 func (s *session) promptSections() []promptSection {
 	var sections []promptSection
+	tools := s.tools()
 	add := func(name, text string) {
 		if name != "preamble" {
 			text = "<" + name + ">\n" + text + "\n</" + name + ">"
@@ -46,19 +47,19 @@ func (s *session) promptSections() []promptSection {
 		add("preamble", s.set.systemPrompt)
 	} else {
 		add("preamble", basePreamble)
-		if len(s.set.tools) > 0 {
-			var tools strings.Builder
-			for i, t := range s.set.tools {
+		if len(tools) > 0 {
+			var list strings.Builder
+			for i, t := range tools {
 				if i > 0 {
-					tools.WriteByte('\n')
+					list.WriteByte('\n')
 				}
-				fmt.Fprintf(&tools, "- %s: %s", t.name, t.summary)
+				fmt.Fprintf(&list, "- %s: %s", t.name, t.summary)
 			}
-			add("tools", tools.String())
+			add("tools", list.String())
 		}
 		rules := []string{"Read files before editing them.",
 			"Use edit for precise changes and write for new files or complete rewrites."}
-		for _, t := range s.set.tools {
+		for _, t := range tools {
 			rules = append(rules, t.guidelines...)
 		}
 		rules = append(rules, "Keep answers short and concrete; show file paths clearly.")
@@ -75,7 +76,7 @@ func (s *session) promptSections() []promptSection {
 		}
 		add("project_context", b.String())
 	}
-	if skills := skillsForModel(s.set.slashCommands, s.set.tools); skills != "" {
+	if skills := skillsForModel(s.set.slashCommands, tools); skills != "" {
 		add("skills", skills)
 	}
 	add("date", s.env.clock.Now().Format("2006-01-02"))
@@ -145,6 +146,7 @@ func (r *promptReplay) add(messages []any) {
 type promptReplay struct {
 	p                     transcriptPrompt
 	sectionGone, toolGone []bool
+	mentioned             map[string]bool // every tool added or removed
 }
 
 // result is the prompt replayed: its sections and tools without those
@@ -212,7 +214,11 @@ func (r *promptReplay) apply(raw rawMessage) {
 			r.sectionGone = append(r.sectionGone, false)
 		}
 	})
+	if r.mentioned == nil {
+		r.mentioned = map[string]bool{}
+	}
 	for _, removed := range m.ToolsRemoved {
+		r.mentioned[removed.Name] = true
 		if i, ok := p.toolAt[removed.Name]; ok {
 			r.toolGone[i] = true
 			delete(p.toolAt, removed.Name)
@@ -224,6 +230,7 @@ func (r *promptReplay) apply(raw rawMessage) {
 		if name == "" || json.Compact(&compact, added) != nil {
 			continue
 		}
+		r.mentioned[name] = true
 		if i, ok := p.toolAt[name]; ok {
 			p.tools[i].json = compact.Bytes()
 		} else {
@@ -421,6 +428,43 @@ func (p *transcriptPrompt) head(now int64) rawMessage {
 	return rawMessage(fmt.Appendf(m, `,"timestamp":%d}`, now))
 }
 
+// piBuiltinTools are pi 1.6's own tools. A session pi wrote declares
+// those it offered; rpi's others (todo, process, ask_user) are to pi as
+// an extension's tools, which it turns on when a transcript never
+// mentioned them.
+var piBuiltinTools = []string{"read", "bash", "edit", "write", "grep", "find", "ls"}
+
+// tools are the built-in tools the session offers the model: its flags'
+// (set.tools); or, when those are the default selection (no --tools list
+// of names, no --no-tools or --no-builtin-tools: +name and -name entries
+// change the default) and its conversation has a system message, those
+// of them the conversation declared last, as pi 1.6 restores a session's
+// tools when it opens it: so a session that was given fewer tools keeps
+// them fewer when it is opened again. rpi's own tools the conversation
+// never mentioned (not pi's built-ins) are offered too, as pi turns on an
+// extension's tools a transcript never mentioned, and so are those --tools'
+// +name entries add. Unlike pi's, a session never gets back a tool the
+// flags and settings do not offer now: a session file names no tool into
+// being (docs/pi-compat.md).
+func (s *session) tools() []*tool {
+	cfg := s.set.cfg
+	if cfg.toolsGiven && !slices.ContainsFunc(cfg.tools, isToolModifier) {
+		return s.set.tools
+	}
+	declared, mentioned, found := s.conv.loadout()
+	if !found {
+		return s.set.tools
+	}
+	names := declared
+	for _, t := range s.set.tools {
+		if !slices.Contains(mentioned, t.name) && !slices.Contains(piBuiltinTools, t.name) {
+			names = append(names, t.name)
+		}
+	}
+	names = withToolModifiers(names, cfg.tools)
+	return slices.DeleteFunc(slices.Clone(s.set.tools), func(t *tool) bool { return !slices.Contains(names, t.name) })
+}
+
 // declarePrompt tells the model, before it is asked, what of the system
 // prompt and the tools (those to be offered) the conversation has not
 // told it yet: a system message recorded in the conversation and told as
@@ -433,8 +477,9 @@ func (p *transcriptPrompt) head(now int64) rawMessage {
 func (s *session) declarePrompt(tools []*tool, laterMCP bool) rawMessage {
 	p := s.conv.prompt()
 	if laterMCP {
+		builtIn := s.tools()
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *tool) bool {
-			return !slices.Contains(s.set.tools, t) && p.tool(t.name) < 0
+			return !slices.Contains(builtIn, t) && p.tool(t.name) < 0
 		})
 	}
 	m := p.update(s.promptSections(), declareTools(tools), s.env.clock.Now().UnixMilli())

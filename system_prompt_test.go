@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,68 @@ func TestCompactionSystemMessageNotUTF8(t *testing.T) {
 	}
 	if got := systemPromptOf(t, fm.lastRequest()); strings.Contains(got, "A \uFFFD B") {
 		t.Errorf("the model got %q", got)
+	}
+}
+
+// TestToolsRestoredFromTheSession: a session opened again gets back the
+// tools its system messages declared last (read, grep; bash and todo
+// were removed) among those rpi offers now, when it runs with the
+// default selection, which --tools' +name and -name entries,
+// --exclude-tools and settings.json's defaultTools change; a list of
+// names, --no-tools or --no-builtin-tools set the tools whatever the
+// session had, and a session without a system message gets the
+// selection. A tool the selection leaves out never comes back (grep
+// without +grep; bash, which the session had once, under a defaultTools
+// without it). The tools are those of the model's request.
+func TestToolsRestoredFromTheSession(t *testing.T) {
+	for _, c := range []struct {
+		name, settings string
+		args           []string
+		system         bool
+		want           string
+	}{
+		{"default selection", "", nil, true, "read,process,ask_user"},
+		{"+grep", "", []string{"--tools", "+grep"}, true, "read,process,ask_user,grep"},
+		{"+name and -name", "", []string{"--tools", "+bash,-ask_user"}, true, "read,bash,process"},
+		{"excluded", "", []string{"--tools", "+grep", "--exclude-tools", "read"}, true, "process,ask_user,grep"},
+		{"defaultTools", `{"defaultTools":["read","grep","edit"]}`, nil, true, "read,grep"},
+		{"a list of names", "", []string{"--tools", "read,bash"}, true, "read,bash"},
+		{"no tools", "", []string{"--no-tools"}, true, ""},
+		{"no built-in tools", "", []string{"--no-builtin-tools"}, true, ""},
+		{"no system message", "", nil, false, strings.Join(defaultTools, ",")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, cwd := newTestEnv(t), t.TempDir()
+			fm := startFakeModel(t, apiOpenAI, `{"text":["Again."]}`, e.agentDir)
+			if c.settings != "" {
+				os.WriteFile(filepath.Join(e.agentDir, "settings.json"), []byte(c.settings), 0o644)
+			}
+			dir := defaultSessionDir(e.agentDir, cwd)
+			os.MkdirAll(dir, 0o755)
+			lines := `{"type":"session","version":3,"id":"kept","timestamp":"2026-03-16T09:00:00.000Z","cwd":` + strconv.Quote(cwd) + "}\n"
+			if c.system {
+				lines += `{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"system","content":"","sections":{"preamble":"Old."},"timestamp":1,` +
+					`"toolsAdded":[{"name":"read","description":"R.","parameters":{}},{"name":"grep","description":"G.","parameters":{}},{"name":"bash","description":"B.","parameters":{}},{"name":"todo","description":"T.","parameters":{}}]}}` + "\n" +
+					`{"type":"message","id":"a2","parentId":"a1","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"system","content":"","timestamp":1,"toolsRemoved":[{"name":"bash"},{"name":"todo"}]}}` + "\n"
+			}
+			os.WriteFile(filepath.Join(dir, "2026-03-16T09-00-00-000Z_kept.jsonl"), []byte(lines), 0o644)
+			ps := startSessionIn(t, e, append([]string{"rpc", "--cwd", cwd, "--session-id", "kept"}, c.args...))
+			ps.send(`{"id":"p","type":"prompt","message":"again"}`)
+			ps.waitFor(`"type":"agent_settled"`)
+			ps.close()
+			fm.mu.Lock()
+			defer fm.mu.Unlock()
+			if len(fm.requests) != 1 {
+				t.Fatalf("%d requests", len(fm.requests))
+			}
+			tools, _ := fm.requests[0]["tools"].([]any)
+			var names []string
+			for _, tl := range tools {
+				names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+			}
+			if got := strings.Join(names, ","); got != c.want {
+				t.Errorf("the model was offered %q, want %q", got, c.want)
+			}
+		})
 	}
 }

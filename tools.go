@@ -130,7 +130,7 @@ func toolNames() []string {
 
 // activeTool finds a tool the model is offered.
 func (s *session) activeTool(name string) *tool {
-	for _, t := range s.set.tools {
+	for _, t := range s.tools() {
 		if t.name == name {
 			return t
 		}
@@ -144,11 +144,11 @@ func (s *session) activeTool(name string) *tool {
 // offeredTools are the tools the model is declared in its next request:
 // the session's, then its MCP servers' (those connected by then).
 func (s *session) offeredTools() []*tool {
-	mcp := s.mcp.offered()
+	tools, mcp := s.tools(), s.mcp.offered()
 	if len(mcp) == 0 {
-		return s.set.tools
+		return tools
 	}
-	return append(slices.Clip(s.set.tools), mcp...)
+	return append(slices.Clip(tools), mcp...)
 }
 
 // confirmMCPUnmarked, among the tools behind the approval gate, stands
