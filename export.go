@@ -233,8 +233,7 @@ func writeHTML(w *bufio.Writer, h sessionHeader, name string, messages []any) er
 // of the tools it declares ("tools: …", or in an update "tools added:
 // …") and of those it removes.
 func systemMessageParts(m rawMessage, update bool) []string {
-	var f systemMessageFields
-	json.Unmarshal(m, &f) // a field of the wrong type stays empty
+	f := systemMessageOf(m)
 	var parts []string
 	if text := systemContentText(f.Content); text != "" {
 		parts = append(parts, text)
@@ -254,7 +253,7 @@ func systemMessageParts(m rawMessage, update bool) []string {
 		}
 	}
 	for _, t := range f.ToolsRemoved {
-		removed = append(removed, t.Name)
+		removed = append(removed, declaredName(t))
 	}
 	if len(added) > 0 {
 		label := "tools: "

@@ -502,10 +502,14 @@ func mendEnd(f *os.File) error {
 	return nil
 }
 
+// messageRole is a message's role, read by its exact name as pi reads it
+// ("" when it has none that is a string).
 func messageRole(raw json.RawMessage) string {
-	var m struct{ Role string }
-	json.Unmarshal(raw, &m)
-	return m.Role
+	var role string
+	if at, end, ok := memberValue(raw, "role"); ok && json.Unmarshal(raw[at:end], &role) == nil {
+		return role
+	}
+	return ""
 }
 
 // errInvalidSessionFile says why a session file cannot be opened: it

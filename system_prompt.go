@@ -171,15 +171,39 @@ func (r *promptReplay) result() transcriptPrompt {
 }
 
 // systemMessageFields are the fields of a system message promptReplay
-// reads.
+// and the export read.
 type systemMessageFields struct {
-	Role         string            `json:"role"`
-	Content      json.RawMessage   `json:"content"`
-	Sections     json.RawMessage   `json:"sections"`
-	ToolsAdded   []json.RawMessage `json:"toolsAdded"`
-	ToolsRemoved []struct {
-		Name string `json:"name"`
-	} `json:"toolsRemoved"`
+	Content, Sections        json.RawMessage
+	ToolsAdded, ToolsRemoved []json.RawMessage // each {"name",…}
+}
+
+// systemMessageOf reads a system message's fields by their exact names,
+// as pi reads them (encoding/json would take "ToolsAdded" for
+// toolsAdded), the last of a name given twice, as JSON.parse keeps it. A
+// field of another type than a system message's stays empty.
+func systemMessageOf(raw []byte) systemMessageFields {
+	var m systemMessageFields
+	members, _ := scanObject(raw, nil)
+	list := func(value []byte) []json.RawMessage {
+		var items []json.RawMessage
+		if json.Unmarshal(value, &items) != nil {
+			return nil
+		}
+		return items
+	}
+	for _, mb := range members {
+		switch string(mb.key) {
+		case "content":
+			m.Content = mb.value
+		case "sections":
+			m.Sections = mb.value
+		case "toolsAdded":
+			m.ToolsAdded = list(mb.value)
+		case "toolsRemoved":
+			m.ToolsRemoved = list(mb.value)
+		}
+	}
+	return m
 }
 
 // apply adds raw to the replay when it is a system message. A session
@@ -193,8 +217,7 @@ func (r *promptReplay) apply(raw rawMessage) {
 	if p.sectionAt == nil {
 		p.sectionAt, p.toolAt = map[string]int{}, map[string]int{}
 	}
-	var m systemMessageFields
-	json.Unmarshal(raw, &m) // a field of the wrong type stays empty
+	m := systemMessageOf(raw)
 	p.found = true
 	if text := systemContentText(m.Content); text != "" {
 		p.content = append(p.content, text)
@@ -218,10 +241,11 @@ func (r *promptReplay) apply(raw rawMessage) {
 		r.mentioned = map[string]bool{}
 	}
 	for _, removed := range m.ToolsRemoved {
-		r.mentioned[removed.Name] = true
-		if i, ok := p.toolAt[removed.Name]; ok {
+		name := declaredName(removed)
+		r.mentioned[name] = true
+		if i, ok := p.toolAt[name]; ok {
 			r.toolGone[i] = true
-			delete(p.toolAt, removed.Name)
+			delete(p.toolAt, name)
 		}
 	}
 	for _, added := range m.ToolsAdded {
@@ -244,13 +268,11 @@ func (r *promptReplay) apply(raw rawMessage) {
 // declaredName is the name of a tool a system message declares, "" when
 // it names none (or the declaration is not an object with a string name).
 func declaredName(decl json.RawMessage) string {
-	var d struct {
-		Name string `json:"name"`
+	var name string
+	if at, end, ok := memberValue(decl, "name"); ok && json.Unmarshal(decl[at:end], &name) == nil {
+		return name
 	}
-	if json.Unmarshal(decl, &d) != nil {
-		return ""
-	}
-	return d.Name
+	return ""
 }
 
 // systemContentText is a system message's content as text: a string, or

@@ -331,3 +331,35 @@ func TestToolsRestoredFromTheSession(t *testing.T) {
 		})
 	}
 }
+
+// TestSystemMessageFieldsExact: a system message's fields are read by
+// their exact names, as pi 1.6 reads them (encoding/json's struct fields
+// would take any case): a message whose role, sections, tools or a
+// removed tool's name are spelled otherwise says nothing of them; the
+// last of a field given twice is the one read, as JSON.parse keeps it.
+func TestSystemMessageFieldsExact(t *testing.T) {
+	base := rawMessage(`{"role":"system","content":"","sections":{"preamble":"P."},"toolsAdded":[{"name":"read","description":"R.","parameters":{}},{"name":"bash","description":"B.","parameters":{}}]}`)
+	for _, c := range []struct {
+		name, msg, sections, tools string
+	}{
+		{"another role's case", `{"ROLE":"system","content":"","sections":{"cwd":"C."}}`, "preamble", "read,bash"},
+		{"fields in another case", `{"role":"system","content":"","Sections":{"cwd":"C."},"ToolsAdded":[{"name":"ls","description":"L.","parameters":{}}],"TOOLSREMOVED":[{"name":"read"}]}`, "preamble", "read,bash"},
+		{"a removed tool's name in another case", `{"role":"system","content":"","toolsRemoved":[{"NAME":"read"},{"name":"bash"}]}`, "preamble", "read"},
+		{"a declared tool's name in another case", `{"role":"system","content":"","toolsAdded":[{"Name":"ls","description":"L.","parameters":{}}]}`, "preamble", "read,bash"},
+		{"the last of a field twice", `{"role":"system","content":"","sections":{"cwd":"C."},"sections":{"date":"D."}}`, "preamble,date", "read,bash"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := replayPrompt([]any{base, rawMessage(c.msg)})
+			var sections, tools []string
+			for _, s := range p.sections {
+				sections = append(sections, s.name)
+			}
+			for _, tl := range p.tools {
+				tools = append(tools, tl.name)
+			}
+			if strings.Join(sections, ",") != c.sections || strings.Join(tools, ",") != c.tools {
+				t.Errorf("sections %v, tools %v; want %s and %s", sections, tools, c.sections, c.tools)
+			}
+		})
+	}
+}
