@@ -212,6 +212,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		return next
 	}
 	s.activeRun, s.phase = nil, idle
+	bashResults := s.conv.release() // in before agent_settled: the messages asked for then hold them
 	s.cacheWarmSettledLocked(run.ctx.Err() != nil)
 	s.host.runs.release(s)
 	if run.agent {
@@ -227,7 +228,9 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		s.host.endRun(s) // wakes the prompts that wait for a place
 	}
 	run.cancel()
-	s.conv.release()
+	if bashResults {
+		s.conv.flush()
+	}
 	return nil
 }
 

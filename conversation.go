@@ -319,18 +319,24 @@ func (c *conversation) hold() {
 	c.mu.Unlock()
 }
 
-// release ends a hold, adding the results that waited when none is left.
-func (c *conversation) release() {
+// release ends a hold, adding the results that waited when none is left:
+// in the conversation at once (the caller may hold the session's lock, so
+// that they are in before it tells the run's end), written by the next
+// flush, which the caller makes outside that lock. It reports whether it
+// added any.
+func (c *conversation) release() (added bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.holds--
-	var waiting []any
-	if c.holds == 0 {
-		waiting, c.deferred = c.deferred, nil
+	if c.holds > 0 {
+		return false
 	}
-	c.mu.Unlock()
-	for _, m := range waiting {
-		c.appendMessage(m)
+	for _, m := range c.deferred {
+		c.msgs = append(c.msgs, m)
+		c.addLocked("message", []entryField{{"message", m}}) // a failed write is told by the flush
 	}
+	added, c.deferred = len(c.deferred) > 0, nil
+	return added
 }
 
 // addBashResult adds a user bash command's result now, or after the run

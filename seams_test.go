@@ -527,3 +527,47 @@ func TestCompactAnsweredOnceSettled(t *testing.T) {
 		t.Errorf("the compaction was answered while its run was still active")
 	}
 }
+
+// settledSink runs check on agent_settled, as the event is delivered.
+type settledSink struct {
+	recordingSink
+	check func()
+}
+
+func (r *settledSink) event(ev event) {
+	r.recordingSink.event(ev)
+	if ev.Type == "agent_settled" {
+		r.check()
+	}
+}
+
+func (r *settledSink) gatheredEvent(ev event) { r.event(ev) }
+
+// TestBashResultInBeforeSettled: a user bash command that ends while a
+// run is in progress waits for the run's end to join the conversation;
+// it is in by the time agent_settled is out, so a client that asks for
+// the messages the moment it hears agent_settled finds it (it joined
+// after the event: get_messages could miss it).
+func TestBashResultInBeforeSettled(t *testing.T) {
+	var s *session
+	found := make(chan bool, 1)
+	sink := &settledSink{}
+	sink.check = func() {
+		in := false
+		for _, m := range s.conv.messages() {
+			if b, ok := m.(bashExecutionMessage); ok && b.Command == "echo during" {
+				in = true
+			}
+		}
+		found <- in
+	}
+	s, _ = openTestSession(t, `{"text":["ok"]}`, sink, &approvingUI{}, nil)
+	ended := make(chan promptEnd, 1)
+	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("go"), Timestamp: 1}, "", func(bool, error) {
+		s.conv.addBashResult(bashExecutionMessage{Role: "bashExecution", Command: "echo during", Output: "during\n", Timestamp: 2})
+	}, func(end promptEnd) { ended <- end })
+	receive(t, ended, "the prompt's end")
+	if !receive(t, found, "agent_settled") {
+		t.Error("the bash result that ended during the run was not in the conversation when agent_settled was told")
+	}
+}
