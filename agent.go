@@ -211,7 +211,7 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 		s.unlock()
 		return next
 	}
-	s.activeRun, s.phase = nil, idle
+	s.activeRun, s.phase, s.starting = nil, idle, nil
 	bashResults := s.conv.release() // in before agent_settled: the messages asked for then hold them
 	s.cacheWarmSettledLocked(run.ctx.Err() != nil)
 	s.host.runs.release(s)
@@ -508,6 +508,7 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 		// abort_retry can end the wait from the moment auto_retry_start is out.
 		cancelled := run.armRetry()
 		s.emit("auto_retry_start", retryStart{Attempt: attempt, MaxAttempts: max, DelayMs: delay.Milliseconds(), ErrorMessage: retryErr})
+		s.omitAnswer(last) // out of the context already (runTurns): now for good, in the session too
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning",
 			Message: fmt.Sprintf("Retrying in %v (attempt %d of %d): %s", delay, attempt, max, retryErr)})
 		s.status(fmt.Sprintf("retrying (attempt %d of %d)", attempt, max))
@@ -633,6 +634,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 					fitPromptImages(u, lim) // as it enters the conversation, once: the session keeps it so
 				}
 			}
+			s.startQueued(m)
 			s.emit("message_start", messageEvent{m})
 			s.conv.appendMessage(m) // recorded before its end is told: it can be asked for then
 			s.emit("message_end", messageEvent{m})
@@ -668,6 +670,9 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		}
 		s.emit("turn_end", turnEnd{answer, results})
 		if run.ctx.Err() != nil {
+			if len(results) > 0 {
+				continue // as pi 1.6: the turn after the results ends at once, its answer aborted
+			}
 			break
 		}
 		if pending = inputs(s.takeQueued(true)); len(pending) > 0 || len(results) > 0 {
@@ -706,7 +711,12 @@ func (s *session) streamAnswer(run *agentRun, tools []*tool) *assistantMessage {
 	began := s.env.clock.Now()
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: began.UnixMilli(), answerMeta: &answerMeta{}}
-	s.status("thinking")
+	// Aborted already (during the turn's tools): nothing is asked, and
+	// the answer is aborted with pi 1.6's words for a request never made.
+	aborted := run.ctx.Err() != nil
+	if !aborted {
+		s.status("thinking")
+	}
 	started := false
 	start := func() {
 		started = true
@@ -715,20 +725,25 @@ func (s *session) streamAnswer(run *agentRun, tools []*tool) *assistantMessage {
 		empty.answerMeta = nil       // what is known of the response comes with its end
 		s.emit("message_start", messageEvent{&empty})
 	}
-	s.startCacheWarm(req)
-	ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
-	defer cancel()
-	batch := &deltaBatch{stderr: s.stderr, clock: s.env.clock, deliver: s.deliver, post: func(ev assistantEvent, u usage) {
-		s.postEvent("message_update", messageUpdate{ev, u})
-	}}
-	// Called on the streaming goroutine: the usage so far goes with the event.
-	emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
-	err := callModel(ctx, req, msg, start, emit)
-	batch.close()
+	err := run.ctx.Err()
+	if !aborted {
+		s.startCacheWarm(req)
+		ctx, cancel := context.WithTimeout(run.ctx, modelTimeout)
+		defer cancel()
+		batch := &deltaBatch{stderr: s.stderr, clock: s.env.clock, deliver: s.deliver, post: func(ev assistantEvent, u usage) {
+			s.postEvent("message_update", messageUpdate{ev, u})
+		}}
+		// Called on the streaming goroutine: the usage so far goes with the event.
+		emit := func(ev assistantEvent) { batch.add(ev, msg.Usage) }
+		err = callModel(ctx, req, msg, start, emit)
+		batch.close()
+	}
 	wait := time.Duration(-1)
 	if err != nil {
 		msg.StopReason = "error"
-		if run.ctx.Err() != nil {
+		if aborted {
+			msg.StopReason, msg.ErrorMessage = "aborted", "This operation was aborted"
+		} else if run.ctx.Err() != nil {
 			msg.StopReason, msg.ErrorMessage = "aborted", "Request was aborted"
 		} else {
 			msg.ErrorMessage, wait, msg.final = s.callFailure(err)
@@ -892,6 +907,9 @@ func (s *session) runTools(run *agentRun, answer *assistantMessage) []*toolResul
 			res, isError = toolResult{Content: textBlocks(skip)}, true
 		default:
 			res, isError, ran = s.runDecoded(run.ctx, call, decoded, decodeErr, run.model.imageLimits())
+		}
+		if isError && res.Details == nil {
+			res.Details = map[string]any{} // as pi 1.6's error results: "details":{}
 		}
 		// As pi 1.6: how long the tool ran, for a call that ran; one
 		// skipped, of no tool, with arguments it does not take or denied

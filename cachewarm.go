@@ -252,7 +252,17 @@ func (s *session) refreshCache(w *cacheWarm) {
 }
 
 // entryAppended is the entry_appended event: a session entry made outside
-// a run (pi's: a cache refresh's usage).
+// a run's messages (pi's: a cache refresh's usage, the context_edit that
+// takes a failed answer out before it is run again).
 type entryAppended struct {
 	Entry json.RawMessage `json:"entry"`
+}
+
+// omitAnswer takes a failed answer out of the context for good
+// (conversation.omit) and tells its context_edit entry as entry_appended,
+// as pi 1.6 does before a retry or a compaction runs the answer again.
+func (s *session) omitAnswer(m *assistantMessage) {
+	if line, _ := s.conv.omit(m); line != nil {
+		s.emit("entry_appended", entryAppended{json.RawMessage(line)})
+	}
 }

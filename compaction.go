@@ -578,7 +578,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	}
 	if retry {
 		run.recoveryTried = true
-		s.conv.omit(last) // the failed attempt is not part of what gets compacted, nor sent again
+		s.omitAnswer(last) // the failed attempt is not part of what gets compacted, nor sent again
 	}
 	s.emit("compaction_start", compactionStart{reason})
 	s.setPhase(compacting)

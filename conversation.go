@@ -289,26 +289,29 @@ func (c *conversation) dropLast(m any) {
 // pi 1.6 does before it compacts and runs again: out of the conversation,
 // and a context_edit entry naming its entry with "replacement":null, so
 // that the session read again leaves it out too (the session keeps the
-// answer's own entry).
-func (c *conversation) omit(m *assistantMessage) error {
+// answer's own entry). It returns the context_edit's line (nil when none
+// was written).
+func (c *conversation) omit(m *assistantMessage) ([]byte, error) {
 	c.mu.Lock()
 	if n := len(c.msgs); n > 0 && c.msgs[n-1] == any(m) {
 		c.msgs = c.msgs[:n-1]
 		c.changes++
 	}
+	var line []byte
 	var err error
 	entries := c.sessionFile.entries
 	for i := len(entries) - 1; i >= 0; i-- {
 		if entries[i].msg == any(m) {
-			err = c.addLocked("context_edit", []entryField{{"targetId", entries[i].ID}, {"replacement", nil}})
+			line, err = c.addLineLocked("context_edit", []entryField{{"targetId", entries[i].ID}, {"replacement", nil}})
+			line = slices.Clone(line) // the writer's is its own
 			break
 		}
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.flush()
+	return line, c.flush()
 }
 
 // hold makes user bash results wait until release: a run is in progress

@@ -36,8 +36,32 @@ func (s *session) takeQueuedLocked(steering bool) []*userMessage {
 	}
 	taken := slices.Clone((*queue)[:n])
 	*queue = (*queue)[n:]
-	s.postQueue()
+	for _, m := range taken {
+		s.starting = append(s.starting, queuedMessage{m, steering})
+	}
 	return taken
+}
+
+// queuedMessage is a message taken from a queue (the steering queue or
+// not) and about to start.
+type queuedMessage struct {
+	msg      *userMessage
+	steering bool
+}
+
+// startQueued tells, as a queued message starts (just before its
+// message_start), that it has left its queue: queue_update, as pi 1.6
+// tells it, one message at a time after the turn_start.
+func (s *session) startQueued(m any) {
+	s.mu.Lock()
+	defer s.unlock()
+	for i, q := range s.starting {
+		if q.msg == m {
+			s.starting = slices.Delete(s.starting, i, i+1)
+			s.postQueue()
+			return
+		}
+	}
 }
 
 // enqueueLocked adds a user message to a queue and posts the change;
@@ -59,7 +83,15 @@ func (s *session) queueTextsLocked() queueUpdate {
 		}
 		return out
 	}
-	return queueUpdate{Steering: texts(s.steering), FollowUp: texts(s.followUp)}
+	var steering, followUp []*userMessage
+	for _, q := range s.starting {
+		if q.steering {
+			steering = append(steering, q.msg)
+		} else {
+			followUp = append(followUp, q.msg)
+		}
+	}
+	return queueUpdate{Steering: texts(append(steering, s.steering...)), FollowUp: texts(append(followUp, s.followUp...))}
 }
 
 // postQueue posts queue_update with the queues as they are; s.mu is held.
@@ -169,6 +201,7 @@ func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(prompt
 func (s *session) clearQueue() queueUpdate {
 	s.mu.Lock()
 	defer s.unlock()
+	s.starting = nil // they run, but are no longer told as queued
 	removed := s.queueTextsLocked()
 	if len(s.steering)+len(s.followUp) > 0 {
 		dropped := [][]*userMessage{s.steering, s.followUp}

@@ -76,9 +76,10 @@ type session struct {
 	lastChange     chan struct{} // closed once the last session change asked for is done (changeSession)
 	steering       []*userMessage
 	followUp       []*userMessage
-	todos          []todoPhase // the plan (todos.go): replaced whole on a change, never changed in place
-	warm           *cacheWarm  // the prompt cache warming under way (cachewarm.go); nil when none
-	warmEnded      bool        // rpi is ending: no warming starts (endCacheWarm)
+	starting       []queuedMessage // taken from a queue, their message_start not yet out: still queued to a client, as in pi 1.6
+	todos          []todoPhase     // the plan (todos.go): replaced whole on a change, never changed in place
+	warm           *cacheWarm      // the prompt cache warming under way (cachewarm.go); nil when none
+	warmEnded      bool            // rpi is ending: no warming starts (endCacheWarm)
 }
 
 // An eventSink takes every event of one session, in order, one at a time,
@@ -561,7 +562,7 @@ func (s *session) state() stateData {
 		AutoCompactionEnabled: s.autoCompaction,
 		AutoRetryEnabled:      s.autoRetry,
 		MessageCount:          info.messages,
-		PendingMessageCount:   len(s.steering) + len(s.followUp),
+		PendingMessageCount:   len(s.starting) + len(s.steering) + len(s.followUp),
 		TodoPhases:            todoPhases,
 		ProcessCount:          processes,
 	}

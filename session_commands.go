@@ -260,7 +260,7 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 	s.model, s.thinkingLevel = s.startState(sc, scope, scopeLevel)
 	restore = s.restoreNotice(sc, s.model)
 	s.dropUnrunLocked(s.steering, s.followUp)
-	s.steering, s.followUp, s.todos = nil, nil, nil
+	s.steering, s.followUp, s.starting, s.todos = nil, nil, nil, nil
 	m, thinking := s.model, s.effectiveThinking()
 	s.unlock()
 	c.openEntries(sc, m, thinking)
