@@ -198,10 +198,10 @@ func detectCompat(provider, baseURL string) compat {
 	is := func(id, domain string) bool {
 		return provider == id || host == domain || strings.HasSuffix(host, "."+domain)
 	}
-	c := compat{MaxTokensField: "max_tokens", ThinkingFormat: "openai"}
+	c := compat{MaxTokensField: "max_tokens", ThinkingFormat: "openai", promptCacheKey: strings.Contains(baseURL, "api.openai.com")}
 	switch {
 	case is("openrouter", "openrouter.ai"):
-		c.MaxTokensField, c.ThinkingFormat = "max_completion_tokens", "openrouter"
+		c.MaxTokensField, c.ThinkingFormat, c.sessionHeader = "max_completion_tokens", "openrouter", true
 	case is("openai", "openai.com"), is("groq", "groq.com"), is("cerebras", "cerebras.ai"),
 		is("fireworks", "fireworks.ai"), is("huggingface", "huggingface.co"):
 		c.MaxTokensField = "max_completion_tokens"
@@ -210,7 +210,7 @@ func detectCompat(provider, baseURL string) compat {
 	case is("deepseek", "deepseek.com"):
 		c.ThinkingFormat, c.RequiresReasoningContent = "deepseek", ptr(true)
 	case is("together", "together.ai"), is("together", "together.xyz"):
-		c.ThinkingFormat = "together"
+		c.ThinkingFormat, c.SupportsLongCacheRetention = "together", ptr(false)
 	case is("zai", "z.ai"), is("zai", "bigmodel.cn"):
 		c.ThinkingFormat = "zai"
 	case is("moonshotai", "moonshot.ai"), is("moonshotai", "moonshot.cn"):
@@ -219,6 +219,7 @@ func detectCompat(provider, baseURL string) compat {
 		// Mistral refuses fields it does not know (stream_options too);
 		// usage comes in the last chunk anyway.
 		c.ThinkingFormat, c.SupportsReasoningEffort, c.SupportsUsageInStreaming = "none", ptr(false), ptr(false)
+		c.SupportsLongCacheRetention = ptr(false)
 		c.mistral = true
 	}
 	return c
@@ -245,6 +246,9 @@ func (c compat) over(o *compat) compat {
 		{&c.RequiresThinkingAsText, &o.RequiresThinkingAsText},
 		{&c.AllowEmptySignature, &o.AllowEmptySignature},
 		{&c.SupportsThinkingTokenBudget, &o.SupportsThinkingTokenBudget},
+		{&c.SupportsEagerToolInputStreaming, &o.SupportsEagerToolInputStreaming},
+		{&c.SupportsCacheControlOnTools, &o.SupportsCacheControlOnTools},
+		{&c.SupportsLongCacheRetention, &o.SupportsLongCacheRetention},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -388,14 +388,17 @@ func serverOf(t *testing.T, e *testEnv, args ...string) *rpcServer {
 }
 
 // TestModelsJSONReasoningCompat: models.json's compat settings for how
-// thinking goes back, requiresThinkingAsText and allowEmptySignature,
-// reach the model from its provider's compat and from its own (the
+// thinking goes back, requiresThinkingAsText and allowEmptySignature, and
+// pi's supportsEagerToolInputStreaming, supportsCacheControlOnTools and
+// supportsLongCacheRetention, reach the model from its provider's compat and from its own (the
 // model's winning), and one of the wrong type is reported by its path.
 func TestModelsJSONReasoningCompat(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "models.json"), []byte(`{"providers":{"a":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions",`+
-		`"compat":{"requiresThinkingAsText":true,"allowEmptySignature":true},"models":[{"id":"m1"},`+
-		`{"id":"m2","compat":{"requiresThinkingAsText":false,"allowEmptySignature":false}}]}}}`), 0o600)
+		`"compat":{"requiresThinkingAsText":true,"allowEmptySignature":true,"supportsEagerToolInputStreaming":false,`+
+		`"supportsCacheControlOnTools":false,"supportsLongCacheRetention":false},"models":[{"id":"m1"},`+
+		`{"id":"m2","compat":{"requiresThinkingAsText":false,"allowEmptySignature":false,"supportsEagerToolInputStreaming":true,`+
+		`"supportsCacheControlOnTools":true,"supportsLongCacheRetention":true}}]}}}`), 0o600)
 	setup, err := loadModels(dir, "", "", func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -410,6 +413,12 @@ func TestModelsJSONReasoningCompat(t *testing.T) {
 		if setting(m.compat.RequiresThinkingAsText, !want) != want || setting(m.compat.AllowEmptySignature, !want) != want {
 			t.Errorf("%s: requiresThinkingAsText %v, allowEmptySignature %v, want %v", m.ID,
 				setting(m.compat.RequiresThinkingAsText, !want), setting(m.compat.AllowEmptySignature, !want), want)
+		}
+		for name, b := range map[string]*bool{"supportsEagerToolInputStreaming": m.compat.SupportsEagerToolInputStreaming,
+			"supportsCacheControlOnTools": m.compat.SupportsCacheControlOnTools, "supportsLongCacheRetention": m.compat.SupportsLongCacheRetention} {
+			if setting(b, want) != !want {
+				t.Errorf("%s: %s %v, want %v", m.ID, name, setting(b, want), !want)
+			}
 		}
 	}
 	if seen != 2 {

@@ -590,7 +590,8 @@ func agentSession(t *testing.T, api, script string, extraArgs ...string) (*proce
 
 // TestRequestBodies checks what rpi sends each API: the system prompt with
 // the context file, the tools, an image, the tool call and its result in
-// the next request, and the thinking settings.
+// the next request, and the thinking settings; and the Responses API the
+// session's id as prompt_cache_key, as pi sends it.
 func TestRequestBodies(t *testing.T) {
 	endToEnd(t)
 	script := `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo hi\"}"]}]}
@@ -601,8 +602,18 @@ func TestRequestBodies(t *testing.T) {
 			ps, fm, _ := agentSession(t, api, script, "--thinking", "low")
 			ps.send(`{"id":"p","type":"prompt","message":"Look","images":[` + image + `]}`)
 			ps.waitFor(`"agent_settled"`)
-			ps.close()
+			ps.send(`{"id":"s","type":"get_state"}`)
+			ps.waitFor(`"command":"get_state"`)
+			var sessionID string
+			for _, rec := range ps.close() {
+				if data, _ := rec["data"].(map[string]any); rec["command"] == "get_state" {
+					sessionID, _ = data["sessionId"].(string)
+				}
+			}
 			body := fm.lastRequest()
+			if key, _ := body["prompt_cache_key"].(string); api == apiResponses && (key == "" || key != sessionID) {
+				t.Errorf("prompt_cache_key %q, want the session's id %q", key, sessionID)
+			}
 			data, _ := json.Marshal(body)
 			text := string(data)
 			for _, want := range wantInRequest[api] {
@@ -645,7 +656,7 @@ var wantInRequest = map[string][]string{
 	},
 	apiAnthropic: {
 		// low's 4096, lowered to leave 1024 of the model's 4096 for the answer.
-		`"stream":true`, `"max_tokens":4096`, `"thinking":{"budget_tokens":2048,"type":"enabled"}`,
+		`"stream":true`, `"max_tokens":4096`, `"thinking":{"budget_tokens":2048,"display":"summarized","type":"enabled"}`,
 		`"system":[{"cache_control":{"type":"ephemeral"},"text":"You are an expert coding assistant`,
 		`Always answer in French.`, `{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"}`,
 		`{"id":"call_1","input":{"command":"echo hi"},"name":"bash","type":"tool_use"}`,

@@ -1192,6 +1192,27 @@ type compat struct {
 	// signature, which some Anthropic-compatible hosts write and take,
 	// instead of as text (pi's).
 	AllowEmptySignature *bool `json:"allowEmptySignature"`
+	// SupportsEagerToolInputStreaming (Anthropic Messages): each tool is
+	// sent with eager_input_streaming; without it, the
+	// fine-grained-tool-streaming beta asks for the same (pi's; true by
+	// default).
+	SupportsEagerToolInputStreaming *bool `json:"supportsEagerToolInputStreaming"`
+	// SupportsCacheControlOnTools (Anthropic Messages): the last tool is
+	// a cache breakpoint (pi's; true by default).
+	SupportsCacheControlOnTools *bool `json:"supportsCacheControlOnTools"`
+	// SupportsLongCacheRetention: with PI_CACHE_RETENTION=long the
+	// prompt cache is asked to last longer (Anthropic's 1h breakpoints,
+	// OpenAI's prompt_cache_retention 24h; pi's; true but for Together
+	// and Mistral).
+	SupportsLongCacheRetention *bool `json:"supportsLongCacheRetention"`
+	// promptCacheKey (Chat Completions): the session's id goes as
+	// prompt_cache_key, which OpenAI's host (api.openai.com) alone
+	// takes without long retention, as pi sends it.
+	promptCacheKey bool
+	// sessionHeader (Chat Completions): the session's id goes as
+	// x-session-id, which OpenRouter routes by (pi's
+	// sendSessionAffinityHeaders).
+	sessionHeader bool
 	// mistral: Mistral's rules, which its host alone sets: tool call ids
 	// of nine letters and digits (mistralCallID), and an assistant turn
 	// between tool results and a user turn.

@@ -22,8 +22,27 @@ var anthropicMessages = &wireAPI{
 		}
 	},
 	body:      func(req streamRequest) any { return anthropicBody(req) },
+	headers:   anthropicBetas,
 	maxTokens: anthropicMaxTokens,
 	read:      readAnthropic,
+}
+
+// anthropicBetas sets the anthropic-beta header as pi 1.6 sets it: the
+// fine-grained tool streaming beta for a host that takes no
+// eager_input_streaming on its tools, and with thinking the interleaved
+// thinking beta, so that Claude may think between tool calls. A model's
+// own anthropic-beta header (models.json) replaces it.
+func anthropicBetas(h http.Header, req streamRequest) {
+	var betas []string
+	if len(req.tools) > 0 && !setting(req.model.compat.SupportsEagerToolInputStreaming, true) {
+		betas = append(betas, "fine-grained-tool-streaming-2025-05-14")
+	}
+	if _, ok := anthropicBudget(req, anthropicMaxTokens(req)); ok {
+		betas = append(betas, "interleaved-thinking-2025-05-14")
+	}
+	if len(betas) > 0 {
+		h.Set("anthropic-beta", strings.Join(betas, ","))
+	}
 }
 
 // redactedThinking is the text of a thinking block the server sent
@@ -123,10 +142,14 @@ func anthropicBody(req streamRequest) map[string]any {
 		}
 	}
 	add("user", errorImages)
-	// Two cache breakpoints, as pi sets them: the system prompt (with the
-	// tools before it) and the conversation up to its last user turn. The
-	// API caches nothing it is not asked to.
+	// Three cache breakpoints, as pi sets them: the last tool, the system
+	// prompt (with the tools before it) and the conversation up to its
+	// last user turn; an hour long with PI_CACHE_RETENTION=long. The API
+	// caches nothing it is not asked to.
 	ephemeral := map[string]string{"type": "ephemeral"}
+	if req.longCacheOf() {
+		ephemeral["ttl"] = "1h"
+	}
 	if n := len(messages); n > 0 && messages[n-1]["role"] == "user" {
 		blocks := messages[n-1]["content"].([]map[string]any)
 		blocks[len(blocks)-1]["cache_control"] = ephemeral
@@ -139,12 +162,21 @@ func anthropicBody(req streamRequest) map[string]any {
 	if len(req.tools) > 0 {
 		var tools []map[string]any
 		for _, t := range req.tools {
-			tools = append(tools, map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema})
+			def := map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema}
+			if setting(req.model.compat.SupportsEagerToolInputStreaming, true) {
+				def["eager_input_streaming"] = true
+			}
+			tools = append(tools, def)
+		}
+		if setting(req.model.compat.SupportsCacheControlOnTools, true) {
+			tools[len(tools)-1]["cache_control"] = ephemeral
 		}
 		body["tools"] = tools
 	}
 	if budget, ok := anthropicBudget(req, maxTokens); ok {
-		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
+		// Summarised, as older Claude 4 models think by default and pi
+		// asks of every model (newer ones default to none).
+		body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget, "display": "summarized"}
 	}
 	return body
 }

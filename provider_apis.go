@@ -121,6 +121,9 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 	// Set here, the transport neither asks for gzip nor inflates it.
 	httpReq.Header.Set("Accept-Encoding", "identity")
 	api.auth(httpReq.Header, req.key)
+	if api.headers != nil {
+		api.headers(httpReq.Header, req)
+	}
 	for k, v := range req.model.headers {
 		httpReq.Header.Set(k, v)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,11 @@ var openAIChat = &wireAPI{
 	url:  func(m *model) string { return m.BaseURL + "/chat/completions" },
 	auth: bearer,
 	body: func(req streamRequest) any { return openAIBody(req) },
+	headers: func(h http.Header, req streamRequest) {
+		if req.model.compat.sessionHeader && req.sessionID != "" {
+			h.Set("x-session-id", req.sessionID) // OpenRouter routes a session's requests by it, as pi sends it
+		}
+	},
 	maxTokens: func(req streamRequest) int {
 		return sampledTokens(req, cmp.Or(req.model.compat.MaxTokensField, "max_tokens"), openAIMaxTokens(req))
 	},
@@ -142,6 +148,14 @@ func openAIBody(req streamRequest) map[string]any {
 		cmp.Or(c.MaxTokensField, "max_tokens"): maxTokens}
 	if setting(c.SupportsUsageInStreaming, true) {
 		body["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	// The session's id as prompt_cache_key, to OpenAI's host or with long
+	// retention, as pi sends it (Mistral refuses fields it does not know).
+	if key := req.promptCacheKey(); key != "" && !c.mistral && (c.promptCacheKey || req.longCacheOf()) {
+		body["prompt_cache_key"] = key
+	}
+	if req.longCacheOf() {
+		body["prompt_cache_retention"] = "24h"
 	}
 	if len(req.tools) > 0 {
 		var tools []map[string]any

@@ -340,13 +340,13 @@ func TestAnthropicMaxTokensWithinTheModel(t *testing.T) {
 		thinking  string
 		want      []string
 	}{
-		{8192, "medium", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":7168,"type":"enabled"}`}},
-		{8192, "minimal", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":1024,"type":"enabled"}`}},
-		{64000, "high", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
-		{64000, "low", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":2048,"type":"enabled"}`}},
-		{64000, "medium", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":8192,"type":"enabled"}`}},
-		{64000, "xhigh", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
-		{64000, "max", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}},
+		{8192, "medium", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":7168,"display":"summarized","type":"enabled"}`}},
+		{8192, "minimal", []string{`"max_tokens":8192`, `"thinking":{"budget_tokens":1024,"display":"summarized","type":"enabled"}`}},
+		{64000, "high", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"display":"summarized","type":"enabled"}`}},
+		{64000, "low", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":2048,"display":"summarized","type":"enabled"}`}},
+		{64000, "medium", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":8192,"display":"summarized","type":"enabled"}`}},
+		{64000, "xhigh", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"display":"summarized","type":"enabled"}`}},
+		{64000, "max", []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"display":"summarized","type":"enabled"}`}},
 		{1500, "high", []string{`"max_tokens":1500`}},
 	} {
 		m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: c.maxTokens}
@@ -1226,7 +1226,7 @@ func TestOpenAIThinkingTokenBudget(t *testing.T) {
 func TestThinkingBudgetsInRequests(t *testing.T) {
 	endToEnd(t)
 	want := map[string]string{
-		apiAnthropic: `"thinking":{"budget_tokens":3000,"type":"enabled"}`,
+		apiAnthropic: `"thinking":{"budget_tokens":3000,"display":"summarized","type":"enabled"}`,
 		apiGoogle:    `"thinkingConfig":{"includeThoughts":true,"thinkingBudget":3000}`,
 		apiOpenAI:    `"thinking_budget":3000`,
 		apiResponses: `"reasoning":{"effort":"low","summary":"auto"}`,
@@ -1277,11 +1277,11 @@ func TestThinkingBudgetsArithmetic(t *testing.T) {
 		want     []string
 		not      string
 	}{
-		{claude, budgets, "low", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3000,"type":"enabled"}`}, ""},
-		{claude, budgets, "high", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
-		{claude, budgets, "xhigh", []string{`"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
-		{claude, thinkingBudgets{High: n(2000)}, "max", []string{`"thinking":{"budget_tokens":2000,"type":"enabled"}`}, ""},
-		{claude, thinkingBudgets{High: n(2000)}, "medium", []string{`"thinking":{"budget_tokens":3072,"type":"enabled"}`}, ""},
+		{claude, budgets, "low", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3000,"display":"summarized","type":"enabled"}`}, ""},
+		{claude, budgets, "high", []string{`"max_tokens":4096`, `"thinking":{"budget_tokens":3072,"display":"summarized","type":"enabled"}`}, ""},
+		{claude, budgets, "xhigh", []string{`"thinking":{"budget_tokens":3072,"display":"summarized","type":"enabled"}`}, ""},
+		{claude, thinkingBudgets{High: n(2000)}, "max", []string{`"thinking":{"budget_tokens":2000,"display":"summarized","type":"enabled"}`}, ""},
+		{claude, thinkingBudgets{High: n(2000)}, "medium", []string{`"thinking":{"budget_tokens":3072,"display":"summarized","type":"enabled"}`}, ""},
 		{claude, budgets, "medium", []string{`"max_tokens":4096`}, `"thinking"`},
 		{claude, budgets, "minimal", []string{`"max_tokens":4096`}, `"thinking"`},
 		{claude, thinkingBudgets{Low: n(512)}, "low", []string{`"max_tokens":4096`}, `"thinking"`},
@@ -1361,6 +1361,145 @@ func TestResponsesLeastOutputTokens(t *testing.T) {
 		m := &model{ID: "gpt-5", API: apiResponses, Provider: "openai", MaxTokens: maxTokens}
 		if body := sentBodyAt(t, m, history, "off"); !strings.Contains(body, want) {
 			t.Errorf("maxTokens %d: request lacks %s:\n%.1000s", maxTokens, want, body)
+		}
+	}
+}
+
+// sentWithHeaders is sentRequest with the request's headers too.
+func sentWithHeaders(t *testing.T, m *model, req streamRequest) (string, http.Header) {
+	t.Helper()
+	var mu sync.Mutex
+	var body []byte
+	var header http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		body, header = data, r.Header.Clone()
+		mu.Unlock()
+		http.Error(w, "kept", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	c := *m
+	c.BaseURL = srv.URL
+	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
+	req.model, req.secrets = &c, newRedactor(nil)
+	callModel(context.Background(), req, msg, func() {}, func(assistantEvent) {})
+	mu.Lock()
+	defer mu.Unlock()
+	if !json.Valid(body) {
+		t.Fatalf("%s: the request is not JSON: %.300s", m.API, body)
+	}
+	return string(body), header
+}
+
+// twoTools are two tools as a request offers them.
+func twoTools() []*tool {
+	schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
+	return []*tool{{name: "read", description: "Read a file", schema: schema}, {name: "write", description: "Write a file", schema: schema}}
+}
+
+// TestAnthropicRequestAsPi: what pi 1.6 sends Claude beside the
+// conversation, as scripts/request-compare.sh showed rpi did not: the
+// interleaved-thinking beta with thinking (Claude may think between tool
+// calls), thinking summarised (the default of older models, which newer
+// ones leave out), the tools' input streamed as it comes
+// (eager_input_streaming), and a third cache breakpoint on the last tool,
+// an hour long for every breakpoint with PI_CACHE_RETENTION=long.
+func TestAnthropicRequestAsPi(t *testing.T) {
+	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", Reasoning: true, MaxTokens: 64000, ContextWindow: 200000}
+	history := readTurn(m, "toolu_1")
+	body, h := sentWithHeaders(t, m, streamRequest{messages: history, thinking: "high", system: "You are a coding agent.", tools: twoTools()})
+	if got := h.Get("Anthropic-Beta"); got != "interleaved-thinking-2025-05-14" {
+		t.Errorf("anthropic-beta %q, want the interleaved-thinking beta", got)
+	}
+	for _, w := range []string{
+		`"thinking":{"budget_tokens":16384,"display":"summarized","type":"enabled"}`,
+		`{"description":"Read a file","eager_input_streaming":true,"input_schema":`,
+		`"name":"write"}`,
+	} {
+		if !strings.Contains(body, w) {
+			t.Errorf("request lacks %s:\n%s", w, body)
+		}
+	}
+	if !regexp.MustCompile(`\{"cache_control":\{"type":"ephemeral"\},"description":"Write a file","eager_input_streaming":true,`).MatchString(body) {
+		t.Errorf("the last tool is no cache breakpoint:\n%s", body)
+	}
+	if n := strings.Count(body, `"cache_control":{"type":"ephemeral"}`); n != 3 {
+		t.Errorf("%d cache breakpoints, want 3:\n%s", n, body)
+	}
+
+	// Without thinking, no beta; with eager streaming off (a proxy that
+	// refuses the field), the fine-grained tool streaming beta instead.
+	off := *m
+	off.compat.SupportsEagerToolInputStreaming = ptr(false)
+	body, h = sentWithHeaders(t, &off, streamRequest{messages: history, thinking: "off", tools: twoTools()})
+	if got := h.Get("Anthropic-Beta"); got != "fine-grained-tool-streaming-2025-05-14" {
+		t.Errorf("anthropic-beta %q without thinking and eager streaming, want fine-grained-tool-streaming", got)
+	}
+	if strings.Contains(body, "eager_input_streaming") || strings.Contains(body, `"thinking"`) {
+		t.Errorf("eager streaming or thinking sent:\n%s", body)
+	}
+
+	// PI_CACHE_RETENTION=long: an hour for each breakpoint.
+	body, _ = sentWithHeaders(t, m, streamRequest{messages: history, thinking: "high", system: "S", tools: twoTools(), longCache: true})
+	if n := strings.Count(body, `"cache_control":{"ttl":"1h","type":"ephemeral"}`); n != 3 {
+		t.Errorf("%d hour-long breakpoints, want 3:\n%s", n, body)
+	}
+}
+
+// TestPromptCacheKey: pi 1.6 sends OpenAI the session's id as
+// prompt_cache_key, which routes a session's requests to the machine that
+// holds its cached prompt (without it, OpenAI routes by the prompt's
+// first 256 tokens and a long prompt shared by many sessions overflows
+// that machine and misses), and as session-id and x-client-request-id
+// headers (x-session-id to OpenRouter, which routes by it); with
+// PI_CACHE_RETENTION=long it asks to keep the cache 24 hours.
+func TestPromptCacheKey(t *testing.T) {
+	const id = "019adf3c-6a1e-7b91-883d-dc868626d545"
+	responses := &model{ID: "gpt-5.1", API: apiResponses, Provider: "openai", MaxTokens: 1000}
+	body, h := sentWithHeaders(t, responses, streamRequest{messages: readTurn(responses, "call_1|fc_1"), sessionID: id})
+	if !strings.Contains(body, `"prompt_cache_key":"`+id+`"`) || strings.Contains(body, "prompt_cache_retention") {
+		t.Errorf("Responses: no prompt_cache_key, or a retention:\n%s", body)
+	}
+	if h.Get("Session-Id") != id || h.Get("X-Client-Request-Id") != id {
+		t.Errorf("Responses headers %v, want session-id and x-client-request-id %s", h, id)
+	}
+	body, _ = sentWithHeaders(t, responses, streamRequest{messages: readTurn(responses, "call_1|fc_1"), sessionID: id, longCache: true})
+	if !strings.Contains(body, `"prompt_cache_retention":"24h"`) {
+		t.Errorf("Responses, long retention: no prompt_cache_retention:\n%s", body)
+	}
+	long := strings.Repeat("é", 70)
+	body, _ = sentWithHeaders(t, responses, streamRequest{messages: readTurn(responses, "call_1|fc_1"), sessionID: long})
+	if !strings.Contains(body, `"prompt_cache_key":"`+strings.Repeat("é", 64)+`"`) {
+		t.Errorf("Responses: a long id not cut to 64 characters:\n%s", body)
+	}
+
+	// Chat Completions: the key to api.openai.com (or with long
+	// retention); OpenRouter gets the id as x-session-id; a local server
+	// nothing of it.
+	for _, c := range []struct {
+		provider, baseURL string
+		long              bool
+		key, header       string
+		retention         bool
+	}{
+		{"openai", "https://api.openai.com/v1", false, id, "", false},
+		{"openrouter", "https://openrouter.ai/api/v1", false, "", id, false},
+		{"local", "http://127.0.0.1:8080/v1", false, "", "", false},
+		{"local", "http://127.0.0.1:8080/v1", true, id, "", true},
+		{"mistral", "https://api.mistral.ai/v1", true, "", "", false},
+		{"together", "https://api.together.ai/v1", true, "", "", false},
+	} {
+		m := &model{ID: "m", API: apiOpenAI, Provider: c.provider, MaxTokens: 1000, compat: detectCompat(c.provider, c.baseURL)}
+		body, h := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1"), sessionID: id, longCache: c.long})
+		if got := membersNamed(body, "prompt_cache_key"); strings.Join(got, "") != c.key {
+			t.Errorf("%s (long %v): prompt_cache_key %q, want %q", c.provider, c.long, got, c.key)
+		}
+		if got := strings.Contains(body, `"prompt_cache_retention":"24h"`); got != c.retention {
+			t.Errorf("%s (long %v): prompt_cache_retention sent %v, want %v", c.provider, c.long, got, c.retention)
+		}
+		if got := h.Get("X-Session-Id"); got != c.header {
+			t.Errorf("%s: x-session-id %q, want %q", c.provider, got, c.header)
 		}
 	}
 }

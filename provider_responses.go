@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,7 @@ var openAIResponses = &wireAPI{
 	url:       func(m *model) string { return m.BaseURL + "/responses" },
 	auth:      bearer,
 	body:      func(req streamRequest) any { return responsesBody(req) },
+	headers:   openAISessionHeaders,
 	maxTokens: func(req streamRequest) int { return sampledTokens(req, "max_output_tokens", responsesMaxTokens(req)) },
 	read:      readResponses,
 }
@@ -148,8 +150,30 @@ func responsesBody(req streamRequest) map[string]any {
 	if strings.Contains(m.BaseURL, "api.x.ai") {
 		body["include"] = []string{"reasoning.encrypted_content"}
 	}
+	// The session's id routes its requests to the machine that holds its
+	// cached prompt, as pi sends it.
+	if key := req.promptCacheKey(); key != "" {
+		body["prompt_cache_key"] = key
+	}
+	if req.longCacheOf() {
+		body["prompt_cache_retention"] = "24h"
+	}
 	putSampling(body, m, req.thinking)
 	return body
+}
+
+// openAISessionHeaders sends a Responses request's session id as pi does:
+// to OpenRouter as x-session-id, else as session-id and
+// x-client-request-id.
+func openAISessionHeaders(h http.Header, req streamRequest) {
+	switch id := req.sessionID; {
+	case id == "":
+	case req.model.Provider == "openrouter" || strings.Contains(req.model.BaseURL, "openrouter.ai"):
+		h.Set("x-session-id", id)
+	default:
+		h.Set("session-id", id)
+		h.Set("x-client-request-id", id)
+	}
 }
 
 // responsesEvent is one event of a Responses stream: the fields rpi reads

@@ -111,8 +111,8 @@ func TestThinkingWithinTheWindow(t *testing.T) {
 		want  []string
 		never string
 	}{
-		{claude, 0, []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"type":"enabled"}`}, ""},
-		{claude, 180000, []string{`"max_tokens":15902`, `"thinking":{"budget_tokens":14878,"type":"enabled"}`}, ""},
+		{claude, 0, []string{`"max_tokens":64000`, `"thinking":{"budget_tokens":16384,"display":"summarized","type":"enabled"}`}, ""},
+		{claude, 180000, []string{`"max_tokens":15902`, `"thinking":{"budget_tokens":14878,"display":"summarized","type":"enabled"}`}, ""},
 		{claude, 194000, []string{`"max_tokens":1902`}, `"thinking"`},
 		{claude, 199000, []string{`"max_tokens":1,`}, `"thinking"`},
 		{vllm, 0, []string{`"max_tokens":64000`, `"thinking_budget":16384`}, ""},

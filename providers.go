@@ -71,6 +71,28 @@ type streamRequest struct {
 	// maxTokens caps the answer below what answerTokens allows; 0: no
 	// cap (a cache refresh asks for 1: cachewarm.go).
 	maxTokens int
+	// sessionID is the session's id, which OpenAI's APIs are sent as
+	// prompt_cache_key and in headers (and OpenRouter as x-session-id),
+	// as pi sends it; none: not sent.
+	sessionID string
+	// longCache: PI_CACHE_RETENTION=long, the prompt cache asked to last
+	// longer (Anthropic's 1h breakpoints, OpenAI's 24h retention).
+	longCache bool
+}
+
+// longCacheOf: the request asks for the long cache retention, which the
+// model's host takes (compat.SupportsLongCacheRetention).
+func (req streamRequest) longCacheOf() bool {
+	return req.longCache && setting(req.model.compat.SupportsLongCacheRetention, true)
+}
+
+// promptCacheKey is the session's id as OpenAI's prompt_cache_key takes
+// it, at most 64 characters, as pi clamps it.
+func (req streamRequest) promptCacheKey() string {
+	if utf8.RuneCountInString(req.sessionID) <= 64 {
+		return req.sessionID
+	}
+	return string([]rune(req.sessionID)[:64])
 }
 
 // context is what the model is sent of the request's conversation
@@ -429,10 +451,13 @@ func clip(s string, n int) string {
 // for, and the reader of the streamed answer. Each has a file of its own
 // (provider_*.go).
 type wireAPI struct {
-	name      string
-	url       func(m *model) string
-	auth      func(h http.Header, key string)
-	body      func(req streamRequest) any
+	name string
+	url  func(m *model) string
+	auth func(h http.Header, key string)
+	body func(req streamRequest) any
+	// headers, when set, adds the API's headers of req (before the
+	// model's own, which win).
+	headers   func(h http.Header, req streamRequest)
 	maxTokens func(req streamRequest) int
 	read      func(body io.Reader, st *streamer, m *model) error
 }
