@@ -23,6 +23,7 @@ type hostedProvider struct {
 	api     string
 	keyVar  string        // the environment variable its key comes from
 	models  []hostedModel // its models
+	strict  bool          // its models take strict tools (pi's catalog: supportsStrictMode or supportsStrictTools)
 }
 
 // hostedModel declares a catalog model: its id and name, whether it
@@ -54,7 +55,11 @@ var (
 // change of each; but not those models.json lists itself (its model of
 // the same id replaces the catalog's, as in pi).
 func (p *hostedProvider) makeModels(baseURL string, cred *credential, over providerOverride) []*model {
-	c := detectCompat(p.id, baseURL).over(over.compat) // a provider's models share its base URL
+	c := detectCompat(p.id, baseURL)
+	if p.strict {
+		c.SupportsStrictMode, c.SupportsStrictTools = ptr(true), ptr(true)
+	}
+	c = c.over(over.compat) // a provider's models share its base URL
 	models := make([]model, len(p.models))
 	made := make([]*model, 0, len(p.models))
 	for i, e := range p.models {
@@ -105,12 +110,12 @@ const (
 // of it is built at startup; a provider's models are made at their first
 // use (see modelCatalog).
 var hostedProviders = []hostedProvider{
-	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", models: []hostedModel{
+	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", strict: true, models: []hostedModel{
 		{"claude-sonnet-4-5", "Claude Sonnet 4.5", true, withImages, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""},
 		{"claude-opus-4-1", "Claude Opus 4.1", true, withImages, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""},
 		{"claude-haiku-4-5", "Claude Haiku 4.5", true, withImages, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""},
 	}},
-	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", models: []hostedModel{
+	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", strict: true, models: []hostedModel{
 		{"gpt-6.2-sol", "GPT-6.2 Sol", true, withImages, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"},
 		{"gpt-5.5", "GPT-5.5", true, withImages, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
 		{"gpt-5.1", "GPT-5.1", true, withImages, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh},
@@ -127,11 +132,11 @@ var hostedProviders = []hostedProvider{
 		{"gemini-2.5-pro", "Gemini 2.5 Pro", true, withImages, 1048576, 65536, modelCost{1.25, 10, 0.125, 0}, "!off"},
 		{"gemini-2.5-flash", "Gemini 2.5 Flash", true, withImages, 1048576, 65536, modelCost{0.3, 2.5, 0.03, 0}, ""},
 	}},
-	{id: "deepseek", baseURL: "https://api.deepseek.com", api: apiOpenAI, keyVar: "DEEPSEEK_API_KEY", models: []hostedModel{
+	{id: "deepseek", baseURL: "https://api.deepseek.com", api: apiOpenAI, keyVar: "DEEPSEEK_API_KEY", strict: true, models: []hostedModel{
 		{"deepseek-v4-pro", "DeepSeek V4 Pro", true, textOnly, 1000000, 384000, modelCost{1.32, 3.96, 0.044, 0}, "!minimal !low !medium high max"},
 		{"deepseek-flash", "DeepSeek V4.1 Flash", true, withImages, 1000000, 384000, modelCost{0.3, 1.2, 0.006, 0}, "!minimal low !medium high max"},
 	}},
-	{id: "groq", baseURL: "https://api.groq.com/openai/v1", api: apiOpenAI, keyVar: "GROQ_API_KEY", models: []hostedModel{
+	{id: "groq", baseURL: "https://api.groq.com/openai/v1", api: apiOpenAI, keyVar: "GROQ_API_KEY", strict: true, models: []hostedModel{
 		{"llama-3.3-70b-versatile", "Llama 3.3 70B", false, textOnly, 131072, 32768, modelCost{0.59, 0.79, 0, 0}, ""},
 		{"llama-3.1-8b-instant", "Llama 3.1 8B", false, textOnly, 131072, 131072, modelCost{0.05, 0.08, 0, 0}, ""},
 		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 65536, modelCost{0.15, 0.6, 0.075, 0}, lowToHigh},
@@ -145,7 +150,7 @@ var hostedProviders = []hostedProvider{
 		{"grok-4.7", "Grok 4.7", true, withImages, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"},
 		{"grok-4.3", "Grok 4.3", true, withImages, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh},
 	}},
-	{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", models: []hostedModel{
+	{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", strict: true, models: []hostedModel{
 		{"openai/gpt-5.5", "OpenAI: GPT-5.5", true, withImages, 1050000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
 		{"deepseek/deepseek-v4.1-flash", "DeepSeek: DeepSeek V4.1 Flash", true, withImages, 1048576, 943718, modelCost{0.3, 1.2, 0.006, 0}, "off=none !minimal low !medium high !xhigh max"},
 		{"google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", true, withImages, 1048576, 65536, modelCost{1.25, 10, 0.125, 0.375}, "!off"},
@@ -165,11 +170,11 @@ var hostedProviders = []hostedProvider{
 		{"zai-org/GLM-5.3", "GLM-5.3", true, textOnly, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"},
 		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"},
 	}},
-	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", models: []hostedModel{
+	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", strict: true, models: []hostedModel{
 		{"accounts/fireworks/models/glm-5p3", "GLM 5.3", true, textOnly, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax},
 		{"accounts/fireworks/models/kimi-k3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax},
 	}},
-	{id: "huggingface", baseURL: "https://router.huggingface.co/v1", api: apiOpenAI, keyVar: "HF_TOKEN", models: []hostedModel{
+	{id: "huggingface", baseURL: "https://router.huggingface.co/v1", api: apiOpenAI, keyVar: "HF_TOKEN", strict: true, models: []hostedModel{
 		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 131072, modelCost{0.25, 0.69, 0, 0}, lowToHigh},
 		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1000000, 1000000, modelCost{3, 15, 0, 0}, lowHighMax},
 		{"Qwen/Qwen3-Coder-480B-A35B-Instruct", "Qwen3-Coder-480B-A35B-Instruct", false, textOnly, 262144, 65536, modelCost{2, 2, 0, 0}, ""},
@@ -185,6 +190,75 @@ func hostedProviderNamed(id string) *hostedProvider {
 		}
 	}
 	return nil
+}
+
+// compat are the request quirks of an OpenAI-compatible host (pi's
+// detectCompat): the field that caps the answer, how reasoning is asked
+// for, and what the host refuses; and of an Anthropic-compatible one.
+type compat struct {
+	// MaxTokensField is "max_tokens" or "max_completion_tokens".
+	MaxTokensField string `json:"maxTokensField"`
+	// ThinkingFormat is how reasoning is asked for: "openai"
+	// (reasoning_effort), "deepseek" (thinking.type), "openrouter"
+	// (reasoning.effort), "together" (reasoning.enabled), "zai"
+	// (thinking.type with clear_thinking), or "none".
+	ThinkingFormat string `json:"thinkingFormat"`
+	// SupportsReasoningEffort: reasoning_effort goes with the openai,
+	// deepseek, together and zai formats.
+	SupportsReasoningEffort *bool `json:"supportsReasoningEffort"`
+	// SupportsUsageInStreaming: stream_options.include_usage is sent.
+	SupportsUsageInStreaming *bool `json:"supportsUsageInStreaming"`
+	// RequiresReasoningContent: replayed assistant turns carry
+	// reasoning_content (DeepSeek's rule).
+	RequiresReasoningContent *bool `json:"requiresReasoningContentOnAssistantMessages"`
+	// RequiresThinkingAsText: the model's own earlier thinking goes back
+	// as a text part before the answer's text, not in a reasoning field
+	// (pi's, for a host that takes no reasoning field back).
+	RequiresThinkingAsText *bool `json:"requiresThinkingAsText"`
+	// ThinkingTokenBudgetField (Chat Completions) is a top-level field
+	// that caps the reasoning tokens, which share max_tokens with the
+	// answer there: "thinking_token_budget" (vLLM), "thinking_budget"
+	// (Qwen, SGLang), "thinking_budget_tokens" (llama.cpp). None by
+	// default; SupportsThinkingTokenBudget is pi's older name for the
+	// first (openAIThinkingBudget).
+	ThinkingTokenBudgetField    string `json:"thinkingTokenBudgetField"`
+	SupportsThinkingTokenBudget *bool  `json:"supportsThinkingTokenBudget"`
+	// AllowEmptySignature (Anthropic Messages): the model's own thinking
+	// that has no signature goes back as thinking with an empty
+	// signature, which some Anthropic-compatible hosts write and take,
+	// instead of as text (pi's).
+	AllowEmptySignature *bool `json:"allowEmptySignature"`
+	// SupportsEagerToolInputStreaming (Anthropic Messages): each tool is
+	// sent with eager_input_streaming; without it, the
+	// fine-grained-tool-streaming beta asks for the same (pi's; true by
+	// default).
+	SupportsEagerToolInputStreaming *bool `json:"supportsEagerToolInputStreaming"`
+	// SupportsCacheControlOnTools (Anthropic Messages): the last tool is
+	// a cache breakpoint (pi's; true by default).
+	SupportsCacheControlOnTools *bool `json:"supportsCacheControlOnTools"`
+	// SupportsLongCacheRetention: with PI_CACHE_RETENTION=long the
+	// prompt cache is asked to last longer (Anthropic's 1h breakpoints,
+	// OpenAI's prompt_cache_retention 24h; pi's; true but for Together
+	// and Mistral).
+	SupportsLongCacheRetention *bool `json:"supportsLongCacheRetention"`
+	// SupportsStrictMode (Chat Completions, Responses) and
+	// SupportsStrictTools (Anthropic Messages): the host takes strict
+	// tools, and the tools that ask for it go strict (tool_strict.go);
+	// pi's, set for the catalog's models where pi's catalog sets them.
+	SupportsStrictMode  *bool `json:"supportsStrictMode"`
+	SupportsStrictTools *bool `json:"supportsStrictTools"`
+	// promptCacheKey (Chat Completions): the session's id goes as
+	// prompt_cache_key, which OpenAI's host (api.openai.com) alone
+	// takes without long retention, as pi sends it.
+	promptCacheKey bool
+	// sessionHeader (Chat Completions): the session's id goes as
+	// x-session-id, which OpenRouter routes by (pi's
+	// sendSessionAffinityHeaders).
+	sessionHeader bool
+	// mistral: Mistral's rules, which its host alone sets: tool call ids
+	// of nine letters and digits (mistralCallID), and an assistant turn
+	// between tool results and a user turn.
+	mistral bool
 }
 
 // detectCompat is a host's quirks, known from the provider's name or its
@@ -249,6 +323,8 @@ func (c compat) over(o *compat) compat {
 		{&c.SupportsEagerToolInputStreaming, &o.SupportsEagerToolInputStreaming},
 		{&c.SupportsCacheControlOnTools, &o.SupportsCacheControlOnTools},
 		{&c.SupportsLongCacheRetention, &o.SupportsLongCacheRetention},
+		{&c.SupportsStrictMode, &o.SupportsStrictMode},
+		{&c.SupportsStrictTools, &o.SupportsStrictTools},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -99,6 +99,7 @@ type editCall struct {
 
 var editTool = &tool{
 	name:    "edit",
+	strict:  true,
 	summary: "Make precise file edits by exact text replacement, several separate edits in one call if need be",
 	description: "Edit one file by exact text replacement. Each edits[].oldText must match one unique region of the file as " +
 		"it is now, and no two may overlap: when two changes touch the same or nearby lines, make them one edit. Do not " +

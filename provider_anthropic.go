@@ -163,6 +163,11 @@ func anthropicBody(req streamRequest) map[string]any {
 		var tools []map[string]any
 		for _, t := range req.tools {
 			def := map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema}
+			if setting(req.model.compat.SupportsStrictTools, false) {
+				if strict, ok := strictParameters(t, anthropicRefusesStrict); ok {
+					def["input_schema"], def["strict"] = strict, true
+				}
+			}
 			if setting(req.model.compat.SupportsEagerToolInputStreaming, true) {
 				def["eager_input_streaming"] = true
 			}

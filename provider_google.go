@@ -226,11 +226,21 @@ func geminiBody(req streamRequest) map[string]any {
 		body["systemInstruction"] = map[string]any{"parts": []map[string]string{{"text": req.system}}}
 	}
 	if len(req.tools) > 0 {
+		// Gemini 3 and later hold strict tools' calls to their schema in
+		// the VALIDATED mode, as pi asks for it.
 		var decls []map[string]any
+		validated := false
 		for _, t := range req.tools {
-			decls = append(decls, map[string]any{"name": t.name, "description": t.description, "parametersJsonSchema": t.schema})
+			params := t.schema
+			if strict, ok := strictParameters(t, nil); ok && geminiVersion(m.ID) >= 3 {
+				params, validated = strict, true
+			}
+			decls = append(decls, map[string]any{"name": t.name, "description": t.description, "parametersJsonSchema": params})
 		}
 		body["tools"] = []map[string]any{{"functionDeclarations": decls}}
+		if validated {
+			body["toolConfig"] = map[string]any{"functionCallingConfig": map[string]string{"mode": "VALIDATED"}}
+		}
 	}
 	config := map[string]any{"maxOutputTokens": answerTokens(req)}
 	if m.Reasoning {

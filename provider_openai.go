@@ -160,8 +160,15 @@ func openAIBody(req streamRequest) map[string]any {
 	if len(req.tools) > 0 {
 		var tools []map[string]any
 		for _, t := range req.tools {
-			tools = append(tools, map[string]any{"type": "function",
-				"function": map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}})
+			fn := map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}
+			if setting(c.SupportsStrictMode, false) { // a host that does not take strict refuses the field
+				strict, ok := strictParameters(t, nil)
+				if ok {
+					fn["parameters"] = strict
+				}
+				fn["strict"] = ok
+			}
+			tools = append(tools, map[string]any{"type": "function", "function": fn})
 		}
 		body["tools"] = tools
 	}

@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -1501,5 +1502,113 @@ func TestPromptCacheKey(t *testing.T) {
 		if got := h.Get("X-Session-Id"); got != c.header {
 			t.Errorf("%s: x-session-id %q, want %q", c.provider, got, c.header)
 		}
+	}
+}
+
+// TestStrictTools: pi 1.6's read, bash, edit and write ask for strict
+// sampling, and a host that offers it (pi's catalog: Anthropic, OpenAI,
+// DeepSeek, Groq, OpenRouter, Fireworks, Hugging Face; Gemini 3 and
+// later) gets them strict — every property required, an optional one
+// nullable, no other property — so that the model cannot write arguments
+// they do not take; rpi sent every tool as it is. A tool that does not
+// ask (an MCP server's), or whose schema the host's strict mode cannot
+// hold (bash's timeout bounds, to Anthropic), goes as it is; a host
+// without strict gets no strict field, which some refuse.
+func TestStrictTools(t *testing.T) {
+	other := &tool{name: "mcp__s__echo", description: "Echo", schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}
+	tools := []*tool{readTool, bashTool, other}
+	// Its properties in read's order, which a model held to the schema writes them in.
+	strictRead := `{"type":"object","properties":{"path":{"type":"string","description":"File to read, relative to the working directory or absolute"},` +
+		`"offset":{"anyOf":[{"type":"integer","description":"First line to read, from 1"},{"type":"null"}]},` +
+		`"limit":{"anyOf":[{"type":"integer","description":"How many lines to read"},{"type":"null"}]}},"required":["path","offset","limit"],"additionalProperties":false}`
+	for _, c := range []struct {
+		name string
+		m    *model
+		want []string
+		not  []string
+	}{
+		{"deepseek", &model{ID: "deepseek-v4-pro", API: apiOpenAI, Provider: "deepseek", compat: compat{SupportsStrictMode: ptr(true)}},
+			[]string{`"name":"read","parameters":` + strictRead + `,"strict":true}`, `"name":"bash","parameters":{"type":"object",`, `"required":["command","timeout"],"additionalProperties":false},"strict":true}`,
+				`"name":"mcp__s__echo","parameters":{"type":"object","properties":{"text":{"type":"string"}}},"strict":false}`}, nil},
+		{"local", &model{ID: "m", API: apiOpenAI, Provider: "local"}, nil, []string{`"strict"`, `anyOf`}},
+		{"responses", &model{ID: "gpt-5.1", API: apiResponses, Provider: "openai", compat: compat{SupportsStrictMode: ptr(true)}},
+			[]string{`"name":"read","parameters":` + strictRead + `,"strict":true,"type":"function"}`,
+				`"name":"mcp__s__echo","parameters":{"type":"object","properties":{"text":{"type":"string"}}},"strict":false,`}, nil},
+		{"anthropic", &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", compat: compat{SupportsStrictTools: ptr(true)}},
+			[]string{`"input_schema":` + strictRead + `,"name":"read","strict":true}`, `"input_schema":{"type":"object","properties":{"command"`},
+			[]string{`"name":"bash","strict"`, `"name":"mcp__s__echo","strict"`}},
+		{"anthropic without strict", &model{ID: "claude-x", API: apiAnthropic, Provider: "proxy"}, nil, []string{`"strict"`, `anyOf`}},
+		{"gemini 3", &model{ID: "gemini-3-flash-preview", API: apiGoogle, Provider: "google"},
+			[]string{`"name":"read","parametersJsonSchema":` + strictRead, `"toolConfig":{"functionCallingConfig":{"mode":"VALIDATED"}}`,
+				`"name":"mcp__s__echo","parametersJsonSchema":{"type":"object","properties":{"text":{"type":"string"}}}}`}, nil},
+		{"gemini 2.5", &model{ID: "gemini-2.5-flash", API: apiGoogle, Provider: "google"}, nil, []string{`toolConfig`, `anyOf`}},
+	} {
+		c.m.MaxTokens = 1000
+		body, _ := sentWithHeaders(t, c.m, streamRequest{messages: readTurn(c.m, "call_1"), tools: tools})
+		for _, w := range c.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: request lacks %s:\n%s", c.name, w, body)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(body, w) {
+				t.Errorf("%s: request has %s:\n%s", c.name, w, body)
+			}
+		}
+	}
+
+	// The catalog's models of such hosts take strict tools, another's not.
+	for provider, want := range map[string]bool{"anthropic": true, "openai": true, "deepseek": true, "openrouter": true, "together": false, "cerebras": false} {
+		p := hostedProviderNamed(provider)
+		m := p.makeModels(p.baseURL, nil, providerOverride{})[0]
+		if got := setting(m.compat.SupportsStrictMode, false) || setting(m.compat.SupportsStrictTools, false); got != want {
+			t.Errorf("%s: strict %v, want %v", provider, got, want)
+		}
+	}
+
+	// A strict model sends null for an optional argument it leaves out:
+	// the call is the same as without it.
+	s := toolServer(t, map[string]string{"a.txt": "a\n"})
+	for name, pair := range map[string][2]string{
+		"read": {`{"path":"a.txt","offset":null,"limit":null}`, `{"path":"a.txt"}`},
+		"bash": {`{"command":"true","timeout":null}`, `{"command":"true"}`},
+	} {
+		withNull, err1 := s.decodeToolCall(name, json.RawMessage(pair[0]))
+		without, err2 := s.decodeToolCall(name, json.RawMessage(pair[1]))
+		if err1 != nil || err2 != nil || !reflect.DeepEqual(withNull, without) {
+			t.Errorf("%s: %s decodes to %#v (%v), %s to %#v (%v)", name, pair[0], withNull, err1, pair[1], without, err2)
+		}
+	}
+}
+
+// TestStrictSchema: a schema made strict as pi makes it (its
+// makeStrictJsonSchema), and those it leaves as they are.
+func TestStrictSchema(t *testing.T) {
+	for _, c := range []struct{ schema, want string }{
+		{`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":["string","null"]},"c":{"type":"array","items":{"type":"object","properties":{"x":{"type":"number"}}}}},"required":["a"]}`,
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":["string","null"]},"c":{"anyOf":[{"type":"array","items":{"type":"object","properties":{"x":{"anyOf":[{"type":"number"},{"type":"null"}]}},"required":["x"],"additionalProperties":false}},{"type":"null"}]}},"required":["a","b","c"],"additionalProperties":false}`},
+		{`{"type":"object","properties":{"e":{"enum":["x","y"]},"u":{"anyOf":[{"type":"string"},{"type":"number"}]}},"required":["e","u"],"additionalProperties":false}`,
+			`{"type":"object","properties":{"e":{"enum":["x","y"]},"u":{"anyOf":[{"type":"string"},{"type":"number"}]}},"required":["e","u"],"additionalProperties":false}`},
+		{`{"type":"object","properties":{"a":{"$ref":"#/x"}}}`, ""},
+		{`{"type":"object","properties":{"a":{}}}`, ""},
+		{`{"type":"object","properties":{"a":{"anyOf":[{"type":"object"},{"type":"string"}]}}}`, ""},
+		{`{"type":"object","additionalProperties":true}`, ""},
+		{`{"type":"object","properties":{"a":{"type":"string"}},"required":["b"]}`, ""},
+		{`{"type":"string"}`, ""},
+	} {
+		got, ok := strictParameters(&tool{strict: true, schema: json.RawMessage(c.schema)}, nil)
+		if string(got) != c.want || ok != (c.want != "") {
+			t.Errorf("%s:\ngot  %s (%v)\nwant %s", c.schema, got, ok, c.want)
+		}
+	}
+	if _, ok := strictParameters(&tool{schema: json.RawMessage(`{"type":"object"}`)}, nil); ok {
+		t.Error("a tool that does not ask went strict")
+	}
+	bounded := &tool{strict: true, schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1}}}`)}
+	if _, ok := strictParameters(bounded, anthropicRefusesStrict); ok {
+		t.Error("a bounded schema went strict to Anthropic")
+	}
+	if _, ok := strictParameters(bounded, nil); !ok {
+		t.Error("a bounded schema did not go strict to OpenAI")
 	}
 }

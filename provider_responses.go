@@ -131,7 +131,13 @@ func responsesBody(req streamRequest) map[string]any {
 		var tools []map[string]any
 		for _, t := range req.tools {
 			tool := map[string]any{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
-			if openAIHost {
+			switch strict, ok := strictParameters(t, nil); {
+			case setting(m.compat.SupportsStrictMode, false):
+				if ok {
+					tool["parameters"] = strict
+				}
+				tool["strict"] = ok
+			case openAIHost:
 				tool["strict"] = false // OpenAI would hold the schema to its strict subset
 			}
 			tools = append(tools, tool)

@@ -32,6 +32,7 @@ type tool struct {
 	guidelines  []string        // for the system prompt, when the tool is offered
 	schema      json.RawMessage // JSON Schema of the arguments; also what decodeToolCall enforces
 	accepts     json.RawMessage // what decodeToolCall enforces instead, when the tool takes more than schema says (edit)
+	strict      bool            // asks for strict sampling where the model's host offers it (tool_strict.go)
 	parseOnce   sync.Once       // parsed is decoded from accepts or schema at the tool's first call, not at startup
 	parsed      map[string]any
 	// decode builds the call from arguments already checked against
@@ -448,6 +449,7 @@ type bashCall struct {
 
 var bashTool = &tool{
 	name:    "bash",
+	strict:  true,
 	summary: "Execute bash commands (ls, grep, find, etc.)",
 	description: "Run a command with bash in the working directory. Output (stdout and stderr together) is cut to its " +
 		"last 2000 lines or 50KB; the full output is then saved to a file. A nonzero exit is an error.",

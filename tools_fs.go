@@ -34,6 +34,7 @@ type readCall struct {
 
 var readTool = &tool{
 	name:    "read",
+	strict:  true,
 	summary: "Read file contents",
 	description: "Read a file. Text comes back as lines (at most 2000 lines or 50KB at a time; use offset and limit to page " +
 		"through long files). Images (png, jpeg, gif, webp) come back as images.",
@@ -209,6 +210,7 @@ type writeCall struct {
 
 var writeTool = &tool{
 	name:        "write",
+	strict:      true,
 	summary:     "Create or overwrite files",
 	description: "Write a file with the given content, creating it and its parent directories, or replacing it.",
 	schema: schema(`{
