@@ -23,8 +23,8 @@ var openAIChat = &wireAPI{
 	auth: bearer,
 	body: func(req streamRequest) any { return openAIBody(req) },
 	headers: func(h http.Header, req streamRequest) {
-		if req.model.compat.sessionHeader && req.sessionID != "" {
-			h.Set("x-session-id", req.sessionID) // OpenRouter routes a session's requests by it, as pi sends it
+		if id := req.headerSessionID(); req.model.compat.sessionHeader && id != "" {
+			h.Set("x-session-id", id) // OpenRouter routes a session's requests by it, as pi sends it
 		}
 	},
 	maxTokens: func(req streamRequest) int {

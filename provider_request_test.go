@@ -1612,3 +1612,29 @@ func TestStrictSchema(t *testing.T) {
 		t.Error("a bounded schema did not go strict to OpenAI")
 	}
 }
+
+// TestSessionIDHeaderSafe: a session's id comes from its file's header,
+// which nothing checks (a hand-edited or foreign file): an id a header
+// cannot carry (a line break, a control character) or longer than
+// --session-id takes is left out of the session headers, where Go's HTTP
+// client refused the whole request, and every request of the session
+// failed; the body's prompt_cache_key, JSON-escaped and cut to 64
+// characters, still carries it.
+func TestSessionIDHeaderSafe(t *testing.T) {
+	for _, id := range []string{"a\r\nX-Evil: 1", "a\x00b", strings.Repeat("a", maxSessionIDLength+1)} {
+		for _, m := range []*model{
+			{ID: "gpt-5.1", API: apiResponses, Provider: "openai", MaxTokens: 1000},
+			{ID: "m", API: apiOpenAI, Provider: "openrouter", MaxTokens: 1000, compat: detectCompat("openrouter", "https://openrouter.ai/api/v1")},
+		} {
+			body, h := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1"), sessionID: id})
+			for _, k := range []string{"Session-Id", "X-Client-Request-Id", "X-Session-Id", "X-Evil"} {
+				if v := h.Get(k); v != "" {
+					t.Errorf("%s, id %.20q: header %s %.30q sent", m.API, id, k, v)
+				}
+			}
+			if m.API == apiResponses && len(membersNamed(body, "prompt_cache_key")) != 1 {
+				t.Errorf("%s, id %.20q: no prompt_cache_key:\n%.300s", m.API, id, body)
+			}
+		}
+	}
+}

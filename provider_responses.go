@@ -172,7 +172,7 @@ func responsesBody(req streamRequest) map[string]any {
 // to OpenRouter as x-session-id, else as session-id and
 // x-client-request-id.
 func openAISessionHeaders(h http.Header, req streamRequest) {
-	switch id := req.sessionID; {
+	switch id := req.headerSessionID(); {
 	case id == "":
 	case req.model.Provider == "openrouter" || strings.Contains(req.model.BaseURL, "openrouter.ai"):
 		h.Set("x-session-id", id)

@@ -86,6 +86,18 @@ func (req streamRequest) longCacheOf() bool {
 	return req.longCache && setting(req.model.compat.SupportsLongCacheRetention, true)
 }
 
+// headerSessionID is the session's id for a request header, none when
+// it is not one --session-id takes (validSessionID): an id from a session
+// file's header, which nothing checks, may hold a line break, which no
+// header carries (the HTTP client refuses the request), or be of any
+// length.
+func (req streamRequest) headerSessionID() string {
+	if !validSessionID(req.sessionID) {
+		return ""
+	}
+	return req.sessionID
+}
+
 // promptCacheKey is the session's id as OpenAI's prompt_cache_key takes
 // it, at most 64 characters, as pi clamps it.
 func (req streamRequest) promptCacheKey() string {
