@@ -24,6 +24,12 @@ type hostedProvider struct {
 	keyVar  string        // the environment variable its key comes from
 	models  []hostedModel // its models
 	strict  bool          // its models take strict tools (pi's catalog: supportsStrictMode or supportsStrictTools)
+	// notStrict are its models that take no strict tools though strict
+	// is set (pi's catalog marks them not).
+	notStrict []string
+	// shortCache: it takes no long cache retention (pi's catalog:
+	// supportsLongCacheRetention false).
+	shortCache bool
 }
 
 // hostedModel declares a catalog model: its id and name, whether it
@@ -55,11 +61,16 @@ var (
 // change of each; but not those models.json lists itself (its model of
 // the same id replaces the catalog's, as in pi).
 func (p *hostedProvider) makeModels(baseURL string, cred *credential, over providerOverride) []*model {
-	c := detectCompat(p.id, baseURL)
-	if p.strict {
-		c.SupportsStrictMode, c.SupportsStrictTools = ptr(true), ptr(true)
+	detected := detectCompat(p.id, baseURL)
+	if p.shortCache {
+		detected.SupportsLongCacheRetention = ptr(false)
 	}
-	c = c.over(over.compat) // a provider's models share its base URL
+	c := detected.over(over.compat) // a provider's models share its base URL
+	strictC := c
+	if p.strict {
+		detected.SupportsStrictMode, detected.SupportsStrictTools = ptr(true), ptr(true)
+		strictC = detected.over(over.compat)
+	}
 	models := make([]model, len(p.models))
 	made := make([]*model, 0, len(p.models))
 	for i, e := range p.models {
@@ -68,10 +79,13 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		}
 		m := &models[i]
 		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
-			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: c, cred: cred, needsKey: true, imageable: e.images,
+			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: strictC, cred: cred, needsKey: true, imageable: e.images,
 			headers: over.headers, bearer: over.bearer}
 		if e.images {
 			m.Input = textImageInput
+		}
+		if slices.Contains(p.notStrict, e.id) {
+			m.compat = c
 		}
 		if e.levels != "" {
 			m.levels = builtinLevels(e.levels)
@@ -110,7 +124,7 @@ const (
 // of it is built at startup; a provider's models are made at their first
 // use (see modelCatalog).
 var hostedProviders = []hostedProvider{
-	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", strict: true, models: []hostedModel{
+	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", strict: true, notStrict: []string{"claude-opus-4-1"}, models: []hostedModel{
 		{"claude-sonnet-4-5", "Claude Sonnet 4.5", true, withImages, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""},
 		{"claude-opus-4-1", "Claude Opus 4.1", true, withImages, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""},
 		{"claude-haiku-4-5", "Claude Haiku 4.5", true, withImages, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""},
@@ -146,7 +160,7 @@ var hostedProviders = []hostedProvider{
 		{"gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 40960, modelCost{0.35, 0.75, 0.35, 0}, lowToHigh},
 		{"qwen-3.8-27b", "Qwen3.8 27B", true, withImages, 131072, 40960, modelCost{0.99, 1.49, 0.99, 0}, offLowToHigh},
 	}},
-	{id: "xai", baseURL: "https://api.x.ai/v1", api: apiResponses, keyVar: "XAI_API_KEY", models: []hostedModel{
+	{id: "xai", baseURL: "https://api.x.ai/v1", api: apiResponses, keyVar: "XAI_API_KEY", shortCache: true, models: []hostedModel{
 		{"grok-4.7", "Grok 4.7", true, withImages, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"},
 		{"grok-4.3", "Grok 4.3", true, withImages, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh},
 	}},
@@ -170,7 +184,7 @@ var hostedProviders = []hostedProvider{
 		{"zai-org/GLM-5.3", "GLM-5.3", true, textOnly, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"},
 		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"},
 	}},
-	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", strict: true, models: []hostedModel{
+	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", strict: true, shortCache: true, models: []hostedModel{
 		{"accounts/fireworks/models/glm-5p3", "GLM 5.3", true, textOnly, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax},
 		{"accounts/fireworks/models/kimi-k3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax},
 	}},

@@ -1638,3 +1638,26 @@ func TestSessionIDHeaderSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogCompatAsPi: the request settings this rpi takes from pi
+// 1.6's catalog model by model: Claude Opus 4.1 takes no strict tools
+// there (pi sends its tools as they are), where Sonnet and Haiku 4.5 do;
+// xAI and Fireworks take no long cache retention (PI_CACHE_RETENTION=long
+// sends them no prompt_cache_retention).
+func TestCatalogCompatAsPi(t *testing.T) {
+	strict := map[string]bool{}
+	for _, m := range hostedProviderNamed("anthropic").makeModels("https://api.anthropic.com", nil, providerOverride{}) {
+		strict[m.ID] = setting(m.compat.SupportsStrictTools, false)
+	}
+	if want := map[string]bool{"claude-sonnet-4-5": true, "claude-opus-4-1": false, "claude-haiku-4-5": true}; !reflect.DeepEqual(strict, want) {
+		t.Errorf("strict tools %v, want %v", strict, want)
+	}
+	for _, provider := range []string{"xai", "fireworks"} {
+		p := hostedProviderNamed(provider)
+		m := p.makeModels(p.baseURL, nil, providerOverride{})[0]
+		body, _ := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1|fc_1"), sessionID: "s1", longCache: true})
+		if strings.Contains(body, "prompt_cache_retention") {
+			t.Errorf("%s: prompt_cache_retention sent:\n%.400s", provider, body)
+		}
+	}
+}
