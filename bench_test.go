@@ -1001,3 +1001,15 @@ func (p *benchProcess) stop() {
 	p.stdin.Close()
 	p.cmd.Wait()
 }
+
+// BenchmarkRequestBodyTools is the tools' part of a request body to a
+// host of strict tools (Chat Completions), which every model request
+// makes: the strict schemas are made once a tool, not once a request.
+func BenchmarkRequestBodyTools(b *testing.B) {
+	m := &model{ID: "m", API: apiOpenAI, Provider: "deepseek", MaxTokens: 1000, compat: compat{SupportsStrictMode: ptr(true)}}
+	req := streamRequest{model: m, tools: allTools, messages: []any{&userMessage{Role: "user", Content: textBlocks("hi")}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		openAIBody(req)
+	}
+}

@@ -164,7 +164,7 @@ func anthropicBody(req streamRequest) map[string]any {
 		for _, t := range req.tools {
 			def := map[string]any{"name": t.name, "description": t.description, "input_schema": t.schema}
 			if setting(req.model.compat.SupportsStrictTools, false) {
-				if strict, ok := strictParameters(t, anthropicRefusesStrict); ok {
+				if strict, ok := t.strictFor(true); ok {
 					def["input_schema"], def["strict"] = strict, true
 				}
 			}

@@ -232,7 +232,7 @@ func geminiBody(req streamRequest) map[string]any {
 		validated := false
 		for _, t := range req.tools {
 			params := t.schema
-			if strict, ok := strictParameters(t, nil); ok && geminiVersion(m.ID) >= 3 {
+			if strict, ok := t.strictFor(false); ok && geminiVersion(m.ID) >= 3 {
 				params, validated = strict, true
 			}
 			decls = append(decls, map[string]any{"name": t.name, "description": t.description, "parametersJsonSchema": params})

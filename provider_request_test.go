@@ -1661,3 +1661,26 @@ func TestCatalogCompatAsPi(t *testing.T) {
 		}
 	}
 }
+
+// TestStrictSchemaMadeOnce: a tool's strict schema is made at its first
+// request and kept, not made again for every request (each took a few
+// hundred microseconds and a hundred kilobytes for the four tools:
+// BenchmarkRequestBodyTools); and it is what strictParameters makes.
+func TestStrictSchemaMadeOnce(t *testing.T) {
+	for _, anthropic := range []bool{false, true} {
+		refuses := (func(string, any) bool)(nil)
+		if anthropic {
+			refuses = anthropicRefusesStrict
+		}
+		for _, tl := range []*tool{readTool, bashTool, editTool, writeTool} {
+			got, ok := tl.strictFor(anthropic)
+			want, wantOK := strictParameters(tl, refuses)
+			if string(got) != string(want) || ok != wantOK {
+				t.Errorf("%s (anthropic %v): %s %v, want %s %v", tl.name, anthropic, got, ok, want, wantOK)
+			}
+			if n := testing.AllocsPerRun(10, func() { tl.strictFor(anthropic) }); n != 0 {
+				t.Errorf("%s (anthropic %v): %v allocations a request, want none", tl.name, anthropic, n)
+			}
+		}
+	}
+}

@@ -131,7 +131,7 @@ func responsesBody(req streamRequest) map[string]any {
 		var tools []map[string]any
 		for _, t := range req.tools {
 			tool := map[string]any{"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}
-			switch strict, ok := strictParameters(t, nil); {
+			switch strict, ok := t.strictFor(false); {
 			case setting(m.compat.SupportsStrictMode, false):
 				if ok {
 					tool["parameters"] = strict

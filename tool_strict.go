@@ -35,6 +35,31 @@ func anthropicRefusesStrict(key string, v any) bool {
 	return false
 }
 
+// strictSchema is a tool's schema made strict, and whether it could be
+// (strictParameters).
+type strictSchema struct {
+	schema json.RawMessage
+	ok     bool
+}
+
+// strictFor is strictParameters of t for any host's strict mode, or
+// with anthropic for Anthropic's (anthropicRefusesStrict), made at its
+// first request and kept: a tool's schema does not change.
+func (t *tool) strictFor(anthropic bool) (json.RawMessage, bool) {
+	if !t.strict {
+		return nil, false
+	}
+	i, refuses := 0, (func(string, any) bool)(nil)
+	if anthropic {
+		i, refuses = 1, anthropicRefusesStrict
+	}
+	t.strictOnce[i].Do(func() {
+		schema, ok := strictParameters(t, refuses)
+		t.strictMade[i] = strictSchema{schema, ok}
+	})
+	return t.strictMade[i].schema, t.strictMade[i].ok
+}
+
 // strictParameters is t's schema as a host's strict mode takes it, as pi
 // makes it (makeStrictJsonSchema): every property of an object required,
 // one that was optional made nullable (anyOf with null, unless it takes

@@ -33,6 +33,8 @@ type tool struct {
 	schema      json.RawMessage // JSON Schema of the arguments; also what decodeToolCall enforces
 	accepts     json.RawMessage // what decodeToolCall enforces instead, when the tool takes more than schema says (edit)
 	strict      bool            // asks for strict sampling where the model's host offers it (tool_strict.go)
+	strictOnce  [2]sync.Once    // strictSchemas are made once (strictFor), not once a request
+	strictMade  [2]strictSchema // for any host, for Anthropic
 	parseOnce   sync.Once       // parsed is decoded from accepts or schema at the tool's first call, not at startup
 	parsed      map[string]any
 	// decode builds the call from arguments already checked against
