@@ -30,6 +30,9 @@ type hostedProvider struct {
 	// shortCache: it takes no long cache retention (pi's catalog:
 	// supportsLongCacheRetention false).
 	shortCache bool
+	// explicitCache are its models of the explicit prompt cache mode
+	// (pi's catalog: supportsExplicitPromptCacheMode).
+	explicitCache []string
 }
 
 // hostedModel declares a catalog model: its id and name, whether it
@@ -87,6 +90,9 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		if slices.Contains(p.notStrict, e.id) {
 			m.compat = c
 		}
+		if slices.Contains(p.explicitCache, e.id) && m.compat.SupportsExplicitPromptCacheMode == nil {
+			m.compat.SupportsExplicitPromptCacheMode = ptr(true)
+		}
 		if e.levels != "" {
 			m.levels = builtinLevels(e.levels)
 		}
@@ -129,7 +135,7 @@ var hostedProviders = []hostedProvider{
 		{"claude-opus-4-1", "Claude Opus 4.1", true, withImages, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""},
 		{"claude-haiku-4-5", "Claude Haiku 4.5", true, withImages, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""},
 	}},
-	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", strict: true, models: []hostedModel{
+	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", strict: true, explicitCache: []string{"gpt-6.2-sol"}, models: []hostedModel{
 		{"gpt-6.2-sol", "GPT-6.2 Sol", true, withImages, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"},
 		{"gpt-5.5", "GPT-5.5", true, withImages, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
 		{"gpt-5.1", "GPT-5.1", true, withImages, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh},
@@ -261,6 +267,11 @@ type compat struct {
 	// pi's, set for the catalog's models where pi's catalog sets them.
 	SupportsStrictMode  *bool `json:"supportsStrictMode"`
 	SupportsStrictTools *bool `json:"supportsStrictTools"`
+	// SupportsExplicitPromptCacheMode (Responses): the model's prompt
+	// cache is OpenAI's explicit mode, where the longer cache is asked as
+	// prompt_cache_options {"ttl":"30m"}, not prompt_cache_retention
+	// (pi's; of the catalog's models, GPT-6.2 Sol).
+	SupportsExplicitPromptCacheMode *bool `json:"supportsExplicitPromptCacheMode"`
 	// promptCacheKey (Chat Completions): the session's id goes as
 	// prompt_cache_key, which OpenAI's host (api.openai.com) alone
 	// takes without long retention, as pi sends it.
@@ -339,6 +350,7 @@ func (c compat) over(o *compat) compat {
 		{&c.SupportsLongCacheRetention, &o.SupportsLongCacheRetention},
 		{&c.SupportsStrictMode, &o.SupportsStrictMode},
 		{&c.SupportsStrictTools, &o.SupportsStrictTools},
+		{&c.SupportsExplicitPromptCacheMode, &o.SupportsExplicitPromptCacheMode},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

@@ -1684,3 +1684,30 @@ func TestStrictSchemaMadeOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestExplicitPromptCacheMode: a model of OpenAI's explicit prompt cache
+// mode (pi's compat supportsExplicitPromptCacheMode; of the catalog,
+// GPT-6.2 Sol) asks for the longer cache with
+// PI_CACHE_RETENTION=long as pi 1.6 does, prompt_cache_options
+// {"ttl":"30m"}, not prompt_cache_retention, which pi sends it never;
+// the other models keep prompt_cache_retention "24h".
+func TestExplicitPromptCacheMode(t *testing.T) {
+	p := hostedProviderNamed("openai")
+	for _, m := range p.makeModels(p.baseURL, nil, providerOverride{}) {
+		if m.ID != "gpt-6.2-sol" && m.ID != "gpt-5.1" {
+			continue
+		}
+		body, _ := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1|fc_1"), sessionID: "s1", longCache: true})
+		explicit := m.ID == "gpt-6.2-sol"
+		if got := strings.Contains(body, `"prompt_cache_options":{"ttl":"30m"}`); got != explicit {
+			t.Errorf("%s: prompt_cache_options sent %v, want %v:\n%.300s", m.ID, got, explicit, body)
+		}
+		if got := strings.Contains(body, `"prompt_cache_retention":"24h"`); got == explicit {
+			t.Errorf("%s: prompt_cache_retention sent %v, want %v", m.ID, got, !explicit)
+		}
+		body, _ = sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1|fc_1"), sessionID: "s1"})
+		if strings.Contains(body, "prompt_cache_options") || strings.Contains(body, "prompt_cache_retention") {
+			t.Errorf("%s: a cache setting sent without PI_CACHE_RETENTION=long:\n%.300s", m.ID, body)
+		}
+	}
+}

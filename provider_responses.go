@@ -161,7 +161,11 @@ func responsesBody(req streamRequest) map[string]any {
 	if key := req.promptCacheKey(); key != "" {
 		body["prompt_cache_key"] = key
 	}
-	if req.longCacheOf() {
+	switch {
+	case !req.longCacheOf():
+	case setting(m.compat.SupportsExplicitPromptCacheMode, false):
+		body["prompt_cache_options"] = map[string]string{"ttl": "30m"}
+	default:
 		body["prompt_cache_retention"] = "24h"
 	}
 	putSampling(body, m, req.thinking)
