@@ -1535,8 +1535,9 @@ func TestStrictTools(t *testing.T) {
 			[]string{`"name":"read","parameters":` + strictRead + `,"strict":true,"type":"function"}`,
 				`"name":"mcp__s__echo","parameters":{"type":"object","properties":{"text":{"type":"string"}}},"strict":false,`}, nil},
 		{"anthropic", &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", compat: compat{SupportsStrictTools: ptr(true)}},
-			[]string{`"input_schema":` + strictRead + `,"name":"read","strict":true}`, `"input_schema":{"type":"object","properties":{"command"`},
-			[]string{`"name":"bash","strict"`, `"name":"mcp__s__echo","strict"`}},
+			[]string{`"input_schema":` + strictRead + `,"name":"read","strict":true}`,
+				`"input_schema":{"type":"object","properties":{"command":{"type":"string","description":"The command line"},"timeout":{"anyOf":[{"type":"number","description":"Seconds before the command is killed (default: none)"},{"type":"null"}]}},"required":["command","timeout"],"additionalProperties":false},"name":"bash","strict":true}`},
+			[]string{`"name":"mcp__s__echo","strict"`, `imum`}},
 		{"anthropic without strict", &model{ID: "claude-x", API: apiAnthropic, Provider: "proxy"}, nil, []string{`"strict"`, `anyOf`}},
 		{"gemini 3", &model{ID: "gemini-3-flash-preview", API: apiGoogle, Provider: "google"},
 			[]string{`"name":"read","parametersJsonSchema":` + strictRead, `"toolConfig":{"functionCallingConfig":{"mode":"VALIDATED"}}`,
@@ -1604,12 +1605,18 @@ func TestStrictSchema(t *testing.T) {
 	if _, ok := strictParameters(&tool{schema: json.RawMessage(`{"type":"object"}`)}, nil); ok {
 		t.Error("a tool that does not ask went strict")
 	}
-	bounded := &tool{strict: true, schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1}}}`)}
-	if _, ok := strictParameters(bounded, anthropicRefusesStrict); ok {
-		t.Error("a bounded schema went strict to Anthropic")
+	// rpi checks a number's bounds as it decodes the call: its strict
+	// tools go without them, as pi's own tools have none (bash's
+	// timeout), to Anthropic, which refuses them, and to every host.
+	bounded := &tool{strict: true, schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9,"description":"N."}}}`)}
+	want := `{"type":"object","properties":{"n":{"anyOf":[{"type":"integer","description":"N."},{"type":"null"}]}},"required":["n"],"additionalProperties":false}`
+	for _, refuses := range []func(string, any) bool{anthropicRefusesStrict, nil} {
+		if got, ok := strictParameters(bounded, refuses); !ok || string(got) != want {
+			t.Errorf("a bounded schema went as %s (%v), want %s", got, ok, want)
+		}
 	}
-	if _, ok := strictParameters(bounded, nil); !ok {
-		t.Error("a bounded schema did not go strict to OpenAI")
+	if got, ok := bashTool.strictFor(true); !ok || strings.Contains(string(got), "imum") {
+		t.Errorf("bash to Anthropic: %s (%v), want strict without bounds", got, ok)
 	}
 }
 

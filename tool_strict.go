@@ -16,6 +16,10 @@ var strictRefusedKeys = []string{"$ref", "$defs", "definitions", "allOf", "oneOf
 	"dependentSchemas", "dependencies", "unevaluatedProperties", "propertyNames", "contains", "prefixItems",
 	"not", "if", "then", "else"}
 
+// numberBounds are the keywords of a number's bounds, which strict
+// schemas leave out (makeStrict).
+var numberBounds = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+
 // anthropicRefusesStrict reports a keyword Anthropic's strict tool use
 // refuses (the whole request, with a 400), as pi lists them: a tool whose
 // schema has one goes to Anthropic as it is.
@@ -92,6 +96,13 @@ func makeStrict(raw json.RawMessage, refuses func(key string, v any) bool) (json
 	node := schemaNode(raw)
 	if node == nil || o.UnmarshalJSON(raw) != nil {
 		return nil, false
+	}
+	// A number's bounds stay out: rpi checks them as it decodes the call
+	// (checkValue), Anthropic refuses them in strict mode, and pi's own
+	// tools, which other hosts get strict, have none.
+	o.del(numberBounds...)
+	for _, k := range numberBounds {
+		delete(node, k)
 	}
 	for _, k := range strictRefusedKeys {
 		if _, ok := node[k]; ok {
