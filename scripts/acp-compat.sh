@@ -41,7 +41,7 @@ mkdir -p "$work/tmp" && export TMPDIR="$work/tmp"
 
 # ---------------------------------------------------------------- installs
 pkgdir=${PI_COMPAT_CACHE:-$work/pkgs}
-sdkdir=${ACP_COMPAT_CACHE:-$work/acp}
+sdkdir=${ACP_COMPAT_CACHE:-$work/acp}/sdk-0.26.0   # one folder a version: the two scripts share the cache
 mkdir -p "$pkgdir" "$sdkdir"
 pkgdir=$(cd "$pkgdir" && pwd) sdkdir=$(cd "$sdkdir" && pwd)
 sdk="$sdkdir/node_modules/@agentclientprotocol/sdk"
@@ -51,7 +51,7 @@ if ! grep -q '"version": "0.26.0"' "$sdk/package.json" 2>/dev/null; then
 fi
 if [ "$target" = pi-acp ] && [ ! -f "$pkgdir/node_modules/pi-acp/package.json" ]; then
   echo "installing pi-acp 0.0.34 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error pi-acp@0.0.34 >/dev/null
+  npm install --prefix "$pkgdir" --save --ignore-scripts --loglevel=error pi-acp@0.0.34 >/dev/null
 fi
 if ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null; then
   . "$repo/scripts/node22.sh"   # sets nodebin

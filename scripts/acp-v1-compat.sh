@@ -44,7 +44,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/compat-work.sh"   # sets work, pkgdir; cleans up (the fake model too) on exit
 
 # ---------------------------------------------------------------- installs
-sdkdir=${ACP_COMPAT_CACHE:-$work/acp}
+sdkdir=${ACP_COMPAT_CACHE:-$work/acp}/sdk-2.4.0   # one folder a version: the two scripts share the cache
 mkdir -p "$sdkdir"
 sdkdir=$(cd "$sdkdir" && pwd)
 sdk="$sdkdir/node_modules/@agentclientprotocol/sdk"

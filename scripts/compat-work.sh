@@ -2,7 +2,10 @@
 # repo): a mktemp -d folder $work removed on exit (with the fake model,
 # $fake_pid, when one runs), npm's cache and every temp file inside it,
 # and $pkgdir, where packages are installed: PI_COMPAT_CACHE=DIR keeps
-# them between runs.
+# them between runs. The scripts install there with --save: npm removes
+# from a folder what its package.json does not list, so each script's
+# install took away the others' packages (pi-acp, pi 0.73, the MCP
+# servers), and they were fetched again at every run.
 work=$(mktemp -d)
 fake_pid=
 cleanup() {

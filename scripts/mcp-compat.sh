@@ -24,7 +24,7 @@ if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ] 
    [ ! -f "$pkgdir/node_modules/@modelcontextprotocol/server-everything/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@modelcontextprotocol/server-filesystem/package.json" ]; then
   echo "installing pi 1.6.0 and the MCP reference servers ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error \
+  npm install --prefix "$pkgdir" --save --ignore-scripts --loglevel=error \
     @earendil-works/pi-coding-agent@1.6.0 @modelcontextprotocol/server-everything@2026.8.31 \
     @modelcontextprotocol/server-filesystem@2026.8.31 >/dev/null
 fi

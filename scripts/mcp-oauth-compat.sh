@@ -23,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/compat-work.sh"   # sets work, pkgdir; cleans up on exit
 if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
   echo "installing pi 1.6.0 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error \
+  npm install --prefix "$pkgdir" --save --ignore-scripts --loglevel=error \
     @earendil-works/pi-coding-agent@1.6.0 >/dev/null
 fi
 . "$repo/scripts/node22.sh"   # sets nodebin

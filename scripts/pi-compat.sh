@@ -36,7 +36,7 @@ if [ ! -f "$pkgdir/node_modules/pi-acp/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ] ||
    [ ! -f "$pkgdir/node_modules/@mariozechner/pi-coding-agent/package.json" ]; then
   echo "installing pi 1.6.0, pi 0.73.1 and pi-acp 0.0.34 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error \
+  npm install --prefix "$pkgdir" --save --ignore-scripts --loglevel=error \
     @earendil-works/pi-coding-agent@1.6.0 @mariozechner/pi-coding-agent@0.73.1 pi-acp@0.0.34 >/dev/null
 fi
 pi16="$pkgdir/node_modules/@earendil-works/pi-coding-agent"

@@ -9,6 +9,6 @@ mkdir -p "$pkgdir"
 pkgdir=$(cd "$pkgdir" && pwd)
 if [ ! -f "$pkgdir/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
   echo "installing pi 1.6.0 ..."
-  npm install --prefix "$pkgdir" --no-save --ignore-scripts --loglevel=error @earendil-works/pi-coding-agent@1.6.0 >/dev/null
+  npm install --prefix "$pkgdir" --save --ignore-scripts --loglevel=error @earendil-works/pi-coding-agent@1.6.0 >/dev/null
 fi
 pi16="$pkgdir/node_modules/@earendil-works/pi-coding-agent"
