@@ -70,27 +70,8 @@ func sentBodySystem(t *testing.T, m *model, history []any, system string) string
 // sentRequest is the body of req to m, as a local server received it.
 func sentRequest(t *testing.T, m *model, req streamRequest) string {
 	t.Helper()
-	var mu sync.Mutex
-	var body []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		body = data
-		mu.Unlock()
-		http.Error(w, "kept", http.StatusBadRequest)
-	}))
-	defer srv.Close()
-	c := *m
-	c.BaseURL = srv.URL
-	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}}
-	req.model, req.secrets = &c, newRedactor(nil)
-	callModel(context.Background(), req, msg, func() {}, func(assistantEvent) {})
-	mu.Lock()
-	defer mu.Unlock()
-	if !json.Valid(body) {
-		t.Fatalf("%s: the request is not JSON: %.300s", m.API, body)
-	}
-	return string(body)
+	body, _ := sentWithHeaders(t, m, req)
+	return body
 }
 
 // membersNamed are the values of every member called key in a JSON text.
