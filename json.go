@@ -803,3 +803,71 @@ func jsonElementWords(t reflect.Type) string {
 	}
 	return ""
 }
+
+// jsonObject is a JSON object whose members keep their order and their
+// values as written (the last of a name that repeats, as JavaScript reads it).
+type jsonObject struct {
+	names  []string
+	values map[string]json.RawMessage
+}
+
+func (o *jsonObject) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	o.names, o.values = nil, map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		o.set(t.(string), v)
+	}
+	_, err := dec.Token()
+	return err
+}
+
+func (o *jsonObject) MarshalJSON() ([]byte, error) {
+	buf := []byte{'{'}
+	for i, name := range o.names {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, name)
+		buf = append(buf, ':')
+		buf = append(buf, o.values[name]...)
+	}
+	return append(buf, '}'), nil
+}
+
+// get is the member's value; nil when there is none.
+func (o *jsonObject) get(name string) json.RawMessage {
+	if o == nil {
+		return nil
+	}
+	return o.values[name]
+}
+
+func (o *jsonObject) set(name string, v json.RawMessage) {
+	if o.values == nil {
+		o.values = map[string]json.RawMessage{}
+	}
+	if _, ok := o.values[name]; !ok {
+		o.names = append(o.names, name)
+	}
+	o.values[name] = v
+}
+
+func (o *jsonObject) del(names ...string) {
+	for _, name := range names {
+		if _, ok := o.values[name]; ok {
+			delete(o.values, name)
+			o.names = slices.DeleteFunc(o.names, func(n string) bool { return n == name })
+		}
+	}
+}
