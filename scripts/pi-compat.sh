@@ -64,7 +64,8 @@ echo "target: $target ($("$work/bin/pi" --version))"
 cat > "$work/fake.py" <<'EOF'
 # A scripted OpenAI chat-completions SSE server. The answer depends on the
 # last user text's first word: READ_FILE (a read tool call, then text quoting
-# the file), THINK (reasoning_content, then text), SLOW (text, 0.5 s a chunk),
+# the file), EDIT_FILE (an edit of hello.txt), THINK (reasoning_content, then
+# text), SLOW (text, 0.5 s a chunk),
 # FAIL500 (HTTP 500); anything else: "Hello from the fake model.".
 import json, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -111,6 +112,10 @@ class H(BaseHTTPRequestHandler):
                 first = (text_of(last.get("content")).splitlines() or [""])[0]
                 for p in ["The file ", "says: ", first]: chunk({"content": p})
                 chunk({}, "stop")
+            elif user.startswith("EDIT_FILE"):
+                args = json.dumps({"path": "hello.txt", "edits": [{"oldText": "second line", "newText": "second line, edited"}]})
+                chunk({"tool_calls": [{"index": 0, "id": "call_fake_2", "type": "function", "function": {"name": "edit", "arguments": args}}]})
+                chunk({}, "tool_calls")
             elif user.startswith("READ_FILE"):
                 chunk({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": "read", "arguments": ""}}]})
                 for p in ['{"path":', ' "hello.txt"}']: chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
@@ -665,6 +670,16 @@ await check("session/prompt (read tool call)", async () => {
   ok(done && J(done.update.content).includes("hello from the test file"), `no completed tool_call_update with the file text: ${short(us.filter(kind("tool_call_update")))}`);
   eq(chunks(us), "The file says: hello from the test file", "answer");
   return "tool_call read → completed, answer";
+});
+await check("session/prompt (edit tool call: its diff shown)", async () => {
+  const { r, us } = await prompt(sid, "EDIT_FILE please");
+  eq(r.stopReason, "end_turn", "stopReason");
+  const done = us.filter(kind("tool_call_update")).find((u) => u.update.status === "completed");
+  // pi-acp diffs the file as it was before the call with the file after it
+  const diff = done?.update.content?.find((c) => c.type === "diff");
+  ok(diff && diff.oldText.includes("second line\n") && diff.newText.includes("second line, edited\n"),
+    `no completed tool_call_update with the edit's diff: ${short(us.filter(kind("tool_call_update")))}`);
+  return "tool_call edit → completed, its diff";
 });
 await check("session/prompt (thinking)", async () => {
   const { r, us } = await prompt(sid, "THINK first");
