@@ -229,12 +229,17 @@ func (c *editCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if ctx.Err() != nil {
 		return toolResult{}, errors.New("Operation aborted")
 	}
+	// The diff before the write, as pi makes it: it cannot fail after.
+	details, err := editDiff(ctx, c.path, c.plan.text, c.plan.after, c.plan.splices)
+	if err != nil {
+		return toolResult{}, errors.New("Operation aborted")
+	}
 	if err := c.target.write(ctx, "edit", c.data, c.plan.result); err != nil {
 		return toolResult{}, err
 	}
 	change := c.change()
 	return toolResult{Content: textBlocks(fmt.Sprintf("Successfully replaced %d block(s) in %s.", len(c.edits), c.path)),
-		Details: map[string]int{"firstChangedLine": c.plan.firstChangedLine}, change: &change}, nil
+		Details: details, change: &change}, nil
 }
 
 // change is the file as prepare read it and as the plan makes it.
@@ -254,11 +259,11 @@ type splice struct {
 
 // editPlan is what an edit call does to a file.
 type editPlan struct {
-	text             string   // the file without its BOM, line ends as LF: what the edits were matched in
-	splices          []splice // in text, in order, disjoint
-	loose            bool     // matched loosely: the splices are whole lines, rewritten from the loose text
-	result           []byte   // the bytes to write
-	firstChangedLine int
+	text    string   // the file without its BOM, line ends as LF: what the edits were matched in
+	splices []splice // in text, in order, disjoint
+	loose   bool     // matched loosely: the splices are whole lines, rewritten from the loose text
+	after   string   // text with the splices made
+	result  []byte   // the bytes to write
 }
 
 // planEdits matches every edit against the file's content and makes the
@@ -276,7 +281,7 @@ func planEdits(ctx context.Context, data []byte, edits []textEdit, path string) 
 		return nil, err
 	}
 	after := applySplices(p.text, p.splices, 0)
-	p.firstChangedLine = firstChangedLine(p.text, after)
+	p.after = after
 	if after == p.text {
 		if len(edits) == 1 {
 			return nil, fmt.Errorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", path)

@@ -49,8 +49,19 @@ func TestEditCases(t *testing.T) {
 				}
 				p.release()
 			}
-			text, isError := callTool(t, s, "edit", args)
+			text, isError, details := callEdit(t, s, args)
 			after, _ := os.ReadFile(filepath.Join(s.set.cwd, name))
+			if !isError {
+				got := map[string]string{"want diff": details.Diff + "\n", "want patch": details.Patch,
+					"want firstChangedLine": fmt.Sprintln(details.FirstChangedLine)}
+				for _, n := range []string{"want diff", "want patch", "want firstChangedLine"} {
+					if want, ok := sections[n]; !ok && !*update {
+						t.Errorf("no section %q (scripts/pi-edit-compare.sh --update writes pi's)", n)
+					} else if got[n] != want {
+						t.Errorf("details: %s:\n%s\npi 1.6 gives:\n%s", n, got[n], want)
+					}
+				}
+			}
 
 			wantText, wantError := sections["want result"], false
 			if e, ok := sections["want error"]; ok {
@@ -81,6 +92,22 @@ func TestEditCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// callEdit runs the edit tool: its text, whether it failed, and its
+// details when it did not.
+func callEdit(t *testing.T, s *rpcServer, args string) (string, bool, editDetails) {
+	t.Helper()
+	res, isError := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "c", Name: "edit", Arguments: json.RawMessage(args)})
+	var parts []string
+	for _, b := range res.Content {
+		parts = append(parts, b.Text)
+	}
+	details, ok := res.Details.(editDetails)
+	if !isError && !ok {
+		t.Fatalf("edit's details are %#v", res.Details)
+	}
+	return strings.Join(parts, "|"), isError, details
 }
 
 // fileLines is the content of a case's file section: each line a JSON
@@ -122,6 +149,7 @@ func TestEditAgainstPi(t *testing.T) {
 			File, Text, After string
 			Args              json.RawMessage
 			IsError           bool
+			Details           *editDetails
 		}
 		if err := json.Unmarshal([]byte(line), &c); err != nil {
 			t.Fatal(err)
@@ -129,7 +157,7 @@ func TestEditAgainstPi(t *testing.T) {
 		if err := os.WriteFile(file, []byte(c.File), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		text, isError := callTool(t, s, "edit", string(c.Args))
+		text, isError, details := callEdit(t, s, string(c.Args))
 		after, _ := os.ReadFile(file)
 		n++
 		same := isError == c.IsError && string(after) == c.After &&
@@ -137,6 +165,10 @@ func TestEditAgainstPi(t *testing.T) {
 		if !same {
 			if bad++; bad <= 10 {
 				t.Errorf("file %q, edit %s:\nrpi: %q (isError %v), file %q\npi:  %q (isError %v), file %q", c.File, c.Args, text, isError, after, c.Text, c.IsError, c.After)
+			}
+		} else if !isError && (c.Details == nil || details != *c.Details) {
+			if bad++; bad <= 10 {
+				t.Errorf("file %q, edit %s: details\nrpi: %#v\npi:  %#v", c.File, c.Args, details, c.Details)
 			}
 		}
 	}

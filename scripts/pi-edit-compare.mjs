@@ -9,7 +9,9 @@
 // A case (.txtar): a sentence, then sections "-- NAME --": args.json (the
 // edit call's arguments), "file F" (the file before; each line a JSON
 // string, the file their concatenation), "want F" (after), and "want
-// result" or "want error" (the tool's text). A case with a section "rpi
+// result" or "want error" (the tool's text); after a result, the result's
+// details: "want diff" (details.diff and an LF), "want patch"
+// (details.patch) and "want firstChangedLine". A case with a section "rpi
 // only" (saying why) shows a limit of rpi's own: it is not run in pi.
 import fs from "node:fs";
 import os from "node:os";
@@ -41,10 +43,10 @@ const encodeFile = (s) => (s.match(/[^\n]*\n|[^\n]+/g) ?? []).map((l) => escapeU
 
 // runPi runs pi 1.6's edit tool as its agent loop does (prepareArguments,
 // validation, execute) on one file; it answers the tool's text, whether it
-// failed, and the file afterwards.
+// failed, the file afterwards and the result's details.
 async function runPi(fileName, before, args) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-edit-"));
-  let text, isError = false;
+  let text, isError = false, details;
   try {
     fs.writeFileSync(path.join(dir, fileName), before);
     const def = createEditToolDefinition(dir);
@@ -52,13 +54,14 @@ async function runPi(fileName, before, args) {
     const valid = validateToolArguments({ name: "edit", parameters: def.parameters }, { name: "edit", arguments: prepared });
     const res = await def.execute("case", valid, undefined, undefined, { cwd: dir });
     text = res.content.map((b) => b.text).join("");
+    details = res.details;
   } catch (e) {
     text = e.message;
     isError = true;
   }
   const after = fs.readFileSync(path.join(dir, fileName), "utf8");
   fs.rmSync(dir, { recursive: true });
-  return { text, isError, after };
+  return { text, isError, after, details };
 }
 
 // With --random N OUT: N random edit calls on random files, and what pi 1.6
@@ -77,7 +80,32 @@ if (flag === "--random") {
   const vary = (s) => [s, loosen(s), s.normalize("NFKC"), s.normalize("NFD"), s.replace(/\r\n/g, "\n")][rnd(5)];
   const n = Number(process.argv[6]), out = process.argv[7];
   const rows = [];
+  // A long file of few distinct lines (jsdiff aligns repeated lines its
+  // own way), edits that replace runs of lines with more or fewer, near
+  // its start, its end and each other.
+  const longCall = () => {
+    const pool = ["}", "", "  return x;", "x++", "{", "a", "b", "// note", "  if (y) {"];
+    const lines = [];
+    for (let l = 1 + rnd(rnd(4) === 0 ? 3000 : 300); l > 0; l--) lines.push(pick(pool) + (rnd(4) === 0 ? ` ${rnd(50)}` : ""));
+    const end = pick(["\n", "\n", "\r\n", "\r"]);
+    let file = (rnd(6) === 0 ? "\ufeff" : "") + lines.join(end) + (rnd(3) ? end : "");
+    const body = file.replace(/^\ufeff/, "").replace(/\r\n?/g, "\n");
+    const edits = [];
+    for (let e = 1 + rnd(4); e > 0; e--) {
+      const at = pick([0, rnd(body.length), rnd(body.length), Math.max(body.length - 1 - rnd(40), 0)]);
+      const oldText = body.slice(at, at + 1 + rnd(pick([10, 80, 400])));
+      const added = [];
+      for (let k = rnd(pick([2, 10, 120])); k > 0; k--) added.push(pick(pool));
+      edits.push({ oldText, newText: added.join("\n") + (rnd(2) ? "\n" : "") });
+    }
+    return { file, args: { path: "f.txt", edits } };
+  };
   for (let i = 0; i < n; i++) {
+    if (rnd(3) === 0) {
+      const { file, args } = longCall();
+      rows.push(JSON.stringify({ file, args, ...(await runPi("f.txt", file, structuredClone(args))) }));
+      continue;
+    }
     let file = rnd(8) === 0 ? "\ufeff" : "";
     for (let l = 1 + rnd(8); l > 0; l--) {
       let line = "";
@@ -115,8 +143,13 @@ for (const name of fs.readdirSync(casesDir).filter((n) => n.endsWith(".txtar")).
   }
   const [fileName] = [...c.sections.keys()].filter((k) => k.startsWith("file ")).map((k) => k.slice(5));
   const before = decodeFile(c.sections.get("file " + fileName));
-  const { text, isError, after } = await runPi(fileName, before, JSON.parse(c.sections.get("args.json")));
+  const { text, isError, after, details } = await runPi(fileName, before, JSON.parse(c.sections.get("args.json")));
   const got = new Map([[`want ${fileName}`, encodeFile(after)], [isError ? "want error" : "want result", text + "\n"]]);
+  if (!isError) {
+    got.set("want diff", details.diff + "\n");
+    got.set("want patch", details.patch);
+    got.set("want firstChangedLine", `${details.firstChangedLine}\n`);
+  }
   count++;
   if (update) {
     const sections = new Map([...c.sections].filter(([n]) => !n.startsWith("want ") || n === "want dialog"));
