@@ -46,17 +46,22 @@ func splitLinesKeep(s string) []string {
 	return lines
 }
 
-// diffComponent is one step of a path through the edit graph, linked to
-// the one before it; a path never changes a component it shares.
+// diffComponent is a run of steps of one kind along a path through the
+// edit graph, linked to the run before it; a run is never changed once
+// another path may share it.
 type diffComponent struct {
 	count          int
 	added, removed bool
 	prev           *diffComponent
 }
 
+// diffPath is the farthest path found on a diagonal. Its last run is held
+// here, not linked, so that a step that lengthens it costs nothing: runs
+// are linked (allocated) only when a new one starts.
 type diffPath struct {
 	oldPos int
-	last   *diffComponent
+	last   diffComponent // count 0: no steps yet
+	ok     bool
 }
 
 // diffLineParts diffs old against new by lines with Myers' algorithm as
@@ -81,26 +86,34 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 	}
 	a, b := number(oldLines), number(newLines)
 	oldLen, newLen := len(a), len(b)
+	// linked is p's last run, linked for a run after it.
+	linked := func(p *diffPath) *diffComponent {
+		if p.last.count == 0 {
+			return nil
+		}
+		c := p.last
+		return &c
+	}
 	common := func(p *diffPath, diagonal int) int {
 		oldPos, newPos, n := p.oldPos, p.oldPos-diagonal, 0
 		for newPos+1 < newLen && oldPos+1 < oldLen && a[oldPos+1] == b[newPos+1] {
 			oldPos, newPos, n = oldPos+1, newPos+1, n+1
 		}
 		if n > 0 {
-			p.last = &diffComponent{count: n, prev: p.last}
+			p.last = diffComponent{count: n, prev: linked(p)}
 		}
 		p.oldPos = oldPos
 		return newPos
 	}
-	step := func(p *diffPath, added bool, oldInc int) *diffPath {
-		if l := p.last; l != nil && l.added == added && l.removed == !added {
-			return &diffPath{p.oldPos + oldInc, &diffComponent{l.count + 1, added, !added, l.prev}}
+	step := func(p *diffPath, added bool, oldInc int) diffPath {
+		if l := p.last; l.count > 0 && l.added == added && l.removed == !added {
+			return diffPath{p.oldPos + oldInc, diffComponent{l.count + 1, added, !added, l.prev}, true}
 		}
-		return &diffPath{p.oldPos + oldInc, &diffComponent{1, added, !added, p.last}}
+		return diffPath{p.oldPos + oldInc, diffComponent{1, added, !added, linked(p)}, true}
 	}
-	build := func(last *diffComponent) []linePart {
+	build := func(p *diffPath) []linePart {
 		var comps []*diffComponent
-		for c := last; c != nil; c = c.prev {
+		for c := linked(p); c != nil; c = c.prev {
 			comps = append(comps, c)
 		}
 		parts := make([]linePart, 0, len(comps))
@@ -123,13 +136,13 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 		return parts
 	}
 
-	first := &diffPath{oldPos: -1}
-	if newPos := common(first, 0); first.oldPos+1 >= oldLen && newPos+1 >= newLen {
-		return build(first.last), nil
+	first := diffPath{oldPos: -1, ok: true}
+	if newPos := common(&first, 0); first.oldPos+1 >= oldLen && newPos+1 >= newLen {
+		return build(&first), nil
 	}
 	maxEdit := oldLen + newLen
 	offset := maxEdit + 1
-	best := make([]*diffPath, 2*maxEdit+3) // by diagonal (oldPos - newPos) + offset
+	best := make([]diffPath, 2*maxEdit+3) // by diagonal (oldPos - newPos) + offset
 	best[offset] = first
 	minDiagonal, maxDiagonal := -maxEdit-1, maxEdit+1
 	for edit := 1; edit <= maxEdit; edit++ {
@@ -140,29 +153,27 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 		}
 		for d := max(minDiagonal, -edit); d <= min(maxDiagonal, edit); d += 2 {
 			removePath, addPath := best[d-1+offset], best[d+1+offset]
-			if removePath != nil {
-				best[d-1+offset] = nil // no other diagonal uses it
-			}
+			best[d-1+offset] = diffPath{} // no other diagonal uses it
 			canAdd := false
-			if addPath != nil {
+			if addPath.ok {
 				newPos := addPath.oldPos - d
 				canAdd = 0 <= newPos && newPos < newLen
 			}
-			canRemove := removePath != nil && removePath.oldPos+1 < oldLen
+			canRemove := removePath.ok && removePath.oldPos+1 < oldLen
 			if !canAdd && !canRemove {
-				best[d+offset] = nil
+				best[d+offset] = diffPath{}
 				continue
 			}
 			// From the path farther along the old text, not past the graph.
-			var p *diffPath
+			var p diffPath
 			if !canRemove || canAdd && removePath.oldPos < addPath.oldPos {
-				p = step(addPath, true, 0)
+				p = step(&addPath, true, 0)
 			} else {
-				p = step(removePath, false, 1)
+				p = step(&removePath, false, 1)
 			}
-			newPos := common(p, d)
+			newPos := common(&p, d)
 			if p.oldPos+1 >= oldLen && newPos+1 >= newLen {
-				return build(p.last), nil
+				return build(&p), nil
 			}
 			best[d+offset] = p
 			if p.oldPos+1 >= oldLen {
