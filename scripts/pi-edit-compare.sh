@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Checks rpi's edit tool against pi 1.6's own, on the same inputs:
 #   1. pi 1.6's edit tool runs every case of testdata/edit/ (node
-#      scripts/pi-edit-compare.mjs): its text and the file afterwards must
-#      be what the case says, which TestEditCases holds rpi to (run here too);
+#      scripts/pi-edit-compare.mjs): its text, the file afterwards and the
+#      result's details (diff, patch, firstChangedLine) must be what the
+#      case says, which TestEditCases holds rpi to (run here too);
 #   2. 5,000 random edit calls (mixed line ends, BOMs, trailing whitespace,
-#      curly quotes, dashes, NFKC forms; every shape of the arguments) run
-#      through pi 1.6's edit tool, then through rpi's (TestEditAgainstPi):
-#      the same text, the same file afterwards;
+#      curly quotes, dashes, NFKC forms; every shape of the arguments; a
+#      third of them long files of repeated lines, edits adding and removing
+#      many) run through pi 1.6's edit tool, then through rpi's
+#      (TestEditAgainstPi): the same text, the same file afterwards, the
+#      same details;
 #   3. node's normalize("NFKC") on every code point and on 200,000 random
 #      sequences, against rpi's nfkc (TestNFKCAgainstNode).
 # Not part of CI: it needs node >= 22.19 and pi 1.6's package. Run from the
