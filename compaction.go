@@ -66,8 +66,9 @@ func estimateTokens(m any) int {
 
 // contextSize is the bytes of m's JSON (messageJSONSize, which does not
 // make it) but for what the model is never sent of it: an answer's
-// response details (answerMeta) and a tool result's durationMs, whose
-// digits go with the clock.
+// response details (answerMeta), a tool result's durationMs, whose
+// digits go with the clock, and its details (an edit's diff and patch,
+// which would count a large edit three times).
 func contextSize(m any) int {
 	switch v := m.(type) {
 	case *assistantMessage:
@@ -77,9 +78,9 @@ func contextSize(m any) int {
 			m = &light
 		}
 	case *toolResultMessage:
-		if v.DurationMs != nil {
+		if v.DurationMs != nil || v.Details != nil {
 			light := *v
-			light.DurationMs = nil
+			light.DurationMs, light.Details = nil, nil
 			m = &light
 		}
 	}

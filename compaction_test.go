@@ -420,3 +420,23 @@ func contextOfLines(t *testing.T, lines []string) []any {
 	}
 	return ss.context().messages
 }
+
+// TestEstimateLeavesOutWhatIsNeverSent: the context estimate of a
+// message counts what the model is sent of it, not an answer's response
+// fields, nor a tool result's durationMs or details (an edit's diff and
+// patch, the size of the change again twice).
+func TestEstimateLeavesOutWhatIsNeverSent(t *testing.T) {
+	ms := int64(12345)
+	bare := &toolResultMessage{Role: "toolResult", ToolCallID: "c", ToolName: "edit", Content: textBlocks("Successfully replaced 1 block(s) in a.txt."), Timestamp: 1}
+	full := *bare
+	full.DurationMs, full.Details = &ms, map[string]any{"diff": strings.Repeat("+1 line\n", 1000), "patch": strings.Repeat("+line\n", 1000), "firstChangedLine": 1}
+	if got, want := estimateTokens(&full), estimateTokens(bare); got != want {
+		t.Errorf("a tool result with details and durationMs is estimated at %d tokens, without them %d", got, want)
+	}
+	answer := &assistantMessage{Role: "assistant", Content: textBlocks("Done."), StopReason: "stop", Timestamp: 1}
+	withMeta := *answer
+	withMeta.answerMeta = &answerMeta{ResponseID: "resp_" + strings.Repeat("x", 200), DurationMs: &ms, ThinkingLevel: "high"}
+	if got, want := estimateTokens(&withMeta), estimateTokens(answer); got != want {
+		t.Errorf("an answer with its response fields is estimated at %d tokens, without them %d", got, want)
+	}
+}
