@@ -180,11 +180,11 @@ func (c *servedRPC) hello(r *rpcRequest) (_ any, err error) {
 		return c.attachTo(attach, cursor)
 	}
 	if o.id != "" {
-		return c.attachByID(o, cursor)
+		return c.attachByID(o, o.id, cursor)
 	}
 	if o.file != "" && !o.flags.noSession && c.sh.findSessionFile(&o, *o.flags) == nil {
-		if _, id := c.sh.liveStageAt(o.file); id != "" { // as for a session id
-			return c.attachTo(id, cursor)
+		if row, ok := readSessionRow(o.file); ok && row.SessionID != "" { // as for a session id: its file's
+			return c.attachByID(o, row.SessionID, cursor)
 		}
 	}
 	if err := c.attachNew(o); err != nil {
@@ -339,20 +339,46 @@ func (c *servedRPC) attachNew(o sessionOptions) error {
 }
 
 // attachByID attaches the connection to the session live in the host
-// whose id is o.id, as attachTo does (o's other options are for a session
-// being opened: they leave it as it is), or to a new session opened as o
-// says when none is. Two hellos naming one id open one session: the
-// second waits for the first's opening (openOrWait), then attaches.
-func (c *servedRPC) attachByID(o sessionOptions, cursor int64) (any, error) {
-	if s := c.sh.h.sessions.openOrWait(o.id); s != nil {
-		return c.attachTo(o.id, cursor)
+// whose id is id (o.id, or the id in o.file's header, when it is that
+// file's), as attachTo does (o's other options are for a session being
+// opened: they leave it as it is, but for its cwd), or to a new session
+// opened as o says when none is. Two hellos naming one id or file open
+// one session: the second waits for the first's opening (openOrWait),
+// then attaches.
+func (c *servedRPC) attachByID(o sessionOptions, id string, cursor int64) (any, error) {
+	s := c.sh.h.sessions.openOrWait(id)
+	switch {
+	case s == nil:
+		defer c.sh.h.sessions.loaded(id)
+	case o.file != "" && s.conv.info().path != o.file: // another file with that id: opening o.file fails as it would
+	default:
+		if err := liveAsAsked(s, id, o); err != nil {
+			return nil, err
+		}
+		return c.attachTo(id, cursor)
 	}
-	err := c.attachNew(o)
-	c.sh.h.sessions.loaded(o.id)
-	if err != nil {
+	if err := c.attachNew(o); err != nil {
 		return nil, err
 	}
 	return helloAnswer{SessionID: c.srv.conv.info().id, Cursor: c.st.lastSeq()}, nil
+}
+
+// liveAsAsked refuses a hello's attaching to s, the session live in the
+// host with id, when the hello's cwd is not s's (its tools work in
+// another folder than the client said) or its no-session is not s's (a
+// client that asked for no file would have its prompts written to one,
+// or one that asked for a file none). attach names any session as it is.
+func liveAsAsked(s *session, id string, o sessionOptions) error {
+	inMemory := s.conv.info().path == ""
+	switch {
+	case s.set.cwd != o.cwd:
+		return fmt.Errorf("Invalid hello: session %s is live in the host in another cwd (%s); attach names it as it is", id, s.set.cwd)
+	case inMemory && !o.flags.noSession:
+		return fmt.Errorf("Invalid hello: session %s is live in the host with no session file (no-session); attach names it as it is", id)
+	case !inMemory && o.flags.noSession:
+		return fmt.Errorf("Invalid hello: session %s is live in the host with a session file, and the hello says no-session; attach names it as it is", id)
+	}
+	return nil
 }
 
 // attachTo attaches the connection to the session with id: a live one,

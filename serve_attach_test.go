@@ -8,7 +8,10 @@ package main
 // and between a session's opening and its stage's, by sh.registered.
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -668,6 +671,68 @@ func TestServeHelloSameNewIDAtOnce(t *testing.T) {
 	if !strings.Contains(status, `"sessions":[{"sessionId":"same","cwd"`) || strings.Count(status, `"sessionId"`) != 1 ||
 		!strings.Contains(status, fmt.Sprintf(`"clients":%d,`, len(clients))) {
 		t.Errorf("host_status: %s", status)
+	}
+	sh.end()
+}
+
+// TestServeHelloSessionIDOtherCwd: a hello naming the id of a session live
+// in the host with another cwd than the hello's, or with no-session where
+// the session has a file, is refused, saying so: it attached the client to
+// that session, whose tools work in the other folder (or which writes its
+// prompts to a file), as if the hello's options had been taken.
+func TestServeHelloSessionIDOtherCwd(t *testing.T) {
+	e := newTestEnv(t)
+	cwd, other := t.TempDir(), t.TempDir()
+	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
+	a, b := sh.connect(), sh.connect()
+	a.send(`{"id":"h","type":"hello","options":{"session-id":"mine"}}`)
+	a.waitFor(t, `"type":"session_started"`, 1)
+	hello, _ := json.Marshal(map[string]any{"id": "h", "type": "hello", "options": map[string]string{"session-id": "mine", "cwd": other}})
+	b.send(string(hello))
+	b.waitFor(t, `"command":"hello"`, 1)
+	if out := string(b.out.bytes()); !strings.Contains(out, `"success":false`) || !strings.Contains(out, "another cwd") {
+		t.Errorf("the hello in another cwd: %s", out)
+	}
+	b.send(`{"id":"h","type":"hello","options":{"session-id":"mine","no-session":true}}`)
+	b.waitFor(t, `"command":"hello"`, 2)
+	if out := string(b.out.bytes()); strings.Count(out, `"success":false`) != 2 || !strings.Contains(out, "says no-session") {
+		t.Errorf("the hello with no-session: %s", out)
+	}
+	hello, _ = json.Marshal(map[string]any{"id": "h", "type": "hello", "options": map[string]string{"session-id": "mine", "cwd": cwd}})
+	b.send(string(hello))
+	b.waitFor(t, `"command":"hello"`, 3)
+	if out := string(b.out.bytes()); !strings.Contains(out, `"success":true,"data":{"sessionId":"mine"`) {
+		t.Errorf("the hello in the session's cwd: %s", out)
+	}
+	sh.end()
+}
+
+// TestServeHelloSameFileAtOnce: clients that say hello at once, each
+// naming the same session file (options.session), not open in the host,
+// all end on one session, as those naming one session id do.
+func TestServeHelloSameFileAtOnce(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	header := fmt.Sprintf(`{"type":"session","version":3,"id":"from-file","timestamp":"2026-01-01T00:00:00.000Z","cwd":%q}`, cwd)
+	user := `{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"Hi"}],"timestamp":1}}`
+	if err := os.WriteFile(path, []byte(header+"\n"+user+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh := startServe(t, e, cwd, "--model", "faux/faux-1")
+	clients := make([]*servedClient, 6)
+	for i := range clients {
+		clients[i] = sh.connect()
+	}
+	hello, _ := json.Marshal(map[string]any{"id": "h", "type": "hello", "options": map[string]string{"session": path}})
+	for _, c := range clients {
+		c.send(string(hello))
+	}
+	for _, c := range clients {
+		c.waitFor(t, `"command":"hello"`, 1)
+		if out := string(c.out.bytes()); !strings.Contains(out, `"success":true,"data":{"sessionId":"from-file"`) {
+			t.Errorf("a hello failed: %s", out)
+		}
 	}
 	sh.end()
 }
