@@ -209,6 +209,38 @@ func unquote(raw []byte, s *string) bool {
 // go to encoding/json.
 const maxScanDepth = 512
 
+// objectMembers are the members of obj, a JSON object, by their exact
+// names (as JSON.parse reads them): scanObject's, or, for an object
+// nested deeper than it follows, encoding/json's (a map, which keeps the
+// last of a name given twice, as JSON.parse does). nil when obj is no
+// JSON object.
+func objectMembers(obj []byte) []member {
+	if members, ok := scanObject(obj, nil); ok {
+		return members
+	}
+	var all map[string]json.RawMessage
+	if len(obj) == 0 || json.Unmarshal(obj, &all) != nil {
+		return nil
+	}
+	members := make([]member, 0, len(all))
+	for k, v := range all {
+		members = append(members, member{[]byte(k), v})
+	}
+	return members
+}
+
+// exactMember is the value of obj's member named key (the last, when it
+// is given twice), by its exact name: objectMembers'.
+func exactMember(obj []byte, key string) ([]byte, bool) {
+	members := objectMembers(obj)
+	for i := len(members) - 1; i >= 0; i-- {
+		if string(members[i].key) == key {
+			return members[i].value, true
+		}
+	}
+	return nil, false
+}
+
 // scanObject splits a line holding one JSON object into its members, in
 // one pass that also checks the whole line is valid JSON (the line is
 // already valid UTF-8). ok is false for anything else.

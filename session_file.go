@@ -506,7 +506,7 @@ func mendEnd(f *os.File) error {
 // ("" when it has none that is a string).
 func messageRole(raw json.RawMessage) string {
 	var role string
-	if at, end, ok := memberValue(raw, "role"); ok && json.Unmarshal(raw[at:end], &role) == nil {
+	if v, ok := exactMember(raw, "role"); ok && json.Unmarshal(v, &role) == nil {
 		return role
 	}
 	return ""

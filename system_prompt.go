@@ -183,7 +183,7 @@ type systemMessageFields struct {
 // field of another type than a system message's stays empty.
 func systemMessageOf(raw []byte) systemMessageFields {
 	var m systemMessageFields
-	members, _ := scanObject(raw, nil)
+	members := objectMembers(raw)
 	list := func(value []byte) []json.RawMessage {
 		var items []json.RawMessage
 		if json.Unmarshal(value, &items) != nil {
@@ -269,7 +269,7 @@ func (r *promptReplay) apply(raw rawMessage) {
 // it names none (or the declaration is not an object with a string name).
 func declaredName(decl json.RawMessage) string {
 	var name string
-	if at, end, ok := memberValue(decl, "name"); ok && json.Unmarshal(decl[at:end], &name) == nil {
+	if v, ok := exactMember(decl, "name"); ok && json.Unmarshal(v, &name) == nil {
 		return name
 	}
 	return ""

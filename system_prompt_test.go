@@ -337,6 +337,8 @@ func TestToolsRestoredFromTheSession(t *testing.T) {
 // would take any case): a message whose role, sections, tools or a
 // removed tool's name are spelled otherwise says nothing of them; the
 // last of a field given twice is the one read, as JSON.parse keeps it.
+// A message nested deeper than scanObject follows is read all the same
+// (it was no system message, as pi reads it).
 func TestSystemMessageFieldsExact(t *testing.T) {
 	base := rawMessage(`{"role":"system","content":"","sections":{"preamble":"P."},"toolsAdded":[{"name":"read","description":"R.","parameters":{}},{"name":"bash","description":"B.","parameters":{}}]}`)
 	for _, c := range []struct {
@@ -347,6 +349,8 @@ func TestSystemMessageFieldsExact(t *testing.T) {
 		{"a removed tool's name in another case", `{"role":"system","content":"","toolsRemoved":[{"NAME":"read"},{"name":"bash"}]}`, "preamble", "read"},
 		{"a declared tool's name in another case", `{"role":"system","content":"","toolsAdded":[{"Name":"ls","description":"L.","parameters":{}}]}`, "preamble", "read,bash"},
 		{"the last of a field twice", `{"role":"system","content":"","sections":{"cwd":"C."},"sections":{"date":"D."}}`, "preamble,date", "read,bash"},
+		{"nested past the scanner's depth", `{"role":"system","content":"","role":"system","toolsRemoved":[{"name":"bash"}],"toolsAdded":[{"name":"ls","description":"L.","parameters":` +
+			strings.Repeat(`{"a":`, maxScanDepth+10) + "1" + strings.Repeat("}", maxScanDepth+10) + `}]}`, "preamble", "read,ls"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := replayPrompt([]any{base, rawMessage(c.msg)})
