@@ -23,6 +23,15 @@ const diffContextLines = 4
 // DIFF_WINDOW_MARGIN_LINES).
 const diffWindowMargin = 32
 
+// diffWorkBudget bounds the work of an edit's line diffs, all its windows
+// together: diagonals tried and lines compared while aligning. Aligning
+// two texts costs about the product of their lines and the lines that
+// differ, so some 40 KB of arguments (ten thousand short lines in each of
+// oldText and newText, every other one shared) cost rpi 15 s and pi
+// minutes; past the budget (about a third of a second, some 2,500 lines
+// rewritten whole) the diff gives up aligning (blockParts).
+const diffWorkBudget = 10_000_000
+
 // linePart is a run of lines that both texts share (kind 0), that the new
 // one adds (+1) or the old one loses (-1); each line keeps its LF.
 type linePart struct {
@@ -67,8 +76,10 @@ type diffPath struct {
 // diffLineParts diffs old against new by lines with Myers' algorithm as
 // jsdiff runs it: the same diagonals tried in the same order, the same
 // choice between an insertion and a deletion, and the edges of the graph
-// not searched past once reached. It stops with ctx's error when ctx ends.
-func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, error) {
+// not searched past once reached. Its work is taken from *budget; past
+// it, it gives blockParts instead, where pi's jsdiff, which has no bound,
+// goes on. It stops with ctx's error when ctx ends.
+func diffLineParts(ctx context.Context, oldText, newText string, budget *int) ([]linePart, error) {
 	oldLines, newLines := splitLinesKeep(oldText), splitLinesKeep(newText)
 	// Lines as numbers: equal lines, equal numbers.
 	ids := map[string]int{}
@@ -94,11 +105,14 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 		c := p.last
 		return &c
 	}
+	work := 0
+	defer func() { *budget -= work }()
 	common := func(p *diffPath, diagonal int) int {
 		oldPos, newPos, n := p.oldPos, p.oldPos-diagonal, 0
 		for newPos+1 < newLen && oldPos+1 < oldLen && a[oldPos+1] == b[newPos+1] {
 			oldPos, newPos, n = oldPos+1, newPos+1, n+1
 		}
+		work += n
 		if n > 0 {
 			p.last = diffComponent{count: n, prev: linked(p)}
 		}
@@ -145,13 +159,18 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 	best := make([]diffPath, 2*maxEdit+3) // by diagonal (oldPos - newPos) + offset
 	best[offset] = first
 	minDiagonal, maxDiagonal := -maxEdit-1, maxEdit+1
+	checked := work
 	for edit := 1; edit <= maxEdit; edit++ {
-		if edit%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
 		for d := max(minDiagonal, -edit); d <= min(maxDiagonal, edit); d += 2 {
+			if work++; work > *budget {
+				return blockParts(oldLines, newLines), nil
+			}
+			if work-checked >= 1<<16 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				checked = work
+			}
 			removePath, addPath := best[d-1+offset], best[d+1+offset]
 			best[d-1+offset] = diffPath{} // no other diagonal uses it
 			canAdd := false
@@ -185,6 +204,32 @@ func diffLineParts(ctx context.Context, oldText, newText string) ([]linePart, er
 		}
 	}
 	return nil, fmt.Errorf("line diff did not finish") // not reached: maxEdit edits always do
+}
+
+// blockParts is a diff that does not align: the lines old and new start
+// and end with kept, every line between removed and then added, as a diff
+// of texts with no line in common shows them. Its patch applies as any.
+func blockParts(oldLines, newLines []string) []linePart {
+	head := 0
+	for head < min(len(oldLines), len(newLines)) && oldLines[head] == newLines[head] {
+		head++
+	}
+	tail := 0
+	for tail < min(len(oldLines), len(newLines))-head && oldLines[len(oldLines)-1-tail] == newLines[len(newLines)-1-tail] {
+		tail++
+	}
+	var parts []linePart
+	for _, p := range []linePart{
+		{0, newLines[:head]},
+		{-1, oldLines[head : len(oldLines)-tail]},
+		{1, newLines[head : len(newLines)-tail]},
+		{0, newLines[len(newLines)-tail:]},
+	} {
+		if len(p.lines) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	return parts
 }
 
 // partText is a part's lines as pi's display splits them: without their
@@ -429,15 +474,16 @@ func diffWindows(old string, splices []splice) []diffWindow {
 // editDiff is pi 1.6's diff of an edit (its generateEditDiff): old is the
 // file as the edits were matched in it (no BOM, LF line ends), new the
 // same with splices made; path names the file in the patch. Only windows
-// around the splices are diffed.
+// around the splices are diffed, within one diffWorkBudget.
 func editDiff(ctx context.Context, path, old, new string, splices []splice) (editDetails, error) {
 	width := len(strconv.Itoa(max(strings.Count(old, "\n"), strings.Count(new, "\n")) + 1))
 	skip := " " + strings.Repeat(" ", width) + " ..."
 	var d editDetails
 	var shown []string
 	var hunks []diffHunk
+	budget := diffWorkBudget
 	for _, w := range diffWindows(old, splices) {
-		parts, err := diffLineParts(ctx, old[w.oldStart:w.oldEnd], new[w.newStart:w.newEnd])
+		parts, err := diffLineParts(ctx, old[w.oldStart:w.oldEnd], new[w.newStart:w.newEnd], &budget)
 		if err != nil {
 			return d, err
 		}

@@ -12,7 +12,8 @@ import (
 // wholeDiff is pi 1.6's diff and patch of two whole texts (its
 // generateDiffString and generateUnifiedPatch, with 4 lines of context).
 func wholeDiff(t testing.TB, path, old, new string) (string, string, int) {
-	parts, err := diffLineParts(context.Background(), old, new)
+	budget := diffWorkBudget
+	parts, err := diffLineParts(context.Background(), old, new, &budget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,5 +241,95 @@ func BenchmarkEditDiff(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLineDiffBudget: a diff whose alignment would cost more than
+// diffWorkBudget (a model can ask for one cheaply: ten thousand short
+// lines in each of oldText and newText, every other one shared, are
+// some 40 KB of arguments and took rpi 15 s and pi minutes, blocking
+// pi's whole process) keeps the lines both texts start and end with and
+// shows every line between as removed and then added, as a diff does for
+// texts with no line in common: its patch still applies. Under the
+// budget the lines shared are aligned, as pi aligns them.
+func TestLineDiffBudget(t *testing.T) {
+	var old, new strings.Builder
+	old.WriteString("head\n")
+	new.WriteString("head\n")
+	for i := range 10_000 {
+		fmt.Fprintf(&old, "o%d\n}\n", i)
+		fmt.Fprintf(&new, "n%d\n}\n", i)
+	}
+	old.WriteString("tail")
+	new.WriteString("tail")
+	o, n := old.String(), new.String()
+	budget := diffWorkBudget
+	parts, err := diffLineParts(context.Background(), o, n, &budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, p := range parts[:min(len(parts), 6)] {
+		kinds = append(kinds, fmt.Sprint(p.kind, len(p.lines)))
+	}
+	if got := strings.Join(kinds, " "); len(parts) != 4 || got != "0 1 -1 19999 1 19999 0 2" {
+		t.Errorf("%d parts (kind, lines): %s..., want 0 1 -1 19999 1 19999 0 2", len(parts), got)
+	}
+	_, patch, first := wholeDiff(t, "f.txt", o, n)
+	if got, err := applyPatch(o, patch); err != nil || got != n || first != 2 {
+		t.Errorf("patch applies to %.40q (%v), first changed line %d", got, err, first)
+	}
+	// Under the budget: aligned, the work taken from it; then over what
+	// is left.
+	small := "a\n}\nb\n}\n"
+	budget = 15
+	if parts, _ := diffLineParts(context.Background(), small, "c\n}\nd\n}\n", &budget); len(parts) != 6 || budget <= 0 || budget >= 15 {
+		t.Errorf("under the budget: %d parts, want 6 (the braces aligned); %d of 15 left", len(parts), budget)
+	}
+	if parts, _ := diffLineParts(context.Background(), small, "c\n}\nd\n}\n", &budget); len(parts) != 3 {
+		t.Errorf("over the budget left: %d parts, want 3 (-3 lines, +3 lines, the last brace)", len(parts))
+	}
+}
+
+// TestEditDiffBudget: an edit's windows share one diffWorkBudget, so
+// that a hundred edits cannot each take a whole one. Two windows that
+// each take most of a half of it: the first aligned (its "}" lines kept
+// as context), the second past what is left (its "}" lines removed and
+// added); the patch applies.
+func TestEditDiffBudget(t *testing.T) {
+	region := func(prefix string) string {
+		var b strings.Builder
+		for i := range 1800 {
+			fmt.Fprintf(&b, "%s%d\n}\n", prefix, i)
+		}
+		return b.String()
+	}
+	filler := strings.Repeat("filler\n", 100)
+	oldA, oldB := region("a"), region("b")
+	old := "head\n" + oldA + filler + oldB + "tail\n"
+	splices := []splice{
+		{at: len("head\n"), n: len(oldA), text: region("A")},
+		{at: len("head\n" + oldA + filler), n: len(oldB), text: region("B")},
+	}
+	if w := diffWindows(old, splices); len(w) != 2 {
+		t.Fatalf("%d windows, want 2", len(w))
+	}
+	new := applySplices(old, splices, 0)
+	d, err := editDiff(context.Background(), "f.txt", old, new, splices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := applyPatch(old, d.Patch); err != nil || got != new {
+		t.Fatalf("the patch does not apply: %v", err)
+	}
+	inA, inB := strings.Index(d.Patch, "\n-a0\n"), strings.Index(d.Patch, "\n-b0\n")
+	if inA < 0 || inB < inA {
+		t.Fatalf("the patch removes no a0 then b0")
+	}
+	if n := strings.Count(d.Patch[inA:inB], "\n-}\n"); n != 0 {
+		t.Errorf("the first window removes %d \"}\" lines, want 0 (aligned)", n)
+	}
+	if n := strings.Count(d.Patch[inB:], "\n-}\n"); n != 1799 {
+		t.Errorf("the second window removes %d \"}\" lines, want 1799 (all but the last, not aligned)", n)
 	}
 }
