@@ -412,10 +412,17 @@ func formatPatch(path string, hunks []diffHunk) string {
 
 // editDetails are an edit's result details as pi 1.6 gives them.
 type editDetails struct {
-	Diff             string `json:"diff"`
-	Patch            string `json:"patch"`
+	Diff             string `json:"diff,omitempty"`
+	Patch            string `json:"patch,omitempty"`
 	FirstChangedLine int    `json:"firstChangedLine"`
 }
+
+// maxEditDetailsBytes bounds an edit's diff and patch together: past it
+// both are left out (pi keeps them whatever their size). An edit inside
+// a long line (a minified file's) shows the whole line removed and added
+// in each, and the details stay in memory, in the session file and in
+// every client's events.
+const maxEditDetailsBytes = 1 << 20
 
 // diffWindow is a run of whole lines around one or more replacements:
 // [oldStart, oldEnd) of the old text, starting at its line oldLine (from
@@ -504,5 +511,8 @@ func editDiff(ctx context.Context, path, old, new string, splices []splice) (edi
 	}
 	d.Diff = strings.Join(shown, "\n")
 	d.Patch = formatPatch(path, hunks)
+	if len(d.Diff)+len(d.Patch) > maxEditDetailsBytes {
+		d.Diff, d.Patch = "", ""
+	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -331,5 +332,30 @@ func TestEditDiffBudget(t *testing.T) {
 	}
 	if n := strings.Count(d.Patch[inB:], "\n-}\n"); n != 1799 {
 		t.Errorf("the second window removes %d \"}\" lines, want 1799 (all but the last, not aligned)", n)
+	}
+}
+
+// TestEditDetailsBounded: an edit inside a long line (a minified file's)
+// shows that whole line removed and added, in the diff and again in the
+// patch; past maxEditDetailsBytes together both are left out of the
+// details, which keep firstChangedLine (the result's text still says
+// what was done). A 2 MiB line gave 8 MiB of details, kept in memory and
+// in the session file for every such edit.
+func TestEditDetailsBounded(t *testing.T) {
+	line := strings.Repeat("x", 2<<20)
+	old := "first\n" + line + "\nlast\n"
+	at := len("first\n") + len(line)/2
+	splices := []splice{{at: at, n: 1, text: "y"}}
+	d, err := editDiff(context.Background(), "min.js", old, applySplices(old, splices, 0), splices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(d); string(got) != `{"firstChangedLine":2}` {
+		t.Errorf("details %.200s, want only firstChangedLine", got)
+	}
+	small := []splice{{at: 0, n: len("first"), text: "FIRST"}}
+	short := "first\nsecond\n"
+	if d, _ := editDiff(context.Background(), "a.txt", short, applySplices(short, small, 0), small); d.Diff == "" || d.Patch == "" {
+		t.Errorf("a small edit's details %+v lack the diff or the patch", d)
 	}
 }
