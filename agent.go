@@ -708,7 +708,7 @@ func (s *session) streamAnswer(run *agentRun, tools []*tool) *assistantMessage {
 	req := streamRequest{model: m, system: prompt.text(), messages: s.conv.messages(),
 		tools: tools, thinking: thinking, budgets: s.set.thinkingBudgets, secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		timeout: s.set.retry.requestTimeout(), blockImages: s.set.blockImages,
-		sessionID: s.conv.info().id, longCache: s.env.getenv("PI_CACHE_RETENTION") == "long"}
+		sessionID: s.conv.info().id, longCache: s.longCacheRetention()}
 	began := s.env.clock.Now()
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: m.API, Provider: m.Provider, Model: m.ID,
 		StopReason: "stop", Timestamp: began.UnixMilli(), answerMeta: &answerMeta{}}

@@ -118,7 +118,7 @@ func (s *session) startCacheWarm(req streamRequest) {
 	if s.set.cacheWarming == "off" || !warmReplayable(req) || s.closing.Load() || s.warmEnded {
 		return
 	}
-	ttl, ok := req.model.PromptCache.ttl(s.env.getenv("PI_CACHE_RETENTION") == "long")
+	ttl, ok := req.model.PromptCache.ttl(s.longCacheRetention())
 	if !ok {
 		return
 	}
@@ -265,4 +265,10 @@ func (s *session) omitAnswer(m *assistantMessage) {
 	if line, _ := s.conv.omit(m); line != nil {
 		s.emit("entry_appended", entryAppended{json.RawMessage(line)})
 	}
+}
+
+// longCacheRetention: PI_CACHE_RETENTION=long, the prompt cache asked to
+// last longer (its requests' longCache, and the warming's lifetime).
+func (s *session) longCacheRetention() bool {
+	return s.env.getenv("PI_CACHE_RETENTION") == "long"
 }

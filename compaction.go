@@ -232,7 +232,7 @@ func (s *session) summarise(run *agentRun, plan *compactionPlan, instructions, r
 	req := streamRequest{model: plan.model, system: "You write summaries of coding conversations.", thinking: "off", secrets: s.set.secrets, runKey: s.runKeyCommand, idle: s.set.httpIdle, clock: s.env.clock,
 		messages: []any{&userMessage{Role: "user", Content: textBlocks(prompt + "\n\n<conversation>\n" + transcript + "\n</conversation>")}}}
 	req.timeout = s.set.retry.requestTimeout()
-	req.sessionID, req.longCache = s.conv.info().id, s.env.getenv("PI_CACHE_RETENTION") == "long"
+	req.sessionID, req.longCache = s.conv.info().id, s.longCacheRetention()
 	if err := s.summaryAnswer(run, req, answer, reason); err != nil {
 		return compactionResult{}, err
 	}

@@ -162,7 +162,7 @@ func openAIBody(req streamRequest) map[string]any {
 		for _, t := range req.tools {
 			fn := map[string]any{"name": t.name, "description": t.description, "parameters": t.schema}
 			if setting(c.SupportsStrictMode, false) { // a host that does not take strict refuses the field
-				strict, ok := strictParameters(t, nil)
+				strict, ok := t.strictFor(false)
 				if ok {
 					fn["parameters"] = strict
 				}

@@ -1450,6 +1450,11 @@ func TestPromptCacheKey(t *testing.T) {
 	if !strings.Contains(body, `"prompt_cache_retention":"24h"`) {
 		t.Errorf("Responses, long retention: no prompt_cache_retention:\n%s", body)
 	}
+	routed := &model{ID: "openai/gpt-5.1", API: apiResponses, Provider: "openrouter", MaxTokens: 1000,
+		compat: detectCompat("openrouter", "https://openrouter.ai/api/v1")}
+	if _, h := sentWithHeaders(t, routed, streamRequest{messages: readTurn(routed, "call_1|fc_1"), sessionID: id}); h.Get("X-Session-Id") != id || h.Get("Session-Id") != "" {
+		t.Errorf("Responses to OpenRouter: headers %v, want x-session-id %s alone", h, id)
+	}
 	long := strings.Repeat("é", 70)
 	body, _ = sentWithHeaders(t, responses, streamRequest{messages: readTurn(responses, "call_1|fc_1"), sessionID: long})
 	if !strings.Contains(body, `"prompt_cache_key":"`+strings.Repeat("é", 64)+`"`) {
@@ -1492,9 +1497,9 @@ func TestPromptCacheKey(t *testing.T) {
 // later) gets them strict — every property required, an optional one
 // nullable, no other property — so that the model cannot write arguments
 // they do not take; rpi sent every tool as it is. A tool that does not
-// ask (an MCP server's), or whose schema the host's strict mode cannot
-// hold (bash's timeout bounds, to Anthropic), goes as it is; a host
-// without strict gets no strict field, which some refuse.
+// ask (an MCP server's) goes as it is; bash's timeout goes without its
+// bounds, which Anthropic's strict mode refuses; a host without strict
+// gets no strict field, which some refuse.
 func TestStrictTools(t *testing.T) {
 	other := &tool{name: "mcp__s__echo", description: "Echo", schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}
 	tools := []*tool{readTool, bashTool, other}

@@ -173,12 +173,12 @@ func responsesBody(req streamRequest) map[string]any {
 }
 
 // openAISessionHeaders sends a Responses request's session id as pi does:
-// to OpenRouter as x-session-id, else as session-id and
-// x-client-request-id.
+// to OpenRouter (compat.sessionHeader) as x-session-id, else as
+// session-id and x-client-request-id.
 func openAISessionHeaders(h http.Header, req streamRequest) {
 	switch id := req.headerSessionID(); {
 	case id == "":
-	case req.model.Provider == "openrouter" || strings.Contains(req.model.BaseURL, "openrouter.ai"):
+	case req.model.compat.sessionHeader:
 		h.Set("x-session-id", id)
 	default:
 		h.Set("session-id", id)

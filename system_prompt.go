@@ -467,7 +467,7 @@ var piBuiltinTools = []string{"read", "bash", "edit", "write", "grep", "find", "
 // extension's tools a transcript never mentioned, and so are those --tools'
 // +name entries add. Unlike pi's, a session never gets back a tool the
 // flags and settings do not offer now: a session file names no tool into
-// being (docs/pi-compat.md).
+// being (docs/sessions.md#system-messages).
 func (s *session) tools() []*tool {
 	cfg := s.set.cfg
 	if cfg.toolsGiven && !slices.ContainsFunc(cfg.tools, isToolModifier) {
