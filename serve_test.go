@@ -247,7 +247,7 @@ func runServeFixture(t *testing.T, f *fixture) map[string]string {
 			whole := newWatchedOutput()
 			whole.Write(all())
 			rest = strings.NewReplacer("$CWD_NAME", strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/")),
-				"$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(rest)
+				"$CWD_PARENT", filepath.Dir(cwd), "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(rest)
 			client(name).send(string(withActualUUIDs(t, []byte(rest), whole)))
 		}
 	}
