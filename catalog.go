@@ -24,16 +24,26 @@ type hostedProvider struct {
 	keyVar  string        // the environment variable its key comes from
 	models  []hostedModel // its models
 	strict  bool          // its models take strict tools (pi's catalog: supportsStrictMode or supportsStrictTools)
-	// notStrict are its models that take no strict tools though strict
-	// is set (pi's catalog marks them not).
-	notStrict []string
 	// shortCache: it takes no long cache retention (pi's catalog:
 	// supportsLongCacheRetention false).
 	shortCache bool
-	// explicitCache are its models of the explicit prompt cache mode
-	// (pi's catalog: supportsExplicitPromptCacheMode).
-	explicitCache []string
+	// affinity: its models get the session's id in routing headers
+	// (pi's catalog: sendSessionAffinityHeaders).
+	affinity bool
+	// modelCompat is the compat pi's catalog gives some of its models
+	// apart: over the provider's, under models.json's.
+	modelCompat []modelCompat
 }
+
+// modelCompat is the compat of the catalog model of that id.
+type modelCompat struct {
+	id     string
+	compat compat
+}
+
+// yes and no are the catalog's settings: their addresses are laid out
+// as data, where ptr would build them at init.
+var yes, no = true, false
 
 // hostedModel declares a catalog model: its id and name, whether it
 // reasons and takes images, its context window and output limit, its
@@ -68,12 +78,13 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 	if p.shortCache {
 		detected.SupportsLongCacheRetention = ptr(false)
 	}
-	c := detected.over(over.compat) // a provider's models share its base URL
-	strictC := c
+	if p.affinity {
+		detected.SendSessionAffinityHeaders = ptr(true)
+	}
 	if p.strict {
 		detected.SupportsStrictMode, detected.SupportsStrictTools = ptr(true), ptr(true)
-		strictC = detected.over(over.compat)
 	}
+	shared := detected.over(over.compat) // a provider's models share its base URL
 	models := make([]model, len(p.models))
 	made := make([]*model, 0, len(p.models))
 	for i, e := range p.models {
@@ -82,16 +93,15 @@ func (p *hostedProvider) makeModels(baseURL string, cred *credential, over provi
 		}
 		m := &models[i]
 		*m = model{ID: e.id, Name: e.name, API: p.api, Provider: p.id, BaseURL: baseURL, Reasoning: e.reasoning, Input: textInput,
-			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: strictC, cred: cred, needsKey: true, imageable: e.images,
+			Cost: e.cost, ContextWindow: e.window, MaxTokens: e.maxTokens, builtin: true, compat: shared, cred: cred, needsKey: true, imageable: e.images,
 			headers: over.headers, bearer: over.bearer}
 		if e.images {
 			m.Input = textImageInput
 		}
-		if slices.Contains(p.notStrict, e.id) {
-			m.compat = c
-		}
-		if slices.Contains(p.explicitCache, e.id) && m.compat.SupportsExplicitPromptCacheMode == nil {
-			m.compat.SupportsExplicitPromptCacheMode = ptr(true)
+		for _, own := range p.modelCompat {
+			if own.id == e.id {
+				m.compat = detected.over(&own.compat).over(over.compat)
+			}
 		}
 		if e.levels != "" {
 			m.levels = builtinLevels(e.levels)
@@ -130,12 +140,16 @@ const (
 // of it is built at startup; a provider's models are made at their first
 // use (see modelCatalog).
 var hostedProviders = []hostedProvider{
-	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", strict: true, notStrict: []string{"claude-opus-4-1"}, models: []hostedModel{
+	{id: "anthropic", baseURL: "https://api.anthropic.com", api: apiAnthropic, keyVar: "ANTHROPIC_API_KEY", strict: true, modelCompat: []modelCompat{
+		{"claude-opus-4-1", compat{SupportsStrictMode: &no, SupportsStrictTools: &no}},
+	}, models: []hostedModel{
 		{"claude-sonnet-4-5", "Claude Sonnet 4.5", true, withImages, 200000, 64000, modelCost{3, 15, 0.3, 3.75}, ""},
 		{"claude-opus-4-1", "Claude Opus 4.1", true, withImages, 200000, 32000, modelCost{15, 75, 1.5, 18.75}, ""},
 		{"claude-haiku-4-5", "Claude Haiku 4.5", true, withImages, 200000, 64000, modelCost{1, 5, 0.1, 1.25}, ""},
 	}},
-	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", strict: true, explicitCache: []string{"gpt-6.2-sol"}, models: []hostedModel{
+	{id: "openai", baseURL: "https://api.openai.com/v1", api: apiResponses, keyVar: "OPENAI_API_KEY", strict: true, modelCompat: []modelCompat{
+		{"gpt-6.2-sol", compat{SupportsExplicitPromptCacheMode: &yes}},
+	}, models: []hostedModel{
 		{"gpt-6.2-sol", "GPT-6.2 Sol", true, withImages, 272000, 128000, modelCost{2, 10, 0.1, 2.5}, "!off !minimal low medium high xhigh max"},
 		{"gpt-5.5", "GPT-5.5", true, withImages, 272000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
 		{"gpt-5.1", "GPT-5.1", true, withImages, 400000, 128000, modelCost{1.25, 10, 0.125, 0}, offLowToHigh},
@@ -170,7 +184,9 @@ var hostedProviders = []hostedProvider{
 		{"grok-4.7", "Grok 4.7", true, withImages, 500000, 500000, modelCost{2, 6, 0.5, 0}, "!off !minimal low medium high xhigh !max"},
 		{"grok-4.3", "Grok 4.3", true, withImages, 1000000, 30000, modelCost{1.25, 2.5, 0.2, 0}, offLowToXhigh},
 	}},
-	{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", strict: true, models: []hostedModel{
+	{id: "openrouter", baseURL: "https://openrouter.ai/api/v1", api: apiOpenAI, keyVar: "OPENROUTER_API_KEY", strict: true, modelCompat: []modelCompat{
+		{"deepseek/deepseek-v4.1-flash", compat{RequiresReasoningContent: &yes}},
+	}, models: []hostedModel{
 		{"openai/gpt-5.5", "OpenAI: GPT-5.5", true, withImages, 1050000, 128000, modelCost{5, 30, 0.5, 0}, offLowToXhigh},
 		{"deepseek/deepseek-v4.1-flash", "DeepSeek: DeepSeek V4.1 Flash", true, withImages, 1048576, 943718, modelCost{0.3, 1.2, 0.006, 0}, "off=none !minimal low !medium high !xhigh max"},
 		{"google/gemini-2.5-pro", "Google: Gemini 2.5 Pro", true, withImages, 1048576, 65536, modelCost{1.25, 10, 0.125, 0.375}, "!off"},
@@ -184,13 +200,17 @@ var hostedProviders = []hostedProvider{
 		{"mistral-large-latest", "Mistral Large (latest)", false, withImages, 1048576, 262144, modelCost{0.7, 2.1, 0.07, 0}, ""},
 		{"mistral-medium-latest", "Mistral Medium (latest)", false, withImages, 262144, 262144, modelCost{1.5, 7.5, 0.15, 0}, ""},
 	}},
-	{id: "together", baseURL: "https://api.together.ai/v1", api: apiOpenAI, keyVar: "TOGETHER_API_KEY", models: []hostedModel{
+	{id: "together", baseURL: "https://api.together.ai/v1", api: apiOpenAI, keyVar: "TOGETHER_API_KEY", modelCompat: []modelCompat{
+		{"openai/gpt-oss-120b", compat{ThinkingFormat: "openai"}},
+	}, models: []hostedModel{
 		{"openai/gpt-oss-120b", "GPT OSS 120B", true, textOnly, 131072, 131072, modelCost{0.15, 0.6, 0, 0}, lowToHigh},
 		{"deepseek-ai/DeepSeek-V4-Pro-0813", "DeepSeek V4 Pro 0813", true, textOnly, 1048576, 384000, modelCost{1.32, 3.96, 0.13, 0}, thinkingOnlyHigh},
 		{"zai-org/GLM-5.3", "GLM-5.3", true, textOnly, 1048575, 262144, modelCost{1.4, 4.4, 0.26, 0}, "!minimal !low !medium"},
 		{"moonshotai/Kimi-K3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, "!minimal !low !medium"},
 	}},
-	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", strict: true, shortCache: true, models: []hostedModel{
+	{id: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", api: apiOpenAI, keyVar: "FIREWORKS_API_KEY", strict: true, shortCache: true, affinity: true, modelCompat: []modelCompat{
+		{"accounts/fireworks/models/kimi-k3", compat{RequiresReasoningContent: &yes}},
+	}, models: []hostedModel{
 		{"accounts/fireworks/models/glm-5p3", "GLM 5.3", true, textOnly, 1048573, 262144, modelCost{1.4, 4.4, 0.26, 0}, lowHighMax},
 		{"accounts/fireworks/models/kimi-k3", "Kimi K3", true, withImages, 1048576, 1048576, modelCost{3, 15, 0.3, 0}, lowHighMax},
 	}},
@@ -276,10 +296,20 @@ type compat struct {
 	// prompt_cache_key, which OpenAI's host (api.openai.com) alone
 	// takes without long retention, as pi sends it.
 	promptCacheKey bool
-	// sessionHeader (Chat Completions): the session's id goes as
-	// x-session-id, which OpenRouter routes by (pi's
-	// sendSessionAffinityHeaders).
-	sessionHeader bool
+	// SendSessionAffinityHeaders (Chat Completions, Anthropic Messages):
+	// the session's id goes in headers the host routes a session's
+	// requests by, to the machine that holds its cached prompt (pi's;
+	// true for OpenRouter and the built-in Fireworks). Responses sends
+	// them always, as pi does.
+	SendSessionAffinityHeaders *bool `json:"sendSessionAffinityHeaders"`
+	// SessionAffinityFormat is which headers: "openrouter" (x-session-id),
+	// "openai" (session_id, x-client-request-id, x-session-affinity;
+	// Responses: session-id and x-client-request-id) or
+	// "openai-nosession" (those without the session id's own header); by
+	// default "openrouter" for OpenRouter, else "openai", but Anthropic
+	// Messages, which sends x-session-affinity unless "openrouter"
+	// (pi's).
+	SessionAffinityFormat string `json:"sessionAffinityFormat"`
 	// mistral: Mistral's rules, which its host alone sets: tool call ids
 	// of nine letters and digits (mistralCallID), and an assistant turn
 	// between tool results and a user turn.
@@ -300,7 +330,8 @@ func detectCompat(provider, baseURL string) compat {
 	c := compat{MaxTokensField: "max_tokens", ThinkingFormat: "openai", promptCacheKey: strings.Contains(baseURL, "api.openai.com")}
 	switch {
 	case is("openrouter", "openrouter.ai"):
-		c.MaxTokensField, c.ThinkingFormat, c.sessionHeader = "max_completion_tokens", "openrouter", true
+		c.MaxTokensField, c.ThinkingFormat = "max_completion_tokens", "openrouter"
+		c.SendSessionAffinityHeaders, c.SessionAffinityFormat = ptr(true), "openrouter"
 	case is("openai", "openai.com"), is("groq", "groq.com"), is("cerebras", "cerebras.ai"),
 		is("fireworks", "fireworks.ai"), is("huggingface", "huggingface.co"):
 		c.MaxTokensField = "max_completion_tokens"
@@ -335,6 +366,9 @@ func (c compat) over(o *compat) compat {
 	if o.ThinkingFormat != "" {
 		c.ThinkingFormat = o.ThinkingFormat
 	}
+	if o.SessionAffinityFormat != "" {
+		c.SessionAffinityFormat = o.SessionAffinityFormat
+	}
 	if o.ThinkingTokenBudgetField != "" {
 		c.ThinkingTokenBudgetField = o.ThinkingTokenBudgetField
 	}
@@ -351,6 +385,7 @@ func (c compat) over(o *compat) compat {
 		{&c.SupportsStrictMode, &o.SupportsStrictMode},
 		{&c.SupportsStrictTools, &o.SupportsStrictTools},
 		{&c.SupportsExplicitPromptCacheMode, &o.SupportsExplicitPromptCacheMode},
+		{&c.SendSessionAffinityHeaders, &o.SendSessionAffinityHeaders},
 	} {
 		if *f.from != nil {
 			*f.to = *f.from

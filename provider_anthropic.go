@@ -22,9 +22,23 @@ var anthropicMessages = &wireAPI{
 		}
 	},
 	body:      func(req streamRequest) any { return anthropicBody(req) },
-	headers:   anthropicBetas,
+	headers:   anthropicHeaders,
 	maxTokens: anthropicMaxTokens,
 	read:      readAnthropic,
+}
+
+// anthropicHeaders are anthropicBetas and, with compat
+// sendSessionAffinityHeaders (OpenRouter), the session's id as pi 1.6
+// sends it: x-session-id in OpenRouter's format, else x-session-affinity.
+func anthropicHeaders(h http.Header, req streamRequest) {
+	anthropicBetas(h, req)
+	if id := req.headerSessionID(); id != "" && setting(req.model.compat.SendSessionAffinityHeaders, false) {
+		if req.model.compat.SessionAffinityFormat == "openrouter" {
+			h.Set("x-session-id", id)
+		} else {
+			h.Set("x-session-affinity", id)
+		}
+	}
 }
 
 // anthropicBetas sets the anthropic-beta header as pi 1.6 sets it: the

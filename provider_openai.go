@@ -18,19 +18,43 @@ import (
 
 // openAIChat is the Chat Completions API.
 var openAIChat = &wireAPI{
-	name: apiOpenAI,
-	url:  func(m *model) string { return m.BaseURL + "/chat/completions" },
-	auth: bearer,
-	body: func(req streamRequest) any { return openAIBody(req) },
-	headers: func(h http.Header, req streamRequest) {
-		if id := req.headerSessionID(); req.model.compat.sessionHeader && id != "" {
-			h.Set("x-session-id", id) // OpenRouter routes a session's requests by it, as pi sends it
-		}
-	},
+	name:    apiOpenAI,
+	url:     func(m *model) string { return m.BaseURL + "/chat/completions" },
+	auth:    bearer,
+	body:    func(req streamRequest) any { return openAIBody(req) },
+	headers: openAIChatAffinity,
 	maxTokens: func(req streamRequest) int {
 		return sampledTokens(req, cmp.Or(req.model.compat.MaxTokensField, "max_tokens"), openAIMaxTokens(req))
 	},
 	read: readOpenAI,
+}
+
+// openAIChatAffinity puts a Chat Completions request's session id in the
+// headers its host routes a session's requests by, as pi 1.6 does: with
+// compat sendSessionAffinityHeaders (OpenRouter, Fireworks), x-session-id
+// in OpenRouter's format, else session_id (but in the "openai-nosession"
+// format), x-client-request-id and x-session-affinity; and to Mistral,
+// x-affinity, as pi's Mistral API does.
+func openAIChatAffinity(h http.Header, req streamRequest) {
+	c, id := req.model.compat, req.headerSessionID()
+	switch {
+	case id == "":
+		return
+	case c.mistral:
+		h.Set("x-affinity", id)
+	}
+	if !setting(c.SendSessionAffinityHeaders, false) {
+		return
+	}
+	switch c.SessionAffinityFormat {
+	case "openrouter":
+		h.Set("x-session-id", id)
+		return
+	case "", "openai":
+		h["session_id"] = []string{id} // as pi writes it: Set would make it Session_id
+	}
+	h.Set("x-client-request-id", id)
+	h.Set("x-session-affinity", id)
 }
 
 // openAIBody is a Chat Completions request, with the quirks of the
@@ -149,9 +173,9 @@ func openAIBody(req streamRequest) map[string]any {
 	if setting(c.SupportsUsageInStreaming, true) {
 		body["stream_options"] = map[string]bool{"include_usage": true}
 	}
-	// The session's id as prompt_cache_key, to OpenAI's host or with long
-	// retention, as pi sends it (Mistral refuses fields it does not know).
-	if key := req.promptCacheKey(); key != "" && !c.mistral && (c.promptCacheKey || req.longCacheOf()) {
+	// The session's id as prompt_cache_key, to OpenAI's host, Mistral's,
+	// or with long retention, as pi sends it.
+	if key := req.promptCacheKey(); key != "" && (c.promptCacheKey || c.mistral || req.longCacheOf()) {
 		body["prompt_cache_key"] = key
 	}
 	if req.longCacheOf() {

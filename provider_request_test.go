@@ -1474,7 +1474,7 @@ func TestPromptCacheKey(t *testing.T) {
 		{"openrouter", "https://openrouter.ai/api/v1", false, "", id, false},
 		{"local", "http://127.0.0.1:8080/v1", false, "", "", false},
 		{"local", "http://127.0.0.1:8080/v1", true, id, "", true},
-		{"mistral", "https://api.mistral.ai/v1", true, "", "", false},
+		{"mistral", "https://api.mistral.ai/v1", true, id, "", false},
 		{"together", "https://api.together.ai/v1", true, "", "", false},
 	} {
 		m := &model{ID: "m", API: apiOpenAI, Provider: c.provider, MaxTokens: 1000, compat: detectCompat(c.provider, c.baseURL)}
@@ -1487,6 +1487,61 @@ func TestPromptCacheKey(t *testing.T) {
 		}
 		if got := h.Get("X-Session-Id"); got != c.header {
 			t.Errorf("%s: x-session-id %q, want %q", c.provider, got, c.header)
+		}
+	}
+}
+
+// TestSessionAffinityHeaders: the session's id goes in the headers a
+// host routes a session's requests by, as pi 1.6 sends them for each API
+// and host: Fireworks (pi's catalog sets sendSessionAffinityHeaders) gets
+// session_id, x-client-request-id and x-session-affinity; Mistral
+// x-affinity (and prompt_cache_key: TestPromptCacheKey); OpenRouter
+// x-session-id on every API; models.json's compat turns them on for any
+// host and picks the format; a host without it gets none.
+func TestSessionAffinityHeaders(t *testing.T) {
+	const id = "019adf3c-6a1e-7b91-883d-dc868626d545"
+	var fromJSON compat // models.json's names, as pi spells them
+	if err := json.Unmarshal([]byte(`{"sendSessionAffinityHeaders":true,"sessionAffinityFormat":"openai-nosession"}`), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	local := func(api string, o *compat) *model {
+		return &model{ID: "m", API: api, Provider: "local", MaxTokens: 1000, compat: detectCompat("local", "http://127.0.0.1:8080/v1").over(o)}
+	}
+	fireworks := hostedProviderNamed("fireworks")
+	affinity := []string{"Session_id", "X-Client-Request-Id", "X-Session-Affinity"}
+	for _, c := range []struct {
+		name string
+		m    *model
+		want []string // the headers that carry the id; no other may
+	}{
+		{"fireworks", fireworks.makeModels(fireworks.baseURL, nil, providerOverride{})[0], affinity},
+		{"mistral", &model{ID: "m", API: apiOpenAI, Provider: "mistral", MaxTokens: 1000, compat: detectCompat("mistral", "https://api.mistral.ai/v1")}, []string{"X-Affinity"}},
+		{"openrouter", &model{ID: "m", API: apiOpenAI, Provider: "openrouter", MaxTokens: 1000, compat: detectCompat("openrouter", "https://openrouter.ai/api/v1")}, []string{"X-Session-Id"}},
+		{"local", local(apiOpenAI, nil), nil},
+		{"local, models.json sendSessionAffinityHeaders", local(apiOpenAI, &compat{SendSessionAffinityHeaders: ptr(true)}), affinity},
+		{"local, openai-nosession", local(apiOpenAI, &fromJSON), []string{"X-Client-Request-Id", "X-Session-Affinity"}},
+		{"local, format openrouter", local(apiOpenAI, &compat{SendSessionAffinityHeaders: ptr(true), SessionAffinityFormat: "openrouter"}), []string{"X-Session-Id"}},
+		{"responses", local(apiResponses, nil), []string{"Session-Id", "X-Client-Request-Id"}},
+		{"responses, openai-nosession", local(apiResponses, &fromJSON), []string{"X-Client-Request-Id"}},
+		{"anthropic", &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic", MaxTokens: 1000, compat: detectCompat("anthropic", "https://api.anthropic.com")}, nil},
+		{"anthropic to openrouter", &model{ID: "anthropic/claude-sonnet-4.5", API: apiAnthropic, Provider: "router", MaxTokens: 1000, compat: detectCompat("router", "https://openrouter.ai/api")}, []string{"X-Session-Id"}},
+		{"anthropic, sendSessionAffinityHeaders", local(apiAnthropic, &fromJSON), []string{"X-Session-Affinity"}},
+	} {
+		m := c.m
+		_, h := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1|fc_1"), sessionID: id})
+		var got []string
+		for name, values := range h {
+			if slices.Contains(values, id) {
+				got = append(got, name)
+			}
+		}
+		slices.Sort(got)
+		if want := slices.Sorted(slices.Values(c.want)); !slices.Equal(got, want) {
+			t.Errorf("%s: the id in headers %v, want %v", c.name, got, want)
+		}
+		// An id no header can carry goes in none.
+		if _, h := sentWithHeaders(t, m, streamRequest{messages: readTurn(m, "call_1|fc_1"), sessionID: "a\nb"}); h.Get("X-Affinity")+h.Get("X-Session-Affinity")+h.Get("X-Session-Id") != "" {
+			t.Errorf("%s: an id with a line break in a header: %v", c.name, h)
 		}
 	}
 }
@@ -1636,8 +1691,45 @@ func TestSessionIDHeaderSafe(t *testing.T) {
 // 1.6's catalog model by model: Claude Opus 4.1 takes no strict tools
 // there (pi sends its tools as they are), where Sonnet and Haiku 4.5 do;
 // xAI and Fireworks take no long cache retention (PI_CACHE_RETENTION=long
-// sends them no prompt_cache_retention).
+// sends them no prompt_cache_retention); Kimi K3 on Fireworks and DeepSeek
+// V4.1 Flash on OpenRouter get reasoning_content on every earlier answer
+// (an empty one where it had no thinking), and GPT OSS on Together is
+// asked to reason by reasoning_effort alone, where Together's other
+// models get reasoning {enabled}; a models.json compat goes over all of
+// it.
 func TestCatalogCompatAsPi(t *testing.T) {
+	answered := func(m *model) []any {
+		return []any{&userMessage{Role: "user", Content: textBlocks("hi")},
+			&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "stop", Content: textBlocks("hello")},
+			&userMessage{Role: "user", Content: textBlocks("more")}}
+	}
+	for _, c := range []struct {
+		provider, id string
+		over         *compat
+		want, not    string
+	}{
+		{"fireworks", "accounts/fireworks/models/kimi-k3", nil, `"reasoning_content":""`, ""},
+		{"fireworks", "accounts/fireworks/models/glm-5p3", nil, "", `reasoning_content`},
+		{"fireworks", "accounts/fireworks/models/kimi-k3", &compat{RequiresReasoningContent: ptr(false)}, "", `reasoning_content`},
+		{"openrouter", "deepseek/deepseek-v4.1-flash", nil, `"reasoning_content":""`, ""},
+		{"openrouter", "openai/gpt-5.5", nil, "", `reasoning_content`},
+		{"together", "openai/gpt-oss-120b", nil, `"reasoning_effort":"high"`, `"reasoning":`},
+		{"together", "zai-org/GLM-5.3", nil, `"reasoning":{"enabled":true}`, ""},
+		{"together", "openai/gpt-oss-120b", &compat{ThinkingFormat: "together"}, `"reasoning":{"enabled":true}`, ""},
+	} {
+		p := hostedProviderNamed(c.provider)
+		var m *model
+		for _, made := range p.makeModels(p.baseURL, nil, providerOverride{compat: c.over}) {
+			if made.ID == c.id {
+				m = made
+			}
+		}
+		body, _ := sentWithHeaders(t, m, streamRequest{messages: answered(m), thinking: "high"})
+		if c.want != "" && !strings.Contains(body, c.want) || c.not != "" && strings.Contains(body, c.not) {
+			t.Errorf("%s/%s (models.json %+v): want %s, not %s:\n%.1500s", c.provider, c.id, c.over, c.want, c.not, body)
+		}
+	}
+
 	strict := map[string]bool{}
 	for _, m := range hostedProviderNamed("anthropic").makeModels("https://api.anthropic.com", nil, providerOverride{}) {
 		strict[m.ID] = setting(m.compat.SupportsStrictTools, false)

@@ -172,16 +172,20 @@ func responsesBody(req streamRequest) map[string]any {
 	return body
 }
 
-// openAISessionHeaders sends a Responses request's session id as pi does:
-// to OpenRouter (compat.sessionHeader) as x-session-id, else as
-// session-id and x-client-request-id.
+// openAISessionHeaders sends a Responses request's session id as pi does,
+// whatever compat sendSessionAffinityHeaders says: in OpenRouter's format
+// (compat sessionAffinityFormat) as x-session-id, else as session-id (but
+// in the "openai-nosession" format) and x-client-request-id.
 func openAISessionHeaders(h http.Header, req streamRequest) {
-	switch id := req.headerSessionID(); {
+	id := req.headerSessionID()
+	switch format := req.model.compat.SessionAffinityFormat; {
 	case id == "":
-	case req.model.compat.sessionHeader:
+	case format == "openrouter":
 		h.Set("x-session-id", id)
-	default:
+	case format == "" || format == "openai":
 		h.Set("session-id", id)
+		fallthrough
+	default:
 		h.Set("x-client-request-id", id)
 	}
 }

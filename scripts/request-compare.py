@@ -149,6 +149,7 @@ MODELS = [  # (provider, model id, api)
     ("capture", "cap-reasoner", "openai-completions"),
     ("deepseek", "deepseek-v4-pro", "openai-completions"),
     ("openrouter", "openai/gpt-5.5", "openai-completions"),
+    ("fireworks", "accounts/fireworks/models/kimi-k3", "openai-completions"),
     ("anthropic", "claude-sonnet-4-5", "anthropic-messages"),
     ("openai", "gpt-5.1", "openai-responses"),
     ("google", "gemini-2.5-flash", "google-generative-ai"),
@@ -169,6 +170,7 @@ def agent_dir(target):
         "google": {"baseUrl": base + "/v1beta"},
         "deepseek": {"baseUrl": base + "/deepseek"},
         "openrouter": {"baseUrl": base + "/openrouter/api/v1"},
+        "fireworks": {"baseUrl": base + "/fireworks/inference/v1"},
     }}
     with open(os.path.join(d, "agent", "models.json"), "w") as f: json.dump(models, f)
     with open(os.path.join(d, "agent", "settings.json"), "w") as f: json.dump({"retry": {"maxRetries": 0}}, f)
@@ -178,7 +180,7 @@ def agent_dir(target):
 def run(target, cmd, provider, model):
     d = agent_dir(target)
     env = dict(os.environ, HOME=os.path.join(d, "home"), PI_CODING_AGENT_DIR=os.path.join(d, "agent"), PI_OFFLINE="1", PI_TELEMETRY="0")
-    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY"):
+    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "FIREWORKS_API_KEY"):
         env[k] = "test-" + k.split("_")[0].lower()
     p = subprocess.Popen(cmd + ["--mode", "rpc", "--no-session"], cwd=os.path.join(d, "cwd"), env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(d, "stderr.log"), "ab"), text=True, bufsize=1)

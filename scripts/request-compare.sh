@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sends one conversation per API through pi 1.6 and through rpi, against a
 # local capture server that plays each provider (Chat Completions, with a
-# local server's, DeepSeek's and OpenRouter's quirks; Anthropic Messages;
+# local server's, DeepSeek's, OpenRouter's and Fireworks' quirks; Anthropic Messages;
 # OpenAI Responses; Gemini 2.5 and 3), and prints where the HTTP requests
 # they sent differ, request by request: each body field and header whose
 # value differs, with pi's value and rpi's. The conversation: set_model,
