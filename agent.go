@@ -1019,6 +1019,10 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 			res.Content[i].Text = s.set.secrets.redact(b.Text)
 		}
 	}
+	if d, ok := res.Details.(editDetails); ok { // the file's lines around each change
+		d.Diff, d.Patch = s.set.secrets.redact(d.Diff), s.set.secrets.redact(d.Patch)
+		res.Details = d
+	}
 	if res.shell != nil {
 		res.shell.output = s.set.secrets.redact(res.shell.output)
 	}
