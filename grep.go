@@ -230,8 +230,10 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 			}
 			return true
 		}
-		walkErr = walk(search, c.abs, func(rel, path string, isDir bool) bool {
-			if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+		walkErr = walk(search, c.abs, func(rel, path string, isDir, link bool) bool {
+			// A symlink is passed over, as ripgrep does without --follow:
+			// it may lead out of the project.
+			if isDir || link || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
 				return true
 			}
 			batch.files = append(batch.files, grepTarget{rel, path})

@@ -28,8 +28,8 @@ import (
 func plainGrep(t *testing.T, root string, c *grepCall) string {
 	var out []string
 	matches, cut := 0, false
-	walk(context.Background(), root, func(rel, path string, isDir bool) bool {
-		if isDir || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
+	walk(context.Background(), root, func(rel, path string, isDir, link bool) bool {
+		if isDir || link || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
 			return true
 		}
 		data, err := os.ReadFile(path)

@@ -577,10 +577,11 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 // itself when it is a file), skipping .git, what root's .gitignore lists
 // (and those above it in its git repository),
 // and everything that is neither (FIFOs, sockets, devices), with paths
-// relative to root. fn returns false to stop; an ended ctx stops it too.
+// relative to root; a symlink in the tree is given as it is (link), not
+// followed. fn returns false to stop; an ended ctx stops it too.
 // A root that is a file the tools do not open (a FIFO, a device, a file
 // of /proc, one that cannot be read) is an error that says why.
-func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool) bool) error {
+func walk(ctx context.Context, root string, fn func(rel, path string, isDir, link bool) bool) error {
 	given := root
 	if resolved, err := filepath.EvalSymlinks(root); err == nil {
 		root = resolved // a symlink to a directory is walked as that directory
@@ -595,7 +596,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 			return fileError("search", given, err)
 		}
 		f.Close()
-		fn(filepath.Base(given), root, false) // named as it was given: not where a symlink leads
+		fn(filepath.Base(given), root, false, false) // named as it was given: not where a symlink leads
 		return nil
 	}
 	rules := loadIgnores(root)
@@ -618,7 +619,7 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir bool
 		if !d.IsDir() && !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
 			return nil // FIFOs, sockets, devices
 		}
-		if !fn(rel, path, d.IsDir()) {
+		if !fn(rel, path, d.IsDir(), d.Type()&fs.ModeSymlink != 0) {
 			return stop
 		}
 		return nil
@@ -719,7 +720,7 @@ func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	byName := !strings.Contains(c.pattern, "/")
 	var found []string
 	cut := false
-	err := walk(ctx, c.abs, func(rel, _ string, isDir bool) bool {
+	err := walk(ctx, c.abs, func(rel, _ string, isDir, _ bool) bool {
 		subject := rel
 		if byName {
 			subject = filepath.Base(rel)

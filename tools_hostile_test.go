@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,5 +21,30 @@ func TestEditDetailsRedactKeys(t *testing.T) {
 	details, _ := json.Marshal(res.Details)
 	if isError || strings.Contains(string(details), key) || !strings.Contains(string(details), "OPENAI_API_KEY=[redacted]") {
 		t.Errorf("edit's details (isError %v): %s", isError, details)
+	}
+}
+
+// TestGrepSkipsSymlinksInTheTree: grep over a folder passes over the
+// symlinks in it, as pi's ripgrep does without --follow: a project's
+// link to a file outside it (notes.txt → ~/.aws/credentials) is not
+// searched, nor is one to a file inside, which is found under its own
+// name. A symlink given as the path is still searched
+// (TestSearchOfASymlinkedFileNamesIt).
+func TestGrepSkipsSymlinksInTheTree(t *testing.T) {
+	s := toolServer(t, map[string]string{"sub/b.txt": "needle\n"})
+	outside := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(outside, []byte("needle secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"notes.txt": outside, "again.txt": "sub/b.txt"} {
+		if err := os.Symlink(target, filepath.Join(s.set.cwd, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, isError := callTool(t, s, "grep", `{"pattern":"needle"}`); got != "sub/b.txt:1: needle" || isError {
+		t.Errorf("grep over the tree: got %q (isError %v)", got, isError)
+	}
+	if got, isError := callTool(t, s, "grep", `{"pattern":"needle","path":"notes.txt"}`); got != "notes.txt:1: needle secret" || isError {
+		t.Errorf("grep of the symlink itself: got %q (isError %v)", got, isError)
 	}
 }
