@@ -679,6 +679,7 @@ func listResult(lines []string, emptyText string, limitCut bool, limitNotice str
 type findCall struct {
 	pattern, abs string
 	re           *regexp.Regexp
+	byName       bool // the pattern has no /: it matches names
 	limit        int
 }
 
@@ -704,11 +705,16 @@ var findTool = &tool{
 		if err := decodeChecked(raw, &a); err != nil {
 			return nil, err
 		}
-		re, err := globRegexp(a.Pattern)
+		// A leading ./ is the searched folder, as pi 1.6 drops it.
+		glob := a.Pattern
+		for strings.HasPrefix(glob, "./") {
+			glob = glob[2:]
+		}
+		re, err := globRegexp(glob)
 		if err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
-		return &findCall{a.Pattern, s.toolPath(a.Path), re, cmpOrInt(a.Limit, 1000)}, nil
+		return &findCall{a.Pattern, s.toolPath(a.Path), re, !strings.Contains(glob, "/"), cmpOrInt(a.Limit, 1000)}, nil
 	},
 }
 
@@ -717,12 +723,11 @@ func (c *findCall) describe() (string, string) {
 }
 
 func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
-	byName := !strings.Contains(c.pattern, "/")
 	var found []string
 	cut := false
 	err := walk(ctx, c.abs, func(rel, _ string, isDir, _ bool) bool {
 		subject := rel
-		if byName {
+		if c.byName {
 			subject = filepath.Base(rel)
 		}
 		if !c.re.MatchString(subject) {

@@ -48,3 +48,22 @@ func TestGrepSkipsSymlinksInTheTree(t *testing.T) {
 		t.Errorf("grep of the symlink itself: got %q (isError %v)", got, isError)
 	}
 }
+
+// TestFindDropsLeadingDotSlash: a find pattern that starts with ./ is
+// taken from the searched folder, as pi 1.6 takes it (it drops the ./):
+// "./src/*.go" found nothing, "./*.go" nothing either.
+func TestFindDropsLeadingDotSlash(t *testing.T) {
+	s := toolServer(t, map[string]string{"src/a.go": "", "b.go": "", "src/deep/c.go": ""})
+	for pattern, want := range map[string]string{
+		"./src/*.go":    "src/a.go",
+		"././src/**":    "src/a.go\nsrc/deep/\nsrc/deep/c.go",
+		"./*.go":        "b.go\nsrc/a.go\nsrc/deep/c.go",
+		"src/./a.go":    "No files found matching pattern",
+		".//src/a.go":   "No files found matching pattern",
+		"./src/deep/c*": "src/deep/c.go",
+	} {
+		if got, isError := callTool(t, s, "find", `{"pattern":"`+pattern+`"}`); got != want || isError {
+			t.Errorf("find %q: got %q (isError %v), want %q", pattern, got, isError, want)
+		}
+	}
+}
