@@ -711,6 +711,9 @@ var findTool = &tool{
 			glob = glob[2:]
 		}
 		re, err := globRegexp(glob)
+		if err == nil && glob == strings.ToLower(glob) { // fd's smart case, as pi 1.6 has it
+			re, err = regexp.Compile("(?i)" + re.String())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}

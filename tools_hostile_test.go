@@ -67,3 +67,22 @@ func TestFindDropsLeadingDotSlash(t *testing.T) {
 		}
 	}
 }
+
+// TestFindSmartCase: a find pattern all in lower case matches names of
+// either case, as pi 1.6's fd does (its smart case); one with an upper
+// case letter matches case exactly.
+func TestFindSmartCase(t *testing.T) {
+	s := toolServer(t, map[string]string{"README.md": "", "src/Main.go": "", "notes.MD": ""})
+	for pattern, want := range map[string]string{
+		"readme*":     "README.md",
+		"*.md":        "README.md\nnotes.MD",
+		"src/main.go": "src/Main.go",
+		"Readme*":     "No files found matching pattern",
+		"*.MD":        "notes.MD",
+		"src/Main.go": "src/Main.go",
+	} {
+		if got, isError := callTool(t, s, "find", `{"pattern":"`+pattern+`"}`); got != want || isError {
+			t.Errorf("find %q: got %q (isError %v), want %q", pattern, got, isError, want)
+		}
+	}
+}
