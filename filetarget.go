@@ -216,9 +216,11 @@ func newFilePlace(abs string) (dirPath string, names []string, err error) {
 			return "", nil, err
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
+			target = filepath.Dir(p) + string(filepath.Separator) + target
 		}
-		p = filepath.Clean(target)
+		if p, err = followDots(target); err != nil {
+			return "", nil, err
+		}
 	}
 	for dirPath = p; ; {
 		parent := filepath.Dir(dirPath)
@@ -235,6 +237,29 @@ func newFilePlace(abs string) (dirPath string, names []string, err error) {
 			return dirPath, names, err
 		}
 	}
+}
+
+// followDots cleans a symlink's target as the system follows it: a ..
+// after a symlinked folder is the parent of where that folder leads, not
+// the folder the link is in, so the target up to its last .. is
+// resolved (it must exist, as it must for the system), and only the rest
+// is cleaned word by word.
+func followDots(target string) (string, error) {
+	last := -1 // where the last .. element ends
+	for i := 0; i+2 <= len(target); i++ {
+		if target[i:i+2] == ".." && (i == 0 || os.IsPathSeparator(target[i-1])) &&
+			(i+2 == len(target) || os.IsPathSeparator(target[i+2])) {
+			last = i + 2
+		}
+	}
+	if last < 0 {
+		return filepath.Clean(target), nil
+	}
+	real, err := filepath.EvalSymlinks(target[:last])
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(real, target[last:]), nil
 }
 
 // exists reports whether the target is a file that exists (not a new one).

@@ -86,3 +86,45 @@ func TestFindSmartCase(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteThroughADanglingSymlinkWithDots: a dangling symlink whose
+// target climbs out of a symlinked folder (link → sub/../new.txt, sub →
+// elsewhere/deep) is followed as the system follows it (to
+// elsewhere/new.txt), as pi's write follows it: it was taken word by word,
+// the file made beside the link, and the link left dangling after a write
+// that said it succeeded.
+func TestWriteThroughADanglingSymlinkWithDots(t *testing.T) {
+	s := toolServer(t, nil)
+	elsewhere := t.TempDir()
+	if err := os.Mkdir(filepath.Join(elsewhere, "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(s.set.cwd, "notes.md")
+	if err := os.Symlink(filepath.Join(elsewhere, "deep"), filepath.Join(s.set.cwd, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub/../new.txt", link); err != nil {
+		t.Fatal(err)
+	}
+	call, err := s.decodeToolCall("write", json.RawMessage(`{"path":"notes.md","content":"written\n"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call.(preparer).prepare(context.Background(), s.session); err != nil {
+		t.Fatal(err)
+	}
+	_, message := call.describe()
+	call.(preparer).release()
+	if want := "notes.md → " + filepath.Join(elsewhere, "new.txt") + " (outside the working directory)"; !strings.Contains(message, want) {
+		t.Errorf("the dialog: %q, want it to name %q", message, want)
+	}
+	if got, isError := callTool(t, s, "write", `{"path":"notes.md","content":"written\n"}`); isError {
+		t.Fatalf("write: %s", got)
+	}
+	if data, err := os.ReadFile(link); string(data) != "written\n" {
+		t.Errorf("the link leads to %q (%v), want what was written", data, err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.set.cwd, "new.txt")); err == nil {
+		t.Errorf("new.txt was made beside the link")
+	}
+}
