@@ -494,6 +494,7 @@ func asciiLower(dst, b []byte) []byte {
 // follows.
 func (s *grepScan) line(line []byte) {
 	shown := func() string {
+		line := bytes.TrimSuffix(line, []byte("\r")) // the CR of a CRLF line end, as pi strips it
 		if len(line) > 500 {
 			return string(line[:500]) + "... [truncated]"
 		}

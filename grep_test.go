@@ -41,6 +41,7 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 			lines = lines[:len(lines)-1]
 		}
 		shown := func(line string) string {
+			line = strings.TrimSuffix(line, "\r")
 			if len(line) > 500 {
 				return line[:500] + "... [truncated]"
 			}

@@ -128,3 +128,20 @@ func TestWriteThroughADanglingSymlinkWithDots(t *testing.T) {
 		t.Errorf("new.txt was made beside the link")
 	}
 }
+
+// TestGrepShowsCRLFLinesWithoutTheirCR: grep shows a line of a CRLF
+// file without its CR, as pi 1.6 strips the line end; every line of such
+// a file ended in \r (a terminal client drew it over its own start).
+func TestGrepShowsCRLFLinesWithoutTheirCR(t *testing.T) {
+	s := toolServer(t, map[string]string{"crlf.txt": "one needle\r\ntwo\r\nthree needle\r", "inner.txt": "a\rneedle\n"})
+	for _, tt := range []struct{ args, want string }{
+		{`{"pattern":"needle","path":"crlf.txt","context":1}`, "crlf.txt:1: one needle\ncrlf.txt-2- two\ncrlf.txt:3: three needle"},
+		{`{"pattern":"needle","path":"crlf.txt"}`, "crlf.txt:1: one needle\ncrlf.txt:3: three needle"},
+		{`{"pattern":"ne+dle","path":"crlf.txt"}`, "crlf.txt:1: one needle\ncrlf.txt:3: three needle"},
+		{`{"pattern":"needle","path":"inner.txt"}`, "inner.txt:1: a\rneedle"}, // a CR inside a line is its text
+	} {
+		if got, isError := callTool(t, s, "grep", tt.args); got != tt.want || isError {
+			t.Errorf("grep %s: got %q (isError %v), want %q", tt.args, got, isError, tt.want)
+		}
+	}
+}
