@@ -177,6 +177,7 @@ type grepItem struct {
 	before []string
 	line   string
 	match  bool
+	cut    bool // a line of it was cut (grepShown)
 }
 
 // size is what the item's lines take in the output, a line break each.
@@ -254,7 +255,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	// Gathered until the limit, or until the output is longer than
 	// listResult shows (it cuts at maxOutputBytes and says so).
 	var out []string
-	matches, cut, size := 0, false, 0
+	matches, cut, size, linesCut := 0, false, 0, false
 	full := func() bool { return cut || size > maxOutputBytes+1 }
 	for batch := range inOrder {
 		for _, file := range <-batch.result {
@@ -268,6 +269,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 				}
 				out = append(out, item.before...)
 				out = append(out, item.line)
+				linesCut = linesCut || item.cut
 				if size += item.size(); full() {
 					break
 				}
@@ -291,8 +293,12 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if walkErr != nil && !full() { // stopping the walk is no error
 		return toolResult{}, walkErr
 	}
+	var after []string
+	if linesCut {
+		after = append(after, fmt.Sprintf("Some lines truncated to %d chars. Use read tool to see full lines", maxGrepShown))
+	}
 	return listResult(out, "No matches found", cut,
-		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit), after...), nil
 }
 
 // searchBatch searches a batch's files. A panic stops the search (stop)
@@ -395,13 +401,13 @@ type grepScan struct {
 	w       *grepWorker
 	rel     string
 	file    *grepFile
-	lineNo  int      // the number of the next line
-	matches int      // in this file
-	before  []string // context lines that may show before the next match
-	after   int      // context lines still to show after the last match
-	done    bool     // limit+1 matches, more than the output shows, or aborted: nothing more can show
-	work    int      // matching done since the abort was last looked at
-	size    int      // of the items, as grepItem.size counts
+	lineNo  int         // the number of the next line
+	matches int         // in this file
+	before  []shownLine // context lines that may show before the next match
+	after   int         // context lines still to show after the last match
+	done    bool        // limit+1 matches, more than the output shows, or aborted: nothing more can show
+	work    int         // matching done since the abort was last looked at
+	size    int         // of the items, as grepItem.size counts
 }
 
 // add keeps an item of the file's output; past maxOutputBytes of them,
@@ -493,13 +499,6 @@ func asciiLower(dst, b []byte) []byte {
 // before it), a context line after one, or one kept in case a match
 // follows.
 func (s *grepScan) line(line []byte) {
-	shown := func() string {
-		line := bytes.TrimSuffix(line, []byte("\r")) // the CR of a CRLF line end, as pi strips it
-		if len(line) > 500 {
-			return string(line[:500]) + "... [truncated]"
-		}
-		return string(line)
-	}
 	c := s.c
 	// costly: matching the line costs more than checkWork, its length
 	// times the program's size; asked by a division, as the product
@@ -526,9 +525,11 @@ func (s *grepScan) line(line []byte) {
 		}
 	}
 	if matched {
-		item := grepItem{match: true, line: fmt.Sprintf("%s:%d: %s", s.rel, s.lineNo, shown())}
+		text, cut := grepShown(line)
+		item := grepItem{match: true, line: fmt.Sprintf("%s:%d: %s", s.rel, s.lineNo, text), cut: cut}
 		for i, b := range s.before {
-			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b))
+			item.before = append(item.before, fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo-len(s.before)+i, b.text))
+			item.cut = item.cut || b.cut
 		}
 		s.add(item)
 		s.before, s.after = nil, c.context
@@ -538,16 +539,48 @@ func (s *grepScan) line(line []byte) {
 		return
 	}
 	if s.after > 0 {
-		s.add(grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, shown())})
+		text, cut := grepShown(line)
+		s.add(grepItem{line: fmt.Sprintf("%s-%d- %s", s.rel, s.lineNo, text), cut: cut})
 		s.after--
 		return
 	}
 	if c.context > 0 {
-		s.before = append(s.before, shown())
+		text, cut := grepShown(line)
+		s.before = append(s.before, shownLine{text, cut})
 		if len(s.before) > c.context {
 			s.before = s.before[1:]
 		}
 	}
+}
+
+// maxGrepShown is the most of a line grep shows, in UTF-16 units as pi
+// counts a line's characters.
+const maxGrepShown = 500
+
+// shownLine is a line as grep shows it, and whether it was cut.
+type shownLine struct {
+	text string
+	cut  bool
+}
+
+// grepShown is a line as grep shows it: without the CR of a CRLF line
+// end, and cut after maxGrepShown UTF-16 units, at a character's start
+// (a byte that is not UTF-8 counts one, as the U+FFFD it is shown as),
+// as pi 1.6 cuts it.
+func grepShown(line []byte) (text string, cut bool) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) <= maxGrepShown {
+		return string(line), false
+	}
+	units := 0
+	for i := 0; i < len(line); {
+		r, size := utf8.DecodeRune(line[i:])
+		if units += utf16Units(r); units > maxGrepShown {
+			return string(line[:i]) + "... [truncated]", true
+		}
+		i += size
+	}
+	return string(line), false
 }
 
 // abortableLine hands a line to the regexp rune by rune (as it reads a

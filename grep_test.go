@@ -27,7 +27,16 @@ import (
 // follows the last one), every line matched.
 func plainGrep(t *testing.T, root string, c *grepCall) string {
 	var out []string
-	matches, cut := 0, false
+	matches, cut, linesCut, size := 0, false, false, 0
+	add := func(lines []string, cut bool) {
+		if size <= maxOutputBytes+1 {
+			linesCut = linesCut || cut
+		}
+		for _, line := range lines {
+			out = append(out, line)
+			size += len(line) + 1
+		}
+	}
 	walk(context.Background(), root, func(rel, path string, isDir, link bool) bool {
 		if isDir || link || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
 			return true
@@ -40,14 +49,23 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 		if lines[len(lines)-1] == "" {
 			lines = lines[:len(lines)-1]
 		}
-		shown := func(line string) string {
+		// A line without its CR, cut past 500 UTF-16 units; linesCut
+		// says one was, in what the tool gathers (until past 50 KB).
+		shown := func(line string) (string, bool) {
 			line = strings.TrimSuffix(line, "\r")
-			if len(line) > 500 {
-				return line[:500] + "... [truncated]"
+			units := 0
+			for i, r := range line {
+				if units += utf16Units(r); units > 500 {
+					return line[:i] + "... [truncated]", true
+				}
 			}
-			return line
+			return line, false
 		}
-		var before []string
+		type kept struct {
+			text string
+			cut  bool
+		}
+		var before []kept
 		after := 0
 		for i, line := range lines {
 			n := i + 1
@@ -57,24 +75,33 @@ func plainGrep(t *testing.T, root string, c *grepCall) string {
 					return false
 				}
 				matches++
+				var item []string
+				text, cut := shown(line)
 				for j, b := range before {
-					out = append(out, fmt.Sprintf("%s-%d- %s", rel, n-len(before)+j, b))
+					item = append(item, fmt.Sprintf("%s-%d- %s", rel, n-len(before)+j, b.text))
+					cut = cut || b.cut
 				}
 				before, after = nil, c.context
-				out = append(out, fmt.Sprintf("%s:%d: %s", rel, n, shown(line)))
+				add(append(item, fmt.Sprintf("%s:%d: %s", rel, n, text)), cut)
 			} else if after > 0 {
-				out = append(out, fmt.Sprintf("%s-%d- %s", rel, n, shown(line)))
+				text, cut := shown(line)
+				add([]string{fmt.Sprintf("%s-%d- %s", rel, n, text)}, cut)
 				after--
 			} else if c.context > 0 {
-				if before = append(before, shown(line)); len(before) > c.context {
+				text, cut := shown(line)
+				if before = append(before, kept{text, cut}); len(before) > c.context {
 					before = before[1:]
 				}
 			}
 		}
 		return true
 	})
+	var notices []string
+	if linesCut {
+		notices = append(notices, "Some lines truncated to 500 chars. Use read tool to see full lines")
+	}
 	return listResult(out, "No matches found", cut,
-		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)).Content[0].Text
+		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit), notices...).Content[0].Text
 }
 
 // TestGrepMatchesPlainSearch: the grep tool (files on every core, a

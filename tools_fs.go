@@ -654,8 +654,8 @@ func headLines(lines []string, maxLines, maxBytes int) (kept []string, byBytes b
 // limit (limitCut), and that the output was cut when it was longer than
 // maxOutputBytes, as pi says them: the limit is told of only when it was
 // reached, so that the model is not sent to raise a limit the list never
-// reached.
-func listResult(lines []string, emptyText string, limitCut bool, limitNotice string) toolResult {
+// reached; then the notices after, if any.
+func listResult(lines []string, emptyText string, limitCut bool, limitNotice string, after ...string) toolResult {
 	if len(lines) == 0 {
 		return textResult(emptyText)
 	}
@@ -667,6 +667,7 @@ func listResult(lines []string, emptyText string, limitCut bool, limitNotice str
 		lines = kept
 		notices = append(notices, formatSize(maxOutputBytes)+" limit reached")
 	}
+	notices = append(notices, after...)
 	text := strings.Join(lines, "\n")
 	if len(notices) > 0 {
 		text += "\n\n[" + strings.Join(notices, ". ") + "]"

@@ -145,3 +145,26 @@ func TestGrepShowsCRLFLinesWithoutTheirCR(t *testing.T) {
 		}
 	}
 }
+
+// TestGrepCutsLongLinesByCharacters: grep cuts a line longer than 500
+// characters (UTF-16 units, as pi 1.6 counts them) at a character's
+// start, and then says so as pi does; it cut at 500 bytes, inside a
+// character (its bytes went out as U+FFFD) and a line of 300 CJK
+// characters, which pi shows whole, was cut.
+func TestGrepCutsLongLinesByCharacters(t *testing.T) {
+	s := toolServer(t, map[string]string{
+		"cjk.txt":   strings.Repeat("日", 300) + "needle\n",
+		"long.txt":  strings.Repeat("日", 600) + "needle\n",
+		"emoji.txt": "x" + strings.Repeat("😀", 300) + "needle\n",
+	})
+	const notice = "\n\n[Some lines truncated to 500 chars. Use read tool to see full lines]"
+	for _, tt := range []struct{ path, want string }{
+		{"cjk.txt", "cjk.txt:1: " + strings.Repeat("日", 300) + "needle"},
+		{"long.txt", "long.txt:1: " + strings.Repeat("日", 500) + "... [truncated]" + notice},
+		{"emoji.txt", "emoji.txt:1: x" + strings.Repeat("😀", 249) + "... [truncated]" + notice}, // the 250th would end past 500 units
+	} {
+		if got, isError := callTool(t, s, "grep", `{"pattern":"needle","path":"`+tt.path+`"}`); got != tt.want || isError {
+			t.Errorf("grep in %s: got %q (isError %v), want %q", tt.path, got, isError, tt.want)
+		}
+	}
+}
