@@ -101,6 +101,24 @@ type todoError []string
 
 func (e todoError) Error() string { return "Errors: " + strings.Join(e, "; ") }
 
+// maxTodoErrors bounds the problems one check of a whole plan reports:
+// a plan of many bad tasks or dependencies would otherwise get a message
+// for each, and each names its task (a long id named for each of a
+// million dependencies made terabytes).
+const maxTodoErrors = 100
+
+// addf adds a problem, formatted, unless maxTodoErrors are there already:
+// then one more says that the rest are not shown, and nothing is
+// formatted. A value that may be long is given as shownValue, not %q.
+func (e *todoError) addf(format string, args ...any) {
+	switch {
+	case len(*e) < maxTodoErrors:
+		*e = append(*e, fmt.Sprintf(format, args...))
+	case len(*e) == maxTodoErrors:
+		*e = append(*e, "(more errors not shown)")
+	}
+}
+
 // ---- The state ----
 
 // changeTodos applies change to a copy of the plan and, when it finds no
@@ -610,18 +628,18 @@ func checkPlan(plan []todoPhase) todoError {
 		for _, t := range p.Tasks {
 			switch {
 			case strings.TrimSpace(t.ID) == "":
-				errs = append(errs, "Task ID must not be empty")
+				errs.addf("Task ID must not be empty")
 			case strings.TrimSpace(t.ID) != t.ID:
-				errs = append(errs, fmt.Sprintf("Task ID %q must not have leading or trailing whitespace", t.ID))
+				errs.addf("Task ID %s must not have leading or trailing whitespace", shownValue(t.ID))
 			}
 			if ids[t.ID] {
-				errs = append(errs, fmt.Sprintf("Duplicate task ID %q", t.ID))
+				errs.addf("Duplicate task ID %s", shownValue(t.ID))
 			}
 			ids[t.ID] = true
 			seen := map[string]bool{}
 			for _, d := range t.DependsOn {
 				if seen[d] {
-					errs = append(errs, fmt.Sprintf("Task %q has duplicate dependency task ID %q", t.ID, d))
+					errs.addf("Task %s has duplicate dependency task ID %s", shownValue(t.ID), shownValue(d))
 				}
 				seen[d] = true
 			}
@@ -631,10 +649,10 @@ func checkPlan(plan []todoPhase) todoError {
 		for _, t := range p.Tasks {
 			for _, d := range t.DependsOn {
 				if !ids[d] {
-					errs = append(errs, fmt.Sprintf("Task %q depends on missing task ID %q", t.ID, d))
+					errs.addf("Task %s depends on missing task ID %s", shownValue(t.ID), shownValue(d))
 				}
 				if d == t.ID {
-					errs = append(errs, fmt.Sprintf("Task %q cannot depend on itself", t.ID))
+					errs.addf("Task %s cannot depend on itself", shownValue(t.ID))
 				}
 			}
 		}
@@ -654,18 +672,20 @@ func checkNames(plan []todoPhase, suffix string) todoError {
 	for _, p := range plan {
 		switch {
 		case strings.TrimSpace(p.Name) == "":
-			errs = append(errs, "Phase name must not be empty"+suffix)
+			errs.addf("Phase name must not be empty%s", suffix)
 		case strings.TrimSpace(p.Name) != p.Name:
-			errs = append(errs, fmt.Sprintf("Phase %q must not have leading or trailing whitespace%s", p.Name, suffix))
+			errs.addf("Phase %s must not have leading or trailing whitespace%s", shownValue(p.Name), suffix)
 		}
 		if names[p.Name] {
-			errs = append(errs, fmt.Sprintf("Duplicate phase %q%s", p.Name, suffix))
+			errs.addf("Duplicate phase %s%s", shownValue(p.Name), suffix)
 		}
 		names[p.Name] = true
 		for _, t := range p.Tasks {
-			errs = append(errs, checkContent(t.Content, suffix)...)
+			if bad := checkContent(t.Content, suffix); bad != nil {
+				errs.addf("%s", bad[0])
+			}
 			if contents[t.Content] {
-				errs = append(errs, fmt.Sprintf("Duplicate task %q%s", t.Content, suffix))
+				errs.addf("Duplicate task %s%s", shownValue(t.Content), suffix)
 			}
 			contents[t.Content] = true
 		}
@@ -678,7 +698,7 @@ func checkContent(content, suffix string) todoError {
 	case strings.TrimSpace(content) == "":
 		return todoError{"Task content must not be empty" + suffix}
 	case strings.TrimSpace(content) != content:
-		return todoError{fmt.Sprintf("Task %q must not have leading or trailing whitespace%s", content, suffix)}
+		return todoError{fmt.Sprintf("Task %s must not have leading or trailing whitespace%s", shownValue(content), suffix)}
 	}
 	return nil
 }

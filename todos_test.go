@@ -267,3 +267,31 @@ func TestTodoPlanSizeBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestTodoErrorsBounded: a plan's errors name what is wrong, and a bad
+// plan cannot make them many times its own size. One task with a long id
+// and a thousand dependencies on a task that is not there made a message
+// naming that id for each dependency, twice: a 20 KB line made 32 MB of
+// error (a 5 MB line, terabytes).
+func TestTodoErrorsBounded(t *testing.T) {
+	ps := startSession(t)
+	id := strings.Repeat("x", 16<<10)
+	deps := strings.TrimSuffix(strings.Repeat(`"a",`, 1000), ",")
+	line := `{"id":"bad","type":"set_todos","phases":[{"name":"P","tasks":[{"id":"` + id +
+		`","content":"C","status":"pending","dependsOn":[` + deps + `]}]}]}`
+	ps.send(line)
+	ps.waitFor(`"id":"bad"`)
+	recs := ps.close()
+	if out := len(ps.out.bytes()); out > 2*len(line) {
+		t.Errorf("a %d-byte line made %d bytes of records", len(line), out)
+	}
+	for _, rec := range recs {
+		if rec["id"] == "bad" {
+			msg := fmt.Sprint(rec["error"])
+			if rec["success"] != false || !strings.Contains(msg, `…(16384 bytes in all) has duplicate dependency task ID "a"`) ||
+				!strings.HasSuffix(msg, "; (more errors not shown)") {
+				t.Errorf("the bad plan: %.500v", rec)
+			}
+		}
+	}
+}
