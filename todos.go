@@ -404,20 +404,24 @@ func (op todoOp) dependencies(plan []todoPhase) ([]todoPhase, todoError) {
 		return nil, errs
 	}
 	deps := &plan[p].Tasks[t].DependsOn
+	has := map[string]bool{} // the task's dependencies: a list looked up for each would take n² steps
+	for _, d := range *deps {
+		has[d] = true
+	}
 	switch op.Op {
 	case "add_dependency":
 		for _, d := range op.DependsOn {
-			if !slices.Contains(*deps, d) {
+			if !has[d] {
 				*deps = append(*deps, d)
 			}
 		}
 	case "remove_dependency":
 		for _, d := range op.DependsOn {
-			if !slices.Contains(*deps, d) {
-				errs = append(errs, fmt.Sprintf("Task %q does not depend on %q", op.Task, d))
+			if !has[d] {
+				errs.addf("Task %s does not depend on %s", shownValue(op.Task), shownValue(d))
 			}
 		}
-		*deps = slices.DeleteFunc(*deps, func(d string) bool { return slices.Contains(op.DependsOn, d) })
+		*deps = slices.DeleteFunc(*deps, func(d string) bool { return seen[d] })
 	default:
 		*deps = slices.Clone(op.DependsOn)
 	}
