@@ -242,11 +242,11 @@ func (op todoOp) init(plan []todoPhase) ([]todoPhase, todoError) {
 	next := make([]todoPhase, 0, len(list))
 	for _, entry := range list {
 		if len(entry.Items) == 0 {
-			errs = append(errs, fmt.Sprintf("Missing items for phase %q in init list", entry.Phase))
+			errs.addf("Missing items for phase %s in init list", shownValue(entry.Phase))
 		}
 		if entry.Agents != nil && len(entry.Agents) != len(entry.Items) {
-			errs = append(errs, fmt.Sprintf("Agents for phase %q must match its items one for one (%d items, %d agents)",
-				entry.Phase, len(entry.Items), len(entry.Agents)))
+			errs.addf("Agents for phase %s must match its items one for one (%d items, %d agents)",
+				shownValue(entry.Phase), len(entry.Items), len(entry.Agents))
 		}
 		phase := todoPhase{Name: entry.Phase, Tasks: []todoItem{}}
 		for i, content := range entry.Items {
@@ -338,7 +338,9 @@ func (op todoOp) append(plan []todoPhase) ([]todoPhase, todoError) {
 		errs = append(errs, "Missing items for append operation")
 	}
 	for _, content := range op.Items {
-		errs = append(errs, checkContent(content, "")...)
+		if bad := checkContent(content, ""); bad != nil {
+			errs.addf("%s", bad[0])
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -351,7 +353,7 @@ func (op todoOp) append(plan []todoPhase) ([]todoPhase, todoError) {
 	}
 	for _, content := range op.Items {
 		if existing[content] {
-			errs = append(errs, fmt.Sprintf("Task %q already exists", content))
+			errs.addf("Task %s already exists", shownValue(content))
 		}
 		existing[content] = true
 	}
@@ -390,13 +392,13 @@ func (op todoOp) dependencies(plan []todoPhase) ([]todoPhase, todoError) {
 	for _, d := range op.DependsOn {
 		switch {
 		case d == "":
-			errs = append(errs, "Dependency task ID must not be empty")
+			errs.addf("Dependency task ID must not be empty")
 		case !known[d]:
-			errs = append(errs, fmt.Sprintf("Dependency task ID %q not found", d))
+			errs.addf("Dependency task ID %s not found", shownValue(d))
 		case d == op.Task:
-			errs = append(errs, fmt.Sprintf("Task %q cannot depend on itself", d))
+			errs.addf("Task %s cannot depend on itself", shownValue(d))
 		case seen[d]:
-			errs = append(errs, fmt.Sprintf("Duplicate dependency task ID %q", d))
+			errs.addf("Duplicate dependency task ID %s", shownValue(d))
 		}
 		seen[d] = true
 	}

@@ -283,9 +283,27 @@ func TestTodoErrorsBounded(t *testing.T) {
 		`","content":"C","status":"pending","dependsOn":[` + deps + `]}]}]}`
 	ps.send(line)
 	ps.waitFor(`"id":"bad"`)
+	// An op's errors likewise: 50,000 missing dependencies, 50,000 items
+	// that are there already.
+	ops := []string{
+		`{"id":"deps","type":"todo_op","op":"add_dependency","task":"` + id + `","dependsOn":[` + strings.TrimSuffix(strings.Repeat(`"b",`, 50_000), ",") + `]}`,
+		`{"id":"items","type":"todo_op","op":"append","phase":"P","items":[` + strings.TrimSuffix(strings.Repeat(`"C",`, 50_000), ",") + `]}`,
+	}
+	ps.send(`{"id":"set","type":"set_todos","phases":[{"name":"P","tasks":[{"id":"` + id + `","content":"C","status":"pending"}]}]}`)
+	for _, op := range ops {
+		ps.send(op)
+		line += op
+	}
+	ps.waitFor(`"id":"items"`)
+	before := len(ps.out.bytes())
 	recs := ps.close()
-	if out := len(ps.out.bytes()); out > 2*len(line) {
-		t.Errorf("a %d-byte line made %d bytes of records", len(line), out)
+	if out := before - 3*len(id); out > 2*len(line) { // the plan set shows its task's id thrice (event, answer, summary)
+		t.Errorf("%d bytes of lines made %d bytes of records", len(line), out)
+	}
+	for _, rec := range recs {
+		if (rec["id"] == "deps" || rec["id"] == "items") && (rec["success"] != false || !strings.HasSuffix(fmt.Sprint(rec["error"]), "; (more errors not shown)")) {
+			t.Errorf("%.300v", rec)
+		}
 	}
 	for _, rec := range recs {
 		if rec["id"] == "bad" {
