@@ -22,7 +22,8 @@ import (
 
 // Process limits and tuning: how many may run at once, how many of a
 // client's process_spawn commands may wait to start, how much input may
-// wait to be written to one, the output ring's default (and largest) size, the default process_logs page, how output
+// wait to be written to one (and in how many writes), how many commands
+// may wait for one to end, the output ring's default (and largest) size, the default process_logs page, how output
 // is coalesced into process_output events, how long a process nobody
 // touches lives, and the grace between SIGTERM and SIGKILL when one is
 // stopped, times out or expires.
@@ -30,6 +31,8 @@ const (
 	maxRunningProcesses = 16
 	maxWaitingSpawns    = 64      // a client's process_spawn commands not yet answered (processSpawnCommand)
 	maxInputBytes       = 4 << 20 // what may wait to be written to one process
+	maxInputsWaiting    = 1024    // the writes and key presses that may wait for one process (each holds a goroutine)
+	maxProcessWaiters   = 64      // the process_wait and process_stop commands that may wait for one process
 	defaultOutputBytes  = 1 << 20
 	defaultLogBytes     = 256 << 10
 	coalesceBytes       = 32 << 10
@@ -188,6 +191,7 @@ type process struct {
 	lastInput     <-chan struct{} // closed when the latest write or key press is done
 	inputsPending int             // writes and key presses not yet answered
 	inputBytes    int             // the bytes of those not yet written (at most maxInputBytes)
+	waiters       int             // process_wait and process_stop commands not yet answered (at most maxProcessWaiters)
 	stdinClosed   bool
 	touched       time.Time // for the idle expiry
 	stopExpiry    func() bool
@@ -549,13 +553,19 @@ func (p *process) checkExpiry() {
 // closeStdin is set) after its earlier writes and key presses, then calls
 // done with the result, before the next input's turn: writes to one
 // process happen, and are answered, in the order they were asked for. At
-// most maxInputBytes may wait to be written to a process: input fails at
-// once, queuing nothing, when data would pass that. When ctx ends first,
+// most maxInputBytes, in at most maxInputsWaiting writes, may wait to be
+// written to a process: input fails at once, queuing nothing, when data
+// would pass that. When ctx ends first,
 // done gets "Operation aborted" at once (nothing of data is written), and
 // the next input still waits for the earlier ones.
 func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done func(error)) error {
 	mine := make(chan struct{})
 	p.mu.Lock()
+	if p.inputsPending >= maxInputsWaiting {
+		p.mu.Unlock()
+		return fmt.Errorf("Cannot write to process %s: %d writes and key presses to it are waiting already (it is not "+
+			"reading its input as fast). Wait for the earlier writes to be answered, or stop the process.", p.id, maxInputsWaiting)
+	}
 	if p.inputBytes+len(data) > maxInputBytes {
 		waiting := p.inputBytes
 		p.mu.Unlock()
@@ -597,6 +607,27 @@ func (p *process) input(ctx context.Context, data []byte, closeStdin bool, done 
 		finish(p.writeInput(ctx, data, closeStdin))
 	})()
 	return nil
+}
+
+// waiter takes a place for a command that waits for the process to end
+// in the background, each holding a goroutine (process_wait,
+// process_stop: what says which), or fails when maxProcessWaiters wait
+// already; release gives the place back, once.
+func (p *process) waiter(what string) (release func(), err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiters >= maxProcessWaiters {
+		return nil, fmt.Errorf("Cannot %s process %s: %d process_wait and process_stop commands wait for it already", what, p.id, maxProcessWaiters)
+	}
+	p.waiters++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
+		})
+	}, nil
 }
 
 // inputAndWait is input for a caller that waits for the result.

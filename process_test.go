@@ -1567,3 +1567,70 @@ func callToolText(t *testing.T, s *rpcServer, name, args string) string {
 	}
 	return text
 }
+
+// TestProcessCommandsWaitingAreBounded: process_wait, process_stop,
+// process_write and process_keys answer in the background, each holding
+// a goroutine until its process ends or reads. At most maxInputsWaiting
+// writes and key presses, and maxProcessWaiters waits and stops, wait for
+// one process; one more fails at once. Before, a line of ninety bytes
+// held a goroutine (kilobytes) with no bound: a client sending waits, or
+// writes of no bytes (closeStdin), to a process that never ends grew
+// rpi's memory without end.
+func TestProcessCommandsWaitingAreBounded(t *testing.T) {
+	ps := startSession(t)
+	ps.send(spawnLine("sp", []string{"sleep", "1000"}, ""))
+	ps.waitFor(`"id":"sp"`)
+	id := processIDs(ps.records())["sp"]
+	big := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 1<<20)) // more than the pipe holds: it waits
+	ps.send(`{"id":"big","type":"process_write","processId":"` + id + `","dataBase64":"` + big + `"}`)
+	for i := range maxInputsWaiting - 1 {
+		if i%2 == 0 {
+			ps.send(fmt.Sprintf(`{"id":"k%d","type":"process_keys","processId":%q,"keys":["ENTER"]}`, i, id))
+		} else {
+			ps.send(fmt.Sprintf(`{"id":"k%d","type":"process_write","processId":%q,"closeStdin":true}`, i, id))
+		}
+	}
+	for i := range maxProcessWaiters - 1 {
+		ps.send(fmt.Sprintf(`{"id":"w%d","type":"process_wait","processId":%q}`, i, id))
+	}
+	ps.send(fmt.Sprintf(`{"id":"over-keys","type":"process_keys","processId":%q,"keys":["ENTER"]}`, id))
+	ps.send(fmt.Sprintf(`{"id":"over-write","type":"process_write","processId":%q,"closeStdin":true}`, id))
+	ps.send(fmt.Sprintf(`{"id":"stop","type":"process_stop","processId":%q}`, id))
+	ps.waitFor(`"id":"stop"`) // the stop ends the process; every wait and write is answered, and gives its place back
+	ps.waitFor(fmt.Sprintf(`"id":"w%d"`, maxProcessWaiters-2))
+	ps.waitFor(fmt.Sprintf(`"id":"k%d"`, maxInputsWaiting-2))
+	// The waits' bound, on a second process: once it is full, a wait and
+	// a stop are refused; a signal ends the process, and its waits.
+	ps.send(spawnLine("sp2", []string{"sleep", "1000"}, ""))
+	ps.waitFor(`"id":"sp2"`)
+	id2 := processIDs(ps.records())["sp2"]
+	for i := range maxProcessWaiters {
+		ps.send(fmt.Sprintf(`{"id":"v%d","type":"process_wait","processId":%q}`, i, id2))
+	}
+	ps.send(fmt.Sprintf(`{"id":"over-wait","type":"process_wait","processId":%q}`, id2))
+	ps.send(fmt.Sprintf(`{"id":"over-stop","type":"process_stop","processId":%q}`, id2))
+	ps.send(fmt.Sprintf(`{"id":"kill","type":"process_signal","processId":%q,"signal":"SIGKILL"}`, id2))
+	ps.waitFor(fmt.Sprintf(`"id":"v%d"`, maxProcessWaiters-1))
+	ps.send(fmt.Sprintf(`{"id":"after","type":"process_wait","processId":%q}`, id2))
+	ps.waitFor(`"id":"after"`)
+	answered := map[string]string{}
+	for _, rec := range ps.records() {
+		if reqID, ok := rec["id"].(string); ok && rec["type"] == "response" {
+			answered[reqID], _ = rec["error"].(string)
+		}
+	}
+	writes := fmt.Sprintf("Cannot write to process %s: %d writes and key presses to it are waiting already", id, maxInputsWaiting)
+	waits := fmt.Sprintf("process %s: %d process_wait and process_stop commands wait for it already", id2, maxProcessWaiters)
+	for reqID, want := range map[string]string{"over-keys": writes, "over-write": writes,
+		"over-wait": "Cannot wait for " + waits, "over-stop": "Cannot stop " + waits} {
+		if !strings.HasPrefix(answered[reqID], want) {
+			t.Errorf("%s: got %q, want it refused at once: %q…", reqID, answered[reqID], want)
+		}
+	}
+	for _, reqID := range []string{"w0", "stop", "v0", "kill", "after"} {
+		if answered[reqID] != "" {
+			t.Errorf("%s failed: %s", reqID, answered[reqID])
+		}
+	}
+	ps.close()
+}

@@ -255,7 +255,11 @@ func (s *rpcServer) processStopCommand(r *rpcRequest) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.stop(), nil })
+	release, err := p.waiter("stop")
+	if err != nil {
+		return nil, err
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { defer release(); return p.stop(), nil })
 	return noReply{}, nil
 }
 
@@ -274,7 +278,14 @@ func (s *rpcServer) processWaitCommand(r *rpcRequest) (any, error) {
 	if p.ended() {
 		return p.info(), nil // in order with the commands around it
 	}
-	s.answerLater(r.typ, s.replyTo(r), func() (any, error) { return p.wait(context.Background(), timeout) })
+	release, err := p.waiter("wait for")
+	if err != nil {
+		return nil, err
+	}
+	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
+		defer release()
+		return p.wait(context.Background(), timeout)
+	})
 	return noReply{}, nil
 }
 
