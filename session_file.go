@@ -622,8 +622,8 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	for _, e := range ss.entries {
 		ss.byID[e.ID] = e
 	}
-	if id := ss.parentLoop(); id != "" {
-		return nil, &errInvalidSessionFile{path, "the parentId links from entry " + id + " loop"}
+	if id, loops := ss.parentLoop(); loops {
+		return nil, &errInvalidSessionFile{path, "the parentId links from entry " + displayID(id) + " loop"}
 	}
 	if len(ss.entries) > 0 {
 		ss.leaf = ss.entries[len(ss.entries)-1].ID
@@ -649,8 +649,10 @@ func duplicateID(entries []*sessionEntry) *string {
 	return nil
 }
 
-// parentLoop returns an entry whose chain of parents loops, or "".
-func (ss *sessionFile) parentLoop() string {
+// parentLoop returns an entry whose chain of parents loops, and whether
+// there is one: the entry may have the id "" (a hostile file's), which
+// is then no answer of "none".
+func (ss *sessionFile) parentLoop() (id string, loops bool) {
 	const (
 		visiting = 1
 		done     = 2
@@ -660,7 +662,7 @@ func (ss *sessionFile) parentLoop() string {
 		var path []string
 		for e := start; e != nil && state[e.ID] != done; {
 			if state[e.ID] == visiting {
-				return e.ID
+				return e.ID, true
 			}
 			state[e.ID] = visiting
 			path = append(path, e.ID)
@@ -673,7 +675,15 @@ func (ss *sessionFile) parentLoop() string {
 			state[id] = done
 		}
 	}
-	return ""
+	return "", false
+}
+
+// displayID is an entry's id as an error names it: `""` for an empty one.
+func displayID(id string) string {
+	if id == "" {
+		return `""`
+	}
+	return id
 }
 
 // branch is the path of entries from the root to leaf; it stops at an

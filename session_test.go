@@ -262,6 +262,36 @@ func TestLoopingSessionFile(t *testing.T) {
 	}
 }
 
+// TestLoopThroughAnEmptyID: parentId links that loop through an entry
+// whose id is "" are a loop too. They were taken for none (the loop's
+// entry was named by its id, and "" meant "no loop"), and
+// get_session_stats then walked the loop for ever, holding the session.
+func TestLoopThroughAnEmptyID(t *testing.T) {
+	endToEnd(t)
+	const head = `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n"
+	entry := func(id, parent string) string {
+		return `{"type":"message","id":"` + id + `","parentId":"` + parent + `","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"q","timestamp":1}}` + "\n"
+	}
+	for name, content := range map[string]string{
+		"pair": head + entry("", "b0000001") + entry("b0000001", ""),
+		"self": head + entry("", ""),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "loop.jsonl")
+			os.WriteFile(path, []byte(content), 0o644)
+			ps, _, _ := agentSession(t, apiOpenAI, "") // with a model, whose context is counted
+			ps.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+			ps.waitFor(`"id":"sw"`)
+			ps.send(`{"id":"st","type":"get_session_stats"}`)
+			ps.waitFor(`"id":"st"`)
+			ps.close()
+			if want := `(the parentId links from entry \"\" loop)`; !strings.Contains(string(ps.out.bytes()), want) {
+				t.Errorf("switch_session to a loop through \"\":\n%s", ps.out.bytes())
+			}
+		})
+	}
+}
+
 // TestSessionFolderVanishes removes the session folder mid-session: the
 // client is told, and the next entry writes the file again, header first,
 // with everything so far.
