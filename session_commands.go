@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -477,13 +478,107 @@ func (s *session) clone(asker changeAsker, done func(error)) {
 }
 
 // copyBranch gives ss the entries of from's branch up to leaf (the same
-// ids), ending there.
+// ids), as pi 1.6's createBranchedSession copies a branch: the label
+// entries on it left out and the others chained again (each under the
+// one before it, the first a root; a compaction whose firstKeptEntryId
+// named a label left out names the entry after it), then, after them,
+// one label entry for each label from's entries give an entry of the
+// copy (whichever branch set it), with the time it was set, in the order
+// pi's labels map holds them. It ends at the last of them.
 func copyBranch(ss, from *sessionFile, leaf string) {
+	var parent *string
+	var pending []string
+	after := map[string]string{} // a label left out: the entry after it
+	kept := map[string]bool{}
 	for _, e := range from.branch(leaf) {
+		if e.Type == "label" {
+			pending = append(pending, e.ID)
+			continue
+		}
+		for _, id := range pending {
+			after[id] = e.ID
+		}
+		pending = pending[:0]
+		firstKept := ""
+		if next, ok := after[e.info().FirstKeptEntryID]; ok && e.Type == "compaction" {
+			firstKept = next
+		}
+		if firstKept != "" || (parent == nil) != (e.ParentID == nil) || parent != nil && *parent != *e.ParentID {
+			e = e.rechained(parent, firstKept)
+		}
 		ss.entries = append(ss.entries, e)
 		ss.byID[e.ID] = e
 		ss.leaf = e.ID
+		parent, kept[e.ID] = &e.ID, true
 	}
+	labels := entryLabels(from.entries)
+	order := slices.Collect(maps.Keys(labels))
+	slices.SortFunc(order, func(a, b string) int { return cmp.Compare(labels[a].since, labels[b].since) })
+	for _, target := range order {
+		label := labels[target]
+		if !kept[target] {
+			continue
+		}
+		line := []byte(`{"type":"label","id":`)
+		id := ss.newEntryID()
+		line = appendJSONString(line, id)
+		line = appendJSONString(append(line, `,"parentId":`...), *parent)
+		if label.timestamp != "" {
+			line = appendJSONString(append(line, `,"timestamp":`...), label.timestamp)
+		}
+		line = appendJSONString(append(line, `,"targetId":`...), target)
+		line = appendJSONString(append(line, `,"label":`...), label.text)
+		var d jsonIn
+		e, err := decodeEntry(append(line, '}'), &d)
+		if err != nil {
+			continue // not reached: the line is rpi's own
+		}
+		e.keepLine(append(line, '}'), &d)
+		ss.entries = append(ss.entries, e)
+		ss.byID[id] = e
+		ss.leaf, parent = id, &e.ID
+	}
+}
+
+// rechained is a copy of e under parent (nil: a root), and, when
+// firstKept is not "", a compaction keeping from that entry instead; e
+// itself, which another session may share, is left as it is.
+func (e *sessionEntry) rechained(parent *string, firstKept string) *sessionEntry {
+	c := *e
+	c.ParentID = parent
+	if firstKept != "" {
+		more := *e.info()
+		more.FirstKeptEntryID = firstKept
+		c.more = &more
+	}
+	if c.raw == nil {
+		return &c // its line is written from its fields
+	}
+	value := []byte("null")
+	if parent != nil {
+		value = appendJSONString(nil, *parent)
+	}
+	c.raw = withMember(c.raw, "parentId", value)
+	if firstKept != "" {
+		c.raw = withMember(c.raw, "firstKeptEntryId", appendJSONString(nil, firstKept))
+	}
+	return &c
+}
+
+// withMember is the JSON object line with the member key set to value:
+// its last member of that name given value, or, when it has none, value
+// added first.
+func withMember(line []byte, key string, value []byte) []byte {
+	if at, end, ok := memberValue(line, key); ok {
+		return slices.Concat(line[:at], value, line[end:])
+	}
+	at := bytes.IndexByte(line, '{') + 1
+	member := append(appendJSONString(nil, key), ':')
+	member = append(append(member, value...), ',')
+	if rest := bytes.TrimLeft(line[at:], " \t\r\n"); len(rest) > 0 && rest[0] == '}' {
+		member = member[:len(member)-1] // an empty object: no comma
+	}
+	return slices.Concat(line[:at], member, line[at:])
 }
 
 // ---- The commands ----
@@ -504,8 +599,14 @@ type entryTree struct {
 }
 
 // entryLabel is an entry's label as get_tree shows it: its text, and the
-// timestamp of the label entry that set it.
-type entryLabel struct{ text, timestamp string }
+// timestamp of the label entry that set it; and since, the place among
+// the entries of the one that set it first after it was last cleared,
+// which orders the labels as pi's map holds them (a map keeps a key's
+// place while it is set again).
+type entryLabel struct {
+	text, timestamp string
+	since           int
+}
 
 // entryLabels resolves the label entries of entries as pi does: read in
 // file order, one whose label is a non-empty string sets its target's
@@ -513,7 +614,7 @@ type entryLabel struct{ text, timestamp string }
 // and shown nowhere.
 func entryLabels(entries []*sessionEntry) map[string]entryLabel {
 	var labels map[string]entryLabel
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.Type != "label" || e.raw == nil {
 			continue
 		}
@@ -525,7 +626,11 @@ func entryLabels(entries []*sessionEntry) map[string]entryLabel {
 			if labels == nil {
 				labels = map[string]entryLabel{}
 			}
-			labels[target] = entryLabel{text, e.Timestamp}
+			since := i
+			if was, set := labels[target]; set {
+				since = was.since
+			}
+			labels[target] = entryLabel{text, e.Timestamp, since}
 		} else {
 			delete(labels, target)
 		}
