@@ -126,17 +126,28 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()),
 		details: compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}}
 	path := s.conv.branchEntries()
-	from := 0 // where what is not summarised yet begins
-	for i := len(path) - 1; i >= 0; i-- {
+	from := 0    // where what is not summarised yet begins
+	made := path // the entries the context is made of, whose edits count (as ss.context)
+	var previous *sessionEntry
+	for i := len(path) - 1; i >= 0 && previous == nil; i-- {
 		if path[i].Type == "compaction" {
-			info := path[i].info()
-			plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: info.Summary}}
-			from = i + 1
-			if kept := slices.IndexFunc(path[:i], func(e *sessionEntry) bool { return e.ID == info.FirstKeptEntryID }); kept >= 0 {
+			previous, from = path[i], i+1
+			if kept := slices.IndexFunc(path[:i], func(e *sessionEntry) bool { return e.ID == previous.info().FirstKeptEntryID }); kept >= 0 {
 				from = kept
 			}
-			break
+			made = slices.Concat(path[i:i+1], path[from:])
 		}
+	}
+	// What is summarised is what the context has: without what a
+	// context_edit took out (an earlier summary too), with what one put
+	// in place of a message's content, as pi 1.6 summarises it.
+	edits := contextEdits(made)
+	omit := map[string]bool{}
+	for id, replacement := range edits {
+		omit[id] = isNull(replacement)
+	}
+	if previous != nil && !omit[previous.ID] {
+		plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: previous.info().Summary}}
 	}
 	// As pi cuts: back from the newest message until keepRecentTokens are
 	// kept, then forward to the nearest entry the kept part can start at,
@@ -144,7 +155,6 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	// none lies after (the newest answer's tool results alone are more),
 	// back to the nearest before: pi keeps everything then, and an
 	// overflow there could never be recovered from.
-	omit := omitted(path)
 	var cuts []int
 	for i := from; i < len(path); i++ {
 		if canStartKept(path[i]) && !omit[path[i].ID] {
@@ -177,6 +187,9 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 		// compaction keeps it whole (systemMessage), as pi 1.6.
 		if msg == nil || omit[e.ID] || e.role() == "system" {
 			continue
+		}
+		if edit, edited := edits[e.ID]; edited {
+			msg = editedMessage(msg, edit)
 		}
 		plan.summarise = append(plan.summarise, msg)
 		older++

@@ -406,6 +406,54 @@ func TestContextEditAsPi(t *testing.T) {
 	}
 }
 
+// TestCompactionSummarisesTheEditedContext: a compaction's summary is
+// asked of the context as context_edit entries (pi's extensions') made
+// it, as pi 1.6 asks it: a message's replacement content, not what it
+// replaced (a secret a redaction took out went to the summary), and no
+// earlier summary an edit took out.
+func TestCompactionSummarisesTheEditedContext(t *testing.T) {
+	endToEnd(t)
+	message := func(id, parent, role, text string) string {
+		extra := ""
+		if role == "assistant" {
+			extra = `,"api":"openai-completions","provider":"fake","model":"fake-model","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop"`
+		}
+		return `{"type":"message","id":"` + id + `","parentId":"` + parent + `","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"` + role + `","content":[{"type":"text","text":"` + text + `"}]` + extra + `,"timestamp":1}}`
+	}
+	lines := []string{
+		`{"type":"session","version":3,"id":"0195f3a0-0000-7000-8000-000000000000","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`,
+		`{"type":"thinking_level_change","id":"t1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","thinkingLevel":"off"}`,
+		message("u0", "t1", "user", "ZERO-QUESTION"),
+		message("a0", "u0", "assistant", "ZERO-ANSWER"),
+		`{"type":"compaction","id":"c1","parentId":"a0","timestamp":"2026-01-01T00:00:02.000Z","summary":"OLD-SUMMARY","firstKeptEntryId":"a0","tokensBefore":9}`,
+		`{"type":"context_edit","id":"e1","parentId":"c1","timestamp":"2026-01-01T00:00:03.000Z","targetId":"c1","replacement":null}`,
+		message("u1", "e1", "user", "FIRST-QUESTION"),
+		message("a1", "u1", "assistant", "SECRET-ANSWER"),
+		`{"type":"context_edit","id":"e2","parentId":"a1","timestamp":"2026-01-01T00:00:04.000Z","targetId":"a1","replacement":{"content":"REDACTED-ANSWER"}}`,
+		message("u2", "e2", "user", "SECOND-QUESTION"),
+		message("a2", "u2", "assistant", "SECOND-ANSWER"),
+	}
+	ps, fm, cwd := agentSession(t, apiOpenAI, `{"text":["SUMMARY"]}`)
+	path := filepath.Join(cwd, "edited.jsonl")
+	os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	ps.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+	ps.waitFor(`"id":"sw"`)
+	ps.send(`{"id":"c","type":"compact"}`)
+	ps.waitFor(`"id":"c"`)
+	ps.close()
+	asked, _ := json.Marshal(fm.lastRequest())
+	for _, want := range []string{"ZERO-ANSWER", "FIRST-QUESTION", "REDACTED-ANSWER"} {
+		if !strings.Contains(string(asked), want) {
+			t.Errorf("the summary was not asked of %s:\n%s", want, asked)
+		}
+	}
+	for _, gone := range []string{"SECRET-ANSWER", "OLD-SUMMARY"} {
+		if strings.Contains(string(asked), gone) {
+			t.Errorf("the summary was asked of %s, which the context does not hold:\n%s", gone, asked)
+		}
+	}
+}
+
 // contextOfLines is the context of a session file made of lines, as rpi
 // reads it from disk.
 func contextOfLines(t *testing.T, lines []string) []any {

@@ -27,18 +27,6 @@ func contextEdits(entries []*sessionEntry) map[string][]byte {
 	return out
 }
 
-// omitted is the entries whose latest context_edit on path takes them
-// out of the context.
-func omitted(path []*sessionEntry) map[string]bool {
-	out := map[string]bool{}
-	for id, replacement := range contextEdits(path) {
-		if isNull(replacement) {
-			out[id] = true
-		}
-	}
-	return out
-}
-
 func isNull(value []byte) bool { return string(value) == "null" }
 
 // editedMessage is m with the content a context_edit's replacement gives
