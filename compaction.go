@@ -415,15 +415,27 @@ func (s *session) compact(instructions string, done func(compactionResult, error
 	s.compactNow(instructions, done)
 }
 
+// compactNow takes its turn among the session changes (changeSession):
+// it starts once the changes asked for before it are applied, on the
+// session they left, and a change asked for after it waits until it has
+// started, then stops it as it stops a run (a change already waiting
+// then makes it fail as one in progress does). It never compacts a
+// session a change sent after it made current.
 func (s *session) compactNow(instructions string, done func(compactionResult, error)) {
-	if busy := s.holdRuns(); !busy {
+	after, turn := s.takeChangeTurn()
+	if busy := s.holdRuns(); !busy && isClosed(after) {
 		// The plan reads only memory: made now, a too-small session fails
 		// in order, and the compaction starts before the next command.
 		s.startCompaction(instructions, done)
+		close(turn)
 		return
 	}
 	settled := s.abort()
 	s.goBackground(func() {
+		defer close(turn)
+		if after != nil {
+			<-after
+		}
 		if settled != nil {
 			<-settled
 		}

@@ -454,6 +454,79 @@ func TestCompactionSummarisesTheEditedContext(t *testing.T) {
 	}
 }
 
+// TestCompactInOrderWithSessionChanges: compact takes its place among
+// the session changes. Sent during a run just before a switch_session,
+// it compacted, now and then (whichever goroutine came first), the
+// session switched to, which the client never asked to compact; now it
+// fails, answered before the switch. Sent just behind one, it compacts
+// the session switched to. Each case runs a few times, as the first one
+// went either way.
+func TestCompactInOrderWithSessionChanges(t *testing.T) {
+	endToEnd(t)
+	other := strings.Join([]string{
+		`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`,
+		`{"type":"message","id":"b0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"OTHER-ONE","timestamp":1}}`,
+		`{"type":"message","id":"b0000002","parentId":"b0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Other answer."}],"api":"openai-completions","provider":"fake","model":"fake-model","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":2}}`,
+		`{"type":"message","id":"b0000003","parentId":"b0000002","timestamp":"2026-03-16T09:00:03.000Z","message":{"role":"user","content":"OTHER-TWO","timestamp":3}}`,
+	}, "\n") + "\n"
+	answers := func(ps *processSession) (compact, sw map[string]any, compactFirst bool) {
+		for _, rec := range ps.records() {
+			switch rec["id"] {
+			case "c":
+				compact, compactFirst = rec, sw == nil
+			case "sw":
+				sw = rec
+			}
+		}
+		return compact, sw, compactFirst
+	}
+	for i := range 8 {
+		t.Run(fmt.Sprint("compact then switch ", i), func(t *testing.T) {
+			ps, fm, cwd := agentSession(t, apiOpenAI, `{"text":["One."]}
+{"text":["Held."],"holdAt":1}
+{"text":["SUMMARY"]}`)
+			path := filepath.Join(cwd, "other.jsonl")
+			os.WriteFile(path, []byte(other), 0o600)
+			ps.send(`{"id":"p1","type":"prompt","message":"ONE"}`)
+			ps.waitFor(`"agent_settled"`)
+			ps.send(`{"id":"p2","type":"prompt","message":"TWO"}`)
+			fm.waitAsked(t, 2)
+			ps.send(`{"id":"c","type":"compact"}` + "\n" + `{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+			fm.release <- struct{}{}
+			ps.waitFor(`"id":"c"`)
+			ps.waitFor(`"id":"sw"`)
+			ps.close()
+			compact, sw, compactFirst := answers(ps)
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), `"type":"compaction"`) {
+				t.Errorf("a compact sent before switch_session compacted the session switched to:\n%s", b)
+			}
+			if compact["error"] != "A session change is in progress; compact once it is answered." || sw["success"] != true || !compactFirst {
+				t.Errorf("compact then switch_session: %v, then %v (compact answered first: %v)", compact, sw, compactFirst)
+			}
+		})
+	}
+	for i := range 4 {
+		t.Run(fmt.Sprint("switch then compact ", i), func(t *testing.T) {
+			ps, fm, cwd := agentSession(t, apiOpenAI, `{"text":["One."]}
+{"text":["SUMMARY"]}`)
+			path := filepath.Join(cwd, "other.jsonl")
+			os.WriteFile(path, []byte(other), 0o600)
+			ps.send(`{"id":"p1","type":"prompt","message":"ONE"}`)
+			ps.waitFor(`"agent_settled"`)
+			ps.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}` + "\n" + `{"id":"c","type":"compact"}`)
+			ps.waitFor(`"id":"c"`)
+			ps.close()
+			compact, sw, compactFirst := answers(ps)
+			if data, _ := compact["data"].(map[string]any); data["firstKeptEntryId"] != "b0000003" || sw["success"] != true || compactFirst {
+				t.Errorf("switch_session then compact: %v, then %v", sw, compact)
+			}
+			if asked, _ := json.Marshal(fm.lastRequest()); !strings.Contains(string(asked), "OTHER-ONE") {
+				t.Errorf("the summary was not asked of the session switched to:\n%s", asked)
+			}
+		})
+	}
+}
+
 // contextOfLines is the context of a session file made of lines, as rpi
 // reads it from disk.
 func contextOfLines(t *testing.T, lines []string) []any {
