@@ -59,11 +59,10 @@ type conversation struct {
 // fileWrite is one write the file still needs: an entry's line, or the
 // whole file.
 type fileWrite struct {
-	ss       *sessionFile
-	line     []byte
-	whole    []byte
-	checkEnd bool
-	opening  bool // an entry openEntries made (keepOpenEntries)
+	ss      *sessionFile
+	line    []byte
+	whole   []byte
+	opening bool // an entry openEntries made (keepOpenEntries)
 }
 
 // convInfo is what get_state needs of the conversation.
@@ -230,8 +229,7 @@ func (c *conversation) addLineLocked(typ string, fields []entryField) ([]byte, e
 	switch {
 	case ss.path == "":
 	case ss.written:
-		c.queue = append(c.queue, fileWrite{ss: ss, line: line, checkEnd: ss.loaded})
-		ss.loaded = false
+		c.queue = append(c.queue, fileWrite{ss: ss, line: line})
 	case e.startsConversation():
 		// Like pi 1.6, the file appears once the session holds a
 		// conversation: the first prompt is on disk before its answer.
@@ -541,7 +539,7 @@ func (c *conversation) flushLocked() error {
 			if err = c.holdFile(w.ss); err != nil {
 				break // another rpi has the file: it is not written over
 			}
-			if err = appendLine(w.ss.path, w.line, w.checkEnd); err != nil {
+			if err = appendLine(w.ss.path, w.line); err != nil {
 				if c.keepOpenEntries(w, err) {
 					continue
 				}

@@ -220,7 +220,6 @@ type sessionFile struct {
 	header  sessionHeader
 	path    string // "" for an in-memory session (--no-session)
 	written bool   // the file exists and holds every entry so far
-	loaded  bool   // read from an existing file: its end is checked before the first append
 	entries []*sessionEntry
 	byID    map[string]*sessionEntry
 	leaf    string      // the current entry; "" before the first
@@ -444,18 +443,18 @@ func (ss *sessionFile) wholeFile() []byte {
 }
 
 // appendLine appends one line to an existing file with a single write.
-// When the file does not end with "\n" (a crash tore its last line), the
-// torn bytes are dropped first, or, when they are a whole entry, ended.
-func appendLine(path string, line []byte, checkEnd bool) error {
+// When the file does not end with "\n" (a crash tore its last line, rpi's
+// before it read the file or another process's since), the torn bytes
+// are dropped first, or, when they are a whole entry, ended: the line
+// is never glued to them, which would lose it and cut its branch there.
+func appendLine(path string, line []byte) error {
 	f, err := openRegular(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if checkEnd {
-		if err := mendEnd(f); err != nil {
-			return err
-		}
+	if err := mendEnd(f); err != nil {
+		return err
 	}
 	if _, err := f.Write(append(slices.Clip(line), '\n')); err != nil {
 		return err
@@ -473,6 +472,12 @@ func mendEnd(f *os.File) error {
 		return err
 	}
 	size := info.Size()
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], size-1); err != nil && err != io.EOF {
+		return err
+	} else if err == nil && last[0] == '\n' {
+		return nil // the common case: one byte read
+	}
 	const window = 64 << 10
 	for end := size; end > 0; {
 		start := max(end-window, 0)
@@ -558,7 +563,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &sessionFile{path: path, written: true, loaded: true}
+	ss := &sessionFile{path: path, written: true}
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}

@@ -205,6 +205,47 @@ func TestTornLastLineCostsNothing(t *testing.T) {
 	}
 }
 
+// TestTornLineWrittenWhileOpen: another process (pi, which takes no
+// lock) tears the last line of a session file rpi has open, as a crash
+// in the middle of its write does. rpi's next entry was glued to the torn
+// bytes, one malformed line, so that reading the file again lost it and,
+// its children's parent gone, the whole conversation before them. The
+// torn bytes are cut off before every append now, not only the first.
+func TestTornLineWrittenWhileOpen(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["first answer"]}
+{"text":["second answer"]}`, e.agentDir)
+	path := filepath.Join(cwd, "open.jsonl")
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd, "--session", path})
+	ps.send(`{"id":"p1","type":"prompt","message":"first question"}`)
+	ps.waitFor(`"type":"agent_settled"`)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"type":"message","id":"0badc0de","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","mess`)
+	f.Close()
+	ps.send(`{"id":"p2","type":"prompt","message":"second question"}`)
+	waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"type":"agent_settled"`) == 2 })
+	ps.close()
+	ss, err := loadSessionFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range ss.context().messages {
+		switch m := m.(type) {
+		case *userMessage:
+			texts = append(texts, m.Content[0].Text)
+		case *assistantMessage:
+			texts = append(texts, m.text())
+		}
+	}
+	if got := strings.Join(texts, "|"); got != "first question|first answer|second question|second answer" || ss.skipped.n != 0 {
+		t.Errorf("the conversation read again: %q (%d lines skipped)", got, ss.skipped.n)
+	}
+}
+
 // TestHugeSessionLine loads a session whose one line is longer than any
 // input line may be (a 65 MiB message): nothing is dropped.
 func TestHugeSessionLine(t *testing.T) {
