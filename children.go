@@ -538,7 +538,7 @@ func (c *child) hasExited() bool {
 // childEnd is how a short-lived child ended.
 type childEnd struct {
 	ps       *os.ProcessState
-	timedOut bool // its timeout passed
+	timedOut bool // its timeout passed before it exited, and rpi ended it
 	killed   bool // rpi ended it (the timeout, ctx ending) before it exited
 }
 
@@ -578,5 +578,9 @@ func (s *session) runChild(ctx context.Context, cmd *exec.Cmd, timeout time.Dura
 	ps := c.wait()
 	c.release() // the caller's answer is counted as background work
 	stop()
-	return childEnd{ps: ps, timedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), killed: c.killed.Load()}, nil
+	// A timeout that passed only while the output was waited for (a
+	// process the child left in a session of its own holds it) ended
+	// nothing: the child had exited by itself.
+	killed := c.killed.Load()
+	return childEnd{ps: ps, timedOut: killed && errors.Is(ctx.Err(), context.DeadlineExceeded), killed: killed}, nil
 }
