@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // holdOutput leaves a sleep behind in a session of its own that still
@@ -56,4 +60,66 @@ func TestTimeoutAfterTheCommandExited(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAbortCutsOutputHeldByAnEscapee: an aborted bash (the model's, and
+// the user's abort_bash) answers once what its output holds is read,
+// without waiting for a process the command left in a session of its own
+// that still holds that output. rpi waited killGrace (2 s) for it, and
+// read what it wrote meanwhile ("late", a second after the abort).
+func TestAbortCutsOutputHeldByAnEscapee(t *testing.T) {
+	endToEnd(t)
+	// The escapee writes "late" a second after the abort, then holds on.
+	command := func(dir string) string {
+		return `cd ` + dir + `; setsid sh -c 'while [ ! -e aborted ]; do sleep 0.01; done; sleep 1; echo late; exec sleep 300' & p=$!
+for i in $(seq 1000); do
+	[ "$(cut -d' ' -f6 /proc/$p/stat)" = $p ] && break
+	sleep 0.01
+done
+echo escaped $p; touch ready; sleep 300`
+	}
+	// abortOnce waits for the command's ready file, then makes aborted
+	// and aborts.
+	abortOnce := func(t *testing.T, dir string, abort func()) {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		os.WriteFile(filepath.Join(dir, "aborted"), nil, 0o600)
+		abort()
+	}
+	t.Run("the model's bash", func(t *testing.T) {
+		dir := t.TempDir()
+		s := toolServer(t, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go abortOnce(t, dir, cancel)
+		args, _ := json.Marshal(map[string]any{"command": command(dir)})
+		res, _ := s.runTool(ctx, contentBlock{Type: "toolCall", ID: "c", Name: "bash", Arguments: args})
+		text := res.Content[0].Text
+		killEscaped(text)
+		if !strings.Contains(text, "escaped") || strings.Contains(text, "late") || !strings.HasSuffix(text, "Command aborted") {
+			t.Errorf("the aborted bash answered %q; want its output without what came after the abort", text)
+		}
+	})
+	t.Run("the user's bash", func(t *testing.T) {
+		dir := t.TempDir()
+		ps := startSession(t)
+		line, _ := json.Marshal(map[string]any{"id": "b", "type": "bash", "command": command(dir)})
+		ps.send(string(line))
+		abortOnce(t, dir, func() { ps.send(`{"id":"a","type":"abort_bash"}`) })
+		ps.waitFor(`"id":"b"`)
+		for _, rec := range ps.close() {
+			if rec["id"] == "b" {
+				data, _ := rec["data"].(map[string]any)
+				output := data["output"].(string)
+				killEscaped(output)
+				if !strings.Contains(output, "escaped") || strings.Contains(output, "late") || data["cancelled"] != true {
+					t.Errorf("the aborted bash answered %v; want its output without what came after the abort", data)
+				}
+			}
+		}
+	})
 }

@@ -111,6 +111,12 @@ type child struct {
 	// an abort, shutdown): on Windows, where a killed process exits with
 	// code 1 like any failure, only this tells the two apart.
 	killed atomic.Bool
+	// cutNow is closed once rpi has killed the child (kill: an abort, a
+	// timeout): wait then reads what its pipes hold and closes them,
+	// without waiting for a process it left outside its group and
+	// session that still holds them.
+	cutNow  chan struct{}
+	cutOnce sync.Once
 	// mu orders every signal against the reaping. Until reaped is set
 	// the child is at least a zombie (on Linux; see wait), so its pid,
 	// and the group and session it leads, are its own and no other
@@ -212,7 +218,7 @@ func startPipeChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []by
 		}
 		return nil, err
 	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: stdin, pipes: parentEnds, taken: make([]atomic.Int64, len(parentEnds))}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), cutNow: make(chan struct{}), stdin: stdin, pipes: parentEnds, taken: make([]atomic.Int64, len(parentEnds))}
 	c.readers.Add(len(parentEnds))
 	for i := range parentEnds {
 		go guarded(stderr, "reading a child's "+streams[i], func() { c.read(i, streams[i], !opts.answers, onOutput, opts.ended) })()
@@ -235,7 +241,7 @@ func startPTYChild(cmd *exec.Cmd, opts childOptions, onOutput func(string, []byt
 		master.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}, taken: make([]atomic.Int64, 1)}
+	c := &child{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), cutNow: make(chan struct{}), stdin: master, tty: master, pipes: []*os.File{master}, taken: make([]atomic.Int64, 1)}
 	c.readers.Add(1)
 	go guarded(stderr, "reading a child's terminal", func() { c.read(0, "combined", true, onOutput, opts.ended) })()
 	return c, nil
@@ -283,7 +289,8 @@ const readSize = 256 << 10
 // of its process group (nothing a command started outlives it) and waits
 // for the last of its output. A descendant that left the group and still
 // holds a pipe is cut off after killGrace (cutOff: once what the pipe held
-// then is read), or endPipeGrace once rpi ends.
+// then is read), at once when rpi killed the child (kill), or after
+// endPipeGrace once rpi ends.
 // Only then is the child reaped: until that, its pid stays its own (a
 // zombie's), so the kill cannot reach a process that took the pid over.
 // Where the system cannot wait without reaping (waitUnreaped), it is
@@ -309,6 +316,10 @@ func (c *child) wait() *os.ProcessState {
 	}
 	select {
 	case <-done:
+	case <-c.cutNow:
+		if !c.cutOff(done) {
+			cut()
+		}
 	case <-time.After(killGrace):
 		if !c.cutOff(done) {
 			cut()
@@ -494,12 +505,14 @@ func (c *child) killTree() {
 	}
 }
 
-// kill ends the child and its group at once (SIGKILL).
+// kill ends the child and its group at once (SIGKILL), and its output
+// once what its pipes hold is read (cutNow).
 func (c *child) kill() {
 	if !c.hasExited() {
 		c.killed.Store(true)
 	}
 	c.killTree()
+	c.cutOnce.Do(func() { close(c.cutNow) })
 }
 
 // stop ends the child as a session's close or rpi's end does: SIGTERM,
