@@ -123,3 +123,21 @@ echo escaped $p; touch ready; sleep 300`
 		}
 	})
 }
+
+// TestBashToolNamesTheSignal: a command a signal ended is told to the
+// model with the signal's name, as one run in the editor's terminal is:
+// a crash (SIGSEGV) and the kernel's out-of-memory killer (SIGKILL) were
+// both "Command was killed by a signal".
+func TestBashToolNamesTheSignal(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	for command, want := range map[string]string{
+		"ulimit -c 0; kill -SEGV $$": "Command was killed by signal SIGSEGV",
+		"kill -KILL $$":              "Command was killed by signal SIGKILL",
+	} {
+		args, _ := json.Marshal(map[string]any{"command": command})
+		if text, isError := callTool(t, s, "bash", string(args)); !isError || !strings.HasSuffix(text, want) {
+			t.Errorf("%s: error %v, %q; want it to end %q", command, isError, text, want)
+		}
+	}
+}

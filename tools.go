@@ -525,7 +525,11 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 			lineCount(res.Output), out.combined.lines(), res.FullOutputPath)
 		details = map[string]string{"fullOutputPath": res.FullOutputPath}
 	}
-	return c.result(ctx, text, details, &shellEnd{res.Output, code}, end.timedOut, "was killed by a signal")
+	killed := "was killed by a signal"
+	if _, sig := exitStatus(end.ps); sig != 0 {
+		killed = "was killed by signal " + signalName(sig)
+	}
+	return c.result(ctx, text, details, &shellEnd{res.Output, code}, end.timedOut, killed)
 }
 
 // endedElsewhere is the result of a command a commandRunner ran, in the
