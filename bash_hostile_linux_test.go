@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -140,4 +141,52 @@ func TestBashToolNamesTheSignal(t *testing.T) {
 			t.Errorf("%s: error %v, %q; want it to end %q", command, isError, text, want)
 		}
 	}
+}
+
+// TestForkingJobDiesWithItsCommand: a job-control shell's job that forks
+// as fast as it can, in a process group of its own in the command's
+// session, leaves nothing behind once the command is answered. One look
+// through /proc killed what it saw, and what a job forked meanwhile (past
+// where the look was) ran on: now and then several sleeps outlived the
+// answer, until rpi ended.
+func TestForkingJobDiesWithItsCommand(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	args, _ := json.Marshal(map[string]any{"command": `echo $$; set -m; (while :; do (sleep 300) & done) >/dev/null 2>&1 & sleep 0.1`})
+	for range 10 {
+		text, isError := callTool(t, s, "bash", string(args))
+		sid, err := strconv.Atoi(strings.TrimSpace(text))
+		if isError || err != nil {
+			t.Fatalf("the command answered %q", text)
+		}
+		left := sessionMembers(sid)
+		for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = sessionMembers(sid) {
+			time.Sleep(10 * time.Millisecond) // what rpi killed takes a moment to die
+		}
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL) // of this test's command: its session
+		}
+		if len(left) > 0 {
+			t.Fatalf("processes %v of the command's session outlived its answer", left)
+		}
+	}
+}
+
+// sessionMembers are the live processes (not zombies) of session sid but
+// its leader.
+func sessionMembers(sid int) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == sid {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if f := statFields(stat); len(f) > 3 && f[0] != "Z" && f[3] == strconv.Itoa(sid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }

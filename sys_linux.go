@@ -109,19 +109,34 @@ func ioctl(f *os.File, request uintptr, arg unsafe.Pointer) error {
 func killSession(sid int) { killSessions(map[int]bool{sid: true}) }
 
 // killSessions SIGKILLs every process whose session is one of sids but
-// its leader, as killSession does, in one look through /proc.
+// its leader, as killSession does, in one look through /proc — and again
+// while a look finds one not killed before: a job that forks as fast as
+// it can forks while it is killed, and a look has passed the new pid by
+// then. A process that is SIGKILLed forks no more, so each look finds
+// fewer; maxSessionLooks bounds them.
 func killSessions(sids map[int]bool) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || sids[pid] {
-			continue
+	killed := map[int]bool{} // dying ones stay listed, as zombies, for a while
+	for range maxSessionLooks {
+		found := false
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || sids[pid] || killed[pid] {
+				continue
+			}
+			if s, ok := sessionOf(pid); ok && sids[s] {
+				syscall.Kill(pid, syscall.SIGKILL)
+				killed[pid], found = true, true
+			}
 		}
-		if s, ok := sessionOf(pid); ok && sids[s] {
-			syscall.Kill(pid, syscall.SIGKILL)
+		if !found {
+			return
 		}
 	}
 }
+
+// maxSessionLooks is the most looks through /proc killSessions takes.
+const maxSessionLooks = 100
 
 // adoptOrphans makes rpi the child subreaper of its descendants
 // (PR_SET_CHILD_SUBREAPER): a process whose parent ends — one a command
