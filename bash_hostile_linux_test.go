@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -189,4 +190,29 @@ func sessionMembers(sid int) []int {
 		}
 	}
 	return pids
+}
+
+// TestBashToolFullOutputNotSaved: when the full output of a cut command
+// cannot be saved (rpi's temp folder cannot be made), the model is told
+// so, and why, not pointed to a file: it was told "Full output: " and no
+// path.
+func TestBashToolFullOutputNotSaved(t *testing.T) {
+	endToEnd(t)
+	e := newTestEnv(t)
+	e.tmp = filepath.Join(t.TempDir(), "gone")
+	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, runEnv{getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfg, e.env(), newConnection(nil, io.Discard, io.Discard), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.shutdown(false) })
+	text, _ := callTool(t, s, "bash", `{"command":"seq 3000"}`)
+	note := text[strings.LastIndex(text, "\n\n")+2:]
+	if want := "[Showing the last 2000 lines of 3000. The full output could not be saved: "; !strings.HasPrefix(note, want) ||
+		!strings.Contains(note, "no such file or directory") {
+		t.Errorf("the note is %q, want it to start %q and say why", note, want)
+	}
 }

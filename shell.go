@@ -373,6 +373,8 @@ type shellResult struct {
 	Cancelled      bool   `json:"cancelled"`
 	Truncated      bool   `json:"truncated"`
 	FullOutputPath string `json:"fullOutputPath,omitempty"`
+	// fullErr is why the output was cut and no file has all of it.
+	fullErr error
 }
 
 // finish flushes held-back text and builds the result. The full-output
@@ -409,6 +411,9 @@ func (o *shellOutput) finish(exitCode *int, cancelled bool) shellResult {
 		} else {
 			os.Remove(o.full.Name())
 		}
+	}
+	if res.Truncated && res.FullOutputPath == "" {
+		res.fullErr = o.fullErr
 	}
 	return res
 }

@@ -520,10 +520,14 @@ func (c *bashCall) run(ctx context.Context, s *session, call toolRun) (toolResul
 		text = "(no output)"
 	}
 	var details any
-	if res.Truncated {
+	switch {
+	case res.FullOutputPath != "":
 		text += fmt.Sprintf("\n\n[Showing the last %d lines of %d. Full output: %s]",
 			lineCount(res.Output), out.combined.lines(), res.FullOutputPath)
 		details = map[string]string{"fullOutputPath": res.FullOutputPath}
+	case res.Truncated:
+		text += fmt.Sprintf("\n\n[Showing the last %d lines of %d. The full output could not be saved: %v]",
+			lineCount(res.Output), out.combined.lines(), res.fullErr)
 	}
 	killed := "was killed by a signal"
 	if _, sig := exitStatus(end.ps); sig != 0 {
