@@ -216,3 +216,27 @@ func TestBashToolFullOutputNotSaved(t *testing.T) {
 		t.Errorf("the note is %q, want it to start %q and say why", note, want)
 	}
 }
+
+// TestTempFolderMadeAgain: a command that removes rpi's temp folder (a
+// model cleaning up /tmp) does not keep the full output of later cut
+// commands from being saved: rpi makes the folder again. Every later one
+// failed for the rest of rpi's life.
+func TestTempFolderMadeAgain(t *testing.T) {
+	endToEnd(t)
+	s := toolServer(t, nil)
+	fullPath := func() string {
+		text, _ := callTool(t, s, "bash", `{"command":"seq 3000"}`)
+		m := regexp.MustCompile(`Full output: (/\S+)\]$`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no full output in %q", text[strings.LastIndex(text, "\n\n"):])
+		}
+		return m[1]
+	}
+	args, _ := json.Marshal(map[string]string{"command": "rm -r " + filepath.Dir(fullPath())})
+	if text, isError := callTool(t, s, "bash", string(args)); isError {
+		t.Fatal(text)
+	}
+	if _, err := os.Stat(fullPath()); err != nil {
+		t.Error(err)
+	}
+}

@@ -203,7 +203,9 @@ func (tf *tempFiles) keep(path string, size int64) {
 	}
 }
 
-// create makes a new file in rpi's temp folder.
+// create makes a new file in rpi's temp folder, and the folder again
+// when a command removed it (a model cleaning up /tmp): under the same
+// name, which the watchdog knows.
 func (tf *tempFiles) create(pattern string) (*os.File, error) {
 	tf.mu.Lock()
 	defer tf.mu.Unlock()
@@ -217,7 +219,11 @@ func (tf *tempFiles) create(pattern string) (*os.File, error) {
 		tf.dir = dir
 		tf.watchdog.send("d"+dir, tf.stderr)
 	}
-	return os.CreateTemp(tf.dir, pattern)
+	f, err := os.CreateTemp(tf.dir, pattern)
+	if errors.Is(err, fs.ErrNotExist) && os.Mkdir(tf.dir, 0o700) == nil {
+		return os.CreateTemp(tf.dir, pattern)
+	}
+	return f, err
 }
 
 func (tf *tempFiles) removeAll() {
