@@ -464,8 +464,9 @@ func appendLine(path string, line []byte) error {
 
 // mendEnd makes the file end with "\n" before an append: a last line
 // without one is kept (and ended) when it is a whole JSON object, and cut
-// off when it is torn. A byte order mark that starts the file is no part
-// of its first line, as the loader has it (readHeaderLine).
+// off when it is torn (or, unread, longer than maxSessionLineBytes). A
+// byte order mark that starts the file is no part of its first line, as
+// the loader has it (readHeaderLine).
 func mendEnd(f *os.File) error {
 	info, err := f.Stat()
 	if err != nil || info.Size() == 0 {
@@ -479,9 +480,10 @@ func mendEnd(f *os.File) error {
 		return nil // the common case: one byte read
 	}
 	const window = 64 << 10
+	buf := make([]byte, window) // one for the whole look back: the line may be of any length
 	for end := size; end > 0; {
 		start := max(end-window, 0)
-		buf := make([]byte, end-start)
+		buf := buf[:end-start]
 		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
 			return err
 		}
@@ -490,6 +492,12 @@ func mendEnd(f *os.File) error {
 		}
 		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 || start == 0 {
 			lineStart := start + int64(i) + 1
+			if size-lineStart > maxSessionLineBytes {
+				// Longer than a line the loader reads: no entry, and
+				// not read into memory (another process may have made
+				// it of any length since rpi read the file).
+				return f.Truncate(lineStart)
+			}
 			tail := make([]byte, size-lineStart)
 			f.ReadAt(tail, lineStart)
 			if lineStart == 0 {

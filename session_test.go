@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -243,6 +244,38 @@ func TestTornLineWrittenWhileOpen(t *testing.T) {
 	}
 	if got := strings.Join(texts, "|"); got != "first question|first answer|second question|second answer" || ss.skipped.n != 0 {
 		t.Errorf("the conversation read again: %q (%d lines skipped)", got, ss.skipped.n)
+	}
+}
+
+// TestTornLineLongerThanAnyEntry: a last line torn while rpi has the
+// file open may be of any length (another process's, or a hostile
+// one's, grown after rpi read the file): before every append it is cut
+// off without being read into memory once it is longer than a line the
+// loader reads, where rpi read it whole to see whether it was an entry
+// (a 10 GB one: 10 GB of memory). The line here is a 257 MiB hole, no
+// disk written.
+func TestTornLineLongerThanAnyEntry(t *testing.T) {
+	endToEnd(t)
+	path := filepath.Join(t.TempDir(), "torn.jsonl")
+	header := `{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}` + "\n"
+	if err := os.WriteFile(path, []byte(header+`{"type":"message"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(len(header))+maxSessionLineBytes+1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := appendLine(path, []byte(`{"type":"label","id":"a0000001","parentId":null}`))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != header+`{"type":"label","id":"a0000001","parentId":null}`+"\n" {
+		t.Errorf("the file after the append: %.300q", got)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Errorf("the append allocated %d MiB", grew>>20)
 	}
 }
 
