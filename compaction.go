@@ -402,17 +402,24 @@ func collectFiles(a *assistantMessage, d *compactionDetails) {
 // compaction_start and compaction_end. When the session file's last write
 // failed, it is written again first, in the background.
 func (s *session) compact(instructions string, done func(compactionResult, error)) {
+	// Its turn among the session changes is taken now, in order with the
+	// commands around it, not once the file is written.
+	after, turn := s.takeChangeTurn()
 	if s.conv.writeFailed() {
 		s.goBackground(func() {
+			if after != nil {
+				<-after
+			}
 			if err := s.conv.writable(); err != nil {
 				done(compactionResult{}, err)
+				close(turn)
 				return
 			}
-			s.compactNow(instructions, done)
+			s.compactNow(nil, turn, instructions, done)
 		})
 		return
 	}
-	s.compactNow(instructions, done)
+	s.compactNow(after, turn, instructions, done)
 }
 
 // compactNow takes its turn among the session changes (changeSession):
@@ -420,9 +427,9 @@ func (s *session) compact(instructions string, done func(compactionResult, error
 // session they left, and a change asked for after it waits until it has
 // started, then stops it as it stops a run (a change already waiting
 // then makes it fail as one in progress does). It never compacts a
-// session a change sent after it made current.
-func (s *session) compactNow(instructions string, done func(compactionResult, error)) {
-	after, turn := s.takeChangeTurn()
+// session a change sent after it made current. after and turn are its
+// turn (takeChangeTurn).
+func (s *session) compactNow(after <-chan struct{}, turn chan struct{}, instructions string, done func(compactionResult, error)) {
 	if busy := s.holdRuns(); !busy && isClosed(after) {
 		// The plan reads only memory: made now, a too-small session fails
 		// in order, and the compaction starts before the next command.

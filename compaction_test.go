@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -559,5 +560,69 @@ func TestEstimateLeavesOutWhatIsNeverSent(t *testing.T) {
 	withMeta.answerMeta = &answerMeta{ResponseID: "resp_" + strings.Repeat("x", 200), DurationMs: &ms, ThinkingLevel: "high"}
 	if got, want := estimateTokens(&withMeta), estimateTokens(answer); got != want {
 		t.Errorf("an answer with its response fields is estimated at %d tokens, without them %d", got, want)
+	}
+}
+
+// TestCompactAfterAFailedWriteInOrder: compact sent when the session
+// file's last write failed writes the file again first, in the
+// background, and still takes its place among the session changes. It
+// took it only after that write, so a switch_session sent right behind
+// it went first and the compact then compacted the session switched
+// to, which the client never asked to compact.
+func TestCompactAfterAFailedWriteInOrder(t *testing.T) {
+	endToEnd(t)
+	other := strings.Join([]string{
+		`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`,
+		`{"type":"message","id":"b0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"OTHER-ONE","timestamp":1}}`,
+		`{"type":"message","id":"b0000002","parentId":"b0000001","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Other answer."}],"api":"openai-completions","provider":"fake","model":"fake-model","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":2}}`,
+		`{"type":"message","id":"b0000003","parentId":"b0000002","timestamp":"2026-03-16T09:00:03.000Z","message":{"role":"user","content":"OTHER-TWO","timestamp":3}}`,
+	}, "\n") + "\n"
+	for i := range 4 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			ps, _, cwd := agentSession(t, apiOpenAI, `{"text":["One."]}
+{"text":["Two."]}
+{"text":["SUMMARY"]}`)
+			path := filepath.Join(cwd, "other.jsonl")
+			os.WriteFile(path, []byte(other), 0o600)
+			ps.send(`{"id":"p1","type":"prompt","message":"ONE"}`)
+			ps.waitFor(`"agent_settled"`)
+			ps.send(`{"id":"p2","type":"prompt","message":"TWO"}`)
+			waitUntil(t, ps, func(out string) bool { return strings.Count(out, `"agent_settled"`) == 2 })
+			ps.send(`{"id":"st","type":"get_state"}`)
+			ps.waitFor(`"id":"st"`)
+			var file string
+			for _, rec := range ps.records() {
+				if data, _ := rec["data"].(map[string]any); rec["id"] == "st" {
+					file, _ = data["sessionFile"].(string)
+				}
+			}
+			// A folder in its place fails the append and the whole
+			// write; gone again, the next write succeeds.
+			if err := errors.Join(os.Remove(file), os.Mkdir(file, 0o700)); err != nil {
+				t.Fatal(err)
+			}
+			ps.send(`{"id":"n","type":"set_session_name","name":"named"}`)
+			ps.waitFor(`Cannot write the session file`)
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+			ps.send(`{"id":"c","type":"compact"}` + "\n" + `{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+			ps.waitFor(`"id":"c"`)
+			ps.waitFor(`"id":"sw"`)
+			ps.close()
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), `"type":"compaction"`) {
+				t.Errorf("a compact sent before switch_session compacted the session switched to:\n%s", b)
+			}
+			compactFirst := false
+			for _, rec := range ps.records() {
+				if rec["id"] == "c" || rec["id"] == "sw" {
+					compactFirst = rec["id"] == "c"
+					break
+				}
+			}
+			if !compactFirst {
+				t.Errorf("switch_session answered before the compact sent before it")
+			}
+		})
 	}
 }
