@@ -1069,12 +1069,13 @@ func acpCommandsOf(slash []slashCommand) []acpCommand {
 const maxHintArguments = 9
 
 // templateArguments is the hint for a template's arguments: <arg1>
-// <arg2> … for $1 $2 … (up to maxHintArguments), <arguments> for $@,
-// $ARGUMENTS or ${@:N}; "" when it takes none.
+// <arg2> … for $1 $2 … or ${1:-default} … (up to maxHintArguments),
+// <arguments> for $@, $ARGUMENTS, ${@:N} or ${@:-default}; "" when it
+// takes none.
 func templateArguments(body string) string {
 	most, all := 0, false
 	for _, m := range templateArgument.get().FindAllStringSubmatch(body, -1) {
-		if n, err := strconv.Atoi(m[1]); err == nil {
+		if n, err := strconv.Atoi(m[5] + m[1]); err == nil { // $n or ${n:-default}
 			most = max(most, n)
 		} else {
 			all = true

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // slashCommand is one entry of get_commands.
@@ -1003,58 +1004,77 @@ func projectResources(cwd, userAgents string) (prompts, skills, agentsSkills int
 var protectedFiles = []string{"settings.json", "mcp.json", "SYSTEM.md", "APPEND_SYSTEM.md"}
 
 // expandSlash expands a prompt starting with /skill:name or /name (a
-// template); any other text comes back unchanged.
+// template); any other text comes back unchanged. As pi 1.6: a skill's
+// name ends at a space, a template's at any whitespace; /skill:x is the
+// skill x, else a template of that name.
 func (s *session) expandSlash(text string) string {
+	if after, ok := strings.CutPrefix(text, "/skill:"); ok {
+		name, rest, _ := strings.Cut(after, " ")
+		i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Source == "skill" && c.Name == "skill:"+name })
+		if i >= 0 {
+			c := s.set.slashCommands[i]
+			// As pi: the name and path as they are, not quoted or escaped.
+			out := fmt.Sprintf("<skill name=\"%s\" location=\"%s\">\nReferences are relative to %s.\n\n%s\n</skill>",
+				name, c.Path, filepath.Dir(c.Path), c.body)
+			if rest = strings.TrimFunc(rest, jsSpace); rest != "" {
+				out += "\n\n" + rest
+			}
+			return out
+		}
+	}
 	if !strings.HasPrefix(text, "/") {
 		return text
 	}
-	name, rest, _ := strings.Cut(text[1:], " ")
-	name = strings.TrimSpace(name)
-	// As pi: /skill:x is the skill x before any template of that name.
-	i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name && c.Source == "skill" })
-	if i < 0 {
-		i = slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Name == name })
+	name, rest := text[1:], ""
+	if i := strings.IndexFunc(name, jsSpace); i >= 0 {
+		name, rest = name[:i], name[i:]
 	}
-	if i < 0 {
+	i := slices.IndexFunc(s.set.slashCommands, func(c slashCommand) bool { return c.Source == "prompt" && c.Name == name })
+	if name == "" || i < 0 {
 		return text
 	}
-	c := s.set.slashCommands[i]
-	rest = strings.TrimSpace(rest)
-	if c.Source == "skill" {
-		// As pi: the name and path as they are, not quoted or escaped.
-		out := fmt.Sprintf("<skill name=\"%s\" location=\"%s\">\nReferences are relative to %s.\n\n%s\n</skill>",
-			strings.TrimPrefix(c.Name, "skill:"), c.Path, filepath.Dir(c.Path), c.body)
-		if rest != "" {
-			out += "\n\n" + rest
-		}
-		return out
-	}
-	return substituteArgs(c.body, splitArgs(rest))
+	return substituteArgs(s.set.slashCommands[i].body, splitArgs(rest))
 }
 
-// splitArgs splits template arguments like a shell: on spaces and tabs,
-// with "…" and '…' quoting.
+// splitArgs splits template arguments as pi 1.6's parseCommandArgs: on
+// whitespace, with "…" and '…' quoting that opens only at the start of an
+// argument; \" inside "…" (\' inside '…') is the quote itself, and a quote
+// never closed is a character like another, the text after it read again.
 func splitArgs(s string) []string {
 	var args []string
 	var cur strings.Builder
-	quote, inArg := rune(0), false
-	for _, r := range s {
+	var quote byte
+	quoteStart, inArg := 0, false
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		next := i + size
 		switch {
-		case quote != 0 && r == quote:
+		case quote != 0 && s[i] == '\\' && next < len(s) && s[next] == quote:
+			cur.WriteByte(quote)
+			next++
+		case quote != 0 && s[i] == quote:
 			quote = 0
 		case quote != 0:
-			cur.WriteRune(r)
-		case r == '"' || r == '\'':
-			quote, inArg = r, true
-		case r == ' ' || r == '\t':
+			cur.WriteString(s[i:next])
+		case (s[i] == '"' || s[i] == '\'') && !inArg:
+			quote, quoteStart, inArg = s[i], i, true
+		case jsSpace(r):
 			if inArg {
 				args, inArg = append(args, cur.String()), false
 				cur.Reset()
 			}
 		default:
-			cur.WriteRune(r)
+			cur.WriteString(s[i:next])
 			inArg = true
 		}
+		if quote != 0 && next >= len(s) {
+			// Never closed: the quote is a character, and what follows it
+			// is read again as unquoted (at most twice over, once a kind).
+			cur.Reset()
+			cur.WriteByte(quote)
+			quote, next = 0, quoteStart+1
+		}
+		i = next
 	}
 	if inArg {
 		args = append(args, cur.String())
@@ -1062,17 +1082,20 @@ func splitArgs(s string) []string {
 	return args
 }
 
-// templateArgument matches what a template fills with its arguments: $1…$n,
-// ${@:N} and ${@:N:L}, $ARGUMENTS and $@ (compiled at first use).
+// templateArgument matches what a template fills with its arguments, as
+// pi 1.6's: ${N:-default}, ${@:-default} and ${ARGUMENTS:-default}, ${@:N}
+// and ${@:N:L}, $1…$n, $ARGUMENTS and $@ (compiled at first use).
 var templateArgument = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
-	return regexp.MustCompile(`\$(\d+)|\$\{@:(\d+)(?::(\d+))?\}|\$ARGUMENTS|\$@`)
+	return regexp.MustCompile(`\$\{(\d+|ARGUMENTS|@):-([^}]*)\}|\$\{@:(\d+)(?::(\d+))?\}|\$(\d+)|\$ARGUMENTS|\$@`)
 }}
 
 // substituteArgs fills a template as pi does: $1…$n by position (missing
-// ones are empty), ${@:N} with the arguments from the N-th on and ${@:N:L}
+// ones are empty), ${N:-default} by the N-th or, when it is missing or
+// empty, the default (${@:-default} and ${ARGUMENTS:-default} likewise by
+// all of them), ${@:N} with the arguments from the N-th on and ${@:N:L}
 // with L of them, $ARGUMENTS and $@ with all of them, each joined with a
-// space. The template is read once, left to right: text an argument
-// brings in is never expanded again.
+// space. The template is read once, left to right: text an argument or a
+// default brings in is never expanded again.
 func substituteArgs(body string, args []string) string {
 	var out strings.Builder
 	last := 0
@@ -1080,22 +1103,33 @@ func substituteArgs(body string, args []string) string {
 		out.WriteString(body[last:m[0]])
 		last = m[1]
 		switch {
-		case m[2] >= 0: // $n
-			if n, err := strconv.Atoi(body[m[2]:m[3]]); err == nil && n >= 1 && n <= len(args) {
-				out.WriteString(args[n-1])
+		case m[2] >= 0: // ${N:-default}, ${@:-default}, ${ARGUMENTS:-default}
+			value := ""
+			if target := body[m[2]:m[3]]; target == "@" || target == "ARGUMENTS" {
+				value = strings.Join(args, " ")
+			} else if n, err := strconv.Atoi(target); err == nil && n >= 1 && n <= len(args) {
+				value = args[n-1]
 			}
-		case m[4] >= 0: // ${@:N} or ${@:N:L}
+			if value == "" {
+				value = body[m[4]:m[5]]
+			}
+			out.WriteString(value)
+		case m[6] >= 0: // ${@:N} or ${@:N:L}
 			from := len(args) // a start too large for an int is past the end
-			if n, err := strconv.Atoi(body[m[4]:m[5]]); err == nil {
+			if n, err := strconv.Atoi(body[m[6]:m[7]]); err == nil {
 				from = min(max(n-1, 0), len(args)) // ${@:0} starts at the first, as in bash
 			}
 			to := len(args)
-			if m[6] >= 0 {
-				if n, err := strconv.Atoi(body[m[6]:m[7]]); err == nil && n < to-from {
+			if m[8] >= 0 {
+				if n, err := strconv.Atoi(body[m[8]:m[9]]); err == nil && n < to-from {
 					to = from + n
 				}
 			}
 			out.WriteString(strings.Join(args[from:to], " "))
+		case m[10] >= 0: // $n
+			if n, err := strconv.Atoi(body[m[10]:m[11]]); err == nil && n >= 1 && n <= len(args) {
+				out.WriteString(args[n-1])
+			}
 		default: // $ARGUMENTS or $@
 			out.WriteString(strings.Join(args, " "))
 		}

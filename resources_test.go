@@ -40,6 +40,80 @@ func TestTemplateArguments(t *testing.T) {
 	}
 }
 
+// TestTemplateArgumentsAsPi1_6 splits and fills as pi 1.6's
+// parseCommandArgs and substituteArgs do (each want is what pi gave for
+// the same input): ${N:-default}, ${@:-default} and ${ARGUMENTS:-default}
+// take the default when the argument is missing or empty; a quote opens
+// only at the start of an argument, \" inside one is a quote, one never
+// closed is a character; any whitespace (a tab, a line end, U+00A0,
+// U+FEFF) parts arguments.
+func TestTemplateArgumentsAsPi1_6(t *testing.T) {
+	for _, c := range []struct{ body, args, want string }{
+		{"${1:-none}", "", "none"},
+		{"${1:-none}", "x", "x"},
+		{"${@:-all}", "", "all"},
+		{"${ARGUMENTS:-all}", "a b", "a b"},
+		{"${2:-}|", "a", "|"},
+		{"${1:-$2}", "", "$2"},
+		{"${@:-d}|${0:-z}|${1:-}", "  ", "d|z|"},
+		{"${1:-a}b}", "x", "xb}"},
+		{"${@:2:-x}", "a b", "${@:2:-x}"},
+		{"${10}", "a", "${10}"},
+		{"$1|$2", `"a \" b" c`, `a " b|c`},
+		{"$1|$2", `a"b c"`, `a"b|c"`},
+		{"$1|$2", `"abc`, `"abc|`},
+		{"$1|$2|$3", `a "b c`, `a|"b|c`},
+		{"$1|$2", `a "`, `a|"`},
+		{"$1|$2", `"a\"`, `"a\"|`},
+		{"$1|$2", `"a\\" b`, `"a\\"|b`},
+		{"$1|$2", `'a\'b' c`, "a'b|c"},
+		{"$1|$2", `'it''s' x`, "it's'|x"},
+		{"$1|$2", `"" x`, "|x"},
+		{"$1|$2", `x"" y`, `x""|y`},
+		{"$1|$2|$3", "a\tb\nc", "a|b|c"},
+		{"$1|$2", "a\u00a0b c", "a|b"},
+		{"$1|$2", "a\ufeffb", "a|b"},
+		{"$1|$2", "a\u0085b", "a\u0085b|"},
+		{"$1|$2", "\xffa \xfe", "\xffa|\xfe"},
+	} {
+		if got := substituteArgs(c.body, splitArgs(c.args)); got != c.want {
+			t.Errorf("%q with %q: got %q, want %q", c.body, c.args, got, c.want)
+		}
+	}
+}
+
+// TestTemplateNameEndsAtWhitespace: as in pi 1.6, a template's name ends
+// at any whitespace, so "/review" and a line end, then what to review,
+// fills the template; a skill's name ends at a space only, and
+// "/skill:name" and a line end is sent as typed, as pi sends it.
+func TestTemplateNameEndsAtWhitespace(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "skills", "s"), 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts", "r.md"), []byte("[$1][$2]"), 0o644)
+	os.WriteFile(filepath.Join(dir, "skills", "s", "SKILL.md"), []byte("---\ndescription: d\n---\nDo it.\n"), 0o644)
+	var skipped []string
+	s := &session{set: &settings{slashCommands: loadResources(dir, "user", resourceKinds{templates: true, skills: true}, nil, &skipped)}}
+	block := "<skill name=\"s\" location=\"" + filepath.Join(dir, "skills", "s", "SKILL.md") + "\">\nReferences are relative to " +
+		filepath.Join(dir, "skills", "s") + ".\n\nDo it.\n</skill>"
+	for _, c := range []struct{ prompt, want string }{
+		{"/r\nfoo bar", "[foo][bar]"},
+		{"/r\tx", "[x][]"},
+		{"/r  a", "[a][]"},
+		{"/r\n", "[][]"},
+		{"/r", "[][]"},
+		{"/rx", "/rx"},
+		{"/skill:s", block},
+		{"/skill:s  go \n", block + "\n\ngo"},
+		{"/skill:s\n", "/skill:s\n"},
+		{"/skill:s\tgo", "/skill:s\tgo"},
+	} {
+		if got := s.expandSlash(c.prompt); got != c.want {
+			t.Errorf("%q: got %q, want %q", c.prompt, got, c.want)
+		}
+	}
+}
+
 // TestSkillBlockAsPi: /skill:name sends the skill's name and path as they
 // are, as pi does: a path with a backslash (every path on Windows) or a
 // quote came with Go's escapes, the backslashes doubled.
