@@ -90,16 +90,22 @@ func frontMatter(text string) (frontMatterFields, string) {
 	return fields, strings.TrimSpace(body)
 }
 
-// firstLine is a template's description when it has none: its first
-// non-empty line, cut to 60 characters.
+// firstLine is a template's description when it has none, as pi 1.6
+// makes it: its first line that is not blank, as it is, cut to 60 UTF-16
+// units and "..." (before a character the cut would split in two, where
+// pi keeps half of it).
 func firstLine(body string) string {
 	for _, line := range strings.Split(body, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			if len(line) > 60 {
-				return line[:60] + "..."
-			}
-			return line
+		if strings.TrimFunc(line, jsSpace) == "" {
+			continue
 		}
+		units := 0
+		for i, r := range line {
+			if units += utf16Len(string(r)); units > 60 {
+				return line[:i] + "..."
+			}
+		}
+		return line
 	}
 	return ""
 }
@@ -611,7 +617,7 @@ func readCommandFile(path, location string, skipped *[]string) (string, bool) {
 		*skipped = append(*skipped, location+" resource "+resourceError(path, err))
 		return "", false
 	}
-	return string(data), true
+	return withoutBOM(data), true // as pi, which strips it before reading front matter
 }
 
 // appendTemplate adds the template in path to out: named after its file,

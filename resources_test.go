@@ -114,6 +114,52 @@ func TestTemplateNameEndsAtWhitespace(t *testing.T) {
 	}
 }
 
+// TestTemplateDescriptionAsPi1_6: a template without a description is
+// described by its first line that is not blank, as it is (its leading
+// spaces kept), cut at 60 UTF-16 units, as pi 1.6 does it (each want is
+// pi's); the cut was at 60 bytes, so that a line in Chinese was cut at a
+// third of what pi shows, and one that is neither split a character in
+// two. A template or skill file that starts with a byte order mark has
+// its front matter read, as pi strips the mark; it was sent whole, front
+// matter and all, and the skill was skipped for having no description.
+func TestTemplateDescriptionAsPi1_6(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "skills", "s"), 0o755)
+	files := map[string]string{
+		"bom":   "\ufeff---\ndescription: from front\n---\nBody $1",
+		"ind":   "\n   indented first line\n",
+		"cjk":   "这是一个很长的中文描述用于测试截断是否按照字符而不是字节进行计算的情况",
+		"mix":   strings.Repeat("a", 59) + "é and more",
+		"emoji": strings.Repeat("a", 59) + "😀 and more",
+	}
+	for name, text := range files {
+		os.WriteFile(filepath.Join(dir, "prompts", name+".md"), []byte(text), 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "skills", "s", "SKILL.md"), []byte("\ufeff---\nname: s\ndescription: bomskill\n---\nDo."), 0o644)
+	var skipped []string
+	commands := loadResources(dir, "user", resourceKinds{templates: true, skills: true}, nil, &skipped)
+	got := map[string]string{}
+	for _, c := range commands {
+		got[c.Name] = c.Description + " | " + c.body
+	}
+	for name, want := range map[string]string{
+		"bom":     "from front | Body $1",
+		"ind":     "   indented first line | \n   indented first line\n",
+		"cjk":     files["cjk"] + " | " + files["cjk"],
+		"mix":     strings.Repeat("a", 59) + "é... | " + files["mix"],
+		"emoji":   strings.Repeat("a", 59) + "... | " + files["emoji"], // pi's ends with half the emoji
+		"skill:s": "bomskill | Do.",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: got %q, want %q", name, got[name], want)
+		}
+	}
+	if len(skipped) > 0 {
+		t.Errorf("skipped %q", skipped)
+	}
+}
+
 // TestSkillBlockAsPi: /skill:name sends the skill's name and path as they
 // are, as pi does: a path with a backslash (every path on Windows) or a
 // quote came with Go's escapes, the backslashes doubled.
