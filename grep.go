@@ -209,6 +209,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	// order.
 	jobs, inOrder := make(chan *grepBatch, 16), make(chan *grepBatch, 16)
 	var walkErr error
+	var ignoresCut bool
 	var wg sync.WaitGroup
 	var panicked helperPanic
 	wg.Go(func() {
@@ -231,7 +232,7 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 			}
 			return true
 		}
-		walkErr = walk(search, c.abs, func(rel, path string, isDir, link bool) bool {
+		ignoresCut, walkErr = walk(search, c.abs, func(rel, path string, isDir, link bool) bool {
 			// A symlink is passed over, as ripgrep does without --follow:
 			// it may lead out of the project.
 			if isDir || link || c.globRe != nil && !c.globRe.MatchString(rel) && !c.globRe.MatchString(filepath.Base(rel)) {
@@ -296,6 +297,9 @@ func (c *grepCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	var after []string
 	if linesCut {
 		after = append(after, fmt.Sprintf("Some lines truncated to %d chars. Use read tool to see full lines", maxGrepShown))
+	}
+	if ignoresCut {
+		after = append(after, ignoresCutNote)
 	}
 	return listResult(out, "No matches found", cut,
 		fmt.Sprintf("%d matches limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit), after...), nil

@@ -510,11 +510,25 @@ type ignoreRule struct {
 	prefix   string // the path from the .gitignore's folder to the walk's root, with a final /; "" for the root's own
 }
 
+// maxToolIgnoreRules bounds the rules grep and find read from the
+// .gitignore files of one walk, as maxIgnoreRuleBytes each rule and
+// maxIgnoreBytes the files all told: a project's .gitignore may be any
+// file, and each rule is a regexp every entry is tested against (1 MiB
+// of short rules was 140,000 of them, 216 MiB, at every call). Past them
+// the rest are not followed, and the result says so.
+const maxToolIgnoreRules = 4096
+
+// ignoresCutNote ends a grep or find result whose walk left rules unread
+// (maxToolIgnoreRules, maxIgnoreRuleBytes, maxIgnoreBytes as formatSize
+// writes it).
+const ignoresCutNote = "Rules of .gitignore files past the first 4096, longer than 1024 bytes, or past 1.0MB of them were not followed"
+
 // loadIgnores reads the .gitignore of root and, when root is in a git
 // repository, those of the folders above it up to the repository's top
 // (the folder that holds .git), as git and ripgrep take them: a search
-// of a subfolder skips what the project's .gitignore lists.
-func loadIgnores(root string) []ignoreRule {
+// of a subfolder skips what the project's .gitignore lists. cut says
+// rules were left unread (maxToolIgnoreRules and the bounds with it).
+func loadIgnores(root string) (rules []ignoreRule, cut bool) {
 	var above []string // the folders above root, up to the repository's top
 	for dir := root; ; {
 		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
@@ -527,27 +541,36 @@ func loadIgnores(root string) []ignoreRule {
 		}
 		above, dir = append(above, parent), parent
 	}
-	rules := loadIgnore(root, "")
+	read := 0 // the bytes of .gitignore files read (maxIgnoreBytes)
+	rules, cut = loadIgnore(root, "", nil, &read)
 	for _, dir := range above {
 		rel, err := filepath.Rel(dir, root)
 		if err == nil {
-			rules = append(rules, loadIgnore(dir, filepath.ToSlash(rel)+"/")...)
+			var c bool
+			rules, c = loadIgnore(dir, filepath.ToSlash(rel)+"/", rules, &read)
+			cut = cut || c
 		}
 	}
-	return rules
+	return rules, cut
 }
 
-// loadIgnore reads the .gitignore in dir (negations are not supported),
-// its rules for the walk's root at prefix below it.
-func loadIgnore(dir, prefix string) []ignoreRule {
-	data, err := readRegularFile(filepath.Join(dir, ".gitignore"), 1<<20)
+// loadIgnore adds to rules those of the .gitignore in dir (negations are
+// not supported), for the walk's root at prefix below it, within the
+// bounds; cut says some were left.
+func loadIgnore(dir, prefix string, rules []ignoreRule, read *int) ([]ignoreRule, bool) {
+	data, err := readIgnoreFile(filepath.Join(dir, ".gitignore"), maxIgnoreBytes-*read)
 	if err != nil {
-		return nil
+		return rules, err == errIgnoreBytes
 	}
-	var rules []ignoreRule
+	*read += len(data)
+	cut := false
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+			continue
+		}
+		if len(rules) >= maxToolIgnoreRules || len(line) > maxIgnoreRuleBytes {
+			cut = true
 			continue
 		}
 		rule := ignoreRule{dirOnly: strings.HasSuffix(line, "/"), prefix: prefix}
@@ -558,7 +581,7 @@ func loadIgnore(dir, prefix string) []ignoreRule {
 			rules = append(rules, rule)
 		}
 	}
-	return rules
+	return rules, cut
 }
 
 func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
@@ -581,25 +604,27 @@ func ignoredBy(rules []ignoreRule, rel string, isDir bool) bool {
 // followed. fn returns false to stop; an ended ctx stops it too.
 // A root that is a file the tools do not open (a FIFO, a device, a file
 // of /proc, one that cannot be read) is an error that says why.
-func walk(ctx context.Context, root string, fn func(rel, path string, isDir, link bool) bool) error {
+// ignoresCut says rules of the .gitignore files were not followed
+// (loadIgnores' bounds).
+func walk(ctx context.Context, root string, fn func(rel, path string, isDir, link bool) bool) (ignoresCut bool, err error) {
 	given := root
 	if resolved, err := filepath.EvalSymlinks(root); err == nil {
 		root = resolved // a symlink to a directory is walked as that directory
 	}
 	info, err := os.Stat(root)
 	if err != nil {
-		return fmt.Errorf("Path not found: %s", root)
+		return false, fmt.Errorf("Path not found: %s", root)
 	}
 	if !info.IsDir() {
 		f, err := openRegular(root, os.O_RDONLY, 0)
 		if err != nil {
-			return fileError("search", given, err)
+			return false, fileError("search", given, err)
 		}
 		f.Close()
 		fn(filepath.Base(given), root, false, false) // named as it was given: not where a symlink leads
-		return nil
+		return false, nil
 	}
-	rules := loadIgnores(root)
+	rules, ignoresCut := loadIgnores(root)
 	stop := errors.New("stop")
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || path == root {
@@ -626,11 +651,11 @@ func walk(ctx context.Context, root string, fn func(rel, path string, isDir, lin
 	})
 	switch {
 	case err == stop:
-		return nil
+		return ignoresCut, nil
 	case ctx.Err() != nil:
-		return errors.New("Operation aborted")
+		return ignoresCut, errors.New("Operation aborted")
 	}
-	return err
+	return ignoresCut, err
 }
 
 // headLines keeps whole lines from the start: at most maxLines lines and
@@ -729,7 +754,7 @@ func (c *findCall) describe() (string, string) {
 func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, error) {
 	var found []string
 	cut := false
-	err := walk(ctx, c.abs, func(rel, _ string, isDir, _ bool) bool {
+	ignoresCut, err := walk(ctx, c.abs, func(rel, _ string, isDir, _ bool) bool {
 		subject := rel
 		if c.byName {
 			subject = filepath.Base(rel)
@@ -750,6 +775,10 @@ func (c *findCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, 
 	if err != nil {
 		return toolResult{}, err
 	}
+	var after []string
+	if ignoresCut {
+		after = append(after, ignoresCutNote)
+	}
 	return listResult(found, "No files found matching pattern", cut,
-		fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit)), nil
+		fmt.Sprintf("%d results limit reached. Use limit=%d for more, or refine pattern", c.limit, 2*c.limit), after...), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,5 +167,39 @@ func TestGrepCutsLongLinesByCharacters(t *testing.T) {
 		if got, isError := callTool(t, s, "grep", `{"pattern":"needle","path":"`+tt.path+`"}`); got != tt.want || isError {
 			t.Errorf("grep in %s: got %q (isError %v), want %q", tt.path, got, isError, tt.want)
 		}
+	}
+}
+
+// TestToolIgnoresBounded: grep and find follow at most maxToolIgnoreRules
+// rules of the .gitignore files they read (the walk's root's and those
+// above it in its repository), none longer than maxIgnoreRuleBytes, and
+// say so when rules were left: a project's .gitignore of 1 MiB of short
+// rules was read whole by every call, 140,000 regexps and 216 MiB each
+// time, and once more for each folder above the root that held one.
+func TestToolIgnoresBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range maxToolIgnoreRules + 10 {
+		fmt.Fprintf(&b, "nothing%d\n", i)
+	}
+	b.WriteString("secret.txt\n")
+	s := toolServer(t, map[string]string{".gitignore": b.String(), "secret.txt": "key", "kept.txt": "key"})
+	if rules, cut := loadIgnores(s.set.cwd); len(rules) > maxToolIgnoreRules || !cut {
+		t.Errorf("%d rules read (cut %v), want at most %d", len(rules), cut, maxToolIgnoreRules)
+	}
+	note := fmt.Sprintf("[Rules of .gitignore files past the first %d, longer than %d bytes, or past %s of them were not followed]",
+		maxToolIgnoreRules, maxIgnoreRuleBytes, formatSize(maxIgnoreBytes))
+	for tool, args := range map[string]string{"find": `{"pattern":"*.txt"}`, "grep": `{"pattern":"key"}`} {
+		got, _ := callTool(t, s, tool, args)
+		if !strings.Contains(got, "secret.txt") || !strings.HasSuffix(got, "\n\n"+note) {
+			t.Errorf("%s: %q, want secret.txt found and the note", tool, got)
+		}
+	}
+	os.WriteFile(filepath.Join(s.set.cwd, ".gitignore"), []byte("secret.txt\n"+strings.Repeat("x", maxIgnoreRuleBytes+1)+"\n"), 0o644)
+	if got, _ := callTool(t, s, "find", `{"pattern":"*.txt"}`); got != "kept.txt\n\n"+note {
+		t.Errorf("find with a long rule: %q", got)
+	}
+	os.WriteFile(filepath.Join(s.set.cwd, ".gitignore"), []byte("secret.txt\n"), 0o644)
+	if got, _ := callTool(t, s, "find", `{"pattern":"*.txt"}`); got != "kept.txt" {
+		t.Errorf("find with a short .gitignore: %q", got)
 	}
 }
