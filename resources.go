@@ -141,6 +141,8 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 	}
 	shadowed := shadowedContextFile(cwd)
 	seen := map[string]bool{}
+	var over []string // the files past maxContextBytes, not read
+	total := 0
 	for _, dir := range dirs {
 		if seen[dir] {
 			continue
@@ -153,6 +155,13 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 					break // the worktree's own file stands in for it
 				}
 			}
+			if len(over) > 0 { // the rest are not read: is there one?
+				if _, err := os.Stat(path); err == nil {
+					over = append(over, path)
+					break
+				}
+				continue
+			}
 			data, err := readRegularFile(path, maxResourceBytes)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -161,12 +170,31 @@ func loadContextFiles(agentDir, cwd string, more ...string) (files []contextFile
 				skipped = append(skipped, "context file "+resourceError(path, err))
 				continue
 			}
+			if total+len(data) > maxContextBytes {
+				over = append(over, path)
+				break
+			}
+			total += len(data)
 			files = append(files, contextFile{path, withoutBOM(data)})
 			break
 		}
 	}
+	if len(over) > 0 {
+		which, before := over[0], "it"
+		if len(over) > 1 {
+			which, before = fmt.Sprintf("%s and the %d after it", over[0], len(over)-1), "them"
+		}
+		skipped = append(skipped, fmt.Sprintf("context file %s: the context files before %s hold %s, and rpi reads at most %s of them",
+			which, before, formatSize(total), formatSize(maxContextBytes)))
+	}
 	return files, skipped
 }
+
+// maxContextBytes bounds the context files read, all told: each may hold
+// maxResourceBytes, and a project may nest its folders as deep as a path
+// goes, each with the same file (which git stores once); they are all
+// held, and sent with every request.
+const maxContextBytes = 8 << 20
 
 // shadowedContextFile is, as in pi 1.6, the main checkout's context file
 // that the own one of a linked worktree inside it stands in for (a

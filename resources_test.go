@@ -575,6 +575,31 @@ func fillFolder(t *testing.T, dir string, n int) {
 // CLAUDE.md of its own folder only (the agent dir's and the other
 // folders' are still read); a name that is no regular file is named in
 // the notes and the folder's next name is taken; a byte order mark is
+// TestContextFilesBounded: the context files are read up to
+// maxContextBytes in all, the agent directory's and those nearest the
+// root first; the rest are named in one warning. A project of folders
+// nested 2,000 deep, each with the same 1 MiB AGENTS.md (which git stores
+// once), made rpi hold 2 GiB and send all of it with every request.
+func TestContextFilesBounded(t *testing.T) {
+	agentDir, dir := t.TempDir(), t.TempDir()
+	writeTestFile(t, filepath.Join(agentDir, "AGENTS.md"), "user rules")
+	big := strings.Repeat("a", maxResourceBytes-1)
+	var paths []string
+	for range 10 {
+		dir = filepath.Join(dir, "d")
+		paths = append(paths, filepath.Join(dir, "AGENTS.md"))
+		writeTestFile(t, paths[len(paths)-1], big)
+	}
+	files, skipped := loadContextFiles(agentDir, dir)
+	if len(files) != 8 || files[0].content != "user rules" || files[7].path != paths[6] {
+		t.Errorf("%d files read, the last %s", len(files), files[len(files)-1].path)
+	}
+	want := "context file " + paths[7] + " and the 2 after it: the context files before them hold 7.0MB, and rpi reads at most 8.0MB of them"
+	if !slices.Equal(skipped, []string{want}) {
+		t.Errorf("skipped %q\nwant %q", skipped, want)
+	}
+}
+
 // not part of the text.
 func TestContextFileNames(t *testing.T) {
 	agentDir, root := t.TempDir(), t.TempDir()
