@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -239,4 +241,65 @@ func TestTempFolderMadeAgain(t *testing.T) {
 	if _, err := os.Stat(fullPath()); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestKillSessionsKillsAPidTakenAgain: a process of a session that is
+// killed, reaped, and whose pid a process the job forks then takes (a
+// fork bomb takes every free pid; pid_max is often 32768) is killed by
+// the next look: it was passed over as one killed before, and, found
+// by no look, it outlived the command. The pid is made to be taken again
+// through ns_last_pid, which only root may write.
+func TestKillSessionsKillsAPidTakenAgain(t *testing.T) {
+	endToEnd(t)
+	leader := exec.Command("bash", "-c", `while read l; do sleep 300 & echo $!; done`)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, _ := leader.StdinPipe()
+	outPipe, _ := leader.StdoutPipe()
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sid := leader.Process.Pid
+	t.Cleanup(func() {
+		for _, pid := range sessionMembers(sid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		leader.Process.Kill()
+		leader.Wait()
+	})
+	out := bufio.NewReader(outPipe)
+	fork := func() int {
+		io.WriteString(in, "\n")
+		line, err := out.ReadString('\n')
+		pid, _ := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || pid == 0 {
+			t.Fatalf("the leader answered %q, %v", line, err)
+		}
+		return pid
+	}
+	sids := map[int]bool{sid: true}
+	killed := map[int]string{}
+	for range 20 {
+		first := fork()
+		if !killSessionsLook(sids, killed) {
+			t.Fatal("the first look found nothing")
+		}
+		for deadline := time.Now().Add(5 * time.Second); processAlive(first) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond) // bash reaps it
+		}
+		if os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(first-1)), 0) != nil {
+			t.Skip("cannot choose the next pid (ns_last_pid) here")
+		}
+		if again := fork(); again != first {
+			continue // another process took it first
+		}
+		killSessionsLook(sids, killed)
+		for deadline := time.Now().Add(5 * time.Second); len(sessionMembers(sid)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond) // what was killed takes a moment to die
+		}
+		if left := sessionMembers(sid); len(left) > 0 {
+			t.Fatalf("process %v, on a pid killed before, outlived the look", left)
+		}
+		return
+	}
+	t.Skip("the pid was taken by another process each time")
 }

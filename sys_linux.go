@@ -115,24 +115,56 @@ func killSession(sid int) { killSessions(map[int]bool{sid: true}) }
 // then. A process that is SIGKILLed forks no more, so each look finds
 // fewer; maxSessionLooks bounds them.
 func killSessions(sids map[int]bool) {
-	killed := map[int]bool{} // dying ones stay listed, as zombies, for a while
+	killed := map[int]string{} // dying ones stay listed, as zombies, for a while
 	for range maxSessionLooks {
-		found := false
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || sids[pid] || killed[pid] {
-				continue
-			}
-			if s, ok := sessionOf(pid); ok && sids[s] {
-				syscall.Kill(pid, syscall.SIGKILL)
-				killed[pid], found = true, true
-			}
-		}
-		if !found {
+		if !killSessionsLook(sids, killed) {
 			return
 		}
 	}
+}
+
+// killSessionsLook is one look of killSessions: it kills each process of
+// sids (but their leaders) and says whether it found one not in killed,
+// which holds each pid's start time. A pid killed, reaped and taken again
+// by a process the job forked (a fork bomb takes every free pid) is that
+// new process: killed again, and found when it started at another time
+// (a start time counts clock ticks: one in the same tick is killed, not
+// found). Only a zombie, dead already, is passed over.
+func killSessionsLook(sids map[int]bool, killed map[int]string) (found bool) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || sids[pid] {
+			continue
+		}
+		if s, ok := sessionOf(pid); !ok || !sids[s] {
+			continue
+		}
+		start, seen := killed[pid]
+		now, zombie := startTime(pid)
+		if seen && start == now && zombie {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		if !seen || start != now {
+			killed[pid], found = now, true
+		}
+	}
+	return found
+}
+
+// startTime is when process pid started (the 22nd field of
+// /proc/<pid>/stat), as it is written there, and whether it is a zombie;
+// "" when it is gone.
+func startTime(pid int) (start string, zombie bool) {
+	stat, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", true
+	}
+	if fields := statFields(stat); len(fields) > 19 {
+		return fields[19], fields[0] == "Z" || fields[0] == "X"
+	}
+	return "", true
 }
 
 // maxSessionLooks is the most looks through /proc killSessions takes.
