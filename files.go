@@ -249,6 +249,16 @@ func resolvePath(dir, path string) string {
 	return filepath.Join(dir, path)
 }
 
+// sessionPathIn resolves a path naming a session file or folder
+// (switch_session's sessionPath, --session, --fork, --session-dir, a
+// hello's session) as pi 1.6's resolvePath does: a leading ~, alone or
+// before a separator, is the home folder (when rpi knows one), and a
+// relative path is taken from dir.
+func sessionPathIn(dir, home, path string) string {
+	expanded, _ := expandTilde(path, home) // no home: the ~ stays, as it does for a tool's path
+	return resolvePath(dir, expanded)
+}
+
 // maxResourceBytes caps every file rpi reads at startup (settings,
 // models.json, context files, templates, skills): a larger one is skipped
 // with a warning.

@@ -739,7 +739,9 @@ func loadHostSettings(cfg cliConfig, env runEnv) (*hostSettings, error) {
 	if notice != "" {
 		set.notices = append(set.notices, notice)
 	}
-	if cfg.sessionDir == "" {
+	if cfg.sessionDir != "" { // --session-dir ~/x, as pi 1.6 takes it (a shell leaves --session-dir=~/x as it is)
+		set.cfg.sessionDir = sessionPathIn(cfg.cwd, home, cfg.sessionDir)
+	} else {
 		var notices []string
 		set.cfg.sessionDir, notices = sessionDirSetting(cfg, user, userPath, home, env.getenv, set.projectTrust(cfg.cwd).trusted)
 		set.notices = append(set.notices, notices...)

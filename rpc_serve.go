@@ -627,7 +627,7 @@ func (c *servedRPC) switchApart(path string) (data any, ok bool, err error) {
 // liveStage is the stage of the session live in the host whose file is
 // path (relative to the session's cwd), and that session's id; or nil.
 func (c *servedRPC) liveStage(path string) (*stage, string) {
-	return c.sh.liveStageAt(resolvePath(c.srv.set.cwd, path))
+	return c.sh.liveStageAt(sessionPathIn(c.srv.set.cwd, c.srv.set.home, path))
 }
 
 // switchAway is switch_session apart from the connection's session: to
@@ -649,7 +649,7 @@ func (c *servedRPC) switchAway(path string) (any, error) {
 		}
 		return notCancelled, nil
 	}
-	path = resolvePath(c.srv.set.cwd, path)
+	path = sessionPathIn(c.srv.set.cwd, c.srv.set.home, path)
 	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, errSessionNotFound(path)
 	}

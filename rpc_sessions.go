@@ -122,7 +122,7 @@ func (s *rpcServer) sessionDeleteCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	path = resolvePath(s.set.cwd, path)
+	path = sessionPathIn(s.set.cwd, s.set.home, path)
 	store, current := s.sessionStore(), s.conv.info().path
 	s.answerLater(r.typ, s.replyTo(r), func() (any, error) {
 		// Once the writes queued are done: a session just left is let go

@@ -465,7 +465,7 @@ func (sh *serveHost) findSessionFile(o *sessionOptions, cfg cliConfig) error {
 		}
 		o.file = path
 	}
-	o.file = resolvePath(o.cwd, o.file)
+	o.file = sessionPathIn(o.cwd, sh.h.set.home, o.file)
 	return nil
 }
 

@@ -48,7 +48,7 @@ func (s *session) openConversation(o sessionOptions) (_ *conversation, err error
 	case cfg.noSession:
 		ss = newSessionFile(now, o.id, cwd, "", "", "", true) // --session-id's id, as pi's in-memory session
 	case o.file != "":
-		path := resolvePath(cwd, o.file)
+		path := sessionPathIn(cwd, s.set.home, o.file)
 		if _, err := os.Lstat(path); err == nil {
 			loaded, hold, err := openSessionFileOrEmpty(s.ctx, path, s.lockWait())
 			emptyFile = isEmptySessionFile(err) && o.startInEmpty
@@ -109,7 +109,7 @@ func (s *session) openConversation(o sessionOptions) (_ *conversation, err error
 			if o.id != "" && sessionFileWithID(s.dir, o.id, shared) != "" {
 				return nil, fmt.Errorf("Session already exists with id '%s'", o.id)
 			}
-			path := resolvePath(cwd, o.forkFrom)
+			path := sessionPathIn(cwd, s.set.home, o.forkFrom)
 			if o.forkAll {
 				var err error
 				if path, err = s.forkSource(cwd, o.forkFrom); err != nil {
@@ -198,7 +198,7 @@ func sessionFileWithID(dir, id, cwd string) string {
 // project's (sessionByID).
 func (s *session) forkSource(cwd, arg string) (string, error) {
 	if sessionArgIsPath(arg) {
-		return resolvePath(cwd, arg), nil
+		return sessionPathIn(cwd, s.set.home, arg), nil
 	}
 	row, _, err := sessionByID(s.ctx, s.sessionStore(), arg, cwd)
 	return row.Path, err
@@ -342,7 +342,7 @@ func (s *session) newSession(parent string, asker changeAsker, done func(error))
 // read in the background; a missing or invalid file fails and the current
 // conversation stays as it was. asker and done as in newSession.
 func (s *session) switchSession(path string, asker changeAsker, done func(error)) {
-	path = resolvePath(s.set.cwd, path)
+	path = sessionPathIn(s.set.cwd, s.set.home, path)
 	cleared, used, restore := false, false, ""
 	var loaded *sessionFile
 	var loops loopsRead

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSessionPathsTildeAsPi1_6: a leading ~ in switch_session's
+// sessionPath, in --session FILE, --fork FILE and --session-dir is the
+// home folder, as pi 1.6's resolvePath takes it; rpi took it for a
+// folder named "~" in the working directory.
+func TestSessionPathsTildeAsPi1_6(t *testing.T) {
+	e := newTestEnv(t)
+	cwd := t.TempDir()
+	header := func(id string) []byte {
+		return []byte(`{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n" +
+			`{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}` + "\n")
+	}
+	os.WriteFile(filepath.Join(e.home, "s.jsonl"), header("1a2b3c4d-0000-4000-8000-0000000000aa"), 0o644)
+	os.Mkdir(filepath.Join(e.home, "sd"), 0o755)
+	os.WriteFile(filepath.Join(e.home, "sd", "t.jsonl"), header("1a2b3c4d-0000-4000-8000-0000000000bb"), 0o644)
+
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", cwd})
+	ps.send(`{"id":"sw","type":"switch_session","sessionPath":"~/s.jsonl"}`)
+	ps.waitFor(`"id":"sw"`)
+	ps.close()
+	if out := string(ps.out.bytes()); !strings.Contains(out, `"id":"sw","type":"response","command":"switch_session","success":true`) {
+		t.Errorf("switch_session ~/s.jsonl:\n%s", out)
+	}
+
+	for _, args := range [][]string{{"--session", "~/s.jsonl"}, {"--fork", "~/s.jsonl"}} {
+		var out syncBuffer
+		runRPI(t, e, append([]string{"rpc", "--cwd", cwd}, args...), strings.NewReader(`{"id":"m","type":"get_messages"}`+"\n"), &out)
+		if out := out.String(); !strings.Contains(out, `"text":"hi"`) {
+			t.Errorf("%s did not open the home folder's file:\n%.2000s", args, out)
+		}
+	}
+
+	var out syncBuffer
+	runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session-dir", "~/sd"}, strings.NewReader(`{"id":"l","type":"session_list","scope":"all_projects"}`+"\n"), &out)
+	if out := out.String(); !strings.Contains(out, `0000000000bb`) {
+		t.Errorf("--session-dir ~/sd did not list the home folder's sd:\n%.2000s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(cwd, "~")); err == nil {
+		t.Errorf("a folder named ~ was made in the working directory")
+	}
+}
