@@ -279,9 +279,16 @@ func newSessionFile(now time.Time, id, cwd, dir, path, parent string, inMemory b
 }
 
 // defaultSessionDir is pi's session folder for a cwd: the path without
-// its leading slash, with /, \ and : turned into -.
+// its first character when that is / or \ (one only: a Windows UNC path's
+// second backslash is a -, as in pi 1.6), with /, \ and : turned into -.
 func defaultSessionDir(agentDir, cwd string) string {
-	safe := strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(strings.TrimLeft(cwd, "/\\"))
+	if cwd != "" {
+		cwd = filepath.Clean(cwd) // as pi's resolvePath has it (//x is /x on Unix)
+	}
+	if cwd != "" && (cwd[0] == '/' || cwd[0] == '\\') {
+		cwd = cwd[1:]
+	}
+	safe := strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(cwd)
 	return filepath.Join(agentDir, "sessions", "--"+safe+"--")
 }
 

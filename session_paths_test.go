@@ -47,3 +47,21 @@ func TestSessionPathsTildeAsPi1_6(t *testing.T) {
 		t.Errorf("a folder named ~ was made in the working directory")
 	}
 }
+
+// TestDefaultSessionDirAsPi1_6: a working directory's session folder is
+// named as pi 1.6's getDefaultSessionDirPath names it, which drops one
+// leading / or \ only: a Windows UNC path (\\server\share\proj) keeps a
+// '-' for its second backslash, so that rpi and pi keep that
+// directory's sessions in one folder. rpi dropped every leading slash.
+func TestDefaultSessionDirAsPi1_6(t *testing.T) {
+	for cwd, want := range map[string]string{
+		"/home/me/project":    "--home-me-project--",
+		`\\server\share\proj`: "---server-share-proj--",
+		`C:\Users\me`:         "--C--Users-me--",
+		"/srv/a:b":            "--srv-a-b--",
+	} {
+		if got := filepath.Base(defaultSessionDir("/agent", cwd)); got != want {
+			t.Errorf("the session folder of %s is %s, want %s (pi 1.6's)", cwd, got, want)
+		}
+	}
+}
