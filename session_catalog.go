@@ -209,6 +209,26 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	return row, true
 }
 
+// readSessionHeaderAt reads the header of the session file at path as
+// the session list reads it (a whole line within its first
+// catalogHeadBytes); ok is false when it is no session file.
+func readSessionHeaderAt(path string) (h sessionHeader, ok bool) {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return h, false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return h, false
+	}
+	first, err := readHeaderLineFrom(bufio.NewReader(io.LimitReader(f, catalogHeadBytes)))
+	if err != nil && (err != io.EOF || info.Size() > catalogHeadBytes) {
+		return h, false
+	}
+	return parseSessionHeader(first)
+}
+
 // readHeaderLineFrom reads the line of r, the start of a file, that the
 // loader takes as the header (readHeaderLine): the first that
 // passedOverBeforeHeader keeps, a byte order mark first skipped.

@@ -170,21 +170,30 @@ func nameOpened(c *conversation, name string) error {
 	return err
 }
 
-// sessionFileWithID is the file of dir named for the session id
-// ("<timestamp>_<id>.jsonl"; the first by name when there are several), or
-// "" when there is none. The folder is read, not globbed: its path may hold
-// "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read as
-// wildcards and match another project's folder with. The id is all that
-// follows the timestamp's '_' (which the timestamp has none of): the file
-// of session a_c is not session c's. With cwd (a --session-dir, which
-// holds every project's files), only a file whose header names cwd is
-// the session, as listing there takes it.
+// sessionFileWithID is the session file of dir whose header has the id
+// id, as pi 1.6's findById finds it: by what the file holds, not by its
+// name (a file named "<timestamp>_<id>.jsonl" may hold another session,
+// and the session may be in a file named otherwise). Among several, the
+// one named "<timestamp>_<id>.jsonl" first, then the first by name;
+// "" when there is none. The folder is read, not globbed: its path may
+// hold "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read
+// as wildcards and match another project's folder with. With cwd (a
+// --session-dir, which holds every project's files), only a file whose
+// header names cwd is the session, as listing there takes it. Only
+// headers are read, as the session list reads them.
 func sessionFileWithID(dir, id, cwd string) string {
-	names, _ := os.ReadDir(dir) // sorted by name
-	for _, n := range names {
-		if _, rest, ok := strings.Cut(n.Name(), "_"); ok && rest == id+".jsonl" {
-			path := filepath.Join(dir, n.Name())
-			if row, ok := readSessionRow(path); cwd == "" || ok && row.Cwd == cwd {
+	entries, _ := os.ReadDir(dir) // sorted by name
+	named := func(e os.DirEntry) bool {
+		_, rest, ok := strings.Cut(e.Name(), "_")
+		return ok && rest == id+".jsonl"
+	}
+	for _, first := range []bool{true, false} {
+		for _, e := range entries {
+			if named(e) != first || !strings.HasSuffix(e.Name(), ".jsonl") {
+				continue // a symlink is followed, as pi follows it (openRegular opens only a regular file, never blocking)
+			}
+			path := filepath.Join(dir, e.Name())
+			if h, ok := readSessionHeaderAt(path); ok && h.ID == id && (cwd == "" || h.Cwd == cwd) {
 				return path
 			}
 		}

@@ -65,3 +65,28 @@ func TestDefaultSessionDirAsPi1_6(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionIDByHeaderAsPi1_6: --session-id ID opens the cwd's session
+// whose header has that id, as pi 1.6's findById finds it, whatever its
+// file is named. rpi went by the name "<time>_ID.jsonl": it opened a
+// file of that name holding another session (whose id it then reported),
+// and missed the session with that id in a file named otherwise,
+// starting a second session with the same id beside it.
+func TestSessionIDByHeaderAsPi1_6(t *testing.T) {
+	e, cwd := newTestEnv(t), t.TempDir()
+	dir := defaultSessionDir(e.agentDir, cwd)
+	os.MkdirAll(dir, 0o755)
+	session := func(id, text string) []byte {
+		return []byte(`{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-03-16T09:00:00.000Z","cwd":"` + cwd + `"}` + "\n" +
+			`{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"` + text + `","timestamp":1}}` + "\n")
+	}
+	os.WriteFile(filepath.Join(dir, "2026-03-16T09-00-00-000Z_wanted.jsonl"), session("impostor", "not this one"), 0o644)
+	renamed := filepath.Join(dir, "renamed.jsonl")
+	os.WriteFile(renamed, session("wanted", "this one"), 0o644)
+	var out syncBuffer
+	runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session-id", "wanted"}, strings.NewReader(`{"id":"s","type":"get_state"}`+"\n"+`{"id":"m","type":"get_messages"}`+"\n"), &out)
+	got := out.String()
+	if !strings.Contains(got, `"sessionId":"wanted"`) || !strings.Contains(got, `"text":"this one"`) || !strings.Contains(got, `"sessionFile":"`+renamed+`"`) {
+		t.Errorf("--session-id wanted did not open %s:\n%.3000s", renamed, got)
+	}
+}
