@@ -1634,3 +1634,19 @@ func TestProcessCommandsWaitingAreBounded(t *testing.T) {
 	}
 	ps.close()
 }
+
+// TestDangerousEnv: the approval dialog of a process spawn marks the
+// variables that change what a program runs or loads, among them those
+// a configuration folder or a password program is named by.
+func TestDangerousEnv(t *testing.T) {
+	for key, want := range map[string]bool{
+		"LD_PRELOAD": true, "PATH": true, "BASH_ENV": true, "GIT_SSH_COMMAND": true,
+		"XDG_CONFIG_HOME": true, "XDG_DATA_DIRS": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true,
+		"npm_config_script_shell": true, "NPM_CONFIG_NODE_OPTIONS": true,
+		"LANG": false, "TERM": false, "COLUMNS": false, "DEBUG": false, "ASKPASS_HINT": false,
+	} {
+		if got := dangerousEnv(key); got != want {
+			t.Errorf("dangerousEnv(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -184,16 +184,20 @@ func shownValue(v string) string {
 }
 
 // dangerousEnv reports whether a variable changes what a program runs or
-// loads (so the approval dialog shows its value, not only its name).
+// loads, so that the approval dialog marks it: the loader's, the shell's,
+// an interpreter's, git's, npm's, the XDG folders (where a program finds
+// its configuration) and the programs ssh, sudo and git ask a password of.
 func dangerousEnv(key string) bool {
-	for _, prefix := range []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_", "PYTHON", "PERL", "RUBY", "NODE_", "JAVA_", "GCONV", "MALLOC_"} {
+	for _, prefix := range []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_", "PYTHON", "PERL", "RUBY", "NODE_", "JAVA_", "GCONV", "MALLOC_",
+		"XDG_", "npm_config_", "NPM_CONFIG_"} {
 		if strings.HasPrefix(key, prefix) {
 			return true
 		}
 	}
 	return slices.Contains([]string{"PATH", "BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND",
 		"CDPATH", "HOME", "SHELL", "EDITOR", "VISUAL", "PAGER", "TMPDIR", "ZDOTDIR", "LESSOPEN", "CLASSPATH"}, key) ||
-		strings.HasSuffix(key, "_OPTIONS") || strings.HasSuffix(key, "PATH") || strings.HasSuffix(key, "LIB")
+		strings.HasSuffix(key, "_OPTIONS") || strings.HasSuffix(key, "PATH") || strings.HasSuffix(key, "LIB") ||
+		strings.HasSuffix(key, "_ASKPASS")
 }
 
 func (c *processCall) describe() (string, string) {
