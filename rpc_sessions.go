@@ -267,7 +267,7 @@ func (s *rpcServer) getEntriesCommand(r *rpcRequest) (any, error) {
 	ss := s.conv.sessionFile
 	entries, leaf := ss.entries[:len(ss.entries):len(ss.entries)], ss.leaf
 	s.conv.mu.Unlock()
-	if since != "" {
+	if r.has("since") { // "" too, as pi: no entry has that id
 		i := slices.IndexFunc(entries, func(e *sessionEntry) bool { return e.ID == since })
 		if i < 0 {
 			return nil, fmt.Errorf("Entry not found: %s", since)
