@@ -5,6 +5,7 @@ package main
 // the context window (and after an overflow, with one retry).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // compactionResult is the answer to compact and compaction_end's result.
@@ -24,6 +27,9 @@ type compactionResult struct {
 	Details              compactionDetails `json:"details"`
 }
 
+// compactionDetails are the files the summarised part of the
+// conversation read (and did not change) and changed, each list sorted
+// as JavaScript sorts strings (by UTF-16 units), as pi 1.6 lists them.
 type compactionDetails struct {
 	ReadFiles     []string `json:"readFiles"`
 	ModifiedFiles []string `json:"modifiedFiles"`
@@ -108,7 +114,7 @@ type compactionPlan struct {
 	summarise    []any  // the messages before the kept turns
 	firstKept    string // the entry the kept part starts at
 	tokensBefore int
-	details      compactionDetails
+	files        fileLists
 }
 
 // planCompaction decides what to summarise: everything before the most
@@ -123,8 +129,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	if m == nil || !m.usable() {
 		return nil, errors.New(noModelMessage)
 	}
-	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()),
-		details: compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}}
+	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()), files: newFileLists()}
 	path := s.conv.branchEntries()
 	from := 0    // where what is not summarised yet begins
 	made := path // the entries the context is made of, whose edits count (as ss.context)
@@ -145,6 +150,9 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	omit := map[string]bool{}
 	for id, replacement := range edits {
 		omit[id] = isNull(replacement)
+	}
+	if previous != nil {
+		plan.files.addEarlier(previous)
 	}
 	if previous != nil && !omit[previous.ID] {
 		plan.summarise = []any{&summaryMessage{Role: "compactionSummary", Summary: previous.info().Summary}}
@@ -194,7 +202,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 		plan.summarise = append(plan.summarise, msg)
 		older++
 		if a, ok := msg.(*assistantMessage); ok {
-			collectFiles(a, &plan.details)
+			plan.files.addCalls(a)
 		}
 	}
 	if start <= from || start >= len(path) || older == 0 {
@@ -253,8 +261,9 @@ func (s *session) summarise(run *agentRun, plan *compactionPlan, instructions, r
 	if summary == "" {
 		return compactionResult{}, errors.New("Compaction failed: the model gave an empty summary")
 	}
-	res := compactionResult{Summary: summary, FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
-		Usage: answer.Usage, Details: plan.details}
+	details := plan.files.lists()
+	res := compactionResult{Summary: summary + details.text(), FirstKeptEntryID: plan.firstKept, TokensBefore: plan.tokensBefore,
+		Usage: answer.Usage, Details: details}
 	fields := []entryField{{"summary", res.Summary}, {"firstKeptEntryId", res.FirstKeptEntryID},
 		{"tokensBefore", res.TokensBefore}, {"details", res.Details}, {"usage", res.Usage}}
 	// As pi 1.6: the compaction keeps the system prompt and tools the
@@ -372,28 +381,127 @@ func summaryTranscript(messages []any) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// collectFiles notes the files an answer's tool calls read and changed.
-func collectFiles(a *assistantMessage, d *compactionDetails) {
-	for _, c := range a.Content {
-		if c.Type != "toolCall" {
-			continue
-		}
-		var args struct{ Path string }
-		json.Unmarshal(c.Arguments, &args)
-		if args.Path == "" {
-			continue
-		}
-		switch c.Name {
-		case "read":
-			if !slices.Contains(d.ReadFiles, args.Path) {
-				d.ReadFiles = append(d.ReadFiles, args.Path)
-			}
-		case "write", "edit":
-			if !slices.Contains(d.ModifiedFiles, args.Path) {
-				d.ModifiedFiles = append(d.ModifiedFiles, args.Path)
-			}
+// fileLists are the files a compaction's summarised part read and
+// changed, gathered as pi 1.6 gathers them: the earlier compaction's
+// lists, then the path of each read, write and edit the model called.
+type fileLists struct{ read, modified map[string]bool }
+
+func newFileLists() fileLists {
+	return fileLists{read: map[string]bool{}, modified: map[string]bool{}}
+}
+
+// addEarlier adds the lists of an earlier compaction's details, unless
+// an extension wrote it (fromHook), as pi does: what it summarised is in
+// this summary too, so its files are.
+func (f fileLists) addEarlier(e *sessionEntry) {
+	line := e.line()
+	if hook, ok := exactMember(line, "fromHook"); ok && truthy(hook) {
+		return
+	}
+	details, _ := exactMember(line, "details")
+	addNames(f.read, details, "readFiles")
+	addNames(f.modified, details, "modifiedFiles")
+}
+
+// addNames adds to set the non-empty strings of the array that is the
+// member list of details (anything else in it is passed over).
+func addNames(set map[string]bool, details []byte, list string) {
+	raw, _ := exactMember(details, list)
+	var names []json.RawMessage
+	if json.Unmarshal(raw, &names) != nil {
+		return
+	}
+	for _, raw := range names {
+		var name string
+		if len(raw) > 0 && raw[0] == '"' && unquote(raw, &name) && name != "" {
+			set[name] = true
 		}
 	}
+}
+
+// truthy reports whether a JSON value is true as JavaScript tests it.
+func truthy(v []byte) bool {
+	switch string(v) {
+	case "false", "null", "0", `""`, "-0":
+		return false
+	}
+	return true
+}
+
+// addCalls adds the files an answer's tool calls read and changed: a
+// call's "path" argument, when it is a non-empty string.
+func (f fileLists) addCalls(a *assistantMessage) {
+	for _, c := range a.Content {
+		if c.Type != "toolCall" || c.Name != "read" && c.Name != "write" && c.Name != "edit" {
+			continue
+		}
+		var path string
+		if raw, ok := exactMember(c.Arguments, "path"); !ok || raw[0] != '"' || !unquote(raw, &path) || path == "" {
+			continue
+		}
+		if c.Name == "read" {
+			f.read[path] = true
+		} else {
+			f.modified[path] = true
+		}
+	}
+}
+
+// lists are the files read and not changed, and those changed, each
+// sorted by UTF-16 units.
+func (f fileLists) lists() compactionDetails {
+	d := compactionDetails{ReadFiles: []string{}, ModifiedFiles: []string{}}
+	for name := range f.read {
+		if !f.modified[name] {
+			d.ReadFiles = append(d.ReadFiles, name)
+		}
+	}
+	for name := range f.modified {
+		d.ModifiedFiles = append(d.ModifiedFiles, name)
+	}
+	slices.SortFunc(d.ReadFiles, compareUTF16)
+	slices.SortFunc(d.ModifiedFiles, compareUTF16)
+	return d
+}
+
+// text is what pi 1.6 appends to a summary: the lists in tags, after a
+// blank line (nothing when both are empty).
+func (d compactionDetails) text() string {
+	var sections []string
+	if len(d.ReadFiles) > 0 {
+		sections = append(sections, "<read-files>\n"+strings.Join(d.ReadFiles, "\n")+"\n</read-files>")
+	}
+	if len(d.ModifiedFiles) > 0 {
+		sections = append(sections, "<modified-files>\n"+strings.Join(d.ModifiedFiles, "\n")+"\n</modified-files>")
+	}
+	if len(sections) == 0 {
+		return ""
+	}
+	return "\n\n" + strings.Join(sections, "\n\n")
+}
+
+// compareUTF16 orders strings as JavaScript's sort does: by UTF-16 code
+// units, where a character past U+FFFF (two units, the first from
+// U+D800) comes before U+E000–U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Key(ra), utf16Key(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Key is a character's UTF-16 units as one number that orders as
+// they do: the first unit in the high half.
+func utf16Key(r rune) uint32 {
+	if hi, lo := utf16.EncodeRune(r); hi != utf8.RuneError {
+		return uint32(hi)<<16 | uint32(lo)
+	}
+	return uint32(r) << 16
 }
 
 // compact summarises the older part of the conversation (a running
