@@ -322,11 +322,12 @@ func (r acpTerminals) output(ctx context.Context, terminal string, keep int) (st
 }
 
 // end kills the terminal's command (kill) and releases the terminal,
-// waiting for the answers at most acpTerminalGrace in all (a session
-// closing ends the wait; the release is sent all the same).
+// waiting for the answers at most acpTerminalGrace in all. The session
+// closing withdraws neither (it is often why the terminal ends); the
+// connection closing ends the wait.
 func (r acpTerminals) end(terminal string, kill bool) {
 	as := r.as
-	grace, stop := context.WithTimeout(as.s.ctx, acpTerminalGrace)
+	grace, stop := context.WithTimeout(context.Background(), acpTerminalGrace)
 	defer stop()
 	if kill {
 		as.agent.conn.killTerminal(grace, as.id, terminal)

@@ -692,3 +692,45 @@ func TestACPEditorTerminalSessionEnv(t *testing.T) {
 		t.Errorf("terminal/create's env names %s", got)
 	}
 }
+
+// TestACPEditorTerminalSessionClosed: session/close while the model's
+// command runs in the editor's terminal ends the terminal as a cancel
+// does: terminal/kill and terminal/release go out and neither is
+// withdrawn ($/cancel_request), though the session is gone before the
+// client answers them: a client that honours the withdrawal would keep
+// the command running.
+func TestACPEditorTerminalSessionClosed(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls(commands("sleep 600")), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	killHeld := make(chan struct{})
+	answerTerminalsHolding(t, c, "open", map[string]chan struct{}{"terminal/wait_for_exit": nil, "terminal/kill": killHeld})
+	sid := openEditorShell(t, c, t.TempDir())
+	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/wait_for_exit" })
+	if got := c.call("session/close", map[string]any{"sessionId": sid}); got.Error != nil {
+		t.Fatalf("session/close: %s", got.line)
+	}
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" {
+		t.Errorf("the prompt: %s", got.line)
+	}
+	close(killHeld)
+	i := c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
+	release := c.messages()[i].ID
+	c.call("session/list", map[string]any{}) // the release's answer is in before this request
+	withdrawn := map[string]bool{}
+	for _, m := range c.messages() {
+		var p struct{ RequestID json.RawMessage }
+		if json.Unmarshal(m.Params, &p); m.Method == "$/cancel_request" {
+			withdrawn[string(p.RequestID)] = true
+		}
+	}
+	for _, m := range c.messages() {
+		if (m.Method == "terminal/kill" || m.Method == "terminal/release") && withdrawn[string(m.ID)] {
+			t.Errorf("%s was withdrawn: %s", m.Method, m.line)
+		}
+	}
+	if !slices.Contains(terminalRequests(c), "terminal/kill open") || withdrawn[string(release)] {
+		t.Errorf("terminal requests: %s", strings.Join(terminalRequests(c), ", "))
+	}
+}
