@@ -160,8 +160,9 @@ type acpCancelParams struct {
 
 // acpReply is the client's answer to one of rpi's requests.
 type acpReply struct {
-	result json.RawMessage
-	err    *acpError
+	result  json.RawMessage
+	err     *acpError
+	notUTF8 bool // it had bytes that are not UTF-8, each taken as U+FFFD
 }
 
 // errConnectionClosed fails a request rpi made once the client's input
@@ -275,11 +276,17 @@ func (c *acpConn) notify(method string, params any) {
 // made the request was cancelled, the session closed), rpi gives up on
 // the request (giveUp).
 func (c *acpConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	r, err := c.requestReply(ctx, method, params)
+	return r.result, err
+}
+
+// requestReply is request, with the whole answer.
+func (c *acpConn) requestReply(ctx context.Context, method string, params any) (acpReply, error) {
 	reply := make(chan acpReply, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errConnectionClosed
+		return acpReply{}, errConnectionClosed
 	}
 	id := strconv.AppendInt(nil, c.nextID, 10)
 	c.nextID++
@@ -290,12 +297,12 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 	select {
 	case r := <-reply:
 		if r.err != nil {
-			return nil, r.err
+			return acpReply{}, r.err
 		}
-		return r.result, nil
+		return r, nil
 	case <-ctx.Done():
 		c.giveUp(id)
-		return nil, ctx.Err()
+		return acpReply{}, ctx.Err()
 	}
 }
 
@@ -340,7 +347,7 @@ func (c *acpConn) resolve(msg *acpMessage) bool {
 		return true
 	}
 	if ok {
-		reply <- acpReply{msg.result, msg.failure}
+		reply <- acpReply{msg.result, msg.failure, msg.notUTF8}
 	}
 	return ok
 }
@@ -375,25 +382,27 @@ func acpMethodMissing(err error) bool {
 // readTextFile asks the client for a file's text (fs/read_text_file):
 // the editor's buffer, unsaved edits included. line (1-based) and limit
 // are left out when 0. A result that is not {content: string} (an SDK
-// client without the handler answers null) is an error.
-func (c *acpConn) readTextFile(ctx context.Context, sessionID, path string, line, limit int) (string, error) {
+// client without the handler answers null) is an error. notUTF8 reports
+// an answer that had bytes that are not UTF-8 (a file in another
+// encoding), each taken as U+FFFD.
+func (c *acpConn) readTextFile(ctx context.Context, sessionID, path string, line, limit int) (text string, notUTF8 bool, err error) {
 	params := struct {
 		SessionID string `json:"sessionId"`
 		Path      string `json:"path"`
 		Line      int    `json:"line,omitempty"`
 		Limit     int    `json:"limit,omitempty"`
 	}{sessionID, path, line, limit}
-	raw, err := c.request(ctx, "fs/read_text_file", params)
+	r, err := c.requestReply(ctx, "fs/read_text_file", params)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var result struct {
 		Content *string `json:"content"`
 	}
-	if json.Unmarshal(raw, &result) != nil || result.Content == nil {
-		return "", fmt.Errorf("the editor answered fs/read_text_file for %s without its content", path)
+	if json.Unmarshal(r.result, &result) != nil || result.Content == nil {
+		return "", false, fmt.Errorf("the editor answered fs/read_text_file for %s without its content", path)
 	}
-	return *result.Content, nil
+	return *result.Content, r.notUTF8, nil
 }
 
 // writeTextFile has the client write a file (fs/write_text_file): the

@@ -37,6 +37,7 @@ type acpMessage struct {
 	response bool
 	result   json.RawMessage // a response's result
 	failure  *acpError       // a response's error
+	notUTF8  bool            // a response whose line had bytes that are not UTF-8 (each taken as U+FFFD)
 }
 
 // decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
@@ -55,6 +56,7 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 		if msg == nil || !msg.response {
 			return nil, &acpError{Code: acpParseError, Message: "Parse error: invalid UTF-8"}, nil
 		}
+		msg.notUTF8 = true
 		return msg, bad, id
 	}
 	return decodeACPLine(line)

@@ -51,28 +51,39 @@ func (f acpFiles) disk() diskFiles { return diskFiles{f.as.s.set.cwd, f.as.s.set
 // the disk's error, the editor never asked. Once it answers, the path
 // must still lead where it did (errEditorReadMoved).
 func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, err error) {
+	text, _, ok, err = f.readText(ctx, abs)
+	return text, ok, err
+}
+
+// readText is read, and whether the editor gave the text with bytes that
+// are not UTF-8 (a file in another encoding), each taken as U+FFFD.
+func (f acpFiles) readText(ctx context.Context, abs string) (text string, notUTF8, ok bool, err error) {
 	if !f.as.agent.clientCaps().readTextFile || acpImagePath(abs) {
-		return "", false, nil
+		return "", false, false, nil
 	}
 	before, err := checkRegular(abs)
 	if err != nil {
-		return "", true, err
+		return "", false, true, err
 	}
-	text, err = f.as.agent.conn.readTextFile(ctx, f.as.id, editorPath(abs), 0, 0)
+	text, notUTF8, err = f.as.agent.conn.readTextFile(ctx, f.as.id, editorPath(abs), 0, 0)
 	var e *acpError
 	switch {
 	case acpMethodMissing(err):
-		return "", false, nil
+		return "", false, false, nil
 	case errors.As(err, &e) && e.Code == acpResourceNotFound:
-		return "", true, &fs.PathError{Op: "open", Path: abs, Err: fs.ErrNotExist}
+		return "", false, true, &fs.PathError{Op: "open", Path: abs, Err: fs.ErrNotExist}
 	case err != nil:
-		return "", true, fmt.Errorf("the editor could not give it: %v", err)
+		return "", false, true, fmt.Errorf("the editor could not give it: %v", err)
 	}
 	if after, err := checkRegular(abs); err != nil || (before == nil) != (after == nil) || before != nil && !os.SameFile(before, after) {
-		return "", true, errEditorReadMoved
+		return "", false, true, errEditorReadMoved
 	}
-	return text, true, nil
+	return text, notUTF8, true, nil
 }
+
+// errEditorNotUTF8 is why the text the editor gave of a file in another
+// encoding is not edited.
+var errEditorNotUTF8 = errors.New("the editor gave its text with bytes that are not UTF-8 (a file in another encoding): an edit would replace each of them with U+FFFD; nothing was written")
 
 // errEditorReadMoved fails a read through the editor when the path led
 // elsewhere once the editor had answered (it was replaced meanwhile): what
@@ -121,7 +132,11 @@ func (f acpFiles) open(ctx context.Context, abs string) (io.ReadCloser, error) {
 // target opens the file a write or an edit changes: on disk, as the disk
 // would (so that where it leads is checked before it is written), with
 // what the editor holds as its text, and written through the editor when
-// the client writes files.
+// the client writes files. Text the editor gave with bytes that are not
+// UTF-8 is not the file's (each such byte is a U+FFFD): it is not read
+// (errEditorNotUTF8), so that an edit, which would write those U+FFFD
+// back, is refused, and a write shows the file it replaces without its
+// text.
 func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
 	caps := f.as.agent.clientCaps()
 	if !caps.readTextFile && !caps.writeTextFile {
@@ -132,8 +147,10 @@ func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (ch
 		return nil, err
 	}
 	t := &acpTarget{files: f, disk: disk, path: path, abs: abs, viaEditor: caps.writeTextFile}
-	text, ok, rerr := f.read(ctx, abs)
+	text, notUTF8, ok, rerr := f.readText(ctx, abs)
 	switch {
+	case ok && rerr == nil && notUTF8:
+		t.readErr = errEditorNotUTF8
 	case !ok && disk.exists():
 		data, derr := disk.read(ctx, maxEditBytes)
 		t.text, t.has, t.readErr = string(data), derr == nil, derr

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -615,5 +617,70 @@ func TestACPClientErrorMessageIsBounded(t *testing.T) {
 	want := "Cannot read " + filepath.Join(cwd, "notes.txt") + ": the editor could not give it: " + huge[:acpMaxClientMessage] + fmt.Sprintf("… (%d more bytes)", len(huge)-acpMaxClientMessage)
 	if status != "failed" || text != want {
 		t.Errorf("the call ended %s with %d bytes %.80q…%q, want %d bytes", status, len(text), text, text[max(0, len(text)-40):], len(want))
+	}
+}
+
+// TestACPEditOfABufferThatIsNotUTF8: an edit of a file whose text the
+// editor gives with bytes that are not UTF-8 (a Latin-1 file) is refused,
+// before it is asked and with nothing written: its text reached rpi with
+// each such byte a U+FFFD, and writing the edited text back through the
+// editor would have replaced every one of them, which the diff the user
+// approves does not show (both sides hold the U+FFFD). On the disk the
+// same edit keeps the bytes it does not change. A write still replaces
+// such a file, its diff without the old text (oldText null).
+func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
+	latin1 := "caf\xe9\nbeta\n"
+	edit := `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}` + "\n" +
+		`{"toolCalls":[{"id":"c2","name":"write","args":["{\"path\":\"other.txt\",\"content\":\"new\\n\"}"]}]}` + "\n" + `{"text":["done"]}`
+	for _, via := range []string{"disk", "editor"} {
+		t.Run(via, func(t *testing.T) {
+			e := newTestEnv(t)
+			startFakeModel(t, apiOpenAI, edit, e.agentDir)
+			c, _, _ := startACPAgent(t, e, nil)
+			var mu sync.Mutex
+			var written []string
+			c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+				switch method {
+				case "fs/read_text_file": // the file's bytes as they are, in a JSON string
+					return json.RawMessage(`{"content":"` + strings.ReplaceAll(latin1, "\n", `\n`) + `"}`), nil
+				case "fs/write_text_file":
+					mu.Lock()
+					defer mu.Unlock()
+					var p struct{ Content string }
+					json.Unmarshal(params, &p)
+					written = append(written, p.Content)
+				}
+				return map[string]any{}, nil
+			}
+			cwd := t.TempDir()
+			os.WriteFile(filepath.Join(cwd, "other.txt"), []byte(latin1), 0o644)
+			caps := map[string]any{}
+			if via == "disk" {
+				os.WriteFile(filepath.Join(cwd, "menu.txt"), []byte(latin1), 0o644)
+			} else {
+				caps["fs"] = map[string]bool{"readTextFile": true, "writeTextFile": true}
+			}
+			sid := openACPSession(t, c, caps, cwd)
+			if got := c.call("session/prompt", acpTextPrompt(sid, "edit")); stopReasonOf(got.Result) != "end_turn" {
+				t.Fatalf("the prompt: %s", got.line)
+			}
+			status, text, _ := cardEnd(c, "c1")
+			mu.Lock()
+			defer mu.Unlock()
+			if via == "disk" {
+				if data, _ := os.ReadFile(filepath.Join(cwd, "menu.txt")); status != "completed" || string(data) != "caf\xe9\nBETA\n" {
+					t.Errorf("the edit on disk: %s %q, the file %q", status, text, data)
+				}
+				return
+			}
+			want := "Cannot edit menu.txt: the editor gave its text with bytes that are not UTF-8 (a file in another encoding): an edit would replace each of them with U+FFFD; nothing was written"
+			if status != "failed" || text != want {
+				t.Errorf("the edit through the editor: %s %q\nwant failed %q", status, text, want)
+			}
+			status, _, content := cardEnd(c, "c2")
+			if status != "completed" || !slices.Equal(written, []string{"new\n"}) || !strings.Contains(content, `"oldText":null`) {
+				t.Errorf("the write through the editor: %s, written %q, its card %s", status, written, content)
+			}
+		})
 	}
 }
