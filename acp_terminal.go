@@ -227,9 +227,10 @@ func (r acpTerminals) runCommand(ctx context.Context, c commandCall) (commandEnd
 }
 
 // create asks the client for a terminal running c. It waits until ctx
-// ends; the request itself waits while the session is open, so that a
-// terminal the client makes once the call was cancelled is still killed
-// and released.
+// ends; the request itself waits for its answer until the connection
+// closes or rpi shuts down, past the session's close too (the client may
+// ignore $/cancel_request, and answer), so that a terminal the client
+// makes once the call was cancelled is still killed and released.
 func (r acpTerminals) create(ctx context.Context, c commandCall) (string, error) {
 	as := r.as
 	params := acpCreateTerminal{SessionID: as.id, Command: "bash", Args: []string{"-c", c.command}, Env: acpTerminalEnv(as.s), Cwd: c.cwd, OutputByteLimit: c.keep}
@@ -239,7 +240,7 @@ func (r acpTerminals) create(ctx context.Context, c commandCall) (string, error)
 	}
 	answer := make(chan created, 1)
 	as.agent.h.goBackground(func() {
-		id, err := as.agent.conn.createTerminal(as.s.ctx, params)
+		id, err := as.agent.conn.createTerminal(as.agent.h.ctx, params)
 		answer <- created{id, err}
 	})
 	select {
@@ -324,10 +325,10 @@ func (r acpTerminals) output(ctx context.Context, terminal string, keep int) (st
 // end kills the terminal's command (kill) and releases the terminal,
 // waiting for the answers at most acpTerminalGrace in all. The session
 // closing withdraws neither (it is often why the terminal ends); the
-// connection closing ends the wait.
+// connection closing, or rpi shutting down, ends the wait.
 func (r acpTerminals) end(terminal string, kill bool) {
 	as := r.as
-	grace, stop := context.WithTimeout(context.Background(), acpTerminalGrace)
+	grace, stop := context.WithTimeout(as.agent.h.ctx, acpTerminalGrace)
 	defer stop()
 	if kill {
 		as.agent.conn.killTerminal(grace, as.id, terminal)

@@ -734,3 +734,30 @@ func TestACPEditorTerminalSessionClosed(t *testing.T) {
 		t.Errorf("terminal requests: %s", strings.Join(terminalRequests(c), ", "))
 	}
 }
+
+// TestACPEditorTerminalMadeAfterTheClose: session/close while
+// terminal/create waits for its answer: the terminal the client makes
+// after all (a client may ignore $/cancel_request, and answer) is killed
+// and released, as one made after a cancel is, not left running the
+// command with no one to end it.
+func TestACPEditorTerminalMadeAfterTheClose(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls(commands("echo late")), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	late := make(chan struct{})
+	answerTerminalsHolding(t, c, "late-1", map[string]chan struct{}{"terminal/create": late})
+	sid := openEditorShell(t, c, t.TempDir())
+	prompt := c.request("session/prompt", acpTextPrompt(sid, "go"))
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/create" })
+	if got := c.call("session/close", map[string]any{"sessionId": sid}); got.Error != nil {
+		t.Fatalf("session/close: %s", got.line)
+	}
+	if got := c.responseTo(prompt); stopReasonOf(got.Result) != "cancelled" {
+		t.Errorf("the prompt: %s", got.line)
+	}
+	close(late)
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "terminal/release" })
+	if got := strings.Join(terminalRequests(c), ", "); got != "terminal/create echo late, terminal/kill late-1, terminal/release late-1" {
+		t.Errorf("terminal requests: %s", got)
+	}
+}
