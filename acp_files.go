@@ -150,7 +150,7 @@ func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (ch
 	text, notUTF8, ok, rerr := f.readText(ctx, abs)
 	switch {
 	case ok && rerr == nil && notUTF8:
-		t.readErr = errEditorNotUTF8
+		t.notUTF8, t.readErr = true, errEditorNotUTF8
 	case !ok && disk.exists():
 		data, derr := disk.read(ctx, maxEditBytes)
 		t.text, t.has, t.readErr = string(data), derr == nil, derr
@@ -177,13 +177,15 @@ type acpTarget struct {
 	viaEditor bool   // written through fs/write_text_file (else to the disk)
 	text      string // what it holds, as the editor (or the disk) gave it
 	has       bool   // it holds text: the file exists and could be read
+	notUTF8   bool   // the editor has it, its text not UTF-8: not read (readErr)
 	readErr   error  // why not
 }
 
 // exists reports whether there is a file to replace: one the editor (or
-// the disk) gave the text of, or one on disk whose text the editor did
-// not give (write shows it as a file it replaces without its text).
-func (t *acpTarget) exists() bool  { return t.has || t.disk.exists() }
+// the disk) gave the text of, one the editor gave in another encoding,
+// or one on disk whose text the editor did not give (write shows it as a
+// file it replaces without its text).
+func (t *acpTarget) exists() bool  { return t.has || t.notUTF8 || t.disk.exists() }
 func (t *acpTarget) size() int64   { return int64(len(t.text)) }
 func (t *acpTarget) where() string { return t.disk.where() }
 func (t *acpTarget) close()        { t.disk.close() }

@@ -627,7 +627,8 @@ func TestACPClientErrorMessageIsBounded(t *testing.T) {
 // editor would have replaced every one of them, which the diff the user
 // approves does not show (both sides hold the U+FFFD). On the disk the
 // same edit keeps the bytes it does not change. A write still replaces
-// such a file, its diff without the old text (oldText null).
+// such a file (one the editor alone has, here), asked as one whose text
+// is not shown, its diff without the old text (oldText null).
 func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 	latin1 := "caf\xe9\nbeta\n"
 	edit := `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}` + "\n" +
@@ -636,7 +637,7 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 		t.Run(via, func(t *testing.T) {
 			e := newTestEnv(t)
 			startFakeModel(t, apiOpenAI, edit, e.agentDir)
-			c, _, _ := startACPAgent(t, e, nil)
+			c, _, _ := startACPAgent(t, e, nil, "--confirm", "write")
 			var mu sync.Mutex
 			var written []string
 			c.answer = func(method string, params json.RawMessage) (any, *acpError) {
@@ -649,11 +650,12 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 					var p struct{ Content string }
 					json.Unmarshal(params, &p)
 					written = append(written, p.Content)
+				case "session/request_permission":
+					return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow"}}, nil
 				}
 				return map[string]any{}, nil
 			}
 			cwd := t.TempDir()
-			os.WriteFile(filepath.Join(cwd, "other.txt"), []byte(latin1), 0o644)
 			caps := map[string]any{}
 			if via == "disk" {
 				os.WriteFile(filepath.Join(cwd, "menu.txt"), []byte(latin1), 0o644)
@@ -680,6 +682,10 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 			status, _, content := cardEnd(c, "c2")
 			if status != "completed" || !slices.Equal(written, []string{"new\n"}) || !strings.Contains(content, `"oldText":null`) {
 				t.Errorf("the write through the editor: %s, written %q, its card %s", status, written, content)
+			}
+			asked := c.messages()[c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "session/request_permission" })]
+			if !strings.Contains(asked.line, `other.txt (replacing a file whose text is not shown)"`) {
+				t.Errorf("the write, asked: %s", asked.line)
 			}
 		})
 	}
