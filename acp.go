@@ -427,7 +427,9 @@ type acpPermissionOption struct {
 // requestPermission asks the user (session/request_permission) about a
 // tool call and returns the option chosen, or "" when the request was
 // cancelled, failed or the connection closed. It waits with no timeout,
-// until ctx ends.
+// until ctx ends. The answer is read by exact key, as the client's
+// requests are: {outcome: {outcome: "selected", optionId}} with an option
+// offered chooses it; anything else chooses nothing.
 func (c *acpConn) requestPermission(ctx context.Context, sessionID string, call acpToolCallUpdate, options []acpPermissionOption) string {
 	params := struct {
 		SessionID string                `json:"sessionId"`
@@ -441,17 +443,20 @@ func (c *acpConn) requestPermission(ctx context.Context, sessionID string, call 
 		}
 		return ""
 	}
-	var result struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	if json.Unmarshal(raw, &result) != nil || result.Outcome.Outcome != "selected" {
+	result, err := paramsOf(raw, "")
+	if err != nil || len(raw) == 0 || raw[0] != '{' {
 		return ""
 	}
+	outcome, _, err := result.object("outcome")
+	if err != nil {
+		return ""
+	}
+	if kind, _ := outcome.str("outcome"); kind != "selected" {
+		return ""
+	}
+	chosen, err := outcome.str("optionId")
 	for _, o := range options {
-		if o.OptionID == result.Outcome.OptionID {
+		if err == nil && o.OptionID == chosen {
 			return o.OptionID
 		}
 	}

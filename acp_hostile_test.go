@@ -690,3 +690,60 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 		})
 	}
 }
+
+// TestACPPermissionAnswersThatAllowNothing: only an answer that selects
+// an option rpi offered, in the schema's shape, runs the call: an option
+// never offered, one spelled otherwise, a cancelled outcome, an error, a
+// result of another shape, or the schema's names in another case (as
+// every other answer and request of ACP is read: by exact key) deny it,
+// "Denied by user", and the command does not run. Fields besides the
+// outcome (_meta) change nothing.
+func TestACPPermissionAnswersThatAllowNothing(t *testing.T) {
+	cases := []struct {
+		answer string // the result; "error" for an error answer
+		runs   bool
+	}{
+		{`{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"x":1}}`, true},
+		{`{"outcome":{"outcome":"selected","optionId":"yes"}}`, false},
+		{`{"outcome":{"outcome":"selected","optionId":"ALLOW"}}`, false},
+		{`{"outcome":{"outcome":"Selected","optionId":"allow"}}`, false},
+		{`{"outcome":{"outcome":"cancelled","optionId":"allow"}}`, false},
+		{`{"outcome":{"outcome":"selected"}}`, false},
+		{`{"outcome":"selected","optionId":"allow"}`, false},
+		{`{"Outcome":{"Outcome":"selected","OptionId":"allow"}}`, false},
+		{`{"outcome":{"outcome":"selected","OPTIONID":"allow"}}`, false},
+		{`{"outcome":{"outcome":"selected","optionId":["allow"]}}`, false},
+		{`null`, false},
+		{`"allow"`, false},
+		{"error", false},
+	}
+	var cmds []string
+	for i := range cases {
+		cmds = append(cmds, fmt.Sprintf("touch ran-%d", i+1))
+	}
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, bashCalls(commands(cmds...), "done"), e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil, "--confirm", "bash")
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		var p struct{ ToolCall struct{ ToolCallID string } }
+		json.Unmarshal(params, &p)
+		var i int
+		fmt.Sscanf(p.ToolCall.ToolCallID, "c%d", &i)
+		if i < 1 || i > len(cases) || cases[i-1].answer == "error" {
+			return nil, &acpError{Code: acpInternalError, Message: "no buttons here"}
+		}
+		return json.RawMessage(cases[i-1].answer), nil
+	}
+	cwd := t.TempDir()
+	sid := openACPSession(t, c, nil, cwd)
+	if got := c.call("session/prompt", acpTextPrompt(sid, "go")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	for i, tt := range cases {
+		status, text, _ := cardEnd(c, fmt.Sprintf("c%d", i+1))
+		_, err := os.Stat(filepath.Join(cwd, fmt.Sprintf("ran-%d", i+1)))
+		if ran := err == nil; ran != tt.runs || !tt.runs && (status != "failed" || text != "Denied by user") {
+			t.Errorf("%s: ran %v, the call %s %q", tt.answer, ran, status, text)
+		}
+	}
+}
