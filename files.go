@@ -49,6 +49,8 @@ func fileKind(mode os.FileMode) string {
 		return "a socket"
 	case mode&os.ModeDevice != 0:
 		return "a device"
+	case mode&os.ModeSymlink != 0:
+		return "a symbolic link"
 	}
 	return "not a regular file"
 }

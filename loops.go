@@ -10,6 +10,7 @@ package main
 // never waits for the disk. (The locks' order: docs/architecture.md.)
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,10 @@ const (
 	// or six): maxLoops of them, with their other fields, stay under
 	// maxLoopsFile, which is all a restore reads.
 	maxLoopPrompt = 80_000
+	// maxLoopRuns bounds a restored loop's runCount: the largest whole
+	// number a JSON client reads exactly (2^53-1), far past any count
+	// of fires in a loop's 7 days.
+	maxLoopRuns = 1<<53 - 1
 )
 
 // errLoopPromptTooLong refuses a prompt past maxLoopPrompt. Its numbers
@@ -762,11 +767,15 @@ func writeLoopsFile(path string, tasks []loopTaskJSON) error {
 // readLoopsFile reads the durable loops saved at path (none when there is
 // no file). A loop that loop_create could not have made (an id that is
 // not 12 hex digits, an interval out of range, an empty prompt or one too long, a time
-// that is not one) is left out and counted in invalid; a file that is
-// not a loops file is an error.
+// that is not one, a runCount below 0 or past maxLoopRuns) is left out and counted in invalid; a file that is
+// not a loops file is an error, and so is a symbolic link, which
+// writeLoopsFile would never replace or remove.
 func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 	if path == "" {
 		return nil, 0, nil
+	}
+	if info, err := os.Lstat(path); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		return nil, 0, &errNotRegular{path, fileKind(info.Mode())}
 	}
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -783,33 +792,73 @@ func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 	if len(data) > maxLoopsFile {
 		return nil, 0, fmt.Errorf("larger than %d bytes", maxLoopsFile)
 	}
-	var file loopsFile
+	var file struct {
+		Version int          `json:"version"`
+		Tasks   loopsEntries `json:"tasks"`
+	}
 	if err := json.Unmarshal(data, &file); err != nil {
 		return nil, 0, fmt.Errorf("not a loops file: %v", err)
 	}
 	if file.Version != loopsVersion {
 		return nil, 0, fmt.Errorf("unsupported loop state version %d; expected %d", file.Version, loopsVersion)
 	}
-	for _, w := range file.Tasks {
-		t := &loopTask{ID: w.ID, IntervalSecs: w.IntervalSecs, Prompt: strings.TrimSpace(w.Prompt), Durable: true, RunCount: w.RunCount}
-		var errs []error
-		for _, at := range []struct {
-			text *string
-			into *time.Time
-		}{{&w.CreatedAt, &t.CreatedAt}, {w.LastFiredAt, &t.LastFiredAt}, {&w.ExpiresAt, &t.ExpiresAt}} {
-			if at.text != nil {
-				var err error
-				*at.into, err = time.Parse(time.RFC3339Nano, *at.text)
-				errs = append(errs, err)
+	return file.Tasks.tasks, file.Tasks.invalid, nil
+}
+
+// loopsEntries is a loops file's tasks as they are read: each checked
+// as it is decoded, and kept only when it is a loop (readLoopsFile), so
+// that a file of many entries that are none costs no more memory than
+// the file.
+type loopsEntries struct {
+	tasks   []*loopTask
+	invalid int
+}
+
+func (e *loopsEntries) UnmarshalJSON(data []byte) error {
+	*e = loopsEntries{} // tasks given twice: the last counts
+	if string(data) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return errors.New("tasks must be an array")
+	}
+	var w loopTaskJSON
+	for dec.More() {
+		w = loopTaskJSON{}
+		if err := dec.Decode(&w); err != nil {
+			return err
+		}
+		if t := loopFromFile(w); t != nil {
+			e.tasks = append(e.tasks, t)
+		} else {
+			e.invalid++
+		}
+	}
+	return nil
+}
+
+// loopFromFile is the loop w of a loops file, or nil when loop_create
+// could not have made it.
+func loopFromFile(w loopTaskJSON) *loopTask {
+	prompt := strings.TrimSpace(w.Prompt)
+	if !validLoopID(w.ID) || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || prompt == "" || !loopPromptFits(prompt) ||
+		w.RunCount < 0 || w.RunCount > maxLoopRuns {
+		return nil
+	}
+	t := &loopTask{ID: w.ID, IntervalSecs: w.IntervalSecs, Prompt: prompt, Durable: true, RunCount: w.RunCount}
+	for _, at := range []struct {
+		text *string
+		into *time.Time
+	}{{&w.CreatedAt, &t.CreatedAt}, {w.LastFiredAt, &t.LastFiredAt}, {&w.ExpiresAt, &t.ExpiresAt}} {
+		if at.text != nil {
+			var err error
+			if *at.into, err = time.Parse(time.RFC3339Nano, *at.text); err != nil {
+				return nil
 			}
 		}
-		if !validLoopID(w.ID) || w.IntervalSecs < 1 || w.IntervalSecs > maxLoopSeconds || t.Prompt == "" || !loopPromptFits(t.Prompt) || errors.Join(errs...) != nil {
-			invalid++
-			continue
-		}
-		tasks = append(tasks, t)
 	}
-	return tasks, invalid, nil
+	return t
 }
 
 // ---- Intervals and ids ----

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -279,5 +280,75 @@ func TestLoopPromptLimit(t *testing.T) {
 	if !strings.Contains(second.String(), fmt.Sprintf(`"message":"Restored %d scheduled loops from `, maxLoops)) ||
 		!strings.Contains(second.String(), `{"id":"u","type":"response","command":"loop_update","success":false,"error":"`+errLoopPromptTooLong.Error()+`"}`) {
 		t.Errorf("second run:\n%.2000s", second.String())
+	}
+}
+
+// TestLoopsFileReadBounded: a loops file is read within bounds whatever
+// it holds. Its 4 MiB of entries that are no loop ({} each, some 1.4
+// million) cost about what the file does, not hundreds of bytes each
+// (they made rpi allocate 1.2 GB, its heap growing to some 480 MB, at
+// each open of the session); a symbolic link is refused as it is by the
+// write, which never replaced one, so that the loops it led to could not
+// be deleted for good; a runCount loop_create could not have made is not
+// valid.
+func TestLoopsFileReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.jsonl.loops.json")
+	n := (maxLoopsFile - 40) / 3
+	huge := `{"version":1,"tasks":[` + strings.Repeat("{},", n-1) + `{}]}`
+	if err := os.WriteFile(path, []byte(huge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	tasks, invalid, err := readLoopsFile(path)
+	runtime.ReadMemStats(&after)
+	if len(tasks) != 0 || invalid != n || err != nil {
+		t.Errorf("%d empty entries: %d tasks, %d invalid, %v", n, len(tasks), invalid, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4*maxLoopsFile {
+		t.Errorf("reading a file of %d bytes allocated %d MiB", len(huge), grew>>20)
+	}
+
+	task := func(id string, runCount int64) string {
+		return fmt.Sprintf(`{"id":%q,"intervalSecs":60,"prompt":"Check","durable":true,"createdAt":"2026-12-01T00:00:00.000Z","lastFiredAt":null,"expiresAt":"2026-12-08T00:00:00.000Z","runCount":%d}`, id, runCount)
+	}
+	for _, tt := range []struct {
+		name, file   string
+		valid, wrong int
+		err          string
+	}{
+		{"valid", `{"version":1,"tasks":[` + task("0123456789ab", 3) + `]}`, 1, 0, ""},
+		{"negative runCount", `{"version":1,"tasks":[` + task("0123456789ab", -1) + `]}`, 0, 1, ""},
+		{"runCount past what a client reads exactly", `{"version":1,"tasks":[` + task("0123456789ab", 1<<53) + `]}`, 0, 1, ""},
+		{"tasks null", `{"version":1,"tasks":null}`, 0, 0, ""},
+		{"tasks twice: the last counts", `{"version":1,"tasks":[` + task("0123456789ab", 0) + `],"tasks":[{},` + task("ba9876543210", 0) + `]}`, 1, 1, ""},
+		{"tasks not an array", `{"version":1,"tasks":{}}`, 0, 0, "not a loops file: "},
+		{"a task of the wrong type", `{"version":1,"tasks":[` + task("0123456789ab", 0) + `,{"id":5}]}`, 0, 0, "not a loops file: "},
+		{"another version", `{"version":2,"tasks":[]}`, 0, 0, "unsupported loop state version 2; expected 1"},
+	} {
+		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tasks, invalid, err := readLoopsFile(path)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if len(tasks) != tt.valid || invalid != tt.wrong || !strings.HasPrefix(got, tt.err) || (tt.err == "") != (got == "") {
+			t.Errorf("%s: %d tasks, %d invalid, %q; want %d, %d, %q", tt.name, len(tasks), invalid, got, tt.valid, tt.wrong, tt.err)
+		}
+	}
+
+	link := filepath.Join(dir, "link.jsonl.loops.json")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	want := link + " is a symbolic link, not a regular file"
+	if _, _, err := readLoopsFile(link); err == nil || err.Error() != want {
+		t.Errorf("read through a symbolic link: %v, want %s", err, want)
+	}
+	if err := writeLoopsFile(link, nil); err == nil || err.Error() != want {
+		t.Errorf("removing a symbolic link: %v, want %s", err, want)
 	}
 }
