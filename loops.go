@@ -527,7 +527,8 @@ func (s *session) moveLoops(read loopsRead) {
 // from the session's file, within the limits loop_create has: at most
 // maxLoops, each id once, expiring at most loopLifetime from now (the
 // file then keeps that); those past their time get loop_removed
-// {expired}, the others are dropped. A restored loop fires no earlier
+// {expired} and count in maxLoops (so a file of many announces no more
+// than that), the others are dropped. A restored loop fires no earlier
 // than loopRestoreGrace from now, so a client sees it, and can delete
 // it, before it runs anything: a session file someone else wrote cannot
 // start prompts at once. A notify says how many came back or were
@@ -546,15 +547,16 @@ func (s *session) announceLoops() {
 	restored, expired, repeated, over := 0, 0, 0, 0
 	for _, t := range l.restoring {
 		switch {
-		case t.expired(now):
-			s.postEvent("loop_removed", loopRemoved{t.ID, "expired"})
-			expired++
-			continue
 		case ids[t.ID]:
 			repeated++
 			continue
-		case len(l.tasks) >= maxLoops:
+		case len(l.tasks)+expired >= maxLoops:
 			over++
+			continue
+		case t.expired(now):
+			s.postEvent("loop_removed", loopRemoved{t.ID, "expired"})
+			ids[t.ID] = true
+			expired++
 			continue
 		}
 		t.ExpiresAt = earliest(t.ExpiresAt, now.Add(loopLifetime))

@@ -352,3 +352,51 @@ func TestLoopsFileReadBounded(t *testing.T) {
 		t.Errorf("removing a symbolic link: %v, want %s", err, want)
 	}
 }
+
+// TestLoopRestoreEventsBounded: a restore announces each id of the
+// loops file once, and at most maxLoops of them, expired ones included:
+// a file that repeated an expired loop, or held thousands of them, had a
+// loop_removed written for every entry, the same task_id again and
+// again, for loops the client was never told of.
+func TestLoopRestoreEventsBounded(t *testing.T) {
+	sink := &recordingSink{}
+	s, _ := openTestSession(t, `{"text":["unused"]}`, sink, &approvingUI{}, nil)
+	session := filepath.Join(t.TempDir(), "s.jsonl")
+	task := func(id, expires string) string {
+		return fmt.Sprintf(`{"id":%q,"intervalSecs":3600,"prompt":"Check","durable":true,"createdAt":"2001-01-01T00:00:00.000Z","lastFiredAt":null,"expiresAt":%q,"runCount":0}`, id, expires)
+	}
+	var tasks []string
+	for range 3 {
+		tasks = append(tasks, task("0000000000aa", "2001-01-08T00:00:00.000Z"))
+	}
+	for i := range 2 * maxLoops {
+		tasks = append(tasks, task(fmt.Sprintf("%012x", i+1), "2001-01-08T00:00:00.000Z"))
+	}
+	tasks = append(tasks, task("ffffffffffff", "2999-01-01T00:00:00.000Z"))
+	if err := os.WriteFile(session+".loops.json", []byte(`{"version":1,"tasks":[`+strings.Join(tasks, ",")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.moveLoops(readLoops(session))
+	s.announceLoops()
+	s.afterLoopsWrites(func() {}) // the file rewritten
+	seen := map[string]int{}
+	announced := 0
+	for _, ev := range sink.all() {
+		if ev.Type == "loop_removed" || ev.Type == "loop_created" {
+			data, _ := json.Marshal(ev.Data)
+			var e struct {
+				TaskID string `json:"task_id"`
+				Task   struct{ ID string }
+			}
+			json.Unmarshal(data, &e)
+			seen[e.TaskID+e.Task.ID]++
+			announced++
+		}
+	}
+	if announced > maxLoops || seen["0000000000aa"] != 1 {
+		t.Errorf("%d loops announced (%d times 0000000000aa), want at most %d, each once", announced, seen["0000000000aa"], maxLoops)
+	}
+	if saved, err := os.ReadFile(session + ".loops.json"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file kept: %.300s (%v)", saved, err)
+	}
+}
