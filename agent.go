@@ -361,6 +361,7 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 		return err
 	}
 	apply := func() {
+		defer s.startWaitingLoops() // a loop's fire that waited for a change that failed (one made has removed it)
 		defer s.releaseRuns()
 		defer close(turn)
 		if after != nil {

@@ -565,6 +565,7 @@ func (s *session) startCompaction(instructions string, done func(compactionResul
 	if err != nil {
 		s.releaseRuns()
 		done(compactionResult{}, err)
+		s.startWaitingLoops() // a loop's fire that waited for the compaction
 		return
 	}
 	run, err := s.tryStartRun(compacting, true)

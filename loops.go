@@ -379,7 +379,8 @@ func (s *session) startQueuedLoopLocked() {
 }
 
 // startWaitingLoops starts a fire that waited while another session of
-// the host was running.
+// the host was running, or while a session change or a compaction that
+// then failed held runs.
 func (s *session) startWaitingLoops() {
 	s.mu.Lock()
 	defer s.unlock()

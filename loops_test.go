@@ -400,3 +400,36 @@ func TestLoopRestoreEventsBounded(t *testing.T) {
 		t.Errorf("the file kept: %.300s (%v)", saved, err)
 	}
 }
+
+// TestLoopFireAfterFailedChange: a loop's fire that comes while a
+// session change reads what it needs (runs are held) waits, and starts
+// once the change has failed: it waited for some other run to settle,
+// and every later fire of the loop was skipped as already_queued. (The
+// fixture loop_fire_after_failed_change shows a compaction's.)
+func TestLoopFireAfterFailedChange(t *testing.T) {
+	sink := &recordingSink{}
+	s, _ := openTestSession(t, `{"text":["Checked."]}`, sink, &approvingUI{}, nil)
+	done := make(chan error, 1)
+	s.changeSession(nil, func() error {
+		if _, err := s.addLoop("1h", "Check", true, false); err != nil {
+			return err
+		}
+		s.fireDueLoops() // its first fire, while the change reads
+		return errors.New("not a session file")
+	}, func() error {
+		t.Error("the change was made")
+		return nil
+	}, changeAsker{}, func(err error) { done <- err })
+	if err := <-done; err == nil || err.Error() != "not a session file" {
+		t.Fatalf("the change: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(sink.types(), "loop_finished"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fire never ran; events: %v", sink.types())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if types := sink.types(); slices.Index(types, "loop_queued") > slices.Index(types, "loop_fired") {
+		t.Errorf("events: %v", types)
+	}
+}
