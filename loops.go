@@ -560,14 +560,16 @@ func (s *session) announceLoops() {
 			expired++
 			continue
 		}
-		t.ExpiresAt = earliest(t.ExpiresAt, now.Add(loopLifetime))
+		if latest := now.Add(loopLifetime); t.ExpiresAt.After(latest) {
+			t.ExpiresAt, save = latest, true // kept in the file: no restore gives it 7 days more
+		}
 		t.notBefore = now.Add(loopRestoreGrace)
 		ids[t.ID] = true
 		l.tasks = append(l.tasks, t)
 		s.postEvent("loop_created", loopCreated{t.asJSON(), true})
 		restored++
 	}
-	save = expired+repeated+over+l.invalid > 0
+	save = save || expired+repeated+over+l.invalid > 0
 	notice := restoreNotice(l.path, restored, expired, repeated, over, l.invalid)
 	l.restoring, l.invalid = nil, 0
 	if save {

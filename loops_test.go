@@ -433,3 +433,25 @@ func TestLoopFireAfterFailedChange(t *testing.T) {
 		t.Errorf("events: %v", types)
 	}
 }
+
+// TestLoopRestoreKeepsExpiry: a restored loop's expiry, brought to at
+// most 7 days from the restore, is saved: the file kept the expiry it
+// held (2999 here), so that a loop that had not fired before the
+// session closed got 7 more days at each restore, and never expired.
+func TestLoopRestoreKeepsExpiry(t *testing.T) {
+	s, _ := openTestSession(t, `{"text":["unused"]}`, &recordingSink{}, &approvingUI{}, nil)
+	session := filepath.Join(t.TempDir(), "s.jsonl")
+	file := `{"version":1,"tasks":[{"id":"0123456789ab","intervalSecs":86400,"prompt":"Check","durable":true,"createdAt":"2999-01-01T00:00:00.000Z","lastFiredAt":null,"expiresAt":"2999-01-08T00:00:00.000Z","runCount":0}]}`
+	if err := os.WriteFile(session+".loops.json", []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.moveLoops(readLoops(session))
+	s.announceLoops()
+	var tasks []*loopTask
+	var err error
+	s.afterLoopsWrites(func() { tasks, _, err = readLoopsFile(session + ".loops.json") })
+	if latest := s.env.clock.Now().Add(loopLifetime); err != nil || len(tasks) != 1 || tasks[0].ExpiresAt.After(latest) {
+		saved, _ := os.ReadFile(session + ".loops.json")
+		t.Errorf("the file after the restore: %s (%v); want it to expire by %s", saved, err, timestamp(latest))
+	}
+}
