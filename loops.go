@@ -771,9 +771,10 @@ func writeLoopsFile(path string, tasks []loopTaskJSON) error {
 
 // readLoopsFile reads the durable loops saved at path (none when there is
 // no file). A loop that loop_create could not have made (an id that is
-// not 12 hex digits, an interval out of range, an empty prompt or one too long, a time
-// that is not one, a runCount below 0 or past maxLoopRuns) is left out and counted in invalid; a file that is
-// not a loops file is an error, and so is a symbolic link, which
+// not 12 hex digits, an interval out of range, an empty prompt or one
+// too long, a time that is not one, a runCount below 0 or past
+// maxLoopRuns) is left out and counted in invalid; a file that is not a
+// loops file is an error, and so is a symbolic link, which
 // writeLoopsFile would never replace or remove.
 func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 	if path == "" {
