@@ -321,6 +321,7 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	// last answer) was told to ended before it was srv's: it fails here.
 	endedErr := conn.endedErr()
 	if !closed && endedErr == nil {
+		m.nameToolsLocked(srv, tools)
 		srv.conn, srv.stop, srv.tools, srv.state, srv.hasResources = conn, stop, tools, "connected", hasResources
 	}
 	m.mu.Unlock()
@@ -482,8 +483,8 @@ const (
 	maxMCPToolList  = 8 << 20
 )
 
-// listTools is the server's tools, every page of them, named as the
-// model sees them.
+// listTools is the server's tools, every page of them, not yet named
+// (nameToolsLocked).
 func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpConn) ([]mcpTool, error) {
 	type remoteTool struct {
 		Name        string          `json:"name"`
@@ -527,7 +528,6 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 			break
 		}
 	}
-	taken := map[string]bool{}
 	var tools []mcpTool
 	for _, r := range remote {
 		if r.Name == "" || !utf8.ValidString(r.Name) {
@@ -538,20 +538,50 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 			conn.log(fmt.Sprintf("tool %s: %v (left out)", r.Name, err))
 			continue
 		}
-		name := mcpToolName(srv.cfg.name, r.Name, func(n string) bool { return taken[n] })
-		taken[name] = true
 		description := strings.TrimSpace(r.Description)
 		if description == "" {
 			description = cmp.Or(r.Title, r.Annotations.Title, fmt.Sprintf("MCP tool %s from server %s", r.Name, srv.cfg.name))
 		}
 		t := mcpTool{server: srv.cfg.name, remote: r.Name, readOnly: r.Annotations.ReadOnlyHint != nil && *r.Annotations.ReadOnlyHint}
-		t.tool = &tool{name: name, summary: description, description: description, schema: schema, accepts: mcpArguments}
+		t.tool = &tool{summary: description, description: description, schema: schema, accepts: mcpArguments}
 		t.tool.decode = func(s *session, raw json.RawMessage) (toolCall, error) {
 			return &mcpCall{tool: t, args: raw}, nil
 		}
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// nameToolsLocked names srv's listed tools as the model sees them, as pi
+// names them (mcpToolName): a tool whose plain name another tool of the
+// listing shares (a-b and a_b), whichever the server lists first, or a
+// tool of another server has (server h's x__echo, server h__x's echo),
+// gets its hash. m.mu is held: no two tools of the session get one name.
+func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
+	taken := map[string]bool{} // the other servers' tools' names, then this listing's
+	for _, other := range m.on {
+		if other != srv {
+			for _, t := range other.tools {
+				taken[t.tool.name] = true
+			}
+		}
+	}
+	plain := map[string]string{} // a plain name, and the tool that has it; "" once two tools do
+	for _, t := range tools {
+		name := mcpSanitize("mcp__" + srv.cfg.name + "__" + t.remote)
+		if remote, ok := plain[name]; ok && remote != t.remote {
+			plain[name] = ""
+		} else if !ok {
+			plain[name] = t.remote
+		}
+	}
+	for _, t := range tools {
+		t.tool.name = mcpToolName(srv.cfg.name, t.remote, func(n string) bool {
+			remote, listed := plain[n]
+			return taken[n] || listed && remote == ""
+		})
+		taken[t.tool.name] = true
+	}
 }
 
 // exposure is how the model reaches one of srv's tools.
@@ -642,7 +672,6 @@ func searchable(exposure string) bool { return exposure == "deferred" || exposur
 func (m *mcpServers) offered() []*tool {
 	m.mu.Lock()
 	var tools []*tool
-	declared := map[string]bool{}
 	var retry []*mcpServer
 	deferred := false
 	now := m.s.env.clock.Now()
@@ -659,12 +688,8 @@ func (m *mcpServers) offered() []*tool {
 		for _, t := range srv.tools {
 			exposure := srv.exposure(t.remote)
 			switch {
-			case declared[t.tool.name]:
-				// Two servers whose names differ only where tool names
-				// cannot (a-b and a_b): the first keeps the name.
 			case exposure == "direct", searchable(exposure) && m.loaded[t.tool.name]:
 				tools = append(tools, t.tool)
-				declared[t.tool.name] = true
 			case searchable(exposure):
 				deferred = true
 			}
@@ -770,6 +795,7 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				tools, err := m.listTools(m.s.ctx, srv, conn)
 				m.mu.Lock()
 				if err == nil && srv.conn == conn {
+					m.nameToolsLocked(srv, tools)
 					srv.tools = tools
 				}
 				again := srv.relistAgain && err == nil && srv.conn == conn && srv.relisting == conn

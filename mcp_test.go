@@ -33,7 +33,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // stderr and a log message, as servers do. $MCP_TEST_MODE picks a
 // misbehaviour: "flood" sends 5,000 tools/list_changed and log messages
 // once initialized (its tool "lists" says how many tools/list it got),
-// "crash-on-call" exits at a tools/call, "no-init" never
+// "crash-on-call" exits at a tools/call, "alike" lists only the tools
+// a-b, a_b and x__echo, "no-init" never
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
@@ -137,6 +138,14 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			return
 		}
 		object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+		if mode == "alike" { // two tools whose names differ only where a model's tool name cannot, and one named as server x's echo
+			answer(map[string]any{"tools": []any{
+				map[string]any{"name": "a-b", "description": "The hyphen's", "inputSchema": object},
+				map[string]any{"name": "a_b", "description": "The underscore's", "inputSchema": object},
+				map[string]any{"name": "x__echo", "description": "Not server x's echo", "inputSchema": object},
+			}})
+			return
+		}
 		if p.Cursor == "" {
 			answer(map[string]any{"tools": []any{
 				map[string]any{"name": "echo", "description": "Echo the text back", "inputSchema": object,
@@ -1547,4 +1556,50 @@ func TestMCPEnvSecretNames(t *testing.T) {
 	if !mcpEnvSecret("SETTING", "!pass show x") {
 		t.Error("a value a !command makes is not a key")
 	}
+}
+
+// TestMCPToolsNamedAlike: tools whose names are alike once sanitized are
+// each named with their hash, as pi names them, whichever the server
+// lists first (rpi gave the first the plain name, so a server that
+// reordered its list swapped its tools' names); and of two servers'
+// tools named alike (server h's x__echo, server h__x's echo), the one
+// named second is offered with its hash, not dropped.
+func TestMCPToolsNamedAlike(t *testing.T) {
+	t.Run("one server", func(t *testing.T) {
+		s := openMCPSession(t, "alike", nil)
+		for _, remote := range []string{"a-b", "a_b"} {
+			name := "mcp__helper__a_b_" + mcpHash("helper", remote)
+			c, err := s.decodeToolCall(name, json.RawMessage(`{"text":"x"}`))
+			if mc, ok := c.(*mcpCall); err != nil || !ok || mc.tool.remote != remote {
+				t.Errorf("%s: %v %v; want the tool %s", name, c, err, remote)
+			}
+		}
+		if tl := s.activeTool("mcp__helper__a_b"); tl != nil {
+			t.Errorf("mcp__helper__a_b offered (%s)", tl.description)
+		}
+	})
+	t.Run("two servers", func(t *testing.T) {
+		e := newTestEnv(t)
+		entry := func() map[string]any {
+			return map[string]any{"command": os.Args[0], "env": map[string]string{"RPI_HELPER": "mcp-server"}, "exposure": "direct"}
+		}
+		alike := entry()
+		alike["env"] = map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "alike"}
+		writeMCPServers(t, e.agentDir, map[string]any{"h": alike, "h__x": entry()})
+		s := openWithMCP(t, e)
+		t.Cleanup(s.close)
+		servers := map[string]string{}
+		for _, tl := range s.offeredTools() {
+			if !strings.HasPrefix(tl.name, "mcp__h__x__echo") {
+				continue
+			}
+			c, err := s.decodeToolCall(tl.name, json.RawMessage(`{"text":"x"}`))
+			if mc, ok := c.(*mcpCall); err == nil && ok {
+				servers[mc.tool.server] = tl.name
+			}
+		}
+		if len(servers) != 2 {
+			t.Errorf("echo offered as %v; want one of each server (%+v)", servers, s.mcp.list())
+		}
+	})
 }
