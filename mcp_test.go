@@ -406,7 +406,7 @@ func TestMCPToolsListed(t *testing.T) {
 			t.Errorf("offered %v; want %s among them", names, want)
 		}
 	}
-	if tl := s.activeTool("mcp__helper__structured"); tl == nil || string(tl.schema) != `{"properties":{},"type":"object"}` {
+	if tl := s.activeTool("mcp__helper__structured"); tl == nil || string(tl.schema) != `{"type":"object","properties":{}}` {
 		t.Errorf("structured's schema: %v", tl)
 	}
 	// A model's API refuses a request that declares a tool whose input is
@@ -1602,4 +1602,29 @@ func TestMCPToolsNamedAlike(t *testing.T) {
 			t.Errorf("echo offered as %v; want one of each server (%+v)", servers, s.mcp.list())
 		}
 	})
+}
+
+// TestMCPInputSchemaAsOffered: a tool's input schema reaches the model as
+// the server offered it, as pi passes it on: its members in the server's
+// order (a model writes the arguments in it) and its numbers as written,
+// type and properties added at the end when missing; rpi sorted every
+// object's members and rounded numbers past 2^53.
+func TestMCPInputSchemaAsOffered(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string", "maxLength": 9007199254740993}}, "required": ["path"]}`,
+			`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string","maxLength":9007199254740993}},"required":["path"]}`},
+		{`{"properties":{"b":{},"a":{}}}`, `{"properties":{"b":{},"a":{}},"type":"object"}`},
+		{`{}`, `{"type":"object","properties":{}}`},
+		{``, `{"type":"object","properties":{}}`},
+	}
+	for _, c := range cases {
+		if got, err := mcpInputSchema(json.RawMessage(c.in)); err != nil || string(got) != c.want {
+			t.Errorf("%s: %s %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{`null`, `[]`, `"object"`, `{"type":"string"}`, `{"type":["object"]}`, strings.Repeat(`{"a":`, 20000) + `{}` + strings.Repeat(`}`, 20000)} {
+		if got, err := mcpInputSchema(json.RawMessage(in)); err == nil {
+			t.Errorf("%.40s: %s; want it refused", in, got)
+		}
+	}
 }

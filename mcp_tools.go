@@ -225,30 +225,34 @@ const maxMCPSchema = 256 << 10
 // JSON object, no key twice; the server checks them against its schema.
 var mcpArguments = json.RawMessage(`{"type":"object","additionalProperties":{}}`)
 
-// mcpInputSchema is a tool's input schema as the model is given it: an
-// object schema (type object and properties added when missing, as pi
-// does); anything but a JSON object, or a schema of another type (which
-// a model's API refuses, failing every request that declares it), is
-// refused.
+// mcpInputSchema is a tool's input schema as the model is given it: the
+// server's, its members in the server's order and its numbers as written
+// (as pi passes it on), type object and properties added at the end when
+// missing; anything but a JSON object, or a schema of another type
+// (which a model's API refuses, failing every request that declares it),
+// is refused.
 func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) > maxMCPSchema {
 		return nil, fmt.Errorf("its inputSchema is larger than %d KiB", maxMCPSchema>>10)
 	}
-	var schema map[string]any
-	if len(raw) == 0 {
-		schema = map[string]any{}
-	} else if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
+	var schema jsonObject
+	if len(raw) > 0 && schema.UnmarshalJSON(raw) != nil {
 		return nil, errors.New("its inputSchema is not a JSON object")
 	}
-	if kind, ok := schema["type"]; !ok {
-		schema["type"] = "object"
-	} else if kind != "object" {
+	var kind any
+	if t := schema.get("type"); t == nil {
+		schema.set("type", json.RawMessage(`"object"`))
+	} else if json.Unmarshal(t, &kind) != nil || kind != "object" {
 		return nil, errors.New(`its inputSchema's type is not "object"`)
 	}
-	if _, ok := schema["properties"]; !ok {
-		schema["properties"] = map[string]any{}
+	if schema.get("properties") == nil {
+		schema.set("properties", json.RawMessage(`{}`))
 	}
-	return json.Marshal(schema)
+	data, err := json.Marshal(&schema) // compacted
+	if err != nil {
+		return nil, errors.New("its inputSchema is not a JSON object")
+	}
+	return data, nil
 }
 
 // mcpToolName is the model's name of a server's tool, as pi makes it:
