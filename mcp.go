@@ -498,6 +498,7 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 	}
 	var remote []remoteTool
 	cursor, listed := "", 0
+	cursors := map[string]bool{} // a cursor given twice would list the same pages again (pi fails it too)
 	for page := 0; ; page++ {
 		if page == maxMCPToolPages {
 			return nil, fmt.Errorf("listed tools over more than %d pages", maxMCPToolPages)
@@ -527,6 +528,10 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 		if cursor = answer.NextCursor; cursor == "" {
 			break
 		}
+		if cursors[cursor] {
+			return nil, fmt.Errorf("answered tools/list with the nextCursor %q it gave before", clip(cursor, 64))
+		}
+		cursors[cursor] = true
 	}
 	var tools []mcpTool
 	for _, r := range remote {

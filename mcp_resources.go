@@ -216,6 +216,7 @@ const maxMCPResourceList = 8 << 20
 func listAll(ctx context.Context, srv resourceServer, method, key string) ([][]byte, error) {
 	var all [][]byte
 	cursor, listed := "", 0
+	cursors := map[string]bool{} // a cursor given twice would list the same pages again (pi fails it too)
 	for page := 0; page < maxMCPToolPages; page++ {
 		items, next, err := listPage(ctx, srv, method, key, cursor)
 		if err != nil {
@@ -235,6 +236,10 @@ func listAll(ctx context.Context, srv resourceServer, method, key string) ([][]b
 		if cursor = next; cursor == "" {
 			return all, nil
 		}
+		if cursors[cursor] {
+			return nil, fmt.Errorf("MCP server %s answered %s with the nextCursor %q it gave before", srv.name, method, clip(cursor, 64))
+		}
+		cursors[cursor] = true
 	}
 	return nil, fmt.Errorf("listed over more than %d pages", maxMCPToolPages)
 }

@@ -34,7 +34,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // misbehaviour: "flood" sends 5,000 tools/list_changed and log messages
 // once initialized (its tool "lists" says how many tools/list it got),
 // "crash-on-call" exits at a tools/call, "alike" lists only the tools
-// a-b, a_b and x__echo, "no-init" never
+// a-b, a_b and x__echo, "many-tools" lists 100,000 tools, "endless-cursor"
+// lists a tool a page with a new nextCursor each time, "same-cursor" with
+// the same one, "same-resource-cursor" resources/list so, "no-init" never
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
@@ -138,6 +140,22 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			return
 		}
 		object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+		switch mode {
+		case "endless-cursor", "same-cursor": // a page of one tool, and a cursor: a new one each time, or the same
+			next := p.Cursor + "+"
+			if mode == "same-cursor" {
+				next = "again"
+			}
+			answer(map[string]any{"tools": []any{map[string]any{"name": fmt.Sprint("t", len(p.Cursor)), "inputSchema": object}}, "nextCursor": next})
+			return
+		case "many-tools": // 100,000 tools on one page
+			tools := make([]any, 100000)
+			for i := range tools {
+				tools[i] = map[string]any{"name": fmt.Sprint("t", i), "inputSchema": map[string]any{}}
+			}
+			answer(map[string]any{"tools": tools})
+			return
+		}
 		if mode == "alike" { // two tools whose names differ only where a model's tool name cannot, and one named as server x's echo
 			answer(map[string]any{"tools": []any{
 				map[string]any{"name": "a-b", "description": "The hyphen's", "inputSchema": object},
@@ -228,6 +246,10 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			Cursor string `json:"cursor"`
 		}
 		json.Unmarshal(m.Params, &p)
+		if mode == "same-resource-cursor" { // a resource a page, the same nextCursor each time
+			answer(map[string]any{"resources": []any{map[string]any{"uri": "file:///again", "name": "again"}}, "nextCursor": "again"})
+			return
+		}
 		if mode == "big-resources" { // 20 pages of 1 MiB each
 			page := len(p.Cursor)
 			next := ""
@@ -449,14 +471,19 @@ func TestMCPToolCalls(t *testing.T) {
 }
 
 // TestMCPServerFailures: a server that never answers initialize, one
-// that answers with more than the limit in one line, and one that speaks
-// an unknown protocol version each fail alone, with a warning that says
-// why, and leave no process behind.
+// that answers with more than the limit in one line, one that speaks
+// an unknown protocol version, one that offers 100,000 tools, one whose
+// tools/list pages never end, and one whose nextCursor repeats (failed
+// at once, as pi fails it, not after 100 pages) each fail alone, with a
+// warning that says why, and leave no process behind.
 func TestMCPServerFailures(t *testing.T) {
 	for mode, want := range map[string]string{
-		"no-init":     "MCP server helper failed: MCP server helper did not answer in 0.2s",
-		"huge":        "MCP server helper failed: MCP server helper sent a message longer than 16 MiB",
-		"old-version": `MCP server helper failed: answered initialize with protocol version "2023-01-01", which rpi does not speak`,
+		"no-init":        "MCP server helper failed: MCP server helper did not answer in 0.2s",
+		"huge":           "MCP server helper failed: MCP server helper sent a message longer than 16 MiB",
+		"old-version":    `MCP server helper failed: answered initialize with protocol version "2023-01-01", which rpi does not speak`,
+		"many-tools":     "MCP server helper failed: offers more than 1000 tools",
+		"endless-cursor": "MCP server helper failed: listed tools over more than 100 pages",
+		"same-cursor":    `MCP server helper failed: answered tools/list with the nextCursor "again" it gave before`,
 	} {
 		t.Run(mode, func(t *testing.T) {
 			timeout := 10.0 // time to send 16 MiB on a busy machine
@@ -1049,6 +1076,21 @@ func TestMCPResourceListingBound(t *testing.T) {
 	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
 	if text := joinTexts(res.Content); err != nil || !strings.HasSuffix(text, `,"errors":[{"server":"helper","error":"MCP server helper listed more than 8 MiB of resources"}]}`) {
 		t.Errorf("listing 20 MiB of resources: %v, %.200q … %q", err, text, text[max(0, len(text)-200):])
+	}
+}
+
+// TestMCPResourceCursorRepeated: a server whose resources/list gives a
+// nextCursor it gave before fails that listing at once, as pi fails it,
+// not after 100 pages of the same resources.
+func TestMCPResourceCursorRepeated(t *testing.T) {
+	s := openMCPSession(t, "same-resource-cursor", nil)
+	c, err := s.decodeToolCall("list_mcp_resources", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if text := joinTexts(res.Content); err != nil || text != `{"resources":[],"errors":[{"server":"helper","error":"MCP server helper answered resources/list with the nextCursor \"again\" it gave before"}]}` {
+		t.Errorf("a repeated cursor: %v, %.300s", err, text)
 	}
 }
 
