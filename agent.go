@@ -1006,7 +1006,9 @@ func (s *session) runDecoded(ctx context.Context, block contentBlock, call toolC
 		s.postEvent("tool_execution_update", toolExecUpdate{block.ID, block.Name, block.Arguments, partial})
 	}
 	res, err = call.run(ctx, s, toolRun{id: block.ID, update: update, images: lim})
-	if err != nil {
+	if failure := (*toolFailure)(nil); errors.As(err, &failure) {
+		res, isError = failure.result, true
+	} else if err != nil {
 		res.Content = textBlocks(err.Error())
 		isError = true
 	}

@@ -210,7 +210,13 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		case "structured":
 			answer(map[string]any{"content": []any{}, "structuredContent": map[string]any{"sum": 3, "args": json.RawMessage(p.Arguments)}})
 		case "fail":
-			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}, "isError": true})
+			content := []any{map[string]any{"type": "text", "text": "it failed: " + a.Text}}
+			if a.Text == "screenshot" { // and a PNG of 4x3 px, showing why
+				var b bytes.Buffer
+				png.Encode(&b, flatImage(4, 3))
+				content = append(content, map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(b.Bytes())})
+			}
+			answer(map[string]any{"content": content, "isError": true})
 		case "images": // a PNG, a JPEG said to be a PNG, text said to be a PNG, a PNG's base64 in lines
 			png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n...."))
 			answer(map[string]any{"content": []any{
@@ -1668,5 +1674,25 @@ func TestMCPInputSchemaAsOffered(t *testing.T) {
 		if got, err := mcpInputSchema(json.RawMessage(in)); err == nil {
 			t.Errorf("%.40s: %s; want it refused", in, got)
 		}
+	}
+}
+
+// TestMCPErrorResultImages: a result the server marks isError reaches
+// the model as pi gives it, an error with its images and its details;
+// rpi kept its text only, and "MCP tool helper/fail returned an error"
+// for one with no text.
+func TestMCPErrorResultImages(t *testing.T) {
+	s := openMCPSession(t, "", nil)
+	block := contentBlock{Type: "toolCall", ID: "t", Name: "mcp__helper__fail", Arguments: json.RawMessage(`{"text":"screenshot"}`)}
+	call, err := s.decodeToolCall(block.Name, block.Arguments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, isError, _ := s.runDecoded(context.Background(), block, call, nil, imageLimits{})
+	var b bytes.Buffer
+	png.Encode(&b, flatImage(4, 3))
+	want := []contentBlock{{Type: "text", Text: "it failed: screenshot"}, {Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(b.Bytes())}}
+	if !isError || fmt.Sprint(res.Content) != fmt.Sprint(want) || fmt.Sprint(res.Details) != "map[server:helper tool:fail]" {
+		t.Errorf("isError %v, content %+v, details %v; want an error of %+v", isError, res.Content, res.Details, want)
 	}
 }

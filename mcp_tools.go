@@ -47,13 +47,14 @@ func (c *mcpCall) run(ctx context.Context, s *session, call toolRun) (toolResult
 		return toolResult{}, fmt.Errorf("MCP server %s answered tools/call with an invalid result: %v", c.tool.server, err)
 	}
 	content := mcpModelContent(result.Content, result.StructuredContent)
-	if result.IsError {
+	details := map[string]string{"server": c.tool.server, "tool": c.tool.remote}
+	if result.IsError { // an error with its images and details, as pi gives it
 		if !slices.ContainsFunc(content, func(b contentBlock) bool { return b.Type == "text" && b.Text != "" }) {
-			return toolResult{}, fmt.Errorf("MCP tool %s/%s returned an error", c.tool.server, c.tool.remote)
+			content = append(content, contentBlock{Type: "text", Text: fmt.Sprintf("MCP tool %s/%s returned an error", c.tool.server, c.tool.remote)})
 		}
-		return toolResult{}, errors.New(limitMCPText(joinTexts(content)))
+		return toolResult{}, &toolFailure{toolResult{Content: limitMCPContent(content), Details: details}}
 	}
-	return toolResult{Content: limitMCPContent(content), Details: map[string]string{"server": c.tool.server, "tool": c.tool.remote}}, nil
+	return toolResult{Content: limitMCPContent(content), Details: details}, nil
 }
 
 // mcpContent is one content block of a tool's result.

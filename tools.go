@@ -82,6 +82,13 @@ type toolResult struct {
 	shell  *shellEnd   // how bash's command ended (for a front end's terminal)
 }
 
+// toolFailure is a tool's error that has a result of its own (an MCP
+// tool's result its server marks isError, with its images): the model
+// gets that result, as an error.
+type toolFailure struct{ result toolResult }
+
+func (f *toolFailure) Error() string { return joinTexts(f.result.Content) }
+
 // shellEnd is how a bash call's command ended, as the call knows it (not
 // read back from its text, which the command's output can imitate): its
 // output, without the notes rpi adds for the model, and its exit code
