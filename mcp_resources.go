@@ -108,6 +108,20 @@ func (m *mcpServers) resourceExposureLocked() string {
 	return widest
 }
 
+// readable is server, if its resources are readable (read_mcp_resource
+// reaches them: it is connected, has resources, and its exposure is not
+// hidden), else "".
+func (m *mcpServers) readable(server string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, srv := range m.on {
+		if srv.cfg.name == server && srv.state == "connected" && srv.hasResources && srv.cfg.exposure != "hidden" {
+			return server
+		}
+	}
+	return ""
+}
+
 // resourceServer is a server with resources as a call found it: its
 // connection then (a reconnect does not change it under the call).
 type resourceServer struct {
@@ -340,7 +354,7 @@ func readResource(ctx context.Context, srv resourceServer, uri string, details m
 		}
 		blocks = append(blocks, block)
 	}
-	content := mcpModelContent(blocks, nil)
+	content := mcpModelContent(blocks, nil, "")
 	if len(content) == 0 {
 		content = textBlocks("Resource " + uri + " is empty.")
 	}

@@ -225,6 +225,11 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 				map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("not an image"))},
 				map[string]any{"type": "image", "mimeType": "image/png", "data": png[:8] + "\n" + png[8:]},
 			}})
+		case "link": // a link to one of its resources, and one to a file of the machine's
+			answer(map[string]any{"content": []any{
+				map[string]any{"type": "resource_link", "uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain"},
+				map[string]any{"type": "resource_link", "uri": "file://" + a.Text, "name": "secret"},
+			}})
 		case "wide": // a PNG of 2400x10 px, then text
 			var b bytes.Buffer
 			png.Encode(&b, flatImage(2400, 10))
@@ -1694,5 +1699,29 @@ func TestMCPErrorResultImages(t *testing.T) {
 	want := []contentBlock{{Type: "text", Text: "it failed: screenshot"}, {Type: "image", MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(b.Bytes())}}
 	if !isError || fmt.Sprint(res.Content) != fmt.Sprint(want) || fmt.Sprint(res.Details) != "map[server:helper tool:fail]" {
 		t.Errorf("isError %v, content %+v, details %v; want an error of %+v", isError, res.Content, res.Details, want)
+	}
+}
+
+// TestMCPResultResourceLinks: a result's resource link is told to the
+// model as pi tells it, with pi's pointer to read_mcp_resource while the
+// server's resources are readable (rpi left the pointer out); rpi reads
+// no file a link names, on this machine or the server's.
+func TestMCPResultResourceLinks(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("the secret"), 0o600)
+	for _, exposure := range []string{"direct", "hidden"} {
+		s := openMCPSession(t, "", map[string]any{"exposure": exposure})
+		awaitDialed(t, s)
+		args, _ := json.Marshal(map[string]string{"text": secret})
+		call := &mcpCall{tool: mcpTool{server: "helper", remote: "link"}, args: args}
+		res, err := call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		read := `. Read it with read_mcp_resource (server "helper")`
+		if exposure == "hidden" {
+			read = ""
+		}
+		want := `[Resource file:///notes.txt "notes" (text/plain)` + read + "]\n[Resource file://" + secret + ` "secret"` + read + "]"
+		if text := joinTexts(res.Content); err != nil || text != want {
+			t.Errorf("%s: %q, %v; want %q", exposure, text, err, want)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (c *mcpCall) run(ctx context.Context, s *session, call toolRun) (toolResult
 	if err := json.Unmarshal(raw, &result); err != nil {
 		return toolResult{}, fmt.Errorf("MCP server %s answered tools/call with an invalid result: %v", c.tool.server, err)
 	}
-	content := mcpModelContent(result.Content, result.StructuredContent)
+	content := mcpModelContent(result.Content, result.StructuredContent, s.mcp.readable(c.tool.server))
 	details := map[string]string{"server": c.tool.server, "tool": c.tool.remote}
 	if result.IsError { // an error with its images and details, as pi gives it
 		if !slices.ContainsFunc(content, func(b contentBlock) bool { return b.Type == "text" && b.Text != "" }) {
@@ -79,8 +79,10 @@ type mcpContent struct {
 // mcpModelContent is what the model is given of a result, as pi gives
 // it: text and images as they are, an embedded resource's text (or image,
 // or a text-typed blob decoded), a note for what a model cannot take, and
-// without content the structured content as indented JSON.
-func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentBlock {
+// without content the structured content as indented JSON. A resource
+// link says so, and, when readFrom names the server (its resources are
+// readable), that read_mcp_resource reads it; rpi reads nothing it names.
+func mcpModelContent(blocks []mcpContent, structured json.RawMessage, readFrom string) []contentBlock {
 	var out []contentBlock
 	text := func(t string) { out = append(out, contentBlock{Type: "text", Text: t}) }
 	for _, b := range blocks {
@@ -107,7 +109,11 @@ func mcpModelContent(blocks []mcpContent, structured json.RawMessage) []contentB
 			if b.Description != "" {
 				desc = ": " + b.Description
 			}
-			text(fmt.Sprintf("[Resource %s %q%s%s]", b.URI, cmp.Or(b.Title, b.Name), d, desc))
+			read := ""
+			if readFrom != "" {
+				read = fmt.Sprintf(`. Read it with %s (server "%s")`, readMCPResourceTool.name, readFrom)
+			}
+			text(fmt.Sprintf(`[Resource %s "%s"%s%s%s]`, b.URI, cmp.Or(b.Title, b.Name), d, desc, read))
 		case "resource":
 			r := b.Resource
 			switch {
