@@ -453,12 +453,11 @@ func (s *session) abortRetry() <-chan struct{} {
 		return nil
 	}
 	run.mu.Lock()
-	cancel := run.cancelRetry
-	run.mu.Unlock()
-	if cancel == nil {
+	defer run.mu.Unlock()
+	if run.cancelRetry == nil {
 		return nil
 	}
-	cancel()
+	run.cancelRetry() // under run.mu: waitRetry, letting go of the wait, sees it or is seen to have
 	return run.settled
 }
 
@@ -593,22 +592,20 @@ func (run *agentRun) armRetry() <-chan struct{} {
 }
 
 // waitRetry sleeps before a retry; abort or abort_retry end it early
-// (false).
+// (false). An abort_retry that took the wait as its timer fell due
+// cancels the retry still: it answers once the run has settled.
 func (s *session) waitRetry(run *agentRun, delay time.Duration, cancelled <-chan struct{}) bool {
 	elapsed, stop := after(s.env.clock, delay)
 	defer stop()
-	defer func() {
-		run.mu.Lock()
-		run.cancelRetry = nil
-		run.mu.Unlock()
-	}()
 	select {
 	case <-elapsed:
-		return run.ctx.Err() == nil
 	case <-cancelled:
 	case <-run.ctx.Done():
 	}
-	return false
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.cancelRetry = nil // abort_retry finds no wait from now on
+	return !isClosed(cancelled) && run.ctx.Err() == nil
 }
 
 // runTurns emits one agent_start … agent_end: turns until the model stops

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // retryCases are failed calls' messages, most of them the examples pi
@@ -161,4 +163,36 @@ process.stdout.write(JSON.stringify(out));`
 		}
 		t.Logf("%d messages compared with pi 1.6", len(retryCases))
 	})
+}
+
+// firedClock is a clock whose timers have all fallen due: AfterFunc
+// calls f before it returns.
+type firedClock struct{ clock }
+
+func (firedClock) AfterFunc(_ time.Duration, f func()) func() bool {
+	f()
+	return func() bool { return false }
+}
+
+// TestAbortRetryAsTheWaitEnds: an abort_retry that takes the retry's
+// wait (abortRetry found it and cancelled it) as the wait's timer falls
+// due cancels the retry, as it was told it would (it answers once the
+// run settles, after auto_retry_end "Retry cancelled"). rpi chose
+// between the timer and the cancel at random, and the retry ran half of
+// the time, abort_retry's answer waiting for all of it.
+func TestAbortRetryAsTheWaitEnds(t *testing.T) {
+	s := &session{host: &host{env: runEnv{clock: firedClock{newFakeClock()}}}}
+	for range 64 {
+		ctx, cancel := context.WithCancel(context.Background())
+		run := &agentRun{ctx: ctx, cancel: cancel, settled: make(chan struct{})}
+		s.activeRun = run
+		cancelled := run.armRetry()
+		if s.abortRetry() == nil {
+			t.Fatal("abort_retry found no retry waiting")
+		}
+		if s.waitRetry(run, time.Second, cancelled) {
+			t.Fatal("the retry went ahead after abort_retry cancelled its wait")
+		}
+		cancel()
+	}
 }
