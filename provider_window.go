@@ -50,9 +50,10 @@ func fitWindow(window, input, maxTokens int) int {
 		return max(1, maxTokens)
 	}
 	margin := max(windowSafetyTokens, int(math.Ceil(float64(input)*windowSafetyRatio)))
-	room := window - input - margin
+	// Held at the ends of int (subTokens): a server may report any context.
+	room := subTokens(subTokens(window, input), margin)
 	if room < minRatioRoom {
-		room = min(minRatioRoom, window-input-windowSafetyTokens)
+		room = min(minRatioRoom, subTokens(subTokens(window, input), windowSafetyTokens))
 	}
 	return min(maxTokens, max(1, room))
 }
@@ -101,7 +102,7 @@ func inputTokens(req streamRequest) int {
 	if last >= 0 {
 		tokens := reported
 		for _, m := range messages[last+1:] {
-			tokens += messageTokens(m)
+			tokens = addTokens(tokens, messageTokens(m)) // the usage may be any count
 		}
 		return tokens
 	}

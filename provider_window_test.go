@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -224,5 +225,34 @@ func TestNearlyFullWindowAnswer(t *testing.T) {
 	err := callModel(context.Background(), req, msg, func() {}, func(assistantEvent) {})
 	if err != nil || msg.StopReason != "length" || len(msg.Content) != 1 || msg.Content[0].Text != "Hm" {
 		t.Errorf("error %v, stopReason %q, content %+v; want the answer \"Hm\" and a length stop", err, msg.StopReason, msg.Content)
+	}
+}
+
+// TestHugeReportedContext: an answer whose server reported a context of
+// the largest int (a hostile or broken server) leaves the next request
+// 1 token, as pi's arithmetic leaves it: the input is over the window.
+// rpi's sums wrapped past the ends of int: the margin taken from the
+// window turned the room positive, and the estimate of the messages
+// after the answer, added to it, turned the input negative; either way
+// the request asked for the model's whole maxTokens.
+func TestHugeReportedContext(t *testing.T) {
+	for _, c := range []struct{ window, input, maxTokens, want int }{
+		{200000, math.MaxInt, 64000, 1},
+		{200000, math.MaxInt - 5, 64000, 1},
+		{math.MaxInt, math.MaxInt, 64000, 1},
+	} {
+		if got := fitWindow(c.window, c.input, c.maxTokens); got != c.want {
+			t.Errorf("fitWindow(%d, %d, %d) = %d, want %d", c.window, c.input, c.maxTokens, got, c.want)
+		}
+	}
+	m := &model{ID: "some-model", API: apiOpenAI, Provider: "local", ContextWindow: 200000, MaxTokens: 64000}
+	for _, total := range []int{math.MaxInt, math.MaxInt - 1} {
+		req := streamRequest{model: m, messages: windowHistory(total), thinking: "off"}
+		if in := inputTokens(req); in != math.MaxInt {
+			t.Errorf("a reported context of %d and a prompt after it: an input of %d tokens, want %d", total, in, math.MaxInt)
+		}
+		if asked := answerTokens(req); asked != 1 {
+			t.Errorf("a reported context of %d: the request asks for %d tokens, want 1", total, asked)
+		}
 	}
 }
