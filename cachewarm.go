@@ -230,7 +230,13 @@ func (s *session) refreshCache(w *cacheWarm) {
 		return
 	}
 	msg := &assistantMessage{Role: "assistant", Content: []contentBlock{}, API: w.req.model.API, Provider: w.req.model.Provider, Model: w.req.model.ID}
-	err := callModel(w.ctx, w.req, msg, func() {}, func(assistantEvent) {})
+	// Bounded as every model call is (modelTimeout), on the session's
+	// clock: a server that holds a refresh open would hold the warming.
+	ctx, cancel := context.WithCancel(w.ctx)
+	stopTimeout := s.env.clock.AfterFunc(modelTimeout, cancel)
+	err := callModel(ctx, w.req, msg, func() {}, func(assistantEvent) {})
+	stopTimeout()
+	cancel()
 	if err == nil {
 		computeCost(&msg.Usage, w.req.model)
 	}

@@ -314,3 +314,37 @@ func TestCacheWarmAfterSleep(t *testing.T) {
 		t.Error("a refresh was sent after the machine slept past the cache's life")
 	}
 }
+
+// TestCacheWarmSilentServerCut: a refresh is bounded as every model call
+// is (modelTimeout, 10 minutes, here on the fake clock): a server that
+// never answers it, with httpIdleTimeoutMs 0 (no limit on its silence),
+// has it given up then, and the next refresh is set. rpi waited on such
+// a refresh for as long as the session lived, warming nothing more.
+func TestCacheWarmSilentServerCut(t *testing.T) {
+	script := `{"text":["Hi."],"usage":{"Input":50000,"Output":2}}
+{"silent":true}`
+	ps, fm, clock := warmSessionScript(t, script, warmCost, `{"short":300}`, `{"httpIdleTimeoutMs":0}`)
+	defer ps.close() // on a failure too: the fake server's end waits for the refresh
+	ps.send(`{"id":"p","type":"prompt","message":"Hello?"}`)
+	ps.waitFor(`"agent_settled"`)
+	clock.advance(270 * time.Second)
+	fm.waitAsked(t, 2)
+	waitDue(t, clock, modelTimeout, "the refresh has no bound")
+	clock.advance(modelTimeout)
+	waitDue(t, clock, 270*time.Second, "the silent refresh was never given up: no next refresh is set")
+	ps.close()
+	if countRecords(ps.out.bytes(), "entry_appended") != 0 {
+		t.Error("the refresh given up was recorded")
+	}
+}
+
+// waitDue waits until a timer falls due d from now (dueAt), failing with
+// why when none does within 10 seconds.
+func waitDue(t *testing.T, clock *fakeClock, d time.Duration, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !clock.dueAt(d); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+	}
+}
