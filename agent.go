@@ -516,6 +516,9 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 			s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: "Retry cancelled"})
 			return
 		}
+		// What was steered while it waited goes in before the retried
+		// answer, as pi 1.6 takes it when the run goes on.
+		pending = inputs(s.takeQueued(true))
 	}
 }
 
