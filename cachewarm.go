@@ -233,7 +233,7 @@ func (s *session) refreshCache(w *cacheWarm) {
 	// Bounded as every model call is (modelTimeout), on the session's
 	// clock: a server that holds a refresh open would hold the warming.
 	ctx, cancel := context.WithCancel(w.ctx)
-	stopTimeout := s.env.clock.AfterFunc(modelTimeout, cancel)
+	stopTimeout := s.env.clock.AfterFunc(modelTimeout, guarded(s.stderr, "cache warming", cancel))
 	err := callModel(ctx, w.req, msg, func() {}, func(assistantEvent) {})
 	stopTimeout()
 	cancel()
