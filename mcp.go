@@ -202,6 +202,9 @@ type mcpTool struct {
 	remote   string // the server's own name of it
 	readOnly bool
 	tool     *tool
+	// search is what tool_search ranks it by, but for its name: made by
+	// the first search that ranks it, outside the servers' lock, once.
+	search func() *searchText
 }
 
 // mcpReconnectEvery bounds how often a failed server is tried again.
@@ -549,6 +552,8 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 		}
 		t := mcpTool{server: srv.cfg.name, remote: r.Name, readOnly: r.Annotations.ReadOnlyHint != nil && *r.Annotations.ReadOnlyHint}
 		t.tool = &tool{summary: description, description: description, schema: schema, accepts: mcpArguments}
+		listed := t.tool
+		t.search = sync.OnceValue(func() *searchText { return newSearchText(listed) })
 		t.tool.decode = func(s *session, raw json.RawMessage) (toolCall, error) {
 			return &mcpCall{tool: t, args: raw}, nil
 		}
@@ -717,44 +722,73 @@ func (m *mcpServers) offered() []*tool {
 }
 
 // search ranks the tools left to tool_search that are not loaded yet
-// against query and loads the best limit of them.
+// against query and loads the best limit of them. The servers' lock is
+// held only to take the candidates and to load the best: the ranking,
+// which takes as long as the servers' listings are large, runs without
+// it (get_mcp_servers, requests and tool calls wait for that lock).
 func (m *mcpServers) search(query string, limit int) []*tool {
+	type candidates struct {
+		namespace string // the server's name and description
+		tools     []mcpTool
+	}
+	var servers []candidates
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var candidates []*tool
-	var docs []searchDoc
 	for _, srv := range m.on {
 		if srv.state != "connected" {
 			continue
 		}
+		c := candidates{namespace: srv.cfg.name + " " + srv.cfg.description}
 		for _, t := range srv.tools {
 			if searchable(srv.exposure(t.remote)) && !m.loaded[t.tool.name] {
-				candidates = append(candidates, t.tool)
-				docs = append(docs, newSearchDoc(t.tool, srv.cfg.name+" "+srv.cfg.description))
+				c.tools = append(c.tools, t)
 			}
 		}
+		servers = append(servers, c)
 	}
-	if searchable(m.resourceExposureLocked()) && !m.loaded[listMCPResourcesTool.name] {
+	resources := searchable(m.resourceExposureLocked()) && !m.loaded[listMCPResourcesTool.name]
+	m.mu.Unlock()
+
+	var tools []*tool
+	var docs []searchDoc
+	for _, c := range servers {
+		namespace := namespaceTerms(c.namespace)
+		for _, t := range c.tools {
+			tools = append(tools, t.tool)
+			docs = append(docs, searchDocOf(t.tool.name, t.search(), namespace))
+		}
+	}
+	if resources {
 		for _, t := range mcpResourceTools {
-			candidates = append(candidates, t)
+			tools = append(tools, t)
 			docs = append(docs, newSearchDoc(t, ""))
 		}
 	}
+	if toolSearchRanking != nil {
+		toolSearchRanking()
+	}
 	var loaded []*tool
 	for _, name := range rankTools(query, docs, limit) {
+		loaded = append(loaded, tools[slices.IndexFunc(tools, func(t *tool) bool { return t.name == name })])
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range loaded {
 		if m.loaded == nil {
 			m.loaded = map[string]bool{}
 		}
-		m.loaded[name] = true
-		if slices.Contains(mcpResourceToolNames, name) { // the three come together, as pi registers them
+		m.loaded[t.name] = true
+		if slices.Contains(mcpResourceToolNames, t.name) { // the three come together, as pi registers them
 			for _, t := range mcpResourceTools {
 				m.loaded[t.name] = true
 			}
 		}
-		loaded = append(loaded, candidates[slices.IndexFunc(candidates, func(t *tool) bool { return t.name == name })])
 	}
 	return loaded
 }
+
+// toolSearchRanking, when set (by a test), is called as a search ranks
+// its candidates.
+var toolSearchRanking func()
 
 // find is the offered MCP tool named name, or nil.
 func (m *mcpServers) find(name string) *tool {

@@ -772,6 +772,41 @@ func TestMCPToolSearch(t *testing.T) {
 	}
 }
 
+// TestToolSearchRanksUnlocked: a search ranks its tools without the
+// servers' lock, which get_mcp_servers, requests and tool calls wait for
+// (rpi ranked under it: a second or so for a server's 8 MiB listing, on
+// every search); get_mcp_servers is answered while it ranks.
+func TestToolSearchRanksUnlocked(t *testing.T) {
+	s := openMCPSession(t, "", map[string]any{"exposure": "deferred"})
+	s.mcp.awaitAll(context.Background())
+	ranked, held := false, false
+	var servers []mcpServerInfo
+	toolSearchRanking = func() {
+		ranked = true
+		if !s.mcp.mu.TryLock() {
+			held = true
+			return
+		}
+		s.mcp.mu.Unlock()
+		servers = s.mcp.list() // as get_mcp_servers answers
+	}
+	defer func() { toolSearchRanking = nil }()
+	c, err := s.decodeToolCall("tool_search", json.RawMessage(`{"query":"echo back"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if err != nil || !strings.HasPrefix(joinTexts(res.Content), "Loaded 1 tool.") {
+		t.Fatalf("search: %v %v", res, err)
+	}
+	if !ranked || held {
+		t.Fatalf("ranked %v; under the servers' lock: %v", ranked, held)
+	}
+	if len(servers) != 1 || servers[0].State != "connected" {
+		t.Errorf("get_mcp_servers while a search ranks: %+v", servers)
+	}
+}
+
 // TestToolSearchRanking: pi's rules — more query terms matched first, a
 // name match above mentions in descriptions, a query that is a tool's
 // name first, camelCase and plurals split and folded.

@@ -86,34 +86,61 @@ type searchDoc struct {
 	name           string
 	nameTerms      map[string]bool
 	localNameTerms []string // of the name's last __ part
-	textCounts     map[string]int
-	textLength     int
+	*searchText
 	namespaceTerms map[string]bool
+}
+
+// searchText is the terms of a tool's description and parameters: the
+// costly part of its searchDoc (a server may list 8 MiB of them), made
+// once as the tool is listed, outside any lock, and only read after.
+type searchText struct {
+	textCounts map[string]int
+	textLength int
 }
 
 // newSearchDoc indexes a tool: its name; its description and its
 // parameters' names and descriptions; its server's name and description.
 func newSearchDoc(t *tool, namespace string) searchDoc {
+	return searchDocOf(t.name, newSearchText(t), namespaceTerms(namespace))
+}
+
+// newSearchText indexes a tool's description and its parameters' names
+// and descriptions.
+func newSearchText(t *tool) *searchText {
 	parts := []string{t.description}
 	var schema any
 	json.Unmarshal(t.schema, &schema)
 	schemaText(schema, &parts, 0)
-	d := searchDoc{name: t.name, nameTerms: map[string]bool{}, textCounts: map[string]int{}, namespaceTerms: map[string]bool{}}
-	for _, term := range searchTerms(t.name) {
+	text := &searchText{textCounts: map[string]int{}}
+	for _, term := range searchTerms(strings.Join(parts, " ")) {
+		text.textCounts[term]++
+		text.textLength++
+	}
+	return text
+}
+
+// namespaceTerms is the terms of a server's name and description, shared
+// by the searchDocs of its tools.
+func namespaceTerms(namespace string) map[string]bool {
+	terms := map[string]bool{}
+	for _, term := range searchTerms(namespace) {
+		terms[term] = true
+	}
+	return terms
+}
+
+// searchDocOf is the searchDoc of the tool named name, of its text and
+// its server's terms.
+func searchDocOf(name string, text *searchText, namespace map[string]bool) searchDoc {
+	d := searchDoc{name: name, nameTerms: map[string]bool{}, searchText: text, namespaceTerms: namespace}
+	for _, term := range searchTerms(name) {
 		d.nameTerms[term] = true
 	}
-	segments := strings.Split(t.name, "__")
+	segments := strings.Split(name, "__")
 	for _, term := range searchTerms(segments[len(segments)-1]) {
 		if !slices.Contains(d.localNameTerms, term) {
 			d.localNameTerms = append(d.localNameTerms, term)
 		}
-	}
-	for _, term := range searchTerms(strings.Join(parts, " ")) {
-		d.textCounts[term]++
-		d.textLength++
-	}
-	for _, term := range searchTerms(namespace) {
-		d.namespaceTerms[term] = true
 	}
 	return d
 }
