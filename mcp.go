@@ -566,7 +566,9 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 // names them (mcpToolName): a tool whose plain name another tool of the
 // listing shares (a-b and a_b), whichever the server lists first, or a
 // tool of another server has (server h's x__echo, server h__x's echo),
-// gets its hash. m.mu is held: no two tools of the session get one name.
+// gets its hash; a hashed name that is another listed tool's plain name
+// is that tool's, wherever it is listed. m.mu is held: no two tools of
+// the session get one name.
 func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 	taken := map[string]bool{} // the other servers' tools' names, then this listing's
 	for _, other := range m.on {
@@ -588,7 +590,7 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 	for _, t := range tools {
 		t.tool.name = mcpToolName(srv.cfg.name, t.remote, func(n string) bool {
 			remote, listed := plain[n]
-			return taken[n] || listed && remote == ""
+			return taken[n] || listed && remote != t.remote
 		})
 		taken[t.tool.name] = true
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -1690,6 +1691,63 @@ func TestMCPToolsNamedAlike(t *testing.T) {
 			t.Errorf("echo offered as %v; want one of each server (%+v)", servers, s.mcp.list())
 		}
 	})
+}
+
+// TestMCPToolNamesOrderFree: a listing's names do not hang on its order,
+// however its tools are named: a tool named as another's hashed name
+// (x_y_<hash of x-y>), or as its next, keeps its plain name and x-y goes
+// on to the one after, whichever comes first (rpi gave the hashed name to the first, so a
+// server that reordered its list swapped the two tools' names, and what
+// tool_search had loaded went to the other tool).
+func TestMCPToolNamesOrderFree(t *testing.T) {
+	crafted := "x_y_" + mcpHash("s", "x-y")
+	listing := []string{crafted, "x-y", "x_y", "x_y_" + mcpHash("s", "x-y")[:4] + "2"} // and x-y's next
+	var orders [][]string // every order of the listing
+	var permute func(done, left []string)
+	permute = func(done, left []string) {
+		if len(left) == 0 {
+			orders = append(orders, done)
+		}
+		for i := range left {
+			permute(append(slices.Clone(done), left[i]), append(slices.Clone(left[:i]), left[i+1:]...))
+		}
+	}
+	permute(nil, listing)
+	var want map[string]string
+	for _, order := range orders {
+		{
+			m := &mcpServers{}
+			srv := &mcpServer{cfg: mcpServerConfig{name: "s"}}
+			m.on = []*mcpServer{srv}
+			var tools []mcpTool
+			for _, remote := range order {
+				tools = append(tools, mcpTool{server: "s", remote: remote, tool: &tool{}})
+			}
+			m.mu.Lock()
+			m.nameToolsLocked(srv, tools)
+			m.mu.Unlock()
+			got := map[string]string{}
+			for _, tl := range tools {
+				got[tl.remote] = tl.tool.name
+			}
+			if want == nil {
+				want = got
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("listed as %q: %v; listed as %q: %v", listing, want, order, got)
+			}
+		}
+	}
+	if want[crafted] != "mcp__s__"+crafted {
+		t.Errorf("%s named %s", crafted, want[crafted])
+	}
+	names := map[string]bool{}
+	for _, name := range want {
+		names[name] = true
+	}
+	if len(names) != len(listing) {
+		t.Errorf("names given twice: %v", want)
+	}
 }
 
 // TestMCPInputSchemaAsOffered: a tool's input schema reaches the model as
