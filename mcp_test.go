@@ -1701,7 +1701,8 @@ func TestMCPToolsNamedAlike(t *testing.T) {
 // tool_search had loaded went to the other tool).
 func TestMCPToolNamesOrderFree(t *testing.T) {
 	crafted := "x_y_" + mcpHash("s", "x-y")
-	listing := []string{crafted, "x-y", "x_y", "x_y_" + mcpHash("s", "x-y")[:4] + "2"} // and x-y's next
+	next := "x_y_" + mcpHash("s", "x-y")[:4] + "2" // x-y's next, as mcpToolName makes it
+	listing := []string{crafted, "x-y", "x_y", next}
 	var orders [][]string // every order of the listing
 	var permute func(done, left []string)
 	permute = func(done, left []string) {
@@ -1715,31 +1716,29 @@ func TestMCPToolNamesOrderFree(t *testing.T) {
 	permute(nil, listing)
 	var want map[string]string
 	for _, order := range orders {
-		{
-			m := &mcpServers{}
-			srv := &mcpServer{cfg: mcpServerConfig{name: "s"}}
-			m.on = []*mcpServer{srv}
-			var tools []mcpTool
-			for _, remote := range order {
-				tools = append(tools, mcpTool{server: "s", remote: remote, tool: &tool{}})
-			}
-			m.mu.Lock()
-			m.nameToolsLocked(srv, tools)
-			m.mu.Unlock()
-			got := map[string]string{}
-			for _, tl := range tools {
-				got[tl.remote] = tl.tool.name
-			}
-			if want == nil {
-				want = got
-			}
-			if !maps.Equal(got, want) {
-				t.Errorf("listed as %q: %v; listed as %q: %v", listing, want, order, got)
-			}
+		m := &mcpServers{}
+		srv := &mcpServer{cfg: mcpServerConfig{name: "s"}}
+		m.on = []*mcpServer{srv}
+		var tools []mcpTool
+		for _, remote := range order {
+			tools = append(tools, mcpTool{server: "s", remote: remote, tool: &tool{}})
+		}
+		m.mu.Lock()
+		m.nameToolsLocked(srv, tools)
+		m.mu.Unlock()
+		got := map[string]string{}
+		for _, tl := range tools {
+			got[tl.remote] = tl.tool.name
+		}
+		if want == nil {
+			want = got
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("listed as %q: %v; listed as %q: %v", listing, want, order, got)
 		}
 	}
-	if want[crafted] != "mcp__s__"+crafted {
-		t.Errorf("%s named %s", crafted, want[crafted])
+	if want[crafted] != "mcp__s__"+crafted || want[next] != "mcp__s__"+next || want["x-y"] != "mcp__s__x_y_"+mcpHash("s", "x-y")[:4]+"3" {
+		t.Errorf("named %v", want)
 	}
 	names := map[string]bool{}
 	for _, name := range want {
