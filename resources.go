@@ -43,53 +43,6 @@ type sourceInfo struct {
 	BaseDir string `json:"baseDir,omitempty"` // none for one listed in settings.json, as in pi
 }
 
-// frontMatterFields are the "key: value" lines of front matter, each value
-// as written (spaces around it trimmed).
-type frontMatterFields map[string]string
-
-// text is a field's value without the quotes around it, if it has a pair
-// ("…" or '…'); a quote inside or at one end only is part of the text.
-func (f frontMatterFields) text(key string) string {
-	v := f[key]
-	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-		return v[1 : len(v)-1]
-	}
-	return v
-}
-
-// isTrue says whether a field is YAML's true as pi reads it: true, True or
-// TRUE, not quoted (a quoted "true" is text), a comment after it allowed.
-func (f frontMatterFields) isTrue(key string) bool {
-	value, _, _ := strings.Cut(f[key], " #")
-	switch strings.TrimSpace(value) {
-	case "true", "True", "TRUE":
-		return true
-	}
-	return false
-}
-
-// frontMatter splits "---\nkey: value\n---\nbody" into its fields and body.
-// As pi, "\r\n" and "\r" are read as "\n" throughout.
-func frontMatter(text string) (frontMatterFields, string) {
-	fields := frontMatterFields{}
-	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
-	rest, ok := strings.CutPrefix(text, "---\n")
-	if !ok {
-		return fields, text
-	}
-	head, body, ok := strings.Cut(rest, "\n---")
-	if !ok {
-		return fields, text
-	}
-	for _, line := range strings.Split(head, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
-		}
-	}
-	// As pi: a body after front matter is trimmed.
-	return fields, strings.TrimSpace(body)
-}
-
 // firstLine is a template's description when it has none, as pi 1.6
 // makes it: its first line that is not blank, as it is, cut to 60 UTF-16
 // units and "..." (before a character the cut would split in two, where
@@ -655,7 +608,12 @@ func appendTemplate(out []slashCommand, path, location string, source sourceInfo
 	if !ok {
 		return out
 	}
-	fields, body := frontMatter(text)
+	fields, body, err := frontMatter(text)
+	if err != nil {
+		// As pi: a template whose front matter is not YAML is skipped.
+		*skipped = append(*skipped, location+" resource "+path+": front matter is not YAML rpi reads: "+err.Error())
+		return out
+	}
 	desc := fields.text("description")
 	if desc == "" {
 		desc = firstLine(body)
@@ -673,9 +631,17 @@ func appendSkill(out []slashCommand, path, location string, source sourceInfo, s
 	if !ok {
 		return out
 	}
-	fields, body := frontMatter(text)
+	fields, body, err := frontMatter(text)
+	if err != nil {
+		// As pi: a SKILL.md whose front matter is not YAML is skipped with
+		// a warning, another .md file without a word.
+		if filepath.Base(path) == "SKILL.md" {
+			*skipped = append(*skipped, location+" resource "+path+": front matter is not YAML rpi reads: "+err.Error())
+		}
+		return out
+	}
 	desc := fields.text("description")
-	if strings.TrimSpace(desc) == "" {
+	if strings.TrimFunc(desc, jsSpace) == "" {
 		if filepath.Base(path) == "SKILL.md" {
 			// As pi: a skill is chosen by its description, so one without is no skill.
 			*skipped = append(*skipped, location+" resource "+path+": a skill needs a description in its front matter")

@@ -200,25 +200,6 @@ func TestTemplateLineEnds(t *testing.T) {
 	}
 }
 
-// TestFrontMatterQuotes: a value in quotes loses them, as YAML reads it;
-// a quote at one end only, or quotes that are part of the text, stay.
-func TestFrontMatterQuotes(t *testing.T) {
-	for value, want := range map[string]string{
-		`"Deploy it"`:       "Deploy it",
-		`'Deploy it'`:       "Deploy it",
-		`Run 'make'`:        "Run 'make'",
-		`"quoted" at first`: `"quoted" at first`,
-		`It's`:              "It's",
-		`"`:                 `"`,
-		`''`:                "",
-	} {
-		fields, _ := frontMatter("---\ndescription: " + value + "\n---\nbody")
-		if got := fields.text("description"); got != want {
-			t.Errorf("description: %s: got %q, want %q", value, got, want)
-		}
-	}
-}
-
 // writeTestFile writes text to path, making its folders.
 func writeTestFile(t *testing.T, path, text string) {
 	t.Helper()
