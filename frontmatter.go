@@ -432,10 +432,12 @@ func (r *yamlReader) plainEndAt(s string) (end int) {
 	return plainEnd(s, false)
 }
 
-var (
-	yamlInt   = regexp.MustCompile(`^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$`)
-	yamlFloat = regexp.MustCompile(`^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
-)
+// yamlNumber is YAML 1.2's core schema's numbers: integers (also 0o and
+// 0x), floats, .inf and .nan.
+var yamlNumber = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+|` +
+		`[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+}}
 
 // plainValue is a plain scalar's value in YAML 1.2's core schema.
 func plainValue(s string) yamlValue {
@@ -445,7 +447,7 @@ func plainValue(s string) yamlValue {
 	case "", "~", "null", "Null", "NULL", "false", "False", "FALSE":
 		return yamlValue{kind: 'o'}
 	}
-	if yamlInt.MatchString(s) || yamlFloat.MatchString(s) {
+	if yamlNumber.get().MatchString(s) {
 		return yamlValue{kind: 'o'}
 	}
 	return yamlValue{kind: 's', text: s}
@@ -478,6 +480,13 @@ func quotedOnLine(s string) (text string, n int, closed bool) {
 	return "", 0, false
 }
 
+// yamlEscapes are the characters after '\\' in YAML's one-character
+// escapes, each standing for yamlEscaped's string at its index.
+const yamlEscapes = "0abt\tnvfre \"/\\N_LP"
+
+var yamlEscaped = [...]string{"\x00", "\a", "\b", "\t", "\t", "\n", "\v", "\f", "\r", "\x1b", " ", "\"", "/", "\\",
+	"\u0085", "\u00a0", "\u2028", "\u2029"}
+
 // yamlEscape reads the escape after a '\' at the start of s: its text
 // and length; ok false for one YAML does not have, or a code point
 // that is not a character (a lone surrogate).
@@ -485,12 +494,18 @@ func yamlEscape(s string) (string, int, bool) {
 	if s == "" {
 		return "", 0, false
 	}
-	simple := map[byte]string{'0': "\x00", 'a': "\a", 'b': "\b", 't': "\t", '\t': "\t", 'n': "\n", 'v': "\v", 'f': "\f",
-		'r': "\r", 'e': "\x1b", ' ': " ", '"': "\"", '/': "/", '\\': "\\", 'N': "\u0085", '_': "\u00a0", 'L': "\u2028", 'P': "\u2029"}
-	if t, ok := simple[s[0]]; ok {
-		return t, 1, true
+	if k := strings.IndexByte(yamlEscapes, s[0]); k >= 0 {
+		return yamlEscaped[k], 1, true
 	}
-	digits := map[byte]int{'x': 2, 'u': 4, 'U': 8}[s[0]]
+	digits := 0
+	switch s[0] {
+	case 'x':
+		digits = 2
+	case 'u':
+		digits = 4
+	case 'U':
+		digits = 8
+	}
 	if digits == 0 || len(s) < 1+digits {
 		return "", 0, false
 	}
