@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // readLink reads a prompt's file:// link the way read does, until ctx
@@ -85,6 +86,10 @@ func (f acpFiles) readText(ctx context.Context, abs string) (text string, notUTF
 // encoding is not edited.
 var errEditorNotUTF8 = errors.New("the editor gave its text with bytes that are not UTF-8 (a file in another encoding): an edit would replace each of them with U+FFFD; nothing was written")
 
+// errDiskNotUTF8 is why a file on disk in another encoding is not edited
+// when the editor writes it: fs/write_text_file takes text.
+var errDiskNotUTF8 = errors.New("it has bytes that are not UTF-8 (a file in another encoding), and the editor writes text: an edit would replace each of them with U+FFFD; nothing was written")
+
 // errEditorReadMoved fails a read through the editor when the path led
 // elsewhere once the editor had answered (it was replaced meanwhile): what
 // the editor read is not used.
@@ -136,7 +141,8 @@ func (f acpFiles) open(ctx context.Context, abs string) (io.ReadCloser, error) {
 // UTF-8 is not the file's (each such byte is a U+FFFD): it is not read
 // (errEditorNotUTF8), so that an edit, which would write those U+FFFD
 // back, is refused, and a write shows the file it replaces without its
-// text.
+// text; so is such a file read from the disk that the editor writes
+// (errDiskNotUTF8).
 func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (changeTarget, error) {
 	caps := f.as.agent.clientCaps()
 	if !caps.readTextFile && !caps.writeTextFile {
@@ -154,6 +160,9 @@ func (f acpFiles) target(ctx context.Context, path, abs string, create bool) (ch
 	case !ok && disk.exists():
 		data, derr := disk.read(ctx, maxEditBytes)
 		t.text, t.has, t.readErr = string(data), derr == nil, derr
+		if derr == nil && t.viaEditor && !utf8.Valid(data) { // the editor is sent text
+			t.text, t.has, t.notUTF8, t.readErr = "", false, true, errDiskNotUTF8
+		}
 	case !ok:
 		t.readErr = fs.ErrNotExist
 	default:

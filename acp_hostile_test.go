@@ -633,7 +633,7 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 	latin1 := "caf\xe9\nbeta\n"
 	edit := `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}` + "\n" +
 		`{"toolCalls":[{"id":"c2","name":"write","args":["{\"path\":\"other.txt\",\"content\":\"new\\n\"}"]}]}` + "\n" + `{"text":["done"]}`
-	for _, via := range []string{"disk", "editor"} {
+	for _, via := range []string{"disk", "editor", "disk, written by the editor"} {
 		t.Run(via, func(t *testing.T) {
 			e := newTestEnv(t)
 			startFakeModel(t, apiOpenAI, edit, e.agentDir)
@@ -657,9 +657,13 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 			}
 			cwd := t.TempDir()
 			caps := map[string]any{}
-			if via == "disk" {
+			switch via {
+			case "disk":
 				os.WriteFile(filepath.Join(cwd, "menu.txt"), []byte(latin1), 0o644)
-			} else {
+			case "disk, written by the editor": // the file's bytes read from the disk, the edit written as a JSON string
+				os.WriteFile(filepath.Join(cwd, "menu.txt"), []byte(latin1), 0o644)
+				caps["fs"] = map[string]bool{"writeTextFile": true}
+			default:
 				caps["fs"] = map[string]bool{"readTextFile": true, "writeTextFile": true}
 			}
 			sid := openACPSession(t, c, caps, cwd)
@@ -672,6 +676,13 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 			if via == "disk" {
 				if data, _ := os.ReadFile(filepath.Join(cwd, "menu.txt")); status != "completed" || string(data) != "caf\xe9\nBETA\n" {
 					t.Errorf("the edit on disk: %s %q, the file %q", status, text, data)
+				}
+				return
+			}
+			if via == "disk, written by the editor" {
+				want := "Cannot edit menu.txt: it has bytes that are not UTF-8 (a file in another encoding), and the editor writes text: an edit would replace each of them with U+FFFD; nothing was written"
+				if data, _ := os.ReadFile(filepath.Join(cwd, "menu.txt")); status != "failed" || text != want || len(written) != 1 || string(data) != latin1 {
+					t.Errorf("the edit of the disk's file through the editor: %s %q, written %q, the file %q\nwant failed %q", status, text, written, data, want)
 				}
 				return
 			}
