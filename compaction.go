@@ -399,6 +399,7 @@ func (f fileLists) addEarlier(e *sessionEntry) {
 		return
 	}
 	details, _ := exactMember(line, "details")
+	details, _ = validRaw(details) // as pi reads the file: each byte that is not UTF-8 a U+FFFD
 	addNames(f.read, details, "readFiles")
 	addNames(f.modified, details, "modifiedFiles")
 }

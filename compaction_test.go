@@ -626,3 +626,18 @@ func TestCompactAfterAFailedWriteInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlierFileListsNotUTF8: an earlier compaction's file names with
+// bytes that are not UTF-8 (a session file written by hand, or damaged)
+// are read as pi reads the file, each such byte a U+FFFD, so that names
+// alike once read are listed once: rpi listed "x\ufffd.md" three times.
+func TestEarlierFileListsNotUTF8(t *testing.T) {
+	line := `{"type":"compaction","id":"c1","details":{"readFiles":["x` + "\xff" + `.md","x` + "\xfe" + `.md","x\ufffd.md","ｚ","😀","",7],"modifiedFiles":["m` + "\x80" + `","m�"]}}`
+	f := newFileLists()
+	f.addEarlier(&sessionEntry{raw: []byte(line)})
+	got := f.lists()
+	want := compactionDetails{ReadFiles: []string{"x\ufffd.md", "😀", "ｚ"}, ModifiedFiles: []string{"m\ufffd"}}
+	if !slices.Equal(got.ReadFiles, want.ReadFiles) || !slices.Equal(got.ModifiedFiles, want.ModifiedFiles) {
+		t.Errorf("the lists: %q, want %q", got, want)
+	}
+}
