@@ -68,3 +68,13 @@ func TestFindBashOnWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestDangerousEnvOnWindows: Windows reads a variable's name in any case
+// (Path is PATH), so the spawn dialog marks it in any case.
+func TestDangerousEnvOnWindows(t *testing.T) {
+	for _, key := range []string{"Path", "path", "Ld_Preload", "Git_Ssh_Command", "Ssh_Askpass", "Xdg_Config_Home"} {
+		if !dangerousEnv(key) {
+			t.Errorf("dangerousEnv(%q) = false, want true", key)
+		}
+	}
+}

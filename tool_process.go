@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,9 +188,14 @@ func shownValue(v string) string {
 // loads, so that the approval dialog marks it: the loader's, the shell's,
 // an interpreter's, git's, npm's, the XDG folders (where a program finds
 // its configuration) and the programs ssh, sudo and git ask a password of.
+// A name is taken in any case where it is read so: on Windows (Path is
+// PATH), and npm's (npm_config_ in any case).
 func dangerousEnv(key string) bool {
+	if upper := strings.ToUpper(key); runtime.GOOS == "windows" || strings.HasPrefix(upper, "NPM_CONFIG_") {
+		key = upper
+	}
 	for _, prefix := range []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_", "PYTHON", "PERL", "RUBY", "NODE_", "JAVA_", "GCONV", "MALLOC_",
-		"XDG_", "npm_config_", "NPM_CONFIG_"} {
+		"XDG_", "NPM_CONFIG_"} {
 		if strings.HasPrefix(key, prefix) {
 			return true
 		}
