@@ -230,12 +230,13 @@ func (t *acpTarget) write(ctx context.Context, verb string, before, content []by
 }
 
 // holds reports whether the file, read again the way it was read, still
-// holds text.
+// holds text: text the editor now gives with bytes that are not UTF-8 is
+// not the file's, though it reads the same (each such byte a U+FFFD).
 func (t *acpTarget) holds(ctx context.Context, text []byte) bool {
-	now, ok, err := t.files.read(ctx, t.abs)
+	now, notUTF8, ok, err := t.files.readText(ctx, t.abs)
 	if !ok {
 		data, derr := t.disk.read(ctx, int64(len(text))+1)
 		now, err = string(data), derr
 	}
-	return err == nil && now == string(text)
+	return err == nil && !notUTF8 && now == string(text)
 }

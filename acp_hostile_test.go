@@ -702,6 +702,44 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 	}
 }
 
+// TestACPEditOfABufferThatTurnsNotUTF8: the editor gives the file as
+// UTF-8 text holding a U+FFFD, then, read again before the edit is
+// written, with a byte that is not UTF-8 where that U+FFFD was (the
+// buffer changed, read in another encoding): the file changed, and the
+// edit is not written, as its text was read the same once each such byte
+// is a U+FFFD, and the edit would have written a U+FFFD over that byte.
+func TestACPEditOfABufferThatTurnsNotUTF8(t *testing.T) {
+	e := newTestEnv(t)
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	c, _, _ := startACPAgent(t, e, nil)
+	var mu sync.Mutex
+	reads, written := 0, 0
+	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch method {
+		case "fs/read_text_file":
+			if reads++; reads == 1 {
+				return json.RawMessage(`{"content":"caf\ufffd\nbeta\n"}`), nil
+			}
+			return json.RawMessage("{\"content\":\"caf\xe9\\nbeta\\n\"}"), nil
+		case "fs/write_text_file":
+			written++
+		}
+		return map[string]any{}, nil
+	}
+	sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, t.TempDir())
+	if got := c.call("session/prompt", acpTextPrompt(sid, "edit")); stopReasonOf(got.Result) != "end_turn" {
+		t.Fatalf("the prompt: %s", got.line)
+	}
+	status, text, _ := cardEnd(c, "c1")
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "Cannot edit menu.txt: the file changed while this call was waiting; nothing was written (read it again and redo the edit)"; status != "failed" || text != want || written != 0 || reads != 2 {
+		t.Errorf("the edit: %s %q, %d reads, %d writes\nwant failed %q", status, text, reads, written, want)
+	}
+}
+
 // TestACPPermissionAnswersThatAllowNothing: only an answer that selects
 // an option rpi offered, in the schema's shape, runs the call: an option
 // never offered, one spelled otherwise, a cancelled outcome, an error, a
