@@ -1643,6 +1643,7 @@ func TestDangerousEnv(t *testing.T) {
 		"LD_PRELOAD": true, "PATH": true, "BASH_ENV": true, "GIT_SSH_COMMAND": true,
 		"XDG_CONFIG_HOME": true, "XDG_DATA_DIRS": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true,
 		"npm_config_script_shell": true, "NPM_CONFIG_NODE_OPTIONS": true, "Npm_Config_Script_Shell": true, // npm reads any case
+		"GOFLAGS": true, "CC": true, "CXX": true, "MAKEFLAGS": true, "RUSTC_WRAPPER": true, "CARGO_BUILD_RUSTC_WRAPPER": true,
 		"LANG": false, "TERM": false, "COLUMNS": false, "DEBUG": false, "ASKPASS_HINT": false,
 	} {
 		if got := dangerousEnv(key); got != want {

@@ -186,8 +186,10 @@ func shownValue(v string) string {
 
 // dangerousEnv reports whether a variable changes what a program runs or
 // loads, so that the approval dialog marks it: the loader's, the shell's,
-// an interpreter's, git's, npm's, the XDG folders (where a program finds
-// its configuration) and the programs ssh, sudo and git ask a password of.
+// an interpreter's, git's, npm's, the build tools' (GOFLAGS' -toolexec,
+// the C compiler, make's flags, cargo's and rustc's wrappers), the XDG
+// folders (where a program finds its configuration) and the programs
+// ssh, sudo and git ask a password of.
 // A name is taken in any case where it is read so: on Windows (Path is
 // PATH), and npm's (npm_config_ in any case).
 func dangerousEnv(key string) bool {
@@ -195,13 +197,14 @@ func dangerousEnv(key string) bool {
 		key = upper
 	}
 	for _, prefix := range []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_", "PYTHON", "PERL", "RUBY", "NODE_", "JAVA_", "GCONV", "MALLOC_",
-		"XDG_", "NPM_CONFIG_"} {
+		"XDG_", "NPM_CONFIG_", "CARGO_", "RUSTC"} {
 		if strings.HasPrefix(key, prefix) {
 			return true
 		}
 	}
 	return slices.Contains([]string{"PATH", "BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND",
-		"CDPATH", "HOME", "SHELL", "EDITOR", "VISUAL", "PAGER", "TMPDIR", "ZDOTDIR", "LESSOPEN", "CLASSPATH"}, key) ||
+		"CDPATH", "HOME", "SHELL", "EDITOR", "VISUAL", "PAGER", "TMPDIR", "ZDOTDIR", "LESSOPEN", "CLASSPATH",
+		"GOFLAGS", "CC", "CXX", "MAKEFLAGS", "MAKE"}, key) ||
 		strings.HasSuffix(key, "_OPTIONS") || strings.HasSuffix(key, "PATH") || strings.HasSuffix(key, "LIB") ||
 		strings.HasSuffix(key, "_ASKPASS")
 }
