@@ -491,7 +491,9 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
 			}
 			if s.autoCompact(run, last) {
-				attempt = 0
+				// What was steered while it compacted goes in before the
+				// answer asked again, as pi 1.6 takes it when the run goes on.
+				attempt, pending = 0, inputs(s.takeQueued(true))
 				continue
 			}
 			if last != nil && last.StopReason == "error" {
