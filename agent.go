@@ -203,7 +203,11 @@ func (s *session) setPhase(phase runPhase) {
 func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
 	if run.ctx.Err() == nil {
-		next = inputs(append(s.takeQueuedLocked(true), s.takeQueuedLocked(false)...))
+		// As pi 1.6 goes on: with what was steered, else with a
+		// follow-up; a follow-up queued with a steer waits for the answer.
+		if next = inputs(s.takeQueuedLocked(true)); next == nil {
+			next = inputs(s.takeQueuedLocked(false))
+		}
 	}
 	if len(next) > 0 {
 		s.phase, run.agent = running, true
