@@ -922,7 +922,7 @@ func (as *acpSession) ownCommand(call *acpRequest, name, rest string) (any, erro
 		return acpStopResult{StopReason: "end_turn"}, nil
 	}
 	as.updates.takeCompaction() // an earlier (automatic) one's
-	as.s.compact(rest, func(_ compactionResult, err error) {
+	as.s.compact(rest, false, func(_ compactionResult, err error) {
 		// A compaction that ran has had its note (compaction_end); one
 		// that could not start has not.
 		end := as.updates.takeCompaction()

@@ -93,6 +93,9 @@ type agentRun struct {
 	cancel  context.CancelFunc
 	settled chan struct{} // closed once the run has settled (after agent_settled)
 	agent   bool          // it ran the agent (so it ends with agent_settled)
+	// leaveQueued: a compaction after which what is queued waits for the
+	// next prompt (rpc's compact); set as it starts, under s.mu.
+	leaveQueued bool
 
 	// Only the run's own goroutine uses these: the inputs whose turn is in
 	// progress (postTurnsEnded reports their end), and the last answer.
@@ -130,10 +133,11 @@ func inputs(ms []*userMessage) []runInput {
 
 // Why a run cannot start: tryStartRun's refusals.
 var (
-	errChanging  = errors.New("A session change is in progress; send the prompt once it is answered.")
-	errBusy      = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
-	errNoModel   = errors.New(noModelMessage)
-	errElsewhere = errors.New("another session is running")
+	errChanging   = errors.New("A session change is in progress; send the prompt once it is answered.")
+	errBusy       = errors.New("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.")
+	errCompacting = errors.New("Cannot submit a prompt while compaction is in progress. Wait for compaction to finish and retry.")
+	errNoModel    = errors.New(noModelMessage)
+	errElsewhere  = errors.New("another session is running")
 )
 
 // tryStartRun is the one gate every run passes (a prompt, a loop's fire,
@@ -195,14 +199,15 @@ func (s *session) setPhase(phase runPhase) {
 // settle ends a run chain, or continues it: under the lock a prompt takes
 // to queue, it takes what is queued (then the caller runs it) or marks
 // the agent idle and writes agent_settled, so nothing queued is ever
-// left behind. A compaction run that finds messages queued goes on as an
-// agent run. Either way the turn of the inputs it ran has ended
+// left behind, but after rpc's compact, which leaves them for the next
+// prompt as pi 1.6 does; an ACP compaction that finds messages queued goes
+// on as an agent run. Either way the turn of the inputs it ran has ended
 // (postTurnsEnded, after agent_settled when it settles; the host's run is let
 // go of before, so another session can run once a client hears of the
 // end). Once idle, the loops report the run and may start a waiting fire.
 func (s *session) settle(run *agentRun) (next []runInput) {
 	s.mu.Lock()
-	if run.ctx.Err() == nil {
+	if run.ctx.Err() == nil && !run.leaveQueued {
 		// As pi 1.6 goes on: with what was steered, else with a
 		// follow-up; a follow-up queued with a steer waits for the answer.
 		if next = inputs(s.takeQueuedLocked(true)); next == nil {

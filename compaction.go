@@ -509,8 +509,11 @@ func utf16Key(r rune) uint32 {
 // agent is aborted first) as a run of its own, which abort reaches (it
 // then fails with "Compaction cancelled"); done gets the result, after
 // compaction_start and compaction_end. When the session file's last write
-// failed, it is written again first, in the background.
-func (s *session) compact(instructions string, done func(compactionResult, error)) {
+// failed, it is written again first, in the background. leaveQueued: what
+// is queued when it ends waits for the next prompt, as pi 1.6 leaves it
+// (rpc's compact, during which a prompt is refused as in pi); else it
+// goes on as an agent run (ACP's /compact, whose later prompts it queues).
+func (s *session) compact(instructions string, leaveQueued bool, done func(compactionResult, error)) {
 	// Its turn among the session changes is taken now, in order with the
 	// commands around it, not once the file is written.
 	after, turn := s.takeChangeTurn()
@@ -524,11 +527,11 @@ func (s *session) compact(instructions string, done func(compactionResult, error
 				close(turn)
 				return
 			}
-			s.compactNow(nil, turn, instructions, done)
+			s.compactNow(nil, turn, instructions, leaveQueued, done)
 		})
 		return
 	}
-	s.compactNow(after, turn, instructions, done)
+	s.compactNow(after, turn, instructions, leaveQueued, done)
 }
 
 // compactNow takes its turn among the session changes (changeSession):
@@ -538,11 +541,11 @@ func (s *session) compact(instructions string, done func(compactionResult, error
 // then makes it fail as one in progress does). It never compacts a
 // session a change sent after it made current. after and turn are its
 // turn (takeChangeTurn).
-func (s *session) compactNow(after <-chan struct{}, turn chan struct{}, instructions string, done func(compactionResult, error)) {
+func (s *session) compactNow(after <-chan struct{}, turn chan struct{}, instructions string, leaveQueued bool, done func(compactionResult, error)) {
 	if busy := s.holdRuns(); !busy && isClosed(after) {
 		// The plan reads only memory: made now, a too-small session fails
 		// in order, and the compaction starts before the next command.
-		s.startCompaction(instructions, done)
+		s.startCompaction(instructions, leaveQueued, done)
 		close(turn)
 		return
 	}
@@ -555,13 +558,13 @@ func (s *session) compactNow(after <-chan struct{}, turn chan struct{}, instruct
 		if settled != nil {
 			<-settled
 		}
-		s.startCompaction(instructions, done)
+		s.startCompaction(instructions, leaveQueued, done)
 	})
 }
 
 // startCompaction plans the compaction and starts its run; the caller
 // holds runs (holdRuns), and the start ends that hold.
-func (s *session) startCompaction(instructions string, done func(compactionResult, error)) {
+func (s *session) startCompaction(instructions string, leaveQueued bool, done func(compactionResult, error)) {
 	plan, err := s.planCompaction()
 	if err != nil {
 		s.releaseRuns()
@@ -569,7 +572,12 @@ func (s *session) startCompaction(instructions string, done func(compactionResul
 		s.startWaitingLoops() // a loop's fire that waited for the compaction
 		return
 	}
-	run, err := s.tryStartRun(compacting, true)
+	s.mu.Lock()
+	run, err := s.tryStartRunLocked(compacting, true)
+	if run != nil {
+		run.leaveQueued = leaveQueued // in the step it starts: a prompt then is refused
+	}
+	s.mu.Unlock()
 	if err == errChanging {
 		err = errors.New("A session change is in progress; compact once it is answered.")
 	}

@@ -165,6 +165,8 @@ func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted fu
 	switch {
 	case s.changing > 0:
 		err = errChanging // queued now, the message would be dropped with the old session
+	case s.activeRun != nil && s.activeRun.leaveQueued:
+		err = errCompacting // as pi 1.6: queued, it would wait for the next prompt
 	case s.activeRun != nil && behaviour == "":
 		err = errBusy
 	case s.activeRun != nil:

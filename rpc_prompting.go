@@ -21,7 +21,7 @@ func (s *rpcServer) compactCommand(r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.compact(instructions, func(res compactionResult, err error) {
+	s.compact(instructions, true, func(res compactionResult, err error) {
 		if err != nil {
 			s.reply(r, nil, err)
 			return

@@ -515,7 +515,7 @@ func TestCompactAnsweredOnceSettled(t *testing.T) {
 		waitEnded(t, ended)
 	}
 	busyAtAnswer := make(chan bool, 1)
-	s.compact("", func(_ compactionResult, err error) {
+	s.compact("", true, func(_ compactionResult, err error) {
 		if err != nil {
 			t.Errorf("compact: %v", err)
 		}
