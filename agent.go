@@ -371,15 +371,24 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 	}
 	apply := func() {
 		defer s.startWaitingLoops() // a loop's fire that waited for a change that failed (one made has removed it)
-		defer s.releaseRuns()
-		defer close(turn)
+		// finish ends the change's turn and its hold on runs. It comes
+		// right after the answer, before the asker's lock is let go of,
+		// so that a command its client sends on reading the answer (a
+		// prompt, a compact) finds the change over, never in progress.
+		var finished sync.Once
+		finish := func() { finished.Do(func() { close(turn); s.releaseRuns() }) }
+		defer finish() // after a panic too
+		answer := func(err error) {
+			defer finish()
+			done(err)
+		}
 		if after != nil {
 			<-after
 		}
 		for _, f := range []func() error{check, prepare} {
 			if err := step(f); err != nil {
 				defer lock()()
-				done(err)
+				answer(err)
 				return
 			}
 		}
@@ -403,7 +412,7 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 			keep()
 			if err != nil {
 				defer unlock()
-				done(err)
+				answer(err)
 				return
 			}
 			unlock()
@@ -417,7 +426,7 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 		if err == nil {
 			err = step(change)
 		}
-		done(err)
+		answer(err)
 	}
 	if inBackground {
 		s.goBackground(apply)

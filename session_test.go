@@ -1419,3 +1419,34 @@ func TestSessionIDClaimedAtOnce(t *testing.T) {
 		t.Errorf("the rpi that won: exit %d, %s", codes[won], outs[won].bytes())
 	}
 }
+
+// TestPromptOnASwitchAnswer: a prompt sent on reading a switch_session's
+// answer starts. The switch, made in the background (it reads the file),
+// ended its hold on runs only after its answer, so such a prompt (or a
+// compact) now and then failed "A session change is in progress" under
+// load; the hold now ends before the answer's connection takes its next
+// command.
+func TestPromptOnASwitchAnswer(t *testing.T) {
+	endToEnd(t)
+	const turns = 30
+	var script strings.Builder
+	for i := range turns {
+		fmt.Fprintf(&script, "{\"text\":[\"answer-%d\"]}\n", i)
+	}
+	ps, _, cwd := agentSession(t, apiOpenAI, script.String())
+	path := filepath.Join(cwd, "s.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"0195f3a0-0000-7000-8000-0000000000a1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`+"\n"), 0o600)
+	for i := range turns {
+		ps.send(fmt.Sprintf(`{"id":"sw-%d","type":"switch_session","sessionPath":%q}`, i, path))
+		ps.waitFor(fmt.Sprintf(`"id":"sw-%d"`, i))
+		ps.send(fmt.Sprintf(`{"id":"p-%d","type":"prompt","message":"question %d"}`, i, i))
+		ps.waitFor(fmt.Sprintf(`"id":"p-%d"`, i))
+		for _, rec := range ps.records() {
+			if rec["id"] == fmt.Sprintf("p-%d", i) && rec["success"] != true {
+				t.Fatalf("a prompt sent on a switch's answer failed: %v", rec)
+			}
+		}
+		ps.waitFor(fmt.Sprintf(`"text":"answer-%d"}],"api"`, i))
+	}
+	ps.close()
+}
