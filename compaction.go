@@ -93,19 +93,114 @@ func contextSize(m any) int {
 	return messageJSONSize(m)
 }
 
-// contextTokens is how full the context is: the last answer's reported
-// usage, or an estimate when there is none.
-func contextTokens(messages []any) int {
+// compactionTokens is how full the context is for compaction's
+// decisions and its tokensBefore, as pi 1.6 reckons it
+// (estimateProjectedContextTokens): the last valid answer's reported
+// usage (an answer not failed, not aborted, with tokens) plus an
+// estimate of each message after it; or, when there is no such answer
+// since the branch's latest compaction or context edit (its usage
+// counted what they took out), an estimate of every message, the system
+// prompt once (its latest message).
+func (c *conversation) compactionTokens(messages []any) int {
+	return projectedTokens(messages, c.usageHolds())
+}
+
+// projectedTokens is compactionTokens of messages, whose last valid
+// answer's usage is trusted when usageHolds.
+func projectedTokens(messages []any, usageHolds bool) int {
+	if usageHolds {
+		for i := len(messages) - 1; i >= 0; i-- {
+			if a, ok := messages[i].(*assistantMessage); ok && validUsage(a) {
+				total := usageTokens(a.Usage)
+				for _, m := range messages[i+1:] {
+					total = addTokens(total, estimateTokens(m))
+				}
+				return total
+			}
+		}
+	}
+	total, system := 0, -1
+	for i, m := range messages {
+		if r, ok := m.(rawMessage); ok && messageRole(json.RawMessage(r)) == "system" {
+			system = i
+			continue
+		}
+		total = addTokens(total, estimateTokens(m))
+	}
+	if system >= 0 {
+		total = addTokens(total, estimateTokens(messages[system]))
+	}
+	return total
+}
+
+// validUsage reports whether an answer's usage says how full the
+// context was: it neither failed nor was aborted, and it has tokens.
+func validUsage(a *assistantMessage) bool {
+	return a.StopReason != "error" && a.StopReason != "aborted" && usageTokens(a.Usage) > 0
+}
+
+// usageHolds reports whether the current branch has an answer with a
+// valid usage since its latest compaction or context edit.
+func (c *conversation) usageHolds() bool {
+	holds, _ := c.sinceCompaction()
+	return holds
+}
+
+// sinceCompaction walks the current branch back from its leaf to its
+// latest compaction: usageHolds is whether an answer with a valid usage
+// comes before (nearer the leaf than) any compaction or context edit;
+// edited is whether a context edit lies on the way.
+func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := c.sessionFile
+	usageSeen := false
+	for e := ss.byID[ss.leaf]; e != nil && e.Type != "compaction"; {
+		switch {
+		case e.Type == "context_edit":
+			edited = true
+		case e.Type == "message" && !edited && !usageSeen:
+			if a, ok := e.msg.(*assistantMessage); ok && validUsage(a) {
+				usageSeen, usageHolds = true, true
+			}
+		}
+		if e.ParentID == nil {
+			break
+		}
+		e = ss.byID[*e.ParentID]
+	}
+	return usageHolds, edited
+}
+
+// thresholdTokens is how full the context is after a run whose last
+// answer is last, as pi 1.6 decides a threshold compaction: with a
+// context edit since the latest compaction, compactionTokens; else the
+// last answer's usage; for an answer without one, the last answer with
+// a usage and an estimate of the messages after it (known is false when
+// that answer came before the latest compaction: its usage counted what
+// the compaction took out, so there is nothing to go by, and no
+// compaction), or an estimate of every message when none has a usage.
+func (c *conversation) thresholdTokens(last *assistantMessage, messages []any) (tokens int, known bool) {
+	usageHolds, edited := c.sinceCompaction()
+	if edited {
+		return projectedTokens(messages, usageHolds), true
+	}
+	if t := usageTokens(last.Usage); t > 0 {
+		return t, true
+	}
 	for i := len(messages) - 1; i >= 0; i-- {
-		if a, ok := messages[i].(*assistantMessage); ok && a.Usage.TotalTokens > 0 && a.StopReason != "error" {
-			return a.Usage.TotalTokens
+		if a, ok := messages[i].(*assistantMessage); ok && validUsage(a) {
+			if !usageHolds {
+				return 0, false
+			}
+			return projectedTokens(messages, true), true
 		}
 	}
 	total := 0
 	for _, m := range messages {
-		total += estimateTokens(m)
+		total = addTokens(total, estimateTokens(m))
 	}
-	return total
+	return total, true
 }
 
 // compactionPlan is what a compaction will summarise and keep.
@@ -129,7 +224,7 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	if m == nil || !m.usable() {
 		return nil, errors.New(noModelMessage)
 	}
-	plan := &compactionPlan{model: m, tokensBefore: contextTokens(s.conv.messages()), files: newFileLists()}
+	plan := &compactionPlan{model: m, tokensBefore: s.conv.compactionTokens(s.conv.messages()), files: newFileLists()}
 	path := s.conv.branchEntries()
 	from := 0    // where what is not summarised yet begins
 	made := path // the entries the context is made of, whose edits count (as ss.context)
@@ -702,7 +797,6 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	s.mu.Lock()
 	enabled, m := s.autoCompaction, s.model
 	s.mu.Unlock()
-	tokens := contextTokens(s.conv.messages())
 	// A run the user stopped (during a tool, after an answer cut short)
 	// is neither compacted nor run again: pi's run ends in an aborted
 	// answer there.
@@ -711,11 +805,12 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	}
 	rec := recoveryFor(last, m)
 	retry := rec == overflowRetry || rec == truncatedRetry
+	tokens, known := s.conv.thresholdTokens(last, s.conv.messages())
 	reason := ""
 	switch {
 	case rec != noRecovery:
 		reason = "overflow"
-	case last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
+	case known && last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
 		reason = "threshold"
 	default:
 		return false

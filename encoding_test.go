@@ -157,7 +157,7 @@ func FuzzAppendJSONFloat(f *testing.F) {
 }
 
 // TestCountingDoesNotEncode: the token estimate of a conversation with an
-// 8 MiB image — autoCompact's (contextTokens), usage_update's and
+// 8 MiB image — autoCompact's (projectedTokens), usage_update's and
 // get_session_stats' (estimateContext), compaction's (estimateTokens) —
 // is the figure json.Marshal's length gives (but for a tool result's
 // details, which the model is never sent), and takes a few KiB,
@@ -191,13 +191,13 @@ func TestCountingDoesNotEncode(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	used := estimateContext(messages)
-	tokens := contextTokens(messages)
+	tokens := projectedTokens(messages, true)
 	runtime.ReadMemStats(&after)
 	if used == nil || *used != want {
 		t.Errorf("estimateContext %v, want %d (json.Marshal's bytes / 4)", used, want)
 	}
 	if tokens > want || tokens < want-len(messages) {
-		t.Errorf("contextTokens %d, want about %d", tokens, want)
+		t.Errorf("projectedTokens %d, want about %d", tokens, want)
 	}
 	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<10 {
 		t.Errorf("two counts of the conversation allocated %d bytes; want at most 64 KiB (the image is %d)", allocated, len(image))
