@@ -149,33 +149,48 @@ func (c *conversation) usageHolds() bool {
 // sinceCompaction walks the current branch back from its leaf to its
 // latest compaction: usageHolds is whether an answer with a valid usage
 // comes before (nearer the leaf than) any compaction or context edit;
-// edited is whether a context edit lies on the way.
+// edited is whether the context holds a context edit, as pi 1.6's
+// projection does: one on the way, or one among the entries the
+// compaction kept (before it in the file).
 func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ss := c.sessionFile
-	usageSeen := false
-	for e := ss.byID[ss.leaf]; e != nil && e.Type != "compaction"; {
+	parent := func(e *sessionEntry) *sessionEntry {
+		if e.ParentID == nil {
+			return nil
+		}
+		return ss.byID[*e.ParentID]
+	}
+	e := ss.byID[ss.leaf]
+	for ; e != nil && e.Type != "compaction"; e = parent(e) {
 		switch {
 		case e.Type == "context_edit":
 			edited = true
-		case e.Type == "message" && !edited && !usageSeen:
+		case e.Type == "message" && !edited && !usageHolds:
 			if a, ok := e.msg.(*assistantMessage); ok && validUsage(a) {
-				usageSeen, usageHolds = true, true
+				usageHolds = true
 			}
 		}
-		if e.ParentID == nil {
-			break
+	}
+	if e != nil && !edited {
+		keptEdit := false
+		for k := parent(e); k != nil; k = parent(k) {
+			keptEdit = keptEdit || k.Type == "context_edit"
+			if k.ID == e.info().FirstKeptEntryID {
+				edited = keptEdit
+				break
+			}
 		}
-		e = ss.byID[*e.ParentID]
 	}
 	return usageHolds, edited
 }
 
 // thresholdTokens is how full the context is after a run whose last
 // answer is last, as pi 1.6 decides a threshold compaction: with a
-// context edit since the latest compaction, compactionTokens; else the
-// last answer's usage; for an answer without one, the last answer with
+// context edit in the context (after the latest compaction or among the
+// entries it kept), compactionTokens; else the last answer's usage; for
+// an answer without one, the last answer with
 // a usage and an estimate of the messages after it (known is false when
 // that answer came before the latest compaction: its usage counted what
 // the compaction took out, so there is nothing to go by, and no
