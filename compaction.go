@@ -190,7 +190,7 @@ func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 // answer is last, as pi 1.6 decides a threshold compaction: with a
 // context edit in the context (after the latest compaction or among the
 // entries it kept), compactionTokens; else the last answer's usage; for
-// an answer without one, the last answer with
+// an answer without one or a failed one, the last answer with
 // a usage and an estimate of the messages after it (known is false when
 // that answer came before the latest compaction: its usage counted what
 // the compaction took out, so there is nothing to go by, and no
@@ -200,7 +200,7 @@ func (c *conversation) thresholdTokens(last *assistantMessage, messages []any) (
 	if edited {
 		return projectedTokens(messages, usageHolds), true
 	}
-	if t := usageTokens(last.Usage); t > 0 {
+	if t := usageTokens(last.Usage); t > 0 && last.StopReason != "error" {
 		return t, true
 	}
 	for i := len(messages) - 1; i >= 0; i-- {
@@ -825,7 +825,7 @@ func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
 	switch {
 	case rec != noRecovery:
 		reason = "overflow"
-	case known && last.StopReason != "error" && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
+	case known && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
 		reason = "threshold"
 	default:
 		return false
