@@ -102,7 +102,8 @@ func contextSize(m any) int {
 // counted what they took out), an estimate of every message, the system
 // prompt once (its latest message).
 func (c *conversation) compactionTokens(messages []any) int {
-	return projectedTokens(messages, c.usageHolds())
+	usageHolds, _ := c.sinceCompaction()
+	return projectedTokens(messages, usageHolds)
 }
 
 // projectedTokens is compactionTokens of messages, whose last valid
@@ -137,13 +138,6 @@ func projectedTokens(messages []any, usageHolds bool) int {
 // context was: it neither failed nor was aborted, and it has tokens.
 func validUsage(a *assistantMessage) bool {
 	return a.StopReason != "error" && a.StopReason != "aborted" && usageTokens(a.Usage) > 0
-}
-
-// usageHolds reports whether the current branch has an answer with a
-// valid usage since its latest compaction or context edit.
-func (c *conversation) usageHolds() bool {
-	holds, _ := c.sinceCompaction()
-	return holds
 }
 
 // sinceCompaction walks the current branch back from its leaf to its

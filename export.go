@@ -33,11 +33,8 @@ func replaceFileWith(path string, write func(w *bufio.Writer) error) error {
 	switch info, err := os.Lstat(path); {
 	case err == nil:
 		kind := ""
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			kind = "a symbolic link"
-		case !info.Mode().IsRegular():
-			kind = fileKind(info.Mode())
+		if !info.Mode().IsRegular() {
+			kind = fileKind(info.Mode()) // "a symbolic link" for one
 		}
 		for _, own := range ownStdio.get() {
 			if kind == "" && os.SameFile(info, own) {

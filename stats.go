@@ -147,7 +147,7 @@ func (c *conversation) contextTokens(messages []any) *int {
 			c.mu.Unlock()
 			return nil
 		}
-		if a, ok := e.msg.(*assistantMessage); ok && e.Type == "message" && a.StopReason != "error" && a.StopReason != "aborted" && usageTokens(a.Usage) > 0 {
+		if a, ok := e.msg.(*assistantMessage); ok && e.Type == "message" && validUsage(a) {
 			break
 		}
 		if e.ParentID == nil {
