@@ -483,7 +483,7 @@ func bearer(h http.Header, key string) {
 
 // retryAfterOf is the wait a failed answer's headers ask for, as pi
 // reads them: retry-after-ms (milliseconds, OpenAI's) when it holds a
-// number rpi can read, else Retry-After (parseRetryAfter).
+// number, else Retry-After (parseRetryAfter).
 func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
 	if wait, ok := waitOf(h.Get("Retry-After-Ms"), time.Millisecond); ok {
 		return wait, true
@@ -491,29 +491,79 @@ func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
 	return parseRetryAfter(h.Get("Retry-After"))
 }
 
-// waitOf reads v, a number of units not below 0 (not Inf or NaN); past
-// what a Duration holds it is maxDuration: converted, it would overflow
-// to a short or negative wait.
+// waitOf reads v as a number of units the way pi does (JavaScript's
+// parseFloat: the longest number that starts it, so "5abc" is 5); ok is
+// false when none starts it, or it is infinite. A negative number is no
+// wait; past what a Duration holds it is maxDuration: converted, it
+// would overflow to a short or negative wait.
 func waitOf(v string, unit time.Duration) (time.Duration, bool) {
-	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(n >= 0) || math.IsInf(n, 0) {
+	n := leadingNumber(v)
+	if math.IsNaN(n) || math.IsInf(n, 0) {
 		return 0, false
 	}
 	if ns := n * float64(unit); ns < float64(maxDuration) {
-		return time.Duration(ns), true
+		return time.Duration(max(ns, 0)), true
 	}
 	return maxDuration, true
 }
 
-// parseRetryAfter reads a Retry-After header: seconds or an HTTP date;
-// ok is false when there is none, or none rpi can read (as pi, Inf and
-// NaN); seconds past what a Duration holds are maxDuration (waitOf).
+// leadingNumber is JavaScript's parseFloat: after leading white space,
+// the longest decimal number (sign, digits, a fraction, an exponent) or
+// "Infinity" that starts s; NaN when none does.
+func leadingNumber(s string) float64 {
+	s = strings.TrimLeftFunc(s, jsSpace)
+	end := 0
+	if end < len(s) && (s[end] == '+' || s[end] == '-') {
+		end++
+	}
+	if strings.HasPrefix(s[end:], "Infinity") {
+		if s[0] == '-' {
+			return math.Inf(-1)
+		}
+		return math.Inf(1)
+	}
+	digits := func(i int) int {
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	mantissa := digits(end)
+	whole := mantissa > end
+	if mantissa < len(s) && s[mantissa] == '.' {
+		if fraction := digits(mantissa + 1); whole || fraction > mantissa+1 {
+			mantissa = fraction
+		}
+	}
+	if mantissa == end {
+		return math.NaN()
+	}
+	end = mantissa
+	if end < len(s) && (s[end] == 'e' || s[end] == 'E') {
+		i := end + 1
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if exponent := digits(i); exponent > i {
+			end = exponent
+		}
+	}
+	n, err := strconv.ParseFloat(s[:end], 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return math.NaN()
+	}
+	return n // past a float64, ±Inf as in JavaScript
+}
+
+// parseRetryAfter reads a Retry-After header as pi does: a number of
+// seconds (waitOf), else an HTTP date; ok is false when there is none,
+// or none rpi can read (as pi, Inf).
 func parseRetryAfter(v string) (wait time.Duration, ok bool) {
 	if v == "" {
 		return 0, false
 	}
-	if wait, ok := waitOf(v, time.Second); ok {
-		return wait, true
+	if n := leadingNumber(v); !math.IsNaN(n) {
+		return waitOf(v, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0), true

@@ -61,9 +61,10 @@ func TestRetryLimitSettings(t *testing.T) {
 }
 
 // TestRetryAfterMs: a failed answer's retry-after-ms header (OpenAI's,
-// in milliseconds) is read before Retry-After, as pi 1.6 reads them;
-// when it holds no number rpi can read (negative, NaN, Inf, text),
-// Retry-After is.
+// in milliseconds) is read before Retry-After, as pi 1.6 reads them
+// (JavaScript's parseFloat: the number that starts the text); when it
+// holds no number (NaN, Inf, text), Retry-After is. A negative number
+// is no wait, as in pi.
 func TestRetryAfterMs(t *testing.T) {
 	for _, tc := range []struct {
 		ms, after string
@@ -74,13 +75,30 @@ func TestRetryAfterMs(t *testing.T) {
 		{"0.5", "", 500 * time.Microsecond, true},
 		{"0", "30", 0, true},
 		{"", "30", 30 * time.Second, true},
-		{"-5", "30", 30 * time.Second, true},
+		{"-5", "30", 0, true},
 		{"NaN", "30", 30 * time.Second, true},
 		{"Inf", "", 0, false},
+		{"Infinity", "30", 30 * time.Second, true},
 		{"soon", "", 0, false},
 		{"1e300", "", maxDuration, true},
 		{"1e400", "30", 30 * time.Second, true}, // past a float64, as pi's Infinity: Retry-After then
 		{"1e400", "", 0, false},
+		{"250ms", "", 250 * time.Millisecond, true},
+		{"", "5abc", 5 * time.Second, true},
+		{"", "2.5e1s", 25 * time.Second, true},
+		{"", "1e", time.Second, true},
+		{"", ".5", 500 * time.Millisecond, true},
+		{"", "5.", 5 * time.Second, true},
+		{"", "+2", 2 * time.Second, true},
+		{"", "-3", 0, true},
+		{"", ".", 0, false},
+		{"", "-Infinity", 0, false},
+		{"", "0x10", 0, true},
+		{"", "-.e5", 0, false},
+		{"", "+.5e-1x", 50 * time.Millisecond, true},
+		{"", "1_000", time.Second, true},
+		{"", "\u00a07", 7 * time.Second, true},
+		{"", "Wed, 21 Oct 2015 07:28:00 GMT", 0, true}, // a date gone by: no wait
 	} {
 		h := http.Header{}
 		if tc.ms != "" {
