@@ -241,7 +241,12 @@ func (s *session) refreshCache(w *cacheWarm) {
 		computeCost(&msg.Usage, w.req.model)
 	}
 	s.mu.Lock()
-	if s.warm != w {
+	if !s.warmCurrentLocked(w) {
+		// The model or the conversation changed while the refresh ran (as
+		// pi, its usage is not recorded: the session has moved on).
+		if s.warm == w {
+			s.stopWarmLocked()
+		}
 		s.mu.Unlock()
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -346,5 +347,55 @@ func waitDue(t *testing.T, clock *fakeClock, d time.Duration, why string) {
 		if time.Now().After(deadline) {
 			t.Fatal(why)
 		}
+	}
+}
+
+// TestCacheWarmModelChangedDuringRefresh: a refresh whose answer comes
+// after the model was changed records no usage and ends the warming, as
+// in pi 1.6: the session has moved on (rpi recorded it, and warmed the
+// old model's cache on).
+func TestCacheWarmModelChangedDuringRefresh(t *testing.T) {
+	e := newTestEnv(t)
+	e.clock = newFakeClock()
+	fm := startFakeModel(t, apiOpenAI, `{"text":["Hi."],"usage":{"Input":50000,"Output":2}}
+{"text":["."],"holdAt":1,"usage":{"CacheRead":50000,"Output":1}}`, e.agentDir)
+	models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"openai-completions","models":[`+
+		`{"id":"fake-model","cost":%s,"promptCache":{"short":300}},{"id":"other-model","cost":%[2]s,"promptCache":{"short":300}}]}}}`,
+		fm.server.URL+"/v1", warmCost)
+	os.WriteFile(filepath.Join(e.agentDir, "models.json"), []byte(models), 0o644)
+	h, cwd := hostIn(t, e, "--no-session", "--model", "fake/fake-model")
+	sink := &recordingSink{}
+	s, err := openSession(h, sessionOptions{cwd: cwd, sink: sink, ui: &approvingUI{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan promptEnd, 1)
+	s.startPrompt(&userMessage{Role: "user", Content: textBlocks("Hello?"), Timestamp: 1}, "", func(bool, error) {},
+		func(end promptEnd) { ended <- end })
+	waitEnded(t, ended)
+	s.mu.Lock()
+	w := s.warm
+	s.mu.Unlock()
+	if w == nil {
+		t.Fatal("no warming after the prompt")
+	}
+	refreshed := make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		s.refreshCache(w)
+	}()
+	fm.waitAsked(t, 2) // the refresh is held at its first delta
+	if _, err := s.setModel("fake", "other-model"); err != nil {
+		t.Fatal(err)
+	}
+	fm.release <- struct{}{}
+	receive(t, refreshed, "the refresh's end")
+	if slices.Contains(sink.types(), "entry_appended") {
+		t.Error("the refresh of the model switched from was recorded")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warm != nil {
+		t.Error("the warming of the model switched from goes on")
 	}
 }

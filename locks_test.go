@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -287,19 +286,11 @@ func openClockedSession(t *testing.T, sink eventSink) *session {
 	t.Helper()
 	e := newTestEnv(t)
 	e.clock = newFakeClock()
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, e.env())
+	h, cwd := hostIn(t, e, "--no-session")
+	s, err := openSession(h, sessionOptions{cwd: cwd, sink: sink, ui: &approvingUI{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := openSession(h, sessionOptions{cwd: cfg.cwd, sink: sink, ui: &approvingUI{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.shutdown(false) })
 	return s
 }
 

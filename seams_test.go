@@ -148,19 +148,11 @@ func openTestSession(t *testing.T, script string, sink eventSink, u ui, files fi
 func openTestSessionIn(t testing.TB, e *testEnv, script string, sink eventSink, u ui, files fileEnv, args ...string) (*session, *fakeModel) {
 	t.Helper()
 	fm := startFakeModel(t, apiOpenAI, script, e.agentDir)
-	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir(), "--no-session"}, args...), e.env())
+	h, cwd := hostIn(t, e, append([]string{"--no-session"}, args...)...)
+	s, err := openSession(h, sessionOptions{cwd: cwd, sink: sink, ui: u, files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(cfg, e.env(), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := openSession(h, sessionOptions{cwd: cfg.cwd, sink: sink, ui: u, files: files})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.shutdown(false) })
 	return s, fm
 }
 
@@ -407,7 +399,15 @@ func startTestHost(t *testing.T, script string) (*host, string) {
 	t.Helper()
 	e := newTestEnv(t)
 	startFakeModel(t, apiOpenAI, script, e.agentDir)
-	cfg, _, err := parseArgs([]string{"rpc", "--cwd", t.TempDir()}, e.env())
+	return hostIn(t, e)
+}
+
+// hostIn starts a host in the test environment e with rpc's flags: args
+// after "--cwd DIR", DIR a fresh directory, which it returns. The host
+// shuts down when the test ends.
+func hostIn(t testing.TB, e *testEnv, args ...string) (*host, string) {
+	t.Helper()
+	cfg, _, err := parseArgs(append([]string{"rpc", "--cwd", t.TempDir()}, args...), e.env())
 	if err != nil {
 		t.Fatal(err)
 	}
