@@ -504,7 +504,10 @@ func readLoops(sessionPath string) loopsRead {
 // durable ones), and those read from the new session's file wait to be
 // announced after its session_started (announceLoops). It touches no
 // file: a new session has no loops file yet, and another one's was read
-// before (readLoops).
+// before (readLoops). A change to the session's own file again takes its
+// durable loops as they are now, not as read: a loop deleted or changed
+// while the file was read (a loop_delete sent behind the change) would
+// otherwise come back as it was.
 func (s *session) moveLoops(read loopsRead) {
 	l := s.loops
 	if read.err != nil {
@@ -512,13 +515,22 @@ func (s *session) moveLoops(read loopsRead) {
 	}
 	s.mu.Lock()
 	l.mu.Lock()
+	restoring := read.tasks
+	if read.err == nil && read.path != "" && read.path == l.path {
+		restoring = nil
+		for _, t := range slices.Concat(l.tasks, l.restoring) {
+			if saved := loopFromFile(t.asJSON()); t.Durable && saved != nil {
+				restoring = append(restoring, saved)
+			}
+		}
+	}
 	for _, t := range slices.Clone(l.tasks) {
 		s.dropLoopLocked(t, "session_changed", false)
 	}
 	if l.active != nil {
 		l.active.report = false
 	}
-	l.path, l.restoring, l.invalid = read.path, read.tasks, read.invalid
+	l.path, l.restoring, l.invalid = read.path, restoring, read.invalid
 	s.armLoopsLocked()
 	l.mu.Unlock()
 	s.unlock()

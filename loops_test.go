@@ -455,3 +455,50 @@ func TestLoopRestoreKeepsExpiry(t *testing.T) {
 		t.Errorf("the file after the restore: %s (%v); want it to expire by %s", saved, err, timestamp(latest))
 	}
 }
+
+// TestLoopDeletedWhileItsFileIsRead: a change to the session's own file
+// again (switch_session to it) reads the loops file while a loop_delete
+// sent behind it deletes one of its loops; the deleted loop does not
+// come back, whichever of the two comes first (here the read: the
+// interleaving a pipelined loop_delete met now and then). rpi restored
+// it from the file as read, after loop_delete had answered true.
+func TestLoopDeletedWhileItsFileIsRead(t *testing.T) {
+	s, _ := openTestSession(t, `{"text":["unused"]}`, &recordingSink{}, &approvingUI{}, nil)
+	session := filepath.Join(t.TempDir(), "s.jsonl")
+	s.moveLoops(readLoops(session)) // the session's loops file is session's
+	s.announceLoops()
+	kept, err := s.addLoop("1h", "Kept", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := s.addLoop("2h", "Deleted", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := s.readLoopsNow(session) // the change reads the file: both loops in it
+	if len(read.tasks) != 2 {
+		t.Fatalf("read %d loops, want 2", len(read.tasks))
+	}
+	s.mu.Lock()
+	s.loops.mu.Lock()
+	s.dropLoopLocked(s.loops.findLocked(deleted.ID), "deleted", false) // as loop_delete does
+	s.saveLoopsLocked()
+	s.loops.mu.Unlock()
+	s.unlock()
+	s.moveLoops(read) // the change applies itself
+	s.announceLoops()
+	var ids []string
+	s.loops.mu.Lock()
+	for _, task := range s.loops.tasks {
+		ids = append(ids, task.ID)
+	}
+	s.loops.mu.Unlock()
+	if !slices.Equal(ids, []string{kept.ID}) {
+		t.Errorf("loops after the change: %v, want only %s (%s was deleted)", ids, kept.ID, deleted.ID)
+	}
+	var saved []*loopTask
+	s.afterLoopsWrites(func() { saved, _, err = readLoopsFile(session + ".loops.json") })
+	if err != nil || len(saved) != 1 || saved[0].ID != kept.ID {
+		t.Errorf("the file keeps %d loops (%v), want only %s", len(saved), err, kept.ID)
+	}
+}
