@@ -961,6 +961,13 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
 		}
+		if link, ok := strings.CutPrefix(name, "symlink "); ok { // in the working directory, to the path its content names
+			path := filepath.Join(cwd, link)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if err := os.Symlink(strings.TrimSpace(content), path); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	args := append(f.args(), "--cwd", cwd)
 	out := newWatchedOutput()
