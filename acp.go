@@ -162,7 +162,7 @@ type acpCancelParams struct {
 type acpReply struct {
 	result  json.RawMessage
 	err     *acpError
-	notUTF8 bool // it had bytes that are not UTF-8, each taken as U+FFFD
+	notUTF8 bool // it had bytes that are not UTF-8, or lone surrogates' escapes, each taken as U+FFFD
 }
 
 // errConnectionClosed fails a request rpi made once the client's input
@@ -384,7 +384,7 @@ func acpMethodMissing(err error) bool {
 // are left out when 0. A result that is not {content: string} (an SDK
 // client without the handler answers null) is an error. notUTF8 reports
 // an answer that had bytes that are not UTF-8 (a file in another
-// encoding), each taken as U+FFFD.
+// encoding), or escapes of lone surrogates, each taken as U+FFFD.
 func (c *acpConn) readTextFile(ctx context.Context, sessionID, path string, line, limit int) (text string, notUTF8 bool, err error) {
 	params := struct {
 		SessionID string `json:"sessionId"`

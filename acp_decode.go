@@ -37,7 +37,7 @@ type acpMessage struct {
 	response bool
 	result   json.RawMessage // a response's result
 	failure  *acpError       // a response's error
-	notUTF8  bool            // a response whose line had bytes that are not UTF-8 (each taken as U+FFFD)
+	notUTF8  bool            // a response whose line had bytes that are not UTF-8, or lone surrogates' escapes (each taken as U+FFFD)
 }
 
 // decodeACP checks a line in JSON-RPC's order: JSON, an object, jsonrpc
@@ -50,6 +50,9 @@ type acpMessage struct {
 // that is not UTF-8 (a Latin-1 one) as it is, and that text is taken with
 // each byte that is not UTF-8 as U+FFFD, as read gives such a file from
 // the disk (the request would otherwise wait for an answer that came).
+// An answer that escapes a lone surrogate ("\udce9": half of a pair
+// without the other, which is how Python's surrogateescape carries such
+// a byte) is taken the same: JSON decodes it to U+FFFD too.
 func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	if !utf8.Valid(line) {
 		msg, bad, id := decodeACPLine(replaceInvalidUTF8(line))
@@ -59,7 +62,12 @@ func decodeACP(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 		msg.notUTF8 = true
 		return msg, bad, id
 	}
-	return decodeACPLine(line)
+	msg, bad, id := decodeACPLine(line)
+	// wellFormedJSON changes a valid UTF-8 text only where it escapes a lone surrogate.
+	if msg != nil && msg.response && !bytes.Equal(wellFormedJSON(line), line) {
+		msg.notUTF8 = true
+	}
+	return msg, bad, id
 }
 
 // replaceInvalidUTF8 is b with each byte that is not part of a UTF-8

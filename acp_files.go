@@ -57,7 +57,9 @@ func (f acpFiles) read(ctx context.Context, abs string) (text string, ok bool, e
 }
 
 // readText is read, and whether the editor gave the text with bytes that
-// are not UTF-8 (a file in another encoding), each taken as U+FFFD.
+// are not UTF-8 (a file in another encoding), or with escapes of lone
+// surrogates (as Python's surrogateescape gives such bytes), each taken
+// as U+FFFD.
 func (f acpFiles) readText(ctx context.Context, abs string) (text string, notUTF8, ok bool, err error) {
 	if !f.as.agent.clientCaps().readTextFile || acpImagePath(abs) {
 		return "", false, false, nil

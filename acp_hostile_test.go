@@ -702,29 +702,52 @@ func TestACPEditOfABufferThatIsNotUTF8(t *testing.T) {
 	}
 }
 
-// TestACPEditOfABufferThatTurnsNotUTF8: the editor gives the file as
-// UTF-8 text holding a U+FFFD, then, read again before the edit is
-// written, with a byte that is not UTF-8 where that U+FFFD was (the
-// buffer changed, read in another encoding): the file changed, and the
-// edit is not written, as its text was read the same once each such byte
-// is a U+FFFD, and the edit would have written a U+FFFD over that byte.
-func TestACPEditOfABufferThatTurnsNotUTF8(t *testing.T) {
+// TestACPEditOfABufferWithLoneSurrogates: an editor may give the bytes
+// of a file in another encoding as escapes of lone surrogates (Python's
+// surrogateescape makes the Latin-1 byte 0xE9 "\udce9"), which decode,
+// as such bytes do, to U+FFFD: an edit of such text is refused as one of
+// text with bytes that are not UTF-8, nothing written, whichever half
+// the surrogate is and wherever it stands. A surrogate pair is a
+// character, and an escaped backslash before "udce9" is text: those
+// files are edited.
+func TestACPEditOfABufferWithLoneSurrogates(t *testing.T) {
+	cases := []struct {
+		content string // the JSON string's inside, as the editor sends it
+		written string // what the edit writes; "" when it is refused
+	}{
+		{`caf\udce9\nbeta\n`, ""},
+		{`caf\uDCE9\nbeta\n`, ""},
+		{`caf\ud83d\nbeta\n`, ""},
+		{`caf\ud83d\u0041\nbeta\n`, ""},
+		{`caf\ude00\ud83d\nbeta\n`, ""},
+		{`caf\ud83d\ud83d\ude00\nbeta\n`, ""},
+		{`beta\n\ud83d`, ""},
+		{`caf\\\udce9\nbeta\n`, ""},
+		{`caf\ud83d\ude00\nbeta\n`, "caf\U0001F600\nBETA\n"},
+		{`caf\\udce9\nbeta\n`, `caf\udce9` + "\nBETA\n"},
+		{`caf\u00e9\nbeta\n`, "caf\u00e9\nBETA\n"},
+	}
+	var script []string
+	for i := range cases {
+		script = append(script, fmt.Sprintf(`{"toolCalls":[{"id":"c%d","name":"edit","args":["{\"path\":\"f%d.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`, i, i))
+	}
 	e := newTestEnv(t)
-	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+	startFakeModel(t, apiOpenAI, strings.Join(script, "\n")+"\n"+`{"text":["done"]}`, e.agentDir)
 	c, _, _ := startACPAgent(t, e, nil)
 	var mu sync.Mutex
-	reads, written := 0, 0
+	written := map[int][]string{}
 	c.answer = func(method string, params json.RawMessage) (any, *acpError) {
-		mu.Lock()
-		defer mu.Unlock()
+		var p struct{ Path, Content string }
+		json.Unmarshal(params, &p)
+		var i int
+		fmt.Sscanf(filepath.Base(p.Path), "f%d.txt", &i)
 		switch method {
 		case "fs/read_text_file":
-			if reads++; reads == 1 {
-				return json.RawMessage(`{"content":"caf\ufffd\nbeta\n"}`), nil
-			}
-			return json.RawMessage("{\"content\":\"caf\xe9\\nbeta\\n\"}"), nil
+			return json.RawMessage(`{"content":"` + cases[i].content + `"}`), nil
 		case "fs/write_text_file":
-			written++
+			mu.Lock()
+			defer mu.Unlock()
+			written[i] = append(written[i], p.Content)
 		}
 		return map[string]any{}, nil
 	}
@@ -732,11 +755,63 @@ func TestACPEditOfABufferThatTurnsNotUTF8(t *testing.T) {
 	if got := c.call("session/prompt", acpTextPrompt(sid, "edit")); stopReasonOf(got.Result) != "end_turn" {
 		t.Fatalf("the prompt: %s", got.line)
 	}
-	status, text, _ := cardEnd(c, "c1")
 	mu.Lock()
 	defer mu.Unlock()
-	if want := "Cannot edit menu.txt: the file changed while this call was waiting; nothing was written (read it again and redo the edit)"; status != "failed" || text != want || written != 0 || reads != 2 {
-		t.Errorf("the edit: %s %q, %d reads, %d writes\nwant failed %q", status, text, reads, written, want)
+	for i, tt := range cases {
+		status, text, _ := cardEnd(c, fmt.Sprintf("c%d", i))
+		if tt.written == "" {
+			want := fmt.Sprintf("Cannot edit f%d.txt: ", i) + errEditorNotUTF8.Error()
+			if status != "failed" || text != want || len(written[i]) != 0 {
+				t.Errorf("%s: the edit %s %q, written %q\nwant failed %q", tt.content, status, text, written[i], want)
+			}
+			continue
+		}
+		if status != "completed" || !slices.Equal(written[i], []string{tt.written}) {
+			t.Errorf("%s: the edit %s %q, written %q, want %q", tt.content, status, text, written[i], tt.written)
+		}
+	}
+}
+
+// TestACPEditOfABufferThatTurnsNotUTF8: the editor gives the file as
+// UTF-8 text holding a U+FFFD, then, read again before the edit is
+// written, with a byte that is not UTF-8 where that U+FFFD was (the
+// buffer changed, read in another encoding), or with a lone surrogate's
+// escape there: the file changed, and the edit is not written, as its
+// text was read the same once each such byte or surrogate is a U+FFFD,
+// and the edit would have written a U+FFFD over it.
+func TestACPEditOfABufferThatTurnsNotUTF8(t *testing.T) {
+	for name, again := range map[string]string{"a byte": "{\"content\":\"caf\xe9\\nbeta\\n\"}", "a surrogate": `{"content":"caf\udce9\nbeta\n"}`} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t)
+			startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"edit","args":["{\"path\":\"menu.txt\",\"edits\":[{\"oldText\":\"beta\",\"newText\":\"BETA\"}]}"]}]}`+"\n"+`{"text":["done"]}`, e.agentDir)
+			c, _, _ := startACPAgent(t, e, nil)
+			var mu sync.Mutex
+			reads, written := 0, 0
+			c.answer = func(method string, params json.RawMessage) (any, *acpError) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch method {
+				case "fs/read_text_file":
+					if reads++; reads == 1 {
+						return json.RawMessage(`{"content":"caf\ufffd\nbeta\n"}`), nil
+					}
+					return json.RawMessage(again), nil
+				case "fs/write_text_file":
+					written++
+				}
+				return map[string]any{}, nil
+			}
+			sid := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}, t.TempDir())
+			if got := c.call("session/prompt", acpTextPrompt(sid, "edit")); stopReasonOf(got.Result) != "end_turn" {
+				t.Fatalf("the prompt: %s", got.line)
+			}
+			status, text, _ := cardEnd(c, "c1")
+			mu.Lock()
+			defer mu.Unlock()
+			if want := "Cannot edit menu.txt: the file changed while this call was waiting; nothing was written (read it again and redo the edit)"; status != "failed" || text != want || written != 0 || reads != 2 {
+				t.Errorf("the edit: %s %q, %d reads, %d writes\nwant failed %q", status, text, reads, written, want)
+			}
+		})
 	}
 }
 
