@@ -110,6 +110,7 @@ func decodeACPLine(line []byte) (*acpMessage, *acpError, json.RawMessage) {
 	rawMethod, hasMethod := r.field("method")
 	result, hasResult := r.field("result")
 	rawError, hasError := r.field("error")
+	hasError = hasError && string(rawError) != "null" // an error that is null is none: some clients write both members
 	// A message with an id and no method is an answer, or meant as one:
 	// when it is not a valid one, it still comes back (as a response
 	// that failed) beside its error, so that a request of rpi's waiting
@@ -334,14 +335,8 @@ func acpHeadRequestID(head []byte) json.RawMessage {
 // decodeACPError reads a response's error object; one that is not
 // {code: integer, message: string} counts as an internal error.
 func decodeACPError(raw json.RawMessage) *acpError {
-	var e struct {
-		Code    *json.Number `json:"code"`
-		Message *string      `json:"message"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Code != nil && e.Message != nil {
-		if code, err := e.Code.Int64(); err == nil && code == int64(int32(code)) {
-			return &acpError{Code: int(code), Message: clientErrorMessage(*e.Message)}
-		}
+	if code, message, ok := decodeRPCError(raw); ok {
+		return &acpError{Code: code, Message: clientErrorMessage(message)}
 	}
 	return &acpError{Code: acpInternalError, Message: "the client's error is not a JSON-RPC error object"}
 }

@@ -1696,6 +1696,42 @@ func TestACPMalformedAnswer(t *testing.T) {
 	}
 }
 
+// TestACPAnswerWithANullError: an answer whose error is JSON null has no
+// error (some clients write both members, the one not meant as null):
+// its result is the answer. An error that is there and not null wins
+// over any result, and one that is not a JSON-RPC error object ({code:
+// integer, message: string}) still fails the request; null with no
+// result is an answer with neither, as with no error at all.
+func TestACPAnswerWithANullError(t *testing.T) {
+	c, _, _ := startACPAgent(t, nil, acpAskMethods)
+	c.call("initialize", map[string]any{"protocolVersion": 1})
+	notAnError := "the client's error is not a JSON-RPC error object"
+	for n, tt := range []struct{ answer, err string }{
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":null}`, "<nil>"},
+		{`{"jsonrpc":"2.0","id":%s,"error":null,"result":{"content":"x"}}`, "<nil>"},
+		{`{"jsonrpc":"2.0","id":%s,"result":null,"error":null}`, "<nil>"},
+		{`{"jsonrpc":"2.0","id":%s , "error" : null , "result":{}}`, "<nil>"},
+		{`{"jsonrpc":"2.0","id":%s,"error":null}`, "the client's answer is not a JSON-RPC response: no method"},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":-32002,"message":"gone"}}`, "gone"},
+		{`{"jsonrpc":"2.0","id":%s,"error":{"code":-32002,"message":"gone"},"result":null}`, "gone"},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":"boom"}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{}}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":false}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":[]}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":"1","message":"x"}}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1.5,"message":"x"}}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":null}}`, notAnError},
+	} {
+		from := len(c.messages())
+		ask := c.request("test/ask", nil)
+		i := c.waitFor(from, func(m acpTestMessage) bool { return m.Method == "client/ask" })
+		c.send(fmt.Sprintf(tt.answer, c.messages()[i].ID))
+		if got := c.responseTo(ask); string(got.Result) != strconv.Quote(tt.err) {
+			t.Errorf("%d: %s: the request rpi made: %s", n, tt.answer, got.line)
+		}
+	}
+}
+
 // TestACPEditOfAChangedBuffer: an edit through the editor whose buffer
 // changed while the permission request waited (the user typed) is not
 // written: what was approved was a diff of the old text, and writing its

@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -902,4 +903,19 @@ func (o *jsonObject) del(names ...string) {
 			o.names = slices.DeleteFunc(o.names, func(n string) bool { return n == name })
 		}
 	}
+}
+
+// decodeRPCError reads a JSON-RPC answer's error object, strictly: its
+// code a whole number that fits 32 bits (not a string of one), its
+// message a string; ok is false for anything else.
+func decodeRPCError(raw json.RawMessage) (code int, message string, ok bool) {
+	var e struct {
+		Code    json.RawMessage `json:"code"`
+		Message *string         `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) != nil || len(e.Code) == 0 || e.Code[0] == '"' || e.Message == nil {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(string(e.Code), 10, 32)
+	return int(n), *e.Message, err == nil
 }

@@ -170,7 +170,7 @@ type mcpMessage struct {
 	Method  string          `json:"method"`
 	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
-	Error   *mcpError       `json:"error"`
+	Error   json.RawMessage `json:"error"` // null is no error; read by resolve
 }
 
 // handle routes one message: an answer to the request that waits for it,
@@ -224,8 +224,13 @@ func (c *mcpConn) resolve(m mcpMessage) {
 		return
 	}
 	switch {
-	case m.Error != nil:
-		p.reply <- mcpReply{err: m.Error}
+	case len(m.Error) > 0 && string(m.Error) != "null": // an error that is null is none: some servers write both members
+		code, message, ok := decodeRPCError(m.Error)
+		if !ok {
+			p.reply <- mcpReply{err: fmt.Errorf("MCP server %s answered with an error that is not a JSON-RPC error object", c.server)}
+			return
+		}
+		p.reply <- mcpReply{err: &mcpError{Code: code, Message: message}}
 	case len(m.Result) == 0:
 		p.reply <- mcpReply{err: fmt.Errorf("MCP server %s answered with neither result nor error", c.server)}
 	default:

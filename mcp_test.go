@@ -1468,6 +1468,47 @@ func TestMCPConnHostileLines(t *testing.T) {
 	}
 }
 
+// TestMCPAnswerWithANullError: an MCP server's answer whose error is JSON
+// null has no error: its result is the answer. An error there and not
+// null wins over any result; one that is not a JSON-RPC error object
+// ({code: integer, message: string}) fails the request at once, saying
+// so (rpi dropped the whole line, and the request waited for its
+// timeout).
+func TestMCPAnswerWithANullError(t *testing.T) {
+	notAnError := "MCP server x answered with an error that is not a JSON-RPC error object"
+	cases := []struct{ answer, result, err string }{
+		{`"result":{"a":1},"error":null`, `{"a":1}`, ""},
+		{`"error":null,"result":{"b":2}`, `{"b":2}`, ""},
+		{`"error":null`, "", "MCP server x answered with neither result nor error"},
+		{`"result":{},"error":{"code":-32602,"message":"boom"}`, "", "boom"},
+		{`"error":{"code":-32602,"message":"boom"},"result":null`, "", "boom"},
+		{`"result":{},"error":"boom"`, "", notAnError},
+		{`"result":{},"error":{}`, "", notAnError},
+		{`"result":{},"error":false`, "", notAnError},
+		{`"result":{},"error":{"code":"1","message":"x"}`, "", notAnError},
+		{`"result":{},"error":{"code":1.5,"message":"x"}`, "", notAnError},
+		{`"result":{},"error":{"code":1,"message":7}`, "", notAnError},
+	}
+	conn := newMCPConn("x", func(string) {})
+	sent := make(chan struct{}, len(cases))
+	conn.send = func(context.Context, []byte, time.Duration) error { sent <- struct{}{}; return nil }
+	for i, tt := range cases {
+		done := make(chan struct{})
+		var raw json.RawMessage
+		var err error
+		go func() {
+			defer close(done)
+			raw, err = conn.request(context.Background(), "ping", nil, 10*time.Second, false)
+		}()
+		<-sent
+		conn.feed([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`+"\n", i+1, tt.answer)))
+		<-done
+		if string(raw) != tt.result || fmt.Sprint(err) != cmpOr(tt.err, "<nil>") {
+			t.Errorf("%s: %s, %v; want %s, %s", tt.answer, raw, err, tt.result, cmpOr(tt.err, "<nil>"))
+		}
+	}
+}
+
 // TestACPAsksBeforeUnmarkedMCPTools: in rpi acp's ask mode an MCP tool
 // its server marks read-only (echo: readOnlyHint) runs without a
 // permission request and its card is a read; one not marked (fail) is
