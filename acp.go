@@ -127,7 +127,14 @@ type acpConn struct {
 	// an agent's stderr to the user.
 	mistakes io.Writer
 
-	mu      mutex[acpConnMu] // guards the fields below
+	// orderMu is held while one of rpi's requests is given its id and
+	// written, so that the client sees the ids in the order given. It is
+	// taken before mu, which is let go of before the write: a client that
+	// stops reading holds up rpi's next requests, never the input loop,
+	// which takes mu to route answers and withdrawals.
+	orderMu mutex[acpOrderMu]
+
+	mu      mutex[acpConnMu] // guards the fields below; nothing is written under it
 	nextID  int64
 	waiting map[string]chan acpReply // by the id as written
 	givenUp map[string]bool          // requests rpi gave up on ($/cancel_request) whose answer has not come, by id
@@ -280,20 +287,24 @@ func (c *acpConn) request(ctx context.Context, method string, params any) (json.
 	return r.result, err
 }
 
-// requestReply is request, with the whole answer.
+// requestReply is request, with the whole answer. The request is
+// written under orderMu alone: a client that does not read holds up the
+// requests after it, not the input loop.
 func (c *acpConn) requestReply(ctx context.Context, method string, params any) (acpReply, error) {
 	reply := make(chan acpReply, 1)
+	c.orderMu.Lock() // the ids are written in the order given
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		c.orderMu.Unlock()
 		return acpReply{}, errConnectionClosed
 	}
 	id := strconv.AppendInt(nil, c.nextID, 10)
 	c.nextID++
 	c.waiting[string(id)] = reply
-	// Written under c.mu: the client sees the ids in the order they were given.
-	c.out.send(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
 	c.mu.Unlock()
+	c.out.send(func(buf []byte) ([]byte, error) { return appendACPCall(buf, id, method, params) })
+	c.orderMu.Unlock()
 	select {
 	case r := <-reply:
 		if r.err != nil {
@@ -312,8 +323,8 @@ func (c *acpConn) requestReply(ctx context.Context, method string, params any) (
 // cancelled request all the same) is dropped without a word.
 func (c *acpConn) giveUp(id json.RawMessage) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if _, waiting := c.waiting[string(id)]; !waiting || c.closed {
+		c.mu.Unlock()
 		return
 	}
 	delete(c.waiting, string(id))
@@ -321,6 +332,10 @@ func (c *acpConn) giveUp(id json.RawMessage) {
 		clear(c.givenUp)
 	}
 	c.givenUp[string(id)] = true
+	c.mu.Unlock()
+	// Written without c.mu, after the request, whose write has ended. An
+	// answer that comes in between is dropped all the same; the client,
+	// which answered, takes the withdrawal for nothing.
 	c.out.send(func(buf []byte) ([]byte, error) {
 		return appendACPCall(buf, nil, "$/cancel_request", acpCancelParams{id})
 	})

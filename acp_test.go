@@ -224,10 +224,26 @@ func startACPAgent(t testing.TB, e *testEnv, methods map[string]acpMethod, args 
 
 // startACPAgentWith is startACPAgent with maxLine the longest input line.
 func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, maxLine int, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
+	return startACPAgentPiped(t, e, methods, maxLine, nil, nil, args...)
+}
+
+// startACPAgentPiped is startACPAgentWith with the agent writing its
+// stdout through writer and the client reading it through reader (nil:
+// straight to the pipe, from it).
+func startACPAgentPiped(t testing.TB, e *testEnv, methods map[string]acpMethod, maxLine int,
+	writer func(io.Writer) io.Writer, reader func(io.Reader) io.Reader, args ...string) (*acpTestClient, *acpAgent, <-chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr syncBuffer
-	a := testACPAgent(t, e, outW, &stderr, args...)
+	var stdout io.Writer = outW
+	if writer != nil {
+		stdout = writer(outW)
+	}
+	var clientEnd io.Reader = outR
+	if reader != nil {
+		clientEnd = reader(outR)
+	}
+	a := testACPAgent(t, e, stdout, &stderr, args...)
 	if methods != nil {
 		a.methods = methods
 	}
@@ -245,7 +261,7 @@ func startACPAgentWith(t testing.TB, e *testEnv, methods map[string]acpMethod, m
 			t.Logf("stderr:\n%s", s)
 		}
 	})
-	return newACPTestClient(t, inW, outR), a, done
+	return newACPTestClient(t, inW, clientEnd), a, done
 }
 
 // ---- The wire ----
@@ -1616,6 +1632,117 @@ func openACPSession(t *testing.T, c *acpTestClient, caps map[string]any, cwd str
 		t.Fatalf("session/new: %s", got.line)
 	}
 	return opened.SessionID
+}
+
+// stallingReader is an editor's end of rpi's stdout that stops reading
+// right after the read that brings it stall, until resume is closed;
+// then it reads on. One goroutine reads it.
+type stallingReader struct {
+	r       io.Reader
+	stall   []byte
+	resume  chan struct{}
+	stalled bool
+	done    bool
+}
+
+func (s *stallingReader) Read(p []byte) (int, error) {
+	if s.stalled {
+		<-s.resume
+		s.stalled, s.done = false, true
+	}
+	n, err := s.r.Read(p)
+	if !s.done && bytes.Contains(p[:n], s.stall) {
+		s.stalled = true
+	}
+	return n, err
+}
+
+// watchedWriter tells seen (once, without waiting) when a write that
+// holds match begins: the write then blocks as long as the pipe does.
+type watchedWriter struct {
+	w     io.Writer
+	match []byte
+	seen  chan struct{}
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, w.match) {
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
+	}
+	return w.w.Write(p)
+}
+
+// TestACPCancelsReadWhileTheEditorStopsReading: an editor that stops
+// reading rpi's stdout as rpi writes a request to it (session B's read
+// of a file) holds that write, and nothing else: the client's lines
+// sent meanwhile are still read and acted on — its $/cancel_request of
+// B's prompt, and its session/cancel of session A, whose model request
+// the server then sees end. Once the editor reads again it gets the
+// request, then rpi's $/cancel_request of it (B's turn was cancelled),
+// then both prompts' answers, cancelled.
+func TestACPCancelsReadWhileTheEditorStopsReading(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"silent":true}`+"\n"+
+		`{"toolCalls":[{"id":"b1","name":"read","args":["{\"path\":\"notes.txt\"}"]}]}`, e.agentDir)
+	resume := make(chan struct{})
+	writing := make(chan struct{}, 1)
+	c, _, _ := startACPAgentPiped(t, e, nil, maxLineBytes,
+		func(w io.Writer) io.Writer {
+			return &watchedWriter{w: w, match: []byte(`"method":"fs/read_text_file"`), seen: writing}
+		},
+		func(r io.Reader) io.Reader {
+			return &stallingReader{r: r, stall: []byte(`"toolCallId":"b1","status":"in_progress"`), resume: resume}
+		})
+	resumed := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(resumed)
+	sidA := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, t.TempDir())
+	cwdB := t.TempDir()
+	var opened acpSessionAnswer
+	if got := c.call("session/new", map[string]any{"cwd": cwdB, "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	sidB := opened.SessionID
+	promptA := c.request("session/prompt", acpTextPrompt(sidA, "wait"))
+	fm.waitAsked(t, 1)
+	promptB := c.request("session/prompt", acpTextPrompt(sidB, "read"))
+	<-writing // rpi writes B's request, which the editor does not read
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + string(promptB) + `}}`)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sidA + `"}}`)
+	select {
+	case <-fm.left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("session A's model request did not end: the cancels were not read while rpi's write waited")
+	}
+	resumed()
+	c.answer = func(string, json.RawMessage) (any, *acpError) { return map[string]string{"content": "late\n"}, nil }
+	if got := c.responseTo(promptB); stopReasonOf(got.Result) != "cancelled" {
+		t.Errorf("prompt B: %s", got.line)
+	}
+	if got := c.responseTo(promptA); stopReasonOf(got.Result) != "cancelled" {
+		t.Errorf("prompt A: %s", got.line)
+	}
+	// In the order written: B's request, its withdrawal, B's answer; A's
+	// answer, written as A's turn ended, came after the request whose
+	// write it waited behind.
+	var order []string
+	for _, m := range c.messages() {
+		switch {
+		case m.Method == "fs/read_text_file" || m.Method == "$/cancel_request":
+			order = append(order, m.Method+" "+string(m.ID)+" "+string(m.Params))
+		case m.Method == "" && bytes.Equal(m.ID, promptA):
+			order = append(order, "A answered")
+		case m.Method == "" && bytes.Equal(m.ID, promptB):
+			order = append(order, "B answered")
+		}
+	}
+	request := `fs/read_text_file 0 {"sessionId":"` + sidB + `","path":"` + filepath.Join(cwdB, "notes.txt") + `"}`
+	withdrawn := `$/cancel_request  {"requestId":0}`
+	if len(order) != 4 || order[0] != request || slices.Index(order, withdrawn) < 0 || slices.Index(order, withdrawn) > slices.Index(order, "B answered") {
+		t.Errorf("what the editor read, in order:\n%s\nwant %s, then %s before B's answer, and A's answer", strings.Join(order, "\n"), request, withdrawn)
+	}
 }
 
 // TestACPCancelGivesUpALinkRead: a prompt whose file link the editor

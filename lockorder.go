@@ -56,7 +56,8 @@ var lockOrder = []struct {
 	{`acpUpdates.mu`, frontEndLock}, // ACP's sink: held while an update is sent
 	{`acpSession.mu`, frontEndLock}, // asked by the sink (asks); never held into the core
 	{`acpAgent.mu`, frontEndLock},
-	{`acpConn.mu`, frontEndLock},
+	{`acpConn.orderMu`, frontEndLock}, // held while one of rpi's ACP requests is given its id and written
+	{`acpConn.mu`, frontEndLock},      // never held while anything is written
 	{`dialogs.mu`, frontEndLock},
 	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
 	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
@@ -107,6 +108,7 @@ func (childMu) lockName() string        { return `child.mu` }
 func (redactorMu) lockName() string     { return `redactor.mu` }
 func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
+func (acpOrderMu) lockName() string     { return `acpConn.orderMu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }
 func (outputMu) lockName() string       { return `output.mu` }
 func (serveHostMu) lockName() string    { return `serveHost.mu` }

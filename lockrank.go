@@ -74,6 +74,7 @@ type (
 	redactorMu     struct{}
 	acpAgentMu     struct{}
 	acpConnMu      struct{}
+	acpOrderMu     struct{}
 	dialogsMu      struct{}
 	outputMu       struct{}
 	serveHostMu    struct{}

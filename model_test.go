@@ -61,6 +61,7 @@ type fakeModel struct {
 	served   int
 	asked    int           // requests received, all told
 	release  chan struct{} // #release in a fixture: a held stream goes on
+	left     chan struct{} // a silent answer's client went (its request was cancelled)
 }
 
 // startFakeModel serves script in the given API's format and writes a
@@ -68,7 +69,7 @@ type fakeModel struct {
 // (1 ms retry base delay; compaction keeps only the last turn; approvals
 // time out after 1 s) into agentDir.
 func startFakeModel(t testing.TB, api, script, agentDir string) *fakeModel {
-	fm := &fakeModel{api: api, release: make(chan struct{}, 16)}
+	fm := &fakeModel{api: api, release: make(chan struct{}, 16), left: make(chan struct{}, 16)}
 	for _, line := range strings.Split(strings.TrimSpace(script), "\n") {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
@@ -150,6 +151,10 @@ func (fm *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if resp.Silent {
 		<-r.Context().Done()
+		select {
+		case fm.left <- struct{}{}:
+		default:
+		}
 		return
 	}
 	if resp.Status != 0 {

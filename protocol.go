@@ -163,6 +163,10 @@ type output struct {
 	err     error  // the first write failure, or errGivenUp; later records are dropped
 	pending []byte // encoded records not yet written
 	stderr  io.Writer
+	// unwritten is set once a record is added to pending, cleared as a
+	// write takes pending: while it is clear every record is written or
+	// being written (flushUnwritten).
+	unwritten atomic.Bool
 
 	// gone is closed when a write fails (the client stopped reading) or
 	// is given up.
@@ -276,6 +280,16 @@ func (o *output) flush() {
 	o.flushLocked()
 }
 
+// flushUnwritten is flush, when a record is pending that no write has
+// taken: a loop about to wait for input flushes what it gathered, and
+// does not wait behind a write in progress (held for as long as the
+// client does not read), which writes whatever it gathered before it.
+func (o *output) flushUnwritten() {
+	if o.unwritten.Load() {
+		o.flush()
+	}
+}
+
 func (o *output) appendLocked(encode func(buf []byte) ([]byte, error)) {
 	if o.err != nil {
 		return
@@ -288,12 +302,14 @@ func (o *output) appendLocked(encode func(buf []byte) ([]byte, error)) {
 		return
 	}
 	o.pending = append(buf, '\n')
+	o.unwritten.Store(true)
 }
 
 func (o *output) flushLocked() {
 	if len(o.pending) == 0 || o.err != nil {
 		return
 	}
+	o.unwritten.Store(false) // this write takes them all
 	if err := o.writeLocked(o.pending); err == errGivenUp {
 		o.pending = nil // the write given up still holds it
 		return
@@ -558,7 +574,7 @@ func (c *connection) serve(maxLine int, stop <-chan os.Signal, handle func(frame
 				}
 			}
 			if len(frames) == 0 { // rpi would wait for input now
-				c.out.flush()
+				c.out.flushUnwritten()
 				c.settle()
 			}
 		case sig := <-signalled:
