@@ -662,8 +662,8 @@ func acpMCPServers(p acpParams, required bool, cwd string) ([]mcpServerConfig, e
 		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return o.name == cfg.name }) {
 			return nil, invalidParams("Invalid field %s: %s is given twice", sp.name("name"), cfg.name)
 		}
-		if slices.ContainsFunc(servers, func(o mcpServerConfig) bool { return mcpSanitize(o.name) == mcpSanitize(cfg.name) }) {
-			return nil, invalidParams("Invalid field %s: %s differs from another server's name only in - and _", sp.name("name"), cfg.name)
+		if i := slices.IndexFunc(servers, func(o mcpServerConfig) bool { return mcpNamesClash(o.name, cfg.name) }); i >= 0 {
+			return nil, invalidParams("Invalid field %s: %s: %s", sp.name("name"), cfg.name, mcpClash(cfg.name, servers[i].name))
 		}
 		kind, err := sp.optStr("type")
 		if err != nil {

@@ -56,16 +56,18 @@ func (s *session) loadMCP() {
 			return s.runKeyCommand(s.ctx, command)
 		})
 	}
-	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.projectTrusted, expand)
 	s.mcp.mu.Lock()
-	for _, c := range s.mcp.client {
-		if i := slices.IndexFunc(configs, func(f mcpServerConfig) bool { return f.name == c.name }); i >= 0 {
-			configs[i] = c // the client's wins over mcp.json's
-		} else {
-			configs = append(configs, c)
-		}
-	}
+	client := s.mcp.client
 	s.mcp.mu.Unlock()
+	var given []string
+	for _, c := range client {
+		given = append(given, c.name)
+	}
+	// The client's win over mcp.json's entries of their names, and of
+	// names that clash with theirs.
+	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.projectTrusted, given, expand)
+	configs = append(configs, client...)
+	slices.SortFunc(configs, func(a, b mcpServerConfig) int { return strings.Compare(a.name, b.name) })
 	for _, w := range warnings {
 		s.warn(w)
 	}
@@ -564,20 +566,11 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 
 // nameToolsLocked names srv's listed tools as the model sees them, as pi
 // names them (mcpToolName): a tool whose plain name another tool of the
-// listing shares (a-b and a_b), whichever the server lists first, or a
-// tool of another server has (server h's x__echo, server h__x's echo),
-// gets its hash; a hashed name that is another listed tool's plain name
-// is that tool's, wherever it is listed. m.mu is held: no two tools of
-// the session get one name.
+// listing shares (a-b and a_b), whichever the server lists first, gets
+// its hash; a hashed name that is another listed tool's plain name is
+// that tool's, wherever it is listed. No other server's tool has these
+// names (mcpNamesClash). m.mu is held.
 func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
-	taken := map[string]bool{} // the other servers' tools' names, then this listing's
-	for _, other := range m.on {
-		if other != srv {
-			for _, t := range other.tools {
-				taken[t.tool.name] = true
-			}
-		}
-	}
 	plain := map[string]string{} // a plain name, and the tool that has it; "" once two tools do
 	for _, t := range tools {
 		name := mcpSanitize("mcp__" + srv.cfg.name + "__" + t.remote)
@@ -587,12 +580,13 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 			plain[name] = t.remote
 		}
 	}
+	given := map[string]bool{}
 	for _, t := range tools {
 		t.tool.name = mcpToolName(srv.cfg.name, t.remote, func(n string) bool {
 			remote, listed := plain[n]
-			return taken[n] || listed && remote != t.remote
+			return given[n] || listed && remote != t.remote
 		})
-		taken[t.tool.name] = true
+		given[t.tool.name] = true
 	}
 }
 

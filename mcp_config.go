@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -87,6 +88,28 @@ var mcpServerName = lazy[*regexp.Regexp]{build: func() *regexp.Regexp { return r
 
 var mcpExposures = []string{"direct", "deferred", "hidden", "codemode"}
 
+// mcpToolPrefix is what each of server's tools' names begins with.
+func mcpToolPrefix(server string) string { return "mcp__" + mcpSanitize(server) + "__" }
+
+// mcpNamesClash reports whether two servers' tools could be given one
+// name: their names are alike once sanitized (a-b, a_b), or one's tool
+// prefix begins the other's (h and h__x: h's x__t and h__x's t are both
+// mcp__h__x__t; h and h_: h's _t and h_'s t). Servers whose names do not
+// clash never share a name, plain or hashed: every name keeps its
+// server's prefix whole (mcpServerName).
+func mcpNamesClash(a, b string) bool {
+	pa, pb := mcpToolPrefix(a), mcpToolPrefix(b)
+	return strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa)
+}
+
+// mcpClash says why server name is left out for other (mcpNamesClash).
+func mcpClash(name, other string) string {
+	if mcpSanitize(name) == mcpSanitize(other) {
+		return "the name differs from " + other + " only in - and _"
+	}
+	return fmt.Sprintf("its tools' names (%s…) could be server %s's tools' (%s…): rename one of the two", mcpToolPrefix(name), other, mcpToolPrefix(other))
+}
+
 // readMCPFile reads one mcp.json's entries by name, in the file's order
 // of names sorted (JSON objects have no order rpi keeps); a missing file
 // has none; a file that cannot be read or is not valid is a warning.
@@ -131,10 +154,14 @@ func readSmallFile(path string) ([]byte, error) {
 // project's: the servers in name order, and a warning for each file or
 // entry that cannot be used (the others are kept). A project entry with
 // neither command, url nor type only overrides enabled, exposure and
-// toolExposure of the user's entry of that name. expand resolves ${VAR}
-// and !command values, of the enabled servers only, once the project's
-// overrides are applied: a disabled server runs none of its commands.
-func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string, commands bool) (string, error)) ([]mcpServerConfig, []string) {
+// toolExposure of the user's entry of that name. An entry whose tools'
+// names could be another's (mcpNamesClash) is left out: the one read
+// later, or the one that clashes with a server the front end's client
+// gives (given, whose names' entries are theirs: left out too). expand
+// resolves ${VAR} and !command values, of the enabled servers only, once
+// the project's overrides are applied: a disabled server runs none of
+// its commands.
+func loadMCPConfig(agentDir, cwd string, approved bool, given []string, expand func(value string, commands bool) (string, error)) ([]mcpServerConfig, []string) {
 	var warnings []string
 	byName := map[string]*mcpServerConfig{}
 	entries, paths := map[string]mcpEntry{}, map[string]string{} // each server's entry as written, and its file
@@ -160,9 +187,12 @@ func loadMCPConfig(agentDir, cwd string, approved bool, expand func(value string
 				}
 				continue
 			}
-			for other := range byName {
-				if other != name && strings.ReplaceAll(other, "-", "_") == strings.ReplaceAll(name, "-", "_") {
-					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: the name differs from %s only in - and _", name, path, other))
+			if slices.Contains(given, name) {
+				continue // the client's server of that name replaces it
+			}
+			for _, other := range append(slices.Clone(given), slices.Sorted(maps.Keys(byName))...) {
+				if other != name && mcpNamesClash(name, other) {
+					warnings = append(warnings, fmt.Sprintf("MCP server %s in %s: %s", name, path, mcpClash(name, other)))
 					goto next
 				}
 			}

@@ -51,6 +51,10 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // stdin at once, then asks rpi for a ping (whose answer its stdin cannot
 // take) every 50 ms for an hour: a child another test forks meanwhile
 // holds a copy of the pipe until it execs, and a write then still goes in.
+// "listfile" lists the tools named in the file $MCP_TEST_TOOLS (a JSON
+// array), in its order, each read again at every tools/list; a call of
+// any tool answers "called <its name>", and one of "changed" sends
+// tools/list_changed first.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -157,6 +161,17 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"tools": tools})
 			return
 		}
+		if mode == "listfile" {
+			data, _ := os.ReadFile(os.Getenv("MCP_TEST_TOOLS"))
+			var names []string
+			json.Unmarshal(data, &names)
+			tools := []any{}
+			for _, name := range names {
+				tools = append(tools, map[string]any{"name": name, "description": "The tool " + name, "inputSchema": object})
+			}
+			answer(map[string]any{"tools": tools})
+			return
+		}
 		if mode == "alike" { // two tools whose names differ only where a model's tool name cannot, and one named as server x's echo
 			answer(map[string]any{"tools": []any{
 				map[string]any{"name": "a-b", "description": "The hyphen's", "inputSchema": object},
@@ -199,6 +214,13 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		}
 		if mode == "close-stdout-on-call" {
 			mcpTestCloseStdout()
+		}
+		if mode == "listfile" {
+			if p.Name == "changed" {
+				send(map[string]any{"method": "notifications/tools/list_changed"})
+			}
+			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "called " + p.Name}}})
+			return
 		}
 		switch p.Name {
 		case "echo":
@@ -580,7 +602,7 @@ func TestMCPConfig(t *testing.T) {
 	}
 	for _, approved := range []bool{false, true} {
 		ran = nil
-		servers, warnings := loadMCPConfig(agentDir, cwd, approved, expand)
+		servers, warnings := loadMCPConfig(agentDir, cwd, approved, nil, expand)
 		var got []string
 		for _, s := range servers {
 			got = append(got, fmt.Sprintf("%s %s %v %s %q %q %q %s", s.name, s.transport, s.enabled, s.exposure, s.args, s.env, s.headers, s.timeout))
@@ -1431,7 +1453,7 @@ func TestMCPNamesKeepTheirPrefix(t *testing.T) {
 func loadMCPConfigFrom(t *testing.T, text string) ([]mcpServerConfig, []string) {
 	agentDir := t.TempDir()
 	os.WriteFile(filepath.Join(agentDir, "mcp.json"), []byte(text), 0o600)
-	return loadMCPConfig(agentDir, t.TempDir(), false, func(v string, _ bool) (string, error) { return v, nil })
+	return loadMCPConfig(agentDir, t.TempDir(), false, nil, func(v string, _ bool) (string, error) { return v, nil })
 }
 
 // TestMCPConnHostileLines: what a server writes that is not one plain
@@ -1691,47 +1713,20 @@ func TestMCPEnvSecretNames(t *testing.T) {
 // TestMCPToolsNamedAlike: tools whose names are alike once sanitized are
 // each named with their hash, as pi names them, whichever the server
 // lists first (rpi gave the first the plain name, so a server that
-// reordered its list swapped its tools' names); and of two servers'
-// tools named alike (server h's x__echo, server h__x's echo), the one
-// named second is offered with its hash, not dropped.
+// reordered its list swapped its tools' names). Two servers' tools are
+// never named alike: TestMCPToolNameStaysWithItsServer.
 func TestMCPToolsNamedAlike(t *testing.T) {
-	t.Run("one server", func(t *testing.T) {
-		s := openMCPSession(t, "alike", nil)
-		for _, remote := range []string{"a-b", "a_b"} {
-			name := "mcp__helper__a_b_" + mcpHash("helper", remote)
-			c, err := s.decodeToolCall(name, json.RawMessage(`{"text":"x"}`))
-			if mc, ok := c.(*mcpCall); err != nil || !ok || mc.tool.remote != remote {
-				t.Errorf("%s: %v %v; want the tool %s", name, c, err, remote)
-			}
+	s := openMCPSession(t, "alike", nil)
+	for _, remote := range []string{"a-b", "a_b"} {
+		name := "mcp__helper__a_b_" + mcpHash("helper", remote)
+		c, err := s.decodeToolCall(name, json.RawMessage(`{"text":"x"}`))
+		if mc, ok := c.(*mcpCall); err != nil || !ok || mc.tool.remote != remote {
+			t.Errorf("%s: %v %v; want the tool %s", name, c, err, remote)
 		}
-		if tl := s.activeTool("mcp__helper__a_b"); tl != nil {
-			t.Errorf("mcp__helper__a_b offered (%s)", tl.description)
-		}
-	})
-	t.Run("two servers", func(t *testing.T) {
-		e := newTestEnv(t)
-		entry := func() map[string]any {
-			return map[string]any{"command": os.Args[0], "env": map[string]string{"RPI_HELPER": "mcp-server"}, "exposure": "direct"}
-		}
-		alike := entry()
-		alike["env"] = map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "alike"}
-		writeMCPServers(t, e.agentDir, map[string]any{"h": alike, "h__x": entry()})
-		s := openWithMCP(t, e)
-		t.Cleanup(s.close)
-		servers := map[string]string{}
-		for _, tl := range s.offeredTools() {
-			if !strings.HasPrefix(tl.name, "mcp__h__x__echo") {
-				continue
-			}
-			c, err := s.decodeToolCall(tl.name, json.RawMessage(`{"text":"x"}`))
-			if mc, ok := c.(*mcpCall); err == nil && ok {
-				servers[mc.tool.server] = tl.name
-			}
-		}
-		if len(servers) != 2 {
-			t.Errorf("echo offered as %v; want one of each server (%+v)", servers, s.mcp.list())
-		}
-	})
+	}
+	if tl := s.activeTool("mcp__helper__a_b"); tl != nil {
+		t.Errorf("mcp__helper__a_b offered (%s)", tl.description)
+	}
 }
 
 // TestMCPToolNamesOrderFree: a listing's names do not hang on its order,
