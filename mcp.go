@@ -9,6 +9,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,8 +195,12 @@ type mcpServer struct {
 	relisting    *mcpConn  // the connection whose changed tools are being listed
 	relistAgain  bool      // and they changed again meanwhile
 	tried        time.Time // the last connection attempt
-	warned       bool      // its failure was reported
-	waiting      chan struct{}
+	// named is every name its tools were given this session, and a hash
+	// of the server's name of the tool: a name stays its tool's
+	// (nameToolsLocked). It outlives a connection.
+	named   map[string][sha256.Size]byte
+	warned  bool // its failure was reported
+	waiting chan struct{}
 }
 
 // mcpTool is one tool of a server, as the model is offered it.
@@ -564,12 +569,22 @@ func (m *mcpServers) listTools(ctx context.Context, srv *mcpServer, conn *mcpCon
 	return tools, nil
 }
 
+// maxMCPNamed bounds the names a server's tools keep for the session
+// (mcpServer.named): past it, only those of the tools it listed last
+// are kept.
+const maxMCPNamed = 10 * maxMCPTools
+
 // nameToolsLocked names srv's listed tools as the model sees them, as pi
-// names them (mcpToolName): a tool whose plain name another tool of the
-// listing shares (a-b and a_b), whichever the server lists first, gets
-// its hash; a hashed name that is another listed tool's plain name is
-// that tool's, wherever it is listed. No other server's tool has these
-// names (mcpNamesClash). m.mu is held.
+// names them (mcpToolName), from the set of names listed, never their
+// order, and the names given before: a name once given to one of srv's
+// tools stays that tool's for the session, as in pi (one listed later
+// under an alike name gets its hash), so a name the model was told of,
+// tool_search loaded or a user approved runs that tool or none. A tool
+// whose plain name another listed tool shares (a-b and a_b) gets its
+// hash; a hashed name that is another listed tool's plain name is that
+// tool's; of two tools whose hashed names meet (a server can find names
+// whose 8 digits do), the one whose name sorts first has it. No other
+// server's tool has these names (mcpNamesClash). m.mu is held.
 func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 	plain := map[string]string{} // a plain name, and the tool that has it; "" once two tools do
 	for _, t := range tools {
@@ -580,13 +595,25 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 			plain[name] = t.remote
 		}
 	}
+	if srv.named == nil || len(srv.named)+len(tools) > maxMCPNamed {
+		srv.named = map[string][sha256.Size]byte{}
+		for _, t := range srv.tools {
+			srv.named[t.tool.name] = sha256.Sum256([]byte(t.remote))
+		}
+	}
+	sorted := slices.SortedFunc(slices.Values(tools), func(a, b mcpTool) int { return strings.Compare(a.remote, b.remote) })
 	given := map[string]bool{}
-	for _, t := range tools {
+	for _, t := range sorted {
+		owner := sha256.Sum256([]byte(t.remote))
 		t.tool.name = mcpToolName(srv.cfg.name, t.remote, func(n string) bool {
+			had, owned := srv.named[n]
 			remote, listed := plain[n]
-			return given[n] || listed && remote != t.remote
+			return owned && had != owner || given[n] || listed && remote != t.remote
 		})
 		given[t.tool.name] = true
+	}
+	for _, t := range tools {
+		srv.named[t.tool.name] = sha256.Sum256([]byte(t.remote))
 	}
 }
 

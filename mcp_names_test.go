@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,38 @@ import (
 	"testing"
 	"time"
 )
+
+// listfileServer is an mcp.json entry of the test server in mode
+// "listfile": it lists the tools named in tools (a file the test writes)
+// and writes its pid to pidFile.
+func listfileServer(tools, pidFile, exposure string) map[string]any {
+	return map[string]any{"command": os.Args[0], "exposure": exposure, "env": map[string]string{"RPI_HELPER": "mcp-server",
+		"MCP_TEST_MODE": "listfile", "MCP_TEST_TOOLS": tools, "MCP_TEST_PIDFILE": pidFile}}
+}
+
+// writeToolNames writes the names a "listfile" server lists, in order.
+func writeToolNames(t *testing.T, path string, names ...string) {
+	t.Helper()
+	data, _ := json.Marshal(names)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runMCPTool runs the offered tool name with no arguments and is its
+// result's text, or "" when no tool has that name.
+func runMCPTool(t *testing.T, s *session, name string) string {
+	t.Helper()
+	c, err := s.decodeToolCall(name, json.RawMessage(`{}`))
+	if err != nil {
+		return ""
+	}
+	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return joinTexts(res.Content)
+}
 
 // mcpToolServer is the server whose tool the offered name runs, or "".
 func mcpToolServer(s *session, name string) string {
@@ -132,5 +165,100 @@ func TestMCPServerNamesThatClash(t *testing.T) {
 	if len(configs) != 2 || configs[0].name != "h__x" || configs[1].name != "h_x" || len(warnings) != 1 ||
 		!strings.HasPrefix(warnings[0], "MCP server h in ") || !strings.Contains(warnings[0], "server h_'s tools") {
 		t.Errorf("beside the editor's servers: %+v, %q", configs, warnings)
+	}
+}
+
+// TestMCPHashTwinsKeepTheirNames: two tools alike once sanitized whose
+// 8-digit hashes are the same (found by trying names, as a server could)
+// get the same names however the server orders its listing: rpi gave the
+// hashed name to the one listed first, so a server that listed them the
+// other way round on its next connection swapped their names.
+func TestMCPHashTwinsKeepTheirNames(t *testing.T) {
+	a, b := mcpHashTwins("helper")
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	writeToolNames(t, tools, a, b)
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "direct")})
+	s := openWithMCP(t, e)
+	t.Cleanup(s.close)
+	runs := func() map[string]string { // by name, the tool it runs
+		got := map[string]string{}
+		for _, info := range s.mcp.list() {
+			for _, name := range info.Tools {
+				got[name] = runMCPTool(t, s, name)
+			}
+		}
+		return got
+	}
+	first := runs()
+	if len(first) != 2 {
+		t.Fatalf("named %v", first)
+	}
+	writeToolNames(t, tools, b, a)
+	reconnectMCP(t, s, "helper")
+	if then := runs(); fmt.Sprint(then) != fmt.Sprint(first) {
+		t.Errorf("listed %q, %q: %v; then the other way round: %v", a, b, first, then)
+	}
+}
+
+// mcpHashTwins are two tool names of server that are alike once
+// sanitized and have the same 8 hex digits of hash (mcpHash).
+func mcpHashTwins(server string) (string, string) {
+	seen := map[string]string{}
+	for i := 0; ; i++ {
+		var b strings.Builder
+		b.WriteString("t")
+		for bit := range 24 { // a tool named t and 24 of - and ., all sanitized as _
+			b.WriteByte("-."[i>>bit&1])
+		}
+		name := b.String()
+		h := mcpHash(server, name)
+		if other, ok := seen[h]; ok {
+			return other, name
+		}
+		seen[h] = name
+	}
+}
+
+// TestMCPToolNamesKeptAcrossRelisting: a name the model was given, or
+// tool_search loaded, runs the tool it was given to for the rest of the
+// session, as in pi: a server that lists its tool a-b, then (telling
+// tools/list_changed) a_b instead, offers a_b with its hash, not as
+// mcp__helper__a_b, which ran a_b though the search had loaded a-b (and
+// an approval for the name, a-b's, let a_b run).
+func TestMCPToolNamesKeptAcrossRelisting(t *testing.T) {
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	writeToolNames(t, tools, "a-b")
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "deferred")})
+	s := openWithMCP(t, e)
+	t.Cleanup(s.close)
+	s.mcp.awaitAll(context.Background())
+	if loaded := s.mcp.search("mcp__helper__a_b", 1); len(loaded) != 1 || loaded[0].name != "mcp__helper__a_b" {
+		t.Fatalf("tool_search loaded %v", loaded)
+	}
+	if got := runMCPTool(t, s, "mcp__helper__a_b"); got != "called a-b" {
+		t.Fatalf("mcp__helper__a_b: %q", got)
+	}
+	writeToolNames(t, tools, "a_b", "then")
+	conn, timeout, err := s.mcp.conn("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "changed", "arguments": map[string]any{}}, timeout, false); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.mcp.state("helper").ToolCount != 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never listed again: %+v", s.mcp.list())
+		}
+	}
+	if got := runMCPTool(t, s, "mcp__helper__a_b"); got != "" {
+		t.Errorf("mcp__helper__a_b, a-b's, ran %q", got)
+	}
+	if tools := s.mcp.list()[0].Tools; !slices.Contains(tools, "mcp__helper__a_b_"+mcpHash("helper", "a_b")) {
+		t.Errorf("listed %v", tools)
 	}
 }
