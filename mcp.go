@@ -330,11 +330,13 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	// A connection that ended meanwhile (its server exited after its
 	// last answer) was told to ended before it was srv's: it fails here.
 	endedErr := conn.endedErr()
+	var unnamed []string
 	if !closed && endedErr == nil {
-		m.nameToolsLocked(srv, tools)
+		tools, unnamed = m.nameToolsLocked(srv, tools)
 		srv.conn, srv.stop, srv.tools, srv.state, srv.hasResources = conn, stop, tools, "connected", hasResources
 	}
 	m.mu.Unlock()
+	logUnnamed(conn, unnamed)
 	switch {
 	case closed:
 		stop()
@@ -585,7 +587,10 @@ const maxMCPNamed = 10 * maxMCPTools
 // tool's; of two tools whose hashed names meet (a server can find names
 // whose 8 digits do), the one whose name sorts first has it. No other
 // server's tool has these names (mcpNamesClash). m.mu is held.
-func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
+//
+// It returns the tools named, and the server's names of those left out:
+// tools that mcpToolName could not name.
+func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) (named []mcpTool, left []string) {
 	plain := map[string]string{} // a plain name, and the tool that has it; "" once two tools do
 	for _, t := range tools {
 		name := mcpSanitize("mcp__" + srv.cfg.name + "__" + t.remote)
@@ -613,7 +618,20 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) {
 		given[t.tool.name] = true
 	}
 	for _, t := range tools {
+		if t.tool.name == "" {
+			left = append(left, t.remote)
+			continue
+		}
 		srv.named[t.tool.name] = sha256.Sum256([]byte(t.remote))
+		named = append(named, t)
+	}
+	return named, left
+}
+
+// logUnnamed writes to mcp.log the tools nameToolsLocked left out.
+func logUnnamed(conn *mcpConn, remotes []string) {
+	for _, remote := range remotes {
+		conn.log(fmt.Sprintf("tool %s: its other tools took every name it could have (left out)", remote))
 	}
 }
 
@@ -855,10 +873,10 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 		m.s.goBackground(func() {
 			for {
 				tools, err := m.listTools(m.s.ctx, srv, conn)
+				var unnamed []string
 				m.mu.Lock()
 				if err == nil && srv.conn == conn {
-					m.nameToolsLocked(srv, tools)
-					srv.tools = tools
+					srv.tools, unnamed = m.nameToolsLocked(srv, tools)
 				}
 				again := srv.relistAgain && err == nil && srv.conn == conn && srv.relisting == conn
 				if srv.relisting == conn {
@@ -868,6 +886,7 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 					}
 				}
 				m.mu.Unlock()
+				logUnnamed(conn, unnamed)
 				if err != nil {
 					conn.log("listing the changed tools: " + err.Error())
 				}

@@ -262,3 +262,47 @@ func TestMCPToolNamesKeptAcrossRelisting(t *testing.T) {
 		t.Errorf("listed %v", tools)
 	}
 }
+
+// TestMCPToolNameTriesBounded: a tool whose hashed name, and the
+// numbered names after it, the server's other tools take (named so,
+// which a server can, or with hashes made alike) is left out after a
+// few tries: rpi tried on, as many times as names were taken, for each
+// such tool under the servers' lock, so that a server could make its
+// every listing cost millions of tries.
+func TestMCPToolNameTriesBounded(t *testing.T) {
+	tries := 0
+	name := mcpToolName("s", "x-y", func(string) bool { tries++; return tries <= 1000 })
+	if name != "" || tries > maxMCPNameTries+2 {
+		t.Errorf("named %q after %d tries", name, tries)
+	}
+}
+
+// TestMCPToolLeftOutWhenNamesTaken: a real server whose tools take x-y's
+// hashed name and every numbered one after it offers its other tools,
+// x-y left out with a line in mcp.log saying so.
+func TestMCPToolLeftOutWhenNamesTaken(t *testing.T) {
+	hash := mcpHash("helper", "x-y")
+	listing := []string{"x-y", "x_y", "x_y_" + hash}
+	for n := 2; n <= maxMCPNameTries; n++ {
+		listing = append(listing, fmt.Sprintf("x_y_%s%d", hash[:4], n))
+	}
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	writeToolNames(t, tools, listing...)
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "direct")})
+	s := openWithMCP(t, e)
+	t.Cleanup(s.close)
+	if st := s.mcp.state("helper"); st.State != "connected" || st.ToolCount != len(listing)-1 {
+		t.Errorf("%+v; want every tool but x-y", st)
+	}
+	for _, name := range s.mcp.list()[0].Tools {
+		if got := runMCPTool(t, s, name); got == "called x-y" {
+			t.Errorf("%s runs x-y", name)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(e.agentDir, "mcp.log"))
+	if !strings.Contains(string(log), "[helper] tool x-y: its other tools took every name it could have (left out)") {
+		t.Errorf("mcp.log:\n%s", log)
+	}
+}

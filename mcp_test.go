@@ -1760,7 +1760,7 @@ func TestMCPToolNamesOrderFree(t *testing.T) {
 			tools = append(tools, mcpTool{server: "s", remote: remote, tool: &tool{}})
 		}
 		m.mu.Lock()
-		m.nameToolsLocked(srv, tools)
+		tools, _ = m.nameToolsLocked(srv, tools)
 		m.mu.Unlock()
 		got := map[string]string{}
 		for _, tl := range tools {

@@ -262,10 +262,18 @@ func mcpInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 	return data, nil
 }
 
+// maxMCPNameTries bounds the numbered names mcpToolName tries for a
+// tool whose hashed name is taken: a server can take them all, by naming
+// its other tools so, and would make each listing cost as many tries as
+// names it had taken, for each such tool.
+const maxMCPNameTries = 16
+
 // mcpToolName is the model's name of a server's tool, as pi makes it:
 // mcp__<server>__<tool> with every character outside [A-Za-z0-9_] as _,
 // and, when longer than 64 characters or taken by another tool, cut and
-// ended with _ and 8 hex digits of a hash of the two names.
+// ended with _ and 8 hex digits of a hash of the two names; when that is
+// taken too, 4 of the digits and a number; "" when all maxMCPNameTries
+// numbers are taken.
 func mcpToolName(server, tool string, taken func(string) bool) string {
 	name := mcpSanitize("mcp__" + server + "__" + tool)
 	if len(name) <= 64 && !taken(name) {
@@ -275,6 +283,9 @@ func mcpToolName(server, tool string, taken func(string) bool) string {
 	hash := hex.EncodeToString(sum[:])[:8]
 	hashed := name[:min(len(name), 64-len(hash)-1)] + "_" + hash
 	for n := 2; taken(hashed); n++ { // a tool named as another's hashed name: pi's rule meets itself
+		if n > maxMCPNameTries {
+			return ""
+		}
 		suffix := fmt.Sprintf("_%s%d", hash[:4], n)
 		hashed = name[:min(len(name), 64-len(suffix))] + suffix
 	}
