@@ -248,13 +248,17 @@ func (m *mcpServers) connect(srv *mcpServer) {
 	m.s.goBackground(func() {
 		defer close(done)
 		err := m.dial(srv)
+		why := ""
+		if err != nil {
+			why = m.s.set.secrets.redact(err.Error()) // the server's own words may echo a key it was sent
+		}
 		m.mu.Lock()
 		var signIn *mcpNeedsSignIn
 		switch {
 		case errors.As(err, &signIn):
-			srv.state, srv.err = "needs_sign_in", err.Error()
+			srv.state, srv.err = "needs_sign_in", why
 		case err != nil:
-			srv.state, srv.err = "failed", err.Error()
+			srv.state, srv.err = "failed", why
 		}
 		report := err != nil && !srv.warned
 		srv.warned = srv.warned || err != nil
@@ -262,9 +266,9 @@ func (m *mcpServers) connect(srv *mcpServer) {
 		m.update(srv)
 		switch {
 		case report && signIn != nil:
-			m.s.warn(err.Error()) // it names the server and says what to do
+			m.s.warn(why) // it names the server and says what to do
 		case report:
-			m.s.warn(fmt.Sprintf("MCP server %s failed: %v", srv.cfg.name, err))
+			m.s.warn(fmt.Sprintf("MCP server %s failed: %s", srv.cfg.name, why))
 		}
 	})
 }
@@ -473,7 +477,7 @@ func (m *mcpServers) ended(srv *mcpServer, conn *mcpConn, err error) {
 	stop := srv.stop
 	if current {
 		srv.conn, srv.stop, srv.state, srv.tools = nil, nil, "failed", nil
-		srv.err = strings.TrimPrefix(err.Error(), "MCP server "+srv.cfg.name+" ")
+		srv.err = m.s.set.secrets.redact(strings.TrimPrefix(err.Error(), "MCP server "+srv.cfg.name+" "))
 	}
 	m.mu.Unlock()
 	if !current {

@@ -73,6 +73,9 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	return conn, h
 }
 
+// maxMCPErrorBody bounds what an HTTP error's message shows of its body.
+const maxMCPErrorBody = 300
+
 var errMCPRedirect = errors.New("it redirects elsewhere, which rpi does not follow")
 
 func hasHeader(headers map[string]string, name string) bool {
@@ -198,10 +201,17 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		return nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxMCPErrorBody))
 		resp.Body.Close()
 		cancel()
-		detail := escapeControl(strings.TrimSpace(h.redact(string(snippet), token)))
+		// The server's words may echo a key it was sent, escaped as JSON
+		// or URLs escape it (the session's redactor knows those forms), or
+		// cut by the snippet's end.
+		text := h.secrets.redact(h.redact(string(snippet), token))
+		if len(snippet) == maxMCPErrorBody {
+			text = h.secrets.redactCut(text)
+		}
+		detail := escapeControl(strings.TrimSpace(text))
 		if detail != "" {
 			detail = ": " + detail
 		}
