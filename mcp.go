@@ -150,6 +150,64 @@ func (m *mcpServers) reconnect(name string) (done <-chan struct{}, err error) {
 	return srv.waiting, nil
 }
 
+// ask sends a request on conn, the server's connection when the call
+// began, and waits for its answer (conn.request). A request that meets
+// a session the server has forgotten (mcpSessionGone: its 404, as after
+// a restart), or whose connection another such request ended, is sent
+// once more on a new connection, as pi does: the server is connected
+// again (renew) first.
+func (m *mcpServers) ask(ctx context.Context, server string, conn *mcpConn, timeout time.Duration, method string, params map[string]any, progress bool) (json.RawMessage, error) {
+	raw, err := conn.request(ctx, method, params, timeout, progress)
+	gone := func(err error) bool { return errors.As(err, new(*mcpSessionGone)) }
+	if err == nil || !gone(err) && !gone(conn.endedErr()) {
+		return raw, err
+	}
+	fresh, err := m.renew(ctx, server, conn, err)
+	if err != nil {
+		return nil, err
+	}
+	return fresh.request(ctx, method, params, timeout, progress)
+}
+
+// renew connects the server again when stale, on which a request met a
+// forgotten session (why), is still its connection, and waits for that
+// connection (or the one another request started meanwhile) until ctx
+// ends: the server's connection then, or why there is none. What else
+// waits on stale fails with why, and is sent again as well.
+func (m *mcpServers) renew(ctx context.Context, server string, stale *mcpConn, why error) (*mcpConn, error) {
+	m.mu.Lock()
+	i := slices.IndexFunc(m.on, func(srv *mcpServer) bool { return srv.cfg.name == server })
+	if i < 0 {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("MCP server %s is not configured", server)
+	}
+	srv := m.on[i]
+	var stop, dial func()
+	if srv.conn == stale { // the first to find the session forgotten connects again; the others wait for it
+		stop = srv.stop
+		srv.stop, srv.conn, srv.tools = nil, nil, nil
+		dial = m.connectLocked(srv)
+	}
+	waiting := srv.waiting
+	m.mu.Unlock()
+	if dial != nil {
+		stale.end(why)
+		if stop != nil {
+			m.s.goBackground(stop)
+		}
+		dial()
+	}
+	if waiting != nil {
+		select {
+		case <-waiting:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	conn, _, err := m.conn(server)
+	return conn, err
+}
+
 // state is srv's state as mcp_server_update reports it.
 func (m *mcpServers) state(name string) mcpServerUpdate {
 	m.mu.Lock()
@@ -236,14 +294,27 @@ func (m *mcpServers) start(configs []mcpServerConfig) {
 // under way.
 func (m *mcpServers) connect(srv *mcpServer) {
 	m.mu.Lock()
+	dial := m.connectLocked(srv)
+	m.mu.Unlock()
+	dial()
+}
+
+// connectLocked marks srv connecting, unless it is, and returns what
+// starts its connection (nothing when one is under way); the caller
+// holds m.mu.
+func (m *mcpServers) connectLocked(srv *mcpServer) (dial func()) {
 	if srv.state == "connecting" {
-		m.mu.Unlock()
-		return
+		return func() {}
 	}
 	srv.state, srv.err, srv.tried = "connecting", "", m.s.env.clock.Now()
 	done := make(chan struct{})
 	srv.waiting = done
-	m.mu.Unlock()
+	return func() { m.dialInBackground(srv, done) }
+}
+
+// dialInBackground connects srv in the background, and reports how it
+// went; done is closed then.
+func (m *mcpServers) dialInBackground(srv *mcpServer, done chan struct{}) {
 	m.update(srv)
 	m.s.goBackground(func() {
 		defer close(done)

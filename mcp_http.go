@@ -136,6 +136,13 @@ func (h *mcpHTTP) signInError(err, refresh error) error {
 	return &mcpNeedsSignIn{fmt.Sprintf("MCP server %s needs sign-in%s: run `pi mcp login %s`", h.server, why, h.server)}
 }
 
+// mcpSessionGone is a server's 404 to the session rpi sent: the server
+// has forgotten it (it restarted, or ended the session), and a new
+// connection is needed (mcpServers.ask).
+type mcpSessionGone struct{ error }
+
+func (e *mcpSessionGone) Unwrap() error { return e.error }
+
 // mcpNeedsSignIn is a server that refuses rpi until the user signs in
 // with pi: its state is needs_sign_in, not failed.
 type mcpNeedsSignIn struct{ text string }
@@ -218,7 +225,11 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		if resp.StatusCode == http.StatusUnauthorized {
 			return &mcpRejected{needsScope: strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope")}
 		}
-		return fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
+		err := fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
+		if resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
+			return &mcpSessionGone{err}
+		}
+		return err
 	}
 	kind, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch kind {

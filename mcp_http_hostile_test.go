@@ -72,7 +72,7 @@ func (h *hostileMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch m.Method {
 	case "initialize":
 		w.Header().Set("Mcp-Session-Id", cmp.Or(session, "s-1"))
-		result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}
+		result = hostileInitialized
 	case "tools/list":
 		result = map[string]any{"tools": []any{map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}}}
 	case "tools/call":
@@ -87,6 +87,9 @@ func (h *hostileMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSONRPC(w, m.ID, result)
 }
+
+// hostileInitialized is the server's answer to initialize.
+var hostileInitialized = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}
 
 // writeJSONRPC answers the request id with result, as one JSON message.
 func writeJSONRPC(w http.ResponseWriter, id json.RawMessage, result any) {
@@ -182,6 +185,255 @@ func TestMCPHTTPHostileEchoInConnectError(t *testing.T) {
 			}
 			if !strings.Contains(out, c.shown) {
 				t.Errorf("the client did not get %s:\n%s", c.shown, out)
+			}
+		})
+	}
+}
+
+// TestMCPHTTPHostileRedirects: a server that sends rpi elsewhere (307,
+// 308, 302, to another host) gets nothing sent on: the other host sees
+// no request, so no header of the entry's and no token, whichever
+// message is redirected (initialize, a tool call, the closing DELETE).
+func TestMCPHTTPHostileRedirects(t *testing.T) {
+	elsewhere := &hostileMCP{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		for _, method := range []string{"initialize", "tools/call", "DELETE"} {
+			t.Run(fmt.Sprintf("%d %s", status, method), func(t *testing.T) {
+				srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+					if m.Method == method || r.Method == method {
+						http.Redirect(w, r, other.URL+"/mcp", status)
+						return true
+					}
+					return false
+				}}
+				hs := httptest.NewServer(srv)
+				defer hs.Close()
+				s, _ := openHostile(t, hs.URL+"/mcp", map[string]any{"headers": map[string]string{"Authorization": "Bearer redirected-0123456789"}})
+				if method == "tools/call" {
+					if _, err := callEcho(t, s, "hi"); err == nil || !strings.Contains(err.Error(), "redirects elsewhere") {
+						t.Errorf("the call: %v", err)
+					}
+				}
+				s.close()
+				if got := elsewhere.sent(); len(got) > 0 {
+					t.Errorf("the other host got %d requests, the first with %v", len(got), got[0].header)
+				}
+			})
+		}
+	}
+}
+
+// TestMCPHTTPHostileSessionExpires: a server that has forgotten rpi's
+// session (it restarted) answers 404 to it; rpi then connects again (a
+// new session, its tools listed anew), and the call that met the 404 —
+// a tool's, a resource's read or listing — is sent once more, as pi's
+// is: rpi kept sending the forgotten session, every call failing with
+// HTTP 404 until the user reconnected the server. A server that forgets
+// every session fails the call after that one more try.
+func TestMCPHTTPHostileSessionExpires(t *testing.T) {
+	var mu sync.Mutex
+	current, amnesiac, initializes := "", false, 0
+	holding := false            // tool calls that meet the forgotten session wait for each other
+	var together sync.WaitGroup // those calls
+	srv := &hostileMCP{}
+	srv.respond = func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		mu.Lock()
+		hold := holding && m.Method == "tools/call" && r.Header.Get("Mcp-Session-Id") != current
+		mu.Unlock()
+		if hold {
+			together.Done()
+			together.Wait()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case m.Method == "initialize":
+			initializes++
+			current = fmt.Sprintf("s-%d", initializes)
+			w.Header().Set("Mcp-Session-Id", current)
+			writeJSONRPC(w, m.ID, map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}, "resources": map[string]any{}}})
+		case r.Header.Get("Mcp-Session-Id") != current || amnesiac && m.Method != "notifications/initialized" && m.Method != "tools/list":
+			http.Error(w, "Session not found", http.StatusNotFound)
+		case m.Method == "resources/read":
+			writeJSONRPC(w, m.ID, map[string]any{"contents": []any{map[string]any{"uri": "file:///a", "text": "read"}}})
+		case m.Method == "resources/list":
+			writeJSONRPC(w, m.ID, map[string]any{"resources": []any{map[string]any{"uri": "file:///a", "name": "a"}}})
+		default:
+			return false
+		}
+		return true
+	}
+	forget := func(always bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		current, amnesiac = "forgotten", always
+		return initializes
+	}
+	initialized := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return initializes
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, _ := openHostile(t, hs.URL+"/mcp", nil)
+	call := func(name, args string) (string, error) {
+		c, err := s.decodeToolCall(name, json.RawMessage(args))
+		if err != nil {
+			t.Fatalf("%s: %v (servers: %+v)", name, err, s.mcp.list())
+		}
+		res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+		return joinTexts(res.Content), err
+	}
+	cases := []struct{ tool, args, want string }{
+		{"mcp__web__echo", `{"text":"hi"}`, "echo: hi"},
+		{"read_mcp_resource", `{"server":"web","uri":"file:///a"}`, "read"},
+		{"list_mcp_resources", `{"server":"web"}`, `{"server":"web","resources":[{"server":"web","name":"a","uri":"file:///a"}]}`},
+	}
+	for _, c := range cases {
+		forget(false)
+		if got, err := call(c.tool, c.args); err != nil || got != c.want {
+			t.Errorf("%s: %q, %v", c.tool, got, err)
+		}
+	}
+	// Two calls that meet the forgotten session together connect once.
+	together.Add(2)
+	mu.Lock()
+	holding = true
+	mu.Unlock()
+	before := forget(false)
+	results := make(chan string, 2)
+	for _, text := range []string{"a", "b"} {
+		go func() {
+			got, err := call("mcp__web__echo", `{"text":"`+text+`"}`)
+			results <- fmt.Sprint(got, err)
+		}()
+	}
+	for range 2 {
+		if got := receive(t, results, "a call that met the forgotten session"); got != "echo: a<nil>" && got != "echo: b<nil>" {
+			t.Errorf("a call that met the forgotten session with another: %s", got)
+		}
+	}
+	if n := initialized() - before; n != 1 {
+		t.Errorf("two calls that met the forgotten session: %d initializes; want 1", n)
+	}
+	mu.Lock()
+	holding = false
+	mu.Unlock()
+	for _, c := range cases {
+		before := forget(true)
+		if _, err := call(c.tool, c.args); err == nil || err.Error() != "MCP server web answered HTTP 404: Session not found" {
+			t.Errorf("%s, every session forgotten: %v", c.tool, err)
+		}
+		if n := initialized() - before; n != 1 {
+			t.Errorf("%s, every session forgotten: %d initializes; want the one more try", c.tool, n)
+		}
+	}
+}
+
+// TestMCPHTTPHostileForeignAnswers: an event stream that answers ids rpi
+// never sent (a number, a string, null), and another request's id,
+// before the call's own answer, among notifications, leaves the call
+// its own answer and the other request unharmed.
+func TestMCPHTTPHostileForeignAnswers(t *testing.T) {
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		var id int
+		json.Unmarshal(m.ID, &id)
+		for _, msg := range []string{
+			`{"jsonrpc":"2.0","id":9999,"result":{"content":[{"type":"text","text":"not yours"}]}}`,
+			`{"jsonrpc":"2.0","id":"` + string(m.ID) + `","result":{"content":[{"type":"text","text":"a string id"}]}}`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"null"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":12345,"progress":1}}`,
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"the next one's"}]}}`, id+1),
+			`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"yours"}]}}`,
+		} {
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+		}
+		return true
+	}}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, _ := openHostile(t, hs.URL+"/mcp", nil)
+	for range 2 {
+		if got, err := callEcho(t, s, "hi"); err != nil || got != "yours" {
+			t.Errorf("the call: %q, %v", got, err)
+		}
+	}
+	if st := s.mcp.state("web"); st.State != "connected" {
+		t.Errorf("server: %+v", st)
+	}
+}
+
+// countingWriter counts what a server wrote before its client stopped
+// reading.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// endless writes chunk to w until the client goes (a write fails): what
+// a server that never ends its answer sends.
+func endless(w http.ResponseWriter, chunk []byte) int64 {
+	cw := &countingWriter{w: w}
+	for {
+		if _, err := cw.Write(chunk); err != nil {
+			return cw.n.Load()
+		}
+	}
+}
+
+// TestMCPHTTPHostileEndlessAnswers: an answer that never ends — a JSON
+// body, an event's one line, an event of endless data lines, an error's
+// body — is read no further than rpi's bound for it: the server's
+// writes fail once it has written at most that (16 MiB for a message,
+// 300 bytes of an error) and what the connection buffers.
+func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
+	const buffers = 8 << 20 // what the sockets on the way may hold unread
+	cases := []struct {
+		name, contentType string
+		status            int
+		start, chunk      string
+		bound             int64
+		want              string
+	}{
+		{"JSON", "application/json", 200, `{"jsonrpc":"2.0","id":3,"result":{"x":"`, "xxxxxxxxxxxxxxxx", maxMCPMessage, "MCP server web sent a message longer than 16 MiB"},
+		{"one line", "text/event-stream", 200, "data: ", "xxxxxxxxxxxxxxxx", maxMCPMessage, "MCP server web ended its answer without the result"},
+		{"data lines", "text/event-stream", 200, "", "data: xxxxxxxxxx\n", maxMCPMessage * 17 / 11, "MCP server web ended its answer without the result"},
+		{"error", "text/plain", 500, "", "xxxxxxxxxxxxxxxx", 300, "MCP server web answered HTTP 500: " + strings.Repeat("x", 300)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wrote := make(chan int64, 1)
+			srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+				if m.Method != "tools/call" {
+					return false
+				}
+				w.Header().Set("Content-Type", c.contentType)
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.start)
+				wrote <- endless(w, []byte(strings.Repeat(c.chunk, 4096)))
+				return true
+			}}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			s, _ := openHostile(t, hs.URL+"/mcp", map[string]any{"timeout": 600})
+			if _, err := callEcho(t, s, "hi"); err == nil || err.Error() != c.want {
+				t.Errorf("the call: %v; want %s", err, c.want)
+			}
+			if n := receive(t, wrote, "the end of the endless answer"); n > c.bound+buffers {
+				t.Errorf("the server wrote %d bytes before rpi stopped reading; rpi reads at most %d", n, c.bound)
 			}
 		})
 	}

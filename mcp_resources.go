@@ -128,6 +128,13 @@ type resourceServer struct {
 	name    string
 	conn    *mcpConn
 	timeout time.Duration
+	servers *mcpServers
+}
+
+// request asks srv method (mcpServers.ask: once more on a new connection
+// when the server has forgotten the session).
+func (srv resourceServer) request(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
+	return srv.servers.ask(ctx, srv.name, srv.conn, srv.timeout, method, params, false)
 }
 
 // resourceServers are the connected servers with resources whose exposure
@@ -138,7 +145,7 @@ func (m *mcpServers) resourceServers() []resourceServer {
 	var list []resourceServer
 	for _, srv := range m.on {
 		if srv.state == "connected" && srv.conn != nil && srv.hasResources && srv.cfg.exposure != "hidden" {
-			list = append(list, resourceServer{srv.cfg.name, srv.conn, srv.cfg.timeout})
+			list = append(list, resourceServer{srv.cfg.name, srv.conn, srv.cfg.timeout, m})
 		}
 	}
 	slices.SortFunc(list, func(a, b resourceServer) int { return strings.Compare(a.name, b.name) })
@@ -266,7 +273,7 @@ func listPage(ctx context.Context, srv resourceServer, method, key, cursor strin
 	if cursor != "" {
 		params["cursor"] = cursor
 	}
-	raw, err := srv.conn.request(ctx, method, params, srv.timeout, false)
+	raw, err := srv.request(ctx, method, params)
 	if err != nil {
 		return nil, "", err
 	}
@@ -333,7 +340,7 @@ func listedItem(server string, item json.RawMessage) ([]byte, bool) {
 // readResource reads uri from srv: its contents as pi gives them to the
 // model (several labelled with their URIs), or a note that it is empty.
 func readResource(ctx context.Context, srv resourceServer, uri string, details map[string]string) (toolResult, error) {
-	raw, err := srv.conn.request(ctx, "resources/read", map[string]any{"uri": uri}, srv.timeout, false)
+	raw, err := srv.request(ctx, "resources/read", map[string]any{"uri": uri})
 	if err != nil {
 		return toolResult{}, err
 	}

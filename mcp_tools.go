@@ -34,7 +34,7 @@ func (c *mcpCall) run(ctx context.Context, s *session, call toolRun) (toolResult
 	if err != nil {
 		return toolResult{}, err
 	}
-	raw, err := conn.request(ctx, "tools/call", map[string]any{"name": c.tool.remote, "arguments": c.args}, timeout, true)
+	raw, err := s.mcp.ask(ctx, c.tool.server, conn, timeout, "tools/call", map[string]any{"name": c.tool.remote, "arguments": c.args}, true)
 	if err != nil {
 		return toolResult{}, err
 	}
