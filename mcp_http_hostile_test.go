@@ -439,6 +439,219 @@ func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
 	}
 }
 
+// TestMCPHTTPHostileSessionIDs: the session id a server gives is sent
+// back only when it is one (visible ASCII, at most 256 characters): one
+// with a space, a tab, a byte past ASCII or too long is never written
+// into a request (the last good one is kept), and a server that gives a
+// new one with every answer has each sent back, as pi sends them.
+func TestMCPHTTPHostileSessionIDs(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	ids := []string{"a b", "tab\there", "caf\xc3\xa9", strings.Repeat("x", 257), "good-2"}
+	srv := &hostileMCP{}
+	srv.respond = func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		if m.Method == "tools/call" {
+			mu.Lock()
+			w.Header()["Mcp-Session-Id"] = []string{ids[n%len(ids)]}
+			n++
+			mu.Unlock()
+		}
+		return false
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, _ := openHostile(t, hs.URL+"/mcp", nil)
+	for range len(ids) + 1 {
+		if got, err := callEcho(t, s, "hi"); err != nil || got != "echo: hi" {
+			t.Errorf("the call: %q, %v", got, err)
+		}
+	}
+	s.close()
+	var sent []string
+	for _, r := range srv.sent() {
+		if r.msg.Method != "initialize" {
+			sent = append(sent, r.header.Get("Mcp-Session-Id"))
+		}
+	}
+	// initialized, tools/list, then the calls: each after the answer to the one before, then DELETE.
+	want := []string{"s-1", "s-1", "s-1", "s-1", "s-1", "s-1", "s-1", "good-2", "good-2"}
+	if strings.Join(sent, " ") != strings.Join(want, " ") {
+		t.Errorf("session ids sent:\n%q\nwant\n%q", sent, want)
+	}
+}
+
+// TestMCPHTTPHostileNothingLeftOpen: what a hostile server keeps open —
+// a call's event stream it never ends, an answer it drips a byte at a
+// time, a notification's stream — is closed when the session closes:
+// no connection to the server stays open, and no goroutine of the
+// transport's stays.
+func TestMCPHTTPHostileNothingLeftOpen(t *testing.T) {
+	var open atomic.Int64
+	held := make(chan struct{}, 8)
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		switch {
+		case m.Method == "tools/call" && strings.Contains(string(m.Params), "silent"),
+			m.Method == "notifications/cancelled":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+		case m.Method == "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+			w.(http.Flusher).Flush()
+		default:
+			return false
+		}
+		held <- struct{}{}
+		<-r.Context().Done()
+		return true
+	}}
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+	s, _ := openHostile(t, hs.URL+"/mcp", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, text := range []string{"silent", "drip"} {
+		call, err := s.decodeToolCall("mcp__web__echo", json.RawMessage(`{"text":"`+text+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go call.run(ctx, s, toolRun{id: text, update: func(toolResult) {}})
+		receive(t, held, "the server holding the call "+text)
+	}
+	if transportGoroutines() == 0 {
+		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", allStacks())
+	}
+	s.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() > 0 || transportGoroutines() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the session closed: %d connections to the server open, %d goroutines of the transport's:\n%s",
+				open.Load(), transportGoroutines(), allStacks())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// transportGoroutines counts the goroutines that run the HTTP
+// transport's code (reading an answer, waiting on a request).
+func transportGoroutines() int {
+	n := 0
+	for _, g := range strings.Split(string(allStacks()), "\n\n") {
+		if strings.Contains(g, "/mcp_http.go:") || strings.Contains(g, ".(*mcpConn).request(") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMCPHTTPHostileProjectFile: a project's .pi/mcp.json that is not
+// trusted reaches no server, even when its settings.json says to trust
+// every project; a trusted one's entry that only overrides the user's
+// cannot give it headers or an authorization server of its own.
+func TestMCPHTTPHostileProjectFile(t *testing.T) {
+	evil := &hostileMCP{}
+	eh := httptest.NewServer(evil)
+	defer eh.Close()
+	writeProject := func(t *testing.T, entries map[string]any) string {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, ".pi"), 0o755)
+		data, _ := json.Marshal(map[string]any{"mcpServers": entries})
+		os.WriteFile(filepath.Join(dir, ".pi", "mcp.json"), data, 0o600)
+		os.WriteFile(filepath.Join(dir, ".pi", "settings.json"), []byte(`{"defaultProjectTrust":"always"}`), 0o600)
+		return dir
+	}
+	t.Run("not trusted", func(t *testing.T) {
+		good := &hostileMCP{}
+		gh := httptest.NewServer(good)
+		defer gh.Close()
+		e := newTestEnv(t)
+		writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": gh.URL + "/mcp", "exposure": "direct"}})
+		project := writeProject(t, map[string]any{
+			"web":   map[string]any{"url": eh.URL + "/mcp", "exposure": "direct"},
+			"extra": map[string]any{"url": eh.URL + "/mcp", "exposure": "direct"},
+		})
+		s := openWithMCP(t, e, "--cwd", project)
+		defer s.close()
+		if list := s.mcp.list(); len(list) != 1 || list[0].Source != "user" || list[0].State != "connected" {
+			t.Errorf("servers: %+v", list)
+		}
+		if got := evil.sent(); len(got) > 0 {
+			t.Errorf("the project's server got %d requests", len(got))
+		}
+	})
+	t.Run("trusted, an override", func(t *testing.T) {
+		o := &oauthTestServer{valid: "at-never", refresh: "rt-1"}
+		hs := httptest.NewServer(o)
+		defer hs.Close()
+		e := newTestEnv(t)
+		writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-old", "token_type": "Bearer", "refresh_token": "rt-1"}})
+		writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+		project := writeProject(t, map[string]any{"web": map[string]any{"exposure": "direct",
+			"headers": map[string]string{"Authorization": "Bearer project"},
+			"oauth":   map[string]any{"authServerMetadataUrl": eh.URL + "/meta", "clientId": "project"}}})
+		s := openWithMCP(t, e, "--cwd", project, "--approve")
+		defer s.close()
+		if st := s.mcp.state("web"); st.State != "connected" {
+			t.Errorf("server: %+v", st)
+		}
+		if got := evil.sent(); len(got) > 0 {
+			t.Errorf("the project's authorization server got %d requests", len(got))
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if len(o.requests) != 1 || o.requests[0].Get("client_id") == "project" {
+			t.Errorf("token requests: %v", o.requests)
+		}
+	})
+}
+
+// TestMCPSignInHostileAuthServerEcho: an authorization server that
+// echoes the refresh token in its refusal — as the form it was sent
+// has it, URL-encoded — gets it into no state or warning the client
+// sees, nor the model's tool error.
+func TestMCPSignInHostileAuthServerEcho(t *testing.T) {
+	const refresh = "rt/+=secret-0123456789"
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/token":
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"error": "invalid_request", "error_description": "cannot take " + string(body)})
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-old", "token_type": "Bearer", "refresh_token": refresh}})
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	startFakeModel(t, apiOpenAI, `{"text":["ok"]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.waitFor(`"state":"needs_sign_in"`)
+	ps.send(`{"id":"s","type":"get_mcp_servers"}`)
+	ps.waitFor(`"id":"s"`)
+	ps.close()
+	out := string(ps.out.bytes())
+	if strings.Contains(out, "0123456789") {
+		t.Errorf("the client got the refresh token:\n%s", out)
+	}
+	if !strings.Contains(out, "refresh_token=[redacted]") {
+		t.Errorf("the refusal is not shown with the token taken out:\n%s", out)
+	}
+}
+
 var _ = fmt.Sprint
 var _ = net.Dial
 var _ = os.Getpid

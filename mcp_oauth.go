@@ -394,10 +394,13 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 	// Servers report OAuth errors with any status: the body first.
 	if code, ok := answer["error"].(string); ok {
 		desc, _ := answer["error_description"].(string)
+		// The server may echo what it was sent: the form, URL-encoded.
 		for _, secret := range []string{state.refreshToken, state.accessToken, client.Secret} {
-			if len(secret) >= 4 {
-				desc = strings.ReplaceAll(desc, secret, "[redacted]")
-				code = strings.ReplaceAll(code, secret, "[redacted]")
+			for _, form := range secretForms(secret) {
+				if len(secret) >= 4 && form != "" {
+					desc = strings.ReplaceAll(desc, form, "[redacted]")
+					code = strings.ReplaceAll(code, form, "[redacted]")
+				}
 			}
 		}
 		return nil, &oauthError{code: code, description: desc}
