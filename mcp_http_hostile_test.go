@@ -616,6 +616,103 @@ func TestMCPHTTPHostileProjectFile(t *testing.T) {
 	})
 }
 
+// TestMCPSignInHostileAuthServer: a refresh token goes nowhere but the
+// token endpoint pi found at sign-in, over https or on this machine: an
+// endpoint that redirects (307, 308) has the other host sent nothing, a
+// metadata URL or a token endpoint over http elsewhere is never asked, a
+// protected resource on another origin is refused before any token
+// request, and answers that never end are read to 1 MiB.
+func TestMCPSignInHostileAuthServer(t *testing.T) {
+	elsewhere := &hostileMCP{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	var base string
+	var tokenRequests atomic.Int64
+	var mu sync.Mutex
+	serve := map[string]http.HandlerFunc{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		h := serve[r.URL.Path]
+		mu.Unlock()
+		if r.URL.Path == "/token" {
+			tokenRequests.Add(1)
+		}
+		if h == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
+	}))
+	defer hs.Close()
+	base = hs.URL
+	endlessJSON := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"access_token":"`)
+		if n := endless(w, []byte(strings.Repeat("x", 64<<10))); n > 1<<20+8<<20 {
+			t.Errorf("the server wrote %d bytes of an endless answer; rpi reads 1 MiB", n)
+		}
+	}
+	cases := []struct {
+		name        string
+		metadataURL string // the entry's oauth.authServerMetadataUrl
+		routes      map[string]http.HandlerFunc
+		want        string // the refresh's error
+		tokenAsked  bool
+	}{
+		{"token endpoint 307", "", map[string]http.HandlerFunc{"/token": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/token", http.StatusTemporaryRedirect)
+		}}, "the authorization server cannot be reached: it redirects elsewhere, which rpi does not follow", true},
+		{"token endpoint 308", "", map[string]http.HandlerFunc{"/token": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/token", http.StatusPermanentRedirect)
+		}}, "the authorization server cannot be reached: it redirects elsewhere, which rpi does not follow", true},
+		{"metadata over http elsewhere", "http://auth.example.invalid/meta", nil,
+			"the authorization server's metadata (oauth.authServerMetadataUrl) is not https (http://auth.example.invalid)", false},
+		{"metadata that redirects", "/meta", map[string]http.HandlerFunc{"/meta": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/meta", http.StatusFound)
+		}}, "the authorization server's metadata (oauth.authServerMetadataUrl) cannot be read: it redirects elsewhere, which rpi does not follow", false},
+		{"token endpoint over http elsewhere", "/meta", map[string]http.HandlerFunc{"/meta": func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(map[string]any{"issuer": base, "token_endpoint": "http://auth.example.invalid/token"})
+		}}, "the authorization server's token endpoint is not https (http://auth.example.invalid)", false},
+		{"a resource elsewhere", "/meta", map[string]http.HandlerFunc{
+			"/meta": func(w http.ResponseWriter, r *http.Request) {
+				json.NewEncoder(w).Encode(map[string]any{"issuer": base, "token_endpoint": base + "/token"})
+			},
+			"/.well-known/oauth-protected-resource/mcp": func(w http.ResponseWriter, r *http.Request) {
+				json.NewEncoder(w).Encode(map[string]any{"resource": other.URL + "/mcp"})
+			},
+		}, "the stored protected resource " + other.URL + "/mcp does not match the server's URL", false},
+		{"endless metadata", "/meta", map[string]http.HandlerFunc{"/meta": endlessJSON},
+			"the authorization server's metadata (oauth.authServerMetadataUrl) cannot be read: unexpected end of JSON input", false},
+		{"endless token answer", "", map[string]http.HandlerFunc{"/token": endlessJSON},
+			"the authorization server's answer has no access_token", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mu.Lock()
+			serve = c.routes
+			mu.Unlock()
+			tokenRequests.Store(0)
+			agentDir := t.TempDir()
+			writeSignIn(t, agentDir, base, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"},
+				"clientInformation": map[string]any{"client_id": "registered"}})
+			metadataURL := c.metadataURL
+			if strings.HasPrefix(metadataURL, "/") {
+				metadataURL = base + metadataURL
+			}
+			si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: base + "/mcp", oauth: mcpOAuthSettings{metadataURL: metadataURL}}, time.Now, runNow)
+			if _, err := si.refresh(context.Background(), "at-1"); err == nil || err.Error() != c.want {
+				t.Errorf("the refresh: %v\nwant %s", err, c.want)
+			}
+			if asked := tokenRequests.Load() > 0; asked != c.tokenAsked {
+				t.Errorf("the token endpoint asked: %v; want %v", asked, c.tokenAsked)
+			}
+			if got := elsewhere.sent(); len(got) > 0 {
+				t.Errorf("the other host got %d requests", len(got))
+			}
+		})
+	}
+}
+
 // TestMCPSignInHostileAuthServerEcho: an authorization server that
 // echoes the refresh token in its refusal — as the form it was sent
 // has it, URL-encoded — gets it into no state or warning the client

@@ -345,7 +345,7 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 	} else if base, err := url.Parse(authServer); err == nil {
 		endpoint = base.ResolveReference(&url.URL{Path: "/token"}).String()
 	}
-	if err := checkOAuthEndpoint(endpoint); err != nil {
+	if err := checkOAuthEndpoint("the authorization server's token endpoint", endpoint); err != nil {
 		return nil, err
 	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {state.refreshToken}}
@@ -588,7 +588,7 @@ func (si *mcpSignIn) getJSON(ctx context.Context, address string, v any) error {
 // fetchMetadata reads the authorization server metadata the entry names
 // (authServerMetadataUrl).
 func (si *mcpSignIn) fetchMetadata(ctx context.Context, address string) (*oauthMetadata, error) {
-	if err := checkOAuthEndpoint(address); err != nil {
+	if err := checkOAuthEndpoint("the authorization server's metadata (oauth.authServerMetadataUrl)", address); err != nil {
 		return nil, err
 	}
 	var m oauthMetadata
@@ -601,17 +601,18 @@ func (si *mcpSignIn) fetchMetadata(ctx context.Context, address string) (*oauthM
 	return &m, nil
 }
 
-// checkOAuthEndpoint refuses to send a refresh token anywhere but https,
-// or http on this machine.
-func checkOAuthEndpoint(address string) error {
+// checkOAuthEndpoint refuses to send a refresh token, or ask for the
+// metadata that names where one goes, anywhere but https, or http on
+// this machine; what names the address in the error.
+func checkOAuthEndpoint(what, address string) error {
 	u, err := url.Parse(address)
 	if err != nil || u.Host == "" {
-		return errors.New("the stored authorization server's address is not valid")
+		return fmt.Errorf("%s is not a valid URL", what)
 	}
 	if u.Scheme == "https" || u.Scheme == "http" && isLoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("the authorization server's token endpoint is not https (%s://%s)", u.Scheme, u.Host)
+	return fmt.Errorf("%s is not https (%s://%s)", what, u.Scheme, u.Host)
 }
 
 // withoutURL is a request's error without the URL, which may hold a key.
