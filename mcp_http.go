@@ -136,6 +136,13 @@ func (h *mcpHTTP) signInError(err, refresh error) error {
 	return &mcpNeedsSignIn{fmt.Sprintf("MCP server %s needs sign-in%s: run `pi mcp login %s`", h.server, why, h.server)}
 }
 
+// asksMoreScope reports whether a bearer challenge (WWW-Authenticate)
+// asks for more scope: its error is insufficient_scope.
+func asksMoreScope(challenge string) bool {
+	c := strings.ToLower(challenge)
+	return strings.Contains(c, `error="insufficient_scope"`) || strings.Contains(c, "error=insufficient_scope")
+}
+
 // mcpSessionGone is a server's 404 to the session rpi sent: the server
 // has forgotten it (it restarted, or ended the session), and a new
 // connection is needed (mcpServers.ask).
@@ -222,8 +229,11 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		if detail != "" {
 			detail = ": " + detail
 		}
-		if resp.StatusCode == http.StatusUnauthorized {
-			return &mcpRejected{needsScope: strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope")}
+		// A 401, or a 403 that asks for more scope (a step-up, as MCP's
+		// authorization has it), needs a sign-in, as pi finds.
+		moreScope := asksMoreScope(resp.Header.Get("WWW-Authenticate"))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden && moreScope {
+			return &mcpRejected{needsScope: moreScope}
 		}
 		err := fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
 		if resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {

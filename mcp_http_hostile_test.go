@@ -481,43 +481,12 @@ func TestMCPHTTPHostileSessionIDs(t *testing.T) {
 }
 
 // TestMCPHTTPHostileNothingLeftOpen: what a hostile server keeps open —
-// a call's event stream it never ends, an answer it drips a byte at a
-// time, a notification's stream — is closed when the session closes:
-// no connection to the server stays open, and no goroutine of the
-// transport's stays.
+// a call's event stream it never ends, an answer it starts and never
+// goes on with — is closed when the session closes, and when rpi ends
+// (its input's end) with a call held so: no connection to the server
+// stays open, and no goroutine of the transport's stays.
 func TestMCPHTTPHostileNothingLeftOpen(t *testing.T) {
-	var open atomic.Int64
-	held := make(chan struct{}, 8)
-	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
-		switch {
-		case m.Method == "tools/call" && strings.Contains(string(m.Params), "silent"),
-			m.Method == "notifications/cancelled":
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-		case m.Method == "tools/call":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			io.WriteString(w, `{"jsonrpc":"2.0","id":`)
-			w.(http.Flusher).Flush()
-		default:
-			return false
-		}
-		held <- struct{}{}
-		<-r.Context().Done()
-		return true
-	}}
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
-		switch state {
-		case http.StateNew:
-			open.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			open.Add(-1)
-		}
-	}
-	hs.Start()
-	defer hs.Close()
+	hs, open, held := holdingServer(t)
 	s, _ := openHostile(t, hs.URL+"/mcp", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -533,14 +502,70 @@ func TestMCPHTTPHostileNothingLeftOpen(t *testing.T) {
 		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", allStacks())
 	}
 	s.close()
+	waitNothingOpen(t, open)
+
+	// rpi's end, a call held.
+	e := newTestEnv(t)
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	startFakeModel(t, apiOpenAI, `{"toolCalls":[{"id":"c1","name":"mcp__web__echo","args":["{\"text\":\"silent\"}"]}]}`, e.agentDir)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir()})
+	ps.send(`{"id":"p","type":"prompt","message":"hi"}`)
+	receive(t, held, "the server holding the call rpi's model made")
+	ps.close()
+	waitNothingOpen(t, open)
+}
+
+// waitNothingOpen waits until no connection to the server (open counts
+// them) and no goroutine of the transport's is left.
+func waitNothingOpen(t *testing.T, open *atomic.Int64) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for open.Load() > 0 || transportGoroutines() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the session closed: %d connections to the server open, %d goroutines of the transport's:\n%s",
+			t.Fatalf("%d connections to the server open, %d goroutines of the transport's:\n%s",
 				open.Load(), transportGoroutines(), allStacks())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// holdingServer is hostileMCP, but for a tool call, which it holds (an
+// event stream for "silent", a JSON answer's start for anything else)
+// until its client goes; held tells each hold. open counts the
+// connections to it.
+func holdingServer(t *testing.T) (hs *httptest.Server, open *atomic.Int64, held chan struct{}) {
+	open = new(atomic.Int64)
+	held = make(chan struct{}, 8)
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		switch {
+		case m.Method == "tools/call" && strings.Contains(string(m.Params), "silent"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+		case m.Method == "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+			w.(http.Flusher).Flush()
+		default:
+			return false
+		}
+		held <- struct{}{}
+		<-r.Context().Done()
+		return true
+	}}
+	hs = httptest.NewUnstartedServer(srv)
+	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return hs, open, held
 }
 
 // transportGoroutines counts the goroutines that run the HTTP
@@ -746,6 +771,120 @@ func TestMCPSignInHostileAuthServerEcho(t *testing.T) {
 	}
 	if !strings.Contains(out, "refresh_token=[redacted]") {
 		t.Errorf("the refusal is not shown with the token taken out:\n%s", out)
+	}
+}
+
+// TestMCPSignInHostileLookalike: the token pi stored for one server
+// (web, at its URL) goes to no other: not to an entry of another name at
+// that URL, nor to web at a URL that differs by a trailing slash, a
+// path's case, its host's other name (localhost for 127.0.0.1), a
+// user name before the host or a query.
+func TestMCPSignInHostileLookalike(t *testing.T) {
+	srv := &hostileMCP{}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	port := hs.URL[strings.LastIndex(hs.URL, ":")+1:]
+	e := newTestEnv(t)
+	os.WriteFile(filepath.Join(e.agentDir, "mcp-auth.json"), []byte(`{"mcp__web|`+hs.URL+`/mcp": {"tokens": {"access_token": "web-token-0123456789", "token_type": "Bearer"}}}`), 0o600)
+	servers := map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}}
+	for name, url := range map[string]string{
+		"other": hs.URL + "/mcp", "slash": hs.URL + "/mcp/", "upper": hs.URL + "/MCP", "named": "http://localhost:" + port + "/mcp",
+		"user": "http://me@127.0.0.1:" + port + "/mcp", "query": hs.URL + "/mcp?x=1",
+	} {
+		servers[name] = map[string]any{"url": url, "exposure": "direct"}
+	}
+	writeMCPServers(t, e.agentDir, servers)
+	s := openWithMCP(t, e)
+	s.close()
+	seen := 0
+	for _, r := range srv.sent() {
+		if auth := r.header.Get("Authorization"); strings.HasPrefix(auth, "Bearer") { // me@ is sent as Basic, as Go sends a URL's user
+			seen++
+			if auth != "Bearer web-token-0123456789" {
+				t.Errorf("Authorization %q", auth)
+			}
+		}
+	}
+	if seen != 4 { // web's initialize, initialized, tools/list and DELETE
+		t.Errorf("%d requests carried a token; want web's 4", seen)
+	}
+}
+
+// TestMCPSignInFileKeptPrivate: a refresh writes mcp-auth.json readable
+// by its owner alone, whatever mode pi's file had, and replaces the file
+// a symbolic link there names (pi's own way of keeping it elsewhere),
+// leaving the link and no other file.
+func TestMCPSignInFileKeptPrivate(t *testing.T) {
+	o := &oauthTestServer{valid: "at-2", refresh: "rt-1"}
+	hs := httptest.NewServer(o)
+	defer hs.Close()
+	agentDir, elsewhere := t.TempDir(), t.TempDir()
+	path := writeSignIn(t, agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+	target := filepath.Join(elsewhere, "auth.json")
+	if err := os.Rename(path, target); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(target, 0o644)
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	si := newMCPSignIn(agentDir, mcpServerConfig{name: "web", url: hs.URL + "/mcp"}, time.Now, runNow)
+	if got, err := si.refresh(context.Background(), "at-1"); err != nil || got != "at-2" {
+		t.Fatalf("refresh: %q, %v", got, err)
+	}
+	if info, err := os.Lstat(path); err != nil || info.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link: %v %v", info.Mode(), err)
+	}
+	if info, err := os.Stat(target); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the file: %v %v", info.Mode(), err)
+	}
+	for _, dir := range []string{agentDir, elsewhere} {
+		entries, _ := os.ReadDir(dir)
+		if len(entries) != 1 {
+			t.Errorf("%s holds %d files; want the one", dir, len(entries))
+		}
+	}
+}
+
+// TestMCPHTTPHostileScopeStepUp: a server that answers 403 with a bearer
+// challenge for more scope (insufficient_scope, as MCP's authorization
+// asks) needs sign-in, as pi finds it, whose stored tokens cannot give
+// more scope: no refresh is tried.
+func TestMCPHTTPHostileScopeStepUp(t *testing.T) {
+	o := &oauthTestServer{valid: "at-1", refresh: "rt-1"}
+	var mu sync.Mutex
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			if strings.Contains(string(body), `"tools/call"`) {
+				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="write"`)
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		o.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e)
+	defer s.close()
+	call, err := s.decodeToolCall("mcp__web__echo", json.RawMessage(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatalf("%v (servers: %+v)", err, s.mcp.list())
+	}
+	_, err = call.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if want := "MCP server web needs sign-in (it asks for more access): run `pi mcp login web`"; err == nil || err.Error() != want {
+		t.Errorf("the call: %v\nwant %s", err, want)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.requests) != 0 {
+		t.Errorf("%d refreshes for a request of more scope", len(o.requests))
 	}
 }
 
