@@ -61,6 +61,7 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 			h.secrets.add(token)
 		}
 	}
+	h.secrets.add(urlPassword(cfg.url)) // user:PASSWORD@, which goes as Basic authorization
 	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now, m.s.goBackground)
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{

@@ -888,6 +888,29 @@ func TestMCPHTTPHostileScopeStepUp(t *testing.T) {
 	}
 }
 
+// TestMCPHTTPHostileURLPassword: the password of an HTTP server's URL
+// (https://user:PASSWORD@host/mcp, which goes as Basic authorization) is
+// a key rpi holds, as a stdio server's URL passwords are: a server that
+// echoes it puts it in no tool result.
+func TestMCPHTTPHostileURLPassword(t *testing.T) {
+	const password = "url-password-0123456789"
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		_, got, _ := r.BasicAuth()
+		writeJSONRPC(w, m.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "you are " + got}}})
+		return true
+	}}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, _ := openHostile(t, strings.Replace(hs.URL, "http://", "http://me:"+password+"@", 1)+"/mcp", nil)
+	res, _ := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "t", Name: "mcp__web__echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
+	if got := joinTexts(res.Content); got != "you are [redacted]" {
+		t.Errorf("the tool result: %q", got)
+	}
+}
+
 var _ = fmt.Sprint
 var _ = net.Dial
 var _ = os.Getpid
