@@ -269,8 +269,12 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 			// The stream is read until it has brought the answer it was
 			// opened for (a server that keeps it open holds nothing).
 			done := func() bool { return sent.ID != nil && !h.conn.waitingFor(*sent.ID) }
-			if err := readSSE(resp.Body, h.conn.handle, done); err != nil && ctx.Err() == nil && !done() {
+			err := readSSE(resp.Body, h.conn.handle, done)
+			if err != nil && ctx.Err() == nil && !done() {
 				h.conn.log("reading an event stream: " + err.Error())
+			}
+			if errors.Is(err, errEventTooLong) && sent.ID != nil { // the call fails saying why, as a JSON answer's would
+				h.conn.failRequest(*sent.ID, fmt.Errorf("MCP server %s sent a message longer than %d MiB", h.server, maxMCPMessage>>20))
 			}
 		})()
 	default:
@@ -362,6 +366,10 @@ func isPrintableASCII(s string) bool {
 	return len(s) <= 256
 }
 
+// errEventTooLong ends an event stream whose event (or one line of it)
+// is longer than maxMCPMessage.
+var errEventTooLong = errors.New("an event longer than 16 MiB")
+
 // readSSE reads server-sent events and hands each message event's data
 // to handle; an event longer than maxMCPMessage ends the stream. Lines
 // are split as a model server's are (eventLines): "\r\n", "\n" or "\r"
@@ -378,7 +386,7 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 		// message's own bound is the data's, below.
 		line, tooLong, err := lines.next(maxMCPMessage + len("data: "))
 		if tooLong {
-			return fmt.Errorf("a line longer than %d MiB", maxMCPMessage>>20)
+			return errEventTooLong
 		}
 		if err != nil && len(line) == 0 {
 			return err
@@ -400,7 +408,7 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 				continue // event, id, retry: an MCP message is in data
 			}
 			if len(data)+len(value) > maxMCPMessage {
-				return fmt.Errorf("an event longer than %d MiB", maxMCPMessage>>20)
+				return errEventTooLong
 			}
 			if hasData {
 				data = append(data, '\n')

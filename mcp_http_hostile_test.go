@@ -398,7 +398,10 @@ func endless(w http.ResponseWriter, chunk []byte) int64 {
 // body, an event's one line, an event of endless data lines, an error's
 // body — is read no further than rpi's bound for it: the server's
 // writes fail once it has written at most that (16 MiB for a message,
-// 300 bytes of an error) and what the connection buffers.
+// 300 bytes of an error) and what the connection buffers; the call
+// fails saying why (an event stream's said it ended without the result).
+// A stream of comments, which holds nothing, ends with its call's
+// timeout.
 func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
 	const buffers = 8 << 20 // what the sockets on the way may hold unread
 	cases := []struct {
@@ -409,9 +412,11 @@ func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
 		want              string
 	}{
 		{"JSON", "application/json", 200, `{"jsonrpc":"2.0","id":3,"result":{"x":"`, "xxxxxxxxxxxxxxxx", maxMCPMessage, "MCP server web sent a message longer than 16 MiB"},
-		{"one line", "text/event-stream", 200, "data: ", "xxxxxxxxxxxxxxxx", maxMCPMessage, "MCP server web ended its answer without the result"},
-		{"data lines", "text/event-stream", 200, "", "data: xxxxxxxxxx\n", maxMCPMessage * 17 / 11, "MCP server web ended its answer without the result"},
+		{"one line", "text/event-stream", 200, "data: ", "xxxxxxxxxxxxxxxx", maxMCPMessage, "MCP server web sent a message longer than 16 MiB"},
+		{"data lines", "text/event-stream", 200, "", "data: xxxxxxxxxx\n", maxMCPMessage * 17 / 11, "MCP server web sent a message longer than 16 MiB"},
 		{"error", "text/plain", 500, "", "xxxxxxxxxxxxxxxx", 300, "MCP server web answered HTTP 500: " + strings.Repeat("x", 300)},
+		// Comments keep nothing, and keep no call alive: its timeout (1 s here) ends the stream.
+		{"comments", "text/event-stream", 200, "", ": still here\n", -1, "MCP server web did not answer in 1s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -428,11 +433,15 @@ func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
 			}}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			s, _ := openHostile(t, hs.URL+"/mcp", map[string]any{"timeout": 600})
+			timeout := 600
+			if c.bound < 0 {
+				timeout = 1
+			}
+			s, _ := openHostile(t, hs.URL+"/mcp", map[string]any{"timeout": timeout})
 			if _, err := callEcho(t, s, "hi"); err == nil || err.Error() != c.want {
 				t.Errorf("the call: %v; want %s", err, c.want)
 			}
-			if n := receive(t, wrote, "the end of the endless answer"); n > c.bound+buffers {
+			if n := receive(t, wrote, "the end of the endless answer"); c.bound >= 0 && n > c.bound+buffers {
 				t.Errorf("the server wrote %d bytes before rpi stopped reading; rpi reads at most %d", n, c.bound)
 			}
 		})
@@ -908,6 +917,45 @@ func TestMCPHTTPHostileURLPassword(t *testing.T) {
 	res, _ := s.runTool(context.Background(), contentBlock{Type: "toolCall", ID: "t", Name: "mcp__web__echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
 	if got := joinTexts(res.Content); got != "you are [redacted]" {
 		t.Errorf("the tool result: %q", got)
+	}
+}
+
+// TestMCPSignInHostileChallenge: a server's 401 whose challenge points
+// elsewhere (resource_metadata on another host, over http) has rpi ask
+// that host nothing: the refresh goes to the token endpoint pi found at
+// sign-in, for the resource pi signed in to.
+func TestMCPSignInHostileChallenge(t *testing.T) {
+	elsewhere := &hostileMCP{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	o := &oauthTestServer{valid: "at-never", refresh: "rt-1"}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" && r.Header.Get("Authorization") != "Bearer at-2" {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+other.URL+`/.well-known/oauth-protected-resource", scope="all"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		o.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	o.mu.Lock()
+	o.valid = "at-2"
+	o.mu.Unlock()
+	e := newTestEnv(t)
+	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e)
+	defer s.close()
+	if st := s.mcp.state("web"); st.State != "connected" {
+		t.Errorf("server: %+v", st)
+	}
+	if got := elsewhere.sent(); len(got) > 0 {
+		t.Errorf("the host the challenge names got %d requests", len(got))
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.requests) != 1 || o.requests[0].Get("resource") != hs.URL+"/mcp" {
+		t.Errorf("token requests: %v", o.requests)
 	}
 }
 
