@@ -508,7 +508,7 @@ func TestMCPHTTPHostileNothingLeftOpen(t *testing.T) {
 		receive(t, held, "the server holding the call "+text)
 	}
 	if transportGoroutines() == 0 {
-		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", allStacks())
+		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", goroutineStacks())
 	}
 	s.close()
 	waitNothingOpen(t, open)
@@ -532,7 +532,7 @@ func waitNothingOpen(t *testing.T, open *atomic.Int64) {
 	for open.Load() > 0 || transportGoroutines() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections to the server open, %d goroutines of the transport's:\n%s",
-				open.Load(), transportGoroutines(), allStacks())
+				open.Load(), transportGoroutines(), goroutineStacks())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -577,11 +577,17 @@ func holdingServer(t *testing.T) (hs *httptest.Server, open *atomic.Int64, held 
 	return hs, open, held
 }
 
+// goroutineStacks is every goroutine's stack.
+func goroutineStacks() string {
+	buf := make([]byte, 4<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
+
 // transportGoroutines counts the goroutines that run the HTTP
 // transport's code (reading an answer, waiting on a request).
 func transportGoroutines() int {
 	n := 0
-	for _, g := range strings.Split(string(allStacks()), "\n\n") {
+	for _, g := range strings.Split(goroutineStacks(), "\n\n") {
 		if strings.Contains(g, "/mcp_http.go:") || strings.Contains(g, ".(*mcpConn).request(") {
 			n++
 		}
@@ -628,14 +634,10 @@ func TestMCPHTTPHostileProjectFile(t *testing.T) {
 		o := &oauthTestServer{valid: "at-never", refresh: "rt-1"}
 		hs := httptest.NewServer(o)
 		defer hs.Close()
-		e := newTestEnv(t)
-		writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-old", "token_type": "Bearer", "refresh_token": "rt-1"}})
-		writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
 		project := writeProject(t, map[string]any{"web": map[string]any{"exposure": "direct",
 			"headers": map[string]string{"Authorization": "Bearer project"},
 			"oauth":   map[string]any{"authServerMetadataUrl": eh.URL + "/meta", "clientId": "project"}}})
-		s := openWithMCP(t, e, "--cwd", project, "--approve")
-		defer s.close()
+		s := openSignedIn(t, hs.URL, "--cwd", project, "--approve")
 		if st := s.mcp.state("web"); st.State != "connected" {
 			t.Errorf("server: %+v", st)
 		}
@@ -877,11 +879,7 @@ func TestMCPHTTPHostileScopeStepUp(t *testing.T) {
 		o.ServeHTTP(w, r)
 	}))
 	defer hs.Close()
-	e := newTestEnv(t)
-	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
-	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-	s := openWithMCP(t, e)
-	defer s.close()
+	s := openSignedIn(t, hs.URL)
 	call, err := s.decodeToolCall("mcp__web__echo", json.RawMessage(`{"text":"hi"}`))
 	if err != nil {
 		t.Fatalf("%v (servers: %+v)", err, s.mcp.list())
@@ -941,11 +939,7 @@ func TestMCPSignInHostileChallenge(t *testing.T) {
 	o.mu.Lock()
 	o.valid = "at-2"
 	o.mu.Unlock()
-	e := newTestEnv(t)
-	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
-	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-	s := openWithMCP(t, e)
-	defer s.close()
+	s := openSignedIn(t, hs.URL)
 	if st := s.mcp.state("web"); st.State != "connected" {
 		t.Errorf("server: %+v", st)
 	}
@@ -959,10 +953,15 @@ func TestMCPSignInHostileChallenge(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
-var _ = net.Dial
-var _ = os.Getpid
-var _ = filepath.Join
-var _ = runtime.NumGoroutine
-var _ atomic.Int64
-var _ = time.Now
+// openSignedIn opens a session (with args) whose server web, at
+// base+"/mcp", has the sign-in pi stores: access token at-1, refresh
+// token rt-1, the authorization server at base (writeSignIn).
+func openSignedIn(t *testing.T, base string, args ...string) *session {
+	t.Helper()
+	e := newTestEnv(t)
+	writeSignIn(t, e.agentDir, base, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": base + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e, args...)
+	t.Cleanup(s.close)
+	return s
+}
