@@ -102,10 +102,6 @@ type agentRun struct {
 	turn  []runInput
 	last  *assistantMessage
 	model *model // the last answer's: its tools' images fit its profile
-	// recoveryTried: an overflow or cut-short answer was compacted away
-	// and the run went on again (autoCompact); as in pi 1.6, until a user
-	// message enters or an answer ends neither failed nor cut short.
-	recoveryTried bool
 
 	mu          mutex[agentRunMu] // guards the fields below
 	cancelRetry func()            // set while waiting to retry
@@ -479,10 +475,19 @@ func (s *session) abortRetry() <-chan struct{} {
 	return run.settled
 }
 
+// runStart is how a run chain starts (runAgent).
+type runStart int
+
+const (
+	goingOn  runStart = iota // with what was queued, after a compaction
+	fired                    // from a loop's fire
+	prompted                 // from a prompt
+)
+
 // runAgent drives a run chain: turns until the model stops with nothing
 // queued, auto-retries, compaction, and finally agent_settled. A panic
 // anywhere in it ends the run with an error instead of ending rpi.
-func (s *session) runAgent(run *agentRun, pending []runInput) {
+func (s *session) runAgent(run *agentRun, pending []runInput, start runStart) {
 	defer func() {
 		if p := recover(); p != nil { // outside the turns (safeTurns has its own)
 			fmt.Fprintf(s.stderr, "rpi: panic in the agent run: %v\n%s", p, debug.Stack())
@@ -490,6 +495,12 @@ func (s *session) runAgent(run *agentRun, pending []runInput) {
 			s.settle(run)
 		}
 	}()
+	if start != goingOn && s.compactBeforeRun(run) && start == prompted && run.ctx.Err() == nil {
+		// What was steered while it compacted goes in after the prompt
+		// (with what was steered while idle), as pi 1.6's loop takes the
+		// steering queue once it starts.
+		pending = append(pending, inputs(s.takeSteeredToo(len(pending) > 1))...)
+	}
 	s.recordThinkingInForce()
 	for pending != nil {
 		s.runOnce(run, pending)
@@ -497,10 +508,22 @@ func (s *session) runAgent(run *agentRun, pending []runInput) {
 	}
 }
 
+// compactBeforeRun is pi 1.6's check before a prompt (or a loop's
+// message) is sent: the context's last answer may ask for a compaction
+// (autoCompact; an overflow's retry is then the run itself). It reports
+// whether a compaction started.
+func (s *session) compactBeforeRun(run *agentRun) bool {
+	last := s.conv.lastAnswer()
+	if last == nil {
+		return false
+	}
+	started, _ := s.autoCompact(run, last, true)
+	return started
+}
+
 // runOnce is one prompt's work: turns, retries and compaction.
 func (s *session) runOnce(run *agentRun, pending []runInput) {
 	attempt := 0
-	run.recoveryTried = false
 	for {
 		last, retryErr := s.safeTurns(run, pending, attempt)
 		pending = nil
@@ -508,7 +531,7 @@ func (s *session) runOnce(run *agentRun, pending []runInput) {
 			if attempt > 0 && last != nil && last.StopReason == "error" {
 				s.emit("auto_retry_end", retryEnd{Success: false, Attempt: attempt, FinalError: last.ErrorMessage})
 			}
-			if s.autoCompact(run, last) {
+			if _, retry := s.autoCompact(run, last, false); retry {
 				// What was steered while it compacted goes in before the
 				// answer asked again, as pi 1.6 takes it when the run goes on.
 				attempt, pending = 0, inputs(s.takeQueued(true))
@@ -639,7 +662,13 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 	s.emit("agent_start", nil)
 	var produced []any
 	var last *assistantMessage
-	for {
+	for turn := 0; ; turn++ {
+		// As pi 1.6 prepares each turn after the first: compacted when
+		// past the threshold, and what was steered meanwhile taken when
+		// nothing was before.
+		if turn > 0 && s.compactBetweenTurns(run) && len(pending) == 0 && run.ctx.Err() == nil {
+			pending = inputs(s.takeQueued(true))
+		}
 		s.emit("turn_start", nil)
 		if m := s.declarePrompt(s.offeredTools(), true); m != nil { // before the turn's prompts, as pi 1.6 puts it
 			produced = append(produced, m)
@@ -650,7 +679,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		s.mu.Unlock()
 		for _, m := range pending {
 			if u, ok := m.(*userMessage); ok {
-				run.recoveryTried = false
+				s.setRecoveryTried(false)
 				if !s.set.keepImageSize {
 					fitPromptImages(u, lim) // as it enters the conversation, once: the session keeps it so
 				}
@@ -675,7 +704,7 @@ func (s *session) runTurns(run *agentRun, pending []runInput, attempt int) (*ass
 		last, run.last = answer, answer
 		produced = append(produced, answer)
 		if answer.StopReason != "error" && answer.StopReason != "length" {
-			run.recoveryTried = false
+			s.setRecoveryTried(false)
 		}
 		if attempt > 0 && answer.StopReason != "error" && answer.StopReason != "aborted" {
 			s.emit("auto_retry_end", retryEnd{Success: true, Attempt: attempt})

@@ -150,14 +150,8 @@ func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ss := c.sessionFile
-	parent := func(e *sessionEntry) *sessionEntry {
-		if e.ParentID == nil {
-			return nil
-		}
-		return ss.byID[*e.ParentID]
-	}
 	e := ss.byID[ss.leaf]
-	for ; e != nil && e.Type != "compaction"; e = parent(e) {
+	for ; e != nil && e.Type != "compaction"; e = ss.parent(e) {
 		switch {
 		case e.Type == "context_edit":
 			edited = true
@@ -169,7 +163,7 @@ func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 	}
 	if e != nil && !edited {
 		keptEdit := false
-		for k := parent(e); k != nil; k = parent(k) {
+		for k := ss.parent(e); k != nil; k = ss.parent(k) {
 			keptEdit = keptEdit || k.Type == "context_edit"
 			if k.ID == e.info().FirstKeptEntryID {
 				edited = keptEdit
@@ -180,14 +174,46 @@ func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 	return usageHolds, edited
 }
 
-// thresholdTokens is how full the context is after a run whose last
-// answer is last, as pi 1.6 decides a threshold compaction: with a
-// context edit in the context (after the latest compaction or among the
-// entries it kept), compactionTokens; else the last answer's usage; for
-// an answer without one or a failed one, the last answer with
-// a usage and an estimate of the messages after it (known is false when
-// that answer came before the latest compaction: its usage counted what
-// the compaction took out, so there is nothing to go by, and no
+// lastAnswer is the context's last answer (a failed or aborted one too);
+// nil when it has none.
+func (c *conversation) lastAnswer() *assistantMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.msgs) - 1; i >= 0; i-- {
+		if a, ok := c.msgs[i].(*assistantMessage); ok {
+			return a
+		}
+	}
+	return nil
+}
+
+// answeredSinceCompaction reports whether an answer of the context came
+// after the branch's latest compaction (or the branch has none), as pi
+// 1.6 asks before it checks an answer for a compaction: one the
+// compaction kept counted, in its usage, what the compaction took out.
+func (c *conversation) answeredSinceCompaction(a *assistantMessage) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := c.sessionFile
+	for e := ss.byID[ss.leaf]; e != nil; e = ss.parent(e) {
+		switch {
+		case e.msg == any(a):
+			return true
+		case e.Type == "compaction":
+			return false
+		}
+	}
+	return true
+}
+
+// thresholdTokens is how full the context is when its last answer is
+// last, as pi 1.6 decides a threshold compaction: with a context edit in
+// the context (after the latest compaction or among the entries it
+// kept), compactionTokens; else the last answer's usage; for an answer
+// without one or a failed one, the last answer with a usage and an
+// estimate of the messages after it (known is false when that answer
+// came before the latest compaction: its usage counted what the
+// compaction took out, so there is nothing to go by, and no
 // compaction), or an estimate of every message when none has a usage.
 func (c *conversation) thresholdTokens(last *assistantMessage, messages []any) (tokens int, known bool) {
 	usageHolds, edited := c.sinceCompaction()
@@ -709,7 +735,7 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 	next := s.settle(run)
 	done(res, err)
 	if next != nil {
-		s.runAgent(run, next)
+		s.runAgent(run, next, goingOn)
 	}
 }
 
@@ -796,68 +822,114 @@ func recoveryFor(last *assistantMessage, m *model) recovery {
 	return noRecovery
 }
 
-// autoCompact compacts after a run when the context nears the window
-// (reason "threshold"), or when the last answer overflowed it or was cut
-// short (reason "overflow"; recoveryFor). A failed or cut-short answer
-// leaves the context for good before the compaction and the caller runs
-// again, once: when the retried run asks for it again (run.recoveryTried),
-// compaction_end says the recovery failed. It reports whether to retry.
-func (s *session) autoCompact(run *agentRun, last *assistantMessage) bool {
+// autoCompact is pi 1.6's check of the last answer for a compaction: at
+// a run's end, and before a prompt is sent (beforePrompt: the context's
+// last answer, an aborted one too, so that a session opened past the
+// threshold or a model switched to a smaller window compacts then). It
+// compacts when the context nears the window (reason "threshold"), or
+// when the answer overflowed it or was cut short (reason "overflow";
+// recoveryFor). A failed or cut-short answer leaves the context for good
+// before the compaction and the caller runs again, once: when that is
+// asked again before a user message or a good answer (s.recoveryTried),
+// compaction_end says the recovery failed. An answer from before the
+// branch's latest compaction asks for nothing: its usage counted what
+// the compaction took out. It reports whether a compaction started
+// (runAutoCompaction) and whether to retry.
+func (s *session) autoCompact(run *agentRun, last *assistantMessage, beforePrompt bool) (started, retry bool) {
 	s.mu.Lock()
-	enabled, m := s.autoCompaction, s.model
+	enabled, m, tried := s.autoCompaction, s.model, s.recoveryTried
 	s.mu.Unlock()
 	// A run the user stopped (during a tool, after an answer cut short)
 	// is neither compacted nor run again: pi's run ends in an aborted
 	// answer there.
-	if !enabled || m == nil || last == nil || run.ctx.Err() != nil {
-		return false
+	if !enabled || m == nil || last == nil || run.ctx.Err() != nil || !beforePrompt && last.StopReason == "aborted" ||
+		!s.conv.answeredSinceCompaction(last) {
+		return false, false
 	}
 	rec := recoveryFor(last, m)
-	retry := rec == overflowRetry || rec == truncatedRetry
-	tokens, known := s.conv.thresholdTokens(last, s.conv.messages())
+	retry = rec == overflowRetry || rec == truncatedRetry
 	reason := ""
 	switch {
 	case rec != noRecovery:
 		reason = "overflow"
-	case known && last.StopReason != "aborted" && tokens > m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens:
-		reason = "threshold"
 	default:
-		return false
+		tokens, known := s.conv.thresholdTokens(last, s.conv.messages())
+		if !known || tokens <= m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens {
+			return false, false
+		}
+		reason = "threshold"
 	}
-	if retry && run.recoveryTried {
+	if retry && tried {
 		text := "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
 		if rec == truncatedRetry {
 			text = "Truncated response recovery failed after one compact-and-retry attempt."
 		}
 		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: text})
-		return false
+		return false, false
 	}
 	if retry {
-		run.recoveryTried = true
+		s.setRecoveryTried(true)
 		s.omitAnswer(last) // the failed attempt is not part of what gets compacted, nor sent again
+	}
+	return s.runAutoCompaction(run, reason, retry)
+}
+
+// compactBetweenTurns is pi 1.6's check before each turn of a run after
+// its first: a context past the threshold of the model in use's window
+// (compactionTokens) is compacted (reason "threshold") before the next
+// answer is asked. A run the user stopped is not. It reports whether a
+// compaction started.
+func (s *session) compactBetweenTurns(run *agentRun) bool {
+	s.mu.Lock()
+	enabled, m := s.autoCompaction, s.model
+	s.mu.Unlock()
+	if !enabled || m == nil || m.ContextWindow <= 0 || run.ctx.Err() != nil ||
+		s.conv.compactionTokens(s.conv.messages()) <= m.ContextWindow-s.set.compaction.forModel(m).ReserveTokens {
+		return false
+	}
+	started, _ := s.runAutoCompaction(run, "threshold", false)
+	return started
+}
+
+// runAutoCompaction compacts for reason, as pi 1.6's _runAutoCompaction:
+// nothing at all, no event either, when there is nothing to compact (or
+// no usable model); else compaction_start, the summary, compaction_end
+// (willRetry: retry) and a notice. It reports whether it started
+// (compaction_start was written) and whether the caller is to run again
+// (retried: retry, and the compaction was made).
+func (s *session) runAutoCompaction(run *agentRun, reason string, retry bool) (started, retried bool) {
+	plan, err := s.planCompaction()
+	if err != nil {
+		return false, false
 	}
 	s.emit("compaction_start", compactionStart{reason})
 	s.setPhase(compacting)
 	defer s.setPhase(running)
-	plan, err := s.planCompaction()
-	var res compactionResult
-	if err == nil {
-		res, err = s.summarise(run, plan, "", reason)
-	}
+	res, err := s.summarise(run, plan, "", reason)
 	switch {
 	case run.ctx.Err() != nil:
 		s.emit("compaction_end", compactionEnd{Reason: reason, Aborted: true})
-		return false
+		return true, false
 	case err != nil:
 		prefix := "Auto-compaction failed: "
 		if reason == "overflow" {
 			prefix = "Context overflow recovery failed: "
 		}
 		s.emit("compaction_end", compactionEnd{Reason: reason, ErrorMessage: prefix + strings.TrimPrefix(err.Error(), "Compaction failed: ")})
-		return false
+		return true, false
 	}
 	s.emit("compaction_end", compactionEnd{Reason: reason, Result: &res, WillRetry: retry})
 	s.tell(uiRequest{Method: "notify", NotifyType: "info",
 		Message: fmt.Sprintf("Compacted the conversation (%d tokens before; %s)", res.TokensBefore, reason)})
-	return retry
+	return true, retry
+}
+
+// setRecoveryTried records whether an overflow or cut-short answer was
+// compacted away and the run went on again (autoCompact): as in pi 1.6,
+// it holds until a user message enters or an answer ends neither failed
+// nor cut short, across runs, and a session change ends it.
+func (s *session) setRecoveryTried(tried bool) {
+	s.mu.Lock()
+	s.recoveryTried = tried
+	s.mu.Unlock()
 }

@@ -373,7 +373,7 @@ func (s *session) startQueuedLoopLocked() {
 		l.active = f
 		s.postEvent("loop_fired", loopFired{f.task.ID, timestamp(now), timestamp(f.next)})
 		msg := loopMessage(f.task, now)
-		s.goBackground(func() { s.runAgent(run, []runInput{msg}) })
+		s.goBackground(func() { s.runAgent(run, []runInput{msg}, fired) })
 		return
 	}
 }

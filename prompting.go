@@ -42,6 +42,19 @@ func (s *session) takeQueuedLocked(steering bool) []*userMessage {
 	return taken
 }
 
+// takeSteeredToo takes what was steered while a prompt's run started
+// (a compaction before it), as if taken at once with what was steered
+// while idle (tookSome: some was): as pi 1.6's loop takes the steering
+// queue once it starts, one message in one-at-a-time mode.
+func (s *session) takeSteeredToo(tookSome bool) []*userMessage {
+	s.mu.Lock()
+	defer s.unlock()
+	if tookSome && s.steeringMode == "one-at-a-time" {
+		return nil
+	}
+	return s.takeQueuedLocked(true)
+}
+
 // queuedMessage is a message taken from a queue (the steering queue or
 // not) and about to start.
 type queuedMessage struct {
@@ -184,7 +197,7 @@ func (s *session) startPromptNow(msg *userMessage, behaviour string, accepted fu
 		return
 	}
 	pending := inputs(append([]*userMessage{msg}, s.takeQueued(true)...))
-	s.goBackground(func() { s.runAgent(run, pending) })
+	s.goBackground(func() { s.runAgent(run, pending, prompted) })
 }
 
 // queuePrompt queues msg for the running agent: steering is delivered

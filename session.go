@@ -69,6 +69,7 @@ type session struct {
 	followUpMode   string
 	autoCompaction bool
 	autoRetry      bool
+	recoveryTried  bool          // an overflow or cut-short answer was compacted away and run again (setRecoveryTried)
 	confirm        []string      // the tools behind the approval gate
 	phase          runPhase      // what the agent is doing (agent.go)
 	activeRun      *agentRun     // the run chain in progress; nil when idle

@@ -271,6 +271,7 @@ func (s *session) useSessionIn(c *conversation, ss *sessionFile) (queuesCleared 
 	restore = s.restoreNotice(sc, s.model)
 	s.dropUnrunLocked(s.steering, s.followUp)
 	s.steering, s.followUp, s.starting, s.todos = nil, nil, nil, nil
+	s.recoveryTried = false
 	m, thinking := s.model, s.effectiveThinking()
 	s.unlock()
 	c.openEntries(sc, m, thinking)

@@ -706,6 +706,15 @@ func displayID(id string) string {
 	return id
 }
 
+// parent is the entry e's parentId names; nil for the root (or a parent
+// not in the file).
+func (ss *sessionFile) parent(e *sessionEntry) *sessionEntry {
+	if e.ParentID == nil {
+		return nil
+	}
+	return ss.byID[*e.ParentID]
+}
+
 // branch is the path of entries from the root to leaf; it stops at an
 // entry seen twice (loaded files never loop: see parentLoop).
 func (ss *sessionFile) branch(leaf string) []*sessionEntry {
