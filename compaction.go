@@ -209,18 +209,20 @@ func (c *conversation) answeredSinceCompaction(a *assistantMessage) bool {
 // thresholdTokens is how full the context is when its last answer is
 // last, as pi 1.6 decides a threshold compaction: with a context edit in
 // the context (after the latest compaction or among the entries it
-// kept), compactionTokens; else the last answer's usage; for an answer
-// without one or a failed one, the last answer with a usage and an
-// estimate of the messages after it (known is false when that answer
-// came before the latest compaction: its usage counted what the
-// compaction took out, so there is nothing to go by, and no
-// compaction), or an estimate of every message when none has a usage.
+// kept), compactionTokens; else the last answer's usage, taken as it is
+// when not zero (a negative count, which only a session file can hold,
+// compacts nothing, as in pi); for an answer without one or a failed
+// one, the last answer with a usage and an estimate of the messages
+// after it (known is false when that answer came before the latest
+// compaction: its usage counted what the compaction took out, so there
+// is nothing to go by, and no compaction), or an estimate of every
+// message when none has a usage.
 func (c *conversation) thresholdTokens(last *assistantMessage, messages []any) (tokens int, known bool) {
 	usageHolds, edited := c.sinceCompaction()
 	if edited {
 		return projectedTokens(messages, usageHolds), true
 	}
-	if t := usageTokens(last.Usage); t > 0 && last.StopReason != "error" {
+	if t := usageTokens(last.Usage); t != 0 && last.StopReason != "error" {
 		return t, true
 	}
 	for i := len(messages) - 1; i >= 0; i-- {
