@@ -317,15 +317,24 @@ func runRPI(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.
 }
 
 // args are rpi's arguments: the mode (acp for a case in testdata/acp/,
-// else rpc), then the args section's.
-func (f *fixture) args() []string {
+// else rpc; none with the option "subcommand none"), --cwd cwd, then the
+// args section's, with \xHH as the byte (a blank value, say). The
+// section's come last, so that a flag there can lack its value.
+func (f *fixture) args(cwd string) []string {
 	args := []string{"rpc"}
 	if filepath.Base(filepath.Dir(f.path)) == "acp" {
 		args = []string{"acp"}
 	}
+	if f.option("subcommand", "") == "none" {
+		args = nil
+	}
+	args = append(args, "--cwd", cwd)
 	for _, line := range strings.Split(f.sections["args"], "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			args = append(args, line)
+			args = append(args, rawByte.ReplaceAllStringFunc(line, func(m string) string {
+				b, _ := strconv.ParseUint(m[2:], 16, 8)
+				return string([]byte{byte(b)})
+			}))
 		}
 	}
 	return args
@@ -969,7 +978,7 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			}
 		}
 	}
-	args := append(f.args(), "--cwd", cwd)
+	args := f.args(cwd)
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
 	input := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(string(f.input()))
