@@ -96,6 +96,11 @@ type agentRun struct {
 	// leaveQueued: a compaction after which what is queued waits for the
 	// next prompt (rpc's compact); set as it starts, under s.mu.
 	leaveQueued bool
+	// settling, when set (by the run's own goroutine), runs as the run
+	// settles, once the session is idle and before settled is closed: a
+	// manual compaction's answer, which abort's answer (given once
+	// settled is closed) thus always follows.
+	settling func()
 
 	// Only the run's own goroutine uses these: the inputs whose turn is in
 	// progress (postTurnsEnded reports their end), and the last answer.
@@ -228,6 +233,9 @@ func (s *session) settle(run *agentRun) (next []runInput) {
 	s.loopsSettledLocked(run)
 	running := s.activeRun != nil // a loop's waiting fire started
 	s.unlock()
+	if run.settling != nil {
+		run.settling()
+	}
 	close(run.settled) // after agent_settled is out: abort answers then
 	if !running {
 		s.host.endRun(s) // wakes the prompts that wait for a place

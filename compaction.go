@@ -721,9 +721,10 @@ func (s *session) startCompaction(instructions string, leaveQueued bool, done fu
 }
 
 // compactRun carries out a plan as a run of its own (so abort reaches
-// it), settles the run, then passes the result to done: a prompt sent on
-// seeing the answer finds the session idle (it was settled just after,
-// and such a prompt could fail as "already processing").
+// it), settles the run, and passes the result to done once the session
+// is idle, before the run counts as settled: a prompt sent on seeing the
+// answer finds the session idle (it could fail as "already processing"),
+// and an abort that stopped it is answered after it.
 func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions string, done func(compactionResult, error)) {
 	s.emit("compaction_start", compactionStart{"manual"})
 	res, err := s.summarise(run, plan, instructions, "manual")
@@ -734,9 +735,11 @@ func (s *session) compactRun(run *agentRun, plan *compactionPlan, instructions s
 		end.ErrorMessage = err.Error()
 	}
 	s.emit("compaction_end", end)
+	run.settling = func() { done(res, err) }
 	next := s.settle(run)
-	done(res, err)
-	if next != nil {
+	if next != nil { // the run goes on with what was queued: settling is for its end no more
+		run.settling = nil
+		done(res, err)
 		s.runAgent(run, next, goingOn)
 	}
 }
