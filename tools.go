@@ -229,6 +229,9 @@ func (s *session) decodeArgs(t *tool, raw json.RawMessage) (call toolCall, err e
 			call, err = nil, fmt.Errorf("Internal error in tool %s: %v", t.name, p)
 		}
 	}()
+	if text, ok := argsNotJSON(raw); ok {
+		return nil, fmt.Errorf("Invalid arguments for %s: they are not a JSON object: %s", t.name, clip(text, 200))
+	}
 	if err := checkArgs(raw, t.params()); err != nil {
 		return nil, fmt.Errorf("Invalid arguments for %s: %v", t.name, err)
 	}
@@ -236,6 +239,21 @@ func (s *session) decodeArgs(t *tool, raw json.RawMessage) (call toolCall, err e
 		return nil, fmt.Errorf("Invalid arguments for %s: %v", t.name, err)
 	}
 	return call, nil
+}
+
+// argsNotJSON reports the text of a call's arguments that were not a
+// JSON object, which the stream kept as text in one ({"_raw": text}, so
+// that the call goes back to the APIs as an object): the model is told
+// that, not of a field it never sent.
+func argsNotJSON(raw json.RawMessage) (text string, ok bool) {
+	if !bytes.HasPrefix(raw, []byte(`{"_raw":`)) {
+		return "", false
+	}
+	var kept map[string]json.RawMessage
+	if json.Unmarshal(raw, &kept) != nil || len(kept) != 1 || json.Unmarshal(kept["_raw"], &text) != nil {
+		return "", false
+	}
+	return text, true
 }
 
 // ---- Strict arguments ----
