@@ -493,15 +493,16 @@ func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
 
 // waitOf reads v as a number of units the way pi does (JavaScript's
 // parseFloat: the longest number that starts it, so "5abc" is 5); ok is
-// false when none starts it, or it is infinite. A negative number is no
-// wait; past what a Duration holds it is maxDuration: converted, it
-// would overflow to a short or negative wait.
+// false when none starts it, or it is infinite in milliseconds, which pi
+// counts in (seconds past 1.79e305 are). A negative number is no wait;
+// past what a Duration holds it is maxDuration: converted, it would
+// overflow to a short or negative wait.
 func waitOf(v string, unit time.Duration) (time.Duration, bool) {
-	n := leadingNumber(v)
-	if math.IsNaN(n) || math.IsInf(n, 0) {
+	ms := leadingNumber(v) * float64(unit/time.Millisecond)
+	if math.IsNaN(ms) || math.IsInf(ms, 0) {
 		return 0, false
 	}
-	if ns := n * float64(unit); ns < float64(maxDuration) {
+	if ns := ms * float64(time.Millisecond); ns < float64(maxDuration) {
 		return time.Duration(max(ns, 0)), true
 	}
 	return maxDuration, true

@@ -98,6 +98,8 @@ func TestRetryAfterMs(t *testing.T) {
 		{"", "+.5e-1x", 50 * time.Millisecond, true},
 		{"", "1_000", time.Second, true},
 		{"", "\u00a07", 7 * time.Second, true},
+		{"", "1e305", maxDuration, true},
+		{"", "1e306", 0, false},                        // pi's seconds × 1000 is Infinity: no wait it can read, the backoff then
 		{"", "Wed, 21 Oct 2015 07:28:00 GMT", 0, true}, // a date gone by: no wait
 	} {
 		h := http.Header{}
