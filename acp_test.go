@@ -1716,8 +1716,18 @@ func TestACPCancelsReadWhileTheEditorStopsReading(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("session A's model request did not end: the cancels were not read while rpi's write waited")
 	}
+	// The editor answers the read once it has read rpi's withdrawal of it:
+	// an answer that came first would be dropped, and nothing withdrawn.
+	seen := make(chan struct{})
+	sawWithdrawal := sync.OnceFunc(func() { close(seen) })
+	t.Cleanup(sawWithdrawal)
+	c.answer = func(string, json.RawMessage) (any, *acpError) {
+		<-seen
+		return map[string]string{"content": "late\n"}, nil
+	}
 	resumed()
-	c.answer = func(string, json.RawMessage) (any, *acpError) { return map[string]string{"content": "late\n"}, nil }
+	c.waitFor(0, func(m acpTestMessage) bool { return m.Method == "$/cancel_request" })
+	sawWithdrawal()
 	if got := c.responseTo(promptB); stopReasonOf(got.Result) != "cancelled" {
 		t.Errorf("prompt B: %s", got.line)
 	}
