@@ -1025,19 +1025,21 @@ func acpCancelRequest(a *acpAgent, params acpParams) error {
 	return nil
 }
 
-// cancel is session/cancel's work (acpCancel).
+// cancel is session/cancel's work (acpCancel). The turn is stopped
+// before anything is written (a client that does not read holds up the
+// answers, not the stop): the prompts not started, then those queued,
+// are answered after, before the running prompt.
 func (as *acpSession) cancel() {
 	a := as.agent
 	as.startMu.Lock()
 	defer as.startMu.Unlock()
 	for _, p := range as.pending {
-		a.conn.answer(p.call.id, p.call.method, acpStopResult{StopReason: "cancelled"}, nil, false)
+		as.s.postCall(func() { a.conn.answer(p.call.id, p.call.method, acpStopResult{StopReason: "cancelled"}, nil, false) })
 	}
 	as.pending = nil
 	as.stopStarting()
 	as.starting, as.stopStarting = context.WithCancel(as.s.ctx)
-	as.s.clearQueue()
-	stopping := as.s.abort()
+	stopping := as.s.cancelTurn()
 	as.mu.Lock()
 	as.stopping = stopping
 	as.mu.Unlock()

@@ -1755,6 +1755,69 @@ func TestACPCancelsReadWhileTheEditorStopsReading(t *testing.T) {
 	}
 }
 
+// TestACPCancelWithAPromptWaitingWhileTheEditorStopsReading: a
+// session/cancel of a session whose turn has a prompt waiting behind it,
+// sent while the editor does not read (rpi's write of session B's file
+// read waits for it), stops the turn at once. rpi answered the waiting
+// prompt before it stopped the turn, and that answer waited behind the
+// write, the input loop with it: the model request went on until the
+// editor read again. Once it reads, the waiting prompt's answer still
+// comes before the turn's, and the waiting prompt never ran.
+func TestACPCancelWithAPromptWaitingWhileTheEditorStopsReading(t *testing.T) {
+	e := newTestEnv(t)
+	fm := startFakeModel(t, apiOpenAI, `{"silent":true}`+"\n"+
+		`{"toolCalls":[{"id":"b1","name":"read","args":["{\"path\":\"notes.txt\"}"]}]}`+"\n"+
+		`{"text":["B read it"]}`, e.agentDir)
+	resume := make(chan struct{})
+	writing := make(chan struct{}, 1)
+	c, _, _ := startACPAgentPiped(t, e, nil, maxLineBytes,
+		func(w io.Writer) io.Writer {
+			return &watchedWriter{w: w, match: []byte(`"method":"fs/read_text_file"`), seen: writing}
+		},
+		func(r io.Reader) io.Reader {
+			return &stallingReader{r: r, stall: []byte(`"toolCallId":"b1","status":"in_progress"`), resume: resume}
+		})
+	resumed := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(resumed)
+	sidA := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, t.TempDir())
+	var opened acpSessionAnswer
+	if got := c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	promptA := c.request("session/prompt", acpTextPrompt(sidA, "wait"))
+	fm.waitAsked(t, 1)
+	waitingA := c.request("session/prompt", acpTextPrompt(sidA, "and then this"))
+	promptB := c.request("session/prompt", acpTextPrompt(opened.SessionID, "read"))
+	<-writing // rpi writes B's request, which the editor does not read
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sidA + `"}}`)
+	select {
+	case <-fm.left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("session A's model request did not end: the cancel waited behind rpi's write")
+	}
+	c.answer = func(string, json.RawMessage) (any, *acpError) { return map[string]string{"content": "notes\n"}, nil }
+	resumed()
+	if got := c.responseTo(promptB); stopReasonOf(got.Result) != "end_turn" {
+		t.Errorf("prompt B: %s", got.line)
+	}
+	answered := map[string]int{}
+	for _, id := range []json.RawMessage{waitingA, promptA} {
+		got := c.responseTo(id)
+		if stopReasonOf(got.Result) != "cancelled" {
+			t.Errorf("prompt %s of A: %s", id, got.line)
+		}
+		answered[string(id)] = slices.IndexFunc(c.messages(), func(m acpTestMessage) bool { return m.Method == "" && bytes.Equal(m.ID, id) })
+	}
+	if answered[string(waitingA)] > answered[string(promptA)] {
+		t.Errorf("the waiting prompt was answered after the turn it waited behind")
+	}
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if fm.asked != 3 {
+		t.Errorf("the model was asked %d times, want 3 (A's turn, B's two requests): the waiting prompt ran", fm.asked)
+	}
+}
+
 // TestACPCancelGivesUpALinkRead: a prompt whose file link the editor
 // never gives back (fs/read_text_file unanswered) is answered cancelled
 // by session/cancel, and the session's next prompt runs: the read is

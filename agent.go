@@ -455,6 +455,23 @@ func isClosed(ch <-chan struct{}) bool {
 func (s *session) abort() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.abortLocked()
+}
+
+// cancelTurn is clearQueue and abort at once (ACP's session/cancel): the
+// run is stopped before the messages dropped from the queues are told of
+// (their ends, which a front end answers), so that a client that does not
+// read, holding up those answers, does not hold up the stop; they are
+// still told before the run's end.
+func (s *session) cancelTurn() <-chan struct{} {
+	s.mu.Lock()
+	defer s.unlock()
+	s.clearQueueLocked()
+	return s.abortLocked()
+}
+
+// abortLocked is abort; s.mu is held.
+func (s *session) abortLocked() <-chan struct{} {
 	s.stopWarmLocked() // the user stops the model: its cache is not kept warm either
 	if s.activeRun == nil {
 		return nil

@@ -216,6 +216,12 @@ func (s *session) queuePrompt(msg *userMessage, steering bool, ended func(prompt
 func (s *session) clearQueue() queueUpdate {
 	s.mu.Lock()
 	defer s.unlock()
+	return s.clearQueueLocked()
+}
+
+// clearQueueLocked is clearQueue; s.mu is held, and the ends of the
+// messages removed are told once it is let go of (s.unlock).
+func (s *session) clearQueueLocked() queueUpdate {
 	s.starting = nil // they run, but are no longer told as queued
 	removed := s.queueTextsLocked()
 	if len(s.steering)+len(s.followUp) > 0 {
