@@ -255,10 +255,12 @@ type mcpServer struct {
 	tried        time.Time // the last connection attempt
 	// named is every name its tools were given this session, and a hash
 	// of the server's name of the tool: a name stays its tool's
-	// (nameToolsLocked). It outlives a connection.
-	named   map[string][sha256.Size]byte
-	warned  bool // its failure was reported
-	waiting chan struct{}
+	// (nameToolsLocked); lastNamed those of its last listing, which
+	// named keeps past maxMCPNamed. They outlive a connection.
+	named     map[string][sha256.Size]byte
+	lastNamed []string
+	warned    bool // its failure was reported
+	waiting   chan struct{}
 }
 
 // mcpTool is one tool of a server, as the model is offered it.
@@ -676,10 +678,11 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) (named []m
 		}
 	}
 	if srv.named == nil || len(srv.named)+len(tools) > maxMCPNamed {
-		srv.named = map[string][sha256.Size]byte{}
-		for _, t := range srv.tools {
-			srv.named[t.tool.name] = sha256.Sum256([]byte(t.remote))
+		kept := map[string][sha256.Size]byte{}
+		for _, name := range srv.lastNamed {
+			kept[name] = srv.named[name]
 		}
+		srv.named = kept
 	}
 	sorted := slices.SortedFunc(slices.Values(tools), func(a, b mcpTool) int { return strings.Compare(a.remote, b.remote) })
 	given := map[string]bool{}
@@ -692,12 +695,14 @@ func (m *mcpServers) nameToolsLocked(srv *mcpServer, tools []mcpTool) (named []m
 		})
 		given[t.tool.name] = true
 	}
+	srv.lastNamed = srv.lastNamed[:0]
 	for _, t := range tools {
 		if t.tool.name == "" {
 			left = append(left, t.remote)
 			continue
 		}
 		srv.named[t.tool.name] = sha256.Sum256([]byte(t.remote))
+		srv.lastNamed = append(srv.lastNamed, t.tool.name)
 		named = append(named, t)
 	}
 	return named, left

@@ -306,3 +306,43 @@ func TestMCPToolLeftOutWhenNamesTaken(t *testing.T) {
 		t.Errorf("mcp.log:\n%s", log)
 	}
 }
+
+// TestMCPToolNamesKeptPastTheLimit: a server that has had more than
+// maxMCPNamed names in a session keeps those of the tools it listed
+// last, as it does below the limit, when it lists them on a connection
+// of its own: its a-b, listed with 999 others on each of 11 connections,
+// keeps mcp__helper__a_b from a_b listed on the 12th in its place. rpi
+// kept them only from the connection still open (on a reconnection,
+// none), and gave a_b the name the model knew as a-b's.
+func TestMCPToolNamesKeptPastTheLimit(t *testing.T) {
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	listing := func(n int, first string) []string {
+		names := []string{first}
+		for i := 1; i < maxMCPTools; i++ {
+			names = append(names, fmt.Sprintf("c%d_t%d", n, i))
+		}
+		return names
+	}
+	writeToolNames(t, tools, listing(0, "a-b")...)
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "direct")})
+	s := openWithMCP(t, e)
+	t.Cleanup(s.close)
+	s.mcp.awaitAll(context.Background())
+	for n := 1; n*(maxMCPTools-1)+1 <= maxMCPNamed-maxMCPTools; n++ {
+		writeToolNames(t, tools, listing(n, "a-b")...)
+		reconnectMCP(t, s, "helper")
+	}
+	if got := runMCPTool(t, s, "mcp__helper__a_b"); got != "called a-b" {
+		t.Fatalf("mcp__helper__a_b: %q", got)
+	}
+	writeToolNames(t, tools, listing(99, "a_b")...)
+	reconnectMCP(t, s, "helper")
+	if got := runMCPTool(t, s, "mcp__helper__a_b"); got != "" {
+		t.Errorf("mcp__helper__a_b, a-b's, ran %q", got)
+	}
+	if got := runMCPTool(t, s, "mcp__helper__a_b_"+mcpHash("helper", "a_b")); got != "called a_b" {
+		t.Errorf("a_b's hashed name ran %q", got)
+	}
+}
