@@ -335,8 +335,8 @@ func acpHeadRequestID(head []byte) json.RawMessage {
 // decodeACPError reads a response's error object; one that is not
 // {code: integer, message: string} counts as an internal error.
 func decodeACPError(raw json.RawMessage) *acpError {
-	if code, message, ok := decodeRPCError(raw); ok {
-		return &acpError{Code: code, Message: clientErrorMessage(message)}
+	if code, message, ok := decodeRPCError(raw); ok && code == int64(int32(code)) {
+		return &acpError{Code: int(code), Message: clientErrorMessage(message)}
 	}
 	return &acpError{Code: acpInternalError, Message: "the client's error is not a JSON-RPC error object"}
 }

@@ -1921,6 +1921,7 @@ func TestACPAnswerWithANullError(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":"1","message":"x"}}`, notAnError},
 		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1.5,"message":"x"}}`, notAnError},
 		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":null}}`, notAnError},
+		{`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":2147483648,"message":"x"}}`, notAnError}, // ACP's codes are 32 bits
 	} {
 		from := len(c.messages())
 		ask := c.request("test/ask", nil)

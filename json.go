@@ -906,9 +906,10 @@ func (o *jsonObject) del(names ...string) {
 }
 
 // decodeRPCError reads a JSON-RPC answer's error object, strictly: its
-// code a whole number that fits 32 bits (not a string of one), its
-// message a string; ok is false for anything else.
-func decodeRPCError(raw json.RawMessage) (code int, message string, ok bool) {
+// code a whole number (not a string of one, nor a fraction) within 64
+// bits, its message a string; ok is false for anything else. ACP's
+// codes are narrower (decodeACPError).
+func decodeRPCError(raw json.RawMessage) (code int64, message string, ok bool) {
 	var e struct {
 		Code    json.RawMessage `json:"code"`
 		Message *string         `json:"message"`
@@ -916,6 +917,6 @@ func decodeRPCError(raw json.RawMessage) (code int, message string, ok bool) {
 	if json.Unmarshal(raw, &e) != nil || len(e.Code) == 0 || e.Code[0] == '"' || e.Message == nil {
 		return 0, "", false
 	}
-	n, err := strconv.ParseInt(string(e.Code), 10, 32)
-	return int(n), *e.Message, err == nil
+	n, err := strconv.ParseInt(string(e.Code), 10, 64)
+	return n, *e.Message, err == nil
 }

@@ -76,7 +76,7 @@ type mcpRoot struct {
 
 // mcpError is an error a server answered with.
 type mcpError struct {
-	Code    int    `json:"code"`
+	Code    int64  `json:"code"`
 	Message string `json:"message"`
 }
 

@@ -1495,7 +1495,8 @@ func TestMCPConnHostileLines(t *testing.T) {
 // null wins over any result; one that is not a JSON-RPC error object
 // ({code: integer, message: string}) fails the request at once, saying
 // so (rpi dropped the whole line, and the request waited for its
-// timeout).
+// timeout). A code is any integer, as pi and the MCP SDK take it: one
+// past 32 bits, which rpi took before, is the server's error.
 func TestMCPAnswerWithANullError(t *testing.T) {
 	notAnError := "MCP server x answered with an error that is not a JSON-RPC error object"
 	cases := []struct{ answer, result, err string }{
@@ -1510,6 +1511,7 @@ func TestMCPAnswerWithANullError(t *testing.T) {
 		{`"result":{},"error":{"code":"1","message":"x"}`, "", notAnError},
 		{`"result":{},"error":{"code":1.5,"message":"x"}`, "", notAnError},
 		{`"result":{},"error":{"code":1,"message":7}`, "", notAnError},
+		{`"error":{"code":4294967296,"message":"over quota"}`, "", "over quota"}, // an integer past 32 bits is one still (pi's and the SDK's)
 	}
 	conn := newMCPConn("x", func(string) {})
 	sent := make(chan struct{}, len(cases))
