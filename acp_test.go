@@ -1675,6 +1675,32 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
+// startStallingEditor starts an agent whose editor stops reading its
+// stdout right after it has read that session B's read (tool call b1) is
+// in progress, until resume is called (at the test's end at the latest);
+// writing tells when rpi's write of a fs/read_text_file request begins,
+// which then waits. Session A's editor gives files (readTextFile);
+// session B is in cwdB.
+func startStallingEditor(t *testing.T, e *testEnv, cwdB string) (c *acpTestClient, sidA, sidB string, writing <-chan struct{}, resume func()) {
+	stalled := make(chan struct{})
+	began := make(chan struct{}, 1)
+	c, _, _ = startACPAgentPiped(t, e, nil, maxLineBytes,
+		func(w io.Writer) io.Writer {
+			return &watchedWriter{w: w, match: []byte(`"method":"fs/read_text_file"`), seen: began}
+		},
+		func(r io.Reader) io.Reader {
+			return &stallingReader{r: r, stall: []byte(`"toolCallId":"b1","status":"in_progress"`), resume: stalled}
+		})
+	resume = sync.OnceFunc(func() { close(stalled) })
+	t.Cleanup(resume)
+	sidA = openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, t.TempDir())
+	var opened acpSessionAnswer
+	if got := c.call("session/new", map[string]any{"cwd": cwdB, "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil {
+		t.Fatalf("session/new: %s", got.line)
+	}
+	return c, sidA, opened.SessionID, began, resume
+}
+
 // TestACPCancelsReadWhileTheEditorStopsReading: an editor that stops
 // reading rpi's stdout as rpi writes a request to it (session B's read
 // of a file) holds that write, and nothing else: the client's lines
@@ -1687,24 +1713,8 @@ func TestACPCancelsReadWhileTheEditorStopsReading(t *testing.T) {
 	e := newTestEnv(t)
 	fm := startFakeModel(t, apiOpenAI, `{"silent":true}`+"\n"+
 		`{"toolCalls":[{"id":"b1","name":"read","args":["{\"path\":\"notes.txt\"}"]}]}`, e.agentDir)
-	resume := make(chan struct{})
-	writing := make(chan struct{}, 1)
-	c, _, _ := startACPAgentPiped(t, e, nil, maxLineBytes,
-		func(w io.Writer) io.Writer {
-			return &watchedWriter{w: w, match: []byte(`"method":"fs/read_text_file"`), seen: writing}
-		},
-		func(r io.Reader) io.Reader {
-			return &stallingReader{r: r, stall: []byte(`"toolCallId":"b1","status":"in_progress"`), resume: resume}
-		})
-	resumed := sync.OnceFunc(func() { close(resume) })
-	t.Cleanup(resumed)
-	sidA := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, t.TempDir())
 	cwdB := t.TempDir()
-	var opened acpSessionAnswer
-	if got := c.call("session/new", map[string]any{"cwd": cwdB, "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil {
-		t.Fatalf("session/new: %s", got.line)
-	}
-	sidB := opened.SessionID
+	c, sidA, sidB, writing, resumed := startStallingEditor(t, e, cwdB)
 	promptA := c.request("session/prompt", acpTextPrompt(sidA, "wait"))
 	fm.waitAsked(t, 1)
 	promptB := c.request("session/prompt", acpTextPrompt(sidB, "read"))
@@ -1768,26 +1778,11 @@ func TestACPCancelWithAPromptWaitingWhileTheEditorStopsReading(t *testing.T) {
 	fm := startFakeModel(t, apiOpenAI, `{"silent":true}`+"\n"+
 		`{"toolCalls":[{"id":"b1","name":"read","args":["{\"path\":\"notes.txt\"}"]}]}`+"\n"+
 		`{"text":["B read it"]}`, e.agentDir)
-	resume := make(chan struct{})
-	writing := make(chan struct{}, 1)
-	c, _, _ := startACPAgentPiped(t, e, nil, maxLineBytes,
-		func(w io.Writer) io.Writer {
-			return &watchedWriter{w: w, match: []byte(`"method":"fs/read_text_file"`), seen: writing}
-		},
-		func(r io.Reader) io.Reader {
-			return &stallingReader{r: r, stall: []byte(`"toolCallId":"b1","status":"in_progress"`), resume: resume}
-		})
-	resumed := sync.OnceFunc(func() { close(resume) })
-	t.Cleanup(resumed)
-	sidA := openACPSession(t, c, map[string]any{"fs": map[string]bool{"readTextFile": true}}, t.TempDir())
-	var opened acpSessionAnswer
-	if got := c.call("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}); json.Unmarshal(got.Result, &opened) != nil {
-		t.Fatalf("session/new: %s", got.line)
-	}
+	c, sidA, sidB, writing, resumed := startStallingEditor(t, e, t.TempDir())
 	promptA := c.request("session/prompt", acpTextPrompt(sidA, "wait"))
 	fm.waitAsked(t, 1)
 	waitingA := c.request("session/prompt", acpTextPrompt(sidA, "and then this"))
-	promptB := c.request("session/prompt", acpTextPrompt(opened.SessionID, "read"))
+	promptB := c.request("session/prompt", acpTextPrompt(sidB, "read"))
 	<-writing // rpi writes B's request, which the editor does not read
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sidA + `"}}`)
 	select {
