@@ -194,7 +194,13 @@ func claimSessionID(ctx context.Context, dir, id, cwd string, shared bool, wait 
 	deadline := time.Now().Add(wait)
 	c := &sessionClaim{dir: dir}
 	for {
-		f, err := openRegular(path, os.O_RDONLY|os.O_CREATE, 0o600)
+		// The claim is rpi's own file: a symlink at its name (planted by
+		// whoever else may write in the folder) is not followed, lest the
+		// file be made, or locked, where it leads.
+		if info, err := os.Lstat(path); err == nil && info.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("Cannot claim session id '%s' in %s: %s is a symbolic link", id, dir, path)
+		}
+		f, err := openRegular(path, os.O_RDONLY|os.O_CREATE|noFollow, 0o600)
 		if errors.Is(err, os.ErrNotExist) { // no folder yet, or one just removed
 			made := firstMissing(dir)
 			if err = os.MkdirAll(dir, 0o755); err == nil {

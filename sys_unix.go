@@ -249,6 +249,9 @@ func ownedByUs(info os.FileInfo) bool {
 // nonBlocking is the flag that opens a FIFO without waiting for a writer.
 const nonBlocking = syscall.O_NONBLOCK | syscall.O_NOCTTY
 
+// noFollow is the flag that opens no symlink: the open fails instead.
+const noFollow = syscall.O_NOFOLLOW
+
 // removeWhileOpen: a file can be removed while it is open (and locked),
 // so deleteSession holds it until it is gone.
 const removeWhileOpen = true

@@ -220,6 +220,10 @@ func ownedByUs(info os.FileInfo) bool { return true }
 // nonBlocking: opening a file does not block on Windows.
 const nonBlocking = 0
 
+// noFollow: Windows has no such flag; a symlink is looked for before the
+// open (os.Lstat) instead.
+const noFollow = 0
+
 // removeWhileOpen: Windows refuses to remove a file rpi has open, so
 // deleteSession lets go of it just before it removes it.
 const removeWhileOpen = false
