@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,4 +42,40 @@ func TestClaimThroughASymlinkIsRefused(t *testing.T) {
 	if info, err := os.Lstat(claim); err != nil || info.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the planted link is not left as it was: %v", err)
 	}
+}
+
+// TestLongSessionIDLeftOutOfTheEnvironment: the model's bash gets the
+// session's id as PI_SESSION_ID, and a session file's header may hold
+// any id. One longer than an environment variable may be (Linux takes
+// 128 KiB, Windows 32 KiB) made every command the model ran fail to
+// start ("argument list too long"), as a NUL in it would have; it is
+// left out as that one is.
+func TestLongSessionIDLeftOutOfTheEnvironment(t *testing.T) {
+	endToEnd(t)
+	id := strings.Repeat("i", 200<<10)
+	path := filepath.Join(t.TempDir(), "long-id.jsonl")
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"`+id+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
+		`{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644)
+	ps, _, _ := agentSession(t, apiOpenAI, `{"toolCalls":[{"id":"call_1","name":"bash","args":["{\"command\":\"echo id=${#PI_SESSION_ID} file=${#PI_SESSION_FILE}\"}"]}]}
+{"text":["done"]}`)
+	ps.send(`{"id":"sw","type":"switch_session","sessionPath":"` + path + `"}`)
+	ps.waitFor(`"id":"sw"`)
+	ps.send(`{"id":"p","type":"prompt","message":"go"}`)
+	ps.waitFor(`"agent_settled"`)
+	ps.close()
+	want := `"text":"id=0 file=` + strconv.Itoa(len(path)) + `\n"`
+	if !strings.Contains(string(ps.out.bytes()), want) {
+		t.Errorf("the model's bash with a session id of 200 KiB: want %s in:\n%.3000s", want, toolEnds(ps.out.bytes()))
+	}
+}
+
+// toolEnds are the tool_execution_end events of out.
+func toolEnds(out []byte) string {
+	var ends []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, `"tool_execution_end"`) {
+			ends = append(ends, line)
+		}
+	}
+	return strings.Join(ends, "\n")
 }

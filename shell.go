@@ -440,8 +440,9 @@ func (s *session) sessionEnv() []string {
 // sessionValues are sessionVariables as they are now, as NAME=value: what
 // the model's commands get wherever they run (rpi's own shell and
 // processes, sessionEnv; the editor's terminal, acpTerminals.create). A
-// value with a NUL (a session file's id, a models.json id) is left out: no
-// environment can hold it, and with it no command would start.
+// value with a NUL (a session file's id, a models.json id), or one too
+// long for a variable (maxVariableBytes), is left out: no environment can
+// hold it, and with it no command would start.
 func (s *session) sessionValues() []string {
 	info := s.conv.info()
 	s.mu.Lock()
@@ -449,7 +450,7 @@ func (s *session) sessionValues() []string {
 	s.mu.Unlock()
 	var values []string
 	add := func(name, value string) {
-		if !strings.ContainsRune(value, 0) {
+		if !strings.ContainsRune(value, 0) && len(name)+1+len(value) < maxVariableBytes {
 			values = append(values, name+"="+value)
 		}
 	}
@@ -464,6 +465,12 @@ func (s *session) sessionValues() []string {
 	add("PI_REASONING_LEVEL", level)
 	return values
 }
+
+// maxVariableBytes bounds one NAME=value of the environment rpi gives a
+// command: Windows takes at most 32,767 characters in one, Linux 128 KiB
+// (execve fails with "argument list too long" past it). Only a session
+// file written by hand, or models.json, gives a value that long.
+const maxVariableBytes = 32 << 10
 
 // runShell runs command with the shell in the session cwd and the
 // environment env, in its own process group, feeding its output to out,
