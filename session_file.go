@@ -634,16 +634,21 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		ss.migrateV2()
 	}
 	ss.header.Version = 3
-	if id := duplicateID(ss.entries); id != nil {
-		return nil, &errInvalidSessionFile{path, fmt.Sprintf("two entries have the id %q, so a parentId naming it "+
-			"could mean either: each entry's id must be unique in its file", *id)}
-	}
-	ss.byID = make(map[string]*sessionEntry, len(ss.entries)) // its size at once: no garbage of its growth
-	for _, e := range ss.entries {
-		ss.byID[e.ID] = e
-	}
-	if id, loops := ss.parentLoop(); loops {
-		return nil, &errInvalidSessionFile{path, "the parentId links from entry " + displayID(id) + " loop"}
+	if version >= 2 { // migrateV1 made version 1's ids unique, and chained them one after another
+		ss.byID = make(map[string]*sessionEntry, len(ss.entries)) // its size at once: no garbage of its growth
+		for _, e := range ss.entries {
+			// A file where two entries have one id is refused rather
+			// than repaired: which of the two a parentId means cannot
+			// be known, and the tree built from either guess may loop.
+			if ss.byID[e.ID] != nil {
+				return nil, &errInvalidSessionFile{path, fmt.Sprintf("two entries have the id %q, so a parentId naming it "+
+					"could mean either: each entry's id must be unique in its file", e.ID)}
+			}
+			ss.byID[e.ID] = e
+		}
+		if id, loops := ss.parentLoop(); loops {
+			return nil, &errInvalidSessionFile{path, "the parentId links from entry " + displayID(id) + " loop"}
+		}
 	}
 	if len(ss.entries) > 0 {
 		ss.leaf = ss.entries[len(ss.entries)-1].ID
@@ -654,21 +659,6 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 	return ss, nil
 }
 
-// duplicateID returns an id that two of entries have, or nil. A file
-// with one is refused rather than repaired: which of the two an entry's
-// parentId means cannot be known, and the tree built from either guess
-// may loop.
-func duplicateID(entries []*sessionEntry) *string {
-	seen := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		if seen[e.ID] {
-			return &e.ID
-		}
-		seen[e.ID] = true
-	}
-	return nil
-}
-
 // parentLoop returns an entry whose chain of parents loops, and whether
 // there is one: the entry may have the id "" (a hostile file's), which
 // is then no answer of "none".
@@ -677,9 +667,10 @@ func (ss *sessionFile) parentLoop() (id string, loops bool) {
 		visiting = 1
 		done     = 2
 	)
-	state := map[string]int{}
+	state := make(map[string]int8, len(ss.entries)) // its size at once, as byID
+	var path []string
 	for _, start := range ss.entries {
-		var path []string
+		path = path[:0]
 		for e := start; e != nil && state[e.ID] != done; {
 			if state[e.ID] == visiting {
 				return e.ID, true
@@ -734,41 +725,67 @@ func (ss *sessionFile) branch(leaf string) []*sessionEntry {
 	return path
 }
 
-// migrateV1 gives version 1's linear entries ids and parents, and turns a
-// compaction's firstKeptEntryIndex into firstKeptEntryId.
+// migrateV1 gives version 1's linear entries ids and parents (each id
+// unique: byID is made here), and turns a compaction's
+// firstKeptEntryIndex into firstKeptEntryId. A line gets its
+// id and parentId after its own members, as pi's migration adds them (the
+// last of a name is the one JSON.parse and encoding/json read): no
+// decode and encode of every line, which for a file of tiny entries
+// ({"type":"a"}, 13 bytes) allocated about 100 times the file's size.
 func (ss *sessionFile) migrateV1() {
-	ids := map[string]*sessionEntry{}
-	prev := ""
+	ss.byID = make(map[string]*sessionEntry, len(ss.entries))
+	var prev *sessionEntry
 	for _, e := range ss.entries {
-		for e.ID == "" || ids[e.ID] != nil {
+		for e.ID == "" || ss.byID[e.ID] != nil {
 			var b [4]byte
 			randomID(b[:])
 			e.ID = hex.EncodeToString(b[:])
 		}
-		ids[e.ID] = e
-		if prev != "" {
-			p := prev
-			e.ParentID = &p
+		ss.byID[e.ID] = e
+		e.ParentID = nil
+		if prev != nil {
+			e.ParentID = &prev.ID // one string for both, as a version 3 file's are read
 		}
-		prev = e.ID
+		prev = e
 	}
 	for _, e := range ss.entries {
-		var fields map[string]json.RawMessage
-		json.Unmarshal(e.raw, &fields)
-		fields["id"], _ = json.Marshal(e.ID)
-		fields["parentId"], _ = json.Marshal(e.ParentID)
-		if index, ok := fields["firstKeptEntryIndex"]; ok && e.Type == "compaction" {
-			var i float64
-			// The index counts the file's lines, the header being 0: any
-			// whole number, as pi reads it (2.0 too).
-			if json.Unmarshal(index, &i) == nil && i == math.Trunc(i) && i >= 1 && i <= float64(len(ss.entries)) {
-				e.setInfo().FirstKeptEntryID = ss.entries[int(i)-1].ID
-				fields["firstKeptEntryId"], _ = json.Marshal(e.more.FirstKeptEntryID)
-			}
-			delete(fields, "firstKeptEntryIndex")
+		if e.Type == "compaction" && ss.migrateCompactionV1(e) {
+			continue
 		}
-		e.raw = orderedEntry(fields)
+		// The line is an object with a type (readEntryPart keeps no
+		// other), so a member comes before the id.
+		end := bytes.LastIndexByte(e.raw, '}')
+		line := make([]byte, 0, len(e.raw)+len(`,"id":"","parentId":""`)+2*len(e.ID))
+		line = appendJSONString(append(append(line, e.raw[:end]...), `,"id":`...), e.ID)
+		if line = append(line, `,"parentId":`...); e.ParentID == nil {
+			line = append(line, "null"...)
+		} else {
+			line = appendJSONString(line, *e.ParentID)
+		}
+		e.raw = append(line, e.raw[end:]...)
 	}
+}
+
+// migrateCompactionV1 writes a version 1 compaction's line again with its
+// id and parentId, and its firstKeptEntryIndex as firstKeptEntryId; false
+// when it has no firstKeptEntryIndex (its line is migrated as any other).
+func (ss *sessionFile) migrateCompactionV1(e *sessionEntry) bool {
+	var fields map[string]json.RawMessage
+	if _, _, indexed := memberValue(e.raw, "firstKeptEntryIndex"); !indexed || json.Unmarshal(e.raw, &fields) != nil {
+		return false
+	}
+	fields["id"], _ = json.Marshal(e.ID)
+	fields["parentId"], _ = json.Marshal(e.ParentID)
+	var i float64
+	// The index counts the file's lines, the header being 0: any
+	// whole number, as pi reads it (2.0 too).
+	if json.Unmarshal(fields["firstKeptEntryIndex"], &i) == nil && i == math.Trunc(i) && i >= 1 && i <= float64(len(ss.entries)) {
+		e.setInfo().FirstKeptEntryID = ss.entries[int(i)-1].ID
+		fields["firstKeptEntryId"], _ = json.Marshal(e.more.FirstKeptEntryID)
+	}
+	delete(fields, "firstKeptEntryIndex")
+	e.raw = orderedEntry(fields)
+	return true
 }
 
 // migrateV2 renames the hookMessage role to custom as pi does (the
