@@ -63,6 +63,7 @@ type fileWrite struct {
 	line    []byte
 	whole   []byte
 	opening bool // an entry openEntries made (keepOpenEntries)
+	header  bool // line is the header, written into an empty file (writeHeader)
 }
 
 // convInfo is what get_state needs of the conversation.
@@ -539,7 +540,7 @@ func (c *conversation) flushLocked() error {
 			if err = c.holdFile(w.ss); err != nil {
 				break // another rpi has the file: it is not written over
 			}
-			if err = appendLine(w.ss.path, w.line); err != nil {
+			if err = appendLine(w.ss.path, w.line, w.header); err != nil {
 				if c.keepOpenEntries(w, err) {
 					continue
 				}
@@ -657,7 +658,7 @@ func (c *conversation) writeWhole(ss *sessionFile) {
 // keeps its inode, owner and mode (mktemp makes it 0600).
 func (c *conversation) writeHeader(ss *sessionFile) {
 	c.mu.Lock()
-	c.queue = append(c.queue, fileWrite{ss: ss, line: ss.headerLine()})
+	c.queue = append(c.queue, fileWrite{ss: ss, line: ss.headerLine(), header: true})
 	ss.written = true
 	c.mu.Unlock()
 	c.flushSoon()

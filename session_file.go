@@ -454,14 +454,20 @@ func (ss *sessionFile) wholeFile() []byte {
 // before it read the file or another process's since), the torn bytes
 // are dropped first, or, when they are a whole entry, ended: the line
 // is never glued to them, which would lose it and cut its branch there.
-func appendLine(path string, line []byte) error {
+// Only header, the header line itself, goes into an empty file: an entry
+// appended to a file another program emptied (or cut inside its header)
+// would be the first line of a file that no longer opens
+// (errHeaderGone; the caller writes the file whole instead).
+func appendLine(path string, line []byte, header bool) error {
 	f, err := openRegular(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := mendEnd(f); err != nil {
+	if size, err := mendEnd(f); err != nil {
 		return err
+	} else if size == 0 && !header {
+		return errHeaderGone
 	}
 	if _, err := f.Write(append(slices.Clip(line), '\n')); err != nil {
 		return err
@@ -469,22 +475,26 @@ func appendLine(path string, line []byte) error {
 	return f.Sync()
 }
 
+// errHeaderGone refuses an append to a session file that holds nothing
+// any more.
+var errHeaderGone = errors.New("it is empty now, its header gone: another program emptied it")
+
 // mendEnd makes the file end with "\n" before an append: a last line
 // without one is kept (and ended) when it is a whole JSON object, and cut
 // off when it is torn (or, unread, longer than maxSessionLineBytes). A
 // byte order mark that starts the file is no part of its first line, as
-// the loader has it (readHeaderLine).
-func mendEnd(f *os.File) error {
+// the loader has it (readHeaderLine). size is the file's size after.
+func mendEnd(f *os.File) (size int64, err error) {
 	info, err := f.Stat()
 	if err != nil || info.Size() == 0 {
-		return err
+		return 0, err
 	}
-	size := info.Size()
+	size = info.Size()
 	var last [1]byte
 	if _, err := f.ReadAt(last[:], size-1); err != nil && err != io.EOF {
-		return err
+		return size, err
 	} else if err == nil && last[0] == '\n' {
-		return nil // the common case: one byte read
+		return size, nil // the common case: one byte read
 	}
 	const window = 64 << 10
 	buf := make([]byte, window) // one for the whole look back: the line may be of any length
@@ -492,10 +502,10 @@ func mendEnd(f *os.File) error {
 		start := max(end-window, 0)
 		buf := buf[:end-start]
 		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
-			return err
+			return size, err
 		}
 		if end == size && buf[len(buf)-1] == '\n' {
-			return nil
+			return size, nil
 		}
 		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 || start == 0 {
 			lineStart := start + int64(i) + 1
@@ -503,7 +513,7 @@ func mendEnd(f *os.File) error {
 				// Longer than a line the loader reads: no entry, and
 				// not read into memory (another process may have made
 				// it of any length since rpi read the file).
-				return f.Truncate(lineStart)
+				return lineStart, f.Truncate(lineStart)
 			}
 			tail := make([]byte, size-lineStart)
 			f.ReadAt(tail, lineStart)
@@ -513,13 +523,13 @@ func mendEnd(f *os.File) error {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(tail, &obj) == nil && obj != nil {
 				_, err := f.Write([]byte("\n"))
-				return err
+				return size + 1, err
 			}
-			return f.Truncate(lineStart)
+			return lineStart, f.Truncate(lineStart)
 		}
 		end = start
 	}
-	return nil
+	return size, nil
 }
 
 // messageRole is a message's role, read by its exact name as pi reads it

@@ -5,6 +5,7 @@ package main
 // can make rpi do.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -160,5 +161,42 @@ func TestBranchAllocatesItsPathOnly(t *testing.T) {
 	// The path's slice: n pointers, and little else.
 	if got, most := after.TotalAlloc-before.TotalAlloc, uint64(n*8+4096); got > most {
 		t.Errorf("walking a branch of %d entries allocated %d bytes, want at most %d", n, got, most)
+	}
+}
+
+// TestSessionFileEmptiedWhileOpen: another program empties the session
+// file while rpi has it open (`: > file`, an editor's truncate), or cuts
+// it inside its header line. rpi appended its next entry to what was
+// left, a file with no header that nothing opens again (pi refuses it,
+// as rpi does); it writes the file again from memory instead, as it does
+// when the file vanishes, and says so.
+func TestSessionFileEmptiedWhileOpen(t *testing.T) {
+	for name, keep := range map[string]int64{"emptied": 0, "cut in its header": 10} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
+				`{"type":"thinking_level_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","thinkingLevel":"off"}`+"\n"+
+				`{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644)
+			ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir(), "--session", path})
+			ps.send(`{"id":"s","type":"get_state"}`)
+			ps.waitFor(`"id":"s"`)
+			if err := os.Truncate(path, keep); err != nil {
+				t.Fatal(err)
+			}
+			ps.send(`{"id":"n","type":"set_session_name","name":"after"}`)
+			ps.waitFor(`"id":"n"`)
+			ps.close()
+			ss, err := loadSessionFile(context.Background(), path)
+			if err != nil {
+				data, _ := os.ReadFile(path)
+				t.Fatalf("the file cannot be opened again: %v\n%s", err, data)
+			}
+			if sc := ss.context(); sc.name != "after" || len(sc.messages) != 1 {
+				t.Errorf("the file holds the name %q and %d messages, want the name and the message", sc.name, len(sc.messages))
+			}
+			if !bytes.Contains(ps.out.bytes(), []byte(`"message":"Cannot append to the session file `+path)) {
+				t.Errorf("the client was not told:\n%s", ps.out.bytes())
+			}
+		})
 	}
 }
