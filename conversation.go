@@ -773,15 +773,22 @@ func (c *conversation) open(ctx context.Context, path string, wait time.Duration
 
 // holdFile makes sure ss holds its file before an append: a session that
 // has no hold yet (it was loaded beside the current session's file, say)
-// takes it, without waiting. c.fileMu is held.
+// takes it, without waiting, and so does one whose hold is on a file no
+// longer at its path (another program renamed a file over it, or put a
+// symlink there): the file there now is held before rpi appends to it,
+// and when another rpi holds it, nothing is appended. c.fileMu is held.
 func (c *conversation) holdFile(ss *sessionFile) error {
 	c.lockMu.Lock()
-	held := false
-	for h := ss; h != nil && !held; h = h.handedTo {
-		held = h.lock != nil // ss's own, or that of the session it handed its hold to
+	holder := ss // the session whose hold this write goes on under: ss's own, or that of the session it handed its hold to
+	for h := ss; h != nil; h = h.handedTo {
+		if h.lock != nil {
+			holder = h
+			break
+		}
 	}
+	held := holder.lock
 	c.lockMu.Unlock()
-	if held {
+	if held != nil && holdsFile(held, ss.path) {
 		return nil
 	}
 	lock, err := lockSessionFile(context.Background(), ss.path, 0)
@@ -789,8 +796,12 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 		return err // no file: the append fails and writes it whole
 	}
 	c.lockMu.Lock()
-	ss.lock = lock
+	old := holder.lock
+	holder.lock = lock
 	c.lockMu.Unlock()
+	if old != nil {
+		old.Close() // the file it held is another's now, or none's
+	}
 	return nil
 }
 

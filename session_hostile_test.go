@@ -200,3 +200,40 @@ func TestSessionFileEmptiedWhileOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionFileSwappedWhileOpen: the session file is replaced while
+// rpi has it open (renamed over by an editor, or swapped for a symlink)
+// with a file another rpi holds. rpi kept its hold on the file it had
+// read, so its next entry went into the other rpi's file, which two rpis
+// then wrote at once: each chaining entries to its own last one, the
+// other's lost on the next load. Before each append rpi now makes sure
+// it holds the file at the path: here it cannot, so nothing of it goes
+// into the other's file, and the client is told.
+func TestSessionFileSwappedWhileOpen(t *testing.T) {
+	dir := t.TempDir()
+	mine, theirs := filepath.Join(dir, "mine.jsonl"), filepath.Join(dir, "theirs.jsonl")
+	for i, path := range []string{mine, theirs} {
+		os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000`+strconv.Itoa(i)+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
+			`{"type":"thinking_level_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","thinkingLevel":"off"}`+"\n"+
+			`{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644)
+	}
+	other := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir(), "--session", theirs})
+	other.send(`{"id":"s","type":"get_state"}`)
+	other.waitFor(`"id":"s"`)
+	before, _ := os.ReadFile(theirs)
+	ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir(), "--session", mine})
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	os.Remove(mine)
+	if err := os.Symlink(theirs, mine); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	ps.send(`{"id":"n","type":"set_session_name","name":"mine"}`)
+	ps.waitFor(`"id":"n"`)
+	ps.waitFor("Cannot write the session file " + mine + ": Session file " + mine + " is in use by another rpi process")
+	ps.close()
+	other.close()
+	if after, _ := os.ReadFile(theirs); !bytes.Equal(before, after) {
+		t.Errorf("the file another rpi holds was written:\n%s", after)
+	}
+}
