@@ -164,6 +164,17 @@ func TestBranchAllocatesItsPathOnly(t *testing.T) {
 	}
 }
 
+// writeOneMessageSession writes a session file with the id id holding a
+// thinking level and a user message: rpi adds no entry as it opens it.
+func writeOneMessageSession(t *testing.T, path, id string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"`+id+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
+		`{"type":"thinking_level_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","thinkingLevel":"off"}`+"\n"+
+		`{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSessionFileEmptiedWhileOpen: another program empties the session
 // file while rpi has it open (`: > file`, an editor's truncate), or cuts
 // it inside its header line. rpi appended its next entry to what was
@@ -174,9 +185,7 @@ func TestSessionFileEmptiedWhileOpen(t *testing.T) {
 	for name, keep := range map[string]int64{"emptied": 0, "cut in its header": 10} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.jsonl")
-			os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-000000000001","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
-				`{"type":"thinking_level_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","thinkingLevel":"off"}`+"\n"+
-				`{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644)
+			writeOneMessageSession(t, path, "1a2b3c4d-0000-4000-8000-000000000001")
 			ps := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir(), "--session", path})
 			ps.send(`{"id":"s","type":"get_state"}`)
 			ps.waitFor(`"id":"s"`)
@@ -212,11 +221,8 @@ func TestSessionFileEmptiedWhileOpen(t *testing.T) {
 func TestSessionFileSwappedWhileOpen(t *testing.T) {
 	dir := t.TempDir()
 	mine, theirs := filepath.Join(dir, "mine.jsonl"), filepath.Join(dir, "theirs.jsonl")
-	for i, path := range []string{mine, theirs} {
-		os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"1a2b3c4d-0000-4000-8000-00000000000`+strconv.Itoa(i)+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x"}`+"\n"+
-			`{"type":"thinking_level_change","id":"a0","parentId":null,"timestamp":"2026-03-16T09:00:00.000Z","thinkingLevel":"off"}`+"\n"+
-			`{"type":"message","id":"a1","parentId":"a0","timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}`+"\n"), 0o644)
-	}
+	writeOneMessageSession(t, mine, "1a2b3c4d-0000-4000-8000-000000000000")
+	writeOneMessageSession(t, theirs, "1a2b3c4d-0000-4000-8000-000000000001")
 	other := startSessionIn(t, newTestEnv(t), []string{"rpc", "--cwd", t.TempDir(), "--session", theirs})
 	other.send(`{"id":"s","type":"get_state"}`)
 	other.waitFor(`"id":"s"`)
