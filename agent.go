@@ -380,7 +380,9 @@ func (s *session) changeSession(check, prepare func() error, change func() error
 		// so that a command its client sends on reading the answer (a
 		// prompt, a compact) finds the change over, never in progress.
 		var finished sync.Once
-		finish := func() { finished.Do(func() { close(turn); s.releaseRuns() }) }
+		// Its hold first: the change queued behind it (a compact), which
+		// starts once turn is closed, finds no hold but its own.
+		finish := func() { finished.Do(func() { s.releaseRuns(); close(turn) }) }
 		defer finish() // after a panic too
 		answer := func(err error) {
 			defer finish()

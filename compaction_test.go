@@ -459,8 +459,11 @@ func TestCompactionSummarisesTheEditedContext(t *testing.T) {
 // the session changes. Sent during a run just before a switch_session,
 // it compacted, now and then (whichever goroutine came first), the
 // session switched to, which the client never asked to compact; now it
-// fails, answered before the switch. Sent just behind one, it compacts
-// the session switched to. Each case runs a few times, as the first one
+// compacts the session it was sent to or fails, answered before the
+// switch. Sent just behind one, it compacts the session switched to: the
+// switch lets go of its hold on runs before the compact's turn comes
+// (it let go after, and the compact failed "A session change is in
+// progress" now and then). Each case runs a few times, as the first one
 // went either way.
 func TestCompactInOrderWithSessionChanges(t *testing.T) {
 	endToEnd(t)
@@ -501,7 +504,18 @@ func TestCompactInOrderWithSessionChanges(t *testing.T) {
 			if b, _ := os.ReadFile(path); strings.Contains(string(b), `"type":"compaction"`) {
 				t.Errorf("a compact sent before switch_session compacted the session switched to:\n%s", b)
 			}
-			if compact["error"] != "A session change is in progress; compact once it is answered." || sw["success"] != true || !compactFirst {
+			// The run the compact stopped may settle, and the compaction
+			// start, before rpi reads switch_session (then the switch
+			// stops it, or it ends first), or after (then it fails): each
+			// is an order the client could have meant; none touches the
+			// session switched to.
+			outcome, _ := compact["error"].(string)
+			if compact["success"] == true {
+				outcome = "compacted"
+			}
+			switch {
+			case !slices.Contains([]string{"A session change is in progress; compact once it is answered.", "Compaction cancelled", "compacted"}, outcome),
+				sw["success"] != true, !compactFirst:
 				t.Errorf("compact then switch_session: %v, then %v (compact answered first: %v)", compact, sw, compactFirst)
 			}
 		})

@@ -69,10 +69,12 @@ func (s *session) loadMCP() {
 	configs, warnings := loadMCPConfig(s.set.agentDir, s.set.cwd, s.set.projectTrusted, given, expand)
 	configs = append(configs, client...)
 	slices.SortFunc(configs, func(a, b mcpServerConfig) int { return strings.Compare(a.name, b.name) })
+	s.mcp.start(configs)
+	// After the servers are in: a client that reads a warning and asks
+	// get_mcp_servers finds the servers kept.
 	for _, w := range warnings {
 		s.warn(w)
 	}
-	s.mcp.start(configs)
 }
 
 // fromClient sets the servers the front end's client gives the session
