@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -337,4 +338,11 @@ func TestRefusedConnectionBacksOff(t *testing.T) {
 	if want := []float64{1, 2, 4}; !slices.Equal(delays, want) {
 		t.Errorf("retries waited %v ms, want %v", delays, want)
 	}
+}
+
+// allStacks is every goroutine's stack, as a panic prints them (the
+// first 4 MiB).
+func allStacks() []byte {
+	buf := make([]byte, 4<<20)
+	return buf[:runtime.Stack(buf, true)]
 }

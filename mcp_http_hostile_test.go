@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -508,7 +507,7 @@ func TestMCPHTTPHostileNothingLeftOpen(t *testing.T) {
 		receive(t, held, "the server holding the call "+text)
 	}
 	if transportGoroutines() == 0 {
-		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", goroutineStacks())
+		t.Fatalf("no goroutine of the transport's reads the held answers: the count below shows nothing\n%s", allStacks())
 	}
 	s.close()
 	waitNothingOpen(t, open)
@@ -532,7 +531,7 @@ func waitNothingOpen(t *testing.T, open *atomic.Int64) {
 	for open.Load() > 0 || transportGoroutines() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections to the server open, %d goroutines of the transport's:\n%s",
-				open.Load(), transportGoroutines(), goroutineStacks())
+				open.Load(), transportGoroutines(), allStacks())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -577,17 +576,11 @@ func holdingServer(t *testing.T) (hs *httptest.Server, open *atomic.Int64, held 
 	return hs, open, held
 }
 
-// goroutineStacks is every goroutine's stack.
-func goroutineStacks() string {
-	buf := make([]byte, 4<<20)
-	return string(buf[:runtime.Stack(buf, true)])
-}
-
 // transportGoroutines counts the goroutines that run the HTTP
 // transport's code (reading an answer, waiting on a request).
 func transportGoroutines() int {
 	n := 0
-	for _, g := range strings.Split(goroutineStacks(), "\n\n") {
+	for _, g := range strings.Split(string(allStacks()), "\n\n") {
 		if strings.Contains(g, "/mcp_http.go:") || strings.Contains(g, ".(*mcpConn).request(") {
 			n++
 		}

@@ -970,8 +970,11 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
 		}
-		if link, ok := strings.CutPrefix(name, "symlink "); ok { // in the working directory, to the path its content names
+		if link, ok := strings.CutPrefix(name, "symlink "); ok { // in the working directory (or the agent's), to the path its content names
 			path := filepath.Join(cwd, link)
+			if inAgent, ok := strings.CutPrefix(link, "agent "); ok {
+				path = filepath.Join(e.agentDir, inAgent)
+			}
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			if err := os.Symlink(strings.TrimSpace(content), path); err != nil {
 				t.Fatal(err)

@@ -255,12 +255,6 @@ type idleCounts struct {
 	stacks          []byte   // every goroutine's stack, for a baseline (idleAfter, countIdle's callers leave it out)
 }
 
-// allStacks is every goroutine's stack, as a panic prints them.
-func allStacks() []byte {
-	buf := make([]byte, 1<<20)
-	return buf[:runtime.Stack(buf, true)]
-}
-
 func countIdle() idleCounts {
 	n := -1
 	var files []string
