@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -133,4 +136,76 @@ func (p *benchProcess) acpPrompts(b *testing.B, sessions ...string) {
 func (p *benchProcess) acpClose(b *testing.B, sid string) {
 	fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":%q}}`+"\n", sid)
 	p.untilPrefix(b, `{"jsonrpc":"2.0","id":"close",`)
+}
+
+// listedSessions and listedSessionBytes are the sessions
+// BenchmarkSessionListPagesACP pages through, and each one's size.
+const listedSessions, listedSessionBytes = 1000, 32 << 10
+
+// BenchmarkSessionListPagesACP: session/list paged through the 1,000
+// sessions of one directory (20 pages of 50), each file 32 KiB of
+// conversation, in one rpi acp. It reports the milliseconds a page takes
+// (the median over every page of every iteration), beside a floor
+// measured by turns in the same run: reading the sessions' folder and
+// the status of each file in it (os.ReadDir, then Lstat), the least a
+// listing that notices a changed file must do; and page/floor.
+//
+//	go test -run '^$' -bench 'SessionListPagesACP' -benchtime 5x .
+func BenchmarkSessionListPagesACP(b *testing.B) {
+	agent, cwd := b.TempDir(), b.TempDir()
+	filler := strings.Repeat("x", 1000)
+	for i := range listedSessions {
+		path := writeTestSession(b, agent, cwd, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i), i%1440, fmt.Sprintf("session %d", i))
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < listedSessionBytes/len(filler); n++ {
+			fmt.Fprintf(f, `{"type":"message","id":"f%07d","parentId":"e0000001","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}],"timestamp":1}}`+"\n", n, filler)
+		}
+		f.Close()
+	}
+	folder := defaultSessionDir(agent, cwd)
+	p := startACPBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
+	var pages, floors []float64
+	for b.Loop() {
+		cursor, listed := "", 0
+		for {
+			params := map[string]any{"cwd": cwd}
+			if cursor != "" {
+				params["cursor"] = cursor
+			}
+			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "list", "method": "session/list", "params": params})
+			start := time.Now()
+			p.stdin.Write(append(req, '\n'))
+			_, line := p.untilPrefix(b, `{"jsonrpc":"2.0","id":"list",`)
+			pages = append(pages, float64(time.Since(start).Microseconds())/1000)
+			var page struct{ Result acpListPage }
+			if err := json.Unmarshal(line, &page); err != nil || len(page.Result.Sessions) == 0 {
+				b.Fatalf("session/list: %.300s", line)
+			}
+			listed += len(page.Result.Sessions)
+			start = time.Now()
+			entries, err := os.ReadDir(folder)
+			for _, e := range entries {
+				if _, err := os.Lstat(filepath.Join(folder, e.Name())); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err != nil || len(entries) != listedSessions {
+				b.Fatalf("the floor read %d files: %v", len(entries), err)
+			}
+			floors = append(floors, float64(time.Since(start).Microseconds())/1000)
+			if cursor = page.Result.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if listed != listedSessions {
+			b.Fatalf("session/list listed %d sessions of %d", listed, listedSessions)
+		}
+	}
+	page, floor := median(pages), median(floors)
+	b.ReportMetric(page, "ms/page")
+	b.ReportMetric(floor, "ms/floor")
+	b.ReportMetric(page/floor, "page/floor")
 }

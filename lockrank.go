@@ -51,6 +51,7 @@ type (
 	keyCommandMu   struct{}
 	lookedUpMu     struct{}
 	trustMu        struct{}
+	sessionRowsMu  struct{}
 	processMu      struct{}
 	shellOutputMu  struct{}
 	processStartMu struct{}

@@ -107,7 +107,7 @@ func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessio
 			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") || !utf8.ValidString(filepath.Join(dir, e.Name())) {
 				continue
 			}
-			row, ok := readSessionRow(filepath.Join(dir, e.Name()))
+			row, ok := listedRows.read(filepath.Join(dir, e.Name()), e)
 			if ok && (!store.flat || cwd == "" || row.Cwd == cwd) {
 				rows = append(rows, row)
 			}
@@ -129,18 +129,92 @@ type catalogEntry struct {
 // readSessionRow reads a session file's row; ok is false when it is not
 // a session file.
 func readSessionRow(path string) (row sessionRow, ok bool) {
+	row, ok, _ = readSessionRowInfo(path)
+	return row, ok
+}
+
+// readSessionRowInfo is readSessionRow, and the status of the file the
+// row was read from (nil when it could not be opened).
+func readSessionRowInfo(path string) (row sessionRow, ok bool, info os.FileInfo) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
-		return row, false
+		return row, false, nil
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	info, err = f.Stat()
 	if err != nil {
-		return row, false
+		return row, false, nil
 	}
 	row, ok = sessionRowOf(f, info.Size())
 	row.Path, row.ModifiedEpoch, row.Size, row.modified = path, info.ModTime().Unix(), info.Size(), info.ModTime().UnixNano()
+	return row, ok, info
+}
+
+// sessionRows keeps the rows listSessions has read, by path, each with
+// the status of the file it was read from: a file listed again that is
+// still the same file (its device and inode), of the same size and
+// modification time, is not read again. Paging through a folder's
+// sessions (ACP's session/list, 50 a page) read every file of the folder
+// for each page. A file written in place to the same size within the
+// clock tick of its last change is the one change this misses; rpi and
+// pi only append to a session file or replace it whole. What the rows
+// hold is bounded (maxListedRowBytes); past it they are all forgotten.
+type sessionRows struct {
+	mu    mutex[sessionRowsMu]
+	rows  map[string]listedRow
+	bytes int
+}
+
+// listedRow is a row sessionRows keeps, and the status it was read with.
+type listedRow struct {
+	info os.FileInfo
+	row  sessionRow
+	ok   bool
+}
+
+// maxListedRowBytes bounds the text of the rows sessionRows keeps.
+const maxListedRowBytes = 32 << 20
+
+// listedRows is the process's: every session store's rows, by path.
+var listedRows sessionRows
+
+// read is the row of the file at path, which e lists: the one kept when
+// the file is unchanged, else read (and kept).
+func (c *sessionRows) read(path string, e os.DirEntry) (sessionRow, bool) {
+	now, err := e.Info()
+	if err != nil {
+		return readSessionRow(path)
+	}
+	c.mu.Lock()
+	kept, found := c.rows[path]
+	c.mu.Unlock()
+	if found && kept.info.Size() == now.Size() && kept.info.ModTime().Equal(now.ModTime()) && os.SameFile(kept.info, now) {
+		return kept.row, kept.ok
+	}
+	row, ok, info := readSessionRowInfo(path)
+	if info == nil {
+		return row, ok
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, found := c.rows[path]; found {
+		c.bytes -= old.row.keptBytes()
+	}
+	if c.rows == nil || c.bytes+row.keptBytes() > maxListedRowBytes {
+		c.rows, c.bytes = map[string]listedRow{}, 0
+	}
+	c.rows[path], c.bytes = listedRow{info, row, ok}, c.bytes+row.keptBytes()
 	return row, ok
+}
+
+// keptBytes is about what sessionRows spends on keeping r: its text, and
+// a guess at the rest (the map's slot, the file's status).
+func (r sessionRow) keptBytes() int {
+	n := 256 + len(r.Path) + len(r.SessionID) + len(r.Cwd) + len(r.Summary)
+	if r.Name != nil {
+		n += len(*r.Name)
+	}
+	return n
 }
 
 // sessionRowOf reads the row's fields from a session file's content of

@@ -352,3 +352,60 @@ func TestFindSessionByID(t *testing.T) {
 		t.Errorf("the cwd's sessions, newest first: %+v, %v", rows, err)
 	}
 }
+
+// TestListSessionsReadsAChangedFileAgain: a listing keeps the rows it
+// read and reads a file again only when it changed; each change it must
+// notice, alone: the file grew (its modification time put back), its
+// modification time moved (its size the same), or another file of the
+// same size and time was renamed over it.
+func TestListSessionsReadsAChangedFileAgain(t *testing.T) {
+	agentDir, cwd := t.TempDir(), t.TempDir()
+	store := sessionStore{root: filepath.Join(agentDir, "sessions")}
+	path := writeTestSession(t, agentDir, cwd, "0199aaaa-0000-7000-8000-000000000001", 1, "first title")
+	summary := func() string {
+		t.Helper()
+		rows, err := listSessions(context.Background(), store, cwd)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("rows %+v, %v", rows, err)
+		}
+		return rows[0].Summary
+	}
+	if got := summary(); got != "first title" {
+		t.Fatalf("summary %q", got)
+	}
+	info, _ := os.Stat(path)
+	rewrite := func(from, to string) { // in place: same file, same size
+		t.Helper()
+		data, _ := os.ReadFile(path)
+		if err := os.WriteFile(path, []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rewrite("first title", "other title")
+	os.Chtimes(path, info.ModTime().Add(time.Second), info.ModTime().Add(time.Second))
+	if got := summary(); got != "other title" {
+		t.Errorf("after its time moved: %q", got)
+	}
+
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"type":"session_info","id":"e0000002","parentId":"e0000001","timestamp":"2025-01-01T00:02:00.000Z","name":"renamed"}` + "\n")
+	f.Close()
+	os.Chtimes(path, info.ModTime().Add(time.Second), info.ModTime().Add(time.Second))
+	rows, _ := listSessions(context.Background(), store, cwd)
+	if len(rows) != 1 || rows[0].Name == nil || *rows[0].Name != "renamed" {
+		t.Errorf("after it grew: %+v", rows)
+	}
+
+	now, _ := os.Stat(path)
+	data, _ := os.ReadFile(path)
+	other := path + ".new"
+	os.WriteFile(other, []byte(strings.Replace(string(data), "other title", "third title", 1)), 0o644)
+	os.Chtimes(other, now.ModTime(), now.ModTime())
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(); got != "third title" {
+		t.Errorf("after another file took its place: %q", got)
+	}
+}
