@@ -144,11 +144,15 @@ const listedSessions, listedSessionBytes = 1000, 32 << 10
 
 // BenchmarkSessionListPagesACP: session/list paged through the 1,000
 // sessions of one directory (20 pages of 50), each file 32 KiB of
-// conversation, in one rpi acp. It reports the milliseconds a page takes
-// (the median over every page of every iteration), beside a floor
-// measured by turns in the same run: reading the sessions' folder and
-// the status of each file in it (os.ReadDir, then Lstat), the least a
-// listing that notices a changed file must do; and page/floor.
+// conversation, in one rpi acp. Each iteration first gives every file a
+// new modification time, so that its first page reads every file again
+// (cold) and the pages after it find them unchanged. It reports the
+// milliseconds of the first page and of a page after it (medians),
+// each beside a floor measured by turns in the same run: for the first
+// page, reading the folder and every file whole (os.ReadDir, os.ReadFile);
+// for the others, reading the folder and the status of each file in it
+// (os.ReadDir, Lstat), the least a listing that notices a changed file
+// must do.
 //
 //	go test -run '^$' -bench 'SessionListPagesACP' -benchtime 5x .
 func BenchmarkSessionListPagesACP(b *testing.B) {
@@ -167,8 +171,32 @@ func BenchmarkSessionListPagesACP(b *testing.B) {
 	}
 	folder := defaultSessionDir(agent, cwd)
 	p := startACPBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
-	var pages, floors []float64
+	var firsts, readFloors, pages, statFloors []float64
+	since := func(start time.Time) float64 { return float64(time.Since(start).Microseconds()) / 1000 }
+	floor := func(read func(string) error) float64 {
+		start := time.Now()
+		entries, err := os.ReadDir(folder)
+		for _, e := range entries {
+			if err := read(filepath.Join(folder, e.Name())); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err != nil || len(entries) != listedSessions {
+			b.Fatalf("the floor read %d files: %v", len(entries), err)
+		}
+		return since(start)
+	}
+	iteration := 0
 	for b.Loop() {
+		iteration++
+		b.StopTimer()
+		touched := time.Date(2026, 1, 1, 0, 0, iteration, 0, time.UTC)
+		entries, _ := os.ReadDir(folder)
+		for _, e := range entries {
+			os.Chtimes(filepath.Join(folder, e.Name()), touched, touched)
+		}
+		b.StartTimer()
+		readFloors = append(readFloors, floor(func(path string) error { _, err := os.ReadFile(path); return err }))
 		cursor, listed := "", 0
 		for {
 			params := map[string]any{"cwd": cwd}
@@ -179,23 +207,17 @@ func BenchmarkSessionListPagesACP(b *testing.B) {
 			start := time.Now()
 			p.stdin.Write(append(req, '\n'))
 			_, line := p.untilPrefix(b, `{"jsonrpc":"2.0","id":"list",`)
-			pages = append(pages, float64(time.Since(start).Microseconds())/1000)
+			if cursor == "" {
+				firsts = append(firsts, since(start))
+			} else {
+				pages = append(pages, since(start))
+				statFloors = append(statFloors, floor(func(path string) error { _, err := os.Lstat(path); return err }))
+			}
 			var page struct{ Result acpListPage }
 			if err := json.Unmarshal(line, &page); err != nil || len(page.Result.Sessions) == 0 {
 				b.Fatalf("session/list: %.300s", line)
 			}
 			listed += len(page.Result.Sessions)
-			start = time.Now()
-			entries, err := os.ReadDir(folder)
-			for _, e := range entries {
-				if _, err := os.Lstat(filepath.Join(folder, e.Name())); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err != nil || len(entries) != listedSessions {
-				b.Fatalf("the floor read %d files: %v", len(entries), err)
-			}
-			floors = append(floors, float64(time.Since(start).Microseconds())/1000)
 			if cursor = page.Result.NextCursor; cursor == "" {
 				break
 			}
@@ -204,8 +226,11 @@ func BenchmarkSessionListPagesACP(b *testing.B) {
 			b.Fatalf("session/list listed %d sessions of %d", listed, listedSessions)
 		}
 	}
-	page, floor := median(pages), median(floors)
+	first, readFloor, page, statFloor := median(firsts), median(readFloors), median(pages), median(statFloors)
+	b.ReportMetric(first, "ms/first-page")
+	b.ReportMetric(readFloor, "ms/read-floor")
+	b.ReportMetric(first/readFloor, "first/read-floor")
 	b.ReportMetric(page, "ms/page")
-	b.ReportMetric(floor, "ms/floor")
-	b.ReportMetric(page/floor, "page/floor")
+	b.ReportMetric(statFloor, "ms/stat-floor")
+	b.ReportMetric(page/statFloor, "page/stat-floor")
 }
