@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -408,4 +410,45 @@ func TestListSessionsReadsAChangedFileAgain(t *testing.T) {
 	if got := summary(); got != "third title" {
 		t.Errorf("after another file took its place: %q", got)
 	}
+}
+
+// FuzzCatalogEntry: the catalog's reading of a session line agrees with
+// encoding/json's on any line: whether it is taken, and what it gives
+// (the message's bytes as the decoder keeps them: invalid UTF-8 made
+// U+FFFD).
+func FuzzCatalogEntry(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"message","id":"a","message":{"role":"user","content":"hi"}}`,
+		`{"type":"session_info","name":"x"}` + "\n",
+		` { "type" : "session_info" , "name" : null } `,
+		`{"type":"session_info","name":"\u00e9\ud800"}`,
+		`{"Type":"message"}`,
+		`{"type":"a","type":"b"}`,
+		`{"type":5}`,
+		`{"t\u0079pe":"message"}`,
+		`{"message":"\xff"}`,
+		`[]`,
+		`{"type":"message"} x`,
+		`{"name":{"a":1}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var d jsonIn
+		var got catalogEntry
+		ok := readCatalogEntry(line, &d, &got)
+		var want catalogEntry
+		wantOK := json.Unmarshal(line, &want) == nil
+		if ok != wantOK {
+			t.Fatalf("%q: taken %v, encoding/json %v", line, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		want.Message, _ = validRaw(want.Message)
+		if got.Type != want.Type || (got.Name == nil) != (want.Name == nil) || got.Name != nil && *got.Name != *want.Name ||
+			!bytes.Equal(got.Message, want.Message) {
+			t.Fatalf("%q: read %+v, encoding/json %+v", line, got, want)
+		}
+	})
 }

@@ -90,7 +90,8 @@ server-sent events: 2 MiB of lines ending in CR alone / in LF|BenchmarkEventLine
 CPU for a 16k-token answer, acp / rpc|BenchmarkStreamACPRatio acp/rpc||<=|1.2|x
 CPU for two sessions' 16k-token answers at once / one's (acp)|BenchmarkTwoSessionsACP two/one||<=|2.1|x
 $/cancel_request of a streaming prompt answered (acp)|BenchmarkCancelRequestACP ms-cancel_request||<=|1000|ms
-session/list, a page of 1,000 sessions / reading the folder and each file's status|BenchmarkSessionListPagesACP page/floor||<=|3|x
+session/list of 1,000 sessions, the first page (each file read) / reading them whole|BenchmarkSessionListPagesACP first/read-floor||<=|6|x
+session/list of 1,000 sessions, a page after it / reading the folder and each file's status|BenchmarkSessionListPagesACP page/stat-floor||<=|3|x
 process output flood, rpi / io.Copy of the same child|BenchmarkProcessFloodRatio rpi/floor||>=|0.85|x
 peak resident memory during the flood|BenchmarkProcessFloodRatio MiB-peak||<=|32|MiB
 bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-true|BenchmarkBashTrueFloor ms/bash-true|<=|1.8|x
