@@ -58,12 +58,13 @@ var lockOrder = []struct {
 	{`acpAgent.mu`, frontEndLock},
 	{`acpConn.orderMu`, frontEndLock}, // held while one of rpi's ACP requests is given its id and written
 	{`acpConn.mu`, frontEndLock},      // never held while anything is written
-	{`dialogs.mu`, frontEndLock},
-	{`output.mu`, frontEndLock},      // stdout, or a served client's: anything may write a record
-	{`clientQueue.mu`, frontEndLock}, // a served client's records waiting for its writer
-	{`trustDecisions.mu`, coreLock},  // the folders' project trust: taken under any lock (a session opening), takes none
-	{`sessionRows.mu`, coreLock},     // the session rows listed: taken under any lock, takes none, held over no file's read
-	{`wsConn.writeMu`, frontEndLock}, // a WebSocket's frames: last, a record's write goes through it
+	{`dialogs.orderMu`, frontEndLock}, // held while the dialogs' queued records are written, in order
+	{`dialogs.mu`, frontEndLock},      // never held while anything is written
+	{`output.mu`, frontEndLock},       // stdout, or a served client's: anything may write a record
+	{`clientQueue.mu`, frontEndLock},  // a served client's records waiting for its writer
+	{`trustDecisions.mu`, coreLock},   // the folders' project trust: taken under any lock (a session opening), takes none
+	{`sessionRows.mu`, coreLock},      // the session rows listed: taken under any lock, takes none, held over no file's read
+	{`wsConn.writeMu`, frontEndLock},  // a WebSocket's frames: last, a record's write goes through it
 }
 
 // The names of the lock types of lockrank.go.
@@ -111,6 +112,7 @@ func (acpAgentMu) lockName() string     { return `acpAgent.mu` }
 func (acpConnMu) lockName() string      { return `acpConn.mu` }
 func (acpOrderMu) lockName() string     { return `acpConn.orderMu` }
 func (dialogsMu) lockName() string      { return `dialogs.mu` }
+func (dialogsOrderMu) lockName() string { return `dialogs.orderMu` }
 func (outputMu) lockName() string       { return `output.mu` }
 func (serveHostMu) lockName() string    { return `serveHost.mu` }
 func (stageMu) lockName() string        { return `stage.mu` }

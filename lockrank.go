@@ -77,6 +77,7 @@ type (
 	acpConnMu      struct{}
 	acpOrderMu     struct{}
 	dialogsMu      struct{}
+	dialogsOrderMu struct{}
 	outputMu       struct{}
 	serveHostMu    struct{}
 	stageMu        struct{}

@@ -26,9 +26,9 @@ type dialog struct {
 
 // A dialogController shows a session's dialogs to one client: an rpc
 // connection (rpcController) or, on a session rpi serve holds, an ACP one.
-// Its methods are called with the dialogs' lock held, and never wait: an
-// answer comes back later through dialogs.answer (and is dropped once
-// d.settled is closed).
+// Its methods are called with the dialogs' lock held, and never wait (a
+// record for the client is queued: queueLocked): an answer comes back
+// later through dialogs.answer (and is dropped once d.settled is closed).
 type dialogController interface {
 	showDialog(ds *dialogs, d *dialog)
 	// withdrawDialog: dialog id was answered by another controller, or
@@ -38,17 +38,23 @@ type dialogController interface {
 	showOneWay(req uiRequest)
 }
 
-// rpcController is an rpc connection as a dialog controller: it is
-// written extension_ui_request records, and extension_ui_settled when a
-// dialog is withdrawn.
-type rpcController struct{ out *output }
+// rpcController is an rpc connection as a dialog controller of ds: it
+// is written extension_ui_request records, and extension_ui_settled when
+// a dialog is withdrawn. Each is queued (ds.queueLocked) and written once
+// ds.mu is let go of.
+type rpcController struct {
+	out *output
+	ds  *dialogs
+}
 
-func (c rpcController) showDialog(_ *dialogs, d *dialog) { writeUIRequest(c.out, d.req) }
+func (c rpcController) showDialog(_ *dialogs, d *dialog) {
+	c.ds.queueLocked(c.out, uiRequestRecord(d.req))
+}
 
-func (c rpcController) showOneWay(req uiRequest) { writeUIRequest(c.out, req) }
+func (c rpcController) showOneWay(req uiRequest) { c.ds.queueLocked(c.out, uiRequestRecord(req)) }
 
 func (c rpcController) withdrawDialog(id string) {
-	c.out.send(func(buf []byte) ([]byte, error) {
+	c.ds.queueLocked(c.out, func(buf []byte) ([]byte, error) {
 		buf = append(buf, `{"type":"extension_ui_settled","data":{"id":`...)
 		return append(appendJSONString(buf, id), "}}"...), nil
 	})
@@ -69,11 +75,68 @@ type dialogs struct {
 	// is told nothing, as pi tells it nothing).
 	served bool
 
-	mu          mutex[dialogsMu]   // guards the fields below, and the order of the records it writes
+	// orderMu is held while the records queued are written (writeQueued),
+	// in the order they were queued; taken before mu, which is let go of
+	// before the writes, so that a client that stops reading holds up the
+	// next records and not whoever answers, cancels or opens a dialog.
+	orderMu mutex[dialogsOrderMu]
+
+	mu          mutex[dialogsMu]   // guards the fields below, and the order of the records queued
 	controllers []dialogController // where requests go, in the order they attached
 	open        map[string]*dialog
 	oneWay      map[string]bool
-	oneWays     []string // the same ids, oldest first, for forgetting
+	oneWays     []string       // the same ids, oldest first, for forgetting
+	queued      []queuedRecord // the records for the rpc controllers, in order, not yet written
+	queuedTotal uint64         // how many records were ever queued: a hold of mu that moved it writes them
+}
+
+// queuedRecord is a record for an rpc controller, queued under the
+// dialogs' lock and written after it (writeQueued).
+type queuedRecord struct {
+	out    *output
+	encode func(buf []byte) ([]byte, error)
+}
+
+// queueLocked queues a record for out; whoever holds ds.mu writes it once
+// it lets go of it (unlock). ds.mu is held.
+func (ds *dialogs) queueLocked(out *output, encode func(buf []byte) ([]byte, error)) {
+	ds.queued = append(ds.queued, queuedRecord{out, encode})
+	ds.queuedTotal++
+}
+
+// lock takes ds.mu; unlock(mark) lets it go and writes what the hold
+// queued, so that each record is written before its queuer goes on.
+func (ds *dialogs) lock() (mark uint64) {
+	ds.mu.Lock()
+	return ds.queuedTotal
+}
+
+// unlock lets ds.mu go, taken by lock (mark), and, when the hold queued a
+// record, writes the records queued (writeQueued). A hold that queued
+// nothing (the stdio client's own answer) never waits for the client.
+func (ds *dialogs) unlock(mark uint64) {
+	queued := ds.queuedTotal != mark
+	ds.mu.Unlock()
+	if queued {
+		ds.writeQueued()
+	}
+}
+
+// writeQueued writes every record queued, in order, outside ds.mu: a
+// write the client does not take holds up only orderMu. The records of a
+// writer waiting for orderMu are written by the one that holds it, or
+// are still queued once it has it; either way they are written before it
+// returns, after every record queued before them.
+func (ds *dialogs) writeQueued() {
+	ds.orderMu.Lock()
+	defer ds.orderMu.Unlock()
+	ds.mu.Lock()
+	records := ds.queued
+	ds.queued = nil
+	ds.mu.Unlock()
+	for _, r := range records {
+		r.out.send(r.encode)
+	}
 }
 
 // maxRememberedOneWay bounds the one-way request ids kept.
@@ -84,7 +147,7 @@ const maxRememberedOneWay = 1024
 func newDialogs(out *output, c clock) *dialogs {
 	ds := &dialogs{clock: c, open: map[string]*dialog{}, oneWay: map[string]bool{}}
 	if out != nil {
-		ds.controllers = []dialogController{rpcController{out}}
+		ds.controllers = []dialogController{rpcController{out, ds}}
 	}
 	return ds
 }
@@ -92,8 +155,7 @@ func newDialogs(out *output, c clock) *dialogs {
 // attach makes c a controller: the dialogs open now are shown to it, and
 // every request from now on, until detach.
 func (ds *dialogs) attach(c dialogController) (detach func()) {
-	ds.mu.Lock()
-	defer ds.mu.Unlock()
+	defer ds.unlock(ds.lock())
 	ds.controllers = append(ds.controllers, c)
 	for _, d := range ds.open {
 		c.showDialog(ds, d)
@@ -115,8 +177,7 @@ func (ds *dialogs) openCount() int {
 // take removes the open dialog id and returns it: whoever takes it first
 // (the client's answer, or a timeout or abort) resolves it, once.
 func (ds *dialogs) take(id string) *dialog {
-	ds.mu.Lock()
-	defer ds.mu.Unlock()
+	defer ds.unlock(ds.lock())
 	d := ds.removeLocked(id)
 	if d != nil && ds.served {
 		ds.withdrawLocked(id, nil)
@@ -139,12 +200,12 @@ func (ds *dialogs) removeLocked(id string) *dialog {
 // resolved already (then a is dropped: another answer won); the other
 // controllers are told it is withdrawn.
 func (ds *dialogs) answer(id string, a uiAnswer, by dialogController) {
-	ds.mu.Lock()
+	mark := ds.lock()
 	d := ds.removeLocked(id)
 	if d != nil {
 		ds.withdrawLocked(id, by)
 	}
-	ds.mu.Unlock()
+	ds.unlock(mark)
 	if d != nil {
 		d.answer <- a
 	}
@@ -179,19 +240,18 @@ func (ds *dialogs) wasOneWay(id string) bool {
 
 // write sends a one-way request to every controller.
 func (ds *dialogs) write(req uiRequest) {
-	ds.mu.Lock()
-	defer ds.mu.Unlock()
+	defer ds.unlock(ds.lock())
 	for _, c := range ds.controllers {
 		c.showOneWay(req)
 	}
 }
 
-// writeUIRequest writes req as an extension_ui_request record to out.
-func writeUIRequest(out *output, req uiRequest) {
-	out.send(func(buf []byte) ([]byte, error) {
+// uiRequestRecord encodes req as an extension_ui_request record.
+func uiRequestRecord(req uiRequest) func(buf []byte) ([]byte, error) {
+	return func(buf []byte) ([]byte, error) {
 		data, err := marshalJSON(req)
 		return append(buf, data...), err
-	})
+	}
 }
 
 // show sends a fire-and-forget UI request; the client need not answer it.
@@ -215,12 +275,12 @@ func (ds *dialogs) ask(ctx context.Context, req uiRequest) uiAnswer {
 func (ds *dialogs) wait(ctx context.Context, req uiRequest, a *approval) uiAnswer {
 	req.Type, req.ID = "extension_ui_request", newUUIDv7(ds.clock.Now())
 	d := &dialog{req: req, approval: a, answer: make(chan uiAnswer, 1), settled: make(chan struct{})}
-	ds.mu.Lock()
+	mark := ds.lock()
 	ds.open[req.ID] = d
 	for _, c := range ds.controllers {
 		c.showDialog(ds, d)
 	}
-	ds.mu.Unlock()
+	ds.unlock(mark)
 	var expired <-chan struct{}
 	if req.Timeout > 0 {
 		done, stop := after(ds.clock, msDuration(req.Timeout))
@@ -288,7 +348,7 @@ func (s *rpcServer) extensionUIResponseCommand(r *rpcRequest) (any, error) {
 	if given != 1 && !s.wire.lenientUIResponses() {
 		return nil, errors.New("Invalid extension_ui_response: give exactly one of value, confirmed or cancelled")
 	}
-	ds.mu.Lock()
+	mark := ds.lock()
 	d, ok := ds.open[*id]
 	if ok {
 		var err error
@@ -302,13 +362,13 @@ func (s *rpcServer) extensionUIResponseCommand(r *rpcRequest) (any, error) {
 			err = fmt.Errorf("Invalid extension_ui_response: value must be one of the options: %s", strings.Join(d.req.Options, ", "))
 		}
 		if err != nil {
-			ds.mu.Unlock()
+			ds.unlock(mark)
 			return nil, err
 		}
 		ds.removeLocked(*id)
-		ds.withdrawLocked(*id, rpcController{s.out})
+		ds.withdrawLocked(*id, rpcController{s.out, ds})
 	}
-	ds.mu.Unlock()
+	ds.unlock(mark)
 	if !ok && s.wire.lenientUIResponses() {
 		return noReply{}, nil // pi ignores an answer it has no dialog for
 	}

@@ -636,7 +636,7 @@ func (st *stage) attachHeld(c *stageClient, cursor int64) (res attachResult, ok 
 	case c.events != nil:
 		c.detach = st.dialogs.attach(c.events)
 	default:
-		c.detach = st.dialogs.attach(rpcController{c.out})
+		c.detach = st.dialogs.attach(rpcController{c.out, st.dialogs})
 	}
 	return res, true
 }
