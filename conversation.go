@@ -540,7 +540,7 @@ func (c *conversation) flushLocked() error {
 			if err = c.holdFile(w.ss); err != nil {
 				break // another rpi has the file: it is not written over
 			}
-			if err = appendLine(w.ss.path, w.line, w.header); err != nil {
+			if err = appendLine(w.ss.path, w.line, w.header, w.ss.link); err != nil {
 				if c.keepOpenEntries(w, err) {
 					continue
 				}
@@ -675,12 +675,17 @@ func (c *conversation) writeFile(ss *sessionFile) {
 }
 
 // replaceFile replaces ss's file with data atomically: a temp file,
-// renamed over it (over the file a symlink at the path leads to). The new file is locked before it replaces the old one,
+// renamed over it (over the file a symlink at the path leads to, when the
+// path was that link as the session was opened; a link put there since is
+// refused, linkedSince). The new file is locked before it replaces the old one,
 // and becomes the session's hold on its file, so another rpi never finds
 // the file free meanwhile; a file at the path that the session does not
 // hold is taken first (and refused when another rpi has it). c.fileMu is
 // held.
 func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
+	if err := ss.linkedSince(); err != nil {
+		return err
+	}
 	c.lockMu.Lock()
 	held := ss.lock
 	c.lockMu.Unlock()
@@ -694,7 +699,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 		}
 	}
 	path := ss.path
-	if target, err := filepath.EvalSymlinks(path); err == nil {
+	if target, err := filepath.EvalSymlinks(path); err == nil && ss.link {
 		path = target // a symlink's file is written where it leads, as appends are: the link stays
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -774,9 +779,10 @@ func (c *conversation) open(ctx context.Context, path string, wait time.Duration
 // holdFile makes sure ss holds its file before an append: a session that
 // has no hold yet (it was loaded beside the current session's file, say)
 // takes it, without waiting, and so does one whose hold is on a file no
-// longer at its path (another program renamed a file over it, or put a
-// symlink there): the file there now is held before rpi appends to it,
-// and when another rpi holds it, nothing is appended. c.fileMu is held.
+// longer at its path (another program renamed a file over it): the file
+// there now is held before rpi appends to it, and when another rpi holds
+// it, nothing is appended. A symlink put at the path since the session
+// was opened is refused (linkedSince), not followed. c.fileMu is held.
 func (c *conversation) holdFile(ss *sessionFile) error {
 	c.lockMu.Lock()
 	holder := ss // the session whose hold this write goes on under: ss's own, or that of the session it handed its hold to
@@ -788,6 +794,9 @@ func (c *conversation) holdFile(ss *sessionFile) error {
 	}
 	held := holder.lock
 	c.lockMu.Unlock()
+	if err := ss.linkedSince(); err != nil {
+		return err
+	}
 	if held != nil && holdsFile(held, ss.path) {
 		return nil
 	}

@@ -217,9 +217,12 @@ type sessionHeader struct {
 // sessionFile is the conversation's record: its header, its entries as a
 // tree, and the file they are written to (or none, in memory only).
 type sessionFile struct {
-	header  sessionHeader
-	path    string // "" for an in-memory session (--no-session)
-	written bool   // the file exists and holds every entry so far
+	header sessionHeader
+	path   string // "" for an in-memory session (--no-session)
+	// link: path was a symbolic link when the session was opened, and is
+	// written where it leads; one put there since is not (linkedSince).
+	link    bool
+	written bool // the file exists and holds every entry so far
 	entries []*sessionEntry
 	byID    map[string]*sessionEntry
 	leaf    string      // the current entry; "" before the first
@@ -270,7 +273,7 @@ func newSessionFile(now time.Time, id, cwd, dir, path, parent string, inMemory b
 	switch {
 	case inMemory:
 	case path != "":
-		s.path = path
+		s.path, s.link = path, isSymlink(path)
 	default:
 		name := strings.NewReplacer(":", "-", ".", "-").Replace(s.header.Timestamp)
 		s.path = filepath.Join(dir, name+"_"+s.header.ID+".jsonl")
@@ -458,8 +461,13 @@ func (ss *sessionFile) wholeFile() []byte {
 // appended to a file another program emptied (or cut inside its header)
 // would be the first line of a file that no longer opens
 // (errHeaderGone; the caller writes the file whole instead).
-func appendLine(path string, line []byte, header bool) error {
-	f, err := openRegular(path, os.O_RDWR|os.O_APPEND, 0)
+// With follow false, a symlink at path is not opened (noFollow).
+func appendLine(path string, line []byte, header, follow bool) error {
+	flag := os.O_RDWR | os.O_APPEND
+	if !follow {
+		flag |= noFollow
+	}
+	f, err := openRegular(path, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -474,6 +482,28 @@ func appendLine(path string, line []byte, header bool) error {
 	}
 	return f.Sync()
 }
+
+// isSymlink reports whether path is a symbolic link.
+func isSymlink(path string) bool {
+	info, err := os.Lstat(path)
+	return err == nil && info.Mode()&os.ModeSymlink != 0
+}
+
+// linkedSince refuses a write to ss's file when its path is a symbolic
+// link that was none when the session was opened: someone else who may
+// write in the folder (a shared --session-dir) swapped the file for a
+// link to a file of theirs choosing (~/.bashrc), which rpi must neither
+// append to nor replace. A file given as a link is written where it
+// leads, as pi writes it.
+func (ss *sessionFile) linkedSince() error {
+	if ss.link || !isSymlink(ss.path) {
+		return nil
+	}
+	return errLinkedSince
+}
+
+// errLinkedSince is linkedSince's refusal.
+var errLinkedSince = errors.New("it was swapped for a symbolic link while the session was open, and rpi writes nothing where such a link leads")
 
 // errHeaderGone refuses an append to a session file that holds nothing
 // any more.
@@ -576,6 +606,7 @@ func (e *errInvalidSessionFile) Error() string {
 // have one id, or whose parentId links loop, is refused. Reading stops
 // when ctx ends (the session, or rpi, closing).
 func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
+	link := isSymlink(path) // before the open: a link put there after is not followed by a write
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errSessionNotFound(path)
@@ -588,7 +619,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &sessionFile{path: path, written: true}
+	ss := &sessionFile{path: path, written: true, link: link}
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}

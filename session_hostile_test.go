@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -211,8 +212,9 @@ func TestSessionFileEmptiedWhileOpen(t *testing.T) {
 }
 
 // TestSessionFileSwappedWhileOpen: the session file is replaced while
-// rpi has it open (renamed over by an editor, or swapped for a symlink)
-// with a file another rpi holds. rpi kept its hold on the file it had
+// rpi has it open (renamed over by an editor; here a hard link) with a
+// file another rpi holds (a symlink put there is not followed at all:
+// TestSessionFileSwappedForASymlinkWhileOpen). rpi kept its hold on the file it had
 // read, so its next entry went into the other rpi's file, which two rpis
 // then wrote at once: each chaining entries to its own last one, the
 // other's lost on the next load. Before each append rpi now makes sure
@@ -231,8 +233,8 @@ func TestSessionFileSwappedWhileOpen(t *testing.T) {
 	ps.send(`{"id":"s","type":"get_state"}`)
 	ps.waitFor(`"id":"s"`)
 	os.Remove(mine)
-	if err := os.Symlink(theirs, mine); err != nil {
-		t.Skip("no symlinks here:", err)
+	if err := os.Link(theirs, mine); err != nil {
+		t.Skip("no hard links here:", err)
 	}
 	ps.send(`{"id":"n","type":"set_session_name","name":"mine"}`)
 	ps.waitFor(`"id":"n"`)
@@ -241,5 +243,68 @@ func TestSessionFileSwappedWhileOpen(t *testing.T) {
 	other.close()
 	if after, _ := os.ReadFile(theirs); !bytes.Equal(before, after) {
 		t.Errorf("the file another rpi holds was written:\n%s", after)
+	}
+}
+
+// TestSessionFileSwappedForASymlinkWhileOpen: someone else who may write
+// in the session folder (a shared --session-dir) swaps the session file
+// rpi has open for a symlink to a file of theirs choosing (~/.bashrc).
+// rpi followed it: its next entry was appended to that file, and a file
+// written whole (a version 2 file brought to version 3) replaced it. A
+// path that was a regular file when the session was opened is not
+// written through a symlink put there since: nothing is appended or
+// written where it leads, the link stays, and the client is told as of
+// any other write that fails. (A file given as a symlink is written where
+// it leads: TestSymlinkedSessionFileStaysALink.)
+func TestSessionFileSwappedForASymlinkWhileOpen(t *testing.T) {
+	v2, err := os.ReadFile("testdata/sessions/pi-v2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, whole := range []bool{false, true} {
+		name := map[bool]string{false: "an append", true: "a file written whole"}[whole]
+		t.Run(name, func(t *testing.T) {
+			e, dir := newTestEnv(t), t.TempDir()
+			startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+			path, target := filepath.Join(dir, "s.jsonl"), filepath.Join(t.TempDir(), "bashrc")
+			if whole {
+				os.WriteFile(path, v2, 0o644)
+			} else {
+				writeOneMessageSession(t, path, "1a2b3c4d-0000-4000-8000-000000000001")
+			}
+			const kept = "alias ls='ls --color'\n"
+			os.WriteFile(target, []byte(kept), 0o644)
+			ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--session", path})
+			ps.send(`{"id":"s","type":"get_state"}`)
+			ps.waitFor(`"id":"s"`)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, path); err != nil {
+				t.Skip("no symlinks here:", err)
+			}
+			if whole {
+				ps.send(`{"id":"p","type":"prompt","message":"through the link"}`)
+				ps.waitFor(`"type":"agent_settled"`)
+			} else {
+				ps.send(`{"id":"n","type":"set_session_name","name":"through the link"}`)
+				ps.waitFor(`"id":"n"`)
+			}
+			quoted, _ := json.Marshal(path)
+			inJSON := string(quoted[1 : len(quoted)-1])
+			ps.waitFor(`"message":"Cannot write the session file ` + inJSON + `: it was swapped for a symbolic link while the session was open`)
+			ps.send(`{"id":"p2","type":"prompt","message":"again"}`)
+			ps.waitFor(`"id":"p2"`)
+			ps.close()
+			if data, _ := os.ReadFile(target); string(data) != kept {
+				t.Errorf("the file the planted link leads to was written:\n%s", data)
+			}
+			if info, err := os.Lstat(path); err != nil || info.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("the planted link is gone: %v", err)
+			}
+			if !bytes.Contains(ps.out.bytes(), []byte(`"id":"p2","type":"response","command":"prompt","success":false,"error":"Cannot write the session file `+inJSON+`: it was swapped`)) {
+				t.Errorf("a prompt did not fail while the file cannot be written:\n%s", ps.out.bytes())
+			}
+		})
 	}
 }

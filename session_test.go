@@ -266,7 +266,7 @@ func TestTornLineLongerThanAnyEntry(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	err := appendLine(path, []byte(`{"type":"label","id":"a0000001","parentId":null}`), false)
+	err := appendLine(path, []byte(`{"type":"label","id":"a0000001","parentId":null}`), false, false)
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)

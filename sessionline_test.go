@@ -512,7 +512,7 @@ func TestOnlyJSONSpaceAroundALine(t *testing.T) {
 		if ss, err = loadSessionFile(t.Context(), path); err != nil {
 			t.Fatal(err)
 		}
-		appendLine(path, []byte(entry("c", `"a"`)), false)
+		appendLine(path, []byte(entry("c", `"a"`)), false, false)
 		again, err := loadSessionFile(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
@@ -525,7 +525,7 @@ func TestOnlyJSONSpaceAroundALine(t *testing.T) {
 		// A header alone: refused, or kept by an append.
 		os.WriteFile(path, []byte(header+space), 0o644)
 		if _, err := loadSessionFile(t.Context(), path); err == nil {
-			appendLine(path, []byte(entry("a", "null")), false)
+			appendLine(path, []byte(entry("a", "null")), false, false)
 			if _, err := loadSessionFile(t.Context(), path); err != nil {
 				t.Errorf("%q: a header was loaded, and an append dropped it: %v", space, err)
 			}
@@ -544,7 +544,7 @@ func TestByteOrderMarkHeaderAlone(t *testing.T) {
 	if _, err := loadSessionFile(t.Context(), path); err != nil {
 		t.Fatal(err)
 	}
-	if err := appendLine(path, []byte(`{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}`), false); err != nil {
+	if err := appendLine(path, []byte(`{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}`), false, false); err != nil {
 		t.Fatal(err)
 	}
 	ss, err := loadSessionFile(t.Context(), path)
