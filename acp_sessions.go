@@ -536,8 +536,12 @@ func acpOpenError(id string, err error) error {
 // findSession finds it); -32602 when there is none.
 func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
 	path, err := findSession(ctx, store, id, cwd)
-	if errors.Is(err, errNoSuchSession) {
+	var twice *errSessionClaimedTwice
+	switch {
+	case errors.Is(err, errNoSuchSession):
 		return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
+	case errors.As(err, &twice):
+		return "", invalidParams("Invalid field sessionId: %s", twice.Error())
 	}
 	return path, err
 }

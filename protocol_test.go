@@ -2161,10 +2161,10 @@ func TestSessionIDEndOfAnother(t *testing.T) {
 	if out := string(ps.out.bytes()); !strings.Contains(out, `"sessionId":"c"`) {
 		t.Errorf("--session-id c opened another session:\n%s", out)
 	}
-	if got := sessionFileWithID(dir, "c", ""); got != "" {
+	if got, _ := sessionFileWithID(dir, "c", ""); got != "" {
 		t.Errorf("sessionFileWithID(c) = %s, want none", got)
 	}
-	if got := sessionFileWithID(dir, "a_c", ""); got != other {
+	if got, _ := sessionFileWithID(dir, "a_c", ""); got != other {
 		t.Errorf("sessionFileWithID(a_c) = %s, want %s", got, other)
 	}
 }

@@ -504,6 +504,10 @@ func (sh *serveHost) stageOf(id string) (st *stage, opened bool, err error) {
 		return nil, false, fmt.Errorf("Session not found: %s (rpi serve runs with --no-session: only live sessions can be attached)", id)
 	}
 	path, err := findSession(sh.h.ctx, storeOf(cfg, sh.h.set.agentDir), id, cfg.cwd)
+	var twice *errSessionClaimedTwice
+	if errors.As(err, &twice) {
+		return nil, false, err
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("Session not found: %s", id)
 	}

@@ -1692,3 +1692,43 @@ func openCount(path string) int {
 	}
 	return n
 }
+
+// TestServeAttachAmongPlantedFiles: a client attaches by id to a session
+// whose file is in a shared --session-dir, where someone else may put
+// files. The newest file whose header claimed the id won, and the
+// session ran in the cwd that file's header named (a folder of the
+// planter's choosing, where the tools then ran). Now a file named for
+// another session ("<timestamp>_OTHER.jsonl") is no match for the id
+// its header claims, and two files that both claim it are refused,
+// named, rather than one picked.
+func TestServeAttachAmongPlantedFiles(t *testing.T) {
+	const id, other = "1a2b3c4d-0000-4000-8000-0000000000aa", "1a2b3c4d-0000-4000-8000-0000000000bb"
+	for _, plantedName := range []string{"2026-03-16T10-00-00-000Z_" + id + ".jsonl", "2026-03-16T10-00-00-000Z_" + other + ".jsonl"} {
+		t.Run(plantedName, func(t *testing.T) {
+			cwd, dir, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+			own := "2026-03-16T09-00-00-000Z_" + id + ".jsonl"
+			writeSessionHeaders(t, dir, cwd, map[string]string{id: own})
+			writeSessionHeaders(t, dir, elsewhere, map[string]string{id: plantedName})
+			later := time.Now().Add(time.Hour) // the planted file is the newest
+			os.Chtimes(filepath.Join(dir, plantedName), later, later)
+			_, socket := startServeInProcess(t, newTestEnv(t), cwd, "--session-dir", dir)
+			c := dialLines(t, socket)
+			c.send(`{"id":"h","type":"hello","attach":"` + id + `"}`)
+			r := c.answer("h")
+			if strings.HasPrefix(plantedName, "2026-03-16T10-00-00-000Z_"+other) {
+				if r.Success == nil || !*r.Success {
+					t.Fatalf("the session's own file was not attached: %s", r.line)
+				}
+				c.send(`{"id":"s","type":"get_state"}`)
+				if s := c.answer("s"); !strings.Contains(string(s.line), `"sessionFile":"`+filepath.Join(dir, own)+`"`) {
+					t.Errorf("attached to another file than the session's own:\n%s", s.line)
+				}
+				return
+			}
+			want := "Session " + id + " is claimed by several session files: " + filepath.Join(dir, own) + ", " + filepath.Join(dir, plantedName)
+			if r.Success == nil || *r.Success || !strings.HasPrefix(r.Error, want) {
+				t.Errorf("hello answered %s\nwant a failure starting %q", r.line, want)
+			}
+		})
+	}
+}

@@ -563,7 +563,10 @@ func storeOf(cfg cliConfig, agentDir string) sessionStore {
 
 // findSession is the file of the session whose header id is id: in cwd's
 // folder first (when cwd is not ""), else in any; errNoSuchSession when
-// there is none.
+// there is none. A file named for another session is no match
+// (namedForAnother), and several that claim the id are refused, named
+// (errSessionClaimedTwice): in a shared --session-dir one may be
+// someone else's, with a cwd of their choosing for the session to run in.
 func findSession(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
 	scopes := []string{""}
 	if cwd != "" && !store.flat {
@@ -574,10 +577,14 @@ func findSession(ctx context.Context, store sessionStore, id, cwd string) (strin
 		if err != nil {
 			return "", err
 		}
+		var found []string
 		for _, r := range rows {
-			if r.SessionID == id {
-				return r.Path, nil
+			if r.SessionID == id && !namedForAnother(filepath.Base(r.Path), id) {
+				found = append(found, r.Path)
 			}
+		}
+		if path, err := oneSessionFile(id, found); path != "" || err != nil {
+			return path, err
 		}
 	}
 	return "", errNoSuchSession
@@ -639,16 +646,29 @@ func findSessionByID(ctx context.Context, store sessionStore, id, cwd string) (s
 // finds it for --session ID and --fork ID: among cwd's sessions the one
 // with that id, else the one written last whose id starts with it; else
 // the same among every project's (with --session-dir, every file there).
-// inCwd says which; none is pi's "No session found matching 'ID'".
+// inCwd says which; none is pi's "No session found matching 'ID'". The
+// one with that id is found as findSession finds it: several files that
+// claim it are refused, a file named for another session is no match.
 func sessionByID(ctx context.Context, store sessionStore, id, cwd string) (row sessionRow, inCwd bool, err error) {
 	for _, scope := range []string{cwd, ""} {
 		rows, err := listSessions(ctx, store, scope)
 		if err != nil {
 			return sessionRow{}, false, err
 		}
-		i := slices.IndexFunc(rows, func(r sessionRow) bool { return r.SessionID == id })
+		var exact []string
+		for _, r := range rows {
+			if r.SessionID == id && !namedForAnother(filepath.Base(r.Path), id) {
+				exact = append(exact, r.Path)
+			}
+		}
+		if _, err := oneSessionFile(id, exact); err != nil {
+			return sessionRow{}, false, err
+		}
+		i := slices.IndexFunc(rows, func(r sessionRow) bool { return len(exact) > 0 && r.Path == exact[0] })
 		if i < 0 {
-			i = slices.IndexFunc(rows, func(r sessionRow) bool { return strings.HasPrefix(r.SessionID, id) })
+			i = slices.IndexFunc(rows, func(r sessionRow) bool {
+				return strings.HasPrefix(r.SessionID, id) && !namedForAnother(filepath.Base(r.Path), r.SessionID)
+			})
 		}
 		if i >= 0 {
 			return rows[i], scope != "", nil

@@ -91,7 +91,11 @@ func (s *session) openConversation(o sessionOptions) (_ *conversation, err error
 			}()
 		}
 		if o.id != "" && o.forkFrom == "" {
-			if found := sessionFileWithID(s.dir, o.id, shared); found != "" {
+			found, err := sessionFileWithID(s.dir, o.id, shared)
+			if err != nil {
+				return nil, err
+			}
+			if found != "" {
 				claim.release()
 				claim = nil
 				loaded, err := openSessionFile(s.ctx, found, s.lockWait())
@@ -106,8 +110,10 @@ func (s *session) openConversation(o sessionOptions) (_ *conversation, err error
 		ss = newSessionFile(now, o.id, cwd, s.dir, "", "", false)
 		ss.claim = claim // not shared yet: no lockMu needed
 		if o.forkFrom != "" {
-			if o.id != "" && sessionFileWithID(s.dir, o.id, shared) != "" {
-				return nil, fmt.Errorf("Session already exists with id '%s'", o.id)
+			if o.id != "" {
+				if found, err := sessionFileWithID(s.dir, o.id, shared); found != "" || err != nil {
+					return nil, fmt.Errorf("Session already exists with id '%s'", o.id)
+				}
 			}
 			path := sessionPathIn(cwd, s.set.home, o.forkFrom)
 			if o.forkAll {
@@ -172,33 +178,76 @@ func nameOpened(c *conversation, name string) error {
 
 // sessionFileWithID is the session file of dir whose header has the id
 // id, as pi 1.6's findById finds it: by what the file holds, not by its
-// name (a file named "<timestamp>_<id>.jsonl" may hold another session,
-// and the session may be in a file named otherwise). Among several, the
-// one named "<timestamp>_<id>.jsonl" first, then the first by name;
-// "" when there is none. The folder is read, not globbed: its path may
-// hold "*", "?" or "[" (a cwd named "a[1]"), which a pattern would read
-// as wildcards and match another project's folder with. With cwd (a
-// --session-dir, which holds every project's files), only a file whose
-// header names cwd is the session, as listing there takes it. Only
-// headers are read, as the session list reads them.
-func sessionFileWithID(dir, id, cwd string) string {
+// name (the session may be in a file named otherwise), but a file pi's
+// way named for another session ("<timestamp>_OTHER.jsonl",
+// namedForAnother) is not it, and when several files claim the id the
+// error names them (errSessionClaimedTwice) rather than one being
+// picked: in a shared folder, one may be someone else's. "" when there
+// is none. The folder is read, not globbed: its path may hold "*", "?"
+// or "[" (a cwd named "a[1]"), which a pattern would read as wildcards
+// and match another project's folder with. With cwd (a --session-dir,
+// which holds every project's files), only a file whose header names cwd
+// is the session, as listing there takes it. Only headers are read, as
+// the session list reads them.
+func sessionFileWithID(dir, id, cwd string) (string, error) {
 	entries, _ := os.ReadDir(dir) // sorted by name
-	named := func(e os.DirEntry) bool {
-		_, rest, ok := strings.Cut(e.Name(), "_")
-		return ok && rest == id+".jsonl"
-	}
-	for _, first := range []bool{true, false} {
-		for _, e := range entries {
-			if named(e) != first || !strings.HasSuffix(e.Name(), ".jsonl") {
-				continue // a symlink is followed, as pi follows it (openRegular opens only a regular file, never blocking)
-			}
-			path := filepath.Join(dir, e.Name())
-			if h, ok := readSessionHeaderAt(path); ok && h.ID == id && (cwd == "" || h.Cwd == cwd) {
-				return path
-			}
+	var found []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".jsonl") || namedForAnother(e.Name(), id) {
+			continue // a symlink is followed, as pi follows it (openRegular opens only a regular file, never blocking)
+		}
+		path := filepath.Join(dir, e.Name())
+		if h, ok := readSessionHeaderAt(path); ok && h.ID == id && (cwd == "" || h.Cwd == cwd) {
+			found = append(found, path)
 		}
 	}
-	return ""
+	return oneSessionFile(id, found)
+}
+
+// oneSessionFile is the one of paths, the files that claim the session
+// id: "" for none, errSessionClaimedTwice for several.
+func oneSessionFile(id string, paths []string) (string, error) {
+	switch len(paths) {
+	case 0:
+		return "", nil
+	case 1:
+		return paths[0], nil
+	}
+	slices.Sort(paths)
+	return "", &errSessionClaimedTwice{id, paths}
+}
+
+// namedForAnother reports whether name, a session file's, is pi's name
+// of a session whose id is not id: "<timestamp>_OTHER.jsonl", as pi and
+// newSessionFile name a new session's file. Such a file claiming id in
+// its header is a copy, or planted; a file named otherwise may hold any
+// session (a --session file, one renamed), as in pi.
+func namedForAnother(name, id string) bool {
+	stamp, rest, ok := strings.Cut(name, "_")
+	const form = "dddd-dd-ddTdd-dd-dd-dddZ" // d: a digit
+	if !ok || rest == id+".jsonl" || len(stamp) != len(form) {
+		return false
+	}
+	for i := range len(form) {
+		if digit := stamp[i] >= '0' && stamp[i] <= '9'; form[i] == 'd' && !digit || form[i] != 'd' && stamp[i] != form[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// errSessionClaimedTwice refuses a session id that several files claim:
+// which one is the session cannot be told (one may be a copy, or a file
+// someone else put in a shared session folder, with a cwd of their
+// choosing), so none is opened.
+type errSessionClaimedTwice struct {
+	id    string
+	paths []string
+}
+
+func (e *errSessionClaimedTwice) Error() string {
+	return fmt.Sprintf("Session %s is claimed by several session files: %s. Which one is the session cannot be told: "+
+		"move the others out of the folder (copies, or files someone else put there), or open one by its path", e.id, strings.Join(e.paths, ", "))
 }
 
 // forkSource is the session file --fork arg names, as pi 1.6 finds it:

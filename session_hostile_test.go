@@ -308,3 +308,46 @@ func TestSessionFileSwappedForASymlinkWhileOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionIDAmongPlantedFiles: --session-id ID (or --session ID) in a shared
+// --session-dir opens the file whose header has that id and names the
+// working directory. Someone else who may write there put a file
+// claiming the same id and folder, named to sort first: rpi opened it,
+// its conversation (of the planter's writing) the session's, and wrote
+// the user's next prompts into the planter's file. Two files that claim
+// one id are refused, named, rather than one picked; a file named for
+// another session ("<timestamp>_OTHER.jsonl") is no match for the id its
+// header claims.
+func TestSessionIDAmongPlantedFiles(t *testing.T) {
+	const id, other = "1a2b3c4d-0000-4000-8000-0000000000aa", "1a2b3c4d-0000-4000-8000-0000000000bb"
+	for _, run := range []struct{ flag, plantedName string }{
+		{"--session-id", "2026-03-16T08-00-00-000Z_" + id + ".jsonl"},
+		{"--session-id", "2026-03-16T08-00-00-000Z_" + other + ".jsonl"},
+		{"--session", "2026-03-16T08-00-00-000Z_" + id + ".jsonl"},
+		{"--session", "2026-03-16T08-00-00-000Z_" + other + ".jsonl"},
+	} {
+		plantedName := run.plantedName
+		t.Run(run.flag+" "+plantedName, func(t *testing.T) {
+			e, cwd, dir := newTestEnv(t), t.TempDir(), t.TempDir()
+			own, planted := filepath.Join(dir, "2026-03-16T09-00-00-000Z_"+id+".jsonl"), filepath.Join(dir, plantedName)
+			for path, text := range map[string]string{own: "my own question", planted: "a planted question"} {
+				os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"`+id+`","timestamp":"2026-03-16T09:00:00.000Z","cwd":"`+cwd+`"}`+"\n"+
+					`{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-16T09:00:01.000Z","message":{"role":"user","content":"`+text+`","timestamp":1}}`+"\n"), 0o644)
+			}
+			var out strings.Builder
+			later := time.Now().Add(time.Hour) // the planted file is the newest too
+			os.Chtimes(planted, later, later)
+			code := runRPI(t, e, []string{"rpc", "--cwd", cwd, "--session-dir", dir, run.flag, id}, strings.NewReader(`{"id":"m","type":"get_messages"}`+"\n"), &out)
+			if strings.Contains(plantedName, other) {
+				if code != 0 || !strings.Contains(out.String(), "my own question") {
+					t.Errorf("exit %d, want the session's own file opened:\n%s", code, out.String())
+				}
+				return
+			}
+			want := "Session " + id + " is claimed by several session files: " + planted + ", " + own
+			if code == 0 || !strings.Contains(out.String(), want) {
+				t.Errorf("exit %d, want an init error saying %q:\n%s", code, want, out.String())
+			}
+		})
+	}
+}
