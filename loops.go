@@ -483,7 +483,7 @@ func (s *session) dropLoopLocked(t *loopTask, reason string, abort bool) (aborte
 // ---- Sessions and shutdown ----
 
 // loopsRead is what a session's loops file held, read before the session
-// becomes current (readLoops): moveLoops touches no file.
+// becomes current (readLoops): moveLoops reads no file.
 type loopsRead struct {
 	path    string // the loops file ("" for an in-memory session)
 	tasks   []*loopTask
@@ -502,21 +502,27 @@ func readLoops(sessionPath string) loopsRead {
 // moveLoops follows a session change (before its answer): the loops of
 // the session left are removed (session_changed; their file keeps the
 // durable ones), and those read from the new session's file wait to be
-// announced after its session_started (announceLoops). It touches no
+// announced after its session_started (announceLoops). It reads no
 // file: a new session has no loops file yet, and another one's was read
 // before (readLoops). A change to the session's own file again takes its
 // durable loops as they are now, not as read: a loop deleted or changed
 // while the file was read (a loop_delete sent behind the change) would
-// otherwise come back as it was.
+// otherwise come back as it was. The own file is known by what it is,
+// whatever the spelling of the path it was read by (a symlinked folder,
+// "./"): sameSessionPath, looked at before the locks are taken.
 func (s *session) moveLoops(read loopsRead) {
 	l := s.loops
 	if read.err != nil {
 		s.tell(uiRequest{Method: "notify", NotifyType: "warning", Message: fmt.Sprintf("Cannot restore the loops in %s: %v", read.path, read.err)})
 	}
+	l.mu.Lock()
+	current := l.path // looked at again under the locks: changed meanwhile, the file is taken as read
+	l.mu.Unlock()
+	own := read.path != "" && current != "" && (read.path == current || sameSessionPath(read.path, current))
 	s.mu.Lock()
 	l.mu.Lock()
 	restoring := read.tasks
-	if read.err == nil && read.path != "" && read.path == l.path {
+	if read.err == nil && own && l.path == current {
 		restoring = nil
 		for _, t := range slices.Concat(l.tasks, l.restoring) {
 			if saved := loopFromFile(t.asJSON()); t.Durable && saved != nil {

@@ -462,9 +462,31 @@ func TestLoopRestoreKeepsExpiry(t *testing.T) {
 // come back, whichever of the two comes first (here the read: the
 // interleaving a pipelined loop_delete met now and then). rpi restored
 // it from the file as read, after loop_delete had answered true.
+//
+// The file read may be named otherwise than the session's own (a path
+// through a symlinked folder, "./" in it): it is still the session's own
+// file, found so by what it is, not by its spelling. Spelled otherwise,
+// the file was read, and the deleted loop came back.
 func TestLoopDeletedWhileItsFileIsRead(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	for name, spelling := range map[string]string{
+		"the same spelling":  filepath.Join(dir, "s.jsonl"),
+		"a symlinked folder": filepath.Join(link, "s.jsonl"),
+		"./ in the path":     dir + string(filepath.Separator) + "." + string(filepath.Separator) + "s.jsonl",
+	} {
+		t.Run(name, func(t *testing.T) {
+			testLoopDeletedWhileItsFileIsRead(t, filepath.Join(dir, "s.jsonl"), spelling)
+			os.Remove(filepath.Join(dir, "s.jsonl.loops.json"))
+		})
+	}
+}
+
+func testLoopDeletedWhileItsFileIsRead(t *testing.T, session, spelling string) {
 	s, _ := openTestSession(t, `{"text":["unused"]}`, &recordingSink{}, &approvingUI{}, nil)
-	session := filepath.Join(t.TempDir(), "s.jsonl")
 	s.moveLoops(readLoops(session)) // the session's loops file is session's
 	s.announceLoops()
 	kept, err := s.addLoop("1h", "Kept", false, true)
@@ -475,7 +497,7 @@ func TestLoopDeletedWhileItsFileIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := s.readLoopsNow(session) // the change reads the file: both loops in it
+	read := s.readLoopsNow(spelling) // the change reads the file: both loops in it
 	if len(read.tasks) != 2 {
 		t.Fatalf("read %d loops, want 2", len(read.tasks))
 	}
