@@ -18,6 +18,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -37,8 +38,12 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 		entryMore
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: e}
-	if err := json.Unmarshal(plainWholeNumbers(line, entryInts, false), &withMessage); err != nil {
+	plain, stamp, retimed := timestampNotText(plainWholeNumbers(line, entryInts, false))
+	if err := json.Unmarshal(plain, &withMessage); err != nil {
 		return nil, err
+	}
+	if retimed {
+		e.Timestamp = stamp
 	}
 	if more := withMessage.entryMore; !more.zero() {
 		more.Content, _ = validRaw(more.Content) // as the fast path reads it
@@ -46,6 +51,34 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 	}
 	e.msg, e.msgSize = decodeMessage(withMessage.Message), len(withMessage.Message)
 	return e, nil
+}
+
+// timestampNotText takes an entry's timestamp that is no string out of
+// line (null in its place, a copy), as pi 1.6 keeps the entry whatever
+// its timestamp is: stamp is the time pi's new Date() makes of it, as rpi
+// writes one, for a number (milliseconds since 1970, cut to a whole
+// number) or a boolean (1 or 0), "" for anything else or a time past the
+// years 1 to 9999 (no time: pi's NaN); retimed is false when the
+// timestamp is a string, null or missing, and line comes back as it is.
+func timestampNotText(line []byte) (_ []byte, stamp string, retimed bool) {
+	at, end, ok := memberValue(line, "timestamp")
+	if !ok || line[at] == '"' || line[at] == 'n' {
+		return line, "", false
+	}
+	const earliest, latest = -62135596800000, 253402300799999 // 0001-01-01 and 9999-12-31T23:59:59.999Z, in ms
+	var ms float64
+	switch value := string(line[at:end]); {
+	case value == "true":
+		ms = 1
+	case value == "false":
+		ms = 0
+	case json.Unmarshal(line[at:end], &ms) != nil:
+		ms = math.NaN()
+	}
+	if ms = math.Trunc(ms); ms >= earliest && ms <= latest {
+		stamp = timestamp(time.UnixMilli(int64(ms)))
+	}
+	return slices.Concat(line[:at], []byte("null"), line[end:]), stamp, true
 }
 
 // decodeMessage reads a stored message into its type; one of a role rpi

@@ -886,3 +886,32 @@ func TestPassedOverBeforeHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampNotText: an entry whose timestamp is no string is kept,
+// as pi 1.6 keeps it, with the time pi's new Date() makes of it (fixture
+// session_timestamp_not_text); rpi skipped the line, and the
+// conversation lost what it held.
+func TestTimestampNotText(t *testing.T) {
+	for value, want := range map[string]string{
+		`1773651602000.9`:            "2026-03-16T09:00:02.000Z",
+		`-1.5`:                       "1969-12-31T23:59:59.999Z",
+		`true`:                       "1970-01-01T00:00:00.001Z",
+		`false`:                      "1970-01-01T00:00:00.000Z",
+		`{"at":"now"}`:               "",
+		`[1]`:                        "",
+		`1e300`:                      "",
+		`"2026-03-16T09:00:00.000Z"`: "2026-03-16T09:00:00.000Z",
+		`null`:                       "",
+	} {
+		line := `{"type":"branch_summary","id":"b","parentId":null,"timestamp":` + value + `,"fromId":"a","summary":"s"}`
+		var d jsonIn
+		e, err := decodeEntry([]byte(line), &d)
+		if err != nil {
+			t.Errorf("timestamp %s: the entry is not kept: %v", value, err)
+			continue
+		}
+		if e.Timestamp != want || e.info().Summary != "s" {
+			t.Errorf("timestamp %s: read as %q (summary %q), want %q", value, e.Timestamp, e.info().Summary, want)
+		}
+	}
+}
