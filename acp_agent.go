@@ -115,3 +115,8 @@ func (a *acpAgent) shutdown() {
 	a.h.shutdown(false)
 	a.conn.out.flush()
 }
+
+// acpEnding answers a session/load or resume that rpi's end stopped.
+func acpEnding(id string) error {
+	return &acpError{Code: acpInternalError, Message: fmt.Sprintf("rpi is shutting down: the session %s was not loaded", id)}
+}

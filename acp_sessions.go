@@ -509,11 +509,6 @@ func (a *acpAgent) openOrWait(id string) (as *acpSession, loaded func(), live bo
 // package variables are made before main, and fmt's first use is slow.
 var errNoSessions = &acpError{Code: acpInvalidParams, Message: "Invalid field sessionId: rpi runs with --no-session: there are no sessions on disk"}
 
-// acpEnding answers a session/load or resume that rpi's end stopped.
-func acpEnding(id string) error {
-	return &acpError{Code: acpInternalError, Message: fmt.Sprintf("rpi is shutting down: the session %s was not loaded", id)}
-}
-
 // acpOpenError is why a session file could not be opened, as the client
 // reads it: another rpi holding it (lockSessionFile's refusal) says so; a
 // file that is not a valid session file is named with what is wrong with
@@ -533,15 +528,13 @@ func acpOpenError(id string, err error) error {
 }
 
 // findSessionFile is the file of the session whose header id is id (as
-// findSession finds it); -32602 when there is none.
+// findSession finds it); -32602 when there is none, or several claim it.
 func findSessionFile(ctx context.Context, store sessionStore, id, cwd string) (string, error) {
 	path, err := findSession(ctx, store, id, cwd)
-	var twice *errSessionClaimedTwice
-	switch {
-	case errors.Is(err, errNoSuchSession):
-		return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
-	case errors.As(err, &twice):
+	if twice := (*errSessionClaimedTwice)(nil); errors.As(err, &twice) {
 		return "", invalidParams("Invalid field sessionId: %s", twice.Error())
+	} else if errors.Is(err, errNoSuchSession) {
+		return "", invalidParams("Invalid field sessionId: no session has the id %s", id)
 	}
 	return path, err
 }
