@@ -445,7 +445,7 @@ func (m *mcpServers) startStdio(srv *mcpServer) (*mcpConn, func(), error) {
 	}
 	log := func(line string) { s.mcpLog(cfg.name, line) }
 	stderrLines := &logWriter{log: func(line string) { log("stderr: " + line) }}
-	conn := newMCPConn(cfg.name, log) // before the child: its readers start with it
+	conn := newMCPConn(cfg.name, log, s.set.secrets) // before the child: its readers start with it
 	m.prepare(srv, conn)
 	var c *child
 	var stopOnce sync.Once
@@ -1028,9 +1028,11 @@ const maxMCPLogLine = 16 << 10
 
 // mcpLogLine appends a line to <agent dir>/mcp.log, with the time, as
 // pi writes it, cut past maxMCPLogLine; past 5 MB the file moves to
-// mcp.log.1.
+// mcp.log.1. The keys the session holds (its servers' headers, env keys,
+// tokens) are taken out first: a server may echo one, and users paste
+// the log into bug reports.
 func (s *session) mcpLogLine(line string) {
-	line = strings.ToValidUTF8(clip(line, maxMCPLogLine), "\uFFFD")
+	line = strings.ToValidUTF8(redactedExcerpt(s.set.secrets, line, maxMCPLogLine), "\uFFFD")
 	path := filepath.Join(s.set.agentDir, "mcp.log")
 	s.host.mcpLog.mu.Lock()
 	defer s.host.mcpLog.mu.Unlock()

@@ -40,6 +40,9 @@ type mcpConn struct {
 	send   func(ctx context.Context, line []byte, limit time.Duration) error
 	stderr io.Writer         // where a panic of its goroutines is told
 	log    func(line string) // the server's stderr and messages go here (mcp.log)
+	// secrets are the session's keys: what a server sent is shown in a
+	// log line cut only once they are out of it (redactedExcerpt).
+	secrets *redactor
 	// onNotify takes the server's notifications other than progress, on
 	// the reader's goroutine, with no lock held.
 	onNotify func(method string, params json.RawMessage)
@@ -82,8 +85,27 @@ type mcpError struct {
 
 func (e *mcpError) Error() string { return e.Message }
 
-func newMCPConn(server string, log func(string)) *mcpConn {
-	return &mcpConn{server: server, log: log, waiting: map[int64]*mcpPending{}, done: make(chan struct{})}
+func newMCPConn(server string, log func(string), secrets *redactor) *mcpConn {
+	return &mcpConn{server: server, log: log, secrets: secrets, waiting: map[int64]*mcpPending{}, done: make(chan struct{})}
+}
+
+// excerpt is at most n bytes of what a server sent, for a log line.
+func (c *mcpConn) excerpt(text []byte, n int) string {
+	return redactedExcerpt(c.secrets, string(text[:min(len(text), n+maxSecretSpan)]), n)
+}
+
+// maxSecretSpan bounds how far past an excerpt's end a key it cuts may
+// reach: the text is redacted that far before it is cut.
+const maxSecretSpan = 4 << 10
+
+// redactedExcerpt is text with secrets out of it, cut to n bytes
+// (clip): redacted before the cut, which can then leave no part of a key
+// behind. Only text's first n+maxSecretSpan bytes are redacted.
+func redactedExcerpt(secrets *redactor, text string, n int) string {
+	if len(text) > n+maxSecretSpan {
+		text = text[:n+maxSecretSpan]
+	}
+	return clip(secrets.redact(text), n)
 }
 
 // mcpStdin is the stdio transport's send: a line written to the child's
@@ -183,7 +205,7 @@ func (c *mcpConn) handle(line []byte) {
 	if line[0] == '[' { // a batch (JSON-RPC; MCP 2025-03-26): each message in turn
 		var batch []json.RawMessage
 		if json.Unmarshal(line, &batch) != nil || len(batch) > 1000 {
-			c.log(fmt.Sprintf("not a JSON-RPC batch rpi takes (ignored): %.200s", line))
+			c.log("not a JSON-RPC batch rpi takes (ignored): " + c.excerpt(line, 200))
 			return
 		}
 		for _, m := range batch {
@@ -195,7 +217,7 @@ func (c *mcpConn) handle(line []byte) {
 	}
 	var m mcpMessage
 	if err := json.Unmarshal(line, &m); err != nil || m.JSONRPC != "2.0" {
-		c.log(fmt.Sprintf("not a JSON-RPC message (ignored): %.200s", line))
+		c.log("not a JSON-RPC message (ignored): " + c.excerpt(line, 200))
 		return
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
@@ -207,7 +229,7 @@ func (c *mcpConn) handle(line []byte) {
 	case hasID:
 		c.resolve(m)
 	default:
-		c.log(fmt.Sprintf("a message with neither method nor id (ignored): %.200s", line))
+		c.log("a message with neither method nor id (ignored): " + c.excerpt(line, 200))
 	}
 }
 
@@ -220,7 +242,7 @@ func (c *mcpConn) resolve(m mcpMessage) {
 	delete(c.waiting, id)
 	c.mu.Unlock()
 	if err != nil || p == nil {
-		c.log(fmt.Sprintf("an answer to no request of rpi's (id %.40s, ignored)", m.ID))
+		c.log("an answer to no request of rpi's (id " + c.excerpt(m.ID, 40) + ", ignored)")
 		return
 	}
 	switch {

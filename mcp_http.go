@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -50,7 +52,7 @@ type mcpHTTP struct {
 // initialize.
 func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 	cfg := srv.cfg
-	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) })
+	conn := newMCPConn(cfg.name, func(line string) { m.s.mcpLog(cfg.name, line) }, m.s.set.secrets)
 	h := &mcpHTTP{server: cfg.name, url: cfg.url, headers: cfg.headers, conn: conn, stderr: m.s.stderr, secrets: m.s.set.secrets}
 	// The entry's header values (an X-Api-Key's as an Authorization's) are
 	// keys rpi holds, as models.json's are, and so is a token written
@@ -61,8 +63,18 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 			h.secrets.add(token)
 		}
 	}
-	h.secrets.add(urlPassword(cfg.url)) // user:PASSWORD@, which goes as Basic authorization
+	// user:PASSWORD@, which goes as Basic authorization: the header's
+	// token is a key too.
+	if u, err := url.Parse(cfg.url); err == nil && u.User != nil {
+		if password, ok := u.User.Password(); ok {
+			h.secrets.add(password)
+			h.secrets.add(base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + password)))
+		}
+	}
 	h.signIn = newMCPSignIn(m.s.set.agentDir, cfg, m.s.env.clock.Now, m.s.goBackground)
+	if h.signIn != nil {
+		h.signIn.secrets = h.secrets
+	}
 	h.ctx, h.cancel = context.WithCancel(m.s.ctx)
 	h.client = &http.Client{
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: cfg.timeout,

@@ -75,6 +75,9 @@ type mcpSignIn struct {
 	client  *http.Client
 	// background runs a refresh to its end, whoever stops waiting for it.
 	background func(func())
+	// secrets are the session's keys, which the stored tokens and client
+	// secret join as they are read: a server may echo one.
+	secrets *redactor
 	// refreshing is held (a token in it) by the one refresh this
 	// connection runs at a time; others wait for it, then see its token.
 	refreshing chan struct{}
@@ -205,6 +208,9 @@ func (si *mcpSignIn) refreshHeld(ctx context.Context, stale string) (string, err
 			merged["scope"] = old["scope"] // a refresh without scope keeps the grant's
 		}
 		access, _ = merged["access_token"].(string)
+		rotated, _ := merged["refresh_token"].(string)
+		si.secrets.add(access)
+		si.secrets.add(rotated)
 		s.set("tokens", jsonValue(merged))
 		if expires, ok := tokens["expires_in"].(float64); ok {
 			at := max(1, min(float64(si.now().UnixMilli())+expires*1000, maxExpiryMillis)) // 1: expired already
@@ -274,6 +280,9 @@ func (si *mcpSignIn) load() (storedSignIn, string, error) {
 			return moved
 		}
 		state = readSignIn(&s)
+		for _, secret := range []string{state.accessToken, state.refreshToken, state.client.Secret} {
+			si.secrets.add(secret)
+		}
 		return moved
 	})
 	return state, key, err
@@ -334,6 +343,7 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 			return nil, fmt.Errorf("oauth.clientSecret: %v", err)
 		}
 		si.oauth.secret = secret // refreshes of one connection take turns: no other reads it now
+		si.secrets.add(secret)
 	}
 	client, ok := si.clientFor(state, metadata)
 	if !ok {

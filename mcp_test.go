@@ -44,7 +44,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // resources over 20 pages, "exit-after-list" exits once it has listed its
 // tools, "big-log" sends a log message of 1 MiB once initialized,
 // "roots" asks rpi for its roots then and writes the answer to the file
-// $MCP_TEST_ROOTS, "echo-env" makes echo answer the value of the
+// $MCP_TEST_ROOTS, "log-env" writes the variables named in $MCP_TEST_LOG
+// (NAME,NAME) with their values to stderr and in log messages once
+// initialized, then "log-env done" to stderr, "echo-env" makes echo answer the value of the
 // variable its text names, "close-stdout-on-call" closes its stdout at a
 // tools/call and "close-stdout-on-list" at a tools/list, each then
 // sleeping, its stdin still open, for an hour; "close-stdin" closes its
@@ -106,6 +108,13 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 	if m.ID == nil {
 		if m.Method == "notifications/initialized" && mode == "roots" {
 			send(map[string]any{"id": "r1", "method": "roots/list"})
+		}
+		if m.Method == "notifications/initialized" && mode == "log-env" {
+			for _, name := range strings.Split(os.Getenv("MCP_TEST_LOG"), ",") {
+				fmt.Fprintf(os.Stderr, "%s=%s\n", name, os.Getenv(name))
+				send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "env", "data": name + "=" + os.Getenv(name)}})
+			}
+			fmt.Fprintln(os.Stderr, "log-env done")
 		}
 		if m.Method == "notifications/initialized" && mode == "big-log" {
 			send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "logger": "big", "data": "start " + strings.Repeat("x", 1<<20)}})
@@ -1460,7 +1469,7 @@ func loadMCPConfigFrom(t *testing.T, text string) ([]mcpServerConfig, []string) 
 // message — a batch (answered in turn), garbage, an answer to nothing,
 // a line past the limit — never wedges the connection.
 func TestMCPConnHostileLines(t *testing.T) {
-	conn := newMCPConn("x", func(string) {})
+	conn := newMCPConn("x", func(string) {}, nil)
 	conn.send = func(context.Context, []byte, time.Duration) error { return nil }
 	answers := make(chan json.RawMessage, 2)
 	for range 2 {
@@ -1513,7 +1522,7 @@ func TestMCPAnswerWithANullError(t *testing.T) {
 		{`"result":{},"error":{"code":1,"message":7}`, "", notAnError},
 		{`"error":{"code":4294967296,"message":"over quota"}`, "", "over quota"}, // an integer past 32 bits is one still (pi's and the SDK's)
 	}
-	conn := newMCPConn("x", func(string) {})
+	conn := newMCPConn("x", func(string) {}, nil)
 	sent := make(chan struct{}, len(cases))
 	conn.send = func(context.Context, []byte, time.Duration) error { sent <- struct{}{}; return nil }
 	for i, tt := range cases {
