@@ -127,17 +127,30 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 	return h.signInError(h.post(reqCtx, line, limit, fresh), nil)
 }
 
-// mcpRejected is a server's 401: the request needs a sign-in.
-type mcpRejected struct{ needsScope bool }
+// mcpRejected is a server's 401 (or a 403 asking for more scope, status):
+// the request needs a sign-in.
+type mcpRejected struct {
+	status     int
+	needsScope bool
+}
 
 func (*mcpRejected) Error() string { return "rejected" }
 
 // signInError is err as the user reads it: a 401 says how to sign in,
-// with why a refresh could not help (refresh's error) when there was one.
+// with why a refresh could not help (refresh's error) when there was one;
+// for an entry that sends its own Authorization header, it says that
+// header was refused (a sign-in of pi's is not sent then).
 func (h *mcpHTTP) signInError(err, refresh error) error {
 	var rejected *mcpRejected
 	if !errors.As(err, &rejected) {
 		return err
+	}
+	if hasHeader(h.headers, "Authorization") {
+		status := fmt.Sprintf("HTTP %d", rejected.status)
+		if rejected.needsScope {
+			status += ": it asks for more access"
+		}
+		return fmt.Errorf("MCP server %s refused the Authorization header its entry sends (%s): check the key in its headers", h.server, status)
 	}
 	why := ""
 	switch {
@@ -246,7 +259,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		// authorization has it), needs a sign-in, as pi finds.
 		moreScope := asksMoreScope(resp.Header.Get("WWW-Authenticate"))
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden && moreScope {
-			return &mcpRejected{needsScope: moreScope}
+			return &mcpRejected{status: resp.StatusCode, needsScope: moreScope}
 		}
 		err := fmt.Errorf("MCP server %s answered HTTP %d%s", h.server, resp.StatusCode, detail)
 		if resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {

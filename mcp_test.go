@@ -909,10 +909,6 @@ func TestMCPHTTP(t *testing.T) {
 	}
 }
 
-// TestMCPHTTPFailures: a server that answers 500, one that redirects,
-// one that answers HTML: each fails with a message that says so and no
-// part of the URL; one that needs sign-in is in the state needs_sign_in,
-// with the command that signs in.
 // silentStreamServer is mcpTestHTTPServer, but for a message that holds
 // match, which it answers with an event stream it keeps open and silent
 // until rpi closes it: then streamEnded is closed.
@@ -976,27 +972,42 @@ func TestMCPHTTPNotificationAnswerNotKept(t *testing.T) {
 	receive(t, streamEnded, "the end of the stream answering notifications/initialized (the session still open)")
 }
 
+// TestMCPHTTPFailures: a server that answers 500, one that redirects,
+// one that answers HTML: each fails with a message that says so and no
+// part of the URL; one that needs sign-in is in the state needs_sign_in,
+// with the command that signs in — unless the entry sends its own
+// Authorization header, which the server refused (a 401, or a 403 that
+// asks for more access): no sign-in of pi's is sent then, and signing in
+// cannot help, so it fails saying the header was refused.
 func TestMCPHTTPFailures(t *testing.T) {
+	ownKey := map[string]string{"Authorization": "Bearer wrong-key-0123456789"}
 	cases := map[string]struct {
 		handler     http.HandlerFunc
 		want, state string
+		headers     map[string]string
 	}{
-		"500": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, "MCP server web answered HTTP 500: boom", "failed"},
+		"500": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, "MCP server web answered HTTP 500: boom", "failed", nil},
 		"redirect": {func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://example.invalid/x", http.StatusFound)
-		}, "MCP server web: it redirects elsewhere, which rpi does not follow", "failed"},
-		"401": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) }, "MCP server web needs sign-in: run `pi mcp login web`", "needs_sign_in"},
+		}, "MCP server web: it redirects elsewhere, which rpi does not follow", "failed", nil},
+		"401": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) }, "MCP server web needs sign-in: run `pi mcp login web`", "needs_sign_in", nil},
+		"401 to its own key": {func(w http.ResponseWriter, r *http.Request) { http.Error(w, "who", 401) },
+			"MCP server web refused the Authorization header its entry sends (HTTP 401): check the key in its headers", "failed", ownKey},
+		"403 asking more of its own key": {func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope"`)
+			http.Error(w, "more", 403)
+		}, "MCP server web refused the Authorization header its entry sends (HTTP 403: it asks for more access): check the key in its headers", "failed", ownKey},
 		"html": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Write([]byte("<p>"))
-		}, `MCP server web answered with content type "text/html", not JSON or an event stream`, "failed"},
+		}, `MCP server web answered with content type "text/html", not JSON or an event stream`, "failed", nil},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			hs := httptest.NewServer(c.handler)
 			defer hs.Close()
 			e := newTestEnv(t)
-			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct"}})
+			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp?key=secret-key", "exposure": "direct", "headers": c.headers}})
 			s := openWithMCP(t, e)
 			list := s.mcp.list()
 			if len(list) != 1 || list[0].State != c.state || list[0].Error != c.want {
