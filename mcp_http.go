@@ -218,7 +218,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		cancel()
 		return fmt.Errorf("MCP server %s did not answer in %s", h.server, formatSeconds(limit))
 	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isPrintableASCII(id) {
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isSessionID(id) {
 		h.mu.Lock()
 		h.session = id
 		h.mu.Unlock()
@@ -382,13 +382,21 @@ func (h *mcpHTTP) close() {
 	})
 }
 
-func isPrintableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
+// maxMCPSessionID bounds the session id rpi keeps (and sends with every
+// request): MCP asks for visible ASCII and sets no length, and pi takes
+// any; 8 KiB is more than a server needs (a UUID, a signed token) and
+// as much as common proxies take of one header line.
+const maxMCPSessionID = 8 << 10
+
+// isSessionID reports whether id can be an Mcp-Session-Id: visible ASCII,
+// at most maxMCPSessionID bytes.
+func isSessionID(id string) bool {
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
 			return false
 		}
 	}
-	return len(s) <= 256
+	return len(id) <= maxMCPSessionID
 }
 
 // errEventTooLong ends an event stream whose event (or one line of it)

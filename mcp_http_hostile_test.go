@@ -448,14 +448,17 @@ func TestMCPHTTPHostileEndlessAnswers(t *testing.T) {
 }
 
 // TestMCPHTTPHostileSessionIDs: the session id a server gives is sent
-// back only when it is one (visible ASCII, at most 256 characters): one
-// with a space, a tab, a byte past ASCII or too long is never written
-// into a request (the last good one is kept), and a server that gives a
-// new one with every answer has each sent back, as pi sends them.
+// back only when it is one (visible ASCII, at most 8 KiB): one with a
+// space, a tab, a byte past ASCII or longer is never written into a
+// request (the last good one is kept), one of 8 KiB is (rpi dropped
+// those past 256 characters, where pi takes any length), and a server
+// that gives a new one with every answer has each sent back, as pi sends
+// them.
 func TestMCPHTTPHostileSessionIDs(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
-	ids := []string{"a b", "tab\there", "caf\xc3\xa9", strings.Repeat("x", 257), "good-2"}
+	long := strings.Repeat("y", maxMCPSessionID)
+	ids := []string{"a b", "tab\there", "caf\xc3\xa9", strings.Repeat("x", maxMCPSessionID+1), long, "good-2"}
 	srv := &hostileMCP{}
 	srv.respond = func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
 		if m.Method == "tools/call" {
@@ -482,9 +485,9 @@ func TestMCPHTTPHostileSessionIDs(t *testing.T) {
 		}
 	}
 	// initialized, tools/list, then the calls: each after the answer to the one before, then DELETE.
-	want := []string{"s-1", "s-1", "s-1", "s-1", "s-1", "s-1", "s-1", "good-2", "good-2"}
+	want := []string{"s-1", "s-1", "s-1", "s-1", "s-1", "s-1", "s-1", long, "good-2", "good-2"}
 	if strings.Join(sent, " ") != strings.Join(want, " ") {
-		t.Errorf("session ids sent:\n%q\nwant\n%q", sent, want)
+		t.Errorf("session ids sent:\n%.100q\nwant\n%.100q", sent, want)
 	}
 }
 
