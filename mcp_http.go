@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -218,11 +219,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		cancel()
 		return fmt.Errorf("MCP server %s did not answer in %s", h.server, formatSeconds(limit))
 	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isSessionID(id) {
-		h.mu.Lock()
-		h.session = id
-		h.mu.Unlock()
-	}
+	h.keepSession(resp)
 	var sent struct {
 		ID *int64 `json:"id"`
 	}
@@ -290,17 +287,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		go guarded(h.stderr, "reading an MCP event stream", func() {
 			defer answered()
 			defer cancel()
-			defer resp.Body.Close()
-			// The stream is read until it has brought the answer it was
-			// opened for (a server that keeps it open holds nothing).
-			done := func() bool { return sent.ID != nil && !h.conn.waitingFor(*sent.ID) }
-			err := readSSE(resp.Body, h.conn.handle, done)
-			if err != nil && ctx.Err() == nil && !done() {
-				h.conn.log("reading an event stream: " + err.Error())
-			}
-			if errors.Is(err, errEventTooLong) && sent.ID != nil { // the call fails saying why, as a JSON answer's would
-				h.conn.failRequest(*sent.ID, fmt.Errorf("MCP server %s sent a message longer than %d MiB", h.server, maxMCPMessage>>20))
-			}
+			h.readAnswer(ctx, resp.Body, sent.ID)
 		})()
 	default:
 		resp.Body.Close()
@@ -308,6 +295,124 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		return fmt.Errorf("MCP server %s answered with content type %q, not JSON or an event stream", h.server, escapeControl(kind))
 	}
 	return nil
+}
+
+// Reconnecting an event stream, as pi does: at most mcpStreamRetries
+// times in a row (an event received starts the count again), waiting
+// 1 s, then twice as long each time up to 30 s, or the time the
+// server's retry field asks (at least 100 ms).
+const (
+	mcpStreamRetries  = 5
+	mcpStreamDelay    = time.Second
+	mcpStreamMaxDelay = 30 * time.Second
+)
+
+// maxSSEEventID bounds the event id kept to resume a stream with (sent
+// back as Last-Event-ID): a longer one is ignored.
+const maxSSEEventID = 1 << 10
+
+// readAnswer reads the event stream that answers the request id (nil
+// for none) until it has brought the answer (a server that keeps it open
+// holds nothing). A stream that ends or breaks first, after events with
+// ids, is resumed as pi resumes it: a GET with the last id as
+// Last-Event-ID (streamRetries, backoff); without ids, or once the
+// retries are spent, the request fails.
+func (h *mcpHTTP) readAnswer(ctx context.Context, body io.ReadCloser, id *int64) {
+	done := func() bool { return id != nil && !h.conn.waitingFor(*id) }
+	var cursor sseCursor
+	for attempt := 0; ; {
+		var err error
+		if body != nil {
+			err = readSSE(body, h.conn.handle, done, &cursor)
+			body.Close()
+			body = nil
+			if err != nil && ctx.Err() == nil && !done() {
+				h.conn.log("reading an event stream: " + err.Error())
+			}
+			if errors.Is(err, errEventTooLong) && id != nil { // the call fails saying why, as a JSON answer's would
+				h.conn.failRequest(*id, fmt.Errorf("MCP server %s sent a message longer than %d MiB", h.server, maxMCPMessage>>20))
+				return
+			}
+		}
+		if done() || ctx.Err() != nil || id == nil || !cursor.hasID || attempt >= mcpStreamRetries {
+			return
+		}
+		if cursor.received {
+			attempt = 0
+		}
+		cursor.received = false
+		if !sleepCtx(ctx, cursor.delay(attempt)) {
+			return
+		}
+		attempt++
+		var retry bool
+		body, retry, err = h.openStream(ctx, cursor.lastID, true)
+		if err != nil && ctx.Err() == nil {
+			h.conn.log("resuming an event stream: " + err.Error())
+		}
+		if err != nil && !retry {
+			return
+		}
+	}
+}
+
+// sleepCtx waits d, or until ctx ends: false then.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// errNoGetStream is a server's 405 to a GET: it offers no event stream
+// of its own.
+var errNoGetStream = errors.New("the server offers no GET stream (405)")
+
+// openStream GETs the server's event stream, resuming after lastID when
+// resume is set. retry tells whether a failure is worth trying again
+// (the connection failed, or 408, 429, 5xx), as pi has it.
+func (h *mcpHTTP) openStream(ctx context.Context, lastID string, resume bool) (body io.ReadCloser, retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("its url is not valid")
+	}
+	h.setHeaders(req)
+	req.Header.Set("Accept", "text/event-stream")
+	if resume {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, true, withoutURL(err)
+	}
+	h.keepSession(resp)
+	kind, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		resp.Body.Close()
+		return nil, false, errNoGetStream
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		resp.Body.Close()
+		s := resp.StatusCode
+		return nil, s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500, fmt.Errorf("HTTP %d", s)
+	case kind != "text/event-stream":
+		resp.Body.Close()
+		return nil, false, fmt.Errorf("content type %q, not an event stream", escapeControl(kind))
+	}
+	return resp.Body, false, nil
+}
+
+// keepSession keeps the session id resp gives, when it is one.
+func (h *mcpHTTP) keepSession(resp *http.Response) {
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && isSessionID(id) {
+		h.mu.Lock()
+		h.session = id
+		h.mu.Unlock()
+	}
 }
 
 // failure is why a POST got no answer, without the URL (which may hold
@@ -399,15 +504,49 @@ func isSessionID(id string) bool {
 	return len(id) <= maxMCPSessionID
 }
 
+// isHeaderText reports whether b is printable ASCII (spaces too): text
+// an HTTP header can carry as it is.
+func isHeaderText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // errEventTooLong ends an event stream whose event (or one line of it)
 // is longer than maxMCPMessage.
 var errEventTooLong = errors.New("an event longer than 16 MiB")
 
+// sseCursor is what a stream's reading has seen that resuming it needs:
+// the last event id (hasID once there is one), the server's retry time,
+// and whether an event came since received was last reset.
+type sseCursor struct {
+	lastID   string
+	hasID    bool
+	retry    time.Duration // 0: none given
+	received bool
+}
+
+// delay is the wait before reconnect attempt (0 the first): the server's
+// retry time when it gave one, else a backoff from mcpStreamDelay.
+func (c *sseCursor) delay(attempt int) time.Duration {
+	if c.retry > 0 {
+		return min(max(c.retry, 100*time.Millisecond), mcpStreamMaxDelay)
+	}
+	return min(mcpStreamDelay<<attempt, mcpStreamMaxDelay)
+}
+
 // readSSE reads server-sent events and hands each message event's data
 // to handle; an event longer than maxMCPMessage ends the stream. Lines
 // are split as a model server's are (eventLines): "\r\n", "\n" or "\r"
-// alone, a byte order mark first skipped.
-func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
+// alone, a byte order mark first skipped. cursor (when not nil) keeps
+// the ids and retry times the stream gives.
+func readSSE(r io.Reader, handle func([]byte), done func() bool, cursor *sseCursor) error {
+	if cursor == nil {
+		cursor = &sseCursor{}
+	}
 	lines := eventLines{r: bufio.NewReaderSize(r, 64<<10)}
 	if bom, _ := lines.r.Peek(3); string(bom) == "\uFEFF" {
 		lines.r.Discard(3)
@@ -427,6 +566,7 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 		switch {
 		case len(line) == 0: // the event's end
 			if hasData {
+				cursor.received = true
 				handle(data)
 			}
 			data, hasData = data[:0], false
@@ -437,8 +577,20 @@ func readSSE(r io.Reader, handle func([]byte), done func() bool) error {
 		default:
 			field, value, _ := bytes.Cut(line, []byte(":"))
 			value = bytes.TrimPrefix(value, []byte(" "))
-			if string(field) != "data" {
-				continue // event, id, retry: an MCP message is in data
+			switch string(field) {
+			case "id": // kept to resume with, when it can go in a header
+				if len(value) <= maxSSEEventID && isHeaderText(value) {
+					cursor.lastID, cursor.hasID = string(value), true
+				}
+				continue
+			case "retry":
+				if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
+					cursor.retry = time.Duration(ms) * time.Millisecond
+				}
+				continue
+			case "data":
+			default:
+				continue // event: an MCP message is in data
 			}
 			if len(data)+len(value) > maxMCPMessage {
 				return errEventTooLong

@@ -1602,7 +1602,7 @@ func TestReadSSEMessageLimit(t *testing.T) {
 	for _, size := range []int{maxMCPMessage, maxMCPMessage + 1} {
 		message := `"` + strings.Repeat("x", size-2) + `"`
 		var got []byte
-		err := readSSE(strings.NewReader("event: message\ndata: "+message+"\n\n"), func(data []byte) { got = data }, func() bool { return got != nil })
+		err := readSSE(strings.NewReader("event: message\ndata: "+message+"\n\n"), func(data []byte) { got = data }, func() bool { return got != nil }, nil)
 		if ok := size <= maxMCPMessage; ok != (err == nil && string(got) == message) {
 			t.Errorf("a message of %d bytes: got %d bytes, %v", size, len(got), err)
 		}
