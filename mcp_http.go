@@ -3,7 +3,10 @@ package main
 // MCP's streamable-HTTP transport: each message rpi sends is a POST to
 // the server's URL; the server answers a request with one JSON message or
 // with a stream of server-sent events that carries its notifications and
-// then the answer, and a notification with 202. The session id the server
+// then the answer, and a notification with 202; a stream that ends
+// before its answer is resumed with a GET (readAnswer), and the server's
+// own stream is a GET opened once the session is initialized (listen).
+// The session id the server
 // gives (Mcp-Session-Id) and the protocol version agreed on go with every
 // later POST; closing sends DELETE. Redirects are not followed (a server
 // that sends rpi elsewhere fails), and nothing of a URL or a header is
@@ -42,6 +45,7 @@ type mcpHTTP struct {
 	ctx     context.Context // ends when the connection is closed: the streams' reads end
 	cancel  context.CancelFunc
 	once    sync.Once
+	listens sync.Once // the server's own event stream is opened once (listen)
 
 	mu      mutex[mcpHTTPMu] // guards session and version
 	session string           // Mcp-Session-Id, once the server gave one
@@ -117,6 +121,9 @@ func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration)
 		token = h.signIn.token(reqCtx)
 	}
 	err := h.post(reqCtx, line, limit, token)
+	if err == nil && isInitialized(line) { // the session is initialized: the server may talk now
+		h.listens.Do(func() { go guarded(h.stderr, "reading an MCP server's event stream", h.listen)() })
+	}
 	var rejected *mcpRejected
 	if !errors.As(err, &rejected) || h.signIn == nil || rejected.needsScope {
 		return h.signInError(err, nil)
@@ -353,6 +360,55 @@ func (h *mcpHTTP) readAnswer(ctx context.Context, body io.ReadCloser, id *int64)
 		if err != nil && !retry {
 			return
 		}
+	}
+}
+
+// isInitialized reports whether line is notifications/initialized.
+func isInitialized(line []byte) bool {
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Method == "notifications/initialized"
+}
+
+// listen reads the server's own event stream (a GET), which carries what
+// it sends unasked (a changed tool list, a log message, a request of its
+// own), as pi does once the session is initialized: a 405 says the
+// server offers none. A stream that ends or breaks is opened again
+// (resumed after its last id) as an answer's stream is (readAnswer's
+// backoff): an event received, or a stream that stayed open longer than
+// the longest wait, starts the count of retries again; once they are
+// spent, or at an error no retry helps, the server's stream is left
+// closed, with a line in mcp.log. The connection's close ends it.
+func (h *mcpHTTP) listen() {
+	var cursor sseCursor
+	never := func() bool { return false }
+	for attempt := 0; ; {
+		body, retry, err := h.openStream(h.ctx, cursor.lastID, cursor.hasID)
+		if err == nil {
+			opened := time.Now()
+			err = readSSE(body, h.conn.handle, never, &cursor)
+			body.Close()
+			retry = !errors.Is(err, errEventTooLong)
+			if cursor.received || time.Since(opened) > mcpStreamMaxDelay {
+				attempt = 0
+			}
+		}
+		switch {
+		case h.ctx.Err() != nil || errors.Is(err, errNoGetStream):
+			return
+		case !retry:
+			h.conn.log("the server's event stream: " + err.Error())
+			return
+		case attempt >= mcpStreamRetries:
+			h.conn.log("the server's event stream ended and could not be opened again")
+			return
+		}
+		cursor.received = false
+		if !sleepCtx(h.ctx, cursor.delay(attempt)) {
+			return
+		}
+		attempt++
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 // takes over where it likes (respond); it records every request.
 // Unless respond answers: initialize gives session "s-1" (session, when
 // set, names the one it gives), a notification 202, tools/list one tool
-// (echo), tools/call its text echoed, DELETE 200.
+// (echo), tools/call its text echoed, DELETE 200, GET 405 (it offers no
+// event stream of its own).
 type hostileMCP struct {
 	respond func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool
 	session string
@@ -64,7 +65,11 @@ func (h *hostileMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if respond != nil && respond(w, r, m) {
 		return
 	}
-	if r.Method == http.MethodDelete {
+	switch r.Method {
+	case http.MethodDelete:
+		return
+	case http.MethodGet:
+		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
 	var result any
@@ -480,7 +485,7 @@ func TestMCPHTTPHostileSessionIDs(t *testing.T) {
 	s.close()
 	var sent []string
 	for _, r := range srv.sent() {
-		if r.msg.Method != "initialize" {
+		if r.msg.Method != "initialize" && r.method != http.MethodGet { // the GET of its event stream may come at any time
 			sent = append(sent, r.header.Get("Mcp-Session-Id"))
 		}
 	}
@@ -806,7 +811,9 @@ func TestMCPSignInHostileLookalike(t *testing.T) {
 	seen := 0
 	for _, r := range srv.sent() {
 		if auth := r.header.Get("Authorization"); strings.HasPrefix(auth, "Bearer") { // me@ is sent as Basic, as Go sends a URL's user
-			seen++
+			if r.method != http.MethodGet { // the GET of web's event stream may come before the close or not
+				seen++
+			}
 			if auth != "Bearer web-token-0123456789" {
 				t.Errorf("Authorization %q", auth)
 			}
