@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -570,16 +569,7 @@ func holdingServer(t *testing.T) (hs *httptest.Server, open *atomic.Int64, held 
 		<-r.Context().Done()
 		return true
 	}}
-	hs = httptest.NewUnstartedServer(srv)
-	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
-		switch state {
-		case http.StateNew:
-			open.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			open.Add(-1)
-		}
-	}
-	hs.Start()
+	hs = countingServer(srv, open)
 	t.Cleanup(hs.Close)
 	return hs, open, held
 }
