@@ -44,8 +44,12 @@ func TestMCPLogRedacted(t *testing.T) {
 			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID,
 				"result": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}})
 		case "tools/list":
-			// A server that echoes what it was sent, and what it knows.
-			echoed := "sent " + r.Header.Get("Authorization") + " key " + r.Header.Get("X-Api-Key") + " refresh " + refresh
+			// A server that echoes what it was sent, and (to the sign-in)
+			// what it knows.
+			echoed := "sent " + r.Header.Get("Authorization") + " key " + r.Header.Get("X-Api-Key")
+			if r.Header.Get("Authorization") == "Bearer "+accessToken {
+				echoed += " refresh " + refresh
+			}
 			w.Header().Set("Content-Type", "text/event-stream")
 			logMsg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message",
 				"params": map[string]any{"level": "info", "logger": "echo", "data": echoed}})
@@ -90,7 +94,7 @@ func TestMCPLogRedacted(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"[helper] stderr: GITHUB_TOKEN=[redacted]", "[helper] info env: GITHUB_TOKEN=[redacted]",
-		"[keyed] info echo: sent [redacted] key [redacted] refresh", "[basic] info echo: sent Basic [redacted] key  refresh",
+		"[keyed] info echo: sent [redacted] key [redacted]\n", "[basic] info echo: sent Basic [redacted] key \n",
 		"[signed] info echo: sent Bearer [redacted] key  refresh [redacted]", "not a JSON-RPC message (ignored): xxxxx"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("mcp.log has no %q:\n%s", want, log)
