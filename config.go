@@ -187,14 +187,14 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	cfg.serve = subcommand == "serve"
 	cfg.served.replayBytes, cfg.served.clientQueue = int(v.replayBytes), int(v.clientQueue)
 	switch {
+	case cfg.serve && v.mode != "": // before the others, which would name a SERVE mode or refuse --mode serve
+		return cfg, "", errors.New("Conflicting mode: rpi serve takes no --mode (a connection's first message picks its wire)")
 	case subcommand != "" && v.mode != "" && v.mode != subcommand:
 		return cfg, "", fmt.Errorf("Conflicting mode: the %s subcommand runs %s mode, but --mode %s was given", subcommand, strings.ToUpper(subcommand), v.mode)
 	case subcommand == "" && v.mode == "":
 		return cfg, "", errors.New("No mode given: run `rpi rpc` or `rpi --mode rpc` (`rpi acp` for an editor, `rpi serve` for a long-lived host)")
 	case v.mode != "" && v.mode != "rpc" && v.mode != "acp":
 		return cfg, "", fmt.Errorf("Unsupported mode: %s (rpi speaks rpc and acp)", v.mode)
-	case cfg.serve && v.mode != "":
-		return cfg, "", errors.New("Conflicting mode: rpi serve takes no --mode (a connection's first message picks its wire)")
 	case cfg.serve && (cfg.sessionFile != "" || cfg.sessionID != "" || cfg.forkFrom != "" || cfg.name != ""):
 		return cfg, "", errors.New("Conflicting flags: --session, --session-id, --fork and --name open one session; rpi serve opens a session for each client (a client's hello options name one)")
 	case !cfg.serve && serveFlagGiven(given):

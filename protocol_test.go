@@ -308,29 +308,42 @@ func (b *syncBuffer) String() string {
 // runRPI runs rpi in-process, as main does, with args and e's
 // environment until stdin ends; it returns the exit code.
 func runRPI(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.Writer) int {
-	var stderr syncBuffer
-	code := runProgram(args, e.env(), stdin, stdout, &stderr, nil)
-	if out := stderr.String(); out != "" {
-		t.Logf("stderr:\n%s", out)
-	}
+	code, _ := runRPIStderr(t, e, args, stdin, stdout)
 	return code
 }
 
+// runRPIStderr is runRPI that also returns what rpi wrote to stderr.
+func runRPIStderr(t testing.TB, e *testEnv, args []string, stdin io.Reader, stdout io.Writer) (int, string) {
+	var stderr syncBuffer
+	code := runProgram(args, e.env(), stdin, stdout, &stderr, nil)
+	out := stderr.String()
+	if out != "" {
+		t.Logf("stderr:\n%s", out)
+	}
+	return code, out
+}
+
 // args are rpi's arguments: the mode (acp for a case in testdata/acp/,
-// else rpc; none with the option "subcommand none"), --cwd cwd, then the
-// args section's, with \xHH as the byte (a blank value, say). The
-// section's come last, so that a flag there can lack its value.
-func (f *fixture) args(cwd string) []string {
+// else rpc; none with the option "subcommand none", serve with
+// "subcommand serve"), --cwd cwd, then the args section's, with \xHH as
+// the byte (a blank value, say) and $CWD and $AGENT_DIR as those
+// directories (replace). The section's come last, so that a flag there
+// can lack its value.
+func (f *fixture) args(cwd string, replace *strings.Replacer) []string {
 	args := []string{"rpc"}
 	if filepath.Base(filepath.Dir(f.path)) == "acp" {
 		args = []string{"acp"}
 	}
-	if f.option("subcommand", "") == "none" {
+	switch sub := f.option("subcommand", ""); sub {
+	case "":
+	case "none":
 		args = nil
+	default:
+		args = []string{sub}
 	}
 	args = append(args, "--cwd", cwd)
 	for _, line := range strings.Split(f.sections["args"], "\n") {
-		if line = strings.TrimSpace(line); line != "" {
+		if line = replace.Replace(strings.TrimSpace(line)); line != "" {
 			args = append(args, rawByte.ReplaceAllStringFunc(line, func(m string) string {
 				b, _ := strconv.ParseUint(m[2:], 16, 8)
 				return string([]byte{byte(b)})
@@ -981,21 +994,36 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			}
 		}
 	}
-	args := f.args(cwd)
+	dirs := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir)
+	args := f.args(cwd, dirs)
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
-	input := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir).Replace(string(f.input()))
+	input := dirs.Replace(string(f.input()))
 	var held *heldStarts
 	if name := f.option("holdStart", ""); name != "" {
 		held = &heldStarts{name: name, released: make(chan struct{})}
 		e.command = held.command
 	}
 	go feedFixture(t, pw, []byte(input), write, out, norm, fake, fm, held)
-	code := runRPI(t, e, args, pr, out)
+	code, stderr := runRPIStderr(t, e, args, pr, out)
 	pr.Close()
 	checkRecords(t, out.bytes())
-	if initFailed := bytes.HasPrefix(out.bytes(), []byte(`{"type":"response","command":"init"`)); initFailed != (code != 0) {
+	if want := f.option("exit", ""); want != "" {
+		if strconv.Itoa(code) != want {
+			t.Errorf("exit code %d, want %s", code, want)
+		}
+	} else if initFailed := bytes.HasPrefix(out.bytes(), []byte(`{"type":"response","command":"init"`)); initFailed != (code != 0) {
 		t.Errorf("exit code %d, with output starting %.80q", code, out.bytes())
+	}
+	if want, ok := f.sections["stderr"]; ok {
+		// Normalised together with the output, so ids match across both.
+		both := norm.apply(append(append(out.bytes(), "--\n"...), stderr...))
+		got := both[strings.Index(both, "--\n")+3:]
+		if *update {
+			f.sections["stderr"] = got
+		} else if got != want {
+			t.Errorf("stderr differs\n--- got ---\n%s--- want ---\n%s", got, want)
+		}
 	}
 	if left, _ := os.ReadDir(e.tmp); len(left) > 0 {
 		t.Errorf("temp files left behind: %v", left)
