@@ -5,6 +5,7 @@ package main
 // them, their ${VAR} and !command values expanded.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,25 +114,36 @@ func mcpClash(name, other string) string {
 // readMCPFile reads one mcp.json's entries by name, in the file's order
 // of names sorted (JSON objects have no order rpi keeps); a missing file
 // has none; a file that cannot be read or is not valid is a warning.
-func readMCPFile(path string) (names []string, entries map[string]json.RawMessage, warning string) {
+func readMCPFile(path string) (data []byte, names []string, entries map[string]json.RawMessage, warning string) {
 	data, err := readSmallFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, ""
+		return nil, nil, nil, ""
 	}
 	if err != nil {
-		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %v", path, err)
+		return nil, nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %v", path, err)
 	}
 	var file struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %s", path, jsonError(data, err))
+		return nil, nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %s", path, jsonError(data, err))
 	}
 	for name := range file.MCPServers {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	return names, file.MCPServers, ""
+	return data, names, file.MCPServers, ""
+}
+
+// mcpEntryError is err, of decoding the entry text of an mcp.json whose
+// text is data, saying where in the file it is (at the first copy of
+// the entry's text: two entries written alike fail alike).
+func mcpEntryError(data, entry []byte, err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if at := bytes.Index(data, entry); at >= 0 && errors.As(err, &typeErr) {
+		return fmt.Errorf("%s: %s", lineColumn(data, int64(at)+typeErr.Offset), jsonMismatch(entry, typeErr))
+	}
+	return jsonError(entry, err)
 }
 
 // readSmallFile reads a configuration file, at most maxResourceBytes.
@@ -166,7 +178,7 @@ func loadMCPConfig(agentDir, cwd string, approved bool, given []string, expand f
 	byName := map[string]*mcpServerConfig{}
 	entries, paths := map[string]mcpEntry{}, map[string]string{} // each server's entry as written, and its file
 	read := func(path, source string) {
-		names, raw, warning := readMCPFile(path)
+		data, names, raw, warning := readMCPFile(path)
 		if warning != "" {
 			warnings = append(warnings, warning)
 		}
@@ -174,7 +186,7 @@ func loadMCPConfig(agentDir, cwd string, approved bool, given []string, expand f
 			var e mcpEntry
 			dec := json.NewDecoder(strings.NewReader(string(raw[name])))
 			if err := dec.Decode(&e); err != nil {
-				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, jsonError(raw[name], err)))
+				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, mcpEntryError(data, raw[name], err)))
 				continue
 			}
 			if !mcpServerName.get().MatchString(name) {

@@ -572,16 +572,16 @@ func awaitDialed(t *testing.T, s *session) {
 func TestReadMCPFileSizes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "mcp.json")
-	if names, _, warning := readMCPFile(path); names != nil || warning != "" {
+	if _, names, _, warning := readMCPFile(path); names != nil || warning != "" {
 		t.Errorf("a missing file: %v, %q", names, warning)
 	}
 	padding := strings.Repeat(" ", maxResourceBytes-100)
 	os.WriteFile(path, []byte(`{"mcpServers": {"a": {"command": "x"},`+padding+`"b": {"command": "y"}}}`), 0o600)
-	if names, _, warning := readMCPFile(path); !slices.Equal(names, []string{"a", "b"}) || warning != "" {
+	if _, names, _, warning := readMCPFile(path); !slices.Equal(names, []string{"a", "b"}) || warning != "" {
 		t.Errorf("a file of almost 1 MiB: %v, %q", names, warning)
 	}
 	os.WriteFile(path, []byte(`{"mcpServers": {}}`+strings.Repeat(" ", maxResourceBytes)), 0o600)
-	if _, _, warning := readMCPFile(path); warning != "Cannot read MCP servers from "+path+": larger than 1.0MB" {
+	if _, _, _, warning := readMCPFile(path); warning != "Cannot read MCP servers from "+path+": larger than 1.0MB" {
 		t.Errorf("a file over 1 MiB: %q", warning)
 	}
 }
