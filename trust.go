@@ -96,19 +96,20 @@ func readTrustFile(path string) (entries []trustEntry, found bool, err error) {
 		}
 		return nil, true, unwrapPathError(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))))
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, true, fmt.Errorf("it must hold one JSON object of folders and true, false or null")
 	}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, true, fmt.Errorf("it is not valid JSON (%v)", err)
+			return nil, true, trustJSONError(data, err)
 		}
 		key, _ := t.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, true, fmt.Errorf("it is not valid JSON (%v)", err)
+			return nil, true, trustJSONError(data, err)
 		}
 		var decision *bool
 		switch string(raw) {
@@ -128,12 +129,23 @@ func readTrustFile(path string) (entries []trustEntry, found bool, err error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, true, fmt.Errorf("it is not valid JSON (%v)", err)
+		return nil, true, trustJSONError(data, err)
 	}
 	if _, err := dec.Token(); err == nil {
 		return nil, true, fmt.Errorf("it is not valid JSON (more after its object)")
 	}
 	return entries, true, nil
+}
+
+// trustJSONError says why trust.json's data is not valid JSON (err, a
+// Decoder's), and where: Unmarshal's offsets, which a Decoder's only come
+// near.
+func trustJSONError(data []byte, err error) error {
+	var v any
+	if whole := json.Unmarshal(data, &v); whole != nil {
+		err = whole
+	}
+	return fmt.Errorf("it is not valid JSON (%v)", jsonError(data, err))
 }
 
 func indexOfTrustKey(entries []trustEntry, key string) int {
