@@ -996,6 +996,28 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	}
 	dirs := strings.NewReplacer("$CWD_NAME", cwdName, "$CWD", cwd, "$AGENT_DIR", e.agentDir)
 	args := f.args(cwd, dirs)
+	if d := f.option("lockWait", ""); d != "" {
+		var err error
+		if e.lockWait, err = time.ParseDuration(d); err != nil {
+			t.Fatalf("option lockWait: %v", err)
+		}
+	}
+	if name := f.option("holdLock", ""); name != "" {
+		// Held as another rpi holds a session file: a lock of its own
+		// open file, for the whole run.
+		path := filepath.Join(cwd, name)
+		if inAgent, ok := strings.CutPrefix(name, "agent "); ok {
+			path = filepath.Join(e.agentDir, strings.ReplaceAll(inAgent, "$CWD_NAME", cwdName))
+		}
+		held, err := os.Open(path)
+		if err != nil {
+			t.Fatalf("option holdLock: %v", err)
+		}
+		defer held.Close()
+		if ok, err := tryLock(held); !ok {
+			t.Fatalf("option holdLock: cannot lock %s: %v", name, err)
+		}
+	}
 	out := newWatchedOutput()
 	pr, pw := io.Pipe()
 	input := dirs.Replace(string(f.input()))
