@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,6 +209,19 @@ func (f *fixture) option(name, otherwise string) string {
 		}
 	}
 	return otherwise
+}
+
+// options reads an option that may have no value: "name" alone, or
+// "name value".
+func (f *fixture) options(name string) (value string, ok bool) {
+	for _, line := range strings.Split(f.sections["options"], "\n") {
+		if line = strings.TrimSpace(line); line == name {
+			return "", true
+		} else if v, found := strings.CutPrefix(line, name+" "); found {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // envVars are the variables the options section gives rpi ("env NAME
@@ -957,6 +971,15 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		e.clock = fake
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
+	oauthURL := ""
+	if fail, ok := f.options("oauthServer"); ok {
+		// An MCP server behind OAuth, at $OAUTH_URL/mcp, and its
+		// authorization server's token endpoint, $OAUTH_URL/token.
+		hs := httptest.NewServer(&oauthTestServer{valid: "at-never", refresh: "rt-1", fail: fail})
+		t.Cleanup(hs.Close)
+		oauthURL = hs.URL
+		norm.literal[oauthURL] = "$OAUTH_URL"
+	}
 	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
 	for name, content := range f.sections {
 		// A file's name may hold the cwd's session folder name, its
@@ -969,6 +992,9 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 				content = strings.ReplaceAll(content, "$MODEL_URL", fm.server.URL)
 			}
 			content = strings.ReplaceAll(content, "$TEST_BINARY", os.Args[0]) // a helper program (RPI_HELPER)
+			if oauthURL != "" {
+				content = strings.ReplaceAll(content, "$OAUTH_URL", oauthURL)
+			}
 			path := filepath.Join(e.agentDir, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			os.WriteFile(path, []byte(content), 0o644)
