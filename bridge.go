@@ -328,8 +328,12 @@ func closeWrite(conn io.ReadWriteCloser) {
 func dialServe(ctx context.Context, addr string) (io.ReadWriteCloser, error) {
 	switch {
 	case strings.HasPrefix(addr, "unix:"):
+		path := strings.TrimPrefix(addr, "unix:")
+		if len(path) > maxSocketPath { // the system's "invalid argument" would not say why
+			return nil, fmt.Errorf("the path is too long for a unix socket (at most about %d bytes): rpi serve listens on none such", maxSocketPath)
+		}
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", strings.TrimPrefix(addr, "unix:"))
+		return d.DialContext(ctx, "unix", path)
 	}
 	return nil, fmt.Errorf("unknown address %s", addr)
 }
