@@ -1063,47 +1063,41 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	} else if initFailed := bytes.HasPrefix(out.bytes(), []byte(`{"type":"response","command":"init"`)); initFailed != (code != 0) {
 		t.Errorf("exit code %d, with output starting %.80q", code, out.bytes())
 	}
-	if want, ok := f.sections["stderr"]; ok {
-		// Normalised together with the output, so ids match across both.
-		both := norm.apply(append(append(out.bytes(), "--\n"...), stderr...))
-		got := both[strings.Index(both, "--\n")+3:]
-		if *update {
-			f.sections["stderr"] = got
-		} else if got != want {
-			t.Errorf("stderr differs\n--- got ---\n%s--- want ---\n%s", got, want)
-		}
+	if _, ok := f.sections["stderr"]; ok {
+		f.compareSection(t, "stderr", "stderr differs", norm, out.bytes(), []byte(stderr))
 	}
 	if left, _ := os.ReadDir(e.tmp); len(left) > 0 {
 		t.Errorf("temp files left behind: %v", left)
 	}
-	if want, ok := f.sections["session.jsonl"]; ok {
+	if _, ok := f.sections["session.jsonl"]; ok {
 		files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
 		if len(files) != 1 {
 			t.Fatalf("want one session file, found %v", files)
 		}
 		data, _ := os.ReadFile(files[0])
-		// Normalised together with the output, so ids match across both.
-		both := norm.apply(append(append(out.bytes(), "--\n"...), data...))
-		got := both[strings.Index(both, "--\n")+3:]
-		if *update {
-			f.sections["session.jsonl"] = got
-		} else if got != want {
-			t.Errorf("session file differs\n--- got ---\n%s--- want ---\n%s", got, want)
-		}
+		f.compareSection(t, "session.jsonl", "session file differs", norm, out.bytes(), data)
 	}
-	if want, ok := f.sections["requests.jsonl"]; ok {
+	if _, ok := f.sections["requests.jsonl"]; ok {
 		if fm == nil {
 			t.Fatal("a -- requests.jsonl -- section needs a -- model.jsonl -- section")
 		}
-		both := norm.apply(append(append(out.bytes(), "--\n"...), fm.conversations()...))
-		got := both[strings.Index(both, "--\n")+3:]
-		if *update {
-			f.sections["requests.jsonl"] = got
-		} else if got != want {
-			t.Errorf("the model's requests differ\n--- got ---\n%s--- want ---\n%s", got, want)
-		}
+		f.compareSection(t, "requests.jsonl", "the model's requests differ", norm, out.bytes(), fm.conversations())
 	}
 	return norm.apply(out.bytes())
+}
+
+// compareSection compares the section name with extra (what says how
+// they differ, in the error), or with -update rewrites it: normalised
+// together with the output out, so that ids match across both.
+func (f *fixture) compareSection(t *testing.T, name, what string, norm normalizer, out, extra []byte) {
+	t.Helper()
+	both := norm.apply(append(append(slices.Clip(out), "--\n"...), extra...))
+	got := both[strings.Index(both, "--\n")+3:]
+	if *update {
+		f.sections[name] = got
+	} else if want := f.sections[name]; got != want {
+		t.Errorf("%s\n--- got ---\n%s--- want ---\n%s", what, got, want)
+	}
 }
 
 // heldStarts holds rpi's starts of one program (the option holdStart
