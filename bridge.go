@@ -323,6 +323,13 @@ func closeWrite(conn io.ReadWriteCloser) {
 	}
 }
 
+// maxSocketPath is the longest path of a unix socket: the systems'
+// limit (104 bytes on macOS and the BSDs, 108 on Linux, with its
+// terminating zero). rpi serve makes its socket in a folder of its own
+// beside the path first (listenUnixPrivate), whose path must fit too; a
+// bridge dials no longer one.
+const maxSocketPath = 103
+
 // dialServe connects to rpi serve at addr: unix:PATH (or, once ws.go
 // is in, ws://…).
 func dialServe(ctx context.Context, addr string) (io.ReadWriteCloser, error) {

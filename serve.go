@@ -199,12 +199,6 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// maxSocketPath is the longest path of a unix socket: the systems'
-// limit (104 bytes on macOS and the BSDs, 108 on Linux, with its
-// terminating zero). rpi serve makes its socket in a folder of its own
-// beside the path first (listenUnixPrivate), whose path must fit too.
-const maxSocketPath = 103
-
 // accept takes l's connections until l is closed.
 func (sh *serveHost) accept(l net.Listener) {
 	for {
