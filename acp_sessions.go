@@ -617,7 +617,7 @@ func acpList(a *acpAgent, req *acpRequest) (any, error) {
 // whose header's id is no session's id, whose cwd is not an absolute
 // path, or is not cwd (its folder may hold another directory's sessions:
 // /x/a/b and /x/a-b share one), is left out, and of two files with one id
-// the newer only is listed (the one load opens).
+// the newer only is listed (load refuses the id, naming both files).
 func acpLoadableRows(rows []sessionRow, cwd string) []sessionRow {
 	seen := map[string]bool{}
 	return slices.DeleteFunc(rows, func(r sessionRow) bool {
