@@ -331,20 +331,22 @@ func checkMCPEntry(name, source, cwd string, e mcpEntry) (mcpServerConfig, error
 // fails the refresh, not the connection).
 func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) (string, error)) error {
 	var err error
-	expandAll := func(values map[string]string, commands bool) map[string]string {
+	// field names the map in the error: an "env TOKEN: its command
+	// failed (exit status 4)" says which value's !command it was.
+	expandAll := func(field string, values map[string]string, commands bool) map[string]string {
 		out := map[string]string{}
 		for k, v := range values {
 			if err == nil {
 				out[k], err = expand(v, commands)
 				if err != nil {
-					err = fmt.Errorf("%s: %v", k, err)
+					err = fmt.Errorf("%s %s: its command %v", field, k, err)
 				}
 			}
 		}
 		return out
 	}
 	if cfg.transport == "http" {
-		cfg.headers = expandAll(e.Headers, true)
+		cfg.headers = expandAll("headers", e.Headers, true)
 		if e.OAuth != nil && e.OAuth.ClientSecret != nil {
 			secret := *e.OAuth.ClientSecret
 			cfg.oauth.secretOf = func() (string, error) { return expand(secret, true) }
@@ -358,7 +360,7 @@ func expandMCPEntry(cfg *mcpServerConfig, e mcpEntry, expand func(string, bool) 
 			cfg.args = append(cfg.args, expandHome(a))
 		}
 	}
-	cfg.env = expandAll(e.Env, true)
+	cfg.env = expandAll("env", e.Env, true)
 	cfg.envSecrets = mcpStdioSecrets(cfg.args, cfg.env, e.Env)
 	return err
 }

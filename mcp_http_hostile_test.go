@@ -798,11 +798,12 @@ func TestMCPSignInHostileLookalike(t *testing.T) {
 	writeMCPServers(t, e.agentDir, servers)
 	s := openWithMCP(t, e)
 	s.close()
-	seen := 0
+	seen, carried := 0, []string{}
 	for _, r := range srv.sent() {
 		if auth := r.header.Get("Authorization"); strings.HasPrefix(auth, "Bearer") { // me@ is sent as Basic, as Go sends a URL's user
 			if r.method != http.MethodGet { // the GET of web's event stream may come before the close or not
 				seen++
+				carried = append(carried, r.method+" "+r.msg.Method)
 			}
 			if auth != "Bearer web-token-0123456789" {
 				t.Errorf("Authorization %q", auth)
@@ -810,7 +811,7 @@ func TestMCPSignInHostileLookalike(t *testing.T) {
 		}
 	}
 	if seen != 4 { // web's initialize, initialized, tools/list and DELETE
-		t.Errorf("%d requests carried a token; want web's 4", seen)
+		t.Errorf("%d requests carried a token (%q); want web's 4", seen, carried)
 	}
 }
 
@@ -957,4 +958,34 @@ func openSignedIn(t *testing.T, base string, args ...string) *session {
 	s := openWithMCP(t, e, args...)
 	t.Cleanup(s.close)
 	return s
+}
+
+// TestMCPSignInReadWhileTheFileIsLocked: a stored sign-in's token is
+// read without pi's lock on mcp-auth.json, which only a change of the
+// file takes: while another process holds it (pi refreshing, or the
+// other servers of a session reading theirs as they all connect at
+// once), the server's requests still carry the token. Each read took
+// the lock, and one that waited past its 200 ms went without the token:
+// an initialize without it, which a server behind OAuth refuses.
+func TestMCPSignInReadWhileTheFileIsLocked(t *testing.T) {
+	srv := &hostileMCP{}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	e := newTestEnv(t)
+	auth := filepath.Join(e.agentDir, "mcp-auth.json")
+	os.WriteFile(auth, []byte(`{"mcp__web|`+hs.URL+`/mcp": {"tokens": {"access_token": "web-token-0123456789", "token_type": "Bearer"}}}`), 0o600)
+	if err := os.Mkdir(auth+".lock", 0o755); err != nil { // pi's lock, fresh: held
+		t.Fatal(err)
+	}
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e)
+	s.close()
+	for _, r := range srv.sent() {
+		if r.method == http.MethodPost && r.header.Get("Authorization") != "Bearer web-token-0123456789" {
+			t.Errorf("%s went with Authorization %q", r.msg.Method, r.header.Get("Authorization"))
+		}
+	}
+	if len(srv.sent()) == 0 {
+		t.Error("the server got no request")
+	}
 }

@@ -261,6 +261,9 @@ type oauthMetadata struct {
 // load reads the server's state under the file's lock, by pi's key or
 // the older one; the zero value when there is none (no file, no entry).
 func (si *mcpSignIn) load() (storedSignIn, string, error) {
+	if state, ok := si.loadUnlocked(); ok {
+		return state, si.keys[0], nil
+	}
 	var state storedSignIn
 	var key string
 	err := si.withFile(func(file *jsonObject) bool {
@@ -279,13 +282,49 @@ func (si *mcpSignIn) load() (storedSignIn, string, error) {
 		if raw == nil || json.Unmarshal(raw, &s) != nil {
 			return moved
 		}
-		state = readSignIn(&s)
-		for _, secret := range []string{state.accessToken, state.refreshToken, state.client.Secret} {
-			si.secrets.add(secret)
-		}
+		state = si.readSignIn(&s)
 		return moved
 	})
 	return state, key, err
+}
+
+// loadUnlocked reads the server's state without pi's lock on the file:
+// ok when the file is a whole JSON object that holds it under its key,
+// or holds nothing under either key (no sign-in, nothing to move). The
+// lock is for changing the file: rpi replaces it whole, and a read that
+// meets a file pi is still writing does not parse and is done again
+// under the lock (load). Each read took the lock, and as a session's
+// servers all connected at once, one that waited past mcpAuthLockWait
+// sent its requests without its token.
+func (si *mcpSignIn) loadUnlocked() (state storedSignIn, ok bool) {
+	path, err := filepath.EvalSymlinks(si.file)
+	if err != nil {
+		return state, false
+	}
+	data, err := readSmallFile(path)
+	var file jsonObject
+	if err != nil || json.Unmarshal(data, &file) != nil {
+		return state, false
+	}
+	raw := file.get(si.keys[0])
+	if raw == nil {
+		return state, file.get(si.keys[1]) == nil
+	}
+	var s jsonObject
+	if json.Unmarshal(raw, &s) != nil {
+		return state, false
+	}
+	return si.readSignIn(&s), true
+}
+
+// si.readSignIn is readSignIn, its keys told to the session's
+// redactor.
+func (si *mcpSignIn) readSignIn(s *jsonObject) storedSignIn {
+	state := readSignIn(s)
+	for _, secret := range []string{state.accessToken, state.refreshToken, state.client.Secret} {
+		si.secrets.add(secret)
+	}
+	return state
 }
 
 // readSignIn takes what a refresh uses out of a server's state; a field
@@ -340,7 +379,7 @@ func (si *mcpSignIn) requestTokens(ctx context.Context, state storedSignIn, rene
 	if si.oauth.secretOf != nil {
 		secret, err := si.oauth.secretOf()
 		if err != nil {
-			return nil, fmt.Errorf("oauth.clientSecret: %v", err)
+			return nil, fmt.Errorf("oauth.clientSecret: its command %v", err)
 		}
 		si.oauth.secret = secret // refreshes of one connection take turns: no other reads it now
 		si.secrets.add(secret)
