@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -860,7 +861,9 @@ func (s *session) callFailure(err error) (message string, retryAfter time.Durati
 		case limit > 0 && perr.retryAfter > limit:
 			// As pi: a longer wait than the limit fails the call at
 			// once, saying so; a retry then backs off as after any error.
-			message = fmt.Sprintf("Server requested %ds retry delay (max: %ds). %s", ceilSeconds(perr.retryAfter), ceilSeconds(limit), message)
+			// The wait is told as pi tells it, a JavaScript number
+			// (1e+300), however long.
+			message = fmt.Sprintf("Server requested %ss retry delay (max: %ds). %s", jsNumber(math.Ceil(perr.retryAfterMs/1000)), ceilSeconds(limit), message)
 		default:
 			retryAfter = perr.retryAfter
 		}

@@ -162,8 +162,8 @@ func streamModel(ctx context.Context, req streamRequest, msg *assistantMessage, 
 		if len(text) == maxErrorBytes {
 			body = req.secrets.redactCut(body) // no part of a key the server echoed across the cut
 		}
-		wait, ok := retryAfterOf(resp.Header)
-		return &providerError{status: resp.StatusCode, retryAfter: wait, hasRetryAfter: ok,
+		wait, ms, ok := retryAfterOf(resp.Header)
+		return &providerError{status: resp.StatusCode, retryAfter: wait, retryAfterMs: ms, hasRetryAfter: ok,
 			message: fmt.Sprintf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(body))}
 	}
 	started()

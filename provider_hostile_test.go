@@ -187,7 +187,9 @@ func TestAnthropicUnendedBlocksEnd(t *testing.T) {
 // TestHugeRetryAfter: a Retry-After past what a Duration holds (ten
 // billion seconds, 1e300) is the longest wait: past
 // retry.provider.maxRetryDelayMs (one minute by default) the call fails
-// at once with pi 1.6's message and the retry backs off from the base
+// at once with pi 1.6's message, which tells the wait asked for as
+// JavaScript writes the number (10000000000, 1e+300; rpi told its
+// longest wait, 9223372037 s, for both), and the retry backs off from the base
 // delay (1 ms here); with the limit off (0) the retry waits that longest
 // wait. It once became a negative Duration (a float converted out of
 // range), which rpi took for no Retry-After at all. Inf is no number of
@@ -199,8 +201,9 @@ func TestHugeRetryAfter(t *testing.T) {
 		after, settings string
 		want            []string
 	}{
-		{"10000000000", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 9223372037s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
-		{"1e300", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 9223372037s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
+		{"10000000000", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 10000000000s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
+		{"1e300", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 1e+300s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
+		{"1.2345678901234567e23", "", []string{`"delayMs":1,`, `"errorMessage":"Server requested 1.2345678901234567e+23s retry delay (max: 60s). 429 Too Many Requests: slow down"`}},
 		{"Inf", "", []string{`"delayMs":1,`, `"errorMessage":"429 Too Many Requests: slow down"`}},
 		{"1e300", `{"retry":{"provider":{"maxRetryDelayMs":0}}}`, []string{`"delayMs":` + longest + `,`, `"errorMessage":"429 Too Many Requests: slow down"`}},
 	} {

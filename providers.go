@@ -119,12 +119,14 @@ func (req streamRequest) context() []any {
 
 // providerError is a failed model call; status is the HTTP status (0 for
 // a network failure). retryAfter is the wait the server's Retry-After
-// asked for, when hasRetryAfter: every other failure (a refused
-// connection, a dropped stream, an HTTP error without the header) is
-// retried after the base delay, doubled each time.
+// asked for, when hasRetryAfter (retryAfterMs, the same in milliseconds
+// as pi counts them, past what a Duration holds): every other failure (a
+// refused connection, a dropped stream, an HTTP error without the
+// header) is retried after the base delay, doubled each time.
 type providerError struct {
 	status        int
 	retryAfter    time.Duration
+	retryAfterMs  float64
 	hasRetryAfter bool
 	message       string
 	final         bool // asking again cannot help (an answer cut at its limit): no auto-retry
@@ -483,29 +485,31 @@ func bearer(h http.Header, key string) {
 
 // retryAfterOf is the wait a failed answer's headers ask for, as pi
 // reads them: retry-after-ms (milliseconds, OpenAI's) when it holds a
-// number, else Retry-After (parseRetryAfter).
-func retryAfterOf(h http.Header) (wait time.Duration, ok bool) {
-	if wait, ok := waitOf(h.Get("Retry-After-Ms"), time.Millisecond); ok {
-		return wait, true
+// number, else Retry-After (parseRetryAfter); ms is the wait as pi
+// counts it, in milliseconds, however long.
+func retryAfterOf(h http.Header) (wait time.Duration, ms float64, ok bool) {
+	if wait, ms, ok := waitOf(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return wait, ms, true
 	}
 	return parseRetryAfter(h.Get("Retry-After"))
 }
 
 // waitOf reads v as a number of units the way pi does (JavaScript's
-// parseFloat: the longest number that starts it, so "5abc" is 5); ok is
-// false when none starts it, or it is infinite in milliseconds, which pi
-// counts in (seconds past 1.79e305 are). A negative number is no wait;
-// past what a Duration holds it is maxDuration: converted, it would
-// overflow to a short or negative wait.
-func waitOf(v string, unit time.Duration) (time.Duration, bool) {
-	ms := leadingNumber(v) * float64(unit/time.Millisecond)
+// parseFloat: the longest number that starts it, so "5abc" is 5), and
+// that number in milliseconds (ms); ok is false when none starts it, or
+// it is infinite in milliseconds, which pi counts in (seconds past
+// 1.79e305 are). A negative number is no wait; past what a Duration
+// holds it is maxDuration: converted, it would overflow to a short or
+// negative wait.
+func waitOf(v string, unit time.Duration) (wait time.Duration, ms float64, ok bool) {
+	ms = leadingNumber(v) * float64(unit/time.Millisecond)
 	if math.IsNaN(ms) || math.IsInf(ms, 0) {
-		return 0, false
+		return 0, 0, false
 	}
 	if ns := ms * float64(time.Millisecond); ns < float64(maxDuration) {
-		return time.Duration(max(ns, 0)), true
+		return time.Duration(max(ns, 0)), ms, true
 	}
-	return maxDuration, true
+	return maxDuration, ms, true
 }
 
 // leadingNumber is JavaScript's parseFloat: after leading white space,
@@ -559,17 +563,18 @@ func leadingNumber(s string) float64 {
 // parseRetryAfter reads a Retry-After header as pi does: a number of
 // seconds (waitOf), else an HTTP date; ok is false when there is none,
 // or none rpi can read (as pi, Inf).
-func parseRetryAfter(v string) (wait time.Duration, ok bool) {
+func parseRetryAfter(v string) (wait time.Duration, ms float64, ok bool) {
 	if v == "" {
-		return 0, false
+		return 0, 0, false
 	}
 	if n := leadingNumber(v); !math.IsNaN(n) {
 		return waitOf(v, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0), true
+		now := time.Now()
+		return max(t.Sub(now), 0), float64(t.UnixMilli() - now.UnixMilli()), true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // events reads server-sent events, calling fn with each event's name

@@ -109,7 +109,7 @@ func TestRetryAfterMs(t *testing.T) {
 		if tc.after != "" {
 			h.Set("Retry-After", tc.after)
 		}
-		if got, ok := retryAfterOf(h); got != tc.want || ok != tc.ok {
+		if got, _, ok := retryAfterOf(h); got != tc.want || ok != tc.ok {
 			t.Errorf("retry-after-ms %q, Retry-After %q: %v %v, want %v %v", tc.ms, tc.after, got, ok, tc.want, tc.ok)
 		}
 	}
