@@ -29,7 +29,7 @@ const maxImageBytes = 20 << 20
 
 type readCall struct {
 	path, abs     string
-	offset, limit int
+	offset, limit int // limit -1: none
 }
 
 var readTool = &tool{
@@ -49,11 +49,16 @@ var readTool = &tool{
 	}`),
 	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct {
-			Path          string
-			Offset, Limit int
+			Path   string
+			Offset int
+			Limit  *int
 		}
 		err := decodeChecked(raw, &a)
-		return &readCall{a.Path, s.toolPath(a.Path), a.Offset, a.Limit}, err
+		limit := -1 // none given, or a negative one: none
+		if a.Limit != nil && *a.Limit >= 0 {
+			limit = *a.Limit // 0 too: no line, as pi reads it
+		}
+		return &readCall{a.Path, s.toolPath(a.Path), a.Offset, limit}, err
 	},
 }
 
@@ -83,7 +88,7 @@ func (c *readCall) run(ctx context.Context, s *session, r toolRun) (toolResult, 
 	start := max(c.offset, 1) - 1
 	limit := c.limit
 	if limit > math.MaxInt-start {
-		limit = 0 // past any file's end: no limit (start+limit would wrap)
+		limit = -1 // past any file's end: no limit (start+limit would wrap)
 	}
 	lr := &lineReader{ctx: ctx, br: br, keep: maxOutputBytes + 1}
 	var shown []string
@@ -100,7 +105,7 @@ func (c *readCall) run(ctx context.Context, s *session, r toolRun) (toolResult, 
 		if !ok {
 			break
 		}
-		if total >= start && (limit <= 0 || total < start+limit) && !cut {
+		if total >= start && (limit < 0 || total < start+limit) && !cut {
 			if total == start {
 				firstLength = length
 			}
@@ -123,10 +128,10 @@ func (c *readCall) run(ctx context.Context, s *session, r toolRun) (toolResult, 
 		return toolResult{}, fmt.Errorf("Offset %d is beyond end of file (%d lines total)", c.offset, total)
 	}
 	end := total
-	if limit > 0 {
+	if limit >= 0 {
 		end = min(start+limit, total)
 	}
-	if len(shown) == 0 {
+	if len(shown) == 0 && end > start { // a first line past the byte limit; limit 0 shows none
 		return textResult(fmt.Sprintf("[Line %d is %s, exceeds %s limit. Use bash: sed -n '%dp' %s | head -c %d]",
 			start+1, formatSize(firstLength), formatSize(maxOutputBytes), start+1, c.path, maxOutputBytes)), nil
 	}
