@@ -472,11 +472,14 @@ func (s *session) fork(entryID string, asker changeAsker, done func(text string,
 
 // forkPoint is what a fork before the user's message entryID starts
 // from: the current session, that message's text, and the entry the copy
-// ends at ("" for none); an entry that is not a user message fails.
+// ends at ("" for none); an entry that is not a user message fails, and
+// so does one whose parent the session does not hold, as in pi 1.6
+// (`Entry X not found`: it copies the branch ending at the parent).
 func (s *session) forkPoint(entryID string) (from *sessionFile, text, leaf string, err error) {
 	s.conv.mu.Lock()
 	from = s.conv.sessionFile
 	e := from.byID[entryID]
+	parentHeld := e != nil && (e.ParentID == nil || from.byID[*e.ParentID] != nil)
 	s.conv.mu.Unlock()
 	ok := e != nil && e.Type == "message"
 	if ok {
@@ -484,6 +487,9 @@ func (s *session) forkPoint(entryID string) (from *sessionFile, text, leaf strin
 	}
 	if !ok {
 		return nil, "", "", errors.New("Invalid entry ID for forking")
+	}
+	if !parentHeld {
+		return nil, "", "", fmt.Errorf("Entry %s not found", *e.ParentID)
 	}
 	if e.ParentID != nil {
 		leaf = *e.ParentID
