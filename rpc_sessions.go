@@ -257,8 +257,12 @@ func (s *rpcServer) cloneCommand(r *rpcRequest) (any, error) {
 // or only those after one. The answer, as big as the session, is written
 // entry by entry (output.stream), never held whole.
 // Fields: [since] (an entry id). Answer: {entries, leafId (null when the
-// session is empty)}; an unknown since fails "Entry not found: <id>".
+// session is empty)}; an unknown since fails "Entry not found: <id>",
+// and so does a null one, as in pi 1.6 (which looks for the id null).
 func (s *rpcServer) getEntriesCommand(r *rpcRequest) (any, error) {
+	if raw, ok := r.field("since"); ok && string(raw) == "null" {
+		return nil, errors.New("Entry not found: null")
+	}
 	since, err := r.optStr("since")
 	if err != nil {
 		return nil, err
