@@ -136,7 +136,11 @@ var editTool = &tool{
 		if len(edits) > maxEdits {
 			return nil, fmt.Errorf("%d edits in one call, at most %d: split them over several calls", len(edits), maxEdits)
 		}
-		return &editCall{path: a.Path, abs: s.toolPath(a.Path), edits: edits}, nil
+		abs, err := s.toolPath(a.Path)
+		if err != nil {
+			return &pathFailed{"edit", a.Path, err}, nil
+		}
+		return &editCall{path: a.Path, abs: abs, edits: edits}, nil
 	},
 }
 

@@ -14,19 +14,116 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // toolPath resolves a path argument: a leading @ is dropped, ~ is the home
-// folder (when rpi knows one), relative paths are taken from the session
-// cwd.
-func (s *session) toolPath(p string) string {
+// folder (when rpi knows one), a file:// URL is the path it names
+// (fileURLPath), relative paths are taken from the session cwd. err is
+// why a file URL names no path (the path is then the URL as given, for
+// the approval dialog): the call fails with it when it runs (pathFailed).
+func (s *session) toolPath(p string) (string, error) {
 	p = strings.TrimPrefix(p, "@")
 	if s.set.home != "" && (p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, "~"+string(filepath.Separator))) {
 		p = filepath.Join(s.set.home, p[1:])
 	}
-	return resolvePath(s.set.cwd, p)
+	if strings.HasPrefix(p, "file://") {
+		path, err := fileURLPath(p, runtime.GOOS)
+		if err != nil {
+			return p, err
+		}
+		p = path
+	}
+	return resolvePath(s.set.cwd, p), nil
+}
+
+// pathFailed is the call of a tool whose path names none (a file URL
+// toolPath cannot read): it fails with err when it runs, as pi's tool
+// does, and asks approval (when its tool needs it) for the path as given.
+type pathFailed struct {
+	tool, path string
+	err        error
+}
+
+func (c *pathFailed) describe() (string, string) {
+	return "Allow " + c.tool + " of " + escapeControl(c.path) + "?", escapeControl(c.err.Error())
+}
+
+func (c *pathFailed) run(context.Context, *session, toolRun) (toolResult, error) {
+	return toolResult{}, c.err
+}
+
+// fileURLPath is the path a file:// URL names, as pi 1.6's tools read
+// one (Node's fileURLToPath, with its error texts): the query and the
+// fragment left out, a backslash taken for a slash, the host empty or
+// localhost (on Windows a host is a UNC server), no encoded / (nor \ on
+// Windows), the percent escapes decoded as UTF-8. Dot segments are left
+// to resolvePath, which cleans the path as Node's URL parser does.
+func fileURLPath(u, goos string) (string, error) {
+	rest := strings.ReplaceAll(strings.TrimPrefix(u, "file://"), `\`, "/")
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	host, path := rest, "/"
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host, path = rest[:i], rest[i:]
+	}
+	if host = strings.ToLower(host); host == "localhost" {
+		host = ""
+	}
+	if strings.Contains(strings.Trim(host, "[]"), ":") && !strings.HasPrefix(host, "[") || strings.ContainsAny(host, " %<>^|") {
+		return "", errors.New("Invalid URL") // a port, or a character no host has
+	}
+	lower := strings.ToLower(path)
+	windows := goos == "windows"
+	switch {
+	case windows && (strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c")):
+		return "", errors.New(`File URL path must not include encoded \ or / characters`)
+	case !windows && strings.Contains(lower, "%2f"):
+		return "", errors.New("File URL path must not include encoded / characters")
+	case !windows && host != "":
+		return "", fmt.Errorf(`File URL host must be "localhost" or empty on %s`, goos)
+	}
+	decoded, ok := decodeURIComponent(path)
+	if !ok {
+		return "", errors.New("URI malformed")
+	}
+	if !windows {
+		return decoded, nil
+	}
+	decoded = strings.ReplaceAll(decoded, "/", `\`)
+	if host != "" {
+		return `\\` + host + decoded, nil
+	}
+	if len(decoded) < 3 || decoded[2] != ':' || !('a' <= decoded[1]|32 && decoded[1]|32 <= 'z') {
+		return "", errors.New("File URL path must be absolute")
+	}
+	return decoded[1:], nil
+}
+
+// decodeURIComponent decodes the percent escapes of s as JavaScript's
+// decodeURIComponent does: ok is false for a % not before two hex digits
+// and for escapes that are no UTF-8.
+func decodeURIComponent(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) || !ishex(s[i+1]) || !ishex(s[i+2]) {
+			return "", false
+		}
+		b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+		i += 2
+	}
+	return string(b), utf8.Valid(b)
 }
 
 // errNotRegular says a path is not a regular file.
@@ -291,4 +388,15 @@ func writeFileWhole(path string, data []byte, mode os.FileMode) error {
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c|32 && c|32 <= 'f'
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return (c | 32) - 'a' + 10
 }

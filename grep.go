@@ -84,7 +84,8 @@ var grepTool = &tool{
 		if a.IgnoreCase {
 			pattern = "(?i)" + pattern
 		}
-		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: s.toolPath(a.Path), glob: a.Glob,
+		abs, pathErr := s.toolPath(a.Path)
+		c := &grepCall{pattern: a.Pattern, path: a.Path, abs: abs, glob: a.Glob,
 			context: min(a.Context, maxGrepContext), limit: cmpOrInt(a.Limit, 100)}
 		var err error
 		if c.re, err = regexp.Compile(pattern); err != nil {
@@ -106,6 +107,9 @@ var grepTool = &tool{
 			if c.globRe, err = globRegexp(a.Glob); err != nil {
 				return nil, fmt.Errorf("invalid glob: %v", err)
 			}
+		}
+		if pathErr != nil {
+			return &pathFailed{"grep", a.Path, pathErr}, nil
 		}
 		return c, nil
 	},

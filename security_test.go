@@ -524,7 +524,7 @@ func TestAgentDirIsAbsolute(t *testing.T) {
 		{"", "~/notes.md", filepath.Join(s.set.cwd, "~/notes.md")},
 	} {
 		s.set.home = tt.home
-		if got := s.toolPath(tt.path); got != tt.want {
+		if got, _ := s.toolPath(tt.path); got != tt.want {
 			t.Errorf("home %q: %s is %s, want %s", tt.home, tt.path, got, tt.want)
 		}
 	}

@@ -58,7 +58,11 @@ var readTool = &tool{
 		if a.Limit != nil && *a.Limit >= 0 {
 			limit = *a.Limit // 0 too: no line, as pi reads it
 		}
-		return &readCall{a.Path, s.toolPath(a.Path), a.Offset, limit}, err
+		abs, perr := s.toolPath(a.Path)
+		if perr != nil && err == nil {
+			return &pathFailed{"read", a.Path, perr}, nil
+		}
+		return &readCall{a.Path, abs, a.Offset, limit}, err
 	},
 }
 
@@ -229,7 +233,11 @@ var writeTool = &tool{
 	decode: func(s *session, raw json.RawMessage) (toolCall, error) {
 		var a struct{ Path, Content string }
 		err := decodeChecked(raw, &a)
-		return &writeCall{path: a.Path, abs: s.toolPath(a.Path), content: a.Content}, err
+		abs, perr := s.toolPath(a.Path)
+		if perr != nil && err == nil {
+			return &pathFailed{"write", a.Path, perr}, nil
+		}
+		return &writeCall{path: a.Path, abs: abs, content: a.Content}, err
 	},
 }
 
@@ -321,7 +329,11 @@ var lsTool = &tool{
 			Limit int
 		}
 		err := decodeChecked(raw, &a)
-		return &lsCall{a.Path, s.toolPath(a.Path), cmpOrInt(a.Limit, 500)}, err
+		abs, perr := s.toolPath(a.Path)
+		if perr != nil && err == nil {
+			return &pathFailed{"ls", a.Path, perr}, nil
+		}
+		return &lsCall{a.Path, abs, cmpOrInt(a.Limit, 500)}, err
 	},
 }
 
@@ -748,7 +760,11 @@ var findTool = &tool{
 		if err != nil {
 			return nil, fmt.Errorf("invalid pattern: %v", err)
 		}
-		return &findCall{a.Pattern, s.toolPath(a.Path), re, !strings.Contains(glob, "/"), cmpOrInt(a.Limit, 1000)}, nil
+		abs, perr := s.toolPath(a.Path)
+		if perr != nil {
+			return &pathFailed{"find", a.Path, perr}, nil
+		}
+		return &findCall{a.Pattern, abs, re, !strings.Contains(glob, "/"), cmpOrInt(a.Limit, 1000)}, nil
 	},
 }
 

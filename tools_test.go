@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -549,6 +550,62 @@ func TestPanicsStayWhereTheyStart(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// TestToolFileURLs: a file:// URL given to a tool as its path is the
+// path it names, as pi 1.6's tools take one (Node's fileURLToPath):
+// percent escapes decoded, host empty or localhost, the query and the
+// fragment left out, after a leading @; one that names no path fails the
+// call with pi's text when it runs.
+func TestToolFileURLs(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file URLs of Windows paths are C:/ ones")
+	}
+	s := toolServer(t, map[string]string{"a b.txt": "spaced\n", "a.txt": "plain\n", "sub/x.txt": "x\n"})
+	url := "file://" + filepath.ToSlash(s.set.cwd)
+	for _, tt := range []struct {
+		tool, args string
+		want       string
+		isError    bool
+	}{
+		{"read", `{"path":"` + url + `/a%20b.txt"}`, "spaced\n", false},
+		{"read", `{"path":"` + strings.Replace(url, "file://", "file://LOCALHOST", 1) + `/a.txt"}`, "plain\n", false},
+		{"read", `{"path":"@` + url + `/a.txt?x=1#y"}`, "plain\n", false},
+		{"read", `{"path":"` + url + `/sub/%2e%2e/a.txt"}`, "plain\n", false},
+		{"ls", `{"path":"` + url + `/sub/"}`, "x.txt", false},
+		{"write", `{"path":"` + url + `/new%C3%A9.txt","content":"made"}`, "Successfully wrote 4 bytes", false},
+		{"read", `{"path":"file://host` + filepath.ToSlash(s.set.cwd) + `/a.txt"}`, `File URL host must be "localhost" or empty on ` + runtime.GOOS, true},
+		{"read", `{"path":"file://host:80/a.txt"}`, "Invalid URL", true},
+		{"read", `{"path":"` + url + `/sub%2Fx.txt"}`, "File URL path must not include encoded / characters", true},
+		{"read", `{"path":"` + url + `/%E9.txt"}`, "URI malformed", true},
+		{"read", `{"path":"` + url + `/%zz.txt"}`, "URI malformed", true},
+	} {
+		got, isError := callTool(t, s, tt.tool, tt.args)
+		if !strings.HasPrefix(got, tt.want) || isError != tt.isError {
+			t.Errorf("%s %s:\n got %q (isError %v)\nwant it to start %q (isError %v)", tt.tool, tt.args, got, isError, tt.want, tt.isError)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(s.set.cwd, "newé.txt")); string(data) != "made" {
+		t.Errorf("write through a file URL: newé.txt holds %q (%v), want made", data, err)
+	}
+}
+
+// TestFileURLPathOnWindows: on Windows a file URL names a drive letter's
+// path or a UNC server's, as Node's fileURLToPath reads it there.
+func TestFileURLPathOnWindows(t *testing.T) {
+	for _, tt := range []struct{ url, want, err string }{
+		{"file:///C:/a/b%20c", `C:\a\b c`, ""},
+		{"file://server/share/x", `\\server\share\x`, ""},
+		{"file://localhost/c:/x", `c:\x`, ""},
+		{"file:///C:", "C:", ""},
+		{"file:///a", "", "File URL path must be absolute"},
+		{"file:///C:/a%5Cb", "", `File URL path must not include encoded \ or / characters`},
+	} {
+		got, err := fileURLPath(tt.url, "windows")
+		if got != tt.want || fmt.Sprint(err) != cmpOr(tt.err, "<nil>") {
+			t.Errorf("%s: %q, %v; want %q, %s", tt.url, got, err, tt.want, cmpOr(tt.err, "no error"))
 		}
 	}
 }
