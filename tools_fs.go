@@ -18,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -353,15 +352,14 @@ func (c *lsCall) run(ctx context.Context, s *session, _ toolRun) (toolResult, er
 	if err != nil {
 		return toolResult{}, fmt.Errorf("Cannot read directory: %v", unwrapPathError(err))
 	}
-	var names []string
-	for _, e := range entries {
-		name := e.Name()
+	sortAsPi(entries, fs.DirEntry.Name) // by name alone: dir/ before dir-x/, as in pi
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 		if isDirEntry(c.abs, e) {
-			name += "/"
+			names[i] += "/"
 		}
-		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return strings.ToLower(names[i]) < strings.ToLower(names[j]) })
 	return listResult(names[:min(c.limit, len(names))], "(empty directory)", len(names) > c.limit,
 		fmt.Sprintf("%d entries limit reached. Use limit=%d for more", c.limit, 2*c.limit)), nil
 }

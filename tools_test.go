@@ -609,3 +609,35 @@ func TestFileURLPathOnWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestLsOrderAsPi: ls lists a folder in pi 1.6's order (its names
+// lower-cased and compared as Node's localeCompare compares them, ICU's
+// root collation: white space, then punctuation and symbols in ICU's
+// order, then digits, then letters, accents only where the letters tie;
+// names that tie, as A and a, in byte order, as Node reads a folder),
+// a folder's / added after sorting (dir/ before dir-x/). The order wanted
+// is what pi 1.6's own ls gave for these names.
+func TestLsOrderAsPi(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip(`names with \ " < | * ? are not Windows file names`)
+	}
+	want := []string{"_x", ".config/", ".Git", ".hidden", "(paren", "[br", "{cb", "@at", "#hash", "~tilde", "$dollar",
+		"10ten", "1one", "2two", "A", "a", "a b", "a_b", "a-b", "a.b", "ab", "ae", "åé", "æ", "alpha", "Aø", "aø", "åø",
+		"B", "b", "C", "c", "dir/", "dir-x/", "dir.d/", "Dir2/", "e", "É", "é", "eclair", "Éclair", "ecole", "École",
+		"f", "f10", "f9", "iv", "Ⅳ", "ivy", "naive", "naïve", "o3", "ø٣", "o4", "strasse", "straße", "strasze",
+		"x,y", "x;y", "x!y", "x?y", "x'y", `x"y`, "x*y", `x\y`, "x&y", "x%y", "x`y", "x^y", "x+y", "x<y", "x=y", "x|y",
+		"Zed", "zed", "Ωmega"}
+	files := map[string]string{}
+	for _, name := range want {
+		if dir, ok := strings.CutSuffix(name, "/"); ok {
+			files[dir+"/x"] = ""
+		} else {
+			files[name] = ""
+		}
+	}
+	s := toolServer(t, files)
+	got, isError := callTool(t, s, "ls", `{}`)
+	if isError || got != strings.Join(want, "\n") {
+		t.Errorf("ls lists\n%q\nwant pi's order\n%q", strings.Split(got, "\n"), want)
+	}
+}
