@@ -1796,3 +1796,47 @@ func TestExplicitPromptCacheMode(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicTurnsAlternate: rpi sends Anthropic one message per turn,
+// roles alternating: two user messages in a row go as one, and a message
+// the user sent while tools ran (steer) goes in the message of their
+// results, after them. pi 1.6 sends each as a message of its own (only a
+// run of tool results in one); Anthropic joins consecutive turns of a
+// role into one, so the model is given the same conversation, and a host
+// that takes only alternating roles takes rpi's (docs/pi-compat.md).
+func TestAnthropicTurnsAlternate(t *testing.T) {
+	m := &model{ID: "claude-sonnet-4-5", API: apiAnthropic, Provider: "anthropic"}
+	history := []any{
+		&userMessage{Role: "user", Content: textBlocks("first")},
+		&userMessage{Role: "user", Content: textBlocks("second")},
+		&assistantMessage{Role: "assistant", API: m.API, Provider: m.Provider, Model: m.ID, StopReason: "toolUse", Content: []contentBlock{
+			{Type: "toolCall", ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
+			{Type: "toolCall", ID: "toolu_2", Name: "read", Arguments: json.RawMessage(`{"path":"b"}`)}}},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_1", ToolName: "read", Content: textBlocks("A")},
+		&toolResultMessage{Role: "toolResult", ToolCallID: "toolu_2", ToolName: "read", Content: textBlocks("B")},
+		&userMessage{Role: "user", Content: textBlocks("steer")},
+	}
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	body := sentBody(t, m, history)
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	var turns []string
+	for _, msg := range req.Messages {
+		var types []string
+		for _, b := range msg.Content {
+			types = append(types, b.Type)
+		}
+		turns = append(turns, msg.Role+":"+strings.Join(types, ","))
+	}
+	if want := "user:text,text assistant:tool_use,tool_use user:tool_result,tool_result,text"; strings.Join(turns, " ") != want {
+		t.Errorf("turns %s, want %s:\n%s", strings.Join(turns, " "), want, body)
+	}
+}
