@@ -22,7 +22,7 @@ const icuASCIIOrder = "\t\n\v\f\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789ab
 
 // Primary weights: ASCII white space, punctuation and symbols, then the
 // others of those, then digits and ASCII letters (even weights, the odd
-// ones after them being icuLatinLetters'), then other letters.
+// ones after them being icuLatinLetter's), then other letters.
 const (
 	otherSymbolWeight = 1 << 8
 	digitWeight       = 1 << 22
@@ -33,17 +33,41 @@ const (
 // the letters ICU sorts as an ASCII letter with a mark of its own.
 const markWeight = 0x110000
 
-// icuLatinLetters are the Latin letters without a decomposition that ICU
-// sorts by ASCII letters: as letters with a mark weighing more than an
-// accent (ø is o, after ó), as two letters so marked (æ is ae, after aé),
-// or as a letter of its own right after one (ı after i, þ after z).
-var icuLatinLetters = map[rune]struct {
-	base      string
-	secondary int32 // 0: a letter of its own, after base
-}{
-	'æ': {"ae", markWeight}, 'œ': {"oe", markWeight}, 'ß': {"ss", markWeight}, 'ø': {"o", markWeight},
-	'ł': {"l", markWeight}, 'đ': {"d", markWeight}, 'ð': {"d", markWeight + 1}, 'ħ': {"h", markWeight},
-	'ı': {"i", 0}, 'ŋ': {"n", 0}, 'ŧ': {"t", 0}, 'ƒ': {"f", 0}, 'þ': {"z", 0},
+// icuLatinLetter is how ICU sorts a Latin letter without a
+// decomposition by ASCII letters (base "" for another rune): as letters
+// with a mark weighing more than an accent (ø is o, after ó), as two
+// letters so marked (æ is ae, after aé), or, secondary 0, as a letter of
+// its own right after one (ı after i, þ after z).
+func icuLatinLetter(r rune) (base string, secondary int32) {
+	switch r {
+	case 'æ':
+		return "ae", markWeight
+	case 'œ':
+		return "oe", markWeight
+	case 'ß':
+		return "ss", markWeight
+	case 'ø':
+		return "o", markWeight
+	case 'ł':
+		return "l", markWeight
+	case 'đ':
+		return "d", markWeight
+	case 'ð':
+		return "d", markWeight + 1
+	case 'ħ':
+		return "h", markWeight
+	case 'ı':
+		return "i", 0
+	case 'ŋ':
+		return "n", 0
+	case 'ŧ':
+		return "t", 0
+	case 'ƒ':
+		return "f", 0
+	case 'þ':
+		return "z", 0
+	}
+	return "", 0
 }
 
 // asciiWeight is an ASCII character's primary weight, 0 for one ICU
@@ -75,6 +99,7 @@ func collationKeyOf(name string) collationKey {
 			runes = d
 		}
 		for _, x := range runes {
+			latinBase, secondary := icuLatinLetter(x)
 			switch {
 			case unicode.Is(unicode.Mn, x) || unicode.Is(unicode.Me, x):
 				k.secondary = append(k.secondary, 2+x) // a mark weighs on the character before it
@@ -84,16 +109,15 @@ func collationKeyOf(name string) collationKey {
 				if w := asciiWeight(x); w > 0 { // controls are ignorable
 					k.primary, k.secondary = append(k.primary, w), append(k.secondary, 1)
 				}
-			case icuLatinLetters[x].base != "":
-				l := icuLatinLetters[x]
-				if l.secondary == 0 {
-					k.primary, k.secondary = append(k.primary, asciiWeight(rune(l.base[0]))+1), append(k.secondary, 1)
+			case latinBase != "":
+				if secondary == 0 {
+					k.primary, k.secondary = append(k.primary, asciiWeight(rune(latinBase[0]))+1), append(k.secondary, 1)
 					break
 				}
-				for i, b := range l.base {
+				for i, b := range latinBase {
 					k.primary, k.secondary = append(k.primary, asciiWeight(b)), append(k.secondary, 1)
 					if i == 0 {
-						k.secondary = append(k.secondary, l.secondary) // as a mark on the first
+						k.secondary = append(k.secondary, secondary) // as a mark on the first
 					}
 				}
 			case unicode.IsLetter(x) || unicode.IsNumber(x):
