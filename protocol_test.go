@@ -141,7 +141,58 @@ func parseFixture(path string) (*fixture, error) {
 	if !input && !script {
 		return nil, fmt.Errorf("%s: no -- input.jsonl -- (or, for rpi serve, -- script --) section", path)
 	}
+	if err := f.knownParts(script); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
 	return f, nil
+}
+
+// The sections and options each runner acts on: any other is refused
+// (knownParts), not ignored, so that a comparison a fixture means (its
+// stderr, its exit code) is never left out by a misspelling, or by the
+// runner, rpi serve's, that does not make it.
+var (
+	fixtureSections      = []string{"input.jsonl", "want.jsonl", "options", "args", "model.jsonl", "stderr", "session.jsonl", "requests.jsonl"}
+	fixtureFiles         = []string{"file ", "agent ", "home ", "symlink "}
+	fixtureOptions       = []string{"api", "clock", "env", "exit", "hide", "holdLock", "holdStart", "keepEnded", "lockWait", "maxLineBytes", "oauthServer", "subcommand", "systemMessages"}
+	serveFixtureSections = []string{"script", "options", "args", "model.jsonl"}
+	serveFixtureOptions  = []string{"api", "env", "hide", "systemMessages"}
+)
+
+// knownParts refuses a section or option the fixture's runner does not
+// act on (script: rpi serve's), and, for rpi serve's, a want section of
+// a client its script never names.
+func (f *fixture) knownParts(script bool) error {
+	sections, files, options := fixtureSections, fixtureFiles, fixtureOptions
+	clients := map[string]bool{}
+	if script {
+		sections, files, options = serveFixtureSections, []string{"agent "}, serveFixtureOptions
+		for _, line := range strings.Split(f.sections["script"], "\n") {
+			if fields := strings.Fields(line); strings.HasPrefix(line, "#") && len(fields) > 1 {
+				clients[fields[1]] = true
+			} else if name, _, ok := strings.Cut(line, ": "); ok {
+				clients[name] = true
+			}
+		}
+	}
+	for _, name := range f.order {
+		client, isWant := strings.CutSuffix(name, ".want.jsonl")
+		switch {
+		case slices.Contains(sections, name):
+		case slices.ContainsFunc(files, func(p string) bool { return strings.HasPrefix(name, p) }):
+		case script && isWant && clients[client]:
+		case script && isWant:
+			return fmt.Errorf("section -- %s --: the script names no client %s", name, client)
+		default:
+			return fmt.Errorf("section -- %s --: not one this fixture's runner acts on", name)
+		}
+	}
+	for _, line := range strings.Split(f.sections["options"], "\n") {
+		if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); name != "" && !slices.Contains(options, name) {
+			return fmt.Errorf("option %q: not one this fixture's runner acts on", name)
+		}
+	}
+	return nil
 }
 
 // splitSections splits a txtar-style file into the text before its first
