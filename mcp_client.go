@@ -91,7 +91,7 @@ func newMCPConn(server string, log func(string), secrets *redactor) *mcpConn {
 
 // excerpt is at most n bytes of what a server sent, for a log line.
 func (c *mcpConn) excerpt(text []byte, n int) string {
-	return redactedExcerpt(c.secrets, string(text[:min(len(text), n+maxSecretSpan)]), n)
+	return redactedExcerpt(c.secrets, string(text[:min(len(text), n+maxSecretSpan+1)]), n) // a byte more: seen as cut
 }
 
 // maxSecretSpan bounds how far past an excerpt's end a key it cuts may
@@ -100,10 +100,12 @@ const maxSecretSpan = 4 << 10
 
 // redactedExcerpt is text with secrets out of it, cut to n bytes
 // (clip): redacted before the cut, which can then leave no part of a key
-// behind. Only text's first n+maxSecretSpan bytes are redacted.
+// behind. Only text's first n+maxSecretSpan bytes are redacted, and a
+// key that first cut leaves the start of (one longer than
+// maxSecretSpan) goes too (redactCut).
 func redactedExcerpt(secrets *redactor, text string, n int) string {
 	if len(text) > n+maxSecretSpan {
-		text = text[:n+maxSecretSpan]
+		return clip(secrets.redactCut(text[:n+maxSecretSpan]), n)
 	}
 	return clip(secrets.redact(text), n)
 }

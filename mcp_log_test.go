@@ -101,3 +101,49 @@ func TestMCPLogRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPLogLongKeyCut: a key longer than the span redacted past an
+// excerpt's end (an X-Api-Key of 6,000 bytes), echoed by a server in a
+// line logged cut, is kept out of mcp.log: the text was cut past that
+// span before it was redacted, which left the key's start, no longer
+// whole, in the excerpt.
+func TestMCPLogLongKeyCut(t *testing.T) {
+	key := "long-key-" + strings.Repeat("0123456789abcdef", 375)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		json.Unmarshal(body, &m)
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID,
+				"result": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}})
+		case "tools/list":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s%s\n\n", strings.Repeat("x", 100), r.Header.Get("X-Api-Key")) // not JSON: logged cut at 200 bytes, inside the key
+			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"tools": []any{}}})
+			fmt.Fprintf(w, "data: %s\n\n", answer)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	e.vars["MCP_KEY"] = key
+	writeMCPServers(t, e.agentDir, map[string]any{
+		"keyed": map[string]any{"url": hs.URL, "exposure": "direct", "headers": map[string]string{"X-Api-Key": "${MCP_KEY}"}},
+	})
+	s := openWithMCP(t, e) // connected: the line before the answer is logged
+	s.close()
+	data, _ := os.ReadFile(filepath.Join(e.agentDir, "mcp.log"))
+	log := string(data)
+	if !strings.Contains(log, "not a JSON-RPC message (ignored): xxxxx") {
+		t.Fatalf("mcp.log has no line for the message that is not JSON:\n%s", log)
+	}
+	if strings.Contains(log, key[:8]) {
+		t.Errorf("mcp.log holds the start of the key:\n%s", log)
+	}
+}
