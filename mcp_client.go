@@ -471,23 +471,36 @@ func (c *mcpConn) endedErr() error {
 }
 
 // logWriter is an io.Writer of whole lines to log (a server's stderr).
+// Of a line longer than maxLogWriterLine its start is logged, the rest
+// dropped: long enough that mcp.log's cut (maxMCPLogLine) sees it cut,
+// and redacts a key it cuts in (redactedExcerpt).
 type logWriter struct {
 	log  func(string)
 	part []byte
+	long bool // the line in part is longer than maxLogWriterLine
 }
+
+// maxLogWriterLine bounds what logWriter keeps of a line.
+const maxLogWriterLine = maxMCPLogLine + maxSecretSpan + 1
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
+		end := i
 		if i < 0 {
-			if len(w.part) < 4096 {
-				w.part = append(w.part, p[:min(len(p), 4096-len(w.part))]...)
-			}
+			end = len(p)
+		}
+		if !w.long {
+			take := min(end, maxLogWriterLine-len(w.part))
+			w.part = append(w.part, p[:take]...)
+			w.long = take < end
+		}
+		if i < 0 {
 			break
 		}
-		w.log(string(append(w.part, p[:i]...)))
-		w.part = w.part[:0]
+		w.log(string(w.part))
+		w.part, w.long = w.part[:0], false
 		p = p[i+1:]
 	}
 	return n, nil

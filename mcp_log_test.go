@@ -147,3 +147,27 @@ func TestMCPLogLongKeyCut(t *testing.T) {
 		t.Errorf("mcp.log holds the start of the key:\n%s", log)
 	}
 }
+
+// TestMCPStderrLineCutInAKey: a stdio server's stderr line that comes in
+// two reads, the first ending past 4 KiB of the line and inside a key,
+// is logged with the key redacted. The line's start was kept to 4 KiB
+// and the rest of the line glued on after it, without what lay between:
+// the key, cut in two, was in mcp.log whole but for a few bytes.
+func TestMCPStderrLineCutInAKey(t *testing.T) {
+	key := "stderr-key-0123456789abcdefghij"
+	secrets := newRedactor([]string{key})
+	var lines []string
+	w := &logWriter{log: func(line string) { lines = append(lines, redactedExcerpt(secrets, line, maxMCPLogLine)) }}
+	w.Write([]byte(strings.Repeat("x", 4080) + key[:20]))
+	w.Write([]byte(key[20:] + " and the end\n"))
+	w.Write([]byte("next\n"))
+	if len(lines) != 2 || lines[1] != "next" {
+		t.Fatalf("logged %d lines, the last %.40q; want 2, the last \"next\"", len(lines), lines[len(lines)-1])
+	}
+	if strings.Contains(lines[0], key[:8]) || strings.Contains(lines[0], key[20:]) {
+		t.Errorf("the line holds part of the key: %q", lines[0][4000:])
+	}
+	if !strings.HasPrefix(lines[0], strings.Repeat("x", 4080)) {
+		t.Errorf("the line lost its start: %.40q", lines[0])
+	}
+}
