@@ -31,36 +31,18 @@ func TestMCPLogRedacted(t *testing.T) {
 		accessToken = "signed-in-access-token-1234"
 		refresh     = "signed-in-refresh-token-5678"
 	)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var m struct {
-			ID     json.RawMessage
-			Method string
+	hs := echoingMCPServer(func(w http.ResponseWriter, r *http.Request) {
+		// A server that echoes what it was sent, and (to the sign-in)
+		// what it knows.
+		echoed := "sent " + r.Header.Get("Authorization") + " key " + r.Header.Get("X-Api-Key")
+		if r.Header.Get("Authorization") == "Bearer "+accessToken {
+			echoed += " refresh " + refresh
 		}
-		json.Unmarshal(body, &m)
-		switch m.Method {
-		case "initialize":
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-				"result": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}})
-		case "tools/list":
-			// A server that echoes what it was sent, and (to the sign-in)
-			// what it knows.
-			echoed := "sent " + r.Header.Get("Authorization") + " key " + r.Header.Get("X-Api-Key")
-			if r.Header.Get("Authorization") == "Bearer "+accessToken {
-				echoed += " refresh " + refresh
-			}
-			w.Header().Set("Content-Type", "text/event-stream")
-			logMsg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message",
-				"params": map[string]any{"level": "info", "logger": "echo", "data": echoed}})
-			fmt.Fprintf(w, "data: %s\n\n", logMsg)
-			fmt.Fprintf(w, "data: %s%s\n\n", strings.Repeat("x", 183), r.Header.Get("Authorization")) // not JSON: logged cut at 200 bytes, inside the key
-			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"tools": []any{}}})
-			fmt.Fprintf(w, "data: %s\n\n", answer)
-		default:
-			w.WriteHeader(http.StatusAccepted)
-		}
-	}))
+		logMsg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message",
+			"params": map[string]any{"level": "info", "logger": "echo", "data": echoed}})
+		fmt.Fprintf(w, "data: %s\n\n", logMsg)
+		fmt.Fprintf(w, "data: %s%s\n\n", strings.Repeat("x", 183), r.Header.Get("Authorization")) // not JSON: logged cut at 200 bytes, inside the key
+	})
 	defer hs.Close()
 	e := newTestEnv(t)
 	e.vars["GH"], e.vars["MCP_TOKEN"], e.vars["MCP_KEY"] = envKey, headerToken, apiKey
@@ -109,27 +91,9 @@ func TestMCPLogRedacted(t *testing.T) {
 // whole, in the excerpt.
 func TestMCPLogLongKeyCut(t *testing.T) {
 	key := "long-key-" + strings.Repeat("0123456789abcdef", 375)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var m struct {
-			ID     json.RawMessage
-			Method string
-		}
-		json.Unmarshal(body, &m)
-		switch m.Method {
-		case "initialize":
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-				"result": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}})
-		case "tools/list":
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "data: %s%s\n\n", strings.Repeat("x", 100), r.Header.Get("X-Api-Key")) // not JSON: logged cut at 200 bytes, inside the key
-			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"tools": []any{}}})
-			fmt.Fprintf(w, "data: %s\n\n", answer)
-		default:
-			w.WriteHeader(http.StatusAccepted)
-		}
-	}))
+	hs := echoingMCPServer(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "data: %s%s\n\n", strings.Repeat("x", 100), r.Header.Get("X-Api-Key")) // not JSON: logged cut at 200 bytes, inside the key
+	})
 	defer hs.Close()
 	e := newTestEnv(t)
 	e.vars["MCP_KEY"] = key
@@ -170,4 +134,31 @@ func TestMCPStderrLineCutInAKey(t *testing.T) {
 	if !strings.HasPrefix(lines[0], strings.Repeat("x", 4080)) {
 		t.Errorf("the line lost its start: %.40q", lines[0])
 	}
+}
+
+// echoingMCPServer is an HTTP MCP server with no tools whose answer to
+// tools/list is an event stream: echo writes its first events (what the
+// server echoes of the request r), the answer comes after them.
+func echoingMCPServer(echo func(w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		json.Unmarshal(body, &m)
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID,
+				"result": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}}})
+		case "tools/list":
+			w.Header().Set("Content-Type", "text/event-stream")
+			echo(w, r)
+			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"tools": []any{}}})
+			fmt.Fprintf(w, "data: %s\n\n", answer)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
 }
