@@ -220,14 +220,16 @@ type sessionFile struct {
 	header sessionHeader
 	path   string // "" for an in-memory session (--no-session)
 	// link: path was a symbolic link when the session was opened, and is
-	// written where it leads; one put there since is not (linkedSince).
-	link    bool
-	written bool // the file exists and holds every entry so far
-	entries []*sessionEntry
-	byID    map[string]*sessionEntry
-	leaf    string      // the current entry; "" before the first
-	skipped lineNumbers // lines that were not entries, besides a torn last one
-	size    int64       // the file's size when it was read (0: not read)
+	// written where it led then (linkTarget, "" when it led nowhere); one
+	// put there since, or made to lead elsewhere, is not (linkedSince).
+	link       bool
+	linkTarget string
+	written    bool // the file exists and holds every entry so far
+	entries    []*sessionEntry
+	byID       map[string]*sessionEntry
+	leaf       string      // the current entry; "" before the first
+	skipped    lineNumbers // lines that were not entries, besides a torn last one
+	size       int64       // the file's size when it was read (0: not read)
 	// lock is the session's hold on its file (see lockSessionFile), nil
 	// until it has one; guarded by the conversation's lockMu.
 	lock *os.File
@@ -273,7 +275,8 @@ func newSessionFile(now time.Time, id, cwd, dir, path, parent string, inMemory b
 	switch {
 	case inMemory:
 	case path != "":
-		s.path, s.link = path, isSymlink(path)
+		s.path = path
+		s.link, s.linkTarget = linkOf(path)
 	default:
 		name := strings.NewReplacer(":", "-", ".", "-").Replace(s.header.Timestamp)
 		s.path = filepath.Join(dir, name+"_"+s.header.ID+".jsonl")
@@ -489,21 +492,41 @@ func isSymlink(path string) bool {
 	return err == nil && info.Mode()&os.ModeSymlink != 0
 }
 
+// linkOf reports whether path is a symbolic link, and where it leads
+// (symlinks resolved; "" when it leads nowhere).
+func linkOf(path string) (link bool, target string) {
+	if !isSymlink(path) {
+		return false, ""
+	}
+	target, _ = filepath.EvalSymlinks(path)
+	return true, target
+}
+
 // linkedSince refuses a write to ss's file when its path is a symbolic
 // link that was none when the session was opened: someone else who may
 // write in the folder (a shared --session-dir) swapped the file for a
 // link to a file of theirs choosing (~/.bashrc), which rpi must neither
 // append to nor replace. A file given as a link is written where it
-// leads, as pi writes it.
+// led then, as pi writes it; once the link is made to lead elsewhere (by
+// the same someone), not at all.
 func (ss *sessionFile) linkedSince() error {
-	if ss.link || !isSymlink(ss.path) {
+	if !ss.link {
+		if isSymlink(ss.path) {
+			return errLinkedSince
+		}
 		return nil
 	}
-	return errLinkedSince
+	if now, err := filepath.EvalSymlinks(ss.path); err == nil && ss.linkTarget != "" && now != ss.linkTarget {
+		return errLinkRetargeted
+	}
+	return nil
 }
 
-// errLinkedSince is linkedSince's refusal.
-var errLinkedSince = errors.New("it was swapped for a symbolic link while the session was open, and rpi writes nothing where such a link leads")
+// errLinkedSince and errLinkRetargeted are linkedSince's refusals.
+var (
+	errLinkedSince    = errors.New("it was swapped for a symbolic link while the session was open, and rpi writes nothing where such a link leads")
+	errLinkRetargeted = errors.New("its symbolic link was made to lead elsewhere while the session was open, and rpi writes nothing where it leads now")
+)
 
 // errHeaderGone refuses an append to a session file that holds nothing
 // any more.
@@ -606,7 +629,7 @@ func (e *errInvalidSessionFile) Error() string {
 // have one id, or whose parentId links loop, is refused. Reading stops
 // when ctx ends (the session, or rpi, closing).
 func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
-	link := isSymlink(path) // before the open: a link put there after is not followed by a write
+	link, linkTarget := linkOf(path) // before the open: a link put there after is not followed by a write
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errSessionNotFound(path)
@@ -619,7 +642,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		return nil, fmt.Errorf("Cannot read session file %s: %v", path, unwrapPathError(err))
 	}
 	defer f.Close()
-	ss := &sessionFile{path: path, written: true, link: link}
+	ss := &sessionFile{path: path, written: true, link: link, linkTarget: linkTarget}
 	tooLong := func(line int) error {
 		return &errInvalidSessionFile{path, fmt.Sprintf("line %d is longer than %d bytes", line, maxSessionLineBytes)}
 	}

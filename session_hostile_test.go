@@ -351,3 +351,35 @@ func TestSessionIDAmongPlantedFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionLinkRetargetedWhileOpen: a session file given as a symbolic
+// link (written where it leads: TestSymlinkedSessionFileStaysALink) whose
+// link someone else who may write in its folder makes lead elsewhere
+// while the session is open (to ~/.bashrc) is written there no more:
+// rpi appended its next entries to whatever the link led to by then.
+func TestSessionLinkRetargetedWhileOpen(t *testing.T) {
+	e, dir := newTestEnv(t), t.TempDir()
+	startFakeModel(t, apiOpenAI, `{"text":["hello"]}`, e.agentDir)
+	real, link, target := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "link.jsonl"), filepath.Join(t.TempDir(), "bashrc")
+	writeOneMessageSession(t, real, "1a2b3c4d-0000-4000-8000-000000000002")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	const kept = "alias ls='ls --color'\n"
+	os.WriteFile(target, []byte(kept), 0o644)
+	ps := startSessionIn(t, e, []string{"rpc", "--cwd", t.TempDir(), "--session", link})
+	ps.send(`{"id":"s","type":"get_state"}`)
+	ps.waitFor(`"id":"s"`)
+	os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	ps.send(`{"id":"n","type":"set_session_name","name":"through the link"}`)
+	ps.waitFor(`"id":"n"`)
+	quoted, _ := json.Marshal(link)
+	ps.waitFor(`"message":"Cannot write the session file ` + string(quoted[1:len(quoted)-1]) + `: its symbolic link was made to lead elsewhere`)
+	ps.close()
+	if data, _ := os.ReadFile(target); string(data) != kept {
+		t.Errorf("the file the retargeted link leads to was written:\n%s", data)
+	}
+}
