@@ -307,14 +307,26 @@ func (c *acpConn) requestReply(ctx context.Context, method string, params any) (
 	c.orderMu.Unlock()
 	select {
 	case r := <-reply:
-		if r.err != nil {
-			return acpReply{}, r.err
-		}
-		return r, nil
+		return r.outcome()
 	case <-ctx.Done():
+		// The reply may have come too (the connection's end comes before
+		// the cancellation it brings: shutdown): it says what ended the wait.
+		select {
+		case r := <-reply:
+			return r.outcome()
+		default:
+		}
 		c.giveUp(id)
 		return acpReply{}, ctx.Err()
 	}
+}
+
+// outcome is the reply as requestReply gives it: its error, else itself.
+func (r acpReply) outcome() (acpReply, error) {
+	if r.err != nil {
+		return acpReply{}, r.err
+	}
+	return r, nil
 }
 
 // giveUp stops waiting for the answer to rpi's request id and withdraws

@@ -1219,6 +1219,24 @@ func TestACPConnectionClosed(t *testing.T) {
 	}
 }
 
+// TestACPConnectionClosedAsTheWaitIsCancelled: a request whose wait
+// meets the connection's end and its context's end at once (rpi's end
+// closes the connection, then cancels what waited) fails as the
+// connection's end says, every time: the wait picked either, and a
+// handler answered "Internal error … context canceled" now and then.
+func TestACPConnectionClosedAsTheWaitIsCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		var c *acpConn
+		closing := writerFunc(func(p []byte) (int, error) { c.close(); return len(p), nil }) // the request is written: the input ends
+		c = newACPConn(newConnection(nil, closing, io.Discard), io.Discard, false)
+		if _, err := c.request(ctx, "fs/read_text_file", struct{}{}); err != errConnectionClosed {
+			t.Fatalf("got %v", err)
+		}
+	}
+}
+
 // writeTestSession writes a session file of cwd in pi's format, as
 // modified at minute m of a day, with a first user message.
 func writeTestSession(t testing.TB, agentDir, cwd, id string, m int, text string) string {
@@ -2966,3 +2984,8 @@ func TestACPLoadOfAnEmptiedFile(t *testing.T) {
 		t.Errorf("the file was written:\n%s", data)
 	}
 }
+
+// writerFunc is a func as an io.Writer.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

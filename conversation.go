@@ -540,7 +540,8 @@ func (c *conversation) flushLocked() error {
 			if err = c.holdFile(w.ss); err != nil {
 				break // another rpi has the file: it is not written over
 			}
-			if err = appendLine(w.ss.path, w.line, w.header, w.ss.link); err != nil {
+			path, follow := w.ss.appendPath()
+			if err = appendLine(path, w.line, w.header, follow); err != nil {
 				if c.keepOpenEntries(w, err) {
 					continue
 				}

@@ -116,14 +116,21 @@ func (h *mcpHTTP) setVersion(version string) {
 // a stored sign-in, the POST carries its access token; a 401 has it
 // refreshed and the message sent once more.
 func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration) error {
+	err := h.sendSignedIn(reqCtx, line, limit)
+	if err == nil && isInitialized(line) { // the session is initialized: the server may talk now
+		h.listens.Do(func() { go guarded(h.stderr, "reading an MCP server's event stream", h.listen)() })
+	}
+	return err
+}
+
+// sendSignedIn is send's POST: with the stored sign-in's token, and
+// after a 401 once more with a refreshed one.
+func (h *mcpHTTP) sendSignedIn(reqCtx context.Context, line []byte, limit time.Duration) error {
 	token := ""
 	if h.signIn != nil {
 		token = h.signIn.token(reqCtx)
 	}
 	err := h.post(reqCtx, line, limit, token)
-	if err == nil && isInitialized(line) { // the session is initialized: the server may talk now
-		h.listens.Do(func() { go guarded(h.stderr, "reading an MCP server's event stream", h.listen)() })
-	}
 	var rejected *mcpRejected
 	if !errors.As(err, &rejected) || h.signIn == nil || rejected.needsScope {
 		return h.signInError(err, nil)

@@ -240,3 +240,46 @@ func countingServer(srv http.Handler, open *atomic.Int64) *httptest.Server {
 	hs.Start()
 	return hs
 }
+
+// TestMCPHTTPServerStreamAfterRefresh: a server that refuses the
+// initialized notification's token (401) gets it again with a refreshed
+// token, and then its own event stream is opened, as after any
+// initialized it took. The stream was opened only when the first POST
+// of the notification succeeded: after a refresh, never.
+func TestMCPHTTPServerStreamAfterRefresh(t *testing.T) {
+	gets := make(chan string, 4)
+	var refused atomic.Bool
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		switch {
+		case r.Method == http.MethodGet:
+			gets <- r.Header.Get("Authorization")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case m.Method == "notifications/initialized" && !refused.Swap(true):
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			return false
+		}
+		return true
+	}}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"access_token": "at-2", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt-2"})
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	e := newTestEnv(t)
+	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+	s := openWithMCP(t, e)
+	defer s.close()
+	if state := s.mcp.list()[0].State; state != "connected" {
+		t.Fatalf("state %q", state)
+	}
+	if auth := receive(t, gets, "the GET of the server's event stream"); auth != "Bearer at-2" {
+		t.Errorf("the GET went with Authorization %q", auth)
+	}
+}

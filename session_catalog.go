@@ -155,9 +155,10 @@ func readSessionRowInfo(path string) (row sessionRow, ok bool, info os.FileInfo)
 // still the same file (its device and inode), of the same size and
 // modification time, is not read again. Paging through a folder's
 // sessions (ACP's session/list, 50 a page) read every file of the folder
-// for each page. A file written in place to the same size within the
-// clock tick of its last change is the one change this misses; rpi and
-// pi only append to a session file or replace it whole. What the rows
+// for each page. A file written in place to the same size, within the
+// clock tick of its last change or with its modification time put back
+// (by whoever may write it), is the one change this misses; rpi and pi
+// only append to a session file or replace it whole. What the rows
 // hold is bounded (maxListedRowBytes); past it they are all forgotten.
 type sessionRows struct {
 	mu    mutex[sessionRowsMu]
@@ -210,7 +211,7 @@ func (c *sessionRows) read(path string, e os.DirEntry) (sessionRow, bool) {
 // keptBytes is about what sessionRows spends on keeping r: its text, and
 // a guess at the rest (the map's slot, the file's status).
 func (r sessionRow) keptBytes() int {
-	n := 256 + len(r.Path) + len(r.SessionID) + len(r.Cwd) + len(r.Summary)
+	n := 512 + len(r.Path) + len(r.SessionID) + len(r.Cwd) + len(r.Summary)
 	if r.Name != nil {
 		n += len(*r.Name)
 	}

@@ -522,6 +522,22 @@ func (ss *sessionFile) linkedSince() error {
 	return nil
 }
 
+// appendPath is where an entry of ss is appended, and whether a link
+// there is followed: a file given as a link that led somewhere, where it
+// led then (linkTarget, itself not followed, so that a link made to lead
+// elsewhere between linkedSince's check and the open is not followed
+// either); one that led nowhere, through its link; any other file at its
+// path, not followed.
+func (ss *sessionFile) appendPath() (path string, follow bool) {
+	switch {
+	case ss.link && ss.linkTarget != "":
+		return ss.linkTarget, false
+	case ss.link:
+		return ss.path, true
+	}
+	return ss.path, false
+}
+
 // errLinkedSince and errLinkRetargeted are linkedSince's refusals.
 var (
 	errLinkedSince    = errors.New("it was swapped for a symbolic link while the session was open, and rpi writes nothing where such a link leads")

@@ -383,3 +383,31 @@ func TestSessionLinkRetargetedWhileOpen(t *testing.T) {
 		t.Errorf("the file the retargeted link leads to was written:\n%s", data)
 	}
 }
+
+// TestSessionLinkAppendedWhereItLed: an entry of a session given as a
+// link goes to the file the link led to when the session opened, and the
+// open follows no link: a link made to lead elsewhere after
+// linkedSince's check (between it and the open) is not written through.
+func TestSessionLinkAppendedWhereItLed(t *testing.T) {
+	dir := t.TempDir()
+	real, link, other := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "link.jsonl"), filepath.Join(dir, "bashrc")
+	os.WriteFile(real, []byte("{}\n"), 0o644)
+	os.WriteFile(other, []byte("kept\n"), 0o644)
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	isLink, target := linkOf(link)
+	ss := &sessionFile{path: link, link: isLink, linkTarget: target}
+	os.Remove(link)
+	os.Symlink(other, link) // after the check
+	path, follow := ss.appendPath()
+	if err := appendLine(path, []byte("{}"), false, follow); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(other); string(data) != "kept\n" {
+		t.Errorf("written through the link made to lead elsewhere: %q", data)
+	}
+	if data, _ := os.ReadFile(real); string(data) != "{}\n{}\n" {
+		t.Errorf("the file the link led to: %q", data)
+	}
+}
