@@ -540,7 +540,7 @@ func (c *conversation) flushLocked() error {
 			if err = c.holdFile(w.ss); err != nil {
 				break // another rpi has the file: it is not written over
 			}
-			path, follow := w.ss.appendPath()
+			path, follow := w.ss.writtenPath()
 			if err = appendLine(path, w.line, w.header, follow); err != nil {
 				if c.keepOpenEntries(w, err) {
 					continue
@@ -699,10 +699,7 @@ func (c *conversation) replaceFile(ss *sessionFile, data []byte) error {
 			defer other.Close() // held until the new file has replaced it
 		}
 	}
-	path := ss.path
-	if target, err := filepath.EvalSymlinks(path); err == nil && ss.link {
-		path = target // a symlink's file is written where it leads, as appends are: the link stays
-	}
+	path, _ := ss.writtenPath() // a symlink's file is written where it led at the open, as appends are: the link stays
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -87,8 +88,10 @@ func fileURLPath(u, goos string) (string, error) {
 	case !windows && host != "":
 		return "", fmt.Errorf(`File URL host must be "localhost" or empty on %s`, goos)
 	}
-	decoded, ok := decodeURIComponent(path)
-	if !ok {
+	// As JavaScript's decodeURIComponent: a % not before two hex digits,
+	// or escapes that are no UTF-8, are malformed.
+	decoded, err := url.PathUnescape(path)
+	if err != nil || !utf8.ValidString(decoded) {
 		return "", errors.New("URI malformed")
 	}
 	if !windows {
@@ -102,28 +105,6 @@ func fileURLPath(u, goos string) (string, error) {
 		return "", errors.New("File URL path must be absolute")
 	}
 	return decoded[1:], nil
-}
-
-// decodeURIComponent decodes the percent escapes of s as JavaScript's
-// decodeURIComponent does: ok is false for a % not before two hex digits
-// and for escapes that are no UTF-8.
-func decodeURIComponent(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) || !ishex(s[i+1]) || !ishex(s[i+2]) {
-			return "", false
-		}
-		b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
-		i += 2
-	}
-	return string(b), utf8.Valid(b)
 }
 
 // errNotRegular says a path is not a regular file.
@@ -388,15 +369,4 @@ func writeFileWhole(path string, data []byte, mode os.FileMode) error {
 		os.Remove(f.Name())
 	}
 	return err
-}
-
-func ishex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c|32 && c|32 <= 'f'
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return (c | 32) - 'a' + 10
 }

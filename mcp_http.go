@@ -348,11 +348,11 @@ func (h *mcpHTTP) readAnswer(ctx context.Context, body io.ReadCloser, id *int64)
 				return
 			}
 		}
-		if done() || ctx.Err() != nil || id == nil || !cursor.hasID || attempt >= mcpStreamRetries {
-			return
-		}
 		if cursor.received {
 			attempt = 0
+		}
+		if done() || ctx.Err() != nil || id == nil || !cursor.hasID || attempt >= mcpStreamRetries {
+			return
 		}
 		cursor.received = false
 		if !sleepCtx(ctx, cursor.delay(attempt)) {

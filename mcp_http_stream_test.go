@@ -46,10 +46,7 @@ func TestMCPHTTPStreamResumed(t *testing.T) {
 				case r.Method == http.MethodGet && c.getStatus != 0:
 					w.WriteHeader(c.getStatus)
 				case r.Method == http.MethodGet:
-					w.Header().Set("Content-Type", "text/event-stream")
-					answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": callID.Load(), "result": map[string]any{
-						"content": []any{map[string]any{"type": "text", "text": "echo: hi"}}}})
-					fmt.Fprintf(w, "id: e2\ndata: %s\n\n", answer)
+					writeEchoEvent(w, "id: e2\n", callID.Load())
 				case m.Method == "tools/call":
 					callID.Store(m.ID)
 					w.Header().Set("Content-Type", "text/event-stream")
@@ -87,6 +84,62 @@ func TestMCPHTTPStreamResumed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPHTTPResumeCountsFromAnEvent: a resumed stream that brings an
+// event before it ends starts the count of retries again, as pi counts
+// them, even after the last retry the count allowed: a call whose first
+// 4 GETs fail (503), whose 5th brings an event and ends, gets its answer
+// on the 6th (the call failed once the count reached 5, the event
+// notwithstanding).
+func TestMCPHTTPResumeCountsFromAnEvent(t *testing.T) {
+	srv := &hostileMCP{}
+	var callID atomic.Value
+	var gets atomic.Int64
+	srv.respond = func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		switch {
+		case r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == "":
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case r.Method == http.MethodGet:
+			switch n := gets.Add(1); {
+			case n < mcpStreamRetries:
+				w.WriteHeader(http.StatusServiceUnavailable)
+			case n == mcpStreamRetries:
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "id: e2\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still working"}}`)
+			default:
+				if r.Header.Get("Last-Event-ID") != "e2" {
+					t.Errorf("GET %d: Last-Event-ID %q, want e2", n, r.Header.Get("Last-Event-ID"))
+				}
+				writeEchoEvent(w, "", callID.Load())
+			}
+		case m.Method == "tools/call":
+			callID.Store(m.ID)
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "retry: 1\nid: e1\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}`)
+		default:
+			return false
+		}
+		return true
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, _ := openHostile(t, hs.URL+"/mcp", nil)
+	if got, err := callEcho(t, s, "hi"); got != "echo: hi" || err != nil {
+		t.Errorf("the call: %q, %v", got, err)
+	}
+	if n := gets.Load(); n != mcpStreamRetries+1 {
+		t.Errorf("%d GETs; want %d", n, mcpStreamRetries+1)
+	}
+}
+
+// writeEchoEvent answers the echo tool's call id ("echo: hi") as an
+// event stream of one event, its fields before the data (an id).
+func writeEchoEvent(w http.ResponseWriter, fields string, id any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": "echo: hi"}}}})
+	fmt.Fprintf(w, "%sdata: %s\n\n", fields, answer)
 }
 
 // cmpErr is text as an error's text compares ("<nil>" for none).

@@ -578,17 +578,24 @@ func findSession(ctx context.Context, store sessionStore, id, cwd string) (strin
 		if err != nil {
 			return "", err
 		}
-		var found []string
-		for _, r := range rows {
-			if r.SessionID == id && !namedForAnother(filepath.Base(r.Path), id) {
-				found = append(found, r.Path)
-			}
-		}
-		if path, err := oneSessionFile(id, found); path != "" || err != nil {
+		if path, err := oneSessionFile(id, claimsOf(rows, id)); path != "" || err != nil {
 			return path, err
 		}
 	}
 	return "", errNoSuchSession
+}
+
+// claimsOf is the paths of the rows that claim the session id: their
+// header's id, in a file not named pi's way for another session
+// (namedForAnother).
+func claimsOf(rows []sessionRow, id string) []string {
+	var paths []string
+	for _, r := range rows {
+		if r.SessionID == id && !namedForAnother(filepath.Base(r.Path), id) {
+			paths = append(paths, r.Path)
+		}
+	}
+	return paths
 }
 
 // errNoSuchSession: no session file has the id asked for.
@@ -656,16 +663,11 @@ func sessionByID(ctx context.Context, store sessionStore, id, cwd string) (row s
 		if err != nil {
 			return sessionRow{}, false, err
 		}
-		var exact []string
-		for _, r := range rows {
-			if r.SessionID == id && !namedForAnother(filepath.Base(r.Path), id) {
-				exact = append(exact, r.Path)
-			}
-		}
-		if _, err := oneSessionFile(id, exact); err != nil {
+		path, err := oneSessionFile(id, claimsOf(rows, id))
+		if err != nil {
 			return sessionRow{}, false, err
 		}
-		i := slices.IndexFunc(rows, func(r sessionRow) bool { return len(exact) > 0 && r.Path == exact[0] })
+		i := slices.IndexFunc(rows, func(r sessionRow) bool { return path != "" && r.Path == path })
 		if i < 0 {
 			i = slices.IndexFunc(rows, func(r sessionRow) bool {
 				return strings.HasPrefix(r.SessionID, id) && !namedForAnother(filepath.Base(r.Path), r.SessionID)

@@ -522,13 +522,14 @@ func (ss *sessionFile) linkedSince() error {
 	return nil
 }
 
-// appendPath is where an entry of ss is appended, and whether a link
-// there is followed: a file given as a link that led somewhere, where it
-// led then (linkTarget, itself not followed, so that a link made to lead
-// elsewhere between linkedSince's check and the open is not followed
-// either); one that led nowhere, through its link; any other file at its
-// path, not followed.
-func (ss *sessionFile) appendPath() (path string, follow bool) {
+// writtenPath is where ss's file is written (an entry appended, or the
+// file replaced whole), and whether a link there is followed: a file
+// given as a link that led somewhere, where it led then (linkTarget,
+// itself not followed, so that a link made to lead elsewhere between
+// linkedSince's check and the write is not followed either); one that
+// led nowhere, through its link; any other file at its path, not
+// followed.
+func (ss *sessionFile) writtenPath() (path string, follow bool) {
 	switch {
 	case ss.link && ss.linkTarget != "":
 		return ss.linkTarget, false

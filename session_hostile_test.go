@@ -400,7 +400,7 @@ func TestSessionLinkAppendedWhereItLed(t *testing.T) {
 	ss := &sessionFile{path: link, link: isLink, linkTarget: target}
 	os.Remove(link)
 	os.Symlink(other, link) // after the check
-	path, follow := ss.appendPath()
+	path, follow := ss.writtenPath()
 	if err := appendLine(path, []byte("{}"), false, follow); err != nil {
 		t.Fatal(err)
 	}
