@@ -241,6 +241,10 @@ type mcpServers struct {
 	// loading is closed once the configuration is read and the servers
 	// are connecting (startMCP); nil before.
 	loading chan struct{}
+	// listedChanged, when set (by a test, before startMCP), is called
+	// each time a listing of changed tools has ended, its tools taken or
+	// not.
+	listedChanged func()
 }
 
 // mcpServer is one server of a session.
@@ -251,9 +255,13 @@ type mcpServer struct {
 	conn         *mcpConn
 	stop         func() // ends its child; nil when none runs
 	tools        []mcpTool
-	hasResources bool      // its initialize said it has resources
-	relisting    *mcpConn  // the connection whose changed tools are being listed
-	relistAgain  bool      // and they changed again meanwhile
+	hasResources bool     // its initialize said it has resources
+	relisting    *mcpConn // the connection whose changed tools are being listed
+	relistAgain  bool     // and they changed again meanwhile
+	// changedEarly is the connection being made whose changed tools were
+	// listed before it was srv's, that listing dropped: dial lists them
+	// again once it is.
+	changedEarly *mcpConn
 	tried        time.Time // the last connection attempt
 	// named is every name its tools were given this session, and a hash
 	// of the server's name of the tool: a name stays its tool's
@@ -410,9 +418,11 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	// last answer) was told to ended before it was srv's: it fails here.
 	endedErr := conn.endedErr()
 	var unnamed []string
+	changed := false
 	if !closed && endedErr == nil {
 		tools, unnamed = m.nameToolsLocked(srv, tools)
 		srv.conn, srv.stop, srv.tools, srv.state, srv.hasResources = conn, stop, tools, "connected", hasResources
+		changed, srv.changedEarly = srv.changedEarly == conn, nil
 	}
 	m.mu.Unlock()
 	logUnnamed(conn, unnamed)
@@ -423,6 +433,8 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	case endedErr != nil:
 		stop()
 		return endedErr
+	case changed: // its tools changed as it connected, and that listing was dropped: listed again now
+		m.notified(srv, conn, "notifications/tools/list_changed", nil)
 	}
 	return nil
 }
@@ -957,8 +969,11 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				tools, err := m.listTools(m.s.ctx, srv, conn)
 				var unnamed []string
 				m.mu.Lock()
-				if err == nil && srv.conn == conn {
+				switch {
+				case err == nil && srv.conn == conn:
 					srv.tools, unnamed = m.nameToolsLocked(srv, tools)
+				case err == nil && srv.state == "connecting" && conn.endedErr() == nil: // told as it connects
+					srv.changedEarly = conn
 				}
 				again := srv.relistAgain && err == nil && srv.conn == conn && srv.relisting == conn
 				if srv.relisting == conn {
@@ -971,6 +986,9 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				logUnnamed(conn, unnamed)
 				if err != nil {
 					conn.log("listing the changed tools: " + err.Error())
+				}
+				if m.listedChanged != nil {
+					m.listedChanged()
 				}
 				if !again {
 					return

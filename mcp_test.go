@@ -13,6 +13,7 @@ import (
 	"image/png"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,7 +57,12 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // "listfile" lists the tools named in the file $MCP_TEST_TOOLS (a JSON
 // array), in its order, each read again at every tools/list; a call of
 // any tool answers "called <its name>", and one of "changed" sends
-// tools/list_changed first.
+// tools/list_changed first. "change-at-first-list" tells
+// tools/list_changed as the first tools/list comes (rpi's, as it
+// connects), holds that list's answer until the next tools/list has been
+// answered with the tools echo and added (and, with $MCP_TEST_GATE, a
+// byte read from that TCP address), then answers it with echo alone:
+// what rpi listed as it connected is stale.
 func mcpTestServer(args []string) {
 	mode := os.Getenv("MCP_TEST_MODE")
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -89,6 +95,10 @@ func mcpTestServer(args []string) {
 
 // mcpTestLists counts the tools/list requests mcpTestServer answered.
 var mcpTestLists int
+
+// mcpTestHeld is the id of the tools/list whose answer
+// "change-at-first-list" holds.
+var mcpTestHeld json.RawMessage
 
 // mcpTestRespond answers one message of rpi's as mcpTestServer does,
 // through send (a request's answer last).
@@ -154,6 +164,27 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			return
 		}
 		object := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+		if mode == "change-at-first-list" {
+			stale := []any{map[string]any{"name": "echo", "inputSchema": object}}
+			fresh := append(slices.Clone(stale), map[string]any{"name": "added", "inputSchema": object})
+			switch mcpTestLists {
+			case 1:
+				mcpTestHeld = m.ID
+				send(map[string]any{"method": "notifications/tools/list_changed"})
+			case 2:
+				answer(map[string]any{"tools": fresh})
+				if gate := os.Getenv("MCP_TEST_GATE"); gate != "" {
+					if c, err := net.Dial("tcp", gate); err == nil {
+						c.Read(make([]byte, 1))
+						c.Close()
+					}
+				}
+				send(map[string]any{"id": mcpTestHeld, "result": map[string]any{"tools": stale}})
+			default:
+				answer(map[string]any{"tools": fresh})
+			}
+			return
+		}
 		switch mode {
 		case "endless-cursor", "same-cursor": // a page of one tool, and a cursor: a new one each time, or the same
 			next := p.Cursor + "+"
