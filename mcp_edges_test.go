@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -123,4 +125,72 @@ func TestMCPToolsChangedAsItConnects(t *testing.T) {
 			t.Errorf("tools %q; want %q", got, want)
 		}
 	})
+}
+
+// TestMCPHTTPServerStreamRefreshesTheSignIn: a server that refuses its
+// own event stream's GET with a 401 (the stored sign-in's token
+// expired) gets the GET once more with a refreshed token, as pi's
+// transport refreshes it for any request: the stream was left closed,
+// with a line in mcp.log. A second 401 is not refreshed again.
+func TestMCPHTTPServerStreamRefreshesTheSignIn(t *testing.T) {
+	for name, refusals := range map[string]int{"refused once": 1, "refused twice": 2} {
+		t.Run(name, func(t *testing.T) {
+			gets := make(chan string, 8)
+			var mu sync.Mutex
+			refused, refreshes := 0, 0
+			srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+				if r.Method != http.MethodGet {
+					return false
+				}
+				gets <- r.Header.Get("Authorization")
+				mu.Lock()
+				refuse := refused < refusals
+				refused++
+				mu.Unlock()
+				if refuse {
+					w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+					w.WriteHeader(http.StatusUnauthorized)
+					return true
+				}
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return true
+			}}
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/token" {
+					mu.Lock()
+					refreshes++
+					n := refreshes
+					mu.Unlock()
+					w.Header().Set("Content-Type", "application/json")
+					json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprint("at-", n+1), "token_type": "Bearer", "expires_in": 3600, "refresh_token": fmt.Sprint("rt-", n+1)})
+					return
+				}
+				srv.ServeHTTP(w, r)
+			}))
+			defer hs.Close()
+			e := newTestEnv(t)
+			writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
+			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
+			s := openWithMCP(t, e)
+			if state := s.mcp.list()[0].State; state != "connected" {
+				t.Fatalf("state %q", state)
+			}
+			if auth := receive(t, gets, "the GET of the server's event stream"); auth != "Bearer at-1" {
+				t.Errorf("the first GET went with Authorization %q", auth)
+			}
+			if auth := receive(t, gets, "the GET again, after a refresh"); auth != "Bearer at-2" {
+				t.Errorf("the second GET went with Authorization %q", auth)
+			}
+			if refusals == 2 {
+				const gaveUp = "[web] the server's event stream: HTTP 401"
+				waitForFile(t, filepath.Join(e.agentDir, "mcp.log"), gaveUp)
+			}
+			s.close()
+			mu.Lock()
+			defer mu.Unlock()
+			if refreshes != 1 || len(gets) != 0 {
+				t.Errorf("%d refreshes, %d GETs more", refreshes, len(gets))
+			}
+		})
+	}
 }

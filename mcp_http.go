@@ -213,13 +213,7 @@ func (h *mcpHTTP) post(reqCtx context.Context, line []byte, limit time.Duration,
 		return fmt.Errorf("MCP server %s: its url is not valid", h.server)
 	}
 	h.setHeaders(req)
-	if token != "" {
-		h.secrets.add(token)
-		req.Header.Set("Authorization", "Bearer "+token)
-		h.mu.Lock()
-		h.token = token
-		h.mu.Unlock()
-	}
+	h.useToken(req, token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := h.client.Do(req)
@@ -435,15 +429,36 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // of its own.
 var errNoGetStream = errors.New("the server offers no GET stream (405)")
 
+// errStreamRefused is a server's 401 to a GET.
+var errStreamRefused = errors.New("HTTP 401")
+
 // openStream GETs the server's event stream, resuming after lastID when
 // resume is set. retry tells whether a failure is worth trying again
-// (the connection failed, or 408, 429, 5xx), as pi has it.
+// (the connection failed, or 408, 429, 5xx), as pi has it. With a
+// stored sign-in, the GET carries its access token, and a 401 has it
+// refreshed and the GET sent once more, as a POST is (send).
 func (h *mcpHTTP) openStream(ctx context.Context, lastID string, resume bool) (body io.ReadCloser, retry bool, err error) {
+	token := ""
+	if h.signIn != nil {
+		token = h.signIn.token(ctx)
+	}
+	body, retry, err = h.getStream(ctx, lastID, resume, token)
+	if errors.Is(err, errStreamRefused) && h.signIn != nil {
+		if fresh, rerr := h.signIn.refresh(ctx, token); rerr == nil {
+			body, retry, err = h.getStream(ctx, lastID, resume, fresh)
+		}
+	}
+	return body, retry, err
+}
+
+// getStream is openStream's GET, with token ("" for none) as its bearer.
+func (h *mcpHTTP) getStream(ctx context.Context, lastID string, resume bool, token string) (body io.ReadCloser, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("its url is not valid")
 	}
 	h.setHeaders(req)
+	h.useToken(req, token)
 	req.Header.Set("Accept", "text/event-stream")
 	if resume {
 		req.Header.Set("Last-Event-ID", lastID)
@@ -458,6 +473,9 @@ func (h *mcpHTTP) openStream(ctx context.Context, lastID string, resume bool) (b
 	case resp.StatusCode == http.StatusMethodNotAllowed:
 		resp.Body.Close()
 		return nil, false, errNoGetStream
+	case resp.StatusCode == http.StatusUnauthorized:
+		resp.Body.Close()
+		return nil, false, errStreamRefused
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		resp.Body.Close()
 		s := resp.StatusCode
@@ -467,6 +485,19 @@ func (h *mcpHTTP) openStream(ctx context.Context, lastID string, resume bool) (b
 		return nil, false, fmt.Errorf("content type %q, not an event stream", escapeControl(kind))
 	}
 	return resp.Body, false, nil
+}
+
+// useToken sends token, when there is one, as req's bearer, and keeps
+// it as the one last sent (which DELETE sends too).
+func (h *mcpHTTP) useToken(req *http.Request, token string) {
+	if token == "" {
+		return
+	}
+	h.secrets.add(token)
+	req.Header.Set("Authorization", "Bearer "+token)
+	h.mu.Lock()
+	h.token = token
+	h.mu.Unlock()
 }
 
 // keepSession keeps the session id resp gives, when it is one.
