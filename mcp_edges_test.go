@@ -194,3 +194,19 @@ func TestMCPHTTPServerStreamRefreshesTheSignIn(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPResourcePagesBound: a server whose resources/list gives a new
+// nextCursor at every page fails that listing after 100 pages, with
+// pi's text for it, which names the method: the text said only "listed
+// over more than 100 pages".
+func TestMCPResourcePagesBound(t *testing.T) {
+	s := openMCPSession(t, "endless-resource-cursor", nil)
+	c, err := s.decodeToolCall("list_mcp_resources", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.run(context.Background(), s, toolRun{id: "t", update: func(toolResult) {}})
+	if text := joinTexts(res.Content); err != nil || text != `{"resources":[],"errors":[{"server":"helper","error":"MCP resources/list exceeded 100 pages"}]}` {
+		t.Errorf("endless pages: %v, %.300s", err, text)
+	}
+}

@@ -262,7 +262,7 @@ func listAll(ctx context.Context, srv resourceServer, method, key string) ([][]b
 		}
 		cursors[cursor] = true
 	}
-	return nil, fmt.Errorf("listed over more than %d pages", maxMCPToolPages)
+	return nil, fmt.Errorf("MCP %s exceeded %d pages", method, maxMCPToolPages) // pi's text (pi's bound is 1,000)
 }
 
 // listPage is one page of a server's resources or templates, each item

@@ -38,7 +38,8 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // "crash-on-call" exits at a tools/call, "alike" lists only the tools
 // a-b, a_b and x__echo, "many-tools" lists 100,000 tools, "endless-cursor"
 // lists a tool a page with a new nextCursor each time, "same-cursor" with
-// the same one, "same-resource-cursor" resources/list so, "no-init" never
+// the same one, "same-resource-cursor" resources/list so (and
+// "endless-resource-cursor" with a new one each time), "no-init" never
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
@@ -320,6 +321,10 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			Cursor string `json:"cursor"`
 		}
 		json.Unmarshal(m.Params, &p)
+		if mode == "endless-resource-cursor" { // a resource a page, a new nextCursor each time
+			answer(map[string]any{"resources": []any{map[string]any{"uri": fmt.Sprintf("file:///%d", len(p.Cursor)), "name": "page"}}, "nextCursor": p.Cursor + "+"})
+			return
+		}
 		if mode == "same-resource-cursor" { // a resource a page, the same nextCursor each time
 			answer(map[string]any{"resources": []any{map[string]any{"uri": "file:///again", "name": "again"}}, "nextCursor": "again"})
 			return
