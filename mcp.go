@@ -363,11 +363,12 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 	var conn *mcpConn
 	var stop func()
 	var negotiated func(version string)
+	initialized := func() {}
 	var err error
 	if cfg.transport == "http" {
 		var h *mcpHTTP
 		conn, h = m.openHTTP(srv)
-		stop, negotiated = h.close, h.setVersion
+		stop, negotiated, initialized = h.close, h.setVersion, h.initialized
 	} else if conn, stop, err = m.startStdio(srv); err != nil {
 		return err
 	}
@@ -401,7 +402,9 @@ func (m *mcpServers) dial(srv *mcpServer) error {
 		hasResources = len(answer.Capabilities.Resources) > 0 && string(answer.Capabilities.Resources) != "null"
 	}
 	if err == nil {
-		err = conn.notify("notifications/initialized", nil)
+		if err = conn.notify("notifications/initialized", nil); err == nil {
+			initialized() // the session is initialized: the server may talk now
+		}
 	}
 	var tools []mcpTool
 	if err == nil {

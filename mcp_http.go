@@ -45,7 +45,6 @@ type mcpHTTP struct {
 	ctx     context.Context // ends when the connection is closed: the streams' reads end
 	cancel  context.CancelFunc
 	once    sync.Once
-	listens sync.Once // the server's own event stream is opened once (listen)
 
 	mu      mutex[mcpHTTPMu] // guards session and version
 	session string           // Mcp-Session-Id, once the server gave one
@@ -86,7 +85,7 @@ func (m *mcpServers) openHTTP(srv *mcpServer) (*mcpConn, *mcpHTTP) {
 			TLSHandshakeTimeout: 10 * time.Second, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errMCPRedirect },
 	}
-	conn.send = h.send
+	conn.send = h.sendSignedIn
 	m.prepare(srv, conn)
 	return conn, h
 }
@@ -111,20 +110,17 @@ func (h *mcpHTTP) setVersion(version string) {
 	h.version = version
 }
 
-// send POSTs one message and waits at most limit for the answer's head;
-// its body is read in the background, each message in it handled. With
-// a stored sign-in, the POST carries its access token; a 401 has it
-// refreshed and the message sent once more.
-func (h *mcpHTTP) send(reqCtx context.Context, line []byte, limit time.Duration) error {
-	err := h.sendSignedIn(reqCtx, line, limit)
-	if err == nil && isInitialized(line) { // the session is initialized: the server may talk now
-		h.listens.Do(func() { go guarded(h.stderr, "reading an MCP server's event stream", h.listen)() })
-	}
-	return err
+// initialized opens the server's own event stream (listen): dial calls
+// it once the server has taken notifications/initialized, when the
+// server may talk.
+func (h *mcpHTTP) initialized() {
+	go guarded(h.stderr, "reading an MCP server's event stream", h.listen)()
 }
 
-// sendSignedIn is send's POST: with the stored sign-in's token, and
-// after a 401 once more with a refreshed one.
+// sendSignedIn POSTs one message and waits at most limit for the
+// answer's head; its body is read in the background, each message in it
+// handled. With a stored sign-in, the POST carries its access token; a
+// 401 has it refreshed and the message sent once more.
 func (h *mcpHTTP) sendSignedIn(reqCtx context.Context, line []byte, limit time.Duration) error {
 	token := ""
 	if h.signIn != nil {
@@ -362,14 +358,6 @@ func (h *mcpHTTP) readAnswer(ctx context.Context, body io.ReadCloser, id *int64)
 			return
 		}
 	}
-}
-
-// isInitialized reports whether line is notifications/initialized.
-func isInitialized(line []byte) bool {
-	var m struct {
-		Method string `json:"method"`
-	}
-	return json.Unmarshal(line, &m) == nil && m.Method == "notifications/initialized"
 }
 
 // listen reads the server's own event stream (a GET), which carries what
