@@ -22,7 +22,8 @@ func TestFixtureUnknownPartsRefused(t *testing.T) {
 	}{
 		{"an input fixture as it is", input, false},
 		{"its stderr, session file and files", input + "-- stderr --\n-- session.jsonl --\n-- file a.txt --\nx\n-- agent settings.json --\n{}\n", false},
-		{"its options", input + "-- options --\nexit 2\nclock fake\nhide setStatus\nenv A b\n", false},
+		{"its options", input + "-- options --\nexit 2\nclock fake\nhide setStatus\nenv A b\nmcpHTTPServer\n", false},
+		{"an MCP server over HTTP in a serve fixture", script + "-- options --\nmcpHTTPServer\n", true},
 		{"a misspelt section", input + "-- sterr --\nrpi: no\n", true},
 		{"a misspelt option", input + "-- options --\nexitcode 2\n", true},
 		{"a serve fixture as it is", script + "-- options --\nhide setStatus\n-- agent settings.json --\n{}\n", false},

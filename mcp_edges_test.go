@@ -210,3 +210,30 @@ func TestMCPResourcePagesBound(t *testing.T) {
 		t.Errorf("endless pages: %v, %.300s", err, text)
 	}
 }
+
+// fixtureMCPServers are the MCP servers over HTTP a fixture's
+// mcpHTTPServer option starts, by the first part of the path: /json/mcp
+// and /sse/mcp speak mcpTestRespond (answers as JSON, or as event
+// streams), /500/mcp answers every message HTTP 500 "internal trouble",
+// /401/mcp 401 with a bearer challenge, /html/mcp 200 with an HTML page,
+// and /redirect/mcp redirects to /json/mcp.
+func fixtureMCPServers() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/json/mcp", &mcpTestHTTPServer{})
+	mux.Handle("/sse/mcp", &mcpTestHTTPServer{sse: true})
+	mux.HandleFunc("/500/mcp", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "internal trouble", http.StatusInternalServerError)
+	})
+	mux.HandleFunc("/401/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/html/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html>a login page</html>")
+	})
+	mux.HandleFunc("/redirect/mcp", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/json/mcp", http.StatusFound)
+	})
+	return mux
+}

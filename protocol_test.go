@@ -154,7 +154,7 @@ func parseFixture(path string) (*fixture, error) {
 var (
 	fixtureSections      = []string{"input.jsonl", "want.jsonl", "options", "args", "model.jsonl", "stderr", "session.jsonl", "requests.jsonl"}
 	fixtureFiles         = []string{"file ", "agent ", "home ", "symlink "}
-	fixtureOptions       = []string{"api", "clock", "env", "exit", "hide", "holdLock", "holdStart", "keepEnded", "lockWait", "maxLineBytes", "oauthServer", "subcommand", "systemMessages"}
+	fixtureOptions       = []string{"api", "clock", "env", "exit", "hide", "holdLock", "holdStart", "keepEnded", "lockWait", "maxLineBytes", "mcpHTTPServer", "oauthServer", "subcommand", "systemMessages"}
 	serveFixtureSections = []string{"script", "options", "args", "model.jsonl"}
 	serveFixtureOptions  = []string{"api", "env", "hide", "systemMessages"}
 )
@@ -1031,6 +1031,15 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 		oauthURL = hs.URL
 		norm.literal[oauthURL] = "$OAUTH_URL"
 	}
+	mcpURL := ""
+	if _, ok := f.options("mcpHTTPServer"); ok {
+		// MCP servers over HTTP without OAuth, at $MCP_URL/<kind>/mcp
+		// (fixtureMCPServers).
+		hs := httptest.NewServer(fixtureMCPServers())
+		t.Cleanup(hs.Close)
+		mcpURL = hs.URL
+		norm.literal[mcpURL] = "$MCP_URL"
+	}
 	cwdName := strings.NewReplacer("/", "-").Replace(strings.TrimLeft(cwd, "/"))
 	for name, content := range f.sections {
 		// A file's name may hold the cwd's session folder name, its
@@ -1045,6 +1054,9 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 			content = strings.ReplaceAll(content, "$TEST_BINARY", os.Args[0]) // a helper program (RPI_HELPER)
 			if oauthURL != "" {
 				content = strings.ReplaceAll(content, "$OAUTH_URL", oauthURL)
+			}
+			if mcpURL != "" {
+				content = strings.ReplaceAll(content, "$MCP_URL", mcpURL)
 			}
 			path := filepath.Join(e.agentDir, file)
 			os.MkdirAll(filepath.Dir(path), 0o755)
