@@ -237,3 +237,36 @@ func fixtureMCPServers() http.Handler {
 	})
 	return mux
 }
+
+// TestMCPHTTPServerStreamAccepted: a server that answers the GET of its
+// own event stream with 202 and no body (or any answer that is not an
+// event stream, a status other than 408, 429 and 5xx) is not asked
+// again, as pi asks it no more (its transport takes such an answer as
+// an error no retry helps); rpi writes why in mcp.log, where pi says
+// nothing.
+func TestMCPHTTPServerStreamAccepted(t *testing.T) {
+	srv := &hostileMCP{respond: func(w http.ResponseWriter, r *http.Request, m hostileMessage) bool {
+		if r.Method != http.MethodGet {
+			return false
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	s, e := openHostile(t, hs.URL+"/mcp", nil)
+	waitForFile(t, filepath.Join(e.agentDir, "mcp.log"), `[web] the server's event stream: content type "", not an event stream`)
+	if got, err := callEcho(t, s, "hi"); err != nil {
+		t.Errorf("a call after: %q, %v", got, err)
+	}
+	s.close()
+	gets := 0
+	for _, r := range srv.sent() {
+		if r.method == http.MethodGet {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("%d GETs; want 1", gets)
+	}
+}
