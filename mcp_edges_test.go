@@ -39,6 +39,21 @@ func onceRelisted() (hook func(), relisted chan struct{}) {
 	return func() { once.Do(func() { close(relisted) }) }, relisted
 }
 
+// checkToolsRelisted opens a session in e (its mcp.json written) whose
+// listings of changed tools call hook, starts its servers, and checks
+// that the server helper's tools become want.
+func checkToolsRelisted(t *testing.T, e *testEnv, hook func(), want string) {
+	t.Helper()
+	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
+	defer s.close()
+	s.mcp.listedChanged = hook
+	s.startMCP()
+	s.mcp.awaitFirst(context.Background())
+	if got := waitForTools(s, "helper", want); got != want {
+		t.Errorf("tools %q; want %q", got, want)
+	}
+}
+
 // TestMCPToolsChangedAsItConnects: a server that tells
 // tools/list_changed as rpi connects it, before rpi has made it one of
 // the session's servers, and answers the listing that notification
@@ -72,14 +87,7 @@ func TestMCPToolsChangedAsItConnects(t *testing.T) {
 		e := newTestEnv(t)
 		writeMCPConfig(t, e.agentDir, "helper", "change-at-first-list", map[string]any{
 			"env": map[string]string{"RPI_HELPER": "mcp-server", "MCP_TEST_MODE": "change-at-first-list", "MCP_TEST_GATE": gate.Addr().String()}})
-		s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-		defer s.close()
-		s.mcp.listedChanged = hook
-		s.startMCP()
-		s.mcp.awaitFirst(context.Background())
-		if got := waitForTools(s, "helper", want); got != want {
-			t.Errorf("tools %q; want %q", got, want)
-		}
+		checkToolsRelisted(t, e, hook, want)
 	})
 	t.Run("http", func(t *testing.T) {
 		object := map[string]any{"type": "object"}
@@ -116,14 +124,7 @@ func TestMCPToolsChangedAsItConnects(t *testing.T) {
 		defer hs.Close()
 		e := newTestEnv(t)
 		writeMCPServers(t, e.agentDir, map[string]any{"helper": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-		s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, &recordingSink{}, &approvingUI{}, nil)
-		defer s.close()
-		s.mcp.listedChanged = hook
-		s.startMCP()
-		s.mcp.awaitFirst(context.Background())
-		if got := waitForTools(s, "helper", want); got != want {
-			t.Errorf("tools %q; want %q", got, want)
-		}
+		checkToolsRelisted(t, e, hook, want)
 	})
 }
 
@@ -155,23 +156,12 @@ func TestMCPHTTPServerStreamRefreshesTheSignIn(t *testing.T) {
 				w.WriteHeader(http.StatusMethodNotAllowed)
 				return true
 			}}
-			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/token" {
-					mu.Lock()
-					refreshes++
-					n := refreshes
-					mu.Unlock()
-					w.Header().Set("Content-Type", "application/json")
-					json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprint("at-", n+1), "token_type": "Bearer", "expires_in": 3600, "refresh_token": fmt.Sprint("rt-", n+1)})
-					return
-				}
-				srv.ServeHTTP(w, r)
-			}))
-			defer hs.Close()
-			e := newTestEnv(t)
-			writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
-			writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-			s := openWithMCP(t, e)
+			s := openRefreshing(t, srv, func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				refreshes++
+				return refreshes
+			})
 			if state := s.mcp.list()[0].State; state != "connected" {
 				t.Fatalf("state %q", state)
 			}
@@ -183,7 +173,7 @@ func TestMCPHTTPServerStreamRefreshesTheSignIn(t *testing.T) {
 			}
 			if refusals == 2 {
 				const gaveUp = "[web] the server's event stream: HTTP 401"
-				waitForFile(t, filepath.Join(e.agentDir, "mcp.log"), gaveUp)
+				waitForFile(t, filepath.Join(s.set.agentDir, "mcp.log"), gaveUp)
 			}
 			s.close()
 			mu.Lock()

@@ -315,24 +315,29 @@ func TestMCPHTTPServerStreamAfterRefresh(t *testing.T) {
 		}
 		return true
 	}}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/token" {
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"access_token": "at-2", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt-2"})
-			return
-		}
-		srv.ServeHTTP(w, r)
-	}))
-	defer hs.Close()
-	e := newTestEnv(t)
-	writeSignIn(t, e.agentDir, hs.URL, map[string]any{"tokens": map[string]any{"access_token": "at-1", "token_type": "Bearer", "refresh_token": "rt-1"}})
-	writeMCPServers(t, e.agentDir, map[string]any{"web": map[string]any{"url": hs.URL + "/mcp", "exposure": "direct"}})
-	s := openWithMCP(t, e)
-	defer s.close()
+	s := openRefreshing(t, srv, func() int { return 1 })
 	if state := s.mcp.list()[0].State; state != "connected" {
 		t.Fatalf("state %q", state)
 	}
 	if auth := receive(t, gets, "the GET of the server's event stream"); auth != "Bearer at-2" {
 		t.Errorf("the GET went with Authorization %q", auth)
 	}
+}
+
+// openRefreshing is openSignedIn with srv as the server, beside a token
+// endpoint that answers the refresh numbered refreshed() with at-<n+1>
+// and rt-<n+1>.
+func openRefreshing(t *testing.T, srv http.Handler, refreshed func() int) *session {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			n := refreshed()
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprint("at-", n+1), "token_type": "Bearer", "expires_in": 3600, "refresh_token": fmt.Sprint("rt-", n+1)})
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return openSignedIn(t, hs.URL)
 }
