@@ -42,9 +42,9 @@ var lockOrder = []struct {
 	{`tempFiles.mu`, coreLock},
 	{`watchdog.mu`, coreLock},
 	{`keyCommands.mu`, coreLock},
-	{`outbox.mu`, coreLock}, // taken to post a callout, under any core lock
-	{`mcpServers.mu`, coreLock},
-	{`mcpStdin.mu`, coreLock}, // held while a line is written to an MCP server's stdin
+	{`mcpServers.mu`, coreLock}, // a server's state is reported (posted) under it
+	{`outbox.mu`, coreLock},     // taken to post a callout, under any core lock
+	{`mcpStdin.mu`, coreLock},   // held while a line is written to an MCP server's stdin
 	{`mcpConn.mu`, coreLock},
 	{`mcpHTTP.mu`, coreLock},
 	{`mcpLog.mu`, coreLock},

@@ -223,11 +223,14 @@ func (m *mcpServers) state(name string) mcpServerUpdate {
 }
 
 // update reports srv's state now (mcp_server_update); no lock is held.
+// The event is posted under m.mu, so that two reports of one server,
+// from two goroutines, leave in the order of the states they report
+// (the later state last).
 func (m *mcpServers) update(srv *mcpServer) {
 	m.mu.Lock()
-	u := mcpServerUpdate{Name: srv.cfg.name, State: srv.state, Error: srv.err, ToolCount: len(srv.tools)}
+	m.s.postEvent("mcp_server_update", mcpServerUpdate{Name: srv.cfg.name, State: srv.state, Error: srv.err, ToolCount: len(srv.tools)})
 	m.mu.Unlock()
-	m.s.emit("mcp_server_update", u)
+	m.s.deliver()
 }
 
 // mcpServers are the servers of one session and their state.
@@ -972,8 +975,9 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				tools, err := m.listTools(m.s.ctx, srv, conn)
 				var unnamed []string
 				m.mu.Lock()
+				taken := err == nil && srv.conn == conn
 				switch {
-				case err == nil && srv.conn == conn:
+				case taken:
 					srv.tools, unnamed = m.nameToolsLocked(srv, tools)
 				case err == nil && srv.state == "connecting" && conn.endedErr() == nil: // told as it connects
 					srv.changedEarly = conn
@@ -989,6 +993,9 @@ func (m *mcpServers) notified(srv *mcpServer, conn *mcpConn, method string, para
 				logUnnamed(conn, unnamed)
 				if err != nil {
 					conn.log("listing the changed tools: " + err.Error())
+				}
+				if taken { // as pi reports each refresh of a server's tools
+					m.update(srv)
 				}
 				if m.listedChanged != nil {
 					m.listedChanged()

@@ -346,3 +346,41 @@ func TestMCPToolNamesKeptPastTheLimit(t *testing.T) {
 		t.Errorf("a_b's hashed name ran %q", got)
 	}
 }
+
+// TestMCPToolsChangedReported: a server whose tools change (it tells
+// tools/list_changed) is reported again with its new tool count, as pi
+// reports each refresh of a server's tools: the tools changed, but no
+// mcp_server_update said so, and a client showing the count kept the old.
+func TestMCPToolsChangedReported(t *testing.T) {
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.json")
+	writeToolNames(t, tools, "one")
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "direct")})
+	sink := &recordingSink{}
+	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, sink, &approvingUI{}, nil)
+	t.Cleanup(s.close)
+	s.startMCP()
+	s.mcp.awaitFirst(context.Background())
+	writeToolNames(t, tools, "one", "two", "three")
+	conn, timeout, err := s.mcp.conn("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "changed", "arguments": map[string]any{}}, timeout, false); err != nil {
+		t.Fatal(err)
+	}
+	reported := func() bool {
+		for _, ev := range sink.all() {
+			if u, ok := ev.Data.(mcpServerUpdate); ok && ev.Type == "mcp_server_update" && u.State == "connected" && u.ToolCount == 3 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !reported(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no mcp_server_update with the 3 tools listed again: state %+v, events %v", s.mcp.state("helper"), sink.types())
+		}
+	}
+}
