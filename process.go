@@ -115,14 +115,17 @@ type terminalSize struct {
 // be absolute (the client's process_spawn).
 func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error) {
 	var spec processSpec
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &spec) != nil {
+	if len(raw) == 0 || raw[0] != '{' {
 		return spec, invalid("spec", "an object {argv, cwd, [env], [tty], [terminalSize], [label], [timeoutMs], [outputBytes]}")
+	}
+	if err := json.Unmarshal(wholeNumbers(raw), &spec); err != nil { // 5e3 and 5000.0 are whole numbers too
+		return spec, specFieldError(err)
 	}
 	var present map[string]json.RawMessage
 	json.Unmarshal(raw, &present)
 	switch {
 	case len(spec.Argv) == 0 || spec.Argv[0] == "":
-		return spec, invalid("spec.argv", "a non-empty array of strings, the program first")
+		return spec, invalid("spec.argv", specWant("argv"))
 	case cwdBase != "":
 		spec.Cwd = resolvePath(cwdBase, spec.Cwd)
 	case spec.Cwd == "":
@@ -135,7 +138,7 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 	}
 	for key, value := range spec.Env {
 		if key == "" || strings.ContainsAny(key, "=\x00") || value != nil && strings.ContainsRune(*value, 0) {
-			return spec, invalid("spec.env", "an object of variable names (no = or NUL) to strings (no NUL) or null")
+			return spec, invalid("spec.env", specWant("env"))
 		}
 	}
 	for _, s := range spec.Argv {
@@ -144,21 +147,21 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 		}
 	}
 	if _, ok := present["label"]; ok && (len(spec.Label) < 1 || len(spec.Label) > 64 || strings.ContainsRune(spec.Label, 0)) {
-		return spec, invalid("spec.label", "a string of 1 to 64 bytes, without NUL")
+		return spec, invalid("spec.label", specWant("label"))
 	}
 	if t := spec.TerminalSize; t != nil {
 		switch {
 		case !spec.TTY:
 			return spec, invalid("spec.terminalSize", "given only with tty:true")
 		case t.Rows < 1 || t.Rows > 65535 || t.Cols < 1 || t.Cols > 65535:
-			return spec, invalid("spec.terminalSize", "{rows, cols}, each from 1 to 65535")
+			return spec, invalid("spec.terminalSize", specWant("terminalSize"))
 		}
 	}
 	if _, ok := present["timeoutMs"]; ok && (spec.TimeoutMs < 1 || spec.TimeoutMs > 86400000) {
-		return spec, invalid("spec.timeoutMs", "a number of milliseconds from 1 to 86400000")
+		return spec, invalid("spec.timeoutMs", specWant("timeoutMs"))
 	}
 	if _, ok := present["outputBytes"]; ok && (spec.OutputBytes < 1 || spec.OutputBytes > defaultOutputBytes) {
-		return spec, invalid("spec.outputBytes", fmt.Sprintf("a whole number from 1 to %d", defaultOutputBytes))
+		return spec, invalid("spec.outputBytes", specWant("outputBytes"))
 	}
 	if spec.TTY && !ptySupported {
 		return spec, invalid("spec.tty", "false on this system (no PTY support)")
@@ -167,6 +170,43 @@ func decodeProcessSpec(raw json.RawMessage, cwdBase string) (processSpec, error)
 		spec.OutputBytes = defaultOutputBytes
 	}
 	return spec, nil
+}
+
+// specWant says what a field of a spec must be, for its errors ("" for
+// a name that is no field).
+func specWant(name string) string {
+	switch name {
+	case "argv":
+		return "a non-empty array of strings, the program first"
+	case "cwd":
+		return "a string, the path of an existing directory"
+	case "env":
+		return "an object of variable names (no = or NUL) to strings (no NUL) or null"
+	case "tty":
+		return "true or false"
+	case "terminalSize":
+		return "{rows, cols}, each from 1 to 65535"
+	case "label":
+		return "a string of 1 to 64 bytes, without NUL"
+	case "timeoutMs":
+		return "a number of milliseconds from 1 to 86400000"
+	case "outputBytes":
+		return "a whole number from 1 to " + strconv.Itoa(defaultOutputBytes)
+	}
+	return ""
+}
+
+// specFieldError names the field of a spec that holds a value of the
+// wrong type (a string for timeoutMs, 1.5, a number past an int).
+func specFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		name, _, _ := strings.Cut(te.Field, ".")
+		if want := specWant(name); want != "" {
+			return invalid("spec."+name, want)
+		}
+	}
+	return invalid("spec", "an object {argv, cwd, [env], [tty], [terminalSize], [label], [timeoutMs], [outputBytes]}")
 }
 
 // process is one background process.

@@ -326,7 +326,10 @@ func checkValue(dec *json.Decoder, schema map[string]any, path string, optional 
 		if err != nil {
 			return typeError(path, types)
 		}
-		if slices.Contains(types, "integer") && !slices.Contains(types, "number") {
+		// An int written as one is taken as it is: float64 rounds the
+		// largest (math.MaxInt) up, past it.
+		_, isInt := strconv.ParseInt(string(tok), 10, strconv.IntSize)
+		if slices.Contains(types, "integer") && !slices.Contains(types, "number") && isInt != nil {
 			switch {
 			case f != math.Trunc(f):
 				return fmt.Errorf("field %q must be a whole number", path)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -201,5 +203,45 @@ func TestToolIgnoresBounded(t *testing.T) {
 	os.WriteFile(filepath.Join(s.set.cwd, ".gitignore"), []byte("secret.txt\n"), 0o644)
 	if got, _ := callTool(t, s, "find", `{"pattern":"*.txt"}`); got != "kept.txt" {
 		t.Errorf("find with a short .gitignore: %q", got)
+	}
+}
+
+// TestProcessSpecTakesWholeNumbersAnyhow: the process tool's spec takes
+// a whole number however JSON writes it, as the tool's other fields do
+// (its schema says integer, and 5e3 is one): "timeoutMs": 5e3 was
+// refused as a spec that "must be an object".
+func TestProcessSpecTakesWholeNumbersAnyhow(t *testing.T) {
+	s := toolServer(t, nil)
+	got, isError := callTool(t, s, "process", `{"action":"spawn","spec":{"argv":["true"],"timeoutMs":5e3,"outputBytes":4096.0}}`)
+	if isError || !strings.Contains(got, `"state"`) {
+		t.Fatalf("spawn with timeoutMs 5e3: got %q (isError %v)", got, isError)
+	}
+	var info processInfo
+	if err := json.Unmarshal([]byte(got), &info); err != nil {
+		t.Fatalf("spawn's answer %q: %v", got, err)
+	}
+	if got, isError := callTool(t, s, "process", `{"action":"wait","processId":"`+info.ID+`"}`); isError || !strings.Contains(got, `"exitCode":0`) {
+		t.Errorf("wait: got %q (isError %v)", got, isError)
+	}
+}
+
+// TestLargestIntegerTaken: a field that takes an int takes the largest
+// one, written out ("limit": 9223372036854775807, a model's "no limit"):
+// it was refused as "must be at most 9223372036854775807", itself.
+func TestLargestIntegerTaken(t *testing.T) {
+	s := toolServer(t, map[string]string{"a.txt": "one\ntwo\n"})
+	big := strconv.Itoa(math.MaxInt)
+	for _, c := range [][3]string{
+		{"read", `{"path":"a.txt","limit":` + big + `}`, "one\ntwo\n"},
+		{"ls", `{"limit":` + big + `}`, "a.txt"},
+		{"grep", `{"pattern":"two","limit":` + big + `}`, "a.txt:2: two"},
+	} {
+		if got, isError := callTool(t, s, c[0], c[1]); got != c[2] || isError {
+			t.Errorf("%s %s: got %q (isError %v), want %q", c[0], c[1], got, isError, c[2])
+		}
+	}
+	// One past it is still refused, as such.
+	if got, _ := callTool(t, s, "ls", `{"limit":9223372036854775808}`); !strings.Contains(got, `field "limit" must be at most `+big) {
+		t.Errorf("ls with a limit past an int: got %q", got)
 	}
 }
