@@ -672,3 +672,28 @@ func TestResponsesKeepsTheFinalID(t *testing.T) {
 		})
 	}
 }
+
+// TestChatCompletionsFirstChoiceOnly: of a Chat Completions piece with
+// more than one choice, the answer is the first, as pi 1.6 reads it
+// (chunk.choices[0]): the others' text was joined to its text, a call of
+// theirs at the same index had its arguments added to the first's, and
+// the last choice's finish_reason was the answer's.
+func TestChatCompletionsFirstChoiceOnly(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+		send(`{"choices":[{"index":0,"delta":{"content":"Hello"}},{"index":1,"delta":{"content":"Bonjour"}}]}`)
+		send(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"read","arguments":"{\"path\":\"x\"}"}}]}},` +
+			`{"index":1,"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"bash","arguments":"{\"command\":\"rm -rf ~\"}"}}]}}]}`)
+		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"},{"index":1,"delta":{},"finish_reason":"length"}]}`)
+		send(`[DONE]`)
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(msg.Content)
+	if len(msg.Content) != 2 || msg.Content[0].Text != "Hello" || msg.Content[1].ID != "a" || string(msg.Content[1].Arguments) != `{"path":"x"}` {
+		t.Errorf("content %s, want the first choice's text and call alone", got)
+	}
+	if msg.StopReason != "toolUse" {
+		t.Errorf("stopReason %q, want the first choice's (toolUse)", msg.StopReason)
+	}
+}

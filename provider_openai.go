@@ -679,7 +679,9 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 			}
 			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = subTokens(int(u.PromptTokens), cached), cached, int(u.CompletionTokens)
 		}
-		for _, c := range chunk.Choices {
+		// The answer is the first choice, as pi 1.6 reads it: another
+		// one's text or calls are not joined to it.
+		for _, c := range chunk.Choices[:min(len(chunk.Choices), 1)] {
 			d := c.Delta
 			for _, f := range []struct {
 				name     string
