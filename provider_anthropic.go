@@ -325,18 +325,21 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 				st.startBlock(ev.Index, contentBlock{Type: "toolCall", ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name})
 			}
 		case "content_block_delta":
+			// A delta goes to an open block of its kind, as pi 1.6 takes
+			// it: one for a block rpi does not keep (a server tool's
+			// server_tool_use) or of another kind is passed over.
 			i, ok := st.blocks[ev.Index]
 			if !ok {
-				return true, &providerError{message: "Invalid response from the model server: delta for a block that never started"}
+				break
 			}
-			switch ev.Delta.Type {
-			case "text_delta":
+			switch kind := st.msg.Content[i].Type; {
+			case ev.Delta.Type == "text_delta" && kind == "text":
 				st.delta(i, ev.Delta.Text)
-			case "thinking_delta":
+			case ev.Delta.Type == "thinking_delta" && kind == "thinking":
 				st.delta(i, ev.Delta.Thinking)
-			case "signature_delta":
+			case ev.Delta.Type == "signature_delta" && kind == "thinking":
 				st.appendSignature(i, ev.Delta.Signature)
-			case "input_json_delta":
+			case ev.Delta.Type == "input_json_delta" && kind == "toolCall":
 				st.delta(i, ev.Delta.PartialJSON)
 			}
 		case "content_block_stop":

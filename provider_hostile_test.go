@@ -697,3 +697,44 @@ func TestChatCompletionsFirstChoiceOnly(t *testing.T) {
 		t.Errorf("stopReason %q, want the first choice's (toolUse)", msg.StopReason)
 	}
 }
+
+// TestAnthropicDeltasGoToTheirBlocksOnly: an Anthropic delta goes only to
+// an open block of its kind, as pi 1.6 takes it: one for a block rpi
+// never opened (a server tool's server_tool_use, which rpi does not
+// keep) is passed over, where it failed the whole answer ("delta for a
+// block that never started"), and one of another kind (thinking for a
+// text, text for a tool call) is passed over too, where it was added to
+// the block's text or arguments.
+func TestAnthropicDeltasGoToTheirBlocksOnly(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"rpi\"}"}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Found it."}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":" (hidden)"}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}`,
+			`{"type":"content_block_stop","index":1}`,
+			`{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`,
+			`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.txt\"}"}}`,
+			`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"x"}}`,
+			`{"type":"content_block_stop","index":2}`,
+			`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`,
+			`{"type":"message_stop"}`,
+		} {
+			var typ struct{ Type string }
+			json.Unmarshal([]byte(ev), &typ)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
+		}
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(msg.Content)
+	if len(msg.Content) != 2 || msg.Content[0].Text != "Found it." || string(msg.Content[1].Arguments) != `{"path":"a.txt"}` {
+		t.Errorf("content %s, want the text and the call, each with its own deltas alone", got)
+	}
+}
