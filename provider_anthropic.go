@@ -284,11 +284,20 @@ type anthropicEvent struct {
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
+	Usage *anthropicDeltaUsage `json:"usage"` // message_delta's
 	Error *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+// anthropicDeltaUsage is a message_delta's usage: a count left out (or
+// null) is none given, and leaves the answer's as it was.
+type anthropicDeltaUsage struct {
+	InputTokens              *tokenCount `json:"input_tokens"`
+	OutputTokens             *tokenCount `json:"output_tokens"`
+	CacheReadInputTokens     *tokenCount `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *tokenCount `json:"cache_creation_input_tokens"`
 }
 
 type anthropicUsage struct {
@@ -351,10 +360,15 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 			if ev.Delta.StopReason != "" {
 				stop = ev.Delta.StopReason
 			}
-			if ev.Usage != nil {
-				u.Output = int(ev.Usage.OutputTokens)
-				if ev.Usage.InputTokens > 0 {
-					u.Input = int(ev.Usage.InputTokens)
+			if du := ev.Usage; du != nil { // the counts it gives, as pi 1.6 takes them
+				for _, c := range []struct {
+					given *tokenCount
+					count *int
+				}{{du.InputTokens, &u.Input}, {du.OutputTokens, &u.Output}, {du.CacheReadInputTokens, &u.CacheRead},
+					{du.CacheCreationInputTokens, &u.CacheWrite}} {
+					if c.given != nil {
+						*c.count = int(*c.given)
+					}
 				}
 			}
 		case "message_stop":

@@ -738,3 +738,33 @@ func TestAnthropicDeltasGoToTheirBlocksOnly(t *testing.T) {
 		t.Errorf("content %s, want the text and the call, each with its own deltas alone", got)
 	}
 }
+
+// TestAnthropicDeltaUsageOnlyWhatItGives: a message_delta's usage sets the
+// counts it gives and only those, as pi 1.6 takes it: its cache reads
+// and writes (a proxy's, or Anthropic's with server tools, which count
+// them again at the end) were not taken, and a usage without
+// output_tokens made the answer's output 0.
+func TestAnthropicDeltaUsageOnlyWhatItGives(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":100,"output_tokens":1}}}`,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":50,"cache_read_input_tokens":40,"cache_creation_input_tokens":10}}`,
+			`{"type":"message_delta","delta":{},"usage":{"input_tokens":20,"output_tokens":null}}`,
+			`{"type":"message_stop"}`,
+		} {
+			var typ struct{ Type string }
+			json.Unmarshal([]byte(ev), &typ)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
+		}
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := msg.Usage; u.Input != 20 || u.Output != 50 || u.CacheRead != 40 || u.CacheWrite != 10 {
+		t.Errorf("usage %+v, want input 20, output 50, cache read 40, cache write 10", u)
+	}
+}
