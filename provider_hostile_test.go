@@ -768,3 +768,37 @@ func TestAnthropicDeltaUsageOnlyWhatItGives(t *testing.T) {
 		t.Errorf("usage %+v, want input 20, output 50, cache read 40, cache write 10", u)
 	}
 }
+
+// TestChatCompletionsCacheUsage: a Chat Completions host's cached tokens
+// are read where pi 1.6 reads them — OpenAI's and OpenRouter's
+// prompt_tokens_details.cached_tokens, DeepSeek's prompt_cache_hit_tokens,
+// Kimi's top-level cached_tokens — with OpenRouter's cache_write_tokens,
+// and a usage given in the choice (Moonshot's) when the chunk has none:
+// they counted as input (DeepSeek's and Kimi's cache hits priced as new
+// input), or the usage was not read at all.
+func TestChatCompletionsCacheUsage(t *testing.T) {
+	const text = `"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"`
+	for _, tt := range []struct {
+		name, chunk                          string
+		input, cacheRead, cacheWrite, output int
+	}{
+		{"openai", `{` + text + `}],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":60}}}`, 40, 60, 0, 7},
+		{"openrouter", `{` + text + `}],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":60,"cache_write_tokens":30}}}`, 10, 60, 30, 7},
+		{"deepseek", `{` + text + `}],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_cache_hit_tokens":60,"prompt_cache_miss_tokens":40}}`, 40, 60, 0, 7},
+		{"kimi", `{` + text + `}],"usage":{"prompt_tokens":100,"completion_tokens":7,"cached_tokens":60}}`, 40, 60, 0, 7},
+		{"moonshot", `{` + text + `,"usage":{"prompt_tokens":100,"completion_tokens":7,"cached_tokens":60}}]}`, 40, 60, 0, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
+				send(tt.chunk)
+				send(`[DONE]`)
+			}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := msg.Usage; u.Input != tt.input || u.CacheRead != tt.cacheRead || u.CacheWrite != tt.cacheWrite || u.Output != tt.output {
+				t.Errorf("usage %+v; want input %d, cache read %d, cache write %d, output %d", u, tt.input, tt.cacheRead, tt.cacheWrite, tt.output)
+			}
+		})
+	}
+}

@@ -355,21 +355,48 @@ func (c *openAIContent) UnmarshalJSON(data []byte) error {
 
 type openAIChunk struct {
 	Choices []openAIChoice `json:"choices"`
-	Usage   *struct {
-		PromptTokens        tokenCount `json:"prompt_tokens"`
-		CompletionTokens    tokenCount `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens tokenCount `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-	Error *struct {
+	Usage   *openAIUsage   `json:"usage"`
+	Error   *struct {
 		Message string `json:"message"`
 	} `json:"error"`
 }
 
+// openAIUsage is a Chat Completions usage, with the cached tokens where
+// each host puts them, as pi 1.6 reads them (counts).
+type openAIUsage struct {
+	PromptTokens        tokenCount `json:"prompt_tokens"`
+	CompletionTokens    tokenCount `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens     *tokenCount `json:"cached_tokens"`      // OpenAI's, OpenRouter's
+		CacheWriteTokens tokenCount  `json:"cache_write_tokens"` // OpenRouter's
+	} `json:"prompt_tokens_details"`
+	PromptCacheHitTokens *tokenCount `json:"prompt_cache_hit_tokens"` // DeepSeek's
+	CachedTokens         *tokenCount `json:"cached_tokens"`           // Kimi's
+}
+
+// counts are the usage's input (the prompt less the tokens read from and
+// written to the cache), cache reads, cache writes and output: the
+// cached tokens are the first given of OpenAI's, DeepSeek's and Kimi's.
+func (u *openAIUsage) counts() (input, cacheRead, cacheWrite, output int) {
+	var read *tokenCount
+	if d := u.PromptTokensDetails; d != nil {
+		read, cacheWrite = d.CachedTokens, int(d.CacheWriteTokens)
+	}
+	for _, r := range []*tokenCount{u.PromptCacheHitTokens, u.CachedTokens} {
+		if read == nil {
+			read = r
+		}
+	}
+	if read != nil {
+		cacheRead = int(*read)
+	}
+	return subTokens(subTokens(int(u.PromptTokens), cacheRead), cacheWrite), cacheRead, cacheWrite, int(u.CompletionTokens)
+}
+
 type openAIChoice struct {
-	Delta        openAIDelta `json:"delta"`
-	FinishReason *string     `json:"finish_reason"`
+	Delta        openAIDelta  `json:"delta"`
+	FinishReason *string      `json:"finish_reason"`
+	Usage        *openAIUsage `json:"usage"` // Moonshot's, when the chunk has none
 }
 
 type openAIDelta struct {
@@ -505,8 +532,9 @@ func decodeOpenAIChoice(raw []byte) (c openAIChoice, ok bool) {
 				return c, false
 			}
 			c.FinishReason = &reason
-		case strings.EqualFold(k, "delta") || strings.EqualFold(k, "finish_reason"):
-			return c, false
+		case k == "usage" && string(m.value) == "null":
+		case strings.EqualFold(k, "delta") || strings.EqualFold(k, "finish_reason") || strings.EqualFold(k, "usage"):
+			return c, false // a usage, another spelling, or a second one: encoding/json's rules decide
 		}
 	}
 	return c, true
@@ -672,12 +700,13 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		if chunk.Error != nil {
 			return true, &providerError{message: chunk.Error.Message}
 		}
-		if u := chunk.Usage; u != nil {
-			cached := 0
-			if u.PromptTokensDetails != nil {
-				cached = int(u.PromptTokensDetails.CachedTokens)
-			}
-			st.msg.Usage.Input, st.msg.Usage.CacheRead, st.msg.Usage.Output = subTokens(int(u.PromptTokens), cached), cached, int(u.CompletionTokens)
+		u := chunk.Usage
+		if u == nil && len(chunk.Choices) > 0 {
+			u = chunk.Choices[0].Usage
+		}
+		if u != nil {
+			mu := &st.msg.Usage
+			mu.Input, mu.CacheRead, mu.CacheWrite, mu.Output = u.counts()
 		}
 		// The answer is the first choice, as pi 1.6 reads it: another
 		// one's text or calls are not joined to it.
