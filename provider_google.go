@@ -317,7 +317,9 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 		if f := chunk.PromptFeedback; f != nil && f.BlockReason != "" {
 			blocked = f.BlockReason
 		}
-		for _, c := range chunk.Candidates {
+		// The answer is the first candidate, as pi 1.6 reads it: another
+		// one's parts are not joined to it.
+		for _, c := range chunk.Candidates[:min(len(chunk.Candidates), 1)] {
 			for _, p := range c.Content.Parts {
 				if call := p.FunctionCall; call != nil {
 					closeCurrent()

@@ -802,3 +802,21 @@ func TestChatCompletionsCacheUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestGeminiFirstCandidateOnly: of a Gemini chunk with more than one
+// candidate, the answer is the first, as pi 1.6 reads it
+// (chunk.candidates[0]): the others' text was joined to its text, their
+// calls added to its calls, and the last one's finishReason taken.
+func TestGeminiFirstCandidateOnly(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiGoogle, 4096, sseHandler(func(send func(string)) {
+		send(`{"candidates":[{"content":{"parts":[{"text":"Hello"}]}},{"content":{"parts":[{"text":"Bonjour"},{"functionCall":{"name":"bash","args":{"command":"rm -rf ~"}}}]}}]}`)
+		send(`{"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"},{"content":{"parts":[{"text":""}]},"finishReason":"MAX_TOKENS"}]}`)
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(msg.Content)
+	if len(msg.Content) != 1 || msg.Content[0].Text != "Hello!" || msg.StopReason != "stop" {
+		t.Errorf("content %s, stop %s; want the first candidate's text alone, stopped", got, msg.StopReason)
+	}
+}
