@@ -820,3 +820,55 @@ func TestGeminiFirstCandidateOnly(t *testing.T) {
 		t.Errorf("content %s, stop %s; want the first candidate's text alone, stopped", got, msg.StopReason)
 	}
 }
+
+// TestResponsesDeltasGoToTheirBlocksOnly: a Responses delta goes only to
+// an open block of its kind, as pi 1.6 takes it (getSlot): text for a
+// function call was added to its arguments, arguments and reasoning for
+// a message to its text.
+func TestResponsesDeltasGoToTheirBlocksOnly(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiResponses, 4096, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}`,
+			`{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1"}}`,
+			`{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}`,
+			`{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}`,
+			`{"type":"response.reasoning_summary_text.delta","output_index":0,"delta":" (hidden)"}`,
+			`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","content":[{"type":"output_text","text":"Hi"}]}}`,
+			`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read"}}`,
+			`{"type":"response.output_text.delta","output_index":1,"delta":"x"}`,
+			`{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"path\":\"a.txt\"}"}`,
+			`{"type":"response.output_item.done","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read","arguments":"{\"path\":\"a.txt\"}"}}`,
+			`{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}`,
+		} {
+			var typ struct{ Type string }
+			json.Unmarshal([]byte(ev), &typ)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
+		}
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(msg.Content)
+	if len(msg.Content) != 2 || msg.Content[0].Text != "Hi" || string(msg.Content[1].Arguments) != `{"path":"a.txt"}` {
+		t.Errorf("content %s, want the text and the call, each with its own deltas alone", got)
+	}
+}
+
+// TestResponsesItemDoneAsAnotherType: an output item done as another type
+// than it was added as gives its block nothing: a message added, whose
+// text never came, and done as a function call, showed the call's
+// arguments as its text.
+func TestResponsesItemDoneAsAnotherType(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiResponses, 4096, sseHandler(func(send func(string)) {
+		send(`{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1"}}`)
+		send(`{"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"bash","arguments":"{\"command\":\"rm -rf ~\"}"}}`)
+		send(`{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}`)
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(msg.Content); len(msg.Content) != 1 || msg.Content[0].Text != "" {
+		t.Errorf("content %s, want one empty text", got)
+	}
+}

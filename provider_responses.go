@@ -286,6 +286,8 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			return true, &providerError{message: cmp.Or(msg, "The model server reported an error")}
 		}
 		i, open := st.blocks[ev.OutputIndex]
+		// A delta goes to an open block of its kind, as pi 1.6 takes it.
+		of := func(kind string) bool { return open && st.msg.Content[i].Type == kind }
 		switch ev.Type {
 		case "response.output_item.added":
 			var item responsesItem
@@ -303,16 +305,23 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 				st.startBlock(ev.OutputIndex, contentBlock{Type: "toolCall", ID: id, Name: item.Name})
 			}
 		case "response.reasoning_summary_part.added":
-			if open && ev.SummaryIndex > 0 {
+			if of("thinking") && ev.SummaryIndex > 0 {
 				st.delta(i, "\n\n")
 			}
-		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta", "response.output_text.delta",
-			"response.refusal.delta", "response.function_call_arguments.delta":
-			if open && ev.Delta != "" {
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			if of("thinking") && ev.Delta != "" {
+				st.delta(i, ev.Delta)
+			}
+		case "response.output_text.delta", "response.refusal.delta":
+			if of("text") && ev.Delta != "" {
+				st.delta(i, ev.Delta)
+			}
+		case "response.function_call_arguments.delta":
+			if of("toolCall") && ev.Delta != "" {
 				st.delta(i, ev.Delta)
 			}
 		case "response.function_call_arguments.done":
-			if open && st.sofar(i) == "" && ev.Arguments != "" {
+			if of("toolCall") && st.sofar(i) == "" && ev.Arguments != "" {
 				st.delta(i, ev.Arguments)
 			}
 		case "response.output_item.done":
@@ -353,6 +362,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 			sep := "\n\n"
 			if item.Type != "reasoning" {
 				sep = ""
+			}
+			if kind := map[string]string{"reasoning": "thinking", "message": "text", "function_call": "toolCall"}[item.Type]; kind != b.Type {
+				whole = nil // an item done as another type than it was added as fills no block
 			}
 			if text := strings.Join(whole, sep); st.sofar(i) == "" && text != "" {
 				st.delta(i, text)
