@@ -56,6 +56,20 @@ func sseHandler(events func(send func(data string))) http.HandlerFunc {
 	}
 }
 
+// typedSSEHandler answers with events, each a JSON object whose "type"
+// names its event too ("event: TYPE"), as Anthropic and the Responses API
+// write them.
+func typedSSEHandler(events []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events {
+			var typ struct{ Type string }
+			json.Unmarshal([]byte(ev), &typ)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
+		}
+	}
+}
+
 // heldBytes is what an answer holds: its blocks' text, thinking,
 // arguments, ids, names and signatures.
 func heldBytes(msg *assistantMessage) int {
@@ -706,30 +720,23 @@ func TestChatCompletionsFirstChoiceOnly(t *testing.T) {
 // text, text for a tool call) is passed over too, where it was added to
 // the block's text or arguments.
 func TestAnthropicDeltasGoToTheirBlocksOnly(t *testing.T) {
-	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range []string{
-			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`,
-			`{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
-			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"rpi\"}"}}`,
-			`{"type":"content_block_stop","index":0}`,
-			`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
-			`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Found it."}}`,
-			`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":" (hidden)"}}`,
-			`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}`,
-			`{"type":"content_block_stop","index":1}`,
-			`{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`,
-			`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.txt\"}"}}`,
-			`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"x"}}`,
-			`{"type":"content_block_stop","index":2}`,
-			`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`,
-			`{"type":"message_stop"}`,
-		} {
-			var typ struct{ Type string }
-			json.Unmarshal([]byte(ev), &typ)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
-		}
-	}, nil)
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, typedSSEHandler([]string{
+		`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"rpi\"}"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Found it."}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":" (hidden)"}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}`,
+		`{"type":"content_block_stop","index":1}`,
+		`{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.txt\"}"}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_stop","index":2}`,
+		`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`,
+		`{"type":"message_stop"}`,
+	}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,22 +752,15 @@ func TestAnthropicDeltasGoToTheirBlocksOnly(t *testing.T) {
 // them again at the end) were not taken, and a usage without
 // output_tokens made the answer's output 0.
 func TestAnthropicDeltaUsageOnlyWhatItGives(t *testing.T) {
-	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range []string{
-			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":100,"output_tokens":1}}}`,
-			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
-			`{"type":"content_block_stop","index":0}`,
-			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":50,"cache_read_input_tokens":40,"cache_creation_input_tokens":10}}`,
-			`{"type":"message_delta","delta":{},"usage":{"input_tokens":20,"output_tokens":null}}`,
-			`{"type":"message_stop"}`,
-		} {
-			var typ struct{ Type string }
-			json.Unmarshal([]byte(ev), &typ)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
-		}
-	}, nil)
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, typedSSEHandler([]string{
+		`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":100,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":50,"cache_read_input_tokens":40,"cache_creation_input_tokens":10}}`,
+		`{"type":"message_delta","delta":{},"usage":{"input_tokens":20,"output_tokens":null}}`,
+		`{"type":"message_stop"}`,
+	}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -826,26 +826,19 @@ func TestGeminiFirstCandidateOnly(t *testing.T) {
 // function call was added to its arguments, arguments and reasoning for
 // a message to its text.
 func TestResponsesDeltasGoToTheirBlocksOnly(t *testing.T) {
-	msg, err := hostileCall(t, context.Background(), apiResponses, 4096, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range []string{
-			`{"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}`,
-			`{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1"}}`,
-			`{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}`,
-			`{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}`,
-			`{"type":"response.reasoning_summary_text.delta","output_index":0,"delta":" (hidden)"}`,
-			`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","content":[{"type":"output_text","text":"Hi"}]}}`,
-			`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read"}}`,
-			`{"type":"response.output_text.delta","output_index":1,"delta":"x"}`,
-			`{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"path\":\"a.txt\"}"}`,
-			`{"type":"response.output_item.done","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read","arguments":"{\"path\":\"a.txt\"}"}}`,
-			`{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}`,
-		} {
-			var typ struct{ Type string }
-			json.Unmarshal([]byte(ev), &typ)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, ev)
-		}
-	}, nil)
+	msg, err := hostileCall(t, context.Background(), apiResponses, 4096, typedSSEHandler([]string{
+		`{"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}`,
+		`{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1"}}`,
+		`{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}`,
+		`{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}`,
+		`{"type":"response.reasoning_summary_text.delta","output_index":0,"delta":" (hidden)"}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","content":[{"type":"output_text","text":"Hi"}]}}`,
+		`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read"}}`,
+		`{"type":"response.output_text.delta","output_index":1,"delta":"x"}`,
+		`{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"path\":\"a.txt\"}"}`,
+		`{"type":"response.output_item.done","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"read","arguments":"{\"path\":\"a.txt\"}"}}`,
+		`{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}`,
+	}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
