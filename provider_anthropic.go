@@ -275,6 +275,10 @@ type anthropicEvent struct {
 		ID   string `json:"id"`
 		Name string `json:"name"`
 		Data string `json:"data"` // a redacted_thinking block's
+		// What a text or thinking block may start with, before its deltas.
+		Text      string `json:"text"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
 	} `json:"content_block"`
 	Delta struct {
 		Type        string `json:"type"`
@@ -322,10 +326,20 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 			u.Input, u.Output, u.CacheRead, u.CacheWrite = int(mu.InputTokens), int(mu.OutputTokens), int(mu.CacheReadInputTokens), int(mu.CacheCreationInputTokens)
 		case "content_block_start":
 			switch ev.ContentBlock.Type {
+			// A block's text, thinking or signature given at its start is
+			// its first piece, as pi 1.6 takes it.
 			case "text":
-				st.startBlock(ev.Index, contentBlock{Type: "text"})
+				if i := st.startBlock(ev.Index, contentBlock{Type: "text"}); i >= 0 && ev.ContentBlock.Text != "" {
+					st.delta(i, ev.ContentBlock.Text)
+				}
 			case "thinking":
-				st.startBlock(ev.Index, contentBlock{Type: "thinking"})
+				i := st.startBlock(ev.Index, contentBlock{Type: "thinking"})
+				if i >= 0 && ev.ContentBlock.Thinking != "" {
+					st.delta(i, ev.ContentBlock.Thinking)
+				}
+				if i >= 0 && ev.ContentBlock.Signature != "" {
+					st.appendSignature(i, ev.ContentBlock.Signature)
+				}
 			case "redacted_thinking":
 				// Encrypted thinking, which must go back as it came with
 				// the turn's tool use: kept as pi keeps it.

@@ -285,8 +285,8 @@ type geminiChunk struct {
 	} `json:"error"`
 }
 
-// readGemini reads a Gemini stream: "data:" chunks and no end marker, the
-// last chunk carrying finishReason. Consecutive thought parts make one
+// readGemini reads a Gemini stream: "data:" chunks and no end marker, a
+// chunk carrying finishReason (a usage may follow it). Consecutive thought parts make one
 // thinking block and text parts one text block; a function call arrives
 // whole. A call without an id (or with one already used) gets one made
 // up as pi does: "<name>_<ms>_<n>".
@@ -367,7 +367,10 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 				finish = c.FinishReason
 			}
 		}
-		return finish != "", nil
+		// The stream is read to its end, as pi 1.6 reads it: a usage may
+		// come in a chunk after the finish.
+		st.finished = finish != ""
+		return false, nil
 	})
 	closeCurrent()
 	if err != nil {

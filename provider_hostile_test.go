@@ -865,3 +865,53 @@ func TestResponsesItemDoneAsAnotherType(t *testing.T) {
 		t.Errorf("content %s, want one empty text", got)
 	}
 }
+
+// TestGeminiUsageAfterTheFinish: a Gemini stream read to its end, as pi
+// 1.6 reads it: a usage sent in a chunk after the one with finishReason
+// is the answer's (rpi stopped reading at the finish, and the answer had
+// no usage, nor its cost).
+func TestGeminiUsageAfterTheFinish(t *testing.T) {
+	msg, err := hostileCall(t, context.Background(), apiGoogle, 4096, sseHandler(func(send func(string)) {
+		send(`{"candidates":[{"content":{"parts":[{"text":"Hello"}]},"finishReason":"STOP"}]}`)
+		send(`{"usageMetadata":{"promptTokenCount":120,"cachedContentTokenCount":20,"candidatesTokenCount":7,"thoughtsTokenCount":3}}`)
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := msg.Usage; msg.Content[0].Text != "Hello" || msg.StopReason != "stop" || u.Input != 100 || u.CacheRead != 20 || u.Output != 10 {
+		t.Errorf("text %q, stop %s, usage %+v; want the usage of the chunk after the finish", msg.Content[0].Text, msg.StopReason, u)
+	}
+}
+
+// TestAnthropicBlockStartsWithText: a text or thinking block whose start
+// holds text, thinking or a signature (a proxy's, or a server that sends
+// a short block whole) begins with them, as pi 1.6 takes it: rpi
+// dropped them, and the answer lost its first words.
+func TestAnthropicBlockStartsWithText(t *testing.T) {
+	var deltas []string
+	msg, err := hostileCall(t, context.Background(), apiAnthropic, 4096, typedSSEHandler([]string{
+		`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"Let me see.","signature":"sig-"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"rest"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hello"}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":", world"}}`,
+		`{"type":"content_block_stop","index":1}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`,
+		`{"type":"message_stop"}`,
+	}), func(ev assistantEvent) {
+		if ev.Delta != nil {
+			deltas = append(deltas, *ev.Delta)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(msg.Content)
+	if len(msg.Content) != 2 || msg.Content[0].Thinking != "Let me see." || msg.Content[0].Signature != "sig-rest" || msg.Content[1].Text != "Hello, world" {
+		t.Errorf("content %s; want each block with what its start held", got)
+	}
+	if strings.Join(deltas, "") != "Let me see.Hello, world" {
+		t.Errorf("deltas %q; want what a block's start held among them", deltas)
+	}
+}
