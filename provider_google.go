@@ -303,6 +303,9 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 	err := st.events(body, func(_ string, data []byte) (bool, error) {
 		var chunk geminiChunk
 		if err := json.Unmarshal(data, &chunk); err != nil {
+			if finish != "" {
+				return true, nil // after the finish, a proxy's end marker ([DONE]) ends the answer
+			}
 			return true, &providerError{message: fmt.Sprintf("Invalid response from the model server: %v", err)}
 		}
 		if e := chunk.Error; e != nil {

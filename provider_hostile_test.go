@@ -323,7 +323,7 @@ func TestNegativeUsageIsNone(t *testing.T) {
 			msg, err := hostileCall(t, context.Background(), api, 4096, sseHandler(func(send func(string)) {
 				if api != apiAnthropic {
 					send(usage)
-					send(`[DONE]`) // Gemini's stream has ended before
+					send(`[DONE]`) // after Gemini's finish, a proxy's end marker ends the answer
 					return
 				}
 				send(`{"type":"message_start","message":{"usage":{"input_tokens":-90000000,"output_tokens":1,"cache_read_input_tokens":-3}}}`)
