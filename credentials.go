@@ -306,7 +306,7 @@ func loadAuth(dir string, setup *modelSetup) (map[string]authCredential, error) 
 			Env  json.RawMessage `json:"env"`
 		}
 		var cred authCredential
-		err := json.Unmarshal(file[provider], &entry)
+		err := unmarshalExact(file[provider], &entry)
 		var typeErr *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &typeErr): // the entry is not an object, or its type not a string

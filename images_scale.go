@@ -53,8 +53,11 @@ func (l imageLimits) fit() imageLimits {
 type inputLimits struct {
 	MaxRequestBytes *int `json:"maxRequestBytes"`
 	Images          *struct {
-		Resize *struct { // maxWidth, maxHeight, maxBytes, jpegQuality
-			MaxWidth, MaxHeight, MaxBytes, JPEGQuality *int
+		Resize *struct {
+			MaxWidth    *int `json:"maxWidth"`
+			MaxHeight   *int `json:"maxHeight"`
+			MaxBytes    *int `json:"maxBytes"`
+			JPEGQuality *int `json:"jpegQuality"`
 		} `json:"resize"`
 		MaxPerMessage *int `json:"maxPerMessage"`
 		MaxPerRequest *int `json:"maxPerRequest"`

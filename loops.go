@@ -820,7 +820,7 @@ func readLoopsFile(path string) (tasks []*loopTask, invalid int, err error) {
 		Version int          `json:"version"`
 		Tasks   loopsEntries `json:"tasks"`
 	}
-	if err := json.Unmarshal(data, &file); err != nil {
+	if err := unmarshalExact(data, &file); err != nil {
 		return nil, 0, fmt.Errorf("not a loops file: %v", err)
 	}
 	if file.Version != loopsVersion {
@@ -843,7 +843,7 @@ func (e *loopsEntries) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(exactData(data, &[]loopTaskJSON{})))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return errors.New("tasks must be an array")
 	}

@@ -125,7 +125,7 @@ func readMCPFile(path string) (data []byte, names []string, entries map[string]j
 	var file struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
 	}
-	if err := json.Unmarshal(data, &file); err != nil {
+	if err := unmarshalExact(data, &file); err != nil {
 		return nil, nil, nil, fmt.Sprintf("Cannot read MCP servers from %s: %s", path, jsonError(data, err))
 	}
 	for name := range file.MCPServers {
@@ -184,7 +184,7 @@ func loadMCPConfig(agentDir, cwd string, approved bool, given []string, expand f
 		}
 		for _, name := range names {
 			var e mcpEntry
-			dec := json.NewDecoder(strings.NewReader(string(raw[name])))
+			dec := json.NewDecoder(bytes.NewReader(exactData(raw[name], &e)))
 			if err := dec.Decode(&e); err != nil {
 				warnings = append(warnings, fmt.Sprintf("MCP server %s in %s is not valid: %s", name, path, mcpEntryError(data, raw[name], err)))
 				continue

@@ -335,7 +335,7 @@ func readSignIn(s *jsonObject) storedSignIn {
 		Access  any `json:"access_token"`
 		Refresh any `json:"refresh_token"`
 	}
-	json.Unmarshal(s.get("tokens"), &tokens)
+	unmarshalExact(s.get("tokens"), &tokens)
 	st.accessToken, _ = tokens.Access.(string)
 	st.refreshToken, _ = tokens.Refresh.(string)
 	var expires float64
@@ -343,13 +343,15 @@ func readSignIn(s *jsonObject) storedSignIn {
 		st.expiresAt = time.UnixMilli(int64(min(expires, maxExpiryMillis)))
 	}
 	st.clientRaw = s.get("clientInformation")
-	json.Unmarshal(st.clientRaw, &st.client)
+	unmarshalExact(st.clientRaw, &st.client)
 	var discovery struct {
-		AuthServer string                     `json:"authorizationServerUrl"`
-		Metadata   *oauthMetadata             `json:"authorizationServerMetadata"`
-		Resource   *struct{ Resource string } `json:"resourceMetadata"`
+		AuthServer string         `json:"authorizationServerUrl"`
+		Metadata   *oauthMetadata `json:"authorizationServerMetadata"`
+		Resource   *struct {
+			Resource string `json:"resource"`
+		} `json:"resourceMetadata"`
 	}
-	if raw := s.get("discovery"); raw != nil && json.Unmarshal(raw, &discovery) == nil {
+	if raw := s.get("discovery"); raw != nil && unmarshalExact(raw, &discovery) == nil {
 		st.hasDiscovery = discovery.AuthServer != ""
 		st.authServer, st.metadata = discovery.AuthServer, discovery.Metadata
 		if discovery.Resource != nil {

@@ -81,7 +81,7 @@ func (b *contentBlock) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	var j blockJSON
-	if err := json.Unmarshal(data, &j); err != nil {
+	if err := unmarshalExact(data, &j); err != nil {
 		return err
 	}
 	if !utf8.Valid(j.Arguments) {
@@ -233,7 +233,7 @@ func (u *usage) UnmarshalJSON(b []byte) error {
 		TotalTokens tokenCount    `json:"totalTokens"`
 		Cost        costBreakdown `json:"cost"`
 	}{tokenCount(u.Input), tokenCount(u.Output), tokenCount(u.CacheRead), tokenCount(u.CacheWrite), tokenCount(u.TotalTokens), u.Cost}
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshalExact(b, &w); err != nil {
 		return err
 	}
 	*u = usage{int(w.Input), int(w.Output), int(w.CacheRead), int(w.CacheWrite), int(w.TotalTokens), w.Cost}

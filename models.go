@@ -506,7 +506,7 @@ func loadModels(dir, cliProvider, cliKey string, getenv func(string) string) (*m
 	var models []*model
 	if err == nil {
 		var file modelsFile
-		if err := json.Unmarshal(data, &file); err != nil {
+		if err := unmarshalExact(data, &file); err != nil {
 			return nil, fmt.Errorf("Invalid %s: %v", path, jsonError(data, err))
 		}
 		if file.Providers == nil { // a provider's block pasted as the whole file, say

@@ -467,7 +467,7 @@ func (s *skillsSetting) UnmarshalJSON(data []byte) error {
 			CustomDirectories   []string `json:"customDirectories"`
 			EnableSkillCommands *bool    `json:"enableSkillCommands"`
 		}
-		if err := json.Unmarshal(data, &old); err != nil {
+		if err := unmarshalExact(data, &old); err != nil {
 			return errSkillsSetting
 		}
 		s.paths, s.enableCommand = old.CustomDirectories, old.EnableSkillCommands

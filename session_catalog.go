@@ -288,9 +288,6 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	return row, true
 }
 
-// catalogFields are catalogEntry's keys.
-var catalogFields = []string{"type", "name", "message"}
-
 // readCatalogEntry reads into e what a row needs of a session line, as
 // json.Unmarshal reads it (the decoder's fast path, or encoding/json for
 // a line the fast path does not take); false when the line is not a
@@ -316,14 +313,14 @@ func readCatalogEntry(line []byte, d *jsonIn, e *catalogEntry) bool {
 			d.once(&seen, 2)
 			d.raw(&e.Message)
 		default:
-			d.other(key, catalogFields)
+			d.skip() // a key that differs from one of these only in case too
 		}
 	})
 	if !d.fail && skipSpace(line, d.i) == len(line) {
 		return true
 	}
 	*e = catalogEntry{}
-	if json.Unmarshal(line, e) != nil {
+	if unmarshalExact(line, e) != nil {
 		return false
 	}
 	e.Message, _ = validRaw(e.Message) // as the fast path keeps it
@@ -373,7 +370,7 @@ func parseSessionHeader(line []byte) (sessionHeader, bool) {
 		Type string `json:"type"`
 		sessionHeader
 	}
-	if json.Unmarshal(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
+	if unmarshalExact(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
 		return sessionHeader{}, false
 	}
 	return header.sessionHeader, true

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // bigSession is a session file of size bytes made up as it is read: a
@@ -413,7 +413,7 @@ func TestListSessionsReadsAChangedFileAgain(t *testing.T) {
 }
 
 // FuzzCatalogEntry: the catalog's reading of a session line agrees with
-// encoding/json's on any line: whether it is taken, and what it gives
+// encoding/json's, keys matched exactly (unmarshalExact), on any line: whether it is taken, and what it gives
 // (the message's bytes as the decoder keeps them: invalid UTF-8 made
 // U+FFFD).
 func FuzzCatalogEntry(f *testing.F) {
@@ -423,6 +423,8 @@ func FuzzCatalogEntry(f *testing.F) {
 		` { "type" : "session_info" , "name" : null } `,
 		`{"type":"session_info","name":"\u00e9\ud800"}`,
 		`{"Type":"message"}`,
+		`{"type":"message","Type":"session_info","name":"n","NAME":"m"}`,
+		`{"\u0054ype":"message","meſſage":{"a":1},"type":"session_info"}`,
 		`{"type":"a","type":"b"}`,
 		`{"type":5}`,
 		`{"t\u0079pe":"message"}`,
@@ -438,7 +440,7 @@ func FuzzCatalogEntry(f *testing.F) {
 		var got catalogEntry
 		ok := readCatalogEntry(line, &d, &got)
 		var want catalogEntry
-		wantOK := json.Unmarshal(line, &want) == nil
+		wantOK := unmarshalExact(line, &want) == nil
 		if ok != wantOK {
 			t.Fatalf("%q: taken %v, encoding/json %v", line, ok, wantOK)
 		}
@@ -449,6 +451,11 @@ func FuzzCatalogEntry(f *testing.F) {
 		if got.Type != want.Type || (got.Name == nil) != (want.Name == nil) || got.Name != nil && *got.Name != *want.Name ||
 			!bytes.Equal(got.Message, want.Message) {
 			t.Fatalf("%q: read %+v, encoding/json %+v", line, got, want)
+		}
+		// Keys are matched exactly, as JSON.parse matches them.
+		var typ string
+		if v, ok := exactMember(line, "type"); ok && v[0] == '"' && utf8.Valid(v) && unquote(v, &typ) && typ != got.Type {
+			t.Fatalf("%q: type read as %q, but the line's type is %q", line, got.Type, typ)
 		}
 	})
 }

@@ -683,7 +683,7 @@ func loadSessionFile(ctx context.Context, path string) (*sessionFile, error) {
 		Version *int   `json:"version"` // absent in version 1
 		sessionHeader
 	}
-	if json.Unmarshal(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
+	if unmarshalExact(plainWholeNumbers(line, headerInts, false), &header) != nil || header.Type != "session" || header.ID == "" {
 		return nil, &errInvalidSessionFile{path, "the first line is not a session header"}
 	}
 	// Version 3 lines are written again as they are (keepLine); older
@@ -1045,7 +1045,7 @@ func (e *sessionEntry) contextMessage() any {
 			Display bool            `json:"display"`
 			Details json.RawMessage `json:"details"`
 		}
-		json.Unmarshal(e.raw, &display)
+		unmarshalExact(e.raw, &display)
 		display.Details, _ = validRaw(display.Details) // as its content: U+FFFD for bytes that are not UTF-8
 		fields, _ := marshalJSON(struct {
 			Role       string          `json:"role"`
@@ -1066,8 +1066,12 @@ func (e *sessionEntry) answeredBy() (provider, model string, ok bool) {
 	case *assistantMessage:
 		return m.Provider, m.Model, true
 	case rawMessage:
-		var probe struct{ Role, Provider, Model string }
-		json.Unmarshal(m, &probe)
+		var probe struct {
+			Role     string `json:"role"`
+			Provider string `json:"provider"`
+			Model    string `json:"model"`
+		}
+		unmarshalExact(m, &probe)
 		return probe.Provider, probe.Model, probe.Role == "assistant"
 	}
 	return "", "", false
@@ -1093,10 +1097,10 @@ func decodeMessageSlow(raw json.RawMessage) any {
 	kept := raw
 	raw = plainWholeNumbers(raw, messageInts, true) // 1.0 read as 1, as the fast path reads it
 	var probe struct {
-		Role    string
-		Content contentProbe
+		Role    string       `json:"role"`
+		Content contentProbe `json:"content"`
 	}
-	json.Unmarshal(raw, &probe)
+	unmarshalExact(raw, &probe)
 	role := probe.Role
 	if (role == "user" || role == "assistant" || role == "toolResult") && probe.Content.most > len(kept)/bytesPerBlock {
 		role = "" // more blocks than its size allows: kept as it is
@@ -1108,13 +1112,13 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			var text string
 			json.Unmarshal(content, &text)
 			var rest struct {
-				Role      string
-				Timestamp int64
+				Role      string `json:"role"`
+				Timestamp int64  `json:"timestamp"`
 			}
-			json.Unmarshal(raw, &rest)
+			unmarshalExact(raw, &rest)
 			return &userMessage{Role: "user", Content: textBlocks(text), Timestamp: rest.Timestamp}
 		}
-		if json.Unmarshal(raw, m) == nil {
+		if unmarshalExact(raw, m) == nil {
 			return m
 		}
 	case "assistant":
@@ -1125,7 +1129,7 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			assistantMessage
 			answerMeta
 		}
-		if json.Unmarshal(raw, &m) == nil {
+		if unmarshalExact(raw, &m) == nil {
 			if m.answerMeta != (answerMeta{}) {
 				m.assistantMessage.answerMeta = &m.answerMeta
 			}
@@ -1136,7 +1140,7 @@ func decodeMessageSlow(raw json.RawMessage) any {
 			toolResultMessage
 			Details json.RawMessage `json:"details"` // kept as JSON, as the fast path keeps them (canonical)
 		}
-		if json.Unmarshal(raw, &m) == nil {
+		if unmarshalExact(raw, &m) == nil {
 			var d jsonIn
 			if m.Details != nil {
 				d.reset(m.Details)
@@ -1148,12 +1152,12 @@ func decodeMessageSlow(raw json.RawMessage) any {
 		}
 	case "bashExecution":
 		var m bashExecutionMessage
-		if json.Unmarshal(raw, &m) == nil {
+		if unmarshalExact(raw, &m) == nil {
 			return m
 		}
 	case "compactionSummary", "branchSummary":
 		m := &summaryMessage{}
-		if json.Unmarshal(raw, m) == nil {
+		if unmarshalExact(raw, m) == nil {
 			return m
 		}
 	}

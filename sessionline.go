@@ -39,7 +39,7 @@ func decodeEntry(line []byte, d *jsonIn) (*sessionEntry, error) {
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: e}
 	plain, stamp, retimed := timestampNotText(plainWholeNumbers(line, entryInts, false))
-	if err := json.Unmarshal(plain, &withMessage); err != nil {
+	if err := unmarshalExact(plain, &withMessage); err != nil {
 		return nil, err
 	}
 	if retimed {
@@ -231,26 +231,6 @@ func (d *jsonIn) once(seen *uint32, bit uint) {
 		d.fail = true
 	}
 	*seen |= 1 << bit
-}
-
-// other skips the value of a key the struct has no field for, checking
-// that it is valid JSON. It fails when the key names a field when case is
-// ignored (encoding/json would fill that field), or has non-ASCII bytes
-// (which Unicode case folding could make one).
-func (d *jsonIn) other(key []byte, fields []string) {
-	for _, c := range key {
-		if c >= utf8.RuneSelf {
-			d.fail = true
-			return
-		}
-	}
-	for _, f := range fields {
-		if len(f) == len(key) && bytes.EqualFold(key, []byte(f)) {
-			d.fail = true
-			return
-		}
-	}
-	d.skip()
 }
 
 // skip reads any valid value.
@@ -477,7 +457,7 @@ func (d *jsonIn) canonical(out []byte, depth int) []byte {
 	return appendJSONFloat(out, f)
 }
 
-// The JSON names of each struct's fields, for other.
+// The JSON names of each struct's fields, for fields.
 var (
 	entryFields = []string{"type", "id", "parentId", "message", "provider", "modelId", "thinkingLevel", "summary", "firstKeptEntryId", "tokensBefore", "name", "fromId", "customType", "content", "timestamp"}
 	blockFields = []string{"type", "text", "textSignature", "thinking", "thinkingSignature", "data", "mimeType", "id", "name", "arguments", "thoughtSignature", "redacted"}
@@ -488,7 +468,8 @@ var (
 // fields reads the object at i as the struct whose JSON names are
 // names: read is called with each name the object has, while i stands at
 // its value, which read must read. A name given twice fails (once), and
-// other keys are skipped (other), their members appended to *keep (each
+// other keys are skipped (a key that differs from a name only in case
+// names no field, as for JSON.parse and unmarshalExact), their members appended to *keep (each
 // after a ","), or, when keep is nil, lost (lossy). seen has bit i set
 // for each names[i] the object has.
 func (d *jsonIn) fields(names []string, keep *[]byte, read func(name string)) (seen uint32) {
@@ -501,7 +482,7 @@ func (d *jsonIn) fields(names []string, keep *[]byte, read func(name string)) (s
 			}
 		}
 		start := d.keyAt
-		if d.other(key, names); keep != nil && !d.fail && utf8.Valid(d.b[start:d.i]) {
+		if d.skip(); keep != nil && !d.fail && utf8.Valid(d.b[start:d.i]) {
 			*keep = append(append(*keep, ','), d.b[start:d.i]...)
 		} else {
 			d.lossy = true // lost, or not UTF-8: the line is kept, and written out as valid UTF-8 (appendEntryJSON)

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -110,6 +111,11 @@ func sessionLineSeeds(t testing.TB) []string {
 		head+`{"role":"user","content":[],"x":"`+"ÿ"+`"},"y":"`+"þ"+`"}`,
 		`{"type":"model_change","id":"m","parentId":"p","provider":"p","modelId":"m","provider":"q"}`,
 		`{"type":"x","Type":"y"}`, `{"type":"x","iD":"y"}`, `{"type":"x","parentId":5}`, `{"type":"x","tokensBefore":1.5}`,
+		// Keys that name a field only when case is ignored, which name
+		// none (as for JSON.parse).
+		`{"type":"message","ID":"z","id":"a","parentId":"p","ParentId":null,"timestamp":"t","message":{"Role":"assistant","role":"user","content":"one","CONTENT":"x","timestamp":1,"Timestamp":2}}`,
+		head+`{"role":"assistant","content":[{"type":"text","text":"x","TEXT":"y"},{"type":"thinking","thinKing":"k","thinking":"t"}],"api":"a","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","ſtopReason":"error","timestamp":4}}`,
+		`{"type":"session_info","id":"i","parentId":null,"timestamp":"t","name":"n","Name":"m","NAME":"o"}`,
 		`{"type":"compaction","id":"c","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":4.2e1}`,
 		head+`{"role":"user","content":[{"type":"text","text":"plain \"q\"\n\t\u0001 é"}],"timestamp":1}}`,
 		head+`{"role":"user","content":[{"type":"text","text":"\u00e9"}],"timestamp":1}}`,
@@ -129,12 +135,21 @@ func sessionLineSeeds(t testing.TB) []string {
 }
 
 // checkDecodeEntry fails when the fast path takes line and gives anything
-// other than encoding/json (reading a whole number written 1.0 or 1e3 as
+// other than encoding/json with keys matched exactly (unmarshalExact;
+// reading a whole number written 1.0 or 1e3 as
 // the slow path reads it: plainWholeNumbers), or when keepLine drops a
 // line that appendMessageLine does not write again byte for byte.
 func checkDecodeEntry(t *testing.T, line []byte) (fast bool) {
 	var again jsonIn
 	if e, err := decodeEntry(line, &again); err == nil {
+		// Keys are matched exactly, as JSON.parse matches them: a key
+		// that differs from "id" or "type" only in case names neither.
+		for name, got := range map[string]string{"type": e.Type, "id": e.ID} {
+			var s string
+			if v, ok := exactMember(line, name); ok && v[0] == '"' && utf8.Valid(v) && unquote(v, &s) && s != got {
+				t.Fatalf("%q: %s read as %q, but the line's %s is %q", line, name, got, name, s)
+			}
+		}
 		e.keepLine(line, &again)
 		if written, _ := e.appendMessageLine(nil); e.raw == nil && !bytes.Equal(written, line) && !sameValueByJSON(t, line, written) {
 			t.Fatalf("keepLine dropped %q, which is written again as %q", line, written)
@@ -151,7 +166,7 @@ func checkDecodeEntry(t *testing.T, line []byte) (fast bool) {
 		entryMore
 		Message json.RawMessage `json:"message"`
 	}{sessionEntry: want}
-	if err := json.Unmarshal(plainWholeNumbers(line, entryInts, false), &withMessage); err != nil {
+	if err := unmarshalExact(plainWholeNumbers(line, entryInts, false), &withMessage); err != nil {
 		t.Fatalf("the fast path took %q, which encoding/json refuses: %v", line, err)
 	}
 	want.msg, want.msgSize = decodeMessageSlow(withMessage.Message), len(withMessage.Message)
@@ -913,5 +928,62 @@ func TestTimestampNotText(t *testing.T) {
 		if e.Timestamp != want || e.info().Summary != "s" {
 			t.Errorf("timestamp %s: read as %q (summary %q), want %q", value, e.Timestamp, e.info().Summary, want)
 		}
+	}
+}
+
+// TestSessionKeysMatchExactly: a session line whose keys name a field
+// only when case is ignored ("Id", "ParentId", "Timestamp", "Role",
+// "Content", "ſtopReason" with the long s, "thinKing" with the Kelvin
+// sign), before or after the exact key, is read as pi reads it with
+// JSON.parse: such a key names nothing, and the line is written again as
+// it was. The session list reads the header's id, the name and the first
+// message the same way.
+func TestSessionKeysMatchExactly(t *testing.T) {
+	lines := []string{
+		`{"type":"session","version":3,"ID":"folded","id":"exact","timestamp":"2026-03-16T09:00:00.000Z","cwd":"/x","CWD":"/y"}`,
+		`{"type":"message","id":"a","Id":"z","parentId":null,"ParentId":"z","timestamp":"2026-03-16T09:00:01.000Z","Timestamp":"2000-01-01T00:00:00.000Z","message":{"role":"user","Role":"assistant","content":"one","Content":"not one","timestamp":1,"TIMESTAMP":9}}`,
+		`{"Type":"label","type":"message","iD":"z","id":"b","ParentID":null,"parentId":"a","timestamp":"2026-03-16T09:00:02.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"real","thin` + "\u212a" + `ing":"fake"}],"api":"a","provider":"p","model":"m","usage":{"input":1,"Input":2,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":1,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0,"TOTAL":5}},"stopReason":"stop","` + "\u017f" + `topReason":"error","timestamp":2}}`,
+		`{"type":"session_info","id":"c","parentId":"b","timestamp":"2026-03-16T09:00:03.000Z","name":"real","NAME":"fake"}`,
+	}
+	var d jsonIn
+	for i, want := range []struct {
+		id, parent, stamp string
+		msg               any
+	}{
+		{"a", "", "2026-03-16T09:00:01.000Z", &userMessage{Role: "user", Content: textBlocks("one"), Timestamp: 1}},
+		{"b", "a", "2026-03-16T09:00:02.000Z", &assistantMessage{Role: "assistant", Content: []contentBlock{{Type: "thinking", Thinking: "real"}},
+			API: "a", Provider: "p", Model: "m", Usage: usage{Input: 1, TotalTokens: 1}, StopReason: "stop", Timestamp: 2}},
+		{"c", "b", "2026-03-16T09:00:03.000Z", nil},
+	} {
+		line := []byte(lines[i+1])
+		e, err := decodeEntry(line, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent := ""
+		if e.ParentID != nil {
+			parent = *e.ParentID
+		}
+		if e.ID != want.id || parent != want.parent || e.Timestamp != want.stamp || !reflect.DeepEqual(e.msg, want.msg) {
+			t.Errorf("line %d read as id %q, parentId %q, timestamp %q, message %#v", i+1, e.ID, parent, e.Timestamp, e.msg)
+		}
+		if e.keepLine(line, &d); !bytes.Equal(e.line(), line) {
+			t.Errorf("line %d written again as\n%s", i+1, e.line())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	row, ok := readSessionRow(path)
+	if !ok || row.SessionID != "exact" || row.Cwd != "/x" || row.Name == nil || *row.Name != "real" || row.Summary != "one" {
+		t.Errorf("the session list reads %+v (ok %v)", row, ok)
+	}
+	ss, err := loadSessionFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss.header.ID != "exact" || len(ss.entries) != 3 || ss.entries[2].info().Name != "real" {
+		t.Errorf("opened with header %+v and %d entries", ss.header, len(ss.entries))
 	}
 }

@@ -405,7 +405,7 @@ func readSettingsFile(path string) (file settingsFile, found bool, err error) {
 		return file, false, nil
 	}
 	if err == nil {
-		err = json.Unmarshal(data, &file)
+		err = unmarshalExact(data, &file)
 	}
 	if err != nil {
 		return settingsFile{}, true, jsonError(data, err)
