@@ -484,10 +484,12 @@ func (r *fields) has(name string) bool {
 	return ok && string(raw) != "null"
 }
 
-// decodeField decodes a present field into v, which must be of kind want.
+// decodeField decodes a present field into v, which must be of kind want;
+// the keys of its objects name v's fields exactly, as for JSON.parse
+// (unmarshalExact).
 func (r *fields) decodeField(name, want string, v any) error {
 	raw, _ := r.field(name)
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := unmarshalExact(raw, v); err != nil {
 		return invalid(name, want)
 	}
 	return nil

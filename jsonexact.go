@@ -33,8 +33,12 @@ func unmarshalExact(data []byte, v any) error {
 // still points where it pointed in data), names no field. nil when data
 // has no such key, or is not valid JSON (json.Unmarshal says why).
 func exactKeys(data []byte, t reflect.Type) []byte {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' && data[i] != '[' {
+		return nil // no key
+	}
 	w := exactWalk{b: data}
-	if end := w.value(skipSpace(data, 0), t, 0); end < 0 || len(w.folded) == 0 {
+	if end := w.value(i, t, 0); end < 0 || len(w.folded) == 0 {
 		return nil
 	}
 	fixed := append([]byte(nil), data...)

@@ -3,14 +3,16 @@ package main
 // Reflection-free decoding of session lines. Opening a session of
 // hundreds of MB is mostly decoding its lines, so decodeEntry reads each
 // line in one pass, straight into the entry and its message, and gives
-// exactly what json.Unmarshal of the line and decodeMessage of its
+// exactly what unmarshalExact of the line and decodeMessage of its
 // message would give (sessionline_test.go checks it against them, and
-// FuzzDecodeEntry fuzzes it). What the fast path does not take — a key
-// with escapes or one that names a field only when case is ignored, a
-// field given twice, a whole number written otherwise than plainly, a
-// value of an unexpected type, deep nesting, a message of a role rpi
-// does not model — goes to encoding/json, whose answer stands: the fast
-// path declines rather than guesses.
+// FuzzDecodeEntry fuzzes it). Keys name fields exactly, as for pi's
+// JSON.parse: one that differs from a field's name only in case ("Id",
+// "ſtopReason") is a member rpi does not know, on both paths. What the
+// fast path does not take — a key with escapes, a field given twice, a
+// whole number written otherwise than plainly, a value of an unexpected
+// type, deep nesting, a message of a role rpi does not model — goes to
+// encoding/json with keys matched exactly (unmarshalExact), whose answer
+// stands: the fast path declines rather than guesses.
 
 import (
 	"bytes"
