@@ -74,22 +74,22 @@ func (w *exactWalk) value(i int, t reflect.Type, depth int) int {
 	if depth >= exactMaxDepth {
 		return -1
 	}
-	t = exactTarget(t)
 	var fields *exactFieldSet
 	var elem reflect.Type
 	if t != nil {
-		switch t.Kind() {
-		case reflect.Struct:
-			fields = exactFieldsOf(t)
-		case reflect.Map, reflect.Slice, reflect.Array:
-			elem = t.Elem()
+		switch n := exactNodeOf(t); {
+		case b[i] == '{' && n.kind == reflect.Struct:
+			fields = n.fields
+		case b[i] == '{' && n.kind == reflect.Map, b[i] == '[' && (n.kind == reflect.Slice || n.kind == reflect.Array):
+			elem = n.elem
+		} // otherwise encoding/json skips the value, or hands it to an UnmarshalJSON
+	}
+	if fields == nil && elem == nil {
+		if end := skipValue(b, i, 0); end >= 0 {
+			return end // nested deeper than skipValue follows: walked below
 		}
 	}
 	open := b[i]
-	if open == '{' && t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map ||
-		open == '[' && t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
-		fields, elem = nil, nil // a type mismatch: encoding/json skips the value
-	}
 	end := byte('}')
 	if open == '[' {
 		end = ']'
@@ -180,6 +180,36 @@ func foldKey(out, name []byte) []byte {
 		i += n
 	}
 	return out
+}
+
+// exactNode is what encoding/json decodes an object or array into for a
+// type: its kind (reflect.Invalid: nothing exactKeys walks into), a
+// struct's fields, a map's or slice's element type.
+type exactNode struct {
+	kind   reflect.Kind
+	fields *exactFieldSet
+	elem   reflect.Type
+}
+
+var exactNodes sync.Map // reflect.Type → *exactNode
+
+func exactNodeOf(t reflect.Type) *exactNode {
+	if n, ok := exactNodes.Load(t); ok {
+		return n.(*exactNode)
+	}
+	n := &exactNode{}
+	if target := exactTarget(t); target != nil {
+		switch n.kind = target.Kind(); n.kind {
+		case reflect.Struct:
+			n.fields = exactFieldsOf(target)
+		case reflect.Map, reflect.Slice, reflect.Array:
+			n.elem = target.Elem()
+		default:
+			n.kind = reflect.Invalid
+		}
+	}
+	got, _ := exactNodes.LoadOrStore(t, n)
+	return got.(*exactNode)
 }
 
 // exactTarget is what encoding/json decodes an object or array into for
