@@ -309,3 +309,13 @@ func exactData(data []byte, v any) []byte {
 	}
 	return data
 }
+
+// textMember is obj's member named key exactly (the last, when it is
+// given twice) when it is a string; "" otherwise.
+func textMember(obj []byte, key string) string {
+	var s string
+	if v, ok := exactMember(obj, key); ok && json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return ""
+}

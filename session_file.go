@@ -1066,13 +1066,7 @@ func (e *sessionEntry) answeredBy() (provider, model string, ok bool) {
 	case *assistantMessage:
 		return m.Provider, m.Model, true
 	case rawMessage:
-		var probe struct {
-			Role     string `json:"role"`
-			Provider string `json:"provider"`
-			Model    string `json:"model"`
-		}
-		unmarshalExact(m, &probe)
-		return probe.Provider, probe.Model, probe.Role == "assistant"
+		return textMember(m, "provider"), textMember(m, "model"), textMember(m, "role") == "assistant"
 	}
 	return "", "", false
 }

@@ -798,7 +798,7 @@ func TestHostileLineHeldAtItsSize(t *testing.T) {
 		`{"role":"user","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
 		`{"role":"assistant","content":` + many(`{}`, 1<<18) + `,"timestamp":1}`,
 		`{"role":"toolResult","content":` + many(`{"type":"text"}`, 1<<16) + `,"timestamp":1}`,
-		`{"role":"user","content":` + many(`{ }`, 1<<16) + `,"Role":"user"}`, // encoding/json's path
+		`{"role":"user","content":` + many(`{ }`, 1<<16) + `,"r\u006fle":"user"}`, // encoding/json's path
 		// A block nested deeper than skipValue follows, first or after the
 		// eighth: the blocks after it are counted all the same.
 		`{"role":"user","content":[` + deep + `,` + many(`{}`, 1<<18)[1:] + `}`,
@@ -806,7 +806,7 @@ func TestHostileLineHeldAtItsSize(t *testing.T) {
 		// content given twice: encoding/json decodes the first too, then
 		// the last over it.
 		`{"role":"user","content":` + many(`{}`, 1<<18) + `,"content":[]}`,
-		`{"role":"toolResult","Content":` + many(`{}`, 1<<18) + `,"content":[{"type":"text","text":"hi"}]}`,
+		`{"role":"toolResult","\u0063ontent":` + many(`{}`, 1<<18) + `,"content":[{"type":"text","text":"hi"}]}`,
 	} {
 		for path, m := range map[string]any{"decodeMessage": decodeMessage([]byte(msg)), "encoding/json": decodeMessageSlow([]byte(msg))} {
 			if raw, ok := m.(rawMessage); !ok || string(raw) != msg {
