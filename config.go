@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -108,6 +109,7 @@ type serveConfig struct {
 const (
 	defaultReplayBytes    = 16 << 20
 	defaultClientQueue    = 8 << 20
+	minClientQueue        = 64 << 10
 	defaultIdleClose      = 30 * time.Minute
 	defaultMaxConnections = 256
 )
@@ -144,7 +146,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	}
 	cfg.maxRunning = defaultMaxRunning
 	cfg.served = serveConfig{idleClose: defaultIdleClose, maxConnections: defaultMaxConnections}
-	v := flagValues{cursor: -1, replayBytes: defaultReplayBytes, clientQueue: defaultClientQueue}
+	v := flagValues{cursor: -1, replayBytes: byteCount{n: defaultReplayBytes}, clientQueue: byteCount{n: defaultClientQueue}}
 	rest, given, err := parseFlags(args, &cfg, &v)
 	cfg.systemPromptGiven = slices.Contains(given, "system-prompt")
 	cfg.verbose = cfg.verbose || env.getenv("RPI_DEBUG") == "1"
@@ -185,7 +187,7 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	}
 	cfg.acp = subcommand == "acp" || v.mode == "acp"
 	cfg.serve = subcommand == "serve"
-	cfg.served.replayBytes, cfg.served.clientQueue = int(v.replayBytes), int(v.clientQueue)
+	cfg.served.replayBytes, cfg.served.clientQueue = v.replayBytes.n, v.clientQueue.n
 	switch {
 	case cfg.serve && v.mode != "": // before the others, which would name a SERVE mode or refuse --mode serve
 		return cfg, "", errors.New("Conflicting mode: rpi serve takes no --mode (a connection's first message picks its wire)")
@@ -219,6 +221,9 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 		cfg.maxRunning = maxSessions // no limit: every open session may run
 	case cfg.maxRunning < 1 || cfg.maxRunning > maxSessions:
 		return cfg, "", fmt.Errorf("Invalid --max-running %d: from 1 to %d sessions' turns at once", cfg.maxRunning, maxSessions)
+	}
+	if v.clientQueue.n < minClientQueue {
+		return cfg, "", fmt.Errorf("Invalid --client-queue %s: at least 64KiB", &v.clientQueue)
 	}
 	if err := cfg.served.check(); err != nil {
 		return cfg, "", err
@@ -745,17 +750,21 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // byteCount is a flag that counts bytes: a plain integer, or one with a
-// KiB or MiB suffix, up to maxByteCount.
-type byteCount int
+// KiB or MiB suffix, up to maxByteCount. It keeps the text given, so that
+// an error names the value as the user wrote it (8MiB, not 8388608).
+type byteCount struct {
+	n    int
+	text string // as given; "" for a default
+}
 
 // maxByteCount is the largest byteCount: 1 TiB, or what an int holds
 // where that is less (32-bit systems).
 const maxByteCount = min(1<<40, math.MaxInt)
 
-func (b *byteCount) String() string { return strconv.Itoa(int(*b)) }
+func (b *byteCount) String() string { return cmp.Or(b.text, strconv.Itoa(b.n)) }
 
-func (b *byteCount) Set(v string) error {
-	unit := 1
+func (b *byteCount) Set(given string) error {
+	v, unit := given, 1
 	switch {
 	case strings.HasSuffix(v, "KiB"):
 		v, unit = strings.TrimSuffix(v, "KiB"), 1<<10
@@ -766,7 +775,7 @@ func (b *byteCount) Set(v string) error {
 	if err != nil || n < 0 || n > maxByteCount/unit {
 		return errors.New("a byte count: an integer, or one with a KiB or MiB suffix")
 	}
-	*b = byteCount(n * unit)
+	*b = byteCount{n * unit, given}
 	return nil
 }
 
@@ -789,8 +798,6 @@ func (c serveConfig) check() error {
 		return fmt.Errorf("Invalid --idle-close %v: a duration above zero, as 30s or 30m", c.idleClose)
 	case c.maxConnections < 1:
 		return fmt.Errorf("Invalid --max-connections %d: at least 1", c.maxConnections)
-	case c.clientQueue < 64<<10:
-		return fmt.Errorf("Invalid --client-queue %d: at least 64KiB", c.clientQueue)
 	}
 	for _, text := range c.listen {
 		addr, err := parseListenAddress(text)

@@ -111,7 +111,7 @@ func checkParseFlagsAsFlagSet(t *testing.T, names, args []string) {
 	t.Helper()
 	start := func() (cliConfig, flagValues) {
 		cfg := cliConfig{maxRunning: defaultMaxRunning, served: serveConfig{idleClose: defaultIdleClose, maxConnections: defaultMaxConnections}}
-		return cfg, flagValues{cursor: -1, replayBytes: defaultReplayBytes, clientQueue: defaultClientQueue}
+		return cfg, flagValues{cursor: -1, replayBytes: byteCount{n: defaultReplayBytes}, clientQueue: byteCount{n: defaultClientQueue}}
 	}
 	cfg, v := start()
 	rest, given, err := parseFlags(slices.Clone(args), &cfg, &v)
