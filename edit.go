@@ -154,6 +154,9 @@ func editList(raw json.RawMessage) ([]textEdit, error) {
 	if raw[0] == '"' {
 		var text string
 		json.Unmarshal(raw, &text)
+		if !json.Valid([]byte(text)) { // checkArgs would say "expected one JSON object" of a list
+			return nil, errors.New("field \"edits\" is a string that does not hold a JSON list of edits: it is not JSON")
+		}
 		if err := checkArgs([]byte(text), editsInStringSchema.get()); err != nil {
 			return nil, fmt.Errorf("field \"edits\" is a string that does not hold a JSON list of edits: %v", err)
 		}

@@ -104,7 +104,11 @@ func decodeProcessCall(s *session, raw json.RawMessage) (toolCall, error) {
 	allowed := fieldsTakenBy(processActions, c.action)
 	for name, value := range fields {
 		if name != "action" && string(value) != "null" && !slices.Contains(allowed, name) {
-			return nil, fmt.Errorf("field %q does not go with action %s (it takes: %s)", name, c.action, strings.Join(allowed, ", "))
+			takes := "it takes none" // list: not "it takes: ", naming nothing
+			if len(allowed) > 0 {
+				takes = "it takes: " + strings.Join(allowed, ", ")
+			}
+			return nil, fmt.Errorf("field %q does not go with action %s (%s)", name, c.action, takes)
 		}
 	}
 	// number reads a whole number the schema has checked (1000.0 and 1e3

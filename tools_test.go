@@ -124,7 +124,7 @@ func TestTools(t *testing.T) {
 		{"edit", `{"path":"a.txt"}`, "Invalid arguments for edit: edits must contain at least one replacement", true},
 		{"edit", `{"path":"a.txt","edits":[]}`, "Invalid arguments for edit: edits must contain at least one replacement", true},
 		{"edit", `{"path":"a.txt","oldText":"one"}`, "Invalid arguments for edit: oldText and newText go together (or give edits)", true},
-		{"edit", `{"path":"a.txt","edits":"not json"}`, `Invalid arguments for edit: field "edits" is a string that does not hold a JSON list of edits: expected one JSON object`, true},
+		{"edit", `{"path":"a.txt","edits":"not json"}`, `Invalid arguments for edit: field "edits" is a string that does not hold a JSON list of edits: it is not JSON`, true},
 		{"edit", `{"path":"a.txt","edits":"[{\"oldText\":\"one\",\"newText\":\"1\",\"why\":\"\"}]"}`, `field "edits" is a string that does not hold a JSON list of edits: unknown field "[0].why"`, true},
 		{"edit", `{"path":"a.txt","edits":"[{\"oldText\":\"one\"}]"}`, `does not hold a JSON list of edits: missing field "[0].newText"`, true},
 		{"edit", `{"path":"a.txt","edits":"[1]"}`, `does not hold a JSON list of edits: field "[0]" must be object`, true},
