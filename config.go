@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
 	"net/url"
@@ -263,7 +264,12 @@ func parseArgs(args []string, env runEnv) (cfg cliConfig, action string, err err
 	if cfg.cwd, err = filepath.Abs(cfg.cwd); err != nil {
 		return cfg, "", fmt.Errorf("Invalid --cwd: %v", err)
 	}
-	if info, err := os.Stat(cfg.cwd); err != nil || !info.IsDir() {
+	switch info, err := os.Stat(cfg.cwd); {
+	case errors.Is(err, fs.ErrNotExist):
+		return cfg, "", fmt.Errorf("Invalid --cwd: %s does not exist", cfg.cwd)
+	case err != nil:
+		return cfg, "", fmt.Errorf("Invalid --cwd: %s: %v", cfg.cwd, unwrapPathError(err))
+	case !info.IsDir():
 		return cfg, "", fmt.Errorf("Invalid --cwd: %s is not a directory", cfg.cwd)
 	}
 	if cfg.bridge, err = bridgeFlags(given, args, cfg, &v); err != nil {
