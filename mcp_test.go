@@ -43,7 +43,9 @@ func init() { helpers["mcp-server"] = mcpTestServer }
 // answers initialize, "huge" answers
 // tools/list with a line over rpi's limit, "old-version" answers with a
 // protocol version rpi does not speak, "big-resources" lists 20 MiB of
-// resources over 20 pages, "exit-after-list" exits once it has listed its
+// resources over 20 pages, "endless-resources" a resource a page with a
+// new nextCursor each time (and resources/templates/list with a result
+// that is not an object), "exit-after-list" exits once it has listed its
 // tools, "big-log" sends a log message of 1 MiB once initialized,
 // "roots" asks rpi for its roots then and writes the answer to the file
 // $MCP_TEST_ROOTS, "log-env" writes the variables named in $MCP_TEST_LOG
@@ -329,6 +331,10 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"resources": []any{map[string]any{"uri": "file:///again", "name": "again"}}, "nextCursor": "again"})
 			return
 		}
+		if mode == "endless-resources" { // a resource a page, a new nextCursor each time
+			answer(map[string]any{"resources": []any{map[string]any{"uri": "file:///" + p.Cursor, "name": "again"}}, "nextCursor": p.Cursor + "+"})
+			return
+		}
 		if mode == "big-resources" { // 20 pages of 1 MiB each
 			page := len(p.Cursor)
 			next := ""
@@ -348,6 +354,10 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 		}
 		answer(map[string]any{"resources": []any{map[string]any{"name": "logo", "uri": "file:///logo.png", "icons": []any{}}}})
 	case "resources/templates/list":
+		if mode == "endless-resources" {
+			answer("templates") // not an object
+			return
+		}
 		answer(map[string]any{"resourceTemplates": []any{map[string]any{"uriTemplate": "file:///{path}", "name": "files"}}})
 	case "resources/read":
 		var p struct {
@@ -361,6 +371,8 @@ func mcpTestRespond(mode string, line []byte, send func(map[string]any)) {
 			answer(map[string]any{"contents": []any{map[string]any{"uri": "file:///dir/a", "text": "A"}, map[string]any{"uri": "file:///dir/b", "mimeType": "application/json", "blob": "eyJiIjoxfQ=="}}})
 		case "file:///empty":
 			answer(map[string]any{"contents": []any{}})
+		case "file:///invalid":
+			answer(map[string]any{"contents": "not a list"})
 		default:
 			send(map[string]any{"id": m.ID, "error": map[string]any{"code": -32002, "message": "Resource not found"}})
 		}
