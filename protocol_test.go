@@ -154,7 +154,7 @@ func parseFixture(path string) (*fixture, error) {
 var (
 	fixtureSections      = []string{"input.jsonl", "want.jsonl", "options", "args", "model.jsonl", "stderr", "session.jsonl", "requests.jsonl"}
 	fixtureFiles         = []string{"file ", "agent ", "home ", "symlink "}
-	fixtureOptions       = []string{"api", "clock", "env", "exit", "hide", "holdLock", "holdStart", "keepEnded", "lockWait", "maxLineBytes", "mcpHTTPServer", "oauthServer", "subcommand", "systemMessages"}
+	fixtureOptions       = []string{"api", "clock", "env", "exit", "hide", "holdLock", "holdStart", "keepEnded", "lockWait", "maxLineBytes", "mcpHTTPServer", "oauthExpires", "oauthServer", "subcommand", "systemMessages"}
 	serveFixtureSections = []string{"script", "options", "args", "model.jsonl"}
 	serveFixtureOptions  = []string{"api", "env", "hide", "systemMessages"}
 )
@@ -1023,10 +1023,21 @@ func runFixture(t *testing.T, f *fixture, write func(io.Writer, []byte)) string 
 	}
 	copyDir(t, "testdata/sessions", filepath.Join(cwd, "sessions"))
 	oauthURL := ""
+	if _, ok := f.options("oauthServer"); !ok {
+		if _, ok := f.options("oauthExpires"); ok {
+			t.Fatal("oauthExpires without oauthServer: it would do nothing")
+		}
+	}
 	if fail, ok := f.options("oauthServer"); ok {
 		// An MCP server behind OAuth, at $OAUTH_URL/mcp, and its
 		// authorization server's token endpoint, $OAUTH_URL/token.
-		hs := httptest.NewServer(&oauthTestServer{valid: "at-never", refresh: "rt-1", fail: fail})
+		o := &oauthTestServer{valid: "at-never", refresh: "rt-1", fail: fail}
+		if expires, ok := f.options("oauthExpires"); ok {
+			if err := json.Unmarshal([]byte(expires), &o.expires); err != nil {
+				t.Fatalf("oauthExpires %s: %v", expires, err)
+			}
+		}
+		hs := httptest.NewServer(o)
 		t.Cleanup(hs.Close)
 		oauthURL = hs.URL
 		norm.literal[oauthURL] = "$OAUTH_URL"
