@@ -19,6 +19,9 @@ import (
 // toolSearchLimit is how many tools a search loads unless told.
 const toolSearchLimit = 8
 
+// maxToolSearchLimit bounds a tool_search limit (pi has no bound).
+const maxToolSearchLimit = 1000
+
 var toolSearchTool = &tool{
 	name:    "tool_search",
 	summary: "Search for tools that are not loaded yet and load the matches",
@@ -37,8 +40,11 @@ var toolSearchTool = &tool{
 		}
 		limit := toolSearchLimit
 		if args.Limit != nil {
-			if *args.Limit <= 0 || *args.Limit != math.Trunc(*args.Limit) || *args.Limit > 1000 {
+			switch {
+			case *args.Limit <= 0 || *args.Limit != math.Trunc(*args.Limit):
 				return nil, fmt.Errorf("limit must be a positive integer")
+			case *args.Limit > maxToolSearchLimit: // rpi's bound: pi has none
+				return nil, fmt.Errorf("limit must be at most %d", maxToolSearchLimit)
 			}
 			limit = int(*args.Limit)
 		}
