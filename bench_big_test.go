@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -815,5 +816,74 @@ func BenchmarkHostileSessionRatio(b *testing.B) {
 	for i, form := range hostileSessionForms {
 		b.ReportMetric(median(peaks[i+1])/median(peaks[0]), form.name+"/normal-peak")
 		b.ReportMetric(median(opens[i+1])/median(opens[0]), form.name+"/normal-open")
+	}
+}
+
+// BenchmarkSmallInfoEntriesSession: sessions of RPI_BENCH_SMALL_MIB MiB
+// (default 64) of small entries of one type each, session_info (a name of
+// one letter), custom_message (a note of one letter) and, the floor,
+// message (a user message of one letter), each opened with --session by
+// a fresh rpi that answers a get_state, by turns in each iteration. It
+// reports each one's resident memory over its file's size (TYPE-rss/file)
+// and, for the first two, over the messages' (TYPE/message-rss), and the
+// median time from exec to the answer (TYPE-open-s).
+// RPI_BENCH_FORMS_BIN names another rpi binary to run.
+func BenchmarkSmallInfoEntriesSession(b *testing.B) {
+	dir := b.TempDir()
+	cwd := filepath.Join(dir, "cwd")
+	os.Mkdir(cwd, 0o755)
+	size := envMiB(b, "RPI_BENCH_SMALL_MIB", 64) << 20
+	kinds := []struct{ typ, fields string }{
+		{"message", `"message":{"role":"user","content":[{"type":"text","text":"%c"}],"timestamp":1772355600000}`},
+		{"session_info", `"name":"%c"`},
+		{"custom_message", `"customType":"note","content":"%c","display":true`},
+	}
+	files, messages, sizes := make([]string, len(kinds)), make([]int, len(kinds)), make([]float64, len(kinds))
+	for k, kind := range kinds {
+		files[k] = filepath.Join(dir, kind.typ+".jsonl")
+		f, err := os.Create(files[k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := bufio.NewWriterSize(f, 1<<20)
+		fmt.Fprintf(w, `{"type":"session","version":3,"id":"0f0e8a52-1c4f-4a2e-9d6b-3c1f2e4d5a6b","timestamp":"2026-03-01T09:00:00.000Z","cwd":%q}`+"\n", cwd)
+		n := 0
+		for written := 0; written < int(size); n++ {
+			parent := fmt.Sprintf(`"%08x"`, n)
+			if n == 0 {
+				parent = "null"
+			}
+			line := fmt.Sprintf(`{"type":%q,"id":"%08x","parentId":%s,"timestamp":"2026-03-01T09:00:%02d.000Z",`+kind.fields+"}\n",
+				kind.typ, n+1, parent, n%60, 'a'+n%26)
+			w.WriteString(line)
+			written += len(line)
+		}
+		if err := errors.Join(w.Flush(), f.Close()); err != nil {
+			b.Fatal(err)
+		}
+		if kind.typ != "session_info" {
+			messages[k] = n
+		}
+		info, err := os.Stat(files[k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		sizes[k] = float64(info.Size()) / (1 << 20)
+	}
+	bin := cmp.Or(os.Getenv("RPI_BENCH_FORMS_BIN"), rpiBinary(b))
+	rss, opens := make([][]float64, len(files)), make([][]float64, len(files))
+	for b.Loop() {
+		for k, file := range files {
+			took, mib, _ := openFormSession(b, bin, cwd, file, messages[k])
+			rss[k] = append(rss[k], mib/sizes[k])
+			opens[k] = append(opens[k], took.Seconds())
+		}
+	}
+	for k, kind := range kinds {
+		b.ReportMetric(median(rss[k]), kind.typ+"-rss/file")
+		b.ReportMetric(median(opens[k]), kind.typ+"-open-s")
+		if k > 0 {
+			b.ReportMetric(median(rss[k])/median(rss[0]), kind.typ+"/message-rss")
+		}
 	}
 }

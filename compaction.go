@@ -162,10 +162,10 @@ func (c *conversation) sinceCompaction() (usageHolds, edited bool) {
 		}
 	}
 	if e != nil && !edited {
-		keptEdit := false
+		keptEdit, firstKept := false, e.info().FirstKeptEntryID
 		for k := ss.parent(e); k != nil; k = ss.parent(k) {
 			keptEdit = keptEdit || k.Type == "context_edit"
-			if k.ID == e.info().FirstKeptEntryID {
+			if k.ID == firstKept {
 				edited = keptEdit
 				break
 			}

@@ -565,8 +565,8 @@ func copyBranch(ss, from *sessionFile, leaf string) {
 		}
 		pending = pending[:0]
 		firstKept := ""
-		if next, ok := after[e.info().FirstKeptEntryID]; ok && e.Type == "compaction" {
-			firstKept = next
+		if e.Type == "compaction" {
+			firstKept = after[e.info().FirstKeptEntryID]
 		}
 		if firstKept != "" || (parent == nil) != (e.ParentID == nil) || parent != nil && *parent != *e.ParentID {
 			e = e.rechained(parent, firstKept)

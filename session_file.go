@@ -80,19 +80,27 @@ func (m *entryMore) zero() bool {
 var noMore = &entryMore{}
 
 // info is the entry's fields of entryMore, to read only (setInfo to
-// write them).
+// write them). An entry other than a message that keeps its line holds
+// them there only (keepLine), and they are read from it each time.
 func (e *sessionEntry) info() *entryMore {
-	if e.more == nil {
-		return noMore
+	switch {
+	case e.more != nil:
+		return e.more
+	case e.raw != nil && e.Type != "message":
+		var d jsonIn
+		if line, err := decodeEntry(e.raw, &d); err == nil && line.more != nil {
+			return line.more
+		}
 	}
-	return e.more
+	return noMore
 }
 
-// setInfo is the entry's fields of entryMore, to write, made when the
-// entry has none yet.
+// setInfo is the entry's fields of entryMore, to write, made (from its
+// line, when it keeps one) when the entry has none yet.
 func (e *sessionEntry) setInfo() *entryMore {
 	if e.more == nil {
-		e.more = &entryMore{}
+		more := *e.info()
+		e.more = &more
 	}
 	return e.more
 }
@@ -156,7 +164,10 @@ func (e *sessionEntry) appendMessageHead(buf []byte) []byte {
 // spaces, keys in any order, escapes, numbers as 1.0), which is then
 // written instead. d tells it as it decodes (lossy: something read
 // would be written otherwise, or not at all); the members rpi does not
-// know are kept on their own (extra), not with the whole line.
+// know are kept on their own (extra), not with the whole line. An entry
+// of another type holds its line alone: its fields decoded (entryMore,
+// 224 bytes) made a session of small session_info entries hold 4.5
+// times its size; info reads them from the line.
 func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
 	e.raw = nil
 	if e.more != nil {
@@ -168,6 +179,9 @@ func (e *sessionEntry) keepLine(line []byte, d *jsonIn) {
 			e.setInfo().extra = lineExtras{entry: append([]byte{}, d.extra...), message: append([]byte{}, d.msgExtra...)}
 		}
 		return
+	}
+	if e.Type != "message" {
+		e.more = nil
 	}
 	e.raw = bytes.Clone(line)
 }
@@ -861,11 +875,10 @@ func (ss *sessionFile) migrateCompactionV1(e *sessionEntry) bool {
 	// The index counts the file's lines, the header being 0: any
 	// whole number, as pi reads it (2.0 too).
 	if json.Unmarshal(fields["firstKeptEntryIndex"], &i) == nil && i == math.Trunc(i) && i >= 1 && i <= float64(len(ss.entries)) {
-		e.setInfo().FirstKeptEntryID = ss.entries[int(i)-1].ID
-		fields["firstKeptEntryId"], _ = json.Marshal(e.more.FirstKeptEntryID)
+		fields["firstKeptEntryId"], _ = json.Marshal(ss.entries[int(i)-1].ID)
 	}
 	delete(fields, "firstKeptEntryIndex")
-	e.raw = orderedEntry(fields)
+	e.raw, e.more = orderedEntry(fields), nil // its fields read from its new line
 	return true
 }
 
@@ -957,23 +970,34 @@ func (ss *sessionFile) context() sessionContext {
 	var c sessionContext
 	path := ss.branch(ss.leaf)
 	compaction := -1
+	// The last of each on the branch is read, once: an entry's fields
+	// are read from its line (info).
+	var thinking, model *sessionEntry
 	for i, e := range path {
 		switch e.Type {
 		case "thinking_level_change":
-			c.thinkingLevel, c.hasThinking = e.info().ThinkingLevel, true
+			thinking = e
 		case "model_change":
-			c.provider, c.modelID = e.info().Provider, e.info().ModelID
+			model = e
 		case "message":
-			if provider, model, ok := e.answeredBy(); ok {
-				c.provider, c.modelID = provider, model
+			if provider, modelID, ok := e.answeredBy(); ok {
+				c.provider, c.modelID, model = provider, modelID, nil
 			}
 		case "compaction":
 			compaction = i
 		}
 	}
-	for _, e := range ss.entries {
+	if thinking != nil {
+		c.thinkingLevel, c.hasThinking = thinking.info().ThinkingLevel, true
+	}
+	if model != nil {
+		info := model.info()
+		c.provider, c.modelID = info.Provider, info.ModelID
+	}
+	for _, e := range slices.Backward(ss.entries) {
 		if e.Type == "session_info" {
 			c.name = strings.TrimSpace(e.info().Name)
+			break
 		}
 	}
 	start := 0
@@ -1041,12 +1065,17 @@ func (e *sessionEntry) contextMessage() any {
 			return &summaryMessage{Role: "branchSummary", Summary: info.Summary, FromID: info.FromID, Timestamp: entryMillis(e)}
 		}
 	case "custom_message":
-		var display struct {
-			Display bool            `json:"display"`
-			Details json.RawMessage `json:"details"`
+		// One reading of its line for all four (info would read it too),
+		// which is what info gives of the first two.
+		var m struct {
+			CustomType string          `json:"customType"`
+			Content    json.RawMessage `json:"content"`
+			Display    bool            `json:"display"`
+			Details    json.RawMessage `json:"details"`
 		}
-		unmarshalExact(e.raw, &display)
-		display.Details, _ = validRaw(display.Details) // as its content: U+FFFD for bytes that are not UTF-8
+		unmarshalExact(e.raw, &m)
+		m.Content, _ = validRaw(m.Content) // U+FFFD for bytes that are not UTF-8, as the decoder reads it
+		m.Details, _ = validRaw(m.Details) // as its content
 		fields, _ := marshalJSON(struct {
 			Role       string          `json:"role"`
 			CustomType string          `json:"customType"`
@@ -1054,7 +1083,7 @@ func (e *sessionEntry) contextMessage() any {
 			Display    bool            `json:"display"`
 			Details    json.RawMessage `json:"details,omitempty"`
 			Timestamp  int64           `json:"timestamp"`
-		}{"custom", e.info().CustomType, e.info().Content, display.Display, display.Details, entryMillis(e)})
+		}{"custom", m.CustomType, m.Content, m.Display, m.Details, entryMillis(e)})
 		return rawMessage(fields)
 	}
 	return nil

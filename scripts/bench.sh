@@ -3,7 +3,7 @@
 # one run on this machine: runs the benchmarks of bench_test.go,
 # bench_acp*_test.go, bench_mcp_test.go, bench_serve_test.go (rpi serve)
 # and bench_big_test.go (grep on Go's source tree, a session in each form
-# of JSON, a session of many small entries, hostile sessions) 3 times each, printing
+# of JSON, sessions of many small entries, hostile sessions) 3 times each, printing
 # each benchmark's line as it finishes, then the median of every metric,
 # then each target of docs/performance.md with its ratio (or figure), the
 # target, whether it is met, and the runs.
@@ -58,6 +58,7 @@ bench '^BenchmarkStartupMCP$' 40x
 bench '^BenchmarkMCPCall$' 5x
 bench '^BenchmarkSessionFormsRatio$' 3x
 bench '^BenchmarkSmallEntriesSession$' 1x
+bench '^BenchmarkSmallInfoEntriesSession$' 1x
 bench '^BenchmarkHostileSessionRatio$' 3x
 # Serve: rpi serve (bench_serve_test.go)
 bench '^BenchmarkServe(Sessions|IdleSession)$' 2x
@@ -107,6 +108,8 @@ five stdio MCP servers: added to exec -> the answer to a get_state|BenchmarkStar
 an MCP tool call, over the server's own round trip (a bare client)|BenchmarkMCPCall overhead-ms||<=|1|ms
 resident memory added by 5,000 MCP tool calls|BenchmarkMCPCall MiB-growth||<=|4|MiB
 resident memory after opening a session of small entries / the file's size|BenchmarkSmallEntriesSession rpi-rss/file||<=|2|x
+resident memory after opening a session of small session_info entries / one of small messages|BenchmarkSmallInfoEntriesSession session_info/message-rss||<=|1.5|x
+resident memory after opening a session of small custom_message entries / one of small messages|BenchmarkSmallInfoEntriesSession custom_message/message-rss||<=|1.5|x
 a session written with spaces between tokens: open / the compact one's|BenchmarkSessionFormsRatio spaces/compact-open||<=|1.5|x
 a session written with spaces between tokens: memory / the compact one's|BenchmarkSessionFormsRatio spaces/compact-rss||<=|1.5|x
 a session written with keys in another order: open / the compact one's|BenchmarkSessionFormsRatio sorted/compact-open||<=|1.5|x
