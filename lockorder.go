@@ -63,6 +63,7 @@ var lockOrder = []struct {
 	{`output.mu`, frontEndLock},       // stdout, or a served client's: anything may write a record
 	{`clientQueue.mu`, frontEndLock},  // a served client's records waiting for its writer
 	{`trustDecisions.mu`, coreLock},   // the folders' project trust: taken under any lock (a session opening), takes none
+	{`sharedScans.mu`, coreLock},      // the session folders' scans under way: taken under any lock, takes none, held over no scan
 	{`sessionRows.mu`, coreLock},      // the session rows listed: taken under any lock, takes none, held over no file's read
 	{`wsConn.writeMu`, frontEndLock},  // a WebSocket's frames: last, a record's write goes through it
 }
@@ -123,3 +124,4 @@ func (servedACPMu) lockName() string    { return `servedACP.mu` }
 func (wsWriteMu) lockName() string      { return `wsConn.writeMu` }
 func (trustMu) lockName() string        { return `trustDecisions.mu` }
 func (sessionRowsMu) lockName() string  { return `sessionRows.mu` }
+func (sharedScansMu) lockName() string  { return `sharedScans.mu` }

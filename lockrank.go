@@ -52,6 +52,7 @@ type (
 	lookedUpMu     struct{}
 	trustMu        struct{}
 	sessionRowsMu  struct{}
+	sharedScansMu  struct{}
 	processMu      struct{}
 	shellOutputMu  struct{}
 	processStartMu struct{}

@@ -73,14 +73,42 @@ type sessionRow struct {
 // (another name, a symlink, a file whose first line is no session header)
 // is skipped, and so is a file whose path is not UTF-8; a folder that cannot be read too, except the root or the
 // cwd's own folder. It stops when ctx ends.
+//
+// Listings of one folder share its scans (listScans): a client that asks
+// for a thousand at once makes rpi read the folder twice, not a thousand
+// times at once.
 func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessionRow, error) {
-	var dirs []string
-	single := store.flat || cwd != "" // one folder: the flat one, or the cwd's
+	folder := "" // every working directory's
 	switch {
 	case store.flat:
-		dirs = []string{store.root}
+		folder = store.root // read whole, cwd's rows picked after
 	case cwd != "":
-		dirs = []string{defaultSessionDir(filepath.Dir(store.root), cwd)} // the root is <agent dir>/sessions
+		folder = defaultSessionDir(filepath.Dir(store.root), cwd) // the root is <agent dir>/sessions
+	}
+	rows, err := listScans.share(ctx, scanKey{store, folder}, func(ctx context.Context) ([]sessionRow, error) {
+		return scanSessions(ctx, store, folder)
+	})
+	if err != nil {
+		return nil, err
+	}
+	mine := make([]sessionRow, 0, len(rows)) // the caller's to change (rpi serve marks live sessions)
+	for _, row := range rows {
+		if !store.flat || cwd == "" || row.Cwd == cwd {
+			mine = append(mine, row)
+		}
+	}
+	return mine, nil
+}
+
+// scanSessions reads the rows of the session files of folder, or when it
+// is "" of every folder of the store's root, newest first, as
+// listSessions gives them (of every working directory in a flat store).
+func scanSessions(ctx context.Context, store sessionStore, folder string) ([]sessionRow, error) {
+	var dirs []string
+	single := folder != "" // one folder: the flat one, or the cwd's
+	switch {
+	case single:
+		dirs = []string{folder}
 	default:
 		entries, err := os.ReadDir(store.root)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -107,17 +135,110 @@ func listSessions(ctx context.Context, store sessionStore, cwd string) ([]sessio
 			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") || !utf8.ValidString(filepath.Join(dir, e.Name())) {
 				continue
 			}
-			row, ok := listedRows.read(filepath.Join(dir, e.Name()), e)
-			if ok && (!store.flat || cwd == "" || row.Cwd == cwd) {
+			if row, ok := listedRows.read(filepath.Join(dir, e.Name()), e); ok {
 				rows = append(rows, row)
 			}
 		}
+	}
+	if listScanRead != nil {
+		listScanRead(dirs)
 	}
 	slices.SortFunc(rows, func(a, b sessionRow) int {
 		return cmp.Or(cmp.Compare(b.modified, a.modified), strings.Compare(a.Path, b.Path))
 	})
 	return rows, nil
 }
+
+// scanKey names a scan: the store, and the folder read ("": all of them).
+type scanKey struct {
+	store  sessionStore
+	folder string
+}
+
+// sharedScans are the scans of session folders under way, each shared by
+// the listings of its folder. A listing that comes while none runs starts
+// one; one that comes while one runs waits for the next, which starts
+// when that one ends (the folder may have changed since it began) and
+// answers every listing that came in the meantime. So a folder is read
+// by one scan at a time, and at most twice for any number of listings
+// that come together; every answer was read after its listing came.
+type sharedScans struct {
+	mu    mutex[sharedScansMu]
+	scans map[scanKey]*folderScans // only while one runs
+}
+
+// folderScans are a folder's scan under way and the one that follows it
+// (nil when no listing waits).
+type folderScans struct{ running, next *folderScan }
+
+// folderScan is one scan and its answer, which done tells has come.
+type folderScan struct {
+	done    chan struct{}
+	claimed bool // a listing runs it
+	rows    []sessionRow
+	err     error
+}
+
+// listScans is the process's: every store's.
+var listScans sharedScans
+
+// share is the answer of a scan of key that starts after this call began,
+// run by scan (with the ctx of the listing that runs it; a listing whose
+// shared scan ended with another's context ends runs one of its own).
+// The rows are shared: the caller copies what it changes.
+func (s *sharedScans) share(ctx context.Context, key scanKey, scan func(context.Context) ([]sessionRow, error)) ([]sessionRow, error) {
+	for {
+		s.mu.Lock()
+		if s.scans == nil {
+			s.scans = map[scanKey]*folderScans{}
+		}
+		f := s.scans[key]
+		if f == nil {
+			f = &folderScans{}
+			s.scans[key] = f
+		}
+		c := f.running
+		if c == nil {
+			c = &folderScan{done: make(chan struct{}), claimed: true}
+			f.running = c
+		} else {
+			if f.next == nil {
+				f.next = &folderScan{done: make(chan struct{})}
+			}
+			c = f.next
+			running := f.running
+			s.mu.Unlock()
+			if listScanJoined != nil {
+				listScanJoined([]string{key.folder})
+			}
+			<-running.done // it ends: a scan stops when its context does
+			s.mu.Lock()
+			if c.claimed { // another listing runs it
+				s.mu.Unlock()
+				<-c.done
+				if c.err != nil && ctx.Err() == nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) {
+					continue // the context that ended was the other listing's
+				}
+				return c.rows, c.err
+			}
+			c.claimed = true // f.running is c: the scan that ended made it so
+		}
+		s.mu.Unlock()
+		c.rows, c.err = scan(ctx)
+		s.mu.Lock()
+		if f.running, f.next = f.next, nil; f.running == nil {
+			delete(s.scans, key)
+		}
+		s.mu.Unlock()
+		close(c.done)
+		return c.rows, c.err
+	}
+}
+
+// listScanRead and listScanJoined are the tests' view of the scans: a
+// scan has read its folders (dirs), and is about to answer; a listing
+// waits for the next scan of its folder. Nil otherwise.
+var listScanRead, listScanJoined func(dirs []string)
 
 // catalogEntry is what a row needs of a session entry.
 type catalogEntry struct {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -458,4 +459,94 @@ func FuzzCatalogEntry(f *testing.F) {
 			t.Fatalf("%q: type read as %q, but the line's type is %q", line, got.Type, typ)
 		}
 	})
+}
+
+// TestConcurrentSessionListsShareAScan: a client that sends many
+// session_list (or ACP session/list) requests at once made rpi read the
+// whole sessions folder once for each, all at the same time. Now the
+// listings of one folder share one scan: one that comes while a scan
+// runs waits for the next, which starts once that one ends (so it sees
+// the folder as it was when the listing came, or later), and that next
+// scan answers every listing that came meanwhile. The first scan is held
+// once it has read the folder until the others have all come (before,
+// until a second scan read it beside it); a session written then is in
+// their answers, not in the first's.
+func TestConcurrentSessionListsShareAScan(t *testing.T) {
+	agentDir, cwd := t.TempDir(), t.TempDir()
+	store := sessionStore{root: filepath.Join(agentDir, "sessions")}
+	const sessions, lists = 200, 64
+	for i := range sessions {
+		writeTestSession(t, agentDir, cwd, fmt.Sprintf("0199aaaa-0000-7000-8000-%012d", i), i%60, "title")
+	}
+	folder := defaultSessionDir(agentDir, cwd)
+	var mu sync.Mutex
+	scans, joined, overlapped := 0, 0, 0
+	firstRead, release := make(chan struct{}), make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	ours := func(dirs []string) bool { return len(dirs) == 1 && dirs[0] == folder }
+	listScanRead = func(dirs []string) {
+		if !ours(dirs) {
+			return
+		}
+		mu.Lock()
+		scans++
+		first := scans == 1
+		if !first {
+			select {
+			case <-release:
+			default:
+				overlapped++ // the first is still held: two scans at once
+				let()
+			}
+		}
+		mu.Unlock()
+		if first {
+			close(firstRead)
+			<-release
+		}
+	}
+	listScanJoined = func(dirs []string) {
+		if !ours(dirs) {
+			return
+		}
+		mu.Lock()
+		if joined++; joined == lists-1 {
+			let()
+		}
+		mu.Unlock()
+	}
+	t.Cleanup(func() { listScanRead, listScanJoined = nil, nil })
+	answers := make([][]sessionRow, lists)
+	errs := make([]error, lists)
+	var wg sync.WaitGroup
+	wg.Go(func() { answers[0], errs[0] = listSessions(context.Background(), store, cwd) })
+	<-firstRead
+	writeTestSession(t, agentDir, cwd, "0199aaaa-0000-7000-8000-999999999999", 59, "written during the first scan")
+	for i := 1; i < lists; i++ {
+		wg.Go(func() { answers[i], errs[i] = listSessions(context.Background(), store, cwd) })
+	}
+	wg.Wait()
+	if overlapped > 0 || scans != 2 {
+		t.Errorf("%d listings at once made %d scans of the folder, %d of them beside another; want 2 (the first, and one for the others), none at once", lists, scans, overlapped)
+	}
+	for i, rows := range answers {
+		want := sessions + 1
+		if i == 0 {
+			want = sessions
+		}
+		if errs[i] != nil || len(rows) != want {
+			t.Fatalf("listing %d: %d rows, %v; want %d", i, len(rows), errs[i], want)
+		}
+		for k := 1; k < len(rows); k++ {
+			if rows[k].modified > rows[k-1].modified || rows[k].SessionID == "" || rows[k].Cwd != cwd {
+				t.Fatalf("listing %d, row %d: %+v after %+v", i, k, rows[k], rows[k-1])
+			}
+		}
+	}
+	// Each listing has rows of its own: marking one's (rpi serve's live
+	// sessions) leaves the others' as they are.
+	answers[1][0].Live = true
+	if answers[2][0].Live {
+		t.Error("two listings share their rows")
+	}
 }
