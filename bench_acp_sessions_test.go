@@ -234,3 +234,69 @@ func BenchmarkSessionListPagesACP(b *testing.B) {
 	b.ReportMetric(statFloor, "ms/stat-floor")
 	b.ReportMetric(page/statFloor, "page/stat-floor")
 }
+
+// concurrentLists is how many session/list requests
+// BenchmarkConcurrentSessionListsACP sends at once.
+const concurrentLists = 64
+
+// BenchmarkConcurrentSessionListsACP: a folder of 1,000 sessions of 4
+// KiB each, in one rpi acp. Each iteration gives every file a new
+// modification time (so that a listing reads each file again), sends one
+// session/list and waits for its answer (the floor), then does the same
+// with concurrentLists session/list written at once, waiting for every
+// answer. It reports rpi's CPU time for each (medians) and their ratio,
+// many/one: the listings share the folder's scan, so it stays near 2
+// (the scan under way when they come, then one for all of them), where
+// one scan for each made it near concurrentLists.
+//
+//	go test -run '^$' -bench 'ConcurrentSessionListsACP' -benchtime 3x .
+func BenchmarkConcurrentSessionListsACP(b *testing.B) {
+	agent, cwd := b.TempDir(), b.TempDir()
+	filler := strings.Repeat("x", 1000)
+	for i := range listedSessions {
+		path := writeTestSession(b, agent, cwd, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i), i%1440, fmt.Sprintf("session %d", i))
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := range 4 {
+			fmt.Fprintf(f, `{"type":"message","id":"f%07d","parentId":"e0000001","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}],"timestamp":1}}`+"\n", n, filler)
+		}
+		f.Close()
+	}
+	folder := defaultSessionDir(agent, cwd)
+	p := startACPBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
+	touch := func(n int) {
+		touched := time.Date(2026, 1, 1, 0, 0, n, 0, time.UTC)
+		entries, _ := os.ReadDir(folder)
+		for _, e := range entries {
+			os.Chtimes(filepath.Join(folder, e.Name()), touched, touched)
+		}
+	}
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "list", "method": "session/list", "params": map[string]any{"cwd": cwd}})
+	req = append(req, '\n')
+	lists := func(n int) float64 {
+		before := cpuTime(b, p.cmd.Process.Pid)
+		p.stdin.Write(bytes.Repeat(req, n))
+		for range n {
+			_, line := p.untilPrefix(b, `{"jsonrpc":"2.0","id":"list",`)
+			var page struct{ Result acpListPage }
+			if err := json.Unmarshal(line, &page); err != nil || len(page.Result.Sessions) != acpPageSize {
+				b.Fatalf("session/list: %.300s", line)
+			}
+		}
+		return float64(cpuTime(b, p.cmd.Process.Pid)-before) / float64(time.Millisecond)
+	}
+	var ones, manys []float64
+	iteration := 0
+	for b.Loop() {
+		iteration += 2
+		touch(iteration)
+		ones = append(ones, lists(1))
+		touch(iteration + 1)
+		manys = append(manys, lists(concurrentLists))
+	}
+	b.ReportMetric(median(ones), "cpu-ms/one")
+	b.ReportMetric(median(manys), "cpu-ms/many")
+	b.ReportMetric(median(manys)/median(ones), "many/one")
+}
