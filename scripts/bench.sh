@@ -50,6 +50,7 @@ bench '^BenchmarkEventLineEndingsRatio$' 20x
 bench '^BenchmarkStreamACPRatio$' 10x
 bench '^Benchmark(TwoSessions|CancelRequest)ACP$' 10x
 bench '^BenchmarkSessionListPagesACP$' 5x
+bench '^BenchmarkConcurrentSessionListsACP$' 3x
 bench '^BenchmarkProcessFloodRatio$' 5x
 bench '^BenchmarkBashTrue' 200x
 bench '^BenchmarkGrepTree$' 5x
@@ -93,6 +94,7 @@ CPU for two sessions' 16k-token answers at once / one's (acp)|BenchmarkTwoSessio
 $/cancel_request of a streaming prompt answered (acp)|BenchmarkCancelRequestACP ms-cancel_request||<=|1000|ms
 session/list of 1,000 sessions, the first page (each file read) / reading them whole|BenchmarkSessionListPagesACP first/read-floor||<=|6|x
 session/list of 1,000 sessions, a page after it / reading the folder and each file's status|BenchmarkSessionListPagesACP page/stat-floor||<=|3|x
+64 session/list at once on 1,000 sessions, rpi's CPU / one session/list's|BenchmarkConcurrentSessionListsACP many/one||<=|2|x
 process output flood, rpi / io.Copy of the same child|BenchmarkProcessFloodRatio rpi/floor||>=|0.85|x
 peak resident memory during the flood|BenchmarkProcessFloodRatio MiB-peak||<=|32|MiB
 bash true round trip, rpi / bash -c true from os/exec|BenchmarkBashTrue ms/bash-true|BenchmarkBashTrueFloor ms/bash-true|<=|1.8|x
