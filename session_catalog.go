@@ -36,6 +36,8 @@ const (
 	catalogTailBytes   = 64 << 10  // read from the end of a larger one, for a late rename
 	catalogSummaryRune = 80        // a summary's length at most, in characters
 	catalogNameRunes   = 200       // a name's length at most, in characters
+	catalogCwdRunes    = 4096      // a header's cwd's, in characters: Linux's PATH_MAX is 4096 bytes
+	catalogIDRunes     = 1024      // a header's id's: pi's are 36 characters, rpi's at most maxSessionIDLength
 )
 
 // sessionStore is where session files live: root is pi's sessions folder
@@ -352,7 +354,9 @@ func sessionRowOf(f io.ReaderAt, size int64) (row sessionRow, ok bool) {
 	if !ok {
 		return row, false
 	}
-	row.SessionID, row.Cwd = header.ID, header.Cwd
+	// Cut as a long name is: a longer cwd names no directory, a longer id
+	// none a client gives, and each is kept, and sent, with every row.
+	row.SessionID, row.Cwd = clipRunes(header.ID, catalogIDRunes), clipRunes(header.Cwd, catalogCwdRunes)
 	messages, summarized := 0, false
 	var d jsonIn
 	var e catalogEntry

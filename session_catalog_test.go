@@ -268,6 +268,35 @@ func TestSessionRowNameBounded(t *testing.T) {
 	}
 }
 
+// TestSessionRowCwdAndIDBounded: a header's cwd and id went into the row
+// whole, up to the 256 KiB a listing reads of a file's head: a folder of
+// such files made the rows rpi keeps (and each session_list answer) 256
+// KiB a file. Now a row keeps at most catalogCwdRunes of the cwd (no
+// working directory's path is longer: Linux's PATH_MAX is 4096 bytes)
+// and catalogIDRunes of the id (pi's are 36 characters, rpi's at most
+// maxSessionIDLength), a longer one cut with "…" as a long name is: it
+// names no directory, nor any id a client could give.
+func TestSessionRowCwdAndIDBounded(t *testing.T) {
+	long := "/" + strings.Repeat("d", 150_000)
+	id := strings.Repeat("7", 90_000)
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	header := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-01-01T00:00:00.000Z","cwd":"` + long + `"}` + "\n"
+	os.WriteFile(path, []byte(header), 0o644)
+	row, ok := readSessionRow(path)
+	if !ok || row.Cwd != long[:catalogCwdRunes-1]+"…" || row.SessionID != id[:catalogIDRunes-1]+"…" {
+		t.Errorf("row %v: cwd of %d bytes, id of %d", ok, len(row.Cwd), len(row.SessionID))
+	}
+	if kept := row.keptBytes(); kept > 16<<10 {
+		t.Errorf("the row is counted as %d bytes", kept)
+	}
+	// One of an ordinary length is kept whole.
+	exact := "/" + strings.Repeat("d", catalogCwdRunes-1)
+	os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"`+exact+`"}`+"\n"), 0o644)
+	if row, ok := readSessionRow(path); !ok || row.Cwd != exact || row.SessionID != "s" {
+		t.Errorf("row %v: cwd of %d bytes", ok, len(row.Cwd))
+	}
+}
+
 // TestDeleteSessionHeaderCutByTheHead: session_delete reads at most
 // catalogHeadBytes of a file, and a line that limit cuts is no whole line:
 // a file whose line there is a header followed by more (no JSON, so no
