@@ -157,18 +157,7 @@ const listedSessions, listedSessionBytes = 1000, 32 << 10
 //	go test -run '^$' -bench 'SessionListPagesACP' -benchtime 5x .
 func BenchmarkSessionListPagesACP(b *testing.B) {
 	agent, cwd := b.TempDir(), b.TempDir()
-	filler := strings.Repeat("x", 1000)
-	for i := range listedSessions {
-		path := writeTestSession(b, agent, cwd, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i), i%1440, fmt.Sprintf("session %d", i))
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for n := 0; n < listedSessionBytes/len(filler); n++ {
-			fmt.Fprintf(f, `{"type":"message","id":"f%07d","parentId":"e0000001","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}],"timestamp":1}}`+"\n", n, filler)
-		}
-		f.Close()
-	}
+	writeListedSessions(b, agent, cwd, listedSessionBytes)
 	folder := defaultSessionDir(agent, cwd)
 	p := startACPBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
 	var firsts, readFloors, pages, statFloors []float64
@@ -252,18 +241,7 @@ const concurrentLists = 64
 //	go test -run '^$' -bench 'ConcurrentSessionListsACP' -benchtime 3x .
 func BenchmarkConcurrentSessionListsACP(b *testing.B) {
 	agent, cwd := b.TempDir(), b.TempDir()
-	filler := strings.Repeat("x", 1000)
-	for i := range listedSessions {
-		path := writeTestSession(b, agent, cwd, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i), i%1440, fmt.Sprintf("session %d", i))
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for n := range 4 {
-			fmt.Fprintf(f, `{"type":"message","id":"f%07d","parentId":"e0000001","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}],"timestamp":1}}`+"\n", n, filler)
-		}
-		f.Close()
-	}
+	writeListedSessions(b, agent, cwd, 4<<10)
 	folder := defaultSessionDir(agent, cwd)
 	p := startACPBench(b, withoutKeys([]string{"PI_CODING_AGENT_DIR=" + agent})...)
 	touch := func(n int) {
@@ -299,4 +277,21 @@ func BenchmarkConcurrentSessionListsACP(b *testing.B) {
 	b.ReportMetric(median(ones), "cpu-ms/one")
 	b.ReportMetric(median(manys), "cpu-ms/many")
 	b.ReportMetric(median(manys)/median(ones), "many/one")
+}
+
+// writeListedSessions writes listedSessions sessions of cwd in agent's
+// folder, each with about size bytes of assistant messages.
+func writeListedSessions(b *testing.B, agent, cwd string, size int) {
+	filler := strings.Repeat("x", 1000)
+	for i := range listedSessions {
+		path := writeTestSession(b, agent, cwd, fmt.Sprintf("0199%04d-0000-7000-8000-%012d", i, i), i%1440, fmt.Sprintf("session %d", i))
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < size/len(filler); n++ {
+			fmt.Fprintf(f, `{"type":"message","id":"f%07d","parentId":"e0000001","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}],"timestamp":1}}`+"\n", n, filler)
+		}
+		f.Close()
+	}
 }
