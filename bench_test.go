@@ -33,8 +33,14 @@ var (
 	buildErr  error
 )
 
-// rpiBinary builds the static binary once per test run, into benchDir.
+// rpiBinary builds the static binary once per test run, into benchDir;
+// RPI_BENCH_BIN names another rpi binary to run instead (an older build,
+// to measure a change by turns where bench-against.sh cannot: the
+// benchmark came with the change).
 func rpiBinary(b testing.TB) string {
+	if bin := os.Getenv("RPI_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rpi-bench-")
 		if err != nil {
