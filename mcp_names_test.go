@@ -228,13 +228,7 @@ func mcpHashTwins(server string) (string, string) {
 // mcp__helper__a_b, which ran a_b though the search had loaded a-b (and
 // an approval for the name, a-b's, let a_b run).
 func TestMCPToolNamesKeptAcrossRelisting(t *testing.T) {
-	e := newTestEnv(t)
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.json")
-	writeToolNames(t, tools, "a-b")
-	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "deferred")})
-	s := openWithMCP(t, e)
-	t.Cleanup(s.close)
+	s, tools := openListfileSession(t, "deferred", &recordingSink{}, "a-b")
 	s.mcp.awaitAll(context.Background())
 	if loaded := s.mcp.search("mcp__helper__a_b", 1); len(loaded) != 1 || loaded[0].name != "mcp__helper__a_b" {
 		t.Fatalf("tool_search loaded %v", loaded)
@@ -243,13 +237,7 @@ func TestMCPToolNamesKeptAcrossRelisting(t *testing.T) {
 		t.Fatalf("mcp__helper__a_b: %q", got)
 	}
 	writeToolNames(t, tools, "a_b", "then")
-	conn, timeout, err := s.mcp.conn("helper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "changed", "arguments": map[string]any{}}, timeout, false); err != nil {
-		t.Fatal(err)
-	}
+	tellToolsChanged(t, s)
 	for deadline := time.Now().Add(10 * time.Second); s.mcp.state("helper").ToolCount != 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("never listed again: %+v", s.mcp.list())
@@ -352,24 +340,10 @@ func TestMCPToolNamesKeptPastTheLimit(t *testing.T) {
 // reports each refresh of a server's tools: the tools changed, but no
 // mcp_server_update said so, and a client showing the count kept the old.
 func TestMCPToolsChangedReported(t *testing.T) {
-	e := newTestEnv(t)
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.json")
-	writeToolNames(t, tools, "one")
-	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), "direct")})
 	sink := &recordingSink{}
-	s, _ := openTestSessionIn(t, e, `{"text":["ok"]}`, sink, &approvingUI{}, nil)
-	t.Cleanup(s.close)
-	s.startMCP()
-	s.mcp.awaitFirst(context.Background())
+	s, tools := openListfileSession(t, "direct", sink, "one")
 	writeToolNames(t, tools, "one", "two", "three")
-	conn, timeout, err := s.mcp.conn("helper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "changed", "arguments": map[string]any{}}, timeout, false); err != nil {
-		t.Fatal(err)
-	}
+	tellToolsChanged(t, s)
 	reported := func() bool {
 		for _, ev := range sink.all() {
 			if u, ok := ev.Data.(mcpServerUpdate); ok && ev.Type == "mcp_server_update" && u.State == "connected" && u.ToolCount == 3 {
@@ -382,5 +356,35 @@ func TestMCPToolsChangedReported(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no mcp_server_update with the 3 tools listed again: state %+v, events %v", s.mcp.state("helper"), sink.types())
 		}
+	}
+}
+
+// openListfileSession opens a session whose server "helper" (a
+// "listfile" server of exposure) lists first; tools is the file it lists
+// from. It waits until the server is connected or failed.
+func openListfileSession(t *testing.T, exposure string, sink eventSink, first ...string) (s *session, tools string) {
+	t.Helper()
+	e := newTestEnv(t)
+	dir := t.TempDir()
+	tools = filepath.Join(dir, "tools.json")
+	writeToolNames(t, tools, first...)
+	writeMCPServers(t, e.agentDir, map[string]any{"helper": listfileServer(tools, filepath.Join(dir, "pid"), exposure)})
+	s, _ = openTestSessionIn(t, e, `{"text":["ok"]}`, sink, &approvingUI{}, nil)
+	t.Cleanup(s.close)
+	s.startMCP()
+	s.mcp.awaitFirst(context.Background())
+	return s, tools
+}
+
+// tellToolsChanged calls the listfile server's tool "changed", which
+// tells tools/list_changed before it answers.
+func tellToolsChanged(t *testing.T, s *session) {
+	t.Helper()
+	conn, timeout, err := s.mcp.conn("helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.request(context.Background(), "tools/call", map[string]any{"name": "changed", "arguments": map[string]any{}}, timeout, false); err != nil {
+		t.Fatal(err)
 	}
 }
