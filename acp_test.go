@@ -994,8 +994,10 @@ func TestACPStopReason(t *testing.T) {
 		{false, &assistantMessage{StopReason: "aborted"}, "cancelled"},
 		{false, &assistantMessage{StopReason: "length"}, "max_tokens"},
 		{false, &assistantMessage{StopReason: "toolUse"}, "end_turn"},
-		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The model stopped: refusal"}, "refusal"},
-		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The model stopped: content_filter"}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "I can't help with that.", answerMeta: &answerMeta{RawStopReason: "refusal"}}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "Provider finish_reason: content_filter", answerMeta: &answerMeta{RawStopReason: "content_filter"}}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "Provider stopped with: SAFETY", answerMeta: &answerMeta{RawStopReason: "SAFETY"}}, "refusal"},
+		{false, &assistantMessage{StopReason: "error", ErrorMessage: "Provider finish_reason: network_error", answerMeta: &answerMeta{RawStopReason: "network_error"}}, "end_turn"},
 		{false, &assistantMessage{StopReason: "error", ErrorMessage: "The prompt was blocked: SAFETY"}, "refusal"},
 		{false, &assistantMessage{StopReason: "error", ErrorMessage: "429 Too Many Requests"}, "end_turn"},
 	} {

@@ -887,18 +887,26 @@ func acpStopReason(cancelled bool, last *assistantMessage) string {
 		return "end_turn"
 	case last.StopReason == "length":
 		return "max_tokens"
-	case last.StopReason == "error" && acpRefusal.get().MatchString(last.ErrorMessage):
+	case last.StopReason == "error" && acpRefused(last):
 		return "refusal"
 	}
 	return "end_turn"
 }
 
-// acpRefusal matches the errors of a provider that refused to answer:
-// Anthropic's refusal, OpenAI's content_filter, Gemini's safety stops
-// and blocked prompts.
-var acpRefusal = lazy[*regexp.Regexp]{build: func() *regexp.Regexp {
-	return regexp.MustCompile(`^(The model stopped: (refusal|content_filter|SAFETY|RECITATION|BLOCKLIST|PROHIBITED_CONTENT|SPII|IMAGE_SAFETY)|The prompt was blocked: )`)
-}}
+// acpRefusals are the stop reasons, as the provider gave them, of a model
+// that refused to answer: Anthropic's refusal (and sensitive), OpenAI's
+// content_filter, Gemini's safety stops.
+var acpRefusals = []string{"refusal", "sensitive", "content_filter", "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+
+// acpRefused says whether an answer that failed was a refusal: by its
+// provider's stop reason (its error is pi's words for it, which for
+// Anthropic may be the model's own explanation), or a blocked prompt.
+func acpRefused(last *assistantMessage) bool {
+	if meta := last.answerMeta; meta != nil && slices.Contains(acpRefusals, meta.RawStopReason) {
+		return true
+	}
+	return strings.HasPrefix(last.ErrorMessage, "The prompt was blocked: ")
+}
 
 // ---- Config options, modes, commands (docs/acp.md) ----
 

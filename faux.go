@@ -61,5 +61,5 @@ func streamFaux(ctx context.Context, m *model, st *streamer, started func()) err
 		text = text[n:]
 	}
 	st.endOpen()
-	return st.stopAs("stop", "stop", m)
+	return st.stopAs("stop", "stop", "", m)
 }

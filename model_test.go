@@ -924,7 +924,7 @@ func TestGeminiEndings(t *testing.T) {
 	call := `{"functionCall": {"name": "read","args": {"path": "a.go"}},"thoughtSignature": "CiQBjz1rX0vCq3mW9hB2yT8kLq1nR5sP7uA3eD6fG0hJ2kM4oQ=="}`
 	checkStreams(t, apiGoogle, []streamCase{
 		{name: "length", sse: chunk(`{"text": "Once upon a time"}`, "MAX_TOKENS"), stop: "length"},
-		{name: "safety", sse: chunk(`{"text": ""}`, "SAFETY"), err: "The model stopped: SAFETY"},
+		{name: "safety", sse: chunk(`{"text": ""}`, "SAFETY"), err: "Provider stopped with: SAFETY"},
 		{name: "error chunk", sse: chunk(`{"text": "Hi"}`, "") +
 			`data: {"error": {"code": 503,"message": "The model is overloaded. Please try again later.","status": "UNAVAILABLE"}}` + "\r\n\r\n",
 			err: "503 UNAVAILABLE: The model is overloaded. Please try again later."},

@@ -4,6 +4,7 @@ package main
 // thinking as a token budget, and the reader of its stream.
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -287,6 +288,9 @@ type anthropicEvent struct {
 		Signature   string `json:"signature"`
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
+		StopDetails *struct {
+			Explanation string `json:"explanation"` // a refusal's
+		} `json:"stop_details"`
 	} `json:"delta"`
 	Usage *anthropicDeltaUsage `json:"usage"` // message_delta's
 	Error *struct {
@@ -312,7 +316,7 @@ type anthropicUsage struct {
 }
 
 func readAnthropic(body io.Reader, st *streamer, m *model) error {
-	stop := ""
+	stop, explanation := "", ""
 	u := &st.msg.Usage
 	err := st.events(body, func(_ string, data []byte) (bool, error) {
 		var ev anthropicEvent
@@ -374,6 +378,9 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 			if ev.Delta.StopReason != "" {
 				stop = ev.Delta.StopReason
 			}
+			if d := ev.Delta.StopDetails; d != nil {
+				explanation = d.Explanation
+			}
 			if du := ev.Usage; du != nil { // the counts it gives, as pi 1.6 takes them
 				for _, c := range []struct {
 					given *tokenCount
@@ -401,5 +408,13 @@ func readAnthropic(body io.Reader, st *streamer, m *model) error {
 		return err
 	}
 	reasons := map[string]string{"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "": "stop", "max_tokens": "length", "tool_use": "toolUse"}
-	return st.stopAs(reasons[stop], stop, m)
+	// What another stop is, in pi 1.6's words.
+	failure := "Unhandled stop reason: " + stop
+	switch stop {
+	case "refusal":
+		failure = cmp.Or(explanation, "The model refused to complete the request")
+	case "sensitive":
+		failure = "Provider stopped with: sensitive"
+	}
+	return st.stopAs(reasons[stop], stop, failure, m)
 }

@@ -383,5 +383,5 @@ func readGemini(body io.Reader, st *streamer, m *model) error {
 		return err
 	}
 	stop := map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
-	return st.stopAs(stop[finish], finish, m)
+	return st.stopAs(stop[finish], finish, "Provider stopped with: "+finish, m) // pi 1.6's words
 }

@@ -915,3 +915,44 @@ func TestAnthropicBlockStartsWithText(t *testing.T) {
 		t.Errorf("deltas %q; want what a block's start held among them", deltas)
 	}
 }
+
+// TestStopTextsAsPi: a stop rpi does not take for an answer fails with
+// pi 1.6's words for it, each API's own (rpi said "The model stopped: X"
+// for all): Anthropic's refusal with the model's explanation when it
+// gives one, Chat Completions' finish_reason, Gemini's finishReason.
+func TestStopTextsAsPi(t *testing.T) {
+	anthropic := func(delta string) http.HandlerFunc {
+		return typedSSEHandler([]string{
+			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`,
+			`{"type":"message_delta","delta":` + delta + `,"usage":{"output_tokens":1}}`,
+			`{"type":"message_stop"}`,
+		})
+	}
+	for _, tt := range []struct {
+		name, api string
+		handler   http.HandlerFunc
+		want, raw string
+	}{
+		{"refusal explained", apiAnthropic, anthropic(`{"stop_reason":"refusal","stop_details":{"type":"refusal","explanation":"I can't help with that."}}`), "I can't help with that.", "refusal"},
+		{"refusal", apiAnthropic, anthropic(`{"stop_reason":"refusal"}`), "The model refused to complete the request", "refusal"},
+		{"sensitive", apiAnthropic, anthropic(`{"stop_reason":"sensitive"}`), "Provider stopped with: sensitive", "sensitive"},
+		{"unknown", apiAnthropic, anthropic(`{"stop_reason":"model_context_window_exceeded"}`), "Unhandled stop reason: model_context_window_exceeded", "model_context_window_exceeded"},
+		{"content_filter", apiOpenAI, sseHandler(func(send func(string)) {
+			send(`{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"content_filter"}]}`)
+			send(`[DONE]`)
+		}), "Provider finish_reason: content_filter", "content_filter"},
+		{"SAFETY", apiGoogle, sseHandler(func(send func(string)) {
+			send(`{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"SAFETY"}]}`)
+		}), "Provider stopped with: SAFETY", "SAFETY"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, err := hostileCall(t, context.Background(), tt.api, 4096, tt.handler, nil)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("error %v; want %q", err, tt.want)
+			}
+			if msg.answerMeta == nil || msg.RawStopReason != tt.raw {
+				t.Errorf("raw stop reason %+v; want %q", msg.answerMeta, tt.raw)
+			}
+		})
+	}
+}

@@ -765,5 +765,5 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		return err
 	}
 	stop := map[string]string{"stop": "stop", "end": "stop", "": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
-	return st.stopAs(stop[finish], finish, m)
+	return st.stopAs(stop[finish], finish, "Provider finish_reason: "+finish, m) // pi 1.6's words
 }

@@ -401,9 +401,9 @@ func readResponses(body io.Reader, st *streamer, m *model) error {
 	}
 	switch {
 	case status == "completed" || status == "in_progress" || status == "queued":
-		return st.stopAs("stop", status, m)
+		return st.stopAs("stop", status, "", m)
 	case status == "incomplete" && failure == "max_output_tokens":
-		return st.stopAs("length", status+"."+failure, m) // pi 1.6's rawStopReason
+		return st.stopAs("length", status+"."+failure, "", m) // pi 1.6's rawStopReason
 	case status == "incomplete":
 		return &providerError{message: "Response incomplete: " + failure}
 	}

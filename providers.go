@@ -359,13 +359,14 @@ func (st *streamer) hasToolCalls() bool {
 // stopAs ends the answer with stop, rpi's stop reason for the provider's
 // raw one ("stop" becomes "toolUse" when the answer calls a tool; raw is
 // kept as rawStopReason), and prices its usage; an empty stop is a
-// reason rpi does not know, an error.
-func (st *streamer) stopAs(stop, raw string, m *model) error {
+// reason rpi does not know, an error that says failure (pi 1.6's words
+// for it, each API's own).
+func (st *streamer) stopAs(stop, raw, failure string, m *model) error {
 	if raw != "" {
 		st.msg.meta().RawStopReason = raw
 	}
 	if stop == "" {
-		return &providerError{message: "The model stopped: " + raw}
+		return &providerError{message: failure}
 	}
 	if stop == "stop" && st.hasToolCalls() {
 		stop = "toolUse"

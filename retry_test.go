@@ -91,7 +91,7 @@ var retryCases = []struct {
 	{"fake", "400 Bad Request: request req_5003abc is invalid", false, false}, // a status in a longer word (#11057)
 	{"fake", "400 Bad Request: sent 15000 bytes", false, false},               //
 	{"fake", "The answer was cut at 128 KiB: the model server sent more than rpi keeps for one answer", false, false},
-	{"fake", "The model stopped: content_filter", false, false},
+	{"fake", "Provider finish_reason: content_filter", false, false},
 	{"fake", "", false, false},
 	// An overflowed context: compacted, not retried, as an answer; a
 	// summary's request is retried (pi checks no overflow there).
