@@ -84,11 +84,6 @@ func (w *exactWalk) value(i int, t reflect.Type, depth int) int {
 			elem = n.elem
 		} // otherwise encoding/json skips the value, or hands it to an UnmarshalJSON
 	}
-	if fields == nil && elem == nil {
-		if end := skipValue(b, i, 0); end >= 0 {
-			return end // nested deeper than skipValue follows: walked below
-		}
-	}
 	open := b[i]
 	end := byte('}')
 	if open == '[' {

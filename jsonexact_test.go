@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -245,5 +246,22 @@ func TestConfigKeysMatchExactly(t *testing.T) {
 	tasks, invalid, err := readLoopsFile(write("s.loops.json", `{"version":1,"tasks":[{`+task+`,"Prompt":"evil","ID":"ba9876543210"}],"TASKS":[]}`))
 	if err != nil || invalid != 0 || len(tasks) != 1 || tasks[0].ID != "0123456789ab" || tasks[0].Prompt != "p" {
 		t.Errorf("the loops file read as %v, %d invalid (%v)", tasks, invalid, err)
+	}
+}
+
+// TestDecodeEntryDeepNestingLinear: a session line nested thousands of
+// levels deep with members beside each level (a hostile file) goes to
+// the slow path, which reads it in work linear in its size. The walk of
+// its keys scanned each level as deep as skipValue follows before
+// walking into it, 512 times the line's work: 15 s for this line of
+// 7 MB (it fails with -timeout 10s), where it now takes a tenth of one.
+func TestDecodeEntryDeepNestingLinear(t *testing.T) {
+	const depth = 9000
+	level := "[" + strings.Repeat("1,", 400)
+	line := `{"type":"custom","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00Z","customType":"k","data":` +
+		strings.Repeat(level, depth) + "[]" + strings.Repeat("]", depth) + `}`
+	e, err := decodeEntry([]byte(line), &jsonIn{})
+	if err != nil || e.Type != "custom" || e.ID != "a" {
+		t.Fatalf("decodeEntry: %v, %+v", err, e)
 	}
 }
