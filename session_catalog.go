@@ -175,10 +175,11 @@ type folderScans struct{ running, next *folderScan }
 
 // folderScan is one scan and its answer, which done tells has come.
 type folderScan struct {
-	done    chan struct{}
-	claimed bool // a listing runs it
-	rows    []sessionRow
-	err     error
+	done     chan struct{}
+	claimed  bool // a listing runs it
+	panicked bool // its scan ended with a panic
+	rows     []sessionRow
+	err      error
 }
 
 // listScans is the process's: every store's.
@@ -218,6 +219,9 @@ func (s *sharedScans) share(ctx context.Context, key scanKey, scan func(context.
 			if c.claimed { // another listing runs it
 				s.mu.Unlock()
 				<-c.done
+				if c.panicked {
+					continue
+				}
 				if c.err != nil && ctx.Err() == nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) {
 					continue // the context that ended was the other listing's
 				}
@@ -226,15 +230,26 @@ func (s *sharedScans) share(ctx context.Context, key scanKey, scan func(context.
 			c.claimed = true // f.running is c: the scan that ended made it so
 		}
 		s.mu.Unlock()
-		c.rows, c.err = scan(ctx)
+		return s.run(ctx, key, f, c, scan)
+	}
+}
+
+// run runs c's scan, then lets the folder's next one start and answers
+// the listings that wait for c. A scan that panics does so too (the panic
+// goes on to this listing's recover): those listings run one of their own.
+func (s *sharedScans) run(ctx context.Context, key scanKey, f *folderScans, c *folderScan, scan func(context.Context) ([]sessionRow, error)) ([]sessionRow, error) {
+	c.panicked = true
+	defer func() {
 		s.mu.Lock()
 		if f.running, f.next = f.next, nil; f.running == nil {
 			delete(s.scans, key)
 		}
 		s.mu.Unlock()
 		close(c.done)
-		return c.rows, c.err
-	}
+	}()
+	c.rows, c.err = scan(ctx)
+	c.panicked = false
+	return c.rows, c.err
 }
 
 // listScanRead and listScanJoined are the tests' view of the scans: a

@@ -579,3 +579,32 @@ func TestConcurrentSessionListsShareAScan(t *testing.T) {
 		t.Error("two listings share their rows")
 	}
 }
+
+// TestSharedScanPanicFreesTheFolder: a scan that panics (a bug, which
+// the command's own recover turns into an error) leaves its folder free:
+// the next listing runs a scan of its own, where it waited forever for
+// the one that never ended.
+func TestSharedScanPanicFreesTheFolder(t *testing.T) {
+	var s sharedScans
+	key := scanKey{folder: "f"}
+	func() {
+		defer func() {
+			if p := recover(); p != "scan" {
+				t.Errorf("panic %v, want the scan's", p)
+			}
+		}()
+		s.share(context.Background(), key, func(context.Context) ([]sessionRow, error) { panic("scan") })
+	}()
+	s.mu.Lock()
+	left := len(s.scans)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d folders still scanned after the panic; the next listing waits forever", left)
+	}
+	rows, err := s.share(context.Background(), key, func(context.Context) ([]sessionRow, error) {
+		return []sessionRow{{SessionID: "a"}}, nil
+	})
+	if err != nil || len(rows) != 1 || rows[0].SessionID != "a" {
+		t.Fatalf("next listing: %v, %v", rows, err)
+	}
+}
