@@ -269,7 +269,8 @@ func (s *session) planCompaction() (*compactionPlan, error) {
 	for i := len(path) - 1; i >= 0 && previous == nil; i-- {
 		if path[i].Type == "compaction" {
 			previous, from = path[i], i+1
-			if kept := slices.IndexFunc(path[:i], func(e *sessionEntry) bool { return e.ID == previous.info().FirstKeptEntryID }); kept >= 0 {
+			firstKept := previous.info().FirstKeptEntryID // read from its line once, not once an entry
+			if kept := slices.IndexFunc(path[:i], func(e *sessionEntry) bool { return e.ID == firstKept }); kept >= 0 {
 				from = kept
 			}
 			made = slices.Concat(path[i:i+1], path[from:])

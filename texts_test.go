@@ -187,7 +187,7 @@ func readTextsWithoutFixture(t *testing.T) map[string]int {
 	reason := false
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+		line := strings.TrimSuffix(sc.Text(), "\r") // a checkout that made its line ends CRLF
 		switch {
 		case line == "":
 			reason = false
