@@ -956,23 +956,3 @@ func TestStopTextsAsPi(t *testing.T) {
 		})
 	}
 }
-
-// TestChatCompletionsCallFoundByID: a tool-call piece whose index is new
-// but whose id is a call's already begun continues that call, as pi 1.6
-// takes it (a server that numbers a call's later pieces anew): rpi began
-// another call with the same id, and each had half the arguments.
-func TestChatCompletionsCallFoundByID(t *testing.T) {
-	msg, err := hostileCall(t, context.Background(), apiOpenAI, 4096, sseHandler(func(send func(string)) {
-		send(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"path\":"}}]}}]}`)
-		send(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"call_1","function":{"arguments":"\"a.txt\"}"}}]}}]}`)
-		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)
-		send(`[DONE]`)
-	}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := json.Marshal(msg.Content)
-	if len(msg.Content) != 1 || msg.Content[0].ID != "call_1" || string(msg.Content[0].Arguments) != `{"path":"a.txt"}` {
-		t.Errorf("content %s; want one call with its arguments whole", got)
-	}
-}

@@ -609,8 +609,7 @@ func decodeOpenAIDeltaFields(raw []byte) (d openAIDelta, ok bool) {
 // stream into the open block of their kind; tool calls are keyed by
 // tool_calls[].index, as the format does, so the pieces of parallel calls
 // may interleave and calls without ids stay apart (a piece without an
-// index, or with one not seen before, continues the call with its id; one
-// with neither, the latest call). Tool calls
+// index continues the call with its id, or the latest one). Tool calls
 // stay open until the stream ends, then end in the order they started.
 //
 // A thinking block records where its thinking came from as pi 1.6 does, in
@@ -648,9 +647,7 @@ func readOpenAI(body io.Reader, st *streamer, m *model) error {
 		i, ok := -1, false
 		switch {
 		case index != nil:
-			if i, ok = byIndex[*index]; !ok && id != "" {
-				i, ok = byID[id] // an index not seen, the id of a call that was: that call, as pi 1.6 takes it
-			}
+			i, ok = byIndex[*index]
 		case id != "":
 			i, ok = byID[id]
 		case len(calls) > 0:
